@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Shared-libraries watcher: notices successful read-only opens of the libraries that
+ * modules care about (libssl, libcudart, ...) and reports them through a ring buffer.
+ *
+ * sys_enter_*: read the path once, reject non-libraries cheaply, remember a match per
+ * thread. sys_exit_*: if the open succeeded, re-read the path and emit an event sized
+ * to it. Only matched opens touch a hash map or the ring buffer.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "shared_libraries.h"
+#include "lib/shlib_match.h"
+
+#define O_ACCMODE 00000003
+#define O_RDONLY  00000000
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} shlib_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct shlib_config);
+} shlib_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SHLIB_CNT__COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} shlib_counters SEC(".maps");
+
+/* Too large for the BPF stack: the event is built in a per-CPU slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct shlib_event);
+} shlib_scratch SEC(".maps");
+
+struct shlib_inflight {
+	__u64 filename; /* user pointer, re-read at exit */
+	__u16 lib;
+	__u16 syscall;
+	__u32 __pad;
+};
+
+/* LRU: an exit we never see (attached mid-syscall, thread killed) must not pin a slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64); /* pid_tgid */
+	__type(value, struct shlib_inflight);
+} shlib_inflight SEC(".maps");
+
+static __always_inline void shlib_count(enum shlib_counter counter)
+{
+	__u32 key = counter;
+	__u64 *val;
+
+	val = bpf_map_lookup_elem(&shlib_counters, &key);
+	if (val)
+		*val += 1;
+}
+
+/*
+ * Copy the path at user address filename into ev->path. Returns its length, or -1 if it
+ * is unreadable, empty, or PATH_MAX bytes or longer (an open the kernel refuses anyway).
+ */
+static __always_inline long shlib_read_path(struct shlib_event *ev, const char *filename)
+{
+	long n;
+	char next;
+
+	n = bpf_probe_read_user_str(ev->path, SHLIB_PATH_MAX, filename);
+	if (n <= 1)
+		return -1;
+	if (n == SHLIB_PATH_MAX) {
+		/* Buffer full: the path is PATH_MAX - 1 bytes exactly, or truncated. */
+		if (bpf_probe_read_user(&next, 1, filename + SHLIB_PATH_MAX - 1) || next) {
+			shlib_count(SHLIB_CNT_TOO_LONG);
+			return -1;
+		}
+	}
+	return n - 1;
+}
+
+static __always_inline int shlib_on_enter(const char *filename, __u64 flags, __u64 pid_tgid,
+					  enum shlib_syscall sys)
+{
+	struct shlib_inflight in = {};
+	struct shlib_config *cfg;
+	struct shlib_event *ev;
+	__u32 zero = 0;
+	long len;
+	int lib;
+
+	if ((flags & O_ACCMODE) != O_RDONLY)
+		return 0;
+	cfg = bpf_map_lookup_elem(&shlib_config, &zero);
+	if (!cfg || !cfg->libsets)
+		return 0;
+	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
+	if (!ev)
+		return 0;
+	len = shlib_read_path(ev, filename);
+	if (len < 0)
+		return 0;
+	lib = shlib_match_event(ev, len);
+	if (lib < 0 || !(cfg->libsets & SHLIB_LIBSET_BIT(shlib_lib_libset(lib))))
+		return 0;
+
+	shlib_count(SHLIB_CNT_MATCHED);
+	in.filename = (__u64)filename;
+	in.lib = lib;
+	in.syscall = sys;
+	if (bpf_map_update_elem(&shlib_inflight, &pid_tgid, &in, BPF_ANY))
+		shlib_count(SHLIB_CNT_INFLIGHT_FULL);
+	return 0;
+}
+
+static __always_inline int shlib_on_exit(long ret, __u64 pid_tgid)
+{
+	struct shlib_inflight *in;
+	struct shlib_event *ev;
+	__u64 filename;
+	__u32 zero = 0;
+	__u16 lib, sys;
+	long len;
+
+	in = bpf_map_lookup_elem(&shlib_inflight, &pid_tgid);
+	if (!in)
+		return 0;
+	filename = in->filename;
+	lib = in->lib;
+	sys = in->syscall;
+	bpf_map_delete_elem(&shlib_inflight, &pid_tgid);
+	if (ret < 0) {
+		shlib_count(SHLIB_CNT_OPEN_FAILED);
+		return 0;
+	}
+
+	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
+	if (!ev)
+		return 0;
+	len = shlib_read_path(ev, (const char *)filename);
+	if (len < 0) {
+		shlib_count(SHLIB_CNT_LOST);
+		return 0;
+	}
+	ev->ktime_ns = bpf_ktime_get_ns();
+	ev->pid = pid_tgid >> 32;
+	ev->tid = (__u32)pid_tgid;
+	ev->lib = lib;
+	ev->libset = shlib_lib_libset(lib);
+	ev->syscall = sys;
+	ev->path_len = len;
+	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
+	if (bpf_ringbuf_output(&shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(len) + 1, 0))
+		shlib_count(SHLIB_CNT_LOST);
+	else
+		shlib_count(SHLIB_CNT_EMITTED);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_openat")
+int shlib_enter_openat(struct trace_event_raw_sys_enter *ctx)
+{
+	return shlib_on_enter((const char *)ctx->args[1], ctx->args[2], bpf_get_current_pid_tgid(),
+			      SHLIB_SYS_OPENAT);
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat")
+int shlib_exit_openat(struct trace_event_raw_sys_exit *ctx)
+{
+	return shlib_on_exit(ctx->ret, bpf_get_current_pid_tgid());
+}
+
+SEC("tracepoint/syscalls/sys_enter_open")
+int shlib_enter_open(struct trace_event_raw_sys_enter *ctx)
+{
+	return shlib_on_enter((const char *)ctx->args[0], ctx->args[1], bpf_get_current_pid_tgid(),
+			      SHLIB_SYS_OPEN);
+}
+
+SEC("tracepoint/syscalls/sys_exit_open")
+int shlib_exit_open(struct trace_event_raw_sys_exit *ctx)
+{
+	return shlib_on_exit(ctx->ret, bpf_get_current_pid_tgid());
+}
+
+SEC("tracepoint/syscalls/sys_enter_openat2")
+int shlib_enter_openat2(struct trace_event_raw_sys_enter *ctx)
+{
+	struct open_how how = {};
+
+	/* openat2(dfd, filename, how, size): the flags live in user memory. */
+	if (bpf_probe_read_user(&how.flags, sizeof(how.flags), (void *)ctx->args[2]))
+		return 0;
+	return shlib_on_enter((const char *)ctx->args[1], how.flags, bpf_get_current_pid_tgid(),
+			      SHLIB_SYS_OPENAT2);
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat2")
+int shlib_exit_openat2(struct trace_event_raw_sys_exit *ctx)
+{
+	return shlib_on_exit(ctx->ret, bpf_get_current_pid_tgid());
+}

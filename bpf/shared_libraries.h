@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Shared-libraries watcher: the types that cross the kernel/user boundary.
+ *
+ * Included by bpf/shared_libraries.bpf.c (after vmlinux.h) and by userspace (after
+ * <linux/types.h>). Every layout here is checked by _Static_assert on both sides.
+ *
+ * Kernel -> user: struct shlib_event through the ring buffer `shlib_events`, sized to
+ * the path it carries (header + path_len + 1 bytes). User -> kernel: struct
+ * shlib_config in the array map `shlib_config`, read on every candidate open.
+ */
+#ifndef BPFTEL_SHARED_LIBRARIES_H
+#define BPFTEL_SHARED_LIBRARIES_H
+
+/* The kernel refuses paths of PATH_MAX bytes or more (NUL included), so 4096 holds
+ * every path an open can succeed with. A power of two: BPF code masks indexes with it. */
+#define SHLIB_PATH_MAX 4096
+/* Basenames are at most NAME_MAX (255) bytes. */
+#define SHLIB_NAME_MAX 255
+/* Longest version suffix accepted after ".so." ("12.1.105" is 8). */
+#define SHLIB_VERSION_MAX 32
+#define SHLIB_COMM_LEN	  16
+
+/* Which library a path names. Values are stable: they travel in events. */
+enum shlib_lib {
+	SHLIB_LIB_SSL = 0,
+	SHLIB_LIB_CRYPTO = 1,
+	SHLIB_LIB_GNUTLS = 2,
+	SHLIB_LIB_CUDART = 3,
+	SHLIB_LIB_CUDA = 4,
+	SHLIB_LIB__COUNT,
+};
+
+/* Groups of libraries a module subscribes to. */
+enum shlib_libset {
+	SHLIB_LIBSET_CRYPTO = 0, /* libssl, libcrypto, libgnutls */
+	SHLIB_LIBSET_GPU = 1,	 /* libcudart, libcuda */
+	SHLIB_LIBSET__COUNT,
+};
+
+#define SHLIB_LIBSET_BIT(set) (1u << (set))
+#define SHLIB_LIBSET_ALL      ((1u << SHLIB_LIBSET__COUNT) - 1)
+
+/* Which syscall made the open; stable values. */
+enum shlib_syscall {
+	SHLIB_SYS_OPEN = 0,
+	SHLIB_SYS_OPENAT = 1,
+	SHLIB_SYS_OPENAT2 = 2,
+};
+
+/* Counters in the per-CPU array `shlib_counters`; only rare paths touch them. */
+enum shlib_counter {
+	SHLIB_CNT_MATCHED = 0,	     /* enter: basename matched an enabled libset */
+	SHLIB_CNT_EMITTED = 1,	     /* exit: event written to the ring buffer */
+	SHLIB_CNT_OPEN_FAILED = 2,   /* exit: the matched open failed */
+	SHLIB_CNT_LOST = 3,	     /* exit: ring buffer full, event lost */
+	SHLIB_CNT_TOO_LONG = 4,	     /* enter: path of PATH_MAX bytes or more */
+	SHLIB_CNT_INFLIGHT_FULL = 5, /* enter: no room to remember the open */
+	SHLIB_CNT__COUNT,
+};
+
+struct shlib_config {
+	__u32 libsets; /* SHLIB_LIBSET_BIT()s that match; 0 = watcher idle */
+	__u32 __pad;
+};
+
+struct shlib_event {
+	__u64 ktime_ns;
+	__u32 pid; /* tgid */
+	__u32 tid;
+	__u16 lib;     /* enum shlib_lib */
+	__u16 libset;  /* enum shlib_libset */
+	__u16 syscall; /* enum shlib_syscall */
+	__u16 __pad;
+	__u32 path_len; /* bytes in path, NUL not counted; path[path_len] == 0 */
+	__u32 __pad2;
+	char comm[SHLIB_COMM_LEN];
+	char path[SHLIB_PATH_MAX];
+};
+
+#define SHLIB_EVENT_HDR_SIZE 48 /* offsetof(struct shlib_event, path) */
+
+_Static_assert(sizeof(struct shlib_config) == 8, "shlib_config layout");
+_Static_assert(__builtin_offsetof(struct shlib_event, path_len) == 24, "shlib_event layout");
+_Static_assert(__builtin_offsetof(struct shlib_event, comm) == 32, "shlib_event layout");
+_Static_assert(__builtin_offsetof(struct shlib_event, path) == SHLIB_EVENT_HDR_SIZE,
+	       "shlib_event layout");
+_Static_assert(sizeof(struct shlib_event) == SHLIB_EVENT_HDR_SIZE + SHLIB_PATH_MAX,
+	       "shlib_event layout");
+_Static_assert((SHLIB_PATH_MAX & (SHLIB_PATH_MAX - 1)) == 0, "SHLIB_PATH_MAX power of two");
+
+#endif /* BPFTEL_SHARED_LIBRARIES_H */

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Small library for BPF_PROG_TEST_RUN tests: load a skeleton, run a program with a
+ * context, read maps and the ring buffer. Every BPF test uses it:
+ *
+ *   main():  bpftel_test_require_bpf();          // exit 77 (ctest skip) without privileges
+ *   setup:   skel = x__open_and_load();          // the harness object
+ *   case:    bpftel_test_run(prog, &ctx, sizeof(ctx), &retval);
+ *            bpftel_rb_capture__drain(&cap);      // records the run emitted
+ *            bpftel_test_percpu_sum(map_fd, key); // counters
+ *
+ * Tests assert; this library only reports errors (negative errno).
+ */
+#ifndef BPFTEL_TEST_HARNESS_H
+#define BPFTEL_TEST_HARNESS_H
+
+#include <stddef.h>
+#include <linux/types.h>
+#include <bpf/libbpf.h>
+
+/* Exit 77 (ctest's SKIP_RETURN_CODE) unless this process may load BPF programs. */
+void bpftel_test_require_bpf(void);
+
+/* Run prog once with ctx_in (syscall/raw_tp) and store its return value. 0 or -errno. */
+int bpftel_test_run(const struct bpf_program *prog, void *ctx, size_t ctx_size, int *retval);
+
+/* Sum of one u64 per-CPU array slot over all CPUs; 0 if the lookup fails. */
+__u64 bpftel_test_percpu_sum(int map_fd, __u32 key);
+
+/* Zero every slot of a per-CPU array of u64s. */
+int bpftel_test_percpu_clear(int map_fd, __u32 nkeys);
+
+#define BPFTEL_RB_CAPTURE_MAX 64
+
+struct bpftel_rb_record {
+	size_t size;
+	void *data;
+};
+
+struct bpftel_rb_capture {
+	struct ring_buffer *rb;
+	size_t n;
+	size_t dropped; /* records past BPFTEL_RB_CAPTURE_MAX */
+	struct bpftel_rb_record rec[BPFTEL_RB_CAPTURE_MAX];
+};
+
+int bpftel_rb_capture__open(struct bpftel_rb_capture *cap, int map_fd);
+/* Free what the last drain captured, then read every pending record. Returns cap->n. */
+int bpftel_rb_capture__drain(struct bpftel_rb_capture *cap);
+void bpftel_rb_capture__close(struct bpftel_rb_capture *cap);
+
+#endif /* BPFTEL_TEST_HARNESS_H */

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * BPF_PROG_TEST_RUN harness for bpf/shared_libraries.bpf.c. It compiles the real object
+ * (same maps, same inline code, same tracepoint programs) and adds a syscall program
+ * that plays one open: enter with (filename, flags), then exit with ret, as the thread
+ * pid_tgid. A syscall program runs in the test's own process, so filename is an
+ * ordinary pointer into the test's memory and bpf_probe_read_user_str reads it as the
+ * real probe would.
+ */
+#include "../../../bpf/shared_libraries.bpf.c"
+
+struct shlib_test_open {
+	__u64 filename;
+	__u64 flags;
+	__s64 ret;
+	__u64 pid_tgid;
+	__u32 syscall;
+	__u32 __pad;
+};
+
+SEC("syscall")
+int shlib_test_open(struct shlib_test_open *ctx)
+{
+	shlib_on_enter((const char *)ctx->filename, ctx->flags, ctx->pid_tgid, ctx->syscall);
+	return shlib_on_exit(ctx->ret, ctx->pid_tgid);
+}
+
+/* Returns shlib_match_event() of the path alone, without config or maps. */
+SEC("syscall")
+int shlib_test_match(struct shlib_test_open *ctx)
+{
+	struct shlib_event *ev;
+	__u32 zero = 0;
+	long len;
+
+	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
+	if (!ev)
+		return -2;
+	len = shlib_read_path(ev, (const char *)ctx->filename);
+	if (len < 0)
+		return -3;
+	return shlib_match_event(ev, len);
+}

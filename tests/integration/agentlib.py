@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""Helpers for integration tests: run the real agent, query it with the real CLI,
+count the kernel's BPF objects. Each test is a plain script: exit 0 pass, 1 fail,
+77 skip (ctest SKIP_RETURN_CODE)."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+def require_root():
+    if os.geteuid() != 0:
+        skip("needs root to load BPF programs")
+    if not shutil.which("bpftool"):
+        skip("bpftool not installed")
+
+
+def bpf_ids(kind):
+    """Ids of every BPF object of a kind ('prog', 'link', 'map') in the kernel."""
+    out = subprocess.run(["bpftool", "-j", kind, "list"], check=True,
+                         capture_output=True, text=True).stdout
+    return {o["id"] for o in json.loads(out or "[]")}
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        val = pred()
+        if val:
+            return val
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Agent:
+    def __init__(self, agent_bin, cli_bin, extra_args=()):
+        self.dir = tempfile.mkdtemp(prefix="bpftel-it-")
+        self.socket = os.path.join(self.dir, "bpftel.sock")
+        self.cli_bin = cli_bin
+        self.log_path = os.path.join(self.dir, "agent.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([agent_bin, "--socket", self.socket, *extra_args],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(self._answers, 30, "the agent to answer on its socket")
+
+    def _answers(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"agent exited with {self.proc.returncode}:\n{self.logs()}")
+        return self.cli("stats", check=False).returncode == 0
+
+    def cli(self, *args, check=True):
+        res = subprocess.run([self.cli_bin, "--socket", self.socket, *args],
+                             capture_output=True, text=True, timeout=30)
+        if check and res.returncode != 0:
+            raise AssertionError(f"bpftel {' '.join(args)} failed ({res.returncode}): "
+                                 f"{res.stderr}")
+        return res
+
+    def json(self, *args):
+        return json.loads(self.cli(*args, "--json").stdout)
+
+    def logs(self):
+        if not self.log.closed:
+            self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+        self.log.close()
+        return self.proc.returncode
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+    print(f"ok: {msg}")

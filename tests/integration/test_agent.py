@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""End to end: the real agent sees a real python3 load libssl, the CLI reports it as a
+table and as JSON, SIGTERM leaves no program or link behind, and the CLI fails clearly
+once the agent is gone."""
+import argparse
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import Agent, bpf_ids, check, require_root, wait_for  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args()
+    require_root()
+
+    progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
+    agent = Agent(args.agent, args.cli)
+    try:
+        stats = agent.json("stats")
+        ours = {p["id"] for p in stats["programs"]}
+        attach = {p["attach"] for p in stats["programs"] if p["attached"]}
+        check(len(ours) == 6 and ours <= bpf_ids("prog"),
+              f"stats lists 6 loaded programs, all in the kernel: {sorted(ours)}")
+        check("tracepoint:syscalls/sys_enter_openat" in attach and
+              "tracepoint:syscalls/sys_exit_openat" in attach,
+              "openat enter/exit tracepoints attached")
+        check(len(bpf_ids("link") - links_before) >= 2, "the agent holds BPF links")
+
+        py = subprocess.run([args.python, "-c", "import ssl, os; print(os.getpid())"],
+                            check=True, capture_output=True, text=True)
+        pid = int(py.stdout.strip())
+
+        def detected():
+            libs = agent.json("stats")["libraries"]
+            return [l for l in libs if l["pid"] == pid and l["lib"] in ("libssl", "libcrypto")]
+        found = wait_for(detected, 10, f"a libssl/libcrypto detection for pid {pid}")
+        check(all(l["libset"] == "crypto" and l["path"].endswith((".so.3", ".so"))
+                  for l in found), f"pid {pid} detected: {[l['path'] for l in found]}")
+
+        table = agent.cli("stats").stdout
+        check(any(line.split()[:1] == [str(pid)] and "libssl" in line
+                  for line in table.splitlines()) or
+              any(line.split()[:1] == [str(pid)] and "libcrypto" in line
+                  for line in table.splitlines()),
+              "the stats table has a row for that pid")
+
+        raw = agent.cli("stats", "--json").stdout
+        tool = subprocess.run([sys.executable, "-m", "json.tool"], input=raw,
+                              capture_output=True, text=True)
+        check(tool.returncode == 0, "bpftel stats --json | python3 -m json.tool succeeds")
+        events = agent.json("stats")["events"]
+        check(events["received"] >= 1 and events["lost"] == 0,
+              f"events received {events['received']}, lost {events['lost']}")
+
+        rc = agent.stop()
+        check(rc == 0, f"agent exited 0 after SIGTERM (log:\n{agent.logs()})")
+        check(not (ours & bpf_ids("prog")), "none of the agent's programs remain")
+        check(bpf_ids("link") <= links_before, "no links beyond the baseline remain")
+        check(bpf_ids("prog") <= progs_before, "no programs beyond the baseline remain")
+        check(not os.path.exists(agent.socket), "control socket removed")
+
+        res = agent.cli("stats", check=False)
+        lines = res.stderr.strip().splitlines()
+        check(res.returncode == 1 and len(lines) == 1 and "no agent is running" in lines[0],
+              f"stats without an agent: exit {res.returncode}, {lines}")
+    finally:
+        agent.cleanup()
+    print("test_agent: all checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * bpftel: the CLI. Sends one request to the agent's control socket and prints the
+ * answer as tables, or as the agent's JSON document with --json.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "table.h"
+#include "user/common/ctl.h"
+
+static const char usage_text[] =
+	"Usage: bpftel [--socket PATH] <command> [--json]\n"
+	"\n"
+	"Query a running bpftel-agent.\n"
+	"\n"
+	"Commands:\n"
+	"  stats     agent uptime, loaded programs and how they attach, event counters,\n"
+	"            shared libraries detected (pid, library, path)\n"
+	"\n"
+	"Options:\n"
+	"  -s, --socket PATH   agent control socket (default " BPFTEL_CTL_SOCKET_DEFAULT ")\n"
+	"  -j, --json          print the agent's answer as one JSON document\n"
+	"  -h, --help          this text\n"
+	"  -V, --version       print the version and exit\n"
+	"\n"
+	"Exit status: 0 success, 1 agent unreachable or command failed, 2 usage error.\n"
+	"\n"
+	"Examples:\n"
+	"  bpftel stats\n"
+	"  bpftel stats --json | python3 -m json.tool\n";
+
+struct command {
+	const char *name;
+	void (*print)(json_t *resp);
+};
+
+static const char *jstr(json_t *obj, const char *key)
+{
+	const char *s = json_string_value(json_object_get(obj, key));
+
+	return s ? s : "-";
+}
+
+static long long jint(json_t *obj, const char *key)
+{
+	return json_integer_value(json_object_get(obj, key));
+}
+
+static void fmt_duration(char *buf, size_t size, double secs)
+{
+	long long s = (long long)secs;
+
+	if (s < 60)
+		snprintf(buf, size, "%.1fs", secs);
+	else if (s < 3600)
+		snprintf(buf, size, "%lldm%02llds", s / 60, s % 60);
+	else if (s < 86400)
+		snprintf(buf, size, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+	else
+		snprintf(buf, size, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
+}
+
+static void print_programs(json_t *progs)
+{
+	static const char *const hdr[] = {"PROGRAM", "ID", "COMPONENT", "STATE", "ATTACH"};
+	struct table *t = table_new(5, hdr);
+	char id[24];
+	json_t *p;
+	size_t i;
+
+	json_array_foreach (progs, i, p) {
+		snprintf(id, sizeof(id), "%lld", jint(p, "id"));
+		table_add(t, (const char *const[]){jstr(p, "name"), id, jstr(p, "component"),
+						   json_is_true(json_object_get(p, "attached"))
+							   ? "attached"
+							   : "unavailable",
+						   jstr(p, "attach")});
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+static void print_libraries(json_t *libs)
+{
+	static const char *const hdr[] = {"PID",   "COMM",    "LIBRARY", "LIBSET",
+					  "OPENS", "PROCESS", "PATH"};
+	struct table *t = table_new(7, hdr);
+	char pid[24], opens[24];
+	json_t *l;
+	size_t i;
+
+	json_array_foreach (libs, i, l) {
+		snprintf(pid, sizeof(pid), "%lld", jint(l, "pid"));
+		snprintf(opens, sizeof(opens), "%lld", jint(l, "opens"));
+		table_add(t,
+			  (const char *const[]){
+				  pid, jstr(l, "comm"), jstr(l, "lib"), jstr(l, "libset"), opens,
+				  json_is_true(json_object_get(l, "alive")) ? "running" : "exited",
+				  jstr(l, "path")});
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+static void print_stats(json_t *resp)
+{
+	json_t *agent = json_object_get(resp, "agent"), *events = json_object_get(resp, "events");
+	json_t *progs = json_object_get(resp, "programs"),
+	       *libs = json_object_get(resp, "libraries");
+	const char *key;
+	char up[32];
+	json_t *val;
+	int first = 1;
+
+	fmt_duration(up, sizeof(up), json_number_value(json_object_get(agent, "uptime_s")));
+	printf("Agent: bpftel-agent %s, pid %lld, up %s\n\n", jstr(agent, "version"),
+	       jint(agent, "pid"), up);
+	printf("Programs (%zu):\n", json_array_size(progs));
+	print_programs(progs);
+	printf("\nEvents:");
+	json_object_foreach (events, key, val) {
+		printf("%s %s %lld", first ? "" : ",", key, (long long)json_integer_value(val));
+		first = 0;
+	}
+	printf("\n\nLibraries detected (%zu):\n", json_array_size(libs));
+	if (json_array_size(libs))
+		print_libraries(libs);
+	else
+		printf("none yet: start a process that loads libssl or libcudart\n");
+}
+
+static const struct command commands[] = {
+	{"stats", print_stats},
+};
+
+static const struct command *find_command(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	}
+	return NULL;
+}
+
+static int report_connect_error(int err, const char *path, const char *msg)
+{
+	switch (-err) {
+	case ENOENT:
+	case ECONNREFUSED:
+		fprintf(stderr,
+			"bpftel: no agent is running at %s (start one with: bpftel-agent)\n", path);
+		break;
+	case EACCES:
+	case EPERM:
+		fprintf(stderr,
+			"bpftel: permission denied on %s: the control socket is root-only, run as "
+			"root\n",
+			path);
+		break;
+	default:
+		fprintf(stderr, "bpftel: %s\n", msg);
+	}
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"socket", required_argument, NULL, 's'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{},
+	};
+	const char *socket_path = BPFTEL_CTL_SOCKET_DEFAULT;
+	const struct command *cmd;
+	json_t *req, *resp;
+	int c, json = 0, err;
+	char errbuf[512];
+
+	while ((c = getopt_long(argc, argv, "+s:jhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			socket_path = optarg;
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return 0;
+		case 'V':
+			printf("bpftel %s\n", BPFTEL_VERSION);
+			return 0;
+		default:
+			fputs(usage_text, stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "bpftel: no command given\n\n%s", usage_text);
+		return 2;
+	}
+	cmd = find_command(argv[optind]);
+	if (!cmd) {
+		if (!strcmp(argv[optind], "help")) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+		fprintf(stderr, "bpftel: unknown command '%s' (see bpftel --help)\n", argv[optind]);
+		return 2;
+	}
+	for (optind++; optind < argc; optind++) {
+		if (!strcmp(argv[optind], "--json") || !strcmp(argv[optind], "-j")) {
+			json = 1;
+		} else if (!strcmp(argv[optind], "--help") || !strcmp(argv[optind], "-h")) {
+			fputs(usage_text, stdout);
+			return 0;
+		} else {
+			fprintf(stderr, "bpftel %s: unexpected argument '%s'\n", cmd->name,
+				argv[optind]);
+			return 2;
+		}
+	}
+
+	req = json_pack("{s:s}", "cmd", cmd->name);
+	err = bpftel_ctl_call(socket_path, req, BPFTEL_CTL_TIMEOUT_MS, &resp, errbuf,
+			      sizeof(errbuf));
+	json_decref(req);
+	if (err)
+		return report_connect_error(err, socket_path, errbuf);
+	if (!json_is_true(json_object_get(resp, "ok"))) {
+		fprintf(stderr, "bpftel: agent: %s\n", jstr(resp, "error"));
+		json_decref(resp);
+		return 1;
+	}
+	if (json) {
+		json_object_del(resp, "ok");
+		json_dumpf(resp, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
+		putchar('\n');
+	} else {
+		cmd->print(resp);
+	}
+	json_decref(resp);
+	return 0;
+}

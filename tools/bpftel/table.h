@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* Aligned text tables for the CLI: add a header and rows of cells, then print. */
+#ifndef BPFTEL_TABLE_H
+#define BPFTEL_TABLE_H
+
+#include <stdio.h>
+
+#define TABLE_MAX_COLS 12
+
+struct table;
+
+struct table *table_new(int ncols, const char *const *headers);
+/* Append a row of ncols cells (printf-style each: pass pre-formatted strings). */
+void table_add(struct table *t, const char *const *cells);
+/* Print with columns separated by two spaces; the last column is not padded. */
+void table_print(const struct table *t, FILE *out);
+void table_free(struct table *t);
+
+#endif /* BPFTEL_TABLE_H */

@@ -1,0 +1,97 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# The two README commands, for a Debian 12 machine, as root:
+#
+#   tools/dev.sh run [AGENT OPTIONS]   install missing packages, build, install the binaries
+#                                      to /usr/local, run bpftel-agent in the foreground
+#   tools/dev.sh test                  install missing packages, build, run every test, then
+#                                      build with ASan+UBSan and run every test again
+#
+# Builds are incremental (build/ and build-asan/). With CI=true or BPFTEL_REQUIRE_BPF=1 a
+# skipped test is a failure: CI runs as root, where every BPF test must run.
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# Debian packages, with why each is here (see README "Dependencies").
+build_pkgs="cmake make gcc clang llvm pkg-config libbpf-dev libelf-dev zlib1g-dev \
+libjansson-dev bpftool"
+test_pkgs="libcmocka-dev python3"
+
+die() {
+	echo "dev.sh: $*" >&2
+	exit 1
+}
+
+install_missing() {
+	missing=""
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+			missing="$missing $p"
+	done
+	[ -z "$missing" ] && return 0
+	[ "$(id -u)" -eq 0 ] || die "missing packages:$missing (run as root to install them)"
+	echo "dev.sh: installing:$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq || die "apt-get update failed"
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
+		die "apt-get install failed for:$missing"
+}
+
+build() { # build DIR [CMAKE ARGS]
+	dir=$1
+	shift
+	if [ ! -f "$root/$dir/CMakeCache.txt" ]; then
+		cmake -S "$root" -B "$root/$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+	fi
+	cmake --build "$root/$dir" -j "$jobs" -- --no-print-directory
+}
+
+run_ctest() { # run_ctest DIR
+	log="$root/$1/ctest.log"
+	status=0
+	ctest --test-dir "$root/$1" --output-on-failure 2>&1 | tee "$log" || status=1
+	grep -q "tests passed" "$log" || status=1
+	if grep -q "tests failed out of" "$log" && ! grep -q " 0 tests failed out of" "$log"; then
+		status=1
+	fi
+	if grep -q '\*\*\*Skipped' "$log"; then
+		if [ "${CI:-}" = true ] || [ "${BPFTEL_REQUIRE_BPF:-0}" = 1 ]; then
+			echo "dev.sh: tests were skipped; CI requires every BPF test to run:" >&2
+			grep '\*\*\*Skipped' "$log" >&2
+			status=1
+		else
+			echo "dev.sh: note: some tests were skipped (no BPF privileges?)" >&2
+		fi
+	fi
+	return $status
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+run)
+	install_missing $build_pkgs
+	build build -DBPFTEL_TESTS=OFF
+	cmake --install "$root/build" --prefix /usr/local >/dev/null
+	echo "dev.sh: installed bpftel-agent and bpftel to /usr/local; starting the agent"
+	exec /usr/local/sbin/bpftel-agent "$@"
+	;;
+test)
+	install_missing $build_pkgs $test_pkgs
+	build build -DBPFTEL_TESTS=ON
+	run_ctest build
+	echo "dev.sh: === again with AddressSanitizer + UndefinedBehaviorSanitizer ==="
+	build build-asan -DBPFTEL_TESTS=ON -DBPFTEL_SANITIZE=ON
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		run_ctest build-asan
+	echo "dev.sh: all tests passed (plain and sanitized builds)"
+	;;
+*)
+	echo "usage: tools/dev.sh run [AGENT OPTIONS] | tools/dev.sh test" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* bpftel-agent's state, shared by its main loop and its control commands. */
+#ifndef BPFTEL_AGENT_H
+#define BPFTEL_AGENT_H
+
+#include <time.h>
+#include <jansson.h>
+
+struct bpftel_sharedlibs;
+struct bpftel_ctl_server;
+
+struct bpftel_agent {
+	struct bpftel_sharedlibs *sharedlibs;
+	struct bpftel_ctl_server *ctl;
+	time_t started;		    /* wall clock, for display */
+	struct timespec mono_start; /* for uptime */
+};
+
+/* Control command dispatcher (bpftel_ctl_handler_fn); ctx is the agent. */
+json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx);
+
+/* The `stats` answer. */
+json_t *bpftel_agent_stats(struct bpftel_agent *agent);
+
+#endif /* BPFTEL_AGENT_H */

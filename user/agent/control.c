@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "user/common/ctl.h"
+#include "user/common/log.h"
+
+struct ctl_client {
+	int fd;
+	bool writing;
+	long long deadline_ms;
+	char *out;
+	size_t out_len, out_off;
+	struct bpftel_ctl_frame frame;
+};
+
+struct bpftel_ctl_server {
+	char *path;
+	dev_t dev;
+	ino_t ino;
+	int listen_fd;
+	int epoll_fd;
+	bpftel_ctl_handler_fn fn;
+	void *ctx;
+	struct ctl_client *clients[BPFTEL_CTL_MAX_CLIENTS];
+};
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static int mkdir_parents(const char *path)
+{
+	char *dir = strdup(path), *p;
+	int err = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	for (p = dir + 1; (p = strchr(p, '/')); p++) {
+		*p = '\0';
+		if (mkdir(dir, 0755) && errno != EEXIST) {
+			err = -errno;
+			break;
+		}
+		*p = '/';
+	}
+	free(dir);
+	return err;
+}
+
+/* A socket file at path: live agent -> -EADDRINUSE; stale -> removed; other file -> -EEXIST. */
+static int clear_stale(const char *path, const struct sockaddr_un *addr)
+{
+	struct stat st;
+	int fd, err;
+
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	err = connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) ? errno : 0;
+	close(fd);
+	if (!err)
+		return -EADDRINUSE;
+	if (err != ECONNREFUSED)
+		return -err;
+	return unlink(path) ? -errno : 0;
+}
+
+int bpftel_ctl_server__new(const char *path, bpftel_ctl_handler_fn fn, void *ctx,
+			   struct bpftel_ctl_server **out)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct bpftel_ctl_server *srv;
+	struct stat st;
+	mode_t old_umask;
+	int err;
+
+	*out = NULL;
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(addr.sun_path, path);
+
+	srv = calloc(1, sizeof(*srv));
+	if (!srv)
+		return -ENOMEM;
+	srv->listen_fd = srv->epoll_fd = -1;
+	srv->fn = fn;
+	srv->ctx = ctx;
+
+	err = mkdir_parents(path);
+	if (!err)
+		err = clear_stale(path, &addr);
+	if (err)
+		goto fail;
+	srv->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (srv->listen_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	/* Never visible with wider permissions than 0600, not even between bind and chmod. */
+	old_umask = umask(0177);
+	err = bind(srv->listen_fd, (struct sockaddr *)&addr, sizeof(addr)) ? -errno : 0;
+	umask(old_umask);
+	if (err)
+		goto fail;
+	srv->path = strdup(path);
+	if (!srv->path || chmod(path, 0600) || stat(path, &st) ||
+	    listen(srv->listen_fd, BPFTEL_CTL_MAX_CLIENTS)) {
+		err = srv->path ? -errno : -ENOMEM;
+		goto fail;
+	}
+	srv->dev = st.st_dev;
+	srv->ino = st.st_ino;
+
+	srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (srv->epoll_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	ev.data.ptr = NULL; /* NULL marks the listening socket */
+	if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->listen_fd, &ev)) {
+		err = -errno;
+		goto fail;
+	}
+	*out = srv;
+	return 0;
+fail:
+	bpftel_ctl_server__free(srv);
+	return err;
+}
+
+static void client_close(struct bpftel_ctl_server *srv, struct ctl_client *c)
+{
+	int i;
+
+	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++) {
+		if (srv->clients[i] == c)
+			srv->clients[i] = NULL;
+	}
+	epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	free(c->out);
+	free(c);
+}
+
+void bpftel_ctl_server__free(struct bpftel_ctl_server *srv)
+{
+	struct stat st;
+	int i;
+
+	if (!srv)
+		return;
+	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++) {
+		if (srv->clients[i])
+			client_close(srv, srv->clients[i]);
+	}
+	if (srv->epoll_fd >= 0)
+		close(srv->epoll_fd);
+	if (srv->listen_fd >= 0)
+		close(srv->listen_fd);
+	/* Remove the socket only if it is still ours, not a successor's. */
+	if (srv->path && !stat(srv->path, &st) && st.st_dev == srv->dev && st.st_ino == srv->ino)
+		unlink(srv->path);
+	free(srv->path);
+	free(srv);
+}
+
+int bpftel_ctl_server__fd(const struct bpftel_ctl_server *srv)
+{
+	return srv->epoll_fd;
+}
+
+/* Queue the answer and switch the client to writing. Takes the reference of resp. */
+static void client_answer(struct bpftel_ctl_server *srv, struct ctl_client *c, json_t *resp)
+{
+	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+	char *text;
+
+	if (!resp)
+		resp = bpftel_ctl_error("internal error: command produced no answer");
+	if (!json_object_get(resp, "ok"))
+		json_object_set_new(resp, "ok", json_true());
+	text = json_dumps(resp, JSON_COMPACT | JSON_REAL_PRECISION(9));
+	json_decref(resp);
+	if (!text) {
+		client_close(srv, c);
+		return;
+	}
+	c->out_len = strlen(text) + 1;
+	c->out = text;
+	c->out[c->out_len - 1] = '\n'; /* replaces the NUL; out is not a C string any more */
+	c->out_off = 0;
+	c->writing = true;
+	epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void client_request(struct bpftel_ctl_server *srv, struct ctl_client *c)
+{
+	char err[256];
+	json_t *req, *resp;
+
+	req = bpftel_ctl_parse_request(c->frame.buf, c->frame.len, err, sizeof(err));
+	if (!req) {
+		pr_debug("control: %s", err);
+		client_answer(srv, c, bpftel_ctl_error("%s", err));
+		return;
+	}
+	resp = srv->fn(json_string_value(json_object_get(req, "cmd")), req, srv->ctx);
+	json_decref(req);
+	client_answer(srv, c, resp);
+}
+
+static void client_read(struct bpftel_ctl_server *srv, struct ctl_client *c)
+{
+	char buf[4096];
+	ssize_t n;
+
+	for (;;) {
+		n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				client_close(srv, c);
+			return;
+		}
+		if (n == 0) {
+			/* Write side shut: what came so far is the request. */
+			if (c->frame.len)
+				client_request(srv, c);
+			else
+				client_close(srv, c);
+			return;
+		}
+		switch (bpftel_ctl_frame__feed(&c->frame, buf, n)) {
+		case BPFTEL_CTL_FRAME_MORE:
+			continue;
+		case BPFTEL_CTL_FRAME_DONE:
+			client_request(srv, c);
+			return;
+		case BPFTEL_CTL_FRAME_TOO_BIG:
+			client_answer(srv, c,
+				      bpftel_ctl_error("request larger than %d bytes",
+						       BPFTEL_CTL_REQ_MAX));
+			return;
+		}
+	}
+}
+
+static void client_write(struct bpftel_ctl_server *srv, struct ctl_client *c)
+{
+	ssize_t n;
+
+	while (c->out_off < c->out_len) {
+		n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+			 MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				client_close(srv, c);
+			return;
+		}
+		c->out_off += n;
+	}
+	client_close(srv, c);
+}
+
+static void accept_clients(struct bpftel_ctl_server *srv)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct ctl_client *c;
+	int fd, slot;
+
+	for (;;) {
+		fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0)
+			return;
+		for (slot = 0; slot < BPFTEL_CTL_MAX_CLIENTS && srv->clients[slot]; slot++)
+			;
+		c = slot < BPFTEL_CTL_MAX_CLIENTS ? calloc(1, sizeof(*c)) : NULL;
+		if (!c) {
+			pr_warn("control: too many clients, connection refused");
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->deadline_ms = mono_ms() + BPFTEL_CTL_TIMEOUT_MS;
+		ev.data.ptr = c;
+		if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev)) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		srv->clients[slot] = c;
+	}
+}
+
+void bpftel_ctl_server__process(struct bpftel_ctl_server *srv)
+{
+	struct epoll_event evs[16];
+	struct ctl_client *c;
+	int n, i;
+
+	n = epoll_wait(srv->epoll_fd, evs, 16, 0);
+	for (i = 0; i < n; i++) {
+		c = evs[i].data.ptr;
+		if (!c)
+			accept_clients(srv);
+		else if (c->writing)
+			client_write(srv, c);
+		else
+			client_read(srv, c);
+	}
+}
+
+void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv)
+{
+	long long now = mono_ms();
+	int i;
+
+	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++) {
+		if (srv->clients[i] && now > srv->clients[i]->deadline_ms) {
+			pr_debug("control: client timed out");
+			client_close(srv, srv->clients[i]);
+		}
+	}
+}

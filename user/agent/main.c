@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * bpftel-agent: the root daemon. Reads like opensnoop: configure -> load -> attach ->
+ * poll -> clean up in reverse. One thread runs one epoll loop over signals, the ring
+ * buffer and the control socket, so no state here needs a lock.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+
+#include "agent.h"
+#include "control.h"
+#include "system.h"
+#include "user/common/ctl.h"
+#include "user/common/log.h"
+#include "user/sharedlibs/sharedlibs.h"
+
+static struct env {
+	const char *socket_path;
+	int verbosity; /* enum bpftel_log_level shown at most */
+} env = {
+	.socket_path = BPFTEL_CTL_SOCKET_DEFAULT,
+	.verbosity = BPFTEL_LOG_INFO,
+};
+
+static const char usage_text[] =
+	"Usage: bpftel-agent [--socket PATH] [-v] [-h] [-V]\n"
+	"\n"
+	"eBPF telemetry agent. Runs in the foreground as root until SIGINT or SIGTERM, then\n"
+	"detaches every program it attached and closes every BPF object it loaded.\n"
+	"\n"
+	"Options:\n"
+	"  -s, --socket PATH   control socket for the bpftel CLI "
+	"(default " BPFTEL_CTL_SOCKET_DEFAULT ",\n"
+	"                      created mode 0600, parent directories as needed)\n"
+	"  -v, --verbose       more output; twice adds libbpf's debug log\n"
+	"  -q, --quiet         errors and warnings only\n"
+	"  -h, --help          this text\n"
+	"  -V, --version       print the version and exit\n"
+	"\n"
+	"Examples:\n"
+	"  bpftel-agent                          # defaults\n"
+	"  bpftel-agent --socket /tmp/bpftel.sock -v\n"
+	"  bpftel stats                          # from another shell\n";
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+static void log_stderr(enum bpftel_log_level level, const char *msg)
+{
+	if ((int)level > env.verbosity)
+		return;
+	fprintf(stderr, "bpftel-agent: %s: %s\n", level_names[level], msg);
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG && env.verbosity <= BPFTEL_LOG_DEBUG)
+		return 0;
+	if (level == LIBBPF_INFO && env.verbosity < BPFTEL_LOG_DEBUG)
+		return 0;
+	fputs("bpftel-agent: libbpf: ", stderr);
+	return vfprintf(stderr, fmt, ap);
+}
+
+static int parse_args(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"socket", required_argument, NULL, 's'}, {"verbose", no_argument, NULL, 'v'},
+		{"quiet", no_argument, NULL, 'q'},	  {"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},	  {},
+	};
+	int c, verbose = 0;
+
+	while ((c = getopt_long(argc, argv, "s:vqhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (!*optarg) {
+				fprintf(stderr, "bpftel-agent: --socket needs a path\n");
+				return 2;
+			}
+			env.socket_path = optarg;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'q':
+			env.verbosity = BPFTEL_LOG_WARN;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(0);
+		case 'V':
+			printf("bpftel-agent %s\n", BPFTEL_VERSION);
+			exit(0);
+		default:
+			fputs(usage_text, stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "bpftel-agent: unexpected argument '%s'\n\n%s", argv[optind],
+			usage_text);
+		return 2;
+	}
+	if (verbose)
+		env.verbosity = BPFTEL_LOG_DEBUG + (verbose > 1);
+	return 0;
+}
+
+static int setup_signals(void)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL))
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+enum loop_src { SRC_SIGNAL = 1, SRC_RINGBUF, SRC_CONTROL };
+
+static int epoll_add(int epfd, int fd, enum loop_src src)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = src};
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+/* Returns the signal that ended the loop, or -errno. */
+static int run_loop(struct bpftel_agent *agent, int sigfd)
+{
+	struct signalfd_siginfo si;
+	struct epoll_event evs[8];
+	int epfd, n, i, err;
+
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0)
+		return -errno;
+	err = epoll_add(epfd, sigfd, SRC_SIGNAL);
+	if (!err)
+		err = epoll_add(epfd, bpftel_sharedlibs__epoll_fd(agent->sharedlibs), SRC_RINGBUF);
+	if (!err)
+		err = epoll_add(epfd, bpftel_ctl_server__fd(agent->ctl), SRC_CONTROL);
+	while (!err) {
+		n = epoll_wait(epfd, evs, 8, 1000);
+		if (n < 0 && errno != EINTR) {
+			err = -errno;
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			switch (evs[i].data.u32) {
+			case SRC_SIGNAL:
+				if (read(sigfd, &si, sizeof(si)) != sizeof(si))
+					break;
+				if (si.ssi_signo == SIGHUP) {
+					pr_info("SIGHUP: no configuration to reload yet");
+					break;
+				}
+				close(epfd);
+				return si.ssi_signo;
+			case SRC_RINGBUF:
+				bpftel_sharedlibs__consume(agent->sharedlibs);
+				break;
+			case SRC_CONTROL:
+				bpftel_ctl_server__process(agent->ctl);
+				break;
+			}
+		}
+		bpftel_ctl_server__tick(agent->ctl);
+	}
+	close(epfd);
+	return err;
+}
+
+int main(int argc, char **argv)
+{
+	struct bpftel_agent agent = {};
+	struct bpftel_sharedlibs_opts sl_opts = {.sz = sizeof(sl_opts)};
+	const struct bpftel_prog_info *progs;
+	int sigfd = -1, err, ret = 1;
+	size_t nprogs;
+
+	err = parse_args(argc, argv);
+	if (err)
+		return err;
+	bpftel_log_set_callback(log_stderr);
+	libbpf_set_print(libbpf_print);
+	agent.started = time(NULL);
+	clock_gettime(CLOCK_MONOTONIC, &agent.mono_start);
+
+	sigfd = setup_signals();
+	if (sigfd < 0) {
+		pr_err("cannot set up signals: %s", strerror(-sigfd));
+		return 1;
+	}
+	if (geteuid() != 0)
+		pr_warn("not running as root: loading BPF will likely fail");
+	/* libbpf >= 1.0 raises RLIMIT_MEMLOCK itself on kernels without memcg accounting. */
+	if (bpftel_system_ensure_mounts())
+		goto cleanup;
+
+	err = bpftel_sharedlibs__new(&sl_opts, &agent.sharedlibs);
+	if (err)
+		goto cleanup;
+	err = bpftel_ctl_server__new(env.socket_path, bpftel_agent_command, &agent, &agent.ctl);
+	if (err) {
+		pr_err("cannot serve control socket %s: %s%s", env.socket_path, strerror(-err),
+		       err == -EADDRINUSE ? " (another bpftel-agent is running)"
+		       : err == -EEXIST	  ? " (a file that is not a socket is in the way)"
+					  : "");
+		goto cleanup;
+	}
+
+	nprogs = bpftel_sharedlibs__progs(agent.sharedlibs, &progs);
+	pr_info("running (version %s, pid %d): %zu programs loaded, control socket %s",
+		BPFTEL_VERSION, getpid(), nprogs, env.socket_path);
+	pr_info("try: bpftel%s%s stats",
+		strcmp(env.socket_path, BPFTEL_CTL_SOCKET_DEFAULT) ? " --socket " : "",
+		strcmp(env.socket_path, BPFTEL_CTL_SOCKET_DEFAULT) ? env.socket_path : "");
+
+	err = run_loop(&agent, sigfd);
+	if (err < 0) {
+		pr_err("event loop failed: %s", strerror(-err));
+		goto cleanup;
+	}
+	pr_info("%s: stopping", strsignal(err));
+	ret = 0;
+cleanup:
+	bpftel_ctl_server__free(agent.ctl);
+	bpftel_sharedlibs__free(agent.sharedlibs);
+	if (sigfd >= 0)
+		close(sigfd);
+	if (!ret)
+		pr_info("stopped: programs detached, BPF objects closed");
+	return ret;
+}

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include <errno.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/vfs.h>
+
+#include "system.h"
+#include "user/common/log.h"
+
+#define BPF_FS_MAGIC  0xcafe4a11
+#define TRACEFS_MAGIC 0x74726163
+
+static int ensure_mount(const char *path, const char *type, unsigned long magic)
+{
+	struct statfs st;
+
+	if (!statfs(path, &st) && (unsigned long)st.f_type == magic)
+		return 0;
+	if (mount(type, path, type, 0, NULL)) {
+		pr_err("cannot mount %s at %s: %s", type, path, strerror(errno));
+		return -errno;
+	}
+	pr_info("mounted %s at %s", type, path);
+	return 0;
+}
+
+int bpftel_system_ensure_mounts(void)
+{
+	int err;
+
+	err = ensure_mount(BPFTEL_BPFFS_PATH, "bpf", BPF_FS_MAGIC);
+	if (err)
+		return err;
+	return ensure_mount(BPFTEL_TRACEFS_PATH, "tracefs", TRACEFS_MAGIC);
+}
