@@ -5,10 +5,12 @@
  *
  * sys_enter_*: read the path once, reject non-libraries cheaply, remember a match per
  * thread. sys_exit_*: if the open succeeded, re-read the path and emit an event sized
- * to it. Only matched opens touch a hash map or the ring buffer.
+ * to it. Only matched opens touch a hash map or the ring buffer. Thread exit: forget
+ * the thread's open in flight (fentry, kprobe or tracepoint, whichever the kernel has).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 #include "shared_libraries.h"
 #include "lib/shlib_match.h"
 
@@ -211,4 +213,29 @@ SEC("tracepoint/syscalls/sys_exit_openat2")
 int shlib_exit_openat2(struct trace_event_raw_sys_exit *ctx)
 {
 	return shlib_on_exit(ctx->ret, bpf_get_current_pid_tgid());
+}
+
+/* A thread that dies inside open() never reaches sys_exit: drop what it left. */
+static __always_inline int shlib_on_task_exit(__u64 pid_tgid)
+{
+	bpf_map_delete_elem(&shlib_inflight, &pid_tgid);
+	return 0;
+}
+
+SEC("fentry/do_exit")
+int BPF_PROG(shlib_fentry_exit, long code)
+{
+	return shlib_on_task_exit(bpf_get_current_pid_tgid());
+}
+
+SEC("kprobe/do_exit")
+int shlib_kprobe_exit(void *ctx)
+{
+	return shlib_on_task_exit(bpf_get_current_pid_tgid());
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int shlib_tp_exit(void *ctx)
+{
+	return shlib_on_task_exit(bpf_get_current_pid_tgid());
 }

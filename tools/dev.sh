@@ -6,9 +6,10 @@
 #   tools/dev.sh run [AGENT OPTIONS]   install missing packages, build, install the binaries
 #                                      to /usr/local, run bpftel-agent in the foreground
 #   tools/dev.sh test                  install missing packages, build, run every test, then
-#                                      build with ASan+UBSan and run every test again
+#                                      build with ASan+UBSan and run every test again, then
+#                                      the manager's tests under ThreadSanitizer
 #
-# Builds are incremental (build/ and build-asan/). With CI=true or BPFTEL_REQUIRE_BPF=1 a
+# Builds are incremental (build/, build-asan/, build-tsan/). With CI=true or BPFTEL_REQUIRE_BPF=1 a
 # skipped test is a failure: CI runs as root, where every BPF test must run.
 set -eu
 
@@ -50,10 +51,12 @@ build() { # build DIR [CMAKE ARGS]
 	cmake --build "$root/$dir" -j "$jobs" -- --no-print-directory
 }
 
-run_ctest() { # run_ctest DIR
-	log="$root/$1/ctest.log"
+run_ctest() { # run_ctest DIR [CTEST ARGS]
+	dir=$1
+	shift
+	log="$root/$dir/ctest.log"
 	status=0
-	ctest --test-dir "$root/$1" --output-on-failure 2>&1 | tee "$log" || status=1
+	ctest --test-dir "$root/$dir" --output-on-failure "$@" 2>&1 | tee "$log" || status=1
 	grep -q "tests passed" "$log" || status=1
 	if grep -q "tests failed out of" "$log" && ! grep -q " 0 tests failed out of" "$log"; then
 		status=1
@@ -88,7 +91,11 @@ test)
 	build build-asan -DBPFTEL_TESTS=ON -DBPFTEL_SANITIZE=ON
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		run_ctest build-asan
-	echo "dev.sh: all tests passed (plain and sanitized builds)"
+	echo "dev.sh: === manager tests again with ThreadSanitizer ==="
+	build build-tsan -DBPFTEL_TESTS=ON -DBPFTEL_TSAN=ON
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+		run_ctest build-tsan -R test_bpf_manager
+	echo "dev.sh: all tests passed (plain, ASan+UBSan, and TSan builds)"
 	;;
 *)
 	echo "usage: tools/dev.sh run [AGENT OPTIONS] | tools/dev.sh test" >&2

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
@@ -72,6 +73,72 @@ int bpftel_test_percpu_clear(int map_fd, __u32 nkeys)
 		err = bpf_map_update_elem(map_fd, &key, zeros, BPF_ANY) ? -errno : 0;
 	free(zeros);
 	return err;
+}
+
+static unsigned int count_ids(int (*next)(__u32, __u32 *))
+{
+	unsigned int n = 0;
+	__u32 id = 0;
+
+	while (!next(id, &id))
+		n++;
+	return n;
+}
+
+void bpftel_test_count_objects(struct bpftel_obj_counts *out)
+{
+	struct dirent *de;
+	DIR *dir;
+
+	out->progs = count_ids(bpf_prog_get_next_id);
+	out->maps = count_ids(bpf_map_get_next_id);
+	out->links = count_ids(bpf_link_get_next_id);
+	out->fds = 0;
+	dir = opendir("/proc/self/fd");
+	if (!dir)
+		return;
+	while ((de = readdir(dir)))
+		out->fds += de->d_name[0] != '.';
+	closedir(dir);
+	out->fds--; /* the directory's own fd */
+}
+
+void bpftel_test_settle_objects(const struct bpftel_obj_counts *base, struct bpftel_obj_counts *out)
+{
+	int tries;
+
+	for (tries = 0; tries < 300; tries++) {
+		bpftel_test_count_objects(out);
+		if (out->progs == base->progs && out->maps == base->maps &&
+		    out->links == base->links && out->fds == base->fds)
+			return;
+		usleep(10000);
+	}
+	fprintf(stderr, "objects did not settle: progs %u/%u maps %u/%u links %u/%u fds %u/%u\n",
+		out->progs, base->progs, out->maps, base->maps, out->links, base->links, out->fds,
+		base->fds);
+	bpftel_test_list_fds(stderr);
+}
+
+void bpftel_test_list_fds(FILE *out)
+{
+	char path[300], target[256];
+	struct dirent *de;
+	ssize_t n;
+	DIR *dir;
+
+	dir = opendir("/proc/self/fd");
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		n = readlink(path, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = '\0';
+		fprintf(out, "  fd %s -> %s\n", de->d_name, target);
+	}
+	closedir(dir);
 }
 
 static int capture_record(void *ctx, void *data, size_t size)

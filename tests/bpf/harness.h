@@ -15,6 +15,7 @@
 #define BPFTEL_TEST_HARNESS_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <linux/types.h>
 #include <bpf/libbpf.h>
 
@@ -29,6 +30,23 @@ __u64 bpftel_test_percpu_sum(int map_fd, __u32 key);
 
 /* Zero every slot of a per-CPU array of u64s. */
 int bpftel_test_percpu_clear(int map_fd, __u32 nkeys);
+
+/* Kernel-wide BPF object counts (from the id iterators) and this process's open fds. */
+struct bpftel_obj_counts {
+	unsigned int progs, maps, links, fds;
+};
+
+void bpftel_test_count_objects(struct bpftel_obj_counts *out);
+/*
+ * Count until the counts equal *base or 3 s pass, then store the last counts in *out.
+ * The kernel frees a program detached from a perf event after an RCU grace period, so
+ * ids linger for a moment after the last close: wait for that, not longer.
+ */
+void bpftel_test_settle_objects(const struct bpftel_obj_counts *base,
+				struct bpftel_obj_counts *out);
+
+/* List this process's fds and what they point to (leak diagnostics). */
+void bpftel_test_list_fds(FILE *out);
 
 #define BPFTEL_RB_CAPTURE_MAX 64
 

@@ -21,6 +21,9 @@ static const char usage_text[] =
 	"Commands:\n"
 	"  stats     agent uptime, loaded programs and how they attach, event counters,\n"
 	"            shared libraries detected (pid, library, path)\n"
+	"  modules   modules and shared components: state, restarts, subscribers\n"
+	"  probes    every probe: the attach candidate that won, and why each other one\n"
+	"            was rejected (errno and reason)\n"
 	"\n"
 	"Options:\n"
 	"  -s, --socket PATH   agent control socket (default " BPFTEL_CTL_SOCKET_DEFAULT ")\n"
@@ -32,7 +35,8 @@ static const char usage_text[] =
 	"\n"
 	"Examples:\n"
 	"  bpftel stats\n"
-	"  bpftel stats --json | python3 -m json.tool\n";
+	"  bpftel stats --json | python3 -m json.tool\n"
+	"  bpftel probes\n";
 
 struct command {
 	const char *name;
@@ -67,7 +71,7 @@ static void fmt_duration(char *buf, size_t size, double secs)
 
 static void print_programs(json_t *progs)
 {
-	static const char *const hdr[] = {"PROGRAM", "ID", "COMPONENT", "STATE", "ATTACH"};
+	static const char *const hdr[] = {"PROGRAM", "ID", "COMPONENT", "PROBE", "ATTACH"};
 	struct table *t = table_new(5, hdr);
 	char id[24];
 	json_t *p;
@@ -76,10 +80,7 @@ static void print_programs(json_t *progs)
 	json_array_foreach (progs, i, p) {
 		snprintf(id, sizeof(id), "%lld", jint(p, "id"));
 		table_add(t, (const char *const[]){jstr(p, "name"), id, jstr(p, "component"),
-						   json_is_true(json_object_get(p, "attached"))
-							   ? "attached"
-							   : "unavailable",
-						   jstr(p, "attach")});
+						   jstr(p, "probe"), jstr(p, "attach")});
 	}
 	table_print(t, stdout);
 	table_free(t);
@@ -134,8 +135,54 @@ static void print_stats(json_t *resp)
 		printf("none yet: start a process that loads libssl or libcudart\n");
 }
 
+static void print_modules(json_t *resp)
+{
+	static const char *const hdr[] = {"MODULE", "STATE", "RESTARTS", "SUBSCRIBERS"};
+	struct table *t = table_new(4, hdr);
+	char restarts[24], subs[24];
+	json_t *m;
+	size_t i;
+
+	json_array_foreach (json_object_get(resp, "modules"), i, m) {
+		snprintf(restarts, sizeof(restarts), "%lld", jint(m, "restarts"));
+		snprintf(subs, sizeof(subs), "%lld", jint(m, "subscribers"));
+		table_add(t,
+			  (const char *const[]){jstr(m, "name"), jstr(m, "state"), restarts, subs});
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+/* One row per candidate; module, probe and policy only on a probe's first row. */
+static void print_probes(json_t *resp)
+{
+	static const char *const hdr[] = {"MODULE", "PROBE", "POLICY", "CANDIDATE", "RESULT"};
+	struct table *t = table_new(5, hdr);
+	char result[512];
+	json_t *p, *c;
+	size_t i, j;
+
+	json_array_foreach (json_object_get(resp, "probes"), i, p) {
+		json_array_foreach (json_object_get(p, "candidates"), j, c) {
+			if (json_object_get(c, "errno"))
+				snprintf(result, sizeof(result), "rejected: %s (%s)",
+					 jstr(c, "errno_name"), jstr(c, "reason"));
+			else
+				snprintf(result, sizeof(result), "%s", jstr(c, "result"));
+			table_add(t, (const char *const[]){j ? "" : jstr(p, "module"),
+							   j ? "" : jstr(p, "probe"),
+							   j ? "" : jstr(p, "policy"),
+							   jstr(c, "attach"), result});
+		}
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
 static const struct command commands[] = {
 	{"stats", print_stats},
+	{"modules", print_modules},
+	{"probes", print_probes},
 };
 
 static const struct command *find_command(const char *name)

@@ -6,10 +6,16 @@
 #include <time.h>
 #include <jansson.h>
 
+struct bpftel_manager;
 struct bpftel_sharedlibs;
 struct bpftel_ctl_server;
 
+/* The agent's own subscription to the shared-libraries watcher: it keeps an inventory
+ * of every library of every libset, whichever modules run. */
+#define BPFTEL_AGENT_SUBSCRIBER "agent-inventory"
+
 struct bpftel_agent {
+	struct bpftel_manager *mgr;
 	struct bpftel_sharedlibs *sharedlibs;
 	struct bpftel_ctl_server *ctl;
 	time_t started;		    /* wall clock, for display */
@@ -18,8 +24,5 @@ struct bpftel_agent {
 
 /* Control command dispatcher (bpftel_ctl_handler_fn); ctx is the agent. */
 json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx);
-
-/* The `stats` answer. */
-json_t *bpftel_agent_stats(struct bpftel_agent *agent);
 
 #endif /* BPFTEL_AGENT_H */

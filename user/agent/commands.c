@@ -2,12 +2,17 @@
 /* Control commands of bpftel-agent: one function per command, dispatched by name. */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent.h"
 #include "user/common/ctl.h"
+#include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
+
+#define MAX_MODULES 16
+#define MAX_PROBES  32
 
 static double uptime_s(const struct bpftel_agent *agent)
 {
@@ -23,23 +28,89 @@ static bool pid_alive(__u32 pid)
 	return !kill((pid_t)pid, 0) || errno == EPERM;
 }
 
-static json_t *stats_programs(const struct bpftel_sharedlibs *sl)
+static json_t *attach_string(const struct bpftel_attach_candidate *c)
 {
-	const struct bpftel_prog_info *progs;
-	json_t *arr = json_array();
-	size_t i, n;
+	char buf[512];
 
-	n = bpftel_sharedlibs__progs(sl, &progs);
-	for (i = 0; i < n; i++) {
-		json_array_append_new(
-			arr, json_pack("{s:s, s:s, s:s, s:I, s:b}", "name", progs[i].name,
-				       "component", "sharedlibs", "attach", progs[i].attach, "id",
-				       (json_int_t)progs[i].id, "attached", progs[i].attached));
-	}
-	return arr;
+	if (c->symbol)
+		snprintf(buf, sizeof(buf), "%s:%s:%s", bpftel_attach_type_name(c->type), c->target,
+			 c->symbol);
+	else
+		snprintf(buf, sizeof(buf), "%s:%s", bpftel_attach_type_name(c->type), c->target);
+	return bpftel_json_str(buf);
 }
 
-static json_t *stats_events(const struct bpftel_sharedlibs *sl)
+/* Every probe of every module, as `bpftel probes` and `stats` show them. */
+static void for_each_probe(struct bpftel_agent *agent,
+			   void (*fn)(struct bpftel_module *m, const struct bpftel_probe_status *st,
+				      json_t *arr),
+			   json_t *arr)
+{
+	struct bpftel_module *mods[MAX_MODULES];
+	struct bpftel_probe_status *st = calloc(MAX_PROBES, sizeof(*st));
+	size_t nm, np, i, j;
+
+	if (!st)
+		return;
+	nm = bpftel_manager__modules(agent->mgr, mods, MAX_MODULES);
+	for (i = 0; i < nm; i++) {
+		np = bpftel_module__probes(mods[i], st, MAX_PROBES);
+		for (j = 0; j < np; j++)
+			fn(mods[i], &st[j], arr);
+	}
+	free(st);
+}
+
+static void add_program(struct bpftel_module *m, const struct bpftel_probe_status *st, json_t *arr)
+{
+	const struct bpftel_attach_candidate *c;
+	bool running = bpftel_module__state(m) == BPFTEL_MOD_RUNNING;
+
+	if (!running || st->winner < 0)
+		return;
+	c = &st->cand[st->winner].cand;
+	json_array_append_new(arr,
+			      json_pack("{s:s, s:s, s:s, s:I, s:o}", "name", c->prog, "component",
+					bpftel_module__name(m), "probe", st->name, "id",
+					(json_int_t)st->prog_id, "attach", attach_string(c)));
+}
+
+static const char *const cand_results[] = {
+	[BPFTEL_CAND_UNTRIED] = "untried",
+	[BPFTEL_CAND_REJECTED] = "rejected",
+	[BPFTEL_CAND_ATTACHED] = "attached",
+	[BPFTEL_CAND_VIABLE] = "viable",
+};
+
+static void add_probe(struct bpftel_module *m, const struct bpftel_probe_status *st, json_t *arr)
+{
+	bool running = bpftel_module__state(m) == BPFTEL_MOD_RUNNING;
+	json_t *cands = json_array(), *c;
+	const char *ename;
+	size_t i;
+
+	for (i = 0; i < st->ncand; i++) {
+		c = json_pack("{s:o, s:s, s:s}", "attach", attach_string(&st->cand[i].cand), "prog",
+			      st->cand[i].cand.prog, "result", cand_results[st->cand[i].result]);
+		if (st->cand[i].result == BPFTEL_CAND_REJECTED) {
+			ename = strerrorname_np(-st->cand[i].err);
+			json_object_set_new(c, "errno", json_integer(-st->cand[i].err));
+			json_object_set_new(c, "errno_name", json_string(ename ? ename : "?"));
+			json_object_set_new(c, "reason", bpftel_json_str(st->cand[i].reason));
+		}
+		json_array_append_new(cands, c);
+	}
+	json_array_append_new(
+		arr,
+		json_pack("{s:s, s:s, s:s, s:s?, s:b, s:o, s:o}", "module", bpftel_module__name(m),
+			  "probe", st->name, "policy", bpftel_probe_policy_name(st->policy),
+			  "group", st->group, "attached", running && st->winner >= 0, "winner",
+			  running && st->winner >= 0 ? attach_string(&st->cand[st->winner].cand)
+						     : json_null(),
+			  "candidates", cands));
+}
+
+static json_t *stats_events(struct bpftel_sharedlibs *sl)
 {
 	struct bpftel_sharedlibs_counters cnt;
 	json_t *obj = json_object();
@@ -55,39 +126,68 @@ static json_t *stats_events(const struct bpftel_sharedlibs *sl)
 	return obj;
 }
 
-static json_t *stats_libraries(const struct bpftel_sharedlibs *sl)
+static json_t *stats_libraries(struct bpftel_sharedlibs *sl)
 {
-	const struct bpftel_shlib_detection *det;
+	struct bpftel_shlib_detection *det;
 	json_t *arr = json_array(), *o;
 	size_t i, n;
 
 	n = bpftel_sharedlibs__detections(sl, &det);
 	for (i = 0; i < n; i++) {
-		o = json_pack("{s:I, s:o, s:s, s:s, s:o, s:I, s:b, s:I, s:I}", "pid",
+		o = json_pack("{s:I, s:o, s:s, s:s, s:o, s:I, s:b, s:I, s:I, s:o}", "pid",
 			      (json_int_t)det[i].pid, "comm", bpftel_json_str(det[i].comm), "lib",
 			      bpftel_shlib_lib_name(det[i].lib), "libset",
 			      bpftel_shlib_libset_name(det[i].libset), "path",
 			      bpftel_json_str(det[i].path), "opens", (json_int_t)det[i].opens,
 			      "alive", pid_alive(det[i].pid), "first_seen",
 			      (json_int_t)det[i].first_seen, "last_seen",
-			      (json_int_t)det[i].last_seen);
-		if (!o)
-			continue;
-		json_object_set_new(o, "host_path",
-				    det[i].host_path ? bpftel_json_str(det[i].host_path)
-						     : json_null());
-		json_array_append_new(arr, o);
+			      (json_int_t)det[i].last_seen, "host_path",
+			      det[i].host_path ? bpftel_json_str(det[i].host_path) : json_null());
+		if (o)
+			json_array_append_new(arr, o);
 	}
+	bpftel_shlib_detections_free(det, n);
 	return arr;
 }
 
-json_t *bpftel_agent_stats(struct bpftel_agent *agent)
+static json_t *cmd_stats(struct bpftel_agent *agent)
 {
-	return json_pack(
-		"{s:{s:s, s:i, s:f, s:I}, s:o, s:o, s:o}", "agent", "version", BPFTEL_VERSION,
-		"pid", (int)getpid(), "uptime_s", uptime_s(agent), "started",
-		(json_int_t)agent->started, "programs", stats_programs(agent->sharedlibs), "events",
-		stats_events(agent->sharedlibs), "libraries", stats_libraries(agent->sharedlibs));
+	json_t *progs = json_array();
+
+	for_each_probe(agent, add_program, progs);
+	return json_pack("{s:{s:s, s:i, s:f, s:I}, s:o, s:o, s:o}", "agent", "version",
+			 BPFTEL_VERSION, "pid", (int)getpid(), "uptime_s", uptime_s(agent),
+			 "started", (json_int_t)agent->started, "programs", progs, "events",
+			 stats_events(agent->sharedlibs), "libraries",
+			 stats_libraries(agent->sharedlibs));
+}
+
+static json_t *cmd_probes(struct bpftel_agent *agent)
+{
+	json_t *probes = json_array();
+
+	for_each_probe(agent, add_probe, probes);
+	return json_pack("{s:o}", "probes", probes);
+}
+
+static json_t *cmd_modules(struct bpftel_agent *agent)
+{
+	struct bpftel_module *mods[MAX_MODULES];
+	json_t *arr = json_array();
+	size_t i, n;
+
+	n = bpftel_manager__modules(agent->mgr, mods, MAX_MODULES);
+	for (i = 0; i < n; i++) {
+		json_array_append_new(
+			arr,
+			json_pack("{s:s, s:s, s:I, s:I}", "name", bpftel_module__name(mods[i]),
+				  "state", bpftel_module_state_name(bpftel_module__state(mods[i])),
+				  "restarts", (json_int_t)bpftel_module__restarts(mods[i]),
+				  "subscribers",
+				  (json_int_t)bpftel_manager__subscribers(
+					  agent->mgr, bpftel_module__name(mods[i]))));
+	}
+	return json_pack("{s:o}", "modules", arr);
 }
 
 json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
@@ -96,7 +196,11 @@ json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
 
 	(void)req;
 	if (!strcmp(cmd, "stats"))
-		return bpftel_agent_stats(agent);
+		return cmd_stats(agent);
+	if (!strcmp(cmd, "probes"))
+		return cmd_probes(agent);
+	if (!strcmp(cmd, "modules"))
+		return cmd_modules(agent);
 	if (!strcmp(cmd, "ping"))
 		return json_pack("{s:s}", "version", BPFTEL_VERSION);
 	return bpftel_ctl_error("unknown command '%.64s'", cmd);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * bpftel-agent: the root daemon. Reads like opensnoop: configure -> load -> attach ->
- * poll -> clean up in reverse. One thread runs one epoll loop over signals, the ring
- * buffer and the control socket, so no state here needs a lock.
+ * poll -> clean up in reverse. The manager runs each module's consumer thread; this
+ * thread runs one epoll loop over signals and the control socket.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -21,6 +21,7 @@
 #include "system.h"
 #include "user/common/ctl.h"
 #include "user/common/log.h"
+#include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
 
 static struct env {
@@ -129,7 +130,7 @@ static int setup_signals(void)
 	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-enum loop_src { SRC_SIGNAL = 1, SRC_RINGBUF, SRC_CONTROL };
+enum loop_src { SRC_SIGNAL = 1, SRC_CONTROL };
 
 static int epoll_add(int epfd, int fd, enum loop_src src)
 {
@@ -150,8 +151,6 @@ static int run_loop(struct bpftel_agent *agent, int sigfd)
 		return -errno;
 	err = epoll_add(epfd, sigfd, SRC_SIGNAL);
 	if (!err)
-		err = epoll_add(epfd, bpftel_sharedlibs__epoll_fd(agent->sharedlibs), SRC_RINGBUF);
-	if (!err)
 		err = epoll_add(epfd, bpftel_ctl_server__fd(agent->ctl), SRC_CONTROL);
 	while (!err) {
 		n = epoll_wait(epfd, evs, 8, 1000);
@@ -170,9 +169,6 @@ static int run_loop(struct bpftel_agent *agent, int sigfd)
 				}
 				close(epfd);
 				return si.ssi_signo;
-			case SRC_RINGBUF:
-				bpftel_sharedlibs__consume(agent->sharedlibs);
-				break;
 			case SRC_CONTROL:
 				bpftel_ctl_server__process(agent->ctl);
 				break;
@@ -188,9 +184,7 @@ int main(int argc, char **argv)
 {
 	struct bpftel_agent agent = {};
 	struct bpftel_sharedlibs_opts sl_opts = {.sz = sizeof(sl_opts)};
-	const struct bpftel_prog_info *progs;
 	int sigfd = -1, err, ret = 1;
-	size_t nprogs;
 
 	err = parse_args(argc, argv);
 	if (err)
@@ -211,9 +205,17 @@ int main(int argc, char **argv)
 	if (bpftel_system_ensure_mounts())
 		goto cleanup;
 
-	err = bpftel_sharedlibs__new(&sl_opts, &agent.sharedlibs);
-	if (err)
+	agent.mgr = bpftel_manager__new();
+	if (!agent.mgr)
 		goto cleanup;
+	err = bpftel_sharedlibs__new(agent.mgr, &sl_opts, &agent.sharedlibs);
+	if (!err)
+		err = bpftel_manager__subscribe(agent.mgr, BPFTEL_SHAREDLIBS_MODULE,
+						BPFTEL_AGENT_SUBSCRIBER, SHLIB_LIBSET_ALL);
+	if (err) {
+		pr_err("cannot start the shared-libraries watcher: %s", strerror(-err));
+		goto cleanup;
+	}
 	err = bpftel_ctl_server__new(env.socket_path, bpftel_agent_command, &agent, &agent.ctl);
 	if (err) {
 		pr_err("cannot serve control socket %s: %s%s", env.socket_path, strerror(-err),
@@ -223,9 +225,8 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 
-	nprogs = bpftel_sharedlibs__progs(agent.sharedlibs, &progs);
-	pr_info("running (version %s, pid %d): %zu programs loaded, control socket %s",
-		BPFTEL_VERSION, getpid(), nprogs, env.socket_path);
+	pr_info("running (version %s, pid %d), control socket %s", BPFTEL_VERSION, getpid(),
+		env.socket_path);
 	pr_info("try: bpftel%s%s stats",
 		strcmp(env.socket_path, BPFTEL_CTL_SOCKET_DEFAULT) ? " --socket " : "",
 		strcmp(env.socket_path, BPFTEL_CTL_SOCKET_DEFAULT) ? env.socket_path : "");
@@ -239,6 +240,7 @@ int main(int argc, char **argv)
 	ret = 0;
 cleanup:
 	bpftel_ctl_server__free(agent.ctl);
+	bpftel_manager__free(agent.mgr);
 	bpftel_sharedlibs__free(agent.sharedlibs);
 	if (sigfd >= 0)
 		close(sigfd);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,29 +12,23 @@
 #include "sharedlibs.h"
 #include "shared_libraries.skel.h"
 #include "user/common/log.h"
+#include "user/manager/manager.h"
 
 #define DEFAULT_MAX_DETECTIONS 1024
 
-struct prog_spec {
-	const char *category; /* tracefs category and name */
-	const char *name;
-	bool required; /* open and openat2 are absent on some arches/kernels */
-};
-
 struct bpftel_sharedlibs {
-	struct shared_libraries *skel;
-	struct ring_buffer *rb;
-	struct bpf_link *links[6];
-	struct bpftel_prog_info progs[6];
-	char attach_names[6][64];
-	size_t nprogs;
+	struct bpftel_module_ops ops;
+	struct bpftel_module *module;
+	struct shared_libraries *skel; /* while the module is open */
 
+	/* Guards everything below: the consumer thread writes, the control thread reads. */
+	pthread_mutex_t lock;
 	/* Ring of detections, oldest at head. */
 	struct bpftel_shlib_detection *det;
 	size_t det_cap, det_head, det_len;
-	struct bpftel_shlib_detection *det_view; /* contiguous copy for callers */
-
 	__u64 received, malformed, evicted;
+	/* Kernel counters of earlier runs: the maps die with each stop. */
+	__u64 retired[SHLIB_CNT__COUNT];
 };
 
 static const char *const lib_names[SHLIB_LIB__COUNT] = {
@@ -120,17 +115,14 @@ static struct bpftel_shlib_detection *detection_find(struct bpftel_sharedlibs *s
 
 static struct bpftel_shlib_detection *detection_add(struct bpftel_sharedlibs *sl)
 {
-	struct bpftel_shlib_detection *d;
-
 	if (sl->det_len == sl->det_cap) {
 		detection_clear(&sl->det[sl->det_head]);
 		sl->det_head = (sl->det_head + 1) % sl->det_cap;
 		sl->det_len--;
 		sl->evicted++;
 	}
-	d = &sl->det[(sl->det_head + sl->det_len) % sl->det_cap];
 	sl->det_len++;
-	return d;
+	return &sl->det[(sl->det_head + sl->det_len - 1) % sl->det_cap];
 }
 
 static char *resolve_host_path(__u32 pid, const char *path)
@@ -143,32 +135,44 @@ static char *resolve_host_path(__u32 pid, const char *path)
 	return realpath(magic, NULL);
 }
 
+/* Ring-buffer callback, on the module's consumer thread. */
 static int handle_event(void *ctx, void *data, size_t size)
 {
 	struct bpftel_sharedlibs *sl = ctx;
 	const struct shlib_event *ev = data;
 	struct bpftel_shlib_detection *d;
 	time_t now = time(NULL);
+	char *path, *host_path;
 
-	sl->received++;
 	if (bpftel_shlib_event_check(data, size)) {
+		pthread_mutex_lock(&sl->lock);
+		sl->received++;
 		sl->malformed++;
+		pthread_mutex_unlock(&sl->lock);
 		pr_warn("sharedlibs: dropped malformed event of %zu bytes", size);
 		return 0;
 	}
+	/* Resolve outside the lock: it touches /proc. */
+	host_path = resolve_host_path(ev->pid, ev->path);
+	pthread_mutex_lock(&sl->lock);
+	sl->received++;
 	d = detection_find(sl, ev->pid, ev->path);
 	if (d) {
 		d->opens++;
 		d->last_seen = now;
+		pthread_mutex_unlock(&sl->lock);
+		free(host_path);
+		return 0;
+	}
+	path = strdup(ev->path);
+	if (!path) {
+		pthread_mutex_unlock(&sl->lock);
+		free(host_path);
 		return 0;
 	}
 	d = detection_add(sl);
-	d->path = strdup(ev->path);
-	if (!d->path) {
-		sl->det_len--;
-		return 0;
-	}
-	d->host_path = resolve_host_path(ev->pid, ev->path);
+	d->path = path;
+	d->host_path = host_path;
 	d->pid = ev->pid;
 	d->tid = ev->tid;
 	d->lib = ev->lib;
@@ -178,185 +182,71 @@ static int handle_event(void *ctx, void *data, size_t size)
 	d->comm[sizeof(d->comm) - 1] = '\0';
 	d->opens = 1;
 	d->first_seen = d->last_seen = now;
-	pr_debug("sharedlibs: pid %u (%s) opened %s %s", d->pid, d->comm,
-		 bpftel_shlib_lib_name(d->lib), d->path);
+	pthread_mutex_unlock(&sl->lock);
+	pr_debug("sharedlibs: pid %u opened %s %s", ev->pid, bpftel_shlib_lib_name(ev->lib),
+		 ev->path);
 	return 0;
 }
 
-int bpftel_sharedlibs__set_libsets(struct bpftel_sharedlibs *sl, __u32 libsets)
-{
-	struct shlib_config cfg = {.libsets = libsets & SHLIB_LIBSET_ALL};
-	__u32 zero = 0;
-	int err;
+/* ---- the module ---- */
 
-	err = bpf_map_update_elem(bpf_map__fd(sl->skel->maps.shlib_config), &zero, &cfg, BPF_ANY);
-	if (err) {
-		err = -errno;
-		pr_err("sharedlibs: cannot write config map: %s", strerror(-err));
+#define TP(probe, prog, tp, pol)                                \
+	{                                                       \
+		.name = probe, .policy = pol, .ncand = 1,       \
+		.cand = {{BPFTEL_ATTACH_TRACEPOINT, prog, tp}}, \
 	}
-	return err;
-}
 
-static const struct prog_spec prog_specs[] = {
-	{"syscalls", "sys_enter_openat", true},	  {"syscalls", "sys_exit_openat", true},
-	{"syscalls", "sys_enter_open", false},	  {"syscalls", "sys_exit_open", false},
-	{"syscalls", "sys_enter_openat2", false}, {"syscalls", "sys_exit_openat2", false},
+static const struct bpftel_probe_spec probe_specs[] = {
+	TP("openat-enter", "shlib_enter_openat", "syscalls/sys_enter_openat",
+	   BPFTEL_PROBE_REQUIRED),
+	TP("openat-exit", "shlib_exit_openat", "syscalls/sys_exit_openat", BPFTEL_PROBE_REQUIRED),
+	/* open(2) does not exist on every arch; openat2(2) needs 5.6. */
+	TP("open-enter", "shlib_enter_open", "syscalls/sys_enter_open", BPFTEL_PROBE_BEST_EFFORT),
+	TP("open-exit", "shlib_exit_open", "syscalls/sys_exit_open", BPFTEL_PROBE_BEST_EFFORT),
+	TP("openat2-enter", "shlib_enter_openat2", "syscalls/sys_enter_openat2",
+	   BPFTEL_PROBE_BEST_EFFORT),
+	TP("openat2-exit", "shlib_exit_openat2", "syscalls/sys_exit_openat2",
+	   BPFTEL_PROBE_BEST_EFFORT),
+	{
+		.name = "task-exit",
+		.policy = BPFTEL_PROBE_REQUIRED,
+		.ncand = 3,
+		.cand = {{BPFTEL_ATTACH_FENTRY, "shlib_fentry_exit", "do_exit"},
+			 {BPFTEL_ATTACH_KPROBE, "shlib_kprobe_exit", "do_exit"},
+			 {BPFTEL_ATTACH_TRACEPOINT, "shlib_tp_exit", "sched/sched_process_exit"}},
+	},
 };
 
-static struct bpf_program *spec_prog(struct shared_libraries *skel, size_t i)
+static int shlib_open(struct bpftel_module *m)
 {
-	struct bpf_program *progs[] = {
-		skel->progs.shlib_enter_openat,	 skel->progs.shlib_exit_openat,
-		skel->progs.shlib_enter_open,	 skel->progs.shlib_exit_open,
-		skel->progs.shlib_enter_openat2, skel->progs.shlib_exit_openat2,
-	};
-	return progs[i];
-}
-
-static int attach_all(struct bpftel_sharedlibs *sl)
-{
-	struct bpftel_prog_info *info;
-	struct bpf_prog_info pinfo;
-	struct bpf_program *prog;
-	__u32 len;
+	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
+	struct shared_libraries *skel;
 	size_t i;
 	int err;
 
-	for (i = 0; i < sizeof(prog_specs) / sizeof(prog_specs[0]); i++) {
-		prog = spec_prog(sl->skel, i);
-		info = &sl->progs[sl->nprogs];
-		snprintf(sl->attach_names[i], sizeof(sl->attach_names[i]), "tracepoint:%s/%s",
-			 prog_specs[i].category, prog_specs[i].name);
-		info->name = bpf_program__name(prog);
-		info->attach = sl->attach_names[i];
-		memset(&pinfo, 0, sizeof(pinfo));
-		len = sizeof(pinfo);
-		if (!bpf_obj_get_info_by_fd(bpf_program__fd(prog), &pinfo, &len))
-			info->id = pinfo.id;
-
-		sl->links[i] = bpf_program__attach_tracepoint(prog, prog_specs[i].category,
-							      prog_specs[i].name);
-		if (!sl->links[i]) {
-			err = -errno;
-			if (prog_specs[i].required) {
-				pr_err("sharedlibs: prog '%s': cannot attach to %s: %s", info->name,
-				       info->attach, strerror(-err));
-				return err;
-			}
-			pr_info("sharedlibs: prog '%s': %s not available (%s), skipped", info->name,
-				info->attach, strerror(-err));
-		}
-		info->attached = sl->links[i] != NULL;
-		sl->nprogs++;
+	skel = shared_libraries__open();
+	if (!skel)
+		return -errno;
+	pthread_mutex_lock(&sl->lock);
+	sl->skel = skel;
+	pthread_mutex_unlock(&sl->lock);
+	bpftel_module__set_object(m, skel->obj);
+	for (i = 0; i < sizeof(probe_specs) / sizeof(probe_specs[0]); i++) {
+		err = bpftel_module__add_probe(m, &probe_specs[i]);
+		if (err)
+			return err;
 	}
-	return 0;
+	return bpftel_module__add_ringbuf(m, "shlib_events", handle_event, sl);
 }
 
-int bpftel_sharedlibs__new(const struct bpftel_sharedlibs_opts *opts,
-			   struct bpftel_sharedlibs **out)
+static int shlib_load(struct bpftel_module *m)
 {
-	struct bpftel_sharedlibs *sl;
-	__u32 libsets = SHLIB_LIBSET_ALL;
-	size_t max_det = DEFAULT_MAX_DETECTIONS;
-	int err;
+	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
 
-	*out = NULL;
-	if (opts && opts->sz >= sizeof(*opts)) {
-		if (opts->libsets)
-			libsets = opts->libsets;
-		if (opts->max_detections)
-			max_det = opts->max_detections;
-	}
-
-	sl = calloc(1, sizeof(*sl));
-	if (!sl)
-		return -ENOMEM;
-	sl->det_cap = max_det;
-	sl->det = calloc(max_det, sizeof(*sl->det));
-	sl->det_view = calloc(max_det, sizeof(*sl->det_view));
-	if (!sl->det || !sl->det_view) {
-		err = -ENOMEM;
-		goto fail;
-	}
-
-	sl->skel = shared_libraries__open();
-	if (!sl->skel) {
-		err = -errno;
-		pr_err("sharedlibs: cannot open BPF object: %s", strerror(-err));
-		goto fail;
-	}
-	err = shared_libraries__load(sl->skel);
-	if (err) {
-		pr_err("sharedlibs: cannot load BPF programs: %s%s", strerror(-err),
-		       err == -EPERM ? " (needs root: CAP_BPF and CAP_PERFMON)" : "");
-		goto fail;
-	}
-	err = bpftel_sharedlibs__set_libsets(sl, libsets);
-	if (err)
-		goto fail;
-	sl->rb = ring_buffer__new(bpf_map__fd(sl->skel->maps.shlib_events), handle_event, sl, NULL);
-	if (!sl->rb) {
-		err = -errno;
-		pr_err("sharedlibs: cannot open ring buffer: %s", strerror(-err));
-		goto fail;
-	}
-	err = attach_all(sl);
-	if (err)
-		goto fail;
-	*out = sl;
-	return 0;
-fail:
-	bpftel_sharedlibs__free(sl);
-	return err;
+	return shared_libraries__load(sl->skel);
 }
 
-void bpftel_sharedlibs__free(struct bpftel_sharedlibs *sl)
-{
-	size_t i;
-
-	if (!sl)
-		return;
-	for (i = 0; i < sizeof(sl->links) / sizeof(sl->links[0]); i++)
-		bpf_link__destroy(sl->links[i]);
-	ring_buffer__free(sl->rb);
-	shared_libraries__destroy(sl->skel);
-	for (i = 0; sl->det && i < sl->det_cap; i++)
-		detection_clear(&sl->det[i]);
-	free(sl->det);
-	free(sl->det_view);
-	free(sl);
-}
-
-int bpftel_sharedlibs__epoll_fd(const struct bpftel_sharedlibs *sl)
-{
-	return ring_buffer__epoll_fd(sl->rb);
-}
-
-int bpftel_sharedlibs__consume(struct bpftel_sharedlibs *sl)
-{
-	return ring_buffer__consume(sl->rb);
-}
-
-size_t bpftel_sharedlibs__detections(const struct bpftel_sharedlibs *sl,
-				     const struct bpftel_shlib_detection **out)
-{
-	size_t i;
-
-	for (i = 0; i < sl->det_len; i++)
-		sl->det_view[i] = sl->det[(sl->det_head + i) % sl->det_cap];
-	*out = sl->det_view;
-	return sl->det_len;
-}
-
-size_t bpftel_sharedlibs__progs(const struct bpftel_sharedlibs *sl,
-				const struct bpftel_prog_info **out)
-{
-	*out = sl->progs;
-	return sl->nprogs;
-}
-
-int bpftel_sharedlibs__counters(const struct bpftel_sharedlibs *sl,
-				struct bpftel_sharedlibs_counters *out)
+static int read_kernel_counters(struct bpftel_sharedlibs *sl, __u64 *out)
 {
 	int ncpu = libbpf_num_possible_cpus(), fd, cpu;
 	__u64 *vals;
@@ -367,17 +257,152 @@ int bpftel_sharedlibs__counters(const struct bpftel_sharedlibs *sl,
 	vals = calloc(ncpu, sizeof(*vals));
 	if (!vals)
 		return -ENOMEM;
-	memset(out, 0, sizeof(*out));
 	fd = bpf_map__fd(sl->skel->maps.shlib_counters);
 	for (key = 0; key < SHLIB_CNT__COUNT; key++) {
 		if (bpf_map_lookup_elem(fd, &key, vals))
 			continue;
 		for (cpu = 0; cpu < ncpu; cpu++)
-			out->kernel[key] += vals[cpu];
+			out[key] += vals[cpu];
 	}
 	free(vals);
+	return 0;
+}
+
+static void shlib_close(struct bpftel_module *m)
+{
+	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
+	__u64 last[SHLIB_CNT__COUNT] = {};
+	int i;
+
+	/* Under sl->lock: a concurrent bpftel_sharedlibs__counters reads these maps. */
+	pthread_mutex_lock(&sl->lock);
+	if (sl->skel && bpf_map__fd(sl->skel->maps.shlib_counters) >= 0 &&
+	    !read_kernel_counters(sl, last)) {
+		for (i = 0; i < SHLIB_CNT__COUNT; i++)
+			sl->retired[i] += last[i];
+	}
+	shared_libraries__destroy(sl->skel);
+	sl->skel = NULL;
+	pthread_mutex_unlock(&sl->lock);
+}
+
+static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)
+{
+	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
+	struct shlib_config cfg = {.libsets = (__u32)mask & SHLIB_LIBSET_ALL};
+	__u32 zero = 0;
+
+	if (bpf_map_update_elem(bpf_map__fd(sl->skel->maps.shlib_config), &zero, &cfg, BPF_ANY)) {
+		pr_err("sharedlibs: cannot write config map: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+int bpftel_sharedlibs__new(struct bpftel_manager *mgr, const struct bpftel_sharedlibs_opts *opts,
+			   struct bpftel_sharedlibs **out)
+{
+	size_t max_det = DEFAULT_MAX_DETECTIONS;
+	struct bpftel_sharedlibs *sl;
+	int err;
+
+	*out = NULL;
+	if (opts && opts->sz >= sizeof(*opts) && opts->max_detections)
+		max_det = opts->max_detections;
+	sl = calloc(1, sizeof(*sl));
+	if (!sl)
+		return -ENOMEM;
+	sl->det_cap = max_det;
+	sl->det = calloc(max_det, sizeof(*sl->det));
+	if (!sl->det) {
+		free(sl);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&sl->lock, NULL);
+	sl->ops = (struct bpftel_module_ops){
+		.name = BPFTEL_SHAREDLIBS_MODULE,
+		.open = shlib_open,
+		.load = shlib_load,
+		.close = shlib_close,
+		.set_subscriptions = shlib_set_subscriptions,
+		.shared = true,
+	};
+	err = bpftel_manager__register(mgr, &sl->ops, sl, &sl->module);
+	if (err) {
+		bpftel_sharedlibs__free(sl);
+		return err;
+	}
+	*out = sl;
+	return 0;
+}
+
+void bpftel_sharedlibs__free(struct bpftel_sharedlibs *sl)
+{
+	size_t i;
+
+	if (!sl)
+		return;
+	for (i = 0; i < sl->det_cap; i++)
+		detection_clear(&sl->det[i]);
+	free(sl->det);
+	pthread_mutex_destroy(&sl->lock);
+	free(sl);
+}
+
+size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,
+				     struct bpftel_shlib_detection **out)
+{
+	struct bpftel_shlib_detection *copy, *d;
+	size_t i, n;
+
+	pthread_mutex_lock(&sl->lock);
+	copy = calloc(sl->det_len ? sl->det_len : 1, sizeof(*copy));
+	for (n = 0; copy && n < sl->det_len; n++) {
+		d = &sl->det[(sl->det_head + n) % sl->det_cap];
+		copy[n] = *d;
+		copy[n].path = strdup(d->path);
+		copy[n].host_path = d->host_path ? strdup(d->host_path) : NULL;
+		if (!copy[n].path)
+			break;
+	}
+	pthread_mutex_unlock(&sl->lock);
+	for (i = 0; copy && i < n; i++) {
+		if (!copy[i].path) {
+			n = i;
+			break;
+		}
+	}
+	*out = copy;
+	return copy ? n : 0;
+}
+
+void bpftel_shlib_detections_free(struct bpftel_shlib_detection *det, size_t n)
+{
+	size_t i;
+
+	for (i = 0; det && i < n; i++) {
+		free(det[i].path);
+		free(det[i].host_path);
+	}
+	free(det);
+}
+
+int bpftel_sharedlibs__counters(struct bpftel_sharedlibs *sl,
+				struct bpftel_sharedlibs_counters *out)
+{
+	__u64 live[SHLIB_CNT__COUNT] = {};
+	int i;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&sl->lock);
+	/* Loaded maps only (fd >= 0); close takes this lock before destroying them. */
+	if (sl->skel && bpf_map__fd(sl->skel->maps.shlib_counters) >= 0)
+		read_kernel_counters(sl, live);
+	for (i = 0; i < SHLIB_CNT__COUNT; i++)
+		out->kernel[i] = sl->retired[i] + live[i];
 	out->received = sl->received;
 	out->malformed = sl->malformed;
 	out->evicted = sl->evicted;
+	pthread_mutex_unlock(&sl->lock);
 	return 0;
 }

@@ -22,10 +22,12 @@
 #include "bpf/shared_libraries.h"
 
 struct bpftel_sharedlibs;
+struct bpftel_manager;
+
+#define BPFTEL_SHAREDLIBS_MODULE "sharedlibs"
 
 struct bpftel_sharedlibs_opts {
 	size_t sz;	       /* sizeof(struct bpftel_sharedlibs_opts) */
-	__u32 libsets;	       /* SHLIB_LIBSET_BIT()s; 0 = all */
 	size_t max_detections; /* table bound; 0 = 1024; oldest evicted first */
 };
 
@@ -43,41 +45,30 @@ struct bpftel_shlib_detection {
 	time_t last_seen;
 };
 
-/* One BPF program of the watcher, for `bpftel stats`. */
-struct bpftel_prog_info {
-	const char *name;
-	const char *attach; /* e.g. "tracepoint:syscalls/sys_enter_openat" */
-	__u32 id;	    /* kernel program id */
-	bool attached;
-};
-
-/* Open, load and attach. Returns 0 and *out, or -errno (e.g. -EPERM without privileges). */
-int bpftel_sharedlibs__new(const struct bpftel_sharedlibs_opts *opts,
+/*
+ * Create the watcher's state and register it with mgr as the shared module
+ * BPFTEL_SHAREDLIBS_MODULE. Subscribers pass SHLIB_LIBSET_BIT()s as their mask
+ * (bpftel_manager__subscribe or __bind_shared); the first starts it, the last stops it.
+ * The detection table and counters outlive the module's restarts.
+ */
+int bpftel_sharedlibs__new(struct bpftel_manager *mgr, const struct bpftel_sharedlibs_opts *opts,
 			   struct bpftel_sharedlibs **out);
-/* Detach everything, close every fd, free the table. NULL is a no-op. */
+/* After bpftel_manager__free(). NULL is a no-op. */
 void bpftel_sharedlibs__free(struct bpftel_sharedlibs *sl);
 
-int bpftel_sharedlibs__epoll_fd(const struct bpftel_sharedlibs *sl);
-/* Drain the ring buffer; returns events consumed or -errno. */
-int bpftel_sharedlibs__consume(struct bpftel_sharedlibs *sl);
+/* A copy of the detections, oldest first; free with bpftel_shlib_detections_free. */
+size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,
+				     struct bpftel_shlib_detection **out);
+void bpftel_shlib_detections_free(struct bpftel_shlib_detection *det, size_t n);
 
-/* Change which libsets match, live (a config-map write, no reload). */
-int bpftel_sharedlibs__set_libsets(struct bpftel_sharedlibs *sl, __u32 libsets);
-
-/* Detections, oldest first; valid until the next consume or free. */
-size_t bpftel_sharedlibs__detections(const struct bpftel_sharedlibs *sl,
-				     const struct bpftel_shlib_detection **out);
-size_t bpftel_sharedlibs__progs(const struct bpftel_sharedlibs *sl,
-				const struct bpftel_prog_info **out);
-
-/* Kernel-side counters summed over CPUs (enum shlib_counter), plus userspace ones. */
+/* Counters, cumulative over the module's restarts. */
 struct bpftel_sharedlibs_counters {
-	__u64 kernel[SHLIB_CNT__COUNT];
-	__u64 received;	 /* events read from the ring buffer */
-	__u64 malformed; /* records of a wrong size, dropped */
-	__u64 evicted;	 /* detections pushed out of the bounded table */
+	__u64 kernel[SHLIB_CNT__COUNT]; /* summed over CPUs */
+	__u64 received;			/* events read from the ring buffer */
+	__u64 malformed;		/* records of a wrong size, dropped */
+	__u64 evicted;			/* detections pushed out of the bounded table */
 };
-int bpftel_sharedlibs__counters(const struct bpftel_sharedlibs *sl,
+int bpftel_sharedlibs__counters(struct bpftel_sharedlibs *sl,
 				struct bpftel_sharedlibs_counters *out);
 
 const char *bpftel_shlib_lib_name(enum shlib_lib lib);

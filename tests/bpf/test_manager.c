@@ -1,0 +1,571 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Manager: every legal and illegal transition, hook order and errors, .rodata and map
+ * resizing from hooks, map sharing, attach fallback with the reasons this kernel
+ * gives, probe policies, consumers, shared components. Real BPF objects throughout.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <bpf/bpf.h>
+
+#include "harness.h"
+#include "manager_test.skel.h"
+#include "test_module.h"
+
+struct fixture {
+	struct bpftel_manager *mgr;
+	struct test_module *tm;
+	struct bpftel_obj_counts base;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	bpftel_test_count_objects(&f->base);
+	if (getenv("BPFTEL_TEST_DEBUG"))
+		bpftel_test_list_fds(stderr);
+	f->mgr = bpftel_manager__new();
+	f->tm = test_module_new(f->mgr, "mod", false);
+	*state = f;
+	return f->tm ? 0 : -1;
+}
+
+/* Everything the test loaded is gone once the manager is. */
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_obj_counts now;
+
+	bpftel_manager__free(f->mgr);
+	test_module_free(f->tm);
+	bpftel_test_settle_objects(&f->base, &now);
+	assert_int_equal(now.progs, f->base.progs);
+	assert_int_equal(now.maps, f->base.maps);
+	assert_int_equal(now.links, f->base.links);
+	assert_int_equal(now.fds, f->base.fds);
+	free(f);
+	return 0;
+}
+
+static void test_legal_transitions(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_module *m = f->tm->module;
+
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
+	assert_int_equal(bpftel_module__open(m), 0);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_OPENED);
+	assert_int_equal(bpftel_module__load(m), 0);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_LOADED);
+	assert_int_equal(bpftel_module__start(m), 0);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_RUNNING);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
+	/* stop from OPENED and from LOADED */
+	assert_int_equal(bpftel_module__open(m), 0);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
+	assert_int_equal(bpftel_module__open(m), 0);
+	assert_int_equal(bpftel_module__load(m), 0);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
+	/* run = open + load + start; a second run counts a restart */
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(bpftel_module__restarts(m), 2);
+	assert_int_equal(bpftel_module__stop(m), 0);
+}
+
+static void test_illegal_transitions(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_module *m = f->tm->module;
+
+	/* CLOSED */
+	assert_int_equal(bpftel_module__load(m), -EINVAL);
+	assert_int_equal(bpftel_module__start(m), -EINVAL);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
+	/* OPENED */
+	assert_int_equal(bpftel_module__open(m), 0);
+	assert_int_equal(bpftel_module__open(m), -EINVAL);
+	assert_int_equal(bpftel_module__start(m), -EINVAL);
+	assert_int_equal(bpftel_module__run(m), -EINVAL);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_OPENED);
+	/* LOADED */
+	assert_int_equal(bpftel_module__load(m), 0);
+	assert_int_equal(bpftel_module__open(m), -EINVAL);
+	assert_int_equal(bpftel_module__load(m), -EINVAL);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_LOADED);
+	/* RUNNING */
+	assert_int_equal(bpftel_module__start(m), 0);
+	assert_int_equal(bpftel_module__open(m), -EINVAL);
+	assert_int_equal(bpftel_module__load(m), -EINVAL);
+	assert_int_equal(bpftel_module__start(m), -EINVAL);
+	assert_int_equal(bpftel_module__run(m), -EALREADY);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_RUNNING);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
+}
+
+/* ---- hooks ---- */
+
+struct hook_rec {
+	char log[32][24];
+	int n;
+	int fail_before_stop, fail_after_stop, fail_before_init;
+};
+
+struct comp {
+	struct hook_rec *rec;
+	const char *name;
+};
+
+static void rec_add(struct comp *c, const char *what)
+{
+	assert_true(c->rec->n < 32);
+	snprintf(c->rec->log[c->rec->n++], sizeof(c->rec->log[0]), "%s.%s", c->name, what);
+}
+
+static int h_before_init(const struct bpftel_hook_before_init *h, void *ctx)
+{
+	struct comp *c = ctx;
+	struct manager_test *skel;
+
+	rec_add(c, "before_init");
+	/* Not loaded yet: no fd for the probe's program. */
+	assert_true(bpf_program__fd(bpf_object__find_program_by_name(h->obj, "mt_getppid")) < 0);
+	(void)skel;
+	return c->rec->fail_before_init;
+}
+
+static int h_after_init(const struct bpftel_hook_after_init *h, void *ctx)
+{
+	rec_add(ctx, "after_init");
+	assert_true(bpf_program__fd(bpf_object__find_program_by_name(h->obj, "mt_getppid")) >= 0);
+	return 0;
+}
+
+static int h_before_start(const struct bpftel_hook_before_start *h, void *ctx)
+{
+	(void)h;
+	rec_add(ctx, "before_start");
+	return 0;
+}
+
+static int h_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
+{
+	struct comp *c = ctx;
+
+	(void)h;
+	rec_add(c, "before_stop");
+	return !strcmp(c->name, "A") ? c->rec->fail_before_stop : 0;
+}
+
+static int h_after_stop(const struct bpftel_hook_after_stop *h, void *ctx)
+{
+	struct comp *c = ctx;
+
+	assert_int_equal(bpftel_module__state(h->module), BPFTEL_MOD_CLOSED);
+	rec_add(c, "after_stop");
+	return !strcmp(c->name, "B") ? c->rec->fail_after_stop : 0;
+}
+
+static void register_hooks(struct bpftel_module *m, struct comp *c)
+{
+	assert_int_equal(bpftel_module__add_before_init(m, h_before_init, c), 0);
+	assert_int_equal(bpftel_module__add_after_init(m, h_after_init, c), 0);
+	assert_int_equal(bpftel_module__add_before_start(m, h_before_start, c), 0);
+	assert_int_equal(bpftel_module__add_before_stop(m, h_before_stop, c), 0);
+	assert_int_equal(bpftel_module__add_after_stop(m, h_after_stop, c), 0);
+}
+
+static void test_hook_order(void **state)
+{
+	static const char *const want[] = {
+		"A.before_init",  "B.before_init",  "A.after_init",  "B.after_init",
+		"A.before_start", "B.before_start", "B.before_stop", "A.before_stop",
+		"B.after_stop",	  "A.after_stop",
+	};
+	struct fixture *f = *state;
+	struct hook_rec rec = {};
+	struct comp a = {&rec, "A"}, b = {&rec, "B"};
+	size_t i;
+
+	register_hooks(f->tm->module, &a);
+	register_hooks(f->tm->module, &b);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+	assert_int_equal(rec.n, 10);
+	for (i = 0; i < 10; i++)
+		assert_string_equal(rec.log[i], want[i]);
+}
+
+static void test_stop_hook_errors_collected(void **state)
+{
+	struct fixture *f = *state;
+	struct hook_rec rec = {.fail_before_stop = -EIO, .fail_after_stop = -EBUSY};
+	struct comp a = {&rec, "A"}, b = {&rec, "B"};
+	int errs[8];
+
+	register_hooks(f->tm->module, &a);
+	register_hooks(f->tm->module, &b);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	assert_int_equal(bpftel_module__stop(f->tm->module), -EIO);
+	/* Stop completed anyway: every hook ran, module closed. */
+	assert_int_equal(rec.n, 10);
+	assert_int_equal(bpftel_module__state(f->tm->module), BPFTEL_MOD_CLOSED);
+	assert_int_equal(bpftel_module__stop_errors(f->tm->module, errs, 8), 2);
+	assert_int_equal(errs[0], -EIO);
+	assert_int_equal(errs[1], -EBUSY);
+	/* ...and the module starts again. */
+	rec.fail_before_stop = rec.fail_after_stop = 0;
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+	assert_int_equal(bpftel_module__stop_errors(f->tm->module, errs, 8), 0);
+}
+
+static void test_failing_init_hook_unwinds(void **state)
+{
+	struct fixture *f = *state;
+	struct hook_rec rec = {.fail_before_init = -EPERM};
+	struct comp a = {&rec, "A"};
+
+	register_hooks(f->tm->module, &a);
+	assert_int_equal(bpftel_module__run(f->tm->module), -EPERM);
+	assert_int_equal(bpftel_module__state(f->tm->module), BPFTEL_MOD_CLOSED);
+	assert_int_equal(rec.n, 3);
+	assert_string_equal(rec.log[1], "A.before_stop");
+	assert_string_equal(rec.log[2], "A.after_stop");
+}
+
+/* ---- before_init: rodata, resize, shared maps ---- */
+
+static int h_resize(const struct bpftel_hook_before_init *h, void *ctx)
+{
+	(void)ctx;
+	return bpf_map__set_max_entries(bpf_object__find_map_by_name(h->obj, "mt_resizable"), 1000);
+}
+
+static int h_rodata(const struct bpftel_hook_before_init *h, void *ctx)
+{
+	struct bpf_map *rodata = bpf_object__find_map_by_name(h->obj, ".rodata");
+	size_t size;
+	__u32 *tgid = (__u32 *)bpf_map__initial_value(rodata, &size);
+
+	*tgid = *(__u32 *)ctx;
+	return 0;
+}
+
+static void test_before_init_rodata_and_resize(void **state)
+{
+	struct fixture *f = *state;
+	__u32 tgid = 424242, zero = 0, got = 0;
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	struct bpf_object *obj;
+	char buf[64];
+	int fd;
+
+	assert_int_equal(bpftel_module__add_before_init(f->tm->module, h_resize, NULL), 0);
+	assert_int_equal(bpftel_module__add_before_init(f->tm->module, h_rodata, &tgid), 0);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	obj = bpftel_module__object(f->tm->module);
+	fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "mt_resizable"));
+	assert_int_equal(bpf_obj_get_info_by_fd(fd, &info, &len), 0);
+	assert_int_equal(info.max_entries, 1000);
+	fd = bpf_map__fd(bpf_object__find_map_by_name(obj, ".rodata"));
+	assert_int_equal(bpf_map_lookup_elem(fd, &zero, buf), 0);
+	memcpy(&got, buf, sizeof(got));
+	assert_int_equal(got, 424242);
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+}
+
+static int h_reuse_map(const struct bpftel_hook_before_init *h, void *ctx)
+{
+	struct bpf_object *other = bpftel_module__object(ctx);
+
+	return bpf_map__reuse_fd(bpf_object__find_map_by_name(h->obj, "mt_shared"),
+				 bpf_map__fd(bpf_object__find_map_by_name(other, "mt_shared")));
+}
+
+static __u32 map_id(struct bpf_object *obj, const char *name)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	assert_int_equal(bpf_obj_get_info_by_fd(
+				 bpf_map__fd(bpf_object__find_map_by_name(obj, name)), &info, &len),
+			 0);
+	return info.id;
+}
+
+static void test_map_shared_between_objects(void **state)
+{
+	struct fixture *f = *state;
+	struct test_module *b = test_module_new(f->mgr, "other", false);
+
+	assert_int_equal(bpftel_module__add_before_init(b->module, h_reuse_map, f->tm->module), 0);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	assert_int_equal(bpftel_module__run(b->module), 0);
+	assert_int_equal(map_id(bpftel_module__object(f->tm->module), "mt_shared"),
+			 map_id(bpftel_module__object(b->module), "mt_shared"));
+	assert_int_not_equal(map_id(bpftel_module__object(f->tm->module), "mt_resizable"),
+			     map_id(bpftel_module__object(b->module), "mt_resizable"));
+	assert_int_equal(bpftel_module__stop(b->module), 0);
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+	bpftel_manager__free(f->mgr);
+	f->mgr = bpftel_manager__new();
+	test_module_free(b);
+	test_module_free(f->tm);
+	f->tm = test_module_new(f->mgr, "mod", false);
+}
+
+/* ---- probes ---- */
+
+static const struct bpftel_probe_spec fallback_probe = {
+	.name = "openat",
+	.policy = BPFTEL_PROBE_REQUIRED,
+	.ncand = 3,
+	.cand =
+		{
+			{BPFTEL_ATTACH_FENTRY, "mt_fentry", "do_sys_openat2"},
+			{BPFTEL_ATTACH_KPROBE, "mt_kprobe", "do_sys_openat2"},
+			{BPFTEL_ATTACH_TRACEPOINT, "mt_tp_openat", "syscalls/sys_enter_openat"},
+		},
+};
+
+static void test_fallback_fentry_kprobe_tracepoint(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_probe_status st;
+	struct manager_test *skel;
+	int fd;
+
+	if (!access("/sys/bus/event_source/devices/kprobe", F_OK))
+		skip(); /* a kernel with kprobes: this machine's chain is not that one */
+	test_module_set_probes(f->tm, &fallback_probe, 1, false);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	assert_int_equal(bpftel_module__probes(f->tm->module, &st, 1), 1);
+	assert_int_equal(st.winner, 2);
+	assert_int_equal(st.cand[2].result, BPFTEL_CAND_ATTACHED);
+	assert_int_equal(st.cand[0].result, BPFTEL_CAND_REJECTED);
+	assert_int_equal(st.cand[0].err, -EPERM);
+	assert_non_null(strstr(st.cand[0].reason, "fentry"));
+	assert_int_equal(st.cand[1].result, BPFTEL_CAND_REJECTED);
+	assert_int_equal(st.cand[1].err, -EOPNOTSUPP);
+	assert_non_null(strstr(st.cand[1].reason, "no kprobe support"));
+	/* The winner really runs: an openat by this process is counted. */
+	skel = f->tm->skel;
+	fd = open("/dev/null", O_RDONLY);
+	close(fd);
+	assert_true(skel->bss->openat_hits >= 1);
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+}
+
+static void test_attach_failure_falls_back(void **state)
+{
+	const struct bpftel_probe_spec spec = {
+		.name = "openat",
+		.policy = BPFTEL_PROBE_REQUIRED,
+		.ncand = 2,
+		/* Passes detection (the tracepoint exists), fails attach (kprobe program). */
+		.cand = {{BPFTEL_ATTACH_TRACEPOINT, "mt_kprobe", "syscalls/sys_enter_openat"},
+			 {BPFTEL_ATTACH_TRACEPOINT, "mt_tp_openat", "syscalls/sys_enter_openat"}},
+	};
+	struct fixture *f = *state;
+	struct bpftel_probe_status st;
+
+	test_module_set_probes(f->tm, &spec, 1, false);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	bpftel_module__probes(f->tm->module, &st, 1);
+	assert_int_equal(st.winner, 1);
+	assert_int_equal(st.cand[0].result, BPFTEL_CAND_REJECTED);
+	assert_true(st.cand[0].err < 0);
+	assert_non_null(strstr(st.cand[0].reason, "attach failed"));
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+}
+
+static void test_probe_policies(void **state)
+{
+	struct bpftel_probe_spec specs[3] = {
+		{.name = "missing",
+		 .policy = BPFTEL_PROBE_BEST_EFFORT,
+		 .ncand = 1,
+		 .cand = {{BPFTEL_ATTACH_TRACEPOINT, "mt_tp_openat", "syscalls/no_such_tp"}}},
+		{.name = "g1",
+		 .policy = BPFTEL_PROBE_ONE_OF_GROUP,
+		 .group = "g",
+		 .ncand = 1,
+		 .cand = {{BPFTEL_ATTACH_TRACEPOINT, "mt_getppid", "syscalls/no_such_tp"}}},
+		{.name = "g2",
+		 .policy = BPFTEL_PROBE_ONE_OF_GROUP,
+		 .group = "g",
+		 .ncand = 1,
+		 .cand = {{BPFTEL_ATTACH_TRACEPOINT, "mt_getppid", "syscalls/sys_enter_getppid"}}},
+	};
+	struct fixture *f = *state;
+	struct bpftel_probe_status st[3];
+
+	/* best-effort missing + one of the group attached: runs */
+	test_module_set_probes(f->tm, specs, 3, true);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	assert_int_equal(bpftel_module__probes(f->tm->module, st, 3), 3);
+	assert_int_equal(st[0].winner, -1);
+	assert_int_equal(st[0].cand[0].err, -ENOENT);
+	assert_non_null(strstr(st[0].cand[0].reason, "no tracepoint syscalls/no_such_tp"));
+	assert_int_equal(st[2].winner, 0);
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+
+	/* no probe of the group attached: fails, nothing left behind */
+	specs[2].cand[0].target = "syscalls/no_such_tp_either";
+	test_module_set_probes(f->tm, specs, 3, true);
+	assert_int_equal(bpftel_module__run(f->tm->module), -ENOENT);
+	assert_int_equal(bpftel_module__state(f->tm->module), BPFTEL_MOD_CLOSED);
+
+	/* a required probe with no candidate: fails */
+	specs[0].policy = BPFTEL_PROBE_REQUIRED;
+	test_module_set_probes(f->tm, specs, 1, false);
+	assert_int_equal(bpftel_module__run(f->tm->module), -ENOENT);
+	assert_int_equal(bpftel_module__state(f->tm->module), BPFTEL_MOD_CLOSED);
+}
+
+static void test_uprobe_versioned_symbol(void **state)
+{
+	const char *libssl = "/lib/x86_64-linux-gnu/libssl.so.3";
+	const struct bpftel_probe_spec spec = {
+		.name = "ssl_write",
+		.policy = BPFTEL_PROBE_REQUIRED,
+		.ncand = 2,
+		.cand = {{BPFTEL_ATTACH_UPROBE, "mt_uprobe", libssl, "SSL_no_such_fn"},
+			 {BPFTEL_ATTACH_UPROBE, "mt_uprobe", libssl, "SSL_write@@OPENSSL_3.0.0"}},
+	};
+	struct fixture *f = *state;
+	struct bpftel_probe_status st;
+
+	if (access(libssl, R_OK))
+		skip();
+	test_module_set_probes(f->tm, &spec, 1, false);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	bpftel_module__probes(f->tm->module, &st, 1);
+	assert_int_equal(st.cand[0].err, -ENOENT);
+	assert_int_equal(st.winner, 1);
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+}
+
+/* ---- consumers ---- */
+
+static void test_consumer_no_callback_after_stop(void **state)
+{
+	struct fixture *f = *state;
+	unsigned long seen;
+
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	test_trigger_events(50);
+	assert_int_equal(test_wait_events(f->tm, 50, 2000), 50);
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+	__atomic_store_n(&f->tm->stopped, 1, __ATOMIC_RELEASE);
+	seen = __atomic_load_n(&f->tm->events, __ATOMIC_RELAXED);
+	test_trigger_events(50);
+	usleep(50000);
+	assert_int_equal(__atomic_load_n(&f->tm->events, __ATOMIC_RELAXED), seen);
+	assert_int_equal(f->tm->late, 0);
+}
+
+/* ---- shared components ---- */
+
+static void test_shared_refcount(void **state)
+{
+	struct fixture *f = *state;
+	struct test_module *shared = test_module_new(f->mgr, "watcher", true);
+	struct test_module *b = test_module_new(f->mgr, "gpu", false);
+	struct bpftel_module *s = shared->module;
+
+	assert_int_equal(bpftel_manager__bind_shared(f->mgr, f->tm->module, "watcher", 0x1), 0);
+	assert_int_equal(bpftel_manager__bind_shared(f->mgr, b->module, "watcher", 0x2), 0);
+	assert_int_equal(bpftel_manager__bind_shared(f->mgr, s, "watcher", 0x2), -EINVAL);
+
+	assert_int_equal(bpftel_module__state(s), BPFTEL_MOD_CLOSED);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	assert_int_equal(bpftel_module__state(s), BPFTEL_MOD_RUNNING);
+	assert_int_equal(shared->last_mask, 0x1);
+	assert_int_equal(bpftel_module__run(b->module), 0);
+	assert_int_equal(bpftel_manager__subscribers(f->mgr, "watcher"), 2);
+	assert_int_equal(shared->last_mask, 0x3);
+	assert_int_equal(bpftel_module__restarts(s), 0); /* started once, not per subscriber */
+
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+	assert_int_equal(bpftel_module__state(s), BPFTEL_MOD_RUNNING);
+	assert_int_equal(shared->last_mask, 0x2);
+	assert_int_equal(bpftel_module__stop(b->module), 0);
+	assert_int_equal(bpftel_module__state(s), BPFTEL_MOD_CLOSED);
+	assert_int_equal(bpftel_manager__subscribers(f->mgr, "watcher"), 0);
+
+	/* The next subscriber starts it again from scratch. */
+	assert_int_equal(bpftel_module__run(b->module), 0);
+	assert_int_equal(bpftel_module__state(s), BPFTEL_MOD_RUNNING);
+	assert_int_equal(bpftel_module__restarts(s), 1);
+	test_trigger_events(5);
+	assert_int_equal(test_wait_events(shared, 5, 2000), 5);
+	assert_int_equal(bpftel_manager__unsubscribe(f->mgr, "watcher", "nobody"), 0);
+	assert_int_equal(bpftel_module__stop(b->module), 0);
+	assert_int_equal(bpftel_module__state(s), BPFTEL_MOD_CLOSED);
+
+	bpftel_manager__free(f->mgr);
+	f->mgr = bpftel_manager__new();
+	test_module_free(shared);
+	test_module_free(b);
+	test_module_free(f->tm);
+	f->tm = test_module_new(f->mgr, "mod", false);
+}
+
+static void test_register_errors(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_module_ops bad = {.name = "x"};
+	struct bpftel_module *m;
+
+	assert_int_equal(bpftel_manager__register(f->mgr, &bad, NULL, &m), -EINVAL);
+	assert_int_equal(bpftel_manager__register(f->mgr, &f->tm->ops, f->tm, &m), -EEXIST);
+	assert_ptr_equal(bpftel_manager__find(f->mgr, "mod"), f->tm->module);
+	assert_null(bpftel_manager__find(f->mgr, "nope"));
+	assert_int_equal(bpftel_manager__subscribe(f->mgr, "mod", "x", 1), -ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+		T(test_legal_transitions),
+		T(test_illegal_transitions),
+		T(test_hook_order),
+		T(test_stop_hook_errors_collected),
+		T(test_failing_init_hook_unwinds),
+		T(test_before_init_rodata_and_resize),
+		T(test_map_shared_between_objects),
+		T(test_fallback_fentry_kprobe_tracepoint),
+		T(test_attach_failure_falls_back),
+		T(test_probe_policies),
+		T(test_uprobe_versioned_symbol),
+		T(test_consumer_no_callback_after_stop),
+		T(test_shared_refcount),
+		T(test_register_errors),
+#undef T
+	};
+
+	bpftel_test_require_bpf();
+	return cmocka_run_group_tests_name("manager", tests, NULL, NULL);
+}

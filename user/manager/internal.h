@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Manager internals shared by module.c, probe.c, consumer.c and manager.c.
+ *
+ * Locking:
+ *  - mgr->lock guards the module list. Modules are never freed before the manager, so
+ *    a module pointer found under it stays valid.
+ *  - m->lock serializes every lifecycle step of one module and guards its state,
+ *    probes, hooks and stop errors. Steps of different modules run in parallel.
+ *  - m->stop_gen is bumped (atomically, without m->lock) by every stop before it takes
+ *    m->lock. A start notes it when it begins and checks it between steps; a change
+ *    means a stop is waiting, so the start unwinds and returns -ECANCELED. That is how
+ *    stop wins over a start in progress without the two sharing unlocked state.
+ *  - sub->lock (one per shared component) serializes subscribe/unsubscribe of that
+ *    component, including the start/stop they cause. Lock order: a module's m->lock
+ *    may be held while taking a shared component's sub->lock (a before_start hook
+ *    subscribes), and sub->lock is held while taking the shared module's own m->lock.
+ *    A shared module never subscribes to anything, so there is no cycle.
+ *  - The consumer thread touches only its own struct; start/stop create and join it
+ *    under m->lock, so no callback runs after stop returns.
+ */
+#ifndef BPFTEL_MANAGER_INTERNAL_H
+#define BPFTEL_MANAGER_INTERNAL_H
+
+#include <pthread.h>
+
+#include "manager.h"
+
+#define BPFTEL_MAX_PROBES   32
+#define BPFTEL_MAX_RINGBUFS 4
+#define BPFTEL_MAX_MODULES  16
+#define BPFTEL_MAX_SUBS	    16
+
+struct hook {
+	union {
+		bpftel_before_init_fn before_init;
+		bpftel_after_init_fn after_init;
+		bpftel_before_start_fn before_start;
+		bpftel_before_stop_fn before_stop;
+		bpftel_after_stop_fn after_stop;
+	};
+	void *ctx;
+};
+
+struct hook_list {
+	size_t n;
+	struct hook h[BPFTEL_MAX_HOOKS];
+};
+
+struct probe {
+	struct bpftel_probe_spec spec;
+	struct bpftel_probe_status status;
+	long uprobe_offset[BPFTEL_PROBE_MAX_CAND];
+	struct bpf_link *link;
+};
+
+struct ringbuf_sub {
+	const char *map;
+	ring_buffer_sample_fn cb;
+	void *ctx;
+};
+
+struct consumer {
+	pthread_t thread;
+	bool thread_started;
+	struct ring_buffer *rb;
+	int epoll_fd;
+	int wake_fd; /* eventfd: stop request */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool running;
+};
+
+struct shared_sub {
+	char name[64];
+	__u64 mask;
+};
+
+struct bpftel_module {
+	struct bpftel_manager *mgr;
+	const struct bpftel_module_ops *ops;
+	void *priv;
+	pthread_mutex_t lock;
+	unsigned int stop_gen;
+	enum bpftel_module_state state;
+	struct bpf_object *obj;
+	__u64 starts;
+
+	struct hook_list before_init, after_init, before_start, before_stop, after_stop;
+
+	size_t nprobes;
+	struct probe probes[BPFTEL_MAX_PROBES];
+	size_t nringbufs;
+	struct ringbuf_sub ringbufs[BPFTEL_MAX_RINGBUFS];
+	struct consumer consumer;
+
+	/* Allocations made for this module by others (bindings), freed with it. */
+	size_t nowned;
+	void *owned[BPFTEL_MAX_HOOKS];
+
+	size_t nstop_errs;
+	int stop_errs[BPFTEL_MAX_HOOKS];
+
+	/* Shared components only. */
+	pthread_mutex_t sub_lock;
+	size_t nsubs;
+	struct shared_sub subs[BPFTEL_MAX_SUBS];
+};
+
+struct bpftel_manager {
+	pthread_mutex_t lock;
+	size_t nmodules;
+	struct bpftel_module *modules[BPFTEL_MAX_MODULES];
+	/* Feature probes are costly and their answers do not change: cached. */
+	pthread_mutex_t feat_lock;
+	int fentry_ok; /* 0 unknown, 1 yes, negative errno */
+	int kprobe_ok;
+};
+
+/* probe.c */
+void probes_detect(struct bpftel_module *m);
+int probes_attach(struct bpftel_module *m);
+void probes_detach(struct bpftel_module *m);
+
+/* consumer.c */
+int consumer_start(struct bpftel_module *m);
+void consumer_stop(struct bpftel_module *m);
+
+#endif /* BPFTEL_MANAGER_INTERNAL_H */

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Manager: owns modules and drives their lifecycle. No module-specific code lives
+ * here: a module is a struct bpftel_module_ops plus what its open() declares (BPF
+ * object, probes with attach candidates, ring buffers with callbacks).
+ *
+ * Lifecycle of a module (states in capitals, steps in lower case):
+ *
+ *   CLOSED --open--> OPENED --load--> LOADED --start--> RUNNING
+ *      ^                                                   |
+ *      +------------------------ stop ---------------------+  (also from OPENED, LOADED)
+ *
+ *   open:  ops->open (declares object, probes, ring buffers), then before_init hooks
+ *          (set .rodata, resize maps, reuse shared maps)
+ *   load:  feature-detect every attach candidate, autoload only viable programs, load
+ *          the object, then after_init hooks
+ *   start: before_start hooks, attach each probe (first viable candidate wins, falling
+ *          back on attach failure), start consumer thread; returns once it runs
+ *   stop:  before_stop hooks, stop consumers (no callback runs after), detach,
+ *          ops->close, after_stop hooks; back to CLOSED. Idempotent.
+ *
+ * Hooks: a component registers them on a module for itself, with its own context. Each
+ * kind has its own function type, so a hook of the wrong kind does not compile.
+ * init/start hooks run in registration order, stop hooks in reverse. A failing
+ * before_init/after_init/before_start hook fails that step (and the caller stops the
+ * module); stop-hook errors are collected (bpftel_module__stop_errors) and stop still
+ * completes.
+ *
+ * Ints returned are 0 or a negative errno; illegal transitions return -EINVAL and
+ * change nothing. Errors are reported through bpftel_log().
+ */
+#ifndef BPFTEL_MANAGER_H
+#define BPFTEL_MANAGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <linux/types.h>
+#include <bpf/libbpf.h>
+
+struct bpftel_manager;
+struct bpftel_module;
+
+enum bpftel_module_state {
+	BPFTEL_MOD_CLOSED = 0,
+	BPFTEL_MOD_OPENED,
+	BPFTEL_MOD_LOADED,
+	BPFTEL_MOD_RUNNING,
+};
+
+const char *bpftel_module_state_name(enum bpftel_module_state state);
+
+/* ---- hooks ---- */
+
+struct bpftel_hook_before_init {
+	struct bpftel_module *module;
+	struct bpf_object *obj; /* opened, not loaded */
+};
+struct bpftel_hook_after_init {
+	struct bpftel_module *module;
+	struct bpf_object *obj; /* loaded */
+};
+struct bpftel_hook_before_start {
+	struct bpftel_module *module;
+	struct bpf_object *obj;
+};
+struct bpftel_hook_before_stop {
+	struct bpftel_module *module;
+	struct bpf_object *obj; /* NULL if the module never opened */
+	enum bpftel_module_state from;
+};
+struct bpftel_hook_after_stop {
+	struct bpftel_module *module;
+};
+
+typedef int (*bpftel_before_init_fn)(const struct bpftel_hook_before_init *h, void *ctx);
+typedef int (*bpftel_after_init_fn)(const struct bpftel_hook_after_init *h, void *ctx);
+typedef int (*bpftel_before_start_fn)(const struct bpftel_hook_before_start *h, void *ctx);
+typedef int (*bpftel_before_stop_fn)(const struct bpftel_hook_before_stop *h, void *ctx);
+typedef int (*bpftel_after_stop_fn)(const struct bpftel_hook_after_stop *h, void *ctx);
+
+#define BPFTEL_MAX_HOOKS 16
+
+int bpftel_module__add_before_init(struct bpftel_module *m, bpftel_before_init_fn fn, void *ctx);
+int bpftel_module__add_after_init(struct bpftel_module *m, bpftel_after_init_fn fn, void *ctx);
+int bpftel_module__add_before_start(struct bpftel_module *m, bpftel_before_start_fn fn, void *ctx);
+int bpftel_module__add_before_stop(struct bpftel_module *m, bpftel_before_stop_fn fn, void *ctx);
+int bpftel_module__add_after_stop(struct bpftel_module *m, bpftel_after_stop_fn fn, void *ctx);
+
+/* ---- probes ---- */
+
+enum bpftel_attach_type {
+	BPFTEL_ATTACH_FENTRY = 0,
+	BPFTEL_ATTACH_FEXIT,
+	BPFTEL_ATTACH_KPROBE,
+	BPFTEL_ATTACH_KRETPROBE,
+	BPFTEL_ATTACH_TRACEPOINT,
+	BPFTEL_ATTACH_RAW_TRACEPOINT,
+	BPFTEL_ATTACH_UPROBE,
+	BPFTEL_ATTACH_URETPROBE,
+};
+
+const char *bpftel_attach_type_name(enum bpftel_attach_type type);
+
+struct bpftel_attach_candidate {
+	enum bpftel_attach_type type;
+	const char *prog;   /* program name in the module's object */
+	const char *target; /* kernel function, "category/name", raw tp, or binary path */
+	const char *symbol; /* uprobes: symbol, versioned allowed ("SSL_write@@OPENSSL_3.0.0") */
+	pid_t pid;	    /* uprobes: process filter, 0 or -1 = all processes */
+};
+
+enum bpftel_probe_policy {
+	BPFTEL_PROBE_REQUIRED = 0, /* no candidate attached: start fails */
+	BPFTEL_PROBE_BEST_EFFORT,  /* no candidate attached: noted, start goes on */
+	BPFTEL_PROBE_ONE_OF_GROUP, /* start fails unless a probe of `group` attached */
+};
+
+const char *bpftel_probe_policy_name(enum bpftel_probe_policy policy);
+
+#define BPFTEL_PROBE_MAX_CAND 4
+
+struct bpftel_probe_spec {
+	const char *name;
+	enum bpftel_probe_policy policy;
+	const char *group;
+	size_t ncand;
+	struct bpftel_attach_candidate cand[BPFTEL_PROBE_MAX_CAND];
+};
+
+/* Declare a probe; from ops->open (or before load). Strings must outlive the module. */
+int bpftel_module__add_probe(struct bpftel_module *m, const struct bpftel_probe_spec *spec);
+
+/* What happened to each candidate of a probe at the last load/start. */
+enum bpftel_cand_result {
+	BPFTEL_CAND_UNTRIED = 0,  /* an earlier candidate won */
+	BPFTEL_CAND_REJECTED = 1, /* feature detection or attach failed: see err, reason */
+	BPFTEL_CAND_ATTACHED = 2,
+	BPFTEL_CAND_VIABLE = 3, /* passed detection, not attached yet */
+};
+
+struct bpftel_probe_status {
+	const char *name;
+	enum bpftel_probe_policy policy;
+	const char *group;
+	int winner;    /* candidate index, -1 if none attached */
+	__u32 prog_id; /* kernel id of the winner's program */
+	size_t ncand;
+	struct {
+		struct bpftel_attach_candidate cand;
+		enum bpftel_cand_result result;
+		int err; /* negative errno when rejected */
+		char reason[160];
+	} cand[BPFTEL_PROBE_MAX_CAND];
+};
+
+/* Copy of every probe's status, under the module's lock. Returns the count. */
+size_t bpftel_module__probes(struct bpftel_module *m, struct bpftel_probe_status *out, size_t max);
+
+/* ---- ring buffers ---- */
+
+/* Consume ring buffer map `map` with cb on the module's consumer thread. From ops->open. */
+int bpftel_module__add_ringbuf(struct bpftel_module *m, const char *map, ring_buffer_sample_fn cb,
+			       void *ctx);
+
+/* ---- modules ---- */
+
+struct bpftel_module_ops {
+	const char *name;
+	/* Open the BPF object (not load it) and declare probes and ring buffers with
+	 * bpftel_module__set_object/add_probe/add_ringbuf. */
+	int (*open)(struct bpftel_module *m);
+	/* Load the object. Optional: bpf_object__load() by default; a skeleton-based module
+	 * passes its X__load() so that the skeleton's global data gets mmaped. */
+	int (*load)(struct bpftel_module *m);
+	/* Destroy what open created (links are gone by then). Optional. */
+	void (*close)(struct bpftel_module *m);
+	/* Shared components only: apply the union of subscribers' masks (a config-map
+	 * write, no reload). Called with the module LOADED or RUNNING. */
+	int (*set_subscriptions)(struct bpftel_module *m, __u64 mask);
+	/* Shared components are started by their first subscriber, stopped by the last. */
+	bool shared;
+};
+
+void bpftel_module__set_object(struct bpftel_module *m, struct bpf_object *obj);
+struct bpf_object *bpftel_module__object(const struct bpftel_module *m);
+const char *bpftel_module__name(const struct bpftel_module *m);
+void *bpftel_module__priv(const struct bpftel_module *m);
+enum bpftel_module_state bpftel_module__state(struct bpftel_module *m);
+__u64 bpftel_module__restarts(struct bpftel_module *m);
+
+/* Single steps, for tests and fine control. */
+int bpftel_module__open(struct bpftel_module *m);
+int bpftel_module__load(struct bpftel_module *m);
+int bpftel_module__start(struct bpftel_module *m);
+/* From any state; 0 when CLOSED already. May be called from another thread while a
+ * start is in progress: the start then returns -ECANCELED and leaves nothing behind. */
+int bpftel_module__stop(struct bpftel_module *m);
+/* open + load + start; on failure or cancellation everything is undone. */
+int bpftel_module__run(struct bpftel_module *m);
+
+/* Errors of the last stop's hooks (negative errnos), count returned. */
+size_t bpftel_module__stop_errors(struct bpftel_module *m, int *errs, size_t max);
+
+/* ---- manager ---- */
+
+struct bpftel_manager *bpftel_manager__new(void);
+/* Stops every module (shared components last) and frees everything. */
+void bpftel_manager__free(struct bpftel_manager *mgr);
+
+int bpftel_manager__register(struct bpftel_manager *mgr, const struct bpftel_module_ops *ops,
+			     void *priv, struct bpftel_module **out);
+struct bpftel_module *bpftel_manager__find(struct bpftel_manager *mgr, const char *name);
+size_t bpftel_manager__modules(struct bpftel_manager *mgr, struct bpftel_module **out, size_t max);
+
+/*
+ * Shared components. subscriber names who subscribes (one subscription per name).
+ * The first subscription starts the component, each change re-applies the union of
+ * masks through ops->set_subscriptions, the last unsubscribe stops it.
+ * Unsubscribing a name that is not subscribed is a no-op.
+ */
+int bpftel_manager__subscribe(struct bpftel_manager *mgr, const char *shared,
+			      const char *subscriber, __u64 mask);
+int bpftel_manager__unsubscribe(struct bpftel_manager *mgr, const char *shared,
+				const char *subscriber);
+/* Number of subscribers of a shared component. */
+size_t bpftel_manager__subscribers(struct bpftel_manager *mgr, const char *shared);
+
+/*
+ * Make `module` subscribe to `shared` with mask while it runs: registers a
+ * before_start hook (subscribe) and a before_stop hook (unsubscribe) on module.
+ */
+int bpftel_manager__bind_shared(struct bpftel_manager *mgr, struct bpftel_module *module,
+				const char *shared, __u64 mask);
+
+#endif /* BPFTEL_MANAGER_H */

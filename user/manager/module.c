@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Module lifecycle: the state machine, its steps, and the hooks run around them. */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+#include "user/common/log.h"
+
+static const char *const state_names[] = {
+	[BPFTEL_MOD_CLOSED] = "closed",
+	[BPFTEL_MOD_OPENED] = "opened",
+	[BPFTEL_MOD_LOADED] = "loaded",
+	[BPFTEL_MOD_RUNNING] = "running",
+};
+
+const char *bpftel_module_state_name(enum bpftel_module_state state)
+{
+	return (unsigned)state <= BPFTEL_MOD_RUNNING ? state_names[state] : "unknown";
+}
+
+static int hook_add(struct bpftel_module *m, struct hook_list *list, struct hook h)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&m->lock);
+	if (list->n == BPFTEL_MAX_HOOKS)
+		err = -ENOSPC;
+	else
+		list->h[list->n++] = h;
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+int bpftel_module__add_before_init(struct bpftel_module *m, bpftel_before_init_fn fn, void *ctx)
+{
+	return hook_add(m, &m->before_init, (struct hook){.before_init = fn, .ctx = ctx});
+}
+
+int bpftel_module__add_after_init(struct bpftel_module *m, bpftel_after_init_fn fn, void *ctx)
+{
+	return hook_add(m, &m->after_init, (struct hook){.after_init = fn, .ctx = ctx});
+}
+
+int bpftel_module__add_before_start(struct bpftel_module *m, bpftel_before_start_fn fn, void *ctx)
+{
+	return hook_add(m, &m->before_start, (struct hook){.before_start = fn, .ctx = ctx});
+}
+
+int bpftel_module__add_before_stop(struct bpftel_module *m, bpftel_before_stop_fn fn, void *ctx)
+{
+	return hook_add(m, &m->before_stop, (struct hook){.before_stop = fn, .ctx = ctx});
+}
+
+int bpftel_module__add_after_stop(struct bpftel_module *m, bpftel_after_stop_fn fn, void *ctx)
+{
+	return hook_add(m, &m->after_stop, (struct hook){.after_stop = fn, .ctx = ctx});
+}
+
+void bpftel_module__set_object(struct bpftel_module *m, struct bpf_object *obj)
+{
+	m->obj = obj;
+}
+
+struct bpf_object *bpftel_module__object(const struct bpftel_module *m)
+{
+	return m->obj;
+}
+
+const char *bpftel_module__name(const struct bpftel_module *m)
+{
+	return m->ops->name;
+}
+
+void *bpftel_module__priv(const struct bpftel_module *m)
+{
+	return m->priv;
+}
+
+enum bpftel_module_state bpftel_module__state(struct bpftel_module *m)
+{
+	return __atomic_load_n(&m->state, __ATOMIC_ACQUIRE);
+}
+
+static void set_state(struct bpftel_module *m, enum bpftel_module_state state)
+{
+	__atomic_store_n(&m->state, state, __ATOMIC_RELEASE);
+}
+
+__u64 bpftel_module__restarts(struct bpftel_module *m)
+{
+	__u64 starts = __atomic_load_n(&m->starts, __ATOMIC_RELAXED);
+
+	return starts ? starts - 1 : 0;
+}
+
+int bpftel_module__add_probe(struct bpftel_module *m, const struct bpftel_probe_spec *spec)
+{
+	struct probe *p;
+
+	if (!spec->name || !spec->ncand || spec->ncand > BPFTEL_PROBE_MAX_CAND)
+		return -EINVAL;
+	if (spec->policy == BPFTEL_PROBE_ONE_OF_GROUP && !spec->group)
+		return -EINVAL;
+	if (m->nprobes == BPFTEL_MAX_PROBES)
+		return -ENOSPC;
+	p = &m->probes[m->nprobes++];
+	memset(p, 0, sizeof(*p));
+	p->spec = *spec;
+	p->status.winner = -1;
+	return 0;
+}
+
+int bpftel_module__add_ringbuf(struct bpftel_module *m, const char *map, ring_buffer_sample_fn cb,
+			       void *ctx)
+{
+	if (m->nringbufs == BPFTEL_MAX_RINGBUFS)
+		return -ENOSPC;
+	m->ringbufs[m->nringbufs++] = (struct ringbuf_sub){.map = map, .cb = cb, .ctx = ctx};
+	return 0;
+}
+
+size_t bpftel_module__probes(struct bpftel_module *m, struct bpftel_probe_status *out, size_t max)
+{
+	size_t i, n;
+
+	pthread_mutex_lock(&m->lock);
+	n = m->nprobes < max ? m->nprobes : max;
+	for (i = 0; i < n; i++)
+		out[i] = m->probes[i].status;
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+size_t bpftel_module__stop_errors(struct bpftel_module *m, int *errs, size_t max)
+{
+	size_t n;
+
+	pthread_mutex_lock(&m->lock);
+	n = m->nstop_errs < max ? m->nstop_errs : max;
+	memcpy(errs, m->stop_errs, n * sizeof(*errs));
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+static bool illegal(struct bpftel_module *m, enum bpftel_module_state want, const char *step)
+{
+	if (m->state == want)
+		return false;
+	pr_warn("module '%s': cannot %s while %s", m->ops->name, step,
+		bpftel_module_state_name(m->state));
+	return true;
+}
+
+/* Steps: called with m->lock held. */
+
+static int do_open(struct bpftel_module *m)
+{
+	struct bpftel_hook_before_init h = {.module = m};
+	size_t i;
+	int err;
+
+	m->obj = NULL;
+	m->nprobes = 0;
+	m->nringbufs = 0;
+	err = m->ops->open(m);
+	if (!err && !m->obj)
+		err = -EINVAL;
+	if (err) {
+		pr_err("module '%s': open failed: %s", m->ops->name, strerror(-err));
+		if (m->ops->close)
+			m->ops->close(m);
+		m->obj = NULL;
+		return err;
+	}
+	set_state(m, BPFTEL_MOD_OPENED);
+	h.obj = m->obj;
+	for (i = 0; i < m->before_init.n; i++) {
+		err = m->before_init.h[i].before_init(&h, m->before_init.h[i].ctx);
+		if (err) {
+			pr_err("module '%s': before_init hook %zu failed: %s", m->ops->name, i,
+			       strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int do_load(struct bpftel_module *m)
+{
+	struct bpftel_hook_after_init h = {.module = m, .obj = m->obj};
+	size_t i;
+	int err;
+
+	probes_detect(m);
+	err = m->ops->load ? m->ops->load(m) : bpf_object__load(m->obj);
+	if (err) {
+		pr_err("module '%s': load failed: %s%s", m->ops->name, strerror(-err),
+		       err == -EPERM ? " (needs root: CAP_BPF and CAP_PERFMON)" : "");
+		return err;
+	}
+	set_state(m, BPFTEL_MOD_LOADED);
+	for (i = 0; i < m->after_init.n; i++) {
+		err = m->after_init.h[i].after_init(&h, m->after_init.h[i].ctx);
+		if (err) {
+			pr_err("module '%s': after_init hook %zu failed: %s", m->ops->name, i,
+			       strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int do_start(struct bpftel_module *m)
+{
+	struct bpftel_hook_before_start h = {.module = m, .obj = m->obj};
+	size_t i;
+	int err;
+
+	for (i = 0; i < m->before_start.n; i++) {
+		err = m->before_start.h[i].before_start(&h, m->before_start.h[i].ctx);
+		if (err) {
+			pr_err("module '%s': before_start hook %zu failed: %s", m->ops->name, i,
+			       strerror(-err));
+			return err;
+		}
+	}
+	err = probes_attach(m);
+	if (!err)
+		err = consumer_start(m);
+	if (err) {
+		consumer_stop(m);
+		probes_detach(m);
+		return err;
+	}
+	__atomic_add_fetch(&m->starts, 1, __ATOMIC_RELAXED);
+	set_state(m, BPFTEL_MOD_RUNNING);
+	return 0;
+}
+
+static void stop_error(struct bpftel_module *m, const char *hook, size_t i, int err)
+{
+	pr_warn("module '%s': %s hook %zu failed: %s", m->ops->name, hook, i, strerror(-err));
+	if (m->nstop_errs < BPFTEL_MAX_HOOKS)
+		m->stop_errs[m->nstop_errs++] = err;
+}
+
+static int do_stop(struct bpftel_module *m)
+{
+	struct bpftel_hook_before_stop bs = {.module = m, .obj = m->obj, .from = m->state};
+	struct bpftel_hook_after_stop as = {.module = m};
+	size_t i;
+	int err;
+
+	if (m->state == BPFTEL_MOD_CLOSED)
+		return 0;
+	m->nstop_errs = 0;
+	for (i = m->before_stop.n; i-- > 0;) {
+		err = m->before_stop.h[i].before_stop(&bs, m->before_stop.h[i].ctx);
+		if (err)
+			stop_error(m, "before_stop", i, err);
+	}
+	consumer_stop(m);
+	probes_detach(m);
+	if (m->ops->close)
+		m->ops->close(m);
+	else
+		bpf_object__close(m->obj);
+	m->obj = NULL;
+	set_state(m, BPFTEL_MOD_CLOSED);
+	for (i = m->after_stop.n; i-- > 0;) {
+		err = m->after_stop.h[i].after_stop(&as, m->after_stop.h[i].ctx);
+		if (err)
+			stop_error(m, "after_stop", i, err);
+	}
+	return m->nstop_errs ? m->stop_errs[0] : 0;
+}
+
+int bpftel_module__open(struct bpftel_module *m)
+{
+	int err = -EINVAL;
+
+	pthread_mutex_lock(&m->lock);
+	if (!illegal(m, BPFTEL_MOD_CLOSED, "open"))
+		err = do_open(m);
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+int bpftel_module__load(struct bpftel_module *m)
+{
+	int err = -EINVAL;
+
+	pthread_mutex_lock(&m->lock);
+	if (!illegal(m, BPFTEL_MOD_OPENED, "load"))
+		err = do_load(m);
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+int bpftel_module__start(struct bpftel_module *m)
+{
+	int err = -EINVAL;
+
+	pthread_mutex_lock(&m->lock);
+	if (!illegal(m, BPFTEL_MOD_LOADED, "start"))
+		err = do_start(m);
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+int bpftel_module__stop(struct bpftel_module *m)
+{
+	int err;
+
+	/* Announce the stop first: a start in progress sees it and unwinds. */
+	__atomic_add_fetch(&m->stop_gen, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&m->lock);
+	err = do_stop(m);
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+int bpftel_module__run(struct bpftel_module *m)
+{
+	unsigned int gen = __atomic_load_n(&m->stop_gen, __ATOMIC_SEQ_CST);
+	int err;
+
+#define CANCELLED() (__atomic_load_n(&m->stop_gen, __ATOMIC_SEQ_CST) != gen)
+	pthread_mutex_lock(&m->lock);
+	if (m->state != BPFTEL_MOD_CLOSED) {
+		err = m->state == BPFTEL_MOD_RUNNING ? -EALREADY : -EINVAL;
+		pthread_mutex_unlock(&m->lock);
+		return err;
+	}
+	err = CANCELLED() ? -ECANCELED : do_open(m);
+	if (!err)
+		err = CANCELLED() ? -ECANCELED : do_load(m);
+	if (!err)
+		err = CANCELLED() ? -ECANCELED : do_start(m);
+	if (!err && CANCELLED())
+		err = -ECANCELED;
+	if (err)
+		do_stop(m);
+	pthread_mutex_unlock(&m->lock);
+#undef CANCELLED
+	return err;
+}
