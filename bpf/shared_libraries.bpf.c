@@ -13,6 +13,7 @@
 #include <bpf/bpf_tracing.h>
 #include "shared_libraries.h"
 #include "lib/shlib_match.h"
+#include "telemetry/telemetry.bpf.h"
 
 #define O_ACCMODE 00000003
 #define O_RDONLY  00000000
@@ -61,6 +62,18 @@ struct {
 	__type(value, struct shlib_inflight);
 } shlib_inflight SEC(".maps");
 
+TLM_MAP_KEY(shlib_events);
+TLM_MAP_KEY(shlib_inflight);
+TLM_PROG_KEY(shlib_enter_openat);
+TLM_PROG_KEY(shlib_exit_openat);
+TLM_PROG_KEY(shlib_enter_open);
+TLM_PROG_KEY(shlib_exit_open);
+TLM_PROG_KEY(shlib_enter_openat2);
+TLM_PROG_KEY(shlib_exit_openat2);
+TLM_PROG_KEY(shlib_fentry_exit);
+TLM_PROG_KEY(shlib_kprobe_exit);
+TLM_PROG_KEY(shlib_tp_exit);
+
 static __always_inline void shlib_count(enum shlib_counter counter)
 {
 	__u32 key = counter;
@@ -71,21 +84,27 @@ static __always_inline void shlib_count(enum shlib_counter counter)
 		*val += 1;
 }
 
+#define SHLIB_UNREADABLE (-2)
+
 /*
- * Copy the path at user address filename into ev->path. Returns its length, or -1 if it
- * is unreadable, empty, or PATH_MAX bytes or longer (an open the kernel refuses anyway).
+ * Copy the path at user address filename into ev->path. Returns its length, -1 if it is
+ * empty or PATH_MAX bytes or longer (an open the kernel refuses anyway), or
+ * SHLIB_UNREADABLE if the page holding it is not present yet: at sys_enter a path in a
+ * freshly mapped page often is, since BPF cannot fault pages in.
  */
-static __always_inline long shlib_read_path(struct shlib_event *ev, const char *filename)
+static __always_inline long shlib_read_path(TLM_PARAM, struct shlib_event *ev, const char *filename)
 {
 	long n;
 	char next;
 
-	n = bpf_probe_read_user_str(ev->path, SHLIB_PATH_MAX, filename);
+	n = tlm_probe_read_user_str(ev->path, SHLIB_PATH_MAX, filename);
+	if (n < 0)
+		return SHLIB_UNREADABLE;
 	if (n <= 1)
 		return -1;
 	if (n == SHLIB_PATH_MAX) {
 		/* Buffer full: the path is PATH_MAX - 1 bytes exactly, or truncated. */
-		if (bpf_probe_read_user(&next, 1, filename + SHLIB_PATH_MAX - 1) || next) {
+		if (tlm_probe_read_user(&next, 1, filename + SHLIB_PATH_MAX - 1) || next) {
 			shlib_count(SHLIB_CNT_TOO_LONG);
 			return -1;
 		}
@@ -93,8 +112,8 @@ static __always_inline long shlib_read_path(struct shlib_event *ev, const char *
 	return n - 1;
 }
 
-static __always_inline int shlib_on_enter(const char *filename, __u64 flags, __u64 pid_tgid,
-					  enum shlib_syscall sys)
+static __always_inline int shlib_on_enter(TLM_PARAM, const char *filename, __u64 flags,
+					  __u64 pid_tgid, enum shlib_syscall sys)
 {
 	struct shlib_inflight in = {};
 	struct shlib_config *cfg;
@@ -111,30 +130,38 @@ static __always_inline int shlib_on_enter(const char *filename, __u64 flags, __u
 	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
 	if (!ev)
 		return 0;
-	len = shlib_read_path(ev, filename);
+	len = shlib_read_path(TLM_ARG, ev, filename);
+	if (len == SHLIB_UNREADABLE) {
+		/* The kernel faults the page in while it opens: match at exit instead. */
+		shlib_count(SHLIB_CNT_DEFERRED);
+		lib = SHLIB_LIB_DEFERRED;
+		goto remember;
+	}
 	if (len < 0)
 		return 0;
 	lib = shlib_match_event(ev, len);
 	if (lib < 0 || !(cfg->libsets & SHLIB_LIBSET_BIT(shlib_lib_libset(lib))))
 		return 0;
-
 	shlib_count(SHLIB_CNT_MATCHED);
+remember:
 	in.filename = (__u64)filename;
 	in.lib = lib;
 	in.syscall = sys;
-	if (bpf_map_update_elem(&shlib_inflight, &pid_tgid, &in, BPF_ANY))
+	if (tlm_map_update(shlib_inflight, &pid_tgid, &in, BPF_ANY))
 		shlib_count(SHLIB_CNT_INFLIGHT_FULL);
 	return 0;
 }
 
-static __always_inline int shlib_on_exit(long ret, __u64 pid_tgid)
+static __always_inline int shlib_on_exit(TLM_PARAM, long ret, __u64 pid_tgid)
 {
 	struct shlib_inflight *in;
+	struct shlib_config *cfg;
 	struct shlib_event *ev;
 	__u64 filename;
 	__u32 zero = 0;
-	__u16 lib, sys;
+	__u16 sys;
 	long len;
+	int lib;
 
 	in = bpf_map_lookup_elem(&shlib_inflight, &pid_tgid);
 	if (!in)
@@ -142,19 +169,27 @@ static __always_inline int shlib_on_exit(long ret, __u64 pid_tgid)
 	filename = in->filename;
 	lib = in->lib;
 	sys = in->syscall;
-	bpf_map_delete_elem(&shlib_inflight, &pid_tgid);
+	tlm_map_delete(shlib_inflight, &pid_tgid);
 	if (ret < 0) {
-		shlib_count(SHLIB_CNT_OPEN_FAILED);
+		if (lib != SHLIB_LIB_DEFERRED)
+			shlib_count(SHLIB_CNT_OPEN_FAILED);
 		return 0;
 	}
 
 	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
 	if (!ev)
 		return 0;
-	len = shlib_read_path(ev, (const char *)filename);
+	len = shlib_read_path(TLM_ARG, ev, (const char *)filename);
 	if (len < 0) {
 		shlib_count(SHLIB_CNT_LOST);
 		return 0;
+	}
+	if (lib == SHLIB_LIB_DEFERRED) {
+		cfg = bpf_map_lookup_elem(&shlib_config, &zero);
+		lib = shlib_match_event(ev, len);
+		if (!cfg || lib < 0 || !(cfg->libsets & SHLIB_LIBSET_BIT(shlib_lib_libset(lib))))
+			return 0;
+		shlib_count(SHLIB_CNT_MATCHED);
 	}
 	ev->ktime_ns = bpf_ktime_get_ns();
 	ev->pid = pid_tgid >> 32;
@@ -164,7 +199,7 @@ static __always_inline int shlib_on_exit(long ret, __u64 pid_tgid)
 	ev->syscall = sys;
 	ev->path_len = len;
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
-	if (bpf_ringbuf_output(&shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(len) + 1, 0))
+	if (tlm_ringbuf_output(shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(len) + 1, 0))
 		shlib_count(SHLIB_CNT_LOST);
 	else
 		shlib_count(SHLIB_CNT_EMITTED);
@@ -174,68 +209,88 @@ static __always_inline int shlib_on_exit(long ret, __u64 pid_tgid)
 SEC("tracepoint/syscalls/sys_enter_openat")
 int shlib_enter_openat(struct trace_event_raw_sys_enter *ctx)
 {
-	return shlib_on_enter((const char *)ctx->args[1], ctx->args[2], bpf_get_current_pid_tgid(),
-			      SHLIB_SYS_OPENAT);
+	TLM_PROG(shlib_enter_openat);
+
+	return shlib_on_enter(TLM_ARG, (const char *)ctx->args[1], ctx->args[2],
+			      bpf_get_current_pid_tgid(), SHLIB_SYS_OPENAT);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat")
 int shlib_exit_openat(struct trace_event_raw_sys_exit *ctx)
 {
-	return shlib_on_exit(ctx->ret, bpf_get_current_pid_tgid());
+	TLM_PROG(shlib_exit_openat);
+
+	return shlib_on_exit(TLM_ARG, ctx->ret, bpf_get_current_pid_tgid());
 }
 
 SEC("tracepoint/syscalls/sys_enter_open")
 int shlib_enter_open(struct trace_event_raw_sys_enter *ctx)
 {
-	return shlib_on_enter((const char *)ctx->args[0], ctx->args[1], bpf_get_current_pid_tgid(),
-			      SHLIB_SYS_OPEN);
+	TLM_PROG(shlib_enter_open);
+
+	return shlib_on_enter(TLM_ARG, (const char *)ctx->args[0], ctx->args[1],
+			      bpf_get_current_pid_tgid(), SHLIB_SYS_OPEN);
 }
 
 SEC("tracepoint/syscalls/sys_exit_open")
 int shlib_exit_open(struct trace_event_raw_sys_exit *ctx)
 {
-	return shlib_on_exit(ctx->ret, bpf_get_current_pid_tgid());
+	TLM_PROG(shlib_exit_open);
+
+	return shlib_on_exit(TLM_ARG, ctx->ret, bpf_get_current_pid_tgid());
 }
 
 SEC("tracepoint/syscalls/sys_enter_openat2")
 int shlib_enter_openat2(struct trace_event_raw_sys_enter *ctx)
 {
+	TLM_PROG(shlib_enter_openat2);
 	struct open_how how = {};
 
 	/* openat2(dfd, filename, how, size): the flags live in user memory. */
-	if (bpf_probe_read_user(&how.flags, sizeof(how.flags), (void *)ctx->args[2]))
+	if (tlm_probe_read_user(&how.flags, sizeof(how.flags), (void *)ctx->args[2]))
 		return 0;
-	return shlib_on_enter((const char *)ctx->args[1], how.flags, bpf_get_current_pid_tgid(),
-			      SHLIB_SYS_OPENAT2);
+	return shlib_on_enter(TLM_ARG, (const char *)ctx->args[1], how.flags,
+			      bpf_get_current_pid_tgid(), SHLIB_SYS_OPENAT2);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat2")
 int shlib_exit_openat2(struct trace_event_raw_sys_exit *ctx)
 {
-	return shlib_on_exit(ctx->ret, bpf_get_current_pid_tgid());
+	TLM_PROG(shlib_exit_openat2);
+
+	return shlib_on_exit(TLM_ARG, ctx->ret, bpf_get_current_pid_tgid());
 }
 
 /* A thread that dies inside open() never reaches sys_exit: drop what it left. */
-static __always_inline int shlib_on_task_exit(__u64 pid_tgid)
+static __always_inline int shlib_on_task_exit(TLM_PARAM, __u64 pid_tgid)
 {
-	bpf_map_delete_elem(&shlib_inflight, &pid_tgid);
+	/* Look first: most exiting threads have nothing in flight, and a delete's ENOENT
+	 * would be counted as an error. */
+	if (bpf_map_lookup_elem(&shlib_inflight, &pid_tgid))
+		tlm_map_delete(shlib_inflight, &pid_tgid);
 	return 0;
 }
 
 SEC("fentry/do_exit")
 int BPF_PROG(shlib_fentry_exit, long code)
 {
-	return shlib_on_task_exit(bpf_get_current_pid_tgid());
+	TLM_PROG(shlib_fentry_exit);
+
+	return shlib_on_task_exit(TLM_ARG, bpf_get_current_pid_tgid());
 }
 
 SEC("kprobe/do_exit")
 int shlib_kprobe_exit(void *ctx)
 {
-	return shlib_on_task_exit(bpf_get_current_pid_tgid());
+	TLM_PROG(shlib_kprobe_exit);
+
+	return shlib_on_task_exit(TLM_ARG, bpf_get_current_pid_tgid());
 }
 
 SEC("tracepoint/sched/sched_process_exit")
 int shlib_tp_exit(void *ctx)
 {
-	return shlib_on_task_exit(bpf_get_current_pid_tgid());
+	TLM_PROG(shlib_tp_exit);
+
+	return shlib_on_task_exit(TLM_ARG, bpf_get_current_pid_tgid());
 }

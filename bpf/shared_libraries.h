@@ -29,6 +29,7 @@ enum shlib_lib {
 	SHLIB_LIB_CUDART = 3,
 	SHLIB_LIB_CUDA = 4,
 	SHLIB_LIB__COUNT,
+	SHLIB_LIB_DEFERRED = 0xffff, /* in flight only: not matched yet */
 };
 
 /* Groups of libraries a module subscribes to. */
@@ -56,6 +57,7 @@ enum shlib_counter {
 	SHLIB_CNT_LOST = 3,	     /* exit: ring buffer full, event lost */
 	SHLIB_CNT_TOO_LONG = 4,	     /* enter: path of PATH_MAX bytes or more */
 	SHLIB_CNT_INFLIGHT_FULL = 5, /* enter: no room to remember the open */
+	SHLIB_CNT_DEFERRED = 6,	     /* enter: path not readable yet, matched at exit */
 	SHLIB_CNT__COUNT,
 };
 

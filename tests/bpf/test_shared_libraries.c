@@ -29,6 +29,7 @@ struct shlib_test_open {
 	__u64 pid_tgid;
 	__u32 syscall;
 	__u32 __pad;
+	__u64 exit_filename;
 };
 
 #define TEST_PID_TGID ((4242ULL << 32) | 4343)
@@ -238,11 +239,48 @@ static void test_syscall_recorded(void **state)
 	assert_event("/lib/libgnutls.so.30", SHLIB_LIB_GNUTLS, SHLIB_SYS_OPEN);
 }
 
+static int play_deferred(const char *at_exit, long ret)
+{
+	struct shlib_test_open ctx = {
+		.filename = 8, /* unreadable at enter */
+		.flags = O_RDONLY,
+		.ret = ret,
+		.pid_tgid = TEST_PID_TGID,
+		.syscall = SHLIB_SYS_OPENAT,
+		.exit_filename = (uintptr_t)at_exit,
+	};
+	int retval = -1;
+
+	assert_int_equal(bpftel_test_run(skel->progs.shlib_test_open, &ctx, sizeof(ctx), &retval),
+			 0);
+	return bpftel_rb_capture__drain(&cap);
+}
+
+/* A path not readable at enter (page not faulted in yet) is matched at exit. */
+static void test_unreadable_at_enter_matched_at_exit(void **state)
+{
+	(void)state;
+	assert_int_equal(play_deferred("/lib/x86_64-linux-gnu/libssl.so.3", 3), 1);
+	assert_event("/lib/x86_64-linux-gnu/libssl.so.3", SHLIB_LIB_SSL, SHLIB_SYS_OPENAT);
+	assert_int_equal(counter(SHLIB_CNT_DEFERRED), 1);
+	assert_int_equal(counter(SHLIB_CNT_MATCHED), 1);
+	/* ...but not a non-library, nor a failed open, nor a disabled libset. */
+	assert_int_equal(play_deferred("/etc/passwd", 3), 0);
+	assert_int_equal(play_deferred("/lib/libssl.so.3", -2), 0);
+	set_libsets(SHLIB_LIBSET_BIT(SHLIB_LIBSET_GPU));
+	assert_int_equal(play_deferred("/lib/libssl.so.3", 3), 0);
+	assert_int_equal(counter(SHLIB_CNT_DEFERRED), 4);
+	assert_int_equal(counter(SHLIB_CNT_MATCHED), 1);
+	assert_int_equal(counter(SHLIB_CNT_OPEN_FAILED), 0);
+}
+
 static void test_unreadable_pointer(void **state)
 {
 	(void)state;
 	assert_int_equal(play_open((const char *)8, O_RDONLY, 3, SHLIB_SYS_OPENAT), 0);
 	assert_int_equal(counter(SHLIB_CNT_MATCHED), 0);
+	assert_int_equal(counter(SHLIB_CNT_DEFERRED), 1);
+	assert_int_equal(counter(SHLIB_CNT_LOST), 1); /* still unreadable at exit */
 }
 
 int main(void)
@@ -254,6 +292,7 @@ int main(void)
 		cmocka_unit_test_setup(test_disabled_libset_ignored, case_setup),
 		cmocka_unit_test_setup(test_syscall_recorded, case_setup),
 		cmocka_unit_test_setup(test_unreadable_pointer, case_setup),
+		cmocka_unit_test_setup(test_unreadable_at_enter_matched_at_exit, case_setup),
 	};
 	size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
 	struct CMUnitTest *tests = calloc(ncases + nfixed, sizeof(*tests));

@@ -70,6 +70,21 @@ def main():
                   for line in table.splitlines()),
               "the stats table has a row for that pid")
 
+        stats = agent.json("stats")
+        enter = next(p for p in stats["programs"] if p["name"] == "shlib_enter_openat")
+        check(stats["agent"]["run_stats"] and enter["run_cnt"] > 0 and enter["avg_ns"] > 0,
+              f"per-program runs and ns/run: {enter['run_cnt']} runs, "
+              f"{enter['avg_ns']:.0f} ns avg, {enter['cpu_percent']:.4f} % CPU")
+        occ = {(m["module"], m["map"]): m for m in stats["maps"]}
+        check(occ[("sharedlibs", "shlib_inflight")]["capacity"] == 8192 and
+              occ[("sharedlibs", "shlib_inflight")]["entries"] is not None,
+              "map occupancy reported for the watcher's hash map")
+        errs = agent.json("errors")
+        check(isinstance(errs["errors"], list) and
+              all(e["count"] > 0 and e["module"] == "sharedlibs" for e in errs["errors"]),
+              f"bpftel errors --json: {len(errs['errors'])} non-zero counters, "
+              f"all attributed to a module")
+
         raw = agent.cli("stats", "--json").stdout
         tool = subprocess.run([sys.executable, "-m", "json.tool"], input=raw,
                               capture_output=True, text=True)

@@ -19,11 +19,14 @@ static const char usage_text[] =
 	"Query a running bpftel-agent.\n"
 	"\n"
 	"Commands:\n"
-	"  stats     agent uptime, loaded programs and how they attach, event counters,\n"
+	"  stats     agent uptime; programs: how they attach, runs, average ns per run,\n"
+	"            CPU %% of one CPU since load; event counters; map occupancy;\n"
 	"            shared libraries detected (pid, library, path)\n"
 	"  modules   modules and shared components: state, restarts, subscribers\n"
 	"  probes    every probe: the attach candidate that won, and why each other one\n"
 	"            was rejected (errno and reason)\n"
+	"  errors    failed map operations and helper calls in the agent's eBPF code, by\n"
+	"            module, program, map or helper, operation and errno\n"
 	"\n"
 	"Options:\n"
 	"  -s, --socket PATH   agent control socket (default " BPFTEL_CTL_SOCKET_DEFAULT ")\n"
@@ -71,16 +74,49 @@ static void fmt_duration(char *buf, size_t size, double secs)
 
 static void print_programs(json_t *progs)
 {
-	static const char *const hdr[] = {"PROGRAM", "ID", "COMPONENT", "PROBE", "ATTACH"};
-	struct table *t = table_new(5, hdr);
-	char id[24];
+	static const char *const hdr[] = {"PROGRAM", "ID",    "COMPONENT", "RUNS",
+					  "AVG NS",  "CPU %", "ATTACH"};
+	struct table *t = table_new(7, hdr);
+	char id[24], runs[24], avg[24], cpu[24];
 	json_t *p;
 	size_t i;
 
 	json_array_foreach (progs, i, p) {
 		snprintf(id, sizeof(id), "%lld", jint(p, "id"));
-		table_add(t, (const char *const[]){jstr(p, "name"), id, jstr(p, "component"),
-						   jstr(p, "probe"), jstr(p, "attach")});
+		snprintf(runs, sizeof(runs), "%lld", jint(p, "run_cnt"));
+		snprintf(avg, sizeof(avg), "%.0f", json_number_value(json_object_get(p, "avg_ns")));
+		snprintf(cpu, sizeof(cpu), "%.4f",
+			 json_number_value(json_object_get(p, "cpu_percent")));
+		table_add(t, (const char *const[]){jstr(p, "name"), id, jstr(p, "component"), runs,
+						   avg, cpu, jstr(p, "attach")});
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+static void print_maps(json_t *maps)
+{
+	static const char *const hdr[] = {"MODULE", "MAP", "TYPE", "ENTRIES", "CAPACITY", "USE %"};
+	struct table *t = table_new(6, hdr);
+	char entries[24], cap[24], use[24];
+	json_t *m, *e;
+	size_t i;
+
+	json_array_foreach (maps, i, m) {
+		e = json_object_get(m, "entries");
+		snprintf(cap, sizeof(cap), "%lld", jint(m, "capacity"));
+		if (json_is_integer(e)) {
+			snprintf(entries, sizeof(entries), "%lld", json_integer_value(e));
+			snprintf(use, sizeof(use), "%.1f",
+				 jint(m, "capacity")
+					 ? 100.0 * json_integer_value(e) / jint(m, "capacity")
+					 : 0.0);
+		} else {
+			snprintf(entries, sizeof(entries), "-");
+			snprintf(use, sizeof(use), "-");
+		}
+		table_add(t, (const char *const[]){jstr(m, "module"), jstr(m, "map"),
+						   jstr(m, "type"), entries, cap, use});
 	}
 	table_print(t, stdout);
 	table_free(t);
@@ -128,7 +164,9 @@ static void print_stats(json_t *resp)
 		printf("%s %s %lld", first ? "" : ",", key, (long long)json_integer_value(val));
 		first = 0;
 	}
-	printf("\n\nLibraries detected (%zu):\n", json_array_size(libs));
+	printf("\n\nMaps:\n");
+	print_maps(json_object_get(resp, "maps"));
+	printf("\nLibraries detected (%zu):\n", json_array_size(libs));
 	if (json_array_size(libs))
 		print_libraries(libs);
 	else
@@ -179,10 +217,60 @@ static void print_probes(json_t *resp)
 	table_free(t);
 }
 
+/* Non-zero error counters, largest first. */
+static int cmp_count(const void *a, const void *b)
+{
+	long long ca = jint(*(json_t *const *)a, "count"), cb = jint(*(json_t *const *)b, "count");
+
+	return ca < cb ? 1 : ca > cb ? -1 : 0;
+}
+
+static void print_errors(json_t *resp)
+{
+	static const char *const hdr[] = {"MODULE", "PROGRAM", "MAP/HELPER",
+					  "OP",	    "ERRNO",   "COUNT"};
+	json_t *errs = json_object_get(resp, "errors"), *lost, **rows;
+	struct table *t;
+	char count[24], err[48];
+	size_t i, n = json_array_size(errs);
+
+	lost = json_object_get(resp, "telemetry_lost");
+	if (!n) {
+		printf("No eBPF map or helper errors.\n");
+	} else {
+		rows = calloc(n, sizeof(*rows));
+		for (i = 0; rows && i < n; i++)
+			rows[i] = json_array_get(errs, i);
+		if (rows)
+			qsort(rows, n, sizeof(*rows), cmp_count);
+		t = table_new(6, hdr);
+		for (i = 0; rows && i < n; i++) {
+			snprintf(count, sizeof(count), "%lld", jint(rows[i], "count"));
+			snprintf(err, sizeof(err), "%s (%lld)", jstr(rows[i], "errno_name"),
+				 jint(rows[i], "errno"));
+			table_add(t, (const char *const[]){jstr(rows[i], "module"),
+							   jstr(rows[i], "program"),
+							   json_object_get(rows[i], "map")
+								   ? jstr(rows[i], "map")
+								   : jstr(rows[i], "helper"),
+							   jstr(rows[i], "op"), err, count});
+		}
+		table_print(t, stdout);
+		table_free(t);
+		free(rows);
+	}
+	if (jint(lost, "map_errors") || jint(lost, "helper_errors"))
+		printf("\nTelemetry could not record %lld map and %lld helper errors (its maps "
+		       "were "
+		       "full).\n",
+		       jint(lost, "map_errors"), jint(lost, "helper_errors"));
+}
+
 static const struct command commands[] = {
 	{"stats", print_stats},
 	{"modules", print_modules},
 	{"probes", print_probes},
+	{"errors", print_errors},
 };
 
 static const struct command *find_command(const char *name)

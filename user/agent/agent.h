@@ -9,6 +9,7 @@
 struct bpftel_manager;
 struct bpftel_sharedlibs;
 struct bpftel_ctl_server;
+struct bpftel_telemetry;
 
 /* The agent's own subscription to the shared-libraries watcher: it keeps an inventory
  * of every library of every libset, whichever modules run. */
@@ -17,6 +18,7 @@ struct bpftel_ctl_server;
 struct bpftel_agent {
 	struct bpftel_manager *mgr;
 	struct bpftel_sharedlibs *sharedlibs;
+	struct bpftel_telemetry *tlm;
 	struct bpftel_ctl_server *ctl;
 	time_t started;		    /* wall clock, for display */
 	struct timespec mono_start; /* for uptime */

@@ -10,6 +10,7 @@
 #include "user/common/ctl.h"
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
+#include "telemetry/telemetry.h"
 
 #define MAX_MODULES 16
 #define MAX_PROBES  32
@@ -150,16 +151,100 @@ static json_t *stats_libraries(struct bpftel_sharedlibs *sl)
 	return arr;
 }
 
+static __u64 boottime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/* Run count, time, average and CPU share (of one CPU, since load) for each program. */
+static void add_run_stats(struct bpftel_agent *agent, json_t *progs)
+{
+	struct bpftel_tlm_prog *tp;
+	__u64 now = boottime_ns(), alive;
+	json_t *p;
+	size_t i;
+	int n, j;
+
+	n = bpftel_telemetry__programs(agent->tlm, &tp);
+	json_array_foreach (progs, i, p) {
+		for (j = 0; j < n; j++) {
+			if (tp[j].id != json_integer_value(json_object_get(p, "id")))
+				continue;
+			alive = now > tp[j].load_time_ns ? now - tp[j].load_time_ns : 1;
+			json_object_set_new(p, "run_cnt", json_integer(tp[j].run_cnt));
+			json_object_set_new(p, "run_time_ns", json_integer(tp[j].run_time_ns));
+			json_object_set_new(
+				p, "avg_ns",
+				json_real(tp[j].run_cnt ? (double)tp[j].run_time_ns / tp[j].run_cnt
+							: 0));
+			json_object_set_new(p, "cpu_percent",
+					    json_real(100.0 * tp[j].run_time_ns / alive));
+		}
+	}
+	free(tp);
+}
+
+static json_t *stats_maps(struct bpftel_agent *agent)
+{
+	struct bpftel_tlm_map *m;
+	json_t *arr = json_array();
+	int n, i;
+
+	n = bpftel_telemetry__maps(agent->tlm, &m);
+	for (i = 0; i < n; i++) {
+		json_array_append_new(
+			arr,
+			json_pack("{s:s, s:s, s:s, s:I, s:o}", "module", m[i].module, "map",
+				  m[i].map, "type", m[i].type, "capacity",
+				  (json_int_t)m[i].capacity, "entries",
+				  m[i].entries < 0 ? json_null() : json_integer(m[i].entries)));
+	}
+	free(m);
+	return arr;
+}
+
 static json_t *cmd_stats(struct bpftel_agent *agent)
 {
-	json_t *progs = json_array();
+	json_t *progs = json_array(), *resp;
 
 	for_each_probe(agent, add_program, progs);
-	return json_pack("{s:{s:s, s:i, s:f, s:I}, s:o, s:o, s:o}", "agent", "version",
+	add_run_stats(agent, progs);
+	resp = json_pack("{s:{s:s, s:i, s:f, s:I, s:b}, s:o, s:o, s:o}", "agent", "version",
 			 BPFTEL_VERSION, "pid", (int)getpid(), "uptime_s", uptime_s(agent),
-			 "started", (json_int_t)agent->started, "programs", progs, "events",
+			 "started", (json_int_t)agent->started, "run_stats",
+			 bpftel_telemetry__stats_enabled(agent->tlm), "programs", progs, "events",
 			 stats_events(agent->sharedlibs), "libraries",
 			 stats_libraries(agent->sharedlibs));
+	json_object_set_new(resp, "maps", stats_maps(agent));
+	return resp;
+}
+
+static json_t *cmd_errors(struct bpftel_agent *agent)
+{
+	struct bpftel_tlm_error *e;
+	json_t *arr = json_array(), *o;
+	const char *ename;
+	int n, i;
+
+	n = bpftel_telemetry__errors(agent->tlm, &e);
+	for (i = 0; i < n; i++) {
+		ename = e[i].err == TLM_ERRNO_OTHER ? "other" : strerrorname_np(e[i].err);
+		o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:I}", "module", e[i].module,
+			      "program", e[i].program, "kind", e[i].is_map ? "map" : "helper",
+			      e[i].is_map ? "map" : "helper", e[i].resource, "op", e[i].op, "errno",
+			      e[i].err, "errno_name", ename ? ename : "?", "count",
+			      (json_int_t)e[i].count);
+		if (o)
+			json_array_append_new(arr, o);
+	}
+	free(e);
+	return json_pack("{s:o, s:{s:I, s:I}}", "errors", arr, "telemetry_lost", "map_errors",
+			 (json_int_t)bpftel_telemetry__lost(agent->tlm, TLM_LOST_MAP_ERRORS),
+			 "helper_errors",
+			 (json_int_t)bpftel_telemetry__lost(agent->tlm, TLM_LOST_HELPER_ERRORS));
 }
 
 static json_t *cmd_probes(struct bpftel_agent *agent)
@@ -201,6 +286,8 @@ json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
 		return cmd_probes(agent);
 	if (!strcmp(cmd, "modules"))
 		return cmd_modules(agent);
+	if (!strcmp(cmd, "errors"))
+		return cmd_errors(agent);
 	if (!strcmp(cmd, "ping"))
 		return json_pack("{s:s}", "version", BPFTEL_VERSION);
 	return bpftel_ctl_error("unknown command '%.64s'", cmd);

@@ -23,6 +23,7 @@
 #include "user/common/log.h"
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
+#include "telemetry/telemetry.h"
 
 static struct env {
 	const char *socket_path;
@@ -208,7 +209,15 @@ int main(int argc, char **argv)
 	agent.mgr = bpftel_manager__new();
 	if (!agent.mgr)
 		goto cleanup;
+	err = bpftel_telemetry__new(&agent.tlm);
+	if (err) {
+		pr_err("cannot set up errors telemetry: %s", strerror(-err));
+		goto cleanup;
+	}
 	err = bpftel_sharedlibs__new(agent.mgr, &sl_opts, &agent.sharedlibs);
+	if (!err)
+		err = bpftel_telemetry__instrument(
+			agent.tlm, bpftel_manager__find(agent.mgr, BPFTEL_SHAREDLIBS_MODULE));
 	if (!err)
 		err = bpftel_manager__subscribe(agent.mgr, BPFTEL_SHAREDLIBS_MODULE,
 						BPFTEL_AGENT_SUBSCRIBER, SHLIB_LIBSET_ALL);
@@ -242,6 +251,7 @@ cleanup:
 	bpftel_ctl_server__free(agent.ctl);
 	bpftel_manager__free(agent.mgr);
 	bpftel_sharedlibs__free(agent.sharedlibs);
+	bpftel_telemetry__free(agent.tlm);
 	if (sigfd >= 0)
 		close(sigfd);
 	if (!ret)

@@ -16,13 +16,24 @@ struct shlib_test_open {
 	__u64 pid_tgid;
 	__u32 syscall;
 	__u32 __pad;
+	__u64 exit_filename; /* if set: the path became readable there by exit time */
 };
 
 SEC("syscall")
 int shlib_test_open(struct shlib_test_open *ctx)
 {
-	shlib_on_enter((const char *)ctx->filename, ctx->flags, ctx->pid_tgid, ctx->syscall);
-	return shlib_on_exit(ctx->ret, ctx->pid_tgid);
+	__u32 __tlm_prog = 0;
+
+	__u64 pid_tgid = ctx->pid_tgid;
+	struct shlib_inflight *in;
+
+	shlib_on_enter(TLM_ARG, (const char *)ctx->filename, ctx->flags, ctx->pid_tgid,
+		       ctx->syscall);
+	/* Plays a page faulted in during the syscall: same open, readable at exit. */
+	in = bpf_map_lookup_elem(&shlib_inflight, &pid_tgid);
+	if (in && ctx->exit_filename)
+		in->filename = ctx->exit_filename;
+	return shlib_on_exit(TLM_ARG, ctx->ret, ctx->pid_tgid);
 }
 
 /* Returns shlib_match_event() of the path alone, without config or maps. */
@@ -30,13 +41,13 @@ SEC("syscall")
 int shlib_test_match(struct shlib_test_open *ctx)
 {
 	struct shlib_event *ev;
-	__u32 zero = 0;
+	__u32 zero = 0, __tlm_prog = 0;
 	long len;
 
 	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
 	if (!ev)
 		return -2;
-	len = shlib_read_path(ev, (const char *)ctx->filename);
+	len = shlib_read_path(TLM_ARG, ev, (const char *)ctx->filename);
 	if (len < 0)
 		return -3;
 	return shlib_match_event(ev, len);

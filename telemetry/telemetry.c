@@ -1,0 +1,604 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/bpf.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "telemetry.h"
+#include "user/common/log.h"
+#include "user/manager/manager.h"
+
+#define MAX_INSTRUMENTED 32
+
+struct key_entry {
+	__u32 key;
+	bool is_map;
+	char module[BPFTEL_TLM_NAME];
+	char name[BPFTEL_TLM_NAME];
+};
+
+struct instrumented {
+	struct bpftel_telemetry *t;
+	char module[BPFTEL_TLM_NAME];
+	struct bpf_object *obj; /* while reporting: between after_init and before_stop */
+};
+
+struct bpftel_telemetry {
+	pthread_mutex_t lock;
+	int map_errors_fd, helper_errors_fd, lost_fd;
+	int stats_fd;
+	struct key_entry *keys;
+	size_t nkeys, cap;
+	size_t ninst;
+	struct instrumented *inst[MAX_INSTRUMENTED];
+};
+
+static const char *const op_names[TLM_OP__COUNT] = {
+	[TLM_OP_UPDATE] = "update",
+	[TLM_OP_DELETE] = "delete",
+	[TLM_OP_LOOKUP_INIT] = "lookup_or_init",
+	[TLM_OP_RB_RESERVE] = "ringbuf_reserve",
+	[TLM_OP_RB_OUTPUT] = "ringbuf_output",
+};
+
+const char *bpftel_tlm_op_name(enum tlm_map_op op)
+{
+	return (unsigned)op < TLM_OP__COUNT ? op_names[op] : "unknown";
+}
+
+const char *bpftel_tlm_helper_name(__u32 helper)
+{
+	switch (helper) {
+	case BPF_FUNC_probe_read_user:
+		return "probe_read_user";
+	case BPF_FUNC_probe_read_kernel:
+		return "probe_read_kernel";
+	case BPF_FUNC_probe_read_user_str:
+		return "probe_read_user_str";
+	case BPF_FUNC_probe_read_kernel_str:
+		return "probe_read_kernel_str";
+	case BPF_FUNC_skb_load_bytes:
+		return "skb_load_bytes";
+	case BPF_FUNC_skb_load_bytes_relative:
+		return "skb_load_bytes_relative";
+	}
+	return "unknown";
+}
+
+/* Telemetry's own maps; reused in each object, where the kernel's (shortened) name
+ * replaces the declared one: the prefix "tlm_" is reserved for them. */
+static bool is_tlm_map(const char *name)
+{
+	return !strncmp(name, "tlm_", 4);
+}
+
+int bpftel_telemetry__new(struct bpftel_telemetry **out)
+{
+	struct bpftel_telemetry *t = calloc(1, sizeof(*t));
+	int err;
+
+	*out = NULL;
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	t->map_errors_fd =
+		bpf_map_create(BPF_MAP_TYPE_PERCPU_HASH, "tlm_map_errors",
+			       sizeof(struct tlm_map_key), sizeof(__u64), TLM_MAX_ENTRIES, NULL);
+	t->helper_errors_fd =
+		bpf_map_create(BPF_MAP_TYPE_PERCPU_HASH, "tlm_helper_errs",
+			       sizeof(struct tlm_helper_key), sizeof(__u64), TLM_MAX_ENTRIES, NULL);
+	t->lost_fd = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "tlm_lost", sizeof(__u32),
+				    sizeof(__u64), TLM_LOST__COUNT, NULL);
+	if (t->map_errors_fd < 0 || t->helper_errors_fd < 0 || t->lost_fd < 0) {
+		err = -errno;
+		pr_err("telemetry: cannot create maps: %s", strerror(-err));
+		bpftel_telemetry__free(t);
+		return err;
+	}
+	/* Run counts and times cost a little per program run: on while the agent runs. */
+	t->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (t->stats_fd < 0)
+		pr_warn("telemetry: BPF_ENABLE_STATS unavailable (%s): no run counts",
+			strerror(errno));
+	*out = t;
+	return 0;
+}
+
+void bpftel_telemetry__free(struct bpftel_telemetry *t)
+{
+	size_t i;
+
+	if (!t)
+		return;
+	if (t->map_errors_fd > 0)
+		close(t->map_errors_fd);
+	if (t->helper_errors_fd > 0)
+		close(t->helper_errors_fd);
+	if (t->lost_fd > 0)
+		close(t->lost_fd);
+	if (t->stats_fd > 0)
+		close(t->stats_fd);
+	for (i = 0; i < t->ninst; i++)
+		free(t->inst[i]);
+	free(t->keys);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+bool bpftel_telemetry__stats_enabled(const struct bpftel_telemetry *t)
+{
+	return t->stats_fd > 0;
+}
+
+/* ---- keys ---- */
+
+/* The key of (module, name, kind): the same one every time, a new one the first time. */
+static __u32 key_get(struct bpftel_telemetry *t, const char *module, const char *name, bool is_map)
+{
+	struct key_entry *grown, *e;
+	size_t i;
+
+	for (i = 0; i < t->nkeys; i++) {
+		e = &t->keys[i];
+		if (e->is_map == is_map && !strcmp(e->module, module) && !strcmp(e->name, name))
+			return e->key;
+	}
+	if (t->nkeys == t->cap) {
+		grown = realloc(t->keys, (t->cap ? t->cap * 2 : 64) * sizeof(*grown));
+		if (!grown)
+			return 0;
+		t->keys = grown;
+		t->cap = t->cap ? t->cap * 2 : 64;
+	}
+	e = &t->keys[t->nkeys++];
+	e->key = (__u32)t->nkeys; /* 1-based: 0 stays "unassigned" */
+	e->is_map = is_map;
+	snprintf(e->module, sizeof(e->module), "%s", module);
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	return e->key;
+}
+
+static const struct key_entry *key_find(const struct bpftel_telemetry *t, __u32 key)
+{
+	return key >= 1 && key <= t->nkeys ? &t->keys[key - 1] : NULL;
+}
+
+static bool key_of_module(const struct bpftel_telemetry *t, __u32 key, const char *module)
+{
+	const struct key_entry *e = key_find(t, key);
+
+	return e && !strcmp(e->module, module);
+}
+
+/* Write value into the .rodata variable `name` of obj, if the object declares it. */
+static int set_rodata(struct bpf_object *obj, const char *name, __u32 value)
+{
+	struct bpf_map *rodata = bpf_object__find_map_by_name(obj, ".rodata");
+	struct btf *btf = bpf_object__btf(obj);
+	const struct btf_var_secinfo *vs;
+	const struct btf_type *sec;
+	size_t size;
+	char *data;
+	int id, i;
+
+	if (!rodata || !btf)
+		return -ENOENT;
+	id = btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC);
+	if (id < 0)
+		return -ENOENT;
+	sec = btf__type_by_id(btf, id);
+	vs = btf_var_secinfos(sec);
+	for (i = 0; i < btf_vlen(sec); i++, vs++) {
+		const struct btf_type *var = btf__type_by_id(btf, vs->type);
+
+		if (strcmp(btf__name_by_offset(btf, var->name_off), name))
+			continue;
+		/* Before load this is the mmaped image skeletons write their rodata into;
+		 * libbpf 1.1 only types it const. */
+		data = (char *)(uintptr_t)bpf_map__initial_value(rodata, &size);
+		if (!data || vs->offset + sizeof(value) > size || vs->size != sizeof(value))
+			return -EINVAL;
+		memcpy(data + vs->offset, &value, sizeof(value));
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* ---- hooks ---- */
+
+static int tlm_before_init(const struct bpftel_hook_before_init *h, void *ctx)
+{
+	struct instrumented *in = ctx;
+	struct bpftel_telemetry *t = in->t;
+	struct bpf_program *prog;
+	struct bpf_map *map;
+	char var[BPFTEL_TLM_NAME + 32];
+	const char *name;
+	int err = 0;
+
+	pthread_mutex_lock(&t->lock);
+	bpf_object__for_each_program(prog, h->obj)
+	{
+		name = bpf_program__name(prog);
+		snprintf(var, sizeof(var), TLM_KEY_PROG_PREFIX "%s", name);
+		set_rodata(h->obj, var, key_get(t, in->module, name, false));
+	}
+	bpf_object__for_each_map(map, h->obj)
+	{
+		name = bpf_map__name(map);
+		if (!strcmp(name, "tlm_map_errors"))
+			err = bpf_map__reuse_fd(map, t->map_errors_fd);
+		else if (!strcmp(name, "tlm_helper_errors"))
+			err = bpf_map__reuse_fd(map, t->helper_errors_fd);
+		else if (!strcmp(name, "tlm_lost"))
+			err = bpf_map__reuse_fd(map, t->lost_fd);
+		else if (!bpf_map__is_internal(map)) {
+			snprintf(var, sizeof(var), TLM_KEY_MAP_PREFIX "%s", name);
+			set_rodata(h->obj, var, key_get(t, in->module, name, true));
+		}
+		if (err) {
+			pr_err("telemetry: module '%s': cannot share map %s: %s", in->module, name,
+			       strerror(-err));
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+static int tlm_after_init(const struct bpftel_hook_after_init *h, void *ctx)
+{
+	struct instrumented *in = ctx;
+
+	pthread_mutex_lock(&in->t->lock);
+	in->obj = h->obj;
+	pthread_mutex_unlock(&in->t->lock);
+	return 0;
+}
+
+/* Delete every counter whose program or map key belongs to module. With t->lock. */
+static int sweep(struct bpftel_telemetry *t, const char *module)
+{
+	struct tlm_map_key *mk = calloc(TLM_MAX_ENTRIES, sizeof(*mk));
+	struct tlm_helper_key *hk = calloc(TLM_MAX_ENTRIES, sizeof(*hk));
+	struct tlm_map_key mcur, *mprev = NULL;
+	struct tlm_helper_key hcur, *hprev = NULL;
+	size_t nm = 0, nh = 0, i;
+	int err = 0;
+
+	if (!mk || !hk) {
+		free(mk);
+		free(hk);
+		return -ENOMEM;
+	}
+	while (nm < TLM_MAX_ENTRIES && !bpf_map_get_next_key(t->map_errors_fd, mprev, &mcur)) {
+		if (key_of_module(t, mcur.prog, module) || key_of_module(t, mcur.map, module))
+			mk[nm++] = mcur;
+		mprev = &mcur;
+	}
+	while (nh < TLM_MAX_ENTRIES && !bpf_map_get_next_key(t->helper_errors_fd, hprev, &hcur)) {
+		if (key_of_module(t, hcur.prog, module))
+			hk[nh++] = hcur;
+		hprev = &hcur;
+	}
+	for (i = 0; i < nm; i++) {
+		if (bpf_map_delete_elem(t->map_errors_fd, &mk[i]) && errno != ENOENT)
+			err = -errno;
+	}
+	for (i = 0; i < nh; i++) {
+		if (bpf_map_delete_elem(t->helper_errors_fd, &hk[i]) && errno != ENOENT)
+			err = -errno;
+	}
+	free(mk);
+	free(hk);
+	return err;
+}
+
+static int tlm_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
+{
+	struct instrumented *in = ctx;
+	int err;
+
+	(void)h;
+	pthread_mutex_lock(&in->t->lock);
+	in->obj = NULL;
+	err = sweep(in->t, in->module);
+	pthread_mutex_unlock(&in->t->lock);
+	return err;
+}
+
+/* The programs ran until detach, after before_stop: sweep what they counted since. */
+static int tlm_after_stop(const struct bpftel_hook_after_stop *h, void *ctx)
+{
+	struct instrumented *in = ctx;
+	int err;
+
+	(void)h;
+	pthread_mutex_lock(&in->t->lock);
+	err = sweep(in->t, in->module);
+	pthread_mutex_unlock(&in->t->lock);
+	return err;
+}
+
+int bpftel_telemetry__instrument(struct bpftel_telemetry *t, struct bpftel_module *m)
+{
+	struct instrumented *in;
+	int err;
+
+	in = calloc(1, sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	in->t = t;
+	snprintf(in->module, sizeof(in->module), "%s", bpftel_module__name(m));
+	pthread_mutex_lock(&t->lock);
+	if (t->ninst == MAX_INSTRUMENTED) {
+		pthread_mutex_unlock(&t->lock);
+		free(in);
+		return -ENOSPC;
+	}
+	t->inst[t->ninst++] = in;
+	pthread_mutex_unlock(&t->lock);
+
+	err = bpftel_module__add_before_init(m, tlm_before_init, in);
+	if (!err)
+		err = bpftel_module__add_after_init(m, tlm_after_init, in);
+	if (!err)
+		err = bpftel_module__add_before_stop(m, tlm_before_stop, in);
+	if (!err)
+		err = bpftel_module__add_after_stop(m, tlm_after_stop, in);
+	return err;
+}
+
+/* ---- collection ---- */
+
+static bool module_reporting(const struct bpftel_telemetry *t, const char *module)
+{
+	size_t i;
+
+	for (i = 0; i < t->ninst; i++) {
+		if (t->inst[i]->obj && !strcmp(t->inst[i]->module, module))
+			return true;
+	}
+	return false;
+}
+
+static __u64 percpu_sum(int fd, const void *key)
+{
+	int ncpu = libbpf_num_possible_cpus(), i;
+	__u64 sum = 0, *vals;
+
+	if (ncpu <= 0)
+		return 0;
+	vals = calloc(ncpu, sizeof(*vals));
+	if (vals && !bpf_map_lookup_elem(fd, key, vals)) {
+		for (i = 0; i < ncpu; i++)
+			sum += vals[i];
+	}
+	free(vals);
+	return sum;
+}
+
+/* Label a program key; false if its module is not reported. Key 0: "unassigned". */
+static bool label_prog(const struct bpftel_telemetry *t, __u32 key, struct bpftel_tlm_error *e)
+{
+	const struct key_entry *k = key_find(t, key);
+
+	if (!k) {
+		snprintf(e->module, sizeof(e->module), "-");
+		snprintf(e->program, sizeof(e->program), "unassigned");
+		return true;
+	}
+	if (!module_reporting(t, k->module))
+		return false;
+	snprintf(e->module, sizeof(e->module), "%s", k->module);
+	snprintf(e->program, sizeof(e->program), "%s", k->name);
+	return true;
+}
+
+static int push(void **arr, size_t *n, size_t *cap, size_t elem)
+{
+	void *grown;
+
+	if (*n < *cap)
+		return 0;
+	grown = realloc(*arr, (*cap ? *cap * 2 : 16) * elem);
+	if (!grown)
+		return -ENOMEM;
+	*arr = grown;
+	*cap = *cap ? *cap * 2 : 16;
+	return 0;
+}
+
+int bpftel_telemetry__errors(struct bpftel_telemetry *t, struct bpftel_tlm_error **out)
+{
+	struct bpftel_tlm_error *arr = NULL, e;
+	struct tlm_map_key mk, *mprev = NULL;
+	struct tlm_helper_key hk, *hprev = NULL;
+	const struct key_entry *res;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&t->lock);
+	while (!bpf_map_get_next_key(t->map_errors_fd, mprev, &mk)) {
+		mprev = &mk;
+		memset(&e, 0, sizeof(e));
+		if (!label_prog(t, mk.prog, &e))
+			continue;
+		e.count = percpu_sum(t->map_errors_fd, &mk);
+		if (!e.count || push((void **)&arr, &n, &cap, sizeof(e)))
+			continue;
+		res = key_find(t, mk.map);
+		snprintf(e.resource, sizeof(e.resource), "%s", res ? res->name : "unassigned");
+		e.is_map = true;
+		e.op = bpftel_tlm_op_name(mk.op);
+		e.err = mk.err;
+		arr[n++] = e;
+	}
+	while (!bpf_map_get_next_key(t->helper_errors_fd, hprev, &hk)) {
+		hprev = &hk;
+		memset(&e, 0, sizeof(e));
+		if (!label_prog(t, hk.prog, &e))
+			continue;
+		e.count = percpu_sum(t->helper_errors_fd, &hk);
+		if (!e.count || push((void **)&arr, &n, &cap, sizeof(e)))
+			continue;
+		snprintf(e.resource, sizeof(e.resource), "%s", bpftel_tlm_helper_name(hk.helper));
+		e.op = "call";
+		e.err = hk.err;
+		arr[n++] = e;
+	}
+	pthread_mutex_unlock(&t->lock);
+	*out = arr;
+	return (int)n;
+}
+
+int bpftel_telemetry__programs(struct bpftel_telemetry *t, struct bpftel_tlm_prog **out)
+{
+	struct bpftel_tlm_prog *arr = NULL, p;
+	struct bpf_prog_info info;
+	struct bpf_program *prog;
+	size_t n = 0, cap = 0, i;
+	__u32 len;
+
+	pthread_mutex_lock(&t->lock);
+	for (i = 0; i < t->ninst; i++) {
+		if (!t->inst[i]->obj)
+			continue;
+		bpf_object__for_each_program(prog, t->inst[i]->obj)
+		{
+			memset(&info, 0, sizeof(info));
+			len = sizeof(info);
+			if (bpf_program__fd(prog) < 0 ||
+			    bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) ||
+			    push((void **)&arr, &n, &cap, sizeof(p)))
+				continue;
+			memset(&p, 0, sizeof(p));
+			snprintf(p.module, sizeof(p.module), "%s", t->inst[i]->module);
+			snprintf(p.program, sizeof(p.program), "%s", bpf_program__name(prog));
+			p.id = info.id;
+			p.run_cnt = info.run_cnt;
+			p.run_time_ns = info.run_time_ns;
+			p.load_time_ns = info.load_time;
+			arr[n++] = p;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	*out = arr;
+	return (int)n;
+}
+
+static long count_entries(int fd, __u32 key_size)
+{
+	char *prev = NULL, *cur = malloc(key_size), *tmp = malloc(key_size);
+	long n = 0;
+
+	if (!cur || !tmp) {
+		free(cur);
+		free(tmp);
+		return -1;
+	}
+	while (!bpf_map_get_next_key(fd, prev, cur)) {
+		n++;
+		memcpy(tmp, cur, key_size);
+		prev = tmp;
+	}
+	free(cur);
+	free(tmp);
+	return n;
+}
+
+static const char *map_type_name(__u32 type)
+{
+	const char *name = libbpf_bpf_map_type_str(type);
+
+	return name ? name : "unknown";
+}
+
+static bool is_hash(__u32 type)
+{
+	return type == BPF_MAP_TYPE_HASH || type == BPF_MAP_TYPE_PERCPU_HASH ||
+	       type == BPF_MAP_TYPE_LRU_HASH || type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+static bool is_array(__u32 type)
+{
+	return type == BPF_MAP_TYPE_ARRAY || type == BPF_MAP_TYPE_PERCPU_ARRAY;
+}
+
+static int add_map(struct bpftel_tlm_map **arr, size_t *n, size_t *cap, const char *module,
+		   const char *name, int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	struct bpftel_tlm_map m = {};
+
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) ||
+	    push((void **)arr, n, cap, sizeof(m)))
+		return -1;
+	snprintf(m.module, sizeof(m.module), "%s", module);
+	snprintf(m.map, sizeof(m.map), "%s", name);
+	m.type = map_type_name(info.type);
+	m.capacity = info.max_entries;
+	m.entries = is_hash(info.type)	  ? count_entries(fd, info.key_size)
+		    : is_array(info.type) ? (long)info.max_entries
+					  : -1;
+	(*arr)[(*n)++] = m;
+	return 0;
+}
+
+int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **out)
+{
+	struct bpftel_tlm_map *arr = NULL;
+	size_t n = 0, cap = 0, i;
+	struct bpf_map *map;
+
+	pthread_mutex_lock(&t->lock);
+	add_map(&arr, &n, &cap, "telemetry", "tlm_map_errors", t->map_errors_fd);
+	add_map(&arr, &n, &cap, "telemetry", "tlm_helper_errors", t->helper_errors_fd);
+	for (i = 0; i < t->ninst; i++) {
+		if (!t->inst[i]->obj)
+			continue;
+		bpf_object__for_each_map(map, t->inst[i]->obj)
+		{
+			if (bpf_map__is_internal(map) || is_tlm_map(bpf_map__name(map)))
+				continue;
+			add_map(&arr, &n, &cap, t->inst[i]->module, bpf_map__name(map),
+				bpf_map__fd(map));
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	*out = arr;
+	return (int)n;
+}
+
+__u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot)
+{
+	__u32 key = slot;
+
+	return percpu_sum(t->lost_fd, &key);
+}
+
+int bpftel_telemetry__module_entries(struct bpftel_telemetry *t, const char *module)
+{
+	struct tlm_map_key mk, *mprev = NULL;
+	struct tlm_helper_key hk, *hprev = NULL;
+	int n = 0;
+
+	pthread_mutex_lock(&t->lock);
+	while (!bpf_map_get_next_key(t->map_errors_fd, mprev, &mk)) {
+		mprev = &mk;
+		n += key_of_module(t, mk.prog, module) || key_of_module(t, mk.map, module);
+	}
+	while (!bpf_map_get_next_key(t->helper_errors_fd, hprev, &hk)) {
+		hprev = &hk;
+		n += key_of_module(t, hk.prog, module);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}

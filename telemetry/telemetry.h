@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Errors telemetry, userspace owner.
+ *
+ * Owns the telemetry maps (created once, reused by fd in every instrumented object)
+ * and the registry of keys. bpftel_telemetry__instrument(t, m) registers the owner's
+ * own hooks on module m; no other code assigns keys or cleans counters:
+ *   before_init  assign keys to m's programs and maps (.rodata tlm_key_*), share maps
+ *   after_init   start reporting m (programs, maps, counters)
+ *   before_stop  stop reporting m; delete every counter of m's keys
+ *   after_stop   delete again what m's programs counted between before_stop and detach
+ * so that a module starts again with no leftover entry, in any order with the others.
+ *
+ * Also: per-program run count and run time (BPF_ENABLE_STATS, held while the owner
+ * lives), map occupancy (exact for hash maps), and telemetry's own losses.
+ * Thread-safe: one mutex guards the registry and the reporting state.
+ */
+#ifndef BPFTEL_TELEMETRY_H
+#define BPFTEL_TELEMETRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <linux/types.h>
+
+#include "telemetry_defs.h"
+
+struct bpftel_telemetry;
+struct bpftel_module;
+
+int bpftel_telemetry__new(struct bpftel_telemetry **out);
+/* After the modules are stopped (bpftel_manager__free). NULL is a no-op. */
+void bpftel_telemetry__free(struct bpftel_telemetry *t);
+
+int bpftel_telemetry__instrument(struct bpftel_telemetry *t, struct bpftel_module *m);
+
+/* Is BPF_ENABLE_STATS on (run counts and times are collected)? */
+bool bpftel_telemetry__stats_enabled(const struct bpftel_telemetry *t);
+
+#define BPFTEL_TLM_NAME 64
+
+struct bpftel_tlm_error {
+	char module[BPFTEL_TLM_NAME];
+	char program[BPFTEL_TLM_NAME];	/* "unassigned" for key 0 */
+	char resource[BPFTEL_TLM_NAME]; /* map name, or helper name ("probe_read_user") */
+	bool is_map;
+	const char *op; /* map errors: "update", "delete", ...; helpers: "call" */
+	int err;	/* errno, or TLM_ERRNO_OTHER */
+	__u64 count;
+};
+
+/* Non-zero counters of reported (running, instrumented) modules. Returns the count and a
+ * malloc'd array in *out, or a negative errno. */
+int bpftel_telemetry__errors(struct bpftel_telemetry *t, struct bpftel_tlm_error **out);
+
+struct bpftel_tlm_prog {
+	char module[BPFTEL_TLM_NAME];
+	char program[BPFTEL_TLM_NAME];
+	__u32 id;
+	__u64 run_cnt;
+	__u64 run_time_ns;
+	__u64 load_time_ns; /* CLOCK_BOOTTIME at load */
+};
+int bpftel_telemetry__programs(struct bpftel_telemetry *t, struct bpftel_tlm_prog **out);
+
+struct bpftel_tlm_map {
+	char module[BPFTEL_TLM_NAME];
+	char map[BPFTEL_TLM_NAME];
+	const char *type;
+	__u32 capacity; /* max_entries */
+	long entries;	/* exact for hash maps, capacity for arrays, -1 if not countable */
+};
+int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **out);
+
+/* Counts telemetry itself could not record (its hash maps were full). */
+__u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot);
+
+/* Counters of a module's keys, in the kernel maps: for tests ("no entry of a stopped
+ * module"). Returns the number of entries whose prog or map key belongs to module. */
+int bpftel_telemetry__module_entries(struct bpftel_telemetry *t, const char *module);
+
+const char *bpftel_tlm_op_name(enum tlm_map_op op);
+const char *bpftel_tlm_helper_name(__u32 helper);
+
+#endif /* BPFTEL_TELEMETRY_H */

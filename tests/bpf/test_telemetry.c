@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Errors telemetry through BPF_PROG_TEST_RUN: each failure lands on exactly its
+ * (program, map or helper, op, errno), a success-only run counts nothing, and a
+ * module's stop removes its counters and nobody else's.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "telemetry/telemetry.h"
+#include "tt_module.h"
+
+struct fixture {
+	struct bpftel_manager *mgr;
+	struct bpftel_telemetry *tlm;
+	struct tt_module *a, *b;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	f->mgr = bpftel_manager__new();
+	if (bpftel_telemetry__new(&f->tlm))
+		return -1;
+	f->a = tt_module_new(f->mgr, "mod_a", false);
+	f->b = tt_module_new(f->mgr, "mod_b", false);
+	if (!f->a || !f->b || bpftel_telemetry__instrument(f->tlm, f->a->module) ||
+	    bpftel_telemetry__instrument(f->tlm, f->b->module))
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	bpftel_manager__free(f->mgr);
+	bpftel_telemetry__free(f->tlm);
+	free(f->a);
+	free(f->b);
+	free(f);
+	return 0;
+}
+
+static void load(struct tt_module *tm)
+{
+	assert_int_equal(bpftel_module__open(tm->module), 0);
+	assert_int_equal(bpftel_module__load(tm->module), 0);
+}
+
+/* The one counter matching (module, program, resource, op, err), or NULL. */
+static const struct bpftel_tlm_error *find(const struct bpftel_tlm_error *e, int n,
+					   const char *module, const char *prog, const char *res,
+					   const char *op, int err)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (!strcmp(e[i].module, module) && !strcmp(e[i].program, prog) &&
+		    !strcmp(e[i].resource, res) && !strcmp(e[i].op, op) && e[i].err == err)
+			return &e[i];
+	}
+	return NULL;
+}
+
+static void test_e2big_counted_exactly(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_tlm_error *e;
+	int n;
+
+	load(f->a);
+	assert_int_equal(tt_module_run(f->a, "tt_fill_hash"), 1);
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_int_equal(n, 1);
+	assert_non_null(find(e, n, "mod_a", "tt_fill_hash", "tiny", "update", E2BIG));
+	assert_true(e[0].is_map);
+	assert_int_equal(e[0].count, 1);
+	free(e);
+	assert_int_equal(tt_module_run(f->a, "tt_fill_hash"), 1);
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_int_equal(n, 1);
+	assert_int_equal(e[0].count, 2);
+	free(e);
+}
+
+static void test_efault_counted_on_helper(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_tlm_error *e;
+	int n;
+
+	load(f->a);
+	assert_int_equal(tt_module_run(f->a, "tt_bad_read"), 1);
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_int_equal(n, 1);
+	assert_non_null(find(e, n, "mod_a", "tt_bad_read", "probe_read_user", "call", EFAULT));
+	assert_false(e[0].is_map);
+	assert_int_equal(e[0].count, 1);
+	free(e);
+}
+
+static void test_full_ringbuf_counted(void **state)
+{
+	struct fixture *f = *state;
+	const struct bpftel_tlm_error *r, *o;
+	struct bpftel_tlm_error *e;
+	int n, failed;
+
+	load(f->a);
+	failed = tt_module_run(f->a, "tt_fill_rb");
+	assert_int_equal(failed, 1);
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_int_equal(n, 2);
+	r = find(e, n, "mod_a", "tt_fill_rb", "small_rb", "ringbuf_reserve", ENOSPC);
+	o = find(e, n, "mod_a", "tt_fill_rb", "small_rb", "ringbuf_output", EAGAIN);
+	assert_non_null(r);
+	assert_non_null(o);
+	assert_int_equal(r->count, failed);
+	assert_int_equal(o->count, 1);
+	free(e);
+}
+
+static void test_success_counts_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_tlm_error *e;
+
+	load(f->a);
+	assert_int_equal(tt_module_run(f->a, "tt_success"), 0);
+	assert_int_equal(tt_module_run(f->a, "tt_success"), 0);
+	assert_int_equal(bpftel_telemetry__errors(f->tlm, &e), 0);
+	free(e);
+	assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_a"), 0);
+	assert_int_equal(bpftel_telemetry__lost(f->tlm, TLM_LOST_MAP_ERRORS), 0);
+	assert_int_equal(bpftel_telemetry__lost(f->tlm, TLM_LOST_HELPER_ERRORS), 0);
+}
+
+static void test_stop_removes_only_own_counters(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_tlm_error *e;
+	int n;
+
+	load(f->a);
+	load(f->b);
+	assert_int_equal(tt_module_run(f->a, "tt_fill_hash"), 1);
+	assert_int_equal(tt_module_run(f->a, "tt_bad_read"), 1);
+	assert_int_equal(tt_module_run(f->b, "tt_fill_hash"), 1);
+	assert_int_equal(tt_module_run(f->b, "tt_bad_read"), 1);
+	assert_int_equal(tt_module_run(f->b, "tt_bad_read"), 1);
+	assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_a"), 2);
+	assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_b"), 2);
+
+	assert_int_equal(bpftel_module__stop(f->a->module), 0);
+	assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_a"), 0);
+	assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_b"), 2);
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_int_equal(n, 2);
+	assert_int_equal(find(e, n, "mod_b", "tt_fill_hash", "tiny", "update", E2BIG)->count, 1);
+	assert_int_equal(
+		find(e, n, "mod_b", "tt_bad_read", "probe_read_user", "call", EFAULT)->count, 2);
+	free(e);
+
+	/* mod_a starts again from zero, with the same keys, and counts afresh. */
+	load(f->a);
+	assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_a"), 0);
+	assert_int_equal(tt_module_run(f->a, "tt_fill_hash"), 1);
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_int_equal(n, 3);
+	assert_int_equal(find(e, n, "mod_a", "tt_fill_hash", "tiny", "update", E2BIG)->count, 1);
+	free(e);
+}
+
+static void test_run_stats_and_occupancy(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_tlm_prog *p;
+	struct bpftel_tlm_map *m;
+	int n, i, seen = 0;
+
+	load(f->a);
+	tt_module_run(f->a, "tt_fill_hash");
+	tt_module_run(f->a, "tt_fill_hash");
+	n = bpftel_telemetry__programs(f->tlm, &p);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(p[i].program, "tt_fill_hash")) {
+			seen++;
+			assert_string_equal(p[i].module, "mod_a");
+			assert_true(p[i].id > 0);
+			if (bpftel_telemetry__stats_enabled(f->tlm)) {
+				assert_int_equal(p[i].run_cnt, 2);
+				assert_true(p[i].run_time_ns > 0);
+			}
+		}
+	}
+	assert_int_equal(seen, 1);
+	free(p);
+	n = bpftel_telemetry__maps(f->tlm, &m);
+	for (i = 0, seen = 0; i < n; i++) {
+		if (!strcmp(m[i].map, "tiny")) {
+			seen++;
+			assert_int_equal(m[i].capacity, 2);
+			assert_int_equal(m[i].entries, 2);
+		} else if (!strcmp(m[i].map, "tlm_map_errors")) {
+			seen++;
+			assert_int_equal(m[i].entries, 1);
+			assert_int_equal(m[i].capacity, TLM_MAX_ENTRIES);
+		}
+	}
+	assert_int_equal(seen, 2);
+	free(m);
+}
+
+/* A module's programs can count errors between before_stop and detach: after_stop
+ * sweeps those too, so a restart never finds a leftover entry. */
+static void test_errors_while_stopping_are_swept(void **state)
+{
+	struct fixture *f = *state;
+	struct tt_module *c = tt_module_new(f->mgr, "mod_c", true);
+	int round;
+
+	assert_non_null(c);
+	assert_int_equal(bpftel_telemetry__instrument(f->tlm, c->module), 0);
+	for (round = 0; round < 5; round++) {
+		assert_int_equal(bpftel_module__run(c->module), 0);
+		getppid();
+		getppid();
+		assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_c"), 1);
+		assert_int_equal(bpftel_module__stop(c->module), 0);
+		assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_c"), 0);
+	}
+	bpftel_manager__free(f->mgr);
+	f->mgr = NULL;
+	free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+		T(test_e2big_counted_exactly),
+		T(test_efault_counted_on_helper),
+		T(test_full_ringbuf_counted),
+		T(test_success_counts_nothing),
+		T(test_stop_removes_only_own_counters),
+		T(test_run_stats_and_occupancy),
+		T(test_errors_while_stopping_are_swept),
+#undef T
+	};
+
+	bpftel_test_require_bpf();
+	return cmocka_run_group_tests_name("telemetry", tests, NULL, NULL);
+}

@@ -1,0 +1,652 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Event pipeline: shared round-robin tickets, per-worker bounded MPSC rings, workers
+ * that sleep on a futex when idle, a consumer thread for ring buffer maps. The contract
+ * and the locking design are in events.h.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/futex.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <bpf/libbpf.h>
+
+#include "events.h"
+#include "user/common/log.h"
+
+#define CACHELINE      64
+#define TICKETS_CLOSED (1ULL << 63)
+#ifndef SPIN_PAUSE
+#define SPIN_PAUSE 1024
+#endif
+#ifndef SPIN_YIELD
+#define SPIN_YIELD 16
+#endif
+#define DEFAULT_WORKERS	   2
+#define DEFAULT_QUEUE_LEN  4096
+#define DEFAULT_MAX_RECORD 4160
+#define MAX_QUEUE_LEN	   (1UL << 24)
+#define MAX_RECORD	   (1UL << 20)
+
+#define __cacheline __attribute__((aligned(CACHELINE)))
+
+struct ev_slot {
+	__u64 seq; /* lap of the position it holds; +1 once published */
+	__u32 source;
+	__u32 size;
+	unsigned char data[];
+};
+
+struct ev_worker {
+	/* producers: next position to claim */
+	__u64 enq_pos __cacheline;
+	/* read by producers after each publish; written when the worker sleeps or wakes */
+	__u32 sleeping __cacheline; /* futex word */
+	__u64 drop_full;	    /* producers, drop path only */
+	/* written by the worker, read by stats */
+	__u64 processed __cacheline;
+	__u64 drop_parse;
+	/* the worker's while it runs, start/stop's otherwise */
+	__u64 deq_pos;
+	unsigned char *slots;
+	__u64 mask;
+	size_t stride;
+	struct bpftel_events *ev;
+	unsigned int id;
+	bool started;
+	pthread_t thread;
+};
+
+struct ev_source {
+	struct bpftel_events *ev;
+	bpftel_event_fn fn;
+	void *ctx;
+	int id;
+};
+
+enum {
+	EPOLL_WAKE = 1,
+	EPOLL_RB = 2,
+};
+
+struct bpftel_events {
+	/* shared round-robin counter; TICKETS_CLOSED while not running */
+	__u64 tickets __cacheline;
+	__u64 drop_too_big __cacheline;
+	/* read-mostly: every dispatch reads these */
+	unsigned int nworkers __cacheline;
+	unsigned int nsources;
+	size_t max_record;
+	struct ev_worker *workers;
+	/* set by stop before workers drain: tickets handed out over all runs */
+	__u64 tickets_closed;
+	__u32 stopping;
+
+	struct ev_source sources[BPFTEL_EVENTS_MAX_SOURCES];
+	size_t map_len;
+	void *map;
+
+	/* lifecycle */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	enum bpftel_events_state state;
+	bool cancel;
+	unsigned int nrunning;
+
+	/* ring buffer consumer */
+	struct ring_buffer *rb;
+	int epoll_fd, wake_fd;
+	bool consumer_started;
+	pthread_t consumer;
+};
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static void futex_wait(__u32 *word, __u32 val)
+{
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(__u32 *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static struct ev_slot *slot_at(const struct ev_worker *w, __u64 pos)
+{
+	return (struct ev_slot *)(w->slots + (pos & w->mask) * w->stride);
+}
+
+/* Wake w if it sleeps or is about to; called after publishing or dropping. */
+static void worker_kick(struct ev_worker *w)
+{
+	if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) &&
+	    __atomic_exchange_n(&w->sleeping, 0, __ATOMIC_SEQ_CST))
+		futex_wake(&w->sleeping);
+}
+
+/*
+ * Slot i holds positions i, i + len, i + 2 len...; its seq is the lap (pos & ~mask) of
+ * the position it is free for, lap + 1 once that position is published, and lap + len
+ * once consumed. Zeroed memory is therefore an empty ring.
+ */
+static bool queue_push(struct ev_worker *w, __u32 source, const void *data, size_t size)
+{
+	__u64 pos = __atomic_load_n(&w->enq_pos, __ATOMIC_RELAXED), lap;
+	struct ev_slot *s;
+	__s64 dif;
+
+	for (;;) {
+		s = slot_at(w, pos);
+		lap = pos & ~w->mask;
+		dif = (__s64)(__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) - lap);
+		if (dif == 0) {
+			if (__atomic_compare_exchange_n(&w->enq_pos, &pos, pos + 1, true,
+							__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+				break;
+		} else if (dif < 0) {
+			return false;
+		} else {
+			pos = __atomic_load_n(&w->enq_pos, __ATOMIC_RELAXED);
+		}
+	}
+	s->source = source;
+	s->size = (__u32)size;
+	memcpy(s->data, data, size);
+	__atomic_store_n(&s->seq, lap + 1, __ATOMIC_SEQ_CST);
+	return true;
+}
+
+int bpftel_events__dispatch(struct bpftel_events *ev, int source, const void *data, size_t size)
+{
+	struct ev_worker *w;
+	__u64 t;
+
+	if (source < 0 || (unsigned int)source >= __atomic_load_n(&ev->nsources, __ATOMIC_ACQUIRE))
+		return -EINVAL;
+	if (size > ev->max_record) {
+		if (__atomic_load_n(&ev->tickets, __ATOMIC_RELAXED) & TICKETS_CLOSED)
+			return -ESHUTDOWN;
+		__atomic_fetch_add(&ev->drop_too_big, 1, __ATOMIC_RELAXED);
+		return -EMSGSIZE;
+	}
+	t = __atomic_fetch_add(&ev->tickets, 1, __ATOMIC_RELAXED);
+	if (t & TICKETS_CLOSED)
+		return -ESHUTDOWN;
+	w = &ev->workers[t % ev->nworkers];
+	if (!queue_push(w, (__u32)source, data, size)) {
+		__atomic_fetch_add(&w->drop_full, 1, __ATOMIC_SEQ_CST);
+		worker_kick(w);
+		return -ENOBUFS;
+	}
+	worker_kick(w);
+	return 0;
+}
+
+static void thread_running(struct bpftel_events *ev)
+{
+	pthread_mutex_lock(&ev->lock);
+	ev->nrunning++;
+	pthread_cond_broadcast(&ev->cond);
+	pthread_mutex_unlock(&ev->lock);
+}
+
+/* Stopping, and every ticket of w's is dequeued or dropped: no producer can write. */
+static bool worker_drained(const struct ev_worker *w, __u64 pos)
+{
+	const struct bpftel_events *ev = w->ev;
+	__u64 total, expect;
+
+	if (!__atomic_load_n(&ev->stopping, __ATOMIC_SEQ_CST))
+		return false;
+	total = __atomic_load_n(&ev->tickets_closed, __ATOMIC_RELAXED);
+	expect = total / ev->nworkers + (w->id < total % ev->nworkers);
+	return pos + __atomic_load_n(&w->drop_full, __ATOMIC_SEQ_CST) >= expect;
+}
+
+static void *worker_main(void *arg)
+{
+	struct ev_worker *w = arg;
+	struct bpftel_events *ev = w->ev;
+	__u64 pos = w->deq_pos, lap, processed, parse;
+	const struct ev_source *src;
+	unsigned int idle = 0;
+	struct ev_slot *s;
+
+	processed = __atomic_load_n(&w->processed, __ATOMIC_RELAXED);
+	parse = __atomic_load_n(&w->drop_parse, __ATOMIC_RELAXED);
+	thread_running(ev);
+	for (;;) {
+		s = slot_at(w, pos);
+		lap = pos & ~w->mask;
+		if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == lap + 1) {
+			src = &ev->sources[s->source];
+			if (src->fn(src->ctx, s->data, s->size, w->id) < 0)
+				__atomic_store_n(&w->drop_parse, ++parse, __ATOMIC_RELAXED);
+			else
+				__atomic_store_n(&w->processed, ++processed, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->seq, lap + w->mask + 1, __ATOMIC_RELEASE);
+			pos++;
+			idle = 0;
+			continue;
+		}
+		if (worker_drained(w, pos))
+			break;
+		if (idle < SPIN_PAUSE) {
+			idle++;
+			cpu_relax();
+			continue;
+		}
+		if (idle < SPIN_PAUSE + SPIN_YIELD) {
+			idle++;
+			sched_yield();
+			continue;
+		}
+		__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&s->seq, __ATOMIC_SEQ_CST) != lap + 1 &&
+		    !worker_drained(w, pos))
+			futex_wait(&w->sleeping, 1);
+		__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
+		idle = 0;
+	}
+	w->deq_pos = pos;
+	return NULL;
+}
+
+static int rb_sample(void *ctx, void *data, size_t size)
+{
+	struct ev_source *src = ctx;
+
+	bpftel_events__dispatch(src->ev, src->id, data, size);
+	return 0;
+}
+
+static void *consumer_main(void *arg)
+{
+	struct bpftel_events *ev = arg;
+	struct epoll_event evs[2];
+	int n, i;
+
+	thread_running(ev);
+	for (;;) {
+		n = epoll_wait(ev->epoll_fd, evs, 2, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			pr_err("events: consumer: epoll_wait: %s", strerror(errno));
+			return NULL;
+		}
+		for (i = 0; i < n; i++) {
+			if (evs[i].data.u32 == EPOLL_WAKE)
+				return NULL;
+			ring_buffer__consume(ev->rb);
+		}
+	}
+}
+
+static int epoll_add(int epfd, int fd, __u32 tag)
+{
+	struct epoll_event e = {.events = EPOLLIN, .data.u32 = tag};
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) ? -errno : 0;
+}
+
+static void consumer_free(struct bpftel_events *ev)
+{
+	ring_buffer__free(ev->rb);
+	if (ev->epoll_fd >= 0)
+		close(ev->epoll_fd);
+	if (ev->wake_fd >= 0)
+		close(ev->wake_fd);
+	ev->rb = NULL;
+	ev->epoll_fd = ev->wake_fd = -1;
+}
+
+static int consumer_init(struct bpftel_events *ev)
+{
+	int err;
+
+	ev->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (ev->epoll_fd < 0)
+		return -errno;
+	ev->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ev->wake_fd < 0)
+		return -errno;
+	err = epoll_add(ev->epoll_fd, ev->wake_fd, EPOLL_WAKE);
+	if (!err)
+		err = epoll_add(ev->epoll_fd, ring_buffer__epoll_fd(ev->rb), EPOLL_RB);
+	return err;
+}
+
+/* Option `f` if the caller's struct has it and it is non-zero, else `def`. */
+#define OPT(opts, f, def)                                                                      \
+	((opts) && (opts)->sz >= offsetof(struct bpftel_events_opts, f) + sizeof((opts)->f) && \
+			 (opts)->f                                                             \
+		 ? (opts)->f                                                                   \
+		 : (def))
+
+static int opts_check(const struct bpftel_events_opts *opts)
+{
+	const char *p = (const char *)opts;
+	size_t i;
+
+	if (!opts)
+		return 0;
+	if (opts->sz < sizeof(size_t))
+		return -EINVAL;
+	for (i = sizeof(*opts); i < opts->sz; i++) {
+		if (p[i])
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int bpftel_events__new(const struct bpftel_events_opts *opts, struct bpftel_events **out)
+{
+	unsigned int nworkers, i;
+	size_t qlen, maxrec, stride, wsize;
+	struct bpftel_events *ev;
+	struct ev_worker *w;
+	void *map;
+
+	*out = NULL;
+	if (opts_check(opts)) {
+		pr_err("events: unknown options (sz %zu)", opts->sz);
+		return -EINVAL;
+	}
+	nworkers = OPT(opts, workers, DEFAULT_WORKERS);
+	qlen = OPT(opts, queue_len, DEFAULT_QUEUE_LEN);
+	maxrec = OPT(opts, max_record, DEFAULT_MAX_RECORD);
+	if (nworkers > BPFTEL_EVENTS_MAX_WORKERS || qlen > MAX_QUEUE_LEN || (qlen & (qlen - 1)) ||
+	    maxrec > MAX_RECORD) {
+		pr_err("events: bad options: workers %u (max %d), queue_len %zu (a power of two, "
+		       "max %lu), max_record %zu (max %lu)",
+		       nworkers, BPFTEL_EVENTS_MAX_WORKERS, qlen, MAX_QUEUE_LEN, maxrec,
+		       MAX_RECORD);
+		return -EINVAL;
+	}
+	stride = (sizeof(struct ev_slot) + maxrec + CACHELINE - 1) & ~(size_t)(CACHELINE - 1);
+	wsize = sizeof(*w) * nworkers;
+
+	ev = aligned_alloc(CACHELINE, sizeof(*ev));
+	if (!ev)
+		return -ENOMEM;
+	memset(ev, 0, sizeof(*ev));
+	ev->workers = aligned_alloc(CACHELINE, wsize);
+	map = mmap(NULL, nworkers * qlen * stride, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!ev->workers || map == MAP_FAILED) {
+		pr_err("events: cannot allocate %u queues of %zu x %zu bytes", nworkers, qlen,
+		       stride);
+		if (map != MAP_FAILED)
+			munmap(map, nworkers * qlen * stride);
+		free(ev->workers);
+		free(ev);
+		return -ENOMEM;
+	}
+	memset(ev->workers, 0, wsize);
+	ev->map = map;
+	ev->map_len = nworkers * qlen * stride;
+	ev->nworkers = nworkers;
+	ev->max_record = maxrec;
+	ev->tickets = TICKETS_CLOSED;
+	ev->epoll_fd = ev->wake_fd = -1;
+	for (i = 0; i < nworkers; i++) {
+		w = &ev->workers[i];
+		w->slots = (unsigned char *)map + i * qlen * stride;
+		w->mask = qlen - 1;
+		w->stride = stride;
+		w->ev = ev;
+		w->id = i;
+	}
+	pthread_mutex_init(&ev->lock, NULL);
+	pthread_cond_init(&ev->cond, NULL);
+	*out = ev;
+	return 0;
+}
+
+void bpftel_events__free(struct bpftel_events *ev)
+{
+	if (!ev)
+		return;
+	bpftel_events__stop(ev);
+	consumer_free(ev);
+	pthread_cond_destroy(&ev->cond);
+	pthread_mutex_destroy(&ev->lock);
+	munmap(ev->map, ev->map_len);
+	free(ev->workers);
+	free(ev);
+}
+
+/* With ev->lock held and the pipeline not running. */
+static int source_new(struct bpftel_events *ev, bpftel_event_fn fn, void *ctx)
+{
+	struct ev_source *src;
+
+	if (!fn)
+		return -EINVAL;
+	if (ev->state != BPFTEL_EVENTS_STOPPED)
+		return -EBUSY;
+	if (ev->nsources >= BPFTEL_EVENTS_MAX_SOURCES) {
+		pr_err("events: more than %d sources", BPFTEL_EVENTS_MAX_SOURCES);
+		return -E2BIG;
+	}
+	src = &ev->sources[ev->nsources];
+	src->ev = ev;
+	src->fn = fn;
+	src->ctx = ctx;
+	src->id = (int)ev->nsources;
+	return src->id;
+}
+
+int bpftel_events__add_source(struct bpftel_events *ev, bpftel_event_fn fn, void *ctx)
+{
+	int id;
+
+	pthread_mutex_lock(&ev->lock);
+	id = source_new(ev, fn, ctx);
+	if (id >= 0)
+		__atomic_store_n(&ev->nsources, id + 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&ev->lock);
+	return id;
+}
+
+int bpftel_events__add_ringbuf(struct bpftel_events *ev, int map_fd, bpftel_event_fn fn, void *ctx)
+{
+	struct ev_source *src;
+	int id, err;
+
+	pthread_mutex_lock(&ev->lock);
+	id = source_new(ev, fn, ctx);
+	if (id < 0)
+		goto out;
+	src = &ev->sources[id];
+	if (!ev->rb) {
+		ev->rb = ring_buffer__new(map_fd, rb_sample, src, NULL);
+		err = ev->rb ? consumer_init(ev) : -errno;
+		if (err)
+			consumer_free(ev);
+	} else {
+		err = ring_buffer__add(ev->rb, map_fd, rb_sample, src);
+	}
+	if (err) {
+		pr_err("events: ring buffer map fd %d: %s", map_fd, strerror(-err));
+		id = err;
+		goto out;
+	}
+	__atomic_store_n(&ev->nsources, id + 1, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&ev->lock);
+	return id;
+}
+
+/*
+ * Stop what start started: the consumer first (what it read gets dispatched), then
+ * close the tickets, then let the workers drain their tickets and join them.
+ */
+static void pipeline_teardown(struct bpftel_events *ev)
+{
+	__u64 one = 1, t;
+	unsigned int i;
+
+	if (ev->consumer_started) {
+		if (write(ev->wake_fd, &one, sizeof(one)) != sizeof(one))
+			pr_err("events: waking consumer: %s", strerror(errno));
+		pthread_join(ev->consumer, NULL);
+		if (read(ev->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			pr_err("events: resetting wake fd: %s", strerror(errno));
+		ev->consumer_started = false;
+	}
+	t = __atomic_fetch_or(&ev->tickets, TICKETS_CLOSED, __ATOMIC_SEQ_CST);
+	if (!(t & TICKETS_CLOSED))
+		__atomic_store_n(&ev->tickets_closed, t, __ATOMIC_RELAXED);
+	__atomic_store_n(&ev->stopping, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < ev->nworkers; i++) {
+		if (!ev->workers[i].started)
+			continue;
+		__atomic_store_n(&ev->workers[i].sleeping, 0, __ATOMIC_SEQ_CST);
+		futex_wake(&ev->workers[i].sleeping);
+	}
+	for (i = 0; i < ev->nworkers; i++) {
+		if (!ev->workers[i].started)
+			continue;
+		pthread_join(ev->workers[i].thread, NULL);
+		ev->workers[i].started = false;
+	}
+}
+
+int bpftel_events__start(struct bpftel_events *ev)
+{
+	unsigned int i, nthreads = 0;
+	int err = 0;
+
+	pthread_mutex_lock(&ev->lock);
+	if (ev->state == BPFTEL_EVENTS_STARTING || ev->state == BPFTEL_EVENTS_RUNNING)
+		err = -EALREADY;
+	else if (ev->state == BPFTEL_EVENTS_STOPPING)
+		err = -EBUSY;
+	if (err) {
+		pthread_mutex_unlock(&ev->lock);
+		return err;
+	}
+	ev->state = BPFTEL_EVENTS_STARTING;
+	ev->cancel = false;
+	ev->nrunning = 0;
+	pthread_mutex_unlock(&ev->lock);
+
+	__atomic_store_n(&ev->stopping, 0, __ATOMIC_SEQ_CST);
+	for (i = 0; i < ev->nworkers && !err; i++) {
+		__atomic_store_n(&ev->workers[i].sleeping, 0, __ATOMIC_RELAXED);
+		err = -pthread_create(&ev->workers[i].thread, NULL, worker_main, &ev->workers[i]);
+		ev->workers[i].started = !err;
+		nthreads += !err;
+	}
+	if (!err && ev->rb) {
+		err = -pthread_create(&ev->consumer, NULL, consumer_main, ev);
+		ev->consumer_started = !err;
+		nthreads += !err;
+	}
+	if (err)
+		pr_err("events: cannot start threads: %s", strerror(-err));
+
+	pthread_mutex_lock(&ev->lock);
+	while (!err && !ev->cancel && ev->nrunning < nthreads)
+		pthread_cond_wait(&ev->cond, &ev->lock);
+	if (!err && ev->cancel)
+		err = -ECANCELED;
+	if (!err) {
+		/* Open the tickets where the last run closed them. */
+		__atomic_store_n(&ev->tickets,
+				 __atomic_load_n(&ev->tickets_closed, __ATOMIC_RELAXED),
+				 __ATOMIC_SEQ_CST);
+		ev->state = BPFTEL_EVENTS_RUNNING;
+		pthread_cond_broadcast(&ev->cond);
+		pthread_mutex_unlock(&ev->lock);
+		return 0;
+	}
+	ev->state = BPFTEL_EVENTS_STOPPING;
+	pthread_mutex_unlock(&ev->lock);
+
+	pipeline_teardown(ev);
+
+	pthread_mutex_lock(&ev->lock);
+	ev->state = BPFTEL_EVENTS_STOPPED;
+	pthread_cond_broadcast(&ev->cond);
+	pthread_mutex_unlock(&ev->lock);
+	return err;
+}
+
+int bpftel_events__stop(struct bpftel_events *ev)
+{
+	pthread_mutex_lock(&ev->lock);
+	for (;;) {
+		if (ev->state == BPFTEL_EVENTS_STARTING) {
+			ev->cancel = true;
+			pthread_cond_broadcast(&ev->cond);
+		} else if (ev->state != BPFTEL_EVENTS_STOPPING) {
+			break;
+		}
+		pthread_cond_wait(&ev->cond, &ev->lock);
+	}
+	if (ev->state == BPFTEL_EVENTS_STOPPED) {
+		pthread_mutex_unlock(&ev->lock);
+		return 0;
+	}
+	ev->state = BPFTEL_EVENTS_STOPPING;
+	pthread_mutex_unlock(&ev->lock);
+
+	pipeline_teardown(ev);
+
+	pthread_mutex_lock(&ev->lock);
+	ev->state = BPFTEL_EVENTS_STOPPED;
+	pthread_cond_broadcast(&ev->cond);
+	pthread_mutex_unlock(&ev->lock);
+	return 0;
+}
+
+enum bpftel_events_state bpftel_events__state(struct bpftel_events *ev)
+{
+	enum bpftel_events_state st;
+
+	pthread_mutex_lock(&ev->lock);
+	st = ev->state;
+	pthread_mutex_unlock(&ev->lock);
+	return st;
+}
+
+void bpftel_events__stats(struct bpftel_events *ev, struct bpftel_events_stats *out)
+{
+	struct ev_worker *w;
+	unsigned int i;
+	__u64 t;
+
+	memset(out, 0, sizeof(*out));
+	t = __atomic_load_n(&ev->tickets, __ATOMIC_SEQ_CST);
+	if (t & TICKETS_CLOSED)
+		t = __atomic_load_n(&ev->tickets_closed, __ATOMIC_RELAXED);
+	out->drop_too_big = __atomic_load_n(&ev->drop_too_big, __ATOMIC_RELAXED);
+	out->dispatched = t + out->drop_too_big;
+	out->workers = ev->nworkers;
+	for (i = 0; i < ev->nworkers; i++) {
+		w = &ev->workers[i];
+		out->per_worker[i] = __atomic_load_n(&w->processed, __ATOMIC_RELAXED);
+		out->processed += out->per_worker[i];
+		out->drop_parse += __atomic_load_n(&w->drop_parse, __ATOMIC_RELAXED);
+		out->drop_queue_full += __atomic_load_n(&w->drop_full, __ATOMIC_RELAXED);
+	}
+}
