@@ -79,6 +79,9 @@ def main():
         check(occ[("sharedlibs", "shlib_inflight")]["capacity"] == 8192 and
               occ[("sharedlibs", "shlib_inflight")]["entries"] is not None,
               "map occupancy reported for the watcher's hash map")
+        losses = {l["module"]: l for l in stats["losses"]}
+        check(set(losses["sharedlibs"]) == {"module", "kernel", "queue_full", "parse"},
+              f"event loss by stage: {losses['sharedlibs']}")
         errs = agent.json("errors")
         check(isinstance(errs["errors"], list) and
               all(e["count"] > 0 and e["module"] == "sharedlibs" for e in errs["errors"]),

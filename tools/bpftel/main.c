@@ -153,6 +153,7 @@ static void print_stats(json_t *resp)
 	char up[32];
 	json_t *val;
 	int first = 1;
+	size_t i;
 
 	fmt_duration(up, sizeof(up), json_number_value(json_object_get(agent, "uptime_s")));
 	printf("Agent: bpftel-agent %s, pid %lld, up %s\n\n", jstr(agent, "version"),
@@ -163,6 +164,11 @@ static void print_stats(json_t *resp)
 	json_object_foreach (events, key, val) {
 		printf("%s %s %lld", first ? "" : ",", key, (long long)json_integer_value(val));
 		first = 0;
+	}
+	printf("\n\nEvents lost by stage:");
+	json_array_foreach (json_object_get(resp, "losses"), i, val) {
+		printf(" %s: kernel %lld, queue_full %lld, parse %lld;", jstr(val, "module"),
+		       jint(val, "kernel"), jint(val, "queue_full"), jint(val, "parse"));
 	}
 	printf("\n\nMaps:\n");
 	print_maps(json_object_get(resp, "maps"));

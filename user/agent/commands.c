@@ -206,6 +206,43 @@ static json_t *stats_maps(struct bpftel_agent *agent)
 	return arr;
 }
 
+/*
+ * Event loss by stage, per module: kernel (ring-buffer reserve/output failures, from
+ * errors telemetry), queue_full (userspace queues; none yet: consumers call back
+ * directly), parse (records dropped as malformed).
+ */
+static json_t *stats_losses(struct bpftel_agent *agent)
+{
+	struct bpftel_module *mods[MAX_MODULES];
+	struct bpftel_sharedlibs_counters cnt;
+	struct bpftel_tlm_error *e;
+	json_t *arr = json_array();
+	__u64 kernel, parse;
+	size_t nm, i;
+	int n, j;
+
+	n = bpftel_telemetry__errors(agent->tlm, &e);
+	nm = bpftel_manager__modules(agent->mgr, mods, MAX_MODULES);
+	for (i = 0; i < nm; i++) {
+		const char *name = bpftel_module__name(mods[i]);
+
+		kernel = parse = 0;
+		for (j = 0; j < n; j++) {
+			if (e[j].is_map && !strcmp(e[j].module, name) &&
+			    !strncmp(e[j].op, "ringbuf_", 8))
+				kernel += e[j].count;
+		}
+		if (!strcmp(name, BPFTEL_SHAREDLIBS_MODULE) &&
+		    !bpftel_sharedlibs__counters(agent->sharedlibs, &cnt))
+			parse = cnt.malformed;
+		json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:I}", "module", name,
+						     "kernel", (json_int_t)kernel, "queue_full",
+						     (json_int_t)0, "parse", (json_int_t)parse));
+	}
+	free(e);
+	return arr;
+}
+
 static json_t *cmd_stats(struct bpftel_agent *agent)
 {
 	json_t *progs = json_array(), *resp;
@@ -219,6 +256,7 @@ static json_t *cmd_stats(struct bpftel_agent *agent)
 			 stats_events(agent->sharedlibs), "libraries",
 			 stats_libraries(agent->sharedlibs));
 	json_object_set_new(resp, "maps", stats_maps(agent));
+	json_object_set_new(resp, "losses", stats_losses(agent));
 	return resp;
 }
 
