@@ -20,6 +20,10 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* The agent's own process: it opens libraries to resolve uprobe symbols, and must not
+ * see itself as their user. */
+const volatile __u32 shlib_self_tgid = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
@@ -49,9 +53,10 @@ struct {
 
 struct shlib_inflight {
 	__u64 filename; /* user pointer, re-read at exit */
-	__u16 lib;
+	__u16 lib;	/* enum shlib_lib, or SHLIB_LIB_DEFERRED */
 	__u16 syscall;
-	__u32 __pad;
+	__u16 libset;
+	__u16 __pad;
 };
 
 /* LRU: an exit we never see (attached mid-syscall, thread killed) must not pin a slot. */
@@ -118,11 +123,11 @@ static __always_inline int shlib_on_enter(TLM_PARAM, const char *filename, __u64
 	struct shlib_inflight in = {};
 	struct shlib_config *cfg;
 	struct shlib_event *ev;
-	__u32 zero = 0;
+	__u32 zero = 0, libset = 0;
 	long len;
-	int lib;
+	int lib, idx;
 
-	if ((flags & O_ACCMODE) != O_RDONLY)
+	if ((flags & O_ACCMODE) != O_RDONLY || (pid_tgid >> 32) == shlib_self_tgid)
 		return 0;
 	cfg = bpf_map_lookup_elem(&shlib_config, &zero);
 	if (!cfg || !cfg->libsets)
@@ -139,13 +144,18 @@ static __always_inline int shlib_on_enter(TLM_PARAM, const char *filename, __u64
 	}
 	if (len < 0)
 		return 0;
-	lib = shlib_match_event(ev, len);
-	if (lib < 0 || !(cfg->libsets & SHLIB_LIBSET_BIT(shlib_lib_libset(lib))))
+	idx = shlib_match_event(ev, len, cfg);
+	if (idx < 0 || idx >= SHLIB_MAX_STEMS)
+		return 0;
+	lib = cfg->stems[idx].lib;
+	libset = cfg->stems[idx].libset;
+	if (libset >= 32 || !(cfg->libsets & SHLIB_LIBSET_BIT(libset)))
 		return 0;
 	shlib_count(SHLIB_CNT_MATCHED);
 remember:
 	in.filename = (__u64)filename;
 	in.lib = lib;
+	in.libset = libset;
 	in.syscall = sys;
 	if (tlm_map_update(shlib_inflight, &pid_tgid, &in, BPF_ANY))
 		shlib_count(SHLIB_CNT_INFLIGHT_FULL);
@@ -158,16 +168,17 @@ static __always_inline int shlib_on_exit(TLM_PARAM, long ret, __u64 pid_tgid)
 	struct shlib_config *cfg;
 	struct shlib_event *ev;
 	__u64 filename;
-	__u32 zero = 0;
+	__u32 zero = 0, libset;
 	__u16 sys;
 	long len;
-	int lib;
+	int lib, idx;
 
 	in = bpf_map_lookup_elem(&shlib_inflight, &pid_tgid);
 	if (!in)
 		return 0;
 	filename = in->filename;
 	lib = in->lib;
+	libset = in->libset;
 	sys = in->syscall;
 	tlm_map_delete(shlib_inflight, &pid_tgid);
 	if (ret < 0) {
@@ -186,8 +197,12 @@ static __always_inline int shlib_on_exit(TLM_PARAM, long ret, __u64 pid_tgid)
 	}
 	if (lib == SHLIB_LIB_DEFERRED) {
 		cfg = bpf_map_lookup_elem(&shlib_config, &zero);
-		lib = shlib_match_event(ev, len);
-		if (!cfg || lib < 0 || !(cfg->libsets & SHLIB_LIBSET_BIT(shlib_lib_libset(lib))))
+		idx = shlib_match_event(ev, len, cfg);
+		if (!cfg || idx < 0 || idx >= SHLIB_MAX_STEMS)
+			return 0;
+		lib = cfg->stems[idx].lib;
+		libset = cfg->stems[idx].libset;
+		if (libset >= 32 || !(cfg->libsets & SHLIB_LIBSET_BIT(libset)))
 			return 0;
 		shlib_count(SHLIB_CNT_MATCHED);
 	}
@@ -195,7 +210,7 @@ static __always_inline int shlib_on_exit(TLM_PARAM, long ret, __u64 pid_tgid)
 	ev->pid = pid_tgid >> 32;
 	ev->tid = (__u32)pid_tgid;
 	ev->lib = lib;
-	ev->libset = shlib_lib_libset(lib);
+	ev->libset = libset;
 	ev->syscall = sys;
 	ev->path_len = len;
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));

@@ -61,9 +61,23 @@ enum shlib_counter {
 	SHLIB_CNT__COUNT,
 };
 
+#define SHLIB_MAX_STEMS 8
+#define SHLIB_STEM_MAX	16 /* "libcudart" and the like, NUL not stored */
+
+/* A library name: basename "<name>.so" or "<name>.so.<version>". */
+struct shlib_stem {
+	char name[SHLIB_STEM_MAX];
+	__u8 len;
+	__u8 lib;    /* enum shlib_lib reported for it */
+	__u8 libset; /* enum shlib_libset it belongs to */
+	__u8 __pad[5];
+};
+
+/* Written by userspace whenever subscriptions change; read by every candidate open. */
 struct shlib_config {
 	__u32 libsets; /* SHLIB_LIBSET_BIT()s that match; 0 = watcher idle */
-	__u32 __pad;
+	__u32 nstems;
+	struct shlib_stem stems[SHLIB_MAX_STEMS];
 };
 
 struct shlib_event {
@@ -82,7 +96,8 @@ struct shlib_event {
 
 #define SHLIB_EVENT_HDR_SIZE 48 /* offsetof(struct shlib_event, path) */
 
-_Static_assert(sizeof(struct shlib_config) == 8, "shlib_config layout");
+_Static_assert(sizeof(struct shlib_stem) == 24, "shlib_stem layout");
+_Static_assert(sizeof(struct shlib_config) == 8 + 24 * SHLIB_MAX_STEMS, "shlib_config layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, path_len) == 24, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, comm) == 32, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, path) == SHLIB_EVENT_HDR_SIZE,

@@ -91,10 +91,10 @@ test)
 	build build-asan -DBPFTEL_TESTS=ON -DBPFTEL_SANITIZE=ON
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		run_ctest build-asan
-	echo "dev.sh: === manager tests again with ThreadSanitizer ==="
+	echo "dev.sh: === manager and event pipeline tests again with ThreadSanitizer ==="
 	build build-tsan -DBPFTEL_TESTS=ON -DBPFTEL_TSAN=ON
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-		run_ctest build-tsan -R test_bpf_manager
+		run_ctest build-tsan -R 'test_bpf_manager|events'
 	echo "dev.sh: all tests passed (plain, ASan+UBSan, and TSan builds)"
 	;;
 *)

@@ -3,12 +3,13 @@
  * Library-path matching for the shared-libraries watcher, shared by the real
  * tracepoint programs and the BPF_PROG_TEST_RUN harness.
  *
- *   int shlib_match_event(struct shlib_event *ev, __u32 len)
+ *   int shlib_match_event(struct shlib_event *ev, __u32 len, struct shlib_config *cfg)
  *
- * ev->path holds a string of len bytes. Returns the
- * enum shlib_lib the basename names, or -1. A basename matches when it is "lib" + stem
- * + ".so", optionally followed by "." and a version of digits and single dots that
- * starts and ends with a digit ("libssl.so.3", "libcudart.so.12.1.105").
+ * ev->path holds a string of len bytes. Returns the index of the stem of cfg that the
+ * basename names, or -1. A basename matches when it is a stem ("libssl") + ".so",
+ * optionally followed by "." and a version of digits and single dots that starts and
+ * ends with a digit ("libssl.so.3", "libcudart.so.12.1.105"). Stems come from the
+ * config map, which userspace rewrites when subscriptions change.
  *
  * The path is parsed backwards from its end, so the work is bounded by the longest
  * library name (~45 bytes), not by the path, and the verifier sees one short loop
@@ -69,25 +70,35 @@ static __always_inline __u32 shlib_strip_version(const char *path, __u32 end)
 	return 0;
 }
 
-#define SHLIB_STEM(path, end, stem, lib)                                   \
-	do {                                                               \
-		__u32 __n = sizeof("lib" stem) - 1;                        \
-		if (shlib_ends_with(path, end, "lib" stem, __n) &&         \
-		    (end == __n || path[SHLIB_IDX(end - __n - 1)] == '/')) \
-			return lib;                                        \
-	} while (0)
+/* path[end - n .. end) == stem->name, with a '/' or the start of the path before it. */
+static __always_inline bool shlib_stem_at(const char *path, __u32 end,
+					  const struct shlib_stem *stem)
+{
+	__u32 n = stem->len, i;
+
+	if (n == 0 || n > SHLIB_STEM_MAX || end < n)
+		return false;
+	for (i = 0; i < SHLIB_STEM_MAX; i++) {
+		if (i >= n)
+			break;
+		if (path[SHLIB_IDX(end - n + i)] != stem->name[i])
+			return false;
+	}
+	return end == n || path[SHLIB_IDX(end - n - 1)] == '/';
+}
 
 /*
  * A global (non-inline) function: the verifier checks it once, for any len, instead of
  * once per state of every caller. Keeps the programs' load time in milliseconds.
+ * Returns the index of the matching stem in cfg (enabled libset or not), or -1.
  */
-__noinline int shlib_match_event(struct shlib_event *ev, __u32 len)
+__noinline int shlib_match_event(struct shlib_event *ev, __u32 len, struct shlib_config *cfg)
 {
 	const char *path;
-	__u32 end;
+	__u32 end, i;
 	char c;
 
-	if (!ev || len == 0 || len >= SHLIB_PATH_MAX)
+	if (!ev || !cfg || len == 0 || len >= SHLIB_PATH_MAX)
 		return -1;
 	path = ev->path;
 	c = path[SHLIB_IDX(len - 1)];
@@ -102,17 +113,13 @@ __noinline int shlib_match_event(struct shlib_event *ev, __u32 len)
 	if (!end || !shlib_ends_with(path, end, ".so", 3))
 		return -1;
 	end -= 3;
-	SHLIB_STEM(path, end, "ssl", SHLIB_LIB_SSL);
-	SHLIB_STEM(path, end, "crypto", SHLIB_LIB_CRYPTO);
-	SHLIB_STEM(path, end, "gnutls", SHLIB_LIB_GNUTLS);
-	SHLIB_STEM(path, end, "cudart", SHLIB_LIB_CUDART);
-	SHLIB_STEM(path, end, "cuda", SHLIB_LIB_CUDA);
+	for (i = 0; i < SHLIB_MAX_STEMS; i++) {
+		if (i >= cfg->nstems)
+			break;
+		if (shlib_stem_at(path, end, &cfg->stems[i]))
+			return (int)i;
+	}
 	return -1;
-}
-
-static __always_inline __u32 shlib_lib_libset(int lib)
-{
-	return lib >= SHLIB_LIB_CUDART ? SHLIB_LIBSET_GPU : SHLIB_LIBSET_CRYPTO;
 }
 
 #endif /* BPFTEL_SHLIB_MATCH_H */

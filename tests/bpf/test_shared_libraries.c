@@ -20,6 +20,7 @@
 #include "harness.h"
 #include "shared_libraries_harness.skel.h"
 #include "shared_libraries.h"
+#include "user/sharedlibs/sharedlibs.h"
 
 /* Mirrors struct shlib_test_open in the harness program. */
 struct shlib_test_open {
@@ -57,6 +58,9 @@ static const struct path_case path_cases[] = {
 	{"near_miss_bak", "/lib/libssl.so.3.bak", 0, NULL, -1},
 	{"near_miss_prefix", "/lib/notlibssl.so", 0, NULL, -1},
 	{"near_miss_mylib", "/opt/mylibssl.so", 0, NULL, -1},
+	{"near_miss_mylib_bare", "mylibssl.so", 0, NULL, -1},
+	{"unversioned_opt_path", "/opt/x/libssl.so", 0, NULL, SHLIB_LIB_SSL},
+	{"cuda_not_cudart", "/usr/lib/libcudart.so", 0, NULL, SHLIB_LIB_CUDART},
 	{"near_miss_sox", "/lib/libssl.sox", 0, NULL, -1},
 	{"no_so_suffix", "/lib/libssl", 0, NULL, -1},
 	{"trailing_dot", "/lib/libssl.so.", 0, NULL, -1},
@@ -84,9 +88,10 @@ static int counter_fd(void)
 
 static void set_libsets(__u32 libsets)
 {
-	struct shlib_config cfg = {.libsets = libsets};
+	struct shlib_config cfg;
 	__u32 zero = 0;
 
+	bpftel_shlib_config(&cfg, libsets);
 	assert_int_equal(
 		bpf_map_update_elem(bpf_map__fd(skel->maps.shlib_config), &zero, &cfg, BPF_ANY), 0);
 }

@@ -88,6 +88,20 @@ def main():
               f"bpftel errors --json: {len(errs['errors'])} non-zero counters, "
               f"all attributed to a module")
 
+        sleeper = subprocess.Popen([args.python, "-c", "import ssl, time; time.sleep(60)"])
+        try:
+            def tracked():
+                return [l for l in agent.json("libs")["libs"]
+                        if l["lib"] == "libssl" and sleeper.pid in l["pids"]]
+            rows = wait_for(tracked, 10, f"bpftel libs to list libssl for pid {sleeper.pid}")
+            check(rows[0]["processes"] >= 1, f"bpftel libs: {rows[0]['path']} in use by "
+                  f"{rows[0]['processes']} process(es)")
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+        wait_for(lambda: not tracked(), 5, "the sweep to forget the exited process")
+        check(True, "the sweep forgot the exited process within its interval")
+
         raw = agent.cli("stats", "--json").stdout
         tool = subprocess.run([sys.executable, "-m", "json.tool"], input=raw,
                               capture_output=True, text=True)

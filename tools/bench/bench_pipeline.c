@@ -153,7 +153,10 @@ static void print_counts(const char *label, int m, int k, const __u64 *per_worke
 		lo = per_worker[w] < lo ? per_worker[w] : lo;
 		hi = per_worker[w] > hi ? per_worker[w] : hi;
 	}
-	printf(" | %llu | %.2f |\n", (unsigned long long)(hi - lo), lo ? (double)hi / lo : 0.0);
+	if (lo)
+		printf(" | %llu | %.2f |\n", (unsigned long long)(hi - lo), (double)hi / lo);
+	else
+		printf(" | %llu | inf |\n", (unsigned long long)hi);
 }
 
 /* M sources, K records each, one after the other, right after start. */

@@ -25,6 +25,8 @@ static const char usage_text[] =
 	"  modules   modules and shared components: state, restarts, subscribers\n"
 	"  probes    every probe: the attach candidate that won, and why each other one\n"
 	"            was rejected (errno and reason)\n"
+	"  libs      library files in use: processes, each module's uprobes attached,\n"
+	"            and attach failures (symbol, errno)\n"
 	"  errors    failed map operations and helper calls in the agent's eBPF code, by\n"
 	"            module, program, map or helper, operation and errno\n"
 	"\n"
@@ -272,11 +274,44 @@ static void print_errors(json_t *resp)
 		       jint(lost, "map_errors"), jint(lost, "helper_errors"));
 }
 
+static void print_libs(json_t *resp)
+{
+	static const char *const hdr[] = {"LIBRARY", "PROCS",  "MODULE",
+					  "UPROBES", "FAILED", "PATH"};
+	json_t *libs = json_object_get(resp, "libs"), *l, *fl;
+	char procs[24], att[24], failed[256];
+	struct table *t;
+	size_t i, j;
+	int off;
+
+	if (!json_array_size(libs)) {
+		printf("No watched library is in use.\n");
+		return;
+	}
+	t = table_new(6, hdr);
+	json_array_foreach (libs, i, l) {
+		snprintf(procs, sizeof(procs), "%lld", jint(l, "processes"));
+		snprintf(att, sizeof(att), "%lld", jint(l, "attached"));
+		off = snprintf(failed, sizeof(failed), "%lld", jint(l, "failed"));
+		json_array_foreach (json_object_get(l, "failures"), j, fl) {
+			if (off > 0 && (size_t)off < sizeof(failed))
+				off += snprintf(failed + off, sizeof(failed) - off, "%s%s:%s",
+						j ? "," : " (", jstr(fl, "symbol"),
+						jstr(fl, "errno_name"));
+		}
+		if (json_array_size(json_object_get(l, "failures")) && off > 0 &&
+		    (size_t)off < sizeof(failed) - 1)
+			strcat(failed, ")");
+		table_add(t, (const char *const[]){jstr(l, "lib"), procs, jstr(l, "module"), att,
+						   failed, jstr(l, "path")});
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
 static const struct command commands[] = {
-	{"stats", print_stats},
-	{"modules", print_modules},
-	{"probes", print_probes},
-	{"errors", print_errors},
+	{"stats", print_stats},	  {"modules", print_modules}, {"probes", print_probes},
+	{"errors", print_errors}, {"libs", print_libs},
 };
 
 static const struct command *find_command(const char *name)

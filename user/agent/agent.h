@@ -5,11 +5,16 @@
 
 #include <time.h>
 #include <jansson.h>
+#include <linux/types.h>
+
+/* How often the uprobe registry forgets exited processes and detaches unused files. */
+#define BPFTEL_SWEEP_INTERVAL_MS 1000
 
 struct bpftel_manager;
 struct bpftel_sharedlibs;
 struct bpftel_ctl_server;
 struct bpftel_telemetry;
+struct bpftel_uprobes;
 
 /* The agent's own subscription to the shared-libraries watcher: it keeps an inventory
  * of every library of every libset, whichever modules run. */
@@ -19,10 +24,16 @@ struct bpftel_agent {
 	struct bpftel_manager *mgr;
 	struct bpftel_sharedlibs *sharedlibs;
 	struct bpftel_telemetry *tlm;
+	struct bpftel_uprobes *uprobes;
+	__u64 lost_seen; /* watcher losses already answered by a rescan */
+	long long last_sweep_ms;
 	struct bpftel_ctl_server *ctl;
 	time_t started;		    /* wall clock, for display */
 	struct timespec mono_start; /* for uptime */
 };
+
+/* Periodic work of the main loop: sweep, and rescan /proc after lost events. */
+void bpftel_agent_tick(struct bpftel_agent *agent);
 
 /* Control command dispatcher (bpftel_ctl_handler_fn); ctx is the agent. */
 json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx);

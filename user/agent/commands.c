@@ -11,6 +11,7 @@
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
 #include "telemetry/telemetry.h"
+#include "user/sharedlibs/uprobes.h"
 
 #define MAX_MODULES 16
 #define MAX_PROBES  32
@@ -313,6 +314,70 @@ static json_t *cmd_modules(struct bpftel_agent *agent)
 	return json_pack("{s:o}", "modules", arr);
 }
 
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+void bpftel_agent_tick(struct bpftel_agent *agent)
+{
+	struct bpftel_sharedlibs_counters cnt;
+	long long now = mono_ms();
+	__u64 lost;
+
+	if (now - agent->last_sweep_ms < BPFTEL_SWEEP_INTERVAL_MS)
+		return;
+	agent->last_sweep_ms = now;
+	bpftel_uprobes__sweep(agent->uprobes);
+	/* A lost event may be a library load we never saw: read /proc instead. */
+	if (bpftel_sharedlibs__counters(agent->sharedlibs, &cnt))
+		return;
+	lost = cnt.kernel[SHLIB_CNT_LOST] + cnt.malformed;
+	if (lost != agent->lost_seen) {
+		agent->lost_seen = lost;
+		bpftel_uprobes__scan(agent->uprobes);
+	}
+}
+
+static json_t *cmd_libs(struct bpftel_agent *agent)
+{
+	struct bpftel_uprobe_file_info *rows;
+	json_t *arr = json_array(), *o, *fails, *pids;
+	char id[64];
+	int n, i;
+	size_t k;
+
+	n = bpftel_uprobes__files(agent->uprobes, &rows);
+	for (i = 0; i < n; i++) {
+		fails = json_array();
+		for (k = 0; k < rows[i].failed && k < BPFTEL_UPROBE_MAX_FAIL; k++)
+			json_array_append_new(
+				fails,
+				json_pack("{s:s, s:i, s:s}", "symbol", rows[i].fail[k].symbol,
+					  "errno", -rows[i].fail[k].err, "errno_name",
+					  strerrorname_np(-rows[i].fail[k].err) ?: "?"));
+		pids = json_array();
+		for (k = 0; k < rows[i].nprocs && k < 8; k++)
+			json_array_append_new(pids, json_integer(rows[i].pids[k]));
+		snprintf(id, sizeof(id), "%llx:%llu", (unsigned long long)rows[i].dev,
+			 (unsigned long long)rows[i].ino);
+		o = json_pack("{s:o, s:s, s:s, s:I, s:o, s:s?, s:I, s:I, s:o}", "path",
+			      bpftel_json_str(rows[i].path), "lib",
+			      bpftel_shlib_lib_name(rows[i].lib), "file", id, "processes",
+			      (json_int_t)rows[i].nprocs, "pids", pids, "module",
+			      rows[i].module[0] ? rows[i].module : NULL, "attached",
+			      (json_int_t)rows[i].attached, "failed", (json_int_t)rows[i].failed,
+			      "failures", fails);
+		if (o)
+			json_array_append_new(arr, o);
+	}
+	free(rows);
+	return json_pack("{s:o, s:i}", "libs", arr, "sweep_interval_ms", BPFTEL_SWEEP_INTERVAL_MS);
+}
+
 json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
 {
 	struct bpftel_agent *agent = ctx;
@@ -326,6 +391,8 @@ json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
 		return cmd_modules(agent);
 	if (!strcmp(cmd, "errors"))
 		return cmd_errors(agent);
+	if (!strcmp(cmd, "libs"))
+		return cmd_libs(agent);
 	if (!strcmp(cmd, "ping"))
 		return json_pack("{s:s}", "version", BPFTEL_VERSION);
 	return bpftel_ctl_error("unknown command '%.64s'", cmd);

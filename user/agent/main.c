@@ -24,6 +24,7 @@
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
 #include "telemetry/telemetry.h"
+#include "user/sharedlibs/uprobes.h"
 
 static struct env {
 	const char *socket_path;
@@ -176,6 +177,7 @@ static int run_loop(struct bpftel_agent *agent, int sigfd)
 			}
 		}
 		bpftel_ctl_server__tick(agent->ctl);
+		bpftel_agent_tick(agent);
 	}
 	close(epfd);
 	return err;
@@ -214,7 +216,12 @@ int main(int argc, char **argv)
 		pr_err("cannot set up errors telemetry: %s", strerror(-err));
 		goto cleanup;
 	}
-	err = bpftel_sharedlibs__new(agent.mgr, &sl_opts, &agent.sharedlibs);
+	err = bpftel_uprobes__new(&agent.uprobes);
+	if (!err)
+		err = bpftel_sharedlibs__new(agent.mgr, &sl_opts, &agent.sharedlibs);
+	if (!err)
+		bpftel_sharedlibs__set_listener(agent.sharedlibs, bpftel_uprobes__listener,
+						agent.uprobes);
 	if (!err)
 		err = bpftel_telemetry__instrument(
 			agent.tlm, bpftel_manager__find(agent.mgr, BPFTEL_SHAREDLIBS_MODULE));
@@ -225,6 +232,9 @@ int main(int argc, char **argv)
 		pr_err("cannot start the shared-libraries watcher: %s", strerror(-err));
 		goto cleanup;
 	}
+	/* Libraries mapped before the watcher ran are in /proc/<pid>/maps. */
+	pr_info("start-up scan: %d processes with watched libraries",
+		bpftel_uprobes__scan(agent.uprobes));
 	err = bpftel_ctl_server__new(env.socket_path, bpftel_agent_command, &agent, &agent.ctl);
 	if (err) {
 		pr_err("cannot serve control socket %s: %s%s", env.socket_path, strerror(-err),
@@ -250,6 +260,7 @@ int main(int argc, char **argv)
 cleanup:
 	bpftel_ctl_server__free(agent.ctl);
 	bpftel_manager__free(agent.mgr);
+	bpftel_uprobes__free(agent.uprobes);
 	bpftel_sharedlibs__free(agent.sharedlibs);
 	bpftel_telemetry__free(agent.tlm);
 	if (sigfd >= 0)

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +21,11 @@
 #include "events.h"
 #include "user/common/log.h"
 
-#define CACHELINE      64
-#define TICKETS_CLOSED (1ULL << 63)
-#ifndef SPIN_PAUSE
-#define SPIN_PAUSE 1024
-#endif
-#ifndef SPIN_YIELD
-#define SPIN_YIELD 16
-#endif
+#define CACHELINE	   64
+#define TICKETS_CLOSED	   (1ULL << 63)
+#define SPIN_PAUSE	   128	   /* idle polls (~30 ns pause each) before napping */
+#define NAP_NS		   1000000 /* a napping worker looks again after this long */
+#define WAKE_BATCH	   256	   /* records queued that end a nap early */
 #define DEFAULT_WORKERS	   2
 #define DEFAULT_QUEUE_LEN  4096
 #define DEFAULT_MAX_RECORD 4160
@@ -49,7 +45,9 @@ struct ev_worker {
 	/* producers: next position to claim */
 	__u64 enq_pos __cacheline;
 	/* read by producers after each publish; written when the worker sleeps or wakes */
-	__u32 sleeping __cacheline; /* futex word */
+	__u32 sleeping __cacheline; /* futex word: AWAKE, NAPPING, ASLEEP */
+	__u64 nap_pos;		    /* where a napping worker will look first */
+	__u64 wake_batch;	    /* records queued that end a nap */
 	__u64 drop_full;	    /* producers, drop path only */
 	/* written by the worker, read by stats */
 	__u64 processed __cacheline;
@@ -70,6 +68,13 @@ struct ev_source {
 	bpftel_event_fn fn;
 	void *ctx;
 	int id;
+};
+
+/* A worker with nothing to do naps (timed) if it saw records lately, else sleeps. */
+enum {
+	AWAKE = 0,
+	NAPPING = 1, /* producers wake it once wake_batch records wait; else it wakes itself */
+	ASLEEP = 2,  /* producers wake it on the first record */
 };
 
 enum {
@@ -117,9 +122,11 @@ static void cpu_relax(void)
 #endif
 }
 
-static void futex_wait(__u32 *word, __u32 val)
+/* Returns true if it timed out. */
+static bool futex_wait(__u32 *word, __u32 val, const struct timespec *timeout)
 {
-	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+	return syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, timeout, NULL, 0) &&
+	       errno == ETIMEDOUT;
 }
 
 static void futex_wake(__u32 *word)
@@ -132,20 +139,32 @@ static struct ev_slot *slot_at(const struct ev_worker *w, __u64 pos)
 	return (struct ev_slot *)(w->slots + (pos & w->mask) * w->stride);
 }
 
-/* Wake w if it sleeps or is about to; called after publishing or dropping. */
-static void worker_kick(struct ev_worker *w)
+/*
+ * After publishing position pos (or dropping: force): wake w if it sleeps, or if it
+ * naps and a batch is waiting. The seq_cst publish before the seq_cst load here, and
+ * the worker's seq_cst store of `sleeping` before its seq_cst re-check of the slot,
+ * make sure one of the two sees the other.
+ */
+static void worker_kick(struct ev_worker *w, __u64 pos, bool force)
 {
-	if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) &&
-	    __atomic_exchange_n(&w->sleeping, 0, __ATOMIC_SEQ_CST))
+	__u32 st = __atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST);
+
+	if (st == AWAKE)
+		return;
+	if (st == NAPPING && !force &&
+	    pos + 1 - __atomic_load_n(&w->nap_pos, __ATOMIC_RELAXED) < w->wake_batch)
+		return;
+	if (__atomic_exchange_n(&w->sleeping, AWAKE, __ATOMIC_SEQ_CST) != AWAKE)
 		futex_wake(&w->sleeping);
 }
 
 /*
  * Slot i holds positions i, i + len, i + 2 len...; its seq is the lap (pos & ~mask) of
  * the position it is free for, lap + 1 once that position is published, and lap + len
- * once consumed. Zeroed memory is therefore an empty ring.
+ * once consumed. Zeroed memory is therefore an empty ring. Returns the position used,
+ * or -1 if the queue is full.
  */
-static bool queue_push(struct ev_worker *w, __u32 source, const void *data, size_t size)
+static __s64 queue_push(struct ev_worker *w, __u32 source, const void *data, size_t size)
 {
 	__u64 pos = __atomic_load_n(&w->enq_pos, __ATOMIC_RELAXED), lap;
 	struct ev_slot *s;
@@ -160,7 +179,7 @@ static bool queue_push(struct ev_worker *w, __u32 source, const void *data, size
 							__ATOMIC_RELAXED, __ATOMIC_RELAXED))
 				break;
 		} else if (dif < 0) {
-			return false;
+			return -1;
 		} else {
 			pos = __atomic_load_n(&w->enq_pos, __ATOMIC_RELAXED);
 		}
@@ -169,12 +188,13 @@ static bool queue_push(struct ev_worker *w, __u32 source, const void *data, size
 	s->size = (__u32)size;
 	memcpy(s->data, data, size);
 	__atomic_store_n(&s->seq, lap + 1, __ATOMIC_SEQ_CST);
-	return true;
+	return (__s64)pos;
 }
 
 int bpftel_events__dispatch(struct bpftel_events *ev, int source, const void *data, size_t size)
 {
 	struct ev_worker *w;
+	__s64 pos;
 	__u64 t;
 
 	if (source < 0 || (unsigned int)source >= __atomic_load_n(&ev->nsources, __ATOMIC_ACQUIRE))
@@ -189,12 +209,13 @@ int bpftel_events__dispatch(struct bpftel_events *ev, int source, const void *da
 	if (t & TICKETS_CLOSED)
 		return -ESHUTDOWN;
 	w = &ev->workers[t % ev->nworkers];
-	if (!queue_push(w, (__u32)source, data, size)) {
+	pos = queue_push(w, (__u32)source, data, size);
+	if (pos < 0) {
 		__atomic_fetch_add(&w->drop_full, 1, __ATOMIC_SEQ_CST);
-		worker_kick(w);
+		worker_kick(w, 0, true);
 		return -ENOBUFS;
 	}
-	worker_kick(w);
+	worker_kick(w, (__u64)pos, false);
 	return 0;
 }
 
@@ -221,12 +242,15 @@ static bool worker_drained(const struct ev_worker *w, __u64 pos)
 
 static void *worker_main(void *arg)
 {
+	const struct timespec nap = {.tv_sec = NAP_NS / 1000000000, .tv_nsec = NAP_NS % 1000000000};
 	struct ev_worker *w = arg;
 	struct bpftel_events *ev = w->ev;
 	__u64 pos = w->deq_pos, lap, processed, parse;
 	const struct ev_source *src;
 	unsigned int idle = 0;
+	bool deep = true;
 	struct ev_slot *s;
+	__u32 mode;
 
 	processed = __atomic_load_n(&w->processed, __ATOMIC_RELAXED);
 	parse = __atomic_load_n(&w->drop_parse, __ATOMIC_RELAXED);
@@ -243,6 +267,7 @@ static void *worker_main(void *arg)
 			__atomic_store_n(&s->seq, lap + w->mask + 1, __ATOMIC_RELEASE);
 			pos++;
 			idle = 0;
+			deep = false;
 			continue;
 		}
 		if (worker_drained(w, pos))
@@ -252,16 +277,14 @@ static void *worker_main(void *arg)
 			cpu_relax();
 			continue;
 		}
-		if (idle < SPIN_PAUSE + SPIN_YIELD) {
-			idle++;
-			sched_yield();
-			continue;
-		}
-		__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
+		/* Nap while records came lately; sleep once a nap found nothing. */
+		mode = deep ? ASLEEP : NAPPING;
+		__atomic_store_n(&w->nap_pos, pos, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->sleeping, mode, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&s->seq, __ATOMIC_SEQ_CST) != lap + 1 &&
 		    !worker_drained(w, pos))
-			futex_wait(&w->sleeping, 1);
-		__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
+			deep = futex_wait(&w->sleeping, mode, deep ? NULL : &nap);
+		__atomic_store_n(&w->sleeping, AWAKE, __ATOMIC_RELAXED);
 		idle = 0;
 	}
 	w->deq_pos = pos;
@@ -399,6 +422,8 @@ int bpftel_events__new(const struct bpftel_events_opts *opts, struct bpftel_even
 		free(ev);
 		return -ENOMEM;
 	}
+	/* One slot per page with the default sizes: huge pages spare a TLB miss a record. */
+	madvise(map, nworkers * qlen * stride, MADV_HUGEPAGE);
 	memset(ev->workers, 0, wsize);
 	ev->map = map;
 	ev->map_len = nworkers * qlen * stride;
@@ -411,6 +436,9 @@ int bpftel_events__new(const struct bpftel_events_opts *opts, struct bpftel_even
 		w->slots = (unsigned char *)map + i * qlen * stride;
 		w->mask = qlen - 1;
 		w->stride = stride;
+		w->wake_batch = qlen / 4 < WAKE_BATCH ? qlen / 4 : WAKE_BATCH;
+		if (!w->wake_batch)
+			w->wake_batch = 1;
 		w->ev = ev;
 		w->id = i;
 	}
@@ -519,7 +547,7 @@ static void pipeline_teardown(struct bpftel_events *ev)
 	for (i = 0; i < ev->nworkers; i++) {
 		if (!ev->workers[i].started)
 			continue;
-		__atomic_store_n(&ev->workers[i].sleeping, 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&ev->workers[i].sleeping, AWAKE, __ATOMIC_SEQ_CST);
 		futex_wake(&ev->workers[i].sleeping);
 	}
 	for (i = 0; i < ev->nworkers; i++) {
@@ -551,7 +579,7 @@ int bpftel_events__start(struct bpftel_events *ev)
 
 	__atomic_store_n(&ev->stopping, 0, __ATOMIC_SEQ_CST);
 	for (i = 0; i < ev->nworkers && !err; i++) {
-		__atomic_store_n(&ev->workers[i].sleeping, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&ev->workers[i].sleeping, AWAKE, __ATOMIC_RELAXED);
 		err = -pthread_create(&ev->workers[i].thread, NULL, worker_main, &ev->workers[i]);
 		ev->workers[i].started = !err;
 		nthreads += !err;

@@ -25,7 +25,9 @@
  *          when stop begins are left there.
  *
  * Memory: workers * queue_len slots, each holding one record of up to max_record bytes
- * (plus a 16-byte header, rounded to 64 bytes); mapped once at new, faulted in as used.
+ * (plus a 16-byte header, rounded to 64 bytes); mapped once at new (transparent huge
+ * pages requested: with the default sizes every slot is on its own 4 KiB page),
+ * faulted in as used.
  * A slot stays taken while its callback runs, so callbacks run on the queued copy.
  *
  * Locking:
@@ -35,9 +37,14 @@
  *     worker queue is a bounded multi-producer/single-consumer ring with a sequence
  *     number per slot (Vyukov): producers claim a position with a CAS, copy, publish
  *     the slot with a release; the worker reads it with an acquire.
- *   - An idle worker spins, yields, then sleeps on a futex after announcing it in its
- *     `sleeping` word; a producer that publishes (or drops) checks that word after
- *     publishing and wakes it (both sides sequentially consistent, so no lost wake-up).
+ *   - An idle worker polls briefly (~4 us), then naps: a futex wait of at most 1 ms
+ *     that a producer ends early once min(256, queue_len / 4) records wait, so a busy
+ *     stream costs one wake-up per batch, not per record. A nap that finds nothing
+ *     becomes a sleep without timeout that the next record ends: an idle pipeline
+ *     uses no CPU. Producers read the worker's futex word after publishing (or
+ *     dropping); worker and producers use sequentially consistent accesses on both
+ *     sides, so a sleeping worker is never missed. An idle worker notices a record
+ *     within ~1 ms.
  *   - Stop closes the counter (fetch-or of the top bit), which fixes the number of
  *     tickets each worker was given; a worker exits once every one of its tickets was
  *     either dequeued or counted as a queue-full drop, i.e. once no producer can still
@@ -46,7 +53,9 @@
  *     threads reporting that they run) and adding sources; never the hot path.
  *
  * Ints returned are 0 (or an id) or a negative errno. Errors are reported through
- * bpftel_log(). Dispatch, stats and state are thread-safe; free must not race anything.
+ * bpftel_log(). Dispatch, stats and state are thread-safe. Dispatch stays legal after
+ * stop (-ESHUTDOWN) until free; free must not race anything, so join the threads that
+ * dispatch first.
  */
 #ifndef BPFTEL_EVENTS_H
 #define BPFTEL_EVENTS_H

@@ -29,6 +29,9 @@ struct bpftel_sharedlibs {
 	__u64 received, malformed, evicted;
 	/* Kernel counters of earlier runs: the maps die with each stop. */
 	__u64 retired[SHLIB_CNT__COUNT];
+
+	bpftel_shlib_listener_fn listener;
+	void *listener_ctx;
 };
 
 static const char *const lib_names[SHLIB_LIB__COUNT] = {
@@ -47,6 +50,35 @@ static const char *const counter_names[SHLIB_CNT__COUNT] = {
 	[SHLIB_CNT_OPEN_FAILED] = "open_failed", [SHLIB_CNT_LOST] = "lost",
 	[SHLIB_CNT_TOO_LONG] = "path_too_long",	 [SHLIB_CNT_INFLIGHT_FULL] = "inflight_full",
 };
+
+/* Libsets and their stems: what the watcher matches, by subscribers' masks. */
+static const struct {
+	enum shlib_lib lib;
+	enum shlib_libset libset;
+} stems[] = {
+	{SHLIB_LIB_SSL, SHLIB_LIBSET_CRYPTO},	 {SHLIB_LIB_CRYPTO, SHLIB_LIBSET_CRYPTO},
+	{SHLIB_LIB_GNUTLS, SHLIB_LIBSET_CRYPTO}, {SHLIB_LIB_CUDART, SHLIB_LIBSET_GPU},
+	{SHLIB_LIB_CUDA, SHLIB_LIBSET_GPU},
+};
+
+_Static_assert(sizeof(stems) / sizeof(stems[0]) <= SHLIB_MAX_STEMS, "too many stems");
+
+void bpftel_shlib_config(struct shlib_config *cfg, __u32 libsets)
+{
+	const char *name;
+	size_t i;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->libsets = libsets & SHLIB_LIBSET_ALL;
+	for (i = 0; i < sizeof(stems) / sizeof(stems[0]); i++) {
+		name = lib_names[stems[i].lib];
+		memcpy(cfg->stems[i].name, name, strlen(name));
+		cfg->stems[i].len = strlen(name);
+		cfg->stems[i].lib = stems[i].lib;
+		cfg->stems[i].libset = stems[i].libset;
+	}
+	cfg->nstems = i;
+}
 
 const char *bpftel_shlib_lib_name(enum shlib_lib lib)
 {
@@ -140,7 +172,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 {
 	struct bpftel_sharedlibs *sl = ctx;
 	const struct shlib_event *ev = data;
-	struct bpftel_shlib_detection *d;
+	struct bpftel_shlib_detection *d, copy;
 	time_t now = time(NULL);
 	char *path, *host_path;
 
@@ -182,7 +214,12 @@ static int handle_event(void *ctx, void *data, size_t size)
 	d->comm[sizeof(d->comm) - 1] = '\0';
 	d->opens = 1;
 	d->first_seen = d->last_seen = now;
+	copy = *d;
+	copy.path = (char *)ev->path;
+	copy.host_path = NULL;
 	pthread_mutex_unlock(&sl->lock);
+	if (sl->listener)
+		sl->listener(sl->listener_ctx, &copy);
 	pr_debug("sharedlibs: pid %u opened %s %s", ev->pid, bpftel_shlib_lib_name(ev->lib),
 		 ev->path);
 	return 0;
@@ -227,6 +264,7 @@ static int shlib_open(struct bpftel_module *m)
 	skel = shared_libraries__open();
 	if (!skel)
 		return -errno;
+	skel->rodata->shlib_self_tgid = getpid();
 	pthread_mutex_lock(&sl->lock);
 	sl->skel = skel;
 	pthread_mutex_unlock(&sl->lock);
@@ -289,9 +327,10 @@ static void shlib_close(struct bpftel_module *m)
 static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)
 {
 	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
-	struct shlib_config cfg = {.libsets = (__u32)mask & SHLIB_LIBSET_ALL};
+	struct shlib_config cfg;
 	__u32 zero = 0;
 
+	bpftel_shlib_config(&cfg, (__u32)mask);
 	if (bpf_map_update_elem(bpf_map__fd(sl->skel->maps.shlib_config), &zero, &cfg, BPF_ANY)) {
 		pr_err("sharedlibs: cannot write config map: %s", strerror(errno));
 		return -errno;
@@ -347,6 +386,13 @@ void bpftel_sharedlibs__free(struct bpftel_sharedlibs *sl)
 	free(sl->det);
 	pthread_mutex_destroy(&sl->lock);
 	free(sl);
+}
+
+void bpftel_sharedlibs__set_listener(struct bpftel_sharedlibs *sl, bpftel_shlib_listener_fn fn,
+				     void *ctx)
+{
+	sl->listener = fn;
+	sl->listener_ctx = ctx;
 }
 
 size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,

@@ -56,6 +56,14 @@ int bpftel_sharedlibs__new(struct bpftel_manager *mgr, const struct bpftel_share
 /* After bpftel_manager__free(). NULL is a no-op. */
 void bpftel_sharedlibs__free(struct bpftel_sharedlibs *sl);
 
+/*
+ * Called on the watcher's consumer thread for each new (process, path) detection, after
+ * it is in the table. Set before the watcher starts. d is valid during the call only.
+ */
+typedef void (*bpftel_shlib_listener_fn)(void *ctx, const struct bpftel_shlib_detection *d);
+void bpftel_sharedlibs__set_listener(struct bpftel_sharedlibs *sl, bpftel_shlib_listener_fn fn,
+				     void *ctx);
+
 /* A copy of the detections, oldest first; free with bpftel_shlib_detections_free. */
 size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,
 				     struct bpftel_shlib_detection **out);
@@ -70,6 +78,9 @@ struct bpftel_sharedlibs_counters {
 };
 int bpftel_sharedlibs__counters(struct bpftel_sharedlibs *sl,
 				struct bpftel_sharedlibs_counters *out);
+
+/* The config map's content for these libsets: every known stem, libsets enabled. */
+void bpftel_shlib_config(struct shlib_config *cfg, __u32 libsets);
 
 const char *bpftel_shlib_lib_name(enum shlib_lib lib);
 const char *bpftel_shlib_libset_name(enum shlib_libset set);

@@ -40,15 +40,17 @@ int shlib_test_open(struct shlib_test_open *ctx)
 SEC("syscall")
 int shlib_test_match(struct shlib_test_open *ctx)
 {
+	struct shlib_config *cfg;
 	struct shlib_event *ev;
 	__u32 zero = 0, __tlm_prog = 0;
 	long len;
 
 	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
-	if (!ev)
+	cfg = bpf_map_lookup_elem(&shlib_config, &zero);
+	if (!ev || !cfg)
 		return -2;
 	len = shlib_read_path(TLM_ARG, ev, (const char *)ctx->filename);
 	if (len < 0)
 		return -3;
-	return shlib_match_event(ev, len);
+	return shlib_match_event(ev, len, cfg);
 }

@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Shared-libraries watcher + uprobe registry against the real system: real python3
+ * processes loading the real libssl (after the watcher started, and before), a dlopen
+ * of the real libcudart, a process in its own mount namespace loading a copy of libssl
+ * only it can see, and a non-ELF file named like a library. A test module asks for a
+ * uprobe on SSL_write of every libssl; links are counted in the kernel.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "test_module.h"
+#include "user/sharedlibs/uprobes.h"
+
+#define PYTHON "/usr/bin/python3"
+#define LIBSSL "/lib/x86_64-linux-gnu/libssl.so.3"
+#define CUDART "/usr/local/cuda/lib64/libcudart.so.13"
+
+static const struct bpftel_uprobe_spec ssl_specs[] = {
+	{SHLIB_LIB_SSL, "mt_uprobe", "SSL_write", false},
+	{SHLIB_LIB_SSL, "mt_uprobe", "SSL_read", false},
+};
+
+struct fixture {
+	struct bpftel_obj_counts base;
+	struct bpftel_manager *mgr;
+	struct bpftel_sharedlibs *sl;
+	struct bpftel_uprobes *up;
+	struct test_module *usm;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	bpftel_test_count_objects(&f->base);
+	f->mgr = bpftel_manager__new();
+	if (bpftel_sharedlibs__new(f->mgr, NULL, &f->sl) || bpftel_uprobes__new(&f->up))
+		return -1;
+	bpftel_sharedlibs__set_listener(f->sl, bpftel_uprobes__listener, f->up);
+	f->usm = test_module_new(f->mgr, "usm", false);
+	if (!f->usm || bpftel_uprobes__add_module(f->up, f->usm->module, ssl_specs, 2) ||
+	    bpftel_manager__bind_shared(f->mgr, f->usm->module, BPFTEL_SHAREDLIBS_MODULE,
+					SHLIB_LIBSET_ALL))
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_obj_counts now;
+
+	bpftel_manager__free(f->mgr);
+	bpftel_uprobes__free(f->up);
+	bpftel_sharedlibs__free(f->sl);
+	test_module_free(f->usm);
+	bpftel_test_settle_objects(&f->base, &now);
+	assert_int_equal(now.links, f->base.links);
+	assert_int_equal(now.progs, f->base.progs);
+	assert_int_equal(now.fds, f->base.fds);
+	free(f);
+	return 0;
+}
+
+/* Start `sh -c script` and return its pid; it is killed by stop_child. */
+static pid_t start_child(const char *script)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		/* Dies with the test even when an assertion skips stop_child. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+		_exit(127);
+	}
+	assert_true(pid > 0);
+	return pid;
+}
+
+static void stop_child(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* The registry's row for a file of lib whose path ends in suffix, waiting for it. */
+static bool find_row(struct fixture *f, enum shlib_lib lib, const char *suffix,
+		     struct bpftel_uprobe_file_info *row, size_t min_attached)
+{
+	struct bpftel_uprobe_file_info *rows;
+	size_t len = strlen(suffix);
+	int tries, n, i;
+
+	for (tries = 0; tries < 500; tries++) {
+		n = bpftel_uprobes__files(f->up, &rows);
+		for (i = 0; i < n; i++) {
+			size_t pl = strlen(rows[i].path);
+
+			if (rows[i].lib == lib && pl >= len &&
+			    !strcmp(rows[i].path + pl - len, suffix) &&
+			    rows[i].attached >= min_attached) {
+				*row = rows[i];
+				free(rows);
+				return true;
+			}
+		}
+		free(rows);
+		usleep(10000);
+	}
+	return false;
+}
+
+static unsigned int links_now(void)
+{
+	struct bpftel_obj_counts c;
+
+	bpftel_test_count_objects(&c);
+	return c.links;
+}
+
+static void test_python_ssl_after_start_then_exit(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	unsigned int links_before;
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
+		skip();
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	links_before = links_now();
+	child = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(30)'");
+	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 2));
+	assert_string_equal(row.module, "usm");
+	assert_int_equal(row.attached, 2);
+	assert_int_equal(row.failed, 0);
+	assert_true(row.nprocs >= 1);
+	assert_int_equal(links_now(), links_before + 2);
+
+	/* Last user gone: the sweep detaches. */
+	stop_child(child);
+	assert_int_equal(bpftel_uprobes__sweep(f->up), 2); /* libssl and libcrypto */
+	if (find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 0))
+		fail_msg("still tracked after its last process (%d) exited: %s, %zu processes, "
+			 "first %u",
+			 child, row.path, row.nprocs, row.pids[0]);
+	assert_int_equal(links_now(), links_before);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+}
+
+static void test_loaded_before_start_found_by_scan(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
+		skip();
+	child = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(30)'");
+	usleep(500000); /* let it map libssl: the watcher is not running yet */
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	assert_true(bpftel_uprobes__scan(f->up) >= 1);
+	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 2));
+	assert_int_equal(row.attached, 2);
+	stop_child(child);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+}
+
+static void test_dlopen_cudart_detected(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(CUDART, R_OK))
+		skip(); /* the real libcudart is not on this machine */
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	child = start_child("exec " PYTHON " -c 'import ctypes, time; ctypes.CDLL(\"" CUDART "\"); "
+			    "time.sleep(30)'");
+	/* Detected and tracked; the ssl-only module attaches nothing to it. */
+	assert_true(find_row(f, SHLIB_LIB_CUDART, "libcudart.so.13", &row, 0));
+	assert_int_equal(row.attached, 0);
+	assert_true(row.nprocs >= 1);
+	stop_child(child);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+}
+
+static void test_private_mount_namespace(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	struct stat host;
+	char script[1024];
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK))
+		skip();
+	assert_int_equal(stat(LIBSSL, &host), 0);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	/* /bpftel-private exists only inside the child's mount namespace. */
+	snprintf(script, sizeof(script),
+		 "exec unshare -m --propagation private sh -c 'mkdir -p /bpftel-private && "
+		 "mount -t tmpfs none /bpftel-private && cp %s /bpftel-private/libssl.so.3 && "
+		 "exec %s -c \"import ctypes, time; ctypes.CDLL(\\\"/bpftel-private/"
+		 "libssl.so.3\\\"); time.sleep(30)\"'",
+		 LIBSSL, PYTHON);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, "/bpftel-private/libssl.so.3", &row, 2));
+	assert_int_equal(row.attached, 2);
+	assert_false(row.ino == host.st_ino && row.dev == host.st_dev);
+	assert_int_equal(access("/bpftel-private/libssl.so.3", F_OK), -1); /* not ours */
+	stop_child(child);
+	rmdir("/bpftel-private");
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+}
+
+static void test_non_elf_library_recorded_once(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	char dir[64], path[96], script[256];
+	pid_t a, b;
+	int fd;
+
+	if (access(PYTHON, X_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-notelf-%d", getpid());
+	snprintf(path, sizeof(path), "%s/libssl.so.3", dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	fd = open(path, O_WRONLY | O_CREAT, 0644);
+	assert_int_equal(write(fd, "not an ELF file\n", 16), 16);
+	close(fd);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	/* Two processes, three opens each: one attempt per (file, module), no retries. */
+	snprintf(script, sizeof(script),
+		 "exec " PYTHON " -c 'import time; [open(\"%s\") for _ in range(3)]; "
+		 "time.sleep(30)'",
+		 path);
+	a = start_child(script);
+	b = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 0));
+	for (int i = 0; i < 300 && row.nprocs < 2 && find_row(f, SHLIB_LIB_SSL, path, &row, 0); i++)
+		usleep(10000);
+	assert_int_equal(row.nprocs, 2);
+	assert_int_equal(row.attached, 0);
+	assert_int_equal(row.failed, 2); /* SSL_write and SSL_read, once each */
+	assert_int_equal(row.fail[0].err, -ENOEXEC);
+	assert_string_equal(row.fail[0].symbol, "SSL_write");
+	assert_int_equal(bpftel_module__state(f->usm->module), BPFTEL_MOD_RUNNING);
+	stop_child(a);
+	stop_child(b);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void test_name_matcher_agrees(void **state)
+{
+	(void)state;
+	assert_int_equal(bpftel_shlib_match_name("/lib/x86_64-linux-gnu/libssl.so.3"),
+			 SHLIB_LIB_SSL);
+	assert_int_equal(bpftel_shlib_match_name("libcudart.so.12.1.105"), SHLIB_LIB_CUDART);
+	assert_int_equal(bpftel_shlib_match_name("/usr/lib/libcuda.so.1"), SHLIB_LIB_CUDA);
+	assert_int_equal(bpftel_shlib_match_name("/x/libgnutls.so.30"), SHLIB_LIB_GNUTLS);
+	assert_int_equal(bpftel_shlib_match_name("/x/libcrypto.so.1.1"), SHLIB_LIB_CRYPTO);
+	assert_int_equal(bpftel_shlib_match_name("/x/libssl.so"), SHLIB_LIB_SSL);
+	assert_int_equal(bpftel_shlib_match_name("/x/libssl.so.3.bak"), -1);
+	assert_int_equal(bpftel_shlib_match_name("/x/libssl.so.3..1"), -1);
+	assert_int_equal(bpftel_shlib_match_name("/x/libssl.so."), -1);
+	assert_int_equal(bpftel_shlib_match_name("/x/mylibssl.so"), -1);
+	assert_int_equal(bpftel_shlib_match_name("/x/libssl.sox"), -1);
+	assert_int_equal(bpftel_shlib_match_name("/x/libssl.so3"), -1);
+	assert_int_equal(bpftel_shlib_match_name(""), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+		T(test_python_ssl_after_start_then_exit),
+		T(test_loaded_before_start_found_by_scan),
+		T(test_dlopen_cudart_detected),
+		T(test_private_mount_namespace),
+		T(test_non_elf_library_recorded_once),
+#undef T
+		cmocka_unit_test(test_name_matcher_agrees),
+	};
+
+	bpftel_test_require_bpf();
+	return cmocka_run_group_tests_name("uprobe_registry", tests, NULL, NULL);
+}
