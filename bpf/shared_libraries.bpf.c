@@ -98,8 +98,7 @@ static __always_inline void shlib_count(enum shlib_counter counter)
  * SHLIB_UNREADABLE if the page holding it is not present yet: at sys_enter a path in a
  * freshly mapped page often is, since BPF cannot fault pages in.
  */
-static __always_inline long shlib_read_path(TLM_PARAM, struct shlib_event *ev,
-					    const char *filename)
+static __always_inline long shlib_read_path(TLM_PARAM, struct shlib_event *ev, const char *filename)
 {
 	long n;
 	char next;

@@ -493,7 +493,13 @@ int bpftel_telemetry__programs(struct bpftel_telemetry *t, struct bpftel_tlm_pro
 	return (int)n;
 }
 
-static long count_entries(int fd, __u32 key_size)
+/*
+ * Walk the keys. A key deleted under our feet restarts the kernel's walk from the
+ * first key, so under churn this over-counts: the walk stops at max_entries, which
+ * bounds both the time spent and the error (the count is then exact only for maps
+ * that do not change while we read them).
+ */
+static long count_entries(int fd, __u32 key_size, __u32 max_entries)
 {
 	char *prev = NULL, *cur = malloc(key_size), *tmp = malloc(key_size);
 	long n = 0;
@@ -503,7 +509,7 @@ static long count_entries(int fd, __u32 key_size)
 		free(tmp);
 		return -1;
 	}
-	while (!bpf_map_get_next_key(fd, prev, cur)) {
+	while (n < max_entries && !bpf_map_get_next_key(fd, prev, cur)) {
 		n++;
 		memcpy(tmp, cur, key_size);
 		prev = tmp;
@@ -545,7 +551,7 @@ static int add_map(struct bpftel_tlm_map **arr, size_t *n, size_t *cap, const ch
 	snprintf(m.map, sizeof(m.map), "%s", name);
 	m.type = map_type_name(info.type);
 	m.capacity = info.max_entries;
-	m.entries = is_hash(info.type)	  ? count_entries(fd, info.key_size)
+	m.entries = is_hash(info.type)	  ? count_entries(fd, info.key_size, info.max_entries)
 		    : is_array(info.type) ? (long)info.max_entries
 					  : -1;
 	(*arr)[(*n)++] = m;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -58,18 +59,27 @@ static void both(struct tt_module *a, struct tt_module *b, bool start)
 	assert_int_equal(ops[1].ret, 0);
 }
 
-static void touch_and_open(const char *path)
+/* Create path, then open it read-only from a child: the watcher ignores the process
+ * that loaded it (the agent opens libraries itself). Returns the child's pid. */
+static pid_t touch_and_open(const char *path)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), status;
+	pid_t child;
 
 	assert_true(fd >= 0);
 	close(fd);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	close(fd);
+	child = fork();
+	if (child == 0) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		_exit(fd >= 0 ? 0 : 1);
+	}
+	assert_true(child > 0);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	return child;
 }
 
-static bool detected(struct bpftel_sharedlibs *sl, const char *path)
+static bool detected(struct bpftel_sharedlibs *sl, pid_t pid, const char *path)
 {
 	struct bpftel_shlib_detection *det;
 	size_t n, i;
@@ -77,17 +87,17 @@ static bool detected(struct bpftel_sharedlibs *sl, const char *path)
 
 	n = bpftel_sharedlibs__detections(sl, &det);
 	for (i = 0; i < n; i++)
-		found |= det[i].pid == (__u32)getpid() && !strcmp(det[i].path, path);
+		found |= det[i].pid == (__u32)pid && !strcmp(det[i].path, path);
 	bpftel_shlib_detections_free(det, n);
 	return found;
 }
 
-static bool wait_detected(struct bpftel_sharedlibs *sl, const char *path)
+static bool wait_detected(struct bpftel_sharedlibs *sl, pid_t pid, const char *path)
 {
 	int i;
 
 	for (i = 0; i < 300; i++) {
-		if (detected(sl, path))
+		if (detected(sl, pid, path))
 			return true;
 		usleep(10000);
 	}
@@ -102,6 +112,7 @@ static void test_restart_rounds(void **state)
 	struct bpftel_manager *mgr;
 	struct tt_module *gpu, *usm;
 	char dir[64], sub[96], cudart[128], ssl[128];
+	pid_t pc, ps;
 	int r;
 
 	(void)state;
@@ -142,9 +153,9 @@ static void test_restart_rounds(void **state)
 		assert_int_equal(mkdir(sub, 0755), 0);
 		snprintf(cudart, sizeof(cudart), "%s/libcudart.so.13", sub);
 		snprintf(ssl, sizeof(ssl), "%s/libssl.so.3", sub);
-		touch_and_open(cudart);
-		touch_and_open(ssl);
-		if (!wait_detected(sl, cudart) || !wait_detected(sl, ssl))
+		pc = touch_and_open(cudart);
+		ps = touch_and_open(ssl);
+		if (!wait_detected(sl, pc, cudart) || !wait_detected(sl, ps, ssl))
 			fail_msg("round %d: watcher did not report %s and %s", r, cudart, ssl);
 
 		both(gpu, usm, false);

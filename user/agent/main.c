@@ -121,6 +121,7 @@ static int parse_args(int argc, char **argv)
 static int setup_signals(void)
 {
 	sigset_t mask;
+	int fd;
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -129,7 +130,8 @@ static int setup_signals(void)
 	if (sigprocmask(SIG_BLOCK, &mask, NULL))
 		return -errno;
 	signal(SIGPIPE, SIG_IGN);
-	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	return fd < 0 ? -errno : fd;
 }
 
 enum loop_src { SRC_SIGNAL = 1, SRC_CONTROL };

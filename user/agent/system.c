@@ -17,8 +17,10 @@ static int ensure_mount(const char *path, const char *type, unsigned long magic)
 	if (!statfs(path, &st) && (unsigned long)st.f_type == magic)
 		return 0;
 	if (mount(type, path, type, 0, NULL)) {
-		pr_err("cannot mount %s at %s: %s", type, path, strerror(errno));
-		return -errno;
+		int err = -errno;
+
+		pr_err("cannot mount %s at %s: %s", type, path, strerror(-err));
+		return err;
 	}
 	pr_info("mounted %s at %s", type, path);
 	return 0;

@@ -160,6 +160,8 @@ int bpftel_manager__subscribe(struct bpftel_manager *mgr, const char *shared,
 {
 	struct bpftel_module *s = find_shared(mgr, shared);
 	struct shared_sub *sub = NULL;
+	bool added = false;
+	__u64 old_mask = 0;
 	size_t i;
 	int err;
 
@@ -179,14 +181,19 @@ int bpftel_manager__subscribe(struct bpftel_manager *mgr, const char *shared,
 		}
 		sub = &s->subs[s->nsubs++];
 		strcpy(sub->name, subscriber);
+		added = true;
 	}
+	old_mask = sub->mask;
 	sub->mask = mask;
 	if (bpftel_module__state(s) != BPFTEL_MOD_RUNNING) {
 		err = bpftel_module__run(s);
 		if (err) {
 			pr_err("shared '%s': start for '%s' failed: %s", shared, subscriber,
 			       strerror(-err));
-			s->nsubs--;
+			if (added)
+				*sub = s->subs[--s->nsubs];
+			else
+				sub->mask = old_mask;
 			pthread_mutex_unlock(&s->sub_lock);
 			return err;
 		}

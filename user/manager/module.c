@@ -169,6 +169,8 @@ static int do_open(struct bpftel_module *m)
 		pr_err("module '%s': open failed: %s", m->ops->name, strerror(-err));
 		if (m->ops->close)
 			m->ops->close(m);
+		else
+			bpf_object__close(m->obj);
 		m->obj = NULL;
 		return err;
 	}

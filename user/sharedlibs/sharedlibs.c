@@ -49,6 +49,7 @@ static const char *const counter_names[SHLIB_CNT__COUNT] = {
 	[SHLIB_CNT_MATCHED] = "matched",	 [SHLIB_CNT_EMITTED] = "emitted",
 	[SHLIB_CNT_OPEN_FAILED] = "open_failed", [SHLIB_CNT_LOST] = "lost",
 	[SHLIB_CNT_TOO_LONG] = "path_too_long",	 [SHLIB_CNT_INFLIGHT_FULL] = "inflight_full",
+	[SHLIB_CNT_DEFERRED] = "deferred",
 };
 
 /* Libsets and their stems: what the watcher matches, by subscribers' masks. */
@@ -92,7 +93,9 @@ const char *bpftel_shlib_libset_name(enum shlib_libset set)
 
 const char *bpftel_shlib_counter_name(enum shlib_counter counter)
 {
-	return (unsigned)counter < SHLIB_CNT__COUNT ? counter_names[counter] : "unknown";
+	const char *name = (unsigned)counter < SHLIB_CNT__COUNT ? counter_names[counter] : NULL;
+
+	return name ? name : "unknown";
 }
 
 int bpftel_shlib_event_check(const void *data, size_t size)
@@ -192,8 +195,14 @@ static int handle_event(void *ctx, void *data, size_t size)
 	if (d) {
 		d->opens++;
 		d->last_seen = now;
+		copy = *d;
+		copy.path = (char *)ev->path;
+		copy.host_path = NULL;
 		pthread_mutex_unlock(&sl->lock);
 		free(host_path);
+		/* Still tell the listener: the pid may be reused by a new process. */
+		if (sl->listener)
+			sl->listener(sl->listener_ctx, &copy);
 		return 0;
 	}
 	path = strdup(ev->path);
@@ -332,8 +341,10 @@ static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)
 
 	bpftel_shlib_config(&cfg, (__u32)mask);
 	if (bpf_map_update_elem(bpf_map__fd(sl->skel->maps.shlib_config), &zero, &cfg, BPF_ANY)) {
-		pr_err("sharedlibs: cannot write config map: %s", strerror(errno));
-		return -errno;
+		int err = -errno;
+
+		pr_err("sharedlibs: cannot write config map: %s", strerror(-err));
+		return err;
 	}
 	return 0;
 }
@@ -408,8 +419,10 @@ size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,
 		copy[n] = *d;
 		copy[n].path = strdup(d->path);
 		copy[n].host_path = d->host_path ? strdup(d->host_path) : NULL;
-		if (!copy[n].path)
+		if (!copy[n].path) {
+			free(copy[n].host_path);
 			break;
+		}
 	}
 	pthread_mutex_unlock(&sl->lock);
 	for (i = 0; copy && i < n; i++) {

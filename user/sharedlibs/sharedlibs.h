@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Shared-libraries watcher (userspace side of bpf/shared_libraries.bpf.c).
- *
- * Loads and attaches the open/openat/openat2 tracepoints, consumes their ring buffer and
- * keeps a bounded table of detections: which process opened which library. The caller
- * owns the event loop: add bpftel_sharedlibs__epoll_fd() to it and call
- * bpftel_sharedlibs__consume() when it is readable. Not thread-safe: one thread drives
- * one watcher.
+ * Shared-libraries watcher (userspace side of bpf/shared_libraries.bpf.c), a shared
+ * module of the manager: subscribers' libset masks decide what it matches; the first
+ * subscriber starts it, the last stops it. Its ring-buffer callback runs on the
+ * manager's consumer thread and keeps a bounded table of detections (which process
+ * opened which library); readers get copies. Thread-safe: one mutex guards the table,
+ * the counters and the skeleton pointer.
  *
  * Int functions return 0 or a negative errno; errors are reported through bpftel_log().
  */
@@ -87,8 +86,8 @@ const char *bpftel_shlib_libset_name(enum shlib_libset set);
 const char *bpftel_shlib_counter_name(enum shlib_counter counter);
 
 /*
- * Parse one ring-buffer record into a detection's fields (path not copied). Returns 0,
- * or -EINVAL for a record whose size does not match its path_len. Exposed for tests.
+ * Validate one ring-buffer record: size matching its path_len, NUL-terminated path
+ * without embedded NULs, known lib and libset. Returns 0 or -EINVAL. Exposed for tests.
  */
 int bpftel_shlib_event_check(const void *data, size_t size);
 

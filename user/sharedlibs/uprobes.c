@@ -79,7 +79,8 @@ int bpftel_shlib_match_name(const char *path)
 				return -1;
 			i--;
 		}
-		if (i == len || base[i] != '.' || len - i - 1 > SHLIB_VERSION_MAX)
+		/* The BPF matcher walks at most SHLIB_VERSION_MAX bytes: 31 after the dot. */
+		if (i == len || base[i] != '.' || len - i - 1 >= SHLIB_VERSION_MAX)
 			return -1;
 		end = i;
 	}
@@ -164,6 +165,19 @@ void bpftel_uprobes__free(struct bpftel_uprobes *u)
 	free(u);
 }
 
+/* A path that reaches f now: the newest process's that still resolves. */
+static const char *file_access(struct lib_file *f)
+{
+	struct stat st;
+	size_t i;
+
+	for (i = f->nprocs; i-- > 0;) {
+		if (!stat(f->procs[i].access, &st) && st.st_dev == f->dev && st.st_ino == f->ino)
+			return f->procs[i].access;
+	}
+	return NULL;
+}
+
 /* With u->lock: attach module mi's probes for f's library, once. */
 static void file_attach(struct bpftel_uprobes *u, struct lib_file *f, size_t mi)
 {
@@ -180,8 +194,10 @@ static void file_attach(struct bpftel_uprobes *u, struct lib_file *f, size_t mi)
 
 	if (!me->obj || fm->tried || !f->nprocs)
 		return;
+	access = file_access(f);
+	if (!access)
+		return;	  /* its processes are gone: the sweep forgets it, nothing to record */
 	fm->tried = true; /* success or failure: no retry storm */
-	access = f->procs[f->nprocs - 1].access;
 	for (i = 0; i < me->nspecs; i++) {
 		s = &me->specs[i];
 		if (s->lib != f->lib)
@@ -195,10 +211,8 @@ static void file_attach(struct bpftel_uprobes *u, struct lib_file *f, size_t mi)
 		} else {
 			link = bpf_program__attach_uprobe(prog, s->retprobe, -1, access, off);
 			err = link ? 0 : -errno;
-			if (link && fm->nlinks < MAX_SPECS)
-				fm->links[fm->nlinks++] = link;
-			else if (link)
-				bpf_link__destroy(link);
+			if (link)
+				fm->links[fm->nlinks++] = link; /* nspecs <= MAX_SPECS */
 		}
 		if (!err)
 			continue;
@@ -427,6 +441,8 @@ int bpftel_uprobes__add_module(struct bpftel_uprobes *u, struct bpftel_module *m
 	struct mod_entry *me;
 	int err;
 
+	if (n > MAX_SPECS)
+		return -E2BIG;
 	pthread_mutex_lock(&u->lock);
 	if (u->nmods == MAX_MODS) {
 		pthread_mutex_unlock(&u->lock);

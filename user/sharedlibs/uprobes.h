@@ -56,7 +56,7 @@ int bpftel_uprobes__scan(struct bpftel_uprobes *u);
 #define BPFTEL_UPROBE_MAX_FAIL 4
 
 struct bpftel_uprobe_file_info {
-	char path[256]; /* first path it was seen under, host view */
+	char path[256]; /* first path it was seen under, as that process named it */
 	enum shlib_lib lib;
 	__u64 dev, ino;
 	size_t nprocs;
