@@ -103,6 +103,21 @@ void bpftel_test_count_objects(struct bpftel_obj_counts *out)
 	out->fds--; /* the directory's own fd */
 }
 
+void bpftel_test_baseline(struct bpftel_obj_counts *out)
+{
+	struct bpftel_obj_counts prev;
+	int tries;
+
+	bpftel_test_count_objects(&prev);
+	for (tries = 0; tries < 60; tries++) {
+		usleep(50000);
+		bpftel_test_count_objects(out);
+		if (!memcmp(out, &prev, sizeof(prev)))
+			return;
+		prev = *out;
+	}
+}
+
 void bpftel_test_settle_objects(const struct bpftel_obj_counts *base, struct bpftel_obj_counts *out)
 {
 	int tries;

@@ -37,6 +37,9 @@ struct bpftel_obj_counts {
 };
 
 void bpftel_test_count_objects(struct bpftel_obj_counts *out);
+/* A baseline: counts once they stay the same for 50 ms (a previous test process's
+ * objects are freed asynchronously after it exits), at most 3 s. */
+void bpftel_test_baseline(struct bpftel_obj_counts *out);
 /*
  * Count until the counts equal *base or 3 s pass, then store the last counts in *out.
  * The kernel frees a program detached from a perf event after an RCU grace period, so
@@ -44,6 +47,19 @@ void bpftel_test_count_objects(struct bpftel_obj_counts *out);
  */
 void bpftel_test_settle_objects(const struct bpftel_obj_counts *base,
 				struct bpftel_obj_counts *out);
+
+/*
+ * Nothing left behind: this process's fds exactly as in base, and kernel-wide no more
+ * programs, maps or links than in base (fewer is another process's objects going
+ * away meanwhile, not ours).
+ */
+#define assert_objects_back(base, now)                                                             \
+	do {                                                                                       \
+		assert_int_equal((now)->fds, (base)->fds);                                         \
+		assert_in_range((now)->progs, 0, (base)->progs);                                   \
+		assert_in_range((now)->maps, 0, (base)->maps);                                     \
+		assert_in_range((now)->links, 0, (base)->links);                                   \
+	} while (0)
 
 /* List this process's fds and what they point to (leak diagnostics). */
 void bpftel_test_list_fds(FILE *out);

@@ -31,7 +31,7 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 
-	bpftel_test_count_objects(&f->base);
+	bpftel_test_baseline(&f->base);
 	if (getenv("BPFTEL_TEST_DEBUG"))
 		bpftel_test_list_fds(stderr);
 	f->mgr = bpftel_manager__new();
@@ -49,10 +49,7 @@ static int teardown(void **state)
 	bpftel_manager__free(f->mgr);
 	test_module_free(f->tm);
 	bpftel_test_settle_objects(&f->base, &now);
-	assert_int_equal(now.progs, f->base.progs);
-	assert_int_equal(now.maps, f->base.maps);
-	assert_int_equal(now.links, f->base.links);
-	assert_int_equal(now.fds, f->base.fds);
+	assert_objects_back(&f->base, &now);
 	free(f);
 	return 0;
 }

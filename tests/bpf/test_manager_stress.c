@@ -100,7 +100,7 @@ static void test_concurrent_start_stop(void **state)
 	int i;
 
 	(void)state;
-	bpftel_test_count_objects(&base);
+	bpftel_test_baseline(&base);
 	mgr = bpftel_manager__new();
 	watcher = test_module_new(mgr, "watcher", true);
 	mods[0].tm = test_module_new(mgr, "gpu", false);
@@ -152,10 +152,7 @@ static void test_concurrent_start_stop(void **state)
 	       "%u\n",
 	       base.progs, base.maps, base.links, base.fds, now.progs, now.maps, now.links,
 	       now.fds);
-	assert_int_equal(now.progs, base.progs);
-	assert_int_equal(now.maps, base.maps);
-	assert_int_equal(now.links, base.links);
-	assert_int_equal(now.fds, base.fds);
+	assert_objects_back(&base, &now);
 }
 
 int main(int argc, char **argv)

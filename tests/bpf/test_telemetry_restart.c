@@ -116,7 +116,7 @@ static void test_restart_rounds(void **state)
 	int r;
 
 	(void)state;
-	bpftel_test_count_objects(&base);
+	bpftel_test_baseline(&base);
 	snprintf(dir, sizeof(dir), "/tmp/bpftel-restart-%d", getpid());
 	assert_int_equal(mkdir(dir, 0755), 0);
 
@@ -181,10 +181,7 @@ static void test_restart_rounds(void **state)
 	free(usm);
 	rmdir(dir);
 	bpftel_test_settle_objects(&base, &now);
-	assert_int_equal(now.progs, base.progs);
-	assert_int_equal(now.maps, base.maps);
-	assert_int_equal(now.links, base.links);
-	assert_int_equal(now.fds, base.fds);
+	assert_objects_back(&base, &now);
 }
 
 int main(int argc, char **argv)

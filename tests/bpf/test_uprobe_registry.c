@@ -47,7 +47,7 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 
-	bpftel_test_count_objects(&f->base);
+	bpftel_test_baseline(&f->base);
 	f->mgr = bpftel_manager__new();
 	if (bpftel_sharedlibs__new(f->mgr, NULL, &f->sl) || bpftel_uprobes__new(&f->up))
 		return -1;
@@ -71,9 +71,7 @@ static int teardown(void **state)
 	bpftel_sharedlibs__free(f->sl);
 	test_module_free(f->usm);
 	bpftel_test_settle_objects(&f->base, &now);
-	assert_int_equal(now.links, f->base.links);
-	assert_int_equal(now.progs, f->base.progs);
-	assert_int_equal(now.fds, f->base.fds);
+	assert_objects_back(&f->base, &now);
 	free(f);
 	return 0;
 }

@@ -80,7 +80,9 @@ def main():
               occ[("sharedlibs", "shlib_inflight")]["entries"] is not None,
               "map occupancy reported for the watcher's hash map")
         losses = {l["module"]: l for l in stats["losses"]}
-        check(set(losses["sharedlibs"]) == {"module", "kernel", "queue_full", "parse"},
+        check(set(losses["sharedlibs"]) == {"module", "processed", "kernel", "queue_full",
+                                            "too_big", "parse"} and
+              losses["sharedlibs"]["processed"] >= stats["events"]["received"],
               f"event loss by stage: {losses['sharedlibs']}")
         errs = agent.json("errors")
         check(isinstance(errs["errors"], list) and

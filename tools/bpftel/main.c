@@ -169,8 +169,10 @@ static void print_stats(json_t *resp)
 	}
 	printf("\n\nEvents lost by stage:");
 	json_array_foreach (json_object_get(resp, "losses"), i, val) {
-		printf(" %s: kernel %lld, queue_full %lld, parse %lld;", jstr(val, "module"),
-		       jint(val, "kernel"), jint(val, "queue_full"), jint(val, "parse"));
+		printf(" %s: kernel %lld, queue_full %lld, too_big %lld, parse %lld (of %lld "
+		       "processed);",
+		       jstr(val, "module"), jint(val, "kernel"), jint(val, "queue_full"),
+		       jint(val, "too_big"), jint(val, "parse"), jint(val, "processed"));
 	}
 	printf("\n\nMaps:\n");
 	print_maps(json_object_get(resp, "maps"));

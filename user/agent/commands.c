@@ -209,16 +209,16 @@ static json_t *stats_maps(struct bpftel_agent *agent)
 
 /*
  * Event loss by stage, per module: kernel (ring-buffer reserve/output failures, from
- * errors telemetry), queue_full (userspace queues; none yet: consumers call back
- * directly), parse (records dropped as malformed).
+ * errors telemetry), queue_full and too_big (the module's event pipeline), parse
+ * (records its callback rejected as malformed).
  */
 static json_t *stats_losses(struct bpftel_agent *agent)
 {
 	struct bpftel_module *mods[MAX_MODULES];
-	struct bpftel_sharedlibs_counters cnt;
+	struct bpftel_module_event_stats es;
 	struct bpftel_tlm_error *e;
 	json_t *arr = json_array();
-	__u64 kernel, parse;
+	__u64 kernel;
 	size_t nm, i;
 	int n, j;
 
@@ -227,18 +227,19 @@ static json_t *stats_losses(struct bpftel_agent *agent)
 	for (i = 0; i < nm; i++) {
 		const char *name = bpftel_module__name(mods[i]);
 
-		kernel = parse = 0;
+		kernel = 0;
 		for (j = 0; j < n; j++) {
 			if (e[j].is_map && !strcmp(e[j].module, name) &&
 			    !strncmp(e[j].op, "ringbuf_", 8))
 				kernel += e[j].count;
 		}
-		if (!strcmp(name, BPFTEL_SHAREDLIBS_MODULE) &&
-		    !bpftel_sharedlibs__counters(agent->sharedlibs, &cnt))
-			parse = cnt.malformed;
-		json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:I}", "module", name,
+		bpftel_module__event_stats(mods[i], &es);
+		json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "module",
+						     name, "processed", (json_int_t)es.processed,
 						     "kernel", (json_int_t)kernel, "queue_full",
-						     (json_int_t)0, "parse", (json_int_t)parse));
+						     (json_int_t)es.lost_queue_full, "too_big",
+						     (json_int_t)es.lost_too_big, "parse",
+						     (json_int_t)es.lost_parse));
 	}
 	free(e);
 	return arr;

@@ -1,66 +1,50 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * A module's consumer: one thread polling the module's ring buffers and running their
- * callbacks. consumer_start returns once the thread runs; consumer_stop wakes it
- * through an eventfd and joins it, so no callback runs after it returns.
+ * A module's consumers: its ring buffers feed an event pipeline (user/events): one
+ * consumer thread, BPFTEL_CONSUMER_WORKERS worker threads running the callbacks,
+ * bounded queues, every drop counted. consumer_start returns once all of them run;
+ * consumer_stop returns once they are joined, so no callback runs after it. Drop
+ * counts survive the pipeline (it is rebuilt on each start).
  */
 #include <errno.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 
 #include "internal.h"
 #include "user/common/log.h"
+#include "user/events/events.h"
 
-#define WAKE_TAG 1
-#define RB_TAG	 2
+#define BPFTEL_CONSUMER_WORKERS	  1
+#define BPFTEL_CONSUMER_QUEUE_LEN 1024
+#define BPFTEL_CONSUMER_MAX_REC	  4160 /* the largest record of our programs, with room */
 
-static void *consumer_main(void *arg)
+/* Pipeline callbacks add the worker index; ring_buffer_sample_fn does not take it. */
+static int deliver(void *ctx, const void *data, size_t size, unsigned int worker)
 {
-	struct consumer *c = arg;
-	struct epoll_event evs[2];
-	int n, i;
+	struct ringbuf_sub *rs = ctx;
 
-	pthread_mutex_lock(&c->lock);
-	c->running = true;
-	pthread_cond_signal(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-
-	for (;;) {
-		n = epoll_wait(c->epoll_fd, evs, 2, -1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		for (i = 0; i < n; i++) {
-			if (evs[i].data.u32 == WAKE_TAG)
-				return NULL;
-			ring_buffer__consume(c->rb);
-		}
-	}
-	return NULL;
-}
-
-static int epoll_add(int epfd, int fd, __u32 tag)
-{
-	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = tag};
-
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+	(void)worker;
+	return rs->cb(rs->ctx, (void *)data, size) < 0 ? -EINVAL : 0;
 }
 
 int consumer_start(struct bpftel_module *m)
 {
+	struct bpftel_events_opts opts = {
+		.sz = sizeof(opts),
+		.workers = BPFTEL_CONSUMER_WORKERS,
+		.queue_len = BPFTEL_CONSUMER_QUEUE_LEN,
+		.max_record = BPFTEL_CONSUMER_MAX_REC,
+	};
 	struct consumer *c = &m->consumer;
 	struct bpf_map *map;
 	size_t i;
 	int err;
 
-	memset(c, 0, sizeof(*c));
-	c->epoll_fd = c->wake_fd = -1;
+	c->ev = NULL;
 	if (!m->nringbufs)
 		return 0;
+	err = bpftel_events__new(&opts, &c->ev);
+	if (err)
+		return err;
 	for (i = 0; i < m->nringbufs; i++) {
 		map = bpf_object__find_map_by_name(m->obj, m->ringbufs[i].map);
 		if (!map) {
@@ -68,64 +52,52 @@ int consumer_start(struct bpftel_module *m)
 			       m->ringbufs[i].map);
 			return -ENOENT;
 		}
-		if (!c->rb) {
-			c->rb = ring_buffer__new(bpf_map__fd(map), m->ringbufs[i].cb,
-						 m->ringbufs[i].ctx, NULL);
-			err = c->rb ? 0 : -errno;
-		} else {
-			err = ring_buffer__add(c->rb, bpf_map__fd(map), m->ringbufs[i].cb,
-					       m->ringbufs[i].ctx);
-		}
-		if (err) {
+		err = bpftel_events__add_ringbuf(c->ev, bpf_map__fd(map), deliver, &m->ringbufs[i]);
+		if (err < 0) {
 			pr_err("module '%s': ring buffer '%s': %s", m->ops->name,
 			       m->ringbufs[i].map, strerror(-err));
 			return err;
 		}
 	}
-	c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->epoll_fd < 0 || c->wake_fd < 0)
-		return -errno;
-	err = epoll_add(c->epoll_fd, c->wake_fd, WAKE_TAG);
-	if (!err)
-		err = epoll_add(c->epoll_fd, ring_buffer__epoll_fd(c->rb), RB_TAG);
+	err = bpftel_events__start(c->ev);
 	if (err)
-		return err;
-
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
-	err = -pthread_create(&c->thread, NULL, consumer_main, c);
-	if (err) {
-		pr_err("module '%s': cannot start consumer thread: %s", m->ops->name,
-		       strerror(-err));
-		return err;
-	}
-	c->thread_started = true;
-	pthread_mutex_lock(&c->lock);
-	while (!c->running)
-		pthread_cond_wait(&c->cond, &c->lock);
-	pthread_mutex_unlock(&c->lock);
-	return 0;
+		pr_err("module '%s': cannot start its consumers: %s", m->ops->name, strerror(-err));
+	return err;
 }
 
 void consumer_stop(struct bpftel_module *m)
 {
 	struct consumer *c = &m->consumer;
-	__u64 one = 1;
+	struct bpftel_events_stats st;
 
-	if (c->thread_started) {
-		if (write(c->wake_fd, &one, sizeof(one)) != sizeof(one))
-			pr_warn("module '%s': waking consumer: %s", m->ops->name, strerror(errno));
-		pthread_join(c->thread, NULL);
-		pthread_cond_destroy(&c->cond);
-		pthread_mutex_destroy(&c->lock);
-		c->thread_started = false;
+	if (!c->ev)
+		return;
+	bpftel_events__stop(c->ev);
+	bpftel_events__stats(c->ev, &st);
+	c->lost_queue_full += st.drop_queue_full;
+	c->lost_too_big += st.drop_too_big;
+	c->lost_parse += st.drop_parse;
+	c->processed += st.processed;
+	bpftel_events__free(c->ev);
+	c->ev = NULL;
+}
+
+void bpftel_module__event_stats(struct bpftel_module *m, struct bpftel_module_event_stats *out)
+{
+	struct consumer *c = &m->consumer;
+	struct bpftel_events_stats st;
+
+	pthread_mutex_lock(&m->lock);
+	out->processed = c->processed;
+	out->lost_queue_full = c->lost_queue_full;
+	out->lost_too_big = c->lost_too_big;
+	out->lost_parse = c->lost_parse;
+	if (c->ev) {
+		bpftel_events__stats(c->ev, &st);
+		out->processed += st.processed;
+		out->lost_queue_full += st.drop_queue_full;
+		out->lost_too_big += st.drop_too_big;
+		out->lost_parse += st.drop_parse;
 	}
-	ring_buffer__free(c->rb);
-	c->rb = NULL;
-	if (c->epoll_fd >= 0)
-		close(c->epoll_fd);
-	if (c->wake_fd >= 0)
-		close(c->wake_fd);
-	c->epoll_fd = c->wake_fd = -1;
+	pthread_mutex_unlock(&m->lock);
 }

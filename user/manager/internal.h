@@ -16,8 +16,8 @@
  *    may be held while taking a shared component's sub->lock (a before_start hook
  *    subscribes), and sub->lock is held while taking the shared module's own m->lock.
  *    A shared module never subscribes to anything, so there is no cycle.
- *  - The consumer thread touches only its own struct; start/stop create and join it
- *    under m->lock, so no callback runs after stop returns.
+ *  - The consumer pipeline's threads touch only the pipeline; start/stop create and
+ *    join them under m->lock, so no callback runs after stop returns.
  */
 #ifndef BPFTEL_MANAGER_INTERNAL_H
 #define BPFTEL_MANAGER_INTERNAL_H
@@ -60,15 +60,12 @@ struct ringbuf_sub {
 	void *ctx;
 };
 
+struct bpftel_events;
+
 struct consumer {
-	pthread_t thread;
-	bool thread_started;
-	struct ring_buffer *rb;
-	int epoll_fd;
-	int wake_fd; /* eventfd: stop request */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool running;
+	struct bpftel_events *ev; /* while started */
+	/* Totals of earlier runs. */
+	__u64 processed, lost_queue_full, lost_too_big, lost_parse;
 };
 
 struct shared_sub {

@@ -75,7 +75,6 @@ int bpftel_manager__register(struct bpftel_manager *mgr, const struct bpftel_mod
 	m->mgr = mgr;
 	m->ops = ops;
 	m->priv = priv;
-	m->consumer.epoll_fd = m->consumer.wake_fd = -1;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->sub_lock, NULL);
 

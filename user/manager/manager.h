@@ -15,7 +15,8 @@
  *   load:  feature-detect every attach candidate, autoload only viable programs, load
  *          the object, then after_init hooks
  *   start: before_start hooks, attach each probe (first viable candidate wins, falling
- *          back on attach failure), start consumer thread; returns once it runs
+ *          back on attach failure), start the consumers (an event pipeline: consumer
+ *          and worker threads, user/events); returns once they run
  *   stop:  before_stop hooks, stop consumers (no callback runs after), detach,
  *          ops->close, after_stop hooks; back to CLOSED. Idempotent.
  *
@@ -198,6 +199,14 @@ int bpftel_module__start(struct bpftel_module *m);
 int bpftel_module__stop(struct bpftel_module *m);
 /* open + load + start; on failure or cancellation everything is undone. */
 int bpftel_module__run(struct bpftel_module *m);
+
+/* Records from the module's ring buffers: processed, and dropped by stage (userspace
+ * queue full, larger than the pipeline's slots, rejected by the callback as
+ * malformed). Cumulative over restarts. */
+struct bpftel_module_event_stats {
+	__u64 processed, lost_queue_full, lost_too_big, lost_parse;
+};
+void bpftel_module__event_stats(struct bpftel_module *m, struct bpftel_module_event_stats *out);
 
 /* Errors of the last stop's hooks (negative errnos), count returned. */
 size_t bpftel_module__stop_errors(struct bpftel_module *m, int *errs, size_t max);

@@ -185,7 +185,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 		sl->malformed++;
 		pthread_mutex_unlock(&sl->lock);
 		pr_warn("sharedlibs: dropped malformed event of %zu bytes", size);
-		return 0;
+		return -EINVAL; /* counted by the pipeline as a parse drop too */
 	}
 	/* Resolve outside the lock: it touches /proc. */
 	host_path = resolve_host_path(ev->pid, ev->path);
