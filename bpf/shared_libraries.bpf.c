@@ -122,6 +122,22 @@ static __always_inline long shlib_read_path(TLM_PARAM, struct shlib_event *ev, c
 	return n - 1;
 }
 
+/* Does the path in ev name a stem of cfg whose libset is enabled? Sets lib and libset. */
+static __always_inline bool shlib_match_enabled(struct shlib_config *cfg, struct shlib_event *ev,
+						long len, int *lib, __u32 *libset)
+{
+	int idx;
+
+	if (!cfg)
+		return false;
+	idx = shlib_match_event(ev, len, cfg);
+	if (idx < 0 || idx >= SHLIB_MAX_STEMS)
+		return false;
+	*lib = cfg->stems[idx].lib;
+	*libset = cfg->stems[idx].libset;
+	return *libset < 32 && (cfg->libsets & SHLIB_LIBSET_BIT(*libset));
+}
+
 static __always_inline int shlib_on_enter(TLM_PARAM, const char *filename, __u64 flags,
 					  __u64 pid_tgid, enum shlib_syscall sys)
 {
@@ -130,7 +146,7 @@ static __always_inline int shlib_on_enter(TLM_PARAM, const char *filename, __u64
 	struct shlib_event *ev;
 	__u32 zero = 0, libset = 0;
 	long len;
-	int lib, idx;
+	int lib;
 
 	if ((flags & O_ACCMODE) != O_RDONLY || (pid_tgid >> 32) == shlib_self_tgid)
 		return 0;
@@ -147,14 +163,7 @@ static __always_inline int shlib_on_enter(TLM_PARAM, const char *filename, __u64
 		lib = SHLIB_LIB_DEFERRED;
 		goto remember;
 	}
-	if (len < 0)
-		return 0;
-	idx = shlib_match_event(ev, len, cfg);
-	if (idx < 0 || idx >= SHLIB_MAX_STEMS)
-		return 0;
-	lib = cfg->stems[idx].lib;
-	libset = cfg->stems[idx].libset;
-	if (libset >= 32 || !(cfg->libsets & SHLIB_LIBSET_BIT(libset)))
+	if (len < 0 || !shlib_match_enabled(cfg, ev, len, &lib, &libset))
 		return 0;
 	shlib_count(SHLIB_CNT_MATCHED);
 remember:
@@ -176,7 +185,7 @@ static __always_inline int shlib_on_exit(TLM_PARAM, long ret, __u64 pid_tgid)
 	__u32 zero = 0, libset;
 	__u16 sys;
 	long len;
-	int lib, idx;
+	int lib;
 
 	in = bpf_map_lookup_elem(&shlib_inflight, &pid_tgid);
 	if (!in)
@@ -202,12 +211,7 @@ static __always_inline int shlib_on_exit(TLM_PARAM, long ret, __u64 pid_tgid)
 	}
 	if (lib == SHLIB_LIB_DEFERRED) {
 		cfg = bpf_map_lookup_elem(&shlib_config, &zero);
-		idx = shlib_match_event(ev, len, cfg);
-		if (!cfg || idx < 0 || idx >= SHLIB_MAX_STEMS)
-			return 0;
-		lib = cfg->stems[idx].lib;
-		libset = cfg->stems[idx].libset;
-		if (libset >= 32 || !(cfg->libsets & SHLIB_LIBSET_BIT(libset)))
+		if (!shlib_match_enabled(cfg, ev, len, &lib, &libset))
 			return 0;
 		shlib_count(SHLIB_CNT_MATCHED);
 	}

@@ -22,19 +22,7 @@
 #include "events_test.skel.h"
 #include "user/events/events.h"
 
-/* As events_test.bpf.c writes them. */
-struct events_test_args {
-	__u32 count;
-	__u32 source;
-};
-
-struct events_test_record {
-	__u32 source;
-	__u32 seq;
-	__u8 payload[56];
-};
-
-_Static_assert(sizeof(struct events_test_record) == 64, "record layout");
+#include "progs/events_test.h"
 
 #define NOBJ 2
 

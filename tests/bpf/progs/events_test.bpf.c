@@ -10,17 +10,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define EVENTS_TEST_MAX 4096
 
-/* inputs: the program's context */
-struct events_test_args {
-	__u32 count;
-	__u32 source;
-};
-
-struct events_test_record {
-	__u32 source;
-	__u32 seq;
-	__u8 payload[56];
-};
+#include "events_test.h"
 
 /* outputs */
 __u64 emit_failed = 0;
