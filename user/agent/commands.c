@@ -315,18 +315,10 @@ static json_t *cmd_modules(struct bpftel_agent *agent)
 	return json_pack("{s:o}", "modules", arr);
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 void bpftel_agent_tick(struct bpftel_agent *agent)
 {
 	struct bpftel_sharedlibs_counters cnt;
-	long long now = mono_ms();
+	long long now = bpftel_mono_ms();
 	__u64 lost;
 
 	if (now - agent->last_sweep_ms < BPFTEL_SWEEP_INTERVAL_MS)

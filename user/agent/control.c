@@ -35,14 +35,6 @@ struct bpftel_ctl_server {
 	struct ctl_client *clients[BPFTEL_CTL_MAX_CLIENTS];
 };
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 static int mkdir_parents(const char *path)
 {
 	char *dir = strdup(path), *p;
@@ -304,7 +296,7 @@ static void accept_clients(struct bpftel_ctl_server *srv)
 			continue;
 		}
 		c->fd = fd;
-		c->deadline_ms = mono_ms() + BPFTEL_CTL_TIMEOUT_MS;
+		c->deadline_ms = bpftel_mono_ms() + BPFTEL_CTL_TIMEOUT_MS;
 		ev.data.ptr = c;
 		if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev)) {
 			close(fd);
@@ -335,7 +327,7 @@ void bpftel_ctl_server__process(struct bpftel_ctl_server *srv)
 
 void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv)
 {
-	long long now = mono_ms();
+	long long now = bpftel_mono_ms();
 	int i;
 
 	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++) {

@@ -83,7 +83,7 @@ json_t *bpftel_ctl_error(const char *fmt, ...)
 	return json_pack("{s:b, s:o}", "ok", 0, "error", bpftel_json_str(msg));
 }
 
-static long long now_ms(void)
+long long bpftel_mono_ms(void)
 {
 	struct timespec ts;
 
@@ -99,7 +99,7 @@ static int wait_fd(int fd, short events, long long deadline)
 	int n;
 
 	for (;;) {
-		left = deadline - now_ms();
+		left = deadline - bpftel_mono_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		n = poll(&pfd, 1, (int)left);
@@ -184,7 +184,7 @@ int bpftel_ctl_call(const char *path, json_t *req, int timeout_ms, json_t **resp
 		    size_t errlen)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = bpftel_mono_ms() + timeout_ms;
 	char *line = NULL, *reply = NULL;
 	json_error_t jerr;
 	int fd, ret;

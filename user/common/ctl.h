@@ -21,6 +21,9 @@
 #define BPFTEL_CTL_RESP_MAX	  (16 * 1024 * 1024)
 #define BPFTEL_CTL_TIMEOUT_MS	  5000
 
+/* CLOCK_MONOTONIC in milliseconds: deadlines of the control socket and the agent. */
+long long bpftel_mono_ms(void);
+
 /* Request framing, fed bytes as they arrive (server side). */
 struct bpftel_ctl_frame {
 	char buf[BPFTEL_CTL_REQ_MAX];

@@ -295,18 +295,13 @@ int bpftel_uprobes__process_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib
 				 const char *path)
 {
 	char access[PATH_MAX + 64];
-	int n;
+	int err;
 
 	if ((unsigned)lib >= SHLIB_LIB__COUNT)
 		return -EINVAL;
 	/* Through the process's own root and cwd: containers included. */
-	if (path[0] == '/')
-		n = snprintf(access, sizeof(access), "/proc/%u/root%s", pid, path);
-	else
-		n = snprintf(access, sizeof(access), "/proc/%u/cwd/%s", pid, path);
-	if (n < 0 || (size_t)n >= sizeof(access))
-		return -ENAMETOOLONG;
-	return uprobes_seen(u, pid, lib, path, access);
+	err = bpftel_shlib_host_path(pid, path, access, sizeof(access));
+	return err ? err : uprobes_seen(u, pid, lib, path, access);
 }
 
 void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d)
