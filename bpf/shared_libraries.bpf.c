@@ -3,20 +3,28 @@
  * Shared-libraries watcher: notices successful read-only opens of the libraries that
  * modules care about (libssl, libcudart, ...) and reports them through a ring buffer.
  *
- * sys_enter_*: read the path once, reject non-libraries cheaply, remember a match per
- * thread. sys_exit_*: if the open succeeded, re-read the path and emit an event sized
- * to it. Only matched opens touch a hash map or the ring buffer. Thread exit: forget
- * the thread's open in flight (fentry, kprobe or tracepoint, whichever the kernel has).
+ * One program per open, at its exit (fexit on do_sys_openat2 where the kernel allows,
+ * else the sys_exit tracepoints of open, openat and openat2). It looks at the file the
+ * open returned, not at the path: the dentry's name is in kernel memory, so rejecting
+ * a non-library costs a few loads (no helper call, no user-memory read, no state kept
+ * between enter and exit). Only a match reads the path the process passed, and emits
+ * it with the file's identity (device, inode).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "shared_libraries.h"
 #include "lib/shlib_match.h"
 #include "telemetry/telemetry.bpf.h"
 
 #define O_ACCMODE 00000003
 #define O_RDONLY  00000000
+#define AT_FDCWD  (-100)
+/* fs/file.c caps the fd table below this (sysctl fs.nr_open <= 1 << 30). */
+#define SHLIB_FD_MASK ((1u << 30) - 1)
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -51,33 +59,11 @@ struct {
 	__type(value, struct shlib_event);
 } shlib_scratch SEC(".maps");
 
-struct shlib_inflight {
-	__u64 filename; /* user pointer, re-read at exit */
-	__u16 lib;	/* enum shlib_lib, or SHLIB_LIB_DEFERRED */
-	__u16 syscall;
-	__u16 libset;
-	__u16 __pad;
-};
-
-/* LRU: an exit we never see (attached mid-syscall, thread killed) must not pin a slot. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u64); /* pid_tgid */
-	__type(value, struct shlib_inflight);
-} shlib_inflight SEC(".maps");
-
 TLM_MAP_KEY(shlib_events);
-TLM_MAP_KEY(shlib_inflight);
-TLM_PROG_KEY(shlib_enter_openat);
+TLM_PROG_KEY(shlib_fexit_open);
 TLM_PROG_KEY(shlib_exit_openat);
-TLM_PROG_KEY(shlib_enter_open);
 TLM_PROG_KEY(shlib_exit_open);
-TLM_PROG_KEY(shlib_enter_openat2);
 TLM_PROG_KEY(shlib_exit_openat2);
-TLM_PROG_KEY(shlib_fentry_exit);
-TLM_PROG_KEY(shlib_kprobe_exit);
-TLM_PROG_KEY(shlib_tp_exit);
 
 static __always_inline void shlib_count(enum shlib_counter counter)
 {
@@ -89,14 +75,11 @@ static __always_inline void shlib_count(enum shlib_counter counter)
 		*val += 1;
 }
 
-#define SHLIB_UNREADABLE (-2)
 #define SHLIB_SHORT_READ 128
 
 /*
- * Copy the path at user address filename into ev->path. Returns its length, -1 if it is
- * empty or PATH_MAX bytes or longer (an open the kernel refuses anyway), or
- * SHLIB_UNREADABLE if the page holding it is not present yet: at sys_enter a path in a
- * freshly mapped page often is, since BPF cannot fault pages in.
+ * Copy the path at user address filename into ev->path. Returns its length, or -1 if
+ * it is unreadable (counted), empty, or PATH_MAX bytes or longer (counted).
  */
 static __always_inline long shlib_read_path(TLM_PARAM, struct shlib_event *ev, const char *filename)
 {
@@ -108,10 +91,10 @@ static __always_inline long shlib_read_path(TLM_PARAM, struct shlib_event *ev, c
 	n = tlm_probe_read_user_str(ev->path, SHLIB_SHORT_READ, filename);
 	if (n == SHLIB_SHORT_READ)
 		n = tlm_probe_read_user_str(ev->path, SHLIB_PATH_MAX, filename);
-	if (n < 0)
-		return SHLIB_UNREADABLE;
-	if (n <= 1)
+	if (n <= 1) {
+		shlib_count(SHLIB_CNT_NO_PATH);
 		return -1;
+	}
 	if (n == SHLIB_PATH_MAX) {
 		/* Buffer full: the path is PATH_MAX - 1 bytes exactly, or truncated. */
 		if (tlm_probe_read_user(&next, 1, filename + SHLIB_PATH_MAX - 1) || next) {
@@ -122,7 +105,72 @@ static __always_inline long shlib_read_path(TLM_PARAM, struct shlib_event *ev, c
 	return n - 1;
 }
 
-/* Does the path in ev name a stem of cfg whose libset is enabled? Sets lib and libset. */
+/* The file behind fd in task's table, or NULL. The open that returned fd just ran on
+ * this thread, so the slot holds what it installed unless another thread closed it. */
+static __always_inline struct file *shlib_fd_file(struct task_struct *task, long fd)
+{
+	struct fdtable *fdt = task->files->fdt;
+	struct file **slots;
+
+	if (fd < 0 || fd >= fdt->max_fds)
+		return NULL;
+	slots = bpf_rdonly_cast(fdt->fd, 0);
+	return slots[fd & SHLIB_FD_MASK];
+}
+
+/*
+ * Last byte of the dentry's name, read from the inline copy that names shorter than
+ * DNAME_INLINE_LEN use: no helper call. -1 when the name lives elsewhere (long names,
+ * kernels before d_shortname).
+ */
+static __always_inline int shlib_name_last(struct dentry *d, __u32 len)
+{
+	unsigned long w;
+
+	if (!bpf_core_field_exists(d->d_shortname) || len == 0 || len >= sizeof(w) * 5)
+		return -1;
+	switch ((len - 1) / sizeof(w)) {
+	case 0:
+		w = d->d_shortname.words[0];
+		break;
+	case 1:
+		w = d->d_shortname.words[1];
+		break;
+	case 2:
+		w = d->d_shortname.words[2];
+		break;
+	case 3:
+		w = d->d_shortname.words[3];
+		break;
+	default:
+		w = d->d_shortname.words[4];
+		break;
+	}
+	return (__u8)(w >> (((len - 1) % sizeof(w)) * 8));
+}
+
+/* Copy the dentry's name into ev->path. Returns its length or -1. */
+static __always_inline long shlib_read_name(TLM_PARAM, struct shlib_event *ev, struct dentry *d,
+					    __u32 len)
+{
+	unsigned long *w = (unsigned long *)ev->path;
+
+	if (len == 0 || len > SHLIB_NAME_MAX)
+		return -1;
+	if (bpf_core_field_exists(d->d_shortname) && len < sizeof(*w) * 5) {
+		w[0] = d->d_shortname.words[0];
+		w[1] = d->d_shortname.words[1];
+		w[2] = d->d_shortname.words[2];
+		w[3] = d->d_shortname.words[3];
+		w[4] = d->d_shortname.words[4];
+		return len;
+	}
+	if (tlm_probe_read_kernel_str(ev->path, SHLIB_NAME_MAX + 1, d->d_name.name) != len + 1)
+		return -1;
+	return len;
+}
+
+/* Does the name in ev name a stem of cfg whose libset is enabled? Sets lib and libset. */
 static __always_inline bool shlib_match_enabled(struct shlib_config *cfg, struct shlib_event *ev,
 						long len, int *lib, __u32 *libset)
 {
@@ -138,17 +186,36 @@ static __always_inline bool shlib_match_enabled(struct shlib_config *cfg, struct
 	return *libset < 32 && (cfg->libsets & SHLIB_LIBSET_BIT(*libset));
 }
 
-static __always_inline int shlib_on_enter(TLM_PARAM, const char *filename, __u64 flags,
-					  __u64 pid_tgid, enum shlib_syscall sys)
+/*
+ * An open by task returned ret, for the path at user address filename relative to
+ * dirfd. Emit an event if it opened, read-only, a library of an enabled libset.
+ * Shared by every probe and by the BPF_PROG_TEST_RUN harness.
+ */
+static __always_inline int shlib_on_open(TLM_PARAM, struct task_struct *task, long ret,
+					 const char *filename, int dirfd, __u64 pid_tgid,
+					 enum shlib_syscall sys)
 {
-	struct shlib_inflight in = {};
 	struct shlib_config *cfg;
 	struct shlib_event *ev;
-	__u32 zero = 0, libset = 0;
-	long len;
-	int lib;
+	struct dentry *d;
+	struct file *file;
+	__u32 zero = 0, libset = 0, len;
+	int lib, last;
+	long n;
 
-	if ((flags & O_ACCMODE) != O_RDONLY || (pid_tgid >> 32) == shlib_self_tgid)
+	file = shlib_fd_file(task, ret);
+	if (!file)
+		return 0;
+	file = bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
+	if ((file->f_flags & O_ACCMODE) != O_RDONLY)
+		return 0;
+	d = file->f_path.dentry;
+	len = d->d_name.len;
+	/* The common case ends here: a library name ends in 'o' or a digit. */
+	last = shlib_name_last(d, len);
+	if (last >= 0 && last != 'o' && (last < '0' || last > '9'))
+		return 0;
+	if ((pid_tgid >> 32) == shlib_self_tgid)
 		return 0;
 	cfg = bpf_map_lookup_elem(&shlib_config, &zero);
 	if (!cfg || !cfg->libsets)
@@ -156,87 +223,61 @@ static __always_inline int shlib_on_enter(TLM_PARAM, const char *filename, __u64
 	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
 	if (!ev)
 		return 0;
-	len = shlib_read_path(TLM_ARG, ev, filename);
-	if (len == SHLIB_UNREADABLE) {
-		/* The kernel faults the page in while it opens: match at exit instead. */
-		shlib_count(SHLIB_CNT_DEFERRED);
-		lib = SHLIB_LIB_DEFERRED;
-		goto remember;
-	}
-	if (len < 0 || !shlib_match_enabled(cfg, ev, len, &lib, &libset))
+	n = shlib_read_name(TLM_ARG, ev, d, len);
+	if (n < 0 || !shlib_match_enabled(cfg, ev, n, &lib, &libset))
 		return 0;
 	shlib_count(SHLIB_CNT_MATCHED);
-remember:
-	in.filename = (__u64)filename;
-	in.lib = lib;
-	in.libset = libset;
-	in.syscall = sys;
-	if (tlm_map_update(shlib_inflight, &pid_tgid, &in, BPF_ANY))
-		shlib_count(SHLIB_CNT_INFLIGHT_FULL);
-	return 0;
-}
 
-static __always_inline int shlib_on_exit(TLM_PARAM, long ret, __u64 pid_tgid)
-{
-	struct shlib_inflight *in;
-	struct shlib_config *cfg;
-	struct shlib_event *ev;
-	__u64 filename;
-	__u32 zero = 0, libset;
-	__u16 sys;
-	long len;
-	int lib;
-
-	in = bpf_map_lookup_elem(&shlib_inflight, &pid_tgid);
-	if (!in)
+	/* The path the process passed: userspace resolves it in the process's root. */
+	n = shlib_read_path(TLM_ARG, ev, filename);
+	if (n < 0)
 		return 0;
-	filename = in->filename;
-	lib = in->lib;
-	libset = in->libset;
-	sys = in->syscall;
-	tlm_map_delete(shlib_inflight, &pid_tgid);
-	if (ret < 0) {
-		if (lib != SHLIB_LIB_DEFERRED)
-			shlib_count(SHLIB_CNT_OPEN_FAILED);
-		return 0;
-	}
-
-	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
-	if (!ev)
-		return 0;
-	len = shlib_read_path(TLM_ARG, ev, (const char *)filename);
-	if (len < 0) {
-		shlib_count(SHLIB_CNT_LOST);
-		return 0;
-	}
-	if (lib == SHLIB_LIB_DEFERRED) {
-		cfg = bpf_map_lookup_elem(&shlib_config, &zero);
-		if (!shlib_match_enabled(cfg, ev, len, &lib, &libset))
-			return 0;
-		shlib_count(SHLIB_CNT_MATCHED);
-	}
 	ev->ktime_ns = bpf_ktime_get_ns();
 	ev->pid = pid_tgid >> 32;
 	ev->tid = (__u32)pid_tgid;
 	ev->lib = lib;
 	ev->libset = libset;
 	ev->syscall = sys;
-	ev->path_len = len;
+	ev->path_len = n;
+	ev->dirfd = dirfd;
+	ev->ino = d->d_inode->i_ino;
+	ev->dev = d->d_sb->s_dev;
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
-	if (tlm_ringbuf_output(shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(len) + 1, 0))
+	if (tlm_ringbuf_output(shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(n) + 1, 0))
 		shlib_count(SHLIB_CNT_LOST);
 	else
 		shlib_count(SHLIB_CNT_EMITTED);
 	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_enter_openat")
-int shlib_enter_openat(struct trace_event_raw_sys_enter *ctx)
+/* All of open, openat and openat2 reach do_sys_openat2: one program for the three. */
+SEC("fexit/do_sys_openat2")
+int BPF_PROG(shlib_fexit_open, int dfd, const char *filename, struct open_how *how, long ret)
 {
-	TLM_PROG(shlib_enter_openat);
+	TLM_PROG(shlib_fexit_open);
 
-	return shlib_on_enter(TLM_ARG, (const char *)ctx->args[1], ctx->args[2],
-			      bpf_get_current_pid_tgid(), SHLIB_SYS_OPENAT);
+	if (ret < 0)
+		return 0;
+	return shlib_on_open(TLM_ARG, bpf_get_current_task_btf(), ret, filename, dfd,
+			     bpf_get_current_pid_tgid(), SHLIB_SYS_ANY);
+}
+
+/* The syscall's arguments, as saved at entry: the tracepoint passes only its result. */
+static __always_inline int shlib_on_sys_exit(TLM_PARAM, long ret, enum shlib_syscall sys)
+{
+	struct task_struct *task;
+	struct pt_regs *regs;
+
+	if (ret < 0)
+		return 0;
+	task = bpf_get_current_task_btf();
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (sys == SHLIB_SYS_OPEN) /* open(filename, flags, mode) */
+		return shlib_on_open(TLM_ARG, task, ret, (const char *)PT_REGS_PARM1_SYSCALL(regs),
+				     AT_FDCWD, bpf_get_current_pid_tgid(), sys);
+	/* openat(dfd, filename, ...), openat2(dfd, filename, how, size) */
+	return shlib_on_open(TLM_ARG, task, ret, (const char *)PT_REGS_PARM2_SYSCALL(regs),
+			     (int)PT_REGS_PARM1_SYSCALL(regs), bpf_get_current_pid_tgid(), sys);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat")
@@ -244,16 +285,7 @@ int shlib_exit_openat(struct trace_event_raw_sys_exit *ctx)
 {
 	TLM_PROG(shlib_exit_openat);
 
-	return shlib_on_exit(TLM_ARG, ctx->ret, bpf_get_current_pid_tgid());
-}
-
-SEC("tracepoint/syscalls/sys_enter_open")
-int shlib_enter_open(struct trace_event_raw_sys_enter *ctx)
-{
-	TLM_PROG(shlib_enter_open);
-
-	return shlib_on_enter(TLM_ARG, (const char *)ctx->args[0], ctx->args[1],
-			      bpf_get_current_pid_tgid(), SHLIB_SYS_OPEN);
+	return shlib_on_sys_exit(TLM_ARG, ctx->ret, SHLIB_SYS_OPENAT);
 }
 
 SEC("tracepoint/syscalls/sys_exit_open")
@@ -261,20 +293,7 @@ int shlib_exit_open(struct trace_event_raw_sys_exit *ctx)
 {
 	TLM_PROG(shlib_exit_open);
 
-	return shlib_on_exit(TLM_ARG, ctx->ret, bpf_get_current_pid_tgid());
-}
-
-SEC("tracepoint/syscalls/sys_enter_openat2")
-int shlib_enter_openat2(struct trace_event_raw_sys_enter *ctx)
-{
-	TLM_PROG(shlib_enter_openat2);
-	struct open_how how = {};
-
-	/* openat2(dfd, filename, how, size): the flags live in user memory. */
-	if (tlm_probe_read_user(&how.flags, sizeof(how.flags), (void *)ctx->args[2]))
-		return 0;
-	return shlib_on_enter(TLM_ARG, (const char *)ctx->args[1], how.flags,
-			      bpf_get_current_pid_tgid(), SHLIB_SYS_OPENAT2);
+	return shlib_on_sys_exit(TLM_ARG, ctx->ret, SHLIB_SYS_OPEN);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat2")
@@ -282,39 +301,5 @@ int shlib_exit_openat2(struct trace_event_raw_sys_exit *ctx)
 {
 	TLM_PROG(shlib_exit_openat2);
 
-	return shlib_on_exit(TLM_ARG, ctx->ret, bpf_get_current_pid_tgid());
-}
-
-/* A thread that dies inside open() never reaches sys_exit: drop what it left. */
-static __always_inline int shlib_on_task_exit(TLM_PARAM, __u64 pid_tgid)
-{
-	/* Look first: most exiting threads have nothing in flight, and a delete's ENOENT
-	 * would be counted as an error. */
-	if (bpf_map_lookup_elem(&shlib_inflight, &pid_tgid))
-		tlm_map_delete(shlib_inflight, &pid_tgid);
-	return 0;
-}
-
-SEC("fentry/do_exit")
-int BPF_PROG(shlib_fentry_exit, long code)
-{
-	TLM_PROG(shlib_fentry_exit);
-
-	return shlib_on_task_exit(TLM_ARG, bpf_get_current_pid_tgid());
-}
-
-SEC("kprobe/do_exit")
-int shlib_kprobe_exit(void *ctx)
-{
-	TLM_PROG(shlib_kprobe_exit);
-
-	return shlib_on_task_exit(TLM_ARG, bpf_get_current_pid_tgid());
-}
-
-SEC("tracepoint/sched/sched_process_exit")
-int shlib_tp_exit(void *ctx)
-{
-	TLM_PROG(shlib_tp_exit);
-
-	return shlib_on_task_exit(TLM_ARG, bpf_get_current_pid_tgid());
+	return shlib_on_sys_exit(TLM_ARG, ctx->ret, SHLIB_SYS_OPENAT2);
 }

@@ -6,8 +6,9 @@
  * <linux/types.h>). Every layout here is checked by _Static_assert on both sides.
  *
  * Kernel -> user: struct shlib_event through the ring buffer `shlib_events`, sized to
- * the path it carries (header + path_len + 1 bytes). User -> kernel: struct
- * shlib_config in the array map `shlib_config`, read on every candidate open.
+ * the path it carries (header + path_len + 1 bytes), with the opened file's identity
+ * (device, inode) so that userspace checks it resolved the path to that very file. User -> kernel:
+ * struct shlib_config in the array map `shlib_config`, read on every candidate open.
  */
 #ifndef BPFTEL_SHARED_LIBRARIES_H
 #define BPFTEL_SHARED_LIBRARIES_H
@@ -29,7 +30,6 @@ enum shlib_lib {
 	SHLIB_LIB_CUDART = 3,
 	SHLIB_LIB_CUDA = 4,
 	SHLIB_LIB__COUNT,
-	SHLIB_LIB_DEFERRED = 0xffff, /* in flight only: not matched yet */
 };
 
 /* Groups of libraries a module subscribes to. */
@@ -42,22 +42,21 @@ enum shlib_libset {
 #define SHLIB_LIBSET_BIT(set) (1u << (set))
 #define SHLIB_LIBSET_ALL      ((1u << SHLIB_LIBSET__COUNT) - 1)
 
-/* Which syscall made the open; stable values. */
+/* Which probe saw the open; stable values. */
 enum shlib_syscall {
 	SHLIB_SYS_OPEN = 0,
 	SHLIB_SYS_OPENAT = 1,
 	SHLIB_SYS_OPENAT2 = 2,
+	SHLIB_SYS_ANY = 3, /* fexit on do_sys_openat2, which all three reach */
 };
 
-/* Counters in the per-CPU array `shlib_counters`; only rare paths touch them. */
+/* Counters in the per-CPU array `shlib_counters`; only matched opens touch them. */
 enum shlib_counter {
-	SHLIB_CNT_MATCHED = 0,	     /* enter: basename matched an enabled libset */
-	SHLIB_CNT_EMITTED = 1,	     /* exit: event written to the ring buffer */
-	SHLIB_CNT_OPEN_FAILED = 2,   /* exit: the matched open failed */
-	SHLIB_CNT_LOST = 3,	     /* exit: ring buffer full, event lost */
-	SHLIB_CNT_TOO_LONG = 4,	     /* enter: path of PATH_MAX bytes or more */
-	SHLIB_CNT_INFLIGHT_FULL = 5, /* enter: no room to remember the open */
-	SHLIB_CNT_DEFERRED = 6,	     /* enter: path not readable yet, matched at exit */
+	SHLIB_CNT_MATCHED = 0,	/* the opened file's name matched an enabled libset */
+	SHLIB_CNT_EMITTED = 1,	/* event written to the ring buffer */
+	SHLIB_CNT_NO_PATH = 2,	/* matched, but the path the process passed was unreadable */
+	SHLIB_CNT_LOST = 3,	/* ring buffer full, event lost */
+	SHLIB_CNT_TOO_LONG = 4, /* matched, but the path was PATH_MAX bytes or longer */
 	SHLIB_CNT__COUNT,
 };
 
@@ -89,17 +88,21 @@ struct shlib_event {
 	__u16 syscall; /* enum shlib_syscall */
 	__u16 __pad;
 	__u32 path_len; /* bytes in path, NUL not counted; path[path_len] == 0 */
+	__s32 dirfd;	/* a relative path starts there (AT_FDCWD: the cwd) */
+	__u64 ino;	/* the opened file: inode number ... */
+	__u32 dev;	/* ... and device, kernel encoding (major << 20 | minor) */
 	__u32 __pad2;
 	char comm[SHLIB_COMM_LEN];
-	char path[SHLIB_PATH_MAX];
+	char path[SHLIB_PATH_MAX]; /* as the process passed it to open */
 };
 
-#define SHLIB_EVENT_HDR_SIZE 48 /* offsetof(struct shlib_event, path) */
+#define SHLIB_EVENT_HDR_SIZE 64 /* offsetof(struct shlib_event, path) */
 
 _Static_assert(sizeof(struct shlib_stem) == 24, "shlib_stem layout");
 _Static_assert(sizeof(struct shlib_config) == 8 + 24 * SHLIB_MAX_STEMS, "shlib_config layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, path_len) == 24, "shlib_event layout");
-_Static_assert(__builtin_offsetof(struct shlib_event, comm) == 32, "shlib_event layout");
+_Static_assert(__builtin_offsetof(struct shlib_event, ino) == 32, "shlib_event layout");
+_Static_assert(__builtin_offsetof(struct shlib_event, comm) == 48, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, path) == SHLIB_EVENT_HDR_SIZE,
 	       "shlib_event layout");
 _Static_assert(sizeof(struct shlib_event) == SHLIB_EVENT_HDR_SIZE + SHLIB_PATH_MAX,

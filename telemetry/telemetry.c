@@ -137,6 +137,19 @@ bool bpftel_telemetry__stats_enabled(const struct bpftel_telemetry *t)
 	return t->stats_fd > 0;
 }
 
+int bpftel_telemetry__set_run_stats(struct bpftel_telemetry *t, bool on)
+{
+	if (on && t->stats_fd <= 0) {
+		t->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+		if (t->stats_fd < 0)
+			return -errno;
+	} else if (!on && t->stats_fd > 0) {
+		close(t->stats_fd); /* the kernel turns stats off with its last holder */
+		t->stats_fd = -1;
+	}
+	return 0;
+}
+
 /* ---- keys ---- */
 
 /* The key of (module, name, kind): the same one every time, a new one the first time. */

@@ -440,6 +440,52 @@ static void test_probe_policies(void **state)
 	assert_int_equal(bpftel_module__state(f->tm->module), BPFTEL_MOD_CLOSED);
 }
 
+/* A probe covered by another's winner is skipped; covered by a loser, it attaches. */
+static void test_probe_covered_by(void **state)
+{
+	struct bpftel_probe_spec specs[2] = {
+		{.name = "all",
+		 .policy = BPFTEL_PROBE_REQUIRED,
+		 .ncand = 2,
+		 .cand = {{BPFTEL_ATTACH_TRACEPOINT, "mt_tp_openat", "syscalls/sys_enter_openat"},
+			  {BPFTEL_ATTACH_TRACEPOINT, "mt_tp_openat", "syscalls/sys_enter_openat"}}},
+		{.name = "one",
+		 .policy = BPFTEL_PROBE_BEST_EFFORT,
+		 .ncand = 1,
+		 .cand = {{BPFTEL_ATTACH_TRACEPOINT, "mt_getppid", "syscalls/sys_enter_getppid"}},
+		 .covered_by = "all",
+		 .covered_by_cand = 0},
+	};
+	struct fixture *f = *state;
+	struct bpftel_probe_status st[2];
+	struct manager_test *skel;
+
+	test_module_set_probes(f->tm, specs, 2, true);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	assert_int_equal(bpftel_module__probes(f->tm->module, st, 2), 2);
+	assert_int_equal(st[0].winner, 0);
+	assert_int_equal(st[1].winner, -1);
+	assert_string_equal(st[1].covered_by, "all");
+	assert_int_equal(st[1].cand[0].result, BPFTEL_CAND_COVERED);
+	skel = f->tm->skel;
+	getppid();
+	assert_int_equal(skel->bss->getppid_hits, 0); /* not attached */
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+
+	/* The covering candidate loses (no such tracepoint): the covered probe attaches. */
+	specs[0].cand[0].target = "syscalls/no_such_tp";
+	test_module_set_probes(f->tm, specs, 2, true);
+	assert_int_equal(bpftel_module__run(f->tm->module), 0);
+	assert_int_equal(bpftel_module__probes(f->tm->module, st, 2), 2);
+	assert_int_equal(st[0].winner, 1);
+	assert_int_equal(st[1].winner, 0);
+	assert_null(st[1].covered_by);
+	skel = f->tm->skel;
+	getppid();
+	assert_true(skel->bss->getppid_hits >= 1);
+	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
+}
+
 static void test_uprobe_versioned_symbol(void **state)
 {
 	const char *libssl = "/lib/x86_64-linux-gnu/libssl.so.3";
@@ -555,6 +601,7 @@ int main(void)
 		T(test_map_shared_between_objects),
 		T(test_fallback_fentry_kprobe_tracepoint),
 		T(test_attach_failure_falls_back),
+		T(test_probe_covered_by),
 		T(test_probe_policies),
 		T(test_uprobe_versioned_symbol),
 		T(test_consumer_no_callback_after_stop),

@@ -228,6 +228,61 @@ static void test_private_mount_namespace(void **state)
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
+/* openat(dirfd, "libssl.so.3") from a process whose cwd is elsewhere: resolved through
+ * /proc/<pid>/fd/<dirfd>, checked against the inode the kernel saw opened. */
+static void test_relative_to_dirfd(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
+		skip();
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	child = start_child("cd / && exec " PYTHON " -c 'import os, time; "
+			    "d = os.open(\"/lib/x86_64-linux-gnu\", os.O_RDONLY); "
+			    "os.open(\"libssl.so.3\", os.O_RDONLY, dir_fd=d); time.sleep(30)'");
+	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 2));
+	assert_string_equal(row.path, "libssl.so.3"); /* as the process named it */
+	assert_int_equal(row.attached, 2);
+	assert_int_equal(bpftel_uprobes__stale(f->up), 0);
+	stop_child(child);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+}
+
+/* A path that leads elsewhere than the file opened (replaced, renamed) is refused. */
+static void test_identity_mismatch_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info *rows;
+	struct bpftel_shlib_detection d = {
+		.pid = getpid(),
+		.lib = SHLIB_LIB_SSL,
+		.libset = SHLIB_LIBSET_CRYPTO,
+		.dirfd = AT_FDCWD,
+		.path = LIBSSL,
+	};
+	struct stat other, lib;
+
+	if (access(LIBSSL, R_OK))
+		skip();
+	assert_int_equal(stat("/etc/hostname", &other), 0);
+	assert_int_equal(stat(LIBSSL, &lib), 0);
+	d.dev = other.st_dev;
+	d.ino = other.st_ino;
+	assert_int_equal(bpftel_uprobes__detected(f->up, &d), -ESTALE);
+	assert_int_equal(bpftel_uprobes__stale(f->up), 1);
+	assert_int_equal(bpftel_uprobes__files(f->up, &rows), 0);
+	free(rows);
+	d.dev = lib.st_dev;
+	d.ino = lib.st_ino;
+	assert_int_equal(bpftel_uprobes__detected(f->up, &d), 0);
+	assert_int_equal(bpftel_uprobes__stale(f->up), 1);
+	assert_int_equal(bpftel_uprobes__files(f->up, &rows), 1);
+	assert_int_equal(rows[0].ino, lib.st_ino);
+	free(rows);
+}
+
 static void test_non_elf_library_recorded_once(void **state)
 {
 	struct fixture *f = *state;
@@ -295,6 +350,8 @@ int main(void)
 		T(test_loaded_before_start_found_by_scan),
 		T(test_dlopen_cudart_detected),
 		T(test_private_mount_namespace),
+		T(test_relative_to_dirfd),
+		T(test_identity_mismatch_refused),
 		T(test_non_elf_library_recorded_once),
 #undef T
 		cmocka_unit_test(test_name_matcher_agrees),

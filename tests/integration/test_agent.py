@@ -28,9 +28,9 @@ def main():
         attach = {p["attach"] for p in stats["programs"]}
         check(len(ours) >= 3 and ours <= bpf_ids("prog"),
               f"stats lists {len(ours)} attached programs, all in the kernel: {sorted(ours)}")
-        check("tracepoint:syscalls/sys_enter_openat" in attach and
-              "tracepoint:syscalls/sys_exit_openat" in attach,
-              "openat enter/exit tracepoints attached")
+        check("tracepoint:syscalls/sys_exit_openat" in attach and
+              not any(a.startswith("tracepoint:syscalls/sys_enter") for a in attach),
+              "one program per open, at its exit: sys_exit_openat attached, no sys_enter")
         check(len(bpf_ids("link") - links_before) >= 2, "the agent holds BPF links")
 
         probes = agent.json("probes")["probes"]
@@ -38,16 +38,22 @@ def main():
                   for p in probes), "each attached probe has exactly one attached candidate")
         check(all(c["errno"] > 0 and c["reason"] for p in probes for c in p["candidates"]
                   if c["result"] == "rejected"), "every rejected candidate has an errno and reason")
-        exitp = next(p for p in probes if p["probe"] == "task-exit")
-        if not os.path.exists("/sys/bus/event_source/devices/kprobe"):
-            got = [(c["attach"], c["result"], c.get("errno_name")) for c in exitp["candidates"]]
-            check(got == [("fentry:do_exit", "rejected", "EPERM"),
-                          ("kprobe:do_exit", "rejected", "EOPNOTSUPP"),
-                          ("tracepoint:sched/sched_process_exit", "attached", None)],
-                  f"task-exit fell back fentry -> kprobe -> tracepoint: {got}")
+        openat = next(p for p in probes if p["probe"] == "openat")
+        got = [(c["attach"], c["result"], c.get("errno_name")) for c in openat["candidates"]]
+        if got[0][1] == "rejected":
+            check(got[1:] == [("tracepoint:syscalls/sys_exit_openat", "attached", None)],
+                  f"openat fell back fexit -> tracepoint: {got}")
+            others = [p for p in probes if p["probe"] in ("open", "openat2")]
+            check(len(others) == 2 and all(p["attached"] and "covered_by" not in p
+                                           for p in others),
+                  "without the fexit, the open and openat2 exit tracepoints attach too")
             table = agent.cli("probes").stdout
-            check("rejected: EPERM" in table and "rejected: EOPNOTSUPP" in table,
-                  "bpftel probes shows the rejected candidates with their errno")
+            check(f"rejected: {got[0][2]}" in table,
+                  f"bpftel probes shows the rejected fexit with its errno ({got[0][2]})")
+        else:
+            check(all(p.get("covered_by") == "openat" for p in probes
+                      if p["probe"] in ("open", "openat2")),
+                  "with the fexit, the open and openat2 tracepoints are covered, not attached")
         mods = agent.json("modules")["modules"]
         check([(m["name"], m["state"], m["subscribers"]) for m in mods] ==
               [("sharedlibs", "running", 1)], f"modules: {mods}")
@@ -71,14 +77,15 @@ def main():
               "the stats table has a row for that pid")
 
         stats = agent.json("stats")
-        enter = next(p for p in stats["programs"] if p["name"] == "shlib_enter_openat")
-        check(stats["agent"]["run_stats"] and enter["run_cnt"] > 0 and enter["avg_ns"] > 0,
-              f"per-program runs and ns/run: {enter['run_cnt']} runs, "
-              f"{enter['avg_ns']:.0f} ns avg, {enter['cpu_percent']:.4f} % CPU")
+        prog = next(p for p in stats["programs"]
+                    if p["name"] in ("shlib_exit_openat", "shlib_fexit_open"))
+        check(stats["agent"]["run_stats"] and prog["run_cnt"] > 0 and prog["avg_ns"] > 0,
+              f"per-program runs and ns/run: {prog['run_cnt']} runs, "
+              f"{prog['avg_ns']:.0f} ns avg, {prog['cpu_percent']:.4f} % CPU")
         occ = {(m["module"], m["map"]): m for m in stats["maps"]}
-        check(occ[("sharedlibs", "shlib_inflight")]["capacity"] == 8192 and
-              occ[("sharedlibs", "shlib_inflight")]["entries"] is not None,
-              "map occupancy reported for the watcher's hash map")
+        check(occ[("sharedlibs", "shlib_config")]["capacity"] == 1 and
+              occ[("sharedlibs", "shlib_config")]["entries"] is not None,
+              "map occupancy reported for the watcher's maps")
         losses = {l["module"]: l for l in stats["losses"]}
         check(set(losses["sharedlibs"]) == {"module", "processed", "kernel", "queue_full",
                                             "too_big", "parse"} and
@@ -123,6 +130,21 @@ def main():
         lines = res.stderr.strip().splitlines()
         check(res.returncode == 1 and len(lines) == 1 and "no agent is running" in lines[0],
               f"stats without an agent: exit {res.returncode}, {lines}")
+    finally:
+        agent.cleanup()
+
+    # --no-run-stats: the watcher still works, run counts are reported as off.
+    agent = Agent(args.agent, args.cli, ["--no-run-stats"])
+    try:
+        py = subprocess.run([args.python, "-c", "import ssl, os; print(os.getpid())"],
+                            check=True, capture_output=True, text=True)
+        pid = int(py.stdout.strip())
+        wait_for(lambda: any(l["pid"] == pid for l in agent.json("stats")["libraries"]), 10,
+                 f"a detection for pid {pid} with --no-run-stats")
+        stats = agent.json("stats")
+        check(stats["agent"]["run_stats"] is False,
+              "--no-run-stats: stats reports run_stats false, detections still arrive")
+        check(agent.stop() == 0, "agent with --no-run-stats exited 0")
     finally:
         agent.cleanup()
     print("test_agent: all checks passed")

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* Userspace checks on ring-buffer records and path resolution of the watcher. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,11 +54,19 @@ static void test_host_path(void **state)
 	char buf[64];
 
 	(void)state;
-	assert_int_equal(bpftel_shlib_host_path(42, "/lib/libssl.so.3", buf, sizeof(buf)), 0);
+	assert_int_equal(bpftel_shlib_host_path(42, AT_FDCWD, "/lib/libssl.so.3", buf, sizeof(buf)),
+			 0);
 	assert_string_equal(buf, "/proc/42/root/lib/libssl.so.3");
-	assert_int_equal(bpftel_shlib_host_path(42, "lib/libssl.so.3", buf, sizeof(buf)), 0);
+	/* An absolute path ignores dirfd, as openat(2) does. */
+	assert_int_equal(bpftel_shlib_host_path(42, 7, "/lib/libssl.so.3", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/proc/42/root/lib/libssl.so.3");
+	assert_int_equal(bpftel_shlib_host_path(42, AT_FDCWD, "lib/libssl.so.3", buf, sizeof(buf)),
+			 0);
 	assert_string_equal(buf, "/proc/42/cwd/lib/libssl.so.3");
-	assert_int_equal(bpftel_shlib_host_path(42,
+	assert_int_equal(bpftel_shlib_host_path(42, 7, "libssl.so.3", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/proc/42/fd/7/libssl.so.3");
+	assert_int_equal(bpftel_shlib_host_path(42, -1, "libssl.so.3", buf, sizeof(buf)), -EBADF);
+	assert_int_equal(bpftel_shlib_host_path(42, AT_FDCWD,
 						"/a/very/long/path/that/does/not/fit/in/"
 						"sixty/four/bytes/libssl.so.3",
 						buf, sizeof(buf)),

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 """open_loop experiment: an open+close loop of a non-library file with no tracer, with
-bpftel-agent running (all it loads today), and with libbpf-tools' opensnoop as the
-peer. Replicates are interleaved (off, bpftel, opensnoop, off, ...); each ratio is
-taken against the same replicate's 'off' run. Also reports the agent's own BPF cost
-per openat (BPF_ENABLE_STATS: avg ns of the enter and exit programs).
+bpftel-agent running (all it loads today; as by default, with BPF_ENABLE_STATS on, and
+with --no-run-stats), and with libbpf-tools' opensnoop as the peer. Replicates are
+interleaved (off, bpftel, bpftel-nostats, opensnoop, off, ...); each ratio is taken
+against the same replicate's 'off' run. Also reports the agent's own BPF cost per
+openat (BPF_ENABLE_STATS: run_time_ns / run_cnt of the program on openat's exit).
+The floor: tools/tp_floor attaches an empty program to the same tracepoint (with and
+without BPF_ENABLE_STATS); no syscall-tracepoint watcher can cost less than it.
 
   tools/bench/bench_open.py [--replicates 10] [--iterations 100000] [--build build]
 
@@ -40,8 +43,8 @@ def loop(binary, iterations):
     return float(out.strip())
 
 
-def start_agent(agent, cli, sock):
-    proc = subprocess.Popen([agent, "--socket", sock, "-q"], stdout=subprocess.DEVNULL,
+def start_agent(agent, cli, sock, *extra):
+    proc = subprocess.Popen([agent, "--socket", sock, "-q", *extra], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     for _ in range(300):
         if subprocess.run([cli, "--socket", sock, "stats"], capture_output=True).returncode == 0:
@@ -74,7 +77,8 @@ def main():
                        stdout=subprocess.DEVNULL)
     sock = os.path.join(tempfile.mkdtemp(prefix="bpftel-bench-"), "s.sock")
 
-    res = {"off": [], "bpftel": [], "opensnoop": []}
+    res = {"off": [], "bpftel": [], "bpftel-nostats": [], "empty-tp": [], "empty-tp-stats": [],
+           "opensnoop": []}
     runs = time_ns = 0
     for _ in range(args.replicates):
         res["off"].append(loop(loop_bin, args.iterations))
@@ -83,11 +87,25 @@ def main():
         before = prog_cost(cli, sock)
         res["bpftel"].append(loop(loop_bin, args.iterations))
         after = prog_cost(cli, sock)
-        for name in ("shlib_enter_openat", "shlib_exit_openat"):
-            runs += after[name][0] - before[name][0] if name == "shlib_exit_openat" else 0
-            time_ns += after[name][1] - before[name][1]
+        name = "shlib_fexit_open" if "shlib_fexit_open" in after else "shlib_exit_openat"
+        runs += after[name][0] - before[name][0]
+        time_ns += after[name][1] - before[name][1]
         proc.terminate()
         proc.wait()
+
+        proc = start_agent(agent, cli, sock, "--no-run-stats")
+        res["bpftel-nostats"].append(loop(loop_bin, args.iterations))
+        proc.terminate()
+        proc.wait()
+
+        for cfg, extra in (("empty-tp", []), ("empty-tp-stats", ["--run-stats"])):
+            floor = subprocess.Popen([f"{build}/tools/tp_floor", *extra], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+            if floor.stdout.readline().strip() != "ready":
+                sys.exit("bench_open: tp_floor did not attach")
+            res[cfg].append(loop(loop_bin, args.iterations))
+            floor.stdin.close()
+            floor.wait()
 
         snoop = subprocess.Popen(["opensnoop"], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
@@ -98,16 +116,16 @@ def main():
 
     print(f"open_loop: open+close of /etc/hostname, {args.iterations} iterations, "
           f"{args.replicates} interleaved replicates")
-    print(f"{'config':<10} {'ns/iter':>9} {'ratio to off':>13} {'90% CI':>10}  verdict (<= 1.05x)")
+    print(f"{'config':<15} {'ns/iter':>9} {'ratio to off':>13} {'90% CI':>10}  verdict (<= 1.05x)")
     m, h = ci90(res["off"])
-    print(f"{'off':<10} {m:9.1f} {1.0:13.3f} {'':>10}")
-    for cfg in ("bpftel", "opensnoop"):
+    print(f"{'off':<15} {m:9.1f} {1.0:13.3f} {'':>10}")
+    for cfg in ("bpftel", "bpftel-nostats", "empty-tp", "empty-tp-stats", "opensnoop"):
         ratios = [a / b for a, b in zip(res[cfg], res["off"])]
         rm, rh = ci90(ratios)
         verdict = "met" if rm + rh <= 1.05 else ("within noise" if rm - rh <= 1.05 else "MISSED")
-        print(f"{cfg:<10} {statistics.mean(res[cfg]):9.1f} {rm:13.3f} {'+/- %.3f' % rh:>10}  "
-              f"{verdict if cfg == 'bpftel' else '(peer)'}")
-    print(f"bpftel BPF cost per openat (enter + exit, BPF_ENABLE_STATS): "
+        print(f"{cfg:<15} {statistics.mean(res[cfg]):9.1f} {rm:13.3f} {'+/- %.3f' % rh:>10}  "
+              f"{verdict if cfg.startswith('bpftel') else '(floor)' if 'tp' in cfg else '(peer)'}")
+    print(f"bpftel BPF cost per openat (its exit program, BPF_ENABLE_STATS): "
           f"{time_ns / max(runs, 1):.0f} ns  (target <= 150 ns)")
 
 

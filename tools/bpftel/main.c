@@ -215,6 +215,9 @@ static void print_probes(json_t *resp)
 			if (json_object_get(c, "errno"))
 				snprintf(result, sizeof(result), "rejected: %s (%s)",
 					 jstr(c, "errno_name"), jstr(c, "reason"));
+			else if (json_is_string(json_object_get(p, "covered_by")))
+				snprintf(result, sizeof(result), "covered by probe '%s'",
+					 jstr(p, "covered_by"));
 			else
 				snprintf(result, sizeof(result), "%s", jstr(c, "result"));
 			table_add(t, (const char *const[]){j ? "" : jstr(p, "module"),

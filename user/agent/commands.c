@@ -78,10 +78,9 @@ static void add_program(struct bpftel_module *m, const struct bpftel_probe_statu
 }
 
 static const char *const cand_results[] = {
-	[BPFTEL_CAND_UNTRIED] = "untried",
-	[BPFTEL_CAND_REJECTED] = "rejected",
-	[BPFTEL_CAND_ATTACHED] = "attached",
-	[BPFTEL_CAND_VIABLE] = "viable",
+	[BPFTEL_CAND_UNTRIED] = "untried",   [BPFTEL_CAND_REJECTED] = "rejected",
+	[BPFTEL_CAND_ATTACHED] = "attached", [BPFTEL_CAND_VIABLE] = "viable",
+	[BPFTEL_CAND_COVERED] = "covered",
 };
 
 static void add_probe(struct bpftel_module *m, const struct bpftel_probe_status *st, json_t *arr)
@@ -102,14 +101,15 @@ static void add_probe(struct bpftel_module *m, const struct bpftel_probe_status 
 		}
 		json_array_append_new(cands, c);
 	}
-	json_array_append_new(
-		arr,
-		json_pack("{s:s, s:s, s:s, s:s?, s:b, s:o, s:o}", "module", bpftel_module__name(m),
-			  "probe", st->name, "policy", bpftel_probe_policy_name(st->policy),
-			  "group", st->group, "attached", running && st->winner >= 0, "winner",
-			  running && st->winner >= 0 ? attach_string(&st->cand[st->winner].cand)
+	json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s?, s:s*, s:b, s:o, s:o}", "module",
+					     bpftel_module__name(m), "probe", st->name, "policy",
+					     bpftel_probe_policy_name(st->policy), "group",
+					     st->group, "covered_by", st->covered_by, "attached",
+					     running && st->winner >= 0, "winner",
+					     running && st->winner >= 0
+						     ? attach_string(&st->cand[st->winner].cand)
 						     : json_null(),
-			  "candidates", cands));
+					     "candidates", cands));
 }
 
 static json_t *stats_events(struct bpftel_sharedlibs *sl)
@@ -328,7 +328,10 @@ void bpftel_agent_tick(struct bpftel_agent *agent)
 	/* A lost event may be a library load we never saw: read /proc instead. */
 	if (bpftel_sharedlibs__counters(agent->sharedlibs, &cnt))
 		return;
-	lost = cnt.kernel[SHLIB_CNT_LOST] + cnt.malformed;
+	/* So may a match whose path could not be read or resolved to the file opened. */
+	lost = cnt.kernel[SHLIB_CNT_LOST] + cnt.kernel[SHLIB_CNT_NO_PATH] +
+	       cnt.kernel[SHLIB_CNT_TOO_LONG] + cnt.malformed +
+	       bpftel_uprobes__stale(agent->uprobes);
 	if (lost != agent->lost_seen) {
 		agent->lost_seen = lost;
 		bpftel_uprobes__scan(agent->uprobes);

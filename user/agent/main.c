@@ -28,6 +28,7 @@
 
 static struct env {
 	const char *socket_path;
+	bool no_run_stats;
 	int verbosity; /* enum bpftel_log_level shown at most */
 } env = {
 	.socket_path = BPFTEL_CTL_SOCKET_DEFAULT,
@@ -35,7 +36,7 @@ static struct env {
 };
 
 static const char usage_text[] =
-	"Usage: bpftel-agent [--socket PATH] [-v] [-h] [-V]\n"
+	"Usage: bpftel-agent [--socket PATH] [--no-run-stats] [-v] [-h] [-V]\n"
 	"\n"
 	"eBPF telemetry agent. Runs in the foreground as root until SIGINT or SIGTERM, then\n"
 	"detaches every program it attached and closes every BPF object it loaded.\n"
@@ -44,6 +45,9 @@ static const char usage_text[] =
 	"  -s, --socket PATH   control socket for the bpftel CLI "
 	"(default " BPFTEL_CTL_SOCKET_DEFAULT ",\n"
 	"                      created mode 0600, parent directories as needed)\n"
+	"      --no-run-stats  do not turn on the kernel's per-program run counts and times\n"
+	"                      (BPF_ENABLE_STATS): they add two clock reads to every run\n"
+	"                      of every BPF program on the host\n"
 	"  -v, --verbose       more output; twice adds libbpf's debug log\n"
 	"  -q, --quiet         errors and warnings only\n"
 	"  -h, --help          this text\n"
@@ -76,9 +80,13 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 static int parse_args(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"socket", required_argument, NULL, 's'}, {"verbose", no_argument, NULL, 'v'},
-		{"quiet", no_argument, NULL, 'q'},	  {"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},	  {},
+		{"socket", required_argument, NULL, 's'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{"no-run-stats", no_argument, NULL, 'S'},
+		{},
 	};
 	int c, verbose = 0;
 
@@ -100,6 +108,9 @@ static int parse_args(int argc, char **argv)
 		case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
+		case 'S':
+			env.no_run_stats = true;
+			break;
 		case 'V':
 			printf("bpftel-agent %s\n", BPFTEL_VERSION);
 			exit(0);
@@ -218,6 +229,8 @@ int main(int argc, char **argv)
 		pr_err("cannot set up errors telemetry: %s", strerror(-err));
 		goto cleanup;
 	}
+	if (env.no_run_stats)
+		bpftel_telemetry__set_run_stats(agent.tlm, false);
 	err = bpftel_uprobes__new(&agent.uprobes);
 	if (!err)
 		err = bpftel_sharedlibs__new(agent.mgr, &sl_opts, &agent.sharedlibs);

@@ -127,6 +127,14 @@ struct bpftel_probe_spec {
 	const char *group;
 	size_t ncand;
 	struct bpftel_attach_candidate cand[BPFTEL_PROBE_MAX_CAND];
+	/*
+	 * Optional: skip this probe when the earlier probe named covered_by attached with
+	 * its candidate covered_by_cand, which already sees what this one would (an fexit
+	 * on a function that three syscalls reach makes their three tracepoints
+	 * redundant). Its candidates then read BPFTEL_CAND_COVERED.
+	 */
+	const char *covered_by;
+	int covered_by_cand;
 };
 
 /* Declare a probe; from ops->open (or before load). Strings must outlive the module. */
@@ -137,15 +145,17 @@ enum bpftel_cand_result {
 	BPFTEL_CAND_UNTRIED = 0,  /* an earlier candidate won */
 	BPFTEL_CAND_REJECTED = 1, /* feature detection or attach failed: see err, reason */
 	BPFTEL_CAND_ATTACHED = 2,
-	BPFTEL_CAND_VIABLE = 3, /* passed detection, not attached yet */
+	BPFTEL_CAND_VIABLE = 3,	 /* passed detection, not attached yet */
+	BPFTEL_CAND_COVERED = 4, /* not needed: spec.covered_by attached what covers it */
 };
 
 struct bpftel_probe_status {
 	const char *name;
 	enum bpftel_probe_policy policy;
 	const char *group;
-	int winner;    /* candidate index, -1 if none attached */
-	__u32 prog_id; /* kernel id of the winner's program */
+	const char *covered_by; /* set when skipped because that probe covers it */
+	int winner;		/* candidate index, -1 if none attached */
+	__u32 prog_id;		/* kernel id of the winner's program */
 	size_t ncand;
 	struct {
 		struct bpftel_attach_candidate cand;

@@ -283,6 +283,21 @@ static bool group_attached(struct bpftel_module *m, const char *group)
 	return false;
 }
 
+/* Is p covered by an earlier probe's winner (spec.covered_by)? */
+static bool covered(struct bpftel_module *m, const struct probe *p)
+{
+	size_t i;
+
+	if (!p->spec.covered_by)
+		return false;
+	for (i = 0; i < m->nprobes && &m->probes[i] != p; i++) {
+		if (!strcmp(m->probes[i].spec.name, p->spec.covered_by))
+			return m->probes[i].link &&
+			       m->probes[i].status.winner == p->spec.covered_by_cand;
+	}
+	return false;
+}
+
 int probes_attach(struct bpftel_module *m)
 {
 	struct bpftel_probe_status *st;
@@ -294,6 +309,15 @@ int probes_attach(struct bpftel_module *m)
 		p = &m->probes[i];
 		st = &p->status;
 		last = -ENOENT;
+		st->covered_by = NULL;
+		if (covered(m, p)) {
+			st->covered_by = p->spec.covered_by;
+			for (j = 0; j < p->spec.ncand; j++) {
+				if (st->cand[j].result == BPFTEL_CAND_VIABLE)
+					st->cand[j].result = BPFTEL_CAND_COVERED;
+			}
+			continue;
+		}
 		for (j = 0; j < p->spec.ncand; j++) {
 			if (st->cand[j].result != BPFTEL_CAND_VIABLE)
 				continue;

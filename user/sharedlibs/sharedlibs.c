@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/sysmacros.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -47,9 +49,8 @@ static const char *const libset_names[SHLIB_LIBSET__COUNT] = {
 
 static const char *const counter_names[SHLIB_CNT__COUNT] = {
 	[SHLIB_CNT_MATCHED] = "matched",	 [SHLIB_CNT_EMITTED] = "emitted",
-	[SHLIB_CNT_OPEN_FAILED] = "open_failed", [SHLIB_CNT_LOST] = "lost",
-	[SHLIB_CNT_TOO_LONG] = "path_too_long",	 [SHLIB_CNT_INFLIGHT_FULL] = "inflight_full",
-	[SHLIB_CNT_DEFERRED] = "deferred",
+	[SHLIB_CNT_NO_PATH] = "path_unreadable", [SHLIB_CNT_LOST] = "lost",
+	[SHLIB_CNT_TOO_LONG] = "path_too_long",
 };
 
 /* Libsets and their stems: what the watcher matches, by subscribers' masks. */
@@ -113,15 +114,20 @@ int bpftel_shlib_event_check(const void *data, size_t size)
 	return 0;
 }
 
-int bpftel_shlib_host_path(__u32 pid, const char *path, char *buf, size_t size)
+int bpftel_shlib_host_path(__u32 pid, int dirfd, const char *path, char *buf, size_t size)
 {
 	int n;
 
-	/* Magic links: resolve in the process's own root and cwd (containers included). */
+	/* Magic links: resolve in the process's own root, cwd or directory fd (containers
+	 * included). */
 	if (path[0] == '/')
 		n = snprintf(buf, size, "/proc/%u/root%s", pid, path);
-	else
+	else if (dirfd == AT_FDCWD)
 		n = snprintf(buf, size, "/proc/%u/cwd/%s", pid, path);
+	else if (dirfd >= 0)
+		n = snprintf(buf, size, "/proc/%u/fd/%d/%s", pid, dirfd, path);
+	else
+		return -EBADF;
 	if (n < 0)
 		return -EINVAL;
 	return (size_t)n >= size ? -ENAMETOOLONG : 0;
@@ -160,11 +166,11 @@ static struct bpftel_shlib_detection *detection_add(struct bpftel_sharedlibs *sl
 	return &sl->det[(sl->det_head + sl->det_len - 1) % sl->det_cap];
 }
 
-static char *resolve_host_path(__u32 pid, const char *path)
+static char *resolve_host_path(__u32 pid, int dirfd, const char *path)
 {
 	char magic[PATH_MAX + 64];
 
-	if (bpftel_shlib_host_path(pid, path, magic, sizeof(magic)))
+	if (bpftel_shlib_host_path(pid, dirfd, path, magic, sizeof(magic)))
 		return NULL;
 	/* Fails once the process is gone: the caller keeps the path as named. */
 	return realpath(magic, NULL);
@@ -188,7 +194,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 		return -EINVAL; /* counted by the pipeline as a parse drop too */
 	}
 	/* Resolve outside the lock: it touches /proc. */
-	host_path = resolve_host_path(ev->pid, ev->path);
+	host_path = resolve_host_path(ev->pid, ev->dirfd, ev->path);
 	pthread_mutex_lock(&sl->lock);
 	sl->received++;
 	d = detection_find(sl, ev->pid, ev->path);
@@ -198,6 +204,9 @@ static int handle_event(void *ctx, void *data, size_t size)
 		copy = *d;
 		copy.path = (char *)ev->path;
 		copy.host_path = NULL;
+		copy.dirfd = ev->dirfd; /* this open's, not the first one's */
+		copy.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff);
+		copy.ino = ev->ino;
 		pthread_mutex_unlock(&sl->lock);
 		free(host_path);
 		/* Still tell the listener: the pid may be reused by a new process. */
@@ -219,6 +228,9 @@ static int handle_event(void *ctx, void *data, size_t size)
 	d->lib = ev->lib;
 	d->libset = ev->libset;
 	d->syscall = ev->syscall;
+	d->dirfd = ev->dirfd;
+	d->dev = makedev(ev->dev >> 20, ev->dev & 0xfffff); /* kernel dev_t -> st_dev */
+	d->ino = ev->ino;
 	memcpy(d->comm, ev->comm, sizeof(d->comm));
 	d->comm[sizeof(d->comm) - 1] = '\0';
 	d->opens = 1;
@@ -236,31 +248,31 @@ static int handle_event(void *ctx, void *data, size_t size)
 
 /* ---- the module ---- */
 
-#define TP(probe, prog, tp, pol)                                \
-	{                                                       \
-		.name = probe, .policy = pol, .ncand = 1,       \
-		.cand = {{BPFTEL_ATTACH_TRACEPOINT, prog, tp}}, \
+/*
+ * One probe per open, at its exit. fexit on do_sys_openat2 sees open, openat and openat2
+ * at once; where the kernel refuses it (EPERM here), the sys_exit tracepoints do, and
+ * the open/openat2 ones are skipped when the fexit won.
+ */
+#define SYS_EXIT_TP(probe, prog, tp, pol)                                               \
+	{                                                                               \
+		.name = probe, .policy = pol, .ncand = 1,                               \
+		.cand = {{BPFTEL_ATTACH_TRACEPOINT, prog, tp}}, .covered_by = "openat", \
+		.covered_by_cand = 0,                                                   \
 	}
 
 static const struct bpftel_probe_spec probe_specs[] = {
-	TP("openat-enter", "shlib_enter_openat", "syscalls/sys_enter_openat",
-	   BPFTEL_PROBE_REQUIRED),
-	TP("openat-exit", "shlib_exit_openat", "syscalls/sys_exit_openat", BPFTEL_PROBE_REQUIRED),
-	/* open(2) does not exist on every arch; openat2(2) needs 5.6. */
-	TP("open-enter", "shlib_enter_open", "syscalls/sys_enter_open", BPFTEL_PROBE_BEST_EFFORT),
-	TP("open-exit", "shlib_exit_open", "syscalls/sys_exit_open", BPFTEL_PROBE_BEST_EFFORT),
-	TP("openat2-enter", "shlib_enter_openat2", "syscalls/sys_enter_openat2",
-	   BPFTEL_PROBE_BEST_EFFORT),
-	TP("openat2-exit", "shlib_exit_openat2", "syscalls/sys_exit_openat2",
-	   BPFTEL_PROBE_BEST_EFFORT),
 	{
-		.name = "task-exit",
+		.name = "openat",
 		.policy = BPFTEL_PROBE_REQUIRED,
-		.ncand = 3,
-		.cand = {{BPFTEL_ATTACH_FENTRY, "shlib_fentry_exit", "do_exit"},
-			 {BPFTEL_ATTACH_KPROBE, "shlib_kprobe_exit", "do_exit"},
-			 {BPFTEL_ATTACH_TRACEPOINT, "shlib_tp_exit", "sched/sched_process_exit"}},
+		.ncand = 2,
+		.cand = {{BPFTEL_ATTACH_FEXIT, "shlib_fexit_open", "do_sys_openat2"},
+			 {BPFTEL_ATTACH_TRACEPOINT, "shlib_exit_openat",
+			  "syscalls/sys_exit_openat"}},
 	},
+	/* open(2) does not exist on every arch; openat2(2) needs 5.6. */
+	SYS_EXIT_TP("open", "shlib_exit_open", "syscalls/sys_exit_open", BPFTEL_PROBE_BEST_EFFORT),
+	SYS_EXIT_TP("openat2", "shlib_exit_openat2", "syscalls/sys_exit_openat2",
+		    BPFTEL_PROBE_BEST_EFFORT),
 };
 
 static int shlib_open(struct bpftel_module *m)

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/types.h>
 #include <linux/types.h>
 
 #include "bpf/shared_libraries.h"
@@ -36,6 +37,9 @@ struct bpftel_shlib_detection {
 	enum shlib_lib lib;
 	enum shlib_libset libset;
 	enum shlib_syscall syscall;
+	int dirfd; /* a relative path starts there (AT_FDCWD: the cwd) */
+	dev_t dev; /* the file the open returned, as stat() reports it */
+	__u64 ino;
 	char comm[SHLIB_COMM_LEN];
 	char *path;	 /* as the process named it */
 	char *host_path; /* the same file as seen from the agent (via /proc/<pid>/root, cwd) */
@@ -92,10 +96,12 @@ const char *bpftel_shlib_counter_name(enum shlib_counter counter);
 int bpftel_shlib_event_check(const void *data, size_t size);
 
 /*
- * Host path for a path opened by pid: "/proc/<pid>/root" + path when absolute, + the
- * process's cwd + path when relative. Writes at most size bytes; -ENAMETOOLONG if it
- * does not fit, -errno if the cwd cannot be read.
+ * Host path for a path opened by pid relative to dirfd, through the process's magic
+ * links: "/proc/<pid>/root" + path when absolute; "/proc/<pid>/cwd/" + path when
+ * relative to AT_FDCWD; "/proc/<pid>/fd/<dirfd>/" + path when relative to a directory
+ * fd. Writes at most size bytes; -ENAMETOOLONG if it does not fit, -EBADF for a
+ * negative dirfd other than AT_FDCWD.
  */
-int bpftel_shlib_host_path(__u32 pid, const char *path, char *buf, size_t size);
+int bpftel_shlib_host_path(__u32 pid, int dirfd, const char *path, char *buf, size_t size);
 
 #endif /* BPFTEL_SHAREDLIBS_H */

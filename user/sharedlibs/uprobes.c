@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -60,6 +61,7 @@ struct bpftel_uprobes {
 	struct mod_entry mods[MAX_MODS];
 	size_t nfiles;
 	struct lib_file *files[MAX_FILES];
+	__u64 stale; /* detections whose path no longer led to the file opened */
 };
 
 int bpftel_shlib_match_name(const char *path)
@@ -227,8 +229,9 @@ static void file_attach(struct bpftel_uprobes *u, struct lib_file *f, size_t mi)
 	}
 }
 
+/* want_ino != 0: the file must be (want_dev, want_ino), the one the kernel saw opened. */
 static int uprobes_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, const char *named,
-			const char *access)
+			const char *access, dev_t want_dev, __u64 want_ino)
 {
 	struct proc_ref *grown;
 	struct lib_file *f = NULL;
@@ -240,6 +243,14 @@ static int uprobes_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib,
 		return -errno; /* the process is gone, or the file is */
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
+	if (want_ino && (st.st_dev != want_dev || st.st_ino != want_ino)) {
+		/* Renamed, replaced, or the dirfd closed since: not the file that was
+		 * opened. The caller reads /proc/<pid>/maps instead. */
+		pthread_mutex_lock(&u->lock);
+		u->stale++;
+		pthread_mutex_unlock(&u->lock);
+		return -ESTALE;
+	}
 	stime = start_time(pid);
 	if (!stime)
 		return -ESRCH;
@@ -300,16 +311,37 @@ int bpftel_uprobes__process_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib
 	if ((unsigned)lib >= SHLIB_LIB__COUNT)
 		return -EINVAL;
 	/* Through the process's own root and cwd: containers included. */
-	err = bpftel_shlib_host_path(pid, path, access, sizeof(access));
-	return err ? err : uprobes_seen(u, pid, lib, path, access);
+	err = bpftel_shlib_host_path(pid, AT_FDCWD, path, access, sizeof(access));
+	return err ? err : uprobes_seen(u, pid, lib, path, access, 0, 0);
+}
+
+int bpftel_uprobes__detected(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d)
+{
+	char access[PATH_MAX + 64];
+	int err;
+
+	if ((unsigned)d->lib >= SHLIB_LIB__COUNT)
+		return -EINVAL;
+	err = bpftel_shlib_host_path(d->pid, d->dirfd, d->path, access, sizeof(access));
+	return err ? err : uprobes_seen(u, d->pid, d->lib, d->path, access, d->dev, d->ino);
 }
 
 void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d)
 {
-	int err = bpftel_uprobes__process_seen(ctx, d->pid, d->lib, d->path);
+	int err = bpftel_uprobes__detected(ctx, d);
 
 	if (err && err != -ENOENT && err != -ESRCH)
 		pr_debug("uprobes: pid %u %s: %s", d->pid, d->path, strerror(-err));
+}
+
+__u64 bpftel_uprobes__stale(struct bpftel_uprobes *u)
+{
+	__u64 n;
+
+	pthread_mutex_lock(&u->lock);
+	n = u->stale;
+	pthread_mutex_unlock(&u->lock);
+	return n;
 }
 
 int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
@@ -373,7 +405,7 @@ int bpftel_uprobes__scan(struct bpftel_uprobes *u)
 			/* map_files reaches the mapped file itself, whatever namespace. */
 			snprintf(access, sizeof(access), "/proc/%u/map_files/%lx-%lx", pid, start,
 				 end);
-			hit |= !uprobes_seen(u, pid, lib, file, access);
+			hit |= !uprobes_seen(u, pid, lib, file, access, 0, 0);
 		}
 		fclose(maps);
 		found += hit;

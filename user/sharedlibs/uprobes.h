@@ -45,8 +45,13 @@ int bpftel_uprobes__add_module(struct bpftel_uprobes *u, struct bpftel_module *m
 /* A process uses a library file: `path` as that process named it. */
 int bpftel_uprobes__process_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib,
 				 const char *path);
-/* For bpftel_sharedlibs__set_listener(). */
+/* The watcher saw d->pid open d->path (relative to d->dirfd): attach if the path still
+ * leads to the file opened, (d->dev, d->ino); else -ESTALE, counted. */
+int bpftel_uprobes__detected(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d);
+/* For bpftel_sharedlibs__set_listener(): bpftel_uprobes__detected. */
 void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d);
+/* Detections refused with -ESTALE so far: a rise means a /proc scan is due. */
+__u64 bpftel_uprobes__stale(struct bpftel_uprobes *u);
 
 /* Forget exited processes; detach files no live process uses. Returns files dropped. */
 int bpftel_uprobes__sweep(struct bpftel_uprobes *u);

@@ -44,6 +44,7 @@ struct {
 } mt_shared SEC(".maps");
 
 static __u64 seq;
+__u64 getppid_hits;
 
 SEC("fentry/do_sys_openat2")
 int BPF_PROG(mt_fentry, int dfd)
@@ -75,6 +76,7 @@ int mt_getppid(void *ctx)
 
 	if (tgid != target_tgid)
 		return 0;
+	__sync_fetch_and_add(&getppid_hits, 1);
 	ev.seq = __sync_fetch_and_add(&seq, 1);
 	ev.tgid = tgid;
 	bpf_ringbuf_output(&mt_events, &ev, sizeof(ev), 0);
