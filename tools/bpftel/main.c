@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "format.h"
+#include "print.h"
 #include "table.h"
 #include "user/common/ctl.h"
 
@@ -29,6 +31,9 @@ static const char usage_text[] =
 	"            and attach failures (symbol, errno)\n"
 	"  errors    failed map operations and helper calls in the agent's eBPF code, by\n"
 	"            module, program, map or helper, operation and errno\n"
+	"  gpu       per process using the CUDA runtime: kernel launches and threads,\n"
+	"            device memory outstanding and peak, allocation ages (leaks), memcpy\n"
+	"            bytes by direction, sync wait, CUDA errors by function\n"
 	"\n"
 	"Options:\n"
 	"  -s, --socket PATH   agent control socket (default " BPFTEL_CTL_SOCKET_DEFAULT ")\n"
@@ -47,32 +52,6 @@ struct command {
 	const char *name;
 	void (*print)(json_t *resp);
 };
-
-static const char *jstr(json_t *obj, const char *key)
-{
-	const char *s = json_string_value(json_object_get(obj, key));
-
-	return s ? s : "-";
-}
-
-static long long jint(json_t *obj, const char *key)
-{
-	return json_integer_value(json_object_get(obj, key));
-}
-
-static void fmt_duration(char *buf, size_t size, double secs)
-{
-	long long s = (long long)secs;
-
-	if (s < 60)
-		snprintf(buf, size, "%.1fs", secs);
-	else if (s < 3600)
-		snprintf(buf, size, "%lldm%02llds", s / 60, s % 60);
-	else if (s < 86400)
-		snprintf(buf, size, "%lldh%02lldm", s / 3600, s % 3600 / 60);
-	else
-		snprintf(buf, size, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
-}
 
 static void print_programs(json_t *progs)
 {
@@ -316,7 +295,7 @@ static void print_libs(json_t *resp)
 
 static const struct command commands[] = {
 	{"stats", print_stats},	  {"modules", print_modules}, {"probes", print_probes},
-	{"errors", print_errors}, {"libs", print_libs},
+	{"errors", print_errors}, {"libs", print_libs},	      {"gpu", print_gpu},
 };
 
 static const struct command *find_command(const char *name)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "user/modules/gpu/gpu.h"
 #include "user/common/ctl.h"
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
@@ -325,6 +326,8 @@ void bpftel_agent_tick(struct bpftel_agent *agent)
 		return;
 	agent->last_sweep_ms = now;
 	bpftel_uprobes__sweep(agent->uprobes);
+	if (agent->gpu)
+		bpftel_gpu__sweep(agent->gpu);
 	/* A lost event may be a library load we never saw: read /proc instead. */
 	if (bpftel_sharedlibs__counters(agent->sharedlibs, &cnt))
 		return;
@@ -389,6 +392,8 @@ json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
 		return cmd_errors(agent);
 	if (!strcmp(cmd, "libs"))
 		return cmd_libs(agent);
+	if (!strcmp(cmd, "gpu"))
+		return bpftel_agent_gpu_json(agent);
 	if (!strcmp(cmd, "ping"))
 		return json_pack("{s:s}", "version", BPFTEL_VERSION);
 	return bpftel_ctl_error("unknown command '%.64s'", cmd);

@@ -17,6 +17,7 @@
 #include <bpf/libbpf.h>
 
 #include "agent.h"
+#include "user/modules/gpu/gpu.h"
 #include "control.h"
 #include "system.h"
 #include "user/common/ctl.h"
@@ -247,6 +248,14 @@ int main(int argc, char **argv)
 		pr_err("cannot start the shared-libraries watcher: %s", strerror(-err));
 		goto cleanup;
 	}
+	/* Modules: one that cannot start is reported and leaves the others running. */
+	err = bpftel_gpu__new(agent.mgr, agent.uprobes, &agent.gpu);
+	if (!err)
+		err = bpftel_telemetry__instrument(agent.tlm, bpftel_gpu__module(agent.gpu));
+	if (!err)
+		err = bpftel_module__run(bpftel_gpu__module(agent.gpu));
+	if (err)
+		pr_warn("module '%s' not running: %s", BPFTEL_GPU_MODULE, strerror(-err));
 	/* Libraries mapped before the watcher ran are in /proc/<pid>/maps. */
 	pr_info("start-up scan: %d processes with watched libraries",
 		bpftel_uprobes__scan(agent.uprobes));
@@ -277,6 +286,7 @@ cleanup:
 	bpftel_manager__free(agent.mgr);
 	bpftel_uprobes__free(agent.uprobes);
 	bpftel_sharedlibs__free(agent.sharedlibs);
+	bpftel_gpu__free(agent.gpu);
 	bpftel_telemetry__free(agent.tlm);
 	if (sigfd >= 0)
 		close(sigfd);

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * BPF_PROG_TEST_RUN harness for bpf/gpu.bpf.c. It compiles the real object (same maps,
+ * same probe bodies) and adds a syscall program that runs one probe body on a
+ * synthetic register set, as thread pid_tgid at time now. A syscall program runs in
+ * the test's own process, so user pointers in the registers (cudaMalloc's devPtr,
+ * the stack holding cudaLaunchKernel's sharedMem) point into the test's memory.
+ */
+#include "../../../bpf/gpu.bpf.c"
+
+/* probe: GPU_TEST_ENTER + func, GPU_TEST_RET + func, or GPU_TEST_TASK_EXIT. */
+#define GPU_TEST_ENTER	   0
+#define GPU_TEST_RET	   16
+#define GPU_TEST_TASK_EXIT 32
+
+struct gpu_test_call {
+	struct pt_regs regs;
+	__u64 pid_tgid;
+	__u64 now;
+	__u32 probe;
+	__u32 __pad;
+};
+
+SEC("syscall")
+int gpu_test_call(struct gpu_test_call *ctx)
+{
+	__u32 __tlm_prog = 0, probe = ctx->probe;
+	struct pt_regs *regs = &ctx->regs;
+	__u64 pid_tgid = ctx->pid_tgid, now = ctx->now;
+
+	if (probe == GPU_TEST_TASK_EXIT)
+		return gpu_task_exit_body(TLM_ARG, pid_tgid);
+	if (probe >= GPU_TEST_RET && probe < GPU_TEST_RET + GPU_FN__COUNT)
+		return gpu_ret_body(TLM_ARG, regs, pid_tgid, now, probe - GPU_TEST_RET);
+	switch (probe) {
+	case GPU_TEST_ENTER + GPU_FN_LAUNCH:
+		return gpu_launch_enter_body(TLM_ARG, regs, pid_tgid, now);
+	case GPU_TEST_ENTER + GPU_FN_MALLOC:
+		return gpu_malloc_enter_body(TLM_ARG, regs, pid_tgid, now);
+	case GPU_TEST_ENTER + GPU_FN_FREE:
+		return gpu_free_enter_body(TLM_ARG, regs, pid_tgid, now);
+	case GPU_TEST_ENTER + GPU_FN_MEMCPY:
+	case GPU_TEST_ENTER + GPU_FN_MEMCPY_ASYNC:
+		return gpu_memcpy_enter_body(TLM_ARG, regs, pid_tgid, now, probe);
+	case GPU_TEST_ENTER + GPU_FN_STREAM_SYNC:
+	case GPU_TEST_ENTER + GPU_FN_DEVICE_SYNC:
+	case GPU_TEST_ENTER + GPU_FN_SET_DEVICE:
+		return gpu_simple_enter_body(TLM_ARG, regs, pid_tgid, now, probe);
+	}
+	return -1;
+}

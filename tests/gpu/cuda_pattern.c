@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * cuda_pattern LIBCUDART [stub|real|loop N]: dlopen a CUDA runtime, print "loaded PID",
+ * wait for a line on stdin (the test lets the agent attach first), make a known
+ * sequence of calls, print "done" and each call's cudaError_t, then wait for stdin to
+ * close so that the agent can be asked while the process lives.
+ *
+ * stub: the pattern tests/integration/test_gpu.py checks (see EXPECTED there).
+ * real: cudaMalloc x2 and cudaLaunchKernel x3 against the real runtime (no GPU here:
+ *       each fails with cudaErrorInsufficientDriver).
+ * loop N: N cudaLaunchKernel calls, then print ns per call (tools/bench).
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+	unsigned int x, y, z;
+} dim3;
+
+static int (*launch)(const void *, dim3, dim3, void **, size_t, void *);
+static int (*cmalloc)(void **, size_t);
+static int (*cfree)(void *);
+static int (*memcpy_sync)(void *, const void *, size_t, int);
+static int (*memcpy_async)(void *, const void *, size_t, int, void *);
+static int (*stream_sync)(void *);
+static int (*device_sync)(void);
+static int (*set_device)(int);
+
+static void kernel(void)
+{
+}
+
+static void *sym(void *lib, const char *name)
+{
+	void *p = dlsym(lib, name);
+
+	if (!p) {
+		fprintf(stderr, "cuda_pattern: %s: %s\n", name, dlerror());
+		exit(1);
+	}
+	return p;
+}
+
+static void wait_line(void)
+{
+	char line[64];
+
+	if (!fgets(line, sizeof(line), stdin))
+		exit(1);
+}
+
+#define MiB (1ul << 20)
+
+static void stub_pattern(void)
+{
+	dim3 grid = {2, 3, 1}, block = {32, 4, 1};
+	static char host[2 * MiB];
+	void *a, *b, *c, *huge;
+	int i;
+
+	printf("set_device %d %d\n", set_device(1), set_device(42));
+	printf("malloc %d %d %d %d\n", cmalloc(&a, MiB), cmalloc(&b, 2 * MiB), cmalloc(&c, 4 * MiB),
+	       cmalloc(&huge, 1ul << 41));
+	for (i = 0; i < 5; i++)
+		printf("launch %d\n", launch((const void *)kernel, grid, block, NULL, 1024, NULL));
+	printf("memcpy %d %d %d %d\n", memcpy_sync(a, host, MiB, 1), memcpy_sync(b, host, MiB, 1),
+	       memcpy_sync(host, c, 4096, 2), memcpy_async(a, host, 512, 1, NULL));
+	printf("sync %d %d\n", stream_sync(NULL), device_sync());
+	printf("free %d %d\n", cfree(a), cfree(b)); /* c stays: the deliberate leak */
+}
+
+static void real_pattern(void)
+{
+	dim3 one = {1, 1, 1};
+	void *p = NULL;
+	int i;
+
+	for (i = 0; i < 2; i++)
+		printf("malloc %d\n", cmalloc(&p, MiB));
+	for (i = 0; i < 3; i++)
+		printf("launch %d\n", launch((const void *)kernel, one, one, NULL, 0, NULL));
+}
+
+static void launch_loop(long n)
+{
+	dim3 one = {1, 1, 1};
+	struct timespec t0, t1;
+	long i;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < n; i++)
+		launch((const void *)kernel, one, one, NULL, 0, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n);
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 2 ? argv[2] : "stub";
+	void *lib;
+	char c;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: cuda_pattern LIBCUDART [stub|real|loop N]\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		fprintf(stderr, "cuda_pattern: %s\n", dlerror());
+		return 1;
+	}
+	launch = sym(lib, "cudaLaunchKernel");
+	cmalloc = sym(lib, "cudaMalloc");
+	cfree = sym(lib, "cudaFree");
+	memcpy_sync = sym(lib, "cudaMemcpy");
+	memcpy_async = sym(lib, "cudaMemcpyAsync");
+	stream_sync = sym(lib, "cudaStreamSynchronize");
+	device_sync = sym(lib, "cudaDeviceSynchronize");
+	set_device = sym(lib, "cudaSetDevice");
+	printf("loaded %d\n", getpid());
+	wait_line();
+	if (!strcmp(mode, "real"))
+		real_pattern();
+	else if (!strcmp(mode, "loop") && argc > 3)
+		launch_loop(atol(argv[3]));
+	else
+		stub_pattern();
+	printf("done\n");
+	while (read(STDIN_FILENO, &c, 1) > 0)
+		;
+	return 0;
+}

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""End to end, GPU module: the real agent's uprobes on a stub libcudart.so.13 built by the
+tests record exactly the pattern tests/gpu/cuda_pattern.c plays (counts, bytes,
+outstanding bytes and one deliberate leak, errors by function), `bpftel gpu` shows it
+while the process runs, and its state is dropped after it exits. Against the real
+/usr/local/cuda/lib64/libcudart.so.13 (no GPU, no driver here) each call's
+cudaErrorInsufficientDriver (35) is counted per function. Files named libcudart.so.13
+that are not ELF, or lack the symbols, are recorded attach failures and leave the other
+modules working. Nothing is left in the kernel after the agent stops."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import Agent, bpf_ids, check, require_root, wait_for  # noqa: E402
+
+REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
+MiB = 1 << 20
+NPROBES = 16  # 8 functions, entry + return each
+
+# What cuda_pattern's stub pattern does (see stub_pattern() there).
+EXPECTED_CALLS = {"cudaLaunchKernel": 5, "cudaMalloc": 4, "cudaFree": 2, "cudaMemcpy": 3,
+                  "cudaMemcpyAsync": 1, "cudaStreamSynchronize": 1,
+                  "cudaDeviceSynchronize": 1, "cudaSetDevice": 2}
+EXPECTED_FAILED = {"cudaSetDevice": 1, "cudaMalloc": 1}
+
+
+class Pattern:
+    """cuda_pattern LIB MODE: waits for 'go' after dlopen, then plays its calls."""
+
+    def __init__(self, binary, lib, mode):
+        self.proc = subprocess.Popen([binary, lib, mode], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().split()
+        if line[:1] != ["loaded"]:
+            self.proc.kill()
+            raise AssertionError(f"cuda_pattern {mode} did not load {lib}: {line}")
+        self.pid = int(line[1])
+        self.out = []
+
+    def play(self):
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.strip() == "done":
+                return self.out
+            self.out.append(line.strip())
+        raise AssertionError(f"cuda_pattern exited early: {self.out}")
+
+    def finish(self):
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=10)
+
+
+def gpu_row(agent, pid):
+    rows = [p for p in agent.json("gpu")["processes"] if p["pid"] == pid]
+    return rows[0] if rows else None
+
+
+def lib_rows(agent, pid, module="gpu"):
+    return [r for r in agent.json("libs")["libs"]
+            if r["module"] == module and pid in r["pids"]]
+
+
+def wait_attached(agent, pid):
+    return wait_for(lambda: [r for r in lib_rows(agent, pid) if r["attached"] == NPROBES], 15,
+                    f"the gpu module's {NPROBES} uprobes on pid {pid}'s libcudart")[0]
+
+
+def check_stub(agent, pattern_bin, stub):
+    pat = Pattern(pattern_bin, stub, "stub")
+    try:
+        row = wait_attached(agent, pat.pid)
+        check(row["lib"] == "libcudart" and row["failed"] == 0,
+              f"stub {row['path']}: {row['attached']} uprobes attached, 0 failed")
+        out = pat.play()
+        check(out[0] == "set_device 0 101" and out[1] == "malloc 0 0 0 2",
+              f"the stub answered as designed: {out[:2]}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check(p["calls"] == EXPECTED_CALLS, f"calls per function: {p['calls']}")
+        failed = {k: v for k, v in p["failed"].items() if v}
+        check(failed == EXPECTED_FAILED, f"failed calls per function: {failed}")
+        errors = sorted((e["function"], e["error"], e["name"], e["count"]) for e in p["errors"])
+        check(errors == [("cudaMalloc", 2, "cudaErrorMemoryAllocation", 1),
+                         ("cudaSetDevice", 101, "cudaErrorInvalidDevice", 1)],
+              f"CUDA errors by (function, error): {errors}")
+        check(p["launches"] == 5 and p["threads"] == 5 * 6 * 128 and
+              p["shared_mem_bytes"] == 5 * 1024 and
+              p["launch_sizes"] == [{"min_threads": 512, "launches": 5}],
+              f"launches {p['launches']}, threads {p['threads']}, shared memory "
+              f"{p['shared_mem_bytes']} B, sizes {p['launch_sizes']}")
+        m = p["memory"]
+        check(m["allocs"] == 3 and m["alloc_bytes"] == 7 * MiB and m["frees"] == 2 and
+              m["freed_bytes"] == 3 * MiB and m["frees_unknown"] == 0 and
+              m["allocs_untracked"] == 0,
+              f"3 allocations of 7 MiB, 2 frees of 3 MiB: {m}")
+        check(m["outstanding_bytes"] == 4 * MiB and m["peak_bytes"] == 7 * MiB and
+              m["outstanding_allocs"] == 1 and m["age"]["lt_10s"] == {"allocs": 1,
+                                                                      "bytes": 4 * MiB},
+              "the deliberate leak: 4 MiB outstanding in 1 allocation under 10 s old, "
+              "peak 7 MiB")
+        check(p["memcpy_bytes"]["htod"] == 2 * MiB + 512 and p["memcpy_bytes"]["dtoh"] == 4096
+              and p["memcpy_bytes"]["dtod"] == 0,
+              f"memcpy bytes by direction: {p['memcpy_bytes']}")
+        check(0.006 <= p["memcpy_seconds"] < 1 and 0.008 <= p["sync_wait_seconds"] < 1,
+              f"time in cudaMemcpy {p['memcpy_seconds'] * 1e3:.1f} ms (3 x 2 ms), in syncs "
+              f"{p['sync_wait_seconds'] * 1e3:.1f} ms (5 + 3 ms)")
+        check(p["device"] == 1, "cudaSetDevice(1) recorded, the failed (42) one not")
+
+        table = agent.cli("gpu").stdout
+        line = next((ln for ln in table.splitlines() if ln.split()[:1] == [str(pat.pid)]), "")
+        check("4.0 MiB" in line and "7.0 MiB" in line and "1 (oldest" in line and
+              "cudaErrorInvalidDevice" in table,
+              f"bpftel gpu shows the pattern while it runs: {line.split()}")
+    finally:
+        pat.finish()
+    wait_for(lambda: gpu_row(agent, pat.pid) is None, 5,
+             "the process's GPU state to be dropped after it exited")
+    check(True, "state of the exited process dropped by the sweep")
+
+
+def check_real(agent, pattern_bin):
+    if not os.path.exists(REAL_CUDART):
+        print(f"skip (part): {REAL_CUDART} is not on this machine")
+        return
+    pat = Pattern(pattern_bin, REAL_CUDART, "real")
+    try:
+        row = wait_attached(agent, pat.pid)
+        check(row["failed"] == 0, f"real {row['path']}: {row['attached']} uprobes attached")
+        out = pat.play()
+        check(out == ["malloc 35"] * 2 + ["launch 35"] * 3,
+              f"without a driver every call fails with 35: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        errors = {(e["function"], e["name"]): e["count"] for e in p["errors"]}
+        check(errors.get(("cudaMalloc", "cudaErrorInsufficientDriver")) == 2 and
+              errors.get(("cudaLaunchKernel", "cudaErrorInsufficientDriver")) == 3,
+              f"cudaErrorInsufficientDriver (35) counted per function: {errors}")
+        check(p["calls"]["cudaMalloc"] >= 2 and p["calls"]["cudaLaunchKernel"] >= 3 and
+              p["memory"]["allocs"] == 0,
+              f"calls recorded ({p['calls']['cudaMalloc']} cudaMalloc, "
+              f"{p['calls']['cudaLaunchKernel']} cudaLaunchKernel), nothing allocated")
+    finally:
+        pat.finish()
+
+
+def check_bad_files(agent, python, pattern_bin, stub):
+    tmp = tempfile.mkdtemp(prefix="bpftel-badcuda-")
+    procs = []
+    try:
+        garbage = os.path.join(tmp, "garbage", "libcudart.so.13")
+        nosyms = os.path.join(tmp, "nosyms", "libcudart.so.13")
+        os.makedirs(os.path.dirname(garbage))
+        os.makedirs(os.path.dirname(nosyms))
+        with open(garbage, "wb") as f:
+            f.write(b"this is not an ELF file\n" * 100)
+        # A real shared object, without any CUDA symbol.
+        shutil.copy("/lib/x86_64-linux-gnu/libz.so.1", nosyms)
+        for script in (f"open({garbage!r}, 'rb'); import time; time.sleep(60)",
+                       f"import ctypes, time; ctypes.CDLL({nosyms!r}); time.sleep(60)"):
+            procs.append(subprocess.Popen([python, "-c", script]))
+        for proc, path, what in ((procs[0], garbage, "not ELF"),
+                                 (procs[1], nosyms, "no CUDA symbols")):
+            row = wait_for(lambda: [r for r in lib_rows(agent, proc.pid)
+                                    if r["path"] == path and r["failed"]], 15,
+                           f"an attach failure recorded for {path}")[0]
+            check(row["attached"] == 0 and row["failed"] == NPROBES and row["failures"] and
+                  all(f["errno"] > 0 for f in row["failures"]),
+                  f"{what}: {row['failed']} attach failures recorded, e.g. "
+                  f"{row['failures'][0]['symbol']}: {row['failures'][0]['errno_name']}")
+        # Recorded once, not retried in a loop: still the same count a sweep later.
+        time.sleep(1.5)
+        again = [r for r in lib_rows(agent, procs[1].pid) if r["path"] == nosyms][0]
+        check(again["failed"] == NPROBES, "the failed file is not retried")
+        mods = {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
+        check(mods.get("gpu") == "running" and mods.get("sharedlibs") == "running",
+              f"modules still running: {mods}")
+        py = subprocess.run([python, "-c", "import ssl, os; print(os.getpid())"], check=True,
+                            capture_output=True, text=True)
+        pid = int(py.stdout)
+        wait_for(lambda: any(d["pid"] == pid for d in agent.json("stats")["libraries"]), 10,
+                 "the watcher to still report libssl loads")
+        check(True, "the watcher still reports other libraries")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    # And the module still works on a good file afterwards.
+    pat = Pattern(pattern_bin, stub, "stub")
+    try:
+        wait_attached(agent, pat.pid)
+        pat.play()
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, "a gpu row after the bad files")
+        check(p["calls"] == EXPECTED_CALLS, "the stub pattern is still counted exactly")
+    finally:
+        pat.finish()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--pattern", required=True)
+    ap.add_argument("--stub", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args()
+    require_root()
+
+    progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
+    agent = Agent(args.agent, args.cli)
+    try:
+        mods = {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
+        check(mods.get("gpu") == "running", f"the gpu module runs by default: {mods}")
+        check_stub(agent, args.pattern, args.stub)
+        check_real(agent, args.pattern)
+        check_bad_files(agent, args.python, args.pattern, args.stub)
+        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+        check(bpf_ids("link") <= links_before and bpf_ids("prog") <= progs_before,
+              "no program or link beyond the baseline remains")
+    finally:
+        agent.cleanup()
+    print("test_gpu: all checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)

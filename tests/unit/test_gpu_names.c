@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Names the GPU module reports: CUDA functions, memcpy kinds, cudaError_t codes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "user/modules/gpu/gpu.h"
+
+static void test_cuda_error_names(void **state)
+{
+	int prev = -1, code, known = 0;
+
+	(void)state;
+	assert_string_equal(bpftel_cuda_error_name(0), "cudaSuccess");
+	assert_string_equal(bpftel_cuda_error_name(2), "cudaErrorMemoryAllocation");
+	assert_string_equal(bpftel_cuda_error_name(35), "cudaErrorInsufficientDriver");
+	assert_string_equal(bpftel_cuda_error_name(101), "cudaErrorInvalidDevice");
+	assert_string_equal(bpftel_cuda_error_name(999), "cudaErrorUnknown");
+	assert_null(bpftel_cuda_error_name(-1));
+	assert_null(bpftel_cuda_error_name(123456));
+	/* The lookup is a binary search: every code of the table must be found. */
+	for (code = 0; code < 1000; code++) {
+		if (bpftel_cuda_error_name(code)) {
+			assert_true(code > prev);
+			prev = code;
+			known++;
+		}
+	}
+	assert_true(known > 100);
+}
+
+static void test_function_and_kind_names(void **state)
+{
+	(void)state;
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_LAUNCH), "cudaLaunchKernel");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_SET_DEVICE), "cudaSetDevice");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN__COUNT), "unknown");
+	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_H2D), "htod");
+	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_D2H), "dtoh");
+	assert_string_equal(bpftel_gpu_memcpy_kind_name(99), "unknown");
+	assert_string_equal(bpftel_gpu_age_names[0], "lt_10s");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cuda_error_names),
+		cmocka_unit_test(test_function_and_kind_names),
+	};
+
+	return cmocka_run_group_tests_name("gpu_names", tests, NULL, NULL);
+}

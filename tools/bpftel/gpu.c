@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* `bpftel gpu`: one row per process using the CUDA runtime, then its CUDA errors. */
+#include <stdio.h>
+
+#include "format.h"
+#include "print.h"
+#include "table.h"
+
+static void print_errors_of(json_t *procs)
+{
+	static const char *const hdr[] = {"PID", "FUNCTION", "ERROR", "CODE", "COUNT"};
+	struct table *t = NULL;
+	char pid[16], code[16], count[24];
+	json_t *p, *e;
+	size_t i, j;
+
+	json_array_foreach (procs, i, p) {
+		json_array_foreach (json_object_get(p, "errors"), j, e) {
+			if (!t)
+				t = table_new(5, hdr);
+			snprintf(pid, sizeof(pid), "%lld", jint(p, "pid"));
+			snprintf(code, sizeof(code), "%lld", jint(e, "error"));
+			snprintf(count, sizeof(count), "%lld", jint(e, "count"));
+			table_add(t, (const char *const[]){pid, jstr(e, "function"),
+							   jstr(e, "name"), code, count});
+		}
+	}
+	if (!t)
+		return;
+	printf("\nCUDA errors:\n");
+	table_print(t, stdout);
+	table_free(t);
+}
+
+void print_gpu(json_t *resp)
+{
+	static const char *const hdr[] = {"PID",	 "COMM", "LAUNCHES", "THREADS",
+					  "OUTSTANDING", "PEAK", "LEAKS",    "HTOD",
+					  "DTOH",	 "SYNC", "ERRORS"};
+	json_t *procs = json_object_get(resp, "processes"), *p, *mem, *cp;
+	char pid[16], launches[24], threads[24], out[24], peak[24], leaks[48], htod[24], dtoh[24],
+		sync[24], errors[24], oldest[24];
+	long long failed;
+	struct table *t;
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	printf("GPU module: %s\n", jstr(resp, "state"));
+	if (!json_array_size(procs)) {
+		printf("No process is using a watched CUDA runtime.\n");
+		return;
+	}
+	t = table_new(11, hdr);
+	json_array_foreach (procs, i, p) {
+		mem = json_object_get(p, "memory");
+		cp = json_object_get(p, "memcpy_bytes");
+		failed = 0;
+		json_object_foreach (json_object_get(p, "failed"), k, v)
+			failed += json_integer_value(v);
+		snprintf(pid, sizeof(pid), "%lld", jint(p, "pid"));
+		snprintf(launches, sizeof(launches), "%lld", jint(p, "launches"));
+		snprintf(threads, sizeof(threads), "%lld", jint(p, "threads"));
+		fmt_bytes(out, sizeof(out), (double)jint(mem, "outstanding_bytes"));
+		fmt_bytes(peak, sizeof(peak), (double)jint(mem, "peak_bytes"));
+		/* Outstanding allocations and how old the oldest is: the leak view. */
+		fmt_duration(oldest, sizeof(oldest), jnum(mem, "oldest_seconds"));
+		if (jint(mem, "outstanding_allocs"))
+			snprintf(leaks, sizeof(leaks), "%lld (oldest %s)",
+				 jint(mem, "outstanding_allocs"), oldest);
+		else
+			snprintf(leaks, sizeof(leaks), "0");
+		fmt_bytes(htod, sizeof(htod), (double)jint(cp, "htod"));
+		fmt_bytes(dtoh, sizeof(dtoh), (double)jint(cp, "dtoh"));
+		fmt_duration(sync, sizeof(sync), jnum(p, "sync_wait_seconds"));
+		snprintf(errors, sizeof(errors), "%lld", failed);
+		table_add(t, (const char *const[]){pid, jstr(p, "comm"), launches, threads, out,
+						   peak, leaks, htod, dtoh, sync, errors});
+	}
+	table_print(t, stdout);
+	table_free(t);
+	print_errors_of(procs);
+}

@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* Table printers of the commands that live in their own file. */
+#ifndef BPFTEL_CLI_PRINT_H
+#define BPFTEL_CLI_PRINT_H
+
+#include <jansson.h>
+
+void print_gpu(json_t *resp); /* gpu.c */
+
+#endif /* BPFTEL_CLI_PRINT_H */

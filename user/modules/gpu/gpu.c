@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "gpu.h"
+#include "gpu.skel.h"
+#include "user/common/log.h"
+#include "user/manager/manager.h"
+#include "user/sharedlibs/sharedlibs.h"
+#include "user/sharedlibs/uprobes.h"
+
+struct bpftel_gpu {
+	struct bpftel_module_ops ops;
+	struct bpftel_module *module;
+	pthread_mutex_t lock; /* guards skel against a concurrent close */
+	struct gpu *skel;     /* while the module is open */
+};
+
+static const char *const func_names[GPU_FN__COUNT] = {
+	[GPU_FN_LAUNCH] = "cudaLaunchKernel",
+	[GPU_FN_MALLOC] = "cudaMalloc",
+	[GPU_FN_FREE] = "cudaFree",
+	[GPU_FN_MEMCPY] = "cudaMemcpy",
+	[GPU_FN_MEMCPY_ASYNC] = "cudaMemcpyAsync",
+	[GPU_FN_STREAM_SYNC] = "cudaStreamSynchronize",
+	[GPU_FN_DEVICE_SYNC] = "cudaDeviceSynchronize",
+	[GPU_FN_SET_DEVICE] = "cudaSetDevice",
+};
+
+static const char *const kind_names[GPU_MEMCPY__COUNT] = {
+	[GPU_MEMCPY_H2H] = "htoh", [GPU_MEMCPY_H2D] = "htod",	     [GPU_MEMCPY_D2H] = "dtoh",
+	[GPU_MEMCPY_D2D] = "dtod", [GPU_MEMCPY_DEFAULT] = "default",
+};
+
+const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS] = {"lt_10s", "lt_1m", "lt_10m",
+								  "lt_1h", "ge_1h"};
+static const __u64 age_limits_s[BPFTEL_GPU_AGE_BUCKETS - 1] = {10, 60, 600, 3600};
+
+static const struct {
+	int code;
+	const char *name;
+} cuda_errors[] = {
+#include "cuda_errors.inc"
+};
+
+const char *bpftel_gpu_func_name(enum gpu_func func)
+{
+	return (unsigned)func < GPU_FN__COUNT ? func_names[func] : "unknown";
+}
+
+const char *bpftel_gpu_memcpy_kind_name(enum gpu_memcpy_kind kind)
+{
+	return (unsigned)kind < GPU_MEMCPY__COUNT ? kind_names[kind] : "unknown";
+}
+
+const char *bpftel_cuda_error_name(int error)
+{
+	size_t lo = 0, hi = sizeof(cuda_errors) / sizeof(cuda_errors[0]), mid;
+
+	/* The generated table is sorted by code. */
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if (cuda_errors[mid].code == error)
+			return cuda_errors[mid].name;
+		if (cuda_errors[mid].code < error)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* The uprobes, attached by the registry to every libcudart file a process uses. */
+#define ENTER_RET(sym, enter, ret)               \
+	{SHLIB_LIB_CUDART, enter, sym, false},   \
+	{                                        \
+		SHLIB_LIB_CUDART, ret, sym, true \
+	}
+
+static const struct bpftel_uprobe_spec uprobe_specs[] = {
+	ENTER_RET("cudaLaunchKernel", "gpu_launch_enter", "gpu_launch_ret"),
+	ENTER_RET("cudaMalloc", "gpu_malloc_enter", "gpu_malloc_ret"),
+	ENTER_RET("cudaFree", "gpu_free_enter", "gpu_free_ret"),
+	ENTER_RET("cudaMemcpy", "gpu_memcpy_enter", "gpu_memcpy_ret"),
+	ENTER_RET("cudaMemcpyAsync", "gpu_memcpy_async_enter", "gpu_memcpy_async_ret"),
+	ENTER_RET("cudaStreamSynchronize", "gpu_stream_sync_enter", "gpu_stream_sync_ret"),
+	ENTER_RET("cudaDeviceSynchronize", "gpu_device_sync_enter", "gpu_device_sync_ret"),
+	ENTER_RET("cudaSetDevice", "gpu_set_device_enter", "gpu_set_device_ret"),
+};
+
+static const struct bpftel_probe_spec task_exit_probe = {
+	.name = "task-exit",
+	.policy = BPFTEL_PROBE_REQUIRED,
+	.ncand = 1,
+	.cand = {{BPFTEL_ATTACH_TRACEPOINT, "gpu_task_exit", "sched/sched_process_exit"}},
+};
+
+static int gpu_open(struct bpftel_module *m)
+{
+	struct bpftel_gpu *g = bpftel_module__priv(m);
+	struct bpf_program *prog;
+	struct gpu *skel;
+
+	skel = gpu__open();
+	if (!skel)
+		return -errno;
+	/* The registry loads the uprobe programs it attaches, the manager its probes'. */
+	bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
+	pthread_mutex_lock(&g->lock);
+	g->skel = skel;
+	pthread_mutex_unlock(&g->lock);
+	bpftel_module__set_object(m, skel->obj);
+	return bpftel_module__add_probe(m, &task_exit_probe);
+}
+
+static int gpu_load(struct bpftel_module *m)
+{
+	struct bpftel_gpu *g = bpftel_module__priv(m);
+
+	return gpu__load(g->skel);
+}
+
+static void gpu_close(struct bpftel_module *m)
+{
+	struct bpftel_gpu *g = bpftel_module__priv(m);
+
+	pthread_mutex_lock(&g->lock);
+	gpu__destroy(g->skel);
+	g->skel = NULL;
+	pthread_mutex_unlock(&g->lock);
+}
+
+int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struct bpftel_gpu **out)
+{
+	struct bpftel_gpu *g = calloc(1, sizeof(*g));
+	int err;
+
+	if (!g)
+		return -ENOMEM;
+	pthread_mutex_init(&g->lock, NULL);
+	g->ops.name = BPFTEL_GPU_MODULE;
+	g->ops.open = gpu_open;
+	g->ops.load = gpu_load;
+	g->ops.close = gpu_close;
+	err = bpftel_manager__register(mgr, &g->ops, g, &g->module);
+	if (!err)
+		err = bpftel_uprobes__add_module(up, g->module, uprobe_specs,
+						 sizeof(uprobe_specs) / sizeof(uprobe_specs[0]));
+	if (!err)
+		err = bpftel_manager__bind_shared(mgr, g->module, BPFTEL_SHAREDLIBS_MODULE,
+						  SHLIB_LIBSET_BIT(SHLIB_LIBSET_GPU));
+	if (err) {
+		/* Registered modules are freed with the manager; g must outlive it. */
+		pr_err("gpu: cannot register: %s", strerror(-err));
+		*out = g;
+		return err;
+	}
+	*out = g;
+	return 0;
+}
+
+void bpftel_gpu__free(struct bpftel_gpu *g)
+{
+	if (!g)
+		return;
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+}
+
+struct bpftel_module *bpftel_gpu__module(struct bpftel_gpu *g)
+{
+	return g->module;
+}
+
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns() is this clock */
+	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static struct bpftel_gpu_proc *find_proc(struct bpftel_gpu_proc *rows, size_t n, __u32 pid)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (rows[i].pid == pid)
+			return &rows[i];
+	}
+	return NULL;
+}
+
+static void add_allocs(int fd, struct bpftel_gpu_proc *rows, size_t n)
+{
+	struct gpu_alloc_key key, next, *prev = NULL;
+	struct bpftel_gpu_proc *p;
+	struct gpu_alloc a;
+	__u64 now = mono_ns(), age;
+	size_t b;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &a) || !(p = find_proc(rows, n, key.tgid)))
+			continue;
+		age = now > a.ktime_ns ? now - a.ktime_ns : 0;
+		for (b = 0; b < BPFTEL_GPU_AGE_BUCKETS - 1; b++) {
+			if (age < age_limits_s[b] * 1000000000ull)
+				break;
+		}
+		p->outstanding_allocs++;
+		p->age_allocs[b]++;
+		p->age_bytes[b] += a.size;
+		if (age > p->oldest_ns)
+			p->oldest_ns = age;
+	}
+}
+
+static void add_errors(int fd, struct bpftel_gpu_proc *rows, size_t n)
+{
+	struct gpu_err_key key, next, *prev = NULL;
+	struct bpftel_gpu_proc *p;
+	__u64 count;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &count) || !(p = find_proc(rows, n, key.tgid)))
+			continue;
+		if (p->nerrors < BPFTEL_GPU_MAX_ERRORS) {
+			p->errors[p->nerrors].func = key.func;
+			p->errors[p->nerrors].error = key.error;
+			p->errors[p->nerrors].count = count;
+		}
+		p->nerrors++;
+	}
+}
+
+static void read_comm(__u32 pid, char *comm, size_t size)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	f = fopen(path, "re");
+	if (!f || !fgets(comm, (int)size, f))
+		snprintf(comm, size, "?");
+	if (f)
+		fclose(f);
+	comm[strcspn(comm, "\n")] = '\0';
+}
+
+static int cmp_outstanding(const void *a, const void *b)
+{
+	const struct bpftel_gpu_proc *pa = a, *pb = b;
+
+	if (pa->st.outstanding_bytes != pb->st.outstanding_bytes)
+		return pa->st.outstanding_bytes < pb->st.outstanding_bytes ? 1 : -1;
+	return pa->pid < pb->pid ? -1 : pa->pid > pb->pid;
+}
+
+int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
+{
+	struct bpftel_gpu_proc *rows = NULL, *grown;
+	__u32 key, next, *prev = NULL;
+	size_t n = 0, cap = 0;
+	int fd;
+
+	*out = NULL;
+	pthread_mutex_lock(&g->lock);
+	if (!g->skel || bpf_map__fd(g->skel->maps.gpu_procs) < 0) {
+		pthread_mutex_unlock(&g->lock);
+		return 0;
+	}
+	fd = bpf_map__fd(g->skel->maps.gpu_procs);
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			grown = realloc(rows, cap * sizeof(*rows));
+			if (!grown) {
+				pthread_mutex_unlock(&g->lock);
+				free(rows);
+				return -ENOMEM;
+			}
+			rows = grown;
+		}
+		memset(&rows[n], 0, sizeof(rows[n]));
+		if (bpf_map_lookup_elem(fd, &key, &rows[n].st))
+			continue; /* deleted meanwhile */
+		rows[n].pid = key;
+		n++;
+	}
+	add_allocs(bpf_map__fd(g->skel->maps.gpu_allocs), rows, n);
+	add_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n);
+	pthread_mutex_unlock(&g->lock);
+	for (size_t i = 0; i < n; i++)
+		read_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
+	qsort(rows, n, sizeof(*rows), cmp_outstanding);
+	*out = rows;
+	return (int)n;
+}
+
+static bool alive(__u32 pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/* Delete every key of map fd whose first 4 bytes (the tgid) is pid. */
+static void drop_keys(int fd, __u32 pid, size_t key_size)
+{
+	char key[16], next[16], *prev = NULL;
+	__u32 tgid;
+
+	while (!bpf_map_get_next_key(fd, prev, next)) {
+		memcpy(&tgid, next, sizeof(tgid));
+		if (tgid == pid && !bpf_map_delete_elem(fd, next))
+			continue; /* deleted: the walk goes on from where it was */
+		memcpy(key, next, key_size);
+		prev = key;
+	}
+}
+
+int bpftel_gpu__sweep(struct bpftel_gpu *g)
+{
+	__u32 key, next, *prev = NULL, dead[64];
+	int fd, ndead = 0, i;
+
+	pthread_mutex_lock(&g->lock);
+	if (!g->skel || bpf_map__fd(g->skel->maps.gpu_procs) < 0) {
+		pthread_mutex_unlock(&g->lock);
+		return 0;
+	}
+	fd = bpf_map__fd(g->skel->maps.gpu_procs);
+	while (ndead < 64 && !bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!alive(key))
+			dead[ndead++] = key;
+	}
+	for (i = 0; i < ndead; i++) {
+		bpf_map_delete_elem(fd, &dead[i]);
+		drop_keys(bpf_map__fd(g->skel->maps.gpu_allocs), dead[i],
+			  sizeof(struct gpu_alloc_key));
+		drop_keys(bpf_map__fd(g->skel->maps.gpu_errors), dead[i],
+			  sizeof(struct gpu_err_key));
+	}
+	pthread_mutex_unlock(&g->lock);
+	return ndead;
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * GPU module: per-process use of the CUDA runtime, from uprobes on every libcudart the
+ * shared-libraries watcher finds (libset "gpu"). A module like any other: registered
+ * with the manager, its uprobes attached per library file by the uprobe registry, its
+ * BPF maps read here on demand (bpf/gpu.h has their layout).
+ *
+ * Memory is bounded by the BPF maps' sizes (processes, allocations, error kinds);
+ * bpftel_gpu__sweep() drops the state of processes that exited.
+ */
+#ifndef BPFTEL_GPU_MODULE_H
+#define BPFTEL_GPU_MODULE_H
+
+#include <stddef.h>
+#include <linux/types.h>
+
+#include "bpf/gpu.h"
+
+#define BPFTEL_GPU_MODULE "gpu"
+
+struct bpftel_gpu;
+struct bpftel_manager;
+struct bpftel_module;
+struct bpftel_uprobes;
+
+/* Register the module with mgr, its uprobes with up, and its subscription to the
+ * watcher's gpu libset (taken while the module runs). Not started. */
+int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struct bpftel_gpu **out);
+/* After bpftel_manager__free(). NULL is a no-op. */
+void bpftel_gpu__free(struct bpftel_gpu *g);
+struct bpftel_module *bpftel_gpu__module(struct bpftel_gpu *g);
+
+/* Age of outstanding allocations: < 10 s, < 1 min, < 10 min, < 1 h, older. */
+#define BPFTEL_GPU_AGE_BUCKETS 5
+extern const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS];
+
+#define BPFTEL_GPU_MAX_ERRORS 16 /* distinct (function, error) per process reported */
+
+struct bpftel_gpu_proc {
+	__u32 pid;
+	char comm[16];
+	struct gpu_proc_stats st;
+	__u64 outstanding_allocs; /* allocations not freed, as tracked */
+	__u64 age_allocs[BPFTEL_GPU_AGE_BUCKETS];
+	__u64 age_bytes[BPFTEL_GPU_AGE_BUCKETS];
+	__u64 oldest_ns; /* age of the oldest outstanding allocation */
+	size_t nerrors;	 /* may exceed BPFTEL_GPU_MAX_ERRORS: the rest are not listed */
+	struct {
+		enum gpu_func func;
+		int error; /* cudaError_t */
+		__u64 count;
+	} errors[BPFTEL_GPU_MAX_ERRORS];
+};
+
+/*
+ * Per-process state, largest outstanding bytes first. Returns the count (0 when the
+ * module is not running) and a malloc'd array in *out, or a negative errno.
+ */
+int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out);
+/* Drop the state of processes that no longer exist. Returns how many. */
+int bpftel_gpu__sweep(struct bpftel_gpu *g);
+
+const char *bpftel_gpu_func_name(enum gpu_func func);		    /* "cudaLaunchKernel" */
+const char *bpftel_gpu_memcpy_kind_name(enum gpu_memcpy_kind kind); /* "htod" */
+/* "cudaErrorInsufficientDriver", or NULL for a code the table does not know. */
+const char *bpftel_cuda_error_name(int error);
+
+#endif /* BPFTEL_GPU_MODULE_H */
