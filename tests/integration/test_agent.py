@@ -56,7 +56,9 @@ def main():
                   "with the fexit, the open and openat2 tracepoints are covered, not attached")
         mods = agent.json("modules")["modules"]
         check([(m["name"], m["state"], m["subscribers"]) for m in mods] ==
-              [("sharedlibs", "running", 1)], f"modules: {mods}")
+              [("sharedlibs", "running", 2), ("gpu", "running", 0)],
+              f"modules: the watcher (subscribed by the agent's inventory and gpu), gpu: "
+              f"{[(m['name'], m['state'], m['subscribers']) for m in mods]}")
 
         py = subprocess.run([args.python, "-c", "import ssl, os; print(os.getpid())"],
                             check=True, capture_output=True, text=True)

@@ -161,30 +161,46 @@ static __u64 boottime_ns(void)
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
-/* Run count, time, average and CPU share (of one CPU, since load) for each program. */
+static void set_run_stats(json_t *p, const struct bpftel_tlm_prog *tp, __u64 now)
+{
+	__u64 alive = now > tp->load_time_ns ? now - tp->load_time_ns : 1;
+
+	json_object_set_new(p, "run_cnt", json_integer(tp->run_cnt));
+	json_object_set_new(p, "run_time_ns", json_integer(tp->run_time_ns));
+	json_object_set_new(p, "avg_ns",
+			    json_real(tp->run_cnt ? (double)tp->run_time_ns / tp->run_cnt : 0));
+	json_object_set_new(p, "cpu_percent", json_real(100.0 * tp->run_time_ns / alive));
+}
+
+/*
+ * Run count, time, average and CPU share (of one CPU, since load) for each program;
+ * programs no probe names (uprobes the registry attaches per library file) are added.
+ */
 static void add_run_stats(struct bpftel_agent *agent, json_t *progs)
 {
 	struct bpftel_tlm_prog *tp;
-	__u64 now = boottime_ns(), alive;
+	__u64 now = boottime_ns();
+	bool listed;
 	json_t *p;
 	size_t i;
 	int n, j;
 
 	n = bpftel_telemetry__programs(agent->tlm, &tp);
-	json_array_foreach (progs, i, p) {
-		for (j = 0; j < n; j++) {
-			if (tp[j].id != json_integer_value(json_object_get(p, "id")))
-				continue;
-			alive = now > tp[j].load_time_ns ? now - tp[j].load_time_ns : 1;
-			json_object_set_new(p, "run_cnt", json_integer(tp[j].run_cnt));
-			json_object_set_new(p, "run_time_ns", json_integer(tp[j].run_time_ns));
-			json_object_set_new(
-				p, "avg_ns",
-				json_real(tp[j].run_cnt ? (double)tp[j].run_time_ns / tp[j].run_cnt
-							: 0));
-			json_object_set_new(p, "cpu_percent",
-					    json_real(100.0 * tp[j].run_time_ns / alive));
+	for (j = 0; j < n; j++) {
+		listed = false;
+		json_array_foreach (progs, i, p) {
+			if (tp[j].id == json_integer_value(json_object_get(p, "id"))) {
+				set_run_stats(p, &tp[j], now);
+				listed = true;
+			}
 		}
+		if (listed || !tp[j].id)
+			continue;
+		p = json_pack("{s:s, s:s, s:n, s:I, s:s}", "name", tp[j].program, "component",
+			      tp[j].module, "probe", "id", (json_int_t)tp[j].id, "attach",
+			      "uprobes per library file (bpftel libs)");
+		set_run_stats(p, &tp[j], now);
+		json_array_append_new(progs, p);
 	}
 	free(tp);
 }

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""cuda_calls experiment: the cost the GPU module adds per cudaLaunchKernel call.
+
+A loop of cudaLaunchKernel calls into the stub libcudart.so.13 the tests build
+(tests/gpu/cuda_pattern.c, mode 'loop'), side by side:
+  off         no probe
+  empty       empty uprobe + uretprobe on cudaLaunchKernel (tools/uprobe_floor --ret)
+  bpftel      bpftel-agent running (the GPU module's uprobe + uretprobe on it), default
+              settings (BPF_ENABLE_STATS on)
+  bpftel-ns   bpftel-agent --no-run-stats
+Replicates interleave the configurations. The target compares bpftel with empty: the
+uprobe traps are the kernel's, what is over them is our code.
+
+  tools/bench/bench_cuda.py [--replicates 10] [--calls 100000] [--build build]
+
+Run as root after tools/dev.sh test."""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+T90 = {2: 6.314, 3: 2.920, 4: 2.353, 5: 2.132, 6: 2.015, 7: 1.943, 8: 1.895, 9: 1.860,
+       10: 1.833, 11: 1.812, 12: 1.796, 15: 1.761, 20: 1.729, 30: 1.699}
+
+
+def ci90(values):
+    n = len(values)
+    mean = statistics.mean(values)
+    if n < 2:
+        return mean, 0.0
+    t = T90.get(n) or T90[min(T90, key=lambda k: abs(k - n))]
+    return mean, t * statistics.stdev(values) / math.sqrt(n)
+
+
+def cli_json(cli, sock, *args):
+    res = subprocess.run([cli, "--socket", sock, *args, "--json"], capture_output=True,
+                         text=True)
+    return json.loads(res.stdout) if res.returncode == 0 else None
+
+
+def run_loop(pattern, stub, calls, ready=None):
+    """Start the loop, call ready(pid) until true, then let it run; returns ns/call."""
+    proc = subprocess.Popen([pattern, stub, "loop", str(calls)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    pid = int(proc.stdout.readline().split()[1])
+    deadline = time.monotonic() + 15
+    while ready and not ready(pid):
+        if time.monotonic() > deadline:
+            proc.kill()
+            sys.exit("bench_cuda: the agent did not attach to the stub")
+        time.sleep(0.02)
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    ns = float(proc.stdout.readline())
+    proc.stdout.readline()  # done
+    proc.stdin.close()
+    proc.wait()
+    return ns
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--replicates", type=int, default=10)
+    ap.add_argument("--calls", type=int, default=100000)
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "..",
+                                                    "build"))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench_cuda: run as root")
+    build = os.path.abspath(args.build)
+    agent, cli = f"{build}/user/bpftel-agent", f"{build}/tools/bpftel"
+    pattern, stub = f"{build}/tests/cuda_pattern", f"{build}/tests/stub-cuda/libcudart.so.13"
+    sock = os.path.join(tempfile.mkdtemp(prefix="bpftel-bench-"), "s.sock")
+
+    def attached(pid):
+        libs = cli_json(cli, sock, "libs")
+        return libs and any(r["module"] == "gpu" and pid in r["pids"] and r["attached"] == 16
+                            for r in libs["libs"])
+
+    res = {"off": [], "empty": [], "bpftel": [], "bpftel-ns": []}
+    enter_ns = ret_ns = runs = 0
+    for _ in range(args.replicates):
+        res["off"].append(run_loop(pattern, stub, args.calls))
+
+        floor = subprocess.Popen([f"{build}/tools/uprobe_floor", stub, "cudaLaunchKernel",
+                                  "--ret"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)
+        if floor.stdout.readline().strip() != "ready":
+            sys.exit("bench_cuda: uprobe_floor did not attach")
+        res["empty"].append(run_loop(pattern, stub, args.calls))
+        floor.stdin.close()
+        floor.wait()
+
+        for cfg, extra in (("bpftel", []), ("bpftel-ns", ["--no-run-stats"])):
+            proc = subprocess.Popen([agent, "--socket", sock, "-q", *extra],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                res[cfg].append(run_loop(pattern, stub, args.calls, attached))
+                if cfg == "bpftel":
+                    progs = {p["name"]: p for p in cli_json(cli, sock, "stats")["programs"]}
+                    e, r = progs.get("gpu_launch_enter"), progs.get("gpu_launch_ret")
+                    if e and r:
+                        runs += e["run_cnt"]
+                        enter_ns += e["run_time_ns"]
+                        ret_ns += r["run_time_ns"]
+            finally:
+                proc.terminate()
+                proc.wait()
+
+    print(f"cuda_calls: cudaLaunchKernel on the stub libcudart.so.13, {args.calls} calls, "
+          f"{args.replicates} interleaved replicates")
+    print(f"{'config':<11} {'ns/call':>9} {'90% CI':>10}  {'vs empty':>9} {'90% CI':>10}"
+          f"  verdict (<= 1.15x empty)")
+    for cfg in res:
+        m, h = ci90(res[cfg])
+        line = f"{cfg:<11} {m:9.1f} {'+/- %.1f' % h:>10}"
+        if cfg.startswith("bpftel"):
+            ratios = [a / b for a, b in zip(res[cfg], res["empty"])]
+            rm, rh = ci90(ratios)
+            verdict = "met" if rm + rh <= 1.15 else ("within noise" if rm - rh <= 1.15
+                                                     else "MISSED")
+            line += f"  {rm:9.3f} {'+/- %.3f' % rh:>10}  {verdict}"
+        print(line)
+    if runs:
+        print(f"bpftel BPF cost per call (BPF_ENABLE_STATS): entry {enter_ns / runs:.0f} ns, "
+              f"return {ret_ns / runs:.0f} ns")
+
+
+if __name__ == "__main__":
+    main()
