@@ -228,6 +228,36 @@ static void test_private_mount_namespace(void **state)
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
+/* A container's view: libssl in the lower layer of an overlayfs mount. The uprobe goes
+ * on the file the process maps (the kernel resolves the overlay to the real inode). */
+static void test_overlayfs_library(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	char script[1024];
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK))
+		skip();
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	snprintf(script, sizeof(script),
+		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-ovl; "
+		 "mkdir -p $d && mount -t tmpfs none $d && mkdir $d/lower $d/upper $d/work "
+		 "$d/merged && cp %s $d/lower/libssl.so.3 && mount -t overlay overlay "
+		 "-o lowerdir=$d/lower,upperdir=$d/upper,workdir=$d/work $d/merged && "
+		 "exec %s -c \"import ctypes, time; ctypes.CDLL(\\\"/tmp/bpftel-ovl/merged/"
+		 "libssl.so.3\\\"); time.sleep(30)\"'",
+		 LIBSSL, PYTHON);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-ovl/merged/libssl.so.3", &row, 2));
+	assert_int_equal(row.attached, 2);
+	assert_int_equal(row.failed, 0);
+	assert_int_equal(bpftel_uprobes__stale(f->up), 0); /* identity matched through it */
+	stop_child(child);
+	rmdir("/tmp/bpftel-ovl"); /* the mounts went with the child's namespace */
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+}
+
 /* openat(dirfd, "libssl.so.3") from a process whose cwd is elsewhere: resolved through
  * /proc/<pid>/fd/<dirfd>, checked against the inode the kernel saw opened. */
 static void test_relative_to_dirfd(void **state)
@@ -350,6 +380,7 @@ int main(void)
 		T(test_loaded_before_start_found_by_scan),
 		T(test_dlopen_cudart_detected),
 		T(test_private_mount_namespace),
+		T(test_overlayfs_library),
 		T(test_relative_to_dirfd),
 		T(test_identity_mismatch_refused),
 		T(test_non_elf_library_recorded_once),

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The GPU module against the real kernel, restarted while a process keeps the stub
+ * libcudart.so.13 mapped: every start attaches its 16 uprobes to that file again,
+ * every stop detaches them, the watcher keeps running for its other subscriber, and
+ * BPF objects and fds are back to their baseline at the end.
+ *
+ *   test_bpf_gpu_module CUDA_PATTERN STUB_LIBCUDART
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "user/manager/manager.h"
+#include "user/modules/gpu/gpu.h"
+#include "user/sharedlibs/sharedlibs.h"
+#include "user/sharedlibs/uprobes.h"
+
+#define ROUNDS	  10
+#define NPROBES	  16
+#define OTHER_SUB "test-inventory"
+
+static const char *pattern_bin, *stub_lib;
+
+struct fixture {
+	struct bpftel_obj_counts base;
+	struct bpftel_manager *mgr;
+	struct bpftel_sharedlibs *sl;
+	struct bpftel_uprobes *up;
+	struct bpftel_gpu *gpu;
+	pid_t child;
+	int child_in;
+};
+
+/* Start cuda_pattern on the stub; it dlopens it and waits on its stdin. */
+static pid_t start_pattern(int *in)
+{
+	int fds[2];
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(fds[0], STDIN_FILENO);
+		close(fds[1]);
+		if (!freopen("/dev/null", "w", stdout))
+			_exit(127);
+		execl(pattern_bin, pattern_bin, stub_lib, "stub", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[0]);
+	*in = fds[1];
+	return pid;
+}
+
+/* Uprobe links the registry holds for the gpu module on the stub, waiting for want. */
+static size_t gpu_links(struct fixture *f, size_t want)
+{
+	struct bpftel_uprobe_file_info *rows;
+	size_t got = 0;
+	int tries, n, i;
+
+	for (tries = 0; tries < 500; tries++) {
+		got = 0;
+		n = bpftel_uprobes__files(f->up, &rows);
+		for (i = 0; i < n; i++) {
+			if (!strcmp(rows[i].module, BPFTEL_GPU_MODULE) &&
+			    rows[i].lib == SHLIB_LIB_CUDART)
+				got += rows[i].attached;
+		}
+		free(rows);
+		if (got == want)
+			break;
+		usleep(10000);
+	}
+	return got;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	bpftel_test_baseline(&f->base);
+	f->mgr = bpftel_manager__new();
+	if (bpftel_sharedlibs__new(f->mgr, NULL, &f->sl) || bpftel_uprobes__new(&f->up))
+		return -1;
+	bpftel_sharedlibs__set_listener(f->sl, bpftel_uprobes__listener, f->up);
+	if (bpftel_gpu__new(f->mgr, f->up, &f->gpu))
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_obj_counts now;
+
+	if (f->child > 0) {
+		close(f->child_in);
+		kill(f->child, SIGKILL);
+		waitpid(f->child, NULL, 0);
+	}
+	bpftel_manager__free(f->mgr);
+	bpftel_uprobes__free(f->up);
+	bpftel_sharedlibs__free(f->sl);
+	bpftel_gpu__free(f->gpu);
+	bpftel_test_settle_objects(&f->base, &now);
+	assert_objects_back(&f->base, &now);
+	free(f);
+	return 0;
+}
+
+static void test_restart_reattaches_and_leaks_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_module *m = bpftel_gpu__module(f->gpu);
+	struct bpftel_obj_counts running, now;
+	int round;
+
+	/* Another subscriber keeps the watcher up while the module comes and goes. */
+	assert_int_equal(bpftel_manager__subscribe(f->mgr, BPFTEL_SHAREDLIBS_MODULE, OTHER_SUB,
+						   SHLIB_LIBSET_ALL),
+			 0);
+	assert_int_equal(bpftel_module__run(m), 0);
+	f->child = start_pattern(&f->child_in);
+	assert_int_equal(gpu_links(f, NPROBES), NPROBES);
+	bpftel_test_count_objects(&running);
+
+	for (round = 0; round < ROUNDS; round++) {
+		assert_int_equal(bpftel_module__stop(m), 0);
+		assert_int_equal(gpu_links(f, 0), 0);
+		assert_int_equal(bpftel_module__state(
+					 bpftel_manager__find(f->mgr, BPFTEL_SHAREDLIBS_MODULE)),
+				 BPFTEL_MOD_RUNNING);
+		assert_int_equal(bpftel_module__run(m), 0);
+		/* The file is known already: attached again at start, no new event needed. */
+		if (gpu_links(f, NPROBES) != NPROBES)
+			fail_msg("round %d: %zu of %d uprobes attached after restart", round,
+				 gpu_links(f, NPROBES), NPROBES);
+	}
+	bpftel_test_settle_objects(&running, &now);
+	assert_objects_back(&running, &now);
+	assert_int_equal(bpftel_module__restarts(m), ROUNDS);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_manager__unsubscribe(f->mgr, BPFTEL_SHAREDLIBS_MODULE, OTHER_SUB),
+			 0);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_restart_reattaches_and_leaks_nothing, setup,
+						teardown),
+	};
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: test_bpf_gpu_module CUDA_PATTERN STUB_LIBCUDART\n");
+		return 2;
+	}
+	pattern_bin = argv[1];
+	stub_lib = argv[2];
+	bpftel_test_require_bpf();
+	return cmocka_run_group_tests_name("gpu_module", tests, NULL, NULL);
+}
