@@ -56,9 +56,9 @@ def main():
                   "with the fexit, the open and openat2 tracepoints are covered, not attached")
         mods = agent.json("modules")["modules"]
         check([(m["name"], m["state"], m["subscribers"]) for m in mods] ==
-              [("sharedlibs", "running", 2), ("gpu", "running", 0)],
-              f"modules: the watcher (subscribed by the agent's inventory and gpu), gpu: "
-              f"{[(m['name'], m['state'], m['subscribers']) for m in mods]}")
+              [("sharedlibs", "running", 3), ("gpu", "running", 0), ("usm", "running", 0)],
+              f"modules: the watcher (subscribed by the agent's inventory, gpu and usm), "
+              f"gpu, usm: {[(m['name'], m['state'], m['subscribers']) for m in mods]}")
 
         py = subprocess.run([args.python, "-c", "import ssl, os; print(os.getpid())"],
                             check=True, capture_output=True, text=True)
@@ -95,7 +95,8 @@ def main():
               f"event loss by stage: {losses['sharedlibs']}")
         errs = agent.json("errors")
         check(isinstance(errs["errors"], list) and
-              all(e["count"] > 0 and e["module"] == "sharedlibs" for e in errs["errors"]),
+              all(e["count"] > 0 and e["module"] in ("sharedlibs", "gpu", "usm")
+                  for e in errs["errors"]),
               f"bpftel errors --json: {len(errs['errors'])} non-zero counters, "
               f"all attributed to a module")
 

@@ -34,6 +34,8 @@ static const char usage_text[] =
 	"  gpu       per process using the CUDA runtime: kernel launches and threads,\n"
 	"            device memory outstanding and peak, allocation ages (leaks), memcpy\n"
 	"            bytes by direction, sync wait, CUDA errors by function\n"
+	"  http      HTTP endpoints (method, normalized path, status) per process, from\n"
+	"            TLS (OpenSSL, GnuTLS) and plaintext packets: count, mean, p50, p99\n"
 	"\n"
 	"Options:\n"
 	"  -s, --socket PATH   agent control socket (default " BPFTEL_CTL_SOCKET_DEFAULT ")\n"
@@ -296,6 +298,7 @@ static void print_libs(json_t *resp)
 static const struct command commands[] = {
 	{"stats", print_stats},	  {"modules", print_modules}, {"probes", print_probes},
 	{"errors", print_errors}, {"libs", print_libs},	      {"gpu", print_gpu},
+	{"http", print_http},
 };
 
 static const struct command *find_command(const char *name)

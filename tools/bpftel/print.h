@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 
-void print_gpu(json_t *resp); /* gpu.c */
+void print_gpu(json_t *resp);  /* gpu.c */
+void print_http(json_t *resp); /* http.c */
 
 #endif /* BPFTEL_CLI_PRINT_H */

@@ -16,6 +16,7 @@ struct bpftel_ctl_server;
 struct bpftel_telemetry;
 struct bpftel_uprobes;
 struct bpftel_gpu;
+struct bpftel_usm;
 
 /* The agent's own subscription to the shared-libraries watcher: it keeps an inventory
  * of every library of every libset, whichever modules run. */
@@ -27,6 +28,7 @@ struct bpftel_agent {
 	struct bpftel_telemetry *tlm;
 	struct bpftel_uprobes *uprobes;
 	struct bpftel_gpu *gpu; /* NULL if it could not be registered */
+	struct bpftel_usm *usm; /* likewise */
 	__u64 lost_seen;	/* watcher losses already answered by a rescan */
 	long long last_sweep_ms;
 	struct bpftel_ctl_server *ctl;
@@ -37,8 +39,9 @@ struct bpftel_agent {
 /* Periodic work of the main loop: sweep, and rescan /proc after lost events. */
 void bpftel_agent_tick(struct bpftel_agent *agent);
 
-/* The `gpu` command's answer (gpu_json.c). */
+/* The `gpu` and `http` commands' answers (gpu_json.c, http_json.c). */
 json_t *bpftel_agent_gpu_json(struct bpftel_agent *agent);
+json_t *bpftel_agent_http_json(struct bpftel_agent *agent);
 
 /* Control command dispatcher (bpftel_ctl_handler_fn); ctx is the agent. */
 json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx);

@@ -8,6 +8,7 @@
 
 #include "agent.h"
 #include "user/modules/gpu/gpu.h"
+#include "user/modules/usm/usm.h"
 #include "user/common/ctl.h"
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
@@ -344,6 +345,8 @@ void bpftel_agent_tick(struct bpftel_agent *agent)
 	bpftel_uprobes__sweep(agent->uprobes);
 	if (agent->gpu)
 		bpftel_gpu__sweep(agent->gpu);
+	if (agent->usm)
+		bpftel_usm__sweep(agent->usm);
 	/* A lost event may be a library load we never saw: read /proc instead. */
 	if (bpftel_sharedlibs__counters(agent->sharedlibs, &cnt))
 		return;
@@ -410,6 +413,8 @@ json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
 		return cmd_libs(agent);
 	if (!strcmp(cmd, "gpu"))
 		return bpftel_agent_gpu_json(agent);
+	if (!strcmp(cmd, "http"))
+		return bpftel_agent_http_json(agent);
 	if (!strcmp(cmd, "ping"))
 		return json_pack("{s:s}", "version", BPFTEL_VERSION);
 	return bpftel_ctl_error("unknown command '%.64s'", cmd);

@@ -18,6 +18,7 @@
 
 #include "agent.h"
 #include "user/modules/gpu/gpu.h"
+#include "user/modules/usm/usm.h"
 #include "control.h"
 #include "system.h"
 #include "user/common/ctl.h"
@@ -256,6 +257,13 @@ int main(int argc, char **argv)
 		err = bpftel_module__run(bpftel_gpu__module(agent.gpu));
 	if (err)
 		pr_warn("module '%s' not running: %s", BPFTEL_GPU_MODULE, strerror(-err));
+	err = bpftel_usm__new(agent.mgr, agent.uprobes, &agent.usm);
+	if (!err)
+		err = bpftel_telemetry__instrument(agent.tlm, bpftel_usm__module(agent.usm));
+	if (!err)
+		err = bpftel_module__run(bpftel_usm__module(agent.usm));
+	if (err)
+		pr_warn("module '%s' not running: %s", BPFTEL_USM_MODULE, strerror(-err));
 	/* Libraries mapped before the watcher ran are in /proc/<pid>/maps. */
 	pr_info("start-up scan: %d processes with watched libraries",
 		bpftel_uprobes__scan(agent.uprobes));
@@ -287,6 +295,7 @@ cleanup:
 	bpftel_uprobes__free(agent.uprobes);
 	bpftel_sharedlibs__free(agent.sharedlibs);
 	bpftel_gpu__free(agent.gpu);
+	bpftel_usm__free(agent.usm);
 	bpftel_telemetry__free(agent.tlm);
 	if (sigfd >= 0)
 		close(sigfd);

@@ -168,16 +168,27 @@ void bpftel_uprobes__free(struct bpftel_uprobes *u)
 }
 
 /* A path that reaches f now: the newest process's that still resolves. */
-static const char *file_access(struct lib_file *f)
+/*
+ * Open f through one of its live processes' access paths. The fd pins the file while
+ * symbols are resolved and uprobes attached (through /proc/self/fd/N): a process that
+ * exits meanwhile cannot turn into a spurious ENOENT recorded as an attach failure.
+ * -1 when none of its processes can reach it any more.
+ */
+static int file_open_pinned(struct lib_file *f)
 {
 	struct stat st;
 	size_t i;
+	int fd;
 
 	for (i = f->nprocs; i-- > 0;) {
-		if (!stat(f->procs[i].access, &st) && st.st_dev == f->dev && st.st_ino == f->ino)
-			return f->procs[i].access;
+		fd = open(f->procs[i].access, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (!fstat(fd, &st) && st.st_dev == f->dev && st.st_ino == f->ino)
+			return fd;
+		close(fd);
 	}
-	return NULL;
+	return -1;
 }
 
 /* With u->lock: attach module mi's probes for f's library, once. */
@@ -188,17 +199,17 @@ static void file_attach(struct bpftel_uprobes *u, struct lib_file *f, size_t mi)
 	const struct bpftel_uprobe_spec *s;
 	struct bpf_program *prog;
 	struct bpf_link *link;
-	const char *access;
-	char reason[160];
+	char reason[160], access[64];
 	long off;
 	size_t i;
-	int err;
+	int err, fd;
 
 	if (!me->obj || fm->tried || !f->nprocs)
 		return;
-	access = file_access(f);
-	if (!access)
-		return;	  /* its processes are gone: the sweep forgets it, nothing to record */
+	fd = file_open_pinned(f);
+	if (fd < 0)
+		return; /* its processes are gone: the sweep forgets it, nothing to record */
+	snprintf(access, sizeof(access), "/proc/self/fd/%d", fd);
 	fm->tried = true; /* success or failure: no retry storm */
 	for (i = 0; i < me->nspecs; i++) {
 		s = &me->specs[i];
@@ -227,6 +238,7 @@ static void file_attach(struct bpftel_uprobes *u, struct lib_file *f, size_t mi)
 		}
 		fm->nfail++;
 	}
+	close(fd);
 }
 
 /* want_ino != 0: the file must be (want_dev, want_ino), the one the kernel saw opened. */

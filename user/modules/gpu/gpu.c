@@ -307,7 +307,8 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	pthread_mutex_unlock(&g->lock);
 	for (size_t i = 0; i < n; i++)
 		read_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
-	qsort(rows, n, sizeof(*rows), cmp_outstanding);
+	if (n) /* rows is NULL when there are none */
+		qsort(rows, n, sizeof(*rows), cmp_outstanding);
 	*out = rows;
 	return (int)n;
 }

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Does a buffer start an HTTP/1.x message? Shared by the TLS uprobes, the socket
+ * filter and their harnesses. Looks at 8 bytes only: userspace parses the line fully;
+ * here the point is to drop everything else (bodies, other protocols) before it costs
+ * a ring-buffer record.
+ */
+#ifndef BPFTEL_USM_CLASSIFY_H
+#define BPFTEL_USM_CLASSIFY_H
+
+#include "../usm.h"
+
+#define USM_PEEK 8
+
+static __always_inline bool usm_is4(const char *b, char c0, char c1, char c2, char c3)
+{
+	return b[0] == c0 && b[1] == c1 && b[2] == c2 && b[3] == c3;
+}
+
+/* USM_KIND_REQUEST, USM_KIND_RESPONSE, or -1. b holds USM_PEEK bytes. */
+static __always_inline int usm_classify(const char *b)
+{
+	if (usm_is4(b, 'H', 'T', 'T', 'P'))
+		return b[4] == '/' && b[5] == '1' && b[6] == '.' ? USM_KIND_RESPONSE : -1;
+	if (usm_is4(b, 'G', 'E', 'T', ' ') || usm_is4(b, 'P', 'U', 'T', ' ') ||
+	    (usm_is4(b, 'P', 'O', 'S', 'T') && b[4] == ' ') ||
+	    (usm_is4(b, 'H', 'E', 'A', 'D') && b[4] == ' ') ||
+	    (usm_is4(b, 'P', 'A', 'T', 'C') && b[4] == 'H') ||
+	    (usm_is4(b, 'D', 'E', 'L', 'E') && b[4] == 'T') ||
+	    (usm_is4(b, 'O', 'P', 'T', 'I') && b[4] == 'O') ||
+	    (usm_is4(b, 'C', 'O', 'N', 'N') && b[4] == 'E') ||
+	    (usm_is4(b, 'T', 'R', 'A', 'C') && b[4] == 'E'))
+		return USM_KIND_REQUEST;
+	return -1;
+}
+
+#endif /* BPFTEL_USM_CLASSIFY_H */

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * USM, plaintext side: a socket filter on an AF_PACKET socket (every interface,
+ * loopback included). For TCP segments over IPv4 or IPv6 whose payload starts an
+ * HTTP/1.x message, emit the first USM_PREFIX bytes with the connection's addresses,
+ * client side first; userspace pairs requests and responses by that 4-tuple. Every
+ * other packet costs a few header loads. Returns 0: the socket itself receives nothing.
+ *
+ * Headers are read relative to the network header (skb_load_bytes_relative with
+ * BPF_HDR_START_NET): a live packet socket's skb starts at the MAC header, the one
+ * BPF_PROG_TEST_RUN builds at the network header; this reads the same bytes in both.
+ * But the relative load reads only the skb's linear part, and a TCP payload often
+ * sits in page fragments (loopback included): the payload is read with the plain
+ * load, which follows fragments, at an offset found by locating the network header
+ * from the start of the skb (0, or 14 after an Ethernet header).
+ *
+ * Header loads go through the telemetry wrappers too: one fails only on a packet
+ * shorter than its own headers say, which errors telemetry then counts.
+ *
+ * Part of the USM object: bpf/usm.bpf.c includes this file and the TLS probes.
+ */
+
+#define USM_PACKET_OUTGOING 4
+#define USM_IPPROTO_TCP	    6
+#define USM_IP_MF	    0x2000
+#define USM_IP_OFFSET	    0x1fff
+
+/* Loopback's ifindex (set by userspace): on it every packet is seen twice, once as
+ * outgoing; only the incoming copy counts. */
+const volatile __u32 usm_lo_ifindex = 1;
+
+TLM_PROG_KEY(usm_http_socket);
+
+struct usm_tcp_hdr {
+	__be16 source;
+	__be16 dest;
+	__be32 seq;
+	__be32 ack_seq;
+	__u8 res1_doff; /* data offset in the high nibble */
+	__u8 flags;
+	__be16 window;
+	__be16 check;
+	__be16 urg_ptr;
+};
+
+/* Where the network header starts, from skb->data: the offset at which the first 20
+ * bytes equal net (read relative to it). -1 if neither 0 nor ETH_HLEN. */
+static __always_inline int usm_net_offset(TLM_PARAM, struct __sk_buff *skb, const __u32 *net)
+{
+	__u32 at[5];
+	int off, i;
+
+	for (off = 0; off <= 14; off += 14) {
+		if (tlm_skb_load_bytes(skb, off, at, sizeof(at)))
+			continue;
+		for (i = 0; i < 5 && at[i] == net[i]; i++)
+			;
+		if (i == 5)
+			return off;
+	}
+	return -1;
+}
+
+static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u64 now)
+{
+	__u8 client[16] = {}, server[16] = {}, family, ver;
+	__u32 l4, payload, plen, n, net[5];
+	int net_off;
+	struct usm_tcp_hdr tcp;
+	char peek[USM_PEEK];
+	struct usm_event *ev;
+	int kind;
+
+	if (skb->pkt_type == USM_PACKET_OUTGOING && skb->ifindex == usm_lo_ifindex)
+		return 0;
+	if (tlm_skb_load_bytes_relative(skb, 0, &ver, 1, BPF_HDR_START_NET))
+		return 0;
+	if ((ver >> 4) == 4) {
+		struct iphdr ip;
+
+		if (tlm_skb_load_bytes_relative(skb, 0, &ip, sizeof(ip), BPF_HDR_START_NET))
+			return 0;
+		if (ip.protocol != USM_IPPROTO_TCP || ip.ihl < 5 ||
+		    (bpf_ntohs(ip.frag_off) & USM_IP_OFFSET))
+			return 0;
+		family = 4;
+		l4 = ip.ihl * 4;
+		plen = bpf_ntohs(ip.tot_len);
+		if (plen < l4)
+			return 0;
+		plen -= l4;
+		__builtin_memcpy(client, &ip.saddr, 4);
+		__builtin_memcpy(server, &ip.daddr, 4);
+	} else if ((ver >> 4) == 6) {
+		struct ipv6hdr ip6;
+
+		if (tlm_skb_load_bytes_relative(skb, 0, &ip6, sizeof(ip6), BPF_HDR_START_NET))
+			return 0;
+		/* No extension headers: TCP right after the fixed header. */
+		if (ip6.nexthdr != USM_IPPROTO_TCP)
+			return 0;
+		family = 6;
+		l4 = sizeof(ip6);
+		plen = bpf_ntohs(ip6.payload_len);
+		__builtin_memcpy(client, &ip6.saddr, 16);
+		__builtin_memcpy(server, &ip6.daddr, 16);
+	} else {
+		return 0;
+	}
+	if (tlm_skb_load_bytes_relative(skb, 0, net, sizeof(net), BPF_HDR_START_NET))
+		return 0;
+	if (tlm_skb_load_bytes_relative(skb, l4, &tcp, sizeof(tcp), BPF_HDR_START_NET))
+		return 0;
+	n = (tcp.res1_doff >> 4) * 4; /* TCP header, options included */
+	if (n < sizeof(tcp) || plen <= n)
+		return 0; /* a bare ACK, SYN, FIN: no payload */
+	plen -= n;
+	payload = l4 + n;
+	usm_count(USM_CNT_PACKETS);
+	if (plen < USM_PEEK)
+		return 0;
+	net_off = usm_net_offset(TLM_ARG, skb, net);
+	if (net_off < 0)
+		return 0;
+	payload += net_off;
+	if (tlm_skb_load_bytes(skb, payload, peek, sizeof(peek))) {
+		usm_count(USM_CNT_TRUNCATED); /* the IP header promised more than arrived */
+		return 0;
+	}
+	kind = usm_classify(peek);
+	if (kind < 0)
+		return 0;
+	ev = tlm_ringbuf_reserve(usm_events, sizeof(*ev), 0);
+	if (!ev) {
+		usm_count(USM_CNT_LOST);
+		return 0;
+	}
+	n = plen < USM_PREFIX ? plen : USM_PREFIX;
+	if (tlm_skb_load_bytes(skb, payload, ev->prefix, n)) {
+		usm_count(USM_CNT_TRUNCATED);
+		tlm_ringbuf_discard(ev, 0);
+		return 0;
+	}
+	ev->ktime_ns = now;
+	ev->conn = 0;
+	ev->pid = 0;
+	ev->tid = 0;
+	ev->source = USM_SRC_SOCKET;
+	ev->kind = kind;
+	ev->family = family;
+	ev->__pad = 0;
+	/* A request goes client -> server; a response comes back. */
+	if (kind == USM_KIND_REQUEST) {
+		ev->client_port = bpf_ntohs(tcp.source);
+		ev->server_port = bpf_ntohs(tcp.dest);
+		__builtin_memcpy(ev->client_addr, client, 16);
+		__builtin_memcpy(ev->server_addr, server, 16);
+	} else {
+		ev->client_port = bpf_ntohs(tcp.dest);
+		ev->server_port = bpf_ntohs(tcp.source);
+		__builtin_memcpy(ev->client_addr, server, 16);
+		__builtin_memcpy(ev->server_addr, client, 16);
+	}
+	ev->len = plen;
+	ev->prefix_len = n;
+	ev->__pad2 = 0;
+	tlm_ringbuf_submit(ev, 0);
+	usm_count(USM_CNT_PACKETS_HTTP);
+	return 0;
+}
+
+SEC("socket")
+int usm_http_socket(struct __sk_buff *skb)
+{
+	TLM_PROG(usm_http_socket);
+
+	return usm_socket_body(TLM_ARG, skb, bpf_ktime_get_ns());
+}

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * USM, TLS side: uprobes and uretprobes on OpenSSL (SSL_write, SSL_read and their _ex
+ * forms, 1.1.1 and 3) and GnuTLS (gnutls_record_send/recv), attached per library file
+ * by the uprobe registry. Entry: remember (session, buffer) per thread. Return: for
+ * the bytes the call really moved, peek at the first 8; if they start an HTTP/1.x
+ * message, emit its first USM_PREFIX bytes with the session as connection key.
+ *
+ * Timing is the message's first byte as the process sees it: a write's entry (the
+ * process hands the bytes over), a read's return (the bytes have arrived).
+ *
+ * Part of the USM object: bpf/usm.bpf.c includes this file and the socket filter.
+ */
+
+enum usm_tls_op {
+	USM_TLS_WRITE = 0,
+	USM_TLS_READ = 1,
+};
+
+struct usm_tls_key {
+	__u64 pid_tgid;
+	__u32 op; /* enum usm_tls_op */
+	__u32 __pad;
+};
+
+struct usm_tls_call {
+	__u64 conn;	/* SSL* / gnutls_session_t */
+	__u64 buf;	/* user buffer */
+	__u64 size_ptr; /* _ex forms: where the byte count is written; 0 otherwise */
+	__u64 ktime_ns; /* entry */
+	__u32 source;	/* enum usm_source */
+	__u32 __pad;
+};
+
+/* LRU: a return we never see (thread killed inside the call) cannot pin a slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct usm_tls_key);
+	__type(value, struct usm_tls_call);
+} usm_tls_inflight SEC(".maps");
+
+TLM_MAP_KEY(usm_tls_inflight);
+TLM_PROG_KEY(usm_ssl_write_enter);
+TLM_PROG_KEY(usm_ssl_write_ret);
+TLM_PROG_KEY(usm_ssl_read_enter);
+TLM_PROG_KEY(usm_ssl_read_ret);
+TLM_PROG_KEY(usm_ssl_write_ex_enter);
+TLM_PROG_KEY(usm_ssl_write_ex_ret);
+TLM_PROG_KEY(usm_ssl_read_ex_enter);
+TLM_PROG_KEY(usm_ssl_read_ex_ret);
+TLM_PROG_KEY(usm_gnutls_send_enter);
+TLM_PROG_KEY(usm_gnutls_send_ret);
+TLM_PROG_KEY(usm_gnutls_recv_enter);
+TLM_PROG_KEY(usm_gnutls_recv_ret);
+
+/* Entry of any TLS read/write: (session, buffer) are the first two arguments. */
+static __always_inline int usm_tls_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
+					      __u64 now, enum usm_tls_op op, enum usm_source src,
+					      bool ex)
+{
+	struct usm_tls_key key = {.pid_tgid = pid_tgid, .op = op};
+	struct usm_tls_call call = {
+		.conn = PT_REGS_PARM1(regs),
+		.buf = PT_REGS_PARM2(regs),
+		.size_ptr = ex ? PT_REGS_PARM4(regs) : 0,
+		.ktime_ns = now,
+		.source = src,
+	};
+
+	tlm_map_update(usm_tls_inflight, &key, &call, BPF_ANY);
+	return 0;
+}
+
+/*
+ * Return of a TLS read/write. rc: bytes moved (SSL_read/write, gnutls: > 0), or for
+ * the _ex forms 1 on success with the count at *size_ptr.
+ */
+static __always_inline int usm_tls_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
+					    __u64 now, enum usm_tls_op op)
+{
+	struct usm_tls_key key = {.pid_tgid = pid_tgid, .op = op};
+	long rc = PT_REGS_RC(regs);
+	struct usm_tls_call *in, call;
+	char peek[USM_PEEK] = {};
+	struct usm_event *ev;
+	__u64 len = 0, n;
+	int kind;
+
+	in = bpf_map_lookup_elem(&usm_tls_inflight, &key);
+	if (!in)
+		return 0; /* attached mid-call, or evicted */
+	call = *in;
+	tlm_map_delete(usm_tls_inflight, &key);
+	if (call.size_ptr) {
+		if ((int)rc != 1 || tlm_probe_read_user(&len, sizeof(len), (void *)call.size_ptr))
+			return 0;
+	} else {
+		if (call.source == USM_SRC_OPENSSL)
+			rc = (int)rc; /* int return; gnutls returns ssize_t */
+		if (rc <= 0)
+			return 0;
+		len = rc;
+	}
+	usm_count(USM_CNT_TLS_CALLS);
+	if (len < USM_PEEK || tlm_probe_read_user(peek, sizeof(peek), (void *)call.buf))
+		return 0;
+	kind = usm_classify(peek);
+	if (kind < 0)
+		return 0;
+	ev = tlm_ringbuf_reserve(usm_events, sizeof(*ev), 0);
+	if (!ev) {
+		usm_count(USM_CNT_LOST);
+		return 0;
+	}
+	n = len < USM_PREFIX ? len : USM_PREFIX;
+	if (tlm_probe_read_user(ev->prefix, n, (void *)call.buf)) {
+		tlm_ringbuf_discard(ev, 0);
+		return 0;
+	}
+	ev->ktime_ns = op == USM_TLS_WRITE ? call.ktime_ns : now;
+	ev->conn = call.conn;
+	ev->pid = pid_tgid >> 32;
+	ev->tid = (__u32)pid_tgid;
+	ev->source = call.source;
+	ev->kind = kind;
+	ev->family = 0;
+	ev->__pad = 0;
+	ev->client_port = ev->server_port = 0;
+	__builtin_memset(ev->client_addr, 0, sizeof(ev->client_addr));
+	__builtin_memset(ev->server_addr, 0, sizeof(ev->server_addr));
+	ev->len = len > 0xffffffff ? 0xffffffff : len;
+	ev->prefix_len = n;
+	ev->__pad2 = 0;
+	tlm_ringbuf_submit(ev, 0);
+	usm_count(USM_CNT_TLS_HTTP);
+	return 0;
+}
+
+#define USM_TLS_PROBES(name, op, src, ex)                                           \
+	SEC("uprobe")                                                               \
+	int name##_enter(struct pt_regs *ctx)                                       \
+	{                                                                           \
+		TLM_PROG(name##_enter);                                             \
+		return usm_tls_enter_body(TLM_ARG, ctx, bpf_get_current_pid_tgid(), \
+					  bpf_ktime_get_ns(), op, src, ex);         \
+	}                                                                           \
+	SEC("uretprobe")                                                            \
+	int name##_ret(struct pt_regs *ctx)                                         \
+	{                                                                           \
+		TLM_PROG(name##_ret);                                               \
+		return usm_tls_ret_body(TLM_ARG, ctx, bpf_get_current_pid_tgid(),   \
+					bpf_ktime_get_ns(), op);                    \
+	}
+
+/* SSL_write(ssl, buf, num) / SSL_read(ssl, buf, num): int bytes */
+USM_TLS_PROBES(usm_ssl_write, USM_TLS_WRITE, USM_SRC_OPENSSL, false)
+USM_TLS_PROBES(usm_ssl_read, USM_TLS_READ, USM_SRC_OPENSSL, false)
+/* SSL_write_ex(ssl, buf, num, &written) / SSL_read_ex(ssl, buf, num, &readbytes): 1 */
+USM_TLS_PROBES(usm_ssl_write_ex, USM_TLS_WRITE, USM_SRC_OPENSSL, true)
+USM_TLS_PROBES(usm_ssl_read_ex, USM_TLS_READ, USM_SRC_OPENSSL, true)
+/* gnutls_record_send(session, data, size) / _recv: ssize_t bytes */
+USM_TLS_PROBES(usm_gnutls_send, USM_TLS_WRITE, USM_SRC_GNUTLS, false)
+USM_TLS_PROBES(usm_gnutls_recv, USM_TLS_READ, USM_SRC_GNUTLS, false)

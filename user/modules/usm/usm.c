@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "usm.h"
+#include "usm.skel.h"
+#include "user/common/log.h"
+#include "user/manager/manager.h"
+#include "user/sharedlibs/sharedlibs.h"
+#include "user/sharedlibs/uprobes.h"
+
+/* Bounds of the endpoint table (see endpoints.h). */
+#define USM_MAX_PENDING 4096
+#define USM_MAX_ROWS	4096
+#define USM_MAX_PATHS	64 /* per process */
+
+struct bpftel_usm {
+	struct bpftel_module_ops ops;
+	struct bpftel_module *module;
+	struct usm_endpoints *endpoints;
+	pthread_mutex_t lock; /* skel, sock, counters */
+	struct usm *skel;     /* while the module is open */
+	int sock;	      /* the packet socket carrying the filter, while running */
+	__u64 retired[USM_CNT__COUNT];
+	__u64 unparsed, malformed;
+};
+
+static const char *const counter_names[USM_CNT__COUNT] = {
+	[USM_CNT_TLS_CALLS] = "tls_calls", [USM_CNT_TLS_HTTP] = "tls_http",
+	[USM_CNT_PACKETS] = "packets",	   [USM_CNT_PACKETS_HTTP] = "packets_http",
+	[USM_CNT_LOST] = "lost",	   [USM_CNT_TRUNCATED] = "truncated",
+};
+
+const char *bpftel_usm_counter_name(enum usm_counter c)
+{
+	return (unsigned)c < USM_CNT__COUNT ? counter_names[c] : "unknown";
+}
+
+#define TLS(lib, sym, prog)                 \
+	{lib, prog "_enter", sym, false},   \
+	{                                   \
+		lib, prog "_ret", sym, true \
+	}
+
+static const struct bpftel_uprobe_spec uprobe_specs[] = {
+	TLS(SHLIB_LIB_SSL, "SSL_write", "usm_ssl_write"),
+	TLS(SHLIB_LIB_SSL, "SSL_read", "usm_ssl_read"),
+	TLS(SHLIB_LIB_SSL, "SSL_write_ex", "usm_ssl_write_ex"),
+	TLS(SHLIB_LIB_SSL, "SSL_read_ex", "usm_ssl_read_ex"),
+	TLS(SHLIB_LIB_GNUTLS, "gnutls_record_send", "usm_gnutls_send"),
+	TLS(SHLIB_LIB_GNUTLS, "gnutls_record_recv", "usm_gnutls_recv"),
+};
+
+/* Ring-buffer callback, on a pipeline worker. */
+static int handle_event(void *ctx, void *data, size_t size)
+{
+	struct bpftel_usm *u = ctx;
+	const struct usm_event *ev = data;
+	struct usm_http_start msg;
+	struct usm_conn_key key;
+
+	if (size != sizeof(*ev) || ev->prefix_len > USM_PREFIX || ev->source >= USM_SRC__COUNT) {
+		pthread_mutex_lock(&u->lock);
+		u->malformed++;
+		pthread_mutex_unlock(&u->lock);
+		return -EINVAL;
+	}
+	/* Parsed here and dropped: no payload byte outlives this call. */
+	if (usm_http_parse(ev->prefix, ev->prefix_len, &msg) == USM_HTTP_NONE ||
+	    (msg.kind == USM_HTTP_REQUEST) != (ev->kind == USM_KIND_REQUEST)) {
+		pthread_mutex_lock(&u->lock);
+		u->unparsed++;
+		pthread_mutex_unlock(&u->lock);
+		return 0;
+	}
+	memset(&key, 0, sizeof(key));
+	key.pid = ev->pid;
+	key.source = ev->source;
+	if (ev->source == USM_SRC_SOCKET) {
+		key.family = ev->family;
+		key.client_port = ev->client_port;
+		key.server_port = ev->server_port;
+		memcpy(key.client_addr, ev->client_addr, sizeof(key.client_addr));
+		memcpy(key.server_addr, ev->server_addr, sizeof(key.server_addr));
+	} else {
+		key.conn = ev->conn;
+	}
+	usm_endpoints_message(u->endpoints, &key,
+			      ev->source == USM_SRC_SOCKET ? USM_PROTO_HTTP : USM_PROTO_HTTPS,
+			      ev->ktime_ns, &msg);
+	return 0;
+}
+
+/* The packet socket: every interface, every protocol; the filter returns 0 for all,
+ * so nothing is ever queued on it. */
+static int open_packet_socket(int prog_fd)
+{
+	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
+	int fd, err;
+
+	fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_ALL));
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_BPF, &prog_fd, sizeof(prog_fd)) ||
+	    bind(fd, (struct sockaddr *)&sll, sizeof(sll))) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int usm_before_start(const struct bpftel_hook_before_start *h, void *ctx)
+{
+	struct bpftel_usm *u = ctx;
+	int fd;
+
+	(void)h;
+	fd = open_packet_socket(bpf_program__fd(u->skel->progs.usm_http_socket));
+	if (fd < 0) {
+		pr_err("usm: cannot open the packet socket for plaintext HTTP: %s", strerror(-fd));
+		return fd;
+	}
+	pthread_mutex_lock(&u->lock);
+	u->sock = fd;
+	pthread_mutex_unlock(&u->lock);
+	return 0;
+}
+
+static int read_kernel_counters(struct bpftel_usm *u, __u64 *out)
+{
+	int ncpu = libbpf_num_possible_cpus(), fd, cpu;
+	__u64 *vals;
+	__u32 key;
+
+	if (ncpu <= 0)
+		return -EINVAL;
+	vals = calloc(ncpu, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	fd = bpf_map__fd(u->skel->maps.usm_counters);
+	for (key = 0; key < USM_CNT__COUNT; key++) {
+		if (bpf_map_lookup_elem(fd, &key, vals))
+			continue;
+		for (cpu = 0; cpu < ncpu; cpu++)
+			out[key] += vals[cpu];
+	}
+	free(vals);
+	return 0;
+}
+
+static int usm_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
+{
+	struct bpftel_usm *u = ctx;
+
+	(void)h;
+	pthread_mutex_lock(&u->lock);
+	if (u->sock >= 0)
+		close(u->sock);
+	u->sock = -1;
+	pthread_mutex_unlock(&u->lock);
+	return 0;
+}
+
+static int usm_open(struct bpftel_module *m)
+{
+	struct bpftel_usm *u = bpftel_module__priv(m);
+	struct bpf_program *prog;
+	struct usm *skel;
+	unsigned int lo;
+
+	skel = usm__open();
+	if (!skel)
+		return -errno;
+	/* The registry loads the uprobe programs it attaches; the filter is ours. */
+	bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
+	bpf_program__set_autoload(skel->progs.usm_http_socket, true);
+	lo = if_nametoindex("lo");
+	skel->rodata->usm_lo_ifindex = lo ? lo : 1;
+	pthread_mutex_lock(&u->lock);
+	u->skel = skel;
+	pthread_mutex_unlock(&u->lock);
+	bpftel_module__set_object(m, skel->obj);
+	return bpftel_module__add_ringbuf(m, "usm_events", handle_event, u);
+}
+
+static int usm_load(struct bpftel_module *m)
+{
+	struct bpftel_usm *u = bpftel_module__priv(m);
+
+	return usm__load(u->skel);
+}
+
+static void usm_close(struct bpftel_module *m)
+{
+	struct bpftel_usm *u = bpftel_module__priv(m);
+	__u64 last[USM_CNT__COUNT] = {};
+	int i;
+
+	pthread_mutex_lock(&u->lock);
+	if (u->skel && bpf_map__fd(u->skel->maps.usm_counters) >= 0 &&
+	    !read_kernel_counters(u, last)) {
+		for (i = 0; i < USM_CNT__COUNT; i++)
+			u->retired[i] += last[i];
+	}
+	usm__destroy(u->skel);
+	u->skel = NULL;
+	pthread_mutex_unlock(&u->lock);
+}
+
+int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struct bpftel_usm **out)
+{
+	struct bpftel_usm *u = calloc(1, sizeof(*u));
+	int err;
+
+	*out = u;
+	if (!u)
+		return -ENOMEM;
+	pthread_mutex_init(&u->lock, NULL);
+	u->sock = -1;
+	u->endpoints = usm_endpoints_new(USM_MAX_PENDING, USM_MAX_ROWS, USM_MAX_PATHS);
+	if (!u->endpoints)
+		return -ENOMEM;
+	u->ops.name = BPFTEL_USM_MODULE;
+	u->ops.open = usm_open;
+	u->ops.load = usm_load;
+	u->ops.close = usm_close;
+	err = bpftel_manager__register(mgr, &u->ops, u, &u->module);
+	if (!err)
+		err = bpftel_uprobes__add_module(up, u->module, uprobe_specs,
+						 sizeof(uprobe_specs) / sizeof(uprobe_specs[0]));
+	if (!err)
+		err = bpftel_module__add_before_start(u->module, usm_before_start, u);
+	if (!err)
+		err = bpftel_module__add_before_stop(u->module, usm_before_stop, u);
+	if (!err)
+		err = bpftel_manager__bind_shared(mgr, u->module, BPFTEL_SHAREDLIBS_MODULE,
+						  SHLIB_LIBSET_BIT(SHLIB_LIBSET_CRYPTO));
+	if (err)
+		pr_err("usm: cannot register: %s", strerror(-err));
+	return err;
+}
+
+void bpftel_usm__free(struct bpftel_usm *u)
+{
+	if (!u)
+		return;
+	usm_endpoints_free(u->endpoints);
+	pthread_mutex_destroy(&u->lock);
+	free(u);
+}
+
+struct bpftel_module *bpftel_usm__module(struct bpftel_usm *u)
+{
+	return u->module;
+}
+
+size_t bpftel_usm__rows(struct bpftel_usm *u, struct usm_endpoint_row **out)
+{
+	return usm_endpoints_rows(u->endpoints, out);
+}
+
+void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
+{
+	__u64 live[USM_CNT__COUNT] = {};
+	int i;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&u->lock);
+	if (u->skel && bpf_map__fd(u->skel->maps.usm_counters) >= 0)
+		read_kernel_counters(u, live);
+	for (i = 0; i < USM_CNT__COUNT; i++)
+		out->kernel[i] = u->retired[i] + live[i];
+	out->unparsed = u->unparsed;
+	out->malformed = u->malformed;
+	pthread_mutex_unlock(&u->lock);
+	usm_endpoints_stats(u->endpoints, &out->endpoints);
+}
+
+static bool alive(uint32_t pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+int bpftel_usm__sweep(struct bpftel_usm *u)
+{
+	return usm_endpoints_sweep(u->endpoints, alive);
+}
