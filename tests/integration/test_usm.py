@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""End to end, USM module, against real programs: curl (OpenSSL) querying a python3
+ssl-wrapped http.server is counted as GET /items/* 200 exactly once per request on the
+server's side, with a latency; 50 concurrent curl processes are counted exactly; a
+GnuTLS client (gnutls-cli) is counted on its own side; plaintext curl against
+python3 http.server is counted through the socket filter; no query string or payload
+byte reaches the agent's output; nothing is left in the kernel after it stops."""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import Agent, bpf_ids, check, require_root, skip, wait_for  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(python, root, cert=None, key=None):
+    port = free_port()
+    args = [python, os.path.join(HERE, "http_server.py"), str(port), root]
+    if cert:
+        args += [cert, key]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().split()
+    if line[:1] != ["ready"]:
+        proc.kill()
+        raise AssertionError(f"http_server.py did not start: {line}")
+    return proc, port
+
+
+def rows(agent, **match):
+    return [r for r in agent.json("http")["endpoints"]
+            if all(r.get(k) == v for k, v in match.items())]
+
+
+def count(agent, **match):
+    return sum(r["count"] for r in rows(agent, **match))
+
+
+def wait_count(agent, want, what, **match):
+    wait_for(lambda: count(agent, **match) >= want, 15, what)
+    time.sleep(0.3)  # anything beyond want would show up by now
+    got = count(agent, **match)
+    check(got == want, f"{what}: {got}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args()
+    require_root()
+    for tool in ("curl", "openssl", "gnutls-cli"):
+        if not shutil.which(tool):
+            skip(f"{tool} is not installed (tools/dev.sh test installs it)")
+
+    tmp = tempfile.mkdtemp(prefix="bpftel-usm-")
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
+                   capture_output=True)
+    www = os.path.join(tmp, "www")
+    os.makedirs(os.path.join(www, "items"))
+    for n in ("42", "7") + tuple(str(i) for i in range(100, 150)):
+        with open(os.path.join(www, "items", n), "w") as f:
+            f.write("item\n")
+
+    progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
+    agent = Agent(args.agent, args.cli)
+    servers = []
+    try:
+        mods = {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
+        check(mods.get("usm") == "running", f"the usm module runs by default: {mods}")
+        tls, tls_port = start_server(args.python, www, cert, key)
+        plain, plain_port = start_server(args.python, www)
+        servers += [tls, plain]
+
+        def ssl_attached():
+            return [r for r in agent.json("libs")["libs"]
+                    if r["module"] == "usm" and r["lib"] == "libssl" and r["attached"] >= 8]
+        row = wait_for(ssl_attached, 15, "the usm uprobes on libssl")[0]
+        check(row["failed"] == 0, f"usm: {row['attached']} uprobes on {row['path']}")
+
+        # One request through curl (OpenSSL).
+        url = f"https://127.0.0.1:{tls_port}/items/42?x=1"
+        out = subprocess.run(["curl", "-sk", url], capture_output=True, text=True, timeout=30)
+        check(out.returncode == 0 and out.stdout == "item\n", f"curl {url} answered")
+        wait_count(agent, 1, "the server counted GET /items/* 200 once", pid=tls.pid,
+                   method="GET", path="/items/*", status=200, protocol="https")
+        r = rows(agent, pid=tls.pid, path="/items/*")[0]
+        check(r["mean_seconds"] > 0 and r["p99_seconds"] > 0,
+              f"latency recorded: mean {r['mean_seconds'] * 1e3:.2f} ms, "
+              f"p99 <= {r['p99_seconds'] * 1e3:.2f} ms")
+
+        # 50 concurrent clients, each its own process and connection.
+        clients = [subprocess.Popen(["curl", "-sk", "-o", "/dev/null",
+                                     f"https://127.0.0.1:{tls_port}/items/{100 + i}"])
+                   for i in range(50)]
+        check(all(c.wait(timeout=60) == 0 for c in clients), "50 concurrent curls succeeded")
+        wait_count(agent, 51, "the server counted all 51 requests, no more", pid=tls.pid,
+                   method="GET", path="/items/*", status=200)
+
+        # A GnuTLS client, counted on its own side while it runs.
+        gnutls = subprocess.Popen(["gnutls-cli", "--insecure", "--crlf", "-p", str(tls_port),
+                                   "127.0.0.1"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def gnutls_ready():
+                return [r for r in agent.json("libs")["libs"]
+                        if r["module"] == "usm" and r["lib"] == "libgnutls" and
+                        r["attached"] >= 4 and gnutls.pid in r["pids"]]
+            wait_for(gnutls_ready, 15, "the usm uprobes on gnutls-cli's libgnutls")
+            time.sleep(1.0)  # its handshake
+            gnutls.stdin.write(b"GET /items/7 HTTP/1.1\nHost: localhost\nConnection: close\n\n")
+            gnutls.stdin.flush()
+            wait_count(agent, 1, "gnutls-cli's own GET /items/* 200, through GnuTLS probes",
+                       pid=gnutls.pid, method="GET", path="/items/*", status=200)
+        finally:
+            gnutls.stdin.close()
+            gnutls.wait(timeout=30)
+        wait_count(agent, 52, "the server counted the GnuTLS client's request too",
+                   pid=tls.pid, path="/items/*")
+
+        # Plaintext, through the socket filter (no process context: pid null).
+        out = subprocess.run(["curl", "-s", f"http://127.0.0.1:{plain_port}/items/7?secret=1"],
+                             capture_output=True, text=True, timeout=30)
+        check(out.stdout == "item\n", "plaintext curl answered")
+        wait_count(agent, 1, "plaintext GET /items/* 200 counted from packets", pid=None,
+                   protocol="http", method="GET", path="/items/*", status=200)
+
+        raw = agent.cli("http", "--json").stdout
+        check("x=1" not in raw and "secret" not in raw and "item\\n" not in raw,
+              "no query string or payload byte in the output")
+        json.loads(raw)
+        table = agent.cli("http").stdout
+        check(any(str(tls.pid) in ln and "/items/*" in ln and " 52 " in f" {ln} "
+                  for ln in table.splitlines()),
+              "bpftel http shows the server's row with 52 requests")
+        counters = agent.json("http")["counters"]
+        check(counters["lost"] == 0 and counters["malformed"] == 0,
+              f"no event lost or malformed: {counters}")
+
+        for s in servers:
+            s.kill()
+            s.wait()
+        servers = []
+        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+        check(bpf_ids("link") <= links_before and bpf_ids("prog") <= progs_before,
+              "no program or link beyond the baseline remains")
+    finally:
+        for s in servers:
+            s.kill()
+            s.wait()
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("test_usm: all checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)
