@@ -27,6 +27,22 @@ struct {
 
 TLM_MAP_KEY(usm_events);
 
+/*
+ * Submit without waking the consumer until the ring buffer holds this much: TLS-heavy
+ * traffic can produce a record per call, and a wake-up per record would cost the
+ * traced processes' CPUs more than the probes do. The consumer also reads the buffer
+ * every BPFTEL_EVENTS_POLL_MS (50 ms), so a record waits at most that long; at this
+ * threshold a full buffer is still 7/8 away.
+ */
+#define USM_WAKEUP_BYTES (64 * 1024)
+
+static __always_inline __u64 usm_submit_flags(void)
+{
+	return tlm_ringbuf_query(usm_events, BPF_RB_AVAIL_DATA) >= USM_WAKEUP_BYTES
+		       ? BPF_RB_FORCE_WAKEUP
+		       : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void usm_count(enum usm_counter counter)
 {
 	__u32 key = counter;

@@ -164,7 +164,7 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	ev->len = plen;
 	ev->prefix_len = n;
 	ev->__pad2 = 0;
-	tlm_ringbuf_submit(ev, 0);
+	tlm_ringbuf_submit(ev, usm_submit_flags());
 	usm_count(USM_CNT_PACKETS_HTTP);
 	return 0;
 }

@@ -132,7 +132,7 @@ static __always_inline int usm_tls_ret_body(TLM_PARAM, struct pt_regs *regs, __u
 	ev->len = len > 0xffffffff ? 0xffffffff : len;
 	ev->prefix_len = n;
 	ev->__pad2 = 0;
-	tlm_ringbuf_submit(ev, 0);
+	tlm_ringbuf_submit(ev, usm_submit_flags());
 	usm_count(USM_CNT_TLS_HTTP);
 	return 0;
 }

@@ -158,6 +158,7 @@ __noinline int tlm_count_helper_error(__u32 prog, __u32 helper, long ret)
 /* Cannot fail; here so that no raw bpf_ringbuf_* call is needed outside this header. */
 #define tlm_ringbuf_submit(ptr, flags)	bpf_ringbuf_submit(ptr, flags)
 #define tlm_ringbuf_discard(ptr, flags) bpf_ringbuf_discard(ptr, flags)
+#define tlm_ringbuf_query(map, flags)	bpf_ringbuf_query(&map, flags)
 
 #define tlm_probe_read_user(dst, size, src) \
 	__tlm_helper_ret(BPF_FUNC_probe_read_user, bpf_probe_read_user(dst, size, src))

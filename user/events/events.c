@@ -307,7 +307,7 @@ static void *consumer_main(void *arg)
 
 	thread_running(ev);
 	for (;;) {
-		n = epoll_wait(ev->epoll_fd, evs, 2, -1);
+		n = epoll_wait(ev->epoll_fd, evs, 2, BPFTEL_EVENTS_POLL_MS);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -317,8 +317,9 @@ static void *consumer_main(void *arg)
 		for (i = 0; i < n; i++) {
 			if (evs[i].data.u32 == EPOLL_WAKE)
 				return NULL;
-			ring_buffer__consume(ev->rb);
 		}
+		/* Also on a timeout: records submitted without a wake-up. */
+		ring_buffer__consume(ev->rb);
 	}
 }
 

@@ -49,6 +49,10 @@
  *     tickets each worker was given; a worker exits once every one of its tickets was
  *     either dequeued or counted as a queue-full drop, i.e. once no producer can still
  *     write to its queue.
+ *   - The consumer waits on the ring buffers' epoll with a timeout of
+ *     BPFTEL_EVENTS_POLL_MS and drains them on every wake-up, timeout included: BPF
+ *     code may submit with BPF_RB_NO_WAKEUP while the buffer is not filling up, and
+ *     its records are still read within that interval.
  *   - A mutex and condition variable guard only the lifecycle (state, cancel flag,
  *     threads reporting that they run) and adding sources; never the hot path.
  *
@@ -65,6 +69,8 @@
 
 #define BPFTEL_EVENTS_MAX_WORKERS 64
 #define BPFTEL_EVENTS_MAX_SOURCES 64
+/* The consumer reads its ring buffers at least this often (see Locking). */
+#define BPFTEL_EVENTS_POLL_MS 50
 
 struct bpftel_events;
 
