@@ -98,7 +98,7 @@ def main():
         floor.wait()
 
         for cfg, extra in (("bpftel", []), ("bpftel-ns", ["--no-run-stats"])):
-            proc = subprocess.Popen([agent, "--socket", sock, "-q", *extra],
+            proc = subprocess.Popen([agent, "--socket", sock, "--metrics-addr", "127.0.0.1:0", "-q", *extra],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 res[cfg].append(run_loop(pattern, stub, args.calls, attached))

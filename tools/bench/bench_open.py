@@ -44,7 +44,7 @@ def loop(binary, iterations):
 
 
 def start_agent(agent, cli, sock, *extra):
-    proc = subprocess.Popen([agent, "--socket", sock, "-q", *extra], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([agent, "--socket", sock, "--metrics-addr", "127.0.0.1:0", "-q", *extra], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     for _ in range(300):
         if subprocess.run([cli, "--socket", sock, "stats"], capture_output=True).returncode == 0:

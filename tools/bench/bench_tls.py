@@ -79,7 +79,7 @@ def requests_per_s(port, n):
 
 
 def start_agent(agent, cli, sock):
-    proc = subprocess.Popen([agent, "--socket", sock, "-q"], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([agent, "--socket", sock, "--metrics-addr", "127.0.0.1:0", "-q"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     for _ in range(300):
         if cli_json(cli, sock, "modules"):

@@ -34,6 +34,9 @@ static const char usage_text[] =
 	"  gpu       per process using the CUDA runtime: kernel launches and threads,\n"
 	"            device memory outstanding and peak, allocation ages (leaks), memcpy\n"
 	"            bytes by direction, sync wait, CUDA errors by function\n"
+	"  module start|stop|restart NAME\n"
+	"            drive a module live (gpu, usm); shared components (sharedlibs) run\n"
+	"            while a module needs them\n"
 	"  http      HTTP endpoints (method, normalized path, status) per process, from\n"
 	"            TLS (OpenSSL, GnuTLS) and plaintext packets: count, mean, p50, p99\n"
 	"\n"
@@ -53,6 +56,7 @@ static const char usage_text[] =
 struct command {
 	const char *name;
 	void (*print)(json_t *resp);
+	int nargs; /* positional arguments after the command */
 };
 
 static void print_programs(json_t *progs)
@@ -145,9 +149,13 @@ static void print_stats(json_t *resp)
 	print_programs(progs);
 	printf("\nEvents:");
 	json_object_foreach (events, key, val) {
+		if (!json_is_integer(val))
+			continue; /* "detected": by libset, below */
 		printf("%s %s %lld", first ? "" : ",", key, (long long)json_integer_value(val));
 		first = 0;
 	}
+	json_object_foreach (json_object_get(events, "detected"), key, val)
+		printf(", detected %s %lld", key, (long long)json_integer_value(val));
 	printf("\n\nEvents lost by stage:");
 	json_array_foreach (json_object_get(resp, "losses"), i, val) {
 		printf(" %s: kernel %lld, queue_full %lld, too_big %lld, parse %lld (of %lld "
@@ -295,10 +303,16 @@ static void print_libs(json_t *resp)
 	table_free(t);
 }
 
+static void print_module(json_t *resp)
+{
+	printf("module %s: %s (restarts %lld)\n", jstr(resp, "module"), jstr(resp, "state"),
+	       jint(resp, "restarts"));
+}
+
 static const struct command commands[] = {
-	{"stats", print_stats},	  {"modules", print_modules}, {"probes", print_probes},
-	{"errors", print_errors}, {"libs", print_libs},	      {"gpu", print_gpu},
-	{"http", print_http},
+	{"stats", print_stats},	  {"modules", print_modules},  {"probes", print_probes},
+	{"errors", print_errors}, {"libs", print_libs},	       {"gpu", print_gpu},
+	{"http", print_http},	  {"module", print_module, 2},
 };
 
 static const struct command *find_command(const char *name)
@@ -344,8 +358,9 @@ int main(int argc, char **argv)
 	};
 	const char *socket_path = BPFTEL_CTL_SOCKET_DEFAULT;
 	const struct command *cmd;
+	const char *args[2] = {};
 	json_t *req, *resp;
-	int c, json = 0, err;
+	int c, json = 0, err, nargs = 0;
 	char errbuf[512];
 
 	while ((c = getopt_long(argc, argv, "+s:jhV", opts, NULL)) != -1) {
@@ -386,14 +401,32 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[optind], "--help") || !strcmp(argv[optind], "-h")) {
 			fputs(usage_text, stdout);
 			return 0;
+		} else if (nargs < cmd->nargs) {
+			args[nargs++] = argv[optind];
 		} else {
 			fprintf(stderr, "bpftel %s: unexpected argument '%s'\n", cmd->name,
 				argv[optind]);
 			return 2;
 		}
 	}
+	if (nargs < cmd->nargs) {
+		fprintf(stderr, "bpftel %s: missing arguments (see bpftel --help)\n", cmd->name);
+		return 2;
+	}
 
 	req = json_pack("{s:s}", "cmd", cmd->name);
+	if (!strcmp(cmd->name, "module")) {
+		if (strcmp(args[0], "start") && strcmp(args[0], "stop") &&
+		    strcmp(args[0], "restart")) {
+			fprintf(stderr,
+				"bpftel module: unknown action '%s' (start, stop, restart)\n",
+				args[0]);
+			json_decref(req);
+			return 2;
+		}
+		json_object_set_new(req, "action", json_string(args[0]));
+		json_object_set_new(req, "name", json_string(args[1]));
+	}
 	err = bpftel_ctl_call(socket_path, req, BPFTEL_CTL_TIMEOUT_MS, &resp, errbuf,
 			      sizeof(errbuf));
 	json_decref(req);

@@ -3,6 +3,7 @@
 #ifndef BPFTEL_AGENT_H
 #define BPFTEL_AGENT_H
 
+#include <pthread.h>
 #include <time.h>
 #include <jansson.h>
 #include <linux/types.h>
@@ -17,12 +18,15 @@ struct bpftel_telemetry;
 struct bpftel_uprobes;
 struct bpftel_gpu;
 struct bpftel_usm;
+struct bpftel_metrics;
 
 /* The agent's own subscription to the shared-libraries watcher: it keeps an inventory
  * of every library of every libset, whichever modules run. */
 #define BPFTEL_AGENT_SUBSCRIBER "agent-inventory"
 
 struct bpftel_agent {
+	/* Serializes the main loop's commands and ticks with the metrics thread. */
+	pthread_mutex_t lock;
 	struct bpftel_manager *mgr;
 	struct bpftel_sharedlibs *sharedlibs;
 	struct bpftel_telemetry *tlm;
@@ -32,8 +36,9 @@ struct bpftel_agent {
 	__u64 lost_seen;	/* watcher losses already answered by a rescan */
 	long long last_sweep_ms;
 	struct bpftel_ctl_server *ctl;
-	time_t started;		    /* wall clock, for display */
-	struct timespec mono_start; /* for uptime */
+	struct bpftel_metrics *metrics; /* NULL: no metrics endpoint */
+	time_t started;			/* wall clock, for display */
+	struct timespec mono_start;	/* for uptime */
 };
 
 /* Periodic work of the main loop: sweep, and rescan /proc after lost events. */
@@ -42,6 +47,9 @@ void bpftel_agent_tick(struct bpftel_agent *agent);
 /* The `gpu` and `http` commands' answers (gpu_json.c, http_json.c). */
 json_t *bpftel_agent_gpu_json(struct bpftel_agent *agent);
 json_t *bpftel_agent_http_json(struct bpftel_agent *agent);
+
+/* A command's answer, caller holding agent->lock (req may be NULL). */
+json_t *bpftel_agent_dispatch(struct bpftel_agent *agent, const char *cmd, json_t *req);
 
 /* Control command dispatcher (bpftel_ctl_handler_fn); ctx is the agent. */
 json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "metrics.h"
 #include "user/modules/gpu/gpu.h"
 #include "user/modules/usm/usm.h"
 #include "user/common/ctl.h"
@@ -117,7 +118,7 @@ static void add_probe(struct bpftel_module *m, const struct bpftel_probe_status 
 static json_t *stats_events(struct bpftel_sharedlibs *sl)
 {
 	struct bpftel_sharedlibs_counters cnt;
-	json_t *obj = json_object();
+	json_t *obj = json_object(), *det;
 	int i;
 
 	if (bpftel_sharedlibs__counters(sl, &cnt))
@@ -127,6 +128,11 @@ static json_t *stats_events(struct bpftel_sharedlibs *sl)
 	json_object_set_new(obj, "evicted", json_integer(cnt.evicted));
 	for (i = 0; i < SHLIB_CNT__COUNT; i++)
 		json_object_set_new(obj, bpftel_shlib_counter_name(i), json_integer(cnt.kernel[i]));
+	det = json_object();
+	for (i = 0; i < SHLIB_LIBSET__COUNT; i++)
+		json_object_set_new(det, bpftel_shlib_libset_name(i),
+				    json_integer(cnt.detected[i]));
+	json_object_set_new(obj, "detected", det);
 	return obj;
 }
 
@@ -269,11 +275,12 @@ static json_t *cmd_stats(struct bpftel_agent *agent)
 
 	for_each_probe(agent, add_program, progs);
 	add_run_stats(agent, progs);
-	resp = json_pack("{s:{s:s, s:i, s:f, s:I, s:b}, s:o, s:o, s:o}", "agent", "version",
+	resp = json_pack("{s:{s:s, s:i, s:f, s:I, s:b, s:s?}, s:o, s:o, s:o}", "agent", "version",
 			 BPFTEL_VERSION, "pid", (int)getpid(), "uptime_s", uptime_s(agent),
 			 "started", (json_int_t)agent->started, "run_stats",
-			 bpftel_telemetry__stats_enabled(agent->tlm), "programs", progs, "events",
-			 stats_events(agent->sharedlibs), "libraries",
+			 bpftel_telemetry__stats_enabled(agent->tlm), "metrics_addr",
+			 agent->metrics ? bpftel_metrics__addr(agent->metrics) : NULL, "programs",
+			 progs, "events", stats_events(agent->sharedlibs), "libraries",
 			 stats_libraries(agent->sharedlibs));
 	json_object_set_new(resp, "maps", stats_maps(agent));
 	json_object_set_new(resp, "losses", stats_losses(agent));
@@ -333,15 +340,11 @@ static json_t *cmd_modules(struct bpftel_agent *agent)
 	return json_pack("{s:o}", "modules", arr);
 }
 
-void bpftel_agent_tick(struct bpftel_agent *agent)
+static void agent_tick_locked(struct bpftel_agent *agent)
 {
 	struct bpftel_sharedlibs_counters cnt;
-	long long now = bpftel_mono_ms();
 	__u64 lost;
 
-	if (now - agent->last_sweep_ms < BPFTEL_SWEEP_INTERVAL_MS)
-		return;
-	agent->last_sweep_ms = now;
 	bpftel_uprobes__sweep(agent->uprobes);
 	if (agent->gpu)
 		bpftel_gpu__sweep(agent->gpu);
@@ -358,6 +361,18 @@ void bpftel_agent_tick(struct bpftel_agent *agent)
 		agent->lost_seen = lost;
 		bpftel_uprobes__scan(agent->uprobes);
 	}
+}
+
+void bpftel_agent_tick(struct bpftel_agent *agent)
+{
+	long long now = bpftel_mono_ms();
+
+	if (now - agent->last_sweep_ms < BPFTEL_SWEEP_INTERVAL_MS)
+		return;
+	agent->last_sweep_ms = now;
+	pthread_mutex_lock(&agent->lock);
+	agent_tick_locked(agent);
+	pthread_mutex_unlock(&agent->lock);
 }
 
 static json_t *cmd_libs(struct bpftel_agent *agent)
@@ -396,11 +411,46 @@ static json_t *cmd_libs(struct bpftel_agent *agent)
 	return json_pack("{s:o, s:i}", "libs", arr, "sweep_interval_ms", BPFTEL_SWEEP_INTERVAL_MS);
 }
 
-json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
+/* {"cmd": "module", "action": "start"|"stop"|"restart", "name": NAME} */
+static json_t *cmd_module(struct bpftel_agent *agent, json_t *req)
 {
-	struct bpftel_agent *agent = ctx;
+	const char *action = json_string_value(json_object_get(req, "action"));
+	const char *name = json_string_value(json_object_get(req, "name"));
+	struct bpftel_module *m;
+	int err = 0;
 
-	(void)req;
+	if (!action || !name)
+		return bpftel_ctl_error("module: needs \"action\" and \"name\" strings");
+	m = bpftel_manager__find(agent->mgr, name);
+	if (!m)
+		return bpftel_ctl_error("module: no module '%.64s' (see bpftel modules)", name);
+	if (bpftel_manager__subscribers(agent->mgr, name) ||
+	    !strcmp(name, BPFTEL_SHAREDLIBS_MODULE))
+		return bpftel_ctl_error("module: '%.64s' is a shared component: it runs while a "
+					"module needs it",
+					name);
+	if (!strcmp(action, "stop") || !strcmp(action, "restart"))
+		err = bpftel_module__stop(m);
+	if (!err && (!strcmp(action, "start") || !strcmp(action, "restart"))) {
+		err = bpftel_module__run(m);
+		if (err == -EALREADY && !strcmp(action, "start"))
+			err = 0; /* already running: nothing to do */
+	} else if (strcmp(action, "stop") && strcmp(action, "restart")) {
+		return bpftel_ctl_error("module: unknown action '%.32s' (start, stop, restart)",
+					action);
+	}
+	if (err)
+		return bpftel_ctl_error("module '%.64s': %s failed: %s", name, action,
+					strerror(-err));
+	return json_pack("{s:s, s:s, s:s, s:I}", "module", name, "action", action, "state",
+			 bpftel_module_state_name(bpftel_module__state(m)), "restarts",
+			 (json_int_t)bpftel_module__restarts(m));
+}
+
+json_t *bpftel_agent_dispatch(struct bpftel_agent *agent, const char *cmd, json_t *req)
+{
+	if (!strcmp(cmd, "module"))
+		return cmd_module(agent, req);
 	if (!strcmp(cmd, "stats"))
 		return cmd_stats(agent);
 	if (!strcmp(cmd, "probes"))
@@ -418,4 +468,15 @@ json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
 	if (!strcmp(cmd, "ping"))
 		return json_pack("{s:s}", "version", BPFTEL_VERSION);
 	return bpftel_ctl_error("unknown command '%.64s'", cmd);
+}
+
+json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
+{
+	struct bpftel_agent *agent = ctx;
+	json_t *resp;
+
+	pthread_mutex_lock(&agent->lock);
+	resp = bpftel_agent_dispatch(agent, cmd, req);
+	pthread_mutex_unlock(&agent->lock);
+	return resp;
 }

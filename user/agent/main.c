@@ -20,6 +20,7 @@
 #include "user/modules/gpu/gpu.h"
 #include "user/modules/usm/usm.h"
 #include "control.h"
+#include "metrics.h"
 #include "system.h"
 #include "user/common/ctl.h"
 #include "user/common/log.h"
@@ -30,15 +31,18 @@
 
 static struct env {
 	const char *socket_path;
+	const char *metrics_addr; /* NULL: no metrics endpoint */
 	bool no_run_stats;
 	int verbosity; /* enum bpftel_log_level shown at most */
 } env = {
 	.socket_path = BPFTEL_CTL_SOCKET_DEFAULT,
+	.metrics_addr = BPFTEL_METRICS_ADDR_DEFAULT,
 	.verbosity = BPFTEL_LOG_INFO,
 };
 
 static const char usage_text[] =
-	"Usage: bpftel-agent [--socket PATH] [--no-run-stats] [-v] [-h] [-V]\n"
+	"Usage: bpftel-agent [--socket PATH] [--metrics-addr HOST:PORT | --no-metrics]\n"
+	"                    [--no-run-stats] [-v] [-q] [-h] [-V]\n"
 	"\n"
 	"eBPF telemetry agent. Runs in the foreground as root until SIGINT or SIGTERM, then\n"
 	"detaches every program it attached and closes every BPF object it loaded.\n"
@@ -47,6 +51,11 @@ static const char usage_text[] =
 	"  -s, --socket PATH   control socket for the bpftel CLI "
 	"(default " BPFTEL_CTL_SOCKET_DEFAULT ",\n"
 	"                      created mode 0600, parent directories as needed)\n"
+	"  -m, --metrics-addr HOST:PORT\n"
+	"                      serve Prometheus metrics at http://HOST:PORT/metrics\n"
+	"                      (default " BPFTEL_METRICS_ADDR_DEFAULT "; [::1]:PORT for IPv6;\n"
+	"                      port 0 picks a free one, shown by bpftel stats)\n"
+	"      --no-metrics    no metrics endpoint\n"
 	"      --no-run-stats  do not turn on the kernel's per-program run counts and times\n"
 	"                      (BPF_ENABLE_STATS): they add two clock reads to every run\n"
 	"                      of every BPF program on the host\n"
@@ -88,11 +97,13 @@ static int parse_args(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{"no-run-stats", no_argument, NULL, 'S'},
+		{"metrics-addr", required_argument, NULL, 'm'},
+		{"no-metrics", no_argument, NULL, 'M'},
 		{},
 	};
 	int c, verbose = 0;
 
-	while ((c = getopt_long(argc, argv, "s:vqhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:m:vqhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (!*optarg) {
@@ -112,6 +123,24 @@ static int parse_args(int argc, char **argv)
 			exit(0);
 		case 'S':
 			env.no_run_stats = true;
+			break;
+		case 'm': {
+			struct sockaddr_storage ss;
+			socklen_t len;
+
+			if (bpftel_metrics_parse_addr(optarg, &ss, &len)) {
+				fprintf(stderr,
+					"bpftel-agent: --metrics-addr '%s': expected HOST:PORT, "
+					"e.g. "
+					"127.0.0.1:9464 or [::1]:9464\n",
+					optarg);
+				return 2;
+			}
+			env.metrics_addr = optarg;
+			break;
+		}
+		case 'M':
+			env.metrics_addr = NULL;
 			break;
 		case 'V':
 			printf("bpftel-agent %s\n", BPFTEL_VERSION);
@@ -200,7 +229,7 @@ static int run_loop(struct bpftel_agent *agent, int sigfd)
 
 int main(int argc, char **argv)
 {
-	struct bpftel_agent agent = {};
+	struct bpftel_agent agent = {.lock = PTHREAD_MUTEX_INITIALIZER};
 	struct bpftel_sharedlibs_opts sl_opts = {.sz = sizeof(sl_opts)};
 	int sigfd = -1, err, ret = 1;
 
@@ -276,6 +305,16 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 
+	if (env.metrics_addr) {
+		err = bpftel_metrics__start(&agent, env.metrics_addr, &agent.metrics);
+		if (err) {
+			pr_err("cannot serve metrics on %s: %s (another agent? --metrics-addr "
+			       "changes it, --no-metrics turns it off)",
+			       env.metrics_addr, strerror(-err));
+			goto cleanup;
+		}
+		pr_info("metrics at http://%s/metrics", bpftel_metrics__addr(agent.metrics));
+	}
 	pr_info("running (version %s, pid %d), control socket %s", BPFTEL_VERSION, getpid(),
 		env.socket_path);
 	pr_info("try: bpftel%s%s stats",
@@ -290,6 +329,7 @@ int main(int argc, char **argv)
 	pr_info("%s: stopping", strsignal(err));
 	ret = 0;
 cleanup:
+	bpftel_metrics__stop(agent.metrics);
 	bpftel_ctl_server__free(agent.ctl);
 	bpftel_manager__free(agent.mgr);
 	bpftel_uprobes__free(agent.uprobes);

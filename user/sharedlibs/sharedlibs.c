@@ -29,6 +29,7 @@ struct bpftel_sharedlibs {
 	struct bpftel_shlib_detection *det;
 	size_t det_cap, det_head, det_len;
 	__u64 received, malformed, evicted;
+	__u64 detected[SHLIB_LIBSET__COUNT];
 	/* Kernel counters of earlier runs: the maps die with each stop. */
 	__u64 retired[SHLIB_CNT__COUNT];
 
@@ -221,6 +222,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	d = detection_add(sl);
+	sl->detected[ev->libset]++; /* libset < SHLIB_LIBSET__COUNT: checked above */
 	d->path = path;
 	d->host_path = host_path;
 	d->pid = ev->pid;
@@ -474,6 +476,7 @@ int bpftel_sharedlibs__counters(struct bpftel_sharedlibs *sl,
 	out->received = sl->received;
 	out->malformed = sl->malformed;
 	out->evicted = sl->evicted;
+	memcpy(out->detected, sl->detected, sizeof(out->detected));
 	pthread_mutex_unlock(&sl->lock);
 	return 0;
 }

@@ -78,6 +78,7 @@ struct bpftel_sharedlibs_counters {
 	__u64 received;			/* events read from the ring buffer */
 	__u64 malformed;		/* records of a wrong size, dropped */
 	__u64 evicted;			/* detections pushed out of the bounded table */
+	__u64 detected[SHLIB_LIBSET__COUNT]; /* new (process, path) detections by libset */
 };
 int bpftel_sharedlibs__counters(struct bpftel_sharedlibs *sl,
 				struct bpftel_sharedlibs_counters *out);

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""End to end, operator surface: the agent's /metrics passes `promtool check metrics`
+(before and after real HTTPS traffic gives it HTTP series); a real Prometheus server on
+loopback scrapes it (up{job="bpftel"} == 1, bpftel_ebpf_program_runs_total series);
+garbage, oversized and half-open requests on the metrics port and on the control
+socket leave the agent serving; `bpftel module start|stop|restart` drives modules."""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import Agent, check, require_root, skip, wait_for  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def get(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def promtool_check(text):
+    res = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                         text=True)
+    return res.returncode, (res.stdout + res.stderr).strip()
+
+
+def check_metrics_text(url, want):
+    status, ctype, text = get(url)
+    check(status == 200 and ctype.startswith("text/plain; version=0.0.4"),
+          f"GET {url}: {status} {ctype}")
+    rc, out = promtool_check(text)
+    check(rc == 0, f"promtool check metrics: rc {rc} {out[:300]!r}")
+    for family in want:
+        check(f"# TYPE {family} " in text, f"family {family} has HELP and TYPE")
+    return text
+
+
+def abuse_metrics_port(host, port):
+    """Garbage, an oversized request and a half-open connection."""
+    half = socket.create_connection((host, port))  # sends nothing, stays open
+    with socket.create_connection((host, port)) as s:
+        s.sendall(b"\x00\x01\x02 garbage \xff\r\n\r\n")
+        s.settimeout(5)
+        try:
+            s.recv(4096)
+        except OSError:
+            pass
+    with socket.create_connection((host, port)) as s:
+        s.settimeout(5)
+        try:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n")
+            s.recv(4096)
+        except OSError:
+            pass  # the server may cut us off: that is the point
+    return half
+
+
+def abuse_control_socket(path):
+    half = socket.socket(socket.AF_UNIX)
+    half.connect(path)  # sends nothing
+    for payload in (b"\x00\xffnot json\n", b"{" * 10000 + b"\n", b"x" * (1 << 20)):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(path)
+            s.settimeout(5)
+            try:
+                s.sendall(payload)
+                s.recv(4096)
+            except OSError:
+                pass
+    return half
+
+
+def run_prometheus(tmp, target):
+    port = free_port()
+    cfg = os.path.join(tmp, "prometheus.yml")
+    with open(cfg, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                "scrape_configs:\n  - job_name: bpftel\n    static_configs:\n"
+                f"      - targets: ['{target}']\n")
+    proc = subprocess.Popen(["prometheus", f"--config.file={cfg}",
+                             f"--storage.tsdb.path={os.path.join(tmp, 'tsdb')}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def query(base, q):
+    try:
+        _, _, body = get(f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": q}), 5)
+    except (urllib.error.URLError, OSError):
+        return []
+    doc = json.loads(body)
+    return doc["data"]["result"] if doc.get("status") == "success" else []
+
+
+def check_modules_cli(agent):
+    res = agent.cli("module", "restart", "gpu")
+    check(res.stdout.strip().startswith("module gpu: running (restarts 1)"),
+          f"bpftel module restart gpu: {res.stdout.strip()}")
+    res = agent.cli("module", "stop", "usm")
+    check("module usm: closed" in res.stdout, f"bpftel module stop usm: {res.stdout.strip()}")
+    mods = {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
+    check(mods["usm"] == "closed" and mods["gpu"] == "running" and
+          mods["sharedlibs"] == "running", f"the others still run: {mods}")
+    res = agent.cli("module", "start", "usm", "--json")
+    doc = json.loads(res.stdout)
+    check(doc["state"] == "running" and doc["restarts"] == 1, f"started again: {doc}")
+    res = agent.cli("module", "stop", "sharedlibs", check=False)
+    check(res.returncode == 1 and "shared component" in res.stderr,
+          f"stopping the shared watcher is refused: {res.stderr.strip()}")
+    res = agent.cli("module", "stop", "nosuch", check=False)
+    check(res.returncode == 1 and "no module 'nosuch'" in res.stderr,
+          f"an unknown module: {res.stderr.strip()}")
+    res = agent.cli("module", "pause", "gpu", check=False)
+    check(res.returncode == 2 and "unknown action" in res.stderr,
+          f"an unknown action is a usage error: {res.stderr.strip()}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args()
+    require_root()
+    for tool in ("promtool", "prometheus", "curl", "openssl"):
+        if not shutil.which(tool):
+            skip(f"{tool} is not installed (tools/dev.sh test installs it)")
+
+    tmp = tempfile.mkdtemp(prefix="bpftel-metrics-")
+    agent = Agent(args.agent, args.cli)
+    procs = []
+    try:
+        addr = agent.json("stats")["agent"]["metrics_addr"]
+        host, port = addr.rsplit(":", 1)
+        url = f"http://{addr}/metrics"
+        text = check_metrics_text(url, ["bpftel_build_info", "bpftel_module_up",
+                                        "bpftel_ebpf_program_runs_total",
+                                        "bpftel_events_lost_total",
+                                        "bpftel_http_requests_total"])
+        check('bpftel_module_up{module="usm"} 1' in text and
+              'bpftel_events_lost_total{module="sharedlibs",stage="kernel"} 0' in text,
+              "known label sets start at 0; modules up")
+
+        # HTTPS traffic gives HTTP series: still valid exposition.
+        cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        key, "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
+                       capture_output=True)
+        os.makedirs(os.path.join(tmp, "www", "items"))
+        with open(os.path.join(tmp, "www", "items", "1"), "w") as f:
+            f.write("x\n")
+        hport = free_port()
+        srv = subprocess.Popen([args.python, os.path.join(HERE, "http_server.py"), str(hport),
+                                os.path.join(tmp, "www"), cert, key], stdout=subprocess.PIPE,
+                               text=True)
+        procs.append(srv)
+        srv.stdout.readline()
+        wait_for(lambda: any(r["module"] == "usm" and r["lib"] == "libssl" and
+                             r["attached"] >= 8 for r in agent.json("libs")["libs"]), 15,
+                 "usm uprobes on libssl")
+        subprocess.run(["curl", "-sk", "-o", "/dev/null", f"https://127.0.0.1:{hport}/items/1"],
+                       check=True)
+        wait_for(lambda: 'bpftel_http_requests_total{protocol="https",method="GET",'
+                         'path="/items/*",status="200"}' in get(url)[2], 15,
+                 "the request in bpftel_http_requests_total")
+        check_metrics_text(url, ["bpftel_http_request_duration_seconds"])
+
+        half_m = abuse_metrics_port(host, int(port))
+        half_c = abuse_control_socket(agent.socket)
+        status, _, _ = get(url)
+        check(status == 200 and agent.cli("stats").returncode == 0,
+              "after garbage, a 1 MiB header and half-open connections on both the metrics "
+              "port and the control socket, both still answer")
+        half_m.close()
+        half_c.close()
+        for path, code in (("/nope", 404), ("/", 200)):
+            try:
+                got = get(f"http://{addr}{path}")[0]
+            except urllib.error.HTTPError as e:
+                got = e.code
+            check(got == code, f"GET {path}: {got}")
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, data=b"x", method="POST"),
+                                   timeout=5)
+            got = 200
+        except urllib.error.HTTPError as e:
+            got = e.code
+        check(got == 405, f"POST /metrics: {got}")
+
+        prom, base = run_prometheus(tmp, addr)
+        procs.append(prom)
+        up = wait_for(lambda: [r for r in query(base, 'up{job="bpftel"}')
+                               if r["value"][1] == "1"], 60, "Prometheus to scrape the agent")
+        check(len(up) == 1, f"real Prometheus: up{{job=\"bpftel\"}} == 1 ({up[0]['metric']})")
+        runs = wait_for(lambda: query(base, "bpftel_ebpf_program_runs_total"), 30,
+                        "bpftel_ebpf_program_runs_total in Prometheus")
+        check(len(runs) >= 1, f"Prometheus has {len(runs)} bpftel_ebpf_program_runs_total "
+              f"series, e.g. {runs[0]['metric'].get('program')}")
+
+        check_modules_cli(agent)
+        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("test_metrics: all checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)
