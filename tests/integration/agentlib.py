@@ -48,7 +48,7 @@ class Agent:
         self.cli_bin = cli_bin
         self.log_path = os.path.join(self.dir, "agent.log")
         self.log = open(self.log_path, "w")
-        if not any(a in ("--metrics-addr", "--no-metrics") for a in extra_args):
+        if not any(a in ("--metrics-addr", "--no-metrics", "-c") for a in extra_args):
             # A free port: tests never collide with a running agent's 9464.
             extra_args = ["--metrics-addr", "127.0.0.1:0", *extra_args]
         self.proc = subprocess.Popen([agent_bin, "--socket", self.socket, *extra_args],

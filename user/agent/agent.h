@@ -8,6 +8,8 @@
 #include <jansson.h>
 #include <linux/types.h>
 
+#include "config.h"
+
 /* How often the uprobe registry forgets exited processes and detaches unused files. */
 #define BPFTEL_SWEEP_INTERVAL_MS 1000
 
@@ -37,12 +39,21 @@ struct bpftel_agent {
 	long long last_sweep_ms;
 	struct bpftel_ctl_server *ctl;
 	struct bpftel_metrics *metrics; /* NULL: no metrics endpoint */
+	struct bpftel_config cfg;	/* in force */
 	time_t started;			/* wall clock, for display */
 	struct timespec mono_start;	/* for uptime */
 };
 
 /* Periodic work of the main loop: sweep, and rescan /proc after lost events. */
 void bpftel_agent_tick(struct bpftel_agent *agent);
+
+/*
+ * Apply a configuration (apply.c): from nothing when starting (modules registered,
+ * not running), else from agent->cfg. Returns an error only when starting and the
+ * watcher or the metrics endpoint cannot start; on reload what fails is logged and
+ * the rest applied.
+ */
+int bpftel_agent_apply(struct bpftel_agent *agent, const struct bpftel_config *next, bool starting);
 
 /* The `gpu` and `http` commands' answers (gpu_json.c, http_json.c). */
 json_t *bpftel_agent_gpu_json(struct bpftel_agent *agent);

@@ -19,6 +19,7 @@
 #include "agent.h"
 #include "user/modules/gpu/gpu.h"
 #include "user/modules/usm/usm.h"
+#include "config.h"
 #include "control.h"
 #include "metrics.h"
 #include "system.h"
@@ -29,25 +30,30 @@
 #include "telemetry/telemetry.h"
 #include "user/sharedlibs/uprobes.h"
 
+/* The command line; what it sets wins over the configuration file. */
 static struct env {
-	const char *socket_path;
-	const char *metrics_addr; /* NULL: no metrics endpoint */
+	const char *config_path;
+	bool config_explicit;	  /* -c given: its absence is an error */
+	const char *socket_path;  /* NULL: from the configuration */
+	const char *metrics_addr; /* likewise; "" for --no-metrics */
 	bool no_run_stats;
 	int verbosity; /* enum bpftel_log_level shown at most */
 } env = {
-	.socket_path = BPFTEL_CTL_SOCKET_DEFAULT,
-	.metrics_addr = BPFTEL_METRICS_ADDR_DEFAULT,
+	.config_path = BPFTEL_CONFIG_DEFAULT,
 	.verbosity = BPFTEL_LOG_INFO,
 };
 
 static const char usage_text[] =
-	"Usage: bpftel-agent [--socket PATH] [--metrics-addr HOST:PORT | --no-metrics]\n"
+	"Usage: bpftel-agent [-c FILE] [--socket PATH] [--metrics-addr HOST:PORT | --no-metrics]\n"
 	"                    [--no-run-stats] [-v] [-q] [-h] [-V]\n"
 	"\n"
 	"eBPF telemetry agent. Runs in the foreground as root until SIGINT or SIGTERM, then\n"
 	"detaches every program it attached and closes every BPF object it loaded.\n"
 	"\n"
 	"Options:\n"
+	"  -c, --config FILE   configuration file (default " BPFTEL_CONFIG_DEFAULT "; absent:\n"
+	"                      defaults); SIGHUP reads it again and applies what changed.\n"
+	"                      The options below override it. Keys: see README\n"
 	"  -s, --socket PATH   control socket for the bpftel CLI "
 	"(default " BPFTEL_CTL_SOCKET_DEFAULT ",\n"
 	"                      created mode 0600, parent directories as needed)\n"
@@ -91,6 +97,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 static int parse_args(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
 		{"socket", required_argument, NULL, 's'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"quiet", no_argument, NULL, 'q'},
@@ -103,8 +110,12 @@ static int parse_args(int argc, char **argv)
 	};
 	int c, verbose = 0;
 
-	while ((c = getopt_long(argc, argv, "s:m:vqhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:s:m:vqhV", opts, NULL)) != -1) {
 		switch (c) {
+		case 'c':
+			env.config_path = optarg;
+			env.config_explicit = true;
+			break;
 		case 's':
 			if (!*optarg) {
 				fprintf(stderr, "bpftel-agent: --socket needs a path\n");
@@ -140,7 +151,7 @@ static int parse_args(int argc, char **argv)
 			break;
 		}
 		case 'M':
-			env.metrics_addr = NULL;
+			env.metrics_addr = "";
 			break;
 		case 'V':
 			printf("bpftel-agent %s\n", BPFTEL_VERSION);
@@ -186,6 +197,44 @@ static int epoll_add(int epfd, int fd, enum loop_src src)
 }
 
 /* Returns the signal that ended the loop, or -errno. */
+static void cli_overrides(struct bpftel_config *cfg)
+{
+	if (env.socket_path)
+		snprintf(cfg->socket, sizeof(cfg->socket), "%s", env.socket_path);
+	if (env.metrics_addr)
+		snprintf(cfg->metrics_addr, sizeof(cfg->metrics_addr), "%s", env.metrics_addr);
+	if (env.no_run_stats)
+		cfg->run_stats = false;
+}
+
+/* The configuration file, or the defaults when the default file does not exist. */
+static int load_config(struct bpftel_config *cfg, char *err, size_t errlen)
+{
+	int e = bpftel_config_load(env.config_path, cfg, err, errlen);
+
+	if (e == -ENOENT && !env.config_explicit) {
+		bpftel_config_defaults(cfg);
+		e = 0;
+	}
+	if (!e)
+		cli_overrides(cfg);
+	return e;
+}
+
+/* SIGHUP: a configuration that does not parse changes nothing. */
+static void reload(struct bpftel_agent *agent)
+{
+	struct bpftel_config next;
+	char err[512];
+
+	if (load_config(&next, err, sizeof(err))) {
+		pr_err("SIGHUP: config %s; keeping the running configuration", err);
+		return;
+	}
+	bpftel_agent_apply(agent, &next, false);
+	pr_info("SIGHUP: configuration %s applied", env.config_path);
+}
+
 static int run_loop(struct bpftel_agent *agent, int sigfd)
 {
 	struct signalfd_siginfo si;
@@ -210,7 +259,7 @@ static int run_loop(struct bpftel_agent *agent, int sigfd)
 				if (read(sigfd, &si, sizeof(si)) != sizeof(si))
 					break;
 				if (si.ssi_signo == SIGHUP) {
-					pr_info("SIGHUP: no configuration to reload yet");
+					reload(agent);
 					break;
 				}
 				close(epfd);
@@ -231,11 +280,17 @@ int main(int argc, char **argv)
 {
 	struct bpftel_agent agent = {.lock = PTHREAD_MUTEX_INITIALIZER};
 	struct bpftel_sharedlibs_opts sl_opts = {.sz = sizeof(sl_opts)};
+	struct bpftel_config cfg;
+	char errbuf[512];
 	int sigfd = -1, err, ret = 1;
 
 	err = parse_args(argc, argv);
 	if (err)
 		return err;
+	if (load_config(&cfg, errbuf, sizeof(errbuf))) {
+		fprintf(stderr, "bpftel-agent: config %s\n", errbuf);
+		return 2;
+	}
 	bpftel_log_set_callback(log_stderr);
 	libbpf_set_print(libbpf_print);
 	agent.started = time(NULL);
@@ -260,8 +315,6 @@ int main(int argc, char **argv)
 		pr_err("cannot set up errors telemetry: %s", strerror(-err));
 		goto cleanup;
 	}
-	if (env.no_run_stats)
-		bpftel_telemetry__set_run_stats(agent.tlm, false);
 	err = bpftel_uprobes__new(&agent.uprobes);
 	if (!err)
 		err = bpftel_sharedlibs__new(agent.mgr, &sl_opts, &agent.sharedlibs);
@@ -271,55 +324,41 @@ int main(int argc, char **argv)
 	if (!err)
 		err = bpftel_telemetry__instrument(
 			agent.tlm, bpftel_manager__find(agent.mgr, BPFTEL_SHAREDLIBS_MODULE));
-	if (!err)
-		err = bpftel_manager__subscribe(agent.mgr, BPFTEL_SHAREDLIBS_MODULE,
-						BPFTEL_AGENT_SUBSCRIBER, SHLIB_LIBSET_ALL);
 	if (err) {
-		pr_err("cannot start the shared-libraries watcher: %s", strerror(-err));
+		pr_err("cannot set up the shared-libraries watcher: %s", strerror(-err));
 		goto cleanup;
 	}
-	/* Modules: one that cannot start is reported and leaves the others running. */
+	/* Modules are registered whatever the configuration runs: `bpftel module start`
+	 * and SIGHUP can start them later. */
 	err = bpftel_gpu__new(agent.mgr, agent.uprobes, &agent.gpu);
 	if (!err)
 		err = bpftel_telemetry__instrument(agent.tlm, bpftel_gpu__module(agent.gpu));
-	if (!err)
-		err = bpftel_module__run(bpftel_gpu__module(agent.gpu));
 	if (err)
-		pr_warn("module '%s' not running: %s", BPFTEL_GPU_MODULE, strerror(-err));
+		pr_warn("module '%s' unavailable: %s", BPFTEL_GPU_MODULE, strerror(-err));
 	err = bpftel_usm__new(agent.mgr, agent.uprobes, &agent.usm);
 	if (!err)
 		err = bpftel_telemetry__instrument(agent.tlm, bpftel_usm__module(agent.usm));
-	if (!err)
-		err = bpftel_module__run(bpftel_usm__module(agent.usm));
 	if (err)
-		pr_warn("module '%s' not running: %s", BPFTEL_USM_MODULE, strerror(-err));
+		pr_warn("module '%s' unavailable: %s", BPFTEL_USM_MODULE, strerror(-err));
+	if (bpftel_agent_apply(&agent, &cfg, true))
+		goto cleanup;
 	/* Libraries mapped before the watcher ran are in /proc/<pid>/maps. */
 	pr_info("start-up scan: %d processes with watched libraries",
 		bpftel_uprobes__scan(agent.uprobes));
-	err = bpftel_ctl_server__new(env.socket_path, bpftel_agent_command, &agent, &agent.ctl);
+	err = bpftel_ctl_server__new(agent.cfg.socket, bpftel_agent_command, &agent, &agent.ctl);
 	if (err) {
-		pr_err("cannot serve control socket %s: %s%s", env.socket_path, strerror(-err),
+		pr_err("cannot serve control socket %s: %s%s", agent.cfg.socket, strerror(-err),
 		       err == -EADDRINUSE ? " (another bpftel-agent is running)"
 		       : err == -EEXIST	  ? " (a file that is not a socket is in the way)"
 					  : "");
 		goto cleanup;
 	}
 
-	if (env.metrics_addr) {
-		err = bpftel_metrics__start(&agent, env.metrics_addr, &agent.metrics);
-		if (err) {
-			pr_err("cannot serve metrics on %s: %s (another agent? --metrics-addr "
-			       "changes it, --no-metrics turns it off)",
-			       env.metrics_addr, strerror(-err));
-			goto cleanup;
-		}
-		pr_info("metrics at http://%s/metrics", bpftel_metrics__addr(agent.metrics));
-	}
 	pr_info("running (version %s, pid %d), control socket %s", BPFTEL_VERSION, getpid(),
-		env.socket_path);
+		agent.cfg.socket);
 	pr_info("try: bpftel%s%s stats",
-		strcmp(env.socket_path, BPFTEL_CTL_SOCKET_DEFAULT) ? " --socket " : "",
-		strcmp(env.socket_path, BPFTEL_CTL_SOCKET_DEFAULT) ? env.socket_path : "");
+		strcmp(agent.cfg.socket, BPFTEL_CTL_SOCKET_DEFAULT) ? " --socket " : "",
+		strcmp(agent.cfg.socket, BPFTEL_CTL_SOCKET_DEFAULT) ? agent.cfg.socket : "");
 
 	err = run_loop(&agent, sigfd);
 	if (err < 0) {

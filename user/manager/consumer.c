@@ -28,10 +28,12 @@ static int deliver(void *ctx, const void *data, size_t size, unsigned int worker
 
 int consumer_start(struct bpftel_module *m)
 {
+	unsigned int workers = __atomic_load_n(&m->mgr->pipeline.workers, __ATOMIC_RELAXED);
+	unsigned int queue_len = __atomic_load_n(&m->mgr->pipeline.queue_len, __ATOMIC_RELAXED);
 	struct bpftel_events_opts opts = {
 		.sz = sizeof(opts),
-		.workers = BPFTEL_CONSUMER_WORKERS,
-		.queue_len = BPFTEL_CONSUMER_QUEUE_LEN,
+		.workers = workers ? workers : BPFTEL_CONSUMER_WORKERS,
+		.queue_len = queue_len ? queue_len : BPFTEL_CONSUMER_QUEUE_LEN,
 		.max_record = BPFTEL_CONSUMER_MAX_REC,
 	};
 	struct consumer *c = &m->consumer;

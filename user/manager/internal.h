@@ -112,6 +112,9 @@ struct bpftel_manager {
 	pthread_mutex_t feat_lock;
 	int fentry_ok; /* 0 unknown, 1 yes, negative errno */
 	int kprobe_ok;
+	/* Read with atomic loads by starting modules (no lock: a start holds its
+	 * module's lock, and the order is module, then manager). */
+	struct bpftel_pipeline_settings pipeline;
 };
 
 /* probe.c */

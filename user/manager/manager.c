@@ -282,3 +282,11 @@ int bpftel_manager__bind_shared(struct bpftel_manager *mgr, struct bpftel_module
 	pthread_mutex_unlock(&module->lock);
 	return err;
 }
+
+void bpftel_manager__set_pipeline(struct bpftel_manager *mgr,
+				  const struct bpftel_pipeline_settings *s)
+{
+	__atomic_store_n(&mgr->pipeline.workers, s->workers, __ATOMIC_RELAXED);
+	__atomic_store_n(&mgr->pipeline.queue_len, s->queue_len, __ATOMIC_RELAXED);
+	__atomic_store_n(&mgr->pipeline.ringbuf_bytes, s->ringbuf_bytes, __ATOMIC_RELAXED);
+}

@@ -242,6 +242,19 @@ int bpftel_manager__subscribe(struct bpftel_manager *mgr, const char *shared,
 			      const char *subscriber, __u64 mask);
 int bpftel_manager__unsubscribe(struct bpftel_manager *mgr, const char *shared,
 				const char *subscriber);
+/*
+ * Event pipeline and ring buffer sizes for every module, applied at each module's next
+ * start (a running module keeps what it started with). 0 keeps the default: one
+ * worker, 1024-record queues, the ring buffer size the module's object declares.
+ */
+struct bpftel_pipeline_settings {
+	unsigned int workers;	    /* 1..64 */
+	unsigned int queue_len;	    /* records per worker queue */
+	unsigned int ringbuf_bytes; /* a power of two, a multiple of the page size */
+};
+void bpftel_manager__set_pipeline(struct bpftel_manager *mgr,
+				  const struct bpftel_pipeline_settings *s);
+
 /* Number of subscribers of a shared component. */
 size_t bpftel_manager__subscribers(struct bpftel_manager *mgr, const char *shared);
 

@@ -190,10 +190,19 @@ static int do_open(struct bpftel_module *m)
 static int do_load(struct bpftel_module *m)
 {
 	struct bpftel_hook_after_init h = {.module = m, .obj = m->obj};
+	unsigned int bytes;
+	struct bpf_map *map;
 	size_t i;
 	int err;
 
 	probes_detect(m);
+	bytes = __atomic_load_n(&m->mgr->pipeline.ringbuf_bytes, __ATOMIC_RELAXED);
+	for (i = 0; bytes && i < m->nringbufs; i++) {
+		map = bpf_object__find_map_by_name(m->obj, m->ringbufs[i].map);
+		if (map && bpf_map__set_max_entries(map, bytes))
+			pr_warn("module '%s': ring buffer '%s' keeps its size: %u bytes refused",
+				m->ops->name, m->ringbufs[i].map, bytes);
+	}
 	err = m->ops->load ? m->ops->load(m) : bpf_object__load(m->obj);
 	if (err) {
 		pr_err("module '%s': load failed: %s%s", m->ops->name, strerror(-err),

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""End to end, configuration: a malformed file (unknown key, bad value, bad line) makes
+the agent exit 2 naming the file and line; a missing -c file too; a valid one is
+applied (modules, run stats, inventory libsets); SIGHUP with a broken file keeps the
+agent running on the old configuration and logs why; SIGHUP with a good one applies
+what changed (a module started, metrics moved, run stats back on)."""
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import Agent, check, require_root, wait_for  # noqa: E402
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def modules(agent):
+    return {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    args = ap.parse_args()
+    require_root()
+    tmp = tempfile.mkdtemp(prefix="bpftel-config-")
+    conf = os.path.join(tmp, "bpftel.conf")
+    try:
+        for text, line, what in (("workers = 2\ncolour = blue\n", 2, "unknown key 'colour'"),
+                                 ("# ok\nrun_stats = maybe\n", 2, "run_stats: 'maybe'"),
+                                 ("\n\n\nthis is not a setting\n", 4, "expected 'key = value'")):
+            write(conf, text)
+            res = subprocess.run([args.agent, "-c", conf, "--socket",
+                                  os.path.join(tmp, "s.sock")], capture_output=True,
+                                 text=True, timeout=30)
+            check(res.returncode == 2 and f"{conf}:{line}: {what}" in res.stderr,
+                  f"exit {res.returncode}: {res.stderr.strip()}")
+        res = subprocess.run([args.agent, "-c", os.path.join(tmp, "none.conf")],
+                             capture_output=True, text=True, timeout=30)
+        check(res.returncode == 2 and "none.conf: No such file" in res.stderr,
+              f"a missing -c file: exit {res.returncode}: {res.stderr.strip()}")
+
+        write(conf, "modules = gpu\nrun_stats = off\nlibsets = crypto\n"
+                    "metrics_addr = 127.0.0.1:0\n")
+        agent = Agent(args.agent, args.cli, ["-c", conf])
+        try:
+            mods = modules(agent)
+            stats = agent.json("stats")
+            check(mods["gpu"] == "running" and mods["usm"] == "closed" and
+                  stats["agent"]["run_stats"] is False,
+                  f"applied at start: modules {mods}, run_stats {stats['agent']['run_stats']}")
+            old_addr = stats["agent"]["metrics_addr"]
+
+            write(conf, "modules = gpu, usm\nworkers = lots\n")
+            agent.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: "keeping the running configuration" in agent.logs(), 10,
+                     "the agent to log the refused reload")
+            line = [ln for ln in agent.logs().splitlines() if "keeping" in ln][0]
+            check(f"{conf}:2: workers: 'lots'" in line, f"logged: {line.strip()}")
+            check(agent.proc.poll() is None and modules(agent)["usm"] == "closed",
+                  "still running, on the old configuration")
+
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            write(conf, f"modules = gpu, usm\nrun_stats = on\nmetrics_addr = 127.0.0.1:{port}\n"
+                        "libsets = crypto, gpu\n")
+            agent.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: modules(agent)["usm"] == "running", 20,
+                     "usm to start after SIGHUP")
+            stats = agent.json("stats")
+            check(stats["agent"]["run_stats"] is True, "run stats on again after SIGHUP")
+            new_addr = stats["agent"]["metrics_addr"]
+            check(new_addr == f"127.0.0.1:{port}", f"metrics moved to {new_addr}")
+            with urllib.request.urlopen(f"http://{new_addr}/metrics", timeout=10) as r:
+                check(r.status == 200, f"metrics moved {old_addr} -> {new_addr} and answer")
+            check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+        finally:
+            agent.cleanup()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("test_config: all checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* The agent's configuration file parser: values, defaults, and errors with file:line. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "user/agent/config.h"
+#include "user/sharedlibs/sharedlibs.h"
+
+static int parse(const char *text, struct bpftel_config *c, char *err)
+{
+	bpftel_config_defaults(c);
+	return bpftel_config_parse("t.conf", text, strlen(text), c, err, 256);
+}
+
+static void test_defaults_and_values(void **state)
+{
+	struct bpftel_config c;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(parse("", &c, err), 0);
+	assert_string_equal(c.metrics_addr, "127.0.0.1:9464");
+	assert_true(c.modules[BPFTEL_CFG_MOD_GPU] && c.modules[BPFTEL_CFG_MOD_USM]);
+	assert_int_equal(c.libsets, SHLIB_LIBSET_ALL);
+	assert_true(c.run_stats);
+	assert_int_equal(parse("# comment\n\n  socket = /tmp/a.sock  # trailing\n"
+			       "metrics_addr=[::1]:9000\nmodules = usm\nlibsets = gpu\n"
+			       "run_stats = off\nworkers = 2\nqueue_len = 4096\nringbuf_kib = 1024",
+			       &c, err),
+			 0);
+	assert_string_equal(c.socket, "/tmp/a.sock");
+	assert_string_equal(c.metrics_addr, "[::1]:9000");
+	assert_false(c.modules[BPFTEL_CFG_MOD_GPU]);
+	assert_true(c.modules[BPFTEL_CFG_MOD_USM]);
+	assert_int_equal(c.libsets, SHLIB_LIBSET_BIT(SHLIB_LIBSET_GPU));
+	assert_false(c.run_stats);
+	assert_int_equal(c.workers, 2);
+	assert_int_equal(c.queue_len, 4096);
+	assert_int_equal(c.ringbuf_kib, 1024);
+	assert_int_equal(parse("metrics_addr = off\nmodules = none\nlibsets = none\n", &c, err), 0);
+	assert_string_equal(c.metrics_addr, "");
+	assert_false(c.modules[BPFTEL_CFG_MOD_GPU] || c.modules[BPFTEL_CFG_MOD_USM]);
+	assert_int_equal(c.libsets, 0);
+	assert_int_equal(parse("modules = gpu, usm\r\n", &c, err), 0); /* CRLF file */
+	assert_true(c.modules[BPFTEL_CFG_MOD_GPU] && c.modules[BPFTEL_CFG_MOD_USM]);
+}
+
+static void test_errors_name_file_and_line(void **state)
+{
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{"workers = 2\ncolour = blue\n", "t.conf:2: unknown key 'colour'"},
+		{"\n\nworkers = 0\n", "t.conf:3: workers: '0' is not 1..64"},
+		{"workers = 2x\n", "t.conf:1: workers: '2x' is not 1..64"},
+		{"workers = -1\n", "t.conf:1: workers: '-1' is not 1..64"},
+		{"queue_len = 99999999999999999999\n", "t.conf:1: queue_len:"},
+		{"ringbuf_kib = 100\n", "t.conf:1: ringbuf_kib: '100' is not 0 or a power of two"},
+		{"run_stats = yes\n", "t.conf:1: run_stats: 'yes' is not on or off"},
+		{"modules = gpu, nfs\n", "t.conf:1: modules: unknown module 'nfs'"},
+		{"libsets = crypto,,x\n", "t.conf:1: libsets: unknown libset"},
+		{"metrics_addr = 9464\n", "t.conf:1: metrics_addr: '9464' is not HOST:PORT"},
+		{"metrics_addr = 127.0.0.1:http\n", "t.conf:1: metrics_addr:"},
+		{"socket = relative.sock\n",
+		 "t.conf:1: socket: 'relative.sock' is not an absolute"},
+		{"just some words\n", "t.conf:1: expected 'key = value'"},
+		{"= value\n", "t.conf:1: expected 'key = value'"},
+		{"workers =\n", "t.conf:1: expected 'key = value'"},
+	};
+	struct bpftel_config c;
+	char err[256];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		err[0] = '\0';
+		assert_int_equal(parse(cases[i].text, &c, err), -EINVAL);
+		if (strncmp(err, cases[i].want, strlen(cases[i].want)))
+			fail_msg("'%s': got '%s', want '%s...'", cases[i].text, err, cases[i].want);
+	}
+}
+
+/* A file that fails leaves the configuration as it was: all or nothing. */
+static void test_all_or_nothing(void **state)
+{
+	struct bpftel_config c;
+	char err[256], line[1100];
+
+	(void)state;
+	bpftel_config_defaults(&c);
+	assert_int_equal(
+		bpftel_config_parse("t.conf", "workers = 7\nbogus = 1\n", 22, &c, err, sizeof(err)),
+		-EINVAL);
+	assert_int_equal(c.workers, 1);
+	/* Lines too long, and NUL bytes, are errors too. */
+	memset(line, 'a', sizeof(line));
+	assert_int_equal(bpftel_config_parse("t.conf", line, sizeof(line), &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "t.conf:1: line longer than"));
+	assert_int_equal(
+		bpftel_config_parse("t.conf", "workers = 2\0x\n", 14, &c, err, sizeof(err)),
+		-EINVAL);
+	assert_non_null(strstr(err, "NUL byte"));
+}
+
+static void test_load_file(void **state)
+{
+	char path[] = "/tmp/bpftel-conf-XXXXXX", err[256];
+	struct bpftel_config c;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	assert_int_equal(bpftel_config_load("/nonexistent/bpftel.conf", &c, err, sizeof(err)),
+			 -ENOENT);
+	assert_non_null(strstr(err, "/nonexistent/bpftel.conf"));
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	fputs("modules = gpu\n", f);
+	fclose(f);
+	assert_int_equal(bpftel_config_load(path, &c, err, sizeof(err)), 0);
+	assert_true(c.modules[BPFTEL_CFG_MOD_GPU] && !c.modules[BPFTEL_CFG_MOD_USM]);
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults_and_values),
+		cmocka_unit_test(test_errors_name_file_and_line),
+		cmocka_unit_test(test_all_or_nothing),
+		cmocka_unit_test(test_load_file),
+	};
+
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

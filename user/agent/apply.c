@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Applying a configuration to the running agent: at start (from nothing) and on
+ * SIGHUP (from the configuration in force). What can change live does; what cannot
+ * (the control socket) is logged and kept.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "agent.h"
+#include "metrics.h"
+#include "telemetry/telemetry.h"
+#include "user/common/log.h"
+#include "user/manager/manager.h"
+#include "user/modules/gpu/gpu.h"
+#include "user/modules/usm/usm.h"
+#include "user/sharedlibs/sharedlibs.h"
+
+static struct bpftel_module *config_module(struct bpftel_agent *a, enum bpftel_config_module i)
+{
+	if (i == BPFTEL_CFG_MOD_GPU)
+		return a->gpu ? bpftel_gpu__module(a->gpu) : NULL;
+	return a->usm ? bpftel_usm__module(a->usm) : NULL;
+}
+
+/* With a->lock: everything but the metrics endpoint. */
+static int apply_locked(struct bpftel_agent *a, const struct bpftel_config *next, bool starting)
+{
+	const struct bpftel_config *cur = &a->cfg;
+	struct bpftel_pipeline_settings ps = {
+		.workers = next->workers,
+		.queue_len = next->queue_len,
+		.ringbuf_bytes = next->ringbuf_kib * 1024,
+	};
+	struct bpftel_module *m;
+	int i, err;
+
+	bpftel_manager__set_pipeline(a->mgr, &ps);
+	if (!starting && (cur->workers != next->workers || cur->queue_len != next->queue_len ||
+			  cur->ringbuf_kib != next->ringbuf_kib))
+		pr_info("config: pipeline and ring buffer sizes apply as each module restarts "
+			"(bpftel module restart NAME)");
+	if ((starting || cur->run_stats != next->run_stats) &&
+	    bpftel_telemetry__set_run_stats(a->tlm, next->run_stats))
+		pr_warn("config: run_stats = on: BPF_ENABLE_STATS refused");
+	if (starting || cur->libsets != next->libsets) {
+		if (!starting && cur->libsets)
+			bpftel_manager__unsubscribe(a->mgr, BPFTEL_SHAREDLIBS_MODULE,
+						    BPFTEL_AGENT_SUBSCRIBER);
+		if (next->libsets) {
+			err = bpftel_manager__subscribe(a->mgr, BPFTEL_SHAREDLIBS_MODULE,
+							BPFTEL_AGENT_SUBSCRIBER, next->libsets);
+			if (err) {
+				pr_err("cannot start the shared-libraries watcher: %s",
+				       strerror(-err));
+				if (starting)
+					return err;
+			}
+		}
+	}
+	/* A module that cannot start is reported and leaves the others running. */
+	for (i = 0; i < BPFTEL_CFG_MOD__COUNT; i++) {
+		m = config_module(a, i);
+		if (!m || (!starting && cur->modules[i] == next->modules[i]))
+			continue;
+		if (next->modules[i]) {
+			err = bpftel_module__run(m);
+			if (err && err != -EALREADY)
+				pr_warn("module '%s' not running: %s", bpftel_module__name(m),
+					strerror(-err));
+		} else if (!starting) {
+			bpftel_module__stop(m);
+			pr_info("config: module '%s' stopped", bpftel_module__name(m));
+		}
+	}
+	return 0;
+}
+
+static int apply_metrics(struct bpftel_agent *a, const char *addr)
+{
+	struct bpftel_metrics *m = NULL;
+	int err;
+
+	if (*addr) {
+		err = bpftel_metrics__start(a, addr, &m);
+		if (err)
+			return err;
+		pr_info("metrics at http://%s/metrics", bpftel_metrics__addr(m));
+	}
+	bpftel_metrics__stop(a->metrics);
+	a->metrics = m;
+	return 0;
+}
+
+int bpftel_agent_apply(struct bpftel_agent *a, const struct bpftel_config *next, bool starting)
+{
+	struct bpftel_config applied = *next;
+	int err;
+
+	pthread_mutex_lock(&a->lock);
+	err = apply_locked(a, next, starting);
+	pthread_mutex_unlock(&a->lock);
+	if (err)
+		return err;
+	if (!starting && strcmp(a->cfg.socket, next->socket)) {
+		pr_warn("config: socket changes to %s at the next start; still serving %s",
+			next->socket, a->cfg.socket);
+		snprintf(applied.socket, sizeof(applied.socket), "%s", a->cfg.socket);
+	}
+	/* Outside the lock: stopping the endpoint waits for its requests, which take it. */
+	if (starting || strcmp(a->cfg.metrics_addr, next->metrics_addr)) {
+		err = apply_metrics(a, next->metrics_addr);
+		if (err) {
+			pr_err("cannot serve metrics on %s: %s (another agent? metrics_addr or "
+			       "--metrics-addr changes it, off turns it off)",
+			       next->metrics_addr, strerror(-err));
+			if (starting)
+				return err;
+			snprintf(applied.metrics_addr, sizeof(applied.metrics_addr), "%s",
+				 a->cfg.metrics_addr); /* the old endpoint still runs */
+		}
+	}
+	a->cfg = applied;
+	return 0;
+}

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <linux/types.h>
+
+#include "config.h"
+#include "metrics.h"
+#include "user/common/ctl.h"
+#include "user/sharedlibs/sharedlibs.h"
+
+#define MAX_FILE (64 * 1024) /* a configuration is small; anything larger is a mistake */
+
+const char *const bpftel_config_module_names[BPFTEL_CFG_MOD__COUNT] = {"gpu", "usm"};
+
+_Static_assert(SHLIB_LIBSET__COUNT <= 8 && BPFTEL_CFG_MOD__COUNT <= 8, "set_key's found[]");
+
+void bpftel_config_defaults(struct bpftel_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->socket, sizeof(c->socket), "%s", BPFTEL_CTL_SOCKET_DEFAULT);
+	snprintf(c->metrics_addr, sizeof(c->metrics_addr), "%s", BPFTEL_METRICS_ADDR_DEFAULT);
+	c->modules[BPFTEL_CFG_MOD_GPU] = c->modules[BPFTEL_CFG_MOD_USM] = true;
+	c->libsets = SHLIB_LIBSET_ALL;
+	c->run_stats = true;
+	c->workers = 1;
+	c->queue_len = 1024;
+}
+
+static int bad(char *err, size_t errlen, const char *name, int line, const char *fmt, const char *a,
+	       const char *b)
+{
+	int n = snprintf(err, errlen, "%s:%d: ", name, line);
+
+	if (n >= 0 && (size_t)n < errlen)
+		snprintf(err + n, errlen - n, fmt, a, b);
+	return -EINVAL;
+}
+
+static bool parse_uint(const char *v, unsigned int lo, unsigned int hi, unsigned int *out)
+{
+	unsigned long n;
+	char *end;
+
+	if (!isdigit((unsigned char)*v))
+		return false;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || n < lo || n > hi)
+		return false;
+	*out = (unsigned int)n;
+	return true;
+}
+
+/* "a, b,c" against names[n]: sets found[i]. "none" is the empty list. */
+static bool parse_list(char *v, const char *const *names, size_t n, bool *found, const char **what)
+{
+	char *tok, *save = NULL;
+	size_t i;
+
+	memset(found, 0, n * sizeof(*found));
+	if (!strcmp(v, "none"))
+		return true;
+	for (tok = strtok_r(v, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		while (isspace((unsigned char)*tok))
+			tok++;
+		for (i = strlen(tok); i && isspace((unsigned char)tok[i - 1]); i--)
+			tok[i - 1] = '\0';
+		for (i = 0; i < n && strcmp(tok, names[i]); i++)
+			;
+		if (i == n) {
+			*what = tok;
+			return false;
+		}
+		found[i] = true;
+	}
+	return true;
+}
+
+static int set_key(const char *name, int line, const char *key, char *v, struct bpftel_config *c,
+		   char *err, size_t errlen)
+{
+	const char *libset_names[SHLIB_LIBSET__COUNT], *what = v;
+	bool found[8]; /* >= SHLIB_LIBSET__COUNT and BPFTEL_CFG_MOD__COUNT */
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	unsigned int i;
+
+	if (!strcmp(key, "socket")) {
+		if (v[0] != '/' || strlen(v) >= 108 /* sun_path */)
+			return bad(err, errlen, name, line,
+				   "socket: '%s' is not an absolute path "
+				   "shorter than 108 bytes%s",
+				   v, "");
+		snprintf(c->socket, sizeof(c->socket), "%s", v);
+	} else if (!strcmp(key, "metrics_addr")) {
+		if (!strcmp(v, "off")) {
+			c->metrics_addr[0] = '\0';
+		} else if (strlen(v) >= sizeof(c->metrics_addr) ||
+			   bpftel_metrics_parse_addr(v, &ss, &sslen)) {
+			return bad(err, errlen, name, line,
+				   "metrics_addr: '%s' is not HOST:PORT, [V6]:PORT or off%s", v,
+				   "");
+		} else {
+			snprintf(c->metrics_addr, sizeof(c->metrics_addr), "%s", v);
+		}
+	} else if (!strcmp(key, "modules")) {
+		if (!parse_list(v, bpftel_config_module_names, BPFTEL_CFG_MOD__COUNT, found, &what))
+			return bad(err, errlen, name, line,
+				   "modules: unknown module '%s' (gpu, usm, or none)%s", what, "");
+		memcpy(c->modules, found, sizeof(c->modules));
+	} else if (!strcmp(key, "libsets")) {
+		for (i = 0; i < SHLIB_LIBSET__COUNT; i++)
+			libset_names[i] = bpftel_shlib_libset_name(i);
+		if (!parse_list(v, libset_names, SHLIB_LIBSET__COUNT, found, &what))
+			return bad(err, errlen, name, line,
+				   "libsets: unknown libset '%s' (crypto, gpu, or none)%s", what,
+				   "");
+		c->libsets = 0;
+		for (i = 0; i < SHLIB_LIBSET__COUNT; i++)
+			c->libsets |= found[i] ? SHLIB_LIBSET_BIT(i) : 0;
+	} else if (!strcmp(key, "run_stats")) {
+		if (strcmp(v, "on") && strcmp(v, "off"))
+			return bad(err, errlen, name, line, "run_stats: '%s' is not on or off%s", v,
+				   "");
+		c->run_stats = !strcmp(v, "on");
+	} else if (!strcmp(key, "workers")) {
+		if (!parse_uint(v, 1, 64, &c->workers))
+			return bad(err, errlen, name, line, "workers: '%s' is not 1..64%s", v, "");
+	} else if (!strcmp(key, "queue_len")) {
+		if (!parse_uint(v, 16, 65536, &c->queue_len))
+			return bad(err, errlen, name, line, "queue_len: '%s' is not 16..65536%s", v,
+				   "");
+	} else if (!strcmp(key, "ringbuf_kib")) {
+		if (!parse_uint(v, 0, 65536, &c->ringbuf_kib) ||
+		    (c->ringbuf_kib &&
+		     (c->ringbuf_kib < 4 || (c->ringbuf_kib & (c->ringbuf_kib - 1)))))
+			return bad(err, errlen, name, line,
+				   "ringbuf_kib: '%s' is not 0 or a power of two 4..65536%s", v,
+				   "");
+	} else {
+		return bad(err, errlen, name, line,
+			   "unknown key '%s' (socket, metrics_addr, modules, libsets, run_stats, "
+			   "workers, queue_len, ringbuf_kib)%s",
+			   key, "");
+	}
+	return 0;
+}
+
+int bpftel_config_parse(const char *name, const char *text, size_t len, struct bpftel_config *c,
+			char *err, size_t errlen)
+{
+	struct bpftel_config next = *c; /* all or nothing */
+	char buf[1024], *key, *val, *eq, *end;
+	const char *p = text, *nl, *stop = text + len;
+	int line = 0, e;
+	size_t n;
+
+	while (p < stop) {
+		line++;
+		nl = memchr(p, '\n', stop - p);
+		n = (nl ? nl : stop) - p;
+		if (n >= sizeof(buf))
+			return bad(err, errlen, name, line, "line longer than %s bytes%s", "1023",
+				   "");
+		memcpy(buf, p, n);
+		buf[n] = '\0';
+		p += n + (nl != NULL);
+		if (memchr(buf, '\0', n))
+			return bad(err, errlen, name, line, "NUL byte in the line%s%s", "", "");
+		if ((end = strchr(buf, '#')))
+			*end = '\0';
+		for (key = buf; isspace((unsigned char)*key); key++)
+			;
+		if (!*key)
+			continue;
+		eq = strchr(key, '=');
+		if (!eq)
+			return bad(err, errlen, name, line, "expected 'key = value', got '%.60s'%s",
+				   key, "");
+		for (end = eq; end > key && isspace((unsigned char)end[-1]); end--)
+			;
+		*end = '\0';
+		for (val = eq + 1; isspace((unsigned char)*val); val++)
+			;
+		for (end = val + strlen(val); end > val && isspace((unsigned char)end[-1]); end--)
+			;
+		*end = '\0';
+		if (!*key || !*val)
+			return bad(err, errlen, name, line, "expected 'key = value', got '%.60s'%s",
+				   buf, "");
+		e = set_key(name, line, key, val, &next, err, errlen);
+		if (e)
+			return e;
+	}
+	*c = next;
+	return 0;
+}
+
+int bpftel_config_load(const char *path, struct bpftel_config *c, char *err, size_t errlen)
+{
+	char *text;
+	size_t len;
+	FILE *f;
+	int e;
+
+	bpftel_config_defaults(c);
+	f = fopen(path, "re");
+	if (!f) {
+		e = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-e));
+		return e;
+	}
+	text = malloc(MAX_FILE + 1);
+	if (!text) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	len = fread(text, 1, MAX_FILE + 1, f);
+	e = ferror(f) ? -EIO : 0;
+	fclose(f);
+	if (!e && len > MAX_FILE) {
+		snprintf(err, errlen, "%s: larger than %d bytes", path, MAX_FILE);
+		e = -EFBIG;
+	} else if (e) {
+		snprintf(err, errlen, "%s: read error", path);
+	} else {
+		e = bpftel_config_parse(path, text, len, c, err, errlen);
+	}
+	free(text);
+	return e;
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The agent's configuration file: `key = value` lines, `#` comments, blank lines.
+ *
+ *   socket       = /run/bpftel/bpftel.sock   control socket (a restart applies it)
+ *   metrics_addr = 127.0.0.1:9464            HOST:PORT, [V6]:PORT, or off
+ *   modules      = gpu, usm                  modules to run, or none
+ *   libsets      = crypto, gpu               what `bpftel stats` inventories, or none
+ *   run_stats    = on                        BPF_ENABLE_STATS: on or off
+ *   workers      = 1                         pipeline workers per module (1..64)
+ *   queue_len    = 1024                      records per worker queue (16..65536)
+ *   ringbuf_kib  = 0                         ring buffer size per module, a power of two
+ *                                            4..65536 KiB; 0 keeps each module's own
+ *
+ * Pure parsing, no side effects: the agent applies a parsed configuration at start and
+ * on SIGHUP. A malformed file is refused whole, with its path and line in the error.
+ */
+#ifndef BPFTEL_AGENT_CONFIG_H
+#define BPFTEL_AGENT_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define BPFTEL_CONFIG_DEFAULT "/etc/bpftel/bpftel.conf"
+
+/* Modules the agent knows, in start order. */
+enum bpftel_config_module {
+	BPFTEL_CFG_MOD_GPU = 0,
+	BPFTEL_CFG_MOD_USM = 1,
+	BPFTEL_CFG_MOD__COUNT,
+};
+
+struct bpftel_config {
+	char socket[PATH_MAX];
+	char metrics_addr[128]; /* "" = no metrics endpoint */
+	bool modules[BPFTEL_CFG_MOD__COUNT];
+	unsigned int libsets; /* SHLIB_LIBSET_BIT()s of the inventory subscription */
+	bool run_stats;
+	unsigned int workers, queue_len, ringbuf_kib;
+};
+
+extern const char *const bpftel_config_module_names[BPFTEL_CFG_MOD__COUNT];
+
+void bpftel_config_defaults(struct bpftel_config *c);
+
+/*
+ * Parse text (len bytes, need not be NUL-terminated) named `name` in messages into c,
+ * which holds the values keys not in the text keep. 0, or -EINVAL with
+ * "NAME:LINE: what" in err.
+ */
+int bpftel_config_parse(const char *name, const char *text, size_t len, struct bpftel_config *c,
+			char *err, size_t errlen);
+
+/* Read and parse a file (defaults first). -ENOENT if it does not exist (err says so),
+ * other -errno if unreadable, -EINVAL if malformed. */
+int bpftel_config_load(const char *path, struct bpftel_config *c, char *err, size_t errlen);
+
+#endif /* BPFTEL_AGENT_CONFIG_H */
