@@ -19,7 +19,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # Debian packages, with why each is here (see README "Dependencies").
 build_pkgs="cmake make gcc clang llvm pkg-config libbpf-dev libelf-dev zlib1g-dev \
 libjansson-dev libmicrohttpd-dev bpftool"
-test_pkgs="libcmocka-dev python3 curl openssl gnutls-bin prometheus"
+test_pkgs="libcmocka-dev python3 curl openssl gnutls-bin prometheus tmux"
 
 die() {
 	echo "dev.sh: $*" >&2

@@ -34,6 +34,9 @@ static const char usage_text[] =
 	"  gpu       per process using the CUDA runtime: kernel launches and threads,\n"
 	"            device memory outstanding and peak, allocation ages (leaks), memcpy\n"
 	"            bytes by direction, sync wait, CUDA errors by function\n"
+	"  top       live view, redrawn every second (q quits): per module events/s,\n"
+	"            lost/s, errors/s; per program runs/s, average ns, CPU %%. Without a\n"
+	"            terminal, or with --json: one sample over one second\n"
 	"  module start|stop|restart NAME\n"
 	"            drive a module live (gpu, usm); shared components (sharedlibs) run\n"
 	"            while a module needs them\n"
@@ -312,7 +315,7 @@ static void print_module(json_t *resp)
 static const struct command commands[] = {
 	{"stats", print_stats},	  {"modules", print_modules},  {"probes", print_probes},
 	{"errors", print_errors}, {"libs", print_libs},	       {"gpu", print_gpu},
-	{"http", print_http},	  {"module", print_module, 2},
+	{"http", print_http},	  {"module", print_module, 2}, {"top", NULL},
 };
 
 static const struct command *find_command(const char *name)
@@ -414,6 +417,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (!strcmp(cmd->name, "top"))
+		return bpftel_top(socket_path, json);
 	req = json_pack("{s:s}", "cmd", cmd->name);
 	if (!strcmp(cmd->name, "module")) {
 		if (strcmp(args[0], "start") && strcmp(args[0], "stop") &&

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""End to end, CLI: every command's --json is one JSON document (python3 -m json.tool
+accepts it) whose key fields match the live agent; every command has --help; and
+`bpftel top` runs in an 80x24 tmux terminal, shows the modules' rows, and quits on q."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import Agent, check, require_root, skip, wait_for  # noqa: E402
+
+COMMANDS = ["stats", "modules", "probes", "libs", "errors", "gpu", "http", "top"]
+
+
+def check_json(agent):
+    docs = {}
+    for cmd in COMMANDS:
+        raw = agent.cli(cmd, "--json").stdout
+        tool = subprocess.run([sys.executable, "-m", "json.tool"], input=raw,
+                              capture_output=True, text=True)
+        check(tool.returncode == 0, f"bpftel {cmd} --json | python3 -m json.tool")
+        docs[cmd] = json.loads(raw)
+    mods = {m["name"]: m for m in docs["modules"]["modules"]}
+    check(set(mods) == {"sharedlibs", "gpu", "usm"} and
+          all(m["state"] == "running" for m in mods.values()),
+          f"modules: {[(n, m['state']) for n, m in mods.items()]}")
+    check(docs["stats"]["agent"]["pid"] == agent.proc.pid,
+          f"stats: agent pid {docs['stats']['agent']['pid']} is the agent's")
+    ours = {p["component"] for p in docs["stats"]["programs"]}
+    check(ours == {"sharedlibs", "gpu", "usm"}, f"stats: programs of {sorted(ours)}")
+    check({p["module"] for p in docs["probes"]["probes"]} >= {"sharedlibs", "gpu"},
+          "probes: the watcher's and gpu's probes")
+    check(docs["gpu"]["state"] == "running" and docs["http"]["state"] == "running" and
+          isinstance(docs["libs"]["libs"], list) and isinstance(docs["errors"]["errors"], list),
+          "gpu and http report a running module; libs and errors are lists")
+    top_mods = {m["module"] for m in docs["top"]["modules"]}
+    check(top_mods == set(mods) and docs["top"]["interval_s"] > 0.5,
+          f"top --json: one sample of {sorted(top_mods)} over {docs['top']['interval_s']:.2f} s")
+    for cmd in COMMANDS + ["module"]:
+        res = subprocess.run([agent.cli_bin, cmd, "--help"], capture_output=True, text=True)
+        check(res.returncode == 0 and "Usage: bpftel" in res.stdout, f"bpftel {cmd} --help")
+
+
+def check_top(agent):
+    session = f"bpftel-top-{os.getpid()}"
+    cmd = f"{agent.cli_bin} --socket {agent.socket} top"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd],
+                   check=True)
+    try:
+        def screen():
+            out = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+                                 capture_output=True, text=True).stdout
+            return out if "PROGRAM" in out and "usm" in out else None
+        text = wait_for(screen, 10, "bpftel top to draw")
+        lines = text.rstrip("\n").split("\n")
+        rows = {ln.split()[0] for ln in lines if ln.split()}
+        check({"sharedlibs", "gpu", "usm"} <= rows and "shlib_exit_openat" in text,
+              "bpftel top shows module rows and program rows")
+        check(len(lines) <= 24 and all(len(ln) <= 80 for ln in lines),
+              f"fits 80x24: {len(lines)} lines, widest {max(len(ln) for ln in lines)}")
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(lambda: subprocess.run(["tmux", "has-session", "-t", session],
+                                        capture_output=True).returncode != 0, 5,
+                 "bpftel top to quit on q")
+        check(True, "q quits bpftel top")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    args = ap.parse_args()
+    require_root()
+    if not shutil.which("tmux"):
+        skip("tmux is not installed (tools/dev.sh test installs it)")
+    agent = Agent(args.agent, args.cli)
+    try:
+        time.sleep(0.5)
+        check_json(agent)
+        check_top(agent)
+        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+    finally:
+        agent.cleanup()
+    print("test_cli: all checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)

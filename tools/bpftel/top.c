@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * `bpftel top`: a live view of the agent, redrawn every second until `q`. Rates are the
+ * differences between two samples of the agent's counters (stats and errors), so the
+ * agent keeps no state for it. Fits the terminal: programs beyond the last row are
+ * left out, longest-running first shown. Without a terminal (or with --json) it
+ * prints one sample, taken over one interval, and exits.
+ */
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "print.h"
+#include "table.h"
+#include "user/common/ctl.h"
+
+#define INTERVAL_MS 1000
+
+struct sample {
+	json_t *stats, *errors;
+	double t; /* CLOCK_MONOTONIC seconds */
+};
+
+static struct termios saved_tio;
+static bool tio_saved;
+
+static void restore_terminal(void)
+{
+	if (tio_saved)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
+	if (isatty(STDOUT_FILENO))
+		fputs("\033[?25h", stdout); /* cursor back */
+}
+
+static void on_signal(int sig)
+{
+	restore_terminal();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static json_t *call(const char *sock, const char *cmd)
+{
+	json_t *req = json_pack("{s:s}", "cmd", cmd), *resp = NULL;
+	char err[256];
+
+	if (bpftel_ctl_call(sock, req, BPFTEL_CTL_TIMEOUT_MS, &resp, err, sizeof(err)))
+		resp = NULL;
+	json_decref(req);
+	if (resp && !json_is_true(json_object_get(resp, "ok"))) {
+		json_decref(resp);
+		resp = NULL;
+	}
+	return resp;
+}
+
+static int take(const char *sock, struct sample *s)
+{
+	s->stats = call(sock, "stats");
+	s->errors = call(sock, "errors");
+	s->t = now_s();
+	return s->stats && s->errors ? 0 : -1;
+}
+
+static void drop(struct sample *s)
+{
+	json_decref(s->stats);
+	json_decref(s->errors);
+	s->stats = s->errors = NULL;
+}
+
+static json_t *find_prog(json_t *progs, json_int_t id)
+{
+	json_t *p;
+	size_t i;
+
+	json_array_foreach (progs, i, p) {
+		if (json_integer_value(json_object_get(p, "id")) == id)
+			return p;
+	}
+	return NULL;
+}
+
+static double module_sum(json_t *arr, const char *module, const char *key, const char **keys)
+{
+	double sum = 0;
+	json_t *o;
+	size_t i, k;
+
+	json_array_foreach (arr, i, o) {
+		if (strcmp(jstr(o, "module"), module))
+			continue;
+		if (key)
+			sum += jnum(o, key) + jint(o, key);
+		for (k = 0; keys && keys[k]; k++)
+			sum += jint(o, keys[k]);
+	}
+	return sum;
+}
+
+struct prog_rate {
+	const char *name, *module;
+	double runs_s, avg_ns, cpu;
+};
+
+static int cmp_cpu(const void *a, const void *b)
+{
+	const struct prog_rate *x = a, *y = b;
+
+	return x->cpu < y->cpu ? 1 : x->cpu > y->cpu ? -1 : strcmp(x->name, y->name);
+}
+
+/* The rates between two samples, as one JSON document. */
+static json_t *rates(const struct sample *a, const struct sample *b)
+{
+	static const char *const lost_keys[] = {"kernel", "queue_full", "too_big", "parse", NULL};
+	json_t *mods = json_array(), *progs = json_array(), *l, *p, *q;
+	double dt = b->t - a->t > 0 ? b->t - a->t : 1, druns, dtime;
+	size_t i;
+
+	json_array_foreach (json_object_get(b->stats, "losses"), i, l) {
+		const char *m = jstr(l, "module");
+		json_t *la = json_object_get(a->stats, "losses");
+		json_t *lb = json_object_get(b->stats, "losses");
+
+		json_array_append_new(
+			mods,
+			json_pack("{s:s, s:f, s:f, s:f}", "module", m, "events_per_s",
+				  (module_sum(lb, m, NULL, (const char *[]){"processed", NULL}) -
+				   module_sum(la, m, NULL, (const char *[]){"processed", NULL})) /
+					  dt,
+				  "lost_per_s",
+				  (module_sum(lb, m, NULL, (const char **)lost_keys) -
+				   module_sum(la, m, NULL, (const char **)lost_keys)) /
+					  dt,
+				  "errors_per_s",
+				  (module_sum(json_object_get(b->errors, "errors"), m, NULL,
+					      (const char *[]){"count", NULL}) -
+				   module_sum(json_object_get(a->errors, "errors"), m, NULL,
+					      (const char *[]){"count", NULL})) /
+					  dt));
+	}
+	json_array_foreach (json_object_get(b->stats, "programs"), i, p) {
+		q = find_prog(json_object_get(a->stats, "programs"), jint(p, "id"));
+		druns = q ? jint(p, "run_cnt") - jint(q, "run_cnt") : 0;
+		dtime = q ? jint(p, "run_time_ns") - jint(q, "run_time_ns") : 0;
+		json_array_append_new(
+			progs, json_pack("{s:s, s:s, s:f, s:f, s:f}", "program", jstr(p, "name"),
+					 "module", jstr(p, "component"), "runs_per_s", druns / dt,
+					 "avg_ns", druns > 0 ? dtime / druns : 0.0, "cpu_percent",
+					 dtime / 1e9 / dt * 100));
+	}
+	return json_pack(
+		"{s:f, s:o, s:o, s:b}", "interval_s", dt, "modules", mods, "programs", progs,
+		"run_stats",
+		json_is_true(json_object_get(json_object_get(b->stats, "agent"), "run_stats")));
+}
+
+static void draw(json_t *r, json_t *stats, int rows, int cols)
+{
+	static const char *const mh[] = {"MODULE", "EVENTS/S", "LOST/S", "ERRORS/S"};
+	static const char *const ph[] = {"PROGRAM", "MODULE", "RUNS/S", "AVG NS", "CPU %"};
+	char a[32], b[32], c[32], up[32], line[256];
+	struct prog_rate *pr;
+	struct table *t;
+	size_t i, n, shown;
+	json_t *o, *agent = json_object_get(stats, "agent");
+	int used;
+
+	fputs("\033[H\033[2J", stdout);
+	fmt_duration(up, sizeof(up), jnum(agent, "uptime_s"));
+	snprintf(line, sizeof(line), "bpftel top - agent %s, pid %lld, up %s%s   q: quit",
+		 jstr(agent, "version"), jint(agent, "pid"), up,
+		 json_is_true(json_object_get(r, "run_stats")) ? "" : ", run stats off");
+	printf("%.*s\n\n", cols, line);
+	t = table_new(4, mh);
+	json_array_foreach (json_object_get(r, "modules"), i, o) {
+		snprintf(a, sizeof(a), "%.1f", jnum(o, "events_per_s"));
+		snprintf(b, sizeof(b), "%.1f", jnum(o, "lost_per_s"));
+		snprintf(c, sizeof(c), "%.1f", jnum(o, "errors_per_s"));
+		table_add(t, (const char *const[]){jstr(o, "module"), a, b, c});
+	}
+	table_print(t, stdout);
+	table_free(t);
+	used = 3 + (int)json_array_size(json_object_get(r, "modules")) + 2;
+	n = json_array_size(json_object_get(r, "programs"));
+	pr = calloc(n ? n : 1, sizeof(*pr));
+	if (!pr)
+		return;
+	json_array_foreach (json_object_get(r, "programs"), i, o) {
+		pr[i].name = jstr(o, "program");
+		pr[i].module = jstr(o, "module");
+		pr[i].runs_s = jnum(o, "runs_per_s");
+		pr[i].avg_ns = jnum(o, "avg_ns");
+		pr[i].cpu = jnum(o, "cpu_percent");
+	}
+	qsort(pr, n, sizeof(*pr), cmp_cpu);
+	shown = rows - used - 1 > 0 ? (size_t)(rows - used - 1) : 0;
+	if (shown > n)
+		shown = n;
+	printf("\n");
+	t = table_new(5, ph);
+	for (i = 0; i < shown; i++) {
+		snprintf(a, sizeof(a), "%.1f", pr[i].runs_s);
+		snprintf(b, sizeof(b), "%.0f", pr[i].avg_ns);
+		snprintf(c, sizeof(c), "%.3f", pr[i].cpu);
+		table_add(t, (const char *const[]){pr[i].name, pr[i].module, a, b, c});
+	}
+	table_print(t, stdout);
+	table_free(t);
+	if (shown < n)
+		printf("(%zu more programs)", n - shown);
+	fflush(stdout);
+	free(pr);
+}
+
+static void term_size(int *rows, int *cols)
+{
+	struct winsize ws;
+
+	*rows = 24;
+	*cols = 80;
+	if (!ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_row && ws.ws_col) {
+		*rows = ws.ws_row;
+		*cols = ws.ws_col;
+	}
+}
+
+int bpftel_top(const char *sock, bool json)
+{
+	struct sample prev = {0}, cur = {0};
+	bool live = !json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+	struct termios raw;
+	struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+	int rows, cols, ret = 0;
+	json_t *r;
+	char ch;
+
+	if (take(sock, &prev)) {
+		fprintf(stderr, "bpftel top: no agent answers at %s\n", sock);
+		return 1;
+	}
+	if (!live) {
+		usleep(INTERVAL_MS * 1000);
+		if (take(sock, &cur)) {
+			drop(&prev);
+			return 1;
+		}
+		r = rates(&prev, &cur);
+		json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+		putchar('\n');
+		json_decref(r);
+		drop(&prev);
+		drop(&cur);
+		return 0;
+	}
+	if (!tcgetattr(STDIN_FILENO, &saved_tio)) {
+		tio_saved = true;
+		raw = saved_tio;
+		raw.c_lflag &= ~(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	fputs("\033[?25l", stdout); /* hide the cursor while redrawing */
+	for (;;) {
+		if (poll(&pfd, 1, INTERVAL_MS) > 0 && read(STDIN_FILENO, &ch, 1) == 1 &&
+		    (ch == 'q' || ch == 'Q'))
+			break;
+		if (take(sock, &cur)) {
+			ret = 1;
+			break;
+		}
+		term_size(&rows, &cols);
+		r = rates(&prev, &cur);
+		draw(r, cur.stats, rows, cols);
+		json_decref(r);
+		drop(&prev);
+		prev = cur;
+		cur = (struct sample){0};
+	}
+	drop(&prev);
+	drop(&cur);
+	restore_terminal();
+	fputs("\033[H\033[2J", stdout);
+	if (ret)
+		fprintf(stderr, "bpftel top: the agent stopped answering at %s\n", sock);
+	return ret;
+}
