@@ -7,7 +7,8 @@
 #                                      to /usr/local, run bpftel-agent in the foreground
 #   tools/dev.sh test                  install missing packages, build, run every test, then
 #                                      build with ASan+UBSan and run every test again, then
-#                                      the manager's tests under ThreadSanitizer
+#                                      the manager's tests under ThreadSanitizer, then each
+#                                      libFuzzer target for BPFTEL_FUZZ_SECONDS (60)
 #
 # Builds are incremental (build/, build-asan/, build-tsan/). With CI=true or BPFTEL_REQUIRE_BPF=1 a
 # skipped test is a failure: CI runs as root, where every BPF test must run.
@@ -19,7 +20,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # Debian packages, with why each is here (see README "Dependencies").
 build_pkgs="cmake make gcc clang llvm pkg-config libbpf-dev libelf-dev zlib1g-dev \
 libjansson-dev libmicrohttpd-dev bpftool"
-test_pkgs="libcmocka-dev python3 curl openssl gnutls-bin prometheus tmux"
+test_pkgs="libcmocka-dev python3 curl openssl gnutls-bin prometheus tmux libclang-rt-14-dev"
 
 die() {
 	echo "dev.sh: $*" >&2
@@ -95,7 +96,9 @@ test)
 	build build-tsan -DBPFTEL_TESTS=ON -DBPFTEL_TSAN=ON
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 		run_ctest build-tsan -R 'test_bpf_manager|events'
-	echo "dev.sh: all tests passed (plain, ASan+UBSan, and TSan builds)"
+	echo "dev.sh: === fuzz targets (libFuzzer), ${BPFTEL_FUZZ_SECONDS:-60} s each ==="
+	sh "$root/tests/fuzz/run.sh" "${BPFTEL_FUZZ_SECONDS:-60}"
+	echo "dev.sh: all tests passed (plain, ASan+UBSan, TSan builds, fuzz targets)"
 	;;
 *)
 	echo "usage: tools/dev.sh run [AGENT OPTIONS] | tools/dev.sh test" >&2

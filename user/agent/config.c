@@ -8,7 +8,7 @@
 #include <linux/types.h>
 
 #include "config.h"
-#include "metrics.h"
+#include "netaddr.h"
 #include "user/common/ctl.h"
 #include "user/sharedlibs/sharedlibs.h"
 

@@ -443,34 +443,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		     MHD_RESPMEM_MUST_FREE);
 }
 
-int bpftel_metrics_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *sslen)
-{
-	struct addrinfo hints = {.ai_flags = AI_NUMERICSERV, .ai_socktype = SOCK_STREAM}, *res;
-	char host[256];
-	const char *colon = strrchr(addr, ':');
-	size_t hl;
-	int err;
-
-	if (!colon || colon == addr || !colon[1])
-		return -EINVAL;
-	hl = colon - addr;
-	if (addr[0] == '[' && colon[-1] == ']') { /* [::1]:9464 */
-		addr++;
-		hl -= 2;
-	}
-	if (hl >= sizeof(host))
-		return -ENAMETOOLONG;
-	memcpy(host, addr, hl);
-	host[hl] = '\0';
-	err = getaddrinfo(host, colon + 1, &hints, &res);
-	if (err)
-		return -EINVAL;
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*sslen = res->ai_addrlen;
-	freeaddrinfo(res);
-	return 0;
-}
-
 /* The address as bound: with the port the kernel chose when asked for 0. */
 static void set_addr(struct bpftel_metrics *m, const struct sockaddr_storage *ss)
 {

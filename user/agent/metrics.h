@@ -6,13 +6,11 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#define BPFTEL_METRICS_ADDR_DEFAULT "127.0.0.1:9464"
+#include "netaddr.h"
 
 struct bpftel_agent;
 struct bpftel_metrics;
 
-/* "HOST:PORT" or "[V6]:PORT", numeric port; 0 or -EINVAL. */
-int bpftel_metrics_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *sslen);
 /* Serve /metrics on addr from a thread of its own. -EINVAL for a bad address,
  * -EADDRINUSE (or another errno) when it cannot listen. */
 int bpftel_metrics__start(struct bpftel_agent *agent, const char *addr,

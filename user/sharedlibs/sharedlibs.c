@@ -37,23 +37,6 @@ struct bpftel_sharedlibs {
 	void *listener_ctx;
 };
 
-static const char *const lib_names[SHLIB_LIB__COUNT] = {
-	[SHLIB_LIB_SSL] = "libssl",	  [SHLIB_LIB_CRYPTO] = "libcrypto",
-	[SHLIB_LIB_GNUTLS] = "libgnutls", [SHLIB_LIB_CUDART] = "libcudart",
-	[SHLIB_LIB_CUDA] = "libcuda",
-};
-
-static const char *const libset_names[SHLIB_LIBSET__COUNT] = {
-	[SHLIB_LIBSET_CRYPTO] = "crypto",
-	[SHLIB_LIBSET_GPU] = "gpu",
-};
-
-static const char *const counter_names[SHLIB_CNT__COUNT] = {
-	[SHLIB_CNT_MATCHED] = "matched",	 [SHLIB_CNT_EMITTED] = "emitted",
-	[SHLIB_CNT_NO_PATH] = "path_unreadable", [SHLIB_CNT_LOST] = "lost",
-	[SHLIB_CNT_TOO_LONG] = "path_too_long",
-};
-
 /* Libsets and their stems: what the watcher matches, by subscribers' masks. */
 static const struct {
 	enum shlib_lib lib;
@@ -74,30 +57,13 @@ void bpftel_shlib_config(struct shlib_config *cfg, __u32 libsets)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->libsets = libsets & SHLIB_LIBSET_ALL;
 	for (i = 0; i < sizeof(stems) / sizeof(stems[0]); i++) {
-		name = lib_names[stems[i].lib];
+		name = bpftel_shlib_lib_name(stems[i].lib);
 		memcpy(cfg->stems[i].name, name, strlen(name));
 		cfg->stems[i].len = strlen(name);
 		cfg->stems[i].lib = stems[i].lib;
 		cfg->stems[i].libset = stems[i].libset;
 	}
 	cfg->nstems = i;
-}
-
-const char *bpftel_shlib_lib_name(enum shlib_lib lib)
-{
-	return (unsigned)lib < SHLIB_LIB__COUNT ? lib_names[lib] : "unknown";
-}
-
-const char *bpftel_shlib_libset_name(enum shlib_libset set)
-{
-	return (unsigned)set < SHLIB_LIBSET__COUNT ? libset_names[set] : "unknown";
-}
-
-const char *bpftel_shlib_counter_name(enum shlib_counter counter)
-{
-	const char *name = (unsigned)counter < SHLIB_CNT__COUNT ? counter_names[counter] : NULL;
-
-	return name ? name : "unknown";
 }
 
 int bpftel_shlib_event_check(const void *data, size_t size)

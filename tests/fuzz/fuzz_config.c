@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* libFuzzer target: the agent's configuration parser. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "user/agent/config.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct bpftel_config c, before;
+	char err[256];
+	int e;
+
+	bpftel_config_defaults(&c);
+	before = c;
+	err[0] = '\0';
+	e = bpftel_config_parse("fuzz.conf", (const char *)data, size, &c, err, sizeof(err));
+	if (e) {
+		/* Refused whole, with where and why. */
+		if (memcmp(&c, &before, sizeof(c)) || strncmp(err, "fuzz.conf:", 10) ||
+		    !memchr(err, '\0', sizeof(err)))
+			abort();
+		return 0;
+	}
+	if (c.workers < 1 || c.workers > 64 || c.queue_len < 16 || c.queue_len > 65536 ||
+	    (c.ringbuf_kib & (c.ringbuf_kib - 1)) || c.ringbuf_kib > 65536 ||
+	    !memchr(c.socket, '\0', sizeof(c.socket)) || c.socket[0] != '/' ||
+	    !memchr(c.metrics_addr, '\0', sizeof(c.metrics_addr)))
+		abort();
+	return 0;
+}

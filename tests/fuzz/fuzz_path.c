@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* libFuzzer target: usm_path_normalize() with every output size and truncation flag. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "user/modules/usm/http.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char out[USM_PATH_MAX + 8];
+	size_t cap;
+	bool truncated;
+
+	if (size < 2)
+		return 0;
+	cap = 2 + data[0] % USM_PATH_MAX; /* 2..USM_PATH_MAX */
+	truncated = data[1] & 1;
+	memset(out, 'Z', sizeof(out));
+	usm_path_normalize((const char *)data + 2, size - 2, truncated, out, cap);
+	/* NUL-terminated inside cap, nothing written past it, never empty, no query. */
+	if (!memchr(out, '\0', cap) || out[cap] != 'Z' || !out[0] || strchr(out, '?'))
+		abort();
+	return 0;
+}

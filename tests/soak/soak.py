@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""Soak and faults, against the real agent and real workloads.
+
+  soak.py --agent A --cli C --pattern P --stub S [--rounds N] [--flood-seconds T]
+
+1. Restart rounds: N times `bpftel module restart` of gpu and usm (alternating, through
+   the CLI) while an HTTPS workload (curl against python3 ssl http.server) and a CUDA
+   stub workload (cuda_pattern loop) run. Afterwards the agent's fds, the kernel's BPF
+   programs, maps and links, and tracefs uprobe entries equal what they were after the
+   first start; both modules still count their workloads.
+2. kill -9 of the agent mid-run, then a new agent: nothing of the old one stays in the
+   kernel once the new one is up, and the new one works.
+3. Event flood: a program opening files named like libssl as fast as it can for T
+   seconds; the agent's memory stays bounded, and every open is processed or counted
+   as lost: kernel matched = emitted + lost, received = emitted.
+
+CI runs a short form (tests/CMakeLists.txt); by hand: --rounds 1000 --flood-seconds 60.
+(cuda_pattern: tests/gpu/cuda_pattern.c; stub: the tests' libcudart.so.13.)"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from agentlib import Agent, bpf_ids, check, require_root, skip, wait_for  # noqa: E402
+
+UPROBE_EVENTS = "/sys/kernel/tracing/uprobe_events"
+
+
+def kernel_objects():
+    return {k: len(bpf_ids(k)) for k in ("prog", "map", "link")}
+
+
+def uprobe_entries():
+    try:
+        with open(UPROBE_EVENTS) as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return 0
+
+
+def fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Workloads:
+    """An HTTPS server queried by curl in a loop, and a CUDA stub launch loop."""
+
+    def __init__(self, tmp, pattern, stub):
+        self.procs = []
+        cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        key, "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
+                       capture_output=True)
+        os.makedirs(os.path.join(tmp, "www", "items"))
+        with open(os.path.join(tmp, "www", "items", "1"), "w") as f:
+            f.write("x\n")
+        self.port = free_port()
+        srv = subprocess.Popen([sys.executable,
+                                os.path.join(HERE, "..", "integration", "http_server.py"),
+                                str(self.port), os.path.join(tmp, "www"), cert, key],
+                               stdout=subprocess.PIPE, text=True)
+        srv.stdout.readline()
+        self.server_pid = srv.pid
+        self.procs.append(srv)
+        self.procs.append(subprocess.Popen(
+            ["sh", "-c", f"while :; do curl -sk -o /dev/null https://127.0.0.1:{self.port}/"
+                         f"items/1; sleep 0.05; done"]))
+        # Short-lived CUDA processes, one after the other. Not one long hot loop: on
+        # this kernel (6.18) a uprobe attached while a thread runs the probed function
+        # in a tight loop never fires for that process (BENCHMARKS.md, "uprobes and
+        # running processes"), so a module restart would lose a looping process.
+        self.procs.append(subprocess.Popen(
+            ["sh", "-c", f"while :; do echo go | {pattern} {stub} stub >/dev/null; done"]))
+
+    def stop(self):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def https_count(agent, pid):
+    return sum(r["count"] for r in agent.json("http")["endpoints"] if r.get("pid") == pid)
+
+
+def cuda_pids(agent):
+    """Processes whose whole stub pattern (5 launches) was counted."""
+    return {p["pid"] for p in agent.json("gpu")["processes"] if p["launches"] >= 5}
+
+
+def restart_rounds(args, agent, work):
+    wait_for(lambda: https_count(agent, work.server_pid) > 0, 20, "HTTPS counted")
+    wait_for(lambda: cuda_pids(agent), 20, "CUDA launches counted")
+    time.sleep(0.5)
+    base = (fds(agent.proc.pid), kernel_objects(), uprobe_entries())
+    t0 = time.monotonic()
+    for i in range(args.rounds):
+        name = "gpu" if i % 2 == 0 else "usm"
+        res = agent.cli("module", "restart", name, check=False)
+        if res.returncode:
+            raise AssertionError(f"round {i}: bpftel module restart {name}: {res.stderr}")
+    took = time.monotonic() - t0
+    check(True, f"{args.rounds} restarts through the CLI in {took:.1f} s "
+                f"({took / max(args.rounds, 1) * 1000:.0f} ms each)")
+    # Links and programs go away asynchronously in the kernel: wait for them to settle.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        now = (fds(agent.proc.pid), kernel_objects(), uprobe_entries())
+        if now == base:
+            break
+        time.sleep(0.2)
+    check(now == base, f"after {args.rounds} rounds: fds {now[0]} (was {base[0]}), "
+                       f"kernel {now[1]} (was {base[1]}), uprobe entries {now[2]} "
+                       f"(was {base[2]})")
+    h0, seen = https_count(agent, work.server_pid), cuda_pids(agent)
+    wait_for(lambda: https_count(agent, work.server_pid) > h0 and cuda_pids(agent) - seen, 20,
+             "both workloads counted again")
+    check(True, "after the rounds both modules count their workloads")
+
+
+def kill9(args, tmp):
+    base = kernel_objects()
+    agent = Agent(args.agent, args.cli)
+    running = kernel_objects()
+    agent.proc.send_signal(signal.SIGKILL)
+    agent.proc.wait()
+    agent.cleanup()
+    fresh = Agent(args.agent, args.cli)
+    try:
+        mods = {m["name"]: m["state"] for m in fresh.json("modules")["modules"]}
+        check(all(s == "running" for s in mods.values()), f"a new agent runs: {mods}")
+        wait_for(lambda: kernel_objects() == running, 20,
+                 "the kernel to hold just the new agent's objects")
+        check(True, f"after kill -9 and a new start: kernel {kernel_objects()} == one "
+                    f"agent's {running} (baseline {base})")
+        check(fresh.stop() == 0, "the new agent stops cleanly")
+    finally:
+        fresh.cleanup()
+    wait_for(lambda: kernel_objects() == base, 20, "the kernel back to the baseline")
+    check(True, f"nothing left: kernel {kernel_objects()}")
+
+
+def flood(args):
+    agent = Agent(args.agent, args.cli)
+    tmp = tempfile.mkdtemp(prefix="bpftel-flood-")
+    try:
+        lib = os.path.join(tmp, "libssl.so.3")
+        shutil.copy("/etc/hostname", lib)  # a name that matches; its content is not read
+        before = agent.json("stats")["events"]
+        lost0 = [l for l in agent.json("stats")["losses"] if l["module"] == "sharedlibs"][0]
+        rss0 = rss_kib(agent.proc.pid)
+        code = ("import os, sys, time\n"
+                "end = time.monotonic() + float(sys.argv[2]); n = 0\n"
+                "while time.monotonic() < end:\n"
+                "    os.close(os.open(sys.argv[1], os.O_RDONLY)); n += 1\n"
+                "print(n)\n")
+        peak = rss0
+        proc = subprocess.Popen([sys.executable, "-c", code, lib, str(args.flood_seconds)],
+                                stdout=subprocess.PIPE, text=True)
+        while proc.poll() is None:
+            peak = max(peak, rss_kib(agent.proc.pid))
+            time.sleep(0.2)
+        generated = int(proc.stdout.read())
+        time.sleep(1.5)  # let the pipeline drain
+        after = agent.json("stats")["events"]
+        d = {k: after[k] - before[k] for k in ("matched", "emitted", "lost", "received",
+                                                "path_unreadable", "path_too_long")}
+        lost1 = [l for l in agent.json("stats")["losses"] if l["module"] == "sharedlibs"][0]
+        dl = {k: lost1[k] - lost0[k] for k in ("queue_full", "too_big", "parse")}
+        check(d["matched"] == generated,
+              f"{generated} opens generated, {d['matched']} matched in the kernel")
+        check(d["matched"] == d["emitted"] + d["lost"] + d["path_unreadable"] +
+              d["path_too_long"],
+              f"kernel: matched {d['matched']} = emitted {d['emitted']} + lost {d['lost']}")
+        check(d["received"] + dl["queue_full"] + dl["too_big"] == d["emitted"],
+              f"userspace: emitted {d['emitted']} = received {d['received']} + dropped at "
+              f"the full queue {dl['queue_full']} + too big {dl['too_big']}")
+        check(peak - rss0 < 64 * 1024,
+              f"agent RSS {rss0} KiB before, peak {peak} KiB during the flood (bound 64 MiB "
+              f"growth)")
+        check(agent.stop() == 0, "the agent stops cleanly after the flood")
+    finally:
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--pattern", required=True)
+    ap.add_argument("--stub", required=True)
+    ap.add_argument("--rounds", type=int, default=1000)
+    ap.add_argument("--flood-seconds", type=float, default=60)
+    args = ap.parse_args()
+    require_root()
+    for tool in ("curl", "openssl"):
+        if not shutil.which(tool):
+            skip(f"{tool} is not installed")
+    tmp = tempfile.mkdtemp(prefix="bpftel-soak-")
+    base = kernel_objects()
+    agent = Agent(args.agent, args.cli)
+    work = None
+    try:
+        work = Workloads(tmp, args.pattern, args.stub)
+        restart_rounds(args, agent, work)
+        work.stop()
+        work = None
+        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+    finally:
+        if work:
+            work.stop()
+        agent.cleanup()
+    wait_for(lambda: kernel_objects() == base, 20, "kernel objects back to the baseline")
+    check(True, f"kernel objects back to the baseline {base}")
+    kill9(args, tmp)
+    flood(args)
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("soak: all checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)
