@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""bench.py: every experiment, A/B, one command.
+
+  tools/bench/bench.py [--replicates 10] [--build build] [--only open_loop,idle,...]
+                       [--baseline-build DIR | --baseline-rev REV] [--write BENCHMARKS.md]
+
+Per experiment it interleaves A and B replicates (A B A B ...) and prints A, B, the
+difference of the means in % of A with a 90 % confidence interval (Student t over the
+per-replicate ratios), and a verdict against an effect-size tolerance of 5 %:
+"same" (the interval lies inside +/-5 %), "worse"/"better" (it lies outside), or
+"unclear" (it straddles a bound: more replicates would tell).
+
+Experiments (A -> B):
+  open_loop     open+close loop ns/iter: no agent -> agent (all modules); also opensnoop
+  tls_requests  HTTPS requests/s (one curl, a TLS connection each): no agent -> agent
+  cuda_calls    stub cudaLaunchKernel ns/call: empty uprobe+uretprobe -> agent
+  idle          agent PSS (KiB) and CPU (% of one CPU) over 30 s idle, all modules loaded
+                (target PSS <= 16 MiB)
+  pipeline      ring buffer -> workers events/s at offered loads, and loss
+  restart       ms for `bpftel module restart gpu` + `restart usm` (target <= 100 ms)
+
+With --baseline-build DIR (a build of another revision) or --baseline-rev REV (built
+here in a git worktree under build-bench/), A is that build's agent and B this one's,
+for every experiment that runs an agent: two builds compared the same way.
+
+Run as root after tools/dev.sh test. Takes about 6 minutes with 10 replicates."""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+import bench_cuda  # noqa: E402
+import bench_tls  # noqa: E402
+
+T90 = {2: 6.314, 3: 2.920, 4: 2.353, 5: 2.132, 6: 2.015, 7: 1.943, 8: 1.895, 9: 1.860,
+       10: 1.833, 11: 1.812, 12: 1.796, 15: 1.761, 20: 1.729, 30: 1.699}
+TOLERANCE = 5.0  # %
+
+
+def ci90(values):
+    n = len(values)
+    mean = statistics.mean(values)
+    if n < 2:
+        return mean, float("inf")
+    t = T90.get(n) or T90[min(T90, key=lambda k: abs(k - n))]
+    return mean, t * statistics.stdev(values) / math.sqrt(n)
+
+
+def verdict(lo, hi, higher_is_better):
+    if -TOLERANCE <= lo and hi <= TOLERANCE:
+        return "same"
+    if lo > TOLERANCE or hi < -TOLERANCE:
+        worse = (lo > TOLERANCE) != higher_is_better
+        return "worse" if worse else "better"
+    return "unclear"
+
+
+class Agent:
+    def __init__(self, build, tmp):
+        self.sock = os.path.join(tmp, f"a{time.monotonic_ns()}.sock")
+        self.cli = f"{build}/tools/bpftel"
+        self.proc = subprocess.Popen([f"{build}/user/bpftel-agent", "--socket", self.sock,
+                                      "--metrics-addr", "127.0.0.1:0", "-q"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(600):
+            if self.json("modules"):
+                return
+            time.sleep(0.05)
+        self.stop()
+        sys.exit("bench: the agent did not come up")
+
+    def json(self, *args):
+        r = subprocess.run([self.cli, "--socket", self.sock, *args, "--json"],
+                           capture_output=True, text=True)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+class Row:
+    def __init__(self, name, unit, a_label, b_label, higher_is_better=False, note=""):
+        self.name, self.unit, self.a_label, self.b_label = name, unit, a_label, b_label
+        self.higher, self.note = higher_is_better, note
+        self.a, self.b = [], []
+
+    def result(self):
+        ratios = [(b - a) / a * 100 for a, b in zip(self.a, self.b) if a]
+        d, h = ci90(ratios) if ratios else (0.0, float("inf"))
+        return (statistics.mean(self.a), statistics.mean(self.b), d, h,
+                verdict(d - h, d + h, self.higher))
+
+
+def open_loop(args, a_build, b_build, tmp, reps):
+    loop = f"{b_build}/tools/open_loop"
+
+    def run():
+        return float(subprocess.run([loop, "100000"], check=True, capture_output=True,
+                                    text=True).stdout)
+    base = a_build if args.compare else None
+    row = Row("open_loop", "ns/iter", "agent A" if base else "no agent", "agent")
+    peer = []
+    have_snoop = shutil.which("opensnoop")
+    for _ in range(reps):
+        if base:
+            ag = Agent(base, tmp)
+            row.a.append(run())
+            ag.stop()
+        else:
+            row.a.append(run())
+        ag = Agent(b_build, tmp)
+        row.b.append(run())
+        ag.stop()
+        if have_snoop and not base:
+            snoop = subprocess.Popen(["opensnoop"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+            peer.append(run() / row.a[-1])
+            snoop.terminate()
+            snoop.wait()
+    if peer:
+        m, h = ci90(peer)
+        row.note = f"opensnoop (peer): {m:.2f}x +/- {h:.2f}"
+    return [row]
+
+
+def tls_requests(args, a_build, b_build, tmp, reps):
+    cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
+                   capture_output=True)
+    www = os.path.join(tmp, "www", "items")
+    os.makedirs(www, exist_ok=True)
+    for i in range(50):
+        with open(os.path.join(www, str(i)), "w") as f:
+            f.write("item\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "integration",
+                                                            "http_server.py"), str(port),
+                               os.path.dirname(www), cert, key], stdout=subprocess.PIPE,
+                              text=True)
+    server.stdout.readline()
+    row = Row("tls_requests", "req/s", "agent A" if args.compare else "no agent", "agent",
+              higher_is_better=True)
+    try:
+        for _ in range(reps):
+            if args.compare:
+                ag = Agent(a_build, tmp)
+                row.a.append(bench_tls.requests_per_s(port, 100))
+                ag.stop()
+            else:
+                row.a.append(bench_tls.requests_per_s(port, 100))
+            ag = Agent(b_build, tmp)
+            row.b.append(bench_tls.requests_per_s(port, 100))
+            ag.stop()
+    finally:
+        server.kill()
+        server.wait()
+    return [row]
+
+
+def cuda_calls(args, a_build, b_build, tmp, reps):
+    pattern = f"{b_build}/tests/cuda_pattern"
+    stub = f"{b_build}/tests/stub-cuda/libcudart.so.13"
+
+    def with_agent(build):
+        ag = Agent(build, tmp)
+
+        def attached(pid):
+            libs = ag.json("libs")
+            return libs and any(r["module"] == "gpu" and pid in r["pids"] and
+                                r["attached"] == 16 for r in libs["libs"])
+        ns = bench_cuda.run_loop(pattern, stub, 50000, attached)
+        ag.stop()
+        return ns
+    row = Row("cuda_calls", "ns/call", "agent A" if args.compare else "empty uprobes", "agent")
+    for _ in range(reps):
+        if args.compare:
+            row.a.append(with_agent(a_build))
+        else:
+            floor = subprocess.Popen([f"{b_build}/tools/uprobe_floor", stub, "cudaLaunchKernel",
+                                      "--ret"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+            floor.stdout.readline()
+            row.a.append(bench_cuda.run_loop(pattern, stub, 50000))
+            floor.stdin.close()
+            floor.wait()
+        row.b.append(with_agent(b_build))
+    return [row]
+
+
+def pss_kib(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle(args, a_build, b_build, tmp, reps):
+    builds = [("A", a_build), ("B", b_build)] if args.compare else [("B", b_build)]
+    pss = Row("idle_pss", "KiB", "agent A" if args.compare else "-", "agent")
+    cpu = Row("idle_cpu", "% CPU", "agent A" if args.compare else "-", "agent")
+    ags = {k: Agent(b, tmp) for k, b in builds}  # side by side: the same 30 s for both
+    time.sleep(2)
+    c0 = {k: cpu_s(a.proc.pid) for k, a in ags.items()}
+    time.sleep(30)
+    for k, a in ags.items():
+        use = (cpu_s(a.proc.pid) - c0[k]) / 30 * 100
+        (pss.a if k == "A" else pss.b).append(pss_kib(a.proc.pid))
+        (cpu.a if k == "A" else cpu.b).append(use)
+        a.stop()
+    pss.note = f"target <= 16384 KiB: {'met' if max(pss.b) <= 16384 else 'MISSED'}"
+    return [pss, cpu]
+
+
+def pipeline(args, a_build, b_build, tmp, reps):
+    out = subprocess.run([f"{b_build}/tests/bench_pipeline", "-d", "2", "-r", "2e6"],
+                         check=True, capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\S+(?: \S+)?)\s*\|\s*([\d.]+)\s*\|\s*"
+                     r"([\d.]+)\s*\|\s*([\d.]+)%", line)
+        if m:
+            r = Row(f"pipeline {m[1]}p {m[3].strip()}", "Mev/s", "offered", "processed",
+                    higher_is_better=True, note=f"loss {m[6]} %")
+            r.a, r.b = [float(m[4])], [float(m[5])]
+            rows.append(r)
+    return rows
+
+
+def restart(args, a_build, b_build, tmp, reps):
+    def once(build):
+        ag = Agent(build, tmp)
+        times = []
+        for _ in range(reps):
+            t0 = time.monotonic()
+            for mod in ("gpu", "usm"):
+                subprocess.run([ag.cli, "--socket", ag.sock, "module", "restart", mod],
+                               check=True, capture_output=True)
+            times.append((time.monotonic() - t0) * 1000)
+        ag.stop()
+        return times
+    row = Row("restart", "ms", "agent A" if args.compare else "-", "agent",
+              note="target <= 100 ms")
+    row.b = once(b_build)
+    row.a = once(a_build) if args.compare else []
+    row.note += f": {'met' if statistics.mean(row.b) <= 100 else 'MISSED'}"
+    return [row]
+
+
+EXPERIMENTS = {"open_loop": open_loop, "tls_requests": tls_requests, "cuda_calls": cuda_calls,
+               "idle": idle, "pipeline": pipeline, "restart": restart}
+
+
+def build_rev(rev):
+    wt = os.path.join(ROOT, "build-bench", rev.replace("/", "_"))
+    if not os.path.isdir(wt):
+        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", wt, rev], check=True)
+    subprocess.run(["cmake", "-S", wt, "-B", f"{wt}/build", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                    "-DBPFTEL_TESTS=ON"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", f"{wt}/build", "-j", str(os.cpu_count() or 2)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return f"{wt}/build"
+
+
+def table(rows, args, took):
+    head = (f"$ tools/bench/bench.py --replicates {args.replicates}"
+            + (f" --baseline-rev {args.baseline_rev}" if args.baseline_rev else "")
+            + f"    # {took / 60:.1f} min")
+    lines = [head, "",
+             "| experiment | unit | A | B | A | B | Δ mean % | 90% CI | verdict (±5 %) | note |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if len(r.a) == 1 and len(r.b) == 1:  # one measurement each: no interval
+            a, b = r.a[0], r.b[0]
+            lines.append(f"| {r.name} | {r.unit} | {r.a_label} | {r.b_label} | {a:.1f} | "
+                         f"{b:.1f} | {(b - a) / a * 100 if a else 0:+.1f} | - | - | {r.note} |")
+        elif r.a and r.b:
+            a, b, d, h, v = r.result()
+            lines.append(f"| {r.name} | {r.unit} | {r.a_label} | {r.b_label} | {a:.1f} | "
+                         f"{b:.1f} | {d:+.1f} | ±{h:.1f} | {v} | {r.note} |")
+        else:
+            b, hb = ci90(r.b) if len(r.b) > 1 else (r.b[0], 0.0)
+            lines.append(f"| {r.name} | {r.unit} | {r.a_label} | {r.b_label} | - | "
+                         f"{b:.1f} ±{hb:.1f} | - | - | - | {r.note} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--replicates", type=int, default=10)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--only", default=",".join(EXPERIMENTS))
+    ap.add_argument("--baseline-build")
+    ap.add_argument("--baseline-rev")
+    ap.add_argument("--write", metavar="FILE", help="replace the table between the "
+                    "bench.py markers in FILE (BENCHMARKS.md)")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench: run as root")
+    b_build = os.path.abspath(args.build)
+    a_build = b_build
+    if args.baseline_rev:
+        a_build = build_rev(args.baseline_rev)
+    elif args.baseline_build:
+        a_build = os.path.abspath(args.baseline_build)
+    args.compare = a_build != b_build
+    tmp = tempfile.mkdtemp(prefix="bpftel-bench-")
+    t0 = time.monotonic()
+    rows = []
+    try:
+        for name in args.only.split(","):
+            print(f"bench: {name} ...", file=sys.stderr, flush=True)
+            rows += EXPERIMENTS[name](args, a_build, b_build, tmp, args.replicates)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out = table(rows, args, time.monotonic() - t0)
+    print(out)
+    if args.write:
+        with open(args.write) as f:
+            text = f.read()
+        begin, end = "<!-- bench.py:begin -->", "<!-- bench.py:end -->"
+        block = f"{begin}\n```\n{out}\n```\n{end}"
+        if begin in text:
+            text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda m: block, text,
+                          flags=re.S)
+        else:
+            text += "\n" + block + "\n"
+        with open(args.write, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
