@@ -95,3 +95,12 @@ def check(cond, msg):
     if not cond:
         raise AssertionError(msg)
     print(f"ok: {msg}")
+
+
+def run(main):
+    """A test script's entry point: an AssertionError is a FAIL line and exit 1."""
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)

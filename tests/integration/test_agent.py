@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, bpf_ids, check, require_root, wait_for  # noqa: E402
+from agentlib import Agent, bpf_ids, check, require_root, run, wait_for  # noqa: E402
 
 
 def main():
@@ -154,8 +154,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except AssertionError as e:
-        print(f"FAIL: {e}")
-        sys.exit(1)
+    run(main)

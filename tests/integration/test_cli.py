@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, check, require_root, skip, wait_for  # noqa: E402
+from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
 
 COMMANDS = ["stats", "modules", "probes", "libs", "errors", "gpu", "http", "top"]
 
@@ -92,8 +92,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except AssertionError as e:
-        print(f"FAIL: {e}")
-        sys.exit(1)
+    run(main)

@@ -16,7 +16,7 @@ import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, check, require_root, wait_for  # noqa: E402
+from agentlib import Agent, check, require_root, run, wait_for  # noqa: E402
 
 
 def write(path, text):
@@ -94,8 +94,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except AssertionError as e:
-        print(f"FAIL: {e}")
-        sys.exit(1)
+    run(main)

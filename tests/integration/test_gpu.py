@@ -17,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, bpf_ids, check, require_root, wait_for  # noqa: E402
+from agentlib import Agent, bpf_ids, check, require_root, run, wait_for  # noqa: E402
 
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
@@ -228,8 +228,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except AssertionError as e:
-        print(f"FAIL: {e}")
-        sys.exit(1)
+    run(main)

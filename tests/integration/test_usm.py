@@ -17,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, bpf_ids, check, require_root, skip, wait_for  # noqa: E402
+from agentlib import Agent, bpf_ids, check, require_root, run, skip, wait_for  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -171,8 +171,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except AssertionError as e:
-        print(f"FAIL: {e}")
-        sys.exit(1)
+    run(main)

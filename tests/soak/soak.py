@@ -30,7 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from agentlib import Agent, bpf_ids, check, require_root, skip, wait_for  # noqa: E402
+from agentlib import Agent, bpf_ids, check, require_root, run, skip, wait_for  # noqa: E402
 
 UPROBE_EVENTS = "/sys/kernel/tracing/uprobe_events"
 
@@ -249,8 +249,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except AssertionError as e:
-        print(f"FAIL: {e}")
-        sys.exit(1)
+    run(main)

@@ -43,19 +43,14 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import bench_cuda  # noqa: E402
 import bench_tls  # noqa: E402
+from stats import ci90 as _ci90  # noqa: E402
 
-T90 = {2: 6.314, 3: 2.920, 4: 2.353, 5: 2.132, 6: 2.015, 7: 1.943, 8: 1.895, 9: 1.860,
-       10: 1.833, 11: 1.812, 12: 1.796, 15: 1.761, 20: 1.729, 30: 1.699}
 TOLERANCE = 5.0  # %
 
 
 def ci90(values):
-    n = len(values)
-    mean = statistics.mean(values)
-    if n < 2:
-        return mean, float("inf")
-    t = T90.get(n) or T90[min(T90, key=lambda k: abs(k - n))]
-    return mean, t * statistics.stdev(values) / math.sqrt(n)
+    return _ci90(values, float("inf"))
+
 
 
 def verdict(lo, hi, higher_is_better):

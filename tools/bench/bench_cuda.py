@@ -25,17 +25,9 @@ import sys
 import tempfile
 import time
 
-T90 = {2: 6.314, 3: 2.920, 4: 2.353, 5: 2.132, 6: 2.015, 7: 1.943, 8: 1.895, 9: 1.860,
-       10: 1.833, 11: 1.812, 12: 1.796, 15: 1.761, 20: 1.729, 30: 1.699}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stats import ci90  # noqa: E402
 
-
-def ci90(values):
-    n = len(values)
-    mean = statistics.mean(values)
-    if n < 2:
-        return mean, 0.0
-    t = T90.get(n) or T90[min(T90, key=lambda k: abs(k - n))]
-    return mean, t * statistics.stdev(values) / math.sqrt(n)
 
 
 def cli_json(cli, sock, *args):

@@ -432,8 +432,10 @@ int main(int argc, char **argv)
 		json_object_set_new(req, "action", json_string(args[0]));
 		json_object_set_new(req, "name", json_string(args[1]));
 	}
-	err = bpftel_ctl_call(socket_path, req, BPFTEL_CTL_TIMEOUT_MS, &resp, errbuf,
-			      sizeof(errbuf));
+	err = bpftel_ctl_call(socket_path, req,
+			      strcmp(cmd->name, "module") ? BPFTEL_CTL_TIMEOUT_MS
+							  : BPFTEL_CTL_SLOW_TIMEOUT_MS,
+			      &resp, errbuf, sizeof(errbuf));
 	json_decref(req);
 	if (err)
 		return report_connect_error(err, socket_path, errbuf);

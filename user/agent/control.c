@@ -202,6 +202,9 @@ static void client_answer(struct bpftel_ctl_server *srv, struct ctl_client *c, j
 	c->out[c->out_len - 1] = '\n'; /* replaces the NUL; out is not a C string any more */
 	c->out_off = 0;
 	c->writing = true;
+	/* A fresh window to read the answer: a command may take longer than the request's
+	 * (a module restart loads programs), and the answer must not be dropped for it. */
+	c->deadline_ms = bpftel_mono_ms() + BPFTEL_CTL_TIMEOUT_MS;
 	epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 

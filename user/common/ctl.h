@@ -20,6 +20,9 @@
 #define BPFTEL_CTL_REQ_MAX	  (64 * 1024)
 #define BPFTEL_CTL_RESP_MAX	  (16 * 1024 * 1024)
 #define BPFTEL_CTL_TIMEOUT_MS	  5000
+/* The CLI's wait for commands that load BPF programs (module start/restart): seconds,
+ * more under sanitizers or a loaded machine. */
+#define BPFTEL_CTL_SLOW_TIMEOUT_MS 120000
 
 /* CLOCK_MONOTONIC in milliseconds: deadlines of the control socket and the agent. */
 long long bpftel_mono_ms(void);

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include "internal.h"
 #include "user/common/log.h"
@@ -289,4 +291,25 @@ void bpftel_manager__set_pipeline(struct bpftel_manager *mgr,
 	__atomic_store_n(&mgr->pipeline.workers, s->workers, __ATOMIC_RELAXED);
 	__atomic_store_n(&mgr->pipeline.queue_len, s->queue_len, __ATOMIC_RELAXED);
 	__atomic_store_n(&mgr->pipeline.ringbuf_bytes, s->ringbuf_bytes, __ATOMIC_RELAXED);
+}
+
+int bpftel_percpu_counters_sum(int map_fd, __u32 nkeys, __u64 *out)
+{
+	int ncpu = libbpf_num_possible_cpus(), cpu;
+	__u64 *vals;
+	__u32 key;
+
+	if (ncpu <= 0)
+		return ncpu ? ncpu : -EINVAL;
+	vals = calloc(ncpu, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	for (key = 0; key < nkeys; key++) {
+		if (bpf_map_lookup_elem(map_fd, &key, vals))
+			continue;
+		for (cpu = 0; cpu < ncpu; cpu++)
+			out[key] += vals[cpu];
+	}
+	free(vals);
+	return 0;
 }

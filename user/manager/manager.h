@@ -265,4 +265,12 @@ size_t bpftel_manager__subscribers(struct bpftel_manager *mgr, const char *share
 int bpftel_manager__bind_shared(struct bpftel_manager *mgr, struct bpftel_module *module,
 				const char *shared, __u64 mask);
 
+/* ---- helpers ---- */
+
+/*
+ * Add to out[k] the sum over CPUs of slot k of a per-CPU array of __u64 counters, for
+ * k < nkeys (a slot that cannot be read adds nothing). 0 or a negative errno.
+ */
+int bpftel_percpu_counters_sum(int map_fd, __u32 nkeys, __u64 *out);
+
 #endif /* BPFTEL_MANAGER_H */

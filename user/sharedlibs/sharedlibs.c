@@ -275,24 +275,8 @@ static int shlib_load(struct bpftel_module *m)
 
 static int read_kernel_counters(struct bpftel_sharedlibs *sl, __u64 *out)
 {
-	int ncpu = libbpf_num_possible_cpus(), fd, cpu;
-	__u64 *vals;
-	__u32 key;
-
-	if (ncpu <= 0)
-		return ncpu ? ncpu : -EINVAL;
-	vals = calloc(ncpu, sizeof(*vals));
-	if (!vals)
-		return -ENOMEM;
-	fd = bpf_map__fd(sl->skel->maps.shlib_counters);
-	for (key = 0; key < SHLIB_CNT__COUNT; key++) {
-		if (bpf_map_lookup_elem(fd, &key, vals))
-			continue;
-		for (cpu = 0; cpu < ncpu; cpu++)
-			out[key] += vals[cpu];
-	}
-	free(vals);
-	return 0;
+	return bpftel_percpu_counters_sum(bpf_map__fd(sl->skel->maps.shlib_counters),
+					  SHLIB_CNT__COUNT, out);
 }
 
 static void shlib_close(struct bpftel_module *m)

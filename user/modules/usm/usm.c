@@ -141,24 +141,8 @@ static int usm_before_start(const struct bpftel_hook_before_start *h, void *ctx)
 
 static int read_kernel_counters(struct bpftel_usm *u, __u64 *out)
 {
-	int ncpu = libbpf_num_possible_cpus(), fd, cpu;
-	__u64 *vals;
-	__u32 key;
-
-	if (ncpu <= 0)
-		return -EINVAL;
-	vals = calloc(ncpu, sizeof(*vals));
-	if (!vals)
-		return -ENOMEM;
-	fd = bpf_map__fd(u->skel->maps.usm_counters);
-	for (key = 0; key < USM_CNT__COUNT; key++) {
-		if (bpf_map_lookup_elem(fd, &key, vals))
-			continue;
-		for (cpu = 0; cpu < ncpu; cpu++)
-			out[key] += vals[cpu];
-	}
-	free(vals);
-	return 0;
+	return bpftel_percpu_counters_sum(bpf_map__fd(u->skel->maps.usm_counters), USM_CNT__COUNT,
+					  out);
 }
 
 static int usm_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
