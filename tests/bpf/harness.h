@@ -53,12 +53,12 @@ void bpftel_test_settle_objects(const struct bpftel_obj_counts *base,
  * programs, maps or links than in base (fewer is another process's objects going
  * away meanwhile, not ours).
  */
-#define assert_objects_back(base, now)                                                             \
-	do {                                                                                       \
-		assert_int_equal((now)->fds, (base)->fds);                                         \
-		assert_in_range((now)->progs, 0, (base)->progs);                                   \
-		assert_in_range((now)->maps, 0, (base)->maps);                                     \
-		assert_in_range((now)->links, 0, (base)->links);                                   \
+#define assert_objects_back(base, now)                           \
+	do {                                                     \
+		assert_int_equal((now)->fds, (base)->fds);       \
+		assert_in_range((now)->progs, 0, (base)->progs); \
+		assert_in_range((now)->maps, 0, (base)->maps);   \
+		assert_in_range((now)->links, 0, (base)->links); \
 	} while (0)
 
 /* List this process's fds and what they point to (leak diagnostics). */
@@ -82,5 +82,13 @@ int bpftel_rb_capture__open(struct bpftel_rb_capture *cap, int map_fd);
 /* Free what the last drain captured, then read every pending record. Returns cap->n. */
 int bpftel_rb_capture__drain(struct bpftel_rb_capture *cap);
 void bpftel_rb_capture__close(struct bpftel_rb_capture *cap);
+
+/* x86-64 struct pt_regs as vmlinux.h has it: the synthetic register set that harness
+ * programs hand to probe bodies (uprobes read their arguments from it). */
+struct test_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip,
+		cs, flags, sp, ss;
+};
+_Static_assert(sizeof(struct test_regs) == 21 * 8, "struct pt_regs of x86-64");
 
 #endif /* BPFTEL_TEST_HARNESS_H */

@@ -27,14 +27,7 @@
 #define TGID	 5150
 #define PID_TGID ((__u64)TGID << 32 | TGID)
 
-/* Mirrors struct gpu_test_call of the harness (struct pt_regs from vmlinux.h, x86-64). */
-struct test_regs {
-	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip,
-		cs, flags, sp, ss;
-};
-
-_Static_assert(sizeof(struct test_regs) == 21 * 8, "struct pt_regs of x86-64");
-
+/* Mirrors struct gpu_test_call of the harness. */
 struct gpu_test_call {
 	struct test_regs regs;
 	__u64 pid_tgid;

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,37 @@ def check(cond, msg):
     if not cond:
         raise AssertionError(msg)
     print(f"ok: {msg}")
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_cert(tmp):
+    """A self-signed certificate and key for localhost in tmp: (cert, key)."""
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
+                   capture_output=True)
+    return cert, key
+
+
+def start_http_server(python, root, cert=None, key=None):
+    """http_server.py serving root on a free port (TLS with cert): (process, port)."""
+    port = free_port()
+    args = [python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "http_server.py"),
+            str(port), root]
+    if cert:
+        args += [cert, key]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().split()
+    if line[:1] != ["ready"]:
+        proc.kill()
+        raise AssertionError(f"http_server.py did not start: {line}")
+    return proc, port
 
 
 def run(main):

@@ -19,7 +19,8 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
+from agentlib import (Agent, check, free_port, make_cert, require_root, run,  # noqa: E402
+                      skip, start_http_server, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -27,12 +28,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def get(url, timeout=10):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.status, r.headers.get("Content-Type", ""), r.read().decode()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def promtool_check(text):
@@ -160,19 +155,12 @@ def main():
               "known label sets start at 0; modules up")
 
         # HTTPS traffic gives HTTP series: still valid exposition.
-        cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                        key, "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
-                       capture_output=True)
+        cert, key = make_cert(tmp)
         os.makedirs(os.path.join(tmp, "www", "items"))
         with open(os.path.join(tmp, "www", "items", "1"), "w") as f:
             f.write("x\n")
-        hport = free_port()
-        srv = subprocess.Popen([args.python, os.path.join(HERE, "http_server.py"), str(hport),
-                                os.path.join(tmp, "www"), cert, key], stdout=subprocess.PIPE,
-                               text=True)
+        srv, hport = start_http_server(args.python, os.path.join(tmp, "www"), cert, key)
         procs.append(srv)
-        srv.stdout.readline()
         wait_for(lambda: any(r["module"] == "usm" and r["lib"] == "libssl" and
                              r["attached"] >= 8 for r in agent.json("libs")["libs"]), 15,
                  "usm uprobes on libssl")

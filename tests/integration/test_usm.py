@@ -10,35 +10,15 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, bpf_ids, check, require_root, run, skip, wait_for  # noqa: E402
+from agentlib import (Agent, bpf_ids, check, make_cert, require_root, run, skip,  # noqa: E402
+                      start_http_server, wait_for)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(python, root, cert=None, key=None):
-    port = free_port()
-    args = [python, os.path.join(HERE, "http_server.py"), str(port), root]
-    if cert:
-        args += [cert, key]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().split()
-    if line[:1] != ["ready"]:
-        proc.kill()
-        raise AssertionError(f"http_server.py did not start: {line}")
-    return proc, port
 
 
 def rows(agent, **match):
@@ -69,10 +49,7 @@ def main():
             skip(f"{tool} is not installed (tools/dev.sh test installs it)")
 
     tmp = tempfile.mkdtemp(prefix="bpftel-usm-")
-    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-                    "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
-                   capture_output=True)
+    cert, key = make_cert(tmp)
     www = os.path.join(tmp, "www")
     os.makedirs(os.path.join(www, "items"))
     for n in ("42", "7") + tuple(str(i) for i in range(100, 150)):
@@ -85,8 +62,8 @@ def main():
     try:
         mods = {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
         check(mods.get("usm") == "running", f"the usm module runs by default: {mods}")
-        tls, tls_port = start_server(args.python, www, cert, key)
-        plain, plain_port = start_server(args.python, www)
+        tls, tls_port = start_http_server(args.python, www, cert, key)
+        plain, plain_port = start_http_server(args.python, www)
         servers += [tls, plain]
 
         def ssl_attached():

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from agentlib import Agent, bpf_ids, check, require_root, run, skip, wait_for  # noqa: E402
+from agentlib import (Agent, bpf_ids, check, make_cert, require_root, run, skip,  # noqa: E402
+                      start_http_server, wait_for)
 
 UPROBE_EVENTS = "/sys/kernel/tracing/uprobe_events"
 
@@ -59,30 +59,16 @@ def rss_kib(pid):
     return 0
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Workloads:
     """An HTTPS server queried by curl in a loop, and a CUDA stub launch loop."""
 
     def __init__(self, tmp, pattern, stub):
         self.procs = []
-        cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                        key, "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
-                       capture_output=True)
+        cert, key = make_cert(tmp)
         os.makedirs(os.path.join(tmp, "www", "items"))
         with open(os.path.join(tmp, "www", "items", "1"), "w") as f:
             f.write("x\n")
-        self.port = free_port()
-        srv = subprocess.Popen([sys.executable,
-                                os.path.join(HERE, "..", "integration", "http_server.py"),
-                                str(self.port), os.path.join(tmp, "www"), cert, key],
-                               stdout=subprocess.PIPE, text=True)
-        srv.stdout.readline()
+        srv, self.port = start_http_server(sys.executable, os.path.join(tmp, "www"), cert, key)
         self.server_pid = srv.pid
         self.procs.append(srv)
         self.procs.append(subprocess.Popen(
