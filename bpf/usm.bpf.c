@@ -53,5 +53,30 @@ static __always_inline void usm_count(enum usm_counter counter)
 		*val += 1;
 }
 
+/* A record for a message start, or NULL: ring buffer full, counted. */
+static __always_inline struct usm_event *usm_event_reserve(TLM_PARAM)
+{
+	struct usm_event *ev = tlm_ringbuf_reserve(usm_events, sizeof(*ev), 0);
+
+	if (!ev)
+		usm_count(USM_CNT_LOST);
+	return ev;
+}
+
+/* Fill what both sides set alike, submit, and count the record under `sent`. The
+ * caller has filled the prefix and the connection fields. */
+static __always_inline void usm_event_submit(struct usm_event *ev, __u64 ktime_ns, int kind,
+					     __u64 len, __u32 prefix_len, enum usm_counter sent)
+{
+	ev->ktime_ns = ktime_ns;
+	ev->kind = kind;
+	ev->__pad = 0;
+	ev->len = len > 0xffffffff ? 0xffffffff : len;
+	ev->prefix_len = prefix_len;
+	ev->__pad2 = 0;
+	tlm_ringbuf_submit(ev, usm_submit_flags());
+	usm_count(sent);
+}
+
 #include "usm_tls.bpf.c"
 #include "usm_http_socket.bpf.c"

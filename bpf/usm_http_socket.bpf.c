@@ -130,25 +130,20 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	kind = usm_classify(peek);
 	if (kind < 0)
 		return 0;
-	ev = tlm_ringbuf_reserve(usm_events, sizeof(*ev), 0);
-	if (!ev) {
-		usm_count(USM_CNT_LOST);
+	ev = usm_event_reserve(TLM_ARG);
+	if (!ev)
 		return 0;
-	}
 	n = plen < USM_PREFIX ? plen : USM_PREFIX;
 	if (tlm_skb_load_bytes(skb, payload, ev->prefix, n)) {
 		usm_count(USM_CNT_TRUNCATED);
 		tlm_ringbuf_discard(ev, 0);
 		return 0;
 	}
-	ev->ktime_ns = now;
 	ev->conn = 0;
 	ev->pid = 0;
 	ev->tid = 0;
 	ev->source = USM_SRC_SOCKET;
-	ev->kind = kind;
 	ev->family = family;
-	ev->__pad = 0;
 	/* A request goes client -> server; a response comes back. */
 	if (kind == USM_KIND_REQUEST) {
 		ev->client_port = bpf_ntohs(tcp.source);
@@ -161,11 +156,7 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 		__builtin_memcpy(ev->client_addr, server, 16);
 		__builtin_memcpy(ev->server_addr, client, 16);
 	}
-	ev->len = plen;
-	ev->prefix_len = n;
-	ev->__pad2 = 0;
-	tlm_ringbuf_submit(ev, usm_submit_flags());
-	usm_count(USM_CNT_PACKETS_HTTP);
+	usm_event_submit(ev, now, kind, plen, n, USM_CNT_PACKETS_HTTP);
 	return 0;
 }
 

@@ -108,32 +108,24 @@ static __always_inline int usm_tls_ret_body(TLM_PARAM, struct pt_regs *regs, __u
 	kind = usm_classify(peek);
 	if (kind < 0)
 		return 0;
-	ev = tlm_ringbuf_reserve(usm_events, sizeof(*ev), 0);
-	if (!ev) {
-		usm_count(USM_CNT_LOST);
+	ev = usm_event_reserve(TLM_ARG);
+	if (!ev)
 		return 0;
-	}
 	n = len < USM_PREFIX ? len : USM_PREFIX;
 	if (tlm_probe_read_user(ev->prefix, n, (void *)call.buf)) {
 		tlm_ringbuf_discard(ev, 0);
 		return 0;
 	}
-	ev->ktime_ns = op == USM_TLS_WRITE ? call.ktime_ns : now;
 	ev->conn = call.conn;
 	ev->pid = pid_tgid >> 32;
 	ev->tid = (__u32)pid_tgid;
 	ev->source = call.source;
-	ev->kind = kind;
 	ev->family = 0;
-	ev->__pad = 0;
 	ev->client_port = ev->server_port = 0;
 	__builtin_memset(ev->client_addr, 0, sizeof(ev->client_addr));
 	__builtin_memset(ev->server_addr, 0, sizeof(ev->server_addr));
-	ev->len = len > 0xffffffff ? 0xffffffff : len;
-	ev->prefix_len = n;
-	ev->__pad2 = 0;
-	tlm_ringbuf_submit(ev, usm_submit_flags());
-	usm_count(USM_CNT_TLS_HTTP);
+	usm_event_submit(ev, op == USM_TLS_WRITE ? call.ktime_ns : now, kind, len, n,
+			 USM_CNT_TLS_HTTP);
 	return 0;
 }
 
