@@ -249,6 +249,50 @@ static void test_failing_init_hook_unwinds(void **state)
 	assert_string_equal(rec.log[2], "A.after_stop");
 }
 
+/*
+ * A start that fails at a step is reported (step, errno, count) until one succeeds,
+ * and leaves nothing behind; each step's injected fault unwinds like a real one.
+ */
+static void test_failed_start_reported(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_module *m = f->tm->module;
+	static const char *const steps[] = {"open", "load", "start"};
+	const char *step = "x";
+	__u64 failures = 99;
+	size_t i;
+
+	assert_int_equal(bpftel_module__last_failure(m, &step, &failures), 0);
+	assert_null(step);
+	assert_int_equal(failures, 0);
+	assert_int_equal(bpftel_module__inject_fault(m, "attach", -EIO, 1), -EINVAL);
+	assert_int_equal(bpftel_module__inject_fault(m, "load", EIO, 1), -EINVAL);
+
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(bpftel_module__inject_fault(m, steps[i], -ENOMEM - (int)i, 1), 0);
+		assert_int_equal(bpftel_module__run(m), -ENOMEM - (int)i);
+		assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
+		assert_int_equal(bpftel_module__last_failure(m, &step, &failures),
+				 -ENOMEM - (int)i);
+		assert_string_equal(step, steps[i]);
+		assert_int_equal(failures, i + 1);
+	}
+	/* Two armed starts fail, the third works and clears the report, not the count. */
+	assert_int_equal(bpftel_module__inject_fault(m, "load", -EPERM, 2), 0);
+	assert_int_equal(bpftel_module__run(m), -EPERM);
+	assert_int_equal(bpftel_module__run(m), -EPERM);
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_RUNNING);
+	assert_int_equal(bpftel_module__last_failure(m, &step, &failures), 0);
+	assert_null(step);
+	assert_int_equal(failures, 5);
+	/* A disarmed fault (count 0) fails nothing. */
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__inject_fault(m, "open", -EIO, 1), 0);
+	assert_int_equal(bpftel_module__inject_fault(m, "open", -EIO, 0), 0);
+	assert_int_equal(bpftel_module__run(m), 0);
+}
+
 /* ---- before_init: rodata, resize, shared maps ---- */
 
 static int h_resize(const struct bpftel_hook_before_init *h, void *ctx)
@@ -597,6 +641,7 @@ int main(void)
 		T(test_hook_order),
 		T(test_stop_hook_errors_collected),
 		T(test_failing_init_hook_unwinds),
+		T(test_failed_start_reported),
 		T(test_before_init_rodata_and_resize),
 		T(test_map_shared_between_objects),
 		T(test_fallback_fentry_kprobe_tracepoint),

@@ -43,7 +43,7 @@ def wait_for(pred, timeout, what):
 
 
 class Agent:
-    def __init__(self, agent_bin, cli_bin, extra_args=()):
+    def __init__(self, agent_bin, cli_bin, extra_args=(), env=None):
         self.dir = tempfile.mkdtemp(prefix="bpftel-it-")
         self.socket = os.path.join(self.dir, "bpftel.sock")
         self.cli_bin = cli_bin
@@ -53,7 +53,8 @@ class Agent:
             # A free port: tests never collide with a running agent's 9464.
             extra_args = ["--metrics-addr", "127.0.0.1:0", *extra_args]
         self.proc = subprocess.Popen([agent_bin, "--socket", self.socket, *extra_args],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
+                                     stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(env or {})})
         wait_for(self._answers, 30, "the agent to answer on its socket")
 
     def _answers(self):

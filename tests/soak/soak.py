@@ -11,7 +11,10 @@
    first start; both modules still count their workloads.
 2. kill -9 of the agent mid-run, then a new agent: nothing of the old one stays in the
    kernel once the new one is up, and the new one works.
-3. Event flood: a program opening files named like libssl as fast as it can for T
+3. A module that cannot start (fault injected: usm's load fails twice) is reported by
+   `bpftel modules` and /metrics, gpu and the watcher run and count meanwhile, and a
+   later `bpftel module start usm` works.
+4. Event flood: a program opening files named like libssl as fast as it can for T
    seconds; the agent's memory stays bounded, and every open is processed or counted
    as lost: kernel matched = emitted + lost, received = emitted.
 
@@ -26,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -196,6 +200,66 @@ def flood(args):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def start_failure(args, tmp):
+    """A module whose start fails is reported, the others keep running and counting,
+    and it starts later. The failure is injected (BPFTEL_FAULTS): USM's object load
+    fails with ENOMEM twice, at the agent's start and at the first `module start`."""
+    base = kernel_objects()
+    agent = Agent(args.agent, args.cli, env={"BPFTEL_FAULTS": "usm.load=ENOMEM*2"})
+    work = None
+    try:
+        def mods():
+            return {m["name"]: m for m in agent.json("modules")["modules"]}
+
+        m = mods()
+        usm = m["usm"]
+        check(usm["state"] == "closed" and usm["start_failures"] == 1 and
+              usm["last_error"] == {"step": "load", "errno": 12,
+                                    "message": "Cannot allocate memory"},
+              f"usm's failed start is reported: {usm['state']}, {usm['last_error']}, "
+              f"start_failures {usm['start_failures']}")
+        check(m["gpu"]["state"] == "running" and m["sharedlibs"]["state"] == "running",
+              "gpu and the shared-libraries watcher run")
+        table = agent.cli("modules").stdout
+        check("load: Cannot allocate memory" in table, "`bpftel modules` shows why")
+
+        os.makedirs(os.path.join(tmp, "faults"))
+        work = Workloads(os.path.join(tmp, "faults"), args.pattern, args.stub)
+        wait_for(lambda: cuda_pids(agent), 20, "CUDA launches counted while usm is down")
+        check(True, "gpu counts its workload while usm is down")
+
+        res = agent.cli("module", "start", "usm", check=False)
+        check(res.returncode != 0 and "Cannot allocate memory" in res.stderr,
+              f"a second start fails the same way: rc {res.returncode}, "
+              f"{res.stderr.strip()}")
+        m = mods()
+        check(m["usm"]["start_failures"] == 2 and m["gpu"]["state"] == "running",
+              "it is counted (2) and gpu still runs")
+        metrics = urllib.request.urlopen(
+            f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics", timeout=10
+        ).read().decode()
+        check('bpftel_module_start_failures_total{module="usm"} 2' in metrics,
+              "/metrics: bpftel_module_start_failures_total{module=\"usm\"} 2")
+
+        seen = cuda_pids(agent)
+        agent.cli("module", "start", "usm")
+        m = mods()
+        check(m["usm"]["state"] == "running" and m["usm"]["last_error"] is None,
+              "the third start works: usm running, last_error cleared")
+        wait_for(lambda: https_count(agent, work.server_pid) > 0, 20, "HTTPS counted")
+        wait_for(lambda: cuda_pids(agent) - seen, 20, "more CUDA processes counted")
+        check(True, "usm counts HTTPS, and gpu kept counting CUDA")
+        work.stop()
+        work = None
+        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+    finally:
+        if work:
+            work.stop()
+        agent.cleanup()
+    wait_for(lambda: kernel_objects() == base, 20, "kernel objects back to the baseline")
+    check(True, f"nothing left after the faulty run: kernel {kernel_objects()}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
@@ -229,6 +293,7 @@ def main():
     wait_for(lambda: kernel_objects() == base, 20, "kernel objects back to the baseline")
     check(True, f"kernel objects back to the baseline {base}")
     kill9(args, tmp)
+    start_failure(args, tmp)
     flood(args)
     shutil.rmtree(tmp, ignore_errors=True)
     print("soak: all checks passed")

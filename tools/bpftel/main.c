@@ -24,7 +24,8 @@ static const char usage_text[] =
 	"  stats     agent uptime; programs: how they attach, runs, average ns per run,\n"
 	"            CPU %% of one CPU since load; event counters; map occupancy;\n"
 	"            shared libraries detected (pid, library, path)\n"
-	"  modules   modules and shared components: state, restarts, subscribers\n"
+	"  modules   modules and shared components: state, restarts, subscribers, why\n"
+	"            the last start failed\n"
 	"  probes    every probe: the attach candidate that won, and why each other one\n"
 	"            was rejected (errno and reason)\n"
 	"  libs      library files in use: processes, each module's uprobes attached,\n"
@@ -177,17 +178,24 @@ static void print_stats(json_t *resp)
 
 static void print_modules(json_t *resp)
 {
-	static const char *const hdr[] = {"MODULE", "STATE", "RESTARTS", "SUBSCRIBERS"};
-	struct table *t = table_new(4, hdr);
-	char restarts[24], subs[24];
-	json_t *m;
+	static const char *const hdr[] = {"MODULE",	 "STATE",	   "RESTARTS",
+					  "SUBSCRIBERS", "START FAILURES", "LAST ERROR"};
+	struct table *t = table_new(6, hdr);
+	char restarts[24], subs[24], fails[24], last[160];
+	json_t *m, *e;
 	size_t i;
 
 	json_array_foreach (json_object_get(resp, "modules"), i, m) {
 		snprintf(restarts, sizeof(restarts), "%lld", jint(m, "restarts"));
 		snprintf(subs, sizeof(subs), "%lld", jint(m, "subscribers"));
-		table_add(t,
-			  (const char *const[]){jstr(m, "name"), jstr(m, "state"), restarts, subs});
+		snprintf(fails, sizeof(fails), "%lld", jint(m, "start_failures"));
+		e = json_object_get(m, "last_error");
+		if (json_is_object(e))
+			snprintf(last, sizeof(last), "%s: %s", jstr(e, "step"), jstr(e, "message"));
+		else
+			snprintf(last, sizeof(last), "-");
+		table_add(t, (const char *const[]){jstr(m, "name"), jstr(m, "state"), restarts,
+						   subs, fails, last});
 	}
 	table_print(t, stdout);
 	table_free(t);

@@ -326,16 +326,26 @@ static json_t *cmd_modules(struct bpftel_agent *agent)
 	json_t *arr = json_array();
 	size_t i, n;
 
+	const char *step;
+	json_t *last;
+	__u64 failures;
+	int err;
+
 	n = bpftel_manager__modules(agent->mgr, mods, MAX_MODULES);
 	for (i = 0; i < n; i++) {
+		err = bpftel_module__last_failure(mods[i], &step, &failures);
+		last = err ? json_pack("{s:s, s:i, s:s}", "step", step, "errno", -err, "message",
+				       strerror(-err))
+			   : json_null();
 		json_array_append_new(
-			arr,
-			json_pack("{s:s, s:s, s:I, s:I}", "name", bpftel_module__name(mods[i]),
-				  "state", bpftel_module_state_name(bpftel_module__state(mods[i])),
-				  "restarts", (json_int_t)bpftel_module__restarts(mods[i]),
-				  "subscribers",
-				  (json_int_t)bpftel_manager__subscribers(
-					  agent->mgr, bpftel_module__name(mods[i]))));
+			arr, json_pack("{s:s, s:s, s:I, s:I, s:I, s:o}", "name",
+				       bpftel_module__name(mods[i]), "state",
+				       bpftel_module_state_name(bpftel_module__state(mods[i])),
+				       "restarts", (json_int_t)bpftel_module__restarts(mods[i]),
+				       "subscribers",
+				       (json_int_t)bpftel_manager__subscribers(
+					       agent->mgr, bpftel_module__name(mods[i])),
+				       "start_failures", (json_int_t)failures, "last_error", last));
 	}
 	return json_pack("{s:o}", "modules", arr);
 }

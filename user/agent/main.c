@@ -20,6 +20,7 @@
 #include "user/modules/gpu/gpu.h"
 #include "user/modules/usm/usm.h"
 #include "config.h"
+#include "faults.h"
 #include "control.h"
 #include "metrics.h"
 #include "system.h"
@@ -69,6 +70,11 @@ static const char usage_text[] =
 	"  -q, --quiet         errors and warnings only\n"
 	"  -h, --help          this text\n"
 	"  -V, --version       print the version and exit\n"
+	"\n"
+	"Environment:\n"
+	"  BPFTEL_FAULTS       a test aid: MODULE.STEP=ERRNO[*COUNT],... makes the next\n"
+	"                      COUNT starts of MODULE fail at STEP (open, load, start)\n"
+	"                      with ERRNO, e.g. usm.load=ENOMEM*2\n"
 	"\n"
 	"Examples:\n"
 	"  bpftel-agent                          # defaults\n"
@@ -340,6 +346,16 @@ int main(int argc, char **argv)
 		err = bpftel_telemetry__instrument(agent.tlm, bpftel_usm__module(agent.usm));
 	if (err)
 		pr_warn("module '%s' unavailable: %s", BPFTEL_USM_MODULE, strerror(-err));
+	if (getenv("BPFTEL_FAULTS") && *getenv("BPFTEL_FAULTS")) {
+		/* A test aid (faults.h): refuse a spec that does not parse, arm nothing. */
+		if (bpftel_faults_apply(agent.mgr, getenv("BPFTEL_FAULTS"), errbuf,
+					sizeof(errbuf))) {
+			pr_err("BPFTEL_FAULTS: %s", errbuf);
+			ret = 2;
+			goto cleanup;
+		}
+		pr_warn("BPFTEL_FAULTS set: injecting faults %s", getenv("BPFTEL_FAULTS"));
+	}
 	if (bpftel_agent_apply(&agent, &cfg, true))
 		goto cleanup;
 	/* Libraries mapped before the watcher ran are in /proc/<pid>/maps. */

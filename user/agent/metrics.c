@@ -80,6 +80,13 @@ static void modules(FILE *f, json_t *mods)
 		put_label(f, "module", js(m, "name"), true);
 		fprintf(f, "} %.0f\n", jnum(m, "restarts"));
 	}
+	family(f, "bpftel_module_start_failures_total", "counter",
+	       "Starts of the module that failed (the others kept running).");
+	json_array_foreach (mods, i, m) {
+		fputs("bpftel_module_start_failures_total{", f);
+		put_label(f, "module", js(m, "name"), true);
+		fprintf(f, "} %.0f\n", jnum(m, "start_failures"));
+	}
 }
 
 static void programs(FILE *f, json_t *progs)

@@ -98,6 +98,15 @@ struct bpftel_module {
 	size_t nstop_errs;
 	int stop_errs[BPFTEL_MAX_HOOKS];
 
+	/* The last start that failed (cleared by one that succeeds), and how many did. */
+	const char *fail_step;
+	int fail_err;
+	__u64 failures;
+	/* An injected fault (bpftel_module__inject_fault): step, errno, starts left. */
+	const char *fault_step;
+	int fault_err;
+	unsigned int fault_left;
+
 	/* Shared components only. */
 	pthread_mutex_t sub_lock;
 	size_t nsubs;

@@ -218,6 +218,23 @@ struct bpftel_module_event_stats {
 };
 void bpftel_module__event_stats(struct bpftel_module *m, struct bpftel_module_event_stats *out);
 
+/*
+ * Why the module is not running when a start failed: the step that failed ("open",
+ * "load", "start") in *step and its negative errno as the return value; 0 (and *step
+ * NULL) when the last start succeeded or none failed. *failures: failed starts so far,
+ * cancelled ones not included. Either pointer may be NULL.
+ */
+int bpftel_module__last_failure(struct bpftel_module *m, const char **step, __u64 *failures);
+
+/*
+ * Fault injection, for tests of what the agent does when a module cannot start: the
+ * next `count` times the module reaches `step` ("open", "load" or "start"), that step
+ * fails with err (a negative errno) and unwinds as a real failure would. count 0
+ * removes the fault. -EINVAL for an unknown step or a non-negative err.
+ */
+int bpftel_module__inject_fault(struct bpftel_module *m, const char *step, int err,
+				unsigned int count);
+
 /* Errors of the last stop's hooks (negative errnos), count returned. */
 size_t bpftel_module__stop_errors(struct bpftel_module *m, int *errs, size_t max);
 

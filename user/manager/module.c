@@ -142,6 +142,53 @@ size_t bpftel_module__stop_errors(struct bpftel_module *m, int *errs, size_t max
 	return n;
 }
 
+int bpftel_module__last_failure(struct bpftel_module *m, const char **step, __u64 *failures)
+{
+	int err;
+
+	pthread_mutex_lock(&m->lock);
+	err = m->fail_err;
+	if (step)
+		*step = m->fail_step;
+	if (failures)
+		*failures = m->failures;
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+static const char *const step_names[] = {"open", "load", "start"};
+
+int bpftel_module__inject_fault(struct bpftel_module *m, const char *step, int err,
+				unsigned int count)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(step_names) / sizeof(step_names[0]); i++) {
+		if (step && !strcmp(step, step_names[i]))
+			break;
+	}
+	if (i == sizeof(step_names) / sizeof(step_names[0]) || err >= 0)
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	m->fault_step = count ? step_names[i] : NULL;
+	m->fault_err = err;
+	m->fault_left = count;
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+/* With m->lock: does an injected fault fail this step? Its errno, or 0. */
+static int injected(struct bpftel_module *m, const char *step)
+{
+	if (!m->fault_left || strcmp(m->fault_step, step))
+		return 0;
+	if (!--m->fault_left)
+		m->fault_step = NULL;
+	pr_warn("module '%s': injected fault at %s: %s", m->ops->name, step,
+		strerror(-m->fault_err));
+	return m->fault_err;
+}
+
 static bool illegal(struct bpftel_module *m, enum bpftel_module_state want, const char *step)
 {
 	if (m->state == want)
@@ -175,6 +222,9 @@ static int do_open(struct bpftel_module *m)
 		return err;
 	}
 	set_state(m, BPFTEL_MOD_OPENED);
+	err = injected(m, "open");
+	if (err)
+		return err;
 	h.obj = m->obj;
 	for (i = 0; i < m->before_init.n; i++) {
 		err = m->before_init.h[i].before_init(&h, m->before_init.h[i].ctx);
@@ -203,7 +253,9 @@ static int do_load(struct bpftel_module *m)
 			pr_warn("module '%s': ring buffer '%s' keeps its size: %u bytes refused",
 				m->ops->name, m->ringbufs[i].map, bytes);
 	}
-	err = m->ops->load ? m->ops->load(m) : bpf_object__load(m->obj);
+	err = injected(m, "load");
+	if (!err)
+		err = m->ops->load ? m->ops->load(m) : bpf_object__load(m->obj);
 	if (err) {
 		pr_err("module '%s': load failed: %s%s", m->ops->name, strerror(-err),
 		       err == -EPERM ? " (needs root: CAP_BPF and CAP_PERFMON)" : "");
@@ -227,6 +279,9 @@ static int do_start(struct bpftel_module *m)
 	size_t i;
 	int err;
 
+	err = injected(m, "start");
+	if (err)
+		return err;
 	for (i = 0; i < m->before_start.n; i++) {
 		err = m->before_start.h[i].before_start(&h, m->before_start.h[i].ctx);
 		if (err) {
@@ -334,6 +389,7 @@ int bpftel_module__stop(struct bpftel_module *m)
 int bpftel_module__run(struct bpftel_module *m)
 {
 	unsigned int gen = __atomic_load_n(&m->stop_gen, __ATOMIC_SEQ_CST);
+	const char *step;
 	int err;
 
 #define CANCELLED() (__atomic_load_n(&m->stop_gen, __ATOMIC_SEQ_CST) != gen)
@@ -344,14 +400,28 @@ int bpftel_module__run(struct bpftel_module *m)
 		return err;
 	}
 	err = CANCELLED() ? -ECANCELED : do_open(m);
-	if (!err)
+	step = "open";
+	if (!err) {
 		err = CANCELLED() ? -ECANCELED : do_load(m);
-	if (!err)
+		step = "load";
+	}
+	if (!err) {
 		err = CANCELLED() ? -ECANCELED : do_start(m);
+		step = "start";
+	}
 	if (!err && CANCELLED())
 		err = -ECANCELED;
 	if (err)
 		do_stop(m);
+	if (!err) {
+		m->fail_step = NULL;
+		m->fail_err = 0;
+	} else if (err != -ECANCELED) {
+		/* Reported where the agent shows its modules; the others keep running. */
+		m->fail_step = step;
+		m->fail_err = err;
+		m->failures++;
+	}
 	pthread_mutex_unlock(&m->lock);
 #undef CANCELLED
 	return err;
