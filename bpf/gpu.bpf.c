@@ -14,8 +14,9 @@
 /*
  * No CO-RE here, on purpose: this object reads only layouts that are ABI (the x86-64
  * user register frame in struct pt_regs), so it needs no kernel BTF at load. That
- * saves libbpf reading and searching the kernel's 5 MiB of BTF on every start: ~45 ms of a module restart. test_bpf_core_free checks that the
- * object carries no CO-RE relocation.
+ * saves libbpf reading and searching the kernel's 5 MiB of BTF on every start: ~45 ms
+ * of a module restart. test_unit_core_free checks that the object carries no CO-RE
+ * relocation.
  */
 #define BPF_NO_PRESERVE_ACCESS_INDEX
 #include "vmlinux.h"
@@ -23,6 +24,7 @@
 #include <bpf/bpf_tracing.h>
 #include "gpu.h"
 #include "telemetry/telemetry.bpf.h"
+#include "lib/stop_gate.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -368,6 +370,7 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 	int name(struct pt_regs *ctx)                                                     \
 	{                                                                                 \
 		TLM_PROG(name);                                                           \
+		BPFTEL_STOP_GATE();                                                       \
 		return body(TLM_ARG, ctx, bpf_get_current_pid_tgid(), bpf_ktime_get_ns(), \
 			    ##__VA_ARGS__);                                               \
 	}
@@ -377,6 +380,7 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 	int name(struct pt_regs *ctx)                                                             \
 	{                                                                                         \
 		TLM_PROG(name);                                                                   \
+		BPFTEL_STOP_GATE();                                                               \
 		return gpu_ret_body(TLM_ARG, ctx, bpf_get_current_pid_tgid(), bpf_ktime_get_ns(), \
 				    func);                                                        \
 	}

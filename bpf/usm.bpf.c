@@ -7,7 +7,7 @@
  * No CO-RE here, on purpose: this object reads only layouts that are ABI (the x86-64
  * user register frame in struct pt_regs, struct iphdr, ipv6hdr, tcphdr and the
  * __sk_buff context), so it needs no kernel BTF at load. That saves libbpf reading and searching the kernel's 5 MiB of
- * BTF on every start: ~45 ms of a module restart. test_bpf_core_free checks that the
+ * BTF on every start: ~45 ms of a module restart. test_unit_core_free checks that the
  * object carries no CO-RE relocation.
  */
 #define BPF_NO_PRESERVE_ACCESS_INDEX
@@ -18,6 +18,7 @@
 #include "usm.h"
 #include "lib/usm_classify.h"
 #include "telemetry/telemetry.bpf.h"
+#include "lib/stop_gate.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 

@@ -134,6 +134,7 @@ static __always_inline int usm_tls_ret_body(TLM_PARAM, struct pt_regs *regs, __u
 	int name##_enter(struct pt_regs *ctx)                                       \
 	{                                                                           \
 		TLM_PROG(name##_enter);                                             \
+		BPFTEL_STOP_GATE();                                                 \
 		return usm_tls_enter_body(TLM_ARG, ctx, bpf_get_current_pid_tgid(), \
 					  bpf_ktime_get_ns(), op, src, ex);         \
 	}                                                                           \
@@ -141,6 +142,7 @@ static __always_inline int usm_tls_ret_body(TLM_PARAM, struct pt_regs *regs, __u
 	int name##_ret(struct pt_regs *ctx)                                         \
 	{                                                                           \
 		TLM_PROG(name##_ret);                                               \
+		BPFTEL_STOP_GATE();                                                 \
 		return usm_tls_ret_body(TLM_ARG, ctx, bpf_get_current_pid_tgid(),   \
 					bpf_ktime_get_ns(), op);                    \
 	}

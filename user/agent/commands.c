@@ -284,6 +284,9 @@ static json_t *cmd_stats(struct bpftel_agent *agent)
 			 stats_libraries(agent->sharedlibs));
 	json_object_set_new(resp, "maps", stats_maps(agent));
 	json_object_set_new(resp, "losses", stats_losses(agent));
+	/* Uprobe links of stopped module instances the reaper has yet to destroy. */
+	json_object_set_new(json_object_get(resp, "agent"), "links_releasing",
+			    json_integer((json_int_t)bpftel_links_pending()));
 	return resp;
 }
 
@@ -441,6 +444,10 @@ static json_t *cmd_module(struct bpftel_agent *agent, json_t *req)
 					name);
 	if (!strcmp(action, "stop") || !strcmp(action, "restart"))
 		err = bpftel_module__stop(m);
+	/* A stop answers once its uprobes are gone from the kernel; a restart does not
+	 * wait for the old instance's (its programs are inert: bpf/lib/stop_gate.h). */
+	if (!strcmp(action, "stop"))
+		bpftel_links_settle();
 	if (!err && (!strcmp(action, "start") || !strcmp(action, "restart"))) {
 		err = bpftel_module__run(m);
 		if (err == -EALREADY && !strcmp(action, "start"))

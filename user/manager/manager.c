@@ -54,6 +54,8 @@ void bpftel_manager__free(struct bpftel_manager *mgr)
 				bpftel_module__stop(m);
 		}
 	}
+	/* Nothing of ours stays in the kernel once the manager is gone. */
+	bpftel_links_settle();
 	for (i = 0; i < mgr->nmodules; i++)
 		module_free(mgr->modules[i]);
 	pthread_mutex_destroy(&mgr->feat_lock);

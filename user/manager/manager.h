@@ -282,6 +282,24 @@ size_t bpftel_manager__subscribers(struct bpftel_manager *mgr, const char *share
 int bpftel_manager__bind_shared(struct bpftel_manager *mgr, struct bpftel_module *module,
 				const char *shared, __u64 mask);
 
+/* ---- background link teardown (reaper.c) ---- */
+
+/*
+ * Destroying a uprobe link waits for the kernel (~80 ms each on 6.18, serialized), so
+ * a stopping module's uprobe links can be handed to a reaper thread instead, once
+ * their programs are made inert: close the object's stop gate (bpf/lib/stop_gate.h)
+ * first. bpftel_stop_gate_close returns 0, or -ENOENT when obj has no gate (or is not
+ * loaded): then destroy its links in place.
+ */
+#define BPFTEL_STOP_GATE_SEC ".data.stop_gate"
+int bpftel_stop_gate_close(struct bpf_object *obj);
+/* Destroy link on the reaper thread, in order of release. NULL is a no-op. */
+void bpftel_link_release(struct bpf_link *link);
+/* Links released and not destroyed yet. */
+size_t bpftel_links_pending(void);
+/* Wait until every released link is destroyed. bpftel_manager__free does. */
+void bpftel_links_settle(void);
+
 /* ---- helpers ---- */
 
 /*
