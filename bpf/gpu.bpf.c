@@ -424,6 +424,7 @@ SEC("tracepoint/sched/sched_process_exit")
 int gpu_task_exit(void *ctx)
 {
 	TLM_PROG(gpu_task_exit);
+	BPFTEL_STOP_GATE();
 
 	return gpu_task_exit_body(TLM_ARG, bpf_get_current_pid_tgid());
 }

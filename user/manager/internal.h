@@ -129,7 +129,8 @@ struct bpftel_manager {
 /* probe.c */
 void probes_detect(struct bpftel_module *m);
 int probes_attach(struct bpftel_module *m);
-void probes_detach(struct bpftel_module *m);
+/* in_background: the object's stop gate is closed, the reaper may destroy the links. */
+void probes_detach(struct bpftel_module *m, bool in_background);
 
 /* consumer.c */
 int consumer_start(struct bpftel_module *m);

@@ -295,7 +295,7 @@ static int do_start(struct bpftel_module *m)
 		err = consumer_start(m);
 	if (err) {
 		consumer_stop(m);
-		probes_detach(m);
+		probes_detach(m, false);
 		return err;
 	}
 	__atomic_add_fetch(&m->starts, 1, __ATOMIC_RELAXED);
@@ -326,7 +326,10 @@ static int do_stop(struct bpftel_module *m)
 			stop_error(m, "before_stop", i, err);
 	}
 	consumer_stop(m);
-	probes_detach(m);
+	/* Detaching waits for the kernel (a tracepoint ~45 ms, a uprobe ~80 ms, on 6.18):
+	 * an object with a stop gate (bpf/lib/stop_gate.h) has its programs made inert
+	 * instead and its links destroyed by the reaper. */
+	probes_detach(m, m->state >= BPFTEL_MOD_LOADED && !bpftel_stop_gate_close(m->obj));
 	if (m->ops->close)
 		m->ops->close(m);
 	else

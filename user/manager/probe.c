@@ -361,12 +361,15 @@ int probes_attach(struct bpftel_module *m)
 	return 0;
 }
 
-void probes_detach(struct bpftel_module *m)
+void probes_detach(struct bpftel_module *m, bool in_background)
 {
 	size_t i;
 
 	for (i = 0; i < m->nprobes; i++) {
-		bpf_link__destroy(m->probes[i].link);
+		if (in_background)
+			bpftel_link_release(m->probes[i].link);
+		else
+			bpf_link__destroy(m->probes[i].link);
 		m->probes[i].link = NULL;
 		m->probes[i].status.prog_id = 0;
 	}
