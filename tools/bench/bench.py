@@ -129,6 +129,8 @@ def open_loop(args, a_build, b_build, tmp, reps):
     if peer:
         m, h = ci90(peer)
         row.note = f"opensnoop (peer): {m:.2f}x +/- {h:.2f}"
+    elif not have_snoop:
+        row.note = "opensnoop (peer) not measured: not installed (libbpf-tools)"
     return [row]
 
 

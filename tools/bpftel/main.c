@@ -147,8 +147,12 @@ static void print_stats(json_t *resp)
 	size_t i;
 
 	fmt_duration(up, sizeof(up), json_number_value(json_object_get(agent, "uptime_s")));
-	printf("Agent: bpftel-agent %s, pid %lld, up %s\n\n", jstr(agent, "version"),
+	printf("Agent: bpftel-agent %s, pid %lld, up %s", jstr(agent, "version"),
 	       jint(agent, "pid"), up);
+	if (jint(agent, "links_releasing"))
+		printf(", %lld links of stopped modules being detached",
+		       jint(agent, "links_releasing"));
+	printf("\n\n");
 	printf("Programs (%zu):\n", json_array_size(progs));
 	print_programs(progs);
 	printf("\nEvents:");
