@@ -85,19 +85,15 @@ void bpftel_link_release(struct bpf_link *link)
 		reaper.joinable = !err;
 		reaper.running = !err;
 		if (err) {
-			pr_warn("reaper: cannot start a thread (%s): destroying links in place",
-				strerror(err));
+			/* No thread ran since the queue was empty: it holds only n. */
 			reaper.head = NULL;
 			reaper.tail = &reaper.head;
-			reaper.pending = 0;
+			reaper.pending--;
 			pthread_mutex_unlock(&reaper.lock);
-			while (n) { /* only what this call queued: no thread ran since */
-				struct node *next = n->next;
-
-				bpf_link__destroy(n->link);
-				free(n);
-				n = next;
-			}
+			pr_warn("reaper: cannot start a thread (%s): destroying a link in place",
+				strerror(err));
+			bpf_link__destroy(link);
+			free(n);
 			return;
 		}
 	}
