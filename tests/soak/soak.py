@@ -107,6 +107,26 @@ def cuda_pids(agent):
     return {p["pid"] for p in agent.json("gpu")["processes"] if p["launches"] >= 5}
 
 
+def with_agent_and_workloads(args, tmp, body, env=None):
+    """body(agent, work) with an agent and both workloads running; then the agent exits
+    0 on SIGTERM and the kernel holds what it held before the agent started."""
+    base = kernel_objects()
+    agent = Agent(args.agent, args.cli, env=env)
+    work = None
+    try:
+        work = Workloads(tmp, args.pattern, args.stub)
+        body(agent, work)
+        work.stop()
+        work = None
+        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+    finally:
+        if work:
+            work.stop()
+        agent.cleanup()
+    wait_for(lambda: kernel_objects() == base, 20, "kernel objects back to the baseline")
+    check(True, f"kernel objects back to the baseline {base}")
+
+
 def restart_rounds(args, agent, work):
     wait_for(lambda: https_count(agent, work.server_pid) > 0, 20, "HTTPS counted")
     wait_for(lambda: cuda_pids(agent), 20, "CUDA launches counted")
@@ -218,60 +238,51 @@ def start_failure(args, tmp):
     """A module whose start fails is reported, the others keep running and counting,
     and it starts later. The failure is injected (BPFTEL_FAULTS): USM's object load
     fails with ENOMEM twice, at the agent's start and at the first `module start`."""
-    base = kernel_objects()
-    agent = Agent(args.agent, args.cli, env={"BPFTEL_FAULTS": "usm.load=ENOMEM*2"})
-    work = None
-    try:
-        def mods():
-            return {m["name"]: m for m in agent.json("modules")["modules"]}
+    os.makedirs(os.path.join(tmp, "faults"))
+    with_agent_and_workloads(args, os.path.join(tmp, "faults"), faulty_run,
+                             env={"BPFTEL_FAULTS": "usm.load=ENOMEM*2"})
 
-        m = mods()
-        usm = m["usm"]
-        check(usm["state"] == "closed" and usm["start_failures"] == 1 and
-              usm["last_error"] == {"step": "load", "errno": 12,
-                                    "message": "Cannot allocate memory"},
-              f"usm's failed start is reported: {usm['state']}, {usm['last_error']}, "
-              f"start_failures {usm['start_failures']}")
-        check(m["gpu"]["state"] == "running" and m["sharedlibs"]["state"] == "running",
-              "gpu and the shared-libraries watcher run")
-        table = agent.cli("modules").stdout
-        check("load: Cannot allocate memory" in table, "`bpftel modules` shows why")
 
-        os.makedirs(os.path.join(tmp, "faults"))
-        work = Workloads(os.path.join(tmp, "faults"), args.pattern, args.stub)
-        wait_for(lambda: cuda_pids(agent), 20, "CUDA launches counted while usm is down")
-        check(True, "gpu counts its workload while usm is down")
+def faulty_run(agent, work):
+    def mods():
+        return {m["name"]: m for m in agent.json("modules")["modules"]}
 
-        res = agent.cli("module", "start", "usm", check=False)
-        check(res.returncode != 0 and "Cannot allocate memory" in res.stderr,
-              f"a second start fails the same way: rc {res.returncode}, "
-              f"{res.stderr.strip()}")
-        m = mods()
-        check(m["usm"]["start_failures"] == 2 and m["gpu"]["state"] == "running",
-              "it is counted (2) and gpu still runs")
-        metrics = urllib.request.urlopen(
-            f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics", timeout=10
-        ).read().decode()
-        check('bpftel_module_start_failures_total{module="usm"} 2' in metrics,
-              "/metrics: bpftel_module_start_failures_total{module=\"usm\"} 2")
+    m = mods()
+    usm = m["usm"]
+    check(usm["state"] == "closed" and usm["start_failures"] == 1 and
+          usm["last_error"] == {"step": "load", "errno": 12,
+                                "message": "Cannot allocate memory"},
+          f"usm's failed start is reported: {usm['state']}, {usm['last_error']}, "
+          f"start_failures {usm['start_failures']}")
+    check(m["gpu"]["state"] == "running" and m["sharedlibs"]["state"] == "running",
+          "gpu and the shared-libraries watcher run")
+    table = agent.cli("modules").stdout
+    check("load: Cannot allocate memory" in table, "`bpftel modules` shows why")
 
-        seen = cuda_pids(agent)
-        agent.cli("module", "start", "usm")
-        m = mods()
-        check(m["usm"]["state"] == "running" and m["usm"]["last_error"] is None,
-              "the third start works: usm running, last_error cleared")
-        wait_for(lambda: https_count(agent, work.server_pid) > 0, 20, "HTTPS counted")
-        wait_for(lambda: cuda_pids(agent) - seen, 20, "more CUDA processes counted")
-        check(True, "usm counts HTTPS, and gpu kept counting CUDA")
-        work.stop()
-        work = None
-        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
-    finally:
-        if work:
-            work.stop()
-        agent.cleanup()
-    wait_for(lambda: kernel_objects() == base, 20, "kernel objects back to the baseline")
-    check(True, f"nothing left after the faulty run: kernel {kernel_objects()}")
+    wait_for(lambda: cuda_pids(agent), 20, "CUDA launches counted while usm is down")
+    check(True, "gpu counts its workload while usm is down")
+
+    res = agent.cli("module", "start", "usm", check=False)
+    check(res.returncode != 0 and "Cannot allocate memory" in res.stderr,
+          f"a second start fails the same way: rc {res.returncode}, "
+          f"{res.stderr.strip()}")
+    m = mods()
+    check(m["usm"]["start_failures"] == 2 and m["gpu"]["state"] == "running",
+          "it is counted (2) and gpu still runs")
+    metrics = urllib.request.urlopen(
+        f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics", timeout=10
+    ).read().decode()
+    check('bpftel_module_start_failures_total{module="usm"} 2' in metrics,
+          "/metrics: bpftel_module_start_failures_total{module=\"usm\"} 2")
+
+    seen = cuda_pids(agent)
+    agent.cli("module", "start", "usm")
+    m = mods()
+    check(m["usm"]["state"] == "running" and m["usm"]["last_error"] is None,
+          "the third start works: usm running, last_error cleared")
+    wait_for(lambda: https_count(agent, work.server_pid) > 0, 20, "HTTPS counted")
+    wait_for(lambda: cuda_pids(agent) - seen, 20, "more CUDA processes counted")
+    check(True, "usm counts HTTPS, and gpu kept counting CUDA")
 
 
 def main():
@@ -291,21 +302,7 @@ def main():
         if not shutil.which(tool):
             skip(f"{tool} is not installed")
     tmp = tempfile.mkdtemp(prefix="bpftel-soak-")
-    base = kernel_objects()
-    agent = Agent(args.agent, args.cli)
-    work = None
-    try:
-        work = Workloads(tmp, args.pattern, args.stub)
-        restart_rounds(args, agent, work)
-        work.stop()
-        work = None
-        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
-    finally:
-        if work:
-            work.stop()
-        agent.cleanup()
-    wait_for(lambda: kernel_objects() == base, 20, "kernel objects back to the baseline")
-    check(True, f"kernel objects back to the baseline {base}")
+    with_agent_and_workloads(args, tmp, lambda agent, work: restart_rounds(args, agent, work))
     kill9(args, tmp)
     start_failure(args, tmp)
     flood(args)

@@ -62,6 +62,21 @@ static double jnum(json_t *o, const char *key)
 	return json_number_value(json_object_get(o, key));
 }
 
+/* A counter family with one sample per module: field key of its modules entry. */
+static void module_counter(FILE *f, json_t *mods, const char *name, const char *help,
+			   const char *key)
+{
+	json_t *m;
+	size_t i;
+
+	family(f, name, "counter", help);
+	json_array_foreach (mods, i, m) {
+		fprintf(f, "%s{", name);
+		put_label(f, "module", js(m, "name"), true);
+		fprintf(f, "} %.0f\n", jnum(m, key));
+	}
+}
+
 static void modules(FILE *f, json_t *mods)
 {
 	json_t *m;
@@ -73,20 +88,11 @@ static void modules(FILE *f, json_t *mods)
 		put_label(f, "module", js(m, "name"), true);
 		fprintf(f, "} %d\n", !strcmp(js(m, "state"), "running"));
 	}
-	family(f, "bpftel_module_restarts_total", "counter",
-	       "Times the module was started again after a stop.");
-	json_array_foreach (mods, i, m) {
-		fputs("bpftel_module_restarts_total{", f);
-		put_label(f, "module", js(m, "name"), true);
-		fprintf(f, "} %.0f\n", jnum(m, "restarts"));
-	}
-	family(f, "bpftel_module_start_failures_total", "counter",
-	       "Starts of the module that failed (the others kept running).");
-	json_array_foreach (mods, i, m) {
-		fputs("bpftel_module_start_failures_total{", f);
-		put_label(f, "module", js(m, "name"), true);
-		fprintf(f, "} %.0f\n", jnum(m, "start_failures"));
-	}
+	module_counter(f, mods, "bpftel_module_restarts_total",
+		       "Times the module was started again after a stop.", "restarts");
+	module_counter(f, mods, "bpftel_module_start_failures_total",
+		       "Starts of the module that failed (the others kept running).",
+		       "start_failures");
 }
 
 static void programs(FILE *f, json_t *progs)
