@@ -44,12 +44,12 @@ install_missing() {
 		die "apt-get install failed for:$missing"
 }
 
+# Configure (every time: options given now win over a cache an earlier command left, so
+# `run` then `test` builds the tests) and build.
 build() { # build DIR [CMAKE ARGS]
 	dir=$1
 	shift
-	if [ ! -f "$root/$dir/CMakeCache.txt" ]; then
-		cmake -S "$root" -B "$root/$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-	fi
+	cmake -S "$root" -B "$root/$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
 	cmake --build "$root/$dir" -j "$jobs" -- --no-print-directory
 }
 
@@ -80,7 +80,13 @@ cmd=${1:-}
 case "$cmd" in
 run)
 	install_missing $build_pkgs
-	build build -DBPFTEL_TESTS=OFF
+	# A first build skips the tests (their packages may be missing); a tree that `test`
+	# configured keeps them, so neither command undoes the other.
+	if [ -f "$root/build/CMakeCache.txt" ]; then
+		build build
+	else
+		build build -DBPFTEL_TESTS=OFF
+	fi
 	cmake --install "$root/build" --prefix /usr/local >/dev/null
 	echo "dev.sh: installed bpftel-agent and bpftel to /usr/local; starting the agent"
 	exec /usr/local/sbin/bpftel-agent "$@"
