@@ -98,8 +98,10 @@ struct server_ctx {
 	char path[108];
 };
 
-static json_t *echo_handler(const char *cmd, json_t *req, void *ctx)
+static json_t *echo_handler(struct bpftel_ctl_request *r, void *ctx)
 {
+	const char *cmd = bpftel_ctl_request__cmd(r);
+	json_t *req = bpftel_ctl_request__json(r);
 	struct server_ctx *sc = ctx;
 
 	sc->handled++;

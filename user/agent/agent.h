@@ -16,6 +16,7 @@
 struct bpftel_manager;
 struct bpftel_sharedlibs;
 struct bpftel_ctl_server;
+struct bpftel_ctl_request;
 struct bpftel_telemetry;
 struct bpftel_uprobes;
 struct bpftel_gpu;
@@ -63,6 +64,6 @@ json_t *bpftel_agent_http_json(struct bpftel_agent *agent);
 json_t *bpftel_agent_dispatch(struct bpftel_agent *agent, const char *cmd, json_t *req);
 
 /* Control command dispatcher (bpftel_ctl_handler_fn); ctx is the agent. */
-json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx);
+json_t *bpftel_agent_command(struct bpftel_ctl_request *r, void *ctx);
 
 #endif /* BPFTEL_AGENT_H */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "control.h"
 #include "metrics.h"
 #include "user/modules/gpu/gpu.h"
 #include "user/modules/usm/usm.h"
@@ -487,13 +488,14 @@ json_t *bpftel_agent_dispatch(struct bpftel_agent *agent, const char *cmd, json_
 	return bpftel_ctl_error("unknown command '%.64s'", cmd);
 }
 
-json_t *bpftel_agent_command(const char *cmd, json_t *req, void *ctx)
+json_t *bpftel_agent_command(struct bpftel_ctl_request *r, void *ctx)
 {
 	struct bpftel_agent *agent = ctx;
 	json_t *resp;
 
 	pthread_mutex_lock(&agent->lock);
-	resp = bpftel_agent_dispatch(agent, cmd, req);
+	resp = bpftel_agent_dispatch(agent, bpftel_ctl_request__cmd(r),
+				     bpftel_ctl_request__json(r));
 	pthread_mutex_unlock(&agent->lock);
 	return resp;
 }

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -17,7 +19,9 @@
 
 struct ctl_client {
 	int fd;
+	int slot; /* index in clients[] and pending[] */
 	bool writing;
+	__u64 ticket; /* non-zero while deferred: waiting for __complete() */
 	long long deadline_ms;
 	char *out;
 	size_t out_len, out_off;
@@ -33,6 +37,24 @@ struct bpftel_ctl_server {
 	bpftel_ctl_handler_fn fn;
 	void *ctx;
 	struct ctl_client *clients[BPFTEL_CTL_MAX_CLIENTS];
+	__u64 next_ticket;
+	/* Deferred answers, indexed like clients[]. __complete() fills them from any thread,
+	 * so they live apart from clients[] (the loop's alone), under a lock held only to
+	 * look at or fill slots: never across I/O or the handler. */
+	pthread_mutex_t lock;
+	struct ctl_pending {
+		__u64 ticket; /* 0: nobody waits in this slot */
+		bool done;    /* resp is the answer, for the loop to send */
+		json_t *resp;
+	} pending[BPFTEL_CTL_MAX_CLIENTS];
+	int wake_fd; /* eventfd in epoll_fd: __complete() posted an answer */
+};
+
+struct bpftel_ctl_request {
+	struct bpftel_ctl_server *srv;
+	struct ctl_client *c;
+	json_t *req;
+	__u64 ticket;
 };
 
 static int mkdir_parents(const char *path)
@@ -94,7 +116,12 @@ int bpftel_ctl_server__new(const char *path, bpftel_ctl_handler_fn fn, void *ctx
 	srv = calloc(1, sizeof(*srv));
 	if (!srv)
 		return -ENOMEM;
-	srv->listen_fd = srv->epoll_fd = -1;
+	err = -pthread_mutex_init(&srv->lock, NULL);
+	if (err) {
+		free(srv);
+		return err;
+	}
+	srv->listen_fd = srv->epoll_fd = srv->wake_fd = -1;
 	srv->fn = fn;
 	srv->ctx = ctx;
 
@@ -133,6 +160,13 @@ int bpftel_ctl_server__new(const char *path, bpftel_ctl_handler_fn fn, void *ctx
 		err = -errno;
 		goto fail;
 	}
+	/* Non-blocking, so that __complete() never waits: a full counter is still readable. */
+	srv->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ev.data.ptr = srv; /* the server itself marks the wake-up eventfd */
+	if (srv->wake_fd < 0 || epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->wake_fd, &ev)) {
+		err = -errno;
+		goto fail;
+	}
 	*out = srv;
 	return 0;
 fail:
@@ -140,14 +174,24 @@ fail:
 	return err;
 }
 
+/* Forget the slot's deferred request: a later __complete() for it is -ENOENT. */
+static void pending_cancel(struct bpftel_ctl_server *srv, int slot)
+{
+	struct ctl_pending *p = &srv->pending[slot];
+	json_t *resp;
+
+	pthread_mutex_lock(&srv->lock);
+	resp = p->done ? p->resp : NULL;
+	*p = (struct ctl_pending){0};
+	pthread_mutex_unlock(&srv->lock);
+	json_decref(resp);
+}
+
 static void client_close(struct bpftel_ctl_server *srv, struct ctl_client *c)
 {
-	int i;
-
-	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++) {
-		if (srv->clients[i] == c)
-			srv->clients[i] = NULL;
-	}
+	if (c->ticket)
+		pending_cancel(srv, c->slot);
+	srv->clients[c->slot] = NULL;
 	epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	free(c->out);
@@ -169,6 +213,9 @@ void bpftel_ctl_server__free(struct bpftel_ctl_server *srv)
 		close(srv->epoll_fd);
 	if (srv->listen_fd >= 0)
 		close(srv->listen_fd);
+	if (srv->wake_fd >= 0)
+		close(srv->wake_fd);
+	pthread_mutex_destroy(&srv->lock);
 	/* Remove the socket only if it is still ours, not a successor's. */
 	if (srv->path && !stat(srv->path, &st) && st.st_dev == srv->dev && st.st_ino == srv->ino)
 		unlink(srv->path);
@@ -208,19 +255,66 @@ static void client_answer(struct bpftel_ctl_server *srv, struct ctl_client *c, j
 	epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
+const char *bpftel_ctl_request__cmd(const struct bpftel_ctl_request *r)
+{
+	return json_string_value(json_object_get(r->req, "cmd"));
+}
+
+json_t *bpftel_ctl_request__json(const struct bpftel_ctl_request *r)
+{
+	return r->req;
+}
+
+__u64 bpftel_ctl_request__defer(struct bpftel_ctl_request *r)
+{
+	struct bpftel_ctl_server *srv = r->srv;
+
+	if (r->ticket)
+		return r->ticket;
+	r->ticket = ++srv->next_ticket;
+	/* Waiting from now on, not from the handler's return: its worker may answer first. */
+	pthread_mutex_lock(&srv->lock);
+	srv->pending[r->c->slot] = (struct ctl_pending){.ticket = r->ticket};
+	pthread_mutex_unlock(&srv->lock);
+	return r->ticket;
+}
+
+/*
+ * Park the client until its answer comes. An empty event mask: epoll still reports
+ * EPOLLHUP (the peer closed; AF_UNIX reports it only when both directions are shut) and
+ * EPOLLERR. Not EPOLLRDHUP nor a read of 0: shutting the write side after the request
+ * is how a client may end it (user/common/ctl.h), and it then waits for the answer.
+ */
+static void client_defer(struct bpftel_ctl_server *srv, struct ctl_client *c, __u64 ticket)
+{
+	struct epoll_event ev = {.events = 0, .data.ptr = c};
+
+	c->ticket = ticket;
+	c->deadline_ms = bpftel_mono_ms() + BPFTEL_CTL_DEFER_TIMEOUT_MS;
+	if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev))
+		client_close(srv, c);
+}
+
 static void client_request(struct bpftel_ctl_server *srv, struct ctl_client *c)
 {
+	struct bpftel_ctl_request r = {.srv = srv, .c = c};
 	char err[256];
-	json_t *req, *resp;
+	json_t *resp;
 
-	req = bpftel_ctl_parse_request(c->frame.buf, c->frame.len, err, sizeof(err));
-	if (!req) {
+	r.req = bpftel_ctl_parse_request(c->frame.buf, c->frame.len, err, sizeof(err));
+	if (!r.req) {
 		pr_debug("control: %s", err);
 		client_answer(srv, c, bpftel_ctl_error("%s", err));
 		return;
 	}
-	resp = srv->fn(json_string_value(json_object_get(req, "cmd")), req, srv->ctx);
-	json_decref(req);
+	resp = srv->fn(&r, srv->ctx);
+	json_decref(r.req);
+	if (r.ticket && !resp) {
+		client_defer(srv, c, r.ticket);
+		return;
+	}
+	if (r.ticket)
+		pending_cancel(srv, c->slot); /* deferred, then answered after all */
 	client_answer(srv, c, resp);
 }
 
@@ -299,6 +393,7 @@ static void accept_clients(struct bpftel_ctl_server *srv)
 			continue;
 		}
 		c->fd = fd;
+		c->slot = slot;
 		c->deadline_ms = bpftel_mono_ms() + BPFTEL_CTL_TIMEOUT_MS;
 		ev.data.ptr = c;
 		if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev)) {
@@ -310,22 +405,87 @@ static void accept_clients(struct bpftel_ctl_server *srv)
 	}
 }
 
+/* Send the answers __complete() posted since the last wake-up. */
+static void send_completed(struct bpftel_ctl_server *srv)
+{
+	json_t *resp[BPFTEL_CTL_MAX_CLIENTS];
+	bool done[BPFTEL_CTL_MAX_CLIENTS];
+	struct ctl_pending *p;
+	eventfd_t count;
+	int i;
+
+	/* Reset the wake-up before looking: an answer posted after the look wakes us again. */
+	eventfd_read(srv->wake_fd, &count);
+	pthread_mutex_lock(&srv->lock);
+	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++) {
+		p = &srv->pending[i];
+		done[i] = p->done;
+		resp[i] = p->resp;
+		if (p->done)
+			*p = (struct ctl_pending){0};
+	}
+	pthread_mutex_unlock(&srv->lock);
+	/* Each taken answer's client is still connected: closing a deferred client clears
+	 * its slot first, under lock. */
+	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++) {
+		if (!done[i])
+			continue;
+		srv->clients[i]->ticket = 0;
+		client_answer(srv, srv->clients[i], resp[i]);
+	}
+}
+
 void bpftel_ctl_server__process(struct bpftel_ctl_server *srv)
 {
 	struct epoll_event evs[16];
 	struct ctl_client *c;
+	bool woken = false;
 	int n, i;
 
 	n = epoll_wait(srv->epoll_fd, evs, 16, 0);
 	for (i = 0; i < n; i++) {
 		c = evs[i].data.ptr;
-		if (!c)
+		if (!c) {
 			accept_clients(srv);
-		else if (c->writing)
+		} else if ((void *)c == srv) {
+			woken = true;
+		} else if (c->ticket) {
+			pr_debug("control: client hung up before its deferred answer");
+			client_close(srv, c);
+		} else if (c->writing) {
 			client_write(srv, c);
-		else
+		} else {
 			client_read(srv, c);
+		}
 	}
+	/* After the batch: sending may close a client whose event is still in evs[]. */
+	if (woken)
+		send_completed(srv);
+}
+
+int bpftel_ctl_server__complete(struct bpftel_ctl_server *srv, __u64 ticket, json_t *resp)
+{
+	struct ctl_pending *p;
+	int i, err = -ENOENT;
+
+	pthread_mutex_lock(&srv->lock);
+	for (i = 0; ticket && i < BPFTEL_CTL_MAX_CLIENTS; i++) {
+		p = &srv->pending[i];
+		if (p->ticket == ticket && !p->done) {
+			p->done = true;
+			p->resp = resp;
+			err = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&srv->lock);
+	if (err) {
+		json_decref(resp);
+		return err;
+	}
+	/* Cannot block (EFD_NONBLOCK); EAGAIN leaves it readable, which is all we need. */
+	eventfd_write(srv->wake_fd, 1);
+	return 0;
 }
 
 void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv)
@@ -335,7 +495,8 @@ void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv)
 
 	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++) {
 		if (srv->clients[i] && now > srv->clients[i]->deadline_ms) {
-			pr_debug("control: client timed out");
+			pr_debug("control: client timed out%s",
+				 srv->clients[i]->ticket ? " waiting for a deferred answer" : "");
 			client_close(srv, srv->clients[i]);
 		}
 	}

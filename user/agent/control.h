@@ -7,18 +7,48 @@
  * drop clients that stay silent past BPFTEL_CTL_TIMEOUT_MS. A slow, silent, garbage-
  * sending or oversized client costs one slot of at most BPFTEL_CTL_MAX_CLIENTS and never
  * blocks the agent. The handler runs on the caller's thread.
+ *
+ * Deferred answers, for commands too slow to run on the caller's thread (a module
+ * restart loads and attaches BPF programs): the handler calls
+ * bpftel_ctl_request__defer(), hands the ticket to a worker and returns NULL. The
+ * client stays connected and keeps its slot while the server serves others. The worker
+ * passes the answer to bpftel_ctl_server__complete() from any thread; that wakes the
+ * epoll fd and the next __process() sends it ("ok": true added when absent, as for a
+ * synchronous answer). A deferred client waits at most BPFTEL_CTL_DEFER_TIMEOUT_MS and
+ * is dropped at once if it hangs up; complete() for it then returns -ENOENT.
  */
 #ifndef BPFTEL_CONTROL_H
 #define BPFTEL_CONTROL_H
 
 #include <jansson.h>
+#include <linux/types.h>
+
+#include "user/common/ctl.h"
 
 #define BPFTEL_CTL_MAX_CLIENTS 64
+/* A deferred answer's deadline, from the deferral: a little past the CLI's own wait for
+ * slow commands, so that the CLI, not the server, is the one that gives up. */
+#define BPFTEL_CTL_DEFER_TIMEOUT_MS (BPFTEL_CTL_SLOW_TIMEOUT_MS + BPFTEL_CTL_TIMEOUT_MS)
 
 struct bpftel_ctl_server;
+/* One request, valid only during the handler's call. */
+struct bpftel_ctl_request;
 
-/* Returns the answer (new reference); the server adds "ok": true if it is absent. */
-typedef json_t *(*bpftel_ctl_handler_fn)(const char *cmd, json_t *req, void *ctx);
+/*
+ * Returns the answer (new reference); the server adds "ok": true if it is absent.
+ * Returns NULL after bpftel_ctl_request__defer(): the answer comes later through
+ * __complete(). NULL without a deferral answers "internal error". A handler that
+ * deferred may still return an answer (say its worker queue is full): that answer is
+ * sent now and the ticket is cancelled (a later __complete() is -ENOENT).
+ */
+typedef json_t *(*bpftel_ctl_handler_fn)(struct bpftel_ctl_request *r, void *ctx);
+
+/* The request's "cmd", a non-empty string. */
+const char *bpftel_ctl_request__cmd(const struct bpftel_ctl_request *r);
+/* The parsed request object (borrowed: a worker copies what it needs, json_deep_copy). */
+json_t *bpftel_ctl_request__json(const struct bpftel_ctl_request *r);
+/* Answer later: returns the request's ticket (never 0; the same one if called again). */
+__u64 bpftel_ctl_request__defer(struct bpftel_ctl_request *r);
 
 /*
  * Listen on path (parents created, mode 0600). A stale socket left by a dead agent is
@@ -26,9 +56,19 @@ typedef json_t *(*bpftel_ctl_handler_fn)(const char *cmd, json_t *req, void *ctx
  */
 int bpftel_ctl_server__new(const char *path, bpftel_ctl_handler_fn fn, void *ctx,
 			   struct bpftel_ctl_server **out);
+/* Drops deferred clients and answers not sent yet. Stop the threads that call
+ * __complete() first: it must not race __free(). */
 void bpftel_ctl_server__free(struct bpftel_ctl_server *srv);
 int bpftel_ctl_server__fd(const struct bpftel_ctl_server *srv);
 void bpftel_ctl_server__process(struct bpftel_ctl_server *srv);
 void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv);
+
+/*
+ * Answer a deferred request; any thread, never waits for the server's loop. Takes the
+ * reference of resp (NULL answers "internal error"). 0, or -ENOENT when the ticket is
+ * not waiting (unknown, already completed, or its client hung up or timed out): resp
+ * is dropped.
+ */
+int bpftel_ctl_server__complete(struct bpftel_ctl_server *srv, __u64 ticket, json_t *resp);
 
 #endif /* BPFTEL_CONTROL_H */
