@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -90,13 +92,41 @@ static void test_json_str_invalid_utf8(void **state)
 
 /* ---- server driven by real clients ---- */
 
+/* Generous: the tests wait on conditions, and must pass on a machine 10x slower. */
+#define WAIT_MS 30000
+
 struct server_ctx {
 	struct bpftel_ctl_server *srv;
-	volatile int stop;
+	int stop; /* __atomic: the test thread sets it, the loop reads it */
 	int handled;
+	bool threaded; /* a loop thread serves; else the test calls __process() itself */
 	pthread_t thread;
 	char path[108];
+	/* Requests the handler deferred, in order, with the "id" each carried. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int ndeferred;
+	struct {
+		__u64 ticket;
+		json_int_t id;
+	} deferred[BPFTEL_CTL_MAX_CLIENTS];
 };
+
+/* "slow": take a ticket and leave the answer to the test (the agent's worker). */
+static void record_deferral(struct server_ctx *sc, struct bpftel_ctl_request *r)
+{
+	__u64 ticket = bpftel_ctl_request__defer(r);
+
+	assert_true(ticket != 0);
+	assert_true(bpftel_ctl_request__defer(r) == ticket);
+	pthread_mutex_lock(&sc->lock);
+	sc->deferred[sc->ndeferred].ticket = ticket;
+	sc->deferred[sc->ndeferred].id =
+		json_integer_value(json_object_get(bpftel_ctl_request__json(r), "id"));
+	sc->ndeferred++;
+	pthread_cond_broadcast(&sc->cond);
+	pthread_mutex_unlock(&sc->lock);
+}
 
 static json_t *echo_handler(struct bpftel_ctl_request *r, void *ctx)
 {
@@ -107,6 +137,15 @@ static json_t *echo_handler(struct bpftel_ctl_request *r, void *ctx)
 	sc->handled++;
 	if (!strcmp(cmd, "fail"))
 		return bpftel_ctl_error("failed on purpose");
+	if (!strcmp(cmd, "slow")) {
+		record_deferral(sc, r);
+		return NULL;
+	}
+	if (!strcmp(cmd, "slow-then-fail")) {
+		/* Deferred, then answered after all (say the worker queue was full). */
+		record_deferral(sc, r);
+		return bpftel_ctl_error("changed its mind");
+	}
 	return json_pack("{s:s, s:O}", "echo", cmd, "req", req);
 }
 
@@ -115,7 +154,7 @@ static void *server_loop(void *arg)
 	struct server_ctx *sc = arg;
 	struct pollfd pfd = {.fd = bpftel_ctl_server__fd(sc->srv), .events = POLLIN};
 
-	while (!sc->stop) {
+	while (!__atomic_load_n(&sc->stop, __ATOMIC_ACQUIRE)) {
 		if (poll(&pfd, 1, 20) > 0)
 			bpftel_ctl_server__process(sc->srv);
 		bpftel_ctl_server__tick(sc->srv);
@@ -123,16 +162,32 @@ static void *server_loop(void *arg)
 	return NULL;
 }
 
-static int server_setup(void **state)
+static struct server_ctx *server_start(bool threaded)
 {
 	struct server_ctx *sc = calloc(1, sizeof(*sc));
 
+	pthread_mutex_init(&sc->lock, NULL);
+	pthread_cond_init(&sc->cond, NULL);
 	snprintf(sc->path, sizeof(sc->path), "/tmp/bpftel-test-%d/sub/ctl.sock", getpid());
 	if (bpftel_ctl_server__new(sc->path, echo_handler, sc, &sc->srv))
-		return -1;
-	pthread_create(&sc->thread, NULL, server_loop, sc);
-	*state = sc;
-	return 0;
+		return NULL;
+	sc->threaded = threaded;
+	if (threaded)
+		pthread_create(&sc->thread, NULL, server_loop, sc);
+	return sc;
+}
+
+static int server_setup(void **state)
+{
+	*state = server_start(true);
+	return *state ? 0 : -1;
+}
+
+/* The test thread drives the server: it knows when the server has seen an event. */
+static int server_setup_manual(void **state)
+{
+	*state = server_start(false);
+	return *state ? 0 : -1;
 }
 
 static int server_teardown(void **state)
@@ -140,9 +195,14 @@ static int server_teardown(void **state)
 	struct server_ctx *sc = *state;
 	char dir[128];
 
-	sc->stop = 1;
-	pthread_join(sc->thread, NULL);
+	if (sc->threaded) {
+		__atomic_store_n(&sc->stop, 1, __ATOMIC_RELEASE);
+		pthread_join(sc->thread, NULL);
+	}
+	/* Drops what is still deferred: leaks would show under ASan. */
 	bpftel_ctl_server__free(sc->srv);
+	pthread_cond_destroy(&sc->cond);
+	pthread_mutex_destroy(&sc->lock);
 	snprintf(dir, sizeof(dir), "/tmp/bpftel-test-%d/sub", getpid());
 	rmdir(dir);
 	snprintf(dir, sizeof(dir), "/tmp/bpftel-test-%d", getpid());
@@ -156,7 +216,7 @@ static json_t *call(const char *path, const char *cmd)
 	json_t *req = json_pack("{s:s}", "cmd", cmd), *resp = NULL;
 	char err[256];
 
-	assert_int_equal(bpftel_ctl_call(path, req, 2000, &resp, err, sizeof(err)), 0);
+	assert_int_equal(bpftel_ctl_call(path, req, WAIT_MS, &resp, err, sizeof(err)), 0);
 	json_decref(req);
 	return resp;
 }
@@ -247,6 +307,283 @@ static void test_server_survives_bad_clients(void **state)
 	close(silent);
 }
 
+static void send_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void send_line(int fd, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	int len;
+
+	va_start(ap, fmt);
+	len = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	assert_int_equal(send(fd, line, len, MSG_NOSIGNAL), len);
+}
+
+static bool readable(int fd)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+	return poll(&pfd, 1, 0) > 0;
+}
+
+/* One answer line from a raw client; NULL if none came in WAIT_MS. */
+static json_t *recv_answer(int fd)
+{
+	long long deadline = bpftel_mono_ms() + WAIT_MS;
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	char buf[4096];
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got) && bpftel_mono_ms() < deadline) {
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	buf[got] = '\0';
+	return json_loads(buf, 0, NULL);
+}
+
+/* Threaded server: wait until the handler has deferred n requests. */
+static void wait_deferred(struct server_ctx *sc, int n)
+{
+	struct timespec until;
+	int got;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += WAIT_MS / 1000;
+	pthread_mutex_lock(&sc->lock);
+	while (sc->ndeferred < n && !pthread_cond_timedwait(&sc->cond, &sc->lock, &until))
+		;
+	got = sc->ndeferred;
+	pthread_mutex_unlock(&sc->lock);
+	assert_int_equal(got, n);
+}
+
+static __u64 deferred_ticket(struct server_ctx *sc, int i)
+{
+	__u64 ticket;
+
+	pthread_mutex_lock(&sc->lock);
+	ticket = sc->deferred[i].ticket;
+	pthread_mutex_unlock(&sc->lock);
+	return ticket;
+}
+
+/* Manual server: process whatever is ready now (an event is ready once its syscall
+ * returned: a connect, a close). A server that never settles fails, not hangs. */
+static void pump(struct server_ctx *sc)
+{
+	struct pollfd pfd = {.fd = bpftel_ctl_server__fd(sc->srv), .events = POLLIN};
+	int rounds = 0;
+
+	while (poll(&pfd, 1, 0) > 0 && rounds++ < 1000)
+		bpftel_ctl_server__process(sc->srv);
+	assert_true(rounds <= 1000);
+}
+
+/* Manual server: serve until the handler has deferred n requests. */
+static void pump_until_deferred(struct server_ctx *sc, int n)
+{
+	struct pollfd pfd = {.fd = bpftel_ctl_server__fd(sc->srv), .events = POLLIN};
+	long long deadline = bpftel_mono_ms() + WAIT_MS;
+
+	while (sc->ndeferred < n && bpftel_mono_ms() < deadline) {
+		if (poll(&pfd, 1, 100) > 0)
+			bpftel_ctl_server__process(sc->srv);
+	}
+	assert_int_equal(sc->ndeferred, n);
+}
+
+/* The agent's worker: answers a deferred request once the test lets it. */
+struct worker {
+	struct bpftel_ctl_server *srv;
+	__u64 ticket;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool go;
+	int ret;
+};
+
+static void *worker_run(void *arg)
+{
+	struct worker *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->go)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+	w->ret = bpftel_ctl_server__complete(w->srv, w->ticket,
+					     json_pack("{s:s, s:i}", "done", "slow", "id", 7));
+	return NULL;
+}
+
+static void test_deferred_answer_from_worker(void **state)
+{
+	struct server_ctx *sc = *state;
+	struct worker w = {.srv = sc->srv, .ret = 1};
+	pthread_t thread;
+	json_t *resp;
+	int slow;
+
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	slow = raw_connect(sc->path);
+	send_line(slow, "{\"cmd\": \"slow\", \"id\": 7}\n");
+	wait_deferred(sc, 1);
+	w.ticket = deferred_ticket(sc, 0);
+	pthread_create(&thread, NULL, worker_run, &w);
+
+	/* The slow command waits: another client is served meanwhile. */
+	resp = call(sc->path, "stats");
+	assert_string_equal(json_string_value(json_object_get(resp, "echo")), "stats");
+	json_decref(resp);
+	assert_false(readable(slow));
+
+	pthread_mutex_lock(&w.lock);
+	w.go = true;
+	pthread_cond_signal(&w.cond);
+	pthread_mutex_unlock(&w.lock);
+	resp = recv_answer(slow);
+	assert_non_null(resp);
+	assert_true(json_is_true(json_object_get(resp, "ok")));
+	assert_string_equal(json_string_value(json_object_get(resp, "done")), "slow");
+	assert_int_equal(json_integer_value(json_object_get(resp, "id")), 7);
+	json_decref(resp);
+	pthread_join(thread, NULL);
+	assert_int_equal(w.ret, 0);
+	close(slow);
+	pthread_cond_destroy(&w.cond);
+	pthread_mutex_destroy(&w.lock);
+}
+
+static void test_deferred_client_hangs_up(void **state)
+{
+	struct server_ctx *sc = *state;
+	int fds[BPFTEL_CTL_MAX_CLIENTS + 1];
+	char c;
+	int i;
+
+	fds[0] = raw_connect(sc->path);
+	send_line(fds[0], "{\"cmd\": \"slow\", \"id\": 1}\n");
+	pump_until_deferred(sc, 1);
+	close(fds[0]);
+	pump(sc);
+	assert_int_equal(bpftel_ctl_server__complete(sc->srv, sc->deferred[0].ticket,
+						     json_pack("{s:i}", "id", 1)),
+			 -ENOENT);
+
+	/* Its slot is free again: all of them take a client, and one more is refused. */
+	for (i = 0; i <= BPFTEL_CTL_MAX_CLIENTS; i++) {
+		fds[i] = raw_connect(sc->path);
+		pump(sc);
+	}
+	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++)
+		assert_false(readable(fds[i]));
+	assert_true(readable(fds[BPFTEL_CTL_MAX_CLIENTS]));
+	assert_int_equal(recv(fds[BPFTEL_CTL_MAX_CLIENTS], &c, 1, 0), 0);
+	for (i = 0; i <= BPFTEL_CTL_MAX_CLIENTS; i++)
+		close(fds[i]);
+	pump(sc);
+}
+
+/* Teardown frees a server holding a deferred client and an answer not sent yet: no
+ * leak (ASan), and both clients see the connection close. */
+static void test_free_drops_deferred(void **state)
+{
+	struct server_ctx *sc = *state;
+	int a = raw_connect(sc->path), b = raw_connect(sc->path);
+
+	send_line(a, "{\"cmd\": \"slow\", \"id\": 1}\n");
+	send_line(b, "{\"cmd\": \"slow\", \"id\": 2}\n");
+	pump_until_deferred(sc, 2);
+	assert_int_equal(bpftel_ctl_server__complete(sc->srv, sc->deferred[0].ticket,
+						     json_pack("{s:s}", "big", "answer")),
+			 0);
+	bpftel_ctl_server__free(sc->srv);
+	sc->srv = NULL;
+	assert_null(recv_answer(a));
+	assert_null(recv_answer(b));
+	close(a);
+	close(b);
+}
+
+static void test_complete_unknown_or_twice(void **state)
+{
+	struct server_ctx *sc = *state;
+	json_t *resp;
+	__u64 ticket;
+	int fd;
+
+	assert_int_equal(bpftel_ctl_server__complete(sc->srv, 0, json_object()), -ENOENT);
+	assert_int_equal(bpftel_ctl_server__complete(sc->srv, 12345, json_object()), -ENOENT);
+
+	fd = raw_connect(sc->path);
+	send_line(fd, "{\"cmd\": \"slow\", \"id\": 3}\n");
+	wait_deferred(sc, 1);
+	ticket = deferred_ticket(sc, 0);
+	assert_int_equal(bpftel_ctl_server__complete(sc->srv, ticket, json_pack("{s:i}", "id", 3)),
+			 0);
+	assert_int_equal(bpftel_ctl_server__complete(sc->srv, ticket, json_pack("{s:i}", "id", 9)),
+			 -ENOENT);
+	resp = recv_answer(fd);
+	assert_non_null(resp);
+	assert_int_equal(json_integer_value(json_object_get(resp, "id")), 3);
+	json_decref(resp);
+	close(fd);
+
+	/* Deferred, then answered by the handler after all: the ticket is void. */
+	fd = raw_connect(sc->path);
+	send_line(fd, "{\"cmd\": \"slow-then-fail\", \"id\": 4}\n");
+	resp = recv_answer(fd);
+	assert_non_null(resp);
+	assert_string_equal(json_string_value(json_object_get(resp, "error")), "changed its mind");
+	json_decref(resp);
+	wait_deferred(sc, 2);
+	assert_int_equal(
+		bpftel_ctl_server__complete(sc->srv, deferred_ticket(sc, 1), json_object()),
+		-ENOENT);
+	close(fd);
+}
+
+#define MANY_DEFERRED 32
+
+static void test_many_deferred_reverse_order(void **state)
+{
+	struct server_ctx *sc = *state;
+	int fds[MANY_DEFERRED], i;
+	json_int_t id;
+	json_t *resp;
+
+	for (i = 0; i < MANY_DEFERRED; i++) {
+		fds[i] = raw_connect(sc->path);
+		send_line(fds[i], "{\"cmd\": \"slow\", \"id\": %d}\n", 100 + i);
+	}
+	wait_deferred(sc, MANY_DEFERRED);
+	/* Answer each with the id its request carried, the last deferred first. */
+	for (i = MANY_DEFERRED - 1; i >= 0; i--) {
+		pthread_mutex_lock(&sc->lock);
+		id = sc->deferred[i].id;
+		pthread_mutex_unlock(&sc->lock);
+		assert_int_equal(bpftel_ctl_server__complete(sc->srv, deferred_ticket(sc, i),
+							     json_pack("{s:I}", "id", id)),
+				 0);
+	}
+	for (i = 0; i < MANY_DEFERRED; i++) {
+		resp = recv_answer(fds[i]);
+		assert_non_null(resp);
+		assert_true(json_is_true(json_object_get(resp, "ok")));
+		assert_int_equal(json_integer_value(json_object_get(resp, "id")), 100 + i);
+		json_decref(resp);
+		close(fds[i]);
+	}
+}
+
 static void test_second_server_refused(void **state)
 {
 	struct server_ctx *sc = *state;
@@ -322,6 +659,16 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_server_survives_bad_clients, server_setup,
 						server_teardown),
 		cmocka_unit_test_setup_teardown(test_second_server_refused, server_setup,
+						server_teardown),
+		cmocka_unit_test_setup_teardown(test_deferred_answer_from_worker, server_setup,
+						server_teardown),
+		cmocka_unit_test_setup_teardown(test_deferred_client_hangs_up, server_setup_manual,
+						server_teardown),
+		cmocka_unit_test_setup_teardown(test_free_drops_deferred, server_setup_manual,
+						server_teardown),
+		cmocka_unit_test_setup_teardown(test_complete_unknown_or_twice, server_setup,
+						server_teardown),
+		cmocka_unit_test_setup_teardown(test_many_deferred_reverse_order, server_setup,
 						server_teardown),
 		cmocka_unit_test(test_stale_socket_replaced),
 		cmocka_unit_test(test_non_socket_not_removed),
