@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * ELF symbol resolver for uprobes: symbol name (optionally versioned) to file offset.
- * See elfsym.h for the API and the matching rules.
+ * See elfsym.h for the API, the matching rules and the caps.
+ *
+ * A parse is one or two passes, each its own libelf handle checked by elfcheck.c: pass 1
+ * reads .dynsym (with its versions), pass 2 reads .symtab only when that can still change
+ * an answer. libelf keeps a section's data until elf_end(), so two handles are what keeps
+ * one table resident at a time; what a pass found lives in struct req_state, which holds
+ * no libelf memory.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,14 +15,13 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <gelf.h>
 
+#include "user/manager/elfcheck.h"
 #include "user/manager/elfsym.h"
 
 #define VERSYM_HIDDEN 0x8000
@@ -46,20 +51,20 @@ struct req_state {
 	long offset;
 };
 
-struct verdef_name {
-	unsigned int ndx;
-	const char *name;
+struct strtab {
+	const char *buf; /* last byte NUL, so every name in it ends */
+	size_t size;
 };
 
 struct ctx {
-	const char *path;
+	const char *label;
+	char fdlabel[24];
 	char *err;
 	size_t errlen;
-	Elf *elf;
-	GElf_Phdr *phdrs;
-	size_t phnum;
-	struct verdef_name *vers;
-	size_t nvers;
+	int fd;
+	struct bpftel_elfck ck; /* this pass's libelf handle and checked tables */
+	GElf_Phdr *phdrs;	/* ck.phnum of them */
+	const char **vers;	/* by version index; names point into this pass's libelf data */
 	struct req_state *st;
 	size_t n;
 };
@@ -72,7 +77,7 @@ static void elf_init(void)
 	elf_ready = elf_version(EV_CURRENT) != EV_NONE;
 }
 
-__attribute__((format(printf, 4, 5))) static int set_err(struct ctx *c, int ret, bool with_path,
+__attribute__((format(printf, 4, 5))) static int set_err(struct ctx *c, int ret, bool with_label,
 							 const char *fmt, ...)
 {
 	char msg[256];
@@ -84,11 +89,11 @@ __attribute__((format(printf, 4, 5))) static int set_err(struct ctx *c, int ret,
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (with_path && c->path)
-		snprintf(c->err, c->errlen, "%s: %s", c->path, msg);
+	if (with_label && c->label)
+		snprintf(c->err, c->errlen, "%s: %s", c->label, msg);
 	else
 		snprintf(c->err, c->errlen, "%s", msg);
-	/* One line, whatever the path holds. */
+	/* One line, whatever the label holds. */
 	for (p = c->err; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
@@ -143,6 +148,20 @@ static enum rank match_rank(const struct req_state *r, const char *ver, bool hid
 	return RANK_NONE;
 }
 
+/*
+ * Whether .symtab could still change an answer: consider() never replaces an exact match
+ * by a global or weak symbol, and .symtab has nothing better to offer.
+ */
+static bool symtab_can_help(const struct ctx *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->n; i++)
+		if (c->st[i].rank != RANK_EXACT || c->st[i].local)
+			return true;
+	return false;
+}
+
 /* Virtual address to file offset: through the PT_LOAD holding it, else its section. */
 static int sym_file_offset(struct ctx *c, const GElf_Sym *sym, long *off)
 {
@@ -151,7 +170,7 @@ static int sym_file_offset(struct ctx *c, const GElf_Sym *sym, long *off)
 	Elf_Scn *scn;
 	size_t i;
 
-	for (i = 0; i < c->phnum; i++) {
+	for (i = 0; i < c->ck.phnum; i++) {
 		const GElf_Phdr *ph = &c->phdrs[i];
 
 		if (ph->p_type != PT_LOAD || v < ph->p_vaddr || v - ph->p_vaddr >= ph->p_filesz)
@@ -163,7 +182,7 @@ static int sym_file_offset(struct ctx *c, const GElf_Sym *sym, long *off)
 	}
 	if (sym->st_shndx >= SHN_LORESERVE)
 		return -ENOENT;
-	scn = elf_getscn(c->elf, sym->st_shndx);
+	scn = elf_getscn(c->ck.elf, sym->st_shndx);
 	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
 		return -ENOENT;
 	if (v < sh.sh_addr || v - sh.sh_addr >= sh.sh_size)
@@ -174,30 +193,44 @@ static int sym_file_offset(struct ctx *c, const GElf_Sym *sym, long *off)
 	return 0;
 }
 
-static const char *verdef_lookup(const struct ctx *c, unsigned int ndx)
+static const char *str_at(const struct strtab *s, size_t off)
 {
-	size_t i;
+	return off < s->size ? s->buf + off : NULL;
+}
 
-	for (i = 0; i < c->nvers; i++)
-		if (c->vers[i].ndx == ndx)
-			return c->vers[i].name;
-	return NULL;
+/* Names are looked up here, not by elf_strptr(): one end check instead of a scan per name. */
+static int load_strtab(struct ctx *c, size_t ndx, const char *what, struct strtab *s)
+{
+	Elf_Data *d = elf_getdata(elf_getscn(c->ck.elf, ndx), NULL);
+
+	if (!d || (d->d_size && (!d->d_buf || ((const char *)d->d_buf)[d->d_size - 1])))
+		return set_err(c, -ENOEXEC, true, "malformed ELF: string table of %s", what);
+	s->buf = d->d_buf;
+	s->size = d->d_size;
+	return 0;
 }
 
 /* Version index to name, from .gnu.version_d (first auxiliary entry of each definition). */
-static int load_verdef(struct ctx *c, Elf_Scn *scn, const GElf_Shdr *sh)
+static int load_verdef(struct ctx *c, const struct bpftel_elfck_table *t)
 {
-	Elf_Data *d = elf_getdata(scn, NULL);
+	Elf_Data *d = elf_getdata(elf_getscn(c->ck.elf, t->ndx), NULL);
 	size_t off = 0, i, max;
+	struct strtab names;
+	int ret;
 
 	if (!d)
 		return set_err(c, -ENOEXEC, true, "malformed ELF: .gnu.version_d: %s", elf_msg());
+	ret = load_strtab(c, t->sh.sh_link, ".gnu.version_d", &names);
+	if (ret)
+		return ret;
 	max = d->d_size / sizeof(Elf32_Verdef);
-	if (sh->sh_info < max)
-		max = sh->sh_info;
+	if (t->sh.sh_info < max)
+		max = t->sh.sh_info;
+	if (max > BPFTEL_ELF_MAX_VERDEFS)
+		max = BPFTEL_ELF_MAX_VERDEFS;
 	if (!max)
 		return 0;
-	c->vers = calloc(max, sizeof(*c->vers));
+	c->vers = calloc(VERSYM_NDX + 1, sizeof(*c->vers));
 	if (!c->vers)
 		return set_err(c, -ENOMEM, false, "out of memory");
 	for (i = 0; i < max; i++) {
@@ -210,12 +243,10 @@ static int load_verdef(struct ctx *c, Elf_Scn *scn, const GElf_Shdr *sh)
 				       elf_msg());
 		if (vd.vd_cnt && !(vd.vd_flags & VER_FLG_BASE) && off + vd.vd_aux <= INT_MAX &&
 		    gelf_getverdaux(d, (int)(off + vd.vd_aux), &va)) {
-			name = elf_strptr(c->elf, sh->sh_link, va.vda_name);
-			if (name && *name) {
-				c->vers[c->nvers].ndx = vd.vd_ndx & VERSYM_NDX;
-				c->vers[c->nvers].name = name;
-				c->nvers++;
-			}
+			name = str_at(&names, va.vda_name);
+			/* The first definition of an index wins. */
+			if (name && *name && !c->vers[vd.vd_ndx & VERSYM_NDX])
+				c->vers[vd.vd_ndx & VERSYM_NDX] = name;
 		}
 		if (!vd.vd_next || vd.vd_next > d->d_size - off)
 			break;
@@ -250,19 +281,39 @@ static void consider(struct ctx *c, struct req_state *r, const GElf_Sym *sym, co
 	r->offset = off;
 }
 
-/* One symbol table; versym (may be NULL) is the .gnu.version paired with .dynsym. */
-static int scan_symtab(struct ctx *c, Elf_Scn *scn, const GElf_Shdr *sh, Elf_Data *versym,
-		       const char *what)
+/* The version of symbol i: from a literal "name@VER" / "name@@VER", else from versym. */
+static const char *sym_version(const struct ctx *c, const char *at, Elf_Data *versym, size_t i,
+			       bool *hidden, unsigned int *verndx)
 {
-	Elf_Data *d = elf_getdata(scn, NULL);
-	size_t entsz = gelf_fsize(c->elf, ELF_T_SYM, 1, EV_CURRENT);
-	size_t nsym, nversym = 0, i, j;
+	GElf_Versym vs;
 
-	if (!d || !entsz)
+	if (at) {
+		*hidden = at[1] != '@';
+		return *hidden ? at + 1 : at + 2;
+	}
+	if (!versym || i >= versym->d_size / sizeof(GElf_Versym) ||
+	    !gelf_getversym(versym, (int)i, &vs))
+		return NULL;
+	*hidden = vs & VERSYM_HIDDEN;
+	*verndx = vs & VERSYM_NDX;
+	return *verndx > 1 && c->vers ? c->vers[*verndx] : NULL;
+}
+
+/* One symbol table; versym (may be NULL) is the .gnu.version paired with .dynsym. */
+static int scan_table(struct ctx *c, const struct bpftel_elfck_table *t, Elf_Data *versym,
+		      const char *what)
+{
+	Elf_Data *d = elf_getdata(elf_getscn(c->ck.elf, t->ndx), NULL);
+	struct strtab names;
+	size_t nsym, i, j;
+	int ret;
+
+	if (!d)
 		return set_err(c, -ENOEXEC, true, "malformed ELF: %s: %s", what, elf_msg());
-	nsym = d->d_size / entsz;
-	if (versym)
-		nversym = versym->d_size / sizeof(GElf_Versym);
+	ret = load_strtab(c, t->sh.sh_link, what, &names);
+	if (ret)
+		return ret;
+	nsym = d->d_size / c->ck.symsz;
 	for (i = 1; i < nsym && i <= INT_MAX; i++) {
 		GElf_Sym sym;
 		const char *name, *at, *ver = NULL;
@@ -277,7 +328,7 @@ static int scan_symtab(struct ctx *c, Elf_Scn *scn, const GElf_Shdr *sh, Elf_Dat
 		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
 		    !sym.st_value)
 			continue;
-		name = elf_strptr(c->elf, sh->sh_link, sym.st_name);
+		name = str_at(&names, sym.st_name);
 		if (!name || !*name)
 			continue;
 		at = strchr(name, '@');
@@ -289,19 +340,7 @@ static int scan_symtab(struct ctx *c, Elf_Scn *scn, const GElf_Shdr *sh, Elf_Dat
 				continue;
 			if (!versioned_done) {
 				versioned_done = true;
-				if (at) { /* literal "name@VER" / "name@@VER" */
-					hidden = at[1] != '@';
-					ver = hidden ? at + 1 : at + 2;
-				} else if (versym && i < nversym) {
-					GElf_Versym vs;
-
-					if (gelf_getversym(versym, (int)i, &vs)) {
-						hidden = vs & VERSYM_HIDDEN;
-						verndx = vs & VERSYM_NDX;
-						if (verndx > 1)
-							ver = verdef_lookup(c, verndx);
-					}
-				}
+				ver = sym_version(c, at, versym, i, &hidden, &verndx);
 			}
 			consider(c, r, &sym, ver, hidden, verndx);
 		}
@@ -309,197 +348,196 @@ static int scan_symtab(struct ctx *c, Elf_Scn *scn, const GElf_Shdr *sh, Elf_Dat
 	return 0;
 }
 
+/* .dynsym, with its versions when .gnu.version and .gnu.version_d belong to it. */
+static int scan_dynsym(struct ctx *c)
+{
+	Elf_Data *versym = NULL;
+	int ret;
+
+	if (c->ck.versym.ndx) {
+		versym = elf_getdata(elf_getscn(c->ck.elf, c->ck.versym.ndx), NULL);
+		if (!versym)
+			return set_err(c, -ENOEXEC, true, "malformed ELF: .gnu.version: %s",
+				       elf_msg());
+		ret = load_verdef(c, &c->ck.verdef);
+		if (ret)
+			return ret;
+	}
+	return scan_table(c, &c->ck.dynsym, versym, ".dynsym");
+}
+
 static int load_phdrs(struct ctx *c)
 {
 	size_t i;
 
-	if (elf_getphdrnum(c->elf, &c->phnum))
-		return set_err(c, -ENOEXEC, true, "malformed ELF: program headers: %s", elf_msg());
-	if (!c->phnum)
+	if (!c->ck.phnum)
 		return 0;
-	c->phdrs = calloc(c->phnum, sizeof(*c->phdrs));
+	c->phdrs = calloc(c->ck.phnum, sizeof(*c->phdrs));
 	if (!c->phdrs)
 		return set_err(c, -ENOMEM, false, "out of memory");
-	for (i = 0; i < c->phnum; i++)
-		if (!gelf_getphdr(c->elf, (int)i, &c->phdrs[i]))
+	for (i = 0; i < c->ck.phnum; i++)
+		if (!gelf_getphdr(c->ck.elf, (int)i, &c->phdrs[i]))
 			return set_err(c, -ENOEXEC, true, "malformed ELF: program header %zu: %s",
 				       i, elf_msg());
 	return 0;
 }
 
-/* Headers must lie inside the file: libelf would otherwise see a cut file as sectionless. */
-static int check_extents(struct ctx *c, const GElf_Ehdr *eh, off_t fsize)
+/* One libelf handle over the checked file, with its program headers. */
+static int begin_pass(struct ctx *c)
 {
-	uint64_t size = (uint64_t)fsize;
-	size_t shnum;
+	int ret = bpftel_elfck__begin(&c->ck, c->fd);
 
-	if (eh->e_phoff && eh->e_phnum &&
-	    (eh->e_phoff > size || (uint64_t)eh->e_phnum * eh->e_phentsize > size - eh->e_phoff))
-		return set_err(c, -ENOEXEC, true,
-			       "truncated ELF: program headers past the end of the file");
-	if (!eh->e_shoff)
-		return 0;
-	shnum = eh->e_shnum;
-	if (!shnum && elf_getshdrnum(c->elf, &shnum))
-		return set_err(c, -ENOEXEC, true, "malformed ELF: section count: %s", elf_msg());
-	if (eh->e_shoff > size || (uint64_t)shnum * eh->e_shentsize > size - eh->e_shoff)
-		return set_err(c, -ENOEXEC, true,
-			       "truncated ELF: section headers past the end of the file");
+	if (ret)
+		return set_err(c, ret, true, "%s", c->ck.msg);
+	return load_phdrs(c);
+}
+
+/* Releases everything the handle read; names in c->vers point there, so they go first. */
+static void end_pass(struct ctx *c)
+{
+	free(c->vers);
+	c->vers = NULL;
+	free(c->phdrs);
+	c->phdrs = NULL;
+	bpftel_elfck__end(&c->ck);
+}
+
+/* .dynsym first; .symtab in a second handle, only if it can still change an answer. */
+static int resolve(struct ctx *c)
+{
+	bool again = false;
+	int ret;
+
+	ret = begin_pass(c);
+	if (!ret && c->ck.dynsym.ndx) {
+		ret = scan_dynsym(c);
+		again = !ret && c->ck.symtab.ndx && symtab_can_help(c);
+	} else if (!ret && c->ck.symtab.ndx) {
+		ret = scan_table(c, &c->ck.symtab, NULL, ".symtab");
+	}
+	end_pass(c);
+	if (!again)
+		return ret;
+	/* Checked again from the start: the file may have changed since the first pass. */
+	ret = begin_pass(c);
+	if (!ret && c->ck.symtab.ndx)
+		ret = scan_table(c, &c->ck.symtab, NULL, ".symtab");
+	end_pass(c);
+	return ret;
+}
+
+static void set_label(struct ctx *c, const char *label, int fd)
+{
+	if (label) {
+		c->label = label;
+		return;
+	}
+	snprintf(c->fdlabel, sizeof(c->fdlabel), "fd %d", fd);
+	c->label = c->fdlabel;
+}
+
+/* Requests parsed and libelf ready: what both entry points check before any file access. */
+static int prepare(struct ctx *c, struct bpftel_elf_sym_req *reqs, size_t n)
+{
+	size_t i;
+
+	if (!reqs || !n)
+		return set_err(c, -EINVAL, false, "bad arguments (symbols or count)");
+	c->st = calloc(n, sizeof(*c->st));
+	if (!c->st)
+		return set_err(c, -ENOMEM, false, "out of memory");
+	for (i = 0; i < n; i++)
+		if (parse_req(reqs[i].name, &c->st[i]))
+			return set_err(c, -EINVAL, false, "bad symbol name '%s'",
+				       reqs[i].name ? reqs[i].name : "(null)");
+	pthread_once(&elf_once, elf_init);
+	if (!elf_ready)
+		return set_err(c, -ENOEXEC, false, "libelf: %s", elf_msg());
 	return 0;
 }
 
-static int resolve_elf(struct ctx *c, off_t fsize)
+/* Every request gets the call's error, or else its own result. */
+static int finish(struct ctx *c, struct bpftel_elf_sym_req *reqs, int ret)
 {
-	Elf_Scn *scn = NULL, *dynsym = NULL, *symtab = NULL, *versym = NULL, *verdef = NULL;
-	GElf_Shdr dynsym_sh = {}, symtab_sh = {}, versym_sh = {}, verdef_sh = {};
-	Elf_Data *versym_data = NULL;
-	GElf_Ehdr eh;
+	size_t i;
+
+	if (reqs)
+		for (i = 0; i < c->n; i++)
+			reqs[i].offset = ret ? ret : c->st[i].offset;
+	free(c->st);
+	return ret;
+}
+
+int bpftel_elf_resolve_fd(int fd, const char *label, struct bpftel_elf_sym_req *reqs, size_t n,
+			  char *err, size_t errlen)
+{
+	struct ctx c = {.err = err, .errlen = errlen, .fd = fd, .n = n};
 	int ret;
 
-	if (elf_kind(c->elf) != ELF_K_ELF)
-		return set_err(c, -ENOEXEC, true, "not an ELF file");
-	if (!gelf_getehdr(c->elf, &eh))
-		return set_err(c, -ENOEXEC, true, "malformed ELF header: %s", elf_msg());
-	if (eh.e_type != ET_DYN && eh.e_type != ET_EXEC)
-		return set_err(c, -ENOEXEC, true, "ELF type %u is neither ET_DYN nor ET_EXEC",
-			       (unsigned int)eh.e_type);
-	ret = check_extents(c, &eh, fsize);
+	if (err && errlen)
+		err[0] = '\0';
+	set_label(&c, label, fd);
+	ret = prepare(&c, reqs, n);
+	if (!ret && fd < 0)
+		ret = set_err(&c, -EBADF, true, "bad file descriptor");
 	if (!ret)
-		ret = load_phdrs(c);
-	if (ret)
-		return ret;
-
-	while ((scn = elf_nextscn(c->elf, scn))) {
-		GElf_Shdr sh;
-
-		if (!gelf_getshdr(scn, &sh))
-			return set_err(c, -ENOEXEC, true, "malformed ELF: section header: %s",
-				       elf_msg());
-		if (sh.sh_type == SHT_DYNSYM && !dynsym) {
-			dynsym = scn;
-			dynsym_sh = sh;
-		} else if (sh.sh_type == SHT_SYMTAB && !symtab) {
-			symtab = scn;
-			symtab_sh = sh;
-		} else if (sh.sh_type == SHT_GNU_versym && !versym) {
-			versym = scn;
-			versym_sh = sh;
-		} else if (sh.sh_type == SHT_GNU_verdef && !verdef) {
-			verdef = scn;
-			verdef_sh = sh;
-		}
-	}
-
-	if (dynsym) {
-		if (versym && verdef && versym_sh.sh_link == elf_ndxscn(dynsym)) {
-			versym_data = elf_getdata(versym, NULL);
-			if (!versym_data)
-				return set_err(c, -ENOEXEC, true, "malformed ELF: .gnu.version: %s",
-					       elf_msg());
-			ret = load_verdef(c, verdef, &verdef_sh);
-			if (ret)
-				return ret;
-		}
-		ret = scan_symtab(c, dynsym, &dynsym_sh, versym_data, ".dynsym");
-		if (ret)
-			return ret;
-	}
-	if (symtab)
-		return scan_symtab(c, symtab, &symtab_sh, NULL, ".symtab");
-	return 0;
+		ret = resolve(&c);
+	return finish(&c, reqs, ret);
 }
 
 int bpftel_elf_resolve(const char *path, struct bpftel_elf_sym_req *reqs, size_t n, char *err,
 		       size_t errlen)
 {
-	struct ctx c = {.path = path, .err = err, .errlen = errlen, .n = n};
-	struct stat stbuf;
-	int fd = -1, ret = 0;
-	size_t i;
+	struct ctx c = {.label = path, .err = err, .errlen = errlen, .fd = -1, .n = n};
+	int ret;
 
 	if (err && errlen)
 		err[0] = '\0';
-	if (!path || !*path || !reqs || !n) {
-		ret = set_err(&c, -EINVAL, false, "bad arguments (path, symbols or count)");
-		goto out;
-	}
-	if (strnlen(path, PATH_MAX) >= PATH_MAX) {
+	if (!path || !*path)
+		ret = set_err(&c, -EINVAL, false, "bad arguments (path)");
+	else if (strnlen(path, PATH_MAX) >= PATH_MAX)
 		ret = set_err(&c, -ENAMETOOLONG, false, "path too long (PATH_MAX or more bytes)");
-		goto out;
-	}
-	c.st = calloc(n, sizeof(*c.st));
-	if (!c.st) {
-		ret = set_err(&c, -ENOMEM, false, "out of memory");
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
-		if (parse_req(reqs[i].name, &c.st[i])) {
-			ret = set_err(&c, -EINVAL, false, "bad symbol name '%s'",
-				      reqs[i].name ? reqs[i].name : "(null)");
-			goto out;
+	else
+		ret = prepare(&c, reqs, n);
+	if (!ret) {
+		/* O_NONBLOCK: a FIFO never blocks the open; O_NOCTTY: a tty never adopts us. */
+		c.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		if (c.fd < 0) {
+			ret = -errno;
+			set_err(&c, ret, true, "open: %s", strerror(-ret));
 		}
 	}
-	pthread_once(&elf_once, elf_init);
-	if (!elf_ready) {
-		ret = set_err(&c, -ENOEXEC, false, "libelf: %s", elf_msg());
-		goto out;
-	}
+	if (!ret)
+		ret = resolve(&c);
+	if (c.fd >= 0)
+		close(c.fd);
+	return finish(&c, reqs, ret);
+}
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		ret = -errno;
-		set_err(&c, ret, true, "open: %s", strerror(-ret));
-		goto out;
-	}
-	if (fstat(fd, &stbuf)) {
-		ret = -errno;
-		set_err(&c, ret, true, "fstat: %s", strerror(-ret));
-		goto out;
-	}
-	if (S_ISDIR(stbuf.st_mode)) {
-		ret = set_err(&c, -EISDIR, true, "is a directory");
-		goto out;
-	}
-	if (!S_ISREG(stbuf.st_mode)) {
-		ret = set_err(&c, -ENOEXEC, true, "not a regular file");
-		goto out;
-	}
-	if (!stbuf.st_size) {
-		ret = set_err(&c, -ENOEXEC, true, "empty file, not an ELF file");
-		goto out;
-	}
-	/* ELF_C_READ: pread on demand, no mmap, so a file cut under us cannot SIGBUS. */
-	c.elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!c.elf) {
-		ret = set_err(&c, -ENOEXEC, true, "not an ELF file: %s", elf_msg());
-		goto out;
-	}
-	ret = resolve_elf(&c, stbuf.st_size);
+/* The one-symbol calls report an absent symbol like a failure of the call. */
+static long one_result(const struct bpftel_elf_sym_req *req, const char *label, int fd, char *err,
+		       size_t errlen)
+{
+	struct ctx c = {.err = err, .errlen = errlen};
 
-out:
-	if (reqs)
-		for (i = 0; i < n; i++)
-			reqs[i].offset = ret ? ret : c.st[i].offset;
-	if (c.elf)
-		elf_end(c.elf);
-	if (fd >= 0)
-		close(fd);
-	free(c.phdrs);
-	free(c.vers);
-	free(c.st);
-	return ret;
+	if (req->offset >= 0)
+		return req->offset;
+	set_label(&c, label, fd);
+	return set_err(&c, (int)req->offset, true, "symbol '%s' not found", req->name);
+}
+
+long bpftel_elf_sym_offset_fd(int fd, const char *label, const char *name, char *err, size_t errlen)
+{
+	struct bpftel_elf_sym_req req = {.name = name};
+	int ret = bpftel_elf_resolve_fd(fd, label, &req, 1, err, errlen);
+
+	return ret ? ret : one_result(&req, label, fd, err, errlen);
 }
 
 long bpftel_elf_sym_offset(const char *path, const char *name, char *err, size_t errlen)
 {
 	struct bpftel_elf_sym_req req = {.name = name};
-	struct ctx c = {.path = path, .err = err, .errlen = errlen};
-	int ret;
+	int ret = bpftel_elf_resolve(path, &req, 1, err, errlen);
 
-	ret = bpftel_elf_resolve(path, &req, 1, err, errlen);
-	if (ret)
-		return ret;
-	if (req.offset < 0)
-		set_err(&c, (int)req.offset, true, "symbol '%s' not found", name);
-	return req.offset;
+	return ret ? ret : one_result(&req, path, -1, err, errlen);
 }

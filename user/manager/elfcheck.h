@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Checks of a possibly hostile ELF file before libelf reads anything by its sizes; used by
+ * the symbol resolver (elfsym.c), whose header documents the caps and error codes.
+ *
+ * API:
+ *
+ *	int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd);
+ *		fstat fd (a regular file, not empty, at most BPFTEL_ELF_MAX_FILE_BYTES), read
+ *		the ELF header with our own pread (counts and header tables inside the file and
+ *		under their caps), then elf_begin(ELF_C_READ) and check that libelf read the same
+ *		header (the file may change meanwhile). Then find the first .dynsym, .symtab,
+ *		.gnu.version and .gnu.version_d and check every section header of what may be
+ *		read whole: inside the file, under BPFTEL_ELF_MAX_TABLE_BYTES, symbol entry size,
+ *		a linked string table. .gnu.version and .gnu.version_d are kept only as the pair
+ *		of .dynsym. No section data is read.
+ *		Returns 0, or a negative errno with a one-line reason in ck->msg. elf_version()
+ *		must have been called. Call bpftel_elfck__end() in either case.
+ *
+ *	void bpftel_elfck__end(struct bpftel_elfck *ck);
+ *		elf_end(): every section's data read through ck->elf is freed.
+ */
+#ifndef BPFTEL_MANAGER_ELFCHECK_H
+#define BPFTEL_MANAGER_ELFCHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <gelf.h>
+
+/* A section that may be read whole: its index (0: absent) and libelf's copy of its header. */
+struct bpftel_elfck_table {
+	size_t ndx;
+	GElf_Shdr sh;
+};
+
+struct bpftel_elfck {
+	Elf *elf;
+	uint64_t fsize;
+	size_t shnum, phnum;
+	size_t symsz; /* one symbol, for this file's class */
+	struct bpftel_elfck_table dynsym, symtab, versym, verdef;
+	char msg[200];
+};
+
+int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd);
+void bpftel_elfck__end(struct bpftel_elfck *ck);
+
+#endif /* BPFTEL_MANAGER_ELFCHECK_H */
