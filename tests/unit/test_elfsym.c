@@ -3,9 +3,12 @@
  * ELF symbol resolver: offsets of the fixture library (argv[1], built with a version script)
  * and of the system's libssl.so.3 cross-checked against where the dynamic loader maps them
  * (dlsym/dlvsym + /proc/self/maps), and bad files that must fail cleanly without leaking.
+ * Hostile files are the fixture with patched section headers, made huge by sparse
+ * truncation: refused by the caps without the parse allocating (peak RSS of a child).
  */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -26,7 +31,8 @@
 
 static char fixture[PATH_MAX];
 static char tmpdir[] = "/tmp/test_elfsym.XXXXXX";
-static const char *const tmpnames[] = {"libssl.so.3", "empty.so", "cut.so", "patched.so", "fifo"};
+static const char *const tmpnames[] = {"libssl.so.3", "empty.so",   "cut.so", "patched.so",
+				       "fifo",	      "crafted.so", "fdfifo"};
 
 static const char *tmp_path(const char *name)
 {
@@ -361,6 +367,359 @@ static void test_no_fd_leak(void **state)
 	free(buf);
 }
 
+/* Crafted files: the fixture (x86-64, so little-endian ELF64) with headers patched. */
+
+/* Whole symbols: libelf refuses a symbol table that ends inside one, before reading it. */
+#define SYMS_BYTES(bytes) ((bytes) / sizeof(Elf64_Sym) * sizeof(Elf64_Sym))
+
+static Elf64_Ehdr *ehdr(char *buf)
+{
+	return (Elf64_Ehdr *)buf;
+}
+
+static Elf64_Shdr *shdr_at(char *buf, size_t ndx)
+{
+	return (Elf64_Shdr *)(buf + ehdr(buf)->e_shoff) + ndx;
+}
+
+static Elf64_Shdr *shdr_of(char *buf, uint32_t type)
+{
+	size_t i;
+
+	for (i = 1; i < ehdr(buf)->e_shnum; i++)
+		if (shdr_at(buf, i)->sh_type == type)
+			return shdr_at(buf, i);
+	fail_msg("fixture has no section of type %u", type);
+	return NULL;
+}
+
+/* The patched bytes, then a hole up to size (sparse: costs no disk). */
+static const char *write_sparse(const char *buf, size_t len, uint64_t size)
+{
+	const char *path = write_tmp("crafted.so", buf, len);
+
+	if (size > len)
+		assert_int_equal(truncate(path, (off_t)size), 0);
+	return path;
+}
+
+/* Moves a table into the hole after the fixture's bytes: all zeros, size bytes. */
+static uint64_t move_to_hole(char *buf, size_t len, uint32_t type, uint64_t at, uint64_t size)
+{
+	Elf64_Shdr *sh = shdr_of(buf, type);
+
+	sh->sh_offset = len + at;
+	sh->sh_size = size;
+	return len + at + size;
+}
+
+struct child_result {
+	long ret;
+	long grew_kib; /* rise of the child's peak RSS (ru_maxrss) during the call */
+};
+
+/* Resolve in a forked child, so that its peak RSS measures this one call. */
+static struct child_result resolve_in_child(const char *path, const char *name)
+{
+	struct child_result res = {0};
+	struct rusage before, after;
+	int pfd[2], status;
+	pid_t pid;
+
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		close(pfd[0]);
+		getrusage(RUSAGE_SELF, &before);
+		res.ret = off_of(path, name);
+		getrusage(RUSAGE_SELF, &after);
+		res.grew_kib = after.ru_maxrss - before.ru_maxrss;
+		_exit(write(pfd[1], &res, sizeof(res)) == sizeof(res) ? 0 : 1);
+	}
+	close(pfd[1]);
+	assert_int_equal(read(pfd[0], &res, sizeof(res)), sizeof(res));
+	close(pfd[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	return res;
+}
+
+/* Huge claims in sparse files: refused by a cap, with nothing read or allocated. */
+static void test_caps_no_allocation(void **state)
+{
+	static const struct {
+		uint64_t file_size, dynsym_size;
+		int want;
+	} cases[] = {
+		{4ULL << 30, SYMS_BYTES(3ULL << 30), -EFBIG},	  /* over the file cap */
+		{900ULL << 20, SYMS_BYTES(800ULL << 20), -E2BIG}, /* table over its cap */
+	};
+	struct child_result res;
+	size_t len, i;
+	char *orig = read_all(fixture, &len);
+	char *buf = malloc(len);
+
+	(void)state;
+	assert_non_null(buf);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memcpy(buf, orig, len);
+		shdr_of(buf, SHT_DYNSYM)->sh_size = cases[i].dynsym_size;
+		res = resolve_in_child(write_sparse(buf, len, cases[i].file_size), "fixture_plain");
+		print_message("  %llu MiB file: %ld, peak RSS +%ld KiB\n",
+			      (unsigned long long)(cases[i].file_size >> 20), res.ret,
+			      res.grew_kib);
+		assert_int_equal(res.ret, cases[i].want);
+		assert_true(res.grew_kib < 64 * 1024);
+	}
+	free(buf);
+	free(orig);
+}
+
+static void patch_dynsym_past_end(char *buf, size_t len)
+{
+	shdr_of(buf, SHT_DYNSYM)->sh_size = len;
+}
+
+static void patch_dynstr_past_end(char *buf, size_t len)
+{
+	shdr_at(buf, shdr_of(buf, SHT_DYNSYM)->sh_link)->sh_offset = len;
+}
+
+static void patch_dynsym_entsize(char *buf, size_t len)
+{
+	(void)len;
+	shdr_of(buf, SHT_DYNSYM)->sh_entsize = sizeof(Elf32_Sym);
+}
+
+static void patch_symtab_entsize(char *buf, size_t len)
+{
+	(void)len;
+	shdr_of(buf, SHT_SYMTAB)->sh_entsize = 0;
+}
+
+static void patch_shnum(char *buf, size_t len)
+{
+	(void)len;
+	ehdr(buf)->e_shnum = BPFTEL_ELF_MAX_SECTIONS + 1;
+}
+
+/* Extended numbering: e_shnum 0, the count in section 0's sh_size. */
+static void patch_shnum_extended(char *buf, size_t len)
+{
+	(void)len;
+	shdr_at(buf, 0)->sh_size = ehdr(buf)->e_shnum + BPFTEL_ELF_MAX_SECTIONS;
+	ehdr(buf)->e_shnum = 0;
+}
+
+static void patch_phnum(char *buf, size_t len)
+{
+	(void)len;
+	ehdr(buf)->e_phnum = BPFTEL_ELF_MAX_PHDRS + 1;
+}
+
+/* .symtab over the cap is refused even when .dynsym alone would answer. */
+static void patch_symtab_over_cap(char *buf, size_t len)
+{
+	move_to_hole(buf, len, SHT_SYMTAB, 0,
+		     SYMS_BYTES(BPFTEL_ELF_MAX_TABLE_BYTES) + sizeof(Elf64_Sym));
+}
+
+/* Malformed or over-cap headers; file_size 0 keeps the fixture's own size. */
+static void test_bad_sections(void **state)
+{
+	static const uint64_t big_shdrs = 4ULL << 20, big_table = 32ULL << 20;
+	static const struct {
+		const char *what;
+		void (*patch)(char *buf, size_t len);
+		uint64_t file_size;
+		int want;
+		const char *msg;
+	} cases[] = {
+		{".dynsym past the end", patch_dynsym_past_end, 0, -ENOEXEC, "past the end"},
+		{".dynstr past the end", patch_dynstr_past_end, 0, -ENOEXEC, "past the end"},
+		{".dynsym entry size", patch_dynsym_entsize, 0, -ENOEXEC, "entry size"},
+		{".symtab entry size", patch_symtab_entsize, 0, -ENOEXEC, "entry size"},
+		{"e_shnum over the cap", patch_shnum, big_shdrs, -E2BIG, "sections"},
+		{"extended e_shnum over the cap", patch_shnum_extended, big_shdrs, -E2BIG,
+		 "sections"},
+		{"e_phnum over the cap", patch_phnum, big_shdrs, -E2BIG, "program headers"},
+		{".symtab over the table cap", patch_symtab_over_cap, big_table, -E2BIG, "cap"},
+	};
+	struct bpftel_elf_sym_req reqs[] = {{.name = "fixture_plain"}, {.name = "fixture_v1"}};
+	size_t len, i;
+	char *orig = read_all(fixture, &len);
+	char *buf = malloc(len);
+	char err[256];
+
+	(void)state;
+	assert_non_null(buf);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		print_message("  %s\n", cases[i].what);
+		memcpy(buf, orig, len);
+		cases[i].patch(buf, len);
+		assert_int_equal(bpftel_elf_resolve(write_sparse(buf, len, cases[i].file_size),
+						    reqs, 2, err, sizeof(err)),
+				 cases[i].want);
+		assert_int_equal(reqs[1].offset, cases[i].want);
+		assert_non_null(strstr(err, cases[i].msg));
+	}
+	free(buf);
+	free(orig);
+}
+
+/* The fd API answers as the path API does, and leaves the fd open where it was. */
+static void test_fd_api(void **state)
+{
+	static const char *const names[] = {"fixture_plain", "fixture_versioned",
+					    "fixture_versioned@VERS_1", "fixture_v1", "nope"};
+	struct bpftel_elf_sym_req reqs[] = {{.name = "fixture_other"}, {.name = "nope"}};
+	int fd = open(fixture, O_RDONLY | O_CLOEXEC);
+	char err[256];
+	size_t i;
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(lseek(fd, 5, SEEK_SET), 5);
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		assert_int_equal(
+			bpftel_elf_sym_offset_fd(fd, "fixture", names[i], err, sizeof(err)),
+			off_of(fixture, names[i]));
+	assert_non_null(strstr(err, "fixture: symbol 'nope' not found"));
+	assert_int_equal(bpftel_elf_resolve_fd(fd, NULL, reqs, 2, err, sizeof(err)), 0);
+	assert_string_equal(err, "");
+	assert_int_equal(reqs[0].offset, off_of(fixture, "fixture_other"));
+	assert_int_equal(reqs[1].offset, -ENOENT);
+	assert_int_equal(lseek(fd, 0, SEEK_CUR), 5);
+	assert_int_equal(close(fd), 0); /* still open: the library did not close it */
+}
+
+static int open_fifo_rdwr(void)
+{
+	assert_int_equal(mkfifo(tmp_path("fdfifo"), 0600), 0);
+	/* O_RDWR: open does not wait for a writer; reading it would block forever. */
+	return open(tmp_path("fdfifo"), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+}
+
+static int open_tmpdir(void)
+{
+	return open(tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+static int open_dev_null(void)
+{
+	return open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static int no_fd(void)
+{
+	return -1;
+}
+
+static void test_fd_not_regular(void **state)
+{
+	static const struct {
+		const char *label;
+		int (*open_fd)(void);
+		int want;
+		const char *msg;
+	} cases[] = {
+		{"a directory", open_tmpdir, -EISDIR, "a directory: is a directory"},
+		{"a fifo", open_fifo_rdwr, -ENOEXEC, "a fifo: not a regular file"},
+		{"/dev/null", open_dev_null, -ENOEXEC, "/dev/null: not a regular file"},
+		{NULL, no_fd, -EBADF, "fd -1: bad file descriptor"},
+	};
+	char err[256];
+	size_t i;
+	int fd;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		fd = cases[i].open_fd();
+		assert_true(fd >= 0 || cases[i].want == -EBADF);
+		assert_int_equal(
+			bpftel_elf_sym_offset_fd(fd, cases[i].label, "x", err, sizeof(err)),
+			cases[i].want);
+		assert_string_equal(err, cases[i].msg);
+		if (fd >= 0)
+			assert_int_equal(close(fd), 0);
+	}
+}
+
+/* Bytes this process has read through read(2)/pread(2) so far. */
+static unsigned long long rchar(void)
+{
+	unsigned long long n = 0;
+	FILE *f = fopen("/proc/self/io", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "rchar: %llu", &n) != 1)
+		n = 0;
+	fclose(f);
+	return n;
+}
+
+/*
+ * .symtab is read only when it can still change an answer. Seen from outside: with .symtab
+ * moved into 8 MiB of zeros, a symbol .dynsym answers reads far less than 8 MiB; one it
+ * cannot answer reads it all. On the real fixture, a local symbol is found in .symtab.
+ */
+static void test_symtab_only_when_needed(void **state)
+{
+	static const uint64_t symtab_size = SYMS_BYTES(8ULL << 20);
+	struct bpftel_elf_sym_req reqs[] = {{.name = "fixture_plain"}, {.name = "fixture_v1"}};
+	unsigned long long r0;
+	size_t len;
+	char *buf = read_all(fixture, &len);
+	const char *path;
+	long off;
+
+	(void)state;
+	if (!rchar())
+		skip();
+	path = write_sparse(buf, len, move_to_hole(buf, len, SHT_SYMTAB, 0, symtab_size));
+	r0 = rchar();
+	assert_int_equal(off_of(path, "fixture_plain"), off_of(fixture, "fixture_plain"));
+	assert_true(rchar() - r0 < symtab_size / 8);
+	r0 = rchar();
+	assert_int_equal(off_of(path, "fixture_v1"), -ENOENT); /* .symtab is all zeros */
+	assert_true(rchar() - r0 >= symtab_size);
+
+	off = off_of(fixture, "fixture_versioned@VERS_1");
+	assert_int_equal(off_of(fixture, "fixture_v1"), off); /* local: .symtab only */
+	assert_int_equal(bpftel_elf_resolve(fixture, reqs, 2, NULL, 0), 0);
+	assert_int_equal(reqs[0].offset, off_of(fixture, "fixture_plain"));
+	assert_int_equal(reqs[1].offset, off);
+	free(buf);
+}
+
+/*
+ * .dynsym and .symtab of 12 MiB each, both read (the symbol is in neither): the peak holds
+ * one of them, not both. Not under ASan, whose quarantine keeps freed memory resident.
+ */
+static void test_one_table_at_a_time(void **state)
+{
+	static const uint64_t table = SYMS_BYTES(12ULL << 20);
+	struct child_result res;
+	uint64_t size;
+	size_t len;
+	char *buf;
+
+	(void)state;
+#if defined(__SANITIZE_ADDRESS__)
+	skip();
+#endif
+	buf = read_all(fixture, &len);
+	move_to_hole(buf, len, SHT_DYNSYM, 0, table);
+	size = move_to_hole(buf, len, SHT_SYMTAB, table, table);
+	res = resolve_in_child(write_sparse(buf, len, size), "nope");
+	print_message("  two 12 MiB tables: %ld, peak RSS +%ld KiB\n", res.ret, res.grew_kib);
+	assert_int_equal(res.ret, -ENOENT);
+	assert_true(res.grew_kib < (long)(table * 3 / 2 / 1024));
+	free(buf);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -391,6 +750,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_corrupt_no_crash),
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_no_fd_leak),
+		cmocka_unit_test(test_caps_no_allocation),
+		cmocka_unit_test(test_bad_sections),
+		cmocka_unit_test(test_fd_api),
+		cmocka_unit_test(test_fd_not_regular),
+		cmocka_unit_test(test_symtab_only_when_needed),
+		cmocka_unit_test(test_one_table_at_a_time),
 	};
 
 	if (argc < 2 || !realpath(argv[1], fixture)) {
