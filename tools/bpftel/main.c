@@ -10,10 +10,20 @@
 #include <string.h>
 #include <time.h>
 
-#include "format.h"
+#include "user/common/jsonfmt.h"
 #include "print.h"
-#include "table.h"
+#include "user/common/cli_section.h"
+#include "user/common/table.h"
 #include "user/common/ctl.h"
+
+/* What modules and shared components show: their commands and their part of stats. */
+extern const struct bpftel_cli_section bpftel_sharedlibs_cli, bpftel_gpu_cli, bpftel_usm_cli;
+static const struct bpftel_cli_section *const sections[] = {
+	&bpftel_sharedlibs_cli,
+	&bpftel_gpu_cli,
+	&bpftel_usm_cli,
+};
+#define NSECTIONS (sizeof(sections) / sizeof(sections[0]))
 
 static const char usage_text[] =
 	"Usage: bpftel [--socket PATH] <command> [--json]\n"
@@ -22,27 +32,22 @@ static const char usage_text[] =
 	"\n"
 	"Commands:\n"
 	"  stats     agent uptime; programs: how they attach, runs, average ns per run,\n"
-	"            CPU %% of one CPU since load; event counters; map occupancy;\n"
+	"            CPU % of one CPU since load; event counters; map occupancy;\n"
 	"            shared libraries detected (pid, library, path)\n"
 	"  modules   modules and shared components: state, restarts, subscribers, why\n"
 	"            the last start failed\n"
 	"  probes    every probe: the attach candidate that won, and why each other one\n"
 	"            was rejected (errno and reason)\n"
-	"  libs      library files in use: processes, each module's uprobes attached,\n"
-	"            and attach failures (symbol, errno)\n"
 	"  errors    failed map operations and helper calls in the agent's eBPF code, by\n"
 	"            module, program, map or helper, operation and errno\n"
-	"  gpu       per process using the CUDA runtime: kernel launches and threads,\n"
-	"            device memory outstanding and peak, allocation ages (leaks), memcpy\n"
-	"            bytes by direction, sync wait, CUDA errors by function\n"
 	"  top       live view, redrawn every second (q quits): per module events/s,\n"
-	"            lost/s, errors/s; per program runs/s, average ns, CPU %%. Without a\n"
+	"            lost/s, errors/s; per program runs/s, average ns, CPU %. Without a\n"
 	"            terminal, or with --json: one sample over one second\n"
 	"  module start|stop|restart NAME\n"
 	"            drive a module live (gpu, usm); shared components (sharedlibs) run\n"
-	"            while a module needs them\n"
-	"  http      HTTP endpoints (method, normalized path, status) per process, from\n"
-	"            TLS (OpenSSL, GnuTLS) and plaintext packets: count, mean, p50, p99\n"
+	"            while a module needs them\n";
+
+static const char usage_tail[] =
 	"\n"
 	"Options:\n"
 	"  -s, --socket PATH   agent control socket (default " BPFTEL_CTL_SOCKET_DEFAULT ")\n"
@@ -55,13 +60,27 @@ static const char usage_text[] =
 	"Examples:\n"
 	"  bpftel stats\n"
 	"  bpftel stats --json | python3 -m json.tool\n"
-	"  bpftel probes\n";
+	"  bpftel probes\n"
+	"  bpftel module restart usm\n";
+
+static void usage(FILE *out)
+{
+	size_t i;
+
+	fputs(usage_text, out);
+	for (i = 0; i < NSECTIONS; i++) {
+		if (sections[i]->command)
+			fprintf(out, "  %-9s %s", sections[i]->command, sections[i]->help + 12);
+	}
+	fputs(usage_tail, out);
+}
 
 struct command {
 	const char *name;
 	void (*print)(json_t *resp);
 	int nargs; /* positional arguments after the command */
 };
+
 
 static void print_programs(json_t *progs)
 {
@@ -113,37 +132,11 @@ static void print_maps(json_t *maps)
 	table_free(t);
 }
 
-static void print_libraries(json_t *libs)
-{
-	static const char *const hdr[] = {"PID",   "COMM",    "LIBRARY", "LIBSET",
-					  "OPENS", "PROCESS", "PATH"};
-	struct table *t = table_new(7, hdr);
-	char pid[24], opens[24];
-	json_t *l;
-	size_t i;
-
-	json_array_foreach (libs, i, l) {
-		snprintf(pid, sizeof(pid), "%lld", jint(l, "pid"));
-		snprintf(opens, sizeof(opens), "%lld", jint(l, "opens"));
-		table_add(t,
-			  (const char *const[]){
-				  pid, jstr(l, "comm"), jstr(l, "lib"), jstr(l, "libset"), opens,
-				  json_is_true(json_object_get(l, "alive")) ? "running" : "exited",
-				  jstr(l, "path")});
-	}
-	table_print(t, stdout);
-	table_free(t);
-}
-
 static void print_stats(json_t *resp)
 {
-	json_t *agent = json_object_get(resp, "agent"), *events = json_object_get(resp, "events");
-	json_t *progs = json_object_get(resp, "programs"),
-	       *libs = json_object_get(resp, "libraries");
-	const char *key;
-	char up[32];
+	json_t *agent = json_object_get(resp, "agent"), *progs = json_object_get(resp, "programs");
 	json_t *val;
-	int first = 1;
+	char up[32];
 	size_t i;
 
 	fmt_duration(up, sizeof(up), json_number_value(json_object_get(agent, "uptime_s")));
@@ -155,16 +148,7 @@ static void print_stats(json_t *resp)
 	printf("\n\n");
 	printf("Programs (%zu):\n", json_array_size(progs));
 	print_programs(progs);
-	printf("\nEvents:");
-	json_object_foreach (events, key, val) {
-		if (!json_is_integer(val))
-			continue; /* "detected": by libset, below */
-		printf("%s %s %lld", first ? "" : ",", key, (long long)json_integer_value(val));
-		first = 0;
-	}
-	json_object_foreach (json_object_get(events, "detected"), key, val)
-		printf(", detected %s %lld", key, (long long)json_integer_value(val));
-	printf("\n\nEvents lost by stage:");
+	printf("\nEvents lost by stage:");
 	json_array_foreach (json_object_get(resp, "losses"), i, val) {
 		printf(" %s: kernel %lld, queue_full %lld, too_big %lld, parse %lld (of %lld "
 		       "processed);",
@@ -173,11 +157,11 @@ static void print_stats(json_t *resp)
 	}
 	printf("\n\nMaps:\n");
 	print_maps(json_object_get(resp, "maps"));
-	printf("\nLibraries detected (%zu):\n", json_array_size(libs));
-	if (json_array_size(libs))
-		print_libraries(libs);
-	else
-		printf("none yet: start a process that loads libssl or libcudart\n");
+	/* What modules add to stats, each printed by its own section. */
+	for (i = 0; i < NSECTIONS; i++) {
+		if (sections[i]->print_stats)
+			sections[i]->print_stats(resp);
+	}
 }
 
 static void print_modules(json_t *resp)
@@ -283,41 +267,6 @@ static void print_errors(json_t *resp)
 		       jint(lost, "map_errors"), jint(lost, "helper_errors"));
 }
 
-static void print_libs(json_t *resp)
-{
-	static const char *const hdr[] = {"LIBRARY", "PROCS",  "MODULE",
-					  "UPROBES", "FAILED", "PATH"};
-	json_t *libs = json_object_get(resp, "libs"), *l, *fl;
-	char procs[24], att[24], failed[256];
-	struct table *t;
-	size_t i, j;
-	int off;
-
-	if (!json_array_size(libs)) {
-		printf("No watched library is in use.\n");
-		return;
-	}
-	t = table_new(6, hdr);
-	json_array_foreach (libs, i, l) {
-		snprintf(procs, sizeof(procs), "%lld", jint(l, "processes"));
-		snprintf(att, sizeof(att), "%lld", jint(l, "attached"));
-		off = snprintf(failed, sizeof(failed), "%lld", jint(l, "failed"));
-		json_array_foreach (json_object_get(l, "failures"), j, fl) {
-			if (off > 0 && (size_t)off < sizeof(failed))
-				off += snprintf(failed + off, sizeof(failed) - off, "%s%s:%s",
-						j ? "," : " (", jstr(fl, "symbol"),
-						jstr(fl, "errno_name"));
-		}
-		if (json_array_size(json_object_get(l, "failures")) && off > 0 &&
-		    (size_t)off < sizeof(failed) - 1)
-			strcat(failed, ")");
-		table_add(t, (const char *const[]){jstr(l, "lib"), procs, jstr(l, "module"), att,
-						   failed, jstr(l, "path")});
-	}
-	table_print(t, stdout);
-	table_free(t);
-}
-
 static void print_module(json_t *resp)
 {
 	printf("module %s: %s (restarts %lld)\n", jstr(resp, "module"), jstr(resp, "state"),
@@ -326,17 +275,23 @@ static void print_module(json_t *resp)
 
 static const struct command commands[] = {
 	{"stats", print_stats},	  {"modules", print_modules},  {"probes", print_probes},
-	{"errors", print_errors}, {"libs", print_libs},	       {"gpu", print_gpu},
-	{"http", print_http},	  {"module", print_module, 2}, {"top", NULL},
+	{"errors", print_errors}, {"module", print_module, 2}, {"top", NULL},
 };
 
 static const struct command *find_command(const char *name)
 {
+	static struct command section_cmd;
 	size_t i;
 
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (!strcmp(commands[i].name, name))
 			return &commands[i];
+	}
+	for (i = 0; i < NSECTIONS; i++) {
+		if (sections[i]->command && !strcmp(sections[i]->command, name)) {
+			section_cmd = (struct command){sections[i]->command, sections[i]->print};
+			return &section_cmd;
+		}
 	}
 	return NULL;
 }
@@ -387,24 +342,25 @@ int main(int argc, char **argv)
 			json = 1;
 			break;
 		case 'h':
-			fputs(usage_text, stdout);
+			usage(stdout);
 			return 0;
 		case 'V':
 			printf("bpftel %s\n", BPFTEL_VERSION);
 			return 0;
 		default:
-			fputs(usage_text, stderr);
+			usage(stderr);
 			return 2;
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "bpftel: no command given\n\n%s", usage_text);
+		fprintf(stderr, "bpftel: no command given\n\n");
+		usage(stderr);
 		return 2;
 	}
 	cmd = find_command(argv[optind]);
 	if (!cmd) {
 		if (!strcmp(argv[optind], "help")) {
-			fputs(usage_text, stdout);
+			usage(stdout);
 			return 0;
 		}
 		fprintf(stderr, "bpftel: unknown command '%s' (see bpftel --help)\n", argv[optind]);
@@ -414,7 +370,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[optind], "--json") || !strcmp(argv[optind], "-j")) {
 			json = 1;
 		} else if (!strcmp(argv[optind], "--help") || !strcmp(argv[optind], "-h")) {
-			fputs(usage_text, stdout);
+			usage(stdout);
 			return 0;
 		} else if (nargs < cmd->nargs) {
 			args[nargs++] = argv[optind];

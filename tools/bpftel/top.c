@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "format.h"
+#include "user/common/jsonfmt.h"
 #include "print.h"
-#include "table.h"
+#include "user/common/table.h"
 #include "user/common/ctl.h"
 
 #define INTERVAL_MS 1000

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "escape.h"
 
 enum bpftel_ctl_frame_state bpftel_ctl_frame__feed(struct bpftel_ctl_frame *f, const char *data,
 						   size_t n)
@@ -54,21 +55,16 @@ fail:
 
 json_t *bpftel_json_str(const char *s)
 {
-	json_t *str = json_string(s);
-	char *copy;
-	size_t i;
+	json_t *str;
+	char *esc;
 
-	if (str)
-		return str;
-	copy = strdup(s);
-	if (!copy)
+	if (!bpftel_escape_needed(s, BPFTEL_ESC_BACKSLASH))
+		return json_string(s);
+	esc = bpftel_escape_dup(s, BPFTEL_ESC_BACKSLASH);
+	if (!esc)
 		return NULL;
-	for (i = 0; copy[i]; i++) {
-		if ((unsigned char)copy[i] >= 0x80)
-			copy[i] = '?';
-	}
-	str = json_string(copy);
-	free(copy);
+	str = json_string(esc);
+	free(esc);
 	return str;
 }
 

@@ -50,8 +50,9 @@ enum bpftel_ctl_frame_state bpftel_ctl_frame__feed(struct bpftel_ctl_frame *f, c
 json_t *bpftel_ctl_parse_request(const char *buf, size_t len, char *err, size_t errlen);
 
 /*
- * A JSON string from bytes that may not be UTF-8 (paths, comms, client input): invalid
- * bytes become '?'. Never NULL unless out of memory.
+ * A JSON string from bytes another process chose (paths, comms, client input), escaped
+ * as escape.h says (invalid UTF-8 and control characters as \xNN, backslash as \\).
+ * Never NULL unless out of memory.
  */
 json_t *bpftel_json_str(const char *s);
 

@@ -2,9 +2,9 @@
 /* `bpftel gpu`: one row per process using the CUDA runtime, then its CUDA errors. */
 #include <stdio.h>
 
-#include "format.h"
-#include "print.h"
-#include "table.h"
+#include "user/common/cli_section.h"
+#include "user/common/jsonfmt.h"
+#include "user/common/table.h"
 
 static void print_errors_of(json_t *procs)
 {
@@ -32,7 +32,7 @@ static void print_errors_of(json_t *procs)
 	table_free(t);
 }
 
-void print_gpu(json_t *resp)
+static void print_gpu(json_t *resp)
 {
 	static const char *const hdr[] = {"PID",	 "COMM", "LAUNCHES", "THREADS",
 					  "OUTSTANDING", "PEAK", "LEAKS",    "HTOD",
@@ -81,3 +81,11 @@ void print_gpu(json_t *resp)
 	table_free(t);
 	print_errors_of(procs);
 }
+
+const struct bpftel_cli_section bpftel_gpu_cli = {
+	.command = "gpu",
+	.help = "            per process using the CUDA runtime: kernel launches and threads,\n"
+		"            device memory outstanding and peak, allocation ages (leaks), memcpy\n"
+		"            bytes by direction, sync wait, CUDA errors by function\n",
+	.print = print_gpu,
+};

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* Aligned text tables for the CLI: add a header and rows of cells, then print. */
+/* Aligned text tables for the CLI: add a header and rows of cells, then print. Cells
+ * are escaped (escape.h): no control character reaches the terminal. */
 #ifndef BPFTEL_TABLE_H
 #define BPFTEL_TABLE_H
 

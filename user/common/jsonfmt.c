@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <stdio.h>
 
-#include "format.h"
+#include "jsonfmt.h"
 
 const char *jstr(json_t *obj, const char *key)
 {

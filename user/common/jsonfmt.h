@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* Reading the agent's JSON answers and formatting values for tables. */
-#ifndef BPFTEL_CLI_FORMAT_H
-#define BPFTEL_CLI_FORMAT_H
+/* Reading JSON answers (agent and CLI) and formatting values for tables. */
+#ifndef BPFTEL_JSONFMT_H
+#define BPFTEL_JSONFMT_H
 
 #include <stddef.h>
 #include <jansson.h>
@@ -16,4 +16,4 @@ void fmt_duration(char *buf, size_t size, double secs);
 /* 512 B, 4.0 KiB, 7.0 MiB, 1.5 GiB */
 void fmt_bytes(char *buf, size_t size, double bytes);
 
-#endif /* BPFTEL_CLI_FORMAT_H */
+#endif /* BPFTEL_JSONFMT_H */

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "table.h"
 
 struct table {
@@ -41,8 +42,11 @@ void table_add(struct table *t, const char *const *cells)
 		t->cap = t->cap ? t->cap * 2 : 16;
 	}
 	for (i = 0; i < t->ncols; i++) {
-		t->cells[t->nrows * t->ncols + i] = strdup(cells[i] ? cells[i] : "-");
-		len = cells[i] ? strlen(cells[i]) : 1;
+		/* The agent escapes what it got from other processes; a terminal gets no
+		 * control character from us whatever the answer held. */
+		t->cells[t->nrows * t->ncols + i] = bpftel_escape_dup(cells[i] ? cells[i] : "-", 0);
+		len = t->cells[t->nrows * t->ncols + i] ? strlen(t->cells[t->nrows * t->ncols + i])
+							: 1;
 		if (len > t->width[i])
 			t->width[i] = len;
 	}

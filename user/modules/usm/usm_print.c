@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "format.h"
-#include "print.h"
-#include "table.h"
+#include "user/common/cli_section.h"
+#include "user/common/jsonfmt.h"
+#include "user/common/table.h"
 
 static int cmp_count(const void *a, const void *b)
 {
@@ -22,7 +22,7 @@ static void fmt_latency(char *buf, size_t size, double secs)
 		fmt_duration(buf, size, secs);
 }
 
-void print_http(json_t *resp)
+static void print_http(json_t *resp)
 {
 	static const char *const hdr[] = {"PID",   "PROTO", "METHOD", "PATH", "STATUS",
 					  "COUNT", "MEAN",  "P50",    "P99"};
@@ -69,3 +69,10 @@ void print_http(json_t *resp)
 	       jint(pairing, "unanswered"), jint(pairing, "orphan_responses"),
 	       jint(pairing, "evicted"), jint(pairing, "path_overflow"));
 }
+
+const struct bpftel_cli_section bpftel_usm_cli = {
+	.command = "http",
+	.help = "            HTTP endpoints (method, normalized path, status) per process, from\n"
+		"            TLS (OpenSSL, GnuTLS) and plaintext packets: count, mean, p50, p99\n",
+	.print = print_http,
+};

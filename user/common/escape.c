@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include <stdlib.h>
+#include <string.h>
+
+#include "escape.h"
+
+/* Length of the valid, printable UTF-8 sequence at s (at most len bytes), or 0. */
+static size_t utf8_ok(const unsigned char *s, size_t len)
+{
+	unsigned int cp;
+	size_t n, i;
+
+	if (s[0] < 0x80)
+		return s[0] >= 0x20 && s[0] != 0x7f;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	if (n > len)
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates, beyond U+10FFFF, and the C1 controls. */
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
+		return 0;
+	return n;
+}
+
+size_t bpftel_escape(char *out, size_t size, const char *in, size_t len, unsigned int flags)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const unsigned char *s = (const unsigned char *)in;
+	size_t i = 0, o = 0, n, k;
+	char esc[4];
+
+#define PUT(c)                       \
+	do {                         \
+		if (o + 1 < size)    \
+			out[o] = (c); \
+		o++;                 \
+	} while (0)
+	while (i < len) {
+		n = utf8_ok(s + i, len - i);
+		if (n && !(s[i] == '\\' && (flags & BPFTEL_ESC_BACKSLASH))) {
+			for (k = 0; k < n; k++)
+				PUT((char)s[i + k]);
+			i += n;
+			continue;
+		}
+		if (n) { /* a backslash */
+			PUT('\\');
+			PUT('\\');
+			i++;
+			continue;
+		}
+		esc[0] = '\\';
+		esc[1] = 'x';
+		esc[2] = hex[s[i] >> 4];
+		esc[3] = hex[s[i] & 0xf];
+		for (k = 0; k < 4; k++)
+			PUT(esc[k]);
+		i++;
+	}
+#undef PUT
+	if (size)
+		out[o < size ? o : size - 1] = '\0';
+	return o;
+}
+
+char *bpftel_escape_dup(const char *s, unsigned int flags)
+{
+	size_t len = strlen(s), need = bpftel_escape(NULL, 0, s, len, flags);
+	char *out = malloc(need + 1);
+
+	if (out)
+		bpftel_escape(out, need + 1, s, len, flags);
+	return out;
+}
+
+bool bpftel_escape_needed(const char *s, unsigned int flags)
+{
+	size_t len = strlen(s);
+
+	return bpftel_escape(NULL, 0, s, len, flags) != len;
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Escaping of strings that come from other processes (process names, paths, HTTP
+ * fields) before they reach a terminal, a log line, JSON or a Prometheus label.
+ *
+ * One rule everywhere: a control character (below 0x20, 0x7f, and U+0080..U+009F, the
+ * C1 controls some terminals obey), and every byte that is not part of valid UTF-8,
+ * becomes the four characters \xNN (upper-case hex); with BPFTEL_ESC_BACKSLASH a
+ * backslash becomes \\, so that every backslash in the result starts one of these
+ * escapes. Valid UTF-8 text passes unchanged. The same byte reads the same in
+ * `bpftel ... --json`, in a table and in /metrics (where the exposition format adds
+ * its own escaping on top).
+ */
+#ifndef BPFTEL_ESCAPE_H
+#define BPFTEL_ESCAPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define BPFTEL_ESC_BACKSLASH 1U
+
+/*
+ * Escape len bytes of in (NULs included: they are control characters) into out, at
+ * most size bytes with the terminating NUL. Returns the length the whole result
+ * needs, without the NUL (as snprintf): the result was cut if it is >= size.
+ */
+size_t bpftel_escape(char *out, size_t size, const char *in, size_t len, unsigned int flags);
+/* The escaped copy of the NUL-terminated s, malloc'd; NULL when out of memory. */
+char *bpftel_escape_dup(const char *s, unsigned int flags);
+/* Does s need escaping (would bpftel_escape change it)? */
+bool bpftel_escape_needed(const char *s, unsigned int flags);
+
+#endif /* BPFTEL_ESCAPE_H */

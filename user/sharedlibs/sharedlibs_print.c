@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The shared-libraries watcher in the CLI: `bpftel libs` (the uprobe registry's files,
+ * what is attached to each and what was refused) and its part of `bpftel stats` (the
+ * watcher's event counters and the libraries it detected).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "user/common/cli_section.h"
+#include "user/common/jsonfmt.h"
+#include "user/common/table.h"
+
+static void print_libraries(json_t *libs)
+{
+	static const char *const hdr[] = {"PID",   "COMM",    "LIBRARY", "LIBSET",
+					  "OPENS", "PROCESS", "PATH"};
+	struct table *t = table_new(7, hdr);
+	char pid[24], opens[24];
+	json_t *l;
+	size_t i;
+
+	json_array_foreach (libs, i, l) {
+		snprintf(pid, sizeof(pid), "%lld", jint(l, "pid"));
+		snprintf(opens, sizeof(opens), "%lld", jint(l, "opens"));
+		table_add(t,
+			  (const char *const[]){
+				  pid, jstr(l, "comm"), jstr(l, "lib"), jstr(l, "libset"), opens,
+				  json_is_true(json_object_get(l, "alive")) ? "running" : "exited",
+				  jstr(l, "path")});
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+static void print_stats(json_t *resp)
+{
+	json_t *events = json_object_get(resp, "events"), *libs = json_object_get(resp, "libraries");
+	const char *key;
+	json_t *val;
+	int first = 1;
+
+	printf("\nEvents:");
+	json_object_foreach (events, key, val) {
+		if (!json_is_integer(val))
+			continue; /* "detected": by libset, below */
+		printf("%s %s %lld", first ? "" : ",", key, (long long)json_integer_value(val));
+		first = 0;
+	}
+	json_object_foreach (json_object_get(events, "detected"), key, val)
+		printf(", detected %s %lld", key, (long long)json_integer_value(val));
+	printf("\n\nLibraries detected (%zu):\n", json_array_size(libs));
+	if (json_array_size(libs))
+		print_libraries(libs);
+	else
+		printf("none yet: start a process that loads libssl or libcudart\n");
+}
+
+/* "12 (SSL_write:ENOENT,...)" */
+static void fmt_failed(char *buf, size_t size, json_t *l)
+{
+	json_t *fails = json_object_get(l, "failures"), *fl;
+	size_t j;
+	int off;
+
+	off = snprintf(buf, size, "%lld", jint(l, "failed"));
+	json_array_foreach (fails, j, fl) {
+		if (off > 0 && (size_t)off < size)
+			off += snprintf(buf + off, size - off, "%s%s:%s", j ? "," : " (",
+					jstr(fl, "symbol"), jstr(fl, "errno_name"));
+	}
+	if (json_array_size(fails) && off > 0 && (size_t)off < size - 1)
+		strcat(buf, ")");
+}
+
+static void print_files(json_t *libs)
+{
+	static const char *const hdr[] = {"LIBRARY", "PROCS", "MODULE", "UPROBES",
+					  "LINKS",   "FAILED", "STATE", "PATH"};
+	char procs[24], att[24], links[48], failed[256];
+	struct table *t;
+	json_t *l;
+	size_t i;
+
+	t = table_new(8, hdr);
+	json_array_foreach (libs, i, l) {
+		snprintf(procs, sizeof(procs), "%lld", jint(l, "processes"));
+		snprintf(att, sizeof(att), "%lld", jint(l, "attached"));
+		if (json_is_string(json_object_get(l, "link_mode")))
+			snprintf(links, sizeof(links), "%lld %s", jint(l, "links"),
+				 jstr(l, "link_mode"));
+		else
+			snprintf(links, sizeof(links), "-");
+		fmt_failed(failed, sizeof(failed), l);
+		table_add(t, (const char *const[]){jstr(l, "lib"), procs, jstr(l, "module"), att,
+						   links, failed, jstr(l, "state"),
+						   jstr(l, "path")});
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+static void print_refusals(json_t *resp)
+{
+	static const char *const hdr[] = {"PID", "LIBRARY", "REASON", "DETAIL", "PATH"};
+	json_t *counts = json_object_get(resp, "refused"), *recent, *r, *v;
+	char pid[24];
+	const char *k;
+	struct table *t;
+	int first = 1;
+	size_t i;
+
+	printf("\nRefused files:");
+	json_object_foreach (counts, k, v) {
+		if (!json_integer_value(v))
+			continue;
+		printf("%s %s %lld", first ? "" : ",", k, (long long)json_integer_value(v));
+		first = 0;
+	}
+	printf("%s\n", first ? " none" : "");
+	recent = json_object_get(resp, "recent_refusals");
+	if (!json_array_size(recent))
+		return;
+	t = table_new(5, hdr);
+	json_array_foreach (recent, i, r) {
+		snprintf(pid, sizeof(pid), "%lld", jint(r, "pid"));
+		table_add(t, (const char *const[]){pid, jstr(r, "lib"), jstr(r, "reason"),
+						   jstr(r, "detail"), jstr(r, "path")});
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+static void print_libs(json_t *resp)
+{
+	json_t *libs = json_object_get(resp, "libs");
+
+	if (json_array_size(libs))
+		print_files(libs);
+	else
+		printf("No watched library is in use.\n");
+	print_refusals(resp);
+}
+
+const struct bpftel_cli_section bpftel_sharedlibs_cli = {
+	.command = "libs",
+	.help = "            library files in use: processes, each module's uprobes and links,\n"
+		"            attach failures (symbol, errno), and the files refused (why)\n",
+	.print = print_libs,
+	.print_stats = print_stats,
+};
