@@ -132,20 +132,24 @@ void bpftel_telemetry__free(struct bpftel_telemetry *t)
 	free(t);
 }
 
+/* stats_fd: written by the thread that applies the configuration, read by any. */
 bool bpftel_telemetry__stats_enabled(const struct bpftel_telemetry *t)
 {
-	return t->stats_fd > 0;
+	return __atomic_load_n(&t->stats_fd, __ATOMIC_RELAXED) > 0;
 }
 
 int bpftel_telemetry__set_run_stats(struct bpftel_telemetry *t, bool on)
 {
-	if (on && t->stats_fd <= 0) {
-		t->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-		if (t->stats_fd < 0)
+	int fd = __atomic_load_n(&t->stats_fd, __ATOMIC_RELAXED);
+
+	if (on && fd <= 0) {
+		fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+		if (fd < 0)
 			return -errno;
-	} else if (!on && t->stats_fd > 0) {
-		close(t->stats_fd); /* the kernel turns stats off with its last holder */
-		t->stats_fd = -1;
+		__atomic_store_n(&t->stats_fd, fd, __ATOMIC_RELAXED);
+	} else if (!on && fd > 0) {
+		__atomic_store_n(&t->stats_fd, -1, __ATOMIC_RELAXED);
+		close(fd); /* the kernel turns stats off with its last holder */
 	}
 	return 0;
 }

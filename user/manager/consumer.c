@@ -37,6 +37,7 @@ int consumer_start(struct bpftel_module *m)
 		.max_record = BPFTEL_CONSUMER_MAX_REC,
 	};
 	struct consumer *c = &m->consumer;
+	struct bpftel_events *ev;
 	struct bpf_map *map;
 	size_t i;
 	int err;
@@ -44,9 +45,12 @@ int consumer_start(struct bpftel_module *m)
 	c->ev = NULL;
 	if (!m->nringbufs)
 		return 0;
-	err = bpftel_events__new(&opts, &c->ev);
+	err = bpftel_events__new(&opts, &ev);
 	if (err)
 		return err;
+	pthread_mutex_lock(&m->report_lock); /* readers sum its counters */
+	c->ev = ev;
+	pthread_mutex_unlock(&m->report_lock);
 	for (i = 0; i < m->nringbufs; i++) {
 		map = bpf_object__find_map_by_name(m->obj, m->ringbufs[i].map);
 		if (!map) {
@@ -72,16 +76,20 @@ void consumer_stop(struct bpftel_module *m)
 	struct consumer *c = &m->consumer;
 	struct bpftel_events_stats st;
 
-	if (!c->ev)
+	struct bpftel_events *ev = c->ev;
+
+	if (!ev)
 		return;
-	bpftel_events__stop(c->ev);
-	bpftel_events__stats(c->ev, &st);
+	bpftel_events__stop(ev); /* joins threads: not under report_lock */
+	bpftel_events__stats(ev, &st);
+	pthread_mutex_lock(&m->report_lock);
 	c->lost_queue_full += st.drop_queue_full;
 	c->lost_too_big += st.drop_too_big;
 	c->lost_parse += st.drop_parse;
 	c->processed += st.processed;
-	bpftel_events__free(c->ev);
 	c->ev = NULL;
+	pthread_mutex_unlock(&m->report_lock);
+	bpftel_events__free(ev);
 }
 
 void bpftel_module__event_stats(struct bpftel_module *m, struct bpftel_module_event_stats *out)
@@ -89,7 +97,7 @@ void bpftel_module__event_stats(struct bpftel_module *m, struct bpftel_module_ev
 	struct consumer *c = &m->consumer;
 	struct bpftel_events_stats st;
 
-	pthread_mutex_lock(&m->lock);
+	pthread_mutex_lock(&m->report_lock);
 	out->processed = c->processed;
 	out->lost_queue_full = c->lost_queue_full;
 	out->lost_too_big = c->lost_too_big;
@@ -101,5 +109,5 @@ void bpftel_module__event_stats(struct bpftel_module *m, struct bpftel_module_ev
 		out->lost_too_big += st.drop_too_big;
 		out->lost_parse += st.drop_parse;
 	}
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->report_lock);
 }

@@ -5,8 +5,14 @@
  * Locking:
  *  - mgr->lock guards the module list. Modules are never freed before the manager, so
  *    a module pointer found under it stays valid.
- *  - m->lock serializes every lifecycle step of one module and guards its state,
- *    probes, hooks and stop errors. Steps of different modules run in parallel.
+ *  - m->lock serializes every lifecycle step of one module (slow work: BPF load and
+ *    verification, attach, detach) and guards its hooks. Steps of different modules
+ *    run in parallel.
+ *  - m->report_lock guards what readers copy out while a step may be running: the
+ *    probes' published status, the last failure, stop errors and the consumer pipeline
+ *    pointer. It is held for copies only, never across slow work, so `bpftel stats`
+ *    and /metrics never wait for a module to load. The step (holding m->lock) writes
+ *    these under it; lock order m->lock, then m->report_lock.
  *  - m->stop_gen is bumped (atomically, without m->lock) by every stop before it takes
  *    m->lock. A start notes it when it begins and checks it between steps; a change
  *    means a stop is waiting, so the start unwinds and returns -ECANCELED. That is how
@@ -49,10 +55,17 @@ struct hook_list {
 
 struct probe {
 	struct bpftel_probe_spec spec;
-	struct bpftel_probe_status status;
+	struct bpftel_probe_status status; /* written under m->report_lock */
 	long uprobe_offset[BPFTEL_PROBE_MAX_CAND];
 	struct bpf_link *link;
+	int sock; /* a socket filter's socket, or -1 */
 };
+
+/* Is anything of p attached (a link, or a socket carrying its filter)? */
+static inline bool probe_attached(const struct probe *p)
+{
+	return p->link || p->sock >= 0;
+}
 
 struct ringbuf_sub {
 	const char *map;
@@ -78,6 +91,7 @@ struct bpftel_module {
 	const struct bpftel_module_ops *ops;
 	void *priv;
 	pthread_mutex_t lock;
+	pthread_mutex_t report_lock;
 	unsigned int stop_gen;
 	enum bpftel_module_state state;
 	struct bpf_object *obj;
@@ -110,6 +124,7 @@ struct bpftel_module {
 	/* Shared components only. */
 	pthread_mutex_t sub_lock;
 	size_t nsubs;
+	size_t nsubs_pub; /* nsubs, for readers that must not wait for sub_lock (atomic) */
 	struct shared_sub subs[BPFTEL_MAX_SUBS];
 };
 
@@ -121,6 +136,7 @@ struct bpftel_manager {
 	pthread_mutex_t feat_lock;
 	int fentry_ok; /* 0 unknown, 1 yes, negative errno */
 	int kprobe_ok;
+	int shutdown; /* bpftel_manager__shutdown was called (atomic) */
 	/* Read with atomic loads by starting modules (no lock: a start holds its
 	 * module's lock, and the order is module, then manager). */
 	struct bpftel_pipeline_settings pipeline;
@@ -131,6 +147,8 @@ void probes_detect(struct bpftel_module *m);
 int probes_attach(struct bpftel_module *m);
 /* in_background: the object's stop gate is closed, the reaper may destroy the links. */
 void probes_detach(struct bpftel_module *m, bool in_background);
+/* Publish a probe's status for readers (m->report_lock). */
+void probe_publish(struct bpftel_module *m, struct probe *p, const struct bpftel_probe_status *st);
 
 /* consumer.c */
 int consumer_start(struct bpftel_module *m);

@@ -34,6 +34,7 @@ static void module_free(struct bpftel_module *m)
 	for (i = 0; i < m->nowned; i++)
 		free(m->owned[i]);
 	pthread_mutex_destroy(&m->sub_lock);
+	pthread_mutex_destroy(&m->report_lock);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 }
@@ -63,6 +64,11 @@ void bpftel_manager__free(struct bpftel_manager *mgr)
 	free(mgr);
 }
 
+void bpftel_manager__shutdown(struct bpftel_manager *mgr)
+{
+	__atomic_store_n(&mgr->shutdown, 1, __ATOMIC_SEQ_CST);
+}
+
 int bpftel_manager__register(struct bpftel_manager *mgr, const struct bpftel_module_ops *ops,
 			     void *priv, struct bpftel_module **out)
 {
@@ -80,6 +86,7 @@ int bpftel_manager__register(struct bpftel_manager *mgr, const struct bpftel_mod
 	m->ops = ops;
 	m->priv = priv;
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->report_lock, NULL);
 	pthread_mutex_init(&m->sub_lock, NULL);
 
 	pthread_mutex_lock(&mgr->lock);
@@ -202,6 +209,7 @@ int bpftel_manager__subscribe(struct bpftel_manager *mgr, const char *shared,
 		}
 	}
 	err = apply_subscriptions(s);
+	__atomic_store_n(&s->nsubs_pub, s->nsubs, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&s->sub_lock);
 	return err;
 }
@@ -222,6 +230,7 @@ int bpftel_manager__unsubscribe(struct bpftel_manager *mgr, const char *shared,
 	}
 	if (i < s->nsubs) {
 		s->subs[i] = s->subs[--s->nsubs];
+		__atomic_store_n(&s->nsubs_pub, s->nsubs, __ATOMIC_RELEASE);
 		err = s->nsubs ? apply_subscriptions(s) : bpftel_module__stop(s);
 	}
 	pthread_mutex_unlock(&s->sub_lock);
@@ -231,14 +240,9 @@ int bpftel_manager__unsubscribe(struct bpftel_manager *mgr, const char *shared,
 size_t bpftel_manager__subscribers(struct bpftel_manager *mgr, const char *shared)
 {
 	struct bpftel_module *s = find_shared(mgr, shared);
-	size_t n;
 
-	if (!s)
-		return 0;
-	pthread_mutex_lock(&s->sub_lock);
-	n = s->nsubs;
-	pthread_mutex_unlock(&s->sub_lock);
-	return n;
+	/* Not sub_lock: a subscription may be starting the component (BPF load). */
+	return s ? __atomic_load_n(&s->nsubs_pub, __ATOMIC_ACQUIRE) : 0;
 }
 
 static int binding_subscribe(const struct bpftel_hook_before_start *h, void *ctx)

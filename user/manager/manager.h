@@ -99,6 +99,10 @@ enum bpftel_attach_type {
 	BPFTEL_ATTACH_RAW_TRACEPOINT,
 	BPFTEL_ATTACH_UPROBE,
 	BPFTEL_ATTACH_URETPROBE,
+	/* A socket program on an AF_PACKET socket of all protocols (ETH_P_ALL) bound to
+	 * every interface (target "any") or to the interface named by target. The manager
+	 * owns the socket; detach closes it. */
+	BPFTEL_ATTACH_SOCKET_FILTER,
 };
 
 const char *bpftel_attach_type_name(enum bpftel_attach_type type);
@@ -156,6 +160,7 @@ struct bpftel_probe_status {
 	const char *covered_by; /* set when skipped because that probe covers it */
 	int winner;		/* candidate index, -1 if none attached */
 	__u32 prog_id;		/* kernel id of the winner's program */
+	char attached_to[64];	/* what the winner holds, when not implied: "socket:[1234]" */
 	size_t ncand;
 	struct {
 		struct bpftel_attach_candidate cand;
@@ -176,6 +181,9 @@ int bpftel_module__add_ringbuf(struct bpftel_module *m, const char *map, ring_bu
 
 /* ---- modules ---- */
 
+struct json_t;
+struct bpftel_prom;
+
 struct bpftel_module_ops {
 	const char *name;
 	/* Open the BPF object (not load it) and declare probes and ring buffers with
@@ -191,7 +199,31 @@ struct bpftel_module_ops {
 	int (*set_subscriptions)(struct bpftel_module *m, __u64 mask);
 	/* Shared components are started by their first subscriber, stopped by the last. */
 	bool shared;
+
+	/*
+	 * What the module reports, and its housekeeping; each optional. The manager never
+	 * calls these: the agent does, from its control-socket, metrics and housekeeping
+	 * threads, at any time, also while a lifecycle step of this module runs. So they
+	 * read the module's own state under its own short locks (or snapshots), never a
+	 * lock held across slow work, and do no slow work themselves except housekeeping.
+	 */
+	const char *command; /* the control command `report` answers: "gpu" */
+	/* The command's answer (a new JSON object); req is the request, may be NULL. */
+	struct json_t *(*report)(struct bpftel_module *m, struct json_t *req);
+	/* Members merged into the agent's `stats` answer ("events", "libraries"). */
+	struct json_t *(*stats)(struct bpftel_module *m);
+	/* The module's own Prometheus families, through the agent's writer (prom.h). */
+	void (*metrics)(struct bpftel_module *m, struct bpftel_prom *w);
+	/* Periodic work (sweeps, rescans): on the agent's housekeeping thread, every
+	 * housekeeping_ms (0: BPFTEL_HOUSEKEEPING_MS), whatever the module's state. May do
+	 * slow work; must not hold a lock the reporting functions take while it does. */
+	void (*housekeeping)(struct bpftel_module *m);
+	unsigned int housekeeping_ms;
 };
+
+#define BPFTEL_HOUSEKEEPING_MS 1000
+
+const struct bpftel_module_ops *bpftel_module__ops(const struct bpftel_module *m);
 
 void bpftel_module__set_object(struct bpftel_module *m, struct bpf_object *obj);
 struct bpf_object *bpftel_module__object(const struct bpftel_module *m);
@@ -243,6 +275,12 @@ size_t bpftel_module__stop_errors(struct bpftel_module *m, int *errs, size_t max
 struct bpftel_manager *bpftel_manager__new(void);
 /* Stops every module (shared components last) and frees everything. */
 void bpftel_manager__free(struct bpftel_manager *mgr);
+/*
+ * The program is stopping: from now on every bpftel_module__run() returns -ECANCELED at
+ * once, and one in progress (on another thread) unwinds at its next step, so that an
+ * exit never waits for more than the BPF load already under way. Any thread.
+ */
+void bpftel_manager__shutdown(struct bpftel_manager *mgr);
 
 int bpftel_manager__register(struct bpftel_manager *mgr, const struct bpftel_module_ops *ops,
 			     void *priv, struct bpftel_module **out);
@@ -285,15 +323,26 @@ int bpftel_manager__bind_shared(struct bpftel_manager *mgr, struct bpftel_module
 /* ---- background link teardown (reaper.c) ---- */
 
 /*
- * Destroying a uprobe link waits for the kernel (~80 ms each on 6.18, serialized), so
- * a stopping module's uprobe links can be handed to a reaper thread instead, once
- * their programs are made inert: close the object's stop gate (bpf/lib/stop_gate.h)
- * first. bpftel_stop_gate_close returns 0, or -ENOENT when obj has no gate (or is not
- * loaded): then destroy its links in place.
+ * Destroying a uprobe link waits for the kernel (~45 ms a multi-uprobe link, ~80 ms a
+ * perf-event one, on 6.18), so links whose programs no longer matter are handed to a
+ * pool of reaper threads, which destroy them in parallel (their grace periods overlap).
+ * A stopping module closes its object's stop gate (bpf/lib/stop_gate.h) first, so that
+ * its programs are inert meanwhile. bpftel_stop_gate_close returns 0, or -ENOENT when
+ * obj has no gate (or is not loaded): then destroy its links in place.
  */
 #define BPFTEL_STOP_GATE_SEC ".data.stop_gate"
 int bpftel_stop_gate_close(struct bpf_object *obj);
-/* Destroy link on the reaper thread, in order of release. NULL is a no-op. */
+
+/* Called on a reaper thread once the link is destroyed. */
+typedef void (*bpftel_release_done_fn)(void *ctx);
+/*
+ * Destroy link (a libbpf link), or when it is NULL close fd (a link created with raw
+ * bpf(2), see uprobe_multi.h), on a reaper thread; then call done(ctx) if set. Never
+ * blocks; if no thread can start, it destroys in place. Nothing to destroy: done runs
+ * at once.
+ */
+void bpftel_release(struct bpf_link *link, int fd, bpftel_release_done_fn done, void *ctx);
+/* bpftel_release(link, -1, NULL, NULL); NULL is a no-op. */
 void bpftel_link_release(struct bpf_link *link);
 /* Links released and not destroyed yet. */
 size_t bpftel_links_pending(void);

@@ -66,6 +66,11 @@ struct bpf_object *bpftel_module__object(const struct bpftel_module *m)
 	return m->obj;
 }
 
+const struct bpftel_module_ops *bpftel_module__ops(const struct bpftel_module *m)
+{
+	return m->ops;
+}
+
 const char *bpftel_module__name(const struct bpftel_module *m)
 {
 	return m->ops->name;
@@ -103,10 +108,13 @@ int bpftel_module__add_probe(struct bpftel_module *m, const struct bpftel_probe_
 		return -EINVAL;
 	if (m->nprobes == BPFTEL_MAX_PROBES)
 		return -ENOSPC;
+	pthread_mutex_lock(&m->report_lock);
 	p = &m->probes[m->nprobes++];
 	memset(p, 0, sizeof(*p));
 	p->spec = *spec;
+	p->sock = -1;
 	p->status.winner = -1;
+	pthread_mutex_unlock(&m->report_lock);
 	return 0;
 }
 
@@ -123,11 +131,11 @@ size_t bpftel_module__probes(struct bpftel_module *m, struct bpftel_probe_status
 {
 	size_t i, n;
 
-	pthread_mutex_lock(&m->lock);
+	pthread_mutex_lock(&m->report_lock);
 	n = m->nprobes < max ? m->nprobes : max;
 	for (i = 0; i < n; i++)
 		out[i] = m->probes[i].status;
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->report_lock);
 	return n;
 }
 
@@ -135,10 +143,10 @@ size_t bpftel_module__stop_errors(struct bpftel_module *m, int *errs, size_t max
 {
 	size_t n;
 
-	pthread_mutex_lock(&m->lock);
+	pthread_mutex_lock(&m->report_lock);
 	n = m->nstop_errs < max ? m->nstop_errs : max;
 	memcpy(errs, m->stop_errs, n * sizeof(*errs));
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->report_lock);
 	return n;
 }
 
@@ -146,13 +154,13 @@ int bpftel_module__last_failure(struct bpftel_module *m, const char **step, __u6
 {
 	int err;
 
-	pthread_mutex_lock(&m->lock);
+	pthread_mutex_lock(&m->report_lock);
 	err = m->fail_err;
 	if (step)
 		*step = m->fail_step;
 	if (failures)
 		*failures = m->failures;
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->report_lock);
 	return err;
 }
 
@@ -207,7 +215,9 @@ static int do_open(struct bpftel_module *m)
 	int err;
 
 	m->obj = NULL;
+	pthread_mutex_lock(&m->report_lock);
 	m->nprobes = 0;
+	pthread_mutex_unlock(&m->report_lock);
 	m->nringbufs = 0;
 	err = m->ops->open(m);
 	if (!err && !m->obj)
@@ -306,8 +316,10 @@ static int do_start(struct bpftel_module *m)
 static void stop_error(struct bpftel_module *m, const char *hook, size_t i, int err)
 {
 	pr_warn("module '%s': %s hook %zu failed: %s", m->ops->name, hook, i, strerror(-err));
+	pthread_mutex_lock(&m->report_lock);
 	if (m->nstop_errs < BPFTEL_MAX_HOOKS)
 		m->stop_errs[m->nstop_errs++] = err;
+	pthread_mutex_unlock(&m->report_lock);
 }
 
 static int do_stop(struct bpftel_module *m)
@@ -319,7 +331,9 @@ static int do_stop(struct bpftel_module *m)
 
 	if (m->state == BPFTEL_MOD_CLOSED)
 		return 0;
+	pthread_mutex_lock(&m->report_lock);
 	m->nstop_errs = 0;
+	pthread_mutex_unlock(&m->report_lock);
 	for (i = m->before_stop.n; i-- > 0;) {
 		err = m->before_stop.h[i].before_stop(&bs, m->before_stop.h[i].ctx);
 		if (err)
@@ -395,7 +409,9 @@ int bpftel_module__run(struct bpftel_module *m)
 	const char *step;
 	int err;
 
-#define CANCELLED() (__atomic_load_n(&m->stop_gen, __ATOMIC_SEQ_CST) != gen)
+#define CANCELLED()                                                  \
+	(__atomic_load_n(&m->stop_gen, __ATOMIC_SEQ_CST) != gen ||   \
+	 __atomic_load_n(&m->mgr->shutdown, __ATOMIC_SEQ_CST))
 	pthread_mutex_lock(&m->lock);
 	if (m->state != BPFTEL_MOD_CLOSED) {
 		err = m->state == BPFTEL_MOD_RUNNING ? -EALREADY : -EINVAL;
@@ -416,6 +432,7 @@ int bpftel_module__run(struct bpftel_module *m)
 		err = -ECANCELED;
 	if (err)
 		do_stop(m);
+	pthread_mutex_lock(&m->report_lock);
 	if (!err) {
 		m->fail_step = NULL;
 		m->fail_err = 0;
@@ -425,6 +442,7 @@ int bpftel_module__run(struct bpftel_module *m)
 		m->fail_err = err;
 		m->failures++;
 	}
+	pthread_mutex_unlock(&m->report_lock);
 	pthread_mutex_unlock(&m->lock);
 #undef CANCELLED
 	return err;

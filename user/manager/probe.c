@@ -8,7 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <sys/socket.h>
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 
@@ -28,11 +33,12 @@ static const char *const attach_names[] = {
 	[BPFTEL_ATTACH_RAW_TRACEPOINT] = "raw_tracepoint",
 	[BPFTEL_ATTACH_UPROBE] = "uprobe",
 	[BPFTEL_ATTACH_URETPROBE] = "uretprobe",
+	[BPFTEL_ATTACH_SOCKET_FILTER] = "socket_filter",
 };
 
 const char *bpftel_attach_type_name(enum bpftel_attach_type type)
 {
-	return (unsigned)type <= BPFTEL_ATTACH_URETPROBE ? attach_names[type] : "unknown";
+	return (unsigned)type <= BPFTEL_ATTACH_SOCKET_FILTER ? attach_names[type] : "unknown";
 }
 
 const char *bpftel_probe_policy_name(enum bpftel_probe_policy policy)
@@ -165,6 +171,12 @@ static int detect(struct bpftel_module *m, struct probe *p, size_t i, char *reas
 		return detect_tracepoint(c->target, reason, len);
 	case BPFTEL_ATTACH_RAW_TRACEPOINT:
 		return 0;
+	case BPFTEL_ATTACH_SOCKET_FILTER:
+		if (strcmp(c->target, "any") && !if_nametoindex(c->target)) {
+			snprintf(reason, len, "no interface '%s'", c->target);
+			return -ENODEV;
+		}
+		return 0;
 	case BPFTEL_ATTACH_UPROBE:
 	case BPFTEL_ATTACH_URETPROBE:
 		off = bpftel_elf_sym_offset(c->target, c->symbol, reason, len);
@@ -177,9 +189,17 @@ static int detect(struct bpftel_module *m, struct probe *p, size_t i, char *reas
 	return -EINVAL;
 }
 
+void probe_publish(struct bpftel_module *m, struct probe *p, const struct bpftel_probe_status *st)
+{
+	pthread_mutex_lock(&m->report_lock);
+	p->status = *st;
+	pthread_mutex_unlock(&m->report_lock);
+}
+
+/* Detection is slow work (BTF, ELF): done on a copy, published once per probe. */
 void probes_detect(struct bpftel_module *m)
 {
-	struct bpftel_probe_status *st;
+	struct bpftel_probe_status st;
 	struct bpf_program *prog;
 	struct probe *p;
 	size_t i, j;
@@ -187,38 +207,68 @@ void probes_detect(struct bpftel_module *m)
 
 	for (i = 0; i < m->nprobes; i++) {
 		p = &m->probes[i];
-		st = &p->status;
-		memset(st, 0, sizeof(*st));
-		st->name = p->spec.name;
-		st->policy = p->spec.policy;
-		st->group = p->spec.group;
-		st->winner = -1;
-		st->ncand = p->spec.ncand;
+		memset(&st, 0, sizeof(st));
+		st.name = p->spec.name;
+		st.policy = p->spec.policy;
+		st.group = p->spec.group;
+		st.winner = -1;
+		st.ncand = p->spec.ncand;
 		for (j = 0; j < p->spec.ncand; j++) {
-			st->cand[j].cand = p->spec.cand[j];
+			st.cand[j].cand = p->spec.cand[j];
 			prog = bpf_object__find_program_by_name(m->obj, p->spec.cand[j].prog);
 			if (!prog) {
-				st->cand[j].result = BPFTEL_CAND_REJECTED;
-				st->cand[j].err = -ENOENT;
-				snprintf(st->cand[j].reason, sizeof(st->cand[j].reason),
+				st.cand[j].result = BPFTEL_CAND_REJECTED;
+				st.cand[j].err = -ENOENT;
+				snprintf(st.cand[j].reason, sizeof(st.cand[j].reason),
 					 "no program '%s' in the object", p->spec.cand[j].prog);
 				continue;
 			}
-			err = detect(m, p, j, st->cand[j].reason, sizeof(st->cand[j].reason));
+			err = detect(m, p, j, st.cand[j].reason, sizeof(st.cand[j].reason));
 			if (!err && (p->spec.cand[j].type == BPFTEL_ATTACH_FENTRY ||
 				     p->spec.cand[j].type == BPFTEL_ATTACH_FEXIT))
 				err = bpf_program__set_attach_target(prog, 0,
 								     p->spec.cand[j].target);
 			bpf_program__set_autoload(prog, !err);
-			st->cand[j].result = err ? BPFTEL_CAND_REJECTED : BPFTEL_CAND_VIABLE;
-			st->cand[j].err = err;
+			st.cand[j].result = err ? BPFTEL_CAND_REJECTED : BPFTEL_CAND_VIABLE;
+			st.cand[j].err = err;
 			if (err)
 				pr_debug("module '%s': probe '%s': %s:%s rejected: %s",
 					 m->ops->name, p->spec.name,
 					 bpftel_attach_type_name(p->spec.cand[j].type),
-					 p->spec.cand[j].target, st->cand[j].reason);
+					 p->spec.cand[j].target, st.cand[j].reason);
 		}
+		probe_publish(m, p, &st);
 	}
+}
+
+/*
+ * A packet socket for every protocol on target ("any": every interface), carrying prog.
+ * The program decides what it looks at and returns 0, so nothing is ever queued on the
+ * socket. Its fd, or -errno.
+ */
+static int socket_filter_open(int prog_fd, const char *target, char *what, size_t len)
+{
+	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
+	char link[64];
+	ssize_t n;
+	int fd, err;
+
+	if (strcmp(target, "any"))
+		sll.sll_ifindex = (int)if_nametoindex(target);
+	fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_ALL));
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_BPF, &prog_fd, sizeof(prog_fd)) ||
+	    bind(fd, (struct sockaddr *)&sll, sizeof(sll))) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	/* Named as `ss -p` and /proc/<pid>/fd show it. */
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, what, len - 1);
+	what[n > 0 ? n : 0] = '\0';
+	return fd;
 }
 
 static struct bpf_link *attach_one(struct bpftel_module *m, struct probe *p, size_t i)
@@ -255,9 +305,29 @@ static struct bpf_link *attach_one(struct bpftel_module *m, struct probe *p, siz
 	case BPFTEL_ATTACH_URETPROBE:
 		return bpf_program__attach_uprobe(prog, c->type == BPFTEL_ATTACH_URETPROBE, pid,
 						  c->target, p->uprobe_offset[i]);
+	case BPFTEL_ATTACH_SOCKET_FILTER:
+		break; /* attach_candidate: a socket, not a link */
 	}
 	errno = EINVAL;
 	return NULL;
+}
+
+/* Attach candidate i of p: a link, or for a socket filter its socket. 0 or -errno. */
+static int attach_candidate(struct bpftel_module *m, struct probe *p, size_t i,
+			    struct bpftel_probe_status *st)
+{
+	const struct bpftel_attach_candidate *c = &p->spec.cand[i];
+	struct bpf_program *prog;
+
+	if (c->type == BPFTEL_ATTACH_SOCKET_FILTER) {
+		prog = bpf_object__find_program_by_name(m->obj, c->prog);
+		p->sock = prog ? socket_filter_open(bpf_program__fd(prog), c->target,
+						    st->attached_to, sizeof(st->attached_to))
+			       : -ENOENT;
+		return p->sock < 0 ? p->sock : 0;
+	}
+	p->link = attach_one(m, p, i);
+	return p->link ? 0 : -errno;
 }
 
 static __u32 prog_id(struct bpftel_module *m, const char *name)
@@ -277,7 +347,7 @@ static bool group_attached(struct bpftel_module *m, const char *group)
 
 	for (i = 0; i < m->nprobes; i++) {
 		if (m->probes[i].spec.policy == BPFTEL_PROBE_ONE_OF_GROUP &&
-		    !strcmp(m->probes[i].spec.group, group) && m->probes[i].link)
+		    !strcmp(m->probes[i].spec.group, group) && probe_attached(&m->probes[i]))
 			return true;
 	}
 	return false;
@@ -292,54 +362,56 @@ static bool covered(struct bpftel_module *m, const struct probe *p)
 		return false;
 	for (i = 0; i < m->nprobes && &m->probes[i] != p; i++) {
 		if (!strcmp(m->probes[i].spec.name, p->spec.covered_by))
-			return m->probes[i].link &&
+			return probe_attached(&m->probes[i]) &&
 			       m->probes[i].status.winner == p->spec.covered_by_cand;
 	}
 	return false;
 }
 
+/* Attach is slow work: each probe's status is worked on in a copy, then published. */
 int probes_attach(struct bpftel_module *m)
 {
-	struct bpftel_probe_status *st;
+	struct bpftel_probe_status st;
 	struct probe *p;
 	int err, last;
 	size_t i, j;
 
 	for (i = 0; i < m->nprobes; i++) {
 		p = &m->probes[i];
-		st = &p->status;
+		st = p->status; /* only this thread writes it */
 		last = -ENOENT;
-		st->covered_by = NULL;
+		st.covered_by = NULL;
 		if (covered(m, p)) {
-			st->covered_by = p->spec.covered_by;
+			st.covered_by = p->spec.covered_by;
 			for (j = 0; j < p->spec.ncand; j++) {
-				if (st->cand[j].result == BPFTEL_CAND_VIABLE)
-					st->cand[j].result = BPFTEL_CAND_COVERED;
+				if (st.cand[j].result == BPFTEL_CAND_VIABLE)
+					st.cand[j].result = BPFTEL_CAND_COVERED;
 			}
+			probe_publish(m, p, &st);
 			continue;
 		}
 		for (j = 0; j < p->spec.ncand; j++) {
-			if (st->cand[j].result != BPFTEL_CAND_VIABLE)
+			if (st.cand[j].result != BPFTEL_CAND_VIABLE)
 				continue;
-			if (p->link) {
-				st->cand[j].result = BPFTEL_CAND_UNTRIED;
-				continue;
-			}
-			p->link = attach_one(m, p, j);
-			if (p->link) {
-				st->cand[j].result = BPFTEL_CAND_ATTACHED;
-				st->winner = (int)j;
-				st->prog_id = prog_id(m, p->spec.cand[j].prog);
+			if (probe_attached(p)) {
+				st.cand[j].result = BPFTEL_CAND_UNTRIED;
 				continue;
 			}
-			last = -errno;
-			st->cand[j].result = BPFTEL_CAND_REJECTED;
-			st->cand[j].err = last;
-			snprintf(st->cand[j].reason, sizeof(st->cand[j].reason),
+			last = attach_candidate(m, p, j, &st);
+			if (!last) {
+				st.cand[j].result = BPFTEL_CAND_ATTACHED;
+				st.winner = (int)j;
+				st.prog_id = prog_id(m, p->spec.cand[j].prog);
+				continue;
+			}
+			st.cand[j].result = BPFTEL_CAND_REJECTED;
+			st.cand[j].err = last;
+			snprintf(st.cand[j].reason, sizeof(st.cand[j].reason),
 				 "attach failed: %s", strerror(-last));
 		}
-		if (p->link || p->spec.policy != BPFTEL_PROBE_REQUIRED) {
-			if (!p->link)
+		probe_publish(m, p, &st);
+		if (probe_attached(p) || p->spec.policy != BPFTEL_PROBE_REQUIRED) {
+			if (!probe_attached(p))
 				pr_info("module '%s': probe '%s' (%s) not attached", m->ops->name,
 					p->spec.name, bpftel_probe_policy_name(p->spec.policy));
 			continue;
@@ -371,6 +443,13 @@ void probes_detach(struct bpftel_module *m, bool in_background)
 		else
 			bpf_link__destroy(m->probes[i].link);
 		m->probes[i].link = NULL;
+		/* A socket filter goes with its socket, at once (no grace period to wait). */
+		if (m->probes[i].sock >= 0)
+			close(m->probes[i].sock);
+		m->probes[i].sock = -1;
+		pthread_mutex_lock(&m->report_lock);
 		m->probes[i].status.prog_id = 0;
+		m->probes[i].status.attached_to[0] = '\0';
+		pthread_mutex_unlock(&m->report_lock);
 	}
 }

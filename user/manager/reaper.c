@@ -1,40 +1,60 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Background teardown of links whose programs no longer do anything (see
- * bpf/lib/stop_gate.h). Destroying a uprobe link waits for the kernel: on 6.18 ~25 ms
- * to release the BPF link and ~55 ms to unregister the uprobe, serialized in the
- * kernel (16 threads destroying 16 links take as long as one thread). A module stop
- * that waited for that would take 1.3 s for the GPU module's 16 probes; a restart
- * would too. One thread destroys queued links in order; it runs while the queue is
- * not empty and exits when it is (a later release starts another).
+ * Background teardown of links whose programs no longer matter (see bpf/lib/stop_gate.h
+ * and the uprobe registry's idle files).
+ *
+ * Destroying a uprobe link waits for the kernel: on 6.18 ~45 ms for a multi-uprobe link
+ * and ~80 ms for a perf-event one, almost all of it an RCU grace period. Links destroyed
+ * from several threads at once share their grace periods (64 multi-uprobe links: 2.9 s
+ * from one thread, 0.26 s from 16; perf-event uprobes gain less, their teardown takes a
+ * global mutex), so the reaper is a small pool: each queued link gets a thread of its
+ * own up to BPFTEL_REAPER_THREADS, threads exit when the queue is empty, and a later
+ * release starts them again. Nothing waits for them but bpftel_links_settle().
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include "manager.h"
 #include "user/common/log.h"
 
+/* Enough to share grace periods among everything a stop releases at once. */
+#define BPFTEL_REAPER_THREADS 16
+
 struct node {
 	struct node *next;
-	struct bpf_link *link;
+	struct bpf_link *link; /* or, when NULL, fd */
+	int fd;
+	bpftel_release_done_fn done;
+	void *ctx;
 };
 
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	struct node *head, **tail;
-	size_t pending; /* queued or being destroyed */
-	bool running;	/* a thread drains the queue */
-	bool joinable;	/* th was started and not joined yet */
-	pthread_t th;
+	size_t pending;	 /* queued or being destroyed */
+	size_t nthreads; /* running reaper threads */
 } reaper = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.idle = PTHREAD_COND_INITIALIZER,
 	.tail = &reaper.head,
 };
+
+static void destroy(struct node *n)
+{
+	if (n->link)
+		bpf_link__destroy(n->link);
+	else if (n->fd >= 0)
+		close(n->fd);
+	if (n->done)
+		n->done(n->ctx);
+	free(n);
+}
 
 static void *reaper_main(void *arg)
 {
@@ -47,57 +67,80 @@ static void *reaper_main(void *arg)
 		if (!reaper.head)
 			reaper.tail = &reaper.head;
 		pthread_mutex_unlock(&reaper.lock);
-		bpf_link__destroy(n->link);
-		free(n);
+		destroy(n);
 		pthread_mutex_lock(&reaper.lock);
 		reaper.pending--;
 	}
-	reaper.running = false;
+	reaper.nthreads--;
 	pthread_cond_broadcast(&reaper.idle);
 	pthread_mutex_unlock(&reaper.lock);
 	return NULL;
 }
 
-void bpftel_link_release(struct bpf_link *link)
+/* With reaper.lock: one more thread if the queue holds more than the threads take. */
+static void spawn_locked(void)
 {
-	struct node *n;
+	pthread_attr_t attr;
+	pthread_t th;
 	int err;
 
-	if (!link)
+	if (reaper.nthreads >= BPFTEL_REAPER_THREADS || reaper.nthreads >= reaper.pending)
 		return;
-	n = malloc(sizeof(*n));
-	if (!n) {
-		bpf_link__destroy(link); /* in place: slow, not lost */
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024); /* a close(2) and a callback */
+	err = pthread_create(&th, &attr, reaper_main, NULL);
+	pthread_attr_destroy(&attr);
+	if (!err)
+		reaper.nthreads++;
+	else if (!reaper.nthreads)
+		pr_warn("reaper: cannot start a thread (%s): destroying in place", strerror(err));
+}
+
+void bpftel_release(struct bpf_link *link, int fd, bpftel_release_done_fn done, void *ctx)
+{
+	struct node *n;
+
+	if (!link && fd < 0) {
+		if (done)
+			done(ctx);
 		return;
 	}
-	n->next = NULL;
-	n->link = link;
+	n = malloc(sizeof(*n));
+	if (!n) {
+		struct node stack = {.link = link, .fd = fd, .done = done, .ctx = ctx};
+
+		/* Slow, not lost. */
+		if (link)
+			bpf_link__destroy(link);
+		else
+			close(fd);
+		if (stack.done)
+			stack.done(stack.ctx);
+		return;
+	}
+	*n = (struct node){.link = link, .fd = fd, .done = done, .ctx = ctx};
 	pthread_mutex_lock(&reaper.lock);
 	*reaper.tail = n;
 	reaper.tail = &n->next;
 	reaper.pending++;
-	if (!reaper.running) {
-		/* The last thread set running = false and touches nothing after unlocking:
-		 * joining it here cannot wait for long or deadlock. */
-		if (reaper.joinable)
-			pthread_join(reaper.th, NULL);
-		err = pthread_create(&reaper.th, NULL, reaper_main, NULL);
-		reaper.joinable = !err;
-		reaper.running = !err;
-		if (err) {
-			/* No thread ran since the queue was empty: it holds only n. */
-			reaper.head = NULL;
-			reaper.tail = &reaper.head;
-			reaper.pending--;
-			pthread_mutex_unlock(&reaper.lock);
-			pr_warn("reaper: cannot start a thread (%s): destroying a link in place",
-				strerror(err));
-			bpf_link__destroy(link);
-			free(n);
-			return;
-		}
+	spawn_locked();
+	if (reaper.nthreads) {
+		pthread_mutex_unlock(&reaper.lock);
+		return;
 	}
+	/* No thread could start and none runs: the queue holds only n. */
+	reaper.head = NULL;
+	reaper.tail = &reaper.head;
+	reaper.pending--;
 	pthread_mutex_unlock(&reaper.lock);
+	destroy(n);
+}
+
+void bpftel_link_release(struct bpf_link *link)
+{
+	if (link)
+		bpftel_release(link, -1, NULL, NULL);
 }
 
 size_t bpftel_links_pending(void)
@@ -113,12 +156,8 @@ size_t bpftel_links_pending(void)
 void bpftel_links_settle(void)
 {
 	pthread_mutex_lock(&reaper.lock);
-	while (reaper.running)
+	while (reaper.pending || reaper.nthreads)
 		pthread_cond_wait(&reaper.idle, &reaper.lock);
-	if (reaper.joinable) {
-		pthread_join(reaper.th, NULL);
-		reaper.joinable = false;
-	}
 	pthread_mutex_unlock(&reaper.lock);
 }
 
