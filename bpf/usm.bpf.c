@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * The USM module's BPF object: the maps both sides share, then the TLS uprobes
- * (usm_tls.bpf.c) and the plaintext socket filter (usm_http_socket.bpf.c).
+ * The USM module's BPF programs: one uprobe and one uretprobe program for every TLS
+ * function of OpenSSL and GnuTLS, attached per library file by the uprobe registry with
+ * the function in each attachment's cookie (enum usm_tls_fn), and the plaintext socket
+ * filter, a manager probe on a packet socket. The code is in bpf/lib/usm_*.h.
  */
 /*
  * No CO-RE here, on purpose: this object reads only layouts that are ABI (the x86-64
@@ -18,74 +20,41 @@
 #include "usm.h"
 #include "lib/usm_classify.h"
 #include "telemetry/telemetry.bpf.h"
+#include "lib/usm_common.h"
+#include "lib/usm_tls.h"
+#include "lib/usm_socket.h"
 #include "lib/stop_gate.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 512 * 1024);
-} usm_events SEC(".maps");
+TLM_PROG_KEY(usm_tls_uprobe);
+TLM_PROG_KEY(usm_tls_uretprobe);
+TLM_PROG_KEY(usm_http_socket);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, USM_CNT__COUNT);
-	__type(key, __u32);
-	__type(value, __u64);
-} usm_counters SEC(".maps");
-
-TLM_MAP_KEY(usm_events);
-
-/*
- * Submit without waking the consumer until the ring buffer holds this much: TLS-heavy
- * traffic can produce a record per call, and a wake-up per record would cost the
- * traced processes' CPUs more than the probes do. The consumer also reads the buffer
- * every BPFTEL_EVENTS_POLL_MS (50 ms), so a record waits at most that long; at this
- * threshold a full buffer is still 7/8 away.
- */
-#define USM_WAKEUP_BYTES (64 * 1024)
-
-static __always_inline __u64 usm_submit_flags(void)
+SEC("uprobe")
+int usm_tls_uprobe(struct pt_regs *ctx)
 {
-	return tlm_ringbuf_query(usm_events, BPF_RB_AVAIL_DATA) >= USM_WAKEUP_BYTES
-		       ? BPF_RB_FORCE_WAKEUP
-		       : BPF_RB_NO_WAKEUP;
+	TLM_PROG(usm_tls_uprobe);
+	BPFTEL_STOP_GATE();
+
+	return usm_tls_enter(TLM_ARG, ctx, bpf_get_current_pid_tgid(), bpf_ktime_get_ns(),
+			     bpf_get_attach_cookie(ctx));
 }
 
-static __always_inline void usm_count(enum usm_counter counter)
+SEC("uretprobe")
+int usm_tls_uretprobe(struct pt_regs *ctx)
 {
-	__u32 key = counter;
-	__u64 *val;
+	TLM_PROG(usm_tls_uretprobe);
+	BPFTEL_STOP_GATE();
 
-	val = bpf_map_lookup_elem(&usm_counters, &key);
-	if (val)
-		*val += 1;
+	return usm_tls_ret(TLM_ARG, ctx, bpf_get_current_pid_tgid(), bpf_ktime_get_ns(),
+			   bpf_get_attach_cookie(ctx));
 }
 
-/* A record for a message start, or NULL: ring buffer full, counted. */
-static __always_inline struct usm_event *usm_event_reserve(TLM_PARAM)
+SEC("socket")
+int usm_http_socket(struct __sk_buff *skb)
 {
-	struct usm_event *ev = tlm_ringbuf_reserve(usm_events, sizeof(*ev), 0);
+	TLM_PROG(usm_http_socket);
 
-	if (!ev)
-		usm_count(USM_CNT_LOST);
-	return ev;
+	return usm_socket_body(TLM_ARG, skb, bpf_ktime_get_ns());
 }
-
-/* Fill what both sides set alike, submit, and count the record under `sent`. The
- * caller has filled the prefix and the connection fields. */
-static __always_inline void usm_event_submit(struct usm_event *ev, __u64 ktime_ns, int kind,
-					     __u64 len, __u32 prefix_len, enum usm_counter sent)
-{
-	ev->ktime_ns = ktime_ns;
-	ev->kind = kind;
-	ev->__pad = 0;
-	ev->len = len > 0xffffffff ? 0xffffffff : len;
-	ev->prefix_len = prefix_len;
-	ev->__pad2 = 0;
-	tlm_ringbuf_submit(ev, usm_submit_flags());
-	usm_count(sent);
-}
-
-#include "usm_tls.bpf.c"
-#include "usm_http_socket.bpf.c"

@@ -22,6 +22,18 @@ enum usm_source {
 	USM_SRC__COUNT,
 };
 
+/* The TLS functions probed, as the cookie of each uprobe attachment: bit 0 is the
+ * direction (read), so a function and its pair differ there. */
+enum usm_tls_fn {
+	USM_TLS_SSL_WRITE = 0,
+	USM_TLS_SSL_READ = 1,
+	USM_TLS_SSL_WRITE_EX = 2,
+	USM_TLS_SSL_READ_EX = 3,
+	USM_TLS_GNUTLS_SEND = 4,
+	USM_TLS_GNUTLS_RECV = 5,
+	USM_TLS_FN__COUNT,
+};
+
 enum usm_kind {
 	USM_KIND_REQUEST = 0,
 	USM_KIND_RESPONSE = 1,

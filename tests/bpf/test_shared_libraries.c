@@ -115,7 +115,6 @@ static int group_setup(void **state)
 		return -1;
 	/* The agent's manager loads only the candidates the kernel takes; fexit is
 	 * refused on some kernels (EPERM), so the harness leaves it out too. */
-	bpf_program__set_autoload(skel->progs.shlib_fexit_open, false);
 	skel->rodata->shlib_self_tgid = SELF_TGID;
 	if (shared_libraries_harness__load(skel))
 		return -1;

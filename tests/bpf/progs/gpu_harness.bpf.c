@@ -1,12 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * BPF_PROG_TEST_RUN harness for bpf/gpu.bpf.c. It compiles the real object (same maps,
- * same probe bodies) and adds a syscall program that runs one probe body on a
- * synthetic register set, as thread pid_tgid at time now. A syscall program runs in
- * the test's own process, so user pointers in the registers (cudaMalloc's devPtr,
+ * BPF_PROG_TEST_RUN harness for the GPU module's BPF code (bpf/lib/gpu_probes.h: the same
+ * maps and probe bodies as bpf/gpu.bpf.c): a syscall program that runs one probe body
+ * on a synthetic register set, as thread pid_tgid at time now. A syscall program runs
+ * in the test's own process, so user pointers in the registers (cudaMalloc's devPtr,
  * the stack holding cudaLaunchKernel's sharedMem) point into the test's memory.
  */
-#include "../../../bpf/gpu.bpf.c"
+#define BPF_NO_PRESERVE_ACCESS_INDEX
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "gpu.h"
+#include "telemetry/telemetry.bpf.h"
+#include "lib/gpu_probes.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* probe: GPU_TEST_ENTER + func, GPU_TEST_RET + func, or GPU_TEST_TASK_EXIT. */
 #define GPU_TEST_ENTER	   0
@@ -32,20 +40,7 @@ int gpu_test_call(struct gpu_test_call *ctx)
 		return gpu_task_exit_body(TLM_ARG, pid_tgid);
 	if (probe >= GPU_TEST_RET && probe < GPU_TEST_RET + GPU_FN__COUNT)
 		return gpu_ret_body(TLM_ARG, regs, pid_tgid, now, probe - GPU_TEST_RET);
-	switch (probe) {
-	case GPU_TEST_ENTER + GPU_FN_LAUNCH:
-		return gpu_launch_enter_body(TLM_ARG, regs, pid_tgid, now);
-	case GPU_TEST_ENTER + GPU_FN_MALLOC:
-		return gpu_malloc_enter_body(TLM_ARG, regs, pid_tgid, now);
-	case GPU_TEST_ENTER + GPU_FN_FREE:
-		return gpu_free_enter_body(TLM_ARG, regs, pid_tgid, now);
-	case GPU_TEST_ENTER + GPU_FN_MEMCPY:
-	case GPU_TEST_ENTER + GPU_FN_MEMCPY_ASYNC:
-		return gpu_memcpy_enter_body(TLM_ARG, regs, pid_tgid, now, probe);
-	case GPU_TEST_ENTER + GPU_FN_STREAM_SYNC:
-	case GPU_TEST_ENTER + GPU_FN_DEVICE_SYNC:
-	case GPU_TEST_ENTER + GPU_FN_SET_DEVICE:
-		return gpu_simple_enter_body(TLM_ARG, regs, pid_tgid, now, probe);
-	}
+	if (probe < GPU_TEST_ENTER + GPU_FN__COUNT)
+		return gpu_enter_body(TLM_ARG, regs, pid_tgid, now, probe - GPU_TEST_ENTER);
 	return -1;
 }

@@ -1,14 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * BPF_PROG_TEST_RUN harness for bpf/shared_libraries.bpf.c. It compiles the real object
- * (same maps, same inline code, same probe programs) and adds a syscall program that
+ * BPF_PROG_TEST_RUN harness for the shared-libraries watcher (bpf/lib/shlib_probe.h: the
+ * same maps and inline code as bpf/shared_libraries.bpf.c): a syscall program that
  * plays the exit of one open as the probes see it: the fd it returned (opened for real
  * by the test, so the harness reads the test process's own fd table), the path pointer
  * and dirfd the process passed. A syscall program runs in the test's own process, so
  * filename is an ordinary pointer into the test's memory and bpf_probe_read_user_str
  * reads it as the real probe would.
  */
-#include "../../../bpf/shared_libraries.bpf.c"
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "shared_libraries.h"
+#include "lib/shlib_match.h"
+#include "telemetry/telemetry.bpf.h"
+#include "lib/shlib_probe.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct shlib_test_open {
 	__u64 filename;

@@ -1,12 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * BPF_PROG_TEST_RUN harness for bpf/usm.bpf.c. It compiles the real object (same maps,
- * same probe bodies, the real socket filter, which the test runs directly on crafted
- * packets) and adds a syscall program that runs one TLS probe body on a synthetic
+ * BPF_PROG_TEST_RUN harness for the USM module's BPF code (bpf/lib/usm_*.h: the same maps
+ * and bodies as bpf/usm.bpf.c): the socket filter's body, which the test runs on
+ * crafted packets, and a syscall program that runs one TLS probe on a synthetic
  * register set, as thread pid_tgid at time now. A syscall program runs in the test's
  * own process, so the buffers in the registers point into the test's memory.
  */
-#include "../../../bpf/usm.bpf.c"
+#define BPF_NO_PRESERVE_ACCESS_INDEX
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
+#include "usm.h"
+#include "lib/usm_classify.h"
+#include "telemetry/telemetry.bpf.h"
+#include "lib/usm_common.h"
+#include "lib/usm_tls.h"
+#include "lib/usm_socket.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+TLM_PROG_KEY(usm_http_socket);
+
+SEC("socket")
+int usm_http_socket(struct __sk_buff *skb)
+{
+	TLM_PROG(usm_http_socket);
+
+	return usm_socket_body(TLM_ARG, skb, bpf_ktime_get_ns());
+}
 
 #define USM_TEST_ENTER 0 /* + 2 * probe index + 0: entry, + 1: return */
 
@@ -23,14 +45,11 @@ struct usm_test_call {
 SEC("syscall")
 int usm_test_tls(struct usm_test_call *ctx)
 {
-	__u32 __tlm_prog = 0, idx = ctx->probe / 2, ret = ctx->probe & 1;
-	enum usm_tls_op op = idx & 1 ? USM_TLS_READ : USM_TLS_WRITE;
-	enum usm_source src = idx >= 4 ? USM_SRC_GNUTLS : USM_SRC_OPENSSL;
-	bool ex = idx == 2 || idx == 3;
+	__u32 __tlm_prog = 0, fn = ctx->probe / 2;
 
-	if (idx > 5)
+	if (fn >= USM_TLS_FN__COUNT)
 		return -1;
-	if (ret)
-		return usm_tls_ret_body(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, op);
-	return usm_tls_enter_body(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, op, src, ex);
+	if (ctx->probe & 1)
+		return usm_tls_ret(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, fn);
+	return usm_tls_enter(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, fn);
 }

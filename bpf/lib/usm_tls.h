@@ -1,16 +1,18 @@
-// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * USM, TLS side: uprobes and uretprobes on OpenSSL (SSL_write, SSL_read and their _ex
- * forms, 1.1.1 and 3) and GnuTLS (gnutls_record_send/recv), attached per library file
- * by the uprobe registry. Entry: remember (session, buffer) per thread. Return: for
- * the bytes the call really moved, peek at the first 8; if they start an HTTP/1.x
- * message, emit its first USM_PREFIX bytes with the session as connection key.
+ * USM, TLS side: the bodies of the uprobes and uretprobes on OpenSSL (SSL_write,
+ * SSL_read and their _ex forms, 1.1.1 and 3) and GnuTLS (gnutls_record_send/recv).
+ * Entry: remember (session, buffer) per thread. Return: for the bytes the call really
+ * moved, peek at the first 8; if they start an HTTP/1.x message, emit its first
+ * USM_PREFIX bytes with the session as connection key.
  *
  * Timing is the message's first byte as the process sees it: a write's entry (the
  * process hands the bytes over), a read's return (the bytes have arrived).
  *
- * Part of the USM object: bpf/usm.bpf.c includes this file and the socket filter.
+ * Include after lib/usm_common.h.
  */
+#ifndef BPFTEL_LIB_USM_TLS_H
+#define BPFTEL_LIB_USM_TLS_H
 
 enum usm_tls_op {
 	USM_TLS_WRITE = 0,
@@ -41,18 +43,6 @@ struct {
 } usm_tls_inflight SEC(".maps");
 
 TLM_MAP_KEY(usm_tls_inflight);
-TLM_PROG_KEY(usm_ssl_write_enter);
-TLM_PROG_KEY(usm_ssl_write_ret);
-TLM_PROG_KEY(usm_ssl_read_enter);
-TLM_PROG_KEY(usm_ssl_read_ret);
-TLM_PROG_KEY(usm_ssl_write_ex_enter);
-TLM_PROG_KEY(usm_ssl_write_ex_ret);
-TLM_PROG_KEY(usm_ssl_read_ex_enter);
-TLM_PROG_KEY(usm_ssl_read_ex_ret);
-TLM_PROG_KEY(usm_gnutls_send_enter);
-TLM_PROG_KEY(usm_gnutls_send_ret);
-TLM_PROG_KEY(usm_gnutls_recv_enter);
-TLM_PROG_KEY(usm_gnutls_recv_ret);
 
 /* Entry of any TLS read/write: (session, buffer) are the first two arguments. */
 static __always_inline int usm_tls_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
@@ -129,30 +119,28 @@ static __always_inline int usm_tls_ret_body(TLM_PARAM, struct pt_regs *regs, __u
 	return 0;
 }
 
-#define USM_TLS_PROBES(name, op, src, ex)                                           \
-	SEC("uprobe")                                                               \
-	int name##_enter(struct pt_regs *ctx)                                       \
-	{                                                                           \
-		TLM_PROG(name##_enter);                                             \
-		BPFTEL_STOP_GATE();                                                 \
-		return usm_tls_enter_body(TLM_ARG, ctx, bpf_get_current_pid_tgid(), \
-					  bpf_ktime_get_ns(), op, src, ex);         \
-	}                                                                           \
-	SEC("uretprobe")                                                            \
-	int name##_ret(struct pt_regs *ctx)                                         \
-	{                                                                           \
-		TLM_PROG(name##_ret);                                               \
-		BPFTEL_STOP_GATE();                                                 \
-		return usm_tls_ret_body(TLM_ARG, ctx, bpf_get_current_pid_tgid(),   \
-					bpf_ktime_get_ns(), op);                    \
-	}
+/*
+ * Every TLS probe, by function: the uprobe programs run these with the function their
+ * attachment's cookie names (enum usm_tls_fn), the test harness with the one it tests.
+ */
+static __always_inline int usm_tls_enter(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
+					 __u64 now, __u64 fn)
+{
+	if (fn >= USM_TLS_FN__COUNT)
+		return 0; /* a cookie we did not set */
+	return usm_tls_enter_body(TLM_ARG, regs, pid_tgid, now,
+				  fn & 1 ? USM_TLS_READ : USM_TLS_WRITE,
+				  fn >= USM_TLS_GNUTLS_SEND ? USM_SRC_GNUTLS : USM_SRC_OPENSSL,
+				  fn == USM_TLS_SSL_WRITE_EX || fn == USM_TLS_SSL_READ_EX);
+}
 
-/* SSL_write(ssl, buf, num) / SSL_read(ssl, buf, num): int bytes */
-USM_TLS_PROBES(usm_ssl_write, USM_TLS_WRITE, USM_SRC_OPENSSL, false)
-USM_TLS_PROBES(usm_ssl_read, USM_TLS_READ, USM_SRC_OPENSSL, false)
-/* SSL_write_ex(ssl, buf, num, &written) / SSL_read_ex(ssl, buf, num, &readbytes): 1 */
-USM_TLS_PROBES(usm_ssl_write_ex, USM_TLS_WRITE, USM_SRC_OPENSSL, true)
-USM_TLS_PROBES(usm_ssl_read_ex, USM_TLS_READ, USM_SRC_OPENSSL, true)
-/* gnutls_record_send(session, data, size) / _recv: ssize_t bytes */
-USM_TLS_PROBES(usm_gnutls_send, USM_TLS_WRITE, USM_SRC_GNUTLS, false)
-USM_TLS_PROBES(usm_gnutls_recv, USM_TLS_READ, USM_SRC_GNUTLS, false)
+static __always_inline int usm_tls_ret(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid, __u64 now,
+				       __u64 fn)
+{
+	if (fn >= USM_TLS_FN__COUNT)
+		return 0;
+	return usm_tls_ret_body(TLM_ARG, regs, pid_tgid, now,
+				fn & 1 ? USM_TLS_READ : USM_TLS_WRITE);
+}
+
+#endif /* BPFTEL_LIB_USM_TLS_H */

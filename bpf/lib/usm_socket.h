@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * USM, plaintext side: a socket filter on an AF_PACKET socket (every interface,
  * loopback included). For TCP segments over IPv4 or IPv6 whose payload starts an
@@ -17,8 +17,10 @@
  * Header loads go through the telemetry wrappers too: one fails only on a packet
  * shorter than its own headers say, which errors telemetry then counts.
  *
- * Part of the USM object: bpf/usm.bpf.c includes this file and the TLS probes.
+ * Include after lib/usm_common.h.
  */
+#ifndef BPFTEL_LIB_USM_SOCKET_H
+#define BPFTEL_LIB_USM_SOCKET_H
 
 #define USM_PACKET_OUTGOING 4
 #define USM_IPPROTO_TCP	    6
@@ -28,8 +30,6 @@
 /* Loopback's ifindex (set by userspace): on it every packet is seen twice, once as
  * outgoing; only the incoming copy counts. */
 const volatile __u32 usm_lo_ifindex = 1;
-
-TLM_PROG_KEY(usm_http_socket);
 
 struct usm_tcp_hdr {
 	__be16 source;
@@ -160,10 +160,4 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	return 0;
 }
 
-SEC("socket")
-int usm_http_socket(struct __sk_buff *skb)
-{
-	TLM_PROG(usm_http_socket);
-
-	return usm_socket_body(TLM_ARG, skb, bpf_ktime_get_ns());
-}
+#endif /* BPFTEL_LIB_USM_SOCKET_H */
