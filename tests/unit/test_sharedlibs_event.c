@@ -49,30 +49,6 @@ static void test_event_check(void **state)
 	free(ev);
 }
 
-static void test_host_path(void **state)
-{
-	char buf[64];
-
-	(void)state;
-	assert_int_equal(bpftel_shlib_host_path(42, AT_FDCWD, "/lib/libssl.so.3", buf, sizeof(buf)),
-			 0);
-	assert_string_equal(buf, "/proc/42/root/lib/libssl.so.3");
-	/* An absolute path ignores dirfd, as openat(2) does. */
-	assert_int_equal(bpftel_shlib_host_path(42, 7, "/lib/libssl.so.3", buf, sizeof(buf)), 0);
-	assert_string_equal(buf, "/proc/42/root/lib/libssl.so.3");
-	assert_int_equal(bpftel_shlib_host_path(42, AT_FDCWD, "lib/libssl.so.3", buf, sizeof(buf)),
-			 0);
-	assert_string_equal(buf, "/proc/42/cwd/lib/libssl.so.3");
-	assert_int_equal(bpftel_shlib_host_path(42, 7, "libssl.so.3", buf, sizeof(buf)), 0);
-	assert_string_equal(buf, "/proc/42/fd/7/libssl.so.3");
-	assert_int_equal(bpftel_shlib_host_path(42, -1, "libssl.so.3", buf, sizeof(buf)), -EBADF);
-	assert_int_equal(bpftel_shlib_host_path(42, AT_FDCWD,
-						"/a/very/long/path/that/does/not/fit/in/"
-						"sixty/four/bytes/libssl.so.3",
-						buf, sizeof(buf)),
-			 -ENAMETOOLONG);
-}
-
 static void test_names(void **state)
 {
 	(void)state;
@@ -86,7 +62,6 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_event_check),
-		cmocka_unit_test(test_host_path),
 		cmocka_unit_test(test_names),
 	};
 

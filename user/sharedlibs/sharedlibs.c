@@ -11,31 +11,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "sharedlibs.h"
+#include "sharedlibs_internal.h"
 #include "shared_libraries.skel.h"
+#include "procfile.h"
+#include "uprobes.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
 
 #define DEFAULT_MAX_DETECTIONS 1024
-
-struct bpftel_sharedlibs {
-	struct bpftel_module_ops ops;
-	struct bpftel_module *module;
-	struct shared_libraries *skel; /* while the module is open */
-
-	/* Guards everything below: the consumer thread writes, the control thread reads. */
-	pthread_mutex_t lock;
-	/* Ring of detections, oldest at head. */
-	struct bpftel_shlib_detection *det;
-	size_t det_cap, det_head, det_len;
-	__u64 received, malformed, evicted;
-	__u64 detected[SHLIB_LIBSET__COUNT];
-	/* Kernel counters of earlier runs: the maps die with each stop. */
-	__u64 retired[SHLIB_CNT__COUNT];
-
-	bpftel_shlib_listener_fn listener;
-	void *listener_ctx;
-};
 
 /* Libsets and their stems: what the watcher matches, by subscribers' masks. */
 static const struct {
@@ -81,25 +64,6 @@ int bpftel_shlib_event_check(const void *data, size_t size)
 	return 0;
 }
 
-int bpftel_shlib_host_path(__u32 pid, int dirfd, const char *path, char *buf, size_t size)
-{
-	int n;
-
-	/* Magic links: resolve in the process's own root, cwd or directory fd (containers
-	 * included). */
-	if (path[0] == '/')
-		n = snprintf(buf, size, "/proc/%u/root%s", pid, path);
-	else if (dirfd == AT_FDCWD)
-		n = snprintf(buf, size, "/proc/%u/cwd/%s", pid, path);
-	else if (dirfd >= 0)
-		n = snprintf(buf, size, "/proc/%u/fd/%d/%s", pid, dirfd, path);
-	else
-		return -EBADF;
-	if (n < 0)
-		return -EINVAL;
-	return (size_t)n >= size ? -ENAMETOOLONG : 0;
-}
-
 static void detection_clear(struct bpftel_shlib_detection *d)
 {
 	free(d->path);
@@ -133,15 +97,6 @@ static struct bpftel_shlib_detection *detection_add(struct bpftel_sharedlibs *sl
 	return &sl->det[(sl->det_head + sl->det_len - 1) % sl->det_cap];
 }
 
-static char *resolve_host_path(__u32 pid, int dirfd, const char *path)
-{
-	char magic[PATH_MAX + 64];
-
-	if (bpftel_shlib_host_path(pid, dirfd, path, magic, sizeof(magic)))
-		return NULL;
-	/* Fails once the process is gone: the caller keeps the path as named. */
-	return realpath(magic, NULL);
-}
 
 /* Ring-buffer callback, on the module's consumer thread. */
 static int handle_event(void *ctx, void *data, size_t size)
@@ -160,8 +115,6 @@ static int handle_event(void *ctx, void *data, size_t size)
 		pr_warn("sharedlibs: dropped malformed event of %zu bytes", size);
 		return -EINVAL; /* counted by the pipeline as a parse drop too */
 	}
-	/* Resolve outside the lock: it touches /proc. */
-	host_path = resolve_host_path(ev->pid, ev->dirfd, ev->path);
 	pthread_mutex_lock(&sl->lock);
 	sl->received++;
 	d = detection_find(sl, ev->pid, ev->path);
@@ -175,16 +128,27 @@ static int handle_event(void *ctx, void *data, size_t size)
 		copy.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff);
 		copy.ino = ev->ino;
 		pthread_mutex_unlock(&sl->lock);
-		free(host_path);
 		/* Still tell the listener: the pid may be reused by a new process. */
 		if (sl->listener)
 			sl->listener(sl->listener_ctx, &copy);
 		return 0;
 	}
+	pthread_mutex_unlock(&sl->lock);
+	/* A new (process, path): where it leads, for display. Outside the lock: it walks
+	 * /proc. A repeat (a process opening the same file in a loop) never gets here. */
+	host_path = bpftel_procfile_host_path(&(struct bpftel_procfile_target){
+		.pid = ev->pid,
+		.dirfd = ev->dirfd,
+		.path = ev->path,
+		.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff),
+		.ino = ev->ino,
+	});
 	path = strdup(ev->path);
-	if (!path) {
+	pthread_mutex_lock(&sl->lock);
+	if (!path || detection_find(sl, ev->pid, ev->path)) {
 		pthread_mutex_unlock(&sl->lock);
 		free(host_path);
+		free(path);
 		return 0;
 	}
 	d = detection_add(sl);
@@ -340,6 +304,11 @@ int bpftel_sharedlibs__new(struct bpftel_manager *mgr, const struct bpftel_share
 		.close = shlib_close,
 		.set_subscriptions = shlib_set_subscriptions,
 		.shared = true,
+		.command = "libs",
+		.report = sharedlibs_report,
+		.stats = sharedlibs_stats,
+		.metrics = sharedlibs_metrics,
+		.housekeeping = sharedlibs_housekeeping,
 	};
 	err = bpftel_manager__register(mgr, &sl->ops, sl, &sl->module);
 	if (err) {
@@ -368,6 +337,12 @@ void bpftel_sharedlibs__set_listener(struct bpftel_sharedlibs *sl, bpftel_shlib_
 {
 	sl->listener = fn;
 	sl->listener_ctx = ctx;
+}
+
+void bpftel_sharedlibs__set_registry(struct bpftel_sharedlibs *sl, struct bpftel_uprobes *u)
+{
+	bpftel_sharedlibs__set_listener(sl, bpftel_uprobes__listener, u);
+	sl->registry = u;
 }
 
 size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,

@@ -67,6 +67,14 @@ typedef void (*bpftel_shlib_listener_fn)(void *ctx, const struct bpftel_shlib_de
 void bpftel_sharedlibs__set_listener(struct bpftel_sharedlibs *sl, bpftel_shlib_listener_fn fn,
 				     void *ctx);
 
+/*
+ * Feed the uprobe registry u with the detections (its listener), and report it: the
+ * watcher's `libs` command shows u's files and refusals, and its housekeeping sweeps
+ * u and rescans /proc after a loss. Before the watcher starts.
+ */
+struct bpftel_uprobes;
+void bpftel_sharedlibs__set_registry(struct bpftel_sharedlibs *sl, struct bpftel_uprobes *u);
+
 /* A copy of the detections, oldest first; free with bpftel_shlib_detections_free. */
 size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,
 				     struct bpftel_shlib_detection **out);
@@ -95,14 +103,5 @@ const char *bpftel_shlib_counter_name(enum shlib_counter counter);
  * without embedded NULs, known lib and libset. Returns 0 or -EINVAL. Exposed for tests.
  */
 int bpftel_shlib_event_check(const void *data, size_t size);
-
-/*
- * Host path for a path opened by pid relative to dirfd, through the process's magic
- * links: "/proc/<pid>/root" + path when absolute; "/proc/<pid>/cwd/" + path when
- * relative to AT_FDCWD; "/proc/<pid>/fd/<dirfd>/" + path when relative to a directory
- * fd. Writes at most size bytes; -ENAMETOOLONG if it does not fit, -EBADF for a
- * negative dirfd other than AT_FDCWD.
- */
-int bpftel_shlib_host_path(__u32 pid, int dirfd, const char *path, char *buf, size_t size);
 
 #endif /* BPFTEL_SHAREDLIBS_H */

@@ -1,68 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* The uprobe registry's tables: files, processes, sweep, scan, module hooks (uprobes.h). */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
 
-#include "uprobes.h"
+#include "uprobes_internal.h"
+#include "user/common/ctl.h"
 #include "user/common/log.h"
-#include "user/manager/elfsym.h"
 #include "user/manager/manager.h"
-
-#define MAX_MODS  8
-#define MAX_SPECS 16
-#define MAX_FILES 1024
-
-struct proc_ref {
-	__u32 pid;
-	__u64 start_time;
-	char *access; /* a path that reaches the file through this process */
-};
-
-struct file_mod {
-	bool tried;
-	size_t nlinks;
-	struct bpf_link *links[MAX_SPECS];
-	size_t nfail;
-	struct {
-		char symbol[64];
-		int err;
-	} fail[BPFTEL_UPROBE_MAX_FAIL];
-};
-
-struct lib_file {
-	__u64 dev, ino;
-	enum shlib_lib lib;
-	char path[256];
-	size_t nprocs, cap;
-	struct proc_ref *procs;
-	struct file_mod mods[MAX_MODS];
-};
-
-struct mod_entry {
-	struct bpftel_uprobes *u;
-	char name[64];
-	const struct bpftel_uprobe_spec *specs;
-	size_t nspecs;
-	struct bpf_object *obj; /* between before_start and before_stop */
-};
-
-struct bpftel_uprobes {
-	pthread_mutex_t lock;
-	size_t nmods;
-	struct mod_entry mods[MAX_MODS];
-	size_t nfiles;
-	struct lib_file *files[MAX_FILES];
-	__u64 stale; /* detections whose path no longer led to the file opened */
-};
+#include "user/manager/uprobe_multi.h"
 
 int bpftel_shlib_match_name(const char *path)
 {
@@ -130,26 +85,16 @@ int bpftel_uprobes__new(struct bpftel_uprobes **out)
 	if (!u)
 		return -ENOMEM;
 	pthread_mutex_init(&u->lock, NULL);
+	pthread_cond_init(&u->idle, NULL);
+	u->grace_ms = BPFTEL_UPROBES_GRACE_MS;
 	return 0;
 }
 
-/*
- * Detach module mod's uprobes from f. In place (~80 ms a link, the kernel's), unless
- * in_background: the module is stopping and its object's stop gate is closed, so its
- * programs do nothing any more and the reaper can take its time.
- */
-static void file_detach(struct lib_file *f, size_t mod, bool in_background)
+void bpftel_uprobes__set_grace_ms(struct bpftel_uprobes *u, unsigned int ms)
 {
-	struct file_mod *fm = &f->mods[mod];
-	size_t i;
-
-	for (i = 0; i < fm->nlinks; i++) {
-		if (in_background)
-			bpftel_link_release(fm->links[i]);
-		else
-			bpf_link__destroy(fm->links[i]);
-	}
-	memset(fm, 0, sizeof(*fm));
+	pthread_mutex_lock(&u->lock);
+	u->grace_ms = ms;
+	pthread_mutex_unlock(&u->lock);
 }
 
 static void file_free(struct lib_file *f)
@@ -157,9 +102,9 @@ static void file_free(struct lib_file *f)
 	size_t i;
 
 	for (i = 0; i < MAX_MODS; i++)
-		file_detach(f, i, false);
+		links_drop(f->mods[i].links, f->mods[i].nlinks, false);
 	for (i = 0; i < f->nprocs; i++)
-		free(f->procs[i].access);
+		free(f->procs[i].path);
 	free(f->procs);
 	free(f);
 }
@@ -170,181 +115,241 @@ void bpftel_uprobes__free(struct bpftel_uprobes *u)
 
 	if (!u)
 		return;
+	/* Release callbacks of idle files take u->lock: none may still be pending. */
+	bpftel_links_settle();
 	for (i = 0; i < u->nfiles; i++)
 		file_free(u->files[i]);
+	pthread_cond_destroy(&u->idle);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
 }
 
-/* A path that reaches f now: the newest process's that still resolves. */
-/*
- * Open f through one of its live processes' access paths. The fd pins the file while
- * symbols are resolved and uprobes attached (through /proc/self/fd/N): a process that
- * exits meanwhile cannot turn into a spurious ENOENT recorded as an attach failure.
- * -1 when none of its processes can reach it any more.
- */
-static int file_open_pinned(struct lib_file *f)
+void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, const char *path,
+		    enum bpftel_refusal why, const char *detail)
 {
-	struct stat st;
+	struct bpftel_uprobes_refusals *r = &u->ref;
+	struct bpftel_uprobe_refusal *e;
 	size_t i;
-	int fd;
 
-	for (i = f->nprocs; i-- > 0;) {
-		fd = open(f->procs[i].access, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		if (!fstat(fd, &st) && st.st_dev == f->dev && st.st_ino == f->ino)
-			return fd;
-		close(fd);
+	r->count[why]++;
+	if (why == BPFTEL_REFUSED_IDENTITY_CHANGED)
+		u->stale++;
+	/* The same refusal again (a process retrying) updates its entry: the list shows
+	 * what is refused, not one culprit many times. */
+	for (i = 0; i < r->nrecent; i++) {
+		e = &r->recent[i];
+		if (e->pid == pid && e->why == why && !strncmp(e->path, path, sizeof(e->path) - 1))
+			break;
+	}
+	if (i == r->nrecent) {
+		if (r->nrecent < BPFTEL_UPROBES_RECENT)
+			r->nrecent++;
+		i = r->nrecent - 1;
+		u->recent_count[i] = 0;
+	}
+	/* Newest first. */
+	memmove(&r->recent[1], &r->recent[0], i * sizeof(r->recent[0]));
+	memmove(&u->recent_count[1], &u->recent_count[0], i * sizeof(u->recent_count[0]));
+	e = &r->recent[0];
+	*e = (struct bpftel_uprobe_refusal){.when = time(NULL), .pid = pid, .lib = lib, .why = why};
+	snprintf(e->path, sizeof(e->path), "%s", path);
+	snprintf(e->detail, sizeof(e->detail), "%s", detail ? detail : "");
+	pr_debug("uprobes: refused pid %u %s: %s %s", pid, path, bpftel_refusal_name(why),
+		 detail ? detail : "");
+}
+
+static struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
+{
+	size_t i;
+
+	for (i = 0; i < u->nfiles; i++) {
+		struct lib_file *f = u->files[i];
+
+		if ((f->dev == dev && f->ino == ino) || (f->alias_dev == dev && f->alias_ino == ino))
+			return f;
+	}
+	return NULL;
+}
+
+static ssize_t proc_index(const struct lib_file *f, __u32 pid)
+{
+	size_t i;
+
+	for (i = 0; i < f->nprocs; i++) {
+		if (f->procs[i].pid == pid)
+			return (ssize_t)i;
 	}
 	return -1;
 }
 
-/* With u->lock: attach module mi's probes for f's library, once. */
-static void file_attach(struct bpftel_uprobes *u, struct lib_file *f, size_t mi)
+static bool wants(const struct mod_entry *me, enum shlib_lib lib)
 {
-	struct mod_entry *me = &u->mods[mi];
-	struct file_mod *fm = &f->mods[mi];
-	const struct bpftel_uprobe_spec *s;
-	struct bpf_program *prog;
-	struct bpf_link *link;
-	char reason[160], access[64];
-	long off;
 	size_t i;
-	int err, fd;
 
-	if (!me->obj || fm->tried || !f->nprocs)
-		return;
-	fd = file_open_pinned(f);
-	if (fd < 0)
-		return; /* its processes are gone: the sweep forgets it, nothing to record */
-	snprintf(access, sizeof(access), "/proc/self/fd/%d", fd);
-	fm->tried = true; /* success or failure: no retry storm */
 	for (i = 0; i < me->nspecs; i++) {
-		s = &me->specs[i];
-		if (s->lib != f->lib)
-			continue;
-		prog = bpf_object__find_program_by_name(me->obj, s->prog);
-		off = bpftel_elf_sym_offset(access, s->symbol, reason, sizeof(reason));
-		if (!prog) {
-			err = -ENOENT;
-		} else if (off < 0) {
-			err = (int)off;
-		} else {
-			link = bpf_program__attach_uprobe(prog, s->retprobe, -1, access, off);
-			err = link ? 0 : -errno;
-			if (link)
-				fm->links[fm->nlinks++] = link; /* nspecs <= MAX_SPECS */
-		}
-		if (!err)
-			continue;
-		pr_warn("uprobes: module '%s': %s:%s: %s", me->name, f->path, s->symbol,
-			strerror(-err));
-		if (fm->nfail < BPFTEL_UPROBE_MAX_FAIL) {
-			snprintf(fm->fail[fm->nfail].symbol, sizeof(fm->fail[0].symbol), "%s",
-				 s->symbol);
-			fm->fail[fm->nfail].err = err;
-		}
-		fm->nfail++;
+		if (me->specs[i].lib == lib)
+			return true;
 	}
-	close(fd);
+	return false;
 }
 
-/* want_ino != 0: the file must be (want_dev, want_ino), the one the kernel saw opened. */
-static int uprobes_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, const char *named,
-			const char *access, dev_t want_dev, __u64 want_ino)
+/*
+ * With u->lock: mark the attaches f lacks (module only, or every module when only is
+ * MAX_MODS) busy and describe them in jobs. Returns how many.
+ */
+static size_t collect_jobs(struct bpftel_uprobes *u, struct lib_file *f, size_t only,
+			   struct attach_job *jobs)
 {
-	struct proc_ref *grown;
-	struct lib_file *f = NULL;
-	struct stat st;
-	__u64 stime;
-	size_t i;
+	size_t n = 0, mi;
 
-	if (stat(access, &st))
-		return -errno; /* the process is gone, or the file is */
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
-	if (want_ino && (st.st_dev != want_dev || st.st_ino != want_ino)) {
-		/* Renamed, replaced, or the dirfd closed since: not the file that was
-		 * opened. The caller reads /proc/<pid>/maps instead. */
-		pthread_mutex_lock(&u->lock);
-		u->stale++;
-		pthread_mutex_unlock(&u->lock);
-		return -ESTALE;
+	if (f->refused >= 0 || f->releasing || !f->nprocs)
+		return 0;
+	for (mi = 0; mi < u->nmods; mi++) {
+		struct mod_entry *me = &u->mods[mi];
+
+		if ((only < MAX_MODS && mi != only) || !me->obj || f->mods[mi].st != FM_NONE ||
+		    !wants(me, f->lib))
+			continue;
+		f->mods[mi].st = FM_BUSY;
+		me->busy++;
+		f->busy++;
+		jobs[n++] = (struct attach_job){
+			.mi = mi, .gen = me->gen, .obj = me->obj, .multi = me->multi};
 	}
-	stime = start_time(pid);
+	return n;
+}
+
+static int add_proc(struct lib_file *f, const struct bpftel_procfile_target *t, __u64 stime,
+		    const struct stat *st)
+{
+	struct proc_ref *grown, *p;
+	size_t cap;
+
+	if (f->nprocs == f->cap) {
+		cap = f->cap ? f->cap * 2 : 4;
+		grown = realloc(f->procs, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		f->procs = grown;
+		f->cap = cap;
+	}
+	p = &f->procs[f->nprocs];
+	*p = (struct proc_ref){.pid = t->pid, .start_time = stime, .dirfd = t->dirfd,
+			       .path = strdup(t->path), .dev = st->st_dev, .ino = st->st_ino};
+	if (!p->path)
+		return -ENOMEM;
+	f->nprocs++;
+	return 0;
+}
+
+/* A new file: keyed by what the kernel maps (overlayfs: the file underneath). */
+static struct lib_file *file_new(const struct stat *st, int fd, enum shlib_lib lib,
+				 const char *named)
+{
+	struct lib_file *f = calloc(1, sizeof(*f));
+	dev_t dev = st->st_dev;
+	__u64 ino = st->st_ino;
+
+	if (!f)
+		return NULL;
+	bpftel_procfile_real_identity(fd, &dev, &ino);
+	f->dev = dev;
+	f->ino = ino;
+	f->alias_dev = st->st_dev;
+	f->alias_ino = st->st_ino;
+	f->lib = lib;
+	f->refused = -1;
+	snprintf(f->path, sizeof(f->path), "%s", named);
+	return f;
+}
+
+/*
+ * A process uses a library: through the target t (its identity known when t->ino is
+ * set). A file and a process already known cost a lookup; anything else opens the file
+ * safely and, for a new file, attaches what the running modules want.
+ */
+static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
+			enum shlib_lib lib, const char *named)
+{
+	struct attach_job jobs[MAX_MODS];
+	enum bpftel_refusal why;
+	struct lib_file *f = NULL;
+	char detail[128];
+	struct stat st;
+	size_t njobs;
+	__u64 stime;
+	int fd, err;
+
+	if (t->ino) {
+		pthread_mutex_lock(&u->lock);
+		f = find_file(u, t->dev, t->ino);
+		err = f && proc_index(f, t->pid) >= 0;
+		pthread_mutex_unlock(&u->lock);
+		if (err)
+			return 0;
+	}
+	stime = start_time(t->pid);
 	if (!stime)
 		return -ESRCH;
-
-	pthread_mutex_lock(&u->lock);
-	for (i = 0; i < u->nfiles; i++) {
-		if (u->files[i]->dev == st.st_dev && u->files[i]->ino == st.st_ino) {
-			f = u->files[i];
-			break;
-		}
+	fd = bpftel_procfile_open(t, &st, &why);
+	if (fd < 0) {
+		if (why == BPFTEL_REFUSED__COUNT)
+			return fd; /* gone: not a refusal */
+		snprintf(detail, sizeof(detail), "%s", strerror(-fd));
+		pthread_mutex_lock(&u->lock);
+		refusal_locked(u, t->pid, lib, named, why, detail);
+		pthread_mutex_unlock(&u->lock);
+		return fd;
 	}
+	pthread_mutex_lock(&u->lock);
+	f = find_file(u, st.st_dev, st.st_ino);
 	if (!f) {
-		if (u->nfiles == MAX_FILES || !(f = calloc(1, sizeof(*f)))) {
+		f = u->nfiles < MAX_FILES ? file_new(&st, fd, lib, named) : NULL;
+		if (!f) {
+			refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_REGISTRY_FULL,
+				       "the registry holds its maximum of files");
 			pthread_mutex_unlock(&u->lock);
+			close(fd);
 			return -ENOSPC;
 		}
-		f->dev = st.st_dev;
-		f->ino = st.st_ino;
-		f->lib = lib;
-		snprintf(f->path, sizeof(f->path), "%s", named);
-		u->files[u->nfiles++] = f;
-	}
-	for (i = 0; i < f->nprocs; i++) {
-		if (f->procs[i].pid == pid && f->procs[i].start_time == stime)
-			break;
-	}
-	if (i == f->nprocs) {
-		if (f->nprocs == f->cap) {
-			grown = realloc(f->procs, (f->cap ? f->cap * 2 : 4) * sizeof(*grown));
-			if (!grown) {
-				pthread_mutex_unlock(&u->lock);
-				return -ENOMEM;
-			}
-			f->procs = grown;
-			f->cap = f->cap ? f->cap * 2 : 4;
+		/* Found again under its real identity (another path to an overlay's file)? */
+		if (find_file(u, f->dev, f->ino)) {
+			struct lib_file *known = find_file(u, f->dev, f->ino);
+
+			free(f);
+			f = known;
+		} else {
+			u->files[u->nfiles++] = f;
 		}
-		f->procs[f->nprocs].pid = pid;
-		f->procs[f->nprocs].start_time = stime;
-		f->procs[f->nprocs].access = strdup(access);
-		if (!f->procs[f->nprocs].access) {
-			pthread_mutex_unlock(&u->lock);
-			return -ENOMEM;
-		}
-		f->nprocs++;
 	}
-	for (i = 0; i < u->nmods; i++)
-		file_attach(u, f, i);
+	err = proc_index(f, t->pid) >= 0 ? 0 : add_proc(f, t, stime, &st);
+	f->idle_since_ms = 0;
+	njobs = err ? 0 : collect_jobs(u, f, MAX_MODS, jobs);
 	pthread_mutex_unlock(&u->lock);
-	return 0;
+	if (njobs)
+		attach_run(u, f, jobs, njobs, fd);
+	close(fd);
+	return err;
 }
 
 int bpftel_uprobes__process_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib,
 				 const char *path)
 {
-	char access[PATH_MAX + 64];
-	int err;
+	struct bpftel_procfile_target t = {.pid = pid, .dirfd = AT_FDCWD, .path = path};
 
 	if ((unsigned)lib >= SHLIB_LIB__COUNT)
 		return -EINVAL;
-	/* Through the process's own root and cwd: containers included. */
-	err = bpftel_shlib_host_path(pid, AT_FDCWD, path, access, sizeof(access));
-	return err ? err : uprobes_seen(u, pid, lib, path, access, 0, 0);
+	return uprobes_seen(u, &t, lib, path);
 }
 
 int bpftel_uprobes__detected(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d)
 {
-	char access[PATH_MAX + 64];
-	int err;
+	struct bpftel_procfile_target t = {
+		.pid = d->pid, .dirfd = d->dirfd, .path = d->path, .dev = d->dev, .ino = d->ino};
 
 	if ((unsigned)d->lib >= SHLIB_LIB__COUNT)
 		return -EINVAL;
-	err = bpftel_shlib_host_path(d->pid, d->dirfd, d->path, access, sizeof(access));
-	return err ? err : uprobes_seen(u, d->pid, d->lib, d->path, access, d->dev, d->ino);
+	return uprobes_seen(u, &t, d->lib, d->path);
 }
 
 void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d)
@@ -365,83 +370,254 @@ __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u)
 	return n;
 }
 
-int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
+static void remove_file_locked(struct bpftel_uprobes *u, struct lib_file *f)
 {
+	size_t i;
+
+	for (i = 0; i < u->nfiles; i++) {
+		if (u->files[i] == f) {
+			u->files[i] = u->files[--u->nfiles];
+			return;
+		}
+	}
+}
+
+/* Reaper callback: one link of an idle file is gone. The last one lifts the guard. */
+struct release_ctx {
+	struct bpftel_uprobes *u;
 	struct lib_file *f;
-	size_t i, j, kept;
-	int dropped = 0;
+};
+
+static void release_account(struct bpftel_uprobes *u, struct lib_file *f)
+{
+	struct lib_file *gone = NULL;
 
 	pthread_mutex_lock(&u->lock);
-	for (i = 0; i < u->nfiles;) {
-		f = u->files[i];
+	if (!--f->releasing && !f->nprocs && !f->busy) {
+		remove_file_locked(u, f);
+		gone = f;
+	}
+	/* With processes again: the next sweep attaches one new set. */
+	pthread_cond_broadcast(&u->idle);
+	pthread_mutex_unlock(&u->lock);
+	if (gone)
+		file_free(gone);
+}
+
+static void release_done(void *arg)
+{
+	struct release_ctx *rc = arg;
+
+	release_account(rc->u, rc->f);
+	free(rc);
+}
+
+struct sweep_proc {
+	struct lib_file *f;
+	__u32 pid;
+	__u64 start_time;
+	bool alive;
+};
+
+/* With u->lock: a file nobody used for the grace period gives its links to the reaper.
+ * Returns true when the file is done with (dropped, or its links released). */
+static bool sweep_idle_locked(struct bpftel_uprobes *u, struct lib_file *f, long long now,
+			      struct ulink *rel, struct lib_file **relf, size_t *nrel,
+			      struct lib_file **drop, size_t *ndrop)
+{
+	size_t mi, i, n = 0;
+
+	if (f->nprocs || f->busy || f->releasing)
+		return false;
+	if (!f->idle_since_ms)
+		f->idle_since_ms = now;
+	if (now - f->idle_since_ms < (long long)u->grace_ms)
+		return false;
+	for (mi = 0; mi < MAX_MODS; mi++)
+		n += f->mods[mi].nlinks;
+	if (!n) {
+		remove_file_locked(u, f);
+		drop[(*ndrop)++] = f;
+		return true;
+	}
+	for (mi = 0; mi < MAX_MODS; mi++) {
+		for (i = 0; i < f->mods[mi].nlinks; i++) {
+			rel[*nrel] = f->mods[mi].links[i];
+			relf[(*nrel)++] = f;
+		}
+		memset(&f->mods[mi], 0, sizeof(f->mods[mi]));
+	}
+	f->releasing = n;
+	return true;
+}
+
+int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
+{
+	struct sweep_proc *procs = NULL;
+	struct attach_job (*jobs)[MAX_MODS] = NULL;
+	struct lib_file **drop = NULL, **relf = NULL, **jobf = NULL;
+	struct ulink *rel = NULL;
+	size_t nprocs = 0, ndrop = 0, nrel = 0, njobf = 0, i, j, k, kept, n, total;
+	size_t *njobs = NULL, nidle = 0;
+	long long now = bpftel_mono_ms();
+
+	/* 1. Which processes to check, copied out: /proc is read without the lock. */
+	pthread_mutex_lock(&u->lock);
+	for (i = 0, total = 0; i < u->nfiles; i++)
+		total += u->files[i]->nprocs;
+	procs = calloc(total + 1, sizeof(*procs));
+	for (i = 0; procs && i < u->nfiles; i++) {
+		for (j = 0; j < u->files[i]->nprocs; j++)
+			procs[nprocs++] = (struct sweep_proc){
+				.f = u->files[i],
+				.pid = u->files[i]->procs[j].pid,
+				.start_time = u->files[i]->procs[j].start_time};
+		u->files[i]->busy++; /* stays while we look */
+	}
+	n = u->nfiles;
+	pthread_mutex_unlock(&u->lock);
+	if (!procs)
+		return -ENOMEM;
+	for (i = 0; i < nprocs; i++)
+		procs[i].alive = start_time(procs[i].pid) == procs[i].start_time;
+
+	drop = calloc(n + 1, sizeof(*drop));
+	relf = calloc(n * MAX_MODS * MAX_SPECS + 1, sizeof(*relf));
+	rel = calloc(n * MAX_MODS * MAX_SPECS + 1, sizeof(*rel));
+	jobs = calloc(n + 1, sizeof(*jobs));
+	jobf = calloc(n + 1, sizeof(*jobf));
+	njobs = calloc(n + 1, sizeof(*njobs));
+
+	/* 2. Apply: forget the dead, release the long idle, attach what is missing. */
+	pthread_mutex_lock(&u->lock);
+	for (i = 0; i < nprocs; i++) {
+		struct lib_file *f = procs[i].f;
+
+		if (procs[i].alive)
+			continue;
 		for (j = 0, kept = 0; j < f->nprocs; j++) {
-			if (start_time(f->procs[j].pid) == f->procs[j].start_time)
-				f->procs[kept++] = f->procs[j];
+			if (f->procs[j].pid == procs[i].pid &&
+			    f->procs[j].start_time == procs[i].start_time)
+				free(f->procs[j].path);
 			else
-				free(f->procs[j].access);
+				f->procs[kept++] = f->procs[j];
 		}
 		f->nprocs = kept;
-		if (kept) {
+	}
+	for (i = 0; i < u->nfiles; i++)
+		u->files[i]->busy--; /* every file still listed was marked in step 1 */
+	for (i = 0; drop && relf && rel && jobs && jobf && njobs && i < u->nfiles;) {
+		struct lib_file *f = u->files[i];
+
+		if (sweep_idle_locked(u, f, now, rel, relf, &nrel, drop, &ndrop)) {
+			nidle++;
+			if (i < u->nfiles && u->files[i] != f)
+				continue; /* removed: another file moved into slot i */
 			i++;
 			continue;
 		}
-		file_free(f);
-		u->files[i] = u->files[--u->nfiles];
-		dropped++;
+		k = collect_jobs(u, f, MAX_MODS, jobs[njobf]);
+		if (k) {
+			njobs[njobf] = k;
+			jobf[njobf++] = f;
+		}
+		i++;
 	}
+	u->sweeps++;
 	pthread_mutex_unlock(&u->lock);
-	return dropped;
+
+	/* 3. The slow part, unlocked. */
+	for (i = 0; i < nrel; i++) {
+		struct release_ctx *rc = malloc(sizeof(*rc));
+
+		if (!rc) { /* in place: slow, but nothing is leaked */
+			links_drop(&rel[i], 1, false);
+			release_account(u, relf[i]);
+			continue;
+		}
+		*rc = (struct release_ctx){.u = u, .f = relf[i]};
+		bpftel_release(rel[i].link, rel[i].link ? -1 : rel[i].fd, release_done, rc);
+	}
+	for (i = 0; i < ndrop; i++)
+		file_free(drop[i]);
+	for (i = 0; i < njobf; i++)
+		attach_run(u, jobf[i], jobs[i], njobs[i], -1);
+	free(procs);
+	free(drop);
+	free(relf);
+	free(rel);
+	free(jobs);
+	free(jobf);
+	free(njobs);
+	return (int)nidle;
+}
+
+/* "7f1c2a000000-7f1c2a021000 r-xp 00000000 08:01 1234 /usr/lib/libssl.so.3" */
+static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
+{
+	char path[64], line[PATH_MAX + 128], range[48], *file;
+	unsigned long start, end;
+	unsigned int major, minor;
+	unsigned long long ino;
+	struct bpftel_procfile_target t;
+	int lib, hit = 0;
+	FILE *maps;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	maps = fopen(path, "re");
+	if (!maps)
+		return 0;
+	while (fgets(line, sizeof(line), maps)) {
+		file = strchr(line, '/');
+		if (!file || sscanf(line, "%lx-%lx %*s %*x %x:%x %llu", &start, &end, &major, &minor,
+				    &ino) != 5)
+			continue;
+		file[strcspn(file, "\n")] = '\0';
+		lib = bpftel_shlib_match_name(file);
+		if (lib < 0)
+			continue;
+		/* map_files reaches the mapped file itself, whatever the namespace. */
+		snprintf(range, sizeof(range), "%lx-%lx", start, end);
+		t = (struct bpftel_procfile_target){.pid = pid,
+						    .dirfd = BPFTEL_PROCFILE_MAPPED,
+						    .path = range,
+						    .dev = makedev(major, minor),
+						    .ino = ino};
+		hit |= !uprobes_seen(u, &t, lib, file);
+	}
+	fclose(maps);
+	return hit;
 }
 
 int bpftel_uprobes__scan(struct bpftel_uprobes *u)
 {
-	char path[64], line[PATH_MAX + 128], access[128], *file;
-	unsigned long start, end;
 	struct dirent *de;
-	int found = 0, lib, hit;
+	int found = 0;
 	DIR *proc;
-	FILE *maps;
-	__u32 pid;
 
 	proc = opendir("/proc");
 	if (!proc)
 		return -errno;
 	while ((de = readdir(proc))) {
-		if (!isdigit((unsigned char)de->d_name[0]))
-			continue;
-		pid = (__u32)strtoul(de->d_name, NULL, 10);
-		snprintf(path, sizeof(path), "/proc/%u/maps", pid);
-		maps = fopen(path, "re");
-		if (!maps)
-			continue;
-		hit = 0;
-		while (fgets(line, sizeof(line), maps)) {
-			file = strchr(line, '/');
-			if (!file || sscanf(line, "%lx-%lx", &start, &end) != 2)
-				continue;
-			file[strcspn(file, "\n")] = '\0';
-			lib = bpftel_shlib_match_name(file);
-			if (lib < 0)
-				continue;
-			/* map_files reaches the mapped file itself, whatever namespace. */
-			snprintf(access, sizeof(access), "/proc/%u/map_files/%lx-%lx", pid, start,
-				 end);
-			hit |= !uprobes_seen(u, pid, lib, file, access, 0, 0);
-		}
-		fclose(maps);
-		found += hit;
+		if (isdigit((unsigned char)de->d_name[0]))
+			found += scan_pid(u, (__u32)strtoul(de->d_name, NULL, 10));
 	}
 	closedir(proc);
 	return found;
 }
 
-/* The module's uprobe programs attach later, per file: make sure they get loaded. */
+/* Before load: the uprobe programs attach later, per file; load them, for multi-uprobe
+ * links where the kernel has them. */
 static int up_before_init(const struct bpftel_hook_before_init *h, void *ctx)
 {
 	struct mod_entry *me = ctx;
+	struct bpftel_uprobes *u = me->u;
 	struct bpf_program *prog;
+	char reason[160] = "";
+	bool multi;
 	size_t i;
 
+	multi = !bpftel_uprobe_multi_detect(reason, sizeof(reason));
 	for (i = 0; i < me->nspecs; i++) {
 		prog = bpf_object__find_program_by_name(h->obj, me->specs[i].prog);
 		if (!prog) {
@@ -450,7 +626,24 @@ static int up_before_init(const struct bpftel_hook_before_init *h, void *ctx)
 			return -ENOENT;
 		}
 		bpf_program__set_autoload(prog, true);
+		if (multi && bpftel_uprobe_multi_prepare(prog)) {
+			snprintf(reason, sizeof(reason), "program '%s' cannot be loaded for them",
+				 me->specs[i].prog);
+			multi = false;
+		}
 	}
+	/* A program prepared before a later one failed would load as multi: back to what
+	 * SEC("uprobe") declares (no expected attach type). */
+	for (i = 0; !multi && i < me->nspecs; i++) {
+		prog = bpf_object__find_program_by_name(h->obj, me->specs[i].prog);
+		bpf_program__set_expected_attach_type(prog, (enum bpf_attach_type)0);
+	}
+	pthread_mutex_lock(&u->lock);
+	me->multi = multi;
+	snprintf(me->mode_reason, sizeof(me->mode_reason), "%s", multi ? "" : reason);
+	pthread_mutex_unlock(&u->lock);
+	if (!multi)
+		pr_info("uprobes: module '%s': one link per probe point: %s", me->name, reason);
 	return 0;
 }
 
@@ -458,33 +651,63 @@ static int up_before_start(const struct bpftel_hook_before_start *h, void *ctx)
 {
 	struct mod_entry *me = ctx;
 	struct bpftel_uprobes *u = me->u;
-	size_t i;
+	size_t mi = (size_t)(me - u->mods), n = 0, i;
+	struct lib_file **files;
+	struct attach_job *jobs;
 
 	pthread_mutex_lock(&u->lock);
 	me->obj = h->obj;
-	for (i = 0; i < u->nfiles; i++)
-		file_attach(u, u->files[i], (size_t)(me - u->mods));
+	files = calloc(u->nfiles + 1, sizeof(*files));
+	jobs = calloc(u->nfiles + 1, sizeof(*jobs));
+	for (i = 0; files && jobs && i < u->nfiles; i++) {
+		if (collect_jobs(u, u->files[i], mi, &jobs[n]))
+			files[n++] = u->files[i];
+	}
 	pthread_mutex_unlock(&u->lock);
-	return 0;
+	for (i = 0; i < n; i++)
+		attach_run(u, files[i], &jobs[i], 1, -1);
+	free(files);
+	free(jobs);
+	return files && jobs ? 0 : -ENOMEM;
 }
 
 static int up_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 {
 	struct mod_entry *me = ctx;
 	struct bpftel_uprobes *u = me->u;
-	size_t i;
-
+	size_t mi = (size_t)(me - u->mods), n = 0, cap = 0, i;
+	struct ulink *links = NULL, *grown;
+	struct file_mod *fm;
 	bool gated;
 
-	pthread_mutex_lock(&u->lock);
-	/* A module restart must not wait for the kernel's uprobe teardown: with the
-	 * object's gate closed its links go to the reaper. An object without a gate
-	 * detaches in place. */
+	/* A restart must not wait for the kernel's uprobe teardown: with the object's
+	 * gate closed its links go to the reaper. An object without one detaches here. */
 	gated = !bpftel_stop_gate_close(h->obj);
-	for (i = 0; i < u->nfiles; i++)
-		file_detach(u->files[i], (size_t)(me - u->mods), gated);
+	pthread_mutex_lock(&u->lock);
 	me->obj = NULL;
+	me->gen++;
+	while (me->busy)
+		pthread_cond_wait(&u->idle, &u->lock);
+	for (i = 0; i < u->nfiles; i++) {
+		fm = &u->files[i]->mods[mi];
+		if (n + fm->nlinks > cap) {
+			cap = (n + fm->nlinks) * 2;
+			grown = realloc(links, cap * sizeof(*links));
+			if (!grown) {
+				/* In place, under the lock: slow, but nothing is leaked. */
+				links_drop(fm->links, fm->nlinks, false);
+				fm->nlinks = 0;
+			} else {
+				links = grown;
+			}
+		}
+		memcpy(links + n, fm->links, fm->nlinks * sizeof(*links));
+		n += fm->nlinks;
+		memset(fm, 0, sizeof(*fm));
+	}
 	pthread_mutex_unlock(&u->lock);
+	links_drop(links, n, gated);
+	free(links);
 	return 0;
 }
 
@@ -515,47 +738,77 @@ int bpftel_uprobes__add_module(struct bpftel_uprobes *u, struct bpftel_module *m
 	return err;
 }
 
+static const char *file_state(const struct lib_file *f)
+{
+	if (f->refused >= 0)
+		return "refused";
+	if (f->releasing)
+		return "releasing";
+	return f->nprocs ? "in_use" : "idle";
+}
+
+static void fill_row(struct bpftel_uprobe_file_info *r, const struct lib_file *f, long long now)
+{
+	size_t k;
+
+	snprintf(r->path, sizeof(r->path), "%s", f->path);
+	r->lib = f->lib;
+	r->dev = f->dev;
+	r->ino = f->ino;
+	r->nprocs = f->nprocs;
+	for (k = 0; k < f->nprocs && k < 8; k++)
+		r->pids[k] = f->procs[k].pid;
+	r->state = file_state(f);
+	r->idle_s = !f->nprocs && f->idle_since_ms ? (now - f->idle_since_ms) / 1000 : 0;
+	r->refused = f->refused;
+	snprintf(r->refused_detail, sizeof(r->refused_detail), "%s", f->refused_detail);
+}
+
 int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_info **out)
 {
 	struct bpftel_uprobe_file_info *arr, *r;
+	long long now = bpftel_mono_ms();
+	const struct file_mod *fm;
 	struct lib_file *f;
-	size_t i, j, k, n = 0;
+	size_t i, j, k, n = 0, rows;
 
 	pthread_mutex_lock(&u->lock);
 	arr = calloc(u->nfiles * (u->nmods + 1) + 1, sizeof(*arr));
 	for (i = 0; arr && i < u->nfiles; i++) {
 		f = u->files[i];
-		for (j = 0; j <= u->nmods; j++) {
-			bool wants = false;
-
-			if (j == u->nmods && n && arr[n - 1].dev == f->dev &&
-			    arr[n - 1].ino == f->ino)
-				break; /* some module row already shows this file */
-			for (k = 0; j < u->nmods && k < u->mods[j].nspecs; k++)
-				wants |= u->mods[j].specs[k].lib == f->lib;
-			if (j < u->nmods && !wants)
+		for (j = 0, rows = 0; j < u->nmods; j++) {
+			if (!wants(&u->mods[j], f->lib))
 				continue;
 			r = &arr[n++];
-			snprintf(r->path, sizeof(r->path), "%s", f->path);
-			r->lib = f->lib;
-			r->dev = f->dev;
-			r->ino = f->ino;
-			r->nprocs = f->nprocs;
-			for (k = 0; k < f->nprocs && k < 8; k++)
-				r->pids[k] = f->procs[k].pid;
-			if (j == u->nmods)
-				break;
+			rows++;
+			fill_row(r, f, now);
+			fm = &f->mods[j];
 			snprintf(r->module, sizeof(r->module), "%s", u->mods[j].name);
-			r->attached = f->mods[j].nlinks;
-			r->failed = f->mods[j].nfail;
-			for (k = 0; k < f->mods[j].nfail && k < BPFTEL_UPROBE_MAX_FAIL; k++) {
-				memcpy(r->fail[k].symbol, f->mods[j].fail[k].symbol,
+			r->attached = fm->attached;
+			r->links = fm->nlinks;
+			r->link_mode = fm->st != FM_DONE ? NULL : fm->multi ? "multi" : "single";
+			if (fm->st == FM_DONE && !fm->multi)
+				snprintf(r->mode_reason, sizeof(r->mode_reason), "%s",
+					 u->mods[j].mode_reason);
+			r->failed = fm->nfail;
+			for (k = 0; k < fm->nfail && k < BPFTEL_UPROBE_MAX_FAIL; k++) {
+				memcpy(r->fail[k].symbol, fm->fail[k].symbol,
 				       sizeof(r->fail[k].symbol));
-				r->fail[k].err = f->mods[j].fail[k].err;
+				r->fail[k].err = fm->fail[k].err;
 			}
 		}
+		if (!rows) /* no module wants it: one row for the file */
+			fill_row(&arr[n++], f, now);
 	}
 	pthread_mutex_unlock(&u->lock);
 	*out = arr;
 	return arr ? (int)n : -ENOMEM;
+}
+
+void bpftel_uprobes__refusals(struct bpftel_uprobes *u, struct bpftel_uprobes_refusals *out)
+{
+	pthread_mutex_lock(&u->lock);
+	*out = u->ref;
+	out->sweeps = u->sweeps;
+	pthread_mutex_unlock(&u->lock);
 }

@@ -1,27 +1,44 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * Uprobe registry: attaches each module's uprobes once per library file (identified by
- * device and inode, not path), for all processes; counts the live processes using the
- * file; detaches when none remain (bpftel_uprobes__sweep, called at a bounded
- * interval). An attach failure is recorded (path, module, symbol, errno) and that
- * (file, module) is not retried.
+ * the device and inode the kernel maps, the file underneath on overlayfs), for all
+ * processes; counts the live processes using the file; and detaches a file's uprobes
+ * once no process has used it for a grace period (bpftel_uprobes__sweep, on the
+ * agent's housekeeping thread), through the reaper. A process that maps the file
+ * within the grace period reuses the links; one that maps it while they are being
+ * destroyed waits for that (a per-file guard) and then gets one new set, never two.
  *
- * Inputs: the shared-libraries watcher's detections (bpftel_uprobes__listener is its
- * listener), and bpftel_uprobes__scan(), which reads /proc/<pid>/maps of every process
- * for libraries loaded before the watcher ran (at start, and after lost events).
+ * Links: where the kernel has them (bpftel_uprobe_multi_detect), a module's probes on
+ * one file are one multi-uprobe link per program (two: entries and returns), each
+ * probe point carrying its spec's cookie; else one perf-event link per probe point,
+ * with the same cookies. The choice is made per module instance before its object is
+ * loaded, and `bpftel libs` shows it, with the reason for the fallback.
  *
- * Modules register the uprobes they want per library; the registry's own hooks load
- * those programs, attach them when the module starts and detach them before it stops.
- * Thread-safe.
+ * Hostile files: every file is opened through procfile.h (no blocking, nothing outside
+ * the process's root, only the regular file the kernel saw) and parsed once per attach
+ * pass for every module's symbols, under the ELF reader's caps (elfsym.h). A file
+ * refused for any reason is remembered as refused (no retry storm), counted by reason,
+ * and listed with the most recent refusals.
+ *
+ * Inputs: the shared-libraries watcher's detections (bpftel_uprobes__listener), and
+ * bpftel_uprobes__scan(), which reads /proc/<pid>/maps of every process for libraries
+ * loaded before the watcher ran (at start, and after lost events).
+ *
+ * Locking: one mutex guards the tables and is never held across slow work (/proc
+ * reads, opening or parsing a file, attaching or destroying a link): that work runs
+ * on the calling thread with the file marked busy, so readers (bpftel_uprobes__files)
+ * never wait for it. A module's stop waits for that module's attaches in flight.
  */
 #ifndef BPFTEL_UPROBES_H
 #define BPFTEL_UPROBES_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <time.h>
 #include <sys/types.h>
 #include <linux/types.h>
 
+#include "procfile.h"
 #include "sharedlibs.h"
 
 struct bpftel_uprobes;
@@ -32,28 +49,39 @@ struct bpftel_uprobe_spec {
 	const char *prog;   /* program in the module's object */
 	const char *symbol; /* versioned allowed */
 	bool retprobe;
+	__u64 cookie; /* what bpf_get_attach_cookie() gives the program at this probe */
 };
+
+/* A file stays attached this long after its last process exited, by default. */
+#define BPFTEL_UPROBES_GRACE_MS 30000
 
 int bpftel_uprobes__new(struct bpftel_uprobes **out);
 /* After the modules are stopped. NULL is a no-op. */
 void bpftel_uprobes__free(struct bpftel_uprobes *u);
+/* How long an unused file keeps its links (0: detached at the next sweep). */
+void bpftel_uprobes__set_grace_ms(struct bpftel_uprobes *u, unsigned int ms);
 
-/* specs must outlive the registry. */
+/* specs must outlive the registry; at most 16. */
 int bpftel_uprobes__add_module(struct bpftel_uprobes *u, struct bpftel_module *m,
 			       const struct bpftel_uprobe_spec *specs, size_t n);
 
-/* A process uses a library file: `path` as that process named it. */
+/* A process uses a library file: `path` as that process named it (absolute, or
+ * relative to its cwd). */
 int bpftel_uprobes__process_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib,
 				 const char *path);
 /* The watcher saw d->pid open d->path (relative to d->dirfd): attach if the path still
- * leads to the file opened, (d->dev, d->ino); else -ESTALE, counted. */
+ * leads to the file opened, (d->dev, d->ino); else -ESTALE (counted as stale and as an
+ * identity_changed refusal). Other refusals return their errno. */
 int bpftel_uprobes__detected(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d);
 /* For bpftel_sharedlibs__set_listener(): bpftel_uprobes__detected. */
 void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d);
-/* Detections refused with -ESTALE so far: a rise means a /proc scan is due. */
+/* Detections whose path no longer led to the file opened: a rise means a /proc scan
+ * is due. */
 __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u);
 
-/* Forget exited processes; detach files no live process uses. Returns files dropped. */
+/* Forget exited processes; detach files unused for the grace period (through the
+ * reaper); attach what a running module still lacks. Returns files dropped or handed
+ * to the reaper. */
 int bpftel_uprobes__sweep(struct bpftel_uprobes *u);
 /* Read /proc/<pid>/maps of every process for libraries; returns processes found. */
 int bpftel_uprobes__scan(struct bpftel_uprobes *u);
@@ -65,9 +93,16 @@ struct bpftel_uprobe_file_info {
 	enum shlib_lib lib;
 	__u64 dev, ino;
 	size_t nprocs;
-	__u32 pids[8];	 /* the first min(nprocs, 8) processes */
-	char module[64]; /* one row per (file, module) */
-	size_t attached; /* links held for this module on this file */
+	__u32 pids[8];	  /* the first min(nprocs, 8) processes */
+	const char *state; /* "in_use", "idle" (within its grace), "releasing", "refused" */
+	long idle_s;	  /* idle: seconds since its last process exited */
+	int refused;	  /* enum bpftel_refusal, or -1 */
+	char refused_detail[128];
+	char module[64];   /* one row per (file, module) */
+	size_t attached;   /* probe points attached for this module on this file */
+	size_t links;	   /* links they take */
+	const char *link_mode;	  /* "multi", "single", or NULL before any attach */
+	char mode_reason[160];	  /* "single": why not multi */
 	size_t failed;
 	struct {
 		char symbol[64];
@@ -77,6 +112,27 @@ struct bpftel_uprobe_file_info {
 
 /* One row per (file, module), plus one per file no module wants. Malloc'd. */
 int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_info **out);
+
+#define BPFTEL_UPROBES_RECENT 32
+
+struct bpftel_uprobe_refusal {
+	time_t when;
+	__u32 pid;
+	enum shlib_lib lib;
+	enum bpftel_refusal why;
+	char path[256];	  /* as the process named it */
+	char detail[128]; /* the reader's message, e.g. "too large: 4294967296 bytes" */
+};
+
+struct bpftel_uprobes_refusals {
+	__u64 sweeps;			    /* sweeps done so far */
+	__u64 count[BPFTEL_REFUSED__COUNT]; /* since start, by reason */
+	size_t nrecent;			    /* the last ones, newest first */
+	struct bpftel_uprobe_refusal recent[BPFTEL_UPROBES_RECENT];
+};
+
+/* Refusals so far, and how many sweeps ran (tests wait on them). */
+void bpftel_uprobes__refusals(struct bpftel_uprobes *u, struct bpftel_uprobes_refusals *out);
 
 /* Is path's basename a library of a known stem? Returns enum shlib_lib or -1. The same
  * rules as the BPF matcher (bpf/lib/shlib_match.h), for /proc/<pid>/maps lines. */

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Opening another process's files without blocking or leaving its root (procfile.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#include <linux/openat2.h>
+
+#include "procfile.h"
+
+static const char *const refusal_names[BPFTEL_REFUSED__COUNT] = {
+	[BPFTEL_REFUSED_NOT_REGULAR] = "not_regular",
+	[BPFTEL_REFUSED_IDENTITY_CHANGED] = "identity_changed",
+	[BPFTEL_REFUSED_OUTSIDE_ROOT] = "outside_root",
+	[BPFTEL_REFUSED_SLOW_FS] = "slow_fs",
+	[BPFTEL_REFUSED_TOO_LARGE] = "too_large",
+	[BPFTEL_REFUSED_NOT_ELF] = "not_elf",
+	[BPFTEL_REFUSED_TABLES_TOO_LARGE] = "tables_too_large",
+	[BPFTEL_REFUSED_REGISTRY_FULL] = "registry_full",
+};
+
+const char *bpftel_refusal_name(enum bpftel_refusal why)
+{
+	return (unsigned)why < BPFTEL_REFUSED__COUNT ? refusal_names[why] : "unknown";
+}
+
+bool bpftel_procfile_on_fuse(__u32 pid, dev_t dev)
+{
+	unsigned int major, minor;
+	char path[64], line[4096], *sep, *fstype;
+	bool fuse = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/mountinfo", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	/* "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the file system
+	 * type follows " - ". A line longer than the buffer is skipped whole. */
+	while (!fuse && fgets(line, sizeof(line), f)) {
+		if (!strchr(line, '\n') && !feof(f)) {
+			int c;
+
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
+			continue;
+		}
+		if (sscanf(line, "%*u %*u %u:%u", &major, &minor) != 2 ||
+		    makedev(major, minor) != dev)
+			continue;
+		sep = strstr(line, " - ");
+		fstype = sep ? sep + 3 : NULL;
+		fuse = fstype && !strncmp(fstype, "fuse", 4);
+	}
+	fclose(f);
+	return fuse;
+}
+
+static int sys_openat2(int dirfd, const char *path, __u64 flags, __u64 resolve)
+{
+	struct open_how how = {.flags = flags, .resolve = resolve};
+
+	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+/*
+ * An O_PATH fd of t's file, resolved inside the process's root (absolute paths) or
+ * beneath its cwd or directory fd (relative ones). -errno, *why set on a refusal.
+ */
+static int open_path(const struct bpftel_procfile_target *t, enum bpftel_refusal *why)
+{
+	char base[64];
+	__u64 resolve = RESOLVE_NO_MAGICLINKS;
+	int dfd, fd, err;
+
+	if (t->dirfd == BPFTEL_PROCFILE_MAPPED) {
+		/* The kernel's own reference to the mapped file: no path of theirs to walk. */
+		snprintf(base, sizeof(base), "/proc/%u/map_files/%.40s", t->pid, t->path);
+		fd = open(base, O_PATH | O_CLOEXEC);
+		return fd < 0 ? -errno : fd;
+	}
+	if (t->path[0] == '/') {
+		snprintf(base, sizeof(base), "/proc/%u/root", t->pid);
+		resolve |= RESOLVE_IN_ROOT;
+	} else if (t->dirfd == AT_FDCWD) {
+		snprintf(base, sizeof(base), "/proc/%u/cwd", t->pid);
+		resolve |= RESOLVE_BENEATH;
+	} else if (t->dirfd >= 0) {
+		snprintf(base, sizeof(base), "/proc/%u/fd/%d", t->pid, t->dirfd);
+		resolve |= RESOLVE_BENEATH;
+	} else {
+		return -EBADF;
+	}
+	dfd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	fd = sys_openat2(dfd, t->path, O_PATH | O_CLOEXEC, resolve);
+	err = fd < 0 ? -errno : 0;
+	if (err == -ENOSYS) {
+		/* Before 5.6: may escape the root, but only to the identity checked next. */
+		fd = openat(dfd, t->path, O_PATH | O_CLOEXEC);
+		err = fd < 0 ? -errno : 0;
+	}
+	close(dfd);
+	if (err == -EXDEV || err == -ELOOP)
+		*why = BPFTEL_REFUSED_OUTSIDE_ROOT;
+	return err ? err : fd;
+}
+
+int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
+			 enum bpftel_refusal *why)
+{
+	char self[64];
+	struct stat again;
+	int opath, fd;
+
+	*why = BPFTEL_REFUSED__COUNT;
+	if (!t->path || !*t->path)
+		return -EINVAL;
+	if (t->ino && bpftel_procfile_on_fuse(t->pid, t->dev)) {
+		*why = BPFTEL_REFUSED_SLOW_FS;
+		return -EAGAIN;
+	}
+	opath = open_path(t, why);
+	if (opath < 0)
+		return opath;
+	if (fstat(opath, st)) {
+		fd = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		*why = BPFTEL_REFUSED_NOT_REGULAR;
+		fd = -EINVAL;
+		goto out;
+	}
+	if (t->ino && (st->st_dev != t->dev || st->st_ino != t->ino)) {
+		*why = BPFTEL_REFUSED_IDENTITY_CHANGED;
+		fd = -ESTALE;
+		goto out;
+	}
+	/* The same inode, opened for reading: a regular file, so no FIFO or tty semantics
+	 * can apply; the flags say so anyway. */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", opath);
+	fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		fd = -errno;
+		goto out;
+	}
+	if (fstat(fd, &again) || again.st_dev != st->st_dev || again.st_ino != st->st_ino) {
+		close(fd);
+		*why = BPFTEL_REFUSED_IDENTITY_CHANGED;
+		fd = -ESTALE;
+	}
+out:
+	close(opath);
+	return fd;
+}
+
+int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
+{
+	char path[96];
+	struct stat st;
+	void *p;
+	int err = 0;
+
+	/* Map one page and ask what the mapping is of: on overlayfs the kernel maps (and
+	 * attaches uprobes to) the file underneath. */
+	p = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)p,
+		 (unsigned long)p + (unsigned long)sysconf(_SC_PAGESIZE));
+	if (stat(path, &st))
+		err = -errno;
+	munmap(p, 1);
+	if (err)
+		return err;
+	*dev = st.st_dev;
+	*ino = st.st_ino;
+	return 0;
+}
+
+char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
+{
+	enum bpftel_refusal why;
+	char self[64], buf[PATH_MAX];
+	ssize_t n;
+	int fd;
+
+	if (t->ino && bpftel_procfile_on_fuse(t->pid, t->dev))
+		return NULL;
+	fd = open_path(t, &why);
+	if (fd < 0)
+		return NULL;
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	n = readlink(self, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	return strdup(buf);
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Opening a file on behalf of another process, safely. The path, the file at its end
+ * and every directory on the way belong to that process, which may be an unprivileged
+ * user's or a container's, and may have crafted them. So an open
+ *
+ *   - never blocks: the path is resolved with O_PATH (the file is not opened), and only
+ *     a regular file is opened for reading, through our own /proc/self/fd/N, with
+ *     O_NONBLOCK | O_NOCTTY; a file on a FUSE filesystem (whose daemon could stall any
+ *     lookup) is refused before its path is touched;
+ *   - never leaves the process's root: an absolute path is resolved inside
+ *     /proc/<pid>/root with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS), a relative
+ *     one beneath the process's cwd or directory fd (RESOLVE_BENEATH); a path that
+ *     would leave it is refused (the caller then finds the file by its mapping,
+ *     /proc/<pid>/map_files, which names the mapped file itself). On kernels without
+ *     openat2 (before 5.6) the path is opened with O_PATH through the same magic links:
+ *     it may then escape the root, but only to the very file identity the kernel
+ *     reported, which is checked before anything is read;
+ *   - reads only the file the kernel saw: its (device, inode) must be the one expected.
+ *
+ * Refusals are returned with their reason, for the caller to count and show.
+ */
+#ifndef BPFTEL_SHAREDLIBS_PROCFILE_H
+#define BPFTEL_SHAREDLIBS_PROCFILE_H
+
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <linux/types.h>
+
+/* Why a file was not used; the names are what `bpftel libs` and /metrics show. */
+enum bpftel_refusal {
+	BPFTEL_REFUSED_NOT_REGULAR = 0,	 /* a FIFO, device, socket or directory */
+	BPFTEL_REFUSED_IDENTITY_CHANGED, /* the path leads to another file than was opened */
+	BPFTEL_REFUSED_OUTSIDE_ROOT,	 /* the path leaves the process's root (or cwd) */
+	BPFTEL_REFUSED_SLOW_FS,		 /* on FUSE: a lookup could block */
+	BPFTEL_REFUSED_TOO_LARGE,	 /* over BPFTEL_ELF_MAX_FILE_BYTES */
+	BPFTEL_REFUSED_NOT_ELF,		 /* not ELF, truncated or malformed */
+	BPFTEL_REFUSED_TABLES_TOO_LARGE, /* a symbol table or header count over its cap */
+	BPFTEL_REFUSED_REGISTRY_FULL,	 /* the uprobe registry holds its maximum of files */
+	BPFTEL_REFUSED__COUNT,
+};
+
+const char *bpftel_refusal_name(enum bpftel_refusal why);
+
+/* dirfd value for a target reached through /proc/<pid>/map_files/<path>. */
+#define BPFTEL_PROCFILE_MAPPED (-1000)
+
+struct bpftel_procfile_target {
+	__u32 pid;
+	int dirfd;	  /* AT_FDCWD, a directory fd of pid, or BPFTEL_PROCFILE_MAPPED */
+	const char *path; /* as pid named it; "start-end" for BPFTEL_PROCFILE_MAPPED */
+	dev_t dev;	  /* the file expected (st_dev, st_ino), or ino 0: any regular file */
+	__u64 ino;
+};
+
+/*
+ * Open t's file for reading as described above. Returns an fd (O_RDONLY | O_CLOEXEC) and
+ * its stat in *st, or a negative errno: with *why set (< BPFTEL_REFUSED__COUNT) when it
+ * is a refusal, else *why = BPFTEL_REFUSED__COUNT (the process or the file is gone:
+ * -ENOENT, -ESRCH, ...).
+ */
+int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
+			 enum bpftel_refusal *why);
+
+/*
+ * The identity of the file fd's mapping would show: on overlayfs the file underneath,
+ * which is what the kernel attaches uprobes to and what /proc/<pid>/maps shows.
+ * Elsewhere the file itself. 0 or -errno.
+ */
+int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino);
+
+/* Where t's path leads, as the agent sees it (for display), resolved as an open would
+ * be; malloc'd, or NULL (refused, gone, out of memory). */
+char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t);
+
+/* Is dev, as seen by pid, on a FUSE filesystem (/proc/<pid>/mountinfo)? */
+bool bpftel_procfile_on_fuse(__u32 pid, dev_t dev);
+
+#endif /* BPFTEL_SHAREDLIBS_PROCFILE_H */

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* The watcher's state, shared by sharedlibs.c (the module) and sharedlibs_report.c (what
+ * it reports and its housekeeping). */
+#ifndef BPFTEL_SHAREDLIBS_INTERNAL_H
+#define BPFTEL_SHAREDLIBS_INTERNAL_H
+
+#include <pthread.h>
+
+#include "sharedlibs.h"
+#include "user/manager/manager.h"
+
+struct shared_libraries;
+struct bpftel_uprobes;
+
+struct bpftel_sharedlibs {
+	struct bpftel_module_ops ops;
+	struct bpftel_module *module;
+	struct shared_libraries *skel; /* while the module is open */
+
+	/* Guards everything below: the consumer thread writes, the control thread reads. */
+	pthread_mutex_t lock;
+	/* Ring of detections, oldest at head. */
+	struct bpftel_shlib_detection *det;
+	size_t det_cap, det_head, det_len;
+	__u64 received, malformed, evicted;
+	__u64 detected[SHLIB_LIBSET__COUNT];
+	/* Kernel counters of earlier runs: the maps die with each stop. */
+	__u64 retired[SHLIB_CNT__COUNT];
+
+	bpftel_shlib_listener_fn listener;
+	void *listener_ctx;
+
+	/* The uprobe registry its detections feed (set_registry), and what it reports
+	 * and sweeps; the count of losses already answered by a /proc rescan. */
+	struct bpftel_uprobes *registry;
+	__u64 lost_seen;
+};
+
+/* sharedlibs_report.c: the module's report ops (user/manager/manager.h). */
+struct json_t *sharedlibs_report(struct bpftel_module *m, struct json_t *req);
+struct json_t *sharedlibs_stats(struct bpftel_module *m);
+void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w);
+void sharedlibs_housekeeping(struct bpftel_module *m);
+
+#endif /* BPFTEL_SHAREDLIBS_INTERNAL_H */

@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * What the shared-libraries watcher reports, and its housekeeping: its part of
+ * `bpftel stats` (event counters, detections), the `libs` command (the uprobe
+ * registry's files and refusals), its Prometheus families, and every second the
+ * registry's sweep and, after any loss, a rescan of /proc.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <jansson.h>
+
+#include "sharedlibs_internal.h"
+#include "uprobes.h"
+#include "user/common/ctl.h"
+#include "user/common/prom.h"
+#include "user/manager/manager.h"
+
+static bool pid_alive(__u32 pid)
+{
+	return !kill((pid_t)pid, 0) || errno == EPERM;
+}
+
+static json_t *events_json(struct bpftel_sharedlibs *sl)
+{
+	struct bpftel_sharedlibs_counters cnt;
+	json_t *obj = json_object(), *det;
+	int i;
+
+	if (bpftel_sharedlibs__counters(sl, &cnt))
+		return obj;
+	json_object_set_new(obj, "received", json_integer(cnt.received));
+	json_object_set_new(obj, "malformed", json_integer(cnt.malformed));
+	json_object_set_new(obj, "evicted", json_integer(cnt.evicted));
+	for (i = 0; i < SHLIB_CNT__COUNT; i++)
+		json_object_set_new(obj, bpftel_shlib_counter_name(i), json_integer(cnt.kernel[i]));
+	det = json_object();
+	for (i = 0; i < SHLIB_LIBSET__COUNT; i++)
+		json_object_set_new(det, bpftel_shlib_libset_name(i),
+				    json_integer(cnt.detected[i]));
+	json_object_set_new(obj, "detected", det);
+	return obj;
+}
+
+static json_t *libraries_json(struct bpftel_sharedlibs *sl)
+{
+	struct bpftel_shlib_detection *det;
+	json_t *arr = json_array(), *o;
+	size_t i, n;
+
+	n = bpftel_sharedlibs__detections(sl, &det);
+	for (i = 0; i < n; i++) {
+		o = json_pack("{s:I, s:o, s:s, s:s, s:o, s:I, s:b, s:I, s:I, s:o}", "pid",
+			      (json_int_t)det[i].pid, "comm", bpftel_json_str(det[i].comm), "lib",
+			      bpftel_shlib_lib_name(det[i].lib), "libset",
+			      bpftel_shlib_libset_name(det[i].libset), "path",
+			      bpftel_json_str(det[i].path), "opens", (json_int_t)det[i].opens,
+			      "alive", pid_alive(det[i].pid), "first_seen",
+			      (json_int_t)det[i].first_seen, "last_seen",
+			      (json_int_t)det[i].last_seen, "host_path",
+			      det[i].host_path ? bpftel_json_str(det[i].host_path) : json_null());
+		if (o)
+			json_array_append_new(arr, o);
+	}
+	bpftel_shlib_detections_free(det, n);
+	return arr;
+}
+
+json_t *sharedlibs_stats(struct bpftel_module *m)
+{
+	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
+
+	return json_pack("{s:o, s:o}", "events", events_json(sl), "libraries",
+			 libraries_json(sl));
+}
+
+static json_t *failures_json(const struct bpftel_uprobe_file_info *r)
+{
+	json_t *fails = json_array();
+	size_t k;
+
+	for (k = 0; k < r->failed && k < BPFTEL_UPROBE_MAX_FAIL; k++)
+		json_array_append_new(fails, json_pack("{s:s, s:i, s:s}", "symbol",
+						       r->fail[k].symbol, "errno",
+						       -r->fail[k].err, "errno_name",
+						       strerrorname_np(-r->fail[k].err) ?: "?"));
+	return fails;
+}
+
+static json_t *file_json(const struct bpftel_uprobe_file_info *r)
+{
+	json_t *o, *pids = json_array();
+	char id[64];
+	size_t k;
+
+	for (k = 0; k < r->nprocs && k < 8; k++)
+		json_array_append_new(pids, json_integer(r->pids[k]));
+	snprintf(id, sizeof(id), "%llx:%llu", (unsigned long long)r->dev,
+		 (unsigned long long)r->ino);
+	o = json_pack("{s:o, s:s, s:s, s:I, s:o, s:s, s:I, s:s?, s:I, s:I, s:s?, s:I, s:o}", "path",
+		      bpftel_json_str(r->path), "lib", bpftel_shlib_lib_name(r->lib), "file", id,
+		      "processes", (json_int_t)r->nprocs, "pids", pids, "state", r->state,
+		      "idle_seconds", (json_int_t)r->idle_s, "module",
+		      r->module[0] ? r->module : NULL, "attached", (json_int_t)r->attached,
+		      "links", (json_int_t)r->links, "link_mode", r->link_mode, "failed",
+		      (json_int_t)r->failed, "failures", failures_json(r));
+	if (!o)
+		return NULL;
+	if (r->mode_reason[0])
+		json_object_set_new(o, "link_mode_reason", bpftel_json_str(r->mode_reason));
+	json_object_set_new(o, "refused",
+			    r->refused >= 0 ? json_string(bpftel_refusal_name(r->refused))
+					    : json_null());
+	if (r->refused >= 0)
+		json_object_set_new(o, "refused_detail", bpftel_json_str(r->refused_detail));
+	return o;
+}
+
+static json_t *refusals_json(struct bpftel_uprobes *u, json_t *resp)
+{
+	struct bpftel_uprobes_refusals *ref = calloc(1, sizeof(*ref));
+	json_t *counts = json_object(), *recent = json_array();
+	size_t i;
+
+	if (!ref)
+		return resp;
+	bpftel_uprobes__refusals(u, ref);
+	for (i = 0; i < BPFTEL_REFUSED__COUNT; i++)
+		json_object_set_new(counts, bpftel_refusal_name(i), json_integer(ref->count[i]));
+	for (i = 0; i < ref->nrecent; i++) {
+		const struct bpftel_uprobe_refusal *e = &ref->recent[i];
+
+		json_array_append_new(
+			recent, json_pack("{s:I, s:I, s:s, s:s, s:o, s:o}", "time",
+					  (json_int_t)e->when, "pid", (json_int_t)e->pid, "lib",
+					  bpftel_shlib_lib_name(e->lib), "reason",
+					  bpftel_refusal_name(e->why), "path",
+					  bpftel_json_str(e->path), "detail",
+					  bpftel_json_str(e->detail)));
+	}
+	json_object_set_new(resp, "refused", counts);
+	json_object_set_new(resp, "recent_refusals", recent);
+	json_object_set_new(resp, "sweeps", json_integer((json_int_t)ref->sweeps));
+	free(ref);
+	return resp;
+}
+
+json_t *sharedlibs_report(struct bpftel_module *m, json_t *req)
+{
+	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
+	struct bpftel_uprobe_file_info *rows;
+	json_t *arr = json_array(), *o, *resp;
+	int n, i;
+
+	(void)req;
+	if (!sl->registry)
+		return json_pack("{s:o}", "libs", arr);
+	n = bpftel_uprobes__files(sl->registry, &rows);
+	for (i = 0; i < n; i++) {
+		o = file_json(&rows[i]);
+		if (o)
+			json_array_append_new(arr, o);
+	}
+	if (n >= 0)
+		free(rows);
+	resp = json_pack("{s:o, s:i}", "libs", arr, "sweep_interval_ms", BPFTEL_HOUSEKEEPING_MS);
+	return refusals_json(sl->registry, resp);
+}
+
+void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
+{
+	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
+	struct bpftel_sharedlibs_counters cnt;
+	struct bpftel_uprobes_refusals *ref;
+	struct bpftel_prom_label l[1];
+	int i;
+
+	bpftel_prom_family(w, "bpftel_sharedlibs_detected_total", "counter",
+			   "Processes seen opening a watched library, by libset.");
+	if (!bpftel_sharedlibs__counters(sl, &cnt)) {
+		for (i = 0; i < SHLIB_LIBSET__COUNT; i++) {
+			l[0] = (struct bpftel_prom_label){"libset", bpftel_shlib_libset_name(i)};
+			bpftel_prom_sample_u64(w, "", l, 1, cnt.detected[i]);
+		}
+	}
+	ref = sl->registry ? calloc(1, sizeof(*ref)) : NULL;
+	if (!ref)
+		return;
+	bpftel_uprobes__refusals(sl->registry, ref);
+	bpftel_prom_family(w, "bpftel_uprobe_files_refused_total", "counter",
+			   "Library files the uprobe registry refused to open, parse or track, "
+			   "by reason.");
+	for (i = 0; i < BPFTEL_REFUSED__COUNT; i++) {
+		l[0] = (struct bpftel_prom_label){"reason", bpftel_refusal_name(i)};
+		bpftel_prom_sample_u64(w, "", l, 1, ref->count[i]);
+	}
+	free(ref);
+}
+
+/*
+ * Every second, on the agent's housekeeping thread: forget exited processes and detach
+ * long-idle files; and after any loss of a library event (in the kernel, at a full
+ * queue, or a path that no longer led to the file opened) read /proc instead.
+ */
+void sharedlibs_housekeeping(struct bpftel_module *m)
+{
+	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
+	struct bpftel_module_event_stats es;
+	struct bpftel_sharedlibs_counters cnt;
+	__u64 lost;
+
+	if (!sl->registry)
+		return;
+	bpftel_uprobes__sweep(sl->registry);
+	if (bpftel_sharedlibs__counters(sl, &cnt))
+		return;
+	bpftel_module__event_stats(m, &es);
+	lost = cnt.kernel[SHLIB_CNT_LOST] + cnt.kernel[SHLIB_CNT_NO_PATH] +
+	       cnt.kernel[SHLIB_CNT_TOO_LONG] + cnt.malformed + es.lost_queue_full +
+	       es.lost_too_big + bpftel_uprobes__stale(sl->registry);
+	if (lost != sl->lost_seen) {
+		sl->lost_seen = lost; /* only this thread touches it */
+		bpftel_uprobes__scan(sl->registry);
+	}
+}

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Attaching modules' uprobes to one library file: open it safely, parse it once for
+ * every module's symbols, and create the links (multi-uprobe or per probe point). Runs
+ * without the registry's lock (see uprobes_internal.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+
+#include "uprobes_internal.h"
+#include "user/common/log.h"
+#include "user/manager/elfsym.h"
+#include "user/manager/manager.h"
+#include "user/manager/uprobe_multi.h"
+
+#define MAX_GROUPS 4 /* distinct (program, return) pairs of one module */
+
+void links_drop(struct ulink *links, size_t n, bool gated)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (gated) {
+			bpftel_release(links[i].link, links[i].link ? -1 : links[i].fd, NULL, NULL);
+		} else if (links[i].link) {
+			bpf_link__destroy(links[i].link);
+		} else if (links[i].fd >= 0) {
+			close(links[i].fd);
+		}
+	}
+}
+
+/* Open f through one of its processes, newest first. -errno if none reaches it. */
+static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
+{
+	struct bpftel_procfile_target t[8];
+	enum bpftel_refusal why;
+	struct stat st;
+	size_t n = 0, i;
+	int fd = -ENOENT;
+
+	pthread_mutex_lock(&u->lock);
+	for (i = f->nprocs; i-- > 0 && n < 8;) {
+		t[n] = (struct bpftel_procfile_target){
+			.pid = f->procs[i].pid,
+			.dirfd = f->procs[i].dirfd,
+			.path = strdup(f->procs[i].path),
+			.dev = f->procs[i].dev,
+			.ino = f->procs[i].ino,
+		};
+		if (t[n].path)
+			n++;
+	}
+	pthread_mutex_unlock(&u->lock);
+	for (i = 0; i < n; i++) {
+		if (fd < 0)
+			fd = bpftel_procfile_open(&t[i], &st, &why);
+		free((char *)t[i].path);
+	}
+	return fd;
+}
+
+static void add_fail(struct file_mod *fm, const char *symbol, int err)
+{
+	if (fm->nfail < BPFTEL_UPROBE_MAX_FAIL) {
+		snprintf(fm->fail[fm->nfail].symbol, sizeof(fm->fail[0].symbol), "%s", symbol);
+		fm->fail[fm->nfail].err = err;
+	}
+	fm->nfail++;
+}
+
+struct group {
+	const char *prog;
+	bool retprobe;
+	size_t n;
+	unsigned long offsets[MAX_SPECS];
+	__u64 cookies[MAX_SPECS];
+	const char *symbols[MAX_SPECS];
+};
+
+/* One multi-uprobe link per (program, direction). */
+static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enum shlib_lib lib,
+			 const char *path, const long *off, struct file_mod *fm)
+{
+	struct group g[MAX_GROUPS] = {};
+	struct bpf_program *prog;
+	size_t ng = 0, i, j;
+	int fd;
+
+	for (i = 0; i < me->nspecs; i++) {
+		const struct bpftel_uprobe_spec *s = &me->specs[i];
+
+		if (s->lib != lib)
+			continue;
+		if (off[i] < 0) {
+			add_fail(fm, s->symbol, (int)off[i]);
+			continue;
+		}
+		for (j = 0; j < ng && (strcmp(g[j].prog, s->prog) || g[j].retprobe != s->retprobe);
+		     j++)
+			;
+		if (j == ng) {
+			if (ng == MAX_GROUPS) {
+				add_fail(fm, s->symbol, -E2BIG);
+				continue;
+			}
+			g[ng].prog = s->prog;
+			g[ng++].retprobe = s->retprobe;
+		}
+		g[j].offsets[g[j].n] = (unsigned long)off[i];
+		g[j].cookies[g[j].n] = s->cookie;
+		g[j].symbols[g[j].n++] = s->symbol;
+	}
+	for (j = 0; j < ng; j++) {
+		prog = bpf_object__find_program_by_name(obj, g[j].prog);
+		fd = prog ? bpftel_uprobe_multi_attach(bpf_program__fd(prog), path, g[j].offsets,
+						       g[j].cookies, g[j].n, g[j].retprobe, 0)
+			  : -ENOENT;
+		if (fd < 0) {
+			for (i = 0; i < g[j].n; i++)
+				add_fail(fm, g[j].symbols[i], fd);
+			continue;
+		}
+		fm->links[fm->nlinks++] = (struct ulink){.fd = fd};
+		fm->attached += g[j].n;
+	}
+}
+
+/* One perf-event link per probe point, each with its cookie. */
+static void attach_single(const struct mod_entry *me, struct bpf_object *obj, enum shlib_lib lib,
+			  const char *path, const long *off, struct file_mod *fm)
+{
+	struct bpf_program *prog;
+	struct bpf_link *link;
+	size_t i;
+
+	for (i = 0; i < me->nspecs; i++) {
+		const struct bpftel_uprobe_spec *s = &me->specs[i];
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = s->retprobe, .bpf_cookie = s->cookie);
+
+		if (s->lib != lib)
+			continue;
+		if (off[i] < 0) {
+			add_fail(fm, s->symbol, (int)off[i]);
+			continue;
+		}
+		prog = bpf_object__find_program_by_name(obj, s->prog);
+		link = prog ? bpf_program__attach_uprobe_opts(prog, -1, path, (size_t)off[i], &opts)
+			    : NULL;
+		if (!link) {
+			add_fail(fm, s->symbol, prog ? -errno : -ENOENT);
+			continue;
+		}
+		fm->links[fm->nlinks++] = (struct ulink){.link = link, .fd = -1};
+		fm->attached++;
+	}
+}
+
+/* What the ELF reader's errno says about the file. */
+static enum bpftel_refusal refusal_of(int err)
+{
+	switch (err) {
+	case -EFBIG:
+		return BPFTEL_REFUSED_TOO_LARGE;
+	case -E2BIG:
+		return BPFTEL_REFUSED_TABLES_TOO_LARGE;
+	case -EISDIR:
+		return BPFTEL_REFUSED_NOT_REGULAR;
+	default:
+		return BPFTEL_REFUSED_NOT_ELF;
+	}
+}
+
+/*
+ * Resolve every symbol any job needs, in one parse. off[j][i] is spec i of job j's
+ * module; a negative value its errno. Returns 0, or the file-level errno with the
+ * reader's message in err.
+ */
+static int resolve(struct bpftel_uprobes *u, const struct lib_file *f, const struct attach_job *jobs,
+		   size_t njobs, int fd, long (*off)[MAX_SPECS], char *err, size_t errlen)
+{
+	struct bpftel_elf_sym_req reqs[MAX_MODS * MAX_SPECS];
+	size_t n = 0, j, i, k;
+	int ret;
+
+	for (j = 0; j < njobs; j++) {
+		const struct mod_entry *me = &u->mods[jobs[j].mi];
+
+		for (i = 0; i < me->nspecs; i++) {
+			if (me->specs[i].lib != f->lib)
+				continue;
+			for (k = 0; k < n && strcmp(reqs[k].name, me->specs[i].symbol); k++)
+				;
+			if (k == n)
+				reqs[n++] = (struct bpftel_elf_sym_req){.name = me->specs[i].symbol};
+		}
+	}
+	if (!n)
+		return 0;
+	ret = bpftel_elf_resolve_fd(fd, f->path, reqs, n, err, errlen);
+	if (ret)
+		return ret;
+	for (j = 0; j < njobs; j++) {
+		const struct mod_entry *me = &u->mods[jobs[j].mi];
+
+		for (i = 0; i < me->nspecs; i++) {
+			off[j][i] = -ENOENT;
+			for (k = 0; k < n; k++) {
+				if (!strcmp(reqs[k].name, me->specs[i].symbol))
+					off[j][i] = reqs[k].offset;
+			}
+		}
+	}
+	return 0;
+}
+
+void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attach_job *jobs,
+		size_t njobs, int fd)
+{
+	struct file_mod *res = calloc(njobs, sizeof(*res));
+	long (*off)[MAX_SPECS] = calloc(njobs, sizeof(*off));
+	struct ulink stale[MAX_MODS * MAX_SPECS];
+	char path[64], err[256] = "";
+	size_t nstale = 0, j;
+	int own = -1, ret = -ENOMEM;
+
+	if (fd < 0)
+		fd = own = open_through_procs(u, f);
+	if (fd >= 0 && res && off) {
+		ret = resolve(u, f, jobs, njobs, fd, off, err, sizeof(err));
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		for (j = 0; !ret && j < njobs; j++) {
+			const struct mod_entry *me = &u->mods[jobs[j].mi];
+
+			res[j].multi = jobs[j].multi;
+			if (jobs[j].multi)
+				attach_multi(me, jobs[j].obj, f->lib, path, off[j], &res[j]);
+			else
+				attach_single(me, jobs[j].obj, f->lib, path, off[j], &res[j]);
+			if (res[j].nfail)
+				pr_warn("uprobes: module '%s': %s: %zu probe points failed, first %s: %s",
+					me->name, f->path, res[j].nfail, res[j].fail[0].symbol,
+					strerror(-res[j].fail[0].err));
+		}
+	}
+	if (own >= 0)
+		close(own);
+
+	pthread_mutex_lock(&u->lock);
+	if (fd < 0 || ret == -ENOMEM) {
+		/* Unreachable now (its processes went away), or no memory: not tried. */
+		for (j = 0; j < njobs; j++)
+			f->mods[jobs[j].mi].st = FM_NONE;
+	} else if (ret) {
+		f->refused = refusal_of(ret);
+		snprintf(f->refused_detail, sizeof(f->refused_detail), "%s", err);
+		refusal_locked(u, f->nprocs ? f->procs[f->nprocs - 1].pid : 0, f->lib, f->path,
+			       f->refused, err);
+		for (j = 0; j < njobs; j++)
+			f->mods[jobs[j].mi].st = FM_DONE;
+	}
+	for (j = 0; j < njobs; j++) {
+		struct mod_entry *me = &u->mods[jobs[j].mi];
+
+		if (!ret && fd >= 0 && jobs[j].gen == me->gen) {
+			res[j].st = FM_DONE;
+			f->mods[jobs[j].mi] = res[j];
+		} else if (!ret && fd >= 0) {
+			/* The instance stopped meanwhile (its stop waits for us): its gate is
+			 * closed, so these go to the reaper with the rest of its links. */
+			memcpy(stale + nstale, res[j].links, res[j].nlinks * sizeof(stale[0]));
+			nstale += res[j].nlinks;
+			f->mods[jobs[j].mi].st = FM_NONE;
+		}
+		me->busy--;
+		f->busy--;
+	}
+	pthread_cond_broadcast(&u->idle);
+	pthread_mutex_unlock(&u->lock);
+	links_drop(stale, nstale, true);
+	free(res);
+	free(off);
+}

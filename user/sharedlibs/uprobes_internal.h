@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Uprobe registry internals, shared by uprobes.c (the tables, processes, sweep, scan,
+ * module hooks) and uprobe_attach.c (opening, parsing and attaching one file).
+ *
+ * Locking: u->lock guards everything below; it is never held across slow work. A
+ * thread that works on a file outside the lock marks it busy (f->busy), and a module
+ * whose object it uses (me->busy); a file is freed only when neither it is busy nor
+ * any of its links is still with the reaper (f->releasing), and a module's stop waits
+ * on u->idle until its busy count drops to 0 before it takes its links back.
+ */
+#ifndef BPFTEL_UPROBES_INTERNAL_H
+#define BPFTEL_UPROBES_INTERNAL_H
+
+#include <pthread.h>
+
+#include "uprobes.h"
+
+#define MAX_MODS  8
+#define MAX_SPECS 16
+#define MAX_FILES 1024
+
+struct bpf_link;
+struct bpf_object;
+
+/* A libbpf link, or the fd of a raw multi-uprobe link. */
+struct ulink {
+	struct bpf_link *link;
+	int fd;
+};
+
+enum fm_state {
+	FM_NONE = 0, /* nothing attached, nothing tried for this instance */
+	FM_BUSY,     /* a thread is attaching */
+	FM_DONE,     /* tried: links and failures below */
+};
+
+struct file_mod {
+	enum fm_state st;
+	bool multi;
+	size_t nlinks;
+	struct ulink links[MAX_SPECS];
+	size_t attached; /* probe points */
+	size_t nfail;
+	struct {
+		char symbol[64];
+		int err;
+	} fail[BPFTEL_UPROBE_MAX_FAIL];
+};
+
+/* How a process reaches the file: a procfile target (path as it named it). */
+struct proc_ref {
+	__u32 pid;
+	__u64 start_time;
+	int dirfd;
+	char *path;
+	dev_t dev; /* the identity this access leads to */
+	__u64 ino;
+};
+
+struct lib_file {
+	dev_t dev; /* what the kernel maps and probes: the key */
+	__u64 ino;
+	dev_t alias_dev; /* what a path reached (overlayfs: the overlay's inode) */
+	__u64 alias_ino;
+	enum shlib_lib lib;
+	char path[256];
+	size_t nprocs, cap;
+	struct proc_ref *procs;
+	long long idle_since_ms; /* 0 while a process uses it */
+	int refused;		 /* enum bpftel_refusal, or -1 */
+	char refused_detail[128];
+	unsigned int busy;
+	size_t releasing; /* its links the reaper has not destroyed yet */
+	struct file_mod mods[MAX_MODS];
+};
+
+struct mod_entry {
+	struct bpftel_uprobes *u;
+	char name[64];
+	const struct bpftel_uprobe_spec *specs;
+	size_t nspecs;
+	struct bpf_object *obj; /* between before_start and before_stop */
+	__u64 gen;		/* bumped by each stop */
+	unsigned int busy;	/* attaches in flight with obj */
+	bool multi;		/* this instance's programs were loaded for multi links */
+	char mode_reason[160];
+};
+
+struct bpftel_uprobes {
+	pthread_mutex_t lock;
+	pthread_cond_t idle; /* a busy count dropped */
+	size_t nmods;
+	struct mod_entry mods[MAX_MODS];
+	size_t nfiles;
+	struct lib_file *files[MAX_FILES];
+	__u64 stale;
+	__u64 sweeps;
+	unsigned int grace_ms;
+	struct bpftel_uprobes_refusals ref;
+	__u32 recent_count[BPFTEL_UPROBES_RECENT]; /* repeats of each recent refusal */
+};
+
+/* Module mi on a file, for the instance gen of its object obj. */
+struct attach_job {
+	size_t mi;
+	__u64 gen;
+	struct bpf_object *obj;
+	bool multi;
+};
+
+/*
+ * uprobe_attach.c: without u->lock, with f and each job's module marked busy: open f
+ * (fd if >= 0, else through its processes), parse it once for every job's symbols,
+ * attach each job, then under the lock store the results and drop the busy marks.
+ */
+void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attach_job *jobs,
+		size_t njobs, int fd);
+/* Destroy links: through the reaper when their programs are inert (gated), else here. */
+void links_drop(struct ulink *links, size_t n, bool gated);
+
+/* uprobes.c: with u->lock, count a refusal and remember it among the recent ones. */
+void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, const char *path,
+		    enum bpftel_refusal why, const char *detail);
+
+#endif /* BPFTEL_UPROBES_INTERNAL_H */
