@@ -5,6 +5,16 @@
 #include <string.h>
 
 #include "user/agent/config.h"
+#include "user/agent/module_table.h"
+
+/* The parser knows modules by the agent's table; this one stands in for it (the real
+ * one links every module). */
+const struct bpftel_agent_module bpftel_agent_modules[] = {
+	{"sharedlibs", false, NULL, NULL},
+	{"gpu", true, NULL, NULL},
+	{"usm", true, NULL, NULL},
+};
+const size_t bpftel_agent_nmodules = 3;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -26,7 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (c.workers < 1 || c.workers > 64 || c.queue_len < 16 || c.queue_len > 65536 ||
 	    (c.ringbuf_kib & (c.ringbuf_kib - 1)) || c.ringbuf_kib > 65536 ||
 	    !memchr(c.socket, '\0', sizeof(c.socket)) || c.socket[0] != '/' ||
-	    !memchr(c.metrics_addr, '\0', sizeof(c.metrics_addr)))
+	    !memchr(c.metrics_addr, '\0', sizeof(c.metrics_addr)) || c.uprobe_grace_s > 3600 ||
+	    c.modules[0] /* the shared watcher is never selectable */)
 		abort();
 	return 0;
 }

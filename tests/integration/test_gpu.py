@@ -163,19 +163,29 @@ def check_bad_files(agent, python, pattern_bin, stub):
         for script in (f"open({garbage!r}, 'rb'); import time; time.sleep(60)",
                        f"import ctypes, time; ctypes.CDLL({nosyms!r}); time.sleep(60)"):
             procs.append(subprocess.Popen([python, "-c", script]))
-        for proc, path, what in ((procs[0], garbage, "not ELF"),
-                                 (procs[1], nosyms, "no CUDA symbols")):
-            row = wait_for(lambda: [r for r in lib_rows(agent, proc.pid)
-                                    if r["path"] == path and r["failed"]], 15,
-                           f"an attach failure recorded for {path}")[0]
-            check(row["attached"] == 0 and row["failed"] == NPROBES and row["failures"] and
-                  all(f["errno"] > 0 for f in row["failures"]),
-                  f"{what}: {row['failed']} attach failures recorded, e.g. "
-                  f"{row['failures'][0]['symbol']}: {row['failures'][0]['errno_name']}")
-        # Recorded once, not retried in a loop: still the same count a sweep later.
-        time.sleep(1.5)
+        # Not ELF: the file is refused whole, with its reason, before any symbol.
+        row = wait_for(lambda: [r for r in lib_rows(agent, procs[0].pid)
+                                if r["path"] == garbage and r["refused"]], 15,
+                       f"the refusal of {garbage}")[0]
+        check(row["refused"] == "not_elf" and row["state"] == "refused" and
+              row["attached"] == 0 and row["failed"] == 0,
+              f"not ELF: refused ({row['refused']}: {row['refused_detail']})")
+        # ELF without the symbols: each probe point's failure recorded.
+        row = wait_for(lambda: [r for r in lib_rows(agent, procs[1].pid)
+                                if r["path"] == nosyms and r["failed"]], 15,
+                       f"an attach failure recorded for {nosyms}")[0]
+        check(row["attached"] == 0 and row["failed"] == NPROBES and row["failures"] and
+              all(f["errno"] > 0 for f in row["failures"]),
+              f"no CUDA symbols: {row['failed']} attach failures recorded, e.g. "
+              f"{row['failures'][0]['symbol']}: {row['failures'][0]['errno_name']}")
+        # Recorded once, not retried in a loop: still the same a sweep later.
+        sweeps = agent.json("libs")["sweeps"]
+        wait_for(lambda: agent.json("libs")["sweeps"] >= sweeps + 2, 30, "two more sweeps")
         again = [r for r in lib_rows(agent, procs[1].pid) if r["path"] == nosyms][0]
-        check(again["failed"] == NPROBES, "the failed file is not retried")
+        refused = agent.json("libs")["refused"]["not_elf"]
+        check(again["failed"] == NPROBES and refused == 1,
+              f"the failed file is not retried ({again['failed']} failures), the refused "
+              f"one refused once ({refused})")
         mods = {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
         check(mods.get("gpu") == "running" and mods.get("sharedlibs") == "running",
               f"modules still running: {mods}")

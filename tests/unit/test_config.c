@@ -11,7 +11,12 @@
 #include <cmocka.h>
 
 #include "user/agent/config.h"
+#include "user/agent/module_table.h"
 #include "user/sharedlibs/sharedlibs.h"
+
+/* Modules by their place in the agent's table. */
+#define GPU bpftel_agent_module_index("gpu")
+#define USM bpftel_agent_module_index("usm")
 
 static int parse(const char *text, struct bpftel_config *c, char *err)
 {
@@ -27,7 +32,7 @@ static void test_defaults_and_values(void **state)
 	(void)state;
 	assert_int_equal(parse("", &c, err), 0);
 	assert_string_equal(c.metrics_addr, "127.0.0.1:9464");
-	assert_true(c.modules[BPFTEL_CFG_MOD_GPU] && c.modules[BPFTEL_CFG_MOD_USM]);
+	assert_true(c.modules[GPU] && c.modules[USM]);
 	assert_int_equal(c.libsets, SHLIB_LIBSET_ALL);
 	assert_true(c.run_stats);
 	assert_int_equal(parse("# comment\n\n  socket = /tmp/a.sock  # trailing\n"
@@ -37,8 +42,8 @@ static void test_defaults_and_values(void **state)
 			 0);
 	assert_string_equal(c.socket, "/tmp/a.sock");
 	assert_string_equal(c.metrics_addr, "[::1]:9000");
-	assert_false(c.modules[BPFTEL_CFG_MOD_GPU]);
-	assert_true(c.modules[BPFTEL_CFG_MOD_USM]);
+	assert_false(c.modules[GPU]);
+	assert_true(c.modules[USM]);
 	assert_int_equal(c.libsets, SHLIB_LIBSET_BIT(SHLIB_LIBSET_GPU));
 	assert_false(c.run_stats);
 	assert_int_equal(c.workers, 2);
@@ -46,10 +51,10 @@ static void test_defaults_and_values(void **state)
 	assert_int_equal(c.ringbuf_kib, 1024);
 	assert_int_equal(parse("metrics_addr = off\nmodules = none\nlibsets = none\n", &c, err), 0);
 	assert_string_equal(c.metrics_addr, "");
-	assert_false(c.modules[BPFTEL_CFG_MOD_GPU] || c.modules[BPFTEL_CFG_MOD_USM]);
+	assert_false(c.modules[GPU] || c.modules[USM]);
 	assert_int_equal(c.libsets, 0);
 	assert_int_equal(parse("modules = gpu, usm\r\n", &c, err), 0); /* CRLF file */
-	assert_true(c.modules[BPFTEL_CFG_MOD_GPU] && c.modules[BPFTEL_CFG_MOD_USM]);
+	assert_true(c.modules[GPU] && c.modules[USM]);
 }
 
 static void test_errors_name_file_and_line(void **state)
@@ -64,7 +69,9 @@ static void test_errors_name_file_and_line(void **state)
 		{"queue_len = 99999999999999999999\n", "t.conf:1: queue_len:"},
 		{"ringbuf_kib = 100\n", "t.conf:1: ringbuf_kib: '100' is not 0 or a power of two"},
 		{"run_stats = yes\n", "t.conf:1: run_stats: 'yes' is not on or off"},
-		{"modules = gpu, nfs\n", "t.conf:1: modules: unknown module 'nfs'"},
+		{"modules = gpu, nfs\n", "t.conf:1: modules: unknown module 'nfs' (gpu, usm, none)"},
+		{"modules = sharedlibs\n", "t.conf:1: modules: unknown module 'sharedlibs'"},
+		{"uprobe_grace = 3601\n", "t.conf:1: uprobe_grace: '3601' is not 0..3600"},
 		{"libsets = crypto,,x\n", "t.conf:1: libsets: unknown libset"},
 		{"metrics_addr = 9464\n", "t.conf:1: metrics_addr: '9464' is not HOST:PORT"},
 		{"metrics_addr = 127.0.0.1:http\n", "t.conf:1: metrics_addr:"},
@@ -127,7 +134,7 @@ static void test_load_file(void **state)
 	fputs("modules = gpu\n", f);
 	fclose(f);
 	assert_int_equal(bpftel_config_load(path, &c, err, sizeof(err)), 0);
-	assert_true(c.modules[BPFTEL_CFG_MOD_GPU] && !c.modules[BPFTEL_CFG_MOD_USM]);
+	assert_true(c.modules[GPU] && !c.modules[USM]);
 	unlink(path);
 }
 

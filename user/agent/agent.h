@@ -1,5 +1,37 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* bpftel-agent's state, shared by its main loop and its control commands. */
+/*
+ * bpftel-agent's state, and its threading model.
+ *
+ * Threads, and what each may do:
+ *
+ *   main          epoll over the signalfd and the control socket. Answers read-only
+ *                 commands itself (stats, modules, probes, errors, libs, gpu, http, ...)
+ *                 from each module's report ops, which copy their own state under short
+ *                 locks; never does slow work. Hands module start/stop/restart and
+ *                 SIGHUP's reload to the lifecycle thread, and sends their answers when
+ *                 they come back (control.h's deferred answers).
+ *   lifecycle     (lifecycle.c) runs those jobs one at a time, in order: BPF load and
+ *                 verification, attach, detach, the reaper's settling for `stop`. Each
+ *                 module's lifecycle steps serialize on that module's own lock (the
+ *                 manager's), which nothing on the main or metrics thread takes.
+ *   housekeeping  (housekeeping.c) every second, each module's housekeeping op: sweeps of
+ *                 exited processes, idle library files, rescans of /proc. Slow work,
+ *                 under no lock a reader needs.
+ *   metrics       libmicrohttpd's thread: renders /metrics from the same report ops.
+ *   module threads the manager's per-module consumers and workers (user/events), the
+ *                 uprobe registry's callers, and the reaper's pool (user/manager/reaper.c).
+ *
+ * Who owns what, and which lock guards it:
+ *   agent->cfg, agent->metrics   agent->cfg_lock (short: copies and pointer swaps). Only
+ *                                the lifecycle thread writes them after start.
+ *   the module table's privs     written at start, read-only after, freed at exit.
+ *   each module's state          that module, under its own locks (see each module's
+ *                                header and user/manager/internal.h: m->report_lock).
+ *
+ * Stop is bounded: SIGTERM cancels a start in progress (bpftel_module__cancel), joins the
+ * lifecycle and housekeeping threads, stops every module (a gated module's uprobes go to
+ * the reaper, which destroys them in parallel) and waits for the reaper.
+ */
 #ifndef BPFTEL_AGENT_H
 #define BPFTEL_AGENT_H
 
@@ -9,59 +41,48 @@
 #include <linux/types.h>
 
 #include "config.h"
-
-/* How often the uprobe registry forgets exited processes and detaches unused files. */
-#define BPFTEL_SWEEP_INTERVAL_MS 1000
+#include "module_table.h"
 
 struct bpftel_manager;
-struct bpftel_sharedlibs;
 struct bpftel_ctl_server;
 struct bpftel_ctl_request;
 struct bpftel_telemetry;
 struct bpftel_uprobes;
-struct bpftel_gpu;
-struct bpftel_usm;
 struct bpftel_metrics;
+struct bpftel_lifecycle;
+struct bpftel_housekeeping;
 
 /* The agent's own subscription to the shared-libraries watcher: it keeps an inventory
  * of every library of every libset, whichever modules run. */
 #define BPFTEL_AGENT_SUBSCRIBER "agent-inventory"
 
 struct bpftel_agent {
-	/* Serializes the main loop's commands and ticks with the metrics thread. */
-	pthread_mutex_t lock;
 	struct bpftel_manager *mgr;
-	struct bpftel_sharedlibs *sharedlibs;
 	struct bpftel_telemetry *tlm;
 	struct bpftel_uprobes *uprobes;
-	struct bpftel_gpu *gpu; /* NULL if it could not be registered */
-	struct bpftel_usm *usm; /* likewise */
-	__u64 lost_seen;	/* watcher losses already answered by a rescan */
-	long long last_sweep_ms;
+	void *priv[BPFTEL_CFG_MAX_MODULES]; /* by module table index; NULL: not registered */
 	struct bpftel_ctl_server *ctl;
+	struct bpftel_lifecycle *lc;
+	struct bpftel_housekeeping *hk;
+	pthread_mutex_t cfg_lock;
 	struct bpftel_metrics *metrics; /* NULL: no metrics endpoint */
 	struct bpftel_config cfg;	/* in force */
 	time_t started;			/* wall clock, for display */
 	struct timespec mono_start;	/* for uptime */
 };
 
-/* Periodic work of the main loop: sweep, and rescan /proc after lost events. */
-void bpftel_agent_tick(struct bpftel_agent *agent);
-
 /*
- * Apply a configuration (apply.c): from nothing when starting (modules registered,
- * not running), else from agent->cfg. Returns an error only when starting and the
- * watcher or the metrics endpoint cannot start; on reload what fails is logged and
- * the rest applied.
+ * Apply a configuration (apply.c): from nothing when starting (modules registered, not
+ * running), else from agent->cfg. On the lifecycle thread after start. Returns an error
+ * only when starting and the watcher or the metrics endpoint cannot start; on reload
+ * what fails is logged and the rest applied.
  */
 int bpftel_agent_apply(struct bpftel_agent *agent, const struct bpftel_config *next, bool starting);
 
-/* The `gpu` and `http` commands' answers (gpu_json.c, http_json.c). */
-json_t *bpftel_agent_gpu_json(struct bpftel_agent *agent);
-json_t *bpftel_agent_http_json(struct bpftel_agent *agent);
-
-/* A command's answer, caller holding agent->lock (req may be NULL). */
-json_t *bpftel_agent_dispatch(struct bpftel_agent *agent, const char *cmd, json_t *req);
+/* A read-only command's answer (commands.c), or NULL if cmd is not one: any thread. */
+json_t *bpftel_agent_query(struct bpftel_agent *agent, const char *cmd, json_t *req);
+/* A module start/stop/restart, run by the lifecycle thread (commands.c). */
+json_t *bpftel_agent_module_action(struct bpftel_agent *agent, json_t *req);
 
 /* Control command dispatcher (bpftel_ctl_handler_fn); ctx is the agent. */
 json_t *bpftel_agent_command(struct bpftel_ctl_request *r, void *ctx);

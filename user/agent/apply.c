@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Applying a configuration to the running agent: at start (from nothing) and on
- * SIGHUP (from the configuration in force). What can change live does; what cannot
- * (the control socket) is logged and kept.
+ * Applying a configuration to the running agent: at start (from nothing, on the main
+ * thread before anything is served) and on SIGHUP (from the configuration in force, on
+ * the lifecycle thread). What can change live does; what cannot (the control socket)
+ * is logged and kept.
  */
 #include <errno.h>
 #include <string.h>
@@ -12,19 +13,11 @@
 #include "telemetry/telemetry.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
-#include "user/modules/gpu/gpu.h"
-#include "user/modules/usm/usm.h"
 #include "user/sharedlibs/sharedlibs.h"
+#include "user/sharedlibs/uprobes.h"
 
-static struct bpftel_module *config_module(struct bpftel_agent *a, enum bpftel_config_module i)
-{
-	if (i == BPFTEL_CFG_MOD_GPU)
-		return a->gpu ? bpftel_gpu__module(a->gpu) : NULL;
-	return a->usm ? bpftel_usm__module(a->usm) : NULL;
-}
-
-/* With a->lock: everything but the metrics endpoint. */
-static int apply_locked(struct bpftel_agent *a, const struct bpftel_config *next, bool starting)
+/* Everything but the metrics endpoint. */
+static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *next, bool starting)
 {
 	const struct bpftel_config *cur = &a->cfg;
 	struct bpftel_pipeline_settings ps = {
@@ -33,9 +26,11 @@ static int apply_locked(struct bpftel_agent *a, const struct bpftel_config *next
 		.ringbuf_bytes = next->ringbuf_kib * 1024,
 	};
 	struct bpftel_module *m;
-	int i, err;
+	size_t i;
+	int err;
 
 	bpftel_manager__set_pipeline(a->mgr, &ps);
+	bpftel_uprobes__set_grace_ms(a->uprobes, next->uprobe_grace_s * 1000);
 	if (!starting && (cur->workers != next->workers || cur->queue_len != next->queue_len ||
 			  cur->ringbuf_kib != next->ringbuf_kib))
 		pr_info("config: pipeline and ring buffer sizes apply as each module restarts "
@@ -59,8 +54,10 @@ static int apply_locked(struct bpftel_agent *a, const struct bpftel_config *next
 		}
 	}
 	/* A module that cannot start is reported and leaves the others running. */
-	for (i = 0; i < BPFTEL_CFG_MOD__COUNT; i++) {
-		m = config_module(a, i);
+	for (i = 0; i < bpftel_agent_nmodules; i++) {
+		m = a->priv[i] && bpftel_agent_modules[i].selectable
+			    ? bpftel_manager__find(a->mgr, bpftel_agent_modules[i].name)
+			    : NULL;
 		if (!m || (!starting && cur->modules[i] == next->modules[i]))
 			continue;
 		if (next->modules[i]) {
@@ -78,7 +75,7 @@ static int apply_locked(struct bpftel_agent *a, const struct bpftel_config *next
 
 static int apply_metrics(struct bpftel_agent *a, const char *addr)
 {
-	struct bpftel_metrics *m = NULL;
+	struct bpftel_metrics *m = NULL, *old;
 	int err;
 
 	if (*addr) {
@@ -87,8 +84,12 @@ static int apply_metrics(struct bpftel_agent *a, const char *addr)
 			return err;
 		pr_info("metrics at http://%s/metrics", bpftel_metrics__addr(m));
 	}
-	bpftel_metrics__stop(a->metrics);
+	pthread_mutex_lock(&a->cfg_lock);
+	old = a->metrics;
 	a->metrics = m;
+	pthread_mutex_unlock(&a->cfg_lock);
+	/* Waits for its requests in flight: outside the lock they may need. */
+	bpftel_metrics__stop(old);
 	return 0;
 }
 
@@ -97,9 +98,7 @@ int bpftel_agent_apply(struct bpftel_agent *a, const struct bpftel_config *next,
 	struct bpftel_config applied = *next;
 	int err;
 
-	pthread_mutex_lock(&a->lock);
-	err = apply_locked(a, next, starting);
-	pthread_mutex_unlock(&a->lock);
+	err = apply_modules(a, next, starting);
 	if (err)
 		return err;
 	if (!starting && strcmp(a->cfg.socket, next->socket)) {
@@ -107,7 +106,6 @@ int bpftel_agent_apply(struct bpftel_agent *a, const struct bpftel_config *next,
 			next->socket, a->cfg.socket);
 		snprintf(applied.socket, sizeof(applied.socket), "%s", a->cfg.socket);
 	}
-	/* Outside the lock: stopping the endpoint waits for its requests, which take it. */
 	if (starting || strcmp(a->cfg.metrics_addr, next->metrics_addr)) {
 		err = apply_metrics(a, next->metrics_addr);
 		if (err) {
@@ -120,6 +118,8 @@ int bpftel_agent_apply(struct bpftel_agent *a, const struct bpftel_config *next,
 				 a->cfg.metrics_addr); /* the old endpoint still runs */
 		}
 	}
+	pthread_mutex_lock(&a->cfg_lock);
 	a->cfg = applied;
+	pthread_mutex_unlock(&a->cfg_lock);
 	return 0;
 }

@@ -1,21 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* Control commands of bpftel-agent: one function per command, dispatched by name. */
+/*
+ * Control commands of bpftel-agent: the agent's own (stats, modules, probes, errors), each
+ * module's (by its ops' command), and `module`, which the lifecycle thread runs.
+ * Read-only answers are built from the manager's and the modules' report functions,
+ * which take only short locks: any thread may call them, nothing waits for a load.
+ */
+#include <arpa/inet.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent.h"
 #include "control.h"
+#include "lifecycle.h"
 #include "metrics.h"
-#include "user/modules/gpu/gpu.h"
-#include "user/modules/usm/usm.h"
+#include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
 #include "user/manager/manager.h"
-#include "user/sharedlibs/sharedlibs.h"
-#include "telemetry/telemetry.h"
-#include "user/sharedlibs/uprobes.h"
 
 #define MAX_MODULES 16
 #define MAX_PROBES  32
@@ -29,20 +31,19 @@ static double uptime_s(const struct bpftel_agent *agent)
 	       (now.tv_nsec - agent->mono_start.tv_nsec) / 1e9;
 }
 
-static bool pid_alive(__u32 pid)
-{
-	return !kill((pid_t)pid, 0) || errno == EPERM;
-}
-
-static json_t *attach_string(const struct bpftel_attach_candidate *c)
+/* "tracepoint:syscalls/sys_exit_openat", "socket_filter:any (socket:[4242])" */
+static json_t *attach_string(const struct bpftel_attach_candidate *c, const char *attached_to)
 {
 	char buf[512];
+	int n;
 
 	if (c->symbol)
-		snprintf(buf, sizeof(buf), "%s:%s:%s", bpftel_attach_type_name(c->type), c->target,
-			 c->symbol);
+		n = snprintf(buf, sizeof(buf), "%s:%s:%s", bpftel_attach_type_name(c->type),
+			     c->target, c->symbol);
 	else
-		snprintf(buf, sizeof(buf), "%s:%s", bpftel_attach_type_name(c->type), c->target);
+		n = snprintf(buf, sizeof(buf), "%s:%s", bpftel_attach_type_name(c->type), c->target);
+	if (attached_to && *attached_to && n > 0 && (size_t)n < sizeof(buf))
+		snprintf(buf + n, sizeof(buf) - n, " (%s)", attached_to);
 	return bpftel_json_str(buf);
 }
 
@@ -75,10 +76,10 @@ static void add_program(struct bpftel_module *m, const struct bpftel_probe_statu
 	if (!running || st->winner < 0)
 		return;
 	c = &st->cand[st->winner].cand;
-	json_array_append_new(arr,
-			      json_pack("{s:s, s:s, s:s, s:I, s:o}", "name", c->prog, "component",
-					bpftel_module__name(m), "probe", st->name, "id",
-					(json_int_t)st->prog_id, "attach", attach_string(c)));
+	json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:I, s:o}", "name", c->prog,
+					     "component", bpftel_module__name(m), "probe", st->name,
+					     "id", (json_int_t)st->prog_id, "attach",
+					     attach_string(c, st->attached_to)));
 }
 
 static const char *const cand_results[] = {
@@ -95,7 +96,7 @@ static void add_probe(struct bpftel_module *m, const struct bpftel_probe_status 
 	size_t i;
 
 	for (i = 0; i < st->ncand; i++) {
-		c = json_pack("{s:o, s:s, s:s}", "attach", attach_string(&st->cand[i].cand), "prog",
+		c = json_pack("{s:o, s:s, s:s}", "attach", attach_string(&st->cand[i].cand, NULL), "prog",
 			      st->cand[i].cand.prog, "result", cand_results[st->cand[i].result]);
 		if (st->cand[i].result == BPFTEL_CAND_REJECTED) {
 			ename = strerrorname_np(-st->cand[i].err);
@@ -111,54 +112,10 @@ static void add_probe(struct bpftel_module *m, const struct bpftel_probe_status 
 					     st->group, "covered_by", st->covered_by, "attached",
 					     running && st->winner >= 0, "winner",
 					     running && st->winner >= 0
-						     ? attach_string(&st->cand[st->winner].cand)
+						     ? attach_string(&st->cand[st->winner].cand,
+								     st->attached_to)
 						     : json_null(),
 					     "candidates", cands));
-}
-
-static json_t *stats_events(struct bpftel_sharedlibs *sl)
-{
-	struct bpftel_sharedlibs_counters cnt;
-	json_t *obj = json_object(), *det;
-	int i;
-
-	if (bpftel_sharedlibs__counters(sl, &cnt))
-		return obj;
-	json_object_set_new(obj, "received", json_integer(cnt.received));
-	json_object_set_new(obj, "malformed", json_integer(cnt.malformed));
-	json_object_set_new(obj, "evicted", json_integer(cnt.evicted));
-	for (i = 0; i < SHLIB_CNT__COUNT; i++)
-		json_object_set_new(obj, bpftel_shlib_counter_name(i), json_integer(cnt.kernel[i]));
-	det = json_object();
-	for (i = 0; i < SHLIB_LIBSET__COUNT; i++)
-		json_object_set_new(det, bpftel_shlib_libset_name(i),
-				    json_integer(cnt.detected[i]));
-	json_object_set_new(obj, "detected", det);
-	return obj;
-}
-
-static json_t *stats_libraries(struct bpftel_sharedlibs *sl)
-{
-	struct bpftel_shlib_detection *det;
-	json_t *arr = json_array(), *o;
-	size_t i, n;
-
-	n = bpftel_sharedlibs__detections(sl, &det);
-	for (i = 0; i < n; i++) {
-		o = json_pack("{s:I, s:o, s:s, s:s, s:o, s:I, s:b, s:I, s:I, s:o}", "pid",
-			      (json_int_t)det[i].pid, "comm", bpftel_json_str(det[i].comm), "lib",
-			      bpftel_shlib_lib_name(det[i].lib), "libset",
-			      bpftel_shlib_libset_name(det[i].libset), "path",
-			      bpftel_json_str(det[i].path), "opens", (json_int_t)det[i].opens,
-			      "alive", pid_alive(det[i].pid), "first_seen",
-			      (json_int_t)det[i].first_seen, "last_seen",
-			      (json_int_t)det[i].last_seen, "host_path",
-			      det[i].host_path ? bpftel_json_str(det[i].host_path) : json_null());
-		if (o)
-			json_array_append_new(arr, o);
-	}
-	bpftel_shlib_detections_free(det, n);
-	return arr;
 }
 
 static __u64 boottime_ns(void)
@@ -206,7 +163,7 @@ static void add_run_stats(struct bpftel_agent *agent, json_t *progs)
 			continue;
 		p = json_pack("{s:s, s:s, s:n, s:I, s:s}", "name", tp[j].program, "component",
 			      tp[j].module, "probe", "id", (json_int_t)tp[j].id, "attach",
-			      "uprobes per library file (bpftel libs)");
+			      "uprobes, per library file (bpftel libs)");
 		set_run_stats(p, &tp[j], now);
 		json_array_append_new(progs, p);
 	}
@@ -270,24 +227,47 @@ static json_t *stats_losses(struct bpftel_agent *agent)
 	return arr;
 }
 
+/* What each module adds to stats ("events", "libraries": the watcher's). */
+static void add_module_stats(struct bpftel_agent *agent, json_t *resp)
+{
+	struct bpftel_module *mods[MAX_MODULES];
+	const struct bpftel_module_ops *ops;
+	size_t n, i;
+	json_t *part;
+
+	n = bpftel_manager__modules(agent->mgr, mods, MAX_MODULES);
+	for (i = 0; i < n; i++) {
+		ops = bpftel_module__ops(mods[i]);
+		part = ops->stats ? ops->stats(mods[i]) : NULL;
+		if (part)
+			json_object_update_missing(resp, part);
+		json_decref(part);
+	}
+}
+
 static json_t *cmd_stats(struct bpftel_agent *agent)
 {
 	json_t *progs = json_array(), *resp;
+	char metrics_addr[INET6_ADDRSTRLEN + 16] = "";
 
 	for_each_probe(agent, add_program, progs);
 	add_run_stats(agent, progs);
-	resp = json_pack("{s:{s:s, s:i, s:f, s:I, s:b, s:s?}, s:o, s:o, s:o}", "agent", "version",
+	pthread_mutex_lock(&agent->cfg_lock);
+	if (agent->metrics)
+		snprintf(metrics_addr, sizeof(metrics_addr), "%s",
+			 bpftel_metrics__addr(agent->metrics));
+	pthread_mutex_unlock(&agent->cfg_lock);
+	resp = json_pack("{s:{s:s, s:i, s:f, s:I, s:b, s:s?}, s:o}", "agent", "version",
 			 BPFTEL_VERSION, "pid", (int)getpid(), "uptime_s", uptime_s(agent),
 			 "started", (json_int_t)agent->started, "run_stats",
 			 bpftel_telemetry__stats_enabled(agent->tlm), "metrics_addr",
-			 agent->metrics ? bpftel_metrics__addr(agent->metrics) : NULL, "programs",
-			 progs, "events", stats_events(agent->sharedlibs), "libraries",
-			 stats_libraries(agent->sharedlibs));
+			 metrics_addr[0] ? metrics_addr : NULL, "programs", progs);
 	json_object_set_new(resp, "maps", stats_maps(agent));
 	json_object_set_new(resp, "losses", stats_losses(agent));
 	/* Uprobe links of stopped module instances the reaper has yet to destroy. */
 	json_object_set_new(json_object_get(resp, "agent"), "links_releasing",
 			    json_integer((json_int_t)bpftel_links_pending()));
+	add_module_stats(agent, resp);
 	return resp;
 }
 
@@ -354,108 +334,47 @@ static json_t *cmd_modules(struct bpftel_agent *agent)
 	return json_pack("{s:o}", "modules", arr);
 }
 
-static void agent_tick_locked(struct bpftel_agent *agent)
-{
-	struct bpftel_sharedlibs_counters cnt;
-	__u64 lost;
-
-	bpftel_uprobes__sweep(agent->uprobes);
-	if (agent->gpu)
-		bpftel_gpu__sweep(agent->gpu);
-	if (agent->usm)
-		bpftel_usm__sweep(agent->usm);
-	/* A lost event may be a library load we never saw: read /proc instead. */
-	if (bpftel_sharedlibs__counters(agent->sharedlibs, &cnt))
-		return;
-	/* So may a match whose path could not be read or resolved to the file opened. */
-	lost = cnt.kernel[SHLIB_CNT_LOST] + cnt.kernel[SHLIB_CNT_NO_PATH] +
-	       cnt.kernel[SHLIB_CNT_TOO_LONG] + cnt.malformed +
-	       bpftel_uprobes__stale(agent->uprobes);
-	if (lost != agent->lost_seen) {
-		agent->lost_seen = lost;
-		bpftel_uprobes__scan(agent->uprobes);
-	}
-}
-
-void bpftel_agent_tick(struct bpftel_agent *agent)
-{
-	long long now = bpftel_mono_ms();
-
-	if (now - agent->last_sweep_ms < BPFTEL_SWEEP_INTERVAL_MS)
-		return;
-	agent->last_sweep_ms = now;
-	pthread_mutex_lock(&agent->lock);
-	agent_tick_locked(agent);
-	pthread_mutex_unlock(&agent->lock);
-}
-
-static json_t *cmd_libs(struct bpftel_agent *agent)
-{
-	struct bpftel_uprobe_file_info *rows;
-	json_t *arr = json_array(), *o, *fails, *pids;
-	char id[64];
-	int n, i;
-	size_t k;
-
-	n = bpftel_uprobes__files(agent->uprobes, &rows);
-	for (i = 0; i < n; i++) {
-		fails = json_array();
-		for (k = 0; k < rows[i].failed && k < BPFTEL_UPROBE_MAX_FAIL; k++)
-			json_array_append_new(
-				fails,
-				json_pack("{s:s, s:i, s:s}", "symbol", rows[i].fail[k].symbol,
-					  "errno", -rows[i].fail[k].err, "errno_name",
-					  strerrorname_np(-rows[i].fail[k].err) ?: "?"));
-		pids = json_array();
-		for (k = 0; k < rows[i].nprocs && k < 8; k++)
-			json_array_append_new(pids, json_integer(rows[i].pids[k]));
-		snprintf(id, sizeof(id), "%llx:%llu", (unsigned long long)rows[i].dev,
-			 (unsigned long long)rows[i].ino);
-		o = json_pack("{s:o, s:s, s:s, s:I, s:o, s:s?, s:I, s:I, s:o}", "path",
-			      bpftel_json_str(rows[i].path), "lib",
-			      bpftel_shlib_lib_name(rows[i].lib), "file", id, "processes",
-			      (json_int_t)rows[i].nprocs, "pids", pids, "module",
-			      rows[i].module[0] ? rows[i].module : NULL, "attached",
-			      (json_int_t)rows[i].attached, "failed", (json_int_t)rows[i].failed,
-			      "failures", fails);
-		if (o)
-			json_array_append_new(arr, o);
-	}
-	free(rows);
-	return json_pack("{s:o, s:i}", "libs", arr, "sweep_interval_ms", BPFTEL_SWEEP_INTERVAL_MS);
-}
-
-/* {"cmd": "module", "action": "start"|"stop"|"restart", "name": NAME} */
-static json_t *cmd_module(struct bpftel_agent *agent, json_t *req)
+/* {"cmd": "module", "action": "start"|"stop"|"restart", "name": NAME}: what is wrong
+ * with it, or NULL when the lifecycle thread may run it. */
+static json_t *module_request_error(struct bpftel_agent *agent, json_t *req)
 {
 	const char *action = json_string_value(json_object_get(req, "action"));
 	const char *name = json_string_value(json_object_get(req, "name"));
-	struct bpftel_module *m;
-	int err = 0;
 
 	if (!action || !name)
 		return bpftel_ctl_error("module: needs \"action\" and \"name\" strings");
-	m = bpftel_manager__find(agent->mgr, name);
-	if (!m)
+	if (strcmp(action, "start") && strcmp(action, "stop") && strcmp(action, "restart"))
+		return bpftel_ctl_error("module: unknown action '%.32s' (start, stop, restart)",
+					action);
+	if (!bpftel_manager__find(agent->mgr, name))
 		return bpftel_ctl_error("module: no module '%.64s' (see bpftel modules)", name);
-	if (bpftel_manager__subscribers(agent->mgr, name) ||
-	    !strcmp(name, BPFTEL_SHAREDLIBS_MODULE))
+	if (bpftel_agent_module_index(name) < 0)
 		return bpftel_ctl_error("module: '%.64s' is a shared component: it runs while a "
 					"module needs it",
 					name);
+	return NULL;
+}
+
+/* On the lifecycle thread: the request was checked by module_request_error. */
+json_t *bpftel_agent_module_action(struct bpftel_agent *agent, json_t *req)
+{
+	const char *action = json_string_value(json_object_get(req, "action"));
+	const char *name = json_string_value(json_object_get(req, "name"));
+	struct bpftel_module *m = bpftel_manager__find(agent->mgr, name);
+	int err = 0;
+
+	if (!m)
+		return bpftel_ctl_error("module: no module '%.64s'", name);
 	if (!strcmp(action, "stop") || !strcmp(action, "restart"))
 		err = bpftel_module__stop(m);
 	/* A stop answers once its uprobes are gone from the kernel; a restart does not
 	 * wait for the old instance's (its programs are inert: bpf/lib/stop_gate.h). */
 	if (!strcmp(action, "stop"))
 		bpftel_links_settle();
-	if (!err && (!strcmp(action, "start") || !strcmp(action, "restart"))) {
+	if (!err && strcmp(action, "stop")) {
 		err = bpftel_module__run(m);
 		if (err == -EALREADY && !strcmp(action, "start"))
 			err = 0; /* already running: nothing to do */
-	} else if (strcmp(action, "stop") && strcmp(action, "restart")) {
-		return bpftel_ctl_error("module: unknown action '%.32s' (start, stop, restart)",
-					action);
 	}
 	if (err)
 		return bpftel_ctl_error("module '%.64s': %s failed: %s", name, action,
@@ -465,10 +384,24 @@ static json_t *cmd_module(struct bpftel_agent *agent, json_t *req)
 			 (json_int_t)bpftel_module__restarts(m));
 }
 
-json_t *bpftel_agent_dispatch(struct bpftel_agent *agent, const char *cmd, json_t *req)
+/* A module's own command (its ops' `command`), or NULL. */
+static json_t *module_command(struct bpftel_agent *agent, const char *cmd, json_t *req)
 {
-	if (!strcmp(cmd, "module"))
-		return cmd_module(agent, req);
+	struct bpftel_module *mods[MAX_MODULES];
+	const struct bpftel_module_ops *ops;
+	size_t n, i;
+
+	n = bpftel_manager__modules(agent->mgr, mods, MAX_MODULES);
+	for (i = 0; i < n; i++) {
+		ops = bpftel_module__ops(mods[i]);
+		if (ops->command && ops->report && !strcmp(ops->command, cmd))
+			return ops->report(mods[i], req);
+	}
+	return NULL;
+}
+
+json_t *bpftel_agent_query(struct bpftel_agent *agent, const char *cmd, json_t *req)
+{
 	if (!strcmp(cmd, "stats"))
 		return cmd_stats(agent);
 	if (!strcmp(cmd, "probes"))
@@ -477,25 +410,30 @@ json_t *bpftel_agent_dispatch(struct bpftel_agent *agent, const char *cmd, json_
 		return cmd_modules(agent);
 	if (!strcmp(cmd, "errors"))
 		return cmd_errors(agent);
-	if (!strcmp(cmd, "libs"))
-		return cmd_libs(agent);
-	if (!strcmp(cmd, "gpu"))
-		return bpftel_agent_gpu_json(agent);
-	if (!strcmp(cmd, "http"))
-		return bpftel_agent_http_json(agent);
 	if (!strcmp(cmd, "ping"))
 		return json_pack("{s:s}", "version", BPFTEL_VERSION);
-	return bpftel_ctl_error("unknown command '%.64s'", cmd);
+	return module_command(agent, cmd, req);
 }
 
 json_t *bpftel_agent_command(struct bpftel_ctl_request *r, void *ctx)
 {
 	struct bpftel_agent *agent = ctx;
-	json_t *resp;
+	const char *cmd = bpftel_ctl_request__cmd(r);
+	json_t *req = bpftel_ctl_request__json(r), *resp;
+	int err;
 
-	pthread_mutex_lock(&agent->lock);
-	resp = bpftel_agent_dispatch(agent, bpftel_ctl_request__cmd(r),
-				     bpftel_ctl_request__json(r));
-	pthread_mutex_unlock(&agent->lock);
-	return resp;
+	if (strcmp(cmd, "module")) {
+		resp = bpftel_agent_query(agent, cmd, req);
+		return resp ? resp : bpftel_ctl_error("unknown command '%.64s'", cmd);
+	}
+	resp = module_request_error(agent, req);
+	if (resp)
+		return resp;
+	/* Slow (BPF load, attach): answered from the lifecycle thread, while this one
+	 * goes on serving the others. */
+	err = bpftel_lifecycle__module(agent->lc, req, bpftel_ctl_request__defer(r));
+	if (err)
+		return bpftel_ctl_error("module: %s", err == -ESHUTDOWN ? "the agent is stopping"
+									 : strerror(-err));
+	return NULL;
 }

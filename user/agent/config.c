@@ -8,26 +8,27 @@
 #include <linux/types.h>
 
 #include "config.h"
+#include "module_table.h"
 #include "netaddr.h"
 #include "user/common/ctl.h"
 #include "user/sharedlibs/sharedlibs.h"
 
 #define MAX_FILE (64 * 1024) /* a configuration is small; anything larger is a mistake */
 
-const char *const bpftel_config_module_names[BPFTEL_CFG_MOD__COUNT] = {"gpu", "usm"};
-
-_Static_assert(SHLIB_LIBSET__COUNT <= 8 && BPFTEL_CFG_MOD__COUNT <= 8, "set_key's found[]");
+_Static_assert(SHLIB_LIBSET__COUNT <= BPFTEL_CFG_MAX_MODULES, "set_key's found[]");
 
 void bpftel_config_defaults(struct bpftel_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	snprintf(c->socket, sizeof(c->socket), "%s", BPFTEL_CTL_SOCKET_DEFAULT);
 	snprintf(c->metrics_addr, sizeof(c->metrics_addr), "%s", BPFTEL_METRICS_ADDR_DEFAULT);
-	c->modules[BPFTEL_CFG_MOD_GPU] = c->modules[BPFTEL_CFG_MOD_USM] = true;
+	for (size_t i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++)
+		c->modules[i] = bpftel_agent_modules[i].selectable;
 	c->libsets = SHLIB_LIBSET_ALL;
 	c->run_stats = true;
 	c->workers = 1;
 	c->queue_len = 1024;
+	c->uprobe_grace_s = 30;
 }
 
 static int bad(char *err, size_t errlen, const char *name, int line, const char *fmt, const char *a,
@@ -55,7 +56,8 @@ static bool parse_uint(const char *v, unsigned int lo, unsigned int hi, unsigned
 	return true;
 }
 
-/* "a, b,c" against names[n]: sets found[i]. "none" is the empty list. */
+/* "a, b,c" against names[n] (a NULL name matches nothing): sets found[i]. "none" is
+ * the empty list. */
 static bool parse_list(char *v, const char *const *names, size_t n, bool *found, const char **what)
 {
 	char *tok, *save = NULL;
@@ -69,7 +71,7 @@ static bool parse_list(char *v, const char *const *names, size_t n, bool *found,
 			tok++;
 		for (i = strlen(tok); i && isspace((unsigned char)tok[i - 1]); i--)
 			tok[i - 1] = '\0';
-		for (i = 0; i < n && strcmp(tok, names[i]); i++)
+		for (i = 0; i < n && (!names[i] || strcmp(tok, names[i])); i++)
 			;
 		if (i == n) {
 			*what = tok;
@@ -80,11 +82,34 @@ static bool parse_list(char *v, const char *const *names, size_t n, bool *found,
 	return true;
 }
 
+/* "modules": names of the selectable rows of the agent's module table. */
+static bool parse_modules(char *v, bool *modules, const char **what, char *known, size_t klen)
+{
+	const char *names[BPFTEL_CFG_MAX_MODULES];
+	bool found[BPFTEL_CFG_MAX_MODULES];
+	size_t i, n = bpftel_agent_nmodules < BPFTEL_CFG_MAX_MODULES ? bpftel_agent_nmodules
+								       : BPFTEL_CFG_MAX_MODULES;
+	int off = 0;
+
+	for (i = 0; i < n; i++) {
+		/* A shared component is not selectable: no name matches it. */
+		names[i] = bpftel_agent_modules[i].selectable ? bpftel_agent_modules[i].name : NULL;
+		if (names[i] && off >= 0 && (size_t)off < klen)
+			off += snprintf(known + off, klen - off, "%s, ", names[i]);
+	}
+	if (!parse_list(v, names, n, found, what))
+		return false;
+	for (i = 0; i < n; i++)
+		modules[i] = found[i];
+	return true;
+}
+
 static int set_key(const char *name, int line, const char *key, char *v, struct bpftel_config *c,
 		   char *err, size_t errlen)
 {
 	const char *libset_names[SHLIB_LIBSET__COUNT], *what = v;
-	bool found[8]; /* >= SHLIB_LIBSET__COUNT and BPFTEL_CFG_MOD__COUNT */
+	bool found[BPFTEL_CFG_MAX_MODULES];
+	char known[256] = "";
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	unsigned int i;
@@ -108,10 +133,9 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 			snprintf(c->metrics_addr, sizeof(c->metrics_addr), "%s", v);
 		}
 	} else if (!strcmp(key, "modules")) {
-		if (!parse_list(v, bpftel_config_module_names, BPFTEL_CFG_MOD__COUNT, found, &what))
+		if (!parse_modules(v, c->modules, &what, known, sizeof(known)))
 			return bad(err, errlen, name, line,
-				   "modules: unknown module '%s' (gpu, usm, or none)%s", what, "");
-		memcpy(c->modules, found, sizeof(c->modules));
+				   "modules: unknown module '%s' (%snone)", what, known);
 	} else if (!strcmp(key, "libsets")) {
 		for (i = 0; i < SHLIB_LIBSET__COUNT; i++)
 			libset_names[i] = bpftel_shlib_libset_name(i);
@@ -134,6 +158,10 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 		if (!parse_uint(v, 16, 65536, &c->queue_len))
 			return bad(err, errlen, name, line, "queue_len: '%s' is not 16..65536%s", v,
 				   "");
+	} else if (!strcmp(key, "uprobe_grace")) {
+		if (!parse_uint(v, 0, 3600, &c->uprobe_grace_s))
+			return bad(err, errlen, name, line, "uprobe_grace: '%s' is not 0..3600%s", v,
+				   "");
 	} else if (!strcmp(key, "ringbuf_kib")) {
 		if (!parse_uint(v, 0, 65536, &c->ringbuf_kib) ||
 		    (c->ringbuf_kib &&
@@ -144,7 +172,7 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 	} else {
 		return bad(err, errlen, name, line,
 			   "unknown key '%s' (socket, metrics_addr, modules, libsets, run_stats, "
-			   "workers, queue_len, ringbuf_kib)%s",
+			   "workers, queue_len, ringbuf_kib, uprobe_grace)%s",
 			   key, "");
 	}
 	return 0;

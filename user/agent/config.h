@@ -11,6 +11,8 @@
  *   queue_len    = 1024                      records per worker queue (16..65536)
  *   ringbuf_kib  = 0                         ring buffer size per module, a power of two
  *                                            4..65536 KiB; 0 keeps each module's own
+ *   uprobe_grace = 30                        seconds an unused library file keeps its
+ *                                            uprobes (0..3600): a new process reuses them
  *
  * Pure parsing, no side effects: the agent applies a parsed configuration at start and
  * on SIGHUP. A malformed file is refused whole, with its path and line in the error.
@@ -24,23 +26,19 @@
 
 #define BPFTEL_CONFIG_DEFAULT "/etc/bpftel/bpftel.conf"
 
-/* Modules the agent knows, in start order. */
-enum bpftel_config_module {
-	BPFTEL_CFG_MOD_GPU = 0,
-	BPFTEL_CFG_MOD_USM = 1,
-	BPFTEL_CFG_MOD__COUNT,
-};
+/* Room for the agent's module table (module_table.h), which names the modules. */
+#define BPFTEL_CFG_MAX_MODULES 16
 
 struct bpftel_config {
 	char socket[PATH_MAX];
 	char metrics_addr[128]; /* "" = no metrics endpoint */
-	bool modules[BPFTEL_CFG_MOD__COUNT];
+	/* By index in bpftel_agent_modules[]; only selectable modules are ever set. */
+	bool modules[BPFTEL_CFG_MAX_MODULES];
 	unsigned int libsets; /* SHLIB_LIBSET_BIT()s of the inventory subscription */
 	bool run_stats;
 	unsigned int workers, queue_len, ringbuf_kib;
+	unsigned int uprobe_grace_s; /* an unused library keeps its uprobes this long */
 };
-
-extern const char *const bpftel_config_module_names[BPFTEL_CFG_MOD__COUNT];
 
 void bpftel_config_defaults(struct bpftel_config *c);
 

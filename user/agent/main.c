@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * bpftel-agent: the root daemon. Reads like opensnoop: configure -> load -> attach ->
- * poll -> clean up in reverse. The manager runs each module's consumer thread; this
- * thread runs one epoll loop over signals and the control socket.
+ * poll -> clean up in reverse. This thread runs one epoll loop over signals and the
+ * control socket; the threads it starts and what each may do are in agent.h.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,18 +17,18 @@
 #include <bpf/libbpf.h>
 
 #include "agent.h"
-#include "user/modules/gpu/gpu.h"
-#include "user/modules/usm/usm.h"
 #include "config.h"
-#include "faults.h"
 #include "control.h"
+#include "faults.h"
+#include "housekeeping.h"
+#include "lifecycle.h"
 #include "metrics.h"
+#include "module_table.h"
 #include "system.h"
+#include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
-#include "user/sharedlibs/sharedlibs.h"
-#include "telemetry/telemetry.h"
 #include "user/sharedlibs/uprobes.h"
 
 /* The command line; what it sets wins over the configuration file. */
@@ -227,7 +227,9 @@ static int load_config(struct bpftel_config *cfg, char *err, size_t errlen)
 	return e;
 }
 
-/* SIGHUP: a configuration that does not parse changes nothing. */
+/* SIGHUP: a configuration that does not parse changes nothing. The file is read here
+ * (it is ours, small, capped); applying it starts and stops modules, which the
+ * lifecycle thread does. */
 static void reload(struct bpftel_agent *agent)
 {
 	struct bpftel_config next;
@@ -237,8 +239,10 @@ static void reload(struct bpftel_agent *agent)
 		pr_err("SIGHUP: config %s; keeping the running configuration", err);
 		return;
 	}
-	bpftel_agent_apply(agent, &next, false);
-	pr_info("SIGHUP: configuration %s applied", env.config_path);
+	if (bpftel_lifecycle__reload(agent->lc, &next))
+		pr_err("SIGHUP: cannot queue the reload");
+	else
+		pr_info("SIGHUP: applying configuration %s", env.config_path);
 }
 
 static int run_loop(struct bpftel_agent *agent, int sigfd)
@@ -276,16 +280,51 @@ static int run_loop(struct bpftel_agent *agent, int sigfd)
 			}
 		}
 		bpftel_ctl_server__tick(agent->ctl);
-		bpftel_agent_tick(agent);
 	}
 	close(epfd);
 	return err;
 }
 
+/* Every module of the table, registered and instrumented; not started. A selectable
+ * module that cannot register is left out (logged); the others are needed. */
+static int create_modules(struct bpftel_agent *agent)
+{
+	struct bpftel_agent_env mod_env = {.mgr = agent->mgr, .uprobes = agent->uprobes};
+	const struct bpftel_agent_module *am;
+	struct bpftel_module *m;
+	size_t i;
+	int err;
+
+	for (i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++) {
+		am = &bpftel_agent_modules[i];
+		err = am->create(&mod_env, &agent->priv[i]);
+		m = err ? NULL : bpftel_manager__find(agent->mgr, am->name);
+		if (m)
+			err = bpftel_telemetry__instrument(agent->tlm, m);
+		if (!err)
+			continue;
+		if (!am->selectable) {
+			pr_err("cannot set up '%s': %s", am->name, strerror(-err));
+			return err;
+		}
+		pr_warn("module '%s' unavailable: %s", am->name, strerror(-err));
+	}
+	return 0;
+}
+
+static void destroy_modules(struct bpftel_agent *agent)
+{
+	size_t i;
+
+	for (i = bpftel_agent_nmodules; i-- > 0;) {
+		if (i < BPFTEL_CFG_MAX_MODULES && agent->priv[i])
+			bpftel_agent_modules[i].destroy(agent->priv[i]);
+	}
+}
+
 int main(int argc, char **argv)
 {
-	struct bpftel_agent agent = {.lock = PTHREAD_MUTEX_INITIALIZER};
-	struct bpftel_sharedlibs_opts sl_opts = {.sz = sizeof(sl_opts)};
+	struct bpftel_agent agent = {.cfg_lock = PTHREAD_MUTEX_INITIALIZER};
 	struct bpftel_config cfg;
 	char errbuf[512];
 	int sigfd = -1, err, ret = 1;
@@ -317,35 +356,16 @@ int main(int argc, char **argv)
 	if (!agent.mgr)
 		goto cleanup;
 	err = bpftel_telemetry__new(&agent.tlm);
+	if (!err)
+		err = bpftel_uprobes__new(&agent.uprobes);
 	if (err) {
-		pr_err("cannot set up errors telemetry: %s", strerror(-err));
-		goto cleanup;
-	}
-	err = bpftel_uprobes__new(&agent.uprobes);
-	if (!err)
-		err = bpftel_sharedlibs__new(agent.mgr, &sl_opts, &agent.sharedlibs);
-	if (!err)
-		bpftel_sharedlibs__set_listener(agent.sharedlibs, bpftel_uprobes__listener,
-						agent.uprobes);
-	if (!err)
-		err = bpftel_telemetry__instrument(
-			agent.tlm, bpftel_manager__find(agent.mgr, BPFTEL_SHAREDLIBS_MODULE));
-	if (err) {
-		pr_err("cannot set up the shared-libraries watcher: %s", strerror(-err));
+		pr_err("cannot set up errors telemetry or the uprobe registry: %s", strerror(-err));
 		goto cleanup;
 	}
 	/* Modules are registered whatever the configuration runs: `bpftel module start`
 	 * and SIGHUP can start them later. */
-	err = bpftel_gpu__new(agent.mgr, agent.uprobes, &agent.gpu);
-	if (!err)
-		err = bpftel_telemetry__instrument(agent.tlm, bpftel_gpu__module(agent.gpu));
-	if (err)
-		pr_warn("module '%s' unavailable: %s", BPFTEL_GPU_MODULE, strerror(-err));
-	err = bpftel_usm__new(agent.mgr, agent.uprobes, &agent.usm);
-	if (!err)
-		err = bpftel_telemetry__instrument(agent.tlm, bpftel_usm__module(agent.usm));
-	if (err)
-		pr_warn("module '%s' unavailable: %s", BPFTEL_USM_MODULE, strerror(-err));
+	if (create_modules(&agent))
+		goto cleanup;
 	if (getenv("BPFTEL_FAULTS") && *getenv("BPFTEL_FAULTS")) {
 		/* A test aid (faults.h): refuse a spec that does not parse, arm nothing. */
 		if (bpftel_faults_apply(agent.mgr, getenv("BPFTEL_FAULTS"), errbuf,
@@ -369,6 +389,13 @@ int main(int argc, char **argv)
 					  : "");
 		goto cleanup;
 	}
+	err = bpftel_lifecycle__start(&agent, &agent.lc);
+	if (!err)
+		err = bpftel_housekeeping__start(agent.mgr, &agent.hk);
+	if (err) {
+		pr_err("cannot start the agent's threads: %s", strerror(-err));
+		goto cleanup;
+	}
 
 	pr_info("running (version %s, pid %d), control socket %s", BPFTEL_VERSION, getpid(),
 		agent.cfg.socket);
@@ -384,13 +411,16 @@ int main(int argc, char **argv)
 	pr_info("%s: stopping", strsignal(err));
 	ret = 0;
 cleanup:
+	/* A start in progress unwinds at its next step; nothing new starts. */
+	if (agent.mgr)
+		bpftel_manager__shutdown(agent.mgr);
+	bpftel_lifecycle__stop(agent.lc);
+	bpftel_housekeeping__stop(agent.hk);
 	bpftel_metrics__stop(agent.metrics);
 	bpftel_ctl_server__free(agent.ctl);
-	bpftel_manager__free(agent.mgr);
+	bpftel_manager__free(agent.mgr); /* stops every module, waits for the reaper */
 	bpftel_uprobes__free(agent.uprobes);
-	bpftel_sharedlibs__free(agent.sharedlibs);
-	bpftel_gpu__free(agent.gpu);
-	bpftel_usm__free(agent.usm);
+	destroy_modules(&agent);
 	bpftel_telemetry__free(agent.tlm);
 	if (sigfd >= 0)
 		close(sigfd);

@@ -19,7 +19,7 @@ void bpftel_metrics__stop(struct bpftel_metrics *m);
 /* "HOST:PORT" it listens on, the port resolved when 0 was asked for. */
 const char *bpftel_metrics__addr(const struct bpftel_metrics *m);
 
-/* The exposition text, malloc'd; takes the agent's lock. NULL on allocation failure. */
+/* The exposition text, malloc'd; NULL on allocation failure. Any thread. */
 char *bpftel_metrics_render(struct bpftel_agent *agent, size_t *len);
 
 #endif /* BPFTEL_AGENT_METRICS_H */

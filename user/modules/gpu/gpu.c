@@ -25,6 +25,8 @@ struct bpftel_gpu {
 	struct gpu *skel;     /* while the module is open */
 };
 
+static void gpu_housekeeping(struct bpftel_module *m);
+
 static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_LAUNCH] = "cudaLaunchKernel",
 	[GPU_FN_MALLOC] = "cudaMalloc",
@@ -79,22 +81,23 @@ const char *bpftel_cuda_error_name(int error)
 	return NULL;
 }
 
-/* The uprobes, attached by the registry to every libcudart file a process uses. */
-#define ENTER_RET(sym, enter, ret)               \
-	{SHLIB_LIB_CUDART, enter, sym, false},   \
-	{                                        \
-		SHLIB_LIB_CUDART, ret, sym, true \
+/* The uprobes, attached by the registry to every libcudart file a process uses: one
+ * entry and one return program, the function in each probe point's cookie. */
+#define ENTER_RET(sym, fn)                                           \
+	{SHLIB_LIB_CUDART, "gpu_uprobe", sym, false, fn},            \
+	{                                                            \
+		SHLIB_LIB_CUDART, "gpu_uretprobe", sym, true, fn     \
 	}
 
 static const struct bpftel_uprobe_spec uprobe_specs[] = {
-	ENTER_RET("cudaLaunchKernel", "gpu_launch_enter", "gpu_launch_ret"),
-	ENTER_RET("cudaMalloc", "gpu_malloc_enter", "gpu_malloc_ret"),
-	ENTER_RET("cudaFree", "gpu_free_enter", "gpu_free_ret"),
-	ENTER_RET("cudaMemcpy", "gpu_memcpy_enter", "gpu_memcpy_ret"),
-	ENTER_RET("cudaMemcpyAsync", "gpu_memcpy_async_enter", "gpu_memcpy_async_ret"),
-	ENTER_RET("cudaStreamSynchronize", "gpu_stream_sync_enter", "gpu_stream_sync_ret"),
-	ENTER_RET("cudaDeviceSynchronize", "gpu_device_sync_enter", "gpu_device_sync_ret"),
-	ENTER_RET("cudaSetDevice", "gpu_set_device_enter", "gpu_set_device_ret"),
+	ENTER_RET("cudaLaunchKernel", GPU_FN_LAUNCH),
+	ENTER_RET("cudaMalloc", GPU_FN_MALLOC),
+	ENTER_RET("cudaFree", GPU_FN_FREE),
+	ENTER_RET("cudaMemcpy", GPU_FN_MEMCPY),
+	ENTER_RET("cudaMemcpyAsync", GPU_FN_MEMCPY_ASYNC),
+	ENTER_RET("cudaStreamSynchronize", GPU_FN_STREAM_SYNC),
+	ENTER_RET("cudaDeviceSynchronize", GPU_FN_DEVICE_SYNC),
+	ENTER_RET("cudaSetDevice", GPU_FN_SET_DEVICE),
 };
 
 static const struct bpftel_probe_spec task_exit_probe = {
@@ -151,6 +154,10 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	g->ops.open = gpu_open;
 	g->ops.load = gpu_load;
 	g->ops.close = gpu_close;
+	g->ops.command = "gpu";
+	g->ops.report = gpu_report;
+	g->ops.metrics = gpu_metrics;
+	g->ops.housekeeping = gpu_housekeeping;
 	err = bpftel_manager__register(mgr, &g->ops, g, &g->module);
 	if (!err)
 		err = bpftel_uprobes__add_module(up, g->module, uprobe_specs,
@@ -331,6 +338,11 @@ static void drop_keys(int fd, __u32 pid, size_t key_size)
 		memcpy(key, next, key_size);
 		prev = key;
 	}
+}
+
+static void gpu_housekeeping(struct bpftel_module *m)
+{
+	bpftel_gpu__sweep(bpftel_module__priv(m));
 }
 
 int bpftel_gpu__sweep(struct bpftel_gpu *g)

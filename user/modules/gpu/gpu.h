@@ -60,6 +60,12 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out);
 /* Drop the state of processes that no longer exist. Returns how many. */
 int bpftel_gpu__sweep(struct bpftel_gpu *g);
 
+/* The module's report ops (gpu_report.c): the `gpu` command and its /metrics families. */
+struct json_t;
+struct bpftel_prom;
+struct json_t *gpu_report(struct bpftel_module *m, struct json_t *req);
+void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w);
+
 const char *bpftel_gpu_func_name(enum gpu_func func);		    /* "cudaLaunchKernel" */
 const char *bpftel_gpu_memcpy_kind_name(enum gpu_memcpy_kind kind); /* "htod" */
 /* "cudaErrorInsufficientDriver", or NULL for a code the table does not know. */

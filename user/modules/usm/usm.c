@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-#include <arpa/inet.h>
 #include <errno.h>
 #include <net/if.h>
 #include <pthread.h>
@@ -7,10 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
-#include <linux/if_ether.h>
-#include <linux/if_packet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -30,9 +26,8 @@ struct bpftel_usm {
 	struct bpftel_module_ops ops;
 	struct bpftel_module *module;
 	struct usm_endpoints *endpoints;
-	pthread_mutex_t lock; /* skel, sock, counters */
+	pthread_mutex_t lock; /* skel, counters */
 	struct usm *skel;     /* while the module is open */
-	int sock;	      /* the packet socket carrying the filter, while running */
 	__u64 retired[USM_CNT__COUNT];
 	__u64 unparsed, malformed;
 };
@@ -43,24 +38,36 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_LOST] = "lost",	   [USM_CNT_TRUNCATED] = "truncated",
 };
 
+static void usm_housekeeping(struct bpftel_module *m);
+
 const char *bpftel_usm_counter_name(enum usm_counter c)
 {
 	return (unsigned)c < USM_CNT__COUNT ? counter_names[c] : "unknown";
 }
 
-#define TLS(lib, sym, prog)                 \
-	{lib, prog "_enter", sym, false},   \
-	{                                   \
-		lib, prog "_ret", sym, true \
+/* The TLS uprobes: one entry and one return program, the function in the cookie. */
+#define TLS(lib, sym, fn)                                          \
+	{lib, "usm_tls_uprobe", sym, false, fn},                   \
+	{                                                          \
+		lib, "usm_tls_uretprobe", sym, true, fn            \
 	}
 
 static const struct bpftel_uprobe_spec uprobe_specs[] = {
-	TLS(SHLIB_LIB_SSL, "SSL_write", "usm_ssl_write"),
-	TLS(SHLIB_LIB_SSL, "SSL_read", "usm_ssl_read"),
-	TLS(SHLIB_LIB_SSL, "SSL_write_ex", "usm_ssl_write_ex"),
-	TLS(SHLIB_LIB_SSL, "SSL_read_ex", "usm_ssl_read_ex"),
-	TLS(SHLIB_LIB_GNUTLS, "gnutls_record_send", "usm_gnutls_send"),
-	TLS(SHLIB_LIB_GNUTLS, "gnutls_record_recv", "usm_gnutls_recv"),
+	TLS(SHLIB_LIB_SSL, "SSL_write", USM_TLS_SSL_WRITE),
+	TLS(SHLIB_LIB_SSL, "SSL_read", USM_TLS_SSL_READ),
+	TLS(SHLIB_LIB_SSL, "SSL_write_ex", USM_TLS_SSL_WRITE_EX),
+	TLS(SHLIB_LIB_SSL, "SSL_read_ex", USM_TLS_SSL_READ_EX),
+	TLS(SHLIB_LIB_GNUTLS, "gnutls_record_send", USM_TLS_GNUTLS_SEND),
+	TLS(SHLIB_LIB_GNUTLS, "gnutls_record_recv", USM_TLS_GNUTLS_RECV),
+};
+
+/* Plaintext HTTP: the socket filter on a packet socket of every interface, a probe of
+ * the manager's like any other (`bpftel probes` shows its socket). */
+static const struct bpftel_probe_spec socket_probe = {
+	.name = "http-packets",
+	.policy = BPFTEL_PROBE_REQUIRED,
+	.ncand = 1,
+	.cand = {{BPFTEL_ATTACH_SOCKET_FILTER, "usm_http_socket", "any"}},
 };
 
 /* Ring-buffer callback, on a pipeline worker. */
@@ -103,59 +110,10 @@ static int handle_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-/* The packet socket: every interface, every protocol; the filter returns 0 for all,
- * so nothing is ever queued on it. */
-static int open_packet_socket(int prog_fd)
-{
-	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
-	int fd, err;
-
-	fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_ALL));
-	if (fd < 0)
-		return -errno;
-	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_BPF, &prog_fd, sizeof(prog_fd)) ||
-	    bind(fd, (struct sockaddr *)&sll, sizeof(sll))) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
-static int usm_before_start(const struct bpftel_hook_before_start *h, void *ctx)
-{
-	struct bpftel_usm *u = ctx;
-	int fd;
-
-	(void)h;
-	fd = open_packet_socket(bpf_program__fd(u->skel->progs.usm_http_socket));
-	if (fd < 0) {
-		pr_err("usm: cannot open the packet socket for plaintext HTTP: %s", strerror(-fd));
-		return fd;
-	}
-	pthread_mutex_lock(&u->lock);
-	u->sock = fd;
-	pthread_mutex_unlock(&u->lock);
-	return 0;
-}
-
 static int read_kernel_counters(struct bpftel_usm *u, __u64 *out)
 {
 	return bpftel_percpu_counters_sum(bpf_map__fd(u->skel->maps.usm_counters), USM_CNT__COUNT,
 					  out);
-}
-
-static int usm_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
-{
-	struct bpftel_usm *u = ctx;
-
-	(void)h;
-	pthread_mutex_lock(&u->lock);
-	if (u->sock >= 0)
-		close(u->sock);
-	u->sock = -1;
-	pthread_mutex_unlock(&u->lock);
-	return 0;
 }
 
 static int usm_open(struct bpftel_module *m)
@@ -177,7 +135,8 @@ static int usm_open(struct bpftel_module *m)
 	u->skel = skel;
 	pthread_mutex_unlock(&u->lock);
 	bpftel_module__set_object(m, skel->obj);
-	return bpftel_module__add_ringbuf(m, "usm_events", handle_event, u);
+	return bpftel_module__add_probe(m, &socket_probe) ?:
+	       bpftel_module__add_ringbuf(m, "usm_events", handle_event, u);
 }
 
 static int usm_load(struct bpftel_module *m)
@@ -213,7 +172,6 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	if (!u)
 		return -ENOMEM;
 	pthread_mutex_init(&u->lock, NULL);
-	u->sock = -1;
 	u->endpoints = usm_endpoints_new(USM_MAX_PENDING, USM_MAX_ROWS, USM_MAX_PATHS);
 	if (!u->endpoints)
 		return -ENOMEM;
@@ -221,14 +179,14 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	u->ops.open = usm_open;
 	u->ops.load = usm_load;
 	u->ops.close = usm_close;
+	u->ops.command = "http";
+	u->ops.report = usm_report;
+	u->ops.metrics = usm_metrics;
+	u->ops.housekeeping = usm_housekeeping;
 	err = bpftel_manager__register(mgr, &u->ops, u, &u->module);
 	if (!err)
 		err = bpftel_uprobes__add_module(up, u->module, uprobe_specs,
 						 sizeof(uprobe_specs) / sizeof(uprobe_specs[0]));
-	if (!err)
-		err = bpftel_module__add_before_start(u->module, usm_before_start, u);
-	if (!err)
-		err = bpftel_module__add_before_stop(u->module, usm_before_stop, u);
 	if (!err)
 		err = bpftel_manager__bind_shared(mgr, u->module, BPFTEL_SHAREDLIBS_MODULE,
 						  SHLIB_LIBSET_BIT(SHLIB_LIBSET_CRYPTO));
@@ -281,4 +239,9 @@ static bool alive(uint32_t pid)
 int bpftel_usm__sweep(struct bpftel_usm *u)
 {
 	return usm_endpoints_sweep(u->endpoints, alive);
+}
+
+static void usm_housekeeping(struct bpftel_module *m)
+{
+	bpftel_usm__sweep(bpftel_module__priv(m));
 }

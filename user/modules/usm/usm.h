@@ -45,4 +45,10 @@ int bpftel_usm__sweep(struct bpftel_usm *u);
 
 const char *bpftel_usm_counter_name(enum usm_counter c);
 
+/* The module's report ops (usm_report.c): the `http` command and its /metrics families. */
+struct json_t;
+struct bpftel_prom;
+struct json_t *usm_report(struct bpftel_module *m, struct json_t *req);
+void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w);
+
 #endif /* BPFTEL_USM_MODULE_H */

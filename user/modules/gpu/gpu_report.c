@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * What the GPU module reports: the `gpu` command (per-process state as JSON) and its
+ * Prometheus families, both read from its BPF maps on demand (gpu.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <jansson.h>
+
+#include "gpu.h"
+#include "user/common/ctl.h"
+#include "user/common/prom.h"
+#include "user/manager/manager.h"
+
+static json_t *memory_json(const struct bpftel_gpu_proc *p)
+{
+	json_t *age = json_object();
+	int b;
+
+	for (b = 0; b < BPFTEL_GPU_AGE_BUCKETS; b++)
+		json_object_set_new(age, bpftel_gpu_age_names[b],
+				    json_pack("{s:I, s:I}", "allocs", (json_int_t)p->age_allocs[b],
+					      "bytes", (json_int_t)p->age_bytes[b]));
+	return json_pack(
+		"{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:o}", "allocs",
+		(json_int_t)p->st.allocs, "alloc_bytes", (json_int_t)p->st.alloc_bytes, "frees",
+		(json_int_t)p->st.frees, "freed_bytes", (json_int_t)p->st.freed_bytes,
+		"frees_unknown", (json_int_t)p->st.frees_unknown, "allocs_untracked",
+		(json_int_t)p->st.allocs_untracked, "outstanding_bytes",
+		(json_int_t)p->st.outstanding_bytes, "peak_bytes", (json_int_t)p->st.peak_bytes,
+		"outstanding_allocs", (json_int_t)p->outstanding_allocs, "oldest_seconds",
+		p->oldest_ns / 1e9, "age", age);
+}
+
+static json_t *proc_json(const struct bpftel_gpu_proc *p)
+{
+	json_t *calls = json_object(), *failed = json_object(), *copies = json_object();
+	json_t *sizes = json_array(), *errors = json_array();
+	const char *name;
+	size_t i;
+
+	for (i = 0; i < GPU_FN__COUNT; i++) {
+		json_object_set_new(calls, bpftel_gpu_func_name(i), json_integer(p->st.calls[i]));
+		json_object_set_new(failed, bpftel_gpu_func_name(i), json_integer(p->st.failed[i]));
+	}
+	for (i = 0; i < GPU_MEMCPY__COUNT; i++)
+		json_object_set_new(copies, bpftel_gpu_memcpy_kind_name(i),
+				    json_integer(p->st.memcpy_bytes[i]));
+	for (i = 0; i < GPU_LAUNCH_BUCKETS; i++) {
+		if (p->st.launch_threads[i])
+			json_array_append_new(
+				sizes, json_pack("{s:I, s:I}", "min_threads", (json_int_t)1 << i,
+						 "launches", (json_int_t)p->st.launch_threads[i]));
+	}
+	for (i = 0; i < p->nerrors && i < BPFTEL_GPU_MAX_ERRORS; i++) {
+		name = bpftel_cuda_error_name(p->errors[i].error);
+		json_array_append_new(errors, json_pack("{s:s, s:i, s:s?, s:I}", "function",
+							bpftel_gpu_func_name(p->errors[i].func),
+							"error", p->errors[i].error, "name", name,
+							"count", (json_int_t)p->errors[i].count));
+	}
+	return json_pack(
+		"{s:i, s:o, s:i, s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:f, s:f, s:o, "
+		"s:I}",
+		"pid", (int)p->pid, "comm", bpftel_json_str(p->comm), "device", p->st.device, "calls", calls,
+		"failed", failed, "launches", (json_int_t)p->st.calls[GPU_FN_LAUNCH], "threads",
+		(json_int_t)p->st.threads, "shared_mem_bytes", (json_int_t)p->st.shared_mem_bytes,
+		"launch_sizes", sizes, "memory", memory_json(p), "memcpy_bytes", copies,
+		"memcpy_seconds", p->st.memcpy_ns / 1e9, "sync_wait_seconds", p->st.sync_ns / 1e9,
+		"errors", errors, "errors_not_listed",
+		(json_int_t)(p->nerrors > BPFTEL_GPU_MAX_ERRORS ? p->nerrors - BPFTEL_GPU_MAX_ERRORS
+								: 0));
+}
+
+json_t *gpu_report(struct bpftel_module *m, json_t *req)
+{
+	struct bpftel_gpu *g = bpftel_module__priv(m);
+	struct bpftel_gpu_proc *rows;
+	json_t *procs = json_array();
+	int n, i;
+
+	(void)req;
+	n = bpftel_gpu__processes(g, &rows);
+	for (i = 0; i < n; i++)
+		json_array_append_new(procs, proc_json(&rows[i]));
+	if (n > 0)
+		free(rows);
+	return json_pack("{s:s, s:o}", "state", bpftel_module_state_name(bpftel_module__state(m)),
+			 "processes", procs);
+}
+
+/* Per live process: pid and comm label its series (bounded by live processes). */
+static void put(struct bpftel_prom *w, const struct bpftel_gpu_proc *p, const char *lname,
+		const char *lval, __u64 v)
+{
+	struct bpftel_prom_label l[3];
+	char pid[16];
+
+	snprintf(pid, sizeof(pid), "%u", p->pid);
+	l[0] = (struct bpftel_prom_label){"pid", pid};
+	l[1] = (struct bpftel_prom_label){"comm", p->comm};
+	l[2] = (struct bpftel_prom_label){lname, lval};
+	bpftel_prom_sample_u64(w, "", l, lname ? 3 : 2, v);
+}
+
+/* A value that is not a count: bytes that may go negative after lost frees, seconds. */
+static void put_value(struct bpftel_prom *w, const struct bpftel_gpu_proc *p, double v)
+{
+	struct bpftel_prom_label l[2];
+	char pid[16];
+
+	snprintf(pid, sizeof(pid), "%u", p->pid);
+	l[0] = (struct bpftel_prom_label){"pid", pid};
+	l[1] = (struct bpftel_prom_label){"comm", p->comm};
+	bpftel_prom_sample(w, "", l, 2, v);
+}
+
+void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
+{
+	struct bpftel_gpu_proc *rows = NULL;
+	const char *name;
+	char code[16];
+	int n, i;
+	size_t k, e;
+
+	n = bpftel_gpu__processes(bpftel_module__priv(m), &rows);
+	if (n < 0)
+		n = 0;
+	bpftel_prom_family(w, "bpftel_gpu_kernel_launches_total", "counter",
+			   "cudaLaunchKernel calls, per live process.");
+	for (i = 0; i < n; i++)
+		put(w, &rows[i], NULL, NULL, rows[i].st.calls[GPU_FN_LAUNCH]);
+	bpftel_prom_family(w, "bpftel_gpu_threads_launched_total", "counter",
+			   "Threads launched (grid x block), per live process.");
+	for (i = 0; i < n; i++)
+		put(w, &rows[i], NULL, NULL, rows[i].st.threads);
+	bpftel_prom_family(w, "bpftel_gpu_memory_outstanding_bytes", "gauge",
+			   "Device memory allocated with cudaMalloc and not freed, per live "
+			   "process.");
+	for (i = 0; i < n; i++)
+		put_value(w, &rows[i], (double)rows[i].st.outstanding_bytes);
+	bpftel_prom_family(w, "bpftel_gpu_memory_peak_bytes", "gauge",
+			   "Highest outstanding device memory, per live process.");
+	for (i = 0; i < n; i++)
+		put_value(w, &rows[i], (double)rows[i].st.peak_bytes);
+	bpftel_prom_family(w, "bpftel_gpu_memcpy_bytes_total", "counter",
+			   "Bytes copied by cudaMemcpy(Async), by direction, per live process.");
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < GPU_MEMCPY__COUNT; k++)
+			put(w, &rows[i], "direction", bpftel_gpu_memcpy_kind_name(k),
+			    rows[i].st.memcpy_bytes[k]);
+	}
+	bpftel_prom_family(w, "bpftel_gpu_sync_wait_seconds_total", "counter",
+			   "Time inside cudaStreamSynchronize and cudaDeviceSynchronize, per live "
+			   "process.");
+	for (i = 0; i < n; i++)
+		put_value(w, &rows[i], rows[i].st.sync_ns / 1e9);
+	bpftel_prom_family(w, "bpftel_gpu_cuda_errors_total", "counter",
+			   "CUDA runtime calls that failed, by function and cudaError_t, per live "
+			   "process.");
+	for (i = 0; i < n; i++) {
+		for (e = 0; e < rows[i].nerrors && e < BPFTEL_GPU_MAX_ERRORS; e++) {
+			struct bpftel_prom_label l[4];
+			char pid[16];
+
+			name = bpftel_cuda_error_name(rows[i].errors[e].error);
+			snprintf(code, sizeof(code), "%d", rows[i].errors[e].error);
+			snprintf(pid, sizeof(pid), "%u", rows[i].pid);
+			l[0] = (struct bpftel_prom_label){"pid", pid};
+			l[1] = (struct bpftel_prom_label){"comm", rows[i].comm};
+			l[2] = (struct bpftel_prom_label){
+				"function", bpftel_gpu_func_name(rows[i].errors[e].func)};
+			l[3] = (struct bpftel_prom_label){"error", name ? name : code};
+			bpftel_prom_sample_u64(w, "", l, 4, rows[i].errors[e].count);
+		}
+	}
+	free(rows);
+}
