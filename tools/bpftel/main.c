@@ -206,6 +206,9 @@ static void print_probes(json_t *resp)
 			else if (json_is_string(json_object_get(p, "covered_by")))
 				snprintf(result, sizeof(result), "covered by probe '%s'",
 					 jstr(p, "covered_by"));
+			else if (json_is_string(json_object_get(c, "attached_to")))
+				snprintf(result, sizeof(result), "%s (%s)", jstr(c, "result"),
+					 jstr(c, "attached_to"));
 			else
 				snprintf(result, sizeof(result), "%s", jstr(c, "result"));
 			table_add(t, (const char *const[]){j ? "" : jstr(p, "module"),

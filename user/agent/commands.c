@@ -98,6 +98,8 @@ static void add_probe(struct bpftel_module *m, const struct bpftel_probe_status 
 	for (i = 0; i < st->ncand; i++) {
 		c = json_pack("{s:o, s:s, s:s}", "attach", attach_string(&st->cand[i].cand, NULL), "prog",
 			      st->cand[i].cand.prog, "result", cand_results[st->cand[i].result]);
+		if (st->cand[i].result == BPFTEL_CAND_ATTACHED && st->attached_to[0])
+			json_object_set_new(c, "attached_to", bpftel_json_str(st->attached_to));
 		if (st->cand[i].result == BPFTEL_CAND_REJECTED) {
 			ename = strerrorname_np(-st->cand[i].err);
 			json_object_set_new(c, "errno", json_integer(-st->cand[i].err));

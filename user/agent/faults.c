@@ -7,6 +7,7 @@
 
 #include "faults.h"
 #include "user/manager/manager.h"
+#include "user/manager/uprobe_multi.h"
 
 #define MAX_FAULTS 16
 
@@ -16,7 +17,7 @@ static const struct {
 } errno_names[] = {
 	{"EPERM", EPERM},   {"ENOENT", ENOENT}, {"EIO", EIO},	      {"ENOEXEC", ENOEXEC},
 	{"ENOMEM", ENOMEM}, {"EACCES", EACCES}, {"EBUSY", EBUSY},     {"EINVAL", EINVAL},
-	{"ENOSPC", ENOSPC}, {"E2BIG", E2BIG},	{"ENOTSUP", ENOTSUP},
+	{"ENOSPC", ENOSPC}, {"E2BIG", E2BIG},	{"ENOTSUP", ENOTSUP},   {"EOPNOTSUPP", EOPNOTSUPP},
 };
 
 static int parse_errno(const char *s)
@@ -35,7 +36,7 @@ static int parse_errno(const char *s)
 }
 
 struct fault {
-	struct bpftel_module *m;
+	struct bpftel_module *m; /* NULL: the uprobe_multi feature */
 	char step[8];
 	int err;
 	unsigned int count;
@@ -48,6 +49,14 @@ static int parse_item(struct bpftel_manager *mgr, char *item, struct fault *f, c
 	char *dot, *eq, *star, *end;
 	unsigned long count = 1;
 
+	/* uprobe_multi=ERRNO: the kernel "has no" multi-uprobe links. */
+	if (!strncmp(item, "uprobe_multi=", 13)) {
+		f->m = NULL;
+		f->err = parse_errno(item + 13);
+		if (!f->err)
+			snprintf(err, errlen, "'%.32s' is not an errno name or number", item + 13);
+		return f->err ? 0 : -EINVAL;
+	}
 	dot = strchr(item, '.');
 	eq = strchr(item, '=');
 	if (!dot || !eq || dot > eq) {
@@ -109,9 +118,13 @@ int bpftel_faults_apply(struct bpftel_manager *mgr, const char *spec, char *err,
 		snprintf(err, errlen, "no fault in '%.64s'", spec);
 		ret = -EINVAL;
 	}
-	for (i = 0; !ret && i < n; i++)
-		ret = bpftel_module__inject_fault(faults[i].m, faults[i].step, -faults[i].err,
-						  faults[i].count);
+	for (i = 0; !ret && i < n; i++) {
+		if (!faults[i].m)
+			bpftel_uprobe_multi_set_fault(-faults[i].err);
+		else
+			ret = bpftel_module__inject_fault(faults[i].m, faults[i].step,
+							  -faults[i].err, faults[i].count);
+	}
 	free(copy);
 	return ret;
 }

@@ -8,6 +8,10 @@
  *
  * STEP is open, load or start; ERRNO a name (ENOMEM) or a number; COUNT (default 1)
  * how many starts of the module fail at that step before it works again.
+ *
+ * One more item, uprobe_multi=ERRNO, makes the agent behave as on a kernel without
+ * multi-uprobe links (before 6.6): every module loads for one perf-event link per probe
+ * point, and `bpftel libs` says why.
  */
 #ifndef BPFTEL_AGENT_FAULTS_H
 #define BPFTEL_AGENT_FAULTS_H

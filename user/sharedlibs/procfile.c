@@ -32,6 +32,36 @@ const char *bpftel_refusal_name(enum bpftel_refusal why)
 	return (unsigned)why < BPFTEL_REFUSED__COUNT ? refusal_names[why] : "unknown";
 }
 
+void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int err, char *buf,
+			     size_t len)
+{
+	const char *kind;
+
+	switch (why) {
+	case BPFTEL_REFUSED_NOT_REGULAR:
+		kind = S_ISFIFO(st->st_mode)  ? "a FIFO"
+		       : S_ISDIR(st->st_mode) ? "a directory"
+		       : S_ISCHR(st->st_mode) ? "a character device"
+		       : S_ISBLK(st->st_mode) ? "a block device"
+		       : S_ISSOCK(st->st_mode) ? "a socket"
+					       : "not a regular file";
+		snprintf(buf, len, "%s", kind);
+		break;
+	case BPFTEL_REFUSED_IDENTITY_CHANGED:
+		snprintf(buf, len, "leads to another file than the one opened");
+		break;
+	case BPFTEL_REFUSED_OUTSIDE_ROOT:
+		snprintf(buf, len, "the path leaves the process's root or directory (%s)",
+			 strerror(-err));
+		break;
+	case BPFTEL_REFUSED_SLOW_FS:
+		snprintf(buf, len, "on a FUSE file system");
+		break;
+	default:
+		snprintf(buf, len, "%s", strerror(-err));
+	}
+}
+
 bool bpftel_procfile_on_fuse(__u32 pid, dev_t dev)
 {
 	unsigned int major, minor;

@@ -57,8 +57,8 @@ struct bpftel_procfile_target {
 /*
  * Open t's file for reading as described above. Returns an fd (O_RDONLY | O_CLOEXEC) and
  * its stat in *st, or a negative errno: with *why set (< BPFTEL_REFUSED__COUNT) when it
- * is a refusal, else *why = BPFTEL_REFUSED__COUNT (the process or the file is gone:
- * -ENOENT, -ESRCH, ...).
+ * is a refusal (*st then says what the path led to, if it led anywhere), else
+ * *why = BPFTEL_REFUSED__COUNT (the process or the file is gone: -ENOENT, -ESRCH, ...).
  */
 int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
 			 enum bpftel_refusal *why);
@@ -69,6 +69,10 @@ int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st
  * Elsewhere the file itself. 0 or -errno.
  */
 int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino);
+
+/* A one-line reason for a refusal of bpftel_procfile_open (st as it filled it). */
+void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int err, char *buf,
+			     size_t len);
 
 /* Where t's path leads, as the agent sees it (for display), resolved as an open would
  * be; malloc'd, or NULL (refused, gone, out of memory). */

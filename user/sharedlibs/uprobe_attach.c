@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
 
@@ -34,12 +35,52 @@ void links_drop(struct ulink *links, size_t n, bool gated)
 	}
 }
 
-/* Open f through one of its processes, newest first. -errno if none reaches it. */
+/*
+ * A mapping of (dev, ino) in pid's address space, as "start-end" for map_files: the
+ * kernel's own reference to the file, whatever has become of its path since.
+ */
+static bool find_mapping(__u32 pid, dev_t dev, __u64 ino, char *range, size_t len)
+{
+	char path[64], line[512];
+	unsigned long start, end;
+	unsigned int major, minor;
+	unsigned long long i;
+	bool found = false;
+	FILE *maps;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	maps = fopen(path, "re");
+	if (!maps)
+		return false;
+	while (!found && fgets(line, sizeof(line), maps)) {
+		if (!strchr(line, '\n') && !feof(maps)) { /* a long path: skip the rest */
+			int c;
+
+			while ((c = fgetc(maps)) != EOF && c != '\n')
+				;
+		}
+		if (sscanf(line, "%lx-%lx %*s %*x %x:%x %llu", &start, &end, &major, &minor, &i) ==
+			    5 &&
+		    makedev(major, minor) == dev && i == ino) {
+			snprintf(range, len, "%lx-%lx", start, end);
+			found = true;
+		}
+	}
+	fclose(maps);
+	return found;
+}
+
+/*
+ * Open f through one of its processes, newest first: by the path each named it, and
+ * when that no longer leads to the file (a hostile swap: refused and counted), by the
+ * process's mapping of it. -errno if none reaches it.
+ */
 static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 {
 	struct bpftel_procfile_target t[8];
 	enum bpftel_refusal why;
-	struct stat st;
+	char range[48], detail[128], what[96];
+	struct stat st = {};
 	size_t n = 0, i;
 	int fd = -ENOENT;
 
@@ -56,11 +97,27 @@ static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 			n++;
 	}
 	pthread_mutex_unlock(&u->lock);
-	for (i = 0; i < n; i++) {
-		if (fd < 0)
-			fd = bpftel_procfile_open(&t[i], &st, &why);
-		free((char *)t[i].path);
+	for (i = 0; i < n && fd < 0; i++) {
+		fd = bpftel_procfile_open(&t[i], &st, &why);
+		if (fd < 0 && why < BPFTEL_REFUSED__COUNT) {
+			bpftel_procfile_explain(why, &st, fd, what, sizeof(what));
+			snprintf(detail, sizeof(detail), "reopening it: %s", what);
+			pthread_mutex_lock(&u->lock);
+			refusal_locked(u, t[i].pid, f->lib, t[i].path, why, detail);
+			pthread_mutex_unlock(&u->lock);
+		}
+		if (fd < 0 && t[i].dirfd != BPFTEL_PROCFILE_MAPPED &&
+		    find_mapping(t[i].pid, f->dev, f->ino, range, sizeof(range)))
+			fd = bpftel_procfile_open(
+				&(struct bpftel_procfile_target){.pid = t[i].pid,
+								 .dirfd = BPFTEL_PROCFILE_MAPPED,
+								 .path = range,
+								 .dev = f->dev,
+								 .ino = f->ino},
+				&st, &why);
 	}
+	for (i = 0; i < n; i++)
+		free((char *)t[i].path);
 	return fd;
 }
 

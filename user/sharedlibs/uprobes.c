@@ -275,7 +275,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	enum bpftel_refusal why;
 	struct lib_file *f = NULL;
 	char detail[128];
-	struct stat st;
+	struct stat st = {};
 	size_t njobs;
 	__u64 stime;
 	int fd, err;
@@ -295,7 +295,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	if (fd < 0) {
 		if (why == BPFTEL_REFUSED__COUNT)
 			return fd; /* gone: not a refusal */
-		snprintf(detail, sizeof(detail), "%s", strerror(-fd));
+		bpftel_procfile_explain(why, &st, fd, detail, sizeof(detail));
 		pthread_mutex_lock(&u->lock);
 		refusal_locked(u, t->pid, lib, named, why, detail);
 		pthread_mutex_unlock(&u->lock);

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""Hostile library files against the real agent: files an unprivileged user could craft
+and name like libssl, which the agent must neither block on, nor follow out of the
+process's root, nor parse without bounds.
+
+  1. a FIFO renamed over a copy of libssl a process has loaded;
+  2. inside a private mount namespace: a directory named libssl.so.3, opened; and a
+     loaded copy of libssl replaced by a symlink to /dev/zero;
+  3. a 4 GiB sparse file whose .dynsym claims 3 GiB, and a 900 MiB one whose .dynsym
+     claims 800 MiB (under the file cap, over the table cap);
+  4. a truncated ELF (the first 4 KiB of libssl).
+
+After each: `bpftel module restart usm` answers within 10 s, `bpftel stats` answers,
+the agent's peak RSS (VmHWM) stays within the bound, and `bpftel libs` shows why the
+file was refused."""
+import argparse
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
+
+LIBSSL = "/lib/x86_64-linux-gnu/libssl.so.3"
+SHT_DYNSYM = 11
+
+
+def vm_hwm_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def sparse_elf(path, file_size, dynsym_claim):
+    """libssl, its .dynsym header claiming dynsym_claim bytes, the file made sparse up to
+    file_size bytes (nothing but the copy is written)."""
+    shutil.copy(LIBSSL, path)
+    with open(path, "r+b") as f:
+        head = f.read(64)
+        shoff, = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+        for i in range(shnum):
+            f.seek(shoff + i * shentsize)
+            sh = f.read(shentsize)
+            if struct.unpack_from("<I", sh, 4)[0] == SHT_DYNSYM:
+                f.seek(shoff + i * shentsize + 32)  # sh_size
+                f.write(struct.pack("<Q", dynsym_claim))
+                break
+        else:
+            raise AssertionError("no .dynsym in libssl")
+        f.truncate(file_size)
+
+
+class Holder:
+    """A python process that runs steps on stdin lines and says 'done <n>' after each."""
+
+    def __init__(self, python, code, argv=(), wrap=None):
+        cmd = [python, "-c", code, *argv]
+        if wrap:
+            cmd = wrap + cmd
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        self.expect("ready")
+
+    def expect(self, word):
+        line = self.proc.stdout.readline().strip()
+        if line != word:
+            raise AssertionError(f"holder said {line!r}, not {word!r}")
+
+    def step(self, word):
+        self.proc.stdin.write("next\n")
+        self.proc.stdin.flush()
+        self.expect(word)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def usm_rows(agent, path):
+    return [r for r in agent.json("libs")["libs"] if r["path"] == path and r.get("module") == "usm"]
+
+
+def refused(agent, path, reason):
+    return [r for r in agent.json("libs")["recent_refusals"]
+            if r["path"] == path and r["reason"] == reason]
+
+
+def after_each(agent, what, hwm_bound_mib):
+    """The agent stays responsive and bounded after a hostile file."""
+    t0 = time.monotonic()
+    res = agent.cli("module", "restart", "usm", check=False)
+    took = time.monotonic() - t0
+    check(res.returncode == 0 and took < 10,
+          f"{what}: bpftel module restart usm answered in {took:.2f} s")
+    stats = agent.cli("stats", "--json", check=False)
+    check(stats.returncode == 0, f"{what}: bpftel stats answers")
+    hwm = vm_hwm_kib(agent.proc.pid)
+    if hwm_bound_mib:
+        check(hwm <= hwm_bound_mib * 1024,
+              f"{what}: agent VmHWM {hwm} KiB <= {hwm_bound_mib} MiB")
+    else:
+        print(f"note: {what}: agent VmHWM {hwm} KiB (not checked: sanitizer build)")
+
+
+LOAD_THEN_SWAP = r"""
+import ctypes, os, sys
+lib, kind = sys.argv[1], sys.argv[2]
+print("ready", flush=True)
+sys.stdin.readline()
+ctypes.CDLL(lib)
+print("loaded", flush=True)
+sys.stdin.readline()
+tmp = lib + ".new"
+if kind == "fifo":
+    os.mkfifo(tmp)
+else:
+    os.symlink("/dev/zero", tmp)
+os.rename(tmp, lib)
+print("swapped", flush=True)
+sys.stdin.readline()
+"""
+
+
+def swapped_library(agent, python, path, kind, hwm, wrap=None):
+    """A process loads its own copy of libssl, then replaces the path with kind."""
+    h = Holder(python, LOAD_THEN_SWAP, (path, kind), wrap)
+    try:
+        h.step("loaded")
+        row = wait_for(lambda: [r for r in usm_rows(agent, path) if r["attached"] >= 8], 20,
+                       f"usm attached to {path}")[0]
+        check(row["state"] == "in_use", f"{kind}: usm attached to the copy ({row['links']} "
+                                        f"{row['link_mode']} links)")
+        h.step("swapped")
+        # The restart re-attaches through the process's path, which now leads to a
+        # FIFO or a device: refused (never opened for reading), then found again
+        # through the process's own mapping of the file.
+        after_each(agent, f"{kind} swapped in", hwm)
+        reason = wait_for(lambda: refused(agent, path, "not_regular"), 10,
+                          f"the refusal of the {kind} at {path}")[0]
+        check(reason["pid"] > 0, f"{kind}: bpftel libs shows the refusal: "
+                                 f"{reason['reason']} ({reason['detail']})")
+        table = agent.cli("libs").stdout
+        check("not_regular" in table, f"{kind}: the libs table shows not_regular")
+        row = wait_for(lambda: [r for r in usm_rows(agent, path) if r["attached"] >= 8], 20,
+                       f"usm attached again to {path}")[0]
+        check(True, f"{kind}: attached again through the process's mapping "
+                    f"({row['attached']} probe points)")
+    finally:
+        h.stop()
+
+
+OPEN_ONLY = r"""
+import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+fd = os.open(sys.argv[1], os.O_RDONLY)
+print("opened", flush=True)
+sys.stdin.readline()
+"""
+
+
+def opened_file(agent, python, path, reason, what, hwm, wrap=None):
+    h = Holder(python, OPEN_ONLY, (path,), wrap)
+    try:
+        h.step("opened")
+        r = wait_for(lambda: refused(agent, path, reason), 20,
+                     f"the refusal of {path} ({reason})")[0]
+        check(True, f"{what}: refused as {r['reason']}: {r['detail']}")
+        after_each(agent, what, hwm)
+    finally:
+        h.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--hwm-bound-mib", type=int, default=64,
+                    help="bound on the agent's VmHWM; 0: not checked (sanitizer builds)")
+    args = ap.parse_args()
+    require_root()
+    if not os.path.exists(LIBSSL) or not shutil.which("unshare"):
+        skip("needs the system libssl and unshare")
+
+    tmp = tempfile.mkdtemp(prefix="bpftel-hostile-")
+    os.chmod(tmp, 0o755)
+    agent = Agent(args.agent, args.cli)
+    try:
+        hwm = args.hwm_bound_mib
+        # 1. A FIFO renamed over a loaded library: the old agent blocked in open().
+        fifo = os.path.join(tmp, "fifo", "libssl.so.3")
+        os.makedirs(os.path.dirname(fifo))
+        shutil.copy(LIBSSL, fifo)
+        swapped_library(agent, args.python, fifo, "fifo", hwm)
+
+        # 2. A private mount namespace: only the process sees these files.
+        priv = os.path.join(tmp, "private")
+        os.makedirs(priv)
+        ns = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+              f"mount -t tmpfs none {priv} && mkdir {priv}/libssl.so.3 && "
+              f"cp {LIBSSL} {priv}/libssl.so.4 && exec \"$@\"", "sh"]
+        opened_file(agent, args.python, f"{priv}/libssl.so.3", "not_regular",
+                    "a directory named libssl.so.3 (private mount namespace)", hwm, ns)
+        swapped_library(agent, args.python, f"{priv}/libssl.so.4", "symlink to /dev/zero",
+                        hwm, ns)
+        check(not os.path.exists(f"{priv}/libssl.so.4"),
+              "those files were only in the process's namespace")
+
+        # 3. Sparse files that claim huge symbol tables.
+        huge = os.path.join(tmp, "huge", "libssl.so.3")
+        os.makedirs(os.path.dirname(huge))
+        sparse_elf(huge, 4 << 30, 3 << 30)
+        opened_file(agent, args.python, huge, "too_large",
+                    "a 4 GiB sparse file claiming a 3 GiB .dynsym", hwm)
+        big = os.path.join(tmp, "big", "libssl.so.3")
+        os.makedirs(os.path.dirname(big))
+        sparse_elf(big, 900 << 20, 800 << 20)
+        opened_file(agent, args.python, big, "tables_too_large",
+                    "a 900 MiB sparse file claiming an 800 MiB .dynsym", hwm)
+
+        # 4. A truncated ELF.
+        cut = os.path.join(tmp, "cut", "libssl.so.3")
+        os.makedirs(os.path.dirname(cut))
+        with open(LIBSSL, "rb") as src, open(cut, "wb") as dst:
+            dst.write(src.read(4096))
+        opened_file(agent, args.python, cut, "not_elf", "a truncated ELF", hwm)
+
+        counts = agent.json("libs")["refused"]
+        check(counts["not_regular"] >= 3 and counts["too_large"] >= 1 and
+              counts["tables_too_large"] >= 1 and counts["not_elf"] >= 1,
+              f"refusals counted by reason: { {k: v for k, v in counts.items() if v} }")
+        check(agent.stop() == 0, "the agent stops cleanly")
+    finally:
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run(main)

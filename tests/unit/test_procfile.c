@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Opening another process's files (user/sharedlibs/procfile.h) against a real child
+ * process in a chroot or a working directory of its own: paths that would leave its
+ * root or directory, magic links, FIFOs, directories, swapped identities, mappings.
+ * Needs root (chroot); exits 77 without it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "user/sharedlibs/procfile.h"
+
+struct fixture {
+	char dir[64];	/* the child's root: dir/root; its cwd dir/root/lib */
+	pid_t child;
+	int ready[2];	/* the child says it is set up */
+	unsigned long map_start, map_end;
+};
+
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, text, strlen(text)) < 0)
+		abort();
+	close(fd);
+}
+
+/* The child: chroot into dir/root (chroot = 1) or just chdir into dir/root/lib; map
+ * root/lib/mapped.so; report the mapping; wait to be killed. */
+static void child_main(struct fixture *f, int chrooted)
+{
+	char root[128];
+	unsigned long range[2];
+	void *p;
+	int fd;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	snprintf(root, sizeof(root), "%s/root", f->dir);
+	if (chrooted ? chroot(root) || chdir("/lib") : chdir(root) || chdir("lib"))
+		_exit(1);
+	fd = open("mapped.so", O_RDONLY);
+	p = fd < 0 ? MAP_FAILED : mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED)
+		_exit(1);
+	range[0] = (unsigned long)p;
+	range[1] = range[0] + 4096;
+	if (write(f->ready[1], range, sizeof(range)) != sizeof(range))
+		_exit(1);
+	for (;;)
+		pause();
+}
+
+static int setup_with(void **state, int chrooted)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	unsigned long range[2];
+	char p[128];
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bpftel-procfile-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(p, sizeof(p), "%s/root", f->dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/root/lib", f->dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/root/etc", f->dir);
+	mkdir(p, 0755);
+	put(f->dir, "outside", "outside the root\n");
+	snprintf(p, sizeof(p), "%s/root/etc", f->dir);
+	put(p, "inside", "inside the root\n");
+	snprintf(p, sizeof(p), "%s/root/lib", f->dir);
+	put(p, "mapped.so", "mapped\n");
+	put(p, "libreal.so", "a library\n");
+	if (pipe(f->ready))
+		return -1;
+	f->child = fork();
+	if (f->child == 0)
+		child_main(f, chrooted);
+	if (read(f->ready[0], range, sizeof(range)) != sizeof(range))
+		return -1;
+	f->map_start = range[0];
+	f->map_end = range[1];
+	*state = f;
+	return 0;
+}
+
+static int setup_chroot(void **state)
+{
+	return setup_with(state, 1);
+}
+
+static int setup_cwd(void **state)
+{
+	return setup_with(state, 0);
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[128];
+
+	kill(f->child, SIGKILL);
+	waitpid(f->child, NULL, 0);
+	close(f->ready[0]);
+	close(f->ready[1]);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	if (system(cmd))
+		return -1;
+	free(f);
+	return 0;
+}
+
+/* Make dir/root/<name> a symlink to target. */
+static void link_in_root(struct fixture *f, const char *name, const char *target)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), "%s/root/%s", f->dir, name);
+	unlink(p);
+	assert_int_equal(symlink(target, p), 0);
+}
+
+static int open_as(struct fixture *f, int dirfd, const char *path, dev_t dev, __u64 ino,
+		   struct stat *st, enum bpftel_refusal *why)
+{
+	struct bpftel_procfile_target t = {
+		.pid = (__u32)f->child, .dirfd = dirfd, .path = path, .dev = dev, .ino = ino};
+
+	return bpftel_procfile_open(&t, st, why);
+}
+
+static void stat_in_root(struct fixture *f, const char *name, struct stat *st)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), "%s/root/%s", f->dir, name);
+	assert_int_equal(stat(p, st), 0);
+}
+
+/* Absolute symlinks and ".." resolve inside the process's root, never outside it. */
+static void test_absolute_paths_stay_in_root(void **state)
+{
+	struct fixture *f = *state;
+	enum bpftel_refusal why;
+	struct stat st, inside;
+	char esc[256];
+	int fd;
+
+	stat_in_root(f, "etc/inside", &inside);
+	link_in_root(f, "lib/libabs.so", "/etc/inside");
+	fd = open_as(f, AT_FDCWD, "/lib/libabs.so", 0, 0, &st, &why);
+	assert_true(fd >= 0);
+	assert_int_equal(st.st_ino, inside.st_ino); /* the root's /etc, not the host's */
+	close(fd);
+	/* Up and out: clamped at the root, where there is no such file. */
+	snprintf(esc, sizeof(esc), "/../../../../..%s/outside", f->dir);
+	link_in_root(f, "lib/libup.so", esc);
+	fd = open_as(f, AT_FDCWD, "/lib/libup.so", 0, 0, &st, &why);
+	assert_int_equal(fd, -ENOENT);
+	assert_int_equal(why, BPFTEL_REFUSED__COUNT);
+	fd = open_as(f, AT_FDCWD, esc, 0, 0, &st, &why);
+	assert_int_equal(fd, -ENOENT);
+}
+
+/* A relative path may not climb out of the cwd it is relative to. */
+static void test_relative_paths_stay_beneath(void **state)
+{
+	struct fixture *f = *state;
+	enum bpftel_refusal why;
+	struct stat st;
+	int fd;
+
+	fd = open_as(f, AT_FDCWD, "libreal.so", 0, 0, &st, &why);
+	assert_true(fd >= 0);
+	close(fd);
+	fd = open_as(f, AT_FDCWD, "../../outside", 0, 0, &st, &why);
+	assert_int_equal(fd, -EXDEV);
+	assert_int_equal(why, BPFTEL_REFUSED_OUTSIDE_ROOT);
+	link_in_root(f, "lib/libout.so", "../../outside");
+	fd = open_as(f, AT_FDCWD, "libout.so", 0, 0, &st, &why);
+	assert_int_equal(why, BPFTEL_REFUSED_OUTSIDE_ROOT);
+	assert_true(fd < 0);
+}
+
+/* A magic link (a /proc fd, root or exe link) is never followed. */
+static void test_magic_links_refused(void **state)
+{
+	struct fixture *f = *state;
+	enum bpftel_refusal why;
+	struct stat st;
+	char target[64];
+	int fd;
+
+	snprintf(target, sizeof(target), "/proc/%d/root/etc/hostname", (int)getpid());
+	link_in_root(f, "lib/libmagic.so", target);
+	fd = open_as(f, AT_FDCWD, "libmagic.so", 0, 0, &st, &why);
+	assert_true(fd < 0);
+	assert_int_not_equal(why, BPFTEL_REFUSED__COUNT);
+}
+
+/* A FIFO, a directory, a device: refused without being opened (nothing blocks). */
+static void test_not_regular_refused(void **state)
+{
+	struct fixture *f = *state;
+	enum bpftel_refusal why;
+	struct stat st;
+	char p[256];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/root/lib/libfifo.so", f->dir);
+	assert_int_equal(mkfifo(p, 0644), 0);
+	fd = open_as(f, AT_FDCWD, "libfifo.so", 0, 0, &st, &why);
+	assert_int_equal(why, BPFTEL_REFUSED_NOT_REGULAR);
+	assert_true(fd < 0 && S_ISFIFO(st.st_mode));
+	fd = open_as(f, AT_FDCWD, "/lib", 0, 0, &st, &why);
+	assert_int_equal(why, BPFTEL_REFUSED_NOT_REGULAR);
+	/* /dev/zero's device node, made inside the root (a chroot has no /dev). */
+	link_in_root(f, "lib/libzero.so", "zero");
+	snprintf(p, sizeof(p), "%s/root/lib/zero", f->dir);
+	assert_int_equal(mknod(p, S_IFCHR | 0666, makedev(1, 5)), 0);
+	fd = open_as(f, AT_FDCWD, "libzero.so", 0, 0, &st, &why);
+	assert_int_equal(why, BPFTEL_REFUSED_NOT_REGULAR);
+	assert_true(fd < 0 && S_ISCHR(st.st_mode));
+}
+
+/* The path must lead to the file the kernel saw opened. */
+static void test_identity_checked(void **state)
+{
+	struct fixture *f = *state;
+	enum bpftel_refusal why;
+	struct stat st, real, other;
+	int fd;
+
+	stat_in_root(f, "lib/libreal.so", &real);
+	stat_in_root(f, "etc/inside", &other);
+	fd = open_as(f, AT_FDCWD, "libreal.so", other.st_dev, other.st_ino, &st, &why);
+	assert_int_equal(fd, -ESTALE);
+	assert_int_equal(why, BPFTEL_REFUSED_IDENTITY_CHANGED);
+	fd = open_as(f, AT_FDCWD, "libreal.so", real.st_dev, real.st_ino, &st, &why);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+/* A mapping reaches its file whatever its path became; the real identity is the one
+ * the mapping shows. */
+static void test_mapped_file(void **state)
+{
+	struct fixture *f = *state;
+	enum bpftel_refusal why;
+	struct stat st, mapped;
+	char range[64], p[256];
+	dev_t dev;
+	__u64 ino;
+	int fd;
+
+	stat_in_root(f, "lib/mapped.so", &mapped);
+	snprintf(p, sizeof(p), "%s/root/lib/mapped.so", f->dir);
+	assert_int_equal(unlink(p), 0); /* gone from every path */
+	snprintf(range, sizeof(range), "%lx-%lx", f->map_start, f->map_end);
+	fd = open_as(f, BPFTEL_PROCFILE_MAPPED, range, mapped.st_dev, mapped.st_ino, &st, &why);
+	assert_true(fd >= 0);
+	assert_int_equal(st.st_ino, mapped.st_ino);
+	assert_int_equal(bpftel_procfile_real_identity(fd, &dev, &ino), 0);
+	assert_int_equal(ino, mapped.st_ino);
+	assert_int_equal(dev, mapped.st_dev);
+	close(fd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_absolute_paths_stay_in_root, setup_chroot,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_relative_paths_stay_beneath, setup_cwd,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_magic_links_refused, setup_cwd, teardown),
+		cmocka_unit_test_setup_teardown(test_not_regular_refused, setup_chroot, teardown),
+		cmocka_unit_test_setup_teardown(test_identity_checked, setup_cwd, teardown),
+		cmocka_unit_test_setup_teardown(test_mapped_file, setup_chroot, teardown),
+	};
+
+	if (geteuid() != 0) {
+		printf("SKIP: needs root (chroot, /proc/<pid>/root of another process)\n");
+		return 77;
+	}
+	return cmocka_run_group_tests_name("procfile", tests, NULL, NULL);
+}
