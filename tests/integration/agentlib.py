@@ -93,6 +93,15 @@ class Agent:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def usm_settled(agent):
+    """Has USM's userspace taken every record its kernel side emitted so far? Once a
+    workload is done, its counts are then final: nothing of it is still in flight."""
+    counters = agent.json("http")["counters"]
+    emitted = counters["tls_http"] + counters["packets_http"]
+    loss = [x for x in agent.json("stats")["losses"] if x["module"] == "usm"][0]
+    return loss["processed"] + loss["queue_full"] + loss["too_big"] + loss["parse"] >= emitted
+
+
 def check(cond, msg):
     if not cond:
         raise AssertionError(msg)

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
@@ -82,7 +81,6 @@ def main():
         skip("tmux is not installed (tools/dev.sh test installs it)")
     agent = Agent(args.agent, args.cli)
     try:
-        time.sleep(0.5)
         check_json(agent)
         check_top(agent)
         check(agent.stop() == 0, "agent exited 0 after SIGTERM")

@@ -13,11 +13,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import (Agent, bpf_ids, check, make_cert, require_root, run, skip,  # noqa: E402
-                      start_http_server, wait_for)
+                      start_http_server, usm_settled, wait_for)
 
 
 
@@ -32,7 +31,8 @@ def count(agent, **match):
 
 def wait_count(agent, want, what, **match):
     wait_for(lambda: count(agent, **match) >= want, 15, what)
-    time.sleep(0.3)  # anything beyond want would show up by now
+    # Anything beyond want is in by the time every record emitted has been taken.
+    wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
     got = count(agent, **match)
     check(got == want, f"{what}: {got}")
 
@@ -101,7 +101,7 @@ def main():
                         if r["module"] == "usm" and r["lib"] == "libgnutls" and
                         r["attached"] >= 4 and gnutls.pid in r["pids"]]
             wait_for(gnutls_ready, 15, "the usm uprobes on gnutls-cli's libgnutls")
-            time.sleep(1.0)  # its handshake
+            # Written before its handshake ends, the request waits in the pipe.
             gnutls.stdin.write(b"GET /items/7 HTTP/1.1\nHost: localhost\nConnection: close\n\n")
             gnutls.stdin.flush()
             wait_count(agent, 1, "gnutls-cli's own GET /items/* 200, through GnuTLS probes",

@@ -98,6 +98,15 @@ class Workloads:
             p.wait()
 
 
+def steady(agent):
+    """(fds, kernel objects, uprobe entries) once two looks in a row agree and no link
+    waits for the reaper, else None."""
+    first = (fds(agent.proc.pid), kernel_objects(), uprobe_entries())
+    if agent.json("stats")["agent"]["links_releasing"]:
+        return None
+    return first if (fds(agent.proc.pid), kernel_objects(), uprobe_entries()) == first else None
+
+
 def https_count(agent, pid):
     return sum(r["count"] for r in agent.json("http")["endpoints"] if r.get("pid") == pid)
 
@@ -130,8 +139,7 @@ def with_agent_and_workloads(args, tmp, body, env=None):
 def restart_rounds(args, agent, work):
     wait_for(lambda: https_count(agent, work.server_pid) > 0, 20, "HTTPS counted")
     wait_for(lambda: cuda_pids(agent), 20, "CUDA launches counted")
-    time.sleep(0.5)
-    base = (fds(agent.proc.pid), kernel_objects(), uprobe_entries())
+    base = wait_for(lambda: steady(agent), 60, "the agent's objects to hold steady")
     t0 = time.monotonic()
     for i in range(args.rounds):
         name = "gpu" if i % 2 == 0 else "usm"
@@ -149,7 +157,7 @@ def restart_rounds(args, agent, work):
     check(True, f"the reaper destroyed the old instances' links "
                 f"{time.monotonic() - t0:.1f} s after the last restart")
     # Links and programs go away asynchronously in the kernel: wait for them to settle.
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         now = (fds(agent.proc.pid), kernel_objects(), uprobe_entries())
         if now == base:
@@ -207,7 +215,14 @@ def flood(args):
             peak = max(peak, rss_kib(agent.proc.pid))
             time.sleep(0.2)
         generated = int(proc.stdout.read())
-        time.sleep(1.5)  # let the pipeline drain
+
+        def drained():
+            ev = agent.json("stats")["events"]
+            loss = [x for x in agent.json("stats")["losses"] if x["module"] == "sharedlibs"][0]
+            taken = (ev["received"] - before["received"] + loss["queue_full"] -
+                     lost0["queue_full"] + loss["too_big"] - lost0["too_big"])
+            return taken >= ev["emitted"] - before["emitted"]
+        wait_for(drained, 60, "the watcher's userspace to take every event emitted")
         after = agent.json("stats")["events"]
         d = {k: after[k] - before[k] for k in ("matched", "emitted", "lost", "received",
                                                 "path_unreadable", "path_too_long")}
