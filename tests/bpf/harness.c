@@ -122,7 +122,7 @@ void bpftel_test_settle_objects(const struct bpftel_obj_counts *base, struct bpf
 {
 	int tries;
 
-	for (tries = 0; tries < 300; tries++) {
+	for (tries = 0; tries < 3000; tries++) {
 		bpftel_test_count_objects(out);
 		if (out->progs == base->progs && out->maps == base->maps &&
 		    out->links == base->links && out->fds == base->fds)

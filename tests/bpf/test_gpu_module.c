@@ -71,7 +71,7 @@ static size_t gpu_links(struct fixture *f, size_t want)
 	size_t got = 0;
 	int tries, n, i;
 
-	for (tries = 0; tries < 500; tries++) {
+	for (tries = 0; tries < 3000; tries++) {
 		got = 0;
 		n = bpftel_uprobes__files(f->up, &rows);
 		for (i = 0; i < n; i++) {

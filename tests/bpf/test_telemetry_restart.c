@@ -96,7 +96,7 @@ static bool wait_detected(struct bpftel_sharedlibs *sl, pid_t pid, const char *p
 {
 	int i;
 
-	for (i = 0; i < 300; i++) {
+	for (i = 0; i < 3000; i++) {
 		if (detected(sl, pid, path))
 			return true;
 		usleep(10000);

@@ -98,28 +98,63 @@ static void stop_child(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
-/* The registry's row for a file of lib whose path ends in suffix, waiting for it. */
-static bool find_row(struct fixture *f, enum shlib_lib lib, const char *suffix,
-		     struct bpftel_uprobe_file_info *row, size_t min_attached)
+/* The registry's row for a file of lib whose path ends in suffix, now. */
+static bool row_now(struct fixture *f, enum shlib_lib lib, const char *suffix,
+		    struct bpftel_uprobe_file_info *row, size_t min_attached)
 {
 	struct bpftel_uprobe_file_info *rows;
 	size_t len = strlen(suffix);
-	int tries, n, i;
+	bool found = false;
+	int n, i;
 
-	for (tries = 0; tries < 500; tries++) {
-		n = bpftel_uprobes__files(f->up, &rows);
-		for (i = 0; i < n; i++) {
-			size_t pl = strlen(rows[i].path);
+	n = bpftel_uprobes__files(f->up, &rows);
+	for (i = 0; i < n && !found; i++) {
+		size_t pl = strlen(rows[i].path);
 
-			if (rows[i].lib == lib && pl >= len &&
-			    !strcmp(rows[i].path + pl - len, suffix) &&
-			    rows[i].attached >= min_attached) {
-				*row = rows[i];
-				free(rows);
+		if (rows[i].lib == lib && pl >= len && !strcmp(rows[i].path + pl - len, suffix) &&
+		    rows[i].attached >= min_attached) {
+			*row = rows[i];
+			found = true;
+		}
+	}
+	free(rows);
+	return found;
+}
+
+/* The same, waiting for it (30 s at most: attach may be slow under sanitizers). */
+static bool find_row(struct fixture *f, enum shlib_lib lib, const char *suffix,
+		     struct bpftel_uprobe_file_info *row, size_t min_attached)
+{
+	int tries;
+
+	for (tries = 0; tries < 3000; tries++) {
+		if (row_now(f, lib, suffix, row, min_attached))
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* Wait (30 s at most) until pid maps a file whose path ends in suffix. */
+static bool wait_mapped(pid_t pid, const char *suffix)
+{
+	char path[64], line[512];
+	int tries;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	for (tries = 0; tries < 3000; tries++) {
+		f = fopen(path, "re");
+		while (f && fgets(line, sizeof(line), f)) {
+			line[strcspn(line, "\n")] = '\0';
+			if (strlen(line) > strlen(suffix) &&
+			    !strcmp(line + strlen(line) - strlen(suffix), suffix)) {
+				fclose(f);
 				return true;
 			}
 		}
-		free(rows);
+		if (f)
+			fclose(f);
 		usleep(10000);
 	}
 	return false;
@@ -159,7 +194,7 @@ static void test_python_ssl_after_start_then_exit(void **state)
 	stop_child(child);
 	assert_int_equal(bpftel_uprobes__sweep(f->up), 2); /* libssl and libcrypto */
 	bpftel_links_settle();
-	if (find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 0))
+	if (row_now(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 0))
 		fail_msg("still tracked after its last process (%d) exited: %s, %zu processes, "
 			 "first %u",
 			 child, row.path, row.nprocs, row.pids[0]);
@@ -176,7 +211,8 @@ static void test_loaded_before_start_found_by_scan(void **state)
 	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
 		skip();
 	child = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(30)'");
-	usleep(500000); /* let it map libssl: the watcher is not running yet */
+	/* The watcher is not running yet: only its mapping shows it. */
+	assert_true(wait_mapped(child, "libssl.so.3"));
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	assert_true(bpftel_uprobes__scan(f->up) >= 1);
 	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 2));
@@ -344,7 +380,7 @@ static void test_non_elf_library_recorded_once(void **state)
 	a = start_child(script);
 	b = start_child(script);
 	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 0));
-	for (int i = 0; i < 300 && row.nprocs < 2 && find_row(f, SHLIB_LIB_SSL, path, &row, 0); i++)
+	for (int i = 0; i < 3000 && row.nprocs < 2 && find_row(f, SHLIB_LIB_SSL, path, &row, 0); i++)
 		usleep(10000);
 	assert_int_equal(row.nprocs, 2);
 	assert_int_equal(row.attached, 0);

@@ -19,6 +19,12 @@ Experiments (A -> B):
                 (target PSS <= 16 MiB)
   pipeline      ring buffer -> workers events/s at offered loads, and loss
   restart       ms for `bpftel module restart gpu` + `restart usm` (target <= 100 ms)
+  restart_links the same with a library in use by each module: per-probe links (the
+                kernel without multi-uprobe links, injected) -> multi-uprobe links
+  control       `stats` latency p50/p99/max while 50 clients restart modules, and while
+                40 idle libraries are swept (target p99 <= 100 ms)
+  sigterm       seconds from SIGTERM to exit after 100 restarts, and the agent's links
+                left 1 s later (target <= 2 s, 0 links)
 
 With --baseline-build DIR (a build of another revision) or --baseline-rev REV (built
 here in a git worktree under build-bench/), A is that build's agent and B this one's,
@@ -41,6 +47,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
+import bench_control  # noqa: E402
 import bench_cuda  # noqa: E402
 import bench_tls  # noqa: E402
 from stats import ci90 as _ci90  # noqa: E402
@@ -63,12 +70,13 @@ def verdict(lo, hi, higher_is_better):
 
 
 class Agent:
-    def __init__(self, build, tmp):
+    def __init__(self, build, tmp, extra=(), env=None):
         self.sock = os.path.join(tmp, f"a{time.monotonic_ns()}.sock")
         self.cli = f"{build}/tools/bpftel"
         self.proc = subprocess.Popen([f"{build}/user/bpftel-agent", "--socket", self.sock,
-                                      "--metrics-addr", "127.0.0.1:0", "-q"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                      "--metrics-addr", "127.0.0.1:0", "-q", *extra],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env={**os.environ, **(env or {})})
         for _ in range(600):
             if self.json("modules"):
                 return
@@ -267,8 +275,21 @@ def restart(args, a_build, b_build, tmp, reps):
     return [row]
 
 
+def control(args, a_build, b_build, tmp, reps):
+    return bench_control.control(args, a_build, b_build, tmp, reps, Agent, Row)
+
+
+def sigterm(args, a_build, b_build, tmp, reps):
+    return bench_control.sigterm(args, a_build, b_build, tmp, reps, Agent, Row)
+
+
+def restart_links(args, a_build, b_build, tmp, reps):
+    return bench_control.restart_links(args, a_build, b_build, tmp, reps, Agent, Row)
+
+
 EXPERIMENTS = {"open_loop": open_loop, "tls_requests": tls_requests, "cuda_calls": cuda_calls,
-               "idle": idle, "pipeline": pipeline, "restart": restart}
+               "idle": idle, "pipeline": pipeline, "restart": restart,
+               "restart_links": restart_links, "control": control, "sigterm": sigterm}
 
 
 def build_rev(rev):

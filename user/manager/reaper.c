@@ -4,12 +4,18 @@
  * and the uprobe registry's idle files).
  *
  * Destroying a uprobe link waits for the kernel: on 6.18 ~45 ms for a multi-uprobe link
- * and ~80 ms for a perf-event one, almost all of it an RCU grace period. Links destroyed
- * from several threads at once share their grace periods (64 multi-uprobe links: 2.9 s
- * from one thread, 0.26 s from 16; perf-event uprobes gain less, their teardown takes a
- * global mutex), so the reaper is a small pool: each queued link gets a thread of its
- * own up to BPFTEL_REAPER_THREADS, threads exit when the queue is empty, and a later
- * release starts them again. Nothing waits for them but bpftel_links_settle().
+ * and ~80 ms for a perf-event one, almost all of it an RCU grace period.
+ *
+ * Raw links (fds: multi-uprobe links) destroyed from several threads at once share
+ * their grace periods (64 of them: 2.9 s from one thread, 0.26 s from 16), so they go
+ * to a small pool: each gets a thread of its own, up to BPFTEL_REAPER_THREADS.
+ * libbpf links (perf-event uprobes, tracepoints) gain little that way: their teardown
+ * holds the kernel's trace event mutex across its grace period, and so would every new
+ * attach queued behind a pile of them (a restart with per-probe links went from ~30 ms
+ * to 2.5 s). They are destroyed one at a time, in order, by one thread.
+ *
+ * Threads exit when their queue is empty; a later release starts them again. Nothing
+ * waits for them but bpftel_links_settle().
  */
 #include <errno.h>
 #include <pthread.h>
@@ -33,16 +39,24 @@ struct node {
 	void *ctx;
 };
 
+/* One queue: its items, and the threads that drain it. */
+struct queue {
+	struct node *head, **tail;
+	size_t pending;	    /* queued or being destroyed */
+	size_t nthreads;    /* running threads */
+	size_t max_threads; /* 1: in order */
+};
+
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
-	struct node *head, **tail;
-	size_t pending;	 /* queued or being destroyed */
-	size_t nthreads; /* running reaper threads */
+	struct queue parallel; /* raw link fds */
+	struct queue serial;   /* libbpf links */
 } reaper = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.idle = PTHREAD_COND_INITIALIZER,
-	.tail = &reaper.head,
+	.parallel = {.tail = &reaper.parallel.head, .max_threads = BPFTEL_REAPER_THREADS},
+	.serial = {.tail = &reaper.serial.head, .max_threads = 1},
 };
 
 static void destroy(struct node *n)
@@ -58,47 +72,48 @@ static void destroy(struct node *n)
 
 static void *reaper_main(void *arg)
 {
+	struct queue *q = arg;
 	struct node *n;
 
-	(void)arg;
 	pthread_mutex_lock(&reaper.lock);
-	while ((n = reaper.head)) {
-		reaper.head = n->next;
-		if (!reaper.head)
-			reaper.tail = &reaper.head;
+	while ((n = q->head)) {
+		q->head = n->next;
+		if (!q->head)
+			q->tail = &q->head;
 		pthread_mutex_unlock(&reaper.lock);
 		destroy(n);
 		pthread_mutex_lock(&reaper.lock);
-		reaper.pending--;
+		q->pending--;
 	}
-	reaper.nthreads--;
+	q->nthreads--;
 	pthread_cond_broadcast(&reaper.idle);
 	pthread_mutex_unlock(&reaper.lock);
 	return NULL;
 }
 
-/* With reaper.lock: one more thread if the queue holds more than the threads take. */
-static void spawn_locked(void)
+/* With reaper.lock: one more thread for q if it holds more than its threads take. */
+static void spawn_locked(struct queue *q)
 {
 	pthread_attr_t attr;
 	pthread_t th;
 	int err;
 
-	if (reaper.nthreads >= BPFTEL_REAPER_THREADS || reaper.nthreads >= reaper.pending)
+	if (q->nthreads >= q->max_threads || q->nthreads >= q->pending)
 		return;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024); /* a close(2) and a callback */
-	err = pthread_create(&th, &attr, reaper_main, NULL);
+	err = pthread_create(&th, &attr, reaper_main, q);
 	pthread_attr_destroy(&attr);
 	if (!err)
-		reaper.nthreads++;
-	else if (!reaper.nthreads)
+		q->nthreads++;
+	else if (!q->nthreads)
 		pr_warn("reaper: cannot start a thread (%s): destroying in place", strerror(err));
 }
 
 void bpftel_release(struct bpf_link *link, int fd, bpftel_release_done_fn done, void *ctx)
 {
+	struct queue *q = link ? &reaper.serial : &reaper.parallel;
 	struct node *n;
 
 	if (!link && fd < 0) {
@@ -121,18 +136,18 @@ void bpftel_release(struct bpf_link *link, int fd, bpftel_release_done_fn done, 
 	}
 	*n = (struct node){.link = link, .fd = fd, .done = done, .ctx = ctx};
 	pthread_mutex_lock(&reaper.lock);
-	*reaper.tail = n;
-	reaper.tail = &n->next;
-	reaper.pending++;
-	spawn_locked();
-	if (reaper.nthreads) {
+	*q->tail = n;
+	q->tail = &n->next;
+	q->pending++;
+	spawn_locked(q);
+	if (q->nthreads) {
 		pthread_mutex_unlock(&reaper.lock);
 		return;
 	}
 	/* No thread could start and none runs: the queue holds only n. */
-	reaper.head = NULL;
-	reaper.tail = &reaper.head;
-	reaper.pending--;
+	q->head = NULL;
+	q->tail = &q->head;
+	q->pending--;
 	pthread_mutex_unlock(&reaper.lock);
 	destroy(n);
 }
@@ -148,7 +163,7 @@ size_t bpftel_links_pending(void)
 	size_t n;
 
 	pthread_mutex_lock(&reaper.lock);
-	n = reaper.pending;
+	n = reaper.parallel.pending + reaper.serial.pending;
 	pthread_mutex_unlock(&reaper.lock);
 	return n;
 }
@@ -156,7 +171,8 @@ size_t bpftel_links_pending(void)
 void bpftel_links_settle(void)
 {
 	pthread_mutex_lock(&reaper.lock);
-	while (reaper.pending || reaper.nthreads)
+	while (reaper.parallel.pending || reaper.parallel.nthreads || reaper.serial.pending ||
+	       reaper.serial.nthreads)
 		pthread_cond_wait(&reaper.idle, &reaper.lock);
 	pthread_mutex_unlock(&reaper.lock);
 }

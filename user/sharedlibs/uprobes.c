@@ -455,41 +455,47 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 {
 	struct sweep_proc *procs = NULL;
 	struct attach_job (*jobs)[MAX_MODS] = NULL;
-	struct lib_file **drop = NULL, **relf = NULL, **jobf = NULL;
+	struct lib_file **marked = NULL, **drop = NULL, **relf = NULL, **jobf = NULL;
 	struct ulink *rel = NULL;
-	size_t nprocs = 0, ndrop = 0, nrel = 0, njobf = 0, i, j, k, kept, n, total;
+	size_t nprocs = 0, nmarked = 0, ndrop = 0, nrel = 0, njobf = 0, i, j, k, kept, n, total;
 	size_t *njobs = NULL, nidle = 0;
 	long long now = bpftel_mono_ms();
 
-	/* 1. Which processes to check, copied out: /proc is read without the lock. */
+	/* 1. Which processes to check, copied out: /proc is read without the lock. The
+	 * files are marked busy meanwhile, so that none is freed under us. */
 	pthread_mutex_lock(&u->lock);
 	for (i = 0, total = 0; i < u->nfiles; i++)
 		total += u->files[i]->nprocs;
 	procs = calloc(total + 1, sizeof(*procs));
-	for (i = 0; procs && i < u->nfiles; i++) {
+	marked = calloc(u->nfiles + 1, sizeof(*marked));
+	for (i = 0; procs && marked && i < u->nfiles; i++) {
 		for (j = 0; j < u->files[i]->nprocs; j++)
 			procs[nprocs++] = (struct sweep_proc){
 				.f = u->files[i],
 				.pid = u->files[i]->procs[j].pid,
 				.start_time = u->files[i]->procs[j].start_time};
-		u->files[i]->busy++; /* stays while we look */
+		u->files[i]->busy++;
+		marked[nmarked++] = u->files[i];
 	}
-	n = u->nfiles;
 	pthread_mutex_unlock(&u->lock);
-	if (!procs)
+	if (!procs || !marked) {
+		free(procs);
+		free(marked);
 		return -ENOMEM;
+	}
 	for (i = 0; i < nprocs; i++)
 		procs[i].alive = start_time(procs[i].pid) == procs[i].start_time;
 
+	/* 2. Apply: forget the dead, release the long idle, attach what is missing. Files
+	 * added meanwhile are looked at too. */
+	pthread_mutex_lock(&u->lock);
+	n = u->nfiles;
 	drop = calloc(n + 1, sizeof(*drop));
 	relf = calloc(n * MAX_MODS * MAX_SPECS + 1, sizeof(*relf));
 	rel = calloc(n * MAX_MODS * MAX_SPECS + 1, sizeof(*rel));
 	jobs = calloc(n + 1, sizeof(*jobs));
 	jobf = calloc(n + 1, sizeof(*jobf));
 	njobs = calloc(n + 1, sizeof(*njobs));
-
-	/* 2. Apply: forget the dead, release the long idle, attach what is missing. */
-	pthread_mutex_lock(&u->lock);
 	for (i = 0; i < nprocs; i++) {
 		struct lib_file *f = procs[i].f;
 
@@ -504,8 +510,8 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 		}
 		f->nprocs = kept;
 	}
-	for (i = 0; i < u->nfiles; i++)
-		u->files[i]->busy--; /* every file still listed was marked in step 1 */
+	for (i = 0; i < nmarked; i++)
+		marked[i]->busy--;
 	for (i = 0; drop && relf && rel && jobs && jobf && njobs && i < u->nfiles;) {
 		struct lib_file *f = u->files[i];
 
@@ -543,6 +549,7 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 	for (i = 0; i < njobf; i++)
 		attach_run(u, jobf[i], jobs[i], njobs[i], -1);
 	free(procs);
+	free(marked);
 	free(drop);
 	free(relf);
 	free(rel);
