@@ -22,8 +22,8 @@
  *                 uprobe registry's callers, and the reaper's pool (user/manager/reaper.c).
  *
  * Who owns what, and which lock guards it:
- *   agent->cfg, agent->metrics   agent->cfg_lock (short: copies and pointer swaps). Only
- *                                the lifecycle thread writes them after start.
+ *   agent->cfg, agent->metrics,  agent->cfg_lock (short: copies and pointer swaps). Only
+ *   agent->metrics_addr          the lifecycle thread writes them after start.
  *   the module table's privs     written at start, read-only after, freed at exit.
  *   each module's state          that module, under its own locks (see each module's
  *                                header and user/manager/internal.h: m->report_lock).
@@ -66,6 +66,7 @@ struct bpftel_agent {
 	struct bpftel_housekeeping *hk;
 	pthread_mutex_t cfg_lock;
 	struct bpftel_metrics *metrics; /* NULL: no metrics endpoint */
+	char metrics_addr[80];		/* where it listens ("" when off), for stats */
 	struct bpftel_config cfg;	/* in force */
 	time_t started;			/* wall clock, for display */
 	struct timespec mono_start;	/* for uptime */

@@ -87,6 +87,7 @@ static int apply_metrics(struct bpftel_agent *a, const char *addr)
 	pthread_mutex_lock(&a->cfg_lock);
 	old = a->metrics;
 	a->metrics = m;
+	snprintf(a->metrics_addr, sizeof(a->metrics_addr), "%s", m ? bpftel_metrics__addr(m) : "");
 	pthread_mutex_unlock(&a->cfg_lock);
 	/* Waits for its requests in flight: outside the lock they may need. */
 	bpftel_metrics__stop(old);

@@ -5,7 +5,6 @@
  * Read-only answers are built from the manager's and the modules' report functions,
  * which take only short locks: any thread may call them, nothing waits for a load.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,7 +13,6 @@
 #include "agent.h"
 #include "control.h"
 #include "lifecycle.h"
-#include "metrics.h"
 #include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
 #include "user/manager/manager.h"
@@ -250,14 +248,12 @@ static void add_module_stats(struct bpftel_agent *agent, json_t *resp)
 static json_t *cmd_stats(struct bpftel_agent *agent)
 {
 	json_t *progs = json_array(), *resp;
-	char metrics_addr[INET6_ADDRSTRLEN + 16] = "";
+	char metrics_addr[sizeof(agent->metrics_addr)];
 
 	for_each_probe(agent, add_program, progs);
 	add_run_stats(agent, progs);
 	pthread_mutex_lock(&agent->cfg_lock);
-	if (agent->metrics)
-		snprintf(metrics_addr, sizeof(metrics_addr), "%s",
-			 bpftel_metrics__addr(agent->metrics));
+	memcpy(metrics_addr, agent->metrics_addr, sizeof(metrics_addr));
 	pthread_mutex_unlock(&agent->cfg_lock);
 	resp = json_pack("{s:{s:s, s:i, s:f, s:I, s:b, s:s?}, s:o}", "agent", "version",
 			 BPFTEL_VERSION, "pid", (int)getpid(), "uptime_s", uptime_s(agent),

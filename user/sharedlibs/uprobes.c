@@ -697,18 +697,19 @@ static int up_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 		pthread_cond_wait(&u->idle, &u->lock);
 	for (i = 0; i < u->nfiles; i++) {
 		fm = &u->files[i]->mods[mi];
-		if (n + fm->nlinks > cap) {
-			cap = (n + fm->nlinks) * 2;
-			grown = realloc(links, cap * sizeof(*links));
+		if (fm->nlinks && n + fm->nlinks > cap) {
+			grown = realloc(links, (n + fm->nlinks) * 2 * sizeof(*links));
 			if (!grown) {
 				/* In place, under the lock: slow, but nothing is leaked. */
 				links_drop(fm->links, fm->nlinks, false);
 				fm->nlinks = 0;
 			} else {
 				links = grown;
+				cap = (n + fm->nlinks) * 2;
 			}
 		}
-		memcpy(links + n, fm->links, fm->nlinks * sizeof(*links));
+		if (fm->nlinks)
+			memcpy(links + n, fm->links, fm->nlinks * sizeof(*links));
 		n += fm->nlinks;
 		memset(fm, 0, sizeof(*fm));
 	}
