@@ -26,7 +26,8 @@ build fuzz_http "$root/tests/fuzz/fuzz_http.c" "$root/user/modules/usm/http.c"
 build fuzz_path "$root/tests/fuzz/fuzz_path.c" "$root/user/modules/usm/http.c"
 build fuzz_config "$root/tests/fuzz/fuzz_config.c" "$root/user/agent/config.c" \
 	"$root/user/agent/netaddr.c" "$root/user/sharedlibs/names.c"
-build fuzz_ctl "$root/tests/fuzz/fuzz_ctl.c" "$root/user/common/ctl.c" -ljansson
+build fuzz_ctl "$root/tests/fuzz/fuzz_ctl.c" "$root/user/common/ctl.c" \
+	"$root/user/common/escape.c" -ljansson
 
 status=0
 for t in http path config ctl; do

@@ -242,17 +242,15 @@ static int add_proc(struct lib_file *f, const struct bpftel_procfile_target *t, 
 	return 0;
 }
 
-/* A new file: keyed by what the kernel maps (overlayfs: the file underneath). */
-static struct lib_file *file_new(const struct stat *st, int fd, enum shlib_lib lib,
+/* A new file: keyed by what the kernel maps (dev, ino: on overlayfs the file underneath),
+ * found too by what a path reached (st). */
+static struct lib_file *file_new(const struct stat *st, dev_t dev, __u64 ino, enum shlib_lib lib,
 				 const char *named)
 {
 	struct lib_file *f = calloc(1, sizeof(*f));
-	dev_t dev = st->st_dev;
-	__u64 ino = st->st_ino;
 
 	if (!f)
 		return NULL;
-	bpftel_procfile_real_identity(fd, &dev, &ino);
 	f->dev = dev;
 	f->ino = ino;
 	f->alias_dev = st->st_dev;
@@ -263,10 +261,21 @@ static struct lib_file *file_new(const struct stat *st, int fd, enum shlib_lib l
 	return f;
 }
 
+/* With u->lock: note that t's process uses f, and describe what f still lacks. */
+static size_t proc_uses_locked(struct bpftel_uprobes *u, struct lib_file *f,
+			       const struct bpftel_procfile_target *t, __u64 stime,
+			       const struct stat *st, struct attach_job *jobs, int *err)
+{
+	*err = proc_index(f, t->pid) >= 0 ? 0 : add_proc(f, t, stime, st);
+	f->idle_since_ms = 0;
+	return *err ? 0 : collect_jobs(u, f, MAX_MODS, jobs);
+}
+
 /*
  * A process uses a library: through the target t (its identity known when t->ino is
- * set). A file and a process already known cost a lookup; anything else opens the file
- * safely and, for a new file, attaches what the running modules want.
+ * set, as the kernel reported it). A known file costs a lookup, and for a new process
+ * of it a read of its start time; only a new file is opened (safely), identified, and
+ * attached for the running modules.
  */
 static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
 			enum shlib_lib lib, const char *named)
@@ -276,13 +285,16 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	struct lib_file *f = NULL;
 	char detail[128];
 	struct stat st = {};
+	bool known = false;
 	size_t njobs;
-	__u64 stime;
+	__u64 stime, ino;
+	dev_t dev;
 	int fd, err;
 
 	if (t->ino) {
 		pthread_mutex_lock(&u->lock);
 		f = find_file(u, t->dev, t->ino);
+		known = f != NULL;
 		err = f && proc_index(f, t->pid) >= 0;
 		pthread_mutex_unlock(&u->lock);
 		if (err)
@@ -291,6 +303,21 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	stime = start_time(t->pid);
 	if (!stime)
 		return -ESRCH;
+	if (known) {
+		/* The kernel says which file it is; its path is checked if it is ever used
+		 * to reopen the file. */
+		st.st_dev = t->dev;
+		st.st_ino = t->ino;
+		pthread_mutex_lock(&u->lock);
+		f = find_file(u, t->dev, t->ino);
+		njobs = f ? proc_uses_locked(u, f, t, stime, &st, jobs, &err) : 0;
+		pthread_mutex_unlock(&u->lock);
+		if (njobs)
+			attach_run(u, f, jobs, njobs, -1);
+		if (f)
+			return err;
+		/* Dropped meanwhile: as a new file. */
+	}
 	fd = bpftel_procfile_open(t, &st, &why);
 	if (fd < 0) {
 		if (why == BPFTEL_REFUSED__COUNT)
@@ -301,10 +328,14 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		pthread_mutex_unlock(&u->lock);
 		return fd;
 	}
+	if (bpftel_procfile_real_identity(fd, &dev, &ino)) {
+		dev = st.st_dev;
+		ino = st.st_ino;
+	}
 	pthread_mutex_lock(&u->lock);
-	f = find_file(u, st.st_dev, st.st_ino);
+	f = find_file(u, st.st_dev, st.st_ino) ?: find_file(u, dev, ino);
 	if (!f) {
-		f = u->nfiles < MAX_FILES ? file_new(&st, fd, lib, named) : NULL;
+		f = u->nfiles < MAX_FILES ? file_new(&st, dev, ino, lib, named) : NULL;
 		if (!f) {
 			refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_REGISTRY_FULL,
 				       "the registry holds its maximum of files");
@@ -312,19 +343,9 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 			close(fd);
 			return -ENOSPC;
 		}
-		/* Found again under its real identity (another path to an overlay's file)? */
-		if (find_file(u, f->dev, f->ino)) {
-			struct lib_file *known = find_file(u, f->dev, f->ino);
-
-			free(f);
-			f = known;
-		} else {
-			u->files[u->nfiles++] = f;
-		}
+		u->files[u->nfiles++] = f;
 	}
-	err = proc_index(f, t->pid) >= 0 ? 0 : add_proc(f, t, stime, &st);
-	f->idle_since_ms = 0;
-	njobs = err ? 0 : collect_jobs(u, f, MAX_MODS, jobs);
+	njobs = proc_uses_locked(u, f, t, stime, &st, jobs, &err);
 	pthread_mutex_unlock(&u->lock);
 	if (njobs)
 		attach_run(u, f, jobs, njobs, fd);
