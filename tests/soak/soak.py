@@ -235,7 +235,9 @@ def flood(args):
                                                 "path_unreadable", "path_too_long")}
         lost1 = [l for l in agent.json("stats")["losses"] if l["module"] == "sharedlibs"][0]
         dl = {k: lost1[k] - lost0[k] for k in ("queue_full", "too_big", "parse")}
-        check(d["matched"] == generated,
+        # Every flood open matched; another process of the host may have opened a
+        # library meanwhile, which the kernel counts too.
+        check(d["matched"] >= generated,
               f"{generated} opens generated, {d['matched']} matched in the kernel")
         check(d["matched"] == d["emitted"] + d["lost"] + d["path_unreadable"] +
               d["path_too_long"],
