@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * USM endpoints: pair each HTTP request with the next response on its connection, and
- * aggregate (process, protocol, method, normalized path, status) -> count and latency
- * histogram. Everything is bounded: pending requests (oldest evicted), rows, and
- * distinct paths per process (the rest land on the path "(other)"); every eviction and
- * overflow is counted. Thread-safe.
+ * aggregate (process, side, protocol, version, method, normalized route, status) ->
+ * count and latency histogram.
+ *
+ * Bounded and fair: pending requests (oldest evicted); rows per process
+ * (max_rows_per_proc: beyond it, the process's overflow row, route "(overflow)",
+ * method "_OTHER", status 0, takes every new endpoint of that process); rows in all
+ * (max_rows: beyond it, the overflow row of pid USM_PID_OVERFLOW for that side takes
+ * them: a new process's new endpoint is always counted, in its row or in an overflow
+ * row, never nowhere); rows idle for expiry_ns go (usm_endpoints_expire). Overflow rows
+ * do not count against the caps. Every eviction, overflow and expiry is counted.
+ * Thread-safe.
  */
 #ifndef BPFTEL_USM_ENDPOINTS_H
 #define BPFTEL_USM_ENDPOINTS_H
@@ -16,16 +23,28 @@
 #include "histogram.h"
 #include "http.h"
 
-#define USM_PID_NONE   0u	   /* no process context: plaintext seen in packets */
-#define USM_PID_EXITED 0xffffffffu /* rows of processes that exited, folded together */
+#define USM_PID_NONE	 0u	     /* not attributed to a process (plaintext, owner unknown) */
+#define USM_PID_EXITED	 0xffffffffu /* rows of processes that exited, folded together */
+#define USM_PID_OVERFLOW 0xfffffffeu /* the table was full: counted here, per side */
+
+#define USM_ROUTE_OVERFLOW "(overflow)"
 
 enum usm_proto {
 	USM_PROTO_HTTPS = 0,
 	USM_PROTO_HTTP = 1,
 };
 
+/* Which side of the exchange observed the message. */
+enum usm_side {
+	USM_SIDE_SERVER = 0,  /* the process read the request, wrote the response */
+	USM_SIDE_CLIENT = 1,  /* it wrote the request, read the response */
+	USM_SIDE_UNKNOWN = 2, /* plaintext whose sockets' owners are unknown */
+	USM_SIDE__COUNT,
+};
+
 /* A connection, as the producer names it: TLS by (pid, session pointer), packets by
- * their addresses and ports, client first. Compared bytewise: zero unused fields. */
+ * their addresses and ports, client first; and the side that saw it. Compared
+ * bytewise: zero unused fields. */
 struct usm_conn_key {
 	uint32_t pid;
 	uint8_t source; /* enum usm_source */
@@ -35,15 +54,30 @@ struct usm_conn_key {
 	uint8_t client_addr[16];
 	uint8_t server_addr[16];
 	uint16_t server_port;
-	uint16_t __pad[3];
+	uint8_t side; /* enum usm_side */
+	uint8_t __pad;
+	uint32_t stream; /* HTTP/2: the stream; 0 for HTTP/1 */
+};
+
+/* The connection a row saw last: family 0 when unknown. */
+struct usm_conn_addr {
+	uint8_t family; /* 4 or 6 */
+	uint16_t client_port, server_port;
+	uint8_t client_addr[16];
+	uint8_t server_addr[16];
 };
 
 struct usm_endpoint_row {
 	uint32_t pid;
+	enum usm_side side;
 	enum usm_proto proto;
-	char method[USM_METHOD_MAX];
-	char path[USM_PATH_MAX];
-	int status;
+	int version;		     /* 10, 11, 20 */
+	char method[USM_METHOD_MAX]; /* "_OTHER" in overflow rows */
+	char path[USM_PATH_MAX];     /* the normalized route; USM_ROUTE_OVERFLOW */
+	int status;		     /* 0 in overflow rows: any */
+	uint64_t seq;		     /* creation order: older rows first in budgets */
+	uint64_t last_ns;	     /* its last message (the caller's clock) */
+	struct usm_conn_addr conn;   /* the connection of its last message */
 	struct usm_hist latency;
 };
 
@@ -53,19 +87,36 @@ struct usm_endpoints_stats {
 	uint64_t unanswered;	   /* a request replaced by the next before its response */
 	uint64_t orphan_responses; /* a response with no request pending */
 	uint64_t evicted;	   /* pending requests pushed out by newer connections */
-	uint64_t path_overflow;	   /* counted under "(other)": too many paths */
-	uint64_t row_overflow;	   /* dropped: no room for a new row */
+	uint64_t proc_overflow;	   /* paired into a process's overflow row: its cap */
+	uint64_t table_overflow;   /* paired into a USM_PID_OVERFLOW row: the table was full */
+	uint64_t expired;	   /* rows removed after expiry_ns without a message */
 	size_t pending, rows;
+};
+
+struct usm_endpoints_limits {
+	size_t max_pending;	  /* pending requests; 0: 4096 */
+	size_t max_rows;	  /* rows, overflow rows aside; 0: 4096 */
+	size_t max_rows_per_proc; /* rows of one (pid, side); 0: 64 */
+	uint64_t expiry_ns;	  /* idle rows go after this long; 0: never */
 };
 
 struct usm_endpoints;
 
-struct usm_endpoints *usm_endpoints_new(size_t max_pending, size_t max_rows, size_t max_paths);
+struct usm_endpoints *usm_endpoints_new(const struct usm_endpoints_limits *limits);
 void usm_endpoints_free(struct usm_endpoints *e);
 
-/* A message start on a connection, at t_ns (its first byte). */
+/*
+ * A message start on a connection, at t_ns (its first byte, monotonic ns). conn (may be
+ * NULL) is the connection to remember on the row. A response pairs with the request
+ * pending on the same key; a request's version is the row's.
+ */
 void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *key,
-			   enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg);
+			   enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
+			   const struct usm_conn_addr *conn);
+
+/* Remove the rows whose last message is older than now_ns - expiry_ns (no-op when 0).
+ * Returns how many went. */
+size_t usm_endpoints_expire(struct usm_endpoints *e, uint64_t now_ns);
 
 /* Copy of every row, malloc'd; returns the count. */
 size_t usm_endpoints_rows(struct usm_endpoints *e, struct usm_endpoint_row **out);

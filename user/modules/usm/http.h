@@ -10,8 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define USM_METHOD_MAX 8   /* "OPTIONS" + NUL */
+#define USM_METHOD_MAX 8   /* "OPTIONS" + NUL; "_OTHER" for any non-standard method */
 #define USM_PATH_MAX   128 /* normalized path, NUL included */
+#define USM_METHOD_OTHER "_OTHER" /* OpenTelemetry's name for a method outside the set */
 
 enum usm_http_kind {
 	USM_HTTP_NONE = 0, /* not the start of an HTTP/1.x message */
@@ -19,23 +20,43 @@ enum usm_http_kind {
 	USM_HTTP_RESPONSE,
 };
 
-struct usm_http_start {
-	enum usm_http_kind kind;
-	char method[USM_METHOD_MAX];
-	char path[USM_PATH_MAX]; /* normalized */
-	int status;		 /* responses: 100..599 */
-	bool truncated;		 /* the request line did not fit in the prefix */
+/* Why a line that looked like an HTTP/1.x start was not one (for counting). */
+enum usm_http_reject {
+	USM_HTTP_REJECT_NONE = 0,
+	USM_HTTP_REJECT_SYNTAX,	   /* not a request or status line */
+	USM_HTTP_REJECT_STATUS,	   /* a status line whose code is outside 100..599 */
+	USM_HTTP__REJECT_COUNT,
 };
 
-/* Parse the start of data[0..len). Returns out->kind; USM_HTTP_NONE for anything else
- * (other protocols, bodies, garbage, a status outside 100..599). */
+struct usm_http_start {
+	enum usm_http_kind kind;
+	char method[USM_METHOD_MAX]; /* a standard method, or USM_METHOD_OTHER */
+	char path[USM_PATH_MAX];     /* normalized; raw bytes kept (escaped on output) */
+	int status;		     /* responses: 100..599 */
+	int version;		     /* 10 or 11 (HTTP/1.0, 1.1), as the line says; 11 if cut */
+	bool truncated;		     /* the request line did not fit in the prefix */
+	enum usm_http_reject reject; /* with USM_HTTP_NONE: why */
+};
+
+/*
+ * Parse the start of data[0..len). Returns out->kind; USM_HTTP_NONE for anything else
+ * (other protocols, bodies, garbage), with out->reject saying why when the line looked
+ * like HTTP: a status outside 100..599 is rejected (USM_HTTP_REJECT_STATUS). Methods:
+ * the standard ones (GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH) as
+ * they are; any other token of 1..20 upper-case letters, '-' or '_' becomes "_OTHER".
+ * Request targets may hold bytes >= 0x80 (kept as they are: every output escapes them);
+ * a control character or a space ends the target as the line's syntax says.
+ */
 enum usm_http_kind usm_http_parse(const char *data, size_t len, struct usm_http_start *out);
 
 /*
- * Normalize a request target into out (size >= 2): drop the query and fragment; turn
- * an absolute-form URI into its path; replace segments that are numbers, UUIDs or
- * long hex strings by '*'; with truncated set, the last (incomplete) segment becomes
- * '*' too. A result longer than size ends in "/..." . "" becomes "/".
+ * Normalize a request target into out (size >= 2): drop the query and fragment, and
+ * each segment's ";params" (path parameters: jsessionid and the like); turn an
+ * absolute-form URI into its path; replace by '*' the segments that name an instance
+ * or carry a secret, not an endpoint: numbers, UUIDs, long hex strings, and
+ * high-entropy tokens (long base64/base64url, JWT-shaped a.b.c, e-mail-like, mixed
+ * letters and digits of 16+ characters); with truncated set, the last (incomplete)
+ * segment becomes '*' too. A result longer than size ends in "/...". "" becomes "/".
  */
 void usm_path_normalize(const char *target, size_t len, bool truncated, char *out, size_t size);
 
