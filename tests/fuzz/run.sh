@@ -24,13 +24,16 @@ build() { # build NAME SOURCES... [-lLIB]
 
 build fuzz_http "$root/tests/fuzz/fuzz_http.c" "$root/user/modules/usm/http.c"
 build fuzz_path "$root/tests/fuzz/fuzz_path.c" "$root/user/modules/usm/http.c"
+h2="$root/user/modules/usm"
+build fuzz_http2 "$root/tests/fuzz/fuzz_http2.c" "$h2/http2_conn.c" "$h2/http2_block.c" \
+	"$h2/http2_streams.c" "$h2/http2_first.c" "$h2/http2_mem.c" "$h2/http.c" -lnghttp2
 build fuzz_config "$root/tests/fuzz/fuzz_config.c" "$root/user/agent/config.c" \
 	"$root/user/agent/netaddr.c" "$root/user/sharedlibs/names.c"
 build fuzz_ctl "$root/tests/fuzz/fuzz_ctl.c" "$root/user/common/ctl.c" \
 	"$root/user/common/escape.c" -ljansson
 
 status=0
-for t in http path config ctl; do
+for t in http path http2 config ctl; do
 	work=$(mktemp -d)
 	log="$out/fuzz_$t.log"
 	if "$out/fuzz_$t" -max_total_time="$secs" -print_final_stats=1 \

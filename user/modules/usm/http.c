@@ -8,6 +8,17 @@
 static const char *const methods[] = {"GET",	 "HEAD",    "POST",  "PUT",  "DELETE",
 				      "OPTIONS", "CONNECT", "TRACE", "PATCH"};
 
+const char *usm_http_method(const char *s, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		if (strlen(methods[i]) == len && !memcmp(s, methods[i], len))
+			return methods[i];
+	}
+	return NULL;
+}
+
 static bool starts_with(const char *data, size_t len, const char *s)
 {
 	size_t n = strlen(s);

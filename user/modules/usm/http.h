@@ -49,6 +49,10 @@ struct usm_http_start {
  */
 enum usm_http_kind usm_http_parse(const char *data, size_t len, struct usm_http_start *out);
 
+/* The method's name if it is one usm_http_parse() knows (GET ... PATCH), else NULL: HTTP/2
+ * takes the same set, so that odd methods cannot multiply endpoint rows. */
+const char *usm_http_method(const char *s, size_t len);
+
 /*
  * Normalize a request target into out (size >= 2): drop the query and fragment, and
  * each segment's ";params" (path parameters: jsessionid and the like); turn an

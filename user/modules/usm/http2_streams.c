@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * HTTP/2 streams: what each open stream's request said, and the events. A stream is kept
+ * from its request headers until both halves ended or one side reset it; at most
+ * USM_H2_STREAMS_MAX at once (the oldest goes). The table is a small array searched
+ * linearly: a hundred entries at most, and a few in the common case.
+ */
+#include <string.h>
+
+#include "http2_priv.h"
+
+#define STREAMS_INITIAL 4
+
+static void info_init(struct usm_h2_stream_info *info, uint32_t id)
+{
+	memset(info, 0, sizeof(*info));
+	info->id = id;
+	info->grpc_status = -1;
+}
+
+static struct h2_stream *find(struct usm_h2_conn *c, uint32_t id)
+{
+	size_t i;
+
+	for (i = 0; i < c->nstreams; i++) {
+		if (c->streams[i].info.id == id)
+			return &c->streams[i];
+	}
+	return NULL;
+}
+
+static void drop(struct usm_h2_conn *c, struct h2_stream *st)
+{
+	*st = c->streams[--c->nstreams];
+}
+
+static struct h2_stream *add(struct usm_h2_conn *c, uint32_t id)
+{
+	struct h2_stream *st, *oldest;
+	size_t cap;
+
+	if (c->nstreams == USM_H2_STREAMS_MAX) {
+		oldest = &c->streams[0];
+		for (st = c->streams; st < c->streams + c->nstreams; st++) {
+			if (st->seq < oldest->seq)
+				oldest = st;
+		}
+		drop(c, oldest);
+		c->st.count[USM_H2_TOO_MANY_STREAMS]++;
+	}
+	if (c->nstreams == c->cap) {
+		cap = c->cap ? 2 * c->cap : STREAMS_INITIAL;
+		cap = cap < USM_H2_STREAMS_MAX ? cap : USM_H2_STREAMS_MAX;
+		st = h2_realloc(c, c->streams, cap * sizeof(*st));
+		if (!st)
+			return NULL;
+		c->streams = st;
+		c->cap = cap;
+	}
+	st = &c->streams[c->nstreams++];
+	info_init(&st->info, id);
+	st->seq = c->seq++;
+	return st;
+}
+
+void h2_streams_free(struct usm_h2_conn *c)
+{
+	h2_free(c, c->streams);
+	c->streams = NULL;
+	c->nstreams = c->cap = 0;
+}
+
+static void emit(struct usm_h2_conn *c, enum usm_h2_event_kind kind, enum usm_h2_dir dir,
+		 const struct usm_h2_stream_info *info, uint32_t code)
+{
+	struct usm_h2_event ev = {
+		.kind = kind,
+		.dir = dir,
+		.ktime_ns = c->now,
+		.stream = *info,
+		.error_code = code,
+	};
+
+	/* An exchange is over: the server finished its answer, or either side gave up. */
+	if (info->request_seen && c->now >= info->request_ns &&
+	    ((kind == USM_H2_EV_END_STREAM && dir == USM_H2_SERVER_TO_CLIENT) ||
+	     kind == USM_H2_EV_RESET))
+		ev.latency_ns = c->now - info->request_ns;
+	if (c->cb && c->cb->event)
+		c->cb->event(&ev, c->ctx);
+}
+
+/* END_STREAM from dir on a stream, tracked (st) or not (info only). */
+static void ended(struct usm_h2_conn *c, enum usm_h2_dir dir, struct h2_stream *st,
+		  struct usm_h2_stream_info *info)
+{
+	if (dir == USM_H2_CLIENT_TO_SERVER)
+		info->client_ended = true;
+	else
+		info->server_ended = true;
+	emit(c, USM_H2_EV_END_STREAM, dir, info, 0);
+	if (st && info->client_ended && info->server_ended)
+		drop(c, st);
+}
+
+/*
+ * A complete header block from dir. From the client, one with a :method is a request
+ * (a new stream), one without is trailers. From the server, one with a :status is the
+ * response (1xx ones are interim and not reported), one without is trailers.
+ */
+int h2_stream_headers(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id,
+		      const struct h2_fields *f, uint64_t start_ns, bool end_stream)
+{
+	struct h2_stream *st = find(c, id);
+	struct usm_h2_stream_info tmp, *info;
+
+	if (dir == USM_H2_CLIENT_TO_SERVER && f->method[0]) {
+		if (!st) {
+			st = add(c, id);
+			if (!st)
+				return h2_fail(c, USM_H2_NO_MEMORY);
+		}
+		info = &st->info;
+		h2_info_request(info, f);
+		info->request_seen = true;
+		info->request_ns = start_ns;
+		emit(c, USM_H2_EV_REQUEST, dir, info, 0);
+	} else {
+		info = st ? &st->info : &tmp;
+		if (!st)
+			info_init(info, id);
+		if (dir == USM_H2_SERVER_TO_CLIENT && f->has_status) {
+			if (f->status >= 100 && f->status < 200)
+				return 0; /* interim: the final response follows */
+			info->status = f->status;
+			info->grpc = info->grpc || f->grpc;
+		}
+		if (f->grpc_status >= 0)
+			info->grpc_status = f->grpc_status;
+		emit(c, f->has_status ? USM_H2_EV_RESPONSE : USM_H2_EV_TRAILERS, dir, info, 0);
+	}
+	if (end_stream)
+		ended(c, dir, st, info);
+	return 0;
+}
+
+void h2_stream_end(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id)
+{
+	struct h2_stream *st = find(c, id);
+	struct usm_h2_stream_info tmp;
+
+	if (!st)
+		info_init(&tmp, id);
+	ended(c, dir, st, st ? &st->info : &tmp);
+}
+
+void h2_stream_reset(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id, uint32_t code)
+{
+	struct h2_stream *st = find(c, id);
+	struct usm_h2_stream_info tmp;
+
+	if (!st)
+		info_init(&tmp, id);
+	emit(c, USM_H2_EV_RESET, dir, st ? &st->info : &tmp, code);
+	if (st)
+		drop(c, st);
+}
+
+void h2_goaway(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t last_id, uint32_t code)
+{
+	struct usm_h2_stream_info none;
+	struct usm_h2_event ev = {
+		.kind = USM_H2_EV_GOAWAY,
+		.dir = dir,
+		.ktime_ns = c->now,
+		.error_code = code,
+		.last_stream_id = last_id,
+	};
+
+	info_init(&none, 0);
+	ev.stream = none;
+	if (c->cb && c->cb->event)
+		c->cb->event(&ev, c->ctx);
+}
