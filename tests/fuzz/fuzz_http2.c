@@ -39,7 +39,7 @@ static void check_info(const struct usm_h2_stream_info *si)
 		abort();
 	if (si->status && (si->status < 200 || si->status > 599))
 		abort(); /* a final status, or none */
-	if (si->method[0] && strcmp(si->method, "OTHER") &&
+	if (si->method[0] && strcmp(si->method, USM_METHOD_OTHER) &&
 	    !usm_http_method(si->method, strlen(si->method)))
 		abort();
 	if (si->path[0] && si->path[0] != '/' && strcmp(si->path, "*") &&

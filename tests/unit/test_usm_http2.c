@@ -495,7 +495,7 @@ static void test_request_fields(void **state)
 	h2t_request(t, 7, "GET", longp, 0);
 	h2t_request(t, 9, "GET", "relative", 0);
 	assert_int_equal(h2t_send(t, C2S), 0);
-	assert_string_equal(h2t_find(t, USM_H2_EV_REQUEST, 1)->stream.method, "OTHER");
+	assert_string_equal(h2t_find(t, USM_H2_EV_REQUEST, 1)->stream.method, USM_METHOD_OTHER);
 	assert_string_equal(h2t_find(t, USM_H2_EV_REQUEST, 1)->stream.scheme, "other");
 	assert_string_equal(h2t_find(t, USM_H2_EV_REQUEST, 3)->stream.path, "(invalid)");
 	assert_string_equal(h2t_find(t, USM_H2_EV_REQUEST, 5)->stream.path, "*");

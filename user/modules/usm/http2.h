@@ -119,7 +119,7 @@ struct usm_h2_stream_info {
 	bool grpc;	   /* content-type application/grpc, +proto, +json, ;params */
 	bool client_ended; /* END_STREAM seen in each direction */
 	bool server_ended;
-	char method[USM_METHOD_MAX];	/* GET..PATCH as in http.h, else "OTHER" */
+	char method[USM_METHOD_MAX];	/* GET..PATCH as in http.h, else "_OTHER" */
 	char path[USM_PATH_MAX];	/* normalized (usm_path_normalize); gRPC: the route
 					 * "/package.Service/Method" as sent, when it fits;
 					 * "(invalid)" for control bytes or no leading '/' */

@@ -47,7 +47,7 @@ static void set_method(struct h2_fields *f, const uint8_t *v, size_t n)
 {
 	const char *m = usm_http_method((const char *)v, n);
 
-	snprintf(f->method, sizeof(f->method), "%s", m ? m : "OTHER");
+	snprintf(f->method, sizeof(f->method), "%s", m ? m : USM_METHOD_OTHER);
 }
 
 static void set_path(struct h2_fields *f, const uint8_t *v, size_t n)
