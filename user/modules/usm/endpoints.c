@@ -1,4 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The endpoint table (endpoints.h): pending requests by connection, rows by endpoint.
+ *
+ * Rows live in one array in creation order (seq), found through an open-addressing
+ * index of their keys; removals (expiry, sweep) compact the array in order and rebuild
+ * the index, so a message costs a hash lookup, plus one scan of the rows when it needs
+ * a new row and the process's row count must be known.
+ *
+ * Three kinds of rows, each with room of its own, so that a message always has a row:
+ *  - endpoint rows: at most max_rows, and max_rows_per_proc per (pid, side);
+ *  - process overflow rows (pid, side, proto, version, "_OTHER", "(overflow)", 0): at
+ *    most 2 x (max_rows / max_rows_per_proc), at least 2: one per proto for every
+ *    (pid, side) that can be at its cap at once. Once they are all taken (a process
+ *    using several versions, overflow rows outliving their endpoint rows), a capped
+ *    process's new endpoint goes to the USM_PID_OVERFLOW row instead;
+ *  - reserved rows: USM_PID_OVERFLOW's, and the overflow rows of exited processes
+ *    folded into USM_PID_EXITED: one per (side, proto, version) each, at most 48.
+ * Sides, protos and versions are clamped to the known ones (an unknown version is
+ * kept as 0) so that the reserved rows are bounded.
+ */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,71 +26,83 @@
 
 #include "endpoints.h"
 
-#define OTHER_PATH "(other)"
+#define DEFAULT_PENDING	 4096
+#define DEFAULT_ROWS	 4096
+#define DEFAULT_PER_PROC 64
+#define NVERSIONS	 4 /* 0 (unknown), 10, 11, 20 */
+#define NPROTOS		 2
+#define RESERVED_ROWS	 (2 * USM_SIDE__COUNT * NPROTOS * NVERSIONS)
+
+enum row_kind {
+	ROW_ENDPOINT,
+	ROW_PROC_OVERFLOW,
+	ROW_RESERVED,
+	ROW__KINDS,
+};
+
+struct row {
+	struct usm_endpoint_row r;
+	enum row_kind kind;
+};
+
+/* What a row is found by. */
+struct row_key {
+	uint32_t pid;
+	enum usm_side side;
+	enum usm_proto proto;
+	int version;
+	const char *method, *path;
+	int status;
+};
 
 struct pending {
 	struct usm_conn_key key;
 	uint64_t t_ns;
+	int version;
 	char method[USM_METHOD_MAX];
 	char path[USM_PATH_MAX];
+	struct usm_conn_addr conn;
 	bool used;
 };
 
 struct usm_endpoints {
 	pthread_mutex_t lock;
-	size_t max_pending, max_rows, max_paths;
-	struct pending *pending; /* open addressing, 2 x max_pending slots */
+	struct usm_endpoints_limits lim; /* defaults filled in */
+	struct pending *pending;	 /* open addressing, 2 x max_pending slots */
 	size_t nslots, npending;
-	struct usm_endpoint_row *rows;
-	size_t nrows;
+	struct row *rows; /* creation order */
+	size_t nrows, cap, proc_reserve;
+	size_t kinds[ROW__KINDS]; /* rows of each kind */
+	uint32_t *index;	  /* row index + 1, 0 when empty; 2 x cap rounded up */
+	size_t index_mask;
+	uint32_t *pids; /* sweep's scratch: one per row and pending slot */
+	uint64_t seq;
 	struct usm_endpoints_stats st;
 };
 
-static uint64_t hash_key(const struct usm_conn_key *k)
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
 {
-	const unsigned char *p = (const unsigned char *)k;
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	const unsigned char *p = data;
 	size_t i;
 
-	for (i = 0; i < sizeof(*k); i++)
+	for (i = 0; i < n; i++)
 		h = (h ^ p[i]) * 1099511628211ull;
 	return h;
 }
 
-struct usm_endpoints *usm_endpoints_new(size_t max_pending, size_t max_rows, size_t max_paths)
-{
-	struct usm_endpoints *e = calloc(1, sizeof(*e));
+#define FNV_BASIS 1469598103934665603ull
 
-	if (!e)
-		return NULL;
-	pthread_mutex_init(&e->lock, NULL);
-	e->max_pending = max_pending ? max_pending : 1;
-	e->max_rows = max_rows;
-	e->max_paths = max_paths;
-	e->nslots = 2 * e->max_pending;
-	e->pending = calloc(e->nslots, sizeof(*e->pending));
-	e->rows = calloc(max_rows ? max_rows : 1, sizeof(*e->rows));
-	if (!e->pending || !e->rows) {
-		usm_endpoints_free(e);
-		return NULL;
-	}
-	return e;
-}
+/* ---- pending requests ---- */
 
-void usm_endpoints_free(struct usm_endpoints *e)
+static size_t home_of(const struct usm_endpoints *e, const struct usm_conn_key *k)
 {
-	if (!e)
-		return;
-	pthread_mutex_destroy(&e->lock);
-	free(e->pending);
-	free(e->rows);
-	free(e);
+	return fnv(FNV_BASIS, k, sizeof(*k)) % e->nslots;
 }
 
 /* The slot holding key, or the empty slot where it would go. */
 static struct pending *slot_of(struct usm_endpoints *e, const struct usm_conn_key *key)
 {
-	size_t i = hash_key(key) % e->nslots, n;
+	size_t i = home_of(e, key), n;
 
 	for (n = 0; n < e->nslots; n++, i = (i + 1) % e->nslots) {
 		if (!e->pending[i].used || !memcmp(&e->pending[i].key, key, sizeof(*key)))
@@ -83,7 +115,6 @@ static struct pending *slot_of(struct usm_endpoints *e, const struct usm_conn_ke
 static void slot_remove(struct usm_endpoints *e, struct pending *s)
 {
 	size_t i = s - e->pending, j = i, home;
-	struct pending tmp;
 
 	e->pending[i].used = false;
 	e->npending--;
@@ -91,12 +122,11 @@ static void slot_remove(struct usm_endpoints *e, struct pending *s)
 		j = (j + 1) % e->nslots;
 		if (!e->pending[j].used)
 			return;
-		home = hash_key(&e->pending[j].key) % e->nslots;
+		home = home_of(e, &e->pending[j].key);
 		/* Move j back to i if its home is not in (i, j]. */
 		if ((i < j && (home <= i || home > j)) || (i > j && home <= i && home > j)) {
-			tmp = e->pending[j];
+			e->pending[i] = e->pending[j];
 			e->pending[j].used = false;
-			e->pending[i] = tmp;
 			i = j;
 		}
 	}
@@ -117,110 +147,395 @@ static void evict_oldest(struct usm_endpoints *e)
 	}
 }
 
-static struct usm_endpoint_row *row_find(struct usm_endpoints *e, uint32_t pid,
-					 enum usm_proto proto, const char *method, const char *path,
-					 int status)
+/* ---- rows and their index ---- */
+
+static uint64_t row_hash(const struct row_key *k)
 {
-	size_t i;
+	uint64_t h = FNV_BASIS;
+	uint32_t v[5] = {k->pid, k->side, k->proto, (uint32_t)k->version, (uint32_t)k->status};
 
-	for (i = 0; i < e->nrows; i++) {
-		struct usm_endpoint_row *r = &e->rows[i];
+	h = fnv(h, v, sizeof(v));
+	h = fnv(h, k->method, strlen(k->method) + 1);
+	return fnv(h, k->path, strlen(k->path));
+}
 
-		if (r->pid == pid && r->proto == proto && r->status == status &&
-		    !strcmp(r->method, method) && !strcmp(r->path, path))
-			return r;
+static struct row_key key_of(const struct row *r)
+{
+	return (struct row_key){r->r.pid,    r->r.side, r->r.proto, r->r.version,
+				r->r.method, r->r.path, r->r.status};
+}
+
+static bool row_is(const struct row *r, const struct row_key *k)
+{
+	return r->r.pid == k->pid && r->r.side == k->side && r->r.proto == k->proto &&
+	       r->r.version == k->version && r->r.status == k->status &&
+	       !strcmp(r->r.method, k->method) && !strcmp(r->r.path, k->path);
+}
+
+static struct row *row_find(struct usm_endpoints *e, const struct row_key *k)
+{
+	size_t i = row_hash(k) & e->index_mask;
+
+	for (; e->index[i]; i = (i + 1) & e->index_mask) {
+		if (row_is(&e->rows[e->index[i] - 1], k))
+			return &e->rows[e->index[i] - 1];
 	}
 	return NULL;
 }
 
-static size_t paths_of(struct usm_endpoints *e, uint32_t pid)
+static void index_add(struct usm_endpoints *e, size_t at)
 {
-	size_t i, n = 0;
+	struct row_key k = key_of(&e->rows[at]);
+	size_t i = row_hash(&k) & e->index_mask;
 
-	for (i = 0; i < e->nrows; i++)
-		n += e->rows[i].pid == pid;
-	return n;
+	while (e->index[i])
+		i = (i + 1) & e->index_mask;
+	e->index[i] = at + 1;
 }
 
-static struct usm_endpoint_row *row_get(struct usm_endpoints *e, uint32_t pid, enum usm_proto proto,
-					const char *method, const char *path, int status)
+static struct row *row_add(struct usm_endpoints *e, const struct row_key *k, enum row_kind kind)
 {
-	struct usm_endpoint_row *r = row_find(e, pid, proto, method, path, status);
+	struct row *r = &e->rows[e->nrows];
 
-	if (r)
-		return r;
-	if (strcmp(path, OTHER_PATH) && paths_of(e, pid) >= e->max_paths) {
-		e->st.path_overflow++;
-		return row_get(e, pid, proto, method, OTHER_PATH, status);
-	}
-	if (e->nrows == e->max_rows) {
-		e->st.row_overflow++;
-		return NULL;
-	}
-	r = &e->rows[e->nrows++];
 	memset(r, 0, sizeof(*r));
-	r->pid = pid;
-	r->proto = proto;
-	r->status = status;
-	snprintf(r->method, sizeof(r->method), "%s", method);
-	snprintf(r->path, sizeof(r->path), "%s", path);
+	r->kind = kind;
+	r->r.pid = k->pid;
+	r->r.side = k->side;
+	r->r.proto = k->proto;
+	r->r.version = k->version;
+	snprintf(r->r.method, sizeof(r->r.method), "%s", k->method);
+	snprintf(r->r.path, sizeof(r->r.path), "%s", k->path);
+	r->r.status = k->status;
+	r->r.seq = ++e->seq;
+	index_add(e, e->nrows++);
+	e->kinds[kind]++;
 	return r;
 }
 
-void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *key,
-			   enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg)
+/* The endpoint rows of one (pid, side): what its cap counts. */
+static size_t rows_of(const struct usm_endpoints *e, uint32_t pid, enum usm_side side)
 {
-	struct usm_endpoint_row *r;
-	struct pending *p;
+	size_t i, n = 0;
+
+	for (i = 0; i < e->nrows; i++) {
+		const struct row *r = &e->rows[i];
+
+		n += r->kind == ROW_ENDPOINT && r->r.pid == pid && r->r.side == side;
+	}
+	return n;
+}
+
+static struct row_key overflow_key(const struct row_key *k, uint32_t pid)
+{
+	return (struct row_key){
+		pid, k->side, k->proto, k->version, USM_METHOD_OTHER, USM_ROUTE_OVERFLOW, 0};
+}
+
+static struct row *table_overflow_row(struct usm_endpoints *e, const struct row_key *k)
+{
+	struct row_key o = overflow_key(k, USM_PID_OVERFLOW);
+	struct row *r = row_find(e, &o);
+
+	return r ? r : row_add(e, &o, ROW_RESERVED);
+}
+
+/* The row a paired response is counted in: its endpoint's, or an overflow row. */
+static struct row *row_for(struct usm_endpoints *e, const struct row_key *k)
+{
+	struct row *r = row_find(e, k);
+	struct row_key o;
+
+	if (r)
+		return r;
+	if (rows_of(e, k->pid, k->side) < e->lim.max_rows_per_proc) {
+		if (e->kinds[ROW_ENDPOINT] < e->lim.max_rows)
+			return row_add(e, k, ROW_ENDPOINT);
+		return table_overflow_row(e, k);
+	}
+	o = overflow_key(k, k->pid);
+	r = row_find(e, &o);
+	if (r)
+		return r;
+	if (e->kinds[ROW_PROC_OVERFLOW] < e->proc_reserve)
+		return row_add(e, &o, ROW_PROC_OVERFLOW);
+	return table_overflow_row(e, k);
+}
+
+/* ---- the table ---- */
+
+static size_t or_default(size_t v, size_t dflt)
+{
+	return v ? v : dflt;
+}
+
+struct usm_endpoints *usm_endpoints_new(const struct usm_endpoints_limits *limits)
+{
+	struct usm_endpoints *e = calloc(1, sizeof(*e));
+	size_t nindex = 1;
+
+	if (!e)
+		return NULL;
+	pthread_mutex_init(&e->lock, NULL);
+	if (limits)
+		e->lim = *limits;
+	e->lim.max_pending = or_default(e->lim.max_pending, DEFAULT_PENDING);
+	e->lim.max_rows = or_default(e->lim.max_rows, DEFAULT_ROWS);
+	e->lim.max_rows_per_proc = or_default(e->lim.max_rows_per_proc, DEFAULT_PER_PROC);
+	if (e->lim.max_rows > UINT32_MAX / 8 || e->lim.max_pending > UINT32_MAX / 8) {
+		usm_endpoints_free(e); /* the index holds uint32_t row numbers */
+		return NULL;
+	}
+	e->proc_reserve = 2 * or_default(e->lim.max_rows / e->lim.max_rows_per_proc, 1);
+	e->cap = e->lim.max_rows + e->proc_reserve + RESERVED_ROWS;
+	while (nindex < 2 * e->cap)
+		nindex *= 2;
+	e->index_mask = nindex - 1;
+	e->nslots = 2 * e->lim.max_pending;
+	e->pending = calloc(e->nslots, sizeof(*e->pending));
+	e->rows = calloc(e->cap, sizeof(*e->rows));
+	e->index = calloc(nindex, sizeof(*e->index));
+	e->pids = calloc(e->cap + e->nslots, sizeof(*e->pids));
+	if (!e->pending || !e->rows || !e->index || !e->pids) {
+		usm_endpoints_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void usm_endpoints_free(struct usm_endpoints *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_destroy(&e->lock);
+	free(e->pending);
+	free(e->rows);
+	free(e->index);
+	free(e->pids);
+	free(e);
+}
+
+static int clamp_version(int v)
+{
+	return v == 10 || v == 11 || v == 20 ? v : 0;
+}
+
+static void on_request(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t t_ns,
+		       const struct usm_http_start *msg, const struct usm_conn_addr *conn)
+{
+	struct pending *p = slot_of(e, key);
+
+	e->st.requests++;
+	if (p && p->used) {
+		e->st.unanswered++;
+	} else {
+		if (e->npending == e->lim.max_pending) {
+			evict_oldest(e);
+			p = slot_of(e, key);
+		}
+		if (!p)
+			return;
+		p->used = true;
+		p->key = *key;
+		e->npending++;
+	}
+	p->t_ns = t_ns;
+	p->version = clamp_version(msg->version);
+	memcpy(p->method, msg->method, sizeof(p->method));
+	p->method[sizeof(p->method) - 1] = '\0';
+	memcpy(p->path, msg->path, sizeof(p->path));
+	p->path[sizeof(p->path) - 1] = '\0';
+	if (conn)
+		p->conn = *conn;
+	else
+		memset(&p->conn, 0, sizeof(p->conn));
+}
+
+static void on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
+			enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
+			const struct usm_conn_addr *conn)
+{
+	struct pending *p = slot_of(e, key);
+	struct row_key k;
+	struct row *r;
+
+	e->st.responses++;
+	if (!p || !p->used) {
+		e->st.orphan_responses++;
+		return;
+	}
+	k = (struct row_key){key->pid,
+			     key->side < USM_SIDE__COUNT ? key->side : USM_SIDE_UNKNOWN,
+			     proto == USM_PROTO_HTTP ? USM_PROTO_HTTP : USM_PROTO_HTTPS,
+			     p->version,
+			     p->method,
+			     p->path,
+			     msg->status};
+	r = row_for(e, &k);
+	usm_hist_add(&r->r.latency, t_ns > p->t_ns ? t_ns - p->t_ns : 0);
+	r->r.last_ns = t_ns;
+	if (conn && conn->family)
+		r->r.conn = *conn;
+	else if (p->conn.family)
+		r->r.conn = p->conn;
+	e->st.paired++;
+	if (r->r.pid == USM_PID_OVERFLOW)
+		e->st.table_overflow++;
+	else if (r->kind == ROW_PROC_OVERFLOW)
+		e->st.proc_overflow++;
+	slot_remove(e, p);
+}
+
+void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *key,
+			   enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
+			   const struct usm_conn_addr *conn)
+{
+	pthread_mutex_lock(&e->lock);
+	if (msg->kind == USM_HTTP_REQUEST)
+		on_request(e, key, t_ns, msg, conn);
+	else if (msg->kind == USM_HTTP_RESPONSE)
+		on_response(e, key, proto, t_ns, msg, conn);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- expiry and folding: both compact the rows in order and rebuild the index ---- */
+
+static int cmp_pid(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool is_dead(const struct usm_endpoints *e, size_t ndead, uint32_t pid)
+{
+	return ndead && bsearch(&pid, e->pids, ndead, sizeof(pid), cmp_pid);
+}
+
+static void merge(struct row *into, const struct row *from)
+{
+	usm_hist_merge(&into->r.latency, &from->r.latency);
+	if (from->r.last_ns > into->r.last_ns) {
+		into->r.last_ns = from->r.last_ns;
+		if (from->r.conn.family)
+			into->r.conn = from->r.conn;
+	}
+}
+
+/*
+ * Drop the rows whose last message is before cutoff; relabel those of the ndead pids
+ * in e->pids to USM_PID_EXITED, merging each into the USM_PID_EXITED row of the same
+ * key when there is one (the earlier row, whose seq stays). Returns the rows dropped.
+ */
+static size_t rows_compact(struct usm_endpoints *e, uint64_t cutoff, size_t ndead)
+{
+	size_t i, w = 0, gone = 0;
+	struct row_key k;
+	struct row *r, *into;
+
+	memset(e->index, 0, (e->index_mask + 1) * sizeof(*e->index));
+	for (i = 0; i < e->nrows; i++) {
+		r = &e->rows[i];
+		if (r->r.last_ns < cutoff) {
+			e->kinds[r->kind]--;
+			gone++;
+			continue;
+		}
+		if (is_dead(e, ndead, r->r.pid)) {
+			r->r.pid = USM_PID_EXITED;
+			if (r->kind == ROW_PROC_OVERFLOW) {
+				e->kinds[ROW_PROC_OVERFLOW]--;
+				e->kinds[ROW_RESERVED]++;
+				r->kind = ROW_RESERVED;
+			}
+		}
+		k = key_of(r);
+		into = row_find(e, &k); /* only among the rows already kept */
+		if (into) {
+			merge(into, r);
+			e->kinds[r->kind]--;
+			continue;
+		}
+		if (w != i)
+			e->rows[w] = *r;
+		index_add(e, w++);
+	}
+	e->nrows = w;
+	return gone;
+}
+
+size_t usm_endpoints_expire(struct usm_endpoints *e, uint64_t now_ns)
+{
+	size_t gone = 0;
 
 	pthread_mutex_lock(&e->lock);
-	p = slot_of(e, key);
-	if (msg->kind == USM_HTTP_REQUEST) {
-		e->st.requests++;
-		if (p && p->used) {
-			e->st.unanswered++;
-		} else {
-			if (e->npending == e->max_pending) {
-				evict_oldest(e);
-				p = slot_of(e, key);
-			}
-			if (!p) {
-				pthread_mutex_unlock(&e->lock);
-				return;
-			}
-			p->used = true;
-			p->key = *key;
-			e->npending++;
-		}
-		p->t_ns = t_ns;
-		memcpy(p->method, msg->method, sizeof(p->method));
-		memcpy(p->path, msg->path, sizeof(p->path));
-	} else if (msg->kind == USM_HTTP_RESPONSE) {
-		e->st.responses++;
-		if (!p || !p->used) {
-			e->st.orphan_responses++;
-		} else {
-			r = row_get(e, key->pid, proto, p->method, p->path, msg->status);
-			if (r)
-				usm_hist_add(&r->latency, t_ns > p->t_ns ? t_ns - p->t_ns : 0);
-			e->st.paired++;
-			slot_remove(e, p);
+	if (e->lim.expiry_ns && now_ns > e->lim.expiry_ns) {
+		gone = rows_compact(e, now_ns - e->lim.expiry_ns, 0);
+		e->st.expired += gone;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return gone;
+}
+
+static bool is_process(uint32_t pid)
+{
+	return pid != USM_PID_NONE && pid != USM_PID_EXITED && pid != USM_PID_OVERFLOW;
+}
+
+/* The processes seen in rows and pending requests that alive() says are gone, sorted
+ * into e->pids; returns how many. alive() is asked once per process. */
+static size_t dead_pids(struct usm_endpoints *e, bool (*alive)(uint32_t pid))
+{
+	size_t i, n = 0, ndead = 0;
+
+	for (i = 0; i < e->nrows; i++) {
+		if (is_process(e->rows[i].r.pid))
+			e->pids[n++] = e->rows[i].r.pid;
+	}
+	for (i = 0; i < e->nslots; i++) {
+		if (e->pending[i].used && is_process(e->pending[i].key.pid))
+			e->pids[n++] = e->pending[i].key.pid;
+	}
+	qsort(e->pids, n, sizeof(*e->pids), cmp_pid);
+	for (i = 0; i < n; i++) {
+		if ((!i || e->pids[i] != e->pids[i - 1]) && !alive(e->pids[i]))
+			e->pids[ndead++] = e->pids[i]; /* ndead <= i: still sorted */
+	}
+	return ndead;
+}
+
+int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid))
+{
+	size_t ndead, i;
+
+	pthread_mutex_lock(&e->lock);
+	ndead = dead_pids(e, alive);
+	if (ndead) {
+		rows_compact(e, 0, ndead);
+		/* Removal re-seats later entries into slot i: look at it again. */
+		for (i = 0; i < e->nslots;) {
+			if (e->pending[i].used && is_dead(e, ndead, e->pending[i].key.pid))
+				slot_remove(e, &e->pending[i]);
+			else
+				i++;
 		}
 	}
 	pthread_mutex_unlock(&e->lock);
+	return (int)ndead;
 }
 
 size_t usm_endpoints_rows(struct usm_endpoints *e, struct usm_endpoint_row **out)
 {
-	size_t n;
+	size_t n, i;
 
 	pthread_mutex_lock(&e->lock);
 	n = e->nrows;
 	*out = malloc((n ? n : 1) * sizeof(**out));
-	if (*out)
-		memcpy(*out, e->rows, n * sizeof(**out));
-	else
+	if (*out) {
+		for (i = 0; i < n; i++)
+			(*out)[i] = e->rows[i].r;
+	} else {
 		n = 0;
+	}
 	pthread_mutex_unlock(&e->lock);
 	return n;
 }
@@ -232,49 +547,4 @@ void usm_endpoints_stats(struct usm_endpoints *e, struct usm_endpoints_stats *ou
 	out->pending = e->npending;
 	out->rows = e->nrows;
 	pthread_mutex_unlock(&e->lock);
-}
-
-int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid))
-{
-	struct usm_endpoint_row *r, *into;
-	uint32_t dead[64];
-	int ndead = 0, k;
-	size_t i;
-
-	pthread_mutex_lock(&e->lock);
-	for (i = 0; i < e->nrows && ndead < 64; i++) {
-		r = &e->rows[i];
-		if (r->pid == USM_PID_NONE || r->pid == USM_PID_EXITED || alive(r->pid))
-			continue;
-		for (k = 0; k < ndead && dead[k] != r->pid; k++)
-			;
-		if (k == ndead)
-			dead[ndead++] = r->pid;
-	}
-	for (k = 0; k < ndead; k++) {
-		for (i = 0; i < e->nrows;) {
-			r = &e->rows[i];
-			if (r->pid != dead[k]) {
-				i++;
-				continue;
-			}
-			/* Merge first (the row may move), then remove it. */
-			into = row_find(e, USM_PID_EXITED, r->proto, r->method, r->path, r->status);
-			if (into) {
-				usm_hist_merge(&into->latency, &r->latency);
-				*r = e->rows[--e->nrows];
-			} else {
-				r->pid = USM_PID_EXITED;
-				i++;
-			}
-		}
-		for (i = 0; i < e->nslots; i++) {
-			if (e->pending[i].used && e->pending[i].key.pid == dead[k]) {
-				slot_remove(e, &e->pending[i]);
-				i = (size_t)-1; /* re-seating may move entries: restart */
-			}
-		}
-	}
-	pthread_mutex_unlock(&e->lock);
-	return ndead;
 }
