@@ -31,7 +31,16 @@ enum usm_tls_fn {
 	USM_TLS_SSL_READ_EX = 3,
 	USM_TLS_GNUTLS_SEND = 4,
 	USM_TLS_GNUTLS_RECV = 5,
+	USM_TLS_IO__COUNT, /* the functions above move data; those below name a socket */
+	USM_TLS_SSL_SET_FD = USM_TLS_IO__COUNT, /* SSL_set_fd(ssl, fd) */
+	USM_TLS_GNUTLS_SET_INT2 = 7,		 /* gnutls_transport_set_int2(s, rfd, wfd) */
 	USM_TLS_FN__COUNT,
+};
+
+/* Which way the bytes went for the process that the probe saw. */
+enum usm_dir {
+	USM_DIR_WRITE = 0,
+	USM_DIR_READ = 1,
 };
 
 enum usm_kind {
@@ -58,7 +67,7 @@ struct usm_event {
 	__u8 source; /* enum usm_source */
 	__u8 kind;   /* enum usm_kind */
 	__u8 family; /* packets: 4 or 6 */
-	__u8 __pad;
+	__u8 dir;    /* TLS: enum usm_dir, the process's call; packets: 0 */
 	__u16 client_port; /* packets: the connection, client side first */
 	__u16 server_port;
 	__u8 client_addr[16]; /* IPv4 in the first 4 bytes */
@@ -66,10 +75,12 @@ struct usm_event {
 	__u32 len;	  /* bytes the call or segment carried */
 	__u16 prefix_len; /* bytes in prefix */
 	__u16 __pad2;
+	__s32 fd;	  /* TLS: the socket's fd in pid (SSL_set_fd & co.), or -1 */
+	__u32 __pad3;
 	char prefix[USM_PREFIX];
 };
 
-#define USM_EVENT_HDR_SIZE 72 /* offsetof(struct usm_event, prefix) */
+#define USM_EVENT_HDR_SIZE 80 /* offsetof(struct usm_event, prefix) */
 
 _Static_assert(__builtin_offsetof(struct usm_event, client_addr) == 32, "usm_event layout");
 _Static_assert(__builtin_offsetof(struct usm_event, prefix) == USM_EVENT_HDR_SIZE,

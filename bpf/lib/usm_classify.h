@@ -17,6 +17,36 @@ static __always_inline bool usm_is4(const char *b, char c0, char c1, char c2, ch
 	return b[0] == c0 && b[1] == c1 && b[2] == c2 && b[3] == c3;
 }
 
+static __always_inline bool usm_upper(char c)
+{
+	return c >= 'A' && c <= 'Z';
+}
+
+/* Another method (PURGE, MKCOL, LINK...): 3 to 6 upper-case letters, a space and '/'.
+ * Userspace reports it as "_OTHER", so that it is counted, not seen as non-HTTP. */
+static __always_inline bool usm_method_end(const char *b, int n)
+{
+	return b[n] == ' ' && b[n + 1] == '/';
+}
+
+/* Unrolled: the verifier refuses a loop-indexed read of the stack buffer. */
+static __always_inline bool usm_other_method(const char *b)
+{
+	if (!usm_upper(b[0]) || !usm_upper(b[1]) || !usm_upper(b[2]))
+		return false;
+	if (usm_method_end(b, 3))
+		return true;
+	if (!usm_upper(b[3]))
+		return false;
+	if (usm_method_end(b, 4))
+		return true;
+	if (!usm_upper(b[4]))
+		return false;
+	if (usm_method_end(b, 5))
+		return true;
+	return usm_upper(b[5]) && usm_method_end(b, 6);
+}
+
 /* USM_KIND_REQUEST, USM_KIND_RESPONSE, or -1. b holds USM_PEEK bytes. */
 static __always_inline int usm_classify(const char *b)
 {
@@ -31,7 +61,7 @@ static __always_inline int usm_classify(const char *b)
 	    (usm_is4(b, 'C', 'O', 'N', 'N') && b[4] == 'E') ||
 	    (usm_is4(b, 'T', 'R', 'A', 'C') && b[4] == 'E'))
 		return USM_KIND_REQUEST;
-	return -1;
+	return usm_other_method(b) ? USM_KIND_REQUEST : -1;
 }
 
 #endif /* BPFTEL_USM_CLASSIFY_H */

@@ -66,7 +66,6 @@ static __always_inline void usm_event_submit(struct usm_event *ev, __u64 ktime_n
 {
 	ev->ktime_ns = ktime_ns;
 	ev->kind = kind;
-	ev->__pad = 0;
 	ev->len = len > 0xffffffff ? 0xffffffff : len;
 	ev->prefix_len = prefix_len;
 	ev->__pad2 = 0;

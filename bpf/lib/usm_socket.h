@@ -22,6 +22,7 @@
 #ifndef BPFTEL_LIB_USM_SOCKET_H
 #define BPFTEL_LIB_USM_SOCKET_H
 
+#define USM_PACKET_HOST	    0
 #define USM_PACKET_OUTGOING 4
 #define USM_IPPROTO_TCP	    6
 #define USM_IP_MF	    0x2000
@@ -71,6 +72,11 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	struct usm_event *ev;
 	int kind;
 
+	/* Each packet once: ours (PACKET_HOST) or sent by this host (PACKET_OUTGOING), not
+	 * other hosts' in promiscuous mode, broadcasts or multicast loopback; and on
+	 * loopback, where a packet is both sent and received, only its receipt. */
+	if (skb->pkt_type != USM_PACKET_HOST && skb->pkt_type != USM_PACKET_OUTGOING)
+		return 0;
 	if (skb->pkt_type == USM_PACKET_OUTGOING && skb->ifindex == usm_lo_ifindex)
 		return 0;
 	if (tlm_skb_load_bytes_relative(skb, 0, &ver, 1, BPF_HDR_START_NET))
@@ -144,6 +150,9 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	ev->tid = 0;
 	ev->source = USM_SRC_SOCKET;
 	ev->family = family;
+	ev->dir = 0;
+	ev->fd = -1;
+	ev->__pad3 = 0;
 	/* A request goes client -> server; a response comes back. */
 	if (kind == USM_KIND_REQUEST) {
 		ev->client_port = bpf_ntohs(tcp.source);

@@ -44,6 +44,42 @@ struct {
 
 TLM_MAP_KEY(usm_tls_inflight);
 
+/* Which fd a TLS session runs on, per process: SSL_set_fd, gnutls_transport_set_int2.
+ * LRU: sessions are freed without a probe. */
+struct usm_fd_key {
+	__u64 conn;
+	__u32 tgid;
+	__u32 __pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct usm_fd_key);
+	__type(value, __s32);
+} usm_tls_fds SEC(".maps");
+
+TLM_MAP_KEY(usm_tls_fds);
+
+/* SSL_set_fd(ssl, fd), gnutls_transport_set_int2(session, recv_fd, send_fd): remember
+ * the socket's fd (the receive one for GnuTLS: the connection is the same). */
+static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
+{
+	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
+	__s32 fd = (__s32)PT_REGS_PARM2(regs);
+
+	tlm_map_update(usm_tls_fds, &key, &fd, BPF_ANY);
+	return 0;
+}
+
+static __always_inline __s32 usm_tls_fd_of(__u64 conn, __u64 pid_tgid)
+{
+	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
+	__s32 *fd = bpf_map_lookup_elem(&usm_tls_fds, &key);
+
+	return fd ? *fd : -1;
+}
+
 /* Entry of any TLS read/write: (session, buffer) are the first two arguments. */
 static __always_inline int usm_tls_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 					      __u64 now, enum usm_tls_op op, enum usm_source src,
@@ -111,6 +147,9 @@ static __always_inline int usm_tls_ret_body(TLM_PARAM, struct pt_regs *regs, __u
 	ev->tid = (__u32)pid_tgid;
 	ev->source = call.source;
 	ev->family = 0;
+	ev->dir = op == USM_TLS_READ ? USM_DIR_READ : USM_DIR_WRITE;
+	ev->fd = usm_tls_fd_of(call.conn, pid_tgid);
+	ev->__pad3 = 0;
 	ev->client_port = ev->server_port = 0;
 	__builtin_memset(ev->client_addr, 0, sizeof(ev->client_addr));
 	__builtin_memset(ev->server_addr, 0, sizeof(ev->server_addr));
@@ -126,7 +165,9 @@ static __always_inline int usm_tls_ret_body(TLM_PARAM, struct pt_regs *regs, __u
 static __always_inline int usm_tls_enter(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 					 __u64 now, __u64 fn)
 {
-	if (fn >= USM_TLS_FN__COUNT)
+	if (fn == USM_TLS_SSL_SET_FD || fn == USM_TLS_GNUTLS_SET_INT2)
+		return usm_tls_set_fd(TLM_ARG, regs, pid_tgid);
+	if (fn >= USM_TLS_IO__COUNT)
 		return 0; /* a cookie we did not set */
 	return usm_tls_enter_body(TLM_ARG, regs, pid_tgid, now,
 				  fn & 1 ? USM_TLS_READ : USM_TLS_WRITE,
@@ -137,7 +178,7 @@ static __always_inline int usm_tls_enter(TLM_PARAM, struct pt_regs *regs, __u64 
 static __always_inline int usm_tls_ret(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid, __u64 now,
 				       __u64 fn)
 {
-	if (fn >= USM_TLS_FN__COUNT)
+	if (fn >= USM_TLS_IO__COUNT)
 		return 0;
 	return usm_tls_ret_body(TLM_ARG, regs, pid_tgid, now,
 				fn & 1 ? USM_TLS_READ : USM_TLS_WRITE);

@@ -192,6 +192,27 @@ static void test_long_request_prefix_only(void **state)
 	assert_int_equal(event(0)->len, strlen(req));
 }
 
+/* Methods other than the standard ones: 3 to 6 upper-case letters, a space and '/'
+ * are forwarded (userspace reports them as _OTHER); anything else is not HTTP/1.x. */
+static void test_other_methods(void **state)
+{
+	static const char *const yes[] = {"BRW /x HTTP/1.1\r\n", "PURGE /x HTTP/1.1\r\n",
+					  "MKCOL /d HTTP/1.1\r\n", "UNLOCK /f HTTP/1.1\r\n",
+					  "GETS /x HTTP/1.1\r\n"};
+	static const char *const no[] = {"PROPFIND /x HTTP/1.1\r\n", "get /x HTTP/1.1\r\n",
+					 "AB /x HTTP/1.1\r\n", "PURGE x HTTP/1.1\r\n",
+					 "PUR\x01E /x HTTP/1.1\r\n", "PURGE  /x HTTP/1.1\r\n"};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		packet(4, true, 0, yes[i], 1);
+	for (i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		packet(4, true, 0, no[i], 0);
+	assert_int_equal(counter(USM_CNT_PACKETS), 11);
+	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 5);
+}
+
 static void test_not_http_ignored(void **state)
 {
 	static const char tls_hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
@@ -202,7 +223,7 @@ static void test_not_http_ignored(void **state)
 	build(&p, 4, true, 0, tls_hello, sizeof(tls_hello) - 1, 0);
 	assert_int_equal(run_packet(&p), 0);
 	packet(4, false, 0, "HTTP/2.0 200\r\n", 0);
-	packet(4, true, 0, "GETS /x HTTP/1.1", 0);
+	packet(4, true, 0, "GET/x HTTP/1.1\r\n", 0);
 	packet(4, true, 0, "GET", 0); /* shorter than a peek */
 	assert_int_equal(counter(USM_CNT_PACKETS), 5);
 	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 0);
@@ -415,6 +436,7 @@ int main(void)
 		T(test_split_request),
 		T(test_long_request_prefix_only),
 		T(test_not_http_ignored),
+		T(test_other_methods),
 		T(test_no_payload),
 		T(test_truncated_packets),
 		T(test_tls_write_request_read_response),
