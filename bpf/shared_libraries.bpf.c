@@ -14,11 +14,13 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include "shared_libraries.h"
 #include "lib/shlib_match.h"
 #include "telemetry/telemetry.bpf.h"
 
 #include "lib/shlib_probe.h"
+#include "lib/shlib_sockets.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -26,6 +28,9 @@ TLM_PROG_KEY(shlib_fexit_open);
 TLM_PROG_KEY(shlib_exit_openat);
 TLM_PROG_KEY(shlib_exit_open);
 TLM_PROG_KEY(shlib_exit_openat2);
+TLM_PROG_KEY(shlib_exit_connect);
+TLM_PROG_KEY(shlib_exit_accept);
+TLM_PROG_KEY(shlib_exit_accept4);
 
 /* All of open, openat and openat2 reach do_sys_openat2: one program for the three. */
 SEC("fexit/do_sys_openat2")
@@ -61,4 +66,35 @@ int shlib_exit_openat2(struct trace_event_raw_sys_exit *ctx)
 	TLM_PROG(shlib_exit_openat2);
 
 	return shlib_on_sys_exit(TLM_ARG, ctx->ret, SHLIB_SYS_OPENAT2);
+}
+
+/* Socket owners (lib/shlib_sockets.h), for subscribers that ask for them. */
+
+SEC("tracepoint/syscalls/sys_exit_connect")
+int shlib_exit_connect(struct trace_event_raw_sys_exit *ctx)
+{
+	struct pt_regs *regs;
+
+	TLM_PROG(shlib_exit_connect);
+	/* A non-blocking connect returns EINPROGRESS with its ports already chosen. */
+	if (ctx->ret && ctx->ret != -SHLIB_EINPROGRESS)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return shlib_on_sock(TLM_ARG, (int)PT_REGS_PARM1_SYSCALL(regs)); /* connect(fd, ...) */
+}
+
+SEC("tracepoint/syscalls/sys_exit_accept")
+int shlib_exit_accept(struct trace_event_raw_sys_exit *ctx)
+{
+	TLM_PROG(shlib_exit_accept);
+
+	return shlib_on_sock(TLM_ARG, ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_exit_accept4")
+int shlib_exit_accept4(struct trace_event_raw_sys_exit *ctx)
+{
+	TLM_PROG(shlib_exit_accept4);
+
+	return shlib_on_sock(TLM_ARG, ctx->ret);
 }

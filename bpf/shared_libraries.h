@@ -42,6 +42,13 @@ enum shlib_libset {
 #define SHLIB_LIBSET_BIT(set) (1u << (set))
 #define SHLIB_LIBSET_ALL      ((1u << SHLIB_LIBSET__COUNT) - 1)
 
+/*
+ * Not a libset: a subscriber whose mask has this bit (USM) asks the watcher to record
+ * which process holds each TCP socket it sees connected or accepted, since both read
+ * a task's fd table the same way (and need the kernel's BTF, which the watcher has).
+ */
+#define SHLIB_SUB_SOCKETS (1u << 16)
+
 /* Which probe saw the open; stable values. */
 enum shlib_syscall {
 	SHLIB_SYS_OPEN = 0,
@@ -72,11 +79,44 @@ struct shlib_stem {
 	__u8 __pad[5];
 };
 
+#define SHLIB_CFG_SOCKETS 1u /* shlib_config.flags: record socket owners */
+
 /* Written by userspace whenever subscriptions change; read by every candidate open. */
 struct shlib_config {
 	__u32 libsets; /* SHLIB_LIBSET_BIT()s that match; 0 = watcher idle */
 	__u32 nstems;
 	struct shlib_stem stems[SHLIB_MAX_STEMS];
+	__u32 flags; /* SHLIB_CFG_* */
+	__u32 __pad;
+};
+
+/*
+ * Socket owners: maps the watcher keeps when a subscriber asks (SHLIB_SUB_SOCKETS).
+ * `shlib_sock_owners`: a TCP connection as one end sees it -> the process that
+ * connected or accepted it there (LRU; see bpf/lib/shlib_sockets.h). `shlib_fd_socks`:
+ * (process, fd) -> that connection, for uprobes that know a socket only by its fd.
+ * Addresses in network order, IPv4 (and IPv4-mapped IPv6) in the first 4 bytes with
+ * family 4; ports in host order.
+ */
+struct shlib_sock_key {
+	__u8 local[16];
+	__u8 remote[16];
+	__u16 lport;
+	__u16 rport;
+	__u8 family; /* 4 or 6 */
+	__u8 __pad[3];
+};
+
+struct shlib_sock_owner {
+	__u32 pid; /* tgid */
+	__u32 tid;
+	__u64 cgroup_id; /* bpf_get_current_cgroup_id(): the cgroup v2 id, 0 without v2 */
+	char comm[SHLIB_COMM_LEN];
+};
+
+struct shlib_fd_key {
+	__u32 pid;
+	__s32 fd;
 };
 
 struct shlib_event {
@@ -99,7 +139,9 @@ struct shlib_event {
 #define SHLIB_EVENT_HDR_SIZE 64 /* offsetof(struct shlib_event, path) */
 
 _Static_assert(sizeof(struct shlib_stem) == 24, "shlib_stem layout");
-_Static_assert(sizeof(struct shlib_config) == 8 + 24 * SHLIB_MAX_STEMS, "shlib_config layout");
+_Static_assert(sizeof(struct shlib_config) == 16 + 24 * SHLIB_MAX_STEMS, "shlib_config layout");
+_Static_assert(sizeof(struct shlib_sock_key) == 40, "shlib_sock_key layout");
+_Static_assert(sizeof(struct shlib_sock_owner) == 32, "shlib_sock_owner layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, path_len) == 24, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, ino) == 32, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, comm) == 48, "shlib_event layout");

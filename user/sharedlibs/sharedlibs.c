@@ -47,6 +47,7 @@ void bpftel_shlib_config(struct shlib_config *cfg, __u32 libsets)
 		cfg->stems[i].libset = stems[i].libset;
 	}
 	cfg->nstems = i;
+	cfg->flags = libsets & SHLIB_SUB_SOCKETS ? SHLIB_CFG_SOCKETS : 0;
 }
 
 int bpftel_shlib_event_check(const void *data, size_t size)
@@ -192,6 +193,12 @@ static int handle_event(void *ctx, void *data, size_t size)
 		.covered_by_cand = 0,                                                   \
 	}
 
+#define SOCK_TP(probe, prog, tp)                                       \
+	{                                                              \
+		.name = probe, .policy = BPFTEL_PROBE_BEST_EFFORT, .ncand = 1, \
+		.cand = {{BPFTEL_ATTACH_TRACEPOINT, prog, tp}},        \
+	}
+
 static const struct bpftel_probe_spec probe_specs[] = {
 	{
 		.name = "openat",
@@ -205,6 +212,10 @@ static const struct bpftel_probe_spec probe_specs[] = {
 	SYS_EXIT_TP("open", "shlib_exit_open", "syscalls/sys_exit_open", BPFTEL_PROBE_BEST_EFFORT),
 	SYS_EXIT_TP("openat2", "shlib_exit_openat2", "syscalls/sys_exit_openat2",
 		    BPFTEL_PROBE_BEST_EFFORT),
+	/* Socket owners, for subscribers that ask (SHLIB_SUB_SOCKETS). */
+	SOCK_TP("connect", "shlib_exit_connect", "syscalls/sys_exit_connect"),
+	SOCK_TP("accept", "shlib_exit_accept", "syscalls/sys_exit_accept"),
+	SOCK_TP("accept4", "shlib_exit_accept4", "syscalls/sys_exit_accept4"),
 };
 
 static int shlib_open(struct bpftel_module *m)
@@ -404,4 +415,33 @@ int bpftel_sharedlibs__counters(struct bpftel_sharedlibs *sl,
 	memcpy(out->detected, sl->detected, sizeof(out->detected));
 	pthread_mutex_unlock(&sl->lock);
 	return 0;
+}
+
+/* Look key up in map (of the watcher's object, while it is loaded) into out. */
+static int skel_lookup(struct bpftel_sharedlibs *sl, bool fds, const void *key, void *out)
+{
+	int fd, err = -ENOENT;
+
+	pthread_mutex_lock(&sl->lock);
+	fd = !sl->skel ? -1
+	     : fds   ? bpf_map__fd(sl->skel->maps.shlib_fd_socks)
+		     : bpf_map__fd(sl->skel->maps.shlib_sock_owners);
+	if (fd >= 0)
+		err = bpf_map_lookup_elem(fd, key, out) ? -errno : 0;
+	pthread_mutex_unlock(&sl->lock);
+	return err;
+}
+
+int bpftel_sharedlibs__sock_owner(struct bpftel_sharedlibs *sl, const struct shlib_sock_key *key,
+				  struct shlib_sock_owner *out)
+{
+	return skel_lookup(sl, false, key, out);
+}
+
+int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd,
+			       struct shlib_sock_key *out)
+{
+	struct shlib_fd_key key = {.pid = pid, .fd = fd};
+
+	return skel_lookup(sl, true, &key, out);
 }

@@ -75,6 +75,17 @@ void bpftel_sharedlibs__set_listener(struct bpftel_sharedlibs *sl, bpftel_shlib_
 struct bpftel_uprobes;
 void bpftel_sharedlibs__set_registry(struct bpftel_sharedlibs *sl, struct bpftel_uprobes *u);
 
+/*
+ * Socket owners, for a subscriber whose mask has SHLIB_SUB_SOCKETS (shared_libraries.h):
+ * who holds the TCP connection key as its local end, and which connection a process's
+ * fd is. 0, or -ENOENT when not known (connected before the watcher ran, closed, or
+ * the watcher is not running). Any thread.
+ */
+int bpftel_sharedlibs__sock_owner(struct bpftel_sharedlibs *sl, const struct shlib_sock_key *key,
+				  struct shlib_sock_owner *out);
+int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd,
+			       struct shlib_sock_key *out);
+
 /* A copy of the detections, oldest first; free with bpftel_shlib_detections_free. */
 size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,
 				     struct bpftel_shlib_detection **out);
