@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* A process's cgroup and container (cgroup.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+
+#define MAX_TEXT (16 * 1024) /* a process in a hundred hierarchies would need less */
+
+static bool hex64(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n != 64)
+		return false;
+	for (i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)s[i]) && (s[i] < 'a' || s[i] > 'f'))
+			return false;
+	}
+	return true;
+}
+
+/* The runtime whose naming a cgroup path's component (name, n bytes) follows, with
+ * the id in *id; NULL if none. parent is the component before it ("" for none). */
+static const char *runtime_of(const char *name, size_t n, const char *parent, size_t pn,
+			      const char **id)
+{
+	static const struct {
+		const char *prefix, *runtime;
+	} scopes[] = {
+		{"docker-", "docker"},	       {"cri-containerd-", "containerd"},
+		{"crio-", "cri-o"},	       {"libpod-", "podman"},
+	};
+	size_t i, pl;
+
+	if (n > 6 && !memcmp(name + n - 6, ".scope", 6)) {
+		for (i = 0; i < sizeof(scopes) / sizeof(scopes[0]); i++) {
+			pl = strlen(scopes[i].prefix);
+			if (n - 6 > pl && !strncmp(name, scopes[i].prefix, pl) &&
+			    hex64(name + pl, n - 6 - pl)) {
+				*id = name + pl;
+				return scopes[i].runtime;
+			}
+		}
+		return NULL;
+	}
+	if (!hex64(name, n))
+		return NULL;
+	*id = name;
+	if (pn == 6 && !memcmp(parent, "docker", 6))
+		return "docker";
+	if (pn == 6 && !memcmp(parent, "libpod", 6))
+		return "podman";
+	return "containerd"; /* a bare id under kubepods or containerd's own tree */
+}
+
+/* Find a container in path (n bytes): fills out and returns true. */
+static bool find_container(const char *path, size_t n, struct bpftel_cgroup_info *out)
+{
+	const char *p = path, *end = path + n, *seg, *parent = "", *id, *rt;
+	size_t sl, pl = 0;
+
+	while (p < end) {
+		while (p < end && *p == '/')
+			p++;
+		seg = p;
+		while (p < end && *p != '/')
+			p++;
+		sl = p - seg;
+		if (!sl)
+			break;
+		rt = runtime_of(seg, sl, parent, pl, &id);
+		if (rt) {
+			snprintf(out->runtime, sizeof(out->runtime), "%s", rt);
+			memcpy(out->container_id, id, 64);
+			out->container_id[64] = '\0';
+			return true;
+		}
+		parent = seg;
+		pl = sl;
+	}
+	return false;
+}
+
+static void take(struct bpftel_cgroup_info *out, const char *ctl, size_t cl, const char *path,
+		 size_t len)
+{
+	snprintf(out->controllers, sizeof(out->controllers), "%.*s", (int)cl, ctl);
+	snprintf(out->path, sizeof(out->path), "%.*s", (int)len, path);
+}
+
+int bpftel_cgroup_parse(const char *text, size_t len, struct bpftel_cgroup_info *out)
+{
+	const char *line = text, *end = text + len, *nl, *c1, *c2;
+	bool v2 = false, any = false;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->path, sizeof(out->path), "/");
+	for (; line < end; line = nl + 1) {
+		nl = memchr(line, '\n', end - line);
+		if (!nl)
+			nl = end;
+		/* "hierarchy-id:controllers:path" */
+		c1 = memchr(line, ':', nl - line);
+		c2 = c1 ? memchr(c1 + 1, ':', nl - c1 - 1) : NULL;
+		if (!c2 || nl - c2 - 1 <= 0)
+			continue;
+		if (find_container(c2 + 1, nl - c2 - 1, out)) {
+			take(out, c1 + 1, c2 - c1 - 1, c2 + 1, nl - c2 - 1);
+			return 0;
+		}
+		if (nl - c2 - 1 == 1 && c2[1] == '/')
+			continue; /* the root: says nothing */
+		if (c2 == c1 + 1 && !v2) { /* "0::/path", the unified hierarchy */
+			take(out, "", 0, c2 + 1, nl - c2 - 1);
+			v2 = any = true;
+		} else if (!any) {
+			take(out, c1 + 1, c2 - c1 - 1, c2 + 1, nl - c2 - 1);
+			any = true;
+		}
+	}
+	return any ? 0 : -ENOENT;
+}
+
+int bpftel_cgroup_of(__u32 pid, struct bpftel_cgroup_info *out)
+{
+	char path[512], text[MAX_TEXT];
+	const char *ctl;
+	struct stat st;
+	ssize_t n;
+	int fd, err;
+
+	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	n = read(fd, text, sizeof(text));
+	close(fd);
+	if (n < 0)
+		return -errno;
+	err = bpftel_cgroup_parse(text, (size_t)n, out);
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	/* v1: the hierarchy is mounted under its controllers' names ("name=" dropped);
+	 * v2: /sys/fs/cgroup itself, or /sys/fs/cgroup/unified beside v1 ones. */
+	ctl = !strncmp(out->controllers, "name=", 5) ? out->controllers + 5 : out->controllers;
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%s", *ctl ? ctl : "unified", out->path);
+	if ((!stat(path, &st) && S_ISDIR(st.st_mode)) ||
+	    (!*ctl && snprintf(path, sizeof(path), "/sys/fs/cgroup%s", out->path) > 0 &&
+	     !stat(path, &st) && S_ISDIR(st.st_mode)))
+		out->cgroup_id = st.st_ino;
+	return 0;
+}

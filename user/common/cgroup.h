@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * A process's cgroup and, where its cgroup path names one, its container: from
+ * /proc/<pid>/cgroup, cgroup v2 ("0::/path") or v1 ("N:controllers:/path"). The
+ * container id is the 64-hex id the runtimes put in their cgroup names:
+ *
+ *   docker      .../docker-<id>.scope (systemd driver), .../docker/<id> (cgroupfs)
+ *   containerd  .../cri-containerd-<id>.scope, .../kubepods*.../<id> (cgroupfs)
+ *   cri-o       .../crio-<id>.scope (not crio-conmon-<id>: that is its monitor)
+ *   podman      .../libpod-<id>.scope, .../libpod/<id>
+ *
+ * The path comes from the kernel, but a process with a delegated cgroup chooses its
+ * names: it is escaped on output like any string from another process.
+ */
+#ifndef BPFTEL_CGROUP_H
+#define BPFTEL_CGROUP_H
+
+#include <stddef.h>
+#include <linux/types.h>
+
+struct bpftel_cgroup_info {
+	char path[256];	      /* as /proc/<pid>/cgroup shows it ("" if none) */
+	char controllers[64]; /* its v1 hierarchy ("pids", "name=systemd"); "" for v2 */
+	char runtime[16];     /* "docker", "containerd", "cri-o", "podman", or "" */
+	char container_id[65]; /* 64 lower-case hex digits, or "" */
+	__u64 cgroup_id;       /* the inode of its directory under /sys/fs/cgroup, or 0 */
+};
+
+/*
+ * Parse the text of a /proc/<pid>/cgroup (len bytes): the line whose path names a
+ * container, else the v2 line if its path is not "/", else the first v1 line whose
+ * path is not "/". 0, or -ENOENT when no line has a path (out holds "/" then).
+ */
+int bpftel_cgroup_parse(const char *text, size_t len, struct bpftel_cgroup_info *out);
+
+/* The same for a live process, with the cgroup's id (the inode of its directory under
+ * /sys/fs/cgroup). 0 or -errno (-ESRCH: gone). Reads at most 16 KiB. */
+int bpftel_cgroup_of(__u32 pid, struct bpftel_cgroup_info *out);
+
+#endif /* BPFTEL_CGROUP_H */
