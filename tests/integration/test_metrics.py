@@ -149,7 +149,9 @@ def main():
         text = check_metrics_text(url, ["bpftel_build_info", "bpftel_module_up",
                                         "bpftel_ebpf_program_runs_total",
                                         "bpftel_events_lost_total",
-                                        "bpftel_http_requests_total"])
+                                        "bpftel_http_server_request_duration_seconds",
+                                        "bpftel_http_client_request_duration_seconds",
+                                        "bpftel_http_overflow_requests_total"])
         check('bpftel_module_up{module="usm"} 1' in text and
               'bpftel_events_lost_total{module="sharedlibs",stage="kernel"} 0' in text,
               "known label sets start at 0; modules up")
@@ -166,10 +168,13 @@ def main():
                  "usm uprobes on libssl")
         subprocess.run(["curl", "-sk", "-o", "/dev/null", f"https://127.0.0.1:{hport}/items/1"],
                        check=True)
-        wait_for(lambda: 'bpftel_http_requests_total{protocol="https",method="GET",'
-                         'path="/items/*",status="200"}' in get(url)[2], 15,
-                 "the request in bpftel_http_requests_total")
-        check_metrics_text(url, ["bpftel_http_request_duration_seconds"])
+        series = ('bpftel_http_server_request_duration_seconds_count{http_request_method="GET",'
+                  'http_route="/items/*",http_response_status_code="200",'
+                  'network_protocol_version="1.1"} 1')
+        wait_for(lambda: series in get(url)[2], 15,
+                 "the request in bpftel_http_server_request_duration_seconds")
+        check_metrics_text(url, ["bpftel_http_server_request_duration_seconds",
+                                 "bpftel_http_client_request_duration_seconds"])
 
         half_m = abuse_metrics_port(host, int(port))
         half_c = abuse_control_socket(agent.socket)

@@ -31,6 +31,10 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 
 	bpftel_manager__set_pipeline(a->mgr, &ps);
 	bpftel_uprobes__set_grace_ms(a->uprobes, next->uprobe_grace_s * 1000);
+	for (i = 0; i < bpftel_agent_nmodules; i++) {
+		if (a->priv[i] && bpftel_agent_modules[i].configure)
+			bpftel_agent_modules[i].configure(a->priv[i], next);
+	}
 	if (!starting && (cur->workers != next->workers || cur->queue_len != next->queue_len ||
 			  cur->ringbuf_kib != next->ringbuf_kib))
 		pr_info("config: pipeline and ring buffer sizes apply as each module restarts "

@@ -29,6 +29,8 @@ void bpftel_config_defaults(struct bpftel_config *c)
 	c->workers = 1;
 	c->queue_len = 1024;
 	c->uprobe_grace_s = 30;
+	c->http_series_max = 2000;
+	c->http_row_expiry_s = 600;
 }
 
 static int bad(char *err, size_t errlen, const char *name, int line, const char *fmt, const char *a,
@@ -162,6 +164,19 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 		if (!parse_uint(v, 0, 3600, &c->uprobe_grace_s))
 			return bad(err, errlen, name, line, "uprobe_grace: '%s' is not 0..3600%s", v,
 				   "");
+	} else if (!strcmp(key, "http_series_max")) {
+		if (!parse_uint(v, 10, 100000, &c->http_series_max))
+			return bad(err, errlen, name, line,
+				   "http_series_max: '%s' is not 10..100000%s", v, "");
+	} else if (!strcmp(key, "http_row_expiry")) {
+		if (!parse_uint(v, 0, 86400, &c->http_row_expiry_s))
+			return bad(err, errlen, name, line,
+				   "http_row_expiry: '%s' is not 0..86400%s", v, "");
+	} else if (!strcmp(key, "metrics_labels")) {
+		if (strcmp(v, "none") && strcmp(v, "container"))
+			return bad(err, errlen, name, line,
+				   "metrics_labels: '%s' is not none or container%s", v, "");
+		c->metrics_labels_container = !strcmp(v, "container");
 	} else if (!strcmp(key, "ringbuf_kib")) {
 		if (!parse_uint(v, 0, 65536, &c->ringbuf_kib) ||
 		    (c->ringbuf_kib &&
@@ -172,7 +187,8 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 	} else {
 		return bad(err, errlen, name, line,
 			   "unknown key '%s' (socket, metrics_addr, modules, libsets, run_stats, "
-			   "workers, queue_len, ringbuf_kib, uprobe_grace)%s",
+			   "workers, queue_len, ringbuf_kib, uprobe_grace, http_series_max, "
+			   "http_row_expiry, metrics_labels)%s",
 			   key, "");
 	}
 	return 0;

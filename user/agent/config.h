@@ -13,6 +13,11 @@
  *                                            4..65536 KiB; 0 keeps each module's own
  *   uprobe_grace = 30                        seconds an unused library file keeps its
  *                                            uprobes (0..3600): a new process reuses them
+ *   http_series_max = 2000                   HTTP series in /metrics (10..100000); the
+ *                                            rest count under route "(overflow)"
+ *   http_row_expiry = 600                    seconds an HTTP row with no request lives
+ *                                            (0 = forever, ..86400)
+ *   metrics_labels = none                    or container: HTTP series by container id
  *
  * Pure parsing, no side effects: the agent applies a parsed configuration at start and
  * on SIGHUP. A malformed file is refused whole, with its path and line in the error.
@@ -38,6 +43,9 @@ struct bpftel_config {
 	bool run_stats;
 	unsigned int workers, queue_len, ringbuf_kib;
 	unsigned int uprobe_grace_s; /* an unused library keeps its uprobes this long */
+	unsigned int http_series_max;	/* HTTP series in /metrics before "(overflow)" */
+	unsigned int http_row_expiry_s; /* HTTP rows idle this long go; 0: never */
+	bool metrics_labels_container;	/* metrics_labels = container */
 };
 
 void bpftel_config_defaults(struct bpftel_config *c);

@@ -2,6 +2,7 @@
 /* The modules the agent runs, in start order (module_table.h). */
 #include <string.h>
 
+#include "config.h"
 #include "module_table.h"
 #include "user/modules/gpu/gpu.h"
 #include "user/modules/usm/usm.h"
@@ -18,6 +19,7 @@ static int sharedlibs_create(struct bpftel_agent_env *env, void **priv)
 	if (err)
 		return err;
 	bpftel_sharedlibs__set_registry(sl, env->uprobes);
+	env->sharedlibs = sl;
 	*priv = sl;
 	return 0;
 }
@@ -39,7 +41,18 @@ static void gpu_destroy(void *priv)
 
 static int usm_create(struct bpftel_agent_env *env, void **priv)
 {
-	return bpftel_usm__new(env->mgr, env->uprobes, (struct bpftel_usm **)priv);
+	return bpftel_usm__new(env->mgr, env->uprobes, env->sharedlibs, (struct bpftel_usm **)priv);
+}
+
+static void usm_configure(void *priv, const struct bpftel_config *cfg)
+{
+	struct bpftel_usm_settings s = {
+		.series_max = cfg->http_series_max,
+		.row_expiry_s = cfg->http_row_expiry_s,
+		.container_labels = cfg->metrics_labels_container,
+	};
+
+	bpftel_usm__configure(priv, &s);
 }
 
 static void usm_destroy(void *priv)
@@ -48,9 +61,9 @@ static void usm_destroy(void *priv)
 }
 
 const struct bpftel_agent_module bpftel_agent_modules[] = {
-	{BPFTEL_SHAREDLIBS_MODULE, false, sharedlibs_create, sharedlibs_destroy},
-	{BPFTEL_GPU_MODULE, true, gpu_create, gpu_destroy},
-	{BPFTEL_USM_MODULE, true, usm_create, usm_destroy},
+	{BPFTEL_SHAREDLIBS_MODULE, false, sharedlibs_create, sharedlibs_destroy, NULL},
+	{BPFTEL_GPU_MODULE, true, gpu_create, gpu_destroy, NULL},
+	{BPFTEL_USM_MODULE, true, usm_create, usm_destroy, usm_configure},
 };
 
 const size_t bpftel_agent_nmodules =

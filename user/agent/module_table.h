@@ -12,11 +12,14 @@
 
 struct bpftel_manager;
 struct bpftel_uprobes;
+struct bpftel_sharedlibs;
+struct bpftel_config;
 
 /* What a module's constructor gets from the agent. */
 struct bpftel_agent_env {
 	struct bpftel_manager *mgr;
-	struct bpftel_uprobes *uprobes; /* the uprobe registry the watcher feeds */
+	struct bpftel_uprobes *uprobes;	      /* the uprobe registry the watcher feeds */
+	struct bpftel_sharedlibs *sharedlibs; /* the watcher, once its row created it */
 };
 
 struct bpftel_agent_module {
@@ -29,6 +32,9 @@ struct bpftel_agent_module {
 	int (*create)(struct bpftel_agent_env *env, void **priv);
 	/* After the manager is freed. */
 	void (*destroy)(void *priv);
+	/* Optional: take what the configuration says of this module (at start and on every
+	 * reload, from the lifecycle thread; any time, whether the module runs or not). */
+	void (*configure)(void *priv, const struct bpftel_config *cfg);
 };
 
 extern const struct bpftel_agent_module bpftel_agent_modules[];

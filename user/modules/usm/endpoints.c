@@ -463,6 +463,13 @@ static size_t rows_compact(struct usm_endpoints *e, uint64_t cutoff, size_t ndea
 	return gone;
 }
 
+void usm_endpoints_set_expiry(struct usm_endpoints *e, uint64_t expiry_ns)
+{
+	pthread_mutex_lock(&e->lock);
+	e->lim.expiry_ns = expiry_ns;
+	pthread_mutex_unlock(&e->lock);
+}
+
 size_t usm_endpoints_expire(struct usm_endpoints *e, uint64_t now_ns)
 {
 	size_t gone = 0;

@@ -118,6 +118,9 @@ void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *k
  * Returns how many went. */
 size_t usm_endpoints_expire(struct usm_endpoints *e, uint64_t now_ns);
 
+/* Change expiry_ns (configuration reload); 0: never. */
+void usm_endpoints_set_expiry(struct usm_endpoints *e, uint64_t expiry_ns);
+
 /* Copy of every row, malloc'd; returns the count. */
 size_t usm_endpoints_rows(struct usm_endpoints *e, struct usm_endpoint_row **out);
 void usm_endpoints_stats(struct usm_endpoints *e, struct usm_endpoints_stats *out);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -18,18 +19,22 @@
 #include "user/sharedlibs/uprobes.h"
 
 /* Bounds of the endpoint table (see endpoints.h). */
-#define USM_MAX_PENDING 4096
-#define USM_MAX_ROWS	4096
-#define USM_MAX_PATHS	64 /* per process */
+#define USM_MAX_PENDING	 4096
+#define USM_MAX_ROWS	 4096
+#define USM_ROWS_PER_PROC 64 /* per process and side */
 
 struct bpftel_usm {
 	struct bpftel_module_ops ops;
 	struct bpftel_module *module;
+	struct bpftel_sharedlibs *sl;
 	struct usm_endpoints *endpoints;
-	pthread_mutex_t lock; /* skel, counters */
+	struct usm_procs *procs;
+	pthread_mutex_t lock; /* skel, counters, settings */
 	struct usm *skel;     /* while the module is open */
 	__u64 retired[USM_CNT__COUNT];
-	__u64 unparsed, malformed;
+	__u64 unparsed, malformed, unattributed, tls_no_conn;
+	__u64 rejected[USM_HTTP__REJECT_COUNT];
+	struct bpftel_usm_settings settings;
 };
 
 static const char *const counter_names[USM_CNT__COUNT] = {
@@ -53,6 +58,10 @@ const char *bpftel_usm_counter_name(enum usm_counter c)
 	}
 
 static const struct bpftel_uprobe_spec uprobe_specs[] = {
+	/* Which socket a session runs on: its connection's addresses. */
+	{SHLIB_LIB_SSL, "usm_tls_uprobe", "SSL_set_fd", false, USM_TLS_SSL_SET_FD},
+	{SHLIB_LIB_GNUTLS, "usm_tls_uprobe", "gnutls_transport_set_int2", false,
+	 USM_TLS_GNUTLS_SET_INT2},
 	TLS(SHLIB_LIB_SSL, "SSL_write", USM_TLS_SSL_WRITE),
 	TLS(SHLIB_LIB_SSL, "SSL_read", USM_TLS_SSL_READ),
 	TLS(SHLIB_LIB_SSL, "SSL_write_ex", USM_TLS_SSL_WRITE_EX),
@@ -70,43 +79,131 @@ static const struct bpftel_probe_spec socket_probe = {
 	.cand = {{BPFTEL_ATTACH_SOCKET_FILTER, "usm_http_socket", "any"}},
 };
 
+static void count(struct bpftel_usm *u, __u64 *counter)
+{
+	pthread_mutex_lock(&u->lock);
+	(*counter)++;
+	pthread_mutex_unlock(&u->lock);
+}
+
+/* A watcher key's connection as client and server. */
+static void conn_of(const struct shlib_sock_key *k, bool local_is_server, struct usm_conn_addr *c)
+{
+	c->family = k->family;
+	if (local_is_server) {
+		memcpy(c->server_addr, k->local, 16);
+		memcpy(c->client_addr, k->remote, 16);
+		c->server_port = k->lport;
+		c->client_port = k->rport;
+	} else {
+		memcpy(c->client_addr, k->local, 16);
+		memcpy(c->server_addr, k->remote, 16);
+		c->client_port = k->lport;
+		c->server_port = k->rport;
+	}
+}
+
+/*
+ * A TLS message: the process's own call says the side (a request it read, or a
+ * response it wrote: server; the reverse: client), the session names the connection,
+ * and the session's fd (SSL_set_fd & co.) leads to its addresses through the watcher.
+ */
+static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
+			const struct usm_http_start *msg)
+{
+	bool read = ev->dir == USM_DIR_READ, known = false;
+	struct usm_conn_addr conn = {};
+	struct shlib_sock_key k;
+	struct usm_conn_key key;
+
+	memset(&key, 0, sizeof(key));
+	key.pid = ev->pid;
+	key.source = ev->source;
+	key.conn = ev->conn;
+	key.side = (msg->kind == USM_HTTP_REQUEST) == read ? USM_SIDE_SERVER : USM_SIDE_CLIENT;
+	if (ev->fd >= 0 && !bpftel_sharedlibs__fd_sock(u->sl, ev->pid, ev->fd, &k)) {
+		conn_of(&k, key.side == USM_SIDE_SERVER, &conn);
+		known = true;
+	} else {
+		count(u, &u->tls_no_conn);
+	}
+	usm_procs_note(u->procs, ev->pid);
+	usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTPS, ev->ktime_ns, msg,
+			      known ? &conn : NULL);
+}
+
+/*
+ * A plaintext message from a packet: each local end whose owner the watcher knows
+ * (client: connect; server: accept) records it on its own side; when neither is known,
+ * it is recorded as unattributed (side unknown, no process), never dropped.
+ */
+static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
+			   const struct usm_http_start *msg)
+{
+	struct usm_conn_addr conn = {.family = ev->family};
+	struct shlib_sock_key k = {.family = ev->family};
+	struct shlib_sock_owner owner;
+	struct usm_conn_key key;
+	int side, found = 0;
+
+	memcpy(conn.client_addr, ev->client_addr, 16);
+	memcpy(conn.server_addr, ev->server_addr, 16);
+	conn.client_port = ev->client_port;
+	conn.server_port = ev->server_port;
+	memset(&key, 0, sizeof(key));
+	key.source = ev->source;
+	key.family = ev->family;
+	key.client_port = ev->client_port;
+	key.server_port = ev->server_port;
+	memcpy(key.client_addr, ev->client_addr, 16);
+	memcpy(key.server_addr, ev->server_addr, 16);
+	for (side = USM_SIDE_SERVER; side <= USM_SIDE_CLIENT; side++) {
+		bool server = side == USM_SIDE_SERVER;
+
+		memcpy(k.local, server ? ev->server_addr : ev->client_addr, 16);
+		memcpy(k.remote, server ? ev->client_addr : ev->server_addr, 16);
+		k.lport = server ? ev->server_port : ev->client_port;
+		k.rport = server ? ev->client_port : ev->server_port;
+		if (bpftel_sharedlibs__sock_owner(u->sl, &k, &owner))
+			continue;
+		key.pid = owner.pid;
+		key.side = side;
+		usm_procs_note(u->procs, owner.pid);
+		usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
+		found++;
+	}
+	if (found)
+		return;
+	if (msg->kind == USM_HTTP_REQUEST)
+		count(u, &u->unattributed);
+	key.pid = USM_PID_NONE;
+	key.side = USM_SIDE_UNKNOWN;
+	usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
+}
+
 /* Ring-buffer callback, on a pipeline worker. */
 static int handle_event(void *ctx, void *data, size_t size)
 {
 	struct bpftel_usm *u = ctx;
 	const struct usm_event *ev = data;
 	struct usm_http_start msg;
-	struct usm_conn_key key;
 
-	if (size != sizeof(*ev) || ev->prefix_len > USM_PREFIX || ev->source >= USM_SRC__COUNT) {
-		pthread_mutex_lock(&u->lock);
-		u->malformed++;
-		pthread_mutex_unlock(&u->lock);
+	if (size != sizeof(*ev) || ev->prefix_len > USM_PREFIX || ev->source >= USM_SRC__COUNT ||
+	    ev->dir > USM_DIR_READ) {
+		count(u, &u->malformed);
 		return -EINVAL;
 	}
 	/* Parsed here and dropped: no payload byte outlives this call. */
 	if (usm_http_parse(ev->prefix, ev->prefix_len, &msg) == USM_HTTP_NONE ||
 	    (msg.kind == USM_HTTP_REQUEST) != (ev->kind == USM_KIND_REQUEST)) {
-		pthread_mutex_lock(&u->lock);
-		u->unparsed++;
-		pthread_mutex_unlock(&u->lock);
+		count(u, msg.reject && msg.kind == USM_HTTP_NONE ? &u->rejected[msg.reject]
+								 : &u->unparsed);
 		return 0;
 	}
-	memset(&key, 0, sizeof(key));
-	key.pid = ev->pid;
-	key.source = ev->source;
-	if (ev->source == USM_SRC_SOCKET) {
-		key.family = ev->family;
-		key.client_port = ev->client_port;
-		key.server_port = ev->server_port;
-		memcpy(key.client_addr, ev->client_addr, sizeof(key.client_addr));
-		memcpy(key.server_addr, ev->server_addr, sizeof(key.server_addr));
-	} else {
-		key.conn = ev->conn;
-	}
-	usm_endpoints_message(u->endpoints, &key,
-			      ev->source == USM_SRC_SOCKET ? USM_PROTO_HTTP : USM_PROTO_HTTPS,
-			      ev->ktime_ns, &msg);
+	if (ev->source == USM_SRC_SOCKET)
+		packet_message(u, ev, &msg);
+	else
+		tls_message(u, ev, &msg);
 	return 0;
 }
 
@@ -163,8 +260,14 @@ static void usm_close(struct bpftel_module *m)
 	pthread_mutex_unlock(&u->lock);
 }
 
-int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struct bpftel_usm **out)
+int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
+		    struct bpftel_sharedlibs *sl, struct bpftel_usm **out)
 {
+	struct usm_endpoints_limits limits = {
+		.max_pending = USM_MAX_PENDING,
+		.max_rows = USM_MAX_ROWS,
+		.max_rows_per_proc = USM_ROWS_PER_PROC,
+	};
 	struct bpftel_usm *u = calloc(1, sizeof(*u));
 	int err;
 
@@ -172,8 +275,11 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	if (!u)
 		return -ENOMEM;
 	pthread_mutex_init(&u->lock, NULL);
-	u->endpoints = usm_endpoints_new(USM_MAX_PENDING, USM_MAX_ROWS, USM_MAX_PATHS);
-	if (!u->endpoints)
+	u->sl = sl;
+	u->settings.series_max = 2000;
+	u->endpoints = usm_endpoints_new(&limits);
+	u->procs = usm_procs_new();
+	if (!u->endpoints || !u->procs)
 		return -ENOMEM;
 	u->ops.name = BPFTEL_USM_MODULE;
 	u->ops.open = usm_open;
@@ -188,8 +294,9 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 		err = bpftel_uprobes__add_module(up, u->module, uprobe_specs,
 						 sizeof(uprobe_specs) / sizeof(uprobe_specs[0]));
 	if (!err)
-		err = bpftel_manager__bind_shared(mgr, u->module, BPFTEL_SHAREDLIBS_MODULE,
-						  SHLIB_LIBSET_BIT(SHLIB_LIBSET_CRYPTO));
+		err = bpftel_manager__bind_shared(
+			mgr, u->module, BPFTEL_SHAREDLIBS_MODULE,
+			SHLIB_LIBSET_BIT(SHLIB_LIBSET_CRYPTO) | SHLIB_SUB_SOCKETS);
 	if (err)
 		pr_err("usm: cannot register: %s", strerror(-err));
 	return err;
@@ -200,6 +307,7 @@ void bpftel_usm__free(struct bpftel_usm *u)
 	if (!u)
 		return;
 	usm_endpoints_free(u->endpoints);
+	usm_procs_free(u->procs);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
 }
@@ -227,7 +335,11 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 		out->kernel[i] = u->retired[i] + live[i];
 	out->unparsed = u->unparsed;
 	out->malformed = u->malformed;
+	out->unattributed = u->unattributed;
+	out->tls_no_conn = u->tls_no_conn;
+	memcpy(out->rejected, u->rejected, sizeof(out->rejected));
 	pthread_mutex_unlock(&u->lock);
+	out->procs_dropped = usm_procs_dropped(u->procs);
 	usm_endpoints_stats(u->endpoints, &out->endpoints);
 }
 
@@ -236,9 +348,43 @@ static bool alive(uint32_t pid)
 	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns() is this clock */
+	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
 int bpftel_usm__sweep(struct bpftel_usm *u)
 {
-	return usm_endpoints_sweep(u->endpoints, alive);
+	int n = usm_endpoints_sweep(u->endpoints, alive);
+
+	usm_procs_sweep(u->procs, alive);
+	usm_endpoints_expire(u->endpoints, mono_ns());
+	return n;
+}
+
+bool bpftel_usm__proc(struct bpftel_usm *u, __u32 pid, struct usm_proc *out)
+{
+	return usm_procs_get(u->procs, pid, out);
+}
+
+void bpftel_usm__configure(struct bpftel_usm *u, const struct bpftel_usm_settings *s)
+{
+	pthread_mutex_lock(&u->lock);
+	u->settings = *s;
+	if (!u->settings.series_max)
+		u->settings.series_max = 2000;
+	pthread_mutex_unlock(&u->lock);
+	usm_endpoints_set_expiry(u->endpoints, (uint64_t)s->row_expiry_s * 1000000000ull);
+}
+
+void bpftel_usm__settings(struct bpftel_usm *u, struct bpftel_usm_settings *out)
+{
+	pthread_mutex_lock(&u->lock);
+	*out = u->settings;
+	pthread_mutex_unlock(&u->lock);
 }
 
 static void usm_housekeeping(struct bpftel_module *m)

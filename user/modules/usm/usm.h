@@ -15,6 +15,7 @@
 
 #include "bpf/usm.h"
 #include "endpoints.h"
+#include "procs.h"
 
 #define BPFTEL_USM_MODULE "usm"
 
@@ -23,24 +24,47 @@ struct bpftel_manager;
 struct bpftel_module;
 struct bpftel_uprobes;
 
+struct bpftel_sharedlibs;
+
 /* Register the module with mgr, its uprobes with up, its subscription to the crypto
- * libset. Not started. On failure *out is still set: free it after the manager. */
-int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struct bpftel_usm **out);
+ * libset and to socket owners (sl, which answers who holds a connection). Not started.
+ * On failure *out is still set: free it after the manager. */
+int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
+		    struct bpftel_sharedlibs *sl, struct bpftel_usm **out);
+
+/* What the configuration sets (apply as they come, any time). */
+struct bpftel_usm_settings {
+	unsigned int series_max;    /* HTTP series in /metrics before "(overflow)"; 0: 2000 */
+	unsigned int row_expiry_s;  /* rows idle this long go; 0: never */
+	bool container_labels;	    /* /metrics labels series with container_id */
+};
+void bpftel_usm__configure(struct bpftel_usm *u, const struct bpftel_usm_settings *s);
 void bpftel_usm__free(struct bpftel_usm *u);
 struct bpftel_module *bpftel_usm__module(struct bpftel_usm *u);
 
-/* Endpoint rows (see endpoints.h); malloc'd, count returned. Kept across restarts. */
+/* Endpoint rows (see endpoints.h); malloc'd, count returned. The table is the module's,
+ * not its BPF object's: it is kept across restarts (what a restart changes is only
+ * what the kernel side sees meanwhile). */
 size_t bpftel_usm__rows(struct bpftel_usm *u, struct usm_endpoint_row **out);
+/* What the module knows of a process (its name, cgroup, container): true if known. */
+struct usm_proc;
+bool bpftel_usm__proc(struct bpftel_usm *u, __u32 pid, struct usm_proc *out);
+void bpftel_usm__settings(struct bpftel_usm *u, struct bpftel_usm_settings *out);
 
 struct bpftel_usm_counters {
 	__u64 kernel[USM_CNT__COUNT]; /* summed over CPUs, cumulative over restarts */
 	__u64 unparsed;		      /* events whose prefix was not an HTTP start after all */
+	__u64 rejected[USM_HTTP__REJECT_COUNT]; /* looked like HTTP, was not: why */
 	__u64 malformed;	      /* records of a wrong size */
+	__u64 unattributed;	      /* plaintext messages whose sockets' owners are unknown */
+	__u64 tls_no_conn;	      /* TLS messages whose connection (fd) is unknown */
+	__u64 procs_dropped;	      /* processes shown without name or cgroup: table full */
 	struct usm_endpoints_stats endpoints;
 };
 void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out);
 
-/* Fold the rows of exited processes together; drop their pending requests. */
+/* Fold the rows of exited processes together, drop their pending requests and what is
+ * known of them; expire idle rows. */
 int bpftel_usm__sweep(struct bpftel_usm *u);
 
 const char *bpftel_usm_counter_name(enum usm_counter c);

@@ -22,12 +22,24 @@ static void fmt_latency(char *buf, size_t size, double secs)
 		fmt_duration(buf, size, secs);
 }
 
+/* "1234 curl", "(unattributed)", with the container's short id when it has one. */
+static void fmt_process(char *buf, size_t size, json_t *r)
+{
+	const char *ct = jstr(r, "container_id");
+
+	if (json_is_integer(json_object_get(r, "pid")))
+		snprintf(buf, size, "%lld %s%s%.12s", jint(r, "pid"), jstr(r, "comm"),
+			 *ct != '-' ? " ct:" : "", *ct != '-' ? ct : "");
+	else
+		snprintf(buf, size, "%s", jstr(r, "process"));
+}
+
 static void print_http(json_t *resp)
 {
-	static const char *const hdr[] = {"PID",   "PROTO", "METHOD", "PATH", "STATUS",
-					  "COUNT", "MEAN",  "P50",    "P99"};
+	static const char *const hdr[] = {"PROCESS", "SIDE",  "PROTO", "METHOD", "PATH",
+					  "STATUS",  "COUNT", "MEAN",  "P50",	 "P99"};
 	json_t *eps = json_object_get(resp, "endpoints"), **rows, *c, *pairing;
-	char pid[24], status[8], count[24], mean[24], p50[24], p99[24];
+	char proc[96], proto[16], status[8], count[24], mean[24], p50[24], p99[24];
 	size_t i, n = json_array_size(eps);
 	struct table *t;
 
@@ -38,18 +50,20 @@ static void print_http(json_t *resp)
 		for (i = 0; i < n; i++)
 			rows[i] = json_array_get(eps, i);
 		qsort(rows, n, sizeof(*rows), cmp_count);
-		t = table_new(9, hdr);
+		t = table_new(10, hdr);
 		for (i = 0; i < n; i++) {
-			if (json_is_integer(json_object_get(rows[i], "pid")))
-				snprintf(pid, sizeof(pid), "%lld", jint(rows[i], "pid"));
+			fmt_process(proc, sizeof(proc), rows[i]);
+			snprintf(proto, sizeof(proto), "%s/%s", jstr(rows[i], "protocol"),
+				 jstr(rows[i], "version"));
+			if (jint(rows[i], "status"))
+				snprintf(status, sizeof(status), "%lld", jint(rows[i], "status"));
 			else
-				snprintf(pid, sizeof(pid), "%s", jstr(rows[i], "process"));
-			snprintf(status, sizeof(status), "%lld", jint(rows[i], "status"));
+				snprintf(status, sizeof(status), "-");
 			snprintf(count, sizeof(count), "%lld", jint(rows[i], "count"));
 			fmt_latency(mean, sizeof(mean), jnum(rows[i], "mean_seconds"));
 			fmt_latency(p50, sizeof(p50), jnum(rows[i], "p50_seconds"));
 			fmt_latency(p99, sizeof(p99), jnum(rows[i], "p99_seconds"));
-			table_add(t, (const char *const[]){pid, jstr(rows[i], "protocol"),
+			table_add(t, (const char *const[]){proc, jstr(rows[i], "side"), proto,
 							   jstr(rows[i], "method"),
 							   jstr(rows[i], "path"), status, count,
 							   mean, p50, p99});
@@ -62,17 +76,22 @@ static void print_http(json_t *resp)
 	pairing = json_object_get(c, "pairing");
 	printf("\nTLS calls %lld (HTTP %lld), packets %lld (HTTP %lld), lost %lld, truncated %lld; "
 	       "requests %lld, responses %lld, paired %lld, unanswered %lld, orphan responses "
-	       "%lld, evicted %lld, paths over the cap %lld\n",
+	       "%lld, evicted %lld; overflow: per process %lld, table %lld; expired rows %lld; "
+	       "unattributed %lld; rejected: syntax %lld, status %lld\n",
 	       jint(c, "tls_calls"), jint(c, "tls_http"), jint(c, "packets"),
 	       jint(c, "packets_http"), jint(c, "lost"), jint(c, "truncated"),
 	       jint(pairing, "requests"), jint(pairing, "responses"), jint(pairing, "paired"),
 	       jint(pairing, "unanswered"), jint(pairing, "orphan_responses"),
-	       jint(pairing, "evicted"), jint(pairing, "path_overflow"));
+	       jint(pairing, "evicted"), jint(pairing, "process_overflow"),
+	       jint(pairing, "table_overflow"), jint(pairing, "expired"), jint(c, "unattributed"),
+	       jint(json_object_get(c, "rejected"), "syntax"),
+	       jint(json_object_get(c, "rejected"), "status"));
 }
 
 const struct bpftel_cli_section bpftel_usm_cli = {
 	.command = "http",
-	.help = "            HTTP endpoints (method, normalized path, status) per process, from\n"
-		"            TLS (OpenSSL, GnuTLS) and plaintext packets: count, mean, p50, p99\n",
+	.help = "            HTTP endpoints (side, method, normalized route, status) per process\n"
+		"            and container, from TLS (OpenSSL, GnuTLS) and plaintext packets:\n"
+		"            count, mean, p50, p99\n",
 	.print = print_http,
 };

@@ -1,8 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * What the USM module reports: the `http` command (endpoints and counters as JSON) and
- * its Prometheus families, from the endpoint table (endpoints.h).
+ * What the USM module reports: the `http` command (endpoint rows, with their process,
+ * side, connection and container, and every counter) and its Prometheus families.
+ *
+ * /metrics follows the OpenTelemetry HTTP semantic conventions mapped to Prometheus:
+ * bpftel_http_server_request_duration_seconds and ..._client_..., histograms labelled
+ * http_request_method, http_route, http_response_status_code, network_protocol_version
+ * (and container_id with `metrics_labels = container`), summed over processes. At most
+ * series_max label sets get a series of their own, the oldest first (so that a set
+ * keeps its series from one scrape to the next); the others are counted in the route
+ * "(overflow)" series of their side, and in bpftel_http_overflow_requests_total.
  */
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +22,32 @@
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
 
-static json_t *row_json(const struct usm_endpoint_row *r)
+static const char *const side_names[USM_SIDE__COUNT] = {
+	[USM_SIDE_SERVER] = "server",
+	[USM_SIDE_CLIENT] = "client",
+	[USM_SIDE_UNKNOWN] = "unknown",
+};
+
+static const char *version_name(int v)
+{
+	return v == 20 ? "2" : v == 10 ? "1.0" : "1.1";
+}
+
+/* "192.0.2.1:443", "[2001:db8::1]:443", or NULL when unknown. */
+static json_t *addr_json(uint8_t family, const uint8_t *addr, uint16_t port)
+{
+	char ip[INET6_ADDRSTRLEN], buf[INET6_ADDRSTRLEN + 8];
+
+	if (family != 4 && family != 6)
+		return json_null();
+	inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, ip, sizeof(ip));
+	snprintf(buf, sizeof(buf), family == 4 ? "%s:%u" : "[%s]:%u", ip, port);
+	return json_string(buf);
+}
+
+static json_t *buckets_json(const struct usm_hist *h)
 {
 	json_t *buckets = json_array();
-	const struct usm_hist *h = &r->latency;
-	json_t *pid;
 	int b;
 
 	for (b = 0; b < USM_HIST_BUCKETS; b++) {
@@ -29,21 +59,96 @@ static json_t *row_json(const struct usm_endpoint_row *r)
 								: usm_hist_upper_ns(b) / 1e9,
 							"count", (json_int_t)h->buckets[b]));
 	}
-	/* pid: a number, or null for packets (no process) and for exited processes. */
-	pid = r->pid == USM_PID_NONE || r->pid == USM_PID_EXITED ? json_null()
-								 : json_integer(r->pid);
-	return json_pack("{s:o, s:s, s:s, s:o, s:o, s:i, s:I, s:f, s:f, s:f, s:f, s:o}", "pid", pid,
-			 "process",
-			 r->pid == USM_PID_NONE	    ? "(packets)"
-			 : r->pid == USM_PID_EXITED ? "(exited)"
-						    : "live",
-			 "protocol", r->proto == USM_PROTO_HTTPS ? "https" : "http", "method",
-			 bpftel_json_str(r->method), "path", bpftel_json_str(r->path), "status",
-			 r->status, "count",
-			 (json_int_t)h->count, "latency_sum_seconds", h->sum_ns / 1e9,
-			 "p50_seconds", usm_hist_quantile_ns(h, 0.5) / 1e9, "p99_seconds",
-			 usm_hist_quantile_ns(h, 0.99) / 1e9, "mean_seconds",
-			 h->count ? h->sum_ns / 1e9 / h->count : 0.0, "buckets", buckets);
+	return buckets;
+}
+
+static const char *process_kind(uint32_t pid)
+{
+	switch (pid) {
+	case USM_PID_NONE:
+		return "(unattributed)";
+	case USM_PID_EXITED:
+		return "(exited)";
+	case USM_PID_OVERFLOW:
+		return "(overflow)";
+	}
+	return "live";
+}
+
+/* The process's name, cgroup and container, where known. */
+static void add_process(struct bpftel_usm *usm, json_t *o, uint32_t pid)
+{
+	struct usm_proc p;
+	bool known = pid != USM_PID_NONE && pid != USM_PID_EXITED && pid != USM_PID_OVERFLOW &&
+		     bpftel_usm__proc(usm, pid, &p);
+
+	json_object_set_new(o, "comm", known ? bpftel_json_str(p.comm) : json_null());
+	json_object_set_new(o, "cgroup", known ? bpftel_json_str(p.cgroup.path) : json_null());
+	json_object_set_new(o, "cgroup_id",
+			    known ? json_integer((json_int_t)p.cgroup.cgroup_id) : json_null());
+	json_object_set_new(o, "container_id", known && p.cgroup.container_id[0]
+						       ? json_string(p.cgroup.container_id)
+						       : json_null());
+	json_object_set_new(o, "container_runtime", known && p.cgroup.runtime[0]
+							    ? json_string(p.cgroup.runtime)
+							    : json_null());
+}
+
+static json_t *row_json(struct bpftel_usm *usm, const struct usm_endpoint_row *r)
+{
+	const struct usm_hist *h = &r->latency;
+	json_t *o, *pid;
+
+	pid = r->pid == USM_PID_NONE || r->pid == USM_PID_EXITED || r->pid == USM_PID_OVERFLOW
+		      ? json_null()
+		      : json_integer(r->pid);
+	o = json_pack("{s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:i, s:I, s:f, s:f, s:f, s:f, s:o, "
+		      "s:{s:o, s:o}}",
+		      "pid", pid, "process", process_kind(r->pid), "side", side_names[r->side],
+		      "protocol", r->proto == USM_PROTO_HTTPS ? "https" : "http", "version",
+		      version_name(r->version), "method", bpftel_json_str(r->method), "path",
+		      bpftel_json_str(r->path), "status", r->status, "count", (json_int_t)h->count,
+		      "latency_sum_seconds", h->sum_ns / 1e9, "p50_seconds",
+		      usm_hist_quantile_ns(h, 0.5) / 1e9, "p99_seconds",
+		      usm_hist_quantile_ns(h, 0.99) / 1e9, "mean_seconds",
+		      h->count ? h->sum_ns / 1e9 / h->count : 0.0, "buckets", buckets_json(h),
+		      "connection", "client",
+		      addr_json(r->conn.family, r->conn.client_addr, r->conn.client_port), "server",
+		      addr_json(r->conn.family, r->conn.server_addr, r->conn.server_port));
+	if (o)
+		add_process(usm, o, r->pid);
+	return o;
+}
+
+static json_t *counters_json(const struct bpftel_usm_counters *c)
+{
+	json_t *cnt = json_object(), *rej;
+	size_t i;
+
+	for (i = 0; i < USM_CNT__COUNT; i++)
+		json_object_set_new(cnt, bpftel_usm_counter_name(i), json_integer(c->kernel[i]));
+	json_object_set_new(cnt, "unparsed", json_integer(c->unparsed));
+	json_object_set_new(cnt, "malformed", json_integer(c->malformed));
+	json_object_set_new(cnt, "unattributed", json_integer(c->unattributed));
+	json_object_set_new(cnt, "tls_connection_unknown", json_integer(c->tls_no_conn));
+	json_object_set_new(cnt, "processes_not_described", json_integer(c->procs_dropped));
+	rej = json_pack("{s:I, s:I}", "syntax", (json_int_t)c->rejected[USM_HTTP_REJECT_SYNTAX],
+			"status", (json_int_t)c->rejected[USM_HTTP_REJECT_STATUS]);
+	json_object_set_new(cnt, "rejected", rej);
+	json_object_set_new(
+		cnt, "pairing",
+		json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "requests",
+			  (json_int_t)c->endpoints.requests, "responses",
+			  (json_int_t)c->endpoints.responses, "paired",
+			  (json_int_t)c->endpoints.paired, "unanswered",
+			  (json_int_t)c->endpoints.unanswered, "orphan_responses",
+			  (json_int_t)c->endpoints.orphan_responses, "evicted",
+			  (json_int_t)c->endpoints.evicted, "process_overflow",
+			  (json_int_t)c->endpoints.proc_overflow, "table_overflow",
+			  (json_int_t)c->endpoints.table_overflow, "expired",
+			  (json_int_t)c->endpoints.expired, "pending",
+			  (json_int_t)c->endpoints.pending, "rows", (json_int_t)c->endpoints.rows));
+	return cnt;
 }
 
 json_t *usm_report(struct bpftel_module *m, json_t *req)
@@ -51,58 +156,54 @@ json_t *usm_report(struct bpftel_module *m, json_t *req)
 	struct bpftel_usm *usm = bpftel_module__priv(m);
 	struct bpftel_usm_counters c;
 	struct usm_endpoint_row *rows;
-	json_t *arr = json_array(), *cnt = json_object();
+	json_t *arr = json_array(), *o;
 	size_t n, i;
 
 	(void)req;
 	n = bpftel_usm__rows(usm, &rows);
-	for (i = 0; i < n; i++)
-		json_array_append_new(arr, row_json(&rows[i]));
+	for (i = 0; i < n; i++) {
+		o = row_json(usm, &rows[i]);
+		if (o)
+			json_array_append_new(arr, o);
+	}
 	free(rows);
 	bpftel_usm__counters(usm, &c);
-	for (i = 0; i < USM_CNT__COUNT; i++)
-		json_object_set_new(cnt, bpftel_usm_counter_name(i), json_integer(c.kernel[i]));
-	json_object_set_new(cnt, "unparsed", json_integer(c.unparsed));
-	json_object_set_new(cnt, "malformed", json_integer(c.malformed));
-	json_object_set_new(cnt, "pairing",
-			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "requests",
-				      (json_int_t)c.endpoints.requests, "responses",
-				      (json_int_t)c.endpoints.responses, "paired",
-				      (json_int_t)c.endpoints.paired, "unanswered",
-				      (json_int_t)c.endpoints.unanswered, "orphan_responses",
-				      (json_int_t)c.endpoints.orphan_responses, "evicted",
-				      (json_int_t)c.endpoints.evicted, "path_overflow",
-				      (json_int_t)c.endpoints.path_overflow, "row_overflow",
-				      (json_int_t)c.endpoints.row_overflow, "pending",
-				      (json_int_t)c.endpoints.pending));
 	return json_pack("{s:s, s:o, s:o}", "state",
 			 bpftel_module_state_name(bpftel_module__state(m)), "endpoints", arr,
-			 "counters", cnt);
+			 "counters", counters_json(&c));
 }
 
-/* Latency buckets exported for bpftel_http_request_duration_seconds (seconds). */
-static const double http_le[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-				 0.1,	 0.25,	0.5,	1,     2.5,  5,	    10};
+/* ---- /metrics ---- */
+
+/* Latency bounds exported (seconds): OpenTelemetry's default for HTTP durations. */
+static const double http_le[] = {0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
+				 0.5,	0.75, 1,     2.5,  5,	  7.5,	10};
 #define NLE (sizeof(http_le) / sizeof(http_le[0]))
 
-/* One series of the exposition: rows of every process with these labels, summed. */
+/* One series: the rows of every process with these labels, summed. */
 struct series {
 	const struct usm_endpoint_row *row; /* the first: its labels */
-	__u64 count;
+	char container[65];
+	uint64_t seq; /* its oldest row's */
+	uint64_t count;
 	double sum;
 	__u64 le[NLE + 1];
+	bool overflow; /* beyond the budget: folded into its side's overflow series */
 };
 
-static bool same_labels(const struct usm_endpoint_row *a, const struct usm_endpoint_row *b)
+static bool same_series(const struct series *s, const struct usm_endpoint_row *r,
+			const char *container)
 {
-	return a->proto == b->proto && a->status == b->status && !strcmp(a->method, b->method) &&
-	       !strcmp(a->path, b->path);
+	const struct usm_endpoint_row *a = s->row;
+
+	return a->side == r->side && a->version == r->version && a->status == r->status &&
+	       !strcmp(a->method, r->method) && !strcmp(a->path, r->path) &&
+	       !strcmp(s->container, container);
 }
 
 /* Each fine bucket goes to the first exported bound that holds it whole. */
-static void add_row(struct series *s, const struct usm_endpoint_row *r)
+static void add_hist(struct series *s, const struct usm_hist *h)
 {
-	const struct usm_hist *h = &r->latency;
 	double ub;
 	size_t b, l;
 
@@ -118,48 +219,143 @@ static void add_row(struct series *s, const struct usm_endpoint_row *r)
 	}
 }
 
-static void labels_of(const struct usm_endpoint_row *r, struct bpftel_prom_label *l, char *status)
+static int by_seq(const void *a, const void *b)
 {
-	snprintf(status, 8, "%d", r->status);
-	l[0] = (struct bpftel_prom_label){"protocol", r->proto == USM_PROTO_HTTPS ? "https" : "http"};
-	l[1] = (struct bpftel_prom_label){"method", r->method};
-	l[2] = (struct bpftel_prom_label){"path", r->path};
-	l[3] = (struct bpftel_prom_label){"status", status};
+	const struct series *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* HTTP endpoints summed over processes (bounded by the endpoint table): counters that
- * only grow. */
+/* Rows -> series (unknown-side rows aside), oldest first, those past budget marked. */
+static size_t build_series(struct bpftel_usm *usm, const struct usm_endpoint_row *rows, size_t n,
+			   bool containers, unsigned int budget, struct series *ser)
+{
+	struct usm_proc p;
+	const char *ct;
+	size_t ns = 0, i, j;
+
+	for (i = 0; i < n; i++) {
+		if (rows[i].side == USM_SIDE_UNKNOWN)
+			continue;
+		ct = containers && bpftel_usm__proc(usm, rows[i].pid, &p) ? p.cgroup.container_id
+									  : "";
+		for (j = 0; j < ns && !same_series(&ser[j], &rows[i], ct); j++)
+			;
+		if (j == ns) {
+			memset(&ser[ns], 0, sizeof(ser[ns]));
+			ser[ns].row = &rows[i];
+			ser[ns].seq = rows[i].seq;
+			snprintf(ser[ns].container, sizeof(ser[ns].container), "%s", ct);
+			ns++;
+		}
+		if (rows[i].seq < ser[j].seq)
+			ser[j].seq = rows[i].seq;
+		add_hist(&ser[j], &rows[i].latency);
+	}
+	qsort(ser, ns, sizeof(*ser), by_seq);
+	for (j = budget; j < ns; j++)
+		ser[j].overflow = true;
+	return ns;
+}
+
+static size_t labels_of(const struct series *s, bool containers, struct bpftel_prom_label *l,
+			char *status)
+{
+	size_t n = 0;
+
+	if (s->row->status)
+		snprintf(status, 8, "%d", s->row->status);
+	else
+		status[0] = '\0';
+	l[n++] = (struct bpftel_prom_label){"http_request_method", s->row->method};
+	l[n++] = (struct bpftel_prom_label){"http_route", s->row->path};
+	l[n++] = (struct bpftel_prom_label){"http_response_status_code", status};
+	l[n++] = (struct bpftel_prom_label){"network_protocol_version", version_name(s->row->version)};
+	if (containers)
+		l[n++] = (struct bpftel_prom_label){"container_id", s->container};
+	return n;
+}
+
+static void side_family(struct bpftel_prom *w, struct series *ser, size_t ns, enum usm_side side,
+			bool containers, uint64_t *overflowed)
+{
+	struct series over = {0};
+	struct usm_endpoint_row over_row = {.side = side, .version = 11};
+	struct bpftel_prom_label l[7];
+	char status[8];
+	size_t j, nl, k;
+
+	bpftel_prom_family(w,
+			   side == USM_SIDE_SERVER ? "bpftel_http_server_request_duration_seconds"
+						   : "bpftel_http_client_request_duration_seconds",
+			   "histogram",
+			   side == USM_SIDE_SERVER
+				   ? "HTTP requests served, first byte of request to first byte of "
+				     "response as the server process sees it."
+				   : "HTTP requests made, first byte of request to first byte of "
+				     "response as the client process sees it.");
+	for (j = 0; j < ns; j++) {
+		if (ser[j].row->side != side)
+			continue;
+		if (ser[j].overflow) {
+			over.count += ser[j].count;
+			over.sum += ser[j].sum;
+			for (k = 0; k <= NLE; k++)
+				over.le[k] += ser[j].le[k];
+			*overflowed += ser[j].count;
+			continue;
+		}
+		nl = labels_of(&ser[j], containers, l, status);
+		bpftel_prom_histogram(w, l, nl, http_le, ser[j].le, NLE, ser[j].sum);
+	}
+	if (!over.count)
+		return;
+	snprintf(over_row.method, sizeof(over_row.method), "%s", USM_METHOD_OTHER);
+	snprintf(over_row.path, sizeof(over_row.path), "%s", USM_ROUTE_OVERFLOW);
+	over.row = &over_row;
+	nl = labels_of(&over, containers, l, status);
+	bpftel_prom_histogram(w, l, nl, http_le, over.le, NLE, over.sum);
+}
+
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 {
+	struct bpftel_usm *usm = bpftel_module__priv(m);
+	struct bpftel_usm_settings set;
+	struct bpftel_usm_counters c;
 	struct usm_endpoint_row *rows;
+	struct bpftel_prom_label l[1];
+	uint64_t overflowed[USM_SIDE__COUNT] = {0};
 	struct series *ser;
-	struct bpftel_prom_label l[5];
-	char status[8];
-	size_t n, ns = 0, i, j;
+	size_t n, ns = 0;
 
-	n = bpftel_usm__rows(bpftel_module__priv(m), &rows);
+	bpftel_usm__settings(usm, &set);
+	bpftel_usm__counters(usm, &c);
+	n = bpftel_usm__rows(usm, &rows);
 	ser = calloc(n + 1, sizeof(*ser));
-	for (i = 0; ser && i < n; i++) {
-		for (j = 0; j < ns && !same_labels(ser[j].row, &rows[i]); j++)
-			;
-		if (j == ns)
-			ser[ns++].row = &rows[i];
-		add_row(&ser[j], &rows[i]);
-	}
-	bpftel_prom_family(w, "bpftel_http_requests_total", "counter",
-			   "HTTP requests answered, by protocol, method, normalized path and "
-			   "status.");
-	for (j = 0; j < ns; j++) {
-		labels_of(ser[j].row, l, status);
-		bpftel_prom_sample_u64(w, "", l, 4, ser[j].count);
-	}
-	bpftel_prom_family(w, "bpftel_http_request_duration_seconds", "histogram",
-			   "First byte of request to first byte of response, as the process sees "
-			   "it.");
-	for (j = 0; j < ns; j++) {
-		labels_of(ser[j].row, l, status);
-		bpftel_prom_histogram(w, l, 4, http_le, ser[j].le, NLE, ser[j].sum);
-	}
+	if (ser)
+		ns = build_series(usm, rows, n, set.container_labels, set.series_max, ser);
+	side_family(w, ser, ns, USM_SIDE_SERVER, set.container_labels, &overflowed[0]);
+	side_family(w, ser, ns, USM_SIDE_CLIENT, set.container_labels, &overflowed[1]);
+	bpftel_prom_family(w, "bpftel_http_overflow_requests_total", "counter",
+			   "HTTP requests counted in an (overflow) series or row, by reason: "
+			   "series_budget (more label sets than http_series_max), process_rows (a "
+			   "process's row cap), table_full (the endpoint table's).");
+	l[0] = (struct bpftel_prom_label){"reason", "series_budget"};
+	bpftel_prom_sample_u64(w, "", l, 1, overflowed[0] + overflowed[1]);
+	l[0] = (struct bpftel_prom_label){"reason", "process_rows"};
+	bpftel_prom_sample_u64(w, "", l, 1, c.endpoints.proc_overflow);
+	l[0] = (struct bpftel_prom_label){"reason", "table_full"};
+	bpftel_prom_sample_u64(w, "", l, 1, c.endpoints.table_overflow);
+	bpftel_prom_family(w, "bpftel_http_unattributed_requests_total", "counter",
+			   "Plaintext HTTP requests whose sockets' owners the agent does not know "
+			   "(connected before it ran): in `bpftel http`, not in the histograms.");
+	bpftel_prom_sample_u64(w, "", NULL, 0, c.unattributed);
+	bpftel_prom_family(w, "bpftel_http_rejected_messages_total", "counter",
+			   "Messages that looked like HTTP/1.x and were not, by reason.");
+	l[0] = (struct bpftel_prom_label){"reason", "syntax"};
+	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_SYNTAX]);
+	l[0] = (struct bpftel_prom_label){"reason", "status"};
+	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_STATUS]);
 	free(ser);
 	free(rows);
 }

@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""USM data an operator can trust, against real programs:
+
+  1. A python `ssl` server and a python `urllib` client on one host, 20 requests: the
+     server's side counts 20 under the server's pid, the client's side 20 under the
+     client's, and /metrics has a server and a client histogram of 20 each, never 40.
+  2. Plaintext: curl, and a python client on one kept-alive connection, against a python
+     server: both ends' pids (learnt from their connect and accept), both sides.
+  3. A process in a cgroup named like a docker scope: its container id on its rows,
+     and as a metrics label only with `metrics_labels = container`.
+  4. A flood: one client sends 9 methods x 300 statuses; then a new process's new
+     endpoint is still counted; series stay within http_series_max plus the overflow
+     series; promtool stays clean; the path /caf\\xe9 is counted 5 times, escaped.
+
+The VM's cgroups are v1 (the cgroup is made under the pids hierarchy); on a v2 host the
+same test would make it under /sys/fs/cgroup."""
+import argparse
+import http.client
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import (Agent, check, free_port, make_cert, require_root, run, skip,  # noqa: E402
+                      usm_settled, wait_for)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONTAINER = "4f2b8a6c1d3e5f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8"
+
+
+def start_server(python, port, cert=None, key=None):
+    args = [python, os.path.join(HERE, "status_server.py"), str(port)]
+    if cert:
+        args += [cert, key]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().split()
+    if line[:1] != ["ready"]:
+        proc.kill()
+        raise AssertionError(f"status_server.py did not start: {line}")
+    return proc
+
+
+def rows(agent, **match):
+    return [r for r in agent.json("http")["endpoints"]
+            if all(r.get(k) == v for k, v in match.items())]
+
+
+def count(agent, **match):
+    return sum(r["count"] for r in rows(agent, **match))
+
+
+def settled_count(agent, want, what, **match):
+    wait_for(lambda: count(agent, **match) >= want, 30, what)
+    wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+    return count(agent, **match)
+
+
+def metrics(agent):
+    url = f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def sample(text, family, **labels):
+    """The value of family{labels...} (a subset of its labels), summed."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(family + "{"):
+            continue
+        body, value = line.rsplit(" ", 1)
+        if all(f'{k}="{v}"' in body for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+def promtool_clean(text, what):
+    res = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                         text=True)
+    check(res.returncode == 0, f"promtool check metrics {what}: {(res.stdout + res.stderr)[:200]}")
+
+
+def tls_sides(agent, python, tmp):
+    cert, key = make_cert(tmp)
+    port = free_port()
+    server = start_server(python, port, cert, key)
+    code = ("import ssl, urllib.request, sys\n"
+            "ctx = ssl.create_default_context(); ctx.check_hostname = False\n"
+            "ctx.verify_mode = ssl.CERT_NONE\n"
+            "for i in range(20):\n"
+            "    urllib.request.urlopen(f'https://127.0.0.1:{sys.argv[1]}/orders/{i}', "
+            "context=ctx).read()\n")
+    try:
+        wait_for(lambda: [r for r in agent.json("libs")["libs"]
+                          if r.get("module") == "usm" and r["lib"] == "libssl" and
+                          server.pid in r["pids"] and r["attached"] >= 8], 30,
+                 "usm attached to the server's libssl")
+        client = subprocess.run([python, "-c", code, str(port)], capture_output=True, text=True,
+                                timeout=120)
+        check(client.returncode == 0, f"urllib client made 20 HTTPS requests: {client.stderr}")
+        srv = settled_count(agent, 20, "the server's side", pid=server.pid, side="server")
+        check(srv == 20, f"server side: 20 requests under the server's pid {server.pid}: {srv}")
+        cli_rows = rows(agent, side="client", path="/orders/*")
+        cli = sum(r["count"] for r in cli_rows)
+        pids = {r["pid"] for r in cli_rows}
+        check(cli == 20 and len(pids) == 1 and server.pid not in pids,
+              f"client side: 20 requests under another pid {pids}: {cli}")
+        conn = rows(agent, pid=server.pid, side="server")[0]["connection"]
+        check(conn["server"] == f"127.0.0.1:{port}" and conn["client"].startswith("127.0.0.1:"),
+              f"the server's rows carry the connection: {conn}")
+        text = metrics(agent)
+        s = sample(text, "bpftel_http_server_request_duration_seconds_count",
+                   http_route="/orders/*", http_response_status_code="200")
+        c = sample(text, "bpftel_http_client_request_duration_seconds_count",
+                   http_route="/orders/*", http_response_status_code="200")
+        check(s == 20 and c == 20, f"/metrics: server histogram {s:.0f}, client {c:.0f} (not 40)")
+        promtool_clean(text, "after HTTPS")
+    finally:
+        server.kill()
+        server.wait()
+
+
+def plaintext_sides(agent, python):
+    port = free_port()
+    server = start_server(python, port)
+    keep = ("import http.client, sys\n"
+            "c = http.client.HTTPConnection('127.0.0.1', int(sys.argv[1]))\n"
+            "print('connected', flush=True)\n"
+            "for i in range(3):\n"
+            "    c.request('GET', f'/kept/{i}'); c.getresponse().read()\n"
+            "print('done', flush=True); sys.stdin.readline()\n")
+    try:
+        curl = subprocess.Popen(["curl", "-s", "-o", "/dev/null",
+                                 f"http://127.0.0.1:{port}/plain/1"])
+        curl.wait(timeout=30)
+        srv = settled_count(agent, 1, "curl's request on the server's side", pid=server.pid,
+                            side="server", path="/plain/*")
+        cli = count(agent, pid=curl.pid, side="client", path="/plain/*")
+        check(srv == 1 and cli == 1,
+              f"plaintext curl: server pid {server.pid} counted {srv}, curl pid {curl.pid} "
+              f"counted {cli}")
+        kept = subprocess.Popen([python, "-c", keep, str(port)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        kept.stdout.readline()
+        kept.stdout.readline()
+        n = settled_count(agent, 3, "the kept-alive client", pid=kept.pid, side="client",
+                          path="/kept/*")
+        m = count(agent, pid=server.pid, side="server", path="/kept/*")
+        check(n == 3 and m == 3, f"a long-lived python client: its pid {kept.pid} counted {n}, "
+                                 f"the server's {m}")
+        kept.stdin.close()
+        kept.wait(timeout=30)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def in_docker_cgroup(pid):
+    """Move pid into a cgroup named like a docker scope: (its directory, the parent)."""
+    parent = "/sys/fs/cgroup/pids/system.slice"
+    if not os.path.isdir("/sys/fs/cgroup/pids"):
+        parent = "/sys/fs/cgroup/system.slice"  # cgroup v2
+    os.makedirs(parent, exist_ok=True)
+    d = os.path.join(parent, f"docker-{CONTAINER}.scope")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "cgroup.procs"), "w") as f:
+        f.write(str(pid))
+    return d
+
+
+def container_identity(agent, python, conf):
+    port = free_port()
+    server = start_server(python, port)
+    d = None
+    try:
+        d = in_docker_cgroup(server.pid)
+        subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/ct/1"],
+                       check=True, timeout=30)
+        settled_count(agent, 1, "the request in the container", pid=server.pid, side="server",
+                      path="/ct/*")
+        r = rows(agent, pid=server.pid, side="server", path="/ct/*")[0]
+        check(r["container_id"] == CONTAINER and r["container_runtime"] == "docker" and
+              r["cgroup"].endswith(f"docker-{CONTAINER}.scope") and r["cgroup_id"],
+              f"the row carries its container: {r['container_runtime']} {r['container_id'][:12]}"
+              f", cgroup {r['cgroup']} (id {r['cgroup_id']})")
+        check("container_id=" not in metrics(agent),
+              "no container_id label in /metrics by default")
+        # Opted in: the label appears on the next scrape after SIGHUP's reload.
+        with open(conf, "a") as f:
+            f.write("metrics_labels = container\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        label = f'container_id="{CONTAINER}"'
+        wait_for(lambda: label in metrics(agent), 30,
+                 "the container_id label once metrics_labels = container")
+        check(label in metrics(agent), "with metrics_labels = container, the series carry "
+                                       "container_id")
+    finally:
+        server.kill()
+        server.wait()
+        if d:
+            os.rmdir(d)
+
+
+CAFE = r"""
+import socket, sys
+# Raw bytes: a path with a byte that is not UTF-8 (http.client would refuse to send it).
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+f = s.makefile('rb')
+for i in range(5):
+    s.sendall(b'GET /caf\xe9/x HTTP/1.1\r\nHost: t\r\n\r\n')
+    n = 0
+    while True:
+        line = f.readline()
+        if line.lower().startswith(b'content-length:'):
+            n = int(line.split(b':')[1])
+        if line in (b'\r\n', b''):
+            break
+    f.read(n)
+print(5)
+"""
+
+FLOOD = r"""
+import http.client, sys
+c = http.client.HTTPConnection('127.0.0.1', int(sys.argv[1]))
+n = 0
+for m in ('GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH', 'TRACE', 'PURGE'):
+    for s in range(200, 500):
+        c.request(m, f'/s/{s}/x')
+        c.getresponse().read()
+        n += 1
+print(n)
+"""
+
+
+def flood(agent, python):
+    port = free_port()
+    server = start_server(python, port)
+    try:
+        # Bytes >= 0x80 first (before the flood fills this server's rows).
+        cafe = subprocess.run([python, "-c", CAFE, str(port)], capture_output=True, text=True,
+                              timeout=60)
+        check(cafe.stdout.strip() == "5", f"5 requests of /caf\\xe9/x sent {cafe.stderr[-200:]}")
+        n = settled_count(agent, 5, "/caf\\xe9/x", pid=server.pid, side="server",
+                          path="/caf\\xE9/x")
+        json_text = agent.cli("http", "--json").stdout
+        table = agent.cli("http").stdout
+        check(n == 5 and "/caf\\\\xE9/x" in json_text and "/caf\\xE9/x" in table and
+              "\xe9" not in table,
+              f"/caf\\xe9/x counted {n} times, escaped as /caf\\xE9/x in JSON and the table")
+        # A method outside the standard set: its own row, method _OTHER.
+        purge = subprocess.run([python, "-c", CAFE.replace("b'GET /caf\\xe9/x", "b'PURGE /p/x")
+                                .replace("range(5)", "range(2)"), str(port)],
+                               capture_output=True, text=True, timeout=60)
+        n = settled_count(agent, 2, "PURGE /p/x", pid=server.pid, side="server",
+                          method="_OTHER", path="/p/x", status=200)
+        check(purge.returncode == 0 and n == 2, f"PURGE /p/x counted under _OTHER: {n}")
+        # A status outside 100..599: rejected and counted, not a row.
+        before = agent.json("http")["counters"]["rejected"]["status"]
+        bad = subprocess.run([python, "-c", CAFE.replace("/caf\\xe9/x", "/s/999/x")
+                              .replace("range(5)", "range(1)"), str(port)],
+                             capture_output=True, text=True, timeout=60)
+        wait_for(lambda: agent.json("http")["counters"]["rejected"]["status"] >= before + 1,
+                 30, "the 999 response counted as rejected")
+        check(bad.returncode == 0 and count(agent, pid=server.pid, status=999) == 0,
+              "a 999 status is rejected (counted under rejected.status), in no row")
+        fl = subprocess.run([python, "-c", FLOOD, str(port)], capture_output=True, text=True,
+                            timeout=600)
+        check(fl.returncode == 0 and fl.stdout.strip() == "2700",
+              f"one client sent 9 methods (PURGE among them) x 300 statuses: "
+              f"{fl.stdout.strip()} {fl.stderr[-200:]}")
+        wait_for(lambda: usm_settled(agent), 60, "USM's userspace to take the flood")
+        total = count(agent, pid=server.pid, side="server") - 7
+        check(total == 2700, f"every request of the flood counted on the server's side, in its "
+                             f"rows or its overflow row: {total}")
+        curl = subprocess.Popen(["curl", "-s", "-o", "/dev/null",
+                                 f"http://127.0.0.1:{port}/legit/1"])
+        curl.wait(timeout=30)
+        n = settled_count(agent, 1, "the new process's new endpoint", pid=curl.pid,
+                          side="client", path="/legit/*")
+        check(n == 1, f"after the flood, a new process's new endpoint is counted: {n}")
+        text = metrics(agent)
+        series = [ln for ln in text.splitlines()
+                  if re.match(r"bpftel_http_(server|client)_request_duration_seconds_count\{", ln)]
+        over = [ln for ln in series if 'http_route="(overflow)"' in ln]
+        check(len(series) <= 50 + 2 and over,
+              f"/metrics: {len(series)} HTTP series (budget 50, plus one overflow series a "
+              f"side: {len(over)})")
+        check(sample(text, "bpftel_http_overflow_requests_total", reason="series_budget") > 0,
+              "bpftel_http_overflow_requests_total counts what the budget folded")
+        promtool_clean(text, "after the flood")
+        # A module restart keeps the endpoint table (it belongs to the module, not to its
+        # BPF object): Prometheus sees no counter reset.
+        before = count(agent)
+        agent.cli("module", "restart", "usm")
+        after = count(agent)
+        check(after == before, f"bpftel module restart usm keeps the table: {before} -> {after}")
+        wait_for(lambda: any(r["name"] == "usm" and r["state"] == "running"
+                             for r in agent.json("modules")["modules"]), 30, "usm running again")
+        curl = subprocess.Popen(["curl", "-s", "-o", "/dev/null",
+                                 f"http://127.0.0.1:{port}/after/restart"])
+        curl.wait(timeout=30)
+        n = settled_count(agent, 1, "a request after the restart", pid=curl.pid,
+                          side="client", path="/after/restart")
+        check(n == 1, f"a request after the restart is counted in the same table: {n}")
+    finally:
+        server.kill()
+        server.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args()
+    require_root()
+    for tool in ("curl", "openssl", "promtool"):
+        if not shutil.which(tool):
+            skip(f"{tool} is not installed (tools/dev.sh test installs it)")
+    tmp = tempfile.mkdtemp(prefix="bpftel-sides-")
+    conf = os.path.join(tmp, "bpftel.conf")
+    with open(conf, "w") as f:
+        f.write("http_series_max = 50\nmetrics_addr = 127.0.0.1:0\n")
+    agent = Agent(args.agent, args.cli, ["-c", conf])
+    try:
+        tls_sides(agent, args.python, tmp)
+        plaintext_sides(agent, args.python)
+        container_identity(agent, args.python, conf)
+        flood(agent, args.python)
+        check(agent.stop() == 0, "the agent stops cleanly")
+    finally:
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run(main)

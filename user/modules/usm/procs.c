@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* USM's processes: name, cgroup, container (procs.h). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "procs.h"
+
+struct usm_procs {
+	pthread_mutex_t lock;
+	size_t n;
+	struct usm_proc *procs; /* USM_PROCS_MAX */
+	uint64_t dropped;
+};
+
+struct usm_procs *usm_procs_new(void)
+{
+	struct usm_procs *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->procs = calloc(USM_PROCS_MAX, sizeof(*p->procs));
+	if (!p->procs) {
+		free(p);
+		return NULL;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	return p;
+}
+
+void usm_procs_free(struct usm_procs *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_destroy(&p->lock);
+	free(p->procs);
+	free(p);
+}
+
+static struct usm_proc *find(struct usm_procs *p, uint32_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < p->n; i++) {
+		if (p->procs[i].pid == pid)
+			return &p->procs[i];
+	}
+	return NULL;
+}
+
+static void read_comm(uint32_t pid, char *comm, size_t size)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	f = fopen(path, "re");
+	if (!f || !fgets(comm, (int)size, f))
+		snprintf(comm, size, "?");
+	if (f)
+		fclose(f);
+	comm[strcspn(comm, "\n")] = '\0';
+}
+
+void usm_procs_note(struct usm_procs *p, uint32_t pid)
+{
+	struct usm_proc e = {.pid = pid};
+	bool known;
+
+	pthread_mutex_lock(&p->lock);
+	known = find(p, pid) != NULL;
+	pthread_mutex_unlock(&p->lock);
+	if (known || !pid)
+		return;
+	read_comm(pid, e.comm, sizeof(e.comm));
+	bpftel_cgroup_of(pid, &e.cgroup);
+	pthread_mutex_lock(&p->lock);
+	if (!find(p, pid)) {
+		if (p->n < USM_PROCS_MAX)
+			p->procs[p->n++] = e;
+		else
+			p->dropped++;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+bool usm_procs_get(struct usm_procs *p, uint32_t pid, struct usm_proc *out)
+{
+	struct usm_proc *e;
+
+	pthread_mutex_lock(&p->lock);
+	e = find(p, pid);
+	if (e)
+		*out = *e;
+	pthread_mutex_unlock(&p->lock);
+	return e != NULL;
+}
+
+void usm_procs_sweep(struct usm_procs *p, bool (*alive)(uint32_t pid))
+{
+	size_t i;
+
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < p->n;) {
+		if (alive(p->procs[i].pid))
+			i++;
+		else
+			p->procs[i] = p->procs[--p->n];
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+uint64_t usm_procs_dropped(struct usm_procs *p)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->dropped;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
