@@ -17,6 +17,10 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <cmocka.h>
 #include <bpf/bpf.h>
 
@@ -409,6 +413,226 @@ static void test_unreadable_pointer(void **state)
 	assert_int_equal(counter(SHLIB_CNT_EMITTED), 0);
 }
 
+/* ---- socket owners (lib/shlib_sockets.h) ---- */
+
+/* Play the exit of a connect or accept that returned fd, in this process. */
+static void play_sock(long fd)
+{
+	struct {
+		__s64 fd;
+	} ctx = {fd};
+	int retval = -1;
+
+	assert_int_equal(bpftel_test_run(skel->progs.shlib_test_sock, &ctx, sizeof(ctx), &retval),
+			 0);
+	assert_int_equal(retval, 0);
+}
+
+static void set_sockets(bool on)
+{
+	struct shlib_config cfg;
+	__u32 zero = 0;
+
+	bpftel_shlib_config(&cfg, SHLIB_LIBSET_ALL | (on ? SHLIB_SUB_SOCKETS : 0));
+	assert_int_equal(cfg.flags, on ? SHLIB_CFG_SOCKETS : 0);
+	assert_int_equal(
+		bpf_map_update_elem(bpf_map__fd(skel->maps.shlib_config), &zero, &cfg, BPF_ANY), 0);
+}
+
+static int map_entries(struct bpf_map *map)
+{
+	char key[64], next[64];
+	void *prev = NULL;
+	int n = 0;
+
+	assert_true(bpf_map__key_size(map) <= sizeof(key));
+	while (!bpf_map_get_next_key(bpf_map__fd(map), prev, next)) {
+		memcpy(key, next, sizeof(key));
+		prev = key;
+		n++;
+	}
+	return n;
+}
+
+static void clear_map(struct bpf_map *map)
+{
+	char key[64];
+
+	while (!bpf_map_get_next_key(bpf_map__fd(map), NULL, key))
+		assert_int_equal(bpf_map_delete_elem(bpf_map__fd(map), key), 0);
+}
+
+static int sock_setup(void **state)
+{
+	case_setup(state);
+	clear_map(skel->maps.shlib_sock_owners);
+	clear_map(skel->maps.shlib_fd_socks);
+	set_sockets(true);
+	return 0;
+}
+
+/* A TCP connection over loopback: a listener, a client connected to it, the accepted
+ * socket. family AF_INET, or AF_INET6 to ::1 (v4mapped: to ::ffff:127.0.0.1). */
+struct tcp_pair {
+	int lfd, cfd, afd;
+	__u16 cport, sport;
+};
+
+static void tcp_pair(struct tcp_pair *t, int family, bool v4mapped)
+{
+	struct sockaddr_storage ss = {};
+	socklen_t len;
+
+	t->lfd = socket(family, SOCK_STREAM, 0);
+	assert_true(t->lfd >= 0);
+	if (family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+		a->sin_family = AF_INET;
+		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof(*a);
+	} else {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+		a->sin6_family = AF_INET6;
+		if (v4mapped)
+			inet_pton(AF_INET6, "::ffff:127.0.0.1", &a->sin6_addr);
+		else
+			a->sin6_addr = in6addr_loopback;
+		len = sizeof(*a);
+	}
+	assert_int_equal(bind(t->lfd, (struct sockaddr *)&ss, len), 0);
+	assert_int_equal(listen(t->lfd, 4), 0);
+	assert_int_equal(getsockname(t->lfd, (struct sockaddr *)&ss, &len), 0);
+	t->sport = ntohs(family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+					   : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	t->cfd = socket(family, SOCK_STREAM, 0);
+	assert_int_equal(connect(t->cfd, (struct sockaddr *)&ss, len), 0);
+	t->afd = accept(t->lfd, NULL, NULL);
+	assert_true(t->afd >= 0);
+	assert_int_equal(getsockname(t->cfd, (struct sockaddr *)&ss, &len), 0);
+	t->cport = ntohs(family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+					   : ((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+static void tcp_pair_close(struct tcp_pair *t)
+{
+	close(t->afd);
+	close(t->cfd);
+	close(t->lfd);
+}
+
+static void sock_key(struct shlib_sock_key *k, int family, const void *addr, __u16 lport,
+		     __u16 rport)
+{
+	memset(k, 0, sizeof(*k));
+	k->family = family;
+	memcpy(k->local, addr, family == 4 ? 4 : 16);
+	memcpy(k->remote, addr, family == 4 ? 4 : 16);
+	k->lport = lport;
+	k->rport = rport;
+}
+
+/* The owner recorded for k is this thread of this process, by the connection and by
+ * (pid, fd). */
+static void assert_owner(const struct shlib_sock_key *k, int fd)
+{
+	struct shlib_fd_key fk = {.pid = (__u32)getpid(), .fd = fd};
+	struct shlib_sock_owner owner;
+	struct shlib_sock_key back;
+
+	assert_int_equal(
+		bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_sock_owners), k, &owner), 0);
+	assert_int_equal(owner.pid, getpid());
+	assert_int_equal(owner.tid, (__u32)syscall(SYS_gettid));
+	assert_string_equal(owner.comm, TEST_COMM);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_fd_socks), &fk, &back),
+			 0);
+	assert_memory_equal(&back, k, sizeof(*k));
+}
+
+/* connect and accept on IPv4: each end's socket recorded as that end sees it. */
+static void test_sock_ipv4(void **state)
+{
+	const __u8 lo[4] = {127, 0, 0, 1};
+	struct shlib_sock_key k;
+	struct tcp_pair t;
+
+	(void)state;
+	tcp_pair(&t, AF_INET, false);
+	play_sock(t.cfd);
+	sock_key(&k, 4, lo, t.cport, t.sport);
+	assert_owner(&k, t.cfd);
+	play_sock(t.afd);
+	sock_key(&k, 4, lo, t.sport, t.cport);
+	assert_owner(&k, t.afd);
+	assert_int_equal(map_entries(skel->maps.shlib_sock_owners), 2);
+	assert_int_equal(map_entries(skel->maps.shlib_fd_socks), 2);
+	tcp_pair_close(&t);
+}
+
+/* IPv6: ::1 keyed as family 6; an IPv4-mapped address as the IPv4 connection that the
+ * socket filter sees in the packets. */
+static void test_sock_ipv6(void **state)
+{
+	const __u8 lo4[4] = {127, 0, 0, 1};
+	struct shlib_sock_key k;
+	struct tcp_pair t;
+
+	(void)state;
+	tcp_pair(&t, AF_INET6, false);
+	play_sock(t.cfd);
+	sock_key(&k, 6, &in6addr_loopback, t.cport, t.sport);
+	assert_owner(&k, t.cfd);
+	play_sock(t.afd);
+	sock_key(&k, 6, &in6addr_loopback, t.sport, t.cport);
+	assert_owner(&k, t.afd);
+	tcp_pair_close(&t);
+
+	tcp_pair(&t, AF_INET6, true);
+	play_sock(t.cfd);
+	sock_key(&k, 4, lo4, t.cport, t.sport);
+	assert_owner(&k, t.cfd);
+	tcp_pair_close(&t);
+	assert_int_equal(map_entries(skel->maps.shlib_sock_owners), 3);
+}
+
+/* Nothing recorded for what is not a connected TCP socket, for a bad fd, nor when no
+ * subscriber asked for sockets. */
+static void test_sock_ignored(void **state)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(9)};
+	int tcp = socket(AF_INET, SOCK_STREAM, 0), udp = socket(AF_INET, SOCK_DGRAM, 0);
+	int unx[2], file = open_real("notes.txt", O_RDONLY);
+	struct tcp_pair t;
+
+	(void)state;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(udp, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, unx), 0);
+	play_sock(tcp); /* TCP, never connected: no peer */
+	play_sock(udp); /* connected, but UDP */
+	play_sock(unx[0]);
+	play_sock(file);
+	play_sock(-1);
+	play_sock(1 << 20); /* beyond the fd table */
+	close(tcp);
+	play_sock(tcp); /* closed */
+	tcp_pair(&t, AF_INET, false);
+	set_sockets(false);
+	play_sock(t.cfd); /* connected, but nobody asked */
+	assert_int_equal(map_entries(skel->maps.shlib_sock_owners), 0);
+	assert_int_equal(map_entries(skel->maps.shlib_fd_socks), 0);
+	set_sockets(true);
+	play_sock(t.cfd);
+	assert_int_equal(map_entries(skel->maps.shlib_sock_owners), 1);
+	tcp_pair_close(&t);
+	close(udp);
+	close(unx[0]);
+	close(unx[1]);
+	close(file);
+}
+
 int main(void)
 {
 	size_t ncases = sizeof(path_cases) / sizeof(path_cases[0]), i;
@@ -422,6 +646,9 @@ int main(void)
 		cmocka_unit_test_setup(test_dirfd_recorded, case_setup),
 		cmocka_unit_test_setup(test_self_ignored, case_setup),
 		cmocka_unit_test_setup(test_unreadable_pointer, case_setup),
+		cmocka_unit_test_setup(test_sock_ipv4, sock_setup),
+		cmocka_unit_test_setup(test_sock_ipv6, sock_setup),
+		cmocka_unit_test_setup(test_sock_ignored, sock_setup),
 	};
 	size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
 	struct CMUnitTest *tests = calloc(ncases + nfixed, sizeof(*tests));

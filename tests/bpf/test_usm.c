@@ -240,6 +240,37 @@ static void test_not_http_ignored(void **state)
 	assert_int_equal(counter(USM_CNT_PACKETS), 5);
 }
 
+/* Only packets to or from this host: the kernel derives pkt_type from the destination
+ * MAC (eth_type_trans on the test run's loopback device, whose address is zero), so a
+ * frame for another MAC is PACKET_OTHERHOST, ff:ff:.. PACKET_BROADCAST and 01:00:5e:..
+ * PACKET_MULTICAST; none of them is looked at, not even counted as a packet. */
+static void test_pkt_type(void **state)
+{
+	static const uint8_t other[6] = {0x02, 0, 0, 0, 0, 0x01};
+	static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	static const uint8_t mcast[6] = {0x01, 0x00, 0x5e, 0x00, 0x00, 0x01};
+	const uint8_t *macs[] = {other, bcast, mcast};
+	const char *req = "GET /a HTTP/1.1\r\n\r\n";
+	struct pkt p;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(macs) / sizeof(macs[0]); i++) {
+		build(&p, 4, true, 0, req, strlen(req), 0);
+		memcpy(p.b, macs[i], 6);
+		assert_int_equal(run_packet(&p), 0);
+		build(&p, 6, true, 0, req, strlen(req), 0);
+		memcpy(p.b, macs[i], 6);
+		assert_int_equal(run_packet(&p), 0);
+	}
+	assert_int_equal(counter(USM_CNT_PACKETS), 0);
+	/* The same frame for this host is seen, and counted once. */
+	build(&p, 4, true, 0, req, strlen(req), 0);
+	assert_int_equal(run_packet(&p), 1);
+	assert_int_equal(counter(USM_CNT_PACKETS), 1);
+	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 1);
+}
+
 static void test_no_payload(void **state)
 {
 	struct pkt p;
@@ -290,14 +321,19 @@ enum { SSL_WRITE, SSL_READ, SSL_WRITE_EX, SSL_READ_EX, GNUTLS_SEND, GNUTLS_RECV 
 #define PID_TGID ((4242ull << 32) | 4243)
 #define SSL_PTR	 0x55aa00001000ul
 
-static void tls_run(int probe, bool ret, struct test_regs *regs, __u64 now)
+static void tls_run_as(int probe, bool ret, struct test_regs *regs, __u64 now, __u64 pid_tgid)
 {
 	struct usm_test_call ctx = {
-		.regs = *regs, .pid_tgid = PID_TGID, .now = now, .probe = (__u32)(probe * 2 + ret)};
+		.regs = *regs, .pid_tgid = pid_tgid, .now = now, .probe = (__u32)(probe * 2 + ret)};
 	int retval = -1;
 
 	assert_int_equal(bpftel_test_run(skel->progs.usm_test_tls, &ctx, sizeof(ctx), &retval), 0);
 	assert_int_equal(retval, 0);
+}
+
+static void tls_run(int probe, bool ret, struct test_regs *regs, __u64 now)
+{
+	tls_run_as(probe, ret, regs, now, PID_TGID);
 }
 
 /* One call: entry at t, return at t + 100 with rc; returns the events it emitted. */
@@ -400,6 +436,64 @@ static void test_gnutls(void **state)
 	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
 }
 
+/* SSL_set_fd(ssl, fd) and gnutls_transport_set_int2(s, rfd, wfd) name the socket of a
+ * session, per process: the events of that session carry it (and their direction);
+ * another process's session at the same address, or a session never set, carry -1. */
+static void test_tls_fd(void **state)
+{
+	const char *req = "GET /fd HTTP/1.1\r\n\r\n";
+	const char *resp = "HTTP/1.1 204 No Content\r\n\r\n";
+	struct test_regs set = {.di = SSL_PTR, .si = 7};
+	struct test_regs set2 = {.di = SSL_PTR + 64, .si = 9, .dx = 11};
+
+	(void)state;
+	assert_int_equal(tls_call(SSL_WRITE, req, strlen(req), (long)strlen(req), NULL, 1), 1);
+	assert_int_equal(event(0)->fd, -1); /* not set yet */
+	assert_int_equal(event(0)->dir, USM_DIR_WRITE);
+
+	tls_run(USM_TLS_SSL_SET_FD, false, &set, 2);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 0); /* naming a socket emits nothing */
+	assert_int_equal(tls_call(SSL_WRITE, req, strlen(req), (long)strlen(req), NULL, 3), 1);
+	assert_int_equal(event(0)->fd, 7);
+	assert_int_equal(event(0)->dir, USM_DIR_WRITE);
+	assert_int_equal(tls_call(SSL_READ, resp, 4096, (long)strlen(resp), NULL, 4), 1);
+	assert_int_equal(event(0)->fd, 7);
+	assert_int_equal(event(0)->dir, USM_DIR_READ);
+	assert_int_equal(event(0)->kind, USM_KIND_RESPONSE);
+
+	/* Set again (a session reused on another socket): the last one counts. */
+	set.si = 8;
+	tls_run(USM_TLS_SSL_SET_FD, false, &set, 5);
+	assert_int_equal(tls_call(SSL_WRITE, req, strlen(req), (long)strlen(req), NULL, 6), 1);
+	assert_int_equal(event(0)->fd, 8);
+
+	/* GnuTLS: the receive fd names the connection. */
+	tls_run(USM_TLS_GNUTLS_SET_INT2, false, &set2, 7);
+	{
+		struct test_regs in = {.di = SSL_PTR + 64, .si = (uintptr_t)req,
+				       .dx = strlen(req)};
+		struct test_regs out = {.ax = strlen(req)};
+
+		tls_run(GNUTLS_SEND, false, &in, 8);
+		tls_run(GNUTLS_SEND, true, &out, 9);
+	}
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->source, USM_SRC_GNUTLS);
+	assert_int_equal(event(0)->fd, 9);
+
+	/* Another process with a session at the same address knows nothing of that fd. */
+	{
+		struct test_regs in = {.di = SSL_PTR, .si = (uintptr_t)req, .dx = strlen(req)};
+		struct test_regs out = {.ax = strlen(req)};
+
+		tls_run_as(SSL_WRITE, false, &in, 10, (5151ull << 32) | 5151);
+		tls_run_as(SSL_WRITE, true, &out, 11, (5151ull << 32) | 5151);
+	}
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->pid, 5151);
+	assert_int_equal(event(0)->fd, -1);
+}
+
 static int case_setup(void **state)
 {
 	(void)state;
@@ -437,6 +531,7 @@ int main(void)
 		T(test_long_request_prefix_only),
 		T(test_not_http_ignored),
 		T(test_other_methods),
+		T(test_pkt_type),
 		T(test_no_payload),
 		T(test_truncated_packets),
 		T(test_tls_write_request_read_response),
@@ -444,6 +539,7 @@ int main(void)
 		T(test_tls_errors_and_non_http),
 		T(test_tls_ex_forms),
 		T(test_gnutls),
+		T(test_tls_fd),
 	};
 
 	bpftel_test_require_bpf();

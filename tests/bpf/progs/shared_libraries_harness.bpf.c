@@ -7,15 +7,21 @@
  * and dirfd the process passed. A syscall program runs in the test's own process, so
  * filename is an ordinary pointer into the test's memory and bpf_probe_read_user_str
  * reads it as the real probe would.
+ *
+ * shlib_test_sock plays the exit of a connect or accept that left fd connected: the
+ * same inline code as the sys_exit_connect/accept/accept4 programs, on the test's own
+ * fd table and sockets.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include "shared_libraries.h"
 #include "lib/shlib_match.h"
 #include "telemetry/telemetry.bpf.h"
 #include "lib/shlib_probe.h"
+#include "lib/shlib_sockets.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -55,4 +61,16 @@ int shlib_test_match(struct shlib_test_open *ctx)
 	if (len < 0)
 		return -3;
 	return shlib_match_event(ev, len, cfg);
+}
+
+struct shlib_test_sock {
+	__s64 fd;
+};
+
+SEC("syscall")
+int shlib_test_sock(struct shlib_test_sock *ctx)
+{
+	__u32 __tlm_prog = 0;
+
+	return shlib_on_sock(TLM_ARG, ctx->fd);
 }
