@@ -137,12 +137,12 @@ __noinline int tlm_count_helper_error(__u32 prog, __u32 helper, long ret)
  * under op "insert". tlm_map_update(map, key, val, BPF_NOEXIST) counts -EEXIST too:
  * use it where an existing key is a fault.
  */
-#define tlm_map_insert(map, key, val)                                                      \
-	({                                                                                 \
-		long __r = bpf_map_update_elem(&map, key, val, BPF_NOEXIST);               \
-		if (__r < 0 && __r != -EEXIST)                                             \
+#define tlm_map_insert(map, key, val)                                                           \
+	({                                                                                      \
+		long __r = bpf_map_update_elem(&map, key, val, BPF_NOEXIST);                    \
+		if (__r < 0 && __r != -EEXIST)                                                  \
 			tlm_count_map_error(__tlm_prog, tlm_key_map_##map, TLM_OP_INSERT, __r); \
-		__r;                                                                       \
+		__r;                                                                            \
 	})
 
 /* Lookup, or insert init and look up again. A lost insert race (EEXIST) is no error. */

@@ -240,8 +240,8 @@ int cand_injected(struct bpftel_module *m, const char *probe, size_t cand)
 		if (!f->left || (size_t)f->cand != cand || strcmp(f->probe, probe))
 			continue;
 		f->left--;
-		pr_warn("module '%s': injected fault on probe '%s' candidate %zu: %s",
-			m->ops->name, probe, cand, strerror(-f->err));
+		pr_warn("module '%s': injected fault on probe '%s' candidate %zu: %s", m->ops->name,
+			probe, cand, strerror(-f->err));
 		return f->err;
 	}
 	return 0;

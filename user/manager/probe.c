@@ -228,8 +228,7 @@ void probes_detect(struct bpftel_module *m)
 				snprintf(st.cand[j].reason, sizeof(st.cand[j].reason),
 					 "injected fault");
 			else
-				err = detect(m, p, j, st.cand[j].reason,
-					     sizeof(st.cand[j].reason));
+				err = detect(m, p, j, st.cand[j].reason, sizeof(st.cand[j].reason));
 			if (!err && (p->spec.cand[j].type == BPFTEL_ATTACH_FENTRY ||
 				     p->spec.cand[j].type == BPFTEL_ATTACH_FEXIT))
 				err = bpf_program__set_attach_target(prog, 0,

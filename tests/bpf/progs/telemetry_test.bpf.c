@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Programs that fail on purpose through the telemetry wrappers (and one that only
- * succeeds), for BPF_PROG_TEST_RUN tests; inserts whose EEXIST is expected or not; a getppid tracepoint that fails a read for
- * module-level tests; and socket programs doing N map updates wrapped or raw, for
- * tools/bench (test_run with repeat works for socket programs).
+ * succeeds), for BPF_PROG_TEST_RUN tests; inserts whose EEXIST is expected or not; a
+ * getppid tracepoint that fails a read for module-level tests; and socket programs
+ * doing N map updates wrapped or raw, for tools/bench (test_run with repeat works for
+ * socket programs).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
