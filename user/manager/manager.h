@@ -281,6 +281,14 @@ int bpftel_module__inject_fault(struct bpftel_module *m, const char *step, int e
 int bpftel_module__inject_candidate_fault(struct bpftel_module *m, const char *probe, int cand,
 					  int err, unsigned int count);
 
+/*
+ * For tests of event loss: hold (or release) the consumer of the running module's ring
+ * buffers (bpftel_events__hold_consumer): held, it reads nothing, so the kernel's ring
+ * buffers fill and their programs count what no longer fits. Returns once the consumer
+ * has stopped reading; -ENOENT when the module consumes nothing (not running).
+ */
+int bpftel_module__hold_consumer(struct bpftel_module *m, bool hold);
+
 /* Errors of the last stop's hooks (negative errnos), count returned. */
 size_t bpftel_module__stop_errors(struct bpftel_module *m, int *errs, size_t max);
 
