@@ -160,7 +160,7 @@ __u64 prog_errors(struct prog_env *e, const char *module, const char *prog, cons
 		    !strcmp(rows[i].resource, res) && !strcmp(rows[i].op, op) && rows[i].err == err)
 			count += rows[i].count;
 	}
-	if (n > 0)
+	if (n >= 0)
 		free(rows);
 	return count;
 }
@@ -191,7 +191,7 @@ size_t prog_attached(struct prog_env *e, const char *module, pid_t pid)
 				got += rows[i].attached;
 		}
 	}
-	if (n > 0)
+	if (n >= 0)
 		free(rows);
 	return got;
 }

@@ -95,7 +95,7 @@ static struct bpftel_gpu_proc gpu_row(struct fixture *f, pid_t pid)
 		if (rows[i].pid == (__u32)pid)
 			row = rows[i];
 	}
-	if (n > 0)
+	if (n >= 0)
 		free(rows);
 	if (!row.pid)
 		fail_msg("no GPU row for pid %d", (int)pid);

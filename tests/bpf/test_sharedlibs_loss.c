@@ -144,7 +144,7 @@ static __u64 telemetry_lost(struct fixture *f)
 		    !strcmp(e[i].resource, "shlib_events") && !strcmp(e[i].op, "ringbuf_output"))
 			sum += e[i].count;
 	}
-	if (n > 0)
+	if (n >= 0)
 		free(e);
 	return sum;
 }
