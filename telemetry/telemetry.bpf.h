@@ -15,6 +15,7 @@
  *           return helper(TLM_ARG, ...);      inline helpers take TLM_PARAM first
  *   }
  *   tlm_map_update(my_map, &k, &v, BPF_ANY)   (the map's name, not its address)
+ *   tlm_map_insert(my_map, &k, &v)            BPF_NOEXIST; a lost race (EEXIST) is no error
  *
  * Keys are 0 until the userspace owner assigns them before load; counts then land on
  * program or map 0 ("unassigned"), never on another resource.
@@ -128,6 +129,21 @@ __noinline int tlm_count_helper_error(__u32 prog, __u32 helper, long ret)
 #define tlm_map_update(map, key, val, flags) \
 	__tlm_map_ret(map, TLM_OP_UPDATE, bpf_map_update_elem(&map, key, val, flags))
 #define tlm_map_delete(map, key) __tlm_map_ret(map, TLM_OP_DELETE, bpf_map_delete_elem(&map, key))
+
+/*
+ * Insert key only where it is absent (BPF_NOEXIST). -EEXIST is an expected outcome
+ * here, not an error: another CPU inserted the same key first, a race the caller
+ * handles (looks the key up again). Any other failure (a full map: E2BIG) is counted,
+ * under op "insert". tlm_map_update(map, key, val, BPF_NOEXIST) counts -EEXIST too:
+ * use it where an existing key is a fault.
+ */
+#define tlm_map_insert(map, key, val)                                                           \
+	({                                                                                      \
+		long __r = bpf_map_update_elem(&map, key, val, BPF_NOEXIST);                    \
+		if (__r < 0 && __r != -EEXIST)                                                  \
+			tlm_count_map_error(__tlm_prog, tlm_key_map_##map, TLM_OP_INSERT, __r); \
+		__r;                                                                            \
+	})
 
 /* Lookup, or insert init and look up again. A lost insert race (EEXIST) is no error. */
 #define tlm_map_lookup_or_init(map, key, init)                                        \

@@ -46,6 +46,7 @@ static const char *const op_names[TLM_OP__COUNT] = {
 	[TLM_OP_LOOKUP_INIT] = "lookup_or_init",
 	[TLM_OP_RB_RESERVE] = "ringbuf_reserve",
 	[TLM_OP_RB_OUTPUT] = "ringbuf_output",
+	[TLM_OP_INSERT] = "insert",
 };
 
 const char *bpftel_tlm_op_name(enum tlm_map_op op)

@@ -26,6 +26,7 @@ enum tlm_map_op {
 	TLM_OP_LOOKUP_INIT = 2, /* the insert of lookup-or-init */
 	TLM_OP_RB_RESERVE = 3,	/* NULL from bpf_ringbuf_reserve: counted as ENOSPC */
 	TLM_OP_RB_OUTPUT = 4,
+	TLM_OP_INSERT = 5, /* tlm_map_insert: BPF_NOEXIST, its -EEXIST not counted */
 	TLM_OP__COUNT,
 };
 

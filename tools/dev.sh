@@ -75,6 +75,14 @@ run_ctest() { # run_ctest DIR [CTEST ARGS]
 	return $status
 }
 
+# How each production object's programs were run (tests/bpf/prog_common.h): the lines
+# the test_bpf_prog_* tests print, read back from ctest's log of every test's output.
+print_program_coverage() { # print_program_coverage DIR
+	echo "dev.sh: production programs, each through its own entry:"
+	grep -hE '^[a-z_]+\.bpf\.o: ' "$root/$1/Testing/Temporary/LastTest.log" ||
+		echo "dev.sh: no coverage lines: the test_bpf_prog_* tests did not run"
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -95,6 +103,7 @@ test)
 	install_missing $build_pkgs $test_pkgs
 	build build -DBPFTEL_TESTS=ON
 	run_ctest build
+	print_program_coverage build
 	echo "dev.sh: === again with AddressSanitizer + UndefinedBehaviorSanitizer ==="
 	build build-asan -DBPFTEL_TESTS=ON -DBPFTEL_SANITIZE=ON
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -139,7 +139,8 @@ static __always_inline void gpu_count_error(TLM_PARAM, struct gpu_proc_stats *st
 		__sync_fetch_and_add(cnt, 1);
 		return;
 	}
-	if (tlm_map_update(gpu_errors, &key, &one, BPF_NOEXIST) == -EEXIST) {
+	/* -EEXIST: another CPU inserted this key since our lookup, a benign race. */
+	if (tlm_map_insert(gpu_errors, &key, &one) == -EEXIST) {
 		cnt = bpf_map_lookup_elem(&gpu_errors, &key);
 		if (cnt)
 			__sync_fetch_and_add(cnt, 1);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Manager: every legal and illegal transition, hook order and errors, .rodata and map
- * resizing from hooks, map sharing, attach fallback with the reasons this kernel
- * gives, probe policies, consumers, shared components. Real BPF objects throughout.
+ * resizing from hooks, map sharing, attach fallback (the whole fentry -> kprobe ->
+ * tracepoint chain through injected candidate faults on any kernel, and as this kernel
+ * decides), probe policies, consumers, shared components. Real BPF objects throughout.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -389,30 +390,110 @@ static const struct bpftel_probe_spec fallback_probe = {
 		},
 };
 
+/*
+ * The whole chain on any kernel: faults injected on the fentry and kprobe candidates
+ * reject them before the kernel is asked (with errnos no kernel gives here), so the
+ * tracepoint attaches and runs wherever this test runs.
+ */
 static void test_fallback_fentry_kprobe_tracepoint(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_module *m = f->tm->module;
+	struct bpftel_probe_status st;
+	struct manager_test *skel;
+	int fd, i;
+
+	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 0, -EACCES, 1), 0);
+	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 1, -ENODEV, 1), 0);
+	test_module_set_probes(f->tm, &fallback_probe, 1, false);
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(bpftel_module__probes(m, &st, 1), 1);
+	assert_int_equal(st.winner, 2);
+	assert_int_equal(st.cand[0].result, BPFTEL_CAND_REJECTED);
+	assert_int_equal(st.cand[0].err, -EACCES);
+	assert_int_equal(st.cand[1].result, BPFTEL_CAND_REJECTED);
+	assert_int_equal(st.cand[1].err, -ENODEV);
+	for (i = 0; i < 2; i++)
+		assert_string_equal(st.cand[i].reason, "injected fault");
+	assert_int_equal(st.cand[2].result, BPFTEL_CAND_ATTACHED);
+	/* Neither rejected program was loaded; the winner really runs. */
+	skel = f->tm->skel;
+	assert_true(bpf_program__fd(skel->progs.mt_fentry) < 0);
+	assert_true(bpf_program__fd(skel->progs.mt_kprobe) < 0);
+	fd = open("/dev/null", O_RDONLY);
+	close(fd);
+	assert_true(skel->bss->openat_hits >= 1);
+	assert_int_equal(bpftel_module__stop(m), 0);
+}
+
+/* Faults armed for one load are spent: the next load asks the kernel again. Bad
+ * arguments change nothing. */
+static void test_candidate_fault_spent_and_checked(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_module *m = f->tm->module;
+	struct bpftel_probe_status st;
+
+	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 4, -EIO, 1), -EINVAL);
+	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 0, EIO, 1), -EINVAL);
+	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 2, -EIO, 1), 0);
+	test_module_set_probes(f->tm, &fallback_probe, 1, false);
+	/* Every candidate rejected: a required probe fails the start, with the last errno. */
+	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 0, -EIO, 1), 0);
+	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 1, -EIO, 1), 0);
+	assert_int_equal(bpftel_module__run(m), -ENOENT);
+	assert_int_equal(bpftel_module__probes(m, &st, 1), 1);
+	assert_int_equal(st.winner, -1);
+	assert_int_equal(st.cand[2].err, -EIO);
+	/* Spent: this load's candidates are the kernel's verdicts, none injected. */
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(bpftel_module__probes(m, &st, 1), 1);
+	assert_true(st.winner >= 0);
+	assert_string_not_equal(st.cand[0].reason, "injected fault");
+	/* A fault disarmed with count 0 rejects nothing. */
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 2, -EIO, 1), 0);
+	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 2, -EIO, 0), 0);
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(bpftel_module__stop(m), 0);
+}
+
+/*
+ * The chain as this kernel decides it, without faults: the first candidate the kernel
+ * takes wins, each one before it is rejected with its errno and reason, and the winner
+ * runs. Here (fentry refused with EPERM, no kprobes) that is the tracepoint.
+ */
+static void test_fallback_as_the_kernel_decides(void **state)
 {
 	struct fixture *f = *state;
 	struct bpftel_probe_status st;
 	struct manager_test *skel;
-	int fd;
+	int fd, j;
 
-	if (!access("/sys/bus/event_source/devices/kprobe", F_OK))
-		skip(); /* a kernel with kprobes: this machine's chain is not that one */
 	test_module_set_probes(f->tm, &fallback_probe, 1, false);
 	assert_int_equal(bpftel_module__run(f->tm->module), 0);
 	assert_int_equal(bpftel_module__probes(f->tm->module, &st, 1), 1);
-	assert_int_equal(st.winner, 2);
-	assert_int_equal(st.cand[2].result, BPFTEL_CAND_ATTACHED);
-	assert_int_equal(st.cand[0].result, BPFTEL_CAND_REJECTED);
-	assert_int_equal(st.cand[0].err, -EPERM);
-	assert_non_null(strstr(st.cand[0].reason, "fentry"));
-	assert_int_equal(st.cand[1].result, BPFTEL_CAND_REJECTED);
-	assert_int_equal(st.cand[1].err, -EOPNOTSUPP);
-	assert_non_null(strstr(st.cand[1].reason, "no kprobe support"));
-	/* The winner really runs: an openat by this process is counted. */
+	assert_in_range(st.winner, 0, 2);
+	assert_int_equal(st.cand[st.winner].result, BPFTEL_CAND_ATTACHED);
+	for (j = 0; j < st.winner; j++) {
+		assert_int_equal(st.cand[j].result, BPFTEL_CAND_REJECTED);
+		assert_true(st.cand[j].err < 0);
+		assert_true(st.cand[j].reason[0] != '\0');
+	}
+	if (st.winner >= 1 && st.cand[0].err == -EPERM)
+		assert_non_null(strstr(st.cand[0].reason, "fentry"));
+	if (st.winner == 2 && access("/sys/bus/event_source/devices/kprobe", F_OK)) {
+		assert_int_equal(st.cand[1].err, -EOPNOTSUPP);
+		assert_non_null(strstr(st.cand[1].reason, "no kprobe support"));
+	}
+	print_message("fallback here: %s attached (%s: %s)\n",
+		      bpftel_attach_type_name(st.cand[st.winner].cand.type),
+		      st.winner ? bpftel_attach_type_name(st.cand[0].cand.type) : "-",
+		      st.winner ? st.cand[0].reason : "-");
 	skel = f->tm->skel;
 	fd = open("/dev/null", O_RDONLY);
 	close(fd);
+	/* fentry and the kprobe count every process's opens; the tracepoint ours. */
 	assert_true(skel->bss->openat_hits >= 1);
 	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
 }
@@ -645,6 +726,8 @@ int main(void)
 		T(test_before_init_rodata_and_resize),
 		T(test_map_shared_between_objects),
 		T(test_fallback_fentry_kprobe_tracepoint),
+		T(test_candidate_fault_spent_and_checked),
+		T(test_fallback_as_the_kernel_decides),
 		T(test_attach_failure_falls_back),
 		T(test_probe_covered_by),
 		T(test_probe_policies),

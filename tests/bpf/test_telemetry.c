@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Errors telemetry through BPF_PROG_TEST_RUN: each failure lands on exactly its
- * (program, map or helper, op, errno), a success-only run counts nothing, and a
- * module's stop removes its counters and nobody else's.
+ * (program, map or helper, op, errno), a success-only run counts nothing, an insert's
+ * expected EEXIST is not an error (a plain update's is), and a module's stop removes
+ * its counters and nobody else's.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -131,6 +132,51 @@ static void test_full_ringbuf_counted(void **state)
 	free(e);
 }
 
+/* tlm_map_insert: the EEXIST of a lost BPF_NOEXIST race is expected, not counted. */
+static void test_insert_expected_eexist_not_counted(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_tlm_error *e;
+
+	load(f->a);
+	assert_int_equal(tt_module_run(f->a, "tt_insert_dup"), 1);
+	assert_int_equal(bpftel_telemetry__errors(f->tlm, &e), 0);
+	free(e);
+	assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_a"), 0);
+}
+
+/* A plain update with BPF_NOEXIST: the same EEXIST is an error, counted as such. */
+static void test_update_noexist_eexist_counted(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_tlm_error *e;
+	int n;
+
+	load(f->a);
+	assert_int_equal(tt_module_run(f->a, "tt_update_dup"), 1);
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_int_equal(n, 1);
+	assert_non_null(find(e, n, "mod_a", "tt_update_dup", "ins_map", "update", EEXIST));
+	assert_int_equal(e[0].count, 1);
+	free(e);
+}
+
+/* An insert that fails for another reason (a full map) is counted, under "insert". */
+static void test_insert_full_map_counted(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_tlm_error *e;
+	int n;
+
+	load(f->a);
+	assert_int_equal(tt_module_run(f->a, "tt_insert_full"), 1);
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_int_equal(n, 1);
+	assert_non_null(find(e, n, "mod_a", "tt_insert_full", "ins_map", "insert", E2BIG));
+	assert_int_equal(e[0].count, 1);
+	free(e);
+}
+
 static void test_success_counts_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -252,6 +298,9 @@ int main(void)
 		T(test_e2big_counted_exactly),
 		T(test_efault_counted_on_helper),
 		T(test_full_ringbuf_counted),
+		T(test_insert_expected_eexist_not_counted),
+		T(test_update_noexist_eexist_counted),
+		T(test_insert_full_map_counted),
 		T(test_success_counts_nothing),
 		T(test_stop_removes_only_own_counters),
 		T(test_run_stats_and_occupancy),

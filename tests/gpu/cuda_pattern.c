@@ -1,21 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * cuda_pattern LIBCUDART [stub|real|loop N]: dlopen a CUDA runtime, print "loaded PID",
- * wait for a line on stdin (the test lets the agent attach first), make a known
- * sequence of calls, print "done" and each call's cudaError_t, then wait for stdin to
- * close so that the agent can be asked while the process lives.
+ * cuda_pattern LIBCUDART [MODE [N]]: dlopen a CUDA runtime, print "loaded PID", wait for
+ * a line on stdin (the test lets the agent attach first), make a known sequence of
+ * calls, print "done" and each call's cudaError_t, then wait for stdin to close so that
+ * the agent can be asked while the process lives.
  *
- * stub: the pattern tests/integration/test_gpu.py checks (see EXPECTED there).
- * real: cudaMalloc x2 and cudaLaunchKernel x3 against the real runtime (no GPU here:
- *       each fails with cudaErrorInsufficientDriver).
- * loop N: N cudaLaunchKernel calls, then print ns per call (tools/bench).
+ * stub:     the pattern tests/integration/test_gpu.py checks (see EXPECTED there).
+ * real:     cudaMalloc x2 and cudaLaunchKernel x3 against the real runtime (no GPU here:
+ *           each fails with cudaErrorInsufficientDriver).
+ * loop N:   N cudaLaunchKernel calls, then print ns per call (tools/bench).
+ * malloc N: N cudaMalloc of 4 KiB, none freed (fills the GPU module's allocation map).
+ * badptr N: N cudaMalloc whose devPtr is an unmapped address (the stub stores nothing:
+ *           the uretprobe's read of *devPtr fails).
+ * fork N:   N child processes one after the other, each calling cudaSetDevice(0) once
+ *           (N processes for the GPU module's process map); prints how many distinct.
+ * hang:     cudaStreamSynchronize on the stub's stream that never returns; the test
+ *           kills the process inside the call.
  */
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 
 typedef struct {
 	unsigned int x, y, z;
@@ -98,6 +108,49 @@ static void launch_loop(long n)
 	printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n);
 }
 
+static void malloc_loop(long n, int bad)
+{
+	void *p, **where = &p;
+	long i, failed = 0;
+
+	if (bad) { /* a page that was mapped and no longer is */
+		where = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			     0);
+		if (where == MAP_FAILED || munmap(where, 4096))
+			exit(1);
+	}
+	for (i = 0; i < n; i++)
+		failed += cmalloc(where, 4096) != 0;
+	printf("malloc %ld failed %ld\n", n, failed);
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	return *(const pid_t *)a - *(const pid_t *)b;
+}
+
+static void fork_loop(long n)
+{
+	pid_t *pids = calloc(n, sizeof(*pids));
+	long i, distinct = 0;
+	int status;
+
+	if (!pids)
+		exit(1);
+	for (i = 0; i < n; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0)
+			_exit(set_device(0));
+		if (pids[i] < 0 || waitpid(pids[i], &status, 0) != pids[i] || status)
+			exit(1);
+	}
+	qsort(pids, n, sizeof(*pids), cmp_pid);
+	for (i = 0; i < n; i++)
+		distinct += !i || pids[i] != pids[i - 1];
+	printf("forked %ld distinct %ld\n", n, distinct);
+	free(pids);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 ? argv[2] : "stub";
@@ -105,7 +158,8 @@ int main(int argc, char **argv)
 	char c;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: cuda_pattern LIBCUDART [stub|real|loop N]\n");
+		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
+				"[stub|real|hang|loop N|malloc N|badptr N|fork N]\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -128,6 +182,14 @@ int main(int argc, char **argv)
 		real_pattern();
 	else if (!strcmp(mode, "loop") && argc > 3)
 		launch_loop(atol(argv[3]));
+	else if (!strcmp(mode, "malloc") && argc > 3)
+		malloc_loop(atol(argv[3]), 0);
+	else if (!strcmp(mode, "badptr") && argc > 3)
+		malloc_loop(atol(argv[3]), 1);
+	else if (!strcmp(mode, "fork") && argc > 3)
+		fork_loop(atol(argv[3]));
+	else if (!strcmp(mode, "hang"))
+		stream_sync((void *)(intptr_t)-1);
 	else
 		stub_pattern();
 	printf("done\n");

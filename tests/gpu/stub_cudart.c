@@ -5,14 +5,20 @@
  * version (libcudart.so.13), with the same ABI. Calls succeed with fake device pointers
  * and take known time, so tests can check exactly what the agent records.
  *
- *   cudaMalloc       fake pointer; cudaErrorMemoryAllocation (2) above 1 TiB
+ *   cudaMalloc       fake pointer; cudaErrorMemoryAllocation (2) above 1 TiB. The pointer
+ *                    is stored with process_vm_writev: a devPtr the process cannot
+ *                    write (unmapped) is left alone and the call still succeeds, the
+ *                    one way tests make the GPU uretprobe's read of *devPtr fail
  *   cudaMemcpy       2 ms; cudaErrorInvalidMemcpyDirection (21) for a kind above 4
- *   cudaStreamSynchronize 5 ms, cudaDeviceSynchronize 3 ms
+ *   cudaStreamSynchronize 5 ms; the stream (cudaStream_t)-1 never returns (tests of a
+ *                    thread that dies inside a call), cudaDeviceSynchronize 3 ms
  *   cudaSetDevice    cudaErrorInvalidDevice (101) outside 0..7
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/uio.h>
 
 typedef int cudaError_t;
 typedef struct {
@@ -41,9 +47,13 @@ EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, voi
 
 EXPORT cudaError_t cudaMalloc(void **dev_ptr, size_t size)
 {
+	void *ptr = (void *)next_ptr;
+	struct iovec local = {&ptr, sizeof(ptr)}, remote = {dev_ptr, sizeof(ptr)};
+
 	if (size > (1ull << 40))
 		return 2;
-	*dev_ptr = (void *)next_ptr;
+	/* Fails with EFAULT, rather than a crash, where dev_ptr is not writable. */
+	process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
 	next_ptr += (size + 0xfff) & ~(uintptr_t)0xfff;
 	return 0;
 }
@@ -72,7 +82,8 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, int
 
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
-	(void)stream;
+	while (stream == (cudaStream_t)-1)
+		pause();
 	sleep_ms(5);
 	return 0;
 }

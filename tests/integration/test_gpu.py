@@ -230,8 +230,12 @@ def main():
         check_real(agent, args.pattern)
         check_bad_files(agent, args.python, args.pattern, args.stub)
         check(agent.stop() == 0, "agent exited 0 after SIGTERM")
-        check(bpf_ids("link") <= links_before and bpf_ids("prog") <= progs_before,
-              "no program or link beyond the baseline remains")
+        # Kernel-wide ids: a link the kernel releases a moment after the agent exits,
+        # or another process's objects passing through, are waited out (this check
+        # failed at once twice under ASan, and never after waiting), not longer.
+        wait_for(lambda: bpf_ids("link") <= links_before and bpf_ids("prog") <= progs_before,
+                 30, "the agent's programs and links to leave the kernel")
+        check(True, "no program or link beyond the baseline remains")
     finally:
         agent.cleanup()
     print("test_gpu: all checks passed")

@@ -10,8 +10,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -111,6 +113,8 @@ struct bpftel_events {
 	int epoll_fd, wake_fd;
 	bool consumer_started;
 	pthread_t consumer;
+	/* bpftel_events__hold_consumer (tests): asked, and seen by the consumer (atomics) */
+	bool hold, held;
 };
 
 static void cpu_relax(void)
@@ -318,9 +322,36 @@ static void *consumer_main(void *arg)
 			if (evs[i].data.u32 == EPOLL_WAKE)
 				return NULL;
 		}
+		if (__atomic_load_n(&ev->hold, __ATOMIC_ACQUIRE)) {
+			struct pollfd wake = {.fd = ev->wake_fd, .events = POLLIN};
+
+			/* Held (tests of loss): read nothing, wait for a stop or a release. */
+			__atomic_store_n(&ev->held, true, __ATOMIC_RELEASE);
+			if (poll(&wake, 1, BPFTEL_EVENTS_POLL_MS) > 0)
+				return NULL;
+			continue;
+		}
+		__atomic_store_n(&ev->held, false, __ATOMIC_RELEASE);
 		/* Also on a timeout: records submitted without a wake-up. */
 		ring_buffer__consume(ev->rb);
 	}
+}
+
+int bpftel_events__hold_consumer(struct bpftel_events *ev, bool hold)
+{
+	struct timespec ms = {0, 1000000};
+	int tries;
+
+	if (!ev->rb)
+		return -ENOENT;
+	__atomic_store_n(&ev->hold, hold, __ATOMIC_RELEASE);
+	/* 30 s at most: the consumer notices within one of its waits. */
+	for (tries = 0; hold && !__atomic_load_n(&ev->held, __ATOMIC_ACQUIRE); tries++) {
+		if (tries == 30000)
+			return -ETIMEDOUT;
+		nanosleep(&ms, NULL);
+	}
+	return 0;
 }
 
 static int epoll_add(int epfd, int fd, __u32 tag)

@@ -64,6 +64,7 @@
 #ifndef BPFTEL_EVENTS_H
 #define BPFTEL_EVENTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <linux/types.h>
 
@@ -122,6 +123,15 @@ enum bpftel_events_state {
 enum bpftel_events_state bpftel_events__state(struct bpftel_events *ev);
 
 /* Totals since new, over every run. Exact once stopped; a snapshot while running. */
+/*
+ * For tests of loss: hold (true) or release (false) the consumer. Held, it reads no
+ * ring buffer: records stay in the kernel, whose ring buffers then refuse (and their
+ * programs count) what no longer fits. Holding returns once the consumer has stopped
+ * reading (within BPFTEL_EVENTS_POLL_MS of its last read), -ENOENT without ring
+ * buffers, -ETIMEDOUT if the consumer does not run. A stop ends a held consumer too.
+ */
+int bpftel_events__hold_consumer(struct bpftel_events *ev, bool hold);
+
 struct bpftel_events_stats {
 	__u64 dispatched; /* records handed to dispatch while running */
 	__u64 processed;  /* callback returned >= 0 */

@@ -111,3 +111,15 @@ void bpftel_module__event_stats(struct bpftel_module *m, struct bpftel_module_ev
 	}
 	pthread_mutex_unlock(&m->report_lock);
 }
+
+int bpftel_module__hold_consumer(struct bpftel_module *m, bool hold)
+{
+	int err = -ENOENT;
+
+	/* The lifecycle lock: the pipeline cannot be stopped and freed meanwhile. */
+	pthread_mutex_lock(&m->lock);
+	if (m->consumer.ev)
+		err = bpftel_events__hold_consumer(m->consumer.ev, hold);
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}

@@ -120,6 +120,12 @@ struct bpftel_module {
 	const char *fault_step;
 	int fault_err;
 	unsigned int fault_left;
+	/* Injected candidate faults (bpftel_module__inject_candidate_fault), under m->lock. */
+	struct cand_fault {
+		char probe[64];
+		int cand, err;
+		unsigned int left; /* 0: a free slot */
+	} cand_faults[BPFTEL_MAX_CAND_FAULTS];
 
 	/* Shared components only. */
 	pthread_mutex_t sub_lock;
@@ -143,7 +149,10 @@ struct bpftel_manager {
 };
 
 /* probe.c */
+/* With m->lock: probes_detect, rejecting what bpftel_module__inject_candidate_fault
+ * armed (module.c: cand_injected). */
 void probes_detect(struct bpftel_module *m);
+int cand_injected(struct bpftel_module *m, const char *probe, size_t cand);
 int probes_attach(struct bpftel_module *m);
 /* in_background: the object's stop gate is closed, the reaper may destroy the links. */
 void probes_detach(struct bpftel_module *m, bool in_background);

@@ -267,6 +267,28 @@ int bpftel_module__last_failure(struct bpftel_module *m, const char **step, __u6
 int bpftel_module__inject_fault(struct bpftel_module *m, const char *step, int err,
 				unsigned int count);
 
+/*
+ * Fault injection at the attach-candidate level, for tests of the fallback chain on any
+ * kernel: the next `count` loads of the module reject candidate `cand` (its index) of
+ * the probe named `probe` with err (a negative errno) before feature detection asks the
+ * kernel: its program is not loaded (a kernel that would take it, fentry or a kprobe,
+ * does not get it either), the next candidate is tried, and the probe's status records
+ * err with the reason "injected fault". count 0 removes the fault. -EINVAL for a
+ * candidate index out of range or a non-negative err, -ENOSPC past
+ * BPFTEL_MAX_CAND_FAULTS faults at once.
+ */
+#define BPFTEL_MAX_CAND_FAULTS 4
+int bpftel_module__inject_candidate_fault(struct bpftel_module *m, const char *probe, int cand,
+					  int err, unsigned int count);
+
+/*
+ * For tests of event loss: hold (or release) the consumer of the running module's ring
+ * buffers (bpftel_events__hold_consumer): held, it reads nothing, so the kernel's ring
+ * buffers fill and their programs count what no longer fits. Returns once the consumer
+ * has stopped reading; -ENOENT when the module consumes nothing (not running).
+ */
+int bpftel_module__hold_consumer(struct bpftel_module *m, bool hold);
+
 /* Errors of the last stop's hooks (negative errnos), count returned. */
 size_t bpftel_module__stop_errors(struct bpftel_module *m, int *errs, size_t max);
 

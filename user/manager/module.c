@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* Module lifecycle: the state machine, its steps, and the hooks run around them. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -195,6 +196,55 @@ static int injected(struct bpftel_module *m, const char *step)
 	pr_warn("module '%s': injected fault at %s: %s", m->ops->name, step,
 		strerror(-m->fault_err));
 	return m->fault_err;
+}
+
+int bpftel_module__inject_candidate_fault(struct bpftel_module *m, const char *probe, int cand,
+					  int err, unsigned int count)
+{
+	struct cand_fault *f, *free_slot = NULL;
+	size_t i;
+	int ret = 0;
+
+	if (!probe || cand < 0 || cand >= BPFTEL_PROBE_MAX_CAND || err >= 0)
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	for (i = 0, f = NULL; i < BPFTEL_MAX_CAND_FAULTS; i++) {
+		if (m->cand_faults[i].left && m->cand_faults[i].cand == cand &&
+		    !strcmp(m->cand_faults[i].probe, probe))
+			f = &m->cand_faults[i];
+		else if (!m->cand_faults[i].left && !free_slot)
+			free_slot = &m->cand_faults[i];
+	}
+	if (!f && count)
+		f = free_slot;
+	if (f) {
+		snprintf(f->probe, sizeof(f->probe), "%s", probe);
+		f->cand = cand;
+		f->err = err;
+		f->left = count;
+	} else if (count) {
+		ret = -ENOSPC;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
+/* With m->lock: does an injected fault reject candidate cand of probe? Its errno, or 0. */
+int cand_injected(struct bpftel_module *m, const char *probe, size_t cand)
+{
+	struct cand_fault *f;
+	size_t i;
+
+	for (i = 0; i < BPFTEL_MAX_CAND_FAULTS; i++) {
+		f = &m->cand_faults[i];
+		if (!f->left || (size_t)f->cand != cand || strcmp(f->probe, probe))
+			continue;
+		f->left--;
+		pr_warn("module '%s': injected fault on probe '%s' candidate %zu: %s", m->ops->name,
+			probe, cand, strerror(-f->err));
+		return f->err;
+	}
+	return 0;
 }
 
 static bool illegal(struct bpftel_module *m, enum bpftel_module_state want, const char *step)

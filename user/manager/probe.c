@@ -223,7 +223,12 @@ void probes_detect(struct bpftel_module *m)
 					 "no program '%s' in the object", p->spec.cand[j].prog);
 				continue;
 			}
-			err = detect(m, p, j, st.cand[j].reason, sizeof(st.cand[j].reason));
+			err = cand_injected(m, p->spec.name, j);
+			if (err)
+				snprintf(st.cand[j].reason, sizeof(st.cand[j].reason),
+					 "injected fault");
+			else
+				err = detect(m, p, j, st.cand[j].reason, sizeof(st.cand[j].reason));
 			if (!err && (p->spec.cand[j].type == BPFTEL_ATTACH_FENTRY ||
 				     p->spec.cand[j].type == BPFTEL_ATTACH_FEXIT))
 				err = bpf_program__set_attach_target(prog, 0,

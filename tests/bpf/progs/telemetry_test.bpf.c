@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Programs that fail on purpose through the telemetry wrappers (and one that only
- * succeeds), for BPF_PROG_TEST_RUN tests; a getppid tracepoint that fails a read for
- * module-level tests; and socket programs doing N map updates wrapped or raw, for
- * tools/bench (test_run with repeat works for socket programs).
+ * succeeds), for BPF_PROG_TEST_RUN tests; inserts whose EEXIST is expected or not; a
+ * getppid tracepoint that fails a read for module-level tests; and socket programs
+ * doing N map updates wrapped or raw, for tools/bench (test_run with repeat works for
+ * socket programs).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -27,6 +28,14 @@ struct {
 	__uint(max_entries, 4096);
 } small_rb SEC(".maps");
 
+/* For tlm_map_insert against a plain BPF_NOEXIST update. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} ins_map SEC(".maps");
+
 #define BENCH_UPDATES 64
 
 struct {
@@ -39,12 +48,16 @@ struct {
 TLM_MAP_KEY(tiny);
 TLM_MAP_KEY(small_rb);
 TLM_MAP_KEY(bench_map);
+TLM_MAP_KEY(ins_map);
 TLM_PROG_KEY(tt_fill_hash);
 TLM_PROG_KEY(tt_bad_read);
 TLM_PROG_KEY(tt_fill_rb);
 TLM_PROG_KEY(tt_success);
 TLM_PROG_KEY(tt_getppid);
 TLM_PROG_KEY(tt_bench_wrapped);
+TLM_PROG_KEY(tt_insert_dup);
+TLM_PROG_KEY(tt_update_dup);
+TLM_PROG_KEY(tt_insert_full);
 
 /* Three keys into a two-entry hash: the third update fails with E2BIG. */
 SEC("syscall")
@@ -119,6 +132,52 @@ int tt_success(void *ctx)
 		ret |= 1;
 	ret |= tlm_ringbuf_output(small_rb, &val, sizeof(val), 0);
 	return ret != 0;
+}
+
+/* The same key inserted twice: the second insert loses (-EEXIST), as a racing CPU's
+ * would. Returns 1 when the calls returned 0, then -EEXIST. */
+SEC("syscall")
+int tt_insert_dup(void *ctx)
+{
+	TLM_PROG(tt_insert_dup);
+	__u64 val = 1;
+	__u32 k = 1;
+	long first, second;
+
+	first = tlm_map_insert(ins_map, &k, &val);
+	second = tlm_map_insert(ins_map, &k, &val);
+	return first == 0 && second == -EEXIST;
+}
+
+/* The same with a plain update and BPF_NOEXIST: there the EEXIST is an error. */
+SEC("syscall")
+int tt_update_dup(void *ctx)
+{
+	TLM_PROG(tt_update_dup);
+	__u64 val = 1;
+	__u32 k = 1;
+	long first, second;
+
+	first = tlm_map_update(ins_map, &k, &val, BPF_NOEXIST);
+	second = tlm_map_update(ins_map, &k, &val, BPF_NOEXIST);
+	return first == 0 && second == -EEXIST;
+}
+
+/* Three new keys inserted into a two-entry hash: the third fails (E2BIG), an error
+ * even for an insert. Returns how many inserts failed. */
+SEC("syscall")
+int tt_insert_full(void *ctx)
+{
+	TLM_PROG(tt_insert_full);
+	__u64 val = 1;
+	__u32 i, k;
+	int failed = 0;
+
+	for (i = 1; i <= 3; i++) {
+		k = i;
+		failed += tlm_map_insert(ins_map, &k, &val) < 0;
+	}
+	return failed;
 }
 
 /* For module tests: each getppid() of the target process counts one EFAULT. */

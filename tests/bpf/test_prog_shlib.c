@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * shared_libraries.bpf.o's programs, each through its own entry: the sys_exit
+ * tracepoints of open, openat and openat2 by those very syscalls (lib_open, a child:
+ * the watcher ignores its own process's opens) of a file named like a library; the
+ * fexit on do_sys_openat2 where the kernel takes it, its refusal recorded where not.
+ * Each case asserts the program's effect (the detection, with the syscall that made
+ * it), its telemetry key, and an error counted under its name: an open whose path the
+ * process unmapped while the open waited (a FIFO), so that the program's read of the
+ * path fails. The last case checks that every program of the object ran or says why.
+ *
+ *   test_bpf_prog_shlib LIB_OPEN
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+
+#include "prog_common.h"
+#include "shared_libraries.skel.h"
+
+static char *lib_open_bin;
+
+static struct prog_case cases[] = {
+	{"shlib_exit_open", "real tracepoint syscalls/sys_exit_open (open(2))",
+	 "probe_read_user_str EFAULT (a path unmapped during the open)"},
+	{"shlib_exit_openat", "real tracepoint syscalls/sys_exit_openat (openat(2))",
+	 "probe_read_user_str EFAULT (a path unmapped during the open)"},
+	{"shlib_exit_openat2", "real tracepoint syscalls/sys_exit_openat2 (openat2(2))",
+	 "probe_read_user_str EFAULT (a path unmapped during the open)"},
+	{"shlib_fexit_open", "real fexit on do_sys_openat2 (openat(2))",
+	 "probe_read_user_str EFAULT (a path unmapped during the open)"},
+};
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+struct fixture {
+	struct prog_env *env;
+	char dir[64];
+	char lib[96];  /* a regular file named like a library */
+	char fifo[96]; /* a FIFO named like one */
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	const char *nothing[] = {NULL};
+	FILE *file;
+
+	f->env = prog_env_new();
+	prog_env_only(f->env, nothing); /* detections only: no registry work */
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bpftel-shlib-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->lib, sizeof(f->lib), "%s/libcuda.so.1", f->dir);
+	snprintf(f->fifo, sizeof(f->fifo), "%s/libssl.so.3", f->dir);
+	file = fopen(f->lib, "w");
+	assert_non_null(file);
+	fclose(file);
+	assert_int_equal(mkfifo(f->fifo, 0600), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	prog_env_free(f->env);
+	unlink(f->lib);
+	unlink(f->fifo);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+static struct bpf_object *shlib_obj(struct fixture *f)
+{
+	return bpftel_module__object(f->env->shlib_mod);
+}
+
+/* The watcher runs while someone subscribes: this test, to every libset. */
+static void start_watcher(struct fixture *f)
+{
+	assert_int_equal(bpftel_manager__subscribe(f->env->mgr, BPFTEL_SHAREDLIBS_MODULE, "test",
+						   SHLIB_LIBSET_ALL),
+			 0);
+}
+
+/* The status of the watcher's probe named name. */
+static struct bpftel_probe_status probe_status(struct fixture *f, const char *name)
+{
+	struct bpftel_probe_status st[8];
+	size_t n, i;
+
+	n = bpftel_module__probes(f->env->shlib_mod, st, 8);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(st[i].name, name))
+			return st[i];
+	}
+	fail_msg("no probe %s", name);
+	return st[0];
+}
+
+/* The watcher's detection of pid opening path: its opens and which program saw them. */
+static bool detection(struct fixture *f, pid_t pid, const char *path, __u64 opens,
+		      enum shlib_syscall *sys)
+{
+	struct bpftel_shlib_detection *d;
+	bool found = false;
+	size_t n, i;
+
+	n = bpftel_sharedlibs__detections(f->env->sl, &d);
+	for (i = 0; i < n && !found; i++) {
+		found = d[i].pid == (__u32)pid && !strcmp(d[i].path, path) && d[i].opens == opens;
+		if (found)
+			*sys = d[i].syscall;
+	}
+	bpftel_shlib_detections_free(d, n);
+	return found;
+}
+
+/* prog ran for SYSCALL: three opens of the library file are one detection made by it
+ * (its syscall), and two opens whose path was unmapped meanwhile are two failed reads
+ * of the path under its name, and two NO_PATH counts. */
+static void check_program(struct fixture *f, const char *prog, char *syscall,
+			  enum shlib_syscall want)
+{
+	char *good[] = {lib_open_bin, syscall, f->lib, "3", NULL};
+	char *bad[] = {lib_open_bin, syscall, f->fifo, "2", "unmapped", NULL};
+	struct bpftel_sharedlibs_counters before, after;
+	enum shlib_syscall sys;
+	char var[64];
+	pid_t pid;
+
+	snprintf(var, sizeof(var), TLM_KEY_PROG_PREFIX "%s", prog);
+	assert_true(prog_rodata_u32(shlib_obj(f), var) > 0);
+	pid = prog_run(good);
+	if (!WAIT_FOR(detection(f, pid, f->lib, 3, &sys)))
+		fail_msg("no detection of pid %d opening %s 3 times", (int)pid, f->lib);
+	assert_int_equal(sys, want);
+	prog_ran(cases, NCASES, prog);
+
+	assert_int_equal(bpftel_sharedlibs__counters(f->env->sl, &before), 0);
+	prog_run(bad);
+	assert_int_equal(bpftel_sharedlibs__counters(f->env->sl, &after), 0);
+	assert_int_equal(after.kernel[SHLIB_CNT_NO_PATH] - before.kernel[SHLIB_CNT_NO_PATH], 2);
+	assert_int_equal(prog_errors(f->env, BPFTEL_SHAREDLIBS_MODULE, prog, "probe_read_user_str",
+				     "call", EFAULT),
+			 2);
+	prog_error_counted(cases, NCASES, prog);
+}
+
+/* One sys_exit tracepoint. The fexit that would cover it is refused by an injected
+ * fault, so that the tracepoints run alike where the kernel would take the fexit. */
+static void check_tracepoint(struct fixture *f, const char *prog, char *syscall,
+			     enum shlib_syscall want)
+{
+	struct bpftel_probe_status st;
+	char why[256];
+
+	assert_int_equal(
+		bpftel_module__inject_candidate_fault(f->env->shlib_mod, "openat", 0, -EPERM, 1),
+		0);
+	start_watcher(f);
+	st = probe_status(f, syscall);
+	if (st.winner < 0) { /* open(2) is not on every arch */
+		snprintf(why, sizeof(why), "probe '%s': %s", syscall,
+			 st.ncand ? st.cand[0].reason : "not attached");
+		prog_skipped(cases, NCASES, prog, why);
+		return;
+	}
+	assert_int_equal(st.cand[st.winner].cand.type, BPFTEL_ATTACH_TRACEPOINT);
+	check_program(f, prog, syscall, want);
+}
+
+static void test_shlib_exit_open(void **state)
+{
+	check_tracepoint(*state, "shlib_exit_open", "open", SHLIB_SYS_OPEN);
+}
+
+static void test_shlib_exit_openat(void **state)
+{
+	check_tracepoint(*state, "shlib_exit_openat", "openat", SHLIB_SYS_OPENAT);
+}
+
+static void test_shlib_exit_openat2(void **state)
+{
+	check_tracepoint(*state, "shlib_exit_openat2", "openat2", SHLIB_SYS_OPENAT2);
+}
+
+/* The fexit where the kernel takes it; where not, why (the reason the probe recorded)
+ * and that the tracepoint took over. */
+static void test_shlib_fexit_open(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_probe_status st;
+	char why[256];
+	int err;
+
+	start_watcher(f);
+	st = probe_status(f, "openat");
+	if (st.winner != 0) {
+		err = st.cand[0].err;
+		assert_int_equal(st.winner, 1);
+		assert_int_equal(st.cand[0].result, BPFTEL_CAND_REJECTED);
+		assert_true(err < 0 && st.cand[0].reason[0]);
+		assert_true(bpf_program__fd(bpf_object__find_program_by_name(
+				    shlib_obj(f), "shlib_fexit_open")) < 0);
+		snprintf(why, sizeof(why), "%s (%s)", st.cand[0].reason,
+			 strerrorname_np(-err) ?: "?");
+		prog_skipped(cases, NCASES, "shlib_fexit_open", why);
+		return;
+	}
+	check_program(f, "shlib_fexit_open", "openat", SHLIB_SYS_ANY);
+}
+
+static void test_keys_assigned_and_distinct(void **state)
+{
+	struct fixture *f = *state;
+
+	start_watcher(f);
+	assert_int_equal(bpftel_module__run(f->env->gpu_mod), 0);
+	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
+	assert_int_equal(prog_assert_keys_distinct(f->env), 4 + 3 + 3);
+}
+
+static void test_every_program_run(void **state)
+{
+	struct shared_libraries *skel = shared_libraries__open();
+
+	(void)state;
+	assert_non_null(skel);
+	prog_coverage("shared_libraries.bpf.o", skel->obj, cases, NCASES);
+	shared_libraries__destroy(skel);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+		T(test_shlib_exit_open),
+		T(test_shlib_exit_openat),
+		T(test_shlib_exit_openat2),
+		T(test_shlib_fexit_open),
+		T(test_keys_assigned_and_distinct),
+#undef T
+		cmocka_unit_test(test_every_program_run),
+	};
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: test_bpf_prog_shlib LIB_OPEN\n");
+		return 2;
+	}
+	lib_open_bin = argv[1];
+	bpftel_test_require_bpf();
+	return cmocka_run_group_tests_name("prog_shlib", tests, NULL, NULL);
+}

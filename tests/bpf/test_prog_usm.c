@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * usm.bpf.o's programs, each through its own entry: the socket filter of the
+ * production object (loaded by the real USM module, not the harness) run by
+ * BPF_PROG_TEST_RUN on crafted packets; the TLS uprobe and uretprobe on the stub
+ * libssl.so.3 and libgnutls.so.30 the tests build (tests/usm/), attached by the uprobe
+ * registry once the watcher saw tls_pattern open them, the calls made by tls_pattern.
+ * Each case asserts the program's effect (records, counters, endpoints), its telemetry
+ * key and, where one can be made, an error counted under its name. The last case checks
+ * that every program of the object ran.
+ *
+ *   test_bpf_prog_usm TLS_PATTERN STUB_LIBSSL STUB_LIBGNUTLS
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <bpf/bpf.h>
+
+#include "prog_common.h"
+#include "usm.skel.h"
+
+static char *tls_bin, *ssl_lib, *gnutls_lib;
+
+static struct prog_case cases[] = {
+	{"usm_tls_uprobe", "real uprobe on the stub libssl.so.3 and libgnutls.so.30", NULL,
+	 "its one fallible call updates an LRU map with BPF_ANY, which evicts, not fails"},
+	{"usm_tls_uretprobe", "real uretprobe on the stub libssl.so.3 and libgnutls.so.30",
+	 "probe_read_user EFAULT (SSL_write_ex with an unmapped `written`)"},
+	{"usm_http_socket", "BPF_PROG_TEST_RUN of the production object on crafted packets",
+	 "skb_load_bytes(_relative) EFAULT (truncated packets)"},
+};
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+struct fixture {
+	struct prog_env *env;
+	struct prog_child child;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	const char *only[] = {ssl_lib, gnutls_lib, NULL};
+
+	f->env = prog_env_new();
+	prog_env_only(f->env, only);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	prog_child_stop(&f->child);
+	prog_env_free(f->env);
+	free(f);
+	return 0;
+}
+
+static struct bpf_object *usm_obj(struct fixture *f)
+{
+	return bpftel_module__object(f->env->usm_mod);
+}
+
+/* Ethernet, IPv4, TCP 10.0.0.1:40000 -> 10.0.0.2:80, data; the IP length claims
+ * `extra` more bytes than there are. Returns the packet's length. */
+static size_t packet(unsigned char *b, const char *data, size_t extra)
+{
+	static const uint8_t client[4] = {10, 0, 0, 1}, server[4] = {10, 0, 0, 2};
+	unsigned char *ip = b + 14, *tcp = ip + 20;
+	size_t dlen = strlen(data);
+	uint16_t v;
+
+	memset(b, 0, 14 + 40 + dlen);
+	b[12] = 0x08; /* ETH_P_IP */
+	ip[0] = 0x45;
+	v = htons((uint16_t)(40 + dlen + extra));
+	memcpy(ip + 2, &v, 2);
+	ip[8] = 64;
+	ip[9] = 6; /* TCP */
+	memcpy(ip + 12, client, 4);
+	memcpy(ip + 16, server, 4);
+	v = htons(40000);
+	memcpy(tcp, &v, 2);
+	v = htons(80);
+	memcpy(tcp + 2, &v, 2);
+	tcp[12] = 5 << 4;
+	tcp[13] = 0x18; /* PSH ACK */
+	memcpy(tcp + 20, data, dlen);
+	return 14 + 40 + dlen;
+}
+
+/* Run the production socket filter on b; returns the records it emitted. */
+static int run_packet(struct fixture *f, struct bpftel_rb_capture *cap, unsigned char *b,
+		      size_t len)
+{
+	struct bpf_program *prog = bpf_object__find_program_by_name(usm_obj(f), "usm_http_socket");
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = b, .data_size_in = (__u32)len);
+
+	assert_int_equal(bpf_prog_test_run_opts(bpf_program__fd(prog), &opts), 0);
+	assert_int_equal(opts.retval, 0); /* the socket itself never gets a packet */
+	return bpftel_rb_capture__drain(cap);
+}
+
+static void test_usm_http_socket_on_packets(void **state)
+{
+	const char *req = "GET /items/42 HTTP/1.1\r\nHost: a\r\n\r\n";
+	struct fixture *f = *state;
+	struct bpftel_rb_capture cap;
+	const struct usm_event *ev;
+	unsigned char b[256];
+	int i, counters;
+
+	/* Loaded, not started: no live socket, only the packets this test hands it. */
+	assert_int_equal(bpftel_module__open(f->env->usm_mod), 0);
+	assert_int_equal(bpftel_module__load(f->env->usm_mod), 0);
+	assert_true(prog_rodata_u32(usm_obj(f), "tlm_key_prog_usm_http_socket") > 0);
+	counters = bpf_map__fd(bpf_object__find_map_by_name(usm_obj(f), "usm_counters"));
+	assert_int_equal(bpftel_rb_capture__open(&cap, bpf_map__fd(bpf_object__find_map_by_name(
+							       usm_obj(f), "usm_events"))),
+			 0);
+	assert_int_equal(run_packet(f, &cap, b, packet(b, req, 0)), 1);
+	ev = cap.rec[0].data;
+	assert_int_equal(ev->source, USM_SRC_SOCKET);
+	assert_int_equal(ev->kind, USM_KIND_REQUEST);
+	assert_int_equal(ev->client_port, 40000);
+	assert_int_equal(ev->server_port, 80);
+	assert_memory_equal(ev->prefix, req, strlen(req));
+	assert_int_equal(bpftel_test_percpu_sum(counters, USM_CNT_PACKETS_HTTP), 1);
+	prog_ran(cases, NCASES, "usm_http_socket");
+
+	/* Cut inside the TCP header: its load fails, once per packet. */
+	for (i = 0; i < 3; i++)
+		assert_int_equal(run_packet(f, &cap, b, packet(b, req, 0) - strlen(req) - 10), 0);
+	assert_int_equal(prog_errors(f->env, "usm", "usm_http_socket", "skb_load_bytes_relative",
+				     "call", EFAULT),
+			 3);
+	/* The IP length promises 100 bytes more than arrived: the payload load fails. */
+	assert_int_equal(run_packet(f, &cap, b, packet(b, "GET /x HTTP/1.1\r\n", 100) - 13), 0);
+	assert_int_equal(
+		prog_errors(f->env, "usm", "usm_http_socket", "skb_load_bytes", "call", EFAULT), 1);
+	assert_int_equal(bpftel_test_percpu_sum(counters, USM_CNT_TRUNCATED), 1);
+	prog_error_counted(cases, NCASES, "usm_http_socket");
+	bpftel_rb_capture__close(&cap);
+}
+
+/* How many requests of pid the module counted as a GET of /items/(number), 200, over TLS. */
+static __u64 endpoint_count(struct fixture *f, pid_t pid)
+{
+	struct usm_endpoint_row *rows;
+	__u64 count = 0;
+	size_t n, i;
+
+	n = bpftel_usm__rows(f->env->usm, &rows);
+	for (i = 0; i < n; i++) {
+		if (rows[i].pid == (uint32_t)pid && rows[i].proto == USM_PROTO_HTTPS &&
+		    !strcmp(rows[i].method, "GET") && !strcmp(rows[i].path, "/items/*") &&
+		    rows[i].status == 200)
+			count += rows[i].latency.count;
+	}
+	free(rows);
+	return count;
+}
+
+/* tls_pattern LIB MODE [N], once the USM module's nprobes uprobes are on LIB. */
+static void start_pattern(struct fixture *f, char *lib, char *mode, char *n, size_t nprobes)
+{
+	char *argv[] = {tls_bin, lib, mode, n, NULL};
+
+	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
+	prog_child_start(&f->child, argv);
+	if (!WAIT_FOR(prog_attached(f->env, BPFTEL_USM_MODULE, f->child.pid) == nprobes))
+		fail_msg("%zu of %zu uprobes attached for pid %d",
+			 prog_attached(f->env, BPFTEL_USM_MODULE, f->child.pid), nprobes,
+			 (int)f->child.pid);
+}
+
+/* One request written and its response read through lib's MODE functions: the entry
+ * probe keeps each buffer, the return probe emits its start, the pair is one GET. */
+static void tls_exchange(struct fixture *f, char *lib, char *mode, size_t nprobes)
+{
+	const char *progs[] = {"usm_tls_uprobe", "usm_tls_uretprobe"};
+	__u64 runs[2];
+	int i;
+
+	start_pattern(f, lib, mode, NULL, nprobes);
+	for (i = 0; i < 2; i++) {
+		char var[64];
+
+		snprintf(var, sizeof(var), TLM_KEY_PROG_PREFIX "%s", progs[i]);
+		assert_true(prog_rodata_u32(usm_obj(f), var) > 0);
+		runs[i] = prog_run_cnt(usm_obj(f), progs[i]);
+	}
+	prog_child_play(&f->child, NULL, 0);
+	if (!WAIT_FOR(endpoint_count(f, f->child.pid) >= 1))
+		fail_msg("no GET /items/* 200 of pid %d", (int)f->child.pid);
+	assert_int_equal(endpoint_count(f, f->child.pid), 1);
+	/* Only this process maps the stubs: a write and a read, entry and return each. */
+	for (i = 0; bpftel_telemetry__stats_enabled(f->env->tlm) && i < 2; i++)
+		assert_int_equal(prog_run_cnt(usm_obj(f), progs[i]) - runs[i], 2);
+	for (i = 0; i < 2; i++)
+		prog_ran(cases, NCASES, progs[i]);
+}
+
+static void test_usm_tls_ssl_write_read(void **state)
+{
+	tls_exchange(*state, ssl_lib, "http", 8);
+}
+
+static void test_usm_tls_ssl_ex_forms(void **state)
+{
+	tls_exchange(*state, ssl_lib, "http_ex", 8);
+}
+
+static void test_usm_tls_gnutls_send_recv(void **state)
+{
+	tls_exchange(*state, gnutls_lib, "gnutls", 4);
+}
+
+/* SSL_write_ex succeeds without storing its count (`written` unmapped): the return
+ * probe's read of it fails, counted under usm_tls_uretprobe, once per call. */
+static void test_usm_tls_uretprobe_bad_count_counted(void **state)
+{
+	struct fixture *f = *state;
+	char out[128];
+
+	start_pattern(f, ssl_lib, "badlen", "4", 8);
+	prog_child_play(&f->child, out, sizeof(out));
+	assert_string_equal(out, "write_ex 4 ok 4");
+	assert_int_equal(
+		prog_errors(f->env, "usm", "usm_tls_uretprobe", "probe_read_user", "call", EFAULT),
+		4);
+	assert_int_equal(endpoint_count(f, f->child.pid), 0);
+	prog_error_counted(cases, NCASES, "usm_tls_uretprobe");
+}
+
+static void test_keys_assigned_and_distinct(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
+	assert_int_equal(bpftel_module__run(f->env->gpu_mod), 0);
+	assert_int_equal(prog_assert_keys_distinct(f->env), 4 + 3 + 3);
+}
+
+static void test_every_program_run(void **state)
+{
+	struct usm *skel = usm__open();
+
+	(void)state;
+	assert_non_null(skel);
+	prog_coverage("usm.bpf.o", skel->obj, cases, NCASES);
+	usm__destroy(skel);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+		T(test_usm_http_socket_on_packets),
+		T(test_usm_tls_ssl_write_read),
+		T(test_usm_tls_ssl_ex_forms),
+		T(test_usm_tls_gnutls_send_recv),
+		T(test_usm_tls_uretprobe_bad_count_counted),
+		T(test_keys_assigned_and_distinct),
+#undef T
+		cmocka_unit_test(test_every_program_run),
+	};
+
+	if (argc != 4) {
+		fprintf(stderr,
+			"usage: test_bpf_prog_usm TLS_PATTERN STUB_LIBSSL STUB_LIBGNUTLS\n");
+		return 2;
+	}
+	tls_bin = argv[1];
+	ssl_lib = argv[2];
+	gnutls_lib = argv[3];
+	bpftel_test_require_bpf();
+	return cmocka_run_group_tests_name("prog_usm", tests, NULL, NULL);
+}
