@@ -33,7 +33,7 @@ struct prog_env *prog_env_new(void)
 	assert_int_equal(bpftel_sharedlibs__new(e->mgr, NULL, &e->sl), 0);
 	bpftel_sharedlibs__set_registry(e->sl, e->up);
 	assert_int_equal(bpftel_gpu__new(e->mgr, e->up, &e->gpu), 0);
-	assert_int_equal(bpftel_usm__new(e->mgr, e->up, &e->usm), 0);
+	assert_int_equal(bpftel_usm__new(e->mgr, e->up, e->sl, &e->usm), 0);
 	e->shlib_mod = bpftel_manager__find(e->mgr, BPFTEL_SHAREDLIBS_MODULE);
 	e->gpu_mod = bpftel_gpu__module(e->gpu);
 	e->usm_mod = bpftel_usm__module(e->usm);

@@ -7,7 +7,10 @@
  * Each case asserts the program's effect (the detection, with the syscall that made
  * it), its telemetry key, and an error counted under its name: an open whose path the
  * process unmapped while the open waited (a FIFO), so that the program's read of the
- * path fails. The last case checks that every program of the object ran or says why.
+ * path fails. The exits of connect, accept and accept4, by those syscalls on loopback
+ * TCP in this process while a subscriber asks for socket owners: each end recorded
+ * under this process, by its connection and by (pid, fd); nothing while nobody asks.
+ * The last case checks that every program of the object ran or says why.
  *
  *   test_bpf_prog_shlib LIB_OPEN
  */
@@ -20,6 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "prog_common.h"
@@ -36,6 +44,9 @@ static struct prog_case cases[] = {
 	 "probe_read_user_str EFAULT (a path unmapped during the open)"},
 	{"shlib_fexit_open", "real fexit on do_sys_openat2 (openat(2))",
 	 "probe_read_user_str EFAULT (a path unmapped during the open)"},
+	{"shlib_exit_connect", "real tracepoint syscalls/sys_exit_connect (connect(2))", NULL},
+	{"shlib_exit_accept", "real tracepoint syscalls/sys_exit_accept (accept(2))", NULL},
+	{"shlib_exit_accept4", "real tracepoint syscalls/sys_exit_accept4 (accept4(2))", NULL},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -219,6 +230,129 @@ static void test_shlib_fexit_open(void **state)
 	check_program(f, "shlib_fexit_open", "openat", SHLIB_SYS_ANY);
 }
 
+/* ---- socket owners ---- */
+
+static __u16 port_of(int fd, bool peer)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+
+	assert_int_equal(peer ? getpeername(fd, (struct sockaddr *)&a, &len)
+			      : getsockname(fd, (struct sockaddr *)&a, &len),
+			 0);
+	return ntohs(a.sin_port);
+}
+
+/* The owner the watcher recorded for fd's connection, as fd's end sees it; false if none. */
+static bool owner_of(struct fixture *f, int fd, struct shlib_sock_owner *owner)
+{
+	struct shlib_sock_key k = {.family = 4, .lport = port_of(fd, false),
+				   .rport = port_of(fd, true)};
+	struct shlib_sock_key back;
+	__u32 lo = htonl(INADDR_LOOPBACK);
+
+	memcpy(k.local, &lo, 4);
+	memcpy(k.remote, &lo, 4);
+	if (bpftel_sharedlibs__sock_owner(f->env->sl, &k, owner))
+		return false;
+	/* ... and by (pid, fd), for TLS probes that know only the fd. */
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), fd, &back), 0);
+	assert_memory_equal(&back, &k, sizeof(k));
+	return true;
+}
+
+static void assert_owned(struct fixture *f, int fd, const char *prog)
+{
+	struct shlib_sock_owner owner;
+	char var[64];
+
+	snprintf(var, sizeof(var), TLM_KEY_PROG_PREFIX "%s", prog);
+	assert_true(prog_rodata_u32(shlib_obj(f), var) > 0);
+	if (!owner_of(f, fd, &owner))
+		fail_msg("%s: no owner recorded for fd %d", prog, fd);
+	assert_int_equal(owner.pid, getpid());
+	assert_int_equal(owner.tid, (__u32)syscall(SYS_gettid));
+	assert_string_equal(owner.comm, "test_bpf_prog_s"); /* TASK_COMM_LEN - 1 */
+	prog_ran(cases, NCASES, prog);
+}
+
+/* A loopback listener; returns its fd, *addr its address. */
+static int listener(struct sockaddr_in *addr)
+{
+	socklen_t len = sizeof(*addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(addr, 0, sizeof(*addr));
+	addr->sin_family = AF_INET;
+	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)addr, len), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)addr, &len), 0);
+	return fd;
+}
+
+static int connected(const struct sockaddr_in *addr)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_int_equal(connect(fd, (const struct sockaddr *)addr, sizeof(*addr)), 0);
+	return fd;
+}
+
+static void test_shlib_sockets(void **state)
+{
+	struct fixture *f = *state;
+	struct shlib_sock_owner owner;
+	struct sockaddr_in addr;
+	int lfd, c1, a1, c2, a2, c3;
+
+	/* Nobody asks for socket owners: the programs record nothing. */
+	start_watcher(f);
+	lfd = listener(&addr);
+	c1 = connected(&addr);
+	a1 = accept(lfd, NULL, NULL);
+	assert_true(a1 >= 0);
+	assert_false(owner_of(f, c1, &owner));
+	assert_false(owner_of(f, a1, &owner));
+	close(a1);
+	close(c1);
+
+	assert_int_equal(bpftel_manager__subscribe(f->env->mgr, BPFTEL_SHAREDLIBS_MODULE, "test",
+						   SHLIB_LIBSET_ALL | SHLIB_SUB_SOCKETS),
+			 0);
+	c1 = connected(&addr);
+	a1 = accept(lfd, NULL, NULL);
+	c2 = connected(&addr);
+	a2 = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(a1 >= 0 && a2 >= 0);
+	assert_owned(f, c1, "shlib_exit_connect");
+	assert_owned(f, c2, "shlib_exit_connect");
+	assert_owned(f, a1, "shlib_exit_accept");
+	assert_owned(f, a2, "shlib_exit_accept4");
+	/* A non-blocking connect: its ports are chosen when it returns, done or EINPROGRESS. */
+	c3 = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	assert_true(connect(c3, (struct sockaddr *)&addr, sizeof(addr)) == 0 ||
+		    errno == EINPROGRESS);
+	assert_owned(f, c3, "shlib_exit_connect");
+	close(c3);
+	/* A connect that failed (nobody listens there any more) records nothing. */
+	close(lfd);
+	c3 = socket(AF_INET, SOCK_STREAM, 0); /* at an fd number no socket had before */
+	assert_int_equal(dup2(c3, 777), 777);
+	close(c3);
+	c3 = 777;
+	assert_int_equal(connect(c3, (struct sockaddr *)&addr, sizeof(addr)), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), c3,
+						    &(struct shlib_sock_key){}),
+			 -ENOENT);
+	close(c3);
+	close(a2);
+	close(c2);
+	close(a1);
+	close(c1);
+}
+
 static void test_keys_assigned_and_distinct(void **state)
 {
 	struct fixture *f = *state;
@@ -226,7 +360,7 @@ static void test_keys_assigned_and_distinct(void **state)
 	start_watcher(f);
 	assert_int_equal(bpftel_module__run(f->env->gpu_mod), 0);
 	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
-	assert_int_equal(prog_assert_keys_distinct(f->env), 4 + 3 + 3);
+	assert_int_equal(prog_assert_keys_distinct(f->env), 7 + 3 + 3);
 }
 
 static void test_every_program_run(void **state)
@@ -247,6 +381,7 @@ int main(int argc, char **argv)
 		T(test_shlib_exit_openat),
 		T(test_shlib_exit_openat2),
 		T(test_shlib_fexit_open),
+		T(test_shlib_sockets),
 		T(test_keys_assigned_and_distinct),
 #undef T
 		cmocka_unit_test(test_every_program_run),
