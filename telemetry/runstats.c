@@ -48,13 +48,16 @@ bool bpftel_rs_close(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, _
 		/* Loaded inside the window: its counters started at zero, at its load. */
 		bpftel_rs_open(e, &(struct bpftel_rs_count){0, 0}, win_open);
 	}
-	if (now < e->open_ns + BPFTEL_RS_MIN_WINDOW_NS)
-		return false; /* too short to stand for anything: stays open */
+	if (now <= e->open_ns)
+		return false; /* nothing yet: stays open */
 	window = now - e->open_ns;
 	from = e->covered_to ? e->covered_to : e->load_ns;
 	if (from > e->open_ns)
 		from = e->open_ns; /* a window never stands for less than itself */
 	period = now - from;
+	/* Scaled up, a very short window would stand for much on little: it stays open. */
+	if (period > window && window < BPFTEL_RS_MIN_WINDOW_NS)
+		return false;
 	d.cnt = since(c->cnt, e->at_open.cnt);
 	d.ns = since(c->ns, e->at_open.ns);
 
@@ -67,6 +70,30 @@ bool bpftel_rs_close(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, _
 	e->last_end_ns = now;
 	e->open = false;
 	return true;
+}
+
+void bpftel_rs_peek(const struct bpftel_rs_est *e, const struct bpftel_rs_count *c,
+		    struct bpftel_rs_count *out)
+{
+	out->cnt = e->cnt;
+	out->ns = e->ns;
+	if (e->open) {
+		out->cnt = add_sat(out->cnt, since(c->cnt, e->at_open.cnt));
+		out->ns = add_sat(out->ns, since(c->ns, e->at_open.ns));
+	}
+}
+
+void bpftel_rs_cover(struct bpftel_rs_est *e, __u64 now, bool at_last_rate)
+{
+	__u64 from = e->covered_to ? e->covered_to : e->load_ns;
+
+	if (now <= from)
+		return;
+	if (at_last_rate && e->last_len_ns) {
+		e->cnt = add_sat(e->cnt, scale(e->last.cnt, now - from, e->last_len_ns));
+		e->ns = add_sat(e->ns, scale(e->last.ns, now - from, e->last_len_ns));
+	}
+	e->covered_to = now;
 }
 
 void bpftel_rs_end(struct bpftel_rs_est *e)

@@ -19,9 +19,10 @@
  *     (it lags by at most one cycle), and `covered_to` says how far it reaches;
  *   - with windows back to back (stats always on), each is scaled by exactly 1: the
  *     estimate is the kernel's count, so exact mode is the same arithmetic.
- * A window shorter than BPFTEL_RS_MIN_WINDOW_NS stands for nothing: it stays open
- * (bpftel_rs_close returns false), and a sampled window that must end anyway is
- * dropped with bpftel_rs_end; the stretch then carries over to the next window.
+ * A window shorter than BPFTEL_RS_MIN_WINDOW_NS that would be scaled up stands for
+ * nothing: it stays open (bpftel_rs_close returns false), and a sampled window that
+ * must end anyway is dropped with bpftel_rs_end; the stretch then carries over to the
+ * next window. A window scaled by 1 counts however short it is.
  *
  * Times are CLOCK_BOOTTIME ns, the clock of the kernel's load_time.
  */
@@ -65,6 +66,21 @@ void bpftel_rs_open(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __
  */
 bool bpftel_rs_close(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __u64 win_open,
 		     __u64 now);
+
+/*
+ * The estimate with the open window's counts added as they are, unscaled: what exact
+ * mode reads between closes. A lower bound of what the close will add, so a reader
+ * never sees a value go down.
+ */
+void bpftel_rs_peek(const struct bpftel_rs_est *e, const struct bpftel_rs_count *c,
+		    struct bpftel_rs_count *out);
+
+/*
+ * Bring the estimate to now without a window (a mode switch): the time since its last
+ * update at the last window's rate (sampled until now), or as no runs (stats were off:
+ * counts stay where they were). Then the next window stands for itself alone.
+ */
+void bpftel_rs_cover(struct bpftel_rs_est *e, __u64 now, bool at_last_rate);
 
 /* End the window without counting it (the stats go off after a too-short window). */
 void bpftel_rs_end(struct bpftel_rs_est *e);

@@ -168,6 +168,30 @@ static void test_restart_is_a_new_program(void **state)
 	assert_int_equal(old.cnt, 550);
 }
 
+/* A mode switch covers the time since the last window: at its rate when sampling ran
+ * until then, as nothing when stats were off; the next window stands for itself. */
+static void test_cover_on_mode_switch(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	assert_true(window(&e, 0, S, cnt(0, 0), cnt(100, 1000)));
+	bpftel_rs_cover(&e, 5 * S, true); /* sampled -> always at 5 s: 4 s at 100/s */
+	assert_int_equal(e.cnt, 500);
+	assert_int_equal(e.covered_to, 5 * S);
+	/* Exact from there: a 1 ms window counts as it is. */
+	bpftel_rs_open(&e, &(struct bpftel_rs_count){100, 1000}, 5 * S);
+	assert_true(bpftel_rs_close(&e, &(struct bpftel_rs_count){103, 1030}, 0, 5 * S + 1000000));
+	assert_int_equal(e.cnt, 503);
+	bpftel_rs_cover(&e, 50 * S, false); /* off until 50 s: nothing counted */
+	assert_int_equal(e.cnt, 503);
+	assert_true(window(&e, 60 * S, 61 * S, cnt(103, 1030), cnt(113, 1130)));
+	assert_int_equal(e.cnt, 503 + 10 * 11); /* the 11 s since 50 s */
+	bpftel_rs_cover(&e, 40 * S, true);	/* the past: nothing to do */
+	assert_int_equal(e.covered_to, 61 * S);
+}
+
 /* A steady rate: the estimate meets the true count at each close. */
 static void test_steady_rate_unbiased(void **state)
 {
@@ -231,6 +255,7 @@ int main(void)
 		cmocka_unit_test(test_zero_runs),
 		cmocka_unit_test(test_counter_reset),
 		cmocka_unit_test(test_restart_is_a_new_program),
+		cmocka_unit_test(test_cover_on_mode_switch),
 		cmocka_unit_test(test_steady_rate_unbiased),
 		cmocka_unit_test(test_monotonic),
 	};

@@ -82,26 +82,50 @@ struct command {
 };
 
 
+/* Runs and times: exact, or "~" estimates when run stats are sampled. */
 static void print_programs(json_t *progs)
 {
 	static const char *const hdr[] = {"PROGRAM", "ID",    "COMPONENT", "RUNS",
 					  "AVG NS",  "CPU %", "ATTACH"};
 	struct table *t = table_new(7, hdr);
 	char id[24], runs[24], avg[24], cpu[24];
+	const char *est;
 	json_t *p;
 	size_t i;
 
 	json_array_foreach (progs, i, p) {
+		est = json_is_true(json_object_get(p, "sampled")) ? "~" : "";
 		snprintf(id, sizeof(id), "%lld", jint(p, "id"));
-		snprintf(runs, sizeof(runs), "%lld", jint(p, "run_cnt"));
-		snprintf(avg, sizeof(avg), "%.0f", json_number_value(json_object_get(p, "avg_ns")));
-		snprintf(cpu, sizeof(cpu), "%.4f",
-			 json_number_value(json_object_get(p, "cpu_percent")));
+		snprintf(runs, sizeof(runs), "%s%lld", est, jint(p, "run_cnt"));
+		snprintf(avg, sizeof(avg), "%.0f", jnum(p, "avg_ns"));
+		snprintf(cpu, sizeof(cpu), "%s%.4f", est, jnum(p, "cpu_percent"));
 		table_add(t, (const char *const[]){jstr(p, "name"), id, jstr(p, "component"), runs,
 						   avg, cpu, jstr(p, "attach")});
 	}
 	table_print(t, stdout);
 	table_free(t);
+}
+
+/* One line on how run counts and times are collected. */
+static void print_run_stats(json_t *agent)
+{
+	json_t *rs = json_object_get(agent, "run_stats_detail");
+	const char *mode = jstr(agent, "run_stats");
+
+	if (!strcmp(mode, "sampled"))
+		printf("Run stats: sampled, on %g s of every %g s (%.1f %% of the time, %lld "
+		       "windows): runs and times marked ~ are estimates (run_stats = always "
+		       "for exact counts)",
+		       jnum(rs, "on_s"), jnum(rs, "period_s"), 100 * jnum(rs, "on_fraction"),
+		       jint(rs, "windows"));
+	else if (!strcmp(mode, "always"))
+		printf("Run stats: always on (exact counts; BPF_ENABLE_STATS costs every BPF "
+		       "program on the host two clock reads per run)");
+	else
+		printf("Run stats: off (counts stay where they were)");
+	if (json_is_string(json_object_get(rs, "error")))
+		printf("; BPF_ENABLE_STATS refused: %s", jstr(rs, "error"));
+	printf("\n");
 }
 
 static void print_maps(json_t *maps)
@@ -145,7 +169,9 @@ static void print_stats(json_t *resp)
 	if (jint(agent, "links_releasing"))
 		printf(", %lld links of stopped modules being detached",
 		       jint(agent, "links_releasing"));
-	printf("\n\n");
+	printf("\n");
+	print_run_stats(agent);
+	printf("\n");
 	printf("Programs (%zu):\n", json_array_size(progs));
 	print_programs(progs);
 	printf("\nEvents lost by stage:");

@@ -125,12 +125,38 @@ static int cmp_cpu(const void *a, const void *b)
 	return x->cpu < y->cpu ? 1 : x->cpu > y->cpu ? -1 : strcmp(x->name, y->name);
 }
 
+/*
+ * A program's rates: between the two samples when counts are exact; with sampled run
+ * stats the counts only move when a window closes, so the last window's own rates,
+ * with how old they are.
+ */
+static json_t *program_rate(const struct sample *a, json_t *p, double dt, bool sampled)
+{
+	json_t *q, *w = json_object_get(p, "window");
+	double druns, dtime;
+
+	if (sampled)
+		return json_pack("{s:s, s:s, s:f, s:f, s:f, s:o}", "program", jstr(p, "name"),
+				 "module", jstr(p, "component"), "runs_per_s",
+				 jnum(w, "runs_per_s"), "avg_ns", jnum(w, "avg_ns"), "cpu_percent",
+				 jnum(w, "cpu_percent"), "window_age_s",
+				 json_is_object(w) ? json_real(jnum(w, "age_s")) : json_null());
+	q = find_prog(json_object_get(a->stats, "programs"), jint(p, "id"));
+	druns = q ? jint(p, "run_cnt") - jint(q, "run_cnt") : 0;
+	dtime = q ? jint(p, "run_time_ns") - jint(q, "run_time_ns") : 0;
+	return json_pack("{s:s, s:s, s:f, s:f, s:f}", "program", jstr(p, "name"), "module",
+			 jstr(p, "component"), "runs_per_s", druns / dt, "avg_ns",
+			 druns > 0 ? dtime / druns : 0.0, "cpu_percent", dtime / 1e9 / dt * 100);
+}
+
 /* The rates between two samples, as one JSON document. */
 static json_t *rates(const struct sample *a, const struct sample *b)
 {
 	static const char *const lost_keys[] = {"kernel", "queue_full", "too_big", "parse", NULL};
-	json_t *mods = json_array(), *progs = json_array(), *l, *p, *q;
-	double dt = b->t - a->t > 0 ? b->t - a->t : 1, druns, dtime;
+	json_t *mods = json_array(), *progs = json_array(), *l, *p;
+	double dt = b->t - a->t > 0 ? b->t - a->t : 1;
+	const char *mode = jstr(json_object_get(b->stats, "agent"), "run_stats");
+	bool sampled = !strcmp(mode, "sampled");
 	size_t i;
 
 	json_array_foreach (json_object_get(b->stats, "losses"), i, l) {
@@ -156,19 +182,10 @@ static json_t *rates(const struct sample *a, const struct sample *b)
 					  dt));
 	}
 	json_array_foreach (json_object_get(b->stats, "programs"), i, p) {
-		q = find_prog(json_object_get(a->stats, "programs"), jint(p, "id"));
-		druns = q ? jint(p, "run_cnt") - jint(q, "run_cnt") : 0;
-		dtime = q ? jint(p, "run_time_ns") - jint(q, "run_time_ns") : 0;
-		json_array_append_new(
-			progs, json_pack("{s:s, s:s, s:f, s:f, s:f}", "program", jstr(p, "name"),
-					 "module", jstr(p, "component"), "runs_per_s", druns / dt,
-					 "avg_ns", druns > 0 ? dtime / druns : 0.0, "cpu_percent",
-					 dtime / 1e9 / dt * 100));
+		json_array_append_new(progs, program_rate(a, p, dt, sampled));
 	}
-	return json_pack(
-		"{s:f, s:o, s:o, s:b}", "interval_s", dt, "modules", mods, "programs", progs,
-		"run_stats",
-		json_is_true(json_object_get(json_object_get(b->stats, "agent"), "run_stats")));
+	return json_pack("{s:f, s:o, s:o, s:s, s:b}", "interval_s", dt, "modules", mods,
+			 "programs", progs, "run_stats", mode, "sampled", sampled);
 }
 
 static void draw(json_t *r, json_t *stats, int rows, int cols)
@@ -186,7 +203,9 @@ static void draw(json_t *r, json_t *stats, int rows, int cols)
 	fmt_duration(up, sizeof(up), jnum(agent, "uptime_s"));
 	snprintf(line, sizeof(line), "bpftel top - agent %s, pid %lld, up %s%s   q: quit",
 		 jstr(agent, "version"), jint(agent, "pid"), up,
-		 json_is_true(json_object_get(r, "run_stats")) ? "" : ", run stats off");
+		 !strcmp(jstr(r, "run_stats"), "off")	  ? ", run stats off"
+		 : json_is_true(json_object_get(r, "sampled")) ? ", programs: last sampled window"
+							       : "");
 	printf("%.*s\n\n", cols, line);
 	t = table_new(4, mh);
 	json_array_foreach (json_object_get(r, "modules"), i, o) {

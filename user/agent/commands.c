@@ -118,33 +118,41 @@ static void add_probe(struct bpftel_module *m, const struct bpftel_probe_status 
 					     "candidates", cands));
 }
 
-static __u64 boottime_ns(void)
+/*
+ * Runs, run time, average and CPU share (of one CPU, over the time they cover) of a
+ * program: exact with run_stats = always, estimated from the on-windows with sampled
+ * ("sampled": true, and the share of the time they were on), frozen with off. "window":
+ * the last window counted, per second of it (what `bpftel top` shows when sampled).
+ */
+static void set_run_stats(json_t *p, const struct bpftel_tlm_prog *tp, bool sampled)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
-static void set_run_stats(json_t *p, const struct bpftel_tlm_prog *tp, __u64 now)
-{
-	__u64 alive = now > tp->load_time_ns ? now - tp->load_time_ns : 1;
+	json_t *w = json_null();
+	double runs = tp->window_runs_per_s, ns = tp->window_ns_per_s;
 
 	json_object_set_new(p, "run_cnt", json_integer(tp->run_cnt));
 	json_object_set_new(p, "run_time_ns", json_integer(tp->run_time_ns));
 	json_object_set_new(p, "avg_ns",
 			    json_real(tp->run_cnt ? (double)tp->run_time_ns / tp->run_cnt : 0));
-	json_object_set_new(p, "cpu_percent", json_real(100.0 * tp->run_time_ns / alive));
+	json_object_set_new(p, "cpu_percent",
+			    json_real(tp->covered_ns ? 100.0 * tp->run_time_ns / tp->covered_ns
+						     : 0));
+	json_object_set_new(p, "covered_s", json_real(tp->covered_ns / 1e9));
+	json_object_set_new(p, "sampled", json_boolean(sampled));
+	json_object_set_new(p, "sampled_fraction", json_real(tp->sampled_fraction));
+	if (tp->window_ns)
+		w = json_pack("{s:f, s:f, s:f, s:f, s:f}", "runs_per_s", runs, "avg_ns",
+			      runs > 0 ? ns / runs : 0.0, "cpu_percent", ns / 1e7, "seconds",
+			      tp->window_ns / 1e9, "age_s", tp->window_age_ns / 1e9);
+	json_object_set_new(p, "window", w);
 }
 
 /*
- * Run count, time, average and CPU share (of one CPU, since load) for each program;
- * programs no probe names (uprobes the registry attaches per library file) are added.
+ * Run counts and times for each program; programs no probe names (uprobes the registry
+ * attaches per library file) are added.
  */
-static void add_run_stats(struct bpftel_agent *agent, json_t *progs)
+static void add_run_stats(struct bpftel_agent *agent, json_t *progs, bool sampled)
 {
 	struct bpftel_tlm_prog *tp;
-	__u64 now = boottime_ns();
 	bool listed;
 	json_t *p;
 	size_t i;
@@ -155,7 +163,7 @@ static void add_run_stats(struct bpftel_agent *agent, json_t *progs)
 		listed = false;
 		json_array_foreach (progs, i, p) {
 			if (tp[j].id == json_integer_value(json_object_get(p, "id"))) {
-				set_run_stats(p, &tp[j], now);
+				set_run_stats(p, &tp[j], sampled);
 				listed = true;
 			}
 		}
@@ -164,10 +172,21 @@ static void add_run_stats(struct bpftel_agent *agent, json_t *progs)
 		p = json_pack("{s:s, s:s, s:n, s:I, s:s}", "name", tp[j].program, "component",
 			      tp[j].module, "probe", "id", (json_int_t)tp[j].id, "attach",
 			      "uprobes, per library file (bpftel libs)");
-		set_run_stats(p, &tp[j], now);
+		set_run_stats(p, &tp[j], sampled);
 		json_array_append_new(progs, p);
 	}
 	free(tp);
+}
+
+/* How run stats are held: "always", "sampled" (on_s of every period_s) or "off". */
+static json_t *run_stats_info(const struct bpftel_run_stats_info *rs)
+{
+	const char *ename = rs->error ? strerrorname_np(-rs->error) : NULL;
+
+	return json_pack("{s:s, s:f, s:f, s:b, s:I, s:f, s:s?}", "mode",
+			 bpftel_run_stats_mode_name(rs->cfg.mode), "on_s", rs->cfg.on_ms / 1e3,
+			 "period_s", rs->cfg.period_ms / 1e3, "stats_on", rs->stats_on, "windows",
+			 (json_int_t)rs->windows, "on_fraction", rs->on_fraction, "error", ename);
 }
 
 static json_t *stats_maps(struct bpftel_agent *agent)
@@ -249,16 +268,19 @@ static json_t *cmd_stats(struct bpftel_agent *agent)
 {
 	json_t *progs = json_array(), *resp;
 	char metrics_addr[sizeof(agent->metrics_addr)];
+	struct bpftel_run_stats_info rs;
 
+	bpftel_telemetry__run_stats(agent->tlm, &rs);
 	for_each_probe(agent, add_program, progs);
-	add_run_stats(agent, progs);
+	add_run_stats(agent, progs, rs.cfg.mode == BPFTEL_RUN_STATS_SAMPLED);
 	pthread_mutex_lock(&agent->cfg_lock);
 	memcpy(metrics_addr, agent->metrics_addr, sizeof(metrics_addr));
 	pthread_mutex_unlock(&agent->cfg_lock);
-	resp = json_pack("{s:{s:s, s:i, s:f, s:I, s:b, s:s?}, s:o}", "agent", "version",
+	resp = json_pack("{s:{s:s, s:i, s:f, s:I, s:s, s:o, s:s?}, s:o}", "agent", "version",
 			 BPFTEL_VERSION, "pid", (int)getpid(), "uptime_s", uptime_s(agent),
 			 "started", (json_int_t)agent->started, "run_stats",
-			 bpftel_telemetry__stats_enabled(agent->tlm), "metrics_addr",
+			 bpftel_run_stats_mode_name(rs.cfg.mode), "run_stats_detail",
+			 run_stats_info(&rs), "metrics_addr",
 			 metrics_addr[0] ? metrics_addr : NULL, "programs", progs);
 	json_object_set_new(resp, "maps", stats_maps(agent));
 	json_object_set_new(resp, "losses", stats_losses(agent));

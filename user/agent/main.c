@@ -63,9 +63,11 @@ static const char usage_text[] =
 	"                      (default " BPFTEL_METRICS_ADDR_DEFAULT "; [::1]:PORT for IPv6;\n"
 	"                      port 0 picks a free one, shown by bpftel stats)\n"
 	"      --no-metrics    no metrics endpoint\n"
-	"      --no-run-stats  do not turn on the kernel's per-program run counts and times\n"
-	"                      (BPF_ENABLE_STATS): they add two clock reads to every run\n"
-	"                      of every BPF program on the host\n"
+	"      --no-run-stats  never turn on the kernel's per-program run counts and times\n"
+	"                      (BPF_ENABLE_STATS, as run_stats = off): while on they add two\n"
+	"                      clock reads to every run of every BPF program on the host, so\n"
+	"                      by default they are on 1 s of every 10 s and the counts are\n"
+	"                      estimated (run_stats = sampled; always: exact)\n"
 	"  -v, --verbose       more output; twice adds libbpf's debug log\n"
 	"  -q, --quiet         errors and warnings only\n"
 	"  -h, --help          this text\n"
@@ -211,7 +213,7 @@ static void cli_overrides(struct bpftel_config *cfg)
 	if (env.metrics_addr)
 		snprintf(cfg->metrics_addr, sizeof(cfg->metrics_addr), "%s", env.metrics_addr);
 	if (env.no_run_stats)
-		cfg->run_stats = false;
+		cfg->run_stats = BPFTEL_RUN_STATS_OFF;
 }
 
 /* The configuration file, or the defaults when the default file does not exist. */

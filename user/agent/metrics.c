@@ -73,26 +73,47 @@ static void modules(struct bpftel_prom *w, json_t *mods)
 		       "start_failures");
 }
 
-static void programs(struct bpftel_prom *w, json_t *progs)
+/* A family with one sample per program: field key of its stats entry (scaled). */
+static void program_family(struct bpftel_prom *w, json_t *progs, const char *name,
+			   const char *type, const char *help, const char *key, double scale)
 {
 	struct bpftel_prom_label l[2];
-	json_t *p;
+	json_t *p, *v;
 	size_t i;
 
-	bpftel_prom_family(w, "bpftel_ebpf_program_runs_total", "counter",
-			   "Runs of the eBPF program since it was loaded (BPF_ENABLE_STATS).");
+	bpftel_prom_family(w, name, type, help);
 	json_array_foreach (progs, i, p) {
+		v = json_object_get(p, key);
+		if (!json_is_number(v))
+			continue; /* unknown */
 		l[0] = (struct bpftel_prom_label){"module", js(p, "component")};
 		l[1] = (struct bpftel_prom_label){"program", js(p, "name")};
-		bpftel_prom_sample_u64(w, "", l, 2, ju(p, "run_cnt"));
+		if (json_is_integer(v) && scale == 1)
+			bpftel_prom_sample_u64(w, "", l, 2, (__u64)json_integer_value(v));
+		else
+			bpftel_prom_sample(w, "", l, 2, json_number_value(v) * scale);
 	}
-	bpftel_prom_family(w, "bpftel_ebpf_program_run_seconds_total", "counter",
-			   "Time spent running the eBPF program since it was loaded.");
-	json_array_foreach (progs, i, p) {
-		l[0] = (struct bpftel_prom_label){"module", js(p, "component")};
-		l[1] = (struct bpftel_prom_label){"program", js(p, "name")};
-		bpftel_prom_sample(w, "", l, 2, ju(p, "run_time_ns") / 1e9);
-	}
+}
+
+/* Run counts are estimated with run_stats = sampled (the default): the HELP says so. */
+static void programs(struct bpftel_prom *w, json_t *progs, const char *mode)
+{
+	bool sampled = !strcmp(mode, "sampled");
+
+	program_family(w, progs, "bpftel_ebpf_program_runs_total", "counter",
+		       sampled ? "Runs of the eBPF program since it was loaded, estimated from "
+				 "sampled BPF_ENABLE_STATS windows (run_stats = sampled)."
+			       : "Runs of the eBPF program since it was loaded (BPF_ENABLE_STATS).",
+		       "run_cnt", 1);
+	program_family(w, progs, "bpftel_ebpf_program_run_seconds_total", "counter",
+		       sampled ? "Time spent running the eBPF program since it was loaded, "
+				 "estimated from sampled BPF_ENABLE_STATS windows."
+			       : "Time spent running the eBPF program since it was loaded.",
+		       "run_time_ns", 1e-9);
+	program_family(w, progs, "bpftel_run_stats_sampled_fraction", "gauge",
+		       "Share of the program's life its run counts were measured over (1: exact, "
+		       "run_stats = always; below 1: the rest is estimated).",
+		       "sampled_fraction", 1);
 }
 
 static void maps(struct bpftel_prom *w, json_t *arr)
@@ -204,7 +225,8 @@ char *bpftel_metrics_render(struct bpftel_agent *agent, size_t *len)
 				       &(struct bpftel_prom_label){"version", BPFTEL_VERSION}, 1,
 				       1);
 		modules(w, json_object_get(mods, "modules"));
-		programs(w, json_object_get(stats, "programs"));
+		programs(w, json_object_get(stats, "programs"),
+			 js(json_object_get(stats, "agent"), "run_stats"));
 		maps(w, json_object_get(stats, "maps"));
 		errors(w, json_object_get(errs, "errors"));
 		losses(w, json_object_get(stats, "losses"));
