@@ -12,6 +12,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import Agent, bpf_ids, check, require_root, run, wait_for  # noqa: E402
 
 
+def check_traps(stats):
+    """The calibration at start, and each uprobe program's overhead with its trap."""
+    tc = stats["agent"]["trap_cost"]
+    check(tc["known"] and tc["uprobe_ns"] > 0 and tc["uretprobe_ns"] > 0 and
+          tc["calls"] > 0 and tc["link"] in ("multi", "perf_event"),
+          f"uprobe traps calibrated at start: {tc['uprobe_ns']:.0f} ns at entry, "
+          f"{tc['uretprobe_ns']:.0f} ns with a return ({tc['calls']} calls each, "
+          f"{tc['took_ms']:.0f} ms, {tc['link']} links)")
+    progs = {(p["component"], p["name"]): p for p in stats["programs"]}
+    kinds = {k: p["trap"] for k, p in progs.items() if p["trap"]}
+    check(kinds == {("gpu", "gpu_uprobe"): "uprobe", ("gpu", "gpu_uretprobe"): "uretprobe",
+                    ("usm", "usm_tls_uprobe"): "uprobe",
+                    ("usm", "usm_tls_uretprobe"): "uretprobe"},
+          f"the registry's uprobe programs, by how it attaches them: {kinds}")
+    for p in progs.values():
+        trap = p["trap_cost_ns"] or 0
+        want = p["run_time_ns"] / 1e9 + p["run_cnt"] * trap / 1e9
+        if abs(p["overhead_seconds"] - want) > 1e-6 + want * 1e-6:
+            raise AssertionError(f"{p['name']}: overhead {p['overhead_seconds']} != {want}")
+    check(progs[("gpu", "gpu_uretprobe")]["trap_cost_ns"] == tc["uretprobe_ns"],
+          "overhead_seconds = run time + runs x trap cost, the uretprobe's for return probes")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
@@ -72,6 +95,8 @@ def main():
                   for l in found), f"pid {pid} detected: {[l['path'] for l in found]}")
 
         table = agent.cli("stats").stdout
+        check("Uprobe traps:" in table and "OVERHEAD S" in table and "Run stats: sampled" in table,
+              "bpftel stats shows the run stats mode, the trap costs and an overhead column")
         check(any(line.split()[:1] == [str(pid)] and "libssl" in line
                   for line in table.splitlines()) or
               any(line.split()[:1] == [str(pid)] and "libcrypto" in line
@@ -91,6 +116,7 @@ def main():
               f"~{prog['run_cnt']} runs, {prog['avg_ns']:.0f} ns avg, "
               f"{prog['cpu_percent']:.4f} % CPU, measured over "
               f"{100 * prog['sampled_fraction']:.0f} % of its life")
+        check_traps(stats)
         occ = {(m["module"], m["map"]): m for m in stats["maps"]}
         check(occ[("sharedlibs", "shlib_config")]["capacity"] == 1 and
               occ[("sharedlibs", "shlib_config")]["entries"] is not None,

@@ -82,28 +82,50 @@ struct command {
 };
 
 
-/* Runs and times: exact, or "~" estimates when run stats are sampled. */
+/* Runs and times: exact, or "~" estimates when run stats are sampled. OVERHEAD S: run
+ * time plus, for uprobe programs, the traps (runs x the calibrated cost). */
 static void print_programs(json_t *progs)
 {
-	static const char *const hdr[] = {"PROGRAM", "ID",    "COMPONENT", "RUNS",
-					  "AVG NS",  "CPU %", "ATTACH"};
-	struct table *t = table_new(7, hdr);
-	char id[24], runs[24], avg[24], cpu[24];
+	static const char *const hdr[] = {"PROGRAM", "ID",	   "COMPONENT", "RUNS",
+					  "AVG NS",  "CPU %", "OVERHEAD S", "ATTACH"};
+	struct table *t = table_new(8, hdr);
+	char id[24], runs[24], avg[24], cpu[24], ovh[24];
 	const char *est;
-	json_t *p;
+	json_t *p, *o;
 	size_t i;
 
 	json_array_foreach (progs, i, p) {
 		est = json_is_true(json_object_get(p, "sampled")) ? "~" : "";
+		o = json_object_get(p, "overhead_seconds");
 		snprintf(id, sizeof(id), "%lld", jint(p, "id"));
 		snprintf(runs, sizeof(runs), "%s%lld", est, jint(p, "run_cnt"));
 		snprintf(avg, sizeof(avg), "%.0f", jnum(p, "avg_ns"));
 		snprintf(cpu, sizeof(cpu), "%s%.4f", est, jnum(p, "cpu_percent"));
+		if (json_is_number(o))
+			snprintf(ovh, sizeof(ovh), "%s%.3f", est, json_number_value(o));
+		else
+			snprintf(ovh, sizeof(ovh), "unknown");
 		table_add(t, (const char *const[]){jstr(p, "name"), id, jstr(p, "component"), runs,
-						   avg, cpu, jstr(p, "attach")});
+						   avg, cpu, ovh, jstr(p, "attach")});
 	}
 	table_print(t, stdout);
 	table_free(t);
+}
+
+/* What a uprobe costs on this host, as calibrated at start. */
+static void print_traps(json_t *agent)
+{
+	json_t *tc = json_object_get(agent, "trap_cost");
+
+	if (json_is_true(json_object_get(tc, "known")))
+		printf("Uprobe traps: %.1f us per call at entry, %.1f us with a return probe "
+		       "(calibrated at start on %s links, %.0f ms); in OVERHEAD S as runs x "
+		       "trap\n",
+		       jnum(tc, "uprobe_ns") / 1e3, jnum(tc, "uretprobe_ns") / 1e3,
+		       jstr(tc, "link"), jnum(tc, "took_ms"));
+	else
+		printf("Uprobe traps: cost unknown (%s): overhead of uprobe programs unknown\n",
+		       jstr(tc, "error"));
 }
 
 /* One line on how run counts and times are collected. */
@@ -171,6 +193,7 @@ static void print_stats(json_t *resp)
 		       jint(agent, "links_releasing"));
 	printf("\n");
 	print_run_stats(agent);
+	print_traps(agent);
 	printf("\n");
 	printf("Programs (%zu):\n", json_array_size(progs));
 	print_programs(progs);

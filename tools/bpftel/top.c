@@ -115,14 +115,17 @@ static double module_sum(json_t *arr, const char *module, const char *key, const
 
 struct prog_rate {
 	const char *name, *module;
-	double runs_s, avg_ns, cpu;
+	double runs_s, avg_ns, cpu, overhead; /* overhead < 0: unknown */
 };
 
-static int cmp_cpu(const void *a, const void *b)
+/* Costliest first: overhead (traps included) where known, else run time. */
+static int cmp_cost(const void *a, const void *b)
 {
 	const struct prog_rate *x = a, *y = b;
+	double cx = x->overhead >= 0 ? x->overhead : x->cpu;
+	double cy = y->overhead >= 0 ? y->overhead : y->cpu;
 
-	return x->cpu < y->cpu ? 1 : x->cpu > y->cpu ? -1 : strcmp(x->name, y->name);
+	return cx < cy ? 1 : cx > cy ? -1 : strcmp(x->name, y->name);
 }
 
 /*
@@ -132,21 +135,30 @@ static int cmp_cpu(const void *a, const void *b)
  */
 static json_t *program_rate(const struct sample *a, json_t *p, double dt, bool sampled)
 {
-	json_t *q, *w = json_object_get(p, "window");
+	json_t *q, *w = json_object_get(p, "window"), *trap = json_object_get(p, "trap_cost_ns");
 	double druns, dtime;
 
 	if (sampled)
-		return json_pack("{s:s, s:s, s:f, s:f, s:f, s:o}", "program", jstr(p, "name"),
+		return json_pack("{s:s, s:s, s:f, s:f, s:f, s:O, s:o}", "program", jstr(p, "name"),
 				 "module", jstr(p, "component"), "runs_per_s",
 				 jnum(w, "runs_per_s"), "avg_ns", jnum(w, "avg_ns"), "cpu_percent",
-				 jnum(w, "cpu_percent"), "window_age_s",
+				 jnum(w, "cpu_percent"), "overhead_percent",
+				 json_is_object(w) ? json_object_get(w, "overhead_percent")
+						   : json_real(0),
+				 "window_age_s",
 				 json_is_object(w) ? json_real(jnum(w, "age_s")) : json_null());
 	q = find_prog(json_object_get(a->stats, "programs"), jint(p, "id"));
 	druns = q ? jint(p, "run_cnt") - jint(q, "run_cnt") : 0;
 	dtime = q ? jint(p, "run_time_ns") - jint(q, "run_time_ns") : 0;
-	return json_pack("{s:s, s:s, s:f, s:f, s:f}", "program", jstr(p, "name"), "module",
+	/* Run time, plus each run's trap for uprobe programs (null: trap cost unknown). */
+	return json_pack("{s:s, s:s, s:f, s:f, s:f, s:o}", "program", jstr(p, "name"), "module",
 			 jstr(p, "component"), "runs_per_s", druns / dt, "avg_ns",
-			 druns > 0 ? dtime / druns : 0.0, "cpu_percent", dtime / 1e9 / dt * 100);
+			 druns > 0 ? dtime / druns : 0.0, "cpu_percent", dtime / 1e9 / dt * 100,
+			 "overhead_percent",
+			 json_is_string(json_object_get(p, "trap")) && !json_is_number(trap)
+				 ? json_null()
+				 : json_real((dtime + druns * json_number_value(trap)) / 1e9 / dt *
+					     100));
 }
 
 /* The rates between two samples, as one JSON document. */
@@ -191,8 +203,9 @@ static json_t *rates(const struct sample *a, const struct sample *b)
 static void draw(json_t *r, json_t *stats, int rows, int cols)
 {
 	static const char *const mh[] = {"MODULE", "EVENTS/S", "LOST/S", "ERRORS/S"};
-	static const char *const ph[] = {"PROGRAM", "MODULE", "RUNS/S", "AVG NS", "CPU %"};
-	char a[32], b[32], c[32], up[32], line[256];
+	static const char *const ph[] = {"PROGRAM", "MODULE", "RUNS/S",
+					 "AVG NS",  "CPU %",  "OVHD %"};
+	char a[32], b[32], c[32], d[32], up[32], line[256];
 	struct prog_rate *pr;
 	struct table *t;
 	size_t i, n, shown;
@@ -227,18 +240,25 @@ static void draw(json_t *r, json_t *stats, int rows, int cols)
 		pr[i].runs_s = jnum(o, "runs_per_s");
 		pr[i].avg_ns = jnum(o, "avg_ns");
 		pr[i].cpu = jnum(o, "cpu_percent");
+		pr[i].overhead = json_is_number(json_object_get(o, "overhead_percent"))
+					 ? jnum(o, "overhead_percent")
+					 : -1;
 	}
-	qsort(pr, n, sizeof(*pr), cmp_cpu);
+	qsort(pr, n, sizeof(*pr), cmp_cost);
 	shown = rows - used - 1 > 0 ? (size_t)(rows - used - 1) : 0;
 	if (shown > n)
 		shown = n;
 	printf("\n");
-	t = table_new(5, ph);
+	t = table_new(6, ph);
 	for (i = 0; i < shown; i++) {
 		snprintf(a, sizeof(a), "%.1f", pr[i].runs_s);
 		snprintf(b, sizeof(b), "%.0f", pr[i].avg_ns);
 		snprintf(c, sizeof(c), "%.3f", pr[i].cpu);
-		table_add(t, (const char *const[]){pr[i].name, pr[i].module, a, b, c});
+		if (pr[i].overhead < 0)
+			snprintf(d, sizeof(d), "?");
+		else
+			snprintf(d, sizeof(d), "%.3f", pr[i].overhead);
+		table_add(t, (const char *const[]){pr[i].name, pr[i].module, a, b, c, d});
 	}
 	table_print(t, stdout);
 	table_free(t);

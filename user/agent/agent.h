@@ -42,6 +42,7 @@
 
 #include "config.h"
 #include "module_table.h"
+#include "user/manager/trapcost.h"
 
 struct bpftel_manager;
 struct bpftel_ctl_server;
@@ -68,6 +69,7 @@ struct bpftel_agent {
 	struct bpftel_metrics *metrics; /* NULL: no metrics endpoint */
 	char metrics_addr[80];		/* where it listens ("" when off), for stats */
 	struct bpftel_config cfg;	/* in force */
+	struct bpftel_trap_cost trap;	/* calibrated at start, read-only after */
 	time_t started;			/* wall clock, for display */
 	struct timespec mono_start;	/* for uptime */
 };

@@ -13,6 +13,7 @@
 #include "agent.h"
 #include "control.h"
 #include "lifecycle.h"
+#include "overhead.h"
 #include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
 #include "user/manager/manager.h"
@@ -146,36 +147,79 @@ static void set_run_stats(json_t *p, const struct bpftel_tlm_prog *tp, bool samp
 	json_object_set_new(p, "window", w);
 }
 
+static json_t *real_or_null(double v)
+{
+	return v < 0 ? json_null() : json_real(v);
+}
+
 /*
- * Run counts and times for each program; programs no probe names (uprobes the registry
- * attaches per library file) are added.
+ * What the program costs the processes it runs in: its run time, and for a uprobe
+ * program the trap each run pays ("trap": "uprobe" or "uretprobe", as the registry
+ * attaches it). Null where the trap cost is unknown (the calibration failed).
+ */
+static void set_overhead(json_t *p, const struct bpftel_prog_overhead *o)
+{
+	double total = bpftel_overhead_seconds(o), rate = bpftel_overhead_window_ns_per_s(o);
+	json_t *w = json_object_get(p, "window");
+
+	json_object_set_new(p, "trap", o->trap ? json_string(o->trap) : json_null());
+	json_object_set_new(p, "trap_cost_ns", o->trap ? real_or_null(o->trap_ns) : json_null());
+	json_object_set_new(p, "trap_overhead_seconds",
+			    real_or_null(o->trap_ns < 0 ? -1 : o->p.run_cnt * o->trap_ns / 1e9));
+	json_object_set_new(p, "overhead_seconds", real_or_null(total));
+	json_object_set_new(p, "overhead_percent",
+			    total < 0	       ? json_null()
+			    : o->p.covered_ns ? json_real(100 * total / (o->p.covered_ns / 1e9))
+					       : json_real(0));
+	if (json_is_object(w))
+		json_object_set_new(w, "overhead_percent", real_or_null(rate < 0 ? -1 : rate / 1e7));
+}
+
+/*
+ * Run counts and times, and overhead, for each program; programs no probe names
+ * (uprobes the registry attaches per library file) are added.
  */
 static void add_run_stats(struct bpftel_agent *agent, json_t *progs, bool sampled)
 {
-	struct bpftel_tlm_prog *tp;
+	struct bpftel_prog_overhead *o;
 	bool listed;
 	json_t *p;
 	size_t i;
 	int n, j;
 
-	n = bpftel_telemetry__programs(agent->tlm, &tp);
+	n = bpftel_agent_overheads(agent, &o);
 	for (j = 0; j < n; j++) {
+		const struct bpftel_tlm_prog *tp = &o[j].p;
+
 		listed = false;
 		json_array_foreach (progs, i, p) {
-			if (tp[j].id == json_integer_value(json_object_get(p, "id"))) {
-				set_run_stats(p, &tp[j], sampled);
+			if (tp->id == json_integer_value(json_object_get(p, "id"))) {
+				set_run_stats(p, tp, sampled);
+				set_overhead(p, &o[j]);
 				listed = true;
 			}
 		}
-		if (listed || !tp[j].id)
+		if (listed || !tp->id)
 			continue;
-		p = json_pack("{s:s, s:s, s:n, s:I, s:s}", "name", tp[j].program, "component",
-			      tp[j].module, "probe", "id", (json_int_t)tp[j].id, "attach",
+		p = json_pack("{s:s, s:s, s:n, s:I, s:s}", "name", tp->program, "component",
+			      tp->module, "probe", "id", (json_int_t)tp->id, "attach",
 			      "uprobes, per library file (bpftel libs)");
-		set_run_stats(p, &tp[j], sampled);
+		set_run_stats(p, tp, sampled);
+		set_overhead(p, &o[j]);
 		json_array_append_new(progs, p);
 	}
-	free(tp);
+	free(o);
+}
+
+/* The calibration of uprobe traps at start (user/manager/trapcost.h). */
+static json_t *trap_cost(const struct bpftel_trap_cost *tc)
+{
+	return json_pack("{s:b, s:o, s:o, s:f, s:i, s:f, s:s, s:s?}", "known", tc->known,
+			 "uprobe_ns", tc->known ? json_real(tc->uprobe_ns) : json_null(),
+			 "uretprobe_ns", tc->known ? json_real(tc->uretprobe_ns) : json_null(),
+			 "call_ns", tc->call_ns, "calls", (int)tc->calls, "took_ms", tc->took_ms,
+			 "link", tc->link ? tc->link : "none", "error",
+			 tc->known ? NULL : tc->error);
 }
 
 /* How run stats are held: "always", "sampled" (on_s of every period_s) or "off". */
@@ -284,6 +328,7 @@ static json_t *cmd_stats(struct bpftel_agent *agent)
 			 metrics_addr[0] ? metrics_addr : NULL, "programs", progs);
 	json_object_set_new(resp, "maps", stats_maps(agent));
 	json_object_set_new(resp, "losses", stats_losses(agent));
+	json_object_set_new(json_object_get(resp, "agent"), "trap_cost", trap_cost(&agent->trap));
 	/* Uprobe links of stopped module instances the reaper has yet to destroy. */
 	json_object_set_new(json_object_get(resp, "agent"), "links_releasing",
 			    json_integer((json_int_t)bpftel_links_pending()));

@@ -379,6 +379,15 @@ int main(int argc, char **argv)
 		}
 		pr_warn("BPFTEL_FAULTS set: injecting faults %s", getenv("BPFTEL_FAULTS"));
 	}
+	/* Before the modules attach anything, with the faults in force (a kernel without
+	 * multi-uprobe links is calibrated with what it has). */
+	if (bpftel_trap_cost_calibrate(&agent.trap))
+		pr_warn("uprobe trap cost unknown: %s", agent.trap.error);
+	else
+		pr_info("uprobe trap cost: %.1f us at entry, %.1f us with return (%s links, "
+			"calibrated in %.0f ms)",
+			agent.trap.uprobe_ns / 1e3, agent.trap.uretprobe_ns / 1e3, agent.trap.link,
+			agent.trap.took_ms);
 	if (bpftel_agent_apply(&agent, &cfg, true))
 		goto cleanup;
 	/* Libraries mapped before the watcher ran are in /proc/<pid>/maps. */

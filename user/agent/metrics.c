@@ -110,10 +110,36 @@ static void programs(struct bpftel_prom *w, json_t *progs, const char *mode)
 				 "estimated from sampled BPF_ENABLE_STATS windows."
 			       : "Time spent running the eBPF program since it was loaded.",
 		       "run_time_ns", 1e-9);
+	program_family(w, progs, "bpftel_ebpf_program_overhead_seconds_total", "counter",
+		       sampled ? "What the eBPF program cost the processes it ran in: run time plus, "
+				 "for uprobe programs, runs x the uprobe or uretprobe trap cost "
+				 "calibrated at start; estimated from sampled windows."
+			       : "What the eBPF program cost the processes it ran in: run time plus, "
+				 "for uprobe programs, runs x the uprobe or uretprobe trap cost "
+				 "calibrated at start.",
+		       "overhead_seconds", 1);
 	program_family(w, progs, "bpftel_run_stats_sampled_fraction", "gauge",
 		       "Share of the program's life its run counts were measured over (1: exact, "
 		       "run_stats = always; below 1: the rest is estimated).",
 		       "sampled_fraction", 1);
+}
+
+/* The calibration at start; absent when it failed. */
+static void traps(struct bpftel_prom *w, json_t *tc)
+{
+	static const char *const kinds[] = {"uprobe", "uretprobe"};
+	char key[32];
+	size_t i;
+
+	bpftel_prom_family(w, "bpftel_uprobe_trap_seconds", "gauge",
+			   "What one uprobe (entry) or uretprobe (entry and return) costs the "
+			   "probed process on this host, an empty program included (calibrated "
+			   "at start).");
+	for (i = 0; i < 2 && json_is_true(json_object_get(tc, "known")); i++) {
+		snprintf(key, sizeof(key), "%s_ns", kinds[i]);
+		bpftel_prom_sample(w, "", &(struct bpftel_prom_label){"kind", kinds[i]}, 1,
+				   json_number_value(json_object_get(tc, key)) / 1e9);
+	}
 }
 
 static void maps(struct bpftel_prom *w, json_t *arr)
@@ -227,6 +253,7 @@ char *bpftel_metrics_render(struct bpftel_agent *agent, size_t *len)
 		modules(w, json_object_get(mods, "modules"));
 		programs(w, json_object_get(stats, "programs"),
 			 js(json_object_get(stats, "agent"), "run_stats"));
+		traps(w, json_object_get(json_object_get(stats, "agent"), "trap_cost"));
 		maps(w, json_object_get(stats, "maps"));
 		errors(w, json_object_get(errs, "errors"));
 		losses(w, json_object_get(stats, "losses"));

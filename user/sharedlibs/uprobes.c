@@ -834,6 +834,39 @@ int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_in
 	return arr ? (int)n : -ENOMEM;
 }
 
+size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_prog *out,
+				size_t max)
+{
+	const struct bpftel_uprobe_spec *sp;
+	size_t n = 0, mi, i, k;
+
+	pthread_mutex_lock(&u->lock);
+	for (mi = 0; mi < u->nmods; mi++) {
+		for (i = 0; i < u->mods[mi].nspecs; i++) {
+			sp = &u->mods[mi].specs[i];
+			for (k = 0; k < n && (strcmp(out[k].module, u->mods[mi].name) ||
+					      strcmp(out[k].prog, sp->prog));
+			     k++)
+				;
+			if (k == n) {
+				if (n == max)
+					continue;
+				memset(&out[n], 0, sizeof(out[n]));
+				snprintf(out[n].module, sizeof(out[n].module), "%s",
+					 u->mods[mi].name);
+				snprintf(out[n].prog, sizeof(out[n].prog), "%s", sp->prog);
+				n++;
+			}
+			if (sp->retprobe)
+				out[k].ret = true;
+			else
+				out[k].entry = true;
+		}
+	}
+	pthread_mutex_unlock(&u->lock);
+	return n;
+}
+
 void bpftel_uprobes__refusals(struct bpftel_uprobes *u, struct bpftel_uprobes_refusals *out)
 {
 	pthread_mutex_lock(&u->lock);

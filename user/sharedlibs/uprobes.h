@@ -58,6 +58,20 @@ struct bpftel_uprobe_spec {
 int bpftel_uprobes__new(struct bpftel_uprobes **out);
 /* After the modules are stopped. NULL is a no-op. */
 void bpftel_uprobes__free(struct bpftel_uprobes *u);
+/*
+ * A program the registry attaches, and how: at function entry (a uprobe) or at its
+ * return (a uretprobe), which the program's name says only by convention. A return
+ * probe costs more: its entry trap arms the return, then the return traps.
+ */
+struct bpftel_uprobe_prog {
+	char module[64];
+	char prog[64];
+	bool entry, ret; /* attached at entries, at returns (both: some of each) */
+};
+/* Every (module, program) of the registry's modules' specs: count, at most max. */
+size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_prog *out,
+				size_t max);
+
 /* How long an unused file keeps its links (0: detached at the next sweep). */
 void bpftel_uprobes__set_grace_ms(struct bpftel_uprobes *u, unsigned int ms);
 
