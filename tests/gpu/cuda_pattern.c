@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * cuda_pattern LIBCUDART [stub|real|loop N]: dlopen a CUDA runtime, print "loaded PID",
+ * cuda_pattern LIBCUDART [stub|real|loop N|spin]: dlopen a CUDA runtime, print "loaded PID",
  * wait for a line on stdin (the test lets the agent attach first), make a known
  * sequence of calls, print "done" and each call's cudaError_t, then wait for stdin to
  * close so that the agent can be asked while the process lives.
@@ -9,8 +9,11 @@
  * real: cudaMalloc x2 and cudaLaunchKernel x3 against the real runtime (no GPU here:
  *       each fails with cudaErrorInsufficientDriver).
  * loop N: N cudaLaunchKernel calls, then print ns per call (tools/bench).
+ * spin: cudaLaunchKernel calls until a second line arrives, then print "calls N" (a hot
+ *       loop whose end the caller decides: tests/integration/test_budget.py).
  */
 #include <dlfcn.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +101,21 @@ static void launch_loop(long n)
 	printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n);
 }
 
+static void launch_spin(void)
+{
+	struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
+	dim3 one = {1, 1, 1};
+	long calls = 0, i;
+
+	do {
+		for (i = 0; i < 4096; i++)
+			launch((const void *)kernel, one, one, NULL, 0, NULL);
+		calls += i;
+	} while (poll(&in, 1, 0) == 0);
+	wait_line();
+	printf("calls %ld\n", calls);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 ? argv[2] : "stub";
@@ -105,7 +123,7 @@ int main(int argc, char **argv)
 	char c;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: cuda_pattern LIBCUDART [stub|real|loop N]\n");
+		fprintf(stderr, "usage: cuda_pattern LIBCUDART [stub|real|loop N|spin]\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -128,6 +146,8 @@ int main(int argc, char **argv)
 		real_pattern();
 	else if (!strcmp(mode, "loop") && argc > 3)
 		launch_loop(atol(argv[3]));
+	else if (!strcmp(mode, "spin"))
+		launch_spin();
 	else
 		stub_pattern();
 	printf("done\n");

@@ -118,11 +118,11 @@ static void print_traps(json_t *agent)
 	json_t *tc = json_object_get(agent, "trap_cost");
 
 	if (json_is_true(json_object_get(tc, "known")))
-		printf("Uprobe traps: %.1f us per call at entry, %.1f us with a return probe "
-		       "(calibrated at start on %s links, %.0f ms); in OVERHEAD S as runs x "
-		       "trap\n",
+		printf("Uprobe traps: %.1f us per call at entry, %.1f us at return alone, %.1f us "
+		       "for both (calibrated at start on %s links, %.0f ms); in OVERHEAD S as "
+		       "runs x trap\n",
 		       jnum(tc, "uprobe_ns") / 1e3, jnum(tc, "uretprobe_ns") / 1e3,
-		       jstr(tc, "link"), jnum(tc, "took_ms"));
+		       jnum(tc, "pair_ns") / 1e3, jstr(tc, "link"), jnum(tc, "took_ms"));
 	else
 		printf("Uprobe traps: cost unknown (%s): overhead of uprobe programs unknown\n",
 		       jstr(tc, "error"));
@@ -213,6 +213,37 @@ static void print_stats(json_t *resp)
 	}
 }
 
+/* Self-overhead budgets, and why a throttled module sheds load. */
+static void print_budgets(json_t *mods)
+{
+	json_t *m, *b, *th, *f;
+	char since[32];
+	struct tm tm;
+	time_t when;
+	size_t i, k;
+
+	json_array_foreach (mods, i, m) {
+		b = json_object_get(m, "budget");
+		th = json_object_get(m, "throttled");
+		if (!json_is_object(b))
+			continue;
+		printf("\n%s: budget %.2f %% of one CPU, last window %s%.2f %%, %lld throttle "
+		       "episodes",
+		       jstr(m, "name"), jnum(b, "max_cpu_percent"),
+		       json_is_number(json_object_get(b, "cpu_percent")) ? "" : "(none yet) ",
+		       jnum(b, "cpu_percent"), jint(m, "throttle_episodes"));
+		if (!json_is_object(th)) {
+			printf("\n");
+			continue;
+		}
+		when = (time_t)jint(th, "since");
+		strftime(since, sizeof(since), "%H:%M:%S", localtime_r(&when, &tm));
+		printf("\n  throttled since %s: %s\n", since, jstr(th, "reason"));
+		json_array_foreach (json_object_get(th, "files"), k, f)
+			printf("  shed: %s\n", json_string_value(f));
+	}
+}
+
 static void print_modules(json_t *resp)
 {
 	static const char *const hdr[] = {"MODULE",	 "STATE",	   "RESTARTS",
@@ -236,6 +267,7 @@ static void print_modules(json_t *resp)
 	}
 	table_print(t, stdout);
 	table_free(t);
+	print_budgets(json_object_get(resp, "modules"));
 }
 
 /* One row per candidate; module, probe and policy only on a probe's first row. */

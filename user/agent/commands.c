@@ -14,6 +14,7 @@
 #include "control.h"
 #include "lifecycle.h"
 #include "overhead.h"
+#include "throttle.h"
 #include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
 #include "user/manager/manager.h"
@@ -164,6 +165,7 @@ static void set_overhead(json_t *p, const struct bpftel_prog_overhead *o)
 
 	json_object_set_new(p, "trap", o->trap ? json_string(o->trap) : json_null());
 	json_object_set_new(p, "trap_cost_ns", o->trap ? real_or_null(o->trap_ns) : json_null());
+	json_object_set_new(p, "trap_paired", json_boolean(o->paired));
 	json_object_set_new(p, "trap_overhead_seconds",
 			    real_or_null(o->trap_ns < 0 ? -1 : o->p.run_cnt * o->trap_ns / 1e9));
 	json_object_set_new(p, "overhead_seconds", real_or_null(total));
@@ -214,9 +216,10 @@ static void add_run_stats(struct bpftel_agent *agent, json_t *progs, bool sample
 /* The calibration of uprobe traps at start (user/manager/trapcost.h). */
 static json_t *trap_cost(const struct bpftel_trap_cost *tc)
 {
-	return json_pack("{s:b, s:o, s:o, s:f, s:i, s:f, s:s, s:s?}", "known", tc->known,
+	return json_pack("{s:b, s:o, s:o, s:o, s:f, s:i, s:f, s:s, s:s?}", "known", tc->known,
 			 "uprobe_ns", tc->known ? json_real(tc->uprobe_ns) : json_null(),
 			 "uretprobe_ns", tc->known ? json_real(tc->uretprobe_ns) : json_null(),
+			 "pair_ns", tc->known ? json_real(tc->pair_ns) : json_null(),
 			 "call_ns", tc->call_ns, "calls", (int)tc->calls, "took_ms", tc->took_ms,
 			 "link", tc->link ? tc->link : "none", "error",
 			 tc->known ? NULL : tc->error);
@@ -369,10 +372,42 @@ static json_t *cmd_probes(struct bpftel_agent *agent)
 	return json_pack("{s:o}", "probes", probes);
 }
 
+/*
+ * A module's self-overhead budget: {max_cpu_percent, cpu_percent (the last window's
+ * estimate), throttle_episodes} or null without one; and while it sheds load,
+ * throttled {since, reason, files}, else null.
+ */
+static void add_budget(struct bpftel_agent *agent, const char *name, bool running, json_t *o)
+{
+	struct bpftel_throttle_status st;
+	json_t *files = json_array();
+	size_t i;
+
+	bpftel_throttle__status(agent->throttle, name, &st);
+	json_object_set_new(o, "budget",
+			    st.budget ? json_pack("{s:f, s:o}", "max_cpu_percent", st.limit_percent,
+						  "cpu_percent",
+						  st.load_percent < 0 ? json_null()
+								      : json_real(st.load_percent))
+				      : json_null());
+	json_object_set_new(o, "throttle_episodes", json_integer((json_int_t)st.episodes));
+	for (i = 0; i < st.nshed; i++)
+		json_array_append_new(files, bpftel_json_str(st.shed[i]));
+	if (st.throttled && running) {
+		json_object_set_new(o, "state", json_string("throttled"));
+		json_object_set_new(o, "throttled",
+				    json_pack("{s:I, s:o, s:o}", "since", (json_int_t)st.since,
+					      "reason", bpftel_json_str(st.reason), "files", files));
+	} else {
+		json_decref(files);
+		json_object_set_new(o, "throttled", json_null());
+	}
+}
+
 static json_t *cmd_modules(struct bpftel_agent *agent)
 {
 	struct bpftel_module *mods[MAX_MODULES];
-	json_t *arr = json_array();
+	json_t *arr = json_array(), *o;
 	size_t i, n;
 
 	const char *step;
@@ -386,15 +421,17 @@ static json_t *cmd_modules(struct bpftel_agent *agent)
 		last = err ? json_pack("{s:s, s:i, s:s}", "step", step, "errno", -err, "message",
 				       strerror(-err))
 			   : json_null();
-		json_array_append_new(
-			arr, json_pack("{s:s, s:s, s:I, s:I, s:I, s:o}", "name",
-				       bpftel_module__name(mods[i]), "state",
-				       bpftel_module_state_name(bpftel_module__state(mods[i])),
-				       "restarts", (json_int_t)bpftel_module__restarts(mods[i]),
-				       "subscribers",
-				       (json_int_t)bpftel_manager__subscribers(
-					       agent->mgr, bpftel_module__name(mods[i])),
-				       "start_failures", (json_int_t)failures, "last_error", last));
+		o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:o}", "name",
+			      bpftel_module__name(mods[i]), "state",
+			      bpftel_module_state_name(bpftel_module__state(mods[i])), "restarts",
+			      (json_int_t)bpftel_module__restarts(mods[i]), "subscribers",
+			      (json_int_t)bpftel_manager__subscribers(agent->mgr,
+								       bpftel_module__name(mods[i])),
+			      "start_failures", (json_int_t)failures, "last_error", last);
+		/* Running, and shedding load: "throttled". */
+		add_budget(agent, bpftel_module__name(mods[i]),
+			   bpftel_module__state(mods[i]) == BPFTEL_MOD_RUNNING, o);
+		json_array_append_new(arr, o);
 	}
 	return json_pack("{s:o}", "modules", arr);
 }

@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "module_table.h"
 #include "system.h"
+#include "throttle.h"
 #include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
 #include "user/common/log.h"
@@ -401,9 +402,12 @@ int main(int argc, char **argv)
 					  : "");
 		goto cleanup;
 	}
-	err = bpftel_lifecycle__start(&agent, &agent.lc);
+	err = bpftel_throttle__new(&agent, &agent.throttle);
 	if (!err)
-		err = bpftel_housekeeping__start(agent.mgr, &agent.hk);
+		err = bpftel_lifecycle__start(&agent, &agent.lc);
+	if (!err)
+		err = bpftel_housekeeping__start(agent.mgr, bpftel_throttle__tick, agent.throttle,
+						 &agent.hk);
 	if (err) {
 		pr_err("cannot start the agent's threads: %s", strerror(-err));
 		goto cleanup;
@@ -430,6 +434,9 @@ cleanup:
 	bpftel_housekeeping__stop(agent.hk);
 	bpftel_metrics__stop(agent.metrics);
 	bpftel_ctl_server__free(agent.ctl);
+	/* Its last readers (the metrics thread, the control server) are gone. */
+	bpftel_throttle__free(agent.throttle);
+	agent.throttle = NULL;
 	bpftel_manager__free(agent.mgr); /* stops every module, waits for the reaper */
 	bpftel_uprobes__free(agent.uprobes);
 	destroy_modules(&agent);

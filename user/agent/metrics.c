@@ -61,11 +61,23 @@ static void modules(struct bpftel_prom *w, json_t *mods)
 	json_t *m;
 	size_t i;
 
-	bpftel_prom_family(w, "bpftel_module_up", "gauge", "1 if the module is running.");
+	bpftel_prom_family(w, "bpftel_module_up", "gauge",
+			   "1 if the module is running (throttled included).");
 	json_array_foreach (mods, i, m) {
 		l[0] = (struct bpftel_prom_label){"module", js(m, "name")};
-		bpftel_prom_sample_u64(w, "", l, 1, !strcmp(js(m, "state"), "running"));
+		bpftel_prom_sample_u64(w, "", l, 1,
+				       !strcmp(js(m, "state"), "running") ||
+					       !strcmp(js(m, "state"), "throttled"));
 	}
+	bpftel_prom_family(w, "bpftel_module_throttled", "gauge",
+			   "1 while the module sheds load to keep within its max_cpu_percent.");
+	json_array_foreach (mods, i, m) {
+		l[0] = (struct bpftel_prom_label){"module", js(m, "name")};
+		bpftel_prom_sample_u64(w, "", l, 1, json_is_object(json_object_get(m, "throttled")));
+	}
+	module_counter(w, mods, "bpftel_module_throttle_episodes_total",
+		       "Times the module went over its max_cpu_percent and shed load.",
+		       "throttle_episodes");
 	module_counter(w, mods, "bpftel_module_restarts_total",
 		       "Times the module was started again after a stop.", "restarts");
 	module_counter(w, mods, "bpftel_module_start_failures_total",
@@ -127,15 +139,15 @@ static void programs(struct bpftel_prom *w, json_t *progs, const char *mode)
 /* The calibration at start; absent when it failed. */
 static void traps(struct bpftel_prom *w, json_t *tc)
 {
-	static const char *const kinds[] = {"uprobe", "uretprobe"};
+	static const char *const kinds[] = {"uprobe", "uretprobe", "pair"};
 	char key[32];
 	size_t i;
 
 	bpftel_prom_family(w, "bpftel_uprobe_trap_seconds", "gauge",
-			   "What one uprobe (entry) or uretprobe (entry and return) costs the "
-			   "probed process on this host, an empty program included (calibrated "
-			   "at start).");
-	for (i = 0; i < 2 && json_is_true(json_object_get(tc, "known")); i++) {
+			   "What a call costs the probed process on this host with a uprobe, a "
+			   "uretprobe, or both on its function (pair), empty programs included "
+			   "(calibrated at start).");
+	for (i = 0; i < 3 && json_is_true(json_object_get(tc, "known")); i++) {
 		snprintf(key, sizeof(key), "%s_ns", kinds[i]);
 		bpftel_prom_sample(w, "", &(struct bpftel_prom_label){"kind", kinds[i]}, 1,
 				   json_number_value(json_object_get(tc, key)) / 1e9);

@@ -10,6 +10,23 @@
 
 #define MAX_UPROBE_PROGS 32
 
+/* A program's trap per run. Some entries and some returns: the entry's cost. */
+static double trap_ns(const struct bpftel_trap_cost *tc, const struct bpftel_uprobe_prog *up,
+		      struct bpftel_prog_overhead *o)
+{
+	double ret;
+
+	o->trap = up->ret && !up->entry ? "uretprobe" : "uprobe";
+	o->paired = up->ret && !up->entry && up->ret_paired;
+	if (!tc->known)
+		return -1;
+	if (!strcmp(o->trap, "uprobe"))
+		return tc->uprobe_ns;
+	/* In the noise, pair - uprobe may come out below 0: a return adds little. */
+	ret = tc->pair_ns - tc->uprobe_ns;
+	return o->paired ? (ret > 0 ? ret : 0) : tc->uretprobe_ns;
+}
+
 int bpftel_agent_overheads(struct bpftel_agent *a, struct bpftel_prog_overhead **out)
 {
 	struct bpftel_uprobe_prog up[MAX_UPROBE_PROGS];
@@ -33,11 +50,7 @@ int bpftel_agent_overheads(struct bpftel_agent *a, struct bpftel_prog_overhead *
 		for (k = 0; k < nup; k++) {
 			if (strcmp(up[k].module, tp[i].module) || strcmp(up[k].prog, tp[i].program))
 				continue;
-			/* Some entries and some returns: the cheaper, a lower bound. */
-			o[i].trap = up[k].ret && !up[k].entry ? "uretprobe" : "uprobe";
-			o[i].trap_ns = !a->trap.known		    ? -1
-				       : !strcmp(o[i].trap, "uprobe") ? a->trap.uprobe_ns
-								      : a->trap.uretprobe_ns;
+			o[i].trap_ns = trap_ns(&a->trap, &up[k], &o[i]);
 		}
 	}
 	free(tp);

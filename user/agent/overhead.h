@@ -3,8 +3,10 @@
  * What each BPF program of the running modules costs the processes it runs in: its run
  * time (telemetry: exact or estimated) plus, for the uprobe programs the registry
  * attaches, the trap each run pays (user/manager/trapcost.h, calibrated at start):
- * entry probes the uprobe cost, return probes the uretprobe cost, as the registry
- * knows them (bpftel_uprobes__programs), not as their names suggest. Read by `stats`
+ * entry probes the uprobe cost; return probes the uretprobe cost, or where the module
+ * probes the same function's entry too, what a return adds to that entry (pair -
+ * uprobe: the entry trap is paid once, by the entry probe), as the registry knows them
+ * (bpftel_uprobes__programs), not as their names suggest. Read by `stats`
  * (and so /metrics and `bpftel top`) and by the self-overhead budget.
  */
 #ifndef BPFTEL_AGENT_OVERHEAD_H
@@ -17,6 +19,7 @@ struct bpftel_agent;
 struct bpftel_prog_overhead {
 	struct bpftel_tlm_prog p;
 	const char *trap; /* NULL (no trap: not a uprobe program), "uprobe", "uretprobe" */
+	bool paired;	  /* uretprobe next to an entry probe: trap_ns is pair - uprobe */
 	double trap_ns;	  /* per run: 0 without a trap, < 0 unknown (calibration failed) */
 };
 

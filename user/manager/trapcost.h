@@ -6,10 +6,13 @@
  * per call while our programs run for ~0.3 us of it (DESIGN.md, BENCHMARKS.md).
  *
  * How: an empty program is linked, as a uprobe, to one function of the agent's own
- * binary and, as a uretprobe, to another (noipa, used: never inlined, merged or
- * dropped; their file offsets come from /proc/self/maps, pid-filtered to this
- * process), each called in batches and timed against a third function without probe;
- * the cost is the difference of the medians over the batches. Multi-uprobe links where
+ * binary, as a uretprobe to another, and as both to a third (noipa, used: never
+ * inlined, merged or dropped; their file offsets come from /proc/self/maps,
+ * pid-filtered to this process), each called in batches and timed against a fourth
+ * function without probe; the cost is the difference of the medians over the batches.
+ * The pair matters: a uretprobe arms itself with a trap at the function's entry, which
+ * an entry probe on the same function shares, so a return probe next to an entry probe
+ * costs pair - uprobe, not uretprobe. Multi-uprobe links where
  * the kernel has them (bpftel_uprobe_multi_detect), else perf-event uprobes. The links
  * go to the reaper (user/manager/manager.h) rather than being destroyed in place (a
  * detach waits ~45-80 ms for the kernel), so the start is not held up; nothing stays
@@ -27,6 +30,7 @@ struct bpftel_trap_cost {
 	bool known;	    /* false: the calibration failed, error says why */
 	double uprobe_ns;   /* per call: entry trap + empty program */
 	double uretprobe_ns; /* per call: entry trap to arm the return + return trap + program */
+	double pair_ns;	    /* per call: a uprobe and a uretprobe on the same function */
 	double call_ns;	    /* the same call without a probe */
 	unsigned int calls; /* timed per kind */
 	double took_ms;	    /* the whole calibration, attach included */

@@ -16,6 +16,19 @@
 #include "user/common/log.h"
 #include "user/manager/manager.h"
 
+/* Does module me probe the entry of the function spec s probes the return of? */
+static bool entry_probed(const struct mod_entry *me, const struct bpftel_uprobe_spec *s)
+{
+	size_t i;
+
+	for (i = 0; i < me->nspecs; i++) {
+		if (!me->specs[i].retprobe && me->specs[i].lib == s->lib &&
+		    !strcmp(me->specs[i].symbol, s->symbol))
+			return true;
+	}
+	return false;
+}
+
 size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_prog *out,
 				size_t max)
 {
@@ -37,12 +50,15 @@ size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_p
 				snprintf(out[n].module, sizeof(out[n].module), "%s",
 					 u->mods[mi].name);
 				snprintf(out[n].prog, sizeof(out[n].prog), "%s", sp->prog);
+				out[n].ret_paired = true;
 				n++;
 			}
-			if (sp->retprobe)
+			if (sp->retprobe) {
 				out[k].ret = true;
-			else
+				out[k].ret_paired &= entry_probed(&u->mods[mi], sp);
+			} else {
 				out[k].entry = true;
+			}
 		}
 	}
 	pthread_mutex_unlock(&u->lock);

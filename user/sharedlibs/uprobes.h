@@ -67,6 +67,9 @@ struct bpftel_uprobe_prog {
 	char module[64];
 	char prog[64];
 	bool entry, ret; /* attached at entries, at returns (both: some of each) */
+	/* Every return it is attached at has an entry probe of the module on the same
+	 * function: the entry's trap arms the return, which then adds little. */
+	bool ret_paired;
 };
 /* Every (module, program) of the registry's modules' specs: count, at most max. */
 size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_prog *out,
