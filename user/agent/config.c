@@ -140,6 +140,18 @@ static bool parse_percent(const char *v, double *out)
 	return true;
 }
 
+/* A selectable module's index in the agent's table, or -1. */
+static int selectable_index(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++) {
+		if (bpftel_agent_modules[i].selectable && !strcmp(bpftel_agent_modules[i].name, name))
+			return (int)i;
+	}
+	return -1;
+}
+
 /* "off", "5" (every module), or "gpu:5, usm:0.5" (the others: none). */
 static bool parse_budgets(char *v, double *pct, const char **what)
 {
@@ -167,8 +179,8 @@ static bool parse_budgets(char *v, double *pct, const char **what)
 		if (!colon)
 			return false;
 		*colon = '\0';
-		idx = bpftel_agent_module_index(tok);
-		if (idx < 0 || idx >= BPFTEL_CFG_MAX_MODULES || !parse_percent(colon + 1, &pct[idx])) {
+		idx = selectable_index(tok);
+		if (idx < 0 || !parse_percent(colon + 1, &pct[idx])) {
 			*colon = ':';
 			return false;
 		}
