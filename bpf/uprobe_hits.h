@@ -17,7 +17,7 @@
 #define UPROBE_HITS_SLOTS (2 * UPROBE_HITS_FILES + 2)
 
 /* The slot of a file's entry (ret 0) or return (ret 1) probes. */
-#define UPROBE_HITS_SLOT(file, ret) (2 + 2 * (file) + ((ret) ? 1 : 0))
+#define UPROBE_HITS_SLOT(file, ret)    (2 + 2 * (file) + ((ret) ? 1 : 0))
 #define UPROBE_HITS_COOKIE(slot, what) (((__u64)(slot) << 32) | (__u32)(what))
 
 #endif /* BPFTEL_UPROBE_HITS_H */

@@ -245,8 +245,7 @@ static int valid(const struct bpftel_run_stats_cfg *cfg)
 {
 	if (cfg->mode > BPFTEL_RUN_STATS_SAMPLED)
 		return -EINVAL;
-	if (cfg->mode != BPFTEL_RUN_STATS_OFF &&
-	    (!cfg->on_ms || cfg->period_ms <= cfg->on_ms))
+	if (cfg->mode != BPFTEL_RUN_STATS_OFF && (!cfg->on_ms || cfg->period_ms <= cfg->on_ms))
 		return -EINVAL;
 	return 0;
 }
@@ -308,8 +307,7 @@ static void *sampler_main(void *arg)
 		if (s->cfg.mode == BPFTEL_RUN_STATS_SAMPLED) {
 			if (!s->in_window && now >= s->next_due)
 				window_open(s);
-			else if (s->in_window &&
-				 now >= s->win_open + (__u64)s->cfg.on_ms * 1000000)
+			else if (s->in_window && now >= s->win_open + (__u64)s->cfg.on_ms * 1000000)
 				window_close(s);
 			deadline = s->in_window ? s->win_open + (__u64)s->cfg.on_ms * 1000000
 						: s->next_due;

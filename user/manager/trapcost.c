@@ -121,7 +121,7 @@ static int perf_uprobe(int prog, unsigned long off, bool retprobe)
 	attr.type = type;
 	attr.config = retprobe ? 1ULL << bit : 0;
 	attr.config1 = (__u64)(unsigned long)"/proc/self/exe"; /* uprobe_path */
-	attr.config2 = off;					/* probe_offset */
+	attr.config2 = off;				       /* probe_offset */
 	fd = (int)syscall(__NR_perf_event_open, &attr, getpid(), -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -141,7 +141,8 @@ static int probe(int (*fn)(int), bool retprobe, bool multi, char *why, size_t le
 	int prog, link;
 
 	if (off < 0) {
-		snprintf(why, len, "no executable mapping of our own code: %s", strerror((int)-off));
+		snprintf(why, len, "no executable mapping of our own code: %s",
+			 strerror((int)-off));
 		return (int)off;
 	}
 	uoff = (unsigned long)off;
@@ -150,8 +151,8 @@ static int probe(int (*fn)(int), bool retprobe, bool multi, char *why, size_t le
 		snprintf(why, len, "cannot load an empty uprobe program: %s", strerror(-prog));
 		return prog;
 	}
-	link = multi ? bpftel_uprobe_multi_attach(prog, "/proc/self/exe", &uoff, NULL, 1,
-						  retprobe, getpid())
+	link = multi ? bpftel_uprobe_multi_attach(prog, "/proc/self/exe", &uoff, NULL, 1, retprobe,
+						  getpid())
 		     : perf_uprobe(prog, uoff, retprobe);
 	close(prog); /* the link holds it */
 	if (link < 0)

@@ -27,14 +27,14 @@
 #define BPFTEL_TRAP_BATCHES 5
 
 struct bpftel_trap_cost {
-	bool known;	    /* false: the calibration failed, error says why */
-	double uprobe_ns;   /* per call: entry trap + empty program */
+	bool known;	     /* false: the calibration failed, error says why */
+	double uprobe_ns;    /* per call: entry trap + empty program */
 	double uretprobe_ns; /* per call: entry trap to arm the return + return trap + program */
-	double pair_ns;	    /* per call: a uprobe and a uretprobe on the same function */
-	double call_ns;	    /* the same call without a probe */
-	unsigned int calls; /* timed per kind */
-	double took_ms;	    /* the whole calibration, attach included */
-	const char *link;   /* "multi" or "perf_event" */
+	double pair_ns;	     /* per call: a uprobe and a uretprobe on the same function */
+	double call_ns;	     /* the same call without a probe */
+	unsigned int calls;  /* timed per kind */
+	double took_ms;	     /* the whole calibration, attach included */
+	const char *link;    /* "multi" or "perf_event" */
 	char error[160];
 };
 
