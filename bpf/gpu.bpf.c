@@ -2,9 +2,10 @@
 /*
  * GPU module: one uprobe and one uretprobe program for every probed function of the CUDA
  * runtime (libcudart, any soname), attached per library file by the uprobe registry,
- * each attachment's cookie naming its function (enum gpu_func): as one multi-uprobe link
- * per file and direction where the kernel has them, else one link per function. The
- * bodies are in bpf/lib/gpu_probes.h.
+ * each attachment's cookie naming its function (enum gpu_func) and the slot that counts
+ * the calls of its file (bpf/uprobe_hits.h): as one multi-uprobe link per file and
+ * direction where the kernel has them, else one link per function. The bodies are in
+ * bpf/lib/gpu_probes.h.
  */
 /*
  * No CO-RE here, on purpose: this object reads only layouts that are ABI (the x86-64
@@ -20,6 +21,7 @@
 #include "gpu.h"
 #include "telemetry/telemetry.bpf.h"
 #include "lib/gpu_probes.h"
+#include "lib/file_hits.h"
 #include "lib/stop_gate.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -35,7 +37,7 @@ int gpu_uprobe(struct pt_regs *ctx)
 	BPFTEL_STOP_GATE();
 
 	return gpu_enter_body(TLM_ARG, ctx, bpf_get_current_pid_tgid(), bpf_ktime_get_ns(),
-			      bpf_get_attach_cookie(ctx));
+			      uprobe_file_hit(bpf_get_attach_cookie(ctx)));
 }
 
 SEC("uretprobe")
@@ -45,7 +47,7 @@ int gpu_uretprobe(struct pt_regs *ctx)
 	BPFTEL_STOP_GATE();
 
 	return gpu_ret_body(TLM_ARG, ctx, bpf_get_current_pid_tgid(), bpf_ktime_get_ns(),
-			    bpf_get_attach_cookie(ctx));
+			    uprobe_file_hit(bpf_get_attach_cookie(ctx)));
 }
 
 SEC("tracepoint/sched/sched_process_exit")

@@ -2,7 +2,8 @@
 /*
  * The USM module's BPF programs: one uprobe and one uretprobe program for every TLS
  * function of OpenSSL and GnuTLS, attached per library file by the uprobe registry with
- * the function in each attachment's cookie (enum usm_tls_fn), and the plaintext socket
+ * the function in each attachment's cookie (enum usm_tls_fn, and the slot that counts
+ * its file's calls: bpf/uprobe_hits.h), and the plaintext socket
  * filter, a manager probe on a packet socket. The code is in bpf/lib/usm_*.h.
  */
 /*
@@ -23,6 +24,7 @@
 #include "lib/usm_common.h"
 #include "lib/usm_tls.h"
 #include "lib/usm_socket.h"
+#include "lib/file_hits.h"
 #include "lib/stop_gate.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -38,7 +40,7 @@ int usm_tls_uprobe(struct pt_regs *ctx)
 	BPFTEL_STOP_GATE();
 
 	return usm_tls_enter(TLM_ARG, ctx, bpf_get_current_pid_tgid(), bpf_ktime_get_ns(),
-			     bpf_get_attach_cookie(ctx));
+			     uprobe_file_hit(bpf_get_attach_cookie(ctx)));
 }
 
 SEC("uretprobe")
@@ -48,7 +50,7 @@ int usm_tls_uretprobe(struct pt_regs *ctx)
 	BPFTEL_STOP_GATE();
 
 	return usm_tls_ret(TLM_ARG, ctx, bpf_get_current_pid_tgid(), bpf_ktime_get_ns(),
-			   bpf_get_attach_cookie(ctx));
+			   uprobe_file_hit(bpf_get_attach_cookie(ctx)));
 }
 
 SEC("socket")

@@ -5,12 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "sampler.h"
 #include "telemetry.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
@@ -33,7 +35,7 @@ struct instrumented {
 struct bpftel_telemetry {
 	pthread_mutex_t lock;
 	int map_errors_fd, helper_errors_fd, lost_fd;
-	int stats_fd;
+	struct bpftel_sampler *rs; /* run stats: holds BPF_ENABLE_STATS */
 	struct key_entry *keys;
 	size_t nkeys, cap;
 	size_t ninst;
@@ -80,6 +82,8 @@ static bool is_tlm_map(const char *name)
 	return !strncmp(name, "tlm_", 4);
 }
 
+static int read_counts(void *ctx, struct bpftel_rs_reading **out, __u64 *now);
+
 int bpftel_telemetry__new(struct bpftel_telemetry **out)
 {
 	struct bpftel_telemetry *t = calloc(1, sizeof(*t));
@@ -103,11 +107,16 @@ int bpftel_telemetry__new(struct bpftel_telemetry **out)
 		bpftel_telemetry__free(t);
 		return err;
 	}
-	/* Run counts and times cost a little per program run: on while the agent runs. */
-	t->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	if (t->stats_fd < 0)
+	err = bpftel_sampler__new(read_counts, t, &t->rs);
+	if (err) {
+		bpftel_telemetry__free(t);
+		return err;
+	}
+	/* Exact run counts until told otherwise (the agent samples them by default). */
+	err = bpftel_telemetry__set_run_stats(t, true);
+	if (err)
 		pr_warn("telemetry: BPF_ENABLE_STATS unavailable (%s): no run counts",
-			strerror(errno));
+			strerror(-err));
 	*out = t;
 	return 0;
 }
@@ -118,14 +127,14 @@ void bpftel_telemetry__free(struct bpftel_telemetry *t)
 
 	if (!t)
 		return;
+	/* Its thread reads programs through t: gone first. */
+	bpftel_sampler__free(t->rs);
 	if (t->map_errors_fd > 0)
 		close(t->map_errors_fd);
 	if (t->helper_errors_fd > 0)
 		close(t->helper_errors_fd);
 	if (t->lost_fd > 0)
 		close(t->lost_fd);
-	if (t->stats_fd > 0)
-		close(t->stats_fd);
 	for (i = 0; i < t->ninst; i++)
 		free(t->inst[i]);
 	free(t->keys);
@@ -133,26 +142,42 @@ void bpftel_telemetry__free(struct bpftel_telemetry *t)
 	free(t);
 }
 
-/* stats_fd: written by the thread that applies the configuration, read by any. */
-bool bpftel_telemetry__stats_enabled(const struct bpftel_telemetry *t)
+static const char *const run_stats_names[] = {
+	[BPFTEL_RUN_STATS_OFF] = "off",
+	[BPFTEL_RUN_STATS_ALWAYS] = "always",
+	[BPFTEL_RUN_STATS_SAMPLED] = "sampled",
+};
+
+const char *bpftel_run_stats_mode_name(enum bpftel_run_stats_mode mode)
 {
-	return __atomic_load_n(&t->stats_fd, __ATOMIC_RELAXED) > 0;
+	return (unsigned)mode <= BPFTEL_RUN_STATS_SAMPLED ? run_stats_names[mode] : "unknown";
+}
+
+bool bpftel_telemetry__stats_enabled(struct bpftel_telemetry *t)
+{
+	return bpftel_sampler__stats_on(t->rs);
+}
+
+int bpftel_telemetry__set_run_stats_mode(struct bpftel_telemetry *t,
+					 const struct bpftel_run_stats_cfg *cfg)
+{
+	return bpftel_sampler__set(t->rs, cfg);
+}
+
+void bpftel_telemetry__run_stats(struct bpftel_telemetry *t, struct bpftel_run_stats_info *out)
+{
+	bpftel_sampler__info(t->rs, out);
 }
 
 int bpftel_telemetry__set_run_stats(struct bpftel_telemetry *t, bool on)
 {
-	int fd = __atomic_load_n(&t->stats_fd, __ATOMIC_RELAXED);
+	struct bpftel_run_stats_cfg cfg = {
+		.mode = on ? BPFTEL_RUN_STATS_ALWAYS : BPFTEL_RUN_STATS_OFF,
+		.on_ms = BPFTEL_RUN_STATS_ON_MS,
+		.period_ms = BPFTEL_RUN_STATS_PERIOD_MS,
+	};
 
-	if (on && fd <= 0) {
-		fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-		if (fd < 0)
-			return -errno;
-		__atomic_store_n(&t->stats_fd, fd, __ATOMIC_RELAXED);
-	} else if (!on && fd > 0) {
-		__atomic_store_n(&t->stats_fd, -1, __ATOMIC_RELAXED);
-		close(fd); /* the kernel turns stats off with its last holder */
-	}
-	return 0;
+	return bpftel_sampler__set(t->rs, &cfg);
 }
 
 /* ---- keys ---- */
@@ -476,7 +501,8 @@ int bpftel_telemetry__errors(struct bpftel_telemetry *t, struct bpftel_tlm_error
 	return (int)n;
 }
 
-int bpftel_telemetry__programs(struct bpftel_telemetry *t, struct bpftel_tlm_prog **out)
+/* Every reported program with the kernel's counters. With t->lock. */
+static int read_locked(struct bpftel_telemetry *t, struct bpftel_tlm_prog **out)
 {
 	struct bpftel_tlm_prog *arr = NULL, p;
 	struct bpf_prog_info info;
@@ -484,7 +510,6 @@ int bpftel_telemetry__programs(struct bpftel_telemetry *t, struct bpftel_tlm_pro
 	size_t n = 0, cap = 0, i;
 	__u32 len;
 
-	pthread_mutex_lock(&t->lock);
 	for (i = 0; i < t->ninst; i++) {
 		if (!t->inst[i]->obj)
 			continue;
@@ -506,9 +531,93 @@ int bpftel_telemetry__programs(struct bpftel_telemetry *t, struct bpftel_tlm_pro
 			arr[n++] = p;
 		}
 	}
-	pthread_mutex_unlock(&t->lock);
 	*out = arr;
 	return (int)n;
+}
+
+static __u64 boottime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (__u64)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/* The kernel's counters of every program, read at *now: the sampler's read function. */
+static int read_raw(struct bpftel_telemetry *t, struct bpftel_rs_reading **out, __u64 *now,
+		    struct bpftel_tlm_prog **progs)
+{
+	struct bpftel_rs_reading *r;
+	struct bpftel_tlm_prog *p;
+	int n, i;
+
+	pthread_mutex_lock(&t->lock);
+	n = read_locked(t, &p);
+	pthread_mutex_unlock(&t->lock);
+	*now = boottime_ns();
+	r = calloc(n + 1, sizeof(*r));
+	if (!r) {
+		free(p);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++)
+		r[i] = (struct bpftel_rs_reading){.id = p[i].id,
+						  .load_ns = p[i].load_time_ns,
+						  .c = {p[i].run_cnt, p[i].run_time_ns}};
+	*out = r;
+	if (progs)
+		*progs = p;
+	else
+		free(p);
+	return n;
+}
+
+static int read_counts(void *ctx, struct bpftel_rs_reading **out, __u64 *now)
+{
+	return read_raw(ctx, out, now, NULL);
+}
+
+int bpftel_telemetry__programs(struct bpftel_telemetry *t, struct bpftel_tlm_prog **out)
+{
+	struct bpftel_rs_reading *r = NULL;
+	struct bpftel_tlm_prog *p = NULL;
+	struct bpftel_rs_count *cur;
+	struct bpftel_rs_est *est;
+	__u64 now;
+	int n, i;
+
+	*out = NULL;
+	n = read_raw(t, &r, &now, &p);
+	if (n < 0)
+		return n;
+	est = calloc(n + 1, sizeof(*est));
+	cur = calloc(n + 1, sizeof(*cur));
+	if (!est || !cur) {
+		free(est);
+		free(cur);
+		free(r);
+		free(p);
+		return -ENOMEM;
+	}
+	/* The kernel's counters become the estimates: exact in always mode. */
+	bpftel_sampler__estimates(t->rs, r, n, now, est, cur);
+	for (i = 0; i < n; i++) {
+		const struct bpftel_rs_est *e = &est[i];
+
+		p[i].run_cnt = cur[i].cnt;
+		p[i].run_time_ns = cur[i].ns;
+		p[i].covered_ns = e->covered_to > e->load_ns ? e->covered_to - e->load_ns : 0;
+		p[i].sampled_fraction = bpftel_rs_fraction(e);
+		p[i].window_ns = e->last_len_ns;
+		p[i].window_age_ns = e->last_end_ns && now > e->last_end_ns ? now - e->last_end_ns : 0;
+		p[i].window_runs_per_s = bpftel_rs_last_runs_per_s(e);
+		p[i].window_ns_per_s = bpftel_rs_last_ns_per_s(e);
+	}
+	free(est);
+	free(cur);
+	free(r);
+	*out = p;
+	return n;
 }
 
 /*

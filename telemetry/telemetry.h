@@ -11,9 +11,10 @@
  *   after_stop   delete again what m's programs counted between before_stop and detach
  * so that a module starts again with no leftover entry, in any order with the others.
  *
- * Also: per-program run count and run time (BPF_ENABLE_STATS, held while the owner
- * lives), map occupancy (exact for hash maps), and telemetry's own losses.
- * Thread-safe: one mutex guards the registry and the reporting state.
+ * Also: per-program run count and run time (BPF_ENABLE_STATS, held always, on a duty
+ * cycle, or never: sampler.h), map occupancy (exact for hash maps), and telemetry's own
+ * losses. Thread-safe: one mutex guards the registry and the reporting state; the
+ * sampler has its own (taken first).
  */
 #ifndef BPFTEL_TELEMETRY_H
 #define BPFTEL_TELEMETRY_H
@@ -33,13 +34,48 @@ void bpftel_telemetry__free(struct bpftel_telemetry *t);
 
 int bpftel_telemetry__instrument(struct bpftel_telemetry *t, struct bpftel_module *m);
 
-/* Is BPF_ENABLE_STATS on (run counts and times are collected)? */
-bool bpftel_telemetry__stats_enabled(const struct bpftel_telemetry *t);
 /*
- * Turn run counts and times on or off. On by default. They cost two clock reads per
- * run of every BPF program on the host (a static key the kernel flips while anyone
- * holds stats on): ~10 % of an open+close loop here with the watcher attached.
+ * Run counts and times (BPF_ENABLE_STATS) cost two clock reads per run of every BPF
+ * program on the host while anyone holds them on (a static key the kernel flips): ~10 %
+ * of an open+close loop here with the watcher attached. So they are held:
+ *   always   exact counts, at that cost (the owner's default, and `run_stats = always`)
+ *   sampled  for on_ms of every period_ms: estimates scaled from those windows
+ *            (runstats.h), at on_ms/period_ms of the cost (the agent's default)
+ *   off      never: counts stay where they were
+ * Estimates never go down, also when the mode changes. period_ms is also how often
+ * always mode brings its counts and per-window rates up to date without a reader.
  */
+enum bpftel_run_stats_mode {
+	BPFTEL_RUN_STATS_OFF = 0,
+	BPFTEL_RUN_STATS_ALWAYS,
+	BPFTEL_RUN_STATS_SAMPLED,
+};
+
+const char *bpftel_run_stats_mode_name(enum bpftel_run_stats_mode mode); /* "sampled" */
+
+struct bpftel_run_stats_cfg {
+	enum bpftel_run_stats_mode mode;
+	unsigned int on_ms, period_ms; /* 0 < on_ms < period_ms, unless off */
+};
+
+#define BPFTEL_RUN_STATS_ON_MS	   1000
+#define BPFTEL_RUN_STATS_PERIOD_MS 10000
+
+struct bpftel_run_stats_info {
+	struct bpftel_run_stats_cfg cfg;
+	bool stats_on;	    /* BPF_ENABLE_STATS held now */
+	__u64 windows;	    /* windows counted so far (always: folds) */
+	double on_fraction; /* of the time in this mode, stats were held */
+	int error;	    /* the last refusal of BPF_ENABLE_STATS, 0 if none */
+};
+
+/* -errno when `always` cannot turn stats on (then off). */
+int bpftel_telemetry__set_run_stats_mode(struct bpftel_telemetry *t,
+					 const struct bpftel_run_stats_cfg *cfg);
+void bpftel_telemetry__run_stats(struct bpftel_telemetry *t, struct bpftel_run_stats_info *out);
+/* Is BPF_ENABLE_STATS held right now (run counts and times are being collected)? */
+bool bpftel_telemetry__stats_enabled(struct bpftel_telemetry *t);
+/* always (on) or off, with the default period. */
 int bpftel_telemetry__set_run_stats(struct bpftel_telemetry *t, bool on);
 
 #define BPFTEL_TLM_NAME 64
@@ -62,9 +98,15 @@ struct bpftel_tlm_prog {
 	char module[BPFTEL_TLM_NAME];
 	char program[BPFTEL_TLM_NAME];
 	__u32 id;
+	/* Exact (always) or estimated (sampled) over covered_ns since load; never go down. */
 	__u64 run_cnt;
 	__u64 run_time_ns;
-	__u64 load_time_ns; /* CLOCK_BOOTTIME at load */
+	__u64 load_time_ns;	 /* CLOCK_BOOTTIME at load */
+	__u64 covered_ns;	 /* since load, the time run_cnt and run_time_ns reach */
+	double sampled_fraction; /* of covered_ns, the part stats were on for */
+	/* The last window counted: per second of it (window_ns 0: none yet). */
+	double window_runs_per_s, window_ns_per_s;
+	__u64 window_ns, window_age_ns;
 };
 int bpftel_telemetry__programs(struct bpftel_telemetry *t, struct bpftel_tlm_prog **out);
 

@@ -3,7 +3,8 @@
  * The GPU module against the real kernel, restarted while a process keeps the stub
  * libcudart.so.13 mapped: every start attaches its 16 uprobes to that file again,
  * every stop detaches them, the watcher keeps running for its other subscriber, and
- * BPF objects and fds are back to their baseline at the end.
+ * BPF objects and fds are back to their baseline at the end. Shedding one file's load
+ * (the self-overhead budget) and taking it back.
  *
  *   test_bpf_gpu_module CUDA_PATTERN STUB_LIBCUDART
  */
@@ -165,11 +166,90 @@ static void test_restart_reattaches_and_leaks_nothing(void **state)
 			 0);
 }
 
+/* The registry's view of the stub for the gpu module (the one file it has). */
+static struct bpftel_uprobe_file_load stub_load(struct fixture *f)
+{
+	struct bpftel_uprobe_file_load *rows, r = {};
+	int n, i;
+
+	n = bpftel_uprobes__file_loads(f->up, BPFTEL_GPU_MODULE, &rows);
+	for (i = 0; i < n; i++) {
+		if (rows[i].nprocs && rows[i].pids[0] == (__u32)f->child)
+			r = rows[i];
+	}
+	free(rows);
+	return r;
+}
+
+static __u64 launches(struct fixture *f)
+{
+	struct bpftel_gpu_proc *p;
+	__u64 calls = 0;
+	int n, i;
+
+	n = bpftel_gpu__processes(f->gpu, &p);
+	for (i = 0; i < n; i++) {
+		if (p[i].pid == (__u32)f->child)
+			calls = p[i].st.calls[GPU_FN_LAUNCH];
+	}
+	free(p);
+	return calls;
+}
+
+/*
+ * Shedding load: the gpu module's links on the stub go (to the reaper), stay off
+ * through sweeps, and come back on unshed; calls made afterwards are counted exactly,
+ * per file too (19 entries and 19 returns in the stub pattern).
+ */
+static void test_shed_and_unshed_one_file(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_module *m = bpftel_gpu__module(f->gpu);
+	struct bpftel_obj_counts attached, now;
+	struct bpftel_uprobe_file_load r;
+	int tries;
+
+	assert_int_equal(bpftel_manager__subscribe(f->mgr, BPFTEL_SHAREDLIBS_MODULE, OTHER_SUB,
+						   SHLIB_LIBSET_ALL),
+			 0);
+	assert_int_equal(bpftel_module__run(m), 0);
+	f->child = start_pattern(&f->child_in);
+	assert_int_equal(gpu_links(f, NPROBES), NPROBES);
+	bpftel_test_count_objects(&attached);
+	r = stub_load(f);
+	assert_true(r.counted && r.attached && !r.shed);
+	assert_true(r.calls[0] == 0 && r.calls[1] == 0);
+
+	assert_int_equal(bpftel_uprobes__shed(f->up, BPFTEL_GPU_MODULE, r.dev, r.ino), 0);
+	assert_int_equal(gpu_links(f, 0), 0);
+	assert_int_equal(bpftel_uprobes__sweep(f->up), 0);
+	r = stub_load(f);
+	assert_true(r.shed && !r.attached);
+	bpftel_links_settle();
+	bpftel_test_count_objects(&now);
+	assert_true(now.links < attached.links);
+
+	assert_int_equal(bpftel_uprobes__unshed(f->up, BPFTEL_GPU_MODULE, r.dev, r.ino), 0);
+	assert_int_equal(gpu_links(f, NPROBES), NPROBES);
+	assert_int_equal(write(f->child_in, "go\n", 3), 3);
+	for (tries = 0; tries < 3000 && (r = stub_load(f)).calls[1] < 19; tries++)
+		usleep(10000);
+	assert_int_equal(r.calls[0], 19);
+	assert_int_equal(r.calls[1], 19);
+	assert_false(r.shed);
+	assert_int_equal(launches(f), 5);
+	assert_int_equal(bpftel_uprobes__shed(f->up, "nosuch", r.dev, r.ino), -ENOENT);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_manager__unsubscribe(f->mgr, BPFTEL_SHAREDLIBS_MODULE, OTHER_SUB),
+			 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_restart_reattaches_and_leaks_nothing, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_shed_and_unshed_one_file, setup, teardown),
 	};
 
 	if (argc != 3) {

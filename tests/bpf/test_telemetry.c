@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -268,6 +269,77 @@ static void test_run_stats_and_occupancy(void **state)
 	free(m);
 }
 
+/* The run count of mod_a's tt_fill_hash, and its sampled fraction. */
+static __u64 fill_runs(struct fixture *f, double *fraction)
+{
+	struct bpftel_tlm_prog *p;
+	__u64 runs = 0;
+	int n, i;
+
+	n = bpftel_telemetry__programs(f->tlm, &p);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(p[i].module, "mod_a") && !strcmp(p[i].program, "tt_fill_hash")) {
+			runs = p[i].run_cnt;
+			if (fraction)
+				*fraction = p[i].sampled_fraction;
+		}
+	}
+	free(p);
+	return runs;
+}
+
+static __u64 now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000ULL + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Sampled: stats on 50 ms of every 200 ms. A program run all along gets an estimate
+ * from the windows, which never goes down, and covers more time than it was measured
+ * over; back to always, each run is counted exactly again, on top of the estimate.
+ */
+static void test_sampled_run_stats(void **state)
+{
+	struct bpftel_run_stats_cfg sampled = {BPFTEL_RUN_STATS_SAMPLED, 50, 200};
+	struct fixture *f = *state;
+	struct bpftel_run_stats_info info;
+	__u64 deadline = now_ms() + 30000, prev = 0, runs, est;
+	double fraction = 0;
+	int i;
+
+	load(f->a);
+	assert_int_equal(bpftel_telemetry__set_run_stats_mode(f->tlm, &sampled), 0);
+	do {
+		for (i = 0; i < 20; i++)
+			tt_module_run(f->a, "tt_fill_hash");
+		runs = fill_runs(f, &fraction);
+		assert_true(runs >= prev);
+		prev = runs;
+		bpftel_telemetry__run_stats(f->tlm, &info);
+		assert_int_equal(info.cfg.mode, BPFTEL_RUN_STATS_SAMPLED);
+		usleep(1000);
+	} while ((info.windows < 5 || !runs) && now_ms() < deadline);
+	assert_true(info.windows >= 5);
+	assert_true(runs > 0);
+	assert_true(fraction > 0 && fraction < 0.9);
+	assert_true(info.on_fraction > 0 && info.on_fraction < 0.9);
+
+	assert_int_equal(bpftel_telemetry__set_run_stats(f->tlm, true), 0);
+	est = fill_runs(f, NULL);
+	assert_true(est >= prev);
+	for (i = 0; i < 7; i++)
+		tt_module_run(f->a, "tt_fill_hash");
+	assert_int_equal(fill_runs(f, &fraction), est + 7);
+	assert_true(bpftel_telemetry__stats_enabled(f->tlm));
+	assert_int_equal(bpftel_telemetry__set_run_stats(f->tlm, false), 0);
+	assert_false(bpftel_telemetry__stats_enabled(f->tlm));
+	tt_module_run(f->a, "tt_fill_hash");
+	assert_int_equal(fill_runs(f, NULL), est + 7);
+}
+
 /* A module's programs can count errors between before_stop and detach: after_stop
  * sweeps those too, so a restart never finds a leftover entry. */
 static void test_errors_while_stopping_are_swept(void **state)
@@ -304,6 +376,7 @@ int main(void)
 		T(test_success_counts_nothing),
 		T(test_stop_removes_only_own_counters),
 		T(test_run_stats_and_occupancy),
+		T(test_sampled_run_stats),
 		T(test_errors_while_stopping_are_swept),
 #undef T
 	};

@@ -37,7 +37,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    (c.ringbuf_kib & (c.ringbuf_kib - 1)) || c.ringbuf_kib > 65536 ||
 	    !memchr(c.socket, '\0', sizeof(c.socket)) || c.socket[0] != '/' ||
 	    !memchr(c.metrics_addr, '\0', sizeof(c.metrics_addr)) || c.uprobe_grace_s > 3600 ||
-	    c.modules[0] /* the shared watcher is never selectable */)
+	    c.modules[0] /* the shared watcher is never selectable */ || c.run_stats > 2 ||
+	    c.run_stats_on_s < 1 || c.run_stats_on_s >= c.run_stats_period_s ||
+	    c.run_stats_period_s > 3600 || c.max_cpu_percent[0] != 0 || c.max_cpu_window_s < 1 ||
+	    c.max_cpu_window_s > 60)
 		abort();
+	for (size_t i = 1; i < 3; i++) {
+		if (!(c.max_cpu_percent[i] == 0 ||
+		      (c.max_cpu_percent[i] > 0 && c.max_cpu_percent[i] <= 6400)))
+			abort();
+	}
 	return 0;
 }

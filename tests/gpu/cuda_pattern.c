@@ -16,8 +16,11 @@
  *           (N processes for the GPU module's process map); prints how many distinct.
  * hang:     cudaStreamSynchronize on the stub's stream that never returns; the test
  *           kills the process inside the call.
+ * spin:     cudaLaunchKernel calls until a second line arrives, then print "calls N" (a
+ *           hot loop whose end the caller decides: tests/integration/test_budget.py).
  */
 #include <dlfcn.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +154,21 @@ static void fork_loop(long n)
 	free(pids);
 }
 
+static void launch_spin(void)
+{
+	struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
+	dim3 one = {1, 1, 1};
+	long calls = 0, i;
+
+	do {
+		for (i = 0; i < 4096; i++)
+			launch((const void *)kernel, one, one, NULL, 0, NULL);
+		calls += i;
+	} while (poll(&in, 1, 0) == 0);
+	wait_line();
+	printf("calls %ld\n", calls);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 ? argv[2] : "stub";
@@ -159,7 +177,7 @@ int main(int argc, char **argv)
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
-				"[stub|real|hang|loop N|malloc N|badptr N|fork N]\n");
+				"[stub|real|hang|spin|loop N|malloc N|badptr N|fork N]\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -190,6 +208,8 @@ int main(int argc, char **argv)
 		fork_loop(atol(argv[3]));
 	else if (!strcmp(mode, "hang"))
 		stream_sync((void *)(intptr_t)-1);
+	else if (!strcmp(mode, "spin"))
+		launch_spin();
 	else
 		stub_pattern();
 	printf("done\n");

@@ -12,6 +12,33 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import Agent, bpf_ids, check, require_root, run, wait_for  # noqa: E402
 
 
+def check_traps(stats):
+    """The calibration at start, and each uprobe program's overhead with its trap."""
+    tc = stats["agent"]["trap_cost"]
+    check(tc["known"] and tc["uprobe_ns"] > 0 and tc["uretprobe_ns"] > 0 and
+          tc["calls"] > 0 and tc["link"] in ("multi", "perf_event"),
+          f"uprobe traps calibrated at start: {tc['uprobe_ns']:.0f} ns at entry, "
+          f"{tc['uretprobe_ns']:.0f} ns with a return ({tc['calls']} calls each, "
+          f"{tc['took_ms']:.0f} ms, {tc['link']} links)")
+    progs = {(p["component"], p["name"]): p for p in stats["programs"]}
+    kinds = {k: p["trap"] for k, p in progs.items() if p["trap"]}
+    check(kinds == {("gpu", "gpu_uprobe"): "uprobe", ("gpu", "gpu_uretprobe"): "uretprobe",
+                    ("usm", "usm_tls_uprobe"): "uprobe",
+                    ("usm", "usm_tls_uretprobe"): "uretprobe"},
+          f"the registry's uprobe programs, by how it attaches them: {kinds}")
+    for p in progs.values():
+        trap = p["trap_cost_ns"] or 0
+        want = p["run_time_ns"] / 1e9 + p["run_cnt"] * trap / 1e9
+        if abs(p["overhead_seconds"] - want) > 1e-6 + want * 1e-6:
+            raise AssertionError(f"{p['name']}: overhead {p['overhead_seconds']} != {want}")
+    ret = progs[("gpu", "gpu_uretprobe")]
+    # (the JSON has 9 significant digits)
+    check(ret["trap_paired"] and
+          abs(ret["trap_cost_ns"] - max(tc["pair_ns"] - tc["uprobe_ns"], 0)) < 0.01,
+          "overhead_seconds = run time + runs x trap cost; a return probe next to an entry "
+          "probe costs what it adds to it (pair - uprobe)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
@@ -72,18 +99,28 @@ def main():
                   for l in found), f"pid {pid} detected: {[l['path'] for l in found]}")
 
         table = agent.cli("stats").stdout
+        check("Uprobe traps:" in table and "OVERHEAD S" in table and "Run stats: sampled" in table,
+              "bpftel stats shows the run stats mode, the trap costs and an overhead column")
         check(any(line.split()[:1] == [str(pid)] and "libssl" in line
                   for line in table.splitlines()) or
               any(line.split()[:1] == [str(pid)] and "libcrypto" in line
                   for line in table.splitlines()),
               "the stats table has a row for that pid")
 
-        stats = agent.json("stats")
-        prog = next(p for p in stats["programs"]
-                    if p["name"] in ("shlib_exit_openat", "shlib_fexit_open"))
-        check(stats["agent"]["run_stats"] and prog["run_cnt"] > 0 and prog["avg_ns"] > 0,
-              f"per-program runs and ns/run: {prog['run_cnt']} runs, "
-              f"{prog['avg_ns']:.0f} ns avg, {prog['cpu_percent']:.4f} % CPU")
+        def watcher_prog():
+            stats = agent.json("stats")
+            prog = next(p for p in stats["programs"]
+                        if p["name"] in ("shlib_exit_openat", "shlib_fexit_open"))
+            return (stats, prog) if prog["run_cnt"] > 0 else None
+        # Sampled by default: the counts move when a window closes (one a cycle).
+        stats, prog = wait_for(watcher_prog, 30, "an estimate of the watcher's runs")
+        check(stats["agent"]["run_stats"] == "sampled" and prog["sampled"] is True and
+              0 < prog["sampled_fraction"] <= 1 and prog["avg_ns"] > 0,
+              f"per-program runs and ns/run, estimated from sampled windows: "
+              f"~{prog['run_cnt']} runs, {prog['avg_ns']:.0f} ns avg, "
+              f"{prog['cpu_percent']:.4f} % CPU, measured over "
+              f"{100 * prog['sampled_fraction']:.0f} % of its life")
+        check_traps(stats)
         occ = {(m["module"], m["map"]): m for m in stats["maps"]}
         check(occ[("sharedlibs", "shlib_config")]["capacity"] == 1 and
               occ[("sharedlibs", "shlib_config")]["entries"] is not None,
@@ -145,8 +182,9 @@ def main():
         wait_for(lambda: any(l["pid"] == pid for l in agent.json("stats")["libraries"]), 10,
                  f"a detection for pid {pid} with --no-run-stats")
         stats = agent.json("stats")
-        check(stats["agent"]["run_stats"] is False,
-              "--no-run-stats: stats reports run_stats false, detections still arrive")
+        check(stats["agent"]["run_stats"] == "off" and
+              not stats["agent"]["run_stats_detail"]["stats_on"],
+              "--no-run-stats: stats reports run_stats off, detections still arrive")
         check(agent.stop() == 0, "agent with --no-run-stats exited 0")
     finally:
         agent.cleanup()

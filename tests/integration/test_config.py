@@ -28,6 +28,27 @@ def modules(agent):
     return {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
 
 
+def runs(agent):
+    return {p["id"]: p["run_cnt"] for p in agent.json("stats")["programs"]}
+
+
+def check_mode_switch(agent, conf, port):
+    """always -> sampled on SIGHUP: no count goes down, and windows are counted."""
+    before = runs(agent)
+    write(conf, f"modules = gpu, usm\nrun_stats = sampled\nrun_stats_duty = 1/2\n"
+                f"metrics_addr = 127.0.0.1:{port}\nlibsets = crypto, gpu\n")
+    agent.proc.send_signal(signal.SIGHUP)
+    detail = wait_for(lambda: (lambda d: d if d["mode"] == "sampled" and d["windows"] >= 2
+                               else None)(agent.json("stats")["agent"]["run_stats_detail"]),
+                      30, "two sampled windows after SIGHUP")
+    check(detail["on_s"] == 1 and detail["period_s"] == 2,
+          f"run_stats_duty = 1/2 applied: {detail}")
+    after = runs(agent)
+    down = {i: (before[i], after[i]) for i in before if i in after and after[i] < before[i]}
+    check(not down and set(before) <= set(after),
+          f"always -> sampled: no run count went down ({len(before)} programs)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
@@ -58,7 +79,7 @@ def main():
             mods = modules(agent)
             stats = agent.json("stats")
             check(mods["gpu"] == "running" and mods["usm"] == "closed" and
-                  stats["agent"]["run_stats"] is False,
+                  stats["agent"]["run_stats"] == "off",
                   f"applied at start: modules {mods}, run_stats {stats['agent']['run_stats']}")
             old_addr = stats["agent"]["metrics_addr"]
 
@@ -80,11 +101,14 @@ def main():
             wait_for(lambda: modules(agent)["usm"] == "running", 20,
                      "usm to start after SIGHUP")
             stats = agent.json("stats")
-            check(stats["agent"]["run_stats"] is True, "run stats on again after SIGHUP")
+            check(stats["agent"]["run_stats"] == "always" and
+                  stats["agent"]["run_stats_detail"]["stats_on"],
+                  "run stats on again after SIGHUP (on: always)")
             new_addr = stats["agent"]["metrics_addr"]
             check(new_addr == f"127.0.0.1:{port}", f"metrics moved to {new_addr}")
             with urllib.request.urlopen(f"http://{new_addr}/metrics", timeout=10) as r:
                 check(r.status == 200, f"metrics moved {old_addr} -> {new_addr} and answer")
+            check_mode_switch(agent, conf, port)
             check(agent.stop() == 0, "agent exited 0 after SIGTERM")
         finally:
             agent.cleanup()

@@ -148,10 +148,18 @@ def main():
         url = f"http://{addr}/metrics"
         text = check_metrics_text(url, ["bpftel_build_info", "bpftel_module_up",
                                         "bpftel_ebpf_program_runs_total",
+                                        "bpftel_ebpf_program_overhead_seconds_total",
+                                        "bpftel_run_stats_sampled_fraction",
+                                        "bpftel_uprobe_trap_seconds",
                                         "bpftel_events_lost_total",
                                         "bpftel_http_server_request_duration_seconds",
                                         "bpftel_http_client_request_duration_seconds",
                                         "bpftel_http_overflow_requests_total"])
+        check("estimated from sampled" in text and
+              'bpftel_ebpf_program_overhead_seconds_total{module="gpu",program="gpu_uretprobe"}'
+              in text and 'bpftel_uprobe_trap_seconds{kind="uretprobe"}' in text,
+              "sampled run counts say they are estimates; uprobe programs' overhead and the "
+              "calibrated trap costs are exported")
         check('bpftel_module_up{module="usm"} 1' in text and
               'bpftel_events_lost_total{module="sharedlibs",stage="kernel"} 0' in text,
               "known label sets start at 0; modules up")

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "telemetry/telemetry.h"
 #include "user/agent/config.h"
 #include "user/agent/module_table.h"
 #include "user/sharedlibs/sharedlibs.h"
@@ -34,7 +35,11 @@ static void test_defaults_and_values(void **state)
 	assert_string_equal(c.metrics_addr, "127.0.0.1:9464");
 	assert_true(c.modules[GPU] && c.modules[USM]);
 	assert_int_equal(c.libsets, SHLIB_LIBSET_ALL);
-	assert_true(c.run_stats);
+	assert_int_equal(c.run_stats, BPFTEL_RUN_STATS_SAMPLED);
+	assert_int_equal(c.run_stats_on_s, 1);
+	assert_int_equal(c.run_stats_period_s, 10);
+	assert_true(c.max_cpu_percent[GPU] == 0 && c.max_cpu_percent[USM] == 0);
+	assert_int_equal(c.max_cpu_window_s, 2);
 	assert_int_equal(parse("# comment\n\n  socket = /tmp/a.sock  # trailing\n"
 			       "metrics_addr=[::1]:9000\nmodules = usm\nlibsets = gpu\n"
 			       "run_stats = off\nworkers = 2\nqueue_len = 4096\nringbuf_kib = 1024",
@@ -45,7 +50,7 @@ static void test_defaults_and_values(void **state)
 	assert_false(c.modules[GPU]);
 	assert_true(c.modules[USM]);
 	assert_int_equal(c.libsets, SHLIB_LIBSET_BIT(SHLIB_LIBSET_GPU));
-	assert_false(c.run_stats);
+	assert_int_equal(c.run_stats, BPFTEL_RUN_STATS_OFF);
 	assert_int_equal(c.workers, 2);
 	assert_int_equal(c.queue_len, 4096);
 	assert_int_equal(c.ringbuf_kib, 1024);
@@ -55,6 +60,35 @@ static void test_defaults_and_values(void **state)
 	assert_int_equal(c.libsets, 0);
 	assert_int_equal(parse("modules = gpu, usm\r\n", &c, err), 0); /* CRLF file */
 	assert_true(c.modules[GPU] && c.modules[USM]);
+}
+
+static void test_run_stats_and_budgets(void **state)
+{
+	struct bpftel_config c;
+	char err[256] = "";
+	size_t i;
+
+	(void)state;
+	assert_int_equal(parse("run_stats = always\nrun_stats_duty = 2/30\n", &c, err), 0);
+	assert_int_equal(c.run_stats, BPFTEL_RUN_STATS_ALWAYS);
+	assert_int_equal(c.run_stats_on_s, 2);
+	assert_int_equal(c.run_stats_period_s, 30);
+	assert_int_equal(parse("run_stats = on\n", &c, err), 0); /* what `on` meant before */
+	assert_int_equal(c.run_stats, BPFTEL_RUN_STATS_ALWAYS);
+	assert_int_equal(parse("run_stats = sampled\n", &c, err), 0);
+	assert_int_equal(c.run_stats, BPFTEL_RUN_STATS_SAMPLED);
+	assert_int_equal(parse("max_cpu_percent = gpu:5, usm:0.5\nmax_cpu_window = 10\n", &c, err),
+			 0);
+	assert_true(c.max_cpu_percent[GPU] == 5 && c.max_cpu_percent[USM] == 0.5);
+	assert_int_equal(c.max_cpu_window_s, 10);
+	assert_int_equal(parse("max_cpu_percent = usm:3\n", &c, err), 0);
+	assert_true(c.max_cpu_percent[GPU] == 0 && c.max_cpu_percent[USM] == 3);
+	assert_int_equal(parse("max_cpu_percent = 2.5\n", &c, err), 0);
+	assert_true(c.max_cpu_percent[GPU] == 2.5 && c.max_cpu_percent[USM] == 2.5);
+	for (i = 0; i < bpftel_agent_nmodules; i++) /* shared components have none */
+		assert_true(bpftel_agent_modules[i].selectable || c.max_cpu_percent[i] == 0);
+	assert_int_equal(parse("max_cpu_percent = 2.5\nmax_cpu_percent = off\n", &c, err), 0);
+	assert_true(c.max_cpu_percent[GPU] == 0 && c.max_cpu_percent[USM] == 0);
 }
 
 static void test_errors_name_file_and_line(void **state)
@@ -68,7 +102,16 @@ static void test_errors_name_file_and_line(void **state)
 		{"workers = -1\n", "t.conf:1: workers: '-1' is not 1..64"},
 		{"queue_len = 99999999999999999999\n", "t.conf:1: queue_len:"},
 		{"ringbuf_kib = 100\n", "t.conf:1: ringbuf_kib: '100' is not 0 or a power of two"},
-		{"run_stats = yes\n", "t.conf:1: run_stats: 'yes' is not on or off"},
+		{"run_stats = yes\n", "t.conf:1: run_stats: 'yes' is not always, sampled or off"},
+		{"run_stats_duty = 10/10\n", "t.conf:1: run_stats_duty: '10/10' is not ON/PERIOD"},
+		{"run_stats_duty = 0/10\n", "t.conf:1: run_stats_duty: '0/10'"},
+		{"run_stats_duty = 1/3601\n", "t.conf:1: run_stats_duty: '1/3601'"},
+		{"run_stats_duty = 1\n", "t.conf:1: run_stats_duty: '1'"},
+		{"max_cpu_percent = gpu:5, nfs:3\n", "t.conf:1: max_cpu_percent: 'nfs:3' is not"},
+		{"max_cpu_percent = gpu:0\n", "t.conf:1: max_cpu_percent: 'gpu:0'"},
+		{"max_cpu_percent = -1\n", "t.conf:1: max_cpu_percent: '-1'"},
+		{"max_cpu_percent = sharedlibs:1\n", "t.conf:1: max_cpu_percent: 'sharedlibs:1'"},
+		{"max_cpu_window = 0\n", "t.conf:1: max_cpu_window: '0' is not 1..60"},
 		{"modules = gpu, nfs\n", "t.conf:1: modules: unknown module 'nfs' (gpu, usm, none)"},
 		{"modules = sharedlibs\n", "t.conf:1: modules: unknown module 'sharedlibs'"},
 		{"uprobe_grace = 3601\n", "t.conf:1: uprobe_grace: '3601' is not 0..3600"},
@@ -142,6 +185,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults_and_values),
+		cmocka_unit_test(test_run_stats_and_budgets),
 		cmocka_unit_test(test_errors_name_file_and_line),
 		cmocka_unit_test(test_all_or_nothing),
 		cmocka_unit_test(test_load_file),

@@ -12,7 +12,10 @@ per-replicate ratios), and a verdict against an effect-size tolerance of 5 %:
 "unclear" (it straddles a bound: more replicates would tell).
 
 Experiments (A -> B):
-  open_loop     open+close loop ns/iter: no agent -> agent (all modules); also opensnoop
+  open_loop     open+close loop ns/iter (10 s runs): no agent -> floor (an empty program on
+                the same tracepoint), floor -> agent (defaults: run stats sampled),
+                floor -> agent with run_stats = always (target: agent <= +2 % over the
+                floor); also opensnoop
   tls_requests  HTTPS requests/s (one curl, a TLS connection each): no agent -> agent
   cuda_calls    stub cudaLaunchKernel ns/call: empty uprobe+uretprobe -> agent
   idle          agent PSS (KiB) and CPU (% of one CPU) over 30 s idle, all modules loaded
@@ -48,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import bench_control  # noqa: E402
+import bench_open  # noqa: E402
 import bench_cuda  # noqa: E402
 import bench_tls  # noqa: E402
 from stats import ci90 as _ci90  # noqa: E402
@@ -108,38 +112,39 @@ class Row:
 
 
 def open_loop(args, a_build, b_build, tmp, reps):
-    loop = f"{b_build}/tools/open_loop"
-
-    def run():
-        return float(subprocess.run([loop, "100000"], check=True, capture_output=True,
-                                    text=True).stdout)
-    base = a_build if args.compare else None
-    row = Row("open_loop", "ns/iter", "agent A" if base else "no agent", "agent")
-    peer = []
-    have_snoop = shutil.which("opensnoop")
-    for _ in range(reps):
-        if base:
-            ag = Agent(base, tmp)
-            row.a.append(run())
-            ag.stop()
-        else:
-            row.a.append(run())
-        ag = Agent(b_build, tmp)
-        row.b.append(run())
-        ag.stop()
-        if have_snoop and not base:
-            snoop = subprocess.Popen(["opensnoop"], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-            time.sleep(1.0)
-            peer.append(run() / row.a[-1])
-            snoop.terminate()
-            snoop.wait()
-    if peer:
-        m, h = ci90(peer)
-        row.note = f"opensnoop (peer): {m:.2f}x +/- {h:.2f}"
-    elif not have_snoop:
-        row.note = "opensnoop (peer) not measured: not installed (libbpf-tools)"
-    return [row]
+    """Side by side (bench_open.py): no agent, the floor (an empty program on the same
+    tracepoint), the agent as by default (run stats sampled), the agent with run_stats =
+    always, and opensnoop; 10 s loops, a whole duty cycle of sampled run stats. With a
+    baseline, the two builds' agents (defaults) instead."""
+    if args.compare:
+        loop = f"{b_build}/tools/open_loop"
+        row = Row("open_loop", "ns/iter", "agent A", "agent")
+        for _ in range(reps):
+            for build, vals in ((a_build, row.a), (b_build, row.b)):
+                ag = Agent(build, tmp)
+                time.sleep(1.0)
+                vals.append(bench_open.loop(loop, 10))
+                ag.stop()
+        return [row]
+    res, cost = bench_open.measure(b_build, reps, 10, tmp, sys.stderr)
+    rows = []
+    for name, a, b, note in (
+            ("open_loop floor", "off", "floor", "an empty program on sys_exit_openat"),
+            ("open_loop", "floor", "bpftel", "agent as by default (run stats sampled 1 s "
+             "of 10); target <= +2 % over the floor"),
+            ("open_loop always", "floor", "always", "run_stats = always; BPF cost per "
+             f"openat {cost[1] / max(cost[0], 1):.0f} ns")):
+        row = Row(name, "ns/iter", {"off": "no agent", "floor": "floor"}[a],
+                  {"floor": "floor", "bpftel": "agent", "always": "agent always"}[b],
+                  note=note)
+        row.a, row.b = res[a], res[b]
+        rows.append(row)
+    d, h = ci90([(b / a - 1) * 100 for a, b in zip(res["floor"], res["bpftel"])])
+    rows[1].note += (": met" if d + h <= 2 else ": within noise" if d - h <= 2
+                     else f": MISSED by {d - 2:.1f} points")
+    m, h = ci90([a / b for a, b in zip(res["opensnoop"], res["off"])])
+    rows[0].note += f"; opensnoop (peer): {m:.2f}x no agent +/- {h:.2f}"
+    return rows
 
 
 def tls_requests(args, a_build, b_build, tmp, reps):

@@ -7,7 +7,7 @@ A loop of cudaLaunchKernel calls into the stub libcudart.so.13 the tests build
   off         no probe
   empty       empty uprobe + uretprobe on cudaLaunchKernel (tools/uprobe_floor --ret)
   bpftel      bpftel-agent running (the GPU module's uprobe + uretprobe on it), default
-              settings (BPF_ENABLE_STATS on)
+              settings (run stats sampled: BPF_ENABLE_STATS on 1 s of every 10 s)
   bpftel-ns   bpftel-agent --no-run-stats
 Replicates interleave the configurations. The target compares bpftel with empty: the
 uprobe traps are the kernel's, what is over them is our code.
@@ -96,7 +96,7 @@ def main():
                 res[cfg].append(run_loop(pattern, stub, args.calls, attached))
                 if cfg == "bpftel":
                     progs = {p["name"]: p for p in cli_json(cli, sock, "stats")["programs"]}
-                    e, r = progs.get("gpu_launch_enter"), progs.get("gpu_launch_ret")
+                    e, r = progs.get("gpu_uprobe"), progs.get("gpu_uretprobe")
                     if e and r:
                         runs += e["run_cnt"]
                         enter_ns += e["run_time_ns"]
@@ -120,7 +120,7 @@ def main():
             line += f"  {rm:9.3f} {'+/- %.3f' % rh:>10}  {verdict}"
         print(line)
     if runs:
-        print(f"bpftel BPF cost per call (BPF_ENABLE_STATS): entry {enter_ns / runs:.0f} ns, "
+        print(f"bpftel BPF cost per call (sampled run stats): entry {enter_ns / runs:.0f} ns, "
               f"return {ret_ns / runs:.0f} ns")
 
 

@@ -82,26 +82,72 @@ struct command {
 };
 
 
+/* Runs and times: exact, or "~" estimates when run stats are sampled. OVERHEAD S: run
+ * time plus, for uprobe programs, the traps (runs x the calibrated cost). */
 static void print_programs(json_t *progs)
 {
-	static const char *const hdr[] = {"PROGRAM", "ID",    "COMPONENT", "RUNS",
-					  "AVG NS",  "CPU %", "ATTACH"};
-	struct table *t = table_new(7, hdr);
-	char id[24], runs[24], avg[24], cpu[24];
-	json_t *p;
+	static const char *const hdr[] = {"PROGRAM", "ID",	   "COMPONENT", "RUNS",
+					  "AVG NS",  "CPU %", "OVERHEAD S", "ATTACH"};
+	struct table *t = table_new(8, hdr);
+	char id[24], runs[24], avg[24], cpu[24], ovh[24];
+	const char *est;
+	json_t *p, *o;
 	size_t i;
 
 	json_array_foreach (progs, i, p) {
+		est = json_is_true(json_object_get(p, "sampled")) ? "~" : "";
+		o = json_object_get(p, "overhead_seconds");
 		snprintf(id, sizeof(id), "%lld", jint(p, "id"));
-		snprintf(runs, sizeof(runs), "%lld", jint(p, "run_cnt"));
-		snprintf(avg, sizeof(avg), "%.0f", json_number_value(json_object_get(p, "avg_ns")));
-		snprintf(cpu, sizeof(cpu), "%.4f",
-			 json_number_value(json_object_get(p, "cpu_percent")));
+		snprintf(runs, sizeof(runs), "%s%lld", est, jint(p, "run_cnt"));
+		snprintf(avg, sizeof(avg), "%.0f", jnum(p, "avg_ns"));
+		snprintf(cpu, sizeof(cpu), "%s%.4f", est, jnum(p, "cpu_percent"));
+		if (json_is_number(o))
+			snprintf(ovh, sizeof(ovh), "%s%.3f", est, json_number_value(o));
+		else
+			snprintf(ovh, sizeof(ovh), "unknown");
 		table_add(t, (const char *const[]){jstr(p, "name"), id, jstr(p, "component"), runs,
-						   avg, cpu, jstr(p, "attach")});
+						   avg, cpu, ovh, jstr(p, "attach")});
 	}
 	table_print(t, stdout);
 	table_free(t);
+}
+
+/* What a uprobe costs on this host, as calibrated at start. */
+static void print_traps(json_t *agent)
+{
+	json_t *tc = json_object_get(agent, "trap_cost");
+
+	if (json_is_true(json_object_get(tc, "known")))
+		printf("Uprobe traps: %.1f us per call at entry, %.1f us at return alone, %.1f us "
+		       "for both (calibrated at start on %s links, %.0f ms); in OVERHEAD S as "
+		       "runs x trap\n",
+		       jnum(tc, "uprobe_ns") / 1e3, jnum(tc, "uretprobe_ns") / 1e3,
+		       jnum(tc, "pair_ns") / 1e3, jstr(tc, "link"), jnum(tc, "took_ms"));
+	else
+		printf("Uprobe traps: cost unknown (%s): overhead of uprobe programs unknown\n",
+		       jstr(tc, "error"));
+}
+
+/* One line on how run counts and times are collected. */
+static void print_run_stats(json_t *agent)
+{
+	json_t *rs = json_object_get(agent, "run_stats_detail");
+	const char *mode = jstr(agent, "run_stats");
+
+	if (!strcmp(mode, "sampled"))
+		printf("Run stats: sampled, on %g s of every %g s (%.1f %% of the time, %lld "
+		       "windows): runs and times marked ~ are estimates (run_stats = always "
+		       "for exact counts)",
+		       jnum(rs, "on_s"), jnum(rs, "period_s"), 100 * jnum(rs, "on_fraction"),
+		       jint(rs, "windows"));
+	else if (!strcmp(mode, "always"))
+		printf("Run stats: always on (exact counts; BPF_ENABLE_STATS costs every BPF "
+		       "program on the host two clock reads per run)");
+	else
+		printf("Run stats: off (counts stay where they were)");
+	if (json_is_string(json_object_get(rs, "error")))
+		printf("; BPF_ENABLE_STATS refused: %s", jstr(rs, "error"));
+	printf("\n");
 }
 
 static void print_maps(json_t *maps)
@@ -145,7 +191,10 @@ static void print_stats(json_t *resp)
 	if (jint(agent, "links_releasing"))
 		printf(", %lld links of stopped modules being detached",
 		       jint(agent, "links_releasing"));
-	printf("\n\n");
+	printf("\n");
+	print_run_stats(agent);
+	print_traps(agent);
+	printf("\n");
 	printf("Programs (%zu):\n", json_array_size(progs));
 	print_programs(progs);
 	printf("\nEvents lost by stage:");
@@ -161,6 +210,37 @@ static void print_stats(json_t *resp)
 	for (i = 0; i < NSECTIONS; i++) {
 		if (sections[i]->print_stats)
 			sections[i]->print_stats(resp);
+	}
+}
+
+/* Self-overhead budgets, and why a throttled module sheds load. */
+static void print_budgets(json_t *mods)
+{
+	json_t *m, *b, *th, *f;
+	char since[32];
+	struct tm tm;
+	time_t when;
+	size_t i, k;
+
+	json_array_foreach (mods, i, m) {
+		b = json_object_get(m, "budget");
+		th = json_object_get(m, "throttled");
+		if (!json_is_object(b))
+			continue;
+		printf("\n%s: budget %.2f %% of one CPU, last window %s%.2f %%, %lld throttle "
+		       "episodes",
+		       jstr(m, "name"), jnum(b, "max_cpu_percent"),
+		       json_is_number(json_object_get(b, "cpu_percent")) ? "" : "(none yet) ",
+		       jnum(b, "cpu_percent"), jint(m, "throttle_episodes"));
+		if (!json_is_object(th)) {
+			printf("\n");
+			continue;
+		}
+		when = (time_t)jint(th, "since");
+		strftime(since, sizeof(since), "%H:%M:%S", localtime_r(&when, &tm));
+		printf("\n  throttled since %s: %s\n", since, jstr(th, "reason"));
+		json_array_foreach (json_object_get(th, "files"), k, f)
+			printf("  shed: %s\n", json_string_value(f));
 	}
 }
 
@@ -187,6 +267,7 @@ static void print_modules(json_t *resp)
 	}
 	table_print(t, stdout);
 	table_free(t);
+	print_budgets(json_object_get(resp, "modules"));
 }
 
 /* One row per candidate; module, probe and policy only on a probe's first row. */

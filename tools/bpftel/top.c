@@ -115,22 +115,60 @@ static double module_sum(json_t *arr, const char *module, const char *key, const
 
 struct prog_rate {
 	const char *name, *module;
-	double runs_s, avg_ns, cpu;
+	double runs_s, avg_ns, cpu, overhead; /* overhead < 0: unknown */
 };
 
-static int cmp_cpu(const void *a, const void *b)
+/* Costliest first: overhead (traps included) where known, else run time. */
+static int cmp_cost(const void *a, const void *b)
 {
 	const struct prog_rate *x = a, *y = b;
+	double cx = x->overhead >= 0 ? x->overhead : x->cpu;
+	double cy = y->overhead >= 0 ? y->overhead : y->cpu;
 
-	return x->cpu < y->cpu ? 1 : x->cpu > y->cpu ? -1 : strcmp(x->name, y->name);
+	return cx < cy ? 1 : cx > cy ? -1 : strcmp(x->name, y->name);
+}
+
+/*
+ * A program's rates: between the two samples when counts are exact; with sampled run
+ * stats the counts only move when a window closes, so the last window's own rates,
+ * with how old they are.
+ */
+static json_t *program_rate(const struct sample *a, json_t *p, double dt, bool sampled)
+{
+	json_t *q, *w = json_object_get(p, "window"), *trap = json_object_get(p, "trap_cost_ns");
+	double druns, dtime;
+
+	if (sampled)
+		return json_pack("{s:s, s:s, s:f, s:f, s:f, s:O, s:o}", "program", jstr(p, "name"),
+				 "module", jstr(p, "component"), "runs_per_s",
+				 jnum(w, "runs_per_s"), "avg_ns", jnum(w, "avg_ns"), "cpu_percent",
+				 jnum(w, "cpu_percent"), "overhead_percent",
+				 json_is_object(w) ? json_object_get(w, "overhead_percent")
+						   : json_real(0),
+				 "window_age_s",
+				 json_is_object(w) ? json_real(jnum(w, "age_s")) : json_null());
+	q = find_prog(json_object_get(a->stats, "programs"), jint(p, "id"));
+	druns = q ? jint(p, "run_cnt") - jint(q, "run_cnt") : 0;
+	dtime = q ? jint(p, "run_time_ns") - jint(q, "run_time_ns") : 0;
+	/* Run time, plus each run's trap for uprobe programs (null: trap cost unknown). */
+	return json_pack("{s:s, s:s, s:f, s:f, s:f, s:o}", "program", jstr(p, "name"), "module",
+			 jstr(p, "component"), "runs_per_s", druns / dt, "avg_ns",
+			 druns > 0 ? dtime / druns : 0.0, "cpu_percent", dtime / 1e9 / dt * 100,
+			 "overhead_percent",
+			 json_is_string(json_object_get(p, "trap")) && !json_is_number(trap)
+				 ? json_null()
+				 : json_real((dtime + druns * json_number_value(trap)) / 1e9 / dt *
+					     100));
 }
 
 /* The rates between two samples, as one JSON document. */
 static json_t *rates(const struct sample *a, const struct sample *b)
 {
 	static const char *const lost_keys[] = {"kernel", "queue_full", "too_big", "parse", NULL};
-	json_t *mods = json_array(), *progs = json_array(), *l, *p, *q;
-	double dt = b->t - a->t > 0 ? b->t - a->t : 1, druns, dtime;
+	json_t *mods = json_array(), *progs = json_array(), *l, *p;
+	double dt = b->t - a->t > 0 ? b->t - a->t : 1;
+	const char *mode = jstr(json_object_get(b->stats, "agent"), "run_stats");
+	bool sampled = !strcmp(mode, "sampled");
 	size_t i;
 
 	json_array_foreach (json_object_get(b->stats, "losses"), i, l) {
@@ -156,26 +194,18 @@ static json_t *rates(const struct sample *a, const struct sample *b)
 					  dt));
 	}
 	json_array_foreach (json_object_get(b->stats, "programs"), i, p) {
-		q = find_prog(json_object_get(a->stats, "programs"), jint(p, "id"));
-		druns = q ? jint(p, "run_cnt") - jint(q, "run_cnt") : 0;
-		dtime = q ? jint(p, "run_time_ns") - jint(q, "run_time_ns") : 0;
-		json_array_append_new(
-			progs, json_pack("{s:s, s:s, s:f, s:f, s:f}", "program", jstr(p, "name"),
-					 "module", jstr(p, "component"), "runs_per_s", druns / dt,
-					 "avg_ns", druns > 0 ? dtime / druns : 0.0, "cpu_percent",
-					 dtime / 1e9 / dt * 100));
+		json_array_append_new(progs, program_rate(a, p, dt, sampled));
 	}
-	return json_pack(
-		"{s:f, s:o, s:o, s:b}", "interval_s", dt, "modules", mods, "programs", progs,
-		"run_stats",
-		json_is_true(json_object_get(json_object_get(b->stats, "agent"), "run_stats")));
+	return json_pack("{s:f, s:o, s:o, s:s, s:b}", "interval_s", dt, "modules", mods,
+			 "programs", progs, "run_stats", mode, "sampled", sampled);
 }
 
 static void draw(json_t *r, json_t *stats, int rows, int cols)
 {
 	static const char *const mh[] = {"MODULE", "EVENTS/S", "LOST/S", "ERRORS/S"};
-	static const char *const ph[] = {"PROGRAM", "MODULE", "RUNS/S", "AVG NS", "CPU %"};
-	char a[32], b[32], c[32], up[32], line[256];
+	static const char *const ph[] = {"PROGRAM", "MODULE", "RUNS/S",
+					 "AVG NS",  "CPU %",  "OVHD %"};
+	char a[32], b[32], c[32], d[32], up[32], line[256];
 	struct prog_rate *pr;
 	struct table *t;
 	size_t i, n, shown;
@@ -186,7 +216,9 @@ static void draw(json_t *r, json_t *stats, int rows, int cols)
 	fmt_duration(up, sizeof(up), jnum(agent, "uptime_s"));
 	snprintf(line, sizeof(line), "bpftel top - agent %s, pid %lld, up %s%s   q: quit",
 		 jstr(agent, "version"), jint(agent, "pid"), up,
-		 json_is_true(json_object_get(r, "run_stats")) ? "" : ", run stats off");
+		 !strcmp(jstr(r, "run_stats"), "off")	  ? ", run stats off"
+		 : json_is_true(json_object_get(r, "sampled")) ? ", programs: last sampled window"
+							       : "");
 	printf("%.*s\n\n", cols, line);
 	t = table_new(4, mh);
 	json_array_foreach (json_object_get(r, "modules"), i, o) {
@@ -208,18 +240,25 @@ static void draw(json_t *r, json_t *stats, int rows, int cols)
 		pr[i].runs_s = jnum(o, "runs_per_s");
 		pr[i].avg_ns = jnum(o, "avg_ns");
 		pr[i].cpu = jnum(o, "cpu_percent");
+		pr[i].overhead = json_is_number(json_object_get(o, "overhead_percent"))
+					 ? jnum(o, "overhead_percent")
+					 : -1;
 	}
-	qsort(pr, n, sizeof(*pr), cmp_cpu);
+	qsort(pr, n, sizeof(*pr), cmp_cost);
 	shown = rows - used - 1 > 0 ? (size_t)(rows - used - 1) : 0;
 	if (shown > n)
 		shown = n;
 	printf("\n");
-	t = table_new(5, ph);
+	t = table_new(6, ph);
 	for (i = 0; i < shown; i++) {
 		snprintf(a, sizeof(a), "%.1f", pr[i].runs_s);
 		snprintf(b, sizeof(b), "%.0f", pr[i].avg_ns);
 		snprintf(c, sizeof(c), "%.3f", pr[i].cpu);
-		table_add(t, (const char *const[]){pr[i].name, pr[i].module, a, b, c});
+		if (pr[i].overhead < 0)
+			snprintf(d, sizeof(d), "?");
+		else
+			snprintf(d, sizeof(d), "%.3f", pr[i].overhead);
+		table_add(t, (const char *const[]){pr[i].name, pr[i].module, a, b, c, d});
 	}
 	table_print(t, stdout);
 	table_free(t);

@@ -15,8 +15,11 @@
  *                 module's lifecycle steps serialize on that module's own lock (the
  *                 manager's), which nothing on the main or metrics thread takes.
  *   housekeeping  (housekeeping.c) every second, each module's housekeeping op: sweeps of
- *                 exited processes, idle library files, rescans of /proc. Slow work,
- *                 under no lock a reader needs.
+ *                 exited processes, idle library files, rescans of /proc; then the
+ *                 self-overhead budget (throttle.c: measure, shed, take back). Slow
+ *                 work, under no lock a reader needs.
+ *   run stats     telemetry's sampler thread (telemetry/sampler.h): turns
+ *                 BPF_ENABLE_STATS on and off on its duty cycle, reads counters.
  *   metrics       libmicrohttpd's thread: renders /metrics from the same report ops.
  *   module threads the manager's per-module consumers and workers (user/events), the
  *                 uprobe registry's callers, and the reaper's pool (user/manager/reaper.c).
@@ -42,6 +45,7 @@
 
 #include "config.h"
 #include "module_table.h"
+#include "user/manager/trapcost.h"
 
 struct bpftel_manager;
 struct bpftel_ctl_server;
@@ -51,6 +55,7 @@ struct bpftel_uprobes;
 struct bpftel_metrics;
 struct bpftel_lifecycle;
 struct bpftel_housekeeping;
+struct bpftel_throttle;
 
 /* The agent's own subscription to the shared-libraries watcher: it keeps an inventory
  * of every library of every libset, whichever modules run. */
@@ -64,10 +69,12 @@ struct bpftel_agent {
 	struct bpftel_ctl_server *ctl;
 	struct bpftel_lifecycle *lc;
 	struct bpftel_housekeeping *hk;
+	struct bpftel_throttle *throttle; /* the self-overhead budget (throttle.h) */
 	pthread_mutex_t cfg_lock;
 	struct bpftel_metrics *metrics; /* NULL: no metrics endpoint */
 	char metrics_addr[80];		/* where it listens ("" when off), for stats */
 	struct bpftel_config cfg;	/* in force */
+	struct bpftel_trap_cost trap;	/* calibrated at start, read-only after */
 	time_t started;			/* wall clock, for display */
 	struct timespec mono_start;	/* for uptime */
 };

@@ -25,6 +25,7 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 		.queue_len = next->queue_len,
 		.ringbuf_bytes = next->ringbuf_kib * 1024,
 	};
+	struct bpftel_run_stats_cfg rs;
 	struct bpftel_module *m;
 	size_t i;
 	int err;
@@ -39,9 +40,11 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 			  cur->ringbuf_kib != next->ringbuf_kib))
 		pr_info("config: pipeline and ring buffer sizes apply as each module restarts "
 			"(bpftel module restart NAME)");
-	if ((starting || cur->run_stats != next->run_stats) &&
-	    bpftel_telemetry__set_run_stats(a->tlm, next->run_stats))
-		pr_warn("config: run_stats = on: BPF_ENABLE_STATS refused");
+	rs = (struct bpftel_run_stats_cfg){.mode = next->run_stats,
+					   .on_ms = next->run_stats_on_s * 1000,
+					   .period_ms = next->run_stats_period_s * 1000};
+	if (bpftel_telemetry__set_run_stats_mode(a->tlm, &rs))
+		pr_warn("config: run_stats = always: BPF_ENABLE_STATS refused");
 	if (starting || cur->libsets != next->libsets) {
 		if (!starting && cur->libsets)
 			bpftel_manager__unsubscribe(a->mgr, BPFTEL_SHAREDLIBS_MODULE,

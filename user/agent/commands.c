@@ -13,6 +13,8 @@
 #include "agent.h"
 #include "control.h"
 #include "lifecycle.h"
+#include "overhead.h"
+#include "throttle.h"
 #include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
 #include "user/manager/manager.h"
@@ -118,56 +120,120 @@ static void add_probe(struct bpftel_module *m, const struct bpftel_probe_status 
 					     "candidates", cands));
 }
 
-static __u64 boottime_ns(void)
+/*
+ * Runs, run time, average and CPU share (of one CPU, over the time they cover) of a
+ * program: exact with run_stats = always, estimated from the on-windows with sampled
+ * ("sampled": true, and the share of the time they were on), frozen with off. "window":
+ * the last window counted, per second of it (what `bpftel top` shows when sampled).
+ */
+static void set_run_stats(json_t *p, const struct bpftel_tlm_prog *tp, bool sampled)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
-static void set_run_stats(json_t *p, const struct bpftel_tlm_prog *tp, __u64 now)
-{
-	__u64 alive = now > tp->load_time_ns ? now - tp->load_time_ns : 1;
+	json_t *w = json_null();
+	double runs = tp->window_runs_per_s, ns = tp->window_ns_per_s;
 
 	json_object_set_new(p, "run_cnt", json_integer(tp->run_cnt));
 	json_object_set_new(p, "run_time_ns", json_integer(tp->run_time_ns));
 	json_object_set_new(p, "avg_ns",
 			    json_real(tp->run_cnt ? (double)tp->run_time_ns / tp->run_cnt : 0));
-	json_object_set_new(p, "cpu_percent", json_real(100.0 * tp->run_time_ns / alive));
+	json_object_set_new(p, "cpu_percent",
+			    json_real(tp->covered_ns ? 100.0 * tp->run_time_ns / tp->covered_ns
+						     : 0));
+	json_object_set_new(p, "covered_s", json_real(tp->covered_ns / 1e9));
+	json_object_set_new(p, "sampled", json_boolean(sampled));
+	json_object_set_new(p, "sampled_fraction", json_real(tp->sampled_fraction));
+	if (tp->window_ns)
+		w = json_pack("{s:f, s:f, s:f, s:f, s:f}", "runs_per_s", runs, "avg_ns",
+			      runs > 0 ? ns / runs : 0.0, "cpu_percent", ns / 1e7, "seconds",
+			      tp->window_ns / 1e9, "age_s", tp->window_age_ns / 1e9);
+	json_object_set_new(p, "window", w);
+}
+
+static json_t *real_or_null(double v)
+{
+	return v < 0 ? json_null() : json_real(v);
 }
 
 /*
- * Run count, time, average and CPU share (of one CPU, since load) for each program;
- * programs no probe names (uprobes the registry attaches per library file) are added.
+ * What the program costs the processes it runs in: its run time, and for a uprobe
+ * program the trap each run pays ("trap": "uprobe" or "uretprobe", as the registry
+ * attaches it). Null where the trap cost is unknown (the calibration failed).
  */
-static void add_run_stats(struct bpftel_agent *agent, json_t *progs)
+static void set_overhead(json_t *p, const struct bpftel_prog_overhead *o)
 {
-	struct bpftel_tlm_prog *tp;
-	__u64 now = boottime_ns();
+	double total = bpftel_overhead_seconds(o), rate = bpftel_overhead_window_ns_per_s(o);
+	json_t *w = json_object_get(p, "window");
+
+	json_object_set_new(p, "trap", o->trap ? json_string(o->trap) : json_null());
+	json_object_set_new(p, "trap_cost_ns", o->trap ? real_or_null(o->trap_ns) : json_null());
+	json_object_set_new(p, "trap_paired", json_boolean(o->paired));
+	json_object_set_new(p, "trap_overhead_seconds",
+			    real_or_null(o->trap_ns < 0 ? -1 : o->p.run_cnt * o->trap_ns / 1e9));
+	json_object_set_new(p, "overhead_seconds", real_or_null(total));
+	json_object_set_new(p, "overhead_percent",
+			    total < 0	       ? json_null()
+			    : o->p.covered_ns ? json_real(100 * total / (o->p.covered_ns / 1e9))
+					       : json_real(0));
+	if (json_is_object(w))
+		json_object_set_new(w, "overhead_percent", real_or_null(rate < 0 ? -1 : rate / 1e7));
+}
+
+/*
+ * Run counts and times, and overhead, for each program; programs no probe names
+ * (uprobes the registry attaches per library file) are added.
+ */
+static void add_run_stats(struct bpftel_agent *agent, json_t *progs, bool sampled)
+{
+	struct bpftel_prog_overhead *o;
 	bool listed;
 	json_t *p;
 	size_t i;
 	int n, j;
 
-	n = bpftel_telemetry__programs(agent->tlm, &tp);
+	n = bpftel_agent_overheads(agent, &o);
 	for (j = 0; j < n; j++) {
+		const struct bpftel_tlm_prog *tp = &o[j].p;
+
 		listed = false;
 		json_array_foreach (progs, i, p) {
-			if (tp[j].id == json_integer_value(json_object_get(p, "id"))) {
-				set_run_stats(p, &tp[j], now);
+			if (tp->id == json_integer_value(json_object_get(p, "id"))) {
+				set_run_stats(p, tp, sampled);
+				set_overhead(p, &o[j]);
 				listed = true;
 			}
 		}
-		if (listed || !tp[j].id)
+		if (listed || !tp->id)
 			continue;
-		p = json_pack("{s:s, s:s, s:n, s:I, s:s}", "name", tp[j].program, "component",
-			      tp[j].module, "probe", "id", (json_int_t)tp[j].id, "attach",
+		p = json_pack("{s:s, s:s, s:n, s:I, s:s}", "name", tp->program, "component",
+			      tp->module, "probe", "id", (json_int_t)tp->id, "attach",
 			      "uprobes, per library file (bpftel libs)");
-		set_run_stats(p, &tp[j], now);
+		set_run_stats(p, tp, sampled);
+		set_overhead(p, &o[j]);
 		json_array_append_new(progs, p);
 	}
-	free(tp);
+	free(o);
+}
+
+/* The calibration of uprobe traps at start (user/manager/trapcost.h). */
+static json_t *trap_cost(const struct bpftel_trap_cost *tc)
+{
+	return json_pack("{s:b, s:o, s:o, s:o, s:f, s:i, s:f, s:s, s:s?}", "known", tc->known,
+			 "uprobe_ns", tc->known ? json_real(tc->uprobe_ns) : json_null(),
+			 "uretprobe_ns", tc->known ? json_real(tc->uretprobe_ns) : json_null(),
+			 "pair_ns", tc->known ? json_real(tc->pair_ns) : json_null(),
+			 "call_ns", tc->call_ns, "calls", (int)tc->calls, "took_ms", tc->took_ms,
+			 "link", tc->link ? tc->link : "none", "error",
+			 tc->known ? NULL : tc->error);
+}
+
+/* How run stats are held: "always", "sampled" (on_s of every period_s) or "off". */
+static json_t *run_stats_info(const struct bpftel_run_stats_info *rs)
+{
+	const char *ename = rs->error ? strerrorname_np(-rs->error) : NULL;
+
+	return json_pack("{s:s, s:f, s:f, s:b, s:I, s:f, s:s?}", "mode",
+			 bpftel_run_stats_mode_name(rs->cfg.mode), "on_s", rs->cfg.on_ms / 1e3,
+			 "period_s", rs->cfg.period_ms / 1e3, "stats_on", rs->stats_on, "windows",
+			 (json_int_t)rs->windows, "on_fraction", rs->on_fraction, "error", ename);
 }
 
 static json_t *stats_maps(struct bpftel_agent *agent)
@@ -249,19 +315,23 @@ static json_t *cmd_stats(struct bpftel_agent *agent)
 {
 	json_t *progs = json_array(), *resp;
 	char metrics_addr[sizeof(agent->metrics_addr)];
+	struct bpftel_run_stats_info rs;
 
+	bpftel_telemetry__run_stats(agent->tlm, &rs);
 	for_each_probe(agent, add_program, progs);
-	add_run_stats(agent, progs);
+	add_run_stats(agent, progs, rs.cfg.mode == BPFTEL_RUN_STATS_SAMPLED);
 	pthread_mutex_lock(&agent->cfg_lock);
 	memcpy(metrics_addr, agent->metrics_addr, sizeof(metrics_addr));
 	pthread_mutex_unlock(&agent->cfg_lock);
-	resp = json_pack("{s:{s:s, s:i, s:f, s:I, s:b, s:s?}, s:o}", "agent", "version",
+	resp = json_pack("{s:{s:s, s:i, s:f, s:I, s:s, s:o, s:s?}, s:o}", "agent", "version",
 			 BPFTEL_VERSION, "pid", (int)getpid(), "uptime_s", uptime_s(agent),
 			 "started", (json_int_t)agent->started, "run_stats",
-			 bpftel_telemetry__stats_enabled(agent->tlm), "metrics_addr",
+			 bpftel_run_stats_mode_name(rs.cfg.mode), "run_stats_detail",
+			 run_stats_info(&rs), "metrics_addr",
 			 metrics_addr[0] ? metrics_addr : NULL, "programs", progs);
 	json_object_set_new(resp, "maps", stats_maps(agent));
 	json_object_set_new(resp, "losses", stats_losses(agent));
+	json_object_set_new(json_object_get(resp, "agent"), "trap_cost", trap_cost(&agent->trap));
 	/* Uprobe links of stopped module instances the reaper has yet to destroy. */
 	json_object_set_new(json_object_get(resp, "agent"), "links_releasing",
 			    json_integer((json_int_t)bpftel_links_pending()));
@@ -302,10 +372,42 @@ static json_t *cmd_probes(struct bpftel_agent *agent)
 	return json_pack("{s:o}", "probes", probes);
 }
 
+/*
+ * A module's self-overhead budget: {max_cpu_percent, cpu_percent (the last window's
+ * estimate), throttle_episodes} or null without one; and while it sheds load,
+ * throttled {since, reason, files}, else null.
+ */
+static void add_budget(struct bpftel_agent *agent, const char *name, bool running, json_t *o)
+{
+	struct bpftel_throttle_status st;
+	json_t *files = json_array();
+	size_t i;
+
+	bpftel_throttle__status(agent->throttle, name, &st);
+	json_object_set_new(o, "budget",
+			    st.budget ? json_pack("{s:f, s:o}", "max_cpu_percent", st.limit_percent,
+						  "cpu_percent",
+						  st.load_percent < 0 ? json_null()
+								      : json_real(st.load_percent))
+				      : json_null());
+	json_object_set_new(o, "throttle_episodes", json_integer((json_int_t)st.episodes));
+	for (i = 0; i < st.nshed; i++)
+		json_array_append_new(files, bpftel_json_str(st.shed[i]));
+	if (st.throttled && running) {
+		json_object_set_new(o, "state", json_string("throttled"));
+		json_object_set_new(o, "throttled",
+				    json_pack("{s:I, s:o, s:o}", "since", (json_int_t)st.since,
+					      "reason", bpftel_json_str(st.reason), "files", files));
+	} else {
+		json_decref(files);
+		json_object_set_new(o, "throttled", json_null());
+	}
+}
+
 static json_t *cmd_modules(struct bpftel_agent *agent)
 {
 	struct bpftel_module *mods[MAX_MODULES];
-	json_t *arr = json_array();
+	json_t *arr = json_array(), *o;
 	size_t i, n;
 
 	const char *step;
@@ -319,15 +421,17 @@ static json_t *cmd_modules(struct bpftel_agent *agent)
 		last = err ? json_pack("{s:s, s:i, s:s}", "step", step, "errno", -err, "message",
 				       strerror(-err))
 			   : json_null();
-		json_array_append_new(
-			arr, json_pack("{s:s, s:s, s:I, s:I, s:I, s:o}", "name",
-				       bpftel_module__name(mods[i]), "state",
-				       bpftel_module_state_name(bpftel_module__state(mods[i])),
-				       "restarts", (json_int_t)bpftel_module__restarts(mods[i]),
-				       "subscribers",
-				       (json_int_t)bpftel_manager__subscribers(
-					       agent->mgr, bpftel_module__name(mods[i])),
-				       "start_failures", (json_int_t)failures, "last_error", last));
+		o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:o}", "name",
+			      bpftel_module__name(mods[i]), "state",
+			      bpftel_module_state_name(bpftel_module__state(mods[i])), "restarts",
+			      (json_int_t)bpftel_module__restarts(mods[i]), "subscribers",
+			      (json_int_t)bpftel_manager__subscribers(agent->mgr,
+								       bpftel_module__name(mods[i])),
+			      "start_failures", (json_int_t)failures, "last_error", last);
+		/* Running, and shedding load: "throttled". */
+		add_budget(agent, bpftel_module__name(mods[i]),
+			   bpftel_module__state(mods[i]) == BPFTEL_MOD_RUNNING, o);
+		json_array_append_new(arr, o);
 	}
 	return json_pack("{s:o}", "modules", arr);
 }

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "module_table.h"
 #include "netaddr.h"
+#include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
 #include "user/sharedlibs/sharedlibs.h"
 
@@ -25,7 +26,10 @@ void bpftel_config_defaults(struct bpftel_config *c)
 	for (size_t i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++)
 		c->modules[i] = bpftel_agent_modules[i].selectable;
 	c->libsets = SHLIB_LIBSET_ALL;
-	c->run_stats = true;
+	c->run_stats = BPFTEL_RUN_STATS_SAMPLED;
+	c->run_stats_on_s = BPFTEL_RUN_STATS_ON_MS / 1000;
+	c->run_stats_period_s = BPFTEL_RUN_STATS_PERIOD_MS / 1000;
+	c->max_cpu_window_s = 2;
 	c->workers = 1;
 	c->queue_len = 1024;
 	c->uprobe_grace_s = 30;
@@ -106,6 +110,86 @@ static bool parse_modules(char *v, bool *modules, const char **what, char *known
 	return true;
 }
 
+/* "ON/PERIOD": seconds on in every PERIOD seconds. */
+static bool parse_duty(const char *v, unsigned int *on, unsigned int *period)
+{
+	char buf[32], *slash;
+
+	if (strlen(v) >= sizeof(buf))
+		return false;
+	snprintf(buf, sizeof(buf), "%s", v);
+	slash = strchr(buf, '/');
+	if (!slash)
+		return false;
+	*slash = '\0';
+	return parse_uint(buf, 1, 3599, on) && parse_uint(slash + 1, 2, 3600, period) &&
+	       *on < *period;
+}
+
+/* A percentage of one CPU: a decimal in (0, 6400]. */
+static bool parse_percent(const char *v, double *out)
+{
+	char *end;
+	double d;
+
+	if (!isdigit((unsigned char)*v) && *v != '.')
+		return false;
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || *end || !(d > 0) || d > 6400)
+		return false;
+	*out = d;
+	return true;
+}
+
+/* A selectable module's index in the agent's table, or -1. */
+static int selectable_index(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++) {
+		if (bpftel_agent_modules[i].selectable && !strcmp(bpftel_agent_modules[i].name, name))
+			return (int)i;
+	}
+	return -1;
+}
+
+/* "off", "5" (every module), or "gpu:5, usm:0.5" (the others: none). */
+static bool parse_budgets(char *v, double *pct, const char **what)
+{
+	char *tok, *save = NULL, *colon;
+	double one;
+	size_t i;
+	int idx;
+
+	for (i = 0; i < BPFTEL_CFG_MAX_MODULES; i++)
+		pct[i] = 0;
+	if (!strcmp(v, "off"))
+		return true;
+	if (parse_percent(v, &one)) {
+		for (i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++)
+			pct[i] = bpftel_agent_modules[i].selectable ? one : 0;
+		return true;
+	}
+	for (tok = strtok_r(v, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		while (isspace((unsigned char)*tok))
+			tok++;
+		for (i = strlen(tok); i && isspace((unsigned char)tok[i - 1]); i--)
+			tok[i - 1] = '\0';
+		*what = tok;
+		colon = strchr(tok, ':');
+		if (!colon)
+			return false;
+		*colon = '\0';
+		idx = selectable_index(tok);
+		if (idx < 0 || !parse_percent(colon + 1, &pct[idx])) {
+			*colon = ':';
+			return false;
+		}
+	}
+	return true;
+}
+
 static int set_key(const char *name, int line, const char *key, char *v, struct bpftel_config *c,
 		   char *err, size_t errlen)
 {
@@ -149,10 +233,31 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 		for (i = 0; i < SHLIB_LIBSET__COUNT; i++)
 			c->libsets |= found[i] ? SHLIB_LIBSET_BIT(i) : 0;
 	} else if (!strcmp(key, "run_stats")) {
-		if (strcmp(v, "on") && strcmp(v, "off"))
-			return bad(err, errlen, name, line, "run_stats: '%s' is not on or off%s", v,
+		if (!strcmp(v, "always") || !strcmp(v, "on"))
+			c->run_stats = BPFTEL_RUN_STATS_ALWAYS;
+		else if (!strcmp(v, "sampled"))
+			c->run_stats = BPFTEL_RUN_STATS_SAMPLED;
+		else if (!strcmp(v, "off"))
+			c->run_stats = BPFTEL_RUN_STATS_OFF;
+		else
+			return bad(err, errlen, name, line,
+				   "run_stats: '%s' is not always, sampled or off%s", v, "");
+	} else if (!strcmp(key, "run_stats_duty")) {
+		if (!parse_duty(v, &c->run_stats_on_s, &c->run_stats_period_s))
+			return bad(err, errlen, name, line,
+				   "run_stats_duty: '%s' is not ON/PERIOD seconds with "
+				   "1 <= ON < PERIOD <= 3600%s",
+				   v, "");
+	} else if (!strcmp(key, "max_cpu_percent")) {
+		if (!parse_budgets(v, c->max_cpu_percent, &what))
+			return bad(err, errlen, name, line,
+				   "max_cpu_percent: '%s' is not off, a percentage of one CPU, or "
+				   "MODULE:PERCENT, ... (%s)",
+				   what, "e.g. gpu:5, usm:10");
+	} else if (!strcmp(key, "max_cpu_window")) {
+		if (!parse_uint(v, 1, 60, &c->max_cpu_window_s))
+			return bad(err, errlen, name, line, "max_cpu_window: '%s' is not 1..60%s", v,
 				   "");
-		c->run_stats = !strcmp(v, "on");
 	} else if (!strcmp(key, "workers")) {
 		if (!parse_uint(v, 1, 64, &c->workers))
 			return bad(err, errlen, name, line, "workers: '%s' is not 1..64%s", v, "");
@@ -187,8 +292,9 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 	} else {
 		return bad(err, errlen, name, line,
 			   "unknown key '%s' (socket, metrics_addr, modules, libsets, run_stats, "
-			   "workers, queue_len, ringbuf_kib, uprobe_grace, http_series_max, "
-			   "http_row_expiry, metrics_labels)%s",
+			   "run_stats_duty, max_cpu_percent, max_cpu_window, workers, queue_len, "
+			   "ringbuf_kib, uprobe_grace, http_series_max, http_row_expiry, "
+			   "metrics_labels)%s",
 			   key, "");
 	}
 	return 0;

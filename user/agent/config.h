@@ -6,7 +6,15 @@
  *   metrics_addr = 127.0.0.1:9464            HOST:PORT, [V6]:PORT, or off
  *   modules      = gpu, usm                  modules to run, or none
  *   libsets      = crypto, gpu               what `bpftel stats` inventories, or none
- *   run_stats    = on                        BPF_ENABLE_STATS: on or off
+ *   run_stats    = sampled                   BPF_ENABLE_STATS: always (exact run counts
+ *                                            and times), sampled (estimated from on-windows),
+ *                                            or off; `on` is always
+ *   run_stats_duty = 1/10                    sampled: stats on for 1 s of every 10 s
+ *                                            (ON/PERIOD seconds, 1 <= ON < PERIOD <= 3600)
+ *   max_cpu_percent = off                    self-overhead budget, % of one CPU: one value
+ *                                            for every module, or gpu:5, usm:10 (modules not
+ *                                            listed have none); off: no budget
+ *   max_cpu_window = 2                       seconds over which the budget is measured (1..60)
  *   workers      = 1                         pipeline workers per module (1..64)
  *   queue_len    = 1024                      records per worker queue (16..65536)
  *   ringbuf_kib  = 0                         ring buffer size per module, a power of two
@@ -40,7 +48,11 @@ struct bpftel_config {
 	/* By index in bpftel_agent_modules[]; only selectable modules are ever set. */
 	bool modules[BPFTEL_CFG_MAX_MODULES];
 	unsigned int libsets; /* SHLIB_LIBSET_BIT()s of the inventory subscription */
-	bool run_stats;
+	unsigned int run_stats; /* enum bpftel_run_stats_mode */
+	unsigned int run_stats_on_s, run_stats_period_s;
+	/* By index in bpftel_agent_modules[]: % of one CPU; 0 = no budget. */
+	double max_cpu_percent[BPFTEL_CFG_MAX_MODULES];
+	unsigned int max_cpu_window_s;
 	unsigned int workers, queue_len, ringbuf_kib;
 	unsigned int uprobe_grace_s; /* an unused library keeps its uprobes this long */
 	unsigned int http_series_max;	/* HTTP series in /metrics before "(overflow)" */

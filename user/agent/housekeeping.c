@@ -14,6 +14,8 @@
 
 struct bpftel_housekeeping {
 	struct bpftel_manager *mgr;
+	void (*tick)(void *ctx);
+	void *ctx;
 	pthread_mutex_t lock;
 	pthread_cond_t wake; /* CLOCK_MONOTONIC */
 	bool stopping;
@@ -48,6 +50,8 @@ static void *housekeeping_main(void *arg)
 		pthread_mutex_unlock(&hk->lock);
 		now = bpftel_mono_ms();
 		run_due(hk, now);
+		if (hk->tick)
+			hk->tick(hk->ctx);
 		pthread_mutex_lock(&hk->lock);
 		/* A tick a second is the finest interval a module may ask for. */
 		clock_gettime(CLOCK_MONOTONIC, &until);
@@ -60,7 +64,8 @@ static void *housekeeping_main(void *arg)
 	return NULL;
 }
 
-int bpftel_housekeeping__start(struct bpftel_manager *mgr, struct bpftel_housekeeping **out)
+int bpftel_housekeeping__start(struct bpftel_manager *mgr, void (*tick)(void *ctx), void *ctx,
+			       struct bpftel_housekeeping **out)
 {
 	struct bpftel_housekeeping *hk = calloc(1, sizeof(*hk));
 	pthread_condattr_t ca;
@@ -69,6 +74,8 @@ int bpftel_housekeeping__start(struct bpftel_manager *mgr, struct bpftel_houseke
 	if (!hk)
 		return -ENOMEM;
 	hk->mgr = mgr;
+	hk->tick = tick;
+	hk->ctx = ctx;
 	pthread_mutex_init(&hk->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

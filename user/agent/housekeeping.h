@@ -10,7 +10,10 @@
 struct bpftel_manager;
 struct bpftel_housekeeping;
 
-int bpftel_housekeeping__start(struct bpftel_manager *mgr, struct bpftel_housekeeping **out);
+/* tick(ctx), if set, runs after the modules' housekeeping on each pass (about every
+ * second): the agent's own periodic work (the self-overhead budget, throttle.h). */
+int bpftel_housekeeping__start(struct bpftel_manager *mgr, void (*tick)(void *ctx), void *ctx,
+			       struct bpftel_housekeeping **out);
 /* Wakes the thread, waits for the op in progress to return. NULL is a no-op. */
 void bpftel_housekeeping__stop(struct bpftel_housekeeping *hk);
 

@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "module_table.h"
 #include "system.h"
+#include "throttle.h"
 #include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
 #include "user/common/log.h"
@@ -63,9 +64,11 @@ static const char usage_text[] =
 	"                      (default " BPFTEL_METRICS_ADDR_DEFAULT "; [::1]:PORT for IPv6;\n"
 	"                      port 0 picks a free one, shown by bpftel stats)\n"
 	"      --no-metrics    no metrics endpoint\n"
-	"      --no-run-stats  do not turn on the kernel's per-program run counts and times\n"
-	"                      (BPF_ENABLE_STATS): they add two clock reads to every run\n"
-	"                      of every BPF program on the host\n"
+	"      --no-run-stats  never turn on the kernel's per-program run counts and times\n"
+	"                      (BPF_ENABLE_STATS, as run_stats = off): while on they add two\n"
+	"                      clock reads to every run of every BPF program on the host, so\n"
+	"                      by default they are on 1 s of every 10 s and the counts are\n"
+	"                      estimated (run_stats = sampled; always: exact)\n"
 	"  -v, --verbose       more output; twice adds libbpf's debug log\n"
 	"  -q, --quiet         errors and warnings only\n"
 	"  -h, --help          this text\n"
@@ -211,7 +214,7 @@ static void cli_overrides(struct bpftel_config *cfg)
 	if (env.metrics_addr)
 		snprintf(cfg->metrics_addr, sizeof(cfg->metrics_addr), "%s", env.metrics_addr);
 	if (env.no_run_stats)
-		cfg->run_stats = false;
+		cfg->run_stats = BPFTEL_RUN_STATS_OFF;
 }
 
 /* The configuration file, or the defaults when the default file does not exist. */
@@ -377,6 +380,15 @@ int main(int argc, char **argv)
 		}
 		pr_warn("BPFTEL_FAULTS set: injecting faults %s", getenv("BPFTEL_FAULTS"));
 	}
+	/* Before the modules attach anything, with the faults in force (a kernel without
+	 * multi-uprobe links is calibrated with what it has). */
+	if (bpftel_trap_cost_calibrate(&agent.trap))
+		pr_warn("uprobe trap cost unknown: %s", agent.trap.error);
+	else
+		pr_info("uprobe trap cost: %.1f us at entry, %.1f us with return (%s links, "
+			"calibrated in %.0f ms)",
+			agent.trap.uprobe_ns / 1e3, agent.trap.uretprobe_ns / 1e3, agent.trap.link,
+			agent.trap.took_ms);
 	if (bpftel_agent_apply(&agent, &cfg, true))
 		goto cleanup;
 	/* Libraries mapped before the watcher ran are in /proc/<pid>/maps. */
@@ -390,9 +402,12 @@ int main(int argc, char **argv)
 					  : "");
 		goto cleanup;
 	}
-	err = bpftel_lifecycle__start(&agent, &agent.lc);
+	err = bpftel_throttle__new(&agent, &agent.throttle);
 	if (!err)
-		err = bpftel_housekeeping__start(agent.mgr, &agent.hk);
+		err = bpftel_lifecycle__start(&agent, &agent.lc);
+	if (!err)
+		err = bpftel_housekeeping__start(agent.mgr, bpftel_throttle__tick, agent.throttle,
+						 &agent.hk);
 	if (err) {
 		pr_err("cannot start the agent's threads: %s", strerror(-err));
 		goto cleanup;
@@ -419,6 +434,9 @@ cleanup:
 	bpftel_housekeeping__stop(agent.hk);
 	bpftel_metrics__stop(agent.metrics);
 	bpftel_ctl_server__free(agent.ctl);
+	/* Its last readers (the metrics thread, the control server) are gone. */
+	bpftel_throttle__free(agent.throttle);
+	agent.throttle = NULL;
 	bpftel_manager__free(agent.mgr); /* stops every module, waits for the reaper */
 	bpftel_uprobes__free(agent.uprobes);
 	destroy_modules(&agent);

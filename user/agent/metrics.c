@@ -61,11 +61,23 @@ static void modules(struct bpftel_prom *w, json_t *mods)
 	json_t *m;
 	size_t i;
 
-	bpftel_prom_family(w, "bpftel_module_up", "gauge", "1 if the module is running.");
+	bpftel_prom_family(w, "bpftel_module_up", "gauge",
+			   "1 if the module is running (throttled included).");
 	json_array_foreach (mods, i, m) {
 		l[0] = (struct bpftel_prom_label){"module", js(m, "name")};
-		bpftel_prom_sample_u64(w, "", l, 1, !strcmp(js(m, "state"), "running"));
+		bpftel_prom_sample_u64(w, "", l, 1,
+				       !strcmp(js(m, "state"), "running") ||
+					       !strcmp(js(m, "state"), "throttled"));
 	}
+	bpftel_prom_family(w, "bpftel_module_throttled", "gauge",
+			   "1 while the module sheds load to keep within its max_cpu_percent.");
+	json_array_foreach (mods, i, m) {
+		l[0] = (struct bpftel_prom_label){"module", js(m, "name")};
+		bpftel_prom_sample_u64(w, "", l, 1, json_is_object(json_object_get(m, "throttled")));
+	}
+	module_counter(w, mods, "bpftel_module_throttle_episodes_total",
+		       "Times the module went over its max_cpu_percent and shed load.",
+		       "throttle_episodes");
 	module_counter(w, mods, "bpftel_module_restarts_total",
 		       "Times the module was started again after a stop.", "restarts");
 	module_counter(w, mods, "bpftel_module_start_failures_total",
@@ -73,25 +85,72 @@ static void modules(struct bpftel_prom *w, json_t *mods)
 		       "start_failures");
 }
 
-static void programs(struct bpftel_prom *w, json_t *progs)
+/* A family with one sample per program: field key of its stats entry (scaled). */
+static void program_family(struct bpftel_prom *w, json_t *progs, const char *name,
+			   const char *type, const char *help, const char *key, double scale)
 {
 	struct bpftel_prom_label l[2];
-	json_t *p;
+	json_t *p, *v;
 	size_t i;
 
-	bpftel_prom_family(w, "bpftel_ebpf_program_runs_total", "counter",
-			   "Runs of the eBPF program since it was loaded (BPF_ENABLE_STATS).");
+	bpftel_prom_family(w, name, type, help);
 	json_array_foreach (progs, i, p) {
+		v = json_object_get(p, key);
+		if (!json_is_number(v))
+			continue; /* unknown */
 		l[0] = (struct bpftel_prom_label){"module", js(p, "component")};
 		l[1] = (struct bpftel_prom_label){"program", js(p, "name")};
-		bpftel_prom_sample_u64(w, "", l, 2, ju(p, "run_cnt"));
+		if (json_is_integer(v) && scale == 1)
+			bpftel_prom_sample_u64(w, "", l, 2, (__u64)json_integer_value(v));
+		else
+			bpftel_prom_sample(w, "", l, 2, json_number_value(v) * scale);
 	}
-	bpftel_prom_family(w, "bpftel_ebpf_program_run_seconds_total", "counter",
-			   "Time spent running the eBPF program since it was loaded.");
-	json_array_foreach (progs, i, p) {
-		l[0] = (struct bpftel_prom_label){"module", js(p, "component")};
-		l[1] = (struct bpftel_prom_label){"program", js(p, "name")};
-		bpftel_prom_sample(w, "", l, 2, ju(p, "run_time_ns") / 1e9);
+}
+
+/* Run counts are estimated with run_stats = sampled (the default): the HELP says so. */
+static void programs(struct bpftel_prom *w, json_t *progs, const char *mode)
+{
+	bool sampled = !strcmp(mode, "sampled");
+
+	program_family(w, progs, "bpftel_ebpf_program_runs_total", "counter",
+		       sampled ? "Runs of the eBPF program since it was loaded, estimated from "
+				 "sampled BPF_ENABLE_STATS windows (run_stats = sampled)."
+			       : "Runs of the eBPF program since it was loaded (BPF_ENABLE_STATS).",
+		       "run_cnt", 1);
+	program_family(w, progs, "bpftel_ebpf_program_run_seconds_total", "counter",
+		       sampled ? "Time spent running the eBPF program since it was loaded, "
+				 "estimated from sampled BPF_ENABLE_STATS windows."
+			       : "Time spent running the eBPF program since it was loaded.",
+		       "run_time_ns", 1e-9);
+	program_family(w, progs, "bpftel_ebpf_program_overhead_seconds_total", "counter",
+		       sampled ? "What the eBPF program cost the processes it ran in: run time plus, "
+				 "for uprobe programs, runs x the uprobe or uretprobe trap cost "
+				 "calibrated at start; estimated from sampled windows."
+			       : "What the eBPF program cost the processes it ran in: run time plus, "
+				 "for uprobe programs, runs x the uprobe or uretprobe trap cost "
+				 "calibrated at start.",
+		       "overhead_seconds", 1);
+	program_family(w, progs, "bpftel_run_stats_sampled_fraction", "gauge",
+		       "Share of the program's life its run counts were measured over (1: exact, "
+		       "run_stats = always; below 1: the rest is estimated).",
+		       "sampled_fraction", 1);
+}
+
+/* The calibration at start; absent when it failed. */
+static void traps(struct bpftel_prom *w, json_t *tc)
+{
+	static const char *const kinds[] = {"uprobe", "uretprobe", "pair"};
+	char key[32];
+	size_t i;
+
+	bpftel_prom_family(w, "bpftel_uprobe_trap_seconds", "gauge",
+			   "What a call costs the probed process on this host with a uprobe, a "
+			   "uretprobe, or both on its function (pair), empty programs included "
+			   "(calibrated at start).");
+	for (i = 0; i < 3 && json_is_true(json_object_get(tc, "known")); i++) {
+		snprintf(key, sizeof(key), "%s_ns", kinds[i]);
+		bpftel_prom_sample(w, "", &(struct bpftel_prom_label){"kind", kinds[i]}, 1,
+				   json_number_value(json_object_get(tc, key)) / 1e9);
 	}
 }
 
@@ -204,7 +263,9 @@ char *bpftel_metrics_render(struct bpftel_agent *agent, size_t *len)
 				       &(struct bpftel_prom_label){"version", BPFTEL_VERSION}, 1,
 				       1);
 		modules(w, json_object_get(mods, "modules"));
-		programs(w, json_object_get(stats, "programs"));
+		programs(w, json_object_get(stats, "programs"),
+			 js(json_object_get(stats, "agent"), "run_stats"));
+		traps(w, json_object_get(json_object_get(stats, "agent"), "trap_cost"));
 		maps(w, json_object_get(stats, "maps"));
 		errors(w, json_object_get(errs, "errors"));
 		losses(w, json_object_get(stats, "losses"));

@@ -69,11 +69,9 @@ __attribute__((noinline, used)) int bpftel_uprobe_multi_target(int x)
 	return x + 1;
 }
 
-/* File offset of bpftel_uprobe_multi_target in /proc/self/exe, from its mapping: works
- * on a stripped binary too. */
-static long self_offset(void)
+long bpftel_uprobe_self_offset(const void *fn)
 {
-	unsigned long addr = (unsigned long)&bpftel_uprobe_multi_target, start, end, pgoff;
+	unsigned long addr = (unsigned long)fn, start, end, pgoff;
 	char line[512], perms[8];
 	long off = -ENOENT;
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -106,7 +104,7 @@ static int try_link(char *reason, size_t len)
 	LIBBPF_OPTS(bpf_prog_load_opts, opts,
 		    .expected_attach_type = (enum bpf_attach_type)BPFTEL_TRACE_UPROBE_MULTI);
 	unsigned long off;
-	long where = self_offset();
+	long where = bpftel_uprobe_self_offset((const void *)&bpftel_uprobe_multi_target);
 	int prog, link, err;
 
 	if (where < 0) {

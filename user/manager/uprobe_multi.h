@@ -37,6 +37,13 @@ int bpftel_uprobe_multi_detect(char *reason, size_t len);
  * removes the fault. For tests of the per-probe fallback (BPFTEL_FAULTS). */
 void bpftel_uprobe_multi_set_fault(int err);
 
+/*
+ * File offset of fn, a function of this process's own binary (/proc/self/exe), from
+ * its executable mapping in /proc/self/maps: works on a stripped binary too. Where a
+ * uprobe on /proc/self/exe must go to fire on fn. -errno if it is not mapped so.
+ */
+long bpftel_uprobe_self_offset(const void *fn);
+
 /* Before load: make prog loadable for multi-uprobe links. 0 or -errno. */
 int bpftel_uprobe_multi_prepare(struct bpf_program *prog);
 

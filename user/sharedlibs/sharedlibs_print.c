@@ -85,7 +85,9 @@ static void print_files(json_t *libs)
 	t = table_new(8, hdr);
 	json_array_foreach (libs, i, l) {
 		snprintf(procs, sizeof(procs), "%lld", jint(l, "processes"));
-		snprintf(att, sizeof(att), "%lld", jint(l, "attached"));
+		/* Detached for the module's overhead budget (bpftel modules says why). */
+		snprintf(att, sizeof(att), "%lld%s", jint(l, "attached"),
+			 json_is_true(json_object_get(l, "throttled")) ? " throttled" : "");
 		if (json_is_string(json_object_get(l, "link_mode")))
 			snprintf(links, sizeof(links), "%lld %s", jint(l, "links"),
 				 jstr(l, "link_mode"));

@@ -109,6 +109,7 @@ static json_t *file_json(const struct bpftel_uprobe_file_info *r)
 		return NULL;
 	if (r->mode_reason[0])
 		json_object_set_new(o, "link_mode_reason", bpftel_json_str(r->mode_reason));
+	json_object_set_new(o, "throttled", json_boolean(r->throttled));
 	json_object_set_new(o, "refused",
 			    r->refused >= 0 ? json_string(bpftel_refusal_name(r->refused))
 					    : json_null());

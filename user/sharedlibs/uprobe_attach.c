@@ -139,9 +139,18 @@ struct group {
 	const char *symbols[MAX_SPECS];
 };
 
+/* What the program sees in bpf_get_attach_cookie(): the spec's cookie, and when the
+ * module's object counts calls per file, the slot of this file's (bpf/uprobe_hits.h). */
+static __u64 cookie_of(const struct bpftel_uprobe_spec *s, int slot)
+{
+	return slot < 0 ? s->cookie
+			: UPROBE_HITS_COOKIE(UPROBE_HITS_SLOT((unsigned int)slot, s->retprobe),
+					     s->cookie);
+}
+
 /* One multi-uprobe link per (program, direction). */
 static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enum shlib_lib lib,
-			 const char *path, const long *off, struct file_mod *fm)
+			 const char *path, const long *off, int slot, struct file_mod *fm)
 {
 	struct group g[MAX_GROUPS] = {};
 	struct bpf_program *prog;
@@ -169,7 +178,7 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 			g[ng++].retprobe = s->retprobe;
 		}
 		g[j].offsets[g[j].n] = (unsigned long)off[i];
-		g[j].cookies[g[j].n] = s->cookie;
+		g[j].cookies[g[j].n] = cookie_of(s, slot);
 		g[j].symbols[g[j].n++] = s->symbol;
 	}
 	for (j = 0; j < ng; j++) {
@@ -189,7 +198,7 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 
 /* One perf-event link per probe point, each with its cookie. */
 static void attach_single(const struct mod_entry *me, struct bpf_object *obj, enum shlib_lib lib,
-			  const char *path, const long *off, struct file_mod *fm)
+			  const char *path, const long *off, int slot, struct file_mod *fm)
 {
 	struct bpf_program *prog;
 	struct bpf_link *link;
@@ -197,7 +206,8 @@ static void attach_single(const struct mod_entry *me, struct bpf_object *obj, en
 
 	for (i = 0; i < me->nspecs; i++) {
 		const struct bpftel_uprobe_spec *s = &me->specs[i];
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = s->retprobe, .bpf_cookie = s->cookie);
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = s->retprobe,
+			    .bpf_cookie = cookie_of(s, slot));
 
 		if (s->lib != lib)
 			continue;
@@ -292,12 +302,16 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		for (j = 0; !ret && j < njobs; j++) {
 			const struct mod_entry *me = &u->mods[jobs[j].mi];
+			/* f->slot is the file's for its whole life, and f is busy: no lock. */
+			int slot = bpf_object__find_map_by_name(jobs[j].obj, "uprobe_hits")
+					   ? (int)f->slot
+					   : -1;
 
 			res[j].multi = jobs[j].multi;
 			if (jobs[j].multi)
-				attach_multi(me, jobs[j].obj, f->lib, path, off[j], &res[j]);
+				attach_multi(me, jobs[j].obj, f->lib, path, off[j], slot, &res[j]);
 			else
-				attach_single(me, jobs[j].obj, f->lib, path, off[j], &res[j]);
+				attach_single(me, jobs[j].obj, f->lib, path, off[j], slot, &res[j]);
 			if (res[j].nfail)
 				pr_warn("uprobes: module '%s': %s: %zu probe points failed, first %s: %s",
 					me->name, f->path, res[j].nfail, res[j].fail[0].symbol,

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "uprobes_internal.h"
@@ -158,7 +159,7 @@ void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, con
 		 detail ? detail : "");
 }
 
-static struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
+struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
 {
 	size_t i;
 
@@ -182,7 +183,7 @@ static ssize_t proc_index(const struct lib_file *f, __u32 pid)
 	return -1;
 }
 
-static bool wants(const struct mod_entry *me, enum shlib_lib lib)
+bool wants(const struct mod_entry *me, enum shlib_lib lib)
 {
 	size_t i;
 
@@ -197,7 +198,7 @@ static bool wants(const struct mod_entry *me, enum shlib_lib lib)
  * With u->lock: mark the attaches f lacks (module only, or every module when only is
  * MAX_MODS) busy and describe them in jobs. Returns how many.
  */
-static size_t collect_jobs(struct bpftel_uprobes *u, struct lib_file *f, size_t only,
+size_t collect_jobs(struct bpftel_uprobes *u, struct lib_file *f, size_t only,
 			   struct attach_job *jobs)
 {
 	size_t n = 0, mi;
@@ -208,7 +209,7 @@ static size_t collect_jobs(struct bpftel_uprobes *u, struct lib_file *f, size_t 
 		struct mod_entry *me = &u->mods[mi];
 
 		if ((only < MAX_MODS && mi != only) || !me->obj || f->mods[mi].st != FM_NONE ||
-		    !wants(me, f->lib))
+		    !wants(me, f->lib) || (f->shed & (1u << mi)))
 			continue;
 		f->mods[mi].st = FM_BUSY;
 		me->busy++;
@@ -243,14 +244,18 @@ static int add_proc(struct lib_file *f, const struct bpftel_procfile_target *t, 
 }
 
 /* A new file: keyed by what the kernel maps (dev, ino: on overlayfs the file underneath),
- * found too by what a path reached (st). */
-static struct lib_file *file_new(const struct stat *st, dev_t dev, __u64 ino, enum shlib_lib lib,
-				 const char *named)
+ * found too by what a path reached (st). With u->lock, and room for one more. */
+static struct lib_file *file_new(struct bpftel_uprobes *u, const struct stat *st, dev_t dev,
+				 __u64 ino, enum shlib_lib lib, const char *named)
 {
 	struct lib_file *f = calloc(1, sizeof(*f));
 
 	if (!f)
 		return NULL;
+	/* Its calls are counted in a slot of its own while it is in the table. */
+	while (u->slot_used[f->slot])
+		f->slot++;
+	u->slot_used[f->slot] = true;
 	f->dev = dev;
 	f->ino = ino;
 	f->alias_dev = st->st_dev;
@@ -335,7 +340,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	pthread_mutex_lock(&u->lock);
 	f = find_file(u, st.st_dev, st.st_ino) ?: find_file(u, dev, ino);
 	if (!f) {
-		f = u->nfiles < MAX_FILES ? file_new(&st, dev, ino, lib, named) : NULL;
+		f = u->nfiles < MAX_FILES ? file_new(u, &st, dev, ino, lib, named) : NULL;
 		if (!f) {
 			refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_REGISTRY_FULL,
 				       "the registry holds its maximum of files");
@@ -398,18 +403,14 @@ static void remove_file_locked(struct bpftel_uprobes *u, struct lib_file *f)
 	for (i = 0; i < u->nfiles; i++) {
 		if (u->files[i] == f) {
 			u->files[i] = u->files[--u->nfiles];
+			u->slot_used[f->slot] = false; /* its links are gone */
 			return;
 		}
 	}
 }
 
 /* Reaper callback: one link of an idle file is gone. The last one lifts the guard. */
-struct release_ctx {
-	struct bpftel_uprobes *u;
-	struct lib_file *f;
-};
-
-static void release_account(struct bpftel_uprobes *u, struct lib_file *f)
+void release_account(struct bpftel_uprobes *u, struct lib_file *f)
 {
 	struct lib_file *gone = NULL;
 
@@ -425,7 +426,7 @@ static void release_account(struct bpftel_uprobes *u, struct lib_file *f)
 		file_free(gone);
 }
 
-static void release_done(void *arg)
+void release_done(void *arg)
 {
 	struct release_ctx *rc = arg;
 
@@ -717,6 +718,7 @@ static int up_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 	while (me->busy)
 		pthread_cond_wait(&u->idle, &u->lock);
 	for (i = 0; i < u->nfiles; i++) {
+		u->files[i]->shed &= ~(1u << mi); /* a new instance starts with every file */
 		fm = &u->files[i]->mods[mi];
 		if (fm->nlinks && n + fm->nlinks > cap) {
 			grown = realloc(links, (n + fm->nlinks) * 2 * sizeof(*links));
@@ -814,6 +816,7 @@ int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_in
 			fm = &f->mods[j];
 			snprintf(r->module, sizeof(r->module), "%s", u->mods[j].name);
 			r->attached = fm->attached;
+			r->throttled = f->shed & (1u << j);
 			r->links = fm->nlinks;
 			r->link_mode = fm->st != FM_DONE ? NULL : fm->multi ? "multi" : "single";
 			if (fm->st == FM_DONE && !fm->multi)
@@ -841,3 +844,4 @@ void bpftel_uprobes__refusals(struct bpftel_uprobes *u, struct bpftel_uprobes_re
 	out->sweeps = u->sweeps;
 	pthread_mutex_unlock(&u->lock);
 }
+

@@ -58,6 +58,23 @@ struct bpftel_uprobe_spec {
 int bpftel_uprobes__new(struct bpftel_uprobes **out);
 /* After the modules are stopped. NULL is a no-op. */
 void bpftel_uprobes__free(struct bpftel_uprobes *u);
+/*
+ * A program the registry attaches, and how: at function entry (a uprobe) or at its
+ * return (a uretprobe), which the program's name says only by convention. A return
+ * probe costs more: its entry trap arms the return, then the return traps.
+ */
+struct bpftel_uprobe_prog {
+	char module[64];
+	char prog[64];
+	bool entry, ret; /* attached at entries, at returns (both: some of each) */
+	/* Every return it is attached at has an entry probe of the module on the same
+	 * function: the entry's trap arms the return, which then adds little. */
+	bool ret_paired;
+};
+/* Every (module, program) of the registry's modules' specs: count, at most max. */
+size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_prog *out,
+				size_t max);
+
 /* How long an unused file keeps its links (0: detached at the next sweep). */
 void bpftel_uprobes__set_grace_ms(struct bpftel_uprobes *u, unsigned int ms);
 
@@ -100,6 +117,7 @@ struct bpftel_uprobe_file_info {
 	char refused_detail[128];
 	char module[64];   /* one row per (file, module) */
 	size_t attached;   /* probe points attached for this module on this file */
+	bool throttled;	   /* detached for the module's overhead budget (bpftel_uprobes__shed) */
 	size_t links;	   /* links they take */
 	const char *link_mode;	  /* "multi", "single", or NULL before any attach */
 	char mode_reason[160];	  /* "single": why not multi */
@@ -112,6 +130,36 @@ struct bpftel_uprobe_file_info {
 
 /* One row per (file, module), plus one per file no module wants. Malloc'd. */
 int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_info **out);
+
+/*
+ * Shedding load (the agent's self-overhead budget): detach one module's links on one
+ * file (dev, ino, as bpftel_uprobes__file_loads gives them) and keep that file off for
+ * the module, also for processes that map it later, until bpftel_uprobes__unshed. The
+ * links go to the reaper, the file's guard (as for an idle file) makes a re-attach
+ * wait for them, then one new set is attached. A module's stop forgets what it shed.
+ * -ENOENT: no such file or module; -EBUSY: an attach is in flight, try later.
+ */
+int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module, __u64 dev, __u64 ino);
+int bpftel_uprobes__unshed(struct bpftel_uprobes *u, const char *module, __u64 dev, __u64 ino);
+
+#define BPFTEL_UPROBE_LOAD_PIDS 16
+
+/* A module's file, with the calls counted on it (bpf/uprobe_hits.h). */
+struct bpftel_uprobe_file_load {
+	__u64 dev, ino;
+	char path[256];
+	bool counted;	/* the module's object counts calls per file */
+	__u64 calls[2]; /* entries, returns: since this module instance started */
+	bool shed;	/* detached by bpftel_uprobes__shed */
+	bool attached;	/* links in place */
+	size_t nprocs;
+	__u32 pids[BPFTEL_UPROBE_LOAD_PIDS]; /* the first ones */
+};
+
+/* The running module's files (refused ones left out): count and a malloc'd array in
+ * *out, or a negative errno. 0 when the module is not running. */
+int bpftel_uprobes__file_loads(struct bpftel_uprobes *u, const char *module,
+			       struct bpftel_uprobe_file_load **out);
 
 #define BPFTEL_UPROBES_RECENT 32
 

@@ -14,11 +14,14 @@
 
 #include <pthread.h>
 
+#include "bpf/uprobe_hits.h"
 #include "uprobes.h"
 
 #define MAX_MODS  8
 #define MAX_SPECS 16
 #define MAX_FILES 1024
+
+_Static_assert(MAX_FILES <= UPROBE_HITS_FILES, "a hits slot for every file");
 
 struct bpf_link;
 struct bpf_object;
@@ -72,6 +75,8 @@ struct lib_file {
 	char refused_detail[128];
 	unsigned int busy;
 	size_t releasing; /* its links the reaper has not destroyed yet */
+	unsigned int slot; /* its calls' counters in uprobe_hits (bpf/uprobe_hits.h) */
+	unsigned int shed; /* bit per module: detached by bpftel_uprobes__shed */
 	struct file_mod mods[MAX_MODS];
 };
 
@@ -94,6 +99,7 @@ struct bpftel_uprobes {
 	struct mod_entry mods[MAX_MODS];
 	size_t nfiles;
 	struct lib_file *files[MAX_FILES];
+	bool slot_used[MAX_FILES];
 	__u64 stale;
 	__u64 sweeps;
 	unsigned int grace_ms;
@@ -118,6 +124,23 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 		size_t njobs, int fd);
 /* Destroy links: through the reaper when their programs are inert (gated), else here. */
 void links_drop(struct ulink *links, size_t n, bool gated);
+
+/* uprobes.c, with u->lock: the file of (dev, ino), or NULL; does module me attach to
+ * files of lib; mark the attaches f lacks busy (module `only`, or all with MAX_MODS)
+ * and describe them in jobs. */
+struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino);
+bool wants(const struct mod_entry *me, enum shlib_lib lib);
+size_t collect_jobs(struct bpftel_uprobes *u, struct lib_file *f, size_t only,
+		    struct attach_job *jobs);
+
+/* uprobes.c: a link of f handed to the reaper with release_done(ctx) is gone; the last
+ * one lifts the file's guard (f->releasing), and frees it if nobody uses it. */
+struct release_ctx {
+	struct bpftel_uprobes *u;
+	struct lib_file *f;
+};
+void release_account(struct bpftel_uprobes *u, struct lib_file *f);
+void release_done(void *arg);
 
 /* uprobes.c: with u->lock, count a refusal and remember it among the recent ones. */
 void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, const char *path,

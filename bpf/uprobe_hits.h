@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Calls per library file, counted by the uprobe programs the registry attaches
+ * (user/sharedlibs/uprobes.h), so that the self-overhead budget knows which file of a
+ * module is hot: run counts are per program, and a program runs for every file. An
+ * attachment's cookie carries the slot of its (file, entry or return) in the module's
+ * `uprobe_hits` array in its high 32 bits, and what the program does (the function)
+ * in its low 32 bits. Slot 0 counts nothing: a cookie without a slot (test harnesses,
+ * or a module whose object has no such map).
+ *
+ * Shared by BPF (bpf/lib/file_hits.h) and userspace.
+ */
+#ifndef BPFTEL_UPROBE_HITS_H
+#define BPFTEL_UPROBE_HITS_H
+
+#define UPROBE_HITS_FILES 1024 /* the registry's files (MAX_FILES) */
+#define UPROBE_HITS_SLOTS (2 * UPROBE_HITS_FILES + 2)
+
+/* The slot of a file's entry (ret 0) or return (ret 1) probes. */
+#define UPROBE_HITS_SLOT(file, ret)    (2 + 2 * (file) + ((ret) ? 1 : 0))
+#define UPROBE_HITS_COOKIE(slot, what) (((__u64)(slot) << 32) | (__u32)(what))
+
+#endif /* BPFTEL_UPROBE_HITS_H */

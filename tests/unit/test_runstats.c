@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Sampled run stats (telemetry/runstats.h): the estimates from window deltas. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "telemetry/runstats.h"
+
+#define S 1000000000ULL /* ns */
+
+static struct bpftel_rs_count cnt(__u64 runs, __u64 ns)
+{
+	return (struct bpftel_rs_count){runs, ns};
+}
+
+/* One sampled window [open, close] of a program whose kernel counters read c0 then c1. */
+static bool window(struct bpftel_rs_est *e, __u64 open, __u64 close, struct bpftel_rs_count c0,
+		   struct bpftel_rs_count c1)
+{
+	bool counted;
+
+	bpftel_rs_open(e, &c0, open);
+	counted = bpftel_rs_close(e, &c1, open, close);
+	bpftel_rs_end(e);
+	return counted;
+}
+
+/* Stats always on: windows back to back, each scaled by 1: the kernel's own counts. */
+static void test_exact_mode_is_the_kernel_count(void **state)
+{
+	struct bpftel_rs_est e;
+	__u64 t = 100 * S, runs = 0;
+	int i;
+
+	(void)state;
+	bpftel_rs_init(&e, t);
+	bpftel_rs_open(&e, &(struct bpftel_rs_count){0, 0}, t);
+	for (i = 1; i <= 50; i++) {
+		runs += 7 * i;
+		t += S / 3 + i * 1000;
+		assert_true(bpftel_rs_close(&e, &(struct bpftel_rs_count){runs, runs * 90}, 0, t));
+		bpftel_rs_open(&e, &(struct bpftel_rs_count){runs, runs * 90}, t);
+		assert_int_equal(e.cnt, runs);
+		assert_int_equal(e.ns, runs * 90);
+	}
+	assert_true(bpftel_rs_fraction(&e) == 1.0);
+	assert_int_equal(e.covered_to, t);
+}
+
+/* Read again right after the open: nothing to scale, nothing changes, and the window
+ * stays open; closed later, it counts from its real start. */
+static void test_window_just_opened(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	bpftel_rs_open(&e, &(struct bpftel_rs_count){5, 500}, 10 * S);
+	assert_false(bpftel_rs_close(&e, &(struct bpftel_rs_count){5, 500}, 10 * S, 10 * S));
+	assert_false(bpftel_rs_close(&e, &(struct bpftel_rs_count){6, 600}, 10 * S, 10 * S + 1000));
+	assert_int_equal(e.cnt, 0);
+	assert_int_equal(e.covered_to, 0);
+	assert_true(e.open);
+	/* 10 runs in the 1 s window stand for the 11 s since load. */
+	assert_true(bpftel_rs_close(&e, &(struct bpftel_rs_count){15, 1500}, 10 * S, 11 * S));
+	assert_int_equal(e.cnt, 110);
+	assert_int_equal(e.ns, 11000);
+}
+
+/* A sampled window too short to count (the agent stopped sampling at once) is dropped:
+ * its stretch of time goes to the next window. */
+static void test_short_window_dropped_and_carried(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	assert_true(window(&e, 0, S, cnt(0, 0), cnt(100, 1000)));
+	assert_int_equal(e.cnt, 100);
+	assert_false(window(&e, 10 * S, 10 * S + 1000, cnt(100, 1000), cnt(101, 1010)));
+	assert_int_equal(e.cnt, 100);
+	assert_false(e.open);
+	/* [20 s, 21 s] stands for the 20 s since the last counted close. */
+	assert_true(window(&e, 20 * S, 21 * S, cnt(200, 2000), cnt(300, 3000)));
+	assert_int_equal(e.cnt, 100 + 100 * 20);
+	assert_int_equal(e.ns, 1000 + 1000 * 20);
+}
+
+/* Loaded inside the window: not seen at the open, its counters count from its load, and
+ * the window (from its load) stands for exactly its life: scale 1. */
+static void test_loaded_mid_window(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 10 * S + S / 2);
+	assert_true(bpftel_rs_close(&e, &(struct bpftel_rs_count){40, 4000}, 10 * S, 11 * S));
+	assert_int_equal(e.cnt, 40);
+	assert_int_equal(e.ns, 4000);
+	assert_int_equal(e.sampled_ns, S / 2);
+	assert_true(bpftel_rs_fraction(&e) == 1.0);
+	assert_true(bpftel_rs_last_runs_per_s(&e) == 80.0);
+}
+
+/* Loaded between windows: its first window stands for the time since its load. */
+static void test_loaded_between_windows(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 6 * S);
+	assert_true(window(&e, 10 * S, 11 * S, cnt(0, 0), cnt(30, 300)));
+	assert_int_equal(e.cnt, 150);
+	assert_int_equal(e.ns, 1500);
+	assert_true(bpftel_rs_fraction(&e) == 0.2);
+	assert_true(bpftel_rs_cpu(&e) == 1500.0 / (5 * S));
+}
+
+/* No run in a window: the estimate covers the time and stays where it was. */
+static void test_zero_runs(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	assert_true(window(&e, 0, S, cnt(0, 0), cnt(10, 100)));
+	assert_true(window(&e, 10 * S, 11 * S, cnt(10, 100), cnt(10, 100)));
+	assert_int_equal(e.cnt, 10);
+	assert_int_equal(e.covered_to, 11 * S);
+	assert_int_equal(e.sampled_ns, 2 * S);
+	assert_true(bpftel_rs_last_runs_per_s(&e) == 0.0);
+	assert_true(bpftel_rs_cpu(&e) == 100.0 / (11 * S));
+}
+
+/* A counter below the one read at the open was reset: what it holds now was counted
+ * since, and the estimate still grows. */
+static void test_counter_reset(void **state)
+{
+	struct bpftel_rs_est e;
+	__u64 before;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	assert_true(window(&e, 0, S, cnt(0, 0), cnt(1000, 5000)));
+	before = e.cnt;
+	assert_true(window(&e, 10 * S, 11 * S, cnt(1000, 5000), cnt(7, 70)));
+	assert_int_equal(e.cnt, before + 70);
+	assert_int_equal(e.ns, 5000 + 700);
+}
+
+/* A module restart loads new programs (new ids, new load times): the old estimate is
+ * left as it was, the new one starts from zero and does not inherit its stretch. */
+static void test_restart_is_a_new_program(void **state)
+{
+	struct bpftel_rs_est old, new;
+
+	(void)state;
+	bpftel_rs_init(&old, 0);
+	assert_true(window(&old, 0, S, cnt(0, 0), cnt(50, 500)));
+	assert_true(window(&old, 10 * S, 11 * S, cnt(50, 500), cnt(100, 1000)));
+	assert_int_equal(old.cnt, 50 + 500);
+	bpftel_rs_init(&new, 15 * S);
+	assert_int_equal(new.cnt, 0);
+	assert_true(window(&new, 20 * S, 21 * S, cnt(0, 0), cnt(10, 100)));
+	assert_int_equal(new.cnt, 60); /* 6 s since its load */
+	assert_int_equal(old.cnt, 550);
+}
+
+/* A mode switch covers the time since the last window: at its rate when sampling ran
+ * until then, as nothing when stats were off; the next window stands for itself. */
+static void test_cover_on_mode_switch(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	assert_true(window(&e, 0, S, cnt(0, 0), cnt(100, 1000)));
+	bpftel_rs_cover(&e, 5 * S, true); /* sampled -> always at 5 s: 4 s at 100/s */
+	assert_int_equal(e.cnt, 500);
+	assert_int_equal(e.covered_to, 5 * S);
+	/* Exact from there: a 1 ms window counts as it is. */
+	bpftel_rs_open(&e, &(struct bpftel_rs_count){100, 1000}, 5 * S);
+	assert_true(bpftel_rs_close(&e, &(struct bpftel_rs_count){103, 1030}, 0, 5 * S + 1000000));
+	assert_int_equal(e.cnt, 503);
+	bpftel_rs_cover(&e, 50 * S, false); /* off until 50 s: nothing counted */
+	assert_int_equal(e.cnt, 503);
+	assert_true(window(&e, 60 * S, 61 * S, cnt(103, 1030), cnt(113, 1130)));
+	assert_int_equal(e.cnt, 503 + 10 * 11); /* the 11 s since 50 s */
+	bpftel_rs_cover(&e, 40 * S, true);	/* the past: nothing to do */
+	assert_int_equal(e.covered_to, 61 * S);
+}
+
+/* A steady rate: the estimate meets the true count at each close. */
+static void test_steady_rate_unbiased(void **state)
+{
+	struct bpftel_rs_est e;
+	__u64 rate = 12345, k, kernel = 0; /* runs per s; the kernel counts in windows only */
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	for (k = 0; k < 30; k++) {
+		__u64 open = k * 10 * S, close = open + S;
+
+		assert_true(window(&e, open, close, cnt(kernel, kernel * 100),
+				   cnt(kernel + rate, (kernel + rate) * 100)));
+		kernel += rate;
+		assert_int_equal(e.cnt, rate * (close / S));
+		assert_int_equal(e.ns, 100 * rate * (close / S));
+	}
+	assert_true(bpftel_rs_fraction(&e) > 0.1 && bpftel_rs_fraction(&e) < 0.11);
+}
+
+/* Estimates never go down, whatever the windows hold (resets, zeros, short windows,
+ * programs seen only at the close). */
+static void test_monotonic(void **state)
+{
+	struct bpftel_rs_est e;
+	__u64 t = 0, kernel = 0, prev_cnt = 0, prev_ns = 0;
+	int i;
+
+	(void)state;
+	srandom(42);
+	bpftel_rs_init(&e, 0);
+	for (i = 0; i < 10000; i++) {
+		__u64 open = t + random() % (20 * S), close = open + random() % (2 * S);
+		__u64 c0 = kernel;
+
+		if (random() % 50 == 0)
+			c0 = kernel = 0; /* reset */
+		kernel += random() % 100000;
+		/* Now and then the program is first seen at the close. */
+		if (random() % 7)
+			bpftel_rs_open(&e, &(struct bpftel_rs_count){c0, c0 * 3}, open);
+		bpftel_rs_close(&e, &(struct bpftel_rs_count){kernel, kernel * 3}, open, close);
+		bpftel_rs_end(&e);
+		assert_true(e.cnt >= prev_cnt && e.ns >= prev_ns);
+		assert_true(bpftel_rs_fraction(&e) <= 1.0);
+		prev_cnt = e.cnt;
+		prev_ns = e.ns;
+		t = close;
+	}
+	assert_true(e.cnt > 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exact_mode_is_the_kernel_count),
+		cmocka_unit_test(test_window_just_opened),
+		cmocka_unit_test(test_short_window_dropped_and_carried),
+		cmocka_unit_test(test_loaded_mid_window),
+		cmocka_unit_test(test_loaded_between_windows),
+		cmocka_unit_test(test_zero_runs),
+		cmocka_unit_test(test_counter_reset),
+		cmocka_unit_test(test_restart_is_a_new_program),
+		cmocka_unit_test(test_cover_on_mode_switch),
+		cmocka_unit_test(test_steady_rate_unbiased),
+		cmocka_unit_test(test_monotonic),
+	};
+
+	return cmocka_run_group_tests_name("runstats", tests, NULL, NULL);
+}

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Programs' overhead: run time plus traps (overhead.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "overhead.h"
+#include "user/sharedlibs/uprobes.h"
+
+#define MAX_UPROBE_PROGS 32
+
+/* A program's trap per run. Some entries and some returns: the entry's cost. */
+static double trap_ns(const struct bpftel_trap_cost *tc, const struct bpftel_uprobe_prog *up,
+		      struct bpftel_prog_overhead *o)
+{
+	double ret;
+
+	o->trap = up->ret && !up->entry ? "uretprobe" : "uprobe";
+	o->paired = up->ret && !up->entry && up->ret_paired;
+	if (!tc->known)
+		return -1;
+	if (!strcmp(o->trap, "uprobe"))
+		return tc->uprobe_ns;
+	/* In the noise, pair - uprobe may come out below 0: a return adds little. */
+	ret = tc->pair_ns - tc->uprobe_ns;
+	return o->paired ? (ret > 0 ? ret : 0) : tc->uretprobe_ns;
+}
+
+int bpftel_agent_overheads(struct bpftel_agent *a, struct bpftel_prog_overhead **out)
+{
+	struct bpftel_uprobe_prog up[MAX_UPROBE_PROGS];
+	struct bpftel_prog_overhead *o;
+	struct bpftel_tlm_prog *tp;
+	size_t nup, k;
+	int n, i;
+
+	*out = NULL;
+	nup = a->uprobes ? bpftel_uprobes__programs(a->uprobes, up, MAX_UPROBE_PROGS) : 0;
+	n = bpftel_telemetry__programs(a->tlm, &tp);
+	if (n < 0)
+		return n;
+	o = calloc(n + 1, sizeof(*o));
+	if (!o) {
+		free(tp);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		o[i].p = tp[i];
+		for (k = 0; k < nup; k++) {
+			if (strcmp(up[k].module, tp[i].module) || strcmp(up[k].prog, tp[i].program))
+				continue;
+			o[i].trap_ns = trap_ns(&a->trap, &up[k], &o[i]);
+		}
+	}
+	free(tp);
+	*out = o;
+	return n;
+}
+
+double bpftel_overhead_seconds(const struct bpftel_prog_overhead *o)
+{
+	if (o->trap_ns < 0)
+		return -1;
+	return (o->p.run_time_ns + o->p.run_cnt * o->trap_ns) / 1e9;
+}
+
+double bpftel_overhead_window_ns_per_s(const struct bpftel_prog_overhead *o)
+{
+	if (o->trap_ns < 0)
+		return -1;
+	return o->p.window_ns_per_s + o->p.window_runs_per_s * o->trap_ns;
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * What each BPF program of the running modules costs the processes it runs in: its run
+ * time (telemetry: exact or estimated) plus, for the uprobe programs the registry
+ * attaches, the trap each run pays (user/manager/trapcost.h, calibrated at start):
+ * entry probes the uprobe cost; return probes the uretprobe cost, or where the module
+ * probes the same function's entry too, what a return adds to that entry (pair -
+ * uprobe: the entry trap is paid once, by the entry probe), as the registry knows them
+ * (bpftel_uprobes__programs), not as their names suggest. Read by `stats`
+ * (and so /metrics and `bpftel top`) and by the self-overhead budget.
+ */
+#ifndef BPFTEL_AGENT_OVERHEAD_H
+#define BPFTEL_AGENT_OVERHEAD_H
+
+#include "telemetry/telemetry.h"
+
+struct bpftel_agent;
+
+struct bpftel_prog_overhead {
+	struct bpftel_tlm_prog p;
+	const char *trap; /* NULL (no trap: not a uprobe program), "uprobe", "uretprobe" */
+	bool paired;	  /* uretprobe next to an entry probe: trap_ns is pair - uprobe */
+	double trap_ns;	  /* per run: 0 without a trap, < 0 unknown (calibration failed) */
+};
+
+/* Every program, a malloc'd array in *out: count, or a negative errno. Any thread. */
+int bpftel_agent_overheads(struct bpftel_agent *a, struct bpftel_prog_overhead **out);
+
+/* Seconds of overhead so far, and per second of the last window; < 0: unknown. */
+double bpftel_overhead_seconds(const struct bpftel_prog_overhead *o);
+double bpftel_overhead_window_ns_per_s(const struct bpftel_prog_overhead *o);
+
+#endif /* BPFTEL_AGENT_OVERHEAD_H */

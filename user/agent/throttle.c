@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* The self-overhead budget's driver (throttle.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "budget.h"
+#include "overhead.h"
+#include "throttle.h"
+#include "user/common/ctl.h"
+#include "user/common/log.h"
+#include "user/manager/manager.h"
+#include "user/sharedlibs/uprobes.h"
+
+#define MAX_TRACKED 64 /* files per module the budget can shed */
+
+struct tracked {
+	__u64 dev, ino;
+	char path[256];
+	bool seen;	/* in this window's list */
+	__u64 calls[2]; /* entries, returns at the last window */
+	size_t npids;
+	__u32 pids[BPFTEL_UPROBE_LOAD_PIDS];
+	__u64 ticks[BPFTEL_UPROBE_LOAD_PIDS]; /* their CPU time then, clock ticks */
+};
+
+struct mod_throttle {
+	struct bpftel_budget b;
+	bool running;	/* at the last window */
+	__u64 restarts; /* the module's, then */
+	size_t n;
+	struct tracked files[MAX_TRACKED];
+	struct bpftel_throttle_status st; /* under t->lock */
+};
+
+struct bpftel_throttle {
+	struct bpftel_agent *a;
+	pthread_mutex_t lock; /* the status of each module */
+	long long last_ms, next_ms;
+	struct mod_throttle mods[BPFTEL_CFG_MAX_MODULES];
+};
+
+int bpftel_throttle__new(struct bpftel_agent *a, struct bpftel_throttle **out)
+{
+	struct bpftel_throttle *t = calloc(1, sizeof(*t));
+	size_t i;
+
+	*out = t;
+	if (!t)
+		return -ENOMEM;
+	t->a = a;
+	pthread_mutex_init(&t->lock, NULL);
+	for (i = 0; i < BPFTEL_CFG_MAX_MODULES; i++)
+		bpftel_budget_init(&t->mods[i].b);
+	return 0;
+}
+
+void bpftel_throttle__free(struct bpftel_throttle *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+/* utime + stime of pid, in clock ticks; 0 if it is gone. */
+static __u64 cpu_ticks(__u32 pid)
+{
+	unsigned long long ut = 0, st = 0;
+	char path[64], buf[1024], *p;
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	for (i = 0; p && i < 12; i++) /* field 14 is the 12th after the name */
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu %llu", &ut, &st) != 2)
+		return 0;
+	return ut + st;
+}
+
+/* CPU seconds f's processes used since the last window; their times kept for the next. */
+static double procs_cpu_s(struct tracked *f, const struct bpftel_uprobe_file_load *r)
+{
+	static long hz;
+	__u64 ticks, delta = 0;
+	size_t i, k;
+
+	if (!hz)
+		hz = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
+	for (i = 0; i < r->nprocs && i < BPFTEL_UPROBE_LOAD_PIDS; i++) {
+		ticks = cpu_ticks(r->pids[i]);
+		for (k = 0; k < f->npids && f->pids[k] != r->pids[i]; k++)
+			;
+		if (k < f->npids && ticks >= f->ticks[k])
+			delta += ticks - f->ticks[k]; /* a new process counts from now */
+		f->pids[i] = r->pids[i];
+		f->ticks[i] = ticks;
+	}
+	f->npids = i;
+	return (double)delta / hz;
+}
+
+static struct tracked *track(struct mod_throttle *mt, const struct bpftel_uprobe_file_load *r)
+{
+	struct tracked *f;
+	size_t i;
+
+	for (i = 0; i < mt->n; i++) {
+		if (mt->files[i].dev == r->dev && mt->files[i].ino == r->ino)
+			return &mt->files[i];
+	}
+	if (mt->n == MAX_TRACKED)
+		return NULL;
+	f = &mt->files[mt->n++];
+	memset(f, 0, sizeof(*f));
+	f->dev = r->dev;
+	f->ino = r->ino;
+	memcpy(f->calls, r->calls, sizeof(f->calls)); /* counted from here */
+	return f;
+}
+
+/* What one call costs at entry and at return for the module's uprobe programs (trap +
+ * average run time), and its other programs' run time per second. */
+struct costs {
+	double call_ns[2];
+	double other_ns_per_s;
+};
+
+static void module_costs(const struct bpftel_prog_overhead *o, int n, const char *module,
+			 struct costs *c)
+{
+	__u64 runs[2] = {0, 0}, ns[2] = {0, 0};
+	double trap[2] = {0, 0};
+	int i, k;
+
+	memset(c, 0, sizeof(*c));
+	for (i = 0; i < n; i++) {
+		if (strcmp(o[i].p.module, module))
+			continue;
+		if (!o[i].trap) {
+			c->other_ns_per_s += o[i].p.window_ns_per_s;
+			continue;
+		}
+		k = !strcmp(o[i].trap, "uretprobe"); /* its trap_ns: what it adds to an entry */
+		runs[k] += o[i].p.run_cnt;
+		ns[k] += o[i].p.run_time_ns;
+		/* Unknown trap cost (calibration failed): run time alone, a lower bound. */
+		trap[k] = o[i].trap_ns > 0 ? o[i].trap_ns : 0;
+	}
+	for (k = 0; k < 2; k++)
+		c->call_ns[k] = trap[k] + (runs[k] ? (double)ns[k] / runs[k] : 0);
+}
+
+/* A module stopped, restarted or lost its budget: its new instance attaches every file. */
+static void reset(struct mod_throttle *mt)
+{
+	__u64 episodes = mt->b.episodes;
+
+	bpftel_budget_init(&mt->b);
+	mt->b.episodes = episodes;
+	mt->n = 0;
+}
+
+static void set_status(struct bpftel_throttle *t, struct mod_throttle *mt, double limit,
+		       double load, const char *reason, const struct bpftel_uprobe_file_load *r,
+		       size_t n)
+{
+	struct bpftel_throttle_status *st = &mt->st;
+	size_t i;
+
+	pthread_mutex_lock(&t->lock);
+	st->budget = limit > 0;
+	st->limit_percent = limit * 100;
+	st->load_percent = load < 0 ? -1 : load * 100;
+	st->episodes = mt->b.episodes;
+	if (mt->b.throttled && !st->throttled)
+		st->since = time(NULL);
+	st->throttled = mt->b.throttled;
+	if (reason)
+		snprintf(st->reason, sizeof(st->reason), "%s", reason);
+	if (!st->throttled)
+		st->reason[0] = '\0';
+	st->nshed = 0;
+	for (i = 0; st->throttled && i < n; i++) {
+		if (r[i].shed && st->nshed < BPFTEL_THROTTLE_SHOWN)
+			snprintf(st->shed[st->nshed++], sizeof(st->shed[0]), "%s", r[i].path);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Take every shed file of the module back. */
+static void unshed_all(struct bpftel_agent *a, const char *module,
+		       const struct bpftel_uprobe_file_load *r, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (r[i].shed && bpftel_uprobes__unshed(a->uprobes, module, r[i].dev, r[i].ino))
+			pr_warn("budget: %s: cannot take %s back", module, r[i].path);
+	}
+}
+
+/* Forget files gone from the module's list (their slots may serve others). */
+static void prune(struct mod_throttle *mt)
+{
+	size_t i, kept = 0;
+
+	for (i = 0; i < mt->n; i++) {
+		if (!mt->files[i].seen)
+			continue;
+		mt->files[kept] = mt->files[i];
+		mt->files[kept++].seen = false;
+	}
+	mt->n = kept;
+}
+
+/*
+ * One window of one module with a budget (limit > 0) that runs: measure, decide, act.
+ * Without c, only take the counts and CPU times the next window starts from.
+ */
+static void step_module(struct bpftel_throttle *t, struct mod_throttle *mt, const char *module,
+			double limit, double dt_s, const struct costs *c)
+{
+	struct bpftel_budget_cfg cfg = {.limit = limit,
+					.hold_min = BPFTEL_BUDGET_HOLD_MIN,
+					.hold_max = BPFTEL_BUDGET_HOLD_MAX,
+					.calm = BPFTEL_BUDGET_CALM};
+	struct bpftel_budget_file bf[MAX_TRACKED];
+	struct bpftel_uprobe_file_load *r = NULL;
+	struct bpftel_budget_decision d;
+	struct tracked *tf[MAX_TRACKED];
+	double load = c ? c->other_ns_per_s / 1e9 : 0, calls;
+	char reason[320] = "";
+	size_t nb = 0, i, k;
+	int n;
+
+	n = bpftel_uprobes__file_loads(t->a->uprobes, module, &r);
+	for (i = 0; n > 0 && i < (size_t)n && nb < MAX_TRACKED; i++) {
+		struct tracked *f = track(mt, &r[i]);
+
+		if (!f)
+			continue;
+		f->seen = true;
+		memset(&bf[nb], 0, sizeof(bf[nb]));
+		for (k = 0; k < 2; k++) {
+			/* A counter below the last one: its slot was reused, count afresh. */
+			calls = r[i].calls[k] >= f->calls[k] ? r[i].calls[k] - f->calls[k]
+							     : r[i].calls[k];
+			bf[nb].load += c ? calls * c->call_ns[k] / 1e9 / dt_s : 0;
+			f->calls[k] = r[i].calls[k];
+		}
+		bf[nb].potential = procs_cpu_s(f, &r[i]) / dt_s;
+		bf[nb].shed = r[i].shed;
+		snprintf(f->path, sizeof(f->path), "%s", r[i].path);
+		load += bf[nb].load;
+		tf[nb] = f;
+		/* r[nb] follows bf[nb] from here. */
+		r[nb++] = r[i];
+	}
+	if (!c) {
+		prune(mt);
+		free(r);
+		return;
+	}
+	bpftel_budget_step(&mt->b, &cfg, load, bf, nb, &d);
+	if (d.action == BPFTEL_BUDGET_SHED) {
+		snprintf(reason, sizeof(reason),
+			 "%s: %.2f %% of one CPU over %.0f s, budget %.2f %%; shed %s "
+			 "(%.2f %%)",
+			 bpftel_budget_why_text(d.why), 100 * load, dt_s, 100 * limit,
+			 tf[d.file]->path, 100 * bf[d.file].load);
+		if (bpftel_uprobes__shed(t->a->uprobes, module, r[d.file].dev, r[d.file].ino))
+			pr_warn("budget: %s: cannot shed %s now", module, r[d.file].path);
+		else
+			r[d.file].shed = true;
+		pr_warn("budget: module '%s' throttled: %s", module, reason);
+	} else if (d.action == BPFTEL_BUDGET_RECOVER) {
+		unshed_all(t->a, module, r, nb);
+		for (i = 0; i < nb; i++)
+			r[i].shed = false;
+		pr_info("budget: module '%s' running again: %s (%.2f %% of one CPU)", module,
+			bpftel_budget_why_text(d.why), 100 * load);
+	}
+	set_status(t, mt, limit, load, reason[0] ? reason : NULL, r, nb);
+	prune(mt);
+	free(r);
+}
+
+void bpftel_throttle__tick(void *arg)
+{
+	struct bpftel_throttle *t = arg;
+	struct bpftel_agent *a = t->a;
+	double pct[BPFTEL_CFG_MAX_MODULES], dt_s;
+	long long now = bpftel_mono_ms();
+	struct bpftel_prog_overhead *o = NULL;
+	struct bpftel_uprobe_file_load *r;
+	struct bpftel_module *m;
+	struct mod_throttle *mt;
+	unsigned int window_s;
+	struct costs c;
+	bool any = false, running;
+	size_t i;
+	int n = 0, nr;
+
+	pthread_mutex_lock(&a->cfg_lock);
+	memcpy(pct, a->cfg.max_cpu_percent, sizeof(pct));
+	window_s = a->cfg.max_cpu_window_s ?: 2;
+	pthread_mutex_unlock(&a->cfg_lock);
+	if (now < t->next_ms)
+		return;
+	dt_s = t->last_ms ? (now - t->last_ms) / 1e3 : 0;
+	t->last_ms = now;
+	t->next_ms = now + window_s * 1000LL;
+	for (i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++)
+		any |= pct[i] > 0 || t->mods[i].b.throttled;
+	if (!any)
+		return;
+	n = bpftel_agent_overheads(a, &o);
+	for (i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++) {
+		const char *name = bpftel_agent_modules[i].name;
+
+		mt = &t->mods[i];
+		m = bpftel_agent_modules[i].selectable ? bpftel_manager__find(a->mgr, name) : NULL;
+		if (!m)
+			continue;
+		running = bpftel_module__state(m) == BPFTEL_MOD_RUNNING;
+		if (pct[i] <= 0 && mt->b.throttled) {
+			/* The budget was taken away (SIGHUP): everything back. */
+			nr = bpftel_uprobes__file_loads(a->uprobes, name, &r);
+			unshed_all(a, name, r, nr > 0 ? (size_t)nr : 0);
+			free(r);
+			pr_info("budget: module '%s': no budget any more, running again", name);
+		}
+		if (pct[i] <= 0 || !running || bpftel_module__restarts(m) != mt->restarts ||
+		    !mt->running || !dt_s) {
+			reset(mt);
+			mt->running = running && pct[i] > 0;
+			mt->restarts = bpftel_module__restarts(m);
+			set_status(t, mt, pct[i] / 100, -1, NULL, NULL, 0);
+			if (mt->running) /* a baseline for the next window */
+				step_module(t, mt, name, pct[i] / 100, window_s, NULL);
+			continue;
+		}
+		module_costs(o, n > 0 ? n : 0, name, &c);
+		step_module(t, mt, name, pct[i] / 100, dt_s, &c);
+	}
+	free(o);
+}
+
+void bpftel_throttle__status(struct bpftel_throttle *t, const char *module,
+			     struct bpftel_throttle_status *out)
+{
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	for (i = 0; t && i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++) {
+		if (!strcmp(bpftel_agent_modules[i].name, module)) {
+			pthread_mutex_lock(&t->lock);
+			*out = t->mods[i].st;
+			pthread_mutex_unlock(&t->lock);
+		}
+	}
+}
