@@ -401,6 +401,49 @@ static void test_non_elf_library_recorded_once(void **state)
 	rmdir(dir);
 }
 
+/* A FIFO named like a library, opened again and again (O_NONBLOCK: the opens return):
+ * each open is refused and counted, the first after looking through /proc, the others
+ * from the refused-file cache, by the identity the kernel reported. */
+static void test_refused_file_cached(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals ref;
+	char dir[64], path[96], script[320];
+	pid_t a;
+	int i;
+
+	if (access(PYTHON, X_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-fifo-%d", getpid());
+	snprintf(path, sizeof(path), "%s/libssl.so.3", dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(mkfifo(path, 0644), 0);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	snprintf(script, sizeof(script),
+		 "exec " PYTHON " -c 'import os, time; "
+		 "[os.close(os.open(\"%s\", os.O_RDONLY | os.O_NONBLOCK)) for _ in range(50)]; "
+		 "time.sleep(30)'",
+		 path);
+	a = start_child(script);
+	for (i = 0; i < 3000; i++) {
+		bpftel_uprobes__refusals(f->up, &ref);
+		if (ref.count[BPFTEL_REFUSED_NOT_REGULAR] >= 50)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(ref.count[BPFTEL_REFUSED_NOT_REGULAR], 50);
+	assert_int_equal(ref.cached, 49);
+	/* One culprit, one line in the recent list. */
+	assert_int_equal(ref.nrecent, 1);
+	assert_int_equal(ref.recent[0].pid, a);
+	assert_int_equal(ref.recent[0].why, BPFTEL_REFUSED_NOT_REGULAR);
+	assert_string_equal(ref.recent[0].path, path);
+	stop_child(a);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	unlink(path);
+	rmdir(dir);
+}
+
 static void test_name_matcher_agrees(void **state)
 {
 	(void)state;
@@ -432,6 +475,7 @@ int main(void)
 		T(test_relative_to_dirfd),
 		T(test_identity_mismatch_refused),
 		T(test_non_elf_library_recorded_once),
+		T(test_refused_file_cached),
 #undef T
 		cmocka_unit_test(test_name_matcher_agrees),
 	};

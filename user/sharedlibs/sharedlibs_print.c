@@ -119,6 +119,9 @@ static void print_refusals(json_t *resp)
 		printf("%s %s %lld", first ? "" : ",", k, (long long)json_integer_value(v));
 		first = 0;
 	}
+	if (!first && jint(resp, "refused_cached"))
+		printf(" (%lld of them repeats, refused from the cache)",
+		       jint(resp, "refused_cached"));
 	printf("%s\n", first ? " none" : "");
 	recent = json_object_get(resp, "recent_refusals");
 	if (!json_array_size(recent))

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -282,6 +283,75 @@ static size_t proc_uses_locked(struct bpftel_uprobes *u, struct lib_file *f,
  * of it a read of its start time; only a new file is opened (safely), identified, and
  * attached for the running modules.
  */
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
+
+/* Refusals that are the file's own (see struct refused_file), not its path's. */
+static bool refusal_of_file(enum bpftel_refusal why)
+{
+	return why == BPFTEL_REFUSED_NOT_REGULAR || why == BPFTEL_REFUSED_SLOW_FS ||
+	       why == BPFTEL_REFUSED_TOO_LARGE || why == BPFTEL_REFUSED_NOT_ELF ||
+	       why == BPFTEL_REFUSED_TABLES_TOO_LARGE;
+}
+
+/* With u->lock: the live cache entry of (dev, ino), or NULL. */
+static struct refused_file *refused_find_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino,
+						__u64 now)
+{
+	size_t i;
+
+	for (i = 0; i < REFUSED_CACHE; i++) {
+		struct refused_file *r = &u->refused[i];
+
+		if (r->ino == ino && r->dev == dev && r->until_ns > now)
+			return r;
+	}
+	return NULL;
+}
+
+static void refused_add_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino,
+			       enum bpftel_refusal why, int err, const char *detail, __u64 now)
+{
+	struct refused_file *r = refused_find_locked(u, dev, ino, now);
+	size_t i;
+
+	for (i = 0; !r && i < REFUSED_CACHE; i++) {
+		if (!u->refused[i].ino || u->refused[i].until_ns <= now)
+			r = &u->refused[i];
+	}
+	if (!r) {
+		r = &u->refused[u->refused_next];
+		u->refused_next = (u->refused_next + 1) % REFUSED_CACHE;
+	}
+	*r = (struct refused_file){.dev = dev, .ino = ino, .why = why, .err = err,
+				   .until_ns = now + REFUSED_TTL_S * 1000000000ull};
+	snprintf(r->detail, sizeof(r->detail), "%s", detail);
+}
+
+/* A file refused a moment ago for what it is: refused again, counted, without /proc.
+ * Returns the first refusal's errno, or 0 when it is not in the cache. */
+static int refused_again(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
+			 enum shlib_lib lib, const char *named)
+{
+	struct refused_file *r;
+	int err = 0;
+
+	pthread_mutex_lock(&u->lock);
+	r = refused_find_locked(u, t->dev, t->ino, mono_ns());
+	if (r) {
+		refusal_locked(u, t->pid, lib, named, r->why, r->detail);
+		u->ref.cached++;
+		err = r->err;
+	}
+	pthread_mutex_unlock(&u->lock);
+	return err;
+}
+
 static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
 			enum shlib_lib lib, const char *named)
 {
@@ -304,6 +374,11 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		pthread_mutex_unlock(&u->lock);
 		if (err)
 			return 0;
+		if (!known) {
+			err = refused_again(u, t, lib, named);
+			if (err)
+				return err;
+		}
 	}
 	stime = start_time(t->pid);
 	if (!stime)
@@ -330,6 +405,9 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		bpftel_procfile_explain(why, &st, fd, detail, sizeof(detail));
 		pthread_mutex_lock(&u->lock);
 		refusal_locked(u, t->pid, lib, named, why, detail);
+		/* By the identity the kernel opened: what the path led to may differ. */
+		if (t->ino && refusal_of_file(why) && st.st_ino == t->ino && st.st_dev == t->dev)
+			refused_add_locked(u, t->dev, t->ino, why, fd, detail, mono_ns());
 		pthread_mutex_unlock(&u->lock);
 		return fd;
 	}

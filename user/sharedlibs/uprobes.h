@@ -175,6 +175,7 @@ struct bpftel_uprobe_refusal {
 struct bpftel_uprobes_refusals {
 	__u64 sweeps;			    /* sweeps done so far */
 	__u64 count[BPFTEL_REFUSED__COUNT]; /* since start, by reason */
+	__u64 cached;			    /* of those, answered by the refused-file cache */
 	size_t nrecent;			    /* the last ones, newest first */
 	struct bpftel_uprobe_refusal recent[BPFTEL_UPROBES_RECENT];
 };

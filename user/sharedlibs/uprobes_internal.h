@@ -92,6 +92,25 @@ struct mod_entry {
 	char mode_reason[160];
 };
 
+/*
+ * Files refused for what they are (not ELF, too large, tables over their caps, not a
+ * regular file, on a slow filesystem), by the identity the kernel reported for the open:
+ * a process that opens such a file again and again (a flood) is refused from here,
+ * without touching /proc or the file. Entries live REFUSED_TTL_S, so a file rewritten
+ * in place is looked at again; the oldest entry makes room for a new one.
+ */
+#define REFUSED_CACHE 64
+#define REFUSED_TTL_S 10
+
+struct refused_file {
+	dev_t dev;
+	__u64 ino; /* 0: a free entry */
+	__u64 until_ns;
+	enum bpftel_refusal why;
+	int err; /* what the first refusal returned (< 0) */
+	char detail[128];
+};
+
 struct bpftel_uprobes {
 	pthread_mutex_t lock;
 	pthread_cond_t idle; /* a busy count dropped */
@@ -105,6 +124,8 @@ struct bpftel_uprobes {
 	unsigned int grace_ms;
 	struct bpftel_uprobes_refusals ref;
 	__u32 recent_count[BPFTEL_UPROBES_RECENT]; /* repeats of each recent refusal */
+	struct refused_file refused[REFUSED_CACHE];
+	size_t refused_next; /* the entry a new refusal takes when none is free */
 };
 
 /* Module mi on a file, for the instance gen of its object obj. */
