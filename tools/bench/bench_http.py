@@ -12,7 +12,10 @@ plaintext, side by side in one run under three configurations:
           here in a git worktree under build-bench/, tests off)
   after   the agent of this build (sides, socket owners at connect/accept, SSL_set_fd)
 
-Replicates rotate the order of the configurations. Per workload it prints each
+Replicates rotate the order of the configurations, and after each agent stops the next
+configuration waits (up to 30 s) until the kernel holds no more BPF links than before
+the first: the kernel detaches a stopped agent's uprobes in the background, and that
+work must not land in the next configuration's measurement. Per workload it prints each
 configuration's mean requests/s with a 90 % interval, and the ratios after/off,
 before/off and after/before (mean of per-replicate ratios, 90 % interval). The issue's
 target: attribution adds <= 3 %, i.e. after/before >= 0.97.
@@ -71,6 +74,18 @@ class Agent:
     def stop(self):
         self.proc.terminate()
         self.proc.wait()
+
+
+def bpf_links():
+    out = subprocess.run(["bpftool", "-j", "link", "list"], capture_output=True,
+                         text=True).stdout
+    return len(json.loads(out or "[]"))
+
+
+def settle(baseline):
+    deadline = time.monotonic() + 30
+    while bpf_links() > baseline and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def requests_per_s(scheme, port, n):
@@ -145,6 +160,7 @@ def main():
     configs = ["off", "before", "after"]
     res = {(w, c): [] for w in ("https", "http") for c in configs}
     t0 = time.monotonic()
+    links = bpf_links()
     try:
         for rep in range(args.replicates):
             order = configs[rep % 3:] + configs[:rep % 3]
@@ -159,6 +175,7 @@ def main():
                 finally:
                     if ag:
                         ag.stop()
+                        settle(links)
             print(f"bench_http: replicate {rep + 1}/{args.replicates}", file=sys.stderr,
                   flush=True)
     finally:
