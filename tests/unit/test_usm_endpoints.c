@@ -451,6 +451,31 @@ static void test_expiry(void **state)
 	usm_endpoints_free(never);
 }
 
+/* A request whose response never comes does not hold its slot for ever: it goes with
+ * the rows' expiry, counted as unanswered; a response after that is an orphan. Many
+ * such requests on colliding slots all go, and a recent one stays. */
+static void test_pending_expiry(void **state)
+{
+	struct usm_endpoints *e = usm_endpoints_new(
+		&(struct usm_endpoints_limits){.expiry_ns = 1000, .max_pending = 64});
+	uint64_t conn;
+
+	(void)state;
+	for (conn = 1; conn <= 40; conn++)
+		request(e, tls(10, conn), "GET /wait HTTP/1.1\r\n", 100);
+	request(e, tls(10, 99), "GET /fresh HTTP/1.1\r\n", 1900);
+	assert_stats(e, STATS(.requests = 41, .pending = 41));
+	assert_int_equal(usm_endpoints_expire(e, 1050), 0); /* pending 950: kept */
+	assert_stats(e, STATS(.requests = 41, .pending = 41));
+	assert_int_equal(usm_endpoints_expire(e, 2000), 0); /* no rows: none to expire */
+	assert_stats(e, STATS(.requests = 41, .unanswered = 40, .pending = 1));
+	response(e, tls(10, 7), 200, 2100);
+	response(e, tls(10, 99), 200, 2100);
+	assert_stats(e, STATS(.requests = 41, .responses = 2, .paired = 1, .unanswered = 40,
+			      .orphan_responses = 1, .rows = 1));
+	usm_endpoints_free(e);
+}
+
 static bool only_10_alive(uint32_t pid)
 {
 	return pid == 10;
@@ -679,6 +704,7 @@ int main(void)
 		cmocka_unit_test(test_flood_then_new_endpoint),
 		cmocka_unit_test(test_overflow_reserve_exhausted),
 		cmocka_unit_test(test_expiry),
+		cmocka_unit_test(test_pending_expiry),
 		cmocka_unit_test(test_sweep_folds_exited),
 		cmocka_unit_test(test_seq_order_stable),
 		cmocka_unit_test(test_conn_remembered),

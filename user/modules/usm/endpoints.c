@@ -470,6 +470,23 @@ void usm_endpoints_set_expiry(struct usm_endpoints *e, uint64_t expiry_ns)
 	pthread_mutex_unlock(&e->lock);
 }
 
+/* Requests pending since before `before` will not be answered: counted, dropped. A
+ * removal shifts a later entry of its probe run into the slot, so the slot is looked
+ * at again; an entry that wraps round may be looked at twice, which is harmless. */
+static void pending_expire(struct usm_endpoints *e, uint64_t before)
+{
+	size_t i = 0;
+
+	while (i < e->nslots) {
+		if (e->pending[i].used && e->pending[i].t_ns < before) {
+			slot_remove(e, &e->pending[i]);
+			e->st.unanswered++;
+			continue;
+		}
+		i++;
+	}
+}
+
 size_t usm_endpoints_expire(struct usm_endpoints *e, uint64_t now_ns)
 {
 	size_t gone = 0;
@@ -478,6 +495,7 @@ size_t usm_endpoints_expire(struct usm_endpoints *e, uint64_t now_ns)
 	if (e->lim.expiry_ns && now_ns > e->lim.expiry_ns) {
 		gone = rows_compact(e, now_ns - e->lim.expiry_ns, 0);
 		e->st.expired += gone;
+		pending_expire(e, now_ns - e->lim.expiry_ns);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return gone;

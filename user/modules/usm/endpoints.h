@@ -84,7 +84,8 @@ struct usm_endpoint_row {
 struct usm_endpoints_stats {
 	uint64_t requests, responses;
 	uint64_t paired;	   /* responses matched with their request */
-	uint64_t unanswered;	   /* a request replaced by the next before its response */
+	uint64_t unanswered;	   /* a request replaced by the next before its response,
+				    * or pending longer than expiry_ns */
 	uint64_t orphan_responses; /* a response with no request pending */
 	uint64_t evicted;	   /* pending requests pushed out by newer connections */
 	uint64_t proc_overflow;	   /* paired into a process's overflow row: its cap */
@@ -114,8 +115,9 @@ void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *k
 			   enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
 			   const struct usm_conn_addr *conn);
 
-/* Remove the rows whose last message is older than now_ns - expiry_ns (no-op when 0).
- * Returns how many went. */
+/* Remove the rows whose last message is older than now_ns - expiry_ns (no-op when 0),
+ * and the requests pending since before then (counted as unanswered). Returns how many
+ * rows went. */
 size_t usm_endpoints_expire(struct usm_endpoints *e, uint64_t now_ns);
 
 /* Change expiry_ns (configuration reload); 0: never. */

@@ -191,14 +191,29 @@ struct series {
 	bool overflow; /* beyond the budget: folded into its side's overflow series */
 };
 
-static bool same_series(const struct series *s, const struct usm_endpoint_row *r,
-			const char *container)
-{
-	const struct usm_endpoint_row *a = s->row;
+/* A row with the container its series is labelled with ("" without container labels). */
+struct labelled_row {
+	const struct usm_endpoint_row *row;
+	char container[65];
+};
 
-	return a->side == r->side && a->version == r->version && a->status == r->status &&
-	       !strcmp(a->method, r->method) && !strcmp(a->path, r->path) &&
-	       !strcmp(s->container, container);
+/* Orders rows by their series' labels, so that a series' rows are neighbours. */
+static int by_labels(const void *pa, const void *pb)
+{
+	const struct labelled_row *x = pa, *y = pb;
+	const struct usm_endpoint_row *a = x->row, *b = y->row;
+	int d;
+
+	if (a->side != b->side)
+		return a->side < b->side ? -1 : 1;
+	if (a->version != b->version)
+		return a->version < b->version ? -1 : 1;
+	if (a->status != b->status)
+		return a->status < b->status ? -1 : 1;
+	d = strcmp(a->method, b->method);
+	if (!d)
+		d = strcmp(a->path, b->path);
+	return d ? d : strcmp(x->container, y->container);
 }
 
 /* Each fine bucket goes to the first exported bound that holds it whole. */
@@ -226,32 +241,41 @@ static int by_seq(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Rows -> series (unknown-side rows aside), oldest first, those past budget marked. */
+/* Rows -> series (unknown-side rows aside), oldest first, those past budget marked.
+ * Sorted by labels and grouped: n log n, a scrape of a full table stays cheap. */
 static size_t build_series(struct bpftel_usm *usm, const struct usm_endpoint_row *rows, size_t n,
 			   bool containers, unsigned int budget, struct series *ser)
 {
+	struct labelled_row *lr = calloc(n + 1, sizeof(*lr));
+	size_t ns = 0, m = 0, i, j;
 	struct usm_proc p;
-	const char *ct;
-	size_t ns = 0, i, j;
 
+	if (!lr)
+		return 0;
 	for (i = 0; i < n; i++) {
 		if (rows[i].side == USM_SIDE_UNKNOWN)
 			continue;
-		ct = containers && bpftel_usm__proc(usm, rows[i].pid, &p) ? p.cgroup.container_id
-									  : "";
-		for (j = 0; j < ns && !same_series(&ser[j], &rows[i], ct); j++)
-			;
-		if (j == ns) {
-			memset(&ser[ns], 0, sizeof(ser[ns]));
-			ser[ns].row = &rows[i];
-			ser[ns].seq = rows[i].seq;
-			snprintf(ser[ns].container, sizeof(ser[ns].container), "%s", ct);
-			ns++;
-		}
-		if (rows[i].seq < ser[j].seq)
-			ser[j].seq = rows[i].seq;
-		add_hist(&ser[j], &rows[i].latency);
+		lr[m].row = &rows[i];
+		if (containers && bpftel_usm__proc(usm, rows[i].pid, &p))
+			snprintf(lr[m].container, sizeof(lr[m].container), "%s",
+				 p.cgroup.container_id);
+		m++;
 	}
+	qsort(lr, m, sizeof(*lr), by_labels);
+	for (i = 0; i < m; i++) {
+		if (!i || by_labels(&lr[i - 1], &lr[i])) {
+			j = ns++;
+			memset(&ser[j], 0, sizeof(ser[j]));
+			ser[j].row = lr[i].row;
+			ser[j].seq = lr[i].row->seq;
+			memcpy(ser[j].container, lr[i].container, sizeof(ser[j].container));
+		}
+		j = ns - 1;
+		if (lr[i].row->seq < ser[j].seq)
+			ser[j].seq = lr[i].row->seq;
+		add_hist(&ser[j], &lr[i].row->latency);
+	}
+	free(lr);
 	qsort(ser, ns, sizeof(*ser), by_seq);
 	for (j = budget; j < ns; j++)
 		ser[j].overflow = true;
