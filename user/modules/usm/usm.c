@@ -53,10 +53,12 @@ const char *bpftel_usm_counter_name(enum usm_counter c)
 /*
  * The TLS uprobes: one entry and one return program, the function in the cookie. A
  * write is captured whole at its entry (bpf/lib/usm_tls.h says why and what a failed
- * write does then): no return probe. A read's bytes exist only at its return: entry
- * (where is the buffer) and return (how much came).
+ * write does then): no return probe, and since it reads only (session, buffer, size),
+ * past the prologue where that saves the single-step (user/manager/prologue.h). A
+ * read's bytes exist only at its return: entry (where is the buffer) and return (how
+ * much came), both on the function's first instruction.
  */
-#define TLS_WRITE(lib, sym, fn) {lib, "usm_tls_uprobe", sym, false, fn}
+#define TLS_WRITE(lib, sym, fn) {lib, "usm_tls_uprobe", sym, false, fn, 3}
 #define TLS_READ(lib, sym, fn)                                     \
 	{lib, "usm_tls_uprobe", sym, false, fn},                   \
 	{                                                          \
