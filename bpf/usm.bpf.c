@@ -11,7 +11,9 @@
  * user register frame in struct pt_regs, struct iphdr, ipv6hdr, tcphdr and the
  * __sk_buff context), so it needs no kernel BTF at load. That saves libbpf reading and searching the kernel's 5 MiB of
  * BTF on every start: ~45 ms of a module restart. test_unit_core_free checks that the
- * object carries no CO-RE relocation.
+ * object carries no CO-RE relocation. The task pointer that keys a thread's read in
+ * flight (bpf_get_current_task_btf) is only handed to bpf_task_storage_get, never
+ * read: the kernel checks it against its own BTF, libbpf needs none.
  */
 #define BPF_NO_PRESERVE_ACCESS_INDEX
 #include "vmlinux.h"
@@ -39,7 +41,7 @@ int usm_tls_uprobe(struct pt_regs *ctx)
 	TLM_PROG(usm_tls_uprobe);
 	BPFTEL_STOP_GATE();
 
-	return usm_tls_enter(TLM_ARG, ctx, bpf_get_current_pid_tgid(), bpf_ktime_get_ns(),
+	return usm_tls_enter(TLM_ARG, ctx, bpf_get_current_pid_tgid(), USM_TLS_NOW,
 			     uprobe_file_hit(bpf_get_attach_cookie(ctx)));
 }
 
@@ -49,7 +51,7 @@ int usm_tls_uretprobe(struct pt_regs *ctx)
 	TLM_PROG(usm_tls_uretprobe);
 	BPFTEL_STOP_GATE();
 
-	return usm_tls_ret(TLM_ARG, ctx, bpf_get_current_pid_tgid(), bpf_ktime_get_ns(),
+	return usm_tls_ret(TLM_ARG, ctx, bpf_get_current_pid_tgid(), USM_TLS_NOW,
 			   uprobe_file_hit(bpf_get_attach_cookie(ctx)));
 }
 

@@ -50,7 +50,7 @@ enum usm_kind {
 
 /* Counters in the per-CPU array `usm_counters`. */
 enum usm_counter {
-	USM_CNT_TLS_CALLS = 0,	  /* TLS reads/writes that moved data */
+	USM_CNT_TLS_CALLS = 0,	  /* TLS writes asked to move bytes, reads that moved some */
 	USM_CNT_TLS_HTTP = 1,	  /* ... that started an HTTP message: event emitted */
 	USM_CNT_PACKETS = 2,	  /* TCP segments with payload looked at */
 	USM_CNT_PACKETS_HTTP = 3, /* ... that started an HTTP message: event emitted */

@@ -23,18 +23,28 @@ struct {
 
 TLM_MAP_KEY(usm_events);
 
+/* What one record takes in the ring buffer: its 8-byte header and the event, rounded
+ * up to 8. */
+#define USM_RECORD_BYTES ((8 + sizeof(struct usm_event) + 7) / 8 * 8)
+
 /*
- * Submit without waking the consumer until the ring buffer holds this much: TLS-heavy
+ * Wake the consumer when the ring buffer's unread data crosses this much: TLS-heavy
  * traffic can produce a record per call, and a wake-up per record would cost the
- * traced processes' CPUs more than the probes do. The consumer also reads the buffer
- * every BPFTEL_EVENTS_POLL_MS (50 ms), so a record waits at most that long; at this
- * threshold a full buffer is still 7/8 away.
+ * traced processes' CPUs more than the probes do. Only the record that crosses the
+ * threshold wakes it: while the consumer drains, the records after it do not queue
+ * wake-ups of their own (each one forced cost ~200 ns per TLS call in the write loop,
+ * BENCHMARKS.md). A crossing missed in a race is caught by the consumer's own poll
+ * every BPFTEL_EVENTS_POLL_MS (50 ms); at this threshold a full buffer is still 7/8
+ * away.
  */
 #define USM_WAKEUP_BYTES (64 * 1024)
 
+/* For a record already reserved (counted in the unread data): its submit's flags. */
 static __always_inline __u64 usm_submit_flags(void)
 {
-	return tlm_ringbuf_query(usm_events, BPF_RB_AVAIL_DATA) >= USM_WAKEUP_BYTES
+	__u64 avail = tlm_ringbuf_query(usm_events, BPF_RB_AVAIL_DATA);
+
+	return avail >= USM_WAKEUP_BYTES && avail < USM_WAKEUP_BYTES + USM_RECORD_BYTES
 		       ? BPF_RB_FORCE_WAKEUP
 		       : BPF_RB_NO_WAKEUP;
 }

@@ -336,7 +336,13 @@ static void tls_run(int probe, bool ret, struct test_regs *regs, __u64 now)
 	tls_run_as(probe, ret, regs, now, PID_TGID);
 }
 
-/* One call: entry at t, return at t + 100 with rc; returns the events it emitted. */
+static bool is_read(int probe)
+{
+	return probe & 1;
+}
+
+/* One call as the module probes it: entry at t; a read also returns at t + 100 with rc
+ * (a write has no return probe: rc is not looked at). Returns the events emitted. */
 static int tls_call(int probe, const void *buf, size_t num, long rc, size_t *size_out, __u64 t)
 {
 	struct test_regs in = {
@@ -344,7 +350,8 @@ static int tls_call(int probe, const void *buf, size_t num, long rc, size_t *siz
 	struct test_regs out = {.ax = (unsigned long)rc};
 
 	tls_run(probe, false, &in, t);
-	tls_run(probe, true, &out, t + 100);
+	if (is_read(probe))
+		tls_run(probe, true, &out, t + 100);
 	return bpftel_rb_capture__drain(&cap);
 }
 
@@ -399,9 +406,13 @@ static void test_tls_errors_and_non_http(void **state)
 	assert_int_equal(tls_call(SSL_READ, "HTTP/1.1 200 OK\r\n", 4096, 0, NULL, 1), 0);
 	assert_int_equal(tls_call(SSL_READ, "HTTP/1.1 200 OK\r\n", 4096, -1, NULL, 1), 0);
 	/* int return: 0xffffffff in rax is -1, not 4 G bytes. */
-	assert_int_equal(tls_call(SSL_WRITE, "GET / HTTP/1.1\r\n", 16, 0xffffffffl, NULL, 1), 0);
+	assert_int_equal(tls_call(SSL_READ, "HTTP/1.1 200 OK\r\n", 4096, 0xffffffffl, NULL, 1), 0);
 	assert_int_equal(
 		tls_call(GNUTLS_RECV, "HTTP/1.1 200 OK\r\n", 4096, -28 /* AGAIN */, NULL, 1), 0);
+	/* Writes of nothing: an int size of -1 (0xffffffff in rdx), 0, GnuTLS's (NULL, 0). */
+	assert_int_equal(tls_call(SSL_WRITE, "GET / HTTP/1.1\r\n", 0xffffffffl, 0, NULL, 1), 0);
+	assert_int_equal(tls_call(SSL_WRITE_EX, "GET / HTTP/1.1\r\n", 0, 0, NULL, 1), 0);
+	assert_int_equal(tls_call(GNUTLS_SEND, NULL, 0, 0, NULL, 1), 0);
 	assert_int_equal(counter(USM_CNT_TLS_CALLS), 0);
 	/* A body, JSON, binary: counted as calls, not emitted. */
 	assert_int_equal(tls_call(SSL_READ, "{\"items\": [1, 2, 3]}", 4096, 20, NULL, 1), 0);
@@ -410,6 +421,37 @@ static void test_tls_errors_and_non_http(void **state)
 	assert_int_equal(counter(USM_CNT_TLS_HTTP), 0);
 	/* A return without its entry (attached mid-call): nothing. */
 	tls_run(SSL_READ, true, &(struct test_regs){.ax = 17}, 5);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
+}
+
+/* A write is emitted at its entry, with the size it was asked to write, before it
+ * returns; whatever it returns (a failure too) changes nothing: a return program run
+ * for a write does nothing. */
+static void test_tls_write_at_entry(void **state)
+{
+	const char *req = "POST /orders HTTP/1.1\r\nHost: a\r\n\r\n";
+	struct test_regs in = {.di = SSL_PTR, .si = (uintptr_t)req, .dx = strlen(req)};
+	int probe;
+
+	(void)state;
+	for (probe = SSL_WRITE; probe <= GNUTLS_SEND; probe += 2) {
+		tls_run(probe, false, &in, 500);
+		assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+		assert_int_equal(event(0)->ktime_ns, 500);
+		assert_int_equal(event(0)->len, strlen(req));
+		assert_int_equal(event(0)->dir, USM_DIR_WRITE);
+		assert_int_equal(event(0)->source,
+				 probe == GNUTLS_SEND ? USM_SRC_GNUTLS : USM_SRC_OPENSSL);
+		tls_run(probe, true, &(struct test_regs){.ax = (unsigned long)-1}, 600);
+		tls_run(probe, true, &(struct test_regs){.ax = strlen(req)}, 700);
+		assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
+	}
+	assert_int_equal(counter(USM_CNT_TLS_CALLS), 3);
+	assert_int_equal(counter(USM_CNT_TLS_HTTP), 3);
+	/* A read's entry alone emits nothing: its bytes arrive with its return. */
+	tls_run(SSL_READ, false, &in, 800);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
+	tls_run(SSL_READ, true, &(struct test_regs){.ax = 0}, 900); /* ends it: nothing read */
 	assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
 }
 
@@ -422,6 +464,10 @@ static void test_tls_ex_forms(void **state)
 	(void)state;
 	assert_int_equal(tls_call(SSL_WRITE_EX, req, n, 1, &n, 1), 1);
 	assert_int_equal(event(0)->len, strlen(req));
+	n = strlen(req);
+	assert_int_equal(tls_call(SSL_READ_EX, req, 4096, 1, &n, 1), 1);
+	assert_int_equal(event(0)->len, strlen(req));
+	assert_int_equal(event(0)->dir, USM_DIR_READ);
 	n = 0;
 	assert_int_equal(tls_call(SSL_READ_EX, req, 4096, 0, &n, 1), 0); /* failed: rc 0 */
 }
@@ -535,6 +581,7 @@ int main(void)
 		T(test_no_payload),
 		T(test_truncated_packets),
 		T(test_tls_write_request_read_response),
+		T(test_tls_write_at_entry),
 		T(test_tls_lengths),
 		T(test_tls_errors_and_non_http),
 		T(test_tls_ex_forms),

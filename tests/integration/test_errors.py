@@ -10,7 +10,7 @@ restarts: its counts are gone, the others' are exactly as they were.
   gpu:        cuda_pattern fills gpu_allocs (16384) through the stub libcudart and
               allocates K more: K x (gpu_uretprobe, gpu_allocs, update, E2BIG); cudaMalloc
               with an unmapped devPtr: (gpu_uretprobe, probe_read_user, EFAULT) each
-  usm:        SSL_write_ex through the stub libssl with an unmapped `written`:
+  usm:        SSL_read_ex through the stub libssl with an unmapped `readbytes`:
               (usm_tls_uretprobe, probe_read_user, EFAULT) each
   sharedlibs: opens of a FIFO named libssl.so.3 whose path is unmapped while the open
               waits: (the openat program, probe_read_user_str, EFAULT) each. The watcher
@@ -107,9 +107,9 @@ def induce_usm(agent, a, want, full):
     n = 4 if full else 2
     h = Helper([a.tls_pattern, a.ssl, "badlen", str(n)])
     try:
-        attached(agent, "usm", h.pid, 8)
-        check(h.play() == [f"write_ex {n} ok {n}"],
-              f"{n} SSL_write_ex with an unmapped `written`")
+        attached(agent, "usm", h.pid, 6)  # 4 entries, the 2 reads' returns (stub: no SSL_set_fd)
+        check(h.play() == [f"read_ex {n} ok {n}"],
+              f"{n} SSL_read_ex with an unmapped `readbytes`")
     finally:
         h.finish()
     key = ("usm", "usm_tls_uretprobe", "probe_read_user", "call", "EFAULT")

@@ -68,7 +68,7 @@ def main():
 
         def ssl_attached():
             return [r for r in agent.json("libs")["libs"]
-                    if r["module"] == "usm" and r["lib"] == "libssl" and r["attached"] >= 8]
+                    if r["module"] == "usm" and r["lib"] == "libssl" and r["attached"] >= 7]
         row = wait_for(ssl_attached, 15, "the usm uprobes on libssl")[0]
         check(row["failed"] == 0, f"usm: {row['attached']} uprobes on {row['path']}")
 

@@ -98,7 +98,7 @@ def tls_sides(agent, python, tmp):
     try:
         wait_for(lambda: [r for r in agent.json("libs")["libs"]
                           if r.get("module") == "usm" and r["lib"] == "libssl" and
-                          server.pid in r["pids"] and r["attached"] >= 8], 30,
+                          server.pid in r["pids"] and r["attached"] >= 7], 30,
                  "usm attached to the server's libssl")
         client = subprocess.run([python, "-c", code, str(port)], capture_output=True, text=True,
                                 timeout=120)

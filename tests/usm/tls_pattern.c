@@ -8,7 +8,8 @@
  * http:     one request and its response through SSL_write and SSL_read
  * http_ex:  the same through SSL_write_ex and SSL_read_ex
  * gnutls:   the same through gnutls_record_send and gnutls_record_recv
- * badlen N: N SSL_write_ex of a request whose `written` pointer is unmapped
+ * badlen N: N SSL_read_ex of a response whose `readbytes` pointer is unmapped
+ * badbuf N: N SSL_write_ex of 64 bytes from an unmapped buffer
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -68,18 +69,37 @@ static void gnutls(void *lib)
 	printf("recv %zd\n", recv(&session, buf, sizeof(buf)));
 }
 
+/* A page that was mapped and no longer is. */
+static void *unmapped(void)
+{
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED || munmap(p, 4096))
+		exit(1);
+	return p;
+}
+
 static void badlen(void *lib, long n)
 {
-	int (*wr)(void *, const void *, size_t, size_t *) = sym(lib, "SSL_write_ex");
-	size_t *bad;
+	int (*rd)(void *, void *, size_t, size_t *) = sym(lib, "SSL_read_ex");
+	size_t *bad = unmapped();
+	char buf[256];
 	long i, ok = 0;
 
-	/* A page that was mapped and no longer is. */
-	bad = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (bad == MAP_FAILED || munmap(bad, 4096))
-		exit(1);
 	for (i = 0; i < n; i++)
-		ok += wr(&session, request, strlen(request), bad) == 1;
+		ok += rd(&session, buf, sizeof(buf), bad) == 1;
+	printf("read_ex %ld ok %ld\n", n, ok);
+}
+
+static void badbuf(void *lib, long n)
+{
+	int (*wr)(void *, const void *, size_t, size_t *) = sym(lib, "SSL_write_ex");
+	const char *bad = unmapped();
+	size_t written;
+	long i, ok = 0;
+
+	for (i = 0; i < n; i++)
+		ok += wr(&session, bad, 64, &written) == 1;
 	printf("write_ex %ld ok %ld\n", n, ok);
 }
 
@@ -90,7 +110,8 @@ int main(int argc, char **argv)
 	char c;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: tls_pattern LIBRARY http|http_ex|gnutls|badlen N\n");
+		fprintf(stderr,
+			"usage: tls_pattern LIBRARY http|http_ex|gnutls|badlen N|badbuf N\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -110,6 +131,8 @@ int main(int argc, char **argv)
 		gnutls(lib);
 	else if (!strcmp(argv[2], "badlen") && argc > 3)
 		badlen(lib, atol(argv[3]));
+	else if (!strcmp(argv[2], "badbuf") && argc > 3)
+		badbuf(lib, atol(argv[3]));
 	else
 		return 2;
 	printf("done\n");

@@ -17,6 +17,13 @@ Experiments (A -> B):
                 floor -> agent with run_stats = always (target: agent <= +2 % over the
                 floor); also opensnoop
   tls_requests  HTTPS requests/s (one curl, a TLS connection each): no agent -> agent
+                (target >= 0.97x no agent)
+  tls_write_loop SSL_write_ex calls/s of an in-memory TLS write loop (the real libssl):
+                bpftrace's bare uprobe+uretprobe pair -> agent (target >= 1.5x the
+                pair; no agent in the note; the peer skipped, with a note, without
+                bpftrace); BPF ns per TLS call with run_stats = always in that loop, a
+                request/response loop and real HTTPS requests (target <= 300 ns), with
+                the USM programs' runs per request (bench_tls_write.py)
   cuda_calls    stub cudaLaunchKernel ns/call: empty uprobe+uretprobe -> agent
   idle          agent PSS (KiB) and CPU (% of one CPU) over 30 s idle, all modules loaded
                 (target PSS <= 16 MiB)
@@ -54,6 +61,7 @@ import bench_control  # noqa: E402
 import bench_open  # noqa: E402
 import bench_cuda  # noqa: E402
 import bench_tls  # noqa: E402
+import bench_tls_write  # noqa: E402
 from stats import ci90 as _ci90  # noqa: E402
 
 TOLERANCE = 5.0  # %
@@ -181,7 +189,48 @@ def tls_requests(args, a_build, b_build, tmp, reps):
     finally:
         server.kill()
         server.wait()
+    if not args.compare:
+        rm, rh = ci90([b / a for a, b in zip(row.a, row.b)])
+        row.note = (f"agent/no agent {rm:.3f}x +/- {rh:.3f}; target >= 0.97x: " +
+                    ("met" if rm - rh >= 0.97 else "within noise" if rm + rh >= 0.97
+                     else "MISSED"))
     return [row]
+
+
+def tls_write_loop(args, a_build, b_build, tmp, reps):
+    """Side by side (bench_tls_write.py): no agent, bpftrace's pair, the agent (defaults)
+    and the agent with run_stats = always, interleaved; then real HTTPS requests."""
+    rate, cost, skip = bench_tls_write.measure(b_build, reps, 200000, tmp, sys.stderr)
+    reqs = bench_tls_write.requests_cost(b_build, tmp, 200, sys.stderr)
+    off, _ = ci90(rate["off"])
+    row = Row("tls_write_loop", "writes/s", "bpftrace pair" if not skip else "-", "agent",
+              higher_is_better=True)
+    row.b = rate["bpftel"]
+    if skip:
+        row.note = f"{skip}; no agent {off:.0f}/s"
+    else:
+        row.a = rate["bpftrace"]
+        rm, rh = ci90([a / b for a, b in zip(rate["bpftel"], rate["bpftrace"])])
+        row.note = (f"agent/pair {rm:.2f}x +/- {rh:.2f}, target >= 1.5x: " +
+                    ("met" if rm - rh >= 1.5 else "within noise" if rm + rh >= 1.5
+                     else "MISSED") + f"; no agent {off:.0f}/s")
+    rows = [row]
+    for what, label in (("write", "write loop"), ("pairs", "request/response loop")):
+        r = Row(f"tls_call_ns {what}", "ns/call", "-", "agent always",
+                note=f"BPF ns per TLS call, {label}, every call an HTTP message start; "
+                     f"target <= 300")
+        r.b = cost[what]
+        m, h = ci90(r.b)
+        r.note += ": met" if m + h <= 300 else ": MISSED"
+        rows.append(r)
+    for name, (runs, ns) in reqs.items():
+        r = Row(f"tls_call_ns {name}", "ns/call", "-", "agent always",
+                note=f"200 HTTPS requests{' / 10 (one process each)' if name != 'curl' else ''}"
+                     f" -> python http.server: {runs[0]:.2f} entry + {runs[1]:.2f} return "
+                     f"runs per request; target <= 300: {'met' if ns <= 300 else 'MISSED'}")
+        r.b = [ns]
+        rows.append(r)
+    return rows
 
 
 def cuda_calls(args, a_build, b_build, tmp, reps):
@@ -292,7 +341,8 @@ def restart_links(args, a_build, b_build, tmp, reps):
     return bench_control.restart_links(args, a_build, b_build, tmp, reps, Agent, Row)
 
 
-EXPERIMENTS = {"open_loop": open_loop, "tls_requests": tls_requests, "cuda_calls": cuda_calls,
+EXPERIMENTS = {"open_loop": open_loop, "tls_requests": tls_requests,
+               "tls_write_loop": tls_write_loop, "cuda_calls": cuda_calls,
                "idle": idle, "pipeline": pipeline, "restart": restart,
                "restart_links": restart_links, "control": control, "sigterm": sigterm}
 

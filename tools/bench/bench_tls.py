@@ -113,7 +113,7 @@ def main():
     def attached(pid):
         libs = cli_json(cli, sock, "libs")
         return libs and any(r["module"] == "usm" and r["lib"] == "libssl" and
-                            r["attached"] >= 8 and pid in r["pids"] for r in libs["libs"])
+                            r["attached"] >= 4 and pid in r["pids"] for r in libs["libs"])
 
     calls = {"off": [], "empty": [], "bpftel": []}
     rps = {"off": [], "bpftel": []}

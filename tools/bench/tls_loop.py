@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-"""tls_loop.py CERT KEY N: a TLS client and server in one process over memory BIOs
-(no sockets), exchanging N request/response pairs: per pair 2 SSL_write_ex and 2
-SSL_read_ex calls with data. Prints "loaded PID", waits for a line on stdin (so that
-an agent can attach first), then prints ns per pair. A workload of bench_tls.py."""
+"""tls_loop.py CERT KEY N [write]: a TLS client and server in one process over memory
+BIOs (no sockets), exchanging N request/response pairs: per pair 2 SSL_write_ex and 2
+SSL_read_ex calls with data. With `write`, the client only writes: N SSL_write_ex of a
+request, its records drained and dropped (the write loop of bench_tls_write.py).
+Prints "loaded PID", waits for a line on stdin (so that an agent can attach first),
+then prints ns per pair (per write). A workload of bench_tls.py."""
 import ssl
 import sys
 import time
@@ -38,6 +40,12 @@ def main():
     print("loaded", flush=True)
     sys.stdin.readline()
     t0 = time.perf_counter_ns()
+    if len(sys.argv) > 4 and sys.argv[4] == "write":
+        for _ in range(n):
+            client.write(req)
+            c_out.read()
+        print(f"{(time.perf_counter_ns() - t0) / n:.1f}", flush=True)
+        return
     for _ in range(n):
         client.write(req)
         pump(c_out, s_in)

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * uprobe_floor: attach uprobe_floor.bpf.c's empty programs to SYMBOL of LIB (entry, and
- * return too with --ret), print "ready", hold them until stdin closes. A configuration
- * of tools/bench/bench_cuda.py.
+ * return too with --ret), print "ready", hold them until stdin closes. SYMBOL+N puts
+ * the entry probe N bytes into the function (what a probe past the prologue costs:
+ * user/manager/prologue.h). A configuration of tools/bench/bench_cuda.py.
  *
- *   uprobe_floor LIB SYMBOL [--ret]
+ *   uprobe_floor LIB SYMBOL[+N] [--ret]
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -20,21 +22,28 @@ int main(int argc, char **argv)
 	struct uprobe_floor *skel;
 	struct bpf_link *entry = NULL, *ret = NULL;
 	int with_ret = argc > 3 && !strcmp(argv[3], "--ret");
-	char c;
+	char name[256], *plus, c;
+	size_t off = 0;
 
 	if (argc < 3 || (argc > 3 && !with_ret)) {
-		fprintf(stderr, "usage: uprobe_floor LIB SYMBOL [--ret]\n");
+		fprintf(stderr, "usage: uprobe_floor LIB SYMBOL[+N] [--ret]\n");
 		return 2;
+	}
+	snprintf(name, sizeof(name), "%s", argv[2]);
+	plus = strchr(name, '+');
+	if (plus) {
+		*plus = '\0';
+		off = strtoul(plus + 1, NULL, 0);
 	}
 	skel = uprobe_floor__open_and_load();
 	if (!skel) {
 		fprintf(stderr, "uprobe_floor: cannot load: %s\n", strerror(errno));
 		return 1;
 	}
-	opts.func_name = argv[2];
-	entry = bpf_program__attach_uprobe_opts(skel->progs.floor_entry, -1, argv[1], 0, &opts);
+	opts.func_name = name;
+	entry = bpf_program__attach_uprobe_opts(skel->progs.floor_entry, -1, argv[1], off, &opts);
 	if (entry && with_ret) {
-		opts.retprobe = true;
+		opts.retprobe = true; /* on the entry itself: the return address is on top */
 		ret = bpf_program__attach_uprobe_opts(skel->progs.floor_return, -1, argv[1], 0,
 						      &opts);
 	}

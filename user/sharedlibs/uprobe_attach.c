@@ -15,6 +15,7 @@
 #include "uprobes_internal.h"
 #include "user/common/log.h"
 #include "user/manager/elfsym.h"
+#include "user/manager/prologue.h"
 #include "user/manager/manager.h"
 #include "user/manager/uprobe_multi.h"
 
@@ -242,6 +243,19 @@ static enum bpftel_refusal refusal_of(int err)
 	}
 }
 
+/* An entry probe that asks for it moves past its function's prologue (prologue.h). A
+ * short read leaves it on the entry. */
+static long past_prologue(int fd, const struct bpftel_uprobe_spec *s, long off)
+{
+	unsigned char code[BPFTEL_PROLOGUE_MAX];
+	ssize_t n;
+
+	if (off < 0 || s->retprobe || !s->past_prologue)
+		return off;
+	n = pread(fd, code, sizeof(code), off);
+	return n > 0 ? off + (long)bpftel_prologue_skip(code, (size_t)n, s->past_prologue) : off;
+}
+
 /*
  * Resolve every symbol any job needs, in one parse. off[j][i] is spec i of job j's
  * module; a negative value its errno. Returns 0, or the file-level errno with the
@@ -278,7 +292,8 @@ static int resolve(struct bpftel_uprobes *u, const struct lib_file *f, const str
 			off[j][i] = -ENOENT;
 			for (k = 0; k < n; k++) {
 				if (!strcmp(reqs[k].name, me->specs[i].symbol))
-					off[j][i] = reqs[k].offset;
+					off[j][i] = past_prologue(fd, &me->specs[i],
+								  reqs[k].offset);
 			}
 		}
 	}

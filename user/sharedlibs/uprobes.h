@@ -50,6 +50,10 @@ struct bpftel_uprobe_spec {
 	const char *symbol; /* versioned allowed */
 	bool retprobe;
 	__u64 cookie; /* what bpf_get_attach_cookie() gives the program at this probe */
+	/* An entry probe that reads only its first past_prologue integer arguments: put it
+	 * on the function's first branch if the prologue before it keeps them
+	 * (user/manager/prologue.h: one trap instead of two). 0: on the entry. */
+	unsigned char past_prologue;
 };
 
 /* A file stays attached this long after its last process exited, by default. */

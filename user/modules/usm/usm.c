@@ -50,8 +50,16 @@ const char *bpftel_usm_counter_name(enum usm_counter c)
 	return (unsigned)c < USM_CNT__COUNT ? counter_names[c] : "unknown";
 }
 
-/* The TLS uprobes: one entry and one return program, the function in the cookie. */
-#define TLS(lib, sym, fn)                                          \
+/*
+ * The TLS uprobes: one entry and one return program, the function in the cookie. A
+ * write is captured whole at its entry (bpf/lib/usm_tls.h says why and what a failed
+ * write does then): no return probe, and since it reads only (session, buffer, size),
+ * past the prologue where that saves the single-step (user/manager/prologue.h). A
+ * read's bytes exist only at its return: entry (where is the buffer) and return (how
+ * much came), both on the function's first instruction.
+ */
+#define TLS_WRITE(lib, sym, fn) {lib, "usm_tls_uprobe", sym, false, fn, 3}
+#define TLS_READ(lib, sym, fn)                                     \
 	{lib, "usm_tls_uprobe", sym, false, fn},                   \
 	{                                                          \
 		lib, "usm_tls_uretprobe", sym, true, fn            \
@@ -62,12 +70,12 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	{SHLIB_LIB_SSL, "usm_tls_uprobe", "SSL_set_fd", false, USM_TLS_SSL_SET_FD},
 	{SHLIB_LIB_GNUTLS, "usm_tls_uprobe", "gnutls_transport_set_int2", false,
 	 USM_TLS_GNUTLS_SET_INT2},
-	TLS(SHLIB_LIB_SSL, "SSL_write", USM_TLS_SSL_WRITE),
-	TLS(SHLIB_LIB_SSL, "SSL_read", USM_TLS_SSL_READ),
-	TLS(SHLIB_LIB_SSL, "SSL_write_ex", USM_TLS_SSL_WRITE_EX),
-	TLS(SHLIB_LIB_SSL, "SSL_read_ex", USM_TLS_SSL_READ_EX),
-	TLS(SHLIB_LIB_GNUTLS, "gnutls_record_send", USM_TLS_GNUTLS_SEND),
-	TLS(SHLIB_LIB_GNUTLS, "gnutls_record_recv", USM_TLS_GNUTLS_RECV),
+	TLS_WRITE(SHLIB_LIB_SSL, "SSL_write", USM_TLS_SSL_WRITE),
+	TLS_READ(SHLIB_LIB_SSL, "SSL_read", USM_TLS_SSL_READ),
+	TLS_WRITE(SHLIB_LIB_SSL, "SSL_write_ex", USM_TLS_SSL_WRITE_EX),
+	TLS_READ(SHLIB_LIB_SSL, "SSL_read_ex", USM_TLS_SSL_READ_EX),
+	TLS_WRITE(SHLIB_LIB_GNUTLS, "gnutls_record_send", USM_TLS_GNUTLS_SEND),
+	TLS_READ(SHLIB_LIB_GNUTLS, "gnutls_record_recv", USM_TLS_GNUTLS_RECV),
 };
 
 /* Plaintext HTTP: the socket filter on a packet socket of every interface, a probe of

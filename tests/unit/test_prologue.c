@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * user/manager/prologue.c: where an entry uprobe goes past a function's prologue. The
+ * cases are the first bytes of the functions the USM module probes at entry only, as
+ * Debian 12 ships them (libssl 3.0, libgnutls 3.7: `objdump -d`), and prologues that
+ * must keep the probe on the entry.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "user/manager/prologue.h"
+
+struct pcase {
+	const char *name;
+	unsigned char code[BPFTEL_PROLOGUE_MAX];
+	size_t n;
+	unsigned int nargs;
+	size_t want;
+};
+
+static const struct pcase cases[] = {
+	/* sub $8,%rsp; call: the call */
+	{"SSL_write_ex", {0x48, 0x83, 0xec, 0x08, 0xe8, 0x87, 0xfb, 0xff, 0xff}, 9, 3, 4},
+	/* sub $0x18,%rsp; mov %fs:0x28,%rax; mov %rax,8(%rsp); xor %eax,%eax;
+	 * test %edx,%edx; js: the js */
+	{"SSL_write",
+	 {0x48, 0x83, 0xec, 0x18, 0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00,
+	  0x00, 0x48, 0x89, 0x44, 0x24, 0x08, 0x31, 0xc0, 0x85, 0xd2, 0x78, 0x2f},
+	 24,
+	 3,
+	 22},
+	/* xor %r8d,%r8d; xor %ecx,%ecx; jmp gnutls_record_send2: the jmp (rcx, r8 are
+	 * not among its 3 arguments) */
+	{"gnutls_record_send",
+	 {0x45, 0x31, 0xc0, 0x31, 0xc9, 0xe9, 0x86, 0x9c, 0xff, 0xff},
+	 10,
+	 3,
+	 5},
+	/* ... but with a 4th argument kept, xor %ecx,%ecx ends the walk */
+	{"rcx kept", {0x45, 0x31, 0xc0, 0x31, 0xc9, 0xe9, 0x86, 0x9c, 0xff, 0xff}, 10, 4, 0},
+	/* endbr64; push %rbp; push %r12; jmp rel8 */
+	{"endbr64 and pushes", {0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x41, 0x54, 0xeb, 0x10}, 9, 3, 7},
+	/* a branch first: already emulated, stays on the entry */
+	{"branch first", {0xe9, 0x00, 0x00, 0x00, 0x00}, 5, 3, 0},
+	/* mov %edx,%eax; ret: no branch before an unknown instruction */
+	{"stub", {0x89, 0xd0, 0xc3}, 3, 3, 0},
+	/* xor %edx,%edx: writes the 3rd argument */
+	{"argument zeroed", {0x31, 0xd2, 0xe8, 0, 0, 0, 0}, 7, 3, 0},
+	/* sub $imm8,%rsp cut short: stays */
+	{"cut", {0x48, 0x83, 0xec}, 3, 3, 0},
+	/* only harmless instructions, no branch within the bytes read: stays */
+	{"no branch", {0x55, 0x53, 0x41, 0x54}, 4, 3, 0},
+	/* jcc rel32 after sub $imm32,%rsp */
+	{"jcc rel32", {0x48, 0x81, 0xec, 0x00, 0x01, 0x00, 0x00, 0x0f, 0x84, 0, 0, 0, 0}, 13, 3, 7},
+};
+
+static void test_cases(void **state)
+{
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t got = bpftel_prologue_skip(cases[i].code, cases[i].n, cases[i].nargs);
+
+		if (got != cases[i].want)
+			fail_msg("%s: skip %zu, want %zu", cases[i].name, got, cases[i].want);
+	}
+}
+
+/* More bytes than BPFTEL_PROLOGUE_MAX are not looked at: a branch past them is not
+ * reached. */
+static void test_bounded(void **state)
+{
+	unsigned char code[BPFTEL_PROLOGUE_MAX + 8];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(code); i++)
+		code[i] = 0x55; /* push %rbp */
+	code[BPFTEL_PROLOGUE_MAX + 2] = 0xeb;
+	assert_int_equal(bpftel_prologue_skip(code, sizeof(code), 3), 0);
+	code[BPFTEL_PROLOGUE_MAX - 2] = 0xeb;
+	assert_int_equal(bpftel_prologue_skip(code, sizeof(code), 3), BPFTEL_PROLOGUE_MAX - 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cases),
+		cmocka_unit_test(test_bounded),
+	};
+
+	return cmocka_run_group_tests_name("prologue", tests, NULL, NULL);
+}
