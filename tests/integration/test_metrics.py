@@ -172,7 +172,7 @@ def main():
         srv, hport = start_http_server(args.python, os.path.join(tmp, "www"), cert, key)
         procs.append(srv)
         wait_for(lambda: any(r["module"] == "usm" and r["lib"] == "libssl" and
-                             r["attached"] >= 8 for r in agent.json("libs")["libs"]), 15,
+                             r["attached"] >= 7 for r in agent.json("libs")["libs"]), 15,
                  "usm uprobes on libssl")
         subprocess.run(["curl", "-sk", "-o", "/dev/null", f"https://127.0.0.1:{hport}/items/1"],
                        check=True)
