@@ -6,7 +6,8 @@
      server's side counts 20 under the server's pid, the client's side 20 under the
      client's, and /metrics has a server and a client histogram of 20 each, never 40.
   2. Plaintext: curl, and a python client on one kept-alive connection, against a python
-     server: both ends' pids (learnt from their connect and accept), both sides.
+     server, and curl against `python3 -m http.server`: both ends' pids (learnt from
+     their connect and accept), both sides.
   3. A process in a cgroup named like a docker scope: its container id on its rows,
      and as a metrics label only with `metrics_labels = container`.
   4. A flood: one client sends 9 methods x 300 statuses; then a new process's new
@@ -21,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -49,6 +51,14 @@ def start_server(python, port, cert=None, key=None):
 def rows(agent, **match):
     return [r for r in agent.json("http")["endpoints"]
             if all(r.get(k) == v for k, v in match.items())]
+
+
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def count(agent, **match):
@@ -158,6 +168,30 @@ def plaintext_sides(agent, python):
     finally:
         server.kill()
         server.wait()
+    # The stock server, as users run it: python3 -m http.server (HTTP/1.0).
+    port = free_port()
+    www = tempfile.mkdtemp(prefix="bpftel-www-")
+    os.makedirs(os.path.join(www, "stock"))
+    with open(os.path.join(www, "stock", "7"), "w") as f:
+        f.write("x\n")
+    stock = subprocess.Popen([python, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                              "--directory", www], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: port_open(port), 30, "python3 -m http.server to listen")
+        curl = subprocess.Popen(["curl", "-s", "-o", "/dev/null",
+                                 f"http://127.0.0.1:{port}/stock/7"])
+        curl.wait(timeout=30)
+        srv = settled_count(agent, 1, "curl's request to http.server", pid=stock.pid,
+                            side="server", path="/stock/*")
+        cli = count(agent, pid=curl.pid, side="client", path="/stock/*")
+        check(srv == 1 and cli == 1,
+              f"plaintext curl against python3 -m http.server: server pid {stock.pid} "
+              f"counted {srv}, curl pid {curl.pid} counted {cli}")
+    finally:
+        stock.kill()
+        stock.wait()
+        shutil.rmtree(www, ignore_errors=True)
 
 
 def in_docker_cgroup(pid):
