@@ -476,8 +476,9 @@ static void test_pending_expiry(void **state)
 	usm_endpoints_free(e);
 }
 
-static bool only_10_alive(uint32_t pid)
+static bool only_10_alive(uint32_t pid, void *ctx)
 {
+	(void)ctx;
 	return pid == 10;
 }
 
@@ -497,7 +498,7 @@ static void test_sweep_folds_exited(void **state)
 	exchange(e, tls(12, 1), "GET /b HTTP/1.1\r\n", 200, 60, 6);
 	request(e, tls(12, 2), "GET /c HTTP/1.1\r\n", 1); /* left pending */
 	request(e, tls(13, 1), "GET /c HTTP/1.1\r\n", 1); /* pending only */
-	assert_int_equal(usm_endpoints_sweep(e, only_10_alive), 3);
+	assert_int_equal(usm_endpoints_sweep(e, only_10_alive, NULL), 3);
 	n = usm_endpoints_rows(e, &rows);
 	assert_int_equal(n, 4);
 	assert_non_null(find(rows, n, 10, USM_SIDE_CLIENT, "/a", 200));
@@ -513,7 +514,7 @@ static void test_sweep_folds_exited(void **state)
 		e,
 		&(struct usm_endpoints_stats){
 			.requests = 8, .responses = 6, .paired = 6, .proc_overflow = 2, .rows = 4});
-	assert_int_equal(usm_endpoints_sweep(e, only_10_alive), 0);
+	assert_int_equal(usm_endpoints_sweep(e, only_10_alive, NULL), 0);
 	usm_endpoints_free(e);
 }
 
@@ -540,7 +541,7 @@ static void test_seq_order_stable(void **state)
 	assert_string_equal(rows[1].path, "/b");
 	free(rows);
 	assert_int_equal(usm_endpoints_expire(e, 1050), 1);
-	assert_int_equal(usm_endpoints_sweep(e, only_10_alive), 1); /* 12 exits */
+	assert_int_equal(usm_endpoints_sweep(e, only_10_alive, NULL), 1); /* 12 exits */
 	exchange(e, tls(10, 1), "GET /e HTTP/1.1\r\n", 200, 1100, 1);
 	n = usm_endpoints_rows(e, &rows);
 	assert_int_equal(n, 4);

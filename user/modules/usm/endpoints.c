@@ -508,7 +508,7 @@ static bool is_process(uint32_t pid)
 
 /* The processes seen in rows and pending requests that alive() says are gone, sorted
  * into e->pids; returns how many. alive() is asked once per process. */
-static size_t dead_pids(struct usm_endpoints *e, bool (*alive)(uint32_t pid))
+static size_t dead_pids(struct usm_endpoints *e, bool (*alive)(uint32_t pid, void *ctx), void *ctx)
 {
 	size_t i, n = 0, ndead = 0;
 
@@ -522,18 +522,19 @@ static size_t dead_pids(struct usm_endpoints *e, bool (*alive)(uint32_t pid))
 	}
 	qsort(e->pids, n, sizeof(*e->pids), cmp_pid);
 	for (i = 0; i < n; i++) {
-		if ((!i || e->pids[i] != e->pids[i - 1]) && !alive(e->pids[i]))
+		if ((!i || e->pids[i] != e->pids[i - 1]) && !alive(e->pids[i], ctx))
 			e->pids[ndead++] = e->pids[i]; /* ndead <= i: still sorted */
 	}
 	return ndead;
 }
 
-int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid))
+int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid, void *ctx),
+			void *ctx)
 {
 	size_t ndead, i;
 
 	pthread_mutex_lock(&e->lock);
-	ndead = dead_pids(e, alive);
+	ndead = dead_pids(e, alive, ctx);
 	if (ndead) {
 		rows_compact(e, 0, ndead);
 		/* Removal re-seats later entries into slot i: look at it again. */

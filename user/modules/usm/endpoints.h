@@ -127,8 +127,10 @@ void usm_endpoints_set_expiry(struct usm_endpoints *e, uint64_t expiry_ns);
 size_t usm_endpoints_rows(struct usm_endpoints *e, struct usm_endpoint_row **out);
 void usm_endpoints_stats(struct usm_endpoints *e, struct usm_endpoints_stats *out);
 
-/* Fold the rows of processes for which alive(pid) is false into USM_PID_EXITED, and
- * drop their pending requests. Returns the processes folded. */
-int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid));
+/* Fold the rows of processes for which alive(pid, ctx) is false into USM_PID_EXITED,
+ * and drop their pending requests. Returns the processes folded. alive() is called
+ * with the table's lock held. */
+int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid, void *ctx),
+			void *ctx);
 
 #endif /* BPFTEL_USM_ENDPOINTS_H */

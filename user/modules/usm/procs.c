@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* USM's processes: name, cgroup, container (procs.h). */
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,16 +99,43 @@ bool usm_procs_get(struct usm_procs *p, uint32_t pid, struct usm_proc *out)
 	return e != NULL;
 }
 
-void usm_procs_sweep(struct usm_procs *p, bool (*alive)(uint32_t pid))
+static bool runs(uint32_t pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+bool usm_procs_shown(struct usm_procs *p, uint32_t pid, uint64_t now_ns, uint64_t grace_ns)
+{
+	bool running = runs(pid), shown = running;
+	struct usm_proc *e;
+
+	pthread_mutex_lock(&p->lock);
+	e = find(p, pid);
+	if (e && running) {
+		e->gone_ns = 0; /* a new process with the pid: not yet swept */
+	} else if (e) {
+		if (!e->gone_ns)
+			e->gone_ns = now_ns;
+		shown = now_ns - e->gone_ns < grace_ns;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return shown;
+}
+
+void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns)
 {
 	size_t i;
 
 	pthread_mutex_lock(&p->lock);
 	for (i = 0; i < p->n;) {
-		if (alive(p->procs[i].pid))
-			i++;
+		struct usm_proc *e = &p->procs[i];
+
+		if (!e->gone_ns && !runs(e->pid))
+			e->gone_ns = now_ns;
+		if (e->gone_ns && now_ns - e->gone_ns >= grace_ns)
+			*e = p->procs[--p->n];
 		else
-			p->procs[i] = p->procs[--p->n];
+			i++;
 	}
 	pthread_mutex_unlock(&p->lock);
 }

@@ -2,7 +2,8 @@
 /*
  * What USM shows of a process beside its endpoint rows: its name, cgroup and
  * container (user/common/cgroup.h), read from /proc once, when the process first sends
- * or receives an HTTP message, outside every lock; forgotten when it exits. Bounded:
+ * or receives an HTTP message, outside every lock; forgotten a grace period after it
+ * exits (its rows fold into "(exited)" then, not before). Bounded:
  * beyond USM_PROCS_MAX processes, new ones are shown without (counted).
  */
 #ifndef BPFTEL_USM_PROCS_H
@@ -20,6 +21,7 @@ struct usm_proc {
 	uint32_t pid;
 	char comm[16];
 	struct bpftel_cgroup_info cgroup;
+	uint64_t gone_ns; /* when it was first seen gone (the caller's clock), or 0 */
 };
 
 struct usm_procs;
@@ -30,8 +32,15 @@ void usm_procs_free(struct usm_procs *p);
 void usm_procs_note(struct usm_procs *p, uint32_t pid);
 /* A copy of pid's entry: true if known. */
 bool usm_procs_get(struct usm_procs *p, uint32_t pid, struct usm_proc *out);
-/* Forget the processes for which alive(pid) is false. */
-void usm_procs_sweep(struct usm_procs *p, bool (*alive)(uint32_t pid));
+/*
+ * Is pid still to be shown as itself at now_ns? While it runs; and once gone, for
+ * grace_ns after the first call that found it gone, so that a short-lived client (a
+ * curl) can still be read under its pid and name a moment after it exited. A pid the
+ * table does not know is shown as itself only while it runs.
+ */
+bool usm_procs_shown(struct usm_procs *p, uint32_t pid, uint64_t now_ns, uint64_t grace_ns);
+/* Forget the processes gone for grace_ns or more at now_ns. */
+void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns);
 /* Processes not recorded because the table was full. */
 uint64_t usm_procs_dropped(struct usm_procs *p);
 

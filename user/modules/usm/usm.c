@@ -351,11 +351,6 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	usm_endpoints_stats(u->endpoints, &out->endpoints);
 }
 
-static bool alive(uint32_t pid)
-{
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
-}
-
 static __u64 mono_ns(void)
 {
 	struct timespec ts;
@@ -364,12 +359,25 @@ static __u64 mono_ns(void)
 	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+struct sweep_ctx {
+	struct bpftel_usm *u;
+	__u64 now;
+};
+
+static bool shown(uint32_t pid, void *ctx)
+{
+	struct sweep_ctx *c = ctx;
+
+	return usm_procs_shown(c->u->procs, pid, c->now, USM_EXIT_GRACE_NS);
+}
+
 int bpftel_usm__sweep(struct bpftel_usm *u)
 {
-	int n = usm_endpoints_sweep(u->endpoints, alive);
+	struct sweep_ctx c = {.u = u, .now = mono_ns()};
+	int n = usm_endpoints_sweep(u->endpoints, shown, &c);
 
-	usm_procs_sweep(u->procs, alive);
-	usm_endpoints_expire(u->endpoints, mono_ns());
+	usm_procs_sweep(u->procs, c.now, USM_EXIT_GRACE_NS);
+	usm_endpoints_expire(u->endpoints, c.now);
 	return n;
 }
 

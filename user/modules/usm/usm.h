@@ -63,8 +63,15 @@ struct bpftel_usm_counters {
 };
 void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out);
 
-/* Fold the rows of exited processes together, drop their pending requests and what is
- * known of them; expire idle rows. */
+/*
+ * A process that exited keeps its rows, pid and name for this long (from the first sweep
+ * that finds it gone) before they fold into "(exited)": a short-lived client, a curl,
+ * can still be found under its pid right after it ran.
+ */
+#define USM_EXIT_GRACE_NS (30ull * 1000000000ull)
+
+/* Fold the rows of processes gone for USM_EXIT_GRACE_NS together, drop their pending
+ * requests and what is known of them; expire idle rows. */
 int bpftel_usm__sweep(struct bpftel_usm *u);
 
 const char *bpftel_usm_counter_name(enum usm_counter c);
