@@ -112,12 +112,13 @@ def main():
         wait_count(agent, 52, "the server counted the GnuTLS client's request too",
                    pid=tls.pid, path="/items/*")
 
-        # Plaintext, through the socket filter (no process context: pid null).
+        # Plaintext, through the socket filter: each end under the process that owns its
+        # socket (test_usm_sides.py tests the sides further).
         out = subprocess.run(["curl", "-s", f"http://127.0.0.1:{plain_port}/items/7?secret=1"],
                              capture_output=True, text=True, timeout=30)
         check(out.stdout == "item\n", "plaintext curl answered")
-        wait_count(agent, 1, "plaintext GET /items/* 200 counted from packets", pid=None,
-                   protocol="http", method="GET", path="/items/*", status=200)
+        wait_count(agent, 1, "plaintext GET /items/* 200 counted from packets, server side",
+                   pid=plain.pid, protocol="http", method="GET", path="/items/*", status=200)
 
         raw = agent.cli("http", "--json").stdout
         check("x=1" not in raw and "secret" not in raw and "item\\n" not in raw,
