@@ -28,7 +28,7 @@
 #include "user/sharedlibs/uprobes.h"
 
 #define ROUNDS	  10
-#define NPROBES	  16
+#define NPROBES	  28
 #define OTHER_SUB "test-inventory"
 
 static const char *pattern_bin, *stub_lib;
