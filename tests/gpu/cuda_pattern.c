@@ -23,10 +23,11 @@
  *           and cudaFree x1, which the stub runtime implements by calling the driver on
  *           the same thread (as the real one does): counted once, as runtime calls.
  *
- * cuda_pattern LIBCUDA driver|realdriver: LIBCUDA is a driver (libcuda.so.1).
+ * cuda_pattern LIBCUDA driver|realdriver|culoop N: LIBCUDA is a driver (libcuda.so.1).
  * driver:     the driver pattern (driver_pattern), two devices, errors.
  * realdriver: cuInit, cuMemAlloc_v2 x2 and cuLaunchKernel x3 against the toolkit's
  *           stubs/libcuda.so (each fails with CUDA_ERROR_STUB_LIBRARY, 34).
+ * culoop N:   N cuLaunchKernel calls, then print ns per call (tools/bench).
  */
 #include <dlfcn.h>
 #include <poll.h>
@@ -286,6 +287,18 @@ static void malloc_loop(long n, int bad)
 	printf("malloc %ld failed %ld\n", n, failed);
 }
 
+static void cu_launch_loop(long n)
+{
+	struct timespec t0, t1;
+	long i;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < n; i++)
+		cu_launch((const void *)kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n);
+}
+
 static int cmp_pid(const void *a, const void *b)
 {
 	return *(const pid_t *)a - *(const pid_t *)b;
@@ -331,14 +344,15 @@ static void launch_spin(void)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 ? argv[2] : "stub";
-	int is_driver = !strcmp(mode, "driver") || !strcmp(mode, "realdriver");
+	int is_driver = !strcmp(mode, "driver") || !strcmp(mode, "realdriver") ||
+			!strcmp(mode, "culoop");
 	void *lib;
 	char c;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
 				"[stub|real|hang|spin|kinds|mixed LIBCUDA|loop N|malloc N|badptr N|"
-				"fork N]\n       cuda_pattern LIBCUDA driver|realdriver\n");
+				"fork N]\n       cuda_pattern LIBCUDA driver|realdriver|culoop N\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -364,6 +378,8 @@ int main(int argc, char **argv)
 		driver_pattern();
 	else if (!strcmp(mode, "realdriver"))
 		real_driver_pattern();
+	else if (!strcmp(mode, "culoop") && argc > 3)
+		cu_launch_loop(atol(argv[3]));
 	else if (!strcmp(mode, "kinds"))
 		kinds_pattern();
 	else if (!strcmp(mode, "mixed"))
