@@ -7,6 +7,8 @@
  *   gpu_procs   tgid -> struct gpu_proc_stats        per-process counters
  *   gpu_allocs  struct gpu_alloc_key -> gpu_alloc     outstanding allocations, every kind
  *   gpu_errors  struct gpu_err_key -> __u64           failed calls per (function, error)
+ *   gpu_kernels struct gpu_kernel_key -> gpu_kernel   launches per (process, kernel)
+ *   gpu_knames  struct gpu_kernel_key -> gpu_kname    driver kernels' names
  */
 #ifndef BPFTEL_GPU_H
 #define BPFTEL_GPU_H
@@ -48,8 +50,8 @@ enum gpu_func {
 	GPU_FN_CU_MEM_ALLOC_MANAGED = 28, /* cuMemAllocManaged */
 	GPU_FN_CU_MEM_ALLOC_HOST = 29,	  /* cuMemAllocHost_v2 */
 	GPU_FN_CU_MEM_FREE_HOST = 30,	  /* cuMemFreeHost */
-	/* 31: free; the count is a power of two (indexes are masked) */
-	GPU_FN__COUNT = 32,
+	GPU_FN_CU_MODULE_GET_FUNCTION = 31, /* cuModuleGetFunction: a kernel's name */
+	GPU_FN__COUNT = 32, /* a power of two: indexes are masked */
 };
 
 /* enum cudaMemcpyKind, same values. */
@@ -131,6 +133,33 @@ struct gpu_alloc {
 	__u32 dev;	/* device slot (GPU_DEV_UNKNOWN: not known) */
 };
 
+/* What names a kernel: the host function cudaLaunchKernel was given (resolved to a
+ * symbol of the process's ELF objects by userspace), or cuLaunchKernel's CUfunction
+ * (named where cuModuleGetFunction made it). */
+enum gpu_kernel_api {
+	GPU_KERNEL_RUNTIME = 0,
+	GPU_KERNEL_DRIVER = 1,
+};
+
+struct gpu_kernel_key {
+	__u32 tgid;
+	__u32 api; /* enum gpu_kernel_api */
+	__u64 func;
+};
+
+struct gpu_kernel {
+	__u64 launches;
+	__u64 threads;	/* grid x block, summed */
+	__u32 grid[3];	/* of the last launch */
+	__u32 block[3];
+};
+
+#define GPU_KNAME_LEN 128
+
+struct gpu_kname {
+	char name[GPU_KNAME_LEN]; /* as the process passed it, NUL-terminated (truncated) */
+};
+
 /* Per thread (gpu_threads, pid_tgid): see bpf/lib/gpu_state.h. */
 struct gpu_thread {
 	__s32 device;	/* current device, -1 not known */
@@ -155,5 +184,7 @@ _Static_assert(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key layout");
 _Static_assert(sizeof(struct gpu_alloc) == 24, "gpu_alloc layout");
 _Static_assert(sizeof(struct gpu_thread) == 8, "gpu_thread layout");
 _Static_assert(sizeof(struct gpu_err_key) == 16, "gpu_err_key layout");
+_Static_assert(sizeof(struct gpu_kernel_key) == 16, "gpu_kernel_key layout");
+_Static_assert(sizeof(struct gpu_kernel) == 40, "gpu_kernel layout");
 
 #endif /* BPFTEL_GPU_H */

@@ -21,6 +21,8 @@
 static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *regs,
 						    __u64 pid_tgid)
 {
+	__u32 g[3] = {PT_REGS_PARM2(regs), PT_REGS_PARM3(regs), PT_REGS_PARM4(regs)};
+	__u32 b[3] = {PT_REGS_PARM5(regs), regs->r9, 1};
 	__u64 grid, block, stack[2];
 	struct gpu_proc_stats *st;
 
@@ -33,9 +35,13 @@ static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *r
 	if (tlm_probe_read_user(stack, sizeof(stack), (void *)(PT_REGS_SP(regs) + 8))) {
 		/* blockZ unknown: the launch counts, its threads do not. */
 		gpu_count_launch(st, pid_tgid, GPU_FN_CU_LAUNCH, 0, 0);
+		b[2] = 0;
+		gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), g, b);
 		return 0;
 	}
-	gpu_count_launch(st, pid_tgid, GPU_FN_CU_LAUNCH, grid, block * (__u32)stack[0]);
+	b[2] = (__u32)stack[0];
+	gpu_count_launch(st, pid_tgid, GPU_FN_CU_LAUNCH, grid, block * b[2]);
+	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), g, b);
 	__sync_fetch_and_add(&st->shared_mem_bytes, (__u32)stack[1]);
 	return 0;
 }
@@ -90,6 +96,29 @@ static __always_inline void gpu_ctx_current(TLM_PARAM, struct gpu_proc_stats *st
 	__s32 *dev = call->arg0 ? bpf_map_lookup_elem(&gpu_ctxs, &key) : NULL;
 
 	gpu_thread_set_device(TLM_ARG, st, pid_tgid, dev ? *dev : -1);
+}
+
+/* cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name): where the
+ * handle goes, and the name. */
+static __always_inline int gpu_get_function_enter_body(TLM_PARAM, struct pt_regs *regs,
+						       __u64 pid_tgid, __u64 now)
+{
+	gpu_call_begin(TLM_ARG, pid_tgid, GPU_FN_CU_MODULE_GET_FUNCTION, now, PT_REGS_PARM1(regs),
+		       PT_REGS_PARM3(regs));
+	return 0;
+}
+
+/* It succeeded: the kernel behind the handle has that name, for cuLaunchKernel's. */
+static __always_inline void gpu_kernel_named(TLM_PARAM, __u64 pid_tgid,
+					     const struct gpu_call *call)
+{
+	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = GPU_KERNEL_DRIVER};
+	struct gpu_kname kn = {};
+
+	if (tlm_probe_read_user(&key.func, sizeof(key.func), (void *)call->arg0) ||
+	    tlm_probe_read_user_str(kn.name, sizeof(kn.name), (void *)call->arg1) < 0)
+		return;
+	tlm_map_update(gpu_knames, &key, &kn, BPF_ANY);
 }
 
 #endif /* BPFTEL_LIB_GPU_DRIVER_H */

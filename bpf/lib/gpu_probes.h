@@ -33,6 +33,7 @@ static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs
 {
 	__u64 grid_xy = PT_REGS_PARM2(regs), grid_z = (__u32)PT_REGS_PARM3(regs);
 	__u64 block_xy = PT_REGS_PARM4(regs), block_z = (__u32)PT_REGS_PARM5(regs);
+	__u32 g[3] = {grid_xy, grid_xy >> 32, grid_z}, b[3] = {block_xy, block_xy >> 32, block_z};
 	__u64 grid, block, shared = 0;
 	struct gpu_proc_stats *st;
 
@@ -43,6 +44,7 @@ static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs
 	grid = (__u64)(__u32)grid_xy * (grid_xy >> 32) * grid_z;
 	block = (__u64)(__u32)block_xy * (block_xy >> 32) * block_z;
 	gpu_count_launch(st, pid_tgid, GPU_FN_LAUNCH, grid, block);
+	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_RUNTIME, PT_REGS_PARM1(regs), g, b);
 	if (!tlm_probe_read_user(&shared, sizeof(shared), (void *)(PT_REGS_SP(regs) + 8)))
 		__sync_fetch_and_add(&st->shared_mem_bytes, shared);
 	return 0;
@@ -162,6 +164,8 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 	case GPU_FN_CU_CTX_CREATE:
 	case GPU_FN_CU_PRIMARY_CTX_RETAIN:
 		return gpu_ctx_make_enter_body(TLM_ARG, regs, pid_tgid, now, func);
+	case GPU_FN_CU_MODULE_GET_FUNCTION:
+		return gpu_get_function_enter_body(TLM_ARG, regs, pid_tgid, now);
 	default:
 		return gpu_simple_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	}
@@ -219,6 +223,9 @@ static __always_inline void gpu_account(TLM_PARAM, struct gpu_proc_stats *st, __
 	case GPU_FN_CU_CTX_SET_CURRENT:
 	case GPU_FN_CU_CTX_PUSH_CURRENT:
 		gpu_ctx_current(TLM_ARG, st, pid_tgid, call);
+		break;
+	case GPU_FN_CU_MODULE_GET_FUNCTION:
+		gpu_kernel_named(TLM_ARG, pid_tgid, call);
 		break;
 	default:
 		break;

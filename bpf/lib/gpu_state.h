@@ -23,6 +23,7 @@
 #define GPU_MAX_INFLIGHT 8192
 #define GPU_MAX_THREADS	 8192
 #define GPU_MAX_CTXS	 1024
+#define GPU_MAX_KERNELS	 8192
 
 /* A process holds at most this many entries of gpu_allocs: a quarter of the map, so
  * that one leaking process cannot leave the others untracked. Beyond it, allocations
@@ -97,6 +98,23 @@ struct {
 	__type(value, __s32); /* device */
 } gpu_ctxs SEC(".maps");
 
+/* Launches per (process, kernel). Not preallocated; full: counted by errors telemetry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GPU_MAX_KERNELS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct gpu_kernel_key);
+	__type(value, struct gpu_kernel);
+} gpu_kernels SEC(".maps");
+
+/* Driver kernels' names, by CUfunction. LRU: modules are unloaded without our seeing it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GPU_MAX_KERNELS);
+	__type(key, struct gpu_kernel_key);
+	__type(value, struct gpu_kname);
+} gpu_knames SEC(".maps");
+
 /* Initial values (a process's stats are too large for the BPF stack). */
 struct gpu_proc_stats gpu_proc_init = {.device = -1};
 struct gpu_thread gpu_thread_init = {.device = -1};
@@ -107,6 +125,8 @@ TLM_MAP_KEY(gpu_errors);
 TLM_MAP_KEY(gpu_inflight);
 TLM_MAP_KEY(gpu_threads);
 TLM_MAP_KEY(gpu_ctxs);
+TLM_MAP_KEY(gpu_kernels);
+TLM_MAP_KEY(gpu_knames);
 
 static __always_inline bool gpu_fn_driver(__u64 func)
 {
@@ -269,6 +289,32 @@ static __always_inline void gpu_count_launch(struct gpu_proc_stats *st, __u64 pi
 			bucket = GPU_LAUNCH_BUCKETS - 1;
 		__sync_fetch_and_add(&st->launch_threads[bucket], 1);
 	}
+}
+
+/* Count a launch of one kernel: grid and block as the call gave them. */
+static __always_inline void gpu_count_kernel(TLM_PARAM, __u64 pid_tgid, __u32 api, __u64 func,
+					     const __u32 grid[3], const __u32 block[3])
+{
+	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = api, .func = func};
+	__u64 threads = (__u64)grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2];
+	struct gpu_kernel k = {.launches = 1, .threads = threads}, *cur;
+
+	cur = bpf_map_lookup_elem(&gpu_kernels, &key);
+	if (!cur) {
+		__builtin_memcpy(k.grid, grid, sizeof(k.grid));
+		__builtin_memcpy(k.block, block, sizeof(k.block));
+		/* -EEXIST: another thread of the process inserted it since our lookup. */
+		if (tlm_map_insert(gpu_kernels, &key, &k) != -EEXIST)
+			return;
+		cur = bpf_map_lookup_elem(&gpu_kernels, &key);
+		if (!cur)
+			return;
+	}
+	__sync_fetch_and_add(&cur->launches, 1);
+	__sync_fetch_and_add(&cur->threads, threads);
+	/* The last launch's sizes; a racing launch may mix its own in: a display value. */
+	__builtin_memcpy(cur->grid, grid, sizeof(k.grid));
+	__builtin_memcpy(cur->block, block, sizeof(k.block));
 }
 
 #endif /* BPFTEL_LIB_GPU_STATE_H */

@@ -112,6 +112,8 @@ static int case_setup(void **state)
 	map_clear(bpf_map__fd(skel->maps.gpu_inflight), 16);
 	map_clear(bpf_map__fd(skel->maps.gpu_threads), 8);
 	map_clear(bpf_map__fd(skel->maps.gpu_ctxs), 16);
+	map_clear(bpf_map__fd(skel->maps.gpu_kernels), 16);
+	map_clear(bpf_map__fd(skel->maps.gpu_knames), 16);
 	return 0;
 }
 
@@ -628,6 +630,62 @@ static void test_devices_per_thread(void **state)
 	assert_int_equal(alloc_of(TGID, p2).dev, 3);
 }
 
+static struct gpu_kernel kernel_of(__u32 api, __u64 func)
+{
+	struct gpu_kernel_key key = {.tgid = TGID, .api = api, .func = func};
+	struct gpu_kernel k = {};
+
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_kernels), &key, &k), 0);
+	return k;
+}
+
+/* Launches per kernel: cudaLaunchKernel's host function, cuLaunchKernel's CUfunction
+ * (named by cuModuleGetFunction), each with its launches, threads and last sizes. */
+static void test_kernels_counted_and_named(void **state)
+{
+	__u64 stack[3] = {0xdead, 1 /* blockZ / sharedMem */, 0};
+	struct test_regs rt_a = {.di = 0x401000, .si = 2 | 3ul << 32, .dx = 1,
+				 .cx = 32 | 1ul << 32, .r8 = 1, .sp = (uintptr_t)stack};
+	struct test_regs rt_b = {.di = 0x402000, .si = 1 | 1ul << 32, .dx = 1,
+				 .cx = 64 | 1ul << 32, .r8 = 1, .sp = (uintptr_t)stack};
+	struct test_regs cu = {.di = 0xf00d, .si = 4, .dx = 1, .cx = 1, .r8 = 16, .r9 = 2,
+			       .sp = (uintptr_t)stack};
+	char name[] = "_Z6matmulPKfS0_Pfi";
+	__u64 hfunc = 0xf00d;
+	struct test_regs getfn = {.di = (uintptr_t)&hfunc, .si = 0x1234, .dx = (uintptr_t)name};
+	struct gpu_kernel_key key = {.tgid = TGID, .api = GPU_KERNEL_DRIVER, .func = 0xf00d};
+	struct gpu_kname kn = {};
+	struct gpu_kernel k;
+
+	(void)state;
+	enter(GPU_FN_LAUNCH, &rt_a, 1);
+	ret(GPU_FN_LAUNCH, 0, 2);
+	enter(GPU_FN_LAUNCH, &rt_a, 3);
+	ret(GPU_FN_LAUNCH, 0, 4);
+	enter(GPU_FN_LAUNCH, &rt_b, 5);
+	ret(GPU_FN_LAUNCH, 0, 6);
+	enter(GPU_FN_CU_MODULE_GET_FUNCTION, &getfn, 7);
+	ret(GPU_FN_CU_MODULE_GET_FUNCTION, 0, 8);
+	enter(GPU_FN_CU_LAUNCH, &cu, 9);
+	k = kernel_of(GPU_KERNEL_RUNTIME, 0x401000);
+	assert_int_equal(k.launches, 2);
+	assert_int_equal(k.threads, 2 * 6 * 32);
+	assert_int_equal(k.grid[0], 2);
+	assert_int_equal(k.grid[1], 3);
+	assert_int_equal(k.block[0], 32);
+	k = kernel_of(GPU_KERNEL_RUNTIME, 0x402000);
+	assert_int_equal(k.launches, 1);
+	assert_int_equal(k.threads, 64);
+	k = kernel_of(GPU_KERNEL_DRIVER, 0xf00d);
+	assert_int_equal(k.launches, 1);
+	assert_int_equal(k.threads, 4 * 16 * 2 * 1);
+	assert_int_equal(k.block[1], 2);
+	assert_int_equal(k.block[2], 1);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_knames), &key, &kn), 0);
+	assert_string_equal(kn.name, name);
+	assert_int_equal(stats_of(TGID).calls[GPU_FN_CU_MODULE_GET_FUNCTION], 1);
+}
+
 /* A thread's state goes with it. */
 static void test_task_exit_drops_thread(void **state)
 {
@@ -664,6 +722,7 @@ int main(void)
 		T(test_driver_inside_runtime_not_counted_twice),
 		T(test_devices_per_thread),
 		T(test_task_exit_drops_thread),
+		T(test_kernels_counted_and_named),
 	};
 
 	bpftel_test_require_bpf();

@@ -65,6 +65,7 @@ static int (*cu_init)(unsigned);
 static int (*cu_ctx_create)(void **, unsigned, int);
 static int (*cu_primary_retain)(void **, int);
 static int (*cu_ctx_set)(void *);
+static int (*cu_get_function)(void **, void *, const char *);
 static int (*cu_launch)(const void *, unsigned, unsigned, unsigned, unsigned, unsigned,
 			unsigned, unsigned, void *, void **, void **);
 static int (*cu_alloc)(cuptr *, size_t);
@@ -79,6 +80,22 @@ static int (*cu_stream_sync)(void *);
 
 static void kernel(void)
 {
+}
+
+/* Host stubs of C++ kernels, under the names nvcc gives them (mangled). Different
+ * bodies: identical ones could be folded into one address. */
+static volatile int sink;
+void vec_add_stub(void) __asm__("_Z6vecAddPKfS0_Pfi");
+void scale_stub(void) __asm__("_ZN4blas5scaleEPfif");
+
+void vec_add_stub(void)
+{
+	sink += 1;
+}
+
+void scale_stub(void)
+{
+	sink += 2;
 }
 
 static void *sym(void *lib, const char *name)
@@ -112,8 +129,10 @@ static void stub_pattern(void)
 	printf("set_device %d %d\n", set_device(1), set_device(42));
 	printf("malloc %d %d %d %d\n", cmalloc(&a, MiB), cmalloc(&b, 2 * MiB), cmalloc(&c, 4 * MiB),
 	       cmalloc(&huge, 1ul << 41));
-	for (i = 0; i < 5; i++)
-		printf("launch %d\n", launch((const void *)kernel, grid, block, NULL, 1024, NULL));
+	for (i = 0; i < 5; i++) /* vecAdd 3 times, blas::scale twice */
+		printf("launch %d\n", launch(i < 3 ? (const void *)vec_add_stub
+						   : (const void *)scale_stub,
+					      grid, block, NULL, 1024, NULL));
 	printf("memcpy %d %d %d %d\n", memcpy_sync(a, host, MiB, 1), memcpy_sync(b, host, MiB, 1),
 	       memcpy_sync(host, c, 4096, 2), memcpy_async(a, host, 512, 1, NULL));
 	printf("sync %d %d\n", stream_sync(NULL), device_sync());
@@ -162,24 +181,26 @@ static void mixed_pattern(void)
 static void driver_pattern(void)
 {
 	static char host[8192];
-	void *c0, *c1, *bad, *h;
+	void *c0, *c1, *bad, *h, *matmul, *relu;
 	cuptr d0, d1, huge, m;
 	int r[3], i;
 
 	r[0] = cu_init(0);
 	r[1] = cu_ctx_create(&c0, 0, 0);
 	printf("init %d ctx %d\n", r[0], r[1]);
+	r[0] = cu_get_function(&matmul, NULL, "_Z6matmulPKfS0_Pfi");
+	r[1] = cu_get_function(&relu, NULL, "relu_kernel"); /* extern "C": not mangled */
+	printf("functions %d %d\n", r[0], r[1]);
 	printf("alloc %d\n", cu_alloc(&d0, MiB));
 	for (i = 0; i < 3; i++)
-		printf("launch %d\n", cu_launch((const void *)kernel, 4, 1, 1, 64, 2, 1, 512, NULL,
-						 NULL, NULL));
+		printf("launch %d\n",
+		       cu_launch(matmul, 4, 1, 1, 64, 2, 1, 512, NULL, NULL, NULL));
 	r[0] = cu_primary_retain(&c1, 1);
 	r[1] = cu_ctx_set(c1);
 	printf("primary %d set %d\n", r[0], r[1]);
 	printf("alloc %d\n", cu_alloc(&d1, 2 * MiB));
 	for (i = 0; i < 2; i++)
-		printf("launch %d\n", cu_launch((const void *)kernel, 8, 1, 1, 32, 1, 1, 0, NULL,
-						 NULL, NULL));
+		printf("launch %d\n", cu_launch(relu, 8, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
 	r[0] = cu_htod(d1, host, 4096);
 	r[1] = cu_dtoh(host, d1, 1024);
 	printf("copy %d %d\n", r[0], r[1]);
@@ -217,6 +238,7 @@ static void driver_syms(void *lib)
 	cu_primary_retain = sym(lib, "cuDevicePrimaryCtxRetain");
 	cu_ctx_set = sym(lib, "cuCtxSetCurrent");
 	cu_launch = sym(lib, "cuLaunchKernel");
+	cu_get_function = sym(lib, "cuModuleGetFunction");
 	cu_alloc = sym(lib, "cuMemAlloc_v2");
 	cu_free = sym(lib, "cuMemFree_v2");
 	cu_alloc_managed = sym(lib, "cuMemAllocManaged");

@@ -6,8 +6,9 @@ outstanding bytes and one deliberate leak, errors by function), `bpftel gpu` sho
 while the process runs, and its state is dropped after it exits. Memory by kind
 (stream-ordered, managed, pinned host) and the driver API through a stub libcuda.so.1
 (two devices, errors by CUDA_ERROR_* name) are exact in the JSON and in /metrics; runtime
-calls the stub runtime makes through the driver are counted once. The toolkit's
-stubs/libcuda.so answers CUDA_ERROR_STUB_LIBRARY (34), counted per function. Against the real
+calls the stub runtime makes through the driver are counted once. Kernels are named by
+the demangled symbols of their host stubs (cudaLaunchKernel) or by the names
+cuModuleGetFunction was given (cuLaunchKernel). The toolkit's stubs/libcuda.so answers CUDA_ERROR_STUB_LIBRARY (34), counted per function. Against the real
 /usr/local/cuda/lib64/libcudart.so.13 (no GPU, no driver here) each call's
 cudaErrorInsufficientDriver (35) is counted per function. Files named libcudart.so.13
 that are not ELF, or lack the symbols, are recorded attach failures and leave the other
@@ -28,7 +29,7 @@ from agentlib import Agent, bpf_ids, check, require_root, run, wait_for  # noqa:
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
 NPROBES = 28  # 14 runtime functions, entry + return each
-NPROBES_DRIVER = 34  # 17 driver functions
+NPROBES_DRIVER = 36  # 18 driver functions
 TOOLKIT_LIBCUDA = "/usr/local/cuda/lib64/stubs/libcuda.so"
 
 # What cuda_pattern's stub pattern does (see stub_pattern() there).
@@ -149,6 +150,18 @@ def check_stub(agent, pattern_bin, stub):
               f"time in cudaMemcpy {p['memcpy_seconds'] * 1e3:.1f} ms (3 x 2 ms), in syncs "
               f"{p['sync_wait_seconds'] * 1e3:.1f} ms (5 + 3 ms)")
         check(p["device"] == 1, "cudaSetDevice(1) recorded, the failed (42) one not")
+        kernels = [(k["name"], k["api"], k["launches"], k["threads"], k["grid"], k["block"])
+                   for k in p["kernels"]]
+        check(kernels == [("vecAdd(float const*, float const*, float*, int)", "runtime", 3,
+                           3 * 768, [2, 3, 1], [32, 4, 1]),
+                          ("blas::scale(float*, int, float)", "runtime", 2, 2 * 768,
+                           [2, 3, 1], [32, 4, 1])] and p["kernels_total"] == 2 and
+              p["kernels_other_launches"] == 0,
+              f"kernels by the demangled names of their host stubs: {kernels}")
+        got = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pat.pid)
+        check(got == {("vecAdd(float const*, float const*, float*, int)",): 3,
+                      ("blas::scale(float*, int, float)",): 2},
+              f"/metrics launches per kernel: {got}")
 
         table = agent.cli("gpu").stdout
         line = next((ln for ln in table.splitlines() if ln.split()[:1] == [str(pat.pid)]), "")
@@ -242,6 +255,7 @@ def check_driver(agent, pattern_bin, stub_driver):
         check(row["failed"] == 0, f"stub {row['path']}: {row['attached']} uprobes attached")
         out = pat.play()
         check(out[-2:] == ["errors 2 101", "managed 0 host 0 0"] and
+              out[1] == "functions 0 0" and
               all(ln.endswith(" 0") for ln in out[:-2]), f"the stub driver answered: {out}")
         p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
         check(nonzero(p["calls"]) == {"cuInit": 1, "cuCtxCreate_v2": 2, "cuMemAlloc_v2": 3,
@@ -250,7 +264,7 @@ def check_driver(agent, pattern_bin, stub_driver):
                                       "cuMemcpyDtoH_v2": 1, "cuCtxSynchronize": 1,
                                       "cuStreamSynchronize": 1, "cuMemFree_v2": 1,
                                       "cuMemAllocManaged": 1, "cuMemAllocHost_v2": 1,
-                                      "cuMemFreeHost": 1},
+                                      "cuMemFreeHost": 1, "cuModuleGetFunction": 2},
               f"driver calls: {nonzero(p['calls'])}")
         errors = sorted((e["function"], e["error"], e["name"], e["count"]) for e in p["errors"])
         check(errors == [("cuCtxCreate_v2", 101, "CUDA_ERROR_INVALID_DEVICE", 1),
@@ -272,6 +286,15 @@ def check_driver(agent, pattern_bin, stub_driver):
               "driver memory by kind: device 2 MiB (peak 3), managed 8 KiB, pinned 0 (peak 4)")
         check(p["memcpy_bytes"]["htod"] == 4096 and p["memcpy_bytes"]["dtoh"] == 1024 and
               p["device"] == 1, f"copies {p['memcpy_bytes']}, device {p['device']}")
+        kernels = [(k["name"], k["api"], k["launches"], k["grid"], k["block"])
+                   for k in p["kernels"]]
+        check(kernels == [("matmul(float const*, float const*, float*, int)", "driver", 3,
+                           [4, 1, 1], [64, 2, 1]),
+                          ("relu_kernel", "driver", 2, [8, 1, 1], [32, 1, 1])],
+              f"driver kernels by the names cuModuleGetFunction was given: {kernels}")
+        table = agent.cli("gpu").stdout
+        check("matmul(float const*, float const*, float*, int)" in table and
+              "relu_kernel" in table, "bpftel gpu lists the top kernels")
         text = scrape(agent)
         launches = samples(text, "bpftel_gpu_device_kernel_launches_total", pat.pid)
         errs = samples(text, "bpftel_gpu_cuda_errors_total", pat.pid)

@@ -61,7 +61,8 @@ static void test_function_and_kind_names(void **state)
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_HOST_ALLOC), "cudaHostAlloc");
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_ALLOC), "cuMemAlloc_v2");
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_FREE_HOST), "cuMemFreeHost");
-	assert_string_equal(bpftel_gpu_func_name(31), "unknown"); /* a free slot */
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MODULE_GET_FUNCTION),
+			    "cuModuleGetFunction");
 	assert_string_equal(bpftel_gpu_mem_kind_name(GPU_MEM_HOST), "pinned_host");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_H2D), "htod");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_D2H), "dtoh");

@@ -75,7 +75,7 @@ def main():
     # points on that library (entry + return per function it probes there).
     stub, func, mode, nprobes = {
         "runtime": (f"{build}/tests/stub-cuda/libcudart.so.13", "cudaLaunchKernel", "loop", 28),
-        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoop", 34),
+        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoop", 36),
     }[args.api]
     sock = os.path.join(tempfile.mkdtemp(prefix="bpftel-bench-"), "s.sock")
 

@@ -13,6 +13,7 @@
 
 #include "gpu.h"
 #include "gpu.skel.h"
+#include "gpu_kernels.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
@@ -74,6 +75,7 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	CU("cuMemAllocManaged", GPU_FN_CU_MEM_ALLOC_MANAGED),
 	CU("cuMemAllocHost_v2", GPU_FN_CU_MEM_ALLOC_HOST),
 	CU("cuMemFreeHost", GPU_FN_CU_MEM_FREE_HOST),
+	CU("cuModuleGetFunction", GPU_FN_CU_MODULE_GET_FUNCTION),
 };
 
 static const struct bpftel_probe_spec task_exit_probe = {
@@ -232,6 +234,41 @@ static void add_errors(int fd, struct bpftel_gpu_proc *rows, size_t n)
 	}
 }
 
+/* The launched kernels of the processes in rows, with the names the driver gave. */
+static size_t read_kernels(int fd, int names_fd, struct bpftel_gpu_proc *rows, size_t n,
+			   struct bpftel_gpu_kernel_seen **out)
+{
+	struct bpftel_gpu_kernel_seen *ks = NULL, *grown;
+	struct gpu_kernel_key key, next, *prev = NULL;
+	struct gpu_kname kn;
+	size_t nks = 0, cap = 0;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!find_proc(rows, n, key.tgid))
+			continue;
+		if (nks == cap) {
+			cap = cap ? cap * 2 : 64;
+			grown = realloc(ks, cap * sizeof(*ks));
+			if (!grown)
+				break; /* the kernels read so far are reported */
+			ks = grown;
+		}
+		memset(&ks[nks], 0, sizeof(ks[nks]));
+		if (bpf_map_lookup_elem(fd, &key, &ks[nks].k))
+			continue;
+		ks[nks].key = key;
+		if (key.api == GPU_KERNEL_DRIVER && !bpf_map_lookup_elem(names_fd, &key, &kn)) {
+			kn.name[sizeof(kn.name) - 1] = '\0';
+			memcpy(ks[nks].driver_name, kn.name, sizeof(kn.name));
+		}
+		nks++;
+	}
+	*out = ks;
+	return nks;
+}
+
 static void read_comm(__u32 pid, char *comm, size_t size)
 {
 	char path[64];
@@ -268,7 +305,9 @@ static int cmp_outstanding(const void *a, const void *b)
 
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 {
+	struct bpftel_gpu_kernel_seen *ks = NULL;
 	struct bpftel_gpu_proc *rows = NULL, *grown;
+	size_t nks;
 	__u32 key, next, *prev = NULL;
 	size_t n = 0, cap = 0;
 	int fd;
@@ -301,9 +340,14 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	}
 	add_allocs(bpf_map__fd(g->skel->maps.gpu_allocs), rows, n);
 	add_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n);
+	nks = read_kernels(bpf_map__fd(g->skel->maps.gpu_kernels),
+			   bpf_map__fd(g->skel->maps.gpu_knames), rows, n, &ks);
 	pthread_mutex_unlock(&g->lock);
 	for (size_t i = 0; i < n; i++)
 		read_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
+	/* Names may take parsing the processes' files: without the lock. */
+	bpftel_gpu_kernels__fill(rows, n, ks, nks);
+	free(ks);
 	if (n) /* rows is NULL when there are none */
 		qsort(rows, n, sizeof(*rows), cmp_outstanding);
 	*out = rows;
@@ -359,6 +403,9 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		drop_keys(bpf_map__fd(g->skel->maps.gpu_errors), dead[i],
 			  sizeof(struct gpu_err_key));
 		drop_keys(bpf_map__fd(g->skel->maps.gpu_ctxs), dead[i], 16);
+		drop_keys(bpf_map__fd(g->skel->maps.gpu_kernels), dead[i], 16);
+		drop_keys(bpf_map__fd(g->skel->maps.gpu_knames), dead[i], 16);
+		bpftel_gpu_kernels__forget(dead[i]);
 	}
 	pthread_mutex_unlock(&g->lock);
 	return ndead;

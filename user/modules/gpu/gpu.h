@@ -13,6 +13,7 @@
 #ifndef BPFTEL_GPU_MODULE_H
 #define BPFTEL_GPU_MODULE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <linux/types.h>
 
@@ -38,6 +39,20 @@ extern const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS];
 
 #define BPFTEL_GPU_MAX_ERRORS 16 /* distinct (function, error) per process reported */
 
+#define BPFTEL_GPU_TOP_KERNELS 8 /* kernels per process reported, most launched first */
+#define BPFTEL_GPU_KERNEL_NAME 256
+
+/* A kernel, by its demangled name ("" when it has none we can tell); the launches of
+ * every handle or host function with that name. */
+struct bpftel_gpu_kernel_row {
+	char name[BPFTEL_GPU_KERNEL_NAME];
+	bool driver; /* launched through cuLaunchKernel (else cudaLaunchKernel) */
+	__u64 launches;
+	__u64 threads;
+	__u32 grid[3]; /* of a last launch */
+	__u32 block[3];
+};
+
 /* Outstanding allocations of one kind (enum gpu_mem_kind), as tracked. */
 struct bpftel_gpu_kind {
 	__u64 outstanding_allocs;
@@ -51,6 +66,9 @@ struct bpftel_gpu_proc {
 	char comm[16];
 	struct gpu_proc_stats st;
 	struct bpftel_gpu_kind kinds[GPU_MEM__COUNT];
+	size_t nkernels; /* by name; may exceed BPFTEL_GPU_TOP_KERNELS */
+	struct bpftel_gpu_kernel_row kernels[BPFTEL_GPU_TOP_KERNELS];
+	__u64 kernels_other_launches; /* of the kernels not listed */
 	size_t nerrors; /* may exceed BPFTEL_GPU_MAX_ERRORS: the rest are not listed */
 	struct {
 		enum gpu_func func;

@@ -40,6 +40,7 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_CU_MEM_ALLOC_MANAGED] = "cuMemAllocManaged",
 	[GPU_FN_CU_MEM_ALLOC_HOST] = "cuMemAllocHost_v2",
 	[GPU_FN_CU_MEM_FREE_HOST] = "cuMemFreeHost",
+	[GPU_FN_CU_MODULE_GET_FUNCTION] = "cuModuleGetFunction",
 };
 
 static const char *const kind_names[GPU_MEMCPY__COUNT] = {

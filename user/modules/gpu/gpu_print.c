@@ -102,6 +102,47 @@ static void print_devices_of(json_t *procs)
 	table_free(t);
 }
 
+/* The most launched kernels of each process, with their last grid and block. */
+static void print_kernels_of(json_t *procs)
+{
+	static const char *const hdr[] = {"PID",	"KERNEL", "API", "LAUNCHES",
+					  "THREADS", "GRID",	  "BLOCK"};
+	char pid[16], launches[24], threads[24], grid[48], block[48];
+	struct table *t = NULL;
+	json_t *p, *k, *g, *b;
+	const char *name;
+	size_t i, j;
+
+	json_array_foreach (procs, i, p) {
+		json_array_foreach (json_object_get(p, "kernels"), j, k) {
+			if (!t)
+				t = table_new(7, hdr);
+			g = json_object_get(k, "grid");
+			b = json_object_get(k, "block");
+			name = json_string_value(json_object_get(k, "name"));
+			snprintf(pid, sizeof(pid), "%lld", jint(p, "pid"));
+			snprintf(launches, sizeof(launches), "%lld", jint(k, "launches"));
+			snprintf(threads, sizeof(threads), "%lld", jint(k, "threads"));
+			snprintf(grid, sizeof(grid), "%lldx%lldx%lld",
+				 json_integer_value(json_array_get(g, 0)),
+				 json_integer_value(json_array_get(g, 1)),
+				 json_integer_value(json_array_get(g, 2)));
+			snprintf(block, sizeof(block), "%lldx%lldx%lld",
+				 json_integer_value(json_array_get(b, 0)),
+				 json_integer_value(json_array_get(b, 1)),
+				 json_integer_value(json_array_get(b, 2)));
+			table_add(t, (const char *const[]){pid, name ? name : "(not named)",
+							   jstr(k, "api"), launches, threads, grid,
+							   block});
+		}
+	}
+	if (!t)
+		return;
+	printf("\nTop kernels:\n");
+	table_print(t, stdout);
+	table_free(t);
+}
+
 static void print_gpu(json_t *resp)
 {
 	static const char *const hdr[] = {"PID",	 "COMM", "LAUNCHES", "THREADS",
@@ -149,6 +190,7 @@ static void print_gpu(json_t *resp)
 	}
 	table_print(t, stdout);
 	table_free(t);
+	print_kernels_of(procs);
 	print_kinds_of(procs);
 	print_devices_of(procs);
 	print_errors_of(procs);
@@ -159,7 +201,8 @@ const struct bpftel_cli_section bpftel_gpu_cli = {
 	.help = "            per process using CUDA (runtime and driver API): kernel launches\n"
 		"            and threads, device memory outstanding and peak, allocation ages\n"
 		"            (leaks), memory by kind (device, async, managed, pinned_host),\n"
-		"            launches/memory/errors per device, memcpy bytes by direction, sync\n"
+		"            launches/memory/errors per device, top kernels by demangled name\n"
+		"            (launches, threads, grid x block), memcpy bytes by direction, sync\n"
 		"            wait, CUDA errors by function and name (cudaError*, CUDA_ERROR_*)\n",
 	.print = print_gpu,
 };

@@ -87,6 +87,27 @@ static json_t *devices_json(const struct bpftel_gpu_proc *p)
 	return devs;
 }
 
+/* The process's most launched kernels (by demangled name; null: not named). */
+static json_t *kernels_json(const struct bpftel_gpu_proc *p)
+{
+	const struct bpftel_gpu_kernel_row *k;
+	json_t *arr = json_array();
+	size_t i;
+
+	for (i = 0; i < p->nkernels && i < BPFTEL_GPU_TOP_KERNELS; i++) {
+		k = &p->kernels[i];
+		json_array_append_new(
+			arr, json_pack("{s:o, s:s, s:I, s:I, s:[i,i,i], s:[i,i,i]}", "name",
+				       k->name[0] ? bpftel_json_str(k->name) : json_null(), "api",
+				       k->driver ? "driver" : "runtime", "launches",
+				       (json_int_t)k->launches, "threads", (json_int_t)k->threads,
+				       "grid", (int)k->grid[0], (int)k->grid[1], (int)k->grid[2],
+				       "block", (int)k->block[0], (int)k->block[1],
+				       (int)k->block[2]));
+	}
+	return arr;
+}
+
 static json_t *proc_json(const struct bpftel_gpu_proc *p)
 {
 	json_t *calls = json_object(), *failed = json_object(), *copies = json_object();
@@ -116,7 +137,7 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 							"error", p->errors[i].error, "name", name,
 							"count", (json_int_t)p->errors[i].count));
 	}
-	return json_pack(
+	json_t *j = json_pack(
 		"{s:i, s:o, s:i, s:o, s:o, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:f, s:f, "
 		"s:o, s:I}",
 		"pid", (int)p->pid, "comm", bpftel_json_str(p->comm), "device", p->st.device,
@@ -130,6 +151,12 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 		"errors", errors, "errors_not_listed",
 		(json_int_t)(p->nerrors > BPFTEL_GPU_MAX_ERRORS ? p->nerrors - BPFTEL_GPU_MAX_ERRORS
 								: 0));
+
+	json_object_set_new(j, "kernels", kernels_json(p));
+	json_object_set_new(j, "kernels_total", json_integer((json_int_t)p->nkernels));
+	json_object_set_new(j, "kernels_other_launches",
+			    json_integer((json_int_t)p->kernels_other_launches));
+	return j;
 }
 
 json_t *gpu_report(struct bpftel_module *m, json_t *req)
@@ -237,6 +264,56 @@ static void put_devices(struct bpftel_prom *w, const struct bpftel_gpu_proc *row
 	}
 }
 
+/* The series budget of bpftel_gpu_kernel_name_launches_total: the most launched named
+ * kernels over all processes; every other launch is its process's kernel="other". */
+#define KERNEL_SERIES_BUDGET 64
+
+struct kernel_pick {
+	const struct bpftel_gpu_proc *p;
+	const struct bpftel_gpu_kernel_row *k;
+};
+
+static int cmp_pick(const void *a, const void *b)
+{
+	const struct kernel_pick *x = a, *y = b;
+
+	if (x->k->launches != y->k->launches)
+		return x->k->launches < y->k->launches ? 1 : -1;
+	return x->p->pid < y->p->pid ? -1 : x->p->pid > y->p->pid;
+}
+
+static void put_kernels(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows, int n)
+{
+	struct kernel_pick *picks = calloc((size_t)n * BPFTEL_GPU_TOP_KERNELS + 1, sizeof(*picks));
+	__u64 *other = calloc((size_t)n + 1, sizeof(*other));
+	size_t np = 0, i, k;
+	int r;
+
+	if (!picks || !other)
+		goto out;
+	for (r = 0; r < n; r++) {
+		other[r] = rows[r].kernels_other_launches;
+		for (k = 0; k < rows[r].nkernels && k < BPFTEL_GPU_TOP_KERNELS; k++) {
+			if (rows[r].kernels[k].name[0])
+				picks[np++] = (struct kernel_pick){&rows[r], &rows[r].kernels[k]};
+			else
+				other[r] += rows[r].kernels[k].launches; /* not named */
+		}
+	}
+	if (np)
+		qsort(picks, np, sizeof(*picks), cmp_pick);
+	for (i = KERNEL_SERIES_BUDGET; i < np; i++)
+		other[picks[i].p - rows] += picks[i].k->launches;
+	for (i = 0; i < np && i < KERNEL_SERIES_BUDGET; i++)
+		put(w, picks[i].p, "kernel", picks[i].k->name, picks[i].k->launches);
+	for (r = 0; r < n; r++)
+		if (other[r])
+			put(w, &rows[r], "kernel", "other", other[r]);
+out:
+	free(picks);
+	free(other);
+}
+
 void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 {
 	struct bpftel_gpu_proc *rows = NULL;
@@ -253,6 +330,10 @@ void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	for (i = 0; i < n; i++)
 		put(w, &rows[i], NULL, NULL,
 		    rows[i].st.calls[GPU_FN_LAUNCH] + rows[i].st.calls[GPU_FN_CU_LAUNCH]);
+	bpftel_prom_family(w, "bpftel_gpu_kernel_name_launches_total", "counter",
+			   "Launches per kernel (demangled name), the 64 most launched over all "
+			   "live processes; each process's others under kernel=\"other\".");
+	put_kernels(w, rows, n);
 	bpftel_prom_family(w, "bpftel_gpu_threads_launched_total", "counter",
 			   "Threads launched (grid x block), per live process.");
 	for (i = 0; i < n; i++)
