@@ -19,7 +19,7 @@
  * (this object is x86-64 only, as its register frame says).
  */
 static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *regs,
-						    __u64 pid_tgid)
+						    __u64 pid_tgid, __u32 dev)
 {
 	__u32 g[3] = {PT_REGS_PARM2(regs), PT_REGS_PARM3(regs), PT_REGS_PARM4(regs)};
 	__u32 b[3] = {PT_REGS_PARM5(regs), regs->r9, 1};
@@ -34,13 +34,13 @@ static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *r
 	block = (__u64)(__u32)PT_REGS_PARM5(regs) * (__u32)regs->r9;
 	if (tlm_probe_read_user(stack, sizeof(stack), (void *)(PT_REGS_SP(regs) + 8))) {
 		/* blockZ unknown: the launch counts, its threads do not. */
-		gpu_count_launch(st, pid_tgid, GPU_FN_CU_LAUNCH, 0, 0);
+		gpu_count_launch(st, dev, 0, 0);
 		b[2] = 0;
 		gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), g, b);
 		return 0;
 	}
 	b[2] = (__u32)stack[0];
-	gpu_count_launch(st, pid_tgid, GPU_FN_CU_LAUNCH, grid, block * b[2]);
+	gpu_count_launch(st, dev, grid, block * b[2]);
 	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), g, b);
 	__sync_fetch_and_add(&st->shared_mem_bytes, (__u32)stack[1]);
 	return 0;

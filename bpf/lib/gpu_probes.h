@@ -29,7 +29,7 @@
  * the first stack argument, at sp + 8 on entry (sp points at the return address).
  */
 static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
-						 __u64 now)
+						 __u32 dev)
 {
 	__u64 grid_xy = PT_REGS_PARM2(regs), grid_z = (__u32)PT_REGS_PARM3(regs);
 	__u64 block_xy = PT_REGS_PARM4(regs), block_z = (__u32)PT_REGS_PARM5(regs);
@@ -43,7 +43,7 @@ static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs
 		return 0;
 	grid = (__u64)(__u32)grid_xy * (grid_xy >> 32) * grid_z;
 	block = (__u64)(__u32)block_xy * (block_xy >> 32) * block_z;
-	gpu_count_launch(st, pid_tgid, GPU_FN_LAUNCH, grid, block);
+	gpu_count_launch(st, dev, grid, block);
 	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_RUNTIME, PT_REGS_PARM1(regs), g, b);
 	if (!tlm_probe_read_user(&shared, sizeof(shared), (void *)(PT_REGS_SP(regs) + 8)))
 		__sync_fetch_and_add(&st->shared_mem_bytes, shared);
@@ -133,15 +133,18 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 
 	if (fn >= GPU_FN__COUNT)
 		return 0;
+	/* The thread's state, looked up once: the depth, and the device launches go to. */
+	th = bpf_map_lookup_elem(&gpu_threads, &pid_tgid);
 	if (gpu_fn_driver(fn)) {
-		if (gpu_in_runtime(pid_tgid)) {
+		if (th && th->rt_depth) {
 			st = bpf_map_lookup_elem(&gpu_procs, &tgid);
 			if (st)
 				__sync_fetch_and_add(&st->driver_nested, 1);
 			return 0;
 		}
 	} else {
-		th = gpu_thread_get(TLM_ARG, pid_tgid);
+		if (!th)
+			th = gpu_thread_get(TLM_ARG, pid_tgid);
 		if (th)
 			th->rt_depth++;
 	}
@@ -151,9 +154,10 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 		return gpu_free_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	switch (func) {
 	case GPU_FN_LAUNCH:
-		return gpu_launch_enter_body(TLM_ARG, regs, pid_tgid, now);
+		return gpu_launch_enter_body(TLM_ARG, regs, pid_tgid, gpu_thread_dev_slot(th, fn));
 	case GPU_FN_CU_LAUNCH:
-		return gpu_cu_launch_enter_body(TLM_ARG, regs, pid_tgid);
+		return gpu_cu_launch_enter_body(TLM_ARG, regs, pid_tgid,
+						gpu_thread_dev_slot(th, fn));
 	case GPU_FN_MEMCPY:
 	case GPU_FN_MEMCPY_ASYNC:
 	case GPU_FN_CU_MEMCPY_HTOD:
@@ -248,6 +252,8 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 		gpu_runtime_leave(pid_tgid);
 	else if (gpu_in_runtime(pid_tgid))
 		return 0; /* the runtime's own call: its entry was skipped too */
+	if ((func == GPU_FN_LAUNCH || func == GPU_FN_CU_LAUNCH) && !rc)
+		return 0; /* the hot path: a launch that succeeded was counted at its entry */
 	if (func != GPU_FN_LAUNCH && func != GPU_FN_CU_LAUNCH &&
 	    !gpu_call_end(TLM_ARG, pid_tgid, func, &call))
 		return 0;

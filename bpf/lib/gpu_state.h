@@ -151,16 +151,21 @@ static __always_inline bool gpu_in_runtime(__u64 pid_tgid)
 	return th && th->rt_depth;
 }
 
-/* The device slot a call of func on this thread is counted under. A runtime thread that
- * never chose a device uses device 0 (the runtime's default); a driver one has none. */
-static __always_inline __u32 gpu_dev_slot(__u64 pid_tgid, __u64 func)
+/* The device slot a call of func is counted under, on a thread whose state is th (NULL:
+ * none yet). A runtime thread that never chose a device uses device 0 (the runtime's
+ * default); a driver one has none we know. */
+static __always_inline __u32 gpu_thread_dev_slot(const struct gpu_thread *th, __u64 func)
 {
-	struct gpu_thread *th = bpf_map_lookup_elem(&gpu_threads, &pid_tgid);
 	__s32 dev = th ? th->device : -1;
 
 	if (dev < 0)
 		return gpu_fn_driver(func) ? GPU_DEV_UNKNOWN : 0;
 	return dev < GPU_MAX_DEVICES ? (__u32)dev : GPU_DEV_UNKNOWN;
+}
+
+static __always_inline __u32 gpu_dev_slot(__u64 pid_tgid, __u64 func)
+{
+	return gpu_thread_dev_slot(bpf_map_lookup_elem(&gpu_threads, &pid_tgid), func);
 }
 
 /* A slot as an index the verifier can bound. 64-bit on purpose: a 32-bit one is
@@ -273,11 +278,12 @@ static __always_inline __u32 gpu_log2(__u64 v)
 	return r;
 }
 
-/* Count a launch of grid x block threads on the thread's current device. */
-static __always_inline void gpu_count_launch(struct gpu_proc_stats *st, __u64 pid_tgid,
-					     enum gpu_func func, __u64 grid, __u64 block)
+/* Count a launch of grid x block threads on device slot dev (the thread's current one:
+ * its state is looked up once per probe, by the caller). */
+static __always_inline void gpu_count_launch(struct gpu_proc_stats *st, __u32 slot, __u64 grid,
+					     __u64 block)
 {
-	__u64 threads = grid * block, dev = gpu_dev_idx(gpu_dev_slot(pid_tgid, func));
+	__u64 threads = grid * block, dev = gpu_dev_idx(slot);
 	__u32 bucket;
 
 	__sync_fetch_and_add(&st->dev[dev].launches, 1);
