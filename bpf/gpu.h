@@ -18,40 +18,40 @@
  * from it. Values are stable: they index arrays and keys, and are attachment cookies.
  */
 enum gpu_func {
-	GPU_FN_LAUNCH = 0,	   /* cudaLaunchKernel */
-	GPU_FN_MALLOC = 1,	   /* cudaMalloc */
-	GPU_FN_FREE = 2,	   /* cudaFree */
-	GPU_FN_MEMCPY = 3,	   /* cudaMemcpy */
-	GPU_FN_MEMCPY_ASYNC = 4,   /* cudaMemcpyAsync */
-	GPU_FN_STREAM_SYNC = 5,	   /* cudaStreamSynchronize */
-	GPU_FN_DEVICE_SYNC = 6,	   /* cudaDeviceSynchronize */
-	GPU_FN_SET_DEVICE = 7,	   /* cudaSetDevice */
-	GPU_FN_MALLOC_ASYNC = 8,   /* cudaMallocAsync (stream-ordered) */
-	GPU_FN_FREE_ASYNC = 9,	   /* cudaFreeAsync */
+	GPU_FN_LAUNCH = 0,	    /* cudaLaunchKernel */
+	GPU_FN_MALLOC = 1,	    /* cudaMalloc */
+	GPU_FN_FREE = 2,	    /* cudaFree */
+	GPU_FN_MEMCPY = 3,	    /* cudaMemcpy */
+	GPU_FN_MEMCPY_ASYNC = 4,    /* cudaMemcpyAsync */
+	GPU_FN_STREAM_SYNC = 5,	    /* cudaStreamSynchronize */
+	GPU_FN_DEVICE_SYNC = 6,	    /* cudaDeviceSynchronize */
+	GPU_FN_SET_DEVICE = 7,	    /* cudaSetDevice */
+	GPU_FN_MALLOC_ASYNC = 8,    /* cudaMallocAsync (stream-ordered) */
+	GPU_FN_FREE_ASYNC = 9,	    /* cudaFreeAsync */
 	GPU_FN_MALLOC_MANAGED = 10, /* cudaMallocManaged (unified memory) */
-	GPU_FN_MALLOC_HOST = 11,   /* cudaMallocHost (pinned host memory) */
-	GPU_FN_HOST_ALLOC = 12,	   /* cudaHostAlloc (pinned host memory, with flags) */
-	GPU_FN_FREE_HOST = 13,	   /* cudaFreeHost */
+	GPU_FN_MALLOC_HOST = 11,    /* cudaMallocHost (pinned host memory) */
+	GPU_FN_HOST_ALLOC = 12,	    /* cudaHostAlloc (pinned host memory, with flags) */
+	GPU_FN_FREE_HOST = 13,	    /* cudaFreeHost */
 	GPU_FN_CU_FIRST = 14,
-	GPU_FN_CU_LAUNCH = 14,		  /* cuLaunchKernel */
-	GPU_FN_CU_MEM_ALLOC = 15,	  /* cuMemAlloc_v2 */
-	GPU_FN_CU_MEM_FREE = 16,	  /* cuMemFree_v2 */
-	GPU_FN_CU_MEMCPY_HTOD = 17,	  /* cuMemcpyHtoD_v2 */
-	GPU_FN_CU_MEMCPY_DTOH = 18,	  /* cuMemcpyDtoH_v2 */
-	GPU_FN_CU_MEMCPY_HTOD_ASYNC = 19, /* cuMemcpyHtoDAsync_v2 */
-	GPU_FN_CU_MEMCPY_DTOH_ASYNC = 20, /* cuMemcpyDtoHAsync_v2 */
-	GPU_FN_CU_CTX_SYNC = 21,	  /* cuCtxSynchronize */
-	GPU_FN_CU_STREAM_SYNC = 22,	  /* cuStreamSynchronize */
-	GPU_FN_CU_INIT = 23,		  /* cuInit */
-	GPU_FN_CU_CTX_CREATE = 24,	  /* cuCtxCreate_v2 */
-	GPU_FN_CU_PRIMARY_CTX_RETAIN = 25, /* cuDevicePrimaryCtxRetain */
-	GPU_FN_CU_CTX_SET_CURRENT = 26,	  /* cuCtxSetCurrent */
-	GPU_FN_CU_CTX_PUSH_CURRENT = 27,  /* cuCtxPushCurrent_v2 */
-	GPU_FN_CU_MEM_ALLOC_MANAGED = 28, /* cuMemAllocManaged */
-	GPU_FN_CU_MEM_ALLOC_HOST = 29,	  /* cuMemAllocHost_v2 */
-	GPU_FN_CU_MEM_FREE_HOST = 30,	  /* cuMemFreeHost */
+	GPU_FN_CU_LAUNCH = 14,		    /* cuLaunchKernel */
+	GPU_FN_CU_MEM_ALLOC = 15,	    /* cuMemAlloc_v2 */
+	GPU_FN_CU_MEM_FREE = 16,	    /* cuMemFree_v2 */
+	GPU_FN_CU_MEMCPY_HTOD = 17,	    /* cuMemcpyHtoD_v2 */
+	GPU_FN_CU_MEMCPY_DTOH = 18,	    /* cuMemcpyDtoH_v2 */
+	GPU_FN_CU_MEMCPY_HTOD_ASYNC = 19,   /* cuMemcpyHtoDAsync_v2 */
+	GPU_FN_CU_MEMCPY_DTOH_ASYNC = 20,   /* cuMemcpyDtoHAsync_v2 */
+	GPU_FN_CU_CTX_SYNC = 21,	    /* cuCtxSynchronize */
+	GPU_FN_CU_STREAM_SYNC = 22,	    /* cuStreamSynchronize */
+	GPU_FN_CU_INIT = 23,		    /* cuInit */
+	GPU_FN_CU_CTX_CREATE = 24,	    /* cuCtxCreate_v2 */
+	GPU_FN_CU_PRIMARY_CTX_RETAIN = 25,  /* cuDevicePrimaryCtxRetain */
+	GPU_FN_CU_CTX_SET_CURRENT = 26,	    /* cuCtxSetCurrent */
+	GPU_FN_CU_CTX_PUSH_CURRENT = 27,    /* cuCtxPushCurrent_v2 */
+	GPU_FN_CU_MEM_ALLOC_MANAGED = 28,   /* cuMemAllocManaged */
+	GPU_FN_CU_MEM_ALLOC_HOST = 29,	    /* cuMemAllocHost_v2 */
+	GPU_FN_CU_MEM_FREE_HOST = 30,	    /* cuMemFreeHost */
 	GPU_FN_CU_MODULE_GET_FUNCTION = 31, /* cuModuleGetFunction: a kernel's name */
-	GPU_FN__COUNT = 32, /* a power of two: indexes are masked */
+	GPU_FN__COUNT = 32,		    /* a power of two: indexes are masked */
 };
 
 /* enum cudaMemcpyKind, same values. */
@@ -79,9 +79,9 @@ enum gpu_mem_kind {
 
 /* Devices 0..GPU_MAX_DEVICES-1 by index; the last slot counts the rest: an index out of
  * range, or a driver call on a thread whose context we never saw made. */
-#define GPU_MAX_DEVICES	 8
-#define GPU_DEV_UNKNOWN	 GPU_MAX_DEVICES
-#define GPU_DEV_SLOTS	 (GPU_MAX_DEVICES + 1)
+#define GPU_MAX_DEVICES 8
+#define GPU_DEV_UNKNOWN GPU_MAX_DEVICES
+#define GPU_DEV_SLOTS	(GPU_MAX_DEVICES + 1)
 
 struct gpu_mem_stats {
 	__u64 allocs; /* successful allocations */
@@ -95,8 +95,8 @@ struct gpu_mem_stats {
 struct gpu_dev_stats {
 	__u64 launches;
 	__u64 threads;
-	__u64 errors; /* failed calls made while this device was current */
-	__u64 allocs; /* every kind */
+	__u64 errors;		 /* failed calls made while this device was current */
+	__u64 allocs;		 /* every kind */
 	__s64 outstanding_bytes; /* every kind, tracked allocations only */
 };
 
@@ -149,8 +149,8 @@ struct gpu_kernel_key {
 
 struct gpu_kernel {
 	__u64 launches;
-	__u64 threads;	/* grid x block, summed */
-	__u32 grid[3];	/* of the last launch */
+	__u64 threads; /* grid x block, summed */
+	__u32 grid[3]; /* of the last launch */
 	__u32 block[3];
 };
 

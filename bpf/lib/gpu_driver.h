@@ -18,8 +18,8 @@
  * points at the return address). libbpf 1.1 has no PT_REGS_PARM6: r9 is read by name
  * (this object is x86-64 only, as its register frame says).
  */
-static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *regs,
-						    __u64 pid_tgid, __u32 dev)
+static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
+						    __u32 dev)
 {
 	__u32 g[3] = {PT_REGS_PARM2(regs), PT_REGS_PARM3(regs), PT_REGS_PARM4(regs)};
 	__u32 b[3] = {PT_REGS_PARM5(regs), regs->r9, 1};
@@ -48,8 +48,8 @@ static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *r
 
 /* cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice dev) and
  * cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev): remember pctx and dev. */
-static __always_inline int gpu_ctx_make_enter_body(TLM_PARAM, struct pt_regs *regs,
-						   __u64 pid_tgid, __u64 now, enum gpu_func func)
+static __always_inline int gpu_ctx_make_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
+						   __u64 now, enum gpu_func func)
 {
 	__u64 arg2 = PT_REGS_PARM2(regs), arg3 = PT_REGS_PARM3(regs);
 
@@ -109,8 +109,7 @@ static __always_inline int gpu_get_function_enter_body(TLM_PARAM, struct pt_regs
 }
 
 /* It succeeded: the kernel behind the handle has that name, for cuLaunchKernel's. */
-static __always_inline void gpu_kernel_named(TLM_PARAM, __u64 pid_tgid,
-					     const struct gpu_call *call)
+static __always_inline void gpu_kernel_named(TLM_PARAM, __u64 pid_tgid, const struct gpu_call *call)
 {
 	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = GPU_KERNEL_DRIVER};
 	struct gpu_kname kn = {};

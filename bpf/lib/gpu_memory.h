@@ -50,9 +50,9 @@ static __always_inline bool gpu_alloc_slot_take(struct gpu_proc_stats *st)
 
 /* A successful allocation of kind: call->arg0 is where the pointer was stored,
  * call->arg1 the size. */
-static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *st,
-					      __u64 pid_tgid, enum gpu_func func,
-					      const struct gpu_call *call, __u64 now, __u32 kind)
+static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
+					      enum gpu_func func, const struct gpu_call *call,
+					      __u64 now, __u32 kind)
 {
 	struct gpu_alloc_key key = {.tgid = pid_tgid >> 32};
 	struct gpu_alloc alloc = {.size = call->arg1, .ktime_ns = now};

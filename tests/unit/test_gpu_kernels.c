@@ -85,8 +85,8 @@ static void test_top_kernels_merged(void **state)
 
 	(void)state;
 	for (i = 0; i < BPFTEL_GPU_TOP_KERNELS + 2; i++, n++) {
-		ks[n].key = (struct gpu_kernel_key){.tgid = 4242, .api = GPU_KERNEL_DRIVER,
-						    .func = 0xf000 + i};
+		ks[n].key = (struct gpu_kernel_key){
+			.tgid = 4242, .api = GPU_KERNEL_DRIVER, .func = 0xf000 + i};
 		ks[n].k.launches = 100 + i;
 		snprintf(ks[n].driver_name, sizeof(ks[n].driver_name), "k%zu", i);
 	}

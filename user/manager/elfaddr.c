@@ -36,8 +36,8 @@ static int value_offset(Elf *elf, size_t phnum, GElf_Addr v, long *off)
 	return -ENOENT;
 }
 
-static void consider(struct bpftel_elf_addr_req *r, struct best *b, const GElf_Sym *sym,
-		     long start, const char *name)
+static void consider(struct bpftel_elf_addr_req *r, struct best *b, const GElf_Sym *sym, long start,
+		     const char *name)
 {
 	bool exact = r->offset == start, global = GELF_ST_BIND(sym->st_info) != STB_LOCAL;
 	__uint64_t size = sym->st_size ? sym->st_size : 1;
@@ -56,8 +56,8 @@ static void consider(struct bpftel_elf_addr_req *r, struct best *b, const GElf_S
 }
 
 /* One pass over the table of this kind (.dynsym or .symtab) in a fresh checked handle. */
-static int scan(int fd, bool dynsym, struct bpftel_elf_addr_req *reqs, struct best *best,
-		size_t n, char *err, size_t errlen)
+static int scan(int fd, bool dynsym, struct bpftel_elf_addr_req *reqs, struct best *best, size_t n,
+		char *err, size_t errlen)
 {
 	struct bpftel_elfck ck = {};
 	const struct bpftel_elfck_table *t;
@@ -79,8 +79,8 @@ static int scan(int fd, bool dynsym, struct bpftel_elf_addr_req *reqs, struct be
 	d = elf_getdata(elf_getscn(ck.elf, t->ndx), NULL);
 	names = elf_getdata(elf_getscn(ck.elf, t->sh.sh_link), NULL);
 	/* The string table must end in NUL: then every name in it ends. */
-	if (!d || !names || (names->d_size && (!names->d_buf ||
-					       ((const char *)names->d_buf)[names->d_size - 1]))) {
+	if (!d || !names ||
+	    (names->d_size && (!names->d_buf || ((const char *)names->d_buf)[names->d_size - 1]))) {
 		snprintf(err, errlen, "malformed ELF: symbol or string table");
 		ret = -ENOEXEC;
 		goto out;

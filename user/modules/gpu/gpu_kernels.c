@@ -97,8 +97,8 @@ void bpftel_gpu_demangle(const char *in, char *out, size_t size)
 
 /* The mapping of pid holding addr: its "start-end" (for map_files), file identity and
  * the file offset of addr. False when none, or it maps no file. */
-static bool find_mapping(__u32 pid, __u64 addr, char *range, size_t rsize, dev_t *dev,
-			 __u64 *ino, long *off)
+static bool find_mapping(__u32 pid, __u64 addr, char *range, size_t rsize, dev_t *dev, __u64 *ino,
+			 long *off)
 {
 	unsigned long start, end, pgoff, inode;
 	unsigned int maj, min, lines = 0;
@@ -153,8 +153,8 @@ static void symbolize(__u32 pid, __u64 addr, char *name, size_t size)
 	close(fd);
 }
 
-void bpftel_gpu_kernels__name(__u32 pid, const struct gpu_kernel_key *key,
-			      const char *driver_name, char *name, size_t size)
+void bpftel_gpu_kernels__name(__u32 pid, const struct gpu_kernel_key *key, const char *driver_name,
+			      char *name, size_t size)
 {
 	if (key->api == GPU_KERNEL_DRIVER) {
 		if (driver_name && driver_name[0])
@@ -247,7 +247,7 @@ void bpftel_gpu_kernels__fill(struct bpftel_gpu_proc *rows, size_t n,
 	}
 	for (i = 0; i < n; i++) {
 		top = rows[i].nkernels < BPFTEL_GPU_TOP_KERNELS ? rows[i].nkernels
-								 : BPFTEL_GPU_TOP_KERNELS;
+								: BPFTEL_GPU_TOP_KERNELS;
 		if (top)
 			qsort(rows[i].kernels, top, sizeof(rows[i].kernels[0]), cmp_row);
 	}

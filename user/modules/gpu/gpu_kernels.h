@@ -27,8 +27,8 @@ void bpftel_gpu_kernels__fill(struct bpftel_gpu_proc *rows, size_t n,
 
 /* The name of key's kernel in process pid, into name ("" when it has none we can tell).
  * driver_name: what cuModuleGetFunction was given for a driver kernel, or NULL. */
-void bpftel_gpu_kernels__name(__u32 pid, const struct gpu_kernel_key *key,
-			      const char *driver_name, char *name, size_t size);
+void bpftel_gpu_kernels__name(__u32 pid, const struct gpu_kernel_key *key, const char *driver_name,
+			      char *name, size_t size);
 /* Forget what was learnt of pid (it exited). */
 void bpftel_gpu_kernels__forget(__u32 pid);
 /* in demangled when it is an Itanium C++ ABI name that demangles, else copied. */
