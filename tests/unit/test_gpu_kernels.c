@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -107,6 +108,75 @@ static void test_top_kernels_merged(void **state)
 	}
 }
 
+/* Host functions of this process, through /proc/self/maps and map_files, cached. */
+static void test_runtime_names_cached(void **state)
+{
+	static struct bpftel_gpu_kernel_seen ks[4];
+	static struct bpftel_gpu_proc row;
+	__u32 pid = (__u32)getpid();
+	size_t i;
+	int round;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();			      /* map_files needs root */
+	for (round = 0; round < 2; round++) { /* parsed, then from the cache */
+		memset(ks, 0, sizeof(ks));
+		memset(&row, 0, sizeof(row));
+		row.pid = pid;
+		for (i = 0; i < 4; i++) {
+			ks[i].key = (struct gpu_kernel_key){.tgid = pid,
+							    .api = GPU_KERNEL_RUNTIME,
+							    .func = (__u64)(uintptr_t)stub_fn + i};
+			ks[i].k.launches = 1;
+		}
+		bpftel_gpu_kernels__fill(&row, 1, ks, 4);
+		assert_int_equal(row.nkernels, 1);
+		assert_string_equal(row.kernels[0].name, "saxpyOp(float, float*, float*, int)");
+		assert_int_equal(row.kernels[0].launches, 4);
+	}
+	bpftel_gpu_kernels__forget(pid);
+}
+
+/* At most 32 parses per report: 40 unmapped addresses first spend them (a miss costs
+ * one too), the host function after them stays unnamed until the next report, when
+ * the misses come from the cache. */
+static void test_runtime_names_budgeted(void **state)
+{
+	static struct bpftel_gpu_kernel_seen ks[41];
+	static struct bpftel_gpu_proc row;
+	__u32 pid = (__u32)getpid();
+	size_t i;
+	int round;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	for (round = 0; round < 2; round++) {
+		memset(ks, 0, sizeof(ks));
+		memset(&row, 0, sizeof(row));
+		row.pid = pid;
+		for (i = 0; i < 41; i++) {
+			ks[i].key = (struct gpu_kernel_key){
+				.tgid = pid, .api = GPU_KERNEL_RUNTIME, .func = 0x1000 + i * 16};
+			ks[i].k.launches = 1;
+		}
+		ks[40].key.func = (__u64)(uintptr_t)stub_fn;
+		bpftel_gpu_kernels__fill(&row, 1, ks, 41);
+		if (round == 0) {
+			assert_int_equal(row.nkernels, 1);
+			assert_string_equal(row.kernels[0].name, "");
+			assert_int_equal(row.kernels[0].launches, 41);
+		} else {
+			assert_int_equal(row.nkernels, 2);
+			assert_string_equal(row.kernels[1].name,
+					    "saxpyOp(float, float*, float*, int)");
+			assert_int_equal(row.kernels[1].launches, 1);
+		}
+	}
+	bpftel_gpu_kernels__forget(pid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -114,6 +184,8 @@ int main(void)
 		cmocka_unit_test(test_not_elf_refused),
 		cmocka_unit_test(test_demangle),
 		cmocka_unit_test(test_top_kernels_merged),
+		cmocka_unit_test(test_runtime_names_cached),
+		cmocka_unit_test(test_runtime_names_budgeted),
 	};
 
 	return cmocka_run_group_tests_name("gpu_kernels", tests, NULL, NULL);

@@ -12,8 +12,10 @@
  * BPFTEL_ELF_NAME_MAX) before it is demangled.
  *
  * Resolution opens and parses files of other processes: never under the module's lock,
- * and once per (process, address): results, misses included, are cached until the
- * process is swept.
+ * once per (process, address): results, misses included, are cached until the process
+ * is swept; and at most RESOLVE_BUDGET of them per report, so that a process launching
+ * thousands of distinct host functions costs a report (a /metrics scrape) a bounded
+ * number of parses. The rest stay unnamed until a later report names them.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -31,8 +33,9 @@
 /* libstdc++ (cxxabi.h is C++ only). */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
-#define CACHE_SLOTS   1024
-#define MAPS_MAX_LINE 100000 /* lines of /proc/<pid>/maps read at most */
+#define CACHE_SLOTS    1024
+#define MAPS_MAX_LINE  100000 /* lines of /proc/<pid>/maps read at most */
+#define RESOLVE_BUDGET 32     /* host functions resolved per report at most */
 
 struct cache_entry {
 	__u32 pid; /* 0: free */
@@ -45,7 +48,7 @@ static struct cache_entry cache[CACHE_SLOTS];
 
 static size_t slot_of(__u32 pid, __u64 addr)
 {
-	return (size_t)((addr >> 4) ^ ((__u64)pid * 0x9e3779b97f4a7c15ull)) % CACHE_SLOTS;
+	return (size_t)(((addr ^ pid) * 0x9e3779b97f4a7c15ull) >> 32) % CACHE_SLOTS;
 }
 
 static bool cache_get(__u32 pid, __u64 addr, char *name, size_t size)
@@ -154,7 +157,7 @@ static void symbolize(__u32 pid, __u64 addr, char *name, size_t size)
 }
 
 void bpftel_gpu_kernels__name(__u32 pid, const struct gpu_kernel_key *key, const char *driver_name,
-			      char *name, size_t size)
+			      char *name, size_t size, int *budget)
 {
 	if (key->api == GPU_KERNEL_DRIVER) {
 		if (driver_name && driver_name[0])
@@ -165,6 +168,10 @@ void bpftel_gpu_kernels__name(__u32 pid, const struct gpu_kernel_key *key, const
 	}
 	if (cache_get(pid, key->func, name, size))
 		return;
+	name[0] = '\0';
+	if (*budget <= 0)
+		return; /* not now: not cached either */
+	(*budget)--;
 	symbolize(pid, key->func, name, size);
 	cache_put(pid, key->func, name);
 }
@@ -223,12 +230,13 @@ void bpftel_gpu_kernels__fill(struct bpftel_gpu_proc *rows, size_t n,
 			      struct bpftel_gpu_kernel_seen *ks, size_t nks)
 {
 	struct bpftel_gpu_kernel_row r;
+	int budget = RESOLVE_BUDGET;
 	struct bpftel_gpu_proc *p;
 	size_t i, j, top;
 
 	for (i = 0; i < nks; i++)
 		bpftel_gpu_kernels__name(ks[i].key.tgid, &ks[i].key, ks[i].driver_name, ks[i].name,
-					 sizeof(ks[i].name));
+					 sizeof(ks[i].name), &budget);
 	if (nks)
 		qsort(ks, nks, sizeof(*ks), cmp_seen);
 	for (i = 0; i < nks; i = j) {

@@ -25,10 +25,11 @@ struct bpftel_gpu_kernel_seen {
 void bpftel_gpu_kernels__fill(struct bpftel_gpu_proc *rows, size_t n,
 			      struct bpftel_gpu_kernel_seen *ks, size_t nks);
 
-/* The name of key's kernel in process pid, into name ("" when it has none we can tell).
+/* The name of key's kernel in process pid, into name ("" when it has none we can tell,
+ * or when it would take a parse and *budget is spent; a parse takes one from it).
  * driver_name: what cuModuleGetFunction was given for a driver kernel, or NULL. */
 void bpftel_gpu_kernels__name(__u32 pid, const struct gpu_kernel_key *key, const char *driver_name,
-			      char *name, size_t size);
+			      char *name, size_t size, int *budget);
 /* Forget what was learnt of pid (it exited). */
 void bpftel_gpu_kernels__forget(__u32 pid);
 /* in demangled when it is an Itanium C++ ABI name that demangles, else copied. */
