@@ -5,23 +5,53 @@
  * Included by bpf/gpu.bpf.c (after vmlinux.h) and by userspace (after <linux/types.h>).
  * The BPF side aggregates in maps; userspace reads them (no per-call events):
  *   gpu_procs   tgid -> struct gpu_proc_stats        per-process counters
- *   gpu_allocs  struct gpu_alloc_key -> gpu_alloc     outstanding device allocations
+ *   gpu_allocs  struct gpu_alloc_key -> gpu_alloc     outstanding allocations, every kind
  *   gpu_errors  struct gpu_err_key -> __u64           failed calls per (function, error)
+ *   gpu_kernels struct gpu_kernel_key -> gpu_kernel   launches per (process, kernel)
+ *   gpu_knames  struct gpu_kernel_key -> gpu_kname    driver kernels' names
  */
 #ifndef BPFTEL_GPU_H
 #define BPFTEL_GPU_H
 
-/* The CUDA runtime calls probed. Values are stable: they index arrays and keys. */
+/*
+ * The CUDA calls probed: runtime (libcudart) below GPU_FN_CU_FIRST, driver (libcuda)
+ * from it. Values are stable: they index arrays and keys, and are attachment cookies.
+ */
 enum gpu_func {
-	GPU_FN_LAUNCH = 0,	 /* cudaLaunchKernel */
-	GPU_FN_MALLOC = 1,	 /* cudaMalloc */
-	GPU_FN_FREE = 2,	 /* cudaFree */
-	GPU_FN_MEMCPY = 3,	 /* cudaMemcpy */
-	GPU_FN_MEMCPY_ASYNC = 4, /* cudaMemcpyAsync */
-	GPU_FN_STREAM_SYNC = 5,	 /* cudaStreamSynchronize */
-	GPU_FN_DEVICE_SYNC = 6,	 /* cudaDeviceSynchronize */
-	GPU_FN_SET_DEVICE = 7,	 /* cudaSetDevice */
-	GPU_FN__COUNT,
+	GPU_FN_LAUNCH = 0,	    /* cudaLaunchKernel */
+	GPU_FN_MALLOC = 1,	    /* cudaMalloc */
+	GPU_FN_FREE = 2,	    /* cudaFree */
+	GPU_FN_MEMCPY = 3,	    /* cudaMemcpy */
+	GPU_FN_MEMCPY_ASYNC = 4,    /* cudaMemcpyAsync */
+	GPU_FN_STREAM_SYNC = 5,	    /* cudaStreamSynchronize */
+	GPU_FN_DEVICE_SYNC = 6,	    /* cudaDeviceSynchronize */
+	GPU_FN_SET_DEVICE = 7,	    /* cudaSetDevice */
+	GPU_FN_MALLOC_ASYNC = 8,    /* cudaMallocAsync (stream-ordered) */
+	GPU_FN_FREE_ASYNC = 9,	    /* cudaFreeAsync */
+	GPU_FN_MALLOC_MANAGED = 10, /* cudaMallocManaged (unified memory) */
+	GPU_FN_MALLOC_HOST = 11,    /* cudaMallocHost (pinned host memory) */
+	GPU_FN_HOST_ALLOC = 12,	    /* cudaHostAlloc (pinned host memory, with flags) */
+	GPU_FN_FREE_HOST = 13,	    /* cudaFreeHost */
+	GPU_FN_CU_FIRST = 14,
+	GPU_FN_CU_LAUNCH = 14,		    /* cuLaunchKernel */
+	GPU_FN_CU_MEM_ALLOC = 15,	    /* cuMemAlloc_v2 */
+	GPU_FN_CU_MEM_FREE = 16,	    /* cuMemFree_v2 */
+	GPU_FN_CU_MEMCPY_HTOD = 17,	    /* cuMemcpyHtoD_v2 */
+	GPU_FN_CU_MEMCPY_DTOH = 18,	    /* cuMemcpyDtoH_v2 */
+	GPU_FN_CU_MEMCPY_HTOD_ASYNC = 19,   /* cuMemcpyHtoDAsync_v2 */
+	GPU_FN_CU_MEMCPY_DTOH_ASYNC = 20,   /* cuMemcpyDtoHAsync_v2 */
+	GPU_FN_CU_CTX_SYNC = 21,	    /* cuCtxSynchronize */
+	GPU_FN_CU_STREAM_SYNC = 22,	    /* cuStreamSynchronize */
+	GPU_FN_CU_INIT = 23,		    /* cuInit */
+	GPU_FN_CU_CTX_CREATE = 24,	    /* cuCtxCreate_v2 */
+	GPU_FN_CU_PRIMARY_CTX_RETAIN = 25,  /* cuDevicePrimaryCtxRetain */
+	GPU_FN_CU_CTX_SET_CURRENT = 26,	    /* cuCtxSetCurrent */
+	GPU_FN_CU_CTX_PUSH_CURRENT = 27,    /* cuCtxPushCurrent_v2 */
+	GPU_FN_CU_MEM_ALLOC_MANAGED = 28,   /* cuMemAllocManaged */
+	GPU_FN_CU_MEM_ALLOC_HOST = 29,	    /* cuMemAllocHost_v2 */
+	GPU_FN_CU_MEM_FREE_HOST = 30,	    /* cuMemFreeHost */
+	GPU_FN_CU_MODULE_GET_FUNCTION = 31, /* cuModuleGetFunction: a kernel's name */
+	GPU_FN__COUNT = 32,		    /* a power of two: indexes are masked */
 };
 
 /* enum cudaMemcpyKind, same values. */
@@ -34,53 +64,127 @@ enum gpu_memcpy_kind {
 	GPU_MEMCPY__COUNT,
 };
 
+/* What an allocation is, by the call that made it; its free is accounted to the same
+ * kind whichever call frees it (cudaFree also frees managed and stream-ordered memory). */
+enum gpu_mem_kind {
+	GPU_MEM_DEVICE = 0,  /* cudaMalloc, cuMemAlloc_v2 */
+	GPU_MEM_ASYNC = 1,   /* cudaMallocAsync: device memory, stream-ordered */
+	GPU_MEM_MANAGED = 2, /* cudaMallocManaged, cuMemAllocManaged */
+	GPU_MEM_HOST = 3,    /* cudaMallocHost, cudaHostAlloc, cuMemAllocHost_v2: pinned */
+	GPU_MEM__COUNT,
+};
+
 /* Launch sizes: bucket i counts launches of [2^i, 2^(i+1)) threads (grid x block). */
 #define GPU_LAUNCH_BUCKETS 40
 
+/* Devices 0..GPU_MAX_DEVICES-1 by index; the last slot counts the rest: an index out of
+ * range, or a driver call on a thread whose context we never saw made. */
+#define GPU_MAX_DEVICES 8
+#define GPU_DEV_UNKNOWN GPU_MAX_DEVICES
+#define GPU_DEV_SLOTS	(GPU_MAX_DEVICES + 1)
+
+struct gpu_mem_stats {
+	__u64 allocs; /* successful allocations */
+	__u64 alloc_bytes;
+	__u64 frees; /* successful frees of a pointer we saw allocated */
+	__u64 freed_bytes;
+	__s64 outstanding_bytes; /* tracked allocations only */
+	__s64 peak_bytes;
+};
+
+struct gpu_dev_stats {
+	__u64 launches;
+	__u64 threads;
+	__u64 errors;		 /* failed calls made while this device was current */
+	__u64 allocs;		 /* every kind */
+	__s64 outstanding_bytes; /* every kind, tracked allocations only */
+};
+
 struct gpu_proc_stats {
-	__u64 calls[GPU_FN__COUNT];  /* entries seen */
-	__u64 failed[GPU_FN__COUNT]; /* returns other than cudaSuccess */
+	__u64 calls[GPU_FN__COUNT];  /* entries seen (driver calls made by the runtime: not) */
+	__u64 failed[GPU_FN__COUNT]; /* returns other than cudaSuccess / CUDA_SUCCESS */
 	__u64 threads;		     /* sum over launches of grid x block */
 	__u64 shared_mem_bytes;	     /* sum over launches of dynamic shared memory */
 	__u64 launch_threads[GPU_LAUNCH_BUCKETS];
-	__u64 allocs; /* successful cudaMalloc */
-	__u64 alloc_bytes;
-	__u64 frees; /* successful cudaFree of a pointer we saw allocated */
-	__u64 freed_bytes;
-	__u64 frees_unknown;	/* cudaFree of a pointer allocated before we watched */
-	__u64 allocs_untracked; /* allocation map full: not in outstanding bytes */
-	__s64 outstanding_bytes;
-	__s64 peak_bytes;
+	struct gpu_mem_stats mem[GPU_MEM__COUNT];
+	__u64 frees_unknown;	/* frees of a pointer allocated before we watched */
+	__u64 allocs_untracked; /* not in outstanding bytes: map full, over the cap, unreadable */
+	__u64 allocs_over_cap;	/* of which: the process held its share of the map */
+	__u64 allocs_tracked;	/* entries this process holds in gpu_allocs now */
+	__u64 driver_nested;	/* driver calls made inside a runtime call: not counted */
 	__u64 memcpy_bytes[GPU_MEMCPY__COUNT]; /* successful copies, by kind */
-	__u64 memcpy_ns;		       /* time inside synchronous cudaMemcpy */
-	__u64 sync_ns;			       /* time inside cudaStream/DeviceSynchronize */
-	__s32 device;			       /* last cudaSetDevice that succeeded, -1 none */
+	__u64 memcpy_ns;		       /* time inside synchronous copies */
+	__u64 sync_ns;			       /* time inside stream/device/context syncs */
+	__s32 device;			       /* last device made current, -1 none */
 	__u32 __pad;
+	struct gpu_dev_stats dev[GPU_DEV_SLOTS];
 };
 
 struct gpu_alloc_key {
 	__u32 tgid;
 	__u32 __pad;
-	__u64 ptr; /* device pointer cudaMalloc returned */
+	__u64 ptr; /* the pointer the allocation returned */
 };
 
 struct gpu_alloc {
 	__u64 size;
-	__u64 ktime_ns; /* when cudaMalloc returned (CLOCK_MONOTONIC) */
+	__u64 ktime_ns; /* when the allocation returned (CLOCK_MONOTONIC) */
+	__u32 kind;	/* enum gpu_mem_kind */
+	__u32 dev;	/* device slot (GPU_DEV_UNKNOWN: not known) */
+};
+
+/* What names a kernel: the host function cudaLaunchKernel was given (resolved to a
+ * symbol of the process's ELF objects by userspace), or cuLaunchKernel's CUfunction
+ * (named where cuModuleGetFunction made it). */
+enum gpu_kernel_api {
+	GPU_KERNEL_RUNTIME = 0,
+	GPU_KERNEL_DRIVER = 1,
+};
+
+struct gpu_kernel_key {
+	__u32 tgid;
+	__u32 api; /* enum gpu_kernel_api */
+	__u64 func;
+};
+
+struct gpu_kernel {
+	__u64 launches;
+	__u64 threads; /* grid x block, summed */
+	__u32 grid[3]; /* of the last launch */
+	__u32 block[3];
+};
+
+#define GPU_KNAME_LEN 128
+
+struct gpu_kname {
+	char name[GPU_KNAME_LEN]; /* as the process passed it, NUL-terminated (truncated) */
+};
+
+/* Per thread (gpu_threads, pid_tgid): see bpf/lib/gpu_state.h. */
+struct gpu_thread {
+	__s32 device;	/* current device, -1 not known */
+	__u32 rt_depth; /* runtime calls this thread is inside */
 };
 
 struct gpu_err_key {
 	__u32 tgid;
-	__u16 func; /* enum gpu_func */
+	__u16 func; /* enum gpu_func: a runtime one gives a cudaError_t, a driver one a CUresult */
 	__u16 __pad;
-	__s32 error; /* cudaError_t */
+	__s32 error;
 	__u32 __pad2;
 };
 
-_Static_assert(sizeof(struct gpu_proc_stats) == 8 * (2 * GPU_FN__COUNT + 2 + GPU_LAUNCH_BUCKETS +
-						     8 + GPU_MEMCPY__COUNT + 2 + 1),
+_Static_assert(sizeof(struct gpu_mem_stats) == 6 * 8, "gpu_mem_stats layout");
+_Static_assert(sizeof(struct gpu_dev_stats) == 5 * 8, "gpu_dev_stats layout");
+_Static_assert(sizeof(struct gpu_proc_stats) ==
+		       8 * (2 * GPU_FN__COUNT + 2 + GPU_LAUNCH_BUCKETS + 6 * GPU_MEM__COUNT + 5 +
+			    GPU_MEMCPY__COUNT + 2 + 1 + 5 * GPU_DEV_SLOTS),
 	       "gpu_proc_stats layout");
 _Static_assert(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key layout");
+_Static_assert(sizeof(struct gpu_alloc) == 24, "gpu_alloc layout");
+_Static_assert(sizeof(struct gpu_thread) == 8, "gpu_thread layout");
 _Static_assert(sizeof(struct gpu_err_key) == 16, "gpu_err_key layout");
+_Static_assert(sizeof(struct gpu_kernel_key) == 16, "gpu_kernel_key layout");
+_Static_assert(sizeof(struct gpu_kernel) == 40, "gpu_kernel layout");
 
 #endif /* BPFTEL_GPU_H */

@@ -21,8 +21,10 @@
 #include "gpu_harness.skel.h"
 
 #define GPU_TEST_ENTER	   0
-#define GPU_TEST_RET	   16
-#define GPU_TEST_TASK_EXIT 32
+#define GPU_TEST_RET	   32
+#define GPU_TEST_TASK_EXIT 64
+
+#define ALLOCS_PER_PROC 3
 
 #define TGID	 5150
 #define PID_TGID ((__u64)TGID << 32 | TGID)
@@ -108,14 +110,22 @@ static int case_setup(void **state)
 	map_clear(bpf_map__fd(skel->maps.gpu_allocs), sizeof(struct gpu_alloc_key));
 	map_clear(bpf_map__fd(skel->maps.gpu_errors), sizeof(struct gpu_err_key));
 	map_clear(bpf_map__fd(skel->maps.gpu_inflight), 16);
+	map_clear(bpf_map__fd(skel->maps.gpu_threads), 8);
+	map_clear(bpf_map__fd(skel->maps.gpu_ctxs), 16);
+	map_clear(bpf_map__fd(skel->maps.gpu_kernels), 16);
+	map_clear(bpf_map__fd(skel->maps.gpu_knames), 16);
 	return 0;
 }
 
 static int group_setup(void **state)
 {
 	(void)state;
-	skel = gpu_harness__open_and_load();
-	return skel ? 0 : -1;
+	skel = gpu_harness__open();
+	if (!skel)
+		return -1;
+	/* A share of the allocation map small enough to fill in a test. */
+	skel->rodata->gpu_allocs_per_proc = ALLOCS_PER_PROC;
+	return gpu_harness__load(skel);
 }
 
 static int group_teardown(void **state)
@@ -207,12 +217,12 @@ static void test_malloc_free_outstanding_and_peak(void **state)
 	enter(GPU_FN_FREE, &fa, 3000);
 	ret(GPU_FN_FREE, 0, 3100);
 	st = stats_of(TGID);
-	assert_int_equal(st.allocs, 2);
-	assert_int_equal(st.alloc_bytes, 5 << 20);
-	assert_int_equal(st.frees, 1);
-	assert_int_equal(st.freed_bytes, 1 << 20);
-	assert_int_equal(st.outstanding_bytes, 4 << 20);
-	assert_int_equal(st.peak_bytes, 5 << 20);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 2);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].alloc_bytes, 5 << 20);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].frees, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].freed_bytes, 1 << 20);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 4 << 20);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].peak_bytes, 5 << 20);
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), sizeof(key)), 1);
 	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_allocs), &key, &a), 0);
 	assert_int_equal(a.size, 4 << 20);
@@ -232,8 +242,8 @@ static void test_malloc_failure_allocates_nothing(void **state)
 	st = stats_of(TGID);
 	assert_int_equal(st.calls[GPU_FN_MALLOC], 1);
 	assert_int_equal(st.failed[GPU_FN_MALLOC], 1);
-	assert_int_equal(st.allocs, 0);
-	assert_int_equal(st.outstanding_bytes, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
 	assert_int_equal(error_count(TGID, GPU_FN_MALLOC, 2), 1);
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 0);
 }
@@ -248,9 +258,9 @@ static void test_malloc_unreadable_devptr(void **state)
 	enter(GPU_FN_MALLOC, &m, 10);
 	ret(GPU_FN_MALLOC, 0, 20);
 	st = stats_of(TGID);
-	assert_int_equal(st.allocs, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 1);
 	assert_int_equal(st.allocs_untracked, 1);
-	assert_int_equal(st.outstanding_bytes, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
 }
 
 static void test_free_unknown_and_null(void **state)
@@ -265,9 +275,9 @@ static void test_free_unknown_and_null(void **state)
 	ret(GPU_FN_FREE, 0, 40);
 	st = stats_of(TGID);
 	assert_int_equal(st.calls[GPU_FN_FREE], 2);
-	assert_int_equal(st.frees, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].frees, 0);
 	assert_int_equal(st.frees_unknown, 1);
-	assert_int_equal(st.outstanding_bytes, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
 }
 
 /* cudaMemcpy(dst, src, count, kind): bytes by kind; time for the synchronous one. */
@@ -329,11 +339,11 @@ static void test_return_pairs_per_thread(void **state)
 	enter(GPU_FN_MALLOC, &m, 10);
 	run(GPU_TEST_RET + GPU_FN_MALLOC, &other_ret, (__u64)TGID << 32 | (TGID + 1), 20);
 	st = stats_of(TGID);
-	assert_int_equal(st.allocs, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 0);
 	ret(GPU_FN_MALLOC, 0, 30); /* the right thread */
 	st = stats_of(TGID);
-	assert_int_equal(st.allocs, 1);
-	assert_int_equal(st.outstanding_bytes, 8192);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 8192);
 }
 
 /* A thread that exits inside a call leaves no in-flight entry behind. */
@@ -351,7 +361,7 @@ static void test_task_exit_drops_inflight(void **state)
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
 	ret(GPU_FN_MALLOC, 0, 13);
 	st = stats_of(TGID);
-	assert_int_equal(st.allocs, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 0);
 	/* Threads of processes that never used the runtime: nothing to look at. */
 	run(GPU_TEST_TASK_EXIT, NULL, 77ull << 32 | 77, 14);
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_procs), 4), 1);
@@ -370,8 +380,323 @@ static void test_processes_kept_apart(void **state)
 	ret(GPU_FN_MALLOC, 0, 4);
 	/* Same device pointer in two processes: two allocations. */
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 2);
-	assert_int_equal(stats_of(6160).outstanding_bytes, 100);
-	assert_int_equal(stats_of(TGID).outstanding_bytes, 100);
+	assert_int_equal(stats_of(6160).mem[GPU_MEM_DEVICE].outstanding_bytes, 100);
+	assert_int_equal(stats_of(TGID).mem[GPU_MEM_DEVICE].outstanding_bytes, 100);
+}
+
+/* One allocation of func of size bytes, stored at *slot, returning at now. */
+static void alloc_call(enum gpu_func f, __u64 *slot, __u64 size, __u64 now)
+{
+	struct test_regs r = {.di = (uintptr_t)slot, .si = size, .dx = 1};
+
+	enter(f, &r, now);
+	ret(f, 0, now + 1);
+}
+
+static void free_call(enum gpu_func f, __u64 ptr, __u64 now)
+{
+	struct test_regs r = {.di = ptr};
+
+	enter(f, &r, now);
+	ret(f, 0, now + 1);
+}
+
+static struct gpu_alloc alloc_of(__u32 tgid, __u64 ptr)
+{
+	struct gpu_alloc_key key = {.tgid = tgid, .ptr = ptr};
+	struct gpu_alloc a = {};
+
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_allocs), &key, &a), 0);
+	return a;
+}
+
+/* Each allocating call makes its kind; a free takes the bytes off the kind the pointer
+ * was allocated as, whichever call frees it (cudaFree of managed memory). */
+static void test_memory_kinds(void **state)
+{
+	__u64 async = 0x7f1000000000, managed = 0x7f2000000000, host1 = 0x7f3000000000,
+	      host2 = 0x7f3000100000, drv = 0x7f4000000000;
+	struct gpu_proc_stats st;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC_ASYNC, &async, 1000, 10);
+	alloc_call(GPU_FN_MALLOC_MANAGED, &managed, 2000, 20);
+	alloc_call(GPU_FN_MALLOC_HOST, &host1, 300, 30);
+	assert_int_equal(alloc_of(TGID, managed).kind, GPU_MEM_MANAGED);
+	assert_int_equal(alloc_of(TGID, host1).kind, GPU_MEM_HOST);
+	free_call(GPU_FN_FREE_ASYNC, async, 40);
+	free_call(GPU_FN_FREE, managed, 50);
+	free_call(GPU_FN_FREE_HOST, host1, 60);
+	alloc_call(GPU_FN_HOST_ALLOC, &host2, 400, 70);
+	alloc_call(GPU_FN_CU_MEM_ALLOC_HOST, &drv, 50, 80);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_ASYNC].allocs, 1);
+	assert_int_equal(st.mem[GPU_MEM_ASYNC].frees, 1);
+	assert_int_equal(st.mem[GPU_MEM_ASYNC].outstanding_bytes, 0);
+	assert_int_equal(st.mem[GPU_MEM_ASYNC].peak_bytes, 1000);
+	assert_int_equal(st.mem[GPU_MEM_MANAGED].alloc_bytes, 2000);
+	assert_int_equal(st.mem[GPU_MEM_MANAGED].freed_bytes, 2000);
+	assert_int_equal(st.mem[GPU_MEM_MANAGED].outstanding_bytes, 0);
+	assert_int_equal(st.mem[GPU_MEM_HOST].allocs, 3);
+	assert_int_equal(st.mem[GPU_MEM_HOST].frees, 1);
+	assert_int_equal(st.mem[GPU_MEM_HOST].outstanding_bytes, 450);
+	assert_int_equal(st.mem[GPU_MEM_HOST].peak_bytes, 450);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 0);
+	assert_int_equal(st.allocs_tracked, 2);
+	assert_int_equal(st.calls[GPU_FN_HOST_ALLOC], 1);
+	assert_int_equal(st.calls[GPU_FN_CU_MEM_ALLOC_HOST], 1);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 2);
+}
+
+/* A process holds at most its share of gpu_allocs; another process is not held back,
+ * and a free gives the slot back. */
+static void test_allocation_cap_per_process(void **state)
+{
+	__u64 slots[ALLOCS_PER_PROC + 1], other = 0x7f5000000000, again = 0x7f6000000000;
+	struct gpu_proc_stats st;
+	int i;
+
+	(void)state;
+	for (i = 0; i <= ALLOCS_PER_PROC; i++) {
+		slots[i] = 0x7f0000000000 + (__u64)i * 4096;
+		alloc_call(GPU_FN_MALLOC, &slots[i], 4096, 10 + i);
+	}
+	run(GPU_TEST_ENTER + GPU_FN_MALLOC, &(struct test_regs){.di = (uintptr_t)&other, .si = 64},
+	    6160ull << 32 | 6160, 20);
+	run(GPU_TEST_RET + GPU_FN_MALLOC, &(struct test_regs){.ax = 0}, 6160ull << 32 | 6160, 21);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, ALLOCS_PER_PROC + 1);
+	assert_int_equal(st.allocs_tracked, ALLOCS_PER_PROC);
+	assert_int_equal(st.allocs_over_cap, 1);
+	assert_int_equal(st.allocs_untracked, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, ALLOCS_PER_PROC * 4096);
+	assert_int_equal(stats_of(6160).allocs_tracked, 1);
+	free_call(GPU_FN_FREE, slots[0], 30);
+	alloc_call(GPU_FN_MALLOC, &again, 4096, 40);
+	st = stats_of(TGID);
+	assert_int_equal(st.allocs_tracked, ALLOCS_PER_PROC);
+	assert_int_equal(st.allocs_over_cap, 1);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), ALLOCS_PER_PROC + 1);
+}
+
+/* cuLaunchKernel(f, 2,3,4, 32,2,1 (blockZ on the stack), sharedMem 256, ...). */
+static void test_driver_launch_dims(void **state)
+{
+	__u64 stack[4] = {0xdead /* return address */, 1 /* blockZ */, 256 /* sharedMem */, 0};
+	struct test_regs regs = {.di = 0xf00, .si = 2, .dx = 3, .cx = 4, .r8 = 32, .r9 = 2,
+				 .sp = (uintptr_t)stack};
+	struct test_regs bad = regs;
+	struct gpu_proc_stats st;
+
+	(void)state;
+	enter(GPU_FN_CU_LAUNCH, &regs, 100);
+	ret(GPU_FN_CU_LAUNCH, 0, 110);
+	bad.sp = 8; /* unreadable stack: counted, no threads */
+	enter(GPU_FN_CU_LAUNCH, &bad, 120);
+	ret(GPU_FN_CU_LAUNCH, 34 /* CUDA_ERROR_STUB_LIBRARY */, 130);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_CU_LAUNCH], 2);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 0);
+	assert_int_equal(st.threads, 24 * 64);
+	assert_int_equal(st.launch_threads[10], 1);
+	assert_int_equal(st.shared_mem_bytes, 256);
+	assert_int_equal(st.failed[GPU_FN_CU_LAUNCH], 1);
+	assert_int_equal(error_count(TGID, GPU_FN_CU_LAUNCH, 34), 1);
+	/* No context seen made: the driver's device is not known. */
+	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches, 2);
+	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].errors, 1);
+}
+
+/* Driver memory, copies and syncs, as the runtime's. */
+static void test_driver_memory_copies_syncs(void **state)
+{
+	__u64 dptr = 0x7f7000000000;
+	struct test_regs htod = {.di = dptr, .si = 0x1000, .dx = 8192};
+	struct test_regs dtoh = {.di = 0x1000, .si = dptr, .dx = 100};
+	struct test_regs none = {0};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	alloc_call(GPU_FN_CU_MEM_ALLOC, &dptr, 1 << 20, 10);
+	enter(GPU_FN_CU_MEMCPY_HTOD, &htod, 100);
+	ret(GPU_FN_CU_MEMCPY_HTOD, 0, 400);
+	enter(GPU_FN_CU_MEMCPY_DTOH_ASYNC, &dtoh, 500);
+	ret(GPU_FN_CU_MEMCPY_DTOH_ASYNC, 0, 510);
+	enter(GPU_FN_CU_CTX_SYNC, &none, 600);
+	ret(GPU_FN_CU_CTX_SYNC, 0, 1600);
+	enter(GPU_FN_CU_STREAM_SYNC, &none, 2000);
+	ret(GPU_FN_CU_STREAM_SYNC, 0, 2100);
+	enter(GPU_FN_CU_INIT, &none, 3000);
+	ret(GPU_FN_CU_INIT, 34, 3001);
+	free_call(GPU_FN_CU_MEM_FREE, dptr, 4000);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].frees, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].peak_bytes, 1 << 20);
+	assert_int_equal(st.memcpy_bytes[GPU_MEMCPY_H2D], 8192);
+	assert_int_equal(st.memcpy_bytes[GPU_MEMCPY_D2H], 100);
+	assert_int_equal(st.memcpy_ns, 300); /* the synchronous copy only */
+	assert_int_equal(st.sync_ns, 1000 + 100);
+	assert_int_equal(error_count(TGID, GPU_FN_CU_INIT, 34), 1);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+}
+
+/* The runtime calls the driver on the same thread: those driver calls are the runtime
+ * call's, skipped (counted as nested); a driver call of the program's own is counted. */
+static void test_driver_inside_runtime_not_counted_twice(void **state)
+{
+	__u64 rt = 0x7f8000000000, drv = 0x7f8000000000, own = 0x7f9000000000;
+	struct test_regs m = {.di = (uintptr_t)&rt, .si = 4096};
+	struct test_regs dm = {.di = (uintptr_t)&drv, .si = 4096};
+	struct test_regs one = {.si = 1, .dx = 1, .cx = 1, .r8 = 1, .r9 = 1, .sp = 8};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	enter(GPU_FN_MALLOC, &m, 10);
+	enter(GPU_FN_CU_MEM_ALLOC, &dm, 11); /* libcudart calling libcuda */
+	ret(GPU_FN_CU_MEM_ALLOC, 0, 12);
+	ret(GPU_FN_MALLOC, 0, 13);
+	enter(GPU_FN_LAUNCH, &one, 20);
+	enter(GPU_FN_CU_LAUNCH, &one, 21);
+	ret(GPU_FN_CU_LAUNCH, 0, 22);
+	ret(GPU_FN_LAUNCH, 0, 23);
+	alloc_call(GPU_FN_CU_MEM_ALLOC, &own, 512, 30); /* the program's own driver call */
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_MALLOC], 1);
+	assert_int_equal(st.calls[GPU_FN_CU_MEM_ALLOC], 1);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 1);
+	assert_int_equal(st.calls[GPU_FN_CU_LAUNCH], 0);
+	assert_int_equal(st.driver_nested, 2); /* the entries; their returns are skipped as well */
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 2);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 4096 + 512);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+}
+
+/* The current device per thread: cudaSetDevice; a context's device learnt where it is
+ * made (cuCtxCreate_v2 makes it current, cuDevicePrimaryCtxRetain does not) and taken
+ * on by cuCtxSetCurrent / cuCtxPushCurrent_v2. */
+static void test_devices_per_thread(void **state)
+{
+	__u64 stack[3] = {0xdead, 1, 0}, ctx_slot = 0, p1 = 0x7fa000000000, p2 = 0x7fb000000000;
+	struct test_regs launch = {.si = 1, .dx = 1, .cx = 1, .r8 = 1, .r9 = 1,
+				   .sp = (uintptr_t)stack};
+	struct test_regs rt_launch = {.si = 1 | 1ul << 32, .dx = 1, .cx = 1 | 1ul << 32, .r8 = 1,
+				      .sp = (uintptr_t)stack};
+	struct test_regs dev1 = {.di = 1}, create = {.di = (uintptr_t)&ctx_slot, .dx = 2};
+	struct test_regs retain = {.di = (uintptr_t)&ctx_slot, .si = 3};
+	struct test_regs set = {}, unknown = {.di = 0xbad0};
+	__u64 other = (__u64)TGID << 32 | (TGID + 1);
+	struct gpu_proc_stats st;
+
+	(void)state;
+	enter(GPU_FN_LAUNCH, &rt_launch, 1); /* runtime default: device 0 */
+	ret(GPU_FN_LAUNCH, 0, 1);
+	enter(GPU_FN_SET_DEVICE, &dev1, 2);
+	ret(GPU_FN_SET_DEVICE, 0, 3);
+	enter(GPU_FN_LAUNCH, &rt_launch, 4);
+	ret(GPU_FN_LAUNCH, 0, 4);
+	alloc_call(GPU_FN_MALLOC, &p1, 100, 5);
+	ctx_slot = 0xc2;
+	enter(GPU_FN_CU_CTX_CREATE, &create, 6);
+	ret(GPU_FN_CU_CTX_CREATE, 0, 7);
+	enter(GPU_FN_CU_LAUNCH, &launch, 8);
+	ctx_slot = 0xc3;
+	enter(GPU_FN_CU_PRIMARY_CTX_RETAIN, &retain, 9);
+	ret(GPU_FN_CU_PRIMARY_CTX_RETAIN, 0, 10);
+	enter(GPU_FN_CU_LAUNCH, &launch, 11); /* retain did not make it current: still 2 */
+	set.di = 0xc3;
+	enter(GPU_FN_CU_CTX_SET_CURRENT, &set, 12);
+	ret(GPU_FN_CU_CTX_SET_CURRENT, 0, 13);
+	alloc_call(GPU_FN_CU_MEM_ALLOC, &p2, 300, 14);
+	enter(GPU_FN_CU_LAUNCH, &launch, 15);
+	ret(GPU_FN_CU_LAUNCH, 700 /* CUDA_ERROR_LAUNCH_FAILED */, 16);
+	/* Another thread of the process: its own device (the driver's: not known). */
+	run(GPU_TEST_ENTER + GPU_FN_CU_LAUNCH, &launch, other, 17);
+	enter(GPU_FN_CU_CTX_PUSH_CURRENT, &unknown, 18);
+	ret(GPU_FN_CU_CTX_PUSH_CURRENT, 0, 19);
+	enter(GPU_FN_CU_LAUNCH, &launch, 20);
+	free_call(GPU_FN_FREE, p1, 21); /* off device 1, where it was made */
+	st = stats_of(TGID);
+	assert_int_equal(st.dev[0].launches, 1);
+	assert_int_equal(st.dev[1].launches, 1);
+	assert_int_equal(st.dev[1].allocs, 1);
+	assert_int_equal(st.dev[1].outstanding_bytes, 0);
+	assert_int_equal(st.dev[2].launches, 2);
+	assert_int_equal(st.dev[3].launches, 1);
+	assert_int_equal(st.dev[3].errors, 1);
+	assert_int_equal(st.dev[3].outstanding_bytes, 300);
+	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches, 2);
+	assert_int_equal(st.device, 3);
+	assert_int_equal(alloc_of(TGID, p2).dev, 3);
+}
+
+static struct gpu_kernel kernel_of(__u32 api, __u64 func)
+{
+	struct gpu_kernel_key key = {.tgid = TGID, .api = api, .func = func};
+	struct gpu_kernel k = {};
+
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_kernels), &key, &k), 0);
+	return k;
+}
+
+/* Launches per kernel: cudaLaunchKernel's host function, cuLaunchKernel's CUfunction
+ * (named by cuModuleGetFunction), each with its launches, threads and last sizes. */
+static void test_kernels_counted_and_named(void **state)
+{
+	__u64 stack[3] = {0xdead, 1 /* blockZ / sharedMem */, 0};
+	struct test_regs rt_a = {.di = 0x401000, .si = 2 | 3ul << 32, .dx = 1,
+				 .cx = 32 | 1ul << 32, .r8 = 1, .sp = (uintptr_t)stack};
+	struct test_regs rt_b = {.di = 0x402000, .si = 1 | 1ul << 32, .dx = 1,
+				 .cx = 64 | 1ul << 32, .r8 = 1, .sp = (uintptr_t)stack};
+	struct test_regs cu = {.di = 0xf00d, .si = 4, .dx = 1, .cx = 1, .r8 = 16, .r9 = 2,
+			       .sp = (uintptr_t)stack};
+	char name[] = "_Z6matmulPKfS0_Pfi";
+	__u64 hfunc = 0xf00d;
+	struct test_regs getfn = {.di = (uintptr_t)&hfunc, .si = 0x1234, .dx = (uintptr_t)name};
+	struct gpu_kernel_key key = {.tgid = TGID, .api = GPU_KERNEL_DRIVER, .func = 0xf00d};
+	struct gpu_kname kn = {};
+	struct gpu_kernel k;
+
+	(void)state;
+	enter(GPU_FN_LAUNCH, &rt_a, 1);
+	ret(GPU_FN_LAUNCH, 0, 2);
+	enter(GPU_FN_LAUNCH, &rt_a, 3);
+	ret(GPU_FN_LAUNCH, 0, 4);
+	enter(GPU_FN_LAUNCH, &rt_b, 5);
+	ret(GPU_FN_LAUNCH, 0, 6);
+	enter(GPU_FN_CU_MODULE_GET_FUNCTION, &getfn, 7);
+	ret(GPU_FN_CU_MODULE_GET_FUNCTION, 0, 8);
+	enter(GPU_FN_CU_LAUNCH, &cu, 9);
+	k = kernel_of(GPU_KERNEL_RUNTIME, 0x401000);
+	assert_int_equal(k.launches, 2);
+	assert_int_equal(k.threads, 2 * 6 * 32);
+	assert_int_equal(k.grid[0], 2);
+	assert_int_equal(k.grid[1], 3);
+	assert_int_equal(k.block[0], 32);
+	k = kernel_of(GPU_KERNEL_RUNTIME, 0x402000);
+	assert_int_equal(k.launches, 1);
+	assert_int_equal(k.threads, 64);
+	k = kernel_of(GPU_KERNEL_DRIVER, 0xf00d);
+	assert_int_equal(k.launches, 1);
+	assert_int_equal(k.threads, 4 * 16 * 2 * 1);
+	assert_int_equal(k.block[1], 2);
+	assert_int_equal(k.block[2], 1);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_knames), &key, &kn), 0);
+	assert_string_equal(kn.name, name);
+	assert_int_equal(stats_of(TGID).calls[GPU_FN_CU_MODULE_GET_FUNCTION], 1);
+}
+
+/* A thread's state goes with it. */
+static void test_task_exit_drops_thread(void **state)
+{
+	struct test_regs dev1 = {.di = 1};
+
+	(void)state;
+	enter(GPU_FN_SET_DEVICE, &dev1, 1);
+	ret(GPU_FN_SET_DEVICE, 0, 2);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_threads), 8), 1);
+	run(GPU_TEST_TASK_EXIT, NULL, PID_TGID, 3);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_threads), 8), 0);
 }
 
 int main(void)
@@ -390,6 +715,14 @@ int main(void)
 		T(test_return_pairs_per_thread),
 		T(test_task_exit_drops_inflight),
 		T(test_processes_kept_apart),
+		T(test_memory_kinds),
+		T(test_allocation_cap_per_process),
+		T(test_driver_launch_dims),
+		T(test_driver_memory_copies_syncs),
+		T(test_driver_inside_runtime_not_counted_twice),
+		T(test_devices_per_thread),
+		T(test_task_exit_drops_thread),
+		T(test_kernels_counted_and_named),
 	};
 
 	bpftel_test_require_bpf();

@@ -25,7 +25,7 @@
 #include "prog_common.h"
 #include "gpu.skel.h"
 
-#define NPROBES 16 /* 8 functions, entry and return */
+#define NPROBES 28 /* 14 runtime functions, entry and return */
 #define MiB	(1ull << 20)
 
 static char *pattern_bin, *stub_lib;
@@ -178,12 +178,12 @@ static void test_gpu_uretprobe_accounts_returns(void **state)
 	runs = prog_run_cnt(gpu_obj(f), "gpu_uretprobe");
 	prog_child_play(&f->child, NULL, 0);
 	row = gpu_row(f, f->child.pid);
-	assert_int_equal(row.st.allocs, 3);
-	assert_int_equal(row.st.alloc_bytes, 7 * MiB);
-	assert_int_equal(row.st.frees, 2);
-	assert_int_equal(row.st.freed_bytes, 3 * MiB);
-	assert_int_equal(row.st.outstanding_bytes, 4 * MiB);
-	assert_int_equal(row.st.peak_bytes, 7 * MiB);
+	assert_int_equal(row.st.mem[GPU_MEM_DEVICE].allocs, 3);
+	assert_int_equal(row.st.mem[GPU_MEM_DEVICE].alloc_bytes, 7 * MiB);
+	assert_int_equal(row.st.mem[GPU_MEM_DEVICE].frees, 2);
+	assert_int_equal(row.st.mem[GPU_MEM_DEVICE].freed_bytes, 3 * MiB);
+	assert_int_equal(row.st.mem[GPU_MEM_DEVICE].outstanding_bytes, 4 * MiB);
+	assert_int_equal(row.st.mem[GPU_MEM_DEVICE].peak_bytes, 7 * MiB);
 	assert_int_equal(row.st.memcpy_bytes[GPU_MEMCPY_H2D], 2 * MiB + 512);
 	assert_int_equal(row.st.memcpy_bytes[GPU_MEMCPY_D2H], 4096);
 	assert_int_equal(row.st.failed[GPU_FN_MALLOC], 1);
@@ -207,7 +207,7 @@ static void test_gpu_uretprobe_bad_devptr_counted(void **state)
 	prog_child_play(&f->child, out, sizeof(out));
 	assert_string_equal(out, "malloc 5 failed 0");
 	row = gpu_row(f, f->child.pid);
-	assert_int_equal(row.st.allocs, 5);
+	assert_int_equal(row.st.mem[GPU_MEM_DEVICE].allocs, 5);
 	assert_int_equal(row.st.allocs_untracked, 5);
 	assert_int_equal(
 		prog_errors(f->env, "gpu", "gpu_uretprobe", "probe_read_user", "call", EFAULT), 5);

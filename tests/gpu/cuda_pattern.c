@@ -18,6 +18,16 @@
  *           kills the process inside the call.
  * spin:     cudaLaunchKernel calls until a second line arrives, then print "calls N" (a
  *           hot loop whose end the caller decides: tests/integration/test_budget.py).
+ * kinds:    stream-ordered, managed and pinned host allocations and frees (kinds_pattern).
+ * mixed LIBCUDA: load the driver LIBCUDA first, then cudaMalloc x2, cudaLaunchKernel x3
+ *           and cudaFree x1, which the stub runtime implements by calling the driver on
+ *           the same thread (as the real one does): counted once, as runtime calls.
+ *
+ * cuda_pattern LIBCUDA driver|realdriver|culoop N: LIBCUDA is a driver (libcuda.so.1).
+ * driver:     the driver pattern (driver_pattern), two devices, errors.
+ * realdriver: cuInit, cuMemAlloc_v2 x2 and cuLaunchKernel x3 against the toolkit's
+ *           stubs/libcuda.so (each fails with CUDA_ERROR_STUB_LIBRARY, 34).
+ * culoop N:   N cuLaunchKernel calls, then print ns per call (tools/bench).
  */
 #include <dlfcn.h>
 #include <poll.h>
@@ -42,9 +52,50 @@ static int (*memcpy_async)(void *, const void *, size_t, int, void *);
 static int (*stream_sync)(void *);
 static int (*device_sync)(void);
 static int (*set_device)(int);
+static int (*malloc_async)(void **, size_t, void *);
+static int (*free_async)(void *, void *);
+static int (*malloc_managed)(void **, size_t, unsigned);
+static int (*malloc_host)(void **, size_t);
+static int (*host_alloc)(void **, size_t, unsigned);
+static int (*free_host)(void *);
+
+/* The driver API (CUdeviceptr is an unsigned long long; contexts are pointers). */
+typedef unsigned long long cuptr;
+static int (*cu_init)(unsigned);
+static int (*cu_ctx_create)(void **, unsigned, int);
+static int (*cu_primary_retain)(void **, int);
+static int (*cu_ctx_set)(void *);
+static int (*cu_get_function)(void **, void *, const char *);
+static int (*cu_launch)(const void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+			unsigned, unsigned, void *, void **, void **);
+static int (*cu_alloc)(cuptr *, size_t);
+static int (*cu_free)(cuptr);
+static int (*cu_alloc_managed)(cuptr *, size_t, unsigned);
+static int (*cu_alloc_host)(void **, size_t);
+static int (*cu_free_host)(void *);
+static int (*cu_htod)(cuptr, const void *, size_t);
+static int (*cu_dtoh)(void *, cuptr, size_t);
+static int (*cu_ctx_sync)(void);
+static int (*cu_stream_sync)(void *);
 
 static void kernel(void)
 {
+}
+
+/* Host stubs of C++ kernels, under the names nvcc gives them (mangled). Different
+ * bodies: identical ones could be folded into one address. */
+static volatile int sink;
+void vec_add_stub(void) __asm__("_Z6vecAddPKfS0_Pfi");
+void scale_stub(void) __asm__("_ZN4blas5scaleEPfif");
+
+void vec_add_stub(void)
+{
+	sink += 1;
+}
+
+void scale_stub(void)
+{
+	sink += 2;
 }
 
 static void *sym(void *lib, const char *name)
@@ -78,12 +129,143 @@ static void stub_pattern(void)
 	printf("set_device %d %d\n", set_device(1), set_device(42));
 	printf("malloc %d %d %d %d\n", cmalloc(&a, MiB), cmalloc(&b, 2 * MiB), cmalloc(&c, 4 * MiB),
 	       cmalloc(&huge, 1ul << 41));
-	for (i = 0; i < 5; i++)
-		printf("launch %d\n", launch((const void *)kernel, grid, block, NULL, 1024, NULL));
+	for (i = 0; i < 5; i++) /* vecAdd 3 times, blas::scale twice */
+		printf("launch %d\n", launch(i < 3 ? (const void *)vec_add_stub
+						   : (const void *)scale_stub,
+					      grid, block, NULL, 1024, NULL));
 	printf("memcpy %d %d %d %d\n", memcpy_sync(a, host, MiB, 1), memcpy_sync(b, host, MiB, 1),
 	       memcpy_sync(host, c, 4096, 2), memcpy_async(a, host, 512, 1, NULL));
 	printf("sync %d %d\n", stream_sync(NULL), device_sync());
 	printf("free %d %d\n", cfree(a), cfree(b)); /* c stays: the deliberate leak */
+}
+
+/* What tests/integration/test_gpu.py's EXPECTED_KINDS says. */
+static void kinds_pattern(void)
+{
+	void *a, *b, *m, *m2, *h, *h2;
+	int r[3];
+
+	/* One call per statement: the order of a call's arguments is unspecified. */
+	r[0] = malloc_async(&a, MiB, NULL);
+	r[1] = malloc_async(&b, MiB, NULL);
+	r[2] = free_async(a, NULL); /* b stays */
+	printf("async %d %d %d\n", r[0], r[1], r[2]);
+	r[0] = malloc_managed(&m, 2 * MiB, 1);
+	r[1] = cfree(m); /* managed memory, freed by cudaFree */
+	r[2] = malloc_managed(&m2, 3 * MiB, 1); /* stays */
+	printf("managed %d %d %d\n", r[0], r[1], r[2]);
+	r[0] = malloc_host(&h, 4096);
+	r[1] = host_alloc(&h2, 8192, 0); /* stays */
+	r[2] = free_host(h);
+	printf("host %d %d %d\n", r[0], r[1], r[2]);
+}
+
+/* Runtime calls the stub runtime makes through the driver LIBCUDA loaded first. */
+static void mixed_pattern(void)
+{
+	dim3 grid = {4, 1, 1}, block = {64, 1, 1};
+	void *a, *b;
+	int r[2], i;
+
+	r[0] = cmalloc(&a, MiB);
+	r[1] = cmalloc(&b, MiB);
+	printf("malloc %d %d\n", r[0], r[1]);
+	for (i = 0; i < 3; i++)
+		printf("launch %d\n", launch((const void *)kernel, grid, block, NULL, 0, NULL));
+	printf("free %d\n", cfree(a));
+}
+
+/* What tests/integration/test_gpu.py's EXPECTED_DRIVER says: two devices, a context
+ * made current by cuCtxCreate_v2 (device 0), then a primary context made current by
+ * cuCtxSetCurrent (device 1). */
+static void driver_pattern(void)
+{
+	static char host[8192];
+	void *c0, *c1, *bad, *h, *matmul, *relu;
+	cuptr d0, d1, huge, m;
+	int r[3], i;
+
+	r[0] = cu_init(0);
+	r[1] = cu_ctx_create(&c0, 0, 0);
+	printf("init %d ctx %d\n", r[0], r[1]);
+	r[0] = cu_get_function(&matmul, NULL, "_Z6matmulPKfS0_Pfi");
+	r[1] = cu_get_function(&relu, NULL, "relu_kernel"); /* extern "C": not mangled */
+	printf("functions %d %d\n", r[0], r[1]);
+	printf("alloc %d\n", cu_alloc(&d0, MiB));
+	for (i = 0; i < 3; i++)
+		printf("launch %d\n",
+		       cu_launch(matmul, 4, 1, 1, 64, 2, 1, 512, NULL, NULL, NULL));
+	r[0] = cu_primary_retain(&c1, 1);
+	r[1] = cu_ctx_set(c1);
+	printf("primary %d set %d\n", r[0], r[1]);
+	printf("alloc %d\n", cu_alloc(&d1, 2 * MiB));
+	for (i = 0; i < 2; i++)
+		printf("launch %d\n", cu_launch(relu, 8, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+	r[0] = cu_htod(d1, host, 4096);
+	r[1] = cu_dtoh(host, d1, 1024);
+	printf("copy %d %d\n", r[0], r[1]);
+	r[0] = cu_ctx_sync();
+	r[1] = cu_stream_sync(NULL);
+	printf("sync %d %d\n", r[0], r[1]);
+	printf("free %d\n", cu_free(d0)); /* d1 stays */
+	r[0] = cu_alloc(&huge, 1ull << 41);
+	r[1] = cu_ctx_create(&bad, 0, 9);
+	printf("errors %d %d\n", r[0], r[1]);
+	r[0] = cu_alloc_managed(&m, 8192, 1);
+	r[1] = cu_alloc_host(&h, 4096);
+	r[2] = cu_free_host(h);
+	printf("managed %d host %d %d\n", r[0], r[1], r[2]);
+}
+
+/* The toolkit's stubs/libcuda.so: every call fails with CUDA_ERROR_STUB_LIBRARY. */
+static void real_driver_pattern(void)
+{
+	cuptr p;
+	int i;
+
+	printf("init %d\n", cu_init(0));
+	for (i = 0; i < 2; i++)
+		printf("alloc %d\n", cu_alloc(&p, MiB));
+	for (i = 0; i < 3; i++)
+		printf("launch %d\n",
+		       cu_launch((const void *)kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+}
+
+static void driver_syms(void *lib)
+{
+	cu_init = sym(lib, "cuInit");
+	cu_ctx_create = sym(lib, "cuCtxCreate_v2");
+	cu_primary_retain = sym(lib, "cuDevicePrimaryCtxRetain");
+	cu_ctx_set = sym(lib, "cuCtxSetCurrent");
+	cu_launch = sym(lib, "cuLaunchKernel");
+	cu_get_function = sym(lib, "cuModuleGetFunction");
+	cu_alloc = sym(lib, "cuMemAlloc_v2");
+	cu_free = sym(lib, "cuMemFree_v2");
+	cu_alloc_managed = sym(lib, "cuMemAllocManaged");
+	cu_alloc_host = sym(lib, "cuMemAllocHost_v2");
+	cu_free_host = sym(lib, "cuMemFreeHost");
+	cu_htod = sym(lib, "cuMemcpyHtoD_v2");
+	cu_dtoh = sym(lib, "cuMemcpyDtoH_v2");
+	cu_ctx_sync = sym(lib, "cuCtxSynchronize");
+	cu_stream_sync = sym(lib, "cuStreamSynchronize");
+}
+
+static void runtime_syms(void *lib)
+{
+	launch = sym(lib, "cudaLaunchKernel");
+	cmalloc = sym(lib, "cudaMalloc");
+	cfree = sym(lib, "cudaFree");
+	memcpy_sync = sym(lib, "cudaMemcpy");
+	memcpy_async = sym(lib, "cudaMemcpyAsync");
+	stream_sync = sym(lib, "cudaStreamSynchronize");
+	device_sync = sym(lib, "cudaDeviceSynchronize");
+	set_device = sym(lib, "cudaSetDevice");
+	malloc_async = sym(lib, "cudaMallocAsync");
+	free_async = sym(lib, "cudaFreeAsync");
+	malloc_managed = sym(lib, "cudaMallocManaged");
+	malloc_host = sym(lib, "cudaMallocHost");
+	host_alloc = sym(lib, "cudaHostAlloc");
+	free_host = sym(lib, "cudaFreeHost");
 }
 
 static void real_pattern(void)
@@ -125,6 +307,18 @@ static void malloc_loop(long n, int bad)
 	for (i = 0; i < n; i++)
 		failed += cmalloc(where, 4096) != 0;
 	printf("malloc %ld failed %ld\n", n, failed);
+}
+
+static void cu_launch_loop(long n)
+{
+	struct timespec t0, t1;
+	long i;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < n; i++)
+		cu_launch((const void *)kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n);
 }
 
 static int cmp_pid(const void *a, const void *b)
@@ -172,32 +366,46 @@ static void launch_spin(void)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 ? argv[2] : "stub";
+	int is_driver = !strcmp(mode, "driver") || !strcmp(mode, "realdriver") ||
+			!strcmp(mode, "culoop");
 	void *lib;
 	char c;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
-				"[stub|real|hang|spin|loop N|malloc N|badptr N|fork N]\n");
+				"[stub|real|hang|spin|kinds|mixed LIBCUDA|loop N|malloc N|badptr N|"
+				"fork N]\n       cuda_pattern LIBCUDA driver|realdriver|culoop N\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* The driver first: the stub runtime calls it only if it is loaded already. */
+	if (!strcmp(mode, "mixed") && (argc < 4 || !dlopen(argv[3], RTLD_NOW | RTLD_LOCAL))) {
+		fprintf(stderr, "cuda_pattern: mixed needs a LIBCUDA: %s\n", dlerror());
+		return 1;
+	}
 	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
 		fprintf(stderr, "cuda_pattern: %s\n", dlerror());
 		return 1;
 	}
-	launch = sym(lib, "cudaLaunchKernel");
-	cmalloc = sym(lib, "cudaMalloc");
-	cfree = sym(lib, "cudaFree");
-	memcpy_sync = sym(lib, "cudaMemcpy");
-	memcpy_async = sym(lib, "cudaMemcpyAsync");
-	stream_sync = sym(lib, "cudaStreamSynchronize");
-	device_sync = sym(lib, "cudaDeviceSynchronize");
-	set_device = sym(lib, "cudaSetDevice");
+	if (is_driver)
+		driver_syms(lib);
+	else
+		runtime_syms(lib);
 	printf("loaded %d\n", getpid());
 	wait_line();
 	if (!strcmp(mode, "real"))
 		real_pattern();
+	else if (!strcmp(mode, "driver"))
+		driver_pattern();
+	else if (!strcmp(mode, "realdriver"))
+		real_driver_pattern();
+	else if (!strcmp(mode, "culoop") && argc > 3)
+		cu_launch_loop(atol(argv[3]));
+	else if (!strcmp(mode, "kinds"))
+		kinds_pattern();
+	else if (!strcmp(mode, "mixed"))
+		mixed_pattern();
 	else if (!strcmp(mode, "loop") && argc > 3)
 		launch_loop(atol(argv[3]));
 	else if (!strcmp(mode, "malloc") && argc > 3)

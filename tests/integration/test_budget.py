@@ -18,7 +18,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import Agent, check, require_root, run, wait_for  # noqa: E402
-from test_gpu import EXPECTED_CALLS, NPROBES, Pattern, gpu_row, lib_rows  # noqa: E402
+from test_gpu import (EXPECTED_CALLS, NPROBES, Pattern, gpu_row, lib_rows,  # noqa: E402
+                      nonzero)
 
 CONFIG = ("modules = gpu\nlibsets = gpu\nmax_cpu_percent = gpu:5\nmax_cpu_window = 1\n"
           "run_stats_duty = 1/2\nmetrics_addr = 127.0.0.1:0\n")
@@ -50,9 +51,10 @@ def play_counted(agent, args, when):
         wait_for(lambda: attached(agent, pat.pid), 30,
                  f"the gpu module's uprobes on pid {pat.pid} ({when})")
         pat.play()
-        p = wait_for(lambda: (lambda r: r if r and r["calls"] == EXPECTED_CALLS else None)(
-            gpu_row(agent, pat.pid)), 30, f"the stub pattern counted ({when})")
-        check(p["calls"] == EXPECTED_CALLS and p["launches"] == 5,
+        p = wait_for(lambda: (lambda r: r if r and nonzero(r["calls"]) == EXPECTED_CALLS
+                              else None)(gpu_row(agent, pat.pid)),
+                     30, f"the stub pattern counted ({when})")
+        check(nonzero(p["calls"]) == EXPECTED_CALLS and p["launches"] == 5,
               f"{when}: the stub pattern of pid {pat.pid} counted exactly: {p['calls']}")
     finally:
         pat.finish()

@@ -7,8 +7,9 @@ module, program, map or helper, op and errno, each with a count equal to the num
 errors induced. The other modules get errors of their own, as witnesses. Then the module
 restarts: its counts are gone, the others' are exactly as they were.
 
-  gpu:        cuda_pattern fills gpu_allocs (16384) through the stub libcudart and
-              allocates K more: K x (gpu_uretprobe, gpu_allocs, update, E2BIG); cudaMalloc
+  gpu:        cuda_pattern processes fill gpu_allocs (16384) through the stub libcudart,
+              each up to its share (a quarter: bpf/lib/gpu_state.h), and one more
+              allocates K: K x (gpu_uretprobe, gpu_allocs, update, E2BIG); cudaMalloc
               with an unmapped devPtr: (gpu_uretprobe, probe_read_user, EFAULT) each
   usm:        SSL_read_ex through the stub libssl with an unmapped `readbytes`:
               (usm_tls_uretprobe, probe_read_user, EFAULT) each
@@ -30,6 +31,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import Agent, check, free_port, require_root, run, wait_for  # noqa: E402
+
+GPU_NPROBES = 28  # the GPU module's uprobes on libcudart (14 functions, entry + return)
 
 # Every module running, and none (the watcher stops with its last subscriber).
 FULL = "modules = gpu, usm\nlibsets = crypto, gpu\n"
@@ -85,17 +88,27 @@ def induce_gpu(agent, a, want, full):
     if full:
         m = map_entries(agent, "gpu", "gpu_allocs")
         more = 10
-        n = m["capacity"] - m["entries"] + more
-        h = Helper([a.pattern, a.stub, "malloc", str(n)])
+        left = m["capacity"] - m["entries"]
+        share = m["capacity"] // 4  # what one process may hold (bpf/lib/gpu_state.h)
+        counts = []
+        while left > 0:
+            counts.append(min(share, left))
+            left -= counts[-1]
+        counts.append(more)  # the map is full: each of these fails to insert
+        helpers = []
         try:
-            attached(agent, "gpu", h.pid, 16)
-            check(h.play() == [f"malloc {n} failed 0"], f"{n} cudaMalloc through the stub")
+            for n in counts:  # all alive together: a process's entries go when it exits
+                h = Helper([a.pattern, a.stub, "malloc", str(n)])
+                helpers.append(h)
+                attached(agent, "gpu", h.pid, GPU_NPROBES)
+                check(h.play() == [f"malloc {n} failed 0"], f"{n} cudaMalloc through the stub")
         finally:
-            h.finish()
+            for h in helpers:
+                h.finish()
         want[("gpu", "gpu_uretprobe", "gpu_allocs", "update", "E2BIG")] = more
     h = Helper([a.pattern, a.stub, "badptr", "5"])
     try:
-        attached(agent, "gpu", h.pid, 16)
+        attached(agent, "gpu", h.pid, GPU_NPROBES)
         check(h.play() == ["malloc 5 failed 0"], "5 cudaMalloc with an unmapped devPtr")
     finally:
         h.finish()

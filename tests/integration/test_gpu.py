@@ -3,7 +3,12 @@
 """End to end, GPU module: the real agent's uprobes on a stub libcudart.so.13 built by the
 tests record exactly the pattern tests/gpu/cuda_pattern.c plays (counts, bytes,
 outstanding bytes and one deliberate leak, errors by function), `bpftel gpu` shows it
-while the process runs, and its state is dropped after it exits. Against the real
+while the process runs, and its state is dropped after it exits. Memory by kind
+(stream-ordered, managed, pinned host) and the driver API through a stub libcuda.so.1
+(two devices, errors by CUDA_ERROR_* name) are exact in the JSON and in /metrics; runtime
+calls the stub runtime makes through the driver are counted once. Kernels are named by
+the demangled symbols of their host stubs (cudaLaunchKernel) or by the names
+cuModuleGetFunction was given (cuLaunchKernel). The toolkit's stubs/libcuda.so answers CUDA_ERROR_STUB_LIBRARY (34), counted per function. Against the real
 /usr/local/cuda/lib64/libcudart.so.13 (no GPU, no driver here) each call's
 cudaErrorInsufficientDriver (35) is counted per function. Files named libcudart.so.13
 that are not ELF, or lack the symbols, are recorded attach failures and leave the other
@@ -14,14 +19,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import re
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import Agent, bpf_ids, check, require_root, run, wait_for  # noqa: E402
 
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
-NPROBES = 16  # 8 functions, entry + return each
+NPROBES = 28  # 14 runtime functions, entry + return each
+NPROBES_DRIVER = 36  # 18 driver functions
+TOOLKIT_LIBCUDA = "/usr/local/cuda/lib64/stubs/libcuda.so"
 
 # What cuda_pattern's stub pattern does (see stub_pattern() there).
 EXPECTED_CALLS = {"cudaLaunchKernel": 5, "cudaMalloc": 4, "cudaFree": 2, "cudaMemcpy": 3,
@@ -33,8 +42,8 @@ EXPECTED_FAILED = {"cudaSetDevice": 1, "cudaMalloc": 1}
 class Pattern:
     """cuda_pattern LIB MODE: waits for 'go' after dlopen, then plays its calls."""
 
-    def __init__(self, binary, lib, mode):
-        self.proc = subprocess.Popen([binary, lib, mode], stdin=subprocess.PIPE,
+    def __init__(self, binary, lib, mode, *more):
+        self.proc = subprocess.Popen([binary, lib, mode, *more], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().split()
         if line[:1] != ["loaded"]:
@@ -67,9 +76,31 @@ def lib_rows(agent, pid, module="gpu"):
             if r["module"] == module and pid in r["pids"]]
 
 
-def wait_attached(agent, pid):
-    return wait_for(lambda: [r for r in lib_rows(agent, pid) if r["attached"] == NPROBES], 15,
-                    f"the gpu module's {NPROBES} uprobes on pid {pid}'s libcudart")[0]
+def wait_attached(agent, pid, lib="libcudart", n=NPROBES):
+    return wait_for(lambda: [r for r in lib_rows(agent, pid)
+                             if r["lib"] == lib and r["attached"] == n], 15,
+                    f"the gpu module's {n} uprobes on pid {pid}'s {lib}")[0]
+
+
+def nonzero(d):
+    return {k: v for k, v in d.items() if v}
+
+
+def scrape(agent):
+    addr = agent.json("stats")["agent"]["metrics_addr"]
+    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def samples(text, family, pid):
+    """{labels other than pid and comm, as a tuple of values: value} of one process."""
+    out = {}
+    for m in re.finditer(r"^" + family + r"\{([^}]*)\} (\S+)$", text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.pop("pid", None) == str(pid):
+            labels.pop("comm", None)
+            out[tuple(labels.values())] = float(m.group(2))
+    return out
 
 
 def check_stub(agent, pattern_bin, stub):
@@ -82,7 +113,7 @@ def check_stub(agent, pattern_bin, stub):
         check(out[0] == "set_device 0 101" and out[1] == "malloc 0 0 0 2",
               f"the stub answered as designed: {out[:2]}")
         p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
-        check(p["calls"] == EXPECTED_CALLS, f"calls per function: {p['calls']}")
+        check(nonzero(p["calls"]) == EXPECTED_CALLS, f"calls per function: {nonzero(p['calls'])}")
         failed = {k: v for k, v in p["failed"].items() if v}
         check(failed == EXPECTED_FAILED, f"failed calls per function: {failed}")
         errors = sorted((e["function"], e["error"], e["name"], e["count"]) for e in p["errors"])
@@ -95,6 +126,14 @@ def check_stub(agent, pattern_bin, stub):
               f"launches {p['launches']}, threads {p['threads']}, shared memory "
               f"{p['shared_mem_bytes']} B, sizes {p['launch_sizes']}")
         m = p["memory"]
+        # The failed cudaSetDevice(42) is in the same printf as cudaSetDevice(1): which
+        # device it failed on depends on the compiler's argument order.
+        devs = {d["device"]: d for d in p["devices"]}
+        d1 = devs.get("1", {})
+        check(d1.get("launches") == 5 and d1.get("threads") == 5 * 6 * 128 and
+              d1.get("allocs") == 3 and d1.get("outstanding_bytes") == 4 * MiB and
+              set(devs) <= {"0", "1"} and sum(d["errors"] for d in devs.values()) == 2,
+              f"after cudaSetDevice(1), launches and memory on device 1: {p['devices']}")
         check(m["allocs"] == 3 and m["alloc_bytes"] == 7 * MiB and m["frees"] == 2 and
               m["freed_bytes"] == 3 * MiB and m["frees_unknown"] == 0 and
               m["allocs_untracked"] == 0,
@@ -111,6 +150,18 @@ def check_stub(agent, pattern_bin, stub):
               f"time in cudaMemcpy {p['memcpy_seconds'] * 1e3:.1f} ms (3 x 2 ms), in syncs "
               f"{p['sync_wait_seconds'] * 1e3:.1f} ms (5 + 3 ms)")
         check(p["device"] == 1, "cudaSetDevice(1) recorded, the failed (42) one not")
+        kernels = [(k["name"], k["api"], k["launches"], k["threads"], k["grid"], k["block"])
+                   for k in p["kernels"]]
+        check(kernels == [("vecAdd(float const*, float const*, float*, int)", "runtime", 3,
+                           3 * 768, [2, 3, 1], [32, 4, 1]),
+                          ("blas::scale(float*, int, float)", "runtime", 2, 2 * 768,
+                           [2, 3, 1], [32, 4, 1])] and p["kernels_total"] == 2 and
+              p["kernels_other_launches"] == 0,
+              f"kernels by the demangled names of their host stubs: {kernels}")
+        got = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pat.pid)
+        check(got == {("vecAdd(float const*, float const*, float*, int)",): 3,
+                      ("blas::scale(float*, int, float)",): 2},
+              f"/metrics launches per kernel: {got}")
 
         table = agent.cli("gpu").stdout
         line = next((ln for ln in table.splitlines() if ln.split()[:1] == [str(pat.pid)]), "")
@@ -144,6 +195,156 @@ def check_real(agent, pattern_bin):
               p["memory"]["allocs"] == 0,
               f"calls recorded ({p['calls']['cudaMalloc']} cudaMalloc, "
               f"{p['calls']['cudaLaunchKernel']} cudaLaunchKernel), nothing allocated")
+    finally:
+        pat.finish()
+
+
+# cuda_pattern's kinds pattern (kinds_pattern() there): per kind, exact.
+EXPECTED_KINDS = {
+    "async": {"allocs": 2, "frees": 1, "outstanding_bytes": MiB, "peak_bytes": 2 * MiB,
+              "outstanding_allocs": 1},
+    "managed": {"allocs": 2, "frees": 1, "outstanding_bytes": 3 * MiB,
+                "peak_bytes": 3 * MiB, "outstanding_allocs": 1},
+    "pinned_host": {"allocs": 2, "frees": 1, "outstanding_bytes": 8192, "peak_bytes": 12288,
+                    "outstanding_allocs": 1},
+    "device": {"allocs": 0, "frees": 0, "outstanding_bytes": 0, "peak_bytes": 0,
+               "outstanding_allocs": 0},
+}
+
+
+def check_kinds(agent, pattern_bin, stub):
+    pat = Pattern(pattern_bin, stub, "kinds")
+    try:
+        wait_attached(agent, pat.pid)
+        out = pat.play()
+        check(out == ["async 0 0 0", "managed 0 0 0", "host 0 0 0"], f"kinds: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check(nonzero(p["calls"]) == {"cudaMallocAsync": 2, "cudaFreeAsync": 1,
+                                      "cudaMallocManaged": 2, "cudaFree": 1,
+                                      "cudaMallocHost": 1, "cudaHostAlloc": 1,
+                                      "cudaFreeHost": 1},
+              f"calls: {nonzero(p['calls'])}")
+        kinds = {k: {f: v[f] for f in EXPECTED_KINDS[k]}
+                 for k, v in p["memory"]["kinds"].items()}
+        check(kinds == EXPECTED_KINDS, f"memory by kind: {kinds}")
+        check(all(p["memory"]["kinds"][k]["age"]["lt_10s"]["allocs"] == 1
+                  for k in ("async", "managed", "pinned_host")),
+              "one outstanding allocation under 10 s old per kind")
+        text = scrape(agent)
+        out_b = samples(text, "bpftel_gpu_memory_outstanding_bytes", pat.pid)
+        peak = samples(text, "bpftel_gpu_memory_peak_bytes", pat.pid)
+        check(out_b == {("device",): 0, ("async",): MiB, ("managed",): 3 * MiB,
+                        ("pinned_host",): 8192} and
+              peak == {("device",): 0, ("async",): 2 * MiB, ("managed",): 3 * MiB,
+                       ("pinned_host",): 12288},
+              f"/metrics by kind: outstanding {out_b}, peak {peak}")
+        oldest = samples(text, "bpftel_gpu_memory_oldest_allocation_seconds", pat.pid)
+        check(0 < oldest[("managed",)] < 60 and oldest[("device",)] == 0,
+              f"/metrics leak age by kind: {oldest}")
+        table = agent.cli("gpu").stdout
+        check("managed" in table and "pinned_host" in table,
+              "bpftel gpu lists memory by kind")
+    finally:
+        pat.finish()
+
+
+def check_driver(agent, pattern_bin, stub_driver):
+    pat = Pattern(pattern_bin, stub_driver, "driver")
+    try:
+        row = wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
+        check(row["failed"] == 0, f"stub {row['path']}: {row['attached']} uprobes attached")
+        out = pat.play()
+        check(out[-2:] == ["errors 2 101", "managed 0 host 0 0"] and
+              out[1] == "functions 0 0" and
+              all(ln.endswith(" 0") for ln in out[:-2]), f"the stub driver answered: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check(nonzero(p["calls"]) == {"cuInit": 1, "cuCtxCreate_v2": 2, "cuMemAlloc_v2": 3,
+                                      "cuLaunchKernel": 5, "cuDevicePrimaryCtxRetain": 1,
+                                      "cuCtxSetCurrent": 1, "cuMemcpyHtoD_v2": 1,
+                                      "cuMemcpyDtoH_v2": 1, "cuCtxSynchronize": 1,
+                                      "cuStreamSynchronize": 1, "cuMemFree_v2": 1,
+                                      "cuMemAllocManaged": 1, "cuMemAllocHost_v2": 1,
+                                      "cuMemFreeHost": 1, "cuModuleGetFunction": 2},
+              f"driver calls: {nonzero(p['calls'])}")
+        errors = sorted((e["function"], e["error"], e["name"], e["count"]) for e in p["errors"])
+        check(errors == [("cuCtxCreate_v2", 101, "CUDA_ERROR_INVALID_DEVICE", 1),
+                         ("cuMemAlloc_v2", 2, "CUDA_ERROR_OUT_OF_MEMORY", 1)],
+              f"driver errors by CUDA_ERROR_* name: {errors}")
+        check(p["launches"] == 5 and p["threads"] == 3 * 4 * 128 + 2 * 8 * 32 and
+              p["shared_mem_bytes"] == 3 * 512, f"launches {p['launches']}, threads "
+              f"{p['threads']}, shared memory {p['shared_mem_bytes']}")
+        devs = {d["device"]: (d["launches"], d["allocs"], d["outstanding_bytes"], d["errors"])
+                for d in p["devices"]}
+        check(devs == {"0": (3, 1, 0, 0), "1": (2, 3, 2 * MiB + 8192, 2)},
+              f"per device (launches, allocs, outstanding, errors): {devs}")
+        k = p["memory"]["kinds"]
+        check(k["device"]["outstanding_bytes"] == 2 * MiB and
+              k["device"]["peak_bytes"] == 3 * MiB and
+              k["managed"]["outstanding_bytes"] == 8192 and
+              k["pinned_host"]["outstanding_bytes"] == 0 and
+              k["pinned_host"]["peak_bytes"] == 4096,
+              "driver memory by kind: device 2 MiB (peak 3), managed 8 KiB, pinned 0 (peak 4)")
+        check(p["memcpy_bytes"]["htod"] == 4096 and p["memcpy_bytes"]["dtoh"] == 1024 and
+              p["device"] == 1, f"copies {p['memcpy_bytes']}, device {p['device']}")
+        kernels = [(k["name"], k["api"], k["launches"], k["grid"], k["block"])
+                   for k in p["kernels"]]
+        check(kernels == [("matmul(float const*, float const*, float*, int)", "driver", 3,
+                           [4, 1, 1], [64, 2, 1]),
+                          ("relu_kernel", "driver", 2, [8, 1, 1], [32, 1, 1])],
+              f"driver kernels by the names cuModuleGetFunction was given: {kernels}")
+        table = agent.cli("gpu").stdout
+        check("matmul(float const*, float const*, float*, int)" in table and
+              "relu_kernel" in table, "bpftel gpu lists the top kernels")
+        text = scrape(agent)
+        launches = samples(text, "bpftel_gpu_device_kernel_launches_total", pat.pid)
+        errs = samples(text, "bpftel_gpu_cuda_errors_total", pat.pid)
+        check(launches == {("0",): 3, ("1",): 2} and
+              samples(text, "bpftel_gpu_kernel_launches_total", pat.pid) == {(): 5},
+              f"/metrics launches by device: {launches}")
+        check(errs == {("cuMemAlloc_v2", "CUDA_ERROR_OUT_OF_MEMORY"): 1,
+                       ("cuCtxCreate_v2", "CUDA_ERROR_INVALID_DEVICE"): 1},
+              f"/metrics driver errors: {errs}")
+    finally:
+        pat.finish()
+
+
+def check_mixed(agent, pattern_bin, stub, stub_driver):
+    """The stub runtime calls the stub driver on the same thread: counted once."""
+    pat = Pattern(pattern_bin, stub, "mixed", stub_driver)
+    try:
+        wait_attached(agent, pat.pid)
+        wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
+        out = pat.play()
+        check(out == ["malloc 0 0"] + ["launch 0"] * 3 + ["free 0"], f"mixed: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check(nonzero(p["calls"]) == {"cudaMalloc": 2, "cudaLaunchKernel": 3, "cudaFree": 1},
+              f"runtime calls only, the driver's under them not again: {nonzero(p['calls'])}")
+        check(p["driver_calls_inside_runtime"] == 6 and p["launches"] == 3 and
+              p["memory"]["allocs"] == 2 and p["memory"]["outstanding_bytes"] == MiB,
+              f"6 driver calls inside runtime calls skipped; 3 launches, 2 allocations, "
+              f"1 MiB outstanding: {p['driver_calls_inside_runtime']}, {p['launches']}, "
+              f"{p['memory']['allocs']}, {p['memory']['outstanding_bytes']}")
+    finally:
+        pat.finish()
+
+
+def check_real_driver(agent, pattern_bin):
+    if not os.path.exists(TOOLKIT_LIBCUDA):
+        print(f"skip (part): {TOOLKIT_LIBCUDA} is not on this machine")
+        return
+    pat = Pattern(pattern_bin, TOOLKIT_LIBCUDA, "realdriver")
+    try:
+        row = wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
+        check(row["failed"] == 0, f"toolkit {row['path']}: {row['attached']} uprobes attached")
+        out = pat.play()
+        check(out == ["init 34"] + ["alloc 34"] * 2 + ["launch 34"] * 3,
+              f"the toolkit's stub driver fails every call with 34: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        errors = {(e["function"], e["name"]): e["count"] for e in p["errors"]}
+        check(errors == {("cuInit", "CUDA_ERROR_STUB_LIBRARY"): 1,
+                         ("cuMemAlloc_v2", "CUDA_ERROR_STUB_LIBRARY"): 2,
+                         ("cuLaunchKernel", "CUDA_ERROR_STUB_LIBRARY"): 3},
+              f"CUDA_ERROR_STUB_LIBRARY (34) counted per function: {errors}")
     finally:
         pat.finish()
 
@@ -206,7 +407,7 @@ def check_bad_files(agent, python, pattern_bin, stub):
         wait_attached(agent, pat.pid)
         pat.play()
         p = wait_for(lambda: gpu_row(agent, pat.pid), 5, "a gpu row after the bad files")
-        check(p["calls"] == EXPECTED_CALLS, "the stub pattern is still counted exactly")
+        check(nonzero(p["calls"]) == EXPECTED_CALLS, "the stub pattern is still counted exactly")
     finally:
         pat.finish()
 
@@ -217,6 +418,7 @@ def main():
     ap.add_argument("--cli", required=True)
     ap.add_argument("--pattern", required=True)
     ap.add_argument("--stub", required=True)
+    ap.add_argument("--stub-driver", required=True)
     ap.add_argument("--python", default=sys.executable)
     args = ap.parse_args()
     require_root()
@@ -228,6 +430,10 @@ def main():
         check(mods.get("gpu") == "running", f"the gpu module runs by default: {mods}")
         check_stub(agent, args.pattern, args.stub)
         check_real(agent, args.pattern)
+        check_kinds(agent, args.pattern, args.stub)
+        check_driver(agent, args.pattern, args.stub_driver)
+        check_mixed(agent, args.pattern, args.stub, args.stub_driver)
+        check_real_driver(agent, args.pattern)
         check_bad_files(agent, args.python, args.pattern, args.stub)
         check(agent.stop() == 0, "agent exited 0 after SIGTERM")
         # Kernel-wide ids: a link the kernel releases a moment after the agent exits,

@@ -30,12 +30,40 @@ static void test_cuda_error_names(void **state)
 	assert_true(known > 100);
 }
 
+/* Driver calls return CUresult: CUDA_ERROR_* names, chosen by the function. */
+static void test_driver_error_names(void **state)
+{
+	int prev = -1, code, known = 0;
+
+	(void)state;
+	assert_string_equal(bpftel_cu_result_name(0), "CUDA_SUCCESS");
+	assert_string_equal(bpftel_cu_result_name(34), "CUDA_ERROR_STUB_LIBRARY");
+	assert_string_equal(bpftel_cu_result_name(101), "CUDA_ERROR_INVALID_DEVICE");
+	assert_null(bpftel_cu_result_name(-1));
+	assert_string_equal(bpftel_gpu_error_name(GPU_FN_CU_INIT, 34), "CUDA_ERROR_STUB_LIBRARY");
+	assert_string_equal(bpftel_gpu_error_name(GPU_FN_MALLOC, 34), "cudaErrorStubLibrary");
+	for (code = 0; code < 1000; code++) {
+		if (bpftel_cu_result_name(code)) {
+			assert_true(code > prev);
+			prev = code;
+			known++;
+		}
+	}
+	assert_true(known > 90);
+}
+
 static void test_function_and_kind_names(void **state)
 {
 	(void)state;
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_LAUNCH), "cudaLaunchKernel");
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_SET_DEVICE), "cudaSetDevice");
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN__COUNT), "unknown");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_HOST_ALLOC), "cudaHostAlloc");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_ALLOC), "cuMemAlloc_v2");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_FREE_HOST), "cuMemFreeHost");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MODULE_GET_FUNCTION),
+			    "cuModuleGetFunction");
+	assert_string_equal(bpftel_gpu_mem_kind_name(GPU_MEM_HOST), "pinned_host");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_H2D), "htod");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_D2H), "dtoh");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(99), "unknown");
@@ -46,6 +74,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cuda_error_names),
+		cmocka_unit_test(test_driver_error_names),
 		cmocka_unit_test(test_function_and_kind_names),
 	};
 

@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-"""cuda_calls experiment: the cost the GPU module adds per cudaLaunchKernel call.
+"""cuda_calls experiment: the cost the GPU module adds per kernel launch call.
 
 A loop of cudaLaunchKernel calls into the stub libcudart.so.13 the tests build
-(tests/gpu/cuda_pattern.c, mode 'loop'), side by side:
+(tests/gpu/cuda_pattern.c, mode 'loop'), or with --api driver of cuLaunchKernel calls
+into the stub libcuda.so.1 (mode 'culoop'), side by side:
   off         no probe
-  empty       empty uprobe + uretprobe on cudaLaunchKernel (tools/uprobe_floor --ret)
+  empty       empty uprobe + uretprobe on the function (tools/uprobe_floor --ret)
   bpftel      bpftel-agent running (the GPU module's uprobe + uretprobe on it), default
               settings (run stats sampled: BPF_ENABLE_STATS on 1 s of every 10 s)
   bpftel-ns   bpftel-agent --no-run-stats
 Replicates interleave the configurations. The target compares bpftel with empty: the
 uprobe traps are the kernel's, what is over them is our code.
 
-  tools/bench/bench_cuda.py [--replicates 10] [--calls 100000] [--build build]
+  tools/bench/bench_cuda.py [--api runtime|driver] [--replicates 10] [--calls 100000]
+                            [--build build]
 
 Run as root after tools/dev.sh test."""
 import argparse
@@ -36,9 +38,9 @@ def cli_json(cli, sock, *args):
     return json.loads(res.stdout) if res.returncode == 0 else None
 
 
-def run_loop(pattern, stub, calls, ready=None):
+def run_loop(pattern, stub, calls, ready=None, mode="loop"):
     """Start the loop, call ready(pid) until true, then let it run; returns ns/call."""
-    proc = subprocess.Popen([pattern, stub, "loop", str(calls)], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([pattern, stub, mode, str(calls)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     pid = int(proc.stdout.readline().split()[1])
     deadline = time.monotonic() + 15
@@ -58,6 +60,7 @@ def run_loop(pattern, stub, calls, ready=None):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--api", choices=("runtime", "driver"), default="runtime")
     ap.add_argument("--replicates", type=int, default=10)
     ap.add_argument("--calls", type=int, default=100000)
     ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "..",
@@ -67,25 +70,31 @@ def main():
         sys.exit("bench_cuda: run as root")
     build = os.path.abspath(args.build)
     agent, cli = f"{build}/user/bpftel-agent", f"{build}/tools/bpftel"
-    pattern, stub = f"{build}/tests/cuda_pattern", f"{build}/tests/stub-cuda/libcudart.so.13"
+    pattern = f"{build}/tests/cuda_pattern"
+    # The library, the function, cuda_pattern's loop mode, and the GPU module's probe
+    # points on that library (entry + return per function it probes there).
+    stub, func, mode, nprobes = {
+        "runtime": (f"{build}/tests/stub-cuda/libcudart.so.13", "cudaLaunchKernel", "loop", 28),
+        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoop", 36),
+    }[args.api]
     sock = os.path.join(tempfile.mkdtemp(prefix="bpftel-bench-"), "s.sock")
 
     def attached(pid):
         libs = cli_json(cli, sock, "libs")
-        return libs and any(r["module"] == "gpu" and pid in r["pids"] and r["attached"] == 16
-                            for r in libs["libs"])
+        return libs and any(r["module"] == "gpu" and pid in r["pids"] and
+                            r["attached"] == nprobes for r in libs["libs"])
 
     res = {"off": [], "empty": [], "bpftel": [], "bpftel-ns": []}
     enter_ns = ret_ns = runs = 0
     for _ in range(args.replicates):
-        res["off"].append(run_loop(pattern, stub, args.calls))
+        res["off"].append(run_loop(pattern, stub, args.calls, mode=mode))
 
-        floor = subprocess.Popen([f"{build}/tools/uprobe_floor", stub, "cudaLaunchKernel",
+        floor = subprocess.Popen([f"{build}/tools/uprobe_floor", stub, func,
                                   "--ret"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  text=True)
         if floor.stdout.readline().strip() != "ready":
             sys.exit("bench_cuda: uprobe_floor did not attach")
-        res["empty"].append(run_loop(pattern, stub, args.calls))
+        res["empty"].append(run_loop(pattern, stub, args.calls, mode=mode))
         floor.stdin.close()
         floor.wait()
 
@@ -93,7 +102,7 @@ def main():
             proc = subprocess.Popen([agent, "--socket", sock, "--metrics-addr", "127.0.0.1:0", "-q", *extra],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
-                res[cfg].append(run_loop(pattern, stub, args.calls, attached))
+                res[cfg].append(run_loop(pattern, stub, args.calls, attached, mode))
                 if cfg == "bpftel":
                     progs = {p["name"]: p for p in cli_json(cli, sock, "stats")["programs"]}
                     e, r = progs.get("gpu_uprobe"), progs.get("gpu_uretprobe")
@@ -105,7 +114,7 @@ def main():
                 proc.terminate()
                 proc.wait()
 
-    print(f"cuda_calls: cudaLaunchKernel on the stub libcudart.so.13, {args.calls} calls, "
+    print(f"cuda_calls: {func} on the stub {os.path.basename(stub)}, {args.calls} calls, "
           f"{args.replicates} interleaved replicates")
     print(f"{'config':<11} {'ns/call':>9} {'90% CI':>10}  {'vs empty':>9} {'90% CI':>10}"
           f"  verdict (<= 1.15x empty)")

@@ -13,6 +13,7 @@
 
 #include "gpu.h"
 #include "gpu.skel.h"
+#include "gpu_kernels.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
@@ -27,77 +28,54 @@ struct bpftel_gpu {
 
 static void gpu_housekeeping(struct bpftel_module *m);
 
-static const char *const func_names[GPU_FN__COUNT] = {
-	[GPU_FN_LAUNCH] = "cudaLaunchKernel",
-	[GPU_FN_MALLOC] = "cudaMalloc",
-	[GPU_FN_FREE] = "cudaFree",
-	[GPU_FN_MEMCPY] = "cudaMemcpy",
-	[GPU_FN_MEMCPY_ASYNC] = "cudaMemcpyAsync",
-	[GPU_FN_STREAM_SYNC] = "cudaStreamSynchronize",
-	[GPU_FN_DEVICE_SYNC] = "cudaDeviceSynchronize",
-	[GPU_FN_SET_DEVICE] = "cudaSetDevice",
-};
-
-static const char *const kind_names[GPU_MEMCPY__COUNT] = {
-	[GPU_MEMCPY_H2H] = "htoh", [GPU_MEMCPY_H2D] = "htod",	     [GPU_MEMCPY_D2H] = "dtoh",
-	[GPU_MEMCPY_D2D] = "dtod", [GPU_MEMCPY_DEFAULT] = "default",
-};
-
 const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS] = {"lt_10s", "lt_1m", "lt_10m",
 								  "lt_1h", "ge_1h"};
 static const __u64 age_limits_s[BPFTEL_GPU_AGE_BUCKETS - 1] = {10, 60, 600, 3600};
 
-static const struct {
-	int code;
-	const char *name;
-} cuda_errors[] = {
-#include "cuda_errors.inc"
-};
-
-const char *bpftel_gpu_func_name(enum gpu_func func)
-{
-	return (unsigned)func < GPU_FN__COUNT ? func_names[func] : "unknown";
-}
-
-const char *bpftel_gpu_memcpy_kind_name(enum gpu_memcpy_kind kind)
-{
-	return (unsigned)kind < GPU_MEMCPY__COUNT ? kind_names[kind] : "unknown";
-}
-
-const char *bpftel_cuda_error_name(int error)
-{
-	size_t lo = 0, hi = sizeof(cuda_errors) / sizeof(cuda_errors[0]), mid;
-
-	/* The generated table is sorted by code. */
-	while (lo < hi) {
-		mid = (lo + hi) / 2;
-		if (cuda_errors[mid].code == error)
-			return cuda_errors[mid].name;
-		if (cuda_errors[mid].code < error)
-			lo = mid + 1;
-		else
-			hi = mid;
+/* The uprobes, attached by the registry to every libcudart and libcuda file a process
+ * uses: one entry and one return program, the function in each probe point's cookie.
+ * libcuda's symbols carry no version (the toolkit's stubs/libcuda.so has none). */
+#define ENTER_RET(lib, sym, fn)                            \
+	{lib, "gpu_uprobe", sym, false, fn},               \
+	{                                                  \
+		lib, "gpu_uretprobe", sym, true, fn        \
 	}
-	return NULL;
-}
-
-/* The uprobes, attached by the registry to every libcudart file a process uses: one
- * entry and one return program, the function in each probe point's cookie. */
-#define ENTER_RET(sym, fn)                                           \
-	{SHLIB_LIB_CUDART, "gpu_uprobe", sym, false, fn},            \
-	{                                                            \
-		SHLIB_LIB_CUDART, "gpu_uretprobe", sym, true, fn     \
-	}
+#define RT(sym, fn) ENTER_RET(SHLIB_LIB_CUDART, sym, fn)
+#define CU(sym, fn) ENTER_RET(SHLIB_LIB_CUDA, sym, fn)
 
 static const struct bpftel_uprobe_spec uprobe_specs[] = {
-	ENTER_RET("cudaLaunchKernel", GPU_FN_LAUNCH),
-	ENTER_RET("cudaMalloc", GPU_FN_MALLOC),
-	ENTER_RET("cudaFree", GPU_FN_FREE),
-	ENTER_RET("cudaMemcpy", GPU_FN_MEMCPY),
-	ENTER_RET("cudaMemcpyAsync", GPU_FN_MEMCPY_ASYNC),
-	ENTER_RET("cudaStreamSynchronize", GPU_FN_STREAM_SYNC),
-	ENTER_RET("cudaDeviceSynchronize", GPU_FN_DEVICE_SYNC),
-	ENTER_RET("cudaSetDevice", GPU_FN_SET_DEVICE),
+	RT("cudaLaunchKernel", GPU_FN_LAUNCH),
+	RT("cudaMalloc", GPU_FN_MALLOC),
+	RT("cudaFree", GPU_FN_FREE),
+	RT("cudaMemcpy", GPU_FN_MEMCPY),
+	RT("cudaMemcpyAsync", GPU_FN_MEMCPY_ASYNC),
+	RT("cudaStreamSynchronize", GPU_FN_STREAM_SYNC),
+	RT("cudaDeviceSynchronize", GPU_FN_DEVICE_SYNC),
+	RT("cudaSetDevice", GPU_FN_SET_DEVICE),
+	RT("cudaMallocAsync", GPU_FN_MALLOC_ASYNC),
+	RT("cudaFreeAsync", GPU_FN_FREE_ASYNC),
+	RT("cudaMallocManaged", GPU_FN_MALLOC_MANAGED),
+	RT("cudaMallocHost", GPU_FN_MALLOC_HOST),
+	RT("cudaHostAlloc", GPU_FN_HOST_ALLOC),
+	RT("cudaFreeHost", GPU_FN_FREE_HOST),
+	CU("cuLaunchKernel", GPU_FN_CU_LAUNCH),
+	CU("cuMemAlloc_v2", GPU_FN_CU_MEM_ALLOC),
+	CU("cuMemFree_v2", GPU_FN_CU_MEM_FREE),
+	CU("cuMemcpyHtoD_v2", GPU_FN_CU_MEMCPY_HTOD),
+	CU("cuMemcpyDtoH_v2", GPU_FN_CU_MEMCPY_DTOH),
+	CU("cuMemcpyHtoDAsync_v2", GPU_FN_CU_MEMCPY_HTOD_ASYNC),
+	CU("cuMemcpyDtoHAsync_v2", GPU_FN_CU_MEMCPY_DTOH_ASYNC),
+	CU("cuCtxSynchronize", GPU_FN_CU_CTX_SYNC),
+	CU("cuStreamSynchronize", GPU_FN_CU_STREAM_SYNC),
+	CU("cuInit", GPU_FN_CU_INIT),
+	CU("cuCtxCreate_v2", GPU_FN_CU_CTX_CREATE),
+	CU("cuDevicePrimaryCtxRetain", GPU_FN_CU_PRIMARY_CTX_RETAIN),
+	CU("cuCtxSetCurrent", GPU_FN_CU_CTX_SET_CURRENT),
+	CU("cuCtxPushCurrent_v2", GPU_FN_CU_CTX_PUSH_CURRENT),
+	CU("cuMemAllocManaged", GPU_FN_CU_MEM_ALLOC_MANAGED),
+	CU("cuMemAllocHost_v2", GPU_FN_CU_MEM_ALLOC_HOST),
+	CU("cuMemFreeHost", GPU_FN_CU_MEM_FREE_HOST),
+	CU("cuModuleGetFunction", GPU_FN_CU_MODULE_GET_FUNCTION),
 };
 
 static const struct bpftel_probe_spec task_exit_probe = {
@@ -210,6 +188,7 @@ static struct bpftel_gpu_proc *find_proc(struct bpftel_gpu_proc *rows, size_t n,
 static void add_allocs(int fd, struct bpftel_gpu_proc *rows, size_t n)
 {
 	struct gpu_alloc_key key, next, *prev = NULL;
+	struct bpftel_gpu_kind *k;
 	struct bpftel_gpu_proc *p;
 	struct gpu_alloc a;
 	__u64 now = mono_ns(), age;
@@ -218,18 +197,20 @@ static void add_allocs(int fd, struct bpftel_gpu_proc *rows, size_t n)
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &a) || !(p = find_proc(rows, n, key.tgid)))
+		if (bpf_map_lookup_elem(fd, &key, &a) || !(p = find_proc(rows, n, key.tgid)) ||
+		    a.kind >= GPU_MEM__COUNT)
 			continue;
 		age = now > a.ktime_ns ? now - a.ktime_ns : 0;
 		for (b = 0; b < BPFTEL_GPU_AGE_BUCKETS - 1; b++) {
 			if (age < age_limits_s[b] * 1000000000ull)
 				break;
 		}
-		p->outstanding_allocs++;
-		p->age_allocs[b]++;
-		p->age_bytes[b] += a.size;
-		if (age > p->oldest_ns)
-			p->oldest_ns = age;
+		k = &p->kinds[a.kind];
+		k->outstanding_allocs++;
+		k->age_allocs[b]++;
+		k->age_bytes[b] += a.size;
+		if (age > k->oldest_ns)
+			k->oldest_ns = age;
 	}
 }
 
@@ -253,6 +234,41 @@ static void add_errors(int fd, struct bpftel_gpu_proc *rows, size_t n)
 	}
 }
 
+/* The launched kernels of the processes in rows, with the names the driver gave. */
+static size_t read_kernels(int fd, int names_fd, struct bpftel_gpu_proc *rows, size_t n,
+			   struct bpftel_gpu_kernel_seen **out)
+{
+	struct bpftel_gpu_kernel_seen *ks = NULL, *grown;
+	struct gpu_kernel_key key, next, *prev = NULL;
+	struct gpu_kname kn;
+	size_t nks = 0, cap = 0;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!find_proc(rows, n, key.tgid))
+			continue;
+		if (nks == cap) {
+			cap = cap ? cap * 2 : 64;
+			grown = realloc(ks, cap * sizeof(*ks));
+			if (!grown)
+				break; /* the kernels read so far are reported */
+			ks = grown;
+		}
+		memset(&ks[nks], 0, sizeof(ks[nks]));
+		if (bpf_map_lookup_elem(fd, &key, &ks[nks].k))
+			continue;
+		ks[nks].key = key;
+		if (key.api == GPU_KERNEL_DRIVER && !bpf_map_lookup_elem(names_fd, &key, &kn)) {
+			kn.name[sizeof(kn.name) - 1] = '\0';
+			memcpy(ks[nks].driver_name, kn.name, sizeof(kn.name));
+		}
+		nks++;
+	}
+	*out = ks;
+	return nks;
+}
+
 static void read_comm(__u32 pid, char *comm, size_t size)
 {
 	char path[64];
@@ -267,18 +283,31 @@ static void read_comm(__u32 pid, char *comm, size_t size)
 	comm[strcspn(comm, "\n")] = '\0';
 }
 
+__s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p)
+{
+	__s64 sum = 0;
+	int k;
+
+	for (k = 0; k < GPU_MEM__COUNT; k++)
+		sum += p->st.mem[k].outstanding_bytes;
+	return sum;
+}
+
 static int cmp_outstanding(const void *a, const void *b)
 {
 	const struct bpftel_gpu_proc *pa = a, *pb = b;
+	__s64 oa = bpftel_gpu_proc__outstanding(pa), ob = bpftel_gpu_proc__outstanding(pb);
 
-	if (pa->st.outstanding_bytes != pb->st.outstanding_bytes)
-		return pa->st.outstanding_bytes < pb->st.outstanding_bytes ? 1 : -1;
+	if (oa != ob)
+		return oa < ob ? 1 : -1;
 	return pa->pid < pb->pid ? -1 : pa->pid > pb->pid;
 }
 
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 {
+	struct bpftel_gpu_kernel_seen *ks = NULL;
 	struct bpftel_gpu_proc *rows = NULL, *grown;
+	size_t nks;
 	__u32 key, next, *prev = NULL;
 	size_t n = 0, cap = 0;
 	int fd;
@@ -311,9 +340,14 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	}
 	add_allocs(bpf_map__fd(g->skel->maps.gpu_allocs), rows, n);
 	add_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n);
+	nks = read_kernels(bpf_map__fd(g->skel->maps.gpu_kernels),
+			   bpf_map__fd(g->skel->maps.gpu_knames), rows, n, &ks);
 	pthread_mutex_unlock(&g->lock);
 	for (size_t i = 0; i < n; i++)
 		read_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
+	/* Names may take parsing the processes' files: without the lock. */
+	bpftel_gpu_kernels__fill(rows, n, ks, nks);
+	free(ks);
 	if (n) /* rows is NULL when there are none */
 		qsort(rows, n, sizeof(*rows), cmp_outstanding);
 	*out = rows;
@@ -368,6 +402,10 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 			  sizeof(struct gpu_alloc_key));
 		drop_keys(bpf_map__fd(g->skel->maps.gpu_errors), dead[i],
 			  sizeof(struct gpu_err_key));
+		drop_keys(bpf_map__fd(g->skel->maps.gpu_ctxs), dead[i], 16);
+		drop_keys(bpf_map__fd(g->skel->maps.gpu_kernels), dead[i], 16);
+		drop_keys(bpf_map__fd(g->skel->maps.gpu_knames), dead[i], 16);
+		bpftel_gpu_kernels__forget(dead[i]);
 	}
 	pthread_mutex_unlock(&g->lock);
 	return ndead;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * GPU module: per-process use of the CUDA runtime, from uprobes on every libcudart the
- * shared-libraries watcher finds (libset "gpu"). A module like any other: registered
+ * GPU module: per-process use of CUDA, from uprobes on every libcudart (runtime API) and
+ * libcuda (driver API) the shared-libraries watcher finds (libset "gpu"). A driver call
+ * the runtime makes on behalf of a runtime call is not counted again (bpf/lib/gpu_state.h
+ * says how). A module like any other: registered
  * with the manager, its uprobes attached per library file by the uprobe registry, its
  * BPF maps read here on demand (bpf/gpu.h has their layout).
  *
@@ -11,6 +13,7 @@
 #ifndef BPFTEL_GPU_MODULE_H
 #define BPFTEL_GPU_MODULE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <linux/types.h>
 
@@ -36,24 +39,49 @@ extern const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS];
 
 #define BPFTEL_GPU_MAX_ERRORS 16 /* distinct (function, error) per process reported */
 
+#define BPFTEL_GPU_TOP_KERNELS 8 /* kernels per process reported, most launched first */
+#define BPFTEL_GPU_KERNEL_NAME 256
+
+/* A kernel, by its demangled name ("" when it has none we can tell); the launches of
+ * every handle or host function with that name. */
+struct bpftel_gpu_kernel_row {
+	char name[BPFTEL_GPU_KERNEL_NAME];
+	bool driver; /* launched through cuLaunchKernel (else cudaLaunchKernel) */
+	__u64 launches;
+	__u64 threads;
+	__u32 grid[3]; /* of a last launch */
+	__u32 block[3];
+};
+
+/* Outstanding allocations of one kind (enum gpu_mem_kind), as tracked. */
+struct bpftel_gpu_kind {
+	__u64 outstanding_allocs;
+	__u64 age_allocs[BPFTEL_GPU_AGE_BUCKETS];
+	__u64 age_bytes[BPFTEL_GPU_AGE_BUCKETS];
+	__u64 oldest_ns; /* age of the oldest outstanding allocation */
+};
+
 struct bpftel_gpu_proc {
 	__u32 pid;
 	char comm[16];
 	struct gpu_proc_stats st;
-	__u64 outstanding_allocs; /* allocations not freed, as tracked */
-	__u64 age_allocs[BPFTEL_GPU_AGE_BUCKETS];
-	__u64 age_bytes[BPFTEL_GPU_AGE_BUCKETS];
-	__u64 oldest_ns; /* age of the oldest outstanding allocation */
-	size_t nerrors;	 /* may exceed BPFTEL_GPU_MAX_ERRORS: the rest are not listed */
+	struct bpftel_gpu_kind kinds[GPU_MEM__COUNT];
+	size_t nkernels; /* by name; may exceed BPFTEL_GPU_TOP_KERNELS */
+	struct bpftel_gpu_kernel_row kernels[BPFTEL_GPU_TOP_KERNELS];
+	__u64 kernels_other_launches; /* of the kernels not listed */
+	size_t nerrors; /* may exceed BPFTEL_GPU_MAX_ERRORS: the rest are not listed */
 	struct {
 		enum gpu_func func;
-		int error; /* cudaError_t */
+		int error; /* cudaError_t, or CUresult for a driver function */
 		__u64 count;
 	} errors[BPFTEL_GPU_MAX_ERRORS];
 };
 
+/* Outstanding bytes over every kind (the order of bpftel_gpu__processes()). */
+__s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p);
+
 /*
- * Per-process state, largest outstanding bytes first. Returns the count (0 when the
+ * Per-process state, largest outstanding bytes (every kind) first. Returns the count (0 when the
  * module is not running) and a malloc'd array in *out, or a negative errno.
  */
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out);
@@ -66,9 +94,15 @@ struct bpftel_prom;
 struct json_t *gpu_report(struct bpftel_module *m, struct json_t *req);
 void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w);
 
+/* Names (gpu_names.c). */
 const char *bpftel_gpu_func_name(enum gpu_func func);		    /* "cudaLaunchKernel" */
 const char *bpftel_gpu_memcpy_kind_name(enum gpu_memcpy_kind kind); /* "htod" */
+const char *bpftel_gpu_mem_kind_name(enum gpu_mem_kind kind);	    /* "managed" */
 /* "cudaErrorInsufficientDriver", or NULL for a code the table does not know. */
 const char *bpftel_cuda_error_name(int error);
+/* "CUDA_ERROR_STUB_LIBRARY", or NULL. */
+const char *bpftel_cu_result_name(int error);
+/* The name of an error func returned: a CUresult for a driver function. */
+const char *bpftel_gpu_error_name(enum gpu_func func, int error);
 
 #endif /* BPFTEL_GPU_MODULE_H */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* `bpftel gpu`: one row per process using the CUDA runtime, then its CUDA errors. */
+/* `bpftel gpu`: one row per process using CUDA (runtime or driver), then its memory by
+ * kind, the devices it used, and its CUDA errors. */
 #include <stdio.h>
 
 #include "user/common/cli_section.h"
@@ -32,6 +33,116 @@ static void print_errors_of(json_t *procs)
 	table_free(t);
 }
 
+/* Memory kinds a process used: outstanding, peak, and the leak view per kind. */
+static void print_kinds_of(json_t *procs)
+{
+	static const char *const hdr[] = {"PID",  "KIND",	 "ALLOCS", "FREES",
+					  "OUTSTANDING", "PEAK", "LEAKS"};
+	char pid[16], allocs[24], frees[24], out[24], peak[24], leaks[48], oldest[24];
+	struct table *t = NULL;
+	const char *kind;
+	json_t *p, *k;
+	size_t i;
+
+	json_array_foreach (procs, i, p) {
+		json_object_foreach (json_object_get(json_object_get(p, "memory"), "kinds"), kind,
+				     k) {
+			if (!jint(k, "allocs") && !jint(k, "outstanding_bytes"))
+				continue;
+			if (!t)
+				t = table_new(7, hdr);
+			snprintf(pid, sizeof(pid), "%lld", jint(p, "pid"));
+			snprintf(allocs, sizeof(allocs), "%lld", jint(k, "allocs"));
+			snprintf(frees, sizeof(frees), "%lld", jint(k, "frees"));
+			fmt_bytes(out, sizeof(out), (double)jint(k, "outstanding_bytes"));
+			fmt_bytes(peak, sizeof(peak), (double)jint(k, "peak_bytes"));
+			fmt_duration(oldest, sizeof(oldest), jnum(k, "oldest_seconds"));
+			if (jint(k, "outstanding_allocs"))
+				snprintf(leaks, sizeof(leaks), "%lld (oldest %s)",
+					 jint(k, "outstanding_allocs"), oldest);
+			else
+				snprintf(leaks, sizeof(leaks), "0");
+			table_add(t, (const char *const[]){pid, kind, allocs, frees, out, peak,
+							   leaks});
+		}
+	}
+	if (!t)
+		return;
+	printf("\nMemory by kind:\n");
+	table_print(t, stdout);
+	table_free(t);
+}
+
+static void print_devices_of(json_t *procs)
+{
+	static const char *const hdr[] = {"PID",    "DEVICE",	   "LAUNCHES",
+					  "THREADS", "OUTSTANDING", "ERRORS"};
+	char pid[16], launches[24], threads[24], out[24], errors[24];
+	struct table *t = NULL;
+	json_t *p, *d;
+	size_t i, j;
+
+	json_array_foreach (procs, i, p) {
+		json_array_foreach (json_object_get(p, "devices"), j, d) {
+			if (!t)
+				t = table_new(6, hdr);
+			snprintf(pid, sizeof(pid), "%lld", jint(p, "pid"));
+			snprintf(launches, sizeof(launches), "%lld", jint(d, "launches"));
+			snprintf(threads, sizeof(threads), "%lld", jint(d, "threads"));
+			fmt_bytes(out, sizeof(out), (double)jint(d, "outstanding_bytes"));
+			snprintf(errors, sizeof(errors), "%lld", jint(d, "errors"));
+			table_add(t, (const char *const[]){pid, jstr(d, "device"), launches, threads,
+							   out, errors});
+		}
+	}
+	if (!t)
+		return;
+	printf("\nDevices:\n");
+	table_print(t, stdout);
+	table_free(t);
+}
+
+/* The most launched kernels of each process, with their last grid and block. */
+static void print_kernels_of(json_t *procs)
+{
+	static const char *const hdr[] = {"PID",	"KERNEL", "API", "LAUNCHES",
+					  "THREADS", "GRID",	  "BLOCK"};
+	char pid[16], launches[24], threads[24], grid[48], block[48];
+	struct table *t = NULL;
+	json_t *p, *k, *g, *b;
+	const char *name;
+	size_t i, j;
+
+	json_array_foreach (procs, i, p) {
+		json_array_foreach (json_object_get(p, "kernels"), j, k) {
+			if (!t)
+				t = table_new(7, hdr);
+			g = json_object_get(k, "grid");
+			b = json_object_get(k, "block");
+			name = json_string_value(json_object_get(k, "name"));
+			snprintf(pid, sizeof(pid), "%lld", jint(p, "pid"));
+			snprintf(launches, sizeof(launches), "%lld", jint(k, "launches"));
+			snprintf(threads, sizeof(threads), "%lld", jint(k, "threads"));
+			snprintf(grid, sizeof(grid), "%lldx%lldx%lld",
+				 json_integer_value(json_array_get(g, 0)),
+				 json_integer_value(json_array_get(g, 1)),
+				 json_integer_value(json_array_get(g, 2)));
+			snprintf(block, sizeof(block), "%lldx%lldx%lld",
+				 json_integer_value(json_array_get(b, 0)),
+				 json_integer_value(json_array_get(b, 1)),
+				 json_integer_value(json_array_get(b, 2)));
+			table_add(t, (const char *const[]){pid, name ? name : "(not named)",
+							   jstr(k, "api"), launches, threads, grid,
+							   block});
+		}
+	}
+	if (!t)
+		return;
+	printf("\nTop kernels:\n");
+	table_print(t, stdout);
+	table_free(t);
+}
+
 static void print_gpu(json_t *resp)
 {
 	static const char *const hdr[] = {"PID",	 "COMM", "LAUNCHES", "THREADS",
@@ -48,7 +159,7 @@ static void print_gpu(json_t *resp)
 
 	printf("GPU module: %s\n", jstr(resp, "state"));
 	if (!json_array_size(procs)) {
-		printf("No process is using a watched CUDA runtime.\n");
+		printf("No process is using a watched CUDA runtime or driver.\n");
 		return;
 	}
 	t = table_new(11, hdr);
@@ -79,13 +190,19 @@ static void print_gpu(json_t *resp)
 	}
 	table_print(t, stdout);
 	table_free(t);
+	print_kernels_of(procs);
+	print_kinds_of(procs);
+	print_devices_of(procs);
 	print_errors_of(procs);
 }
 
 const struct bpftel_cli_section bpftel_gpu_cli = {
 	.command = "gpu",
-	.help = "            per process using the CUDA runtime: kernel launches and threads,\n"
-		"            device memory outstanding and peak, allocation ages (leaks), memcpy\n"
-		"            bytes by direction, sync wait, CUDA errors by function\n",
+	.help = "            per process using CUDA (runtime and driver API): kernel launches\n"
+		"            and threads, device memory outstanding and peak, allocation ages\n"
+		"            (leaks), memory by kind (device, async, managed, pinned_host),\n"
+		"            launches/memory/errors per device, top kernels by demangled name\n"
+		"            (launches, threads, grid x block), memcpy bytes by direction, sync\n"
+		"            wait, CUDA errors by function and name (cudaError*, CUDA_ERROR_*)\n",
 	.print = print_gpu,
 };

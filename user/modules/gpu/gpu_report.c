@@ -3,8 +3,10 @@
  * What the GPU module reports: the `gpu` command (per-process state as JSON) and its
  * Prometheus families, both read from its BPF maps on demand (gpu.c).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <jansson.h>
 
 #include "gpu.h"
@@ -12,24 +14,98 @@
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
 
-static json_t *memory_json(const struct bpftel_gpu_proc *p)
+static json_t *kind_json(const struct gpu_mem_stats *m, const struct bpftel_gpu_kind *k)
 {
 	json_t *age = json_object();
 	int b;
 
 	for (b = 0; b < BPFTEL_GPU_AGE_BUCKETS; b++)
 		json_object_set_new(age, bpftel_gpu_age_names[b],
-				    json_pack("{s:I, s:I}", "allocs", (json_int_t)p->age_allocs[b],
-					      "bytes", (json_int_t)p->age_bytes[b]));
-	return json_pack(
-		"{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:o}", "allocs",
-		(json_int_t)p->st.allocs, "alloc_bytes", (json_int_t)p->st.alloc_bytes, "frees",
-		(json_int_t)p->st.frees, "freed_bytes", (json_int_t)p->st.freed_bytes,
-		"frees_unknown", (json_int_t)p->st.frees_unknown, "allocs_untracked",
-		(json_int_t)p->st.allocs_untracked, "outstanding_bytes",
-		(json_int_t)p->st.outstanding_bytes, "peak_bytes", (json_int_t)p->st.peak_bytes,
-		"outstanding_allocs", (json_int_t)p->outstanding_allocs, "oldest_seconds",
-		p->oldest_ns / 1e9, "age", age);
+				    json_pack("{s:I, s:I}", "allocs", (json_int_t)k->age_allocs[b],
+					      "bytes", (json_int_t)k->age_bytes[b]));
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:o}", "allocs",
+			 (json_int_t)m->allocs, "alloc_bytes", (json_int_t)m->alloc_bytes, "frees",
+			 (json_int_t)m->frees, "freed_bytes", (json_int_t)m->freed_bytes,
+			 "outstanding_bytes", (json_int_t)m->outstanding_bytes, "peak_bytes",
+			 (json_int_t)m->peak_bytes, "outstanding_allocs",
+			 (json_int_t)k->outstanding_allocs, "oldest_seconds", k->oldest_ns / 1e9,
+			 "age", age);
+}
+
+/* "memory": device memory (cudaMalloc, cuMemAlloc_v2) at the top, as before kinds
+ * existed, every kind under "kinds", and what the process's tracking missed. */
+static json_t *memory_json(const struct bpftel_gpu_proc *p)
+{
+	json_t *mem = kind_json(&p->st.mem[GPU_MEM_DEVICE], &p->kinds[GPU_MEM_DEVICE]);
+	json_t *kinds = json_object();
+	int k;
+
+	for (k = 0; k < GPU_MEM__COUNT; k++)
+		json_object_set_new(kinds, bpftel_gpu_mem_kind_name(k),
+				    kind_json(&p->st.mem[k], &p->kinds[k]));
+	json_object_set_new(mem, "kinds", kinds);
+	json_object_set_new(mem, "frees_unknown", json_integer(p->st.frees_unknown));
+	json_object_set_new(mem, "allocs_untracked", json_integer(p->st.allocs_untracked));
+	json_object_set_new(mem, "allocs_over_cap", json_integer(p->st.allocs_over_cap));
+	return mem;
+}
+
+/* A device slot's name: its index, or "unknown". */
+static const char *dev_name(int slot, char *buf, size_t size)
+{
+	if (slot >= GPU_MAX_DEVICES)
+		return "unknown";
+	snprintf(buf, size, "%d", slot);
+	return buf;
+}
+
+static bool dev_used(const struct gpu_dev_stats *d)
+{
+	return d->launches || d->errors || d->allocs || d->outstanding_bytes;
+}
+
+/* Devices the process used, by slot. */
+static json_t *devices_json(const struct bpftel_gpu_proc *p)
+{
+	json_t *devs = json_array();
+	const struct gpu_dev_stats *d;
+	char name[16];
+	int i;
+
+	for (i = 0; i < GPU_DEV_SLOTS; i++) {
+		d = &p->st.dev[i];
+		if (!dev_used(d))
+			continue;
+		json_array_append_new(
+			devs, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "device",
+					dev_name(i, name, sizeof(name)), "launches",
+					(json_int_t)d->launches, "threads", (json_int_t)d->threads,
+					"allocs", (json_int_t)d->allocs, "outstanding_bytes",
+					(json_int_t)d->outstanding_bytes, "errors",
+					(json_int_t)d->errors));
+	}
+	return devs;
+}
+
+/* The process's most launched kernels (by demangled name; null: not named). */
+static json_t *kernels_json(const struct bpftel_gpu_proc *p)
+{
+	const struct bpftel_gpu_kernel_row *k;
+	json_t *arr = json_array();
+	size_t i;
+
+	for (i = 0; i < p->nkernels && i < BPFTEL_GPU_TOP_KERNELS; i++) {
+		k = &p->kernels[i];
+		json_array_append_new(
+			arr, json_pack("{s:o, s:s, s:I, s:I, s:[i,i,i], s:[i,i,i]}", "name",
+				       k->name[0] ? bpftel_json_str(k->name) : json_null(), "api",
+				       k->driver ? "driver" : "runtime", "launches",
+				       (json_int_t)k->launches, "threads", (json_int_t)k->threads,
+				       "grid", (int)k->grid[0], (int)k->grid[1], (int)k->grid[2],
+				       "block", (int)k->block[0], (int)k->block[1],
+				       (int)k->block[2]));
+	}
+	return arr;
 }
 
 static json_t *proc_json(const struct bpftel_gpu_proc *p)
@@ -40,6 +116,8 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 	size_t i;
 
 	for (i = 0; i < GPU_FN__COUNT; i++) {
+		if (!strcmp(bpftel_gpu_func_name(i), "unknown"))
+			continue; /* a slot no probe uses */
 		json_object_set_new(calls, bpftel_gpu_func_name(i), json_integer(p->st.calls[i]));
 		json_object_set_new(failed, bpftel_gpu_func_name(i), json_integer(p->st.failed[i]));
 	}
@@ -53,23 +131,32 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 						 "launches", (json_int_t)p->st.launch_threads[i]));
 	}
 	for (i = 0; i < p->nerrors && i < BPFTEL_GPU_MAX_ERRORS; i++) {
-		name = bpftel_cuda_error_name(p->errors[i].error);
+		name = bpftel_gpu_error_name(p->errors[i].func, p->errors[i].error);
 		json_array_append_new(errors, json_pack("{s:s, s:i, s:s?, s:I}", "function",
 							bpftel_gpu_func_name(p->errors[i].func),
 							"error", p->errors[i].error, "name", name,
 							"count", (json_int_t)p->errors[i].count));
 	}
-	return json_pack(
-		"{s:i, s:o, s:i, s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:f, s:f, s:o, "
-		"s:I}",
-		"pid", (int)p->pid, "comm", bpftel_json_str(p->comm), "device", p->st.device, "calls", calls,
-		"failed", failed, "launches", (json_int_t)p->st.calls[GPU_FN_LAUNCH], "threads",
-		(json_int_t)p->st.threads, "shared_mem_bytes", (json_int_t)p->st.shared_mem_bytes,
-		"launch_sizes", sizes, "memory", memory_json(p), "memcpy_bytes", copies,
+	json_t *j = json_pack(
+		"{s:i, s:o, s:i, s:o, s:o, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:f, s:f, "
+		"s:o, s:I}",
+		"pid", (int)p->pid, "comm", bpftel_json_str(p->comm), "device", p->st.device,
+		"calls", calls, "failed", failed, "launches",
+		(json_int_t)(p->st.calls[GPU_FN_LAUNCH] + p->st.calls[GPU_FN_CU_LAUNCH]),
+		"threads", (json_int_t)p->st.threads, "shared_mem_bytes",
+		(json_int_t)p->st.shared_mem_bytes, "driver_calls_inside_runtime",
+		(json_int_t)p->st.driver_nested, "launch_sizes", sizes, "memory",
+		memory_json(p), "devices", devices_json(p), "memcpy_bytes", copies,
 		"memcpy_seconds", p->st.memcpy_ns / 1e9, "sync_wait_seconds", p->st.sync_ns / 1e9,
 		"errors", errors, "errors_not_listed",
 		(json_int_t)(p->nerrors > BPFTEL_GPU_MAX_ERRORS ? p->nerrors - BPFTEL_GPU_MAX_ERRORS
 								: 0));
+
+	json_object_set_new(j, "kernels", kernels_json(p));
+	json_object_set_new(j, "kernels_total", json_integer((json_int_t)p->nkernels));
+	json_object_set_new(j, "kernels_other_launches",
+			    json_integer((json_int_t)p->kernels_other_launches));
+	return j;
 }
 
 json_t *gpu_report(struct bpftel_module *m, json_t *req)
@@ -115,6 +202,118 @@ static void put_value(struct bpftel_prom *w, const struct bpftel_gpu_proc *p, do
 	bpftel_prom_sample(w, "", l, 2, v);
 }
 
+/* Per live process and memory kind. */
+static void put_kinds(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows, int n,
+		      double (*value)(const struct bpftel_gpu_proc *, int))
+{
+	struct bpftel_prom_label l[3];
+	char pid[16];
+	int i, k;
+
+	for (i = 0; i < n; i++) {
+		snprintf(pid, sizeof(pid), "%u", rows[i].pid);
+		l[0] = (struct bpftel_prom_label){"pid", pid};
+		l[1] = (struct bpftel_prom_label){"comm", rows[i].comm};
+		for (k = 0; k < GPU_MEM__COUNT; k++) {
+			l[2] = (struct bpftel_prom_label){"kind", bpftel_gpu_mem_kind_name(k)};
+			bpftel_prom_sample(w, "", l, 3, value(&rows[i], k));
+		}
+	}
+}
+
+static double kind_outstanding(const struct bpftel_gpu_proc *p, int k)
+{
+	return (double)p->st.mem[k].outstanding_bytes;
+}
+
+static double kind_peak(const struct bpftel_gpu_proc *p, int k)
+{
+	return (double)p->st.mem[k].peak_bytes;
+}
+
+static double kind_oldest(const struct bpftel_gpu_proc *p, int k)
+{
+	return p->kinds[k].oldest_ns / 1e9;
+}
+
+/* Per live process and device it used (bounded: GPU_DEV_SLOTS). */
+static void put_devices(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows, int n,
+			int what)
+{
+	const struct gpu_dev_stats *d;
+	struct bpftel_prom_label l[3];
+	char pid[16], dev[16];
+	int i, k;
+
+	for (i = 0; i < n; i++) {
+		snprintf(pid, sizeof(pid), "%u", rows[i].pid);
+		l[0] = (struct bpftel_prom_label){"pid", pid};
+		l[1] = (struct bpftel_prom_label){"comm", rows[i].comm};
+		for (k = 0; k < GPU_DEV_SLOTS; k++) {
+			d = &rows[i].st.dev[k];
+			if (!dev_used(d))
+				continue;
+			l[2] = (struct bpftel_prom_label){"device", dev_name(k, dev, sizeof(dev))};
+			if (what == 0)
+				bpftel_prom_sample_u64(w, "", l, 3, d->launches);
+			else if (what == 1)
+				bpftel_prom_sample(w, "", l, 3, (double)d->outstanding_bytes);
+			else
+				bpftel_prom_sample_u64(w, "", l, 3, d->errors);
+		}
+	}
+}
+
+/* The series budget of bpftel_gpu_kernel_name_launches_total: the most launched named
+ * kernels over all processes; every other launch is its process's kernel="other". */
+#define KERNEL_SERIES_BUDGET 64
+
+struct kernel_pick {
+	const struct bpftel_gpu_proc *p;
+	const struct bpftel_gpu_kernel_row *k;
+};
+
+static int cmp_pick(const void *a, const void *b)
+{
+	const struct kernel_pick *x = a, *y = b;
+
+	if (x->k->launches != y->k->launches)
+		return x->k->launches < y->k->launches ? 1 : -1;
+	return x->p->pid < y->p->pid ? -1 : x->p->pid > y->p->pid;
+}
+
+static void put_kernels(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows, int n)
+{
+	struct kernel_pick *picks = calloc((size_t)n * BPFTEL_GPU_TOP_KERNELS + 1, sizeof(*picks));
+	__u64 *other = calloc((size_t)n + 1, sizeof(*other));
+	size_t np = 0, i, k;
+	int r;
+
+	if (!picks || !other)
+		goto out;
+	for (r = 0; r < n; r++) {
+		other[r] = rows[r].kernels_other_launches;
+		for (k = 0; k < rows[r].nkernels && k < BPFTEL_GPU_TOP_KERNELS; k++) {
+			if (rows[r].kernels[k].name[0])
+				picks[np++] = (struct kernel_pick){&rows[r], &rows[r].kernels[k]};
+			else
+				other[r] += rows[r].kernels[k].launches; /* not named */
+		}
+	}
+	if (np)
+		qsort(picks, np, sizeof(*picks), cmp_pick);
+	for (i = KERNEL_SERIES_BUDGET; i < np; i++)
+		other[picks[i].p - rows] += picks[i].k->launches;
+	for (i = 0; i < np && i < KERNEL_SERIES_BUDGET; i++)
+		put(w, picks[i].p, "kernel", picks[i].k->name, picks[i].k->launches);
+	for (r = 0; r < n; r++)
+		if (other[r])
+			put(w, &rows[r], "kernel", "other", other[r]);
+out:
+	free(picks);
+	free(other);
+}
+
 void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 {
 	struct bpftel_gpu_proc *rows = NULL;
@@ -127,22 +326,45 @@ void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	if (n < 0)
 		n = 0;
 	bpftel_prom_family(w, "bpftel_gpu_kernel_launches_total", "counter",
-			   "cudaLaunchKernel calls, per live process.");
+			   "cudaLaunchKernel and cuLaunchKernel calls, per live process.");
 	for (i = 0; i < n; i++)
-		put(w, &rows[i], NULL, NULL, rows[i].st.calls[GPU_FN_LAUNCH]);
+		put(w, &rows[i], NULL, NULL,
+		    rows[i].st.calls[GPU_FN_LAUNCH] + rows[i].st.calls[GPU_FN_CU_LAUNCH]);
+	bpftel_prom_family(w, "bpftel_gpu_kernel_name_launches_total", "counter",
+			   "Launches per kernel (demangled name), the 64 most launched over all "
+			   "live processes; each process's others under kernel=\"other\".");
+	put_kernels(w, rows, n);
 	bpftel_prom_family(w, "bpftel_gpu_threads_launched_total", "counter",
 			   "Threads launched (grid x block), per live process.");
 	for (i = 0; i < n; i++)
 		put(w, &rows[i], NULL, NULL, rows[i].st.threads);
 	bpftel_prom_family(w, "bpftel_gpu_memory_outstanding_bytes", "gauge",
-			   "Device memory allocated with cudaMalloc and not freed, per live "
-			   "process.");
-	for (i = 0; i < n; i++)
-		put_value(w, &rows[i], (double)rows[i].st.outstanding_bytes);
+			   "Memory allocated and not freed, by kind (device, async, managed, "
+			   "pinned_host), per live process.");
+	put_kinds(w, rows, n, kind_outstanding);
 	bpftel_prom_family(w, "bpftel_gpu_memory_peak_bytes", "gauge",
-			   "Highest outstanding device memory, per live process.");
+			   "Highest outstanding memory, by kind, per live process.");
+	put_kinds(w, rows, n, kind_peak);
+	bpftel_prom_family(w, "bpftel_gpu_memory_oldest_allocation_seconds", "gauge",
+			   "Age of the oldest outstanding allocation (a leak's age), by kind, per "
+			   "live process.");
+	put_kinds(w, rows, n, kind_oldest);
+	bpftel_prom_family(w, "bpftel_gpu_memory_allocs_untracked_total", "counter",
+			   "Allocations not tracked (the process's share of the allocation map "
+			   "held, map full, pointer unreadable), per live process.");
 	for (i = 0; i < n; i++)
-		put_value(w, &rows[i], (double)rows[i].st.peak_bytes);
+		put(w, &rows[i], NULL, NULL, rows[i].st.allocs_untracked);
+	bpftel_prom_family(w, "bpftel_gpu_device_kernel_launches_total", "counter",
+			   "Kernel launches by device index (\"unknown\": a driver context not "
+			   "seen made), per live process.");
+	put_devices(w, rows, n, 0);
+	bpftel_prom_family(w, "bpftel_gpu_device_memory_outstanding_bytes", "gauge",
+			   "Memory of every kind allocated and not freed, by device, per live "
+			   "process.");
+	put_devices(w, rows, n, 1);
+	bpftel_prom_family(w, "bpftel_gpu_device_errors_total", "counter",
+			   "Failed CUDA calls by device, per live process.");
+	put_devices(w, rows, n, 2);
 	bpftel_prom_family(w, "bpftel_gpu_memcpy_bytes_total", "counter",
 			   "Bytes copied by cudaMemcpy(Async), by direction, per live process.");
 	for (i = 0; i < n; i++) {
@@ -156,14 +378,15 @@ void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	for (i = 0; i < n; i++)
 		put_value(w, &rows[i], rows[i].st.sync_ns / 1e9);
 	bpftel_prom_family(w, "bpftel_gpu_cuda_errors_total", "counter",
-			   "CUDA runtime calls that failed, by function and cudaError_t, per live "
-			   "process.");
+			   "CUDA calls that failed, by function and error (cudaError_t for the "
+			   "runtime, CUresult for the driver), per live process.");
 	for (i = 0; i < n; i++) {
 		for (e = 0; e < rows[i].nerrors && e < BPFTEL_GPU_MAX_ERRORS; e++) {
 			struct bpftel_prom_label l[4];
 			char pid[16];
 
-			name = bpftel_cuda_error_name(rows[i].errors[e].error);
+			name = bpftel_gpu_error_name(rows[i].errors[e].func,
+						     rows[i].errors[e].error);
 			snprintf(code, sizeof(code), "%d", rows[i].errors[e].error);
 			snprintf(pid, sizeof(pid), "%u", rows[i].pid);
 			l[0] = (struct bpftel_prom_label){"pid", pid};

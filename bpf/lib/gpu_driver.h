@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Bodies for the CUDA driver API (libcuda.so.1) that its runtime counterparts do not
+ * share: cuLaunchKernel's arguments, and contexts (which device a thread's calls go to).
+ * Every driver body runs only at runtime depth 0 (bpf/lib/gpu_state.h): a driver call
+ * the runtime makes is the runtime call's, already counted.
+ *
+ * Include after bpf/lib/gpu_state.h.
+ */
+#ifndef BPFTEL_LIB_GPU_DRIVER_H
+#define BPFTEL_LIB_GPU_DRIVER_H
+
+/*
+ * cuLaunchKernel(CUfunction f, unsigned gridX, gridY, gridZ, blockX, blockY, blockZ,
+ *                unsigned sharedMemBytes, CUstream, void **params, void **extra).
+ * x86-64: f in rdi, the grid in rsi, rdx, rcx, blockX in r8, blockY in r9; blockZ and
+ * sharedMemBytes are the first two stack arguments, 8 bytes each, from sp + 8 (sp
+ * points at the return address). libbpf 1.1 has no PT_REGS_PARM6: r9 is read by name
+ * (this object is x86-64 only, as its register frame says).
+ */
+static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
+						    __u32 dev)
+{
+	__u32 g[3] = {PT_REGS_PARM2(regs), PT_REGS_PARM3(regs), PT_REGS_PARM4(regs)};
+	__u32 b[3] = {PT_REGS_PARM5(regs), regs->r9, 1};
+	__u64 grid, block, stack[2];
+	struct gpu_proc_stats *st;
+
+	st = gpu_call_count(TLM_ARG, pid_tgid, GPU_FN_CU_LAUNCH);
+	if (!st)
+		return 0;
+	grid = (__u64)(__u32)PT_REGS_PARM2(regs) * (__u32)PT_REGS_PARM3(regs) *
+	       (__u32)PT_REGS_PARM4(regs);
+	block = (__u64)(__u32)PT_REGS_PARM5(regs) * (__u32)regs->r9;
+	if (tlm_probe_read_user(stack, sizeof(stack), (void *)(PT_REGS_SP(regs) + 8))) {
+		/* blockZ unknown: the launch counts, its threads do not. */
+		gpu_count_launch(st, dev, 0, 0);
+		b[2] = 0;
+		gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), g, b);
+		return 0;
+	}
+	b[2] = (__u32)stack[0];
+	gpu_count_launch(st, dev, grid, block * b[2]);
+	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), g, b);
+	__sync_fetch_and_add(&st->shared_mem_bytes, (__u32)stack[1]);
+	return 0;
+}
+
+/* cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice dev) and
+ * cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev): remember pctx and dev. */
+static __always_inline int gpu_ctx_make_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
+						   __u64 now, enum gpu_func func)
+{
+	__u64 arg2 = PT_REGS_PARM2(regs), arg3 = PT_REGS_PARM3(regs);
+
+	/* Both read, then chosen: a choice of register offset would be a variable access
+	 * to the context, which the verifier refuses. */
+	barrier_var(arg2);
+	barrier_var(arg3);
+	gpu_call_begin(TLM_ARG, pid_tgid, func, now, PT_REGS_PARM1(regs),
+		       (__s32)(func == GPU_FN_CU_CTX_CREATE ? arg3 : arg2));
+	return 0;
+}
+
+static __always_inline void gpu_thread_set_device(TLM_PARAM, struct gpu_proc_stats *st,
+						  __u64 pid_tgid, __s32 dev)
+{
+	struct gpu_thread *th = gpu_thread_get(TLM_ARG, pid_tgid);
+
+	if (th)
+		th->device = dev;
+	if (dev >= 0)
+		st->device = dev;
+}
+
+/* A context made: learn its device. cuCtxCreate also makes it current. */
+static __always_inline void gpu_ctx_made(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
+					 enum gpu_func func, const struct gpu_call *call)
+{
+	struct gpu_ctx_key key = {.tgid = pid_tgid >> 32};
+	__s32 dev = (__s32)call->arg1;
+
+	if (tlm_probe_read_user(&key.ctx, sizeof(key.ctx), (void *)call->arg0))
+		return;
+	tlm_map_update(gpu_ctxs, &key, &dev, BPF_ANY);
+	if (func == GPU_FN_CU_CTX_CREATE)
+		gpu_thread_set_device(TLM_ARG, st, pid_tgid, dev);
+}
+
+/* cuCtxSetCurrent(ctx) / cuCtxPushCurrent_v2(ctx) succeeded: the thread's device is the
+ * context's, or not known (a context made before we watched; NULL unbinds). */
+static __always_inline void gpu_ctx_current(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
+					    const struct gpu_call *call)
+{
+	struct gpu_ctx_key key = {.tgid = pid_tgid >> 32, .ctx = call->arg0};
+	__s32 *dev = call->arg0 ? bpf_map_lookup_elem(&gpu_ctxs, &key) : NULL;
+
+	gpu_thread_set_device(TLM_ARG, st, pid_tgid, dev ? *dev : -1);
+}
+
+/* cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name): where the
+ * handle goes, and the name. */
+static __always_inline int gpu_get_function_enter_body(TLM_PARAM, struct pt_regs *regs,
+						       __u64 pid_tgid, __u64 now)
+{
+	gpu_call_begin(TLM_ARG, pid_tgid, GPU_FN_CU_MODULE_GET_FUNCTION, now, PT_REGS_PARM1(regs),
+		       PT_REGS_PARM3(regs));
+	return 0;
+}
+
+/* It succeeded: the kernel behind the handle has that name, for cuLaunchKernel's. */
+static __always_inline void gpu_kernel_named(TLM_PARAM, __u64 pid_tgid, const struct gpu_call *call)
+{
+	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = GPU_KERNEL_DRIVER};
+	struct gpu_kname kn = {};
+
+	if (tlm_probe_read_user(&key.func, sizeof(key.func), (void *)call->arg0) ||
+	    tlm_probe_read_user_str(kn.name, sizeof(kn.name), (void *)call->arg1) < 0)
+		return;
+	tlm_map_update(gpu_knames, &key, &kn, BPF_ANY);
+}
+
+#endif /* BPFTEL_LIB_GPU_DRIVER_H */

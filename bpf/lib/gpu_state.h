@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The GPU module's BPF state: its maps, and the small steps every probe body takes
+ * (count a call, remember its arguments until its return, find the thread's device,
+ * count an error). Used by bpf/lib/gpu_memory.h, gpu_driver.h and gpu_probes.h.
+ *
+ * Per thread (gpu_threads): the device current on it and how deep it is in runtime
+ * calls. The depth is what keeps a runtime call from being counted twice: libcudart
+ * implements cudaMalloc, cudaLaunchKernel, ... by calling libcuda (cuMemAlloc_v2,
+ * cuLaunchKernel, ...) on the same thread, so every runtime entry raises the depth and
+ * its return lowers it, and a driver probe that finds it raised counts only that it
+ * was skipped (driver_nested). A program that calls the driver itself does so at
+ * depth 0 and is counted.
+ *
+ * Include after vmlinux.h, the libbpf headers, gpu.h and telemetry/telemetry.bpf.h.
+ */
+#ifndef BPFTEL_LIB_GPU_STATE_H
+#define BPFTEL_LIB_GPU_STATE_H
+
+#define GPU_MAX_PROCS	 4096
+#define GPU_MAX_ALLOCS	 16384
+#define GPU_MAX_ERRORS	 4096
+#define GPU_MAX_INFLIGHT 8192
+#define GPU_MAX_THREADS	 8192
+#define GPU_MAX_CTXS	 1024
+#define GPU_MAX_KERNELS	 8192
+
+/* A process holds at most this many entries of gpu_allocs: a quarter of the map, so
+ * that one leaking process cannot leave the others untracked. Beyond it, allocations
+ * are counted (allocs_over_cap) but not tracked. Set before load to change it. */
+const volatile __u32 gpu_allocs_per_proc = GPU_MAX_ALLOCS / 4;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GPU_MAX_PROCS);
+	__type(key, __u32); /* tgid */
+	__type(value, struct gpu_proc_stats);
+} gpu_procs SEC(".maps");
+
+/* Not preallocated: its memory follows the allocations live, not the cap. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GPU_MAX_ALLOCS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct gpu_alloc_key);
+	__type(value, struct gpu_alloc);
+} gpu_allocs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GPU_MAX_ERRORS);
+	__type(key, struct gpu_err_key);
+	__type(value, __u64);
+} gpu_errors SEC(".maps");
+
+/* A call between its entry and its return, per thread and function. LRU: a return we
+ * never see (thread killed inside the call) cannot pin a slot. */
+struct gpu_call_key {
+	__u64 pid_tgid;
+	__u32 func;
+	__u32 __pad;
+};
+
+struct gpu_call {
+	__u64 ktime_ns;
+	__u64 arg0; /* allocations: where the pointer goes; frees: the pointer; copies: count */
+	__u64 arg1; /* allocations: size; copies: kind; set device: device; contexts: ctx */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GPU_MAX_INFLIGHT);
+	__type(key, struct gpu_call_key);
+	__type(value, struct gpu_call);
+} gpu_inflight SEC(".maps");
+
+/* LRU: threads come and go; sched_process_exit drops a thread's entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GPU_MAX_THREADS);
+	__type(key, __u64); /* pid_tgid */
+	__type(value, struct gpu_thread);
+} gpu_threads SEC(".maps");
+
+/* Driver contexts and their device, learnt where they are made (cuCtxCreate_v2,
+ * cuDevicePrimaryCtxRetain), for cuCtxSetCurrent / cuCtxPushCurrent_v2. LRU: contexts
+ * are destroyed without our seeing it. */
+struct gpu_ctx_key {
+	__u32 tgid;
+	__u32 __pad;
+	__u64 ctx;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GPU_MAX_CTXS);
+	__type(key, struct gpu_ctx_key);
+	__type(value, __s32); /* device */
+} gpu_ctxs SEC(".maps");
+
+/* Launches per (process, kernel). Not preallocated; full: counted by errors telemetry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GPU_MAX_KERNELS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct gpu_kernel_key);
+	__type(value, struct gpu_kernel);
+} gpu_kernels SEC(".maps");
+
+/* Driver kernels' names, by CUfunction. LRU: modules are unloaded without our seeing it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GPU_MAX_KERNELS);
+	__type(key, struct gpu_kernel_key);
+	__type(value, struct gpu_kname);
+} gpu_knames SEC(".maps");
+
+/* Initial values (a process's stats are too large for the BPF stack). */
+struct gpu_proc_stats gpu_proc_init = {.device = -1};
+struct gpu_thread gpu_thread_init = {.device = -1};
+
+TLM_MAP_KEY(gpu_procs);
+TLM_MAP_KEY(gpu_allocs);
+TLM_MAP_KEY(gpu_errors);
+TLM_MAP_KEY(gpu_inflight);
+TLM_MAP_KEY(gpu_threads);
+TLM_MAP_KEY(gpu_ctxs);
+TLM_MAP_KEY(gpu_kernels);
+TLM_MAP_KEY(gpu_knames);
+
+static __always_inline bool gpu_fn_driver(__u64 func)
+{
+	return func >= GPU_FN_CU_FIRST;
+}
+
+static __always_inline struct gpu_proc_stats *gpu_proc(TLM_PARAM, __u32 tgid)
+{
+	return tlm_map_lookup_or_init(gpu_procs, &tgid, &gpu_proc_init);
+}
+
+static __always_inline struct gpu_thread *gpu_thread_get(TLM_PARAM, __u64 pid_tgid)
+{
+	return tlm_map_lookup_or_init(gpu_threads, &pid_tgid, &gpu_thread_init);
+}
+
+/* A driver call made by the runtime on this thread (see the top of this file). */
+static __always_inline bool gpu_in_runtime(__u64 pid_tgid)
+{
+	struct gpu_thread *th = bpf_map_lookup_elem(&gpu_threads, &pid_tgid);
+
+	return th && th->rt_depth;
+}
+
+/* The device slot a call of func is counted under, on a thread whose state is th (NULL:
+ * none yet). A runtime thread that never chose a device uses device 0 (the runtime's
+ * default); a driver one has none we know. */
+static __always_inline __u32 gpu_thread_dev_slot(const struct gpu_thread *th, __u64 func)
+{
+	__s32 dev = th ? th->device : -1;
+
+	if (dev < 0)
+		return gpu_fn_driver(func) ? GPU_DEV_UNKNOWN : 0;
+	return dev < GPU_MAX_DEVICES ? (__u32)dev : GPU_DEV_UNKNOWN;
+}
+
+static __always_inline __u32 gpu_dev_slot(__u64 pid_tgid, __u64 func)
+{
+	return gpu_thread_dev_slot(bpf_map_lookup_elem(&gpu_threads, &pid_tgid), func);
+}
+
+/* A slot as an index the verifier can bound. 64-bit on purpose: a 32-bit one is
+ * zero-extended into another register after the check, which loses the bound. */
+static __always_inline __u64 gpu_dev_idx(__u64 slot)
+{
+	barrier_var(slot);
+	if (slot >= GPU_DEV_SLOTS)
+		slot = GPU_DEV_UNKNOWN;
+	return slot;
+}
+
+_Static_assert((GPU_FN__COUNT & (GPU_FN__COUNT - 1)) == 0, "GPU_FN__COUNT masks indexes");
+
+/* func as an index the verifier can bound: the barrier keeps the compiler from dropping
+ * the mask where it knows the range (the verifier may not, after a spill). */
+static __always_inline __u32 gpu_fn_idx(enum gpu_func func)
+{
+	__u32 idx = func;
+
+	barrier_var(idx);
+	return idx & (GPU_FN__COUNT - 1);
+}
+
+/* Count a call at its entry. Returns the process's stats, or NULL (map full: counted). */
+static __always_inline struct gpu_proc_stats *gpu_call_count(TLM_PARAM, __u64 pid_tgid,
+							     enum gpu_func func)
+{
+	struct gpu_proc_stats *st = gpu_proc(TLM_ARG, pid_tgid >> 32);
+
+	if (st)
+		__sync_fetch_and_add(&st->calls[gpu_fn_idx(func)], 1);
+	return st;
+}
+
+/* Count a call and remember its arguments until its return. */
+static __always_inline void gpu_call_begin(TLM_PARAM, __u64 pid_tgid, enum gpu_func func, __u64 now,
+					   __u64 arg0, __u64 arg1)
+{
+	struct gpu_call_key key = {.pid_tgid = pid_tgid, .func = func};
+	struct gpu_call call = {.ktime_ns = now, .arg0 = arg0, .arg1 = arg1};
+
+	gpu_call_count(TLM_ARG, pid_tgid, func);
+	tlm_map_update(gpu_inflight, &key, &call, BPF_ANY);
+}
+
+/* Take the call's arguments back at its return. False if its entry was not seen. */
+static __always_inline bool gpu_call_end(TLM_PARAM, __u64 pid_tgid, enum gpu_func func,
+					 struct gpu_call *out)
+{
+	struct gpu_call_key key = {.pid_tgid = pid_tgid, .func = func};
+	struct gpu_call *call;
+
+	call = bpf_map_lookup_elem(&gpu_inflight, &key);
+	if (!call)
+		return false; /* attached mid-call, or evicted */
+	*out = *call;
+	tlm_map_delete(gpu_inflight, &key);
+	return true;
+}
+
+static __always_inline void gpu_count_error(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
+					    enum gpu_func func, int error)
+{
+	struct gpu_err_key key = {.tgid = pid_tgid >> 32, .func = func, .error = error};
+	__u64 one = 1, *cnt;
+
+	__sync_fetch_and_add(&st->failed[gpu_fn_idx(func)], 1);
+	__sync_fetch_and_add(&st->dev[gpu_dev_idx(gpu_dev_slot(pid_tgid, func))].errors, 1);
+	cnt = bpf_map_lookup_elem(&gpu_errors, &key);
+	if (cnt) {
+		__sync_fetch_and_add(cnt, 1);
+		return;
+	}
+	/* -EEXIST: another CPU inserted this key since our lookup, a benign race. */
+	if (tlm_map_insert(gpu_errors, &key, &one) == -EEXIST) {
+		cnt = bpf_map_lookup_elem(&gpu_errors, &key);
+		if (cnt)
+			__sync_fetch_and_add(cnt, 1);
+	}
+}
+
+/* floor(log2(v)) for v > 0, in a bounded number of steps. */
+static __always_inline __u32 gpu_log2(__u64 v)
+{
+	__u32 r = 0;
+
+	if (v >> 32) {
+		v >>= 32;
+		r += 32;
+	}
+	if (v >> 16) {
+		v >>= 16;
+		r += 16;
+	}
+	if (v >> 8) {
+		v >>= 8;
+		r += 8;
+	}
+	if (v >> 4) {
+		v >>= 4;
+		r += 4;
+	}
+	if (v >> 2) {
+		v >>= 2;
+		r += 2;
+	}
+	if (v >> 1)
+		r += 1;
+	return r;
+}
+
+/* Count a launch of grid x block threads on device slot dev (the thread's current one:
+ * its state is looked up once per probe, by the caller). */
+static __always_inline void gpu_count_launch(struct gpu_proc_stats *st, __u32 slot, __u64 grid,
+					     __u64 block)
+{
+	__u64 threads = grid * block, dev = gpu_dev_idx(slot);
+	__u32 bucket;
+
+	__sync_fetch_and_add(&st->dev[dev].launches, 1);
+	__sync_fetch_and_add(&st->dev[dev].threads, threads);
+	__sync_fetch_and_add(&st->threads, threads);
+	if (threads) {
+		bucket = gpu_log2(threads);
+		if (bucket >= GPU_LAUNCH_BUCKETS)
+			bucket = GPU_LAUNCH_BUCKETS - 1;
+		__sync_fetch_and_add(&st->launch_threads[bucket], 1);
+	}
+}
+
+/* Count a launch of one kernel: grid and block as the call gave them. */
+static __always_inline void gpu_count_kernel(TLM_PARAM, __u64 pid_tgid, __u32 api, __u64 func,
+					     const __u32 grid[3], const __u32 block[3])
+{
+	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = api, .func = func};
+	__u64 threads = (__u64)grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2];
+	struct gpu_kernel k = {.launches = 1, .threads = threads}, *cur;
+
+	cur = bpf_map_lookup_elem(&gpu_kernels, &key);
+	if (!cur) {
+		__builtin_memcpy(k.grid, grid, sizeof(k.grid));
+		__builtin_memcpy(k.block, block, sizeof(k.block));
+		/* -EEXIST: another thread of the process inserted it since our lookup. */
+		if (tlm_map_insert(gpu_kernels, &key, &k) != -EEXIST)
+			return;
+		cur = bpf_map_lookup_elem(&gpu_kernels, &key);
+		if (!cur)
+			return;
+	}
+	__sync_fetch_and_add(&cur->launches, 1);
+	__sync_fetch_and_add(&cur->threads, threads);
+	/* The last launch's sizes; a racing launch may mix its own in: a display value. */
+	__builtin_memcpy(cur->grid, grid, sizeof(k.grid));
+	__builtin_memcpy(cur->block, block, sizeof(k.block));
+}
+
+#endif /* BPFTEL_LIB_GPU_STATE_H */

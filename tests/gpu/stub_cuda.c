@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * A stand-in for the CUDA driver, libcuda.so.1, that needs no GPU: a real ELF shared
+ * object with the driver's soname and, like the toolkit's stubs/libcuda.so, no symbol
+ * versions, exporting the driver entry points the GPU module probes with their ABI.
+ * Calls succeed with fake pointers and contexts, so tests can check exactly what the
+ * agent records:
+ *
+ *   cuMemAlloc_v2, cuMemAllocManaged, cuMemAllocHost_v2: fake pointers (one range per
+ *                    kind); CUDA_ERROR_OUT_OF_MEMORY (2) above 1 TiB
+ *   cuCtxCreate_v2, cuDevicePrimaryCtxRetain: context 0xc000 + device;
+ *                    CUDA_ERROR_INVALID_DEVICE (101) outside 0..7
+ *   cuCtxSynchronize 3 ms, cuStreamSynchronize 5 ms, cuMemcpyHtoD_v2/DtoH_v2 2 ms
+ *   cuLaunchKernel   CUDA_ERROR_INVALID_VALUE (1) for an empty grid
+ *   cuModuleGetFunction a new handle per call (0xf000, 0xf010, ...);
+ *                    CUDA_ERROR_NOT_FOUND (500) for an empty name
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext;
+typedef void *CUstream;
+typedef void *CUfunction;
+
+#define EXPORT __attribute__((visibility("default"), noinline))
+
+static CUdeviceptr next_dev = 0x7f9000000000, next_managed = 0x7fa000000000,
+		   next_host = 0x7fb000000000;
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+
+	while (nanosleep(&ts, &ts))
+		;
+}
+
+static CUresult fake_alloc(CUdeviceptr *where, size_t size, CUdeviceptr *next)
+{
+	if (size > (1ull << 40))
+		return 2;
+	*where = *next;
+	*next += (size + 0xfff) & ~(CUdeviceptr)0xfff;
+	return 0;
+}
+
+static CUresult fake_ctx(CUcontext *pctx, int dev)
+{
+	if (dev < 0 || dev > 7)
+		return 101;
+	*pctx = (CUcontext)(uintptr_t)(0xc000 + dev);
+	return 0;
+}
+
+EXPORT CUresult cuInit(unsigned int flags)
+{
+	(void)flags;
+	return 0;
+}
+
+EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, int dev)
+{
+	(void)flags;
+	return fake_ctx(pctx, dev);
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, int dev)
+{
+	return fake_ctx(pctx, dev);
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+			       unsigned int bx, unsigned int by, unsigned int bz,
+			       unsigned int shared, CUstream stream, void **params, void **extra)
+{
+	(void)f, (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params,
+		(void)extra;
+	return gx && gy && gz ? 0 : 1;
+}
+
+EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, void *hmod, const char *name)
+{
+	static uintptr_t next = 0xf000;
+
+	(void)hmod;
+	if (!name || !*name)
+		return 500;
+	*hfunc = (CUfunction)next;
+	next += 0x10;
+	return 0;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+	return fake_alloc(dptr, size, &next_dev);
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+	(void)dptr;
+	return 0;
+}
+
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
+{
+	(void)flags;
+	return fake_alloc(dptr, size, &next_managed);
+}
+
+EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t size)
+{
+	return fake_alloc((CUdeviceptr *)pp, size, &next_host);
+}
+
+EXPORT CUresult cuMemFreeHost(void *p)
+{
+	(void)p;
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t count)
+{
+	(void)dst, (void)src, (void)count;
+	sleep_ms(2);
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t count)
+{
+	(void)dst, (void)src, (void)count;
+	sleep_ms(2);
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t count,
+				     CUstream stream)
+{
+	(void)dst, (void)src, (void)count, (void)stream;
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t count, CUstream stream)
+{
+	(void)dst, (void)src, (void)count, (void)stream;
+	return 0;
+}
+
+EXPORT CUresult cuCtxSynchronize(void)
+{
+	sleep_ms(3);
+	return 0;
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream stream)
+{
+	(void)stream;
+	sleep_ms(5);
+	return 0;
+}
