@@ -15,6 +15,7 @@
 #include "gpu.skel.h"
 #include "gpu_kernels.h"
 #include "user/common/log.h"
+#include "user/common/proc.h"
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
@@ -269,20 +270,6 @@ static size_t read_kernels(int fd, int names_fd, struct bpftel_gpu_proc *rows, s
 	return nks;
 }
 
-static void read_comm(__u32 pid, char *comm, size_t size)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
-	f = fopen(path, "re");
-	if (!f || !fgets(comm, (int)size, f))
-		snprintf(comm, size, "?");
-	if (f)
-		fclose(f);
-	comm[strcspn(comm, "\n")] = '\0';
-}
-
 __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p)
 {
 	__s64 sum = 0;
@@ -344,7 +331,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 			   bpf_map__fd(g->skel->maps.gpu_knames), rows, n, &ks);
 	pthread_mutex_unlock(&g->lock);
 	for (size_t i = 0; i < n; i++)
-		read_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
+		bpftel_proc_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
 	/* Names may take parsing the processes' files: without the lock. */
 	bpftel_gpu_kernels__fill(rows, n, ks, nks);
 	free(ks);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "procs.h"
+#include "user/common/proc.h"
 
 struct usm_procs {
 	pthread_mutex_t lock;
@@ -51,20 +52,6 @@ static struct usm_proc *find(struct usm_procs *p, uint32_t pid)
 	return NULL;
 }
 
-static void read_comm(uint32_t pid, char *comm, size_t size)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
-	f = fopen(path, "re");
-	if (!f || !fgets(comm, (int)size, f))
-		snprintf(comm, size, "?");
-	if (f)
-		fclose(f);
-	comm[strcspn(comm, "\n")] = '\0';
-}
-
 void usm_procs_note(struct usm_procs *p, uint32_t pid)
 {
 	struct usm_proc e = {.pid = pid};
@@ -75,7 +62,7 @@ void usm_procs_note(struct usm_procs *p, uint32_t pid)
 	pthread_mutex_unlock(&p->lock);
 	if (known || !pid)
 		return;
-	read_comm(pid, e.comm, sizeof(e.comm));
+	bpftel_proc_comm(pid, e.comm, sizeof(e.comm));
 	bpftel_cgroup_of(pid, &e.cgroup);
 	pthread_mutex_lock(&p->lock);
 	if (!find(p, pid)) {

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* What /proc says of another process that modules show beside their rows. */
+#ifndef BPFTEL_PROC_H
+#define BPFTEL_PROC_H
+
+#include <stddef.h>
+#include <linux/types.h>
+
+/* pid's name from /proc/<pid>/comm, without its newline; "?" when it cannot be read
+ * (gone). The name is the process's own choice: escape it on output. */
+void bpftel_proc_comm(__u32 pid, char *comm, size_t size);
+
+#endif /* BPFTEL_PROC_H */
