@@ -85,3 +85,12 @@ void table_free(struct table *t)
 	free(t->cells);
 	free(t);
 }
+
+void table_print_section(struct table *t, const char *title, FILE *out)
+{
+	if (!t)
+		return;
+	fprintf(out, "\n%s:\n", title);
+	table_print(t, out);
+	table_free(t);
+}

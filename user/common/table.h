@@ -16,5 +16,8 @@ void table_add(struct table *t, const char *const *cells);
 /* Print with columns separated by two spaces; the last column is not padded. */
 void table_print(const struct table *t, FILE *out);
 void table_free(struct table *t);
+/* A section made of rows that may not exist: nothing when t is NULL (no row was
+ * added), else "\n<title>:" then the table. Frees t either way. */
+void table_print_section(struct table *t, const char *title, FILE *out);
 
 #endif /* BPFTEL_TABLE_H */

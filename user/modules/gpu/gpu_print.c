@@ -26,11 +26,7 @@ static void print_errors_of(json_t *procs)
 							   jstr(e, "name"), code, count});
 		}
 	}
-	if (!t)
-		return;
-	printf("\nCUDA errors:\n");
-	table_print(t, stdout);
-	table_free(t);
+	table_print_section(t, "CUDA errors", stdout);
 }
 
 /* Memory kinds a process used: outstanding, peak, and the leak view per kind. */
@@ -66,11 +62,7 @@ static void print_kinds_of(json_t *procs)
 							   leaks});
 		}
 	}
-	if (!t)
-		return;
-	printf("\nMemory by kind:\n");
-	table_print(t, stdout);
-	table_free(t);
+	table_print_section(t, "Memory by kind", stdout);
 }
 
 static void print_devices_of(json_t *procs)
@@ -95,11 +87,7 @@ static void print_devices_of(json_t *procs)
 							   out, errors});
 		}
 	}
-	if (!t)
-		return;
-	printf("\nDevices:\n");
-	table_print(t, stdout);
-	table_free(t);
+	table_print_section(t, "Devices", stdout);
 }
 
 /* The most launched kernels of each process, with their last grid and block. */
@@ -136,11 +124,7 @@ static void print_kernels_of(json_t *procs)
 							   block});
 		}
 	}
-	if (!t)
-		return;
-	printf("\nTop kernels:\n");
-	table_print(t, stdout);
-	table_free(t);
+	table_print_section(t, "Top kernels", stdout);
 }
 
 static void print_gpu(json_t *resp)
