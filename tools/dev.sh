@@ -108,7 +108,7 @@ test)
 	build build-asan -DBPFTEL_TESTS=ON -DBPFTEL_SANITIZE=ON
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		run_ctest build-asan
-	echo "dev.sh: === manager and event pipeline tests again with ThreadSanitizer ==="
+	echo "dev.sh: === the threaded parts' tests again with ThreadSanitizer ==="
 	build build-tsan -DBPFTEL_TESTS=ON -DBPFTEL_TSAN=ON
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 		run_ctest build-tsan -R 'test_bpf_manager|events|test_unit_ctl|test_bpf_uprobe_registry|test_integration_responsive|test_bpf_telemetry$|test_unit_usm_endpoints'
