@@ -7,7 +7,7 @@
 #                                      to /usr/local, run bpftel-agent in the foreground
 #   tools/dev.sh test                  install missing packages, build, run every test, then
 #                                      build with ASan+UBSan and run every test again, then
-#                                      the manager's tests under ThreadSanitizer, then each
+#                                      the threaded parts' tests under ThreadSanitizer, then each
 #                                      libFuzzer target for BPFTEL_FUZZ_SECONDS (60)
 #
 # Builds are incremental (build/, build-asan/, build-tsan/). With CI=true or BPFTEL_REQUIRE_BPF=1 a
