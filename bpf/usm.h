@@ -5,9 +5,11 @@
  * Included by the BPF programs (after vmlinux.h) and by userspace (after
  * <linux/types.h>). Kernel -> user: struct usm_event through the ring buffer
  * `usm_events`, one per HTTP message start (a request line or a status line) seen in
- * TLS plaintext (uprobes) or in a TCP segment (socket filter). Nothing else leaves the
- * kernel: bytes that do not start an HTTP/1.x message are counted and dropped there.
- * The prefix is parsed and discarded in userspace; payloads are never stored.
+ * TLS plaintext (uprobes) or in a TCP segment (socket filter); and struct
+ * usm_h2_record through `usm_h2_events`, one per TLS call on an HTTP/2 session (its
+ * frames without DATA payloads, see below). Nothing else leaves the kernel: other
+ * bytes are counted and dropped there. Prefixes and frames are parsed and discarded in
+ * userspace; payloads are never stored.
  */
 #ifndef BPFTEL_USM_H
 #define BPFTEL_USM_H
@@ -56,6 +58,10 @@ enum usm_counter {
 	USM_CNT_PACKETS_HTTP = 3, /* ... that started an HTTP message: event emitted */
 	USM_CNT_LOST = 4,	  /* ring buffer full */
 	USM_CNT_TRUNCATED = 5,	  /* headers shorter than their own length fields */
+	USM_CNT_H2_CALLS = 6,	  /* TLS calls on HTTP/2 connections: a record each */
+	USM_CNT_H2_TRUNCATED = 7, /* ... whose frames did not fit in USM_H2_CAP (cut) */
+	USM_CNT_H2_UNFRAMED = 8,  /* ... past USM_H2_RUNS or USM_H2_STEPS: framing lost */
+	USM_CNT_H2_LOST = 9,	  /* ... whose record the ring buffer had no room for */
 	USM_CNT__COUNT,
 };
 
@@ -86,5 +92,62 @@ _Static_assert(__builtin_offsetof(struct usm_event, client_addr) == 32, "usm_eve
 _Static_assert(__builtin_offsetof(struct usm_event, prefix) == USM_EVENT_HDR_SIZE,
 	       "usm_event layout");
 _Static_assert(sizeof(struct usm_event) == USM_EVENT_HDR_SIZE + USM_PREFIX, "usm_event layout");
+
+/*
+ * HTTP/2 over TLS. A connection becomes HTTP/2 for the kernel when a TLS call's bytes
+ * begin with the client connection preface or with a SETTINGS frame (the first thing
+ * each side sends); from then on every call on it, in either direction, is walked
+ * frame by frame (bpf/lib/usm_h2.h) and sent to userspace as one record on the ring
+ * buffer `usm_h2_events`: the bytes of frame headers and of every frame but DATA, up
+ * to USM_H2_CAP per call, and the length of what was skipped between them. DATA
+ * payloads are never copied, only their 9-byte frame headers; userspace feeds the
+ * copies to its HPACK decoder and the skipped lengths as gaps.
+ *
+ * The record is a sequence of runs: copied bytes (from data, in order), then skipped
+ * bytes. The runs cover the call's first `walked` bytes; flags say why the rest (len -
+ * walked) was not walked.
+ */
+#define USM_H2_CAP   2048 /* bytes copied per call: a request's first HEADERS fit */
+#define USM_H2_RUNS  32	  /* copy/skip runs per call: DATA frames interleaved */
+#define USM_H2_STEPS 160  /* frame pieces walked per call */
+
+enum usm_h2_flags {
+	USM_H2_F_PREFACE = 1 << 0,  /* this call began with the client's preface */
+	USM_H2_F_SETTINGS = 1 << 1, /* ... with a SETTINGS frame that started the session */
+	USM_H2_F_NEW = 1 << 2,	    /* the kernel (re)started the session's state here: offsets
+				     * of both directions count from 0 again */
+	USM_H2_F_CUT = 1 << 3,	    /* frame bytes past USM_H2_CAP were skipped, not copied */
+	USM_H2_F_UNFRAMED = 1 << 4, /* runs or steps ran out: the kernel lost the framing of
+				     * this direction; it sends nothing more of it */
+};
+
+struct usm_h2_run {
+	__u32 copied; /* bytes, next in data */
+	__u32 skipped;
+};
+
+struct usm_h2_record {
+	__u64 ktime_ns;
+	__u64 conn;   /* SSL* / gnutls session */
+	__u64 offset; /* bytes of this direction before this call: a jump is a loss */
+	__u32 pid;
+	__u32 tid;
+	__u32 len;    /* bytes the call moved */
+	__u32 walked; /* of which the runs cover this many */
+	__s32 fd;     /* as in struct usm_event */
+	__u8 source;  /* enum usm_source */
+	__u8 dir;     /* enum usm_dir */
+	__u8 flags;   /* enum usm_h2_flags */
+	__u8 nruns;
+	__u32 data_len;
+	__u32 __pad;
+	struct usm_h2_run runs[USM_H2_RUNS];
+	__u8 data[USM_H2_CAP]; /* a record is sent up to data + data_len */
+};
+
+#define USM_H2_RECORD_HDR 312 /* offsetof(struct usm_h2_record, data) */
+_Static_assert(__builtin_offsetof(struct usm_h2_record, runs) == 56, "usm_h2_record layout");
+_Static_assert(__builtin_offsetof(struct usm_h2_record, data) == USM_H2_RECORD_HDR,
+	       "usm_h2_record layout");
 
 #endif /* BPFTEL_USM_H */

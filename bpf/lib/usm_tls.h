@@ -88,17 +88,6 @@ struct {
 
 TLM_MAP_KEY(usm_tls_fds);
 
-/* SSL_set_fd(ssl, fd), gnutls_transport_set_int2(session, recv_fd, send_fd): remember
- * the socket's fd (the receive one for GnuTLS: the connection is the same). */
-static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
-{
-	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
-	__s32 fd = (__s32)PT_REGS_PARM2(regs);
-
-	tlm_map_update(usm_tls_fds, &key, &fd, BPF_ANY);
-	return 0;
-}
-
 static __always_inline __s32 usm_tls_fd_of(__u64 conn, __u64 pid_tgid)
 {
 	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
@@ -114,21 +103,43 @@ static __always_inline __s32 usm_tls_fd_of(__u64 conn, __u64 pid_tgid)
  */
 #define USM_TLS_NOW 0
 
+/* HTTP/2 sessions: their state and frame walk use the fd map and USM_TLS_NOW above. */
+#include "usm_h2.h"
+
+/* SSL_set_fd(ssl, fd), gnutls_transport_set_int2(session, recv_fd, send_fd): remember
+ * the socket's fd (the receive one for GnuTLS: the connection is the same), and
+ * forget the session's HTTP/2 state: it is being set up for a new connection. */
+static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
+{
+	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
+	__s32 fd = (__s32)PT_REGS_PARM2(regs);
+
+	tlm_map_update(usm_tls_fds, &key, &fd, BPF_ANY);
+	usm_h2_forget(TLM_ARG, key.conn, pid_tgid);
+	return 0;
+}
+
 /*
- * len bytes moved through conn's buffer buf: if they start an HTTP/1.x message, emit
- * it, stamped ktime_ns (USM_TLS_NOW: read the clock now). Counts the call
- * (tls_calls) and the message (tls_http).
+ * len bytes moved through conn's buffer buf: on an HTTP/2 session (or one that starts
+ * being it here), walk them (lib/usm_h2.h); else if they start an HTTP/1.x message,
+ * emit it, stamped ktime_ns (USM_TLS_NOW: read the clock now). Counts the call
+ * (tls_calls) and the message (tls_http). Every call looks its session up in the
+ * HTTP/2 map, an HTTP/1 start too: a DATA payload can begin with "GET /" at a call's
+ * first byte.
  */
 static __always_inline void usm_tls_emit(TLM_PARAM, __u64 conn, __u64 buf, __u64 len, __u32 source,
 					 enum usm_dir dir, __u64 ktime_ns, __u64 pid_tgid)
 {
 	char peek[USM_PEEK] = {};
 	struct usm_event *ev;
+	bool peeked;
 	__u64 n;
 	int kind;
 
 	usm_count(USM_CNT_TLS_CALLS);
-	if (len < USM_PEEK || tlm_probe_read_user(peek, sizeof(peek), (void *)buf))
+	peeked = len >= USM_PEEK && !tlm_probe_read_user(peek, sizeof(peek), (void *)buf);
+	if (usm_h2_tls(TLM_ARG, conn, buf, len, source, dir, ktime_ns, pid_tgid, peek, peeked) ||
+	    !peeked)
 		return;
 	kind = usm_classify(peek);
 	if (kind < 0)

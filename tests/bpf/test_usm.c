@@ -2,8 +2,9 @@
 /*
  * BPF_PROG_TEST_RUN tests of bpf/usm.bpf.c: the socket filter on crafted packets
  * (IPv4, IPv6, TCP options, split and truncated segments, non-HTTP, no payload), and
- * the TLS probe bodies on synthetic registers and buffers. Each case checks the ring
- * buffer and the counters.
+ * the TLS probe bodies on synthetic registers and buffers, and their HTTP/2 frame walk
+ * (what is copied, skipped and cut; calls split anywhere; detection and restarts).
+ * Each case checks the ring buffers and the counters.
  */
 #include <arpa/inet.h>
 #include <setjmp.h>
@@ -540,12 +541,315 @@ static void test_tls_fd(void **state)
 	assert_int_equal(event(0)->fd, -1);
 }
 
+/* ---- HTTP/2 over TLS: the frame walk (bpf/lib/usm_h2.h) ---- */
+
+static struct bpftel_rb_capture h2cap;
+
+#define PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+/* A frame: 9-byte header then plen bytes of fill (or payload, when given). */
+static size_t frame(unsigned char *b, uint8_t type, uint8_t flags, uint32_t stream, size_t plen,
+		    const void *payload, unsigned char fill)
+{
+	b[0] = (unsigned char)(plen >> 16);
+	b[1] = (unsigned char)(plen >> 8);
+	b[2] = (unsigned char)plen;
+	b[3] = type;
+	b[4] = flags;
+	b[5] = (unsigned char)(stream >> 24);
+	b[6] = (unsigned char)(stream >> 16);
+	b[7] = (unsigned char)(stream >> 8);
+	b[8] = (unsigned char)stream;
+	if (payload)
+		memcpy(b + 9, payload, plen);
+	else
+		memset(b + 9, fill, plen);
+	return 9 + plen;
+}
+
+/* One TLS call on the HTTP/2 path; returns the records it sent (HTTP/1 events: none). */
+static int h2_call(int probe, const void *buf, size_t n, __u64 t)
+{
+	assert_int_equal(tls_call(probe, buf, is_read(probe) ? 65536 : n, (long)n, NULL, t), 0);
+	return bpftel_rb_capture__drain(&h2cap);
+}
+
+static const struct usm_h2_record *h2rec(int i)
+{
+	const struct usm_h2_record *r = h2cap.rec[i].data;
+
+	assert_true(h2cap.rec[i].size >= USM_H2_RECORD_HDR);
+	assert_int_equal(h2cap.rec[i].size, USM_H2_RECORD_HDR + r->data_len);
+	return r;
+}
+
+static __u64 h2_runs_total(const struct usm_h2_record *r, __u64 *copied)
+{
+	__u64 t = 0;
+	int i;
+
+	*copied = 0;
+	for (i = 0; i < r->nruns; i++) {
+		t += r->runs[i].copied + r->runs[i].skipped;
+		*copied += r->runs[i].copied;
+	}
+	return t;
+}
+
+/* A client's first write: preface, SETTINGS, HEADERS, all copied as they are. */
+static void test_h2_client_start_copied(void **state)
+{
+	unsigned char b[256];
+	size_t n = 24, k;
+	const struct usm_h2_record *r;
+	__u64 copied;
+
+	(void)state;
+	memcpy(b, PREFACE, 24);
+	n += frame(b + n, 4, 0, 0, 12, NULL, 0);
+	n += frame(b + n, 1, 5, 1, 20, NULL, 0x82);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 100), 1);
+	r = h2rec(0);
+	assert_int_equal(r->flags, USM_H2_F_NEW | USM_H2_F_PREFACE);
+	assert_int_equal(r->offset, 0);
+	assert_int_equal(r->len, n);
+	assert_int_equal(r->walked, n);
+	assert_int_equal(r->dir, USM_DIR_WRITE);
+	assert_int_equal(r->conn, SSL_PTR);
+	assert_int_equal(r->pid, 4242);
+	assert_int_equal(r->ktime_ns, 100);
+	assert_int_equal(r->nruns, 1);
+	assert_int_equal(h2_runs_total(r, &copied), n);
+	assert_int_equal(copied, n);
+	assert_int_equal(r->data_len, n);
+	assert_memory_equal(r->data, b, n);
+	assert_int_equal(counter(USM_CNT_H2_CALLS), 1);
+	assert_int_equal(counter(USM_CNT_TLS_HTTP), 0);
+	/* The next write continues at offset n. */
+	k = frame(b, 1, 5, 3, 4, NULL, 0x83);
+	assert_int_equal(h2_call(SSL_WRITE, b, k, 200), 1);
+	assert_int_equal(h2rec(0)->offset, n);
+	assert_int_equal(h2rec(0)->flags, 0);
+}
+
+/* DATA payloads are skipped, their headers copied; frames after them copied. */
+static void test_h2_data_payload_not_copied(void **state)
+{
+	unsigned char b[1024];
+	size_t n = 0, hdrs;
+	const struct usm_h2_record *r;
+	__u64 copied;
+
+	(void)state;
+	/* The server's first write: SETTINGS. */
+	n = frame(b, 4, 0, 0, 6, NULL, 0);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 1), 1);
+	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW | USM_H2_F_SETTINGS);
+	/* HEADERS, DATA of 300 secret bytes, HEADERS (trailers). */
+	n = frame(b, 1, 4, 1, 10, NULL, 0x88);
+	hdrs = n;
+	n += frame(b + n, 0, 0, 1, 300, NULL, 'S');
+	n += frame(b + n, 1, 5, 1, 5, NULL, 0x40);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 2), 1);
+	r = h2rec(0);
+	assert_int_equal(r->nruns, 2);
+	assert_int_equal(r->runs[0].copied, hdrs + 9);
+	assert_int_equal(r->runs[0].skipped, 300);
+	assert_int_equal(r->runs[1].copied, 9 + 5);
+	assert_int_equal(r->runs[1].skipped, 0);
+	assert_int_equal(h2_runs_total(r, &copied), n);
+	assert_int_equal(r->data_len, copied);
+	assert_null(memchr(r->data, 'S', r->data_len));
+	assert_memory_equal(r->data, b, hdrs + 9);
+	assert_memory_equal(r->data + hdrs + 9, b + hdrs + 9 + 300, 14);
+	assert_int_equal(counter(USM_CNT_H2_TRUNCATED), 0);
+}
+
+/* A frame header cut by the end of a call, a DATA payload over three calls. */
+static void test_h2_split_over_calls(void **state)
+{
+	unsigned char b[4096];
+	size_t n;
+	const struct usm_h2_record *r;
+	__u64 copied;
+
+	(void)state;
+	n = frame(b, 4, 0, 0, 0, NULL, 0); /* SETTINGS, empty */
+	n += frame(b + n, 0, 1, 1, 2000, NULL, 'S');
+	n += frame(b + n, 1, 4, 3, 7, NULL, 0x81);
+	/* Read side: a client receiving. 13 bytes: SETTINGS and 4 of the DATA header. */
+	assert_int_equal(h2_call(SSL_READ, b, 13, 1), 1);
+	r = h2rec(0);
+	assert_int_equal(r->flags, USM_H2_F_NEW | USM_H2_F_SETTINGS);
+	assert_int_equal(r->dir, USM_DIR_READ);
+	assert_int_equal(r->data_len, 13);
+	/* The DATA header's other 5 bytes and 1000 of its payload. */
+	assert_int_equal(h2_call(SSL_READ, b + 13, 1005, 2), 1);
+	r = h2rec(0);
+	assert_int_equal(r->offset, 13);
+	assert_int_equal(r->nruns, 1);
+	assert_int_equal(r->runs[0].copied, 5);
+	assert_int_equal(r->runs[0].skipped, 1000);
+	/* Payload only: nothing copied. */
+	assert_int_equal(h2_call(SSL_READ, b + 1018, 999, 3), 1);
+	r = h2rec(0);
+	assert_int_equal(r->data_len, 0);
+	assert_int_equal(r->runs[0].skipped, 999);
+	/* The payload's last byte, then the HEADERS whole. */
+	assert_int_equal(h2_call(SSL_READ, b + 2017, n - 2017, 4), 1);
+	r = h2rec(0);
+	assert_int_equal(r->offset, 2017);
+	assert_int_equal(h2_runs_total(r, &copied), n - 2017);
+	assert_int_equal(copied, 16);
+	assert_int_equal(r->runs[0].copied, 0);
+	assert_int_equal(r->runs[0].skipped, 1);
+	assert_memory_equal(r->data, b + 2018, 16);
+	/* Writes are another direction, with their own place: not HTTP/2-framed yet is
+	 * fine, the session is known; a write starts at offset 0. */
+	n = frame(b, 4, 1, 0, 0, NULL, 0); /* SETTINGS ACK */
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 5), 1);
+	assert_int_equal(h2rec(0)->offset, 0);
+	assert_int_equal(h2rec(0)->dir, USM_DIR_WRITE);
+	assert_int_equal(h2rec(0)->data_len, 9);
+}
+
+/* A server writes its SETTINGS before it reads the client's preface: the session is
+ * new at the write; the preface then starts the read direction, at its offset 0, and
+ * is copied as it is, not taken for a frame header. */
+static void test_h2_server_order(void **state)
+{
+	unsigned char b[256];
+	size_t n;
+	const struct usm_h2_record *r;
+
+	(void)state;
+	n = frame(b, 4, 0, 0, 12, NULL, 0);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 1), 1);
+	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW | USM_H2_F_SETTINGS);
+	memcpy(b, PREFACE, 24);
+	n = 24 + frame(b + 24, 4, 0, 0, 6, NULL, 0);
+	n += frame(b + n, 1, 5, 1, 30, NULL, 0x82);
+	assert_int_equal(h2_call(SSL_READ, b, n, 2), 1);
+	r = h2rec(0);
+	assert_int_equal(r->flags, USM_H2_F_PREFACE);
+	assert_int_equal(r->offset, 0);
+	assert_int_equal(r->nruns, 1);
+	assert_int_equal(r->runs[0].copied, n);
+	assert_memory_equal(r->data, b, n);
+	/* The write direction kept its place. */
+	n = frame(b, 4, 1, 0, 0, NULL, 0);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 3), 1);
+	assert_int_equal(h2rec(0)->offset, 9 + 12);
+}
+
+/* A frame larger than USM_H2_CAP: the cap is copied, the rest skipped and counted; the
+ * framing holds, the frame after it is copied from its first byte. */
+static void test_h2_cap(void **state)
+{
+	static unsigned char b[8192];
+	size_t n, big = USM_H2_CAP + 1000;
+	const struct usm_h2_record *r;
+	__u64 copied;
+
+	(void)state;
+	memcpy(b, PREFACE, 24);
+	n = 24 + frame(b + 24, 1, 4, 1, big, NULL, 0x55);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 1), 1);
+	r = h2rec(0);
+	assert_int_equal(r->flags, USM_H2_F_NEW | USM_H2_F_PREFACE | USM_H2_F_CUT);
+	assert_int_equal(r->data_len, USM_H2_CAP);
+	assert_int_equal(h2_runs_total(r, &copied), n);
+	assert_int_equal(copied, USM_H2_CAP);
+	assert_int_equal(r->runs[0].skipped, n - USM_H2_CAP);
+	assert_int_equal(counter(USM_CNT_H2_TRUNCATED), 1);
+	n = frame(b, 8, 0, 0, 4, NULL, 0x01); /* WINDOW_UPDATE */
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 2), 1);
+	r = h2rec(0);
+	assert_int_equal(r->flags, 0);
+	assert_int_equal(r->data_len, n);
+	assert_memory_equal(r->data, b, n);
+}
+
+/* More DATA frames in one call than runs: the direction's framing is lost, said once;
+ * nothing more of that direction is sent, the other still is. */
+static void test_h2_unframed(void **state)
+{
+	static unsigned char b[8192];
+	size_t n = 0;
+	int i;
+
+	(void)state;
+	memcpy(b, PREFACE, 24);
+	assert_int_equal(h2_call(SSL_WRITE, b, 24, 1), 1);
+	for (i = 0; i < USM_H2_RUNS + 2; i++)
+		n += frame(b + n, 0, 0, 1, 3, NULL, 'S');
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 2), 1);
+	assert_true(h2rec(0)->flags & USM_H2_F_UNFRAMED);
+	assert_true(h2rec(0)->walked < n);
+	assert_int_equal(counter(USM_CNT_H2_UNFRAMED), 1);
+	assert_int_equal(h2_call(SSL_WRITE, b, 12, 3), 0);
+	n = frame(b, 4, 0, 0, 0, NULL, 0);
+	assert_int_equal(h2_call(SSL_READ, b, n, 4), 1);
+	assert_int_equal(counter(USM_CNT_H2_UNFRAMED), 1);
+}
+
+/* Not HTTP/2: other bytes start nothing, and HTTP/1 goes on as before. SSL_set_fd
+ * forgets a session's state; a preface on a known session restarts it. */
+static void test_h2_detection(void **state)
+{
+	const char *req = "GET /h1 HTTP/1.1\r\n\r\n";
+	unsigned char b[64];
+	size_t n;
+
+	(void)state;
+	n = frame(b, 4, 1, 0, 0, NULL, 0); /* a SETTINGS ACK does not start a session */
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 1), 0);
+	n = frame(b, 4, 0, 0, 7, NULL, 0); /* a length that is no whole setting */
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 1), 0);
+	assert_int_equal(h2_call(SSL_WRITE, "PRI * HTTP/2.0\r\n", 16, 1), 0); /* short */
+	assert_int_equal(tls_call(SSL_WRITE, req, strlen(req), (long)strlen(req), NULL, 1), 1);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 0);
+	assert_int_equal(counter(USM_CNT_H2_CALLS), 0);
+
+	memcpy(b, PREFACE, 24);
+	assert_int_equal(h2_call(SSL_WRITE, b, 24, 2), 1);
+	n = frame(b, 0, 0, 1, 10, NULL, 'S');
+	assert_int_equal(h2_call(SSL_WRITE, b, 9, 3), 1); /* a DATA header, payload to come */
+	tls_run(USM_TLS_SSL_SET_FD, false, &(struct test_regs){.di = SSL_PTR, .si = 5}, 4);
+	/* Forgotten: the payload is no HTTP/2 start, and no HTTP/1 either. */
+	assert_int_equal(tls_call(SSL_WRITE, b + 9, 10, 10, NULL, 5), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 0);
+	/* A new connection on the session: its preface starts it again, at offset 0. */
+	memcpy(b, PREFACE, 24);
+	assert_int_equal(h2_call(SSL_WRITE, b, 24, 6), 1);
+	assert_int_equal(h2rec(0)->offset, 0);
+	assert_int_equal(h2rec(0)->fd, 5);
+	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW | USM_H2_F_PREFACE);
+	n = 24 + frame(b + 24, 4, 0, 0, 0, NULL, 0);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 7), 1); /* and again, at a frame boundary */
+	assert_int_equal(h2rec(0)->offset, 0);
+	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW | USM_H2_F_PREFACE);
+	/* An HTTP/1 start inside a DATA payload is payload. */
+	n = frame(b, 0, 0, 1, strlen(req), NULL, 0);
+	assert_int_equal(h2_call(SSL_WRITE, b, 9, 8), 1);
+	assert_int_equal(tls_call(SSL_WRITE, req, strlen(req), (long)strlen(req), NULL, 9), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
+	assert_int_equal(counter(USM_CNT_TLS_HTTP), 1);
+}
+
 static int case_setup(void **state)
 {
 	(void)state;
 	assert_int_equal(
 		bpftel_test_percpu_clear(bpf_map__fd(skel->maps.usm_counters), USM_CNT__COUNT), 0);
 	bpftel_rb_capture__drain(&cap);
+	bpftel_rb_capture__drain(&h2cap);
+	/* Each case starts with no HTTP/2 session known. */
+	{
+		struct { __u64 conn; __u32 tgid, pad; } k = {SSL_PTR, 4242, 0};
+
+		bpf_map_delete_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k);
+	}
 	return 0;
 }
 
@@ -555,13 +859,15 @@ static int group_setup(void **state)
 	skel = usm_harness__open_and_load();
 	if (!skel)
 		return -1;
-	return bpftel_rb_capture__open(&cap, bpf_map__fd(skel->maps.usm_events));
+	return bpftel_rb_capture__open(&cap, bpf_map__fd(skel->maps.usm_events)) ?:
+	       bpftel_rb_capture__open(&h2cap, bpf_map__fd(skel->maps.usm_h2_events));
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
 	bpftel_rb_capture__close(&cap);
+	bpftel_rb_capture__close(&h2cap);
 	usm_harness__destroy(skel);
 	return 0;
 }
@@ -587,6 +893,13 @@ int main(void)
 		T(test_tls_ex_forms),
 		T(test_gnutls),
 		T(test_tls_fd),
+		T(test_h2_client_start_copied),
+		T(test_h2_data_payload_not_copied),
+		T(test_h2_split_over_calls),
+		T(test_h2_server_order),
+		T(test_h2_cap),
+		T(test_h2_unframed),
+		T(test_h2_detection),
 	};
 
 	bpftel_test_require_bpf();

@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * USM, HTTP/2 over TLS: which TLS sessions carry HTTP/2, and the frame walk that sends
+ * their bytes to userspace without their DATA payloads (bpf/usm.h says what a record
+ * holds).
+ *
+ * HPACK is stateful: userspace must see every header block of a direction, in order,
+ * so the kernel cannot pick the interesting calls as it does for HTTP/1 (a message
+ * start per call): once a session is HTTP/2, every call on it sends a record. What it
+ * can drop is what userspace never needs, DATA payloads, so it keeps each direction's
+ * place in the frame stream across calls: how much of the current frame is left to
+ * skip (DATA) or copy (anything else), and the part of a frame header cut by the end of
+ * a call.
+ *
+ * A session becomes HTTP/2 on a call whose bytes begin with the client's connection
+ * preface (a client's first write, a server's first read) or with a SETTINGS frame (a
+ * server's first write, a client's first read: servers send theirs without waiting).
+ * The state is per (process, session pointer), in an LRU hash: sessions are freed
+ * without a probe, and their address is reused. So SSL_set_fd and its GnuTLS twin
+ * forget it (a session being set up is a new connection), and a preface at a frame
+ * boundary restarts it (a client reusing a freed session's address).
+ *
+ * Loss is never silent: each record carries the direction's byte offset before the
+ * call, so userspace sees a record lost in the ring buffer as a jump, and feeds it to
+ * the decoder as a gap (harmless inside a DATA payload, fatal inside a header block).
+ *
+ * Include after lib/usm_common.h and lib/usm_tls.h's usm_fd_key.
+ */
+#ifndef BPFTEL_LIB_USM_H2_H
+#define BPFTEL_LIB_USM_H2_H
+
+#define USM_H2_FRAME_HDR 9
+#define USM_H2_PREFACE	 24
+#define USM_H2_DATA	 0
+#define USM_H2_SETTINGS	 4
+
+/* One direction's place in the frame stream. */
+struct usm_h2_dir_state {
+	__u64 offset; /* bytes of this direction so far */
+	__u32 skip;   /* DATA payload left to skip */
+	__u32 copy;   /* payload of another frame left to copy */
+	__u8 have;    /* bytes of the next frame header already seen (in hdr) */
+	__u8 unframed;
+	__u8 hdr[14]; /* 9 used; the rest lets the verifier see a read at have < 9 */
+};
+
+struct usm_h2_state {
+	struct usm_h2_dir_state d[2]; /* by enum usm_dir */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct usm_fd_key);
+	__type(value, struct usm_h2_state);
+} usm_h2_conns SEC(".maps");
+
+TLM_MAP_KEY(usm_h2_conns);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 2 * 1024 * 1024);
+} usm_h2_events SEC(".maps");
+
+TLM_MAP_KEY(usm_h2_events);
+
+/* The record being built and the direction being walked, per CPU: too big for the
+ * stack. slack follows rec.data so that a copy of up to USM_H2_CAP bytes from any
+ * offset below USM_H2_CAP stays inside the value, as the verifier sees it (its masks
+ * allow twice that). */
+struct usm_h2_scratch {
+	struct usm_h2_dir_state st;
+	struct usm_h2_record rec;
+	__u8 slack[2 * USM_H2_CAP];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct usm_h2_scratch);
+} usm_h2_scratch SEC(".maps");
+
+static __always_inline struct usm_h2_scratch *usm_h2_scratch_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&usm_h2_scratch, &zero);
+}
+
+/* What bpf_loop's callback needs: scalars only (the scratch is looked up again). */
+struct usm_h2_walk {
+	__u64 buf;
+	__u32 len;
+	__u32 pos;
+	__u32 tlm_prog;
+	__u32 __pad;
+};
+
+/* The current run, or a new one when want_copy follows skipped bytes; NULL when the
+ * runs are used up. */
+static __always_inline struct usm_h2_run *usm_h2_run(struct usm_h2_scratch *s, bool want_copy)
+{
+	__u32 n = s->rec.nruns, last;
+	struct usm_h2_run *r;
+
+	if (n > USM_H2_RUNS)
+		return NULL;
+	if (n) {
+		last = n - 1;
+		barrier_var(last); /* keeps the bound below on the index the access uses */
+		if (last >= USM_H2_RUNS)
+			return NULL;
+		r = &s->rec.runs[last];
+		if (!(want_copy && r->skipped))
+			return r;
+	}
+	if (n >= USM_H2_RUNS)
+		return NULL;
+	barrier_var(n);
+	r = &s->rec.runs[n];
+	r->copied = 0;
+	r->skipped = 0;
+	s->rec.nruns = n + 1;
+	return r;
+}
+
+static __always_inline int usm_h2_skip(struct usm_h2_scratch *s, __u32 n)
+{
+	struct usm_h2_run *r = usm_h2_run(s, false);
+
+	if (!r)
+		return -1;
+	r->skipped += n;
+	return 0;
+}
+
+/* Copy n bytes at src into the record, as far as USM_H2_CAP allows; the rest is skipped
+ * and the record marked cut. -1: out of runs. */
+static __always_inline int usm_h2_copy(TLM_PARAM, struct usm_h2_scratch *s, __u64 src, __u32 n)
+{
+	__u32 off = s->rec.data_len, c = 0;
+	struct usm_h2_run *r;
+
+	if (off < USM_H2_CAP)
+		c = n < USM_H2_CAP - off ? n : USM_H2_CAP - off;
+	if (c) {
+		r = usm_h2_run(s, true);
+		if (!r)
+			return -1;
+		/* off < USM_H2_CAP and c <= USM_H2_CAP already: the masks, which the
+		 * compiler cannot drop past the barriers, are for the verifier. */
+		barrier_var(off);
+		barrier_var(c);
+		off &= USM_H2_CAP - 1;
+		c &= 2 * USM_H2_CAP - 1;
+		if (tlm_probe_read_user(&s->rec.data[off], c, (void *)src)) {
+			/* Not readable: the bytes are lost to userspace, not the framing. */
+			s->rec.flags |= USM_H2_F_CUT;
+			r->skipped += c;
+		} else {
+			r->copied += c;
+			s->rec.data_len = off + c;
+		}
+	}
+	if (n > c) {
+		s->rec.flags |= USM_H2_F_CUT;
+		return usm_h2_skip(s, n - c);
+	}
+	return 0;
+}
+
+/* One piece of the walk: a DATA payload skipped, another frame's payload copied, or
+ * (part of) a frame header read and copied. 1 ends the walk. */
+static long usm_h2_step(__u32 i, void *ctx)
+{
+	struct usm_h2_walk *w = ctx;
+	__u32 __tlm_prog = w->tlm_prog, left, n, have;
+	struct usm_h2_scratch *s = usm_h2_scratch_get();
+	struct usm_h2_dir_state *st;
+	__u64 src;
+
+	(void)i;
+	if (!s || w->pos >= w->len)
+		return 1;
+	st = &s->st;
+	left = w->len - w->pos;
+	src = w->buf + w->pos;
+	if (st->skip) {
+		n = st->skip < left ? st->skip : left;
+		if (usm_h2_skip(s, n))
+			goto unframed;
+		st->skip -= n;
+		w->pos += n;
+		return 0;
+	}
+	if (st->copy) {
+		n = st->copy < left ? st->copy : left;
+		if (usm_h2_copy(TLM_ARG, s, src, n))
+			goto unframed;
+		st->copy -= n;
+		w->pos += n;
+		return 0;
+	}
+	have = st->have;
+	if (have >= USM_H2_FRAME_HDR)
+		goto unframed;
+	n = USM_H2_FRAME_HDR - have;
+	if (n > left)
+		n = left;
+	barrier_var(have);
+	barrier_var(n);
+	have &= 15; /* have < 9 and n <= 9 already: for the verifier */
+	n &= 15;
+	if (tlm_probe_read_user(&st->hdr[have], n, (void *)src) || usm_h2_copy(TLM_ARG, s, src, n))
+		goto unframed;
+	w->pos += n;
+	st->have = have + n;
+	if (st->have < USM_H2_FRAME_HDR)
+		return 0; /* the call ended inside the header: the rest comes next call */
+	st->have = 0;
+	n = (__u32)st->hdr[0] << 16 | (__u32)st->hdr[1] << 8 | st->hdr[2];
+	if (st->hdr[3] == USM_H2_DATA)
+		st->skip = n;
+	else
+		st->copy = n;
+	return 0;
+unframed:
+	st->unframed = 1;
+	s->rec.flags |= USM_H2_F_UNFRAMED;
+	return 1;
+}
+
+/* A server's first frame: SETTINGS, no flags (not an ACK), stream 0, whole settings.
+ * peek holds USM_PEEK (8) bytes: the stream id's last byte is not in it. */
+static __always_inline bool usm_h2_settings_start(const char *p)
+{
+	__u32 len = (__u32)(__u8)p[1] << 8 | (__u8)p[2];
+
+	return p[0] == 0 && p[3] == USM_H2_SETTINGS && p[4] == 0 && p[5] == 0 && p[6] == 0 &&
+	       p[7] == 0 && len % 6 == 0 && len <= 6 * 16;
+}
+
+static __always_inline bool usm_h2_preface_start(const char *p)
+{
+	return usm_is4(p, 'P', 'R', 'I', ' ') && usm_is4(p + 4, '*', ' ', 'H', 'T');
+}
+
+static __always_inline void usm_h2_dir_reset(struct usm_h2_dir_state *d, bool preface)
+{
+	__builtin_memset(d, 0, sizeof(*d));
+	if (preface)
+		d->copy = USM_H2_PREFACE; /* not a frame: copied as it is */
+}
+
+/*
+ * A TLS call moved len bytes through buf on session conn. If the session is HTTP/2 (or
+ * becomes it with this call), walk and send its bytes and return true; false: not
+ * HTTP/2, the caller goes on with HTTP/1. peek: the first USM_PEEK bytes when peeked
+ * (a call that moved fewer cannot start HTTP/2).
+ */
+static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 len, __u32 source,
+				       enum usm_dir dir, __u64 ktime_ns, __u64 pid_tgid,
+				       const char *peek, bool peeked)
+{
+	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
+	struct usm_h2_walk w = {.buf = buf, .tlm_prog = TLM_ARG};
+	struct usm_h2_state *state, init = {};
+	struct usm_h2_dir_state *d;
+	struct usm_h2_scratch *s;
+	__u8 flags = 0;
+	__u32 size;
+
+	state = bpf_map_lookup_elem(&usm_h2_conns, &key);
+	if (!state) {
+		if (!peeked)
+			return false;
+		if (usm_h2_preface_start(peek) && len >= USM_H2_PREFACE)
+			flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
+		else if (usm_h2_settings_start(peek))
+			flags = USM_H2_F_NEW | USM_H2_F_SETTINGS;
+		else
+			return false;
+		usm_h2_dir_reset(&init.d[dir & 1], flags & USM_H2_F_PREFACE);
+		if (tlm_map_update(usm_h2_conns, &key, &init, BPF_ANY))
+			return true;
+		state = bpf_map_lookup_elem(&usm_h2_conns, &key);
+		if (!state)
+			return true;
+	}
+	d = &state->d[dir & 1];
+	if (peeked && !flags && usm_h2_preface_start(peek) && len >= USM_H2_PREFACE && !d->skip &&
+	    !d->copy && !d->have) {
+		flags = USM_H2_F_PREFACE;
+		if (d->offset) {
+			/* A new connection on a reused session address. */
+			flags |= USM_H2_F_NEW;
+			usm_h2_dir_reset(&state->d[dir ^ 1], false);
+		}
+		/* Or the preface of a session that a server's SETTINGS started. */
+		usm_h2_dir_reset(d, true);
+	}
+	if (d->unframed)
+		return true; /* counted when it was lost */
+	usm_count(USM_CNT_H2_CALLS);
+	s = usm_h2_scratch_get();
+	if (!s)
+		return true;
+	s->st = *d;
+	s->rec.ktime_ns = ktime_ns == USM_TLS_NOW ? bpf_ktime_get_ns() : ktime_ns;
+	s->rec.conn = conn;
+	s->rec.offset = d->offset;
+	s->rec.pid = pid_tgid >> 32;
+	s->rec.tid = (__u32)pid_tgid;
+	s->rec.len = len > 0xffffffff ? 0xffffffff : len;
+	s->rec.fd = usm_tls_fd_of(conn, pid_tgid);
+	s->rec.source = source;
+	s->rec.dir = dir;
+	s->rec.flags = flags;
+	s->rec.nruns = 0;
+	s->rec.data_len = 0;
+	s->rec.__pad = 0;
+	w.len = s->rec.len;
+	bpf_loop(USM_H2_STEPS, usm_h2_step, &w, 0);
+	if (w.pos < w.len && !(s->rec.flags & USM_H2_F_UNFRAMED)) {
+		s->st.unframed = 1; /* steps ran out */
+		s->rec.flags |= USM_H2_F_UNFRAMED;
+	}
+	s->rec.walked = w.pos;
+	s->st.offset += w.len;
+	*d = s->st;
+	if (s->rec.flags & USM_H2_F_CUT)
+		usm_count(USM_CNT_H2_TRUNCATED);
+	if (s->rec.flags & USM_H2_F_UNFRAMED)
+		usm_count(USM_CNT_H2_UNFRAMED);
+	size = s->rec.data_len;
+	if (size > USM_H2_CAP)
+		return true;
+	if (tlm_ringbuf_output(usm_h2_events, &s->rec, USM_H2_RECORD_HDR + size, 0))
+		usm_count(USM_CNT_H2_LOST);
+	return true;
+}
+
+/* SSL_set_fd & co.: the session is being set up for a new connection. */
+static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid)
+{
+	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
+
+	if (bpf_map_lookup_elem(&usm_h2_conns, &key))
+		tlm_map_delete(usm_h2_conns, &key);
+}
+
+#endif /* BPFTEL_LIB_USM_H2_H */
