@@ -270,6 +270,57 @@ static void test_streams_apart(void **state)
 	usm_endpoints_free(e);
 }
 
+/* gRPC calls: rows apart by grpc-status (the HTTP status is 200 for all of them), a
+ * status outside 0..16 kept as none (-1), a plain HTTP/2 call on the same route apart
+ * from them; the gRPC mark comes from the request. */
+static void test_grpc_status_apart(void **state)
+{
+	struct usm_endpoints *e = usm_endpoints_new(NULL);
+	struct usm_http_start rq = {.kind = USM_HTTP_REQUEST, .method = "POST", .version = 20,
+				    .path = "/pkg.Svc/Get", .grpc = true};
+	struct usm_http_start rs = {.kind = USM_HTTP_RESPONSE, .status = 200, .version = 20,
+				    .grpc = true};
+	const int codes[] = {0, 0, 5, 77, -1};
+	struct usm_endpoint_row *rows;
+	struct usm_conn_key k = tls(10, 7);
+	size_t n, i, found = 0;
+
+	(void)state;
+	for (i = 0; i < ARRAY_SIZE(codes); i++) {
+		k.stream = (uint32_t)(2 * i + 1);
+		rs.grpc_status = codes[i];
+		usm_endpoints_message(e, &k, USM_PROTO_HTTPS, 0, &rq, NULL);
+		usm_endpoints_message(e, &k, USM_PROTO_HTTPS, 10, &rs, NULL);
+	}
+	rq.grpc = false;
+	rs.grpc = false;
+	rs.grpc_status = 3; /* not gRPC: ignored */
+	k.stream = 99;
+	usm_endpoints_message(e, &k, USM_PROTO_HTTPS, 0, &rq, NULL);
+	usm_endpoints_message(e, &k, USM_PROTO_HTTPS, 10, &rs, NULL);
+	n = usm_endpoints_rows(e, &rows);
+	assert_int_equal(n, 4);
+	for (i = 0; i < n; i++) {
+		assert_string_equal(rows[i].path, "/pkg.Svc/Get");
+		assert_int_equal(rows[i].status, 200);
+		if (!rows[i].grpc) {
+			assert_int_equal(rows[i].grpc_status, 0);
+			assert_int_equal(rows[i].latency.count, 1);
+		} else if (rows[i].grpc_status == 0) {
+			assert_int_equal(rows[i].latency.count, 2);
+		} else if (rows[i].grpc_status == 5) {
+			assert_int_equal(rows[i].latency.count, 1);
+		} else {
+			assert_int_equal(rows[i].grpc_status, -1); /* 77 and none */
+			assert_int_equal(rows[i].latency.count, 2);
+		}
+		found++;
+	}
+	assert_int_equal(found, 4);
+	free(rows);
+	usm_endpoints_free(e);
+}
+
 /* Beyond max_rows_per_proc, a process's new endpoints share its overflow row; its
  * known endpoints and the other processes keep their rows. */
 static void test_proc_cap_overflow_row(void **state)
@@ -710,6 +761,7 @@ int main(void)
 		cmocka_unit_test(test_seq_order_stable),
 		cmocka_unit_test(test_conn_remembered),
 		cmocka_unit_test(test_version_kept),
+		cmocka_unit_test(test_grpc_status_apart),
 		cmocka_unit_test(test_odd_values_clamped),
 		cmocka_unit_test(test_other_methods_and_raw_bytes),
 		cmocka_unit_test(test_threads),

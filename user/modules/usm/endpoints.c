@@ -53,12 +53,15 @@ struct row_key {
 	int version;
 	const char *method, *path;
 	int status;
+	bool grpc;
+	int grpc_status;
 };
 
 struct pending {
 	struct usm_conn_key key;
 	uint64_t t_ns;
 	int version;
+	bool grpc;
 	char method[USM_METHOD_MAX];
 	char path[USM_PATH_MAX];
 	struct usm_conn_addr conn;
@@ -152,7 +155,9 @@ static void evict_oldest(struct usm_endpoints *e)
 static uint64_t row_hash(const struct row_key *k)
 {
 	uint64_t h = FNV_BASIS;
-	uint32_t v[5] = {k->pid, k->side, k->proto, (uint32_t)k->version, (uint32_t)k->status};
+	uint32_t v[7] = {k->pid,		  k->side,    k->proto,
+			 (uint32_t)k->version,	  (uint32_t)k->status, k->grpc,
+			 (uint32_t)k->grpc_status};
 
 	h = fnv(h, v, sizeof(v));
 	h = fnv(h, k->method, strlen(k->method) + 1);
@@ -161,15 +166,16 @@ static uint64_t row_hash(const struct row_key *k)
 
 static struct row_key key_of(const struct row *r)
 {
-	return (struct row_key){r->r.pid,    r->r.side, r->r.proto, r->r.version,
-				r->r.method, r->r.path, r->r.status};
+	return (struct row_key){r->r.pid,    r->r.side, r->r.proto,	r->r.version, r->r.method,
+				r->r.path,   r->r.status, r->r.grpc, r->r.grpc_status};
 }
 
 static bool row_is(const struct row *r, const struct row_key *k)
 {
 	return r->r.pid == k->pid && r->r.side == k->side && r->r.proto == k->proto &&
-	       r->r.version == k->version && r->r.status == k->status &&
-	       !strcmp(r->r.method, k->method) && !strcmp(r->r.path, k->path);
+	       r->r.version == k->version && r->r.status == k->status && r->r.grpc == k->grpc &&
+	       r->r.grpc_status == k->grpc_status && !strcmp(r->r.method, k->method) &&
+	       !strcmp(r->r.path, k->path);
 }
 
 static struct row *row_find(struct usm_endpoints *e, const struct row_key *k)
@@ -206,6 +212,8 @@ static struct row *row_add(struct usm_endpoints *e, const struct row_key *k, enu
 	snprintf(r->r.method, sizeof(r->r.method), "%s", k->method);
 	snprintf(r->r.path, sizeof(r->r.path), "%s", k->path);
 	r->r.status = k->status;
+	r->r.grpc = k->grpc;
+	r->r.grpc_status = k->grpc_status;
 	r->r.seq = ++e->seq;
 	index_add(e, e->nrows++);
 	e->kinds[kind]++;
@@ -340,6 +348,7 @@ static void on_request(struct usm_endpoints *e, const struct usm_conn_key *key, 
 	}
 	p->t_ns = t_ns;
 	p->version = clamp_version(msg->version);
+	p->grpc = msg->grpc;
 	memcpy(p->method, msg->method, sizeof(p->method));
 	p->method[sizeof(p->method) - 1] = '\0';
 	memcpy(p->path, msg->path, sizeof(p->path));
@@ -369,7 +378,12 @@ static void on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
 			     p->version,
 			     p->method,
 			     p->path,
-			     msg->status};
+			     msg->status,
+			     p->grpc,
+			     p->grpc ? (msg->grpc_status >= 0 && msg->grpc_status <= 16
+						? msg->grpc_status
+						: -1)
+				     : 0};
 	r = row_for(e, &k);
 	usm_hist_add(&r->r.latency, t_ns > p->t_ns ? t_ns - p->t_ns : 0);
 	r->r.last_ns = t_ns;

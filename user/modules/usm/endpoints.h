@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * USM endpoints: pair each HTTP request with the next response on its connection, and
- * aggregate (process, side, protocol, version, method, normalized route, status) ->
- * count and latency histogram.
+ * aggregate (process, side, protocol, version, method, normalized route, status, and
+ * for gRPC its grpc-status) -> count and latency histogram.
  *
  * Bounded and fair: pending requests (oldest evicted); rows per process
  * (max_rows_per_proc: beyond it, the process's overflow row, route "(overflow)",
@@ -75,6 +75,8 @@ struct usm_endpoint_row {
 	char method[USM_METHOD_MAX]; /* "_OTHER" in overflow rows */
 	char path[USM_PATH_MAX];     /* the normalized route; USM_ROUTE_OVERFLOW */
 	int status;		     /* 0 in overflow rows: any */
+	bool grpc;		     /* a gRPC method: path is its route "/pkg.Service/Method" */
+	int grpc_status;	     /* gRPC: grpc-status 0..16, -1 none; 0 otherwise */
 	uint64_t seq;		     /* creation order: older rows first in budgets */
 	uint64_t last_ns;	     /* its last message (the caller's clock) */
 	struct usm_conn_addr conn;   /* the connection of its last message */

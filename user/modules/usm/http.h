@@ -35,6 +35,8 @@ struct usm_http_start {
 	int status;		     /* responses: 100..599 */
 	int version;		     /* 10 or 11 (HTTP/1.0, 1.1), as the line says; 11 if cut */
 	bool truncated;		     /* the request line did not fit in the prefix */
+	bool grpc;		     /* HTTP/2 only: a gRPC call (content-type application/grpc*) */
+	int grpc_status;	     /* gRPC responses: grpc-status 0..16, -1 none or another */
 	enum usm_http_reject reject; /* with USM_HTTP_NONE: why */
 };
 

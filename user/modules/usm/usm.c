@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 
 #include "usm.h"
+#include "h2_sessions.h"
 #include "usm.skel.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
@@ -28,6 +29,7 @@ struct bpftel_usm {
 	struct bpftel_module *module;
 	struct bpftel_sharedlibs *sl;
 	struct usm_endpoints *endpoints;
+	struct usm_h2_sessions *h2;
 	struct usm_procs *procs;
 	pthread_mutex_t lock; /* skel, counters, settings */
 	struct usm *skel;     /* while the module is open */
@@ -41,6 +43,8 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_TLS_CALLS] = "tls_calls", [USM_CNT_TLS_HTTP] = "tls_http",
 	[USM_CNT_PACKETS] = "packets",	   [USM_CNT_PACKETS_HTTP] = "packets_http",
 	[USM_CNT_LOST] = "lost",	   [USM_CNT_TRUNCATED] = "truncated",
+	[USM_CNT_H2_CALLS] = "h2_calls",   [USM_CNT_H2_TRUNCATED] = "h2_truncated",
+	[USM_CNT_H2_UNFRAMED] = "h2_unframed", [USM_CNT_H2_LOST] = "h2_lost",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
@@ -138,6 +142,40 @@ static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
 	usm_procs_note(u->procs, ev->pid);
 	usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTPS, ev->ktime_ns, msg,
 			      known ? &conn : NULL);
+}
+
+/*
+ * An HTTP/2 message (h2_sessions.c), its side and stream in the key: named like any
+ * TLS message, through the session's fd.
+ */
+static void h2_message(const struct usm_h2_message *m, void *ctx)
+{
+	struct bpftel_usm *u = ctx;
+	struct usm_conn_addr conn = {};
+	struct shlib_sock_key k;
+	bool known = false;
+
+	if (m->fd >= 0 && !bpftel_sharedlibs__fd_sock(u->sl, m->key.pid, m->fd, &k)) {
+		conn_of(&k, m->key.side == USM_SIDE_SERVER, &conn);
+		known = true;
+	} else {
+		count(u, &u->tls_no_conn);
+	}
+	usm_procs_note(u->procs, m->key.pid);
+	usm_endpoints_message(u->endpoints, &m->key, USM_PROTO_HTTPS, m->t_ns, &m->msg,
+			      known ? &conn : NULL);
+}
+
+/* Ring-buffer callback for usm_h2_events, on a pipeline worker. */
+static int handle_h2_record(void *ctx, void *data, size_t size)
+{
+	struct bpftel_usm *u = ctx;
+
+	if (usm_h2_sessions_record(u->h2, data, size)) {
+		count(u, &u->malformed);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /*
@@ -241,7 +279,8 @@ static int usm_open(struct bpftel_module *m)
 	pthread_mutex_unlock(&u->lock);
 	bpftel_module__set_object(m, skel->obj);
 	return bpftel_module__add_probe(m, &socket_probe) ?:
-	       bpftel_module__add_ringbuf(m, "usm_events", handle_event, u);
+	       bpftel_module__add_ringbuf(m, "usm_events", handle_event, u) ?:
+	       bpftel_module__add_ringbuf(m, "usm_h2_events", handle_h2_record, u);
 }
 
 static int usm_load(struct bpftel_module *m)
@@ -287,7 +326,8 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 	u->settings.series_max = 2000;
 	u->endpoints = usm_endpoints_new(&limits);
 	u->procs = usm_procs_new();
-	if (!u->endpoints || !u->procs)
+	u->h2 = usm_h2_sessions_new(h2_message, u);
+	if (!u->endpoints || !u->procs || !u->h2)
 		return -ENOMEM;
 	u->ops.name = BPFTEL_USM_MODULE;
 	u->ops.open = usm_open;
@@ -315,6 +355,7 @@ void bpftel_usm__free(struct bpftel_usm *u)
 	if (!u)
 		return;
 	usm_endpoints_free(u->endpoints);
+	usm_h2_sessions_free(u->h2);
 	usm_procs_free(u->procs);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
@@ -349,6 +390,7 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	pthread_mutex_unlock(&u->lock);
 	out->procs_dropped = usm_procs_dropped(u->procs);
 	usm_endpoints_stats(u->endpoints, &out->endpoints);
+	usm_h2_sessions_stats(u->h2, &out->h2);
 }
 
 static __u64 mono_ns(void)
@@ -375,6 +417,8 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 {
 	struct sweep_ctx c = {.u = u, .now = mono_ns()};
 	int n = usm_endpoints_sweep(u->endpoints, shown, &c);
+
+	usm_h2_sessions_sweep(u->h2, c.now, shown, &c);
 
 	usm_procs_sweep(u->procs, c.now, USM_EXIT_GRACE_NS);
 	usm_endpoints_expire(u->endpoints, c.now);

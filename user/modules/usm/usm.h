@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * USM module: HTTP/1.x endpoints (method, normalized path, status) with request counts
- * and latency histograms, from TLS plaintext (uprobes on every OpenSSL and GnuTLS the
- * shared-libraries watcher finds, libset "crypto") and from plaintext packets (a
- * socket filter on an AF_PACKET socket, every interface). A module like any other:
+ * USM module: HTTP/1.x and HTTP/2 endpoints (method, normalized path, status) with
+ * request counts and latency histograms, from TLS plaintext (uprobes on every OpenSSL
+ * and GnuTLS the shared-libraries watcher finds, libset "crypto"; HTTP/2 sessions
+ * through h2_sessions.h) and from plaintext packets (a socket filter on an AF_PACKET
+ * socket, every interface). A module like any other:
  * registered with the manager, its uprobes attached per file by the uprobe registry,
  * its ring buffer consumed through the event pipeline. Payload bytes are parsed on
  * arrival and dropped; only endpoint names and numbers are kept.
@@ -15,6 +16,7 @@
 
 #include "bpf/usm.h"
 #include "endpoints.h"
+#include "h2_sessions.h"
 #include "procs.h"
 
 #define BPFTEL_USM_MODULE "usm"
@@ -60,6 +62,7 @@ struct bpftel_usm_counters {
 	__u64 tls_no_conn;	      /* TLS messages whose connection (fd) is unknown */
 	__u64 procs_dropped;	      /* processes shown without name or cgroup: table full */
 	struct usm_endpoints_stats endpoints;
+	struct usm_h2_sessions_stats h2; /* HTTP/2 over TLS sessions and their decoding */
 };
 void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out);
 

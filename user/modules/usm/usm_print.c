@@ -34,12 +34,35 @@ static void fmt_process(char *buf, size_t size, json_t *r)
 		snprintf(buf, size, "%s", jstr(r, "process"));
 }
 
+/* One line, and only once HTTP/2 was seen: sessions, and whatever was not decoded. */
+static void print_http2(json_t *h)
+{
+	const char *k;
+	json_t *v;
+
+	if (!jint(h, "sessions") && !jint(h, "records"))
+		return;
+	printf("HTTP/2: sessions %lld (live %lld, %lld bytes), requests %lld, responses %lld, "
+	       "resets %lld, lost bytes %lld, cut calls %lld",
+	       jint(h, "sessions"), jint(h, "live"), jint(h, "memory_bytes"), jint(h, "requests"),
+	       jint(h, "responses"), jint(h, "resets"), jint(h, "lost_bytes"),
+	       jint(h, "cut_records"));
+	json_object_foreach(json_object_get(h, "undecodable"), k, v)
+		if (json_integer_value(v))
+			printf(", undecodable %s %lld", k, (long long)json_integer_value(v));
+	json_object_foreach(json_object_get(h, "dropped"), k, v)
+		if (json_integer_value(v))
+			printf(", dropped %s %lld", k, (long long)json_integer_value(v));
+	printf("\n");
+}
+
 static void print_http(json_t *resp)
 {
 	static const char *const hdr[] = {"PROCESS", "SIDE",  "PROTO", "METHOD", "PATH",
 					  "STATUS",  "COUNT", "MEAN",  "P50",	 "P99"};
 	json_t *eps = json_object_get(resp, "endpoints"), **rows, *c, *pairing;
-	char proc[96], proto[16], status[8], count[24], mean[24], p50[24], p99[24];
+	char proc[96], proto[16], status[16], count[24], mean[24], p50[24], p99[24];
+	json_t *rpc;
 	size_t i, n = json_array_size(eps);
 	struct table *t;
 
@@ -55,7 +78,15 @@ static void print_http(json_t *resp)
 			fmt_process(proc, sizeof(proc), rows[i]);
 			snprintf(proto, sizeof(proto), "%s/%s", jstr(rows[i], "protocol"),
 				 jstr(rows[i], "version"));
-			if (jint(rows[i], "status"))
+			rpc = json_object_get(rows[i], "rpc");
+			if (json_is_object(rpc) &&
+			    json_is_integer(json_object_get(rpc, "grpc_status_code")))
+				/* gRPC: its own status; the HTTP one is 200 */
+				snprintf(status, sizeof(status), "grpc %lld",
+					 jint(rpc, "grpc_status_code"));
+			else if (json_is_object(rpc))
+				snprintf(status, sizeof(status), "grpc -");
+			else if (jint(rows[i], "status"))
 				snprintf(status, sizeof(status), "%lld", jint(rows[i], "status"));
 			else
 				snprintf(status, sizeof(status), "-");
@@ -86,12 +117,14 @@ static void print_http(json_t *resp)
 	       jint(pairing, "table_overflow"), jint(pairing, "expired"), jint(c, "unattributed"),
 	       jint(json_object_get(c, "rejected"), "syntax"),
 	       jint(json_object_get(c, "rejected"), "status"));
+	print_http2(json_object_get(c, "http2"));
 }
 
 const struct bpftel_cli_section bpftel_usm_cli = {
 	.command = "http",
 	.help = "            HTTP endpoints (side, method, normalized route, status) per process\n"
-		"            and container, from TLS (OpenSSL, GnuTLS) and plaintext packets:\n"
+		"            and container, from TLS (OpenSSL, GnuTLS; HTTP/1.x and HTTP/2) and\n"
+		"            plaintext packets (HTTP/1.x):\n"
 		"            count, mean, p50, p99\n",
 	.print = print_http,
 };

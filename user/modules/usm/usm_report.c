@@ -94,6 +94,23 @@ static void add_process(struct bpftel_usm *usm, json_t *o, uint32_t pid)
 							    : json_null());
 }
 
+static void rpc_names(const char *route, char *service, size_t ssize, const char **method);
+
+/* A gRPC row's call, as its metrics label it; null for other rows. */
+static json_t *rpc_json(const struct usm_endpoint_row *r)
+{
+	char service[USM_PATH_MAX];
+	const char *method;
+
+	if (!r->grpc)
+		return json_null();
+	rpc_names(r->path, service, sizeof(service), &method);
+	return json_pack("{s:s, s:o, s:o, s:o}", "system", "grpc", "service",
+			 bpftel_json_str(service), "method", bpftel_json_str(method),
+			 "grpc_status_code",
+			 r->grpc_status >= 0 ? json_integer(r->grpc_status) : json_null());
+}
+
 static json_t *row_json(struct bpftel_usm *usm, const struct usm_endpoint_row *r)
 {
 	const struct usm_hist *h = &r->latency;
@@ -116,8 +133,29 @@ static json_t *row_json(struct bpftel_usm *usm, const struct usm_endpoint_row *r
 		      addr_json(r->conn.family, r->conn.client_addr, r->conn.client_port), "server",
 		      addr_json(r->conn.family, r->conn.server_addr, r->conn.server_port));
 	if (o)
+		json_object_set_new(o, "rpc", rpc_json(r));
+	if (o)
 		add_process(usm, o, r->pid);
 	return o;
+}
+
+/* HTTP/2 sessions: what was decoded, and every session or byte that was not, why. */
+static json_t *http2_json(const struct usm_h2_sessions_stats *h)
+{
+	json_t *und = json_object(), *drop = json_object();
+	int i;
+
+	for (i = 1; i < USM_H2_REASON_MAX; i++)
+		json_object_set_new(und, usm_h2_reason_str(i), json_integer(h->undecodable[i]));
+	for (i = 0; i < USM_H2_DROP__COUNT; i++)
+		json_object_set_new(drop, usm_h2_drop_str(i), json_integer(h->dropped[i]));
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "records",
+			 (json_int_t)h->records, "sessions", (json_int_t)h->sessions, "live",
+			 (json_int_t)h->live, "memory_bytes", (json_int_t)h->mem, "requests",
+			 (json_int_t)h->requests, "responses", (json_int_t)h->responses, "resets",
+			 (json_int_t)h->resets, "grpc_responses", (json_int_t)h->grpc,
+			 "lost_bytes", (json_int_t)h->lost_bytes, "cut_records",
+			 (json_int_t)h->cut_records, "undecodable", und, "dropped", drop);
 }
 
 static json_t *counters_json(const struct bpftel_usm_counters *c)
@@ -148,6 +186,7 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 			  (json_int_t)c->endpoints.table_overflow, "expired",
 			  (json_int_t)c->endpoints.expired, "pending",
 			  (json_int_t)c->endpoints.pending, "rows", (json_int_t)c->endpoints.rows));
+	json_object_set_new(cnt, "http2", http2_json(&c->h2));
 	return cnt;
 }
 
@@ -210,6 +249,10 @@ static int by_labels(const void *pa, const void *pb)
 		return a->version < b->version ? -1 : 1;
 	if (a->status != b->status)
 		return a->status < b->status ? -1 : 1;
+	if (a->grpc != b->grpc)
+		return a->grpc ? 1 : -1;
+	if (a->grpc_status != b->grpc_status)
+		return a->grpc_status < b->grpc_status ? -1 : 1;
 	d = strcmp(a->method, b->method);
 	if (!d)
 		d = strcmp(a->path, b->path);
@@ -282,44 +325,90 @@ static size_t build_series(struct bpftel_usm *usm, const struct usm_endpoint_row
 	return ns;
 }
 
-static size_t labels_of(const struct series *s, bool containers, struct bpftel_prom_label *l,
-			char *status)
+/* A gRPC route "/package.Service/Method" as service and method: the route itself and ""
+ * when it has another shape. */
+static void rpc_names(const char *route, char *service, size_t ssize, const char **method)
 {
+	const char *slash = strrchr(route, '/');
+
+	if (route[0] == '/' && slash && slash > route + 1 && slash[1]) {
+		snprintf(service, ssize, "%.*s", (int)(slash - route - 1), route + 1);
+		*method = slash + 1;
+	} else {
+		snprintf(service, ssize, "%s", route);
+		*method = "";
+	}
+}
+
+/* Labels of an HTTP series, or of a gRPC one (OpenTelemetry's RPC conventions);
+ * status and service are the caller's buffers (12 and USM_PATH_MAX bytes). */
+static size_t labels_of(const struct series *s, bool containers, struct bpftel_prom_label *l,
+			char *status, char *service)
+{
+	const char *method;
 	size_t n = 0;
 
-	if (s->row->status)
-		snprintf(status, 8, "%d", s->row->status);
-	else
-		status[0] = '\0';
-	l[n++] = (struct bpftel_prom_label){"http_request_method", s->row->method};
-	l[n++] = (struct bpftel_prom_label){"http_route", s->row->path};
-	l[n++] = (struct bpftel_prom_label){"http_response_status_code", status};
-	l[n++] = (struct bpftel_prom_label){"network_protocol_version", version_name(s->row->version)};
+	if (s->row->grpc) {
+		if (s->row->grpc_status >= 0)
+			snprintf(status, 12, "%d", s->row->grpc_status);
+		else
+			status[0] = '\0';
+		rpc_names(s->row->path, service, USM_PATH_MAX, &method);
+		l[n++] = (struct bpftel_prom_label){"rpc_system", "grpc"};
+		l[n++] = (struct bpftel_prom_label){"rpc_service", service};
+		l[n++] = (struct bpftel_prom_label){"rpc_method", method};
+		l[n++] = (struct bpftel_prom_label){"rpc_grpc_status_code", status};
+	} else {
+		if (s->row->status)
+			snprintf(status, 12, "%d", s->row->status);
+		else
+			status[0] = '\0';
+		l[n++] = (struct bpftel_prom_label){"http_request_method", s->row->method};
+		l[n++] = (struct bpftel_prom_label){"http_route", s->row->path};
+		l[n++] = (struct bpftel_prom_label){"http_response_status_code", status};
+		l[n++] = (struct bpftel_prom_label){"network_protocol_version",
+						    version_name(s->row->version)};
+	}
 	if (containers)
 		l[n++] = (struct bpftel_prom_label){"container_id", s->container};
 	return n;
 }
 
+/* One side's HTTP histogram family, or its gRPC one (rpc): gRPC calls are in the RPC
+ * families only, so that no call is summed twice. */
 static void side_family(struct bpftel_prom *w, struct series *ser, size_t ns, enum usm_side side,
-			bool containers, uint64_t *overflowed)
+			bool rpc, bool containers, uint64_t *overflowed)
 {
+	bool server = side == USM_SIDE_SERVER;
 	struct series over = {0};
-	struct usm_endpoint_row over_row = {.side = side, .version = 11};
+	struct usm_endpoint_row over_row = {.side = side, .version = 11, .grpc = rpc,
+					    .grpc_status = -1};
 	struct bpftel_prom_label l[7];
-	char status[8];
+	char status[12], service[USM_PATH_MAX];
 	size_t j, nl, k;
 
-	bpftel_prom_family(w,
-			   side == USM_SIDE_SERVER ? "bpftel_http_server_request_duration_seconds"
-						   : "bpftel_http_client_request_duration_seconds",
-			   "histogram",
-			   side == USM_SIDE_SERVER
-				   ? "HTTP requests served, first byte of request to first byte of "
-				     "response as the server process sees it."
-				   : "HTTP requests made, first byte of request to first byte of "
-				     "response as the client process sees it.");
+	if (rpc)
+		bpftel_prom_family(w,
+				   server ? "bpftel_rpc_server_duration_seconds"
+					  : "bpftel_rpc_client_duration_seconds",
+				   "histogram",
+				   server ? "gRPC calls served (HTTP/2), request HEADERS to the end "
+					    "of the response as the server process sees it."
+					  : "gRPC calls made (HTTP/2), request HEADERS to the end "
+					    "of the response as the client process sees it.");
+	else
+		bpftel_prom_family(w,
+				   server ? "bpftel_http_server_request_duration_seconds"
+					  : "bpftel_http_client_request_duration_seconds",
+				   "histogram",
+				   server ? "HTTP requests served, first byte of request to first "
+					    "byte of response (HTTP/2: to the end of the response) as "
+					    "the server process sees it."
+					  : "HTTP requests made, first byte of request to first byte "
+					    "of response (HTTP/2: to the end of the response) as the "
+					    "client process sees it.");
 	for (j = 0; j < ns; j++) {
-		if (ser[j].row->side != side)
+		if (ser[j].row->side != side || ser[j].row->grpc != rpc)
 			continue;
 		if (ser[j].overflow) {
 			over.count += ser[j].count;
@@ -329,7 +418,7 @@ static void side_family(struct bpftel_prom *w, struct series *ser, size_t ns, en
 			*overflowed += ser[j].count;
 			continue;
 		}
-		nl = labels_of(&ser[j], containers, l, status);
+		nl = labels_of(&ser[j], containers, l, status, service);
 		bpftel_prom_histogram(w, l, nl, http_le, ser[j].le, NLE, ser[j].sum);
 	}
 	if (!over.count)
@@ -337,8 +426,48 @@ static void side_family(struct bpftel_prom *w, struct series *ser, size_t ns, en
 	snprintf(over_row.method, sizeof(over_row.method), "%s", USM_METHOD_OTHER);
 	snprintf(over_row.path, sizeof(over_row.path), "%s", USM_ROUTE_OVERFLOW);
 	over.row = &over_row;
-	nl = labels_of(&over, containers, l, status);
+	nl = labels_of(&over, containers, l, status, service);
 	bpftel_prom_histogram(w, l, nl, http_le, over.le, NLE, over.sum);
+}
+
+_Static_assert(USM_H2_CAP == 2048, "bpftel_http2_cut_calls_total's help names the cap");
+
+/* HTTP/2 sessions and what could not be decoded: bounded labels (fixed reasons). */
+static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counters *c)
+{
+	struct bpftel_prom_label l[1];
+	int i;
+
+	bpftel_prom_family(w, "bpftel_http2_sessions_total", "counter",
+			   "HTTP/2 sessions over TLS whose start the agent saw (preface or first "
+			   "SETTINGS).");
+	bpftel_prom_sample_u64(w, "", NULL, 0, c->h2.sessions);
+	bpftel_prom_family(w, "bpftel_http2_undecodable_sessions_total", "counter",
+			   "HTTP/2 sessions that stopped being decoded, by the decoder's reason: "
+			   "their later requests are not counted.");
+	for (i = 1; i < USM_H2_REASON_MAX; i++) {
+		if (i == USM_H2_TOO_MANY_STREAMS)
+			continue; /* not fatal: counted per stream below */
+		l[0] = (struct bpftel_prom_label){"reason", usm_h2_reason_str(i)};
+		bpftel_prom_sample_u64(w, "", l, 1, c->h2.undecodable[i]);
+	}
+	bpftel_prom_family(w, "bpftel_http2_dropped_total", "counter",
+			   "HTTP/2 sessions (or records of them) not decoded, by reason: "
+			   "unknown_session (started before the agent saw it), unframed (the "
+			   "kernel lost a direction's framing), evicted, memory, direction, "
+			   "reordered.");
+	for (i = 0; i < USM_H2_DROP__COUNT; i++) {
+		l[0] = (struct bpftel_prom_label){"reason", usm_h2_drop_str(i)};
+		bpftel_prom_sample_u64(w, "", l, 1, c->h2.dropped[i]);
+	}
+	bpftel_prom_family(w, "bpftel_http2_lost_bytes_total", "counter",
+			   "Bytes of HTTP/2 sessions lost between the kernel and the decoder (ring "
+			   "buffer or queue full), fed to it as gaps.");
+	bpftel_prom_sample_u64(w, "", NULL, 0, c->h2.lost_bytes);
+	bpftel_prom_family(w, "bpftel_http2_cut_calls_total", "counter",
+			   "TLS calls on HTTP/2 sessions whose frames did not fit in the kernel's "
+			   "copy (2048 bytes a call: USM_H2_CAP).");
+	bpftel_prom_sample_u64(w, "", NULL, 0, c->kernel[USM_CNT_H2_TRUNCATED]);
 }
 
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
@@ -358,8 +487,10 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	ser = calloc(n + 1, sizeof(*ser));
 	if (ser)
 		ns = build_series(usm, rows, n, set.container_labels, set.series_max, ser);
-	side_family(w, ser, ns, USM_SIDE_SERVER, set.container_labels, &overflowed[0]);
-	side_family(w, ser, ns, USM_SIDE_CLIENT, set.container_labels, &overflowed[1]);
+	side_family(w, ser, ns, USM_SIDE_SERVER, false, set.container_labels, &overflowed[0]);
+	side_family(w, ser, ns, USM_SIDE_CLIENT, false, set.container_labels, &overflowed[1]);
+	side_family(w, ser, ns, USM_SIDE_SERVER, true, set.container_labels, &overflowed[0]);
+	side_family(w, ser, ns, USM_SIDE_CLIENT, true, set.container_labels, &overflowed[1]);
 	bpftel_prom_family(w, "bpftel_http_overflow_requests_total", "counter",
 			   "HTTP requests counted in an (overflow) series or row, by reason: "
 			   "series_budget (more label sets than http_series_max), process_rows (a "
@@ -380,6 +511,7 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_SYNTAX]);
 	l[0] = (struct bpftel_prom_label){"reason", "status"};
 	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_STATUS]);
+	http2_metrics(w, &c);
 	free(ser);
 	free(rows);
 }

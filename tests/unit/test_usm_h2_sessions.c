@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * USM's HTTP/2 session table (user/modules/usm/h2_sessions.c) fed with kernel records
+ * built here: which side a session is from its start, requests and responses with
+ * their streams and times, DATA skipped as gaps, records lost inside a DATA payload
+ * (harmless) and inside a header block (undecodable), unknown sessions, restarts,
+ * reordering, malformed records, and the sweep.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <linux/types.h>
+
+#include "tests/unit/h2_build.h"
+#include "user/modules/usm/h2_sessions.h"
+
+#define PID  700
+#define CONN 0x5000ull
+
+struct t {
+	struct usm_h2_sessions *s;
+	nghttp2_hd_deflater *def[2]; /* client's, server's */
+	struct usm_h2_message msg[64];
+	size_t n;
+	uint64_t off[2]; /* per enum usm_dir: what the fake kernel sent so far */
+	size_t skip[2];	 /* and what is left of the DATA payload it is in */
+};
+
+static void sink(const struct usm_h2_message *m, void *ctx)
+{
+	struct t *t = ctx;
+
+	if (t->n < 64)
+		t->msg[t->n++] = *m;
+}
+
+/*
+ * The kernel's walk (bpf/lib/usm_h2.h), for calls that begin at a frame or inside a
+ * DATA payload: frame headers and every payload but DATA's copied, DATA payloads
+ * skipped. Sends p[0..len) as one record of dir at time ns with flags; returns
+ * usm_h2_sessions_record()'s answer.
+ */
+static int send_bytes(struct t *t, int dir, uint8_t flags, const uint8_t *p, size_t len,
+		      uint64_t ns)
+{
+	static struct usm_h2_record r;
+	size_t pos = 0, flen, n;
+
+	memset(&r, 0, sizeof(r));
+	r.ktime_ns = ns;
+	r.conn = CONN;
+	r.offset = t->off[dir];
+	r.pid = PID;
+	r.tid = PID;
+	r.len = (uint32_t)len;
+	r.fd = -1;
+	r.dir = (uint8_t)dir;
+	r.flags = flags;
+	if (len >= 24 && !memcmp(p, "PRI * HTTP/2.0", 14)) {
+		memcpy(r.data, p, 24);
+		r.data_len = 24;
+		r.runs[0].copied = 24;
+		r.nruns = 1;
+		pos = 24;
+	}
+	if (t->skip[dir]) {
+		n = t->skip[dir] < len ? t->skip[dir] : len;
+		r.runs[0].skipped = (uint32_t)n;
+		r.nruns = 1;
+		t->skip[dir] -= n;
+		pos = n;
+	}
+	while (pos + 9 <= len) {
+		flen = (size_t)p[pos] << 16 | (size_t)p[pos + 1] << 8 | p[pos + 2];
+		if (!r.nruns || r.runs[r.nruns - 1].skipped)
+			r.nruns++;
+		memcpy(r.data + r.data_len, p + pos, 9);
+		r.data_len += 9;
+		r.runs[r.nruns - 1].copied += 9;
+		if (p[pos + 3] == 0) {
+			n = len - pos - 9 < flen ? len - pos - 9 : flen;
+			r.runs[r.nruns - 1].skipped += (uint32_t)n;
+			t->skip[dir] = flen - n;
+			pos += 9 + n;
+			continue;
+		}
+		assert_true(pos + 9 + flen <= len);
+		memcpy(r.data + r.data_len, p + pos + 9, flen);
+		r.data_len += (uint32_t)flen;
+		r.runs[r.nruns - 1].copied += (uint32_t)flen;
+		pos += 9 + flen;
+	}
+	assert_int_equal(pos, len);
+	r.walked = r.len;
+	t->off[dir] += len;
+	return usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + r.data_len);
+}
+
+static int send_rec(struct t *t, int dir, uint8_t flags, const struct h2b_buf *b, uint64_t ns)
+{
+	return send_bytes(t, dir, flags, b->p, b->len, ns);
+}
+
+/* A record the ring buffer had no room for: the kernel walked it, userspace never saw
+ * it. Only DATA payload here (the walk's state moves on as the kernel's does). */
+static void lose_payload(struct t *t, int dir, size_t n)
+{
+	assert_true(t->skip[dir] >= n);
+	t->skip[dir] -= n;
+	t->off[dir] += n;
+}
+
+static int setup(void **state)
+{
+	struct t *t = calloc(1, sizeof(*t));
+
+	assert_non_null(t);
+	t->s = usm_h2_sessions_new(sink, t);
+	assert_non_null(t->s);
+	assert_int_equal(nghttp2_hd_deflate_new(&t->def[0], 4096), 0);
+	assert_int_equal(nghttp2_hd_deflate_new(&t->def[1], 4096), 0);
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct t *t = *state;
+
+	usm_h2_sessions_free(t->s);
+	nghttp2_hd_deflate_del(t->def[0]);
+	nghttp2_hd_deflate_del(t->def[1]);
+	free(t);
+	return 0;
+}
+
+static struct usm_h2_sessions_stats stats(struct t *t)
+{
+	struct usm_h2_sessions_stats st;
+
+	usm_h2_sessions_stats(t->s, &st);
+	return st;
+}
+
+/* A new connection: fresh encoders, offsets from 0. */
+static void new_conn(struct t *t)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		nghttp2_hd_deflate_del(t->def[i]);
+		assert_int_equal(nghttp2_hd_deflate_new(&t->def[i], 4096), 0);
+		t->off[i] = 0;
+		t->skip[i] = 0;
+	}
+}
+
+/* The client's first write: preface, SETTINGS, a GET on stream id. */
+static void client_start(struct h2b_buf *b, struct t *t, uint32_t id, const char *path)
+{
+	h2b_preface(b);
+	h2b_settings(b, NULL, 0);
+	h2b_headers(b, t->def[0], id, 0x1,
+		    H2B_NV(":method", "GET", ":scheme", "https", ":path", path, ":authority", "a"));
+}
+
+/* The server's answer to stream id: SETTINGS (first), HEADERS, DATA with END_STREAM. */
+static void server_answer(struct h2b_buf *b, struct t *t, uint32_t id, const char *status,
+			  bool first, size_t body)
+{
+	if (first) {
+		h2b_settings(b, NULL, 0);
+		h2b_settings_ack(b);
+	}
+	h2b_headers(b, t->def[1], id, 0, H2B_NV(":status", status));
+	h2b_data(b, id, 0x1, body);
+}
+
+/* A process that wrote the preface is the client: its request, then the response it
+ * read, on stream 1, version 20, timed request HEADERS to END_STREAM. */
+static void test_client_side_exchange(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	client_start(&b, t, 1, "/items/42?q=secret");
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1000), 0);
+	h2b_free(&b);
+	assert_int_equal(t->n, 1);
+	assert_int_equal(t->msg[0].msg.kind, USM_HTTP_REQUEST);
+	assert_int_equal(t->msg[0].key.side, USM_SIDE_CLIENT);
+	assert_int_equal(t->msg[0].key.stream, 1);
+	assert_int_equal(t->msg[0].key.pid, PID);
+	assert_int_equal(t->msg[0].key.conn, CONN);
+	assert_int_equal(t->msg[0].msg.version, 20);
+	assert_string_equal(t->msg[0].msg.method, "GET");
+	assert_string_equal(t->msg[0].msg.path, "/items/*");
+	assert_int_equal(t->msg[0].t_ns, 1000);
+	server_answer(&b, t, 1, "200", true, 500);
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 5000), 0);
+	h2b_free(&b);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[1].msg.kind, USM_HTTP_RESPONSE);
+	assert_int_equal(t->msg[1].msg.status, 200);
+	assert_int_equal(t->msg[1].key.stream, 1);
+	assert_int_equal(t->msg[1].key.side, USM_SIDE_CLIENT);
+	assert_int_equal(t->msg[1].t_ns, 5000);
+	assert_int_equal(stats(t).sessions, 1);
+	assert_int_equal(stats(t).requests, 1);
+	assert_int_equal(stats(t).responses, 1);
+	assert_int_equal(stats(t).live, 1);
+	assert_true(stats(t).mem > 0);
+}
+
+/* A server writes its SETTINGS first: the reads are the client's, the side is server. */
+static void test_server_side_from_settings(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	h2b_settings(&b, NULL, 0);
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_SETTINGS, &b, 1), 0);
+	h2b_free(&b);
+	client_start(&b, t, 1, "/a");
+	assert_int_equal(send_rec(t, USM_DIR_READ, USM_H2_F_PREFACE, &b, 2), 0);
+	h2b_free(&b);
+	assert_int_equal(t->n, 1);
+	assert_int_equal(t->msg[0].key.side, USM_SIDE_SERVER);
+	h2b_settings_ack(&b);
+	h2b_headers(&b, t->def[1], 1, 0, H2B_NV(":status", "404"));
+	h2b_data(&b, 1, 0x1, 10);
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, 0, &b, 3), 0);
+	h2b_free(&b);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[1].msg.status, 404);
+	assert_int_equal(t->msg[1].key.side, USM_SIDE_SERVER);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_DIRECTION], 0);
+}
+
+/* A record lost inside a DATA payload: a gap the decoder skips; the stream still ends,
+ * with the frame's END_STREAM, once the rest of the payload went by. */
+static void test_lost_inside_data(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	size_t head;
+
+	client_start(&b, t, 1, "/x");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	h2b_settings(&b, NULL, 0);
+	h2b_settings_ack(&b);
+	h2b_headers(&b, t->def[1], 1, 0, H2B_NV(":status", "200"));
+	head = b.len + 9;
+	h2b_data(&b, 1, 0x1, 3000);
+	assert_int_equal(send_bytes(t, USM_DIR_READ, 0, b.p, head + 1000, 2), 0);
+	lose_payload(t, USM_DIR_READ, 1000);
+	assert_int_equal(t->n, 1);
+	assert_int_equal(send_bytes(t, USM_DIR_READ, 0, b.p + head + 2000, 1000, 3), 0);
+	h2b_free(&b);
+	assert_int_equal(stats(t).lost_bytes, 1000);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 0);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[1].msg.kind, USM_HTTP_RESPONSE);
+	assert_int_equal(t->msg[1].msg.status, 200);
+	assert_int_equal(t->msg[1].t_ns, 3);
+}
+
+/* A record lost over a header block: the session is undecodable, counted, and says
+ * nothing more. */
+static void test_lost_over_headers(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	client_start(&b, t, 1, "/x");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	t->off[USM_DIR_WRITE] += 40; /* a HEADERS frame of stream 3 never arrived */
+	h2b_headers(&b, t->def[0], 5, 0x1, H2B_NV(":method", "GET", ":path", "/y"));
+	send_rec(t, USM_DIR_WRITE, 0, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(t->n, 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
+	h2b_headers(&b, t->def[0], 7, 0x1, H2B_NV(":method", "GET", ":path", "/z"));
+	send_rec(t, USM_DIR_WRITE, 0, &b, 3);
+	h2b_free(&b);
+	assert_int_equal(t->n, 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
+	assert_int_equal(stats(t).mem, 0);
+}
+
+/* Records of a session whose start was not seen are counted, never decoded. */
+static void test_unknown_session(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	h2b_headers(&b, t->def[0], 9, 0x1, H2B_NV(":method", "GET", ":path", "/y"));
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, 0, &b, 1), 0);
+	h2b_free(&b);
+	assert_int_equal(t->n, 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 1);
+	assert_int_equal(stats(t).live, 0);
+}
+
+/* A new connection on the same session address starts over: stream 1 again. */
+static void test_restart(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	client_start(&b, t, 1, "/one");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	new_conn(t);
+	client_start(&b, t, 1, "/two");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[1].key.stream, 1);
+	assert_string_equal(t->msg[1].msg.path, "/two");
+	assert_int_equal(stats(t).sessions, 2);
+	assert_int_equal(stats(t).live, 1);
+}
+
+/* The kernel lost a direction's framing; an older record than one fed (out of order);
+ * both directions claiming the preface: each stops the session, counted by reason. */
+static void test_drops(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	uint64_t off;
+
+	client_start(&b, t, 1, "/a");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	h2b_settings_ack(&b);
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_UNFRAMED, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNFRAMED], 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_PROTOCOL_ERROR], 0);
+
+	new_conn(t);
+	client_start(&b, t, 1, "/b");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 3);
+	h2b_free(&b);
+	h2b_settings_ack(&b);
+	off = t->off[USM_DIR_WRITE];
+	send_rec(t, USM_DIR_WRITE, 0, &b, 4);
+	t->off[USM_DIR_WRITE] = off; /* the same bytes again: older than what was fed */
+	send_rec(t, USM_DIR_WRITE, 0, &b, 5);
+	h2b_free(&b);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_REORDERED], 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_HPACK_ERROR], 0);
+
+	new_conn(t);
+	client_start(&b, t, 1, "/c");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 6);
+	h2b_free(&b);
+	h2b_preface(&b);
+	send_rec(t, USM_DIR_READ, USM_H2_F_PREFACE, &b, 7);
+	h2b_free(&b);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_DIRECTION], 1);
+	assert_int_equal(stats(t).sessions, 3);
+	assert_int_equal(stats(t).mem, 0);
+}
+
+/* Records whose parts do not add up are refused whole. */
+static void test_malformed_records(void **state)
+{
+	struct t *t = *state;
+	static struct usm_h2_record r;
+
+	memset(&r, 0, sizeof(r));
+	r.flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
+	r.len = 10;
+	r.walked = 10;
+	r.nruns = 1;
+	r.runs[0].copied = 10;
+	r.data_len = 10;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 9), -EINVAL);
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, 16), -EINVAL);
+	r.runs[0].copied = 9;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 10), -EINVAL);
+	r.runs[0].copied = 10;
+	r.walked = 11;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 10), -EINVAL);
+	r.walked = 10;
+	r.nruns = USM_H2_RUNS + 1;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 10), -EINVAL);
+	r.nruns = 1;
+	r.dir = 2;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 10), -EINVAL);
+	r.dir = 0;
+	r.data_len = USM_H2_CAP + 1;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + USM_H2_CAP + 1),
+			 -EINVAL);
+	assert_int_equal(stats(t).records, 0);
+	assert_int_equal(stats(t).sessions, 0);
+}
+
+static bool none_alive(uint32_t pid, void *ctx)
+{
+	(void)ctx;
+	return pid != PID;
+}
+
+/* Sessions of processes gone, and idle ones, are freed by the sweep. */
+static void test_sweep(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	client_start(&b, t, 1, "/a");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1000);
+	h2b_free(&b);
+	assert_int_equal(usm_h2_sessions_sweep(t->s, 2000, NULL, NULL), 0);
+	assert_int_equal(usm_h2_sessions_sweep(t->s, 2000, none_alive, NULL), 1);
+	assert_int_equal(stats(t).live, 0);
+	assert_int_equal(stats(t).mem, 0);
+	new_conn(t);
+	client_start(&b, t, 1, "/a");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1000);
+	h2b_free(&b);
+	assert_int_equal(usm_h2_sessions_sweep(t->s, 1000 + USM_H2_SESSION_IDLE_NS, NULL, NULL), 0);
+	assert_int_equal(usm_h2_sessions_sweep(t->s, 1001 + USM_H2_SESSION_IDLE_NS, NULL, NULL), 1);
+	assert_int_equal(stats(t).live, 0);
+}
+
+/* More sessions than the table holds: the least recently used goes, counted. */
+static void test_evicted(void **state)
+{
+	struct t *t = *state;
+	static struct usm_h2_record r;
+	int i;
+
+	memset(&r, 0, sizeof(r));
+	memcpy(r.data, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+	r.len = r.walked = r.data_len = 24;
+	r.nruns = 1;
+	r.runs[0].copied = 24;
+	r.flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
+	r.pid = PID;
+	for (i = 0; i < USM_H2_SESSIONS_MAX + 3; i++) {
+		r.conn = 0x1000 + (uint64_t)i * 64;
+		r.ktime_ns = 10 + (uint64_t)i;
+		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	}
+	assert_int_equal(stats(t).live, USM_H2_SESSIONS_MAX);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 3);
+	/* The oldest went: a record of it is now an unknown session's. */
+	r.conn = 0x1000;
+	r.flags = 0;
+	r.offset = 24;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 1);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_client_side_exchange),
+		T(test_server_side_from_settings),
+		T(test_lost_inside_data),
+		T(test_lost_over_headers),
+		T(test_unknown_session),
+		T(test_restart),
+		T(test_drops),
+		T(test_malformed_records),
+		T(test_sweep),
+		T(test_evicted),
+	};
+
+	return cmocka_run_group_tests_name("usm_h2_sessions", tests, NULL, NULL);
+}

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * USM's HTTP/2 sessions (h2_sessions.h): a hash of (pid, source, session pointer) to
+ * a decoder and each direction's byte offset, fed from the kernel's records.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h2_sessions.h"
+
+#define NBUCKETS 2048 /* a power of two, twice USM_H2_SESSIONS_MAX */
+
+struct h2s {
+	bool used;
+	uint8_t source;
+	uint8_t c2s; /* enum usm_dir of the client's bytes, as the process sees them */
+	uint32_t pid;
+	uint64_t conn;
+	int next;		 /* in its bucket, -1 ends */
+	struct usm_h2_conn *dec; /* NULL once undecodable or dropped */
+	uint64_t off[2];	 /* bytes of each direction fed (or skipped) so far */
+	uint64_t last_ns;
+	int32_t fd;
+	size_t mem; /* the decoder's bytes as last seen */
+};
+
+struct usm_h2_sessions {
+	pthread_mutex_t lock;
+	usm_h2_sink sink;
+	void *ctx;
+	int bucket[NBUCKETS];
+	int free_head; /* unused entries, chained through next */
+	struct h2s e[USM_H2_SESSIONS_MAX];
+	struct usm_h2_sessions_stats st;
+};
+
+static const char *const drop_names[USM_H2_DROP__COUNT] = {
+	[USM_H2_DROP_UNKNOWN] = "unknown_session", [USM_H2_DROP_UNFRAMED] = "unframed",
+	[USM_H2_DROP_EVICTED] = "evicted",	   [USM_H2_DROP_MEMORY] = "memory",
+	[USM_H2_DROP_DIRECTION] = "direction",	   [USM_H2_DROP_REORDERED] = "reordered",
+};
+
+const char *usm_h2_drop_str(enum usm_h2_drop d)
+{
+	return (unsigned)d < USM_H2_DROP__COUNT ? drop_names[d] : "unknown";
+}
+
+static unsigned int hash(uint32_t pid, uint8_t source, uint64_t conn)
+{
+	uint64_t h = conn ^ ((uint64_t)pid << 32) ^ source;
+
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return (unsigned int)h & (NBUCKETS - 1);
+}
+
+struct usm_h2_sessions *usm_h2_sessions_new(usm_h2_sink sink, void *ctx)
+{
+	struct usm_h2_sessions *s = calloc(1, sizeof(*s));
+	int i;
+
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	s->sink = sink;
+	s->ctx = ctx;
+	for (i = 0; i < NBUCKETS; i++)
+		s->bucket[i] = -1;
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++)
+		s->e[i].next = i + 1 < USM_H2_SESSIONS_MAX ? i + 1 : -1;
+	s->free_head = 0;
+	return s;
+}
+
+/* The decoder goes; the entry stays, so that the session's later records are known
+ * (and ignored) rather than counted again. */
+static void kill(struct usm_h2_sessions *s, struct h2s *e, int drop)
+{
+	if (!e->dec)
+		return;
+	if (drop >= 0)
+		s->st.dropped[drop]++;
+	usm_h2_conn_free(e->dec);
+	e->dec = NULL;
+	s->st.mem -= e->mem;
+	e->mem = 0;
+}
+
+static void unlink_entry(struct usm_h2_sessions *s, struct h2s *e)
+{
+	int idx = (int)(e - s->e), *p = &s->bucket[hash(e->pid, e->source, e->conn)];
+
+	while (*p != idx)
+		p = &s->e[*p].next;
+	*p = e->next;
+	kill(s, e, -1);
+	if (s->st.live)
+		s->st.live--;
+	memset(e, 0, sizeof(*e));
+	e->next = s->free_head;
+	s->free_head = idx;
+}
+
+void usm_h2_sessions_free(struct usm_h2_sessions *s)
+{
+	int i;
+
+	if (!s)
+		return;
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++)
+		if (s->e[i].used)
+			usm_h2_conn_free(s->e[i].dec);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static struct h2s *find(struct usm_h2_sessions *s, uint32_t pid, uint8_t source, uint64_t conn)
+{
+	int i = s->bucket[hash(pid, source, conn)];
+
+	for (; i >= 0; i = s->e[i].next)
+		if (s->e[i].pid == pid && s->e[i].source == source && s->e[i].conn == conn)
+			return &s->e[i];
+	return NULL;
+}
+
+/* A new entry; the least recently used goes when the table is full. */
+static struct h2s *create(struct usm_h2_sessions *s, uint32_t pid, uint8_t source, uint64_t conn)
+{
+	unsigned int b = hash(pid, source, conn);
+	struct h2s *e;
+	int i, oldest = -1;
+
+	if (s->free_head < 0) {
+		for (i = 0; i < USM_H2_SESSIONS_MAX; i++)
+			if (oldest < 0 || s->e[i].last_ns < s->e[oldest].last_ns)
+				oldest = i;
+		if (s->e[oldest].dec)
+			s->st.dropped[USM_H2_DROP_EVICTED]++;
+		unlink_entry(s, &s->e[oldest]);
+	}
+	i = s->free_head;
+	e = &s->e[i];
+	s->free_head = e->next;
+	memset(e, 0, sizeof(*e));
+	e->used = true;
+	e->pid = pid;
+	e->source = source;
+	e->conn = conn;
+	e->next = s->bucket[b];
+	s->bucket[b] = i;
+	s->st.live++;
+	return e;
+}
+
+/* Messages are collected under the lock and handed to the sink after it: the sink
+ * may do slow work (naming a connection reads /proc). A record holds at most
+ * USM_H2_CAP / 9 frames, so few messages. */
+struct feed_ctx {
+	struct usm_h2_sessions *s;
+	struct h2s *e;
+	const struct usm_h2_record *r;
+	struct usm_h2_message *msgs;
+	size_t n, cap;
+};
+
+static void message(struct feed_ctx *f, const struct usm_h2_stream_info *si,
+		    enum usm_http_kind kind, uint64_t t_ns)
+{
+	struct usm_h2_message *mp, m;
+
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 16;
+
+		mp = realloc(f->msgs, cap * sizeof(*mp));
+		if (!mp) {
+			f->s->st.dropped[USM_H2_DROP_MEMORY]++;
+			return;
+		}
+		f->msgs = mp;
+		f->cap = cap;
+	}
+	memset(&m, 0, sizeof(m));
+	m.key.pid = f->e->pid;
+	m.key.source = f->e->source;
+	m.key.conn = f->e->conn;
+	m.key.side = f->e->c2s == USM_DIR_READ ? USM_SIDE_SERVER : USM_SIDE_CLIENT;
+	m.key.stream = si->id;
+	m.t_ns = t_ns;
+	m.msg.kind = kind;
+	m.msg.version = 20;
+	memcpy(m.msg.method, si->method, sizeof(m.msg.method));
+	memcpy(m.msg.path, si->path, sizeof(m.msg.path));
+	m.msg.status = kind == USM_HTTP_RESPONSE ? si->status : 0;
+	m.msg.grpc = si->grpc;
+	m.msg.grpc_status = kind == USM_HTTP_RESPONSE ? si->grpc_status : -1;
+	m.fd = f->e->fd;
+	f->msgs[f->n++] = m;
+}
+
+/*
+ * A request when its headers are complete; its response when the server ends the
+ * stream (latency: request HEADERS to response END_STREAM), with the final :status
+ * the stream got. A stream reset before that has no response: its request stays
+ * pending and is counted unanswered when it expires.
+ */
+static void on_event(const struct usm_h2_event *ev, void *ctx)
+{
+	struct feed_ctx *f = ctx;
+	const struct usm_h2_stream_info *si = &ev->stream;
+
+	switch (ev->kind) {
+	case USM_H2_EV_REQUEST:
+		if (ev->dir != USM_H2_CLIENT_TO_SERVER)
+			return;
+		f->s->st.requests++;
+		message(f, si, USM_HTTP_REQUEST, si->request_ns ? si->request_ns : ev->ktime_ns);
+		return;
+	case USM_H2_EV_END_STREAM:
+		if (ev->dir != USM_H2_SERVER_TO_CLIENT || !si->request_seen || !si->status)
+			return;
+		f->s->st.responses++;
+		if (si->grpc)
+			f->s->st.grpc++;
+		message(f, si, USM_HTTP_RESPONSE, ev->ktime_ns);
+		return;
+	case USM_H2_EV_RESET:
+		f->s->st.resets++;
+		return;
+	default:
+		return;
+	}
+}
+
+static bool valid(const struct usm_h2_record *r, size_t size)
+{
+	uint64_t copied = 0, walked = 0;
+	int i;
+
+	if (size < USM_H2_RECORD_HDR || r->data_len > USM_H2_CAP ||
+	    size != USM_H2_RECORD_HDR + r->data_len || r->nruns > USM_H2_RUNS ||
+	    r->dir > USM_DIR_READ || r->source >= USM_SRC_SOCKET || r->walked > r->len)
+		return false;
+	for (i = 0; i < r->nruns; i++) {
+		copied += r->runs[i].copied;
+		walked += (uint64_t)r->runs[i].copied + r->runs[i].skipped;
+	}
+	return copied == r->data_len && walked == r->walked;
+}
+
+/* Feed the record's runs to the decoder; < 0 once it is undecodable. */
+static int feed(struct feed_ctx *f)
+{
+	const struct usm_h2_callbacks cb = {.event = on_event};
+	const struct usm_h2_record *r = f->r;
+	struct h2s *e = f->e;
+	enum usm_h2_dir dir = r->dir == e->c2s ? USM_H2_CLIENT_TO_SERVER : USM_H2_SERVER_TO_CLIENT;
+	const uint8_t *p = r->data;
+	int i, err = 0;
+
+	if (r->offset > e->off[r->dir]) {
+		/* Records lost on the way (ring buffer full): a gap. */
+		f->s->st.lost_bytes += r->offset - e->off[r->dir];
+		err = usm_h2_feed_gap(e->dec, dir, r->ktime_ns, r->offset - e->off[r->dir], &cb, f);
+	}
+	for (i = 0; i < r->nruns && !err; i++) {
+		if (r->runs[i].copied)
+			err = usm_h2_feed(e->dec, dir, r->ktime_ns, p, r->runs[i].copied, &cb, f);
+		p += r->runs[i].copied;
+		if (!err && r->runs[i].skipped)
+			err = usm_h2_feed_gap(e->dec, dir, r->ktime_ns, r->runs[i].skipped, &cb, f);
+	}
+	return err;
+}
+
+int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t size)
+{
+	const struct usm_h2_record *r = data;
+	struct feed_ctx f = {.s = s, .r = r};
+	struct usm_h2_stats ds;
+	struct h2s *e;
+	int err;
+
+	if (!valid(r, size))
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	s->st.records++;
+	if (r->flags & USM_H2_F_CUT)
+		s->st.cut_records++;
+	e = find(s, r->pid, r->source, r->conn);
+	if (r->flags & USM_H2_F_NEW) {
+		if (e)
+			unlink_entry(s, e);
+		e = create(s, r->pid, r->source, r->conn);
+		e->c2s = r->flags & USM_H2_F_PREFACE ? r->dir : r->dir ^ 1;
+		e->dec = usm_h2_conn_new();
+		if (!e->dec)
+			s->st.dropped[USM_H2_DROP_MEMORY]++;
+		s->st.sessions++;
+	} else if (!e) {
+		s->st.dropped[USM_H2_DROP_UNKNOWN]++;
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	f.e = e;
+	e->last_ns = r->ktime_ns;
+	e->fd = r->fd;
+	if (e->dec && (r->flags & USM_H2_F_PREFACE) && r->dir != e->c2s)
+		kill(s, e, USM_H2_DROP_DIRECTION);
+	if (e->dec && r->offset < e->off[r->dir])
+		kill(s, e, USM_H2_DROP_REORDERED); /* the kernel counts up: a worker's race */
+	if (e->dec) {
+		err = feed(&f);
+		if (err < 0) {
+			usm_h2_conn_stats(e->dec, &ds);
+			s->st.undecodable[ds.undecodable < USM_H2_REASON_MAX ? ds.undecodable
+									     : 0]++;
+			kill(s, e, -1);
+		} else if (r->flags & USM_H2_F_UNFRAMED) {
+			kill(s, e, USM_H2_DROP_UNFRAMED);
+		}
+	}
+	if (e->dec) {
+		usm_h2_conn_stats(e->dec, &ds);
+		s->st.mem += ds.mem - e->mem;
+		e->mem = ds.mem;
+		if (s->st.mem > USM_H2_SESSIONS_MEM)
+			kill(s, e, USM_H2_DROP_MEMORY);
+	}
+	e->off[r->dir] = r->offset + r->len;
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < f.n; i++)
+		s->sink(&f.msgs[i], s->ctx);
+	free(f.msgs);
+	return 0;
+}
+
+size_t usm_h2_sessions_sweep(struct usm_h2_sessions *s, uint64_t now_ns,
+			     bool (*alive)(uint32_t pid, void *ctx), void *ctx)
+{
+	size_t n = 0;
+	int i;
+
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
+		struct h2s *e = &s->e[i];
+
+		if (!e->used)
+			continue;
+		if ((alive && !alive(e->pid, ctx)) ||
+		    (now_ns > USM_H2_SESSION_IDLE_NS &&
+		     e->last_ns < now_ns - USM_H2_SESSION_IDLE_NS)) {
+			unlink_entry(s, e);
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+void usm_h2_sessions_stats(struct usm_h2_sessions *s, struct usm_h2_sessions_stats *out)
+{
+	pthread_mutex_lock(&s->lock);
+	*out = s->st;
+	pthread_mutex_unlock(&s->lock);
+}

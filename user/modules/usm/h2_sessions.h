@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * USM's HTTP/2 sessions: the kernel's records of TLS calls on HTTP/2 sessions (struct
+ * usm_h2_record, bpf/usm.h) turned into requests and responses. One decoder (http2.h)
+ * per (process, TLS session); a record's copied runs are fed to it and its skipped
+ * bytes as gaps, in the direction the session's start says (the side that sent the
+ * preface is the client), and a jump in a direction's byte offset (a record the ring
+ * buffer had no room for) as a gap too: the decoder decides whether what was lost
+ * mattered. What comes out is handed to the caller as HTTP messages, version 20, one
+ * pending request per stream.
+ *
+ * Bounded: USM_H2_SESSIONS_MAX sessions (beyond it the least recently used goes,
+ * counted), each decoder within USM_H2_MEM_MAX, all of them within
+ * USM_H2_SESSIONS_MEM (a session that would cross it is dropped, counted). Sessions of
+ * processes that are gone, and sessions idle for USM_H2_SESSION_IDLE_NS, are freed by
+ * usm_h2_sessions_sweep(). Thread-safe; the sink is called without the table's lock
+ * held (it may read /proc), in the order the messages happened, before
+ * usm_h2_sessions_record() returns.
+ */
+#ifndef BPFTEL_USM_H2_SESSIONS_H
+#define BPFTEL_USM_H2_SESSIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+
+#include "bpf/usm.h"
+#include "endpoints.h"
+#include "http2.h"
+
+#define USM_H2_SESSIONS_MAX    1024
+#define USM_H2_SESSIONS_MEM    (64u * 1024 * 1024)
+#define USM_H2_SESSION_IDLE_NS (600ull * 1000000000ull)
+
+/* Why a session's traffic was not (or no longer) decoded, beside the decoder's own
+ * reasons (enum usm_h2_reason). */
+enum usm_h2_drop {
+	USM_H2_DROP_UNKNOWN = 0, /* records of a session whose start was not seen here */
+	USM_H2_DROP_UNFRAMED,	 /* the kernel lost a direction's framing */
+	USM_H2_DROP_EVICTED,	 /* the least recently used, for a new session: table full */
+	USM_H2_DROP_MEMORY,	 /* all sessions' decoders over USM_H2_SESSIONS_MEM */
+	USM_H2_DROP_DIRECTION,	 /* both directions claim the client's preface */
+	USM_H2_DROP_REORDERED,	 /* a record older than one already fed: only with more
+				  * than one pipeline worker (`workers`), which can run a
+				  * session's records out of order */
+	USM_H2_DROP__COUNT,
+};
+
+struct usm_h2_sessions_stats {
+	uint64_t records;     /* records taken */
+	uint64_t sessions;    /* sessions started */
+	uint64_t lost_bytes;  /* bytes of records lost (offset jumps), fed as gaps */
+	uint64_t cut_records; /* records with frame bytes past the kernel's cap */
+	uint64_t undecodable[USM_H2_REASON_MAX];    /* sessions, by the decoder's reason */
+	uint64_t dropped[USM_H2_DROP__COUNT];	    /* records or sessions, by reason */
+	uint64_t requests, responses, resets, grpc; /* events turned into messages */
+	size_t live;				    /* sessions now */
+	size_t mem;				    /* their decoders' bytes now */
+};
+
+/* What one message is, for the sink: the connection key (pid, source, session, side,
+ * stream), the time (request: its HEADERS' first byte; response: the server's
+ * END_STREAM), the message (version 20), and the session's fd in pid (or -1). */
+struct usm_h2_message {
+	struct usm_conn_key key;
+	uint64_t t_ns;
+	struct usm_http_start msg; /* grpc and grpc_status set for gRPC calls */
+	int32_t fd;
+};
+
+typedef void (*usm_h2_sink)(const struct usm_h2_message *m, void *ctx);
+
+struct usm_h2_sessions;
+
+struct usm_h2_sessions *usm_h2_sessions_new(usm_h2_sink sink, void *ctx);
+void usm_h2_sessions_free(struct usm_h2_sessions *s);
+
+/*
+ * One record of size bytes from the ring buffer. Returns 0, or -EINVAL for a record
+ * that is not one (sizes, runs and lengths that do not add up): nothing of it is used.
+ */
+int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t size);
+
+/* Free the sessions of processes for which alive(pid, ctx) is false, and those idle
+ * since before now_ns - USM_H2_SESSION_IDLE_NS (record times, the ktime clock).
+ * Returns how many went. */
+size_t usm_h2_sessions_sweep(struct usm_h2_sessions *s, uint64_t now_ns,
+			     bool (*alive)(uint32_t pid, void *ctx), void *ctx);
+
+void usm_h2_sessions_stats(struct usm_h2_sessions *s, struct usm_h2_sessions_stats *out);
+
+const char *usm_h2_drop_str(enum usm_h2_drop d);
+
+#endif /* BPFTEL_USM_H2_SESSIONS_H */
