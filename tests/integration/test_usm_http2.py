@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""End to end, USM over HTTP/2: nghttpd (nghttp2's server, the system OpenSSL) queried
+by curl --http2 with 5 requests on one connection is counted as 5 on each side, the 200s
+and the 404s apart, version 2; h2load -n 1000 -c 4 -m 10 (4 connections, 10 streams at
+once each) is counted exactly, 1000 on the server's side and 1000 on h2load's; gRPC
+calls from curl to a python h2 server over python's ssl (grpc_server.py) are counted
+by method and grpc-status (0 and 5) in the RPC families, not in the HTTP ones; nothing
+was undecodable, dropped or lost; no DATA payload byte reaches the agent's output;
+/metrics passes promtool with the HTTP/2 families; nothing is left in the kernel after
+the agent stops."""
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import (Agent, bpf_ids, check, free_port, make_cert, require_root, run,  # noqa: E402
+                      skip, usm_settled, wait_for)
+
+SECRET = "payload-secret-7f3a9c"  # the served files' content: never in any output
+SYS_PYTHON = "/usr/bin/python3"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def sample(text, family, **labels):
+    """The value of family{labels...} (a subset of its labels), summed."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(family + "{"):
+            body, value = line.rsplit(" ", 1)
+            if all(f'{k}="{v}"' in body for k, v in labels.items()):
+                total += float(value)
+    return total
+
+
+def grpc_calls(agent, tmp, cert, key):
+    """3 calls of Ok (grpc-status 0) and 2 of Missing (5), each its own curl: the
+    server's pid."""
+    server = subprocess.Popen([SYS_PYTHON, os.path.join(HERE, "grpc_server.py"), cert, key],
+                              stdout=subprocess.PIPE, text=True)
+    line = server.stdout.readline().split()
+    check(line[:1] == ["ready"], f"grpc_server.py started: {line}")
+    msg = os.path.join(tmp, "grpc-request.bin")
+    with open(msg, "wb") as f:
+        f.write(b"\x00\x00\x00\x00\x04ping")  # one gRPC message, uncompressed
+    for method in ("Ok", "Ok", "Ok", "Missing", "Missing"):
+        res = subprocess.run(["curl", "-sk", "--http2", "-H", "content-type: application/grpc",
+                              "-H", "te: trailers", "--data-binary", f"@{msg}", "-o",
+                              "/dev/null", "-D", "-",
+                              f"https://127.0.0.1:{line[1]}/bpftel.test.Echo/{method}"],
+                             capture_output=True, text=True, timeout=30)
+        want = "grpc-status: 0" if method == "Ok" else "grpc-status: 5"
+        check(res.returncode == 0 and want in res.stdout, f"gRPC {method}: {want}")
+    return server
+
+
+def rows(agent, **match):
+    return [r for r in agent.json("http")["endpoints"]
+            if all(r.get(k) == v for k, v in match.items())]
+
+
+def count(agent, **match):
+    return sum(r["count"] for r in rows(agent, **match))
+
+
+def settled_count(agent, want, what, **match):
+    wait_for(lambda: count(agent, **match) >= want, 30, what)
+    wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+    got = count(agent, **match)
+    check(got == want, f"{what}: {got}")
+
+
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    args = ap.parse_args()
+    require_root()
+    for tool in ("nghttpd", "h2load", "curl", "openssl", "promtool"):
+        if not shutil.which(tool):
+            skip(f"{tool} is not installed (tools/dev.sh test installs it)")
+    # Debian's python (python3-h2), linked to the system libssl like every other client.
+    if subprocess.run([SYS_PYTHON, "-c", "import h2"], capture_output=True).returncode:
+        skip("python3-h2 is not installed (tools/dev.sh test installs it)")
+
+    tmp = tempfile.mkdtemp(prefix="bpftel-h2-")
+    cert, key = make_cert(tmp)
+    www = os.path.join(tmp, "www")
+    os.makedirs(os.path.join(www, "items"))
+    for n in ("1", "2", "3"):
+        with open(os.path.join(www, "items", n), "w") as f:
+            f.write(SECRET + "\n")
+
+    progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
+    agent = Agent(args.agent, args.cli)
+    server = None
+    try:
+        port = free_port()
+        # nghttpd starts after the agent: the watcher sees it open libssl.
+        server = subprocess.Popen(["nghttpd", "--address=127.0.0.1", "-d", www, str(port), key,
+                                   cert], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: port_open(port), 30, "nghttpd to listen")
+
+        def ssl_attached():
+            return [r for r in agent.json("libs")["libs"]
+                    if r["module"] == "usm" and r["lib"] == "libssl" and r["attached"] >= 7]
+        wait_for(ssl_attached, 30, "the usm uprobes on libssl")
+
+        base = f"https://127.0.0.1:{port}"
+        urls = [f"{base}/items/1", f"{base}/items/2", f"{base}/items/3", f"{base}/none/4",
+                f"{base}/none/5"]
+        out = subprocess.run(["curl", "-sk", "--http2", "-o", "/dev/null", "-o", "/dev/null",
+                              "-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null", "-w",
+                              "%{http_code} %{http_version} %{num_connects}\n", *urls],
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+        got = [line.split() for line in out if line]
+        check([g[:2] for g in got] == [["200", "2"]] * 3 + [["404", "2"]] * 2,
+              f"curl spoke HTTP/2: {got}")
+        check(sum(int(g[2]) for g in got) == 1, "curl's 5 requests went over one connection")
+
+        srv = {"pid": server.pid, "side": "server", "version": "2", "method": "GET"}
+        settled_count(agent, 3, "nghttpd, server side: GET /items/* 200", path="/items/*",
+                      status=200, **srv)
+        settled_count(agent, 2, "nghttpd, server side: GET /none/* 404", path="/none/*",
+                      status=404, **srv)
+        cli = {"side": "client", "version": "2", "method": "GET", "protocol": "https"}
+        curl_rows = [r for r in rows(agent, **cli) if r["process"] != "exited"]
+        check(sum(r["count"] for r in curl_rows if r["status"] == 200) == 3 and
+              sum(r["count"] for r in curl_rows if r["status"] == 404) == 2,
+              "curl, client side: 3 x 200 and 2 x 404")
+        check(all(r["latency_sum_seconds"] > 0 for r in rows(agent, **srv)),
+              "server rows have a latency")
+
+        res = subprocess.run(["h2load", "-n", "1000", "-c", "4", "-m", "10",
+                              f"{base}/items/1"], capture_output=True, text=True)
+        check(res.returncode == 0 and "1000 succeeded" in res.stdout,
+              "h2load: 1000 requests succeeded")
+        settled_count(agent, 1003, "nghttpd after h2load: GET /items/* 200",
+                      path="/items/*", status=200, **srv)
+        h2load_rows = [r for r in rows(agent, side="client", version="2", path="/items/*")
+                       if r["pid"] not in (None,) and r["count"] >= 1000]
+        check(len(h2load_rows) == 1 and h2load_rows[0]["count"] == 1000,
+              f"h2load, client side: {[r['count'] for r in h2load_rows]}")
+
+        grpc = grpc_calls(agent, tmp, cert, key)
+        try:
+            rpc = {"pid": grpc.pid, "side": "server", "version": "2", "method": "POST"}
+            settled_count(agent, 3, "gRPC server: Echo/Ok", path="/bpftel.test.Echo/Ok", **rpc)
+            settled_count(agent, 2, "gRPC server: Echo/Missing",
+                          path="/bpftel.test.Echo/Missing", **rpc)
+            ok = rows(agent, path="/bpftel.test.Echo/Ok", **rpc)[0]
+            missing = rows(agent, path="/bpftel.test.Echo/Missing", **rpc)[0]
+            check(ok["rpc"] == {"system": "grpc", "service": "bpftel.test.Echo", "method": "Ok",
+                                "grpc_status_code": 0} and ok["status"] == 200,
+                  f"Echo/Ok: {ok['rpc']}, HTTP {ok['status']}")
+            check(missing["rpc"]["grpc_status_code"] == 5, "Echo/Missing: grpc-status 5")
+            client = [r for r in rows(agent, side="client", version="2")
+                      if r["rpc"] and r["process"] != "exited"]
+            calls = {}
+            for r in client:
+                k = (r["rpc"]["method"], r["rpc"]["grpc_status_code"])
+                calls[k] = calls.get(k, 0) + r["count"]
+            check(calls == {("Missing", 5): 2, ("Ok", 0): 3},
+                  f"curl, client side: the same calls {calls}")
+        finally:
+            grpc.kill()
+            grpc.wait()
+
+        h2 = agent.json("http")["counters"]["http2"]
+        print(f"http2 counters: {h2}")
+        check(h2["sessions"] >= 1 + 1 + 4 + 4, f"sessions seen: {h2['sessions']}")
+        check(not any(h2["undecodable"].values()), "no session undecodable")
+        check(not any(h2["dropped"].values()), "nothing dropped")
+        check(h2["lost_bytes"] == 0 and h2["cut_records"] == 0, "no byte lost or cut")
+        check(h2["requests"] == h2["responses"] == 2 * 1005 + 2 * 5,
+              f"decoder: {h2['requests']} requests, {h2['responses']} responses")
+        check(h2["grpc_responses"] == 2 * 5, f"gRPC responses: {h2['grpc_responses']}")
+
+        text = agent.cli("http").stdout
+        check("https/2" in text and "HTTP/2: sessions" in text, "bpftel http shows HTTP/2")
+        metrics_url = f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics"
+        with urllib.request.urlopen(metrics_url, timeout=10) as r:
+            metrics = r.read().decode()
+        res = subprocess.run(["promtool", "check", "metrics"], input=metrics,
+                             capture_output=True, text=True)
+        check(res.returncode == 0, f"promtool check metrics: {res.stdout}{res.stderr}")
+        for family in ("bpftel_http2_sessions_total", "bpftel_http2_undecodable_sessions_total",
+                       "bpftel_http2_dropped_total", "bpftel_http2_lost_bytes_total"):
+            check(f"# TYPE {family} counter" in metrics, f"/metrics has {family}")
+        check('network_protocol_version="2"' in metrics,
+              "HTTP/2 series carry network_protocol_version=\"2\"")
+        for side in ("server", "client"):
+            fam = f"bpftel_rpc_{side}_duration_seconds_count"
+            got = (sample(metrics, fam, rpc_system="grpc", rpc_service="bpftel.test.Echo",
+                          rpc_method="Ok", rpc_grpc_status_code="0"),
+                   sample(metrics, fam, rpc_system="grpc", rpc_service="bpftel.test.Echo",
+                          rpc_method="Missing", rpc_grpc_status_code="5"))
+            check(got == (3, 2), f"{fam}: Ok/0 {got[0]:g}, Missing/5 {got[1]:g}")
+        http_srv = sample(metrics, "bpftel_http_server_request_duration_seconds_count",
+                          network_protocol_version="2")
+        check(http_srv == 1005, f"the HTTP/2 server family holds nghttpd's 1005, no gRPC call: "
+              f"{http_srv:g}")
+        everything = metrics + text + str(agent.json("http")) + agent.logs()
+        check(SECRET not in everything, "no DATA payload byte in any output")
+    finally:
+        if server:
+            server.kill()
+            server.wait()
+        agent.stop()
+        agent.cleanup()
+    wait_for(lambda: bpf_ids("link") - links_before == set(), 30, "links to go")
+    check(bpf_ids("prog") - progs_before == set(), "no program left")
+
+
+if __name__ == "__main__":
+    run(main)
