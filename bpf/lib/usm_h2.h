@@ -64,6 +64,27 @@ struct {
 
 TLM_MAP_KEY(usm_h2_events);
 
+/*
+ * The flags for a record of size bytes about to be output: no wake-up while the unread
+ * data stays under USM_H2_WAKEUP_BYTES (a wake-up per record costs more than the walk;
+ * the consumer's own poll reads them within 50 ms), a wake-up for every record once it
+ * is over. Not only the record that crosses it, as HTTP/1's usm_submit_flags(): two
+ * CPUs can cross it together with neither seeing the crossing, and the consumer would
+ * then sleep its 50 ms while the data grows, to hand the pipeline's worker a burst
+ * larger than its queue; a session's records are worth more than HTTP/1's (one lost
+ * inside a header block ends its decoding).
+ */
+#define USM_H2_WAKEUP_BYTES (8 * 1024)
+
+static __always_inline __u64 usm_h2_wakeup(__u32 size)
+{
+	__u64 avail = tlm_ringbuf_query(usm_h2_events, BPF_RB_AVAIL_DATA);
+
+	return avail + 8 + size >= USM_H2_WAKEUP_BYTES
+		       ? BPF_RB_FORCE_WAKEUP
+		       : BPF_RB_NO_WAKEUP;
+}
+
 /* The record being built and the direction being walked, per CPU: too big for the
  * stack. slack follows rec.data so that a copy of up to USM_H2_CAP bytes from any
  * offset below USM_H2_CAP stays inside the value, as the verifier sees it (its masks
@@ -336,7 +357,8 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	size = s->rec.data_len;
 	if (size > USM_H2_CAP)
 		return true;
-	if (tlm_ringbuf_output(usm_h2_events, &s->rec, USM_H2_RECORD_HDR + size, 0))
+	if (tlm_ringbuf_output(usm_h2_events, &s->rec, USM_H2_RECORD_HDR + size,
+			       usm_h2_wakeup(USM_H2_RECORD_HDR + size)))
 		usm_count(USM_CNT_H2_LOST);
 	return true;
 }

@@ -18,6 +18,9 @@ Experiments (A -> B):
                 floor); also opensnoop
   tls_requests  HTTPS requests/s (one curl, a TLS connection each): no agent -> agent
                 (target >= 0.97x no agent)
+  h2load        HTTP/2 requests/s, h2load -n 20000 -c 4 -m 10 against nghttpd (both the
+                system OpenSSL): no agent -> agent, every request checked decoded on both
+                sides (target >= 0.9x no agent)
   tls_write_loop SSL_write_ex calls/s of an in-memory TLS write loop (the real libssl):
                 bpftrace's bare uprobe+uretprobe pair -> agent (target >= 1.5x the
                 pair; no agent in the note; the peer skipped, with a note, without
@@ -197,6 +200,131 @@ def tls_requests(args, a_build, b_build, tmp, reps):
     return [row]
 
 
+def h2load_rps(port, n):
+    """h2load's requests/s for n requests over 4 connections of 10 streams each."""
+    out = subprocess.run(["h2load", "-n", str(n), "-c", "4", "-m", "10",
+                          f"https://127.0.0.1:{port}/items/1"], capture_output=True, text=True,
+                         check=True).stdout
+    if f"{n} succeeded" not in out:
+        sys.exit(f"bench: h2load failed:\n{out}")
+    return float(re.search(r"finished in [0-9.]+m?s, ([0-9.]+) req/s", out).group(1))
+
+
+def usm_on_libssl(ag):
+    for _ in range(600):
+        libs = (ag.json("libs") or {}).get("libs", [])
+        if any(r["module"] == "usm" and r["lib"] == "libssl" and r["attached"] >= 7
+               for r in libs):
+            return
+        time.sleep(0.05)
+    sys.exit("bench: USM's uprobes did not attach to libssl")
+
+
+# The peer for h2load: bpftrace on the functions the agent probes to move data, the
+# same way (reads: entry and return; writes: entry), only counting.
+H2_BT = ("uprobe:/lib/x86_64-linux-gnu/libssl.so.3:SSL_read, "
+         "uprobe:/lib/x86_64-linux-gnu/libssl.so.3:SSL_read_ex { @reads = count(); } "
+         "uretprobe:/lib/x86_64-linux-gnu/libssl.so.3:SSL_read, "
+         "uretprobe:/lib/x86_64-linux-gnu/libssl.so.3:SSL_read_ex { @returns = count(); } "
+         "uprobe:/lib/x86_64-linux-gnu/libssl.so.3:SSL_write, "
+         "uprobe:/lib/x86_64-linux-gnu/libssl.so.3:SSL_write_ex { @writes = count(); } "
+         "BEGIN { printf(\"ready\\n\"); }")
+
+
+def under_bpftrace_h2(port, n):
+    bt = subprocess.Popen(["bpftrace", "-e", H2_BT], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True)
+    for line in bt.stdout:
+        if line.strip() == "ready":
+            break
+    else:
+        sys.exit("bench: bpftrace did not start")
+    rps = h2load_rps(port, n)
+    bt.send_signal(2)
+    out = bt.communicate()[0]
+    seen = {m[0]: int(m[1]) for m in re.findall(r"@(\w+): (\d+)", out)}
+    if not seen.get("reads") or not seen.get("writes"):
+        sys.exit(f"bench: bpftrace saw {seen}")
+    return rps
+
+
+def h2load(args, a_build, b_build, tmp, reps):
+    """HTTP/2 over TLS (nghttpd, h2load: both the system OpenSSL), requests/s with no
+    agent, under bpftrace's counting probes on the same functions (the peer's floor:
+    the traps) and with the agent, interleaved; with the agent on, every request is
+    decoded on both sides (checked: the agent counted them)."""
+    if not shutil.which("nghttpd") or not shutil.which("h2load"):
+        return [Row("h2load", "req/s", "-", "-", note="skipped: nghttp2-server and "
+                    "nghttp2-client are not installed")]
+    cert, key = os.path.join(tmp, "h2c.pem"), os.path.join(tmp, "h2k.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
+                   capture_output=True)
+    www = os.path.join(tmp, "h2www", "items")
+    os.makedirs(www, exist_ok=True)
+    with open(os.path.join(www, "1"), "w") as f:
+        f.write("item\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(["nghttpd", "--address=127.0.0.1", "-d", os.path.dirname(www),
+                               str(port), key, cert], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    n = 20000
+    row = Row("h2load", "req/s", "agent A" if args.compare else "no agent", "agent",
+              higher_is_better=True)
+    peer = Row("h2load peer", "req/s", "bpftrace", "agent", higher_is_better=True)
+    bt = shutil.which("bpftrace") and not args.compare
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        h2load_rps(port, 1000)  # warm up: sessions, page cache
+        for _ in range(reps):
+            if args.compare:
+                ag = Agent(a_build, tmp)
+                usm_on_libssl(ag)
+                row.a.append(h2load_rps(port, n))
+                ag.stop()
+            else:
+                row.a.append(h2load_rps(port, n))
+            if bt:
+                peer.a.append(under_bpftrace_h2(port, n))
+            ag = Agent(b_build, tmp)
+            usm_on_libssl(ag)
+            row.b.append(h2load_rps(port, n))
+            for _ in range(200):  # records still in the ring buffer: read every 50 ms
+                counted = ag.json("http")["counters"]["http2"]["requests"]
+                if counted >= 2 * n:
+                    break
+                time.sleep(0.05)
+            if counted != 2 * n:
+                c = (ag.json("http")["counters"]["http2"], [x for x in ag.json("stats")["losses"] if x["module"] == "usm"])
+                ag.stop()
+                sys.exit(f"bench: the agent decoded {counted} HTTP/2 requests, not {2 * n}: "
+                         f"{c}")
+            ag.stop()
+    finally:
+        server.kill()
+        server.wait()
+    if not args.compare:
+        rm, rh = ci90([b / a for a, b in zip(row.a, row.b)])
+        row.note = (f"h2load -n {n} -c 4 -m 10 -> nghttpd; every request decoded on both "
+                    f"sides; agent/no agent {rm:.3f}x +/- {rh:.3f}; target >= 0.9x: " +
+                    ("met" if rm - rh >= 0.9 else "within noise" if rm + rh >= 0.9
+                     else "MISSED"))
+    if not bt:
+        return [row]
+    peer.b = row.b
+    pm, ph = ci90([a / b for a, b in zip(peer.a, row.a)])
+    peer.note = (f"bpftrace counting on the same probe points (reads entry+return, writes "
+                 f"entry): the trap floor, {pm:.3f}x +/- {ph:.3f} of no agent")
+    return [row, peer]
+
+
 def tls_write_loop(args, a_build, b_build, tmp, reps):
     """Side by side (bench_tls_write.py): no agent, bpftrace's pair, the agent (defaults)
     and the agent with run_stats = always, interleaved; then real HTTPS requests."""
@@ -342,7 +470,7 @@ def restart_links(args, a_build, b_build, tmp, reps):
     return bench_control.restart_links(args, a_build, b_build, tmp, reps, Agent, Row)
 
 
-EXPERIMENTS = {"open_loop": open_loop, "tls_requests": tls_requests,
+EXPERIMENTS = {"open_loop": open_loop, "tls_requests": tls_requests, "h2load": h2load,
                "tls_write_loop": tls_write_loop, "cuda_calls": cuda_calls,
                "idle": idle, "pipeline": pipeline, "restart": restart,
                "restart_links": restart_links, "control": control, "sigterm": sigterm}

@@ -24,6 +24,8 @@ struct h2s {
 	uint64_t last_ns;
 	int32_t fd;
 	size_t mem; /* the decoder's bytes as last seen */
+	bool addr_known;
+	struct usm_conn_addr addr;
 };
 
 struct usm_h2_sessions {
@@ -198,6 +200,8 @@ static void message(struct feed_ctx *f, const struct usm_h2_stream_info *si,
 	m.msg.grpc = si->grpc;
 	m.msg.grpc_status = kind == USM_HTTP_RESPONSE ? si->grpc_status : -1;
 	m.fd = f->e->fd;
+	m.addr_known = f->e->addr_known;
+	m.addr = f->e->addr;
 	f->msgs[f->n++] = m;
 }
 
@@ -359,6 +363,20 @@ size_t usm_h2_sessions_sweep(struct usm_h2_sessions *s, uint64_t now_ns,
 	}
 	pthread_mutex_unlock(&s->lock);
 	return n;
+}
+
+void usm_h2_sessions_set_addr(struct usm_h2_sessions *s, const struct usm_conn_key *key,
+			      const struct usm_conn_addr *addr)
+{
+	struct h2s *e;
+
+	pthread_mutex_lock(&s->lock);
+	e = find(s, key->pid, key->source, key->conn);
+	if (e) {
+		e->addr = *addr;
+		e->addr_known = true;
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 void usm_h2_sessions_stats(struct usm_h2_sessions *s, struct usm_h2_sessions_stats *out)

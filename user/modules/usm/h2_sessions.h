@@ -67,6 +67,8 @@ struct usm_h2_message {
 	uint64_t t_ns;
 	struct usm_http_start msg; /* grpc and grpc_status set for gRPC calls */
 	int32_t fd;
+	bool addr_known;	   /* addr is the session's, as usm_h2_sessions_set_addr() said */
+	struct usm_conn_addr addr;
 };
 
 typedef void (*usm_h2_sink)(const struct usm_h2_message *m, void *ctx);
@@ -89,6 +91,11 @@ size_t usm_h2_sessions_sweep(struct usm_h2_sessions *s, uint64_t now_ns,
 			     bool (*alive)(uint32_t pid, void *ctx), void *ctx);
 
 void usm_h2_sessions_stats(struct usm_h2_sessions *s, struct usm_h2_sessions_stats *out);
+
+/* The sink found the connection's addresses of the session a message named: later
+ * messages of that session carry them (addr_known), so that it looks them up once. */
+void usm_h2_sessions_set_addr(struct usm_h2_sessions *s, const struct usm_conn_key *key,
+			      const struct usm_conn_addr *addr);
 
 const char *usm_h2_drop_str(enum usm_h2_drop d);
 

@@ -146,21 +146,23 @@ static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
 
 /*
  * An HTTP/2 message (h2_sessions.c), its side and stream in the key: named like any
- * TLS message, through the session's fd.
+ * TLS message, through the session's fd, looked up once per session (a session has
+ * many messages; the lookup is a syscall).
  */
 static void h2_message(const struct usm_h2_message *m, void *ctx)
 {
 	struct bpftel_usm *u = ctx;
-	struct usm_conn_addr conn = {};
+	struct usm_conn_addr conn = m->addr;
+	bool known = m->addr_known;
 	struct shlib_sock_key k;
-	bool known = false;
 
-	if (m->fd >= 0 && !bpftel_sharedlibs__fd_sock(u->sl, m->key.pid, m->fd, &k)) {
+	if (!known && m->fd >= 0 && !bpftel_sharedlibs__fd_sock(u->sl, m->key.pid, m->fd, &k)) {
 		conn_of(&k, m->key.side == USM_SIDE_SERVER, &conn);
 		known = true;
-	} else {
-		count(u, &u->tls_no_conn);
+		usm_h2_sessions_set_addr(u->h2, &m->key, &conn);
 	}
+	if (!known)
+		count(u, &u->tls_no_conn);
 	usm_procs_note(u->procs, m->key.pid);
 	usm_endpoints_message(u->endpoints, &m->key, USM_PROTO_HTTPS, m->t_ns, &m->msg,
 			      known ? &conn : NULL);
