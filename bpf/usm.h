@@ -62,6 +62,7 @@ enum usm_counter {
 	USM_CNT_H2_TRUNCATED = 7, /* ... whose frames did not fit in USM_H2_CAP (cut) */
 	USM_CNT_H2_UNFRAMED = 8,  /* ... past USM_H2_RUNS or USM_H2_STEPS: framing lost */
 	USM_CNT_H2_LOST = 9,	  /* ... whose record the ring buffer had no room for */
+	USM_CNT_H2_MIDSTREAM = 10, /* sessions that look HTTP/2 but whose start was missed */
 	USM_CNT__COUNT,
 };
 

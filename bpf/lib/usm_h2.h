@@ -20,6 +20,11 @@
  * forget it (a session being set up is a new connection), and a preface at a frame
  * boundary restarts it (a client reusing a freed session's address).
  *
+ * A session whose start was missed (it began before the agent, or before the probes
+ * were on its library) cannot be decoded: HPACK needs every header block from the
+ * first. Its calls go the HTTP/1 way (and are dropped as no message start); a call
+ * that looks like a frame header counts the session once, as joined mid-way.
+ *
  * Loss is never silent: each record carries the direction's byte offset before the
  * call, so userspace sees a record lost in the ring buffer as a jump, and feeds it to
  * the decoder as a gap (harmless inside a DATA payload, fatal inside a header block).
@@ -56,6 +61,16 @@ struct {
 } usm_h2_conns SEC(".maps");
 
 TLM_MAP_KEY(usm_h2_conns);
+
+/* Sessions already counted as HTTP/2 joined mid-way (USM_CNT_H2_MIDSTREAM): once each. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct usm_fd_key);
+	__type(value, __u8);
+} usm_h2_midstream SEC(".maps");
+
+TLM_MAP_KEY(usm_h2_midstream);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -262,6 +277,33 @@ static __always_inline bool usm_h2_settings_start(const char *p)
 	       p[7] == 0 && len % 6 == 0 && len <= 6 * 16;
 }
 
+/*
+ * Do these bytes look like an HTTP/2 frame header, of a frame that begins a call (DATA,
+ * HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE): a length within the
+ * default maximum frame size, no undefined flag, the stream id's reserved bit clear?
+ * For counting sessions joined mid-way only: a binary body can look like this too, so
+ * nothing else depends on it.
+ */
+static __always_inline bool usm_h2_frame_like(const char *p)
+{
+	__u32 len = (__u32)(__u8)p[1] << 8 | (__u8)p[2];
+	__u8 type = p[3];
+
+	return p[0] == 0 && len <= 16384 && type <= 8 && type != 2 && type != 5 &&
+	       !((__u8)p[4] & ~0x2d) && !((__u8)p[5] & 0x80);
+}
+
+/* Count a session that looks HTTP/2 but was not seen start, once. */
+static __always_inline void usm_h2_count_midstream(TLM_PARAM, const struct usm_fd_key *key)
+{
+	__u8 one = 1;
+
+	if (bpf_map_lookup_elem(&usm_h2_midstream, key))
+		return;
+	if (!tlm_map_insert(usm_h2_midstream, key, &one))
+		usm_count(USM_CNT_H2_MIDSTREAM);
+}
+
 static __always_inline bool usm_h2_preface_start(const char *p)
 {
 	return usm_is4(p, 'P', 'R', 'I', ' ') && usm_is4(p + 4, '*', ' ', 'H', 'T');
@@ -300,7 +342,9 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 			flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
 		else if (usm_h2_settings_start(peek))
 			flags = USM_H2_F_NEW | USM_H2_F_SETTINGS;
-		else
+		else if (usm_h2_frame_like(peek))
+			usm_h2_count_midstream(TLM_ARG, &key);
+		if (!flags)
 			return false;
 		usm_h2_dir_reset(&init.d[dir & 1], flags & USM_H2_F_PREFACE);
 		if (tlm_map_update(usm_h2_conns, &key, &init, BPF_ANY))

@@ -793,6 +793,47 @@ static void test_h2_unframed(void **state)
 	assert_int_equal(counter(USM_CNT_H2_UNFRAMED), 1);
 }
 
+/* A session whose start was missed: a call that looks like a frame header counts it,
+ * once; nothing is sent, and the session's HTTP/1 is untouched (a binary body can look
+ * like a frame header too). */
+static void test_h2_midstream_counted_once(void **state)
+{
+	const char *req = "GET /after HTTP/1.1\r\n\r\n";
+	unsigned char b[64];
+	size_t n;
+
+	(void)state;
+	n = frame(b, 1, 4, 5, 20, NULL, 0x82); /* HEADERS of stream 5 */
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 1), 0);
+	assert_int_equal(counter(USM_CNT_H2_MIDSTREAM), 1);
+	n = frame(b, 0, 0, 5, 30, NULL, 'S'); /* its DATA */
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 2), 0);
+	assert_int_equal(h2_call(SSL_READ, b, n, 3), 0);
+	assert_int_equal(counter(USM_CNT_H2_MIDSTREAM), 1);
+	assert_int_equal(counter(USM_CNT_H2_CALLS), 0);
+	/* Another process's session at the same address is another session. */
+	{
+		struct test_regs in = {.di = SSL_PTR, .si = (uintptr_t)b, .dx = n};
+
+		tls_run_as(SSL_WRITE, false, &in, 4, (4343ull << 32) | 4343);
+	}
+	assert_int_equal(counter(USM_CNT_H2_MIDSTREAM), 2);
+	/* Not frame-like: JSON, a length over 16 KiB, an undefined type, a reserved bit. */
+	assert_int_equal(h2_call(SSL_WRITE, "{\"a\": 1}", 8, 5), 0);
+	frame(b, 0, 0, 1, 0, NULL, 0);
+	b[1] = 0x4e; /* a length of 20000 */
+	b[2] = 0x20;
+	assert_int_equal(h2_call(SSL_WRITE, b, 16, 6), 0);
+	frame(b, 10, 0, 1, 4, NULL, 0);
+	assert_int_equal(h2_call(SSL_WRITE, b, 13, 7), 0);
+	frame(b, 0, 0, 0x80000001u, 4, NULL, 0);
+	assert_int_equal(h2_call(SSL_WRITE, b, 13, 8), 0);
+	assert_int_equal(counter(USM_CNT_H2_MIDSTREAM), 2);
+	/* The counted session's HTTP/1 still goes through. */
+	assert_int_equal(tls_call(SSL_WRITE, req, strlen(req), (long)strlen(req), NULL, 9), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
+}
+
 /* Not HTTP/2: other bytes start nothing, and HTTP/1 goes on as before. SSL_set_fd
  * forgets a session's state; a preface on a known session restarts it. */
 static void test_h2_detection(void **state)
@@ -849,6 +890,9 @@ static int case_setup(void **state)
 		struct { __u64 conn; __u32 tgid, pad; } k = {SSL_PTR, 4242, 0};
 
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k);
+		bpf_map_delete_elem(bpf_map__fd(skel->maps.usm_h2_midstream), &k);
+		k.tgid = 4343;
+		bpf_map_delete_elem(bpf_map__fd(skel->maps.usm_h2_midstream), &k);
 	}
 	return 0;
 }
@@ -900,6 +944,7 @@ int main(void)
 		T(test_h2_cap),
 		T(test_h2_unframed),
 		T(test_h2_detection),
+		T(test_h2_midstream_counted_once),
 	};
 
 	bpftel_test_require_bpf();

@@ -5,8 +5,10 @@ by curl --http2 with 5 requests on one connection is counted as 5 on each side, 
 and the 404s apart, version 2; h2load -n 1000 -c 4 -m 10 (4 connections, 10 streams at
 once each) is counted exactly, 1000 on the server's side and 1000 on h2load's; gRPC
 calls from curl to a python h2 server over python's ssl (grpc_server.py) are counted
-by method and grpc-status (0 and 5) in the RPC families, not in the HTTP ones; nothing
-was undecodable, dropped or lost; no DATA payload byte reaches the agent's output;
+by method and grpc-status (0 and 5) in the RPC families, not in the HTTP ones; a
+connection opened before the agent started (h2_client.py) is counted as joined
+mid-way and its calls never show as rows; nothing else was undecodable, dropped or
+lost; no DATA payload byte reaches the agent's output;
 /metrics passes promtool with the HTTP/2 families; nothing is left in the kernel after
 the agent stops."""
 import argparse
@@ -38,13 +40,17 @@ def sample(text, family, **labels):
     return total
 
 
-def grpc_calls(agent, tmp, cert, key):
-    """3 calls of Ok (grpc-status 0) and 2 of Missing (5), each its own curl: the
-    server's pid."""
+def start_grpc_server(cert, key):
+    """grpc_server.py: (process, port)."""
     server = subprocess.Popen([SYS_PYTHON, os.path.join(HERE, "grpc_server.py"), cert, key],
                               stdout=subprocess.PIPE, text=True)
     line = server.stdout.readline().split()
     check(line[:1] == ["ready"], f"grpc_server.py started: {line}")
+    return server, int(line[1])
+
+
+def grpc_calls(tmp, port):
+    """3 calls of Ok (grpc-status 0) and 2 of Missing (5), each its own curl."""
     msg = os.path.join(tmp, "grpc-request.bin")
     with open(msg, "wb") as f:
         f.write(b"\x00\x00\x00\x00\x04ping")  # one gRPC message, uncompressed
@@ -52,11 +58,10 @@ def grpc_calls(agent, tmp, cert, key):
         res = subprocess.run(["curl", "-sk", "--http2", "-H", "content-type: application/grpc",
                               "-H", "te: trailers", "--data-binary", f"@{msg}", "-o",
                               "/dev/null", "-D", "-",
-                              f"https://127.0.0.1:{line[1]}/bpftel.test.Echo/{method}"],
+                              f"https://127.0.0.1:{port}/bpftel.test.Echo/{method}"],
                              capture_output=True, text=True, timeout=30)
         want = "grpc-status: 0" if method == "Ok" else "grpc-status: 5"
         check(res.returncode == 0 and want in res.stdout, f"gRPC {method}: {want}")
-    return server
 
 
 def rows(agent, **match):
@@ -105,6 +110,12 @@ def main():
             f.write(SECRET + "\n")
 
     progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
+    # A gRPC server, and a client whose connection to it starts before the agent: the
+    # agent joins that connection mid-way.
+    grpc, grpc_port = start_grpc_server(cert, key)
+    early = subprocess.Popen([SYS_PYTHON, os.path.join(HERE, "h2_client.py"), str(grpc_port)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    check(early.stdout.readline().strip() == "connected", "a client connected before the agent")
     agent = Agent(args.agent, args.cli)
     server = None
     try:
@@ -155,34 +166,45 @@ def main():
         check(len(h2load_rows) == 1 and h2load_rows[0]["count"] == 1000,
               f"h2load, client side: {[r['count'] for r in h2load_rows]}")
 
-        grpc = grpc_calls(agent, tmp, cert, key)
-        try:
-            rpc = {"pid": grpc.pid, "side": "server", "version": "2", "method": "POST"}
-            settled_count(agent, 3, "gRPC server: Echo/Ok", path="/bpftel.test.Echo/Ok", **rpc)
-            settled_count(agent, 2, "gRPC server: Echo/Missing",
-                          path="/bpftel.test.Echo/Missing", **rpc)
-            ok = rows(agent, path="/bpftel.test.Echo/Ok", **rpc)[0]
-            missing = rows(agent, path="/bpftel.test.Echo/Missing", **rpc)[0]
-            check(ok["rpc"] == {"system": "grpc", "service": "bpftel.test.Echo", "method": "Ok",
-                                "grpc_status_code": 0} and ok["status"] == 200,
-                  f"Echo/Ok: {ok['rpc']}, HTTP {ok['status']}")
-            check(missing["rpc"]["grpc_status_code"] == 5, "Echo/Missing: grpc-status 5")
-            client = [r for r in rows(agent, side="client", version="2")
-                      if r["rpc"] and r["process"] != "exited"]
-            calls = {}
-            for r in client:
-                k = (r["rpc"]["method"], r["rpc"]["grpc_status_code"])
-                calls[k] = calls.get(k, 0) + r["count"]
-            check(calls == {("Missing", 5): 2, ("Ok", 0): 3},
-                  f"curl, client side: the same calls {calls}")
-        finally:
-            grpc.kill()
-            grpc.wait()
+        grpc_calls(tmp, grpc_port)
+        rpc = {"pid": grpc.pid, "side": "server", "version": "2", "method": "POST"}
+        settled_count(agent, 3, "gRPC server: Echo/Ok", path="/bpftel.test.Echo/Ok", **rpc)
+        settled_count(agent, 2, "gRPC server: Echo/Missing", path="/bpftel.test.Echo/Missing",
+                      **rpc)
+        ok = rows(agent, path="/bpftel.test.Echo/Ok", **rpc)[0]
+        missing = rows(agent, path="/bpftel.test.Echo/Missing", **rpc)[0]
+        check(ok["rpc"] == {"system": "grpc", "service": "bpftel.test.Echo", "method": "Ok",
+                            "grpc_status_code": 0} and ok["status"] == 200,
+              f"Echo/Ok: {ok['rpc']}, HTTP {ok['status']}")
+        check(missing["rpc"]["grpc_status_code"] == 5, "Echo/Missing: grpc-status 5")
+        client = [r for r in rows(agent, side="client", version="2")
+                  if r["rpc"] and r["process"] != "exited"]
+        calls = {}
+        for r in client:
+            k = (r["rpc"]["method"], r["rpc"]["grpc_status_code"])
+            calls[k] = calls.get(k, 0) + r["count"]
+        check(calls == {("Missing", 5): 2, ("Ok", 0): 3},
+              f"curl, client side: the same calls {calls}")
+
+        # The connection the agent joined mid-way: its calls are not decoded (HPACK
+        # needs every header block from the first) but counted, once per process.
+        early.stdin.write("go 3 /bpftel.test.Echo/Late\n")
+        early.stdin.flush()
+        check(early.stdout.readline().strip() == "done", "3 calls on the early connection")
+        wait_for(lambda: agent.json("http")["counters"]["h2_midstream"] >= 2, 30,
+                 "the early connection's two sessions counted as joined mid-way")
+        wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+        und = agent.json("http")["counters"]["http2"]["undecodable"]
+        check(und["midstream"] >= 2, f"undecodable midstream: {und['midstream']}")
+        check(not rows(agent, path="/bpftel.test.Echo/Late") and
+              not rows(agent, path="/bpftel.test.Echo/Early"),
+              "no row for the early connection's calls: never mis-attributed")
 
         h2 = agent.json("http")["counters"]["http2"]
         print(f"http2 counters: {h2}")
         check(h2["sessions"] >= 1 + 1 + 4 + 4, f"sessions seen: {h2['sessions']}")
-        check(not any(h2["undecodable"].values()), "no session undecodable")
+        check(not any(v for k, v in h2["undecodable"].items() if k != "midstream"),
+              "no session undecodable but the early one")
         check(not any(h2["dropped"].values()), "nothing dropped")
         check(h2["lost_bytes"] == 0 and h2["cut_records"] == 0, "no byte lost or cut")
         check(h2["requests"] == h2["responses"] == 2 * 1005 + 2 * 5,
@@ -197,6 +219,8 @@ def main():
         res = subprocess.run(["promtool", "check", "metrics"], input=metrics,
                              capture_output=True, text=True)
         check(res.returncode == 0, f"promtool check metrics: {res.stdout}{res.stderr}")
+        check(sample(metrics, "bpftel_http2_undecodable_sessions_total", reason="midstream")
+              == und["midstream"], "/metrics: the early sessions as undecodable, midstream")
         for family in ("bpftel_http2_sessions_total", "bpftel_http2_undecodable_sessions_total",
                        "bpftel_http2_dropped_total", "bpftel_http2_lost_bytes_total"):
             check(f"# TYPE {family} counter" in metrics, f"/metrics has {family}")
@@ -216,9 +240,10 @@ def main():
         everything = metrics + text + str(agent.json("http")) + agent.logs()
         check(SECRET not in everything, "no DATA payload byte in any output")
     finally:
-        if server:
-            server.kill()
-            server.wait()
+        for p in (server, grpc, early):
+            if p:
+                p.kill()
+                p.wait()
         agent.stop()
         agent.cleanup()
     wait_for(lambda: bpf_ids("link") - links_before == set(), 30, "links to go")

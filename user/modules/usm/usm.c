@@ -45,6 +45,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_LOST] = "lost",	   [USM_CNT_TRUNCATED] = "truncated",
 	[USM_CNT_H2_CALLS] = "h2_calls",   [USM_CNT_H2_TRUNCATED] = "h2_truncated",
 	[USM_CNT_H2_UNFRAMED] = "h2_unframed", [USM_CNT_H2_LOST] = "h2_lost",
+	[USM_CNT_H2_MIDSTREAM] = "h2_midstream",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
@@ -393,6 +394,9 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	out->procs_dropped = usm_procs_dropped(u->procs);
 	usm_endpoints_stats(u->endpoints, &out->endpoints);
 	usm_h2_sessions_stats(u->h2, &out->h2);
+	/* Joined mid-way: sessions the kernel never sent (they look HTTP/2, started unseen),
+	 * beside those the decoder found so. */
+	out->h2.undecodable[USM_H2_MIDSTREAM] += out->kernel[USM_CNT_H2_MIDSTREAM];
 }
 
 static __u64 mono_ns(void)
