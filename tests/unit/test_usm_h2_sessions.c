@@ -7,6 +7,7 @@
  * reordering, malformed records, and the sweep.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -462,6 +463,57 @@ static void test_evicted(void **state)
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 1);
 }
 
+/* The module's threads at once: a pipeline worker feeding records, housekeeping
+ * sweeping, the control socket reading stats (TSan runs this). */
+struct racer {
+	struct usm_h2_sessions *s;
+	int which;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	static __thread struct usm_h2_record rec;
+	struct usm_h2_sessions_stats st;
+	int i;
+
+	for (i = 0; i < 3000; i++) {
+		if (r->which == 0) {
+			memset(&rec, 0, sizeof(rec));
+			memcpy(rec.data, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+			rec.len = rec.walked = rec.data_len = 24;
+			rec.nruns = 1;
+			rec.runs[0].copied = 24;
+			rec.flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
+			rec.pid = PID + (uint32_t)(i % 7);
+			rec.conn = 0x1000 + (uint64_t)(i % 100) * 64;
+			rec.ktime_ns = (uint64_t)i;
+			usm_h2_sessions_record(r->s, &rec, USM_H2_RECORD_HDR + 24);
+		} else if (r->which == 1) {
+			usm_h2_sessions_sweep(r->s, (uint64_t)i, none_alive, NULL);
+		} else {
+			usm_h2_sessions_stats(r->s, &st);
+			assert_true(st.live <= USM_H2_SESSIONS_MAX);
+		}
+	}
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	struct t *t = *state;
+	struct racer r[3] = {{t->s, 0}, {t->s, 1}, {t->s, 2}};
+	pthread_t th[3];
+	int i;
+
+	for (i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, race, &r[i]), 0);
+	for (i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(stats(t).sessions, 3000);
+	assert_true(stats(t).live <= 100 * 7);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -476,6 +528,7 @@ int main(void)
 		T(test_malformed_records),
 		T(test_sweep),
 		T(test_evicted),
+		T(test_threads),
 	};
 
 	return cmocka_run_group_tests_name("usm_h2_sessions", tests, NULL, NULL);
