@@ -14,7 +14,9 @@
 #ifndef BPFTEL_USM_H
 #define BPFTEL_USM_H
 
-/* Plaintext bytes copied per message: a request line or a status line. */
+/* Plaintext bytes copied per message: a request line or a status line; for h2c, a
+ * segment's first frames (a client's first segment: preface, SETTINGS, WINDOW_UPDATE
+ * and a small first request's HEADERS fit). */
 #define USM_PREFIX 160
 
 enum usm_source {
@@ -48,6 +50,11 @@ enum usm_dir {
 enum usm_kind {
 	USM_KIND_REQUEST = 0,
 	USM_KIND_RESPONSE = 1,
+	/* Cleartext HTTP/2 with prior knowledge (h2c), packets only: a client's segment
+	 * that begins with the connection preface, and the server's first segments of
+	 * such a connection (addresses client first, as for HTTP/1). */
+	USM_KIND_H2C_CLIENT = 2,
+	USM_KIND_H2C_SERVER = 3,
 };
 
 /* Counters in the per-CPU array `usm_counters`. */
@@ -63,6 +70,7 @@ enum usm_counter {
 	USM_CNT_H2_UNFRAMED = 8,  /* ... past USM_H2_RUNS or USM_H2_STEPS: framing lost */
 	USM_CNT_H2_LOST = 9,	  /* ... whose record the ring buffer had no room for */
 	USM_CNT_H2_MIDSTREAM = 10, /* sessions that look HTTP/2 but whose start was missed */
+	USM_CNT_H2C_PACKETS = 11,  /* h2c segments emitted (USM_KIND_H2C_*) */
 	USM_CNT__COUNT,
 };
 

@@ -3,8 +3,9 @@
  * USM, plaintext side: a socket filter on an AF_PACKET socket (every interface,
  * loopback included). For TCP segments over IPv4 or IPv6 whose payload starts an
  * HTTP/1.x message, emit the first USM_PREFIX bytes with the connection's addresses,
- * client side first; userspace pairs requests and responses by that 4-tuple. Every
- * other packet costs a few header loads. Returns 0: the socket itself receives nothing.
+ * client side first; userspace pairs requests and responses by that 4-tuple. The
+ * first segments of cleartext HTTP/2 connections too (h2c, below). Every other packet
+ * costs a few header loads and two hash lookups. Returns 0: the socket itself receives nothing.
  *
  * Headers are read relative to the network header (skb_load_bytes_relative with
  * BPF_HDR_START_NET): a live packet socket's skb starts at the MAC header, the one
@@ -60,6 +61,122 @@ static __always_inline int usm_net_offset(TLM_PARAM, struct __sk_buff *skb, cons
 			return off;
 	}
 	return -1;
+}
+
+/*
+ * Cleartext HTTP/2 with prior knowledge (h2c). A client's segment that begins with the
+ * connection preface starts a connection (USM_KIND_H2C_CLIENT); userspace decodes the
+ * first request from it and the client's next segments (clients often write the
+ * preface and their first HEADERS apart), at most USM_H2C_CLIENT_SEGMENTS in all.
+ * The server's answer needs its first segments too, and servers send their SETTINGS
+ * without waiting for the client's preface: a segment that begins with a SETTINGS
+ * frame (not an ACK), or comes back on a connection whose preface was seen, is sent as
+ * USM_KIND_H2C_SERVER, at most USM_H2C_SERVER_SEGMENTS. State per connection in
+ * usm_h2c_conns, keyed client side first. Everything later would need the HPACK state
+ * of every header block before it: not sent, not decoded.
+ */
+#define USM_H2C_CLIENT_SEGMENTS 3
+#define USM_H2C_SERVER_SEGMENTS 4
+
+struct usm_h2c_key {
+	__u8 client[16];
+	__u8 server[16];
+	__u16 client_port;
+	__u16 server_port;
+	__u32 family;
+};
+
+struct usm_h2c_left {
+	__u32 client; /* segments still to send, each way */
+	__u32 server;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct usm_h2c_key);
+	__type(value, struct usm_h2c_left);
+} usm_h2c_conns SEC(".maps");
+
+TLM_MAP_KEY(usm_h2c_conns);
+
+static __always_inline bool usm_h2c_preface(const char *p)
+{
+	return usm_is4(p, 'P', 'R', 'I', ' ') && usm_is4(p + 4, '*', ' ', 'H', 'T');
+}
+
+/* A server's first frame: SETTINGS, no flags, stream 0, whole settings (the stream
+ * id's last byte is past the peek). */
+static __always_inline bool usm_h2c_settings(const char *p)
+{
+	__u32 len = (__u32)(__u8)p[1] << 8 | (__u8)p[2];
+
+	return p[0] == 0 && p[3] == 4 && p[4] == 0 && p[5] == 0 && p[6] == 0 && p[7] == 0 &&
+	       len % 6 == 0 && len <= 6 * 16;
+}
+
+static __always_inline void usm_h2c_key_of(struct usm_h2c_key *key, const __u8 *client,
+					   const __u8 *server, __u16 cport, __u16 sport,
+					   __u8 family)
+{
+	__builtin_memset(key, 0, sizeof(*key));
+	__builtin_memcpy(key->client, client, 16);
+	__builtin_memcpy(key->server, server, 16);
+	key->client_port = cport;
+	key->server_port = sport;
+	key->family = family;
+}
+
+/* One segment of the budget *left; the connection is forgotten when both are spent. */
+static __always_inline bool usm_h2c_take(TLM_PARAM, struct usm_h2c_key *key,
+					 struct usm_h2c_left *l, bool client)
+{
+	__u32 *n = client ? &l->client : &l->server;
+
+	if (!*n)
+		return false;
+	/* Not atomic: two CPUs racing here send a segment more or less, no harm. */
+	*n -= 1;
+	if (!l->client && !l->server)
+		tlm_map_delete(usm_h2c_conns, key);
+	return true;
+}
+
+/*
+ * A segment that starts no HTTP/1 message, from src to dst: is it h2c? Returns
+ * USM_KIND_H2C_CLIENT, USM_KIND_H2C_SERVER or -1.
+ */
+static __always_inline int usm_h2c_classify(TLM_PARAM, const char *peek, const __u8 *src,
+					    const __u8 *dst, __u16 sport, __u16 dport, __u8 family)
+{
+	struct usm_h2c_left init = {USM_H2C_CLIENT_SEGMENTS - 1, USM_H2C_SERVER_SEGMENTS}, *l;
+	struct usm_h2c_key key;
+
+	/* Back from a server? */
+	usm_h2c_key_of(&key, dst, src, dport, sport, family);
+	l = bpf_map_lookup_elem(&usm_h2c_conns, &key);
+	if (l)
+		return usm_h2c_take(TLM_ARG, &key, l, false) ? USM_KIND_H2C_SERVER : -1;
+	usm_h2c_key_of(&key, src, dst, sport, dport, family);
+	l = bpf_map_lookup_elem(&usm_h2c_conns, &key);
+	if (l && !usm_h2c_preface(peek))
+		return usm_h2c_take(TLM_ARG, &key, l, true) ? USM_KIND_H2C_CLIENT : -1;
+	if (usm_h2c_preface(peek)) {
+		if (l)
+			l->client = USM_H2C_CLIENT_SEGMENTS - 1; /* after its server's SETTINGS */
+		else
+			tlm_map_insert(usm_h2c_conns, &key, &init);
+		return USM_KIND_H2C_CLIENT;
+	}
+	if (!usm_h2c_settings(peek))
+		return -1;
+	/* A server's SETTINGS before its client's preface: sent, and the state keyed as
+	 * that connection (client side first), waiting for the preface. */
+	usm_h2c_key_of(&key, dst, src, dport, sport, family);
+	init.client = 0;
+	init.server = USM_H2C_SERVER_SEGMENTS - 1;
+	tlm_map_insert(usm_h2c_conns, &key, &init);
+	return USM_KIND_H2C_SERVER;
 }
 
 static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u64 now)
@@ -135,6 +252,9 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	}
 	kind = usm_classify(peek);
 	if (kind < 0)
+		kind = usm_h2c_classify(TLM_ARG, peek, client, server, bpf_ntohs(tcp.source),
+					bpf_ntohs(tcp.dest), family);
+	if (kind < 0)
 		return 0;
 	ev = usm_event_reserve(TLM_ARG);
 	if (!ev)
@@ -154,7 +274,7 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	ev->fd = -1;
 	ev->__pad3 = 0;
 	/* A request goes client -> server; a response comes back. */
-	if (kind == USM_KIND_REQUEST) {
+	if (kind == USM_KIND_REQUEST || kind == USM_KIND_H2C_CLIENT) {
 		ev->client_port = bpf_ntohs(tcp.source);
 		ev->server_port = bpf_ntohs(tcp.dest);
 		__builtin_memcpy(ev->client_addr, client, 16);
@@ -165,7 +285,8 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 		__builtin_memcpy(ev->client_addr, server, 16);
 		__builtin_memcpy(ev->server_addr, client, 16);
 	}
-	usm_event_submit(ev, now, kind, plen, n, USM_CNT_PACKETS_HTTP);
+	usm_event_submit(ev, now, kind, plen, n,
+			 kind >= USM_KIND_H2C_CLIENT ? USM_CNT_H2C_PACKETS : USM_CNT_PACKETS_HTTP);
 	return 0;
 }
 

@@ -307,6 +307,70 @@ static void test_truncated_packets(void **state)
 	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 0);
 }
 
+/* Cleartext HTTP/2 with prior knowledge: the client's preface segment and its next
+ * two, the server's first four segments (its SETTINGS may come first); nothing else of
+ * the connection, nothing of another. */
+static void test_h2c_segments(void **state)
+{
+	static const unsigned char settings[15] = {0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100};
+	static const unsigned char ack[9] = {0, 0, 0, 4, 1, 0, 0, 0, 0};
+	static const unsigned char headers[14] = {0, 0, 5, 1, 4, 0, 0, 0, 1, 0x88, 1, 2, 3, 4};
+	unsigned char first[96] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	const struct usm_event *ev;
+	struct pkt p;
+	int i;
+
+	(void)state;
+	memcpy(first + 24, settings, sizeof(settings));
+	memcpy(first + 24 + 15, headers, sizeof(headers));
+	/* The server's SETTINGS, before the client's preface arrived. */
+	build(&p, 4, false, 0, (const char *)settings, sizeof(settings), 0);
+	assert_int_equal(run_packet(&p), 1);
+	ev = event(0);
+	assert_int_equal(ev->kind, USM_KIND_H2C_SERVER);
+	assert_int_equal(ev->client_port, 40000);
+	assert_int_equal(ev->server_port, 80);
+	assert_memory_equal(ev->client_addr, ip4_client, 4);
+	assert_int_equal(ev->prefix_len, sizeof(settings));
+	build(&p, 4, true, 0, (const char *)first, 24 + 15 + 14, 0);
+	assert_int_equal(run_packet(&p), 1);
+	ev = event(0);
+	assert_int_equal(ev->kind, USM_KIND_H2C_CLIENT);
+	assert_int_equal(ev->client_port, 40000);
+	assert_int_equal(ev->prefix_len, 24 + 15 + 14);
+	assert_memory_equal(ev->prefix, first, 24 + 15 + 14);
+	/* Three more server segments, then no more. */
+	for (i = 0; i < 3; i++) {
+		build(&p, 4, false, 0, (const char *)(i ? headers : ack), i ? 14 : 9, 0);
+		assert_int_equal(run_packet(&p), 1);
+		assert_int_equal(event(0)->kind, USM_KIND_H2C_SERVER);
+	}
+	build(&p, 4, false, 0, (const char *)headers, 14, 0);
+	assert_int_equal(run_packet(&p), 0);
+	/* The client's next two segments (a HEADERS written apart from the preface), not
+	 * a third. */
+	for (i = 0; i < 2; i++) {
+		build(&p, 4, true, 0, (const char *)headers, 14, 0);
+		assert_int_equal(run_packet(&p), 1);
+		assert_int_equal(event(0)->kind, USM_KIND_H2C_CLIENT);
+		assert_int_equal(event(0)->client_port, 40000);
+	}
+	build(&p, 4, true, 0, (const char *)headers, 14, 0);
+	assert_int_equal(run_packet(&p), 0);
+	assert_int_equal(counter(USM_CNT_H2C_PACKETS), 7);
+	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 0);
+	/* Another connection's frames, without its start: nothing (IPv6 this time). */
+	build(&p, 6, false, 0, (const char *)headers, 14, 0);
+	assert_int_equal(run_packet(&p), 0);
+	build(&p, 6, false, 0, (const char *)ack, 9, 0); /* an ACK starts nothing */
+	assert_int_equal(run_packet(&p), 0);
+	assert_int_equal(counter(USM_CNT_H2C_PACKETS), 7);
+	/* Both budgets spent: the connection was forgotten, a new preface starts it again. */
+	build(&p, 4, true, 0, (const char *)first, 24 + 15 + 14, 0);
+	assert_int_equal(run_packet(&p), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_H2C_CLIENT);
+}
+
 /* ---- TLS ---- */
 
 struct usm_test_call {
@@ -894,6 +958,14 @@ static int case_setup(void **state)
 		k.tgid = 4343;
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.usm_h2_midstream), &k);
 	}
+	/* ... and no h2c connection. */
+	{
+		int fd = bpf_map__fd(skel->maps.usm_h2c_conns);
+		unsigned char key[40];
+
+		while (!bpf_map_get_next_key(fd, NULL, key))
+			assert_int_equal(bpf_map_delete_elem(fd, key), 0);
+	}
 	return 0;
 }
 
@@ -930,6 +1002,7 @@ int main(void)
 		T(test_pkt_type),
 		T(test_no_payload),
 		T(test_truncated_packets),
+		T(test_h2c_segments),
 		T(test_tls_write_request_read_response),
 		T(test_tls_write_at_entry),
 		T(test_tls_lengths),

@@ -8,7 +8,10 @@ calls from curl to a python h2 server over python's ssl (grpc_server.py) are cou
 by method and grpc-status (0 and 5) in the RPC families, not in the HTTP ones; a
 connection opened before the agent started (h2_client.py) is counted as joined
 mid-way and its calls never show as rows; nothing else was undecodable, dropped or
-lost; no DATA payload byte reaches the agent's output;
+lost; cleartext HTTP/2 with prior knowledge (nghttpd --no-tls, curl
+--http2-prior-knowledge) counts each connection's first request on both sides, and a
+first request too large for the captured prefix as undecodable; no DATA payload byte
+reaches the agent's output;
 /metrics passes promtool with the HTTP/2 families; nothing is left in the kernel after
 the agent stops."""
 import argparse
@@ -200,6 +203,44 @@ def main():
               not rows(agent, path="/bpftel.test.Echo/Early"),
               "no row for the early connection's calls: never mis-attributed")
 
+        # Cleartext HTTP/2 with prior knowledge (h2c), through the socket filter: each
+        # connection's first request, on both sides; one whose HEADERS do not fit in
+        # the captured prefix is counted as undecodable.
+        h2c_port = free_port()
+        h2c_server = subprocess.Popen(["nghttpd", "--no-tls", "--address=127.0.0.1", "-d", www,
+                                       str(h2c_port)], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: port_open(h2c_port), 30, "nghttpd (h2c) to listen")
+            for path, code in (("/items/1", "200"), ("/items/2", "200"), ("/none/3", "404")):
+                res = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-o", "/dev/null",
+                                      "-w", "%{http_code} %{http_version}",
+                                      f"http://127.0.0.1:{h2c_port}{path}"],
+                                     capture_output=True, text=True, timeout=30)
+                check(res.stdout == f"{code} 2", f"h2c {path}: {res.stdout}")
+            res = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-o", "/dev/null",
+                                  "-H", "x-large: " + "v" * 400,
+                                  f"http://127.0.0.1:{h2c_port}/items/3"], timeout=30)
+            check(res.returncode == 0, "h2c with a 400-byte header answered")
+            h2c_srv = {"pid": h2c_server.pid, "side": "server", "version": "2",
+                       "protocol": "http", "method": "GET"}
+            settled_count(agent, 2, "h2c server side: GET /items/* 200", path="/items/*",
+                          status=200, **h2c_srv)
+            settled_count(agent, 1, "h2c server side: GET /none/* 404", path="/none/*",
+                          status=404, **h2c_srv)
+            h2c_cli = [r for r in rows(agent, side="client", version="2", protocol="http")]
+            check(sum(r["count"] for r in h2c_cli) == 3, "h2c client side: 3 requests")
+            h2c = agent.json("http")["counters"]["h2c"]
+            print(f"h2c counters: {h2c}")
+            # 5 connections: the 4 curls', and the listen probe's (port_open), to which
+            # nghttpd sent its SETTINGS too.
+            check(h2c["requests"] == 3 and h2c["responses"] == 3 and
+                  h2c["undecodable"]["lost_bytes"] == 1 and h2c["connections"] == 5,
+                  "h2c: 3 first requests decoded, the large one undecodable")
+        finally:
+            h2c_server.kill()
+            h2c_server.wait()
+
         h2 = agent.json("http")["counters"]["http2"]
         print(f"http2 counters: {h2}")
         check(h2["sessions"] >= 1 + 1 + 4 + 4, f"sessions seen: {h2['sessions']}")
@@ -235,8 +276,8 @@ def main():
             check(got == (3, 2), f"{fam}: Ok/0 {got[0]:g}, Missing/5 {got[1]:g}")
         http_srv = sample(metrics, "bpftel_http_server_request_duration_seconds_count",
                           network_protocol_version="2")
-        check(http_srv == 1005, f"the HTTP/2 server family holds nghttpd's 1005, no gRPC call: "
-              f"{http_srv:g}")
+        check(http_srv == 1005 + 3, f"the HTTP/2 server family holds nghttpd's 1005 over TLS "
+              f"and its 3 h2c first requests, no gRPC call: {http_srv:g}")
         everything = metrics + text + str(agent.json("http")) + agent.logs()
         check(SECRET not in everything, "no DATA payload byte in any output")
     finally:

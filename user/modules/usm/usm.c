@@ -13,6 +13,7 @@
 
 #include "usm.h"
 #include "h2_sessions.h"
+#include "h2c.h"
 #include "usm.skel.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
@@ -30,6 +31,7 @@ struct bpftel_usm {
 	struct bpftel_sharedlibs *sl;
 	struct usm_endpoints *endpoints;
 	struct usm_h2_sessions *h2;
+	struct usm_h2c *h2c;
 	struct usm_procs *procs;
 	pthread_mutex_t lock; /* skel, counters, settings */
 	struct usm *skel;     /* while the module is open */
@@ -45,7 +47,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_LOST] = "lost",	   [USM_CNT_TRUNCATED] = "truncated",
 	[USM_CNT_H2_CALLS] = "h2_calls",   [USM_CNT_H2_TRUNCATED] = "h2_truncated",
 	[USM_CNT_H2_UNFRAMED] = "h2_unframed", [USM_CNT_H2_LOST] = "h2_lost",
-	[USM_CNT_H2_MIDSTREAM] = "h2_midstream",
+	[USM_CNT_H2_MIDSTREAM] = "h2_midstream", [USM_CNT_H2C_PACKETS] = "h2c_packets",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
@@ -230,6 +232,12 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 }
 
+/* An h2c connection's first request or its response (h2c.c): a plaintext message. */
+static void h2c_message(const struct usm_event *ev, const struct usm_http_start *msg, void *ctx)
+{
+	packet_message(ctx, ev, msg);
+}
+
 /* Ring-buffer callback, on a pipeline worker. */
 static int handle_event(void *ctx, void *data, size_t size)
 {
@@ -238,9 +246,14 @@ static int handle_event(void *ctx, void *data, size_t size)
 	struct usm_http_start msg;
 
 	if (size != sizeof(*ev) || ev->prefix_len > USM_PREFIX || ev->source >= USM_SRC__COUNT ||
-	    ev->dir > USM_DIR_READ) {
+	    ev->dir > USM_DIR_READ || ev->kind > USM_KIND_H2C_SERVER ||
+	    (ev->kind >= USM_KIND_H2C_CLIENT && ev->source != USM_SRC_SOCKET)) {
 		count(u, &u->malformed);
 		return -EINVAL;
+	}
+	if (ev->kind >= USM_KIND_H2C_CLIENT) {
+		usm_h2c_segment(u->h2c, ev);
+		return 0;
 	}
 	/* Parsed here and dropped: no payload byte outlives this call. */
 	if (usm_http_parse(ev->prefix, ev->prefix_len, &msg) == USM_HTTP_NONE ||
@@ -330,7 +343,8 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 	u->endpoints = usm_endpoints_new(&limits);
 	u->procs = usm_procs_new();
 	u->h2 = usm_h2_sessions_new(h2_message, u);
-	if (!u->endpoints || !u->procs || !u->h2)
+	u->h2c = usm_h2c_new(h2c_message, u);
+	if (!u->endpoints || !u->procs || !u->h2 || !u->h2c)
 		return -ENOMEM;
 	u->ops.name = BPFTEL_USM_MODULE;
 	u->ops.open = usm_open;
@@ -359,6 +373,7 @@ void bpftel_usm__free(struct bpftel_usm *u)
 		return;
 	usm_endpoints_free(u->endpoints);
 	usm_h2_sessions_free(u->h2);
+	usm_h2c_free(u->h2c);
 	usm_procs_free(u->procs);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
@@ -394,6 +409,7 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	out->procs_dropped = usm_procs_dropped(u->procs);
 	usm_endpoints_stats(u->endpoints, &out->endpoints);
 	usm_h2_sessions_stats(u->h2, &out->h2);
+	usm_h2c_stats(u->h2c, &out->h2c);
 	/* Joined mid-way: sessions the kernel never sent (they look HTTP/2, started unseen),
 	 * beside those the decoder found so. */
 	out->h2.undecodable[USM_H2_MIDSTREAM] += out->kernel[USM_CNT_H2_MIDSTREAM];
@@ -425,6 +441,7 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 	int n = usm_endpoints_sweep(u->endpoints, shown, &c);
 
 	usm_h2_sessions_sweep(u->h2, c.now, shown, &c);
+	usm_h2c_sweep(u->h2c, c.now);
 
 	usm_procs_sweep(u->procs, c.now, USM_EXIT_GRACE_NS);
 	usm_endpoints_expire(u->endpoints, c.now);

@@ -17,6 +17,7 @@
 #include "bpf/usm.h"
 #include "endpoints.h"
 #include "h2_sessions.h"
+#include "h2c.h"
 #include "procs.h"
 
 #define BPFTEL_USM_MODULE "usm"
@@ -63,6 +64,7 @@ struct bpftel_usm_counters {
 	__u64 procs_dropped;	      /* processes shown without name or cgroup: table full */
 	struct usm_endpoints_stats endpoints;
 	struct usm_h2_sessions_stats h2; /* HTTP/2 over TLS sessions and their decoding */
+	struct usm_h2c_stats h2c;	 /* cleartext HTTP/2 (prior knowledge), from packets */
 };
 void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out);
 

@@ -158,6 +158,22 @@ static json_t *http2_json(const struct usm_h2_sessions_stats *h)
 			 (json_int_t)h->cut_records, "undecodable", und, "dropped", drop);
 }
 
+/* Cleartext HTTP/2: first requests decoded, and the connections that could not be. */
+static json_t *h2c_json(const struct usm_h2c_stats *h)
+{
+	json_t *und = json_object();
+	int i;
+
+	for (i = 1; i < USM_H2_REASON_MAX; i++)
+		json_object_set_new(und, usm_h2_reason_str(i), json_integer(h->undecodable[i]));
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "segments",
+			 (json_int_t)h->segments, "connections", (json_int_t)h->connections,
+			 "requests", (json_int_t)h->requests, "responses",
+			 (json_int_t)h->responses, "evicted", (json_int_t)h->evicted, "expired",
+			 (json_int_t)h->expired, "unmatched", (json_int_t)h->unmatched,
+			 "undecodable", und);
+}
+
 static json_t *counters_json(const struct bpftel_usm_counters *c)
 {
 	json_t *cnt = json_object(), *rej;
@@ -187,6 +203,7 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 			  (json_int_t)c->endpoints.expired, "pending",
 			  (json_int_t)c->endpoints.pending, "rows", (json_int_t)c->endpoints.rows));
 	json_object_set_new(cnt, "http2", http2_json(&c->h2));
+	json_object_set_new(cnt, "h2c", h2c_json(&c->h2c));
 	return cnt;
 }
 
@@ -402,11 +419,11 @@ static void side_family(struct bpftel_prom *w, struct series *ser, size_t ns, en
 					  : "bpftel_http_client_request_duration_seconds",
 				   "histogram",
 				   server ? "HTTP requests served, first byte of request to first "
-					    "byte of response (HTTP/2: to the end of the response) as "
-					    "the server process sees it."
+					    "byte of response (HTTP/2 over TLS: to the end of the "
+					    "response) as the server process sees it."
 					  : "HTTP requests made, first byte of request to first byte "
-					    "of response (HTTP/2: to the end of the response) as the "
-					    "client process sees it.");
+					    "of response (HTTP/2 over TLS: to the end of the response) "
+					    "as the client process sees it.");
 	for (j = 0; j < ns; j++) {
 		if (ser[j].row->side != side || ser[j].row->grpc != rpc)
 			continue;
@@ -468,6 +485,16 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 			   "TLS calls on HTTP/2 sessions whose frames did not fit in the kernel's "
 			   "copy (2048 bytes a call: USM_H2_CAP).");
 	bpftel_prom_sample_u64(w, "", NULL, 0, c->kernel[USM_CNT_H2_TRUNCATED]);
+	bpftel_prom_family(w, "bpftel_h2c_undecodable_connections_total", "counter",
+			   "Cleartext HTTP/2 (prior knowledge) connections whose first request "
+			   "could not be decoded from the packets' prefixes, by reason (lost_bytes: "
+			   "its HEADERS did not fit).");
+	for (i = 1; i < USM_H2_REASON_MAX; i++) {
+		if (i == USM_H2_TOO_MANY_STREAMS)
+			continue;
+		l[0] = (struct bpftel_prom_label){"reason", usm_h2_reason_str(i)};
+		bpftel_prom_sample_u64(w, "", l, 1, c->h2c.undecodable[i]);
+	}
 }
 
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)

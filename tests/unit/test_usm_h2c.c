@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * USM's h2c connections (user/modules/usm/h2c.c) fed with segment prefixes as the
+ * socket filter sends them: the first request and its response in either arrival
+ * order of the server's SETTINGS, a request cut by the prefix (undecodable), the
+ * server's bytes past the prefix as a gap, segments of unknown connections, the table
+ * bound and the sweep.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <linux/types.h>
+
+#include "tests/unit/h2_build.h"
+#include "user/modules/usm/h2c.h"
+
+struct t {
+	struct usm_h2c *h;
+	nghttp2_hd_deflater *def[2];
+	struct usm_http_start msg[8];
+	struct usm_event ev[8];
+	size_t n;
+};
+
+static void sink(const struct usm_event *ev, const struct usm_http_start *msg, void *ctx)
+{
+	struct t *t = ctx;
+
+	if (t->n < 8) {
+		t->ev[t->n] = *ev;
+		t->msg[t->n++] = *msg;
+	}
+}
+
+static int setup(void **state)
+{
+	struct t *t = calloc(1, sizeof(*t));
+
+	assert_non_null(t);
+	t->h = usm_h2c_new(sink, t);
+	assert_non_null(t->h);
+	assert_int_equal(nghttp2_hd_deflate_new(&t->def[0], 4096), 0);
+	assert_int_equal(nghttp2_hd_deflate_new(&t->def[1], 4096), 0);
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct t *t = *state;
+
+	usm_h2c_free(t->h);
+	nghttp2_hd_deflate_del(t->def[0]);
+	nghttp2_hd_deflate_del(t->def[1]);
+	free(t);
+	return 0;
+}
+
+/* A segment of connection port (client port), kind, its first USM_PREFIX bytes. */
+static void segment(struct t *t, uint16_t port, int kind, const struct h2b_buf *b, uint64_t ns)
+{
+	struct usm_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.ktime_ns = ns;
+	ev.source = USM_SRC_SOCKET;
+	ev.kind = (uint8_t)kind;
+	ev.family = 4;
+	ev.client_port = port;
+	ev.server_port = 8080;
+	memcpy(ev.client_addr, "\x7f\x00\x00\x01", 4);
+	memcpy(ev.server_addr, "\x7f\x00\x00\x01", 4);
+	ev.fd = -1;
+	ev.len = (uint32_t)b->len;
+	ev.prefix_len = (uint16_t)(b->len < USM_PREFIX ? b->len : USM_PREFIX);
+	memcpy(ev.prefix, b->p, ev.prefix_len);
+	usm_h2c_segment(t->h, &ev);
+}
+
+static struct usm_h2c_stats stats(struct t *t)
+{
+	struct usm_h2c_stats st;
+
+	usm_h2c_stats(t->h, &st);
+	return st;
+}
+
+static void client_first(struct t *t, struct h2b_buf *b, const char *path)
+{
+	h2b_preface(b);
+	h2b_settings(b, (const uint32_t[]){3, 100}, 1);
+	h2b_headers(b, t->def[0], 1, 0x1,
+		    H2B_NV(":method", "GET", ":scheme", "http", ":path", path, ":authority",
+			   "127.0.0.1:8080"));
+}
+
+/* The server's SETTINGS before the preface, then its ACK and the response (a body
+ * longer than the prefix): the request and the response, each timed by its segment. */
+static void test_first_exchange(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	h2b_settings(&b, (const uint32_t[]){3, 128}, 1);
+	segment(t, 40000, USM_KIND_H2C_SERVER, &b, 10);
+	h2b_free(&b);
+	client_first(t, &b, "/items/7?x=1");
+	segment(t, 40000, USM_KIND_H2C_CLIENT, &b, 20);
+	h2b_free(&b);
+	assert_int_equal(t->n, 1);
+	assert_int_equal(t->msg[0].kind, USM_HTTP_REQUEST);
+	assert_int_equal(t->msg[0].version, 20);
+	assert_string_equal(t->msg[0].method, "GET");
+	assert_string_equal(t->msg[0].path, "/items/*");
+	assert_int_equal(t->ev[0].ktime_ns, 20);
+	h2b_settings_ack(&b);
+	segment(t, 40000, USM_KIND_H2C_SERVER, &b, 30);
+	h2b_free(&b);
+	h2b_headers(&b, t->def[1], 1, 0x4, H2B_NV(":status", "404"));
+	h2b_data(&b, 1, 0x1, 3000);
+	segment(t, 40000, USM_KIND_H2C_SERVER, &b, 40);
+	h2b_free(&b);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[1].kind, USM_HTTP_RESPONSE);
+	assert_int_equal(t->msg[1].status, 404);
+	assert_int_equal(t->ev[1].ktime_ns, 40);
+	assert_int_equal(stats(t).requests, 1);
+	assert_int_equal(stats(t).responses, 1);
+	assert_int_equal(stats(t).connections, 1);
+	/* Done with: a later segment of it is ignored, not a new connection. */
+	h2b_headers(&b, t->def[1], 3, 0x5, H2B_NV(":status", "200"));
+	segment(t, 40000, USM_KIND_H2C_SERVER, &b, 50);
+	h2b_free(&b);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(stats(t).connections, 1);
+	assert_int_equal(stats(t).unmatched, 0);
+}
+
+/* The preface first, the server's SETTINGS after: the same. */
+static void test_preface_first(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	client_first(t, &b, "/a");
+	segment(t, 40001, USM_KIND_H2C_CLIENT, &b, 1);
+	h2b_free(&b);
+	h2b_settings(&b, NULL, 0);
+	h2b_settings_ack(&b);
+	h2b_headers(&b, t->def[1], 1, 0x5, H2B_NV(":status", "200"));
+	segment(t, 40001, USM_KIND_H2C_SERVER, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[1].status, 200);
+	assert_string_equal(t->msg[0].path, "/a");
+}
+
+/* A first request whose HEADERS do not fit in the prefix: undecodable, counted; the
+ * server's answer then finds nothing to pair. */
+static void test_request_cut(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	char big[300];
+
+	memset(big, 'q', sizeof(big) - 1);
+	big[0] = '/';
+	big[sizeof(big) - 1] = '\0';
+	client_first(t, &b, big);
+	assert_true(b.len > USM_PREFIX);
+	segment(t, 40002, USM_KIND_H2C_CLIENT, &b, 1);
+	h2b_free(&b);
+	assert_int_equal(t->n, 0);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[1], 1, 0x5, H2B_NV(":status", "200"));
+	segment(t, 40002, USM_KIND_H2C_SERVER, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(t->n, 0);
+	assert_int_equal(stats(t).responses, 0);
+}
+
+/* Server segments of no connection being decoded, that do not start one: counted. */
+static void test_unmatched(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	h2b_settings_ack(&b);
+	segment(t, 40003, USM_KIND_H2C_SERVER, &b, 1);
+	h2b_free(&b);
+	assert_int_equal(stats(t).unmatched, 1);
+	assert_int_equal(stats(t).connections, 0);
+}
+
+/* More connections than the table holds: the oldest being decoded goes, counted; the
+ * sweep frees idle ones, counting those that never got their response. */
+static void test_bound_and_sweep(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	int i;
+
+	h2b_settings(&b, NULL, 0);
+	for (i = 0; i < USM_H2C_CONNS_MAX + 2; i++)
+		segment(t, (uint16_t)(1000 + i), USM_KIND_H2C_SERVER, &b, 100 + (uint64_t)i);
+	h2b_free(&b);
+	assert_int_equal(stats(t).connections, USM_H2C_CONNS_MAX + 2);
+	assert_int_equal(stats(t).evicted, 2);
+	usm_h2c_sweep(t->h, 100 + USM_H2C_IDLE_NS + 2 + 10);
+	assert_int_equal(stats(t).expired, 10); /* last seen 102..111 */
+	usm_h2c_sweep(t->h, 100 + USM_H2C_IDLE_NS + USM_H2C_CONNS_MAX + 2);
+	assert_int_equal(stats(t).expired, USM_H2C_CONNS_MAX);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_first_exchange), T(test_preface_first),	 T(test_request_cut),
+		T(test_unmatched),	T(test_bound_and_sweep),
+	};
+
+	return cmocka_run_group_tests_name("usm_h2c", tests, NULL, NULL);
+}
