@@ -184,6 +184,30 @@ static void test_request_cut(void **state)
 	assert_int_equal(stats(t).responses, 0);
 }
 
+/* Two requests in the client's first segment: only the first is counted, and only its
+ * own response pairs with it, whichever the server answers first. */
+static void test_first_stream_only(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	client_first(t, &b, "/a");
+	h2b_headers(&b, t->def[0], 3, 0x5, H2B_NV(":method", "GET", ":path", "/b"));
+	segment(t, 40004, USM_KIND_H2C_CLIENT, &b, 1);
+	h2b_free(&b);
+	assert_int_equal(t->n, 1);
+	assert_string_equal(t->msg[0].path, "/a");
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[1], 3, 0x5, H2B_NV(":status", "500"));
+	h2b_headers(&b, t->def[1], 1, 0x5, H2B_NV(":status", "201"));
+	segment(t, 40004, USM_KIND_H2C_SERVER, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[1].status, 201);
+	assert_int_equal(stats(t).requests, 1);
+	assert_int_equal(stats(t).responses, 1);
+}
+
 /* Server segments of no connection being decoded, that do not start one: counted. */
 static void test_unmatched(void **state)
 {
@@ -222,7 +246,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_first_exchange), T(test_preface_first),	 T(test_request_cut),
-		T(test_unmatched),	T(test_bound_and_sweep),
+		T(test_unmatched),	T(test_bound_and_sweep), T(test_first_stream_only),
 	};
 
 	return cmocka_run_group_tests_name("usm_h2c", tests, NULL, NULL);

@@ -17,6 +17,7 @@ struct h2c_conn {
 	uint8_t client[16], server[16];
 	struct usm_h2_conn *dec; /* NULL once done */
 	bool requested;		 /* its first request was decoded: no more client bytes */
+	uint32_t first_stream;	 /* that request's stream */
 	uint64_t last_ns;
 };
 
@@ -100,6 +101,7 @@ struct seg_ctx {
 	int n;
 	bool request, response;
 	bool missed; /* a response to a first request that was not decoded */
+	uint32_t *first_stream;
 };
 
 static void on_event(const struct usm_h2_event *ev, void *arg)
@@ -110,13 +112,17 @@ static void on_event(const struct usm_h2_event *ev, void *arg)
 
 	if (s->n == 2 || s->response || s->missed)
 		return;
-	if (ev->kind == USM_H2_EV_REQUEST && ev->dir == USM_H2_CLIENT_TO_SERVER && !s->request) {
+	if (ev->kind == USM_H2_EV_REQUEST && ev->dir == USM_H2_CLIENT_TO_SERVER &&
+	    !*s->first_stream) {
 		s->request = true;
+		*s->first_stream = si->id;
 	} else if (ev->kind == USM_H2_EV_RESPONSE && ev->dir == USM_H2_SERVER_TO_CLIENT) {
-		if (!si->request_seen) {
+		if (!*s->first_stream) {
 			s->missed = true;
 			return;
 		}
+		if (si->id != *s->first_stream)
+			return; /* another stream's: its request was not counted */
 		s->response = true;
 	} else {
 		return;
@@ -170,6 +176,7 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 			h->st.undecodable[USM_H2_NO_MEMORY]++;
 	}
 	c->last_ns = ev->ktime_ns;
+	s.first_stream = &c->first_stream;
 	if (!c->dec || (client && c->requested))
 		goto out; /* done with, or no memory; or past the client's first request */
 	err = usm_h2_feed(c->dec, client ? USM_H2_CLIENT_TO_SERVER : USM_H2_SERVER_TO_CLIENT,
