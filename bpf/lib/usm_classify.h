@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Does a buffer start an HTTP/1.x message? Shared by the TLS uprobes, the socket
- * filter and their harnesses. Looks at 8 bytes only: userspace parses the line fully;
- * here the point is to drop everything else (bodies, other protocols) before it costs
- * a ring-buffer record.
+ * Does a buffer start an HTTP/1.x message (or an HTTP/2 connection)? Shared by the
+ * TLS uprobes, the socket filter and their harnesses. Looks at 8 bytes only: userspace
+ * parses the line fully; here the point is to drop everything else (bodies, other
+ * protocols) before it costs a ring-buffer record.
  */
 #ifndef BPFTEL_USM_CLASSIFY_H
 #define BPFTEL_USM_CLASSIFY_H
@@ -62,6 +62,23 @@ static __always_inline int usm_classify(const char *b)
 	    (usm_is4(b, 'T', 'R', 'A', 'C') && b[4] == 'E'))
 		return USM_KIND_REQUEST;
 	return usm_other_method(b) ? USM_KIND_REQUEST : -1;
+}
+
+/* HTTP/2's starts, for TLS sessions (lib/usm_h2.h) and h2c packets (lib/usm_socket.h):
+ * a client's connection preface ("PRI * HTTP/2.0..."), and a server's first frame, a
+ * SETTINGS with no flags (not an ACK) on stream 0 holding whole settings (b holds
+ * USM_PEEK bytes: the stream id's last byte is past them). */
+static __always_inline bool usm_h2_preface_start(const char *b)
+{
+	return usm_is4(b, 'P', 'R', 'I', ' ') && usm_is4(b + 4, '*', ' ', 'H', 'T');
+}
+
+static __always_inline bool usm_h2_settings_start(const char *b)
+{
+	__u32 len = (__u32)(__u8)b[1] << 8 | (__u8)b[2];
+
+	return b[0] == 0 && b[3] == 4 && b[4] == 0 && b[5] == 0 && b[6] == 0 && b[7] == 0 &&
+	       len % 6 == 0 && len <= 6 * 16;
 }
 
 #endif /* BPFTEL_USM_CLASSIFY_H */

@@ -267,16 +267,6 @@ unframed:
 	return 1;
 }
 
-/* A server's first frame: SETTINGS, no flags (not an ACK), stream 0, whole settings.
- * peek holds USM_PEEK (8) bytes: the stream id's last byte is not in it. */
-static __always_inline bool usm_h2_settings_start(const char *p)
-{
-	__u32 len = (__u32)(__u8)p[1] << 8 | (__u8)p[2];
-
-	return p[0] == 0 && p[3] == USM_H2_SETTINGS && p[4] == 0 && p[5] == 0 && p[6] == 0 &&
-	       p[7] == 0 && len % 6 == 0 && len <= 6 * 16;
-}
-
 /*
  * Do these bytes look like an HTTP/2 frame header, of a frame that begins a call (DATA,
  * HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE): a length within the
@@ -302,11 +292,6 @@ static __always_inline void usm_h2_count_midstream(TLM_PARAM, const struct usm_f
 		return;
 	if (!tlm_map_insert(usm_h2_midstream, key, &one))
 		usm_count(USM_CNT_H2_MIDSTREAM);
-}
-
-static __always_inline bool usm_h2_preface_start(const char *p)
-{
-	return usm_is4(p, 'P', 'R', 'I', ' ') && usm_is4(p + 4, '*', ' ', 'H', 'T');
 }
 
 static __always_inline void usm_h2_dir_reset(struct usm_h2_dir_state *d, bool preface)

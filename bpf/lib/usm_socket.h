@@ -100,21 +100,6 @@ struct {
 
 TLM_MAP_KEY(usm_h2c_conns);
 
-static __always_inline bool usm_h2c_preface(const char *p)
-{
-	return usm_is4(p, 'P', 'R', 'I', ' ') && usm_is4(p + 4, '*', ' ', 'H', 'T');
-}
-
-/* A server's first frame: SETTINGS, no flags, stream 0, whole settings (the stream
- * id's last byte is past the peek). */
-static __always_inline bool usm_h2c_settings(const char *p)
-{
-	__u32 len = (__u32)(__u8)p[1] << 8 | (__u8)p[2];
-
-	return p[0] == 0 && p[3] == 4 && p[4] == 0 && p[5] == 0 && p[6] == 0 && p[7] == 0 &&
-	       len % 6 == 0 && len <= 6 * 16;
-}
-
 static __always_inline void usm_h2c_key_of(struct usm_h2c_key *key, const __u8 *client,
 					   const __u8 *server, __u16 cport, __u16 sport,
 					   __u8 family)
@@ -159,16 +144,16 @@ static __always_inline int usm_h2c_classify(TLM_PARAM, const char *peek, const _
 		return usm_h2c_take(TLM_ARG, &key, l, false) ? USM_KIND_H2C_SERVER : -1;
 	usm_h2c_key_of(&key, src, dst, sport, dport, family);
 	l = bpf_map_lookup_elem(&usm_h2c_conns, &key);
-	if (l && !usm_h2c_preface(peek))
+	if (l && !usm_h2_preface_start(peek))
 		return usm_h2c_take(TLM_ARG, &key, l, true) ? USM_KIND_H2C_CLIENT : -1;
-	if (usm_h2c_preface(peek)) {
+	if (usm_h2_preface_start(peek)) {
 		if (l)
 			l->client = USM_H2C_CLIENT_SEGMENTS - 1; /* after its server's SETTINGS */
 		else
 			tlm_map_insert(usm_h2c_conns, &key, &init);
 		return USM_KIND_H2C_CLIENT;
 	}
-	if (!usm_h2c_settings(peek))
+	if (!usm_h2_settings_start(peek))
 		return -1;
 	/* A server's SETTINGS before its client's preface: sent, and the state keyed as
 	 * that connection (client side first), waiting for the preface. */
