@@ -77,7 +77,16 @@ def count(agent, **match):
 
 
 def settled_count(agent, want, what, **match):
-    wait_for(lambda: count(agent, **match) >= want, 30, what)
+    """Wait for want, then check nothing more came; on a timeout, print what was seen."""
+    try:
+        wait_for(lambda: count(agent, **match) >= want, 30, what)
+    except AssertionError:
+        c = agent.json("http")["counters"]
+        print("rows: " + str([(r["pid"], r["side"], r["protocol"], r["version"], r["path"],
+                               r["status"], r["count"]) for r in agent.json("http")["endpoints"]]))
+        print(f"h2c: {c['h2c']}, h2c_packets {c['h2c_packets']}, packets {c['packets']}, "
+              f"unattributed {c['unattributed']}, pairing {c['pairing']}")
+        raise
     wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
     got = count(agent, **match)
     check(got == want, f"{what}: {got}")

@@ -18,6 +18,9 @@ struct h2c_conn {
 	struct usm_h2_conn *dec; /* NULL once done */
 	bool requested;		 /* its first request was decoded: no more client bytes */
 	uint32_t first_stream;	 /* that request's stream */
+	/* The request waits for its response to be handed on with it (see h2c.h). */
+	struct usm_event req_ev;
+	struct usm_http_start req;
 	uint64_t last_ns;
 };
 
@@ -94,11 +97,11 @@ static struct h2c_conn *slot(struct usm_h2c *h)
 	return old;
 }
 
-/* What one segment yields, delivered after the lock. */
+/* What one segment yields: a request (kept) or a response (handed on with its request,
+ * after the lock). */
 struct seg_ctx {
 	struct usm_h2c *h;
-	struct usm_http_start msg[2];
-	int n;
+	struct usm_http_start msg;
 	bool request, response;
 	bool missed; /* a response to a first request that was not decoded */
 	uint32_t *first_stream;
@@ -108,9 +111,9 @@ static void on_event(const struct usm_h2_event *ev, void *arg)
 {
 	struct seg_ctx *s = arg;
 	const struct usm_h2_stream_info *si = &ev->stream;
-	struct usm_http_start *m;
+	struct usm_http_start *m = &s->msg;
 
-	if (s->n == 2 || s->response || s->missed)
+	if (s->request || s->response || s->missed)
 		return;
 	if (ev->kind == USM_H2_EV_REQUEST && ev->dir == USM_H2_CLIENT_TO_SERVER &&
 	    !*s->first_stream) {
@@ -127,7 +130,6 @@ static void on_event(const struct usm_h2_event *ev, void *arg)
 	} else {
 		return;
 	}
-	m = &s->msg[s->n++];
 	memset(m, 0, sizeof(*m));
 	m->kind = s->response ? USM_HTTP_RESPONSE : USM_HTTP_REQUEST;
 	m->version = 20;
@@ -150,10 +152,12 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 {
 	const struct usm_h2_callbacks cb = {.event = on_event};
 	struct seg_ctx s = {.h = h};
-	bool client = ev->kind == USM_KIND_H2C_CLIENT;
+	bool client = ev->kind == USM_KIND_H2C_CLIENT, deliver = false;
+	struct usm_http_start req;
+	struct usm_event req_ev;
 	struct usm_h2_stats ds;
 	struct h2c_conn *c;
-	int err, i;
+	int err;
 
 	pthread_mutex_lock(&h->lock);
 	h->st.segments++;
@@ -198,17 +202,26 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 		usm_h2_conn_free(c->dec);
 		c->dec = NULL;
 	}
-	c->requested |= s.request;
-	h->st.requests += s.request;
-	h->st.responses += s.response;
+	if (s.request) {
+		c->requested = true;
+		c->req = s.msg;
+		c->req_ev = *ev;
+		h->st.requests++;
+	}
 	if (s.response) {
+		h->st.responses++;
 		usm_h2_conn_free(c->dec); /* done: later streams need every block before */
 		c->dec = NULL;
+		req = c->req;
+		req_ev = c->req_ev;
+		deliver = true;
 	}
 out:
 	pthread_mutex_unlock(&h->lock);
-	for (i = 0; i < s.n; i++)
-		h->sink(ev, &s.msg[i], h->ctx);
+	if (deliver) {
+		h->sink(&req_ev, &req, h->ctx);
+		h->sink(ev, &s.msg, h->ctx);
+	}
 }
 
 void usm_h2c_sweep(struct usm_h2c *h, uint64_t now_ns)
