@@ -62,7 +62,8 @@ struct {
 
 TLM_MAP_KEY(usm_h2_conns);
 
-/* Sessions already counted as HTTP/2 joined mid-way (USM_CNT_H2_MIDSTREAM): once each. */
+/* Sessions already counted as HTTP/2 joined mid-way (USM_CNT_H2_MIDSTREAM): once
+ * each. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);

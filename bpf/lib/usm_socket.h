@@ -5,7 +5,8 @@
  * HTTP/1.x message, emit the first USM_PREFIX bytes with the connection's addresses,
  * client side first; userspace pairs requests and responses by that 4-tuple. The
  * first segments of cleartext HTTP/2 connections too (h2c, below). Every other packet
- * costs a few header loads and two hash lookups. Returns 0: the socket itself receives nothing.
+ * costs a few header loads and two hash lookups. Returns 0: the socket itself receives
+ * nothing.
  *
  * Headers are read relative to the network header (skb_load_bytes_relative with
  * BPF_HDR_START_NET): a live packet socket's skb starts at the MAC header, the one

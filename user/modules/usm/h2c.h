@@ -3,13 +3,20 @@
  * USM's cleartext HTTP/2 with prior knowledge (h2c), from packets: the socket filter
  * sends a client's segment that begins with the connection preface, the client's next
  * two and the server's first four segments of that connection (bpf/lib/usm_socket.h),
- * each as a prefix of USM_PREFIX bytes. A decoder per connection (http2.h) takes them in the order
- * they were seen, the rest of each segment as a gap, and yields the connection's first request and
- * its response (timed to the response's HEADERS, as HTTP/1's first byte). Nothing later on a
- * connection can be decoded without the HPACK state of every header block before it: only the first
- * request of each connection is counted, and a first request whose HEADERS do not fit in a
- * segment's prefix (or come later than the segments sent) is counted as undecodable with its reason
- * (lost_bytes).
+ * each as a prefix of USM_PREFIX bytes. A decoder per connection (http2.h) takes them
+ * in the order they were seen, the rest of each segment as a gap, and yields the
+ * connection's first request and its response (timed to the response's HEADERS, as
+ * HTTP/1's first byte).
+ *
+ * The request is handed on together with its response, not when it is decoded: a
+ * client sends it right after connecting, often before the server accepted the
+ * connection, and the server's side of it (the socket's owner) is known only then. A
+ * first request that never gets its response is counted as expired, not as a message.
+ *
+ * Nothing later on a connection can be decoded without the HPACK state of every header
+ * block before it: only the first request of each connection is counted, and a first
+ * request whose HEADERS do not fit in a segment's prefix (or come later than the
+ * segments sent) is counted as undecodable with its reason (lost_bytes).
  *
  * Bounded: USM_H2C_CONNS_MAX connections being decoded (the oldest goes, counted);
  * a connection is freed once its first response is known, or after USM_H2C_IDLE_NS.
