@@ -270,6 +270,47 @@ static void test_streams_apart(void **state)
 	usm_endpoints_free(e);
 }
 
+/* A pending request can be withdrawn (no longer a request) and given back under other
+ * keys: plaintext attributes a request only once its response arrived. */
+static void test_take_pending(void **state)
+{
+	struct usm_endpoints *e = usm_endpoints_new(NULL);
+	struct usm_conn_key held = tuple(USM_PID_NONE, USM_SIDE_UNKNOWN);
+	struct usm_conn_key srv = tuple(10, USM_SIDE_SERVER), cli = tuple(11, USM_SIDE_CLIENT);
+	struct usm_conn_addr conn = {.family = 4, .client_port = 40000, .server_port = 80}, got;
+	struct usm_endpoint_row *rows, *a, *b;
+	struct usm_http_start req;
+	uint64_t t = 0;
+	size_t n;
+
+	(void)state;
+	request_on(e, held, USM_PROTO_HTTP, "GET /t/1 HTTP/1.1\r\n", 100, &conn);
+	assert_true(usm_endpoints_take(e, &held, &t, &req, &got));
+	assert_int_equal(t, 100);
+	assert_int_equal(req.kind, USM_HTTP_REQUEST);
+	assert_int_equal(req.version, 11);
+	assert_string_equal(req.method, "GET");
+	assert_string_equal(req.path, "/t/*");
+	assert_int_equal(got.server_port, 80);
+	assert_false(usm_endpoints_take(e, &held, &t, &req, &got)); /* gone */
+	assert_stats(e, STATS(.requests = 0));
+	usm_endpoints_message(e, &srv, USM_PROTO_HTTP, t, &req, &got);
+	usm_endpoints_message(e, &cli, USM_PROTO_HTTP, t, &req, &got);
+	response_on(e, srv, USM_PROTO_HTTP, 200, 130, NULL);
+	response_on(e, cli, USM_PROTO_HTTP, 200, 140, NULL);
+	n = usm_endpoints_rows(e, &rows);
+	a = find(rows, n, 10, USM_SIDE_SERVER, "/t/*", 200);
+	b = find(rows, n, 11, USM_SIDE_CLIENT, "/t/*", 200);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(a->latency.sum_ns, 30);
+	assert_int_equal(b->latency.sum_ns, 40);
+	assert_int_equal(a->conn.server_port, 80);
+	free(rows);
+	assert_stats(e, STATS(.requests = 2, .responses = 2, .paired = 2, .rows = 2));
+	usm_endpoints_free(e);
+}
+
 /* gRPC calls: rows apart by grpc-status (the HTTP status is 200 for all of them), a
  * status outside 0..16 kept as none (-1), a plain HTTP/2 call on the same route apart
  * from them; the gRPC mark comes from the request. */
@@ -762,6 +803,7 @@ int main(void)
 		cmocka_unit_test(test_conn_remembered),
 		cmocka_unit_test(test_version_kept),
 		cmocka_unit_test(test_grpc_status_apart),
+		cmocka_unit_test(test_take_pending),
 		cmocka_unit_test(test_odd_values_clamped),
 		cmocka_unit_test(test_other_methods_and_raw_bytes),
 		cmocka_unit_test(test_threads),

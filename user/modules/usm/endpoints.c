@@ -411,6 +411,31 @@ void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *k
 	pthread_mutex_unlock(&e->lock);
 }
 
+bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t *t_ns,
+			struct usm_http_start *msg, struct usm_conn_addr *conn)
+{
+	struct pending *p;
+	bool found = false;
+
+	pthread_mutex_lock(&e->lock);
+	p = slot_of(e, key);
+	if (p && p->used) {
+		*t_ns = p->t_ns;
+		memset(msg, 0, sizeof(*msg));
+		msg->kind = USM_HTTP_REQUEST;
+		msg->version = p->version;
+		msg->grpc = p->grpc;
+		memcpy(msg->method, p->method, sizeof(msg->method));
+		memcpy(msg->path, p->path, sizeof(msg->path));
+		*conn = p->conn;
+		slot_remove(e, p);
+		e->st.requests--; /* withdrawn: counted again where it is given back */
+		found = true;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return found;
+}
+
 /* ---- expiry and folding: both compact the rows in order and rebuild the index ---- */
 
 static int cmp_pid(const void *a, const void *b)

@@ -117,6 +117,15 @@ void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *k
 			   enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
 			   const struct usm_conn_addr *conn);
 
+/*
+ * Withdraw the request pending on key, if any: its time, its request (kind, version,
+ * method, path, grpc) and connection; it no longer counts as a request. The caller
+ * gives it back under other keys (plaintext: once the response tells who owns each end
+ * of the connection).
+ */
+bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t *t_ns,
+			struct usm_http_start *msg, struct usm_conn_addr *conn);
+
 /* Remove the rows whose last message is older than now_ns - expiry_ns (no-op when 0),
  * and the requests pending since before then (counted as unanswered). Returns how many
  * rows went. */

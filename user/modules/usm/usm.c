@@ -184,18 +184,26 @@ static int handle_h2_record(void *ctx, void *data, size_t size)
 }
 
 /*
- * A plaintext message from a packet: each local end whose owner the watcher knows
- * (client: connect; server: accept) records it on its own side; when neither is known,
- * it is recorded as unattributed (side unknown, no process), never dropped.
+ * A plaintext message from a packet. A request is held, unattributed, until its
+ * response: a client often sends it before the server has accepted the connection,
+ * when the server's end has no owner yet, and an owner looked up then would miss it
+ * (the server's response would then find no request). At the response, each local end
+ * whose owner the watcher knows (client: connect; server: accept) records the request
+ * and its response on its own side; when neither is known, they are recorded as
+ * unattributed (side unknown, no process), never dropped. A request never answered
+ * expires unanswered, once.
  */
 static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 			   const struct usm_http_start *msg)
 {
-	struct usm_conn_addr conn = {.family = ev->family};
+	struct usm_conn_addr conn = {.family = ev->family}, req_conn;
 	struct shlib_sock_key k = {.family = ev->family};
 	struct shlib_sock_owner owner;
-	struct usm_conn_key key;
+	struct usm_http_start req;
+	struct usm_conn_key key, held;
 	int side, found = 0;
+	uint64_t req_ns = 0;
+	bool have_req;
 
 	memcpy(conn.client_addr, ev->client_addr, 16);
 	memcpy(conn.server_addr, ev->server_addr, 16);
@@ -208,6 +216,14 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	key.server_port = ev->server_port;
 	memcpy(key.client_addr, ev->client_addr, 16);
 	memcpy(key.server_addr, ev->server_addr, 16);
+	key.pid = USM_PID_NONE;
+	key.side = USM_SIDE_UNKNOWN;
+	held = key;
+	if (msg->kind == USM_HTTP_REQUEST) {
+		usm_endpoints_message(u->endpoints, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
+		return;
+	}
+	have_req = usm_endpoints_take(u->endpoints, &held, &req_ns, &req, &req_conn);
 	for (side = USM_SIDE_SERVER; side <= USM_SIDE_CLIENT; side++) {
 		bool server = side == USM_SIDE_SERVER;
 
@@ -220,16 +236,19 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		key.pid = owner.pid;
 		key.side = side;
 		usm_procs_note(u->procs, owner.pid);
+		if (have_req)
+			usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTP, req_ns, &req,
+					      &req_conn);
 		usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 		found++;
 	}
 	if (found)
 		return;
-	if (msg->kind == USM_HTTP_REQUEST)
+	if (have_req) {
 		count(u, &u->unattributed);
-	key.pid = USM_PID_NONE;
-	key.side = USM_SIDE_UNKNOWN;
-	usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
+		usm_endpoints_message(u->endpoints, &held, USM_PROTO_HTTP, req_ns, &req, &req_conn);
+	}
+	usm_endpoints_message(u->endpoints, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 }
 
 /* An h2c connection's first request or its response (h2c.c): a plaintext message. */
