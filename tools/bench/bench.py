@@ -158,11 +158,17 @@ def open_loop(args, a_build, b_build, tmp, reps):
     return rows
 
 
-def tls_requests(args, a_build, b_build, tmp, reps):
-    cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
+def make_cert(tmp, name):
+    """A self-signed certificate and key for localhost: (cert, key) under tmp."""
+    cert, key = os.path.join(tmp, f"{name}-cert.pem"), os.path.join(tmp, f"{name}-key.pem")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
                     "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
                    capture_output=True)
+    return cert, key
+
+
+def tls_requests(args, a_build, b_build, tmp, reps):
+    cert, key = make_cert(tmp, "c")
     www = os.path.join(tmp, "www", "items")
     os.makedirs(www, exist_ok=True)
     for i in range(50):
@@ -256,10 +262,7 @@ def h2load(args, a_build, b_build, tmp, reps):
     if not shutil.which("nghttpd") or not shutil.which("h2load"):
         return [Row("h2load", "req/s", "-", "-", note="skipped: nghttp2-server and "
                     "nghttp2-client are not installed")]
-    cert, key = os.path.join(tmp, "h2c.pem"), os.path.join(tmp, "h2k.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-                    "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
-                   capture_output=True)
+    cert, key = make_cert(tmp, "h2")
     www = os.path.join(tmp, "h2www", "items")
     os.makedirs(www, exist_ok=True)
     with open(os.path.join(www, "1"), "w") as f:

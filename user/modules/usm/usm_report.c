@@ -139,14 +139,23 @@ static json_t *row_json(struct bpftel_usm *usm, const struct usm_endpoint_row *r
 	return o;
 }
 
-/* HTTP/2 sessions: what was decoded, and every session or byte that was not, why. */
-static json_t *http2_json(const struct usm_h2_sessions_stats *h)
+/* The decoder's reasons (enum usm_h2_reason) and their counts, USM_H2_OK aside. */
+static json_t *reasons_json(const uint64_t *counts)
 {
-	json_t *und = json_object(), *drop = json_object();
+	json_t *o = json_object();
 	int i;
 
 	for (i = 1; i < USM_H2_REASON_MAX; i++)
-		json_object_set_new(und, usm_h2_reason_str(i), json_integer(h->undecodable[i]));
+		json_object_set_new(o, usm_h2_reason_str(i), json_integer(counts[i]));
+	return o;
+}
+
+/* HTTP/2 sessions: what was decoded, and every session or byte that was not, why. */
+static json_t *http2_json(const struct usm_h2_sessions_stats *h)
+{
+	json_t *und = reasons_json(h->undecodable), *drop = json_object();
+	int i;
+
 	for (i = 0; i < USM_H2_DROP__COUNT; i++)
 		json_object_set_new(drop, usm_h2_drop_str(i), json_integer(h->dropped[i]));
 	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "records",
@@ -161,11 +170,8 @@ static json_t *http2_json(const struct usm_h2_sessions_stats *h)
 /* Cleartext HTTP/2: first requests decoded, and the connections that could not be. */
 static json_t *h2c_json(const struct usm_h2c_stats *h)
 {
-	json_t *und = json_object();
-	int i;
+	json_t *und = reasons_json(h->undecodable);
 
-	for (i = 1; i < USM_H2_REASON_MAX; i++)
-		json_object_set_new(und, usm_h2_reason_str(i), json_integer(h->undecodable[i]));
 	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "segments",
 			 (json_int_t)h->segments, "connections", (json_int_t)h->connections,
 			 "requests", (json_int_t)h->requests, "responses",
@@ -449,6 +455,20 @@ static void side_family(struct bpftel_prom *w, struct series *ser, size_t ns, en
 
 _Static_assert(USM_H2_CAP == 2048, "bpftel_http2_cut_calls_total's help names the cap");
 
+/* One sample per fatal decoder reason (USM_H2_TOO_MANY_STREAMS is not one). */
+static void undecodable_samples(struct bpftel_prom *w, const uint64_t *counts)
+{
+	struct bpftel_prom_label l[1];
+	int i;
+
+	for (i = 1; i < USM_H2_REASON_MAX; i++) {
+		if (i == USM_H2_TOO_MANY_STREAMS)
+			continue;
+		l[0] = (struct bpftel_prom_label){"reason", usm_h2_reason_str(i)};
+		bpftel_prom_sample_u64(w, "", l, 1, counts[i]);
+	}
+}
+
 /* HTTP/2 sessions and what could not be decoded: bounded labels (fixed reasons). */
 static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counters *c)
 {
@@ -462,12 +482,7 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 	bpftel_prom_family(w, "bpftel_http2_undecodable_sessions_total", "counter",
 			   "HTTP/2 sessions that stopped being decoded, by the decoder's reason: "
 			   "their later requests are not counted.");
-	for (i = 1; i < USM_H2_REASON_MAX; i++) {
-		if (i == USM_H2_TOO_MANY_STREAMS)
-			continue; /* not fatal: counted per stream below */
-		l[0] = (struct bpftel_prom_label){"reason", usm_h2_reason_str(i)};
-		bpftel_prom_sample_u64(w, "", l, 1, c->h2.undecodable[i]);
-	}
+	undecodable_samples(w, c->h2.undecodable);
 	bpftel_prom_family(w, "bpftel_http2_dropped_total", "counter",
 			   "HTTP/2 sessions (or records of them) not decoded, by reason: "
 			   "unknown_session (started before the agent saw it), unframed (the "
@@ -489,12 +504,7 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 			   "Cleartext HTTP/2 (prior knowledge) connections whose first request "
 			   "could not be decoded from the packets' prefixes, by reason (lost_bytes: "
 			   "its HEADERS did not fit).");
-	for (i = 1; i < USM_H2_REASON_MAX; i++) {
-		if (i == USM_H2_TOO_MANY_STREAMS)
-			continue;
-		l[0] = (struct bpftel_prom_label){"reason", usm_h2_reason_str(i)};
-		bpftel_prom_sample_u64(w, "", l, 1, c->h2c.undecodable[i]);
-	}
+	undecodable_samples(w, c->h2c.undecodable);
 }
 
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
