@@ -287,7 +287,12 @@ static void test_no_callback_after_stop(void **state)
 			p[i] = (struct producer){.ev = ev, .source = src, .go = &go, .quit = &quit};
 			assert_int_equal(pthread_create(&th[i], NULL, producer_main, &p[i]), 0);
 		}
-		nanosleep(&ms, NULL);
+		/* Stop once records flow, however slow the machine (a fixed 2 ms was not
+		 * always enough under ASan on a loaded CI host). */
+		do {
+			nanosleep(&ms, NULL);
+			bpftel_events__stats(ev, &st);
+		} while (!st.processed);
 		assert_int_equal(bpftel_events__stop(ev), 0);
 		__atomic_store_n(&a.stopped, true, __ATOMIC_RELEASE);
 		nanosleep(&ms, NULL);
