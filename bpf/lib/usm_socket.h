@@ -148,20 +148,28 @@ static __always_inline int usm_h2c_classify(TLM_PARAM, const char *peek, const _
 	if (l && !usm_h2_preface_start(peek))
 		return usm_h2c_take(TLM_ARG, &key, l, true) ? USM_KIND_H2C_CLIENT : -1;
 	if (usm_h2_preface_start(peek)) {
+		/* The server's SETTINGS may have been inserted on another CPU between the
+		 * lookup and here (both ends write at once on connect): then its entry, with
+		 * no client budget yet, is the one to give the client's segments to. */
+		if (!l && tlm_map_insert(usm_h2c_conns, &key, &init) == -EEXIST)
+			l = bpf_map_lookup_elem(&usm_h2c_conns, &key);
 		if (l)
 			l->client = USM_H2C_CLIENT_SEGMENTS - 1; /* after its server's SETTINGS */
-		else
-			tlm_map_insert(usm_h2c_conns, &key, &init);
 		return USM_KIND_H2C_CLIENT;
 	}
 	if (!usm_h2_settings_start(peek))
 		return -1;
 	/* A server's SETTINGS before its client's preface: sent, and the state keyed as
-	 * that connection (client side first), waiting for the preface. */
+	 * that connection (client side first), waiting for the preface. Lost to the
+	 * preface's insert on another CPU: one segment of the entry it made. */
 	usm_h2c_key_of(&key, dst, src, dport, sport, family);
 	init.client = 0;
 	init.server = USM_H2C_SERVER_SEGMENTS - 1;
-	tlm_map_insert(usm_h2c_conns, &key, &init);
+	if (tlm_map_insert(usm_h2c_conns, &key, &init) == -EEXIST) {
+		l = bpf_map_lookup_elem(&usm_h2c_conns, &key);
+		if (l && !usm_h2c_take(TLM_ARG, &key, l, false))
+			return -1;
+	}
 	return USM_KIND_H2C_SERVER;
 }
 

@@ -72,6 +72,9 @@ def rows(agent, **match):
             if all(r.get(k) == v for k, v in match.items())]
 
 
+H2C_MORE = 30  # h2c connections opened one after another, each counted
+
+
 def count(agent, **match):
     return sum(r["count"] for r in rows(agent, **match))
 
@@ -246,6 +249,18 @@ def main():
             check(h2c["requests"] == 3 and h2c["responses"] == 3 and
                   h2c["undecodable"]["lost_bytes"] == 1 and h2c["connections"] == 5,
                   "h2c: 3 first requests decoded, the large one undecodable")
+            # Both ends write at once on connect (the client its preface, nghttpd its
+            # SETTINGS): on 2 CPUs their first segments meet in the kernel's state. Lost
+            # 5 connections in 200 before the kernel side took that race into account.
+            for _ in range(H2C_MORE):
+                subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-o", "/dev/null",
+                                f"http://127.0.0.1:{h2c_port}/items/1"], timeout=30, check=True)
+            settled_count(agent, 2 + H2C_MORE, f"h2c server side, {H2C_MORE} connections more",
+                          path="/items/*", status=200, **h2c_srv)
+            h2c = agent.json("http")["counters"]["h2c"]
+            check(h2c["requests"] == h2c["responses"] == 3 + H2C_MORE and
+                  h2c["undecodable"]["lost_bytes"] == 1,
+                  f"h2c: every connection's first request decoded: {h2c}")
         finally:
             h2c_server.kill()
             h2c_server.wait()
@@ -285,8 +300,8 @@ def main():
             check(got == (3, 2), f"{fam}: Ok/0 {got[0]:g}, Missing/5 {got[1]:g}")
         http_srv = sample(metrics, "bpftel_http_server_request_duration_seconds_count",
                           network_protocol_version="2")
-        check(http_srv == 1005 + 3, f"the HTTP/2 server family holds nghttpd's 1005 over TLS "
-              f"and its 3 h2c first requests, no gRPC call: {http_srv:g}")
+        check(http_srv == 1005 + 3 + H2C_MORE, f"the HTTP/2 server family holds nghttpd's 1005 "
+              f"over TLS and its {3 + H2C_MORE} h2c first requests, no gRPC call: {http_srv:g}")
         everything = metrics + text + str(agent.json("http")) + agent.logs()
         check(SECRET not in everything, "no DATA payload byte in any output")
     finally:
