@@ -328,7 +328,9 @@ def flood(agent, python):
               "bpftel_http_overflow_requests_total counts what the budget folded")
         promtool_clean(text, "after the flood")
         # A module restart keeps the endpoint table (it belongs to the module, not to its
-        # BPF object): Prometheus sees no counter reset.
+        # BPF object): Prometheus sees no counter reset. The scrapes above are HTTP the
+        # socket filter sees too (the test's client, the agent's server): taken first.
+        wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take the scrapes")
         before = count(agent)
         agent.cli("module", "restart", "usm")
         after = count(agent)
