@@ -31,9 +31,11 @@ build fuzz_config "$root/tests/fuzz/fuzz_config.c" "$root/user/agent/config.c" \
 	"$root/user/agent/netaddr.c" "$root/user/sharedlibs/names.c"
 build fuzz_ctl "$root/tests/fuzz/fuzz_ctl.c" "$root/user/common/ctl.c" \
 	"$root/user/common/escape.c" -ljansson
+build fuzz_goexe "$root/tests/fuzz/fuzz_goexe.c" "$root/user/manager/gopclntab.c" \
+	"$root/user/manager/goret.c" -lcapstone
 
 status=0
-for t in http path http2 config ctl; do
+for t in http path http2 config ctl goexe; do
 	work=$(mktemp -d)
 	log="$out/fuzz_$t.log"
 	if "$out/fuzz_$t" -max_total_time="$secs" -print_final_stats=1 \

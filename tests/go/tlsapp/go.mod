@@ -1,0 +1,3 @@
+module bpftel.test/tlsapp
+
+go 1.19

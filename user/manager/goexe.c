@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Go executables, at the file level: is it one (.go.buildinfo), which Go built it, and
+ * where are the functions asked for (.gopclntab, gopclntab.c) and their RETs (goret.c).
+ * goexe.h has the API and the reasons. The ELF header and section table are checked by
+ * elfcheck.c before libelf reads anything; the two sections read here are read with
+ * our own pread, under caps, and checked to lie inside the file.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <gelf.h>
+
+#include "user/manager/elfcheck.h"
+#include "user/manager/goexe.h"
+
+/* "\xff Go buildinf:": the start of .go.buildinfo (src/debug/buildinfo). */
+static const char buildinfo_magic[14] = "\xff Go buildinf:";
+#define BUILDINFO_HDR	 32
+#define BUILDINFO_INLINE 0x2 /* flags: the version string follows the header (Go 1.18+) */
+#define BUILDINFO_READ	 512 /* enough for the header and an inline version */
+
+struct go_ctx {
+	int fd;
+	const char *label;
+	char *err;
+	size_t errlen;
+	struct bpftel_elfck ck;
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(struct go_ctx *c, int ret, const char *fmt,
+						      ...)
+{
+	char msg[200];
+	va_list ap;
+
+	if (c->err && c->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		snprintf(c->err, c->errlen, "%s: %s", c->label, msg);
+	}
+	return ret;
+}
+
+static int pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (!r)
+			return -EIO; /* the file shrank under us */
+		got += r;
+	}
+	return 0;
+}
+
+/* The file offset of [vaddr, vaddr + len), from the loadable segments; -ENOENT if no
+ * segment holds it all in the file. */
+static long vaddr_offset(struct go_ctx *c, uint64_t vaddr, uint64_t len)
+{
+	GElf_Phdr ph;
+	size_t i;
+
+	for (i = 0; i < c->ck.phnum; i++) {
+		if (!gelf_getphdr(c->ck.elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (vaddr < ph.p_vaddr || vaddr - ph.p_vaddr > ph.p_filesz ||
+		    ph.p_filesz - (vaddr - ph.p_vaddr) < len)
+			continue;
+		if (ph.p_offset + (vaddr - ph.p_vaddr) > c->ck.fsize - len)
+			return -ENOENT;
+		return (long)(ph.p_offset + (vaddr - ph.p_vaddr));
+	}
+	return -ENOENT;
+}
+
+/* The section called name, checked to lie inside the file; 0 if there is none. */
+static int find_section(struct go_ctx *c, const char *name, GElf_Shdr *out)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	const char *s;
+
+	if (elf_getshdrstrndx(c->ck.elf, &shstrndx))
+		return fail(c, -EINVAL, "no section name table");
+	while ((scn = elf_nextscn(c->ck.elf, scn))) {
+		if (!gelf_getshdr(scn, out) ||
+		    !(s = elf_strptr(c->ck.elf, shstrndx, out->sh_name)) || strcmp(s, name))
+			continue;
+		if (out->sh_type != SHT_PROGBITS || out->sh_offset > c->ck.fsize ||
+		    out->sh_size > c->ck.fsize - out->sh_offset)
+			return fail(c, -EINVAL, "%s lies outside the file", name);
+		return 1;
+	}
+	return 0;
+}
+
+static uint64_t rd_le(const uint8_t *p, unsigned int n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | p[n];
+	return v;
+}
+
+/* Go 1.17 and before: the header holds a pointer to the version's string header. */
+static int version_by_pointer(struct go_ctx *c, const uint8_t *hdr, unsigned int ptr, char *out,
+			      size_t outlen)
+{
+	uint8_t sh[16];
+	uint64_t sptr, slen;
+	long off;
+
+	off = vaddr_offset(c, rd_le(hdr + 16, ptr), 2 * ptr);
+	if (off < 0 || pread_all(c->fd, sh, 2 * ptr, off))
+		return fail(c, -EINVAL, ".go.buildinfo: version pointer outside the file");
+	sptr = rd_le(sh, ptr);
+	slen = rd_le(sh + ptr, ptr);
+	if (!slen || slen >= outlen || (off = vaddr_offset(c, sptr, slen)) < 0 ||
+	    pread_all(c->fd, out, slen, off))
+		return fail(c, -EINVAL, ".go.buildinfo: version string outside the file");
+	out[slen] = '\0';
+	return 0;
+}
+
+static int read_version(struct go_ctx *c, struct bpftel_go_exe *exe)
+{
+	uint8_t b[BUILDINFO_READ];
+	GElf_Shdr sh;
+	unsigned int ptr;
+	uint64_t len = 0;
+	size_t n, i, shift = 0;
+	int ret;
+
+	ret = find_section(c, ".go.buildinfo", &sh);
+	if (ret <= 0)
+		return ret ?: fail(c, -ENOEXEC, "not a Go executable (no .go.buildinfo)");
+	n = sh.sh_size < sizeof(b) ? sh.sh_size : sizeof(b);
+	if (n < BUILDINFO_HDR || (ret = pread_all(c->fd, b, n, sh.sh_offset)))
+		return ret ?: fail(c, -EINVAL, ".go.buildinfo: %zu bytes", n);
+	if (memcmp(b, buildinfo_magic, sizeof(buildinfo_magic)))
+		return fail(c, -ENOEXEC, "not a Go executable (.go.buildinfo without its magic)");
+	ptr = b[14];
+	if (ptr != 8)
+		return fail(c, -ENOTSUP, "a %u-bit Go executable: only x86-64 is probed", ptr * 8);
+	if (!(b[15] & BUILDINFO_INLINE))
+		return version_by_pointer(c, b, ptr, exe->version, sizeof(exe->version));
+	/* A varint length, then the bytes. */
+	for (i = BUILDINFO_HDR; i < n && shift < 64; i++, shift += 7) {
+		len |= (uint64_t)(b[i] & 0x7f) << shift;
+		if (!(b[i] & 0x80))
+			break;
+	}
+	i++;
+	if (i > n || !len || len >= sizeof(exe->version) || len > n - i)
+		return fail(c, -EINVAL, ".go.buildinfo: version of %llu bytes",
+			    (unsigned long long)len);
+	memcpy(exe->version, b + i, len);
+	exe->version[len] = '\0';
+	return 0;
+}
+
+bool bpftel_go_version_parse(const char *v, unsigned int *major, unsigned int *minor)
+{
+	unsigned long ma, mi;
+	char *end;
+
+	*major = *minor = 0;
+	if (!strncmp(v, "devel", 5))
+		return true; /* a toolchain built from source: newer than any release */
+	if (strncmp(v, "go", 2))
+		return false;
+	ma = strtoul(v + 2, &end, 10);
+	if (end == v + 2 || *end != '.' || ma > 100)
+		return false;
+	mi = strtoul(end + 1, &end, 10);
+	if (mi > 1000)
+		return false;
+	*major = (unsigned int)ma;
+	*minor = (unsigned int)mi;
+	return ma > 1 || (ma == 1 && mi >= 17);
+}
+
+static int find_funcs(struct go_ctx *c, struct bpftel_go_exe *exe, struct bpftel_go_func *funcs,
+		      size_t n)
+{
+	char msg[160] = "";
+	uint8_t *tab, *code;
+	GElf_Shdr sh;
+	size_t i;
+	int ret;
+
+	ret = find_section(c, ".gopclntab", &sh);
+	if (ret <= 0)
+		return ret ?: fail(c, -ENOTSUP, "a Go executable without .gopclntab");
+	if (sh.sh_size > BPFTEL_GO_MAX_PCLNTAB)
+		return fail(c, -EFBIG, ".gopclntab of %llu bytes (cap %llu)",
+			    (unsigned long long)sh.sh_size, BPFTEL_GO_MAX_PCLNTAB);
+	tab = malloc(sh.sh_size ?: 1);
+	if (!tab)
+		return fail(c, -ENOMEM, ".gopclntab: out of memory");
+	ret = pread_all(c->fd, tab, sh.sh_size, sh.sh_offset);
+	if (!ret)
+		ret = bpftel_go_pclntab_find(tab, sh.sh_size, &exe->pclntab_magic, funcs, n, msg,
+					     sizeof(msg));
+	free(tab);
+	if (ret)
+		return msg[0] ? fail(c, ret, "%s", msg) : fail(c, ret, ".gopclntab: read failed");
+	code = malloc(BPFTEL_GO_MAX_FUNC_BYTES);
+	if (!code)
+		return fail(c, -ENOMEM, "out of memory");
+	for (i = 0; i < n && !ret; i++) {
+		struct bpftel_go_func *f = &funcs[i];
+		uint64_t size = f->end - f->addr;
+
+		f->nrets = 0;
+		f->offset = f->body = -ENOENT;
+		if (!f->addr)
+			continue;
+		if (size > BPFTEL_GO_MAX_FUNC_BYTES) {
+			ret = fail(c, -EFBIG, "%s: %llu bytes (cap %u)", f->name,
+				   (unsigned long long)size, BPFTEL_GO_MAX_FUNC_BYTES);
+			break;
+		}
+		f->offset = vaddr_offset(c, f->addr, size);
+		if (f->offset < 0) {
+			ret = fail(c, -EINVAL, "%s lies outside the file", f->name);
+			break;
+		}
+		ret = pread_all(c->fd, code, size, f->offset);
+		if (ret)
+			break;
+		ret = bpftel_go_find_rets(code, size, f->offset, f->rets, BPFTEL_GO_MAX_RETS,
+					  &f->body);
+		if (ret == -EILSEQ || ret == -E2BIG) {
+			ret = fail(c, ret, "%s: %s", f->name,
+				   ret == -E2BIG ? "more RET instructions than probed"
+						 : "an instruction the disassembler cannot decode");
+			break;
+		}
+		if (ret < 0)
+			break;
+		f->nrets = (size_t)ret;
+		ret = 0;
+	}
+	free(code);
+	return ret;
+}
+
+static pthread_once_t elf_once = PTHREAD_ONCE_INIT;
+
+static void elf_init(void)
+{
+	elf_version(EV_CURRENT);
+}
+
+int bpftel_go_inspect_fd(int fd, const char *label, struct bpftel_go_exe *exe,
+			 struct bpftel_go_func *funcs, size_t n, char *err, size_t errlen)
+{
+	struct go_ctx c = {.fd = fd, .label = label ?: "?", .err = err, .errlen = errlen};
+	GElf_Ehdr eh;
+	int ret;
+
+	memset(exe, 0, sizeof(*exe));
+	pthread_once(&elf_once, elf_init);
+	ret = bpftel_elfck__begin(&c.ck, fd);
+	if (ret) {
+		ret = fail(&c, ret, "%s", c.ck.msg);
+		goto out;
+	}
+	exe->has_symtab = c.ck.symtab.ndx != 0;
+	ret = read_version(&c, exe);
+	if (ret)
+		goto out;
+	if (!gelf_getehdr(c.ck.elf, &eh) || eh.e_machine != EM_X86_64) {
+		ret = fail(&c, -ENOTSUP, "%s for another architecture: only x86-64 is probed",
+			   exe->version);
+		goto out;
+	}
+	if (!bpftel_go_version_parse(exe->version, &exe->major, &exe->minor)) {
+		ret = fail(&c, -ENOTSUP, "%s: Go before 1.17 passes arguments on the stack",
+			   exe->version);
+		goto out;
+	}
+	ret = find_funcs(&c, exe, funcs, n);
+out:
+	bpftel_elfck__end(&c.ck);
+	return ret;
+}
