@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * The USM module's BPF programs: one uprobe and one uretprobe program for every TLS
- * function of OpenSSL and GnuTLS, attached per library file by the uprobe registry with
+ * function of OpenSSL and GnuTLS, one uprobe program for Go's crypto/tls (its entries
+ * and its RETs), attached per file by the uprobe registry with
  * the function in each attachment's cookie (enum usm_tls_fn, and the slot that counts
  * its file's calls: bpf/uprobe_hits.h), and the plaintext socket
  * filter, a manager probe on a packet socket. The code is in bpf/lib/usm_*.h.
@@ -25,6 +26,7 @@
 #include "telemetry/telemetry.bpf.h"
 #include "lib/usm_common.h"
 #include "lib/usm_tls.h"
+#include "lib/usm_go.h"
 #include "lib/usm_socket.h"
 #include "lib/file_hits.h"
 #include "lib/stop_gate.h"
@@ -33,6 +35,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 TLM_PROG_KEY(usm_tls_uprobe);
 TLM_PROG_KEY(usm_tls_uretprobe);
+TLM_PROG_KEY(usm_go_uprobe);
 TLM_PROG_KEY(usm_http_socket);
 
 SEC("uprobe")
@@ -53,6 +56,17 @@ int usm_tls_uretprobe(struct pt_regs *ctx)
 
 	return usm_tls_ret(TLM_ARG, ctx, bpf_get_current_pid_tgid(), USM_TLS_NOW,
 			   uprobe_file_hit(bpf_get_attach_cookie(ctx)));
+}
+
+/* Go's crypto/tls: entries and RETs alike are plain uprobes (lib/usm_go.h). */
+SEC("uprobe")
+int usm_go_uprobe(struct pt_regs *ctx)
+{
+	TLM_PROG(usm_go_uprobe);
+	BPFTEL_STOP_GATE();
+
+	return usm_go_probe(TLM_ARG, ctx, bpf_get_current_pid_tgid(), USM_TLS_NOW,
+			    uprobe_file_hit(bpf_get_attach_cookie(ctx)));
 }
 
 SEC("socket")

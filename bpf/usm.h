@@ -23,6 +23,7 @@ enum usm_source {
 	USM_SRC_OPENSSL = 0,
 	USM_SRC_GNUTLS = 1,
 	USM_SRC_SOCKET = 2, /* plaintext, from packets */
+	USM_SRC_GO = 3,	    /* Go's crypto/tls, uprobes on the executable (lib/usm_go.h) */
 	USM_SRC__COUNT,
 };
 
@@ -39,6 +40,15 @@ enum usm_tls_fn {
 	USM_TLS_SSL_SET_FD = USM_TLS_IO__COUNT, /* SSL_set_fd(ssl, fd) */
 	USM_TLS_GNUTLS_SET_INT2 = 7,		 /* gnutls_transport_set_int2(s, rfd, wfd) */
 	USM_TLS_FN__COUNT,
+};
+
+/* Go's crypto/tls probes (lib/usm_go.h), as the cookie of each attachment of
+ * usm_go_uprobe: all are plain uprobes, on the executable. */
+enum usm_go_fn {
+	USM_GO_WRITE = 0,    /* (*Conn).Write, past its stack check */
+	USM_GO_READ = 1,     /* (*Conn).Read, past its stack check */
+	USM_GO_READ_RET = 2, /* (*Conn).Read, on each of its RET instructions */
+	USM_GO_FN__COUNT,
 };
 
 /* Which way the bytes went for the process that the probe saw. */
@@ -71,6 +81,7 @@ enum usm_counter {
 	USM_CNT_H2_LOST = 9,	  /* ... whose record the ring buffer had no room for */
 	USM_CNT_H2_MIDSTREAM = 10, /* sessions that look HTTP/2 but whose start was missed */
 	USM_CNT_H2C_PACKETS = 11,  /* h2c segments emitted (USM_KIND_H2C_*) */
+	USM_CNT_GO_UNPAIRED = 12,  /* Go reads seen returning, not entering (lib/usm_go.h) */
 	USM_CNT__COUNT,
 };
 

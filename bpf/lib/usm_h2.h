@@ -364,7 +364,7 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	s->rec.pid = pid_tgid >> 32;
 	s->rec.tid = (__u32)pid_tgid;
 	s->rec.len = len > 0xffffffff ? 0xffffffff : len;
-	s->rec.fd = usm_tls_fd_of(conn, pid_tgid);
+	s->rec.fd = usm_tls_fd_of(TLM_ARG, conn, pid_tgid, source);
 	s->rec.source = source;
 	s->rec.dir = dir;
 	s->rec.flags = flags;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * USM, TLS side: the bodies of the uprobes and uretprobes on OpenSSL (SSL_write,
- * SSL_read and their _ex forms, 1.1.1 and 3) and GnuTLS (gnutls_record_send/recv).
+ * SSL_read and their _ex forms, 1.1.1 and 3) and GnuTLS (gnutls_record_send/recv);
+ * Go's crypto/tls feeds the same usm_tls_emit() from lib/usm_go.h.
  *
  * A write is captured at its entry, with no return probe: the bytes are in its buffer
  * before the call, and its size argument says how many it was asked to write. What
@@ -28,6 +29,8 @@
  */
 #ifndef BPFTEL_LIB_USM_TLS_H
 #define BPFTEL_LIB_USM_TLS_H
+
+#include "usm_go_conn.h"
 
 /*
  * A read in flight, per thread: what its return needs. In the thread's task storage:
@@ -88,11 +91,16 @@ struct {
 
 TLM_MAP_KEY(usm_tls_fds);
 
-static __always_inline __s32 usm_tls_fd_of(__u64 conn, __u64 pid_tgid)
+/* The session's socket: remembered from SSL_set_fd & co., or for Go read from its
+ * Conn (lib/usm_go_conn.h). Asked only when something is emitted. */
+static __always_inline __s32 usm_tls_fd_of(TLM_PARAM, __u64 conn, __u64 pid_tgid, __u32 source)
 {
 	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
-	__s32 *fd = bpf_map_lookup_elem(&usm_tls_fds, &key);
+	__s32 *fd;
 
+	if (source == USM_SRC_GO)
+		return usm_go_conn_fd(TLM_ARG, conn);
+	fd = bpf_map_lookup_elem(&usm_tls_fds, &key);
 	return fd ? *fd : -1;
 }
 
@@ -158,7 +166,7 @@ static __always_inline void usm_tls_emit(TLM_PARAM, __u64 conn, __u64 buf, __u64
 	ev->source = source;
 	ev->family = 0;
 	ev->dir = dir;
-	ev->fd = usm_tls_fd_of(conn, pid_tgid);
+	ev->fd = usm_tls_fd_of(TLM_ARG, conn, pid_tgid, source);
 	ev->__pad3 = 0;
 	ev->client_port = ev->server_port = 0;
 	__builtin_memset(ev->client_addr, 0, sizeof(ev->client_addr));

@@ -942,6 +942,230 @@ static void test_h2_detection(void **state)
 	assert_int_equal(counter(USM_CNT_TLS_HTTP), 1);
 }
 
+/* ---- Go's crypto/tls (bpf/lib/usm_go.h): register ABI, pairing by goroutine ---- */
+
+/* A *tls.Conn as Go lays it out (lib/usm_go_conn.h): conn.data -> net.conn ->
+ * netFD.pfd, whose Sysfd is at 16. */
+struct go_conn {
+	__u64 tls[2];	/* tls.Conn: the net.Conn interface (itab, data) */
+	__u64 tcp[1];	/* net.TCPConn{conn{fd *netFD}} */
+	__u64 netfd[4]; /* poll.FD: fdMutex (16 bytes), Sysfd */
+};
+
+static void go_conn_init(struct go_conn *c, long sysfd)
+{
+	c->tls[0] = 0x1234; /* an itab: not looked at */
+	c->tls[1] = (uintptr_t)c->tcp;
+	c->tcp[0] = (uintptr_t)c->netfd;
+	memset(c->netfd, 0, sizeof(c->netfd));
+	c->netfd[2] = (__u64)sysfd;
+}
+
+#define G1 0xc000001a00ul
+#define G2 0xc000001d40ul
+
+static void go_run(enum usm_go_fn fn, struct test_regs *regs, __u64 now, __u64 pid_tgid)
+{
+	struct usm_test_call ctx = {
+		.regs = *regs, .pid_tgid = pid_tgid, .now = now, .probe = fn};
+	int retval = -1;
+
+	assert_int_equal(bpftel_test_run(skel->progs.usm_test_go, &ctx, sizeof(ctx), &retval), 0);
+	assert_int_equal(retval, 0);
+}
+
+/* (*Conn).Write(b): receiver in RAX, b's pointer and length in RBX and RCX. */
+static int go_write(struct go_conn *c, const char *b, long len, __u64 g, __u64 t)
+{
+	struct test_regs r = {.ax = (uintptr_t)c, .bx = (uintptr_t)b, .cx = (unsigned long)len,
+			      .di = (unsigned long)len, .r14 = g};
+
+	go_run(USM_GO_WRITE, &r, t, PID_TGID);
+	return bpftel_rb_capture__drain(&cap);
+}
+
+/* (*Conn).Read(b) entering on thread tid, returning n on thread rtid. */
+static void go_read_enter(struct go_conn *c, void *b, long cap_, __u64 g, __u64 tid, __u64 t)
+{
+	struct test_regs r = {.ax = (uintptr_t)c, .bx = (uintptr_t)b, .cx = (unsigned long)cap_,
+			      .di = (unsigned long)cap_, .r14 = g};
+
+	go_run(USM_GO_READ, &r, t, (4242ull << 32) | tid);
+}
+
+static int go_read_ret(long n, __u64 g, __u64 tid, __u64 t)
+{
+	/* At a RET: n in RAX, the error's itab in RBX (nil), the goroutine in R14. */
+	struct test_regs r = {.ax = (unsigned long)n, .bx = 0, .r14 = g};
+
+	go_run(USM_GO_READ_RET, &r, t, (4242ull << 32) | tid);
+	return bpftel_rb_capture__drain(&cap);
+}
+
+static void test_go_write_request(void **state)
+{
+	const char *req = "GET /go/items/1 HTTP/1.1\r\nHost: a\r\n\r\n";
+	struct go_conn c;
+
+	(void)state;
+	go_conn_init(&c, 11);
+	assert_int_equal(go_write(&c, req, (long)strlen(req), G1, 100), 1);
+	assert_int_equal(event(0)->source, USM_SRC_GO);
+	assert_int_equal(event(0)->dir, USM_DIR_WRITE);
+	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
+	assert_int_equal(event(0)->conn, (uintptr_t)&c);
+	assert_int_equal(event(0)->fd, 11); /* through conn.data -> fd -> pfd.Sysfd */
+	assert_int_equal(event(0)->pid, 4242);
+	assert_int_equal(event(0)->len, strlen(req));
+	assert_memory_equal(event(0)->prefix, req, strlen(req));
+	assert_int_equal(event(0)->ktime_ns, 100);
+	/* Nothing to write (len 0, or a negative length): no call counted. */
+	assert_int_equal(go_write(&c, req, 0, G1, 101), 0);
+	assert_int_equal(go_write(&c, req, -5, G1, 102), 0);
+	assert_int_equal(counter(USM_CNT_TLS_CALLS), 1);
+	assert_int_equal(counter(USM_CNT_TLS_HTTP), 1);
+}
+
+static void test_go_conn_chain(void **state)
+{
+	const char *req = "POST /x HTTP/1.1\r\n\r\n";
+	struct go_conn c;
+
+	(void)state;
+	/* A socket fd read anew at each call: the Conn's address may be reused. */
+	go_conn_init(&c, 3);
+	assert_int_equal(go_write(&c, req, (long)strlen(req), G1, 1), 1);
+	assert_int_equal(event(0)->fd, 3);
+	c.netfd[2] = 12;
+	assert_int_equal(go_write(&c, req, (long)strlen(req), G1, 2), 1);
+	assert_int_equal(event(0)->fd, 12);
+	/* A closed FD (Sysfd -1), a nil data word, a nil netFD: the message, no socket. */
+	c.netfd[2] = (__u64)-1;
+	assert_int_equal(go_write(&c, req, (long)strlen(req), G1, 3), 1);
+	assert_int_equal(event(0)->fd, -1);
+	c.tls[1] = 0;
+	assert_int_equal(go_write(&c, req, (long)strlen(req), G1, 4), 1);
+	assert_int_equal(event(0)->fd, -1);
+	go_conn_init(&c, 3);
+	c.tcp[0] = 0;
+	assert_int_equal(go_write(&c, req, (long)strlen(req), G1, 5), 1);
+	assert_int_equal(event(0)->fd, -1);
+	/* An fd over 32 bits is no fd. */
+	go_conn_init(&c, 1l << 40);
+	assert_int_equal(go_write(&c, req, (long)strlen(req), G1, 6), 1);
+	assert_int_equal(event(0)->fd, -1);
+}
+
+static void test_go_read_paired_by_goroutine(void **state)
+{
+	char b1[256] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+	char b2[256] = "HTTP/1.1 404 Not Found\r\n\r\n";
+	struct go_conn c1, c2;
+
+	(void)state;
+	go_conn_init(&c1, 5);
+	go_conn_init(&c2, 6);
+	/* Two goroutines enter Read on one thread (the first parked), and return on two
+	 * others: each return finds its own buffer and Conn. */
+	go_read_enter(&c1, b1, sizeof(b1), G1, 4243, 10);
+	go_read_enter(&c2, b2, sizeof(b2), G2, 4243, 11);
+	assert_int_equal(go_read_ret((long)strlen(b2), G2, 4300, 12), 1);
+	assert_int_equal(event(0)->fd, 6);
+	assert_int_equal(event(0)->conn, (uintptr_t)&c2);
+	assert_int_equal(event(0)->dir, USM_DIR_READ);
+	assert_int_equal(event(0)->kind, USM_KIND_RESPONSE);
+	assert_memory_equal(event(0)->prefix, b2, strlen(b2));
+	assert_int_equal(event(0)->len, strlen(b2));
+	assert_int_equal(event(0)->ktime_ns, 12);
+	assert_int_equal(go_read_ret((long)strlen(b1), G1, 4301, 13), 1);
+	assert_int_equal(event(0)->fd, 5);
+	assert_memory_equal(event(0)->prefix, b1, strlen(b1));
+	/* Returned: forgotten. Another RET of G1 pairs with nothing. */
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 0);
+	assert_int_equal(go_read_ret((long)strlen(b1), G1, 4301, 14), 0);
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 1);
+	/* The same goroutine id in another process is another goroutine. */
+	go_read_enter(&c1, b1, sizeof(b1), G1, 4243, 15);
+	{
+		struct test_regs r = {.ax = strlen(b1), .r14 = G1};
+
+		go_run(USM_GO_READ_RET, &r, 16, (5151ull << 32) | 5151);
+	}
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 2);
+	assert_int_equal(go_read_ret((long)strlen(b1), G1, 4243, 17), 1);
+}
+
+static void test_go_read_nothing(void **state)
+{
+	char b[64] = "HTTP/1.1 200 OK\r\n\r\n";
+	struct go_conn c;
+
+	(void)state;
+	go_conn_init(&c, 5);
+	/* n == 0 (EOF) and n < 0: no bytes, no message; the entry is gone either way. */
+	go_read_enter(&c, b, sizeof(b), G1, 4243, 1);
+	assert_int_equal(go_read_ret(0, G1, 4243, 2), 0);
+	go_read_enter(&c, b, sizeof(b), G1, 4243, 3);
+	assert_int_equal(go_read_ret(-1, G1, 4243, 4), 0);
+	assert_int_equal(go_read_ret((long)strlen(b), G1, 4243, 5), 0);
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 1);
+	/* No goroutine in R14 (not Go code) or nothing to read into: not remembered. */
+	go_read_enter(&c, b, sizeof(b), 0, 4243, 6);
+	assert_int_equal(go_read_ret((long)strlen(b), 0, 4243, 7), 0);
+	go_read_enter(&c, b, 0, G2, 4243, 8);
+	assert_int_equal(go_read_ret((long)strlen(b), G2, 4243, 9), 0);
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 3);
+	assert_int_equal(counter(USM_CNT_TLS_CALLS), 0);
+	/* Bytes that start no HTTP message: a call counted, nothing sent. */
+	memcpy(b, "\x17\x03\x03 binary", 10);
+	go_read_enter(&c, b, sizeof(b), G1, 4243, 10);
+	assert_int_equal(go_read_ret(10, G1, 4243, 11), 0);
+	assert_int_equal(counter(USM_CNT_TLS_CALLS), 1);
+	assert_int_equal(counter(USM_CNT_TLS_HTTP), 0);
+}
+
+/* Go's HTTP/2 client: preface, SETTINGS and WINDOW_UPDATE in one Write; the server's
+ * SETTINGS read back. Records carry the Go source and the socket from the Conn. */
+static void test_go_h2(void **state)
+{
+	unsigned char w[128], rd[64];
+	size_t n = 0, m;
+	struct go_conn c;
+
+	(void)state;
+	go_conn_init(&c, 9);
+	memcpy(w, PREFACE, 24);
+	n = 24;
+	n += frame(w + n, 4, 0, 0, 18, NULL, 0);
+	n += frame(w + n, 8, 0, 0, 4, "\0\0\0\1", 0);
+	assert_int_equal(go_write(&c, (const char *)w, (long)n, G1, 20), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
+	assert_int_equal(h2rec(0)->source, USM_SRC_GO);
+	assert_int_equal(h2rec(0)->fd, 9);
+	assert_int_equal(h2rec(0)->dir, USM_DIR_WRITE);
+	assert_true(h2rec(0)->flags & USM_H2_F_PREFACE);
+	assert_int_equal(h2rec(0)->len, n);
+	m = frame(rd, 4, 0, 0, 6, NULL, 0);
+	go_read_enter(&c, rd, sizeof(rd), G2, 4243, 21);
+	assert_int_equal(go_read_ret((long)m, G2, 4243, 22), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
+	assert_int_equal(h2rec(0)->source, USM_SRC_GO);
+	assert_int_equal(h2rec(0)->dir, USM_DIR_READ);
+	assert_int_equal(h2rec(0)->len, m);
+	assert_int_equal(counter(USM_CNT_H2_CALLS), 2);
+	/* A cookie the module never sets does nothing. */
+	{
+		struct test_regs r = {.ax = (uintptr_t)&c, .bx = (uintptr_t)w, .cx = n, .r14 = G1};
+		struct usm_test_call ctx = {.regs = r, .pid_tgid = PID_TGID, .probe = 7};
+		int retval = 0;
+
+		assert_int_equal(
+			bpftel_test_run(skel->progs.usm_test_go, &ctx, sizeof(ctx), &retval), 0);
+		assert_int_equal(retval, -1);
+	}
+}
+
 static int case_setup(void **state)
 {
 	(void)state;
@@ -957,6 +1181,17 @@ static int case_setup(void **state)
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.usm_h2_midstream), &k);
 		k.tgid = 4343;
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.usm_h2_midstream), &k);
+	}
+	/* ... (the Go cases' sessions are on the stack) and no Go read in flight. */
+	{
+		int fds[] = {bpf_map__fd(skel->maps.usm_h2_conns),
+			     bpf_map__fd(skel->maps.usm_go_reads)};
+		unsigned char key[16];
+		size_t i;
+
+		for (i = 0; i < 2; i++)
+			while (!bpf_map_get_next_key(fds[i], NULL, key))
+				assert_int_equal(bpf_map_delete_elem(fds[i], key), 0);
 	}
 	/* ... and no h2c connection. */
 	{
@@ -1018,6 +1253,11 @@ int main(void)
 		T(test_h2_unframed),
 		T(test_h2_detection),
 		T(test_h2_midstream_counted_once),
+		T(test_go_write_request),
+		T(test_go_conn_chain),
+		T(test_go_read_paired_by_goroutine),
+		T(test_go_read_nothing),
+		T(test_go_h2),
 	};
 
 	bpftel_test_require_bpf();

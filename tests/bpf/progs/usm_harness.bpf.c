@@ -16,6 +16,7 @@
 #include "telemetry/telemetry.bpf.h"
 #include "lib/usm_common.h"
 #include "lib/usm_tls.h"
+#include "lib/usm_go.h"
 #include "lib/usm_socket.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -52,4 +53,16 @@ int usm_test_tls(struct usm_test_call *ctx)
 	if (ctx->probe & 1)
 		return usm_tls_ret(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, fn);
 	return usm_tls_enter(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, fn);
+}
+
+/* A Go probe (enum usm_go_fn in probe) on a synthetic register set: the buffers and
+ * the *tls.Conn chain in the registers point into the test's memory. */
+SEC("syscall")
+int usm_test_go(struct usm_test_call *ctx)
+{
+	__u32 __tlm_prog = 0;
+
+	if (ctx->probe >= USM_GO_FN__COUNT)
+		return -1;
+	return usm_go_probe(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, ctx->probe);
 }

@@ -246,7 +246,7 @@ static bool valid(const struct usm_h2_record *r, size_t size)
 
 	if (size < USM_H2_RECORD_HDR || r->data_len > USM_H2_CAP ||
 	    size != USM_H2_RECORD_HDR + r->data_len || r->nruns > USM_H2_RUNS ||
-	    r->dir > USM_DIR_READ || r->source >= USM_SRC_SOCKET || r->walked > r->len)
+	    r->dir > USM_DIR_READ || r->source == USM_SRC_SOCKET || r->source >= USM_SRC__COUNT || r->walked > r->len)
 		return false;
 	for (i = 0; i < r->nruns; i++) {
 		copied += r->runs[i].copied;
