@@ -21,6 +21,7 @@
 
 #include "lib/shlib_probe.h"
 #include "lib/shlib_sockets.h"
+#include "lib/shlib_exec.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -31,6 +32,7 @@ TLM_PROG_KEY(shlib_exit_openat2);
 TLM_PROG_KEY(shlib_exit_connect);
 TLM_PROG_KEY(shlib_exit_accept);
 TLM_PROG_KEY(shlib_exit_accept4);
+TLM_PROG_KEY(shlib_exec);
 
 /* All of open, openat and openat2 reach do_sys_openat2: one program for the three. */
 SEC("fexit/do_sys_openat2")
@@ -97,4 +99,15 @@ int shlib_exit_accept4(struct trace_event_raw_sys_exit *ctx)
 	TLM_PROG(shlib_exit_accept4);
 
 	return shlib_on_sock(TLM_ARG, ctx->ret);
+}
+
+/* Execs (lib/shlib_exec.h), for subscribers that ask: new Go programs. */
+SEC("tracepoint/sched/sched_process_exec")
+int shlib_exec(struct trace_event_raw_sched_process_exec *ctx)
+{
+	TLM_PROG(shlib_exec);
+
+	return shlib_on_exec(TLM_ARG, bpf_get_current_task_btf(),
+			     (const char *)ctx + (ctx->__data_loc_filename & 0xffff),
+			     bpf_get_current_pid_tgid());
 }

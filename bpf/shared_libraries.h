@@ -29,6 +29,9 @@ enum shlib_lib {
 	SHLIB_LIB_GNUTLS = 2,
 	SHLIB_LIB_CUDART = 3,
 	SHLIB_LIB_CUDA = 4,
+	/* Not a library and never matched by name: a Go executable, found by what it holds
+	 * (.go.buildinfo) when the /proc scan meets it (user/sharedlibs/uprobes.c). */
+	SHLIB_LIB_GO = 5,
 	SHLIB_LIB__COUNT,
 };
 
@@ -48,6 +51,9 @@ enum shlib_libset {
  * a task's fd table the same way (and need the kernel's BTF, which the watcher has).
  */
 #define SHLIB_SUB_SOCKETS (1u << 16)
+/* Not a libset either: a subscriber whose mask has this bit (USM, for Go programs) asks
+ * for every exec of an executable not yet known not to be Go (bpf/lib/shlib_exec.h). */
+#define SHLIB_SUB_EXECS (1u << 17)
 
 /* Which probe saw the open; stable values. */
 enum shlib_syscall {
@@ -55,11 +61,13 @@ enum shlib_syscall {
 	SHLIB_SYS_OPENAT = 1,
 	SHLIB_SYS_OPENAT2 = 2,
 	SHLIB_SYS_ANY = 3, /* fexit on do_sys_openat2, which all three reach */
+	SHLIB_SYS_EXEC = 4, /* an exec (lib SHLIB_LIB_GO: a candidate), not an open */
 };
 
 /* Counters in the per-CPU array `shlib_counters`; only matched opens touch them. */
 enum shlib_counter {
-	SHLIB_CNT_MATCHED = 0,	/* the opened file's name matched an enabled libset */
+	SHLIB_CNT_MATCHED = 0,	/* the opened file's name matched an enabled libset, or an
+				 * exec to report (SHLIB_SUB_EXECS): each ends below */
 	SHLIB_CNT_EMITTED = 1,	/* event written to the ring buffer */
 	SHLIB_CNT_NO_PATH = 2,	/* matched, but the path the process passed was unreadable */
 	SHLIB_CNT_LOST = 3,	/* ring buffer full, event lost */
@@ -80,6 +88,7 @@ struct shlib_stem {
 };
 
 #define SHLIB_CFG_SOCKETS 1u /* shlib_config.flags: record socket owners */
+#define SHLIB_CFG_EXECS	  2u /* ... report execs (SHLIB_SYS_EXEC events) */
 
 /* Written by userspace whenever subscriptions change; read by every candidate open. */
 struct shlib_config {
@@ -117,6 +126,14 @@ struct shlib_sock_owner {
 struct shlib_fd_key {
 	__u32 pid;
 	__s32 fd;
+};
+
+/* An executable the watcher is not to report at exec again: userspace found it is no
+ * Go program (`shlib_exe_skip`, bpf/lib/shlib_exec.h). Kernel dev_t encoding. */
+struct shlib_file_key {
+	__u64 ino;
+	__u32 dev;
+	__u32 __pad;
 };
 
 struct shlib_event {

@@ -28,12 +28,16 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "prog_common.h"
+#include <bpf/bpf.h>
 #include "shared_libraries.skel.h"
 
-static char *lib_open_bin;
+static char *lib_open_bin, *go_app;
 
 /* The socket-owner programs' only fallible calls update LRU hash maps, which evict the
  * oldest entry rather than fail when full. */
@@ -54,6 +58,10 @@ static struct prog_case cases[] = {
 	 SOCK_NO_ERROR},
 	{"shlib_exit_accept4", "real tracepoint syscalls/sys_exit_accept4 (accept4(2))", NULL,
 	 SOCK_NO_ERROR},
+	{"shlib_exec", "real tracepoint sched/sched_process_exec (execve(2) of true and of Go)",
+	 NULL,
+	 "its one fallible call reads the tracepoint's own record of the path, in kernel "
+	 "memory: nothing a process does makes it fail"},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -360,6 +368,104 @@ static void test_shlib_sockets(void **state)
 	close(c1);
 }
 
+static __u64 execs(struct fixture *f)
+{
+	struct bpftel_sharedlibs_counters c;
+
+	assert_int_equal(bpftel_sharedlibs__counters(f->env->sl, &c), 0);
+	return c.execs;
+}
+
+/* Is path's file in shlib_exe_skip (found not to be Go)? */
+static bool skipped(struct fixture *f, const char *path)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(shlib_obj(f), "shlib_exe_skip");
+	struct shlib_file_key key = {};
+	struct stat st;
+	__u8 v;
+
+	assert_int_equal(stat(path, &st), 0);
+	key.ino = st.st_ino;
+	key.dev = (__u32)(major(st.st_dev) << 20 | minor(st.st_dev));
+	return !bpf_map_lookup_elem(bpf_map__fd(m), &key, &v);
+}
+
+/* Does the registry hold pid as a process of a Go executable? */
+static bool go_process(struct fixture *f, pid_t pid)
+{
+	struct bpftel_uprobe_file_info *rows;
+	bool found = false;
+	int n, i;
+	size_t k;
+
+	n = bpftel_uprobes__files(f->env->up, &rows);
+	for (i = 0; i < n; i++) {
+		for (k = 0; rows[i].lib == SHLIB_LIB_GO && k < rows[i].nprocs && k < 8; k++)
+			found |= rows[i].pids[k] == (__u32)pid;
+	}
+	if (n >= 0)
+		free(rows);
+	return found;
+}
+
+/*
+ * Execs are reported to a subscriber that asks, and to nobody else: an executable that
+ * is not Go once (then it is in shlib_exe_skip), a Go program at every exec, which the
+ * registry then holds with its process. Other processes of the host exec too: only
+ * this test's files are looked at.
+ */
+static void test_shlib_exec(void **state)
+{
+	struct fixture *f = *state;
+	char *true_argv[] = {"/bin/true", NULL};
+	char *go_argv[] = {go_app, "client", "https://127.0.0.1:1/", "1", "wait", NULL};
+	struct prog_child go[2];
+	char line[64];
+	__u64 e0;
+	int i;
+
+	start_watcher(f);
+	e0 = execs(f);
+	prog_run(true_argv);
+	assert_int_equal(execs(f), e0); /* nobody asked: the host's execs are not reported */
+	assert_false(skipped(f, "/bin/true"));
+	assert_int_equal(bpftel_manager__subscribe(f->env->mgr, BPFTEL_SHAREDLIBS_MODULE, "test",
+						   SHLIB_LIBSET_ALL | SHLIB_SUB_EXECS),
+			 0);
+	prog_run(true_argv);
+	if (!WAIT_FOR(skipped(f, "/bin/true")))
+		fail_msg("/bin/true not found not to be Go: %llu execs",
+			 (unsigned long long)(execs(f) - e0));
+	assert_false(skipped(f, go_app));
+	for (i = 0; i < 2; i++) {
+		/* Alive until told: "started", then it waits for a line. */
+		int in[2], out[2];
+
+		assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+		assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+		go[i].pid = fork();
+		if (!go[i].pid) {
+			dup2(in[0], STDIN_FILENO);
+			dup2(out[1], STDOUT_FILENO);
+			execv(go_argv[0], go_argv);
+			_exit(127);
+		}
+		close(in[0]);
+		close(out[1]);
+		go[i].in = in[1];
+		go[i].out = fdopen(out[0], "r");
+		assert_non_null(fgets(line, sizeof(line), go[i].out));
+		assert_string_equal(line, "started\n");
+		if (!WAIT_FOR(go_process(f, go[i].pid)))
+			fail_msg("Go process %d (exec %d) not in the registry", (int)go[i].pid, i);
+	}
+	assert_false(skipped(f, go_app));
+	assert_true(execs(f) >= e0 + 3);
+	for (i = 0; i < 2; i++)
+		prog_child_stop(&go[i]);
+	prog_ran(cases, NCASES, "shlib_exec");
+}
+
 static void test_keys_assigned_and_distinct(void **state)
 {
 	struct fixture *f = *state;
@@ -367,7 +473,7 @@ static void test_keys_assigned_and_distinct(void **state)
 	start_watcher(f);
 	assert_int_equal(bpftel_module__run(f->env->gpu_mod), 0);
 	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
-	assert_int_equal(prog_assert_keys_distinct(f->env), 7 + 3 + 3);
+	assert_int_equal(prog_assert_keys_distinct(f->env), 8 + 4 + 3);
 }
 
 static void test_every_program_run(void **state)
@@ -389,16 +495,18 @@ int main(int argc, char **argv)
 		T(test_shlib_exit_openat2),
 		T(test_shlib_fexit_open),
 		T(test_shlib_sockets),
+		T(test_shlib_exec),
 		T(test_keys_assigned_and_distinct),
 #undef T
 		cmocka_unit_test(test_every_program_run),
 	};
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: test_bpf_prog_shlib LIB_OPEN\n");
+	if (argc != 3) {
+		fprintf(stderr, "usage: test_bpf_prog_shlib LIB_OPEN GO_TLSAPP\n");
 		return 2;
 	}
 	lib_open_bin = argv[1];
+	go_app = argv[2];
 	bpftel_test_require_bpf();
 	return cmocka_run_group_tests_name("prog_shlib", tests, NULL, NULL);
 }

@@ -9,7 +9,9 @@
  * key and, where one can be made, an error counted under its name. The last case checks
  * that every program of the object ran.
  *
- *   test_bpf_prog_usm TLS_PATTERN STUB_LIBSSL STUB_LIBGNUTLS
+ * usm_go_uprobe runs on tests/go/tlsapp, a Go server and client.
+ *
+ *   test_bpf_prog_usm TLS_PATTERN STUB_LIBSSL STUB_LIBGNUTLS GO_TLSAPP
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,13 +22,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <bpf/bpf.h>
 
 #include "prog_common.h"
 #include "usm.skel.h"
 
-static char *tls_bin, *ssl_lib, *gnutls_lib;
+static char *tls_bin, *ssl_lib, *gnutls_lib, *go_app;
 
 static struct prog_case cases[] = {
 	{"usm_tls_uprobe", "real uprobe on the stub libssl.so.3 and libgnutls.so.30",
@@ -35,6 +42,11 @@ static struct prog_case cases[] = {
 	 "probe_read_user EFAULT (SSL_read_ex with an unmapped `readbytes`)"},
 	{"usm_http_socket", "BPF_PROG_TEST_RUN of the production object on crafted packets",
 	 "skb_load_bytes(_relative) EFAULT (truncated packets)"},
+	{"usm_go_uprobe",
+	 "real uprobes on tests/go/tlsapp (Go's crypto/tls: entries past the stack check, RETs)",
+	 NULL,
+	 "its fallible calls read a live Go process's own Conn and buffers, and a map that "
+	 "evicts (LRU) rather than fails; test_bpf_usm feeds it broken chains"},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -259,13 +271,105 @@ static void test_usm_tls_uprobe_bad_buffer_counted(void **state)
 	prog_error_counted(cases, NCASES, "usm_tls_uprobe");
 }
 
+/* A Go program: fork, exec, a pipe each way; its first line read into line. */
+static pid_t go_start(int *in, FILE **out, char *const argv[], char *line, size_t len)
+{
+	int pin[2], pout[2];
+	pid_t pid;
+
+	assert_int_equal(pipe2(pin, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(pout, O_CLOEXEC), 0);
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(pin[0], STDIN_FILENO);
+		dup2(pout[1], STDOUT_FILENO);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	assert_true(pid > 0);
+	close(pin[0]);
+	close(pout[1]);
+	*in = pin[1];
+	*out = fdopen(pout[0], "r");
+	assert_non_null(*out);
+	if (!fgets(line, (int)len, *out))
+		fail_msg("%s printed nothing", argv[0]);
+	return pid;
+}
+
+static void go_stop(pid_t pid, int in, FILE *out)
+{
+	int status;
+
+	close(in);
+	fclose(out);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+}
+
+/* A Go HTTPS server and a Go client, both started after the module (found at exec by
+ * the watcher): the client's 3 HTTP/2 GETs counted on both sides, each side's bytes
+ * from Go's own crypto/tls, its Write at entry and its Read at its RETs. */
+static void test_usm_go_uprobe(void **state)
+{
+	struct fixture *f = *state;
+	char dir[] = "/tmp/bpftel-go-XXXXXX", cmd[512], line[128], url[96], cert[64], key[64];
+	char *srv_argv[] = {go_app, "server", "0", cert, key, NULL};
+	char *cli_argv[] = {go_app, "client", url, "3", "wait", NULL};
+	pid_t srv, cli;
+	FILE *sout, *cout;
+	int sin, cin, i;
+	__u64 runs;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+	snprintf(key, sizeof(key), "%s/key.pem", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 1 "
+		 "-subj /CN=localhost >/dev/null 2>&1",
+		 key, cert);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
+	runs = prog_run_cnt(usm_obj(f), "usm_go_uprobe");
+	srv = go_start(&sin, &sout, srv_argv, line, sizeof(line));
+	assert_int_equal(strncmp(line, "ready ", 6), 0);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/items/1", atoi(line + 6));
+	/* Write, Read, and Read's RETs. */
+	if (!WAIT_FOR(prog_attached(f->env, BPFTEL_USM_MODULE, srv) >= 3))
+		fail_msg("the Go server's probes: %zu attached",
+			 prog_attached(f->env, BPFTEL_USM_MODULE, srv));
+	cli = go_start(&cin, &cout, cli_argv, line, sizeof(line));
+	assert_string_equal(line, "started\n");
+	if (!WAIT_FOR(prog_attached(f->env, BPFTEL_USM_MODULE, cli) >= 3))
+		fail_msg("the Go client's probes: %zu attached",
+			 prog_attached(f->env, BPFTEL_USM_MODULE, cli));
+	assert_int_equal(write(cin, "go\n", 3), 3);
+	for (i = 0; i < 3; i++) {
+		assert_non_null(fgets(line, sizeof(line), cout));
+		assert_string_equal(line, "200 HTTP/2.0\n");
+	}
+	if (!WAIT_FOR(endpoint_count(f, srv) >= 3 && endpoint_count(f, cli) >= 3))
+		fail_msg("Go server %llu, client %llu", (unsigned long long)endpoint_count(f, srv),
+			 (unsigned long long)endpoint_count(f, cli));
+	assert_int_equal(endpoint_count(f, srv), 3);
+	assert_int_equal(endpoint_count(f, cli), 3);
+	if (bpftel_telemetry__stats_enabled(f->env->tlm))
+		assert_true(prog_run_cnt(usm_obj(f), "usm_go_uprobe") > runs);
+	prog_ran(cases, NCASES, "usm_go_uprobe");
+	go_stop(cli, cin, cout);
+	go_stop(srv, sin, sout);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void test_keys_assigned_and_distinct(void **state)
 {
 	struct fixture *f = *state;
 
 	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
 	assert_int_equal(bpftel_module__run(f->env->gpu_mod), 0);
-	assert_int_equal(prog_assert_keys_distinct(f->env), 7 + 3 + 3);
+	assert_int_equal(prog_assert_keys_distinct(f->env), 8 + 4 + 3);
 }
 
 static void test_every_program_run(void **state)
@@ -288,19 +392,21 @@ int main(int argc, char **argv)
 		T(test_usm_tls_gnutls_send_recv),
 		T(test_usm_tls_uretprobe_bad_count_counted),
 		T(test_usm_tls_uprobe_bad_buffer_counted),
+		T(test_usm_go_uprobe),
 		T(test_keys_assigned_and_distinct),
 #undef T
 		cmocka_unit_test(test_every_program_run),
 	};
 
-	if (argc != 4) {
-		fprintf(stderr,
-			"usage: test_bpf_prog_usm TLS_PATTERN STUB_LIBSSL STUB_LIBGNUTLS\n");
+	if (argc != 5) {
+		fprintf(stderr, "usage: test_bpf_prog_usm TLS_PATTERN STUB_LIBSSL STUB_LIBGNUTLS "
+				"GO_TLSAPP\n");
 		return 2;
 	}
 	tls_bin = argv[1];
 	ssl_lib = argv[2];
 	gnutls_lib = argv[3];
+	go_app = argv[4];
 	bpftel_test_require_bpf();
 	return cmocka_run_group_tests_name("prog_usm", tests, NULL, NULL);
 }

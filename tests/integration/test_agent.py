@@ -24,7 +24,8 @@ def check_traps(stats):
     kinds = {k: p["trap"] for k, p in progs.items() if p["trap"]}
     check(kinds == {("gpu", "gpu_uprobe"): "uprobe", ("gpu", "gpu_uretprobe"): "uretprobe",
                     ("usm", "usm_tls_uprobe"): "uprobe",
-                    ("usm", "usm_tls_uretprobe"): "uretprobe"},
+                    ("usm", "usm_tls_uretprobe"): "uretprobe",
+                    ("usm", "usm_go_uprobe"): "uprobe"},
           f"the registry's uprobe programs, by how it attaches them: {kinds}")
     for p in progs.values():
         trap = p["trap_cost_ns"] or 0

@@ -21,6 +21,9 @@ Experiments (A -> B):
   h2load        HTTP/2 requests/s, h2load -n 20000 -c 4 -m 10 against nghttpd (both the
                 system OpenSSL): no agent -> agent, every request checked decoded on both
                 sides (target >= 0.9x no agent)
+  go_https      Go HTTPS requests/s (tests/go/tlsapp, Go's crypto/tls on both ends), one
+                connection each, HTTP/2 and HTTP/1.1: no agent -> agent, every request
+                checked counted on both sides (target >= 0.9x no agent)
   tls_write_loop SSL_write_ex calls/s of an in-memory TLS write loop (the real libssl):
                 bpftrace's bare uprobe+uretprobe pair -> agent (target >= 1.5x the
                 pair; no agent in the note; the peer skipped, with a note, without
@@ -473,7 +476,89 @@ def restart_links(args, a_build, b_build, tmp, reps):
     return bench_control.restart_links(args, a_build, b_build, tmp, reps, Agent, Row)
 
 
+def go_rps(ag, app, url, n, env=None):
+    """tlsapp client: n requests on one connection; requests/s from its go to its exit.
+    With an agent, the go waits for the client's probes (it is found at its exec)."""
+    proc = subprocess.Popen([app, "client", url, str(n), "wait"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})))
+    if proc.stdout.readline().strip() != "started":
+        sys.exit("bench: tlsapp client did not start")
+    for _ in range(600 if ag else 0):
+        libs = (ag.json("libs") or {}).get("libs", [])
+        if any(r["lib"] == "go" and r["module"] == "usm" and proc.pid in r["pids"] and
+               r["attached"] >= 3 for r in libs):
+            break
+        time.sleep(0.05)
+    else:
+        if ag:
+            sys.exit("bench: USM's probes did not attach to the Go client")
+    t0 = time.monotonic()
+    out, _ = proc.communicate("go\n")
+    took = time.monotonic() - t0
+    if proc.returncode or len(out.split("\n")) != n + 1:
+        sys.exit(f"bench: tlsapp client failed: {out[-200:]}")
+    return n / took, proc.pid
+
+
+def go_https(args, a_build, b_build, tmp, reps):
+    """Go's net/http over Go's crypto/tls (tests/go/tlsapp, server and client): requests/s
+    of one client's n sequential GETs on one connection, HTTP/2 (Go's default) and
+    HTTP/1.1, with no agent and with the agent, interleaved; with the agent on, every
+    request is counted on both sides (checked)."""
+    app = os.path.join(b_build, "tests", "go", "tlsapp")
+    if not os.path.exists(app):
+        return [Row("go_https", "req/s", "-", "-", note="skipped: tests/go/tlsapp not built "
+                    "(golang-go)")]
+    cert, key = make_cert(tmp, "go")
+    server = subprocess.Popen([app, "server", "0", cert, key], stdout=subprocess.PIPE,
+                              text=True)
+    port = int(server.stdout.readline().split()[1])
+    n = 3000
+    rows = []
+    try:
+        for proto, env in (("2", None), ("1.1", {"GODEBUG": "http2client=0"})):
+            url = f"https://127.0.0.1:{port}/items/1"
+            row = Row(f"go_https/{proto}", "req/s", "agent A" if args.compare else "no agent",
+                      "agent", higher_is_better=True)
+            go_rps(None, app, url, 200, env)  # warm up
+            for _ in range(reps):
+                if args.compare:
+                    ag = Agent(a_build, tmp)
+                    row.a.append(go_rps(ag, app, url, n, env)[0])
+                    ag.stop()
+                else:
+                    row.a.append(go_rps(None, app, url, n, env)[0])
+                ag = Agent(b_build, tmp)
+                rps, pid = go_rps(ag, app, url, n, env)
+                row.b.append(rps)
+                counted = 0
+                for _ in range(200):
+                    eps = ag.json("http")["endpoints"]
+                    counted = sum(r["count"] for r in eps if r["pid"] in (pid, server.pid)
+                                  and r["version"] == proto)
+                    if counted >= 2 * n:
+                        break
+                    time.sleep(0.05)
+                ag.stop()
+                if counted != 2 * n:
+                    sys.exit(f"bench: the agent counted {counted} Go requests, not {2 * n}")
+            if not args.compare:
+                rm, rh = ci90([b / a for a, b in zip(row.a, row.b)])
+                row.note = (f"tlsapp client -> tlsapp server, {n} GETs on one connection, "
+                            f"HTTP/{proto}; every request counted on both sides; agent/no "
+                            f"agent {rm:.3f}x +/- {rh:.3f}; target >= 0.9x: " +
+                            ("met" if rm - rh >= 0.9 else "within noise" if rm + rh >= 0.9
+                             else "MISSED"))
+            rows.append(row)
+    finally:
+        server.kill()
+        server.wait()
+    return rows
+
+
 EXPERIMENTS = {"open_loop": open_loop, "tls_requests": tls_requests, "h2load": h2load,
+               "go_https": go_https,
                "tls_write_loop": tls_write_loop, "cuda_calls": cuda_calls,
                "idle": idle, "pipeline": pipeline, "restart": restart,
                "restart_links": restart_links, "control": control, "sigterm": sigterm}

@@ -294,7 +294,8 @@ int bpftel_go_inspect_fd(int fd, const char *label, struct bpftel_go_exe *exe,
 			   exe->version);
 		goto out;
 	}
-	ret = find_funcs(&c, exe, funcs, n);
+	if (n)
+		ret = find_funcs(&c, exe, funcs, n);
 out:
 	bpftel_elfck__end(&c.ck);
 	return ret;

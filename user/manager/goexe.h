@@ -58,7 +58,8 @@ struct bpftel_go_exe {
 
 /*
  * Is the file at fd (label: for messages) a Go executable, which version, and where
- * are funcs[0..n) with their RETs? Returns 0 when it is a Go executable whose version
+ * are funcs[0..n) with their RETs? n == 0: only the first two, from the headers and
+ * .go.buildinfo (cheap: no table is read). Returns 0 when it is a Go executable whose version
  * and layout are supported (a function not in it has offset -ENOENT); else a negative
  * errno with a one-line reason in err:
  *   -ENOEXEC   not a Go executable (no .go.buildinfo), or not ELF; the ELF checks

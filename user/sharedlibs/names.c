@@ -9,7 +9,7 @@
 static const char *const lib_names[SHLIB_LIB__COUNT] = {
 	[SHLIB_LIB_SSL] = "libssl",	  [SHLIB_LIB_CRYPTO] = "libcrypto",
 	[SHLIB_LIB_GNUTLS] = "libgnutls", [SHLIB_LIB_CUDART] = "libcudart",
-	[SHLIB_LIB_CUDA] = "libcuda",
+	[SHLIB_LIB_CUDA] = "libcuda",	  [SHLIB_LIB_GO] = "go",
 };
 
 static const char *const libset_names[SHLIB_LIBSET__COUNT] = {

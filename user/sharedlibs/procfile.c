@@ -25,6 +25,7 @@ static const char *const refusal_names[BPFTEL_REFUSED__COUNT] = {
 	[BPFTEL_REFUSED_NOT_ELF] = "not_elf",
 	[BPFTEL_REFUSED_TABLES_TOO_LARGE] = "tables_too_large",
 	[BPFTEL_REFUSED_REGISTRY_FULL] = "registry_full",
+	[BPFTEL_REFUSED_UNSUPPORTED] = "unsupported",
 };
 
 const char *bpftel_refusal_name(enum bpftel_refusal why)

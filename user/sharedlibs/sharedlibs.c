@@ -47,7 +47,8 @@ void bpftel_shlib_config(struct shlib_config *cfg, __u32 libsets)
 		cfg->stems[i].libset = stems[i].libset;
 	}
 	cfg->nstems = i;
-	cfg->flags = libsets & SHLIB_SUB_SOCKETS ? SHLIB_CFG_SOCKETS : 0;
+	cfg->flags = (libsets & SHLIB_SUB_SOCKETS ? SHLIB_CFG_SOCKETS : 0) |
+		     (libsets & SHLIB_SUB_EXECS ? SHLIB_CFG_EXECS : 0);
 }
 
 int bpftel_shlib_event_check(const void *data, size_t size)
@@ -99,6 +100,46 @@ static struct bpftel_shlib_detection *detection_add(struct bpftel_sharedlibs *sl
 }
 
 
+/*
+ * An exec the kernel side reported (bpf/lib/shlib_exec.h): the registry looks into the
+ * executable, and attaches to it if it is a Go program; one that is not is not
+ * reported again (shlib_exe_skip). Not a detection: the table lists the libraries
+ * processes opened, not every program started.
+ */
+static int handle_exec(struct bpftel_sharedlibs *sl, const struct shlib_event *ev)
+{
+	struct bpftel_shlib_detection d = {
+		.pid = ev->pid,
+		.tid = ev->tid,
+		.lib = SHLIB_LIB_GO,
+		.libset = ev->libset,
+		.syscall = SHLIB_SYS_EXEC,
+		.dirfd = ev->dirfd,
+		.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff),
+		.ino = ev->ino,
+		.path = (char *)ev->path,
+	};
+	struct shlib_file_key key = {.ino = ev->ino, .dev = ev->dev};
+	struct bpftel_uprobes *registry;
+	int go, fd = -1;
+	__u8 one = 1;
+
+	pthread_mutex_lock(&sl->lock);
+	sl->execs++;
+	registry = sl->registry;
+	pthread_mutex_unlock(&sl->lock);
+	go = registry ? bpftel_uprobes__exec(registry, &d) : -ENOENT;
+	if (go)
+		return 0;
+	pthread_mutex_lock(&sl->lock);
+	if (sl->skel)
+		fd = bpf_map__fd(sl->skel->maps.shlib_exe_skip);
+	if (fd >= 0 && !bpf_map_update_elem(fd, &key, &one, BPF_ANY))
+		sl->execs_skipped++;
+	pthread_mutex_unlock(&sl->lock);
+	return 0;
+}
+
 /* Ring-buffer callback, on the module's consumer thread. */
 static int handle_event(void *ctx, void *data, size_t size)
 {
@@ -115,6 +156,12 @@ static int handle_event(void *ctx, void *data, size_t size)
 		pthread_mutex_unlock(&sl->lock);
 		pr_warn("sharedlibs: dropped malformed event of %zu bytes", size);
 		return -EINVAL; /* counted by the pipeline as a parse drop too */
+	}
+	if (ev->syscall == SHLIB_SYS_EXEC) {
+		pthread_mutex_lock(&sl->lock);
+		sl->received++;
+		pthread_mutex_unlock(&sl->lock);
+		return handle_exec(sl, ev);
 	}
 	pthread_mutex_lock(&sl->lock);
 	sl->received++;
@@ -212,6 +259,13 @@ static const struct bpftel_probe_spec probe_specs[] = {
 	SYS_EXIT_TP("open", "shlib_exit_open", "syscalls/sys_exit_open", BPFTEL_PROBE_BEST_EFFORT),
 	SYS_EXIT_TP("openat2", "shlib_exit_openat2", "syscalls/sys_exit_openat2",
 		    BPFTEL_PROBE_BEST_EFFORT),
+	/* Execs, for subscribers that ask (SHLIB_SUB_EXECS): new Go programs. */
+	{
+		.name = "exec",
+		.policy = BPFTEL_PROBE_BEST_EFFORT,
+		.ncand = 1,
+		.cand = {{BPFTEL_ATTACH_TRACEPOINT, "shlib_exec", "sched/sched_process_exec"}},
+	},
 	/* Socket owners, for subscribers that ask (SHLIB_SUB_SOCKETS). */
 	SOCK_TP("connect", "shlib_exit_connect", "syscalls/sys_exit_connect"),
 	SOCK_TP("accept", "shlib_exit_accept", "syscalls/sys_exit_accept"),
@@ -412,6 +466,8 @@ int bpftel_sharedlibs__counters(struct bpftel_sharedlibs *sl,
 	out->received = sl->received;
 	out->malformed = sl->malformed;
 	out->evicted = sl->evicted;
+	out->execs = sl->execs;
+	out->execs_skipped = sl->execs_skipped;
 	memcpy(out->detected, sl->detected, sizeof(out->detected));
 	pthread_mutex_unlock(&sl->lock);
 	return 0;

@@ -98,6 +98,8 @@ struct bpftel_sharedlibs_counters {
 	__u64 malformed;		/* records of a wrong size, dropped */
 	__u64 evicted;			/* detections pushed out of the bounded table */
 	__u64 detected[SHLIB_LIBSET__COUNT]; /* new (process, path) detections by libset */
+	__u64 execs;			     /* execs reported (SHLIB_SUB_EXECS) */
+	__u64 execs_skipped; /* executables found not Go: not reported again */
 };
 int bpftel_sharedlibs__counters(struct bpftel_sharedlibs *sl,
 				struct bpftel_sharedlibs_counters *out);

@@ -23,6 +23,7 @@ struct bpftel_sharedlibs {
 	struct bpftel_shlib_detection *det;
 	size_t det_cap, det_head, det_len;
 	__u64 received, malformed, evicted;
+	__u64 execs, execs_skipped; /* exec events; executables since not reported (not Go) */
 	__u64 detected[SHLIB_LIBSET__COUNT];
 	/* Kernel counters of earlier runs: the maps die with each stop. */
 	__u64 retired[SHLIB_CNT__COUNT];

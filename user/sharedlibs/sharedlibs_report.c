@@ -33,6 +33,8 @@ static json_t *events_json(struct bpftel_sharedlibs *sl)
 	json_object_set_new(obj, "received", json_integer(cnt.received));
 	json_object_set_new(obj, "malformed", json_integer(cnt.malformed));
 	json_object_set_new(obj, "evicted", json_integer(cnt.evicted));
+	json_object_set_new(obj, "execs", json_integer(cnt.execs));
+	json_object_set_new(obj, "execs_skipped", json_integer(cnt.execs_skipped));
 	for (i = 0; i < SHLIB_CNT__COUNT; i++)
 		json_object_set_new(obj, bpftel_shlib_counter_name(i), json_integer(cnt.kernel[i]));
 	det = json_object();
@@ -190,6 +192,14 @@ void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	if (!ref)
 		return;
 	bpftel_uprobes__refusals(sl->registry, ref);
+	/* Two families: the second counts a subset of the first's events. */
+	bpftel_prom_family(w, "bpftel_sharedlibs_execs_reported_total", "counter",
+			   "Execs the watcher reported to userspace (USM asks, for Go programs).");
+	bpftel_prom_sample_u64(w, "", NULL, 0, cnt.execs);
+	bpftel_prom_family(w, "bpftel_sharedlibs_executables_not_go_total", "counter",
+			   "Executables found not to be Go programs: their execs are not reported "
+			   "again while the kernel remembers them (4096).");
+	bpftel_prom_sample_u64(w, "", NULL, 0, cnt.execs_skipped);
 	bpftel_prom_family(w, "bpftel_uprobe_files_refused_total", "counter",
 			   "Library files the uprobe registry refused to open, parse or track, "
 			   "by reason.");

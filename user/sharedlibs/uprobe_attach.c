@@ -15,6 +15,7 @@
 #include "uprobes_internal.h"
 #include "user/common/log.h"
 #include "user/manager/elfsym.h"
+#include "user/manager/goexe.h"
 #include "user/manager/prologue.h"
 #include "user/manager/manager.h"
 #include "user/manager/uprobe_multi.h"
@@ -131,6 +132,14 @@ static void add_fail(struct file_mod *fm, const char *symbol, int err)
 	fm->nfail++;
 }
 
+/* Where one spec's probes go in one file: one point (a library's function), or for a
+ * Go executable's RET probes, one per RET. */
+struct points {
+	long err; /* 0, or why the spec has no point here (a negative errno) */
+	size_t n;
+	long at[BPFTEL_GO_MAX_RETS];
+};
+
 struct group {
 	const char *prog;
 	bool retprobe;
@@ -151,11 +160,11 @@ static __u64 cookie_of(const struct bpftel_uprobe_spec *s, int slot)
 
 /* One multi-uprobe link per (program, direction). */
 static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enum shlib_lib lib,
-			 const char *path, const long *off, int slot, struct file_mod *fm)
+			 const char *path, const struct points *pts, int slot, struct file_mod *fm)
 {
 	struct group g[MAX_GROUPS] = {};
 	struct bpf_program *prog;
-	size_t ng = 0, i, j;
+	size_t ng = 0, i, j, k;
 	int fd;
 
 	for (i = 0; i < me->nspecs; i++) {
@@ -163,8 +172,8 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 
 		if (s->lib != lib)
 			continue;
-		if (off[i] < 0) {
-			add_fail(fm, s->symbol, (int)off[i]);
+		if (pts[i].err) {
+			add_fail(fm, s->symbol, (int)pts[i].err);
 			continue;
 		}
 		for (j = 0; j < ng && (strcmp(g[j].prog, s->prog) || g[j].retprobe != s->retprobe);
@@ -178,9 +187,15 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 			g[ng].prog = s->prog;
 			g[ng++].retprobe = s->retprobe;
 		}
-		g[j].offsets[g[j].n] = (unsigned long)off[i];
-		g[j].cookies[g[j].n] = cookie_of(s, slot);
-		g[j].symbols[g[j].n++] = s->symbol;
+		for (k = 0; k < pts[i].n; k++) {
+			if (g[j].n == MAX_SPECS) {
+				add_fail(fm, s->symbol, -E2BIG);
+				break;
+			}
+			g[j].offsets[g[j].n] = (unsigned long)pts[i].at[k];
+			g[j].cookies[g[j].n] = cookie_of(s, slot);
+			g[j].symbols[g[j].n++] = s->symbol;
+		}
 	}
 	for (j = 0; j < ng; j++) {
 		prog = bpf_object__find_program_by_name(obj, g[j].prog);
@@ -199,11 +214,11 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 
 /* One perf-event link per probe point, each with its cookie. */
 static void attach_single(const struct mod_entry *me, struct bpf_object *obj, enum shlib_lib lib,
-			  const char *path, const long *off, int slot, struct file_mod *fm)
+			  const char *path, const struct points *pts, int slot, struct file_mod *fm)
 {
 	struct bpf_program *prog;
 	struct bpf_link *link;
-	size_t i;
+	size_t i, k;
 
 	for (i = 0; i < me->nspecs; i++) {
 		const struct bpftel_uprobe_spec *s = &me->specs[i];
@@ -212,19 +227,26 @@ static void attach_single(const struct mod_entry *me, struct bpf_object *obj, en
 
 		if (s->lib != lib)
 			continue;
-		if (off[i] < 0) {
-			add_fail(fm, s->symbol, (int)off[i]);
+		if (pts[i].err) {
+			add_fail(fm, s->symbol, (int)pts[i].err);
 			continue;
 		}
 		prog = bpf_object__find_program_by_name(obj, s->prog);
-		link = prog ? bpf_program__attach_uprobe_opts(prog, -1, path, (size_t)off[i], &opts)
-			    : NULL;
-		if (!link) {
-			add_fail(fm, s->symbol, prog ? -errno : -ENOENT);
-			continue;
+		for (k = 0; k < pts[i].n; k++) {
+			if (fm->nlinks == MAX_SPECS) {
+				add_fail(fm, s->symbol, -E2BIG);
+				break;
+			}
+			link = prog ? bpf_program__attach_uprobe_opts(prog, -1, path,
+								      (size_t)pts[i].at[k], &opts)
+				    : NULL;
+			if (!link) {
+				add_fail(fm, s->symbol, prog ? -errno : -ENOENT);
+				continue;
+			}
+			fm->links[fm->nlinks++] = (struct ulink){.link = link, .fd = -1};
+			fm->attached++;
 		}
-		fm->links[fm->nlinks++] = (struct ulink){.link = link, .fd = -1};
-		fm->attached++;
 	}
 }
 
@@ -238,6 +260,8 @@ static enum bpftel_refusal refusal_of(int err)
 		return BPFTEL_REFUSED_TABLES_TOO_LARGE;
 	case -EISDIR:
 		return BPFTEL_REFUSED_NOT_REGULAR;
+	case -ENOTSUP:
+		return BPFTEL_REFUSED_UNSUPPORTED;
 	default:
 		return BPFTEL_REFUSED_NOT_ELF;
 	}
@@ -256,17 +280,79 @@ static long past_prologue(int fd, const struct bpftel_uprobe_spec *s, long off)
 	return n > 0 ? off + (long)bpftel_prologue_skip(code, (size_t)n, s->past_prologue) : off;
 }
 
+static void point_set(struct points *p, long off)
+{
+	p->err = off < 0 ? off : 0;
+	p->n = off < 0 ? 0 : 1;
+	p->at[0] = off;
+}
+
 /*
- * Resolve every symbol any job needs, in one parse. off[j][i] is spec i of job j's
- * module; a negative value its errno. Returns 0, or the file-level errno with the
- * reader's message in err.
+ * A Go executable: its functions from .gopclntab (stripped or not), entry probes past
+ * their stack checks, at_rets probes on their RETs (goexe.h). One read of the table
+ * for every job's functions.
+ */
+static int resolve_go(struct bpftel_uprobes *u, const struct lib_file *f,
+		      const struct attach_job *jobs, size_t njobs, int fd,
+		      struct points (*pts)[MAX_SPECS], char *err, size_t errlen)
+{
+	struct bpftel_go_func *funcs = calloc(MAX_MODS * MAX_SPECS, sizeof(*funcs));
+	struct bpftel_go_exe exe;
+	size_t n = 0, j, i, k;
+	int ret;
+
+	if (!funcs)
+		return -ENOMEM;
+	for (j = 0; j < njobs; j++) {
+		const struct mod_entry *me = &u->mods[jobs[j].mi];
+
+		for (i = 0; i < me->nspecs; i++) {
+			if (me->specs[i].lib != f->lib)
+				continue;
+			for (k = 0; k < n && strcmp(funcs[k].name, me->specs[i].symbol); k++)
+				;
+			if (k == n)
+				funcs[n++].name = me->specs[i].symbol;
+		}
+	}
+	ret = bpftel_go_inspect_fd(fd, f->path, &exe, funcs, n, err, errlen);
+	for (j = 0; !ret && j < njobs; j++) {
+		const struct mod_entry *me = &u->mods[jobs[j].mi];
+
+		for (i = 0; i < me->nspecs; i++) {
+			const struct bpftel_uprobe_spec *s = &me->specs[i];
+
+			point_set(&pts[j][i], -ENOENT);
+			for (k = 0; k < n && strcmp(funcs[k].name, s->symbol); k++)
+				;
+			if (k == n || funcs[k].offset < 0)
+				continue;
+			if (!s->at_rets) {
+				point_set(&pts[j][i], funcs[k].body);
+				continue;
+			}
+			pts[j][i].err = funcs[k].nrets ? 0 : -ENOENT;
+			pts[j][i].n = funcs[k].nrets;
+			memcpy(pts[j][i].at, funcs[k].rets, funcs[k].nrets * sizeof(long));
+		}
+	}
+	free(funcs);
+	return ret;
+}
+
+/*
+ * Resolve every symbol any job needs, in one parse. pts[j][i] is spec i of job j's
+ * module. Returns 0, or the file-level errno with the reader's message in err.
  */
 static int resolve(struct bpftel_uprobes *u, const struct lib_file *f, const struct attach_job *jobs,
-		   size_t njobs, int fd, long (*off)[MAX_SPECS], char *err, size_t errlen)
+		   size_t njobs, int fd, struct points (*pts)[MAX_SPECS], char *err, size_t errlen)
 {
 	struct bpftel_elf_sym_req reqs[MAX_MODS * MAX_SPECS];
 	size_t n = 0, j, i, k;
 	int ret;
+
+	if (f->lib == SHLIB_LIB_GO)
+		return resolve_go(u, f, jobs, njobs, fd, pts, err, errlen);
 
 	for (j = 0; j < njobs; j++) {
 		const struct mod_entry *me = &u->mods[jobs[j].mi];
@@ -289,11 +375,11 @@ static int resolve(struct bpftel_uprobes *u, const struct lib_file *f, const str
 		const struct mod_entry *me = &u->mods[jobs[j].mi];
 
 		for (i = 0; i < me->nspecs; i++) {
-			off[j][i] = -ENOENT;
+			point_set(&pts[j][i], -ENOENT);
 			for (k = 0; k < n; k++) {
 				if (!strcmp(reqs[k].name, me->specs[i].symbol))
-					off[j][i] = past_prologue(fd, &me->specs[i],
-								  reqs[k].offset);
+					point_set(&pts[j][i], past_prologue(fd, &me->specs[i],
+									    reqs[k].offset));
 			}
 		}
 	}
@@ -304,7 +390,7 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 		size_t njobs, int fd)
 {
 	struct file_mod *res = calloc(njobs, sizeof(*res));
-	long (*off)[MAX_SPECS] = calloc(njobs, sizeof(*off));
+	struct points (*pts)[MAX_SPECS] = calloc(njobs, sizeof(*pts));
 	struct ulink stale[MAX_MODS * MAX_SPECS];
 	char path[64], err[256] = "";
 	size_t nstale = 0, j;
@@ -312,8 +398,8 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 
 	if (fd < 0)
 		fd = own = open_through_procs(u, f);
-	if (fd >= 0 && res && off) {
-		ret = resolve(u, f, jobs, njobs, fd, off, err, sizeof(err));
+	if (fd >= 0 && res && pts) {
+		ret = resolve(u, f, jobs, njobs, fd, pts, err, sizeof(err));
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		for (j = 0; !ret && j < njobs; j++) {
 			const struct mod_entry *me = &u->mods[jobs[j].mi];
@@ -324,9 +410,9 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 
 			res[j].multi = jobs[j].multi;
 			if (jobs[j].multi)
-				attach_multi(me, jobs[j].obj, f->lib, path, off[j], slot, &res[j]);
+				attach_multi(me, jobs[j].obj, f->lib, path, pts[j], slot, &res[j]);
 			else
-				attach_single(me, jobs[j].obj, f->lib, path, off[j], slot, &res[j]);
+				attach_single(me, jobs[j].obj, f->lib, path, pts[j], slot, &res[j]);
 			if (res[j].nfail)
 				pr_warn("uprobes: module '%s': %s: %zu probe points failed, first %s: %s",
 					me->name, f->path, res[j].nfail, res[j].fail[0].symbol,
@@ -369,5 +455,5 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 	pthread_mutex_unlock(&u->lock);
 	links_drop(stale, nstale, true);
 	free(res);
-	free(off);
+	free(pts);
 }

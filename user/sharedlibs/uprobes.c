@@ -18,6 +18,7 @@
 #include "uprobes_internal.h"
 #include "user/common/ctl.h"
 #include "user/common/log.h"
+#include "user/manager/goexe.h"
 #include "user/manager/manager.h"
 #include "user/manager/uprobe_multi.h"
 
@@ -660,16 +661,86 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 }
 
 /* "7f1c2a000000-7f1c2a021000 r-xp 00000000 08:01 1234 /usr/lib/libssl.so.3" */
+/* With u->lock: what the scan found the executable (dev, ino) to be: 1 Go, 0 not,
+ * -1 not looked into yet. */
+static int verdict_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
+{
+	size_t i;
+
+	for (i = 0; i < EXE_VERDICTS; i++) {
+		if (u->verdicts[i].ino == ino && u->verdicts[i].dev == dev)
+			return u->verdicts[i].go;
+	}
+	return -1;
+}
+
+/*
+ * Is the executable t reaches a Go program: 1, 0, or a negative errno when it cannot
+ * be read now (not remembered)? Read once per file: its ELF headers and .go.buildinfo
+ * (goexe.h). A Go executable of a version or layout that cannot be probed is one too:
+ * the registry lists it refused, with its reason.
+ */
+static int go_exe(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
+		  const char *named)
+{
+	struct bpftel_go_exe exe;
+	enum bpftel_refusal why;
+	struct stat st;
+	int v, fd, ret;
+
+	pthread_mutex_lock(&u->lock);
+	v = verdict_locked(u, t->dev, t->ino);
+	pthread_mutex_unlock(&u->lock);
+	if (v >= 0)
+		return v;
+	fd = bpftel_procfile_open(t, &st, &why);
+	if (fd < 0)
+		return fd;
+	ret = bpftel_go_inspect_fd(fd, named, &exe, NULL, 0, NULL, 0);
+	close(fd);
+	if (ret && ret != -ENOEXEC && ret != -ENOTSUP && ret != -EINVAL)
+		return ret; /* unreadable, too large: not known either way */
+	pthread_mutex_lock(&u->lock);
+	if (verdict_locked(u, t->dev, t->ino) < 0) {
+		u->verdicts[u->verdict_next] =
+			(struct exe_verdict){.dev = t->dev, .ino = t->ino, .go = ret != -ENOEXEC};
+		u->verdict_next = (u->verdict_next + 1) % EXE_VERDICTS;
+	}
+	pthread_mutex_unlock(&u->lock);
+	return ret != -ENOEXEC;
+}
+
+int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d)
+{
+	struct bpftel_procfile_target t = {
+		.pid = d->pid, .dirfd = d->dirfd, .path = d->path, .dev = d->dev, .ino = d->ino};
+	int go = go_exe(u, &t, d->path);
+
+	if (go <= 0)
+		return go;
+	uprobes_seen(u, &t, SHLIB_LIB_GO, d->path);
+	return 1;
+}
+
+/*
+ * A process's libraries, from its mappings, and its executable when that is a Go
+ * program (the mapping of the path /proc/<pid>/exe names: on overlayfs the maps show
+ * the file underneath, whose identity stat() of the link would not give).
+ */
 static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 {
-	char path[64], line[PATH_MAX + 128], range[48], *file;
+	char path[64], line[PATH_MAX + 128], range[48], exe[PATH_MAX], *file;
 	unsigned long start, end;
 	unsigned int major, minor;
 	unsigned long long ino;
 	struct bpftel_procfile_target t;
 	int lib, hit = 0;
+	ssize_t n;
 	FILE *maps;
 
+	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
 	maps = fopen(path, "re");
 	if (!maps)
@@ -681,7 +752,7 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 			continue;
 		file[strcspn(file, "\n")] = '\0';
 		lib = bpftel_shlib_match_name(file);
-		if (lib < 0)
+		if (lib < 0 && (!exe[0] || strcmp(file, exe)))
 			continue;
 		/* map_files reaches the mapped file itself, whatever the namespace. */
 		snprintf(range, sizeof(range), "%lx-%lx", start, end);
@@ -690,6 +761,12 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 						    .path = range,
 						    .dev = makedev(major, minor),
 						    .ino = ino};
+		if (lib < 0) {
+			exe[0] = '\0'; /* its first mapping is enough */
+			if (go_exe(u, &t, file) <= 0)
+				continue;
+			lib = SHLIB_LIB_GO;
+		}
 		hit |= !uprobes_seen(u, &t, lib, file);
 	}
 	fclose(maps);

@@ -54,6 +54,10 @@ struct bpftel_uprobe_spec {
 	 * on the function's first branch if the prologue before it keeps them
 	 * (user/manager/prologue.h: one trap instead of two). 0: on the entry. */
 	unsigned char past_prologue;
+	/* Go executables (lib SHLIB_LIB_GO, symbol as Go names it): entry probes go past
+	 * the function's stack check; at_rets puts this one on each of the function's RET
+	 * instructions instead (no uretprobe on Go code: user/manager/goexe.h). */
+	bool at_rets;
 };
 
 /* A file stays attached this long after its last process exited, by default. */
@@ -94,6 +98,11 @@ int bpftel_uprobes__process_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib
  * leads to the file opened, (d->dev, d->ino); else -ESTALE (counted as stale and as an
  * identity_changed refusal). Other refusals return their errno. */
 int bpftel_uprobes__detected(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d);
+/* The watcher saw d->pid exec d->path, the file (d->dev, d->ino): if it is a Go
+ * executable, attach to it as to a library (lib SHLIB_LIB_GO). Returns 1 (Go: seen or
+ * refused, like a library), 0 (not Go: the caller need not report this file again) or
+ * a negative errno (not known now: the file could not be read). */
+int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d);
 /* For bpftel_sharedlibs__set_listener(): bpftel_uprobes__detected. */
 void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d);
 /* Detections whose path no longer led to the file opened: a rise means a /proc scan

@@ -114,6 +114,19 @@ struct refused_file {
 	char detail[128];
 };
 
+/*
+ * Executables the /proc scan looked into: Go or not, by the identity the kernel maps,
+ * so that each is read once (its headers and .go.buildinfo), not once per process or
+ * per scan. The oldest entry makes room for a new one.
+ */
+#define EXE_VERDICTS 1024
+
+struct exe_verdict {
+	dev_t dev;
+	__u64 ino; /* 0: a free entry */
+	bool go;
+};
+
 struct bpftel_uprobes {
 	pthread_mutex_t lock;
 	pthread_cond_t idle; /* a busy count dropped */
@@ -129,6 +142,8 @@ struct bpftel_uprobes {
 	__u32 recent_count[BPFTEL_UPROBES_RECENT]; /* repeats of each recent refusal */
 	struct refused_file refused[REFUSED_CACHE];
 	size_t refused_next; /* the entry a new refusal takes when none is free */
+	struct exe_verdict verdicts[EXE_VERDICTS];
+	size_t verdict_next;
 };
 
 /* Module mi on a file, for the instance gen of its object obj. */

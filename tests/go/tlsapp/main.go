@@ -6,11 +6,14 @@
 //	tlsapp server PORT CERT KEY   HTTPS server on 127.0.0.1:PORT; prints "ready PORT"
 //	                              and serves until killed: /items/N answers 200, any
 //	                              other path 404
-//	tlsapp client URL N           N GETs of URL on one connection (HTTP/2 unless
-//	                              GODEBUG=http2client=0); prints each "STATUS PROTO"
+//	tlsapp client URL N [wait]    N GETs of URL on one connection (HTTP/2 unless
+//	                              GODEBUG=http2client=0); prints each "STATUS PROTO".
+//	                              With wait: prints "started", then waits for a line
+//	                              on stdin before the first request
 package main
 
 import (
+	"bufio"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -63,13 +66,18 @@ func client(url string, n int) {
 func main() {
 	if len(os.Args) == 5 && os.Args[1] == "server" {
 		server(os.Args[2], os.Args[3], os.Args[4])
-	} else if len(os.Args) == 4 && os.Args[1] == "client" {
+	} else if (len(os.Args) == 4 || len(os.Args) == 5) && os.Args[1] == "client" {
 		n, err := strconv.Atoi(os.Args[3])
+		if len(os.Args) == 5 && os.Args[4] == "wait" {
+			fmt.Println("started")
+			os.Stdout.Sync()
+			bufio.NewReader(os.Stdin).ReadString('\n')
+		}
 		if err == nil {
 			client(os.Args[2], n)
 			return
 		}
 	}
-	fmt.Fprintln(os.Stderr, "usage: tlsapp server PORT CERT KEY | tlsapp client URL N")
+	fmt.Fprintln(os.Stderr, "usage: tlsapp server PORT CERT KEY | tlsapp client URL N [wait]")
 	os.Exit(2)
 }

@@ -48,6 +48,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_H2_CALLS] = "h2_calls",   [USM_CNT_H2_TRUNCATED] = "h2_truncated",
 	[USM_CNT_H2_UNFRAMED] = "h2_unframed", [USM_CNT_H2_LOST] = "h2_lost",
 	[USM_CNT_H2_MIDSTREAM] = "h2_midstream", [USM_CNT_H2C_PACKETS] = "h2c_packets",
+	[USM_CNT_GO_UNPAIRED] = "go_read_unpaired",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
@@ -72,6 +73,12 @@ const char *bpftel_usm_counter_name(enum usm_counter c)
 		lib, "usm_tls_uretprobe", sym, true, fn            \
 	}
 
+#define GO_PROBE(sym, fn, rets)                                                          \
+	{                                                                                \
+		.lib = SHLIB_LIB_GO, .prog = "usm_go_uprobe", .symbol = sym, .cookie = fn, \
+		.at_rets = rets                                                          \
+	}
+
 static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	/* Which socket a session runs on: its connection's addresses. */
 	{SHLIB_LIB_SSL, "usm_tls_uprobe", "SSL_set_fd", false, USM_TLS_SSL_SET_FD},
@@ -83,6 +90,11 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	TLS_READ(SHLIB_LIB_SSL, "SSL_read_ex", USM_TLS_SSL_READ_EX),
 	TLS_WRITE(SHLIB_LIB_GNUTLS, "gnutls_record_send", USM_TLS_GNUTLS_SEND),
 	TLS_READ(SHLIB_LIB_GNUTLS, "gnutls_record_recv", USM_TLS_GNUTLS_RECV),
+	/* Go's crypto/tls, in Go executables (bpf/lib/usm_go.h): plain uprobes only, the
+	 * entries past the stack check, Read's returns on its RET instructions. */
+	GO_PROBE("crypto/tls.(*Conn).Write", USM_GO_WRITE, false),
+	GO_PROBE("crypto/tls.(*Conn).Read", USM_GO_READ, false),
+	GO_PROBE("crypto/tls.(*Conn).Read", USM_GO_READ_RET, true),
 };
 
 /* Plaintext HTTP: the socket filter on a packet socket of every interface, a probe of
@@ -380,7 +392,8 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 	if (!err)
 		err = bpftel_manager__bind_shared(
 			mgr, u->module, BPFTEL_SHAREDLIBS_MODULE,
-			SHLIB_LIBSET_BIT(SHLIB_LIBSET_CRYPTO) | SHLIB_SUB_SOCKETS);
+			SHLIB_LIBSET_BIT(SHLIB_LIBSET_CRYPTO) | SHLIB_SUB_SOCKETS |
+				 SHLIB_SUB_EXECS);
 	if (err)
 		pr_err("usm: cannot register: %s", strerror(-err));
 	return err;

@@ -505,6 +505,11 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 			   "could not be decoded from the packets' prefixes, by reason (lost_bytes: "
 			   "its HEADERS did not fit).");
 	undecodable_samples(w, c->h2c.undecodable);
+	bpftel_prom_family(w, "bpftel_go_tls_reads_unpaired_total", "counter",
+			   "Returns of Go's crypto/tls (*Conn).Read seen without their entry "
+			   "(entered before the probes were attached, or more reads in flight at "
+			   "once than the kernel keeps: 16384): their bytes are not looked at.");
+	bpftel_prom_sample_u64(w, "", NULL, 0, c->kernel[USM_CNT_GO_UNPAIRED]);
 }
 
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""End to end, Go's crypto/tls (which never loads libssl), with tests/go/tlsapp built by
+Debian's golang-go at test time:
+
+  1. A Go HTTPS server started before the agent is found by the start-up /proc scan;
+     one started after it, stripped (-ldflags=-s -w), is found at its exec; Go clients
+     are found at their exec too (each waits to be told before its first request).
+  2. HTTP/2 (ALPN, Go's default): 5 GETs counted as 5 on the server's side under the
+     server's pid and 5 on the client's under the client's, version 2, the route
+     normalized; HTTP/1.1 (GODEBUG=http2client=0): 3 404s on each side, version 1.1.
+  3. The server's rows carry the connection, read from the Go Conn's socket.
+  4. A Go executable whose .go.buildinfo says go1.16 (a copy with that one field
+     changed) is refused, with its reason, in `bpftel libs`.
+  5. Nothing is left in the kernel after the agent stops."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import (Agent, bpf_ids, check, make_cert, require_root, skip,  # noqa: E402
+                      usm_settled, wait_for)
+
+
+def rows(agent, **match):
+    return [r for r in agent.json("http")["endpoints"]
+            if all(r.get(k) == v for k, v in match.items())]
+
+
+def count(agent, **match):
+    return sum(r["count"] for r in rows(agent, **match))
+
+
+def settled_count(agent, want, what, **match):
+    wait_for(lambda: count(agent, **match) >= want, 30, what)
+    wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+    got = count(agent, **match)
+    check(got == want, f"{what}: {got}")
+
+
+def go_rows(agent, pid):
+    """bpftel libs' rows of Go executables that pid runs."""
+    return [r for r in agent.json("libs")["libs"] if r["lib"] == "go" and pid in r["pids"]]
+
+
+def attached(agent, pid):
+    return sum(r["attached"] or 0 for r in go_rows(agent, pid) if r["module"] == "usm")
+
+
+def start_server(app, cert, key):
+    proc = subprocess.Popen([app, "server", "0", cert, key], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().split()
+    if line[:1] != ["ready"]:
+        proc.kill()
+        raise AssertionError(f"{app} server did not start: {line}")
+    return proc, int(line[1])
+
+
+def go_client(agent, app, url, n, env=None):
+    """tlsapp client: started, its probes attached, then told to make its n requests.
+    Returns (pid, the lines it printed)."""
+    proc = subprocess.Popen([app, "client", url, str(n), "wait"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})))
+    try:
+        check(proc.stdout.readline().strip() == "started", f"Go client {proc.pid} started")
+        wait_for(lambda: attached(agent, proc.pid) >= 3, 30,
+                 f"the Go client's probes (pid {proc.pid})")
+        out, _ = proc.communicate("go\n", timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    return proc.pid, out.split("\n")[:-1]
+
+
+def patched_version(src, dst, version):
+    """A copy of src whose .go.buildinfo names another version (inline form, Go 1.18+:
+    a length byte at 32, then the string)."""
+    with open(src, "rb") as f:
+        data = bytearray(f.read())
+    at = data.find(b"\xff Go buildinf:")
+    check(at >= 0 and data[at + 15] & 2, f"{src} has an inline .go.buildinfo")
+    old = data[at + 33:at + 33 + data[at + 32]]
+    new = (version + ".9" * 8).encode()[:len(old)]  # "go1.16.9" for "go1.19.8"
+    data[at + 33:at + 33 + len(old)] = new
+    with open(dst, "wb") as f:
+        f.write(data)
+    os.chmod(dst, 0o755)
+    return new.decode()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--go-app", required=True)
+    ap.add_argument("--go-stripped", required=True)
+    args = ap.parse_args()
+    require_root()
+    if not shutil.which("openssl"):
+        skip("openssl is not installed (tools/dev.sh test installs it)")
+
+    tmp = tempfile.mkdtemp(prefix="bpftel-go-")
+    cert, key = make_cert(tmp)
+    old_go = os.path.join(tmp, "tlsapp-old")
+    old_version = patched_version(args.go_app, old_go, "go1.16")
+    progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
+    early, early_port = start_server(args.go_app, cert, key)
+    agent = Agent(args.agent, args.cli)
+    procs = [early]
+    try:
+        wait_for(lambda: attached(agent, early.pid) >= 3, 30,
+                 "the start-up scan to find the Go server started before the agent")
+        row = go_rows(agent, early.pid)[0]
+        check(row["attached"] >= 3 and row["failed"] == 0 and row["refused"] is None,
+              f"the early Go server found by the scan: {row['attached']} probes on "
+              f"{row['path']}")
+        late, late_port = start_server(args.go_stripped, cert, key)
+        procs.append(late)
+        wait_for(lambda: attached(agent, late.pid) >= 3, 30,
+                 "the stripped Go server, found at its exec")
+        check(go_rows(agent, late.pid)[0]["refused"] is None,
+              "a stripped Go executable (-ldflags=-s -w) is supported")
+
+        # HTTP/2, Go's default over TLS.
+        pid, out = go_client(agent, args.go_app, f"https://127.0.0.1:{early_port}/items/7", 5)
+        check(out == ["200 HTTP/2.0"] * 5, f"the Go client's 5 requests over HTTP/2: {out}")
+        settled_count(agent, 5, "Go server, HTTP/2: GET /items/* 200", pid=early.pid,
+                      side="server", version="2", path="/items/*", status=200)
+        settled_count(agent, 5, "Go client, HTTP/2: GET /items/* 200", pid=pid,
+                      side="client", version="2", path="/items/*", status=200)
+        # HTTP/1.1, to the stripped server.
+        pid1, out = go_client(agent, args.go_app, f"https://127.0.0.1:{late_port}/none/3", 3,
+                              env={"GODEBUG": "http2client=0"})
+        check(out == ["404 HTTP/1.1"] * 3, f"the Go client's 3 requests over HTTP/1.1: {out}")
+        settled_count(agent, 3, "stripped Go server, HTTP/1.1: GET /none/* 404", pid=late.pid,
+                      side="server", version="1.1", path="/none/*", status=404)
+        settled_count(agent, 3, "Go client, HTTP/1.1: GET /none/* 404", pid=pid1,
+                      side="client", version="1.1", path="/none/*", status=404)
+        check(count(agent, pid=early.pid) == 5 and count(agent, pid=late.pid) == 3 and
+              count(agent, pid=pid) == 5 and count(agent, pid=pid1) == 3,
+              "nothing else counted for the Go processes")
+        for srv, port in ((early, early_port), (late, late_port)):
+            conn = rows(agent, pid=srv.pid, side="server")[0]["connection"]
+            check(conn["server"] == f"127.0.0.1:{port}" and conn["client"],
+                  f"the Go server's rows carry the connection, from its Conn: {conn}")
+
+        # A Go executable this agent cannot probe: refused, with its reason.
+        old, _ = start_server(old_go, cert, key)
+        procs.append(old)
+        wait_for(lambda: any(r["refused"] for r in go_rows(agent, old.pid)), 30,
+                 "the go1.16 executable refused")
+        row = go_rows(agent, old.pid)[0]
+        check(row["refused"] == "unsupported" and "before 1.17" in row["refused_detail"]
+              and old_version in row["refused_detail"],
+              f"refused: {row['refused']}: {row['refused_detail']}")
+        text = agent.cli("libs").stdout
+        check("unsupported" in text and "tlsapp-old" in text,
+              "bpftel libs lists it among the refused files")
+        c = agent.json("http")["counters"]
+        print(f"counters: tls_calls {c['tls_calls']}, h2_calls {c['h2_calls']}, "
+              f"go_read_unpaired {c['go_read_unpaired']}, "
+              f"tls_connection_unknown {c['tls_connection_unknown']}")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        agent.stop()
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    wait_for(lambda: bpf_ids("link") - links_before == set(), 30, "links to go")
+    check(bpf_ids("prog") - progs_before == set(), "no program left")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
