@@ -20,4 +20,12 @@
 #define UPROBE_HITS_SLOT(file, ret)    (2 + 2 * (file) + ((ret) ? 1 : 0))
 #define UPROBE_HITS_COOKIE(slot, what) (((__u64)(slot) << 32) | (__u32)(what))
 
+/*
+ * In the low half, with the function: this probe sits on the JBE of a Go function's
+ * stack check (user/manager/goret.c), not on its entry. The compare before it left
+ * its flags in EFLAGS: below or equal (CF or ZF set) means the branch to grow the
+ * stack is taken and the function restarts from its entry, to pass here again.
+ */
+#define UPROBE_GO_STACK_CHECK (1u << 31)
+
 #endif /* BPFTEL_UPROBE_HITS_H */

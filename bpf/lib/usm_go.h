@@ -12,8 +12,9 @@
  *	func (c *Conn) Write(b []byte) (int, error)   c: RAX, b: RBX (ptr), RCX (len)
  *	func (c *Conn) Read(b []byte) (int, error)    the same; returns n in RAX
  *
- * Entry probes sit past the function's stack check (goret.c): an entry probe fires
- * again when the goroutine's stack grows and the function restarts. There are no
+ * Entry probes sit on the JBE of the function's stack check (goret.c): emulated by the
+ * kernel (one trap, no single-step), and the pass that goes to grow the stack, after
+ * which the function restarts from its entry, is told apart by the compare's flags. There are no
  * uretprobes: a uretprobe rewrites the return address on the stack, and Go copies
  * goroutine stacks elsewhere when they grow. Read's returns are plain uprobes on each
  * of its RET instructions.
@@ -27,6 +28,8 @@
  */
 #ifndef BPFTEL_LIB_USM_GO_H
 #define BPFTEL_LIB_USM_GO_H
+
+#include "uprobe_hits.h"
 
 struct usm_go_read_key {
 	__u64 g;
@@ -50,6 +53,64 @@ struct {
 } usm_go_reads SEC(".maps");
 
 TLM_MAP_KEY(usm_go_reads);
+
+/*
+ * Go's net/http server reads one byte in the background while a handler runs
+ * (connReader.backgroundRead: is the client still there?). When the client's next
+ * request arrives meanwhile, its first byte comes out of that 1-byte Read and the
+ * rest out of the next one, which then starts with "ET /". A 1-byte read on a session
+ * that is not HTTP/2 is kept here, per Conn, and put back in front of the next read.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct usm_fd_key);
+	__type(value, __u8);
+} usm_go_byte SEC(".maps");
+
+TLM_MAP_KEY(usm_go_byte);
+
+/* n bytes read at buf after the byte first: if together they start an HTTP/1.x
+ * message, emit it (as usm_tls_emit would, one byte longer) and return true. */
+static __always_inline bool usm_go_emit_joined(TLM_PARAM, __u64 conn, __u64 buf, __u64 n,
+					       __u8 first, __u64 now, __u64 pid_tgid)
+{
+	char peek[USM_PEEK] = {};
+	struct usm_event *ev;
+	__u64 m;
+	int kind;
+
+	peek[0] = first;
+	if (n < USM_PEEK - 1 || tlm_probe_read_user(peek + 1, USM_PEEK - 1, (void *)buf))
+		return false;
+	kind = usm_classify(peek);
+	if (kind < 0)
+		return false;
+	usm_count(USM_CNT_TLS_CALLS);
+	ev = usm_event_reserve(TLM_ARG);
+	if (!ev)
+		return true;
+	m = n < USM_PREFIX - 1 ? n : USM_PREFIX - 1;
+	ev->prefix[0] = first;
+	if (tlm_probe_read_user(ev->prefix + 1, m, (void *)buf)) {
+		tlm_ringbuf_discard(ev, 0);
+		return true;
+	}
+	ev->conn = conn;
+	ev->pid = pid_tgid >> 32;
+	ev->tid = (__u32)pid_tgid;
+	ev->source = USM_SRC_GO;
+	ev->family = 0;
+	ev->dir = USM_DIR_READ;
+	ev->fd = usm_go_conn_fd(TLM_ARG, conn);
+	ev->__pad3 = 0;
+	ev->client_port = ev->server_port = 0;
+	__builtin_memset(ev->client_addr, 0, sizeof(ev->client_addr));
+	__builtin_memset(ev->server_addr, 0, sizeof(ev->server_addr));
+	usm_event_submit(ev, now == USM_TLS_NOW ? bpf_ktime_get_ns() : now, kind, n + 1, m + 1,
+			 USM_CNT_TLS_HTTP);
+	return true;
+}
 
 static __always_inline int usm_go_write_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 					     __u64 now)
@@ -78,8 +139,10 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 						__u64 now)
 {
 	struct usm_go_read_key key = {.g = regs->r14, .tgid = pid_tgid >> 32};
+	struct usm_fd_key sess = {.tgid = pid_tgid >> 32};
 	struct usm_go_read *r, call;
 	__s64 n = (__s64)regs->ax;
+	__u8 first, *kept;
 
 	r = bpf_map_lookup_elem(&usm_go_reads, &key);
 	if (!r) {
@@ -88,16 +151,42 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 	}
 	call = *r;
 	tlm_map_delete(usm_go_reads, &key);
-	if (n > 0)
-		usm_tls_emit(TLM_ARG, call.conn, call.buf, (__u64)n, USM_SRC_GO, USM_DIR_READ, now,
-			     pid_tgid);
+	if (n <= 0)
+		return 0;
+	sess.conn = call.conn;
+	if (n == 1 && !bpf_map_lookup_elem(&usm_h2_conns, &sess)) {
+		usm_count(USM_CNT_TLS_CALLS);
+		if (!tlm_probe_read_user(&first, 1, (void *)call.buf))
+			tlm_map_update(usm_go_byte, &sess, &first, BPF_ANY);
+		return 0;
+	}
+	kept = bpf_map_lookup_elem(&usm_go_byte, &sess);
+	if (kept) {
+		first = *kept;
+		tlm_map_delete(usm_go_byte, &sess);
+		if (usm_go_emit_joined(TLM_ARG, call.conn, call.buf, (__u64)n, first, now,
+				       pid_tgid))
+			return 0;
+	}
+	usm_tls_emit(TLM_ARG, call.conn, call.buf, (__u64)n, USM_SRC_GO, USM_DIR_READ, now,
+		     pid_tgid);
 	return 0;
 }
 
-/* Every Go probe, by the function its attachment's cookie names (enum usm_go_fn). */
+#define USM_X86_EFLAGS_CF 0x001
+#define USM_X86_EFLAGS_ZF 0x040
+
+/* Every Go probe, by the function its attachment's cookie names (enum usm_go_fn). An
+ * entry probe on the stack check's JBE (UPROBE_GO_STACK_CHECK) ignores the pass that
+ * goes to grow the stack: the function restarts and passes here again. */
 static __always_inline int usm_go_probe(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid, __u64 now,
 					__u64 fn)
 {
+	if (fn & UPROBE_GO_STACK_CHECK) {
+		if (regs->flags & (USM_X86_EFLAGS_CF | USM_X86_EFLAGS_ZF))
+			return 0;
+		fn &= ~(__u64)UPROBE_GO_STACK_CHECK;
+	}
 	switch (fn) {
 	case USM_GO_WRITE:
 		return usm_go_write_body(TLM_ARG, regs, pid_tgid, now);

@@ -319,6 +319,8 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	struct usm_h2_scratch *s;
 	__u8 flags = 0;
 	__u32 size;
+	bool first;
+	long err;
 
 	state = bpf_map_lookup_elem(&usm_h2_conns, &key);
 	if (!state) {
@@ -333,13 +335,21 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 		if (!flags)
 			return false;
 		usm_h2_dir_reset(&init.d[dir & 1], flags & USM_H2_F_PREFACE);
-		if (tlm_map_update(usm_h2_conns, &key, &init, BPF_ANY))
+		err = tlm_map_insert(usm_h2_conns, &key, &init);
+		if (err && err != -EEXIST)
 			return true;
 		state = bpf_map_lookup_elem(&usm_h2_conns, &key);
 		if (!state)
 			return true;
+		/* The other end of the session started it meanwhile, on another CPU (a Go
+		 * server writes its SETTINGS in one goroutine while another reads the
+		 * client's preface): keep its direction, start this one. The record still
+		 * says NEW; userspace takes it as the session's other direction. */
+		if (err == -EEXIST)
+			usm_h2_dir_reset(&state->d[dir & 1], flags & USM_H2_F_PREFACE);
 	}
 	d = &state->d[dir & 1];
+	first = !d->offset && !d->skip && !d->copy && !d->have;
 	if (peeked && !flags && usm_h2_preface_start(peek) && len >= USM_H2_PREFACE && !d->skip &&
 	    !d->copy && !d->have) {
 		flags = USM_H2_F_PREFACE;
@@ -351,6 +361,12 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 		/* Or the preface of a session that a server's SETTINGS started. */
 		usm_h2_dir_reset(d, true);
 	}
+	/* A direction's first call says NEW too: the other end's first call, on another
+	 * CPU, may have made the session and still be walking its bytes, so that this
+	 * record reaches the ring buffer first. Userspace starts the session from
+	 * whichever comes first and takes the other as its other direction. */
+	if (first)
+		flags |= USM_H2_F_NEW;
 	if (d->unframed)
 		return true; /* counted when it was lost */
 	usm_count(USM_CNT_H2_CALLS);

@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 
 #include "harness.h"
+#include "uprobe_hits.h"
 #include "usm.h"
 #include "usm_harness.skel.h"
 
@@ -795,15 +796,17 @@ static void test_h2_server_order(void **state)
 	n += frame(b + n, 1, 5, 1, 30, NULL, 0x82);
 	assert_int_equal(h2_call(SSL_READ, b, n, 2), 1);
 	r = h2rec(0);
-	assert_int_equal(r->flags, USM_H2_F_PREFACE);
+	/* The direction's first call: NEW as well (both ends may start at once). */
+	assert_int_equal(r->flags, USM_H2_F_NEW | USM_H2_F_PREFACE);
 	assert_int_equal(r->offset, 0);
 	assert_int_equal(r->nruns, 1);
 	assert_int_equal(r->runs[0].copied, n);
 	assert_memory_equal(r->data, b, n);
-	/* The write direction kept its place. */
+	/* The write direction kept its place; its second call is no start. */
 	n = frame(b, 4, 1, 0, 0, NULL, 0);
 	assert_int_equal(h2_call(SSL_WRITE, b, n, 3), 1);
 	assert_int_equal(h2rec(0)->offset, 9 + 12);
+	assert_int_equal(h2rec(0)->flags, 0);
 }
 
 /* A frame larger than USM_H2_CAP: the cap is copied, the rest skipped and counted; the
@@ -1125,6 +1128,83 @@ static void test_go_read_nothing(void **state)
 	assert_int_equal(counter(USM_CNT_TLS_HTTP), 0);
 }
 
+/* An entry probe on the stack check's JBE: the pass whose compare says "grow the
+ * stack" (CF or ZF set) is ignored; the function restarts and passes again. */
+static void test_go_stack_check(void **state)
+{
+	const char *req = "GET /grown HTTP/1.1\r\n\r\n";
+	char b[64] = "HTTP/1.1 200 OK\r\n\r\n";
+	struct go_conn c;
+	struct test_regs r;
+	unsigned long flags[] = {0x001, 0x040, 0x041}; /* CF, ZF, both: taken */
+	size_t i;
+
+	(void)state;
+	go_conn_init(&c, 8);
+	r = (struct test_regs){.ax = (uintptr_t)&c, .bx = (uintptr_t)req, .cx = strlen(req),
+			       .r14 = G1};
+	for (i = 0; i < 3; i++) {
+		r.flags = flags[i] | 0x202; /* IF and the reserved bit, as in any EFLAGS */
+		go_run(USM_GO_WRITE | UPROBE_GO_STACK_CHECK, &r, 1, PID_TGID);
+		assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
+	}
+	r.flags = 0x202 | 0x080 | 0x004; /* above: SF, PF only, the branch not taken */
+	go_run(USM_GO_WRITE | UPROBE_GO_STACK_CHECK, &r, 2, PID_TGID);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_memory_equal(event(0)->prefix, req, strlen(req));
+	assert_int_equal(counter(USM_CNT_TLS_CALLS), 1);
+	/* Read's entry likewise: the growing pass remembers nothing. */
+	r = (struct test_regs){.ax = (uintptr_t)&c, .bx = (uintptr_t)b, .cx = sizeof(b),
+			       .r14 = G2, .flags = 0x203};
+	go_run(USM_GO_READ | UPROBE_GO_STACK_CHECK, &r, 3, PID_TGID);
+	assert_int_equal(go_read_ret((long)strlen(b), G2, 4243, 4), 0);
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 1);
+	r.flags = 0x202;
+	go_run(USM_GO_READ | UPROBE_GO_STACK_CHECK, &r, 5, PID_TGID);
+	assert_int_equal(go_read_ret((long)strlen(b), G2, 4243, 6), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_RESPONSE);
+	/* Without the flag (a function with no stack check), EFLAGS are not looked at. */
+	r = (struct test_regs){.ax = (uintptr_t)&c, .bx = (uintptr_t)req, .cx = strlen(req),
+			       .r14 = G1, .flags = 0x243};
+	go_run(USM_GO_WRITE, &r, 7, PID_TGID);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+}
+
+/* Go's net/http server reads a byte in the background while a handler runs: a request
+ * arriving meanwhile is split, "G" then "ET /...". The byte is put back in front. */
+static void test_go_background_byte(void **state)
+{
+	char g[8] = "G", rest[128] = "ET /go/items/9 HTTP/1.1\r\nHost: a\r\n\r\n", bin[16] = "xyz";
+	const char *want = "GET /go/items/9 HTTP/1.1\r\nHost: a\r\n\r\n";
+	struct go_conn c;
+
+	(void)state;
+	go_conn_init(&c, 4);
+	go_read_enter(&c, g, 1, G1, 4243, 1);
+	assert_int_equal(go_read_ret(1, G1, 4243, 2), 0);
+	go_read_enter(&c, rest, sizeof(rest), G2, 4244, 3); /* another goroutine, thread */
+	assert_int_equal(go_read_ret((long)strlen(rest), G2, 4244, 4), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
+	assert_int_equal(event(0)->dir, USM_DIR_READ);
+	assert_int_equal(event(0)->fd, 4);
+	assert_int_equal(event(0)->len, strlen(want));
+	assert_int_equal(event(0)->prefix_len, strlen(want));
+	assert_memory_equal(event(0)->prefix, want, strlen(want));
+	assert_int_equal(counter(USM_CNT_TLS_CALLS), 2);
+	assert_int_equal(counter(USM_CNT_TLS_HTTP), 1);
+	/* Used once: the next read stands alone. */
+	go_read_enter(&c, rest, sizeof(rest), G2, 4244, 5);
+	assert_int_equal(go_read_ret((long)strlen(rest), G2, 4244, 6), 0);
+	/* A byte and bytes that make no message together: nothing; a whole request after. */
+	go_read_enter(&c, g, 1, G1, 4243, 7);
+	assert_int_equal(go_read_ret(1, G1, 4243, 8), 0);
+	go_read_enter(&c, bin, sizeof(bin), G1, 4243, 9);
+	assert_int_equal(go_read_ret(10, G1, 4243, 10), 0);
+	go_read_enter(&c, (void *)want, strlen(want), G1, 4243, 11);
+	assert_int_equal(go_read_ret((long)strlen(want), G1, 4243, 12), 1);
+	assert_memory_equal(event(0)->prefix, want, strlen(want));
+}
+
 /* Go's HTTP/2 client: preface, SETTINGS and WINDOW_UPDATE in one Write; the server's
  * SETTINGS read back. Records carry the Go source and the socket from the Conn. */
 static void test_go_h2(void **state)
@@ -1185,11 +1265,12 @@ static int case_setup(void **state)
 	/* ... (the Go cases' sessions are on the stack) and no Go read in flight. */
 	{
 		int fds[] = {bpf_map__fd(skel->maps.usm_h2_conns),
-			     bpf_map__fd(skel->maps.usm_go_reads)};
+			     bpf_map__fd(skel->maps.usm_go_reads),
+			     bpf_map__fd(skel->maps.usm_go_byte)};
 		unsigned char key[16];
 		size_t i;
 
-		for (i = 0; i < 2; i++)
+		for (i = 0; i < 3; i++)
 			while (!bpf_map_get_next_key(fds[i], NULL, key))
 				assert_int_equal(bpf_map_delete_elem(fds[i], key), 0);
 	}
@@ -1258,6 +1339,8 @@ int main(void)
 		T(test_go_read_paired_by_goroutine),
 		T(test_go_read_nothing),
 		T(test_go_h2),
+		T(test_go_background_byte),
+		T(test_go_stack_check),
 	};
 
 	bpftel_test_require_bpf();

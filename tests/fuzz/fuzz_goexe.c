@@ -12,7 +12,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct bpftel_go_func f[] = {{.name = "a.F"}, {.name = "b.G"}, {.name = "main.main"}};
-	long rets[BPFTEL_GO_MAX_RETS], body;
+	long rets[BPFTEL_GO_MAX_RETS], check;
 	uint32_t magic;
 	char err[128];
 	int i, n;
@@ -22,8 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (f[i].addr && f[i].end <= f[i].addr)
 				abort();
 	}
-	n = bpftel_go_find_rets(data, size, 0, rets, BPFTEL_GO_MAX_RETS, &body);
-	if (n < -1000 || n > BPFTEL_GO_MAX_RETS || body < 0 || (size_t)body > size)
+	n = bpftel_go_find_rets(data, size, 0, rets, BPFTEL_GO_MAX_RETS, &check);
+	if (n < -1000 || n > BPFTEL_GO_MAX_RETS || check < -1 || (check >= 0 && (size_t)check >= size))
 		abort();
 	/* A RET is a whole instruction that starts with c3 (ret) or c2 (ret imm16), maybe
 	 * after prefixes: its offset is inside the input. */

@@ -89,10 +89,13 @@ static void check_func(const char *path, const struct bpftel_go_func *f, const u
 		assert_int_equal(file[f->rets[i]], 0xc3);
 	}
 	assert_int_equal(objdump_rets(path, f->addr, f->end), (int)f->nrets);
-	/* Past the stack check: right after a JBE (0f 86 rel32 or 76 rel8). */
-	assert_true(f->body > f->offset && f->body < f->offset + 24);
-	assert_true((file[f->body - 6] == 0x0f && file[f->body - 5] == 0x86) ||
-		    file[f->body - 2] == 0x76);
+	/* On the stack check's JBE (0f 86 rel32 or 76 rel8), after its compare with
+	 * 0x10(%r14) (4d/49 3b 66 10). */
+	assert_true(f->check > f->offset && f->check < f->offset + 24);
+	assert_true((file[f->check] == 0x0f && file[f->check + 1] == 0x86) ||
+		    file[f->check] == 0x76);
+	assert_true(file[f->check - 4] == 0x4d || file[f->check - 4] == 0x49);
+	assert_memory_equal(file + f->check - 3, "\x3b\x66\x10", 3);
 }
 
 static void test_plain(void **state)
@@ -137,7 +140,7 @@ static void test_stripped(void **state)
 	/* -s -w drops symbols and DWARF, not code: the same places. */
 	for (i = 0; i < 2; i++) {
 		assert_int_equal(s[i].offset, p[i].offset);
-		assert_int_equal(s[i].body, p[i].body);
+		assert_int_equal(s[i].check, p[i].check);
 		assert_int_equal(s[i].nrets, p[i].nrets);
 		for (j = 0; j < s[i].nrets; j++)
 			assert_int_equal(s[i].rets[j], p[i].rets[j]);
@@ -367,18 +370,18 @@ struct rcase {
 	size_t len;
 	int want; /* RETs, or -errno */
 	long at;  /* the first RET's offset */
-	long body;
+	long check; /* -1: none */
 };
 
 static const struct rcase rcases[] = {
 	/* mov $0xc3,%eax; ret: the immediate's 0xc3 is no RET */
-	{"imm", {0xb8, 0xc3, 0, 0, 0, 0xc3}, 6, 1, 5, 0},
+	{"imm", {0xb8, 0xc3, 0, 0, 0, 0xc3}, 6, 1, 5, -1},
 	/* lea 0xc3(%rip),%rax; ret; int3 int3 */
-	{"disp", {0x48, 0x8d, 0x05, 0xc3, 0, 0, 0, 0xc3, 0xcc, 0xcc}, 10, 1, 7, 0},
+	{"disp", {0x48, 0x8d, 0x05, 0xc3, 0, 0, 0, 0xc3, 0xcc, 0xcc}, 10, 1, 7, -1},
 	/* ret $8 (c2 iw) */
-	{"ret imm16", {0xc2, 0x08, 0x00}, 3, 1, 0, 0},
+	{"ret imm16", {0xc2, 0x08, 0x00}, 3, 1, 0, -1},
 	/* mov %eax,%ebx (89 c3: ModRM 0xc3); no RET */
-	{"modrm", {0x89, 0xc3, 0x90}, 3, 0, 0, 0},
+	{"modrm", {0x89, 0xc3, 0x90}, 3, 0, 0, -1},
 	/* Go's big-frame stack check: lea -0x68(%rsp),%r12; cmp 0x10(%r14),%r12;
 	 * jbe rel32; sub $8,%rsp; ret */
 	{"stack check rel32",
@@ -387,50 +390,50 @@ static const struct rcase rcases[] = {
 	 20,
 	 1,
 	 19,
-	 15},
+	 9},
 	/* the small-frame one: cmp 0x10(%r14),%rsp; jbe rel8; ret */
-	{"stack check rel8", {0x49, 0x3b, 0x66, 0x10, 0x76, 0x05, 0xc3}, 7, 1, 6, 6},
+	{"stack check rel8", {0x49, 0x3b, 0x66, 0x10, 0x76, 0x05, 0xc3}, 7, 1, 6, 4},
 	/* the same compare on r15: not the goroutine's guard */
-	{"not r14", {0x49, 0x3b, 0x67, 0x10, 0x76, 0x05, 0xc3}, 7, 1, 6, 0},
+	{"not r14", {0x49, 0x3b, 0x67, 0x10, 0x76, 0x05, 0xc3}, 7, 1, 6, -1},
 	/* the compare without its JBE */
-	{"no jbe", {0x49, 0x3b, 0x66, 0x10, 0x75, 0x05, 0xc3}, 7, 1, 6, 0},
+	{"no jbe", {0x49, 0x3b, 0x66, 0x10, 0x75, 0x05, 0xc3}, 7, 1, 6, -1},
 	/* an instruction cut at the end */
-	{"cut", {0xc3, 0x48, 0x8d, 0x05, 0xc3}, 5, -EILSEQ, 0, 0},
+	{"cut", {0xc3, 0x48, 0x8d, 0x05, 0xc3}, 5, -EILSEQ, 0, -1},
 	/* push %es: invalid in 64-bit mode */
-	{"invalid", {0x90, 0x06, 0xc3}, 3, -EILSEQ, 0, 0},
+	{"invalid", {0x90, 0x06, 0xc3}, 3, -EILSEQ, 0, -1},
 };
 
 static void test_rets(void **state)
 {
-	long out[BPFTEL_GO_MAX_RETS], body;
+	long out[BPFTEL_GO_MAX_RETS], check;
 	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof(rcases) / sizeof(rcases[0]); i++) {
 		const struct rcase *r = &rcases[i];
-		int n = bpftel_go_find_rets(r->code, r->len, 1000, out, BPFTEL_GO_MAX_RETS, &body);
+		int n = bpftel_go_find_rets(r->code, r->len, 1000, out, BPFTEL_GO_MAX_RETS, &check);
 
 		print_message("%s\n", r->name);
 		assert_int_equal(n, r->want);
 		if (n > 0)
 			assert_int_equal(out[0], 1000 + r->at);
 		if (n >= 0)
-			assert_int_equal(body, 1000 + r->body);
+			assert_int_equal(check, r->check < 0 ? -1 : 1000 + r->check);
 	}
 }
 
 static void test_rets_cap(void **state)
 {
 	uint8_t code[BPFTEL_GO_MAX_RETS + 1];
-	long out[BPFTEL_GO_MAX_RETS], body;
+	long out[BPFTEL_GO_MAX_RETS], check;
 
 	(void)state;
 	memset(code, 0xc3, sizeof(code));
 	assert_int_equal(
-		bpftel_go_find_rets(code, BPFTEL_GO_MAX_RETS, 0, out, BPFTEL_GO_MAX_RETS, &body),
+		bpftel_go_find_rets(code, BPFTEL_GO_MAX_RETS, 0, out, BPFTEL_GO_MAX_RETS, &check),
 		BPFTEL_GO_MAX_RETS);
 	assert_int_equal(out[BPFTEL_GO_MAX_RETS - 1], BPFTEL_GO_MAX_RETS - 1);
-	assert_int_equal(bpftel_go_find_rets(code, sizeof(code), 0, out, BPFTEL_GO_MAX_RETS, &body),
+	assert_int_equal(bpftel_go_find_rets(code, sizeof(code), 0, out, BPFTEL_GO_MAX_RETS, &check),
 			 -E2BIG);
 }
 

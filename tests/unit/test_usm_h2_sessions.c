@@ -243,6 +243,58 @@ static void test_server_side_from_settings(void **state)
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_DIRECTION], 0);
 }
 
+/* Both ends start at once on two CPUs (a Go server: SETTINGS written by one goroutine
+ * while another reads the preface): the kernel marks both records NEW; the second is
+ * the session's other direction, not a new connection. Either order. */
+static void test_both_ends_start(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0}, p = {0};
+	int order;
+
+	for (order = 0; order < 2; order++) {
+		new_conn(t);
+		t->n = 0;
+		h2b_settings(&b, NULL, 0);
+		client_start(&p, t, 1, "/both");
+		if (order == 0) {
+			assert_int_equal(send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_SETTINGS,
+						  &b, 1),
+					 0);
+			assert_int_equal(send_rec(t, USM_DIR_READ, USM_H2_F_NEW | USM_H2_F_PREFACE,
+						  &p, 2),
+					 0);
+		} else {
+			assert_int_equal(send_rec(t, USM_DIR_READ, USM_H2_F_NEW | USM_H2_F_PREFACE,
+						  &p, 2),
+					 0);
+			assert_int_equal(send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_SETTINGS,
+						  &b, 1),
+					 0);
+		}
+		h2b_free(&b);
+		h2b_free(&p);
+		assert_int_equal(t->n, 1);
+		assert_int_equal(t->msg[0].key.side, USM_SIDE_SERVER);
+		h2b_headers(&b, t->def[1], 1, 0x1, H2B_NV(":status", "200"));
+		assert_int_equal(send_rec(t, USM_DIR_WRITE, 0, &b, 3), 0);
+		h2b_free(&b);
+		assert_int_equal(t->n, 2);
+		assert_int_equal(t->msg[1].msg.status, 200);
+		assert_int_equal(stats(t).sessions, order + 1);
+		assert_int_equal(stats(t).merged, order + 1);
+		assert_int_equal(stats(t).live, 1);
+	}
+	/* A start in a direction the session already saw is a new connection. */
+	new_conn(t);
+	client_start(&p, t, 1, "/again");
+	t->off[USM_DIR_READ] = 0;
+	assert_int_equal(send_rec(t, USM_DIR_READ, USM_H2_F_NEW | USM_H2_F_PREFACE, &p, 4), 0);
+	h2b_free(&p);
+	assert_int_equal(stats(t).sessions, 3);
+	assert_int_equal(stats(t).merged, 2);
+}
+
 /* A record lost inside a DATA payload: a gap the decoder skips; the stream still ends,
  * with the frame's END_STREAM, once the rest of the payload went by. */
 static void test_lost_inside_data(void **state)
@@ -520,6 +572,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_client_side_exchange),
 		T(test_server_side_from_settings),
+		T(test_both_ends_start),
 		T(test_lost_inside_data),
 		T(test_lost_over_headers),
 		T(test_unknown_session),

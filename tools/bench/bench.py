@@ -476,9 +476,10 @@ def restart_links(args, a_build, b_build, tmp, reps):
     return bench_control.restart_links(args, a_build, b_build, tmp, reps, Agent, Row)
 
 
-def go_rps(ag, app, url, n, env=None):
+def go_rps(ag, app, url, n, env=None, server=None):
     """tlsapp client: n requests on one connection; requests/s from its go to its exit.
-    With an agent, the go waits for the client's probes (it is found at its exec)."""
+    With an agent, the go waits for the client's probes (it is found at its exec) and
+    the server's (found by the agent's start-up scan)."""
     proc = subprocess.Popen([app, "client", url, str(n), "wait"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True,
                             env=dict(os.environ, **(env or {})))
@@ -486,8 +487,9 @@ def go_rps(ag, app, url, n, env=None):
         sys.exit("bench: tlsapp client did not start")
     for _ in range(600 if ag else 0):
         libs = (ag.json("libs") or {}).get("libs", [])
-        if any(r["lib"] == "go" and r["module"] == "usm" and proc.pid in r["pids"] and
-               r["attached"] >= 3 for r in libs):
+        ready = {p for r in libs if r["lib"] == "go" and r["module"] == "usm" and
+                 r["attached"] >= 3 for p in r["pids"]}
+        if proc.pid in ready and (server is None or server in ready):
             break
         time.sleep(0.05)
     else:
@@ -525,12 +527,12 @@ def go_https(args, a_build, b_build, tmp, reps):
             for _ in range(reps):
                 if args.compare:
                     ag = Agent(a_build, tmp)
-                    row.a.append(go_rps(ag, app, url, n, env)[0])
+                    row.a.append(go_rps(ag, app, url, n, env, server.pid)[0])
                     ag.stop()
                 else:
                     row.a.append(go_rps(None, app, url, n, env)[0])
                 ag = Agent(b_build, tmp)
-                rps, pid = go_rps(ag, app, url, n, env)
+                rps, pid = go_rps(ag, app, url, n, env, server.pid)
                 row.b.append(rps)
                 counted = 0
                 for _ in range(200):
@@ -540,9 +542,13 @@ def go_https(args, a_build, b_build, tmp, reps):
                     if counted >= 2 * n:
                         break
                     time.sleep(0.05)
-                ag.stop()
                 if counted != 2 * n:
-                    sys.exit(f"bench: the agent counted {counted} Go requests, not {2 * n}")
+                    c = ag.json("http")
+                    ag.stop()
+                    sys.exit(f"bench: the agent counted {counted} Go requests, not {2 * n}: "
+                             f"{[(r['pid'], r['side'], r['version'], r['count']) for r in c['endpoints']]} "
+                             f"{c['counters']['http2']} {[r for r in ag.json('libs')['libs'] if r['lib'] == 'go'] if False else ''}")
+                ag.stop()
             if not args.compare:
                 rm, rh = ci90([b / a for a, b in zip(row.a, row.b)])
                 row.note = (f"tlsapp client -> tlsapp server, {n} GETs on one connection, "

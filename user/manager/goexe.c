@@ -226,7 +226,8 @@ static int find_funcs(struct go_ctx *c, struct bpftel_go_exe *exe, struct bpftel
 		uint64_t size = f->end - f->addr;
 
 		f->nrets = 0;
-		f->offset = f->body = -ENOENT;
+		f->offset = -ENOENT;
+		f->check = -1;
 		if (!f->addr)
 			continue;
 		if (size > BPFTEL_GO_MAX_FUNC_BYTES) {
@@ -243,7 +244,7 @@ static int find_funcs(struct go_ctx *c, struct bpftel_go_exe *exe, struct bpftel
 		if (ret)
 			break;
 		ret = bpftel_go_find_rets(code, size, f->offset, f->rets, BPFTEL_GO_MAX_RETS,
-					  &f->body);
+					  &f->check);
 		if (ret == -EILSEQ || ret == -E2BIG) {
 			ret = fail(c, ret, "%s: %s", f->name,
 				   ret == -E2BIG ? "more RET instructions than probed"

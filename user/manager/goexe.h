@@ -44,7 +44,8 @@ struct bpftel_go_func {
 	uint64_t addr;	  /* out: entry, virtual address; 0 if not found */
 	uint64_t end;	  /* out: the next function's entry */
 	long offset;	  /* out: entry as a file offset, or a negative errno */
-	long body;	  /* out: past the stack check (goret.c): where the entry probe goes */
+	long check;	  /* out: the stack check's JBE (goret.c), where the entry probe
+			     goes; -1: no stack check, the probe goes on the entry */
 	size_t nrets;	  /* out: RET instructions found */
 	long rets[BPFTEL_GO_MAX_RETS]; /* out: their file offsets */
 };
@@ -86,12 +87,12 @@ int bpftel_go_pclntab_find(const uint8_t *tab, size_t len, uint32_t *magic,
  * first byte is at file offset base. Appends base + the offset of each RET to out (at
  * most max) and returns how many, or -E2BIG (more than max), or -EILSEQ (an
  * instruction capstone cannot decode before len: refusing beats missing a return).
- * Only whole instructions count: a 0xc3 byte inside one is not a RET. *body is base
- * + the offset just past Go's stack check (its JBE) when the function starts with
- * one, else base.
+ * Only whole instructions count: a 0xc3 byte inside one is not a RET. *check is base
+ * + the offset of the JBE of Go's stack check when the function starts with one,
+ * else -1.
  */
 int bpftel_go_find_rets(const uint8_t *code, size_t len, long base, long *out, size_t max,
-			long *body);
+			long *check);
 
 /* Does the version read from .go.buildinfo ("go1.19.8") have the register ABI? Fills
  * major and minor. "devel ..." builds are taken as recent. */

@@ -18,8 +18,11 @@
  * g.stackguard0 (0x10(%r14), the goroutine in r14) and JBE to a tail that grows the
  * stack (runtime.morestack) and jumps back to the entry. A probe on the entry fires
  * again after every growth, and fresh goroutines grow their stacks often: the same
- * Write would be seen twice. The instruction after the JBE runs once per call, with
- * the arguments still in their registers (the check only uses r12).
+ * Write would be seen twice. The probe goes on the JBE itself: a branch, which the
+ * kernel emulates (one trap, not a trap and a single-step), with the arguments still
+ * in their registers (the check only uses r12), and the compare's flags in EFLAGS
+ * saying whether the function runs now (the branch not taken) or restarts after
+ * growing its stack (taken: the probe program ignores that pass).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -50,7 +53,7 @@ static bool is_stackguard_cmp(const cs_insn *insn)
 }
 
 int bpftel_go_find_rets(const uint8_t *code, size_t len, long base, long *out, size_t max,
-			long *body)
+			long *check)
 {
 	const uint8_t *p = code;
 	bool checked = false;
@@ -61,7 +64,7 @@ int bpftel_go_find_rets(const uint8_t *code, size_t len, long base, long *out, s
 	csh cs;
 	int n = 0;
 
-	*body = base;
+	*check = -1;
 	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
 		return -ENOMEM;
 	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
@@ -79,7 +82,7 @@ int bpftel_go_find_rets(const uint8_t *code, size_t len, long base, long *out, s
 			if (is_stackguard_cmp(insn))
 				checked = true;
 			else if (checked && insn->id == X86_INS_JBE)
-				*body = base + (long)addr; /* addr: the next instruction's */
+				*check = base + (long)insn->address;
 		}
 		if (insn->id != X86_INS_RET)
 			continue;

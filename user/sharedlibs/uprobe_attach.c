@@ -135,7 +135,8 @@ static void add_fail(struct file_mod *fm, const char *symbol, int err)
 /* Where one spec's probes go in one file: one point (a library's function), or for a
  * Go executable's RET probes, one per RET. */
 struct points {
-	long err; /* 0, or why the spec has no point here (a negative errno) */
+	long err;    /* 0, or why the spec has no point here (a negative errno) */
+	__u32 flags; /* ORed into the cookie's low half: UPROBE_GO_STACK_CHECK */
 	size_t n;
 	long at[BPFTEL_GO_MAX_RETS];
 };
@@ -151,11 +152,13 @@ struct group {
 
 /* What the program sees in bpf_get_attach_cookie(): the spec's cookie, and when the
  * module's object counts calls per file, the slot of this file's (bpf/uprobe_hits.h). */
-static __u64 cookie_of(const struct bpftel_uprobe_spec *s, int slot)
+static __u64 cookie_of(const struct bpftel_uprobe_spec *s, int slot, __u32 flags)
 {
-	return slot < 0 ? s->cookie
+	__u64 what = s->cookie | flags;
+
+	return slot < 0 ? what
 			: UPROBE_HITS_COOKIE(UPROBE_HITS_SLOT((unsigned int)slot, s->retprobe),
-					     s->cookie);
+					     what);
 }
 
 /* One multi-uprobe link per (program, direction). */
@@ -193,7 +196,7 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 				break;
 			}
 			g[j].offsets[g[j].n] = (unsigned long)pts[i].at[k];
-			g[j].cookies[g[j].n] = cookie_of(s, slot);
+			g[j].cookies[g[j].n] = cookie_of(s, slot, pts[i].flags);
 			g[j].symbols[g[j].n++] = s->symbol;
 		}
 	}
@@ -223,7 +226,7 @@ static void attach_single(const struct mod_entry *me, struct bpf_object *obj, en
 	for (i = 0; i < me->nspecs; i++) {
 		const struct bpftel_uprobe_spec *s = &me->specs[i];
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = s->retprobe,
-			    .bpf_cookie = cookie_of(s, slot));
+			    .bpf_cookie = cookie_of(s, slot, pts[i].flags));
 
 		if (s->lib != lib)
 			continue;
@@ -282,6 +285,7 @@ static long past_prologue(int fd, const struct bpftel_uprobe_spec *s, long off)
 
 static void point_set(struct points *p, long off)
 {
+	p->flags = 0;
 	p->err = off < 0 ? off : 0;
 	p->n = off < 0 ? 0 : 1;
 	p->at[0] = off;
@@ -328,7 +332,10 @@ static int resolve_go(struct bpftel_uprobes *u, const struct lib_file *f,
 			if (k == n || funcs[k].offset < 0)
 				continue;
 			if (!s->at_rets) {
-				point_set(&pts[j][i], funcs[k].body);
+				/* On the stack check's JBE where there is one (goret.c). */
+				point_set(&pts[j][i],
+					  funcs[k].check >= 0 ? funcs[k].check : funcs[k].offset);
+				pts[j][i].flags = funcs[k].check >= 0 ? UPROBE_GO_STACK_CHECK : 0;
 				continue;
 			}
 			pts[j][i].err = funcs[k].nrets ? 0 : -ENOENT;

@@ -716,6 +716,15 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 		.pid = d->pid, .dirfd = d->dirfd, .path = d->path, .dev = d->dev, .ino = d->ino};
 	int go = go_exe(u, &t, d->path);
 
+	/* Most programs are gone before their exec is read (a shell's `true`), and with
+	 * them their root. An absolute path that leads, in the agent's own root, to the
+	 * very file the kernel ran (procfile checks the identity) is that file: read it
+	 * there, so that it is found not Go once, not at every exec. */
+	if (go < 0 && d->path[0] == '/') {
+		t.pid = (__u32)getpid();
+		go = go_exe(u, &t, d->path);
+		t.pid = d->pid;
+	}
 	if (go <= 0)
 		return go;
 	uprobes_seen(u, &t, SHLIB_LIB_GO, d->path);

@@ -62,7 +62,7 @@ int usm_test_go(struct usm_test_call *ctx)
 {
 	__u32 __tlm_prog = 0;
 
-	if (ctx->probe >= USM_GO_FN__COUNT)
+	if ((ctx->probe & ~UPROBE_GO_STACK_CHECK) >= USM_GO_FN__COUNT)
 		return -1;
 	return usm_go_probe(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, ctx->probe);
 }

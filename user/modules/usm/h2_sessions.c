@@ -295,7 +295,16 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	if (r->flags & USM_H2_F_CUT)
 		s->st.cut_records++;
 	e = find(s, r->pid, r->source, r->conn);
-	if (r->flags & USM_H2_F_NEW) {
+	/* The kernel marks each direction's first record NEW (bpf/lib/usm_h2.h): both
+	 * ends of a connection may start at once on two CPUs (a Go server writes its
+	 * SETTINGS in one goroutine while another reads the client's preface), and either
+	 * record may come first. A NEW record is the session's other direction, not a new
+	 * connection, when that direction has seen nothing, this record begins it, and
+	 * both agree which way the client writes. */
+	if ((r->flags & USM_H2_F_NEW) && e && e->dec && !r->offset && !e->off[r->dir] &&
+	    e->c2s == (r->flags & USM_H2_F_PREFACE ? r->dir : r->dir ^ 1)) {
+		s->st.merged++; /* counted as a session once */
+	} else if (r->flags & USM_H2_F_NEW) {
 		if (e)
 			unlink_entry(s, e);
 		e = create(s, r->pid, r->source, r->conn);

@@ -50,6 +50,7 @@ enum usm_h2_drop {
 struct usm_h2_sessions_stats {
 	uint64_t records;     /* records taken */
 	uint64_t sessions;    /* sessions started */
+	uint64_t merged; /* a direction's start on a session its other end started (.c) */
 	uint64_t lost_bytes;  /* bytes of records lost (offset jumps), fed as gaps */
 	uint64_t cut_records; /* records with frame bytes past the kernel's cap */
 	uint64_t undecodable[USM_H2_REASON_MAX];    /* sessions, by the decoder's reason */
