@@ -353,6 +353,12 @@ static void test_craft_hostile(void **state)
 	put(c.b + 160 + 8, 0x0f00, 4);
 	assert_int_equal(bpftel_go_pclntab_find(c.b, c.len, &magic, f, 2, err, sizeof(err)),
 			 -EINVAL);
+	/* A text start that makes a function wrap past the end of the address space
+	 * (found by fuzz_goexe). */
+	craft(&c, true);
+	put(c.b + 24, 0xffffffffffffff00ull, 8);
+	assert_int_equal(bpftel_go_pclntab_find(c.b, c.len, &magic, f, 2, err, sizeof(err)),
+			 -EINVAL);
 	/* Pointer size 3, a pad byte set. */
 	craft(&c, true);
 	c.b[7] = 3;

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -126,6 +127,9 @@ int bpftel_go_pclntab_find(const uint8_t *p, size_t len, uint32_t *magic,
 			if (next <= ent)
 				return fail(err, errlen, -EINVAL,
 					    "pclntab: %s ends before it begins", s);
+			if (rel && next > UINT64_MAX - text)
+				return fail(err, errlen, -EINVAL,
+					    "pclntab: %s ends past the address space", s);
 			funcs[j].addr = (rel ? text : 0) + ent;
 			funcs[j].end = (rel ? text : 0) + next;
 		}
