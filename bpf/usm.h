@@ -45,8 +45,8 @@ enum usm_tls_fn {
 /* Go's crypto/tls probes (lib/usm_go.h), as the cookie of each attachment of
  * usm_go_uprobe: all are plain uprobes, on the executable. */
 enum usm_go_fn {
-	USM_GO_WRITE = 0,    /* (*Conn).Write, past its stack check */
-	USM_GO_READ = 1,     /* (*Conn).Read, past its stack check */
+	USM_GO_WRITE = 0,    /* (*Conn).Write, on its stack check's JBE */
+	USM_GO_READ = 1,     /* (*Conn).Read, on its stack check's JBE */
 	USM_GO_READ_RET = 2, /* (*Conn).Read, on each of its RET instructions */
 	USM_GO_FN__COUNT,
 };

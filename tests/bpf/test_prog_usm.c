@@ -43,7 +43,7 @@ static struct prog_case cases[] = {
 	{"usm_http_socket", "BPF_PROG_TEST_RUN of the production object on crafted packets",
 	 "skb_load_bytes(_relative) EFAULT (truncated packets)"},
 	{"usm_go_uprobe",
-	 "real uprobes on tests/go/tlsapp (Go's crypto/tls: entries past the stack check, RETs)",
+	 "real uprobes on tests/go/tlsapp (Go's crypto/tls: entries on the stack check, RETs)",
 	 NULL,
 	 "its fallible calls read a live Go process's own Conn and buffers, and a map that "
 	 "evicts (LRU) rather than fails; test_bpf_usm feeds it broken chains"},

@@ -54,8 +54,8 @@ struct bpftel_uprobe_spec {
 	 * on the function's first branch if the prologue before it keeps them
 	 * (user/manager/prologue.h: one trap instead of two). 0: on the entry. */
 	unsigned char past_prologue;
-	/* Go executables (lib SHLIB_LIB_GO, symbol as Go names it): entry probes go past
-	 * the function's stack check; at_rets puts this one on each of the function's RET
+	/* Go executables (lib SHLIB_LIB_GO, symbol as Go names it): entry probes go on
+	 * the JBE of the function's stack check (UPROBE_GO_STACK_CHECK); at_rets puts this one on each of the function's RET
 	 * instructions instead (no uretprobe on Go code: user/manager/goexe.h). */
 	bool at_rets;
 };

@@ -91,7 +91,7 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	TLS_WRITE(SHLIB_LIB_GNUTLS, "gnutls_record_send", USM_TLS_GNUTLS_SEND),
 	TLS_READ(SHLIB_LIB_GNUTLS, "gnutls_record_recv", USM_TLS_GNUTLS_RECV),
 	/* Go's crypto/tls, in Go executables (bpf/lib/usm_go.h): plain uprobes only, the
-	 * entries past the stack check, Read's returns on its RET instructions. */
+	 * entries on the stack check's JBE, Read's returns on its RET instructions. */
 	GO_PROBE("crypto/tls.(*Conn).Write", USM_GO_WRITE, false),
 	GO_PROBE("crypto/tls.(*Conn).Read", USM_GO_READ, false),
 	GO_PROBE("crypto/tls.(*Conn).Read", USM_GO_READ_RET, true),
