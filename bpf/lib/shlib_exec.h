@@ -50,22 +50,8 @@ static __always_inline int shlib_on_exec(TLM_PARAM, struct task_struct *task, co
 		shlib_count(SHLIB_CNT_NO_PATH);
 		return 0;
 	}
-	n -= 1;
-	ev->ktime_ns = bpf_ktime_get_ns();
-	ev->pid = pid_tgid >> 32;
-	ev->tid = (__u32)pid_tgid;
-	ev->lib = SHLIB_LIB_GO;
-	ev->libset = SHLIB_LIBSET_CRYPTO;
-	ev->syscall = SHLIB_SYS_EXEC;
-	ev->path_len = n;
-	ev->dirfd = AT_FDCWD;
-	ev->ino = key.ino;
-	ev->dev = key.dev;
-	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
-	if (tlm_ringbuf_output(shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(n) + 1, 0))
-		shlib_count(SHLIB_CNT_LOST);
-	else
-		shlib_count(SHLIB_CNT_EMITTED);
+	shlib_emit(TLM_ARG, ev, n - 1, pid_tgid, SHLIB_LIB_GO, SHLIB_LIBSET_CRYPTO, SHLIB_SYS_EXEC,
+		   AT_FDCWD, key.ino, key.dev);
 	return 0;
 }
 

@@ -179,6 +179,29 @@ static __always_inline bool shlib_match_enabled(struct shlib_config *cfg, struct
 	return *libset < 32 && (cfg->libsets & SHLIB_LIBSET_BIT(*libset));
 }
 
+/* ev holds a path of n bytes: fill the rest and send it, counted as emitted or lost.
+ * Shared by the opens and the execs (lib/shlib_exec.h). */
+static __always_inline void shlib_emit(TLM_PARAM, struct shlib_event *ev, long n, __u64 pid_tgid,
+				       __u32 lib, __u32 libset, enum shlib_syscall sys, int dirfd,
+				       __u64 ino, __u32 dev)
+{
+	ev->ktime_ns = bpf_ktime_get_ns();
+	ev->pid = pid_tgid >> 32;
+	ev->tid = (__u32)pid_tgid;
+	ev->lib = lib;
+	ev->libset = libset;
+	ev->syscall = sys;
+	ev->path_len = n;
+	ev->dirfd = dirfd;
+	ev->ino = ino;
+	ev->dev = dev;
+	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
+	if (tlm_ringbuf_output(shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(n) + 1, 0))
+		shlib_count(SHLIB_CNT_LOST);
+	else
+		shlib_count(SHLIB_CNT_EMITTED);
+}
+
 /*
  * An open by task returned ret, for the path at user address filename relative to
  * dirfd. Emit an event if it opened, read-only, a library of an enabled libset.
@@ -225,21 +248,8 @@ static __always_inline int shlib_on_open(TLM_PARAM, struct task_struct *task, lo
 	n = shlib_read_path(TLM_ARG, ev, filename);
 	if (n < 0)
 		return 0;
-	ev->ktime_ns = bpf_ktime_get_ns();
-	ev->pid = pid_tgid >> 32;
-	ev->tid = (__u32)pid_tgid;
-	ev->lib = lib;
-	ev->libset = libset;
-	ev->syscall = sys;
-	ev->path_len = n;
-	ev->dirfd = dirfd;
-	ev->ino = d->d_inode->i_ino;
-	ev->dev = d->d_sb->s_dev;
-	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
-	if (tlm_ringbuf_output(shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(n) + 1, 0))
-		shlib_count(SHLIB_CNT_LOST);
-	else
-		shlib_count(SHLIB_CNT_EMITTED);
+	shlib_emit(TLM_ARG, ev, n, pid_tgid, lib, libset, sys, dirfd, d->d_inode->i_ino,
+		   d->d_sb->s_dev);
 	return 0;
 }
 

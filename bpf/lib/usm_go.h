@@ -96,19 +96,8 @@ static __always_inline bool usm_go_emit_joined(TLM_PARAM, __u64 conn, __u64 buf,
 		tlm_ringbuf_discard(ev, 0);
 		return true;
 	}
-	ev->conn = conn;
-	ev->pid = pid_tgid >> 32;
-	ev->tid = (__u32)pid_tgid;
-	ev->source = USM_SRC_GO;
-	ev->family = 0;
-	ev->dir = USM_DIR_READ;
-	ev->fd = usm_go_conn_fd(TLM_ARG, conn);
-	ev->__pad3 = 0;
-	ev->client_port = ev->server_port = 0;
-	__builtin_memset(ev->client_addr, 0, sizeof(ev->client_addr));
-	__builtin_memset(ev->server_addr, 0, sizeof(ev->server_addr));
-	usm_event_submit(ev, now == USM_TLS_NOW ? bpf_ktime_get_ns() : now, kind, n + 1, m + 1,
-			 USM_CNT_TLS_HTTP);
+	usm_tls_event_submit(TLM_ARG, ev, conn, USM_SRC_GO, USM_DIR_READ, now, pid_tgid, kind,
+			     n + 1, m + 1);
 	return true;
 }
 

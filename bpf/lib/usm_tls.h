@@ -128,6 +128,30 @@ static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64
 }
 
 /*
+ * A TLS message's record whose prefix (n bytes of a call of len) is in place: the
+ * session, the process, the call's way, the session's socket, no packet addresses;
+ * stamped ktime_ns (USM_TLS_NOW: the clock now) and submitted.
+ */
+static __always_inline void usm_tls_event_submit(TLM_PARAM, struct usm_event *ev, __u64 conn,
+						 __u32 source, enum usm_dir dir, __u64 ktime_ns,
+						 __u64 pid_tgid, int kind, __u64 len, __u32 n)
+{
+	ev->conn = conn;
+	ev->pid = pid_tgid >> 32;
+	ev->tid = (__u32)pid_tgid;
+	ev->source = source;
+	ev->family = 0;
+	ev->dir = dir;
+	ev->fd = usm_tls_fd_of(TLM_ARG, conn, pid_tgid, source);
+	ev->__pad3 = 0;
+	ev->client_port = ev->server_port = 0;
+	__builtin_memset(ev->client_addr, 0, sizeof(ev->client_addr));
+	__builtin_memset(ev->server_addr, 0, sizeof(ev->server_addr));
+	usm_event_submit(ev, ktime_ns == USM_TLS_NOW ? bpf_ktime_get_ns() : ktime_ns, kind, len, n,
+			 USM_CNT_TLS_HTTP);
+}
+
+/*
  * len bytes moved through conn's buffer buf: on an HTTP/2 session (or one that starts
  * being it here), walk them (lib/usm_h2.h); else if they start an HTTP/1.x message,
  * emit it, stamped ktime_ns (USM_TLS_NOW: read the clock now). Counts the call
@@ -160,19 +184,7 @@ static __always_inline void usm_tls_emit(TLM_PARAM, __u64 conn, __u64 buf, __u64
 		tlm_ringbuf_discard(ev, 0);
 		return;
 	}
-	ev->conn = conn;
-	ev->pid = pid_tgid >> 32;
-	ev->tid = (__u32)pid_tgid;
-	ev->source = source;
-	ev->family = 0;
-	ev->dir = dir;
-	ev->fd = usm_tls_fd_of(TLM_ARG, conn, pid_tgid, source);
-	ev->__pad3 = 0;
-	ev->client_port = ev->server_port = 0;
-	__builtin_memset(ev->client_addr, 0, sizeof(ev->client_addr));
-	__builtin_memset(ev->server_addr, 0, sizeof(ev->server_addr));
-	usm_event_submit(ev, ktime_ns == USM_TLS_NOW ? bpf_ktime_get_ns() : ktime_ns, kind, len, n,
-			 USM_CNT_TLS_HTTP);
+	usm_tls_event_submit(TLM_ARG, ev, conn, source, dir, ktime_ns, pid_tgid, kind, len, n);
 }
 
 /*

@@ -93,6 +93,17 @@ class Agent:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def http_rows(agent, **match):
+    """bpftel http's endpoint rows whose fields equal those given."""
+    return [r for r in agent.json("http")["endpoints"]
+            if all(r.get(k) == v for k, v in match.items())]
+
+
+def http_count(agent, **match):
+    """Requests counted in those rows."""
+    return sum(r["count"] for r in http_rows(agent, **match))
+
+
 def usm_settled(agent):
     """Has USM's userspace taken every record its kernel side emitted so far? Once a
     workload is done, its counts are then final: nothing of it is still in flight."""

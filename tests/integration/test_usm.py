@@ -17,16 +17,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import (Agent, bpf_ids, check, make_cert, require_root, run, skip,  # noqa: E402
                       start_http_server, usm_settled, wait_for)
+from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
-
-
-def rows(agent, **match):
-    return [r for r in agent.json("http")["endpoints"]
-            if all(r.get(k) == v for k, v in match.items())]
-
-
-def count(agent, **match):
-    return sum(r["count"] for r in rows(agent, **match))
 
 
 def wait_count(agent, want, what, **match):

@@ -23,15 +23,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import (Agent, bpf_ids, check, make_cert, require_root, skip,  # noqa: E402
                       usm_settled, wait_for)
-
-
-def rows(agent, **match):
-    return [r for r in agent.json("http")["endpoints"]
-            if all(r.get(k) == v for k, v in match.items())]
-
-
-def count(agent, **match):
-    return sum(r["count"] for r in rows(agent, **match))
+from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
 
 def settled_count(agent, want, what, **match):

@@ -26,6 +26,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import (Agent, bpf_ids, check, free_port, make_cert, require_root, run,  # noqa: E402
                       skip, usm_settled, wait_for)
+from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
 SECRET = "payload-secret-7f3a9c"  # the served files' content: never in any output
 SYS_PYTHON = "/usr/bin/python3"
@@ -67,16 +68,7 @@ def grpc_calls(tmp, port):
         check(res.returncode == 0 and want in res.stdout, f"gRPC {method}: {want}")
 
 
-def rows(agent, **match):
-    return [r for r in agent.json("http")["endpoints"]
-            if all(r.get(k) == v for k, v in match.items())]
-
-
 H2C_MORE = 30  # h2c connections opened one after another, each counted
-
-
-def count(agent, **match):
-    return sum(r["count"] for r in rows(agent, **match))
 
 
 def settled_count(agent, want, what, **match):

@@ -31,6 +31,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import (Agent, check, free_port, make_cert, require_root, run, skip,  # noqa: E402
                       usm_settled, wait_for)
+from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONTAINER = "4f2b8a6c1d3e5f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8"
@@ -48,21 +49,12 @@ def start_server(python, port, cert=None, key=None):
     return proc
 
 
-def rows(agent, **match):
-    return [r for r in agent.json("http")["endpoints"]
-            if all(r.get(k) == v for k, v in match.items())]
-
-
 def port_open(port):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1):
             return True
     except OSError:
         return False
-
-
-def count(agent, **match):
-    return sum(r["count"] for r in rows(agent, **match))
 
 
 def settled_count(agent, want, what, **match):

@@ -67,8 +67,7 @@ static int check_file(struct bpftel_elfck *ck, int fd)
 	return 0;
 }
 
-/* pread until len bytes or the end of the file: the count read, or a negative errno. */
-static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
+ssize_t bpftel_elfck_pread(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t got = 0;
 	ssize_t r;
@@ -90,7 +89,7 @@ static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
 static int read_at(struct bpftel_elfck *ck, int fd, void *buf, size_t len, uint64_t off,
 		   const char *what)
 {
-	ssize_t got = pread_full(fd, buf, len, off);
+	ssize_t got = bpftel_elfck_pread(fd, buf, len, off);
 
 	if (got < 0)
 		return fail(ck, (int)got, "read: %s", strerror((int)-got));
@@ -143,7 +142,7 @@ static int read_raw_hdr(struct bpftel_elfck *ck, int fd, struct raw_hdr *h)
 	ssize_t got;
 	bool msb;
 
-	got = pread_full(fd, eh, sizeof(eh), 0);
+	got = bpftel_elfck_pread(fd, eh, sizeof(eh), 0);
 	if (got < 0)
 		return fail(ck, (int)got, "read: %s", strerror((int)-got));
 	if (got < EI_NIDENT || memcmp(eh, ELFMAG, SELFMAG) ||

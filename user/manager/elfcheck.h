@@ -19,12 +19,17 @@
  *
  *	void bpftel_elfck__end(struct bpftel_elfck *ck);
  *		elf_end(): every section's data read through ck->elf is freed.
+ *
+ *	ssize_t bpftel_elfck_pread(int fd, void *buf, size_t len, uint64_t off);
+ *		pread until len bytes or the end of the file (EINTR retried): the count
+ *		read, or a negative errno. For readers of other sections (goexe.c).
  */
 #ifndef BPFTEL_MANAGER_ELFCHECK_H
 #define BPFTEL_MANAGER_ELFCHECK_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <gelf.h>
 
 /* A section that may be read whole: its index (0: absent) and libelf's copy of its header. */
@@ -44,5 +49,6 @@ struct bpftel_elfck {
 
 int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd);
 void bpftel_elfck__end(struct bpftel_elfck *ck);
+ssize_t bpftel_elfck_pread(int fd, void *buf, size_t len, uint64_t off);
 
 #endif /* BPFTEL_MANAGER_ELFCHECK_H */

@@ -47,22 +47,12 @@ __attribute__((format(printf, 3, 4))) static int fail(struct go_ctx *c, int ret,
 	return ret;
 }
 
+/* Exactly len bytes at off: a short read means the file shrank under us. */
 static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
-	size_t got = 0;
+	ssize_t got = bpftel_elfck_pread(fd, buf, len, off);
 
-	while (got < len) {
-		ssize_t r = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (!r)
-			return -EIO; /* the file shrank under us */
-		got += r;
-	}
-	return 0;
+	return got < 0 ? (int)got : (size_t)got < len ? -EIO : 0;
 }
 
 /* The file offset of [vaddr, vaddr + len), from the loadable segments; -ENOENT if no
@@ -106,15 +96,6 @@ static int find_section(struct go_ctx *c, const char *name, GElf_Shdr *out)
 	return 0;
 }
 
-static uint64_t rd_le(const uint8_t *p, unsigned int n)
-{
-	uint64_t v = 0;
-
-	while (n--)
-		v = v << 8 | p[n];
-	return v;
-}
-
 /* Go 1.17 and before: the header holds a pointer to the version's string header. */
 static int version_by_pointer(struct go_ctx *c, const uint8_t *hdr, unsigned int ptr, char *out,
 			      size_t outlen)
@@ -123,11 +104,11 @@ static int version_by_pointer(struct go_ctx *c, const uint8_t *hdr, unsigned int
 	uint64_t sptr, slen;
 	long off;
 
-	off = vaddr_offset(c, rd_le(hdr + 16, ptr), 2 * ptr);
+	off = vaddr_offset(c, bpftel_go_le(hdr + 16, ptr), 2 * ptr);
 	if (off < 0 || pread_all(c->fd, sh, 2 * ptr, off))
 		return fail(c, -EINVAL, ".go.buildinfo: version pointer outside the file");
-	sptr = rd_le(sh, ptr);
-	slen = rd_le(sh + ptr, ptr);
+	sptr = bpftel_go_le(sh, ptr);
+	slen = bpftel_go_le(sh + ptr, ptr);
 	if (!slen || slen >= outlen || (off = vaddr_offset(c, sptr, slen)) < 0 ||
 	    pread_all(c->fd, out, slen, off))
 		return fail(c, -EINVAL, ".go.buildinfo: version string outside the file");

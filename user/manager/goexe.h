@@ -94,6 +94,16 @@ int bpftel_go_pclntab_find(const uint8_t *tab, size_t len, uint32_t *magic,
 int bpftel_go_find_rets(const uint8_t *code, size_t len, long base, long *out, size_t max,
 			long *check);
 
+/* The n-byte little-endian value at p (Go's tables on x86-64). */
+static inline uint64_t bpftel_go_le(const uint8_t *p, unsigned int n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | p[n];
+	return v;
+}
+
 /* Does the version read from .go.buildinfo ("go1.19.8") have the register ABI? Fills
  * major and minor. "devel ..." builds are taken as recent. */
 bool bpftel_go_version_parse(const char *v, unsigned int *major, unsigned int *minor);

@@ -49,22 +49,12 @@ __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, 
 	return ret;
 }
 
-static uint64_t rd(const uint8_t *p, unsigned int n)
-{
-	uint64_t v = 0;
-	unsigned int i;
-
-	for (i = 0; i < n; i++) /* little-endian: x86-64 only (goexe.c checks) */
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
 /* The n-byte value at off, if inside the table. */
 static bool get(const struct tab *t, uint64_t off, unsigned int n, uint64_t *v)
 {
 	if (off > t->len || t->len - off < n)
 		return false;
-	*v = rd(t->p + off, n);
+	*v = bpftel_go_le(t->p + off, n); /* x86-64 only: goexe.c checks */
 	return true;
 }
 
@@ -92,7 +82,7 @@ int bpftel_go_pclntab_find(const uint8_t *p, size_t len, uint32_t *magic,
 		funcs[j].addr = funcs[j].end = 0;
 	if (len < 8)
 		return fail(err, errlen, -EINVAL, "pclntab: %zu bytes, no header", len);
-	*magic = (uint32_t)rd(p, 4);
+	*magic = (uint32_t)bpftel_go_le(p, 4);
 	if (*magic != MAGIC_116 && *magic != MAGIC_118 && *magic != MAGIC_120)
 		return fail(err, errlen, -ENOTSUP, "pclntab: unknown layout (magic %#x)", *magic);
 	t.ptr = p[7];
