@@ -660,7 +660,6 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 	return (int)nidle;
 }
 
-/* "7f1c2a000000-7f1c2a021000 r-xp 00000000 08:01 1234 /usr/lib/libssl.so.3" */
 /* With u->lock: what the scan found the executable (dev, ino) to be: 1 Go, 0 not,
  * -1 not looked into yet. */
 static int verdict_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
@@ -734,7 +733,8 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 /*
  * A process's libraries, from its mappings, and its executable when that is a Go
  * program (the mapping of the path /proc/<pid>/exe names: on overlayfs the maps show
- * the file underneath, whose identity stat() of the link would not give).
+ * the file underneath, whose identity stat() of the link would not give). A line:
+ * "7f1c2a000000-7f1c2a021000 r-xp 00000000 08:01 1234 /usr/lib/libssl.so.3"
  */
 static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 {
