@@ -23,7 +23,10 @@ Experiments (A -> B):
                 sides (target >= 0.9x no agent)
   go_https      Go HTTPS requests/s (tests/go/tlsapp, Go's crypto/tls on both ends), one
                 connection each, HTTP/2 and HTTP/1.1: no agent -> agent, every request
-                checked counted on both sides (target >= 0.9x no agent)
+                checked counted on both sides (target >= 0.9x no agent); and no agent
+                -> the floor (tools/uprobe_floor --go: empty programs on the agent's
+                probe points, found by the agent's code), all traps, the entries only
+                (the stack checks' JBE, emulated) and Read's RETs only (single-stepped)
   tls_write_loop SSL_write_ex calls/s of an in-memory TLS write loop (the real libssl):
                 bpftrace's bare uprobe+uretprobe pair -> agent (target >= 1.5x the
                 pair; no agent in the note; the peer skipped, with a note, without
@@ -503,11 +506,29 @@ def go_rps(ag, app, url, n, env=None, server=None):
     return n / took, proc.pid
 
 
+class GoFloor:
+    """tools/uprobe_floor --go: empty programs where the USM module probes a Go
+    executable (all, "entries" or "rets"); held until stop()."""
+
+    def __init__(self, build, app, only=None):
+        self.proc = subprocess.Popen([f"{build}/tools/uprobe_floor", "--go", app,
+                                      *([only] if only else [])], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            sys.exit("bench: uprobe_floor --go did not attach")
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
 def go_https(args, a_build, b_build, tmp, reps):
     """Go's net/http over Go's crypto/tls (tests/go/tlsapp, server and client): requests/s
     of one client's n sequential GETs on one connection, HTTP/2 (Go's default) and
     HTTP/1.1, with no agent and with the agent, interleaved; with the agent on, every
-    request is counted on both sides (checked)."""
+    request is counted on both sides (checked). Interleaved with them, the floor: the
+    same traps with empty programs (all of them, the entries only, Read's RETs only),
+    which no uprobe-based agent can go under on this kernel."""
     app = os.path.join(b_build, "tests", "go", "tlsapp")
     if not os.path.exists(app):
         return [Row("go_https", "req/s", "-", "-", note="skipped: tests/go/tlsapp not built "
@@ -523,8 +544,17 @@ def go_https(args, a_build, b_build, tmp, reps):
             url = f"https://127.0.0.1:{port}/items/1"
             row = Row(f"go_https/{proto}", "req/s", "agent A" if args.compare else "no agent",
                       "agent", higher_is_better=True)
+            floors = {only: Row(f"go_https/{proto} floor {only or 'all'}", "req/s",
+                                "no agent", f"floor {only or 'all'}", higher_is_better=True)
+                      for only in (None, "entries", "rets")}
             go_rps(None, app, url, 200, env)  # warm up
             for _ in range(reps):
+                if not args.compare:
+                    for only, frow in floors.items():
+                        frow.a.append(go_rps(None, app, url, n, env)[0])
+                        fl = GoFloor(b_build, app, only)
+                        frow.b.append(go_rps(None, app, url, n, env)[0])
+                        fl.stop()
                 if args.compare:
                     ag = Agent(a_build, tmp)
                     row.a.append(go_rps(ag, app, url, n, env, server.pid)[0])
@@ -557,7 +587,18 @@ def go_https(args, a_build, b_build, tmp, reps):
                             f"agent {rm:.3f}x +/- {rh:.3f}; target >= 0.9x: " +
                             ("met" if rm - rh >= 0.9 else "within noise" if rm + rh >= 0.9
                              else "MISSED"))
+                fm, fh = ci90([b / a for a, b in zip(floors[None].b, row.b)])
+                row.note += f"; agent/floor all {fm:.3f}x +/- {fh:.3f}"
+                where = {None: "all the agent's probe points",
+                         "entries": "the entries of Write and Read (their JBE)",
+                         "rets": "Read's RETs"}
+                for only, frow in floors.items():
+                    fm, fh = ci90([b / a for a, b in zip(frow.a, frow.b)])
+                    frow.note = (f"tools/uprobe_floor --go {only or ''}: empty programs on "
+                                 f"{where[only]}; floor/no agent {fm:.3f}x +/- {fh:.3f}")
             rows.append(row)
+            if not args.compare:
+                rows.extend(floors.values())
     finally:
         server.kill()
         server.wait()

@@ -5,9 +5,17 @@
  * the entry probe N bytes into the function (what a probe past the prologue costs:
  * user/manager/prologue.h). A configuration of tools/bench/bench_cuda.py.
  *
+ * --go EXE puts them where the USM module probes a Go executable's crypto/tls, found
+ * by the agent's own code (goexe.h): the entries of (*Conn).Write and (*Conn).Read on
+ * their stack checks' JBE, and each RET of Read (plain uprobes: Go has no
+ * uretprobes). "entries" or "rets" keeps only those: which of the traps costs what.
+ * A configuration of tools/bench/bench.py's go_https.
+ *
  *   uprobe_floor LIB SYMBOL[+N] [--ret]
+ *   uprobe_floor --go EXE [entries|rets]
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +23,82 @@
 #include <bpf/libbpf.h>
 
 #include "uprobe_floor.skel.h"
+#include "user/manager/goexe.h"
+
+#define GO_MAX_LINKS (2 + BPFTEL_GO_MAX_RETS)
+
+static void hold(void)
+{
+	char c;
+
+	printf("ready\n");
+	fflush(stdout);
+	while (read(STDIN_FILENO, &c, 1) > 0)
+		;
+}
+
+static int attach_at(struct uprobe_floor *skel, const char *exe, long off,
+		     struct bpf_link **links, int *n)
+{
+	links[*n] = bpf_program__attach_uprobe(skel->progs.floor_entry, false, -1, exe, off);
+	if (!links[*n]) {
+		fprintf(stderr, "uprobe_floor: cannot attach to %s at 0x%lx: %s\n", exe, off,
+			strerror(errno));
+		return -1;
+	}
+	(*n)++;
+	return 0;
+}
+
+static int go_floor(const char *exe, const char *only)
+{
+	struct bpftel_go_func funcs[] = {{.name = "crypto/tls.(*Conn).Write"},
+					 {.name = "crypto/tls.(*Conn).Read"}};
+	bool entries = !only || !strcmp(only, "entries"), rets = !only || !strcmp(only, "rets");
+	struct bpf_link *links[GO_MAX_LINKS];
+	struct bpftel_go_exe info;
+	struct uprobe_floor *skel;
+	int fd, i, n = 0, err = 0;
+	size_t r;
+	char why[256];
+
+	if (only && !entries && !rets) {
+		fprintf(stderr, "uprobe_floor: --go EXE [entries|rets]\n");
+		return 2;
+	}
+	fd = open(exe, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || bpftel_go_inspect_fd(fd, exe, &info, funcs, 2, why, sizeof(why))) {
+		fprintf(stderr, "uprobe_floor: %s: %s\n", exe, fd < 0 ? strerror(errno) : why);
+		return 1;
+	}
+	close(fd);
+	skel = uprobe_floor__open_and_load();
+	if (!skel) {
+		fprintf(stderr, "uprobe_floor: cannot load: %s\n", strerror(errno));
+		return 1;
+	}
+	for (i = 0; i < 2 && !err; i++) {
+		if (funcs[i].offset < 0) {
+			fprintf(stderr, "uprobe_floor: %s: no %s\n", exe, funcs[i].name);
+			err = -1;
+			break;
+		}
+		if (entries)
+			err = attach_at(skel, exe, funcs[i].check >= 0 ? funcs[i].check
+								      : funcs[i].offset,
+					links, &n);
+		for (r = 0; i == 1 && rets && !err && r < funcs[i].nrets; r++)
+			err = attach_at(skel, exe, funcs[i].rets[r], links, &n);
+	}
+	if (!err) {
+		fprintf(stderr, "uprobe_floor: %s (%s): %d uprobes\n", exe, info.version, n);
+		hold();
+	}
+	while (n--)
+		bpf_link__destroy(links[n]);
+	uprobe_floor__destroy(skel);
+	return err ? 1 : 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -22,9 +106,11 @@ int main(int argc, char **argv)
 	struct uprobe_floor *skel;
 	struct bpf_link *entry = NULL, *ret = NULL;
 	int with_ret = argc > 3 && !strcmp(argv[3], "--ret");
-	char name[256], *plus, c;
+	char name[256], *plus;
 	size_t off = 0;
 
+	if (argc >= 3 && argc <= 4 && !strcmp(argv[1], "--go"))
+		return go_floor(argv[2], argc == 4 ? argv[3] : NULL);
 	if (argc < 3 || (argc > 3 && !with_ret)) {
 		fprintf(stderr, "usage: uprobe_floor LIB SYMBOL[+N] [--ret]\n");
 		return 2;
@@ -54,10 +140,7 @@ int main(int argc, char **argv)
 		uprobe_floor__destroy(skel);
 		return 1;
 	}
-	printf("ready\n");
-	fflush(stdout);
-	while (read(STDIN_FILENO, &c, 1) > 0)
-		;
+	hold();
 	bpf_link__destroy(ret);
 	bpf_link__destroy(entry);
 	uprobe_floor__destroy(skel);
