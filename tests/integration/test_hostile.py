@@ -24,7 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
+from agentlib import LIBSSL_PROBES, Agent, check, require_root, run, skip, wait_for  # noqa: E402
 
 LIBSSL = "/lib/x86_64-linux-gnu/libssl.so.3"
 SHT_DYNSYM = 11
@@ -134,7 +134,8 @@ def swapped_library(agent, python, path, kind, hwm, wrap=None):
     h = Holder(python, LOAD_THEN_SWAP, (path, kind), wrap)
     try:
         h.step("loaded")
-        row = wait_for(lambda: [r for r in usm_rows(agent, path) if r["attached"] >= 7], 20,
+        row = wait_for(lambda: [r for r in usm_rows(agent, path)
+                                 if r["attached"] >= LIBSSL_PROBES], 20,
                        f"usm attached to {path}")[0]
         check(row["state"] == "in_use", f"{kind}: usm attached to the copy ({row['links']} "
                                         f"{row['link_mode']} links)")
@@ -149,7 +150,8 @@ def swapped_library(agent, python, path, kind, hwm, wrap=None):
                                  f"{reason['reason']} ({reason['detail']})")
         table = agent.cli("libs").stdout
         check("not_regular" in table, f"{kind}: the libs table shows not_regular")
-        row = wait_for(lambda: [r for r in usm_rows(agent, path) if r["attached"] >= 7], 20,
+        row = wait_for(lambda: [r for r in usm_rows(agent, path)
+                                 if r["attached"] >= LIBSSL_PROBES], 20,
                        f"usm attached again to {path}")[0]
         check(True, f"{kind}: attached again through the process's mapping "
                     f"({row['attached']} probe points)")

@@ -19,7 +19,8 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import (Agent, check, free_port, make_cert, require_root, run,  # noqa: E402
+from agentlib import (LIBSSL_PROBES, Agent, check, free_port, make_cert,  # noqa: E402
+                      require_root, run,
                       skip, start_http_server, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -172,7 +173,8 @@ def main():
         srv, hport = start_http_server(args.python, os.path.join(tmp, "www"), cert, key)
         procs.append(srv)
         wait_for(lambda: any(r["module"] == "usm" and r["lib"] == "libssl" and
-                             r["attached"] >= 7 for r in agent.json("libs")["libs"]), 15,
+                             r["attached"] >= LIBSSL_PROBES
+                             for r in agent.json("libs")["libs"]), 15,
                  "usm uprobes on libssl")
         subprocess.run(["curl", "-sk", "-o", "/dev/null", f"https://127.0.0.1:{hport}/items/1"],
                        check=True)

@@ -18,7 +18,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
+from agentlib import LIBSSL_PROBES, Agent, check, require_root, run, skip, wait_for  # noqa: E402
 
 LIBSSL = "/lib/x86_64-linux-gnu/libssl.so.3"
 
@@ -111,7 +111,7 @@ def sweep_storm(agent, python, tmp):
 
     def attached():
         rows = {r["path"]: r for r in agent.json("libs")["libs"] if r.get("module") == "usm"}
-        return all(p in rows and rows[p]["attached"] >= 7 for p in paths)
+        return all(p in rows and rows[p]["attached"] >= LIBSSL_PROBES for p in paths)
     wait_for(attached, 120, "usm attached to the 40 copies")
     check(True, "usm attached to the 40 copies of libssl")
     poller = Poller(agent)

@@ -24,7 +24,8 @@ import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import (Agent, bpf_ids, check, free_port, make_cert, require_root, run,  # noqa: E402
+from agentlib import (LIBSSL_PROBES, Agent, bpf_ids, check, free_port,  # noqa: E402
+                      make_cert, require_root, run,
                       skip, usm_settled, wait_for)
 from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
@@ -134,7 +135,8 @@ def main():
 
         def ssl_attached():
             return [r for r in agent.json("libs")["libs"]
-                    if r["module"] == "usm" and r["lib"] == "libssl" and r["attached"] >= 7]
+                    if r["module"] == "usm" and r["lib"] == "libssl" and
+                    r["attached"] >= LIBSSL_PROBES]
         wait_for(ssl_attached, 30, "the usm uprobes on libssl")
 
         base = f"https://127.0.0.1:{port}"

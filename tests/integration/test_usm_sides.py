@@ -29,7 +29,8 @@ import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import (Agent, check, free_port, make_cert, require_root, run, skip,  # noqa: E402
+from agentlib import (LIBSSL_PROBES, Agent, check, free_port, make_cert,  # noqa: E402
+                      require_root, run, skip,
                       usm_settled, wait_for)
 from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
@@ -100,7 +101,7 @@ def tls_sides(agent, python, tmp):
     try:
         wait_for(lambda: [r for r in agent.json("libs")["libs"]
                           if r.get("module") == "usm" and r["lib"] == "libssl" and
-                          server.pid in r["pids"] and r["attached"] >= 7], 30,
+                          server.pid in r["pids"] and r["attached"] >= LIBSSL_PROBES], 30,
                  "usm attached to the server's libssl")
         client = subprocess.run([python, "-c", code, str(port)], capture_output=True, text=True,
                                 timeout=120)

@@ -3,7 +3,8 @@
  * user/manager/prologue.c: where an entry uprobe goes past a function's prologue. The
  * cases are the first bytes of the functions the USM module probes at entry only, as
  * Debian 12 ships them (libssl 3.0, libgnutls 3.7: `objdump -d`), and prologues that
- * must keep the probe on the entry.
+ * must keep the probe on the entry. Then where a read's entry and return probes move
+ * to the callee SSL_read and SSL_read_ex share (ssl_read_internal), on the same bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,11 +87,77 @@ static void test_bounded(void **state)
 	assert_int_equal(bpftel_prologue_skip(code, sizeof(code), 3), BPFTEL_PROLOGUE_MAX - 2);
 }
 
+/* Debian 12's libssl.so.3 at its file offsets: SSL_read_ex 0x354c0, SSL_read 0x35430,
+ * their shared callee 0x35290 (ssl_read_internal, not exported). */
+#define SSL_READ_EX 0x354c0L
+#define SSL_READ    0x35430L
+#define READ_INTERN 0x35290L
+
+/* sub $8,%rsp; call rel32: the callee, entered with the 4 arguments as they came. */
+static const unsigned char ssl_read_ex[] = {0x48, 0x83, 0xec, 0x08, 0xe8, 0xc7, 0xfd, 0xff,
+					    0xff, 0x31, 0xd2, 0x85, 0xc0};
+/* sub $0x18,%rsp; canary; xor; test %edx,%edx; js; mov %rsp,%rcx; movslq %edx,%rdx;
+ * call the same callee (with its own `readbytes` on its stack). */
+static const unsigned char ssl_read[] = {
+	0x48, 0x83, 0xec, 0x18, 0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00,
+	0x48, 0x89, 0x44, 0x24, 0x08, 0x31, 0xc0, 0x85, 0xd2, 0x78, 0x2f, 0x48, 0x89,
+	0xe1, 0x48, 0x63, 0xd2, 0xe8, 0x3d, 0xfe, 0xff, 0xff};
+/* push %r13; push %r12; push %rbp; push %rbx; sub $0x38,%rsp */
+static const unsigned char read_intern[] = {0x41, 0x55, 0x41, 0x54, 0x55, 0x53,
+					    0x48, 0x83, 0xec, 0x38};
+
+static void test_shared_callee(void **state)
+{
+	long callee = 0;
+
+	(void)state;
+	assert_true(bpftel_prologue_callee(ssl_read_ex, sizeof(ssl_read_ex), 4, &callee));
+	assert_int_equal(SSL_READ_EX + callee, READ_INTERN);
+	/* SSL_read's first branch is its js: no callee of its own, but it calls that one */
+	assert_false(bpftel_prologue_callee(ssl_read, sizeof(ssl_read), 4, &callee));
+	assert_true(bpftel_code_calls(ssl_read, sizeof(ssl_read), READ_INTERN - SSL_READ));
+	assert_false(bpftel_code_calls(ssl_read, sizeof(ssl_read), READ_INTERN - SSL_READ + 1));
+	/* ... not when the call is cut off */
+	assert_false(bpftel_code_calls(ssl_read, sizeof(ssl_read) - 1, READ_INTERN - SSL_READ));
+	/* the callee starts with a push the kernel emulates; the wrappers do not */
+	assert_true(bpftel_insn_emulated(read_intern, sizeof(read_intern)));
+	assert_false(bpftel_insn_emulated(ssl_read_ex, sizeof(ssl_read_ex)));
+	assert_false(bpftel_insn_emulated(ssl_read, sizeof(ssl_read)));
+}
+
+/* What does not move: a first branch that is not a call, a prologue that writes an
+ * argument before the call, a call cut off, and a 0xe8 byte inside an instruction. */
+static void test_callee_refused(void **state)
+{
+	/* sub $8,%rsp; jmp rel32 */
+	static const unsigned char jmp[] = {0x48, 0x83, 0xec, 0x08, 0xe9, 0x00, 0x01, 0x00, 0x00};
+	/* mov %rdx,%rsi; call rel32: the 2nd argument overwritten */
+	static const unsigned char arg_written[] = {0x48, 0x89, 0xd6, 0xe8, 0, 0, 0, 0};
+	/* mov $0x(e8)0008e8,%eax; call 0x3f: decoded from byte 1, the immediate's bytes
+	 * would be a call to 6 + (int32_t)0xe8e80008, which is not there */
+	static const unsigned char imm[] = {0xb8, 0xe8, 0x08, 0x00, 0xe8,
+					    0xe8, 0x35, 0x00, 0x00, 0x00};
+	/* endbr64 first: the kernel single-steps it, no gain in moving */
+	static const unsigned char endbr[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x41, 0x55};
+	long callee = 0;
+
+	(void)state;
+	assert_false(bpftel_prologue_callee(jmp, sizeof(jmp), 4, &callee));
+	assert_false(bpftel_prologue_callee(arg_written, sizeof(arg_written), 4, &callee));
+	assert_false(bpftel_prologue_callee(ssl_read_ex, 8, 4, &callee));
+	assert_false(bpftel_code_calls(imm, sizeof(imm), 6 + (long)(int32_t)0xe8e80008u));
+	assert_true(bpftel_code_calls(imm, sizeof(imm), 0x3f));
+	assert_false(bpftel_insn_emulated(endbr, sizeof(endbr)));
+	assert_false(bpftel_insn_emulated(endbr, 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cases),
 		cmocka_unit_test(test_bounded),
+		cmocka_unit_test(test_shared_callee),
+		cmocka_unit_test(test_callee_refused),
 	};
 
 	return cmocka_run_group_tests_name("prologue", tests, NULL, NULL);

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* A function's entry as far as its first branch (prologue.h says why). */
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
+#include <capstone/capstone.h>
 
 #include "prologue.h"
 
@@ -82,4 +84,53 @@ size_t bpftel_prologue_skip(const unsigned char *code, size_t n, unsigned int na
 		at += len;
 	}
 	return 0;
+}
+
+bool bpftel_prologue_callee(const unsigned char *code, size_t n, unsigned int nargs,
+			    long *callee)
+{
+	size_t at = bpftel_prologue_skip(code, n, nargs);
+	int32_t rel;
+
+	if (n < at + 5 || code[at] != 0xe8)
+		return false;
+	memcpy(&rel, code + at + 1, sizeof(rel)); /* x86-64: little-endian */
+	*callee = (long)at + 5 + rel;
+	return true;
+}
+
+bool bpftel_code_calls(const unsigned char *code, size_t n, long target)
+{
+	const uint8_t *p = code;
+	uint64_t addr = 0;
+	bool found = false;
+	cs_insn *insn;
+	csh cs;
+
+	if (n > BPFTEL_CALL_SCAN_MAX)
+		n = BPFTEL_CALL_SCAN_MAX;
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+		return false;
+	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
+	insn = cs_malloc(cs);
+	/* Stops at the first instruction it cannot decode: what follows is not known. */
+	while (insn && !found && cs_disasm_iter(cs, &p, &n, &addr, insn)) {
+		const cs_x86 *x = &insn->detail->x86;
+
+		found = insn->id == X86_INS_CALL && x->op_count == 1 &&
+			x->operands[0].type == X86_OP_IMM && x->operands[0].imm == target;
+	}
+	if (insn)
+		cs_free(insn, 1);
+	cs_close(&cs);
+	return found;
+}
+
+bool bpftel_insn_emulated(const unsigned char *code, size_t n)
+{
+	if (n >= 1 && code[0] >= 0x50 && code[0] <= 0x57) /* push reg */
+		return true;
+	if (n >= 2 && code[0] == 0x41 && code[1] >= 0x50 && code[1] <= 0x57) /* push r8..r15 */
+		return true;
+	return branch_len(code, n) != 0;
 }

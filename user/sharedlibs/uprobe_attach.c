@@ -283,6 +283,33 @@ static long past_prologue(int fd, const struct bpftel_uprobe_spec *s, long off)
 	return n > 0 ? off + (long)bpftel_prologue_skip(code, (size_t)n, s->past_prologue) : off;
 }
 
+/*
+ * A spec with shares_callee (uprobes.h): the file offset of the callee its function
+ * (at off) and the other one (at other) both call, when the move pays and is safe;
+ * else -1 and the probe stays. Reads the file someone else may have crafted: a callee
+ * outside it fails the reads; one that is not an instruction fails the checks.
+ */
+static long shared_callee(int fd, long off, long other)
+{
+	unsigned char code[BPFTEL_CALL_SCAN_MAX];
+	long callee;
+	ssize_t n;
+
+	if (off < 0 || other < 0)
+		return -1;
+	n = pread(fd, code, BPFTEL_PROLOGUE_MAX, off);
+	if (n <= 0 || !bpftel_prologue_callee(code, (size_t)n, 4, &callee) || off + callee <= 0)
+		return -1;
+	callee += off;
+	n = pread(fd, code, 16, callee);
+	if (n <= 0 || !bpftel_insn_emulated(code, (size_t)n))
+		return -1;
+	n = pread(fd, code, sizeof(code), other);
+	if (n <= 0 || !bpftel_code_calls(code, (size_t)n, callee - other))
+		return -1;
+	return callee;
+}
+
 static void point_set(struct points *p, long off)
 {
 	p->flags = 0;
@@ -347,6 +374,34 @@ static int resolve_go(struct bpftel_uprobes *u, const struct lib_file *f,
 	return ret;
 }
 
+/* Spec i moves to the callee it shares (uprobes.h), and the other function's probes of
+ * the same program and direction are then covered: no point, and no failure. */
+static void share_callee(const struct mod_entry *me, enum shlib_lib lib, int fd,
+			 const struct bpftel_elf_sym_req *reqs, size_t n, struct points *pts,
+			 size_t i)
+{
+	const struct bpftel_uprobe_spec *s = &me->specs[i], *o;
+	long other = -1, callee;
+	size_t k;
+
+	if (s->lib != lib || !s->shares_callee || pts[i].err || pts[i].n != 1)
+		return;
+	for (k = 0; k < n; k++) {
+		if (!strcmp(reqs[k].name, s->shares_callee))
+			other = reqs[k].offset;
+	}
+	callee = shared_callee(fd, pts[i].at[0], other);
+	if (callee < 0)
+		return;
+	pts[i].at[0] = callee;
+	for (k = 0; k < me->nspecs; k++) {
+		o = &me->specs[k];
+		if (o->lib == lib && !strcmp(o->symbol, s->shares_callee) &&
+		    !strcmp(o->prog, s->prog) && o->retprobe == s->retprobe)
+			pts[k].n = 0;
+	}
+}
+
 /*
  * Resolve every symbol any job needs, in one parse. pts[j][i] is spec i of job j's
  * module. Returns 0, or the file-level errno with the reader's message in err.
@@ -389,6 +444,8 @@ static int resolve(struct bpftel_uprobes *u, const struct lib_file *f, const str
 									    reqs[k].offset));
 			}
 		}
+		for (i = 0; i < me->nspecs; i++)
+			share_callee(me, f->lib, fd, reqs, n, pts[j], i);
 	}
 	return 0;
 }

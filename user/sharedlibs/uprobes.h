@@ -54,6 +54,15 @@ struct bpftel_uprobe_spec {
 	 * on the function's first branch if the prologue before it keeps them
 	 * (user/manager/prologue.h: one trap instead of two). 0: on the entry. */
 	unsigned char past_prologue;
+	/* A read whose function is a wrapper: a prologue that keeps its 4 integer
+	 * arguments, then a call. If the function named here calls that callee too, and
+	 * the callee's first instruction is one the kernel emulates, this probe goes on
+	 * the callee's entry (no single-step, and a return probe still finds the return
+	 * address on top of the stack there), and the named function's probes of the same
+	 * program are not attached: its calls are seen in the callee (OpenSSL 3's SSL_read
+	 * and SSL_read_ex both enter ssl_read_internal, with SSL_read_ex's arguments and
+	 * its return; user/manager/prologue.h). */
+	const char *shares_callee;
 	/* Go executables (lib SHLIB_LIB_GO, symbol as Go names it): entry probes go on
 	 * the JBE of the function's stack check (UPROBE_GO_STACK_CHECK); at_rets puts this one on each of the function's RET
 	 * instructions instead (no uretprobe on Go code: user/manager/goexe.h). */

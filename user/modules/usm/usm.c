@@ -64,13 +64,23 @@ const char *bpftel_usm_counter_name(enum usm_counter c)
  * write does then): no return probe, and since it reads only (session, buffer, size),
  * past the prologue where that saves the single-step (user/manager/prologue.h). A
  * read's bytes exist only at its return: entry (where is the buffer) and return (how
- * much came), both on the function's first instruction.
+ * much came), both on the function's first instruction; or, for SSL_read_ex where it
+ * and SSL_read both wrap one internal read that starts with an instruction the kernel
+ * emulates (OpenSSL 3: ssl_read_internal), both on that function's, once for the two
+ * (TLS_READ_SHARED: SSL_read's own probes are then not attached).
  */
 #define TLS_WRITE(lib, sym, fn) {lib, "usm_tls_uprobe", sym, false, fn, 3}
 #define TLS_READ(lib, sym, fn)                                     \
 	{lib, "usm_tls_uprobe", sym, false, fn},                   \
 	{                                                          \
 		lib, "usm_tls_uretprobe", sym, true, fn            \
+	}
+#define TLS_READ_SHARED(l, sym, fn, other)                                                 \
+	{.lib = l, .prog = "usm_tls_uprobe", .symbol = sym, .cookie = fn,                   \
+	 .shares_callee = other},                                                           \
+	{                                                                                  \
+		.lib = l, .prog = "usm_tls_uretprobe", .symbol = sym, .retprobe = true,     \
+		.cookie = fn, .shares_callee = other                                        \
 	}
 
 #define GO_PROBE(sym, fn, rets)                                                          \
@@ -87,7 +97,7 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	TLS_WRITE(SHLIB_LIB_SSL, "SSL_write", USM_TLS_SSL_WRITE),
 	TLS_READ(SHLIB_LIB_SSL, "SSL_read", USM_TLS_SSL_READ),
 	TLS_WRITE(SHLIB_LIB_SSL, "SSL_write_ex", USM_TLS_SSL_WRITE_EX),
-	TLS_READ(SHLIB_LIB_SSL, "SSL_read_ex", USM_TLS_SSL_READ_EX),
+	TLS_READ_SHARED(SHLIB_LIB_SSL, "SSL_read_ex", USM_TLS_SSL_READ_EX, "SSL_read"),
 	TLS_WRITE(SHLIB_LIB_GNUTLS, "gnutls_record_send", USM_TLS_GNUTLS_SEND),
 	TLS_READ(SHLIB_LIB_GNUTLS, "gnutls_record_recv", USM_TLS_GNUTLS_RECV),
 	/* Go's crypto/tls, in Go executables (bpf/lib/usm_go.h): plain uprobes only, the
