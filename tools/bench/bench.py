@@ -334,8 +334,8 @@ def h2load(args, a_build, b_build, tmp, reps):
         return [row]
     peer.b = row.b
     pm, ph = ci90([a / b for a, b in zip(peer.a, row.a)])
-    peer.note = (f"bpftrace counting on the same probe points (reads entry+return, writes "
-                 f"entry): the trap floor, {pm:.3f}x +/- {ph:.3f} of no agent")
+    peer.note = (f"bpftrace counting at the functions' entries (reads entry+return, writes "
+                 f"entry), {pm:.3f}x +/- {ph:.3f} of no agent")
     return [row, peer]
 
 
