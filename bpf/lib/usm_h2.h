@@ -81,22 +81,24 @@ struct {
 TLM_MAP_KEY(usm_h2_events);
 
 /*
- * The flags for a record of size bytes about to be output: no wake-up while the unread
- * data stays under USM_H2_WAKEUP_BYTES (a wake-up per record costs more than the walk;
- * the consumer's own poll reads them within 50 ms), a wake-up for every record once it
- * is over. Not only the record that crosses it, as HTTP/1's usm_submit_flags(): two
- * CPUs can cross it together with neither seeing the crossing, and the consumer would
- * then sleep its 50 ms while the data grows, to hand the pipeline's worker a burst
- * larger than its queue; a session's records are worth more than HTTP/1's (one lost
- * inside a header block ends its decoding).
+ * The flags for a record of size bytes about to be output: a wake-up when the unread
+ * data crosses a multiple of USM_H2_WAKEUP_BYTES, none otherwise (the consumer's own
+ * poll reads them within 50 ms). A wake-up per record costs more than the walk: on a
+ * VM it is a self-IPI, an APIC write that exits to the hypervisor (~5 % of all CPU
+ * under h2load when every record over the threshold woke the consumer, BENCHMARKS.md).
+ * Every multiple, not only the first as HTTP/1's usm_submit_flags(): two CPUs can
+ * cross one together with neither seeing the crossing, and the next one is then at
+ * most USM_H2_WAKEUP_BYTES further, so the consumer never sleeps its 50 ms while the
+ * data grows into a burst larger than the pipeline's queue; a session's records are
+ * worth more than HTTP/1's (one lost inside a header block ends its decoding).
  */
-#define USM_H2_WAKEUP_BYTES (8 * 1024)
+#define USM_H2_WAKEUP_BYTES (64 * 1024)
 
 static __always_inline __u64 usm_h2_wakeup(__u32 size)
 {
 	__u64 avail = tlm_ringbuf_query(usm_h2_events, BPF_RB_AVAIL_DATA);
 
-	return avail + 8 + size >= USM_H2_WAKEUP_BYTES
+	return (avail + 8 + size) / USM_H2_WAKEUP_BYTES != avail / USM_H2_WAKEUP_BYTES
 		       ? BPF_RB_FORCE_WAKEUP
 		       : BPF_RB_NO_WAKEUP;
 }
