@@ -163,6 +163,63 @@ static void test_pairs_per_connection(void **state)
 	usm_endpoints_free(e);
 }
 
+/*
+ * Churn on a small table (64 pending, 128 slots): requests on random streams of a few
+ * connections, answered in random order, some never, against a model of what is
+ * pending. Every answer must find its request (latency = its own), every other
+ * response be an orphan: the slots' re-seating after removals, across the table's
+ * wrap-around, and the pool's reuse of entries, seen from outside.
+ */
+static void test_pending_churn(void **state)
+{
+	enum { MAXP = 64, KEYS = 96, ROUNDS = 20000 };
+	struct usm_endpoints *e =
+		usm_endpoints_new(&(struct usm_endpoints_limits){.max_pending = MAXP});
+	uint64_t sent[KEYS] = {0}, paired = 0, orphans = 0, requests = 0, unanswered = 0;
+	uint64_t latency = 0, got_latency = 0;
+	struct usm_endpoints_stats st;
+	struct usm_endpoint_row *rows;
+	unsigned int seed = 12345, i, pending = 0;
+	size_t n, r;
+
+	(void)state;
+	for (i = 0; i < ROUNDS; i++) {
+		unsigned int k = (unsigned int)rand_r(&seed) % KEYS;
+		struct usm_conn_key key = tls(10 + k % 3, 1 + k % 5);
+
+		key.stream = 1 + 2 * k;
+		if (!sent[k] && pending < MAXP && rand_r(&seed) % 2) {
+			request(e, key, "GET /x HTTP/1.1\r\n", 1000 + i);
+			sent[k] = 1000 + i;
+			pending++;
+			requests++;
+		} else if (sent[k]) {
+			response(e, key, 200, 5000 + i);
+			latency += 5000 + i - sent[k];
+			sent[k] = 0;
+			pending--;
+			paired++;
+		} else {
+			response(e, key, 200, 5000 + i);
+			orphans++;
+		}
+	}
+	usm_endpoints_stats(e, &st);
+	assert_int_equal(st.requests, requests);
+	assert_int_equal(st.paired, paired);
+	assert_int_equal(st.orphan_responses, orphans);
+	assert_int_equal(st.unanswered, unanswered);
+	assert_int_equal(st.evicted, 0);
+	assert_int_equal(st.pending, pending);
+	/* each response paired with its own request: the latencies add up */
+	n = usm_endpoints_rows(e, &rows);
+	for (r = 0; r < n; r++)
+		got_latency += rows[r].latency.sum_ns;
+	assert_int_equal(got_latency, latency);
+	free(rows);
+	usm_endpoints_free(e);
+}
+
 static void test_unanswered_and_orphans(void **state)
 {
 	struct usm_endpoints *e = usm_endpoints_new(NULL);
@@ -807,6 +864,7 @@ int main(void)
 		cmocka_unit_test(test_odd_values_clamped),
 		cmocka_unit_test(test_other_methods_and_raw_bytes),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_pending_churn),
 	};
 
 	return cmocka_run_group_tests_name("usm_endpoints", tests, NULL, NULL);

@@ -65,14 +65,31 @@ struct pending {
 	char method[USM_METHOD_MAX];
 	char path[USM_PATH_MAX];
 	struct usm_conn_addr conn;
-	bool used;
+};
+
+/*
+ * Pending requests: an open-addressing table of small slots (the key's hash and where
+ * the request is) over a pool of entries. Every message of every connection looks a
+ * slot up, and a request waits only until its response: a few dozen are pending at
+ * once, out of thousands allowed. With the entries in the slots (~250 bytes each,
+ * 2 MiB at the default) each lookup was a cache miss somewhere in the table, the
+ * agent's hottest line under h2load (BENCHMARKS.md); now the probes read an 8-byte
+ * slot, compare a full key only where the hash matches, and the pool hands out the
+ * entry freed last: the few in use stay in cache.
+ */
+struct slot {
+	uint32_t hash;
+	uint32_t idx; /* pool index + 1; 0: empty */
 };
 
 struct usm_endpoints {
 	pthread_mutex_t lock;
 	struct usm_endpoints_limits lim; /* defaults filled in */
-	struct pending *pending;	 /* open addressing, 2 x max_pending slots */
-	size_t nslots, npending;
+	struct slot *slots;		 /* a power of two >= 2 x max_pending */
+	size_t nslots, slot_mask, npending;
+	struct pending *pool;		 /* max_pending */
+	uint32_t *free_idx;		 /* pool entries not in use, the last freed on top */
+	size_t nfree;
 	struct row *rows; /* creation order */
 	size_t nrows, cap, proc_reserve;
 	size_t kinds[ROW__KINDS]; /* rows of each kind */
@@ -97,39 +114,76 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n)
 
 /* ---- pending requests ---- */
 
-static size_t home_of(const struct usm_endpoints *e, const struct usm_conn_key *k)
+/* The key's hash: eight bytes at a time (keys are whole structs, padding zeroed, as
+ * memcmp below needs them to be). */
+static uint32_t key_hash(const struct usm_conn_key *k)
 {
-	return fnv(FNV_BASIS, k, sizeof(*k)) % e->nslots;
+	const unsigned char *p = (const unsigned char *)k;
+	uint64_t h = FNV_BASIS, w;
+	size_t i;
+
+	_Static_assert(sizeof(*k) % 8 == 0, "usm_conn_key hashed in words");
+	for (i = 0; i < sizeof(*k); i += 8) {
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	return (uint32_t)(h ^ (h >> 32));
 }
 
-/* The slot holding key, or the empty slot where it would go. */
-static struct pending *slot_of(struct usm_endpoints *e, const struct usm_conn_key *key)
+static struct pending *entry_of(struct usm_endpoints *e, const struct slot *s)
 {
-	size_t i = home_of(e, key), n;
+	return &e->pool[s->idx - 1];
+}
 
-	for (n = 0; n < e->nslots; n++, i = (i + 1) % e->nslots) {
-		if (!e->pending[i].used || !memcmp(&e->pending[i].key, key, sizeof(*key)))
-			return &e->pending[i];
+/* The slot holding key (hash: key_hash(key)), or the empty slot where it would go. */
+static struct slot *slot_of(struct usm_endpoints *e, const struct usm_conn_key *key,
+			    uint32_t hash)
+{
+	size_t i = hash & e->slot_mask, n;
+	struct slot *s;
+
+	for (n = 0; n < e->nslots; n++, i = (i + 1) & e->slot_mask) {
+		s = &e->slots[i];
+		if (!s->idx ||
+		    (s->hash == hash && !memcmp(&entry_of(e, s)->key, key, sizeof(*key))))
+			return s;
 	}
 	return NULL; /* cannot happen: at most half the slots are used */
 }
 
-/* Remove slot s and re-seat the entries after it (linear probing deletion). */
-static void slot_remove(struct usm_endpoints *e, struct pending *s)
+/* An entry for the empty slot s: the pool's entry freed last. */
+static struct pending *slot_fill(struct usm_endpoints *e, struct slot *s, uint32_t hash,
+				 const struct usm_conn_key *key)
 {
-	size_t i = s - e->pending, j = i, home;
+	struct pending *p;
 
-	e->pending[i].used = false;
+	s->hash = hash;
+	s->idx = e->free_idx[--e->nfree] + 1;
+	p = entry_of(e, s);
+	p->key = *key;
+	e->npending++;
+	return p;
+}
+
+/* Empty slot s, its entry back to the pool, and re-seat the slots after it (linear
+ * probing deletion). */
+static void slot_remove(struct usm_endpoints *e, struct slot *s)
+{
+	size_t i = s - e->slots, j = i, home;
+
+	e->free_idx[e->nfree++] = s->idx - 1;
+	s->idx = 0;
 	e->npending--;
 	for (;;) {
-		j = (j + 1) % e->nslots;
-		if (!e->pending[j].used)
+		j = (j + 1) & e->slot_mask;
+		if (!e->slots[j].idx)
 			return;
-		home = home_of(e, &e->pending[j].key);
+		home = e->slots[j].hash & e->slot_mask;
 		/* Move j back to i if its home is not in (i, j]. */
 		if ((i < j && (home <= i || home > j)) || (i > j && home <= i && home > j)) {
-			e->pending[i] = e->pending[j];
-			e->pending[j].used = false;
+			e->slots[i] = e->slots[j];
+			e->slots[j].idx = 0;
 			i = j;
 		}
 	}
@@ -137,12 +191,13 @@ static void slot_remove(struct usm_endpoints *e, struct pending *s)
 
 static void evict_oldest(struct usm_endpoints *e)
 {
-	struct pending *oldest = NULL;
+	struct slot *oldest = NULL;
 	size_t i;
 
 	for (i = 0; i < e->nslots; i++) {
-		if (e->pending[i].used && (!oldest || e->pending[i].t_ns < oldest->t_ns))
-			oldest = &e->pending[i];
+		if (e->slots[i].idx &&
+		    (!oldest || entry_of(e, &e->slots[i])->t_ns < entry_of(e, oldest)->t_ns))
+			oldest = &e->slots[i];
 	}
 	if (oldest) {
 		slot_remove(e, oldest);
@@ -298,14 +353,24 @@ struct usm_endpoints *usm_endpoints_new(const struct usm_endpoints_limits *limit
 	while (nindex < 2 * e->cap)
 		nindex *= 2;
 	e->index_mask = nindex - 1;
-	e->nslots = 2 * e->lim.max_pending;
-	e->pending = calloc(e->nslots, sizeof(*e->pending));
+	e->nslots = 1;
+	while (e->nslots < 2 * e->lim.max_pending)
+		e->nslots *= 2;
+	e->slot_mask = e->nslots - 1;
+	e->slots = calloc(e->nslots, sizeof(*e->slots));
+	e->pool = calloc(e->lim.max_pending, sizeof(*e->pool));
+	e->free_idx = calloc(e->lim.max_pending, sizeof(*e->free_idx));
 	e->rows = calloc(e->cap, sizeof(*e->rows));
 	e->index = calloc(nindex, sizeof(*e->index));
-	e->pids = calloc(e->cap + e->nslots, sizeof(*e->pids));
-	if (!e->pending || !e->rows || !e->index || !e->pids) {
+	e->pids = calloc(e->cap + e->lim.max_pending, sizeof(*e->pids));
+	if (!e->slots || !e->pool || !e->free_idx || !e->rows || !e->index || !e->pids) {
 		usm_endpoints_free(e);
 		return NULL;
+	}
+	/* Handed out from the top: entry 0 first. */
+	while (e->nfree < e->lim.max_pending) {
+		e->free_idx[e->nfree] = (uint32_t)(e->lim.max_pending - 1 - e->nfree);
+		e->nfree++;
 	}
 	return e;
 }
@@ -315,7 +380,9 @@ void usm_endpoints_free(struct usm_endpoints *e)
 	if (!e)
 		return;
 	pthread_mutex_destroy(&e->lock);
-	free(e->pending);
+	free(e->slots);
+	free(e->pool);
+	free(e->free_idx);
 	free(e->rows);
 	free(e->index);
 	free(e->pids);
@@ -330,21 +397,22 @@ static int clamp_version(int v)
 static void on_request(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t t_ns,
 		       const struct usm_http_start *msg, const struct usm_conn_addr *conn)
 {
-	struct pending *p = slot_of(e, key);
+	uint32_t hash = key_hash(key);
+	struct slot *s = slot_of(e, key, hash);
+	struct pending *p;
 
 	e->st.requests++;
-	if (p && p->used) {
+	if (s && s->idx) {
 		e->st.unanswered++;
+		p = entry_of(e, s);
 	} else {
 		if (e->npending == e->lim.max_pending) {
 			evict_oldest(e);
-			p = slot_of(e, key);
+			s = slot_of(e, key, hash);
 		}
-		if (!p)
+		if (!s)
 			return;
-		p->used = true;
-		p->key = *key;
-		e->npending++;
+		p = slot_fill(e, s, hash, key);
 	}
 	p->t_ns = t_ns;
 	p->version = clamp_version(msg->version);
@@ -363,15 +431,17 @@ static void on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
 			enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
 			const struct usm_conn_addr *conn)
 {
-	struct pending *p = slot_of(e, key);
+	struct slot *s = slot_of(e, key, key_hash(key));
+	struct pending *p;
 	struct row_key k;
 	struct row *r;
 
 	e->st.responses++;
-	if (!p || !p->used) {
+	if (!s || !s->idx) {
 		e->st.orphan_responses++;
 		return;
 	}
+	p = entry_of(e, s);
 	k = (struct row_key){key->pid,
 			     key->side < USM_SIDE__COUNT ? key->side : USM_SIDE_UNKNOWN,
 			     proto == USM_PROTO_HTTP ? USM_PROTO_HTTP : USM_PROTO_HTTPS,
@@ -396,7 +466,7 @@ static void on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
 		e->st.table_overflow++;
 	else if (r->kind == ROW_PROC_OVERFLOW)
 		e->st.proc_overflow++;
-	slot_remove(e, p);
+	slot_remove(e, s);
 }
 
 void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *key,
@@ -415,11 +485,13 @@ bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key,
 			struct usm_http_start *msg, struct usm_conn_addr *conn)
 {
 	struct pending *p;
+	struct slot *s;
 	bool found = false;
 
 	pthread_mutex_lock(&e->lock);
-	p = slot_of(e, key);
-	if (p && p->used) {
+	s = slot_of(e, key, key_hash(key));
+	if (s && s->idx) {
+		p = entry_of(e, s);
 		*t_ns = p->t_ns;
 		memset(msg, 0, sizeof(*msg));
 		msg->kind = USM_HTTP_REQUEST;
@@ -428,7 +500,7 @@ bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key,
 		memcpy(msg->method, p->method, sizeof(msg->method));
 		memcpy(msg->path, p->path, sizeof(msg->path));
 		*conn = p->conn;
-		slot_remove(e, p);
+		slot_remove(e, s);
 		e->st.requests--; /* withdrawn: counted again where it is given back */
 		found = true;
 	}
@@ -517,8 +589,8 @@ static void pending_expire(struct usm_endpoints *e, uint64_t before)
 	size_t i = 0;
 
 	while (i < e->nslots) {
-		if (e->pending[i].used && e->pending[i].t_ns < before) {
-			slot_remove(e, &e->pending[i]);
+		if (e->slots[i].idx && entry_of(e, &e->slots[i])->t_ns < before) {
+			slot_remove(e, &e->slots[i]);
 			e->st.unanswered++;
 			continue;
 		}
@@ -556,8 +628,8 @@ static size_t dead_pids(struct usm_endpoints *e, bool (*alive)(uint32_t pid, voi
 			e->pids[n++] = e->rows[i].r.pid;
 	}
 	for (i = 0; i < e->nslots; i++) {
-		if (e->pending[i].used && is_process(e->pending[i].key.pid))
-			e->pids[n++] = e->pending[i].key.pid;
+		if (e->slots[i].idx && is_process(entry_of(e, &e->slots[i])->key.pid))
+			e->pids[n++] = entry_of(e, &e->slots[i])->key.pid;
 	}
 	qsort(e->pids, n, sizeof(*e->pids), cmp_pid);
 	for (i = 0; i < n; i++) {
@@ -578,8 +650,9 @@ int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid, voi
 		rows_compact(e, 0, ndead);
 		/* Removal re-seats later entries into slot i: look at it again. */
 		for (i = 0; i < e->nslots;) {
-			if (e->pending[i].used && is_dead(e, ndead, e->pending[i].key.pid))
-				slot_remove(e, &e->pending[i]);
+			if (e->slots[i].idx &&
+			    is_dead(e, ndead, entry_of(e, &e->slots[i])->key.pid))
+				slot_remove(e, &e->slots[i]);
 			else
 				i++;
 		}
