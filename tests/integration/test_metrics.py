@@ -186,6 +186,24 @@ def main():
         check_metrics_text(url, ["bpftel_http_server_request_duration_seconds",
                                  "bpftel_http_client_request_duration_seconds"])
 
+        # The scrapes above are plaintext HTTP the socket filter sees: this process's end
+        # is a client row like any other's; the agent's own end is only counted.
+        # (No scrape while waiting: the CLI asks over the control socket.)
+        def scrape_seen():
+            c = agent.json("http")
+            mine = [r for r in c["endpoints"] if r["path"] == "/metrics" and
+                    r["pid"] == os.getpid() and r["side"] == "client"]
+            return (mine, c) if mine and \
+                c["counters"]["own_exchanges"] >= mine[0]["count"] else None
+        mine, c = wait_for(scrape_seen, 30, "the scrapes: this process's client row, and "
+                           "the agent's end of each counted")
+        agents = [r for r in c["endpoints"] if r["pid"] == agent.proc.pid]
+        check(not agents, f"the agent's end of {mine[0]['count']} scrapes is no row, "
+                          f"{c['counters']['own_exchanges']} own exchanges counted")
+        own = [ln for ln in get(url)[2].splitlines()
+               if ln.startswith("bpftel_http_own_exchanges_total ")]
+        check(own and int(own[0].split()[1]) >= 1, f"/metrics: {own}")
+
         half_m = abuse_metrics_port(host, int(port))
         half_c = abuse_control_socket(agent.socket)
         status, _, _ = get(url)

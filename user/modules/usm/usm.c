@@ -36,8 +36,9 @@ struct bpftel_usm {
 	pthread_mutex_t lock; /* skel, counters, settings */
 	struct usm *skel;     /* while the module is open */
 	__u64 retired[USM_CNT__COUNT];
-	__u64 unparsed, malformed, unattributed, tls_no_conn;
+	__u64 unparsed, malformed, unattributed, tls_no_conn, own;
 	__u64 rejected[USM_HTTP__REJECT_COUNT];
+	__u32 self; /* the agent's own pid: its sockets' messages are not recorded */
 	struct bpftel_usm_settings settings;
 };
 
@@ -213,7 +214,9 @@ static int handle_h2_record(void *ctx, void *data, size_t size)
  * whose owner the watcher knows (client: connect; server: accept) records the request
  * and its response on its own side; when neither is known, they are recorded as
  * unattributed (side unknown, no process), never dropped. A request never answered
- * expires unanswered, once.
+ * expires unanswered, once. The agent's own end (its /metrics server) is not recorded,
+ * only counted (`own`): watching must not add a row to what it watches, once per
+ * scrape; the scraper's end is recorded like any other process's.
  */
 static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 			   const struct usm_http_start *msg)
@@ -225,7 +228,7 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	struct usm_conn_key key, held;
 	int side, found = 0;
 	uint64_t req_ns = 0;
-	bool have_req;
+	bool have_req, own = false;
 
 	memcpy(conn.client_addr, ev->client_addr, 16);
 	memcpy(conn.server_addr, ev->server_addr, 16);
@@ -255,6 +258,10 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		k.rport = server ? ev->client_port : ev->server_port;
 		if (bpftel_sharedlibs__sock_owner(u->sl, &k, &owner))
 			continue;
+		if (owner.pid == u->self) {
+			own = true;
+			continue;
+		}
 		key.pid = owner.pid;
 		key.side = side;
 		usm_procs_note(u->procs, owner.pid);
@@ -264,7 +271,9 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 		found++;
 	}
-	if (found)
+	if (own)
+		count(u, &u->own);
+	if (found || own)
 		return;
 	if (have_req) {
 		count(u, &u->unattributed);
@@ -380,6 +389,7 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 		return -ENOMEM;
 	pthread_mutex_init(&u->lock, NULL);
 	u->sl = sl;
+	u->self = (__u32)getpid();
 	u->settings.series_max = 2000;
 	u->endpoints = usm_endpoints_new(&limits);
 	u->procs = usm_procs_new();
@@ -446,6 +456,7 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	out->malformed = u->malformed;
 	out->unattributed = u->unattributed;
 	out->tls_no_conn = u->tls_no_conn;
+	out->own = u->own;
 	memcpy(out->rejected, u->rejected, sizeof(out->rejected));
 	pthread_mutex_unlock(&u->lock);
 	out->procs_dropped = usm_procs_dropped(u->procs);

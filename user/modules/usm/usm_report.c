@@ -192,6 +192,7 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	json_object_set_new(cnt, "malformed", json_integer(c->malformed));
 	json_object_set_new(cnt, "unattributed", json_integer(c->unattributed));
 	json_object_set_new(cnt, "tls_connection_unknown", json_integer(c->tls_no_conn));
+	json_object_set_new(cnt, "own_exchanges", json_integer(c->own));
 	json_object_set_new(cnt, "processes_not_described", json_integer(c->procs_dropped));
 	rej = json_pack("{s:I, s:I}", "syntax", (json_int_t)c->rejected[USM_HTTP_REJECT_SYNTAX],
 			"status", (json_int_t)c->rejected[USM_HTTP_REJECT_STATUS]);
@@ -548,6 +549,10 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 			   "Plaintext HTTP requests whose sockets' owners the agent does not know "
 			   "(connected before it ran): in `bpftel http`, not in the histograms.");
 	bpftel_prom_sample_u64(w, "", NULL, 0, c.unattributed);
+	bpftel_prom_family(w, "bpftel_http_own_exchanges_total", "counter",
+			   "Plaintext HTTP exchanges with the agent's own sockets (its /metrics "
+			   "server): the other end is recorded, the agent's is not.");
+	bpftel_prom_sample_u64(w, "", NULL, 0, c.own);
 	bpftel_prom_family(w, "bpftel_http_rejected_messages_total", "counter",
 			   "Messages that looked like HTTP/1.x and were not, by reason.");
 	l[0] = (struct bpftel_prom_label){"reason", "syntax"};
