@@ -31,10 +31,13 @@ static void calibrate_and_settle(const char *want_link)
 	assert_true(tc.known);
 	assert_string_equal(tc.link, want_link);
 	assert_true(tc.uprobe_ns > 0 && tc.uretprobe_ns > 0 && tc.pair_ns > 0);
+	/* positive, or -1 where it vanished in the noise: never 0 or another negative */
+	assert_true(tc.uprobe_emulated_ns > 0 || tc.uprobe_emulated_ns == -1);
 	assert_int_equal(tc.calls, BPFTEL_TRAP_CALLS * BPFTEL_TRAP_BATCHES);
 	printf("# %s: uprobe %.0f ns, uretprobe %.0f ns, both %.0f ns, call %.1f ns, took %.1f "
 	       "ms\n",
 	       tc.link, tc.uprobe_ns, tc.uretprobe_ns, tc.pair_ns, tc.call_ns, tc.took_ms);
+	printf("# uprobe on an emulated instruction: %.0f ns\n", tc.uprobe_emulated_ns);
 	bpftel_links_settle();
 	bpftel_test_settle_objects(&base, &now);
 	assert_objects_back(&base, &now);

@@ -32,6 +32,21 @@ def check_traps(stats):
         want = p["run_time_ns"] / 1e9 + p["run_cnt"] * trap / 1e9
         if abs(p["overhead_seconds"] - want) > 1e-6 + want * 1e-6:
             raise AssertionError(f"{p['name']}: overhead {p['overhead_seconds']} != {want}")
+    # An entry program's trap is the emulated one where every entry point it has is on
+    # an instruction the kernel emulates, else the single-stepped one (the larger).
+    emulated = tc.get("uprobe_emulated_ns")
+    for p in progs.values():
+        insn = p.get("trap_entry_instructions")
+        if p["trap"] != "uprobe":
+            check(insn is None, f"{p['name']}: no entry instructions ({insn})")
+            continue
+        check(insn in (None, "emulated", "single-stepped", "mixed"),
+              f"{p['name']}: entry instructions {insn}")
+        want = emulated if insn == "emulated" and emulated else tc["uprobe_ns"]
+        check(abs(p["trap_cost_ns"] - want) < 0.01,
+              f"{p['name']}: entry points {insn or 'none yet'}, charged {p['trap_cost_ns']:.0f} "
+              f"ns a run (calibrated: {tc['uprobe_ns']:.0f} stepped, "
+              f"{emulated or 0:.0f} emulated)")
     ret = progs[("gpu", "gpu_uretprobe")]
     # (the JSON has 9 significant digits)
     check(ret["trap_paired"] and

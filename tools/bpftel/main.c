@@ -118,11 +118,15 @@ static void print_traps(json_t *agent)
 	json_t *tc = json_object_get(agent, "trap_cost");
 
 	if (json_is_true(json_object_get(tc, "known")))
-		printf("Uprobe traps: %.1f us per call at entry, %.1f us at return alone, %.1f us "
-		       "for both (calibrated at start on %s links, %.0f ms); in OVERHEAD S as "
-		       "runs x trap\n",
-		       jnum(tc, "uprobe_ns") / 1e3, jnum(tc, "uretprobe_ns") / 1e3,
-		       jnum(tc, "pair_ns") / 1e3, jstr(tc, "link"), jnum(tc, "took_ms"));
+		printf("Uprobe traps: %.1f us per call at entry (%.1f us on an instruction the "
+		       "kernel emulates), %.1f us at return alone, %.1f us for both (calibrated "
+		       "at start on %s links, %.0f ms); in OVERHEAD S as runs x trap\n",
+		       jnum(tc, "uprobe_ns") / 1e3,
+		       json_is_number(json_object_get(tc, "uprobe_emulated_ns"))
+			       ? jnum(tc, "uprobe_emulated_ns") / 1e3
+			       : jnum(tc, "uprobe_ns") / 1e3,
+		       jnum(tc, "uretprobe_ns") / 1e3, jnum(tc, "pair_ns") / 1e3, jstr(tc, "link"),
+		       jnum(tc, "took_ms"));
 	else
 		printf("Uprobe traps: cost unknown (%s): overhead of uprobe programs unknown\n",
 		       jstr(tc, "error"));

@@ -166,6 +166,8 @@ static void set_overhead(json_t *p, const struct bpftel_prog_overhead *o)
 	json_object_set_new(p, "trap", o->trap ? json_string(o->trap) : json_null());
 	json_object_set_new(p, "trap_cost_ns", o->trap ? real_or_null(o->trap_ns) : json_null());
 	json_object_set_new(p, "trap_paired", json_boolean(o->paired));
+	json_object_set_new(p, "trap_entry_instructions",
+			    o->entry_insn ? json_string(o->entry_insn) : json_null());
 	json_object_set_new(p, "trap_overhead_seconds",
 			    real_or_null(o->trap_ns < 0 ? -1 : o->p.run_cnt * o->trap_ns / 1e9));
 	json_object_set_new(p, "overhead_seconds", real_or_null(total));
@@ -216,8 +218,11 @@ static void add_run_stats(struct bpftel_agent *agent, json_t *progs, bool sample
 /* The calibration of uprobe traps at start (user/manager/trapcost.h). */
 static json_t *trap_cost(const struct bpftel_trap_cost *tc)
 {
-	return json_pack("{s:b, s:o, s:o, s:o, s:f, s:i, s:f, s:s, s:s?}", "known", tc->known,
+	return json_pack("{s:b, s:o, s:o, s:o, s:o, s:f, s:i, s:f, s:s, s:s?}", "known", tc->known,
 			 "uprobe_ns", tc->known ? json_real(tc->uprobe_ns) : json_null(),
+			 "uprobe_emulated_ns",
+			 tc->known && tc->uprobe_emulated_ns > 0 ? json_real(tc->uprobe_emulated_ns)
+								 : json_null(),
 			 "uretprobe_ns", tc->known ? json_real(tc->uretprobe_ns) : json_null(),
 			 "pair_ns", tc->known ? json_real(tc->pair_ns) : json_null(),
 			 "call_ns", tc->call_ns, "calls", (int)tc->calls, "took_ms", tc->took_ms,

@@ -385,10 +385,10 @@ int main(int argc, char **argv)
 	if (bpftel_trap_cost_calibrate(&agent.trap))
 		pr_warn("uprobe trap cost unknown: %s", agent.trap.error);
 	else
-		pr_info("uprobe trap cost: %.1f us at entry, %.1f us with return (%s links, "
-			"calibrated in %.0f ms)",
-			agent.trap.uprobe_ns / 1e3, agent.trap.uretprobe_ns / 1e3, agent.trap.link,
-			agent.trap.took_ms);
+		pr_info("uprobe trap cost: %.1f us at entry (%.1f us on an emulated instruction), "
+			"%.1f us with return (%s links, calibrated in %.0f ms)",
+			agent.trap.uprobe_ns / 1e3, agent.trap.uprobe_emulated_ns / 1e3,
+			agent.trap.uretprobe_ns / 1e3, agent.trap.link, agent.trap.took_ms);
 	if (bpftel_agent_apply(&agent, &cfg, true))
 		goto cleanup;
 	/* Libraries mapped before the watcher ran are in /proc/<pid>/maps. */

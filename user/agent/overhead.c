@@ -10,18 +10,22 @@
 
 #define MAX_UPROBE_PROGS 32
 
-/* A program's trap per run. Some entries and some returns: the entry's cost. */
+/* A program's trap per run. Some entries and some returns: the entry's cost. An entry
+ * probe's cost is the calibrated one of its instructions' kind when all are alike. */
 static double trap_ns(const struct bpftel_trap_cost *tc, const struct bpftel_uprobe_prog *up,
 		      struct bpftel_prog_overhead *o)
 {
+	static const char *const kinds[] = {NULL, "emulated", "single-stepped", "mixed"};
 	double ret;
 
 	o->trap = up->ret && !up->entry ? "uretprobe" : "uprobe";
 	o->paired = up->ret && !up->entry && up->ret_paired;
+	o->entry_insn = up->entry ? kinds[up->entry_kind & 3] : NULL;
 	if (!tc->known)
 		return -1;
 	if (!strcmp(o->trap, "uprobe"))
-		return tc->uprobe_ns;
+		return up->entry_kind == 1 && tc->uprobe_emulated_ns > 0 ? tc->uprobe_emulated_ns
+									 : tc->uprobe_ns;
 	/* In the noise, pair - uprobe may come out below 0: a return adds little. */
 	ret = tc->pair_ns - tc->uprobe_ns;
 	return o->paired ? (ret > 0 ? ret : 0) : tc->uretprobe_ns;

@@ -40,6 +40,19 @@ __attribute__((noipa, used)) int bpftel_trap_target_pair(int x)
 	return x + 4;
 }
 
+/* Starts with an instruction the kernel emulates (push), where the others start with
+ * one it single-steps: written out, since what a compiler puts first is its choice. */
+int bpftel_trap_target_emulated(int x);
+__asm__(".text\n"
+	".globl bpftel_trap_target_emulated\n"
+	".type bpftel_trap_target_emulated, @function\n"
+	"bpftel_trap_target_emulated:\n"
+	"\tpush %rbp\n"
+	"\tpop %rbp\n"
+	"\tlea 5(%rdi), %eax\n"
+	"\tret\n"
+	".size bpftel_trap_target_emulated, .-bpftel_trap_target_emulated\n");
+
 static volatile int sink;
 
 static double mono_ns(void)
@@ -164,19 +177,20 @@ static int probe(int (*fn)(int), bool retprobe, bool multi, char *why, size_t le
 int bpftel_trap_cost_calibrate(struct bpftel_trap_cost *out)
 {
 	static int (*const fns[])(int) = {bpftel_trap_target_none, bpftel_trap_target_entry,
-					  bpftel_trap_target_return, bpftel_trap_target_pair};
+					  bpftel_trap_target_return, bpftel_trap_target_pair,
+					  bpftel_trap_target_emulated};
 	/* Which function each link goes on, and at its entry or return. */
 	static const struct {
 		int fn;
 		bool ret;
-	} links[] = {{1, false}, {2, true}, {3, false}, {3, true}};
-	double t[4][BPFTEL_TRAP_BATCHES], med[4], t0 = mono_ns();
+	} links[] = {{1, false}, {2, true}, {3, false}, {3, true}, {4, false}};
+	double t[5][BPFTEL_TRAP_BATCHES], med[5], t0 = mono_ns();
 	bool multi = !bpftel_uprobe_multi_detect(NULL, 0);
-	int fd[4] = {-1, -1, -1, -1}, err = 0, b, i;
+	int fd[5] = {-1, -1, -1, -1, -1}, err = 0, b, i;
 
 	memset(out, 0, sizeof(*out));
 	out->link = multi ? "multi" : "perf_event";
-	for (i = 0; i < 4 && !err; i++) {
+	for (i = 0; i < 5 && !err; i++) {
 		fd[i] = probe(fns[links[i].fn], links[i].ret, multi, out->error,
 			      sizeof(out->error));
 		err = fd[i] < 0 ? fd[i] : 0;
@@ -185,18 +199,21 @@ int bpftel_trap_cost_calibrate(struct bpftel_trap_cost *out)
 		goto out;
 	/* The first hit of a probe sets it up in the process (its slot, its page): not
 	 * part of the cost. */
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 5; i++)
 		time_calls(fns[i], 16);
 	for (b = 0; b < BPFTEL_TRAP_BATCHES; b++) {
-		for (i = 0; i < 4; i++)
+		for (i = 0; i < 5; i++)
 			t[i][b] = time_calls(fns[i], BPFTEL_TRAP_CALLS);
 	}
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 5; i++)
 		med[i] = median(t[i], BPFTEL_TRAP_BATCHES);
 	out->call_ns = med[0];
 	out->uprobe_ns = med[1] - med[0];
 	out->uretprobe_ns = med[2] - med[0];
 	out->pair_ns = med[3] - med[0];
+	/* Cheap enough to vanish in the noise on some hosts: then not known, and entry
+	 * probes on such instructions are charged uprobe_ns (an over-estimate). */
+	out->uprobe_emulated_ns = med[4] - med[0] > 0 ? med[4] - med[0] : -1;
 	out->calls = BPFTEL_TRAP_CALLS * BPFTEL_TRAP_BATCHES;
 	/* pair - uprobe, what a return probe adds to an entry probe, is small (~0.2-2 us
 	 * here) and may come out below 0 in the noise: not a failure (overhead.c clamps). */
@@ -210,7 +227,7 @@ int bpftel_trap_cost_calibrate(struct bpftel_trap_cost *out)
 	}
 out:
 	/* Detaching waits for the kernel: the reaper does it, off this thread. */
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 5; i++) {
 		if (fd[i] >= 0)
 			bpftel_release(NULL, fd[i], NULL, NULL);
 	}

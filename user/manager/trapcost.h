@@ -12,7 +12,11 @@
  * function without probe; the cost is the difference of the medians over the batches.
  * The pair matters: a uretprobe arms itself with a trap at the function's entry, which
  * an entry probe on the same function shares, so a return probe next to an entry probe
- * costs pair - uprobe, not uretprobe. Multi-uprobe links where
+ * costs pair - uprobe, not uretprobe. And the instruction under the probe matters as
+ * much as the probe (user/manager/prologue.h): the entry probe's function starts with
+ * one the kernel single-steps (`lea`), a fifth starts with `push %rbp`, which it
+ * emulates; entry probes on such instructions are charged that (uprobe_emulated_ns).
+ * Multi-uprobe links where
  * the kernel has them (bpftel_uprobe_multi_detect), else perf-event uprobes. The links
  * go to the reaper (user/manager/manager.h) rather than being destroyed in place (a
  * detach waits ~45-80 ms for the kernel), so the start is not held up; nothing stays
@@ -29,6 +33,8 @@
 struct bpftel_trap_cost {
 	bool known;	     /* false: the calibration failed, error says why */
 	double uprobe_ns;    /* per call: entry trap + empty program */
+	double uprobe_emulated_ns; /* the same on an instruction the kernel emulates; < 0
+				      where that came out at 0 or below (not seen) */
 	double uretprobe_ns; /* per call: entry trap to arm the return + return trap + program */
 	double pair_ns;	     /* per call: a uprobe and a uretprobe on the same function */
 	double call_ns;	     /* the same call without a probe */

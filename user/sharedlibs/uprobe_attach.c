@@ -310,6 +310,26 @@ static long shared_callee(int fd, long off, long other)
 	return callee;
 }
 
+/* Note what the instructions under spec i's entry points in this file are: emulated
+ * by the kernel (one trap) or single-stepped (two exceptions). Unreadable: stepped,
+ * the costlier guess. */
+static void note_entry_kind(struct mod_entry *me, size_t i, int fd, const struct points *p)
+{
+	unsigned char code[16], kind = 0;
+	size_t k;
+	ssize_t n;
+
+	if (me->specs[i].retprobe)
+		return;
+	for (k = 0; k < p->n; k++) {
+		n = pread(fd, code, sizeof(code), p->at[k]);
+		kind |= n > 0 && bpftel_insn_emulated(code, (size_t)n) ? ENTRY_EMULATED
+									 : ENTRY_STEPPED;
+	}
+	if (kind)
+		__atomic_fetch_or(&me->entry_kind[i], kind, __ATOMIC_RELAXED);
+}
+
 static void point_set(struct points *p, long off)
 {
 	p->flags = 0;
@@ -466,11 +486,17 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 		ret = resolve(u, f, jobs, njobs, fd, pts, err, sizeof(err));
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		for (j = 0; !ret && j < njobs; j++) {
-			const struct mod_entry *me = &u->mods[jobs[j].mi];
+			struct mod_entry *me = &u->mods[jobs[j].mi];
 			/* f->slot is the file's for its whole life, and f is busy: no lock. */
 			int slot = bpf_object__find_map_by_name(jobs[j].obj, "uprobe_hits")
 					   ? (int)f->slot
 					   : -1;
+			size_t i;
+
+			for (i = 0; i < me->nspecs; i++) {
+				if (me->specs[i].lib == f->lib && !pts[j][i].err)
+					note_entry_kind(me, i, fd, &pts[j][i]);
+			}
 
 			res[j].multi = jobs[j].multi;
 			if (jobs[j].multi)

@@ -58,6 +58,8 @@ size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_p
 				out[k].ret_paired &= entry_probed(&u->mods[mi], sp);
 			} else {
 				out[k].entry = true;
+				out[k].entry_kind |= __atomic_load_n(&u->mods[mi].entry_kind[i],
+								     __ATOMIC_RELAXED);
 			}
 		}
 	}

@@ -87,6 +87,10 @@ struct bpftel_uprobe_prog {
 	/* Every return it is attached at has an entry probe of the module on the same
 	 * function: the entry's trap arms the return, which then adds little. */
 	bool ret_paired;
+	/* Its entry points' instructions in the files attached so far: 1 all emulated by
+	 * the kernel (one trap each), 2 all single-stepped, 3 some of each, 0 none yet
+	 * (user/manager/prologue.h). */
+	unsigned char entry_kind;
 };
 /* Every (module, program) of the registry's modules' specs: count, at most max. */
 size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_prog *out,

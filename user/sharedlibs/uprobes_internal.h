@@ -93,7 +93,14 @@ struct mod_entry {
 	unsigned int busy;	/* attaches in flight with obj */
 	bool multi;		/* this instance's programs were loaded for multi links */
 	char mode_reason[160];
+	/* Per spec, what its entry points' instructions have been in the files attached
+	 * so far (ENTRY_EMULATED, ENTRY_STEPPED; atomic: attaches run unlocked): what a
+	 * run of the program costs in trap (bpftel_uprobes__programs). */
+	unsigned char entry_kind[MAX_SPECS];
 };
+
+#define ENTRY_EMULATED 1
+#define ENTRY_STEPPED  2
 
 /*
  * Files refused for what they are (not ELF, too large, tables over their caps, not a
