@@ -10,10 +10,41 @@
 
 #define MAX_UPROBE_PROGS 32
 
+/*
+ * A program whose entry points are on both kinds of instruction: the two calibrated
+ * costs weighted by the calls counted on its files (bpf/uprobe_hits.h), each file by
+ * the kind its points there are (a file with both: single-stepped, the larger). Only
+ * the files of its libraries: a module's other entry program probes others (USM: TLS
+ * libraries, Go executables). No calls yet: the single-stepped cost.
+ */
+static double mixed_trap_ns(struct bpftel_agent *a, const struct bpftel_trap_cost *tc,
+			    const struct bpftel_uprobe_prog *up)
+{
+	struct bpftel_uprobe_file_load *fl = NULL;
+	double emulated = 0, stepped = 0;
+	int n, i;
+
+	n = bpftel_uprobes__file_loads(a->uprobes, up->module, &fl);
+	for (i = 0; i < n; i++) {
+		if (!fl[i].counted || !(up->entry_libs & (1u << fl[i].lib)))
+			continue;
+		if (fl[i].entry_kind == 1)
+			emulated += fl[i].calls[0];
+		else if (fl[i].entry_kind)
+			stepped += fl[i].calls[0];
+	}
+	free(fl);
+	if (emulated + stepped <= 0)
+		return tc->uprobe_ns;
+	return (emulated * tc->uprobe_emulated_ns + stepped * tc->uprobe_ns) /
+	       (emulated + stepped);
+}
+
 /* A program's trap per run. Some entries and some returns: the entry's cost. An entry
- * probe's cost is the calibrated one of its instructions' kind when all are alike. */
-static double trap_ns(const struct bpftel_trap_cost *tc, const struct bpftel_uprobe_prog *up,
-		      struct bpftel_prog_overhead *o)
+ * probe's cost is the calibrated one of its instructions' kind when all are alike,
+ * else both weighted by calls. */
+static double trap_ns(struct bpftel_agent *a, const struct bpftel_trap_cost *tc,
+		      const struct bpftel_uprobe_prog *up, struct bpftel_prog_overhead *o)
 {
 	static const char *const kinds[] = {NULL, "emulated", "single-stepped", "mixed"};
 	double ret;
@@ -23,9 +54,13 @@ static double trap_ns(const struct bpftel_trap_cost *tc, const struct bpftel_upr
 	o->entry_insn = up->entry ? kinds[up->entry_kind & 3] : NULL;
 	if (!tc->known)
 		return -1;
-	if (!strcmp(o->trap, "uprobe"))
-		return up->entry_kind == 1 && tc->uprobe_emulated_ns > 0 ? tc->uprobe_emulated_ns
-									 : tc->uprobe_ns;
+	if (!strcmp(o->trap, "uprobe")) {
+		if (tc->uprobe_emulated_ns <= 0)
+			return tc->uprobe_ns;
+		if (up->entry_kind == 1)
+			return tc->uprobe_emulated_ns;
+		return up->entry_kind == 3 ? mixed_trap_ns(a, tc, up) : tc->uprobe_ns;
+	}
 	/* In the noise, pair - uprobe may come out below 0: a return adds little. */
 	ret = tc->pair_ns - tc->uprobe_ns;
 	return o->paired ? (ret > 0 ? ret : 0) : tc->uretprobe_ns;
@@ -54,7 +89,7 @@ int bpftel_agent_overheads(struct bpftel_agent *a, struct bpftel_prog_overhead *
 		for (k = 0; k < nup; k++) {
 			if (strcmp(up[k].module, tp[i].module) || strcmp(up[k].prog, tp[i].program))
 				continue;
-			o[i].trap_ns = trap_ns(&a->trap, &up[k], &o[i]);
+			o[i].trap_ns = trap_ns(a, &a->trap, &up[k], &o[i]);
 		}
 	}
 	free(tp);

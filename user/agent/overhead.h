@@ -21,8 +21,8 @@ struct bpftel_prog_overhead {
 	const char *trap; /* NULL (no trap: not a uprobe program), "uprobe", "uretprobe" */
 	bool paired;	  /* uretprobe next to an entry probe: trap_ns is pair - uprobe */
 	/* Entry probes: the instructions under them, "emulated" (all: trap_ns is the
-	 * calibrated emulated trap), "single-stepped" or "mixed" (trap_ns the
-	 * single-stepped one, an over-estimate for the emulated ones); NULL otherwise. */
+	 * calibrated emulated trap), "single-stepped", or "mixed" (trap_ns both costs
+	 * weighted by the calls counted on each kind's files); NULL otherwise. */
 	const char *entry_insn;
 	double trap_ns;	  /* per run: 0 without a trap, < 0 unknown (calibration failed) */
 };

@@ -312,15 +312,16 @@ static long shared_callee(int fd, long off, long other)
 
 /* Note what the instructions under spec i's entry points in this file are: emulated
  * by the kernel (one trap) or single-stepped (two exceptions). Unreadable: stepped,
- * the costlier guess. */
-static void note_entry_kind(struct mod_entry *me, size_t i, int fd, const struct points *p)
+ * the costlier guess. Returns the kinds seen. */
+static unsigned char note_entry_kind(struct mod_entry *me, size_t i, int fd,
+				     const struct points *p)
 {
 	unsigned char code[16], kind = 0;
 	size_t k;
 	ssize_t n;
 
 	if (me->specs[i].retprobe)
-		return;
+		return 0;
 	for (k = 0; k < p->n; k++) {
 		n = pread(fd, code, sizeof(code), p->at[k]);
 		kind |= n > 0 && bpftel_insn_emulated(code, (size_t)n) ? ENTRY_EMULATED
@@ -328,6 +329,7 @@ static void note_entry_kind(struct mod_entry *me, size_t i, int fd, const struct
 	}
 	if (kind)
 		__atomic_fetch_or(&me->entry_kind[i], kind, __ATOMIC_RELAXED);
+	return kind;
 }
 
 static void point_set(struct points *p, long off)
@@ -495,7 +497,7 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 
 			for (i = 0; i < me->nspecs; i++) {
 				if (me->specs[i].lib == f->lib && !pts[j][i].err)
-					note_entry_kind(me, i, fd, &pts[j][i]);
+					res[j].entry_kind |= note_entry_kind(me, i, fd, &pts[j][i]);
 			}
 
 			res[j].multi = jobs[j].multi;

@@ -60,6 +60,7 @@ size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_p
 				out[k].entry = true;
 				out[k].entry_kind |= __atomic_load_n(&u->mods[mi].entry_kind[i],
 								     __ATOMIC_RELAXED);
+				out[k].entry_libs |= 1u << sp->lib;
 			}
 		}
 	}
@@ -169,8 +170,10 @@ int bpftel_uprobes__file_loads(struct bpftel_uprobes *u, const char *module,
 		r->dev = f->dev;
 		r->ino = f->ino;
 		snprintf(r->path, sizeof(r->path), "%s", f->path);
+		r->lib = f->lib;
 		r->shed = f->shed & (1u << mi);
 		r->attached = f->mods[mi].nlinks > 0;
+		r->entry_kind = f->mods[mi].entry_kind;
 		r->nprocs = f->nprocs;
 		for (k = 0; k < f->nprocs && k < BPFTEL_UPROBE_LOAD_PIDS; k++)
 			r->pids[k] = f->procs[k].pid;

@@ -91,6 +91,7 @@ struct bpftel_uprobe_prog {
 	 * the kernel (one trap each), 2 all single-stepped, 3 some of each, 0 none yet
 	 * (user/manager/prologue.h). */
 	unsigned char entry_kind;
+	__u32 entry_libs; /* 1 << enum shlib_lib of each of its entry probes' libraries */
 };
 /* Every (module, program) of the registry's modules' specs: count, at most max. */
 size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_prog *out,
@@ -174,8 +175,12 @@ int bpftel_uprobes__unshed(struct bpftel_uprobes *u, const char *module, __u64 d
 struct bpftel_uprobe_file_load {
 	__u64 dev, ino;
 	char path[256];
+	enum shlib_lib lib;
 	bool counted;	/* the module's object counts calls per file */
 	__u64 calls[2]; /* entries, returns: since this module instance started */
+	/* The module's entry points here: 1 all on instructions the kernel emulates, 2
+	 * all single-stepped, 3 some of each, 0 none attached */
+	unsigned char entry_kind;
 	bool shed;	/* detached by bpftel_uprobes__shed */
 	bool attached;	/* links in place */
 	size_t nprocs;

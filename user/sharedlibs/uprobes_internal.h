@@ -47,6 +47,7 @@ struct file_mod {
 	size_t nlinks;
 	struct ulink links[MAX_SPECS];
 	size_t attached; /* probe points */
+	unsigned char entry_kind; /* its entry points' instructions: ENTRY_EMULATED | ENTRY_STEPPED */
 	size_t nfail;
 	struct {
 		char symbol[64];
