@@ -174,12 +174,17 @@ static __always_inline int usm_h2_skip(struct usm_h2_scratch *s, __u32 n)
 	return 0;
 }
 
-/* Copy n bytes at src into the record, as far as USM_H2_CAP allows; the rest is skipped
- * and the record marked cut. -1: out of runs. */
-static __always_inline int usm_h2_copy(TLM_PARAM, struct usm_h2_scratch *s, __u64 src, __u32 n)
+/* Copy n bytes into the record, as far as USM_H2_CAP allows; the rest is skipped and
+ * the record marked cut. From the process's memory at src, or where the walk already
+ * holds them (hdr: a frame header's, n <= 9, read once from the user's memory, not
+ * twice: each read is ~60 ns on these VMs, and an h2load read carries ~10 frames).
+ * -1: out of runs. */
+static __always_inline int usm_h2_copy_from(TLM_PARAM, struct usm_h2_scratch *s, __u64 src,
+					    const __u8 *hdr, __u32 n)
 {
-	__u32 off = s->rec.data_len, c = 0;
+	__u32 off = s->rec.data_len, c = 0, k;
 	struct usm_h2_run *r;
+	bool got = true;
 
 	if (off < USM_H2_CAP)
 		c = n < USM_H2_CAP - off ? n : USM_H2_CAP - off;
@@ -193,13 +198,19 @@ static __always_inline int usm_h2_copy(TLM_PARAM, struct usm_h2_scratch *s, __u6
 		barrier_var(c);
 		off &= USM_H2_CAP - 1;
 		c &= 2 * USM_H2_CAP - 1;
-		if (tlm_probe_read_user(&s->rec.data[off], c, (void *)src)) {
+		if (hdr) {
+			for (k = 0; k < USM_H2_FRAME_HDR && k < c; k++)
+				s->rec.data[off + k] = hdr[k];
+		} else {
+			got = !tlm_probe_read_user(&s->rec.data[off], c, (void *)src);
+		}
+		if (got) {
+			r->copied += c;
+			s->rec.data_len = off + c;
+		} else {
 			/* Not readable: the bytes are lost to userspace, not the framing. */
 			s->rec.flags |= USM_H2_F_CUT;
 			r->skipped += c;
-		} else {
-			r->copied += c;
-			s->rec.data_len = off + c;
 		}
 	}
 	if (n > c) {
@@ -209,33 +220,9 @@ static __always_inline int usm_h2_copy(TLM_PARAM, struct usm_h2_scratch *s, __u6
 	return 0;
 }
 
-/* The n (<= 9) bytes of a frame header the walk has just read into hdr, into the
- * record as usm_h2_copy() would copy them from the buffer: one read of the user's
- * memory per header, not two (each is ~60 ns on these VMs, and an h2load read carries
- * ~10 frames). -1: out of runs. */
-static __always_inline int usm_h2_copy_hdr(struct usm_h2_scratch *s, const __u8 *hdr, __u32 n)
+static __always_inline int usm_h2_copy(TLM_PARAM, struct usm_h2_scratch *s, __u64 src, __u32 n)
 {
-	__u32 off = s->rec.data_len, c = 0, k;
-	struct usm_h2_run *r;
-
-	if (off < USM_H2_CAP)
-		c = n < USM_H2_CAP - off ? n : USM_H2_CAP - off;
-	if (c) {
-		r = usm_h2_run(s, true);
-		if (!r)
-			return -1;
-		barrier_var(off);
-		off &= USM_H2_CAP - 1; /* off < USM_H2_CAP already: for the verifier */
-		for (k = 0; k < USM_H2_FRAME_HDR && k < c; k++)
-			s->rec.data[off + k] = hdr[k];
-		r->copied += c;
-		s->rec.data_len = off + c;
-	}
-	if (n > c) {
-		s->rec.flags |= USM_H2_F_CUT;
-		return usm_h2_skip(s, n - c);
-	}
-	return 0;
+	return usm_h2_copy_from(TLM_ARG, s, src, NULL, n);
 }
 
 /* One piece of the walk: a DATA payload skipped, another frame's payload copied, or
@@ -281,7 +268,7 @@ static long usm_h2_step(__u32 i, void *ctx)
 	have &= 15; /* have < 9 and n <= 9 already: for the verifier */
 	n &= 15;
 	if (tlm_probe_read_user(&st->hdr[have], n, (void *)src) ||
-	    usm_h2_copy_hdr(s, &st->hdr[have], n))
+	    usm_h2_copy_from(TLM_ARG, s, 0, &st->hdr[have], n))
 		goto unframed;
 	w->pos += n;
 	st->have = have + n;
