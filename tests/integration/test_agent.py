@@ -33,7 +33,9 @@ def check_traps(stats):
         if abs(p["overhead_seconds"] - want) > 1e-6 + want * 1e-6:
             raise AssertionError(f"{p['name']}: overhead {p['overhead_seconds']} != {want}")
     # An entry program's trap is the emulated one where every entry point it has is on
-    # an instruction the kernel emulates, else the single-stepped one (the larger).
+    # an instruction the kernel emulates, the single-stepped one (the larger) where none
+    # is, and for a mixed one the two weighted by the calls on each kind's files: the
+    # host's own TLS traffic decides where in between, so only the range is checked.
     emulated = tc.get("uprobe_emulated_ns")
     for p in progs.values():
         insn = p.get("trap_entry_instructions")
@@ -43,7 +45,8 @@ def check_traps(stats):
         check(insn in (None, "emulated", "single-stepped", "mixed"),
               f"{p['name']}: entry instructions {insn}")
         want = emulated if insn == "emulated" and emulated else tc["uprobe_ns"]
-        check(abs(p["trap_cost_ns"] - want) < 0.01,
+        low = emulated if insn == "mixed" and emulated else want
+        check(low - 0.01 < p["trap_cost_ns"] < want + 0.01,
               f"{p['name']}: entry points {insn or 'none yet'}, charged {p['trap_cost_ns']:.0f} "
               f"ns a run (calibrated: {tc['uprobe_ns']:.0f} stepped, "
               f"{emulated or 0:.0f} emulated)")
