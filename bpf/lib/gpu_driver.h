@@ -42,7 +42,8 @@ static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *r
 	b[2] = (__u32)stack[0];
 	gpu_count_launch(st, dev, grid, block * b[2]);
 	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), g, b);
-	__sync_fetch_and_add(&st->shared_mem_bytes, (__u32)stack[1]);
+	if (gpu_launch_shared_mem)
+		__sync_fetch_and_add(&st->shared_mem_bytes, (__u32)stack[1]);
 	return 0;
 }
 

@@ -45,7 +45,8 @@ static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs
 	block = (__u64)(__u32)block_xy * (block_xy >> 32) * block_z;
 	gpu_count_launch(st, dev, grid, block);
 	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_RUNTIME, PT_REGS_PARM1(regs), g, b);
-	if (!tlm_probe_read_user(&shared, sizeof(shared), (void *)(PT_REGS_SP(regs) + 8)))
+	if (gpu_launch_shared_mem &&
+	    !tlm_probe_read_user(&shared, sizeof(shared), (void *)(PT_REGS_SP(regs) + 8)))
 		__sync_fetch_and_add(&st->shared_mem_bytes, shared);
 	return 0;
 }

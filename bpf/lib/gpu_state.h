@@ -30,6 +30,12 @@
  * are counted (allocs_over_cap) but not tracked. Set before load to change it. */
 const volatile __u32 gpu_allocs_per_proc = GPU_MAX_ALLOCS / 4;
 
+/* Sum launches' dynamic shared memory (config gpu_launch_shared_mem). Off by default:
+ * cudaLaunchKernel passes it on the stack, and that one bpf_probe_read_user was ~130 ns
+ * of the ~300 ns a launch cost us on the bench VM (BENCHMARKS.md). Set before load:
+ * when off the verifier drops the read. */
+const volatile __u32 gpu_launch_shared_mem = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GPU_MAX_PROCS);

@@ -125,7 +125,16 @@ static int group_setup(void **state)
 		return -1;
 	/* A share of the allocation map small enough to fill in a test. */
 	skel->rodata->gpu_allocs_per_proc = ALLOCS_PER_PROC;
+	skel->rodata->gpu_launch_shared_mem = 1;
 	return gpu_harness__load(skel);
+}
+
+/* The default: launches' shared memory not summed (gpu_launch_shared_mem = off). */
+static int group_setup_default(void **state)
+{
+	(void)state;
+	skel = gpu_harness__open();
+	return skel ? gpu_harness__load(skel) : -1;
 }
 
 static int group_teardown(void **state)
@@ -163,6 +172,34 @@ static void test_launch_dims_and_shared_memory(void **state)
 	assert_int_equal(st.device, -1);
 	/* The hot call keeps no in-flight entry. */
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+}
+
+/* By default neither launch sums its shared memory, and the rest of a launch counts as
+ * with it: the runtime's is never read, the driver's stack read is for blockZ. */
+static void test_launch_shared_memory_off(void **state)
+{
+	__u64 stack[4] = {0xdead /* return address */, 4096 /* sharedMem */, 0, 0};
+	struct test_regs rt = {
+		.di = 0x401000, .si = 2 | 3ul << 32, .dx = 4, .cx = 32 | 2ul << 32, .r8 = 1,
+		.sp = (uintptr_t)stack,
+	};
+	__u64 cu_stack[4] = {0xdead, 1 /* blockZ */, 256 /* sharedMem */, 0};
+	struct test_regs cu = {.di = 0xf00, .si = 2, .dx = 3, .cx = 4, .r8 = 32, .r9 = 2,
+			       .sp = (uintptr_t)cu_stack};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	assert_int_equal(skel->rodata->gpu_launch_shared_mem, 0);
+	enter(GPU_FN_LAUNCH, &rt, 100);
+	ret(GPU_FN_LAUNCH, 0, 110);
+	enter(GPU_FN_CU_LAUNCH, &cu, 120);
+	ret(GPU_FN_CU_LAUNCH, 0, 130);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 1);
+	assert_int_equal(st.calls[GPU_FN_CU_LAUNCH], 1);
+	assert_int_equal(st.threads, 2 * (24 * 64));
+	assert_int_equal(st.launch_threads[10], 2);
+	assert_int_equal(st.shared_mem_bytes, 0);
 }
 
 /* A launch whose stack cannot be read still counts; a zero-sized grid adds nothing. */
@@ -725,6 +762,12 @@ int main(void)
 		T(test_kernels_counted_and_named),
 	};
 
+	const struct CMUnitTest defaults[] = {
+		T(test_launch_shared_memory_off),
+	};
+
 	bpftel_test_require_bpf();
-	return cmocka_run_group_tests_name("gpu", tests, group_setup, group_teardown);
+	return cmocka_run_group_tests_name("gpu", tests, group_setup, group_teardown) |
+	       cmocka_run_group_tests_name("gpu defaults", defaults, group_setup_default,
+					   group_teardown);
 }

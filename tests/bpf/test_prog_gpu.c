@@ -52,6 +52,8 @@ static int setup(void **state)
 
 	f->env = prog_env_new();
 	prog_env_only(f->env, only);
+	/* The launch body's stack read is tested: it is off by default. */
+	bpftel_gpu__configure(f->env->gpu, true);
 	assert_int_equal(bpftel_module__run(f->env->gpu_mod), 0);
 	*state = f;
 	return 0;
@@ -125,6 +127,7 @@ static void test_gpu_uprobe_counts_every_call(void **state)
 	/* The launch body: grid 2x3x1 by block 32x4x1, 1 KiB of shared memory read from
 	 * the caller's stack. */
 	assert_int_equal(row.st.threads, 5 * 6 * 128);
+	assert_true(row.shared_mem_counted);
 	assert_int_equal(row.st.shared_mem_bytes, 5 * 1024);
 	/* Only this process maps the stub: each run was one of its 19 calls. */
 	if (bpftel_telemetry__stats_enabled(f->env->tlm))

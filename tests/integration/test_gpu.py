@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import re
+import signal
 import time
 import urllib.request
 
@@ -173,6 +174,33 @@ def check_stub(agent, pattern_bin, stub):
     wait_for(lambda: gpu_row(agent, pat.pid) is None, 5,
              "the process's GPU state to be dropped after it exited")
     check(True, "state of the exited process dropped by the sweep")
+
+
+def write_config(path, shared_mem):
+    with open(path, "w") as f:
+        f.write(f"metrics_addr = 127.0.0.1:0\ngpu_launch_shared_mem = {shared_mem}\n")
+
+
+def check_shared_mem_default(agent, cfg, pattern_bin, stub):
+    """gpu_launch_shared_mem = off (the default), through a reload and the module's
+    restart: launches count as before; their shared memory is not read, and the JSON
+    says so with null, not 0."""
+    write_config(cfg, "off")
+    agent.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "gpu_launch_shared_mem applies as the gpu module restarts" in
+             agent.logs(), 15, "the reload to note the change")
+    agent.cli("module", "restart", "gpu")
+    pat = Pattern(pattern_bin, stub, "stub")
+    try:
+        wait_attached(agent, pat.pid)
+        pat.play()
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check(p["launches"] == 5 and p["threads"] == 5 * 6 * 128 and
+              p["shared_mem_bytes"] is None,
+              f"gpu_launch_shared_mem = off: launches {p['launches']}, threads "
+              f"{p['threads']}, shared memory {p['shared_mem_bytes']} (null: not summed)")
+    finally:
+        pat.finish()
 
 
 def check_real(agent, pattern_bin):
@@ -424,7 +452,11 @@ def main():
     require_root()
 
     progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
-    agent = Agent(args.agent, args.cli)
+    # Launches' shared memory is summed only when configured: on here, so that the
+    # checks below see it; check_shared_mem_default turns it back off.
+    cfg = os.path.join(tempfile.mkdtemp(prefix="bpftel-gpu-"), "bpftel.conf")
+    write_config(cfg, "on")
+    agent = Agent(args.agent, args.cli, ["-c", cfg])
     try:
         mods = {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
         check(mods.get("gpu") == "running", f"the gpu module runs by default: {mods}")
@@ -434,6 +466,7 @@ def main():
         check_driver(agent, args.pattern, args.stub_driver)
         check_mixed(agent, args.pattern, args.stub, args.stub_driver)
         check_real_driver(agent, args.pattern)
+        check_shared_mem_default(agent, cfg, args.pattern, args.stub)
         check_bad_files(agent, args.python, args.pattern, args.stub)
         check(agent.stop() == 0, "agent exited 0 after SIGTERM")
         # Kernel-wide ids: a link the kernel releases a moment after the agent exits,
@@ -444,6 +477,7 @@ def main():
         check(True, "no program or link beyond the baseline remains")
     finally:
         agent.cleanup()
+        shutil.rmtree(os.path.dirname(cfg), ignore_errors=True)
     print("test_gpu: all checks passed")
 
 

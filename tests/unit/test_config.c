@@ -40,6 +40,13 @@ static void test_defaults_and_values(void **state)
 	assert_int_equal(c.run_stats_period_s, 10);
 	assert_true(c.max_cpu_percent[GPU] == 0 && c.max_cpu_percent[USM] == 0);
 	assert_int_equal(c.max_cpu_window_s, 2);
+	assert_false(c.gpu_launch_shared_mem);
+	assert_int_equal(parse("gpu_launch_shared_mem = on\n", &c, err), 0);
+	assert_true(c.gpu_launch_shared_mem);
+	assert_int_equal(parse("gpu_launch_shared_mem = on\ngpu_launch_shared_mem = off\n", &c,
+			       err),
+			 0);
+	assert_false(c.gpu_launch_shared_mem);
 	assert_int_equal(parse("# comment\n\n  socket = /tmp/a.sock  # trailing\n"
 			       "metrics_addr=[::1]:9000\nmodules = usm\nlibsets = gpu\n"
 			       "run_stats = off\nworkers = 2\nqueue_len = 4096\nringbuf_kib = 1024",
@@ -123,6 +130,8 @@ static void test_errors_name_file_and_line(void **state)
 		{"just some words\n", "t.conf:1: expected 'key = value'"},
 		{"= value\n", "t.conf:1: expected 'key = value'"},
 		{"workers =\n", "t.conf:1: expected 'key = value'"},
+		{"gpu_launch_shared_mem = 1\n",
+		 "t.conf:1: gpu_launch_shared_mem: '1' is not on or off"},
 	};
 	struct bpftel_config c;
 	char err[256];

@@ -40,6 +40,9 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 			  cur->ringbuf_kib != next->ringbuf_kib))
 		pr_info("config: pipeline and ring buffer sizes apply as each module restarts "
 			"(bpftel module restart NAME)");
+	if (!starting && cur->gpu_launch_shared_mem != next->gpu_launch_shared_mem)
+		pr_info("config: gpu_launch_shared_mem applies as the gpu module restarts "
+			"(bpftel module restart gpu)");
 	rs = (struct bpftel_run_stats_cfg){.mode = next->run_stats,
 					   .on_ms = next->run_stats_on_s * 1000,
 					   .period_ms = next->run_stats_period_s * 1000};

@@ -282,6 +282,11 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 			return bad(err, errlen, name, line,
 				   "metrics_labels: '%s' is not none or container%s", v, "");
 		c->metrics_labels_container = !strcmp(v, "container");
+	} else if (!strcmp(key, "gpu_launch_shared_mem")) {
+		if (strcmp(v, "on") && strcmp(v, "off"))
+			return bad(err, errlen, name, line,
+				   "gpu_launch_shared_mem: '%s' is not on or off%s", v, "");
+		c->gpu_launch_shared_mem = !strcmp(v, "on");
 	} else if (!strcmp(key, "ringbuf_kib")) {
 		if (!parse_uint(v, 0, 65536, &c->ringbuf_kib) ||
 		    (c->ringbuf_kib &&
@@ -294,7 +299,7 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 			   "unknown key '%s' (socket, metrics_addr, modules, libsets, run_stats, "
 			   "run_stats_duty, max_cpu_percent, max_cpu_window, workers, queue_len, "
 			   "ringbuf_kib, uprobe_grace, http_series_max, http_row_expiry, "
-			   "metrics_labels)%s",
+			   "metrics_labels, gpu_launch_shared_mem)%s",
 			   key, "");
 	}
 	return 0;

@@ -58,6 +58,7 @@ struct bpftel_config {
 	unsigned int http_series_max;	/* HTTP series in /metrics before "(overflow)" */
 	unsigned int http_row_expiry_s; /* HTTP rows idle this long go; 0: never */
 	bool metrics_labels_container;	/* metrics_labels = container */
+	bool gpu_launch_shared_mem;	/* sum launches' dynamic shared memory */
 };
 
 void bpftel_config_defaults(struct bpftel_config *c);

@@ -34,6 +34,11 @@ static int gpu_create(struct bpftel_agent_env *env, void **priv)
 	return bpftel_gpu__new(env->mgr, env->uprobes, (struct bpftel_gpu **)priv);
 }
 
+static void gpu_configure(void *priv, const struct bpftel_config *cfg)
+{
+	bpftel_gpu__configure(priv, cfg->gpu_launch_shared_mem);
+}
+
 static void gpu_destroy(void *priv)
 {
 	bpftel_gpu__free(priv);
@@ -62,7 +67,7 @@ static void usm_destroy(void *priv)
 
 const struct bpftel_agent_module bpftel_agent_modules[] = {
 	{BPFTEL_SHAREDLIBS_MODULE, false, sharedlibs_create, sharedlibs_destroy, NULL},
-	{BPFTEL_GPU_MODULE, true, gpu_create, gpu_destroy, NULL},
+	{BPFTEL_GPU_MODULE, true, gpu_create, gpu_destroy, gpu_configure},
 	{BPFTEL_USM_MODULE, true, usm_create, usm_destroy, usm_configure},
 };
 

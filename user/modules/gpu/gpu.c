@@ -23,8 +23,9 @@
 struct bpftel_gpu {
 	struct bpftel_module_ops ops;
 	struct bpftel_module *module;
-	pthread_mutex_t lock; /* guards skel against a concurrent close */
-	struct gpu *skel;     /* while the module is open */
+	pthread_mutex_t lock;	/* guards skel and launch_shared_mem */
+	struct gpu *skel;	/* while the module is open */
+	bool launch_shared_mem; /* config: taken at the module's next open */
 };
 
 static void gpu_housekeeping(struct bpftel_module *m);
@@ -98,6 +99,7 @@ static int gpu_open(struct bpftel_module *m)
 	/* The registry loads the uprobe programs it attaches, the manager its probes'. */
 	bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
 	pthread_mutex_lock(&g->lock);
+	skel->rodata->gpu_launch_shared_mem = g->launch_shared_mem;
 	g->skel = skel;
 	pthread_mutex_unlock(&g->lock);
 	bpftel_module__set_object(m, skel->obj);
@@ -118,6 +120,13 @@ static void gpu_close(struct bpftel_module *m)
 	pthread_mutex_lock(&g->lock);
 	gpu__destroy(g->skel);
 	g->skel = NULL;
+	pthread_mutex_unlock(&g->lock);
+}
+
+void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem)
+{
+	pthread_mutex_lock(&g->lock);
+	g->launch_shared_mem = launch_shared_mem;
 	pthread_mutex_unlock(&g->lock);
 }
 
@@ -323,6 +332,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 		if (bpf_map_lookup_elem(fd, &key, &rows[n].st))
 			continue; /* deleted meanwhile */
 		rows[n].pid = key;
+		rows[n].shared_mem_counted = g->skel->rodata->gpu_launch_shared_mem;
 		n++;
 	}
 	add_allocs(bpf_map__fd(g->skel->maps.gpu_allocs), rows, n);

@@ -32,6 +32,9 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 /* After bpftel_manager__free(). NULL is a no-op. */
 void bpftel_gpu__free(struct bpftel_gpu *g);
 struct bpftel_module *bpftel_gpu__module(struct bpftel_gpu *g);
+/* Sum launches' dynamic shared memory (config gpu_launch_shared_mem): from the module's
+ * next start, as the BPF object is configured before load. */
+void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem);
 
 /* Age of outstanding allocations: < 10 s, < 1 min, < 10 min, < 1 h, older. */
 #define BPFTEL_GPU_AGE_BUCKETS 5
@@ -65,6 +68,7 @@ struct bpftel_gpu_proc {
 	__u32 pid;
 	char comm[16];
 	struct gpu_proc_stats st;
+	bool shared_mem_counted; /* st.shared_mem_bytes is summed (gpu_launch_shared_mem) */
 	struct bpftel_gpu_kind kinds[GPU_MEM__COUNT];
 	size_t nkernels; /* by name; may exceed BPFTEL_GPU_TOP_KERNELS */
 	struct bpftel_gpu_kernel_row kernels[BPFTEL_GPU_TOP_KERNELS];

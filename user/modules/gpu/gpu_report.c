@@ -138,13 +138,15 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 							"count", (json_int_t)p->errors[i].count));
 	}
 	json_t *j = json_pack(
-		"{s:i, s:o, s:i, s:o, s:o, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:f, s:f, "
+		"{s:i, s:o, s:i, s:o, s:o, s:I, s:I, s:o, s:I, s:o, s:o, s:o, s:o, s:f, s:f, "
 		"s:o, s:I}",
 		"pid", (int)p->pid, "comm", bpftel_json_str(p->comm), "device", p->st.device,
 		"calls", calls, "failed", failed, "launches",
 		(json_int_t)(p->st.calls[GPU_FN_LAUNCH] + p->st.calls[GPU_FN_CU_LAUNCH]),
 		"threads", (json_int_t)p->st.threads, "shared_mem_bytes",
-		(json_int_t)p->st.shared_mem_bytes, "driver_calls_inside_runtime",
+		p->shared_mem_counted ? json_integer((json_int_t)p->st.shared_mem_bytes)
+				      : json_null(),
+		"driver_calls_inside_runtime",
 		(json_int_t)p->st.driver_nested, "launch_sizes", sizes, "memory",
 		memory_json(p), "devices", devices_json(p), "memcpy_bytes", copies,
 		"memcpy_seconds", p->st.memcpy_ns / 1e9, "sync_wait_seconds", p->st.sync_ns / 1e9,
