@@ -9,6 +9,7 @@
  * real:     cudaMalloc x2 and cudaLaunchKernel x3 against the real runtime (no GPU here:
  *           each fails with cudaErrorInsufficientDriver).
  * loop N:   N cudaLaunchKernel calls, then print ns per call (tools/bench).
+ * loopfor S: cudaLaunchKernel calls for S seconds, then print ns per call (tools/bench).
  * malloc N: N cudaMalloc of 4 KiB, none freed (fills the GPU module's allocation map).
  * badptr N: N cudaMalloc whose devPtr is an unmapped address (the stub stores nothing:
  *           the uretprobe's read of *devPtr fails).
@@ -23,11 +24,13 @@
  *           and cudaFree x1, which the stub runtime implements by calling the driver on
  *           the same thread (as the real one does): counted once, as runtime calls.
  *
- * cuda_pattern LIBCUDA driver|realdriver|culoop N: LIBCUDA is a driver (libcuda.so.1).
+ * cuda_pattern LIBCUDA driver|realdriver|culoop N|culoopfor S: LIBCUDA is a driver
+ * (libcuda.so.1).
  * driver:     the driver pattern (driver_pattern), two devices, errors.
  * realdriver: cuInit, cuMemAlloc_v2 x2 and cuLaunchKernel x3 against the toolkit's
  *           stubs/libcuda.so (each fails with CUDA_ERROR_STUB_LIBRARY, 34).
  * culoop N:   N cuLaunchKernel calls, then print ns per call (tools/bench).
+ * culoopfor S: cuLaunchKernel calls for S seconds, then print ns per call (tools/bench).
  */
 #include <dlfcn.h>
 #include <poll.h>
@@ -280,17 +283,36 @@ static void real_pattern(void)
 		printf("launch %d\n", launch((const void *)kernel, one, one, NULL, 0, NULL));
 }
 
-static void launch_loop(long n)
+static void one_launch(void)
 {
 	dim3 one = {1, 1, 1};
+
+	launch((const void *)kernel, one, one, NULL, 0, NULL);
+}
+
+static void one_cu_launch(void)
+{
+	cu_launch((const void *)kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+}
+
+/* n calls of one(), or (n == 0) calls for at least `seconds`, in batches of 4096: the
+ * bench's way to cover whole run-stats duty cycles whatever the machine's speed. Then
+ * print ns per call. */
+static void timed_calls(void (*one)(void), long n, double seconds)
+{
 	struct timespec t0, t1;
-	long i;
+	long calls = 0, i, batch = n ? n : 4096;
+	double ns = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (i = 0; i < n; i++)
-		launch((const void *)kernel, one, one, NULL, 0, NULL);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n);
+	do {
+		for (i = 0; i < batch; i++)
+			one();
+		calls += batch;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+	} while (!n && ns < seconds * 1e9);
+	printf("%.1f\n", ns / calls);
 }
 
 static void malloc_loop(long n, int bad)
@@ -307,18 +329,6 @@ static void malloc_loop(long n, int bad)
 	for (i = 0; i < n; i++)
 		failed += cmalloc(where, 4096) != 0;
 	printf("malloc %ld failed %ld\n", n, failed);
-}
-
-static void cu_launch_loop(long n)
-{
-	struct timespec t0, t1;
-	long i;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (i = 0; i < n; i++)
-		cu_launch((const void *)kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n);
 }
 
 static int cmp_pid(const void *a, const void *b)
@@ -367,14 +377,15 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 ? argv[2] : "stub";
 	int is_driver = !strcmp(mode, "driver") || !strcmp(mode, "realdriver") ||
-			!strcmp(mode, "culoop");
+			!strcmp(mode, "culoop") || !strcmp(mode, "culoopfor");
 	void *lib;
 	char c;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
-				"[stub|real|hang|spin|kinds|mixed LIBCUDA|loop N|malloc N|badptr N|"
-				"fork N]\n       cuda_pattern LIBCUDA driver|realdriver|culoop N\n");
+				"[stub|real|hang|spin|kinds|mixed LIBCUDA|loop N|loopfor S|malloc N|badptr N|"
+				"fork N]\n       cuda_pattern LIBCUDA "
+				"driver|realdriver|culoop N|culoopfor S\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -401,13 +412,17 @@ int main(int argc, char **argv)
 	else if (!strcmp(mode, "realdriver"))
 		real_driver_pattern();
 	else if (!strcmp(mode, "culoop") && argc > 3)
-		cu_launch_loop(atol(argv[3]));
+		timed_calls(one_cu_launch, atol(argv[3]), 0);
+	else if (!strcmp(mode, "culoopfor") && argc > 3)
+		timed_calls(one_cu_launch, 0, atof(argv[3]));
 	else if (!strcmp(mode, "kinds"))
 		kinds_pattern();
 	else if (!strcmp(mode, "mixed"))
 		mixed_pattern();
 	else if (!strcmp(mode, "loop") && argc > 3)
-		launch_loop(atol(argv[3]));
+		timed_calls(one_launch, atol(argv[3]), 0);
+	else if (!strcmp(mode, "loopfor") && argc > 3)
+		timed_calls(one_launch, 0, atof(argv[3]));
 	else if (!strcmp(mode, "malloc") && argc > 3)
 		malloc_loop(atol(argv[3]), 0);
 	else if (!strcmp(mode, "badptr") && argc > 3)

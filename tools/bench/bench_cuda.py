@@ -8,13 +8,16 @@ into the stub libcuda.so.1 (mode 'culoop'), side by side:
   off         no probe
   empty       empty uprobe + uretprobe on the function (tools/uprobe_floor --ret)
   bpftel      bpftel-agent running (the GPU module's uprobe + uretprobe on it), default
-              settings (run stats sampled: BPF_ENABLE_STATS on 1 s of every 10 s)
+              settings (run stats sampled: BPF_ENABLE_STATS on 1 s of every 10 s); its
+              loop runs for --cycle-s seconds, not --calls calls, so that the 1 s with
+              run stats on weighs what it weighs in operation (a 100000-call loop fell
+              inside the agent's first window, all of it with run stats on)
   bpftel-ns   bpftel-agent --no-run-stats
 Replicates interleave the configurations. The target compares bpftel with empty: the
 uprobe traps are the kernel's, what is over them is our code.
 
   tools/bench/bench_cuda.py [--api runtime|driver] [--replicates 10] [--calls 100000]
-                            [--build build]
+                            [--cycle-s 10] [--build build]
 
 Run as root after tools/dev.sh test."""
 import argparse
@@ -63,6 +66,8 @@ def main():
     ap.add_argument("--api", choices=("runtime", "driver"), default="runtime")
     ap.add_argument("--replicates", type=int, default=10)
     ap.add_argument("--calls", type=int, default=100000)
+    ap.add_argument("--cycle-s", type=float, default=10,
+                    help="the bpftel row's loop length: the run-stats period (default 10 s)")
     ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                     "build"))
     args = ap.parse_args()
@@ -77,6 +82,8 @@ def main():
         "runtime": (f"{build}/tests/stub-cuda/libcudart.so.13", "cudaLaunchKernel", "loop", 28),
         "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoop", 36),
     }[args.api]
+    # What the loop of each configuration runs: N calls, or calls for S seconds.
+    length = {"bpftel": (mode + "for", args.cycle_s)}
     sock = os.path.join(tempfile.mkdtemp(prefix="bpftel-bench-"), "s.sock")
 
     def attached(pid):
@@ -102,7 +109,8 @@ def main():
             proc = subprocess.Popen([agent, "--socket", sock, "--metrics-addr", "127.0.0.1:0", "-q", *extra],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
-                res[cfg].append(run_loop(pattern, stub, args.calls, attached, mode))
+                m, n = length.get(cfg, (mode, args.calls))
+                res[cfg].append(run_loop(pattern, stub, n, attached, m))
                 if cfg == "bpftel":
                     progs = {p["name"]: p for p in cli_json(cli, sock, "stats")["programs"]}
                     e, r = progs.get("gpu_uprobe"), progs.get("gpu_uretprobe")
@@ -114,8 +122,8 @@ def main():
                 proc.terminate()
                 proc.wait()
 
-    print(f"cuda_calls: {func} on the stub {os.path.basename(stub)}, {args.calls} calls, "
-          f"{args.replicates} interleaved replicates")
+    print(f"cuda_calls: {func} on the stub {os.path.basename(stub)}, {args.calls} calls "
+          f"(bpftel: for {args.cycle_s:g} s), {args.replicates} interleaved replicates")
     print(f"{'config':<11} {'ns/call':>9} {'90% CI':>10}  {'vs empty':>9} {'90% CI':>10}"
           f"  verdict (<= 1.15x empty)")
     for cfg in res:
