@@ -3,21 +3,24 @@
 """cuda_calls experiment: the cost the GPU module adds per kernel launch call.
 
 A loop of cudaLaunchKernel calls into the stub libcudart.so.13 the tests build
-(tests/gpu/cuda_pattern.c, mode 'loop'), or with --api driver of cuLaunchKernel calls
-into the stub libcuda.so.1 (mode 'culoop'), side by side:
+(tests/gpu/cuda_pattern.c, mode 'loopfor'), or with --api driver of cuLaunchKernel calls
+into the stub libcuda.so.1 (mode 'culoopfor'), side by side, each loop for --seconds:
   off         no probe
   empty       empty uprobe + uretprobe on the function (tools/uprobe_floor --ret)
   bpftel      bpftel-agent running (the GPU module's uprobe + uretprobe on it), default
-              settings (run stats sampled: BPF_ENABLE_STATS on 1 s of every 10 s); its
-              loop runs for --cycle-s seconds, not --calls calls, so that the 1 s with
-              run stats on weighs what it weighs in operation (a 100000-call loop fell
-              inside the agent's first window, all of it with run stats on)
+              settings (run stats sampled: BPF_ENABLE_STATS on 1 s of every 10 s)
   bpftel-ns   bpftel-agent --no-run-stats
-Replicates interleave the configurations. The target compares bpftel with empty: the
-uprobe traps are the kernel's, what is over them is our code.
+  bpftel-shm  bpftel-agent --no-run-stats, gpu_launch_shared_mem = on (the launches' stack
+              read of their shared memory: off by default)
+Replicates interleave the configurations. Every loop runs as long (default 10 s, the
+run-stats period), so that the 1 s with run stats on weighs in the bpftel row what it
+weighs in operation (a 100000-call loop fell inside the agent's first window, all of it
+with run stats on), and no row's first calls (page faults, map inserts) weigh more.
+The target compares bpftel with empty: the uprobe traps are the kernel's, what is over
+them is our code.
 
-  tools/bench/bench_cuda.py [--api runtime|driver] [--replicates 10] [--calls 100000]
-                            [--cycle-s 10] [--build build]
+  tools/bench/bench_cuda.py [--api runtime|driver] [--replicates 10] [--seconds 10]
+                            [--build build]
 
 Run as root after tools/dev.sh test."""
 import argparse
@@ -65,9 +68,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--api", choices=("runtime", "driver"), default="runtime")
     ap.add_argument("--replicates", type=int, default=10)
-    ap.add_argument("--calls", type=int, default=100000)
-    ap.add_argument("--cycle-s", type=float, default=10,
-                    help="the bpftel row's loop length: the run-stats period (default 10 s)")
+    ap.add_argument("--seconds", type=float, default=10,
+                    help="each loop's length (default 10 s: the run-stats period)")
     ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                     "build"))
     args = ap.parse_args()
@@ -79,11 +81,10 @@ def main():
     # The library, the function, cuda_pattern's loop mode, and the GPU module's probe
     # points on that library (entry + return per function it probes there).
     stub, func, mode, nprobes = {
-        "runtime": (f"{build}/tests/stub-cuda/libcudart.so.13", "cudaLaunchKernel", "loop", 28),
-        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoop", 36),
+        "runtime": (f"{build}/tests/stub-cuda/libcudart.so.13", "cudaLaunchKernel", "loopfor",
+                    28),
+        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 36),
     }[args.api]
-    # What the loop of each configuration runs: N calls, or calls for S seconds.
-    length = {"bpftel": (mode + "for", args.cycle_s)}
     sock = os.path.join(tempfile.mkdtemp(prefix="bpftel-bench-"), "s.sock")
 
     def attached(pid):
@@ -91,26 +92,29 @@ def main():
         return libs and any(r["module"] == "gpu" and pid in r["pids"] and
                             r["attached"] == nprobes for r in libs["libs"])
 
-    res = {"off": [], "empty": [], "bpftel": [], "bpftel-ns": []}
+    shm_conf = os.path.join(os.path.dirname(sock), "shm.conf")
+    with open(shm_conf, "w") as f:
+        f.write("gpu_launch_shared_mem = on\n")
+    res = {"off": [], "empty": [], "bpftel": [], "bpftel-ns": [], "bpftel-shm": []}
     enter_ns = ret_ns = runs = 0
     for _ in range(args.replicates):
-        res["off"].append(run_loop(pattern, stub, args.calls, mode=mode))
+        res["off"].append(run_loop(pattern, stub, args.seconds, mode=mode))
 
         floor = subprocess.Popen([f"{build}/tools/uprobe_floor", stub, func,
                                   "--ret"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  text=True)
         if floor.stdout.readline().strip() != "ready":
             sys.exit("bench_cuda: uprobe_floor did not attach")
-        res["empty"].append(run_loop(pattern, stub, args.calls, mode=mode))
+        res["empty"].append(run_loop(pattern, stub, args.seconds, mode=mode))
         floor.stdin.close()
         floor.wait()
 
-        for cfg, extra in (("bpftel", []), ("bpftel-ns", ["--no-run-stats"])):
+        for cfg, extra in (("bpftel", []), ("bpftel-ns", ["--no-run-stats"]),
+                           ("bpftel-shm", ["--no-run-stats", "-c", shm_conf])):
             proc = subprocess.Popen([agent, "--socket", sock, "--metrics-addr", "127.0.0.1:0", "-q", *extra],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
-                m, n = length.get(cfg, (mode, args.calls))
-                res[cfg].append(run_loop(pattern, stub, n, attached, m))
+                res[cfg].append(run_loop(pattern, stub, args.seconds, attached, mode))
                 if cfg == "bpftel":
                     progs = {p["name"]: p for p in cli_json(cli, sock, "stats")["programs"]}
                     e, r = progs.get("gpu_uprobe"), progs.get("gpu_uretprobe")
@@ -122,8 +126,8 @@ def main():
                 proc.terminate()
                 proc.wait()
 
-    print(f"cuda_calls: {func} on the stub {os.path.basename(stub)}, {args.calls} calls "
-          f"(bpftel: for {args.cycle_s:g} s), {args.replicates} interleaved replicates")
+    print(f"cuda_calls: {func} on the stub {os.path.basename(stub)}, loops of "
+          f"{args.seconds:g} s, {args.replicates} interleaved replicates")
     print(f"{'config':<11} {'ns/call':>9} {'90% CI':>10}  {'vs empty':>9} {'90% CI':>10}"
           f"  verdict (<= 1.15x empty)")
     for cfg in res:
