@@ -387,7 +387,8 @@ def cuda_calls(args, a_build, b_build, tmp, reps):
             # 16 probe points on libcudart before issue 20, 28 since: either build.
             return libs and any(r["module"] == "gpu" and pid in r["pids"] and
                                 r["attached"] in (16, 28) for r in libs["libs"])
-        ns = bench_cuda.run_loop(pattern, stub, 50000, attached)
+        # A whole run-stats period (10 s), as bench_cuda.py: not the first window only.
+        ns = bench_cuda.run_loop(pattern, stub, 10, attached, "loopfor")
         ag.stop()
         return ns
     row = Row("cuda_calls", "ns/call", "agent A" if args.compare else "empty uprobes", "agent")
@@ -399,7 +400,7 @@ def cuda_calls(args, a_build, b_build, tmp, reps):
                                       "--ret"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True)
             floor.stdout.readline()
-            row.a.append(bench_cuda.run_loop(pattern, stub, 50000))
+            row.a.append(bench_cuda.run_loop(pattern, stub, 10, mode="loopfor"))
             floor.stdin.close()
             floor.wait()
         row.b.append(with_agent(b_build))
