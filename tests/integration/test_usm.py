@@ -69,6 +69,14 @@ def main():
         # ssl with SSL_read_ex, and both are counted below.
         check(row["failed"] == 0 and row["attached"] == LIBSSL_PROBES,
               f"usm: {row['attached']} uprobes on {row['path']}, the reads' shared")
+        folded = sorted((f["symbol"], f["with"], f["return"]) for f in row["folded"])
+        callees = {f["callee_offset"] for f in row["folded"]}
+        check(folded == [("SSL_read", "SSL_read_ex", False), ("SSL_read", "SSL_read_ex", True)]
+              and len(callees) == 1 and min(callees) > 0,
+              f"bpftel libs --json says which points were folded, and where: {row['folded']}")
+        text = agent.cli("libs").stdout
+        check(f"SSL_read entry with SSL_read_ex, at file offset {min(callees):#x}" in text,
+              "bpftel libs lists the folded points under the table")
 
         # One request through curl (OpenSSL).
         url = f"https://127.0.0.1:{tls_port}/items/42?x=1"

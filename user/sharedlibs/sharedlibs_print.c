@@ -4,6 +4,7 @@
  * what is attached to each and what was refused) and its part of `bpftel stats` (the
  * watcher's event counters and the libraries it detected).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -136,14 +137,37 @@ static void print_refusals(json_t *resp)
 	table_free(t);
 }
 
+/* The points not attached because another spec's probe, on a function both call,
+ * covers them (uprobes.h: shares_callee): why UPROBES is lower than the spec count. */
+static void print_folded(json_t *libs)
+{
+	json_t *l, *fo;
+	size_t i, k;
+	bool any = false;
+
+	json_array_foreach (libs, i, l) {
+		json_array_foreach (json_object_get(l, "folded"), k, fo) {
+			if (!any)
+				printf("\nFolded (one probe on the function both call):\n");
+			any = true;
+			printf("  %-10s %-6s %s %s with %s, at file offset 0x%llx\n", jstr(l, "lib"),
+			       jstr(l, "module"), jstr(fo, "symbol"),
+			       json_is_true(json_object_get(fo, "return")) ? "return" : "entry",
+			       jstr(fo, "with"), (unsigned long long)jint(fo, "callee_offset"));
+		}
+	}
+}
+
 static void print_libs(json_t *resp)
 {
 	json_t *libs = json_object_get(resp, "libs");
 
-	if (json_array_size(libs))
+	if (json_array_size(libs)) {
 		print_files(libs);
-	else
+		print_folded(libs);
+	} else {
 		printf("No watched library is in use.\n");
+	}
 	print_refusals(resp);
 }
 

@@ -90,6 +90,21 @@ static json_t *failures_json(const struct bpftel_uprobe_file_info *r)
 	return fails;
 }
 
+/* [{"symbol": "SSL_read", "with": "SSL_read_ex", "return": false, "callee_offset": N}] */
+static json_t *folded_json(const struct bpftel_uprobe_file_info *r)
+{
+	json_t *arr = json_array();
+	size_t k;
+
+	for (k = 0; k < r->nfolded && k < BPFTEL_UPROBE_MAX_FOLDED; k++)
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:b, s:I}", "symbol",
+						     r->folded[k].symbol, "with", r->folded[k].with,
+						     "return", r->folded[k].retprobe,
+						     "callee_offset",
+						     (json_int_t)r->folded[k].callee));
+	return arr;
+}
+
 static json_t *file_json(const struct bpftel_uprobe_file_info *r)
 {
 	json_t *o, *pids = json_array();
@@ -112,6 +127,7 @@ static json_t *file_json(const struct bpftel_uprobe_file_info *r)
 	if (r->mode_reason[0])
 		json_object_set_new(o, "link_mode_reason", bpftel_json_str(r->mode_reason));
 	json_object_set_new(o, "throttled", json_boolean(r->throttled));
+	json_object_set_new(o, "folded", folded_json(r));
 	json_object_set_new(o, "refused",
 			    r->refused >= 0 ? json_string(bpftel_refusal_name(r->refused))
 					    : json_null());

@@ -137,6 +137,7 @@ static void add_fail(struct file_mod *fm, const char *symbol, int err)
 struct points {
 	long err;    /* 0, or why the spec has no point here (a negative errno) */
 	__u32 flags; /* ORed into the cookie's low half: UPROBE_GO_STACK_CHECK */
+	size_t folded_into; /* 1 + the spec whose probe on a shared callee covers this one */
 	size_t n;
 	long at[BPFTEL_GO_MAX_RETS];
 };
@@ -335,6 +336,7 @@ static unsigned char note_entry_kind(struct mod_entry *me, size_t i, int fd,
 static void point_set(struct points *p, long off)
 {
 	p->flags = 0;
+	p->folded_into = 0;
 	p->err = off < 0 ? off : 0;
 	p->n = off < 0 ? 0 : 1;
 	p->at[0] = off;
@@ -419,9 +421,27 @@ static void share_callee(const struct mod_entry *me, enum shlib_lib lib, int fd,
 	for (k = 0; k < me->nspecs; k++) {
 		o = &me->specs[k];
 		if (o->lib == lib && !strcmp(o->symbol, s->shares_callee) &&
-		    !strcmp(o->prog, s->prog) && o->retprobe == s->retprobe)
+		    !strcmp(o->prog, s->prog) && o->retprobe == s->retprobe) {
 			pts[k].n = 0;
+			pts[k].folded_into = i + 1;
+		}
 	}
+}
+
+/* Note spec i's point, folded into another spec's probe (share_callee), for `bpftel libs`. */
+static void note_folded(const struct mod_entry *me, const struct points *pts, size_t i,
+			struct file_mod *fm)
+{
+	struct bpftel_uprobe_folded *fo;
+	size_t w = pts[i].folded_into - 1;
+
+	if (!pts[i].folded_into || fm->nfolded >= BPFTEL_UPROBE_MAX_FOLDED)
+		return;
+	fo = &fm->folded[fm->nfolded++];
+	snprintf(fo->symbol, sizeof(fo->symbol), "%s", me->specs[i].symbol);
+	snprintf(fo->with, sizeof(fo->with), "%s", me->specs[w].symbol);
+	fo->retprobe = me->specs[i].retprobe;
+	fo->callee = pts[w].at[0];
 }
 
 /*
@@ -498,6 +518,7 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 			for (i = 0; i < me->nspecs; i++) {
 				if (me->specs[i].lib == f->lib && !pts[j][i].err)
 					res[j].entry_kind |= note_entry_kind(me, i, fd, &pts[j][i]);
+				note_folded(me, pts[j], i, &res[j]);
 			}
 
 			res[j].multi = jobs[j].multi;

@@ -992,6 +992,8 @@ int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_in
 				       sizeof(r->fail[k].symbol));
 				r->fail[k].err = fm->fail[k].err;
 			}
+			r->nfolded = fm->nfolded;
+			memcpy(r->folded, fm->folded, sizeof(r->folded));
 		}
 		if (!rows) /* no module wants it: one row for the file */
 			fill_row(&arr[n++], f, now);

@@ -131,6 +131,7 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u);
 int bpftel_uprobes__scan(struct bpftel_uprobes *u);
 
 #define BPFTEL_UPROBE_MAX_FAIL 4
+#define BPFTEL_UPROBE_MAX_FOLDED 4
 
 struct bpftel_uprobe_file_info {
 	char path[256]; /* first path it was seen under, as that process named it */
@@ -153,6 +154,13 @@ struct bpftel_uprobe_file_info {
 		char symbol[64];
 		int err;
 	} fail[BPFTEL_UPROBE_MAX_FAIL];
+	size_t nfolded; /* points covered by another spec's probe on a shared callee */
+	struct bpftel_uprobe_folded {
+		char symbol[64]; /* the function whose probe is not attached ("SSL_read") */
+		char with[64];	 /* the one whose probe covers it ("SSL_read_ex") */
+		bool retprobe;
+		long callee; /* file offset of the function both call, where the probe is */
+	} folded[BPFTEL_UPROBE_MAX_FOLDED];
 };
 
 /* One row per (file, module), plus one per file no module wants. Malloc'd. */

@@ -53,6 +53,8 @@ struct file_mod {
 		char symbol[64];
 		int err;
 	} fail[BPFTEL_UPROBE_MAX_FAIL];
+	size_t nfolded;
+	struct bpftel_uprobe_folded folded[BPFTEL_UPROBE_MAX_FOLDED];
 };
 
 /* How a process reaches the file: a procfile target (path as it named it). */
