@@ -433,10 +433,11 @@ static void note_folded(const struct mod_entry *me, const struct points *pts, si
 			struct file_mod *fm)
 {
 	struct bpftel_uprobe_folded *fo;
-	size_t w = pts[i].folded_into - 1;
+	size_t w;
 
 	if (!pts[i].folded_into || fm->nfolded >= BPFTEL_UPROBE_MAX_FOLDED)
 		return;
+	w = pts[i].folded_into - 1;
 	fo = &fm->folded[fm->nfolded++];
 	snprintf(fo->symbol, sizeof(fo->symbol), "%s", me->specs[i].symbol);
 	snprintf(fo->with, sizeof(fo->with), "%s", me->specs[w].symbol);
