@@ -144,18 +144,27 @@ static int group_teardown(void **state)
 	return 0;
 }
 
+/* cudaLaunchKernel(func, grid(2,3,4), block(32,2,1), args, stack[1], stack[2]): the
+ * sharedMem and stream arguments on the stack, under the return address. */
+static struct test_regs launch_regs(const __u64 *stack)
+{
+	return (struct test_regs){.di = 0x401000, .si = 2 | 3ul << 32, .dx = 4,
+				  .cx = 32 | 2ul << 32, .r8 = 1, .sp = (uintptr_t)stack};
+}
+
+/* cuLaunchKernel(f, 2,3,4, 32,2, stack[1], stack[2], ...): blockZ and sharedMem on the
+ * stack. */
+static struct test_regs cu_launch_regs(const __u64 *stack)
+{
+	return (struct test_regs){.di = 0xf00, .si = 2, .dx = 3, .cx = 4, .r8 = 32, .r9 = 2,
+				  .sp = (uintptr_t)stack};
+}
+
 /* cudaLaunchKernel(func, grid(2,3,4), block(32,2,1), args, sharedMem=4096, stream) */
 static void test_launch_dims_and_shared_memory(void **state)
 {
 	__u64 stack[3] = {0xdead /* return address */, 4096 /* sharedMem */, 0 /* stream */};
-	struct test_regs regs = {
-		.di = 0x401000,
-		.si = 2 | 3ul << 32,
-		.dx = 4,
-		.cx = 32 | 2ul << 32,
-		.r8 = 1,
-		.sp = (uintptr_t)stack,
-	};
+	struct test_regs regs = launch_regs(stack);
 	struct gpu_proc_stats st;
 
 	(void)state;
@@ -178,14 +187,9 @@ static void test_launch_dims_and_shared_memory(void **state)
  * with it: the runtime's is never read, the driver's stack read is for blockZ. */
 static void test_launch_shared_memory_off(void **state)
 {
-	__u64 stack[4] = {0xdead /* return address */, 4096 /* sharedMem */, 0, 0};
-	struct test_regs rt = {
-		.di = 0x401000, .si = 2 | 3ul << 32, .dx = 4, .cx = 32 | 2ul << 32, .r8 = 1,
-		.sp = (uintptr_t)stack,
-	};
+	__u64 stack[3] = {0xdead /* return address */, 4096 /* sharedMem */, 0};
 	__u64 cu_stack[4] = {0xdead, 1 /* blockZ */, 256 /* sharedMem */, 0};
-	struct test_regs cu = {.di = 0xf00, .si = 2, .dx = 3, .cx = 4, .r8 = 32, .r9 = 2,
-			       .sp = (uintptr_t)cu_stack};
+	struct test_regs rt = launch_regs(stack), cu = cu_launch_regs(cu_stack);
 	struct gpu_proc_stats st;
 
 	(void)state;
@@ -520,8 +524,7 @@ static void test_allocation_cap_per_process(void **state)
 static void test_driver_launch_dims(void **state)
 {
 	__u64 stack[4] = {0xdead /* return address */, 1 /* blockZ */, 256 /* sharedMem */, 0};
-	struct test_regs regs = {.di = 0xf00, .si = 2, .dx = 3, .cx = 4, .r8 = 32, .r9 = 2,
-				 .sp = (uintptr_t)stack};
+	struct test_regs regs = cu_launch_regs(stack);
 	struct test_regs bad = regs;
 	struct gpu_proc_stats st;
 
