@@ -32,7 +32,7 @@ build fuzz_config "$root/tests/fuzz/fuzz_config.c" "$root/user/agent/config.c" \
 build fuzz_ctl "$root/tests/fuzz/fuzz_ctl.c" "$root/user/common/ctl.c" \
 	"$root/user/common/escape.c" -ljansson
 build fuzz_goexe "$root/tests/fuzz/fuzz_goexe.c" "$root/user/manager/gopclntab.c" \
-	"$root/user/manager/goret.c" -lcapstone
+	"$root/user/manager/goret.c" "$root/user/manager/tailread.c" -lcapstone
 
 status=0
 for t in http path http2 config ctl goexe; do
