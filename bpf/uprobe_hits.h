@@ -28,4 +28,12 @@
  */
 #define UPROBE_GO_STACK_CHECK (1u << 31)
 
+/*
+ * In the low half, with a read function: this probe sits on an internal read that the
+ * function hands its reads to (user/manager/tailread.h: GnuTLS's _gnutls_recv_int),
+ * whose first four arguments are (session, record type, data, size). Other callers
+ * reach it too, with other record types: the program keeps the type it reads.
+ */
+#define UPROBE_TYPED_READ (1u << 30)
+
 #endif /* BPFTEL_UPROBE_HITS_H */

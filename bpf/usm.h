@@ -42,6 +42,10 @@ enum usm_tls_fn {
 	USM_TLS_FN__COUNT,
 };
 
+/* GnuTLS's record type of application data (GNUTLS_APPLICATION_DATA): what
+ * gnutls_record_recv asks its internal reads for (UPROBE_TYPED_READ). */
+#define USM_GNUTLS_APP_DATA 23
+
 /* Go's crypto/tls probes (lib/usm_go.h), as the cookie of each attachment of
  * usm_go_uprobe: all are plain uprobes, on the executable. */
 enum usm_go_fn {

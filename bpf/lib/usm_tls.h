@@ -30,6 +30,7 @@
 #ifndef BPFTEL_LIB_USM_TLS_H
 #define BPFTEL_LIB_USM_TLS_H
 
+#include "uprobe_hits.h"
 #include "usm_go_conn.h"
 
 /*
@@ -43,6 +44,10 @@ struct usm_tls_call {
 	__u64 buf;	/* user buffer */
 	__u64 size_ptr; /* SSL_read_ex: where the byte count is written; 0 otherwise */
 	__u64 pid_tgid; /* of the entry: a return of another id is not this call's */
+	/* A typed read's stack pointer at entry (UPROBE_TYPED_READ): its return finds it
+	 * 8 bytes higher (the return address popped). A call of another type nested in
+	 * it (kept out at entry) returns first, lower on the stack: not this call. */
+	__u64 sp;
 	__u32 source;	/* enum usm_source */
 	__u32 pending;	/* entered, not yet returned */
 };
@@ -205,16 +210,25 @@ static __always_inline int usm_tls_write_body(TLM_PARAM, struct pt_regs *regs, _
 	return 0;
 }
 
-/* Entry of a read: (session, buffer) are its first two arguments. */
+/* Entry of a read: (session, buffer) are its first two arguments; for a typed read
+ * (UPROBE_TYPED_READ) (session, type, buffer), kept only for application data. */
 static __always_inline int usm_tls_read_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
-						   enum usm_source src, bool ex)
+						   enum usm_source src, bool ex, bool typed)
 {
-	struct usm_tls_call *c = usm_tls_slot(TLM_ARG, true);
+	__u64 arg2 = PT_REGS_PARM2(regs), arg3 = PT_REGS_PARM3(regs);
+	struct usm_tls_call *c;
 
+	/* Both loaded as such: the verifier refuses a context offset chosen at run time. */
+	barrier_var(arg2);
+	barrier_var(arg3);
+	if (typed && (__u32)arg2 != USM_GNUTLS_APP_DATA)
+		return 0; /* a handshake, alert or heartbeat record */
+	c = usm_tls_slot(TLM_ARG, true);
 	if (!c)
 		return 0;
 	c->conn = PT_REGS_PARM1(regs);
-	c->buf = PT_REGS_PARM2(regs);
+	c->buf = typed ? arg3 : arg2;
+	c->sp = typed ? PT_REGS_SP(regs) : 0;
 	c->size_ptr = ex ? PT_REGS_PARM4(regs) : 0;
 	c->pid_tgid = pid_tgid;
 	c->source = src;
@@ -235,6 +249,8 @@ static __always_inline int usm_tls_read_ret_body(TLM_PARAM, struct pt_regs *regs
 
 	if (!c || !c->pending || c->pid_tgid != pid_tgid)
 		return 0; /* attached mid-call */
+	if (c->sp && PT_REGS_SP(regs) != c->sp + 8)
+		return 0; /* a nested call of another type: the read is still pending */
 	call = *c;
 	c->pending = 0;
 	if (call.size_ptr) {
@@ -258,15 +274,18 @@ static __always_inline int usm_tls_read_ret_body(TLM_PARAM, struct pt_regs *regs
 static __always_inline int usm_tls_enter(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid, __u64 now,
 					 __u64 fn)
 {
-	enum usm_source src = fn >= USM_TLS_GNUTLS_SEND ? USM_SRC_GNUTLS : USM_SRC_OPENSSL;
+	bool typed = fn & UPROBE_TYPED_READ;
+	enum usm_source src;
 
+	fn &= ~(__u64)UPROBE_TYPED_READ;
+	src = fn >= USM_TLS_GNUTLS_SEND ? USM_SRC_GNUTLS : USM_SRC_OPENSSL;
 	if (fn == USM_TLS_SSL_SET_FD || fn == USM_TLS_GNUTLS_SET_INT2)
 		return usm_tls_set_fd(TLM_ARG, regs, pid_tgid);
 	if (fn >= USM_TLS_IO__COUNT)
 		return 0; /* a cookie we did not set */
 	if (fn & 1)
 		return usm_tls_read_enter_body(TLM_ARG, regs, pid_tgid, src,
-					       fn == USM_TLS_SSL_READ_EX);
+					       fn == USM_TLS_SSL_READ_EX, typed);
 	return usm_tls_write_body(TLM_ARG, regs, pid_tgid, now, src, fn == USM_TLS_SSL_WRITE);
 }
 
@@ -274,6 +293,7 @@ static __always_inline int usm_tls_enter(TLM_PARAM, struct pt_regs *regs, __u64 
 static __always_inline int usm_tls_ret(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid, __u64 now,
 				       __u64 fn)
 {
+	fn &= ~(__u64)UPROBE_TYPED_READ;
 	if (fn >= USM_TLS_IO__COUNT || !(fn & 1))
 		return 0;
 	return usm_tls_read_ret_body(TLM_ARG, regs, pid_tgid, now);

@@ -379,7 +379,7 @@ struct usm_test_call {
 	__u64 pid_tgid;
 	__u64 now;
 	__u32 probe;
-	__u32 __pad;
+	__u32 flags;
 };
 
 enum { SSL_WRITE, SSL_READ, SSL_WRITE_EX, SSL_READ_EX, GNUTLS_SEND, GNUTLS_RECV };
@@ -546,6 +546,73 @@ static void test_gnutls(void **state)
 	assert_int_equal(tls_call(GNUTLS_SEND, req, strlen(req), (long)strlen(req), NULL, 1), 1);
 	assert_int_equal(event(0)->source, USM_SRC_GNUTLS);
 	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
+}
+
+/* One call of GnuTLS's internal read (UPROBE_TYPED_READ: _gnutls_recv_int(session,
+ * type, data, size, ...)) with its stack pointer at entry: the return finds it 8 bytes
+ * higher. Returns the events emitted. */
+static int typed_run(bool ret, __u64 type, const void *buf, long rc, __u64 sp, __u64 t)
+{
+	struct usm_test_call ctx = {.pid_tgid = PID_TGID,
+				    .now = t,
+				    .probe = (__u32)(GNUTLS_RECV * 2 + ret),
+				    .flags = UPROBE_TYPED_READ};
+	int retval = -1;
+
+	if (ret) {
+		ctx.regs.ax = (unsigned long)rc;
+		ctx.regs.sp = sp + 8;
+	} else {
+		ctx.regs.di = SSL_PTR;
+		ctx.regs.si = type;
+		ctx.regs.dx = (uintptr_t)buf;
+		ctx.regs.cx = 4096;
+		ctx.regs.sp = sp;
+	}
+	assert_int_equal(bpftel_test_run(skel->progs.usm_test_tls, &ctx, sizeof(ctx), &retval), 0);
+	assert_int_equal(retval, 0);
+	return bpftel_rb_capture__drain(&cap);
+}
+
+/* gnutls_record_recv's reads seen in _gnutls_recv_int: application data (type 23)
+ * only, the buffer from the third argument, and a call of another type nested inside
+ * a read (kept out at its entry) does not end that read at its own return. */
+static void test_gnutls_typed_read(void **state)
+{
+	const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+	const __u64 sp = 0x7ffc0000f000ull;
+
+	(void)state;
+	/* type 23: entry and return, one response of rc bytes */
+	assert_int_equal(typed_run(false, USM_GNUTLS_APP_DATA, resp, 0, sp, 1000), 0);
+	assert_int_equal(typed_run(true, 0, NULL, (long)strlen(resp), sp, 1100), 1);
+	assert_int_equal(event(0)->source, USM_SRC_GNUTLS);
+	assert_int_equal(event(0)->kind, USM_KIND_RESPONSE);
+	assert_int_equal(event(0)->dir, USM_DIR_READ);
+	assert_int_equal(event(0)->conn, SSL_PTR);
+	assert_int_equal(event(0)->len, strlen(resp));
+	assert_int_equal(event(0)->ktime_ns, 1100);
+	assert_memory_equal(event(0)->prefix, resp, strlen(resp));
+
+	/* type 22 (a handshake record, e.g. a TLS 1.3 ticket): nothing, even with bytes */
+	assert_int_equal(typed_run(false, 22, resp, 0, sp, 2000), 0);
+	assert_int_equal(typed_run(true, 0, NULL, (long)strlen(resp), sp, 2100), 0);
+
+	/* A read, a handshake call nested in it (lower on the stack) that returns first,
+	 * then the read's own return: one event, the read's. */
+	assert_int_equal(typed_run(false, USM_GNUTLS_APP_DATA, resp, 0, sp, 3000), 0);
+	assert_int_equal(typed_run(false, 22, "junk", 0, sp - 0x100, 3010), 0);
+	assert_int_equal(typed_run(true, 0, NULL, 4, sp - 0x100, 3020), 0);
+	assert_int_equal(typed_run(true, 0, NULL, 17, sp, 3100), 1);
+	assert_int_equal(event(0)->len, 17);
+	assert_int_equal(event(0)->ktime_ns, 3100);
+	/* ... and that return ended it: a second return finds nothing pending */
+	assert_int_equal(typed_run(true, 0, NULL, 17, sp, 3200), 0);
+
+	/* GNUTLS_E_AGAIN (-28): nothing */
+	assert_int_equal(typed_run(false, USM_GNUTLS_APP_DATA, resp, 0, sp, 4000), 0);
+	assert_int_equal(typed_run(true, 0, NULL, -28, sp, 4100), 0);
+	assert_int_equal(counter(USM_CNT_TLS_CALLS), 2);
 }
 
 /* SSL_set_fd(ssl, fd) and gnutls_transport_set_int2(s, rfd, wfd) name the socket of a
@@ -1325,6 +1392,7 @@ int main(void)
 		T(test_tls_errors_and_non_http),
 		T(test_tls_ex_forms),
 		T(test_gnutls),
+		T(test_gnutls_typed_read),
 		T(test_tls_fd),
 		T(test_h2_client_start_copied),
 		T(test_h2_data_payload_not_copied),

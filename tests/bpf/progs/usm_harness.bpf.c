@@ -40,7 +40,7 @@ struct usm_test_call {
 	__u64 pid_tgid;
 	__u64 now;
 	__u32 probe; /* index * 2 + is_return */
-	__u32 __pad;
+	__u32 flags; /* the cookie's flags: UPROBE_TYPED_READ */
 };
 
 SEC("syscall")
@@ -50,6 +50,7 @@ int usm_test_tls(struct usm_test_call *ctx)
 
 	if (fn >= USM_TLS_FN__COUNT)
 		return -1;
+	fn |= ctx->flags;
 	if (ctx->probe & 1)
 		return usm_tls_ret(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, fn);
 	return usm_tls_enter(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, fn);
