@@ -107,6 +107,22 @@ def main():
                         if r["module"] == "usm" and r["lib"] == "libgnutls" and
                         r["attached"] >= 4 and gnutls.pid in r["pids"]]
             wait_for(gnutls_ready, 15, "the usm uprobes on gnutls-cli's libgnutls")
+            # gnutls_record_recv's probes sit on the internal reads it hands reads to
+            # (_gnutls_recv_int, and on Debian 12 the kTLS one too), type 23 kept: the
+            # response counted below went through them.
+            row = gnutls_ready()[0]
+            moved = sorted((m["symbol"], m["return"], m["record_type"])
+                           for m in row["tail_reads"])
+            offsets = {tuple(m["offsets"]) for m in row["tail_reads"]}
+            check(moved == [("gnutls_record_recv", False, 23), ("gnutls_record_recv", True, 23)]
+                  and len(offsets) == 1 and min(min(offsets)) > 0 and
+                  row["attached"] == 2 + 2 * len(min(offsets)) and row["failed"] == 0,
+                  f"bpftel libs --json: gnutls_record_recv's entry and return moved to "
+                  f"{offsets}, {row['attached']} points attached")
+            text = agent.cli("libs").stdout
+            at = ", ".join(f"{o:#x}" for o in min(offsets))
+            check(f"gnutls_record_recv return, type 23, at file offset {at}" in text,
+                  "bpftel libs lists the tail reads under the table")
             # Written before its handshake ends, the request waits in the pipe.
             gnutls.stdin.write(b"GET /items/7 HTTP/1.1\nHost: localhost\nConnection: close\n\n")
             gnutls.stdin.flush()

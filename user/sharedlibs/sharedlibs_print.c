@@ -158,6 +158,32 @@ static void print_folded(json_t *libs)
 	}
 }
 
+/* The points moved to the internal reads their function hands reads to (uprobes.h:
+ * typed_read): where a probe on gnutls_record_recv really is. */
+static void print_moved(json_t *libs)
+{
+	json_t *l, *mv, *at;
+	size_t i, k, j;
+	bool any = false;
+
+	json_array_foreach (libs, i, l) {
+		json_array_foreach (json_object_get(l, "tail_reads"), k, mv) {
+			if (!any)
+				printf("\nTail reads (on the internal reads the function hands its "
+				       "reads to, one record type kept):\n");
+			any = true;
+			printf("  %-10s %-6s %s %s, type %lld, at file offset", jstr(l, "lib"),
+			       jstr(l, "module"), jstr(mv, "symbol"),
+			       json_is_true(json_object_get(mv, "return")) ? "return" : "entry",
+			       jint(mv, "record_type"));
+			json_array_foreach (json_object_get(mv, "offsets"), j, at)
+				printf("%s 0x%llx", j ? "," : "",
+				       (unsigned long long)json_integer_value(at));
+			printf("\n");
+		}
+	}
+}
+
 static void print_libs(json_t *resp)
 {
 	json_t *libs = json_object_get(resp, "libs");
@@ -165,6 +191,7 @@ static void print_libs(json_t *resp)
 	if (json_array_size(libs)) {
 		print_files(libs);
 		print_folded(libs);
+		print_moved(libs);
 	} else {
 		printf("No watched library is in use.\n");
 	}

@@ -105,6 +105,25 @@ static json_t *folded_json(const struct bpftel_uprobe_file_info *r)
 	return arr;
 }
 
+/* [{"symbol": "gnutls_record_recv", "return": false, "record_type": 23,
+ *   "offsets": [N, ...]}] */
+static json_t *moved_json(const struct bpftel_uprobe_file_info *r)
+{
+	json_t *arr = json_array(), *at;
+	size_t k, i;
+
+	for (k = 0; k < r->nmoved && k < BPFTEL_UPROBE_MAX_MOVED; k++) {
+		at = json_array();
+		for (i = 0; i < r->moved[k].n && i < BPFTEL_UPROBE_MOVED_AT; i++)
+			json_array_append_new(at, json_integer(r->moved[k].at[i]));
+		json_array_append_new(arr, json_pack("{s:s, s:b, s:I, s:o}", "symbol",
+						     r->moved[k].symbol, "return",
+						     r->moved[k].retprobe, "record_type",
+						     (json_int_t)r->moved[k].type, "offsets", at));
+	}
+	return arr;
+}
+
 static json_t *file_json(const struct bpftel_uprobe_file_info *r)
 {
 	json_t *o, *pids = json_array();
@@ -128,6 +147,7 @@ static json_t *file_json(const struct bpftel_uprobe_file_info *r)
 		json_object_set_new(o, "link_mode_reason", bpftel_json_str(r->mode_reason));
 	json_object_set_new(o, "throttled", json_boolean(r->throttled));
 	json_object_set_new(o, "folded", folded_json(r));
+	json_object_set_new(o, "tail_reads", moved_json(r));
 	json_object_set_new(o, "refused",
 			    r->refused >= 0 ? json_string(bpftel_refusal_name(r->refused))
 					    : json_null());

@@ -17,6 +17,7 @@
 #include "user/manager/elfsym.h"
 #include "user/manager/goexe.h"
 #include "user/manager/prologue.h"
+#include "user/manager/tailread.h"
 #include "user/manager/manager.h"
 #include "user/manager/uprobe_multi.h"
 
@@ -428,6 +429,65 @@ static void share_callee(const struct mod_entry *me, enum shlib_lib lib, int fd,
 	}
 }
 
+_Static_assert(BPFTEL_UPROBE_MOVED_AT == BPFTEL_TAIL_READS_MAX, "moved points: tailread.h");
+_Static_assert(BPFTEL_TAIL_READS_MAX <= BPFTEL_GO_MAX_RETS, "points hold the internal reads");
+
+/*
+ * A spec with typed_read (uprobes.h): its point moves to the internal reads its
+ * function hands every read to (tailread.h), where that is proved and pays (one of
+ * them starts with an instruction the kernel emulates; the others cost only when
+ * they run: GnuTLS's kTLS read, with kTLS on). Reads the file someone else may have
+ * crafted: a target outside it fails the read, and the code is checked, not trusted.
+ */
+static void typed_reads(const struct mod_entry *me, enum shlib_lib lib, int fd,
+			struct points *p, size_t i)
+{
+	const struct bpftel_uprobe_spec *s = &me->specs[i];
+	unsigned char code[BPFTEL_TAIL_SCAN_MAX];
+	long t[BPFTEL_TAIL_READS_MAX];
+	bool pays = false;
+	ssize_t n;
+	int k, nt;
+
+	if (s->lib != lib || !s->typed_read || p->err || p->n != 1)
+		return;
+	n = pread(fd, code, sizeof(code), p->at[0]);
+	nt = n > 0 ? bpftel_tail_reads(code, (size_t)n, s->typed_read, t, BPFTEL_TAIL_READS_MAX)
+		   : -1;
+	if (nt <= 0)
+		return;
+	for (k = 0; k < nt; k++) {
+		t[k] += p->at[0];
+		if (t[k] <= 0)
+			return;
+		n = pread(fd, code, 16, t[k]);
+		if (n <= 0)
+			return;
+		pays |= bpftel_insn_emulated(code, (size_t)n);
+	}
+	if (!pays)
+		return;
+	p->n = (size_t)nt;
+	memcpy(p->at, t, (size_t)nt * sizeof(t[0]));
+	p->flags |= UPROBE_TYPED_READ;
+}
+
+/* Note spec i's points, moved to internal reads (typed_reads), for `bpftel libs`. */
+static void note_moved(const struct mod_entry *me, const struct points *pts, size_t i,
+		       struct file_mod *fm)
+{
+	struct bpftel_uprobe_moved *mv;
+
+	if (!(pts[i].flags & UPROBE_TYPED_READ) || fm->nmoved >= BPFTEL_UPROBE_MAX_MOVED)
+		return;
+	mv = &fm->moved[fm->nmoved++];
+	snprintf(mv->symbol, sizeof(mv->symbol), "%s", me->specs[i].symbol);
+	mv->retprobe = me->specs[i].retprobe;
+	mv->type = me->specs[i].typed_read;
+	mv->n = pts[i].n < BPFTEL_UPROBE_MOVED_AT ? pts[i].n : BPFTEL_UPROBE_MOVED_AT;
+	memcpy(mv->at, pts[i].at, mv->n * sizeof(mv->at[0]));
+}
+
 /* Note spec i's point, folded into another spec's probe (share_callee), for `bpftel libs`. */
 static void note_folded(const struct mod_entry *me, const struct points *pts, size_t i,
 			struct file_mod *fm)
@@ -487,8 +547,10 @@ static int resolve(struct bpftel_uprobes *u, const struct lib_file *f, const str
 									    reqs[k].offset));
 			}
 		}
-		for (i = 0; i < me->nspecs; i++)
+		for (i = 0; i < me->nspecs; i++) {
 			share_callee(me, f->lib, fd, reqs, n, pts[j], i);
+			typed_reads(me, f->lib, fd, &pts[j][i], i);
+		}
 	}
 	return 0;
 }
@@ -520,6 +582,7 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 				if (me->specs[i].lib == f->lib && !pts[j][i].err)
 					res[j].entry_kind |= note_entry_kind(me, i, fd, &pts[j][i]);
 				note_folded(me, pts[j], i, &res[j]);
+				note_moved(me, pts[j], i, &res[j]);
 			}
 
 			res[j].multi = jobs[j].multi;

@@ -994,6 +994,8 @@ int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_in
 			}
 			r->nfolded = fm->nfolded;
 			memcpy(r->folded, fm->folded, sizeof(r->folded));
+			r->nmoved = fm->nmoved;
+			memcpy(r->moved, fm->moved, sizeof(r->moved));
 		}
 		if (!rows) /* no module wants it: one row for the file */
 			fill_row(&arr[n++], f, now);

@@ -63,6 +63,12 @@ struct bpftel_uprobe_spec {
 	 * and SSL_read_ex both enter ssl_read_internal, with SSL_read_ex's arguments and
 	 * its return; user/manager/prologue.h). */
 	const char *shares_callee;
+	/* A read whose function hands every read to internal functions taking (session,
+	 * record type, data, size), with this record type (user/manager/tailread.h:
+	 * GnuTLS's gnutls_record_recv and _gnutls_recv_int, type 23). Where the code
+	 * proves it and the first instruction of one of them is emulated, this probe goes
+	 * on their entries instead, flagged UPROBE_TYPED_READ; 0: never moves. */
+	unsigned char typed_read;
 	/* Go executables (lib SHLIB_LIB_GO, symbol as Go names it): entry probes go on
 	 * the JBE of the function's stack check (UPROBE_GO_STACK_CHECK); at_rets puts this one on each of the function's RET
 	 * instructions instead (no uretprobe on Go code: user/manager/goexe.h). */
@@ -132,6 +138,8 @@ int bpftel_uprobes__scan(struct bpftel_uprobes *u);
 
 #define BPFTEL_UPROBE_MAX_FAIL 4
 #define BPFTEL_UPROBE_MAX_FOLDED 4
+#define BPFTEL_UPROBE_MAX_MOVED	 4
+#define BPFTEL_UPROBE_MOVED_AT	 4 /* BPFTEL_TAIL_READS_MAX */
 
 struct bpftel_uprobe_file_info {
 	char path[256]; /* first path it was seen under, as that process named it */
@@ -161,6 +169,14 @@ struct bpftel_uprobe_file_info {
 		bool retprobe;
 		long callee; /* file offset of the function both call, where the probe is */
 	} folded[BPFTEL_UPROBE_MAX_FOLDED];
+	size_t nmoved; /* points moved to the internal reads their function hands reads to */
+	struct bpftel_uprobe_moved {
+		char symbol[64]; /* "gnutls_record_recv" */
+		bool retprobe;
+		unsigned int type; /* the record type kept */
+		size_t n;
+		long at[BPFTEL_UPROBE_MOVED_AT]; /* file offsets of the internal reads */
+	} moved[BPFTEL_UPROBE_MAX_MOVED];
 };
 
 /* One row per (file, module), plus one per file no module wants. Malloc'd. */

@@ -55,6 +55,8 @@ struct file_mod {
 	} fail[BPFTEL_UPROBE_MAX_FAIL];
 	size_t nfolded;
 	struct bpftel_uprobe_folded folded[BPFTEL_UPROBE_MAX_FOLDED];
+	size_t nmoved;
+	struct bpftel_uprobe_moved moved[BPFTEL_UPROBE_MAX_MOVED];
 };
 
 /* How a process reaches the file: a procfile target (path as it named it). */

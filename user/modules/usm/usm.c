@@ -68,7 +68,10 @@ const char *bpftel_usm_counter_name(enum usm_counter c)
  * much came), both on the function's first instruction; or, for SSL_read_ex where it
  * and SSL_read both wrap one internal read that starts with an instruction the kernel
  * emulates (OpenSSL 3: ssl_read_internal), both on that function's, once for the two
- * (TLS_READ_SHARED: SSL_read's own probes are then not attached).
+ * (TLS_READ_SHARED: SSL_read's own probes are then not attached); or, for
+ * gnutls_record_recv, which hands its reads to internal functions of (session, type,
+ * data, size), on theirs, keeping type 23, application data (TLS_READ_TYPED;
+ * user/manager/tailread.h).
  */
 #define TLS_WRITE(lib, sym, fn) {lib, "usm_tls_uprobe", sym, false, fn, 3}
 #define TLS_READ(lib, sym, fn)                                     \
@@ -82,6 +85,13 @@ const char *bpftel_usm_counter_name(enum usm_counter c)
 	{                                                                                  \
 		.lib = l, .prog = "usm_tls_uretprobe", .symbol = sym, .retprobe = true,     \
 		.cookie = fn, .shares_callee = other                                        \
+	}
+
+#define TLS_READ_TYPED(l, sym, fn, type)                                                   \
+	{.lib = l, .prog = "usm_tls_uprobe", .symbol = sym, .cookie = fn, .typed_read = type}, \
+	{                                                                                  \
+		.lib = l, .prog = "usm_tls_uretprobe", .symbol = sym, .retprobe = true,     \
+		.cookie = fn, .typed_read = type                                            \
 	}
 
 #define GO_PROBE(sym, fn, rets)                                                          \
@@ -100,7 +110,8 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	TLS_WRITE(SHLIB_LIB_SSL, "SSL_write_ex", USM_TLS_SSL_WRITE_EX),
 	TLS_READ_SHARED(SHLIB_LIB_SSL, "SSL_read_ex", USM_TLS_SSL_READ_EX, "SSL_read"),
 	TLS_WRITE(SHLIB_LIB_GNUTLS, "gnutls_record_send", USM_TLS_GNUTLS_SEND),
-	TLS_READ(SHLIB_LIB_GNUTLS, "gnutls_record_recv", USM_TLS_GNUTLS_RECV),
+	TLS_READ_TYPED(SHLIB_LIB_GNUTLS, "gnutls_record_recv", USM_TLS_GNUTLS_RECV,
+		       USM_GNUTLS_APP_DATA),
 	/* Go's crypto/tls, in Go executables (bpf/lib/usm_go.h): plain uprobes only, the
 	 * entries on the stack check's JBE, Read's returns on its RET instructions. */
 	GO_PROBE("crypto/tls.(*Conn).Write", USM_GO_WRITE, false),
