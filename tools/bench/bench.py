@@ -21,21 +21,27 @@ Experiments (A -> B):
   h2load        HTTP/2 requests/s, h2load -n 20000 -c 4 -m 10 against nghttpd (both the
                 system OpenSSL): no agent -> agent, every request checked decoded on both
                 sides (target >= 0.9x no agent)
-                For both, the agent's rate is duty-weighted (duty_weighted): measured
-                once inside a run-stats window and once outside, weighted by the time
-                each lasts (1 s and 9 s of every 10 by default); the note gives both.
   go_https      Go HTTPS requests/s (tests/go/tlsapp, Go's crypto/tls on both ends), one
                 connection each, HTTP/2 and HTTP/1.1: no agent -> agent, every request
                 checked counted on both sides (target >= 0.9x no agent); and no agent
                 -> the floor (tools/uprobe_floor --go: empty programs on the agent's
                 probe points, found by the agent's code), all traps, the entries only
-                (the stack checks' JBE, emulated) and Read's RETs only (single-stepped)
+                (the stack checks' JBE, emulated) and Read's RETs only (single-stepped).
+                For these three, the agent's rate is duty-weighted (duty_weighted):
+                measured once inside a run-stats window and once outside, weighted by
+                the time each lasts (1 s and 9 s of every 10 by default); the note
+                gives both.
   tls_write_loop SSL_write_ex calls/s of an in-memory TLS write loop (the real libssl):
                 bpftrace's bare uprobe+uretprobe pair -> agent (target >= 1.5x the
                 pair; no agent in the note; the peer skipped, with a note, without
                 bpftrace); BPF ns per TLS call with run_stats = always in that loop, a
                 request/response loop and real HTTPS requests (target <= 300 ns), with
                 the USM programs' runs per request (bench_tls_write.py)
+  gnutls_reads  GnuTLS request/response pairs/s over memory (tools/gnutls_loop: 2
+                gnutls_record_send + 2 gnutls_record_recv per pair, each an HTTP
+                message): no agent -> agent (duty-weighted), and bpftrace counting on
+                gnutls_record_recv's entry and return and gnutls_record_send's entry
+                (the peer) -> agent
   cuda_calls    stub cudaLaunchKernel ns/call over one run-stats period (10 s): empty
                 uprobe+uretprobe -> agent
   idle          agent PSS (KiB) and CPU (% of one CPU) over 30 s idle, all modules loaded
@@ -128,7 +134,7 @@ def run_stats_window(ag):
     return d["stats_on"], d["windows"], d["on_s"] / d["period_s"]
 
 
-def duty_weighted(ag, measure, tries=3):
+def duty_weighted(ag, measure, tries=3, prepare=None):
     """A rate measured under the agent as by default, weighted by its run-stats duty.
 
     By default the agent holds BPF_ENABLE_STATS (two clock reads on every run of every
@@ -137,15 +143,27 @@ def duty_weighted(ag, measure, tries=3):
     later outside any (optimistic). So run it once inside a window and once outside, and
     weight the two rates by the time each state lasts: on * in + (1 - on) * out, the
     rate a long run sees. A run a window's edge crossed is run again. Returns (weighted,
-    in window, outside); the last two are None when run stats are not sampled."""
+    in window, outside); the last two are None when run stats are not sampled.
+
+    With prepare, each run is prepare() then measure(what prepare returned): what
+    prepare does (start a client, wait for its probes) happens before the wait for the
+    window, and the run inside one starts at the window's opening, so that as much of
+    it as the window lasts is left for the timed part."""
+    def wait_for(want_on):
+        deadline = time.monotonic() + 60
+        while (st := run_stats_window(ag)) and st[0] != want_on:
+            if time.monotonic() > deadline:
+                sys.exit("bench: the agent's run-stats windows did not come")
+            time.sleep(0.02)
+        return st
+
     def once(want_on):
         for _ in range(tries):
-            deadline = time.monotonic() + 60
-            while (st := run_stats_window(ag)) and st[0] != want_on:
-                if time.monotonic() > deadline:
-                    sys.exit("bench: the agent's run-stats windows did not come")
-                time.sleep(0.02)
-            rate = measure()
+            handle = prepare() if prepare else None
+            if prepare and want_on:
+                wait_for(False)
+            st = wait_for(want_on)
+            rate = measure(handle) if prepare else measure()
             if st is None:
                 return rate, None
             after = run_stats_window(ag)
@@ -415,6 +433,125 @@ def h2load(args, a_build, b_build, tmp, reps):
     return [row, peer]
 
 
+# The peer for gnutls_reads: bpftrace where users put it (the read's entry and return,
+# the write's entry), only counting. The agent's reads sit on the internal read
+# gnutls_record_recv hands them to (user/manager/tailread.h), its writes past the
+# prologue: no single-step.
+GNUTLS_LIB = "/lib/x86_64-linux-gnu/libgnutls.so.30"
+GNUTLS_BT = (f"uprobe:{GNUTLS_LIB}:gnutls_record_recv {{ @reads = count(); }} "
+             f"uretprobe:{GNUTLS_LIB}:gnutls_record_recv {{ @returns = count(); }} "
+             f"uprobe:{GNUTLS_LIB}:gnutls_record_send {{ @writes = count(); }} "
+             "BEGIN { printf(\"ready\\n\"); }")
+
+
+def gnutls_start(app, n, ag=None):
+    """tools/gnutls_loop of n pairs, loaded and waiting for its go; with an agent, once
+    the USM probes are on its libgnutls."""
+    proc = subprocess.Popen([app, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    if proc.stdout.readline().strip() != "loaded":
+        sys.exit("bench: gnutls_loop did not start")
+    for _ in range(600 if ag else 0):
+        libs = (ag.json("libs") or {}).get("libs", [])
+        if any(r["module"] == "usm" and r["lib"] == "libgnutls" and r["attached"] >= 4 and
+               proc.pid in r["pids"] for r in libs):
+            break
+        time.sleep(0.05)
+    else:
+        if ag:
+            sys.exit("bench: USM's uprobes did not attach to libgnutls")
+    return proc
+
+
+def gnutls_finish(proc):
+    """Pairs/s of a loop gnutls_start started."""
+    out, _ = proc.communicate("go\n")
+    if proc.returncode:
+        sys.exit(f"bench: gnutls_loop failed: {out[-200:]}")
+    return 1e9 / float(out.split()[-1])
+
+
+def gnutls_reads(args, a_build, b_build, tmp, reps):
+    """GnuTLS request/response pairs over memory (tools/gnutls_loop: per pair 2
+    gnutls_record_send and 2 gnutls_record_recv, each an HTTP message's start), pairs/s:
+    no agent (agent A) -> the agent, duty-weighted, each run's requests checked counted
+    (or dropped at a full queue, counted as such); and the peer, bpftrace counting at
+    the reads' entry and return and the writes' entry -> the agent; interleaved."""
+    app = os.path.join(b_build, "tools", "gnutls_loop")
+    if not os.path.exists(app) or not os.path.exists(GNUTLS_LIB):
+        return [Row("gnutls_reads", "pairs/s", "-", "-", note="skipped: tools/gnutls_loop "
+                    "not built (libgnutls28-dev) or no libgnutls.so.30")]
+    n = 20000
+    row = Row("gnutls_reads", "pairs/s", "agent A" if args.compare else "no agent", "agent",
+              higher_is_better=True)
+    peer = Row("gnutls_reads peer", "pairs/s", "bpftrace", "agent", higher_is_better=True)
+    bt = shutil.which("bpftrace") and not args.compare
+    windows, dropped = [], 0
+    for _ in range(reps):
+        if args.compare:
+            ag = Agent(a_build, tmp)
+            row.a.append(gnutls_finish(gnutls_start(app, n, ag)))
+            ag.stop()
+        else:
+            row.a.append(gnutls_finish(gnutls_start(app, n)))
+        if bt:
+            proc = subprocess.Popen(["bpftrace", "-e", GNUTLS_BT], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True)
+            for line in proc.stdout:
+                if line.strip() == "ready":
+                    break
+            peer.a.append(gnutls_finish(gnutls_start(app, n)))
+            proc.send_signal(2)
+            seen = {m[0]: int(m[1]) for m in re.findall(r"@(\w+): (\d+)",
+                                                         proc.communicate()[0])}
+            if seen.get("returns", 0) < 2 * n or seen.get("writes", 0) < 2 * n:
+                sys.exit(f"bench: bpftrace saw {seen}, expected >= {2 * n} each")
+        ag = Agent(b_build, tmp)
+        pids = []
+
+        def run(proc):
+            pids.append(proc.pid)
+            return gnutls_finish(proc)
+        prepare = lambda: gnutls_start(app, n, ag)  # noqa: E731
+        if args.compare:
+            row.b.append(run(prepare()))
+        else:
+            rate, rin, rout = duty_weighted(ag, run, prepare=prepare)
+            row.b.append(rate)
+            if rin is not None:
+                windows.append((rin, rout))
+        # Each run: n requests on each side, each counted once (a request whose
+        # response was dropped, as unanswered), or dropped at the full queue.
+        want = 2 * n * len(pids)
+        for _ in range(200):
+            counted = sum(r["count"] for r in ag.json("http")["endpoints"]
+                          if r["pid"] in pids)
+            lost = [x for x in ag.json("stats")["losses"] if x["module"] == "usm"][0]
+            if counted + lost["queue_full"] >= want:
+                break
+            time.sleep(0.05)
+        if counted > want or counted + lost["queue_full"] < want:
+            ag.stop()
+            sys.exit(f"bench: the agent counted {counted} GnuTLS requests and dropped "
+                     f"{lost['queue_full']}, not {want}")
+        dropped += lost["queue_full"]
+        ag.stop()
+    if not args.compare:
+        rm, rh = ci90([b / a for a, b in zip(row.a, row.b)])
+        row.note = (f"gnutls_loop {n} pairs; agent/no agent {rm:.3f}x +/- {rh:.3f}; "
+                    f"requests dropped at the agent's full queue (counted): {dropped}" +
+                    duty_note(windows, row.a))
+    if not bt:
+        return [row]
+    peer.b = row.b
+    pm, ph = ci90([b / a for a, b in zip(peer.a, peer.b)])
+    fm, fh = ci90([p / a for p, a in zip(peer.a, row.a)])
+    peer.note = (f"bpftrace counting on gnutls_record_recv entry+return and "
+                 f"gnutls_record_send entry: {fm:.3f}x +/- {fh:.3f} of no agent; "
+                 f"agent/bpftrace {pm:.3f}x +/- {ph:.3f}")
+    return [row, peer]
+
+
 def tls_write_loop(args, a_build, b_build, tmp, reps):
     """Side by side (bench_tls_write.py): no agent, bpftrace's pair, the agent (defaults)
     and the agent with run_stats = always, interleaved; then real HTTPS requests."""
@@ -561,9 +698,9 @@ def restart_links(args, a_build, b_build, tmp, reps):
     return bench_control.restart_links(args, a_build, b_build, tmp, reps, Agent, Row)
 
 
-def go_rps(ag, app, url, n, env=None, server=None):
-    """tlsapp client: n requests on one connection; requests/s from its go to its exit.
-    With an agent, the go waits for the client's probes (it is found at its exec) and
+def go_start(ag, app, url, n, env=None, server=None):
+    """A tlsapp client of n requests on one connection, started and waiting for its go;
+    with an agent, once the client's probes are attached (it is found at its exec) and
     the server's (found by the agent's start-up scan)."""
     proc = subprocess.Popen([app, "client", url, str(n), "wait"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True,
@@ -580,12 +717,23 @@ def go_rps(ag, app, url, n, env=None, server=None):
     else:
         if ag:
             sys.exit("bench: USM's probes did not attach to the Go client")
+    return proc, n
+
+
+def go_finish(started):
+    """Requests/s of a client go_start started, from its go to its exit; and its pid."""
+    proc, n = started
     t0 = time.monotonic()
     out, _ = proc.communicate("go\n")
     took = time.monotonic() - t0
     if proc.returncode or len(out.split("\n")) != n + 1:
         sys.exit(f"bench: tlsapp client failed: {out[-200:]}")
     return n / took, proc.pid
+
+
+def go_rps(ag, app, url, n, env=None, server=None):
+    """tlsapp client: n requests on one connection; requests/s from its go to its exit."""
+    return go_finish(go_start(ag, app, url, n, env, server))
 
 
 class GoFloor:
@@ -619,7 +767,7 @@ def go_https(args, a_build, b_build, tmp, reps):
     server = subprocess.Popen([app, "server", "0", cert, key], stdout=subprocess.PIPE,
                               text=True)
     port = int(server.stdout.readline().split()[1])
-    n = 3000
+    n = 1500  # ~0.5 s with the agent: a run fits in a 1 s run-stats window
     rows = []
     try:
         for proto, env in (("2", None), ("1.1", {"GODEBUG": "http2client=0"})):
@@ -629,6 +777,7 @@ def go_https(args, a_build, b_build, tmp, reps):
             floors = {only: Row(f"go_https/{proto} floor {only or 'all'}", "req/s",
                                 "no agent", f"floor {only or 'all'}", higher_is_better=True)
                       for only in (None, "entries", "rets")}
+            windows = []
             go_rps(None, app, url, 200, env)  # warm up
             for _ in range(reps):
                 if not args.compare:
@@ -644,22 +793,37 @@ def go_https(args, a_build, b_build, tmp, reps):
                 else:
                     row.a.append(go_rps(None, app, url, n, env)[0])
                 ag = Agent(b_build, tmp)
-                rps, pid = go_rps(ag, app, url, n, env, server.pid)
-                row.b.append(rps)
+                pids = []
+
+                def run(started):
+                    rps, pid = go_finish(started)
+                    pids.append(pid)
+                    return rps
+                prepare = lambda: go_start(ag, app, url, n, env, server.pid)  # noqa: E731
+                if args.compare:
+                    row.b.append(run(prepare()))
+                else:
+                    rate, rin, rout = duty_weighted(ag, run, prepare=prepare)
+                    row.b.append(rate)
+                    if rin is not None:
+                        windows.append((rin, rout))
+                # Each client's requests on both sides: the server's are all of this
+                # agent's rows of the server pid, for every run it measured.
+                want = 2 * n * len(pids)
                 counted = 0
                 for _ in range(200):
                     eps = ag.json("http")["endpoints"]
-                    counted = sum(r["count"] for r in eps if r["pid"] in (pid, server.pid)
+                    counted = sum(r["count"] for r in eps if r["pid"] in (*pids, server.pid)
                                   and r["version"] == proto)
-                    if counted >= 2 * n:
+                    if counted >= want:
                         break
                     time.sleep(0.05)
-                if counted != 2 * n:
+                if counted != want:
                     c = ag.json("http")
                     ag.stop()
                     rows_seen = [(r["pid"], r["side"], r["version"], r["count"])
                                  for r in c["endpoints"]]
-                    sys.exit(f"bench: the agent counted {counted} Go requests, not {2 * n}: "
+                    sys.exit(f"bench: the agent counted {counted} Go requests, not {want}: "
                              f"{rows_seen} {c['counters']['http2']}")
                 ag.stop()
             if not args.compare:
@@ -668,7 +832,7 @@ def go_https(args, a_build, b_build, tmp, reps):
                             f"HTTP/{proto}; every request counted on both sides; agent/no "
                             f"agent {rm:.3f}x +/- {rh:.3f}; target >= 0.9x: " +
                             ("met" if rm - rh >= 0.9 else "within noise" if rm + rh >= 0.9
-                             else "MISSED"))
+                             else "MISSED") + duty_note(windows, row.a))
                 fm, fh = ci90([b / a for a, b in zip(floors[None].b, row.b)])
                 row.note += f"; agent/floor all {fm:.3f}x +/- {fh:.3f}"
                 where = {None: "all the agent's probe points",
@@ -689,7 +853,8 @@ def go_https(args, a_build, b_build, tmp, reps):
 
 EXPERIMENTS = {"open_loop": open_loop, "tls_requests": tls_requests, "h2load": h2load,
                "go_https": go_https,
-               "tls_write_loop": tls_write_loop, "cuda_calls": cuda_calls,
+               "tls_write_loop": tls_write_loop, "gnutls_reads": gnutls_reads,
+               "cuda_calls": cuda_calls,
                "idle": idle, "pipeline": pipeline, "restart": restart,
                "restart_links": restart_links, "control": control, "sigterm": sigterm}
 
