@@ -3,10 +3,12 @@
  * Calls per library file, counted by the uprobe programs the registry attaches
  * (user/sharedlibs/uprobes.h), so that the self-overhead budget knows which file of a
  * module is hot: run counts are per program, and a program runs for every file. An
- * attachment's cookie carries the slot of its (file, entry or return) in the module's
+ * attachment's cookie carries the slot of its (file, kind) in the module's
  * `uprobe_hits` array in its high 32 bits, and what the program does (the function)
- * in its low 32 bits. Slot 0 counts nothing: a cookie without a slot (test harnesses,
- * or a module whose object has no such map).
+ * in its low 32 bits. The kinds: returns, entries on an instruction the kernel
+ * emulates, entries on one it single-steps (a trap costs more there: what a program
+ * with both kinds costs is weighted by these counts). Slot 0 counts nothing: a cookie
+ * without a slot (test harnesses, or a module whose object has no such map).
  *
  * Shared by BPF (bpf/lib/file_hits.h) and userspace.
  */
@@ -14,10 +16,17 @@
 #define BPFTEL_UPROBE_HITS_H
 
 #define UPROBE_HITS_FILES 1024 /* the registry's files (MAX_FILES) */
-#define UPROBE_HITS_SLOTS (2 * UPROBE_HITS_FILES + 2)
+#define UPROBE_HITS_KINDS 3
+#define UPROBE_HITS_SLOTS (UPROBE_HITS_KINDS * (UPROBE_HITS_FILES + 1))
 
-/* The slot of a file's entry (ret 0) or return (ret 1) probes. */
-#define UPROBE_HITS_SLOT(file, ret)    (2 + 2 * (file) + ((ret) ? 1 : 0))
+enum uprobe_hit_kind {
+	UPROBE_HIT_ENTRY = 0,	/* an entry probe on an instruction the kernel emulates */
+	UPROBE_HIT_RETURN = 1,	/* a return probe */
+	UPROBE_HIT_STEPPED = 2, /* an entry probe on an instruction it single-steps */
+};
+
+/* The slot of a file's probes of one kind. */
+#define UPROBE_HITS_SLOT(file, kind) (UPROBE_HITS_KINDS * (1 + (file)) + (kind))
 #define UPROBE_HITS_COOKIE(slot, what) (((__u64)(slot) << 32) | (__u32)(what))
 
 /*

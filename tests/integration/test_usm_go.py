@@ -42,6 +42,38 @@ def attached(agent, pid):
     return sum(r["attached"] or 0 for r in go_rows(agent, pid) if r["module"] == "usm")
 
 
+def go_calls(agent):
+    """The calls counted on the Go executables' usm probe points: (entries, of them on
+    single-stepped instructions), summed over the rows."""
+    calls = [r["calls"] for r in agent.json("libs")["libs"]
+             if r["lib"] == "go" and r["module"] == "usm" and r["calls"]]
+    return (sum(c["entries"] for c in calls), sum(c["single_stepped_entries"] for c in calls),
+            sum(c["returns"] for c in calls))
+
+
+def check_trap_weighting(agent):
+    """usm_go_uprobe's entries are on the stack checks' JBE (emulated) and Read's RETs
+    (single-stepped): each kind is counted apart, and a run of the program is charged the
+    two calibrated costs weighted by those counts."""
+    for _ in range(50):  # the servers are idle: the counts settle
+        before = go_calls(agent)
+        stats = agent.json("stats")
+        if go_calls(agent) == before:
+            break
+    entries, stepped, returns = before
+    check(returns == 0 and stepped >= 8 and entries - stepped >= stepped,
+          f"Go probe points' calls: {entries} entries, {stepped} of them on Read's RETs "
+          f"(single-stepped, one per Read returned), no uretprobe")
+    tc = stats["agent"]["trap_cost"]
+    prog = [p for p in stats["programs"] if p["name"] == "usm_go_uprobe"][0]
+    want = ((entries - stepped) * tc["uprobe_emulated_ns"] + stepped * tc["uprobe_ns"]) / entries
+    check(prog["trap_entry_instructions"] == "mixed" and
+          abs(prog["trap_cost_ns"] - want) < 0.5,
+          f"usm_go_uprobe charged {prog['trap_cost_ns']:.1f} ns a run: the emulated "
+          f"{tc['uprobe_emulated_ns']:.0f} and the single-stepped {tc['uprobe_ns']:.0f} "
+          f"weighted by those calls ({want:.1f})")
+
+
 def start_server(app, cert, key):
     proc = subprocess.Popen([app, "server", "0", cert, key], stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline().split()
@@ -135,6 +167,7 @@ def main():
         check(count(agent, pid=early.pid) == 5 and count(agent, pid=late.pid) == 3 and
               count(agent, pid=pid) == 5 and count(agent, pid=pid1) == 3,
               "nothing else counted for the Go processes")
+        check_trap_weighting(agent)
         for srv, port in ((early, early_port), (late, late_port)):
             conn = rows(agent, pid=srv.pid, side="server")[0]["connection"]
             check(conn["server"] == f"127.0.0.1:{port}" and conn["client"],

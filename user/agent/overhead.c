@@ -12,10 +12,12 @@
 
 /*
  * A program whose entry points are on both kinds of instruction: the two calibrated
- * costs weighted by the calls counted on its files (bpf/uprobe_hits.h), each file by
- * the kind its points there are (a file with both: single-stepped, the larger). Only
- * the files of its libraries: a module's other entry program probes others (USM: TLS
- * libraries, Go executables). No calls yet: the single-stepped cost.
+ * costs weighted by the calls counted on its files' points of each kind
+ * (bpf/uprobe_hits.h: a Go executable's entries on their JBE, emulated, and its
+ * RETs, single-stepped; GnuTLS's reads on _gnutls_recv_int, emulated, and its kTLS
+ * read, single-stepped, which runs only with kTLS on). Only the files of its
+ * libraries: a module's other entry program probes others (USM: TLS libraries, Go
+ * executables). No calls yet: the single-stepped cost.
  */
 static double mixed_trap_ns(struct bpftel_agent *a, const struct bpftel_trap_cost *tc,
 			    const struct bpftel_uprobe_prog *up)
@@ -28,10 +30,8 @@ static double mixed_trap_ns(struct bpftel_agent *a, const struct bpftel_trap_cos
 	for (i = 0; i < n; i++) {
 		if (!fl[i].counted || !(up->entry_libs & (1u << fl[i].lib)))
 			continue;
-		if (fl[i].entry_kind == 1)
-			emulated += fl[i].calls[0];
-		else if (fl[i].entry_kind)
-			stepped += fl[i].calls[0];
+		emulated += fl[i].calls[0] - fl[i].calls_stepped;
+		stepped += fl[i].calls_stepped;
 	}
 	free(fl);
 	if (emulated + stepped <= 0)

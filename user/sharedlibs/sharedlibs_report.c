@@ -148,6 +148,13 @@ static json_t *file_json(const struct bpftel_uprobe_file_info *r)
 	json_object_set_new(o, "throttled", json_boolean(r->throttled));
 	json_object_set_new(o, "folded", folded_json(r));
 	json_object_set_new(o, "tail_reads", moved_json(r));
+	json_object_set_new(o, "calls",
+			    r->counted ? json_pack("{s:I, s:I, s:I}", "entries",
+						   (json_int_t)r->entries,
+						   "single_stepped_entries",
+						   (json_int_t)r->stepped_entries, "returns",
+						   (json_int_t)r->returns)
+				       : json_null());
 	json_object_set_new(o, "refused",
 			    r->refused >= 0 ? json_string(bpftel_refusal_name(r->refused))
 					    : json_null());

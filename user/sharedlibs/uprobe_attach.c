@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "uprobes_internal.h"
@@ -138,6 +139,7 @@ static void add_fail(struct file_mod *fm, const char *symbol, int err)
 struct points {
 	long err;    /* 0, or why the spec has no point here (a negative errno) */
 	__u32 flags; /* ORed into the cookie's low half: UPROBE_GO_STACK_CHECK */
+	__u32 stepped; /* bit k: entry point k is on an instruction the kernel single-steps */
 	size_t folded_into; /* 1 + the spec whose probe on a shared callee covers this one */
 	size_t n;
 	long at[BPFTEL_GO_MAX_RETS];
@@ -152,15 +154,19 @@ struct group {
 	const char *symbols[MAX_SPECS];
 };
 
-/* What the program sees in bpf_get_attach_cookie(): the spec's cookie, and when the
- * module's object counts calls per file, the slot of this file's (bpf/uprobe_hits.h). */
-static __u64 cookie_of(const struct bpftel_uprobe_spec *s, int slot, __u32 flags)
+/* What the program sees in bpf_get_attach_cookie() at point k: the spec's cookie, and
+ * when the module's object counts calls per file, the slot of this file's calls of
+ * that point's kind (bpf/uprobe_hits.h). */
+static __u64 cookie_of(const struct bpftel_uprobe_spec *s, int slot, const struct points *p,
+		       size_t k)
 {
-	__u64 what = s->cookie | flags;
+	__u64 what = s->cookie | p->flags;
+	enum uprobe_hit_kind kind = s->retprobe		     ? UPROBE_HIT_RETURN
+				    : (p->stepped >> k) & 1u ? UPROBE_HIT_STEPPED
+							     : UPROBE_HIT_ENTRY;
 
 	return slot < 0 ? what
-			: UPROBE_HITS_COOKIE(UPROBE_HITS_SLOT((unsigned int)slot, s->retprobe),
-					     what);
+			: UPROBE_HITS_COOKIE(UPROBE_HITS_SLOT((unsigned int)slot, kind), what);
 }
 
 /* One multi-uprobe link per (program, direction). */
@@ -198,7 +204,7 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 				break;
 			}
 			g[j].offsets[g[j].n] = (unsigned long)pts[i].at[k];
-			g[j].cookies[g[j].n] = cookie_of(s, slot, pts[i].flags);
+			g[j].cookies[g[j].n] = cookie_of(s, slot, &pts[i], k);
 			g[j].symbols[g[j].n++] = s->symbol;
 		}
 	}
@@ -227,8 +233,7 @@ static void attach_single(const struct mod_entry *me, struct bpf_object *obj, en
 
 	for (i = 0; i < me->nspecs; i++) {
 		const struct bpftel_uprobe_spec *s = &me->specs[i];
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = s->retprobe,
-			    .bpf_cookie = cookie_of(s, slot, pts[i].flags));
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = s->retprobe);
 
 		if (s->lib != lib)
 			continue;
@@ -242,6 +247,7 @@ static void attach_single(const struct mod_entry *me, struct bpf_object *obj, en
 				add_fail(fm, s->symbol, -E2BIG);
 				break;
 			}
+			opts.bpf_cookie = cookie_of(s, slot, &pts[i], k);
 			link = prog ? bpf_program__attach_uprobe_opts(prog, -1, path,
 								      (size_t)pts[i].at[k], &opts)
 				    : NULL;
@@ -313,10 +319,10 @@ static long shared_callee(int fd, long off, long other)
 }
 
 /* Note what the instructions under spec i's entry points in this file are: emulated
- * by the kernel (one trap) or single-stepped (two exceptions). Unreadable: stepped,
- * the costlier guess. Returns the kinds seen. */
-static unsigned char note_entry_kind(struct mod_entry *me, size_t i, int fd,
-				     const struct points *p)
+ * by the kernel (one trap) or single-stepped (two exceptions), per point in p->stepped
+ * (their calls are counted apart) and for the spec. Unreadable: stepped, the costlier
+ * guess. Returns the kinds seen. */
+static unsigned char note_entry_kind(struct mod_entry *me, size_t i, int fd, struct points *p)
 {
 	unsigned char code[16], kind = 0;
 	size_t k;
@@ -326,8 +332,12 @@ static unsigned char note_entry_kind(struct mod_entry *me, size_t i, int fd,
 		return 0;
 	for (k = 0; k < p->n; k++) {
 		n = pread(fd, code, sizeof(code), p->at[k]);
-		kind |= n > 0 && bpftel_insn_emulated(code, (size_t)n) ? ENTRY_EMULATED
-									 : ENTRY_STEPPED;
+		if (n > 0 && bpftel_insn_emulated(code, (size_t)n)) {
+			kind |= ENTRY_EMULATED;
+		} else {
+			kind |= ENTRY_STEPPED;
+			p->stepped |= 1u << k;
+		}
 	}
 	if (kind)
 		__atomic_fetch_or(&me->entry_kind[i], kind, __ATOMIC_RELAXED);
@@ -337,6 +347,7 @@ static unsigned char note_entry_kind(struct mod_entry *me, size_t i, int fd,
 static void point_set(struct points *p, long off)
 {
 	p->flags = 0;
+	p->stepped = 0;
 	p->folded_into = 0;
 	p->err = off < 0 ? off : 0;
 	p->n = off < 0 ? 0 : 1;
@@ -430,6 +441,7 @@ static void share_callee(const struct mod_entry *me, enum shlib_lib lib, int fd,
 }
 
 _Static_assert(BPFTEL_UPROBE_MOVED_AT == BPFTEL_TAIL_READS_MAX, "moved points: tailread.h");
+_Static_assert(BPFTEL_GO_MAX_RETS <= 32, "a bit per point in points.stepped");
 _Static_assert(BPFTEL_TAIL_READS_MAX <= BPFTEL_GO_MAX_RETS, "points hold the internal reads");
 
 /*
@@ -555,6 +567,20 @@ static int resolve(struct bpftel_uprobes *u, const struct lib_file *f, const str
 	return 0;
 }
 
+/* A file's counters start from 0 at its attach: its slot may have counted a file that
+ * held it before (bpf/uprobe_hits.h). */
+static void hits_reset(struct bpf_object *obj, unsigned int file_slot)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, "uprobe_hits");
+	__u64 zero = 0;
+	__u32 slot, k;
+
+	for (k = 0; m && k < UPROBE_HITS_KINDS; k++) {
+		slot = UPROBE_HITS_SLOT(file_slot, k);
+		bpf_map_update_elem(bpf_map__fd(m), &slot, &zero, BPF_ANY);
+	}
+}
+
 void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attach_job *jobs,
 		size_t njobs, int fd)
 {
@@ -586,6 +612,8 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 			}
 
 			res[j].multi = jobs[j].multi;
+			if (slot >= 0)
+				hits_reset(jobs[j].obj, (unsigned int)slot);
 			if (jobs[j].multi)
 				attach_multi(me, jobs[j].obj, f->lib, path, pts[j], slot, &res[j]);
 			else

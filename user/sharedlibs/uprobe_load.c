@@ -144,6 +144,7 @@ int bpftel_uprobes__file_loads(struct bpftel_uprobes *u, const char *module,
 			       struct bpftel_uprobe_file_load **out)
 {
 	struct bpftel_uprobe_file_load *arr, *r;
+	__u64 hit[UPROBE_HITS_KINDS];
 	const struct mod_entry *me;
 	struct bpf_map *hits;
 	struct lib_file *f;
@@ -178,11 +179,14 @@ int bpftel_uprobes__file_loads(struct bpftel_uprobes *u, const char *module,
 		for (k = 0; k < f->nprocs && k < BPFTEL_UPROBE_LOAD_PIDS; k++)
 			r->pids[k] = f->procs[k].pid;
 		/* An array lookup each: quick, and the object cannot close under the lock. */
-		for (k = 0; fd >= 0 && k < 2; k++) {
+		for (k = 0; fd >= 0 && k < UPROBE_HITS_KINDS; k++) {
 			slot = UPROBE_HITS_SLOT(f->slot, k);
-			if (bpf_map_lookup_elem(fd, &slot, &r->calls[k]))
-				r->calls[k] = 0;
+			if (bpf_map_lookup_elem(fd, &slot, &hit[k]))
+				hit[k] = 0;
 		}
+		r->calls[0] = fd >= 0 ? hit[UPROBE_HIT_ENTRY] + hit[UPROBE_HIT_STEPPED] : 0;
+		r->calls[1] = fd >= 0 ? hit[UPROBE_HIT_RETURN] : 0;
+		r->calls_stepped = fd >= 0 ? hit[UPROBE_HIT_STEPPED] : 0;
 		r->counted = fd >= 0;
 	}
 	pthread_mutex_unlock(&u->lock);

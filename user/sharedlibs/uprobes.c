@@ -959,6 +959,25 @@ static void fill_row(struct bpftel_uprobe_file_info *r, const struct lib_file *f
 	snprintf(r->refused_detail, sizeof(r->refused_detail), "%s", f->refused_detail);
 }
 
+/* A row's calls, from its module's per-file counters (bpf/uprobe_hits.h); fd -1: none. */
+static void row_calls(struct bpftel_uprobe_file_info *r, int fd, const struct lib_file *f)
+{
+	__u64 hit[UPROBE_HITS_KINDS];
+	__u32 slot, k;
+
+	if (fd < 0)
+		return;
+	for (k = 0; k < UPROBE_HITS_KINDS; k++) {
+		slot = UPROBE_HITS_SLOT(f->slot, k);
+		if (bpf_map_lookup_elem(fd, &slot, &hit[k]))
+			hit[k] = 0;
+	}
+	r->counted = true;
+	r->entries = hit[UPROBE_HIT_ENTRY] + hit[UPROBE_HIT_STEPPED];
+	r->stepped_entries = hit[UPROBE_HIT_STEPPED];
+	r->returns = hit[UPROBE_HIT_RETURN];
+}
+
 int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_info **out)
 {
 	struct bpftel_uprobe_file_info *arr, *r;
@@ -966,8 +985,16 @@ int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_in
 	const struct file_mod *fm;
 	struct lib_file *f;
 	size_t i, j, k, n = 0, rows;
+	int hits[MAX_MODS];
+	struct bpf_map *m;
 
 	pthread_mutex_lock(&u->lock);
+	/* The objects cannot close under the lock: an array lookup per row and kind. */
+	for (j = 0; j < u->nmods && j < MAX_MODS; j++) {
+		m = u->mods[j].obj ? bpf_object__find_map_by_name(u->mods[j].obj, "uprobe_hits")
+				   : NULL;
+		hits[j] = m ? bpf_map__fd(m) : -1;
+	}
 	arr = calloc(u->nfiles * (u->nmods + 1) + 1, sizeof(*arr));
 	for (i = 0; arr && i < u->nfiles; i++) {
 		f = u->files[i];
@@ -996,6 +1023,8 @@ int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_in
 			memcpy(r->folded, fm->folded, sizeof(r->folded));
 			r->nmoved = fm->nmoved;
 			memcpy(r->moved, fm->moved, sizeof(r->moved));
+			if (fm->st == FM_DONE && j < MAX_MODS)
+				row_calls(r, hits[j], f);
 		}
 		if (!rows) /* no module wants it: one row for the file */
 			fill_row(&arr[n++], f, now);

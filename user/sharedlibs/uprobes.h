@@ -153,6 +153,10 @@ struct bpftel_uprobe_file_info {
 	char refused_detail[128];
 	char module[64];   /* one row per (file, module) */
 	size_t attached;   /* probe points attached for this module on this file */
+	/* Calls its probes saw since the module started (bpf/uprobe_hits.h): entries, of
+	 * which on single-stepped instructions, returns; counted false without counts. */
+	bool counted;
+	__u64 entries, stepped_entries, returns;
 	bool throttled;	   /* detached for the module's overhead budget (bpftel_uprobes__shed) */
 	size_t links;	   /* links they take */
 	const char *link_mode;	  /* "multi", "single", or NULL before any attach */
@@ -202,6 +206,7 @@ struct bpftel_uprobe_file_load {
 	enum shlib_lib lib;
 	bool counted;	/* the module's object counts calls per file */
 	__u64 calls[2]; /* entries, returns: since this module instance started */
+	__u64 calls_stepped; /* of the entries, those on single-stepped instructions */
 	/* The module's entry points here: 1 all on instructions the kernel emulates, 2
 	 * all single-stepped, 3 some of each, 0 none attached */
 	unsigned char entry_kind;
