@@ -60,6 +60,19 @@ const char *usm_http_method(const char *s, size_t len)
 	return NULL;
 }
 
+_Static_assert(sizeof("OPTIONS") <= USM_METHOD_MAX && sizeof("CONNECT") <= USM_METHOD_MAX &&
+		       sizeof(USM_METHOD_OTHER) <= USM_METHOD_MAX,
+	       "every method name fits");
+
+void usm_http_method_set(char *out, const char *s, size_t len)
+{
+	const char *m = usm_http_method(s, len);
+
+	if (!m)
+		m = USM_METHOD_OTHER;
+	memcpy(out, m, strlen(m) + 1);
+}
+
 /* Character classes without the locale: the bytes are on the wire, not text. */
 static bool is_digit(unsigned char c)
 {
@@ -388,7 +401,7 @@ static bool request_tail(const char *data, size_t len, struct usm_http_start *ou
 
 enum usm_http_kind usm_http_parse(const char *data, size_t len, struct usm_http_start *out)
 {
-	const char *target, *name;
+	const char *target;
 	size_t n, tlen, i;
 
 	memset(out, 0, sizeof(*out));
@@ -413,8 +426,7 @@ enum usm_http_kind usm_http_parse(const char *data, size_t len, struct usm_http_
 	} else if (target[i] != ' ' || !request_tail(target + i + 1, tlen - i - 1, out)) {
 		return reject(out, USM_HTTP_REJECT_SYNTAX); /* HTTP/0.9, HTTP/2.0, garbage */
 	}
-	name = usm_http_method(data, n);
-	snprintf(out->method, sizeof(out->method), "%s", name ? name : USM_METHOD_OTHER);
+	usm_http_method_set(out->method, data, n);
 	usm_path_normalize(target, i, out->truncated, out->path, sizeof(out->path));
 	return out->kind = USM_HTTP_REQUEST;
 }

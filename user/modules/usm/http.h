@@ -54,6 +54,9 @@ enum usm_http_kind usm_http_parse(const char *data, size_t len, struct usm_http_
 /* The method's name if it is one usm_http_parse() knows (GET ... PATCH), else NULL: HTTP/2
  * takes the same set, so that odd methods cannot multiply endpoint rows. */
 const char *usm_http_method(const char *s, size_t len);
+/* out (USM_METHOD_MAX bytes) = that name, or USM_METHOD_OTHER. A copy of a name known
+ * to fit: on every message's path, where snprintf's format parse showed in profiles. */
+void usm_http_method_set(char *out, const char *s, size_t len);
 
 /*
  * Normalize a request target into out (size >= 2): drop the query and fragment, and

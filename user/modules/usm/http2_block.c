@@ -45,9 +45,7 @@ static int small_number(const uint8_t *v, size_t n)
 
 static void set_method(struct h2_fields *f, const uint8_t *v, size_t n)
 {
-	const char *m = usm_http_method((const char *)v, n);
-
-	snprintf(f->method, sizeof(f->method), "%s", m ? m : USM_METHOD_OTHER);
+	usm_http_method_set(f->method, (const char *)v, n);
 }
 
 static void set_path(struct h2_fields *f, const uint8_t *v, size_t n)
