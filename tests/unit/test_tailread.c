@@ -151,6 +151,9 @@ static void test_accepted(void **state)
 	 * read, and nothing else can fill it */
 	static const unsigned char dropped[] = {0xbe, 0x17, 0x00, 0x00, 0x00, 0x48, 0x89,
 						0xf2, 0xe9, 0x00, 0x02, 0x00, 0x00};
+	/* endbr64 (a build with CET); mov %rsi,%rdx; mov $0x17,%esi; jmp y */
+	static const unsigned char cet[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x89, 0xf2, 0xbe, 0x17,
+					    0x00, 0x00, 0x00, 0xe9, 0x00, 0x02, 0x00, 0x00};
 	/* mov $-1,%rax; ret: no read */
 	static const unsigned char none[] = {0x48, 0xc7, 0xc0, 0xff, 0xff, 0xff, 0xff, 0xc3};
 	long t[BPFTEL_TAIL_READS_MAX];
@@ -161,6 +164,8 @@ static void test_accepted(void **state)
 	assert_int_equal(reads(saved, sizeof(saved), t), 1);
 	assert_int_equal(t[0], 29 + 0x200);
 	assert_int_equal(reads(dropped, sizeof(dropped), t), 0);
+	assert_int_equal(reads(cet, sizeof(cet), t), 1);
+	assert_int_equal(t[0], 17 + 0x200);
 	assert_int_equal(reads(none, sizeof(none), t), 0);
 }
 
