@@ -20,7 +20,10 @@
  * A read's bytes exist only once it returns: its entry remembers (session, buffer)
  * per thread, its return peeks at the first 8 bytes it really moved; if they start an
  * HTTP/1.x message, it emits its first USM_PREFIX bytes with the session as connection
- * key.
+ * key. Reads nest: TLS through an HTTPS proxy (curl -x https://...) reads the proxy's
+ * session from inside the read of the end-to-end one, on the same thread. A return is
+ * paired with its entry by the stack pointer (8 bytes above the entry's: the return
+ * address popped), in a slot per read in flight.
  *
  * Timing is the message's first byte as the process sees it: a write's entry (the
  * process hands the bytes over), a read's return (the bytes have arrived).
@@ -34,22 +37,28 @@
 #include "usm_go_conn.h"
 
 /*
- * A read in flight, per thread: what its return needs. In the thread's task storage:
- * no map-wide lock, nothing to delete at the return (the LRU hash this replaces cost
- * ~0.5 us per read: update at entry, lookup and delete at return), and a thread that
- * dies inside the call takes its slot with it.
+ * The reads in flight, per thread: what their returns need. In the thread's task
+ * storage: no map-wide lock, nothing to delete at the return (the LRU hash this
+ * replaces cost ~0.5 us per read: update at entry, lookup and delete at return), and a
+ * thread that dies inside a call takes its slots with it.
  */
-struct usm_tls_call {
+#define USM_TLS_NEST 4 /* reads in flight on one thread, one inside the other */
+
+struct usm_tls_read {
 	__u64 conn;	/* SSL* / gnutls_session_t */
 	__u64 buf;	/* user buffer */
 	__u64 size_ptr; /* SSL_read_ex: where the byte count is written; 0 otherwise */
 	__u64 pid_tgid; /* of the entry: a return of another id is not this call's */
-	/* A typed read's stack pointer at entry (UPROBE_TYPED_READ): its return finds it
-	 * 8 bytes higher (the return address popped). A call of another type nested in
-	 * it (kept out at entry) returns first, lower on the stack: not this call. */
+	/* The stack pointer at entry: the return finds it 8 bytes higher. A call nested
+	 * in this one (another read, or a typed read's call of another type, kept out at
+	 * entry) returns first, lower on the stack. */
 	__u64 sp;
-	__u32 source;	/* enum usm_source */
-	__u32 pending;	/* entered, not yet returned */
+	__u32 source;  /* enum usm_source */
+	__u32 pending; /* entered, not yet returned */
+};
+
+struct usm_tls_call {
+	struct usm_tls_read r[USM_TLS_NEST];
 };
 
 struct {
@@ -63,6 +72,9 @@ TLM_MAP_KEY(usm_tls_inflight);
 
 #ifndef ENOMEM
 #define ENOMEM 12
+#endif
+#ifndef E2BIG
+#define E2BIG 7
 #endif
 
 /* The thread's slot; created when asked (its only failure, ENOMEM, counted as a
@@ -215,8 +227,10 @@ static __always_inline int usm_tls_write_body(TLM_PARAM, struct pt_regs *regs, _
 static __always_inline int usm_tls_read_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 						   enum usm_source src, bool ex, bool typed)
 {
-	__u64 arg2 = PT_REGS_PARM2(regs), arg3 = PT_REGS_PARM3(regs);
+	__u64 arg2 = PT_REGS_PARM2(regs), arg3 = PT_REGS_PARM3(regs), sp = PT_REGS_SP(regs);
+	struct usm_tls_read *r, *slot = NULL;
 	struct usm_tls_call *c;
+	int i;
 
 	/* Both loaded as such: the verifier refuses a context offset chosen at run time. */
 	barrier_var(arg2);
@@ -226,13 +240,27 @@ static __always_inline int usm_tls_read_enter_body(TLM_PARAM, struct pt_regs *re
 	c = usm_tls_slot(TLM_ARG, true);
 	if (!c)
 		return 0;
-	c->conn = PT_REGS_PARM1(regs);
-	c->buf = typed ? arg3 : arg2;
-	c->sp = typed ? PT_REGS_SP(regs) : 0;
-	c->size_ptr = ex ? PT_REGS_PARM4(regs) : 0;
-	c->pid_tgid = pid_tgid;
-	c->source = src;
-	c->pending = 1;
+	for (i = 0; i < USM_TLS_NEST; i++) {
+		r = &c->r[i];
+		/* A read whose frame was at or below this one's has returned unseen (the
+		 * module stopped in between, a longjmp): its slot is free. */
+		if (r->pending && (r->sp <= sp || r->pid_tgid != pid_tgid))
+			r->pending = 0;
+		if (!r->pending && !slot)
+			slot = r;
+	}
+	if (!slot) {
+		/* Deeper than USM_TLS_NEST reads in one another: this one is not seen. */
+		tlm_count_map_error(TLM_ARG, tlm_key_map_usm_tls_inflight, TLM_OP_INSERT, -E2BIG);
+		return 0;
+	}
+	slot->conn = PT_REGS_PARM1(regs);
+	slot->buf = typed ? arg3 : arg2;
+	slot->sp = sp;
+	slot->size_ptr = ex ? PT_REGS_PARM4(regs) : 0;
+	slot->pid_tgid = pid_tgid;
+	slot->source = src;
+	slot->pending = 1;
 	return 0;
 }
 
@@ -243,16 +271,22 @@ static __always_inline int usm_tls_read_enter_body(TLM_PARAM, struct pt_regs *re
 static __always_inline int usm_tls_read_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 						 __u64 now)
 {
-	struct usm_tls_call *c = usm_tls_slot(TLM_ARG, false), call;
+	struct usm_tls_call *c = usm_tls_slot(TLM_ARG, false);
+	__u64 len = 0, sp = PT_REGS_SP(regs);
 	long rc = PT_REGS_RC(regs);
-	__u64 len = 0;
+	struct usm_tls_read call;
+	int i;
 
-	if (!c || !c->pending || c->pid_tgid != pid_tgid)
+	if (!c)
 		return 0; /* attached mid-call */
-	if (c->sp && PT_REGS_SP(regs) != c->sp + 8)
-		return 0; /* a nested call of another type: the read is still pending */
-	call = *c;
-	c->pending = 0;
+	for (i = 0; i < USM_TLS_NEST; i++) {
+		if (c->r[i].pending && c->r[i].sp + 8 == sp && c->r[i].pid_tgid == pid_tgid)
+			break;
+	}
+	if (i >= USM_TLS_NEST)
+		return 0; /* attached mid-call, or a typed read's call of another type */
+	call = c->r[i];
+	c->r[i].pending = 0;
 	if (call.size_ptr) {
 		if ((int)rc != 1 || tlm_probe_read_user(&len, sizeof(len), (void *)call.size_ptr))
 			return 0;

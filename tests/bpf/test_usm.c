@@ -386,6 +386,7 @@ enum { SSL_WRITE, SSL_READ, SSL_WRITE_EX, SSL_READ_EX, GNUTLS_SEND, GNUTLS_RECV 
 
 #define PID_TGID ((4242ull << 32) | 4243)
 #define SSL_PTR	 0x55aa00001000ul
+#define TLS_SP	 0x7ffd00010000ul /* a read's stack pointer at entry; its return's is 8 up */
 
 static void tls_run_as(int probe, bool ret, struct test_regs *regs, __u64 now, __u64 pid_tgid)
 {
@@ -411,9 +412,12 @@ static bool is_read(int probe)
  * (a write has no return probe: rc is not looked at). Returns the events emitted. */
 static int tls_call(int probe, const void *buf, size_t num, long rc, size_t *size_out, __u64 t)
 {
-	struct test_regs in = {
-		.di = SSL_PTR, .si = (uintptr_t)buf, .dx = num, .cx = (uintptr_t)size_out};
-	struct test_regs out = {.ax = (unsigned long)rc};
+	struct test_regs in = {.di = SSL_PTR,
+			       .si = (uintptr_t)buf,
+			       .dx = num,
+			       .cx = (uintptr_t)size_out,
+			       .sp = TLS_SP};
+	struct test_regs out = {.ax = (unsigned long)rc, .sp = TLS_SP + 8};
 
 	tls_run(probe, false, &in, t);
 	if (is_read(probe))
@@ -546,6 +550,63 @@ static void test_gnutls(void **state)
 	assert_int_equal(tls_call(GNUTLS_SEND, req, strlen(req), (long)strlen(req), NULL, 1), 1);
 	assert_int_equal(event(0)->source, USM_SRC_GNUTLS);
 	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
+}
+
+/* A read's entry on session ssl, at stack pointer sp, and its return (sp + 8). */
+static void read_enter(const char *buf, __u64 ssl, __u64 sp, __u64 t)
+{
+	struct test_regs in = {.di = ssl, .si = (uintptr_t)buf, .dx = 4096, .sp = sp};
+
+	tls_run(SSL_READ, false, &in, t);
+}
+
+static int read_return(long rc, __u64 sp, __u64 t)
+{
+	struct test_regs out = {.ax = (unsigned long)rc, .sp = sp + 8};
+
+	tls_run(SSL_READ, true, &out, t);
+	return bpftel_rb_capture__drain(&cap);
+}
+
+/* Reads nest on one thread: curl through an HTTPS proxy reads the proxy's session from
+ * inside its read of the end-to-end one. Each return is paired with its own entry by
+ * the stack pointer; one left pending by a return never seen is reused. */
+static void test_tls_nested_reads(void **state)
+{
+	const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+	const char *rec = "\x17\x03\x03\x00\x40 an encrypted record";
+
+	(void)state;
+	read_enter(resp, SSL_PTR, TLS_SP, 100);		      /* the end-to-end read */
+	read_enter(rec, SSL_PTR + 0x100, TLS_SP - 0x300, 110); /* the proxy's, inside */
+	assert_int_equal(read_return((long)strlen(rec), TLS_SP - 0x300, 120), 0); /* not HTTP */
+	assert_int_equal(read_return((long)strlen(resp), TLS_SP, 130), 1);
+	assert_int_equal(event(0)->conn, SSL_PTR);
+	assert_int_equal(event(0)->len, strlen(resp));
+	assert_int_equal(event(0)->ktime_ns, 130);
+
+	/* Four deep: each return finds its own entry, innermost first. */
+	read_enter(resp, SSL_PTR + 1, TLS_SP, 200);
+	read_enter(resp, SSL_PTR + 2, TLS_SP - 0x100, 210);
+	read_enter(resp, SSL_PTR + 3, TLS_SP - 0x200, 220);
+	read_enter(resp, SSL_PTR + 4, TLS_SP - 0x300, 230);
+	assert_int_equal(read_return(10, TLS_SP - 0x300, 240), 1);
+	assert_int_equal(event(0)->conn, SSL_PTR + 4);
+	assert_int_equal(read_return(11, TLS_SP - 0x200, 250), 1);
+	assert_int_equal(event(0)->conn, SSL_PTR + 3);
+	assert_int_equal(read_return(12, TLS_SP - 0x100, 260), 1);
+	assert_int_equal(event(0)->conn, SSL_PTR + 2);
+	assert_int_equal(event(0)->len, 12);
+	assert_int_equal(read_return(13, TLS_SP, 270), 1);
+	assert_int_equal(event(0)->conn, SSL_PTR + 1);
+
+	/* An entry whose return was never seen (the module stopped in between), then a
+	 * read at the same depth: the new one is paired, the old slot reused. */
+	read_enter(resp, SSL_PTR + 5, TLS_SP, 300);
+	read_enter(resp, SSL_PTR + 6, TLS_SP, 310);
+	assert_int_equal(read_return(14, TLS_SP, 320), 1);
+	assert_int_equal(event(0)->conn, SSL_PTR + 6);
+	assert_int_equal(read_return(14, TLS_SP, 330), 0); /* nothing else pending there */
 }
 
 /* One call of GnuTLS's internal read (UPROBE_TYPED_READ: _gnutls_recv_int(session,
@@ -1391,6 +1452,7 @@ int main(void)
 		T(test_tls_lengths),
 		T(test_tls_errors_and_non_http),
 		T(test_tls_ex_forms),
+		T(test_tls_nested_reads),
 		T(test_gnutls),
 		T(test_gnutls_typed_read),
 		T(test_tls_fd),

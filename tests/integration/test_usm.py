@@ -3,7 +3,8 @@
 """End to end, USM module, against real programs: curl (OpenSSL) querying a python3
 ssl-wrapped http.server is counted as GET /items/* 200 exactly once per request on the
 server's side, with a latency; 50 concurrent curl processes are counted exactly; a
-GnuTLS client (gnutls-cli) is counted on its own side; plaintext curl against
+GnuTLS client (gnutls-cli) is counted on its own side, and so is curl through an
+HTTPS proxy (TLS inside TLS: nested reads); plaintext curl against
 python3 http.server is counted through the socket filter; no query string or payload
 byte reaches the agent's output; nothing is left in the kernel after it stops."""
 import argparse
@@ -14,7 +15,8 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 from agentlib import (LIBSSL_PROBES, Agent, bpf_ids, check, make_cert,  # noqa: E402
                       require_root, run, skip,
                       start_http_server, usm_settled, wait_for)
@@ -142,6 +144,25 @@ def main():
         wait_count(agent, 52, "the server counted the GnuTLS client's request too",
                    pid=tls.pid, path="/items/*")
 
+        # TLS inside TLS: curl through an HTTPS proxy reads the proxy's session from
+        # inside its read of the end-to-end one (on one thread): each return is paired
+        # with its own entry, and curl's own row gets the response.
+        proxy = subprocess.Popen([args.python, os.path.join(HERE, "https_proxy.py"), cert, key],
+                                 stdout=subprocess.PIPE, text=True)
+        servers.append(proxy)
+        proxy_port = int(proxy.stdout.readline().split()[1])
+        client = subprocess.Popen(["curl", "-sk", "--proxy-insecure", "-x",
+                                   f"https://127.0.0.1:{proxy_port}",
+                                   f"https://127.0.0.1:{tls_port}/items/42"],
+                                  stdout=subprocess.PIPE, text=True)
+        out, _ = client.communicate(timeout=30)
+        check(client.returncode == 0 and out == "item\n", "curl through the HTTPS proxy answered")
+        wait_count(agent, 1, "curl's own GET /items/* 200 through the proxy, its response "
+                   "read inside a read of the proxy's session", pid=client.pid, side="client",
+                   method="GET", path="/items/*", status=200)
+        wait_count(agent, 53, "the server counted the proxied request", pid=tls.pid,
+                   path="/items/*")
+
         # Plaintext, through the socket filter: each end under the process that owns its
         # socket (test_usm_sides.py tests the sides further).
         out = subprocess.run(["curl", "-s", f"http://127.0.0.1:{plain_port}/items/7?secret=1"],
@@ -155,9 +176,9 @@ def main():
               "no query string or payload byte in the output")
         json.loads(raw)
         table = agent.cli("http").stdout
-        check(any(str(tls.pid) in ln and "/items/*" in ln and " 52 " in f" {ln} "
+        check(any(str(tls.pid) in ln and "/items/*" in ln and " 53 " in f" {ln} "
                   for ln in table.splitlines()),
-              "bpftel http shows the server's row with 52 requests")
+              "bpftel http shows the server's row with 53 requests")
         counters = agent.json("http")["counters"]
         check(counters["lost"] == 0 and counters["malformed"] == 0,
               f"no event lost or malformed: {counters}")
