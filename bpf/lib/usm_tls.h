@@ -77,7 +77,7 @@ TLM_MAP_KEY(usm_tls_inflight);
 #define E2BIG 7
 #endif
 
-/* The thread's slot; created when asked (its only failure, ENOMEM, counted as a
+/* The thread's slots; created when asked (its only failure, ENOMEM, counted as a
  * failed lookup-or-init of usm_tls_inflight). */
 static __always_inline struct usm_tls_call *usm_tls_slot(TLM_PARAM, bool create)
 {
