@@ -131,10 +131,11 @@ def main():
             wait_count(agent, 1, "gnutls-cli's own GET /items/* 200, through GnuTLS probes",
                        pid=gnutls.pid, method="GET", path="/items/*", status=200)
             # Its reads' entries ran on _gnutls_recv_int's emulated push, not on a
-            # single-stepped instruction: only gnutls_transport_set_int2 (movslq) is
-            # one, called once per connection (maybe before the probes were there).
+            # single-stepped instruction (gnutls_transport_set_int2's movslq is one):
+            # one emulated entry per read returned, and the send's. Another process of
+            # the host using GnuTLS meanwhile only adds to the left side.
             c = gnutls_ready()[0]["calls"]
-            check(c["returns"] >= 1 and c["single_stepped_entries"] <= 1 and
+            check(c["returns"] >= 1 and
                   c["entries"] - c["single_stepped_entries"] >= c["returns"] + 1,
                   f"libgnutls calls: {c['entries']} entries, {c['single_stepped_entries']} "
                   f"single-stepped, {c['returns']} returns")
