@@ -236,7 +236,7 @@ static __always_inline int usm_tls_read_enter_body(TLM_PARAM, struct pt_regs *re
 	barrier_var(arg2);
 	barrier_var(arg3);
 	if (typed && (__u32)arg2 != USM_GNUTLS_APP_DATA)
-		return 0; /* a handshake, alert or heartbeat record */
+		return 0; /* another record type: an alert, change cipher spec, heartbeat */
 	c = usm_tls_slot(TLM_ARG, true);
 	if (!c)
 		return 0;
