@@ -179,6 +179,18 @@ def duty_weighted(ag, measure, tries=3, prepare=None):
     return on * rin + (1 - on) * rout, rin, rout
 
 
+def agent_rate(args, ag, measure, windows, prepare=None):
+    """The agent's rate for a row's B side: one run when two builds are compared (both
+    agents alike), else duty-weighted (duty_weighted), what it was made of appended to
+    windows (for duty_note)."""
+    if args.compare:
+        return measure(prepare()) if prepare else measure()
+    rate, rin, rout = duty_weighted(ag, measure, prepare=prepare)
+    if rin is not None:
+        windows.append((rin, rout))
+    return rate
+
+
 class Row:
     def __init__(self, name, unit, a_label, b_label, higher_is_better=False, note=""):
         self.name, self.unit, self.a_label, self.b_label = name, unit, a_label, b_label
@@ -264,13 +276,8 @@ def tls_requests(args, a_build, b_build, tmp, reps):
             else:
                 row.a.append(bench_tls.requests_per_s(port, 100))
             ag = Agent(b_build, tmp)
-            if args.compare:
-                row.b.append(bench_tls.requests_per_s(port, 100))
-            else:
-                rate, rin, rout = duty_weighted(ag, lambda: bench_tls.requests_per_s(port, 100))
-                row.b.append(rate)
-                if rin is not None:
-                    windows.append((rin, rout))
+            row.b.append(agent_rate(args, ag, lambda: bench_tls.requests_per_s(port, 100),
+                                    windows))
             ag.stop()
     finally:
         server.kill()
@@ -396,13 +403,7 @@ def h2load(args, a_build, b_build, tmp, reps):
             def run():
                 runs.append(n)
                 return h2load_rps(port, n)
-            if args.compare:
-                row.b.append(run())
-            else:
-                rate, rin, rout = duty_weighted(ag, run)
-                row.b.append(rate)
-                if rin is not None:
-                    windows.append((rin, rout))
+            row.b.append(agent_rate(args, ag, run, windows))
             want = 2 * sum(runs)  # each request is decoded on both sides
             for _ in range(200):  # records still in the ring buffer: read every 50 ms
                 counted = ag.json("http")["counters"]["http2"]["requests"]
@@ -512,14 +513,8 @@ def gnutls_reads(args, a_build, b_build, tmp, reps):
         def run(proc):
             pids.append(proc.pid)
             return gnutls_finish(proc)
-        prepare = lambda: gnutls_start(app, n, ag)  # noqa: E731
-        if args.compare:
-            row.b.append(run(prepare()))
-        else:
-            rate, rin, rout = duty_weighted(ag, run, prepare=prepare)
-            row.b.append(rate)
-            if rin is not None:
-                windows.append((rin, rout))
+        row.b.append(agent_rate(args, ag, run, windows,
+                                lambda: gnutls_start(app, n, ag)))
         # Each run: n requests on each side, each counted once (a request whose
         # response was dropped, as unanswered), or dropped, counted where: the ring
         # buffer full (kernel) or the workers' queue full.
@@ -801,14 +796,8 @@ def go_https(args, a_build, b_build, tmp, reps):
                     rps, pid = go_finish(started)
                     pids.append(pid)
                     return rps
-                prepare = lambda: go_start(ag, app, url, n, env, server.pid)  # noqa: E731
-                if args.compare:
-                    row.b.append(run(prepare()))
-                else:
-                    rate, rin, rout = duty_weighted(ag, run, prepare=prepare)
-                    row.b.append(rate)
-                    if rin is not None:
-                        windows.append((rin, rout))
+                row.b.append(agent_rate(args, ag, run, windows,
+                                        lambda: go_start(ag, app, url, n, env, server.pid)))
                 # Each client's requests on both sides: the server's are all of this
                 # agent's rows of the server pid, for every run it measured.
                 want = 2 * n * len(pids)
