@@ -140,6 +140,17 @@ int bpftel_uprobes__unshed(struct bpftel_uprobes *u, const char *module, __u64 d
 	return f ? 0 : -ENOENT;
 }
 
+void file_hits(int fd, const struct lib_file *f, __u64 hit[UPROBE_HITS_KINDS])
+{
+	__u32 slot, k;
+
+	for (k = 0; k < UPROBE_HITS_KINDS; k++) {
+		slot = UPROBE_HITS_SLOT(f->slot, k);
+		if (fd < 0 || bpf_map_lookup_elem(fd, &slot, &hit[k]))
+			hit[k] = 0;
+	}
+}
+
 int bpftel_uprobes__file_loads(struct bpftel_uprobes *u, const char *module,
 			       struct bpftel_uprobe_file_load **out)
 {
@@ -149,7 +160,6 @@ int bpftel_uprobes__file_loads(struct bpftel_uprobes *u, const char *module,
 	struct bpf_map *hits;
 	struct lib_file *f;
 	size_t i, k, n = 0;
-	__u32 slot;
 	int mi, fd = -1, ret;
 
 	*out = NULL;
@@ -178,15 +188,10 @@ int bpftel_uprobes__file_loads(struct bpftel_uprobes *u, const char *module,
 		r->nprocs = f->nprocs;
 		for (k = 0; k < f->nprocs && k < BPFTEL_UPROBE_LOAD_PIDS; k++)
 			r->pids[k] = f->procs[k].pid;
-		/* An array lookup each: quick, and the object cannot close under the lock. */
-		for (k = 0; fd >= 0 && k < UPROBE_HITS_KINDS; k++) {
-			slot = UPROBE_HITS_SLOT(f->slot, k);
-			if (bpf_map_lookup_elem(fd, &slot, &hit[k]))
-				hit[k] = 0;
-		}
-		r->calls[0] = fd >= 0 ? hit[UPROBE_HIT_ENTRY] + hit[UPROBE_HIT_STEPPED] : 0;
-		r->calls[1] = fd >= 0 ? hit[UPROBE_HIT_RETURN] : 0;
-		r->calls_stepped = fd >= 0 ? hit[UPROBE_HIT_STEPPED] : 0;
+		file_hits(fd, f, hit);
+		r->calls[0] = hit[UPROBE_HIT_ENTRY] + hit[UPROBE_HIT_STEPPED];
+		r->calls[1] = hit[UPROBE_HIT_RETURN];
+		r->calls_stepped = hit[UPROBE_HIT_STEPPED];
 		r->counted = fd >= 0;
 	}
 	pthread_mutex_unlock(&u->lock);

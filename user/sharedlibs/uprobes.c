@@ -963,15 +963,10 @@ static void fill_row(struct bpftel_uprobe_file_info *r, const struct lib_file *f
 static void row_calls(struct bpftel_uprobe_file_info *r, int fd, const struct lib_file *f)
 {
 	__u64 hit[UPROBE_HITS_KINDS];
-	__u32 slot, k;
 
 	if (fd < 0)
 		return;
-	for (k = 0; k < UPROBE_HITS_KINDS; k++) {
-		slot = UPROBE_HITS_SLOT(f->slot, k);
-		if (bpf_map_lookup_elem(fd, &slot, &hit[k]))
-			hit[k] = 0;
-	}
+	file_hits(fd, f, hit);
 	r->counted = true;
 	r->entries = hit[UPROBE_HIT_ENTRY] + hit[UPROBE_HIT_STEPPED];
 	r->stepped_entries = hit[UPROBE_HIT_STEPPED];

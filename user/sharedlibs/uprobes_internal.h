@@ -191,6 +191,9 @@ struct release_ctx {
 	struct lib_file *f;
 };
 void release_account(struct bpftel_uprobes *u, struct lib_file *f);
+/* The calls f's probes counted, by kind, in the module's uprobe_hits map (fd): an
+ * array lookup each, with u->lock held so the object cannot close. */
+void file_hits(int fd, const struct lib_file *f, __u64 hit[UPROBE_HITS_KINDS]);
 void release_done(void *arg);
 
 /* uprobes.c: with u->lock, count a refusal and remember it among the recent ones. */
