@@ -55,12 +55,14 @@ def check_trap_weighting(agent):
     """usm_go_uprobe's entries are on the stack checks' JBE (emulated) and Read's RETs
     (single-stepped): each kind is counted apart, and a run of the program is charged the
     two calibrated costs weighted by those counts."""
-    for _ in range(50):  # the servers are idle: the counts settle
-        before = go_calls(agent)
-        stats = agent.json("stats")
-        if go_calls(agent) == before:
-            break
-    entries, stepped, returns = before
+    seen = {}
+
+    def settled():  # the servers are idle: the counts hold still around a stats read
+        seen["calls"] = go_calls(agent)
+        seen["stats"] = agent.json("stats")
+        return go_calls(agent) == seen["calls"]
+    wait_for(settled, 30, "the Go probes' counts to hold still")
+    (entries, stepped, returns), stats = seen["calls"], seen["stats"]
     check(returns == 0 and stepped >= 8 and entries - stepped >= stepped,
           f"Go probe points' calls: {entries} entries, {stepped} of them on Read's RETs "
           f"(single-stepped, one per Read returned), no uretprobe")
