@@ -10,6 +10,7 @@ byte reaches the agent's output; nothing is left in the kernel after it stops.""
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -139,6 +140,18 @@ def main():
                   c["entries"] - c["single_stepped_entries"] >= c["returns"] + 1,
                   f"libgnutls calls: {c['entries']} entries, {c['single_stepped_entries']} "
                   f"single-stepped, {c['returns']} returns")
+            # The table says the same, between the two JSON reads around it.
+            text = agent.cli("libs").stdout
+            after = gnutls_ready()[0]["calls"]
+            line = [ln for ln in text.splitlines()
+                    if ln.startswith("libgnutls ") and " usm " in ln]
+            m = re.search(r" (\d+) \((\d+) stepped\)\s+(\d+) ", line[0]) if line else None
+            got = tuple(int(g) for g in m.groups()) if m else None
+            check("ENTRIES" in text and "RETURNS" in text and got is not None and
+                  c["entries"] <= got[0] <= after["entries"] and
+                  c["single_stepped_entries"] <= got[1] <= after["single_stepped_entries"] and
+                  c["returns"] <= got[2] <= after["returns"],
+                  f"bpftel libs shows libgnutls's calls: {got} (entries, stepped, returns)")
         finally:
             gnutls.stdin.close()
             gnutls.wait(timeout=30)

@@ -74,16 +74,36 @@ static void fmt_failed(char *buf, size_t size, json_t *l)
 		strcat(buf, ")");
 }
 
+/* What the module's probes on the file saw since attached: "7 (1 stepped)" entries, and
+ * returns; "-" for a module that does not count per file (JSON calls: null). The
+ * stepped ones paid the costly trap (bpftel stats: trap costs). */
+static void fmt_calls(char *entries, size_t esize, char *returns, size_t rsize, json_t *l)
+{
+	json_t *c = json_object_get(l, "calls");
+
+	if (!json_is_object(c)) {
+		snprintf(entries, esize, "-");
+		snprintf(returns, rsize, "-");
+		return;
+	}
+	if (jint(c, "single_stepped_entries"))
+		snprintf(entries, esize, "%lld (%lld stepped)", jint(c, "entries"),
+			 jint(c, "single_stepped_entries"));
+	else
+		snprintf(entries, esize, "%lld", jint(c, "entries"));
+	snprintf(returns, rsize, "%lld", jint(c, "returns"));
+}
+
 static void print_files(json_t *libs)
 {
-	static const char *const hdr[] = {"LIBRARY", "PROCS", "MODULE", "UPROBES",
-					  "LINKS",   "FAILED", "STATE", "PATH"};
-	char procs[24], att[24], links[48], failed[256];
+	static const char *const hdr[] = {"LIBRARY", "PROCS",   "MODULE",  "UPROBES", "LINKS",
+					  "ENTRIES", "RETURNS", "FAILED", "STATE",   "PATH"};
+	char procs[24], att[24], links[48], entries[64], returns[24], failed[256];
 	struct table *t;
 	json_t *l;
 	size_t i;
 
-	t = table_new(8, hdr);
+	t = table_new(10, hdr);
 	json_array_foreach (libs, i, l) {
 		snprintf(procs, sizeof(procs), "%lld", jint(l, "processes"));
 		/* Detached for the module's overhead budget (bpftel modules says why). */
@@ -94,10 +114,11 @@ static void print_files(json_t *libs)
 				 jstr(l, "link_mode"));
 		else
 			snprintf(links, sizeof(links), "-");
+		fmt_calls(entries, sizeof(entries), returns, sizeof(returns), l);
 		fmt_failed(failed, sizeof(failed), l);
 		table_add(t, (const char *const[]){jstr(l, "lib"), procs, jstr(l, "module"), att,
-						   links, failed, jstr(l, "state"),
-						   jstr(l, "path")});
+						   links, entries, returns, failed,
+						   jstr(l, "state"), jstr(l, "path")});
 	}
 	table_print(t, stdout);
 	table_free(t);
