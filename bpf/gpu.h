@@ -164,6 +164,7 @@ struct gpu_kname {
 struct gpu_thread {
 	__s32 device;	/* current device, -1 not known */
 	__u32 rt_depth; /* runtime calls this thread is inside */
+	__u64 rt_sp;	/* the stack pointer at the outermost one's entry */
 };
 
 struct gpu_err_key {
@@ -182,7 +183,7 @@ _Static_assert(sizeof(struct gpu_proc_stats) ==
 	       "gpu_proc_stats layout");
 _Static_assert(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key layout");
 _Static_assert(sizeof(struct gpu_alloc) == 24, "gpu_alloc layout");
-_Static_assert(sizeof(struct gpu_thread) == 8, "gpu_thread layout");
+_Static_assert(sizeof(struct gpu_thread) == 16, "gpu_thread layout");
 _Static_assert(sizeof(struct gpu_err_key) == 16, "gpu_err_key layout");
 _Static_assert(sizeof(struct gpu_kernel_key) == 16, "gpu_kernel_key layout");
 _Static_assert(sizeof(struct gpu_kernel) == 40, "gpu_kernel layout");

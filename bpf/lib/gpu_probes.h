@@ -122,12 +122,14 @@ static __always_inline bool gpu_memcpy_sync(enum gpu_func func)
  * Every entry probe, by function: the one uprobe program runs this with the function
  * its attachment's cookie names (enum gpu_func), and the test harness with the one it
  * tests. A function it does not know costs nothing. A runtime entry raises the thread's
- * runtime depth; a driver entry at a raised depth is the runtime's own and is skipped.
+ * runtime depth; a driver entry at a raised depth, below the runtime call's frame, is
+ * the runtime's own and is skipped (gpu_state.h).
  */
 static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 					  __u64 now, __u64 fn)
 {
 	enum gpu_func func = (enum gpu_func)fn;
+	__u64 sp = PT_REGS_SP(regs);
 	struct gpu_proc_stats *st;
 	struct gpu_thread *th;
 	__u32 tgid = pid_tgid >> 32;
@@ -137,7 +139,7 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 	/* The thread's state, looked up once: the depth, and the device launches go to. */
 	th = bpf_map_lookup_elem(&gpu_threads, &pid_tgid);
 	if (gpu_fn_driver(fn)) {
-		if (th && th->rt_depth) {
+		if (gpu_thread_in_runtime(th, sp)) {
 			st = bpf_map_lookup_elem(&gpu_procs, &tgid);
 			if (st)
 				__sync_fetch_and_add(&st->driver_nested, 1);
@@ -147,7 +149,7 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 		if (!th)
 			th = gpu_thread_get(TLM_ARG, pid_tgid);
 		if (th)
-			th->rt_depth++;
+			gpu_runtime_enter(th, sp);
 	}
 	if (gpu_alloc_kind(func) < GPU_MEM__COUNT)
 		return gpu_alloc_enter_body(TLM_ARG, regs, pid_tgid, now, func);
@@ -251,8 +253,9 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 		return 0; /* a cookie we did not set */
 	if (!gpu_fn_driver(fn))
 		gpu_runtime_leave(pid_tgid);
-	else if (gpu_in_runtime(pid_tgid))
-		return 0; /* the runtime's own call: its entry was skipped too */
+	else if (gpu_in_runtime(pid_tgid, PT_REGS_SP(regs) - 8))
+		return 0; /* the runtime's own call (its entry's sp: 8 below, the return
+			   * address popped): its entry was skipped too */
 	if ((func == GPU_FN_LAUNCH || func == GPU_FN_CU_LAUNCH) && !rc)
 		return 0; /* the hot path: a launch that succeeded was counted at its entry */
 	if (func != GPU_FN_LAUNCH && func != GPU_FN_CU_LAUNCH &&

@@ -12,6 +12,16 @@
  * was skipped (driver_nested). A program that calls the driver itself does so at
  * depth 0 and is counted.
  *
+ * A runtime return can go unseen: the call began before its return probe was attached
+ * (the registry attaches returns first, but a call already running has no return to
+ * catch), or its return probe went (the module shed the file) while it ran, in a sync.
+ * The depth would then stay raised, and the thread's own driver calls be skipped for
+ * good. So the outermost runtime entry also keeps its stack pointer: a call made by
+ * the runtime runs below it, deeper on the stack. A driver call at or above it is the
+ * program's own, and a runtime entry at or above it means the call it counted has
+ * returned: the depth starts again from 0. (A driver call from deeper in the program
+ * after a lost return is still taken as the runtime's until the next runtime entry.)
+ *
  * Include after vmlinux.h, the libbpf headers, gpu.h and telemetry/telemetry.bpf.h.
  */
 #ifndef BPFTEL_LIB_GPU_STATE_H
@@ -149,12 +159,27 @@ static __always_inline struct gpu_thread *gpu_thread_get(TLM_PARAM, __u64 pid_tg
 	return tlm_map_lookup_or_init(gpu_threads, &pid_tgid, &gpu_thread_init);
 }
 
-/* A driver call made by the runtime on this thread (see the top of this file). */
-static __always_inline bool gpu_in_runtime(__u64 pid_tgid)
+/* Is a driver call whose entry had stack pointer sp the runtime's own, made inside a
+ * runtime call on this thread (see the top of this file)? */
+static __always_inline bool gpu_thread_in_runtime(const struct gpu_thread *th, __u64 sp)
 {
-	struct gpu_thread *th = bpf_map_lookup_elem(&gpu_threads, &pid_tgid);
+	return th && th->rt_depth && sp < th->rt_sp;
+}
 
-	return th && th->rt_depth;
+static __always_inline bool gpu_in_runtime(__u64 pid_tgid, __u64 sp)
+{
+	return gpu_thread_in_runtime(bpf_map_lookup_elem(&gpu_threads, &pid_tgid), sp);
+}
+
+/* A runtime call enters at stack pointer sp: one deeper, or, at or above the outermost
+ * one's, the first again (the one before returned unseen). */
+static __always_inline void gpu_runtime_enter(struct gpu_thread *th, __u64 sp)
+{
+	if (th->rt_depth && sp >= th->rt_sp)
+		th->rt_depth = 0;
+	if (!th->rt_depth)
+		th->rt_sp = sp;
+	th->rt_depth++;
 }
 
 /* The device slot a call of func is counted under, on a thread whose state is th (NULL:

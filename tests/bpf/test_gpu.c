@@ -63,6 +63,15 @@ static void ret(enum gpu_func f, long rc, __u64 now)
 	run(GPU_TEST_RET + f, &regs, PID_TGID, now);
 }
 
+/* A return of a call whose entry had stack pointer sp: 8 above it, the return address
+ * popped. */
+static void ret_at(enum gpu_func f, long rc, __u64 now, __u64 sp)
+{
+	struct test_regs regs = {.ax = (unsigned long)rc, .sp = sp + 8};
+
+	run(GPU_TEST_RET + f, &regs, PID_TGID, now);
+}
+
 static struct gpu_proc_stats stats_of(__u32 tgid)
 {
 	struct gpu_proc_stats st;
@@ -586,20 +595,21 @@ static void test_driver_memory_copies_syncs(void **state)
 static void test_driver_inside_runtime_not_counted_twice(void **state)
 {
 	__u64 rt = 0x7f8000000000, drv = 0x7f8000000000, own = 0x7f9000000000;
-	struct test_regs m = {.di = (uintptr_t)&rt, .si = 4096};
-	struct test_regs dm = {.di = (uintptr_t)&drv, .si = 4096};
-	struct test_regs one = {.si = 1, .dx = 1, .cx = 1, .r8 = 1, .r9 = 1, .sp = 8};
+	struct test_regs m = {.di = (uintptr_t)&rt, .si = 4096, .sp = 0x7000};
+	struct test_regs dm = {.di = (uintptr_t)&drv, .si = 4096, .sp = 0x6f00};
+	struct test_regs one = {.si = 1, .dx = 1, .cx = 1, .r8 = 1, .r9 = 1, .sp = 0x7000};
+	struct test_regs cu = {.si = 1, .dx = 1, .cx = 1, .r8 = 1, .r9 = 1, .sp = 0x6e00};
 	struct gpu_proc_stats st;
 
 	(void)state;
 	enter(GPU_FN_MALLOC, &m, 10);
-	enter(GPU_FN_CU_MEM_ALLOC, &dm, 11); /* libcudart calling libcuda */
-	ret(GPU_FN_CU_MEM_ALLOC, 0, 12);
-	ret(GPU_FN_MALLOC, 0, 13);
+	enter(GPU_FN_CU_MEM_ALLOC, &dm, 11); /* libcudart calling libcuda, deeper */
+	ret_at(GPU_FN_CU_MEM_ALLOC, 0, 12, dm.sp);
+	ret_at(GPU_FN_MALLOC, 0, 13, m.sp);
 	enter(GPU_FN_LAUNCH, &one, 20);
-	enter(GPU_FN_CU_LAUNCH, &one, 21);
-	ret(GPU_FN_CU_LAUNCH, 0, 22);
-	ret(GPU_FN_LAUNCH, 0, 23);
+	enter(GPU_FN_CU_LAUNCH, &cu, 21);
+	ret_at(GPU_FN_CU_LAUNCH, 0, 22, cu.sp);
+	ret_at(GPU_FN_LAUNCH, 0, 23, one.sp);
 	alloc_call(GPU_FN_CU_MEM_ALLOC, &own, 512, 30); /* the program's own driver call */
 	st = stats_of(TGID);
 	assert_int_equal(st.calls[GPU_FN_MALLOC], 1);
@@ -610,6 +620,43 @@ static void test_driver_inside_runtime_not_counted_twice(void **state)
 	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 2);
 	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 4096 + 512);
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+}
+
+/* A runtime call whose return went unseen (begun before its return probe was attached,
+ * or its return probe detached while it waited) leaves the depth raised. The thread's
+ * own driver calls at or above that call's frame are still counted, and its next
+ * runtime call starts the depth again. */
+static void test_lost_runtime_return_heals(void **state)
+{
+	__u64 p = 0x7f8000000000, q = 0x7f8000100000, r = 0x7f8000200000;
+	struct test_regs sync = {.sp = 0x7000};
+	struct test_regs own = {.di = (uintptr_t)&p, .si = 100, .sp = 0x7000};
+	struct test_regs rt = {.di = (uintptr_t)&q, .si = 200, .sp = 0x7100};
+	struct test_regs inner = {.di = (uintptr_t)&q, .si = 200, .sp = 0x7000};
+	struct test_regs deeper = {.di = (uintptr_t)&r, .si = 300, .sp = 0x6000};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	enter(GPU_FN_DEVICE_SYNC, &sync, 10); /* its return is never seen */
+	/* The program's own driver call, from the same frame: not the runtime's. */
+	enter(GPU_FN_CU_MEM_ALLOC, &own, 20);
+	ret_at(GPU_FN_CU_MEM_ALLOC, 0, 21, own.sp);
+	/* A runtime call from a frame above the lost one's: the depth starts again, and
+	 * the driver call it makes, below it, is its own. */
+	enter(GPU_FN_MALLOC, &rt, 30);
+	enter(GPU_FN_CU_MEM_ALLOC, &inner, 31);
+	ret_at(GPU_FN_CU_MEM_ALLOC, 0, 32, inner.sp);
+	ret_at(GPU_FN_MALLOC, 0, 33, rt.sp);
+	/* Back at depth 0: the program's driver call from deep in its stack is counted. */
+	enter(GPU_FN_CU_MEM_ALLOC, &deeper, 40);
+	ret_at(GPU_FN_CU_MEM_ALLOC, 0, 41, deeper.sp);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_DEVICE_SYNC], 1);
+	assert_int_equal(st.calls[GPU_FN_MALLOC], 1);
+	assert_int_equal(st.calls[GPU_FN_CU_MEM_ALLOC], 2);
+	assert_int_equal(st.driver_nested, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 3);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 100 + 200 + 300);
 }
 
 /* The current device per thread: cudaSetDevice; a context's device learnt where it is
@@ -760,6 +807,7 @@ int main(void)
 		T(test_driver_launch_dims),
 		T(test_driver_memory_copies_syncs),
 		T(test_driver_inside_runtime_not_counted_twice),
+		T(test_lost_runtime_return_heals),
 		T(test_devices_per_thread),
 		T(test_task_exit_drops_thread),
 		T(test_kernels_counted_and_named),
