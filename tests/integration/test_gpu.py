@@ -14,6 +14,7 @@ cudaErrorInsufficientDriver (35) is counted per function. Files named libcudart.
 that are not ELF, or lack the symbols, are recorded attach failures and leave the other
 modules working. Nothing is left in the kernel after the agent stops."""
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -104,12 +105,34 @@ def samples(text, family, pid):
     return out
 
 
+def link_ids_by_prog(*names):
+    """{program name: [ids of its links]} over the kernel's links."""
+    def listed(kind):
+        return json.loads(subprocess.run(["bpftool", "-j", kind, "list"], check=True,
+                                         capture_output=True, text=True).stdout or "[]")
+
+    progs = {p["id"]: p.get("name") for p in listed("prog")}
+    out = {n: [] for n in names}
+    for link in listed("link"):
+        name = progs.get(link.get("prog_id"))
+        if name in out:
+            out[name].append(link["id"])
+    return out
+
+
 def check_stub(agent, pattern_bin, stub):
     pat = Pattern(pattern_bin, stub, "stub")
     try:
         row = wait_attached(agent, pat.pid)
         check(row["lib"] == "libcudart" and row["failed"] == 0,
               f"stub {row['path']}: {row['attached']} uprobes attached, 0 failed")
+        # Returns attached before entries (link ids grow): a call whose entry is seen
+        # has its return seen, and the runtime depth never stays raised.
+        ids = link_ids_by_prog("gpu_uprobe", "gpu_uretprobe")
+        check(ids["gpu_uprobe"] and ids["gpu_uretprobe"] and
+              min(ids["gpu_uretprobe"]) < min(ids["gpu_uprobe"]),
+              f"return links first: gpu_uretprobe {sorted(ids['gpu_uretprobe'])}, "
+              f"gpu_uprobe {sorted(ids['gpu_uprobe'])}")
         out = pat.play()
         check(out[0] == "set_device 0 101" and out[1] == "malloc 0 0 0 2",
               f"the stub answered as designed: {out[:2]}")

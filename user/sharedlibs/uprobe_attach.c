@@ -24,11 +24,12 @@
 
 #define MAX_GROUPS 4 /* distinct (program, return) pairs of one module */
 
+/* Last attached first: entries before returns (attach_single says why). */
 void links_drop(struct ulink *links, size_t n, bool gated)
 {
 	size_t i;
 
-	for (i = 0; i < n; i++) {
+	for (i = n; i-- > 0;) {
 		if (gated) {
 			bpftel_release(links[i].link, links[i].link ? -1 : links[i].fd, NULL, NULL);
 		} else if (links[i].link) {
@@ -174,8 +175,8 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 			 const char *path, const struct points *pts, int slot, struct file_mod *fm)
 {
 	struct group g[MAX_GROUPS] = {};
+	size_t ng = 0, i, j, k, n, order[MAX_GROUPS];
 	struct bpf_program *prog;
-	size_t ng = 0, i, j, k;
 	int fd;
 
 	for (i = 0; i < me->nspecs; i++) {
@@ -208,7 +209,15 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 			g[j].symbols[g[j].n++] = s->symbol;
 		}
 	}
-	for (j = 0; j < ng; j++) {
+	/* Returns first (see attach_single), then entries. */
+	for (k = 0, n = 0; k < 2; k++) {
+		for (j = 0; j < ng; j++) {
+			if (g[j].retprobe == !k)
+				order[n++] = j;
+		}
+	}
+	for (k = 0; k < ng; k++) {
+		j = order[k];
 		prog = bpf_object__find_program_by_name(obj, g[j].prog);
 		fd = prog ? bpftel_uprobe_multi_attach(bpf_program__fd(prog), path, g[j].offsets,
 						       g[j].cookies, g[j].n, g[j].retprobe, 0)
@@ -223,19 +232,27 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 	}
 }
 
-/* One perf-event link per probe point, each with its cookie. */
+/*
+ * One perf-event link per probe point, each with its cookie. Return probes are
+ * attached before entry probes, and released after them (links are released last
+ * first: links_drop, bpftel_uprobes__shed): a call
+ * whose entry a probe saw then always has its return seen, which the modules' state
+ * kept from entry to return relies on (the GPU module's runtime depth). A call begun
+ * before the entry probe came is simply not seen; its return finds no entry.
+ */
 static void attach_single(const struct mod_entry *me, struct bpf_object *obj, enum shlib_lib lib,
 			  const char *path, const struct points *pts, int slot, struct file_mod *fm)
 {
 	struct bpf_program *prog;
 	struct bpf_link *link;
-	size_t i, k;
+	size_t i, k, pass;
 
-	for (i = 0; i < me->nspecs; i++) {
-		const struct bpftel_uprobe_spec *s = &me->specs[i];
+	for (pass = 0; pass < 2 * me->nspecs; pass++) {
+		const struct bpftel_uprobe_spec *s = &me->specs[pass % me->nspecs];
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = s->retprobe);
 
-		if (s->lib != lib)
+		i = pass % me->nspecs;
+		if (s->lib != lib || s->retprobe != (pass < me->nspecs))
 			continue;
 		if (pts[i].err) {
 			add_fail(fm, s->symbol, (int)pts[i].err);

@@ -5,6 +5,7 @@
  * one file and taking it back, with the mechanics idle files use (reaper, guard).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,7 @@ static int mod_index_locked(struct bpftel_uprobes *u, const char *module)
 int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module, __u64 dev, __u64 ino)
 {
 	struct ulink links[MAX_SPECS];
+	char path[PATH_MAX];
 	struct release_ctx *rc;
 	struct lib_file *f;
 	struct file_mod *fm;
@@ -102,10 +104,15 @@ int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module, __u64 dev
 	memset(fm, 0, sizeof(*fm));
 	/* The file's guard: a re-attach waits for these to be gone (collect_jobs). */
 	f->releasing += n;
+	/* For the log: once the links are handed over, the last one's callback may free f
+	 * (a file no process uses any more). */
+	snprintf(path, sizeof(path), "%s", f->path);
 	pthread_mutex_unlock(&u->lock);
+	pr_debug("uprobes: module '%s': %s shed (%zu links)", module, path, n);
 	/* The module runs (no gate to close): its programs still see this file until the
-	 * reaper gets to the links, a few ms. */
-	for (i = 0; i < n; i++) {
+	 * reaper gets to the links, a few ms. Last attached first: entries before returns
+	 * (uprobe_attach.c: attach_single). */
+	for (i = n; i-- > 0;) {
 		rc = malloc(sizeof(*rc));
 		if (!rc) {
 			links_drop(&links[i], 1, false);
@@ -115,7 +122,6 @@ int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module, __u64 dev
 		*rc = (struct release_ctx){.u = u, .f = f};
 		bpftel_release(links[i].link, links[i].link ? -1 : links[i].fd, release_done, rc);
 	}
-	pr_debug("uprobes: module '%s': %s shed (%zu links)", module, f->path, n);
 	return 0;
 }
 
