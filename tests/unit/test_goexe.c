@@ -179,6 +179,40 @@ static char *patched(const void *what, size_t wlen, size_t at, const void *with,
 	return path;
 }
 
+/* The section names' table (e_shstrndx) claims 32 MiB, inside a file grown sparse to
+ * hold them: refused before libelf reads it (elf_strptr reads a table whole). */
+static void test_huge_section_names(void **state)
+{
+	struct bpftel_go_func f[] = {{.name = WRITE}};
+	uint64_t shoff, sh_off, size;
+	struct bpftel_go_exe exe;
+	uint16_t entsize, ndx;
+	char err[256] = "", path[64] = "/tmp/bpftel-goexe-XXXXXX";
+	uint8_t *b, *sh;
+	size_t n;
+	int fd;
+
+	(void)state;
+	b = slurp(plain, &n);
+	memcpy(&shoff, b + 0x28, 8); /* ELF64: e_shoff, e_shentsize, e_shstrndx */
+	memcpy(&entsize, b + 0x3a, 2);
+	memcpy(&ndx, b + 0x3e, 2);
+	assert_true(ndx && shoff + (uint64_t)(ndx + 1) * entsize <= n);
+	sh = b + shoff + (uint64_t)ndx * entsize;
+	memcpy(&sh_off, sh + 0x18, 8); /* sh_offset, then sh_size */
+	size = n + (32u << 20) - sh_off;
+	memcpy(sh + 0x20, &size, 8);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, b, n), (ssize_t)n);
+	assert_int_equal(ftruncate(fd, n + (32u << 20)), 0);
+	close(fd);
+	free(b);
+	assert_int_equal(inspect(path, &exe, f, 1, err, sizeof(err)), -E2BIG);
+	assert_non_null(strstr(err, "section names too large"));
+	unlink(path);
+}
+
 static const char bi_magic[] = "\xff Go buildinf:";
 
 static void test_old_version(void **state)
@@ -469,7 +503,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_buildinfo), cmocka_unit_test(test_bad_pclntab),
 		cmocka_unit_test(test_craft_layouts), cmocka_unit_test(test_craft_hostile),
 		cmocka_unit_test(test_rets),	      cmocka_unit_test(test_rets_cap),
-		cmocka_unit_test(test_version_parse),
+		cmocka_unit_test(test_version_parse), cmocka_unit_test(test_huge_section_names),
 	};
 
 	if (argc != 4) {

@@ -283,6 +283,31 @@ static struct bpftel_elfck_table *table_slot(struct bpftel_elfck *ck, GElf_Word 
 	return NULL;
 }
 
+/*
+ * The section names, where there are any: goexe.c finds sections by name with
+ * elf_strptr(), and libelf then reads the whole table, whatever size its header
+ * claims (a crafted one made it allocate and read ~1 GiB). A real one is a few hundred
+ * bytes.
+ */
+static int check_shstrtab(struct bpftel_elfck *ck)
+{
+	size_t ndx;
+	Elf_Scn *scn;
+	GElf_Shdr sh;
+	int ret;
+
+	if (elf_getshdrstrndx(ck->elf, &ndx) || !ndx)
+		return 0; /* no names: nobody looks a section up by name */
+	scn = ndx < ck->shnum ? elf_getscn(ck->elf, ndx) : NULL;
+	if (!scn || !gelf_getshdr(scn, &sh))
+		return fail(ck, -ENOEXEC, "malformed ELF: section names: no section %zu", ndx);
+	ret = check_section(ck, &sh, "section names");
+	if (!ret && sh.sh_size > BPFTEL_ELF_MAX_SHSTRTAB_BYTES)
+		ret = fail(ck, -E2BIG, "section names too large: %llu bytes, cap %u",
+			   (unsigned long long)sh.sh_size, BPFTEL_ELF_MAX_SHSTRTAB_BYTES);
+	return ret;
+}
+
 /* The first section of each type; then the header of everything that may be read. */
 static int find_tables(struct bpftel_elfck *ck)
 {
@@ -300,7 +325,8 @@ static int find_tables(struct bpftel_elfck *ck)
 			slot->sh = sh;
 		}
 	}
-	if (ck->dynsym.ndx)
+	ret = check_shstrtab(ck);
+	if (!ret && ck->dynsym.ndx)
 		ret = check_symtab(ck, &ck->dynsym, ".dynsym");
 	if (!ret && ck->symtab.ndx)
 		ret = check_symtab(ck, &ck->symtab, ".symtab");

@@ -13,7 +13,8 @@
  *		.gnu.version and .gnu.version_d and check every section header of what may be
  *		read whole: inside the file, under BPFTEL_ELF_MAX_TABLE_BYTES, symbol entry size,
  *		a linked string table. .gnu.version and .gnu.version_d are kept only as the pair
- *		of .dynsym. No section data is read.
+ *		of .dynsym. The section names' table, if any, must lie inside the file and
+ *		under BPFTEL_ELF_MAX_SHSTRTAB_BYTES (-E2BIG). No section data is read.
  *		Returns 0, or a negative errno with a one-line reason in ck->msg. elf_version()
  *		must have been called. Call bpftel_elfck__end() in either case.
  *
@@ -31,6 +32,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <gelf.h>
+
+/* Section names: a real table is a few hundred bytes. */
+#define BPFTEL_ELF_MAX_SHSTRTAB_BYTES (64u << 10)
 
 /* A section that may be read whole: its index (0: absent) and libelf's copy of its header. */
 struct bpftel_elfck_table {
