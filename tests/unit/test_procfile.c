@@ -284,6 +284,43 @@ static void test_mapped_file(void **state)
 	close(fd);
 }
 
+/* Mount lines: FUSE on the file's device, elsewhere, or none; a line too long to read
+ * whole is taken as FUSE (on the device if its device is the file's). */
+static enum bpftel_fuse_view scan(const char *text, unsigned int major, unsigned int minor)
+{
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	enum bpftel_fuse_view v;
+
+	assert_non_null(f);
+	v = bpftel_procfile_fuse_scan(f, makedev(major, minor));
+	fclose(f);
+	return v;
+}
+
+static void test_fuse_mount_lines(void **state)
+{
+	static const char ext4[] = "24 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n";
+	static const char both[] =
+		"24 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+		"60 24 0:50 / /home/u/mnt rw,nosuid shared:30 - fuse.sshfs u@h:/ rw,user_id=0\n";
+	size_t big = 20000, head;
+	char *longline;
+
+	(void)state;
+	assert_int_equal(scan(ext4, 8, 1), BPFTEL_FUSE_NONE);
+	assert_int_equal(scan(both, 8, 1), BPFTEL_FUSE_ELSEWHERE);
+	assert_int_equal(scan(both, 0, 50), BPFTEL_FUSE_DEV);
+	/* A mount point of 20000 bytes on the file's own ext4: not read whole. */
+	longline = malloc(big + 200);
+	assert_non_null(longline);
+	head = (size_t)sprintf(longline, "70 24 8:1 / /");
+	memset(longline + head, 'a', big);
+	strcpy(longline + head + big, " rw shared:9 - ext4 /dev/sda1 rw\n");
+	assert_int_equal(scan(longline, 8, 1), BPFTEL_FUSE_DEV);
+	assert_int_equal(scan(longline, 8, 2), BPFTEL_FUSE_ELSEWHERE);
+	free(longline);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -295,6 +332,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_regular_refused, setup_chroot, teardown),
 		cmocka_unit_test_setup_teardown(test_identity_checked, setup_cwd, teardown),
 		cmocka_unit_test_setup_teardown(test_mapped_file, setup_chroot, teardown),
+		cmocka_unit_test(test_fuse_mount_lines),
 	};
 
 	if (geteuid() != 0) {

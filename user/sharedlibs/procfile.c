@@ -56,43 +56,63 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
 			 strerror(-err));
 		break;
 	case BPFTEL_REFUSED_SLOW_FS:
-		snprintf(buf, len, "on a FUSE file system");
+		snprintf(buf, len, "on or through a FUSE file system");
 		break;
 	default:
 		snprintf(buf, len, "%s", strerror(-err));
 	}
 }
 
-bool bpftel_procfile_on_fuse(__u32 pid, dev_t dev)
+/* A mount line this long is not read whole; most are under 200 bytes. */
+#define MOUNTINFO_LINE_MAX 16384
+
+/*
+ * "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the file system
+ * type follows " - ". The lines are the process's own mounts, which an unprivileged
+ * user can shape (in a user namespace): a line too long to read whole is taken as
+ * FUSE, on dev if its device is dev, elsewhere if not: refused rather than walked.
+ */
+enum bpftel_fuse_view bpftel_procfile_fuse_scan(FILE *f, dev_t dev)
 {
+	enum bpftel_fuse_view view = BPFTEL_FUSE_NONE;
 	unsigned int major, minor;
-	char path[64], line[4096], *sep, *fstype;
-	bool fuse = false;
+	char *line, *sep;
+	bool whole, fuse, mine;
+	int c;
+
+	line = malloc(MOUNTINFO_LINE_MAX);
+	if (!line)
+		return BPFTEL_FUSE_DEV;
+	while (view != BPFTEL_FUSE_DEV && fgets(line, MOUNTINFO_LINE_MAX, f)) {
+		whole = strchr(line, '\n') || feof(f);
+		mine = sscanf(line, "%*u %*u %u:%u", &major, &minor) == 2 &&
+		       makedev(major, minor) == dev;
+		sep = strstr(line, " - ");
+		fuse = !whole || (sep && !strncmp(sep + 3, "fuse", 4));
+		if (fuse)
+			view = mine ? BPFTEL_FUSE_DEV : BPFTEL_FUSE_ELSEWHERE;
+		if (!whole) {
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
+		}
+	}
+	free(line);
+	return view;
+}
+
+enum bpftel_fuse_view bpftel_procfile_fuse(__u32 pid, dev_t dev)
+{
+	enum bpftel_fuse_view view;
+	char path[64];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%u/mountinfo", pid);
 	f = fopen(path, "re");
 	if (!f)
-		return false;
-	/* "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the file system
-	 * type follows " - ". A line longer than the buffer is skipped whole. */
-	while (!fuse && fgets(line, sizeof(line), f)) {
-		if (!strchr(line, '\n') && !feof(f)) {
-			int c;
-
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-			continue;
-		}
-		if (sscanf(line, "%*u %*u %u:%u", &major, &minor) != 2 ||
-		    makedev(major, minor) != dev)
-			continue;
-		sep = strstr(line, " - ");
-		fstype = sep ? sep + 3 : NULL;
-		fuse = fstype && !strncmp(fstype, "fuse", 4);
-	}
+		return BPFTEL_FUSE_NONE; /* the process is gone: so are its paths */
+	view = bpftel_procfile_fuse_scan(f, dev);
 	fclose(f);
-	return fuse;
+	return view;
 }
 
 static int sys_openat2(int dirfd, const char *path, __u64 flags, __u64 resolve)
@@ -105,8 +125,15 @@ static int sys_openat2(int dirfd, const char *path, __u64 flags, __u64 resolve)
 /*
  * An O_PATH fd of t's file, resolved inside the process's root (absolute paths) or
  * beneath its cwd or directory fd (relative ones). -errno, *why set on a refusal.
+ *
+ * Where the process sees a FUSE mount (view), the path may lead through it (a FUSE
+ * directory or symlink on the way to a file elsewhere), and a lookup there waits for
+ * the FUSE daemon, which may never answer: the walk then takes only what the kernel's
+ * caches hold (RESOLVE_CACHED, 5.12), which the process's own open just filled. What
+ * would need the file system is refused as slow_fs.
  */
-static int open_path(const struct bpftel_procfile_target *t, enum bpftel_refusal *why)
+static int open_path(const struct bpftel_procfile_target *t, enum bpftel_fuse_view view,
+		     enum bpftel_refusal *why)
 {
 	char base[64];
 	__u64 resolve = RESOLVE_NO_MAGICLINKS;
@@ -133,8 +160,21 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_refusal
 	dfd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
+	if (view != BPFTEL_FUSE_NONE)
+		resolve |= RESOLVE_CACHED;
 	fd = sys_openat2(dfd, t->path, O_PATH | O_CLOEXEC, resolve);
 	err = fd < 0 ? -errno : 0;
+	if (err == -EAGAIN && (resolve & RESOLVE_CACHED)) {
+		close(dfd);
+		*why = BPFTEL_REFUSED_SLOW_FS;
+		return err;
+	}
+	if (err == -EINVAL && (resolve & RESOLVE_CACHED)) {
+		/* 5.6 to 5.11: no RESOLVE_CACHED; refused, not walked through FUSE. */
+		close(dfd);
+		*why = BPFTEL_REFUSED_SLOW_FS;
+		return -EAGAIN;
+	}
 	if (err == -ENOSYS) {
 		/* Before 5.6: may escape the root, but only to the identity checked next. */
 		fd = openat(dfd, t->path, O_PATH | O_CLOEXEC);
@@ -149,18 +189,26 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_refusal
 int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
 			 enum bpftel_refusal *why)
 {
+	enum bpftel_fuse_view view;
 	char self[64];
 	struct stat again;
 	int opath, fd;
 
 	*why = BPFTEL_REFUSED__COUNT;
+	/* Zero unless the path led somewhere: a refusal of the path (outside_root, a walk
+	 * through FUSE) must not read as one of the file the kernel opened. */
+	memset(st, 0, sizeof(*st));
 	if (!t->path || !*t->path)
 		return -EINVAL;
-	if (t->ino && bpftel_procfile_on_fuse(t->pid, t->dev)) {
+	view = t->ino ? bpftel_procfile_fuse(t->pid, t->dev) : BPFTEL_FUSE_NONE;
+	if (view == BPFTEL_FUSE_DEV) {
+		/* The file itself, as the kernel named it: never opened here. */
+		st->st_dev = t->dev;
+		st->st_ino = t->ino;
 		*why = BPFTEL_REFUSED_SLOW_FS;
 		return -EAGAIN;
 	}
-	opath = open_path(t, why);
+	opath = open_path(t, view, why);
 	if (opath < 0)
 		return opath;
 	if (fstat(opath, st)) {
@@ -221,14 +269,16 @@ int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
 
 char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
 {
+	enum bpftel_fuse_view view;
 	enum bpftel_refusal why;
 	char self[64], buf[PATH_MAX];
 	ssize_t n;
 	int fd;
 
-	if (t->ino && bpftel_procfile_on_fuse(t->pid, t->dev))
+	view = t->ino ? bpftel_procfile_fuse(t->pid, t->dev) : BPFTEL_FUSE_NONE;
+	if (view == BPFTEL_FUSE_DEV)
 		return NULL;
-	fd = open_path(t, &why);
+	fd = open_path(t, view, &why);
 	if (fd < 0)
 		return NULL;
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);

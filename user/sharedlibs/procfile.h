@@ -24,6 +24,7 @@
 #define BPFTEL_SHAREDLIBS_PROCFILE_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <linux/types.h>
@@ -58,7 +59,8 @@ struct bpftel_procfile_target {
 /*
  * Open t's file for reading as described above. Returns an fd (O_RDONLY | O_CLOEXEC) and
  * its stat in *st, or a negative errno: with *why set (< BPFTEL_REFUSED__COUNT) when it
- * is a refusal (*st then says what the path led to, if it led anywhere), else
+ * is a refusal (*st then says what the path led to, if it led anywhere, else it is
+ * zero; for a file on FUSE, never opened, it holds t's device and inode), else
  * *why = BPFTEL_REFUSED__COUNT (the process or the file is gone: -ENOENT, -ESRCH, ...).
  */
 int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
@@ -79,7 +81,16 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
  * be; malloc'd, or NULL (refused, gone, out of memory). */
 char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t);
 
-/* Is dev, as seen by pid, on a FUSE filesystem (/proc/<pid>/mountinfo)? */
-bool bpftel_procfile_on_fuse(__u32 pid, dev_t dev);
+/* What pid's mounts (/proc/<pid>/mountinfo) say of FUSE: dev is a FUSE file system
+ * (or a line for dev too long to read: taken as one), another mount is, or none. */
+enum bpftel_fuse_view {
+	BPFTEL_FUSE_NONE,
+	BPFTEL_FUSE_ELSEWHERE,
+	BPFTEL_FUSE_DEV,
+};
+
+enum bpftel_fuse_view bpftel_procfile_fuse(__u32 pid, dev_t dev);
+/* The same from a mountinfo stream (tests). */
+enum bpftel_fuse_view bpftel_procfile_fuse_scan(FILE *f, dev_t dev);
 
 #endif /* BPFTEL_SHAREDLIBS_PROCFILE_H */
