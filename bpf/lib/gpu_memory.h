@@ -48,6 +48,63 @@ static __always_inline bool gpu_alloc_slot_take(struct gpu_proc_stats *st)
 	return false;
 }
 
+#ifndef ENOENT
+#define ENOENT 2
+#endif
+
+/* Raise *peak to out if below. A compare-and-swap, so that a thread writing an older,
+ * lower value cannot lower it; a few tries (each one lost means another thread raised
+ * it meanwhile). */
+static __always_inline void gpu_peak_raise(__s64 *peak, __s64 out)
+{
+	__s64 cur;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		cur = *peak;
+		if (out <= cur || __sync_val_compare_and_swap(peak, cur, out) == cur)
+			return;
+	}
+}
+
+/* The bytes of a tracked allocation leave the outstanding sums of its kind and device. */
+static __always_inline void gpu_alloc_retire(struct gpu_proc_stats *st, const struct gpu_alloc *a)
+{
+	__u64 kind = a->kind;
+
+	/* Checked in the register it indexes with (a 64-bit one: see gpu_dev_idx). */
+	barrier_var(kind);
+	if (kind >= GPU_MEM__COUNT)
+		return;
+	__sync_fetch_and_add(&st->mem[kind].outstanding_bytes, -(__s64)a->size);
+	__sync_fetch_and_add(&st->dev[gpu_dev_idx(a->dev)].outstanding_bytes, -(__s64)a->size);
+}
+
+/*
+ * An allocation returned an address gpu_allocs still tracks: that one's free went
+ * unseen (a call the probes missed, cudaDeviceReset, an API not probed). Its record is
+ * replaced, its bytes retired and counted (allocs_replaced); the entry is the same, so
+ * the slot the caller took goes back. 0, or -errno: not tracked.
+ */
+static __always_inline long gpu_alloc_replace(TLM_PARAM, struct gpu_proc_stats *st,
+					      const struct gpu_alloc_key *key,
+					      const struct gpu_alloc *alloc)
+{
+	struct gpu_alloc *cur = bpf_map_lookup_elem(&gpu_allocs, key), old;
+	long err;
+
+	if (!cur)
+		return -ENOENT;
+	old = *cur;
+	err = tlm_map_update(gpu_allocs, key, alloc, BPF_EXIST);
+	if (err)
+		return err;
+	__sync_fetch_and_add(&st->allocs_tracked, -1);
+	__sync_fetch_and_add(&st->allocs_replaced, 1);
+	gpu_alloc_retire(st, &old);
+	return 0;
+}
+
 /* A successful allocation of kind: call->arg0 is where the pointer was stored,
  * call->arg1 the size. */
 static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
@@ -57,8 +114,9 @@ static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *
 	struct gpu_alloc_key key = {.tgid = pid_tgid >> 32};
 	struct gpu_alloc alloc = {.size = call->arg1, .ktime_ns = now};
 	struct gpu_mem_stats *m;
-	__s64 out, peak;
+	__s64 out;
 	__u64 dev;
+	long err;
 
 	if (kind >= GPU_MEM__COUNT)
 		return;
@@ -74,54 +132,88 @@ static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *
 		__sync_fetch_and_add(&st->allocs_untracked, 1);
 		return;
 	}
+	if (!key.ptr) {
+		/* Nothing to track (a 0-byte allocation succeeds with NULL); a NULL for
+		 * bytes asked is a library's oddity, not followed. */
+		if (call->arg1)
+			__sync_fetch_and_add(&st->allocs_untracked, 1);
+		return;
+	}
 	if (!gpu_alloc_slot_take(st)) {
 		__sync_fetch_and_add(&st->allocs_untracked, 1);
 		return;
 	}
-	if (tlm_map_update(gpu_allocs, &key, &alloc, BPF_ANY)) {
+	err = tlm_map_insert(gpu_allocs, &key, &alloc);
+	if (err == -EEXIST)
+		err = gpu_alloc_replace(TLM_ARG, st, &key, &alloc);
+	if (err) {
 		__sync_fetch_and_add(&st->allocs_tracked, -1);
 		__sync_fetch_and_add(&st->allocs_untracked, 1);
 		return;
 	}
 	__sync_fetch_and_add(&st->dev[dev].outstanding_bytes, (__s64)call->arg1);
 	out = __sync_add_and_fetch(&m->outstanding_bytes, (__s64)call->arg1);
-	peak = m->peak_bytes;
-	/* A racing thread may raise it between the read and the write: the peak is a
-	 * lower bound by at most one concurrent allocation. */
-	if (out > peak)
-		m->peak_bytes = out;
+	gpu_peak_raise(&m->peak_bytes, out);
 }
 
-/* A successful free of call->arg0: off the kind and device it was allocated as. */
-static __always_inline void gpu_account_free(TLM_PARAM, struct gpu_proc_stats *st, __u32 tgid,
+/*
+ * A free's entry: the pointer's record leaves gpu_allocs now, into the call's in-flight
+ * entry. Once the library has freed the address, another thread may be given it by an
+ * allocation whose return comes before this free's: that one must find the address
+ * free, and this free must not take that one's record. The return accounts the
+ * record, or puts it back if the free failed (gpu_free_failed).
+ */
+static __always_inline void gpu_free_begin(TLM_PARAM, __u64 pid_tgid, enum gpu_func func,
+					   __u64 now, __u64 ptr)
+{
+	struct gpu_alloc_key key = {.tgid = pid_tgid >> 32, .ptr = ptr};
+	struct gpu_call call = {.ktime_ns = now, .arg0 = ptr, .freed.kind = GPU_MEM__COUNT};
+	struct gpu_alloc *a = ptr ? bpf_map_lookup_elem(&gpu_allocs, &key) : NULL;
+
+	if (a) {
+		call.freed = *a;
+		/* A racing free of the same pointer took it first: this one has none. */
+		if (tlm_map_delete(gpu_allocs, &key))
+			call.freed.kind = GPU_MEM__COUNT;
+	}
+	gpu_call_keep(TLM_ARG, pid_tgid, func, &call);
+}
+
+/* A successful free: off the kind and device the record it took was allocated as. */
+static __always_inline void gpu_account_free(TLM_PARAM, struct gpu_proc_stats *st,
 					     const struct gpu_call *call)
 {
-	struct gpu_alloc_key key = {.tgid = tgid, .ptr = call->arg0};
-	struct gpu_alloc *alloc;
+	const struct gpu_alloc *a = &call->freed;
 	struct gpu_mem_stats *m;
-	__u64 size, dev;
-	__u32 kind;
+	__u64 kind = a->kind;
 
 	if (!call->arg0)
 		return; /* freeing NULL is a no-op that succeeds */
-	alloc = bpf_map_lookup_elem(&gpu_allocs, &key);
-	if (!alloc) {
+	barrier_var(kind);
+	if (kind >= GPU_MEM__COUNT) {
 		__sync_fetch_and_add(&st->frees_unknown, 1);
 		return;
 	}
-	size = alloc->size;
-	kind = alloc->kind;
-	dev = gpu_dev_idx(alloc->dev);
-	if (tlm_map_delete(gpu_allocs, &key))
-		return; /* a racing free of the same pointer took it */
 	__sync_fetch_and_add(&st->allocs_tracked, -1);
-	if (kind >= GPU_MEM__COUNT)
-		return;
 	m = &st->mem[kind];
 	__sync_fetch_and_add(&m->frees, 1);
-	__sync_fetch_and_add(&m->freed_bytes, size);
-	__sync_fetch_and_add(&m->outstanding_bytes, -(__s64)size);
-	__sync_fetch_and_add(&st->dev[dev].outstanding_bytes, -(__s64)size);
+	__sync_fetch_and_add(&m->freed_bytes, a->size);
+	gpu_alloc_retire(st, a);
+}
+
+/* A failed free: the allocation is still there; its record goes back (the address is
+ * still the process's, so nothing else can hold it). If the map has no room for it any
+ * more, it is untracked from now on. */
+static __always_inline void gpu_free_failed(TLM_PARAM, struct gpu_proc_stats *st, __u32 tgid,
+					    const struct gpu_call *call)
+{
+	struct gpu_alloc_key key = {.tgid = tgid, .ptr = call->arg0};
+
+	if (call->freed.kind >= GPU_MEM__COUNT || !tlm_map_insert(gpu_allocs, &key, &call->freed))
+		return;
+	__sync_fetch_and_add(&st->allocs_tracked, -1);
+	__sync_fetch_and_add(&st->allocs_untracked, 1);
+	gpu_alloc_retire(st, &call->freed);
 }
 
 #endif /* BPFTEL_LIB_GPU_MEMORY_H */

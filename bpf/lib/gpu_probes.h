@@ -68,7 +68,7 @@ static __always_inline int gpu_alloc_enter_body(TLM_PARAM, struct pt_regs *regs,
 static __always_inline int gpu_free_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 					       __u64 now, enum gpu_func func)
 {
-	gpu_call_begin(TLM_ARG, pid_tgid, func, now, PT_REGS_PARM1(regs), 0);
+	gpu_free_begin(TLM_ARG, pid_tgid, func, now, PT_REGS_PARM1(regs));
 	return 0;
 }
 
@@ -199,7 +199,7 @@ static __always_inline void gpu_account(TLM_PARAM, struct gpu_proc_stats *st, __
 		return;
 	}
 	if (gpu_is_free(func)) {
-		gpu_account_free(TLM_ARG, st, pid_tgid >> 32, call);
+		gpu_account_free(TLM_ARG, st, call);
 		return;
 	}
 	switch (func) {
@@ -265,6 +265,8 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 	if (!st)
 		return 0;
 	if (rc) {
+		if (gpu_is_free(func))
+			gpu_free_failed(TLM_ARG, st, tgid, &call);
 		gpu_count_error(TLM_ARG, st, pid_tgid, func, rc);
 		return 0;
 	}

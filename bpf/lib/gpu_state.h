@@ -81,6 +81,9 @@ struct gpu_call {
 	__u64 ktime_ns;
 	__u64 arg0; /* allocations: where the pointer goes; frees: the pointer; copies: count */
 	__u64 arg1; /* allocations: size; copies: kind; set device: device; contexts: ctx */
+	/* Frees: the pointer's record, taken out of gpu_allocs at the entry (gpu_memory.h);
+	 * kind GPU_MEM__COUNT when none was tracked. */
+	struct gpu_alloc freed;
 };
 
 struct {
@@ -232,15 +235,24 @@ static __always_inline struct gpu_proc_stats *gpu_call_count(TLM_PARAM, __u64 pi
 	return st;
 }
 
+/* Count a call and remember what its return needs. */
+static __always_inline void gpu_call_keep(TLM_PARAM, __u64 pid_tgid, enum gpu_func func,
+					  const struct gpu_call *call)
+{
+	struct gpu_call_key key = {.pid_tgid = pid_tgid, .func = func};
+
+	gpu_call_count(TLM_ARG, pid_tgid, func);
+	tlm_map_update(gpu_inflight, &key, call, BPF_ANY);
+}
+
 /* Count a call and remember its arguments until its return. */
 static __always_inline void gpu_call_begin(TLM_PARAM, __u64 pid_tgid, enum gpu_func func, __u64 now,
 					   __u64 arg0, __u64 arg1)
 {
-	struct gpu_call_key key = {.pid_tgid = pid_tgid, .func = func};
-	struct gpu_call call = {.ktime_ns = now, .arg0 = arg0, .arg1 = arg1};
+	struct gpu_call call = {
+		.ktime_ns = now, .arg0 = arg0, .arg1 = arg1, .freed.kind = GPU_MEM__COUNT};
 
-	gpu_call_count(TLM_ARG, pid_tgid, func);
-	tlm_map_update(gpu_inflight, &key, &call, BPF_ANY);
+	gpu_call_keep(TLM_ARG, pid_tgid, func, &call);
 }
 
 /* Take the call's arguments back at its return. False if its entry was not seen. */

@@ -460,6 +460,102 @@ static struct gpu_alloc alloc_of(__u32 tgid, __u64 ptr)
 	return a;
 }
 
+/* An allocation at an address still tracked (its free went unseen): the old record is
+ * replaced, its bytes leave their kind, and the process holds one entry, not two. */
+static void test_alloc_at_tracked_address_replaces(void **state)
+{
+	__u64 p = 0x7f5000000000;
+	struct gpu_proc_stats st;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC_ASYNC, &p, 100, 10);
+	alloc_call(GPU_FN_MALLOC, &p, 200, 20); /* no free of p seen between */
+	st = stats_of(TGID);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 1);
+	assert_int_equal(st.allocs_tracked, 1);
+	assert_int_equal(st.allocs_replaced, 1);
+	assert_int_equal(st.allocs_untracked, 0);
+	assert_int_equal(st.mem[GPU_MEM_ASYNC].outstanding_bytes, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 200);
+	assert_int_equal(st.dev[0].outstanding_bytes, 200);
+	assert_int_equal(alloc_of(TGID, p).size, 200);
+	free_call(GPU_FN_FREE, p, 30);
+	st = stats_of(TGID);
+	assert_int_equal(st.allocs_tracked, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
+	assert_int_equal(st.frees_unknown, 0);
+}
+
+/* 0-byte allocations succeed with NULL: nothing held, no slot of the process's share
+ * taken, however many there are. */
+static void test_zero_size_allocs_not_tracked(void **state)
+{
+	__u64 null = 0, p = 0x7f5100000000;
+	struct gpu_proc_stats st;
+	int i;
+
+	(void)state;
+	for (i = 0; i < ALLOCS_PER_PROC + 2; i++)
+		alloc_call(GPU_FN_MALLOC, &null, 0, 10 + i);
+	alloc_call(GPU_FN_MALLOC, &p, 64, 50);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, ALLOCS_PER_PROC + 3);
+	assert_int_equal(st.allocs_tracked, 1);
+	assert_int_equal(st.allocs_over_cap, 0);
+	assert_int_equal(st.allocs_untracked, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 64);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 1);
+}
+
+/* Thread 1 frees p; before its return, thread 2 is given p by a new allocation. The
+ * free took p's record at its entry: thread 2's record stands, nothing is replaced,
+ * and the bytes add up. */
+static void test_free_and_alloc_of_one_address_race(void **state)
+{
+	__u64 p = 0x7f5200000000, other = (__u64)TGID << 32 | (TGID + 1);
+	struct test_regs fr = {.di = p}, ok = {.ax = 0};
+	struct test_regs m = {.di = (uintptr_t)&p, .si = 300, .dx = 1};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC, &p, 100, 10);
+	enter(GPU_FN_FREE, &fr, 20);				   /* thread 1 */
+	run(GPU_TEST_ENTER + GPU_FN_MALLOC, &m, other, 21);	   /* thread 2 */
+	run(GPU_TEST_RET + GPU_FN_MALLOC, &ok, other, 22);
+	ret(GPU_FN_FREE, 0, 23);				   /* thread 1 returns */
+	st = stats_of(TGID);
+	assert_int_equal(st.allocs_replaced, 0);
+	assert_int_equal(st.allocs_tracked, 1);
+	assert_int_equal(st.frees_unknown, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].frees, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].freed_bytes, 100);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 300);
+	assert_int_equal(alloc_of(TGID, p).size, 300);
+}
+
+/* A free that fails leaves the allocation as it was: its record goes back. */
+static void test_failed_free_keeps_allocation(void **state)
+{
+	__u64 p = 0x7f5300000000;
+	struct test_regs fr = {.di = p};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC_MANAGED, &p, 4096, 10);
+	enter(GPU_FN_FREE, &fr, 20);
+	ret(GPU_FN_FREE, 1 /* cudaErrorInvalidValue */, 21);
+	st = stats_of(TGID);
+	assert_int_equal(st.failed[GPU_FN_FREE], 1);
+	assert_int_equal(st.allocs_tracked, 1);
+	assert_int_equal(st.mem[GPU_MEM_MANAGED].outstanding_bytes, 4096);
+	assert_int_equal(alloc_of(TGID, p).ktime_ns, 11); /* the record as it was */
+	free_call(GPU_FN_FREE, p, 30);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_MANAGED].outstanding_bytes, 0);
+	assert_int_equal(st.mem[GPU_MEM_MANAGED].frees, 1);
+	assert_int_equal(st.allocs_tracked, 0);
+}
+
 /* Each allocating call makes its kind; a free takes the bytes off the kind the pointer
  * was allocated as, whichever call frees it (cudaFree of managed memory). */
 static void test_memory_kinds(void **state)
@@ -803,6 +899,10 @@ int main(void)
 		T(test_task_exit_drops_inflight),
 		T(test_processes_kept_apart),
 		T(test_memory_kinds),
+		T(test_alloc_at_tracked_address_replaces),
+		T(test_zero_size_allocs_not_tracked),
+		T(test_free_and_alloc_of_one_address_race),
+		T(test_failed_free_keeps_allocation),
 		T(test_allocation_cap_per_process),
 		T(test_driver_launch_dims),
 		T(test_driver_memory_copies_syncs),

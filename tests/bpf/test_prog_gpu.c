@@ -230,7 +230,7 @@ static void test_gpu_task_exit_drops_a_dead_call(void **state)
 	struct fixture *f = *state;
 	int fd = bpf_map__fd(bpf_object__find_map_by_name(gpu_obj(f), "gpu_inflight"));
 	struct call_key key = {.func = GPU_FN_STREAM_SYNC};
-	__u64 val[3], runs;
+	__u64 val[6], runs; /* struct gpu_call: 3 words and the freed record */
 
 	start_pattern(f, "hang", NULL);
 	assert_true(prog_rodata_u32(gpu_obj(f), "tlm_key_prog_gpu_task_exit") > 0);

@@ -9,7 +9,7 @@ restarts: its counts are gone, the others' are exactly as they were.
 
   gpu:        cuda_pattern processes fill gpu_allocs (16384) through the stub libcudart,
               each up to its share (a quarter: bpf/lib/gpu_state.h), and one more
-              allocates K: K x (gpu_uretprobe, gpu_allocs, update, E2BIG); cudaMalloc
+              allocates K: K x (gpu_uretprobe, gpu_allocs, insert, E2BIG); cudaMalloc
               with an unmapped devPtr: (gpu_uretprobe, probe_read_user, EFAULT) each
   usm:        SSL_read_ex through the stub libssl with an unmapped `readbytes`:
               (usm_tls_uretprobe, probe_read_user, EFAULT) each
@@ -105,7 +105,7 @@ def induce_gpu(agent, a, want, full):
         finally:
             for h in helpers:
                 h.finish()
-        want[("gpu", "gpu_uretprobe", "gpu_allocs", "update", "E2BIG")] = more
+        want[("gpu", "gpu_uretprobe", "gpu_allocs", "insert", "E2BIG")] = more
     h = Helper([a.pattern, a.stub, "badptr", "5"])
     try:
         attached(agent, "gpu", h.pid, GPU_NPROBES)

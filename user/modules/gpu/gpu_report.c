@@ -47,6 +47,7 @@ static json_t *memory_json(const struct bpftel_gpu_proc *p)
 	json_object_set_new(mem, "frees_unknown", json_integer(p->st.frees_unknown));
 	json_object_set_new(mem, "allocs_untracked", json_integer(p->st.allocs_untracked));
 	json_object_set_new(mem, "allocs_over_cap", json_integer(p->st.allocs_over_cap));
+	json_object_set_new(mem, "allocs_replaced", json_integer(p->st.allocs_replaced));
 	return mem;
 }
 
