@@ -401,6 +401,60 @@ static void test_non_elf_library_recorded_once(void **state)
 	rmdir(dir);
 }
 
+/* One process holds more junk files named like libraries than the registry has rows
+ * (1024): refused rows give way to new files, and a real libssl opened next by another
+ * process is still attached. */
+static void test_refused_rows_give_way(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals ref;
+	struct bpftel_uprobe_file_info row;
+	char dir[64], script[512];
+	pid_t junk, ssl;
+	int i;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-junk-%d", getpid());
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	snprintf(script, sizeof(script),
+		 "exec " PYTHON " -c 'import time\n"
+		 "for i in range(1100):\n"
+		 "    p = \"%s/libssl.so.%%d\" %% i\n"
+		 "    open(p, \"w\").write(\"junk\")\n"
+		 "    open(p).close()\n"
+		 "time.sleep(60)'",
+		 dir);
+	junk = start_child(script);
+	/* Some opens may be lost to a full ring buffer (counted by the watcher): enough
+	 * get through to fill the registry and more. */
+	for (i = 0; i < 6000; i++) {
+		bpftel_uprobes__refusals(f->up, &ref);
+		if (ref.count[BPFTEL_REFUSED_NOT_ELF] >= 1050)
+			break;
+		usleep(10000);
+	}
+	assert_true(ref.count[BPFTEL_REFUSED_NOT_ELF] >= 1050);
+	assert_int_equal(ref.count[BPFTEL_REFUSED_REGISTRY_FULL], 0);
+	assert_true(ref.evicted >= 1050 - 1024);
+	ssl = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(30)'");
+	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 2));
+	assert_int_equal(row.failed, 0);
+	bpftel_uprobes__refusals(f->up, &ref);
+	assert_int_equal(ref.count[BPFTEL_REFUSED_REGISTRY_FULL], 0);
+	stop_child(ssl);
+	stop_child(junk);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	for (i = 0; i < 1100; i++) {
+		char p[96];
+
+		snprintf(p, sizeof(p), "%s/libssl.so.%d", dir, i);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
 /* A FIFO named like a library, opened again and again (O_NONBLOCK: the opens return):
  * each open is refused and counted, the first after looking through /proc, the others
  * from the refused-file cache, by the identity the kernel reported. */
@@ -476,6 +530,7 @@ int main(void)
 		T(test_identity_mismatch_refused),
 		T(test_non_elf_library_recorded_once),
 		T(test_refused_file_cached),
+		T(test_refused_rows_give_way),
 #undef T
 		cmocka_unit_test(test_name_matcher_agrees),
 	};

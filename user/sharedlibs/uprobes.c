@@ -268,6 +268,34 @@ static struct lib_file *file_new(struct bpftel_uprobes *u, const struct stat *st
 	return f;
 }
 
+/*
+ * With u->lock, the registry full: a refused file's row gives way to the new file. A
+ * row costs a slot for as long as one of its processes lives, and a refused one does
+ * nothing with it but show the refusal, which stays counted and listed: a process
+ * holding a thousand junk files named like libraries must not keep the next real
+ * library out. The first refused row found goes, one with no links and no attach in
+ * flight.
+ */
+static void remove_file_locked(struct bpftel_uprobes *u, struct lib_file *f);
+
+static void evict_refused_locked(struct bpftel_uprobes *u)
+{
+	struct lib_file *f;
+	size_t i, mi, links;
+
+	for (i = 0; i < u->nfiles; i++) {
+		f = u->files[i];
+		for (mi = 0, links = 0; mi < MAX_MODS; mi++)
+			links += f->mods[mi].nlinks;
+		if (f->refused < 0 || f->busy || f->releasing || links)
+			continue;
+		remove_file_locked(u, f);
+		u->ref.evicted++;
+		file_free(f); /* no links: memory only */
+		return;
+	}
+}
+
 /* With u->lock: note that t's process uses f, and describe what f still lacks. */
 static size_t proc_uses_locked(struct bpftel_uprobes *u, struct lib_file *f,
 			       const struct bpftel_procfile_target *t, __u64 stime,
@@ -419,6 +447,8 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	pthread_mutex_lock(&u->lock);
 	f = find_file(u, st.st_dev, st.st_ino) ?: find_file(u, dev, ino);
 	if (!f) {
+		if (u->nfiles == MAX_FILES)
+			evict_refused_locked(u);
 		f = u->nfiles < MAX_FILES ? file_new(u, &st, dev, ino, lib, named) : NULL;
 		if (!f) {
 			refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_REGISTRY_FULL,

@@ -236,6 +236,7 @@ struct bpftel_uprobes_refusals {
 	__u64 sweeps;			    /* sweeps done so far */
 	__u64 count[BPFTEL_REFUSED__COUNT]; /* since start, by reason */
 	__u64 cached;			    /* of those, answered by the refused-file cache */
+	__u64 evicted; /* refused files' rows that gave way to a new file, the registry full */
 	size_t nrecent;			    /* the last ones, newest first */
 	struct bpftel_uprobe_refusal recent[BPFTEL_UPROBES_RECENT];
 };
