@@ -247,6 +247,7 @@ static void test_identity_checked(void **state)
 	struct fixture *f = *state;
 	enum bpftel_refusal why;
 	struct stat st, real, other;
+	char *host;
 	int fd;
 
 	stat_in_root(f, "lib/libreal.so", &real);
@@ -257,6 +258,17 @@ static void test_identity_checked(void **state)
 	fd = open_as(f, AT_FDCWD, "libreal.so", real.st_dev, real.st_ino, &st, &why);
 	assert_true(fd >= 0);
 	close(fd);
+	/* The path shown for display: only while it leads to the file opened. */
+	host = bpftel_procfile_host_path(&(struct bpftel_procfile_target){
+		.pid = (__u32)f->child, .dirfd = AT_FDCWD, .path = "libreal.so",
+		.dev = other.st_dev, .ino = other.st_ino});
+	assert_null(host);
+	host = bpftel_procfile_host_path(&(struct bpftel_procfile_target){
+		.pid = (__u32)f->child, .dirfd = AT_FDCWD, .path = "libreal.so",
+		.dev = real.st_dev, .ino = real.st_ino});
+	assert_non_null(host);
+	assert_non_null(strstr(host, "/root/lib/libreal.so"));
+	free(host);
 }
 
 /* A mapping reaches its file whatever its path became; the real identity is the one

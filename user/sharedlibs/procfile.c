@@ -272,6 +272,7 @@ char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
 	enum bpftel_fuse_view view;
 	enum bpftel_refusal why;
 	char self[64], buf[PATH_MAX];
+	struct stat st;
 	ssize_t n;
 	int fd;
 
@@ -281,6 +282,12 @@ char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
 	fd = open_path(t, view, &why);
 	if (fd < 0)
 		return NULL;
+	/* Only where the path still leads to the file the kernel opened: swapped since
+	 * (a symlink to another library), it would name another file. */
+	if (t->ino && (fstat(fd, &st) || st.st_dev != t->dev || st.st_ino != t->ino)) {
+		close(fd);
+		return NULL;
+	}
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
 	n = readlink(self, buf, sizeof(buf) - 1);
 	close(fd);

@@ -78,7 +78,8 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
 			     size_t len);
 
 /* Where t's path leads, as the agent sees it (for display), resolved as an open would
- * be; malloc'd, or NULL (refused, gone, out of memory). */
+ * be; malloc'd, or NULL (refused, gone, out of memory, or, t's identity known, no
+ * longer the file it names). */
 char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t);
 
 /* What pid's mounts (/proc/<pid>/mountinfo) say of FUSE: dev is a FUSE file system
