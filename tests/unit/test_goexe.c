@@ -179,37 +179,71 @@ static char *patched(const void *what, size_t wlen, size_t at, const void *with,
 	return path;
 }
 
-/* The section names' table (e_shstrndx) claims 32 MiB, inside a file grown sparse to
- * hold them: refused before libelf reads it (elf_strptr reads a table whole). */
-static void test_huge_section_names(void **state)
+/* A copy of the plain binary grown sparse by 32 MiB, one section made to reach its end:
+ * the section names' table (type 0), or the first section of type. */
+static char *grown_section(uint32_t type)
 {
-	struct bpftel_go_func f[] = {{.name = WRITE}};
+	static char path[64];
 	uint64_t shoff, sh_off, size;
-	struct bpftel_go_exe exe;
-	uint16_t entsize, ndx;
-	char err[256] = "", path[64] = "/tmp/bpftel-goexe-XXXXXX";
-	uint8_t *b, *sh;
+	uint16_t entsize, num, ndx, i;
+	uint32_t t;
+	uint8_t *b, *sh = NULL;
 	size_t n;
 	int fd;
 
-	(void)state;
 	b = slurp(plain, &n);
-	memcpy(&shoff, b + 0x28, 8); /* ELF64: e_shoff, e_shentsize, e_shstrndx */
+	memcpy(&shoff, b + 0x28, 8); /* ELF64: e_shoff, e_shentsize, e_shnum, e_shstrndx */
 	memcpy(&entsize, b + 0x3a, 2);
+	memcpy(&num, b + 0x3c, 2);
 	memcpy(&ndx, b + 0x3e, 2);
-	assert_true(ndx && shoff + (uint64_t)(ndx + 1) * entsize <= n);
-	sh = b + shoff + (uint64_t)ndx * entsize;
+	assert_true(shoff + (uint64_t)num * entsize <= n);
+	for (i = 0; i < num && !sh; i++) {
+		memcpy(&t, b + shoff + (uint64_t)i * entsize + 4, 4); /* sh_type */
+		if (type ? t == type : i == ndx)
+			sh = b + shoff + (uint64_t)i * entsize;
+	}
+	assert_non_null(sh);
 	memcpy(&sh_off, sh + 0x18, 8); /* sh_offset, then sh_size */
 	size = n + (32u << 20) - sh_off;
 	memcpy(sh + 0x20, &size, 8);
+	strcpy(path, "/tmp/bpftel-goexe-XXXXXX");
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, b, n), (ssize_t)n);
 	assert_int_equal(ftruncate(fd, n + (32u << 20)), 0);
 	close(fd);
 	free(b);
+	return path;
+}
+
+/* The section names' table (e_shstrndx) claims 32 MiB: refused before libelf reads it
+ * (elf_strptr reads a table whole). */
+static void test_huge_section_names(void **state)
+{
+	struct bpftel_go_func f[] = {{.name = WRITE}};
+	struct bpftel_go_exe exe;
+	char err[256] = "", *path;
+
+	(void)state;
+	path = grown_section(0);
 	assert_int_equal(inspect(path, &exe, f, 1, err, sizeof(err)), -E2BIG);
 	assert_non_null(strstr(err, "section names too large"));
+	unlink(path);
+}
+
+/* A .symtab over the symbol tables' cap (16 MiB) does not matter to a Go program's
+ * inspection, which never reads it: the functions come from .gopclntab. */
+static void test_huge_symtab_not_read(void **state)
+{
+	struct bpftel_go_func f[] = {{.name = WRITE}, {.name = READ}};
+	struct bpftel_go_exe exe;
+	char err[256] = "", *path;
+
+	(void)state;
+	path = grown_section(2 /* SHT_SYMTAB */);
+	assert_int_equal(inspect(path, &exe, f, 2, err, sizeof(err)), 0);
+	assert_true(exe.has_symtab);
+	assert_true(f[0].offset > 0 && f[1].offset > 0);
 	unlink(path);
 }
 
@@ -504,6 +538,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_craft_layouts), cmocka_unit_test(test_craft_hostile),
 		cmocka_unit_test(test_rets),	      cmocka_unit_test(test_rets_cap),
 		cmocka_unit_test(test_version_parse), cmocka_unit_test(test_huge_section_names),
+		cmocka_unit_test(test_huge_symtab_not_read),
 	};
 
 	if (argc != 4) {

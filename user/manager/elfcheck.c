@@ -308,8 +308,9 @@ static int check_shstrtab(struct bpftel_elfck *ck)
 	return ret;
 }
 
-/* The first section of each type; then the header of everything that may be read. */
-static int find_tables(struct bpftel_elfck *ck)
+/* The first section of each type; then the header of everything that may be read
+ * (with BPFTEL_ELFCK_NO_SYMBOLS, no symbol table is: found, not checked). */
+static int find_tables(struct bpftel_elfck *ck, unsigned int flags)
 {
 	struct bpftel_elfck_table *slot;
 	Elf_Scn *scn = NULL;
@@ -326,7 +327,9 @@ static int find_tables(struct bpftel_elfck *ck)
 		}
 	}
 	ret = check_shstrtab(ck);
-	if (!ret && ck->dynsym.ndx)
+	if (ret || (flags & BPFTEL_ELFCK_NO_SYMBOLS))
+		return ret;
+	if (ck->dynsym.ndx)
 		ret = check_symtab(ck, &ck->dynsym, ".dynsym");
 	if (!ret && ck->symtab.ndx)
 		ret = check_symtab(ck, &ck->symtab, ".symtab");
@@ -334,6 +337,11 @@ static int find_tables(struct bpftel_elfck *ck)
 }
 
 int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd)
+{
+	return bpftel_elfck__begin_flags(ck, fd, 0);
+}
+
+int bpftel_elfck__begin_flags(struct bpftel_elfck *ck, int fd, unsigned int flags)
 {
 	struct raw_hdr h = {};
 	int ret;
@@ -351,7 +359,7 @@ int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd)
 	if (!ck->elf)
 		return fail(ck, -ENOEXEC, "not an ELF file: %s", elf_msg());
 	ret = check_ehdr(ck, &h);
-	return ret ? ret : find_tables(ck);
+	return ret ? ret : find_tables(ck, flags);
 }
 
 void bpftel_elfck__end(struct bpftel_elfck *ck)

@@ -5,7 +5,10 @@
  *
  * API:
  *
- *	int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd);
+ *	#define BPFTEL_ELFCK_NO_SYMBOLS 1u
+
+int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd);
+int bpftel_elfck__begin_flags(struct bpftel_elfck *ck, int fd, unsigned int flags);
  *		fstat fd (a regular file, not empty, at most BPFTEL_ELF_MAX_FILE_BYTES), read
  *		the ELF header with our own pread (counts and header tables inside the file and
  *		under their caps), then elf_begin(ELF_C_READ) and check that libelf read the same
@@ -17,6 +20,11 @@
  *		under BPFTEL_ELF_MAX_SHSTRTAB_BYTES (-E2BIG). No section data is read.
  *		Returns 0, or a negative errno with a one-line reason in ck->msg. elf_version()
  *		must have been called. Call bpftel_elfck__end() in either case.
+ *
+ *	int bpftel_elfck__begin_flags(struct bpftel_elfck *ck, int fd, unsigned int flags);
+ *		The same; BPFTEL_ELFCK_NO_SYMBOLS for a reader of no symbol table (goexe.c,
+ *		which reads .gopclntab): their sections are found, their sizes not checked
+ *		(a large Go program's .symtab may pass the caps and is never read).
  *
  *	void bpftel_elfck__end(struct bpftel_elfck *ck);
  *		elf_end(): every section's data read through ck->elf is freed.
@@ -51,7 +59,10 @@ struct bpftel_elfck {
 	char msg[200];
 };
 
+#define BPFTEL_ELFCK_NO_SYMBOLS 1u
+
 int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd);
+int bpftel_elfck__begin_flags(struct bpftel_elfck *ck, int fd, unsigned int flags);
 void bpftel_elfck__end(struct bpftel_elfck *ck);
 ssize_t bpftel_elfck_pread(int fd, void *buf, size_t len, uint64_t off);
 

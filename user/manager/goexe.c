@@ -257,7 +257,8 @@ int bpftel_go_inspect_fd(int fd, const char *label, struct bpftel_go_exe *exe,
 
 	memset(exe, 0, sizeof(*exe));
 	pthread_once(&elf_once, elf_init);
-	ret = bpftel_elfck__begin(&c.ck, fd);
+	/* Functions come from .gopclntab: the symbol tables are never read. */
+	ret = bpftel_elfck__begin_flags(&c.ck, fd, BPFTEL_ELFCK_NO_SYMBOLS);
 	if (ret) {
 		ret = fail(&c, ret, "%s", c.ck.msg);
 		goto out;
