@@ -408,6 +408,48 @@ static bool go_process(struct fixture *f, pid_t pid)
 	return found;
 }
 
+/* A script's exec names its interpreter's file (the kernel runs that), with the
+ * script's path: read through /proc/<pid>/exe, the interpreter is found not Go once and
+ * skipped in the kernel from then on, no refusal counted. The interpreter is a copy of
+ * dash of the test's own, so that no other exec of the host decides it. */
+static void check_script_exec(struct fixture *f)
+{
+	struct bpftel_uprobes_refusals before, after;
+	char interp[64], script[64], text[128], cmd[160];
+	char *argv[] = {script, NULL};
+	int in[2], fd;
+	pid_t pid;
+
+	snprintf(interp, sizeof(interp), "/tmp/bpftel-interp-%d", (int)getpid());
+	snprintf(script, sizeof(script), "/tmp/bpftel-script-%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "cp /bin/dash %s", interp);
+	assert_int_equal(system(cmd), 0);
+	fd = open(script, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+	assert_true(fd >= 0);
+	snprintf(text, sizeof(text), "#!%s\nread x\n", interp);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	bpftel_uprobes__refusals(f->env->up, &before);
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	pid = fork();
+	if (!pid) {
+		dup2(in[0], STDIN_FILENO);
+		execv(script, argv);
+		_exit(127);
+	}
+	close(in[0]);
+	/* Alive until its stdin closes: its executable is there to read. */
+	if (!WAIT_FOR(skipped(f, interp)))
+		fail_msg("the script's interpreter %s not found not to be Go", interp);
+	close(in[1]);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	bpftel_uprobes__refusals(f->env->up, &after);
+	assert_int_equal(after.count[BPFTEL_REFUSED_IDENTITY_CHANGED],
+			 before.count[BPFTEL_REFUSED_IDENTITY_CHANGED]);
+	unlink(script);
+	unlink(interp);
+}
+
 /*
  * Execs are reported to a subscriber that asks, and to nobody else: an executable that
  * is not Go once (then it is in shlib_exe_skip), a Go program at every exec, which the
@@ -463,6 +505,7 @@ static void test_shlib_exec(void **state)
 	assert_true(execs(f) >= e0 + 3);
 	for (i = 0; i < 2; i++)
 		prog_child_stop(&go[i]);
+	check_script_exec(f);
 	prog_ran(cases, NCASES, "shlib_exec");
 }
 

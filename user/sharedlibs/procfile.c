@@ -139,9 +139,13 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_fuse_vi
 	__u64 resolve = RESOLVE_NO_MAGICLINKS;
 	int dfd, fd, err;
 
-	if (t->dirfd == BPFTEL_PROCFILE_MAPPED) {
-		/* The kernel's own reference to the mapped file: no path of theirs to walk. */
-		snprintf(base, sizeof(base), "/proc/%u/map_files/%.40s", t->pid, t->path);
+	if (t->dirfd == BPFTEL_PROCFILE_MAPPED || t->dirfd == BPFTEL_PROCFILE_EXE) {
+		/* The kernel's own reference to the mapped file, or to the executable: no
+		 * path of theirs to walk. */
+		if (t->dirfd == BPFTEL_PROCFILE_EXE)
+			snprintf(base, sizeof(base), "/proc/%u/exe", t->pid);
+		else
+			snprintf(base, sizeof(base), "/proc/%u/map_files/%.40s", t->pid, t->path);
 		fd = open(base, O_PATH | O_CLOEXEC);
 		return fd < 0 ? -errno : fd;
 	}

@@ -47,10 +47,13 @@ const char *bpftel_refusal_name(enum bpftel_refusal why);
 
 /* dirfd value for a target reached through /proc/<pid>/map_files/<path>. */
 #define BPFTEL_PROCFILE_MAPPED (-1000)
+/* dirfd value for pid's executable, through /proc/<pid>/exe (path: a label). For a
+ * script, the interpreter the kernel runs: what an exec's identity names. */
+#define BPFTEL_PROCFILE_EXE (-1001)
 
 struct bpftel_procfile_target {
 	__u32 pid;
-	int dirfd;	  /* AT_FDCWD, a directory fd of pid, or BPFTEL_PROCFILE_MAPPED */
+	int dirfd;	  /* AT_FDCWD, a directory fd of pid, BPFTEL_PROCFILE_MAPPED or _EXE */
 	const char *path; /* as pid named it; "start-end" for BPFTEL_PROCFILE_MAPPED */
 	dev_t dev;	  /* the file expected (st_dev, st_ino), or ino 0: any regular file */
 	__u64 ino;

@@ -279,7 +279,7 @@ static void attach_single(const struct mod_entry *me, struct bpf_object *obj, en
 }
 
 /* What the ELF reader's errno says about the file. */
-static enum bpftel_refusal refusal_of(int err)
+enum bpftel_refusal refusal_of(int err)
 {
 	switch (err) {
 	case -EFBIG:

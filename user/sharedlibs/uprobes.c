@@ -703,6 +703,23 @@ static int verdict_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
 	return -1;
 }
 
+/* An executable refused (err: the open's; msg: the inspection's, if it said why):
+ * counted and listed like a library's refusal, under `go`. */
+static void exe_refused(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
+			const char *named, enum bpftel_refusal why, int err, const char *msg)
+{
+	char detail[128];
+	struct stat st = {.st_mode = S_IFREG};
+
+	if (msg && *msg)
+		snprintf(detail, sizeof(detail), "%s", msg);
+	else
+		bpftel_procfile_explain(why, &st, err, detail, sizeof(detail));
+	pthread_mutex_lock(&u->lock);
+	refusal_locked(u, t->pid, SHLIB_LIB_GO, named, why, detail);
+	pthread_mutex_unlock(&u->lock);
+}
+
 /*
  * Is the executable t reaches a Go program: 1, 0, or a negative errno when it cannot
  * be read now (not remembered)? Read once per file: its ELF headers and .go.buildinfo
@@ -714,6 +731,7 @@ static int go_exe(struct bpftel_uprobes *u, const struct bpftel_procfile_target 
 {
 	struct bpftel_go_exe exe;
 	enum bpftel_refusal why;
+	char err[128] = "";
 	struct stat st;
 	int v, fd, ret;
 
@@ -723,12 +741,20 @@ static int go_exe(struct bpftel_uprobes *u, const struct bpftel_procfile_target 
 	if (v >= 0)
 		return v;
 	fd = bpftel_procfile_open(t, &st, &why);
-	if (fd < 0)
+	if (fd < 0) {
+		if (why < BPFTEL_REFUSED__COUNT)
+			exe_refused(u, t, named, why, fd, NULL);
 		return fd;
-	ret = bpftel_go_inspect_fd(fd, named, &exe, NULL, 0, NULL, 0);
+	}
+	ret = bpftel_go_inspect_fd(fd, named, &exe, NULL, 0, err, sizeof(err));
 	close(fd);
-	if (ret && ret != -ENOEXEC && ret != -ENOTSUP && ret != -EINVAL)
-		return ret; /* unreadable, too large: not known either way */
+	if (ret == -EFBIG || ret == -E2BIG || ret == -EISDIR) {
+		/* Refused for what it is: counted once, then known not to be probed. */
+		exe_refused(u, t, named, refusal_of(ret), ret, err);
+		ret = -ENOEXEC;
+	} else if (ret && ret != -ENOEXEC && ret != -ENOTSUP && ret != -EINVAL) {
+		return ret; /* unreadable now: not known either way */
+	}
 	pthread_mutex_lock(&u->lock);
 	if (verdict_locked(u, t->dev, t->ino) < 0) {
 		u->verdicts[u->verdict_next] =
@@ -741,15 +767,23 @@ static int go_exe(struct bpftel_uprobes *u, const struct bpftel_procfile_target 
 
 int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d)
 {
-	struct bpftel_procfile_target t = {
-		.pid = d->pid, .dirfd = d->dirfd, .path = d->path, .dev = d->dev, .ino = d->ino};
-	int go = go_exe(u, &t, d->path);
+	struct bpftel_procfile_target t = {.pid = d->pid,
+					   .dirfd = BPFTEL_PROCFILE_EXE,
+					   .path = d->path,
+					   .dev = d->dev,
+					   .ino = d->ino};
+	int go;
 
+	/* Through /proc/<pid>/exe: the file the kernel runs, whatever the path the
+	 * process gave leads to (a script's: its interpreter, which the exec's identity
+	 * names), with no directory of theirs walked. */
+	go = go_exe(u, &t, d->path);
 	/* Most programs are gone before their exec is read (a shell's `true`), and with
 	 * them their root. An absolute path that leads, in the agent's own root, to the
 	 * very file the kernel ran (procfile checks the identity) is that file: read it
 	 * there, so that it is found not Go once, not at every exec. */
-	if (go < 0 && d->path[0] == '/') {
+	if (go == -ENOENT && d->path[0] == '/') {
+		t.dirfd = d->dirfd;
 		t.pid = (__u32)getpid();
 		go = go_exe(u, &t, d->path);
 		t.pid = d->pid;

@@ -197,6 +197,7 @@ void file_hits(int fd, const struct lib_file *f, __u64 hit[UPROBE_HITS_KINDS]);
 void release_done(void *arg);
 
 /* uprobes.c: with u->lock, count a refusal and remember it among the recent ones. */
+enum bpftel_refusal refusal_of(int err);
 void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, const char *path,
 		    enum bpftel_refusal why, const char *detail);
 
