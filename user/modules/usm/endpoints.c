@@ -431,11 +431,18 @@ static void on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
 			enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
 			const struct usm_conn_addr *conn)
 {
-	struct slot *s = slot_of(e, key, key_hash(key));
 	struct pending *p;
 	struct row_key k;
+	struct slot *s;
 	struct row *r;
 
+	if (usm_http_interim(msg->status)) {
+		/* 100 Continue, 103 Early Hints: not the answer; the request keeps waiting,
+		 * and its latency runs to the final response. */
+		e->st.interim++;
+		return;
+	}
+	s = slot_of(e, key, key_hash(key));
 	e->st.responses++;
 	if (!s || !s->idx) {
 		e->st.orphan_responses++;

@@ -89,6 +89,8 @@ struct usm_endpoints_stats {
 	uint64_t unanswered;	   /* a request replaced by the next before its response,
 				    * or pending longer than expiry_ns */
 	uint64_t orphan_responses; /* a response with no request pending */
+	uint64_t interim;	   /* 1xx responses but 101 (usm_http_interim): the request
+				    * stays pending for its final response; not in responses */
 	uint64_t evicted;	   /* pending requests pushed out by newer connections */
 	uint64_t proc_overflow;	   /* paired into a process's overflow row: its cap */
 	uint64_t table_overflow;   /* paired into a USM_PID_OVERFLOW row: the table was full */
@@ -111,7 +113,8 @@ void usm_endpoints_free(struct usm_endpoints *e);
 /*
  * A message start on a connection, at t_ns (its first byte, monotonic ns). conn (may be
  * NULL) is the connection to remember on the row. A response pairs with the request
- * pending on the same key; a request's version is the row's.
+ * pending on the same key, but an interim one (usm_http_interim) is only counted: the
+ * request waits for its final response. A request's version is the row's.
  */
 void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *key,
 			   enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,

@@ -255,7 +255,9 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	key.pid = USM_PID_NONE;
 	key.side = USM_SIDE_UNKNOWN;
 	held = key;
-	if (msg->kind == USM_HTTP_REQUEST) {
+	/* A request, and an interim response (100 Continue, 103 Early Hints: counted, the
+	 * request stays held for its final response, which attributes both). */
+	if (msg->kind == USM_HTTP_REQUEST || usm_http_interim(msg->status)) {
 		usm_endpoints_message(u->endpoints, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 		return;
 	}

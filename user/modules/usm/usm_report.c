@@ -199,12 +199,13 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	json_object_set_new(cnt, "rejected", rej);
 	json_object_set_new(
 		cnt, "pairing",
-		json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "requests",
-			  (json_int_t)c->endpoints.requests, "responses",
+		json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			  "requests", (json_int_t)c->endpoints.requests, "responses",
 			  (json_int_t)c->endpoints.responses, "paired",
 			  (json_int_t)c->endpoints.paired, "unanswered",
 			  (json_int_t)c->endpoints.unanswered, "orphan_responses",
-			  (json_int_t)c->endpoints.orphan_responses, "evicted",
+			  (json_int_t)c->endpoints.orphan_responses, "interim",
+			  (json_int_t)c->endpoints.interim, "evicted",
 			  (json_int_t)c->endpoints.evicted, "process_overflow",
 			  (json_int_t)c->endpoints.proc_overflow, "table_overflow",
 			  (json_int_t)c->endpoints.table_overflow, "expired",
