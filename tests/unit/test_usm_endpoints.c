@@ -726,11 +726,36 @@ static void test_sweep_folds_exited(void **state)
 	r = find(rows, n, USM_PID_EXITED, USM_SIDE_CLIENT, USM_ROUTE_OVERFLOW, 0);
 	assert_int_equal(r->latency.sum_ns, 5 + 6);
 	free(rows);
-	assert_stats(
-		e,
-		&(struct usm_endpoints_stats){
-			.requests = 8, .responses = 6, .paired = 6, .proc_overflow = 2, .rows = 4});
+	assert_stats(e, STATS(.requests = 8, .responses = 6, .paired = 6, .unanswered = 2,
+			      .proc_overflow = 2, .rows = 4));
 	assert_int_equal(usm_endpoints_sweep(e, only_10_alive, NULL), 0);
+	usm_endpoints_free(e);
+}
+
+/* Every request is accounted for once: paired, unanswered, evicted or still pending,
+ * also when the sweep drops the pending requests of processes that exited (a live
+ * one's stay). */
+static void test_sweep_accounts_pending(void **state)
+{
+	struct usm_endpoints *e = usm_endpoints_new(NULL);
+	struct usm_endpoints_stats st;
+
+	(void)state;
+	exchange(e, tls(11, 1), "GET /a HTTP/1.1\r\n", 200, 10, 1);
+	request(e, tls(11, 1), "GET /b HTTP/1.1\r\n", 20); /* its answer never came */
+	request(e, sided(11, USM_SIDE_SERVER, 2), "GET /c HTTP/1.1\r\n", 30);
+	request(e, tls(10, 1), "GET /d HTTP/1.1\r\n", 40); /* a live process's */
+	assert_int_equal(usm_endpoints_sweep(e, only_10_alive, NULL), 1);
+	usm_endpoints_stats(e, &st);
+	assert_int_equal(st.requests, 4);
+	assert_int_equal(st.pending, 1);
+	assert_int_equal(st.unanswered, 2);
+	assert_int_equal(st.requests, st.paired + st.unanswered + st.evicted + st.pending);
+	/* A late answer to a dropped request is an orphan, not a pairing. */
+	response(e, tls(11, 1), 200, 50);
+	response(e, tls(10, 1), 200, 60);
+	assert_stats(e, STATS(.requests = 4, .responses = 3, .paired = 2, .unanswered = 2,
+			      .orphan_responses = 1, .rows = 2));
 	usm_endpoints_free(e);
 }
 
@@ -925,6 +950,7 @@ int main(void)
 		cmocka_unit_test(test_expiry),
 		cmocka_unit_test(test_pending_expiry),
 		cmocka_unit_test(test_sweep_folds_exited),
+		cmocka_unit_test(test_sweep_accounts_pending),
 		cmocka_unit_test(test_seq_order_stable),
 		cmocka_unit_test(test_conn_remembered),
 		cmocka_unit_test(test_version_kept),

@@ -655,13 +655,16 @@ int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid, voi
 	ndead = dead_pids(e, alive, ctx);
 	if (ndead) {
 		rows_compact(e, 0, ndead);
-		/* Removal re-seats later entries into slot i: look at it again. */
+		/* A gone process's requests will not be answered: counted as such, like those
+		 * that expire. Removal re-seats later entries into slot i: look at it again. */
 		for (i = 0; i < e->nslots;) {
 			if (e->slots[i].idx &&
-			    is_dead(e, ndead, entry_of(e, &e->slots[i])->key.pid))
+			    is_dead(e, ndead, entry_of(e, &e->slots[i])->key.pid)) {
 				slot_remove(e, &e->slots[i]);
-			else
+				e->st.unanswered++;
+			} else {
 				i++;
+			}
 		}
 	}
 	pthread_mutex_unlock(&e->lock);

@@ -87,7 +87,8 @@ struct usm_endpoints_stats {
 	uint64_t requests, responses;
 	uint64_t paired;	   /* responses matched with their request */
 	uint64_t unanswered;	   /* a request replaced by the next before its response,
-				    * or pending longer than expiry_ns */
+				    * pending longer than expiry_ns, or of a process that
+				    * exited (usm_endpoints_sweep) */
 	uint64_t orphan_responses; /* a response with no request pending */
 	uint64_t interim;	   /* 1xx responses but 101 (usm_http_interim): the request
 				    * stays pending for its final response; not in responses */
@@ -142,8 +143,8 @@ size_t usm_endpoints_rows(struct usm_endpoints *e, struct usm_endpoint_row **out
 void usm_endpoints_stats(struct usm_endpoints *e, struct usm_endpoints_stats *out);
 
 /* Fold the rows of processes for which alive(pid, ctx) is false into USM_PID_EXITED,
- * and drop their pending requests. Returns the processes folded. alive() is called
- * with the table's lock held. */
+ * and drop their pending requests (counted as unanswered). Returns the processes
+ * folded. alive() is called with the table's lock held. */
 int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid, void *ctx),
 			void *ctx);
 
