@@ -295,6 +295,79 @@ static void test_both_ends_start(void **state)
 	assert_int_equal(stats(t).merged, 2);
 }
 
+/* A call whose frames go past the kernel's copy (USM_H2_CAP): the first cap bytes
+ * copied, the rest skipped, as one run. */
+static int send_cut(struct t *t, int dir, uint8_t flags, const struct h2b_buf *b, uint64_t ns)
+{
+	static struct usm_h2_record r;
+
+	assert_true(b->len > USM_H2_CAP);
+	memset(&r, 0, sizeof(r));
+	r.ktime_ns = ns;
+	r.conn = CONN;
+	r.offset = t->off[dir];
+	r.pid = PID;
+	r.tid = PID;
+	r.len = r.walked = (uint32_t)b->len;
+	r.fd = -1;
+	r.dir = (uint8_t)dir;
+	r.flags = flags | USM_H2_F_CUT;
+	r.nruns = 1;
+	r.runs[0].copied = USM_H2_CAP;
+	r.runs[0].skipped = (uint32_t)(b->len - USM_H2_CAP);
+	memcpy(r.data, b->p, USM_H2_CAP);
+	r.data_len = USM_H2_CAP;
+	t->off[dir] += b->len;
+	return usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + r.data_len);
+}
+
+/* A first request whose header block is larger than the kernel copies kills the
+ * session at once (lost_bytes: the block's skipped bytes). The server's first record,
+ * NEW in its direction, is that dead session's other end: it stays dead, one session,
+ * counted undecodable once; the client's next record is where the kernel says, no
+ * bytes lost. */
+static void test_dead_session_not_restarted(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	char big[4001];
+	size_t i;
+
+	for (i = 0; i < sizeof(big) - 1; i++)
+		big[i] = (char)('!' + (i * 7919) % 90); /* Huffman cannot shrink it below cap */
+	big[sizeof(big) - 1] = '\0';
+	h2b_preface(&b);
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[0], 1, 0x1,
+		    H2B_NV(":method", "GET", ":scheme", "https", ":path", "/big", ":authority",
+			   "a", "x-big", big));
+	assert_int_equal(send_cut(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1), 0);
+	h2b_free(&b);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
+	h2b_settings(&b, NULL, 0);
+	h2b_settings_ack(&b);
+	assert_int_equal(send_rec(t, USM_DIR_READ, USM_H2_F_NEW | USM_H2_F_SETTINGS, &b, 2), 0);
+	h2b_free(&b);
+	h2b_settings_ack(&b);
+	h2b_headers(&b, t->def[0], 3, 0x1, H2B_NV(":method", "GET", ":path", "/next"));
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, 0, &b, 3), 0);
+	h2b_free(&b);
+	h2b_headers(&b, t->def[1], 1, 0x1, H2B_NV(":status", "200"));
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 4), 0);
+	h2b_free(&b);
+	assert_int_equal(t->n, 0);
+	assert_int_equal(stats(t).sessions, 1);
+	assert_int_equal(stats(t).merged, 1);
+	assert_int_equal(stats(t).live, 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
+	for (i = 0; i < USM_H2_REASON_MAX; i++)
+		if (i != USM_H2_LOST_BYTES)
+			assert_int_equal(stats(t).undecodable[i], 0);
+	assert_int_equal(stats(t).lost_bytes, 0);
+	assert_int_equal(stats(t).cut_records, 1);
+	assert_int_equal(stats(t).mem, 0);
+}
+
 /* A record lost inside a DATA payload: a gap the decoder skips; the stream still ends,
  * with the frame's END_STREAM, once the rest of the payload went by. */
 static void test_lost_inside_data(void **state)
@@ -575,6 +648,7 @@ int main(void)
 		T(test_both_ends_start),
 		T(test_lost_inside_data),
 		T(test_lost_over_headers),
+		T(test_dead_session_not_restarted),
 		T(test_unknown_session),
 		T(test_restart),
 		T(test_drops),

@@ -300,8 +300,11 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	 * SETTINGS in one goroutine while another reads the client's preface), and either
 	 * record may come first. A NEW record is the session's other direction, not a new
 	 * connection, when that direction has seen nothing, this record begins it, and
-	 * both agree which way the client writes. */
-	if ((r->flags & USM_H2_F_NEW) && e && e->dec && !r->offset && !e->off[r->dir] &&
+	 * both agree which way the client writes; whether or not the session still
+	 * decodes: one whose first record killed it (a first request past USM_H2_CAP)
+	 * stays dead, not started again by its peer's first record, counted again, and
+	 * then killed again by the first direction's next record, an offset jump. */
+	if ((r->flags & USM_H2_F_NEW) && e && !r->offset && !e->off[r->dir] &&
 	    e->c2s == (r->flags & USM_H2_F_PREFACE ? r->dir : r->dir ^ 1)) {
 		s->st.merged++; /* counted as a session once */
 	} else if (r->flags & USM_H2_F_NEW) {
