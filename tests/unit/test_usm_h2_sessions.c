@@ -4,7 +4,8 @@
  * built here: which side a session is from its start, requests and responses with
  * their streams and times, DATA skipped as gaps, records lost inside a DATA payload
  * (harmless) and inside a header block (undecodable), unknown sessions, restarts,
- * reordering, malformed records, and the sweep.
+ * reordering, malformed records, and the sweep. The messages also go to an endpoint
+ * table, as the module hands them on, so that what stays pending can be checked.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,6 +27,7 @@
 struct t {
 	struct usm_h2_sessions *s;
 	nghttp2_hd_deflater *def[2]; /* client's, server's */
+	struct usm_endpoints *ep; /* where the module puts them (usm.c) */
 	struct usm_h2_message msg[64];
 	size_t n;
 	uint64_t off[2]; /* per enum usm_dir: what the fake kernel sent so far */
@@ -38,6 +40,10 @@ static void sink(const struct usm_h2_message *m, void *ctx)
 
 	if (t->n < 64)
 		t->msg[t->n++] = *m;
+	if (m->msg.kind == USM_HTTP_NONE)
+		usm_endpoints_withdraw(t->ep, &m->key);
+	else
+		usm_endpoints_message(t->ep, &m->key, USM_PROTO_HTTPS, m->t_ns, &m->msg, NULL);
 }
 
 /*
@@ -123,6 +129,8 @@ static int setup(void **state)
 	assert_non_null(t);
 	t->s = usm_h2_sessions_new(sink, t);
 	assert_non_null(t->s);
+	t->ep = usm_endpoints_new(NULL);
+	assert_non_null(t->ep);
 	assert_int_equal(nghttp2_hd_deflate_new(&t->def[0], 4096), 0);
 	assert_int_equal(nghttp2_hd_deflate_new(&t->def[1], 4096), 0);
 	*state = t;
@@ -134,6 +142,7 @@ static int teardown(void **state)
 	struct t *t = *state;
 
 	usm_h2_sessions_free(t->s);
+	usm_endpoints_free(t->ep);
 	nghttp2_hd_deflate_del(t->def[0]);
 	nghttp2_hd_deflate_del(t->def[1]);
 	free(t);
@@ -293,6 +302,60 @@ static void test_both_ends_start(void **state)
 	h2b_free(&p);
 	assert_int_equal(stats(t).sessions, 3);
 	assert_int_equal(stats(t).merged, 2);
+}
+
+static struct usm_endpoints_stats pairing(struct t *t)
+{
+	struct usm_endpoints_stats st;
+
+	usm_endpoints_stats(t->ep, &st);
+	return st;
+}
+
+/* More streams open at once than the decoder keeps (USM_H2_STREAMS_MAX): the oldest
+ * is dropped, counted once, and its request withdrawn (unanswered): its answer, when
+ * it comes, names no request. Every other stream pairs; nothing is left pending. */
+static void test_too_many_streams(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	uint32_t i, last = 2 * USM_H2_STREAMS_MAX + 1;
+	struct usm_endpoints_stats st;
+
+	client_start(&b, t, 1, "/s");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	for (i = 3; i <= last; i += 2) {
+		h2b_headers(&b, t->def[0], i, 0x1,
+			    H2B_NV(":method", "GET", ":scheme", "https", ":path", "/s",
+				   ":authority", "a"));
+		assert_int_equal(send_rec(t, USM_DIR_WRITE, 0, &b, 1 + i), 0);
+		h2b_free(&b);
+	}
+	assert_int_equal(stats(t).requests, USM_H2_STREAMS_MAX + 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_TOO_MANY_STREAMS], 1);
+	st = pairing(t);
+	assert_int_equal(st.pending, USM_H2_STREAMS_MAX);
+	assert_int_equal(st.unanswered, 1);
+	server_answer(&b, t, 1, "200", true, 10); /* the dropped one */
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 1000), 0);
+	h2b_free(&b);
+	server_answer(&b, t, last, "200", false, 10);
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 1001), 0);
+	h2b_free(&b);
+	for (i = 3; i < last; i += 2) {
+		server_answer(&b, t, i, "200", false, 10);
+		assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 1001 + i), 0);
+		h2b_free(&b);
+	}
+	assert_int_equal(stats(t).responses, USM_H2_STREAMS_MAX);
+	assert_int_equal(stats(t).undecodable[USM_H2_TOO_MANY_STREAMS], 1);
+	st = pairing(t);
+	assert_int_equal(st.requests, USM_H2_STREAMS_MAX + 1);
+	assert_int_equal(st.paired, USM_H2_STREAMS_MAX);
+	assert_int_equal(st.unanswered, 1);
+	assert_int_equal(st.orphan_responses, 0);
+	assert_int_equal(st.pending, 0);
 }
 
 /* A call whose frames go past the kernel's copy (USM_H2_CAP): the first cap bytes
@@ -649,6 +712,7 @@ int main(void)
 		T(test_lost_inside_data),
 		T(test_lost_over_headers),
 		T(test_dead_session_not_restarted),
+		T(test_too_many_streams),
 		T(test_unknown_session),
 		T(test_restart),
 		T(test_drops),

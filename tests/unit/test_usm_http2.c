@@ -731,6 +731,7 @@ static void test_headers_too_large(void **state)
 static void test_too_many_streams(void **state)
 {
 	struct h2t *t = *state;
+	const struct usm_h2_event *ev;
 	struct usm_h2_stats st;
 	uint32_t i;
 
@@ -742,6 +743,14 @@ static void test_too_many_streams(void **state)
 	assert_int_equal(st.streams, USM_H2_STREAMS_MAX);
 	assert_int_equal(st.count[USM_H2_TOO_MANY_STREAMS], 2);
 	assert_int_equal(st.undecodable, USM_H2_OK);
+	/* Each dropped stream is said, as it was, before the request that pushed it out. */
+	ev = h2t_find(t, USM_H2_EV_DROPPED, 1);
+	assert_non_null(ev);
+	assert_true(ev->stream.request_seen);
+	assert_string_equal(ev->stream.path, "/wait");
+	assert_true(ev < h2t_find(t, USM_H2_EV_REQUEST, 2 * USM_H2_STREAMS_MAX + 1));
+	assert_non_null(h2t_find(t, USM_H2_EV_DROPPED, 3));
+	assert_null(h2t_find(t, USM_H2_EV_DROPPED, 5));
 	h2t_response(t, 1, "200", NGHTTP2_FLAG_END_STREAM); /* the oldest: dropped */
 	h2t_response(t, 5, "200", NGHTTP2_FLAG_END_STREAM);
 	assert_int_equal(h2t_send(t, S2C), 0);

@@ -515,6 +515,22 @@ bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key,
 	return found;
 }
 
+bool usm_endpoints_withdraw(struct usm_endpoints *e, const struct usm_conn_key *key)
+{
+	struct slot *s;
+	bool found = false;
+
+	pthread_mutex_lock(&e->lock);
+	s = slot_of(e, key, key_hash(key));
+	if (s && s->idx) {
+		slot_remove(e, s);
+		e->st.unanswered++;
+		found = true;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return found;
+}
+
 /* ---- expiry and folding: both compact the rows in order and rebuild the index ---- */
 
 static int cmp_pid(const void *a, const void *b)

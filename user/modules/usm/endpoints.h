@@ -87,8 +87,9 @@ struct usm_endpoints_stats {
 	uint64_t requests, responses;
 	uint64_t paired;	   /* responses matched with their request */
 	uint64_t unanswered;	   /* a request replaced by the next before its response,
-				    * pending longer than expiry_ns, or of a process that
-				    * exited (usm_endpoints_sweep) */
+				    * pending longer than expiry_ns, of a process that
+				    * exited (usm_endpoints_sweep), or withdrawn by its
+				    * producer (usm_endpoints_withdraw) */
 	uint64_t orphan_responses; /* a response with no request pending */
 	uint64_t interim;	   /* 1xx responses but 101 (usm_http_interim): the request
 				    * stays pending for its final response; not in responses */
@@ -129,6 +130,13 @@ void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *k
  */
 bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t *t_ns,
 			struct usm_http_start *msg, struct usm_conn_addr *conn);
+
+/*
+ * The request pending on key will get no response that can be paired with it (an
+ * HTTP/2 stream the decoder let go of): removed, counted as unanswered. Returns
+ * whether there was one.
+ */
+bool usm_endpoints_withdraw(struct usm_endpoints *e, const struct usm_conn_key *key);
 
 /* Remove the rows whose last message is older than now_ns - expiry_ns (no-op when 0),
  * and the requests pending since before then (counted as unanswered). Returns how many

@@ -208,8 +208,10 @@ static void message(struct feed_ctx *f, const struct usm_h2_stream_info *si,
 /*
  * A request when its headers are complete; its response when the server ends the
  * stream (latency: request HEADERS to response END_STREAM), with the final :status
- * the stream got. A stream reset before that has no response: its request stays
- * pending and is counted unanswered when it expires.
+ * the stream got. A stream dropped for a newer one (past USM_H2_STREAMS_MAX) will
+ * have no response that names its request: withdrawn (USM_HTTP_NONE). A stream reset
+ * before its response has none either: its request stays pending and is counted
+ * unanswered when it expires.
  */
 static void on_event(const struct usm_h2_event *ev, void *ctx)
 {
@@ -233,6 +235,10 @@ static void on_event(const struct usm_h2_event *ev, void *ctx)
 		return;
 	case USM_H2_EV_RESET:
 		f->s->st.resets++;
+		return;
+	case USM_H2_EV_DROPPED:
+		if (si->request_seen)
+			message(f, si, USM_HTTP_NONE, ev->ktime_ns);
 		return;
 	default:
 		return;
@@ -285,6 +291,7 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	const struct usm_h2_record *r = data;
 	struct feed_ctx f = {.s = s, .r = r};
 	struct usm_h2_stats ds;
+	uint64_t dropped;
 	struct h2s *e;
 	int err;
 
@@ -329,9 +336,14 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	if (e->dec && r->offset < e->off[r->dir])
 		kill(s, e, USM_H2_DROP_REORDERED); /* the kernel counts up: a worker's race */
 	if (e->dec) {
+		usm_h2_conn_stats(e->dec, &ds);
+		dropped = ds.count[USM_H2_TOO_MANY_STREAMS];
 		err = feed(&f);
+		usm_h2_conn_stats(e->dec, &ds);
+		/* Streams dropped past USM_H2_STREAMS_MAX: not fatal, counted per stream. */
+		s->st.undecodable[USM_H2_TOO_MANY_STREAMS] +=
+			ds.count[USM_H2_TOO_MANY_STREAMS] - dropped;
 		if (err < 0) {
-			usm_h2_conn_stats(e->dec, &ds);
 			s->st.undecodable[ds.undecodable < USM_H2_REASON_MAX ? ds.undecodable
 									     : 0]++;
 			kill(s, e, -1);

@@ -34,6 +34,26 @@ static void drop(struct usm_h2_conn *c, struct h2_stream *st)
 	*st = c->streams[--c->nstreams];
 }
 
+static void emit(struct usm_h2_conn *c, enum usm_h2_event_kind kind, enum usm_h2_dir dir,
+		 const struct usm_h2_stream_info *info, uint32_t code)
+{
+	struct usm_h2_event ev = {
+		.kind = kind,
+		.dir = dir,
+		.ktime_ns = c->now,
+		.stream = *info,
+		.error_code = code,
+	};
+
+	/* An exchange is over: the server finished its answer, or either side gave up. */
+	if (info->request_seen && c->now >= info->request_ns &&
+	    ((kind == USM_H2_EV_END_STREAM && dir == USM_H2_SERVER_TO_CLIENT) ||
+	     kind == USM_H2_EV_RESET))
+		ev.latency_ns = c->now - info->request_ns;
+	if (c->cb && c->cb->event)
+		c->cb->event(&ev, c->ctx);
+}
+
 static struct h2_stream *add(struct usm_h2_conn *c, uint32_t id)
 {
 	struct h2_stream *st, *oldest;
@@ -45,6 +65,8 @@ static struct h2_stream *add(struct usm_h2_conn *c, uint32_t id)
 			if (st->seq < oldest->seq)
 				oldest = st;
 		}
+		/* Said, so that whoever holds its request knows no answer will name it. */
+		emit(c, USM_H2_EV_DROPPED, USM_H2_CLIENT_TO_SERVER, &oldest->info, 0);
 		drop(c, oldest);
 		c->st.count[USM_H2_TOO_MANY_STREAMS]++;
 	}
@@ -68,26 +90,6 @@ void h2_streams_free(struct usm_h2_conn *c)
 	h2_free(c, c->streams);
 	c->streams = NULL;
 	c->nstreams = c->cap = 0;
-}
-
-static void emit(struct usm_h2_conn *c, enum usm_h2_event_kind kind, enum usm_h2_dir dir,
-		 const struct usm_h2_stream_info *info, uint32_t code)
-{
-	struct usm_h2_event ev = {
-		.kind = kind,
-		.dir = dir,
-		.ktime_ns = c->now,
-		.stream = *info,
-		.error_code = code,
-	};
-
-	/* An exchange is over: the server finished its answer, or either side gave up. */
-	if (info->request_seen && c->now >= info->request_ns &&
-	    ((kind == USM_H2_EV_END_STREAM && dir == USM_H2_SERVER_TO_CLIENT) ||
-	     kind == USM_H2_EV_RESET))
-		ev.latency_ns = c->now - info->request_ns;
-	if (c->cb && c->cb->event)
-		c->cb->event(&ev, c->ctx);
 }
 
 /* END_STREAM from dir on a stream, tracked (st) or not (info only). */

@@ -184,7 +184,8 @@ static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
 /*
  * An HTTP/2 message (h2_sessions.c), its side and stream in the key: named like any
  * TLS message, through the session's fd, looked up once per session (a session has
- * many messages; the lookup is a syscall).
+ * many messages; the lookup is a syscall). Or a stream whose request will not be
+ * answered in a way that can be paired: withdrawn, nothing to name.
  */
 static void h2_message(const struct usm_h2_message *m, void *ctx)
 {
@@ -192,6 +193,11 @@ static void h2_message(const struct usm_h2_message *m, void *ctx)
 	struct usm_conn_addr conn = m->addr;
 	bool known = m->addr_known;
 	struct shlib_sock_key k;
+
+	if (m->msg.kind == USM_HTTP_NONE) {
+		usm_endpoints_withdraw(u->endpoints, &m->key);
+		return;
+	}
 
 	if (!known && m->fd >= 0 && !bpftel_sharedlibs__fd_sock(u->sl, m->key.pid, m->fd, &k)) {
 		conn_of(&k, m->key.side == USM_SIDE_SERVER, &conn);

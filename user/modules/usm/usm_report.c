@@ -457,16 +457,15 @@ static void side_family(struct bpftel_prom *w, struct series *ser, size_t ns, en
 }
 
 _Static_assert(USM_H2_CAP == 2048, "bpftel_http2_cut_calls_total's help names the cap");
+_Static_assert(USM_H2_STREAMS_MAX == 128, "too_many_streams' help names the cap");
 
-/* One sample per fatal decoder reason (USM_H2_TOO_MANY_STREAMS is not one). */
+/* One sample per decoder reason, as JSON's undecodable (too_many_streams: streams). */
 static void undecodable_samples(struct bpftel_prom *w, const uint64_t *counts)
 {
 	struct bpftel_prom_label l[1];
 	int i;
 
 	for (i = 1; i < USM_H2_REASON_MAX; i++) {
-		if (i == USM_H2_TOO_MANY_STREAMS)
-			continue;
 		l[0] = (struct bpftel_prom_label){"reason", usm_h2_reason_str(i)};
 		bpftel_prom_sample_u64(w, "", l, 1, counts[i]);
 	}
@@ -484,7 +483,8 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 	bpftel_prom_sample_u64(w, "", NULL, 0, c->h2.sessions);
 	bpftel_prom_family(w, "bpftel_http2_undecodable_sessions_total", "counter",
 			   "HTTP/2 sessions that stopped being decoded, by the decoder's reason: "
-			   "their later requests are not counted.");
+			   "their later requests are not counted; too_many_streams counts streams "
+			   "dropped past 128 open in a session, their requests unanswered.");
 	undecodable_samples(w, c->h2.undecodable);
 	bpftel_prom_family(w, "bpftel_http2_dropped_total", "counter",
 			   "HTTP/2 sessions (or records of them) not decoded, by reason: "
