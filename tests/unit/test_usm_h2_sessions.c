@@ -358,6 +358,40 @@ static void test_too_many_streams(void **state)
 	assert_int_equal(st.pending, 0);
 }
 
+/* A :status outside 100-599 (999, or not a number) is no response: rejected, counted
+ * as HTTP/1's are, no row; its request is withdrawn (unanswered), whether the stream
+ * ends with the HEADERS or with a DATA frame after them. Nothing stays pending. */
+static void test_status_rejected(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	struct usm_endpoint_row *rows;
+
+	client_start(&b, t, 1, "/odd");
+	h2b_headers(&b, t->def[0], 3, 0x1,
+		    H2B_NV(":method", "GET", ":scheme", "https", ":path", "/odd", ":authority",
+			   "a"));
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	assert_int_equal(pairing(t).pending, 2);
+	h2b_settings(&b, NULL, 0);
+	h2b_settings_ack(&b);
+	h2b_headers(&b, t->def[1], 1, 0x1, H2B_NV(":status", "999"));
+	h2b_headers(&b, t->def[1], 3, 0, H2B_NV(":status", "2x0"));
+	h2b_data(&b, 3, 0x1, 5);
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 2), 0);
+	h2b_free(&b);
+	assert_int_equal(stats(t).rejected_status, 2);
+	assert_int_equal(stats(t).responses, 0);
+	assert_int_equal(usm_endpoints_rows(t->ep, &rows), 0);
+	free(rows);
+	assert_int_equal(pairing(t).requests, 2);
+	assert_int_equal(pairing(t).unanswered, 2);
+	assert_int_equal(pairing(t).responses, 0);
+	assert_int_equal(pairing(t).orphan_responses, 0);
+	assert_int_equal(pairing(t).pending, 0);
+}
+
 /* A call whose frames go past the kernel's copy (USM_H2_CAP): the first cap bytes
  * copied, the rest skipped, as one run. */
 static int send_cut(struct t *t, int dir, uint8_t flags, const struct h2b_buf *b, uint64_t ns)
@@ -713,6 +747,7 @@ int main(void)
 		T(test_lost_over_headers),
 		T(test_dead_session_not_restarted),
 		T(test_too_many_streams),
+		T(test_status_rejected),
 		T(test_unknown_session),
 		T(test_restart),
 		T(test_drops),

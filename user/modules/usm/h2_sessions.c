@@ -209,7 +209,9 @@ static void message(struct feed_ctx *f, const struct usm_h2_stream_info *si,
  * A request when its headers are complete; its response when the server ends the
  * stream (latency: request HEADERS to response END_STREAM), with the final :status
  * the stream got. A stream dropped for a newer one (past USM_H2_STREAMS_MAX) will
- * have no response that names its request: withdrawn (USM_HTTP_NONE). A stream reset
+ * have no response that names its request, and one answered with a :status outside
+ * 100-599 (the decoder keeps it as 0) none that makes a row: rejected as HTTP/1's are,
+ * and withdrawn (USM_HTTP_NONE). A stream reset
  * before its response has none either: its request stays pending and is counted
  * unanswered when it expires.
  */
@@ -224,6 +226,13 @@ static void on_event(const struct usm_h2_event *ev, void *ctx)
 			return;
 		f->s->st.requests++;
 		message(f, si, USM_HTTP_REQUEST, si->request_ns ? si->request_ns : ev->ktime_ns);
+		return;
+	case USM_H2_EV_RESPONSE:
+		if (ev->dir != USM_H2_SERVER_TO_CLIENT || si->status)
+			return;
+		f->s->st.rejected_status++;
+		if (si->request_seen)
+			message(f, si, USM_HTTP_NONE, ev->ktime_ns);
 		return;
 	case USM_H2_EV_END_STREAM:
 		if (ev->dir != USM_H2_SERVER_TO_CLIENT || !si->request_seen || !si->status)

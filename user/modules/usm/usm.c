@@ -485,6 +485,8 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	/* Joined mid-way: sessions the kernel never sent (they look HTTP/2, started unseen),
 	 * beside those the decoder found so. */
 	out->h2.undecodable[USM_H2_MIDSTREAM] += out->kernel[USM_CNT_H2_MIDSTREAM];
+	/* HTTP/2's :status outside 100-599, over TLS and h2c: rejected as HTTP/1's are. */
+	out->rejected[USM_HTTP_REJECT_STATUS] += out->h2.rejected_status + out->h2c.rejected_status;
 }
 
 static __u64 mono_ns(void)

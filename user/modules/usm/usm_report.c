@@ -555,7 +555,8 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 			   "server): the other end is recorded, the agent's is not.");
 	bpftel_prom_sample_u64(w, "", NULL, 0, c.own);
 	bpftel_prom_family(w, "bpftel_http_rejected_messages_total", "counter",
-			   "Messages that looked like HTTP/1.x and were not, by reason.");
+			   "Messages that looked like HTTP and were not, by reason: syntax "
+			   "(HTTP/1.x), status (outside 100-599; HTTP/1.x and HTTP/2).");
 	l[0] = (struct bpftel_prom_label){"reason", "syntax"};
 	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_SYNTAX]);
 	l[0] = (struct bpftel_prom_label){"reason", "status"};
