@@ -392,6 +392,51 @@ static void test_status_rejected(void **state)
 	assert_int_equal(pairing(t).pending, 0);
 }
 
+/* Streams that will get no answer: reset before their response (RST_STREAM), or above
+ * the last_stream_id of the server's GOAWAY (not processed). Their requests are
+ * withdrawn at once (unanswered), counted by why (resets, refused); a reset after the
+ * response changes nothing. Nothing stays pending. */
+static void test_reset_and_refused(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	struct usm_endpoints_stats st;
+	uint32_t id;
+
+	client_start(&b, t, 1, "/r");
+	for (id = 3; id <= 7; id += 2)
+		h2b_headers(&b, t->def[0], id, 0x1,
+			    H2B_NV(":method", "GET", ":scheme", "https", ":path", "/r",
+				   ":authority", "a"));
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	assert_int_equal(pairing(t).pending, 4);
+	h2b_rst(&b, 1, 8); /* CANCEL, before any answer */
+	send_rec(t, USM_DIR_WRITE, 0, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(pairing(t).pending, 3);
+	server_answer(&b, t, 3, "200", true, 4);
+	send_rec(t, USM_DIR_READ, 0, &b, 3);
+	h2b_free(&b);
+	h2b_rst(&b, 3, 8); /* after its answer */
+	send_rec(t, USM_DIR_WRITE, 0, &b, 4);
+	h2b_free(&b);
+	h2b_goaway(&b, 5, 0, "");
+	server_answer(&b, t, 5, "200", false, 4);
+	send_rec(t, USM_DIR_READ, 0, &b, 5);
+	h2b_free(&b);
+	assert_int_equal(stats(t).resets, 2);
+	assert_int_equal(stats(t).refused, 1);
+	assert_int_equal(stats(t).requests, 4);
+	assert_int_equal(stats(t).responses, 2);
+	st = pairing(t);
+	assert_int_equal(st.requests, 4);
+	assert_int_equal(st.paired, 2);
+	assert_int_equal(st.unanswered, 2);
+	assert_int_equal(st.orphan_responses, 0);
+	assert_int_equal(st.pending, 0);
+}
+
 /* A call whose frames go past the kernel's copy (USM_H2_CAP): the first cap bytes
  * copied, the rest skipped, as one run. */
 static int send_cut(struct t *t, int dir, uint8_t flags, const struct h2b_buf *b, uint64_t ns)
@@ -748,6 +793,7 @@ int main(void)
 		T(test_dead_session_not_restarted),
 		T(test_too_many_streams),
 		T(test_status_rejected),
+		T(test_reset_and_refused),
 		T(test_unknown_session),
 		T(test_restart),
 		T(test_drops),

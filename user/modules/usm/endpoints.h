@@ -133,8 +133,9 @@ bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key,
 
 /*
  * The request pending on key will get no response that can be paired with it (an
- * HTTP/2 stream the decoder let go of): removed, counted as unanswered. Returns
- * whether there was one.
+ * HTTP/2 stream dropped past the decoder's stream cap, reset, refused by a GOAWAY, or
+ * answered with a rejected :status): removed, counted as unanswered. Returns whether
+ * there was one.
  */
 bool usm_endpoints_withdraw(struct usm_endpoints *e, const struct usm_conn_key *key);
 

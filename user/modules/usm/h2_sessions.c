@@ -211,9 +211,9 @@ static void message(struct feed_ctx *f, const struct usm_h2_stream_info *si,
  * the stream got. A stream dropped for a newer one (past USM_H2_STREAMS_MAX) will
  * have no response that names its request, and one answered with a :status outside
  * 100-599 (the decoder keeps it as 0) none that makes a row: rejected as HTTP/1's are,
- * and withdrawn (USM_HTTP_NONE). A stream reset
- * before its response has none either: its request stays pending and is counted
- * unanswered when it expires.
+ * and withdrawn (USM_HTTP_NONE). So are the requests of streams reset before their
+ * response, and of those the server's GOAWAY did not process (refused): no answer
+ * comes, and a request left pending would wait for its expiry, or for ever.
  */
 static void on_event(const struct usm_h2_event *ev, void *ctx)
 {
@@ -244,6 +244,13 @@ static void on_event(const struct usm_h2_event *ev, void *ctx)
 		return;
 	case USM_H2_EV_RESET:
 		f->s->st.resets++;
+		if (si->request_seen && !si->server_ended)
+			message(f, si, USM_HTTP_NONE, ev->ktime_ns);
+		return;
+	case USM_H2_EV_REFUSED:
+		f->s->st.refused++;
+		if (si->request_seen)
+			message(f, si, USM_HTTP_NONE, ev->ktime_ns);
 		return;
 	case USM_H2_EV_DROPPED:
 		if (si->request_seen)

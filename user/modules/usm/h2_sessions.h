@@ -58,6 +58,7 @@ struct usm_h2_sessions_stats {
 						     * USM_H2_TOO_MANY_STREAMS: streams */
 	uint64_t dropped[USM_H2_DROP__COUNT];	    /* records or sessions, by reason */
 	uint64_t requests, responses, resets, grpc; /* events turned into messages */
+	uint64_t refused;	  /* streams above the server's GOAWAY last_stream_id, tracked */
 	uint64_t rejected_status; /* responses whose :status is outside 100-599 (the
 				   * module counts them with HTTP/1's, rejected.status) */
 	size_t live;				    /* sessions now */
@@ -69,7 +70,8 @@ struct usm_h2_sessions_stats {
  * END_STREAM), the message (version 20), and the session's fd in pid (or -1). A
  * message of kind USM_HTTP_NONE says that the stream's request will get no response
  * that can be paired with it (the decoder dropped the stream past USM_H2_STREAMS_MAX,
- * or its response's :status was rejected): withdraw it. */
+ * its response's :status was rejected, it was reset, or the server's GOAWAY refused
+ * it): withdraw it. */
 struct usm_h2_message {
 	struct usm_conn_key key;
 	uint64_t t_ns;

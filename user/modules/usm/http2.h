@@ -139,6 +139,9 @@ enum usm_h2_event_kind {
 	USM_H2_EV_GOAWAY,      /* dir sent GOAWAY */
 	USM_H2_EV_DROPPED,     /* a stream dropped for a new one past USM_H2_STREAMS_MAX,
 				* as it was (dir: the client's, whose request did it) */
+	USM_H2_EV_REFUSED,     /* a stream above the last_stream_id of the server's
+				* GOAWAY, after that event: not processed (RFC 9113 6.8),
+				* no answer comes; the stream is gone (dir: the server's) */
 };
 
 struct usm_h2_event {

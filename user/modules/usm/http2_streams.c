@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * HTTP/2 streams: what each open stream's request said, and the events. A stream is kept
- * from its request headers until both halves ended or one side reset it; at most
- * USM_H2_STREAMS_MAX at once (the oldest goes). The table is a small array searched
- * linearly: a hundred entries at most, and a few in the common case.
+ * from its request headers until both halves ended, one side reset it, or the server's
+ * GOAWAY said it would not be processed; at most USM_H2_STREAMS_MAX at once (the oldest
+ * goes). The table is a small array searched linearly: a hundred entries at most, and a
+ * few in the common case.
  */
 #include <string.h>
 
@@ -178,9 +179,22 @@ void h2_goaway(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t last_id, uin
 		.error_code = code,
 		.last_stream_id = last_id,
 	};
+	size_t i;
 
 	info_init(&none, 0);
 	ev.stream = none;
 	if (c->cb && c->cb->event)
 		c->cb->event(&ev, c->ctx);
+	/* The server will not answer the client's streams above last_id; a client's
+	 * GOAWAY names the server's (pushed) streams, which are not tracked. */
+	if (dir != USM_H2_SERVER_TO_CLIENT)
+		return;
+	for (i = 0; i < c->nstreams;) {
+		if (c->streams[i].info.id <= last_id) {
+			i++;
+			continue;
+		}
+		emit(c, USM_H2_EV_REFUSED, dir, &c->streams[i].info, code);
+		drop(c, &c->streams[i]); /* the last one moved here: look at i again */
+	}
 }

@@ -43,9 +43,9 @@ static void print_http2(json_t *h)
 	if (!jint(h, "sessions") && !jint(h, "records"))
 		return;
 	printf("HTTP/2: sessions %lld (live %lld, %lld bytes), requests %lld, responses %lld, "
-	       "resets %lld, lost bytes %lld, cut calls %lld",
+	       "resets %lld, refused %lld, lost bytes %lld, cut calls %lld",
 	       jint(h, "sessions"), jint(h, "live"), jint(h, "memory_bytes"), jint(h, "requests"),
-	       jint(h, "responses"), jint(h, "resets"), jint(h, "lost_bytes"),
+	       jint(h, "responses"), jint(h, "resets"), jint(h, "refused"), jint(h, "lost_bytes"),
 	       jint(h, "cut_records"));
 	json_object_foreach(json_object_get(h, "undecodable"), k, v)
 		if (json_integer_value(v))

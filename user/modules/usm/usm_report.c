@@ -158,12 +158,13 @@ static json_t *http2_json(const struct usm_h2_sessions_stats *h)
 
 	for (i = 0; i < USM_H2_DROP__COUNT; i++)
 		json_object_set_new(drop, usm_h2_drop_str(i), json_integer(h->dropped[i]));
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
 			 "records", (json_int_t)h->records, "sessions", (json_int_t)h->sessions,
 			 "live",
 			 (json_int_t)h->live, "memory_bytes", (json_int_t)h->mem, "requests",
 			 (json_int_t)h->requests, "responses", (json_int_t)h->responses, "resets",
-			 (json_int_t)h->resets, "grpc_responses", (json_int_t)h->grpc,
+			 (json_int_t)h->resets, "refused", (json_int_t)h->refused,
+			 "grpc_responses", (json_int_t)h->grpc,
 			 "lost_bytes", (json_int_t)h->lost_bytes, "cut_records",
 			 (json_int_t)h->cut_records, "undecodable", und, "dropped", drop);
 }
