@@ -51,7 +51,7 @@ static void on_event(const struct usm_h2_event *ev, void *ctx)
 {
 	struct run *r = ctx;
 
-	if (r->silent || ev->kind < USM_H2_EV_REQUEST || ev->kind > USM_H2_EV_GOAWAY ||
+	if (r->silent || ev->kind < USM_H2_EV_REQUEST || ev->kind > USM_H2_EV_REFUSED ||
 	    (ev->dir != USM_H2_CLIENT_TO_SERVER && ev->dir != USM_H2_SERVER_TO_CLIENT))
 		abort();
 	if (ev->ktime_ns != r->now || ev->latency_ns > ev->ktime_ns)

@@ -124,6 +124,7 @@ static void assert_stats(struct usm_endpoints *e, const struct usm_endpoints_sta
 	assert_int_equal(st.paired, want->paired);
 	assert_int_equal(st.unanswered, want->unanswered);
 	assert_int_equal(st.orphan_responses, want->orphan_responses);
+	assert_int_equal(st.interim, want->interim);
 	assert_int_equal(st.evicted, want->evicted);
 	assert_int_equal(st.proc_overflow, want->proc_overflow);
 	assert_int_equal(st.table_overflow, want->table_overflow);
@@ -237,6 +238,71 @@ static void test_unanswered_and_orphans(void **state)
 	free(rows);
 	assert_stats(e, STATS(.requests = 2, .responses = 3, .paired = 1, .unanswered = 1,
 			      .orphan_responses = 2, .rows = 1));
+	usm_endpoints_free(e);
+}
+
+/* "Expect: 100-continue" (curl's large POSTs) and 103 Early Hints: the interim status
+ * line is not the answer. The row has the final status and the latency to it; the
+ * interim one is counted apart, neither a response nor an orphan. 101 Switching
+ * Protocols ends the HTTP/1 exchange: it pairs. */
+static void test_interim_responses(void **state)
+{
+	struct usm_endpoints *e = usm_endpoints_new(NULL);
+	struct usm_endpoint_row *rows, *r;
+	size_t n;
+
+	(void)state;
+	request(e, tls(10, 1), "POST /upload HTTP/1.1\r\n", 100);
+	response(e, tls(10, 1), 100, 150);
+	response(e, tls(10, 1), 201, 400);
+	request(e, tls(10, 2), "GET /page HTTP/1.1\r\n", 1000);
+	response(e, tls(10, 2), 103, 1010);
+	response(e, tls(10, 2), 200, 1050);
+	request(e, tls(10, 3), "GET /ws HTTP/1.1\r\n", 2000);
+	response(e, tls(10, 3), 101, 2005);
+	n = usm_endpoints_rows(e, &rows);
+	assert_int_equal(n, 3);
+	r = find(rows, n, 10, USM_SIDE_CLIENT, "/upload", 201);
+	assert_non_null(r);
+	assert_int_equal(r->latency.count, 1);
+	assert_int_equal(r->latency.sum_ns, 300);
+	r = find(rows, n, 10, USM_SIDE_CLIENT, "/page", 200);
+	assert_non_null(r);
+	assert_int_equal(r->latency.sum_ns, 50);
+	r = find(rows, n, 10, USM_SIDE_CLIENT, "/ws", 101);
+	assert_non_null(r);
+	assert_int_equal(r->latency.sum_ns, 5);
+	free(rows);
+	assert_stats(e, STATS(.requests = 3, .responses = 3, .paired = 3, .interim = 2, .rows = 3));
+	usm_endpoints_free(e);
+}
+
+/* The packet path holds a request unattributed (pid 0) until its response says who
+ * owns each end (usm.c): an interim response goes to the held key and leaves the
+ * request there, to be taken and attributed at the final one. */
+static void test_interim_keeps_held_request(void **state)
+{
+	struct usm_endpoints *e = usm_endpoints_new(NULL);
+	struct usm_conn_key held = tuple(USM_PID_NONE, USM_SIDE_UNKNOWN);
+	struct usm_conn_key srv = tuple(10, USM_SIDE_SERVER);
+	struct usm_conn_addr got;
+	struct usm_endpoint_row *rows;
+	struct usm_http_start req;
+	uint64_t t = 0;
+
+	(void)state;
+	request_on(e, held, USM_PROTO_HTTP, "POST /form HTTP/1.1\r\n", 100, NULL);
+	response_on(e, held, USM_PROTO_HTTP, 100, 120, NULL);
+	assert_true(usm_endpoints_take(e, &held, &t, &req, &got));
+	assert_int_equal(t, 100);
+	usm_endpoints_message(e, &srv, USM_PROTO_HTTP, t, &req, &got);
+	response_on(e, srv, USM_PROTO_HTTP, 201, 180, NULL);
+	assert_int_equal(usm_endpoints_rows(e, &rows), 1);
+	assert_int_equal(rows[0].status, 201);
+	assert_int_equal(rows[0].pid, 10);
+	assert_int_equal(rows[0].latency.sum_ns, 80);
+	free(rows);
+	assert_stats(e, STATS(.requests = 1, .responses = 1, .paired = 1, .interim = 1, .rows = 1));
 	usm_endpoints_free(e);
 }
 
@@ -515,7 +581,8 @@ static void test_flood_then_new_endpoint(void **state)
 		e = usm_endpoints_new(&floods[i].lim);
 		for (m = 0; m < ARRAY_SIZE(methods); m++) {
 			snprintf(line, sizeof(line), "%s /x HTTP/1.1\r\n", methods[m]);
-			for (status = 100; status < 400; status++)
+			/* 300 final statuses (1xx but 101 are interim: they pair nothing) */
+			for (status = 200; status < 500; status++)
 				exchange(e, tls(10, 1), line, status, 1000, 1);
 		}
 		exchange(e, tls(99, 1), "GET /new HTTP/1.1\r\n", 200, 2000, 5);
@@ -659,11 +726,36 @@ static void test_sweep_folds_exited(void **state)
 	r = find(rows, n, USM_PID_EXITED, USM_SIDE_CLIENT, USM_ROUTE_OVERFLOW, 0);
 	assert_int_equal(r->latency.sum_ns, 5 + 6);
 	free(rows);
-	assert_stats(
-		e,
-		&(struct usm_endpoints_stats){
-			.requests = 8, .responses = 6, .paired = 6, .proc_overflow = 2, .rows = 4});
+	assert_stats(e, STATS(.requests = 8, .responses = 6, .paired = 6, .unanswered = 2,
+			      .proc_overflow = 2, .rows = 4));
 	assert_int_equal(usm_endpoints_sweep(e, only_10_alive, NULL), 0);
+	usm_endpoints_free(e);
+}
+
+/* Every request is accounted for once: paired, unanswered, evicted or still pending,
+ * also when the sweep drops the pending requests of processes that exited (a live
+ * one's stay). */
+static void test_sweep_accounts_pending(void **state)
+{
+	struct usm_endpoints *e = usm_endpoints_new(NULL);
+	struct usm_endpoints_stats st;
+
+	(void)state;
+	exchange(e, tls(11, 1), "GET /a HTTP/1.1\r\n", 200, 10, 1);
+	request(e, tls(11, 1), "GET /b HTTP/1.1\r\n", 20); /* its answer never came */
+	request(e, sided(11, USM_SIDE_SERVER, 2), "GET /c HTTP/1.1\r\n", 30);
+	request(e, tls(10, 1), "GET /d HTTP/1.1\r\n", 40); /* a live process's */
+	assert_int_equal(usm_endpoints_sweep(e, only_10_alive, NULL), 1);
+	usm_endpoints_stats(e, &st);
+	assert_int_equal(st.requests, 4);
+	assert_int_equal(st.pending, 1);
+	assert_int_equal(st.unanswered, 2);
+	assert_int_equal(st.requests, st.paired + st.unanswered + st.evicted + st.pending);
+	/* A late answer to a dropped request is an orphan, not a pairing. */
+	response(e, tls(11, 1), 200, 50);
+	response(e, tls(10, 1), 200, 60);
+	assert_stats(e, STATS(.requests = 4, .responses = 3, .paired = 2, .unanswered = 2,
+			      .orphan_responses = 1, .rows = 2));
 	usm_endpoints_free(e);
 }
 
@@ -846,6 +938,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pairs_per_connection),
 		cmocka_unit_test(test_unanswered_and_orphans),
+		cmocka_unit_test(test_interim_responses),
+		cmocka_unit_test(test_interim_keeps_held_request),
 		cmocka_unit_test(test_pending_bounded_oldest_evicted),
 		cmocka_unit_test(test_sides_pair_apart),
 		cmocka_unit_test(test_streams_apart),
@@ -856,6 +950,7 @@ int main(void)
 		cmocka_unit_test(test_expiry),
 		cmocka_unit_test(test_pending_expiry),
 		cmocka_unit_test(test_sweep_folds_exited),
+		cmocka_unit_test(test_sweep_accounts_pending),
 		cmocka_unit_test(test_seq_order_stable),
 		cmocka_unit_test(test_conn_remembered),
 		cmocka_unit_test(test_version_kept),

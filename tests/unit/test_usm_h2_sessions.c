@@ -4,7 +4,8 @@
  * built here: which side a session is from its start, requests and responses with
  * their streams and times, DATA skipped as gaps, records lost inside a DATA payload
  * (harmless) and inside a header block (undecodable), unknown sessions, restarts,
- * reordering, malformed records, and the sweep.
+ * reordering, malformed records, and the sweep. The messages also go to an endpoint
+ * table, as the module hands them on, so that what stays pending can be checked.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,6 +27,7 @@
 struct t {
 	struct usm_h2_sessions *s;
 	nghttp2_hd_deflater *def[2]; /* client's, server's */
+	struct usm_endpoints *ep; /* where the module puts them (usm.c) */
 	struct usm_h2_message msg[64];
 	size_t n;
 	uint64_t off[2]; /* per enum usm_dir: what the fake kernel sent so far */
@@ -38,6 +40,10 @@ static void sink(const struct usm_h2_message *m, void *ctx)
 
 	if (t->n < 64)
 		t->msg[t->n++] = *m;
+	if (m->msg.kind == USM_HTTP_NONE)
+		usm_endpoints_withdraw(t->ep, &m->key);
+	else
+		usm_endpoints_message(t->ep, &m->key, USM_PROTO_HTTPS, m->t_ns, &m->msg, NULL);
 }
 
 /*
@@ -123,6 +129,8 @@ static int setup(void **state)
 	assert_non_null(t);
 	t->s = usm_h2_sessions_new(sink, t);
 	assert_non_null(t->s);
+	t->ep = usm_endpoints_new(NULL);
+	assert_non_null(t->ep);
 	assert_int_equal(nghttp2_hd_deflate_new(&t->def[0], 4096), 0);
 	assert_int_equal(nghttp2_hd_deflate_new(&t->def[1], 4096), 0);
 	*state = t;
@@ -134,6 +142,7 @@ static int teardown(void **state)
 	struct t *t = *state;
 
 	usm_h2_sessions_free(t->s);
+	usm_endpoints_free(t->ep);
 	nghttp2_hd_deflate_del(t->def[0]);
 	nghttp2_hd_deflate_del(t->def[1]);
 	free(t);
@@ -293,6 +302,212 @@ static void test_both_ends_start(void **state)
 	h2b_free(&p);
 	assert_int_equal(stats(t).sessions, 3);
 	assert_int_equal(stats(t).merged, 2);
+}
+
+static struct usm_endpoints_stats pairing(struct t *t)
+{
+	struct usm_endpoints_stats st;
+
+	usm_endpoints_stats(t->ep, &st);
+	return st;
+}
+
+/* More streams open at once than the decoder keeps (USM_H2_STREAMS_MAX): the oldest
+ * is dropped, counted once, and its request withdrawn (unanswered): its answer, when
+ * it comes, names no request. Every other stream pairs; nothing is left pending. */
+static void test_too_many_streams(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	uint32_t i, last = 2 * USM_H2_STREAMS_MAX + 1;
+	struct usm_endpoints_stats st;
+
+	client_start(&b, t, 1, "/s");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	for (i = 3; i <= last; i += 2) {
+		h2b_headers(&b, t->def[0], i, 0x1,
+			    H2B_NV(":method", "GET", ":scheme", "https", ":path", "/s",
+				   ":authority", "a"));
+		assert_int_equal(send_rec(t, USM_DIR_WRITE, 0, &b, 1 + i), 0);
+		h2b_free(&b);
+	}
+	assert_int_equal(stats(t).requests, USM_H2_STREAMS_MAX + 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_TOO_MANY_STREAMS], 1);
+	st = pairing(t);
+	assert_int_equal(st.pending, USM_H2_STREAMS_MAX);
+	assert_int_equal(st.unanswered, 1);
+	server_answer(&b, t, 1, "200", true, 10); /* the dropped one */
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 1000), 0);
+	h2b_free(&b);
+	server_answer(&b, t, last, "200", false, 10);
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 1001), 0);
+	h2b_free(&b);
+	for (i = 3; i < last; i += 2) {
+		server_answer(&b, t, i, "200", false, 10);
+		assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 1001 + i), 0);
+		h2b_free(&b);
+	}
+	assert_int_equal(stats(t).responses, USM_H2_STREAMS_MAX);
+	assert_int_equal(stats(t).undecodable[USM_H2_TOO_MANY_STREAMS], 1);
+	st = pairing(t);
+	assert_int_equal(st.requests, USM_H2_STREAMS_MAX + 1);
+	assert_int_equal(st.paired, USM_H2_STREAMS_MAX);
+	assert_int_equal(st.unanswered, 1);
+	assert_int_equal(st.orphan_responses, 0);
+	assert_int_equal(st.pending, 0);
+}
+
+/* A :status outside 100-599 (999, or not a number) is no response: rejected, counted
+ * as HTTP/1's are, no row; its request is withdrawn (unanswered), whether the stream
+ * ends with the HEADERS or with a DATA frame after them. Nothing stays pending. */
+static void test_status_rejected(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	struct usm_endpoint_row *rows;
+
+	client_start(&b, t, 1, "/odd");
+	h2b_headers(&b, t->def[0], 3, 0x1,
+		    H2B_NV(":method", "GET", ":scheme", "https", ":path", "/odd", ":authority",
+			   "a"));
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	assert_int_equal(pairing(t).pending, 2);
+	h2b_settings(&b, NULL, 0);
+	h2b_settings_ack(&b);
+	h2b_headers(&b, t->def[1], 1, 0x1, H2B_NV(":status", "999"));
+	h2b_headers(&b, t->def[1], 3, 0, H2B_NV(":status", "2x0"));
+	h2b_data(&b, 3, 0x1, 5);
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 2), 0);
+	h2b_free(&b);
+	assert_int_equal(stats(t).rejected_status, 2);
+	assert_int_equal(stats(t).responses, 0);
+	assert_int_equal(usm_endpoints_rows(t->ep, &rows), 0);
+	free(rows);
+	assert_int_equal(pairing(t).requests, 2);
+	assert_int_equal(pairing(t).unanswered, 2);
+	assert_int_equal(pairing(t).responses, 0);
+	assert_int_equal(pairing(t).orphan_responses, 0);
+	assert_int_equal(pairing(t).pending, 0);
+}
+
+/* Streams that will get no answer: reset before their response (RST_STREAM), or above
+ * the last_stream_id of the server's GOAWAY (not processed). Their requests are
+ * withdrawn at once (unanswered), counted by why (resets, refused); a reset after the
+ * response changes nothing. Nothing stays pending. */
+static void test_reset_and_refused(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	struct usm_endpoints_stats st;
+	uint32_t id;
+
+	client_start(&b, t, 1, "/r");
+	for (id = 3; id <= 7; id += 2)
+		h2b_headers(&b, t->def[0], id, 0x1,
+			    H2B_NV(":method", "GET", ":scheme", "https", ":path", "/r",
+				   ":authority", "a"));
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	assert_int_equal(pairing(t).pending, 4);
+	h2b_rst(&b, 1, 8); /* CANCEL, before any answer */
+	send_rec(t, USM_DIR_WRITE, 0, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(pairing(t).pending, 3);
+	server_answer(&b, t, 3, "200", true, 4);
+	send_rec(t, USM_DIR_READ, 0, &b, 3);
+	h2b_free(&b);
+	h2b_rst(&b, 3, 8); /* after its answer */
+	send_rec(t, USM_DIR_WRITE, 0, &b, 4);
+	h2b_free(&b);
+	h2b_goaway(&b, 5, 0, "");
+	server_answer(&b, t, 5, "200", false, 4);
+	send_rec(t, USM_DIR_READ, 0, &b, 5);
+	h2b_free(&b);
+	assert_int_equal(stats(t).resets, 2);
+	assert_int_equal(stats(t).refused, 1);
+	assert_int_equal(stats(t).requests, 4);
+	assert_int_equal(stats(t).responses, 2);
+	st = pairing(t);
+	assert_int_equal(st.requests, 4);
+	assert_int_equal(st.paired, 2);
+	assert_int_equal(st.unanswered, 2);
+	assert_int_equal(st.orphan_responses, 0);
+	assert_int_equal(st.pending, 0);
+}
+
+/* A call whose frames go past the kernel's copy (USM_H2_CAP): the first cap bytes
+ * copied, the rest skipped, as one run. */
+static int send_cut(struct t *t, int dir, uint8_t flags, const struct h2b_buf *b, uint64_t ns)
+{
+	static struct usm_h2_record r;
+
+	assert_true(b->len > USM_H2_CAP);
+	memset(&r, 0, sizeof(r));
+	r.ktime_ns = ns;
+	r.conn = CONN;
+	r.offset = t->off[dir];
+	r.pid = PID;
+	r.tid = PID;
+	r.len = r.walked = (uint32_t)b->len;
+	r.fd = -1;
+	r.dir = (uint8_t)dir;
+	r.flags = flags | USM_H2_F_CUT;
+	r.nruns = 1;
+	r.runs[0].copied = USM_H2_CAP;
+	r.runs[0].skipped = (uint32_t)(b->len - USM_H2_CAP);
+	memcpy(r.data, b->p, USM_H2_CAP);
+	r.data_len = USM_H2_CAP;
+	t->off[dir] += b->len;
+	return usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + r.data_len);
+}
+
+/* A first request whose header block is larger than the kernel copies kills the
+ * session at once (lost_bytes: the block's skipped bytes). The server's first record,
+ * NEW in its direction, is that dead session's other end: it stays dead, one session,
+ * counted undecodable once; the client's next record is where the kernel says, no
+ * bytes lost. */
+static void test_dead_session_not_restarted(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	char big[4001];
+	size_t i;
+
+	for (i = 0; i < sizeof(big) - 1; i++)
+		big[i] = (char)('!' + (i * 7919) % 90); /* Huffman cannot shrink it below cap */
+	big[sizeof(big) - 1] = '\0';
+	h2b_preface(&b);
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[0], 1, 0x1,
+		    H2B_NV(":method", "GET", ":scheme", "https", ":path", "/big", ":authority",
+			   "a", "x-big", big));
+	assert_int_equal(send_cut(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1), 0);
+	h2b_free(&b);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
+	h2b_settings(&b, NULL, 0);
+	h2b_settings_ack(&b);
+	assert_int_equal(send_rec(t, USM_DIR_READ, USM_H2_F_NEW | USM_H2_F_SETTINGS, &b, 2), 0);
+	h2b_free(&b);
+	h2b_settings_ack(&b);
+	h2b_headers(&b, t->def[0], 3, 0x1, H2B_NV(":method", "GET", ":path", "/next"));
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, 0, &b, 3), 0);
+	h2b_free(&b);
+	h2b_headers(&b, t->def[1], 1, 0x1, H2B_NV(":status", "200"));
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 4), 0);
+	h2b_free(&b);
+	assert_int_equal(t->n, 0);
+	assert_int_equal(stats(t).sessions, 1);
+	assert_int_equal(stats(t).merged, 1);
+	assert_int_equal(stats(t).live, 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
+	for (i = 0; i < USM_H2_REASON_MAX; i++)
+		if (i != USM_H2_LOST_BYTES)
+			assert_int_equal(stats(t).undecodable[i], 0);
+	assert_int_equal(stats(t).lost_bytes, 0);
+	assert_int_equal(stats(t).cut_records, 1);
+	assert_int_equal(stats(t).mem, 0);
 }
 
 /* A record lost inside a DATA payload: a gap the decoder skips; the stream still ends,
@@ -575,6 +790,10 @@ int main(void)
 		T(test_both_ends_start),
 		T(test_lost_inside_data),
 		T(test_lost_over_headers),
+		T(test_dead_session_not_restarted),
+		T(test_too_many_streams),
+		T(test_status_rejected),
+		T(test_reset_and_refused),
 		T(test_unknown_session),
 		T(test_restart),
 		T(test_drops),

@@ -211,6 +211,28 @@ static void test_first_stream_only(void **state)
 	assert_int_equal(stats(t).responses, 1);
 }
 
+/* A first response whose :status is outside 100-599: rejected, counted, not handed
+ * on (no row with an empty status), nor its request; the connection is done with. */
+static void test_status_rejected(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	client_first(t, &b, "/odd");
+	segment(t, 40005, USM_KIND_H2C_CLIENT, &b, 1);
+	h2b_free(&b);
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[1], 1, 0x5, H2B_NV(":status", "999"));
+	segment(t, 40005, USM_KIND_H2C_SERVER, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(t->n, 0);
+	assert_int_equal(stats(t).requests, 1);
+	assert_int_equal(stats(t).responses, 0);
+	assert_int_equal(stats(t).rejected_status, 1);
+	usm_h2c_sweep(t->h, 2 + USM_H2C_IDLE_NS + 1);
+	assert_int_equal(stats(t).expired, 0); /* counted once, as rejected */
+}
+
 /* Server segments of no connection being decoded, that do not start one: counted. */
 static void test_unmatched(void **state)
 {
@@ -250,6 +272,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_first_exchange), T(test_preface_first),	 T(test_request_cut),
 		T(test_unmatched),	T(test_bound_and_sweep), T(test_first_stream_only),
+		T(test_status_rejected),
 	};
 
 	return cmocka_run_group_tests_name("usm_h2c", tests, NULL, NULL);

@@ -437,20 +437,41 @@ static void test_rst_stream(void **state)
 	assert_false(h2t_find_nth(t, USM_H2_EV_END_STREAM, 1, 1)->stream.request_seen);
 }
 
+/* GOAWAY, and the client's streams above the server's last_stream_id: refused, each
+ * said after the GOAWAY with its request, and gone. A client's GOAWAY names the
+ * server's streams: the client's stay. */
 static void test_goaway(void **state)
 {
 	struct h2t *t = *state;
 	const struct usm_h2_event *ev;
+	uint32_t id;
 
 	h2t_handshake(t);
+	for (id = 1; id <= 7; id += 2)
+		h2t_request(t, id, "GET", "/g", NGHTTP2_FLAG_END_STREAM);
+	h2b_goaway(&t->out[C2S], 0, NGHTTP2_NO_ERROR, "");
+	assert_int_equal(h2t_send(t, C2S), 0);
+	assert_null(h2t_find(t, USM_H2_EV_REFUSED, ~0u));
+	assert_int_equal(h2t_stats(t).streams, 4);
 	h2b_goaway(&t->out[S2C], 3, NGHTTP2_ENHANCE_YOUR_CALM, "too many requests");
 	assert_int_equal(h2t_send(t, S2C), 0);
-	ev = h2t_find(t, USM_H2_EV_GOAWAY, ~0u);
+	ev = h2t_find_nth(t, USM_H2_EV_GOAWAY, ~0u, 1); /* the client's came first */
 	assert_non_null(ev);
 	assert_int_equal(ev->dir, S2C);
 	assert_int_equal(ev->last_stream_id, 3);
 	assert_int_equal(ev->error_code, NGHTTP2_ENHANCE_YOUR_CALM);
 	assert_int_equal(ev->stream.id, 0);
+	assert_null(h2t_find(t, USM_H2_EV_REFUSED, 1));
+	assert_null(h2t_find(t, USM_H2_EV_REFUSED, 3));
+	for (id = 5; id <= 7; id += 2) {
+		ev = h2t_find(t, USM_H2_EV_REFUSED, id);
+		assert_non_null(ev);
+		assert_true(ev > h2t_find_nth(t, USM_H2_EV_GOAWAY, ~0u, 1));
+		assert_true(ev->stream.request_seen);
+		assert_string_equal(ev->stream.path, "/g");
+		assert_int_equal(ev->dir, S2C);
+	}
+	assert_int_equal(h2t_stats(t).streams, 2);
 }
 
 /* Frames cut anywhere: nothing is reported before the block is whole. */
@@ -731,6 +752,7 @@ static void test_headers_too_large(void **state)
 static void test_too_many_streams(void **state)
 {
 	struct h2t *t = *state;
+	const struct usm_h2_event *ev;
 	struct usm_h2_stats st;
 	uint32_t i;
 
@@ -742,6 +764,14 @@ static void test_too_many_streams(void **state)
 	assert_int_equal(st.streams, USM_H2_STREAMS_MAX);
 	assert_int_equal(st.count[USM_H2_TOO_MANY_STREAMS], 2);
 	assert_int_equal(st.undecodable, USM_H2_OK);
+	/* Each dropped stream is said, as it was, before the request that pushed it out. */
+	ev = h2t_find(t, USM_H2_EV_DROPPED, 1);
+	assert_non_null(ev);
+	assert_true(ev->stream.request_seen);
+	assert_string_equal(ev->stream.path, "/wait");
+	assert_true(ev < h2t_find(t, USM_H2_EV_REQUEST, 2 * USM_H2_STREAMS_MAX + 1));
+	assert_non_null(h2t_find(t, USM_H2_EV_DROPPED, 3));
+	assert_null(h2t_find(t, USM_H2_EV_DROPPED, 5));
 	h2t_response(t, 1, "200", NGHTTP2_FLAG_END_STREAM); /* the oldest: dropped */
 	h2t_response(t, 5, "200", NGHTTP2_FLAG_END_STREAM);
 	assert_int_equal(h2t_send(t, S2C), 0);

@@ -431,11 +431,18 @@ static void on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
 			enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
 			const struct usm_conn_addr *conn)
 {
-	struct slot *s = slot_of(e, key, key_hash(key));
 	struct pending *p;
 	struct row_key k;
+	struct slot *s;
 	struct row *r;
 
+	if (usm_http_interim(msg->status)) {
+		/* 100 Continue, 103 Early Hints: not the answer; the request keeps waiting,
+		 * and its latency runs to the final response. */
+		e->st.interim++;
+		return;
+	}
+	s = slot_of(e, key, key_hash(key));
 	e->st.responses++;
 	if (!s || !s->idx) {
 		e->st.orphan_responses++;
@@ -502,6 +509,22 @@ bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key,
 		*conn = p->conn;
 		slot_remove(e, s);
 		e->st.requests--; /* withdrawn: counted again where it is given back */
+		found = true;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return found;
+}
+
+bool usm_endpoints_withdraw(struct usm_endpoints *e, const struct usm_conn_key *key)
+{
+	struct slot *s;
+	bool found = false;
+
+	pthread_mutex_lock(&e->lock);
+	s = slot_of(e, key, key_hash(key));
+	if (s && s->idx) {
+		slot_remove(e, s);
+		e->st.unanswered++;
 		found = true;
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -648,13 +671,16 @@ int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid, voi
 	ndead = dead_pids(e, alive, ctx);
 	if (ndead) {
 		rows_compact(e, 0, ndead);
-		/* Removal re-seats later entries into slot i: look at it again. */
+		/* A gone process's requests will not be answered: counted as such, like those
+		 * that expire. Removal re-seats later entries into slot i: look at it again. */
 		for (i = 0; i < e->nslots;) {
 			if (e->slots[i].idx &&
-			    is_dead(e, ndead, entry_of(e, &e->slots[i])->key.pid))
+			    is_dead(e, ndead, entry_of(e, &e->slots[i])->key.pid)) {
 				slot_remove(e, &e->slots[i]);
-			else
+				e->st.unanswered++;
+			} else {
 				i++;
+			}
 		}
 	}
 	pthread_mutex_unlock(&e->lock);

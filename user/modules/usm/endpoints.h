@@ -87,8 +87,12 @@ struct usm_endpoints_stats {
 	uint64_t requests, responses;
 	uint64_t paired;	   /* responses matched with their request */
 	uint64_t unanswered;	   /* a request replaced by the next before its response,
-				    * or pending longer than expiry_ns */
+				    * pending longer than expiry_ns, of a process that
+				    * exited (usm_endpoints_sweep), or withdrawn by its
+				    * producer (usm_endpoints_withdraw) */
 	uint64_t orphan_responses; /* a response with no request pending */
+	uint64_t interim;	   /* 1xx responses but 101 (usm_http_interim): the request
+				    * stays pending for its final response; not in responses */
 	uint64_t evicted;	   /* pending requests pushed out by newer connections */
 	uint64_t proc_overflow;	   /* paired into a process's overflow row: its cap */
 	uint64_t table_overflow;   /* paired into a USM_PID_OVERFLOW row: the table was full */
@@ -111,7 +115,8 @@ void usm_endpoints_free(struct usm_endpoints *e);
 /*
  * A message start on a connection, at t_ns (its first byte, monotonic ns). conn (may be
  * NULL) is the connection to remember on the row. A response pairs with the request
- * pending on the same key; a request's version is the row's.
+ * pending on the same key, but an interim one (usm_http_interim) is only counted: the
+ * request waits for its final response. A request's version is the row's.
  */
 void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *key,
 			   enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
@@ -126,6 +131,14 @@ void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *k
 bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t *t_ns,
 			struct usm_http_start *msg, struct usm_conn_addr *conn);
 
+/*
+ * The request pending on key will get no response that can be paired with it (an
+ * HTTP/2 stream dropped past the decoder's stream cap, reset, refused by a GOAWAY, or
+ * answered with a rejected :status): removed, counted as unanswered. Returns whether
+ * there was one.
+ */
+bool usm_endpoints_withdraw(struct usm_endpoints *e, const struct usm_conn_key *key);
+
 /* Remove the rows whose last message is older than now_ns - expiry_ns (no-op when 0),
  * and the requests pending since before then (counted as unanswered). Returns how many
  * rows went. */
@@ -139,8 +152,8 @@ size_t usm_endpoints_rows(struct usm_endpoints *e, struct usm_endpoint_row **out
 void usm_endpoints_stats(struct usm_endpoints *e, struct usm_endpoints_stats *out);
 
 /* Fold the rows of processes for which alive(pid, ctx) is false into USM_PID_EXITED,
- * and drop their pending requests. Returns the processes folded. alive() is called
- * with the table's lock held. */
+ * and drop their pending requests (counted as unanswered). Returns the processes
+ * folded. alive() is called with the table's lock held. */
 int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid, void *ctx),
 			void *ctx);
 

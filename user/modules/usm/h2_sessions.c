@@ -208,8 +208,12 @@ static void message(struct feed_ctx *f, const struct usm_h2_stream_info *si,
 /*
  * A request when its headers are complete; its response when the server ends the
  * stream (latency: request HEADERS to response END_STREAM), with the final :status
- * the stream got. A stream reset before that has no response: its request stays
- * pending and is counted unanswered when it expires.
+ * the stream got. A stream dropped for a newer one (past USM_H2_STREAMS_MAX) will
+ * have no response that names its request, and one answered with a :status outside
+ * 100-599 (the decoder keeps it as 0) none that makes a row: rejected as HTTP/1's are,
+ * and withdrawn (USM_HTTP_NONE). So are the requests of streams reset before their
+ * response, and of those the server's GOAWAY did not process (refused): no answer
+ * comes, and a request left pending would wait for its expiry, or for ever.
  */
 static void on_event(const struct usm_h2_event *ev, void *ctx)
 {
@@ -223,6 +227,13 @@ static void on_event(const struct usm_h2_event *ev, void *ctx)
 		f->s->st.requests++;
 		message(f, si, USM_HTTP_REQUEST, si->request_ns ? si->request_ns : ev->ktime_ns);
 		return;
+	case USM_H2_EV_RESPONSE:
+		if (ev->dir != USM_H2_SERVER_TO_CLIENT || si->status)
+			return;
+		f->s->st.rejected_status++;
+		if (si->request_seen)
+			message(f, si, USM_HTTP_NONE, ev->ktime_ns);
+		return;
 	case USM_H2_EV_END_STREAM:
 		if (ev->dir != USM_H2_SERVER_TO_CLIENT || !si->request_seen || !si->status)
 			return;
@@ -233,6 +244,17 @@ static void on_event(const struct usm_h2_event *ev, void *ctx)
 		return;
 	case USM_H2_EV_RESET:
 		f->s->st.resets++;
+		if (si->request_seen && !si->server_ended)
+			message(f, si, USM_HTTP_NONE, ev->ktime_ns);
+		return;
+	case USM_H2_EV_REFUSED:
+		f->s->st.refused++;
+		if (si->request_seen)
+			message(f, si, USM_HTTP_NONE, ev->ktime_ns);
+		return;
+	case USM_H2_EV_DROPPED:
+		if (si->request_seen)
+			message(f, si, USM_HTTP_NONE, ev->ktime_ns);
 		return;
 	default:
 		return;
@@ -285,6 +307,7 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	const struct usm_h2_record *r = data;
 	struct feed_ctx f = {.s = s, .r = r};
 	struct usm_h2_stats ds;
+	uint64_t dropped;
 	struct h2s *e;
 	int err;
 
@@ -300,8 +323,11 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	 * SETTINGS in one goroutine while another reads the client's preface), and either
 	 * record may come first. A NEW record is the session's other direction, not a new
 	 * connection, when that direction has seen nothing, this record begins it, and
-	 * both agree which way the client writes. */
-	if ((r->flags & USM_H2_F_NEW) && e && e->dec && !r->offset && !e->off[r->dir] &&
+	 * both agree which way the client writes; whether or not the session still
+	 * decodes: one whose first record killed it (a first request past USM_H2_CAP)
+	 * stays dead, not started again by its peer's first record, counted again, and
+	 * then killed again by the first direction's next record, an offset jump. */
+	if ((r->flags & USM_H2_F_NEW) && e && !r->offset && !e->off[r->dir] &&
 	    e->c2s == (r->flags & USM_H2_F_PREFACE ? r->dir : r->dir ^ 1)) {
 		s->st.merged++; /* counted as a session once */
 	} else if (r->flags & USM_H2_F_NEW) {
@@ -326,9 +352,14 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	if (e->dec && r->offset < e->off[r->dir])
 		kill(s, e, USM_H2_DROP_REORDERED); /* the kernel counts up: a worker's race */
 	if (e->dec) {
+		usm_h2_conn_stats(e->dec, &ds);
+		dropped = ds.count[USM_H2_TOO_MANY_STREAMS];
 		err = feed(&f);
+		usm_h2_conn_stats(e->dec, &ds);
+		/* Streams dropped past USM_H2_STREAMS_MAX: not fatal, counted per stream. */
+		s->st.undecodable[USM_H2_TOO_MANY_STREAMS] +=
+			ds.count[USM_H2_TOO_MANY_STREAMS] - dropped;
 		if (err < 0) {
-			usm_h2_conn_stats(e->dec, &ds);
 			s->st.undecodable[ds.undecodable < USM_H2_REASON_MAX ? ds.undecodable
 									     : 0]++;
 			kill(s, e, -1);

@@ -7,7 +7,8 @@
  * preface is the client), and a jump in a direction's byte offset (a record the ring
  * buffer had no room for) as a gap too: the decoder decides whether what was lost
  * mattered. What comes out is handed to the caller as HTTP messages, version 20, one
- * pending request per stream.
+ * pending request per stream, and the streams whose request will get no response it
+ * can be paired with, to withdraw (usm_endpoints_withdraw).
  *
  * Bounded: USM_H2_SESSIONS_MAX sessions (beyond it the least recently used goes,
  * counted), each decoder within USM_H2_MEM_MAX, all of them within
@@ -53,16 +54,24 @@ struct usm_h2_sessions_stats {
 	uint64_t merged; /* a direction's start on a session its other end started (.c) */
 	uint64_t lost_bytes;  /* bytes of records lost (offset jumps), fed as gaps */
 	uint64_t cut_records; /* records with frame bytes past the kernel's cap */
-	uint64_t undecodable[USM_H2_REASON_MAX];    /* sessions, by the decoder's reason */
+	uint64_t undecodable[USM_H2_REASON_MAX];    /* sessions, by the decoder's reason;
+						     * USM_H2_TOO_MANY_STREAMS: streams */
 	uint64_t dropped[USM_H2_DROP__COUNT];	    /* records or sessions, by reason */
 	uint64_t requests, responses, resets, grpc; /* events turned into messages */
+	uint64_t refused;	  /* streams above the server's GOAWAY last_stream_id, tracked */
+	uint64_t rejected_status; /* responses whose :status is outside 100-599 (the
+				   * module counts them with HTTP/1's, rejected.status) */
 	size_t live;				    /* sessions now */
 	size_t mem;				    /* their decoders' bytes now */
 };
 
 /* What one message is, for the sink: the connection key (pid, source, session, side,
  * stream), the time (request: its HEADERS' first byte; response: the server's
- * END_STREAM), the message (version 20), and the session's fd in pid (or -1). */
+ * END_STREAM), the message (version 20), and the session's fd in pid (or -1). A
+ * message of kind USM_HTTP_NONE says that the stream's request will get no response
+ * that can be paired with it (the decoder dropped the stream past USM_H2_STREAMS_MAX,
+ * its response's :status was rejected, it was reset, or the server's GOAWAY refused
+ * it): withdraw it. */
 struct usm_h2_message {
 	struct usm_conn_key key;
 	uint64_t t_ns;

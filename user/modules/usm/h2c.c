@@ -103,7 +103,8 @@ struct seg_ctx {
 	struct usm_h2c *h;
 	struct usm_http_start msg;
 	bool request, response;
-	bool missed; /* a response to a first request that was not decoded */
+	bool missed;   /* a response to a first request that was not decoded */
+	bool rejected; /* the first response, its :status outside 100-599 */
 	uint32_t *first_stream;
 };
 
@@ -113,7 +114,7 @@ static void on_event(const struct usm_h2_event *ev, void *arg)
 	const struct usm_h2_stream_info *si = &ev->stream;
 	struct usm_http_start *m = &s->msg;
 
-	if (s->request || s->response || s->missed)
+	if (s->request || s->response || s->missed || s->rejected)
 		return;
 	if (ev->kind == USM_H2_EV_REQUEST && ev->dir == USM_H2_CLIENT_TO_SERVER &&
 	    !*s->first_stream) {
@@ -126,6 +127,10 @@ static void on_event(const struct usm_h2_event *ev, void *arg)
 		}
 		if (si->id != *s->first_stream)
 			return; /* another stream's: its request was not counted */
+		if (!si->status) {
+			s->rejected = true; /* the decoder keeps a :status out of range as 0 */
+			return;
+		}
 		s->response = true;
 	} else {
 		return;
@@ -207,6 +212,13 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 		c->req = s.msg;
 		c->req_ev = *ev;
 		h->st.requests++;
+	}
+	if (s.rejected) {
+		/* Not a row with status 0: counted as HTTP/1's rejected status lines are,
+		 * and done with the connection (nothing later on it is decoded anyway). */
+		h->st.rejected_status++;
+		usm_h2_conn_free(c->dec);
+		c->dec = NULL;
 	}
 	if (s.response) {
 		h->st.responses++;

@@ -43,6 +43,9 @@ struct usm_h2c_stats {
 	uint64_t evicted;			 /* the oldest, for a new one: table full */
 	uint64_t expired;			 /* idle before their first response */
 	uint64_t unmatched; /* server segments of no connection being decoded */
+	uint64_t rejected_status; /* first responses whose :status is outside 100-599:
+				   * neither it nor its request handed on (the module
+				   * counts them with HTTP/1's, rejected.status) */
 };
 
 /* A message of an h2c connection: ev is the segment that completed it (addresses

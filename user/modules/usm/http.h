@@ -51,6 +51,16 @@ struct usm_http_start {
  */
 enum usm_http_kind usm_http_parse(const char *data, size_t len, struct usm_http_start *out);
 
+/*
+ * A 1xx status other than 101: an interim response (100 Continue to a request sent with
+ * "Expect: 100-continue", 103 Early Hints); the exchange's final response follows. 101
+ * Switching Protocols is the last HTTP/1 response on its connection: final for pairing.
+ */
+static inline bool usm_http_interim(int status)
+{
+	return status >= 100 && status < 200 && status != 101;
+}
+
 /* The method's name if it is one usm_http_parse() knows (GET ... PATCH), else NULL: HTTP/2
  * takes the same set, so that odd methods cannot multiply endpoint rows. */
 const char *usm_http_method(const char *s, size_t len);

@@ -48,8 +48,8 @@
 /*
  * Streams tracked per connection. Real clients open a few to a few hundred at once
  * (SETTINGS_MAX_CONCURRENT_STREAMS is commonly 100 or 128); a stream costs ~180 bytes.
- * Beyond this the oldest is dropped (counted as USM_H2_TOO_MANY_STREAMS), so its later
- * frames report a stream with no known request.
+ * Beyond this the oldest is dropped (counted as USM_H2_TOO_MANY_STREAMS, reported as
+ * USM_H2_EV_DROPPED), so its later frames report a stream with no known request.
  */
 #define USM_H2_STREAMS_MAX 128
 
@@ -137,6 +137,11 @@ enum usm_h2_event_kind {
 	USM_H2_EV_END_STREAM,  /* dir closed its half of the stream (END_STREAM flag) */
 	USM_H2_EV_RESET,       /* dir sent RST_STREAM; the stream is gone */
 	USM_H2_EV_GOAWAY,      /* dir sent GOAWAY */
+	USM_H2_EV_DROPPED,     /* a stream dropped for a new one past USM_H2_STREAMS_MAX,
+				* as it was (dir: the client's, whose request did it) */
+	USM_H2_EV_REFUSED,     /* a stream above the last_stream_id of the server's
+				* GOAWAY, after that event: not processed (RFC 9113 6.8),
+				* no answer comes; the stream is gone (dir: the server's) */
 };
 
 struct usm_h2_event {

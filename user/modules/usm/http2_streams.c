@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * HTTP/2 streams: what each open stream's request said, and the events. A stream is kept
- * from its request headers until both halves ended or one side reset it; at most
- * USM_H2_STREAMS_MAX at once (the oldest goes). The table is a small array searched
- * linearly: a hundred entries at most, and a few in the common case.
+ * from its request headers until both halves ended, one side reset it, or the server's
+ * GOAWAY said it would not be processed; at most USM_H2_STREAMS_MAX at once (the oldest
+ * goes). The table is a small array searched linearly: a hundred entries at most, and a
+ * few in the common case.
  */
 #include <string.h>
 
@@ -34,6 +35,26 @@ static void drop(struct usm_h2_conn *c, struct h2_stream *st)
 	*st = c->streams[--c->nstreams];
 }
 
+static void emit(struct usm_h2_conn *c, enum usm_h2_event_kind kind, enum usm_h2_dir dir,
+		 const struct usm_h2_stream_info *info, uint32_t code)
+{
+	struct usm_h2_event ev = {
+		.kind = kind,
+		.dir = dir,
+		.ktime_ns = c->now,
+		.stream = *info,
+		.error_code = code,
+	};
+
+	/* An exchange is over: the server finished its answer, or either side gave up. */
+	if (info->request_seen && c->now >= info->request_ns &&
+	    ((kind == USM_H2_EV_END_STREAM && dir == USM_H2_SERVER_TO_CLIENT) ||
+	     kind == USM_H2_EV_RESET))
+		ev.latency_ns = c->now - info->request_ns;
+	if (c->cb && c->cb->event)
+		c->cb->event(&ev, c->ctx);
+}
+
 static struct h2_stream *add(struct usm_h2_conn *c, uint32_t id)
 {
 	struct h2_stream *st, *oldest;
@@ -45,6 +66,8 @@ static struct h2_stream *add(struct usm_h2_conn *c, uint32_t id)
 			if (st->seq < oldest->seq)
 				oldest = st;
 		}
+		/* Said, so that whoever holds its request knows no answer will name it. */
+		emit(c, USM_H2_EV_DROPPED, USM_H2_CLIENT_TO_SERVER, &oldest->info, 0);
 		drop(c, oldest);
 		c->st.count[USM_H2_TOO_MANY_STREAMS]++;
 	}
@@ -68,26 +91,6 @@ void h2_streams_free(struct usm_h2_conn *c)
 	h2_free(c, c->streams);
 	c->streams = NULL;
 	c->nstreams = c->cap = 0;
-}
-
-static void emit(struct usm_h2_conn *c, enum usm_h2_event_kind kind, enum usm_h2_dir dir,
-		 const struct usm_h2_stream_info *info, uint32_t code)
-{
-	struct usm_h2_event ev = {
-		.kind = kind,
-		.dir = dir,
-		.ktime_ns = c->now,
-		.stream = *info,
-		.error_code = code,
-	};
-
-	/* An exchange is over: the server finished its answer, or either side gave up. */
-	if (info->request_seen && c->now >= info->request_ns &&
-	    ((kind == USM_H2_EV_END_STREAM && dir == USM_H2_SERVER_TO_CLIENT) ||
-	     kind == USM_H2_EV_RESET))
-		ev.latency_ns = c->now - info->request_ns;
-	if (c->cb && c->cb->event)
-		c->cb->event(&ev, c->ctx);
 }
 
 /* END_STREAM from dir on a stream, tracked (st) or not (info only). */
@@ -176,9 +179,22 @@ void h2_goaway(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t last_id, uin
 		.error_code = code,
 		.last_stream_id = last_id,
 	};
+	size_t i;
 
 	info_init(&none, 0);
 	ev.stream = none;
 	if (c->cb && c->cb->event)
 		c->cb->event(&ev, c->ctx);
+	/* The server will not answer the client's streams above last_id; a client's
+	 * GOAWAY names the server's (pushed) streams, which are not tracked. */
+	if (dir != USM_H2_SERVER_TO_CLIENT)
+		return;
+	for (i = 0; i < c->nstreams;) {
+		if (c->streams[i].info.id <= last_id) {
+			i++;
+			continue;
+		}
+		emit(c, USM_H2_EV_REFUSED, dir, &c->streams[i].info, code);
+		drop(c, &c->streams[i]); /* the last one moved here: look at i again */
+	}
 }

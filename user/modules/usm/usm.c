@@ -184,7 +184,8 @@ static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
 /*
  * An HTTP/2 message (h2_sessions.c), its side and stream in the key: named like any
  * TLS message, through the session's fd, looked up once per session (a session has
- * many messages; the lookup is a syscall).
+ * many messages; the lookup is a syscall). Or a stream whose request will not be
+ * answered in a way that can be paired: withdrawn, nothing to name.
  */
 static void h2_message(const struct usm_h2_message *m, void *ctx)
 {
@@ -192,6 +193,11 @@ static void h2_message(const struct usm_h2_message *m, void *ctx)
 	struct usm_conn_addr conn = m->addr;
 	bool known = m->addr_known;
 	struct shlib_sock_key k;
+
+	if (m->msg.kind == USM_HTTP_NONE) {
+		usm_endpoints_withdraw(u->endpoints, &m->key);
+		return;
+	}
 
 	if (!known && m->fd >= 0 && !bpftel_sharedlibs__fd_sock(u->sl, m->key.pid, m->fd, &k)) {
 		conn_of(&k, m->key.side == USM_SIDE_SERVER, &conn);
@@ -255,7 +261,9 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	key.pid = USM_PID_NONE;
 	key.side = USM_SIDE_UNKNOWN;
 	held = key;
-	if (msg->kind == USM_HTTP_REQUEST) {
+	/* A request, and an interim response (100 Continue, 103 Early Hints: counted, the
+	 * request stays held for its final response, which attributes both). */
+	if (msg->kind == USM_HTTP_REQUEST || usm_http_interim(msg->status)) {
 		usm_endpoints_message(u->endpoints, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 		return;
 	}
@@ -477,6 +485,8 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	/* Joined mid-way: sessions the kernel never sent (they look HTTP/2, started unseen),
 	 * beside those the decoder found so. */
 	out->h2.undecodable[USM_H2_MIDSTREAM] += out->kernel[USM_CNT_H2_MIDSTREAM];
+	/* HTTP/2's :status outside 100-599, over TLS and h2c: rejected as HTTP/1's are. */
+	out->rejected[USM_HTTP_REJECT_STATUS] += out->h2.rejected_status + out->h2c.rejected_status;
 }
 
 static __u64 mono_ns(void)

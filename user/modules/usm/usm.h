@@ -57,7 +57,8 @@ void bpftel_usm__settings(struct bpftel_usm *u, struct bpftel_usm_settings *out)
 struct bpftel_usm_counters {
 	__u64 kernel[USM_CNT__COUNT]; /* summed over CPUs, cumulative over restarts */
 	__u64 unparsed;		      /* events whose prefix was not an HTTP start after all */
-	__u64 rejected[USM_HTTP__REJECT_COUNT]; /* looked like HTTP, was not: why */
+	__u64 rejected[USM_HTTP__REJECT_COUNT]; /* looked like HTTP, was not: why (status:
+						 * HTTP/2's :status too, h2 and h2c) */
 	__u64 malformed;	      /* records of a wrong size */
 	__u64 unattributed;	      /* plaintext messages whose sockets' owners are unknown */
 	__u64 tls_no_conn;	      /* TLS messages whose connection (fd) is unknown */

@@ -43,9 +43,9 @@ static void print_http2(json_t *h)
 	if (!jint(h, "sessions") && !jint(h, "records"))
 		return;
 	printf("HTTP/2: sessions %lld (live %lld, %lld bytes), requests %lld, responses %lld, "
-	       "resets %lld, lost bytes %lld, cut calls %lld",
+	       "resets %lld, refused %lld, lost bytes %lld, cut calls %lld",
 	       jint(h, "sessions"), jint(h, "live"), jint(h, "memory_bytes"), jint(h, "requests"),
-	       jint(h, "responses"), jint(h, "resets"), jint(h, "lost_bytes"),
+	       jint(h, "responses"), jint(h, "resets"), jint(h, "refused"), jint(h, "lost_bytes"),
 	       jint(h, "cut_records"));
 	json_object_foreach(json_object_get(h, "undecodable"), k, v)
 		if (json_integer_value(v))
@@ -107,15 +107,17 @@ static void print_http(json_t *resp)
 	pairing = json_object_get(c, "pairing");
 	printf("\nTLS calls %lld (HTTP %lld), packets %lld (HTTP %lld), lost %lld, truncated %lld; "
 	       "requests %lld, responses %lld, paired %lld, unanswered %lld, orphan responses "
-	       "%lld, evicted %lld; overflow: per process %lld, table %lld; expired rows %lld; "
-	       "unattributed %lld; the agent's own %lld; rejected: syntax %lld, status %lld\n",
+	       "%lld, interim %lld, evicted %lld; overflow: per process %lld, table %lld; expired "
+	       "rows %lld; unattributed %lld; the agent's own %lld; rejected: syntax %lld, status "
+	       "%lld\n",
 	       jint(c, "tls_calls"), jint(c, "tls_http"), jint(c, "packets"),
 	       jint(c, "packets_http"), jint(c, "lost"), jint(c, "truncated"),
 	       jint(pairing, "requests"), jint(pairing, "responses"), jint(pairing, "paired"),
 	       jint(pairing, "unanswered"), jint(pairing, "orphan_responses"),
-	       jint(pairing, "evicted"), jint(pairing, "process_overflow"),
-	       jint(pairing, "table_overflow"), jint(pairing, "expired"), jint(c, "unattributed"),
-	       jint(c, "own_exchanges"), jint(json_object_get(c, "rejected"), "syntax"),
+	       jint(pairing, "interim"), jint(pairing, "evicted"),
+	       jint(pairing, "process_overflow"), jint(pairing, "table_overflow"),
+	       jint(pairing, "expired"), jint(c, "unattributed"), jint(c, "own_exchanges"),
+	       jint(json_object_get(c, "rejected"), "syntax"),
 	       jint(json_object_get(c, "rejected"), "status"));
 	print_http2(json_object_get(c, "http2"));
 }

@@ -158,12 +158,13 @@ static json_t *http2_json(const struct usm_h2_sessions_stats *h)
 
 	for (i = 0; i < USM_H2_DROP__COUNT; i++)
 		json_object_set_new(drop, usm_h2_drop_str(i), json_integer(h->dropped[i]));
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
 			 "records", (json_int_t)h->records, "sessions", (json_int_t)h->sessions,
 			 "live",
 			 (json_int_t)h->live, "memory_bytes", (json_int_t)h->mem, "requests",
 			 (json_int_t)h->requests, "responses", (json_int_t)h->responses, "resets",
-			 (json_int_t)h->resets, "grpc_responses", (json_int_t)h->grpc,
+			 (json_int_t)h->resets, "refused", (json_int_t)h->refused,
+			 "grpc_responses", (json_int_t)h->grpc,
 			 "lost_bytes", (json_int_t)h->lost_bytes, "cut_records",
 			 (json_int_t)h->cut_records, "undecodable", und, "dropped", drop);
 }
@@ -199,12 +200,13 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	json_object_set_new(cnt, "rejected", rej);
 	json_object_set_new(
 		cnt, "pairing",
-		json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "requests",
-			  (json_int_t)c->endpoints.requests, "responses",
+		json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			  "requests", (json_int_t)c->endpoints.requests, "responses",
 			  (json_int_t)c->endpoints.responses, "paired",
 			  (json_int_t)c->endpoints.paired, "unanswered",
 			  (json_int_t)c->endpoints.unanswered, "orphan_responses",
-			  (json_int_t)c->endpoints.orphan_responses, "evicted",
+			  (json_int_t)c->endpoints.orphan_responses, "interim",
+			  (json_int_t)c->endpoints.interim, "evicted",
 			  (json_int_t)c->endpoints.evicted, "process_overflow",
 			  (json_int_t)c->endpoints.proc_overflow, "table_overflow",
 			  (json_int_t)c->endpoints.table_overflow, "expired",
@@ -456,16 +458,15 @@ static void side_family(struct bpftel_prom *w, struct series *ser, size_t ns, en
 }
 
 _Static_assert(USM_H2_CAP == 2048, "bpftel_http2_cut_calls_total's help names the cap");
+_Static_assert(USM_H2_STREAMS_MAX == 128, "too_many_streams' help names the cap");
 
-/* One sample per fatal decoder reason (USM_H2_TOO_MANY_STREAMS is not one). */
+/* One sample per decoder reason, as JSON's undecodable (too_many_streams: streams). */
 static void undecodable_samples(struct bpftel_prom *w, const uint64_t *counts)
 {
 	struct bpftel_prom_label l[1];
 	int i;
 
 	for (i = 1; i < USM_H2_REASON_MAX; i++) {
-		if (i == USM_H2_TOO_MANY_STREAMS)
-			continue;
 		l[0] = (struct bpftel_prom_label){"reason", usm_h2_reason_str(i)};
 		bpftel_prom_sample_u64(w, "", l, 1, counts[i]);
 	}
@@ -483,7 +484,8 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 	bpftel_prom_sample_u64(w, "", NULL, 0, c->h2.sessions);
 	bpftel_prom_family(w, "bpftel_http2_undecodable_sessions_total", "counter",
 			   "HTTP/2 sessions that stopped being decoded, by the decoder's reason: "
-			   "their later requests are not counted.");
+			   "their later requests are not counted; too_many_streams counts streams "
+			   "dropped past 128 open in a session, their requests unanswered.");
 	undecodable_samples(w, c->h2.undecodable);
 	bpftel_prom_family(w, "bpftel_http2_dropped_total", "counter",
 			   "HTTP/2 sessions (or records of them) not decoded, by reason: "
@@ -554,7 +556,8 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 			   "server): the other end is recorded, the agent's is not.");
 	bpftel_prom_sample_u64(w, "", NULL, 0, c.own);
 	bpftel_prom_family(w, "bpftel_http_rejected_messages_total", "counter",
-			   "Messages that looked like HTTP/1.x and were not, by reason.");
+			   "Messages that looked like HTTP and were not, by reason: syntax "
+			   "(HTTP/1.x), status (outside 100-599; HTTP/1.x and HTTP/2).");
 	l[0] = (struct bpftel_prom_label){"reason", "syntax"};
 	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_SYNTAX]);
 	l[0] = (struct bpftel_prom_label){"reason", "status"};
