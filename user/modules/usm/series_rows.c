@@ -6,40 +6,26 @@
 
 #include "series_rows.h"
 
-/* A row with the container its series is labelled with ("" without container labels). */
+/* A row and the labels of its series. */
 struct labelled_row {
 	const struct usm_endpoint_row *row;
-	char container[USM_CONTAINER_MAX];
+	struct usm_series_key key;
 };
 
-/* A series being built: the first row's labels, its oldest row's seq. */
+/* A series being built: its oldest row's seq. */
 struct building {
 	struct usm_series s;
 	uint64_t seq;
 	bool overflow; /* beyond the budget: folded into its family's overflow series */
 };
 
-/* Orders rows by their series' labels, so that a series' rows are neighbours. */
+/* Orders rows by the labels their series prints, and by nothing else: rows that differ
+ * only in what no label shows (a gRPC call's HTTP method or status) are one series. */
 static int by_labels(const void *pa, const void *pb)
 {
 	const struct labelled_row *x = pa, *y = pb;
-	const struct usm_endpoint_row *a = x->row, *b = y->row;
-	int d;
 
-	if (a->side != b->side)
-		return a->side < b->side ? -1 : 1;
-	if (a->version != b->version)
-		return a->version < b->version ? -1 : 1;
-	if (a->status != b->status)
-		return a->status < b->status ? -1 : 1;
-	if (a->grpc != b->grpc)
-		return a->grpc ? 1 : -1;
-	if (a->grpc_status != b->grpc_status)
-		return a->grpc_status < b->grpc_status ? -1 : 1;
-	d = strcmp(a->method, b->method);
-	if (!d)
-		d = strcmp(a->path, b->path);
-	return d ? d : strcmp(x->container, y->container);
+	return usm_series_key_cmp(&x->key, &y->key);
 }
 
 static int by_seq(const void *a, const void *b)
@@ -54,6 +40,7 @@ static size_t group(const struct usm_endpoint_row *rows, size_t n, usm_container
 		    void *ctx, unsigned int budget, struct building *b)
 {
 	struct labelled_row *lr = calloc(n + 1, sizeof(*lr));
+	char ct[USM_CONTAINER_MAX];
 	size_t nb = 0, m = 0, i, j;
 
 	if (!lr)
@@ -62,8 +49,9 @@ static size_t group(const struct usm_endpoint_row *rows, size_t n, usm_container
 		if (rows[i].side == USM_SIDE_UNKNOWN)
 			continue;
 		lr[m].row = &rows[i];
-		if (container && !container(rows[i].pid, lr[m].container, ctx))
-			lr[m].container[0] = '\0';
+		if (!container || !container(rows[i].pid, ct, ctx))
+			ct[0] = '\0';
+		usm_series_key_of_row(&lr[m].key, &rows[i], ct);
 		m++;
 	}
 	qsort(lr, m, sizeof(*lr), by_labels);
@@ -71,7 +59,7 @@ static size_t group(const struct usm_endpoint_row *rows, size_t n, usm_container
 		if (!i || by_labels(&lr[i - 1], &lr[i])) {
 			j = nb++;
 			memset(&b[j], 0, sizeof(b[j]));
-			usm_series_key_of_row(&b[j].s.key, lr[i].row, lr[i].container);
+			b[j].s.key = lr[i].key;
 			b[j].seq = lr[i].row->seq;
 		}
 		j = nb - 1;
@@ -92,7 +80,7 @@ size_t usm_series_from_rows(const struct usm_endpoint_row *rows, size_t n,
 {
 	struct usm_series over[USM_FAM__COUNT];
 	struct building *b = calloc(n + 1, sizeof(*b));
-	size_t nb, ns = 0, i;
+	size_t nb, ns = 0, nin, i;
 	uint32_t f;
 
 	*out = NULL;
@@ -116,8 +104,17 @@ size_t usm_series_from_rows(const struct usm_endpoint_row *rows, size_t n,
 		usm_series_merge(&over[b[i].s.key.family], &b[i].s);
 		*budget_overflow += b[i].s.count;
 	}
+	/* An overflow series with the labels of a series in the budget (a process's
+	 * overflow row, the table's) is that series: written once, holding both. */
+	nin = ns;
 	for (f = 0; f < USM_FAM__COUNT; f++) {
-		if (over[f].count)
+		if (!over[f].count)
+			continue;
+		for (i = 0; i < nin && usm_series_key_cmp(&(*out)[i].key, &over[f].key); i++)
+			;
+		if (i < nin)
+			usm_series_merge(&(*out)[i], &over[f]);
+		else
 			(*out)[ns++] = over[f];
 	}
 	free(b);
