@@ -6,32 +6,15 @@
 const double usm_http_le[USM_NLE] = {0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
 				     0.5,   0.75, 1,	 2.5,  5,     7.5, 10};
 
-void usm_series_add_hist(struct usm_series *s, const struct usm_hist *h)
+void usm_series_observe(struct usm_series *s, uint64_t ns)
 {
-	double ub;
-	size_t l;
-	int b;
+	size_t l = 0;
 
-	s->count += h->count;
-	s->sum_ns += h->sum_ns;
-	for (b = 0; b < USM_HIST_BUCKETS; b++) {
-		if (!h->buckets[b])
-			continue;
-		ub = b == USM_HIST_BUCKETS - 1 ? -1.0 : usm_hist_upper_ns(b) / 1e9;
-		for (l = 0; l < USM_NLE && (ub < 0 || ub > usm_http_le[l]); l++)
-			;
-		s->le[l] += h->buckets[b];
-	}
-}
-
-void usm_series_merge(struct usm_series *into, const struct usm_series *from)
-{
-	size_t l;
-
-	into->count += from->count;
-	into->sum_ns += from->sum_ns;
-	for (l = 0; l <= USM_NLE; l++)
-		into->le[l] += from->le[l];
+	while (l < USM_NLE && (double)ns > usm_http_le[l] * 1e9)
+		l++;
+	s->le[l]++;
+	s->count++;
+	s->sum_ns += ns;
 }
 
 static const struct {

@@ -10,7 +10,6 @@
 
 #include <linux/types.h>
 
-#include "histogram.h"
 #include "series_key.h"
 
 struct bpftel_prom;
@@ -27,10 +26,8 @@ struct usm_series {
 	uint64_t sum_ns;
 };
 
-/* Add a row's histogram: each fine bucket to the first exported bound that holds it
- * whole. */
-void usm_series_add_hist(struct usm_series *s, const struct usm_hist *h);
-void usm_series_merge(struct usm_series *into, const struct usm_series *from);
+/* One response of ns: in the first bucket whose bound holds it (le: at most). */
+void usm_series_observe(struct usm_series *s, uint64_t ns);
 
 /* Requests counted in an overflow series or row, by reason. */
 struct usm_overflow_counts {

@@ -30,42 +30,72 @@ enum usm_family usm_family_of(enum usm_side side, bool rpc)
 	return side == USM_SIDE_SERVER ? USM_FAM_HTTP_SERVER : USM_FAM_HTTP_CLIENT;
 }
 
-/* An absent status (0 in HTTP rows, -1 in gRPC ones) prints as "". */
-static void status_str(char *out, size_t size, int status, bool known)
+/* src into dst (size bytes, zeroed), cut to fit: on every paired response's path, where
+ * snprintf's format parse costs more than the copy. */
+static void put(char *dst, size_t size, const char *src)
 {
-	if (known)
-		snprintf(out, size, "%d", status);
+	size_t n = strlen(src);
+
+	memcpy(dst, src, n < size ? n : size - 1);
 }
 
-void usm_series_key_of_row(struct usm_series_key *k, const struct usm_endpoint_row *r,
-			   const char *container)
+/* A status code (0..999 here: HTTP's 100..599, gRPC's 0..16) into dst (zeroed). */
+static void put_status(char *dst, int status)
+{
+	char digits[4];
+	int n = 0;
+
+	if (status < 0 || status > 999)
+		return;
+	do {
+		digits[n++] = (char)('0' + status % 10);
+		status /= 10;
+	} while (status);
+	while (n)
+		*dst++ = digits[--n];
+}
+
+void usm_series_key_of(struct usm_series_key *k, const struct usm_paired *p, const char *container)
 {
 	const char *method;
 
-	memset(k, 0, sizeof(*k));
-	k->family = usm_family_of(r->side, r->grpc);
-	if (r->grpc) {
-		usm_rpc_names(r->path, k->route, sizeof(k->route), &method);
-		snprintf(k->method, sizeof(k->method), "%s", method);
-		status_str(k->status, sizeof(k->status), r->grpc_status, r->grpc_status >= 0);
+	if (p->overflow != USM_OVERFLOW_NONE) {
+		/* The overflow row keeps no route, status or gRPC-ness: the call still
+		 * goes to its own family's overflow series (gRPC calls are in the RPC
+		 * families only), HTTP's with the row's version. */
+		usm_series_key_overflow(k, usm_family_of(p->side, p->grpc));
+		if (!p->grpc) {
+			memset(k->version, 0, sizeof(k->version));
+			put(k->version, sizeof(k->version), usm_version_name(p->version));
+		}
+	} else if (p->grpc) {
+		memset(k, 0, sizeof(*k));
+		k->family = usm_family_of(p->side, true);
+		usm_rpc_names(p->path, k->route, sizeof(k->route), &method);
+		put(k->method, sizeof(k->method), method);
+		if (p->grpc_status >= 0)
+			put_status(k->status, p->grpc_status);
 	} else {
-		snprintf(k->route, sizeof(k->route), "%s", r->path);
-		snprintf(k->method, sizeof(k->method), "%s", r->method);
-		status_str(k->status, sizeof(k->status), r->status, r->status != 0);
-		snprintf(k->version, sizeof(k->version), "%s", usm_version_name(r->version));
+		memset(k, 0, sizeof(*k));
+		k->family = usm_family_of(p->side, false);
+		put(k->route, sizeof(k->route), p->path);
+		put(k->method, sizeof(k->method), p->method);
+		if (p->status)
+			put_status(k->status, p->status);
+		put(k->version, sizeof(k->version), usm_version_name(p->version));
 	}
 	if (container)
-		snprintf(k->container, sizeof(k->container), "%s", container);
+		put(k->container, sizeof(k->container), container);
 }
 
 void usm_series_key_overflow(struct usm_series_key *k, enum usm_family family)
 {
 	memset(k, 0, sizeof(*k));
 	k->family = family;
-	snprintf(k->route, sizeof(k->route), "%s", USM_ROUTE_OVERFLOW);
+	put(k->route, sizeof(k->route), USM_ROUTE_OVERFLOW);
 	if (family == USM_FAM_HTTP_SERVER || family == USM_FAM_HTTP_CLIENT) {
-		snprintf(k->method, sizeof(k->method), "%s", USM_METHOD_OTHER);
-		snprintf(k->version, sizeof(k->version), "%s", usm_version_name(11));
+		put(k->method, sizeof(k->method), USM_METHOD_OTHER);
+		put(k->version, sizeof(k->version), usm_version_name(11));
 	}
 }
 

@@ -43,9 +43,10 @@ const char *usm_version_name(int version);
  * when it has another shape. service has ssize bytes; *method points into route. */
 void usm_rpc_names(const char *route, char *service, size_t ssize, const char **method);
 
-/* The key of a row's series (side server or client), container NULL or "" for none. */
-void usm_series_key_of_row(struct usm_series_key *k, const struct usm_endpoint_row *r,
-			   const char *container);
+/* The key of a paired response's series (side server or client), container NULL or ""
+ * for none. A response counted in an overflow row goes to its family's overflow series
+ * (HTTP's keeps the row's version). */
+void usm_series_key_of(struct usm_series_key *k, const struct usm_paired *p, const char *container);
 
 /* The key of the overflow series of a family: HTTP's route "(overflow)", method _OTHER,
  * no status, version 1.1; gRPC's service "(overflow)", no method, no status. */

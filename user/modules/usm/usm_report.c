@@ -6,10 +6,9 @@
  * /metrics follows the OpenTelemetry HTTP semantic conventions mapped to Prometheus:
  * bpftel_http_server_request_duration_seconds and ..._client_..., histograms labelled
  * http_request_method, http_route, http_response_status_code, network_protocol_version
- * (and container_id with `metrics_labels = container`), summed over processes. At most
- * series_max label sets get a series of their own, the oldest first (so that a set
- * keeps its series from one scrape to the next); the others are counted in the route
- * "(overflow)" series of their side, and in bpftel_http_overflow_requests_total.
+ * (and container_id with `metrics_labels = container`), summed over processes; gRPC
+ * calls in the RPC families instead. The series are the module's, counted as responses
+ * pair and never lowered (series.h); families.c writes them.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -19,7 +18,6 @@
 
 #include "usm.h"
 #include "families.h"
-#include "series_rows.h"
 #include "user/common/ctl.h"
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
@@ -234,17 +232,6 @@ json_t *usm_report(struct bpftel_module *m, json_t *req)
 
 /* ---- /metrics ---- */
 
-/* A process's container id, for its series' labels. */
-static bool container_of(uint32_t pid, char *buf, void *ctx)
-{
-	struct usm_proc p;
-
-	if (!bpftel_usm__proc(ctx, pid, &p))
-		return false;
-	snprintf(buf, USM_CONTAINER_MAX, "%s", p.cgroup.container_id);
-	return true;
-}
-
 _Static_assert(USM_H2_CAP == 2048, "bpftel_http2_cut_calls_total's help names the cap");
 
 /* One sample per fatal decoder reason (USM_H2_TOO_MANY_STREAMS is not one). */
@@ -307,22 +294,18 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 {
 	struct bpftel_usm *usm = bpftel_module__priv(m);
-	struct bpftel_usm_settings set;
-	struct bpftel_usm_counters c;
-	struct usm_endpoint_row *rows;
-	struct bpftel_prom_label l[1];
 	struct usm_overflow_counts over = {0};
+	struct bpftel_usm_counters c;
+	struct bpftel_prom_label l[1];
 	struct usm_series *ser;
-	size_t n, ns;
+	bool containers;
+	size_t ns;
 
-	bpftel_usm__settings(usm, &set);
 	bpftel_usm__counters(usm, &c);
-	n = bpftel_usm__rows(usm, &rows);
-	ns = usm_series_from_rows(rows, n, set.container_labels ? container_of : NULL, usm,
-				  set.series_max, &ser, &over.series_budget);
+	ns = bpftel_usm__series(usm, &ser, &containers, &over.series_budget);
 	over.process_rows = c.endpoints.proc_overflow;
 	over.table_full = c.endpoints.table_overflow;
-	usm_families_write(w, ser, ns, set.container_labels, &over);
+	usm_families_write(w, ser, ns, containers, &over);
 	bpftel_prom_family(w, "bpftel_http_unattributed_requests_total", "counter",
 			   "Plaintext HTTP requests whose sockets' owners the agent does not know "
 			   "(connected before it ran): in `bpftel http`, not in the histograms.");
@@ -339,5 +322,4 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_STATUS]);
 	http2_metrics(w, &c);
 	free(ser);
-	free(rows);
 }
