@@ -18,7 +18,7 @@
 #include "user/modules/usm/families.h"
 #include "user/modules/usm/series.h"
 
-#define MAX_SAMPLES 4096
+#define MAX_SAMPLES 16384
 
 /* One scrape, parsed: each sample's series ("name{labels}") and value. */
 struct scrape {
@@ -474,6 +474,58 @@ static void test_grpc_overflow_in_rpc_family(void **state)
 	usm_free(&u);
 }
 
+/* The series' _count samples. */
+static size_t series_count(const struct scrape *s)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < s->n; i++)
+		n += strstr(s->series[i], "_seconds_count{") != NULL;
+	return n;
+}
+
+/* 300 label sets, a budget of 100 (more than the set's first allocation holds): 100
+ * series and the overflow series, every request in one of them; once they expire, the
+ * places are free again. */
+static void test_cardinality_bounded(void **state)
+{
+	struct usm_endpoints_limits lim = {.expiry_ns = 1000000};
+	struct call c = {0, USM_SIDE_CLIENT, "GET", NULL, 11, 200, false, 0};
+	char path[32];
+	struct scrape s;
+	struct usm u;
+	uint32_t i;
+
+	(void)state;
+	usm_new(&u, &lim, 100, false);
+	for (i = 0; i < 300; i++) {
+		snprintf(path, sizeof(path), "/r/%u", i);
+		c.pid = 1000 + i;
+		c.path = path;
+		pair(&u, &c, 1, 10 + i, 5);
+	}
+	scrape(&u, &s);
+	assert_unique(&s);
+	assert_int_equal(series_count(&s), 101);
+	assert_float_equal(counted(&s), 300, 0);
+	assert_float_equal(value_of(&s, SERIES_BUDGET), 200, 0);
+	assert_float_equal(value_of(&s, "bpftel_http_client_request_duration_seconds_count{"
+					"http_request_method=\"GET\",http_route=\"/r/99\","
+					"http_response_status_code=\"200\","
+					"network_protocol_version=\"1.1\"}"),
+			   1, 0);
+	free(s.text);
+	expire(&u, 2000000); /* all of them */
+	c.path = "/new";
+	pair(&u, &c, 1, 2000001, 5);
+	scrape(&u, &s);
+	assert_int_equal(series_count(&s), 1);
+	assert_float_equal(counted(&s), 1, 0);
+	assert_float_equal(value_of(&s, SERIES_BUDGET), 200, 0);
+	free(s.text);
+	usm_free(&u);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -484,6 +536,7 @@ int main(void)
 		cmocka_unit_test(test_overflow_counted_once),
 		cmocka_unit_test(test_budget_sticky),
 		cmocka_unit_test(test_grpc_overflow_in_rpc_family),
+		cmocka_unit_test(test_cardinality_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -143,7 +143,7 @@ void usm_series_set_configure(struct usm_series_set *s, unsigned int budget, boo
 	s->budget = budget;
 	s->expiry_ns = expiry_ns;
 	if (containers != s->containers) {
-		s->containers = containers;
+		__atomic_store_n(&s->containers, containers, __ATOMIC_RELAXED);
 		s->n = 0;
 		s->admitted = 0;
 		index_rebuild(s);
@@ -151,14 +151,11 @@ void usm_series_set_configure(struct usm_series_set *s, unsigned int budget, boo
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Asked before every response's add (whether to look its container up): no lock. A
+ * change racing with it only sends that response to its series without a container. */
 bool usm_series_set_containers(struct usm_series_set *s)
 {
-	bool containers;
-
-	pthread_mutex_lock(&s->lock);
-	containers = s->containers;
-	pthread_mutex_unlock(&s->lock);
-	return containers;
+	return __atomic_load_n(&s->containers, __ATOMIC_RELAXED);
 }
 
 static struct entry *insert(struct usm_series_set *s, const struct usm_series_key *k, uint32_t hash,
@@ -176,13 +173,21 @@ static struct entry *insert(struct usm_series_set *s, const struct usm_series_ke
 }
 
 /* A new series in the budget, if it has a place and the array room for it besides the
- * overflow series'. */
+ * overflow series' (grown by doubling, not far past what the budget can fill). Out of
+ * memory, the response goes to the overflow series, as past the budget. */
 static struct entry *admit(struct usm_series_set *s, const struct usm_series_key *k, uint32_t hash)
 {
+	size_t want = s->n + 1 + USM_FAM__COUNT, cap = 2 * s->cap,
+	       most = (size_t)s->budget + 2 * USM_FAM__COUNT;
+
 	if (s->admitted >= s->budget)
 		return NULL;
-	if (s->n + 1 + USM_FAM__COUNT > s->cap && !reserve(s, 2 * s->cap))
-		return NULL;
+	if (want > s->cap) {
+		if (cap > most)
+			cap = most;
+		if (!reserve(s, cap > want ? cap : want))
+			return NULL;
+	}
 	return insert(s, k, hash, true);
 }
 
