@@ -217,13 +217,18 @@ def container_identity(agent, python, conf):
               f", cgroup {r['cgroup']} (id {r['cgroup_id']})")
         check("container_id=" not in metrics(agent),
               "no container_id label in /metrics by default")
-        # Opted in: the label appears on the next scrape after SIGHUP's reload.
+        # Opted in: SIGHUP's reload starts the series over, labelled; the label appears
+        # with the first request counted after it (one a try: the reload is async).
         with open(conf, "a") as f:
             f.write("metrics_labels = container\n")
         agent.proc.send_signal(signal.SIGHUP)
         label = f'container_id="{CONTAINER}"'
-        wait_for(lambda: label in metrics(agent), 30,
-                 "the container_id label once metrics_labels = container")
+
+        def labelled():
+            subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/ct/2"],
+                           check=True, timeout=30)
+            return label in metrics(agent)
+        wait_for(labelled, 30, "the container_id label once metrics_labels = container")
         check(label in metrics(agent), "with metrics_labels = container, the series carry "
                                        "container_id")
     finally:

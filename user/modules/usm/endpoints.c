@@ -427,26 +427,46 @@ static void on_request(struct usm_endpoints *e, const struct usm_conn_key *key, 
 		memset(&p->conn, 0, sizeof(p->conn));
 }
 
-static void on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
+/* What on_response counted, for usm_endpoints_pair's caller. */
+static void paired_fill(struct usm_paired *out, const struct row_key *k, const struct row *r,
+			uint64_t t_ns, uint64_t latency_ns)
+{
+	out->pid = k->pid;
+	out->side = k->side;
+	out->version = k->version;
+	memcpy(out->method, k->method, sizeof(out->method)); /* the pending entry's arrays */
+	memcpy(out->path, k->path, sizeof(out->path));
+	out->status = k->status;
+	out->grpc = k->grpc;
+	out->grpc_status = k->grpc_status;
+	out->overflow = r->r.pid == USM_PID_OVERFLOW ? USM_OVERFLOW_TABLE
+			: r->kind == ROW_PROC_OVERFLOW ? USM_OVERFLOW_PROC
+						       : USM_OVERFLOW_NONE;
+	out->t_ns = t_ns;
+	out->latency_ns = latency_ns;
+}
+
+static bool on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
 			enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
-			const struct usm_conn_addr *conn)
+			const struct usm_conn_addr *conn, struct usm_paired *out)
 {
 	struct pending *p;
 	struct row_key k;
 	struct slot *s;
 	struct row *r;
+	uint64_t ns;
 
 	if (usm_http_interim(msg->status)) {
 		/* 100 Continue, 103 Early Hints: not the answer; the request keeps waiting,
 		 * and its latency runs to the final response. */
 		e->st.interim++;
-		return;
+		return false;
 	}
 	s = slot_of(e, key, key_hash(key));
 	e->st.responses++;
 	if (!s || !s->idx) {
 		e->st.orphan_responses++;
-		return;
+		return false;
 	}
 	p = entry_of(e, s);
 	k = (struct row_key){key->pid,
@@ -462,7 +482,8 @@ static void on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
 						: -1)
 				     : 0};
 	r = row_for(e, &k);
-	usm_hist_add(&r->r.latency, t_ns > p->t_ns ? t_ns - p->t_ns : 0);
+	ns = t_ns > p->t_ns ? t_ns - p->t_ns : 0;
+	usm_hist_add(&r->r.latency, ns);
 	r->r.last_ns = t_ns;
 	if (conn && conn->family)
 		r->r.conn = *conn;
@@ -473,19 +494,32 @@ static void on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
 		e->st.table_overflow++;
 	else if (r->kind == ROW_PROC_OVERFLOW)
 		e->st.proc_overflow++;
+	if (out)
+		paired_fill(out, &k, r, t_ns, ns);
 	slot_remove(e, s);
+	return true;
+}
+
+bool usm_endpoints_pair(struct usm_endpoints *e, const struct usm_conn_key *key,
+			enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
+			const struct usm_conn_addr *conn, struct usm_paired *out)
+{
+	bool paired = false;
+
+	pthread_mutex_lock(&e->lock);
+	if (msg->kind == USM_HTTP_REQUEST)
+		on_request(e, key, t_ns, msg, conn);
+	else if (msg->kind == USM_HTTP_RESPONSE)
+		paired = on_response(e, key, proto, t_ns, msg, conn, out);
+	pthread_mutex_unlock(&e->lock);
+	return paired;
 }
 
 void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *key,
 			   enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
 			   const struct usm_conn_addr *conn)
 {
-	pthread_mutex_lock(&e->lock);
-	if (msg->kind == USM_HTTP_REQUEST)
-		on_request(e, key, t_ns, msg, conn);
-	else if (msg->kind == USM_HTTP_RESPONSE)
-		on_response(e, key, proto, t_ns, msg, conn);
-	pthread_mutex_unlock(&e->lock);
+	usm_endpoints_pair(e, key, proto, t_ns, msg, conn, NULL);
 }
 
 bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t *t_ns,

@@ -122,6 +122,35 @@ void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *k
 			   enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
 			   const struct usm_conn_addr *conn);
 
+/* Where a paired response was counted. */
+enum usm_overflow {
+	USM_OVERFLOW_NONE,  /* its endpoint's row */
+	USM_OVERFLOW_PROC,  /* its process's overflow row: the process's cap */
+	USM_OVERFLOW_TABLE, /* a USM_PID_OVERFLOW row: the table was full */
+};
+
+/* A response paired with its request: the exchange's endpoint, as its row would key it
+ * (side, version and grpc_status clamped), and the row it was counted in. */
+struct usm_paired {
+	uint32_t pid;
+	enum usm_side side;
+	int version;
+	char method[USM_METHOD_MAX];
+	char path[USM_PATH_MAX];
+	int status;
+	bool grpc;
+	int grpc_status;
+	enum usm_overflow overflow;
+	uint64_t t_ns;	     /* the response's */
+	uint64_t latency_ns; /* what the row's histogram got */
+};
+
+/* usm_endpoints_message(), and true with *out filled when msg was a response that paired
+ * (out may be NULL): what the caller counts beside the table (the /metrics series). */
+bool usm_endpoints_pair(struct usm_endpoints *e, const struct usm_conn_key *key,
+			enum usm_proto proto, uint64_t t_ns, const struct usm_http_start *msg,
+			const struct usm_conn_addr *conn, struct usm_paired *out);
+
 /*
  * Withdraw the request pending on key, if any: its time, its request (kind, version,
  * method, path, grpc) and connection; it no longer counts as a request. The caller

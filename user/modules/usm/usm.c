@@ -14,6 +14,7 @@
 #include "usm.h"
 #include "h2_sessions.h"
 #include "h2c.h"
+#include "series.h"
 #include "usm.skel.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
@@ -33,6 +34,7 @@ struct bpftel_usm {
 	struct usm_h2_sessions *h2;
 	struct usm_h2c *h2c;
 	struct usm_procs *procs;
+	struct usm_series_set *series; /* /metrics' */
 	pthread_mutex_t lock; /* skel, counters, settings */
 	struct usm *skel;     /* while the module is open */
 	__u64 retired[USM_CNT__COUNT];
@@ -135,6 +137,22 @@ static void count(struct bpftel_usm *u, __u64 *counter)
 	pthread_mutex_unlock(&u->lock);
 }
 
+/* A message into the endpoint table; a response that pairs there is counted in its
+ * /metrics series too, at once: a series only grows (series.h). */
+static void record(struct bpftel_usm *u, const struct usm_conn_key *key, enum usm_proto proto,
+		   uint64_t t_ns, const struct usm_http_start *msg, const struct usm_conn_addr *conn)
+{
+	struct usm_paired paired;
+	struct usm_proc p;
+	const char *container = NULL;
+
+	if (!usm_endpoints_pair(u->endpoints, key, proto, t_ns, msg, conn, &paired))
+		return;
+	if (usm_series_set_containers(u->series) && usm_procs_get(u->procs, paired.pid, &p))
+		container = p.cgroup.container_id;
+	usm_series_set_add(u->series, &paired, container);
+}
+
 /* A watcher key's connection as client and server. */
 static void conn_of(const struct shlib_sock_key *k, bool local_is_server, struct usm_conn_addr *c)
 {
@@ -177,7 +195,7 @@ static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
 		count(u, &u->tls_no_conn);
 	}
 	usm_procs_note(u->procs, ev->pid);
-	usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTPS, ev->ktime_ns, msg,
+	record(u, &key, USM_PROTO_HTTPS, ev->ktime_ns, msg,
 			      known ? &conn : NULL);
 }
 
@@ -207,7 +225,7 @@ static void h2_message(const struct usm_h2_message *m, void *ctx)
 	if (!known)
 		count(u, &u->tls_no_conn);
 	usm_procs_note(u->procs, m->key.pid);
-	usm_endpoints_message(u->endpoints, &m->key, USM_PROTO_HTTPS, m->t_ns, &m->msg,
+	record(u, &m->key, USM_PROTO_HTTPS, m->t_ns, &m->msg,
 			      known ? &conn : NULL);
 }
 
@@ -264,7 +282,7 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	/* A request, and an interim response (100 Continue, 103 Early Hints: counted, the
 	 * request stays held for its final response, which attributes both). */
 	if (msg->kind == USM_HTTP_REQUEST || usm_http_interim(msg->status)) {
-		usm_endpoints_message(u->endpoints, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
+		record(u, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 		return;
 	}
 	have_req = usm_endpoints_take(u->endpoints, &held, &req_ns, &req, &req_conn);
@@ -285,9 +303,9 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		key.side = side;
 		usm_procs_note(u->procs, owner.pid);
 		if (have_req)
-			usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTP, req_ns, &req,
+			record(u, &key, USM_PROTO_HTTP, req_ns, &req,
 					      &req_conn);
-		usm_endpoints_message(u->endpoints, &key, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
+		record(u, &key, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 		found++;
 	}
 	if (own)
@@ -296,9 +314,9 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		return;
 	if (have_req) {
 		count(u, &u->unattributed);
-		usm_endpoints_message(u->endpoints, &held, USM_PROTO_HTTP, req_ns, &req, &req_conn);
+		record(u, &held, USM_PROTO_HTTP, req_ns, &req, &req_conn);
 	}
-	usm_endpoints_message(u->endpoints, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
+	record(u, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 }
 
 /* An h2c connection's first request or its response (h2c.c): a plaintext message. */
@@ -412,9 +430,10 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 	u->settings.series_max = 2000;
 	u->endpoints = usm_endpoints_new(&limits);
 	u->procs = usm_procs_new();
+	u->series = usm_series_set_new();
 	u->h2 = usm_h2_sessions_new(h2_message, u);
 	u->h2c = usm_h2c_new(h2c_message, u);
-	if (!u->endpoints || !u->procs || !u->h2 || !u->h2c)
+	if (!u->endpoints || !u->procs || !u->series || !u->h2 || !u->h2c)
 		return -ENOMEM;
 	u->ops.name = BPFTEL_USM_MODULE;
 	u->ops.open = usm_open;
@@ -446,6 +465,7 @@ void bpftel_usm__free(struct bpftel_usm *u)
 	usm_h2_sessions_free(u->h2);
 	usm_h2c_free(u->h2c);
 	usm_procs_free(u->procs);
+	usm_series_set_free(u->series);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
 }
@@ -519,6 +539,7 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 
 	usm_procs_sweep(u->procs, c.now, USM_EXIT_GRACE_NS);
 	usm_endpoints_expire(u->endpoints, c.now);
+	usm_series_set_expire(u->series, c.now);
 	return n;
 }
 
@@ -529,12 +550,24 @@ bool bpftel_usm__proc(struct bpftel_usm *u, __u32 pid, struct usm_proc *out)
 
 void bpftel_usm__configure(struct bpftel_usm *u, const struct bpftel_usm_settings *s)
 {
+	uint64_t expiry_ns = (uint64_t)s->row_expiry_s * 1000000000ull;
+	unsigned int series_max;
+
 	pthread_mutex_lock(&u->lock);
 	u->settings = *s;
 	if (!u->settings.series_max)
 		u->settings.series_max = 2000;
+	series_max = u->settings.series_max;
 	pthread_mutex_unlock(&u->lock);
-	usm_endpoints_set_expiry(u->endpoints, (uint64_t)s->row_expiry_s * 1000000000ull);
+	usm_endpoints_set_expiry(u->endpoints, expiry_ns);
+	/* Series expire like rows: a series idle that long goes, and frees its place. */
+	usm_series_set_configure(u->series, series_max, s->container_labels, expiry_ns);
+}
+
+size_t bpftel_usm__series(struct bpftel_usm *u, struct usm_series **out, bool *containers,
+			  uint64_t *series_budget)
+{
+	return usm_series_set_snapshot(u->series, out, containers, series_budget);
 }
 
 void bpftel_usm__settings(struct bpftel_usm *u, struct bpftel_usm_settings *out)

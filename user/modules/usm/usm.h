@@ -38,8 +38,9 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 /* What the configuration sets (apply as they come, any time). */
 struct bpftel_usm_settings {
 	unsigned int series_max;    /* HTTP series in /metrics before "(overflow)"; 0: 2000 */
-	unsigned int row_expiry_s;  /* rows idle this long go; 0: never */
-	bool container_labels;	    /* /metrics labels series with container_id */
+	unsigned int row_expiry_s;  /* rows and series idle this long go; 0: never */
+	bool container_labels;	    /* /metrics labels series with container_id (a change
+				     * starts the series over) */
 };
 void bpftel_usm__configure(struct bpftel_usm *u, const struct bpftel_usm_settings *s);
 void bpftel_usm__free(struct bpftel_usm *u);
@@ -49,6 +50,11 @@ struct bpftel_module *bpftel_usm__module(struct bpftel_usm *u);
  * not its BPF object's: it is kept across restarts (what a restart changes is only
  * what the kernel side sees meanwhile). */
 size_t bpftel_usm__rows(struct bpftel_usm *u, struct usm_endpoint_row **out);
+/* The /metrics series (series.h): malloc'd, count returned; whether they carry container
+ * labels, and the requests the series budget sent to the overflow series. */
+struct usm_series;
+size_t bpftel_usm__series(struct bpftel_usm *u, struct usm_series **out, bool *containers,
+			  uint64_t *series_budget);
 /* What the module knows of a process (its name, cgroup, container): true if known. */
 struct usm_proc;
 bool bpftel_usm__proc(struct bpftel_usm *u, __u32 pid, struct usm_proc *out);

@@ -6,10 +6,9 @@
  * /metrics follows the OpenTelemetry HTTP semantic conventions mapped to Prometheus:
  * bpftel_http_server_request_duration_seconds and ..._client_..., histograms labelled
  * http_request_method, http_route, http_response_status_code, network_protocol_version
- * (and container_id with `metrics_labels = container`), summed over processes. At most
- * series_max label sets get a series of their own, the oldest first (so that a set
- * keeps its series from one scrape to the next); the others are counted in the route
- * "(overflow)" series of their side, and in bpftel_http_overflow_requests_total.
+ * (and container_id with `metrics_labels = container`), summed over processes; gRPC
+ * calls in the RPC families instead. The series are the module's, counted as responses
+ * pair and never lowered (series.h); families.c writes them.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <jansson.h>
 
 #include "usm.h"
+#include "families.h"
 #include "user/common/ctl.h"
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
@@ -27,11 +27,6 @@ static const char *const side_names[USM_SIDE__COUNT] = {
 	[USM_SIDE_CLIENT] = "client",
 	[USM_SIDE_UNKNOWN] = "unknown",
 };
-
-static const char *version_name(int v)
-{
-	return v == 20 ? "2" : v == 10 ? "1.0" : "1.1";
-}
 
 /* "192.0.2.1:443", "[2001:db8::1]:443", or NULL when unknown. */
 static json_t *addr_json(uint8_t family, const uint8_t *addr, uint16_t port)
@@ -94,8 +89,6 @@ static void add_process(struct bpftel_usm *usm, json_t *o, uint32_t pid)
 							    : json_null());
 }
 
-static void rpc_names(const char *route, char *service, size_t ssize, const char **method);
-
 /* A gRPC row's call, as its metrics label it; null for other rows. */
 static json_t *rpc_json(const struct usm_endpoint_row *r)
 {
@@ -104,7 +97,7 @@ static json_t *rpc_json(const struct usm_endpoint_row *r)
 
 	if (!r->grpc)
 		return json_null();
-	rpc_names(r->path, service, sizeof(service), &method);
+	usm_rpc_names(r->path, service, sizeof(service), &method);
 	return json_pack("{s:s, s:o, s:o, s:o}", "system", "grpc", "service",
 			 bpftel_json_str(service), "method", bpftel_json_str(method),
 			 "grpc_status_code",
@@ -123,7 +116,7 @@ static json_t *row_json(struct bpftel_usm *usm, const struct usm_endpoint_row *r
 		      "s:{s:o, s:o}}",
 		      "pid", pid, "process", process_kind(r->pid), "side", side_names[r->side],
 		      "protocol", r->proto == USM_PROTO_HTTPS ? "https" : "http", "version",
-		      version_name(r->version), "method", bpftel_json_str(r->method), "path",
+		      usm_version_name(r->version), "method", bpftel_json_str(r->method), "path",
 		      bpftel_json_str(r->path), "status", r->status, "count", (json_int_t)h->count,
 		      "latency_sum_seconds", h->sum_ns / 1e9, "p50_seconds",
 		      usm_hist_quantile_ns(h, 0.5) / 1e9, "p99_seconds",
@@ -241,222 +234,6 @@ json_t *usm_report(struct bpftel_module *m, json_t *req)
 
 /* ---- /metrics ---- */
 
-/* Latency bounds exported (seconds): OpenTelemetry's default for HTTP durations. */
-static const double http_le[] = {0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
-				 0.5,	0.75, 1,     2.5,  5,	  7.5,	10};
-#define NLE (sizeof(http_le) / sizeof(http_le[0]))
-
-/* One series: the rows of every process with these labels, summed. */
-struct series {
-	const struct usm_endpoint_row *row; /* the first: its labels */
-	char container[65];
-	uint64_t seq; /* its oldest row's */
-	uint64_t count;
-	double sum;
-	__u64 le[NLE + 1];
-	bool overflow; /* beyond the budget: folded into its side's overflow series */
-};
-
-/* A row with the container its series is labelled with ("" without container labels). */
-struct labelled_row {
-	const struct usm_endpoint_row *row;
-	char container[65];
-};
-
-/* Orders rows by their series' labels, so that a series' rows are neighbours. */
-static int by_labels(const void *pa, const void *pb)
-{
-	const struct labelled_row *x = pa, *y = pb;
-	const struct usm_endpoint_row *a = x->row, *b = y->row;
-	int d;
-
-	if (a->side != b->side)
-		return a->side < b->side ? -1 : 1;
-	if (a->version != b->version)
-		return a->version < b->version ? -1 : 1;
-	if (a->status != b->status)
-		return a->status < b->status ? -1 : 1;
-	if (a->grpc != b->grpc)
-		return a->grpc ? 1 : -1;
-	if (a->grpc_status != b->grpc_status)
-		return a->grpc_status < b->grpc_status ? -1 : 1;
-	d = strcmp(a->method, b->method);
-	if (!d)
-		d = strcmp(a->path, b->path);
-	return d ? d : strcmp(x->container, y->container);
-}
-
-/* Each fine bucket goes to the first exported bound that holds it whole. */
-static void add_hist(struct series *s, const struct usm_hist *h)
-{
-	double ub;
-	size_t b, l;
-
-	s->count += h->count;
-	s->sum += h->sum_ns / 1e9;
-	for (b = 0; b < USM_HIST_BUCKETS; b++) {
-		if (!h->buckets[b])
-			continue;
-		ub = b == USM_HIST_BUCKETS - 1 ? -1.0 : usm_hist_upper_ns(b) / 1e9;
-		for (l = 0; l < NLE && (ub < 0 || ub > http_le[l]); l++)
-			;
-		s->le[l] += h->buckets[b];
-	}
-}
-
-static int by_seq(const void *a, const void *b)
-{
-	const struct series *x = a, *y = b;
-
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Rows -> series (unknown-side rows aside), oldest first, those past budget marked.
- * Sorted by labels and grouped: n log n, a scrape of a full table stays cheap. */
-static size_t build_series(struct bpftel_usm *usm, const struct usm_endpoint_row *rows, size_t n,
-			   bool containers, unsigned int budget, struct series *ser)
-{
-	struct labelled_row *lr = calloc(n + 1, sizeof(*lr));
-	size_t ns = 0, m = 0, i, j;
-	struct usm_proc p;
-
-	if (!lr)
-		return 0;
-	for (i = 0; i < n; i++) {
-		if (rows[i].side == USM_SIDE_UNKNOWN)
-			continue;
-		lr[m].row = &rows[i];
-		if (containers && bpftel_usm__proc(usm, rows[i].pid, &p))
-			snprintf(lr[m].container, sizeof(lr[m].container), "%s",
-				 p.cgroup.container_id);
-		m++;
-	}
-	qsort(lr, m, sizeof(*lr), by_labels);
-	for (i = 0; i < m; i++) {
-		if (!i || by_labels(&lr[i - 1], &lr[i])) {
-			j = ns++;
-			memset(&ser[j], 0, sizeof(ser[j]));
-			ser[j].row = lr[i].row;
-			ser[j].seq = lr[i].row->seq;
-			memcpy(ser[j].container, lr[i].container, sizeof(ser[j].container));
-		}
-		j = ns - 1;
-		if (lr[i].row->seq < ser[j].seq)
-			ser[j].seq = lr[i].row->seq;
-		add_hist(&ser[j], &lr[i].row->latency);
-	}
-	free(lr);
-	qsort(ser, ns, sizeof(*ser), by_seq);
-	for (j = budget; j < ns; j++)
-		ser[j].overflow = true;
-	return ns;
-}
-
-/* A gRPC route "/package.Service/Method" as service and method: the route itself and ""
- * when it has another shape. */
-static void rpc_names(const char *route, char *service, size_t ssize, const char **method)
-{
-	const char *slash = strrchr(route, '/');
-
-	if (route[0] == '/' && slash && slash > route + 1 && slash[1]) {
-		snprintf(service, ssize, "%.*s", (int)(slash - route - 1), route + 1);
-		*method = slash + 1;
-	} else {
-		snprintf(service, ssize, "%s", route);
-		*method = "";
-	}
-}
-
-/* Labels of an HTTP series, or of a gRPC one (OpenTelemetry's RPC conventions);
- * status and service are the caller's buffers (12 and USM_PATH_MAX bytes). */
-static size_t labels_of(const struct series *s, bool containers, struct bpftel_prom_label *l,
-			char *status, char *service)
-{
-	const char *method;
-	size_t n = 0;
-
-	if (s->row->grpc) {
-		if (s->row->grpc_status >= 0)
-			snprintf(status, 12, "%d", s->row->grpc_status);
-		else
-			status[0] = '\0';
-		rpc_names(s->row->path, service, USM_PATH_MAX, &method);
-		l[n++] = (struct bpftel_prom_label){"rpc_system", "grpc"};
-		l[n++] = (struct bpftel_prom_label){"rpc_service", service};
-		l[n++] = (struct bpftel_prom_label){"rpc_method", method};
-		l[n++] = (struct bpftel_prom_label){"rpc_grpc_status_code", status};
-	} else {
-		if (s->row->status)
-			snprintf(status, 12, "%d", s->row->status);
-		else
-			status[0] = '\0';
-		l[n++] = (struct bpftel_prom_label){"http_request_method", s->row->method};
-		l[n++] = (struct bpftel_prom_label){"http_route", s->row->path};
-		l[n++] = (struct bpftel_prom_label){"http_response_status_code", status};
-		l[n++] = (struct bpftel_prom_label){"network_protocol_version",
-						    version_name(s->row->version)};
-	}
-	if (containers)
-		l[n++] = (struct bpftel_prom_label){"container_id", s->container};
-	return n;
-}
-
-/* One side's HTTP histogram family, or its gRPC one (rpc): gRPC calls are in the RPC
- * families only, so that no call is summed twice. */
-static void side_family(struct bpftel_prom *w, struct series *ser, size_t ns, enum usm_side side,
-			bool rpc, bool containers, uint64_t *overflowed)
-{
-	bool server = side == USM_SIDE_SERVER;
-	struct series over = {0};
-	struct usm_endpoint_row over_row = {.side = side, .version = 11, .grpc = rpc,
-					    .grpc_status = -1};
-	struct bpftel_prom_label l[7];
-	char status[12], service[USM_PATH_MAX];
-	size_t j, nl, k;
-
-	if (rpc)
-		bpftel_prom_family(w,
-				   server ? "bpftel_rpc_server_duration_seconds"
-					  : "bpftel_rpc_client_duration_seconds",
-				   "histogram",
-				   server ? "gRPC calls served (HTTP/2), request HEADERS to the end "
-					    "of the response as the server process sees it."
-					  : "gRPC calls made (HTTP/2), request HEADERS to the end "
-					    "of the response as the client process sees it.");
-	else
-		bpftel_prom_family(w,
-				   server ? "bpftel_http_server_request_duration_seconds"
-					  : "bpftel_http_client_request_duration_seconds",
-				   "histogram",
-				   server ? "HTTP requests served, first byte of request to first "
-					    "byte of response (HTTP/2 over TLS: to the end of the "
-					    "response) as the server process sees it."
-					  : "HTTP requests made, first byte of request to first byte "
-					    "of response (HTTP/2 over TLS: to the end of the response) "
-					    "as the client process sees it.");
-	for (j = 0; j < ns; j++) {
-		if (ser[j].row->side != side || ser[j].row->grpc != rpc)
-			continue;
-		if (ser[j].overflow) {
-			over.count += ser[j].count;
-			over.sum += ser[j].sum;
-			for (k = 0; k <= NLE; k++)
-				over.le[k] += ser[j].le[k];
-			*overflowed += ser[j].count;
-			continue;
-		}
-		nl = labels_of(&ser[j], containers, l, status, service);
-		bpftel_prom_histogram(w, l, nl, http_le, ser[j].le, NLE, ser[j].sum);
-	}
-	if (!over.count)
-		return;
-	snprintf(over_row.method, sizeof(over_row.method), "%s", USM_METHOD_OTHER);
-	snprintf(over_row.path, sizeof(over_row.path), "%s", USM_ROUTE_OVERFLOW);
-	over.row = &over_row;
-	nl = labels_of(&over, containers, l, status, service);
-	bpftel_prom_histogram(w, l, nl, http_le, over.le, NLE, over.sum);
-}
-
 _Static_assert(USM_H2_CAP == 2048, "bpftel_http2_cut_calls_total's help names the cap");
 _Static_assert(USM_H2_STREAMS_MAX == 128, "too_many_streams' help names the cap");
 
@@ -519,34 +296,18 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 {
 	struct bpftel_usm *usm = bpftel_module__priv(m);
-	struct bpftel_usm_settings set;
+	struct usm_overflow_counts over = {0};
 	struct bpftel_usm_counters c;
-	struct usm_endpoint_row *rows;
 	struct bpftel_prom_label l[1];
-	uint64_t overflowed[USM_SIDE__COUNT] = {0};
-	struct series *ser;
-	size_t n, ns = 0;
+	struct usm_series *ser;
+	bool containers;
+	size_t ns;
 
-	bpftel_usm__settings(usm, &set);
 	bpftel_usm__counters(usm, &c);
-	n = bpftel_usm__rows(usm, &rows);
-	ser = calloc(n + 1, sizeof(*ser));
-	if (ser)
-		ns = build_series(usm, rows, n, set.container_labels, set.series_max, ser);
-	side_family(w, ser, ns, USM_SIDE_SERVER, false, set.container_labels, &overflowed[0]);
-	side_family(w, ser, ns, USM_SIDE_CLIENT, false, set.container_labels, &overflowed[1]);
-	side_family(w, ser, ns, USM_SIDE_SERVER, true, set.container_labels, &overflowed[0]);
-	side_family(w, ser, ns, USM_SIDE_CLIENT, true, set.container_labels, &overflowed[1]);
-	bpftel_prom_family(w, "bpftel_http_overflow_requests_total", "counter",
-			   "HTTP requests counted in an (overflow) series or row, by reason: "
-			   "series_budget (more label sets than http_series_max), process_rows (a "
-			   "process's row cap), table_full (the endpoint table's).");
-	l[0] = (struct bpftel_prom_label){"reason", "series_budget"};
-	bpftel_prom_sample_u64(w, "", l, 1, overflowed[0] + overflowed[1]);
-	l[0] = (struct bpftel_prom_label){"reason", "process_rows"};
-	bpftel_prom_sample_u64(w, "", l, 1, c.endpoints.proc_overflow);
-	l[0] = (struct bpftel_prom_label){"reason", "table_full"};
-	bpftel_prom_sample_u64(w, "", l, 1, c.endpoints.table_overflow);
+	ns = bpftel_usm__series(usm, &ser, &containers, &over.series_budget);
+	over.process_rows = c.endpoints.proc_overflow;
+	over.table_full = c.endpoints.table_overflow;
+	usm_families_write(w, ser, ns, containers, &over);
 	bpftel_prom_family(w, "bpftel_http_unattributed_requests_total", "counter",
 			   "Plaintext HTTP requests whose sockets' owners the agent does not know "
 			   "(connected before it ran): in `bpftel http`, not in the histograms.");
@@ -564,5 +325,4 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_STATUS]);
 	http2_metrics(w, &c);
 	free(ser);
-	free(rows);
 }
