@@ -23,9 +23,19 @@
 struct bpftel_gpu {
 	struct bpftel_module_ops ops;
 	struct bpftel_module *module;
-	pthread_mutex_t lock;	/* guards skel and launch_shared_mem */
+	pthread_mutex_t lock;	/* guards skel, launch_shared_mem and opens */
 	struct gpu *skel;	/* while the module is open */
 	bool launch_shared_mem; /* config: taken at the module's next open */
+	__u64 opens;		/* of the BPF object: its maps are new each time */
+	/*
+	 * What reports remember from one to the next (counters must not go down: a
+	 * series of /metrics is computed from the maps and what the report before saw),
+	 * under report_lock: one report at a time, maps read and state updated in the
+	 * same order. Taken before lock; names are parsed under it, never under lock.
+	 */
+	pthread_mutex_t report_lock;
+	struct bpftel_gpu_kernels *kernels;
+	__u64 state_opens; /* the open the state is of */
 };
 
 static void gpu_housekeeping(struct bpftel_module *m);
@@ -101,6 +111,7 @@ static int gpu_open(struct bpftel_module *m)
 	pthread_mutex_lock(&g->lock);
 	skel->rodata->gpu_launch_shared_mem = g->launch_shared_mem;
 	g->skel = skel;
+	g->opens++;
 	pthread_mutex_unlock(&g->lock);
 	bpftel_module__set_object(m, skel->obj);
 	return bpftel_module__add_probe(m, &task_exit_probe);
@@ -138,6 +149,14 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	if (!g)
 		return -ENOMEM;
 	pthread_mutex_init(&g->lock, NULL);
+	pthread_mutex_init(&g->report_lock, NULL);
+	g->kernels = bpftel_gpu_kernels__new(NULL);
+	if (!g->kernels) {
+		pthread_mutex_destroy(&g->report_lock);
+		pthread_mutex_destroy(&g->lock);
+		free(g);
+		return -ENOMEM;
+	}
 	g->ops.name = BPFTEL_GPU_MODULE;
 	g->ops.open = gpu_open;
 	g->ops.load = gpu_load;
@@ -167,6 +186,8 @@ void bpftel_gpu__free(struct bpftel_gpu *g)
 {
 	if (!g)
 		return;
+	bpftel_gpu_kernels__free(g->kernels);
+	pthread_mutex_destroy(&g->report_lock);
 	pthread_mutex_destroy(&g->lock);
 	free(g);
 }
@@ -309,11 +330,21 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	int fd;
 
 	*out = NULL;
+	pthread_mutex_lock(&g->report_lock);
 	pthread_mutex_lock(&g->lock);
 	if (!g->skel || bpf_map__fd(g->skel->maps.gpu_procs) < 0) {
 		pthread_mutex_unlock(&g->lock);
+		pthread_mutex_unlock(&g->report_lock);
 		return 0;
 	}
+	if (g->state_opens != g->opens) { /* the module restarted: counts begin again */
+		bpftel_gpu_kernels__reset(g->kernels);
+		g->state_opens = g->opens;
+	}
+	/* The processes first, their kernels after: a launch between the two reads is in
+	 * its kernel's count and not in the total, so kernel="other" (the total less the
+	 * series) may read low for a report, which gpu_kernels.c holds, never high, which
+	 * would come down at the next. */
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
@@ -323,6 +354,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 			grown = realloc(rows, cap * sizeof(*rows));
 			if (!grown) {
 				pthread_mutex_unlock(&g->lock);
+				pthread_mutex_unlock(&g->report_lock);
 				free(rows);
 				return -ENOMEM;
 			}
@@ -343,7 +375,8 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	for (size_t i = 0; i < n; i++)
 		bpftel_proc_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
 	/* Names may take parsing the processes' files: without the lock. */
-	bpftel_gpu_kernels__fill(rows, n, ks, nks);
+	bpftel_gpu_kernels__fill(g->kernels, rows, n, ks, nks);
+	pthread_mutex_unlock(&g->report_lock);
 	free(ks);
 	if (n) /* rows is NULL when there are none */
 		qsort(rows, n, sizeof(*rows), cmp_outstanding);
@@ -381,9 +414,13 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	__u32 key, next, *prev = NULL, dead[64];
 	int fd, ndead = 0, i;
 
+	/* Not while a report runs: one that read the process before it is forgotten
+	 * would remember it again. */
+	pthread_mutex_lock(&g->report_lock);
 	pthread_mutex_lock(&g->lock);
 	if (!g->skel || bpf_map__fd(g->skel->maps.gpu_procs) < 0) {
 		pthread_mutex_unlock(&g->lock);
+		pthread_mutex_unlock(&g->report_lock);
 		return 0;
 	}
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
@@ -402,8 +439,9 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		drop_keys(bpf_map__fd(g->skel->maps.gpu_ctxs), dead[i], 16);
 		drop_keys(bpf_map__fd(g->skel->maps.gpu_kernels), dead[i], 16);
 		drop_keys(bpf_map__fd(g->skel->maps.gpu_knames), dead[i], 16);
-		bpftel_gpu_kernels__forget(dead[i]);
+		bpftel_gpu_kernels__forget(g->kernels, dead[i]);
 	}
 	pthread_mutex_unlock(&g->lock);
+	pthread_mutex_unlock(&g->report_lock);
 	return ndead;
 }

@@ -44,6 +44,10 @@ extern const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS];
 
 #define BPFTEL_GPU_TOP_KERNELS 8 /* kernels per process reported, most launched first */
 #define BPFTEL_GPU_KERNEL_NAME 256
+/* Series of bpftel_gpu_kernel_name_launches_total (kernel="other" aside): at most
+ * BPFTEL_GPU_TOP_KERNELS per process, BPFTEL_GPU_KERNEL_SERIES over all of them. */
+#define BPFTEL_GPU_KERNEL_SERIES 64
+#define BPFTEL_GPU_NAME_BUDGET	 32 /* host functions resolved per report at most */
 
 /* A kernel, by its demangled name ("" when it has none we can tell); the launches of
  * every handle or host function with that name. */
@@ -73,6 +77,16 @@ struct bpftel_gpu_proc {
 	size_t nkernels; /* by name; may exceed BPFTEL_GPU_TOP_KERNELS */
 	struct bpftel_gpu_kernel_row kernels[BPFTEL_GPU_TOP_KERNELS];
 	__u64 kernels_other_launches; /* of the kernels not listed */
+	/* bpftel_gpu_kernel_name_launches_total, counters: the process's series (kept while
+	 * it lives, in the order they began), each its kernel's launches since it began,
+	 * and every other launch of the process (kernels with none, launches before theirs
+	 * began, launches the kernel map missed) in kseries_other. */
+	size_t nkseries;
+	struct {
+		char name[BPFTEL_GPU_KERNEL_NAME];
+		__u64 launches;
+	} kseries[BPFTEL_GPU_TOP_KERNELS];
+	__u64 kseries_other;
 	size_t nerrors; /* may exceed BPFTEL_GPU_MAX_ERRORS: the rest are not listed */
 	struct {
 		enum gpu_func func;
@@ -97,6 +111,8 @@ struct json_t;
 struct bpftel_prom;
 struct json_t *gpu_report(struct bpftel_module *m, struct json_t *req);
 void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w);
+/* gpu_metrics()'s families, of rows as bpftel_gpu__processes() gives them. */
+void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows, int n);
 
 /* Names (gpu_names.c). */
 const char *bpftel_gpu_func_name(enum gpu_func func);		    /* "cudaLaunchKernel" */

@@ -266,75 +266,49 @@ static void put_devices(struct bpftel_prom *w, const struct bpftel_gpu_proc *row
 	}
 }
 
-/* The series budget of bpftel_gpu_kernel_name_launches_total: the most launched named
- * kernels over all processes; every other launch is its process's kernel="other". */
-#define KERNEL_SERIES_BUDGET 64
-
-struct kernel_pick {
-	const struct bpftel_gpu_proc *p;
-	const struct bpftel_gpu_kernel_row *k;
-};
-
-static int cmp_pick(const void *a, const void *b)
-{
-	const struct kernel_pick *x = a, *y = b;
-
-	if (x->k->launches != y->k->launches)
-		return x->k->launches < y->k->launches ? 1 : -1;
-	return x->p->pid < y->p->pid ? -1 : x->p->pid > y->p->pid;
-}
-
+/* bpftel_gpu_kernel_name_launches_total: each process's series (gpu_kernels.c says how
+ * they stay counters) and the rest of its launches under kernel="other", there once it
+ * is not 0 (it never goes down). */
 static void put_kernels(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows, int n)
 {
-	struct kernel_pick *picks = calloc((size_t)n * BPFTEL_GPU_TOP_KERNELS + 1, sizeof(*picks));
-	__u64 *other = calloc((size_t)n + 1, sizeof(*other));
-	size_t np = 0, i, k;
+	size_t k;
 	int r;
 
-	if (!picks || !other)
-		goto out;
 	for (r = 0; r < n; r++) {
-		other[r] = rows[r].kernels_other_launches;
-		for (k = 0; k < rows[r].nkernels && k < BPFTEL_GPU_TOP_KERNELS; k++) {
-			if (rows[r].kernels[k].name[0])
-				picks[np++] = (struct kernel_pick){&rows[r], &rows[r].kernels[k]};
-			else
-				other[r] += rows[r].kernels[k].launches; /* not named */
-		}
+		for (k = 0; k < rows[r].nkseries; k++)
+			put(w, &rows[r], "kernel", rows[r].kseries[k].name,
+			    rows[r].kseries[k].launches);
+		if (rows[r].kseries_other)
+			put(w, &rows[r], "kernel", "other", rows[r].kseries_other);
 	}
-	if (np)
-		qsort(picks, np, sizeof(*picks), cmp_pick);
-	for (i = KERNEL_SERIES_BUDGET; i < np; i++)
-		other[picks[i].p - rows] += picks[i].k->launches;
-	for (i = 0; i < np && i < KERNEL_SERIES_BUDGET; i++)
-		put(w, picks[i].p, "kernel", picks[i].k->name, picks[i].k->launches);
-	for (r = 0; r < n; r++)
-		if (other[r])
-			put(w, &rows[r], "kernel", "other", other[r]);
-out:
-	free(picks);
-	free(other);
 }
 
 void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 {
 	struct bpftel_gpu_proc *rows = NULL;
-	const char *name;
-	char code[16];
-	int n, i;
-	size_t k, e;
+	int n;
 
 	n = bpftel_gpu__processes(bpftel_module__priv(m), &rows);
-	if (n < 0)
-		n = 0;
+	bpftel_gpu_metrics_rows(w, rows, n < 0 ? 0 : n);
+	free(rows);
+}
+
+void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows, int n)
+{
+	const char *name;
+	char code[16];
+	size_t k, e;
+	int i;
+
 	bpftel_prom_family(w, "bpftel_gpu_kernel_launches_total", "counter",
 			   "cudaLaunchKernel and cuLaunchKernel calls, per live process.");
 	for (i = 0; i < n; i++)
 		put(w, &rows[i], NULL, NULL,
 		    rows[i].st.calls[GPU_FN_LAUNCH] + rows[i].st.calls[GPU_FN_CU_LAUNCH]);
 	bpftel_prom_family(w, "bpftel_gpu_kernel_name_launches_total", "counter",
-			   "Launches per kernel (demangled name), the 64 most launched over all "
-			   "live processes; each process's others under kernel=\"other\".");
+			   "Launches per kernel (demangled name) since its series began, per live "
+			   "process: at most 8 named kernels each, 64 over all, kept while the "
+			   "process lives; its other launches under kernel=\"other\".");
 	put_kernels(w, rows, n);
 	bpftel_prom_family(w, "bpftel_gpu_threads_launched_total", "counter",
 			   "Threads launched (grid x block), per live process.");
@@ -399,5 +373,4 @@ void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 			bpftel_prom_sample_u64(w, "", l, 4, rows[i].errors[e].count);
 		}
 	}
-	free(rows);
 }
