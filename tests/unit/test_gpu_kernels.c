@@ -198,7 +198,7 @@ static void test_runtime_names_budgeted(void **state)
  */
 struct sample {
 	unsigned int pid;
-	char labels[2 * BPFTEL_GPU_KERNEL_NAME];
+	char labels[4 * BPFTEL_GPU_KERNEL_NAME + 2];
 	unsigned long long v;
 };
 
@@ -520,6 +520,74 @@ static void test_kernel_series_budget_over_processes(void **state)
 	bpftel_gpu_kernels__free(kt);
 }
 
+static __u64 failed_of(const struct bpftel_gpu_proc *p)
+{
+	__u64 sum = 0;
+	int f;
+
+	for (f = 0; f < GPU_FN__COUNT; f++)
+		sum += p->st.failed[f];
+	return sum;
+}
+
+/*
+ * bpftel_gpu_cuda_errors_total over three scrapes of a process failing with 19 kinds of
+ * error, then 20: a new kind the error map walks first (as a hash map may) with more
+ * failures than any. The 16 kinds listed first keep their series; the rest, the new
+ * kind and failures the map could not hold are their function's error="other"; no
+ * series disappears or goes down; the family sums to the process's failed calls, and
+ * per function to the function's.
+ */
+static void test_error_series_are_counters(void **state)
+{
+	static const enum gpu_func funcs[] = {GPU_FN_LAUNCH, GPU_FN_MALLOC, GPU_FN_MEMCPY,
+					      GPU_FN_CU_INIT};
+	static const char *const labels[] = {"function", "error"};
+	struct bpftel_gpu_errors *et = bpftel_gpu_errors__new();
+	static struct bpftel_gpu_error_seen es[32];
+	static struct bpftel_gpu_proc row;
+	char prefix[64];
+	size_t nes, j, listed;
+	__u64 sum;
+	int i, k, f;
+
+	(void)state;
+	assert_non_null(et);
+	for (k = 0; k < 3; k++) {
+		memset(&row, 0, sizeof(row));
+		row.pid = 500;
+		nes = 0;
+		if (k) /* the new kind */
+			es[nes++] = (struct bpftel_gpu_error_seen){
+				{.tgid = 500, .func = GPU_FN_MALLOC, .error = 2}, 1000 * (__u64)k};
+		for (i = 0; i < 19; i++)
+			es[nes++] = (struct bpftel_gpu_error_seen){
+				{.tgid = 500, .func = funcs[i % 4], .error = 100 + i},
+				(__u64)(1 + i + k)};
+		for (j = 0; j < nes; j++)
+			row.st.failed[es[j].key.func] += es[j].count;
+		row.st.failed[GPU_FN_SET_DEVICE] += 2; /* not in the map */
+		bpftel_gpu_errors__fill(et, &row, 1, es, nes);
+		scrape_rows(&row, 1, "bpftel_gpu_cuda_errors_total", labels, 2, &sc[k]);
+		check_counters(k ? &sc[k - 1] : NULL, &sc[k], &row, 1, failed_of);
+		for (f = 0; f < GPU_FN__COUNT; f++) {
+			snprintf(prefix, sizeof(prefix), "%s|", bpftel_gpu_func_name(f));
+			for (j = 0, sum = 0; j < sc[k].n; j++)
+				if (!strncmp(sc[k].s[j].labels, prefix, strlen(prefix)))
+					sum += sc[k].s[j].v;
+			assert_int_equal(sum, row.st.failed[f]);
+		}
+		for (j = 0, listed = 0; j < sc[k].n; j++)
+			listed += !strstr(sc[k].s[j].labels, "|other");
+		assert_int_equal(listed, BPFTEL_GPU_MAX_ERRORS);
+		assert_int_equal(row.nerrors, nes);
+		assert_int_equal(row.nlisted, BPFTEL_GPU_MAX_ERRORS);
+		assert_null(find_sample(&sc[k], 500, "cudaMalloc|cudaErrorMemoryAllocation"));
+	}
+	assert_int_equal(find_sample(&sc[2], 500, "cudaSetDevice|other")->v, 2);
+	bpftel_gpu_errors__free(et);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -532,6 +600,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_series_overtaken),
 		cmocka_unit_test(test_kernel_series_names_arrive),
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
+		cmocka_unit_test(test_error_series_are_counters),
 	};
 
 	return cmocka_run_group_tests_name("gpu_kernels", tests, NULL, NULL);

@@ -35,6 +35,7 @@ struct bpftel_gpu {
 	 */
 	pthread_mutex_t report_lock;
 	struct bpftel_gpu_kernels *kernels;
+	struct bpftel_gpu_errors *errors;
 	__u64 state_opens; /* the open the state is of */
 };
 
@@ -151,7 +152,10 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_mutex_init(&g->report_lock, NULL);
 	g->kernels = bpftel_gpu_kernels__new(NULL);
-	if (!g->kernels) {
+	g->errors = bpftel_gpu_errors__new();
+	if (!g->kernels || !g->errors) {
+		bpftel_gpu_kernels__free(g->kernels);
+		bpftel_gpu_errors__free(g->errors);
 		pthread_mutex_destroy(&g->report_lock);
 		pthread_mutex_destroy(&g->lock);
 		free(g);
@@ -187,6 +191,7 @@ void bpftel_gpu__free(struct bpftel_gpu *g)
 	if (!g)
 		return;
 	bpftel_gpu_kernels__free(g->kernels);
+	bpftel_gpu_errors__free(g->errors);
 	pthread_mutex_destroy(&g->report_lock);
 	pthread_mutex_destroy(&g->lock);
 	free(g);
@@ -245,24 +250,32 @@ static void add_allocs(int fd, struct bpftel_gpu_proc *rows, size_t n)
 	}
 }
 
-static void add_errors(int fd, struct bpftel_gpu_proc *rows, size_t n)
+/* The (function, error) kinds of failed calls of the processes in rows. */
+static size_t read_errors(int fd, struct bpftel_gpu_proc *rows, size_t n,
+			  struct bpftel_gpu_error_seen **out)
 {
+	struct bpftel_gpu_error_seen *es = NULL, *grown;
 	struct gpu_err_key key, next, *prev = NULL;
-	struct bpftel_gpu_proc *p;
-	__u64 count;
+	size_t nes = 0, cap = 0;
 
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &count) || !(p = find_proc(rows, n, key.tgid)))
+		if (!find_proc(rows, n, key.tgid))
 			continue;
-		if (p->nerrors < BPFTEL_GPU_MAX_ERRORS) {
-			p->errors[p->nerrors].func = key.func;
-			p->errors[p->nerrors].error = key.error;
-			p->errors[p->nerrors].count = count;
+		if (nes == cap) {
+			cap = cap ? cap * 2 : 64;
+			grown = realloc(es, cap * sizeof(*es));
+			if (!grown)
+				break; /* the kinds read so far are reported */
+			es = grown;
 		}
-		p->nerrors++;
+		if (bpf_map_lookup_elem(fd, &key, &es[nes].count))
+			continue;
+		es[nes++].key = key;
 	}
+	*out = es;
+	return nes;
 }
 
 /* The launched kernels of the processes in rows, with the names the driver gave. */
@@ -323,8 +336,9 @@ static int cmp_outstanding(const void *a, const void *b)
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 {
 	struct bpftel_gpu_kernel_seen *ks = NULL;
+	struct bpftel_gpu_error_seen *es = NULL;
 	struct bpftel_gpu_proc *rows = NULL, *grown;
-	size_t nks;
+	size_t nks, nes;
 	__u32 key, next, *prev = NULL;
 	size_t n = 0, cap = 0;
 	int fd;
@@ -339,6 +353,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	}
 	if (g->state_opens != g->opens) { /* the module restarted: counts begin again */
 		bpftel_gpu_kernels__reset(g->kernels);
+		bpftel_gpu_errors__reset(g->errors);
 		g->state_opens = g->opens;
 	}
 	/* The processes first, their kernels after: a launch between the two reads is in
@@ -368,10 +383,12 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 		n++;
 	}
 	add_allocs(bpf_map__fd(g->skel->maps.gpu_allocs), rows, n);
-	add_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n);
+	nes = read_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n, &es);
 	nks = read_kernels(bpf_map__fd(g->skel->maps.gpu_kernels),
 			   bpf_map__fd(g->skel->maps.gpu_knames), rows, n, &ks);
 	pthread_mutex_unlock(&g->lock);
+	bpftel_gpu_errors__fill(g->errors, rows, n, es, nes);
+	free(es);
 	for (size_t i = 0; i < n; i++)
 		bpftel_proc_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
 	/* Names may take parsing the processes' files: without the lock. */
@@ -440,6 +457,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		drop_keys(bpf_map__fd(g->skel->maps.gpu_kernels), dead[i], 16);
 		drop_keys(bpf_map__fd(g->skel->maps.gpu_knames), dead[i], 16);
 		bpftel_gpu_kernels__forget(g->kernels, dead[i]);
+		bpftel_gpu_errors__forget(g->errors, dead[i]);
 	}
 	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_unlock(&g->report_lock);

@@ -40,7 +40,8 @@ void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem);
 #define BPFTEL_GPU_AGE_BUCKETS 5
 extern const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS];
 
-#define BPFTEL_GPU_MAX_ERRORS 16 /* distinct (function, error) per process reported */
+/* (function, error) kinds of failed calls with series of their own, per process. */
+#define BPFTEL_GPU_MAX_ERRORS 16
 
 #define BPFTEL_GPU_TOP_KERNELS 8 /* kernels per process reported, most launched first */
 #define BPFTEL_GPU_KERNEL_NAME 256
@@ -87,13 +88,41 @@ struct bpftel_gpu_proc {
 		__u64 launches;
 	} kseries[BPFTEL_GPU_TOP_KERNELS];
 	__u64 kseries_other;
-	size_t nerrors; /* may exceed BPFTEL_GPU_MAX_ERRORS: the rest are not listed */
+	/* bpftel_gpu_cuda_errors_total, counters: the first BPFTEL_GPU_MAX_ERRORS kinds of
+	 * failed call the process was seen with (the most failed first), kept while it
+	 * lives, in the order they began; and per function the rest of its failed calls
+	 * (kinds without a series, failures the error map could not hold). */
+	size_t nerrors; /* kinds the process failed with; may exceed BPFTEL_GPU_MAX_ERRORS */
+	size_t nlisted; /* of them with a series, in errors[] */
 	struct {
 		enum gpu_func func;
 		int error; /* cudaError_t, or CUresult for a driver function */
 		__u64 count;
 	} errors[BPFTEL_GPU_MAX_ERRORS];
+	__u64 errors_other[GPU_FN__COUNT];
 };
+
+/* A (function, error) kind of failed call as read from the module's maps. */
+struct bpftel_gpu_error_seen {
+	struct gpu_err_key key;
+	__u64 count;
+};
+
+/* What is remembered of error kinds from one report to the next (gpu_report.c): those
+ * each process has a series for, and its error="other" per function, which never goes
+ * down. Not locked: the caller runs one report at a time, each on maps read after the
+ * previous report's (the module's report lock). NULL when out of memory. */
+struct bpftel_gpu_errors;
+struct bpftel_gpu_errors *bpftel_gpu_errors__new(void);
+void bpftel_gpu_errors__free(struct bpftel_gpu_errors *et);
+/* One report: each row's errors[], nerrors, nlisted and errors_other from es; rows are
+ * every process the module tracks: the state of a process not among them is dropped.
+ * Reorders es. */
+void bpftel_gpu_errors__fill(struct bpftel_gpu_errors *et, struct bpftel_gpu_proc *rows, size_t n,
+			     struct bpftel_gpu_error_seen *es, size_t nes);
+/* Forget pid (it exited); everything (the module restarted: its maps are new). */
+void bpftel_gpu_errors__forget(struct bpftel_gpu_errors *et, __u32 pid);
+void bpftel_gpu_errors__reset(struct bpftel_gpu_errors *et);
 
 /* Outstanding bytes over every kind (the order of bpftel_gpu__processes()). */
 __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p);
