@@ -3,10 +3,14 @@
  * Kernel names: file offsets back to function symbols (user/manager/elfaddr.h) on this
  * very test binary, whose host stub carries a mangled name; demangling; the top kernels
  * per process, same names merged; and the series of bpftel_gpu_kernel_name_launches_total
- * as /metrics shows them over several reports (user/modules/gpu/gpu_kernels.c).
+ * as /metrics shows them over several reports (user/modules/gpu/gpu_kernels.c). Also the
+ * rest of the GPU module's userspace that needs no BPF: its error series, and how its
+ * sweep tells a process still alive (user/modules/gpu/gpu_report.c, gpu.c).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 #include "user/common/prom.h"
@@ -588,6 +593,115 @@ static void test_error_series_are_counters(void **state)
 	bpftel_gpu_errors__free(et);
 }
 
+/* A process as /proc shows it, under procfd: <pid>/stat and <pid>/status. */
+static void fake_proc(int procfd, __u32 pid, const char *comm, __u32 tgid, unsigned long long start)
+{
+	char path[64], text[512];
+	int fd, i, len;
+
+	snprintf(path, sizeof(path), "%u", pid);
+	assert_true(!mkdirat(procfd, path, 0755) || errno == EEXIST);
+	len = snprintf(text, sizeof(text), "%u (%s) S", pid, comm);
+	for (i = 4; i < 22; i++) /* ppid ... itrealvalue */
+		len += snprintf(text + len, sizeof(text) - len, " %d", i);
+	len += snprintf(text + len, sizeof(text) - len, " %llu 4096 12 0\n", start);
+	snprintf(path, sizeof(path), "%u/stat", pid);
+	fd = openat(procfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, (size_t)len), len);
+	close(fd);
+	len = snprintf(text, sizeof(text),
+		       "Name:\t%s\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%u\nNgid:\t0\n"
+		       "Pid:\t%u\n",
+		       comm, tgid, pid);
+	snprintf(path, sizeof(path), "%u/status", pid);
+	fd = openat(procfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, (size_t)len), len);
+	close(fd);
+}
+
+static int tid_pipe[2], done_pipe[2];
+
+static void *thread_main(void *arg)
+{
+	pid_t tid = gettid();
+	char c;
+
+	(void)arg;
+	assert_int_equal(write(tid_pipe[1], &tid, sizeof(tid)), sizeof(tid));
+	assert_int_equal(read(done_pipe[0], &c, 1), 1); /* until the test is done */
+	return NULL;
+}
+
+/*
+ * A process is alive while its pid is a thread-group leader that started when it did:
+ * not once the pid is reused by a process started later, nor when it is a thread of
+ * another process (kill(pid, 0) succeeds for both); gone when /proc has no such pid.
+ * comm cannot fool the stat parser; a FIFO in place of stat does not block (cannot
+ * tell: alive). Then this very process and one of its threads, in the real /proc.
+ */
+static void test_proc_alive_by_identity(void **state)
+{
+	static const char *const files[] = {"4000/stat", "4000/status", "4001/stat", "4001/status",
+					    "4003/stat"};
+	static const char *const dirs[] = {"4000", "4001", "4003"};
+	char dir[] = "/tmp/test_gpu_procXXXXXX";
+	size_t i;
+	__u64 start = 0, none = 0;
+	pthread_t th;
+	pid_t tid;
+	int procfd;
+	char c = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	procfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(procfd >= 0);
+	fake_proc(procfd, 4000, "a) 7 8 (b", 4000, 5000);
+	assert_true(bpftel_gpu_proc_alive(procfd, 4000, &start));
+	assert_int_equal(start, 5000); /* recorded at the first look */
+	assert_true(bpftel_gpu_proc_alive(procfd, 4000, &start));
+	fake_proc(procfd, 4000, "next", 4000, 9000); /* the pid reused */
+	assert_false(bpftel_gpu_proc_alive(procfd, 4000, &start));
+	start = 5000;
+	fake_proc(procfd, 4001, "worker", 3999, 5000); /* a thread of 3999, same start */
+	assert_false(bpftel_gpu_proc_alive(procfd, 4001, &start));
+	assert_false(bpftel_gpu_proc_alive(procfd, 4001, &none)); /* at the first look too */
+	assert_int_equal(none, 0);
+	assert_false(bpftel_gpu_proc_alive(procfd, 4002, &none)); /* no such pid */
+	assert_int_equal(mkdirat(procfd, "4003", 0755), 0);
+	assert_int_equal(mkfifoat(procfd, "4003/stat", 0644), 0);
+	assert_true(bpftel_gpu_proc_alive(procfd, 4003, &none));
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		assert_int_equal(unlinkat(procfd, files[i], 0), 0);
+	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		assert_int_equal(unlinkat(procfd, dirs[i], AT_REMOVEDIR), 0);
+	close(procfd);
+	assert_int_equal(rmdir(dir), 0);
+
+	procfd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(procfd >= 0);
+	start = 0;
+	assert_true(bpftel_gpu_proc_alive(procfd, (__u32)getpid(), &start));
+	assert_true(start > 0);
+	assert_true(bpftel_gpu_proc_alive(procfd, (__u32)getpid(), &start));
+	assert_int_equal(pipe(tid_pipe), 0);
+	assert_int_equal(pipe(done_pipe), 0);
+	assert_int_equal(pthread_create(&th, NULL, thread_main, NULL), 0);
+	assert_int_equal(read(tid_pipe[0], &tid, sizeof(tid)), sizeof(tid));
+	assert_int_equal(kill(tid, 0), 0); /* what the sweep used to ask */
+	none = 0;
+	assert_false(bpftel_gpu_proc_alive(procfd, (__u32)tid, &none));
+	assert_int_equal(write(done_pipe[1], &c, 1), 1);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	for (i = 0; i < 2; i++) {
+		close(tid_pipe[i]);
+		close(done_pipe[i]);
+	}
+	close(procfd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -601,6 +715,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_series_names_arrive),
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
 		cmocka_unit_test(test_error_series_are_counters),
+		cmocka_unit_test(test_proc_alive_by_identity),
 	};
 
 	return cmocka_run_group_tests_name("gpu_kernels", tests, NULL, NULL);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +20,12 @@
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
 
+/* A process of gpu_procs and its start time when the sweep first saw it (0: unknown). */
+struct proc_start {
+	__u32 pid;
+	__u64 start;
+};
+
 struct bpftel_gpu {
 	struct bpftel_module_ops ops;
 	struct bpftel_module *module;
@@ -37,6 +43,12 @@ struct bpftel_gpu {
 	struct bpftel_gpu_kernels *kernels;
 	struct bpftel_gpu_errors *errors;
 	__u64 state_opens; /* the open the state is of */
+	/* The sweep's: /proc, and what it knows of the processes of gpu_procs (by pid),
+	 * under sweep_lock, taken before the others. */
+	pthread_mutex_t sweep_lock;
+	int procfd;
+	struct proc_start *starts;
+	size_t nstarts;
 };
 
 static void gpu_housekeeping(struct bpftel_module *m);
@@ -151,15 +163,22 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 		return -ENOMEM;
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_mutex_init(&g->report_lock, NULL);
+	pthread_mutex_init(&g->sweep_lock, NULL);
 	g->kernels = bpftel_gpu_kernels__new(NULL);
 	g->errors = bpftel_gpu_errors__new();
-	if (!g->kernels || !g->errors) {
+	g->procfd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (!g->kernels || !g->errors || g->procfd < 0) {
+		err = g->procfd < 0 ? -errno : -ENOMEM;
+		pr_err("gpu: cannot register: %s", strerror(-err));
+		if (g->procfd >= 0)
+			close(g->procfd);
 		bpftel_gpu_kernels__free(g->kernels);
 		bpftel_gpu_errors__free(g->errors);
+		pthread_mutex_destroy(&g->sweep_lock);
 		pthread_mutex_destroy(&g->report_lock);
 		pthread_mutex_destroy(&g->lock);
 		free(g);
-		return -ENOMEM;
+		return err;
 	}
 	g->ops.name = BPFTEL_GPU_MODULE;
 	g->ops.open = gpu_open;
@@ -192,6 +211,9 @@ void bpftel_gpu__free(struct bpftel_gpu *g)
 		return;
 	bpftel_gpu_kernels__free(g->kernels);
 	bpftel_gpu_errors__free(g->errors);
+	close(g->procfd);
+	free(g->starts);
+	pthread_mutex_destroy(&g->sweep_lock);
 	pthread_mutex_destroy(&g->report_lock);
 	pthread_mutex_destroy(&g->lock);
 	free(g);
@@ -401,9 +423,63 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	return (int)n;
 }
 
-static bool alive(__u32 pid)
+/* <procfd>/<pid>/<name>, at most size - 1 bytes of it, NUL-terminated: its length, or a
+ * negative errno. Non-blocking: something other than a /proc file there (a FIFO) must
+ * not hold the sweep. */
+static ssize_t read_proc(int procfd, __u32 pid, const char *name, char *buf, size_t size)
 {
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+	char path[32];
+	size_t len = 0;
+	ssize_t r = 0;
+	int fd, err;
+
+	snprintf(path, sizeof(path), "%u/%s", pid, name);
+	fd = openat(procfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	while (len < size - 1 && (r = read(fd, buf + len, size - 1 - len)) > 0)
+		len += (size_t)r;
+	err = r < 0 ? -errno : 0;
+	close(fd);
+	buf[len] = '\0';
+	return err ? err : (ssize_t)len;
+}
+
+/* Gone for good: no such process (ENOENT), or one that exited as it was read (ESRCH). */
+static bool gone(ssize_t r)
+{
+	return r == -ENOENT || r == -ESRCH;
+}
+
+bool bpftel_gpu_proc_alive(int procfd, __u32 pid, __u64 *start)
+{
+	unsigned long long st = 0, tgid = 0;
+	char buf[1024], *p;
+	ssize_t r;
+	int i;
+
+	/* Field 22 is within the first 1 KiB: a 16-byte comm and 21 numbers before it. */
+	r = read_proc(procfd, pid, "stat", buf, sizeof(buf));
+	if (gone(r))
+		return false;
+	p = r > 0 ? strrchr(buf, ')') : NULL; /* comm may hold spaces and parentheses */
+	for (i = 0; p && i < 20; i++)	      /* to the space before field 22 */
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu", &st) != 1 || !st)
+		return true; /* cannot tell */
+	if (*start && st != *start)
+		return false; /* the pid is another process's now */
+	/* Tgid is the fourth line, after Name (its comm escaped: 64 bytes at most). */
+	r = read_proc(procfd, pid, "status", buf, sizeof(buf));
+	if (gone(r))
+		return false;
+	p = r > 0 ? strstr(buf, "\nTgid:") : NULL;
+	if (!p || sscanf(p + 6, "%llu", &tgid) != 1)
+		return true;
+	if (tgid != pid)
+		return false; /* a thread of another process (kill() would answer for it) */
+	*start = st;
+	return true;
 }
 
 /* Delete every key of map fd whose first 4 bytes (the tgid) is pid. */
@@ -426,28 +502,82 @@ static void gpu_housekeeping(struct bpftel_module *m)
 	bpftel_gpu__sweep(bpftel_module__priv(m));
 }
 
+static int cmp_start(const void *a, const void *b)
+{
+	__u32 x = ((const struct proc_start *)a)->pid, y = ((const struct proc_start *)b)->pid;
+
+	return x < y ? -1 : x > y;
+}
+
+#define SWEEP_MAX_DEAD 64 /* processes dropped per sweep at most: the rest at the next */
+
+/*
+ * The processes in gpu_procs are listed under the lock, looked up in /proc without it
+ * (reads of other processes' files), and the dead dropped under it again, if the BPF
+ * object is still the one listed. starts (the start time each process had when first
+ * seen) follows gpu_procs: a pid no longer there is forgotten.
+ */
 int bpftel_gpu__sweep(struct bpftel_gpu *g)
 {
-	__u32 key, next, *prev = NULL, dead[64];
-	int fd, ndead = 0, i;
+	struct proc_start *now = NULL, *was;
+	__u32 key, next, *prev = NULL, dead[SWEEP_MAX_DEAD];
+	size_t n = 0, cap = 0, i;
+	bool partial = false;
+	int fd, ndead = 0;
+	__u64 opens;
 
+	pthread_mutex_lock(&g->sweep_lock); /* one at a time: starts is the sweep's */
+	pthread_mutex_lock(&g->lock);
+	if (!g->skel || bpf_map__fd(g->skel->maps.gpu_procs) < 0) {
+		pthread_mutex_unlock(&g->lock);
+		pthread_mutex_unlock(&g->sweep_lock);
+		return 0;
+	}
+	opens = g->opens;
+	fd = bpf_map__fd(g->skel->maps.gpu_procs);
+	/* Only a sweep deletes from gpu_procs, under the lock: the walk cannot restart. */
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (n == cap) {
+			struct proc_start *grown;
+
+			cap = cap ? cap * 2 : 64;
+			grown = realloc(now, cap * sizeof(*now));
+			if (!grown) {
+				partial = true; /* those listed are swept; the rest later */
+				break;
+			}
+			now = grown;
+		}
+		now[n++] = (struct proc_start){.pid = key};
+	}
+	pthread_mutex_unlock(&g->lock);
+	for (i = 0; i < n; i++) {
+		was = g->nstarts ? bsearch(&now[i], g->starts, g->nstarts, sizeof(*g->starts),
+					   cmp_start)
+				 : NULL;
+		now[i].start = was ? was->start : 0;
+		if (!bpftel_gpu_proc_alive(g->procfd, now[i].pid, &now[i].start) &&
+		    ndead < SWEEP_MAX_DEAD)
+			dead[ndead++] = now[i].pid;
+	}
+	if (n)
+		qsort(now, n, sizeof(*now), cmp_start);
+	if (!partial) {
+		free(g->starts);
+		g->starts = now;
+		g->nstarts = n;
+	} else { /* what was known is kept; those first seen now are recorded later */
+		free(now);
+	}
 	/* Not while a report runs: one that read the process before it is forgotten
 	 * would remember it again. */
 	pthread_mutex_lock(&g->report_lock);
 	pthread_mutex_lock(&g->lock);
-	if (!g->skel || bpf_map__fd(g->skel->maps.gpu_procs) < 0) {
-		pthread_mutex_unlock(&g->lock);
-		pthread_mutex_unlock(&g->report_lock);
-		return 0;
-	}
-	fd = bpf_map__fd(g->skel->maps.gpu_procs);
-	while (ndead < 64 && !bpf_map_get_next_key(fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		if (!alive(key))
-			dead[ndead++] = key;
-	}
-	for (i = 0; i < ndead; i++) {
+	if (!g->skel || g->opens != opens)
+		ndead = 0; /* restarted meanwhile: the next sweep looks again */
+	for (i = 0; i < (size_t)ndead; i++) {
 		bpf_map_delete_elem(fd, &dead[i]);
 		drop_keys(bpf_map__fd(g->skel->maps.gpu_allocs), dead[i],
 			  sizeof(struct gpu_alloc_key));
@@ -461,5 +591,6 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	}
 	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_unlock(&g->report_lock);
+	pthread_mutex_unlock(&g->sweep_lock);
 	return ndead;
 }

@@ -134,6 +134,15 @@ __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p);
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out);
 /* Drop the state of processes that no longer exist. Returns how many. */
 int bpftel_gpu__sweep(struct bpftel_gpu *g);
+/*
+ * Whether pid is still the process the sweep first saw: /proc/<pid> (under procfd, a
+ * directory of /proc, or a test's own) is a thread-group leader (Tgid in its status is
+ * pid: kill(pid, 0) would also answer for a thread of another process) and started at
+ * *start (field 22 of its stat). *start 0: the first look, which records it. True when
+ * it cannot tell (a read refused, a line not understood): only a process known gone or
+ * replaced has its state dropped. Bounded, non-blocking reads.
+ */
+bool bpftel_gpu_proc_alive(int procfd, __u32 pid, __u64 *start);
 
 /* The module's report ops (gpu_report.c): the `gpu` command and its /metrics families. */
 struct json_t;
