@@ -4,8 +4,9 @@
  * very test binary, whose host stub carries a mangled name; demangling; the top kernels
  * per process, same names merged; and the series of bpftel_gpu_kernel_name_launches_total
  * as /metrics shows them over several reports (user/modules/gpu/gpu_kernels.c). Also the
- * rest of the GPU module's userspace that needs no BPF: its error series, and how its
- * sweep tells a process still alive (user/modules/gpu/gpu_report.c, gpu.c).
+ * rest of the GPU module's userspace that needs no BPF: its error series, how its sweep
+ * tells a process still alive, and its walk of a map whose keys are deleted meanwhile
+ * (user/modules/gpu/gpu_report.c, gpu.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -702,6 +703,110 @@ static void test_proc_alive_by_identity(void **state)
 	close(procfd);
 }
 
+/* A hash map as bpf_map_get_next_key() walks one: keys in bucket order (slots); the key
+ * after one that is not there (deleted while the walk held it) is the first. */
+#define FAKE_SLOTS 64
+#define FAKE_PTRS  1024
+struct fake_map {
+	struct gpu_alloc_key keys[FAKE_SLOTS];
+	bool present[FAKE_SLOTS];
+	int visits[FAKE_PTRS]; /* by pointer */
+	size_t calls;
+	__u64 next_ptr;
+	int churn; /* what a visit does: see fake_visit() */
+};
+
+static int fake_next_key(void *ctx, const void *prev, void *next)
+{
+	struct fake_map *m = ctx;
+	size_t i = 0;
+
+	m->calls++;
+	if (prev) {
+		while (i < FAKE_SLOTS && !(m->present[i] && !memcmp(&m->keys[i], prev, 16)))
+			i++;
+		i = i < FAKE_SLOTS ? i + 1 : 0;
+	}
+	while (i < FAKE_SLOTS && !m->present[i])
+		i++;
+	if (i == FAKE_SLOTS)
+		return -ENOENT;
+	memcpy(next, &m->keys[i], sizeof(m->keys[i]));
+	return 0;
+}
+
+static void fake_visit(void *arg, const void *key)
+{
+	const struct gpu_alloc_key *k = key;
+	struct fake_map *m = arg;
+	size_t s;
+
+	for (s = 0; s < FAKE_SLOTS && !(m->present[s] && m->keys[s].ptr == k->ptr); s++)
+		;
+	assert_true(s < FAKE_SLOTS && k->ptr < FAKE_PTRS);
+	m->visits[k->ptr]++;
+	if (m->churn == 1 && s == 5) {
+		m->present[5] = false; /* freed while the walk holds it */
+		m->present[2] = true;  /* a new allocation, before the walk's place */
+	} else if (m->churn == 2) {
+		m->present[s] = false; /* every allocation freed as it is counted */
+	} else if (m->churn == 3) {
+		m->present[s] = false; /* and another made, first in the map, each time */
+		m->keys[0].ptr = m->next_ptr++;
+		m->present[0] = true;
+		assert_true(m->next_ptr < FAKE_PTRS);
+	}
+}
+
+static void fake_map_init(struct fake_map *m, int churn)
+{
+	size_t i;
+
+	memset(m, 0, sizeof(*m));
+	for (i = 0; i < FAKE_SLOTS; i++) {
+		m->keys[i] = (struct gpu_alloc_key){.tgid = 77, .ptr = i};
+		m->present[i] = i != 2 && i < 20;
+	}
+	m->next_ptr = FAKE_SLOTS;
+	m->churn = churn;
+}
+
+/*
+ * Allocations are walked while the BPF side frees them: when the key the walk holds is
+ * deleted, the map's walk starts over, and the allocations already counted come round
+ * again. Each must be counted once (outstanding allocations, age buckets, LEAKS): the
+ * one freed once, the one made meanwhile once; when each is freed as it is counted,
+ * each once; and when each free comes with a new allocation that the walk meets first,
+ * the walk still ends, within twice the map's size.
+ */
+static void test_alloc_walk_restarts(void **state)
+{
+	static struct fake_map m;
+	struct bpftel_gpu_map_walk w = {fake_next_key, &m, sizeof(struct gpu_alloc_key),
+					FAKE_SLOTS};
+	size_t i, n;
+
+	(void)state;
+	fake_map_init(&m, 1);
+	n = bpftel_gpu_map_walk(&w, fake_visit, &m);
+	for (i = 0; i < FAKE_PTRS; i++)
+		assert_int_equal(m.visits[i], i < 20 ? 1 : 0);
+	assert_int_equal(n, 20);
+
+	fake_map_init(&m, 2);
+	n = bpftel_gpu_map_walk(&w, fake_visit, &m);
+	for (i = 0; i < FAKE_PTRS; i++)
+		assert_int_equal(m.visits[i], i < 20 && i != 2 ? 1 : 0);
+	assert_int_equal(n, 19);
+
+	fake_map_init(&m, 3);
+	n = bpftel_gpu_map_walk(&w, fake_visit, &m);
+	for (i = 0; i < FAKE_PTRS; i++)
+		assert_true(m.visits[i] <= 1);
+	assert_true(m.calls <= 2 * FAKE_SLOTS + 1);
+	assert_true(n > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -716,6 +821,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
 		cmocka_unit_test(test_error_series_are_counters),
 		cmocka_unit_test(test_proc_alive_by_identity),
+		cmocka_unit_test(test_alloc_walk_restarts),
 	};
 
 	return cmocka_run_group_tests_name("gpu_kernels", tests, NULL, NULL);

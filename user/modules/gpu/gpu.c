@@ -243,33 +243,134 @@ static struct bpftel_gpu_proc *find_proc(struct bpftel_gpu_proc *rows, size_t n,
 	return NULL;
 }
 
-static void add_allocs(int fd, struct bpftel_gpu_proc *rows, size_t n)
+/* The keys a walk visited: open addressing on their bytes, grown at half full. */
+struct key_set {
+	unsigned char *keys;
+	bool *used;
+	size_t cap, n, key_size;
+};
+
+static size_t key_hash(const void *key, size_t size)
 {
-	struct gpu_alloc_key key, next, *prev = NULL;
+	const unsigned char *p = key;
+	__u64 h = 0xcbf29ce484222325ull; /* FNV-1a */
+	size_t i;
+
+	for (i = 0; i < size; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return (size_t)h;
+}
+
+/* 1: added, 0: there already, -ENOMEM. */
+static int key_set_add(struct key_set *s, const void *key)
+{
+	size_t i;
+
+	if ((s->n + 1) * 2 > s->cap) {
+		struct key_set big = {.cap = s->cap ? s->cap * 2 : 256, .key_size = s->key_size};
+
+		big.keys = malloc(big.cap * s->key_size);
+		big.used = calloc(big.cap, sizeof(*big.used));
+		if (!big.keys || !big.used) {
+			free(big.keys);
+			free(big.used);
+			return -ENOMEM;
+		}
+		for (i = 0; i < s->cap; i++)
+			if (s->used[i])
+				key_set_add(&big, s->keys + i * s->key_size);
+		free(s->keys);
+		free(s->used);
+		*s = big;
+	}
+	for (i = key_hash(key, s->key_size) & (s->cap - 1); s->used[i]; i = (i + 1) & (s->cap - 1))
+		if (!memcmp(s->keys + i * s->key_size, key, s->key_size))
+			return 0;
+	s->used[i] = true;
+	memcpy(s->keys + i * s->key_size, key, s->key_size);
+	s->n++;
+	return 1;
+}
+
+/*
+ * A hash map's walk starts over from its first key when the key it holds was deleted
+ * meanwhile (a free, while allocations are walked): the keys already visited come
+ * round again. They are skipped, so each is visited once; and the walk is bounded, so
+ * that churn cannot keep it going (what it did not reach is missed, not counted twice).
+ */
+size_t bpftel_gpu_map_walk(const struct bpftel_gpu_map_walk *w,
+			   void (*visit)(void *arg, const void *key), void *arg)
+{
+	unsigned char key[BPFTEL_GPU_WALK_KEY_MAX], next[BPFTEL_GPU_WALK_KEY_MAX];
+	struct key_set seen = {.key_size = w->key_size};
+	size_t steps = 0, visited = 0;
+	bool first = true;
+	int r;
+
+	if (w->key_size > BPFTEL_GPU_WALK_KEY_MAX)
+		return 0;
+	while (steps++ < 2 * w->max_entries + 1 && !w->next_key(w->ctx, first ? NULL : key, next)) {
+		memcpy(key, next, w->key_size);
+		first = false;
+		r = key_set_add(&seen, key);
+		if (r < 0)
+			break;
+		if (r) {
+			visit(arg, key);
+			visited++;
+		}
+	}
+	free(seen.keys);
+	free(seen.used);
+	return visited;
+}
+
+static int map_next_key(void *ctx, const void *prev, void *next)
+{
+	return bpf_map_get_next_key(*(const int *)ctx, prev, next);
+}
+
+struct alloc_walk {
+	int fd;
+	struct bpftel_gpu_proc *rows;
+	size_t n;
+	__u64 now;
+};
+
+static void count_alloc(void *arg, const void *key)
+{
+	const struct gpu_alloc_key *ak = key;
+	struct alloc_walk *aw = arg;
 	struct bpftel_gpu_kind *k;
 	struct bpftel_gpu_proc *p;
 	struct gpu_alloc a;
-	__u64 now = mono_ns(), age;
+	__u64 age;
 	size_t b;
 
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &a) || !(p = find_proc(rows, n, key.tgid)) ||
-		    a.kind >= GPU_MEM__COUNT)
-			continue;
-		age = now > a.ktime_ns ? now - a.ktime_ns : 0;
-		for (b = 0; b < BPFTEL_GPU_AGE_BUCKETS - 1; b++) {
-			if (age < age_limits_s[b] * 1000000000ull)
-				break;
-		}
-		k = &p->kinds[a.kind];
-		k->outstanding_allocs++;
-		k->age_allocs[b]++;
-		k->age_bytes[b] += a.size;
-		if (age > k->oldest_ns)
-			k->oldest_ns = age;
+	if (bpf_map_lookup_elem(aw->fd, key, &a) || !(p = find_proc(aw->rows, aw->n, ak->tgid)) ||
+	    a.kind >= GPU_MEM__COUNT)
+		return;
+	age = aw->now > a.ktime_ns ? aw->now - a.ktime_ns : 0;
+	for (b = 0; b < BPFTEL_GPU_AGE_BUCKETS - 1; b++) {
+		if (age < age_limits_s[b] * 1000000000ull)
+			break;
 	}
+	k = &p->kinds[a.kind];
+	k->outstanding_allocs++;
+	k->age_allocs[b]++;
+	k->age_bytes[b] += a.size;
+	if (age > k->oldest_ns)
+		k->oldest_ns = age;
+}
+
+/* The BPF side deletes allocations as they are freed, while this walks them. */
+static void add_allocs(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n)
+{
+	struct alloc_walk aw = {bpf_map__fd(map), rows, n, mono_ns()};
+	struct bpftel_gpu_map_walk w = {map_next_key, &aw.fd, sizeof(struct gpu_alloc_key),
+					bpf_map__max_entries(map)};
+
+	bpftel_gpu_map_walk(&w, count_alloc, &aw);
 }
 
 /* The (function, error) kinds of failed calls of the processes in rows. */
@@ -404,7 +505,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 		rows[n].shared_mem_counted = g->skel->rodata->gpu_launch_shared_mem;
 		n++;
 	}
-	add_allocs(bpf_map__fd(g->skel->maps.gpu_allocs), rows, n);
+	add_allocs(g->skel->maps.gpu_allocs, rows, n);
 	nes = read_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n, &es);
 	nks = read_kernels(bpf_map__fd(g->skel->maps.gpu_kernels),
 			   bpf_map__fd(g->skel->maps.gpu_knames), rows, n, &ks);
@@ -483,18 +584,26 @@ bool bpftel_gpu_proc_alive(int procfd, __u32 pid, __u64 *start)
 }
 
 /* Delete every key of map fd whose first 4 bytes (the tgid) is pid. */
-static void drop_keys(int fd, __u32 pid, size_t key_size)
+static bool drop_keys(const struct bpf_map *map, __u32 pid, size_t key_size)
 {
+	size_t steps = 0, max = 4 * (size_t)bpf_map__max_entries(map) + 1;
 	char key[16], next[16], *prev = NULL;
+	int fd = bpf_map__fd(map);
 	__u32 tgid;
 
+	/* A key of another process deleted meanwhile (a free, an LRU eviction) starts the
+	 * walk over: bounded, so that churn cannot hold the lock. False when the bound
+	 * stopped it: the process is swept again. */
 	while (!bpf_map_get_next_key(fd, prev, next)) {
+		if (steps++ == max)
+			return false;
 		memcpy(&tgid, next, sizeof(tgid));
 		if (tgid == pid && !bpf_map_delete_elem(fd, next))
 			continue; /* deleted: the walk goes on from where it was */
 		memcpy(key, next, key_size);
 		prev = key;
 	}
+	return true;
 }
 
 static void gpu_housekeeping(struct bpftel_module *m)
@@ -522,8 +631,8 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	struct proc_start *now = NULL, *was;
 	__u32 key, next, *prev = NULL, dead[SWEEP_MAX_DEAD];
 	size_t n = 0, cap = 0, i;
-	bool partial = false;
-	int fd, ndead = 0;
+	int fd, ndead = 0, dropped = 0;
+	bool partial = false, all;
 	__u64 opens;
 
 	pthread_mutex_lock(&g->sweep_lock); /* one at a time: starts is the sweep's */
@@ -578,19 +687,23 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	if (!g->skel || g->opens != opens)
 		ndead = 0; /* restarted meanwhile: the next sweep looks again */
 	for (i = 0; i < (size_t)ndead; i++) {
+		/* Its keys first: the process stays listed (and is swept again) until
+		 * none is left, so that none outlives it to be counted as a new process's
+		 * of the same pid. */
+		all = drop_keys(g->skel->maps.gpu_allocs, dead[i], sizeof(struct gpu_alloc_key));
+		all &= drop_keys(g->skel->maps.gpu_errors, dead[i], sizeof(struct gpu_err_key));
+		all &= drop_keys(g->skel->maps.gpu_ctxs, dead[i], 16);
+		all &= drop_keys(g->skel->maps.gpu_kernels, dead[i], 16);
+		all &= drop_keys(g->skel->maps.gpu_knames, dead[i], 16);
+		if (!all)
+			continue;
 		bpf_map_delete_elem(fd, &dead[i]);
-		drop_keys(bpf_map__fd(g->skel->maps.gpu_allocs), dead[i],
-			  sizeof(struct gpu_alloc_key));
-		drop_keys(bpf_map__fd(g->skel->maps.gpu_errors), dead[i],
-			  sizeof(struct gpu_err_key));
-		drop_keys(bpf_map__fd(g->skel->maps.gpu_ctxs), dead[i], 16);
-		drop_keys(bpf_map__fd(g->skel->maps.gpu_kernels), dead[i], 16);
-		drop_keys(bpf_map__fd(g->skel->maps.gpu_knames), dead[i], 16);
 		bpftel_gpu_kernels__forget(g->kernels, dead[i]);
 		bpftel_gpu_errors__forget(g->errors, dead[i]);
+		dropped++;
 	}
 	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_unlock(&g->report_lock);
 	pthread_mutex_unlock(&g->sweep_lock);
-	return ndead;
+	return dropped;
 }

@@ -124,6 +124,20 @@ void bpftel_gpu_errors__fill(struct bpftel_gpu_errors *et, struct bpftel_gpu_pro
 void bpftel_gpu_errors__forget(struct bpftel_gpu_errors *et, __u32 pid);
 void bpftel_gpu_errors__reset(struct bpftel_gpu_errors *et);
 
+/* How bpftel_gpu_map_walk() reads a map: bpf_map_get_next_key()'s contract (0, or not 0
+ * past the last key) on ctx; tests give their own. */
+#define BPFTEL_GPU_WALK_KEY_MAX 16
+struct bpftel_gpu_map_walk {
+	int (*next_key)(void *ctx, const void *prev, void *next);
+	void *ctx;
+	size_t key_size;    /* at most BPFTEL_GPU_WALK_KEY_MAX */
+	size_t max_entries; /* the map's: bounds the walk */
+};
+/* visit(arg, key) once for each key of the map, also when a key is deleted during the
+ * walk (a hash map's walk then starts over: no key is visited twice). Returns how many. */
+size_t bpftel_gpu_map_walk(const struct bpftel_gpu_map_walk *w,
+			   void (*visit)(void *arg, const void *key), void *arg);
+
 /* Outstanding bytes over every kind (the order of bpftel_gpu__processes()). */
 __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p);
 
