@@ -1,20 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Kernel names: file offsets back to function symbols (user/manager/elfaddr.h) on this
- * very test binary, whose host stub carries a mangled name; demangling; and the top
- * kernels per process, same names merged (user/modules/gpu/gpu_kernels.c).
+ * very test binary, whose host stub carries a mangled name; demangling; the top kernels
+ * per process, same names merged; and the series of bpftel_gpu_kernel_name_launches_total
+ * as /metrics shows them over several reports (user/modules/gpu/gpu_kernels.c). Also the
+ * rest of the GPU module's userspace that needs no BPF: its error series, how its sweep
+ * tells a process still alive, and its walk of a map whose keys are deleted meanwhile
+ * (user/modules/gpu/gpu_report.c, gpu.c).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
+#include "user/common/prom.h"
 #include "user/manager/elfaddr.h"
 #include "user/manager/elfsym.h"
 #include "user/modules/gpu/gpu_kernels.h"
@@ -82,9 +91,11 @@ static void test_top_kernels_merged(void **state)
 {
 	struct bpftel_gpu_kernel_seen ks[BPFTEL_GPU_TOP_KERNELS + 3] = {};
 	static struct bpftel_gpu_proc row = {.pid = 4242};
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(NULL);
 	size_t i, n = 0;
 
 	(void)state;
+	assert_non_null(kt);
 	for (i = 0; i < BPFTEL_GPU_TOP_KERNELS + 2; i++, n++) {
 		ks[n].key = (struct gpu_kernel_key){
 			.tgid = 4242, .api = GPU_KERNEL_DRIVER, .func = 0xf000 + i};
@@ -95,7 +106,7 @@ static void test_top_kernels_merged(void **state)
 	ks[n].key = (struct gpu_kernel_key){.tgid = 4242, .api = GPU_KERNEL_DRIVER, .func = 1};
 	ks[n].k.launches = 50;
 	snprintf(ks[n++].driver_name, sizeof(ks[0].driver_name), "k0");
-	bpftel_gpu_kernels__fill(&row, 1, ks, n);
+	bpftel_gpu_kernels__fill(kt, &row, 1, ks, n);
 	assert_int_equal(row.nkernels, BPFTEL_GPU_TOP_KERNELS + 2);
 	assert_string_equal(row.kernels[0].name, "k0");
 	assert_int_equal(row.kernels[0].launches, 150);
@@ -106,6 +117,7 @@ static void test_top_kernels_merged(void **state)
 		assert_string_not_equal(row.kernels[i].name, "k1");
 		assert_string_not_equal(row.kernels[i].name, "k2");
 	}
+	bpftel_gpu_kernels__free(kt);
 }
 
 /* Host functions of this process, through /proc/self/maps and map_files, cached. */
@@ -113,13 +125,17 @@ static void test_runtime_names_cached(void **state)
 {
 	static struct bpftel_gpu_kernel_seen ks[4];
 	static struct bpftel_gpu_proc row;
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(NULL);
 	__u32 pid = (__u32)getpid();
 	size_t i;
 	int round;
 
 	(void)state;
-	if (geteuid() != 0)
-		skip();			      /* map_files needs root */
+	assert_non_null(kt);
+	if (geteuid() != 0) {
+		bpftel_gpu_kernels__free(kt);
+		skip(); /* map_files needs root */
+	}
 	for (round = 0; round < 2; round++) { /* parsed, then from the cache */
 		memset(ks, 0, sizeof(ks));
 		memset(&row, 0, sizeof(row));
@@ -130,28 +146,32 @@ static void test_runtime_names_cached(void **state)
 							    .func = (__u64)(uintptr_t)stub_fn + i};
 			ks[i].k.launches = 1;
 		}
-		bpftel_gpu_kernels__fill(&row, 1, ks, 4);
+		bpftel_gpu_kernels__fill(kt, &row, 1, ks, 4);
 		assert_int_equal(row.nkernels, 1);
 		assert_string_equal(row.kernels[0].name, "saxpyOp(float, float*, float*, int)");
 		assert_int_equal(row.kernels[0].launches, 4);
 	}
-	bpftel_gpu_kernels__forget(pid);
+	bpftel_gpu_kernels__free(kt);
 }
 
-/* At most 32 parses per report: 40 unmapped addresses first spend them (a miss costs
- * one too), the host function after them stays unnamed until the next report, when
- * the misses come from the cache. */
+/* At most 32 parses per report, the most launched first: 40 unmapped addresses
+ * launched more spend them (a miss costs one too), the host function launched least
+ * stays unnamed until the next report, when the misses are remembered. */
 static void test_runtime_names_budgeted(void **state)
 {
 	static struct bpftel_gpu_kernel_seen ks[41];
 	static struct bpftel_gpu_proc row;
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(NULL);
 	__u32 pid = (__u32)getpid();
 	size_t i;
 	int round;
 
 	(void)state;
-	if (geteuid() != 0)
+	assert_non_null(kt);
+	if (geteuid() != 0) {
+		bpftel_gpu_kernels__free(kt);
 		skip();
+	}
 	for (round = 0; round < 2; round++) {
 		memset(ks, 0, sizeof(ks));
 		memset(&row, 0, sizeof(row));
@@ -159,14 +179,15 @@ static void test_runtime_names_budgeted(void **state)
 		for (i = 0; i < 41; i++) {
 			ks[i].key = (struct gpu_kernel_key){
 				.tgid = pid, .api = GPU_KERNEL_RUNTIME, .func = 0x1000 + i * 16};
-			ks[i].k.launches = 1;
+			ks[i].k.launches = 2;
 		}
 		ks[40].key.func = (__u64)(uintptr_t)stub_fn;
-		bpftel_gpu_kernels__fill(&row, 1, ks, 41);
+		ks[40].k.launches = 1;
+		bpftel_gpu_kernels__fill(kt, &row, 1, ks, 41);
 		if (round == 0) {
 			assert_int_equal(row.nkernels, 1);
 			assert_string_equal(row.kernels[0].name, "");
-			assert_int_equal(row.kernels[0].launches, 41);
+			assert_int_equal(row.kernels[0].launches, 81);
 		} else {
 			assert_int_equal(row.nkernels, 2);
 			assert_string_equal(row.kernels[1].name,
@@ -174,7 +195,616 @@ static void test_runtime_names_budgeted(void **state)
 			assert_int_equal(row.kernels[1].launches, 1);
 		}
 	}
-	bpftel_gpu_kernels__forget(pid);
+	bpftel_gpu_kernels__free(kt);
+}
+
+/*
+ * /metrics as Prometheus reads it: the samples of one family in the exposition of
+ * rows, each with its pid and the values of the labels asked for, joined by '|'.
+ */
+struct sample {
+	unsigned int pid;
+	char labels[4 * BPFTEL_GPU_KERNEL_NAME + 2];
+	unsigned long long v;
+};
+
+struct scrape {
+	struct sample s[1024];
+	size_t n;
+};
+
+/* The value of a quoted label at *p (escapes undone); *p moves past it. */
+static void label_value(const char **p, char *out, size_t size)
+{
+	size_t n = 0;
+
+	assert_true(**p == '"');
+	for ((*p)++; **p && **p != '"'; (*p)++) {
+		if (**p == '\\')
+			(*p)++;
+		assert_true(n + 1 < size);
+		out[n++] = **p;
+	}
+	assert_true(**p == '"');
+	(*p)++;
+	out[n] = '\0';
+}
+
+static void scrape_rows(const struct bpftel_gpu_proc *rows, size_t n, const char *family,
+			const char *const *labels, size_t nlabels, struct scrape *out)
+{
+	char *buf = NULL, *line, *save = NULL, name[64], value[2 * BPFTEL_GPU_KERNEL_NAME];
+	size_t len = 0, flen = strlen(family), i;
+	FILE *f = open_memstream(&buf, &len);
+	struct bpftel_prom *w;
+	const char *p;
+
+	assert_non_null(f);
+	w = bpftel_prom_new(f);
+	bpftel_gpu_metrics_rows(w, rows, (int)n);
+	bpftel_prom_free(w);
+	fclose(f);
+	out->n = 0;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		struct sample *smp = &out->s[out->n];
+		char vals[2][2 * BPFTEL_GPU_KERNEL_NAME] = {"", ""};
+
+		if (strncmp(line, family, flen) || line[flen] != '{')
+			continue;
+		assert_true(out->n < sizeof(out->s) / sizeof(out->s[0]));
+		memset(smp, 0, sizeof(*smp));
+		for (p = line + flen + 1; *p != '}';) {
+			i = strcspn(p, "=");
+			assert_true(i < sizeof(name));
+			memcpy(name, p, i);
+			name[i] = '\0';
+			p += i + 1;
+			label_value(&p, value, sizeof(value));
+			if (!strcmp(name, "pid"))
+				smp->pid = (unsigned int)strtoul(value, NULL, 10);
+			for (i = 0; i < nlabels; i++)
+				if (!strcmp(name, labels[i]))
+					snprintf(vals[i], sizeof(vals[i]), "%s", value);
+			if (*p == ',')
+				p++;
+		}
+		snprintf(smp->labels, sizeof(smp->labels), "%s%s%s", vals[0],
+			 nlabels > 1 ? "|" : "", nlabels > 1 ? vals[1] : "");
+		smp->v = strtoull(p + 2, NULL, 10);
+		out->n++;
+	}
+	free(buf);
+}
+
+static const struct sample *find_sample(const struct scrape *sc, unsigned int pid,
+					const char *labels)
+{
+	size_t i;
+
+	for (i = 0; i < sc->n; i++)
+		if (sc->s[i].pid == pid && !strcmp(sc->s[i].labels, labels))
+			return &sc->s[i];
+	return NULL;
+}
+
+/*
+ * What a counter family must do from one scrape to the next: every series of a process
+ * still there is still there, and not lower; no (pid, labels) twice; and the series of
+ * each process sum to total(row).
+ */
+static void check_counters(const struct scrape *before, const struct scrape *now,
+			   const struct bpftel_gpu_proc *rows, size_t n,
+			   __u64 (*total)(const struct bpftel_gpu_proc *))
+{
+	const struct sample *s;
+	unsigned long long sum;
+	size_t i, j;
+
+	for (i = 0; before && i < before->n; i++) {
+		for (j = 0; j < n && rows[j].pid != before->s[i].pid; j++)
+			;
+		if (j == n)
+			continue; /* the process is gone */
+		s = find_sample(now, before->s[i].pid, before->s[i].labels);
+		if (!s)
+			fail_msg("pid %u: series {%s} disappeared", before->s[i].pid,
+				 before->s[i].labels);
+		if (s->v < before->s[i].v)
+			fail_msg("pid %u: series {%s} went down from %llu to %llu",
+				 before->s[i].pid, before->s[i].labels, before->s[i].v, s->v);
+	}
+	for (i = 0; i < now->n; i++)
+		assert_ptr_equal(find_sample(now, now->s[i].pid, now->s[i].labels), &now->s[i]);
+	for (j = 0; j < n; j++) {
+		for (i = 0, sum = 0; i < now->n; i++)
+			if (now->s[i].pid == rows[j].pid)
+				sum += now->s[i].v;
+		if (sum != total(&rows[j]))
+			fail_msg("pid %u: the series sum to %llu, not %llu", rows[j].pid, sum,
+				 (unsigned long long)total(&rows[j]));
+	}
+}
+
+static __u64 launches_of(const struct bpftel_gpu_proc *p)
+{
+	return p->st.calls[GPU_FN_LAUNCH] + p->st.calls[GPU_FN_CU_LAUNCH];
+}
+
+/* Host functions at FAKE_BASE + i are named fake_names[i] by fake_symbolize. */
+#define FAKE_BASE 0x10000
+static const char *fake_names[128];
+static int fake_parses;
+
+static void fake_symbolize(__u32 pid, __u64 addr, char *name, size_t size)
+{
+	(void)pid;
+	fake_parses++;
+	assert_true(addr >= FAKE_BASE && addr < FAKE_BASE + 128);
+	snprintf(name, size, "%s",
+		 fake_names[addr - FAKE_BASE] ? fake_names[addr - FAKE_BASE] : "");
+}
+
+/* One report's maps: rows and the kernels read. */
+struct report {
+	struct bpftel_gpu_proc rows[16];
+	size_t n;
+	struct bpftel_gpu_kernel_seen ks[256];
+	size_t nks;
+};
+
+static struct bpftel_gpu_proc *report_row(struct report *r, __u32 pid)
+{
+	size_t i;
+
+	for (i = 0; i < r->n; i++)
+		if (r->rows[i].pid == pid)
+			return &r->rows[i];
+	assert_true(r->n < sizeof(r->rows) / sizeof(r->rows[0]));
+	memset(&r->rows[r->n], 0, sizeof(r->rows[0]));
+	r->rows[r->n].pid = pid;
+	return &r->rows[r->n++];
+}
+
+/* A kernel of pid: runtime at FAKE_BASE + i, or driver handle i named driver_name. */
+static void report_kernel(struct report *r, __u32 pid, bool driver, unsigned int i, __u64 launches,
+			  const char *driver_name)
+{
+	struct bpftel_gpu_kernel_seen *k = &r->ks[r->nks++];
+
+	assert_true(r->nks <= sizeof(r->ks) / sizeof(r->ks[0]));
+	memset(k, 0, sizeof(*k));
+	k->key = (struct gpu_kernel_key){.tgid = pid,
+					 .api = driver ? GPU_KERNEL_DRIVER : GPU_KERNEL_RUNTIME,
+					 .func = driver ? i : FAKE_BASE + i};
+	k->k.launches = launches;
+	snprintf(k->driver_name, sizeof(k->driver_name), "%s", driver_name ? driver_name : "");
+	report_row(r, pid)->st.calls[driver ? GPU_FN_CU_LAUNCH : GPU_FN_LAUNCH] += launches;
+}
+
+static const char *const kernel_label[] = {"kernel"};
+
+/* Fill and scrape one report; its counters checked against the scrape before. */
+static void report_scrape(struct bpftel_gpu_kernels *kt, struct report *r, struct scrape *before,
+			  struct scrape *now)
+{
+	fake_parses = 0;
+	bpftel_gpu_kernels__fill(kt, r->rows, r->n, r->ks, r->nks);
+	assert_true(fake_parses <= BPFTEL_GPU_NAME_BUDGET);
+	scrape_rows(r->rows, r->n, "bpftel_gpu_kernel_name_launches_total", kernel_label, 1, now);
+	check_counters(before, now, r->rows, r->n, launches_of);
+}
+
+static struct report rep;
+static struct scrape sc[4];
+
+/*
+ * Eight kernels with series and a ninth that overtakes the eighth: the eighth keeps
+ * its series, the ninth's launches stay in kernel="other", which only grows; launches
+ * the kernel map missed are in "other" too, so the family sums to the process's
+ * launches. 40 more kernels, named over two reports (32 parses a report), have no series
+ * left to take.
+ */
+static void test_kernel_series_overtaken(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	static const char *const names[] = {"A", "B", "C", "D", "E", "F", "G", "H", "I"};
+	static char more[40][8];
+	int i, k;
+
+	(void)state;
+	assert_non_null(kt);
+	for (i = 0; i < 9; i++)
+		fake_names[i] = names[i];
+	for (i = 0; i < 40; i++) {
+		snprintf(more[i], sizeof(more[i]), "u%d", i);
+		fake_names[9 + i] = more[i];
+	}
+	for (k = 0; k < 3; k++) {
+		memset(&rep, 0, sizeof(rep));
+		for (i = 0; i < 8; i++)
+			report_kernel(&rep, 100, false, i, 80 - 10 * i + k, NULL);
+		/* I: 5 launches, then far more than H (10 + k). */
+		report_kernel(&rep, 100, false, 8, k ? 500 * k : 5, NULL);
+		for (i = 0; i < 40; i++)
+			report_kernel(&rep, 100, false, 9 + i, 1 + k, NULL);
+		report_row(&rep, 100)->st.calls[GPU_FN_LAUNCH] += 3; /* not in the map */
+		report_scrape(kt, &rep, k ? &sc[k - 1] : NULL, &sc[k]);
+		assert_int_equal(rep.rows[0].nkseries, 8);
+		assert_non_null(find_sample(&sc[k], 100, "H"));
+		assert_null(find_sample(&sc[k], 100, "I"));
+		assert_int_equal(sc[k].n, 9); /* the 8 and "other" */
+	}
+	/* Series began at the first report: they count every launch. */
+	assert_int_equal(find_sample(&sc[2], 100, "A")->v, 82);
+	assert_int_equal(find_sample(&sc[2], 100, "H")->v, 12);
+	assert_int_equal(find_sample(&sc[2], 100, "other")->v, 1000 + 40 * 3 + 3);
+	bpftel_gpu_kernels__free(kt);
+}
+
+/*
+ * Names arriving over reports: 40 host functions of 4 names, 32 named at the first
+ * report (each name has a series then), the 8 least launched at the second, when they
+ * join their names' series from where they were (their launches until then stay in
+ * "other"); a driver kernel whose name the map gives only at the second report gets a
+ * series then. No series goes down, "other" neither, and the sums hold.
+ */
+static void test_kernel_series_names_arrive(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	static const char *const names[] = {"n0", "n1", "n2", "n3"};
+	const struct sample *s;
+	int i, k;
+
+	(void)state;
+	assert_non_null(kt);
+	memset(fake_names, 0, sizeof(fake_names));
+	for (i = 0; i < 40; i++)
+		fake_names[i] = names[i % 4];
+	for (k = 0; k < 3; k++) {
+		memset(&rep, 0, sizeof(rep));
+		for (i = 0; i < 40; i++)
+			report_kernel(&rep, 300, false, i, 10 + i + k, NULL);
+		report_kernel(&rep, 300, true, 7, 50 + k, k ? "drv" : NULL);
+		report_scrape(kt, &rep, k ? &sc[k - 1] : NULL, &sc[k]);
+		assert_int_equal(rep.rows[0].nkseries, k ? 5 : 4);
+	}
+	/* n0: handles 8, 12, ..., 36 from the start (10 + i + 2 launches each), handles 0
+	 * and 4 from the first report (2 launches each since). */
+	s = find_sample(&sc[2], 300, "n0");
+	assert_non_null(s);
+	assert_int_equal(s->v, (20 + 24 + 28 + 32 + 36 + 40 + 44 + 48) + 2 + 2);
+	/* drv: from the first report, 51 and 52 launches. */
+	assert_int_equal(find_sample(&sc[2], 300, "drv")->v, 2);
+	assert_true(find_sample(&sc[0], 300, "other")->v > 0);
+	bpftel_gpu_kernels__free(kt);
+}
+
+/*
+ * The series budget over processes: 9 processes of 10 kernels each, named over three
+ * reports (32 parses a report); 64 series for the first 8 processes (8 each, the most
+ * launched first: never k0) and none left for the ninth; when one exits, its series go
+ * and the ninth gets 8. A kernel named "other" (i = 9) stays in kernel="other".
+ */
+static void test_kernel_series_budget_over_processes(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	static char knames[9][8];
+	size_t j, named;
+	int i, p, k;
+
+	(void)state;
+	assert_non_null(kt);
+	memset(fake_names, 0, sizeof(fake_names));
+	for (i = 0; i < 9; i++) {
+		snprintf(knames[i], sizeof(knames[i]), "k%d", i);
+		fake_names[i] = knames[i];
+	}
+	fake_names[9] = "other";
+	for (k = 0; k < 4; k++) {
+		memset(&rep, 0, sizeof(rep));
+		for (p = k == 3 ? 1 : 0; p < 9; p++) /* process 0 exited before the fourth */
+			for (i = 0; i < 10; i++)
+				report_kernel(&rep, 1000 + p, false, i, (9 - p) * 100 + i + k,
+					      NULL);
+		if (k == 3)
+			bpftel_gpu_kernels__forget(kt, 1000);
+		report_scrape(kt, &rep, k ? &sc[k - 1] : NULL, &sc[k]);
+		for (j = 0, named = 0; j < sc[k].n; j++) {
+			named += strcmp(sc[k].s[j].labels, "other") != 0;
+			assert_string_not_equal(sc[k].s[j].labels, "k0");
+		}
+		assert_true(named <= BPFTEL_GPU_KERNEL_SERIES);
+		if (k < 2)
+			continue; /* every kernel named by the third report */
+		assert_int_equal(named, BPFTEL_GPU_KERNEL_SERIES);
+		for (j = 0; j < rep.n; j++)
+			assert_int_equal(rep.rows[j].nkseries,
+					 rep.rows[j].pid == 1008 && k == 2 ? 0 : 8);
+	}
+	assert_null(find_sample(&sc[3], 1000, "k1"));
+	assert_non_null(find_sample(&sc[3], 1008, "k1"));
+	bpftel_gpu_kernels__free(kt);
+}
+
+static __u64 failed_of(const struct bpftel_gpu_proc *p)
+{
+	__u64 sum = 0;
+	int f;
+
+	for (f = 0; f < GPU_FN__COUNT; f++)
+		sum += p->st.failed[f];
+	return sum;
+}
+
+/*
+ * bpftel_gpu_cuda_errors_total over three scrapes of a process failing with 19 kinds of
+ * error, then 20: a new kind the error map walks first (as a hash map may) with more
+ * failures than any. The 16 kinds listed first keep their series; the rest, the new
+ * kind and failures the map could not hold are their function's error="other"; no
+ * series disappears or goes down; the family sums to the process's failed calls, and
+ * per function to the function's.
+ */
+static void test_error_series_are_counters(void **state)
+{
+	static const enum gpu_func funcs[] = {GPU_FN_LAUNCH, GPU_FN_MALLOC, GPU_FN_MEMCPY,
+					      GPU_FN_CU_INIT};
+	static const char *const labels[] = {"function", "error"};
+	struct bpftel_gpu_errors *et = bpftel_gpu_errors__new();
+	static struct bpftel_gpu_error_seen es[32];
+	static struct bpftel_gpu_proc row;
+	char prefix[64];
+	size_t nes, j, listed;
+	__u64 sum;
+	int i, k, f;
+
+	(void)state;
+	assert_non_null(et);
+	for (k = 0; k < 3; k++) {
+		memset(&row, 0, sizeof(row));
+		row.pid = 500;
+		nes = 0;
+		if (k) /* the new kind */
+			es[nes++] = (struct bpftel_gpu_error_seen){
+				{.tgid = 500, .func = GPU_FN_MALLOC, .error = 2}, 1000 * (__u64)k};
+		for (i = 0; i < 19; i++)
+			es[nes++] = (struct bpftel_gpu_error_seen){
+				{.tgid = 500, .func = funcs[i % 4], .error = 100 + i},
+				(__u64)(1 + i + k)};
+		for (j = 0; j < nes; j++)
+			row.st.failed[es[j].key.func] += es[j].count;
+		row.st.failed[GPU_FN_SET_DEVICE] += 2; /* not in the map */
+		bpftel_gpu_errors__fill(et, &row, 1, es, nes);
+		scrape_rows(&row, 1, "bpftel_gpu_cuda_errors_total", labels, 2, &sc[k]);
+		check_counters(k ? &sc[k - 1] : NULL, &sc[k], &row, 1, failed_of);
+		for (f = 0; f < GPU_FN__COUNT; f++) {
+			snprintf(prefix, sizeof(prefix), "%s|", bpftel_gpu_func_name(f));
+			for (j = 0, sum = 0; j < sc[k].n; j++)
+				if (!strncmp(sc[k].s[j].labels, prefix, strlen(prefix)))
+					sum += sc[k].s[j].v;
+			assert_int_equal(sum, row.st.failed[f]);
+		}
+		for (j = 0, listed = 0; j < sc[k].n; j++)
+			listed += !strstr(sc[k].s[j].labels, "|other");
+		assert_int_equal(listed, BPFTEL_GPU_MAX_ERRORS);
+		assert_int_equal(row.nerrors, nes);
+		assert_int_equal(row.nlisted, BPFTEL_GPU_MAX_ERRORS);
+		assert_null(find_sample(&sc[k], 500, "cudaMalloc|cudaErrorMemoryAllocation"));
+	}
+	assert_int_equal(find_sample(&sc[2], 500, "cudaSetDevice|other")->v, 2);
+	bpftel_gpu_errors__free(et);
+}
+
+/* A process as /proc shows it, under procfd: <pid>/stat and <pid>/status. */
+static void fake_proc(int procfd, __u32 pid, const char *comm, __u32 tgid, unsigned long long start)
+{
+	char path[64], text[512];
+	int fd, i, len;
+
+	snprintf(path, sizeof(path), "%u", pid);
+	assert_true(!mkdirat(procfd, path, 0755) || errno == EEXIST);
+	len = snprintf(text, sizeof(text), "%u (%s) S", pid, comm);
+	for (i = 4; i < 22; i++) /* ppid ... itrealvalue */
+		len += snprintf(text + len, sizeof(text) - len, " %d", i);
+	len += snprintf(text + len, sizeof(text) - len, " %llu 4096 12 0\n", start);
+	snprintf(path, sizeof(path), "%u/stat", pid);
+	fd = openat(procfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, (size_t)len), len);
+	close(fd);
+	len = snprintf(text, sizeof(text),
+		       "Name:\t%s\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%u\nNgid:\t0\n"
+		       "Pid:\t%u\n",
+		       comm, tgid, pid);
+	snprintf(path, sizeof(path), "%u/status", pid);
+	fd = openat(procfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, (size_t)len), len);
+	close(fd);
+}
+
+static int tid_pipe[2], done_pipe[2];
+
+static void *thread_main(void *arg)
+{
+	pid_t tid = gettid();
+	char c;
+
+	(void)arg;
+	assert_int_equal(write(tid_pipe[1], &tid, sizeof(tid)), sizeof(tid));
+	assert_int_equal(read(done_pipe[0], &c, 1), 1); /* until the test is done */
+	return NULL;
+}
+
+/*
+ * A process is alive while its pid is a thread-group leader that started when it did:
+ * not once the pid is reused by a process started later, nor when it is a thread of
+ * another process (kill(pid, 0) succeeds for both); gone when /proc has no such pid.
+ * comm cannot fool the stat parser; a FIFO in place of stat does not block (cannot
+ * tell: alive). Then this very process and one of its threads, in the real /proc.
+ */
+static void test_proc_alive_by_identity(void **state)
+{
+	static const char *const files[] = {"4000/stat", "4000/status", "4001/stat", "4001/status",
+					    "4003/stat"};
+	static const char *const dirs[] = {"4000", "4001", "4003"};
+	char dir[] = "/tmp/test_gpu_procXXXXXX";
+	size_t i;
+	__u64 start = 0, none = 0;
+	pthread_t th;
+	pid_t tid;
+	int procfd;
+	char c = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	procfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(procfd >= 0);
+	fake_proc(procfd, 4000, "a) 7 8 (b", 4000, 5000);
+	assert_true(bpftel_gpu_proc_alive(procfd, 4000, &start));
+	assert_int_equal(start, 5000); /* recorded at the first look */
+	assert_true(bpftel_gpu_proc_alive(procfd, 4000, &start));
+	fake_proc(procfd, 4000, "next", 4000, 9000); /* the pid reused */
+	assert_false(bpftel_gpu_proc_alive(procfd, 4000, &start));
+	start = 5000;
+	fake_proc(procfd, 4001, "worker", 3999, 5000); /* a thread of 3999, same start */
+	assert_false(bpftel_gpu_proc_alive(procfd, 4001, &start));
+	assert_false(bpftel_gpu_proc_alive(procfd, 4001, &none)); /* at the first look too */
+	assert_int_equal(none, 0);
+	assert_false(bpftel_gpu_proc_alive(procfd, 4002, &none)); /* no such pid */
+	assert_int_equal(mkdirat(procfd, "4003", 0755), 0);
+	assert_int_equal(mkfifoat(procfd, "4003/stat", 0644), 0);
+	assert_true(bpftel_gpu_proc_alive(procfd, 4003, &none));
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		assert_int_equal(unlinkat(procfd, files[i], 0), 0);
+	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		assert_int_equal(unlinkat(procfd, dirs[i], AT_REMOVEDIR), 0);
+	close(procfd);
+	assert_int_equal(rmdir(dir), 0);
+
+	procfd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(procfd >= 0);
+	start = 0;
+	assert_true(bpftel_gpu_proc_alive(procfd, (__u32)getpid(), &start));
+	assert_true(start > 0);
+	assert_true(bpftel_gpu_proc_alive(procfd, (__u32)getpid(), &start));
+	assert_int_equal(pipe(tid_pipe), 0);
+	assert_int_equal(pipe(done_pipe), 0);
+	assert_int_equal(pthread_create(&th, NULL, thread_main, NULL), 0);
+	assert_int_equal(read(tid_pipe[0], &tid, sizeof(tid)), sizeof(tid));
+	assert_int_equal(kill(tid, 0), 0); /* what the sweep used to ask */
+	none = 0;
+	assert_false(bpftel_gpu_proc_alive(procfd, (__u32)tid, &none));
+	assert_int_equal(write(done_pipe[1], &c, 1), 1);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	for (i = 0; i < 2; i++) {
+		close(tid_pipe[i]);
+		close(done_pipe[i]);
+	}
+	close(procfd);
+}
+
+/* A hash map as bpf_map_get_next_key() walks one: keys in bucket order (slots); the key
+ * after one that is not there (deleted while the walk held it) is the first. */
+#define FAKE_SLOTS 64
+#define FAKE_PTRS  1024
+struct fake_map {
+	struct gpu_alloc_key keys[FAKE_SLOTS];
+	bool present[FAKE_SLOTS];
+	int visits[FAKE_PTRS]; /* by pointer */
+	size_t calls;
+	__u64 next_ptr;
+	int churn; /* what a visit does: see fake_visit() */
+};
+
+static int fake_next_key(void *ctx, const void *prev, void *next)
+{
+	struct fake_map *m = ctx;
+	size_t i = 0;
+
+	m->calls++;
+	if (prev) {
+		while (i < FAKE_SLOTS && !(m->present[i] && !memcmp(&m->keys[i], prev, 16)))
+			i++;
+		i = i < FAKE_SLOTS ? i + 1 : 0;
+	}
+	while (i < FAKE_SLOTS && !m->present[i])
+		i++;
+	if (i == FAKE_SLOTS)
+		return -ENOENT;
+	memcpy(next, &m->keys[i], sizeof(m->keys[i]));
+	return 0;
+}
+
+static void fake_visit(void *arg, const void *key)
+{
+	const struct gpu_alloc_key *k = key;
+	struct fake_map *m = arg;
+	size_t s;
+
+	for (s = 0; s < FAKE_SLOTS && !(m->present[s] && m->keys[s].ptr == k->ptr); s++)
+		;
+	assert_true(s < FAKE_SLOTS && k->ptr < FAKE_PTRS);
+	m->visits[k->ptr]++;
+	if (m->churn == 1 && s == 5) {
+		m->present[5] = false; /* freed while the walk holds it */
+		m->present[2] = true;  /* a new allocation, before the walk's place */
+	} else if (m->churn == 2) {
+		m->present[s] = false; /* every allocation freed as it is counted */
+	} else if (m->churn == 3) {
+		m->present[s] = false; /* and another made, first in the map, each time */
+		m->keys[0].ptr = m->next_ptr++;
+		m->present[0] = true;
+		assert_true(m->next_ptr < FAKE_PTRS);
+	}
+}
+
+static void fake_map_init(struct fake_map *m, int churn)
+{
+	size_t i;
+
+	memset(m, 0, sizeof(*m));
+	for (i = 0; i < FAKE_SLOTS; i++) {
+		m->keys[i] = (struct gpu_alloc_key){.tgid = 77, .ptr = i};
+		m->present[i] = i != 2 && i < 20;
+	}
+	m->next_ptr = FAKE_SLOTS;
+	m->churn = churn;
+}
+
+/*
+ * Allocations are walked while the BPF side frees them: when the key the walk holds is
+ * deleted, the map's walk starts over, and the allocations already counted come round
+ * again. Each must be counted once (outstanding allocations, age buckets, LEAKS): the
+ * one freed once, the one made meanwhile once; when each is freed as it is counted,
+ * each once; and when each free comes with a new allocation that the walk meets first,
+ * the walk still ends, within twice the map's size.
+ */
+static void test_alloc_walk_restarts(void **state)
+{
+	static struct fake_map m;
+	struct bpftel_gpu_map_walk w = {fake_next_key, &m, sizeof(struct gpu_alloc_key),
+					FAKE_SLOTS};
+	size_t i, n;
+
+	(void)state;
+	fake_map_init(&m, 1);
+	n = bpftel_gpu_map_walk(&w, fake_visit, &m);
+	for (i = 0; i < FAKE_PTRS; i++)
+		assert_int_equal(m.visits[i], i < 20 ? 1 : 0);
+	assert_int_equal(n, 20);
+
+	fake_map_init(&m, 2);
+	n = bpftel_gpu_map_walk(&w, fake_visit, &m);
+	for (i = 0; i < FAKE_PTRS; i++)
+		assert_int_equal(m.visits[i], i < 20 && i != 2 ? 1 : 0);
+	assert_int_equal(n, 19);
+
+	fake_map_init(&m, 3);
+	n = bpftel_gpu_map_walk(&w, fake_visit, &m);
+	for (i = 0; i < FAKE_PTRS; i++)
+		assert_true(m.visits[i] <= 1);
+	assert_true(m.calls <= 2 * FAKE_SLOTS + 1);
+	assert_true(n > 0);
 }
 
 int main(void)
@@ -186,6 +816,12 @@ int main(void)
 		cmocka_unit_test(test_top_kernels_merged),
 		cmocka_unit_test(test_runtime_names_cached),
 		cmocka_unit_test(test_runtime_names_budgeted),
+		cmocka_unit_test(test_kernel_series_overtaken),
+		cmocka_unit_test(test_kernel_series_names_arrive),
+		cmocka_unit_test(test_kernel_series_budget_over_processes),
+		cmocka_unit_test(test_error_series_are_counters),
+		cmocka_unit_test(test_proc_alive_by_identity),
+		cmocka_unit_test(test_alloc_walk_restarts),
 	};
 
 	return cmocka_run_group_tests_name("gpu_kernels", tests, NULL, NULL);

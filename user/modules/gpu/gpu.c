@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,12 +20,35 @@
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
 
+/* A process of gpu_procs and its start time when the sweep first saw it (0: unknown). */
+struct proc_start {
+	__u32 pid;
+	__u64 start;
+};
+
 struct bpftel_gpu {
 	struct bpftel_module_ops ops;
 	struct bpftel_module *module;
-	pthread_mutex_t lock;	/* guards skel and launch_shared_mem */
+	pthread_mutex_t lock;	/* guards skel, launch_shared_mem and opens */
 	struct gpu *skel;	/* while the module is open */
 	bool launch_shared_mem; /* config: taken at the module's next open */
+	__u64 opens;		/* of the BPF object: its maps are new each time */
+	/*
+	 * What reports remember from one to the next (counters must not go down: a
+	 * series of /metrics is computed from the maps and what the report before saw),
+	 * under report_lock: one report at a time, maps read and state updated in the
+	 * same order. Taken before lock; names are parsed under it, never under lock.
+	 */
+	pthread_mutex_t report_lock;
+	struct bpftel_gpu_kernels *kernels;
+	struct bpftel_gpu_errors *errors;
+	__u64 state_opens; /* the open the state is of */
+	/* The sweep's: /proc, and what it knows of the processes of gpu_procs (by pid),
+	 * under sweep_lock, taken before the others. */
+	pthread_mutex_t sweep_lock;
+	int procfd;
+	struct proc_start *starts;
+	size_t nstarts;
 };
 
 static void gpu_housekeeping(struct bpftel_module *m);
@@ -101,6 +124,7 @@ static int gpu_open(struct bpftel_module *m)
 	pthread_mutex_lock(&g->lock);
 	skel->rodata->gpu_launch_shared_mem = g->launch_shared_mem;
 	g->skel = skel;
+	g->opens++;
 	pthread_mutex_unlock(&g->lock);
 	bpftel_module__set_object(m, skel->obj);
 	return bpftel_module__add_probe(m, &task_exit_probe);
@@ -138,6 +162,24 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	if (!g)
 		return -ENOMEM;
 	pthread_mutex_init(&g->lock, NULL);
+	pthread_mutex_init(&g->report_lock, NULL);
+	pthread_mutex_init(&g->sweep_lock, NULL);
+	g->kernels = bpftel_gpu_kernels__new(NULL);
+	g->errors = bpftel_gpu_errors__new();
+	g->procfd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (!g->kernels || !g->errors || g->procfd < 0) {
+		err = g->procfd < 0 ? -errno : -ENOMEM;
+		pr_err("gpu: cannot register: %s", strerror(-err));
+		if (g->procfd >= 0)
+			close(g->procfd);
+		bpftel_gpu_kernels__free(g->kernels);
+		bpftel_gpu_errors__free(g->errors);
+		pthread_mutex_destroy(&g->sweep_lock);
+		pthread_mutex_destroy(&g->report_lock);
+		pthread_mutex_destroy(&g->lock);
+		free(g);
+		return err;
+	}
 	g->ops.name = BPFTEL_GPU_MODULE;
 	g->ops.open = gpu_open;
 	g->ops.load = gpu_load;
@@ -167,6 +209,12 @@ void bpftel_gpu__free(struct bpftel_gpu *g)
 {
 	if (!g)
 		return;
+	bpftel_gpu_kernels__free(g->kernels);
+	bpftel_gpu_errors__free(g->errors);
+	close(g->procfd);
+	free(g->starts);
+	pthread_mutex_destroy(&g->sweep_lock);
+	pthread_mutex_destroy(&g->report_lock);
 	pthread_mutex_destroy(&g->lock);
 	free(g);
 }
@@ -195,53 +243,162 @@ static struct bpftel_gpu_proc *find_proc(struct bpftel_gpu_proc *rows, size_t n,
 	return NULL;
 }
 
-static void add_allocs(int fd, struct bpftel_gpu_proc *rows, size_t n)
+/* The keys a walk visited: open addressing on their bytes, grown at half full. */
+struct key_set {
+	unsigned char *keys;
+	bool *used;
+	size_t cap, n, key_size;
+};
+
+static size_t key_hash(const void *key, size_t size)
 {
-	struct gpu_alloc_key key, next, *prev = NULL;
+	const unsigned char *p = key;
+	__u64 h = 0xcbf29ce484222325ull; /* FNV-1a */
+	size_t i;
+
+	for (i = 0; i < size; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return (size_t)h;
+}
+
+/* 1: added, 0: there already, -ENOMEM. */
+static int key_set_add(struct key_set *s, const void *key)
+{
+	size_t i;
+
+	if ((s->n + 1) * 2 > s->cap) {
+		struct key_set big = {.cap = s->cap ? s->cap * 2 : 256, .key_size = s->key_size};
+
+		big.keys = malloc(big.cap * s->key_size);
+		big.used = calloc(big.cap, sizeof(*big.used));
+		if (!big.keys || !big.used) {
+			free(big.keys);
+			free(big.used);
+			return -ENOMEM;
+		}
+		for (i = 0; i < s->cap; i++)
+			if (s->used[i])
+				key_set_add(&big, s->keys + i * s->key_size);
+		free(s->keys);
+		free(s->used);
+		*s = big;
+	}
+	for (i = key_hash(key, s->key_size) & (s->cap - 1); s->used[i]; i = (i + 1) & (s->cap - 1))
+		if (!memcmp(s->keys + i * s->key_size, key, s->key_size))
+			return 0;
+	s->used[i] = true;
+	memcpy(s->keys + i * s->key_size, key, s->key_size);
+	s->n++;
+	return 1;
+}
+
+/*
+ * A hash map's walk starts over from its first key when the key it holds was deleted
+ * meanwhile (a free, while allocations are walked): the keys already visited come
+ * round again. They are skipped, so each is visited once; and the walk is bounded, so
+ * that churn cannot keep it going (what it did not reach is missed, not counted twice).
+ */
+size_t bpftel_gpu_map_walk(const struct bpftel_gpu_map_walk *w,
+			   void (*visit)(void *arg, const void *key), void *arg)
+{
+	unsigned char key[BPFTEL_GPU_WALK_KEY_MAX], next[BPFTEL_GPU_WALK_KEY_MAX];
+	struct key_set seen = {.key_size = w->key_size};
+	size_t steps = 0, visited = 0;
+	bool first = true;
+	int r;
+
+	if (w->key_size > BPFTEL_GPU_WALK_KEY_MAX)
+		return 0;
+	while (steps++ < 2 * w->max_entries + 1 && !w->next_key(w->ctx, first ? NULL : key, next)) {
+		memcpy(key, next, w->key_size);
+		first = false;
+		r = key_set_add(&seen, key);
+		if (r < 0)
+			break;
+		if (r) {
+			visit(arg, key);
+			visited++;
+		}
+	}
+	free(seen.keys);
+	free(seen.used);
+	return visited;
+}
+
+static int map_next_key(void *ctx, const void *prev, void *next)
+{
+	return bpf_map_get_next_key(*(const int *)ctx, prev, next);
+}
+
+struct alloc_walk {
+	int fd;
+	struct bpftel_gpu_proc *rows;
+	size_t n;
+	__u64 now;
+};
+
+static void count_alloc(void *arg, const void *key)
+{
+	const struct gpu_alloc_key *ak = key;
+	struct alloc_walk *aw = arg;
 	struct bpftel_gpu_kind *k;
 	struct bpftel_gpu_proc *p;
 	struct gpu_alloc a;
-	__u64 now = mono_ns(), age;
+	__u64 age;
 	size_t b;
 
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &a) || !(p = find_proc(rows, n, key.tgid)) ||
-		    a.kind >= GPU_MEM__COUNT)
-			continue;
-		age = now > a.ktime_ns ? now - a.ktime_ns : 0;
-		for (b = 0; b < BPFTEL_GPU_AGE_BUCKETS - 1; b++) {
-			if (age < age_limits_s[b] * 1000000000ull)
-				break;
-		}
-		k = &p->kinds[a.kind];
-		k->outstanding_allocs++;
-		k->age_allocs[b]++;
-		k->age_bytes[b] += a.size;
-		if (age > k->oldest_ns)
-			k->oldest_ns = age;
+	if (bpf_map_lookup_elem(aw->fd, key, &a) || !(p = find_proc(aw->rows, aw->n, ak->tgid)) ||
+	    a.kind >= GPU_MEM__COUNT)
+		return;
+	age = aw->now > a.ktime_ns ? aw->now - a.ktime_ns : 0;
+	for (b = 0; b < BPFTEL_GPU_AGE_BUCKETS - 1; b++) {
+		if (age < age_limits_s[b] * 1000000000ull)
+			break;
 	}
+	k = &p->kinds[a.kind];
+	k->outstanding_allocs++;
+	k->age_allocs[b]++;
+	k->age_bytes[b] += a.size;
+	if (age > k->oldest_ns)
+		k->oldest_ns = age;
 }
 
-static void add_errors(int fd, struct bpftel_gpu_proc *rows, size_t n)
+/* The BPF side deletes allocations as they are freed, while this walks them. */
+static void add_allocs(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n)
 {
+	struct alloc_walk aw = {bpf_map__fd(map), rows, n, mono_ns()};
+	struct bpftel_gpu_map_walk w = {map_next_key, &aw.fd, sizeof(struct gpu_alloc_key),
+					bpf_map__max_entries(map)};
+
+	bpftel_gpu_map_walk(&w, count_alloc, &aw);
+}
+
+/* The (function, error) kinds of failed calls of the processes in rows. */
+static size_t read_errors(int fd, struct bpftel_gpu_proc *rows, size_t n,
+			  struct bpftel_gpu_error_seen **out)
+{
+	struct bpftel_gpu_error_seen *es = NULL, *grown;
 	struct gpu_err_key key, next, *prev = NULL;
-	struct bpftel_gpu_proc *p;
-	__u64 count;
+	size_t nes = 0, cap = 0;
 
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &count) || !(p = find_proc(rows, n, key.tgid)))
+		if (!find_proc(rows, n, key.tgid))
 			continue;
-		if (p->nerrors < BPFTEL_GPU_MAX_ERRORS) {
-			p->errors[p->nerrors].func = key.func;
-			p->errors[p->nerrors].error = key.error;
-			p->errors[p->nerrors].count = count;
+		if (nes == cap) {
+			cap = cap ? cap * 2 : 64;
+			grown = realloc(es, cap * sizeof(*es));
+			if (!grown)
+				break; /* the kinds read so far are reported */
+			es = grown;
 		}
-		p->nerrors++;
+		if (bpf_map_lookup_elem(fd, &key, &es[nes].count))
+			continue;
+		es[nes++].key = key;
 	}
+	*out = es;
+	return nes;
 }
 
 /* The launched kernels of the processes in rows, with the names the driver gave. */
@@ -302,18 +459,30 @@ static int cmp_outstanding(const void *a, const void *b)
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 {
 	struct bpftel_gpu_kernel_seen *ks = NULL;
+	struct bpftel_gpu_error_seen *es = NULL;
 	struct bpftel_gpu_proc *rows = NULL, *grown;
-	size_t nks;
+	size_t nks, nes;
 	__u32 key, next, *prev = NULL;
 	size_t n = 0, cap = 0;
 	int fd;
 
 	*out = NULL;
+	pthread_mutex_lock(&g->report_lock);
 	pthread_mutex_lock(&g->lock);
 	if (!g->skel || bpf_map__fd(g->skel->maps.gpu_procs) < 0) {
 		pthread_mutex_unlock(&g->lock);
+		pthread_mutex_unlock(&g->report_lock);
 		return 0;
 	}
+	if (g->state_opens != g->opens) { /* the module restarted: counts begin again */
+		bpftel_gpu_kernels__reset(g->kernels);
+		bpftel_gpu_errors__reset(g->errors);
+		g->state_opens = g->opens;
+	}
+	/* The processes first, their kernels after: a launch between the two reads is in
+	 * its kernel's count and not in the total, so kernel="other" (the total less the
+	 * series) may read low for a report, which gpu_kernels.c holds, never high, which
+	 * would come down at the next. */
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
@@ -323,6 +492,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 			grown = realloc(rows, cap * sizeof(*rows));
 			if (!grown) {
 				pthread_mutex_unlock(&g->lock);
+				pthread_mutex_unlock(&g->report_lock);
 				free(rows);
 				return -ENOMEM;
 			}
@@ -335,15 +505,18 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 		rows[n].shared_mem_counted = g->skel->rodata->gpu_launch_shared_mem;
 		n++;
 	}
-	add_allocs(bpf_map__fd(g->skel->maps.gpu_allocs), rows, n);
-	add_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n);
+	add_allocs(g->skel->maps.gpu_allocs, rows, n);
+	nes = read_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n, &es);
 	nks = read_kernels(bpf_map__fd(g->skel->maps.gpu_kernels),
 			   bpf_map__fd(g->skel->maps.gpu_knames), rows, n, &ks);
 	pthread_mutex_unlock(&g->lock);
+	bpftel_gpu_errors__fill(g->errors, rows, n, es, nes);
+	free(es);
 	for (size_t i = 0; i < n; i++)
 		bpftel_proc_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
 	/* Names may take parsing the processes' files: without the lock. */
-	bpftel_gpu_kernels__fill(rows, n, ks, nks);
+	bpftel_gpu_kernels__fill(g->kernels, rows, n, ks, nks);
+	pthread_mutex_unlock(&g->report_lock);
 	free(ks);
 	if (n) /* rows is NULL when there are none */
 		qsort(rows, n, sizeof(*rows), cmp_outstanding);
@@ -351,24 +524,86 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	return (int)n;
 }
 
-static bool alive(__u32 pid)
+/* <procfd>/<pid>/<name>, at most size - 1 bytes of it, NUL-terminated: its length, or a
+ * negative errno. Non-blocking: something other than a /proc file there (a FIFO) must
+ * not hold the sweep. */
+static ssize_t read_proc(int procfd, __u32 pid, const char *name, char *buf, size_t size)
 {
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+	char path[32];
+	size_t len = 0;
+	ssize_t r = 0;
+	int fd, err;
+
+	snprintf(path, sizeof(path), "%u/%s", pid, name);
+	fd = openat(procfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	while (len < size - 1 && (r = read(fd, buf + len, size - 1 - len)) > 0)
+		len += (size_t)r;
+	err = r < 0 ? -errno : 0;
+	close(fd);
+	buf[len] = '\0';
+	return err ? err : (ssize_t)len;
+}
+
+/* Gone for good: no such process (ENOENT), or one that exited as it was read (ESRCH). */
+static bool gone(ssize_t r)
+{
+	return r == -ENOENT || r == -ESRCH;
+}
+
+bool bpftel_gpu_proc_alive(int procfd, __u32 pid, __u64 *start)
+{
+	unsigned long long st = 0, tgid = 0;
+	char buf[1024], *p;
+	ssize_t r;
+	int i;
+
+	/* Field 22 is within the first 1 KiB: a 16-byte comm and 21 numbers before it. */
+	r = read_proc(procfd, pid, "stat", buf, sizeof(buf));
+	if (gone(r))
+		return false;
+	p = r > 0 ? strrchr(buf, ')') : NULL; /* comm may hold spaces and parentheses */
+	for (i = 0; p && i < 20; i++)	      /* to the space before field 22 */
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu", &st) != 1 || !st)
+		return true; /* cannot tell */
+	if (*start && st != *start)
+		return false; /* the pid is another process's now */
+	/* Tgid is the fourth line, after Name (its comm escaped: 64 bytes at most). */
+	r = read_proc(procfd, pid, "status", buf, sizeof(buf));
+	if (gone(r))
+		return false;
+	p = r > 0 ? strstr(buf, "\nTgid:") : NULL;
+	if (!p || sscanf(p + 6, "%llu", &tgid) != 1)
+		return true;
+	if (tgid != pid)
+		return false; /* a thread of another process (kill() would answer for it) */
+	*start = st;
+	return true;
 }
 
 /* Delete every key of map fd whose first 4 bytes (the tgid) is pid. */
-static void drop_keys(int fd, __u32 pid, size_t key_size)
+static bool drop_keys(const struct bpf_map *map, __u32 pid, size_t key_size)
 {
+	size_t steps = 0, max = 4 * (size_t)bpf_map__max_entries(map) + 1;
 	char key[16], next[16], *prev = NULL;
+	int fd = bpf_map__fd(map);
 	__u32 tgid;
 
+	/* A key of another process deleted meanwhile (a free, an LRU eviction) starts the
+	 * walk over: bounded, so that churn cannot hold the lock. False when the bound
+	 * stopped it: the process is swept again. */
 	while (!bpf_map_get_next_key(fd, prev, next)) {
+		if (steps++ == max)
+			return false;
 		memcpy(&tgid, next, sizeof(tgid));
 		if (tgid == pid && !bpf_map_delete_elem(fd, next))
 			continue; /* deleted: the walk goes on from where it was */
 		memcpy(key, next, key_size);
 		prev = key;
 	}
+	return true;
 }
 
 static void gpu_housekeeping(struct bpftel_module *m)
@@ -376,34 +611,99 @@ static void gpu_housekeeping(struct bpftel_module *m)
 	bpftel_gpu__sweep(bpftel_module__priv(m));
 }
 
+static int cmp_start(const void *a, const void *b)
+{
+	__u32 x = ((const struct proc_start *)a)->pid, y = ((const struct proc_start *)b)->pid;
+
+	return x < y ? -1 : x > y;
+}
+
+#define SWEEP_MAX_DEAD 64 /* processes dropped per sweep at most: the rest at the next */
+
+/*
+ * The processes in gpu_procs are listed under the lock, looked up in /proc without it
+ * (reads of other processes' files), and the dead dropped under it again, if the BPF
+ * object is still the one listed. starts (the start time each process had when first
+ * seen) follows gpu_procs: a pid no longer there is forgotten.
+ */
 int bpftel_gpu__sweep(struct bpftel_gpu *g)
 {
-	__u32 key, next, *prev = NULL, dead[64];
-	int fd, ndead = 0, i;
+	struct proc_start *now = NULL, *was;
+	__u32 key, next, *prev = NULL, dead[SWEEP_MAX_DEAD];
+	size_t n = 0, cap = 0, i;
+	int fd, ndead = 0, dropped = 0;
+	bool partial = false, all;
+	__u64 opens;
 
+	pthread_mutex_lock(&g->sweep_lock); /* one at a time: starts is the sweep's */
 	pthread_mutex_lock(&g->lock);
 	if (!g->skel || bpf_map__fd(g->skel->maps.gpu_procs) < 0) {
 		pthread_mutex_unlock(&g->lock);
+		pthread_mutex_unlock(&g->sweep_lock);
 		return 0;
 	}
+	opens = g->opens;
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
-	while (ndead < 64 && !bpf_map_get_next_key(fd, prev, &next)) {
+	/* Only a sweep deletes from gpu_procs, under the lock: the walk cannot restart. */
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (!alive(key))
-			dead[ndead++] = key;
-	}
-	for (i = 0; i < ndead; i++) {
-		bpf_map_delete_elem(fd, &dead[i]);
-		drop_keys(bpf_map__fd(g->skel->maps.gpu_allocs), dead[i],
-			  sizeof(struct gpu_alloc_key));
-		drop_keys(bpf_map__fd(g->skel->maps.gpu_errors), dead[i],
-			  sizeof(struct gpu_err_key));
-		drop_keys(bpf_map__fd(g->skel->maps.gpu_ctxs), dead[i], 16);
-		drop_keys(bpf_map__fd(g->skel->maps.gpu_kernels), dead[i], 16);
-		drop_keys(bpf_map__fd(g->skel->maps.gpu_knames), dead[i], 16);
-		bpftel_gpu_kernels__forget(dead[i]);
+		if (n == cap) {
+			struct proc_start *grown;
+
+			cap = cap ? cap * 2 : 64;
+			grown = realloc(now, cap * sizeof(*now));
+			if (!grown) {
+				partial = true; /* those listed are swept; the rest later */
+				break;
+			}
+			now = grown;
+		}
+		now[n++] = (struct proc_start){.pid = key};
 	}
 	pthread_mutex_unlock(&g->lock);
-	return ndead;
+	for (i = 0; i < n; i++) {
+		was = g->nstarts ? bsearch(&now[i], g->starts, g->nstarts, sizeof(*g->starts),
+					   cmp_start)
+				 : NULL;
+		now[i].start = was ? was->start : 0;
+		if (!bpftel_gpu_proc_alive(g->procfd, now[i].pid, &now[i].start) &&
+		    ndead < SWEEP_MAX_DEAD)
+			dead[ndead++] = now[i].pid;
+	}
+	if (n)
+		qsort(now, n, sizeof(*now), cmp_start);
+	if (!partial) {
+		free(g->starts);
+		g->starts = now;
+		g->nstarts = n;
+	} else { /* what was known is kept; those first seen now are recorded later */
+		free(now);
+	}
+	/* Not while a report runs: one that read the process before it is forgotten
+	 * would remember it again. */
+	pthread_mutex_lock(&g->report_lock);
+	pthread_mutex_lock(&g->lock);
+	if (!g->skel || g->opens != opens)
+		ndead = 0; /* restarted meanwhile: the next sweep looks again */
+	for (i = 0; i < (size_t)ndead; i++) {
+		/* Its keys first: the process stays listed (and is swept again) until
+		 * none is left, so that none outlives it to be counted as a new process's
+		 * of the same pid. */
+		all = drop_keys(g->skel->maps.gpu_allocs, dead[i], sizeof(struct gpu_alloc_key));
+		all &= drop_keys(g->skel->maps.gpu_errors, dead[i], sizeof(struct gpu_err_key));
+		all &= drop_keys(g->skel->maps.gpu_ctxs, dead[i], 16);
+		all &= drop_keys(g->skel->maps.gpu_kernels, dead[i], 16);
+		all &= drop_keys(g->skel->maps.gpu_knames, dead[i], 16);
+		if (!all)
+			continue;
+		bpf_map_delete_elem(fd, &dead[i]);
+		bpftel_gpu_kernels__forget(g->kernels, dead[i]);
+		bpftel_gpu_errors__forget(g->errors, dead[i]);
+		dropped++;
+	}
+	pthread_mutex_unlock(&g->lock);
+	pthread_mutex_unlock(&g->report_lock);
+	pthread_mutex_unlock(&g->sweep_lock);
+	return dropped;
 }

@@ -40,10 +40,15 @@ void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem);
 #define BPFTEL_GPU_AGE_BUCKETS 5
 extern const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS];
 
-#define BPFTEL_GPU_MAX_ERRORS 16 /* distinct (function, error) per process reported */
+/* (function, error) kinds of failed calls with series of their own, per process. */
+#define BPFTEL_GPU_MAX_ERRORS 16
 
 #define BPFTEL_GPU_TOP_KERNELS 8 /* kernels per process reported, most launched first */
 #define BPFTEL_GPU_KERNEL_NAME 256
+/* Series of bpftel_gpu_kernel_name_launches_total (kernel="other" aside): at most
+ * BPFTEL_GPU_TOP_KERNELS per process, BPFTEL_GPU_KERNEL_SERIES over all of them. */
+#define BPFTEL_GPU_KERNEL_SERIES 64
+#define BPFTEL_GPU_NAME_BUDGET	 32 /* host functions resolved per report at most */
 
 /* A kernel, by its demangled name ("" when it has none we can tell); the launches of
  * every handle or host function with that name. */
@@ -73,13 +78,65 @@ struct bpftel_gpu_proc {
 	size_t nkernels; /* by name; may exceed BPFTEL_GPU_TOP_KERNELS */
 	struct bpftel_gpu_kernel_row kernels[BPFTEL_GPU_TOP_KERNELS];
 	__u64 kernels_other_launches; /* of the kernels not listed */
-	size_t nerrors; /* may exceed BPFTEL_GPU_MAX_ERRORS: the rest are not listed */
+	/* bpftel_gpu_kernel_name_launches_total, counters: the process's series (kept while
+	 * it lives, in the order they began), each its kernel's launches since it began,
+	 * and every other launch of the process (kernels with none, launches before theirs
+	 * began, launches the kernel map missed) in kseries_other. */
+	size_t nkseries;
+	struct {
+		char name[BPFTEL_GPU_KERNEL_NAME];
+		__u64 launches;
+	} kseries[BPFTEL_GPU_TOP_KERNELS];
+	__u64 kseries_other;
+	/* bpftel_gpu_cuda_errors_total, counters: the first BPFTEL_GPU_MAX_ERRORS kinds of
+	 * failed call the process was seen with (the most failed first), kept while it
+	 * lives, in the order they began; and per function the rest of its failed calls
+	 * (kinds without a series, failures the error map could not hold). */
+	size_t nerrors; /* kinds the process failed with; may exceed BPFTEL_GPU_MAX_ERRORS */
+	size_t nlisted; /* of them with a series, in errors[] */
 	struct {
 		enum gpu_func func;
 		int error; /* cudaError_t, or CUresult for a driver function */
 		__u64 count;
 	} errors[BPFTEL_GPU_MAX_ERRORS];
+	__u64 errors_other[GPU_FN__COUNT];
 };
+
+/* A (function, error) kind of failed call as read from the module's maps. */
+struct bpftel_gpu_error_seen {
+	struct gpu_err_key key;
+	__u64 count;
+};
+
+/* What is remembered of error kinds from one report to the next (gpu_report.c): those
+ * each process has a series for, and its error="other" per function, which never goes
+ * down. Not locked: the caller runs one report at a time, each on maps read after the
+ * previous report's (the module's report lock). NULL when out of memory. */
+struct bpftel_gpu_errors;
+struct bpftel_gpu_errors *bpftel_gpu_errors__new(void);
+void bpftel_gpu_errors__free(struct bpftel_gpu_errors *et);
+/* One report: each row's errors[], nerrors, nlisted and errors_other from es; rows are
+ * every process the module tracks: the state of a process not among them is dropped.
+ * Reorders es. */
+void bpftel_gpu_errors__fill(struct bpftel_gpu_errors *et, struct bpftel_gpu_proc *rows, size_t n,
+			     struct bpftel_gpu_error_seen *es, size_t nes);
+/* Forget pid (it exited); everything (the module restarted: its maps are new). */
+void bpftel_gpu_errors__forget(struct bpftel_gpu_errors *et, __u32 pid);
+void bpftel_gpu_errors__reset(struct bpftel_gpu_errors *et);
+
+/* How bpftel_gpu_map_walk() reads a map: bpf_map_get_next_key()'s contract (0, or not 0
+ * past the last key) on ctx; tests give their own. */
+#define BPFTEL_GPU_WALK_KEY_MAX 16
+struct bpftel_gpu_map_walk {
+	int (*next_key)(void *ctx, const void *prev, void *next);
+	void *ctx;
+	size_t key_size;    /* at most BPFTEL_GPU_WALK_KEY_MAX */
+	size_t max_entries; /* the map's: bounds the walk */
+};
+/* visit(arg, key) once for each key of the map, also when a key is deleted during the
+ * walk (a hash map's walk then starts over: no key is visited twice). Returns how many. */
+size_t bpftel_gpu_map_walk(const struct bpftel_gpu_map_walk *w,
+			   void (*visit)(void *arg, const void *key), void *arg);
 
 /* Outstanding bytes over every kind (the order of bpftel_gpu__processes()). */
 __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p);
@@ -91,12 +148,23 @@ __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p);
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out);
 /* Drop the state of processes that no longer exist. Returns how many. */
 int bpftel_gpu__sweep(struct bpftel_gpu *g);
+/*
+ * Whether pid is still the process the sweep first saw: /proc/<pid> (under procfd, a
+ * directory of /proc, or a test's own) is a thread-group leader (Tgid in its status is
+ * pid: kill(pid, 0) would also answer for a thread of another process) and started at
+ * *start (field 22 of its stat). *start 0: the first look, which records it. True when
+ * it cannot tell (a read refused, a line not understood): only a process known gone or
+ * replaced has its state dropped. Bounded, non-blocking reads.
+ */
+bool bpftel_gpu_proc_alive(int procfd, __u32 pid, __u64 *start);
 
 /* The module's report ops (gpu_report.c): the `gpu` command and its /metrics families. */
 struct json_t;
 struct bpftel_prom;
 struct json_t *gpu_report(struct bpftel_module *m, struct json_t *req);
 void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w);
+/* gpu_metrics()'s families, of rows as bpftel_gpu__processes() gives them. */
+void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows, int n);
 
 /* Names (gpu_names.c). */
 const char *bpftel_gpu_func_name(enum gpu_func func);		    /* "cudaLaunchKernel" */

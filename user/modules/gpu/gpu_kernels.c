@@ -1,25 +1,35 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Kernel names for the GPU module: the BPF side counts launches per (process, host
- * function) for cudaLaunchKernel and per (process, CUfunction) for cuLaunchKernel; here
- * a host function's address is resolved to the symbol that holds it in the process's
- * ELF objects (/proc/<pid>/maps, the file opened through /proc/<pid>/map_files as the
- * uprobe registry does, read by the capped reader of user/manager/elfaddr.h), and a
- * CUfunction gets the name cuModuleGetFunction was given. Names are demangled with
+ * Kernel names and series for the GPU module: the BPF side counts launches per (process,
+ * host function) for cudaLaunchKernel and per (process, CUfunction) for cuLaunchKernel;
+ * here a host function's address is resolved to the symbol that holds it in the
+ * process's ELF objects (/proc/<pid>/maps, the file opened through /proc/<pid>/map_files
+ * as the uprobe registry does, read by the capped reader of user/manager/elfaddr.h), and
+ * a CUfunction gets the name cuModuleGetFunction was given. Names are demangled with
  * __cxa_demangle from libstdc++: it is the Itanium C++ ABI's own demangler, shipped as a
  * shared library on every system that runs CUDA programs (they are C++), while Debian
  * has libiberty's only as a static archive. Input is capped (GPU_KNAME_LEN, or
  * BPFTEL_ELF_NAME_MAX) before it is demangled.
  *
  * Resolution opens and parses files of other processes: never under the module's lock,
- * once per (process, address): results, misses included, are cached until the process
- * is swept; and at most RESOLVE_BUDGET of them per report, so that a process launching
- * thousands of distinct host functions costs a report (a /metrics scrape) a bounded
- * number of parses. The rest stay unnamed until a later report names them.
+ * once per handle (process, address): results, misses included, are kept with the
+ * handle until the process is swept, so a named kernel never reads unnamed again; and
+ * at most BPFTEL_GPU_NAME_BUDGET of them per report, the most launched first, so that a
+ * process launching thousands of distinct host functions costs a report (a /metrics
+ * scrape) a bounded number of parses. The rest stay unnamed until a later report.
+ *
+ * Series: bpftel_gpu_kernel_name_launches_total is a counter, so a process's series
+ * only ever grow in number while it lives, and each only counts up. A named kernel is
+ * given one (at most BPFTEL_GPU_TOP_KERNELS per process, BPFTEL_GPU_KERNEL_SERIES over
+ * all, the most launched first) and keeps it; a handle joins its name's series with a
+ * baseline, the launches it had at the report before (they were counted under
+ * kernel="other" then), and adds its launches beyond it. kernel="other" is the process's
+ * launches less its series', so the family sums to bpftel_gpu_kernel_launches_total.
+ * Handles are at most as many as the kernel map holds (it drops none of a live process).
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,58 +43,108 @@
 /* libstdc++ (cxxabi.h is C++ only). */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
-#define CACHE_SLOTS    1024
-#define MAPS_MAX_LINE  100000 /* lines of /proc/<pid>/maps read at most */
-#define RESOLVE_BUDGET 32     /* host functions resolved per report at most */
+#define MAPS_MAX_LINE 100000 /* lines of /proc/<pid>/maps read at most */
+#define HANDLES_MAX   8192   /* gpu_kernels' size (bpf/lib/gpu_state.h): the map holds no more */
+#define NO_HANDLE     SIZE_MAX
 
-struct cache_entry {
-	__u32 pid; /* 0: free */
-	__u64 addr;
-	char name[BPFTEL_GPU_KERNEL_NAME];
+/* A kernel handle read from the map: (process, host function) or (process, CUfunction). */
+struct handle {
+	struct gpu_kernel_key key;
+	__u64 launches; /* the most read */
+	__u64 base;	/* launches counted under kernel="other" before it joined its series */
+	char *name;	/* NULL: not resolved yet; "": none we can tell */
+	int series;	/* in its process's series, -1 none */
 };
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cache_entry cache[CACHE_SLOTS];
+/* A process's series, in the order they began. */
+struct kproc {
+	__u32 pid;
+	unsigned int nseries;
+	char *series[BPFTEL_GPU_TOP_KERNELS];
+	__u64 other; /* kernel="other" as last reported: it never goes down */
+};
 
-static size_t slot_of(__u32 pid, __u64 addr)
+struct bpftel_gpu_kernels {
+	bpftel_gpu_symbolize_fn *symbolize;
+	struct handle *h; /* by key */
+	size_t nh, caph;
+	struct kproc *p; /* by pid */
+	size_t np, capp;
+	size_t nseries; /* over every process */
+};
+
+static void symbolize(__u32 pid, __u64 addr, char *name, size_t size);
+
+struct bpftel_gpu_kernels *bpftel_gpu_kernels__new(bpftel_gpu_symbolize_fn *fn)
 {
-	return (size_t)(((addr ^ pid) * 0x9e3779b97f4a7c15ull) >> 32) % CACHE_SLOTS;
+	struct bpftel_gpu_kernels *kt = calloc(1, sizeof(*kt));
+
+	if (kt)
+		kt->symbolize = fn ? fn : symbolize;
+	return kt;
 }
 
-static bool cache_get(__u32 pid, __u64 addr, char *name, size_t size)
+static void free_proc(struct bpftel_gpu_kernels *kt, struct kproc *kp)
 {
-	struct cache_entry *e = &cache[slot_of(pid, addr)];
-	bool hit;
+	unsigned int s;
 
-	pthread_mutex_lock(&cache_lock);
-	hit = e->pid == pid && e->addr == addr;
-	if (hit)
-		snprintf(name, size, "%s", e->name);
-	pthread_mutex_unlock(&cache_lock);
-	return hit;
+	for (s = 0; s < kp->nseries; s++)
+		free(kp->series[s]);
+	kt->nseries -= kp->nseries;
 }
 
-/* A slot taken by another (process, address) is replaced: a later miss parses again. */
-static void cache_put(__u32 pid, __u64 addr, const char *name)
+/* Keep the handles and processes for which keep(pid) holds. */
+static void retain(struct bpftel_gpu_kernels *kt, bool (*keep)(__u32 pid, const void *arg),
+		   const void *arg)
 {
-	struct cache_entry *e = &cache[slot_of(pid, addr)];
+	size_t i, j;
 
-	pthread_mutex_lock(&cache_lock);
-	e->pid = pid;
-	e->addr = addr;
-	snprintf(e->name, sizeof(e->name), "%s", name);
-	pthread_mutex_unlock(&cache_lock);
+	for (i = j = 0; i < kt->nh; i++) {
+		if (keep(kt->h[i].key.tgid, arg))
+			kt->h[j++] = kt->h[i];
+		else
+			free(kt->h[i].name);
+	}
+	kt->nh = j;
+	for (i = j = 0; i < kt->np; i++) {
+		if (keep(kt->p[i].pid, arg))
+			kt->p[j++] = kt->p[i];
+		else
+			free_proc(kt, &kt->p[i]);
+	}
+	kt->np = j;
 }
 
-void bpftel_gpu_kernels__forget(__u32 pid)
+static bool keep_none(__u32 pid, const void *arg)
 {
-	size_t i;
+	(void)pid;
+	(void)arg;
+	return false;
+}
 
-	pthread_mutex_lock(&cache_lock);
-	for (i = 0; i < CACHE_SLOTS; i++)
-		if (cache[i].pid == pid)
-			cache[i].pid = 0;
-	pthread_mutex_unlock(&cache_lock);
+static bool keep_other(__u32 pid, const void *arg)
+{
+	return pid != *(const __u32 *)arg;
+}
+
+void bpftel_gpu_kernels__reset(struct bpftel_gpu_kernels *kt)
+{
+	retain(kt, keep_none, NULL);
+}
+
+void bpftel_gpu_kernels__forget(struct bpftel_gpu_kernels *kt, __u32 pid)
+{
+	retain(kt, keep_other, &pid);
+}
+
+void bpftel_gpu_kernels__free(struct bpftel_gpu_kernels *kt)
+{
+	if (!kt)
+		return;
+	bpftel_gpu_kernels__reset(kt);
+	free(kt->h);
+	free(kt->p);
+	free(kt);
 }
 
 void bpftel_gpu_demangle(const char *in, char *out, size_t size)
@@ -156,26 +216,6 @@ static void symbolize(__u32 pid, __u64 addr, char *name, size_t size)
 	close(fd);
 }
 
-void bpftel_gpu_kernels__name(__u32 pid, const struct gpu_kernel_key *key, const char *driver_name,
-			      char *name, size_t size, int *budget)
-{
-	if (key->api == GPU_KERNEL_DRIVER) {
-		if (driver_name && driver_name[0])
-			bpftel_gpu_demangle(driver_name, name, size);
-		else
-			name[0] = '\0';
-		return;
-	}
-	if (cache_get(pid, key->func, name, size))
-		return;
-	name[0] = '\0';
-	if (*budget <= 0)
-		return; /* not now: not cached either */
-	(*budget)--;
-	symbolize(pid, key->func, name, size);
-	cache_put(pid, key->func, name);
-}
-
 static int cmp_seen(const void *a, const void *b)
 {
 	const struct bpftel_gpu_kernel_seen *x = a, *y = b;
@@ -226,17 +266,14 @@ static int cmp_row(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-void bpftel_gpu_kernels__fill(struct bpftel_gpu_proc *rows, size_t n,
-			      struct bpftel_gpu_kernel_seen *ks, size_t nks)
+/* Name each process's top kernels by launches, same names merged (the JSON snapshot). */
+static void top_kernels(struct bpftel_gpu_proc *rows, size_t n, struct bpftel_gpu_kernel_seen *ks,
+			size_t nks)
 {
 	struct bpftel_gpu_kernel_row r;
-	int budget = RESOLVE_BUDGET;
 	struct bpftel_gpu_proc *p;
 	size_t i, j, top;
 
-	for (i = 0; i < nks; i++)
-		bpftel_gpu_kernels__name(ks[i].key.tgid, &ks[i].key, ks[i].driver_name, ks[i].name,
-					 sizeof(ks[i].name), &budget);
 	if (nks)
 		qsort(ks, nks, sizeof(*ks), cmp_seen);
 	for (i = 0; i < nks; i = j) {
@@ -259,4 +296,338 @@ void bpftel_gpu_kernels__fill(struct bpftel_gpu_proc *rows, size_t n,
 		if (top)
 			qsort(rows[i].kernels, top, sizeof(rows[i].kernels[0]), cmp_row);
 	}
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	const struct gpu_kernel_key *x = a, *y = b;
+
+	if (x->tgid != y->tgid)
+		return x->tgid < y->tgid ? -1 : 1;
+	if (x->api != y->api)
+		return x->api < y->api ? -1 : 1;
+	return x->func < y->func ? -1 : x->func > y->func;
+}
+
+/* Handles and processes sort by their first member (a key, a pid). */
+static int cmp_handle(const void *a, const void *b)
+{
+	return cmp_key(&((const struct handle *)a)->key, &((const struct handle *)b)->key);
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static struct kproc *find_proc(struct bpftel_gpu_kernels *kt, __u32 pid)
+{
+	return kt->np ? bsearch(&pid, kt->p, kt->np, sizeof(*kt->p), cmp_pid) : NULL;
+}
+
+/* The first handle of pid (or where it would be). */
+static size_t first_handle(const struct bpftel_gpu_kernels *kt, __u32 pid)
+{
+	size_t lo = 0, hi = kt->nh, mid;
+
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if (kt->h[mid].key.tgid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static bool grow(void **arr, size_t *cap, size_t need, size_t size)
+{
+	size_t c = *cap ? *cap : 16;
+	void *p;
+
+	if (need <= *cap)
+		return true;
+	while (c < need)
+		c *= 2;
+	p = realloc(*arr, c * size);
+	if (!p)
+		return false;
+	*arr = p;
+	*cap = c;
+	return true;
+}
+
+static bool in_rows(__u32 pid, const void *arg)
+{
+	const struct {
+		const __u32 *pids;
+		size_t n;
+	} *set = arg;
+
+	return set->n && bsearch(&pid, set->pids, set->n, sizeof(*set->pids), cmp_pid);
+}
+
+/* A process per row (the state of any other process is dropped). */
+static void sync_procs(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_proc *rows, size_t n)
+{
+	struct {
+		__u32 *pids;
+		size_t n;
+	} set = {malloc((n ? n : 1) * sizeof(__u32)), n};
+	size_t i, np;
+
+	if (set.pids) { /* else: kept until a later report */
+		for (i = 0; i < n; i++)
+			set.pids[i] = rows[i].pid;
+		qsort(set.pids, n, sizeof(*set.pids), cmp_pid);
+		retain(kt, in_rows, &set);
+		free(set.pids);
+	}
+	np = kt->np;
+	for (i = 0; i < n; i++) {
+		if ((np && bsearch(&rows[i].pid, kt->p, np, sizeof(*kt->p), cmp_pid)) ||
+		    !grow((void **)&kt->p, &kt->capp, kt->np + 1, sizeof(*kt->p)))
+			continue;
+		kt->p[kt->np++] = (struct kproc){.pid = rows[i].pid};
+	}
+	if (kt->np != np)
+		qsort(kt->p, kt->np, sizeof(*kt->p), cmp_pid);
+}
+
+/* hi[i]: the handle of ks[i] (NO_HANDLE: not tracked); prev[i]: its launches as of the
+ * report before (0: new), before they are raised to what ks[i] read. */
+static void track(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_kernel_seen *ks,
+		  size_t nks, size_t *hi, __u64 *prev)
+{
+	size_t sorted = kt->nh, i;
+	struct handle *h;
+
+	for (i = 0; i < nks; i++) {
+		if (!find_proc(kt, ks[i].key.tgid) ||
+		    (sorted && bsearch(&ks[i].key, kt->h, sorted, sizeof(*kt->h), cmp_handle)) ||
+		    kt->nh >= HANDLES_MAX ||
+		    !grow((void **)&kt->h, &kt->caph, kt->nh + 1, sizeof(*kt->h)))
+			continue;
+		kt->h[kt->nh++] = (struct handle){.key = ks[i].key, .series = -1};
+	}
+	if (kt->nh != sorted)
+		qsort(kt->h, kt->nh, sizeof(*kt->h), cmp_handle);
+	for (i = 0; i < nks; i++) {
+		h = kt->nh ? bsearch(&ks[i].key, kt->h, kt->nh, sizeof(*kt->h), cmp_handle) : NULL;
+		hi[i] = h ? (size_t)(h - kt->h) : NO_HANDLE;
+		prev[i] = h ? h->launches : 0;
+		/* A read older than one already taken (it cannot be, reports running one at
+		 * a time) must not take a counter down. */
+		if (h && ks[i].k.launches > h->launches)
+			h->launches = ks[i].k.launches;
+	}
+}
+
+static int cmp_by_launches(const void *a, const void *b, void *arg)
+{
+	const struct bpftel_gpu_kernel_seen *ks = arg, *x = &ks[*(const size_t *)a],
+					    *y = &ks[*(const size_t *)b];
+
+	if (x->k.launches != y->k.launches)
+		return x->k.launches < y->k.launches ? 1 : -1;
+	return cmp_key(&x->key, &y->key);
+}
+
+/* Name every kernel of ks: from its handle, a driver kernel from its name in the map,
+ * a runtime one by a parse within the budget, the most launched first. */
+static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_seen *ks, size_t nks,
+		     const size_t *hi, size_t *todo)
+{
+	int budget = BPFTEL_GPU_NAME_BUDGET;
+	size_t i, nt = 0;
+	struct handle *h;
+
+	for (i = 0; i < nks; i++) {
+		h = hi[i] == NO_HANDLE ? NULL : &kt->h[hi[i]];
+		ks[i].name[0] = '\0';
+		if (h && h->name)
+			continue;
+		if (ks[i].key.api == GPU_KERNEL_DRIVER) {
+			/* No name read: the map may have it at a later report. */
+			if (ks[i].driver_name[0]) {
+				bpftel_gpu_demangle(ks[i].driver_name, ks[i].name,
+						    sizeof(ks[i].name));
+				if (h)
+					h->name = strdup(ks[i].name);
+			}
+		} else if (h) {
+			todo[nt++] = i;
+		}
+	}
+	if (nt)
+		qsort_r(todo, nt, sizeof(*todo), cmp_by_launches, ks);
+	for (i = 0; i < nt && budget > 0; i++, budget--) {
+		h = &kt->h[hi[todo[i]]];
+		kt->symbolize(h->key.tgid, h->key.func, ks[todo[i]].name, sizeof(ks[todo[i]].name));
+		h->name = strdup(ks[todo[i]].name); /* NULL: out of memory, parsed again later */
+	}
+	for (i = 0; i < nks; i++) {
+		h = hi[i] == NO_HANDLE ? NULL : &kt->h[hi[i]];
+		if (h && h->name)
+			snprintf(ks[i].name, sizeof(ks[i].name), "%s", h->name);
+	}
+}
+
+static int series_of(const struct kproc *kp, const char *name)
+{
+	unsigned int s;
+
+	for (s = 0; s < kp->nseries; s++)
+		if (!strcmp(kp->series[s], name))
+			return (int)s;
+	return -1;
+}
+
+/* A named handle without a series, of a name its process has no series for. */
+struct cand {
+	__u32 pid;
+	const char *name;
+	size_t ks; /* index in ks */
+};
+
+struct group {
+	size_t first, end; /* in the candidates */
+	__u64 launches;
+};
+
+static int cmp_cand(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static int cmp_group(const void *a, const void *b, void *arg)
+{
+	const struct group *x = a, *y = b;
+	const struct cand *c = arg;
+
+	if (x->launches != y->launches)
+		return x->launches < y->launches ? 1 : -1;
+	return cmp_cand(&c[x->first], &c[y->first]);
+}
+
+/* Named handles join their process's series of that name, from their launches of the
+ * report before (counted as "other" until now); names without one are given one, most
+ * launched first, while the budgets last. A series once given is kept. */
+static void admit(struct bpftel_gpu_kernels *kt, size_t nks, const size_t *hi, const __u64 *prev)
+{
+	struct cand *c = malloc((nks ? nks : 1) * sizeof(*c));
+	struct group *g = malloc((nks ? nks : 1) * sizeof(*g));
+	size_t i, j, nc = 0, ng = 0;
+	struct kproc *kp;
+	struct handle *h;
+	char *name;
+	int s;
+
+	for (i = 0; i < nks; i++) {
+		h = hi[i] == NO_HANDLE ? NULL : &kt->h[hi[i]];
+		/* "other" is the label of the rest: a kernel of that name stays among them. */
+		if (!h || h->series >= 0 || !h->name || !h->name[0] || !strcmp(h->name, "other") ||
+		    !(kp = find_proc(kt, h->key.tgid)))
+			continue;
+		s = series_of(kp, h->name);
+		if (s >= 0) {
+			h->series = s;
+			h->base = prev[i];
+		} else if (c) {
+			c[nc++] = (struct cand){h->key.tgid, h->name, i};
+		}
+	}
+	if (!nc || !g)
+		goto out;
+	qsort(c, nc, sizeof(*c), cmp_cand);
+	for (i = 0; i < nc; i = j) {
+		g[ng] = (struct group){.first = i};
+		for (j = i; j < nc && !cmp_cand(&c[i], &c[j]); j++)
+			g[ng].launches += kt->h[hi[c[j].ks]].launches;
+		g[ng++].end = j;
+	}
+	qsort_r(g, ng, sizeof(*g), cmp_group, c);
+	for (i = 0; i < ng && kt->nseries < BPFTEL_GPU_KERNEL_SERIES; i++) {
+		kp = find_proc(kt, c[g[i].first].pid);
+		if (kp->nseries >= BPFTEL_GPU_TOP_KERNELS || !(name = strdup(c[g[i].first].name)))
+			continue;
+		s = (int)kp->nseries++;
+		kp->series[s] = name;
+		kt->nseries++;
+		for (j = g[i].first; j < g[i].end; j++) {
+			h = &kt->h[hi[c[j].ks]];
+			h->series = s;
+			h->base = prev[c[j].ks];
+		}
+	}
+out:
+	free(c);
+	free(g);
+}
+
+/* Each row's series and kernel="other": the process's launches less its series'. */
+static void series_out(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows, size_t n)
+{
+	__u64 sum, total, other;
+	struct kproc *kp;
+	size_t i, j;
+	unsigned int s;
+
+	for (i = 0; i < n; i++) {
+		struct bpftel_gpu_proc *r = &rows[i];
+
+		total = r->st.calls[GPU_FN_LAUNCH] + r->st.calls[GPU_FN_CU_LAUNCH];
+		kp = find_proc(kt, r->pid);
+		r->nkseries = kp ? kp->nseries : 0;
+		for (s = 0; s < r->nkseries; s++) {
+			snprintf(r->kseries[s].name, sizeof(r->kseries[s].name), "%s",
+				 kp->series[s]);
+			r->kseries[s].launches = 0;
+		}
+		for (j = first_handle(kt, r->pid); j < kt->nh && kt->h[j].key.tgid == r->pid; j++)
+			if (kt->h[j].series >= 0)
+				r->kseries[kt->h[j].series].launches +=
+					kt->h[j].launches - kt->h[j].base;
+		for (s = 0, sum = 0; s < r->nkseries; s++)
+			sum += r->kseries[s].launches;
+		/* The process's launches are read before its kernels': a launch between the
+		 * two reads is in a series and not yet in the total. Such a difference must
+		 * not take "other" down; it holds until the total has caught up. */
+		other = total > sum ? total - sum : 0;
+		if (kp && other < kp->other)
+			other = kp->other;
+		if (kp)
+			kp->other = other;
+		r->kseries_other = other;
+	}
+}
+
+void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows, size_t n,
+			      struct bpftel_gpu_kernel_seen *ks, size_t nks)
+{
+	size_t *hi = malloc((nks ? nks : 1) * sizeof(*hi));
+	size_t *todo = malloc((nks ? nks : 1) * sizeof(*todo));
+	__u64 *prev = malloc((nks ? nks : 1) * sizeof(*prev));
+	size_t i;
+
+	sync_procs(kt, rows, n);
+	if (hi && todo && prev) {
+		track(kt, ks, nks, hi, prev);
+		name_all(kt, ks, nks, hi, todo);
+		admit(kt, nks, hi, prev);
+	} else { /* out of memory: the series hold their counts, the kernels are unnamed */
+		for (i = 0; i < nks; i++)
+			ks[i].name[0] = '\0';
+	}
+	series_out(kt, rows, n);
+	free(hi);
+	free(todo);
+	free(prev);
+	top_kernels(rows, n, ks, nks);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Kernel names (gpu_kernels.c): a launched kernel's key (bpf/gpu.h) to a demangled name.
- * May open and parse the process's files: call without the module's lock.
+ * Kernel names and series (gpu_kernels.c): a launched kernel's key (bpf/gpu.h) to a
+ * demangled name, and each process's series of bpftel_gpu_kernel_name_launches_total.
+ * Naming may open and parse the process's files: call without the module's lock.
  */
 #ifndef BPFTEL_GPU_KERNELS_H
 #define BPFTEL_GPU_KERNELS_H
@@ -20,18 +21,33 @@ struct bpftel_gpu_kernel_seen {
 	char name[BPFTEL_GPU_KERNEL_NAME];
 };
 
-/* Name every kernel of ks (may parse files: without the module's lock), then give each
- * row its top kernels by launches, kernels of the same name merged. Reorders ks. */
-void bpftel_gpu_kernels__fill(struct bpftel_gpu_proc *rows, size_t n,
-			      struct bpftel_gpu_kernel_seen *ks, size_t nks);
+/* What is remembered of kernels from one report to the next: each handle's name (one
+ * resolution per handle, kept while its process lives) and the launches read, and the
+ * series each process has. Not locked: the caller runs one report at a time, each on
+ * maps read after the previous report's (the module's report lock). */
+struct bpftel_gpu_kernels;
 
-/* The name of key's kernel in process pid, into name ("" when it has none we can tell,
- * or when it would take a parse and *budget is spent; a parse takes one from it).
- * driver_name: what cuModuleGetFunction was given for a driver kernel, or NULL. */
-void bpftel_gpu_kernels__name(__u32 pid, const struct gpu_kernel_key *key, const char *driver_name,
-			      char *name, size_t size, int *budget);
+/* The symbol holding addr in pid's ELF objects, demangled; "" when none. */
+typedef void bpftel_gpu_symbolize_fn(__u32 pid, __u64 addr, char *name, size_t size);
+
+/* symbolize NULL: from the process's files (/proc/<pid>/maps and map_files); tests
+ * give their own. NULL when out of memory. */
+struct bpftel_gpu_kernels *bpftel_gpu_kernels__new(bpftel_gpu_symbolize_fn *symbolize);
+void bpftel_gpu_kernels__free(struct bpftel_gpu_kernels *kt);
+
+/*
+ * One report: name the kernels of ks (at most BPFTEL_GPU_NAME_BUDGET parses, most
+ * launched first), give each row its top kernels by launches (kernels of one name
+ * merged: a snapshot, for JSON) and its series (kseries, kseries_other: counters, for
+ * /metrics). rows are every process the module tracks: the state of a process not among
+ * them is dropped. Reorders ks.
+ */
+void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows, size_t n,
+			      struct bpftel_gpu_kernel_seen *ks, size_t nks);
 /* Forget what was learnt of pid (it exited). */
-void bpftel_gpu_kernels__forget(__u32 pid);
+void bpftel_gpu_kernels__forget(struct bpftel_gpu_kernels *kt, __u32 pid);
+/* Forget everything (the module restarted: its maps are new). */
+void bpftel_gpu_kernels__reset(struct bpftel_gpu_kernels *kt);
 /* in demangled when it is an Itanium C++ ABI name that demangles, else copied. */
 void bpftel_gpu_demangle(const char *in, char *out, size_t size);
 

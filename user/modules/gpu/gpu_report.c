@@ -14,6 +14,186 @@
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
 
+/*
+ * Error kinds with series of their own. bpftel_gpu_cuda_errors_total is a counter: a
+ * process's series may only grow in number while it lives, and each only count up. The
+ * first BPFTEL_GPU_MAX_ERRORS kinds a process is seen with (the most failed first among
+ * those a report finds together) are given one, from 0: no failure of theirs was counted
+ * elsewhere before, since a kind is given its series at the first report that reads it.
+ * Once a process has them all, a new kind never gets one; its failures, and those the
+ * error map could not hold, are its function's error="other": the function's failed
+ * calls less its listed kinds', so that the family sums to the process's failed calls.
+ */
+struct eproc {
+	__u32 pid;
+	unsigned int n;
+	struct {
+		__u16 func;
+		__s32 error;
+		__u64 count; /* the most read */
+	} e[BPFTEL_GPU_MAX_ERRORS];
+	__u64 other[GPU_FN__COUNT]; /* as last reported: it never goes down */
+};
+
+struct bpftel_gpu_errors {
+	struct eproc *p; /* by pid */
+	size_t np, cap;
+};
+
+struct bpftel_gpu_errors *bpftel_gpu_errors__new(void)
+{
+	return calloc(1, sizeof(struct bpftel_gpu_errors));
+}
+
+void bpftel_gpu_errors__free(struct bpftel_gpu_errors *et)
+{
+	if (et)
+		free(et->p);
+	free(et);
+}
+
+void bpftel_gpu_errors__reset(struct bpftel_gpu_errors *et)
+{
+	et->np = 0;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static struct eproc *find_eproc(struct bpftel_gpu_errors *et, size_t np, __u32 pid)
+{
+	return np ? bsearch(&pid, et->p, np, sizeof(*et->p), cmp_pid) : NULL;
+}
+
+void bpftel_gpu_errors__forget(struct bpftel_gpu_errors *et, __u32 pid)
+{
+	struct eproc *ep = find_eproc(et, et->np, pid);
+
+	if (!ep)
+		return;
+	memmove(ep, ep + 1, (et->np - (size_t)(ep - et->p) - 1) * sizeof(*ep));
+	et->np--;
+}
+
+/* By process, the most failed first (the order kinds are given series in). */
+static int cmp_error_seen(const void *a, const void *b)
+{
+	const struct bpftel_gpu_error_seen *x = a, *y = b;
+
+	if (x->key.tgid != y->key.tgid)
+		return x->key.tgid < y->key.tgid ? -1 : 1;
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	if (x->key.func != y->key.func)
+		return x->key.func < y->key.func ? -1 : 1;
+	return x->key.error < y->key.error ? -1 : x->key.error > y->key.error;
+}
+
+/* An eproc per row, every other dropped. */
+static void sync_eprocs(struct bpftel_gpu_errors *et, const struct bpftel_gpu_proc *rows, size_t n)
+{
+	__u32 *pids = malloc((n ? n : 1) * sizeof(*pids));
+	size_t i, j, np;
+	struct eproc *grown;
+
+	if (pids) { /* else: kept until a later report */
+		for (i = 0; i < n; i++)
+			pids[i] = rows[i].pid;
+		qsort(pids, n, sizeof(*pids), cmp_pid);
+		for (i = j = 0; i < et->np; i++)
+			if (n && bsearch(&et->p[i].pid, pids, n, sizeof(*pids), cmp_pid))
+				et->p[j++] = et->p[i];
+		et->np = j;
+		free(pids);
+	}
+	np = et->np;
+	for (i = 0; i < n; i++) {
+		if (find_eproc(et, np, rows[i].pid))
+			continue;
+		if (et->np == et->cap) {
+			grown = realloc(et->p, (et->cap ? et->cap * 2 : 16) * sizeof(*et->p));
+			if (!grown)
+				continue; /* that process's errors are not reported this time */
+			et->p = grown;
+			et->cap = et->cap ? et->cap * 2 : 16;
+		}
+		memset(&et->p[et->np], 0, sizeof(et->p[0]));
+		et->p[et->np++].pid = rows[i].pid;
+	}
+	if (et->np != np)
+		qsort(et->p, et->np, sizeof(*et->p), cmp_pid);
+}
+
+void bpftel_gpu_errors__fill(struct bpftel_gpu_errors *et, struct bpftel_gpu_proc *rows, size_t n,
+			     struct bpftel_gpu_error_seen *es, size_t nes)
+{
+	size_t i, lo, hi, mid, j;
+	__u64 listed[GPU_FN__COUNT];
+	struct bpftel_gpu_proc *r;
+	struct eproc *ep;
+	unsigned int k;
+	int f;
+
+	sync_eprocs(et, rows, n);
+	if (nes)
+		qsort(es, nes, sizeof(*es), cmp_error_seen);
+	for (i = 0; i < n; i++) {
+		r = &rows[i];
+		ep = find_eproc(et, et->np, r->pid);
+		for (lo = 0, hi = nes; lo < hi;) { /* the process's first kind */
+			mid = (lo + hi) / 2;
+			if (es[mid].key.tgid < r->pid)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (j = lo; j < nes && es[j].key.tgid == r->pid; j++) {
+			if (!ep || es[j].key.func >= GPU_FN__COUNT)
+				continue;
+			for (k = 0; k < ep->n; k++)
+				if (ep->e[k].func == es[j].key.func &&
+				    ep->e[k].error == es[j].key.error)
+					break;
+			if (k == ep->n) {
+				if (ep->n == BPFTEL_GPU_MAX_ERRORS)
+					continue;
+				ep->n++;
+				ep->e[k].func = es[j].key.func;
+				ep->e[k].error = es[j].key.error;
+				ep->e[k].count = 0;
+			}
+			if (es[j].count > ep->e[k].count)
+				ep->e[k].count = es[j].count;
+		}
+		r->nerrors = j - lo;
+		r->nlisted = ep ? ep->n : 0;
+		if (r->nerrors < r->nlisted) /* a listed kind the read missed */
+			r->nerrors = r->nlisted;
+		memset(listed, 0, sizeof(listed));
+		for (k = 0; k < r->nlisted; k++) {
+			r->errors[k].func = ep->e[k].func;
+			r->errors[k].error = ep->e[k].error;
+			r->errors[k].count = ep->e[k].count;
+			listed[ep->e[k].func] += ep->e[k].count;
+		}
+		for (f = 0; f < GPU_FN__COUNT; f++) {
+			/* Failed calls are read before their kinds: a failure between the two
+			 * reads is in its kind's count and not yet in the function's. Such a
+			 * difference must not take "other" down; it holds until caught up. */
+			r->errors_other[f] =
+				r->st.failed[f] > listed[f] ? r->st.failed[f] - listed[f] : 0;
+			if (ep && r->errors_other[f] < ep->other[f])
+				r->errors_other[f] = ep->other[f];
+			if (ep)
+				ep->other[f] = r->errors_other[f];
+		}
+	}
+}
+
 static json_t *kind_json(const struct gpu_mem_stats *m, const struct bpftel_gpu_kind *k)
 {
 	json_t *age = json_object();
@@ -131,7 +311,7 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 				sizes, json_pack("{s:I, s:I}", "min_threads", (json_int_t)1 << i,
 						 "launches", (json_int_t)p->st.launch_threads[i]));
 	}
-	for (i = 0; i < p->nerrors && i < BPFTEL_GPU_MAX_ERRORS; i++) {
+	for (i = 0; i < p->nlisted; i++) {
 		name = bpftel_gpu_error_name(p->errors[i].func, p->errors[i].error);
 		json_array_append_new(errors, json_pack("{s:s, s:i, s:s?, s:I}", "function",
 							bpftel_gpu_func_name(p->errors[i].func),
@@ -151,9 +331,7 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 		(json_int_t)p->st.driver_nested, "launch_sizes", sizes, "memory",
 		memory_json(p), "devices", devices_json(p), "memcpy_bytes", copies,
 		"memcpy_seconds", p->st.memcpy_ns / 1e9, "sync_wait_seconds", p->st.sync_ns / 1e9,
-		"errors", errors, "errors_not_listed",
-		(json_int_t)(p->nerrors > BPFTEL_GPU_MAX_ERRORS ? p->nerrors - BPFTEL_GPU_MAX_ERRORS
-								: 0));
+		"errors", errors, "errors_not_listed", (json_int_t)(p->nerrors - p->nlisted));
 
 	json_object_set_new(j, "kernels", kernels_json(p));
 	json_object_set_new(j, "kernels_total", json_integer((json_int_t)p->nkernels));
@@ -267,75 +445,49 @@ static void put_devices(struct bpftel_prom *w, const struct bpftel_gpu_proc *row
 	}
 }
 
-/* The series budget of bpftel_gpu_kernel_name_launches_total: the most launched named
- * kernels over all processes; every other launch is its process's kernel="other". */
-#define KERNEL_SERIES_BUDGET 64
-
-struct kernel_pick {
-	const struct bpftel_gpu_proc *p;
-	const struct bpftel_gpu_kernel_row *k;
-};
-
-static int cmp_pick(const void *a, const void *b)
-{
-	const struct kernel_pick *x = a, *y = b;
-
-	if (x->k->launches != y->k->launches)
-		return x->k->launches < y->k->launches ? 1 : -1;
-	return x->p->pid < y->p->pid ? -1 : x->p->pid > y->p->pid;
-}
-
+/* bpftel_gpu_kernel_name_launches_total: each process's series (gpu_kernels.c says how
+ * they stay counters) and the rest of its launches under kernel="other", there once it
+ * is not 0 (it never goes down). */
 static void put_kernels(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows, int n)
 {
-	struct kernel_pick *picks = calloc((size_t)n * BPFTEL_GPU_TOP_KERNELS + 1, sizeof(*picks));
-	__u64 *other = calloc((size_t)n + 1, sizeof(*other));
-	size_t np = 0, i, k;
+	size_t k;
 	int r;
 
-	if (!picks || !other)
-		goto out;
 	for (r = 0; r < n; r++) {
-		other[r] = rows[r].kernels_other_launches;
-		for (k = 0; k < rows[r].nkernels && k < BPFTEL_GPU_TOP_KERNELS; k++) {
-			if (rows[r].kernels[k].name[0])
-				picks[np++] = (struct kernel_pick){&rows[r], &rows[r].kernels[k]};
-			else
-				other[r] += rows[r].kernels[k].launches; /* not named */
-		}
+		for (k = 0; k < rows[r].nkseries; k++)
+			put(w, &rows[r], "kernel", rows[r].kseries[k].name,
+			    rows[r].kseries[k].launches);
+		if (rows[r].kseries_other)
+			put(w, &rows[r], "kernel", "other", rows[r].kseries_other);
 	}
-	if (np)
-		qsort(picks, np, sizeof(*picks), cmp_pick);
-	for (i = KERNEL_SERIES_BUDGET; i < np; i++)
-		other[picks[i].p - rows] += picks[i].k->launches;
-	for (i = 0; i < np && i < KERNEL_SERIES_BUDGET; i++)
-		put(w, picks[i].p, "kernel", picks[i].k->name, picks[i].k->launches);
-	for (r = 0; r < n; r++)
-		if (other[r])
-			put(w, &rows[r], "kernel", "other", other[r]);
-out:
-	free(picks);
-	free(other);
 }
 
 void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 {
 	struct bpftel_gpu_proc *rows = NULL;
-	const char *name;
-	char code[16];
-	int n, i;
-	size_t k, e;
+	int n;
 
 	n = bpftel_gpu__processes(bpftel_module__priv(m), &rows);
-	if (n < 0)
-		n = 0;
+	bpftel_gpu_metrics_rows(w, rows, n < 0 ? 0 : n);
+	free(rows);
+}
+
+void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows, int n)
+{
+	const char *name;
+	char code[16];
+	size_t k, e;
+	int i;
+
 	bpftel_prom_family(w, "bpftel_gpu_kernel_launches_total", "counter",
 			   "cudaLaunchKernel and cuLaunchKernel calls, per live process.");
 	for (i = 0; i < n; i++)
 		put(w, &rows[i], NULL, NULL,
 		    rows[i].st.calls[GPU_FN_LAUNCH] + rows[i].st.calls[GPU_FN_CU_LAUNCH]);
 	bpftel_prom_family(w, "bpftel_gpu_kernel_name_launches_total", "counter",
-			   "Launches per kernel (demangled name), the 64 most launched over all "
-			   "live processes; each process's others under kernel=\"other\".");
+			   "Launches per kernel (demangled name) since its series began, per live "
+			   "process: at most 8 named kernels each, 64 over all, kept while the "
+			   "process lives; its other launches under kernel=\"other\".");
 	put_kernels(w, rows, n);
 	bpftel_prom_family(w, "bpftel_gpu_threads_launched_total", "counter",
 			   "Threads launched (grid x block), per live process.");
@@ -382,23 +534,31 @@ void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 		put_value(w, &rows[i], rows[i].st.sync_ns / 1e9);
 	bpftel_prom_family(w, "bpftel_gpu_cuda_errors_total", "counter",
 			   "CUDA calls that failed, by function and error (cudaError_t for the "
-			   "runtime, CUresult for the driver), per live process.");
+			   "runtime, CUresult for the driver), per live process: its first 16 "
+			   "kinds, kept while it lives; the rest under error=\"other\".");
 	for (i = 0; i < n; i++) {
-		for (e = 0; e < rows[i].nerrors && e < BPFTEL_GPU_MAX_ERRORS; e++) {
-			struct bpftel_prom_label l[4];
-			char pid[16];
+		struct bpftel_prom_label l[4];
+		char pid[16];
 
+		snprintf(pid, sizeof(pid), "%u", rows[i].pid);
+		l[0] = (struct bpftel_prom_label){"pid", pid};
+		l[1] = (struct bpftel_prom_label){"comm", rows[i].comm};
+		for (e = 0; e < rows[i].nlisted; e++) {
 			name = bpftel_gpu_error_name(rows[i].errors[e].func,
 						     rows[i].errors[e].error);
 			snprintf(code, sizeof(code), "%d", rows[i].errors[e].error);
-			snprintf(pid, sizeof(pid), "%u", rows[i].pid);
-			l[0] = (struct bpftel_prom_label){"pid", pid};
-			l[1] = (struct bpftel_prom_label){"comm", rows[i].comm};
 			l[2] = (struct bpftel_prom_label){
 				"function", bpftel_gpu_func_name(rows[i].errors[e].func)};
 			l[3] = (struct bpftel_prom_label){"error", name ? name : code};
 			bpftel_prom_sample_u64(w, "", l, 4, rows[i].errors[e].count);
 		}
+		/* There once not 0: it never goes down. */
+		for (k = 0; k < GPU_FN__COUNT; k++) {
+			if (!rows[i].errors_other[k])
+				continue;
+			l[2] = (struct bpftel_prom_label){"function", bpftel_gpu_func_name(k)};
+			l[3] = (struct bpftel_prom_label){"error", "other"};
+			bpftel_prom_sample_u64(w, "", l, 4, rows[i].errors_other[k]);
+		}
 	}
-	free(rows);
 }
