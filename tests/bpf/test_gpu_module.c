@@ -16,13 +16,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <bpf/bpf.h>
 
 #include "harness.h"
 #include "user/manager/manager.h"
+#include "gpu.h"
 #include "user/modules/gpu/gpu.h"
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
@@ -244,12 +248,62 @@ static void test_shed_and_unshed_one_file(void **state)
 			 0);
 }
 
+/* A fake /proc/<pid>: its stat's field 22 (start time) and its status's Tgid. */
+static void fake_proc(const char *dir, __u32 pid, unsigned long long start)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%u", dir, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/stat", dir, pid);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "%u (fake) R 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 %llu 0 0\n", pid, start);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/%u/status", dir, pid);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "Name:\tfake\nUmask:\t0022\nState:\tR\nTgid:\t%u\n", pid);
+	fclose(f);
+}
+
+/* A pid reused by a new CUDA process (another start time): the old process's state is
+ * dropped once, and the new one's is kept at every sweep after. */
+static void test_sweep_pid_reused(void **state)
+{
+	struct fixture *f = *state;
+	static struct gpu_proc_stats zero;
+	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
+	__u32 pid = 4000001; /* above any pid_max: only the fake /proc has it */
+	int fd, i;
+
+	assert_non_null(mkdtemp(dir));
+	fake_proc(dir, pid, 1000);
+	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	fd = bpftel_gpu__procs_fd(f->gpu);
+	assert_true(fd >= 0);
+	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0);
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 0); /* alive: its start recorded */
+	fake_proc(dir, pid, 2000);			  /* exited; the pid is another's */
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
+	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0); /* its calls */
+	for (i = 0; i < 3; i++)
+		assert_int_equal(bpftel_gpu__sweep(f->gpu), 0);
+	assert_int_equal(bpf_map_lookup_elem(fd, &pid, &zero), 0);
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_restart_reattaches_and_leaks_nothing, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shed_and_unshed_one_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_pid_reused, setup, teardown),
 	};
 
 	if (argc != 3) {

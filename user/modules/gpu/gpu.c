@@ -205,6 +205,24 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	return 0;
 }
 
+void bpftel_gpu__set_procfd(struct bpftel_gpu *g, int procfd)
+{
+	pthread_mutex_lock(&g->sweep_lock);
+	close(g->procfd);
+	g->procfd = procfd;
+	pthread_mutex_unlock(&g->sweep_lock);
+}
+
+int bpftel_gpu__procs_fd(struct bpftel_gpu *g)
+{
+	int fd;
+
+	pthread_mutex_lock(&g->lock);
+	fd = g->skel ? bpf_map__fd(g->skel->maps.gpu_procs) : -1;
+	pthread_mutex_unlock(&g->lock);
+	return fd;
+}
+
 void bpftel_gpu__free(struct bpftel_gpu *g)
 {
 	if (!g)
@@ -620,6 +638,19 @@ static int cmp_start(const void *a, const void *b)
 
 #define SWEEP_MAX_DEAD 64 /* processes dropped per sweep at most: the rest at the next */
 
+/* A process dropped for good: its pid's start time is forgotten, so that a new process
+ * given the pid is recorded as itself at the next sweep, not taken for the dead one
+ * again and dropped at every sweep. With the sweep lock. */
+static void start_forget(struct bpftel_gpu *g, __u32 pid)
+{
+	struct proc_start key = {.pid = pid}, *was;
+
+	was = g->nstarts ? bsearch(&key, g->starts, g->nstarts, sizeof(*g->starts), cmp_start)
+			 : NULL;
+	if (was)
+		was->start = 0;
+}
+
 /*
  * The processes in gpu_procs are listed under the lock, looked up in /proc without it
  * (reads of other processes' files), and the dead dropped under it again, if the BPF
@@ -681,8 +712,12 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		free(now);
 	}
 	/* Not while a report runs: one that read the process before it is forgotten
-	 * would remember it again. */
-	pthread_mutex_lock(&g->report_lock);
+	 * would remember it again. A report may be naming kernels (ELF files read): the
+	 * housekeeping thread does not wait for it; the dead are dropped next time. */
+	if (pthread_mutex_trylock(&g->report_lock)) {
+		pthread_mutex_unlock(&g->sweep_lock);
+		return 0;
+	}
 	pthread_mutex_lock(&g->lock);
 	if (!g->skel || g->opens != opens)
 		ndead = 0; /* restarted meanwhile: the next sweep looks again */
@@ -700,6 +735,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		bpf_map_delete_elem(fd, &dead[i]);
 		bpftel_gpu_kernels__forget(g->kernels, dead[i]);
 		bpftel_gpu_errors__forget(g->errors, dead[i]);
+		start_forget(g, dead[i]);
 		dropped++;
 	}
 	pthread_mutex_unlock(&g->lock);
