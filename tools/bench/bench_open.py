@@ -18,6 +18,12 @@ floor. Also the agent's BPF cost per openat, from the always run (BPF_ENABLE_STA
 run_time_ns / run_cnt of the program on openat's exit).
 
   tools/bench/bench_open.py [--replicates 10] [--seconds 10] [--build build]
+                            [--tp-replicates 4] [--tp-opens 500000]
+
+Then, more precisely than wall clocks on a VM whose speed swings: the agent's openat
+program and the empty one attached to the tracepoint together, BPF run stats on, ns
+per run of each (both orders: the first program a tracepoint runs pays its cold
+caches), and their difference as a share of the floor's iteration.
 
 Run as root after tools/dev.sh test (which builds everything). Installs
 libbpf-tools with apt-get if opensnoop is missing."""
@@ -122,6 +128,59 @@ def measure(build, replicates, seconds, tmp, log=None):
     return res, cost
 
 
+def tp_prog_cost(names):
+    """{name: (run_cnt, run_time_ns)} of the programs named, from the kernel (bpftool)."""
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], check=True, capture_output=True,
+                         text=True).stdout
+    return {p["name"]: (p.get("run_cnt", 0), p.get("run_time_ns", 0))
+            for p in json.loads(out or "[]") if p.get("name") in names}
+
+
+def same_tracepoint(build, replicates, opens, tmp, log=None):
+    """The agent's openat program against the empty one, both on sys_exit_openat in the
+    same run, BPF run stats on (the agent's run_stats = always): ns per run of each.
+    The first program a tracepoint runs pays ~20-30 ns of cold caches the second does
+    not, so each replicate runs both orders and takes their mean. Returns a list of
+    (bpftel ns/run, floor ns/run), one per replicate."""
+    agent, cli = f"{build}/user/bpftel-agent", f"{build}/tools/bpftel"
+    loop_bin = f"{build}/tools/open_loop"
+    sock, conf = os.path.join(tmp, "tp.sock"), os.path.join(tmp, "tp.conf")
+    with open(conf, "w") as f:
+        f.write("run_stats = always\n")
+    names = ("shlib_exit_openat", "floor_exit_openat")
+    rows = []
+
+    def start_floor():
+        floor = subprocess.Popen([f"{build}/tools/tp_floor"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        if floor.stdout.readline().strip() != "ready":
+            sys.exit("bench_open: tp_floor did not attach")
+        return floor
+
+    for r in range(replicates):
+        pair = []
+        for floor_first in (True, False):
+            floor = start_floor() if floor_first else None
+            proc = start_agent(agent, cli, sock, conf)
+            floor = floor or start_floor()
+            before = tp_prog_cost(names)
+            subprocess.run([loop_bin, str(opens)], check=True, capture_output=True)
+            after = tp_prog_cost(names)
+            proc.terminate()
+            proc.wait()
+            floor.stdin.close()
+            floor.wait()
+            ns = [(after[n][1] - before[n][1]) / max(after[n][0] - before[n][0], 1)
+                  for n in names]
+            pair.append(ns)
+        rows.append(tuple((a + b) / 2 for a, b in zip(*pair)))
+        if log:
+            print(f"bench_open: same tracepoint {r + 1}/{replicates}: bpftel "
+                  f"{pair[0][0]:.1f}/{pair[1][0]:.1f}, floor {pair[0][1]:.1f}/{pair[1][1]:.1f} "
+                  "ns/run (floor first/agent first)", file=log, flush=True)
+    return rows
+
+
 def ratio(res, cfg, base):
     return ci90([a / b for a, b in zip(res[cfg], res[base])])
 
@@ -130,6 +189,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--replicates", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--tp-replicates", type=int, default=4,
+                    help="replicates of the same-tracepoint comparison (0: none)")
+    ap.add_argument("--tp-opens", type=int, default=500000)
     ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                     "build"))
     args = ap.parse_args()
@@ -139,6 +201,8 @@ def main():
     try:
         res, cost = measure(os.path.abspath(args.build), args.replicates, args.seconds, tmp,
                             sys.stderr)
+        tp = same_tracepoint(os.path.abspath(args.build), args.tp_replicates, args.tp_opens,
+                             tmp, sys.stderr) if args.tp_replicates else []
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"open_loop: open+close of /etc/hostname for {args.seconds:g} s per run, "
@@ -158,6 +222,14 @@ def main():
               f"{'+/- %.3f' % hf:>10}  {verdict}")
     print(f"bpftel BPF cost per openat (its exit program, run_stats = always): "
           f"{cost[1] / max(cost[0], 1):.0f} ns")
+    if tp:
+        d, h = ci90([a - b for a, b in tp])
+        it = statistics.mean(res["floor"])
+        print(f"same tracepoint, both orders, {len(tp)} replicates of {args.tp_opens} opens: "
+              f"bpftel's program {statistics.mean(a for a, _ in tp):.1f} ns/run, the empty "
+              f"one {statistics.mean(b for _, b in tp):.1f}: +{d:.1f} +/- {h:.1f} ns per open, "
+              f"{100 * d / it:.2f} % +/- {100 * h / it:.2f} of the floor's {it:.0f} ns "
+              f"iteration (the program's share; target: bpftel <= {TARGET}x floor)")
 
 
 if __name__ == "__main__":
