@@ -4,6 +4,7 @@
  * families' writer, the text parsed back. Every (metric, label set) is
  * written once; the histograms count every paired response once; no counter or
  * histogram series goes down while it exists, whatever rows expire or fold. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -526,6 +527,93 @@ static void test_cardinality_bounded(void **state)
 	usm_free(&u);
 }
 
+/* The set from every thread that touches it in the agent at once: pipeline workers
+ * adding responses, the housekeeping thread expiring, the metrics thread taking
+ * snapshots, the control thread configuring. Run under ThreadSanitizer in CI; here the
+ * counts must still add up: every response in one series, overflow included. */
+#define RACE_ADDS 20000
+
+struct race {
+	struct usm_series_set *s;
+	int id;
+	int stop; /* atomic */
+	int too_many; /* snapshots with more series than the budget allows (no assert off
+		       * the test's own thread) */
+};
+
+static void *race_add(void *arg)
+{
+	struct race *r = arg;
+	struct usm_paired p;
+	int i;
+
+	for (i = 0; i < RACE_ADDS; i++) {
+		memset(&p, 0, sizeof(p));
+		p.pid = 100 + r->id;
+		p.side = USM_SIDE_SERVER;
+		p.version = 11;
+		snprintf(p.method, sizeof(p.method), "GET");
+		snprintf(p.path, sizeof(p.path), "/r%d", i % 16);
+		p.status = 200;
+		p.t_ns = 2000000000000ull + (uint64_t)i;
+		p.latency_ns = 1000 + (uint64_t)i;
+		usm_series_set_add(r->s, &p, NULL);
+	}
+	return NULL;
+}
+
+static void *race_read(void *arg)
+{
+	struct race *r = arg;
+	struct usm_series *ser;
+	uint64_t budget;
+	bool containers;
+	unsigned int k = 0;
+	size_t n;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		/* Nothing this old: each pass walks the series under the lock. */
+		usm_series_set_expire(r->s, 1500000000000ull);
+		n = usm_series_set_snapshot(r->s, &ser, &containers, &budget);
+		r->too_many += n > 8 + 4;
+		free(ser);
+		usm_series_set_configure(r->s, ++k % 2 ? 4 : 8, false, 1000000000000ull);
+	}
+	return NULL;
+}
+
+static void test_threads_count_exactly(void **state)
+{
+	struct race add[2] = {{.id = 0}, {.id = 1}}, rd = {0};
+	struct usm_series *ser;
+	pthread_t t[3];
+	uint64_t budget, total = 0;
+	bool containers;
+	size_t n, i;
+
+	(void)state;
+	rd.s = add[0].s = add[1].s = usm_series_set_new();
+	assert_non_null(rd.s);
+	usm_series_set_configure(rd.s, 8, false, 1000000000000ull);
+	assert_int_equal(pthread_create(&t[0], NULL, race_add, &add[0]), 0);
+	assert_int_equal(pthread_create(&t[1], NULL, race_add, &add[1]), 0);
+	assert_int_equal(pthread_create(&t[2], NULL, race_read, &rd), 0);
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+	__atomic_store_n(&rd.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t[2], NULL);
+	assert_int_equal(rd.too_many, 0);
+	n = usm_series_set_snapshot(rd.s, &ser, &containers, &budget);
+	for (i = 0; i < n; i++)
+		total += ser[i].count;
+	free(ser);
+	assert_int_equal(total, 2 * RACE_ADDS);
+	/* 32 label sets, at most 8 admitted: the rest counted against the budget. */
+	assert_true(budget > 0 && budget < 2 * RACE_ADDS);
+	assert_true(n <= 8 + 4);
+	usm_series_set_free(rd.s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -537,6 +625,7 @@ int main(void)
 		cmocka_unit_test(test_budget_sticky),
 		cmocka_unit_test(test_grpc_overflow_in_rpc_family),
 		cmocka_unit_test(test_cardinality_bounded),
+		cmocka_unit_test(test_threads_count_exactly),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
