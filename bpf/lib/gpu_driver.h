@@ -89,14 +89,18 @@ static __always_inline void gpu_ctx_made(TLM_PARAM, struct gpu_proc_stats *st, _
 }
 
 /* cuCtxSetCurrent(ctx) / cuCtxPushCurrent_v2(ctx) succeeded: the thread's device is the
- * context's, or not known (a context made before we watched; NULL unbinds). */
+ * context's, or not known (a context made before we watched); NULL unbinds (as a
+ * thread that never chose: the runtime binds its own device's again). */
 static __always_inline void gpu_ctx_current(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
 					    const struct gpu_call *call)
 {
 	struct gpu_ctx_key key = {.tgid = pid_tgid >> 32, .ctx = call->arg0};
 	__s32 *dev = call->arg0 ? bpf_map_lookup_elem(&gpu_ctxs, &key) : NULL;
 
-	gpu_thread_set_device(TLM_ARG, st, pid_tgid, dev ? *dev : -1);
+	gpu_thread_set_device(TLM_ARG, st, pid_tgid,
+			      dev	    ? *dev
+			      : call->arg0 ? GPU_THREAD_DEV_UNKNOWN
+					   : GPU_THREAD_DEV_NONE);
 }
 
 /* cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name): where the

@@ -185,15 +185,21 @@ static __always_inline void gpu_runtime_enter(struct gpu_thread *th, __u64 sp)
 	th->rt_depth++;
 }
 
+/* A thread's device when it is not a known one: it never chose one, or it made
+ * current a driver context made before we watched. */
+#define GPU_THREAD_DEV_NONE    (-1)
+#define GPU_THREAD_DEV_UNKNOWN (-2)
+
 /* The device slot a call of func is counted under, on a thread whose state is th (NULL:
  * none yet). A runtime thread that never chose a device uses device 0 (the runtime's
- * default); a driver one has none we know. */
+ * default); a driver one has none we know, and neither has any call in a context whose
+ * device is not known. */
 static __always_inline __u32 gpu_thread_dev_slot(const struct gpu_thread *th, __u64 func)
 {
-	__s32 dev = th ? th->device : -1;
+	__s32 dev = th ? th->device : GPU_THREAD_DEV_NONE;
 
 	if (dev < 0)
-		return gpu_fn_driver(func) ? GPU_DEV_UNKNOWN : 0;
+		return dev == GPU_THREAD_DEV_NONE && !gpu_fn_driver(func) ? 0 : GPU_DEV_UNKNOWN;
 	return dev < GPU_MAX_DEVICES ? (__u32)dev : GPU_DEV_UNKNOWN;
 }
 

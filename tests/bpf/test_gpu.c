@@ -799,6 +799,10 @@ static void test_devices_per_thread(void **state)
 	ret(GPU_FN_CU_CTX_PUSH_CURRENT, 0, 19);
 	enter(GPU_FN_CU_LAUNCH, &launch, 20);
 	free_call(GPU_FN_FREE, p1, 21); /* off device 1, where it was made */
+	/* A runtime launch in the unknown context: its device is not known either (not
+	 * device 0, the runtime's default for a thread that never chose). */
+	enter(GPU_FN_LAUNCH, &rt_launch, 22);
+	ret(GPU_FN_LAUNCH, 0, 22);
 	st = stats_of(TGID);
 	assert_int_equal(st.dev[0].launches, 1);
 	assert_int_equal(st.dev[1].launches, 1);
@@ -808,7 +812,7 @@ static void test_devices_per_thread(void **state)
 	assert_int_equal(st.dev[3].launches, 1);
 	assert_int_equal(st.dev[3].errors, 1);
 	assert_int_equal(st.dev[3].outstanding_bytes, 300);
-	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches, 2);
+	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches, 3);
 	assert_int_equal(st.device, 3);
 	assert_int_equal(alloc_of(TGID, p2).dev, 3);
 }
