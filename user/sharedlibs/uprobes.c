@@ -301,7 +301,16 @@ static size_t proc_uses_locked(struct bpftel_uprobes *u, struct lib_file *f,
 			       const struct bpftel_procfile_target *t, __u64 stime,
 			       const struct stat *st, struct attach_job *jobs, int *err)
 {
-	*err = proc_index(f, t->pid) >= 0 ? 0 : add_proc(f, t, stime, st);
+	ssize_t i = proc_index(f, t->pid);
+
+	/* The pid is another process's now (the old one exited since the last sweep): the
+	 * new one takes its entry, or the sweep would drop it as the old one. */
+	if (i >= 0 && f->procs[i].start_time != stime) {
+		free(f->procs[i].path);
+		f->procs[i] = f->procs[--f->nprocs];
+		i = -1;
+	}
+	*err = i >= 0 ? 0 : add_proc(f, t, stime, st);
 	f->idle_since_ms = 0;
 	return *err ? 0 : collect_jobs(u, f, MAX_MODS, jobs);
 }
