@@ -168,13 +168,9 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_fuse_vi
 		resolve |= RESOLVE_CACHED;
 	fd = sys_openat2(dfd, t->path, O_PATH | O_CLOEXEC, resolve);
 	err = fd < 0 ? -errno : 0;
-	if (err == -EAGAIN && (resolve & RESOLVE_CACHED)) {
-		close(dfd);
-		*why = BPFTEL_REFUSED_SLOW_FS;
-		return err;
-	}
-	if (err == -EINVAL && (resolve & RESOLVE_CACHED)) {
-		/* 5.6 to 5.11: no RESOLVE_CACHED; refused, not walked through FUSE. */
+	/* EAGAIN: the walk needed the file system. EINVAL: 5.6 to 5.11, no RESOLVE_CACHED.
+	 * Refused either way, not walked through FUSE. */
+	if ((err == -EAGAIN || err == -EINVAL) && (resolve & RESOLVE_CACHED)) {
 		close(dfd);
 		*why = BPFTEL_REFUSED_SLOW_FS;
 		return -EAGAIN;

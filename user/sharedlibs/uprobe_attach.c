@@ -175,7 +175,7 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 			 const char *path, const struct points *pts, int slot, struct file_mod *fm)
 {
 	struct group g[MAX_GROUPS] = {};
-	size_t ng = 0, i, j, k, n, order[MAX_GROUPS];
+	size_t ng = 0, i, j, k, pass;
 	struct bpf_program *prog;
 	int fd;
 
@@ -209,15 +209,11 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 			g[j].symbols[g[j].n++] = s->symbol;
 		}
 	}
-	/* Returns first (see attach_single), then entries. */
-	for (k = 0, n = 0; k < 2; k++) {
-		for (j = 0; j < ng; j++) {
-			if (g[j].retprobe == !k)
-				order[n++] = j;
-		}
-	}
-	for (k = 0; k < ng; k++) {
-		j = order[k];
+	/* Returns in the first pass, entries in the second (attach_single says why). */
+	for (pass = 0; pass < 2 * ng; pass++) {
+		j = pass % ng;
+		if (g[j].retprobe != (pass < ng))
+			continue;
 		prog = bpf_object__find_program_by_name(obj, g[j].prog);
 		fd = prog ? bpftel_uprobe_multi_attach(bpf_program__fd(prog), path, g[j].offsets,
 						       g[j].cookies, g[j].n, g[j].retprobe, 0)
@@ -234,8 +230,8 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 
 /*
  * One perf-event link per probe point, each with its cookie. Return probes are
- * attached before entry probes, and released after them (links are released last
- * first: links_drop, bpftel_uprobes__shed): a call
+ * attached before entry probes (the first pass over the specs, then the second), and
+ * released after them (last attached first: links_drop, bpftel_uprobes__shed): a call
  * whose entry a probe saw then always has its return seen, which the modules' state
  * kept from entry to return relies on (the GPU module's runtime depth). A call begun
  * before the entry probe came is simply not seen; its return finds no entry.

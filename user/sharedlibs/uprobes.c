@@ -268,6 +268,8 @@ static struct lib_file *file_new(struct bpftel_uprobes *u, const struct stat *st
 	return f;
 }
 
+static void remove_file_locked(struct bpftel_uprobes *u, struct lib_file *f);
+
 /*
  * With u->lock, the registry full: a refused file's row gives way to the new file. A
  * row costs a slot for as long as one of its processes lives, and a refused one does
@@ -276,8 +278,6 @@ static struct lib_file *file_new(struct bpftel_uprobes *u, const struct stat *st
  * library out. The first refused row found goes, one with no links and no attach in
  * flight.
  */
-static void remove_file_locked(struct bpftel_uprobes *u, struct lib_file *f);
-
 static void evict_refused_locked(struct bpftel_uprobes *u)
 {
 	struct lib_file *f;
