@@ -69,6 +69,18 @@ static __always_inline struct usm_event *usm_event_reserve(TLM_PARAM)
 	return ev;
 }
 
+/*
+ * Give back a record reserved for nothing (its bytes could not be read), without
+ * waking the consumer: with no flag the kernel wakes it whenever it has caught up,
+ * for a record it will skip. A process whose buffers start like HTTP and run into an
+ * unmapped page would have cost the agent a wake-up per TLS call, and its own call
+ * ~6.8 us instead of ~0.2 (the write loop, every call discarded, BENCHMARKS.md).
+ */
+static __always_inline void usm_event_discard(struct usm_event *ev)
+{
+	tlm_ringbuf_discard(ev, BPF_RB_NO_WAKEUP);
+}
+
 /* Fill what both sides set alike, submit, and count the record under `sent`. The
  * caller has filled the prefix and the connection fields. */
 static __always_inline void usm_event_submit(struct usm_event *ev, __u64 ktime_ns, int kind,

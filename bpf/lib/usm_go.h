@@ -93,7 +93,7 @@ static __always_inline bool usm_go_emit_joined(TLM_PARAM, __u64 conn, __u64 buf,
 	m = n < USM_PREFIX - 1 ? n : USM_PREFIX - 1;
 	ev->prefix[0] = first;
 	if (tlm_probe_read_user(ev->prefix + 1, m, (void *)buf)) {
-		tlm_ringbuf_discard(ev, 0);
+		usm_event_discard(ev);
 		return true;
 	}
 	usm_tls_event_submit(TLM_ARG, ev, conn, USM_SRC_GO, USM_DIR_READ, now, pid_tgid, kind,

@@ -256,7 +256,7 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	n = plen < USM_PREFIX ? plen : USM_PREFIX;
 	if (tlm_skb_load_bytes(skb, payload, ev->prefix, n)) {
 		usm_count(USM_CNT_TRUNCATED);
-		tlm_ringbuf_discard(ev, 0);
+		usm_event_discard(ev);
 		return 0;
 	}
 	ev->conn = 0;

@@ -198,7 +198,7 @@ static __always_inline void usm_tls_emit(TLM_PARAM, __u64 conn, __u64 buf, __u64
 		return;
 	n = len < USM_PREFIX ? len : USM_PREFIX;
 	if (tlm_probe_read_user(ev->prefix, n, (void *)buf)) {
-		tlm_ringbuf_discard(ev, 0);
+		usm_event_discard(ev);
 		return;
 	}
 	usm_tls_event_submit(TLM_ARG, ev, conn, source, dir, ktime_ns, pid_tgid, kind, len, n);

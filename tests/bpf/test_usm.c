@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <linux/types.h>
 #include <bpf/bpf.h>
@@ -468,6 +470,31 @@ static void test_tls_lengths(void **state)
 	assert_int_equal(event(0)->prefix_len, 20);
 	/* Fewer bytes than a peek: not looked at. */
 	assert_int_equal(tls_call(SSL_READ, "HTTP/1.1 200", 4096, 4, NULL, 1), 0);
+}
+
+/* A message start whose prefix runs into a page that is not there: the peek reads,
+ * the prefix does not, and the record reserved for it is given back (without waking
+ * the consumer: usm_event_discard), so nothing is emitted; the call is counted. The
+ * same bytes with a length that stays inside the page are a message. */
+static void test_tls_prefix_unreadable(void **state)
+{
+	const char *req = "GET / HTTP/1.1\r\n";
+	long page = sysconf(_SC_PAGESIZE);
+	char *map, *at;
+
+	(void)state;
+	map = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(map != MAP_FAILED);
+	assert_int_equal(mprotect(map + page, page, PROT_NONE), 0);
+	at = map + page - strlen(req);
+	memcpy(at, req, strlen(req));
+	assert_int_equal(tls_call(SSL_WRITE_EX, at, 100, 1, NULL, 1), 0);
+	assert_int_equal(counter(USM_CNT_TLS_CALLS), 1);
+	assert_int_equal(counter(USM_CNT_TLS_HTTP), 0);
+	assert_int_equal(tls_call(SSL_WRITE_EX, at, strlen(req), 1, NULL, 1), 1);
+	assert_int_equal(event(0)->prefix_len, strlen(req));
+	assert_int_equal(counter(USM_CNT_TLS_HTTP), 1);
+	munmap(map, 2 * page);
 }
 
 static void test_tls_errors_and_non_http(void **state)
@@ -1450,6 +1477,7 @@ int main(void)
 		T(test_tls_write_request_read_response),
 		T(test_tls_write_at_entry),
 		T(test_tls_lengths),
+		T(test_tls_prefix_unreadable),
 		T(test_tls_errors_and_non_http),
 		T(test_tls_ex_forms),
 		T(test_tls_nested_reads),
