@@ -32,6 +32,7 @@ struct t {
 	size_t n;
 	uint64_t off[2]; /* per enum usm_dir: what the fake kernel sent so far */
 	size_t skip[2];	 /* and what is left of the DATA payload it is in */
+	uint64_t conn;	 /* the session the fake kernel sends on; 0: CONN */
 };
 
 static void sink(const struct usm_h2_message *m, void *ctx)
@@ -60,7 +61,7 @@ static int send_bytes(struct t *t, int dir, uint8_t flags, const uint8_t *p, siz
 
 	memset(&r, 0, sizeof(r));
 	r.ktime_ns = ns;
-	r.conn = CONN;
+	r.conn = t->conn ? t->conn : CONN;
 	r.offset = t->off[dir];
 	r.pid = PID;
 	r.tid = PID;
@@ -446,7 +447,7 @@ static int send_cut(struct t *t, int dir, uint8_t flags, const struct h2b_buf *b
 	assert_true(b->len > USM_H2_CAP);
 	memset(&r, 0, sizeof(r));
 	r.ktime_ns = ns;
-	r.conn = CONN;
+	r.conn = t->conn ? t->conn : CONN;
 	r.offset = t->off[dir];
 	r.pid = PID;
 	r.tid = PID;
@@ -679,26 +680,37 @@ static bool none_alive(uint32_t pid, void *ctx)
 	return pid != PID;
 }
 
-/* Sessions of processes gone, and idle ones, are freed by the sweep. */
+/* Sessions of processes gone are freed by the sweep; an idle one is kept, and its
+ * next request, an hour later, decodes (its HPACK state is still there). */
 static void test_sweep(void **state)
 {
 	struct t *t = *state;
 	struct h2b_buf b = {0};
+	const uint64_t hour = 3600ull * 1000000000ull;
 
 	client_start(&b, t, 1, "/a");
 	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1000);
 	h2b_free(&b);
-	assert_int_equal(usm_h2_sessions_sweep(t->s, 2000, NULL, NULL), 0);
-	assert_int_equal(usm_h2_sessions_sweep(t->s, 2000, none_alive, NULL), 1);
+	assert_int_equal(usm_h2_sessions_sweep(t->s, NULL, NULL), 0);
+	assert_int_equal(usm_h2_sessions_sweep(t->s, none_alive, NULL), 1);
 	assert_int_equal(stats(t).live, 0);
 	assert_int_equal(stats(t).mem, 0);
 	new_conn(t);
 	client_start(&b, t, 1, "/a");
 	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1000);
 	h2b_free(&b);
-	assert_int_equal(usm_h2_sessions_sweep(t->s, 1000 + USM_H2_SESSION_IDLE_NS, NULL, NULL), 0);
-	assert_int_equal(usm_h2_sessions_sweep(t->s, 1001 + USM_H2_SESSION_IDLE_NS, NULL, NULL), 1);
-	assert_int_equal(stats(t).live, 0);
+	assert_int_equal(usm_h2_sessions_sweep(t->s, NULL, NULL), 0);
+	/* The same header again: HPACK sends it as an index into the dynamic table. */
+	h2b_headers(&b, t->def[0], 3, 0x1,
+		    H2B_NV(":method", "GET", ":scheme", "https", ":path", "/a", ":authority", "a"));
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, 0, &b, 1000 + hour), 0);
+	h2b_free(&b);
+	assert_int_equal(stats(t).requests, 3);
+	assert_int_equal(t->msg[t->n - 1].key.stream, 3);
+	assert_string_equal(t->msg[t->n - 1].msg.path, "/a");
+	assert_int_equal(stats(t).live, 1);
+	assert_int_equal(stats(t).reclaimed, 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 0);
 }
 
 /* More sessions than the table holds: the least recently used goes, counted. */
@@ -730,6 +742,74 @@ static void test_evicted(void **state)
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 1);
 }
 
+/* A full table makes room with its least recently used session: one idle for
+ * USM_H2_SESSION_IDLE_NS or more is reclaimed, not counted as a drop. */
+static void test_reclaimed_when_full(void **state)
+{
+	struct t *t = *state;
+	static struct usm_h2_record r;
+	int i;
+
+	memset(&r, 0, sizeof(r));
+	memcpy(r.data, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+	r.len = r.walked = r.data_len = 24;
+	r.nruns = 1;
+	r.runs[0].copied = 24;
+	r.flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
+	r.pid = PID;
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
+		r.conn = 0x1000 + (uint64_t)i * 64;
+		r.ktime_ns = 10 + (uint64_t)i;
+		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	}
+	/* The oldest (t = 10) is idle long enough at this time; the next is not. */
+	r.conn = 0x900000;
+	r.ktime_ns = 10 + USM_H2_SESSION_IDLE_NS;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).reclaimed, 1);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 0);
+	r.conn = 0x900040;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).reclaimed, 1);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 1);
+	assert_int_equal(stats(t).live, USM_H2_SESSIONS_MAX);
+}
+
+/* A session that takes the decoders over their memory budget first frees those idle
+ * for USM_H2_SESSION_IDLE_NS; with none idle, it is the one dropped. */
+static void test_memory_reclaims_idle(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	client_start(&b, t, 1, "/a"); /* A, at t = 1000 */
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1000);
+	h2b_free(&b);
+	usm_h2_sessions_set_mem_budget(t->s, stats(t).mem + 1);
+	/* B, A not idle yet: B goes over the budget and is dropped; A stays. */
+	new_conn(t);
+	t->conn = CONN + 64;
+	client_start(&b, t, 1, "/b");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 2000);
+	h2b_free(&b);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_MEMORY], 1);
+	assert_int_equal(stats(t).reclaimed, 0);
+	assert_int_equal(stats(t).live, 2); /* B's entry stays, not decoded */
+	/* C, once A is idle long enough: A is freed for it, C decodes. */
+	new_conn(t);
+	t->conn = CONN + 128;
+	client_start(&b, t, 1, "/c");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b,
+		 1000 + USM_H2_SESSION_IDLE_NS);
+	h2b_free(&b);
+	assert_int_equal(stats(t).reclaimed, 1);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_MEMORY], 1);
+	assert_string_equal(t->msg[t->n - 1].msg.path, "/c");
+	/* B's first request was decoded before its decoder crossed the budget. */
+	assert_int_equal(stats(t).requests, 3);
+	assert_int_equal(stats(t).live, 2);	/* B's and C's */
+}
+
 /* The module's threads at once: a pipeline worker feeding records, housekeeping
  * sweeping, the control socket reading stats (TSan runs this). */
 struct racer {
@@ -757,7 +837,7 @@ static void *race(void *arg)
 			rec.ktime_ns = (uint64_t)i;
 			usm_h2_sessions_record(r->s, &rec, USM_H2_RECORD_HDR + 24);
 		} else if (r->which == 1) {
-			usm_h2_sessions_sweep(r->s, (uint64_t)i, none_alive, NULL);
+			usm_h2_sessions_sweep(r->s, none_alive, NULL);
 		} else {
 			usm_h2_sessions_stats(r->s, &st);
 			assert_true(st.live <= USM_H2_SESSIONS_MAX);
@@ -800,6 +880,8 @@ int main(void)
 		T(test_malformed_records),
 		T(test_sweep),
 		T(test_evicted),
+		T(test_reclaimed_when_full),
+		T(test_memory_reclaims_idle),
 		T(test_threads),
 	};
 

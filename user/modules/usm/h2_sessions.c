@@ -36,6 +36,7 @@ struct usm_h2_sessions {
 	int free_head; /* unused entries, chained through next */
 	struct h2s e[USM_H2_SESSIONS_MAX];
 	struct usm_h2_sessions_stats st;
+	size_t mem_budget; /* USM_H2_SESSIONS_MEM; tests lower it */
 };
 
 static const char *const drop_names[USM_H2_DROP__COUNT] = {
@@ -74,6 +75,7 @@ struct usm_h2_sessions *usm_h2_sessions_new(usm_h2_sink sink, void *ctx)
 	for (i = 0; i < USM_H2_SESSIONS_MAX; i++)
 		s->e[i].next = i + 1 < USM_H2_SESSIONS_MAX ? i + 1 : -1;
 	s->free_head = 0;
+	s->mem_budget = USM_H2_SESSIONS_MEM;
 	return s;
 }
 
@@ -129,21 +131,49 @@ static struct h2s *find(struct usm_h2_sessions *s, uint32_t pid, uint8_t source,
 	return NULL;
 }
 
-/* A new entry; the least recently used goes when the table is full. */
-static struct h2s *create(struct usm_h2_sessions *s, uint32_t pid, uint8_t source, uint64_t conn)
+static bool idle(const struct h2s *e, uint64_t now_ns)
+{
+	return now_ns >= USM_H2_SESSION_IDLE_NS && e->last_ns <= now_ns - USM_H2_SESSION_IDLE_NS;
+}
+
+/* Free e to make room at now_ns: reclaimed if idle long enough, else dropped for
+ * reason `drop` if it still decoded. */
+static void make_room(struct usm_h2_sessions *s, struct h2s *e, uint64_t now_ns, int drop)
+{
+	if (idle(e, now_ns))
+		s->st.reclaimed++;
+	else if (e->dec)
+		s->st.dropped[drop]++;
+	unlink_entry(s, e);
+}
+
+/* The least recently used session other than keep, among those still decoding and
+ * idle at now_ns when idle_only: an index, or -1. */
+static int lru(struct usm_h2_sessions *s, const struct h2s *keep, uint64_t now_ns, bool idle_only)
+{
+	int i, oldest = -1;
+
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
+		const struct h2s *e = &s->e[i];
+
+		if (!e->used || e == keep || (idle_only && (!e->dec || !idle(e, now_ns))))
+			continue;
+		if (oldest < 0 || e->last_ns < s->e[oldest].last_ns)
+			oldest = i;
+	}
+	return oldest;
+}
+
+/* A new entry at now_ns; the least recently used goes when the table is full. */
+static struct h2s *create(struct usm_h2_sessions *s, uint32_t pid, uint8_t source, uint64_t conn,
+			  uint64_t now_ns)
 {
 	unsigned int b = hash(pid, source, conn);
 	struct h2s *e;
-	int i, oldest = -1;
+	int i;
 
-	if (s->free_head < 0) {
-		for (i = 0; i < USM_H2_SESSIONS_MAX; i++)
-			if (oldest < 0 || s->e[i].last_ns < s->e[oldest].last_ns)
-				oldest = i;
-		if (s->e[oldest].dec)
-			s->st.dropped[USM_H2_DROP_EVICTED]++;
-		unlink_entry(s, &s->e[oldest]);
-	}
+	if (s->free_head < 0)
+		make_room(s, &s->e[lru(s, NULL, now_ns, false)], now_ns, USM_H2_DROP_EVICTED);
 	i = s->free_head;
 	e = &s->e[i];
 	s->free_head = e->next;
@@ -309,7 +339,7 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	struct usm_h2_stats ds;
 	uint64_t dropped;
 	struct h2s *e;
-	int err;
+	int err, i;
 
 	if (!valid(r, size))
 		return -EINVAL;
@@ -333,7 +363,7 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	} else if (r->flags & USM_H2_F_NEW) {
 		if (e)
 			unlink_entry(s, e);
-		e = create(s, r->pid, r->source, r->conn);
+		e = create(s, r->pid, r->source, r->conn, r->ktime_ns);
 		e->c2s = r->flags & USM_H2_F_PREFACE ? r->dir : r->dir ^ 1;
 		e->dec = usm_h2_conn_new();
 		if (!e->dec)
@@ -371,7 +401,9 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 		usm_h2_conn_stats(e->dec, &ds);
 		s->st.mem += ds.mem - e->mem;
 		e->mem = ds.mem;
-		if (s->st.mem > USM_H2_SESSIONS_MEM)
+		while (s->st.mem > s->mem_budget && (i = lru(s, e, r->ktime_ns, true)) >= 0)
+			make_room(s, &s->e[i], r->ktime_ns, USM_H2_DROP_MEMORY);
+		if (s->st.mem > s->mem_budget)
 			kill(s, e, USM_H2_DROP_MEMORY);
 	}
 	e->off[r->dir] = r->offset + r->len;
@@ -382,8 +414,8 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	return 0;
 }
 
-size_t usm_h2_sessions_sweep(struct usm_h2_sessions *s, uint64_t now_ns,
-			     bool (*alive)(uint32_t pid, void *ctx), void *ctx)
+size_t usm_h2_sessions_sweep(struct usm_h2_sessions *s, bool (*alive)(uint32_t pid, void *ctx),
+			     void *ctx)
 {
 	size_t n = 0;
 	int i;
@@ -394,9 +426,7 @@ size_t usm_h2_sessions_sweep(struct usm_h2_sessions *s, uint64_t now_ns,
 
 		if (!e->used)
 			continue;
-		if ((alive && !alive(e->pid, ctx)) ||
-		    (now_ns > USM_H2_SESSION_IDLE_NS &&
-		     e->last_ns < now_ns - USM_H2_SESSION_IDLE_NS)) {
+		if (alive && !alive(e->pid, ctx)) {
 			unlink_entry(s, e);
 			n++;
 		}
@@ -416,6 +446,13 @@ void usm_h2_sessions_set_addr(struct usm_h2_sessions *s, const struct usm_conn_k
 		e->addr = *addr;
 		e->addr_known = true;
 	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void usm_h2_sessions_set_mem_budget(struct usm_h2_sessions *s, size_t bytes)
+{
+	pthread_mutex_lock(&s->lock);
+	s->mem_budget = bytes;
 	pthread_mutex_unlock(&s->lock);
 }
 

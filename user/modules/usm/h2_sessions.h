@@ -10,11 +10,17 @@
  * pending request per stream, and the streams whose request will get no response it
  * can be paired with, to withdraw (usm_endpoints_withdraw).
  *
- * Bounded: USM_H2_SESSIONS_MAX sessions (beyond it the least recently used goes,
- * counted), each decoder within USM_H2_MEM_MAX, all of them within
- * USM_H2_SESSIONS_MEM (a session that would cross it is dropped, counted). Sessions of
- * processes that are gone, and sessions idle for USM_H2_SESSION_IDLE_NS, are freed by
- * usm_h2_sessions_sweep(). Thread-safe; the sink is called without the table's lock
+ * Bounded: USM_H2_SESSIONS_MAX sessions, each decoder within USM_H2_MEM_MAX, all of
+ * them within USM_H2_SESSIONS_MEM. Sessions of processes that are gone are freed by
+ * usm_h2_sessions_sweep(). An idle session is kept: a gRPC channel or a pooled
+ * connection may sit idle for hours, and its next request decodes only with every
+ * header block since its start. Room is made when needed: for a new session beyond
+ * USM_H2_SESSIONS_MAX the least recently used goes, and a session that takes the
+ * decoders over USM_H2_SESSIONS_MEM first frees the least recently used of those idle
+ * for USM_H2_SESSION_IDLE_NS, or is dropped itself if that is not enough. A session
+ * idle that long when it goes is counted as reclaimed (most are connections closed
+ * without a probe to say so); one less idle, as dropped (evicted, memory). Its later
+ * records, if any, count as unknown_session. Thread-safe; the sink is called without the table's lock
  * held (it may read /proc), in the order the messages happened, before
  * usm_h2_sessions_record() returns.
  */
@@ -61,6 +67,7 @@ struct usm_h2_sessions_stats {
 	uint64_t refused;	  /* streams above the server's GOAWAY last_stream_id, tracked */
 	uint64_t rejected_status; /* responses whose :status is outside 100-599 (the
 				   * module counts them with HTTP/1's, rejected.status) */
+	uint64_t reclaimed; /* sessions idle USM_H2_SESSION_IDLE_NS or more freed for room */
 	size_t live;				    /* sessions now */
 	size_t mem;				    /* their decoders' bytes now */
 };
@@ -94,11 +101,13 @@ void usm_h2_sessions_free(struct usm_h2_sessions *s);
  */
 int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t size);
 
-/* Free the sessions of processes for which alive(pid, ctx) is false, and those idle
- * since before now_ns - USM_H2_SESSION_IDLE_NS (record times, the ktime clock).
- * Returns how many went. */
-size_t usm_h2_sessions_sweep(struct usm_h2_sessions *s, uint64_t now_ns,
-			     bool (*alive)(uint32_t pid, void *ctx), void *ctx);
+/* Free the sessions of processes for which alive(pid, ctx) is false. Returns how
+ * many went. */
+size_t usm_h2_sessions_sweep(struct usm_h2_sessions *s, bool (*alive)(uint32_t pid, void *ctx),
+			     void *ctx);
+
+/* Tests: the decoders' memory budget (USM_H2_SESSIONS_MEM by default). */
+void usm_h2_sessions_set_mem_budget(struct usm_h2_sessions *s, size_t bytes);
 
 void usm_h2_sessions_stats(struct usm_h2_sessions *s, struct usm_h2_sessions_stats *out);
 

@@ -534,7 +534,7 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 	struct sweep_ctx c = {.u = u, .now = mono_ns()};
 	int n = usm_endpoints_sweep(u->endpoints, shown, &c);
 
-	usm_h2_sessions_sweep(u->h2, c.now, shown, &c);
+	usm_h2_sessions_sweep(u->h2, shown, &c);
 	usm_h2c_sweep(u->h2c, c.now);
 
 	usm_procs_sweep(u->procs, c.now, USM_EXIT_GRACE_NS);

@@ -151,10 +151,10 @@ static json_t *http2_json(const struct usm_h2_sessions_stats *h)
 
 	for (i = 0; i < USM_H2_DROP__COUNT; i++)
 		json_object_set_new(drop, usm_h2_drop_str(i), json_integer(h->dropped[i]));
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
 			 "records", (json_int_t)h->records, "sessions", (json_int_t)h->sessions,
-			 "live",
-			 (json_int_t)h->live, "memory_bytes", (json_int_t)h->mem, "requests",
+			 "live", (json_int_t)h->live, "reclaimed_idle", (json_int_t)h->reclaimed,
+			 "memory_bytes", (json_int_t)h->mem, "requests",
 			 (json_int_t)h->requests, "responses", (json_int_t)h->responses, "resets",
 			 (json_int_t)h->resets, "refused", (json_int_t)h->refused,
 			 "grpc_responses", (json_int_t)h->grpc,
@@ -273,6 +273,11 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 		l[0] = (struct bpftel_prom_label){"reason", usm_h2_drop_str(i)};
 		bpftel_prom_sample_u64(w, "", l, 1, c->h2.dropped[i]);
 	}
+	bpftel_prom_family(w, "bpftel_http2_reclaimed_sessions_total", "counter",
+			   "HTTP/2 sessions idle 10 minutes or more freed to make room for others "
+			   "(1024 sessions, 64 MiB of decoders): mostly connections closed unseen; "
+			   "a later record of one counts as dropped, unknown_session.");
+	bpftel_prom_sample_u64(w, "", NULL, 0, c->h2.reclaimed);
 	bpftel_prom_family(w, "bpftel_http2_lost_bytes_total", "counter",
 			   "Bytes of HTTP/2 sessions lost between the kernel and the decoder (ring "
 			   "buffer or queue full), fed to it as gaps.");
