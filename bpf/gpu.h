@@ -74,7 +74,10 @@ enum gpu_mem_kind {
 	GPU_MEM__COUNT,
 };
 
-/* Launch sizes: bucket i counts launches of [2^i, 2^(i+1)) threads (grid x block). */
+/* Launch sizes: bucket i counts launches of [2^i, 2^(i+1)) threads (grid x block).
+ * Every launch count (calls, launches, threads, sizes, per device, per kernel) is of
+ * launch calls at their entry, failed ones included: those are counted again as
+ * failures (failed, errors). */
 #define GPU_LAUNCH_BUCKETS 40
 
 /* Devices 0..GPU_MAX_DEVICES-1 by index; the last slot counts the rest: an index out of

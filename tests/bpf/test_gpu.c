@@ -80,6 +80,15 @@ static struct gpu_proc_stats stats_of(__u32 tgid)
 	return st;
 }
 
+static struct gpu_kernel kernel_of(__u32 api, __u64 func)
+{
+	struct gpu_kernel_key key = {.tgid = TGID, .api = api, .func = func};
+	struct gpu_kernel k = {};
+
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_kernels), &key, &k), 0);
+	return k;
+}
+
 static __u64 error_count(__u32 tgid, enum gpu_func f, int error)
 {
 	struct gpu_err_key key = {.tgid = tgid, .func = f, .error = error};
@@ -232,20 +241,38 @@ static void test_launch_unreadable_stack_and_empty_grid(void **state)
 		assert_int_equal(st.launch_threads[i], 0);
 }
 
+/*
+ * A launch that fails counts as a launch everywhere launches are counted (a launch call:
+ * the process's, its threads and size, its device's, its kernel's), and as a failure
+ * (failed, the error map, its device's errors): the launches taken are the difference.
+ */
 static void test_launch_error_counted(void **state)
 {
-	struct test_regs regs = {.si = 1 | 1ul << 32, .dx = 1, .cx = 1 | 1ul << 32, .r8 = 1};
+	struct test_regs regs = {.di = 0x403000, .si = 2 | 1ul << 32, .dx = 1,
+				 .cx = 8 | 1ul << 32, .r8 = 1};
 	struct gpu_proc_stats st;
+	struct gpu_kernel k;
 
 	(void)state;
 	enter(GPU_FN_LAUNCH, &regs, 100);
 	ret(GPU_FN_LAUNCH, 35 /* cudaErrorInsufficientDriver */, 110);
 	enter(GPU_FN_LAUNCH, &regs, 120);
 	ret(GPU_FN_LAUNCH, 35, 130);
+	enter(GPU_FN_LAUNCH, &regs, 140);
+	ret(GPU_FN_LAUNCH, 0, 150);
 	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 3);
 	assert_int_equal(st.failed[GPU_FN_LAUNCH], 2);
 	assert_int_equal(error_count(TGID, GPU_FN_LAUNCH, 35), 2);
 	assert_int_equal(error_count(TGID, GPU_FN_MALLOC, 35), 0);
+	assert_int_equal(st.threads, 3 * 16);
+	assert_int_equal(st.launch_threads[4], 3); /* 16 threads */
+	assert_int_equal(st.dev[0].launches, 3);
+	assert_int_equal(st.dev[0].threads, 3 * 16);
+	assert_int_equal(st.dev[0].errors, 2);
+	k = kernel_of(GPU_KERNEL_RUNTIME, 0x403000);
+	assert_int_equal(k.launches, 3);
+	assert_int_equal(k.threads, 3 * 16);
 }
 
 /* cudaMalloc(&p, size): the pointer is read back through devPtr at return. */
@@ -896,15 +923,6 @@ static void test_devices_per_thread(void **state)
 	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches, 3);
 	assert_int_equal(st.device, 3);
 	assert_int_equal(alloc_of(TGID, p2).dev, 3);
-}
-
-static struct gpu_kernel kernel_of(__u32 api, __u64 func)
-{
-	struct gpu_kernel_key key = {.tgid = TGID, .api = api, .func = func};
-	struct gpu_kernel k = {};
-
-	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_kernels), &key, &k), 0);
-	return k;
 }
 
 /* Launches per kernel: cudaLaunchKernel's host function, cuLaunchKernel's CUfunction
