@@ -74,7 +74,10 @@ enum gpu_mem_kind {
 	GPU_MEM__COUNT,
 };
 
-/* Launch sizes: bucket i counts launches of [2^i, 2^(i+1)) threads (grid x block). */
+/* Launch sizes: bucket i counts launches of [2^i, 2^(i+1)) threads (grid x block).
+ * Every launch count (calls, launches, threads, sizes, per device, per kernel) is of
+ * launch calls at their entry, failed ones included: those are counted again as
+ * failures (failed, errors). */
 #define GPU_LAUNCH_BUCKETS 40
 
 /* Devices 0..GPU_MAX_DEVICES-1 by index; the last slot counts the rest: an index out of
@@ -113,6 +116,7 @@ struct gpu_proc_stats {
 	__u64 allocs_tracked;	/* entries this process holds in gpu_allocs now */
 	__u64 allocs_replaced;	/* an allocation at a tracked address: the old one's free unseen */
 	__u64 driver_nested;	/* driver calls made inside a runtime call: not counted */
+	__u64 calls_untracked;	/* entries with no room in gpu_inflight: returns not accounted */
 	__u64 memcpy_bytes[GPU_MEMCPY__COUNT]; /* successful copies, by kind */
 	__u64 memcpy_ns;		       /* time inside synchronous copies */
 	__u64 sync_ns;			       /* time inside stream/device/context syncs */
@@ -179,7 +183,7 @@ struct gpu_err_key {
 _Static_assert(sizeof(struct gpu_mem_stats) == 6 * 8, "gpu_mem_stats layout");
 _Static_assert(sizeof(struct gpu_dev_stats) == 5 * 8, "gpu_dev_stats layout");
 _Static_assert(sizeof(struct gpu_proc_stats) ==
-		       8 * (2 * GPU_FN__COUNT + 2 + GPU_LAUNCH_BUCKETS + 6 * GPU_MEM__COUNT + 6 +
+		       8 * (2 * GPU_FN__COUNT + 2 + GPU_LAUNCH_BUCKETS + 6 * GPU_MEM__COUNT + 7 +
 			    GPU_MEMCPY__COUNT + 2 + 1 + 5 * GPU_DEV_SLOTS),
 	       "gpu_proc_stats layout");
 _Static_assert(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key layout");

@@ -156,27 +156,49 @@ static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *
 	gpu_peak_raise(&m->peak_bytes, out);
 }
 
+/* A failed free: the allocation is still there; its record goes back (the address is
+ * still the process's, so nothing else can hold it). If the map has no room for it any
+ * more, it is untracked from now on. */
+static __always_inline void gpu_free_failed(TLM_PARAM, struct gpu_proc_stats *st, __u32 tgid,
+					    const struct gpu_call *call)
+{
+	struct gpu_alloc_key key = {.tgid = tgid, .ptr = call->arg0};
+
+	if (call->freed.kind >= GPU_MEM__COUNT || !tlm_map_insert(gpu_allocs, &key, &call->freed))
+		return;
+	__sync_fetch_and_add(&st->allocs_tracked, -1);
+	__sync_fetch_and_add(&st->allocs_untracked, 1);
+	gpu_alloc_retire(st, &call->freed);
+}
+
 /*
  * A free's entry: the pointer's record leaves gpu_allocs now, into the call's in-flight
  * entry. Once the library has freed the address, another thread may be given it by an
  * allocation whose return comes before this free's: that one must find the address
  * free, and this free must not take that one's record. The return accounts the
- * record, or puts it back if the free failed (gpu_free_failed).
+ * record, or puts it back if the free failed (gpu_free_failed). With no room to keep
+ * the call (counted), the record goes back at once, as for a free that failed: the
+ * allocation stays outstanding rather than its bytes being lost with the record.
  */
 static __always_inline void gpu_free_begin(TLM_PARAM, __u64 pid_tgid, enum gpu_func func,
 					   __u64 now, __u64 ptr)
 {
 	struct gpu_alloc_key key = {.tgid = pid_tgid >> 32, .ptr = ptr};
 	struct gpu_call call = {.ktime_ns = now, .arg0 = ptr, .freed.kind = GPU_MEM__COUNT};
-	struct gpu_alloc *a = ptr ? bpf_map_lookup_elem(&gpu_allocs, &key) : NULL;
+	struct gpu_proc_stats *st = gpu_call_count(TLM_ARG, pid_tgid, func);
+	struct gpu_alloc *a;
 
+	if (!st)
+		return; /* no stats: the process has nothing tracked, and its return reads none */
+	a = ptr ? bpf_map_lookup_elem(&gpu_allocs, &key) : NULL;
 	if (a) {
 		call.freed = *a;
 		/* A racing free of the same pointer took it first: this one has none. */
 		if (tlm_map_delete(gpu_allocs, &key))
 			call.freed.kind = GPU_MEM__COUNT;
 	}
-	gpu_call_keep(TLM_ARG, pid_tgid, func, &call);
+	if (!gpu_call_store(TLM_ARG, st, pid_tgid, func, &call))
+		gpu_free_failed(TLM_ARG, st, key.tgid, &call);
 }
 
 /* A successful free: off the kind and device the record it took was allocated as. */
@@ -199,21 +221,6 @@ static __always_inline void gpu_account_free(TLM_PARAM, struct gpu_proc_stats *s
 	__sync_fetch_and_add(&m->frees, 1);
 	__sync_fetch_and_add(&m->freed_bytes, a->size);
 	gpu_alloc_retire(st, a);
-}
-
-/* A failed free: the allocation is still there; its record goes back (the address is
- * still the process's, so nothing else can hold it). If the map has no room for it any
- * more, it is untracked from now on. */
-static __always_inline void gpu_free_failed(TLM_PARAM, struct gpu_proc_stats *st, __u32 tgid,
-					    const struct gpu_call *call)
-{
-	struct gpu_alloc_key key = {.tgid = tgid, .ptr = call->arg0};
-
-	if (call->freed.kind >= GPU_MEM__COUNT || !tlm_map_insert(gpu_allocs, &key, &call->freed))
-		return;
-	__sync_fetch_and_add(&st->allocs_tracked, -1);
-	__sync_fetch_and_add(&st->allocs_untracked, 1);
-	gpu_alloc_retire(st, &call->freed);
 }
 
 #endif /* BPFTEL_LIB_GPU_MEMORY_H */

@@ -69,8 +69,12 @@ struct {
 	__type(value, __u64);
 } gpu_errors SEC(".maps");
 
-/* A call between its entry and its return, per thread and function. LRU: a return we
- * never see (thread killed inside the call) cannot pin a slot. */
+/* A call between its entry and its return, per thread and function. Not LRU: an LRU map
+ * makes room by evicting a call in flight, silently (and, its free nodes held per CPU,
+ * before it is full), and that call's return then accounts nothing. Here an entry that
+ * finds no room is counted (calls_untracked) and nothing else is lost. A record whose
+ * return never comes (a return probe detached mid-call) cannot pile up: the thread's
+ * next call of the function overwrites it, and its exit drops it (gpu_task_exit_body). */
 struct gpu_call_key {
 	__u64 pid_tgid;
 	__u32 func;
@@ -87,7 +91,7 @@ struct gpu_call {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GPU_MAX_INFLIGHT);
 	__type(key, struct gpu_call_key);
 	__type(value, struct gpu_call);
@@ -241,14 +245,24 @@ static __always_inline struct gpu_proc_stats *gpu_call_count(TLM_PARAM, __u64 pi
 	return st;
 }
 
-/* Count a call and remember what its return needs. */
-static __always_inline void gpu_call_keep(TLM_PARAM, __u64 pid_tgid, enum gpu_func func,
-					  const struct gpu_call *call)
+/*
+ * Keep what a call's return needs, for the process whose stats are st (NULL: none, the
+ * map full; its return would find none either, so nothing is kept). False when not
+ * kept: with no room in gpu_inflight, the call's return will find nothing to account
+ * (an allocation, a free, a wait, a device), so that is counted here, where it is known
+ * that the entry ran.
+ */
+static __always_inline bool gpu_call_store(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
+					   enum gpu_func func, const struct gpu_call *call)
 {
 	struct gpu_call_key key = {.pid_tgid = pid_tgid, .func = func};
 
-	gpu_call_count(TLM_ARG, pid_tgid, func);
-	tlm_map_update(gpu_inflight, &key, call, BPF_ANY);
+	if (!st)
+		return false;
+	if (!tlm_map_update(gpu_inflight, &key, call, BPF_ANY))
+		return true;
+	__sync_fetch_and_add(&st->calls_untracked, 1);
+	return false;
 }
 
 /* Count a call and remember its arguments until its return. */
@@ -258,10 +272,11 @@ static __always_inline void gpu_call_begin(TLM_PARAM, __u64 pid_tgid, enum gpu_f
 	struct gpu_call call = {
 		.ktime_ns = now, .arg0 = arg0, .arg1 = arg1, .freed.kind = GPU_MEM__COUNT};
 
-	gpu_call_keep(TLM_ARG, pid_tgid, func, &call);
+	gpu_call_store(TLM_ARG, gpu_call_count(TLM_ARG, pid_tgid, func), pid_tgid, func, &call);
 }
 
-/* Take the call's arguments back at its return. False if its entry was not seen. */
+/* Take the call's arguments back at its return. False if its entry was not seen
+ * (attached mid-call), or had no room to keep them (counted there). */
 static __always_inline bool gpu_call_end(TLM_PARAM, __u64 pid_tgid, enum gpu_func func,
 					 struct gpu_call *out)
 {
@@ -270,7 +285,7 @@ static __always_inline bool gpu_call_end(TLM_PARAM, __u64 pid_tgid, enum gpu_fun
 
 	call = bpf_map_lookup_elem(&gpu_inflight, &key);
 	if (!call)
-		return false; /* attached mid-call, or evicted */
+		return false;
 	*out = *call;
 	tlm_map_delete(gpu_inflight, &key);
 	return true;

@@ -80,6 +80,15 @@ static struct gpu_proc_stats stats_of(__u32 tgid)
 	return st;
 }
 
+static struct gpu_kernel kernel_of(__u32 api, __u64 func)
+{
+	struct gpu_kernel_key key = {.tgid = TGID, .api = api, .func = func};
+	struct gpu_kernel k = {};
+
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_kernels), &key, &k), 0);
+	return k;
+}
+
 static __u64 error_count(__u32 tgid, enum gpu_func f, int error)
 {
 	struct gpu_err_key key = {.tgid = tgid, .func = f, .error = error};
@@ -232,20 +241,38 @@ static void test_launch_unreadable_stack_and_empty_grid(void **state)
 		assert_int_equal(st.launch_threads[i], 0);
 }
 
+/*
+ * A launch that fails counts as a launch everywhere launches are counted (a launch call:
+ * the process's, its threads and size, its device's, its kernel's), and as a failure
+ * (failed, the error map, its device's errors): the launches taken are the difference.
+ */
 static void test_launch_error_counted(void **state)
 {
-	struct test_regs regs = {.si = 1 | 1ul << 32, .dx = 1, .cx = 1 | 1ul << 32, .r8 = 1};
+	struct test_regs regs = {.di = 0x403000, .si = 2 | 1ul << 32, .dx = 1,
+				 .cx = 8 | 1ul << 32, .r8 = 1};
 	struct gpu_proc_stats st;
+	struct gpu_kernel k;
 
 	(void)state;
 	enter(GPU_FN_LAUNCH, &regs, 100);
 	ret(GPU_FN_LAUNCH, 35 /* cudaErrorInsufficientDriver */, 110);
 	enter(GPU_FN_LAUNCH, &regs, 120);
 	ret(GPU_FN_LAUNCH, 35, 130);
+	enter(GPU_FN_LAUNCH, &regs, 140);
+	ret(GPU_FN_LAUNCH, 0, 150);
 	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 3);
 	assert_int_equal(st.failed[GPU_FN_LAUNCH], 2);
 	assert_int_equal(error_count(TGID, GPU_FN_LAUNCH, 35), 2);
 	assert_int_equal(error_count(TGID, GPU_FN_MALLOC, 35), 0);
+	assert_int_equal(st.threads, 3 * 16);
+	assert_int_equal(st.launch_threads[4], 3); /* 16 threads */
+	assert_int_equal(st.dev[0].launches, 3);
+	assert_int_equal(st.dev[0].threads, 3 * 16);
+	assert_int_equal(st.dev[0].errors, 2);
+	k = kernel_of(GPU_KERNEL_RUNTIME, 0x403000);
+	assert_int_equal(k.launches, 3);
+	assert_int_equal(k.threads, 3 * 16);
 }
 
 /* cudaMalloc(&p, size): the pointer is read back through devPtr at return. */
@@ -458,6 +485,87 @@ static struct gpu_alloc alloc_of(__u32 tgid, __u64 ptr)
 
 	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_allocs), &key, &a), 0);
 	return a;
+}
+
+/* struct gpu_call_key of bpf/lib/gpu_state.h. */
+struct call_key {
+	__u64 pid_tgid;
+	__u32 func, pad;
+};
+
+/* Fill gpu_inflight with syncs of other threads in flight. Returns its capacity. */
+static __u32 inflight_fill(void)
+{
+	int fd = bpf_map__fd(skel->maps.gpu_inflight);
+	__u32 i, max = bpf_map__max_entries(skel->maps.gpu_inflight);
+	__u64 val[6] = {0}; /* struct gpu_call: 3 words and the freed record */
+	struct call_key key = {.func = GPU_FN_STREAM_SYNC};
+
+	assert_int_equal(bpf_map__value_size(skel->maps.gpu_inflight), sizeof(val));
+	for (i = 0; i < max; i++) {
+		key.pid_tgid = 7000ull << 32 | (7000 + i);
+		assert_int_equal(bpf_map_update_elem(fd, &key, val, BPF_NOEXIST), 0);
+	}
+	return max;
+}
+
+/* Every filler of inflight_fill() is still there: none was evicted. */
+static void assert_inflight_kept(__u32 max)
+{
+	int fd = bpf_map__fd(skel->maps.gpu_inflight);
+	struct call_key key = {.func = GPU_FN_STREAM_SYNC};
+	__u64 val[6];
+	__u32 i;
+
+	for (i = 0; i < max; i++) {
+		key.pid_tgid = 7000ull << 32 | (7000 + i);
+		assert_int_equal(bpf_map_lookup_elem(fd, &key, val), 0);
+	}
+}
+
+/*
+ * gpu_inflight full (calls of other threads in flight): an entry with no room to keep
+ * its arguments is counted (calls_untracked), no other call's are dropped for it, and
+ * its return accounts nothing. A free with no room leaves its allocation tracked.
+ * Room again: calls are accounted again.
+ */
+static void test_inflight_full_counted(void **state)
+{
+	__u64 p = 0x7f5400000000, q = 0x7f5400100000;
+	struct test_regs m = {.di = (uintptr_t)&q, .si = 4096}, fr = {.di = p}, none = {0};
+	struct call_key first = {.pid_tgid = 7000ull << 32 | 7000, .func = GPU_FN_STREAM_SYNC};
+	struct gpu_proc_stats st;
+	__u32 max;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC, &p, 100, 10); /* room: tracked */
+	max = inflight_fill();
+	enter(GPU_FN_MALLOC, &m, 20);
+	ret(GPU_FN_MALLOC, 0, 21);
+	enter(GPU_FN_FREE, &fr, 30);
+	ret(GPU_FN_FREE, 0, 31);
+	enter(GPU_FN_DEVICE_SYNC, &none, 40);
+	ret(GPU_FN_DEVICE_SYNC, 0, 50);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls_untracked, 3);
+	assert_int_equal(st.calls[GPU_FN_MALLOC], 2);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].frees, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 100);
+	assert_int_equal(st.allocs_tracked, 1);
+	assert_int_equal(st.allocs_untracked, 0);
+	assert_int_equal(alloc_of(TGID, p).size, 100);
+	assert_int_equal(st.sync_ns, 0);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), max);
+	assert_inflight_kept(max);
+	/* One call returns: room for one. */
+	assert_int_equal(bpf_map_delete_elem(bpf_map__fd(skel->maps.gpu_inflight), &first), 0);
+	free_call(GPU_FN_FREE, p, 60);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls_untracked, 3);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].frees, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
+	assert_int_equal(st.allocs_tracked, 0);
 }
 
 /* An allocation at an address still tracked (its free went unseen): the old record is
@@ -817,15 +925,6 @@ static void test_devices_per_thread(void **state)
 	assert_int_equal(alloc_of(TGID, p2).dev, 3);
 }
 
-static struct gpu_kernel kernel_of(__u32 api, __u64 func)
-{
-	struct gpu_kernel_key key = {.tgid = TGID, .api = api, .func = func};
-	struct gpu_kernel k = {};
-
-	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_kernels), &key, &k), 0);
-	return k;
-}
-
 /* Launches per kernel: cudaLaunchKernel's host function, cuLaunchKernel's CUfunction
  * (named by cuModuleGetFunction), each with its launches, threads and last sizes. */
 static void test_kernels_counted_and_named(void **state)
@@ -915,6 +1014,7 @@ int main(void)
 		T(test_devices_per_thread),
 		T(test_task_exit_drops_thread),
 		T(test_kernels_counted_and_named),
+		T(test_inflight_full_counted),
 	};
 
 	const struct CMUnitTest defaults[] = {

@@ -594,6 +594,52 @@ static void test_error_series_are_counters(void **state)
 	bpftel_gpu_errors__free(et);
 }
 
+/* The whole exposition of rows, as /metrics writes it. Free it. */
+static char *exposition(const struct bpftel_gpu_proc *rows, size_t n)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	struct bpftel_prom *w;
+
+	assert_non_null(f);
+	w = bpftel_prom_new(f);
+	bpftel_gpu_metrics_rows(w, rows, (int)n);
+	bpftel_prom_free(w);
+	fclose(f);
+	return buf;
+}
+
+/*
+ * Calls whose return accounted nothing (no room in gpu_inflight at their entry) are a
+ * counter per live process, with its HELP and TYPE, 0 included: a process that lost
+ * none says so.
+ */
+static void test_calls_untracked_family(void **state)
+{
+	static struct bpftel_gpu_proc rows[2];
+	const struct sample *s;
+	char *text;
+
+	(void)state;
+	memset(rows, 0, sizeof(rows));
+	rows[0].pid = 600;
+	rows[1].pid = 601;
+	rows[1].st.calls_untracked = 7;
+	text = exposition(rows, 2);
+	assert_non_null(strstr(text, "# HELP bpftel_gpu_calls_untracked_total "));
+	assert_non_null(strstr(text, "# TYPE bpftel_gpu_calls_untracked_total counter\n"));
+	free(text);
+	scrape_rows(rows, 2, "bpftel_gpu_calls_untracked_total", NULL, 0, &sc[0]);
+	assert_int_equal(sc[0].n, 2);
+	s = find_sample(&sc[0], 600, "");
+	assert_non_null(s);
+	assert_int_equal(s->v, 0);
+	s = find_sample(&sc[0], 601, "");
+	assert_non_null(s);
+	assert_int_equal(s->v, 7);
+}
+
 /* A process as /proc shows it, under procfd: <pid>/stat and <pid>/status. */
 static void fake_proc(int procfd, __u32 pid, const char *comm, __u32 tgid, unsigned long long start)
 {
@@ -820,6 +866,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_series_names_arrive),
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
 		cmocka_unit_test(test_error_series_are_counters),
+		cmocka_unit_test(test_calls_untracked_family),
 		cmocka_unit_test(test_proc_alive_by_identity),
 		cmocka_unit_test(test_alloc_walk_restarts),
 	};

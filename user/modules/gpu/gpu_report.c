@@ -333,6 +333,9 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 		"memcpy_seconds", p->st.memcpy_ns / 1e9, "sync_wait_seconds", p->st.sync_ns / 1e9,
 		"errors", errors, "errors_not_listed", (json_int_t)(p->nerrors - p->nlisted));
 
+	/* Calls whose entry found no room to keep its arguments: their returns accounted
+	 * nothing (an allocation, a free, a wait, a device switch). */
+	json_object_set_new(j, "calls_untracked", json_integer((json_int_t)p->st.calls_untracked));
 	json_object_set_new(j, "kernels", kernels_json(p));
 	json_object_set_new(j, "kernels_total", json_integer((json_int_t)p->nkernels));
 	json_object_set_new(j, "kernels_other_launches",
@@ -480,17 +483,20 @@ void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc
 	int i;
 
 	bpftel_prom_family(w, "bpftel_gpu_kernel_launches_total", "counter",
-			   "cudaLaunchKernel and cuLaunchKernel calls, per live process.");
+			   "cudaLaunchKernel and cuLaunchKernel calls, failed ones included (also "
+			   "in bpftel_gpu_cuda_errors_total), per live process.");
 	for (i = 0; i < n; i++)
 		put(w, &rows[i], NULL, NULL,
 		    rows[i].st.calls[GPU_FN_LAUNCH] + rows[i].st.calls[GPU_FN_CU_LAUNCH]);
 	bpftel_prom_family(w, "bpftel_gpu_kernel_name_launches_total", "counter",
-			   "Launches per kernel (demangled name) since its series began, per live "
+			   "Launches per kernel (demangled name), failed ones included, since its "
+			   "series began, per live "
 			   "process: at most 8 named kernels each, 64 over all, kept while the "
 			   "process lives; its other launches under kernel=\"other\".");
 	put_kernels(w, rows, n);
 	bpftel_prom_family(w, "bpftel_gpu_threads_launched_total", "counter",
-			   "Threads launched (grid x block), per live process.");
+			   "Threads of kernel launches (grid x block), failed launches included, "
+			   "per live process.");
 	for (i = 0; i < n; i++)
 		put(w, &rows[i], NULL, NULL, rows[i].st.threads);
 	bpftel_prom_family(w, "bpftel_gpu_memory_outstanding_bytes", "gauge",
@@ -509,9 +515,15 @@ void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc
 			   "held, map full, pointer unreadable), per live process.");
 	for (i = 0; i < n; i++)
 		put(w, &rows[i], NULL, NULL, rows[i].st.allocs_untracked);
+	bpftel_prom_family(w, "bpftel_gpu_calls_untracked_total", "counter",
+			   "CUDA calls whose return was not accounted (an allocation, free, copy, "
+			   "sync or device switch): no room to keep their arguments from their "
+			   "entry, per live process.");
+	for (i = 0; i < n; i++)
+		put(w, &rows[i], NULL, NULL, rows[i].st.calls_untracked);
 	bpftel_prom_family(w, "bpftel_gpu_device_kernel_launches_total", "counter",
-			   "Kernel launches by device index (\"unknown\": a driver context not "
-			   "seen made), per live process.");
+			   "Kernel launches, failed ones included, by device index (\"unknown\": a "
+			   "driver context not seen made), per live process.");
 	put_devices(w, rows, n, 0);
 	bpftel_prom_family(w, "bpftel_gpu_device_memory_outstanding_bytes", "gauge",
 			   "Memory of every kind allocated and not freed, by device, per live "
