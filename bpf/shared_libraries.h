@@ -136,6 +136,19 @@ struct shlib_file_key {
 	__u32 __pad;
 };
 
+/* The file's change time (inode ctime) when userspace read it: a file rewritten in
+ * place keeps its (dev, ino) but any write, truncate or chmod moves its ctime, so the
+ * verdict holds only while the ctime is this one. nsec without the kernel's flag bits
+ * (I_CTIME_QUERIED, 6.13+), as stat() reports it. */
+struct shlib_exe_skip_val {
+	__s64 ctime_sec;
+	__u32 ctime_nsec;
+	__u32 __pad;
+};
+
+/* nsec < 10^9 < 2^30: the bits above are the kernel's flags, never time. */
+#define SHLIB_CTIME_NSEC_MASK 0x3fffffffU
+
 struct shlib_event {
 	__u64 ktime_ns;
 	__u32 pid; /* tgid */
@@ -144,16 +157,17 @@ struct shlib_event {
 	__u16 libset;  /* enum shlib_libset */
 	__u16 syscall; /* enum shlib_syscall */
 	__u16 __pad;
-	__u32 path_len; /* bytes in path, NUL not counted; path[path_len] == 0 */
-	__s32 dirfd;	/* a relative path starts there (AT_FDCWD: the cwd) */
-	__u64 ino;	/* the opened file: inode number ... */
-	__u32 dev;	/* ... and device, kernel encoding (major << 20 | minor) */
-	__u32 __pad2;
+	__u32 path_len;	  /* bytes in path, NUL not counted; path[path_len] == 0 */
+	__s32 dirfd;	  /* a relative path starts there (AT_FDCWD: the cwd) */
+	__u64 ino;	  /* the opened file: inode number ... */
+	__u32 dev;	  /* ... and device, kernel encoding (major << 20 | minor) */
+	__u32 ctime_nsec; /* execs: the file's ctime as the kernel ran it; opens: 0 */
+	__s64 ctime_sec;
 	char comm[SHLIB_COMM_LEN];
 	char path[SHLIB_PATH_MAX]; /* as the process passed it to open */
 };
 
-#define SHLIB_EVENT_HDR_SIZE 64 /* offsetof(struct shlib_event, path) */
+#define SHLIB_EVENT_HDR_SIZE 72 /* offsetof(struct shlib_event, path) */
 
 _Static_assert(sizeof(struct shlib_stem) == 24, "shlib_stem layout");
 _Static_assert(sizeof(struct shlib_config) == 16 + 24 * SHLIB_MAX_STEMS, "shlib_config layout");
@@ -161,7 +175,9 @@ _Static_assert(sizeof(struct shlib_sock_key) == 40, "shlib_sock_key layout");
 _Static_assert(sizeof(struct shlib_sock_owner) == 32, "shlib_sock_owner layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, path_len) == 24, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, ino) == 32, "shlib_event layout");
-_Static_assert(__builtin_offsetof(struct shlib_event, comm) == 48, "shlib_event layout");
+_Static_assert(__builtin_offsetof(struct shlib_event, ctime_sec) == 48, "shlib_event layout");
+_Static_assert(__builtin_offsetof(struct shlib_event, comm) == 56, "shlib_event layout");
+_Static_assert(sizeof(struct shlib_exe_skip_val) == 16, "shlib_exe_skip_val layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, path) == SHLIB_EVENT_HDR_SIZE,
 	       "shlib_event layout");
 _Static_assert(sizeof(struct shlib_event) == SHLIB_EVENT_HDR_SIZE + SHLIB_PATH_MAX,

@@ -180,10 +180,10 @@ static __always_inline bool shlib_match_enabled(struct shlib_config *cfg, struct
 }
 
 /* ev holds a path of n bytes: fill the rest and send it, counted as emitted or lost.
- * Shared by the opens and the execs (lib/shlib_exec.h). */
+ * Shared by the opens (ctime 0) and the execs (lib/shlib_exec.h). */
 static __always_inline void shlib_emit(TLM_PARAM, struct shlib_event *ev, long n, __u64 pid_tgid,
 				       __u32 lib, __u32 libset, enum shlib_syscall sys, int dirfd,
-				       __u64 ino, __u32 dev)
+				       __u64 ino, __u32 dev, __s64 ctime_sec, __u32 ctime_nsec)
 {
 	ev->ktime_ns = bpf_ktime_get_ns();
 	ev->pid = pid_tgid >> 32;
@@ -195,6 +195,8 @@ static __always_inline void shlib_emit(TLM_PARAM, struct shlib_event *ev, long n
 	ev->dirfd = dirfd;
 	ev->ino = ino;
 	ev->dev = dev;
+	ev->ctime_sec = ctime_sec;
+	ev->ctime_nsec = ctime_nsec;
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
 	if (tlm_ringbuf_output(shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(n) + 1, 0))
 		shlib_count(SHLIB_CNT_LOST);
@@ -265,7 +267,7 @@ static __always_inline int shlib_open_emit(TLM_PARAM, struct shlib_event *ev, co
 	if (n < 0)
 		return 0;
 	shlib_emit(TLM_ARG, ev, n, pid_tgid, lib, libset, sys, dirfd, d->d_inode->i_ino,
-		   d->d_sb->s_dev);
+		   d->d_sb->s_dev, 0, 0);
 	return 0;
 }
 

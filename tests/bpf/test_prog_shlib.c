@@ -376,18 +376,19 @@ static __u64 execs(struct fixture *f)
 	return c.execs;
 }
 
-/* Is path's file in shlib_exe_skip (found not to be Go)? */
+/* Is path's file in shlib_exe_skip (found not to be Go) as it is now: at its ctime? */
 static bool skipped(struct fixture *f, const char *path)
 {
 	struct bpf_map *m = bpf_object__find_map_by_name(shlib_obj(f), "shlib_exe_skip");
 	struct shlib_file_key key = {};
+	struct shlib_exe_skip_val v;
 	struct stat st;
-	__u8 v;
 
 	assert_int_equal(stat(path, &st), 0);
 	key.ino = st.st_ino;
 	key.dev = (__u32)(major(st.st_dev) << 20 | minor(st.st_dev));
-	return !bpf_map_lookup_elem(bpf_map__fd(m), &key, &v);
+	return !bpf_map_lookup_elem(bpf_map__fd(m), &key, &v) &&
+	       v.ctime_sec == st.st_ctim.tv_sec && v.ctime_nsec == st.st_ctim.tv_nsec;
 }
 
 /* Does the registry hold pid as a process of a Go executable? */
@@ -450,6 +451,74 @@ static void check_script_exec(struct fixture *f)
 	unlink(interp);
 }
 
+/* Start the Go program argv (alive until told: "started", then it waits for a line)
+ * and wait until the registry holds it as a Go process. */
+static void go_start(struct fixture *f, struct prog_child *c, char *const argv[], const char *why)
+{
+	int in[2], out[2];
+	char line[64];
+
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	c->pid = fork();
+	if (!c->pid) {
+		dup2(in[0], STDIN_FILENO);
+		dup2(out[1], STDOUT_FILENO);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	c->in = in[1];
+	c->out = fdopen(out[0], "r");
+	assert_non_null(fgets(line, sizeof(line), c->out));
+	assert_string_equal(line, "started\n");
+	if (!WAIT_FOR(go_process(f, c->pid)))
+		fail_msg("Go process %d (%s) not in the registry", (int)c->pid, why);
+}
+
+/* Copy the file at from over to's content, in place: to keeps its inode. */
+static void overwrite_in_place(const char *from, const char *to)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_TRUNC);
+	ssize_t n;
+
+	assert_true(in >= 0 && out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, n), n);
+	assert_int_equal(n, 0);
+	close(in);
+	close(out);
+}
+
+/* A program found not Go, then overwritten in place by a Go program (same inode, new
+ * ctime): its next exec is reported and read again, and the Go process is seen. */
+static void check_overwritten_exec(struct fixture *f)
+{
+	char tool[64], cmd[128];
+	char *tool_argv[] = {tool, NULL};
+	char *go_argv[] = {tool, "client", "https://127.0.0.1:1/", "1", "wait", NULL};
+	struct prog_child go;
+	struct stat before, after;
+
+	snprintf(tool, sizeof(tool), "/tmp/bpftel-tool-%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "cp /bin/true %s", tool);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(stat(tool, &before), 0);
+	prog_run(tool_argv);
+	if (!WAIT_FOR(skipped(f, tool)))
+		fail_msg("%s (a copy of /bin/true) not found not to be Go", tool);
+	overwrite_in_place(go_app, tool);
+	assert_int_equal(stat(tool, &after), 0);
+	assert_int_equal(after.st_ino, before.st_ino);
+	assert_false(skipped(f, tool)); /* the entry's ctime is the old content's */
+	go_start(f, &go, go_argv, "overwritten in place");
+	assert_false(skipped(f, tool));
+	prog_child_stop(&go);
+	unlink(tool);
+}
+
 /*
  * Execs are reported to a subscriber that asks, and to nobody else: an executable that
  * is not Go once (then it is in shlib_exe_skip), a Go program at every exec, which the
@@ -462,7 +531,6 @@ static void test_shlib_exec(void **state)
 	char *true_argv[] = {"/bin/true", NULL};
 	char *go_argv[] = {go_app, "client", "https://127.0.0.1:1/", "1", "wait", NULL};
 	struct prog_child go[2];
-	char line[64];
 	__u64 e0;
 	int i;
 
@@ -479,33 +547,14 @@ static void test_shlib_exec(void **state)
 		fail_msg("/bin/true not found not to be Go: %llu execs",
 			 (unsigned long long)(execs(f) - e0));
 	assert_false(skipped(f, go_app));
-	for (i = 0; i < 2; i++) {
-		/* Alive until told: "started", then it waits for a line. */
-		int in[2], out[2];
-
-		assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-		assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-		go[i].pid = fork();
-		if (!go[i].pid) {
-			dup2(in[0], STDIN_FILENO);
-			dup2(out[1], STDOUT_FILENO);
-			execv(go_argv[0], go_argv);
-			_exit(127);
-		}
-		close(in[0]);
-		close(out[1]);
-		go[i].in = in[1];
-		go[i].out = fdopen(out[0], "r");
-		assert_non_null(fgets(line, sizeof(line), go[i].out));
-		assert_string_equal(line, "started\n");
-		if (!WAIT_FOR(go_process(f, go[i].pid)))
-			fail_msg("Go process %d (exec %d) not in the registry", (int)go[i].pid, i);
-	}
+	go_start(f, &go[0], go_argv, "exec 0");
+	go_start(f, &go[1], go_argv, "exec 1");
 	assert_false(skipped(f, go_app));
 	assert_true(execs(f) >= e0 + 3);
 	for (i = 0; i < 2; i++)
 		prog_child_stop(&go[i]);
 	check_script_exec(f);
+	check_overwritten_exec(f);
 	prog_ran(cases, NCASES, "shlib_exec");
 }
 

@@ -2,7 +2,9 @@
 /*
  * USM's processes (user/modules/usm/procs.h): a process that exits stays shown as itself
  * for the grace period from the first look that found it gone, then is forgotten; a
- * running one always is; a pid never noted is shown only while it runs.
+ * running one always is; a pid never noted is shown only while it runs. A pid given to
+ * another process is learned again (fake processes, through the table's hooks): the
+ * new process is shown with its own name and container, never the old one's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -104,12 +106,180 @@ static void test_sweep_starts_grace(void **state)
 	usm_procs_free(p);
 }
 
+/* ---- fake processes: what the hooks read instead of /proc ---- */
+
+struct fake_proc {
+	uint32_t pid;
+	uint64_t start; /* 0: no process has the pid */
+	const char *comm;
+	const char *container;
+};
+
+static struct fake_proc fake;	       /* the one pid of these tests */
+static struct fake_proc fake_next;     /* given the pid by describe, when set */
+static unsigned int starts, describes; /* hook calls: /proc reads */
+
+static uint64_t fake_start(uint32_t pid)
+{
+	starts++;
+	return pid == fake.pid ? fake.start : 0;
+}
+
+static void fake_describe(uint32_t pid, struct usm_proc *out)
+{
+	describes++;
+	if (pid != fake.pid || !fake.start)
+		return;
+	snprintf(out->comm, sizeof(out->comm), "%s", fake.comm);
+	snprintf(out->cgroup.container_id, sizeof(out->cgroup.container_id), "%s", fake.container);
+	if (fake_next.start) { /* the process exits, its pid reused, mid-read */
+		fake = fake_next;
+		fake_next.start = 0;
+	}
+}
+
+static bool fake_runs(uint32_t pid)
+{
+	return pid == fake.pid && fake.start;
+}
+
+static const struct usm_procs_hooks fake_hooks = {
+	.start = fake_start,
+	.describe = fake_describe,
+	.runs = fake_runs,
+};
+
+#define PID  4321
+#define CT_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define CT_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+static const struct fake_proc proc_a = {PID, 1000, "alpha", CT_A};
+static const struct fake_proc proc_b = {PID, 2000, "beta", CT_B};
+
+static int fake_setup(void **state)
+{
+	fake = proc_a;
+	fake_next = (struct fake_proc){0};
+	starts = describes = 0;
+	*state = usm_procs_new_hooks(&fake_hooks);
+	return *state ? 0 : -1;
+}
+
+static int fake_teardown(void **state)
+{
+	usm_procs_free(*state);
+	return 0;
+}
+
+static void assert_proc(struct usm_procs *p, const struct fake_proc *want)
+{
+	struct usm_proc out;
+
+	assert_true(usm_procs_get(p, PID, &out));
+	assert_string_equal(out.comm, want->comm);
+	assert_string_equal(out.cgroup.container_id, want->container);
+	assert_int_equal(out.start, want->start);
+}
+
+/* Messages of a running process known cost no /proc read. */
+static void test_note_known_reads_nothing(void **state)
+{
+	struct usm_procs *p = *state;
+	int i;
+
+	assert_false(usm_procs_note(p, PID));
+	assert_proc(p, &proc_a);
+	starts = describes = 0;
+	for (i = 0; i < 1000; i++)
+		assert_false(usm_procs_note(p, PID));
+	assert_int_equal(starts, 0);
+	assert_int_equal(describes, 0);
+}
+
+/* A exits and B is given its pid before any sweep: B's messages are A's until the
+ * sweep reads the pid's start time, then B is learned at its next message. */
+static void test_reuse_found_by_sweep(void **state)
+{
+	struct usm_procs *p = *state;
+
+	usm_procs_note(p, PID);
+	fake = proc_b;
+	assert_false(usm_procs_note(p, PID)); /* no /proc read per message */
+	assert_proc(p, &proc_a);
+	assert_true(usm_procs_shown(p, PID, 100, GRACE)); /* the pid runs */
+	/* Start time 2000, not 1000: A is gone; its rows keep its name for the grace. */
+	usm_procs_sweep(p, 200, GRACE);
+	assert_proc(p, &proc_a);
+	assert_true(usm_procs_note(p, PID));
+	assert_proc(p, &proc_b);
+	assert_false(usm_procs_note(p, PID));
+	/* B is running: shown, and kept past A's grace. */
+	usm_procs_sweep(p, 200 + GRACE, GRACE);
+	assert_true(usm_procs_shown(p, PID, 200 + GRACE, GRACE));
+	assert_proc(p, &proc_b);
+}
+
+/* A found gone (no process with the pid), then B given the pid: A's grace runs on
+ * while B sends nothing; B's first message learns B. */
+static void test_reuse_after_exit_seen(void **state)
+{
+	struct usm_procs *p = *state;
+
+	usm_procs_note(p, PID);
+	fake.start = 0;
+	assert_true(usm_procs_shown(p, PID, 1000, GRACE)); /* gone at 1000 */
+	assert_false(usm_procs_note(p, PID));		   /* a late message of A: A stays */
+	assert_proc(p, &proc_a);
+	fake = proc_b;
+	assert_true(usm_procs_shown(p, PID, 1499, GRACE));  /* A's grace, B running */
+	assert_false(usm_procs_shown(p, PID, 1500, GRACE)); /* A's rows fold */
+	assert_true(usm_procs_note(p, PID));
+	assert_proc(p, &proc_b);
+	assert_true(usm_procs_shown(p, PID, 1600, GRACE));
+	usm_procs_sweep(p, 1600, GRACE);
+	assert_proc(p, &proc_b);
+}
+
+/* The pid reused while its name is read: the start times before and after differ, so
+ * it is read again, and the entry is the new process's whole. */
+static void test_reuse_while_learning(void **state)
+{
+	struct usm_procs *p = *state;
+
+	fake_next = proc_b;
+	assert_false(usm_procs_note(p, PID));
+	assert_proc(p, &proc_b);
+	assert_int_equal(describes, 2);
+}
+
+/* A gone before its first message is learned so ("?", start unknown); the sweep
+ * finds it gone, and a process given the pid later is learned as itself. */
+static void test_gone_before_noted(void **state)
+{
+	struct usm_procs *p = *state;
+	struct usm_proc out;
+
+	fake.start = 0;
+	assert_false(usm_procs_note(p, PID));
+	assert_true(usm_procs_get(p, PID, &out));
+	assert_string_equal(out.comm, "?");
+	assert_int_equal(describes, 0);
+	usm_procs_sweep(p, 100, GRACE);
+	fake = proc_b;
+	assert_true(usm_procs_note(p, PID));
+	assert_proc(p, &proc_b);
+}
+
 int main(void)
 {
+#define F(fn) cmocka_unit_test_setup_teardown(fn, fake_setup, fake_teardown)
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_exit_grace),
-		cmocka_unit_test(test_sweep_starts_grace),
+		cmocka_unit_test(test_exit_grace), cmocka_unit_test(test_sweep_starts_grace),
+		F(test_note_known_reads_nothing),  F(test_reuse_found_by_sweep),
+		F(test_reuse_after_exit_seen),	   F(test_reuse_while_learning),
+		F(test_gone_before_noted),
 	};
+#undef F
 
 	return cmocka_run_group_tests_name("usm_procs", tests, NULL, NULL);
 }

@@ -10,4 +10,9 @@
  * (gone). The name is the process's own choice: escape it on output. */
 void bpftel_proc_comm(__u32 pid, char *comm, size_t size);
 
+/* pid's start time, in clock ticks after boot (field 22 of /proc/<pid>/stat): with the
+ * pid, it names one process, whatever process has the pid later. 0 when it is gone or
+ * cannot be read. */
+__u64 bpftel_proc_start(__u32 pid);
+
 #endif /* BPFTEL_PROC_H */

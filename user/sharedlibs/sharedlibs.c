@@ -103,8 +103,9 @@ static struct bpftel_shlib_detection *detection_add(struct bpftel_sharedlibs *sl
 /*
  * An exec the kernel side reported (bpf/lib/shlib_exec.h): the registry looks into the
  * executable, and attaches to it if it is a Go program; one that is not is not
- * reported again (shlib_exe_skip). Not a detection: the table lists the libraries
- * processes opened, not every program started.
+ * reported again while its ctime is the one of the file the registry read
+ * (shlib_exe_skip): rewritten in place, it is reported and read again. Not a
+ * detection: the table lists the libraries processes opened, not every program started.
  */
 static int handle_exec(struct bpftel_sharedlibs *sl, const struct shlib_event *ev)
 {
@@ -117,24 +118,30 @@ static int handle_exec(struct bpftel_sharedlibs *sl, const struct shlib_event *e
 		.dirfd = ev->dirfd,
 		.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff),
 		.ino = ev->ino,
+		.ctime = {.tv_sec = ev->ctime_sec, .tv_nsec = ev->ctime_nsec},
 		.path = (char *)ev->path,
 	};
 	struct shlib_file_key key = {.ino = ev->ino, .dev = ev->dev};
+	struct shlib_exe_skip_val val = {};
 	struct bpftel_uprobes *registry;
+	struct timespec ctime;
 	int go, fd = -1;
-	__u8 one = 1;
 
 	pthread_mutex_lock(&sl->lock);
 	sl->execs++;
 	registry = sl->registry;
 	pthread_mutex_unlock(&sl->lock);
-	go = registry ? bpftel_uprobes__exec(registry, &d) : -ENOENT;
+	go = registry ? bpftel_uprobes__exec(registry, &d, &ctime) : -ENOENT;
 	if (go)
 		return 0;
+	/* The ctime of the file read, not the exec's: written since the exec, the file
+	 * the verdict is on is the newer one. */
+	val.ctime_sec = ctime.tv_sec;
+	val.ctime_nsec = (__u32)ctime.tv_nsec;
 	pthread_mutex_lock(&sl->lock);
 	if (sl->skel)
 		fd = bpf_map__fd(sl->skel->maps.shlib_exe_skip);
-	if (fd >= 0 && !bpf_map_update_elem(fd, &key, &one, BPF_ANY))
+	if (fd >= 0 && !bpf_map_update_elem(fd, &key, &val, BPF_ANY))
 		sl->execs_skipped++;
 	pthread_mutex_unlock(&sl->lock);
 	return 0;

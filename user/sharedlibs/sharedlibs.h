@@ -40,6 +40,7 @@ struct bpftel_shlib_detection {
 	int dirfd; /* a relative path starts there (AT_FDCWD: the cwd) */
 	dev_t dev; /* the file the open returned, as stat() reports it */
 	__u64 ino;
+	struct timespec ctime; /* execs: the file's change time at the exec; opens: 0 */
 	char comm[SHLIB_COMM_LEN];
 	char *path;	 /* as the process named it */
 	char *host_path; /* the same file as seen from the agent (via /proc/<pid>/root, cwd) */

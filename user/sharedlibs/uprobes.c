@@ -699,17 +699,44 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 	return (int)nidle;
 }
 
-/* With u->lock: what the scan found the executable (dev, ino) to be: 1 Go, 0 not,
- * -1 not looked into yet. */
-static int verdict_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
+static bool ctime_equal(const struct timespec *a, const struct timespec *b)
 {
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* With u->lock: what the executable (dev, ino) was found to be when its change time
+ * was ctime: 1 Go, 0 not, -1 not looked into at that ctime. */
+static int verdict_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino,
+			  const struct timespec *ctime)
+{
+	struct exe_verdict *v;
 	size_t i;
 
 	for (i = 0; i < EXE_VERDICTS; i++) {
-		if (u->verdicts[i].ino == ino && u->verdicts[i].dev == dev)
-			return u->verdicts[i].go;
+		v = &u->verdicts[i];
+		if (v->ino == ino && v->dev == dev)
+			return ctime_equal(&v->ctime, ctime) ? v->go : -1;
 	}
 	return -1;
+}
+
+/* With u->lock: (dev, ino) was found to be go when its change time was ctime. A file
+ * rewritten in place keeps its entry, now on what it holds. */
+static void verdict_set_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino,
+			       const struct timespec *ctime, bool go)
+{
+	struct exe_verdict *v = NULL;
+	size_t i;
+
+	for (i = 0; i < EXE_VERDICTS && !v; i++) {
+		if (u->verdicts[i].ino == ino && u->verdicts[i].dev == dev)
+			v = &u->verdicts[i];
+	}
+	if (!v) {
+		v = &u->verdicts[u->verdict_next];
+		u->verdict_next = (u->verdict_next + 1) % EXE_VERDICTS;
+	}
+	*v = (struct exe_verdict){.dev = dev, .ino = ino, .ctime = *ctime, .go = go};
 }
 
 /* An executable refused (err: the open's; msg: the inspection's, if it said why):
@@ -729,14 +756,33 @@ static void exe_refused(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	pthread_mutex_unlock(&u->lock);
 }
 
+/* With u->lock taken here: the verdict on t's file at ctime, or -1. */
+static int verdict_at(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
+		      const struct timespec *ctime)
+{
+	int v;
+
+	pthread_mutex_lock(&u->lock);
+	v = verdict_locked(u, t->dev, t->ino, ctime);
+	pthread_mutex_unlock(&u->lock);
+	return v;
+}
+
 /*
  * Is the executable t reaches a Go program: 1, 0, or a negative errno when it cannot
- * be read now (not remembered)? Read once per file: its ELF headers and .go.buildinfo
- * (goexe.h). A Go executable of a version or layout that cannot be probed is one too:
- * the registry lists it refused, with its reason.
+ * be read now (not remembered)? Read once per file and change time: its ELF headers
+ * and .go.buildinfo (goexe.h). A Go executable of a version or layout that cannot be
+ * probed is one too: the registry lists it refused, with its reason.
+ *
+ * want: the ctime the kernel saw at the exec, known without opening the file; NULL
+ * (the scan) when only an open tells. On 0 or 1, *seen is the ctime of the file the
+ * verdict is on. A file read is known by the ctime fstat() gave before the read: a
+ * write during or after the read moves the ctime past it, so the verdict is never
+ * taken for content it was not made on (a write within the same clock tick after the
+ * fstat could keep it: kernels before 6.13, without multigrain timestamps).
  */
 static int go_exe(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
-		  const char *named)
+		  const char *named, const struct timespec *want, struct timespec *seen)
 {
 	struct bpftel_go_exe exe;
 	enum bpftel_refusal why;
@@ -744,16 +790,22 @@ static int go_exe(struct bpftel_uprobes *u, const struct bpftel_procfile_target 
 	struct stat st;
 	int v, fd, ret;
 
-	pthread_mutex_lock(&u->lock);
-	v = verdict_locked(u, t->dev, t->ino);
-	pthread_mutex_unlock(&u->lock);
-	if (v >= 0)
+	v = want ? verdict_at(u, t, want) : -1;
+	if (v >= 0) {
+		*seen = *want;
 		return v;
+	}
 	fd = bpftel_procfile_open(t, &st, &why);
 	if (fd < 0) {
 		if (why < BPFTEL_REFUSED__COUNT)
 			exe_refused(u, t, named, why, fd, NULL);
 		return fd;
+	}
+	*seen = st.st_ctim;
+	v = verdict_at(u, t, seen);
+	if (v >= 0) {
+		close(fd);
+		return v;
 	}
 	ret = bpftel_go_inspect_fd(fd, named, &exe, NULL, 0, err, sizeof(err));
 	close(fd);
@@ -765,16 +817,13 @@ static int go_exe(struct bpftel_uprobes *u, const struct bpftel_procfile_target 
 		return ret; /* unreadable now: not known either way */
 	}
 	pthread_mutex_lock(&u->lock);
-	if (verdict_locked(u, t->dev, t->ino) < 0) {
-		u->verdicts[u->verdict_next] =
-			(struct exe_verdict){.dev = t->dev, .ino = t->ino, .go = ret != -ENOEXEC};
-		u->verdict_next = (u->verdict_next + 1) % EXE_VERDICTS;
-	}
+	verdict_set_locked(u, t->dev, t->ino, seen, ret != -ENOEXEC);
 	pthread_mutex_unlock(&u->lock);
 	return ret != -ENOEXEC;
 }
 
-int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d)
+int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d,
+			 struct timespec *ctime)
 {
 	struct bpftel_procfile_target t = {.pid = d->pid,
 					   .dirfd = BPFTEL_PROCFILE_EXE,
@@ -786,7 +835,7 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 	/* Through /proc/<pid>/exe: the file the kernel runs, whatever the path the
 	 * process gave leads to (a script's: its interpreter, which the exec's identity
 	 * names), with no directory of theirs walked. */
-	go = go_exe(u, &t, d->path);
+	go = go_exe(u, &t, d->path, &d->ctime, ctime);
 	/* Most programs are gone before their exec is read (a shell's `true`), and with
 	 * them their root. An absolute path that leads, in the agent's own root, to the
 	 * very file the kernel ran (procfile checks the identity) is that file: read it
@@ -794,7 +843,7 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 	if (go == -ENOENT && d->path[0] == '/') {
 		t.dirfd = d->dirfd;
 		t.pid = (__u32)getpid();
-		go = go_exe(u, &t, d->path);
+		go = go_exe(u, &t, d->path, &d->ctime, ctime);
 		t.pid = d->pid;
 	}
 	if (go <= 0)
@@ -816,6 +865,7 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 	unsigned int major, minor;
 	unsigned long long ino;
 	struct bpftel_procfile_target t;
+	struct timespec ctime;
 	int lib, hit = 0;
 	ssize_t n;
 	FILE *maps;
@@ -845,7 +895,7 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 						    .ino = ino};
 		if (lib < 0) {
 			exe[0] = '\0'; /* its first mapping is enough */
-			if (go_exe(u, &t, file) <= 0)
+			if (go_exe(u, &t, file, NULL, &ctime) <= 0)
 				continue;
 			lib = SHLIB_LIB_GO;
 		}

@@ -118,11 +118,14 @@ int bpftel_uprobes__process_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib
  * leads to the file opened, (d->dev, d->ino); else -ESTALE (counted as stale and as an
  * identity_changed refusal). Other refusals return their errno. */
 int bpftel_uprobes__detected(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d);
-/* The watcher saw d->pid exec d->path, the file (d->dev, d->ino): if it is a Go
- * executable, attach to it as to a library (lib SHLIB_LIB_GO). Returns 1 (Go: seen or
- * refused, like a library), 0 (not Go: the caller need not report this file again) or
- * a negative errno (not known now: the file could not be read). */
-int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d);
+/* The watcher saw d->pid exec d->path, the file (d->dev, d->ino) with change time
+ * d->ctime: if it is a Go executable, attach to it as to a library (lib SHLIB_LIB_GO).
+ * Returns 1 (Go: seen or refused, like a library), 0 (not Go: the caller need not
+ * report this file again while its ctime is *ctime) or a negative errno (not known
+ * now: the file could not be read). On 0 or 1, *ctime is the change time of the file
+ * the verdict is on: the one read, which a write after the exec may have moved. */
+int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d,
+			 struct timespec *ctime);
 /* For bpftel_sharedlibs__set_listener(): bpftel_uprobes__detected. */
 void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d);
 /* Detections whose path no longer led to the file opened: a rise means a /proc scan

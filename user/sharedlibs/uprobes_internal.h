@@ -127,15 +127,18 @@ struct refused_file {
 };
 
 /*
- * Executables the /proc scan looked into: Go or not, by the identity the kernel maps,
- * so that each is read once (its headers and .go.buildinfo), not once per process or
- * per scan. The oldest entry makes room for a new one.
+ * Executables the /proc scan and the execs looked into: Go or not, by the identity the
+ * kernel maps and the change time of the file read, so that each is read once (its
+ * headers and .go.buildinfo), not once per process or per scan, and read again once
+ * rewritten in place (same inode, new ctime). One entry per file; the oldest entry
+ * makes room for a new file.
  */
 #define EXE_VERDICTS 1024
 
 struct exe_verdict {
 	dev_t dev;
 	__u64 ino; /* 0: a free entry */
+	struct timespec ctime; /* the file's when it was read */
 	bool go;
 };
 

@@ -11,6 +11,10 @@
  * shlib_test_sock plays the exit of a connect or accept that left fd connected: the
  * same inline code as the sys_exit_connect/accept/accept4 programs, on the test's own
  * fd table and sockets.
+ *
+ * shlib_test_exec plays a sched_process_exec of the test's own executable (the task's
+ * mm->exe_file), the path given to exec in its context, which the kernel copied: a
+ * kernel pointer, as the tracepoint's.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -22,6 +26,7 @@
 #include "telemetry/telemetry.bpf.h"
 #include "lib/shlib_probe.h"
 #include "lib/shlib_sockets.h"
+#include "lib/shlib_exec.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -73,4 +78,17 @@ int shlib_test_sock(struct shlib_test_sock *ctx)
 	__u32 __tlm_prog = 0;
 
 	return shlib_on_sock(TLM_ARG, ctx->fd);
+}
+
+struct shlib_test_exec {
+	__u64 pid_tgid;
+	char filename[64];
+};
+
+SEC("syscall")
+int shlib_test_exec(struct shlib_test_exec *ctx)
+{
+	__u32 __tlm_prog = 0;
+
+	return shlib_on_exec(TLM_ARG, bpf_get_current_task_btf(), ctx->filename, ctx->pid_tgid);
 }

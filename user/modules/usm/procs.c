@@ -15,9 +15,26 @@ struct usm_procs {
 	size_t n;
 	struct usm_proc *procs; /* USM_PROCS_MAX */
 	uint64_t dropped;
+	struct usm_procs_hooks hooks;
 };
 
-struct usm_procs *usm_procs_new(void)
+static uint64_t proc_start(uint32_t pid)
+{
+	return bpftel_proc_start(pid);
+}
+
+static void proc_describe(uint32_t pid, struct usm_proc *out)
+{
+	bpftel_proc_comm(pid, out->comm, sizeof(out->comm));
+	bpftel_cgroup_of(pid, &out->cgroup);
+}
+
+static bool proc_runs(uint32_t pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+struct usm_procs *usm_procs_new_hooks(const struct usm_procs_hooks *hooks)
 {
 	struct usm_procs *p = calloc(1, sizeof(*p));
 
@@ -29,7 +46,19 @@ struct usm_procs *usm_procs_new(void)
 		return NULL;
 	}
 	pthread_mutex_init(&p->lock, NULL);
+	p->hooks = *hooks;
 	return p;
+}
+
+struct usm_procs *usm_procs_new(void)
+{
+	static const struct usm_procs_hooks proc = {
+		.start = proc_start,
+		.describe = proc_describe,
+		.runs = proc_runs,
+	};
+
+	return usm_procs_new_hooks(&proc);
 }
 
 void usm_procs_free(struct usm_procs *p)
@@ -52,26 +81,60 @@ static struct usm_proc *find(struct usm_procs *p, uint32_t pid)
 	return NULL;
 }
 
-void usm_procs_note(struct usm_procs *p, uint32_t pid)
+/*
+ * What pid is now, outside the lock. The name and cgroup are read between two reads
+ * of the start time: equal, they are that process's, not of one that exited and gave
+ * its pid to another meanwhile (else read again, a bounded number of times). A gone
+ * process is not read: its name is "?".
+ */
+static void learn(struct usm_procs *p, uint32_t pid, struct usm_proc *e)
 {
-	struct usm_proc e = {.pid = pid};
-	bool known;
+	uint64_t again;
+	int tries = 0;
 
+	do {
+		memset(e, 0, sizeof(*e));
+		e->pid = pid;
+		snprintf(e->comm, sizeof(e->comm), "?");
+		e->start = p->hooks.start(pid);
+		if (!e->start)
+			return;
+		p->hooks.describe(pid, e);
+		again = p->hooks.start(pid);
+	} while (again != e->start && ++tries < 3);
+	if (again != e->start)
+		e->start = 0; /* cannot tell whose: learned again at its next message */
+}
+
+bool usm_procs_note(struct usm_procs *p, uint32_t pid)
+{
+	struct usm_proc e, *was;
+	bool known, reused = false;
+
+	if (!pid)
+		return false;
 	pthread_mutex_lock(&p->lock);
-	known = find(p, pid) != NULL;
+	was = find(p, pid);
+	known = was && !was->gone_ns;
 	pthread_mutex_unlock(&p->lock);
-	if (known || !pid)
-		return;
-	bpftel_proc_comm(pid, e.comm, sizeof(e.comm));
-	bpftel_cgroup_of(pid, &e.cgroup);
+	if (known)
+		return false;
+	/* New, or its process gone: a late message of that process (then the pid runs
+	 * nothing, or not yet another) or the first of a new process given the pid. */
+	learn(p, pid, &e);
 	pthread_mutex_lock(&p->lock);
-	if (!find(p, pid)) {
+	was = find(p, pid);
+	if (!was) {
 		if (p->n < USM_PROCS_MAX)
 			p->procs[p->n++] = e;
 		else
 			p->dropped++;
+	} else if (was->gone_ns && e.start && e.start != was->start) {
+		*was = e;
+		reused = true;
 	}
 	pthread_mutex_unlock(&p->lock);
+	return reused;
 }
 
 bool usm_procs_get(struct usm_procs *p, uint32_t pid, struct usm_proc *out)
@@ -86,21 +149,16 @@ bool usm_procs_get(struct usm_procs *p, uint32_t pid, struct usm_proc *out)
 	return e != NULL;
 }
 
-static bool runs(uint32_t pid)
-{
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
-}
-
 bool usm_procs_shown(struct usm_procs *p, uint32_t pid, uint64_t now_ns, uint64_t grace_ns)
 {
-	bool running = runs(pid), shown = running;
+	bool running = p->hooks.runs(pid), shown = running;
 	struct usm_proc *e;
 
 	pthread_mutex_lock(&p->lock);
 	e = find(p, pid);
-	if (e && running) {
-		e->gone_ns = 0; /* a new process with the pid: not yet swept */
-	} else if (e) {
+	/* Found gone once, gone for good: a process with the pid now is another one,
+	 * which its first message will note. */
+	if (e && (!running || e->gone_ns)) {
 		if (!e->gone_ns)
 			e->gone_ns = now_ns;
 		shown = now_ns - e->gone_ns < grace_ns;
@@ -109,22 +167,59 @@ bool usm_procs_shown(struct usm_procs *p, uint32_t pid, uint64_t now_ns, uint64_
 	return shown;
 }
 
-void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns)
+/* A running entry as the sweep read it: pid, the start time the entry has, and the
+ * one the pid has now. */
+struct proc_look {
+	uint32_t pid;
+	uint64_t start, now;
+};
+
+/* The running entries, copied under the lock; count, or 0 (none, or no memory: the
+ * next sweep looks). */
+static size_t running_entries(struct usm_procs *p, struct proc_look **out)
 {
-	size_t i;
+	struct proc_look *look;
+	size_t i, n = 0;
 
 	pthread_mutex_lock(&p->lock);
-	for (i = 0; i < p->n;) {
-		struct usm_proc *e = &p->procs[i];
+	look = p->n ? malloc(p->n * sizeof(*look)) : NULL;
+	for (i = 0; look && i < p->n; i++) {
+		if (!p->procs[i].gone_ns)
+			look[n++] = (struct proc_look){p->procs[i].pid, p->procs[i].start, 0};
+	}
+	pthread_mutex_unlock(&p->lock);
+	*out = look;
+	return n;
+}
 
-		if (!e->gone_ns && !runs(e->pid))
+void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns)
+{
+	struct proc_look *look;
+	struct usm_proc *e;
+	size_t n, i;
+
+	/* Start times read without the lock: /proc of other processes. */
+	n = running_entries(p, &look);
+	for (i = 0; i < n; i++)
+		look[i].now = p->hooks.start(look[i].pid);
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < n; i++) {
+		e = find(p, look[i].pid);
+		/* Gone, or its pid another process's (an entry of unknown start was
+		 * learned gone); unless noted anew meanwhile. */
+		if (e && !e->gone_ns && e->start == look[i].start &&
+		    (!look[i].now || look[i].now != e->start))
 			e->gone_ns = now_ns;
+	}
+	for (i = 0; i < p->n;) {
+		e = &p->procs[i];
 		if (e->gone_ns && now_ns - e->gone_ns >= grace_ns)
 			*e = p->procs[--p->n];
 		else
 			i++;
 	}
 	pthread_mutex_unlock(&p->lock);
+	free(look);
 }
 
 uint64_t usm_procs_dropped(struct usm_procs *p)

@@ -5,6 +5,11 @@
  * or receives an HTTP message, outside every lock; forgotten a grace period after it
  * exits (its rows fold into "(exited)" then, not before). Bounded:
  * beyond USM_PROCS_MAX processes, new ones are shown without (counted).
+ *
+ * A pid names a process only with its start time: once the process of an entry is
+ * gone (its pid not running, or running with another start time, as the sweep reads
+ * it), a message under the pid is another process's, which is learned at that message
+ * and shown as itself, not as the one before.
  */
 #ifndef BPFTEL_USM_PROCS_H
 #define BPFTEL_USM_PROCS_H
@@ -21,25 +26,45 @@ struct usm_proc {
 	uint32_t pid;
 	char comm[16];
 	struct bpftel_cgroup_info cgroup;
+	uint64_t start;	  /* its start time (bpftel_proc_start()), 0: unknown (gone first) */
 	uint64_t gone_ns; /* when it was first seen gone (the caller's clock), or 0 */
+};
+
+/* What the table reads of processes: /proc (usm_procs_new), or a test's own. */
+struct usm_procs_hooks {
+	/* pid's start time, 0 when it is gone. */
+	uint64_t (*start)(uint32_t pid);
+	/* pid's name and cgroup into out->comm and out->cgroup. */
+	void (*describe)(uint32_t pid, struct usm_proc *out);
+	/* Does pid run? No /proc read: called under the endpoint table's lock. */
+	bool (*runs)(uint32_t pid);
 };
 
 struct usm_procs;
 
 struct usm_procs *usm_procs_new(void);
+struct usm_procs *usm_procs_new_hooks(const struct usm_procs_hooks *hooks);
 void usm_procs_free(struct usm_procs *p);
-/* Learn pid if new (reads /proc without holding the table's lock). */
-void usm_procs_note(struct usm_procs *p, uint32_t pid);
+/*
+ * Learn pid if new, or if its entry's process is gone: the pid may be another
+ * process's now (reads /proc without holding the table's lock, and only then: a
+ * running process known costs a lookup). True when the entry was a gone process's
+ * and is now the new one's: what was recorded under the pid before is the old one's.
+ */
+bool usm_procs_note(struct usm_procs *p, uint32_t pid);
 /* A copy of pid's entry: true if known. */
 bool usm_procs_get(struct usm_procs *p, uint32_t pid, struct usm_proc *out);
 /*
  * Is pid still to be shown as itself at now_ns? While it runs; and once gone, for
  * grace_ns after the first call that found it gone, so that a short-lived client (a
  * curl) can still be read under its pid and name a moment after it exited. A pid the
- * table does not know is shown as itself only while it runs.
+ * table does not know is shown as itself only while it runs. A process found gone
+ * stays gone when its pid runs again: that is another process, shown once noted.
  */
 bool usm_procs_shown(struct usm_procs *p, uint32_t pid, uint64_t now_ns, uint64_t grace_ns);
-/* Forget the processes gone for grace_ns or more at now_ns. */
+/* Find the processes that exited since the last sweep, by their start times (read
+ * outside the lock: a pid that runs may be another process's); forget those gone for
+ * grace_ns or more at now_ns. */
 void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns);
 /* Processes not recorded because the table was full. */
 uint64_t usm_procs_dropped(struct usm_procs *p);

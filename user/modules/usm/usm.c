@@ -137,6 +137,23 @@ static void count(struct bpftel_usm *u, __u64 *counter)
 	pthread_mutex_unlock(&u->lock);
 }
 
+static bool other_pid(uint32_t pid, void *ctx)
+{
+	return pid != *(const uint32_t *)ctx;
+}
+
+/*
+ * The process of a message, learned if new. Rows are keyed by pid: when the pid was a
+ * process that is gone and is now another's, what is under it (rows, pending
+ * requests) is the old process's, folded into "(exited)" before the new one's first
+ * message counts, so that the two are not added together under the new one's name.
+ */
+static void note_proc(struct bpftel_usm *u, uint32_t pid)
+{
+	if (usm_procs_note(u->procs, pid))
+		usm_endpoints_sweep(u->endpoints, other_pid, &pid);
+}
+
 /* A message into the endpoint table; a response that pairs there is counted in its
  * /metrics series too, at once: a series only grows (series.h). */
 static void record(struct bpftel_usm *u, const struct usm_conn_key *key, enum usm_proto proto,
@@ -194,7 +211,7 @@ static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
 	} else {
 		count(u, &u->tls_no_conn);
 	}
-	usm_procs_note(u->procs, ev->pid);
+	note_proc(u, ev->pid);
 	record(u, &key, USM_PROTO_HTTPS, ev->ktime_ns, msg,
 			      known ? &conn : NULL);
 }
@@ -224,7 +241,7 @@ static void h2_message(const struct usm_h2_message *m, void *ctx)
 	}
 	if (!known)
 		count(u, &u->tls_no_conn);
-	usm_procs_note(u->procs, m->key.pid);
+	note_proc(u, m->key.pid);
 	record(u, &m->key, USM_PROTO_HTTPS, m->t_ns, &m->msg,
 			      known ? &conn : NULL);
 }
@@ -301,7 +318,7 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		}
 		key.pid = owner.pid;
 		key.side = side;
-		usm_procs_note(u->procs, owner.pid);
+		note_proc(u, owner.pid);
 		if (have_req)
 			record(u, &key, USM_PROTO_HTTP, req_ns, &req,
 					      &req_conn);
