@@ -327,6 +327,28 @@ static void test_pending_bounded_oldest_evicted(void **state)
 	usm_endpoints_free(e);
 }
 
+/* A request on a connection that already had one waiting (its response never came)
+ * waits from then on: the next eviction takes the request waiting longest, not it. */
+static void test_pending_evicts_longest_waiting(void **state)
+{
+	struct usm_endpoints *e =
+		usm_endpoints_new(&(struct usm_endpoints_limits){.max_pending = 4});
+	uint64_t c;
+
+	(void)state;
+	for (c = 1; c <= 4; c++)
+		request(e, tls(10, c), "GET /x HTTP/1.1\r\n", c * 100);
+	request(e, tls(10, 1), "GET /y HTTP/1.1\r\n", 500); /* 1's first: unanswered */
+	request(e, tls(10, 5), "GET /x HTTP/1.1\r\n", 600); /* evicts 2 */
+	request(e, tls(10, 6), "GET /x HTTP/1.1\r\n", 700); /* evicts 3 */
+	response(e, tls(10, 1), 200, 1000);
+	response(e, tls(10, 2), 200, 1000); /* evicted: orphan */
+	response(e, tls(10, 4), 200, 1000);
+	assert_stats(e, STATS(.requests = 7, .responses = 3, .paired = 2, .unanswered = 1,
+			      .orphan_responses = 1, .evicted = 2, .pending = 2, .rows = 2));
+	usm_endpoints_free(e);
+}
+
 /* One connection seen from both ends: by the client and the server process, or both
  * by the unattributed packet path (pid 0): the side keeps the exchanges apart. */
 static void test_sides_pair_apart(void **state)
@@ -941,6 +963,7 @@ int main(void)
 		cmocka_unit_test(test_interim_responses),
 		cmocka_unit_test(test_interim_keeps_held_request),
 		cmocka_unit_test(test_pending_bounded_oldest_evicted),
+		cmocka_unit_test(test_pending_evicts_longest_waiting),
 		cmocka_unit_test(test_sides_pair_apart),
 		cmocka_unit_test(test_streams_apart),
 		cmocka_unit_test(test_proc_cap_overflow_row),

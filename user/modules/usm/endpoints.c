@@ -65,6 +65,7 @@ struct pending {
 	char method[USM_METHOD_MAX];
 	char path[USM_PATH_MAX];
 	struct usm_conn_addr conn;
+	uint32_t older, newer; /* in the age list: pool index + 1, 0 at its ends */
 };
 
 /*
@@ -90,6 +91,12 @@ struct usm_endpoints {
 	struct pending *pool;		 /* max_pending */
 	uint32_t *free_idx;		 /* pool entries not in use, the last freed on top */
 	size_t nfree;
+	/* The entries in use from the longest waiting (pool index + 1; 0: none): a
+	 * request goes to the newest end when it starts waiting, so that the one evicted
+	 * for room is found at once. A scan of every slot for the oldest cost ~8192 probes
+	 * under the lock per request while the table was full: a flood of requests that
+	 * are never answered (any local user can make one) turned each into ~10 us. */
+	uint32_t oldest, newest;
 	struct row *rows; /* creation order */
 	size_t nrows, cap, proc_reserve;
 	size_t kinds[ROW__KINDS]; /* rows of each kind */
@@ -152,6 +159,33 @@ static struct slot *slot_of(struct usm_endpoints *e, const struct usm_conn_key *
 	return NULL; /* cannot happen: at most half the slots are used */
 }
 
+static void age_append(struct usm_endpoints *e, uint32_t idx)
+{
+	struct pending *p = &e->pool[idx - 1];
+
+	p->older = e->newest;
+	p->newer = 0;
+	if (e->newest)
+		e->pool[e->newest - 1].newer = idx;
+	else
+		e->oldest = idx;
+	e->newest = idx;
+}
+
+static void age_unlink(struct usm_endpoints *e, uint32_t idx)
+{
+	struct pending *p = &e->pool[idx - 1];
+
+	if (p->older)
+		e->pool[p->older - 1].newer = p->newer;
+	else
+		e->oldest = p->newer;
+	if (p->newer)
+		e->pool[p->newer - 1].older = p->older;
+	else
+		e->newest = p->older;
+}
+
 /* An entry for the empty slot s: the pool's entry freed last. */
 static struct pending *slot_fill(struct usm_endpoints *e, struct slot *s, uint32_t hash,
 				 const struct usm_conn_key *key)
@@ -162,6 +196,7 @@ static struct pending *slot_fill(struct usm_endpoints *e, struct slot *s, uint32
 	s->idx = e->free_idx[--e->nfree] + 1;
 	p = entry_of(e, s);
 	p->key = *key;
+	age_append(e, s->idx);
 	e->npending++;
 	return p;
 }
@@ -172,6 +207,7 @@ static void slot_remove(struct usm_endpoints *e, struct slot *s)
 {
 	size_t i = s - e->slots, j = i, home;
 
+	age_unlink(e, s->idx);
 	e->free_idx[e->nfree++] = s->idx - 1;
 	s->idx = 0;
 	e->npending--;
@@ -189,20 +225,16 @@ static void slot_remove(struct usm_endpoints *e, struct slot *s)
 	}
 }
 
+/* The request waiting longest (since it came, in the order requests came) goes. */
 static void evict_oldest(struct usm_endpoints *e)
 {
-	struct slot *oldest = NULL;
-	size_t i;
+	struct pending *p;
 
-	for (i = 0; i < e->nslots; i++) {
-		if (e->slots[i].idx &&
-		    (!oldest || entry_of(e, &e->slots[i])->t_ns < entry_of(e, oldest)->t_ns))
-			oldest = &e->slots[i];
-	}
-	if (oldest) {
-		slot_remove(e, oldest);
-		e->st.evicted++;
-	}
+	if (!e->oldest)
+		return;
+	p = &e->pool[e->oldest - 1];
+	slot_remove(e, slot_of(e, &p->key, key_hash(&p->key)));
+	e->st.evicted++;
 }
 
 /* ---- rows and their index ---- */
@@ -405,6 +437,8 @@ static void on_request(struct usm_endpoints *e, const struct usm_conn_key *key, 
 	if (s && s->idx) {
 		e->st.unanswered++;
 		p = entry_of(e, s);
+		age_unlink(e, s->idx); /* waiting from now */
+		age_append(e, s->idx);
 	} else {
 		if (e->npending == e->lim.max_pending) {
 			evict_oldest(e);
