@@ -297,6 +297,73 @@ static void test_sweep_pid_reused(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* Keys of tgid in the map named name. */
+static int keys_of(struct bpftel_gpu *g, const char *name, __u32 tgid)
+{
+	int fd = bpftel_gpu__map_fd(g, name), n = 0;
+	char key[16], next[16], *prev = NULL;
+	__u32 t;
+
+	assert_true(fd >= 0);
+	while (!bpf_map_get_next_key(fd, prev, next)) {
+		memcpy(&t, next, sizeof(t));
+		n += t == tgid;
+		memcpy(key, next, sizeof(key));
+		prev = key;
+	}
+	return n;
+}
+
+static void put(struct bpftel_gpu *g, const char *name, const void *key)
+{
+	static char zero[512]; /* a value of any of the maps */
+
+	assert_int_equal(bpf_map_update_elem(bpftel_gpu__map_fd(g, name), key, zero, BPF_NOEXIST), 0);
+}
+
+/* Several processes gone at once: one sweep drops all of them and every key they had
+ * in the module's maps (one walk of each map for all), and nothing of a live one. */
+static void test_sweep_many_dead(void **state)
+{
+	static const char *maps[] = {"gpu_allocs", "gpu_errors", "gpu_kernels"};
+	static const __u32 pids[] = {4000001, 4000002, 4000003, 4000010}; /* the last lives */
+	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
+	struct fixture *f = *state;
+	struct gpu_kernel_key kk;
+	struct gpu_alloc_key ak;
+	struct gpu_err_key ek;
+	size_t i, m;
+	int k;
+
+	assert_non_null(mkdtemp(dir));
+	fake_proc(dir, pids[3], 1000); /* the others have no /proc entry: gone */
+	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	for (i = 0; i < 4; i++) {
+		put(f->gpu, "gpu_procs", &pids[i]);
+		for (k = 0; k < 3; k++) {
+			ak = (struct gpu_alloc_key){.tgid = pids[i], .ptr = 0x1000 + (__u64)k};
+			ek = (struct gpu_err_key){.tgid = pids[i], .func = (__u16)k};
+			kk = (struct gpu_kernel_key){.tgid = pids[i], .func = 0x2000 + (__u64)k};
+			put(f->gpu, "gpu_allocs", &ak);
+			put(f->gpu, "gpu_errors", &ek);
+			put(f->gpu, "gpu_kernels", &kk);
+		}
+	}
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 3);
+	for (m = 0; m < sizeof(maps) / sizeof(maps[0]); m++) {
+		for (i = 0; i < 3; i++)
+			assert_int_equal(keys_of(f->gpu, maps[m], pids[i]), 0);
+		assert_int_equal(keys_of(f->gpu, maps[m], pids[3]), 3);
+	}
+	assert_int_equal(keys_of(f->gpu, "gpu_procs", pids[3]), 1);
+	assert_int_equal(keys_of(f->gpu, "gpu_procs", pids[1]), 0);
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 0);
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -304,6 +371,7 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shed_and_unshed_one_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_pid_reused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
 	};
 
 	if (argc != 3) {
