@@ -270,11 +270,77 @@ static void test_gone_before_noted(void **state)
 	assert_proc(p, &proc_b);
 }
 
+/* ---- a full table: many fake processes, by pid ---- */
+
+static bool many_odd_gone;
+
+static uint64_t many_start(uint32_t pid)
+{
+	return many_odd_gone && (pid & 1) ? 0 : 10ull * pid;
+}
+
+static void many_describe(uint32_t pid, struct usm_proc *out)
+{
+	snprintf(out->comm, sizeof(out->comm), "p%u", pid);
+}
+
+static bool many_runs(uint32_t pid)
+{
+	return many_start(pid) != 0;
+}
+
+/* Pids noted in no order fill the table (sorted by pid: a message's lookup is a binary
+ * search); one more is counted as dropped; each is found with its own name, before and
+ * after a sweep forgets the odd ones, and the table takes new pids again after it. */
+static void test_many_processes(void **state)
+{
+	static const struct usm_procs_hooks hooks = {
+		.start = many_start, .describe = many_describe, .runs = many_runs};
+	struct usm_procs *p = usm_procs_new_hooks(&hooks);
+	struct usm_proc out;
+	char want[16];
+	uint32_t i, pid, dropped;
+
+	(void)state;
+	assert_non_null(p);
+	many_odd_gone = false;
+	/* 2311 and 4097 share no factor: every pid 1..4097 once; the last one dropped */
+	for (i = 0; i < USM_PROCS_MAX + 1; i++)
+		usm_procs_note(p, (i * 2311u) % (USM_PROCS_MAX + 1) + 1);
+	dropped = (USM_PROCS_MAX * 2311u) % (USM_PROCS_MAX + 1) + 1;
+	assert_false(usm_procs_get(p, dropped, &out));
+	assert_int_equal(usm_procs_dropped(p), 1);
+	for (pid = 1, i = 0; pid <= USM_PROCS_MAX + 1; pid++) {
+		if (!usm_procs_get(p, pid, &out))
+			continue; /* the one dropped */
+		snprintf(want, sizeof(want), "p%u", pid);
+		assert_string_equal(out.comm, want);
+		i++;
+	}
+	assert_int_equal(i, USM_PROCS_MAX);
+	many_odd_gone = true;
+	usm_procs_sweep(p, 1000, GRACE);
+	usm_procs_sweep(p, 1000 + GRACE, GRACE);
+	for (pid = 1; pid <= USM_PROCS_MAX + 1; pid++) {
+		assert_int_equal(usm_procs_get(p, pid, &out), !(pid & 1) && pid != dropped);
+		if (!(pid & 1) && pid != dropped) {
+			snprintf(want, sizeof(want), "p%u", pid);
+			assert_string_equal(out.comm, want);
+		}
+	}
+	usm_procs_note(p, 100000);
+	assert_true(usm_procs_get(p, 100000, &out));
+	assert_string_equal(out.comm, "p100000");
+	assert_int_equal(usm_procs_dropped(p), 1);
+	usm_procs_free(p);
+}
+
 int main(void)
 {
 #define F(fn) cmocka_unit_test_setup_teardown(fn, fake_setup, fake_teardown)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exit_grace), cmocka_unit_test(test_sweep_starts_grace),
+		cmocka_unit_test(test_many_processes),
 		F(test_note_known_reads_nothing),  F(test_reuse_found_by_sweep),
 		F(test_reuse_after_exit_seen),	   F(test_reuse_while_learning),
 		F(test_gone_before_noted),

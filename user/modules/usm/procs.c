@@ -13,7 +13,7 @@
 struct usm_procs {
 	pthread_mutex_t lock;
 	size_t n;
-	struct usm_proc *procs; /* USM_PROCS_MAX */
+	struct usm_proc *procs; /* USM_PROCS_MAX, sorted by pid */
 	uint64_t dropped;
 	struct usm_procs_hooks hooks;
 };
@@ -70,15 +70,41 @@ void usm_procs_free(struct usm_procs *p)
 	free(p);
 }
 
+/* Where pid is, or would go: the table is sorted by pid, so that a message (every one
+ * looks its process up) costs a binary search, not a scan of up to USM_PROCS_MAX
+ * entries, which any local user could fill with short-lived processes. */
+static size_t slot(const struct usm_procs *p, uint32_t pid)
+{
+	size_t lo = 0, hi = p->n, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (p->procs[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static struct usm_proc *find(struct usm_procs *p, uint32_t pid)
 {
-	size_t i;
+	size_t i = slot(p, pid);
 
-	for (i = 0; i < p->n; i++) {
-		if (p->procs[i].pid == pid)
-			return &p->procs[i];
-	}
-	return NULL;
+	return i < p->n && p->procs[i].pid == pid ? &p->procs[i] : NULL;
+}
+
+/* Insert e (its pid not in the table); false when the table is full. */
+static bool insert(struct usm_procs *p, const struct usm_proc *e)
+{
+	size_t i = slot(p, e->pid);
+
+	if (p->n == USM_PROCS_MAX)
+		return false;
+	memmove(&p->procs[i + 1], &p->procs[i], (p->n - i) * sizeof(*p->procs));
+	p->procs[i] = *e;
+	p->n++;
+	return true;
 }
 
 /*
@@ -125,9 +151,7 @@ bool usm_procs_note(struct usm_procs *p, uint32_t pid)
 	pthread_mutex_lock(&p->lock);
 	was = find(p, pid);
 	if (!was) {
-		if (p->n < USM_PROCS_MAX)
-			p->procs[p->n++] = e;
-		else
+		if (!insert(p, &e))
 			p->dropped++;
 	} else if (was->gone_ns && e.start && e.start != was->start) {
 		*was = e;
@@ -194,9 +218,9 @@ static size_t running_entries(struct usm_procs *p, struct proc_look **out)
 
 void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns)
 {
+	size_t n, i, kept;
 	struct proc_look *look;
 	struct usm_proc *e;
-	size_t n, i;
 
 	/* Start times read without the lock: /proc of other processes. */
 	n = running_entries(p, &look);
@@ -211,13 +235,12 @@ void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns)
 		    (!look[i].now || look[i].now != e->start))
 			e->gone_ns = now_ns;
 	}
-	for (i = 0; i < p->n;) {
+	for (i = 0, kept = 0; i < p->n; i++) { /* in order: the table stays sorted */
 		e = &p->procs[i];
-		if (e->gone_ns && now_ns - e->gone_ns >= grace_ns)
-			*e = p->procs[--p->n];
-		else
-			i++;
+		if (!e->gone_ns || now_ns - e->gone_ns < grace_ns)
+			p->procs[kept++] = *e;
 	}
+	p->n = kept;
 	pthread_mutex_unlock(&p->lock);
 	free(look);
 }
