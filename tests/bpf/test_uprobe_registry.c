@@ -3,8 +3,9 @@
  * Shared-libraries watcher + uprobe registry against the real system: real python3
  * processes loading the real libssl (after the watcher started, and before), a dlopen
  * of the real libcudart, a process in its own mount namespace loading a copy of libssl
- * only it can see, and a non-ELF file named like a library. A test module asks for a
- * uprobe on SSL_write of every libssl; links are counted in the kernel.
+ * only it can see, a non-ELF file named like a library, and a library written over in
+ * place while probed. A test module asks for a uprobe on SSL_write of every libssl;
+ * links are counted in the kernel.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 
 #include "harness.h"
 #include "test_module.h"
+#include "user/manager/elfsym.h"
 #include "user/sharedlibs/uprobes.h"
 
 #define PYTHON "/usr/bin/python3"
@@ -512,6 +514,140 @@ static void test_refused_file_cached(void **state)
 	rmdir(dir);
 }
 
+/* Copy from over to (created, or written in place: same inode). */
+static void write_over(const char *from, const char *to)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY | O_CLOEXEC);
+	int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	ssize_t n;
+
+	assert_true(in >= 0 && out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, n), n);
+	assert_int_equal(n, 0);
+	close(in);
+	close(out);
+}
+
+/* SSL_write's file offset in path, and its first 4 bytes in code. */
+static long ssl_write_at(const char *path, unsigned char code[4])
+{
+	char err[128];
+	long off = bpftel_elf_sym_offset(path, "SSL_write", err, sizeof(err));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	assert_true(off > 0 && fd >= 0);
+	assert_int_equal(pread(fd, code, 4, off), 4);
+	close(fd);
+	return off;
+}
+
+/* python3 maps the library at path, and once the file go exists prints SSL_write(20)
+ * (60 s at most). Read its output with finish_ssl_write. */
+static FILE *start_ssl_write(const char *path, const char *go)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd),
+		 PYTHON " -c 'import ctypes, os, time; l = ctypes.CDLL(\"%s\")\n"
+			"for _ in range(6000):\n"
+			"    if os.path.exists(\"%s\"): break\n"
+			"    time.sleep(0.01)\n"
+			"print(l.SSL_write(20))' 2>&1",
+		 path, go);
+	return popen(cmd, "re");
+}
+
+/* Its first line of output, and its exit status. */
+static int finish_ssl_write(FILE *p, char *out, size_t len)
+{
+	if (!fgets(out, (int)len, p))
+		out[0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	return pclose(p);
+}
+
+/*
+ * A probed library written over in place (`cp new lib.so`: same inode) by a build whose
+ * SSL_write starts with another instruction at the same offset. The kernel keeps the
+ * instruction it copied at attach, keyed by inode and offset: with the links still in
+ * place, a process that maps the file later runs the old one (21, or a crash, instead of
+ * 42). The registry sees the write and releases the file's links at once, long before
+ * its grace (10 minutes here) would.
+ */
+static void test_written_in_place_released(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals ref;
+	struct bpftel_uprobe_file_info row;
+	unsigned char v1[4], v2[4];
+	char dir[64], path[96], go[96], script[320], out[128] = "";
+	unsigned int links_before;
+	int i, status;
+	pid_t child;
+	FILE *p;
+
+	if (access(PYTHON, X_OK))
+		skip();
+	assert_int_equal(ssl_write_at(OVERWRITE_V1, v1), ssl_write_at(OVERWRITE_V2, v2));
+	assert_memory_not_equal(v1, v2, 4);
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-written-%d", getpid());
+	snprintf(path, sizeof(path), "%s/libssl.so.3", dir);
+	snprintf(go, sizeof(go), "%s/go", dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	write_over(OVERWRITE_V1, path);
+	bpftel_uprobes__set_grace_ms(f->up, 600000);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	links_before = links_now();
+
+	/* A process maps build 1 and exits: the file stays attached, idle. */
+	snprintf(script, sizeof(script),
+		 "exec " PYTHON " -c 'import ctypes, time; ctypes.CDLL(\"%s\"); time.sleep(30)'",
+		 path);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
+	assert_int_equal(row.failed, 0);
+	stop_child(child);
+	bpftel_uprobes__sweep(f->up);
+	assert_true(row_now(f, SHLIB_LIB_SSL, path, &row, 2));
+	assert_string_equal(row.state, "idle");
+	assert_true(links_now() > links_before);
+
+	write_over(OVERWRITE_V2, path);
+	/* Gone from the table once the reaper destroyed its last link (release_account). */
+	for (i = 0; i < 3000 && row_now(f, SHLIB_LIB_SSL, path, &row, 0); i++)
+		usleep(10000);
+	if (row_now(f, SHLIB_LIB_SSL, path, &row, 0)) {
+		/* What that costs: a process mapping it now runs build 1's instruction. */
+		close(open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+		p = start_ssl_write(path, go);
+		status = p ? finish_ssl_write(p, out, sizeof(out)) : -1;
+		unlink(go);
+		fail_msg("still %s with %zu links 30 s after it was written in place; a process "
+			 "mapping it now prints \"%s\" (42 expected), exit status 0x%x",
+			 row.state, row.links, out, status);
+	}
+	assert_int_equal(links_now(), links_before);
+	bpftel_uprobes__refusals(f->up, &ref);
+	assert_int_equal(ref.released_modified, 1);
+
+	/* A new process maps it: attached again, from what the file holds now; its call
+	 * goes through the new probe and runs build 2's instruction. */
+	p = start_ssl_write(path, go);
+	assert_non_null(p);
+	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
+	close(open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+	status = finish_ssl_write(p, out, sizeof(out));
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_string_equal(out, "42");
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	unlink(go);
+	unlink(path);
+	rmdir(dir);
+}
+
 static void test_name_matcher_agrees(void **state)
 {
 	(void)state;
@@ -545,6 +681,7 @@ int main(void)
 		T(test_non_elf_library_recorded_once),
 		T(test_refused_file_cached),
 		T(test_refused_rows_give_way),
+		T(test_written_in_place_released),
 #undef T
 		cmocka_unit_test(test_name_matcher_agrees),
 	};

@@ -364,6 +364,9 @@ typedef void (*bpftel_release_done_fn)(void *ctx);
  * at once.
  */
 void bpftel_release(struct bpf_link *link, int fd, bpftel_release_done_fn done, void *ctx);
+/* The same, ahead of the links already queued (a uprobe whose saved instruction is no
+ * longer the file's: uprobes.h): it waits only for the one being destroyed. */
+void bpftel_release_first(struct bpf_link *link, int fd, bpftel_release_done_fn done, void *ctx);
 /* bpftel_release(link, -1, NULL, NULL); NULL is a no-op. */
 void bpftel_link_release(struct bpf_link *link);
 /* Links released and not destroyed yet. */

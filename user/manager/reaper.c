@@ -111,7 +111,8 @@ static void spawn_locked(struct queue *q)
 		pr_warn("reaper: cannot start a thread (%s): destroying in place", strerror(err));
 }
 
-void bpftel_release(struct bpf_link *link, int fd, bpftel_release_done_fn done, void *ctx)
+static void release(struct bpf_link *link, int fd, bpftel_release_done_fn done, void *ctx,
+		    bool first)
 {
 	struct queue *q = link ? &reaper.serial : &reaper.parallel;
 	struct node *n;
@@ -136,8 +137,15 @@ void bpftel_release(struct bpf_link *link, int fd, bpftel_release_done_fn done, 
 	}
 	*n = (struct node){.link = link, .fd = fd, .done = done, .ctx = ctx};
 	pthread_mutex_lock(&reaper.lock);
-	*q->tail = n;
-	q->tail = &n->next;
+	if (first) {
+		n->next = q->head;
+		q->head = n;
+		if (q->tail == &q->head)
+			q->tail = &n->next;
+	} else {
+		*q->tail = n;
+		q->tail = &n->next;
+	}
 	q->pending++;
 	spawn_locked(q);
 	if (q->nthreads) {
@@ -150,6 +158,16 @@ void bpftel_release(struct bpf_link *link, int fd, bpftel_release_done_fn done, 
 	q->pending--;
 	pthread_mutex_unlock(&reaper.lock);
 	destroy(n);
+}
+
+void bpftel_release(struct bpf_link *link, int fd, bpftel_release_done_fn done, void *ctx)
+{
+	release(link, fd, done, ctx, false);
+}
+
+void bpftel_release_first(struct bpf_link *link, int fd, bpftel_release_done_fn done, void *ctx)
+{
+	release(link, fd, done, ctx, true);
 }
 
 void bpftel_link_release(struct bpf_link *link)

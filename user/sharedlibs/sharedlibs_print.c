@@ -205,6 +205,20 @@ static void print_moved(json_t *libs)
 	}
 }
 
+/* Files whose probes went because the file was written in place (uprobes.h). */
+static void print_written(json_t *resp)
+{
+	long long written = jint(resp, "released_modified"), unwatched = jint(resp, "unwatched");
+
+	if (!written && !unwatched)
+		return;
+	printf("\nWritten in place while probed: %lld (their probes released at once)", written);
+	if (unwatched)
+		printf("; not watched for writes: %lld (released once unused, no grace)",
+		       unwatched);
+	printf("\n");
+}
+
 static void print_libs(json_t *resp)
 {
 	json_t *libs = json_object_get(resp, "libs");
@@ -216,6 +230,7 @@ static void print_libs(json_t *resp)
 	} else {
 		printf("No watched library is in use.\n");
 	}
+	print_written(resp);
 	print_refusals(resp);
 }
 

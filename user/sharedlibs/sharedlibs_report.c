@@ -190,6 +190,9 @@ static json_t *refusals_json(struct bpftel_uprobes *u, json_t *resp)
 	json_object_set_new(resp, "refused_cached", json_integer((json_int_t)ref->cached));
 	json_object_set_new(resp, "refused_evicted", json_integer((json_int_t)ref->evicted));
 	json_object_set_new(resp, "sweeps", json_integer((json_int_t)ref->sweeps));
+	json_object_set_new(resp, "released_modified",
+			    json_integer((json_int_t)ref->released_modified));
+	json_object_set_new(resp, "unwatched", json_integer((json_int_t)ref->unwatched));
 	free(ref);
 	return resp;
 }
@@ -251,6 +254,15 @@ void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 		l[0] = (struct bpftel_prom_label){"reason", bpftel_refusal_name(i)};
 		bpftel_prom_sample_u64(w, "", l, 1, ref->count[i]);
 	}
+	bpftel_prom_family(w, "bpftel_uprobe_files_released_modified_total", "counter",
+			   "Library files written in place (same inode) while probed: their uprobes "
+			   "released at once, before a process could run an instruction the file "
+			   "no longer holds.");
+	bpftel_prom_sample_u64(w, "", NULL, 0, ref->released_modified);
+	bpftel_prom_family(w, "bpftel_uprobe_files_unwatched_total", "counter",
+			   "Library files probed without a watch for writes (the inotify watch "
+			   "limit): released as soon as no process uses them, not after the grace.");
+	bpftel_prom_sample_u64(w, "", NULL, 0, ref->unwatched);
 	free(ref);
 }
 

@@ -599,13 +599,18 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 {
 	struct file_mod *res = calloc(njobs, sizeof(*res));
 	struct points (*pts)[MAX_SPECS] = calloc(njobs, sizeof(*pts));
-	struct ulink stale[MAX_MODS * MAX_SPECS];
+	struct ulink stale[MAX_MODS * MAX_SPECS], written[MAX_MODS * MAX_SPECS];
 	char path[64], err[256] = "";
-	size_t nstale = 0, j;
+	size_t nstale = 0, nwritten = 0, j;
 	int own = -1, ret = -ENOMEM;
+	__u64 writes = 0;
 
 	if (fd < 0)
 		fd = own = open_through_procs(u, f);
+	/* Watched before anything is read or attached: a write after the kernel copies an
+	 * instruction is then always seen (uprobe_watch.c). */
+	if (fd >= 0)
+		writes = watch_file(u, f, fd);
 	if (fd >= 0 && res && pts) {
 		ret = resolve(u, f, jobs, njobs, fd, pts, err, sizeof(err));
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
@@ -656,7 +661,14 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 	for (j = 0; j < njobs; j++) {
 		struct mod_entry *me = &u->mods[jobs[j].mi];
 
-		if (!ret && fd >= 0 && jobs[j].gen == me->gen) {
+		if (!ret && fd >= 0 && f->writes != writes) {
+			/* Written in place meanwhile: these may hold instructions the file no
+			 * longer has. Released at once, under the file's guard; tried again
+			 * when a process maps it. */
+			memcpy(written + nwritten, res[j].links, res[j].nlinks * sizeof(written[0]));
+			nwritten += res[j].nlinks;
+			f->mods[jobs[j].mi].st = FM_NONE;
+		} else if (!ret && fd >= 0 && jobs[j].gen == me->gen) {
 			res[j].st = FM_DONE;
 			f->mods[jobs[j].mi] = res[j];
 		} else if (!ret && fd >= 0) {
@@ -669,9 +681,13 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 		me->busy--;
 		f->busy--;
 	}
+	f->releasing += nwritten;
+	u->ref.released_modified += nwritten > 0;
+	watch_drop_locked(u, f); /* nothing attached, or nothing kept */
 	pthread_cond_broadcast(&u->idle);
 	pthread_mutex_unlock(&u->lock);
 	links_drop(stale, nstale, true);
+	hand_links(u, f, written, nwritten, true);
 	free(res);
 	free(pts);
 }

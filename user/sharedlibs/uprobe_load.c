@@ -102,6 +102,7 @@ int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module, __u64 dev
 	n = fm->nlinks;
 	memcpy(links, fm->links, n * sizeof(links[0]));
 	memset(fm, 0, sizeof(*fm));
+	watch_drop_locked(u, f); /* the last module's links shed: nothing left to guard */
 	/* The file's guard: a re-attach waits for these to be gone (collect_jobs). */
 	f->releasing += n;
 	/* For the log: once the links are handed over, the last one's callback may free f

@@ -90,6 +90,9 @@ int bpftel_uprobes__new(struct bpftel_uprobes **out)
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->idle, NULL);
 	u->grace_ms = BPFTEL_UPROBES_GRACE_MS;
+	/* Without it (no inotify instance left, no thread), every file is unwatched: a
+	 * short grace, counted; the registry works. */
+	watch_start(u);
 	return 0;
 }
 
@@ -118,6 +121,8 @@ void bpftel_uprobes__free(struct bpftel_uprobes *u)
 
 	if (!u)
 		return;
+	/* Its thread hands links to the reaper: stopped first. */
+	watch_stop(u);
 	/* Release callbacks of idle files take u->lock: none may still be pending. */
 	bpftel_links_settle();
 	for (i = 0; i < u->nfiles; i++)
@@ -264,6 +269,7 @@ static struct lib_file *file_new(struct bpftel_uprobes *u, const struct stat *st
 	f->alias_ino = st->st_ino;
 	f->lib = lib;
 	f->refused = -1;
+	f->wd = -1;
 	snprintf(f->path, sizeof(f->path), "%s", named);
 	return f;
 }
@@ -289,6 +295,7 @@ static void evict_refused_locked(struct bpftel_uprobes *u)
 			links += f->mods[mi].nlinks;
 		if (f->refused < 0 || f->busy || f->releasing || links)
 			continue;
+		watch_drop_locked(u, f);
 		remove_file_locked(u, f);
 		u->ref.evicted++;
 		file_free(f); /* no links: memory only */
@@ -534,6 +541,7 @@ void release_account(struct bpftel_uprobes *u, struct lib_file *f)
 
 	pthread_mutex_lock(&u->lock);
 	if (!--f->releasing && !f->nprocs && !f->busy) {
+		watch_drop_locked(u, f);
 		remove_file_locked(u, f);
 		gone = f;
 	}
@@ -552,6 +560,55 @@ void release_done(void *arg)
 	free(rc);
 }
 
+size_t file_links(const struct lib_file *f)
+{
+	size_t mi, n = 0;
+
+	for (mi = 0; mi < MAX_MODS; mi++)
+		n += f->mods[mi].nlinks;
+	return n;
+}
+
+size_t take_links_locked(struct lib_file *f, struct ulink *rel)
+{
+	size_t mi, n = 0;
+
+	for (mi = 0; mi < MAX_MODS; mi++) {
+		memcpy(rel + n, f->mods[mi].links, f->mods[mi].nlinks * sizeof(*rel));
+		n += f->mods[mi].nlinks;
+		memset(&f->mods[mi], 0, sizeof(f->mods[mi]));
+	}
+	/* The file's guard: a re-attach waits for these to be gone (collect_jobs), so that
+	 * the kernel's uprobes on it are new ones, with the instructions the file holds. */
+	f->releasing += n;
+	return n;
+}
+
+void hand_links(struct bpftel_uprobes *u, struct lib_file *f, struct ulink *rel, size_t n,
+		bool first)
+{
+	struct release_ctx *rc;
+	size_t i, k;
+
+	/* Last attached first: entries before returns (uprobe_attach.c: attach_single).
+	 * Put ahead of the queue one by one, they go in the reverse order. */
+	for (k = 0; k < n; k++) {
+		i = first ? k : n - 1 - k;
+		rc = malloc(sizeof(*rc));
+		if (!rc) { /* in place: slow, but nothing is leaked */
+			links_drop(&rel[i], 1, false);
+			release_account(u, f);
+			continue;
+		}
+		*rc = (struct release_ctx){.u = u, .f = f};
+		if (first)
+			bpftel_release_first(rel[i].link, rel[i].link ? -1 : rel[i].fd, release_done,
+					     rc);
+		else
+			bpftel_release(rel[i].link, rel[i].link ? -1 : rel[i].fd, release_done, rc);
+	}
+}
+
 struct sweep_proc {
 	struct lib_file *f;
 	__u32 pid;
@@ -565,29 +622,25 @@ static bool sweep_idle_locked(struct bpftel_uprobes *u, struct lib_file *f, long
 			      struct ulink *rel, struct lib_file **relf, size_t *nrel,
 			      struct lib_file **drop, size_t *ndrop)
 {
-	size_t mi, i, n = 0;
+	size_t i, n;
 
 	if (f->nprocs || f->busy || f->releasing)
 		return false;
 	if (!f->idle_since_ms)
 		f->idle_since_ms = now;
-	if (now - f->idle_since_ms < (long long)u->grace_ms)
+	/* A file whose writes are not watched must not keep links it is not using: a
+	 * write in place would leave them on instructions it no longer holds. */
+	if (!f->unwatched && now - f->idle_since_ms < (long long)u->grace_ms)
 		return false;
-	for (mi = 0; mi < MAX_MODS; mi++)
-		n += f->mods[mi].nlinks;
+	n = take_links_locked(f, rel + *nrel);
+	watch_drop_locked(u, f); /* its links are the reaper's now */
 	if (!n) {
 		remove_file_locked(u, f);
 		drop[(*ndrop)++] = f;
 		return true;
 	}
-	for (mi = 0; mi < MAX_MODS; mi++) {
-		for (i = 0; i < f->mods[mi].nlinks; i++) {
-			rel[*nrel] = f->mods[mi].links[i];
-			relf[(*nrel)++] = f;
-		}
-		memset(&f->mods[mi], 0, sizeof(f->mods[mi]));
-	}
-	f->releasing = n;
+	for (i = 0; i < n; i++)
+		relf[(*nrel)++] = f;
 	return true;
 }
 
@@ -1022,6 +1075,7 @@ static int up_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 			memcpy(links + n, fm->links, fm->nlinks * sizeof(*links));
 		n += fm->nlinks;
 		memset(fm, 0, sizeof(*fm));
+		watch_drop_locked(u, u->files[i]);
 	}
 	pthread_mutex_unlock(&u->lock);
 	links_drop(links, n, gated);

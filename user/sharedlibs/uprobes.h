@@ -20,6 +20,29 @@
  * refused for any reason is remembered as refused (no retry storm), counted by reason,
  * and listed with the most recent refusals.
  *
+ * Files written in place: the kernel copies each probed instruction once, when the
+ * probe is installed on (inode, offset), and runs that copy whenever the probe is hit,
+ * in any process that maps the inode, also one that maps it after the file was written
+ * over in place (`cp new lib.so`: the same inode, truncated and written). So every file
+ * the registry holds links on is watched (inotify IN_MODIFY on the inode it opened,
+ * uprobe_watch.c) from before its first link until its last; a write releases its links
+ * at once, ahead of the reaper's queue (released_modified, logged once as a warning),
+ * and the file is attached again, from what it then holds, when a process maps it. A
+ * file that cannot be watched (fs.inotify.max_user_watches reached: counted as
+ * unwatched) is released at the first sweep after its last process exits, with no
+ * grace. What remains unsafe:
+ *   - between the write and the links' end (the event, then ~45 ms a multi link, ~80 ms
+ *     a perf-event one; those behind one being destroyed wait for it), a process that
+ *     maps the file and hits a probe runs the old instruction. A process that maps a file
+ *     while it is being written is broken anyway: it maps a half-written file;
+ *   - the same after a re-attach made while a long write goes on: each later write
+ *     releases again;
+ *   - writes the inode's watch does not see: through a shared writable mapping (mmap
+ *     writes raise no inotify event), from another host (network filesystems), to the
+ *     lower layer of an overlayfs mount from outside it (the watch is on the file the
+ *     process's path reached); and an unwatched file while a process still uses it;
+ *   - the inotify queue overflowing: every watched file is then released.
+ *
  * Inputs: the shared-libraries watcher's detections (bpftel_uprobes__listener), and
  * bpftel_uprobes__scan(), which reads /proc/<pid>/maps of every process for libraries
  * loaded before the watcher ran (at start, and after lost events).
@@ -75,7 +98,8 @@ struct bpftel_uprobe_spec {
 	bool at_rets;
 };
 
-/* A file stays attached this long after its last process exited, by default. */
+/* A file stays attached this long after its last process exited, by default, unless it
+ * is written in place meanwhile (released at once) or not watched for writes (none). */
 #define BPFTEL_UPROBES_GRACE_MS 30000
 
 int bpftel_uprobes__new(struct bpftel_uprobes **out);
@@ -240,6 +264,10 @@ struct bpftel_uprobes_refusals {
 	__u64 count[BPFTEL_REFUSED__COUNT]; /* since start, by reason */
 	__u64 cached;			    /* of those, answered by the refused-file cache */
 	__u64 evicted; /* refused files' rows that gave way to a new file, the registry full */
+	/* Releases of a file's links because it was written in place (same inode) */
+	__u64 released_modified;
+	/* Files attached without a watch for writes (the inotify watch limit, ENOSPC) */
+	__u64 unwatched;
 	size_t nrecent;			    /* the last ones, newest first */
 	struct bpftel_uprobe_refusal recent[BPFTEL_UPROBES_RECENT];
 };

@@ -85,6 +85,11 @@ struct lib_file {
 	size_t releasing; /* its links the reaper has not destroyed yet */
 	unsigned int slot; /* its calls' counters in uprobe_hits (bpf/uprobe_hits.h) */
 	unsigned int shed; /* bit per module: detached by bpftel_uprobes__shed */
+	/* The inotify watch on the inode the registry opened (uprobe_watch.c), from before
+	 * its first attach until it holds no link and no attach is in flight; -1: none. */
+	int wd;
+	bool unwatched;	   /* the watch could not be added: a short grace instead */
+	__u64 writes;	   /* writes seen in place: an attach that began before one is stale */
 	struct file_mod mods[MAX_MODS];
 };
 
@@ -159,6 +164,12 @@ struct bpftel_uprobes {
 	size_t refused_next; /* the entry a new refusal takes when none is free */
 	struct exe_verdict verdicts[EXE_VERDICTS];
 	size_t verdict_next;
+	/* Files written in place while probed (uprobe_watch.c): an inotify instance, and
+	 * the thread that reads it, stopped through an eventfd. -1: none. */
+	int watch_fd, watch_stop;
+	pthread_t watch_thread;
+	bool watch_running;
+	bool warned_written; /* the first release of a written file is logged as a warning */
 };
 
 /* Module mi on a file, for the instance gen of its object obj. */
@@ -198,6 +209,31 @@ void release_account(struct bpftel_uprobes *u, struct lib_file *f);
  * array lookup each, with u->lock held so the object cannot close. */
 void file_hits(int fd, const struct lib_file *f, __u64 hit[UPROBE_HITS_KINDS]);
 void release_done(void *arg);
+
+/* uprobes.c, with u->lock: move every link of f (all modules) to rel (room for
+ * MAX_MODS * MAX_SPECS), its modules back to FM_NONE, and count them in its guard
+ * (f->releasing). Returns how many. */
+size_t take_links_locked(struct lib_file *f, struct ulink *rel);
+/* uprobes.c, unlocked: hand n links of f, taken by take_links_locked, to the reaper;
+ * first: ahead of the links already queued. */
+void hand_links(struct bpftel_uprobes *u, struct lib_file *f, struct ulink *rel, size_t n,
+		bool first);
+size_t file_links(const struct lib_file *f);
+
+/*
+ * uprobe_watch.c: a file the registry attaches to is watched for writes (IN_MODIFY:
+ * write(2), truncate, copy_file_range, fallocate) on the inode it opened, from before
+ * its first link until its last; a write releases its links at once (uprobes.h).
+ * watch_start: at bpftel_uprobes__new (the registry works without: files are then
+ * unwatched); watch_stop: at free, before the reaper settles (the thread hands links
+ * to it). watch_file: unlocked, fd the file being attached; then, under u->lock, the
+ * file's wd, and the writes count an attach compares at its end. watch_drop_locked:
+ * remove f's watch once it holds no link and no attach is in flight.
+ */
+int watch_start(struct bpftel_uprobes *u);
+void watch_stop(struct bpftel_uprobes *u);
+__u64 watch_file(struct bpftel_uprobes *u, struct lib_file *f, int fd);
+void watch_drop_locked(struct bpftel_uprobes *u, struct lib_file *f);
 
 /* uprobes.c: with u->lock, count a refusal and remember it among the recent ones. */
 enum bpftel_refusal refusal_of(int err);

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The uprobe registry's watch for files written in place (user/sharedlibs/uprobe_watch.c),
+ * without BPF: a registry file is made by hand, its "links" are fds the reaper closes
+ * (as it closes a multi-uprobe link's), and the file watched is a temporary file.
+ * - a write releases the links at once, however long the grace, and counts once;
+ * - an attach in flight when the file is written is told so (its links would be stale:
+ *   it releases and counts them), and keeps the watch until it ends;
+ * - a file that cannot be watched has no grace: released at the first sweep;
+ * - the registry's inotify fd, eventfd and thread go with it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "user/manager/manager.h"
+#include "user/sharedlibs/uprobes_internal.h"
+
+struct fixture {
+	struct bpftel_uprobes *u;
+	char path[32];
+	int fd; /* the file watched, as the registry would hold it while attaching */
+	int fds;
+};
+
+static int count_dir(const char *path)
+{
+	struct dirent *d;
+	DIR *dir = opendir(path);
+	int n = 0;
+
+	assert_non_null(dir);
+	while ((d = readdir(dir)))
+		n += d->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+
+	if (!fx || bpftel_uprobes__new(&fx->u))
+		return -1;
+	bpftel_uprobes__set_grace_ms(fx->u, 600000); /* only a write can release */
+	snprintf(fx->path, sizeof(fx->path), "/tmp/bpftel-watch-XXXXXX");
+	fx->fd = mkstemp(fx->path);
+	if (fx->fd < 0)
+		return -1;
+	fx->fds = count_dir("/proc/self/fd");
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+
+	bpftel_uprobes__free(fx->u);
+	close(fx->fd);
+	unlink(fx->path);
+	free(fx);
+	return 0;
+}
+
+/* A file in the registry, no process using it, with nlinks fd "links". */
+static struct lib_file *file_add(struct bpftel_uprobes *u, size_t nlinks)
+{
+	struct lib_file *f = calloc(1, sizeof(*f));
+	size_t i;
+
+	assert_non_null(f);
+	f->wd = -1;
+	f->refused = -1;
+	f->lib = SHLIB_LIB_SSL;
+	snprintf(f->path, sizeof(f->path), "libssl.so.3");
+	for (i = 0; i < nlinks; i++) {
+		f->mods[0].links[i] = (struct ulink){.fd = open("/dev/null", O_RDONLY | O_CLOEXEC)};
+		assert_true(f->mods[0].links[i].fd >= 0);
+	}
+	f->mods[0].nlinks = nlinks;
+	f->mods[0].st = FM_DONE;
+	pthread_mutex_lock(&u->lock);
+	while (u->slot_used[f->slot])
+		f->slot++;
+	u->slot_used[f->slot] = true;
+	u->files[u->nfiles++] = f;
+	pthread_mutex_unlock(&u->lock);
+	return f;
+}
+
+static size_t nfiles(struct bpftel_uprobes *u)
+{
+	size_t n;
+
+	pthread_mutex_lock(&u->lock);
+	n = u->nfiles;
+	pthread_mutex_unlock(&u->lock);
+	return n;
+}
+
+static void write_to(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "new build", 9), 9);
+	close(fd);
+}
+
+static void test_write_releases_at_once(void **state)
+{
+	struct fixture *fx = *state;
+	struct bpftel_uprobes_refusals ref;
+	struct lib_file *f = file_add(fx->u, 2);
+	int i;
+
+	watch_file(fx->u, f, fx->fd);
+	assert_true(f->wd >= 0);
+	write_to(fx->path);
+	/* Released and, no process using it, gone: 10 s at most, not the grace. */
+	for (i = 0; i < 1000 && nfiles(fx->u); i++)
+		sleep_ms(10);
+	assert_int_equal(nfiles(fx->u), 0);
+	bpftel_links_settle();
+	assert_int_equal(count_dir("/proc/self/fd"), fx->fds); /* the links closed */
+	bpftel_uprobes__refusals(fx->u, &ref);
+	assert_int_equal(ref.released_modified, 1);
+	assert_int_equal(ref.unwatched, 0);
+}
+
+static void test_attach_in_flight_told(void **state)
+{
+	struct fixture *fx = *state;
+	struct bpftel_uprobes_refusals ref;
+	struct lib_file *f = file_add(fx->u, 0);
+	__u64 writes, now;
+	int i;
+
+	f->busy = 1; /* an attach runs, nothing stored yet */
+	writes = watch_file(fx->u, f, fx->fd);
+	write_to(fx->path);
+	for (i = 0, now = writes; i < 1000 && now == writes; i++) {
+		sleep_ms(10);
+		pthread_mutex_lock(&fx->u->lock);
+		now = f->writes;
+		pthread_mutex_unlock(&fx->u->lock);
+	}
+	assert_true(now != writes); /* attach_run gives its links back, and counts that */
+	bpftel_uprobes__refusals(fx->u, &ref);
+	assert_int_equal(ref.released_modified, 0); /* nothing released here */
+	/* Its attach ends: the watch goes with it. */
+	pthread_mutex_lock(&fx->u->lock);
+	assert_true(f->wd >= 0);
+	f->busy = 0;
+	watch_drop_locked(fx->u, f);
+	assert_int_equal(f->wd, -1);
+	pthread_mutex_unlock(&fx->u->lock);
+	assert_int_equal(bpftel_uprobes__sweep(fx->u), 0); /* idle now: its grace starts */
+	assert_int_equal(nfiles(fx->u), 1);
+}
+
+static void test_unwatched_no_grace(void **state)
+{
+	struct fixture *fx = *state;
+	struct bpftel_uprobes_refusals ref;
+	struct lib_file *f = file_add(fx->u, 1);
+
+	watch_file(fx->u, f, -1); /* /proc/self/fd/-1: no such file, as a full watch table */
+	assert_int_equal(f->wd, -1);
+	assert_true(f->unwatched);
+	assert_int_equal(bpftel_uprobes__sweep(fx->u), 1);
+	bpftel_links_settle();
+	assert_int_equal(nfiles(fx->u), 0);
+	bpftel_uprobes__refusals(fx->u, &ref);
+	assert_int_equal(ref.unwatched, 1);
+	assert_int_equal(ref.released_modified, 0);
+	assert_int_equal(count_dir("/proc/self/fd"), fx->fds);
+}
+
+/* This process's threads once they stop changing (reaper threads exit on their own). */
+static int threads_settled(void)
+{
+	int n = count_dir("/proc/self/task"), i, prev = -1;
+
+	for (i = 0; i < 1000 && n != prev; i++) {
+		sleep_ms(10);
+		prev = n;
+		n = count_dir("/proc/self/task");
+	}
+	return n;
+}
+
+/* Its inotify instance, eventfd and thread come and go with the registry. */
+static void test_lifecycle(void **state)
+{
+	int fds, threads;
+	struct bpftel_uprobes *u;
+	int round;
+
+	(void)state;
+	bpftel_links_settle();
+	threads = threads_settled();
+	fds = count_dir("/proc/self/fd");
+	for (round = 0; round < 3; round++) {
+		assert_int_equal(bpftel_uprobes__new(&u), 0);
+		assert_int_equal(count_dir("/proc/self/fd"), fds + 2);
+		assert_int_equal(count_dir("/proc/self/task"), threads + 1);
+		bpftel_uprobes__free(u);
+		assert_int_equal(count_dir("/proc/self/fd"), fds);
+		assert_int_equal(count_dir("/proc/self/task"), threads); /* joined */
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_write_releases_at_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_attach_in_flight_told, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unwatched_no_grace, setup, teardown),
+		cmocka_unit_test(test_lifecycle),
+	};
+
+	return cmocka_run_group_tests_name("uprobe_watch", tests, NULL, NULL);
+}
