@@ -115,6 +115,7 @@ struct bpftel_events {
 	pthread_t consumer;
 	/* bpftel_events__hold_consumer (tests): asked, and seen by the consumer (atomics) */
 	bool hold, held;
+	bool hold_start; /* bpftel_events__hold_start (tests), under lock */
 };
 
 static void cpu_relax(void)
@@ -625,7 +626,7 @@ int bpftel_events__start(struct bpftel_events *ev)
 		pr_err("events: cannot start threads: %s", strerror(-err));
 
 	pthread_mutex_lock(&ev->lock);
-	while (!err && !ev->cancel && ev->nrunning < nthreads)
+	while (!err && !ev->cancel && (ev->nrunning < nthreads || ev->hold_start))
 		pthread_cond_wait(&ev->cond, &ev->lock);
 	if (!err && ev->cancel)
 		err = -ECANCELED;
@@ -649,6 +650,14 @@ int bpftel_events__start(struct bpftel_events *ev)
 	pthread_cond_broadcast(&ev->cond);
 	pthread_mutex_unlock(&ev->lock);
 	return err;
+}
+
+void bpftel_events__hold_start(struct bpftel_events *ev, bool hold)
+{
+	pthread_mutex_lock(&ev->lock);
+	ev->hold_start = hold;
+	pthread_cond_broadcast(&ev->cond);
+	pthread_mutex_unlock(&ev->lock);
 }
 
 int bpftel_events__stop(struct bpftel_events *ev)

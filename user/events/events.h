@@ -131,6 +131,9 @@ enum bpftel_events_state bpftel_events__state(struct bpftel_events *ev);
  * buffers, -ETIMEDOUT if the consumer does not run. A stop ends a held consumer too.
  */
 int bpftel_events__hold_consumer(struct bpftel_events *ev, bool hold);
+/* Tests: a start (while hold is set) stays STARTING, its threads running, until a stop
+ * cancels it or the hold is lifted. */
+void bpftel_events__hold_start(struct bpftel_events *ev, bool hold);
 
 struct bpftel_events_stats {
 	__u64 dispatched; /* records handed to dispatch while running */
