@@ -105,6 +105,17 @@ static struct lib_file *file_add(struct bpftel_uprobes *u, size_t nlinks)
 	return f;
 }
 
+/* f's watch, read under the registry's lock as the watch thread writes it. */
+static int wd_of(struct bpftel_uprobes *u, const struct lib_file *f)
+{
+	int wd;
+
+	pthread_mutex_lock(&u->lock);
+	wd = f->wd;
+	pthread_mutex_unlock(&u->lock);
+	return wd;
+}
+
 static size_t nfiles(struct bpftel_uprobes *u)
 {
 	size_t n;
@@ -132,7 +143,7 @@ static void test_write_releases_at_once(void **state)
 	int i;
 
 	watch_file(fx->u, f, fx->fd);
-	assert_true(f->wd >= 0);
+	assert_true(wd_of(fx->u, f) >= 0);
 	write_to(fx->path);
 	/* Released and, no process using it, gone: 10 s at most, not the grace. */
 	for (i = 0; i < 1000 && nfiles(fx->u); i++)
@@ -151,7 +162,7 @@ static void test_attach_in_flight_told(void **state)
 	struct bpftel_uprobes_refusals ref;
 	struct lib_file *f = file_add(fx->u, 0);
 	__u64 writes, now;
-	int i;
+	int i, wd_before, wd_after;
 
 	f->busy = 1; /* an attach runs, nothing stored yet */
 	writes = watch_file(fx->u, f, fx->fd);
@@ -167,11 +178,13 @@ static void test_attach_in_flight_told(void **state)
 	assert_int_equal(ref.released_modified, 0); /* nothing released here */
 	/* Its attach ends: the watch goes with it. */
 	pthread_mutex_lock(&fx->u->lock);
-	assert_true(f->wd >= 0);
+	wd_before = f->wd;
 	f->busy = 0;
 	watch_drop_locked(fx->u, f);
-	assert_int_equal(f->wd, -1);
+	wd_after = f->wd;
 	pthread_mutex_unlock(&fx->u->lock);
+	assert_true(wd_before >= 0); /* asserted without the lock: a failure must not hang */
+	assert_int_equal(wd_after, -1);
 	assert_int_equal(bpftel_uprobes__sweep(fx->u), 0); /* idle now: its grace starts */
 	assert_int_equal(nfiles(fx->u), 1);
 }
@@ -181,10 +194,14 @@ static void test_unwatched_no_grace(void **state)
 	struct fixture *fx = *state;
 	struct bpftel_uprobes_refusals ref;
 	struct lib_file *f = file_add(fx->u, 1);
+	bool unwatched;
 
 	watch_file(fx->u, f, -1); /* /proc/self/fd/-1: no such file, as a full watch table */
-	assert_int_equal(f->wd, -1);
-	assert_true(f->unwatched);
+	assert_int_equal(wd_of(fx->u, f), -1);
+	pthread_mutex_lock(&fx->u->lock);
+	unwatched = f->unwatched;
+	pthread_mutex_unlock(&fx->u->lock);
+	assert_true(unwatched);
 	assert_int_equal(bpftel_uprobes__sweep(fx->u), 1);
 	bpftel_links_settle();
 	assert_int_equal(nfiles(fx->u), 0);
