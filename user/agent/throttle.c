@@ -11,6 +11,7 @@
 #include "budget.h"
 #include "overhead.h"
 #include "throttle.h"
+#include "user/common/proc.h"
 #include "user/common/ctl.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
@@ -67,25 +68,12 @@ void bpftel_throttle__free(struct bpftel_throttle *t)
 	free(t);
 }
 
-/* utime + stime of pid, in clock ticks; 0 if it is gone. */
+/* utime + stime of pid (fields 14 and 15), in clock ticks; 0 if it is gone. */
 static __u64 cpu_ticks(__u32 pid)
 {
-	unsigned long long ut = 0, st = 0;
-	char path[64], buf[1024], *p;
-	FILE *f;
-	int i;
+	unsigned long long t[2];
 
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-	fclose(f);
-	for (i = 0; p && i < 12; i++) /* field 14 is the 12th after the name */
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p + 1, "%llu %llu", &ut, &st) != 2)
-		return 0;
-	return ut + st;
+	return bpftel_proc_stat(pid, 14, 2, t) ? t[0] + t[1] : 0;
 }
 
 /* CPU seconds f's processes used since the last window; their times kept for the next. */

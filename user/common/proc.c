@@ -19,23 +19,33 @@ void bpftel_proc_comm(__u32 pid, char *comm, size_t size)
 	comm[strcspn(comm, "\n")] = '\0';
 }
 
-__u64 bpftel_proc_start(__u32 pid)
+int bpftel_proc_stat(__u32 pid, int field, int n, unsigned long long *out)
 {
-	unsigned long long st = 0;
 	char path[64], buf[1024], *p;
+	int i, got = 0;
 	FILE *f;
-	int i;
 
+	if (field < 3 || n < 1)
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
 	f = fopen(path, "re");
 	if (!f)
 		return 0;
-	/* Field 22 is within the first 1 KiB: a 16-byte comm and 21 numbers before it. */
+	/* The fields asked for are within the first 1 KiB: a 16-byte comm and numbers. */
 	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL; /* comm may hold ')' */
 	fclose(f);
-	for (i = 0; p && i < 20; i++) /* to the space before field 22 */
+	for (i = 2; p && i < field; i++) /* field 3 follows the name's ") " */
 		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p + 1, "%llu", &st) != 1)
-		return 0;
-	return st;
+	while (p && got < n && sscanf(p + 1, "%llu", &out[got]) == 1) {
+		got++;
+		p = strchr(p + 1, ' ');
+	}
+	return got == n ? n : 0;
+}
+
+__u64 bpftel_proc_start(__u32 pid)
+{
+	unsigned long long st;
+
+	return bpftel_proc_stat(pid, 22, 1, &st) ? st : 0;
 }

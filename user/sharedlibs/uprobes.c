@@ -17,6 +17,7 @@
 
 #include "uprobes_internal.h"
 #include "user/common/ctl.h"
+#include "user/common/proc.h"
 #include "user/common/log.h"
 #include "user/manager/goexe.h"
 #include "user/manager/manager.h"
@@ -53,31 +54,6 @@ int bpftel_shlib_match_name(const char *path)
 			return cfg.stems[i].lib;
 	}
 	return -1;
-}
-
-/* Field 22 of /proc/<pid>/stat: tells a pid's reuse apart. 0 if the process is gone. */
-static __u64 start_time(__u32 pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long st = 0;
-	FILE *f;
-	int i;
-
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f)) {
-		fclose(f);
-		return 0;
-	}
-	fclose(f);
-	p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-	for (i = 0; p && i < 20; i++)
-		p = strchr(p + 1, ' ');
-	if (p)
-		sscanf(p + 1, "%llu", &st);
-	return st;
 }
 
 int bpftel_uprobes__new(struct bpftel_uprobes **out)
@@ -425,7 +401,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 				return err;
 		}
 	}
-	stime = start_time(t->pid);
+	stime = bpftel_proc_start(t->pid);
 	if (!stime)
 		return -ESRCH;
 	if (known) {
@@ -677,7 +653,7 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 		return -ENOMEM;
 	}
 	for (i = 0; i < nprocs; i++)
-		procs[i].alive = start_time(procs[i].pid) == procs[i].start_time;
+		procs[i].alive = bpftel_proc_start(procs[i].pid) == procs[i].start_time;
 
 	/* 2. Apply: forget the dead, release the long idle, attach what is missing. Files
 	 * added meanwhile are looked at too. */
