@@ -32,6 +32,7 @@
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <cmocka.h>
+#include "tests/copy_over.h"
 
 #include "prog_common.h"
 #include <bpf/bpf.h>
@@ -477,21 +478,6 @@ static void go_start(struct fixture *f, struct prog_child *c, char *const argv[]
 		fail_msg("Go process %d (%s) not in the registry", (int)c->pid, why);
 }
 
-/* Copy the file at from over to's content, in place: to keeps its inode. */
-static void overwrite_in_place(const char *from, const char *to)
-{
-	char buf[65536];
-	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_TRUNC);
-	ssize_t n;
-
-	assert_true(in >= 0 && out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, n), n);
-	assert_int_equal(n, 0);
-	close(in);
-	close(out);
-}
-
 /* A program found not Go, then overwritten in place by a Go program (same inode, new
  * ctime): its next exec is reported and read again, and the Go process is seen. */
 static void check_overwritten_exec(struct fixture *f)
@@ -509,7 +495,7 @@ static void check_overwritten_exec(struct fixture *f)
 	prog_run(tool_argv);
 	if (!WAIT_FOR(skipped(f, tool)))
 		fail_msg("%s (a copy of /bin/true) not found not to be Go", tool);
-	overwrite_in_place(go_app, tool);
+	copy_over(go_app, tool); /* in place: same inode */
 	assert_int_equal(stat(tool, &after), 0);
 	assert_int_equal(after.st_ino, before.st_ino);
 	assert_false(skipped(f, tool)); /* the entry's ctime is the old content's */

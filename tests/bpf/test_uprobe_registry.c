@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tests/copy_over.h"
 
 #include "harness.h"
 #include "test_module.h"
@@ -514,22 +515,6 @@ static void test_refused_file_cached(void **state)
 	rmdir(dir);
 }
 
-/* Copy from over to (created, or written in place: same inode). */
-static void write_over(const char *from, const char *to)
-{
-	char buf[65536];
-	int in = open(from, O_RDONLY | O_CLOEXEC);
-	int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	ssize_t n;
-
-	assert_true(in >= 0 && out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, n), n);
-	assert_int_equal(n, 0);
-	close(in);
-	close(out);
-}
-
 /* SSL_write's file offset in path, and its first 4 bytes in code. */
 static long ssl_write_at(const char *path, unsigned char code[4])
 {
@@ -596,7 +581,7 @@ static void test_written_in_place_released(void **state)
 	snprintf(path, sizeof(path), "%s/libssl.so.3", dir);
 	snprintf(go, sizeof(go), "%s/go", dir);
 	assert_int_equal(mkdir(dir, 0755), 0);
-	write_over(OVERWRITE_V1, path);
+	copy_over(OVERWRITE_V1, path);
 	bpftel_uprobes__set_grace_ms(f->up, 600000);
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	links_before = links_now();
@@ -614,7 +599,7 @@ static void test_written_in_place_released(void **state)
 	assert_string_equal(row.state, "idle");
 	assert_true(links_now() > links_before);
 
-	write_over(OVERWRITE_V2, path);
+	copy_over(OVERWRITE_V2, path);
 	/* Gone from the table once the reaper destroyed its last link (release_account). */
 	for (i = 0; i < 3000 && row_now(f, SHLIB_LIB_SSL, path, &row, 0); i++)
 		usleep(10000);

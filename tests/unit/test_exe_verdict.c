@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <cmocka.h>
+#include "tests/copy_over.h"
 
 #include "user/sharedlibs/uprobes.h"
 
@@ -32,16 +33,7 @@ static char tool[32];
 /* Write the content of from over tool, in place (same inode); tool's stat in *st. */
 static void overwrite(const char *from, struct stat *st)
 {
-	char buf[65536];
-	int in = open(from, O_RDONLY), out = open(tool, O_WRONLY | O_TRUNC);
-	ssize_t n;
-
-	assert_true(in >= 0 && out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, n), n);
-	assert_int_equal(n, 0);
-	close(in);
-	close(out);
+	copy_over(from, tool);
 	assert_int_equal(stat(tool, st), 0);
 }
 
