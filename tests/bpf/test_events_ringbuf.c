@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tests/count_dir.h"
 
 #include "harness.h"
 #include "events_test.skel.h"
@@ -109,19 +110,6 @@ static void test_ringbuf_sources(void **state)
 	bpftel_events__free(ev);
 	for (i = 0; i < NOBJ; i++)
 		events_test__destroy(skel[i]);
-}
-
-static int count_dir(const char *path)
-{
-	struct dirent *d;
-	DIR *dir = opendir(path);
-	int n = 0;
-
-	assert_non_null(dir);
-	while ((d = readdir(dir)))
-		n += d->d_name[0] != '.';
-	closedir(dir);
-	return n;
 }
 
 static void *stop_main(void *arg)

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tests/count_dir.h"
 
 #include "user/events/events.h"
 
@@ -311,19 +312,6 @@ static void test_no_callback_after_stop(void **state)
 		assert_int_equal(st.processed + st.drop_queue_full, st.dispatched);
 		bpftel_events__free(ev);
 	}
-}
-
-static int count_dir(const char *path)
-{
-	struct dirent *d;
-	DIR *dir = opendir(path);
-	int n = 0;
-
-	assert_non_null(dir);
-	while ((d = readdir(dir)))
-		n += d->d_name[0] != '.';
-	closedir(dir);
-	return n;
 }
 
 /* Exited threads leave /proc/self/task a moment after pthread_join: wait up to 1 s. */

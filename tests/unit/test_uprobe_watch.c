@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tests/count_dir.h"
 
 #include "user/manager/manager.h"
 #include "user/sharedlibs/uprobes_internal.h"
@@ -31,19 +32,6 @@ struct fixture {
 	int fd; /* the file watched, as the registry would hold it while attaching */
 	int fds;
 };
-
-static int count_dir(const char *path)
-{
-	struct dirent *d;
-	DIR *dir = opendir(path);
-	int n = 0;
-
-	assert_non_null(dir);
-	while ((d = readdir(dir)))
-		n += d->d_name[0] != '.';
-	closedir(dir);
-	return n;
-}
 
 static void sleep_ms(long ms)
 {

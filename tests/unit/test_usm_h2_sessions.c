@@ -713,6 +713,19 @@ static void test_sweep(void **state)
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 0);
 }
 
+/* A client's first record: the preface alone, a new session of PID (conn and time
+ * to set). */
+static void preface_record(struct usm_h2_record *r)
+{
+	memset(r, 0, sizeof(*r));
+	memcpy(r->data, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+	r->len = r->walked = r->data_len = 24;
+	r->nruns = 1;
+	r->runs[0].copied = 24;
+	r->flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
+	r->pid = PID;
+}
+
 /* More sessions than the table holds: the least recently used goes, counted. */
 static void test_evicted(void **state)
 {
@@ -720,13 +733,7 @@ static void test_evicted(void **state)
 	static struct usm_h2_record r;
 	int i;
 
-	memset(&r, 0, sizeof(r));
-	memcpy(r.data, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
-	r.len = r.walked = r.data_len = 24;
-	r.nruns = 1;
-	r.runs[0].copied = 24;
-	r.flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
-	r.pid = PID;
+	preface_record(&r);
 	for (i = 0; i < USM_H2_SESSIONS_MAX + 3; i++) {
 		r.conn = 0x1000 + (uint64_t)i * 64;
 		r.ktime_ns = 10 + (uint64_t)i;
@@ -750,13 +757,7 @@ static void test_reclaimed_when_full(void **state)
 	static struct usm_h2_record r;
 	int i;
 
-	memset(&r, 0, sizeof(r));
-	memcpy(r.data, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
-	r.len = r.walked = r.data_len = 24;
-	r.nruns = 1;
-	r.runs[0].copied = 24;
-	r.flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
-	r.pid = PID;
+	preface_record(&r);
 	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
 		r.conn = 0x1000 + (uint64_t)i * 64;
 		r.ktime_ns = 10 + (uint64_t)i;
