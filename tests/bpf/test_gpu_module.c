@@ -282,7 +282,7 @@ static void test_sweep_pid_reused(void **state)
 	fake_proc(dir, pid, 1000);
 	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
 	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
-	fd = bpftel_gpu__procs_fd(f->gpu);
+	fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
 	assert_true(fd >= 0);
 	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0);
 	assert_int_equal(bpftel_gpu__sweep(f->gpu), 0); /* alive: its start recorded */

@@ -213,16 +213,6 @@ void bpftel_gpu__set_procfd(struct bpftel_gpu *g, int procfd)
 	pthread_mutex_unlock(&g->sweep_lock);
 }
 
-int bpftel_gpu__procs_fd(struct bpftel_gpu *g)
-{
-	int fd;
-
-	pthread_mutex_lock(&g->lock);
-	fd = g->skel ? bpf_map__fd(g->skel->maps.gpu_procs) : -1;
-	pthread_mutex_unlock(&g->lock);
-	return fd;
-}
-
 int bpftel_gpu__map_fd(struct bpftel_gpu *g, const char *name)
 {
 	int fd;

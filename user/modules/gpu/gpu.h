@@ -148,10 +148,9 @@ __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p);
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out);
 /* Drop the state of processes that no longer exist. Returns how many. */
 int bpftel_gpu__sweep(struct bpftel_gpu *g);
-/* Tests: the sweep's /proc (a directory fd it takes over), and gpu_procs' fd or any
- * of the module's maps' by name (-1 when the module is not running). */
+/* Tests: the sweep's /proc (a directory fd it takes over), and the fd of one of the
+ * module's maps by name, e.g. "gpu_procs" (-1 when the module is not running). */
 void bpftel_gpu__set_procfd(struct bpftel_gpu *g, int procfd);
-int bpftel_gpu__procs_fd(struct bpftel_gpu *g);
 int bpftel_gpu__map_fd(struct bpftel_gpu *g, const char *name);
 /*
  * Whether pid is still the process the sweep first saw: /proc/<pid> (under procfd, a
