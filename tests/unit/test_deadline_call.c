@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Calls waited for up to a deadline (user/common/deadline_call.c). A call that blocks
+ * here blocks for real (on a pipe nobody writes yet), so a short deadline always passes
+ * first, however slow the machine; the tests then unblock it and wait for the thread to
+ * end, up to a generous deadline, on a pipe its release writes to.
+ * - a call that returns is waited for, its result given back, nothing counted;
+ * - a call that blocks is abandoned at its deadline and counted stuck; once it returns,
+ *   its thread releases it (undoing what it did) and it is no longer stuck;
+ * - with BPFTEL_DEADLINE_STUCK_MAX stuck, the next call is refused before it runs.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "user/common/deadline_call.h"
+
+/* Up to a minute for a thread to end once unblocked: never reached but on a stalled
+ * machine, and then the test fails rather than hangs. */
+#define END_WAIT_MS 60000
+
+struct job {
+	struct bpftel_deadline_call call;
+	int block_fd;	 /* run reads one byte from it: blocks until the test writes */
+	int released_fd; /* release writes one byte to it */
+	int value;
+	int *runs;
+};
+
+static int run_job(struct bpftel_deadline_call *c)
+{
+	struct job *j = (struct job *)c;
+	char b;
+
+	__atomic_add_fetch(j->runs, 1, __ATOMIC_RELAXED);
+	if (j->block_fd >= 0 && read(j->block_fd, &b, 1) != 1)
+		return -EIO;
+	return j->value;
+}
+
+static void release_job(struct bpftel_deadline_call *c)
+{
+	struct job *j = (struct job *)c;
+	char b = 1;
+
+	if (j->released_fd >= 0 && write(j->released_fd, &b, 1) != 1)
+		abort();
+	free(j);
+}
+
+static struct job *job_new(int block_fd, int released_fd, int value, int *runs)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	assert_non_null(j);
+	j->call.run = run_job;
+	j->call.release = release_job;
+	j->block_fd = block_fd;
+	j->released_fd = released_fd;
+	j->value = value;
+	j->runs = runs;
+	return j;
+}
+
+/* Wait for n releases on fd, each up to END_WAIT_MS. */
+static void wait_released(int fd, int n)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	char b;
+
+	while (n--) {
+		assert_int_equal(poll(&p, 1, END_WAIT_MS), 1);
+		assert_int_equal(read(fd, &b, 1), 1);
+	}
+}
+
+static void test_returns_in_time(void **state)
+{
+	struct bpftel_deadline_stats before, after;
+	int runs = 0;
+	struct job *j = job_new(-1, -1, 7, &runs);
+
+	(void)state;
+	bpftel_deadline_stats(&before);
+	/* A minute: run returns at once, and the call with it. */
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
+	assert_int_equal(j->call.ret, 7);
+	assert_int_equal(runs, 1);
+	free(j);
+	bpftel_deadline_stats(&after);
+	assert_int_equal(after.abandoned, before.abandoned);
+	assert_int_equal(after.stuck, 0);
+}
+
+static void test_abandoned_then_released(void **state)
+{
+	struct bpftel_deadline_stats before, s;
+	int block[2], released[2], runs = 0;
+	struct job *j;
+
+	(void)state;
+	assert_int_equal(pipe(block), 0);
+	assert_int_equal(pipe(released), 0);
+	bpftel_deadline_stats(&before);
+	j = job_new(block[0], released[1], 5, &runs);
+	assert_int_equal(bpftel_deadline_call(&j->call, 20), -ETIMEDOUT);
+	bpftel_deadline_stats(&s);
+	assert_int_equal(s.abandoned, before.abandoned + 1);
+	assert_int_equal(s.stuck, 1);
+	/* The file system answers: the thread ends and releases the job (no leak: ASan). */
+	assert_int_equal(write(block[1], "x", 1), 1);
+	wait_released(released[0], 1);
+	bpftel_deadline_stats(&s);
+	assert_int_equal(s.stuck, 0);
+	assert_int_equal(s.abandoned, before.abandoned + 1);
+	close(block[0]);
+	close(block[1]);
+	close(released[0]);
+	close(released[1]);
+}
+
+static void test_refused_when_too_many_stuck(void **state)
+{
+	struct bpftel_deadline_stats before, s;
+	int block[2], released[2], runs = 0, i;
+	struct job *j;
+
+	(void)state;
+	assert_int_equal(pipe(block), 0);
+	assert_int_equal(pipe(released), 0);
+	bpftel_deadline_stats(&before);
+	for (i = 0; i < BPFTEL_DEADLINE_STUCK_MAX; i++) {
+		j = job_new(block[0], released[1], 0, &runs);
+		assert_int_equal(bpftel_deadline_call(&j->call, 10), -ETIMEDOUT);
+	}
+	j = job_new(block[0], released[1], 0, &runs);
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), -EBUSY);
+	free(j); /* refused: still the caller's, never run */
+	bpftel_deadline_stats(&s);
+	assert_int_equal(s.stuck, BPFTEL_DEADLINE_STUCK_MAX);
+	assert_int_equal(s.refused, before.refused + 1);
+	/* Each stuck run reads one byte, then ends. */
+	for (i = 0; i < BPFTEL_DEADLINE_STUCK_MAX; i++)
+		assert_int_equal(write(block[1], "x", 1), 1);
+	wait_released(released[0], BPFTEL_DEADLINE_STUCK_MAX);
+	assert_int_equal(__atomic_load_n(&runs, __ATOMIC_RELAXED), BPFTEL_DEADLINE_STUCK_MAX);
+	bpftel_deadline_stats(&s);
+	assert_int_equal(s.stuck, 0);
+	/* And calls run again. */
+	j = job_new(-1, -1, 3, &runs);
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
+	assert_int_equal(j->call.ret, 3);
+	free(j);
+	close(block[0]);
+	close(block[1]);
+	close(released[0]);
+	close(released[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_returns_in_time),
+		cmocka_unit_test(test_abandoned_then_released),
+		cmocka_unit_test(test_refused_when_too_many_stuck),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

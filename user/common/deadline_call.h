@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * A call that may block for ever, run on a thread of its own and waited for up to a
+ * deadline. For what touches another process's files: a file system that process
+ * controls (FUSE, even beneath an overlay mount) can make any lookup, stat, open or read
+ * wait for a daemon that never answers, and no flag of ours makes those calls give up.
+ *
+ * The caller allocates a struct bpftel_deadline_call (usually inside its own job
+ * struct), sets run and release, and calls bpftel_deadline_call(). When the call
+ * returned in time, the caller owns the job again and reads its results. When it did
+ * not, the job is abandoned: the thread keeps waiting inside run, and when run returns
+ * (the file system answered, or its daemon died and the kernel failed the request) the
+ * thread calls release, which undoes what run did (closes its fds) and frees the job.
+ * Abandoned threads are few and bounded: at most BPFTEL_DEADLINE_STUCK_MAX wait at once;
+ * beyond that calls are refused before they start.
+ */
+#ifndef BPFTEL_COMMON_DEADLINE_CALL_H
+#define BPFTEL_COMMON_DEADLINE_CALL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <linux/types.h>
+
+/* Threads left waiting on calls past their deadline, at most (each holds its stack, 256
+ * KiB of address space, and what run holds): a user who stalls more files gets them
+ * refused at once. */
+#define BPFTEL_DEADLINE_STUCK_MAX 16
+
+struct bpftel_deadline_call {
+	int (*run)(struct bpftel_deadline_call *c);	/* on the thread: may block */
+	void (*release)(struct bpftel_deadline_call *c); /* undo run's results, free c */
+	int ret;					/* what run returned */
+	/* private */
+	pthread_cond_t cond;
+	bool done, abandoned;
+};
+
+/*
+ * Run c->run on a new thread and wait for it up to timeout_ms. Returns 0 when it
+ * returned (its result in c->ret; the caller owns c), -ETIMEDOUT when it did not (c is
+ * the thread's now: never touch it again), -EBUSY when BPFTEL_DEADLINE_STUCK_MAX calls
+ * are still stuck (run not called; the caller owns c), or another -errno when no thread
+ * could start (the same).
+ */
+int bpftel_deadline_call(struct bpftel_deadline_call *c, unsigned int timeout_ms);
+
+struct bpftel_deadline_stats {
+	__u64 abandoned; /* calls given up at their deadline, all time */
+	__u64 refused;	 /* calls refused: BPFTEL_DEADLINE_STUCK_MAX were stuck */
+	__u32 stuck;	 /* of the abandoned, those whose run has not returned yet */
+};
+
+void bpftel_deadline_stats(struct bpftel_deadline_stats *s);
+
+#endif /* BPFTEL_COMMON_DEADLINE_CALL_H */
