@@ -9,12 +9,17 @@ process's root, nor parse without bounds.
      loaded copy of libssl replaced by a symlink to /dev/zero;
   3. a 4 GiB sparse file whose .dynsym claims 3 GiB, and a 900 MiB one whose .dynsym
      claims 800 MiB (under the file cap, over the table cap);
-  4. a truncated ELF (the first 4 KiB of libssl).
+  4. a truncated ELF (the first 4 KiB of libssl);
+  5. libssl on an overlayfs whose lower layer is a FUSE file system that never answers
+     the agent, unmounted (lazily) so that no mount shows FUSE: refused as slow_fs within
+     the open's deadline, and a library loaded after it is still probed (the watcher
+     did not wait).
 
 After each: `bpftel module restart usm` answers within 10 s, `bpftel stats` answers,
 the agent's peak RSS (VmHWM) stays within the bound, and `bpftel libs` shows why the
 file was refused."""
 import argparse
+import contextlib
 import os
 import shutil
 import struct
@@ -181,6 +186,84 @@ def opened_file(agent, python, path, reason, what, hwm, wrap=None):
         h.stop()
 
 
+LOAD = r"""
+import ctypes, sys
+print("ready", flush=True)
+sys.stdin.readline()
+ctypes.CDLL(sys.argv[1])
+print("loaded", flush=True)
+sys.stdin.readline()
+"""
+
+
+@contextlib.contextmanager
+def fuse_beneath_overlay(python, tmp, tag, stall_pid):
+    """libssl on an overlayfs whose lower layer is a FUSE file system (stall_fuse.py,
+    stalling stall_pid), the FUSE mount detached: yields the overlay's path to it."""
+    fuse, lower, ovl = (os.path.join(tmp, tag, d) for d in ("fuse", "empty", "ovl"))
+    for d in (fuse, lower, ovl):
+        os.makedirs(d)
+    server = subprocess.Popen([python, os.path.join(os.path.dirname(__file__),
+                                                    "stall_fuse.py"),
+                               fuse, "libssl.so.3", LIBSSL, str(stall_pid)],
+                              stdout=subprocess.PIPE, text=True)
+    mounted = False
+    try:
+        if server.stdout.readline().strip() != "ready":
+            raise AssertionError("the FUSE server did not mount")
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={fuse}:{lower}", ovl], check=True, timeout=60)
+        mounted = True
+        subprocess.run(["umount", "-l", fuse], check=True, timeout=60)
+        with open("/proc/self/mountinfo") as f:
+            check(" - fuse" not in f.read(), f"{tag}: no mount shows the FUSE file system")
+        yield f"{ovl}/libssl.so.3"
+    finally:
+        # Its death fails the requests still waiting (the agent's threads end).
+        server.kill()
+        server.wait()
+        if mounted:
+            subprocess.run(["umount", "-l", ovl], check=False, timeout=60)
+
+
+def stalled_fuse(agent, python, tmp, hwm):
+    """FUSE beneath an overlay that never answers the agent: refused at the deadline,
+    and the watcher goes on meanwhile."""
+    with fuse_beneath_overlay(python, tmp, "stalled", agent.proc.pid) as path:
+        before = agent.json("libs").get("open_timeouts", 0)
+        h = Holder(python, OPEN_ONLY, (path,))
+        try:
+            h.step("opened")
+            # The watcher goes on: a library loaded after it is probed.
+            after = os.path.join(tmp, "after", "libssl.so.3")
+            os.makedirs(os.path.dirname(after))
+            shutil.copy(LIBSSL, after)
+            h2 = Holder(python, LOAD, (after,))
+            try:
+                h2.step("loaded")
+                row = wait_for(lambda: [r for r in usm_rows(agent, after)
+                                        if r["attached"] >= LIBSSL_PROBES], 30,
+                               f"usm attached to {after}, loaded after the stalled "
+                               "file was opened")[0]
+                check(True, f"a library loaded after the stalled file is probed "
+                            f"({row['attached']} probe points)")
+            finally:
+                h2.stop()
+            r = wait_for(lambda: refused(agent, path, "slow_fs"), 30,
+                         f"the refusal of {path} (slow_fs)")[0]
+            check(True, f"FUSE beneath overlayfs, stalled: refused as {r['reason']}: "
+                        f"{r['detail']}")
+            libs = agent.json("libs")
+            check(libs["open_timeouts"] > before,
+                  f"opens past their deadline counted: {libs['open_timeouts']}")
+            after_each(agent, "FUSE beneath overlayfs, stalled", hwm)
+        finally:
+            h.stop()
+    wait_for(lambda: agent.json("libs")["open_timeouts_waiting"] == 0, 30,
+             "the threads left waiting on the FUSE server to end once it died")
+    check(True, "no open is left waiting once the FUSE server is gone")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
@@ -235,6 +318,12 @@ def main():
         with open(LIBSSL, "rb") as src, open(cut, "wb") as dst:
             dst.write(src.read(4096))
         opened_file(agent, args.python, cut, "not_elf", "a truncated ELF", hwm)
+
+        # 5. FUSE hidden beneath an overlay mount.
+        if os.path.exists("/dev/fuse"):
+            stalled_fuse(agent, args.python, tmp, hwm)
+        else:
+            print("note: no /dev/fuse: the stalled FUSE case is not run")
 
         counts = agent.json("libs")["refused"]
         check(counts["not_regular"] >= 3 and counts["too_large"] >= 1 and

@@ -9,12 +9,18 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <linux/openat2.h>
 
 #include "procfile.h"
+#include "user/common/deadline_call.h"
+
+#ifndef FUSE_SUPER_MAGIC
+#define FUSE_SUPER_MAGIC 0x65735546
+#endif
 
 static const char *const refusal_names[BPFTEL_REFUSED__COUNT] = {
 	[BPFTEL_REFUSED_NOT_REGULAR] = "not_regular",
@@ -56,7 +62,14 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
 			 strerror(-err));
 		break;
 	case BPFTEL_REFUSED_SLOW_FS:
-		snprintf(buf, len, "on or through a FUSE file system");
+		if (err == -ETIMEDOUT)
+			snprintf(buf, len, "its file system did not answer within %u ms",
+				 BPFTEL_PROCFILE_TIMEOUT_MS);
+		else if (err == -EBUSY)
+			snprintf(buf, len, "%u earlier opens still wait on their file systems",
+				 BPFTEL_DEADLINE_STUCK_MAX);
+		else
+			snprintf(buf, len, "on or through a FUSE file system");
 		break;
 	default:
 		snprintf(buf, len, "%s", strerror(-err));
@@ -186,8 +199,8 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_fuse_vi
 	return err ? err : fd;
 }
 
-int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
-			 enum bpftel_refusal *why)
+static int open_now(const struct bpftel_procfile_target *t, struct stat *st,
+		    enum bpftel_refusal *why)
 {
 	enum bpftel_fuse_view view;
 	char self[64];
@@ -243,23 +256,33 @@ out:
 	return fd;
 }
 
-int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
+/*
+ * What fd's mapping is of: on overlayfs the file underneath, which is what the kernel
+ * maps and attaches uprobes to. Stat of it in *real and, where sfs, of its file system.
+ */
+static int mapped_file(int fd, struct stat *real, struct statfs *sfs)
 {
 	char path[96];
-	struct stat st;
 	void *p;
 	int err = 0;
 
-	/* Map one page and ask what the mapping is of: on overlayfs the kernel maps (and
-	 * attaches uprobes to) the file underneath. */
+	/* Map one page and ask what the mapping is of. */
 	p = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)p,
 		 (unsigned long)p + (unsigned long)sysconf(_SC_PAGESIZE));
-	if (stat(path, &st))
+	if (stat(path, real) || (sfs && statfs(path, sfs)))
 		err = -errno;
 	munmap(p, 1);
+	return err;
+}
+
+int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
+{
+	struct stat st;
+	int err = mapped_file(fd, &st, NULL);
+
 	if (err)
 		return err;
 	*dev = st.st_dev;
@@ -267,7 +290,98 @@ int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
 	return 0;
 }
 
-char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
+/*
+ * Whether what fd maps lies on FUSE. Its path was checked against the process's mounts,
+ * but FUSE can hide: beneath an overlayfs whose lower layer is a FUSE mount unmounted
+ * (lazily) since, or behind a mapping, so that no mount of the process shows it. Reads
+ * of the file, and the kernel's own when it attaches a uprobe, would then wait for that
+ * FUSE daemon. Asked of the file the kernel maps, the one underneath (its statfs may
+ * wait too: this runs on a deadline call). Unknown is taken as FUSE: the statfs failed
+ * on a file just mapped.
+ */
+static bool maps_fuse(int fd)
+{
+	struct statfs sfs;
+	struct stat real;
+
+	return mapped_file(fd, &real, &sfs) || sfs.f_type == FUSE_SUPER_MAGIC;
+}
+
+/* An open on a deadline call: what it needs, copied, and what it found. */
+struct open_job {
+	struct bpftel_deadline_call call;
+	struct bpftel_procfile_target t;
+	struct stat st;
+	enum bpftel_refusal why;
+	int fd;
+	char path[]; /* t.path's copy: the caller's may be gone when an abandoned job ends */
+};
+
+static int open_job_run(struct bpftel_deadline_call *c)
+{
+	struct open_job *j = (struct open_job *)c;
+
+	j->fd = open_now(&j->t, &j->st, &j->why);
+	if (j->fd >= 0 && maps_fuse(j->fd)) {
+		close(j->fd);
+		j->why = BPFTEL_REFUSED_SLOW_FS;
+		j->fd = -EAGAIN;
+	}
+	return j->fd;
+}
+
+static void open_job_release(struct bpftel_deadline_call *c)
+{
+	struct open_job *j = (struct open_job *)c;
+
+	if (j->fd >= 0)
+		close(j->fd);
+	free(j);
+}
+
+int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
+			 enum bpftel_refusal *why)
+{
+	size_t n = t->path ? strlen(t->path) + 1 : 1;
+	struct open_job *j;
+	int err, fd;
+
+	*why = BPFTEL_REFUSED__COUNT;
+	memset(st, 0, sizeof(*st));
+	j = calloc(1, sizeof(*j) + n);
+	if (!j)
+		return -ENOMEM;
+	j->call.run = open_job_run;
+	j->call.release = open_job_release;
+	j->t = *t;
+	if (t->path)
+		memcpy(j->path, t->path, n);
+	j->t.path = t->path ? j->path : NULL;
+	j->fd = -1;
+	err = bpftel_deadline_call(&j->call, BPFTEL_PROCFILE_TIMEOUT_MS);
+	if (err == -ETIMEDOUT || err == -EBUSY) {
+		/* j is the thread's if it timed out. Refused as the file the kernel named,
+		 * never touched again (the caller remembers the refusal by identity). */
+		st->st_dev = t->dev;
+		st->st_ino = t->ino;
+		*why = BPFTEL_REFUSED_SLOW_FS;
+		if (err == -EBUSY)
+			free(j);
+		return err;
+	}
+	if (err) {
+		free(j);
+		return err;
+	}
+	*st = j->st;
+	*why = j->why;
+	fd = j->fd;
+	j->fd = -1;
+	open_job_release(&j->call);
+	return fd;
+}
+
+static char *host_path_now(const struct bpftel_procfile_target *t)
 {
 	enum bpftel_fuse_view view;
 	enum bpftel_refusal why;
@@ -295,4 +409,53 @@ char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
 		return NULL;
 	buf[n] = '\0';
 	return strdup(buf);
+}
+
+/* The same walk on a deadline call: a path through a stalled file system shows none. */
+struct host_path_job {
+	struct bpftel_deadline_call call;
+	struct bpftel_procfile_target t;
+	char *result;
+	char path[];
+};
+
+static int host_path_job_run(struct bpftel_deadline_call *c)
+{
+	struct host_path_job *j = (struct host_path_job *)c;
+
+	j->result = host_path_now(&j->t);
+	return 0;
+}
+
+static void host_path_job_release(struct bpftel_deadline_call *c)
+{
+	struct host_path_job *j = (struct host_path_job *)c;
+
+	free(j->result);
+	free(j);
+}
+
+char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
+{
+	size_t n = t->path ? strlen(t->path) + 1 : 1;
+	struct host_path_job *j;
+	char *result;
+	int err;
+
+	if (!t->path || !*t->path)
+		return NULL;
+	j = calloc(1, sizeof(*j) + n);
+	if (!j)
+		return NULL;
+	j->call.run = host_path_job_run;
+	j->call.release = host_path_job_release;
+	j->t = *t;
+	memcpy(j->path, t->path, n);
+	j->t.path = j->path;
+	err = bpftel_deadline_call(&j->call, BPFTEL_PROCFILE_TIMEOUT_MS);
+	if (err == -ETIMEDOUT)
+		return NULL; /* j is the thread's */
+	result = err ? NULL : j->result;
+	free(j);
+	return result;
 }

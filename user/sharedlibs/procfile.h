@@ -16,7 +16,14 @@
  *     openat2 (before 5.6) the path is opened with O_PATH through the same magic links:
  *     it may then escape the root, but only to the very file identity the kernel
  *     reported, which is checked before anything is read;
- *   - reads only the file the kernel saw: its (device, inode) must be the one expected.
+ *   - reads only the file the kernel saw: its (device, inode) must be the one expected;
+ *   - and, since a FUSE file system can hide beneath others (an overlayfs lower layer on
+ *     a FUSE mount unmounted since: no mount of the process shows FUSE), is done on a
+ *     thread of its own, waited for up to BPFTEL_PROCFILE_TIMEOUT_MS
+ *     (user/common/deadline_call.h): past that the file is refused as slow_fs and its
+ *     thread left to end when the file system answers. A file whose mapping lies on FUSE
+ *     all the same (statfs of what the kernel maps) is refused too (slow_fs): later
+ *     reads of it, and the kernel's own when it attaches a uprobe, could wait.
  *
  * Refusals are returned with their reason, for the caller to count and show.
  */
@@ -45,6 +52,10 @@ enum bpftel_refusal {
 
 const char *bpftel_refusal_name(enum bpftel_refusal why);
 
+/* How long an open (or a host path's walk) waits for the file system: a local one answers
+ * in microseconds, a network one within its own timeouts. */
+#define BPFTEL_PROCFILE_TIMEOUT_MS 2000
+
 /* dirfd value for a target reached through /proc/<pid>/map_files/<path>. */
 #define BPFTEL_PROCFILE_MAPPED (-1000)
 /* dirfd value for pid's executable, through /proc/<pid>/exe (path: a label). For a
@@ -63,8 +74,10 @@ struct bpftel_procfile_target {
  * Open t's file for reading as described above. Returns an fd (O_RDONLY | O_CLOEXEC) and
  * its stat in *st, or a negative errno: with *why set (< BPFTEL_REFUSED__COUNT) when it
  * is a refusal (*st then says what the path led to, if it led anywhere, else it is
- * zero; for a file on FUSE, never opened, it holds t's device and inode), else
- * *why = BPFTEL_REFUSED__COUNT (the process or the file is gone: -ENOENT, -ESRCH, ...).
+ * zero; for a file on FUSE, never opened, or one whose file system did not answer in
+ * time (-ETIMEDOUT), or not tried (-EBUSY: too many opens still wait), it holds t's
+ * device and inode), else *why = BPFTEL_REFUSED__COUNT (the process or the file is
+ * gone: -ENOENT, -ESRCH, ...; or no thread could start).
  */
 int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
 			 enum bpftel_refusal *why);

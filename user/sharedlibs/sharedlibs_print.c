@@ -219,6 +219,18 @@ static void print_written(json_t *resp)
 	printf("\n");
 }
 
+/* Opens that waited past their deadline (procfile.h), once any did. */
+static void print_timeouts(json_t *resp)
+{
+	long long n = jint(resp, "open_timeouts"), busy = jint(resp, "opens_not_tried");
+
+	if (!n && !busy)
+		return;
+	printf("\nOpens past their %lld ms deadline: %lld (still waiting: %lld); not tried "
+	       "while too many waited: %lld\n",
+	       jint(resp, "open_timeout_ms"), n, jint(resp, "open_timeouts_waiting"), busy);
+}
+
 static void print_libs(json_t *resp)
 {
 	json_t *libs = json_object_get(resp, "libs");
@@ -232,6 +244,7 @@ static void print_libs(json_t *resp)
 	}
 	print_written(resp);
 	print_refusals(resp);
+	print_timeouts(resp);
 }
 
 const struct bpftel_cli_section bpftel_sharedlibs_cli = {

@@ -14,6 +14,7 @@
 #include "sharedlibs_internal.h"
 #include "uprobes.h"
 #include "user/common/ctl.h"
+#include "user/common/deadline_call.h"
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
 
@@ -163,6 +164,20 @@ static json_t *file_json(const struct bpftel_uprobe_file_info *r)
 	return o;
 }
 
+/* Opens of other processes' files that waited past their deadline (procfile.h): every
+ * caller's, the GPU module's symbol lookups included. */
+static json_t *deadline_json(json_t *resp)
+{
+	struct bpftel_deadline_stats ds;
+
+	bpftel_deadline_stats(&ds);
+	json_object_set_new(resp, "open_timeouts", json_integer((json_int_t)ds.abandoned));
+	json_object_set_new(resp, "open_timeouts_waiting", json_integer((json_int_t)ds.stuck));
+	json_object_set_new(resp, "opens_not_tried", json_integer((json_int_t)ds.refused));
+	json_object_set_new(resp, "open_timeout_ms", json_integer(BPFTEL_PROCFILE_TIMEOUT_MS));
+	return resp;
+}
+
 static json_t *refusals_json(struct bpftel_uprobes *u, json_t *resp)
 {
 	struct bpftel_uprobes_refusals *ref = calloc(1, sizeof(*ref));
@@ -194,7 +209,7 @@ static json_t *refusals_json(struct bpftel_uprobes *u, json_t *resp)
 			    json_integer((json_int_t)ref->released_modified));
 	json_object_set_new(resp, "unwatched", json_integer((json_int_t)ref->unwatched));
 	free(ref);
-	return resp;
+	return deadline_json(resp);
 }
 
 json_t *sharedlibs_report(struct bpftel_module *m, json_t *req)
@@ -217,6 +232,24 @@ json_t *sharedlibs_report(struct bpftel_module *m, json_t *req)
 		free(rows);
 	resp = json_pack("{s:o, s:i}", "libs", arr, "sweep_interval_ms", BPFTEL_HOUSEKEEPING_MS);
 	return refusals_json(sl->registry, resp);
+}
+
+static void deadline_metrics(struct bpftel_prom *w)
+{
+	struct bpftel_deadline_stats ds;
+
+	bpftel_deadline_stats(&ds);
+	bpftel_prom_family(w, "bpftel_file_open_timeouts_total", "counter",
+			   "Opens of other processes' files given up at their deadline: their file "
+			   "system did not answer (refused as slow_fs).");
+	bpftel_prom_sample_u64(w, "", NULL, 0, ds.abandoned);
+	bpftel_prom_family(w, "bpftel_file_opens_waiting", "gauge",
+			   "Opens given up at their deadline whose threads still wait on their "
+			   "file system.");
+	bpftel_prom_sample_u64(w, "", NULL, 0, ds.stuck);
+	bpftel_prom_family(w, "bpftel_file_opens_not_tried_total", "counter",
+			   "Opens refused without trying: as many as allowed still waited.");
+	bpftel_prom_sample_u64(w, "", NULL, 0, ds.refused);
 }
 
 void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
@@ -264,6 +297,7 @@ void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 			   "limit): released as soon as no process uses them, not after the grace.");
 	bpftel_prom_sample_u64(w, "", NULL, 0, ref->unwatched);
 	free(ref);
+	deadline_metrics(w);
 }
 
 /*

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""A FUSE file system that never answers one process: what an unprivileged user can
+mount (in a user namespace) to make anyone who reads its files wait for ever.
+
+It serves one read-only file, NAME, a copy of SOURCE, through the raw /dev/fuse protocol
+(no libfuse), with no attribute or entry caching, so that every lookup, stat, open and read
+reaches it. Requests from STALL_PID (the agent; 0: none) are read and never answered;
+everything else is (the kernel names a request's thread: it is matched by its thread
+group). It prints "ready" once mounted at MOUNTPOINT, and runs until killed: its
+death fails the waiting requests (the kernel aborts the connection).
+
+    stall_fuse.py MOUNTPOINT NAME SOURCE STALL_PID
+"""
+import ctypes
+import os
+import struct
+import sys
+
+FUSE_LOOKUP, FUSE_FORGET, FUSE_GETATTR = 1, 2, 3
+FUSE_OPEN, FUSE_READ, FUSE_STATFS, FUSE_RELEASE = 14, 15, 17, 18
+FUSE_FLUSH, FUSE_INIT, FUSE_OPENDIR, FUSE_RELEASEDIR = 25, 26, 27, 29
+FUSE_INTERRUPT, FUSE_BATCH_FORGET = 36, 42
+NO_REPLY = (FUSE_FORGET, FUSE_BATCH_FORGET, FUSE_INTERRUPT)
+ROOT, FILE = 1, 2
+ENOENT, ENOSYS = 2, 38
+IN_HDR = struct.Struct("<IIQQIIIHH")  # len opcode unique nodeid uid gid pid extlen pad
+OUT_HDR = struct.Struct("<IiQ")
+
+
+def attr(ino, size, mode):
+    # ino size blocks atime mtime ctime (ns x3) mode nlink uid gid rdev blksize flags
+    return struct.pack("<QQQQQQIIIIIIIIII", ino, size, (size + 511) // 512, 0, 0, 0,
+                       0, 0, 0, mode, 1, 0, 0, 0, 4096, 0)
+
+
+def tgid(tid):
+    try:
+        with open(f"/proc/{tid}/status") as f:
+            for line in f:
+                if line.startswith("Tgid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def main():
+    mnt, name, source, stall_pid = sys.argv[1], sys.argv[2].encode(), sys.argv[3], \
+        int(sys.argv[4])
+    with open(source, "rb") as f:
+        data = f.read()
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    libc = ctypes.CDLL(None, use_errno=True)
+    opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0,allow_other".encode()
+    if libc.mount(b"stall_fuse", mnt.encode(), b"fuse", 0, opts):
+        raise OSError(ctypes.get_errno(), "mount fuse")
+    print("ready", flush=True)
+
+    def reply(unique, err=0, body=b""):
+        os.write(fd, OUT_HDR.pack(OUT_HDR.size + len(body), -err, unique) + body)
+
+    while True:
+        try:
+            req = os.read(fd, 1 << 20 | 4096)
+        except OSError:
+            return  # unmounted
+        _, op, unique, node, _, _, pid, _, _ = IN_HDR.unpack_from(req)
+        arg = req[IN_HDR.size:]
+        if op in NO_REPLY or (stall_pid and tgid(pid) == stall_pid):
+            continue  # the agent's requests wait for ever
+        if op == FUSE_INIT:
+            major, minor = struct.unpack_from("<II", arg)
+            # major minor readahead flags max_bg congestion max_write time_gran
+            # max_pages map_alignment flags2 max_stack_depth unused[6]
+            reply(unique, body=struct.pack("<IIIIHHIIHHII24x", 7, 31, 0, 0, 16, 12,
+                                           1 << 16, 1, 0, 0, 0, 0))
+        elif op == FUSE_LOOKUP:
+            if node == ROOT and arg.rstrip(b"\0") == name:
+                # nodeid generation entry_valid attr_valid (ns x2), attr: no caching
+                reply(unique, body=struct.pack("<QQQQII", FILE, 1, 0, 0, 0, 0) +
+                      attr(FILE, len(data), 0o100444))
+            else:
+                reply(unique, ENOENT)
+        elif op == FUSE_GETATTR:
+            a = attr(ROOT, 0, 0o40555) if node == ROOT else attr(FILE, len(data), 0o100444)
+            reply(unique, body=struct.pack("<QII", 0, 0, 0) + a)
+        elif op in (FUSE_OPEN, FUSE_OPENDIR):
+            reply(unique, body=struct.pack("<QIi", 0, 0, 0))
+        elif op == FUSE_READ:
+            _, off, size = struct.unpack_from("<QQI", arg)
+            reply(unique, body=data[off:off + size])
+        elif op == FUSE_STATFS:
+            reply(unique, body=struct.pack("<QQQQQIIII24x", 0, 0, 0, 0, 0, 4096, 255,
+                                           4096, 0))
+        elif op in (FUSE_RELEASE, FUSE_RELEASEDIR, FUSE_FLUSH):
+            reply(unique)
+        else:
+            reply(unique, ENOSYS)
+
+
+if __name__ == "__main__":
+    main()
