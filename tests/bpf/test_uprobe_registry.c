@@ -307,6 +307,42 @@ static void test_overlayfs_library(void **state)
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
+/*
+ * The same, with the overlay's layers on two file systems (the lower one on a tmpfs of
+ * its own) and no xino: stat of an overlay file then gives the lower layer's
+ * pseudo-device, while the kernel's inode, which the open was seen with, is on the
+ * overlay's own device. The identity is matched through what the kernel says of the fd
+ * (its inode number and mount), not refused as identity_changed.
+ */
+static void test_overlayfs_layers_on_two_fs(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	char script[1200];
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK))
+		skip();
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	snprintf(script, sizeof(script),
+		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-ovl2; "
+		 "mkdir -p $d && mount -t tmpfs none $d && mkdir $d/lowerfs $d/upper $d/work "
+		 "$d/merged && mount -t tmpfs none $d/lowerfs && mkdir $d/lowerfs/lower && "
+		 "cp %s $d/lowerfs/lower/libssl.so.3 && mount -t overlay overlay "
+		 "-o xino=off,lowerdir=$d/lowerfs/lower,upperdir=$d/upper,workdir=$d/work "
+		 "$d/merged && exec %s -c \"import ctypes, time; ctypes.CDLL(\\\"/tmp/"
+		 "bpftel-ovl2/merged/libssl.so.3\\\"); time.sleep(30)\"'",
+		 LIBSSL, PYTHON);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-ovl2/merged/libssl.so.3", &row, 2));
+	assert_int_equal(row.attached, 2);
+	assert_int_equal(row.failed, 0);
+	assert_int_equal(bpftel_uprobes__stale(f->up), 0);
+	stop_child(child);
+	rmdir("/tmp/bpftel-ovl2"); /* the mounts went with the child's namespace */
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+}
+
 /* openat(dirfd, "libssl.so.3") from a process whose cwd is elsewhere: resolved through
  * /proc/<pid>/fd/<dirfd>, checked against the inode the kernel saw opened. */
 static void test_relative_to_dirfd(void **state)
@@ -666,6 +702,7 @@ int main(void)
 		T(test_dlopen_cudart_detected),
 		T(test_private_mount_namespace),
 		T(test_overlayfs_library),
+		T(test_overlayfs_layers_on_two_fs),
 		T(test_relative_to_dirfd),
 		T(test_identity_mismatch_refused),
 		T(test_non_elf_library_recorded_once),

@@ -85,32 +85,116 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
  * user can shape (in a user namespace): a line too long to read whole is taken as
  * FUSE, on dev if its device is dev, elsewhere if not: refused rather than walked.
  */
+/* The next line of a mountinfo file into line (MOUNTINFO_LINE_MAX bytes); of a longer
+ * one, its start, the rest skipped, and *whole false. False at the end. */
+static bool mountinfo_next(FILE *f, char *line, bool *whole)
+{
+	int c;
+
+	if (!fgets(line, MOUNTINFO_LINE_MAX, f))
+		return false;
+	*whole = strchr(line, '\n') || feof(f);
+	if (!*whole) {
+		while ((c = fgetc(f)) != EOF && c != '\n')
+			;
+	}
+	return true;
+}
+
 enum bpftel_fuse_view bpftel_procfile_fuse_scan(FILE *f, dev_t dev)
 {
 	enum bpftel_fuse_view view = BPFTEL_FUSE_NONE;
 	unsigned int major, minor;
 	char *line, *sep;
 	bool whole, fuse, mine;
-	int c;
 
 	line = malloc(MOUNTINFO_LINE_MAX);
 	if (!line)
 		return BPFTEL_FUSE_DEV;
-	while (view != BPFTEL_FUSE_DEV && fgets(line, MOUNTINFO_LINE_MAX, f)) {
-		whole = strchr(line, '\n') || feof(f);
+	while (view != BPFTEL_FUSE_DEV && mountinfo_next(f, line, &whole)) {
 		mine = sscanf(line, "%*u %*u %u:%u", &major, &minor) == 2 &&
 		       makedev(major, minor) == dev;
 		sep = strstr(line, " - ");
 		fuse = !whole || (sep && !strncmp(sep + 3, "fuse", 4));
 		if (fuse)
 			view = mine ? BPFTEL_FUSE_DEV : BPFTEL_FUSE_ELSEWHERE;
-		if (!whole) {
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-		}
 	}
 	free(line);
 	return view;
+}
+
+/* The device of mount mnt_id's file system, from pid's mountinfo (its first fields, which
+ * the kernel writes: a line too long is read in part). -ENOENT: no such mount there. */
+static int mount_dev(__u32 pid, unsigned int mnt_id, dev_t *dev)
+{
+	unsigned int id, major, minor;
+	int err = -ENOENT;
+	char path[64];
+	bool whole;
+	char *line;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/mountinfo", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	line = malloc(MOUNTINFO_LINE_MAX);
+	while (line && err && mountinfo_next(f, line, &whole)) {
+		if (sscanf(line, "%u %*u %u:%u", &id, &major, &minor) == 3 && id == mnt_id) {
+			*dev = makedev(major, minor);
+			err = 0;
+		}
+	}
+	if (!line)
+		err = -ENOMEM;
+	free(line);
+	fclose(f);
+	return err;
+}
+
+/* Our fd's inode number and mount id, as the kernel has them (fdinfo; ino: since 5.14). */
+static int fd_inode(int fd, unsigned int *mnt_id, __u64 *ino)
+{
+	char path[64], line[128];
+	int found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "mnt_id: %u", mnt_id) == 1)
+			found |= 1;
+		else if (sscanf(line, "ino: %llu", (unsigned long long *)ino) == 1)
+			found |= 2;
+	}
+	fclose(f);
+	return found == 3 ? 0 : -ENOTSUP;
+}
+
+/*
+ * Is fd's file, whose stat is st, the one the kernel saw opened (t->dev, t->ino)? stat
+ * can say otherwise of that very file: on an overlayfs whose layers lie on different
+ * file systems, without xino, a file's st_dev is its layer's pseudo-device, while the
+ * BPF side read the overlay inode's number and its super block's device. So where the
+ * numbers agree and the devices do not, the kernel's own view of fd decides: its inode
+ * number and the device of its mount, in the process's mounts (the walk went through
+ * them). Files of two layers of such an overlay may share a number; the path could then
+ * lead to the other, which the process could as well have opened itself.
+ */
+static bool same_file(const struct bpftel_procfile_target *t, int fd, const struct stat *st)
+{
+	unsigned int mnt_id = 0;
+	__u64 ino = 0;
+	dev_t dev = 0;
+
+	if (st->st_ino != t->ino)
+		return false;
+	if (st->st_dev == t->dev)
+		return true;
+	return !fd_inode(fd, &mnt_id, &ino) && ino == t->ino && !mount_dev(t->pid, mnt_id, &dev) &&
+	       dev == t->dev;
 }
 
 enum bpftel_fuse_view bpftel_procfile_fuse(__u32 pid, dev_t dev)
@@ -233,7 +317,7 @@ static int open_now(const struct bpftel_procfile_target *t, struct stat *st,
 		fd = -EINVAL;
 		goto out;
 	}
-	if (t->ino && (st->st_dev != t->dev || st->st_ino != t->ino)) {
+	if (t->ino && !same_file(t, opath, st)) {
 		*why = BPFTEL_REFUSED_IDENTITY_CHANGED;
 		fd = -ESTALE;
 		goto out;
@@ -250,6 +334,9 @@ static int open_now(const struct bpftel_procfile_target *t, struct stat *st,
 		close(fd);
 		*why = BPFTEL_REFUSED_IDENTITY_CHANGED;
 		fd = -ESTALE;
+	} else if (t->ino) {
+		/* Known by the identity the kernel reports it with (same_file()). */
+		st->st_dev = t->dev;
 	}
 out:
 	close(opath);
@@ -398,7 +485,7 @@ static char *host_path_now(const struct bpftel_procfile_target *t)
 		return NULL;
 	/* Only where the path still leads to the file the kernel opened: swapped since
 	 * (a symlink to another library), it would name another file. */
-	if (t->ino && (fstat(fd, &st) || st.st_dev != t->dev || st.st_ino != t->ino)) {
+	if (t->ino && (fstat(fd, &st) || !same_file(t, fd, &st))) {
 		close(fd);
 		return NULL;
 	}
