@@ -343,6 +343,74 @@ static void test_overlayfs_layers_on_two_fs(void **state)
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
+/* How many rows of the registry are of a library of lib under dir, and the one. */
+static int rows_under(struct fixture *f, enum shlib_lib lib, const char *dir,
+		      struct bpftel_uprobe_file_info *row)
+{
+	struct bpftel_uprobe_file_info *rows;
+	int n, i, found = 0;
+
+	n = bpftel_uprobes__files(f->up, &rows);
+	for (i = 0; i < n; i++) {
+		if (rows[i].lib == lib && !strncmp(rows[i].path, dir, strlen(dir))) {
+			*row = rows[i];
+			found++;
+		}
+	}
+	free(rows);
+	return found;
+}
+
+/*
+ * Two overlays of one lower layer (two containers of one image): the kernel maps, and
+ * attaches uprobes to, the layer's one file for both, while stat (6.x) shows two
+ * overlay files. One row, both processes in it, one set of links: two would run every
+ * probe twice, and every call be counted twice.
+ */
+static void test_overlayfs_two_mounts_one_file(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	unsigned int links_before;
+	char script[1600];
+	pid_t child;
+	int tries;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK))
+		skip();
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	links_before = links_now();
+	snprintf(script, sizeof(script),
+		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-ovl3; "
+		 "mkdir -p $d && mount -t tmpfs none $d && mkdir $d/lower $d/u1 $d/w1 $d/u2 "
+		 "$d/w2 $d/m1 $d/m2 && cp %s $d/lower/libssl.so.3 && for i in 1 2; do mount -t "
+		 "overlay overlay -o lowerdir=$d/lower,upperdir=$d/u$i,workdir=$d/w$i $d/m$i; "
+		 "done; %s -c \"import ctypes, time; ctypes.CDLL(None).prctl(1, 9); "
+		 "ctypes.CDLL(\\\"/tmp/bpftel-ovl3/m1/libssl.so.3\\\"); time.sleep(30)\" & "
+		 "exec %s -c \"import ctypes, time; ctypes.CDLL(\\\"/tmp/bpftel-ovl3/m2/"
+		 "libssl.so.3\\\"); time.sleep(30)\"'",
+		 LIBSSL, PYTHON, PYTHON);
+	child = start_child(script);
+	/* Both processes in it: one row, or two if the layer's file was not seen as one. */
+	for (tries = 0; tries < 3000; tries++) {
+		if (rows_under(f, SHLIB_LIB_SSL, "/tmp/bpftel-ovl3/", &row) >= 2 ||
+		    (row_now(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 2) && row.nprocs >= 2))
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(rows_under(f, SHLIB_LIB_SSL, "/tmp/bpftel-ovl3/", &row), 1);
+	assert_int_equal(row.nprocs, 2);
+	assert_int_equal(row.attached, 2);
+	assert_non_null(row.link_mode);
+	assert_int_equal(row.links, !strcmp(row.link_mode, "multi") ? 1 : 2);
+	assert_int_equal(links_now(), links_before + row.links);
+	stop_child(child);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	/* The other python dies with its parent; the mounts go with the last of them. */
+	for (tries = 0; tries < 3000 && rmdir("/tmp/bpftel-ovl3") && errno == EBUSY; tries++)
+		usleep(10000);
+}
+
 /* openat(dirfd, "libssl.so.3") from a process whose cwd is elsewhere: resolved through
  * /proc/<pid>/fd/<dirfd>, checked against the inode the kernel saw opened. */
 static void test_relative_to_dirfd(void **state)
@@ -703,6 +771,7 @@ int main(void)
 		T(test_private_mount_namespace),
 		T(test_overlayfs_library),
 		T(test_overlayfs_layers_on_two_fs),
+		T(test_overlayfs_two_mounts_one_file),
 		T(test_relative_to_dirfd),
 		T(test_identity_mismatch_refused),
 		T(test_non_elf_library_recorded_once),

@@ -16,6 +16,7 @@
 #include <linux/openat2.h>
 
 #include "procfile.h"
+#include "real_file.h"
 #include "user/common/deadline_call.h"
 
 #ifndef FUSE_SUPER_MAGIC
@@ -345,36 +346,52 @@ out:
 
 /*
  * What fd's mapping is of: on overlayfs the file underneath, which is what the kernel
- * maps and attaches uprobes to. Stat of it in *real and, where sfs, of its file system.
+ * maps and attaches uprobes to. Its identity in *dev, *ino, and where fuse, whether it
+ * lies on FUSE.
+ * As the kernel holds the mapping where the iterator of real_file.h is loaded; else
+ * stat and statfs of the mapping (/proc/self/map_files), which on 6.x kernels show the
+ * overlay's file, not the layer's (and their statfs may wait: this runs on a deadline
+ * call).
  */
-static int mapped_file(int fd, struct stat *real, struct statfs *sfs)
+static int mapped_file(int fd, dev_t *dev, __u64 *ino, bool *fuse)
 {
+	struct bpftel_real_file real;
+	struct statfs sfs;
 	char path[96];
+	struct stat st;
 	void *p;
-	int err = 0;
+	int err;
 
 	/* Map one page and ask what the mapping is of. */
 	p = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
-	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)p,
-		 (unsigned long)p + (unsigned long)sysconf(_SC_PAGESIZE));
-	if (stat(path, real) || (sfs && statfs(path, sfs)))
-		err = -errno;
+	err = bpftel_real_file_at((unsigned long)p, &real);
+	if (!err) {
+		*dev = real.dev;
+		*ino = real.ino;
+		if (fuse)
+			*fuse = real.magic == FUSE_SUPER_MAGIC;
+	} else {
+		snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)p,
+			 (unsigned long)p + (unsigned long)sysconf(_SC_PAGESIZE));
+		err = 0;
+		if (stat(path, &st) || (fuse && statfs(path, &sfs))) {
+			err = -errno;
+		} else {
+			*dev = st.st_dev;
+			*ino = st.st_ino;
+			if (fuse)
+				*fuse = sfs.f_type == FUSE_SUPER_MAGIC;
+		}
+	}
 	munmap(p, 1);
 	return err;
 }
 
 int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
 {
-	struct stat st;
-	int err = mapped_file(fd, &st, NULL);
-
-	if (err)
-		return err;
-	*dev = st.st_dev;
-	*ino = st.st_ino;
-	return 0;
+	return mapped_file(fd, dev, ino, NULL);
 }
 
 /*
@@ -382,16 +399,16 @@ int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
  * but FUSE can hide: beneath an overlayfs whose lower layer is a FUSE mount unmounted
  * (lazily) since, or behind a mapping, so that no mount of the process shows it. Reads
  * of the file, and the kernel's own when it attaches a uprobe, would then wait for that
- * FUSE daemon. Asked of the file the kernel maps, the one underneath (its statfs may
- * wait too: this runs on a deadline call). Unknown is taken as FUSE: the statfs failed
- * on a file just mapped.
+ * FUSE daemon. Asked of the file the kernel maps, the one underneath. Unknown is taken
+ * as FUSE: the file was just mapped.
  */
 static bool maps_fuse(int fd)
 {
-	struct statfs sfs;
-	struct stat real;
+	dev_t dev;
+	__u64 ino;
+	bool fuse;
 
-	return mapped_file(fd, &real, &sfs) || sfs.f_type == FUSE_SUPER_MAGIC;
+	return mapped_file(fd, &dev, &ino, &fuse) || fuse;
 }
 
 /* An open on a deadline call: what it needs, copied, and what it found. */

@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "real_file.h"
 #include "uprobes_internal.h"
 #include "user/common/ctl.h"
 #include "user/common/proc.h"
@@ -66,6 +67,9 @@ int bpftel_uprobes__new(struct bpftel_uprobes **out)
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->idle, NULL);
 	u->grace_ms = BPFTEL_UPROBES_GRACE_MS;
+	/* The files it keys, as the kernel maps them (a failure is logged: then as stat
+	 * shows them). */
+	bpftel_real_files_get();
 	/* Without it (no inotify instance left, no thread), every file is unwatched: a
 	 * short grace, counted; the registry works. */
 	watch_start(u);
@@ -105,6 +109,7 @@ void bpftel_uprobes__free(struct bpftel_uprobes *u)
 		file_free(u->files[i]);
 	pthread_cond_destroy(&u->idle);
 	pthread_mutex_destroy(&u->lock);
+	bpftel_real_files_put();
 	free(u);
 }
 
