@@ -8,9 +8,11 @@ It serves one read-only file, NAME, a copy of SOURCE, through the raw /dev/fuse 
 reaches it. Requests from STALL_PID (the agent; 0: none) are read and never answered;
 everything else is (the kernel names a request's thread: it is matched by its thread
 group). It prints "ready" once mounted at MOUNTPOINT, and runs until killed: its
-death fails the waiting requests (the kernel aborts the connection).
+death fails the waiting requests (the kernel aborts the connection). INO (default 2)
+is the file's inode number: two instances mounted one after the other may get the same
+anonymous device, and should not serve the same (device, inode).
 
-    stall_fuse.py MOUNTPOINT NAME SOURCE STALL_PID
+    stall_fuse.py MOUNTPOINT NAME SOURCE STALL_PID [INO]
 """
 import ctypes
 import os
@@ -48,6 +50,7 @@ def tgid(tid):
 def main():
     mnt, name, source, stall_pid = sys.argv[1], sys.argv[2].encode(), sys.argv[3], \
         int(sys.argv[4])
+    ino = int(sys.argv[5]) if len(sys.argv) > 5 else FILE
     with open(source, "rb") as f:
         data = f.read()
     fd = os.open("/dev/fuse", os.O_RDWR)
@@ -79,11 +82,11 @@ def main():
             if node == ROOT and arg.rstrip(b"\0") == name:
                 # nodeid generation entry_valid attr_valid (ns x2), attr: no caching
                 reply(unique, body=struct.pack("<QQQQII", FILE, 1, 0, 0, 0, 0) +
-                      attr(FILE, len(data), 0o100444))
+                      attr(ino, len(data), 0o100444))
             else:
                 reply(unique, ENOENT)
         elif op == FUSE_GETATTR:
-            a = attr(ROOT, 0, 0o40555) if node == ROOT else attr(FILE, len(data), 0o100444)
+            a = attr(ROOT, 0, 0o40555) if node == ROOT else attr(ino, len(data), 0o100444)
             reply(unique, body=struct.pack("<QII", 0, 0, 0) + a)
         elif op in (FUSE_OPEN, FUSE_OPENDIR):
             reply(unique, body=struct.pack("<QIi", 0, 0, 0))

@@ -197,15 +197,17 @@ sys.stdin.readline()
 
 
 @contextlib.contextmanager
-def fuse_beneath_overlay(python, tmp, tag, stall_pid):
+def fuse_beneath_overlay(python, tmp, tag, stall_pid, ino):
     """libssl on an overlayfs whose lower layer is a FUSE file system (stall_fuse.py,
-    stalling stall_pid), the FUSE mount detached: yields the overlay's path to it."""
+    stalling stall_pid, the file's inode number ino), the FUSE mount detached: yields the
+    overlay's path to it. Each case takes its own ino: the overlay's anonymous device is
+    reused by the next one, and a refusal is remembered by (device, inode) for 10 s."""
     fuse, lower, ovl = (os.path.join(tmp, tag, d) for d in ("fuse", "empty", "ovl"))
     for d in (fuse, lower, ovl):
         os.makedirs(d)
     server = subprocess.Popen([python, os.path.join(os.path.dirname(__file__),
                                                     "stall_fuse.py"),
-                               fuse, "libssl.so.3", LIBSSL, str(stall_pid)],
+                               fuse, "libssl.so.3", LIBSSL, str(stall_pid), str(ino)],
                               stdout=subprocess.PIPE, text=True)
     mounted = False
     try:
@@ -229,7 +231,7 @@ def fuse_beneath_overlay(python, tmp, tag, stall_pid):
 def stalled_fuse(agent, python, tmp, hwm):
     """FUSE beneath an overlay that never answers the agent: refused at the deadline,
     and the watcher goes on meanwhile."""
-    with fuse_beneath_overlay(python, tmp, "stalled", agent.proc.pid) as path:
+    with fuse_beneath_overlay(python, tmp, "stalled", agent.proc.pid, 2) as path:
         before = agent.json("libs").get("open_timeouts", 0)
         h = Holder(python, OPEN_ONLY, (path,))
         try:
@@ -262,6 +264,34 @@ def stalled_fuse(agent, python, tmp, hwm):
     wait_for(lambda: agent.json("libs")["open_timeouts_waiting"] == 0, 30,
              "the threads left waiting on the FUSE server to end once it died")
     check(True, "no open is left waiting once the FUSE server is gone")
+
+
+def answering_fuse(agent, python, tmp, hwm):
+    """FUSE beneath an overlay that answers: the library opens (the overlay's layers
+    lie on two file systems, so its identity is checked as the kernel has it, not
+    refused as identity_changed), but what it maps lies on FUSE: refused as slow_fs,
+    never parsed or probed, and no open waits for a deadline."""
+    with fuse_beneath_overlay(python, tmp, "answering", 0, 3) as path:
+        before = agent.json("libs").get("open_timeouts", 0)
+        h = Holder(python, LOAD, (path,))
+        try:
+            h.step("loaded")
+            r = wait_for(lambda: refused(agent, path, "slow_fs"), 30,
+                         f"the refusal of {path} (slow_fs)")[0]
+            check(r["detail"] == "on or through a FUSE file system",
+                  f"FUSE beneath overlayfs, answering: refused as {r['reason']}: "
+                  f"{r['detail']}")
+            check(not refused(agent, path, "identity_changed"),
+                  "FUSE beneath overlayfs, answering: not refused as identity_changed")
+            check(not usm_rows(agent, path) or
+                  all(row["attached"] == 0 for row in usm_rows(agent, path)),
+                  "FUSE beneath overlayfs, answering: no probe attached to it")
+            check(agent.json("libs")["open_timeouts"] == before,
+                  f"FUSE beneath overlayfs, answering: no open past its deadline "
+                  f"({before} before and after)")
+            after_each(agent, "FUSE beneath overlayfs, answering", hwm)
+        finally:
+            h.stop()
 
 
 def main():
@@ -322,8 +352,10 @@ def main():
         # 5. FUSE hidden beneath an overlay mount.
         if os.path.exists("/dev/fuse"):
             stalled_fuse(agent, args.python, tmp, hwm)
+            # 6. The same FUSE, answering.
+            answering_fuse(agent, args.python, tmp, hwm)
         else:
-            print("note: no /dev/fuse: the stalled FUSE case is not run")
+            print("note: no /dev/fuse: the FUSE cases are not run")
 
         counts = agent.json("libs")["refused"]
         check(counts["not_regular"] >= 3 and counts["too_large"] >= 1 and
