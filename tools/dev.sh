@@ -21,7 +21,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 build_pkgs="cmake make gcc clang llvm pkg-config libbpf-dev libelf-dev zlib1g-dev libstdc++-12-dev \
 libjansson-dev libmicrohttpd-dev libnghttp2-dev libcapstone-dev bpftool"
 test_pkgs="libcmocka-dev python3 curl openssl gnutls-bin prometheus tmux libclang-rt-14-dev \
-libbpf-tools bpftrace nghttp2-server nghttp2-client python3-h2 golang-go libgnutls28-dev"
+libbpf-tools bpftrace nghttp2-server nghttp2-client python3-h2 golang-go libgnutls28-dev \
+btrfs-progs"
 
 die() {
 	echo "dev.sh: $*" >&2

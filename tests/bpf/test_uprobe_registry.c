@@ -343,6 +343,45 @@ static void test_overlayfs_layers_on_two_fs(void **state)
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
+/*
+ * A library on a btrfs subvolume (Fedora's and openSUSE's root is one): stat gives the
+ * subvolume's device, the kernel's inode its file system's. The
+ * identity is matched as the kernel has it, not refused as identity_changed. Needs
+ * mkfs.btrfs (btrfs-progs, a test package) and a loop device.
+ */
+static void test_btrfs_subvolume_library(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	char script[1400];
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK) ||
+	    access("/usr/sbin/mkfs.btrfs", X_OK) || access("/dev/loop-control", F_OK))
+		skip();
+	unlink("/tmp/bpftel-btrfs.img");
+	if (system("truncate -s 300M /tmp/bpftel-btrfs.img && "
+		   "mkfs.btrfs -q /tmp/bpftel-btrfs.img > /dev/null 2>&1"))
+		skip(); /* no btrfs here */
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	snprintf(script, sizeof(script),
+		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-btrfs; "
+		 "mkdir -p $d && mount -o loop $d.img $d && btrfs subvolume create $d/sub "
+		 "> /dev/null && cp %s $d/sub/libssl.so.3 && exec %s -c \"import ctypes, "
+		 "time; ctypes.CDLL(\\\"/tmp/bpftel-btrfs/sub/libssl.so.3\\\"); "
+		 "time.sleep(30)\"'",
+		 LIBSSL, PYTHON);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-btrfs/sub/libssl.so.3", &row, 2));
+	assert_int_equal(row.attached, 2);
+	assert_int_equal(row.failed, 0);
+	assert_int_equal(bpftel_uprobes__stale(f->up), 0);
+	stop_child(child);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	rmdir("/tmp/bpftel-btrfs"); /* the mounts went with the child's namespace */
+	unlink("/tmp/bpftel-btrfs.img");
+}
+
 /* How many rows of the registry are of a library of lib under dir, and the one. */
 static int rows_under(struct fixture *f, enum shlib_lib lib, const char *dir,
 		      struct bpftel_uprobe_file_info *row)
@@ -772,6 +811,7 @@ int main(void)
 		T(test_overlayfs_library),
 		T(test_overlayfs_layers_on_two_fs),
 		T(test_overlayfs_two_mounts_one_file),
+		T(test_btrfs_subvolume_library),
 		T(test_relative_to_dirfd),
 		T(test_identity_mismatch_refused),
 		T(test_non_elf_library_recorded_once),
