@@ -80,12 +80,6 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
 /* A mount line this long is not read whole; most are under 200 bytes. */
 #define MOUNTINFO_LINE_MAX 16384
 
-/*
- * "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the file system
- * type follows " - ". The lines are the process's own mounts, which an unprivileged
- * user can shape (in a user namespace): a line too long to read whole is taken as
- * FUSE, on dev if its device is dev, elsewhere if not: refused rather than walked.
- */
 /* The next line of a mountinfo file into line (MOUNTINFO_LINE_MAX bytes); of a longer
  * one, its start, the rest skipped, and *whole false. False at the end. */
 static bool mountinfo_next(FILE *f, char *line, bool *whole)
@@ -102,6 +96,12 @@ static bool mountinfo_next(FILE *f, char *line, bool *whole)
 	return true;
 }
 
+/*
+ * "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the file system
+ * type follows " - ". The lines are the process's own mounts, which an unprivileged
+ * user can shape (in a user namespace): a line too long to read whole is taken as
+ * FUSE, on dev if its device is dev, elsewhere if not: refused rather than walked.
+ */
 enum bpftel_fuse_view bpftel_procfile_fuse_scan(FILE *f, dev_t dev)
 {
 	enum bpftel_fuse_view view = BPFTEL_FUSE_NONE;
@@ -176,13 +176,14 @@ static int fd_inode(int fd, unsigned int *mnt_id, __u64 *ino)
 
 /*
  * Is fd's file, whose stat is st, the one the kernel saw opened (t->dev, t->ino)? stat
- * can say otherwise of that very file: on an overlayfs whose layers lie on different
- * file systems, without xino, a file's st_dev is its layer's pseudo-device, while the
- * BPF side read the overlay inode's number and its super block's device. So where the
- * numbers agree and the devices do not, the kernel's own view of fd decides: its inode
- * number and the device of its mount, in the process's mounts (the walk went through
- * them). Files of two layers of such an overlay may share a number; the path could then
- * lead to the other, which the process could as well have opened itself.
+ * can say otherwise of that very file, while the BPF side read the inode's number and
+ * its super block's device: a file on a btrfs subvolume has the subvolume's device,
+ * and one on an overlayfs whose layers lie on different file systems, without xino,
+ * its layer's pseudo-device. So where the numbers agree and the devices do not, the
+ * kernel's own view of fd decides: its inode number and the device of its mount, in
+ * the process's mounts (the walk went through them). Files of two layers of such an
+ * overlay may share a number; the path could then lead to the other, which the process
+ * could as well have opened itself.
  */
 static bool same_file(const struct bpftel_procfile_target *t, int fd, const struct stat *st)
 {
@@ -346,12 +347,11 @@ out:
 
 /*
  * What fd's mapping is of: on overlayfs the file underneath, which is what the kernel
- * maps and attaches uprobes to. Its identity in *dev, *ino, and where fuse, whether it
- * lies on FUSE.
- * As the kernel holds the mapping where the iterator of real_file.h is loaded; else
- * stat and statfs of the mapping (/proc/self/map_files), which on 6.x kernels show the
- * overlay's file, not the layer's (and their statfs may wait: this runs on a deadline
- * call).
+ * maps and attaches uprobes to. Its identity in *dev, *ino, and where fuse is given,
+ * whether it lies on FUSE. Asked of the kernel where real_file.h's iterator is held;
+ * else stat and statfs of the mapping (/proc/self/map_files), which on 6.x kernels
+ * show the overlay's file, not the layer's (and whose statfs may wait on FUSE: this
+ * runs on a deadline call).
  */
 static int mapped_file(int fd, dev_t *dev, __u64 *ino, bool *fuse)
 {
