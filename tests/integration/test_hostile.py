@@ -124,7 +124,7 @@ ctypes.CDLL(lib)
 print("loaded", flush=True)
 sys.stdin.readline()
 tmp = lib + ".new"
-if kind == "fifo":
+if kind.startswith("fifo"):
     os.mkfifo(tmp)
 else:
     os.symlink("/dev/zero", tmp)
@@ -329,6 +329,17 @@ def main():
                         hwm, ns)
         check(not os.path.exists(f"{priv}/libssl.so.4"),
               "those files were only in the process's namespace")
+        # The same in an overlay (a container's): the mapping that reaches the file once
+        # its path is swapped shows the overlay's file, not the layer's it is keyed by.
+        ovl = os.path.join(tmp, "overlay")
+        os.makedirs(ovl)
+        ns = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+              f"mount -t tmpfs none {ovl} && mkdir {ovl}/lower {ovl}/upper {ovl}/work "
+              f"{ovl}/merged && cp {LIBSSL} {ovl}/lower/libssl.so.3 && mount -t overlay "
+              f"overlay -o lowerdir={ovl}/lower,upperdir={ovl}/upper,workdir={ovl}/work "
+              f"{ovl}/merged && exec \"$@\"", "sh"]
+        swapped_library(agent, args.python, f"{ovl}/merged/libssl.so.3", "fifo in an overlay",
+                        hwm, ns)
 
         # 3. Sparse files that claim huge symbol tables.
         huge = os.path.join(tmp, "huge", "libssl.so.3")

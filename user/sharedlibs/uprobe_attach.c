@@ -41,10 +41,14 @@ void links_drop(struct ulink *links, size_t n, bool gated)
 }
 
 /*
- * A mapping of (dev, ino) in pid's address space, as "start-end" for map_files: the
- * kernel's own reference to the file, whatever has become of its path since.
+ * A mapping of f in pid's address space, as "start-end" for map_files: the kernel's own
+ * reference to the file, whatever has become of its path since. /proc/<pid>/maps shows
+ * the file the process opened: on overlayfs since 6.x the overlay's (f's alias, the
+ * identity the kernel reported for the open), before that the layer's (f's own). The
+ * one found in *dev, *ino.
  */
-static bool find_mapping(__u32 pid, dev_t dev, __u64 ino, char *range, size_t len)
+static bool find_mapping(__u32 pid, const struct lib_file *f, char *range, size_t len,
+			 dev_t *dev, __u64 *ino)
 {
 	char path[64], line[512];
 	unsigned long start, end;
@@ -64,9 +68,13 @@ static bool find_mapping(__u32 pid, dev_t dev, __u64 ino, char *range, size_t le
 			while ((c = fgetc(maps)) != EOF && c != '\n')
 				;
 		}
-		if (sscanf(line, "%lx-%lx %*s %*x %x:%x %llu", &start, &end, &major, &minor, &i) ==
-			    5 &&
-		    makedev(major, minor) == dev && i == ino) {
+		if (sscanf(line, "%lx-%lx %*s %*x %x:%x %llu", &start, &end, &major, &minor, &i) !=
+		    5)
+			continue;
+		*dev = makedev(major, minor);
+		*ino = i;
+		if ((*dev == f->dev && *ino == f->ino) ||
+		    (*dev == f->alias_dev && *ino == f->alias_ino)) {
 			snprintf(range, len, "%lx-%lx", start, end);
 			found = true;
 		}
@@ -88,6 +96,8 @@ static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 	struct stat st = {};
 	size_t n = 0, i;
 	int fd = -ENOENT;
+	__u64 ino;
+	dev_t dev;
 
 	pthread_mutex_lock(&u->lock);
 	for (i = f->nprocs; i-- > 0 && n < 8;) {
@@ -112,13 +122,13 @@ static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 			pthread_mutex_unlock(&u->lock);
 		}
 		if (fd < 0 && t[i].dirfd != BPFTEL_PROCFILE_MAPPED &&
-		    find_mapping(t[i].pid, f->dev, f->ino, range, sizeof(range)))
+		    find_mapping(t[i].pid, f, range, sizeof(range), &dev, &ino))
 			fd = bpftel_procfile_open(
 				&(struct bpftel_procfile_target){.pid = t[i].pid,
 								 .dirfd = BPFTEL_PROCFILE_MAPPED,
 								 .path = range,
-								 .dev = f->dev,
-								 .ino = f->ino},
+								 .dev = dev,
+								 .ino = ino},
 				&st, &why);
 	}
 	for (i = 0; i < n; i++)
