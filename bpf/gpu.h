@@ -167,9 +167,11 @@ struct gpu_kname {
 
 /* Per thread (gpu_threads, pid_tgid): see bpf/lib/gpu_state.h. */
 struct gpu_thread {
-	__s32 device;	/* current device, -1 not known */
-	__u32 rt_depth; /* runtime calls this thread is inside */
-	__u64 rt_sp;	/* the stack pointer at the outermost one's entry */
+	__s32 device;	 /* current device, -1 not known */
+	__u32 rt_depth;	 /* runtime calls this thread is inside */
+	__u64 rt_sp;	 /* the stack pointer at the outermost one's entry */
+	__s32 rt_device; /* the runtime's, from cudaSetDevice; -1 none chosen */
+	__u32 __pad;
 };
 
 struct gpu_err_key {
@@ -188,7 +190,7 @@ _Static_assert(sizeof(struct gpu_proc_stats) ==
 	       "gpu_proc_stats layout");
 _Static_assert(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key layout");
 _Static_assert(sizeof(struct gpu_alloc) == 24, "gpu_alloc layout");
-_Static_assert(sizeof(struct gpu_thread) == 16, "gpu_thread layout");
+_Static_assert(sizeof(struct gpu_thread) == 24, "gpu_thread layout");
 _Static_assert(sizeof(struct gpu_err_key) == 16, "gpu_err_key layout");
 _Static_assert(sizeof(struct gpu_kernel_key) == 16, "gpu_kernel_key layout");
 _Static_assert(sizeof(struct gpu_kernel) == 40, "gpu_kernel layout");

@@ -63,13 +63,18 @@ static __always_inline int gpu_ctx_make_enter_body(TLM_PARAM, struct pt_regs *re
 	return 0;
 }
 
+/* The thread's current device is dev; the runtime's own too where runtime (cudaSetDevice),
+ * which it binds again after a driver call unbinds its context. */
 static __always_inline void gpu_thread_set_device(TLM_PARAM, struct gpu_proc_stats *st,
-						  __u64 pid_tgid, __s32 dev)
+						  __u64 pid_tgid, __s32 dev, bool runtime)
 {
 	struct gpu_thread *th = gpu_thread_get(TLM_ARG, pid_tgid);
 
-	if (th)
+	if (th) {
 		th->device = dev;
+		if (runtime)
+			th->rt_device = dev;
+	}
 	if (dev >= 0)
 		st->device = dev;
 }
@@ -85,12 +90,12 @@ static __always_inline void gpu_ctx_made(TLM_PARAM, struct gpu_proc_stats *st, _
 		return;
 	tlm_map_update(gpu_ctxs, &key, &dev, BPF_ANY);
 	if (func == GPU_FN_CU_CTX_CREATE)
-		gpu_thread_set_device(TLM_ARG, st, pid_tgid, dev);
+		gpu_thread_set_device(TLM_ARG, st, pid_tgid, dev, false);
 }
 
 /* cuCtxSetCurrent(ctx) / cuCtxPushCurrent_v2(ctx) succeeded: the thread's device is the
- * context's, or not known (a context made before we watched); NULL unbinds (as a
- * thread that never chose: the runtime binds its own device's again). */
+ * context's, or not known (a context made before we watched); NULL unbinds (the
+ * runtime binds its own device's again: gpu_thread_dev_slot()). */
 static __always_inline void gpu_ctx_current(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
 					    const struct gpu_call *call)
 {
@@ -100,7 +105,8 @@ static __always_inline void gpu_ctx_current(TLM_PARAM, struct gpu_proc_stats *st
 	gpu_thread_set_device(TLM_ARG, st, pid_tgid,
 			      dev	    ? *dev
 			      : call->arg0 ? GPU_THREAD_DEV_UNKNOWN
-					   : GPU_THREAD_DEV_NONE);
+					   : GPU_THREAD_DEV_NONE,
+			      false);
 }
 
 /* cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name): where the

@@ -221,7 +221,7 @@ static __always_inline void gpu_account(TLM_PARAM, struct gpu_proc_stats *st, __
 		__sync_fetch_and_add(&st->sync_ns, now - call->ktime_ns);
 		break;
 	case GPU_FN_SET_DEVICE:
-		gpu_thread_set_device(TLM_ARG, st, pid_tgid, (__s32)call->arg1);
+		gpu_thread_set_device(TLM_ARG, st, pid_tgid, (__s32)call->arg1, true);
 		break;
 	case GPU_FN_CU_CTX_CREATE:
 	case GPU_FN_CU_PRIMARY_CTX_RETAIN:

@@ -140,7 +140,7 @@ struct {
 
 /* Initial values (a process's stats are too large for the BPF stack). */
 struct gpu_proc_stats gpu_proc_init = {.device = -1};
-struct gpu_thread gpu_thread_init = {.device = -1};
+struct gpu_thread gpu_thread_init = {.device = -1, .rt_device = -1};
 
 TLM_MAP_KEY(gpu_procs);
 TLM_MAP_KEY(gpu_allocs);
@@ -195,15 +195,18 @@ static __always_inline void gpu_runtime_enter(struct gpu_thread *th, __u64 sp)
 #define GPU_THREAD_DEV_UNKNOWN (-2)
 
 /* The device slot a call of func is counted under, on a thread whose state is th (NULL:
- * none yet). A runtime thread that never chose a device uses device 0 (the runtime's
- * default); a driver one has none we know, and neither has any call in a context whose
- * device is not known. */
+ * none yet). A runtime call on a thread with no context current uses the device the
+ * runtime binds: the one cudaSetDevice chose, also after a driver call unbound it
+ * (cuCtxSetCurrent(NULL)), else device 0 (the runtime's default). A driver call there
+ * has none we know, and neither has any call in a context whose device is not known. */
 static __always_inline __u32 gpu_thread_dev_slot(const struct gpu_thread *th, __u64 func)
 {
 	__s32 dev = th ? th->device : GPU_THREAD_DEV_NONE;
 
+	if (dev == GPU_THREAD_DEV_NONE && !gpu_fn_driver(func))
+		dev = th && th->rt_device >= 0 ? th->rt_device : 0;
 	if (dev < 0)
-		return dev == GPU_THREAD_DEV_NONE && !gpu_fn_driver(func) ? 0 : GPU_DEV_UNKNOWN;
+		return GPU_DEV_UNKNOWN;
 	return dev < GPU_MAX_DEVICES ? (__u32)dev : GPU_DEV_UNKNOWN;
 }
 

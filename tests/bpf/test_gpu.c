@@ -865,7 +865,7 @@ static void test_lost_runtime_return_heals(void **state)
 
 /* The current device per thread: cudaSetDevice; a context's device learnt where it is
  * made (cuCtxCreate_v2 makes it current, cuDevicePrimaryCtxRetain does not) and taken
- * on by cuCtxSetCurrent / cuCtxPushCurrent_v2. */
+ * on by cuCtxSetCurrent / cuCtxPushCurrent_v2; cuCtxSetCurrent(NULL) unbinds it. */
 static void test_devices_per_thread(void **state)
 {
 	__u64 stack[3] = {0xdead, 1, 0}, ctx_slot = 0, p1 = 0x7fa000000000, p2 = 0x7fb000000000;
@@ -911,16 +911,24 @@ static void test_devices_per_thread(void **state)
 	 * device 0, the runtime's default for a thread that never chose). */
 	enter(GPU_FN_LAUNCH, &rt_launch, 22);
 	ret(GPU_FN_LAUNCH, 0, 22);
+	/* The context unbound: the runtime binds its own device again, the one cudaSetDevice
+	 * chose (1, not its default 0); the driver has none. */
+	set.di = 0;
+	enter(GPU_FN_CU_CTX_SET_CURRENT, &set, 23);
+	ret(GPU_FN_CU_CTX_SET_CURRENT, 0, 24);
+	enter(GPU_FN_LAUNCH, &rt_launch, 25);
+	ret(GPU_FN_LAUNCH, 0, 25);
+	enter(GPU_FN_CU_LAUNCH, &launch, 26);
 	st = stats_of(TGID);
 	assert_int_equal(st.dev[0].launches, 1);
-	assert_int_equal(st.dev[1].launches, 1);
+	assert_int_equal(st.dev[1].launches, 2);
 	assert_int_equal(st.dev[1].allocs, 1);
 	assert_int_equal(st.dev[1].outstanding_bytes, 0);
 	assert_int_equal(st.dev[2].launches, 2);
 	assert_int_equal(st.dev[3].launches, 1);
 	assert_int_equal(st.dev[3].errors, 1);
 	assert_int_equal(st.dev[3].outstanding_bytes, 300);
-	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches, 3);
+	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches, 4);
 	assert_int_equal(st.device, 3);
 	assert_int_equal(alloc_of(TGID, p2).dev, 3);
 }
