@@ -5,11 +5,11 @@
  * inode's number, device and file system (struct real_file_rec).
  *
  * Why not stat: on overlayfs the kernel maps (and attaches uprobes to) the file
- * underneath, in a layer, while since 6.x stat, /proc/<pid>/maps and
+ * underneath, in a layer, while on newer kernels (6.18 here) stat, /proc/<pid>/maps and
  * /proc/<pid>/map_files all show the overlay's file: two overlays of one image layer
  * (two containers) show two files that are one for uprobes, and a layer on FUSE shows
- * as overlayfs. vma->vm_file is the file mapped (a backing file on 6.6+, whose inode
- * is the layer's), on every kernel the iterator exists on (5.12).
+ * as overlayfs. vma->vm_file is the file mapped (on newer kernels a backing file whose
+ * inode is the layer's; on older ones the layer's file itself, which stat showed too).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -18,7 +18,8 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* The agent's pid: before 6.1 the iterator cannot be told to walk one process only. */
+/* The agent's pid. The iterator walks its main thread only (6.1's filter); this keeps
+ * the program right whatever it is handed. */
 const volatile __u32 self_tgid;
 
 SEC("iter/task_vma")

@@ -402,7 +402,7 @@ static int rows_under(struct fixture *f, enum shlib_lib lib, const char *dir,
 
 /*
  * Two overlays of one lower layer (two containers of one image): the kernel maps, and
- * attaches uprobes to, the layer's one file for both, while stat (6.x) shows two
+ * attaches uprobes to, the layer's one file for both, while stat (newer kernels) shows two
  * overlay files. One row, both processes in it, one set of links: two would run every
  * probe twice, and every call be counted twice.
  */

@@ -3,7 +3,7 @@
 """Two containers of one image, in small: two overlayfs mounts of one lower layer that
 holds a copy of libssl, each bind-mounted over the system's libssl in a mount namespace
 of its own. The kernel maps, and attaches uprobes to, the layer's one file for both,
-while stat of the two overlays' files (6.x) shows two files. So:
+while stat of the two overlays' files (newer kernels, 6.18 here) shows two files. So:
   1. one `bpftel libs` row holds a process of each, with one set of probes;
   2. curl in one of them, while the other's process holds its libssl, is counted once
      per request on its own side and on the server's, and every request and response

@@ -349,7 +349,7 @@ out:
  * What fd's mapping is of: on overlayfs the file underneath, which is what the kernel
  * maps and attaches uprobes to. Its identity in *dev, *ino, and where fuse is given,
  * whether it lies on FUSE. Asked of the kernel where real_file.h's iterator is held;
- * else stat and statfs of the mapping (/proc/self/map_files), which on 6.x kernels
+ * else stat and statfs of the mapping (/proc/self/map_files), which on newer kernels
  * show the overlay's file, not the layer's (and whose statfs may wait on FUSE: this
  * runs on a deadline call).
  */

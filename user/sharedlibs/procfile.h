@@ -86,7 +86,7 @@ int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st
  * The identity of the file a mapping of fd is of: on overlayfs the file underneath, in
  * its layer, which is what the kernel attaches uprobes to. Elsewhere the file itself.
  * Asked of the kernel through real_file.h's iterator where it is held (the uprobe
- * registry holds it); else what stat of the mapping shows, which since 6.x kernels is
+ * registry holds it); else what stat of the mapping shows, which on newer kernels is
  * the overlay's file. 0 or -errno.
  */
 int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino);

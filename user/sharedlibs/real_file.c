@@ -53,14 +53,14 @@ static struct real_files *real_files_load(int *err)
 	*err = real_file__load(r->skel);
 	if (*err)
 		goto fail;
-	/* The main thread's mappings are the process's. Before 6.1 no filter is taken:
-	 * every task is walked, and the program keeps ours. */
+	/* The main thread's mappings are the process's. Kernels before 6.1 take no such
+	 * filter, and would walk every task of the host at each lookup; they need no
+	 * iterator either: their overlayfs maps the layer's file itself, which stat of the
+	 * mapping shows. */
 	info.task.tid = getpid();
 	opts.link_info = &info;
 	opts.link_info_len = sizeof(info);
 	r->link = bpf_program__attach_iter(r->skel->progs.real_file_vmas, &opts);
-	if (!r->link)
-		r->link = bpf_program__attach_iter(r->skel->progs.real_file_vmas, NULL);
 	if (!r->link) {
 		*err = -errno;
 		goto fail;
@@ -132,8 +132,7 @@ static dev_t kdev(__u32 dev)
 /*
  * One walk of our mappings, in address order, until addr's. A walk's end is where the
  * addresses stop rising: the kernel (6.18 here) may hand a read after the end the last
- * part of the walk again, and before 6.1 (no filter) the walk goes on with our other
- * threads, whose mappings are the same ones.
+ * part of the walk again.
  */
 static int lookup(struct real_files *r, unsigned long addr, struct bpftel_real_file *out)
 {

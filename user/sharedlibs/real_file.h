@@ -2,10 +2,10 @@
 /*
  * The file a mapping of the agent's own is of, as the kernel holds it
  * (bpf/real_file.bpf.c): on overlayfs the layer's file, the one uprobes attach to,
- * which stat and /proc no longer show on 6.x kernels. One iterator for the process,
+ * which stat and /proc no longer show on newer kernels. One iterator for the process,
  * loaded while a holder wants it (the uprobe registry, from its creation to its end).
- * Without it (a kernel before 5.12 or without BTF, a load refused), lookups say
- * -ENOENT and callers fall back to what stat shows.
+ * Without it (a kernel before 6.1 or without BTF, a load refused), lookups say
+ * -ENOENT and callers fall back to what stat shows (right on older kernels).
  */
 #ifndef BPFTEL_SHAREDLIBS_REAL_FILE_H
 #define BPFTEL_SHAREDLIBS_REAL_FILE_H

@@ -43,7 +43,7 @@ void links_drop(struct ulink *links, size_t n, bool gated)
 /*
  * A mapping of f in pid's address space, as "start-end" for map_files: the kernel's own
  * reference to the file, whatever has become of its path since. /proc/<pid>/maps shows
- * the file the process opened: on overlayfs since 6.x the overlay's (f's alias, the
+ * the file the process opened: on overlayfs on newer kernels the overlay's (f's alias, the
  * identity the kernel reported for the open), before that the layer's (f's own). The
  * one found in *dev, *ino.
  */

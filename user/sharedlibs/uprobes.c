@@ -889,7 +889,7 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 /*
  * A process's libraries, from its mappings, and its executable when that is a Go
  * program (the mapping of the path /proc/<pid>/exe names). Each by the identity maps
- * shows: on overlayfs since 6.x the overlay's file, as the watcher reports opens (before,
+ * shows: on overlayfs on newer kernels the overlay's file, as the watcher reports opens (before,
  * the layer's); the registry keys files by the layer's all the same. A line:
  * "7f1c2a000000-7f1c2a021000 r-xp 00000000 08:01 1234 /usr/lib/libssl.so.3"
  */
