@@ -228,6 +228,39 @@ def fuse_beneath_overlay(python, tmp, tag, stall_pid, ino):
             subprocess.run(["umount", "-l", ovl], check=False, timeout=60)
 
 
+def stalled_again(agent, python, path):
+    """More processes open the stalled file, until one is past the registry's refusal
+    cache (10 s): each is refused at once while the first open still waits, and no
+    thread more waits. Each new process used to leave one more walk of its path
+    waiting, until 16 of them stopped every new open."""
+    first = agent.json("libs")
+    base = first["refused"]["slow_fs"] - first["refused_cached"]
+    opened = 0
+
+    def refused_past_the_cache():
+        nonlocal opened
+        h = Holder(python, OPEN_ONLY, (path,))
+        try:
+            h.step("opened")
+            opened += 1
+        finally:
+            h.stop()
+        libs = agent.json("libs")
+        return libs["refused"]["slow_fs"] - libs["refused_cached"] > base
+    wait_for(refused_past_the_cache, 120, "an open of the stalled file past the refusal cache")
+    libs = agent.json("libs")
+    check(libs["open_timeouts"] == first["open_timeouts"] and
+          libs["open_timeouts_waiting"] == first["open_timeouts_waiting"] and
+          libs["opens_not_tried"] == first["opens_not_tried"],
+          f"{opened} more processes opened the stalled file: still "
+          f"{libs['open_timeouts_waiting']} waiting, {libs['open_timeouts']} past the "
+          f"deadline, {libs['opens_not_tried']} not tried")
+    r = [x for x in agent.json("libs")["recent_refusals"]
+         if x["path"] == path and x["reason"] == "slow_fs"]
+    check(any(x["detail"] == "an earlier open of it still waits on its file system"
+              for x in r), f"refused at once: {[x['detail'] for x in r]}")
+
+
 def stalled_fuse(agent, python, tmp, hwm):
     """FUSE beneath an overlay that never answers the agent: refused at the deadline,
     and the watcher goes on meanwhile."""
@@ -259,6 +292,7 @@ def stalled_fuse(agent, python, tmp, hwm):
             check(libs["open_timeouts"] > before,
                   f"opens past their deadline counted: {libs['open_timeouts']}")
             after_each(agent, "FUSE beneath overlayfs, stalled", hwm)
+            stalled_again(agent, python, path)
         finally:
             h.stop()
     wait_for(lambda: agent.json("libs")["open_timeouts_waiting"] == 0, 30,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <linux/openat2.h>
 
+#include "open_waits.h"
 #include "procfile.h"
 #include "real_file.h"
 #include "user/common/deadline_call.h"
@@ -69,6 +70,8 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
 		else if (err == -EBUSY)
 			snprintf(buf, len, "%u earlier opens still wait on their file systems",
 				 BPFTEL_DEADLINE_STUCK_MAX);
+		else if (err == -EINPROGRESS)
+			snprintf(buf, len, "an earlier open of it still waits on its file system");
 		else
 			snprintf(buf, len, "on or through a FUSE file system");
 		break;
@@ -418,6 +421,7 @@ struct open_job {
 	struct stat st;
 	enum bpftel_refusal why;
 	int fd;
+	__u64 ticket; /* in open_waits.h's table */
 	char path[]; /* t.path's copy: the caller's may be gone when an abandoned job ends */
 };
 
@@ -438,6 +442,7 @@ static void open_job_release(struct bpftel_deadline_call *c)
 {
 	struct open_job *j = (struct open_job *)c;
 
+	bpftel_open_waits_end(j->ticket);
 	if (j->fd >= 0)
 		close(j->fd);
 	free(j);
@@ -448,10 +453,18 @@ int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st
 {
 	size_t n = t->path ? strlen(t->path) + 1 : 1;
 	struct open_job *j;
+	__u64 ticket;
 	int err, fd;
 
 	*why = BPFTEL_REFUSED__COUNT;
 	memset(st, 0, sizeof(*st));
+	if (t->ino && bpftel_open_waits_stalled(t->dev, t->ino)) {
+		/* An earlier open of this file waits on its file system still. */
+		st->st_dev = t->dev;
+		st->st_ino = t->ino;
+		*why = BPFTEL_REFUSED_SLOW_FS;
+		return -EINPROGRESS;
+	}
 	j = calloc(1, sizeof(*j) + n);
 	if (!j)
 		return -ENOMEM;
@@ -462,19 +475,23 @@ int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st
 		memcpy(j->path, t->path, n);
 	j->t.path = t->path ? j->path : NULL;
 	j->fd = -1;
+	j->ticket = ticket = bpftel_open_waits_begin(t->dev, t->ino);
 	err = bpftel_deadline_call(&j->call, BPFTEL_PROCFILE_TIMEOUT_MS);
 	if (err == -ETIMEDOUT || err == -EBUSY) {
-		/* j is the thread's if it timed out. Refused as the file the kernel named,
-		 * never touched again (the caller remembers the refusal by identity). */
+		/* j is the thread's if it timed out (its ticket ends with it). Refused as the
+		 * file the kernel named, never touched again (the caller remembers the
+		 * refusal by identity, for a while; open_waits.h for as long as it waits). */
 		st->st_dev = t->dev;
 		st->st_ino = t->ino;
 		*why = BPFTEL_REFUSED_SLOW_FS;
-		if (err == -EBUSY)
-			free(j);
+		if (err == -ETIMEDOUT)
+			bpftel_open_waits_abandon(ticket);
+		else
+			open_job_release(&j->call);
 		return err;
 	}
 	if (err) {
-		free(j);
+		open_job_release(&j->call);
 		return err;
 	}
 	*st = j->st;
@@ -520,6 +537,7 @@ struct host_path_job {
 	struct bpftel_deadline_call call;
 	struct bpftel_procfile_target t;
 	char *result;
+	__u64 ticket; /* in open_waits.h's table, as an open's */
 	char path[];
 };
 
@@ -535,6 +553,7 @@ static void host_path_job_release(struct bpftel_deadline_call *c)
 {
 	struct host_path_job *j = (struct host_path_job *)c;
 
+	bpftel_open_waits_end(j->ticket);
 	free(j->result);
 	free(j);
 }
@@ -544,9 +563,12 @@ char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
 	size_t n = t->path ? strlen(t->path) + 1 : 1;
 	struct host_path_job *j;
 	char *result;
+	__u64 ticket;
 	int err;
 
-	if (!t->path || !*t->path)
+	/* None while an earlier open or walk to this file waits on its file system: each
+	 * new process that opens it would leave one more thread waiting. */
+	if (!t->path || !*t->path || (t->ino && bpftel_open_waits_stalled(t->dev, t->ino)))
 		return NULL;
 	j = calloc(1, sizeof(*j) + n);
 	if (!j)
@@ -556,10 +578,14 @@ char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
 	j->t = *t;
 	memcpy(j->path, t->path, n);
 	j->t.path = j->path;
+	j->ticket = ticket = bpftel_open_waits_begin(t->dev, t->ino);
 	err = bpftel_deadline_call(&j->call, BPFTEL_PROCFILE_TIMEOUT_MS);
-	if (err == -ETIMEDOUT)
-		return NULL; /* j is the thread's */
+	if (err == -ETIMEDOUT) {
+		bpftel_open_waits_abandon(ticket); /* j is the thread's */
+		return NULL;
+	}
 	result = err ? NULL : j->result;
-	free(j);
+	j->result = NULL;
+	host_path_job_release(&j->call);
 	return result;
 }

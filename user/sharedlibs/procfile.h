@@ -75,8 +75,9 @@ struct bpftel_procfile_target {
  * its stat in *st, or a negative errno: with *why set (< BPFTEL_REFUSED__COUNT) when it
  * is a refusal (*st then says what the path led to, if it led anywhere, else it is
  * zero; for a file on FUSE, never opened, or one whose file system did not answer in
- * time (-ETIMEDOUT), or not tried (-EBUSY: too many opens still wait), it holds t's
- * device and inode), else *why = BPFTEL_REFUSED__COUNT (the process or the file is
+ * time (-ETIMEDOUT), or not tried (-EBUSY: too many opens still wait; -EINPROGRESS: an
+ * earlier open of this file, by t's identity, still waits), it holds t's device and
+ * inode), else *why = BPFTEL_REFUSED__COUNT (the process or the file is
  * gone: -ENOENT, -ESRCH, ...; or no thread could start).
  */
 int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
