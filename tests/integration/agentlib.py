@@ -2,6 +2,7 @@
 """Helpers for integration tests: run the real agent, query it with the real CLI,
 count the kernel's BPF objects. Each test is a plain script: exit 0 pass, 1 fail,
 77 skip (ctest SKIP_RETURN_CODE)."""
+import argparse
 import json
 import os
 import shutil
@@ -30,6 +31,21 @@ def require_root():
         skip("needs root to load BPF programs")
     if not shutil.which("bpftool"):
         skip("bpftool not installed")
+
+
+def agent_args(tools=()):
+    """The arguments every agent test takes (--agent, --cli, --python), checked that it
+    runs as root with the tools it drives installed (else skipped)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args()
+    require_root()
+    for tool in tools:
+        if not shutil.which(tool):
+            skip(f"{tool} is not installed (tools/dev.sh test installs it)")
+    return args
 
 
 def bpf_ids(kind):

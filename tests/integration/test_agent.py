@@ -3,13 +3,12 @@
 """End to end: the real agent sees a real python3 load libssl, the CLI reports it as a
 table and as JSON, SIGTERM leaves no program or link behind, and the CLI fails clearly
 once the agent is gone."""
-import argparse
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, bpf_ids, check, require_root, run, wait_for  # noqa: E402
+from agentlib import agent_args, Agent, bpf_ids, check, run, wait_for  # noqa: E402
 
 
 def check_traps(stats):
@@ -59,12 +58,7 @@ def check_traps(stats):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--python", default=sys.executable)
-    args = ap.parse_args()
-    require_root()
+    args = agent_args()
 
     progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
     agent = Agent(args.agent, args.cli)

@@ -5,7 +5,6 @@
 loopback scrapes it (up{job="bpftel"} == 1, bpftel_ebpf_program_runs_total series);
 garbage, oversized and half-open requests on the metrics port and on the control
 socket leave the agent serving; `bpftel module start|stop|restart` drives modules."""
-import argparse
 import json
 import os
 import shutil
@@ -13,15 +12,14 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import (LIBSSL_PROBES, Agent, check, free_port, make_cert,  # noqa: E402
-                      require_root, run,
-                      skip, start_http_server, wait_for)
+from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, free_port, make_cert,  # noqa: E402
+                      run,
+                      start_http_server, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -130,15 +128,7 @@ def check_modules_cli(agent):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--python", default=sys.executable)
-    args = ap.parse_args()
-    require_root()
-    for tool in ("promtool", "prometheus", "curl", "openssl"):
-        if not shutil.which(tool):
-            skip(f"{tool} is not installed (tools/dev.sh test installs it)")
+    args = agent_args(("promtool", "prometheus", "curl", "openssl"))
 
     tmp = tempfile.mkdtemp(prefix="bpftel-metrics-")
     agent = Agent(args.agent, args.cli)

@@ -7,7 +7,6 @@ copy of libssl (usm attaches to each) and exit (the sweep then detaches all of t
 `bpftel stats --json` and GET /metrics are polled every 100 ms: every answer must
 arrive (the CLI's own 5 s limit, and 10 s for /metrics), and the restarts and the
 sweep must finish. Latencies are printed, not asserted: tools/bench measures them."""
-import argparse
 import os
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import LIBSSL_PROBES, Agent, check, require_root, run, skip, wait_for  # noqa: E402
+from agentlib import agent_args, LIBSSL_PROBES, Agent, check, run, skip, wait_for  # noqa: E402
 
 LIBSSL = "/lib/x86_64-linux-gnu/libssl.so.3"
 
@@ -130,12 +129,7 @@ def sweep_storm(agent, python, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--python", default=sys.executable)
-    args = ap.parse_args()
-    require_root()
+    args = agent_args()
     if not os.path.exists(LIBSSL):
         skip("needs the system libssl")
     tmp = tempfile.mkdtemp(prefix="bpftel-responsive-")

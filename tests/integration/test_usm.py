@@ -7,7 +7,6 @@ GnuTLS client (gnutls-cli) is counted on its own side, and so is curl through an
 HTTPS proxy (TLS inside TLS: nested reads); plaintext curl against
 python3 http.server is counted through the socket filter; no query string or payload
 byte reaches the agent's output; nothing is left in the kernel after it stops."""
-import argparse
 import json
 import os
 import re
@@ -18,9 +17,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from agentlib import (LIBSSL_PROBES, Agent, bpf_ids, check, make_cert,  # noqa: E402
-                      require_root, run, skip,
-                      start_http_server, usm_settled, wait_for)
+from agentlib import (agent_args, LIBSSL_PROBES, Agent, bpf_ids, check, make_cert,  # noqa: E402
+                      run, start_http_server, usm_settled, wait_for)
 from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
 
@@ -34,15 +32,7 @@ def wait_count(agent, want, what, **match):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--python", default=sys.executable)
-    args = ap.parse_args()
-    require_root()
-    for tool in ("curl", "openssl", "gnutls-cli"):
-        if not shutil.which(tool):
-            skip(f"{tool} is not installed (tools/dev.sh test installs it)")
+    args = agent_args(("curl", "openssl", "gnutls-cli"))
 
     tmp = tempfile.mkdtemp(prefix="bpftel-usm-")
     cert, key = make_cert(tmp)

@@ -11,7 +11,6 @@ while stat of the two overlays' files (newer kernels, 6.18 here) shows two files
 Without the layer's identity (the agent before it), the second overlay got probes of
 its own on the same file, and every call ran both: each request curl wrote was parsed
 twice."""
-import argparse
 import os
 import shutil
 import subprocess
@@ -20,8 +19,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from agentlib import (LIBSSL_PROBES, Agent, check, make_cert,  # noqa: E402
-                      require_root, run, skip, start_http_server, usm_settled, wait_for)
+from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, make_cert,  # noqa: E402
+                      run, skip, start_http_server, usm_settled, wait_for)
 from agentlib import http_count as count  # noqa: E402
 
 LIBSSL = "/lib/x86_64-linux-gnu/libssl.so.3"
@@ -36,15 +35,7 @@ def in_overlay(merged, argv):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--python", default=sys.executable)
-    args = ap.parse_args()
-    require_root()
-    for tool in ("curl", "openssl", "unshare"):
-        if not shutil.which(tool):
-            skip(f"{tool} is not installed (tools/dev.sh test installs it)")
+    args = agent_args(("curl", "openssl", "unshare"))
     if not os.path.exists(LIBSSL):
         skip("needs the system libssl")
 

@@ -16,8 +16,6 @@
 
 The VM's cgroups are v1 (the cgroup is made under the pids hierarchy); on a v2 host the
 same test would make it under /sys/fs/cgroup."""
-import argparse
-import http.client
 import os
 import re
 import shutil
@@ -29,9 +27,8 @@ import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import (LIBSSL_PROBES, Agent, check, free_port, make_cert,  # noqa: E402
-                      require_root, run, skip,
-                      usm_settled, wait_for)
+from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, free_port, make_cert,  # noqa: E402
+                      run, usm_settled, wait_for)
 from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -347,15 +344,7 @@ def flood(agent, python):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--python", default=sys.executable)
-    args = ap.parse_args()
-    require_root()
-    for tool in ("curl", "openssl", "promtool"):
-        if not shutil.which(tool):
-            skip(f"{tool} is not installed (tools/dev.sh test installs it)")
+    args = agent_args(("curl", "openssl", "promtool"))
     tmp = tempfile.mkdtemp(prefix="bpftel-sides-")
     conf = os.path.join(tmp, "bpftel.conf")
     with open(conf, "w") as f:
