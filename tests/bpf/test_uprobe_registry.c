@@ -277,33 +277,47 @@ static void test_private_mount_namespace(void **state)
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
+/*
+ * In a mount namespace of its own, with $d the directory dir and $lib the system's
+ * libssl: run the shell steps setup, then a python3 that loads the libssl at dir/lib.
+ * The registry probes it, its identity matched through whatever the steps made.
+ */
+static void probed_in_namespace(struct fixture *f, const char *dir, const char *setup,
+				const char *lib)
+{
+	struct bpftel_uprobe_file_info row;
+	char script[1600], path[256];
+	pid_t child;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, lib);
+	snprintf(script, sizeof(script),
+		 "exec unshare -m --propagation private sh -c 'set -e; d=%s; lib=%s; "
+		 "mkdir -p $d && %s && exec %s -c \"import ctypes, time; "
+		 "ctypes.CDLL(\\\"%s\\\"); time.sleep(30)\"'",
+		 dir, LIBSSL, setup, PYTHON, path);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
+	assert_int_equal(row.attached, 2);
+	assert_int_equal(row.failed, 0);
+	assert_int_equal(bpftel_uprobes__stale(f->up), 0); /* identity matched through it */
+	stop_child(child);
+	rmdir(dir); /* the mounts went with the child's namespace */
+}
+
 /* A container's view: libssl in the lower layer of an overlayfs mount. The uprobe goes
  * on the file the process maps (the kernel resolves the overlay to the real inode). */
 static void test_overlayfs_library(void **state)
 {
 	struct fixture *f = *state;
-	struct bpftel_uprobe_file_info row;
-	char script[1024];
-	pid_t child;
 
 	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK))
 		skip();
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
-	snprintf(script, sizeof(script),
-		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-ovl; "
-		 "mkdir -p $d && mount -t tmpfs none $d && mkdir $d/lower $d/upper $d/work "
-		 "$d/merged && cp %s $d/lower/libssl.so.3 && mount -t overlay overlay "
-		 "-o lowerdir=$d/lower,upperdir=$d/upper,workdir=$d/work $d/merged && "
-		 "exec %s -c \"import ctypes, time; ctypes.CDLL(\\\"/tmp/bpftel-ovl/merged/"
-		 "libssl.so.3\\\"); time.sleep(30)\"'",
-		 LIBSSL, PYTHON);
-	child = start_child(script);
-	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-ovl/merged/libssl.so.3", &row, 2));
-	assert_int_equal(row.attached, 2);
-	assert_int_equal(row.failed, 0);
-	assert_int_equal(bpftel_uprobes__stale(f->up), 0); /* identity matched through it */
-	stop_child(child);
-	rmdir("/tmp/bpftel-ovl"); /* the mounts went with the child's namespace */
+	probed_in_namespace(f, "/tmp/bpftel-ovl",
+			    "mount -t tmpfs none $d && mkdir $d/lower $d/upper $d/work $d/merged && "
+			    "cp $lib $d/lower/libssl.so.3 && mount -t overlay overlay "
+			    "-o lowerdir=$d/lower,upperdir=$d/upper,workdir=$d/work $d/merged",
+			    "merged/libssl.so.3");
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
@@ -317,29 +331,17 @@ static void test_overlayfs_library(void **state)
 static void test_overlayfs_layers_on_two_fs(void **state)
 {
 	struct fixture *f = *state;
-	struct bpftel_uprobe_file_info row;
-	char script[1200];
-	pid_t child;
 
 	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK))
 		skip();
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
-	snprintf(script, sizeof(script),
-		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-ovl2; "
-		 "mkdir -p $d && mount -t tmpfs none $d && mkdir $d/lowerfs $d/upper $d/work "
-		 "$d/merged && mount -t tmpfs none $d/lowerfs && mkdir $d/lowerfs/lower && "
-		 "cp %s $d/lowerfs/lower/libssl.so.3 && mount -t overlay overlay "
-		 "-o xino=off,lowerdir=$d/lowerfs/lower,upperdir=$d/upper,workdir=$d/work "
-		 "$d/merged && exec %s -c \"import ctypes, time; ctypes.CDLL(\\\"/tmp/"
-		 "bpftel-ovl2/merged/libssl.so.3\\\"); time.sleep(30)\"'",
-		 LIBSSL, PYTHON);
-	child = start_child(script);
-	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-ovl2/merged/libssl.so.3", &row, 2));
-	assert_int_equal(row.attached, 2);
-	assert_int_equal(row.failed, 0);
-	assert_int_equal(bpftel_uprobes__stale(f->up), 0);
-	stop_child(child);
-	rmdir("/tmp/bpftel-ovl2"); /* the mounts went with the child's namespace */
+	probed_in_namespace(f, "/tmp/bpftel-ovl2",
+			    "mount -t tmpfs none $d && mkdir $d/lowerfs $d/upper $d/work $d/merged && "
+			    "mount -t tmpfs none $d/lowerfs && mkdir $d/lowerfs/lower && "
+			    "cp $lib $d/lowerfs/lower/libssl.so.3 && mount -t overlay overlay "
+			    "-o xino=off,lowerdir=$d/lowerfs/lower,upperdir=$d/upper,workdir=$d/work "
+			    "$d/merged",
+			    "merged/libssl.so.3");
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
@@ -352,9 +354,6 @@ static void test_overlayfs_layers_on_two_fs(void **state)
 static void test_btrfs_subvolume_library(void **state)
 {
 	struct fixture *f = *state;
-	struct bpftel_uprobe_file_info row;
-	char script[1400];
-	pid_t child;
 
 	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK) ||
 	    access("/usr/sbin/mkfs.btrfs", X_OK) || access("/dev/loop-control", F_OK))
@@ -364,21 +363,11 @@ static void test_btrfs_subvolume_library(void **state)
 		   "mkfs.btrfs -q /tmp/bpftel-btrfs.img > /dev/null 2>&1"))
 		skip(); /* no btrfs here */
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
-	snprintf(script, sizeof(script),
-		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-btrfs; "
-		 "mkdir -p $d && mount -o loop $d.img $d && btrfs subvolume create $d/sub "
-		 "> /dev/null && cp %s $d/sub/libssl.so.3 && exec %s -c \"import ctypes, "
-		 "time; ctypes.CDLL(\\\"/tmp/bpftel-btrfs/sub/libssl.so.3\\\"); "
-		 "time.sleep(30)\"'",
-		 LIBSSL, PYTHON);
-	child = start_child(script);
-	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-btrfs/sub/libssl.so.3", &row, 2));
-	assert_int_equal(row.attached, 2);
-	assert_int_equal(row.failed, 0);
-	assert_int_equal(bpftel_uprobes__stale(f->up), 0);
-	stop_child(child);
+	probed_in_namespace(f, "/tmp/bpftel-btrfs",
+			    "mount -o loop $d.img $d && btrfs subvolume create $d/sub > /dev/null && "
+			    "cp $lib $d/sub/libssl.so.3",
+			    "sub/libssl.so.3");
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
-	rmdir("/tmp/bpftel-btrfs"); /* the mounts went with the child's namespace */
 	unlink("/tmp/bpftel-btrfs.img");
 }
 
