@@ -24,10 +24,10 @@ them is our code.
 
 Run as root after tools/dev.sh test."""
 import argparse
+import atexit
 import json
-import math
 import os
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,7 +85,9 @@ def main():
                     28),
         "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 36),
     }[args.api]
-    sock = os.path.join(tempfile.mkdtemp(prefix="bpftel-bench-"), "s.sock")
+    tmp = tempfile.mkdtemp(prefix="bpftel-bench-")
+    atexit.register(shutil.rmtree, tmp, True)
+    sock = os.path.join(tmp, "s.sock")
 
     def attached(pid):
         libs = cli_json(cli, sock, "libs")

@@ -28,8 +28,10 @@ that is the cost attribution adds, <= 1.03x.
 
 Run as root after tools/dev.sh test."""
 import argparse
+import atexit
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -164,6 +166,7 @@ def main():
     before = (os.path.abspath(args.before_build) if args.before_build
               else build_rev(args.before_rev))
     tmp = tempfile.mkdtemp(prefix="bpftel-bench-http-")
+    atexit.register(shutil.rmtree, tmp, True)
     cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
                     "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,

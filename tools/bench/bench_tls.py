@@ -15,11 +15,11 @@ off vs on. Replicates interleave the configurations.
 
 Run as root after tools/dev.sh test."""
 import argparse
+import atexit
 import json
-import math
 import os
+import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,6 +93,7 @@ def main():
     build = os.path.abspath(args.build)
     agent, cli = f"{build}/user/bpftel-agent", f"{build}/tools/bpftel"
     tmp = tempfile.mkdtemp(prefix="bpftel-bench-tls-")
+    atexit.register(shutil.rmtree, tmp, True)
     sock = os.path.join(tmp, "s.sock")
     cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,

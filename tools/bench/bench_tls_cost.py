@@ -12,7 +12,9 @@ build directory has them) and compare them with the build as it is.
 
 Run as root after tools/dev.sh test."""
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -31,6 +33,7 @@ def main():
     a = ap.parse_args()
     builds = a.builds.split(",")
     tmp = tempfile.mkdtemp(prefix="bench_tls_cost.")
+    atexit.register(shutil.rmtree, tmp, True)
     cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
                     "-out", cert, "-days", "2", "-subj", "/CN=localhost"], check=True,
