@@ -94,6 +94,13 @@ void bpftel_prom_sample_u64(struct bpftel_prom *w, const char *suffix,
 	fprintf(w->out, " %llu\n", (unsigned long long)value);
 }
 
+void bpftel_prom_scalar(struct bpftel_prom *w, const char *name, const char *type,
+			const char *help, __u64 value)
+{
+	bpftel_prom_family(w, name, type, help);
+	bpftel_prom_sample_u64(w, "", NULL, 0, value);
+}
+
 void bpftel_prom_histogram(struct bpftel_prom *w, struct bpftel_prom_label *labels, size_t n,
 			   const double *le, const __u64 *counts, size_t nle, double sum)
 {

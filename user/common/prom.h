@@ -36,6 +36,9 @@ void bpftel_prom_sample(struct bpftel_prom *w, const char *suffix,
 			const struct bpftel_prom_label *labels, size_t n, double value);
 void bpftel_prom_sample_u64(struct bpftel_prom *w, const char *suffix,
 			    const struct bpftel_prom_label *labels, size_t n, __u64 value);
+/* A family of one unlabelled sample: its # HELP, # TYPE and value. */
+void bpftel_prom_scalar(struct bpftel_prom *w, const char *name, const char *type,
+			const char *help, __u64 value);
 /*
  * One histogram series: counts[i] observations in (le[i-1], le[i]] for i < nle, and
  * counts[nle] above le[nle - 1]; written cumulative, with +Inf, _sum and _count.

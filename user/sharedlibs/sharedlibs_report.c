@@ -239,17 +239,17 @@ static void deadline_metrics(struct bpftel_prom *w)
 	struct bpftel_deadline_stats ds;
 
 	bpftel_deadline_stats(&ds);
-	bpftel_prom_family(w, "bpftel_file_open_timeouts_total", "counter",
+	bpftel_prom_scalar(w, "bpftel_file_open_timeouts_total", "counter",
 			   "Opens of other processes' files given up at their deadline: their file "
-			   "system did not answer (refused as slow_fs).");
-	bpftel_prom_sample_u64(w, "", NULL, 0, ds.abandoned);
-	bpftel_prom_family(w, "bpftel_file_opens_waiting", "gauge",
+			   "system did not answer (refused as slow_fs).",
+			   ds.abandoned);
+	bpftel_prom_scalar(w, "bpftel_file_opens_waiting", "gauge",
 			   "Opens given up at their deadline whose threads still wait on their "
-			   "file system.");
-	bpftel_prom_sample_u64(w, "", NULL, 0, ds.stuck);
-	bpftel_prom_family(w, "bpftel_file_opens_not_tried_total", "counter",
-			   "Opens refused without trying: as many as allowed still waited.");
-	bpftel_prom_sample_u64(w, "", NULL, 0, ds.refused);
+			   "file system.",
+			   ds.stuck);
+	bpftel_prom_scalar(w, "bpftel_file_opens_not_tried_total", "counter",
+			   "Opens refused without trying: as many as allowed still waited.",
+			   ds.refused);
 }
 
 void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
@@ -273,13 +273,13 @@ void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 		return;
 	bpftel_uprobes__refusals(sl->registry, ref);
 	/* Two families: the second counts a subset of the first's events. */
-	bpftel_prom_family(w, "bpftel_sharedlibs_execs_reported_total", "counter",
-			   "Execs the watcher reported to userspace (USM asks, for Go programs).");
-	bpftel_prom_sample_u64(w, "", NULL, 0, cnt.execs);
-	bpftel_prom_family(w, "bpftel_sharedlibs_executables_not_go_total", "counter",
+	bpftel_prom_scalar(w, "bpftel_sharedlibs_execs_reported_total", "counter",
+			   "Execs the watcher reported to userspace (USM asks, for Go programs).",
+			   cnt.execs);
+	bpftel_prom_scalar(w, "bpftel_sharedlibs_executables_not_go_total", "counter",
 			   "Executables found not to be Go programs: their execs are not reported "
-			   "again while the kernel remembers them (4096).");
-	bpftel_prom_sample_u64(w, "", NULL, 0, cnt.execs_skipped);
+			   "again while the kernel remembers them (4096).",
+			   cnt.execs_skipped);
 	bpftel_prom_family(w, "bpftel_uprobe_files_refused_total", "counter",
 			   "Library files the uprobe registry refused to open, parse or track, "
 			   "by reason.");
@@ -287,15 +287,15 @@ void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 		l[0] = (struct bpftel_prom_label){"reason", bpftel_refusal_name(i)};
 		bpftel_prom_sample_u64(w, "", l, 1, ref->count[i]);
 	}
-	bpftel_prom_family(w, "bpftel_uprobe_files_released_modified_total", "counter",
+	bpftel_prom_scalar(w, "bpftel_uprobe_files_released_modified_total", "counter",
 			   "Library files written in place (same inode) while probed: their uprobes "
 			   "released at once, before a process could run an instruction the file "
-			   "no longer holds.");
-	bpftel_prom_sample_u64(w, "", NULL, 0, ref->released_modified);
-	bpftel_prom_family(w, "bpftel_uprobe_files_unwatched_total", "counter",
+			   "no longer holds.",
+			   ref->released_modified);
+	bpftel_prom_scalar(w, "bpftel_uprobe_files_unwatched_total", "counter",
 			   "Library files probed without a watch for writes (the inotify watch "
-			   "limit): released as soon as no process uses them, not after the grace.");
-	bpftel_prom_sample_u64(w, "", NULL, 0, ref->unwatched);
+			   "limit): released as soon as no process uses them, not after the grace.",
+			   ref->unwatched);
 	free(ref);
 	deadline_metrics(w);
 }

@@ -255,10 +255,10 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 	struct bpftel_prom_label l[1];
 	int i;
 
-	bpftel_prom_family(w, "bpftel_http2_sessions_total", "counter",
+	bpftel_prom_scalar(w, "bpftel_http2_sessions_total", "counter",
 			   "HTTP/2 sessions over TLS whose start the agent saw (preface or first "
-			   "SETTINGS).");
-	bpftel_prom_sample_u64(w, "", NULL, 0, c->h2.sessions);
+			   "SETTINGS).",
+			   c->h2.sessions);
 	bpftel_prom_family(w, "bpftel_http2_undecodable_sessions_total", "counter",
 			   "HTTP/2 sessions that stopped being decoded, by the decoder's reason: "
 			   "their later requests are not counted; too_many_streams counts streams "
@@ -273,29 +273,29 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 		l[0] = (struct bpftel_prom_label){"reason", usm_h2_drop_str(i)};
 		bpftel_prom_sample_u64(w, "", l, 1, c->h2.dropped[i]);
 	}
-	bpftel_prom_family(w, "bpftel_http2_reclaimed_sessions_total", "counter",
+	bpftel_prom_scalar(w, "bpftel_http2_reclaimed_sessions_total", "counter",
 			   "HTTP/2 sessions idle 10 minutes or more freed to make room for others "
 			   "(1024 sessions, 64 MiB of decoders): mostly connections closed unseen; "
-			   "a later record of one counts as dropped, unknown_session.");
-	bpftel_prom_sample_u64(w, "", NULL, 0, c->h2.reclaimed);
-	bpftel_prom_family(w, "bpftel_http2_lost_bytes_total", "counter",
+			   "a later record of one counts as dropped, unknown_session.",
+			   c->h2.reclaimed);
+	bpftel_prom_scalar(w, "bpftel_http2_lost_bytes_total", "counter",
 			   "Bytes of HTTP/2 sessions lost between the kernel and the decoder (ring "
-			   "buffer or queue full), fed to it as gaps.");
-	bpftel_prom_sample_u64(w, "", NULL, 0, c->h2.lost_bytes);
-	bpftel_prom_family(w, "bpftel_http2_cut_calls_total", "counter",
+			   "buffer or queue full), fed to it as gaps.",
+			   c->h2.lost_bytes);
+	bpftel_prom_scalar(w, "bpftel_http2_cut_calls_total", "counter",
 			   "TLS calls on HTTP/2 sessions whose frames did not fit in the kernel's "
-			   "copy (2048 bytes a call: USM_H2_CAP).");
-	bpftel_prom_sample_u64(w, "", NULL, 0, c->kernel[USM_CNT_H2_TRUNCATED]);
+			   "copy (2048 bytes a call: USM_H2_CAP).",
+			   c->kernel[USM_CNT_H2_TRUNCATED]);
 	bpftel_prom_family(w, "bpftel_h2c_undecodable_connections_total", "counter",
 			   "Cleartext HTTP/2 (prior knowledge) connections whose first request "
 			   "could not be decoded from the packets' prefixes, by reason (lost_bytes: "
 			   "its HEADERS did not fit).");
 	undecodable_samples(w, c->h2c.undecodable);
-	bpftel_prom_family(w, "bpftel_go_tls_reads_unpaired_total", "counter",
+	bpftel_prom_scalar(w, "bpftel_go_tls_reads_unpaired_total", "counter",
 			   "Returns of Go's crypto/tls (*Conn).Read seen without their entry "
 			   "(entered before the probes were attached, or more reads in flight at "
-			   "once than the kernel keeps: 16384): their bytes are not looked at.");
-	bpftel_prom_sample_u64(w, "", NULL, 0, c->kernel[USM_CNT_GO_UNPAIRED]);
+			   "once than the kernel keeps: 16384): their bytes are not looked at.",
+			   c->kernel[USM_CNT_GO_UNPAIRED]);
 }
 
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
@@ -313,14 +313,14 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	over.process_rows = c.endpoints.proc_overflow;
 	over.table_full = c.endpoints.table_overflow;
 	usm_families_write(w, ser, ns, containers, &over);
-	bpftel_prom_family(w, "bpftel_http_unattributed_requests_total", "counter",
+	bpftel_prom_scalar(w, "bpftel_http_unattributed_requests_total", "counter",
 			   "Plaintext HTTP requests whose sockets' owners the agent does not know "
-			   "(connected before it ran): in `bpftel http`, not in the histograms.");
-	bpftel_prom_sample_u64(w, "", NULL, 0, c.unattributed);
-	bpftel_prom_family(w, "bpftel_http_own_exchanges_total", "counter",
+			   "(connected before it ran): in `bpftel http`, not in the histograms.",
+			   c.unattributed);
+	bpftel_prom_scalar(w, "bpftel_http_own_exchanges_total", "counter",
 			   "Plaintext HTTP exchanges with the agent's own sockets (its /metrics "
-			   "server): the other end is recorded, the agent's is not.");
-	bpftel_prom_sample_u64(w, "", NULL, 0, c.own);
+			   "server): the other end is recorded, the agent's is not.",
+			   c.own);
 	bpftel_prom_family(w, "bpftel_http_rejected_messages_total", "counter",
 			   "Messages that looked like HTTP and were not, by reason: syntax "
 			   "(HTTP/1.x), status (outside 100-599; HTTP/1.x and HTTP/2).");
