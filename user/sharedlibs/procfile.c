@@ -397,40 +397,36 @@ int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
 	return mapped_file(fd, dev, ino, NULL);
 }
 
-/*
- * Whether what fd maps lies on FUSE. Its path was checked against the process's mounts,
- * but FUSE can hide: beneath an overlayfs whose lower layer is a FUSE mount unmounted
- * (lazily) since, or behind a mapping, so that no mount of the process shows it. Reads
- * of the file, and the kernel's own when it attaches a uprobe, would then wait for that
- * FUSE daemon. Asked of the file the kernel maps, the one underneath. Unknown is taken
- * as FUSE: the file was just mapped.
- */
-static bool maps_fuse(int fd)
-{
-	dev_t dev;
-	__u64 ino;
-	bool fuse;
-
-	return mapped_file(fd, &dev, &ino, &fuse) || fuse;
-}
 
 /* An open on a deadline call: what it needs, copied, and what it found. */
 struct open_job {
 	struct bpftel_deadline_call call;
 	struct bpftel_procfile_target t;
 	struct stat st;
+	dev_t real_dev; /* what it maps (mapped_file()) */
+	__u64 real_ino;
 	enum bpftel_refusal why;
 	int fd;
 	__u64 ticket; /* in open_waits.h's table */
 	char path[]; /* t.path's copy: the caller's may be gone when an abandoned job ends */
 };
 
+/*
+ * Open, then ask what the file maps. Its path was checked against the process's mounts,
+ * but FUSE can hide: beneath an overlayfs whose lower layer is a FUSE mount unmounted
+ * (lazily) since, or behind a mapping, so that no mount of the process shows it. Reads
+ * of the file, and the kernel's own when it attaches a uprobe, would then wait for that
+ * FUSE daemon: a file that maps FUSE is refused. Unknown is taken as FUSE: the file was
+ * just mapped.
+ */
 static int open_job_run(struct bpftel_deadline_call *c)
 {
 	struct open_job *j = (struct open_job *)c;
+	bool fuse;
 
 	j->fd = open_now(&j->t, &j->st, &j->why);
-	if (j->fd >= 0 && maps_fuse(j->fd)) {
+	if (j->fd >= 0 &&
+	    (mapped_file(j->fd, &j->real_dev, &j->real_ino, &fuse) || fuse)) {
 		close(j->fd);
 		j->why = BPFTEL_REFUSED_SLOW_FS;
 		j->fd = -EAGAIN;
@@ -450,6 +446,15 @@ static void open_job_release(struct bpftel_deadline_call *c)
 
 int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
 			 enum bpftel_refusal *why)
+{
+	dev_t dev;
+	__u64 ino;
+
+	return bpftel_procfile_open_mapped(t, st, why, &dev, &ino);
+}
+
+int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct stat *st,
+				enum bpftel_refusal *why, dev_t *real_dev, __u64 *real_ino)
 {
 	size_t n = t->path ? strlen(t->path) + 1 : 1;
 	struct open_job *j;
@@ -496,6 +501,8 @@ int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st
 	}
 	*st = j->st;
 	*why = j->why;
+	*real_dev = j->real_dev;
+	*real_ino = j->real_ino;
 	fd = j->fd;
 	j->fd = -1;
 	open_job_release(&j->call);

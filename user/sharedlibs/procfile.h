@@ -83,6 +83,11 @@ struct bpftel_procfile_target {
 int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
 			 enum bpftel_refusal *why);
 
+/* The same, and the identity of what the file maps (as bpftel_procfile_real_identity()
+ * gives it, found on the way) in *real_dev, *real_ino when it returns an fd. */
+int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct stat *st,
+				enum bpftel_refusal *why, dev_t *real_dev, __u64 *real_ino);
+
 /*
  * The identity of the file a mapping of fd is of: on overlayfs the file underneath, in
  * its layer, which is what the kernel attaches uprobes to. Elsewhere the file itself.

@@ -424,7 +424,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 			return err;
 		/* Dropped meanwhile: as a new file. */
 	}
-	fd = bpftel_procfile_open(t, &st, &why);
+	fd = bpftel_procfile_open_mapped(t, &st, &why, &dev, &ino);
 	if (fd < 0) {
 		if (why == BPFTEL_REFUSED__COUNT)
 			return fd; /* gone: not a refusal */
@@ -436,10 +436,6 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 			refused_add_locked(u, t->dev, t->ino, why, fd, detail, mono_ns());
 		pthread_mutex_unlock(&u->lock);
 		return fd;
-	}
-	if (bpftel_procfile_real_identity(fd, &dev, &ino)) {
-		dev = st.st_dev;
-		ino = st.st_ino;
 	}
 	pthread_mutex_lock(&u->lock);
 	f = find_file(u, st.st_dev, st.st_ino) ?: find_file(u, dev, ino);
