@@ -5,12 +5,13 @@ mount (in a user namespace) to make anyone who reads its files wait for ever.
 
 It serves one read-only file, NAME, a copy of SOURCE, through the raw /dev/fuse protocol
 (no libfuse), with no attribute or entry caching, so that every lookup, stat, open and read
-reaches it. Requests from STALL_PID (the agent; 0: none) are read and never answered;
+reaches it; NAME may be several names, comma-separated: as many files, each a copy. Requests from STALL_PID (the agent; 0: none) are read and never answered;
 everything else is (the kernel names a request's thread: it is matched by its thread
 group). It prints "ready" once mounted at MOUNTPOINT, and runs until killed: its
 death fails the waiting requests (the kernel aborts the connection). INO (default 2)
-is the file's inode number: two instances mounted one after the other may get the same
-anonymous device, and should not serve the same (device, inode).
+is the file's inode number (the next names' INO + 1, ...): two instances mounted one after
+the other may get the same anonymous device, and should not serve the same (device,
+inode).
 
     stall_fuse.py MOUNTPOINT NAME SOURCE STALL_PID [INO]
 """
@@ -48,8 +49,8 @@ def tgid(tid):
 
 
 def main():
-    mnt, name, source, stall_pid = sys.argv[1], sys.argv[2].encode(), sys.argv[3], \
-        int(sys.argv[4])
+    mnt, names, source, stall_pid = sys.argv[1], sys.argv[2].encode().split(b","), \
+        sys.argv[3], int(sys.argv[4])
     ino = int(sys.argv[5]) if len(sys.argv) > 5 else FILE
     with open(source, "rb") as f:
         data = f.read()
@@ -79,14 +80,16 @@ def main():
             reply(unique, body=struct.pack("<IIIIHHIIHHII24x", 7, 31, 0, 0, 16, 12,
                                            1 << 16, 1, 0, 0, 0, 0))
         elif op == FUSE_LOOKUP:
-            if node == ROOT and arg.rstrip(b"\0") == name:
+            if node == ROOT and arg.rstrip(b"\0") in names:
                 # nodeid generation entry_valid attr_valid (ns x2), attr: no caching
-                reply(unique, body=struct.pack("<QQQQII", FILE, 1, 0, 0, 0, 0) +
-                      attr(ino, len(data), 0o100444))
+                i = names.index(arg.rstrip(b"\0"))
+                reply(unique, body=struct.pack("<QQQQII", FILE + i, 1, 0, 0, 0, 0) +
+                      attr(ino + i, len(data), 0o100444))
             else:
                 reply(unique, ENOENT)
         elif op == FUSE_GETATTR:
-            a = attr(ROOT, 0, 0o40555) if node == ROOT else attr(ino, len(data), 0o100444)
+            a = attr(ROOT, 0, 0o40555) if node == ROOT else \
+                attr(ino + node - FILE, len(data), 0o100444)
             reply(unique, body=struct.pack("<QII", 0, 0, 0) + a)
         elif op in (FUSE_OPEN, FUSE_OPENDIR):
             reply(unique, body=struct.pack("<QIi", 0, 0, 0))

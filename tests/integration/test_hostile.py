@@ -13,7 +13,10 @@ process's root, nor parse without bounds.
   5. libssl on an overlayfs whose lower layer is a FUSE file system that never answers
      the agent, unmounted (lazily) so that no mount shows FUSE: refused as slow_fs within
      the open's deadline, and a library loaded after it is still probed (the watcher
-     did not wait).
+     did not wait);
+  6. the same FUSE, answering: refused as slow_fs, never probed;
+  7. 16 such stalled files opened by one user's process: 4 threads wait on them, the
+     other 12 are refused untried, and another user's library is still probed.
 
 After each: `bpftel module restart usm` answers within 10 s, `bpftel stats` answers,
 the agent's peak RSS (VmHWM) stays within the bound, and `bpftel libs` shows why the
@@ -197,17 +200,18 @@ sys.stdin.readline()
 
 
 @contextlib.contextmanager
-def fuse_beneath_overlay(python, tmp, tag, stall_pid, ino):
+def fuse_beneath_overlay(python, tmp, tag, stall_pid, ino, names=("libssl.so.3",)):
     """libssl on an overlayfs whose lower layer is a FUSE file system (stall_fuse.py,
     stalling stall_pid, the file's inode number ino), the FUSE mount detached: yields the
-    overlay's path to it. Each case takes its own ino: the overlay's anonymous device is
-    reused by the next one, and a refusal is remembered by (device, inode) for 10 s."""
+    overlay's path to it (with several names, the list of their paths, inodes ino, ino +
+    1, ...). Each case takes its own inos: the overlay's anonymous device is reused by the
+    next one, and a refusal is remembered by (device, inode) for 10 s."""
     fuse, lower, ovl = (os.path.join(tmp, tag, d) for d in ("fuse", "empty", "ovl"))
     for d in (fuse, lower, ovl):
         os.makedirs(d)
     server = subprocess.Popen([python, os.path.join(os.path.dirname(__file__),
                                                     "stall_fuse.py"),
-                               fuse, "libssl.so.3", LIBSSL, str(stall_pid), str(ino)],
+                               fuse, ",".join(names), LIBSSL, str(stall_pid), str(ino)],
                               stdout=subprocess.PIPE, text=True)
     mounted = False
     try:
@@ -219,7 +223,8 @@ def fuse_beneath_overlay(python, tmp, tag, stall_pid, ino):
         subprocess.run(["umount", "-l", fuse], check=True, timeout=60)
         with open("/proc/self/mountinfo") as f:
             check(" - fuse" not in f.read(), f"{tag}: no mount shows the FUSE file system")
-        yield f"{ovl}/libssl.so.3"
+        paths = [f"{ovl}/{n}" for n in names]
+        yield paths[0] if len(paths) == 1 else paths
     finally:
         # Its death fails the requests still waiting (the agent's threads end).
         server.kill()
@@ -259,6 +264,74 @@ def stalled_again(agent, python, path):
          if x["path"] == path and x["reason"] == "slow_fs"]
     check(any(x["detail"] == "an earlier open of it still waits on its file system"
               for x in r), f"refused at once: {[x['detail'] for x in r]}")
+
+
+OPEN_MANY = r"""
+import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+fds = [os.open(p, os.O_RDONLY) for p in sys.argv[1:]]
+print("opened", flush=True)
+sys.stdin.readline()
+"""
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def stalled_by_one_user(agent, python, tmp):
+    """One user's process (root's here: an overlay's files that reach FUSE are denied
+    to other users) opens many files that stall: at most opens_waiting_per_user_max
+    threads wait on that user's files, the user's further opens are refused untried,
+    and another user's (nobody's) library is still probed. Once 16 of one user's files
+    stalled, every new open used to be refused, whoever's it was."""
+    n = 16
+    names = [f"libssl.so.{10 + i}" for i in range(n)]
+    with fuse_beneath_overlay(python, tmp, "one_user", agent.proc.pid, 100, names) as paths:
+        first = agent.json("libs")
+        cap = first["opens_waiting_per_user_max"]
+        h = Holder(python, OPEN_MANY, paths)
+        try:
+            h.step("opened")
+
+            def all_refused():
+                r = [x for x in agent.json("libs")["recent_refusals"]
+                     if x["path"] in paths and x["reason"] == "slow_fs"]
+                return r if len({x["path"] for x in r}) == n else None
+            r = wait_for(all_refused, 30 + 3 * n, f"the refusals of {n} stalled files")
+            untried = [x for x in r if "for processes of its user" in x["detail"]]
+            untried_paths = {x["path"] for x in untried}
+            check(len(untried_paths) == n - cap,
+                  f"{n} stalled files of uid 0: {len(untried_paths)} refused untried "
+                  f"({untried[0]['detail'] if untried else '-'})")
+            # Another user's library is probed.
+            after = os.path.join(tmp, "after_user", "libssl.so.3")
+            os.makedirs(os.path.dirname(after))
+            shutil.copy(LIBSSL, after)
+            h2 = Holder(python, LOAD, (after,), NOBODY)
+            try:
+                h2.step("loaded")
+                row = wait_for(lambda: [x for x in usm_rows(agent, after)
+                                        if x["attached"] >= LIBSSL_PROBES], 30,
+                               f"usm attached to {after}, loaded by nobody while "
+                               "root's files stall")[0]
+                check(True, f"nobody's library is probed ({row['attached']} probe points)")
+            finally:
+                h2.stop()
+            libs = agent.json("libs")
+            check(libs["open_timeouts_waiting"] == cap,
+                  f"threads waiting on uid 0's files: {libs['open_timeouts_waiting']} "
+                  f"({cap} at most per user, {libs['opens_waiting_max']} in all)")
+            check(libs["opens_not_tried_per_user"] - first["opens_not_tried_per_user"] >=
+                  n - cap, f"opens not tried for their user counted: "
+                           f"{libs['opens_not_tried_per_user']}")
+            out = agent.cli("libs").stdout
+            check("of the process's user did" in out,
+                  "bpftel libs shows the opens not tried for their user")
+        finally:
+            h.stop()
+    wait_for(lambda: agent.json("libs")["open_timeouts_waiting"] == 0, 30,
+             "the threads left waiting on the FUSE server to end once it died")
+    check(True, "no open is left waiting once the FUSE server is gone")
 
 
 def stalled_fuse(agent, python, tmp, hwm):
@@ -399,6 +472,8 @@ def main():
             stalled_fuse(agent, args.python, tmp, hwm)
             # 6. The same FUSE, answering.
             answering_fuse(agent, args.python, tmp, hwm)
+            # 7. One user's process stalls many files.
+            stalled_by_one_user(agent, args.python, tmp)
         else:
             print("note: no /dev/fuse: the FUSE cases are not run")
 

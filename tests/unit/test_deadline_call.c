@@ -7,7 +7,10 @@
  * - a call that returns is waited for, its result given back, nothing counted;
  * - a call that blocks is abandoned at its deadline and counted stuck; once it returns,
  *   its thread releases it (undoing what it did) and it is no longer stuck;
- * - with BPFTEL_DEADLINE_STUCK_MAX stuck, the next call is refused before it runs.
+ * - with BPFTEL_DEADLINE_STUCK_MAX stuck, the next call is refused before it runs;
+ * - with BPFTEL_DEADLINE_STUCK_PER_OWNER of one owner stuck, that owner's next call is
+ *   refused before it runs, and another owner's runs; calls that return in time do not
+ *   count against their owner.
  */
 #include <errno.h>
 #include <poll.h>
@@ -53,11 +56,12 @@ static void release_job(struct bpftel_deadline_call *c)
 	free(j);
 }
 
-static struct job *job_new(int block_fd, int released_fd, int value, int *runs)
+static struct job *job_of(__u32 owner, int block_fd, int released_fd, int value, int *runs)
 {
 	struct job *j = calloc(1, sizeof(*j));
 
 	assert_non_null(j);
+	j->call.owner = owner;
 	j->call.run = run_job;
 	j->call.release = release_job;
 	j->block_fd = block_fd;
@@ -65,6 +69,11 @@ static struct job *job_new(int block_fd, int released_fd, int value, int *runs)
 	j->value = value;
 	j->runs = runs;
 	return j;
+}
+
+static struct job *job_new(int block_fd, int released_fd, int value, int *runs)
+{
+	return job_of(0, block_fd, released_fd, value, runs);
 }
 
 /* Wait for n releases on fd, each up to END_WAIT_MS. */
@@ -134,16 +143,19 @@ static void test_refused_when_too_many_stuck(void **state)
 	assert_int_equal(pipe(block), 0);
 	assert_int_equal(pipe(released), 0);
 	bpftel_deadline_stats(&before);
+	/* As many owners as it takes, each at its own cap. */
 	for (i = 0; i < BPFTEL_DEADLINE_STUCK_MAX; i++) {
-		j = job_new(block[0], released[1], 0, &runs);
+		j = job_of(i / BPFTEL_DEADLINE_STUCK_PER_OWNER, block[0], released[1], 0, &runs);
 		assert_int_equal(bpftel_deadline_call(&j->call, 10), -ETIMEDOUT);
 	}
-	j = job_new(block[0], released[1], 0, &runs);
+	/* An owner with none stuck is refused too: the whole is reached. */
+	j = job_of(BPFTEL_DEADLINE_STUCK_MAX, block[0], released[1], 0, &runs);
 	assert_int_equal(bpftel_deadline_call(&j->call, 60000), -EBUSY);
 	free(j); /* refused: still the caller's, never run */
 	bpftel_deadline_stats(&s);
 	assert_int_equal(s.stuck, BPFTEL_DEADLINE_STUCK_MAX);
 	assert_int_equal(s.refused, before.refused + 1);
+	assert_int_equal(s.refused_owner, before.refused_owner);
 	/* Each stuck run reads one byte, then ends. */
 	for (i = 0; i < BPFTEL_DEADLINE_STUCK_MAX; i++)
 		assert_int_equal(write(block[1], "x", 1), 1);
@@ -162,12 +174,70 @@ static void test_refused_when_too_many_stuck(void **state)
 	close(released[1]);
 }
 
+static void test_refused_per_owner(void **state)
+{
+	enum { USER = 1000, OTHER = 1001 };
+	struct bpftel_deadline_stats before, s;
+	int block[2], released[2], runs = 0, i;
+	struct job *j;
+
+	(void)state;
+	assert_int_equal(pipe(block), 0);
+	assert_int_equal(pipe(released), 0);
+	bpftel_deadline_stats(&before);
+	/* Calls that return in time leave nothing counted against their owner. */
+	for (i = 0; i < 3 * BPFTEL_DEADLINE_STUCK_PER_OWNER; i++) {
+		j = job_of(USER, -1, -1, i, &runs);
+		assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
+		assert_int_equal(j->call.ret, i);
+		free(j);
+	}
+	for (i = 0; i < BPFTEL_DEADLINE_STUCK_PER_OWNER; i++) {
+		j = job_of(USER, block[0], released[1], 0, &runs);
+		assert_int_equal(bpftel_deadline_call(&j->call, 10), -ETIMEDOUT);
+	}
+	/* Its next call is refused untried, ... */
+	j = job_of(USER, -1, -1, 1, &runs);
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), -EDQUOT);
+	free(j);
+	bpftel_deadline_stats(&s);
+	assert_int_equal(s.stuck, BPFTEL_DEADLINE_STUCK_PER_OWNER);
+	assert_int_equal(s.refused, before.refused + 1);
+	assert_int_equal(s.refused_owner, before.refused_owner + 1);
+	/* ... another owner's runs, and so do those of no known owner. */
+	j = job_of(OTHER, -1, -1, 4, &runs);
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
+	assert_int_equal(j->call.ret, 4);
+	free(j);
+	j = job_of(BPFTEL_DEADLINE_NO_OWNER, -1, -1, 5, &runs);
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
+	assert_int_equal(j->call.ret, 5);
+	free(j);
+	/* Once one of its stuck calls ends, the owner's calls run again. */
+	assert_int_equal(write(block[1], "x", 1), 1);
+	wait_released(released[0], 1);
+	j = job_of(USER, -1, -1, 6, &runs);
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
+	assert_int_equal(j->call.ret, 6);
+	free(j);
+	for (i = 1; i < BPFTEL_DEADLINE_STUCK_PER_OWNER; i++)
+		assert_int_equal(write(block[1], "x", 1), 1);
+	wait_released(released[0], BPFTEL_DEADLINE_STUCK_PER_OWNER - 1);
+	bpftel_deadline_stats(&s);
+	assert_int_equal(s.stuck, 0);
+	close(block[0]);
+	close(block[1]);
+	close(released[0]);
+	close(released[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_returns_in_time),
 		cmocka_unit_test(test_abandoned_then_released),
 		cmocka_unit_test(test_refused_when_too_many_stuck),
+		cmocka_unit_test(test_refused_per_owner),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

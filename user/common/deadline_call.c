@@ -2,14 +2,60 @@
 /* A blocking call on a thread of its own, waited for up to a deadline (deadline_call.h). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <time.h>
 
 #include "deadline_call.h"
 
-/* One lock for every call: taken twice per call, for a few instructions, never across
- * run. */
+/* One lock for every call: taken three times per call, for a few instructions, never
+ * across run. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct bpftel_deadline_stats stats;
+
+/*
+ * The owners of the calls in flight or stuck, with how many each: so that concurrent
+ * calls of one owner cannot all pass its cap before any is stuck. One entry per owner;
+ * room for every stuck call's owner and as many calls in flight as there are callers,
+ * a few (the watcher, the scan, a module starting): a call that finds no room is refused
+ * as if the whole were stuck.
+ */
+#define OWNERS_MAX (BPFTEL_DEADLINE_STUCK_MAX * 2)
+
+static struct {
+	__u32 owner;
+	__u32 calls; /* 0: a free entry */
+} owners[OWNERS_MAX];
+
+/* owner's count of calls, or with add a free entry made its own; NULL when none. */
+static __u32 *owner_calls_locked(__u32 owner, bool add)
+{
+	int i, free_at = -1;
+
+	for (i = 0; i < OWNERS_MAX; i++) {
+		if (owners[i].calls && owners[i].owner == owner)
+			return &owners[i].calls;
+		if (!owners[i].calls && free_at < 0)
+			free_at = i;
+	}
+	if (!add || free_at < 0)
+		return NULL;
+	owners[free_at].owner = owner;
+	return &owners[free_at].calls;
+}
+
+/* One of owner's calls ended: returned in time, never started, or its thread ended. */
+static void owner_call_end(__u32 owner, bool locked)
+{
+	__u32 *n;
+
+	if (!locked)
+		pthread_mutex_lock(&lock);
+	n = owner_calls_locked(owner, false);
+	if (n) /* always: the call counted itself in */
+		--*n;
+	if (!locked)
+		pthread_mutex_unlock(&lock);
+}
 
 static void *call_thread(void *arg)
 {
@@ -21,9 +67,10 @@ static void *call_thread(void *arg)
 	c->ret = ret;
 	c->done = true;
 	abandoned = c->abandoned;
-	if (abandoned)
+	if (abandoned) {
 		stats.stuck--;
-	else
+		owner_call_end(c->owner, true);
+	} else
 		pthread_cond_signal(&c->cond);
 	pthread_mutex_unlock(&lock);
 	if (abandoned) {
@@ -51,14 +98,22 @@ int bpftel_deadline_call(struct bpftel_deadline_call *c, unsigned int timeout_ms
 	pthread_attr_t attr;
 	struct timespec ts;
 	pthread_t thread;
+	__u32 *mine;
 	int err = 0;
 
 	pthread_mutex_lock(&lock);
-	if (stats.stuck >= BPFTEL_DEADLINE_STUCK_MAX) {
+	mine = owner_calls_locked(c->owner, true);
+	if (stats.stuck >= BPFTEL_DEADLINE_STUCK_MAX || !mine)
+		err = -EBUSY;
+	else if (*mine >= BPFTEL_DEADLINE_STUCK_PER_OWNER)
+		err = -EDQUOT;
+	if (err) {
 		stats.refused++;
+		stats.refused_owner += err == -EDQUOT;
 		pthread_mutex_unlock(&lock);
-		return -EBUSY;
+		return err;
 	}
+	++*mine;
 	pthread_mutex_unlock(&lock);
 
 	c->done = false;
@@ -77,6 +132,7 @@ int bpftel_deadline_call(struct bpftel_deadline_call *c, unsigned int timeout_ms
 	pthread_attr_destroy(&attr);
 	if (err) {
 		pthread_cond_destroy(&c->cond);
+		owner_call_end(c->owner, false);
 		return err;
 	}
 
@@ -89,8 +145,9 @@ int bpftel_deadline_call(struct bpftel_deadline_call *c, unsigned int timeout_ms
 		stats.abandoned++;
 		stats.stuck++;
 		pthread_mutex_unlock(&lock);
-		return -ETIMEDOUT;
+		return -ETIMEDOUT; /* its owner's count goes when its thread ends */
 	}
+	owner_call_end(c->owner, true);
 	pthread_mutex_unlock(&lock);
 	pthread_cond_destroy(&c->cond);
 	return 0;

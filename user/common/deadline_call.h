@@ -11,8 +11,11 @@
  * not, the job is abandoned: the thread keeps waiting inside run, and when run returns
  * (the file system answered, or its daemon died and the kernel failed the request) the
  * thread calls release, which undoes what run did (closes its fds) and frees the job.
- * Abandoned threads are few and bounded: at most BPFTEL_DEADLINE_STUCK_MAX wait at once;
- * beyond that calls are refused before they start.
+ * Abandoned threads are few and bounded: at most BPFTEL_DEADLINE_STUCK_MAX wait at once,
+ * and at most BPFTEL_DEADLINE_STUCK_PER_OWNER of one owner (c->owner: whose file it
+ * touches, the user of the process that opened it); beyond either, calls are refused
+ * before they start. So one user who stalls many files stops the opens of their own
+ * processes, not everyone's: it takes BPFTEL_DEADLINE_STUCK_MAX / _PER_OWNER users.
  */
 #ifndef BPFTEL_COMMON_DEADLINE_CALL_H
 #define BPFTEL_COMMON_DEADLINE_CALL_H
@@ -22,13 +25,19 @@
 #include <linux/types.h>
 
 /* Threads left waiting on calls past their deadline, at most (each holds its stack, 256
- * KiB of address space, and what run holds): a user who stalls more files gets them
- * refused at once. */
-#define BPFTEL_DEADLINE_STUCK_MAX 16
+ * KiB of address space, and what run holds), and of one owner: an owner who stalls more
+ * files gets their calls refused at once, and others theirs only once the whole is
+ * reached. */
+#define BPFTEL_DEADLINE_STUCK_MAX	64
+#define BPFTEL_DEADLINE_STUCK_PER_OWNER 4
+/* The owner of calls nobody is known to own (the process was gone): one more owner,
+ * capped like the others. */
+#define BPFTEL_DEADLINE_NO_OWNER 0xffffffffu
 
 struct bpftel_deadline_call {
 	int (*run)(struct bpftel_deadline_call *c);	/* on the thread: may block */
 	void (*release)(struct bpftel_deadline_call *c); /* undo run's results, free c */
+	__u32 owner;					/* whose call: a uid, or _NO_OWNER */
 	int ret;					/* what run returned */
 	/* private */
 	pthread_cond_t cond;
@@ -39,14 +48,16 @@ struct bpftel_deadline_call {
  * Run c->run on a new thread and wait for it up to timeout_ms. Returns 0 when it
  * returned (its result in c->ret; the caller owns c), -ETIMEDOUT when it did not (c is
  * the thread's now: never touch it again), -EBUSY when BPFTEL_DEADLINE_STUCK_MAX calls
- * are still stuck (run not called; the caller owns c), or another -errno when no thread
- * could start (the same).
+ * are still stuck, -EDQUOT when BPFTEL_DEADLINE_STUCK_PER_OWNER of c->owner's are (run
+ * not called; the caller owns c), or another -errno when no thread could start (the
+ * same).
  */
 int bpftel_deadline_call(struct bpftel_deadline_call *c, unsigned int timeout_ms);
 
 struct bpftel_deadline_stats {
 	__u64 abandoned; /* calls given up at their deadline, all time */
-	__u64 refused;	 /* calls refused: BPFTEL_DEADLINE_STUCK_MAX were stuck */
+	__u64 refused;	 /* calls refused: BPFTEL_DEADLINE_STUCK_MAX were stuck ... */
+	__u64 refused_owner; /* ... or, of those, _PER_OWNER of the call's owner */
 	__u32 stuck;	 /* of the abandoned, those whose run has not returned yet */
 };
 

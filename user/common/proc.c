@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* What /proc says of another process (proc.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,4 +49,27 @@ __u64 bpftel_proc_start(__u32 pid)
 	unsigned long long st;
 
 	return bpftel_proc_stat(pid, 22, 1, &st) ? st : 0;
+}
+
+int bpftel_proc_uid(__u32 pid, __u32 *uid)
+{
+	char path[64], line[256];
+	unsigned int u;
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	/* The name comes first and is the process's own, but a line of status holds it
+	 * escaped, and "Uid:" lines come only from the kernel. */
+	while (err && fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Uid:", 4))
+			err = sscanf(line + 4, "%u", &u) == 1 ? 0 : -EINVAL;
+	}
+	fclose(f);
+	if (!err)
+		*uid = u;
+	return err;
 }

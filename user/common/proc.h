@@ -20,4 +20,9 @@ int bpftel_proc_stat(__u32 pid, int field, int n, unsigned long long *out);
  * cannot be read. */
 __u64 bpftel_proc_start(__u32 pid);
 
+/* pid's real user id (the first of /proc/<pid>/status's "Uid:", as this process's user
+ * namespace maps it): the user who runs it, which it cannot change to another's without
+ * privilege. 0 or -errno (-ENOENT: gone). */
+int bpftel_proc_uid(__u32 pid, __u32 *uid);
+
 #endif /* BPFTEL_PROC_H */

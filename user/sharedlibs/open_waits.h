@@ -6,8 +6,8 @@
  * another open or walk to that file is then refused at once, with no thread of its own.
  * So a stalled file holds one thread however often, and by however many processes, it
  * is opened: each new process that opened it used to leave one more walk waiting (and
- * the registry's refusal cache forgets a file after 10 s), until 16 of them stopped
- * every new open (BPFTEL_DEADLINE_STUCK_MAX).
+ * the registry's refusal cache forgets a file after 10 s), until they stopped every
+ * new open (BPFTEL_DEADLINE_STUCK_MAX, then 16; now also _PER_OWNER).
  */
 #ifndef BPFTEL_SHAREDLIBS_OPEN_WAITS_H
 #define BPFTEL_SHAREDLIBS_OPEN_WAITS_H

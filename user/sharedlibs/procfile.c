@@ -19,6 +19,7 @@
 #include "procfile.h"
 #include "real_file.h"
 #include "user/common/deadline_call.h"
+#include "user/common/proc.h"
 
 #ifndef FUSE_SUPER_MAGIC
 #define FUSE_SUPER_MAGIC 0x65735546
@@ -70,6 +71,11 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
 		else if (err == -EBUSY)
 			snprintf(buf, len, "%u earlier opens still wait on their file systems",
 				 BPFTEL_DEADLINE_STUCK_MAX);
+		else if (err == -EDQUOT)
+			snprintf(buf, len,
+				 "%u earlier opens for processes of its user still wait on their "
+				 "file systems",
+				 BPFTEL_DEADLINE_STUCK_PER_OWNER);
 		else if (err == -EINPROGRESS)
 			snprintf(buf, len, "an earlier open of it still waits on its file system");
 		else
@@ -398,6 +404,14 @@ int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
 }
 
 
+/* Whose a call to pid's file is (deadline_call.h): the user who runs pid. */
+static __u32 owner_of(__u32 pid)
+{
+	__u32 uid;
+
+	return bpftel_proc_uid(pid, &uid) ? BPFTEL_DEADLINE_NO_OWNER : uid;
+}
+
 /* An open on a deadline call: what it needs, copied, and what it found. */
 struct open_job {
 	struct bpftel_deadline_call call;
@@ -475,6 +489,7 @@ int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct s
 		return -ENOMEM;
 	j->call.run = open_job_run;
 	j->call.release = open_job_release;
+	j->call.owner = owner_of(t->pid);
 	j->t = *t;
 	if (t->path)
 		memcpy(j->path, t->path, n);
@@ -482,7 +497,7 @@ int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct s
 	j->fd = -1;
 	j->ticket = ticket = bpftel_open_waits_begin(t->dev, t->ino);
 	err = bpftel_deadline_call(&j->call, BPFTEL_PROCFILE_TIMEOUT_MS);
-	if (err == -ETIMEDOUT || err == -EBUSY) {
+	if (err == -ETIMEDOUT || err == -EBUSY || err == -EDQUOT) {
 		/* j is the thread's if it timed out (its ticket ends with it). Refused as the
 		 * file the kernel named, never touched again (the caller remembers the
 		 * refusal by identity, for a while; open_waits.h for as long as it waits). */
@@ -582,6 +597,7 @@ char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
 		return NULL;
 	j->call.run = host_path_job_run;
 	j->call.release = host_path_job_release;
+	j->call.owner = owner_of(t->pid);
 	j->t = *t;
 	memcpy(j->path, t->path, n);
 	j->t.path = j->path;

@@ -227,8 +227,10 @@ static void print_timeouts(json_t *resp)
 	if (!n && !busy)
 		return;
 	printf("\nOpens past their %lld ms deadline: %lld (still waiting: %lld); not tried "
-	       "while too many waited: %lld\n",
-	       jint(resp, "open_timeout_ms"), n, jint(resp, "open_timeouts_waiting"), busy);
+	       "while too many waited: %lld (%lld of them while %lld of the process's user "
+	       "did)\n",
+	       jint(resp, "open_timeout_ms"), n, jint(resp, "open_timeouts_waiting"), busy,
+	       jint(resp, "opens_not_tried_per_user"), jint(resp, "opens_waiting_per_user_max"));
 }
 
 static void print_libs(json_t *resp)

@@ -174,6 +174,11 @@ static json_t *deadline_json(json_t *resp)
 	json_object_set_new(resp, "open_timeouts", json_integer((json_int_t)ds.abandoned));
 	json_object_set_new(resp, "open_timeouts_waiting", json_integer((json_int_t)ds.stuck));
 	json_object_set_new(resp, "opens_not_tried", json_integer((json_int_t)ds.refused));
+	json_object_set_new(resp, "opens_not_tried_per_user",
+			    json_integer((json_int_t)ds.refused_owner));
+	json_object_set_new(resp, "opens_waiting_max", json_integer(BPFTEL_DEADLINE_STUCK_MAX));
+	json_object_set_new(resp, "opens_waiting_per_user_max",
+			    json_integer(BPFTEL_DEADLINE_STUCK_PER_OWNER));
 	json_object_set_new(resp, "open_timeout_ms", json_integer(BPFTEL_PROCFILE_TIMEOUT_MS));
 	return resp;
 }
@@ -248,7 +253,8 @@ static void deadline_metrics(struct bpftel_prom *w)
 			   "file system.",
 			   ds.stuck);
 	bpftel_prom_scalar(w, "bpftel_file_opens_not_tried_total", "counter",
-			   "Opens refused without trying: as many as allowed still waited.",
+			   "Opens refused without trying: as many as allowed still waited, in "
+			   "all or for the process's user.",
 			   ds.refused);
 }
 

@@ -431,8 +431,12 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		bpftel_procfile_explain(why, &st, fd, detail, sizeof(detail));
 		pthread_mutex_lock(&u->lock);
 		refusal_locked(u, t->pid, lib, named, why, detail);
-		/* By the identity the kernel opened: what the path led to may differ. */
-		if (t->ino && refusal_of_file(why) && st.st_ino == t->ino && st.st_dev == t->dev)
+		/* By the identity the kernel opened: what the path led to may differ. Not
+		 * one refused untried for others' stalled opens (-EBUSY: all of them; -EDQUOT:
+		 * this process's user's): that says nothing of the file, and another user's
+		 * process that opens it would be refused from the cache. */
+		if (t->ino && refusal_of_file(why) && fd != -EBUSY && fd != -EDQUOT &&
+		    st.st_ino == t->ino && st.st_dev == t->dev)
 			refused_add_locked(u, t->dev, t->ino, why, fd, detail, mono_ns());
 		pthread_mutex_unlock(&u->lock);
 		return fd;

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * What /proc says of another process (user/common/proc.c):
+ * - a process's real uid, as another user's child shows it, and -ENOENT once it is gone
+ *   (a pid at pid_max, which no process can have).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "user/common/proc.h"
+
+/* A child that takes uid (real, effective, saved) and name, says so on a pipe, and waits
+ * until its stdin pipe closes. */
+static pid_t child_as(uid_t uid, const char *name, int *hold)
+{
+	int ready[2], wait_fd[2];
+	pid_t pid;
+	char b;
+
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(wait_fd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		close(ready[0]);
+		close(wait_fd[1]);
+		if (setresuid(uid, uid, uid) || prctl(PR_SET_NAME, name))
+			_exit(1);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(1);
+		(void)!read(wait_fd[0], &b, 1);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(wait_fd[0]);
+	assert_int_equal(read(ready[0], &b, 1), 1);
+	close(ready[0]);
+	*hold = wait_fd[1];
+	return pid;
+}
+
+static void child_end(pid_t pid, int hold)
+{
+	int status;
+
+	close(hold);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void test_uid(void **state)
+{
+	__u32 uid = 1, max = 0;
+	int hold;
+	pid_t pid;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(bpftel_proc_uid(getpid(), &uid), 0);
+	assert_int_equal(uid, getuid());
+	if (geteuid()) {
+		skip();
+		return;
+	}
+	pid = child_as(65534, "nobody's", &hold);
+	assert_int_equal(bpftel_proc_uid(pid, &uid), 0);
+	assert_int_equal(uid, 65534);
+	child_end(pid, hold);
+	f = fopen("/proc/sys/kernel/pid_max", "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%u", &max), 1);
+	fclose(f);
+	uid = 7;
+	assert_int_equal(bpftel_proc_uid(max, &uid), -ENOENT);
+	assert_int_equal(uid, 7); /* untouched */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_uid),
+	};
+
+	return cmocka_run_group_tests_name("proc", tests, NULL, NULL);
+}
