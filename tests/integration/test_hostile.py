@@ -10,12 +10,13 @@ process's root, nor parse without bounds.
   3. a 4 GiB sparse file whose .dynsym claims 3 GiB, and a 900 MiB one whose .dynsym
      claims 800 MiB (under the file cap, over the table cap);
   4. a truncated ELF (the first 4 KiB of libssl);
-  5. libssl on an overlayfs whose lower layer is a FUSE file system that never answers
+  5. a process whose name holds a newline, loading libssl: probed;
+  6. libssl on an overlayfs whose lower layer is a FUSE file system that never answers
      the agent, unmounted (lazily) so that no mount shows FUSE: refused as slow_fs within
      the open's deadline, and a library loaded after it is still probed (the watcher
      did not wait);
-  6. the same FUSE, answering: refused as slow_fs, never probed;
-  7. 16 such stalled files opened by one user's process: 4 threads wait on them, the
+  7. the same FUSE, answering: refused as slow_fs, never probed;
+  8. 16 such stalled files opened by one user's process: 4 threads wait on them, the
      other 12 are refused untried, and another user's library is still probed.
 
 After each: `bpftel module restart usm` answers within 10 s, `bpftel stats` answers,
@@ -334,6 +335,39 @@ def stalled_by_one_user(agent, python, tmp):
     check(True, "no open is left waiting once the FUSE server is gone")
 
 
+NAMED_LOAD = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None)
+libc.prctl(15, sys.argv[2].encode(), 0, 0, 0)  # PR_SET_NAME
+print("ready", flush=True)
+sys.stdin.readline()
+ctypes.CDLL(sys.argv[1])
+print("loaded", flush=True)
+sys.stdin.readline()
+"""
+
+
+def newline_in_name(agent, python, tmp):
+    """A process whose name holds a newline (its own choice: prctl, or its executable's
+    name) loads libssl: it is probed like any other. Its /proc/<pid>/stat line then
+    holds that newline: read by line, its start time was not found, the process taken
+    as gone, and its library never probed: a way to hide its HTTPS."""
+    path = os.path.join(tmp, "newline", "libssl.so.3")
+    os.makedirs(os.path.dirname(path))
+    shutil.copy(LIBSSL, path)
+    h = Holder(python, NAMED_LOAD, (path, "hide\nme"))
+    try:
+        h.step("loaded")
+        row = wait_for(lambda: [r for r in usm_rows(agent, path)
+                                if r["attached"] >= LIBSSL_PROBES and
+                                h.proc.pid in r["pids"]], 30,
+                       f"usm attached to {path}, loaded by a process named 'hide\\nme'")[0]
+        check(True, f"a process named with a newline is probed ({row['attached']} probe "
+                    f"points, pids {row['pids']})")
+    finally:
+        h.stop()
+
+
 def stalled_fuse(agent, python, tmp, hwm):
     """FUSE beneath an overlay that never answers the agent: refused at the deadline,
     and the watcher goes on meanwhile."""
@@ -467,12 +501,15 @@ def main():
             dst.write(src.read(4096))
         opened_file(agent, args.python, cut, "not_elf", "a truncated ELF", hwm)
 
-        # 5. FUSE hidden beneath an overlay mount.
+        # 5. A process whose name holds a newline.
+        newline_in_name(agent, args.python, tmp)
+
+        # 6. FUSE hidden beneath an overlay mount.
         if os.path.exists("/dev/fuse"):
             stalled_fuse(agent, args.python, tmp, hwm)
-            # 6. The same FUSE, answering.
+            # 7. The same FUSE, answering.
             answering_fuse(agent, args.python, tmp, hwm)
-            # 7. One user's process stalls many files.
+            # 8. One user's process stalls many files.
             stalled_by_one_user(agent, args.python, tmp)
         else:
             print("note: no /dev/fuse: the FUSE cases are not run")

@@ -2,7 +2,8 @@
 /*
  * What /proc says of another process (user/common/proc.c):
  * - a process's real uid, as another user's child shows it, and -ENOENT once it is gone
- *   (a pid at pid_max, which no process can have).
+ *   (a pid at pid_max, which no process can have);
+ * - its name, whole, and its start time, when the name holds a newline.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -84,10 +85,31 @@ static void test_uid(void **state)
 	assert_int_equal(uid, 7); /* untouched */
 }
 
+static void test_comm_and_start(void **state)
+{
+	char comm[16];
+	int hold;
+	pid_t pid;
+
+	(void)state;
+	pid = child_as(getuid(), "a\nname", &hold);
+	bpftel_proc_comm(pid, comm, sizeof(comm));
+	assert_string_equal(comm, "a\nname"); /* whole, its own newline kept */
+	/* Its stat line holds that newline: the fields after the name are read all the
+	 * same (they were not: 0, taken as gone). */
+	assert_true(bpftel_proc_start(pid) > 0);
+	assert_true(bpftel_proc_start(pid) >= bpftel_proc_start(getpid()));
+	child_end(pid, hold);
+	bpftel_proc_comm(0x7fffffff, comm, sizeof(comm));
+	assert_string_equal(comm, "?");
+	assert_int_equal(bpftel_proc_start(0x7fffffff), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_uid),
+		cmocka_unit_test(test_comm_and_start),
 	};
 
 	return cmocka_run_group_tests_name("proc", tests, NULL, NULL);

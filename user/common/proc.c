@@ -1,40 +1,56 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* What /proc says of another process (proc.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proc.h"
 
 void bpftel_proc_comm(__u32 pid, char *comm, size_t size)
 {
 	char path[64];
+	size_t n = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
 	f = fopen(path, "re");
-	if (!f || !fgets(comm, (int)size, f))
-		snprintf(comm, size, "?");
+	/* Whole: a name may hold a newline of its own; the kernel adds one at its end. */
+	if (f && size > 1)
+		n = fread(comm, 1, size - 1, f);
 	if (f)
 		fclose(f);
-	comm[strcspn(comm, "\n")] = '\0';
+	if (!n) {
+		snprintf(comm, size, "?");
+		return;
+	}
+	comm[n] = '\0';
+	if (comm[n - 1] == '\n')
+		comm[n - 1] = '\0';
 }
 
 int bpftel_proc_stat(__u32 pid, int field, int n, unsigned long long *out)
 {
 	char path[64], buf[1024], *p;
-	int i, got = 0;
-	FILE *f;
+	int fd, i, got = 0;
+	ssize_t len;
 
 	if (field < 3 || n < 1)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return 0;
-	/* The fields asked for are within the first 1 KiB: a 16-byte comm and numbers. */
-	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL; /* comm may hold ')' */
-	fclose(f);
+	/* Read whole, not by line: the name is the process's own, and may hold a newline
+	 * (prctl(PR_SET_NAME), an executable's name) or ')'. The fields asked for are within
+	 * the first 1 KiB: a 16-byte name and numbers. */
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return 0;
+	buf[len] = '\0';
+	p = strrchr(buf, ')');
 	for (i = 2; p && i < field; i++) /* field 3 follows the name's ") " */
 		p = strchr(p + 1, ' ');
 	while (p && got < n && sscanf(p + 1, "%llu", &out[got]) == 1) {

@@ -6,8 +6,9 @@
 #include <stddef.h>
 #include <linux/types.h>
 
-/* pid's name from /proc/<pid>/comm, without its newline; "?" when it cannot be read
- * (gone). The name is the process's own choice: escape it on output. */
+/* pid's name from /proc/<pid>/comm, without the newline the kernel ends it with; "?"
+ * when it cannot be read (gone). The name is the process's own choice, newlines
+ * included: escape it on output. */
 void bpftel_proc_comm(__u32 pid, char *comm, size_t size);
 
 /* Fields field .. field + n - 1 of /proc/<pid>/stat (numbered as in proc(5), from 3:
