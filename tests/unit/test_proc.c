@@ -3,9 +3,13 @@
  * What /proc says of another process (user/common/proc.c):
  * - a process's real uid, as another user's child shows it, and -ENOENT once it is gone
  *   (a pid at pid_max, which no process can have);
- * - its name, whole, and its start time, when the name holds a newline.
+ * - its name, whole, and its start time, when the name holds a newline;
+ * - the user accountable for it: its real uid, or in a user namespace (a rootless
+ *   container, uids mapped from a subordinate range) the namespace's creator.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -105,10 +109,94 @@ static void test_comm_and_start(void **state)
 	assert_int_equal(bpftel_proc_start(0x7fffffff), 0);
 }
 
+/*
+ * A child that takes uid 65534, makes a user namespace of its own (owner 65534), and,
+ * once the test mapped ns uids 0..65535 to host 100000.. (as newuidmap does for a
+ * rootless container), takes ns uid 1000: host uid 101000. -1 where this kernel lets
+ * no unprivileged user make a user namespace.
+ */
+static pid_t child_in_userns(int *hold)
+{
+	int up[2], down[2], fd;
+	char b, path[64];
+	pid_t pid;
+
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		close(up[0]);
+		close(down[1]);
+		if (setresuid(65534, 65534, 65534))
+			_exit(1);
+		b = unshare(CLONE_NEWUSER) ? 'x' : 'u';
+		if (write(up[1], &b, 1) != 1 || b == 'x')
+			_exit(0);
+		if (read(down[0], &b, 1) != 1 || setresuid(1000, 1000, 1000))
+			_exit(1);
+		if (write(up[1], "r", 1) != 1)
+			_exit(1);
+		(void)!read(down[0], &b, 1);
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	assert_int_equal(read(up[0], &b, 1), 1);
+	if (b == 'x') {
+		close(up[0]);
+		child_end(pid, down[1]);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", pid);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "0 100000 65536\n", 15), 15);
+	close(fd);
+	assert_int_equal(write(down[1], "m", 1), 1);
+	assert_int_equal(read(up[0], &b, 1), 1);
+	assert_int_equal(b, 'r');
+	close(up[0]);
+	*hold = down[1];
+	return pid;
+}
+
+static void test_owner(void **state)
+{
+	__u32 uid = 1;
+	int hold;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(bpftel_proc_owner(getpid(), &uid), 0);
+	assert_int_equal(uid, getuid());
+	if (geteuid()) {
+		skip();
+		return;
+	}
+	/* Outside a user namespace of its own: its real uid. */
+	pid = child_as(65534, "plain", &hold);
+	assert_int_equal(bpftel_proc_owner(pid, &uid), 0);
+	assert_int_equal(uid, 65534);
+	child_end(pid, hold);
+	pid = child_in_userns(&hold);
+	if (pid < 0) {
+		skip();
+		return;
+	}
+	assert_int_equal(bpftel_proc_uid(pid, &uid), 0);
+	assert_int_equal(uid, 101000); /* what it runs as, on the host */
+	assert_int_equal(bpftel_proc_owner(pid, &uid), 0);
+	assert_int_equal(uid, 65534); /* who made its namespace */
+	child_end(pid, hold);
+	assert_int_equal(bpftel_proc_owner(0x7fffffff, &uid), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_uid),
+		cmocka_unit_test(test_owner),
 		cmocka_unit_test(test_comm_and_start),
 	};
 

@@ -2,9 +2,13 @@
 /* What /proc says of another process (proc.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <linux/nsfs.h>
 
 #include "proc.h"
 
@@ -87,5 +91,57 @@ int bpftel_proc_uid(__u32 pid, __u32 *uid)
 	fclose(f);
 	if (!err)
 		*uid = u;
+	return err;
+}
+
+/* User namespaces nest 32 deep at most. */
+#define USERNS_DEPTH_MAX 33
+
+static bool same_ns(int fd, const struct stat *ns)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && st.st_ino == ns->st_ino && st.st_dev == ns->st_dev;
+}
+
+int bpftel_proc_owner(__u32 pid, __u32 *uid)
+{
+	struct stat self;
+	int fd, parent, depth, err = -ELOOP;
+	char path[64];
+	uid_t owner;
+
+	if (stat("/proc/self/ns/user", &self))
+		return bpftel_proc_uid(pid, uid); /* no user namespaces */
+	snprintf(path, sizeof(path), "/proc/%u/ns/user", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (same_ns(fd, &self)) {
+		close(fd);
+		return bpftel_proc_uid(pid, uid);
+	}
+	/* Up to the namespace whose parent is ours: its creator is the owner. */
+	for (depth = 0; depth < USERNS_DEPTH_MAX; depth++) {
+		parent = ioctl(fd, NS_GET_PARENT);
+		if (parent < 0) {
+			/* EPERM: not below ours (the agent in a container of its own): the
+			 * process's uid as ours maps it. */
+			err = errno == EPERM ? 1 : -errno;
+			break;
+		}
+		if (same_ns(parent, &self)) {
+			close(parent);
+			err = ioctl(fd, NS_GET_OWNER_UID, &owner) ? -errno : 0;
+			break;
+		}
+		close(fd);
+		fd = parent;
+	}
+	close(fd);
+	if (err == 1)
+		return bpftel_proc_uid(pid, uid);
+	if (!err)
+		*uid = owner;
 	return err;
 }

@@ -26,4 +26,13 @@ __u64 bpftel_proc_start(__u32 pid);
  * privilege. 0 or -errno (-ENOENT: gone). */
 int bpftel_proc_uid(__u32 pid, __u32 *uid);
 
+/*
+ * The user accountable for pid: its real uid, or for a process in a user namespace (a
+ * container, rootless or not) the uid that created the outermost one below this
+ * process's own namespace. A rootless container runs its processes as many host uids
+ * (the user's subordinate range, /etc/subuid): they all answer to the user who made
+ * it. 0 or -errno (-ENOENT: gone).
+ */
+int bpftel_proc_owner(__u32 pid, __u32 *uid);
+
 #endif /* BPFTEL_PROC_H */

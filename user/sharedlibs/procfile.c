@@ -404,12 +404,13 @@ int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
 }
 
 
-/* Whose a call to pid's file is (deadline_call.h): the user who runs pid. */
+/* Whose a call to pid's file is (deadline_call.h): the user accountable for pid, who
+ * made its container if it runs in one (proc.h). */
 static __u32 owner_of(__u32 pid)
 {
 	__u32 uid;
 
-	return bpftel_proc_uid(pid, &uid) ? BPFTEL_DEADLINE_NO_OWNER : uid;
+	return bpftel_proc_owner(pid, &uid) ? BPFTEL_DEADLINE_NO_OWNER : uid;
 }
 
 /* An open on a deadline call: what it needs, copied, and what it found. */
