@@ -22,7 +22,6 @@ import sys
 import tempfile
 import re
 import signal
-import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
