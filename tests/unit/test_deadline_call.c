@@ -10,7 +10,11 @@
  * - with BPFTEL_DEADLINE_STUCK_MAX stuck, the next call is refused before it runs;
  * - with BPFTEL_DEADLINE_STUCK_PER_OWNER of one owner stuck, that owner's next call is
  *   refused before it runs, and another owner's runs; calls that return in time do not
- *   count against their owner.
+ *   count against their owner;
+ * - as many abandoned within BPFTEL_DEADLINE_STRIKE_WINDOW_S, even once they ended, get
+ *   the owner's calls refused until the window is over.
+ * The windows run on a clock the tests move (bpftel_deadline_set_clock): each test
+ * begins in a new window.
  */
 #include <errno.h>
 #include <poll.h>
@@ -54,6 +58,27 @@ static void release_job(struct bpftel_deadline_call *c)
 	if (j->released_fd >= 0 && write(j->released_fd, &b, 1) != 1)
 		abort();
 	free(j);
+}
+
+static __u64 fake_ns = 1;
+
+static __u64 fake_clock(void)
+{
+	return __atomic_load_n(&fake_ns, __ATOMIC_RELAXED);
+}
+
+/* Past every owner's window. */
+static void next_window(void)
+{
+	__atomic_add_fetch(&fake_ns, BPFTEL_DEADLINE_STRIKE_WINDOW_S * 1000000000ULL, __ATOMIC_RELAXED);
+}
+
+static int each_in_a_new_window(void **state)
+{
+	(void)state;
+	bpftel_deadline_set_clock(fake_clock);
+	next_window();
+	return 0;
 }
 
 static struct job *job_of(__u32 owner, int block_fd, int released_fd, int value, int *runs)
@@ -163,10 +188,16 @@ static void test_refused_when_too_many_stuck(void **state)
 	assert_int_equal(__atomic_load_n(&runs, __ATOMIC_RELAXED), BPFTEL_DEADLINE_STUCK_MAX);
 	bpftel_deadline_stats(&s);
 	assert_int_equal(s.stuck, 0);
-	/* And calls run again. */
-	j = job_new(-1, -1, 3, &runs);
+	/* And calls run again: a new owner's at once, a struck one's after its window. */
+	j = job_of(BPFTEL_DEADLINE_STUCK_MAX, -1, -1, 3, &runs);
 	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
 	assert_int_equal(j->call.ret, 3);
+	free(j);
+	j = job_new(-1, -1, 4, &runs);
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), -EDQUOT);
+	next_window();
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
+	assert_int_equal(j->call.ret, 4);
 	free(j);
 	close(block[0]);
 	close(block[1]);
@@ -213,10 +244,13 @@ static void test_refused_per_owner(void **state)
 	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
 	assert_int_equal(j->call.ret, 5);
 	free(j);
-	/* Once one of its stuck calls ends, the owner's calls run again. */
+	/* Once one of its stuck calls ends, the owner's calls are still refused in its
+	 * window (it was struck as often), and run again after it. */
 	assert_int_equal(write(block[1], "x", 1), 1);
 	wait_released(released[0], 1);
 	j = job_of(USER, -1, -1, 6, &runs);
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), -EDQUOT);
+	next_window();
 	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
 	assert_int_equal(j->call.ret, 6);
 	free(j);
@@ -231,13 +265,54 @@ static void test_refused_per_owner(void **state)
 	close(released[1]);
 }
 
+static void test_struck_in_its_window(void **state)
+{
+	enum { USER = 2000 };
+	struct bpftel_deadline_stats before, s;
+	int block[2], released[2], runs = 0, i;
+	struct job *j;
+
+	(void)state;
+	assert_int_equal(pipe(block), 0);
+	assert_int_equal(pipe(released), 0);
+	bpftel_deadline_stats(&before);
+	/* Abandoned, then ended (its daemon answered), one after the other: never more
+	 * than one stuck. */
+	for (i = 0; i < BPFTEL_DEADLINE_STUCK_PER_OWNER; i++) {
+		j = job_of(USER, block[0], released[1], 0, &runs);
+		assert_int_equal(bpftel_deadline_call(&j->call, 10), -ETIMEDOUT);
+		assert_int_equal(write(block[1], "x", 1), 1);
+		wait_released(released[0], 1);
+	}
+	bpftel_deadline_stats(&s);
+	assert_int_equal(s.stuck, 0);
+	assert_int_equal(s.abandoned, before.abandoned + BPFTEL_DEADLINE_STUCK_PER_OWNER);
+	/* Late in the window, still refused. */
+	__atomic_add_fetch(&fake_ns, (BPFTEL_DEADLINE_STRIKE_WINDOW_S - 1) * 1000000000ULL,
+			   __ATOMIC_RELAXED);
+	j = job_of(USER, -1, -1, 8, &runs);
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), -EDQUOT);
+	bpftel_deadline_stats(&s);
+	assert_int_equal(s.refused_owner, before.refused_owner + 1);
+	/* Its window over, it runs. */
+	__atomic_add_fetch(&fake_ns, 1000000000ULL, __ATOMIC_RELAXED);
+	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
+	assert_int_equal(j->call.ret, 8);
+	free(j);
+	close(block[0]);
+	close(block[1]);
+	close(released[0]);
+	close(released[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_returns_in_time),
-		cmocka_unit_test(test_abandoned_then_released),
-		cmocka_unit_test(test_refused_when_too_many_stuck),
-		cmocka_unit_test(test_refused_per_owner),
+		cmocka_unit_test_setup(test_returns_in_time, each_in_a_new_window),
+		cmocka_unit_test_setup(test_abandoned_then_released, each_in_a_new_window),
+		cmocka_unit_test_setup(test_refused_when_too_many_stuck, each_in_a_new_window),
+		cmocka_unit_test_setup(test_refused_per_owner, each_in_a_new_window),
+		cmocka_unit_test_setup(test_struck_in_its_window, each_in_a_new_window),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

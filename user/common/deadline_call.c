@@ -13,48 +13,98 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct bpftel_deadline_stats stats;
 
 /*
- * The owners of the calls in flight or stuck, with how many each: so that concurrent
- * calls of one owner cannot all pass its cap before any is stuck. One entry per owner;
- * room for every stuck call's owner and as many calls in flight as there are callers,
- * a few (the watcher, the scan, a module starting): a call that finds no room is refused
- * as if the whole were stuck.
+ * Per owner: its calls in flight or stuck, so that concurrent calls of one owner cannot
+ * all pass its cap before any is stuck; and its strikes, the calls abandoned in its
+ * current window of BPFTEL_DEADLINE_STRIKE_WINDOW_S, so that an owner who lets its
+ * stalled calls end (its daemon answers at last) and stalls new ones cannot keep the
+ * callers waiting out deadline after deadline. One entry per owner, live while it has
+ * calls or strikes in its window: room for every stuck call's owner and as many
+ * calls in flight as there are callers, a few (the watcher, the scan, a module
+ * starting), and owners struck lately; a call that finds no room is refused as if the
+ * whole were stuck.
  */
-#define OWNERS_MAX (BPFTEL_DEADLINE_STUCK_MAX * 2)
+#define OWNERS_MAX  (BPFTEL_DEADLINE_STUCK_MAX * 2)
+#define WINDOW_NS   (BPFTEL_DEADLINE_STRIKE_WINDOW_S * 1000000000ULL)
 
-static struct {
+struct owner {
 	__u32 owner;
-	__u32 calls; /* 0: a free entry */
-} owners[OWNERS_MAX];
+	__u32 calls;
+	__u32 strikes;
+	__u64 window_ns; /* when its window began: its first strike in it */
+};
 
-/* owner's count of calls, or with add a free entry made its own; NULL when none. */
-static __u32 *owner_calls_locked(__u32 owner, bool add)
+static struct owner owners[OWNERS_MAX];
+
+static __u64 monotonic_ns(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
+}
+
+static __u64 (*now_ns)(void) = monotonic_ns;
+
+void bpftel_deadline_set_clock(__u64 (*clock_ns)(void))
+{
+	pthread_mutex_lock(&lock);
+	now_ns = clock_ns ? clock_ns : monotonic_ns;
+	pthread_mutex_unlock(&lock);
+}
+
+/* Its strikes, once its window is over, are forgotten. */
+static bool owner_live(struct owner *o, __u64 now)
+{
+	if (o->strikes && now - o->window_ns >= WINDOW_NS)
+		o->strikes = 0;
+	return o->calls || o->strikes;
+}
+
+/* owner's entry, or with add a free one made its own; NULL when none. */
+static struct owner *owner_locked(__u32 owner, bool add)
+{
+	__u64 now = now_ns();
 	int i, free_at = -1;
 
 	for (i = 0; i < OWNERS_MAX; i++) {
-		if (owners[i].calls && owners[i].owner == owner)
-			return &owners[i].calls;
-		if (!owners[i].calls && free_at < 0)
-			free_at = i;
+		if (!owner_live(&owners[i], now)) {
+			if (free_at < 0)
+				free_at = i;
+		} else if (owners[i].owner == owner) {
+			return &owners[i];
+		}
 	}
 	if (!add || free_at < 0)
 		return NULL;
-	owners[free_at].owner = owner;
-	return &owners[free_at].calls;
+	owners[free_at] = (struct owner){.owner = owner};
+	return &owners[free_at];
 }
 
 /* One of owner's calls ended: returned in time, never started, or its thread ended. */
 static void owner_call_end(__u32 owner, bool locked)
 {
-	__u32 *n;
+	struct owner *o;
 
 	if (!locked)
 		pthread_mutex_lock(&lock);
-	n = owner_calls_locked(owner, false);
-	if (n) /* always: the call counted itself in */
-		--*n;
+	o = owner_locked(owner, false);
+	if (o) /* always: the call counted itself in */
+		o->calls--;
 	if (!locked)
 		pthread_mutex_unlock(&lock);
+}
+
+/* One of owner's calls was abandoned (under the lock): a strike in its window. */
+static void owner_strike_locked(__u32 owner)
+{
+	struct owner *o = owner_locked(owner, false);
+	__u64 now = now_ns();
+
+	if (!o) /* cannot be: the call is still counted in */
+		return;
+	if (!o->strikes)
+		o->window_ns = now;
+	o->strikes++;
 }
 
 static void *call_thread(void *arg)
@@ -98,14 +148,15 @@ int bpftel_deadline_call(struct bpftel_deadline_call *c, unsigned int timeout_ms
 	pthread_attr_t attr;
 	struct timespec ts;
 	pthread_t thread;
-	__u32 *mine;
+	struct owner *mine;
 	int err = 0;
 
 	pthread_mutex_lock(&lock);
-	mine = owner_calls_locked(c->owner, true);
+	mine = owner_locked(c->owner, true);
 	if (stats.stuck >= BPFTEL_DEADLINE_STUCK_MAX || !mine)
 		err = -EBUSY;
-	else if (*mine >= BPFTEL_DEADLINE_STUCK_PER_OWNER)
+	else if (mine->calls >= BPFTEL_DEADLINE_STUCK_PER_OWNER ||
+		 mine->strikes >= BPFTEL_DEADLINE_STUCK_PER_OWNER)
 		err = -EDQUOT;
 	if (err) {
 		stats.refused++;
@@ -113,7 +164,7 @@ int bpftel_deadline_call(struct bpftel_deadline_call *c, unsigned int timeout_ms
 		pthread_mutex_unlock(&lock);
 		return err;
 	}
-	++*mine;
+	mine->calls++;
 	pthread_mutex_unlock(&lock);
 
 	c->done = false;
@@ -144,6 +195,7 @@ int bpftel_deadline_call(struct bpftel_deadline_call *c, unsigned int timeout_ms
 		c->abandoned = true;
 		stats.abandoned++;
 		stats.stuck++;
+		owner_strike_locked(c->owner);
 		pthread_mutex_unlock(&lock);
 		return -ETIMEDOUT; /* its owner's count goes when its thread ends */
 	}

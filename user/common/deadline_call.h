@@ -16,6 +16,10 @@
  * touches, the user of the process that opened it); beyond either, calls are refused
  * before they start. So one user who stalls many files stops the opens of their own
  * processes, not everyone's: it takes BPFTEL_DEADLINE_STUCK_MAX / _PER_OWNER users.
+ * And an owner whose calls were abandoned _PER_OWNER times within
+ * BPFTEL_DEADLINE_STRIKE_WINDOW_S is refused until that window ends, stuck calls or
+ * not: one who lets them end and stalls new ones would have kept the caller waiting
+ * out one deadline after another.
  */
 #ifndef BPFTEL_COMMON_DEADLINE_CALL_H
 #define BPFTEL_COMMON_DEADLINE_CALL_H
@@ -30,6 +34,8 @@
  * reached. */
 #define BPFTEL_DEADLINE_STUCK_MAX	64
 #define BPFTEL_DEADLINE_STUCK_PER_OWNER 4
+/* How long an owner's abandoned calls count against it, from the first. */
+#define BPFTEL_DEADLINE_STRIKE_WINDOW_S 60
 /* The owner of calls nobody is known to own (the process was gone): one more owner,
  * capped like the others. */
 #define BPFTEL_DEADLINE_NO_OWNER 0xffffffffu
@@ -48,9 +54,9 @@ struct bpftel_deadline_call {
  * Run c->run on a new thread and wait for it up to timeout_ms. Returns 0 when it
  * returned (its result in c->ret; the caller owns c), -ETIMEDOUT when it did not (c is
  * the thread's now: never touch it again), -EBUSY when BPFTEL_DEADLINE_STUCK_MAX calls
- * are still stuck, -EDQUOT when BPFTEL_DEADLINE_STUCK_PER_OWNER of c->owner's are (run
- * not called; the caller owns c), or another -errno when no thread could start (the
- * same).
+ * are still stuck, -EDQUOT when BPFTEL_DEADLINE_STUCK_PER_OWNER of c->owner's are, or
+ * were abandoned in its window (run not called; the caller owns c), or another -errno
+ * when no thread could start (the same).
  */
 int bpftel_deadline_call(struct bpftel_deadline_call *c, unsigned int timeout_ms);
 
@@ -62,5 +68,9 @@ struct bpftel_deadline_stats {
 };
 
 void bpftel_deadline_stats(struct bpftel_deadline_stats *s);
+
+/* Tests: the monotonic clock the owners' windows are measured with (ns); NULL: the
+ * real one. */
+void bpftel_deadline_set_clock(__u64 (*clock_ns)(void));
 
 #endif /* BPFTEL_COMMON_DEADLINE_CALL_H */

@@ -74,8 +74,9 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
 		else if (err == -EDQUOT)
 			snprintf(buf, len,
 				 "%u earlier opens for processes of its user still wait on their "
-				 "file systems",
-				 BPFTEL_DEADLINE_STUCK_PER_OWNER);
+				 "file systems, or were given up within %u s",
+				 BPFTEL_DEADLINE_STUCK_PER_OWNER,
+				 BPFTEL_DEADLINE_STRIKE_WINDOW_S);
 		else if (err == -EINPROGRESS)
 			snprintf(buf, len, "an earlier open of it still waits on its file system");
 		else
