@@ -267,6 +267,22 @@ def stalled_again(agent, python, path):
               for x in r), f"refused at once: {[x['detail'] for x in r]}")
 
 
+def probed_copy(agent, python, tmp, tag, when):
+    """A copy of libssl in tmp/tag, loaded by a process of root's: its usm row once
+    attached."""
+    path = os.path.join(tmp, tag, "libssl.so.3")
+    os.makedirs(os.path.dirname(path))
+    shutil.copy(LIBSSL, path)
+    h = Holder(python, LOAD, (path,))
+    try:
+        h.step("loaded")
+        return wait_for(lambda: [r for r in usm_rows(agent, path)
+                                 if r["attached"] >= LIBSSL_PROBES], 30,
+                        f"usm attached to {path}, {when}")[0]
+    finally:
+        h.stop()
+
+
 OPEN_MANY = r"""
 import os, sys
 print("ready", flush=True)
@@ -339,19 +355,9 @@ def stalled_by_one_user(agent, python, tmp):
                   f"untried "
                   f"({untried[0]['detail'] if untried else '-'})")
             # Another user's library is probed.
-            after = os.path.join(tmp, "after_user", "libssl.so.3")
-            os.makedirs(os.path.dirname(after))
-            shutil.copy(LIBSSL, after)
-            h2 = Holder(python, LOAD, (after,))
-            try:
-                h2.step("loaded")
-                row = wait_for(lambda: [x for x in usm_rows(agent, after)
-                                        if x["attached"] >= LIBSSL_PROBES], 30,
-                               f"usm attached to {after}, loaded by root while "
-                               "65534's files stall")[0]
-                check(True, f"root's library is probed ({row['attached']} probe points)")
-            finally:
-                h2.stop()
+            row = probed_copy(agent, python, tmp, "after_user", "loaded by root while "
+                              "65534's files stall")
+            check(True, f"root's library is probed ({row['attached']} probe points)")
             libs = agent.json("libs")
             check(libs["open_timeouts_waiting"] == cap,
                   f"threads waiting on 65534's files: {libs['open_timeouts_waiting']} "
@@ -411,20 +417,10 @@ def stalled_fuse(agent, python, tmp, hwm):
         try:
             h.step("opened")
             # The watcher goes on: a library loaded after it is probed.
-            after = os.path.join(tmp, "after", "libssl.so.3")
-            os.makedirs(os.path.dirname(after))
-            shutil.copy(LIBSSL, after)
-            h2 = Holder(python, LOAD, (after,))
-            try:
-                h2.step("loaded")
-                row = wait_for(lambda: [r for r in usm_rows(agent, after)
-                                        if r["attached"] >= LIBSSL_PROBES], 30,
-                               f"usm attached to {after}, loaded after the stalled "
-                               "file was opened")[0]
-                check(True, f"a library loaded after the stalled file is probed "
-                            f"({row['attached']} probe points)")
-            finally:
-                h2.stop()
+            row = probed_copy(agent, python, tmp, "after", "loaded after the stalled file "
+                              "was opened")
+            check(True, f"a library loaded after the stalled file is probed "
+                        f"({row['attached']} probe points)")
             r = wait_for(lambda: refused(agent, path, "slow_fs"), 30,
                          f"the refusal of {path} (slow_fs)")[0]
             check(True, f"FUSE beneath overlayfs, stalled: refused as {r['reason']}: "

@@ -73,11 +73,24 @@ static void next_window(void)
 	__atomic_add_fetch(&fake_ns, BPFTEL_DEADLINE_STRIKE_WINDOW_S * 1000000000ULL, __ATOMIC_RELAXED);
 }
 
+/* Each test's pipes: the blocked runs read block[0], the releases write released[1]. */
+static int block[2], released[2];
+
 static int each_in_a_new_window(void **state)
 {
 	(void)state;
 	bpftel_deadline_set_clock(fake_clock);
 	next_window();
+	return pipe(block) || pipe(released);
+}
+
+static int close_pipes(void **state)
+{
+	(void)state;
+	close(block[0]);
+	close(block[1]);
+	close(released[0]);
+	close(released[1]);
 	return 0;
 }
 
@@ -134,12 +147,10 @@ static void test_returns_in_time(void **state)
 static void test_abandoned_then_released(void **state)
 {
 	struct bpftel_deadline_stats before, s;
-	int block[2], released[2], runs = 0;
+	int runs = 0;
 	struct job *j;
 
 	(void)state;
-	assert_int_equal(pipe(block), 0);
-	assert_int_equal(pipe(released), 0);
 	bpftel_deadline_stats(&before);
 	j = job_new(block[0], released[1], 5, &runs);
 	assert_int_equal(bpftel_deadline_call(&j->call, 20), -ETIMEDOUT);
@@ -152,21 +163,15 @@ static void test_abandoned_then_released(void **state)
 	bpftel_deadline_stats(&s);
 	assert_int_equal(s.stuck, 0);
 	assert_int_equal(s.abandoned, before.abandoned + 1);
-	close(block[0]);
-	close(block[1]);
-	close(released[0]);
-	close(released[1]);
 }
 
 static void test_refused_when_too_many_stuck(void **state)
 {
 	struct bpftel_deadline_stats before, s;
-	int block[2], released[2], runs = 0, i;
+	int runs = 0, i;
 	struct job *j;
 
 	(void)state;
-	assert_int_equal(pipe(block), 0);
-	assert_int_equal(pipe(released), 0);
 	bpftel_deadline_stats(&before);
 	/* As many owners as it takes, each at its own cap. */
 	for (i = 0; i < BPFTEL_DEADLINE_STUCK_MAX; i++) {
@@ -199,22 +204,16 @@ static void test_refused_when_too_many_stuck(void **state)
 	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
 	assert_int_equal(j->call.ret, 4);
 	free(j);
-	close(block[0]);
-	close(block[1]);
-	close(released[0]);
-	close(released[1]);
 }
 
 static void test_refused_per_owner(void **state)
 {
 	enum { USER = 1000, OTHER = 1001 };
 	struct bpftel_deadline_stats before, s;
-	int block[2], released[2], runs = 0, i;
+	int runs = 0, i;
 	struct job *j;
 
 	(void)state;
-	assert_int_equal(pipe(block), 0);
-	assert_int_equal(pipe(released), 0);
 	bpftel_deadline_stats(&before);
 	/* Calls that return in time leave nothing counted against their owner. */
 	for (i = 0; i < 3 * BPFTEL_DEADLINE_STUCK_PER_OWNER; i++) {
@@ -259,22 +258,16 @@ static void test_refused_per_owner(void **state)
 	wait_released(released[0], BPFTEL_DEADLINE_STUCK_PER_OWNER - 1);
 	bpftel_deadline_stats(&s);
 	assert_int_equal(s.stuck, 0);
-	close(block[0]);
-	close(block[1]);
-	close(released[0]);
-	close(released[1]);
 }
 
 static void test_struck_in_its_window(void **state)
 {
 	enum { USER = 2000 };
 	struct bpftel_deadline_stats before, s;
-	int block[2], released[2], runs = 0, i;
+	int runs = 0, i;
 	struct job *j;
 
 	(void)state;
-	assert_int_equal(pipe(block), 0);
-	assert_int_equal(pipe(released), 0);
 	bpftel_deadline_stats(&before);
 	/* Abandoned, then ended (its daemon answered), one after the other: never more
 	 * than one stuck. */
@@ -299,20 +292,19 @@ static void test_struck_in_its_window(void **state)
 	assert_int_equal(bpftel_deadline_call(&j->call, 60000), 0);
 	assert_int_equal(j->call.ret, 8);
 	free(j);
-	close(block[0]);
-	close(block[1]);
-	close(released[0]);
-	close(released[1]);
 }
+
+/* A test in a new window of its own, with pipes of its own. */
+#define WINDOWED(t) cmocka_unit_test_setup_teardown(t, each_in_a_new_window, close_pipes)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_returns_in_time, each_in_a_new_window),
-		cmocka_unit_test_setup(test_abandoned_then_released, each_in_a_new_window),
-		cmocka_unit_test_setup(test_refused_when_too_many_stuck, each_in_a_new_window),
-		cmocka_unit_test_setup(test_refused_per_owner, each_in_a_new_window),
-		cmocka_unit_test_setup(test_struck_in_its_window, each_in_a_new_window),
+		WINDOWED(test_returns_in_time),
+		WINDOWED(test_abandoned_then_released),
+		WINDOWED(test_refused_when_too_many_stuck),
+		WINDOWED(test_refused_per_owner),
+		WINDOWED(test_struck_in_its_window),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
