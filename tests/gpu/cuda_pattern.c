@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 typedef struct {
@@ -378,8 +379,8 @@ int main(int argc, char **argv)
 	const char *mode = argc > 2 ? argv[2] : "stub";
 	int is_driver = !strcmp(mode, "driver") || !strcmp(mode, "realdriver") ||
 			!strcmp(mode, "culoop") || !strcmp(mode, "culoopfor");
+	char line[64];
 	void *lib;
-	char c;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
@@ -436,7 +437,14 @@ int main(int argc, char **argv)
 	else
 		stub_pattern();
 	printf("done\n");
-	while (read(STDIN_FILENO, &c, 1) > 0)
-		;
+	/* Then "rename NAME" lines: the process renames itself (prctl), as setproctitle
+	 * does, and says so. */
+	while (fgets(line, sizeof(line), stdin)) {
+		if (!strncmp(line, "rename ", 7)) {
+			line[strcspn(line, "\n")] = '\0';
+			prctl(PR_SET_NAME, line + 7);
+			printf("renamed\n");
+		}
+	}
 	return 0;
 }

@@ -62,6 +62,14 @@ class Pattern:
             self.out.append(line.strip())
         raise AssertionError(f"cuda_pattern exited early: {self.out}")
 
+    def rename(self, name):
+        """After play(): the process renames itself (prctl(PR_SET_NAME))."""
+        self.proc.stdin.write(f"rename {name}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline().strip()
+        if line != "renamed":
+            raise AssertionError(f"cuda_pattern did not rename itself: {line!r}")
+
     def finish(self):
         self.proc.stdin.close()
         return self.proc.wait(timeout=10)
@@ -117,6 +125,26 @@ def link_ids_by_prog(*names):
         if name in out:
             out[name].append(link["id"])
     return out
+
+
+def comm_labels(text, pid):
+    """The comm labels of pid's series in a /metrics text."""
+    return {m.group(1) for m in re.finditer(r'\{[^}]*pid="' + str(pid) +
+                                            r'"[^}]*comm="([^"]*)"', text)}
+
+
+def check_renamed(agent, pat):
+    """A process that renames itself (setproctitle, as Ray's workers do at each task)
+    keeps the name its series began with: a new name would be a new series each time."""
+    first = gpu_row(agent, pat.pid)["comm"]
+    before = comm_labels(scrape(agent), pat.pid)
+    pat.rename("renamed-1")
+    with open(f"/proc/{pat.pid}/comm") as f:
+        now = f.read().strip()
+    after = comm_labels(scrape(agent), pat.pid)
+    row = gpu_row(agent, pat.pid)
+    check(now == "renamed-1" and before == after == {first} and row["comm"] == first,
+          f"renamed to {now}: its series keep comm {sorted(after)}, its row {row['comm']!r}")
 
 
 def check_stub(agent, pattern_bin, stub):
@@ -191,6 +219,7 @@ def check_stub(agent, pattern_bin, stub):
         check("4.0 MiB" in line and "7.0 MiB" in line and "1 (oldest" in line and
               "cudaErrorInvalidDevice" in table,
               f"bpftel gpu shows the pattern while it runs: {line.split()}")
+        check_renamed(agent, pat)
     finally:
         pat.finish()
     wait_for(lambda: gpu_row(agent, pat.pid) is None, 5,

@@ -15,7 +15,6 @@
 #include "gpu.skel.h"
 #include "gpu_kernels.h"
 #include "user/common/log.h"
-#include "user/common/proc.h"
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
@@ -530,9 +529,8 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	pthread_mutex_unlock(&g->lock);
 	bpftel_gpu_errors__fill(g->errors, rows, n, es, nes);
 	free(es);
-	for (size_t i = 0; i < n; i++)
-		bpftel_proc_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
-	/* Names may take parsing the processes' files: without the lock. */
+	/* Names (the kernels', the processes') may take parsing the processes' files:
+	 * without the lock. */
 	bpftel_gpu_kernels__fill(g->kernels, rows, n, ks, nks);
 	pthread_mutex_unlock(&g->report_lock);
 	free(ks);

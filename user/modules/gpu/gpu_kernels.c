@@ -37,6 +37,7 @@
 #include <sys/sysmacros.h>
 
 #include "gpu_kernels.h"
+#include "user/common/proc.h"
 #include "user/manager/elfaddr.h"
 #include "user/sharedlibs/procfile.h"
 
@@ -56,9 +57,12 @@ struct handle {
 	int series;	/* in its process's series, -1 none */
 };
 
-/* A process's series, in the order they began. */
+/* A process's series, in the order they began, and its name as of its first report:
+ * the label of its every series, which a process that renames itself (setproctitle,
+ * as Ray's workers do at each task) would otherwise turn into new series each time. */
 struct kproc {
 	__u32 pid;
+	char comm[16];
 	unsigned int nseries;
 	char *series[BPFTEL_GPU_TOP_KERNELS];
 	__u64 other; /* kernel="other" as last reported: it never goes down */
@@ -390,7 +394,9 @@ static void sync_procs(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_pr
 		if ((np && bsearch(&rows[i].pid, kt->p, np, sizeof(*kt->p), cmp_pid)) ||
 		    !grow((void **)&kt->p, &kt->capp, kt->np + 1, sizeof(*kt->p)))
 			continue;
-		kt->p[kt->np++] = (struct kproc){.pid = rows[i].pid};
+		kt->p[kt->np] = (struct kproc){.pid = rows[i].pid};
+		bpftel_proc_comm(rows[i].pid, kt->p[kt->np].comm, sizeof(kt->p[kt->np].comm));
+		kt->np++;
 	}
 	if (kt->np != np)
 		qsort(kt->p, kt->np, sizeof(*kt->p), cmp_pid);
@@ -584,6 +590,10 @@ static void series_out(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *ro
 
 		total = r->st.calls[GPU_FN_LAUNCH] + r->st.calls[GPU_FN_CU_LAUNCH];
 		kp = find_proc(kt, r->pid);
+		if (kp) /* else (out of memory) its name now */
+			memcpy(r->comm, kp->comm, sizeof(r->comm));
+		else
+			bpftel_proc_comm(r->pid, r->comm, sizeof(r->comm));
 		r->nkseries = kp ? kp->nseries : 0;
 		for (s = 0; s < r->nkseries; s++) {
 			snprintf(r->kseries[s].name, sizeof(r->kseries[s].name), "%s",

@@ -38,9 +38,10 @@ void bpftel_gpu_kernels__free(struct bpftel_gpu_kernels *kt);
 /*
  * One report: name the kernels of ks (at most BPFTEL_GPU_NAME_BUDGET parses, most
  * launched first), give each row its top kernels by launches (kernels of one name
- * merged: a snapshot, for JSON) and its series (kseries, kseries_other: counters, for
- * /metrics). rows are every process the module tracks: the state of a process not among
- * them is dropped. Reorders ks.
+ * merged: a snapshot, for JSON), its series (kseries, kseries_other: counters, for
+ * /metrics) and its name (comm: as at the process's first report, kept while it lives).
+ * rows are every process the module tracks: the state of a process not among them is
+ * dropped. Reorders ks.
  */
 void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows, size_t n,
 			      struct bpftel_gpu_kernel_seen *ks, size_t nks);
