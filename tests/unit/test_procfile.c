@@ -304,7 +304,7 @@ static enum bpftel_fuse_view scan(const char *text, unsigned int major, unsigned
 	enum bpftel_fuse_view v;
 
 	assert_non_null(f);
-	v = bpftel_procfile_fuse_scan(f, makedev(major, minor));
+	v = bpftel_mountinfo_fuse(f, makedev(major, minor));
 	fclose(f);
 	return v;
 }

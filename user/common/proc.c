@@ -34,14 +34,28 @@ void bpftel_proc_comm(__u32 pid, char *comm, size_t size)
 		comm[n - 1] = '\0';
 }
 
-int bpftel_proc_stat(__u32 pid, int field, int n, unsigned long long *out)
+int bpftel_proc_stat_parse(const char *text, int field, int n, unsigned long long *out)
 {
-	char path[64], buf[1024], *p;
-	int fd, i, got = 0;
-	ssize_t len;
+	const char *p = strrchr(text, ')'); /* the name may hold ')' itself */
+	int i, got = 0;
 
 	if (field < 3 || n < 1)
 		return 0;
+	for (i = 2; p && i < field; i++) /* field 3 follows the name's ") " */
+		p = strchr(p + 1, ' ');
+	while (p && got < n && sscanf(p + 1, "%llu", &out[got]) == 1) {
+		got++;
+		p = strchr(p + 1, ' ');
+	}
+	return got == n ? n : 0;
+}
+
+int bpftel_proc_stat(__u32 pid, int field, int n, unsigned long long *out)
+{
+	char path[64], buf[1024];
+	ssize_t len;
+	int fd;
+
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -54,14 +68,7 @@ int bpftel_proc_stat(__u32 pid, int field, int n, unsigned long long *out)
 	if (len <= 0)
 		return 0;
 	buf[len] = '\0';
-	p = strrchr(buf, ')');
-	for (i = 2; p && i < field; i++) /* field 3 follows the name's ") " */
-		p = strchr(p + 1, ' ');
-	while (p && got < n && sscanf(p + 1, "%llu", &out[got]) == 1) {
-		got++;
-		p = strchr(p + 1, ' ');
-	}
-	return got == n ? n : 0;
+	return bpftel_proc_stat_parse(buf, field, n, out);
 }
 
 __u64 bpftel_proc_start(__u32 pid)

@@ -15,6 +15,8 @@ void bpftel_proc_comm(__u32 pid, char *comm, size_t size);
  * those after the name) into out: n, or 0 when the process is gone or they cannot be
  * read. */
 int bpftel_proc_stat(__u32 pid, int field, int n, unsigned long long *out);
+/* The same from a stat line's text (NUL-terminated). */
+int bpftel_proc_stat_parse(const char *text, int field, int n, unsigned long long *out);
 
 /* pid's start time, in clock ticks after boot (field 22 of /proc/<pid>/stat): with the
  * pid, it names one process, whatever process has the pid later. 0 when it is gone or

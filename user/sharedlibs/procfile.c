@@ -87,78 +87,19 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
 	}
 }
 
-/* A mount line this long is not read whole; most are under 200 bytes. */
-#define MOUNTINFO_LINE_MAX 16384
-
-/* The next line of a mountinfo file into line (MOUNTINFO_LINE_MAX bytes); of a longer
- * one, its start, the rest skipped, and *whole false. False at the end. */
-static bool mountinfo_next(FILE *f, char *line, bool *whole)
-{
-	int c;
-
-	if (!fgets(line, MOUNTINFO_LINE_MAX, f))
-		return false;
-	*whole = strchr(line, '\n') || feof(f);
-	if (!*whole) {
-		while ((c = fgetc(f)) != EOF && c != '\n')
-			;
-	}
-	return true;
-}
-
-/*
- * "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the file system
- * type follows " - ". The lines are the process's own mounts, which an unprivileged
- * user can shape (in a user namespace): a line too long to read whole is taken as
- * FUSE, on dev if its device is dev, elsewhere if not: refused rather than walked.
- */
-enum bpftel_fuse_view bpftel_procfile_fuse_scan(FILE *f, dev_t dev)
-{
-	enum bpftel_fuse_view view = BPFTEL_FUSE_NONE;
-	unsigned int major, minor;
-	char *line, *sep;
-	bool whole, fuse, mine;
-
-	line = malloc(MOUNTINFO_LINE_MAX);
-	if (!line)
-		return BPFTEL_FUSE_DEV;
-	while (view != BPFTEL_FUSE_DEV && mountinfo_next(f, line, &whole)) {
-		mine = sscanf(line, "%*u %*u %u:%u", &major, &minor) == 2 &&
-		       makedev(major, minor) == dev;
-		sep = strstr(line, " - ");
-		fuse = !whole || (sep && !strncmp(sep + 3, "fuse", 4));
-		if (fuse)
-			view = mine ? BPFTEL_FUSE_DEV : BPFTEL_FUSE_ELSEWHERE;
-	}
-	free(line);
-	return view;
-}
-
-/* The device of mount mnt_id's file system, from pid's mountinfo (its first fields, which
- * the kernel writes: a line too long is read in part). -ENOENT: no such mount there. */
+/* The device of mount mnt_id's file system, from pid's mountinfo. -ENOENT: no such
+ * mount there. */
 static int mount_dev(__u32 pid, unsigned int mnt_id, dev_t *dev)
 {
-	unsigned int id, major, minor;
-	int err = -ENOENT;
 	char path[64];
-	bool whole;
-	char *line;
 	FILE *f;
+	int err;
 
 	snprintf(path, sizeof(path), "/proc/%u/mountinfo", pid);
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
-	line = malloc(MOUNTINFO_LINE_MAX);
-	while (line && err && mountinfo_next(f, line, &whole)) {
-		if (sscanf(line, "%u %*u %u:%u", &id, &major, &minor) == 3 && id == mnt_id) {
-			*dev = makedev(major, minor);
-			err = 0;
-		}
-	}
-	if (!line)
-		err = -ENOMEM;
-	free(line);
+	err = bpftel_mountinfo_dev(f, mnt_id, dev);
 	fclose(f);
 	return err;
 }
@@ -219,7 +160,7 @@ enum bpftel_fuse_view bpftel_procfile_fuse(__u32 pid, dev_t dev)
 	f = fopen(path, "re");
 	if (!f)
 		return BPFTEL_FUSE_NONE; /* the process is gone: so are its paths */
-	view = bpftel_procfile_fuse_scan(f, dev);
+	view = bpftel_mountinfo_fuse(f, dev);
 	fclose(f);
 	return view;
 }

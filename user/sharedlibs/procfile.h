@@ -36,6 +36,8 @@
 #include <sys/types.h>
 #include <linux/types.h>
 
+#include "mountinfo.h"
+
 /* Why a file was not used; the names are what `bpftel libs` and /metrics show. */
 enum bpftel_refusal {
 	BPFTEL_REFUSED_NOT_REGULAR = 0,	 /* a FIFO, device, socket or directory */
@@ -106,16 +108,8 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
  * longer the file it names). */
 char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t);
 
-/* What pid's mounts (/proc/<pid>/mountinfo) say of FUSE: dev is a FUSE file system
- * (or a line for dev too long to read: taken as one), another mount is, or none. */
-enum bpftel_fuse_view {
-	BPFTEL_FUSE_NONE,
-	BPFTEL_FUSE_ELSEWHERE,
-	BPFTEL_FUSE_DEV,
-};
-
+/* What pid's mounts (/proc/<pid>/mountinfo) say of FUSE (mountinfo.h); NONE when it is
+ * gone. */
 enum bpftel_fuse_view bpftel_procfile_fuse(__u32 pid, dev_t dev);
-/* The same from a mountinfo stream (tests). */
-enum bpftel_fuse_view bpftel_procfile_fuse_scan(FILE *f, dev_t dev);
 
 #endif /* BPFTEL_SHAREDLIBS_PROCFILE_H */
