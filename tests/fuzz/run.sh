@@ -38,6 +38,9 @@ m="$root/user/manager"
 build fuzz_elf "$root/tests/fuzz/fuzz_elf.c" "$m/elfsym.c" "$m/elfaddr.c" "$m/elfcheck.c" \
 	"$m/prologue.c" -lelf -lz -lcapstone
 
+build fuzz_proctext "$root/tests/fuzz/fuzz_proctext.c" "$root/user/sharedlibs/mountinfo.c" \
+	"$root/user/common/cgroup.c" "$root/user/common/proc.c"
+
 # Seeds for fuzz_elf built here, not kept in the tree: a small shared library with a
 # versioned and a hidden symbol (ld's output), and the same stripped of .symtab.
 seeds="$out/seed_elf"
@@ -51,7 +54,7 @@ cp "$seeds/lib.so" "$seeds/lib-stripped.so"
 strip "$seeds/lib-stripped.so"
 
 status=0
-for t in http path http2 config ctl goexe elf; do
+for t in http path http2 config ctl goexe elf proctext; do
 	work=$(mktemp -d)
 	log="$out/fuzz_$t.log"
 	corpus="$root/tests/fuzz/corpus/$t"
