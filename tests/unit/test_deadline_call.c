@@ -94,7 +94,7 @@ static int close_pipes(void **state)
 	return 0;
 }
 
-static struct job *job_of(__u32 owner, int block_fd, int released_fd, int value, int *runs)
+static struct job *job_of(__u64 owner, int block_fd, int released_fd, int value, int *runs)
 {
 	struct job *j = calloc(1, sizeof(*j));
 

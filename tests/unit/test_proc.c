@@ -4,8 +4,9 @@
  * - a process's real uid, as another user's child shows it, and -ENOENT once it is gone
  *   (a pid at pid_max, which no process can have);
  * - its name, whole, and its start time, when the name holds a newline;
- * - the user accountable for it: its real uid, or in a user namespace (a rootless
- *   container, uids mapped from a subordinate range) the namespace's creator.
+ * - who is accountable for it: its real uid; in a user namespace a user made (a
+ *   rootless container, uids mapped from a subordinate range) that user; in one root
+ *   made (a runtime's, per container) the namespace.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -110,12 +112,12 @@ static void test_comm_and_start(void **state)
 }
 
 /*
- * A child that takes uid 65534, makes a user namespace of its own (owner 65534), and,
- * once the test mapped ns uids 0..65535 to host 100000.. (as newuidmap does for a
- * rootless container), takes ns uid 1000: host uid 101000. -1 where this kernel lets
- * no unprivileged user make a user namespace.
+ * A child that takes uid creator, makes a user namespace of its own (owned by creator),
+ * and, once the test mapped ns uids 0..65535 to host 100000.. (as newuidmap does for a
+ * rootless container, or a runtime for a pod), takes ns uid 1000: host uid 101000. -1
+ * where this kernel lets no such user make a user namespace.
  */
-static pid_t child_in_userns(int *hold)
+static pid_t child_in_userns(uid_t creator, int *hold)
 {
 	int up[2], down[2], fd;
 	char b, path[64];
@@ -128,7 +130,7 @@ static pid_t child_in_userns(int *hold)
 	if (!pid) {
 		close(up[0]);
 		close(down[1]);
-		if (setresuid(65534, 65534, 65534))
+		if (setresuid(creator, creator, creator))
 			_exit(1);
 		b = unshare(CLONE_NEWUSER) ? 'x' : 'u';
 		if (write(up[1], &b, 1) != 1 || b == 'x')
@@ -161,35 +163,56 @@ static pid_t child_in_userns(int *hold)
 	return pid;
 }
 
+/* The key of pid's user namespace as bpftel_proc_owner() makes it. */
+static __u64 ns_key(pid_t pid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
+	assert_int_equal(stat(path, &st), 0);
+	return BPFTEL_PROC_OWNER_NS | (st.st_ino & 0xffffffffULL);
+}
+
 static void test_owner(void **state)
 {
+	__u64 owner = 1;
 	__u32 uid = 1;
 	int hold;
 	pid_t pid;
 
 	(void)state;
-	assert_int_equal(bpftel_proc_owner(getpid(), &uid), 0);
-	assert_int_equal(uid, getuid());
+	assert_int_equal(bpftel_proc_owner(getpid(), &owner), 0);
+	assert_int_equal(owner, getuid());
 	if (geteuid()) {
 		skip();
 		return;
 	}
 	/* Outside a user namespace of its own: its real uid. */
 	pid = child_as(65534, "plain", &hold);
-	assert_int_equal(bpftel_proc_owner(pid, &uid), 0);
-	assert_int_equal(uid, 65534);
+	assert_int_equal(bpftel_proc_owner(pid, &owner), 0);
+	assert_int_equal(owner, 65534);
 	child_end(pid, hold);
-	pid = child_in_userns(&hold);
+	/* In one root made (a runtime's, per container): that namespace. */
+	pid = child_in_userns(0, &hold);
+	assert_true(pid > 0);
+	assert_int_equal(bpftel_proc_uid(pid, &uid), 0);
+	assert_int_equal(uid, 101000); /* what it runs as, on the host */
+	assert_int_equal(bpftel_proc_owner(pid, &owner), 0);
+	assert_int_equal(owner, ns_key(pid));
+	child_end(pid, hold);
+	assert_int_equal(bpftel_proc_owner(0x7fffffff, &owner), -ENOENT);
+	/* In one a user made (rootless): that user, whatever uid it runs as. */
+	pid = child_in_userns(65534, &hold);
 	if (pid < 0) {
 		skip();
 		return;
 	}
 	assert_int_equal(bpftel_proc_uid(pid, &uid), 0);
-	assert_int_equal(uid, 101000); /* what it runs as, on the host */
-	assert_int_equal(bpftel_proc_owner(pid, &uid), 0);
-	assert_int_equal(uid, 65534); /* who made its namespace */
+	assert_int_equal(uid, 101000);
+	assert_int_equal(bpftel_proc_owner(pid, &owner), 0);
+	assert_int_equal(owner, 65534); /* who made its namespace */
 	child_end(pid, hold);
-	assert_int_equal(bpftel_proc_owner(0x7fffffff, &uid), -ENOENT);
 }
 
 int main(void)

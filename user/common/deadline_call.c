@@ -27,7 +27,7 @@ static struct bpftel_deadline_stats stats;
 #define WINDOW_NS   (BPFTEL_DEADLINE_STRIKE_WINDOW_S * 1000000000ULL)
 
 struct owner {
-	__u32 owner;
+	__u64 owner;
 	__u32 calls;
 	__u32 strikes;
 	__u64 window_ns; /* when its window began: its first strike in it */
@@ -61,7 +61,7 @@ static bool owner_live(struct owner *o, __u64 now)
 }
 
 /* owner's entry, or with add a free one made its own; NULL when none. */
-static struct owner *owner_locked(__u32 owner, bool add)
+static struct owner *owner_locked(__u64 owner, bool add)
 {
 	__u64 now = now_ns();
 	int i, free_at = -1;
@@ -81,7 +81,7 @@ static struct owner *owner_locked(__u32 owner, bool add)
 }
 
 /* One of owner's calls ended: returned in time, never started, or its thread ended. */
-static void owner_call_end(__u32 owner, bool locked)
+static void owner_call_end(__u64 owner, bool locked)
 {
 	struct owner *o;
 
@@ -95,7 +95,7 @@ static void owner_call_end(__u32 owner, bool locked)
 }
 
 /* One of owner's calls was abandoned (under the lock): a strike in its window. */
-static void owner_strike_locked(__u32 owner)
+static void owner_strike_locked(__u64 owner)
 {
 	struct owner *o = owner_locked(owner, false);
 	__u64 now = now_ns();

@@ -38,12 +38,12 @@
 #define BPFTEL_DEADLINE_STRIKE_WINDOW_S 60
 /* The owner of calls nobody is known to own (the process was gone): one more owner,
  * capped like the others. */
-#define BPFTEL_DEADLINE_NO_OWNER 0xffffffffu
+#define BPFTEL_DEADLINE_NO_OWNER (~0ULL)
 
 struct bpftel_deadline_call {
 	int (*run)(struct bpftel_deadline_call *c);	/* on the thread: may block */
 	void (*release)(struct bpftel_deadline_call *c); /* undo run's results, free c */
-	__u32 owner;					/* whose call: a uid, or _NO_OWNER */
+	__u64 owner; /* whose call: proc.h's bpftel_proc_owner(), or _NO_OWNER */
 	int ret;					/* what run returned */
 	/* private */
 	pthread_cond_t cond;

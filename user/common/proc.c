@@ -111,22 +111,23 @@ static bool same_ns(int fd, const struct stat *ns)
 	return !fstat(fd, &st) && st.st_ino == ns->st_ino && st.st_dev == ns->st_dev;
 }
 
-int bpftel_proc_owner(__u32 pid, __u32 *uid)
+int bpftel_proc_owner(__u32 pid, __u64 *owner)
 {
-	struct stat self;
+	struct stat self, st;
 	int fd, parent, depth, err = -ELOOP;
 	char path[64];
-	uid_t owner;
+	uid_t uid;
+	__u32 real;
 
 	if (stat("/proc/self/ns/user", &self))
-		return bpftel_proc_uid(pid, uid); /* no user namespaces */
+		goto real_uid; /* no user namespaces */
 	snprintf(path, sizeof(path), "/proc/%u/ns/user", pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (same_ns(fd, &self)) {
 		close(fd);
-		return bpftel_proc_uid(pid, uid);
+		goto real_uid;
 	}
 	/* Up to the namespace whose parent is ours: its creator is the owner. */
 	for (depth = 0; depth < USERNS_DEPTH_MAX; depth++) {
@@ -139,7 +140,7 @@ int bpftel_proc_owner(__u32 pid, __u32 *uid)
 		}
 		if (same_ns(parent, &self)) {
 			close(parent);
-			err = ioctl(fd, NS_GET_OWNER_UID, &owner) ? -errno : 0;
+			err = ioctl(fd, NS_GET_OWNER_UID, &uid) || fstat(fd, &st) ? -errno : 0;
 			break;
 		}
 		close(fd);
@@ -147,8 +148,13 @@ int bpftel_proc_owner(__u32 pid, __u32 *uid)
 	}
 	close(fd);
 	if (err == 1)
-		return bpftel_proc_uid(pid, uid);
+		goto real_uid;
 	if (!err)
-		*uid = owner;
+		*owner = uid ? (__u64)uid : BPFTEL_PROC_OWNER_NS | (st.st_ino & 0xffffffffULL);
+	return err;
+real_uid:
+	err = bpftel_proc_uid(pid, &real);
+	if (!err)
+		*owner = real;
 	return err;
 }

@@ -29,12 +29,19 @@ __u64 bpftel_proc_start(__u32 pid);
 int bpftel_proc_uid(__u32 pid, __u32 *uid);
 
 /*
- * The user accountable for pid: its real uid, or for a process in a user namespace (a
- * container, rootless or not) the uid that created the outermost one below this
- * process's own namespace. A rootless container runs its processes as many host uids
- * (the user's subordinate range, /etc/subuid): they all answer to the user who made
- * it. 0 or -errno (-ENOENT: gone).
+ * Who is accountable for pid, as a key (bpftel_deadline_call's owner):
+ * - its real uid (below 1 << 32), in this process's own user namespace;
+ * - in a user namespace a user made (a rootless container, whose processes run as many
+ *   uids of the user's subordinate range, /etc/subuid): that user's uid, whatever
+ *   namespaces they made below it;
+ * - in one root made (a container runtime's, one per container or pod: Kubernetes'
+ *   user namespaces, Docker's userns-remap): BPFTEL_PROC_OWNER_NS | the namespace's
+ *   inode number, so that one container's processes answer for themselves, not for
+ *   root's.
+ * The outermost namespace below this process's own is the one that counts. 0 or -errno
+ * (-ENOENT: gone).
  */
-int bpftel_proc_owner(__u32 pid, __u32 *uid);
+#define BPFTEL_PROC_OWNER_NS (1ULL << 32)
+int bpftel_proc_owner(__u32 pid, __u64 *owner);
 
 #endif /* BPFTEL_PROC_H */

@@ -346,13 +346,13 @@ int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
 }
 
 
-/* Whose a call to pid's file is (deadline_call.h): the user accountable for pid, who
- * made its container if it runs in one (proc.h). */
-static __u32 owner_of(__u32 pid)
+/* Whose a call to pid's file is (deadline_call.h): who is accountable for pid (proc.h):
+ * its user, or the container runtime's user namespace it runs in. */
+static __u64 owner_of(__u32 pid)
 {
-	__u32 uid;
+	__u64 owner;
 
-	return bpftel_proc_owner(pid, &uid) ? BPFTEL_DEADLINE_NO_OWNER : uid;
+	return bpftel_proc_owner(pid, &owner) ? BPFTEL_DEADLINE_NO_OWNER : owner;
 }
 
 /* An open on a deadline call: what it needs, copied, and what it found. */
