@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,9 +26,10 @@
 
 #include "user/common/proc.h"
 
-/* A child that takes uid (real, effective, saved) and name, says so on a pipe, and waits
+/* A child that takes uid (real, effective, saved) and name, and with undumpable makes
+ * itself non-dumpable (its /proc/<pid> is root's then), says so on a pipe, and waits
  * until its stdin pipe closes. */
-static pid_t child_as(uid_t uid, const char *name, int *hold)
+static pid_t child_of(uid_t uid, const char *name, bool undumpable, int *hold)
 {
 	int ready[2], wait_fd[2];
 	pid_t pid;
@@ -40,7 +42,8 @@ static pid_t child_as(uid_t uid, const char *name, int *hold)
 	if (!pid) {
 		close(ready[0]);
 		close(wait_fd[1]);
-		if (setresuid(uid, uid, uid) || prctl(PR_SET_NAME, name))
+		if (setresuid(uid, uid, uid) || prctl(PR_SET_NAME, name) ||
+		    (undumpable && prctl(PR_SET_DUMPABLE, 0)))
 			_exit(1);
 		if (write(ready[1], "r", 1) != 1)
 			_exit(1);
@@ -53,6 +56,11 @@ static pid_t child_as(uid_t uid, const char *name, int *hold)
 	close(ready[0]);
 	*hold = wait_fd[1];
 	return pid;
+}
+
+static pid_t child_as(uid_t uid, const char *name, int *hold)
+{
+	return child_of(uid, name, false, hold);
 }
 
 static void child_end(pid_t pid, int hold)
@@ -188,8 +196,13 @@ static void test_owner(void **state)
 		skip();
 		return;
 	}
-	/* Outside a user namespace of its own: its real uid. */
+	/* Outside a user namespace of its own: its real uid, also once it made itself
+	 * non-dumpable (its /proc/<pid> root's). */
 	pid = child_as(65534, "plain", &hold);
+	assert_int_equal(bpftel_proc_owner(pid, &owner), 0);
+	assert_int_equal(owner, 65534);
+	child_end(pid, hold);
+	pid = child_of(65534, "undumpable", true, &hold);
 	assert_int_equal(bpftel_proc_owner(pid, &owner), 0);
 	assert_int_equal(owner, 65534);
 	child_end(pid, hold);
