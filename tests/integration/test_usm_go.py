@@ -135,8 +135,15 @@ def main():
     old_version = patched_version(args.go_app, old_go, "go1.16")
     progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
     early, early_port = start_server(args.go_app, cert, key)
+    # Another, from a directory whose name holds a newline: /proc/<pid>/maps shows it
+    # escaped ("\012"), its exe link as it is.
+    odd_dir = os.path.join(tmp, "new\nline")
+    os.makedirs(odd_dir)
+    odd_app = os.path.join(odd_dir, "tlsapp")
+    shutil.copy(args.go_app, odd_app)
+    odd, _ = start_server(odd_app, cert, key)
     agent = Agent(args.agent, args.cli)
-    procs = [early]
+    procs = [early, odd]
     try:
         wait_for(lambda: attached(agent, early.pid) >= 3, 30,
                  "the start-up scan to find the Go server started before the agent")
@@ -144,6 +151,9 @@ def main():
         check(row["attached"] >= 3 and row["failed"] == 0 and row["refused"] is None,
               f"the early Go server found by the scan: {row['attached']} probes on "
               f"{row['path']}")
+        wait_for(lambda: attached(agent, odd.pid) >= 3, 30,
+                 "the start-up scan to find the Go server in a directory named with a newline")
+        check(True, f"so is one whose path holds a newline: {go_rows(agent, odd.pid)[0]['path']!r}")
         late, late_port = start_server(args.go_stripped, cert, key)
         procs.append(late)
         wait_for(lambda: attached(agent, late.pid) >= 3, 30,

@@ -893,6 +893,26 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
  * the layer's); the registry keys files by the layer's all the same. A line:
  * "7f1c2a000000-7f1c2a021000 r-xp 00000000 08:01 1234 /usr/lib/libssl.so.3"
  */
+/* path as /proc/<pid>/maps shows it: a newline as "\012" (the kernel's mangle_path()),
+ * in place, cut where it would not fit size. */
+static void maps_escape(char *path, size_t size)
+{
+	size_t len = strlen(path), i;
+
+	for (i = 0; i < len; i++) {
+		if (path[i] != '\n')
+			continue;
+		if (len + 3 >= size) {
+			path[0] = '\0'; /* cannot be shown whole: matches nothing */
+			return;
+		}
+		memmove(path + i + 4, path + i + 1, len - i);
+		memcpy(path + i, "\\012", 4);
+		len += 3;
+		i += 3;
+	}
+}
+
 static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 {
 	char path[64], line[PATH_MAX + 128], range[48], exe[PATH_MAX], *file;
@@ -908,11 +928,21 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
 	n = readlink(path, exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
+	maps_escape(exe, sizeof(exe));
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
 	maps = fopen(path, "re");
 	if (!maps)
 		return 0;
 	while (fgets(line, sizeof(line), maps)) {
+		if (!strchr(line, '\n') && !feof(maps)) {
+			/* A path longer than any (its newlines escaped, 4 bytes each): the rest
+			 * of it is not read as lines of its own. */
+			int c;
+
+			while ((c = fgetc(maps)) != EOF && c != '\n')
+				;
+			continue;
+		}
 		file = strchr(line, '/');
 		if (!file || sscanf(line, "%lx-%lx %*s %*x %x:%x %llu", &start, &end, &major, &minor,
 				    &ino) != 5)
