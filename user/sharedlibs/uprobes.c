@@ -886,15 +886,8 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 	return 1;
 }
 
-/*
- * A process's libraries, from its mappings, and its executable when that is a Go
- * program (the mapping of the path /proc/<pid>/exe names). Each by the identity maps
- * shows: on overlayfs on newer kernels the overlay's file, as the watcher reports opens (before,
- * the layer's); the registry keys files by the layer's all the same. A line:
- * "7f1c2a000000-7f1c2a021000 r-xp 00000000 08:01 1234 /usr/lib/libssl.so.3"
- */
 /* path as /proc/<pid>/maps shows it: a newline as "\012" (the kernel's mangle_path()),
- * in place, cut where it would not fit size. */
+ * in place; "" (matching nothing) where that would not fit size. */
 static void maps_escape(char *path, size_t size)
 {
 	size_t len = strlen(path), i;
@@ -913,6 +906,13 @@ static void maps_escape(char *path, size_t size)
 	}
 }
 
+/*
+ * A process's libraries, from its mappings, and its executable when that is a Go
+ * program (the mapping of the path /proc/<pid>/exe names). Each by the identity maps
+ * shows: on overlayfs on newer kernels the overlay's file, as the watcher reports opens (before,
+ * the layer's); the registry keys files by the layer's all the same. A line:
+ * "7f1c2a000000-7f1c2a021000 r-xp 00000000 08:01 1234 /usr/lib/libssl.so.3"
+ */
 static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 {
 	char path[64], line[PATH_MAX + 128], range[48], exe[PATH_MAX], *file;
