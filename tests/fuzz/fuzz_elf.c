@@ -30,7 +30,7 @@ static bool documented(long err)
 	       err == -EIO;
 }
 
-static void check_resolve(int fd, size_t size, long *found)
+static void check_resolve(int fd, long *found)
 {
 	struct bpftel_elf_sym_req r[NREQ] = {
 		{.name = "SSL_write"}, {.name = "SSL_read@@OPENSSL_3.0.0"}, {.name = "f@V1"},
@@ -56,7 +56,6 @@ static void check_resolve(int fd, size_t size, long *found)
 		if (r[i].offset >= 0 && !*found)
 			*found = r[i].offset;
 	}
-	(void)size;
 }
 
 static void check_symbolize(int fd, size_t size, long found)
@@ -103,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		close(fd);
 		return 0;
 	}
-	check_resolve(fd, size, &found);
+	check_resolve(fd, &found);
 	check_symbolize(fd, size, found);
 	close(fd);
 	return 0;

@@ -124,7 +124,7 @@ static void self_ns_init(void)
 
 int bpftel_proc_owner(__u32 pid, __u64 *owner)
 {
-	struct stat self, st;
+	struct stat st;
 	int fd, parent, depth, err = -ELOOP;
 	char path[64];
 	uid_t uid;
@@ -133,12 +133,11 @@ int bpftel_proc_owner(__u32 pid, __u64 *owner)
 	pthread_once(&self_ns_once, self_ns_init);
 	if (self_ns_err)
 		goto real_uid; /* no user namespaces */
-	self = self_ns;
 	snprintf(path, sizeof(path), "/proc/%u/ns/user", pid);
 	/* Most processes share ours: a stat tells, without an fd. */
 	if (stat(path, &st))
 		return -errno;
-	if (st.st_ino == self.st_ino && st.st_dev == self.st_dev)
+	if (st.st_ino == self_ns.st_ino && st.st_dev == self_ns.st_dev)
 		goto real_uid;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -152,7 +151,7 @@ int bpftel_proc_owner(__u32 pid, __u64 *owner)
 			err = errno == EPERM ? 1 : -errno;
 			break;
 		}
-		if (same_ns(parent, &self)) {
+		if (same_ns(parent, &self_ns)) {
 			close(parent);
 			err = ioctl(fd, NS_GET_OWNER_UID, &uid) || fstat(fd, &st) ? -errno : 0;
 			break;

@@ -345,7 +345,6 @@ int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
 	return mapped_file(fd, dev, ino, NULL);
 }
 
-
 /* Whose a call to pid's file is (deadline_call.h): who is accountable for pid (proc.h):
  * its user, or the container runtime's user namespace it runs in. */
 static __u64 owner_of(__u32 pid)
