@@ -18,7 +18,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # Debian packages, with why each is here (see README "Dependencies").
-build_pkgs="cmake make gcc clang llvm pkg-config libbpf-dev libelf-dev zlib1g-dev libstdc++-12-dev \
+build_pkgs="cmake make gcc clang llvm pkg-config libbpf-dev libelf-dev zlib1g-dev libiberty-dev \
 libjansson-dev libmicrohttpd-dev libnghttp2-dev libcapstone-dev bpftool"
 test_pkgs="libcmocka-dev python3 curl openssl gnutls-bin prometheus tmux libclang-rt-14-dev \
 libbpf-tools bpftrace nghttp2-server nghttp2-client python3-h2 golang-go libgnutls28-dev \

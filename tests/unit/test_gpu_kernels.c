@@ -20,12 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <cmocka.h>
 
 #include "user/common/prom.h"
 #include "user/manager/elfaddr.h"
 #include "user/manager/elfsym.h"
+#include "user/modules/gpu/gpu_demangle.h"
 #include "user/modules/gpu/gpu_kernels.h"
 
 /* A host stub as nvcc names one; its body keeps it apart from any other function. */
@@ -83,6 +85,86 @@ static void test_demangle(void **state)
 	assert_string_equal(out, "relu_kernel");
 	bpftel_gpu_demangle("_Zgarbage", out, sizeof(out)); /* not a valid name: kept */
 	assert_string_equal(out, "_Zgarbage");
+	bpftel_gpu_demangle("_Z7saxpyOpfPfS_i", out, 8); /* cut as snprintf would */
+	assert_string_equal(out, "saxpyOp");
+	bpftel_gpu_demangle("_Z7saxpyOpfPfS_i", out, 1);
+	assert_string_equal(out, "");
+	bpftel_gpu_demangle("_Zgarbage", out, 4);
+	assert_string_equal(out, "_Zg");
+}
+
+/* A name of `levels` nested B<S_, S_>: "_Z1fI1A1BI", "S1_I" levels - 2 times, "S0_S0_E",
+ * then "S2_E" ... "S<levels - 1>_E" (base-36 substitution numbers) and "E". It is
+ * f<A, X> with X = B<A, A> nested levels - 1 times as B<X, X >: each back-reference
+ * doubles it (tests/gpu/cuda_pattern.c has the same, for the agent). */
+static void crafted_name(char *s, size_t size, int levels)
+{
+	static const char seq[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+	size_t n = (size_t)snprintf(s, size, "_Z1fI1A1BI");
+	int i;
+
+	for (i = 0; i < levels - 2; i++)
+		n += (size_t)snprintf(s + n, size - n, "S1_I");
+	n += (size_t)snprintf(s + n, size - n, "S0_S0_E");
+	for (i = 2; i < levels; i++)
+		n += (size_t)snprintf(s + n, size - n, "S%c_E", seq[i]);
+	snprintf(s + n, size - n, "E");
+}
+
+static void put(char *o, size_t *n, size_t cap, const char *s)
+{
+	while (*s && *n < cap)
+		o[(*n)++] = *s++;
+}
+
+/* The first cap bytes of X nested `level` times (see crafted_name()). */
+static void nested(char *o, size_t *n, size_t cap, int level)
+{
+	if (*n >= cap)
+		return;
+	if (level == 1) {
+		put(o, n, cap, "B<A, A>");
+		return;
+	}
+	put(o, n, cap, "B<");
+	nested(o, n, cap, level - 1);
+	put(o, n, cap, ", ");
+	nested(o, n, cap, level - 1);
+	put(o, n, cap, " >");
+}
+
+static long max_rss_kib(void)
+{
+	struct rusage ru;
+
+	assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+	return ru.ru_maxrss;
+}
+
+/* A name whose back-references repeat all before them demangles to what its label
+ * holds, without building the rest: 26 levels are ~218 MB demangled whole (libstdc++'s
+ * __cxa_demangle took ~440 MB of RSS and 1.6 s here; 31 levels, 250 bytes, ~7 GB). */
+static void test_demangle_crafted(void **state)
+{
+	char name[BPFTEL_ELF_NAME_MAX], out[BPFTEL_GPU_KERNEL_NAME], want[BPFTEL_GPU_KERNEL_NAME];
+	long before;
+	size_t n = 0;
+
+	(void)state;
+	crafted_name(name, sizeof(name), 3);
+	bpftel_gpu_demangle(name, out, sizeof(out));
+	assert_string_equal(out, "f<A, B<B<A, A>, B<A, A> > >");
+
+	crafted_name(name, sizeof(name), 26);
+	assert_int_equal(strlen(name), 210);
+	put(want, &n, sizeof(want) - 1, "f<A, ");
+	nested(want, &n, sizeof(want) - 1, 25);
+	want[n] = '\0';
+	before = max_rss_kib();
+	bpftel_gpu_demangle(name, out, sizeof(out));
+	assert_int_equal(strlen(out), sizeof(out) - 1);
+	assert_string_equal(out, want);
+	assert_true(max_rss_kib() - before < 64 * 1024);
 }
 
 /* Driver kernels are named by what cuModuleGetFunction got; two handles of one name are
@@ -859,6 +941,7 @@ int main(void)
 		cmocka_unit_test(test_offset_to_symbol),
 		cmocka_unit_test(test_not_elf_refused),
 		cmocka_unit_test(test_demangle),
+		cmocka_unit_test(test_demangle_crafted),
 		cmocka_unit_test(test_top_kernels_merged),
 		cmocka_unit_test(test_runtime_names_cached),
 		cmocka_unit_test(test_runtime_names_budgeted),

@@ -5,10 +5,8 @@
  * here a host function's address is resolved to the symbol that holds it in the
  * process's ELF objects (/proc/<pid>/maps, the file opened through /proc/<pid>/map_files
  * as the uprobe registry does, read by the capped reader of user/manager/elfaddr.h), and
- * a CUfunction gets the name cuModuleGetFunction was given. Names are demangled with
- * __cxa_demangle from libstdc++: it is the Itanium C++ ABI's own demangler, shipped as a
- * shared library on every system that runs CUDA programs (they are C++), while Debian
- * has libiberty's only as a static archive. Input is capped (GPU_KNAME_LEN, or
+ * a CUfunction gets the name cuModuleGetFunction was given. Names are demangled on work
+ * bounded by the label's size (gpu_demangle.h); input is capped (GPU_KNAME_LEN, or
  * BPFTEL_ELF_NAME_MAX) before it is demangled.
  *
  * Resolution opens and parses files of other processes: never under the module's lock,
@@ -36,13 +34,11 @@
 #include <unistd.h>
 #include <sys/sysmacros.h>
 
+#include "gpu_demangle.h"
 #include "gpu_kernels.h"
 #include "user/common/proc.h"
 #include "user/manager/elfaddr.h"
 #include "user/sharedlibs/procfile.h"
-
-/* libstdc++ (cxxabi.h is C++ only). */
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
 #define MAPS_MAX_LINE 100000 /* lines of /proc/<pid>/maps read at most */
 #define HANDLES_MAX   8192   /* gpu_kernels' size (bpf/lib/gpu_state.h): the map holds no more */
@@ -149,17 +145,6 @@ void bpftel_gpu_kernels__free(struct bpftel_gpu_kernels *kt)
 	free(kt->h);
 	free(kt->p);
 	free(kt);
-}
-
-void bpftel_gpu_demangle(const char *in, char *out, size_t size)
-{
-	int status = -1;
-	char *d = NULL;
-
-	if (!strncmp(in, "_Z", 2) && strlen(in) < BPFTEL_ELF_NAME_MAX)
-		d = __cxa_demangle(in, NULL, NULL, &status);
-	snprintf(out, size, "%s", d && !status ? d : in);
-	free(d);
 }
 
 /* The mapping of pid holding addr: its "start-end" (for map_files), file identity and

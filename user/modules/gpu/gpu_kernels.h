@@ -49,7 +49,5 @@ void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_p
 void bpftel_gpu_kernels__forget(struct bpftel_gpu_kernels *kt, __u32 pid);
 /* Forget everything (the module restarted: its maps are new). */
 void bpftel_gpu_kernels__reset(struct bpftel_gpu_kernels *kt);
-/* in demangled when it is an Itanium C++ ABI name that demangles, else copied. */
-void bpftel_gpu_demangle(const char *in, char *out, size_t size);
 
 #endif /* BPFTEL_GPU_KERNELS_H */
