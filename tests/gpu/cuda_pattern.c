@@ -92,6 +92,20 @@ static volatile int sink;
 void vec_add_stub(void) __asm__("_Z6vecAddPKfS0_Pfi");
 void scale_stub(void) __asm__("_ZN4blas5scaleEPfif");
 
+/* A host stub whose name a user crafted (user/modules/gpu/gpu_demangle.c): 31 levels of
+ * nested B<S_, S_>, 250 bytes that demangle to ~7 GB; tests/unit/test_gpu_kernels.c's
+ * crafted_name() says how it is made. */
+void crafted_stub(void) __asm__("_Z1fI1A1BIS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1"
+				"_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1_IS1"
+				"_IS1_IS0_S0_ES2_ES3_ES4_ES5_ES6_ES7_ES8_ES9_ESA_ESB_ESC_ESD_"
+				"ESE_ESF_ESG_ESH_ESI_ESJ_ESK_ESL_ESM_ESN_ESO_ESP_ESQ_ESR_ESS_"
+				"EST_ESU_EE");
+
+void crafted_stub(void)
+{
+	sink += 3;
+}
+
 void vec_add_stub(void)
 {
 	sink += 1;
@@ -162,6 +176,13 @@ static void kinds_pattern(void)
 	r[1] = host_alloc(&h2, 8192, 0); /* stays */
 	r[2] = free_host(h);
 	printf("host %d %d %d\n", r[0], r[1], r[2]);
+}
+
+static void crafted_pattern(void)
+{
+	dim3 one = {1, 1, 1};
+
+	printf("launch %d\n", launch((const void *)crafted_stub, one, one, NULL, 0, NULL));
 }
 
 /* Runtime calls the stub runtime makes through the driver LIBCUDA loaded first. */
@@ -384,8 +405,8 @@ int main(int argc, char **argv)
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
-				"[stub|real|hang|spin|kinds|mixed LIBCUDA|loop N|loopfor S|malloc N|badptr N|"
-				"fork N]\n       cuda_pattern LIBCUDA "
+				"[stub|real|hang|spin|kinds|crafted|mixed LIBCUDA|loop N|loopfor S|malloc N|"
+				"badptr N|fork N]\n       cuda_pattern LIBCUDA "
 				"driver|realdriver|culoop N|culoopfor S\n");
 		return 2;
 	}
@@ -420,6 +441,8 @@ int main(int argc, char **argv)
 		kinds_pattern();
 	else if (!strcmp(mode, "mixed"))
 		mixed_pattern();
+	else if (!strcmp(mode, "crafted"))
+		crafted_pattern();
 	else if (!strcmp(mode, "loop") && argc > 3)
 		timed_calls(one_launch, atol(argv[3]), 0);
 	else if (!strcmp(mode, "loopfor") && argc > 3)

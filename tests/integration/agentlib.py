@@ -55,6 +55,15 @@ def bpf_ids(kind):
     return {o["id"] for o in json.loads(out or "[]")}
 
 
+def vm_hwm_kib(pid):
+    """pid's peak resident memory (VmHWM), KiB; 0 when unknown."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
 def wait_for(pred, timeout, what):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -8,7 +8,8 @@ while the process runs, and its state is dropped after it exits. Memory by kind
 (two devices, errors by CUDA_ERROR_* name) are exact in the JSON and in /metrics; runtime
 calls the stub runtime makes through the driver are counted once. Kernels are named by
 the demangled symbols of their host stubs (cudaLaunchKernel) or by the names
-cuModuleGetFunction was given (cuLaunchKernel). The toolkit's stubs/libcuda.so answers CUDA_ERROR_STUB_LIBRARY (34), counted per function. Against the real
+cuModuleGetFunction was given (cuLaunchKernel); a host stub whose crafted name would
+demangle to ~7 GB is named by its first 255 bytes, and the agent's peak RSS barely moves. The toolkit's stubs/libcuda.so answers CUDA_ERROR_STUB_LIBRARY (34), counted per function. Against the real
 /usr/local/cuda/lib64/libcudart.so.13 (no GPU, no driver here) each call's
 cudaErrorInsufficientDriver (35) is counted per function. Files named libcudart.so.13
 that are not ELF, or lack the symbols, are recorded attach failures and leave the other
@@ -25,7 +26,7 @@ import signal
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, bpf_ids, check, require_root, run, wait_for  # noqa: E402
+from agentlib import Agent, bpf_ids, check, require_root, run, vm_hwm_kib, wait_for  # noqa: E402,E501
 
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
@@ -225,6 +226,62 @@ def check_stub(agent, pattern_bin, stub):
     wait_for(lambda: gpu_row(agent, pat.pid) is None, 5,
              "the process's GPU state to be dropped after it exited")
     check(True, "state of the exited process dropped by the sweep")
+
+
+CRAFTED_LEVELS = 31  # cuda_pattern's crafted_stub
+
+
+def crafted_prefix(levels, n):
+    """The first n characters of what crafted_stub's name demangles to, f<A, X > with X
+    B<A, A> nested levels - 1 times as B<X, X >, without building all ~7 GB of it."""
+    def nested(level):
+        if level == 1:
+            yield "B<A, A>"
+            return
+        yield "B<"
+        yield from nested(level - 1)
+        yield ", "
+        yield from nested(level - 1)
+        yield " >"
+
+    out = "f<A, "
+    for piece in nested(levels - 1):
+        if len(out) >= n:
+            break
+        out += piece
+    return out[:n]
+
+
+def check_crafted_name(agent, pattern_bin, stub, hwm_growth_mib):
+    """A kernel host stub whose mangled name demangles to gigabytes: named by the first
+    255 bytes of its demangling, at a bounded cost (user/modules/gpu/gpu_demangle.c)."""
+    hwm = vm_hwm_kib(agent.proc.pid)
+    pat = Pattern(pattern_bin, stub, "crafted")
+    try:
+        wait_attached(agent, pat.pid)
+        out = pat.play()
+        check(out == ["launch 0"], f"the crafted kernel launched: {out}")
+        p = wait_for(lambda: (r := gpu_row(agent, pat.pid)) and r["kernels"] and
+                     r["kernels"][0]["name"] and r, 15,
+                     f"pid {pat.pid}'s kernel to be named")
+        want = crafted_prefix(CRAFTED_LEVELS, 255)
+        names = [k["name"] for k in p["kernels"]]
+        check(names == [want] and p["kernels"][0]["launches"] == 1,
+              f"the crafted kernel named by the first 255 bytes of its demangling: "
+              f"{names[0][:24]}...{names[0][-24:]} ({len(names[0])} bytes)")
+        got = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pat.pid)
+        check(got == {(want,): 1}, f"/metrics: its one launch under that name "
+                                   f"({len(got)} series)")
+        grew = vm_hwm_kib(agent.proc.pid) - hwm
+        if hwm_growth_mib:
+            check(grew < hwm_growth_mib * 1024,
+                  f"the agent's peak RSS grew by {grew} KiB naming it (< {hwm_growth_mib} "
+                  f"MiB; the whole demangling would be ~7 GB)")
+        else:
+            print(f"note: the agent's peak RSS grew by {grew} KiB naming it (not checked: "
+                  f"sanitizer build)")
+    finally:
+        pat.finish()
 
 
 def write_config(path, shared_mem):
@@ -499,6 +556,9 @@ def main():
     ap.add_argument("--stub", required=True)
     ap.add_argument("--stub-driver", required=True)
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--hwm-growth-mib", type=int, default=64,
+                    help="bound on the agent's VmHWM growth naming a crafted kernel; 0: "
+                         "not checked (sanitizer builds)")
     args = ap.parse_args()
     require_root()
 
@@ -514,6 +574,7 @@ def main():
         check_stub(agent, args.pattern, args.stub)
         check_real(agent, args.pattern)
         check_kinds(agent, args.pattern, args.stub)
+        check_crafted_name(agent, args.pattern, args.stub, args.hwm_growth_mib)
         check_driver(agent, args.pattern, args.stub_driver)
         check_mixed(agent, args.pattern, args.stub, args.stub_driver)
         check_real_driver(agent, args.pattern)

@@ -33,18 +33,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import LIBSSL_PROBES, Agent, check, require_root, run, skip, wait_for  # noqa: E402
+from agentlib import (LIBSSL_PROBES, Agent, check, require_root, run, skip,  # noqa: E402
+                      vm_hwm_kib, wait_for)
 
 LIBSSL = "/lib/x86_64-linux-gnu/libssl.so.3"
 SHT_DYNSYM = 11
-
-
-def vm_hwm_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
 
 
 def sparse_elf(path, file_size, dynsym_claim):
