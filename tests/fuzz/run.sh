@@ -40,6 +40,8 @@ build fuzz_elf "$root/tests/fuzz/fuzz_elf.c" "$m/elfsym.c" "$m/elfaddr.c" "$m/el
 
 build fuzz_proctext "$root/tests/fuzz/fuzz_proctext.c" "$root/user/sharedlibs/mountinfo.c" \
 	"$root/user/common/cgroup.c" "$root/user/common/proc.c"
+build fuzz_demangle "$root/tests/fuzz/fuzz_demangle.c" "$root/user/modules/gpu/gpu_demangle.c" \
+	-liberty
 
 # Seeds for fuzz_elf built here, not kept in the tree: a small shared library with a
 # versioned and a hidden symbol (ld's output), and the same stripped of .symtab.
@@ -54,7 +56,7 @@ cp "$seeds/lib.so" "$seeds/lib-stripped.so"
 strip "$seeds/lib-stripped.so"
 
 status=0
-for t in http path http2 config ctl goexe elf proctext; do
+for t in http path http2 config ctl goexe elf proctext demangle; do
 	work=$(mktemp -d)
 	log="$out/fuzz_$t.log"
 	corpus="$root/tests/fuzz/corpus/$t"
