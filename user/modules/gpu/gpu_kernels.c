@@ -3,8 +3,10 @@
  * Kernel names and series for the GPU module: the BPF side counts launches per (process,
  * host function) for cudaLaunchKernel and per (process, CUfunction) for cuLaunchKernel;
  * here a host function's address is resolved to the symbol that holds it in the
- * process's ELF objects (/proc/<pid>/maps, the file opened through /proc/<pid>/map_files
- * as the uprobe registry does, read by the capped reader of user/manager/elfaddr.h), and
+ * process's ELF objects (the mapping that holds it: user/common/procmap.h, one query
+ * whatever the process's count of mappings; the file opened through
+ * /proc/<pid>/map_files as the uprobe registry does, read by the capped reader of
+ * user/manager/elfaddr.h), and
  * a CUfunction gets the name cuModuleGetFunction was given. Names are demangled on work
  * bounded by the label's size (gpu_demangle.h); input is capped (GPU_KNAME_LEN, or
  * BPFTEL_ELF_NAME_MAX) before it is demangled.
@@ -32,15 +34,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/sysmacros.h>
 
 #include "gpu_demangle.h"
 #include "gpu_kernels.h"
 #include "user/common/proc.h"
+#include "user/common/procmap.h"
 #include "user/manager/elfaddr.h"
 #include "user/sharedlibs/procfile.h"
 
-#define MAPS_MAX_LINE 100000 /* lines of /proc/<pid>/maps read at most */
 #define HANDLES_MAX   8192   /* gpu_kernels' size (bpf/lib/gpu_state.h): the map holds no more */
 #define NO_HANDLE     SIZE_MAX
 
@@ -147,55 +148,25 @@ void bpftel_gpu_kernels__free(struct bpftel_gpu_kernels *kt)
 	free(kt);
 }
 
-/* The mapping of pid holding addr: its "start-end" (for map_files), file identity and
- * the file offset of addr. False when none, or it maps no file. */
-static bool find_mapping(__u32 pid, __u64 addr, char *range, size_t rsize, dev_t *dev, __u64 *ino,
-			 long *off)
-{
-	unsigned long start, end, pgoff, inode;
-	unsigned int maj, min, lines = 0;
-	char path[64], line[512], perms[8];
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!found && lines++ < MAPS_MAX_LINE && fgets(line, sizeof(line), f)) {
-		if (!strchr(line, '\n') && !feof(f)) { /* a long path: skip the rest of it */
-			int c;
-
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-		}
-		if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &start, &end, perms, &pgoff, &maj,
-			   &min, &inode) != 7 ||
-		    addr < start || addr >= end || !inode)
-			continue;
-		snprintf(range, rsize, "%lx-%lx", start, end);
-		*dev = makedev(maj, min);
-		*ino = inode;
-		*off = (long)(addr - start + pgoff);
-		found = true;
-	}
-	fclose(f);
-	return found;
-}
-
 /* The symbol holding addr in pid's ELF objects, demangled; "" when none. */
 static void symbolize(__u32 pid, __u64 addr, char *name, size_t size)
 {
 	struct bpftel_elf_addr_req req = {};
 	struct bpftel_procfile_target t = {.pid = pid, .dirfd = BPFTEL_PROCFILE_MAPPED};
+	struct bpftel_procmap_vma vma;
 	enum bpftel_refusal why;
 	char range[64];
 	struct stat st;
 	int fd;
 
 	name[0] = '\0';
-	if (!find_mapping(pid, addr, range, sizeof(range), &t.dev, &t.ino, &req.offset))
+	if (bpftel_procmap_find(pid, addr, &vma))
 		return;
+	snprintf(range, sizeof(range), "%llx-%llx", (unsigned long long)vma.start,
+		 (unsigned long long)vma.end);
+	t.dev = vma.dev;
+	t.ino = vma.ino;
+	req.offset = (long)vma.offset;
 	t.path = range;
 	fd = bpftel_procfile_open(&t, &st, &why);
 	if (fd < 0)

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The mapping of another process's address space that holds an address (procmap.c):
+ * asked of the kernel with PROCMAP_QUERY (Linux 6.11+: one ioctl on /proc/<pid>/maps,
+ * a lookup in the process's VMA tree), else found by reading /proc/<pid>/maps line by
+ * line. A process may hold 65,530 mappings (vm.max_map_count): ~3 MB of text that the
+ * kernel writes out and we parse for each address, where the query costs the same for
+ * any count.
+ */
+#ifndef BPFTEL_COMMON_PROCMAP_H
+#define BPFTEL_COMMON_PROCMAP_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <linux/types.h>
+
+struct bpftel_procmap_vma {
+	__u64 start, end; /* [start, end): "start-end" names it in /proc/<pid>/map_files */
+	__u64 offset;	  /* the file offset of the address */
+	dev_t dev;	  /* the file's device and inode as maps shows them */
+	__u64 ino;
+};
+
+/*
+ * The file-backed mapping of pid holding addr, in *vma: 0, -ENOENT when none holds it
+ * or the one that does maps no file, another -errno when pid's maps cannot be read
+ * (gone, or not ours to read).
+ */
+int bpftel_procmap_find(__u32 pid, __u64 addr, struct bpftel_procmap_vma *vma);
+
+/* Tests and benches: read the text even where the kernel answers queries. */
+void bpftel_procmap_force_text(bool on);
+
+#endif /* BPFTEL_COMMON_PROCMAP_H */
