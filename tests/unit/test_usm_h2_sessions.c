@@ -313,6 +313,37 @@ static struct usm_endpoints_stats pairing(struct t *t)
 	return st;
 }
 
+/* A stream whose client never ends its half: the server's END_STREAM, then DATA frames
+ * each with END_STREAM again and a second response. One exchange, one response: the
+ * rest are stream errors, counted and ignored (they once counted a response each). */
+static void test_one_response_per_stream(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	int i;
+
+	h2b_preface(&b);
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[0], 1, 0x4, /* END_HEADERS only: the client's half stays open */
+		    H2B_NV(":method", "POST", ":scheme", "https", ":path", "/upload",
+			   ":authority", "a"));
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1000), 0);
+	h2b_free(&b);
+	server_answer(&b, t, 1, "200", true, 5);
+	for (i = 0; i < 100; i++)
+		h2b_data(&b, 1, 0x1, 0);
+	h2b_headers(&b, t->def[1], 1, 0x1, H2B_NV(":status", "500"));
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 2000), 0);
+	h2b_free(&b);
+	assert_int_equal(stats(t).requests, 1);
+	assert_int_equal(stats(t).responses, 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_STREAM_ERROR], 101);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[1].msg.kind, USM_HTTP_RESPONSE);
+	assert_int_equal(t->msg[1].msg.status, 200);
+	assert_int_equal(pairing(t).orphan_responses, 0);
+}
+
 /* More streams open at once than the decoder keeps (USM_H2_STREAMS_MAX): the oldest
  * is dropped, counted once, and its request withdrawn (unanswered): its answer, when
  * it comes, names no request. Every other stream pairs; nothing is left pending. */
@@ -873,6 +904,7 @@ int main(void)
 		T(test_lost_over_headers),
 		T(test_dead_session_not_restarted),
 		T(test_too_many_streams),
+		T(test_one_response_per_stream),
 		T(test_status_rejected),
 		T(test_reset_and_refused),
 		T(test_unknown_session),

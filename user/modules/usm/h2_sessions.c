@@ -337,7 +337,7 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	const struct usm_h2_record *r = data;
 	struct feed_ctx f = {.s = s, .r = r};
 	struct usm_h2_stats ds;
-	uint64_t dropped;
+	uint64_t dropped, stream_errors;
 	struct h2s *e;
 	int err, i;
 
@@ -384,11 +384,14 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	if (e->dec) {
 		usm_h2_conn_stats(e->dec, &ds);
 		dropped = ds.count[USM_H2_TOO_MANY_STREAMS];
+		stream_errors = ds.count[USM_H2_STREAM_ERROR];
 		err = feed(&f);
 		usm_h2_conn_stats(e->dec, &ds);
-		/* Streams dropped past USM_H2_STREAMS_MAX: not fatal, counted per stream. */
+		/* Not fatal, counted each time: streams dropped past USM_H2_STREAMS_MAX, and
+		 * stream errors ignored. */
 		s->st.undecodable[USM_H2_TOO_MANY_STREAMS] +=
 			ds.count[USM_H2_TOO_MANY_STREAMS] - dropped;
+		s->st.undecodable[USM_H2_STREAM_ERROR] += ds.count[USM_H2_STREAM_ERROR] - stream_errors;
 		if (err < 0) {
 			s->st.undecodable[ds.undecodable < USM_H2_REASON_MAX ? ds.undecodable
 									     : 0]++;

@@ -99,6 +99,10 @@ enum usm_h2_reason {
 	USM_H2_NO_MEMORY,	  /* over USM_H2_MEM_MAX (or malloc failed) [ENOMEM] */
 	USM_H2_LOST_BYTES,	  /* usm_h2_feed_gap() over bytes that mattered [ESPIPE] */
 	USM_H2_TOO_MANY_STREAMS,  /* not fatal: a stream dropped, oldest first */
+	/* Not fatal: a header block or END_STREAM on a stream its sender had ended, or a
+	 * second request or final response on one stream. HTTP/2 makes these a stream
+	 * error (RFC 9113 5.1, 8.1): ignored, so that one exchange is reported once. */
+	USM_H2_STREAM_ERROR,
 	USM_H2_REASON_MAX,
 };
 

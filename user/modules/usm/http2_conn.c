@@ -31,6 +31,7 @@ const char *usm_h2_reason_str(enum usm_h2_reason r)
 		[USM_H2_NO_MEMORY] = "no_memory",
 		[USM_H2_LOST_BYTES] = "lost_bytes",
 		[USM_H2_TOO_MANY_STREAMS] = "too_many_streams",
+		[USM_H2_STREAM_ERROR] = "stream_error",
 	};
 
 	return (unsigned)r < USM_H2_REASON_MAX ? names[r] : "unknown";

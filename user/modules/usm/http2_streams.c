@@ -93,6 +93,19 @@ void h2_streams_free(struct usm_h2_conn *c)
 	c->nstreams = c->cap = 0;
 }
 
+/* Has dir ended the stream st tracks? Then what it sends there is a stream error. */
+static bool dir_ended(const struct h2_stream *st, enum usm_h2_dir dir)
+{
+	return st && (dir == USM_H2_CLIENT_TO_SERVER ? st->info.client_ended
+						     : st->info.server_ended);
+}
+
+static int stream_error(struct usm_h2_conn *c)
+{
+	c->st.count[USM_H2_STREAM_ERROR]++;
+	return 0;
+}
+
 /* END_STREAM from dir on a stream, tracked (st) or not (info only). */
 static void ended(struct usm_h2_conn *c, enum usm_h2_dir dir, struct h2_stream *st,
 		  struct usm_h2_stream_info *info)
@@ -117,7 +130,11 @@ int h2_stream_headers(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id,
 	struct h2_stream *st = find(c, id);
 	struct usm_h2_stream_info tmp, *info;
 
+	if (dir_ended(st, dir))
+		return stream_error(c);
 	if (dir == USM_H2_CLIENT_TO_SERVER && f->method[0]) {
+		if (st && st->info.request_seen)
+			return stream_error(c); /* a second request on the stream */
 		if (!st) {
 			st = add(c, id);
 			if (!st)
@@ -135,6 +152,8 @@ int h2_stream_headers(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id,
 		if (dir == USM_H2_SERVER_TO_CLIENT && f->has_status) {
 			if (f->status >= 100 && f->status < 200)
 				return 0; /* interim: the final response follows */
+			if (st && info->status)
+				return stream_error(c); /* a second final response */
 			info->status = f->status;
 			info->grpc = info->grpc || f->grpc;
 		}
@@ -152,6 +171,10 @@ void h2_stream_end(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id)
 	struct h2_stream *st = find(c, id);
 	struct usm_h2_stream_info tmp;
 
+	if (dir_ended(st, dir)) {
+		stream_error(c);
+		return;
+	}
 	if (!st)
 		info_init(&tmp, id);
 	ended(c, dir, st, st ? &st->info : &tmp);

@@ -262,7 +262,10 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 	bpftel_prom_family(w, "bpftel_http2_undecodable_sessions_total", "counter",
 			   "HTTP/2 sessions that stopped being decoded, by the decoder's reason: "
 			   "their later requests are not counted; too_many_streams counts streams "
-			   "dropped past 128 open in a session, their requests unanswered.");
+			   "dropped past 128 open in a session, their requests unanswered; "
+			   "stream_error counts header blocks and END_STREAMs ignored as HTTP/2 "
+			   "stream errors (after their sender ended the stream, a second request "
+			   "or final response).");
 	undecodable_samples(w, c->h2.undecodable);
 	bpftel_prom_family(w, "bpftel_http2_dropped_total", "counter",
 			   "HTTP/2 sessions (or records of them) not decoded, by reason: "
