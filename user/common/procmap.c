@@ -76,8 +76,11 @@ static int scan(int fd, __u64 addr, struct bpftel_procmap_vma *vma)
 	FILE *f;
 
 	f = fdopen(fd, "re");
-	if (!f)
-		return -errno;
+	if (!f) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
 	while (err == -ENOENT && lines++ < MAPS_MAX_LINES && fgets(line, sizeof(line), f)) {
 		if (!strchr(line, '\n') && !feof(f)) { /* a long path: skip the rest of it */
 			int c;
