@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "user/manager/elfaddr.h"
 #include "user/manager/elfsym.h"
 
 #define LIBSSL "/lib/x86_64-linux-gnu/libssl.so.3"
@@ -32,7 +34,7 @@
 static char fixture[PATH_MAX];
 static char tmpdir[] = "/tmp/test_elfsym.XXXXXX";
 static const char *const tmpnames[] = {"libssl.so.3", "empty.so",   "cut.so", "patched.so",
-				       "fifo",	      "crafted.so", "fdfifo"};
+				       "fifo",	      "crafted.so", "fdfifo",	  "long_names.so"};
 
 static const char *tmp_path(const char *name)
 {
@@ -476,6 +478,115 @@ static void test_caps_no_allocation(void **state)
 	free(orig);
 }
 
+/* The fixture's dynamic symbol called name, or fail. */
+static Elf64_Sym fixture_dynsym(char *buf, const char *name)
+{
+	Elf64_Shdr *ds = shdr_of(buf, SHT_DYNSYM), *str = shdr_at(buf, ds->sh_link);
+	Elf64_Sym *sym = (Elf64_Sym *)(buf + ds->sh_offset);
+	size_t i;
+
+	for (i = 1; i < ds->sh_size / sizeof(*sym); i++)
+		if (!strcmp(buf + str->sh_offset + sym[i].st_name, name))
+			return sym[i];
+	fail_msg("fixture has no dynamic symbol %s", name);
+	return sym[0];
+}
+
+struct crafted_result {
+	long offset;	       /* bpftel_elf_sym_offset() of fixture_plain */
+	int named;	       /* bpftel_elf_symbolize_fd() at its offset */
+	char name[BPFTEL_ELF_NAME_MAX];
+};
+
+/*
+ * Tables as large as their caps that make per-symbol work expensive: BPFTEL_ELF_MAX_PHDRS
+ * program headers (PT_NULLs, then the fixture's), a .dynsym of 16 MiB whose ~700,000
+ * functions all sit at fixture_plain's address and all name the one string of a 16 MiB
+ * .dynstr; .symtab the same. A scan of that name per symbol (to find its '@') was ~0.5
+ * ms a symbol, ~6 minutes a table, on the thread that attaches uprobes; a walk of the
+ * program headers per symbol was ~26 s per kernel name. Both resolvers run in a child
+ * under a CPU limit of 10 s, ~100 times what they need here: finishing is what is
+ * checked, not how fast.
+ */
+static void test_crafted_tables_bounded(void **state)
+{
+	const uint64_t table = BPFTEL_ELF_MAX_TABLE_BYTES;
+	size_t len, nsym = table / sizeof(Elf64_Sym), i, total;
+	char *orig = read_all(fixture, &len), *buf;
+	struct bpftel_elf_addr_req req = {};
+	struct crafted_result res = {};
+	Elf64_Shdr *ds, *str;
+	Elf64_Phdr *ph;
+	Elf64_Sym plain, *sym;
+	struct rlimit cpu = {10, 10};
+	int pfd[2], status, fd;
+	const char *path;
+	long want = off_of(fixture, "fixture_plain");
+	ssize_t got;
+	pid_t pid;
+
+	(void)state;
+	total = len + BPFTEL_ELF_MAX_PHDRS * sizeof(*ph) + nsym * sizeof(*sym) + table;
+	buf = calloc(1, total);
+	assert_non_null(buf);
+	memcpy(buf, orig, len);
+	plain = fixture_dynsym(buf, "fixture_plain");
+	ph = (Elf64_Phdr *)(buf + len); /* PT_NULLs (zeros), then the fixture's */
+	memcpy(ph + BPFTEL_ELF_MAX_PHDRS - ehdr(buf)->e_phnum, buf + ehdr(buf)->e_phoff,
+	       ehdr(buf)->e_phnum * sizeof(*ph));
+	ehdr(buf)->e_phoff = len;
+	ehdr(buf)->e_phnum = BPFTEL_ELF_MAX_PHDRS;
+	ds = shdr_of(buf, SHT_DYNSYM);
+	str = shdr_at(buf, ds->sh_link);
+	ds->sh_offset = len + BPFTEL_ELF_MAX_PHDRS * sizeof(*ph);
+	ds->sh_size = nsym * sizeof(*sym);
+	sym = (Elf64_Sym *)(buf + ds->sh_offset);
+	for (i = 1; i < nsym; i++)
+		sym[i] = (Elf64_Sym){.st_name = 0, .st_info = plain.st_info,
+				     .st_shndx = plain.st_shndx, .st_value = plain.st_value,
+				     .st_size = 16};
+	str->sh_offset = ds->sh_offset + ds->sh_size;
+	str->sh_size = table;
+	/* .symtab: the same symbols and names. */
+	shdr_of(buf, SHT_SYMTAB)->sh_offset = ds->sh_offset;
+	shdr_of(buf, SHT_SYMTAB)->sh_size = ds->sh_size;
+	shdr_of(buf, SHT_SYMTAB)->sh_link = ds->sh_link;
+	memset(buf + str->sh_offset, 'a', table - 1);
+	path = write_tmp("long_names.so", buf, total);
+	free(buf);
+	free(orig);
+
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		close(pfd[0]);
+		setrlimit(RLIMIT_CPU, &cpu);
+		res.offset = off_of(path, "fixture_plain");
+		req.offset = want;
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		res.named = bpftel_elf_symbolize_fd(fd, NULL, &req, 1, NULL, 0);
+		close(fd);
+		memcpy(res.name, req.name, sizeof(res.name));
+		_exit(write(pfd[1], &res, sizeof(res)) == sizeof(res) ? 0 : 1);
+	}
+	close(pfd[1]);
+	got = read(pfd[0], &res, sizeof(res));
+	close(pfd[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("the resolvers were killed by signal %d (%s: over 10 s of CPU)",
+			 WTERMSIG(status), WTERMSIG(status) == SIGXCPU ? "SIGXCPU" : "not SIGXCPU");
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(got, sizeof(res));
+	/* No table names fixture_plain now. */
+	assert_int_equal(res.offset, -ENOENT);
+	/* The first symbol at the offset names it, cut at the name's size. */
+	assert_int_equal(res.named, 0);
+	assert_int_equal(strlen(res.name), sizeof(req.name) - 1);
+	assert_int_equal(strspn(res.name, "a"), sizeof(req.name) - 1);
+}
+
 static void patch_dynsym_past_end(char *buf, size_t len)
 {
 	shdr_of(buf, SHT_DYNSYM)->sh_size = len;
@@ -751,6 +862,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_no_fd_leak),
 		cmocka_unit_test(test_caps_no_allocation),
+		cmocka_unit_test(test_crafted_tables_bounded),
 		cmocka_unit_test(test_bad_sections),
 		cmocka_unit_test(test_fd_api),
 		cmocka_unit_test(test_fd_not_regular),

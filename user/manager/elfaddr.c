@@ -18,32 +18,35 @@ struct best {
 	bool exact, global, found;
 };
 
-/* The file offset of a symbol's value, through the PT_LOAD holding it. */
-static int value_offset(Elf *elf, size_t phnum, GElf_Addr v, long *off)
+/*
+ * The virtual address of a request's file offset, through the first PT_LOAD whose file
+ * bytes hold it: once per request and pass, so that a symbol costs a comparison per
+ * request, not a walk of up to BPFTEL_ELF_MAX_PHDRS program headers (~26 s a table at
+ * the caps, per kernel name).
+ */
+static bool offset_vaddr(Elf *elf, size_t phnum, long off, GElf_Addr *v)
 {
 	GElf_Phdr ph;
 	size_t i;
 
-	for (i = 0; i < phnum; i++) {
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || v < ph.p_vaddr ||
-		    v - ph.p_vaddr >= ph.p_filesz)
+	for (i = 0; off >= 0 && i < phnum; i++) {
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    (GElf_Off)off < ph.p_offset || (GElf_Off)off - ph.p_offset >= ph.p_filesz)
 			continue;
-		if (ph.p_offset > LONG_MAX || v - ph.p_vaddr > LONG_MAX - ph.p_offset)
-			return -ERANGE;
-		*off = (long)(v - ph.p_vaddr + ph.p_offset);
-		return 0;
+		*v = ph.p_vaddr + ((GElf_Off)off - ph.p_offset);
+		return true;
 	}
-	return -ENOENT;
+	return false;
 }
 
-static void consider(struct bpftel_elf_addr_req *r, struct best *b, const GElf_Sym *sym, long start,
-		     const char *name)
+static void consider(struct bpftel_elf_addr_req *r, struct best *b, const GElf_Sym *sym,
+		     GElf_Addr v, const char *name)
 {
-	bool exact = r->offset == start, global = GELF_ST_BIND(sym->st_info) != STB_LOCAL;
+	bool exact = v == sym->st_value, global = GELF_ST_BIND(sym->st_info) != STB_LOCAL;
 	__uint64_t size = sym->st_size ? sym->st_size : 1;
 	size_t len;
 
-	if (r->offset < start || (__uint64_t)(r->offset - start) >= size)
+	if (v < sym->st_value || v - sym->st_value >= size)
 		return;
 	if (b->found && (b->exact > exact || (b->exact == exact && b->global >= global)))
 		return;
@@ -57,7 +60,7 @@ static void consider(struct bpftel_elf_addr_req *r, struct best *b, const GElf_S
 
 /* One pass over the table of this kind (.dynsym or .symtab) in a fresh checked handle. */
 static int scan(int fd, bool dynsym, struct bpftel_elf_addr_req *reqs, struct best *best, size_t n,
-		char *err, size_t errlen)
+		GElf_Addr *vaddr, bool *mapped, char *err, size_t errlen)
 {
 	struct bpftel_elfck ck = {};
 	const struct bpftel_elfck_table *t;
@@ -65,7 +68,6 @@ static int scan(int fd, bool dynsym, struct bpftel_elf_addr_req *reqs, struct be
 	size_t nsym, i, j;
 	GElf_Sym sym;
 	const char *name;
-	long start;
 	int ret;
 
 	ret = bpftel_elfck__begin(&ck, fd);
@@ -85,6 +87,8 @@ static int scan(int fd, bool dynsym, struct bpftel_elf_addr_req *reqs, struct be
 		ret = -ENOEXEC;
 		goto out;
 	}
+	for (j = 0; j < n; j++)
+		mapped[j] = offset_vaddr(ck.elf, ck.phnum, reqs[j].offset, &vaddr[j]);
 	nsym = d->d_size / ck.symsz;
 	for (i = 1; i < nsym && i <= INT_MAX; i++) {
 		if (!gelf_getsym(d, (int)i, &sym))
@@ -94,10 +98,11 @@ static int scan(int fd, bool dynsym, struct bpftel_elf_addr_req *reqs, struct be
 		    sym.st_shndx == SHN_UNDEF || !sym.st_value || sym.st_name >= names->d_size)
 			continue;
 		name = (const char *)names->d_buf + sym.st_name;
-		if (!*name || value_offset(ck.elf, ck.phnum, sym.st_value, &start))
+		if (!*name)
 			continue;
 		for (j = 0; j < n; j++)
-			consider(&reqs[j], &best[j], &sym, start, name);
+			if (mapped[j])
+				consider(&reqs[j], &best[j], &sym, vaddr[j], name);
 	}
 out:
 	bpftel_elfck__end(&ck);
@@ -109,6 +114,8 @@ int bpftel_elf_symbolize_fd(int fd, const char *label, struct bpftel_elf_addr_re
 {
 	char msg[200] = "";
 	struct best *best;
+	GElf_Addr *vaddr;
+	bool *mapped;
 	size_t i;
 	int ret;
 
@@ -117,14 +124,18 @@ int bpftel_elf_symbolize_fd(int fd, const char *label, struct bpftel_elf_addr_re
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOEXEC;
 	best = calloc(n, sizeof(*best));
-	if (!best)
-		return -ENOMEM;
-	for (i = 0; i < n; i++)
+	vaddr = calloc(n, sizeof(*vaddr));
+	mapped = calloc(n, sizeof(*mapped));
+	ret = best && vaddr && mapped ? 0 : -ENOMEM;
+	for (i = 0; !ret && i < n; i++)
 		reqs[i].name[0] = '\0';
-	ret = scan(fd, true, reqs, best, n, msg, sizeof(msg));
 	if (!ret)
-		ret = scan(fd, false, reqs, best, n, msg, sizeof(msg));
+		ret = scan(fd, true, reqs, best, n, vaddr, mapped, msg, sizeof(msg));
+	if (!ret)
+		ret = scan(fd, false, reqs, best, n, vaddr, mapped, msg, sizeof(msg));
 	free(best);
+	free(vaddr);
+	free(mapped);
 	if (ret && err && errlen)
 		snprintf(err, errlen, "%s: %s", label ? label : "ELF", msg);
 	return ret;

@@ -67,6 +67,7 @@ struct ctx {
 	const char **vers;	/* by version index; names point into this pass's libelf data */
 	struct req_state *st;
 	size_t n;
+	size_t maxbase; /* the longest baselen of st: a name's bytes past it never match */
 };
 
 static pthread_once_t elf_once = PTHREAD_ONCE_INIT;
@@ -331,8 +332,14 @@ static int scan_table(struct ctx *c, const struct bpftel_elfck_table *t, Elf_Dat
 		name = str_at(&names, sym.st_name);
 		if (!name || !*name)
 			continue;
-		at = strchr(name, '@');
-		baselen = at ? (size_t)(at - name) : strlen(name);
+		/* Only as far as a request's name reaches: every symbol may name the same
+		 * 16 MiB string, and a scan of it whole per symbol would be quadratic. */
+		baselen = strnlen(name, c->maxbase + 1);
+		at = memchr(name, '@', baselen);
+		if (at)
+			baselen = (size_t)(at - name);
+		else if (baselen > c->maxbase)
+			continue;
 		for (j = 0; j < c->n; j++) {
 			struct req_state *r = &c->st[j];
 
@@ -446,10 +453,13 @@ static int prepare(struct ctx *c, struct bpftel_elf_sym_req *reqs, size_t n)
 	c->st = calloc(n, sizeof(*c->st));
 	if (!c->st)
 		return set_err(c, -ENOMEM, false, "out of memory");
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		if (parse_req(reqs[i].name, &c->st[i]))
 			return set_err(c, -EINVAL, false, "bad symbol name '%s'",
 				       reqs[i].name ? reqs[i].name : "(null)");
+		if (c->st[i].baselen > c->maxbase)
+			c->maxbase = c->st[i].baselen;
+	}
 	pthread_once(&elf_once, elf_init);
 	if (!elf_ready)
 		return set_err(c, -ENOEXEC, false, "libelf: %s", elf_msg());
