@@ -127,7 +127,7 @@ void h2t_grpc_exchange(struct h2t *t, const char *grpc_status)
 {
 	h2t_request(t, 1, "GET", "/", NGHTTP2_FLAG_END_STREAM);
 	h2b_headers(&t->out[C2S], t->def[C2S], 3, 0,
-		    H2B_NV(":method", "POST", ":scheme", "http", ":path", "/cache.Store/Deadbeef01",
+		    H2B_NV(":method", "POST", ":scheme", "http", ":path", "/acmecorp.Objectstore.v1beta22/Get",
 			   ":authority", "svc:50051", "content-type", "application/grpc+proto",
 			   "te", "trailers"));
 	h2b_data(&t->out[C2S], 3, NGHTTP2_FLAG_END_STREAM, 12);

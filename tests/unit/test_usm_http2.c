@@ -290,8 +290,8 @@ static void test_grpc_ok(void **state)
 	assert_int_equal(h2t_send(t, S2C), 0);
 	ev = h2t_find(t, USM_H2_EV_REQUEST, 3);
 	assert_true(ev->stream.grpc);
-	/* The route as sent; the same path outside gRPC looks like an id. */
-	assert_string_equal(ev->stream.path, "/cache.Store/Deadbeef01");
+	/* The route as sent; the same path outside gRPC looks like a token (a.b.c). */
+	assert_string_equal(ev->stream.path, "/acmecorp.Objectstore.v1beta22/Get");
 	assert_false(h2t_find(t, USM_H2_EV_REQUEST, 1)->stream.grpc);
 	assert_int_equal(h2t_find(t, USM_H2_EV_RESPONSE, 3)->stream.grpc_status, -1);
 	ev = h2t_find(t, USM_H2_EV_TRAILERS, 3);
@@ -301,6 +301,62 @@ static void test_grpc_ok(void **state)
 	assert_int_equal(ev->dir, S2C);
 	assert_int_equal(ev->stream.status, 200);
 	assert_int_equal(ev->stream.grpc_status, 0);
+}
+
+/* A request need only claim to be gRPC: a path that is no gRPC route, or one whose
+ * names are shaped like ids or secrets, is normalized like any other (its ids would
+ * otherwise become rpc_service and rpc_method values). */
+static void test_grpc_claimed(void **state)
+{
+	static const struct {
+		const char *path, *want;
+	} cases[] = {
+		{"/users/550e8400-e29b-41d4-a716-446655440000/token/x1", "/users/*/token/x1"},
+		{"/cache.Store/Deadbeef01", "/cache.Store/*"},
+		{"/pkg.Svc/0123456789", "/pkg.Svc/*"},
+		{"/pkg.Svc/Get?id=7", "/pkg.Svc/Get"},
+		{"/pkg..Svc/Get", "/pkg..Svc/Get"}, /* not a route: normalized, the same */
+		{"/pkg.Svc/Get/More", "/pkg.Svc/Get/More"},
+	};
+	struct h2t *t = *state;
+	const struct usm_h2_event *ev;
+	uint32_t id;
+	size_t i;
+
+	h2t_handshake(t);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		id = 1 + 2 * (uint32_t)i;
+		h2b_headers(&t->out[C2S], t->def[C2S], id, NGHTTP2_FLAG_END_STREAM,
+			    H2B_NV(":method", "POST", ":scheme", "https", ":path", cases[i].path,
+				   ":authority", "a", "content-type", "application/grpc"));
+		assert_int_equal(h2t_send(t, C2S), 0);
+		ev = h2t_find(t, USM_H2_EV_REQUEST, id);
+		assert_non_null(ev);
+		assert_true(ev->stream.grpc);
+		assert_string_equal(ev->stream.path, cases[i].want);
+	}
+}
+
+/* A :path is read up to USM_H2_PATH_SCAN bytes (a 2-byte HPACK field can repeat a
+ * 64 KiB one): past that it is cut, its last segment '*'. */
+static void test_long_path_cut(void **state)
+{
+	struct h2t *t = *state;
+	char path[USM_H2_PATH_SCAN + 100];
+	const struct usm_h2_event *ev;
+
+	memset(path, 'x', sizeof(path) - 1);
+	memcpy(path, "/api/", 5);
+	path[sizeof(path) - 1] = '\0';
+	h2t_handshake(t);
+	h2t_request(t, 1, "GET", path, NGHTTP2_FLAG_END_STREAM);
+	path[USM_H2_PATH_SCAN] = '\0'; /* the same, shorter than the scan: kept */
+	h2t_request(t, 3, "GET", path, NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	ev = h2t_find(t, USM_H2_EV_REQUEST, 1);
+	assert_string_equal(ev->stream.path, "/api/*");
+	ev = h2t_find(t, USM_H2_EV_REQUEST, 3);
+	assert_int_equal(strncmp(ev->stream.path, "/api/xxx", 8), 0);
 }
 
 static void test_grpc_error(void **state)
@@ -997,6 +1053,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_hpack_error),
 		cmocka_unit_test_setup_teardown(test_headers_too_large, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_too_many_streams, h2t_setup, h2t_teardown),
+		cmocka_unit_test_setup_teardown(test_grpc_claimed, h2t_setup, h2t_teardown),
+		cmocka_unit_test_setup_teardown(test_long_path_cut, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_memory_bound, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_gap, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_first_request, h2t_setup, h2t_teardown),

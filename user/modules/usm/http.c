@@ -254,6 +254,28 @@ static bool is_instance(const char *s, size_t n)
 	       is_jwt(s, n) || is_base64(s, n) || is_mixed_alnum(s, n);
 }
 
+bool usm_grpc_route_ok(const char *s, size_t n)
+{
+	size_t i, start = 1, slashes = 0;
+
+	if (n < 4 || s[0] != '/')
+		return false;
+	for (i = 1;; i++) {
+		if (i < n && (is_alpha(s[i]) || s[i] == '_' || (is_digit(s[i]) && i > start)))
+			continue;
+		/* An identifier ends here: not empty, not shaped like an instance. */
+		if (i == start || is_instance(s + start, i - start))
+			return false;
+		if (i == n)
+			return slashes == 1;
+		if (s[i] == '/')
+			slashes++;
+		if (slashes > 1 || (s[i] != '/' && (s[i] != '.' || slashes)))
+			return false; /* dots only between the service's names */
+		start = i + 1;
+	}
+}
+
 static void append(char *out, size_t size, size_t *pos, const char *s, size_t n, bool *full)
 {
 	if (*full)

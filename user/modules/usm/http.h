@@ -79,4 +79,12 @@ void usm_http_method_set(char *out, const char *s, size_t len);
  */
 void usm_path_normalize(const char *target, size_t len, bool truncated, char *out, size_t size);
 
+/*
+ * A gRPC route to keep as sent: "/package.Service/Method", the service's names and the
+ * method identifiers ([A-Za-z_][A-Za-z0-9_]*), none shaped like an instance or a secret
+ * (what usm_path_normalize() would replace by '*'). Anything else claiming
+ * content-type application/grpc is normalized like any path.
+ */
+bool usm_grpc_route_ok(const char *s, size_t n);
+
 #endif /* BPFTEL_USM_HTTP_H */

@@ -78,6 +78,10 @@
 #define USM_H2_FRAME_SIZE_MAX	  ((1u << 24) - 1)
 #define USM_H2_FRAME_SIZE_DEFAULT (1u << 14)
 
+/* Bytes of a :path read (http2_block.c's set_path() says why); 512 > USM_PREFIX, what
+ * HTTP/1 paths are seen up to. */
+#define USM_H2_PATH_SCAN 512
+
 #define USM_H2_SCHEME_MAX 8 /* "https" + NUL; anything else is "other" */
 
 enum usm_h2_dir {

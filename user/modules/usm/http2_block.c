@@ -48,20 +48,29 @@ static void set_method(struct h2_fields *f, const uint8_t *v, size_t n)
 	usm_http_method_set(f->method, (const char *)v, n);
 }
 
+/*
+ * :path, read as far as USM_H2_PATH_SCAN: HPACK lets a 2-byte field repeat a 64 KiB
+ * value from the dynamic table in every request, and each byte read costs ~8 passes
+ * here; HTTP/1 paths are seen up to USM_PREFIX bytes. A longer one is normalized as
+ * cut: its last (incomplete) segment becomes '*'.
+ */
 static void set_path(struct h2_fields *f, const uint8_t *v, size_t n)
 {
-	bool ok = n && (v[0] == '/' || (n == 1 && v[0] == '*'));
+	bool ok = n && (v[0] == '/' || (n == 1 && v[0] == '*')), cut = n > USM_H2_PATH_SCAN;
 	size_t i;
 
+	if (cut)
+		n = USM_H2_PATH_SCAN;
 	for (i = 0; i < n && ok; i++)
 		ok = v[i] > ' ' && v[i] != 0x7f;
 	if (!ok) {
 		snprintf(f->path, sizeof(f->path), "(invalid)");
 		return;
 	}
-	usm_path_normalize((const char *)v, n, false, f->path, sizeof(f->path));
-	/* gRPC names its route in the path, "/package.Service/Method": keep it as sent. */
-	if (n < sizeof(f->route) && !memchr(v, '?', n)) {
+	usm_path_normalize((const char *)v, n, cut, f->path, sizeof(f->path));
+	/* gRPC names its route in the path, "/package.Service/Method": kept as sent, but
+	 * only when it is one (a request need only claim to be gRPC). */
+	if (n < sizeof(f->route) && usm_grpc_route_ok((const char *)v, n)) {
 		memcpy(f->route, v, n);
 		f->route[n] = '\0';
 	}
