@@ -274,8 +274,11 @@ static void test_gone_before_noted(void **state)
 
 static bool many_odd_gone;
 
+static int many_starts; /* calls of many_start: /proc reads in the real table */
+
 static uint64_t many_start(uint32_t pid)
 {
+	many_starts++;
 	return many_odd_gone && (pid & 1) ? 0 : 10ull * pid;
 }
 
@@ -290,7 +293,8 @@ static bool many_runs(uint32_t pid)
 }
 
 /* Pids noted in no order fill the table (sorted by pid: a message's lookup is a binary
- * search); one more is counted as dropped; each is found with its own name, before and
+ * search); one more is counted as dropped, once, however many messages it sends, and
+ * without reading /proc again for each; each is found with its own name, before and
  * after a sweep forgets the odd ones, and the table takes new pids again after it. */
 static void test_many_processes(void **state)
 {
@@ -310,6 +314,12 @@ static void test_many_processes(void **state)
 	dropped = (USM_PROCS_MAX * 2311u) % (USM_PROCS_MAX + 1) + 1;
 	assert_false(usm_procs_get(p, dropped, &out));
 	assert_int_equal(usm_procs_dropped(p), 1);
+	/* Its later messages: counted once, and no /proc read each. */
+	many_starts = 0;
+	for (i = 0; i < 1000; i++)
+		usm_procs_note(p, dropped);
+	assert_int_equal(usm_procs_dropped(p), 1);
+	assert_int_equal(many_starts, 0);
 	for (pid = 1, i = 0; pid <= USM_PROCS_MAX + 1; pid++) {
 		if (!usm_procs_get(p, pid, &out))
 			continue; /* the one dropped */
@@ -332,6 +342,9 @@ static void test_many_processes(void **state)
 	assert_true(usm_procs_get(p, 100000, &out));
 	assert_string_equal(out.comm, "p100000");
 	assert_int_equal(usm_procs_dropped(p), 1);
+	/* The one refused while the table was full is learned now that it has room. */
+	usm_procs_note(p, dropped);
+	assert_true(usm_procs_get(p, dropped, &out));
 	usm_procs_free(p);
 }
 

@@ -10,11 +10,17 @@
 #include "procs.h"
 #include "user/common/proc.h"
 
+/* Pids refused while the table is full, remembered so that their later messages cost a
+ * lookup, not /proc reads, and count once; forgotten once the table has room again. */
+#define REFUSED_MAX 256
+
 struct usm_procs {
 	pthread_mutex_t lock;
 	size_t n;
 	struct usm_proc *procs; /* USM_PROCS_MAX, sorted by pid */
 	uint64_t dropped;
+	uint32_t refused[REFUSED_MAX];
+	size_t nrefused, next_refused; /* entries used; the next one replaced when full */
 	struct usm_procs_hooks hooks;
 };
 
@@ -132,6 +138,27 @@ static void learn(struct usm_procs *p, uint32_t pid, struct usm_proc *e)
 		e->start = 0; /* cannot tell whose: learned again at its next message */
 }
 
+static bool refused_locked(const struct usm_procs *p, uint32_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < p->nrefused; i++)
+		if (p->refused[i] == pid)
+			return true;
+	return false;
+}
+
+static void refuse_locked(struct usm_procs *p, uint32_t pid)
+{
+	if (refused_locked(p, pid))
+		return;
+	p->dropped++;
+	p->refused[p->next_refused] = pid;
+	p->next_refused = (p->next_refused + 1) % REFUSED_MAX;
+	if (p->nrefused < REFUSED_MAX)
+		p->nrefused++;
+}
+
 bool usm_procs_note(struct usm_procs *p, uint32_t pid)
 {
 	struct usm_proc e, *was;
@@ -141,7 +168,7 @@ bool usm_procs_note(struct usm_procs *p, uint32_t pid)
 		return false;
 	pthread_mutex_lock(&p->lock);
 	was = find(p, pid);
-	known = was && !was->gone_ns;
+	known = (was && !was->gone_ns) || (!was && refused_locked(p, pid));
 	pthread_mutex_unlock(&p->lock);
 	if (known)
 		return false;
@@ -152,7 +179,7 @@ bool usm_procs_note(struct usm_procs *p, uint32_t pid)
 	was = find(p, pid);
 	if (!was) {
 		if (!insert(p, &e))
-			p->dropped++;
+			refuse_locked(p, pid);
 	} else if (was->gone_ns && e.start && e.start != was->start) {
 		*was = e;
 		reused = true;
@@ -241,6 +268,8 @@ void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns)
 			p->procs[kept++] = *e;
 	}
 	p->n = kept;
+	if (p->n < USM_PROCS_MAX)
+		p->nrefused = p->next_refused = 0; /* room: learned at their next message */
 	pthread_mutex_unlock(&p->lock);
 	free(look);
 }

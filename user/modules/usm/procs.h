@@ -66,7 +66,8 @@ bool usm_procs_shown(struct usm_procs *p, uint32_t pid, uint64_t now_ns, uint64_
  * outside the lock: a pid that runs may be another process's); forget those gone for
  * grace_ns or more at now_ns. */
 void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns);
-/* Processes not recorded because the table was full. */
+/* Processes not recorded because the table was full: each once while it stays full
+ * (the last 256 refused are remembered, and cost their later messages no /proc read). */
 uint64_t usm_procs_dropped(struct usm_procs *p);
 
 #endif /* BPFTEL_USM_PROCS_H */
