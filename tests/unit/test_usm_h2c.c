@@ -142,6 +142,38 @@ static void test_first_exchange(void **state)
 	assert_int_equal(stats(t).unmatched, 0);
 }
 
+/* A new connection on the 4-tuple of one done with (a client port used again within
+ * the idle time): decoded as new, its exchange counted; one given up unanswered is
+ * counted as evicted. */
+static void test_port_reused(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	int round;
+
+	for (round = 0; round < 3; round++) {
+		/* Each a new connection: fresh encoders. */
+		nghttp2_hd_deflate_del(t->def[0]);
+		nghttp2_hd_deflate_del(t->def[1]);
+		assert_int_equal(nghttp2_hd_deflate_new(&t->def[0], 4096), 0);
+		assert_int_equal(nghttp2_hd_deflate_new(&t->def[1], 4096), 0);
+		client_first(t, &b, "/again");
+		segment(t, 40000, USM_KIND_H2C_CLIENT, &b, 100 * (uint64_t)round + 10);
+		h2b_free(&b);
+		if (round == 1)
+			continue; /* never answered: the next connection replaces it */
+		h2b_settings(&b, NULL, 0);
+		h2b_headers(&b, t->def[1], 1, 0x5, H2B_NV(":status", "200"));
+		segment(t, 40000, USM_KIND_H2C_SERVER, &b, 100 * (uint64_t)round + 20);
+		h2b_free(&b);
+	}
+	assert_int_equal(stats(t).connections, 3);
+	assert_int_equal(stats(t).requests, 3);
+	assert_int_equal(stats(t).responses, 2);
+	assert_int_equal(stats(t).evicted, 1);
+	assert_int_equal(t->n, 4);
+}
+
 /* The preface first, the server's SETTINGS after: the same. */
 static void test_preface_first(void **state)
 {
@@ -272,7 +304,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_first_exchange), T(test_preface_first),	 T(test_request_cut),
 		T(test_unmatched),	T(test_bound_and_sweep), T(test_first_stream_only),
-		T(test_status_rejected),
+		T(test_status_rejected), T(test_port_reused),
 	};
 
 	return cmocka_run_group_tests_name("usm_h2c", tests, NULL, NULL);

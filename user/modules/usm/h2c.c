@@ -16,6 +16,7 @@ struct h2c_conn {
 	uint16_t client_port, server_port;
 	uint8_t client[16], server[16];
 	struct usm_h2_conn *dec; /* NULL once done */
+	bool client_seen;	 /* a client segment came (its preface) */
 	bool requested;		 /* its first request was decoded: no more client bytes */
 	uint32_t first_stream;	 /* that request's stream */
 	/* The request waits for its response to be handed on with it (see h2c.h). */
@@ -167,6 +168,15 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 	pthread_mutex_lock(&h->lock);
 	h->st.segments++;
 	c = find(h, ev);
+	if (c && client && c->client_seen && usm_h2_is_preface(ev->prefix, ev->prefix_len)) {
+		/* A second preface: a new connection on the 4-tuple of one still kept (a
+		 * port used again within USM_H2C_IDLE_NS); that one is over, given up if
+		 * not done. */
+		if (c->dec)
+			h->st.evicted++;
+		release(c);
+		c = NULL;
+	}
 	if (!c) {
 		if (!client && !settings_start(ev)) {
 			h->st.unmatched++;
@@ -185,6 +195,7 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 			h->st.undecodable[USM_H2_NO_MEMORY]++;
 	}
 	c->last_ns = ev->ktime_ns;
+	c->client_seen |= client;
 	s.first_stream = &c->first_stream;
 	if (!c->dec || (client && c->requested))
 		goto out; /* done with, or no memory; or past the client's first request */

@@ -40,7 +40,8 @@ struct usm_h2c_stats {
 	uint64_t connections;			 /* decoders started */
 	uint64_t requests, responses;		 /* first requests and their responses */
 	uint64_t undecodable[USM_H2_REASON_MAX]; /* connections, by the decoder's reason */
-	uint64_t evicted;			 /* the oldest, for a new one: table full */
+	uint64_t evicted; /* given up undone for a new one: the oldest (table full), or its
+			   * 4-tuple's (a second preface: the port used again) */
 	uint64_t expired;			 /* idle before their first response */
 	uint64_t unmatched; /* server segments of no connection being decoded */
 	uint64_t rejected_status; /* first responses whose :status is outside 100-599:
