@@ -127,6 +127,30 @@ static void test_rewritten_in_place_read_again(void **state)
 	assert_ctime(&seen, &c.st_ctim);
 }
 
+/* An exec whose process is gone, of a path that leads in the agent's root to another
+ * file than the one the kernel ran (a container's path, or a file renamed over since):
+ * nothing is known of the file run, and nothing is refused; once counted as a file
+ * whose identity changed, under the agent's own pid, it made the watcher rescan /proc. */
+static void test_gone_exec_path_elsewhere(void **state)
+{
+	struct bpftel_uprobes *u = *state;
+	struct bpftel_uprobes_refusals r;
+	struct timespec seen;
+	struct stat ran, here;
+	size_t i;
+	__u64 n = 0;
+
+	overwrite("/bin/true", &here);
+	assert_int_equal(stat("/bin/sh", &ran), 0); /* what the kernel ran, elsewhere */
+	assert_int_equal(play_exec(u, tool, &ran, &ran.st_ctim, &seen), -ENOENT);
+	bpftel_uprobes__refusals(u, &r);
+	for (i = 0; i < BPFTEL_REFUSED__COUNT; i++)
+		n += r.count[i];
+	assert_int_equal(n, 0);
+	assert_int_equal(r.nrecent, 0);
+	assert_int_equal(bpftel_uprobes__stale(u), 0);
+}
+
 /* The file written between the exec (the kernel saw the C program's ctime) and the
  * registry's read (it reads the Go program): the verdict and the ctime returned are
  * the ones of the file read, so the skip map never pairs the old ctime with a verdict
@@ -154,6 +178,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_rewritten_in_place_read_again, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_exec_raced_by_write, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gone_exec_path_elsewhere, setup, teardown),
 	};
 
 	if (argc != 2) {

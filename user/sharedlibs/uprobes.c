@@ -809,14 +809,16 @@ static int verdict_at(struct bpftel_uprobes *u, const struct bpftel_procfile_tar
  * probed is one too: the registry lists it refused, with its reason.
  *
  * want: the ctime the kernel saw at the exec, known without opening the file; NULL
- * (the scan) when only an open tells. On 0 or 1, *seen is the ctime of the file the
+ * (the scan) when only an open tells. guess: t is the exec's path in the agent's own
+ * root (its process gone): an open refused there (another file, or none) says nothing
+ * of the file the process ran, and is no refusal. On 0 or 1, *seen is the ctime of the file the
  * verdict is on. A file read is known by the ctime fstat() gave before the read: a
  * write during or after the read moves the ctime past it, so the verdict is never
  * taken for content it was not made on (a write within the same clock tick after the
  * fstat could keep it: kernels before 6.13, without multigrain timestamps).
  */
 static int go_exe(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
-		  const char *named, const struct timespec *want, struct timespec *seen)
+		  const char *named, const struct timespec *want, struct timespec *seen, bool guess)
 {
 	struct bpftel_go_exe exe;
 	enum bpftel_refusal why;
@@ -831,6 +833,8 @@ static int go_exe(struct bpftel_uprobes *u, const struct bpftel_procfile_target 
 	}
 	fd = bpftel_procfile_open(t, &st, &why);
 	if (fd < 0) {
+		if (guess)
+			return -ENOENT;
 		if (why < BPFTEL_REFUSED__COUNT)
 			exe_refused(u, t, named, why, fd, NULL);
 		return fd;
@@ -869,7 +873,7 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 	/* Through /proc/<pid>/exe: the file the kernel runs, whatever the path the
 	 * process gave leads to (a script's: its interpreter, which the exec's identity
 	 * names), with no directory of theirs walked. */
-	go = go_exe(u, &t, d->path, &d->ctime, ctime);
+	go = go_exe(u, &t, d->path, &d->ctime, ctime, false);
 	/* Most programs are gone before their exec is read (a shell's `true`), and with
 	 * them their root. An absolute path that leads, in the agent's own root, to the
 	 * very file the kernel ran (procfile checks the identity) is that file: read it
@@ -877,7 +881,7 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 	if (go == -ENOENT && d->path[0] == '/') {
 		t.dirfd = d->dirfd;
 		t.pid = (__u32)getpid();
-		go = go_exe(u, &t, d->path, &d->ctime, ctime);
+		go = go_exe(u, &t, d->path, &d->ctime, ctime, true);
 		t.pid = d->pid;
 	}
 	if (go <= 0)
@@ -960,7 +964,7 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 						    .ino = ino};
 		if (lib < 0) {
 			exe[0] = '\0'; /* its first mapping is enough */
-			if (go_exe(u, &t, file, NULL, &ctime) <= 0)
+			if (go_exe(u, &t, file, NULL, &ctime, false) <= 0)
 				continue;
 			lib = SHLIB_LIB_GO;
 		}
