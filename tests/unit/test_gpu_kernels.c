@@ -22,7 +22,12 @@
 #include <unistd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <fnmatch.h>
 #include <cmocka.h>
+#include <capstone/capstone.h>
+#include <gelf.h>
+#include <jansson.h>
+#include <zlib.h>
 
 #include "user/common/prom.h"
 #include "user/manager/elfaddr.h"
@@ -236,6 +241,73 @@ static void test_runtime_names_cached(void **state)
 	bpftel_gpu_kernels__free(kt);
 }
 
+/* The row's kernel called name: its launches, or -1. */
+static long kernel_launches(const struct bpftel_gpu_proc *row, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < row->nkernels; i++)
+		if (!strcmp(row->kernels[i].name, name))
+			return (long)row->kernels[i].launches;
+	return -1;
+}
+
+/*
+ * Host functions in six files this process maps: each file is parsed once for all of
+ * its functions (three here in this program), and at most BPFTEL_GPU_NAME_FILES files
+ * a report, those of the most launched first; the functions of the others are named at
+ * the next report, not taken for unnamed.
+ */
+static void test_runtime_names_per_file(void **state)
+{
+	const struct {
+		const void *fn;
+		const char *name;
+		__u64 launches;
+	} fns[] = {
+		{stub_fn, "saxpyOp(float, float*, float*, int)", 60},
+		{(const char *)stub_fn + 1, NULL, 55}, /* the same function, the same file */
+		{(const char *)stub_fn + 2, NULL, 54},
+		{zlibVersion, "zlibVersion", 50},
+		{elf_version, "elf_version", 40},
+		{cs_version, "cs_version", 30},
+		{json_object, "json_object", 20},
+		{fnmatch, "fnmatch", 10}, /* one name at its address (printf has two) */
+	};
+	static struct bpftel_gpu_kernel_seen ks[8];
+	static struct bpftel_gpu_proc row;
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(NULL);
+	__u32 pid = (__u32)getpid();
+	size_t i;
+	int round;
+
+	(void)state;
+	assert_non_null(kt);
+	if (geteuid() != 0) {
+		bpftel_gpu_kernels__free(kt);
+		skip(); /* map_files needs root */
+	}
+	for (round = 0; round < 2; round++) {
+		memset(ks, 0, sizeof(ks));
+		memset(&row, 0, sizeof(row));
+		row.pid = pid;
+		for (i = 0; i < 8; i++) {
+			ks[i].key = (struct gpu_kernel_key){.tgid = pid,
+							    .api = GPU_KERNEL_RUNTIME,
+							    .func = (__u64)(uintptr_t)fns[i].fn};
+			ks[i].k.launches = fns[i].launches;
+		}
+		bpftel_gpu_kernels__fill(kt, &row, 1, ks, 8);
+		assert_int_equal(kernel_launches(&row, fns[0].name), 60 + 55 + 54);
+		for (i = 3; i < 6; i++)
+			assert_int_equal(kernel_launches(&row, fns[i].name), (long)fns[i].launches);
+		/* Four files at the first report: libjansson's and libc's wait for the next. */
+		assert_int_equal(kernel_launches(&row, "json_object"), round ? 20 : -1);
+		assert_int_equal(kernel_launches(&row, "fnmatch"), round ? 10 : -1);
+	}
+	bpftel_gpu_kernels__free(kt);
+}
+
 /* At most 32 parses per report, the most launched first: 40 unmapped addresses
  * launched more spend them (a miss costs one too), the host function launched least
  * stays unnamed until the next report, when the misses are remembered. */
@@ -417,13 +489,18 @@ static __u64 launches_of(const struct bpftel_gpu_proc *p)
 static const char *fake_names[128];
 static int fake_parses;
 
-static void fake_symbolize(__u32 pid, __u64 addr, char *name, size_t size)
+static void fake_symbolize(struct bpftel_gpu_sym *syms, size_t n)
 {
-	(void)pid;
-	fake_parses++;
-	assert_true(addr >= FAKE_BASE && addr < FAKE_BASE + 128);
-	snprintf(name, size, "%s",
-		 fake_names[addr - FAKE_BASE] ? fake_names[addr - FAKE_BASE] : "");
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		fake_parses++;
+		assert_true(syms[i].addr >= FAKE_BASE && syms[i].addr < FAKE_BASE + 128);
+		snprintf(syms[i].name, sizeof(syms[i].name), "%s",
+			 fake_names[syms[i].addr - FAKE_BASE] ? fake_names[syms[i].addr - FAKE_BASE]
+								: "");
+		syms[i].tried = true;
+	}
 }
 
 /* One report's maps: rows and the kernels read. */
@@ -945,6 +1022,7 @@ int main(void)
 		cmocka_unit_test(test_top_kernels_merged),
 		cmocka_unit_test(test_runtime_names_cached),
 		cmocka_unit_test(test_runtime_names_budgeted),
+		cmocka_unit_test(test_runtime_names_per_file),
 		cmocka_unit_test(test_kernel_series_overtaken),
 		cmocka_unit_test(test_kernel_series_names_arrive),
 		cmocka_unit_test(test_kernel_series_budget_over_processes),

@@ -49,6 +49,10 @@ extern const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS];
  * BPFTEL_GPU_TOP_KERNELS per process, BPFTEL_GPU_KERNEL_SERIES over all of them. */
 #define BPFTEL_GPU_KERNEL_SERIES 64
 #define BPFTEL_GPU_NAME_BUDGET	 32 /* host functions resolved per report at most */
+/* Files parsed per report at most to name them: each parse of a file is shared by all
+ * its host functions (of every process that maps it), and may cost ~0.3 s for a file
+ * at the ELF reader's caps. */
+#define BPFTEL_GPU_NAME_FILES 4
 
 /* A kernel, by its demangled name ("" when it has none we can tell); the launches of
  * every handle or host function with that name. */

@@ -14,9 +14,11 @@
  * Resolution opens and parses files of other processes: never under the module's lock,
  * once per handle (process, address): results, misses included, are kept with the
  * handle until the process is swept, so a named kernel never reads unnamed again; and
- * at most BPFTEL_GPU_NAME_BUDGET of them per report, the most launched first, so that a
- * process launching thousands of distinct host functions costs a report (a /metrics
- * scrape) a bounded number of parses. The rest stay unnamed until a later report.
+ * at most BPFTEL_GPU_NAME_BUDGET of them per report, the most launched first, those of
+ * one file (any process's) in one parse of it, at most BPFTEL_GPU_NAME_FILES files, so
+ * that a process launching thousands of distinct host functions costs a report (a
+ * /metrics scrape) a bounded number of parses. The rest stay unnamed until a later
+ * report.
  *
  * Series: bpftel_gpu_kernel_name_launches_total is a counter, so a process's series
  * only ever grow in number while it lives, and each only counts up. A named kernel is
@@ -74,7 +76,7 @@ struct bpftel_gpu_kernels {
 	size_t nseries; /* over every process */
 };
 
-static void symbolize(__u32 pid, __u64 addr, char *name, size_t size);
+static void symbolize(struct bpftel_gpu_sym *syms, size_t n);
 
 struct bpftel_gpu_kernels *bpftel_gpu_kernels__new(bpftel_gpu_symbolize_fn *fn)
 {
@@ -148,32 +150,66 @@ void bpftel_gpu_kernels__free(struct bpftel_gpu_kernels *kt)
 	free(kt);
 }
 
-/* The symbol holding addr in pid's ELF objects, demangled; "" when none. */
-static void symbolize(__u32 pid, __u64 addr, char *name, size_t size)
-{
-	struct bpftel_elf_addr_req req = {};
-	struct bpftel_procfile_target t = {.pid = pid, .dirfd = BPFTEL_PROCFILE_MAPPED};
+/* A host function's file: where the address lies in it, and the mapping to open it by. */
+struct sym_file {
 	struct bpftel_procmap_vma vma;
+	bool mapped;
+};
+
+/* syms[i] and the others of its file (same device and inode, any process): named in
+ * one parse of that file, opened through syms[i]'s process. */
+static void name_file(struct bpftel_gpu_sym *syms, const struct sym_file *sf, size_t n, size_t i)
+{
+	struct bpftel_procfile_target t = {.pid = syms[i].pid, .dirfd = BPFTEL_PROCFILE_MAPPED};
+	struct bpftel_elf_addr_req req[BPFTEL_GPU_NAME_BUDGET];
+	size_t idx[BPFTEL_GPU_NAME_BUDGET], k, nr = 0;
 	enum bpftel_refusal why;
 	char range[64];
 	struct stat st;
 	int fd;
 
-	name[0] = '\0';
-	if (bpftel_procmap_find(pid, addr, &vma))
-		return;
-	snprintf(range, sizeof(range), "%llx-%llx", (unsigned long long)vma.start,
-		 (unsigned long long)vma.end);
-	t.dev = vma.dev;
-	t.ino = vma.ino;
-	req.offset = (long)vma.offset;
+	for (k = i; k < n && nr < BPFTEL_GPU_NAME_BUDGET; k++) {
+		if (syms[k].tried || !sf[k].mapped || sf[k].vma.dev != sf[i].vma.dev ||
+		    sf[k].vma.ino != sf[i].vma.ino)
+			continue;
+		syms[k].tried = true;
+		req[nr] = (struct bpftel_elf_addr_req){.offset = (long)sf[k].vma.offset};
+		idx[nr++] = k;
+	}
+	snprintf(range, sizeof(range), "%llx-%llx", (unsigned long long)sf[i].vma.start,
+		 (unsigned long long)sf[i].vma.end);
+	t.dev = sf[i].vma.dev;
+	t.ino = sf[i].vma.ino;
 	t.path = range;
 	fd = bpftel_procfile_open(&t, &st, &why);
 	if (fd < 0)
 		return;
-	if (!bpftel_elf_symbolize_fd(fd, NULL, &req, 1, NULL, 0) && req.name[0])
-		bpftel_gpu_demangle(req.name, name, size);
+	if (!bpftel_elf_symbolize_fd(fd, NULL, req, nr, NULL, 0))
+		for (k = 0; k < nr; k++)
+			if (req[k].name[0])
+				bpftel_gpu_demangle(req[k].name, syms[idx[k]].name,
+						    sizeof(syms[idx[k]].name));
 	close(fd);
+}
+
+static void symbolize(struct bpftel_gpu_sym *syms, size_t n)
+{
+	struct sym_file sf[BPFTEL_GPU_NAME_BUDGET];
+	size_t i, files = 0;
+
+	if (n > BPFTEL_GPU_NAME_BUDGET)
+		n = BPFTEL_GPU_NAME_BUDGET;
+	for (i = 0; i < n; i++) {
+		syms[i].name[0] = '\0';
+		sf[i].mapped = !bpftel_procmap_find(syms[i].pid, syms[i].addr, &sf[i].vma);
+		syms[i].tried = !sf[i].mapped; /* no file holds it: no name, known now */
+	}
+	for (i = 0; i < n && files < BPFTEL_GPU_NAME_FILES; i++) {
+		if (syms[i].tried)
+			continue;
+		name_file(syms, sf, n, i);
+		files++;
+	}
 }
 
 static int cmp_seen(const void *a, const void *b)
@@ -402,9 +438,9 @@ static int cmp_by_launches(const void *a, const void *b, void *arg)
 static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_seen *ks, size_t nks,
 		     const size_t *hi, size_t *todo)
 {
-	int budget = BPFTEL_GPU_NAME_BUDGET;
-	size_t i, nt = 0;
-	struct handle *h;
+	struct bpftel_gpu_sym syms[BPFTEL_GPU_NAME_BUDGET];
+	struct handle *h, *which[BPFTEL_GPU_NAME_BUDGET];
+	size_t i, nt = 0, n = 0;
 
 	for (i = 0; i < nks; i++) {
 		h = hi[i] == NO_HANDLE ? NULL : &kt->h[hi[i]];
@@ -425,10 +461,16 @@ static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_see
 	}
 	if (nt)
 		qsort_r(todo, nt, sizeof(*todo), cmp_by_launches, ks);
-	for (i = 0; i < nt && budget > 0; i++, budget--) {
-		h = &kt->h[hi[todo[i]]];
-		kt->symbolize(h->key.tgid, h->key.func, ks[todo[i]].name, sizeof(ks[todo[i]].name));
-		h->name = strdup(ks[todo[i]].name); /* NULL: out of memory, parsed again later */
+	for (i = 0; i < nt && n < BPFTEL_GPU_NAME_BUDGET; i++, n++) {
+		which[n] = &kt->h[hi[todo[i]]];
+		syms[n] = (struct bpftel_gpu_sym){.pid = which[n]->key.tgid,
+						  .addr = which[n]->key.func};
+	}
+	if (n)
+		kt->symbolize(syms, n);
+	for (i = 0; i < n; i++) {
+		if (syms[i].tried) /* else its file was beyond this report's: a later one */
+			which[i]->name = strdup(syms[i].name); /* NULL: no memory, tried again */
 	}
 	for (i = 0; i < nks; i++) {
 		h = hi[i] == NO_HANDLE ? NULL : &kt->h[hi[i]];
@@ -577,7 +619,7 @@ static void series_out(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *ro
 void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows, size_t n,
 			      struct bpftel_gpu_kernel_seen *ks, size_t nks)
 {
-	size_t *hi = malloc((nks ? nks : 1) * sizeof(*hi));
+	size_t *hi = calloc(nks ? nks : 1, sizeof(*hi));
 	size_t *todo = malloc((nks ? nks : 1) * sizeof(*todo));
 	__u64 *prev = malloc((nks ? nks : 1) * sizeof(*prev));
 	size_t i;

@@ -27,11 +27,20 @@ struct bpftel_gpu_kernel_seen {
  * maps read after the previous report's (the module's report lock). */
 struct bpftel_gpu_kernels;
 
-/* The symbol holding addr in pid's ELF objects, demangled; "" when none. */
-typedef void bpftel_gpu_symbolize_fn(__u32 pid, __u64 addr, char *name, size_t size);
+/* A host function to name: the symbol holding addr in pid's ELF objects, demangled. */
+struct bpftel_gpu_sym {
+	__u32 pid;
+	__u64 addr;
+	char name[BPFTEL_GPU_KERNEL_NAME]; /* "" when none */
+	bool tried; /* named, or found to have no name; else left for a later report */
+};
 
-/* symbolize NULL: from the process's files (/proc/<pid>/maps and map_files); tests
- * give their own. NULL when out of memory. */
+/* Name syms[0..n): the ones of one file in one parse, at most BPFTEL_GPU_NAME_FILES
+ * files. */
+typedef void bpftel_gpu_symbolize_fn(struct bpftel_gpu_sym *syms, size_t n);
+
+/* symbolize NULL: from the processes' files (the mapping that holds each address, the
+ * file through /proc/<pid>/map_files); tests give their own. NULL when out of memory. */
 struct bpftel_gpu_kernels *bpftel_gpu_kernels__new(bpftel_gpu_symbolize_fn *symbolize);
 void bpftel_gpu_kernels__free(struct bpftel_gpu_kernels *kt);
 
