@@ -23,30 +23,10 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
+#include "bench_clock.h"
 #include "user/common/procmap.h"
 
 #define PAGE 4096ul
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* A child with `extra` unmergeable anonymous mappings, then this binary mapped; it
  * writes that mapping's address to the pipe and waits to be killed. */
