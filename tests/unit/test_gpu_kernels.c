@@ -207,33 +207,54 @@ static void test_top_kernels_merged(void **state)
 	bpftel_gpu_kernels__free(kt);
 }
 
+/* The table with the real symbolizer; the test is skipped without root (map_files). */
+static struct bpftel_gpu_kernels *real_kernels(void)
+{
+	struct bpftel_gpu_kernels *kt;
+
+	if (geteuid() != 0)
+		skip();
+	kt = bpftel_gpu_kernels__new(NULL);
+	assert_non_null(kt);
+	return kt;
+}
+
+/* One report of this process: runtime kernels at addrs[i], launched launches[i] times. */
+static void self_report(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *row,
+			struct bpftel_gpu_kernel_seen *ks, const __u64 *addrs,
+			const __u64 *launches, size_t n)
+{
+	__u32 pid = (__u32)getpid();
+	size_t i;
+
+	memset(ks, 0, n * sizeof(*ks));
+	memset(row, 0, sizeof(*row));
+	row->pid = pid;
+	for (i = 0; i < n; i++) {
+		ks[i].key = (struct gpu_kernel_key){
+			.tgid = pid, .api = GPU_KERNEL_RUNTIME, .func = addrs[i]};
+		ks[i].k.launches = launches[i];
+	}
+	bpftel_gpu_kernels__fill(kt, row, 1, ks, n);
+}
+
 /* Host functions of this process, through /proc/self/maps and map_files, cached. */
 static void test_runtime_names_cached(void **state)
 {
 	static struct bpftel_gpu_kernel_seen ks[4];
 	static struct bpftel_gpu_proc row;
-	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(NULL);
-	__u32 pid = (__u32)getpid();
+	struct bpftel_gpu_kernels *kt = real_kernels();
+	__u64 addrs[4], launches[4];
 	size_t i;
 	int round;
 
 	(void)state;
-	assert_non_null(kt);
-	if (geteuid() != 0) {
-		bpftel_gpu_kernels__free(kt);
-		skip(); /* map_files needs root */
+	for (i = 0; i < 4; i++) {
+		addrs[i] = (__u64)(uintptr_t)stub_fn + i;
+		launches[i] = 1;
 	}
 	for (round = 0; round < 2; round++) { /* parsed, then from the cache */
-		memset(ks, 0, sizeof(ks));
-		memset(&row, 0, sizeof(row));
-		row.pid = pid;
-		for (i = 0; i < 4; i++) {
-			ks[i].key = (struct gpu_kernel_key){.tgid = pid,
-							    .api = GPU_KERNEL_RUNTIME,
-							    .func = (__u64)(uintptr_t)stub_fn + i};
-			ks[i].k.launches = 1;
-		}
-		bpftel_gpu_kernels__fill(kt, &row, 1, ks, 4);
+		self_report(kt, &row, ks, addrs, launches, 4);
 		assert_int_equal(row.nkernels, 1);
 		assert_string_equal(row.kernels[0].name, "saxpyOp(float, float*, float*, int)");
 		assert_int_equal(row.kernels[0].launches, 4);
@@ -260,47 +281,31 @@ static long kernel_launches(const struct bpftel_gpu_proc *row, const char *name)
  */
 static void test_runtime_names_per_file(void **state)
 {
-	const struct {
-		const void *fn;
-		const char *name;
-		__u64 launches;
-	} fns[] = {
-		{stub_fn, "saxpyOp(float, float*, float*, int)", 60},
-		{(const char *)stub_fn + 1, NULL, 55}, /* the same function, the same file */
-		{(const char *)stub_fn + 2, NULL, 54},
-		{zlibVersion, "zlibVersion", 50},
-		{elf_version, "elf_version", 40},
-		{cs_version, "cs_version", 30},
-		{json_object, "json_object", 20},
-		{fnmatch, "fnmatch", 10}, /* one name at its address (printf has two) */
+	const __u64 addrs[8] = {
+		(__u64)(uintptr_t)stub_fn,
+		(__u64)(uintptr_t)stub_fn + 1, /* the same function, the same file */
+		(__u64)(uintptr_t)stub_fn + 2,
+		(__u64)(uintptr_t)zlibVersion,
+		(__u64)(uintptr_t)elf_version,
+		(__u64)(uintptr_t)cs_version,
+		(__u64)(uintptr_t)json_object,
+		(__u64)(uintptr_t)fnmatch, /* one name at its address (printf has two) */
 	};
+	const __u64 launches[8] = {60, 55, 54, 50, 40, 30, 20, 10};
+	static const char *const names[] = {"zlibVersion", "elf_version", "cs_version"};
 	static struct bpftel_gpu_kernel_seen ks[8];
 	static struct bpftel_gpu_proc row;
-	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(NULL);
-	__u32 pid = (__u32)getpid();
+	struct bpftel_gpu_kernels *kt = real_kernels();
 	size_t i;
 	int round;
 
 	(void)state;
-	assert_non_null(kt);
-	if (geteuid() != 0) {
-		bpftel_gpu_kernels__free(kt);
-		skip(); /* map_files needs root */
-	}
 	for (round = 0; round < 2; round++) {
-		memset(ks, 0, sizeof(ks));
-		memset(&row, 0, sizeof(row));
-		row.pid = pid;
-		for (i = 0; i < 8; i++) {
-			ks[i].key = (struct gpu_kernel_key){.tgid = pid,
-							    .api = GPU_KERNEL_RUNTIME,
-							    .func = (__u64)(uintptr_t)fns[i].fn};
-			ks[i].k.launches = fns[i].launches;
-		}
-		bpftel_gpu_kernels__fill(kt, &row, 1, ks, 8);
-		assert_int_equal(kernel_launches(&row, fns[0].name), 60 + 55 + 54);
-		for (i = 3; i < 6; i++)
-			assert_int_equal(kernel_launches(&row, fns[i].name), (long)fns[i].launches);
+		self_report(kt, &row, ks, addrs, launches, 8);
+		assert_int_equal(kernel_launches(&row, "saxpyOp(float, float*, float*, int)"),
+				 60 + 55 + 54);
+		for (i = 0; i < 3; i++)
+			assert_int_equal(kernel_launches(&row, names[i]), (long)launches[3 + i]);
 		/* Four files at the first report: libjansson's and libc's wait for the next. */
 		assert_int_equal(kernel_launches(&row, "json_object"), round ? 20 : -1);
 		assert_int_equal(kernel_launches(&row, "fnmatch"), round ? 10 : -1);
@@ -315,29 +320,20 @@ static void test_runtime_names_budgeted(void **state)
 {
 	static struct bpftel_gpu_kernel_seen ks[41];
 	static struct bpftel_gpu_proc row;
-	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(NULL);
-	__u32 pid = (__u32)getpid();
+	struct bpftel_gpu_kernels *kt = real_kernels();
+	__u64 addrs[41], launches[41];
 	size_t i;
 	int round;
 
 	(void)state;
-	assert_non_null(kt);
-	if (geteuid() != 0) {
-		bpftel_gpu_kernels__free(kt);
-		skip();
+	for (i = 0; i < 40; i++) {
+		addrs[i] = 0x1000 + i * 16;
+		launches[i] = 2;
 	}
+	addrs[40] = (__u64)(uintptr_t)stub_fn;
+	launches[40] = 1;
 	for (round = 0; round < 2; round++) {
-		memset(ks, 0, sizeof(ks));
-		memset(&row, 0, sizeof(row));
-		row.pid = pid;
-		for (i = 0; i < 41; i++) {
-			ks[i].key = (struct gpu_kernel_key){
-				.tgid = pid, .api = GPU_KERNEL_RUNTIME, .func = 0x1000 + i * 16};
-			ks[i].k.launches = 2;
-		}
-		ks[40].key.func = (__u64)(uintptr_t)stub_fn;
-		ks[40].k.launches = 1;
-		bpftel_gpu_kernels__fill(kt, &row, 1, ks, 41);
+		self_report(kt, &row, ks, addrs, launches, 41);
 		if (round == 0) {
 			assert_int_equal(row.nkernels, 1);
 			assert_string_equal(row.kernels[0].name, "");

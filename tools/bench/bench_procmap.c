@@ -23,7 +23,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
-#include "bench_clock.h"
+#include "bench_common.h"
 #include "user/common/procmap.h"
 
 #define PAGE 4096ul
@@ -80,25 +80,14 @@ static double per_lookup(pid_t pid, uint64_t addr, int n, int text)
 
 int main(int argc, char **argv)
 {
-	int n = 200, reps = 7, opt, r, err;
+	int n = 200, reps = 7, r, err;
 	double q[64], t[64];
 	struct bpftel_procmap_vma vma;
 	long extra = 0;
 	uint64_t addr;
 	pid_t pid;
 
-	while ((opt = getopt(argc, argv, "n:r:m:")) != -1) {
-		if (opt == 'n')
-			n = atoi(optarg);
-		else if (opt == 'r')
-			reps = atoi(optarg);
-		else if (opt == 'm')
-			extra = atol(optarg);
-		else
-			return fprintf(stderr, "usage: %s [-n lookups] [-r replicates] "
-					       "[-m extra mappings]\n", argv[0]), 2;
-	}
-	if (n < 1 || reps < 1 || reps > 64 || extra < 0)
+	if (!bench_opts(argc, argv, &n, &reps, 64, &extra))
 		return 2;
 	pid = child(extra, "/proc/self/exe", &addr);
 	bpftel_procmap_force_text(false);

@@ -19,34 +19,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_clock.h"
+#include "bench_common.h"
 #include "user/sharedlibs/real_file.h"
 
 #define LIB "/lib/x86_64-linux-gnu/libssl.so.3"
 
 int main(int argc, char **argv)
 {
-	int n = 2000, reps = 7, extra = 0, opt, fd, r, i;
+	int n = 2000, reps = 7, fd, r;
+	long extra = 0, i;
 	double iter[64], stat_ns[64], t0, load_ms;
 	struct bpftel_real_file rf;
 	char path[96];
 	struct stat st;
 	void *p;
 
-	while ((opt = getopt(argc, argv, "n:r:m:")) != -1) {
-		if (opt == 'n')
-			n = atoi(optarg);
-		else if (opt == 'r')
-			reps = atoi(optarg);
-		else if (opt == 'm')
-			extra = atoi(optarg);
-		else
-			return 2;
-	}
-	if (reps < 1 || reps > 64 || n < 1) {
-		fprintf(stderr, "bench_real_file: -r 1..64, -n >= 1\n");
+	if (!bench_opts(argc, argv, &n, &reps, 64, &extra))
 		return 2;
-	}
 	fd = open(LIB, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		perror(LIB);
@@ -86,7 +75,7 @@ int main(int argc, char **argv)
 		}
 		iter[r] = (now_ns() - t0) / n;
 	}
-	printf("real_file: %d lookups x %d replicates, %d extra mappings; iterator load %.1f ms\n",
+	printf("real_file: %d lookups x %d replicates, %ld extra mappings; iterator load %.1f ms\n",
 	       n, reps, extra, load_ms);
 	printf("stat of map_files (floor)  %9.0f ns/lookup\n", median(stat_ns, reps));
 	printf("task_vma iterator          %9.0f ns/lookup\n", median(iter, reps));

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_clock.h"
+#include "bench_common.h"
 
 int main(int argc, char **argv)
 {
