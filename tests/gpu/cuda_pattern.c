@@ -17,6 +17,9 @@
  *           (N processes for the GPU module's process map); prints how many distinct.
  * hang:     cudaStreamSynchronize on the stub's stream that never returns; the test
  *           kills the process inside the call.
+ * execthread: a second thread calls cudaStreamSynchronize on the stub's stream that
+ *           execs a shell: the process leaves the call, and that thread's id, by exec,
+ *           and lives on until a line arrives on its stdin.
  * spin:     cudaLaunchKernel calls until a second line arrives, then print "calls N" (a
  *           hot loop whose end the caller decides: tests/integration/test_budget.py).
  * kinds:    stream-ordered, managed and pinned host allocations and frees (kinds_pattern).
@@ -34,6 +37,7 @@
  */
 #include <dlfcn.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -380,6 +384,23 @@ static void fork_loop(long n)
 	free(pids);
 }
 
+static void *exec_in_call(void *arg)
+{
+	(void)arg;
+	printf("exec\n"); /* then the call, which does not return: the stub execs */
+	stream_sync((void *)(intptr_t)-2);
+	return NULL;
+}
+
+static void exec_thread(void)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, exec_in_call, NULL))
+		exit(1);
+	pthread_join(t, NULL); /* the exec ends the process's image first */
+}
+
 static void launch_spin(void)
 {
 	struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
@@ -405,8 +426,8 @@ int main(int argc, char **argv)
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
-				"[stub|real|hang|spin|kinds|crafted|mixed LIBCUDA|loop N|loopfor S|malloc N|"
-				"badptr N|fork N]\n       cuda_pattern LIBCUDA "
+				"[stub|real|hang|execthread|spin|kinds|crafted|mixed LIBCUDA|loop N|"
+				"loopfor S|malloc N|badptr N|fork N]\n       cuda_pattern LIBCUDA "
 				"driver|realdriver|culoop N|culoopfor S\n");
 		return 2;
 	}
@@ -455,6 +476,8 @@ int main(int argc, char **argv)
 		fork_loop(atol(argv[3]));
 	else if (!strcmp(mode, "hang"))
 		stream_sync((void *)(intptr_t)-1);
+	else if (!strcmp(mode, "execthread"))
+		exec_thread();
 	else if (!strcmp(mode, "spin"))
 		launch_spin();
 	else

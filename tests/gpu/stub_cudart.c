@@ -11,7 +11,10 @@
  *                    one way tests make the GPU uretprobe's read of *devPtr fail
  *   cudaMemcpy       2 ms; cudaErrorInvalidMemcpyDirection (21) for a kind above 4
  *   cudaStreamSynchronize 5 ms; the stream (cudaStream_t)-1 never returns (tests of a
- *                    thread that dies inside a call), cudaDeviceSynchronize 3 ms
+ *                    thread that dies inside a call), on (cudaStream_t)-2 the calling
+ *                    thread execs a shell that reads a line from stdin and exits (a
+ *                    thread that leaves its call, and its thread id, by exec; the
+ *                    process lives on), cudaDeviceSynchronize 3 ms
  *   cudaSetDevice    cudaErrorInvalidDevice (101) outside 0..7
  *   cudaMallocAsync, cudaMallocManaged, cudaMallocHost, cudaHostAlloc: as cudaMalloc
  *                    (each from its own range of fake pointers); their frees succeed
@@ -159,6 +162,8 @@ EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
 	while (stream == (cudaStream_t)-1)
 		pause();
+	if (stream == (cudaStream_t)-2)
+		execl("/bin/sh", "sh", "-c", "read line", (char *)NULL);
 	sleep_ms(5);
 	return 0;
 }

@@ -228,6 +228,45 @@ def check_stub(agent, pattern_bin, stub):
     check(True, "state of the exited process dropped by the sweep")
 
 
+def inflight_tgids():
+    """The processes of the GPU module's calls in flight (gpu_inflight's keys)."""
+    out = subprocess.run(["bpftool", "-j", "map", "dump", "name", "gpu_inflight"],
+                         capture_output=True, text=True)
+    tgids = set()
+    for e in json.loads(out.stdout or "[]") if out.returncode == 0 else []:
+        for item in e.get("elements", [e]) if isinstance(e, dict) else []:
+            key = item.get("key")
+            if isinstance(key, dict):
+                tgids.add(int(key["pid_tgid"]) >> 32)
+            elif isinstance(key, list):
+                tgids.add(int.from_bytes(bytes(int(b, 16) for b in key[:8]), "little") >> 32)
+    return tgids
+
+
+def check_exec_in_call(agent, pattern_bin, stub):
+    """A thread that execs inside a call leaves it, and its thread id, with no exit of
+    its own: its call in flight is dropped all the same (it stayed for good, and enough
+    of them filled the map every process's calls share)."""
+    pat = Pattern(pattern_bin, stub, "execthread")
+    try:
+        wait_attached(agent, pat.pid)
+        pat.proc.stdin.write("go\n")
+        pat.proc.stdin.flush()
+        check(pat.proc.stdout.readline().strip() == "exec", "a thread calls into the stub")
+        p = wait_for(lambda: (r := gpu_row(agent, pat.pid)) and
+                     r["calls"].get("cudaStreamSynchronize") == 1 and r, 15,
+                     f"pid {pat.pid}'s call to be recorded")
+        check(p["calls"]["cudaStreamSynchronize"] == 1,
+              "the call its thread left by exec was recorded")
+        wait_for(lambda: pat.pid not in inflight_tgids(), 30,
+                 f"pid {pat.pid}'s call in flight, of a thread gone by exec, to be dropped")
+        check(True, "the call in flight of the thread gone by exec dropped by the sweep")
+    finally:
+        pat.proc.stdin.write("done\n")
+        pat.proc.stdin.close()
+        pat.proc.wait(timeout=10)
+
+
 CRAFTED_LEVELS = 31  # cuda_pattern's crafted_stub
 
 
@@ -575,6 +614,7 @@ def main():
         check_real(agent, args.pattern)
         check_kinds(agent, args.pattern, args.stub)
         check_crafted_name(agent, args.pattern, args.stub, args.hwm_growth_mib)
+        check_exec_in_call(agent, args.pattern, args.stub)
         check_driver(agent, args.pattern, args.stub_driver)
         check_mixed(agent, args.pattern, args.stub, args.stub_driver)
         check_real_driver(agent, args.pattern)

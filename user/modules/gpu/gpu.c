@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -634,6 +635,41 @@ static bool drop_keys(const struct bpf_map *map, const __u32 *dead, int ndead, s
 	return true;
 }
 
+/* Is the thread of pid_tgid gone? A signal-less tgkill answers ESRCH when no thread of
+ * that id runs in that process: it exited, or left its id by exec (a thread other than
+ * the leader that execs takes the leader's id, and no exit is ever seen for its own). */
+static bool thread_gone(__u64 pid_tgid)
+{
+	return syscall(SYS_tgkill, (pid_t)(pid_tgid >> 32), (pid_t)(__u32)pid_tgid, 0) &&
+	       errno == ESRCH;
+}
+
+/*
+ * Delete every key of map (each beginning with a pid_tgid) whose thread is gone. The
+ * task-exit program drops a thread's calls in flight and state when it exits; a
+ * thread that execs inside a probed call never exits under its id, and its entries
+ * stayed for good: a user exec'ing from calls on threads could fill gpu_inflight for
+ * every process. Bounded like drop_keys().
+ */
+static void drop_gone_threads(const struct bpf_map *map)
+{
+	size_t steps = 0, max = 4 * (size_t)bpf_map__max_entries(map) + 1;
+	size_t key_size = bpf_map__key_size(map);
+	char key[16], next[16], *prev = NULL;
+	int fd = bpf_map__fd(map);
+	__u64 pid_tgid;
+
+	if (key_size < sizeof(pid_tgid) || key_size > sizeof(key))
+		return;
+	while (!bpf_map_get_next_key(fd, prev, next) && steps++ < max) {
+		memcpy(&pid_tgid, next, sizeof(pid_tgid));
+		if (thread_gone(pid_tgid) && !bpf_map_delete_elem(fd, next))
+			continue;
+		memcpy(key, next, key_size);
+		prev = key;
+	}
+}
+
 static void gpu_housekeeping(struct bpftel_module *m)
 {
 	bpftel_gpu__sweep(bpftel_module__priv(m));
@@ -741,6 +777,10 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	       drop_keys(g->skel->maps.gpu_ctxs, dead, ndead, 16) &
 	       drop_keys(g->skel->maps.gpu_kernels, dead, ndead, 16) &
 	       drop_keys(g->skel->maps.gpu_knames, dead, ndead, 16));
+	if (g->skel) {
+		drop_gone_threads(g->skel->maps.gpu_inflight);
+		drop_gone_threads(g->skel->maps.gpu_threads);
+	}
 	for (i = 0; all && i < (size_t)ndead; i++) {
 		bpf_map_delete_elem(fd, &dead[i]);
 		bpftel_gpu_kernels__forget(g->kernels, dead[i]);
