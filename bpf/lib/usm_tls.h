@@ -291,8 +291,11 @@ static __always_inline int usm_tls_read_ret_body(TLM_PARAM, struct pt_regs *regs
 		if ((int)rc != 1 || tlm_probe_read_user(&len, sizeof(len), (void *)call.size_ptr))
 			return 0;
 	} else {
-		if (call.source == USM_SRC_OPENSSL)
-			rc = (int)rc; /* int return; gnutls returns ssize_t */
+		/* OpenSSL's reads return int, and so does GnuTLS's kTLS read
+		 * (_gnutls_ktls_recv_int: an error leaves rax's upper half zero); its
+		 * others return ssize_t, but no TLS read returns more than a record (16 KiB):
+		 * every read's count fits an int. */
+		rc = (int)rc;
 		if (rc <= 0)
 			return 0;
 		len = rc;
