@@ -105,7 +105,9 @@ struct shlib_config {
  * connected or accepted it there (LRU; see bpf/lib/shlib_sockets.h). `shlib_fd_socks`:
  * (process, fd) -> that connection, for uprobes that know a socket only by its fd.
  * Addresses in network order, IPv4 (and IPv4-mapped IPv6) in the first 4 bytes with
- * family 4; ports in host order.
+ * family 4; ports in host order. A connection is of a network namespace: its inode
+ * (/proc/<pid>/ns/net) is in the key, so that a user's namespace (`unshare -rn`) that
+ * connects over the same 4-tuples as the host cannot take the host's connections.
  */
 struct shlib_sock_key {
 	__u8 local[16];
@@ -114,6 +116,7 @@ struct shlib_sock_key {
 	__u16 rport;
 	__u8 family; /* 4 or 6 */
 	__u8 __pad[3];
+	__u32 netns; /* the network namespace's inode */
 };
 
 struct shlib_sock_owner {
@@ -171,7 +174,7 @@ struct shlib_event {
 
 _Static_assert(sizeof(struct shlib_stem) == 24, "shlib_stem layout");
 _Static_assert(sizeof(struct shlib_config) == 16 + 24 * SHLIB_MAX_STEMS, "shlib_config layout");
-_Static_assert(sizeof(struct shlib_sock_key) == 40, "shlib_sock_key layout");
+_Static_assert(sizeof(struct shlib_sock_key) == 44, "shlib_sock_key layout");
 _Static_assert(sizeof(struct shlib_sock_owner) == 32, "shlib_sock_owner layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, path_len) == 24, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, ino) == 32, "shlib_event layout");

@@ -67,6 +67,7 @@ static __always_inline bool shlib_fd_conn(struct task_struct *task, long fd,
 {
 	struct file *file = shlib_fd_file(task, fd);
 	struct socket *sock;
+	struct net *net;
 	struct sock *sk;
 	bool mapped;
 
@@ -80,6 +81,8 @@ static __always_inline bool shlib_fd_conn(struct task_struct *task, long fd,
 	if (!sk || sk->sk_protocol != SHLIB_IPPROTO_TCP)
 		return false;
 	__builtin_memset(k, 0, sizeof(*k));
+	net = bpf_rdonly_cast(sk->__sk_common.skc_net.net, bpf_core_type_id_kernel(struct net));
+	k->netns = net ? net->ns.inum : 0;
 	k->lport = sk->__sk_common.skc_num;
 	k->rport = bpf_ntohs(sk->__sk_common.skc_dport);
 	if (sk->__sk_common.skc_family == SHLIB_AF_INET) {

@@ -266,6 +266,10 @@ static bool owner_of(struct fixture *f, int fd, struct shlib_sock_owner *owner)
 				   .rport = port_of(fd, true)};
 	struct shlib_sock_key back;
 	__u32 lo = htonl(INADDR_LOOPBACK);
+	struct stat ns;
+
+	assert_int_equal(stat("/proc/self/ns/net", &ns), 0);
+	k.netns = (__u32)ns.st_ino;
 
 	memcpy(k.local, &lo, 4);
 	memcpy(k.remote, &lo, 4);

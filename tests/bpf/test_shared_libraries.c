@@ -21,6 +21,10 @@
 #include <sys/syscall.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <net/if.h>
 #include <cmocka.h>
 #include <bpf/bpf.h>
 
@@ -528,10 +532,20 @@ static void tcp_pair_close(struct tcp_pair *t)
 	close(t->lfd);
 }
 
+/* The network namespace this process runs in (its inode). */
+static __u32 netns_of_self(void)
+{
+	struct stat st;
+
+	assert_int_equal(stat("/proc/self/ns/net", &st), 0);
+	return (__u32)st.st_ino;
+}
+
 static void sock_key(struct shlib_sock_key *k, int family, const void *addr, __u16 lport,
 		     __u16 rport)
 {
 	memset(k, 0, sizeof(*k));
+	k->netns = netns_of_self();
 	k->family = family;
 	memcpy(k->local, addr, family == 4 ? 4 : 16);
 	memcpy(k->remote, addr, family == 4 ? 4 : 16);
@@ -601,6 +615,90 @@ static void test_sock_ipv6(void **state)
 	assert_owner(&k, t.cfd);
 	tcp_pair_close(&t);
 	assert_int_equal(map_entries(skel->maps.shlib_sock_owners), 3);
+}
+
+/* In a child in a network namespace of its own, the connection of the same 4-tuple
+ * (the loopback, ports cport -> sport): played there; the child writes its netns. */
+static void netns_twin(__u16 cport, __u16 sport, int out)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	struct ifreq ifr = {.ifr_name = "lo"};
+	int lfd, cfd, afd, s;
+	__u32 ns;
+
+	if (unshare(CLONE_NEWNET))
+		_exit(77);
+	s = socket(AF_INET, SOCK_DGRAM, 0);
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr))
+		_exit(1);
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr))
+		_exit(1);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons(sport);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 1))
+		_exit(1);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	a.sin_port = htons(cport);
+	if (bind(cfd, (struct sockaddr *)&a, sizeof(a)))
+		_exit(1);
+	a.sin_port = htons(sport);
+	if (connect(cfd, (struct sockaddr *)&a, sizeof(a)))
+		_exit(1);
+	afd = accept(lfd, NULL, NULL);
+	play_sock(cfd);
+	play_sock(afd);
+	ns = netns_of_self();
+	_exit(write(out, &ns, sizeof(ns)) == sizeof(ns) ? 0 : 1);
+}
+
+/* A user's network namespace (`unshare -rn`) connects over the 4-tuples of the host's
+ * connections: its connect and accept are recorded under its namespace, and the
+ * host's connections keep their owner (the socket filter, in the agent's namespace,
+ * looks them up there). Once, the twin took the host's entries. */
+static void test_sock_netns(void **state)
+{
+	const __u8 lo[4] = {127, 0, 0, 1};
+	struct shlib_sock_owner owner;
+	struct shlib_sock_key k;
+	struct tcp_pair t;
+	int pfd[2], status;
+	__u32 twin_ns = 0;
+	pid_t pid;
+
+	(void)state;
+	tcp_pair(&t, AF_INET, false);
+	play_sock(t.cfd);
+	play_sock(t.afd);
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid)
+		netns_twin(t.cport, t.sport, pfd[1]);
+	close(pfd[1]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77) {
+		close(pfd[0]);
+		tcp_pair_close(&t);
+		skip(); /* no network namespace could be made */
+	}
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(read(pfd[0], &twin_ns, sizeof(twin_ns)), sizeof(twin_ns));
+	close(pfd[0]);
+	assert_int_not_equal(twin_ns, netns_of_self());
+	/* The host's two ends, as they were; the twin's two, apart. */
+	sock_key(&k, 4, lo, t.cport, t.sport);
+	assert_owner(&k, t.cfd);
+	sock_key(&k, 4, lo, t.sport, t.cport);
+	assert_owner(&k, t.afd);
+	k.netns = twin_ns;
+	assert_int_equal(
+		bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_sock_owners), &k, &owner), 0);
+	assert_int_equal(owner.pid, (__u32)pid);
+	assert_int_equal(map_entries(skel->maps.shlib_sock_owners), 4);
+	tcp_pair_close(&t);
 }
 
 /* Nothing recorded for what is not a connected TCP socket, for a bad fd, nor when no
@@ -727,6 +825,7 @@ int main(void)
 		cmocka_unit_test_setup(test_exec_skip_needs_same_ctime, case_setup),
 		cmocka_unit_test_setup(test_sock_ipv4, sock_setup),
 		cmocka_unit_test_setup(test_sock_ipv6, sock_setup),
+		cmocka_unit_test_setup(test_sock_netns, sock_setup),
 		cmocka_unit_test_setup(test_sock_ignored, sock_setup),
 	};
 	size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);

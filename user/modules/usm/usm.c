@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -41,6 +42,9 @@ struct bpftel_usm {
 	__u64 unparsed, malformed, unattributed, tls_no_conn, own;
 	__u64 rejected[USM_HTTP__REJECT_COUNT];
 	__u32 self; /* the agent's own pid: its sockets' messages are not recorded */
+	/* The agent's network namespace (its inode): the socket filter's packets are of
+	 * it, and their connections' owners are looked up in it. */
+	__u32 netns;
 	struct bpftel_usm_settings settings;
 };
 
@@ -274,7 +278,7 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 			   const struct usm_http_start *msg)
 {
 	struct usm_conn_addr conn = {.family = ev->family}, req_conn;
-	struct shlib_sock_key k = {.family = ev->family};
+	struct shlib_sock_key k = {.family = ev->family, .netns = u->netns};
 	struct shlib_sock_owner owner;
 	struct usm_http_start req;
 	struct usm_conn_key key, held;
@@ -436,6 +440,7 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 		.max_rows_per_proc = USM_ROWS_PER_PROC,
 	};
 	struct bpftel_usm *u = calloc(1, sizeof(*u));
+	struct stat ns;
 	int err;
 
 	*out = u;
@@ -444,6 +449,7 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 	pthread_mutex_init(&u->lock, NULL);
 	u->sl = sl;
 	u->self = (__u32)getpid();
+	u->netns = stat("/proc/self/ns/net", &ns) ? 0 : (__u32)ns.st_ino;
 	u->settings.series_max = 2000;
 	u->endpoints = usm_endpoints_new(&limits);
 	u->procs = usm_procs_new();
