@@ -107,7 +107,9 @@ struct shlib_config {
  * Addresses in network order, IPv4 (and IPv4-mapped IPv6) in the first 4 bytes with
  * family 4; ports in host order. A connection is of a network namespace: its inode
  * (/proc/<pid>/ns/net) is in the key, so that a user's namespace (`unshare -rn`) that
- * connects over the same 4-tuples as the host cannot take the host's connections.
+ * connects over the same 4-tuples as the host cannot take the host's connections; and
+ * it is recorded under netns 0 too, the last of any namespace, for the connections of
+ * other namespaces whose packets the agent sees (a container's, over a bridge).
  */
 struct shlib_sock_key {
 	__u8 local[16];

@@ -120,6 +120,11 @@ static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 	fk.fd = (__s32)fd;
 	tlm_map_update(shlib_sock_owners, &k, &owner, BPF_ANY);
 	tlm_map_update(shlib_fd_socks, &fk, &k, BPF_ANY);
+	/* And under no namespace (0): the last of any namespace to use the 4-tuple, for
+	 * packets of connections in other namespaces that cross the agent's (a
+	 * container's, over a bridge), where the agent's finds none. */
+	k.netns = 0;
+	tlm_map_update(shlib_sock_owners, &k, &owner, BPF_ANY);
 	return 0;
 }
 

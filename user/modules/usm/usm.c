@@ -278,7 +278,7 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 			   const struct usm_http_start *msg)
 {
 	struct usm_conn_addr conn = {.family = ev->family}, req_conn;
-	struct shlib_sock_key k = {.family = ev->family, .netns = u->netns};
+	struct shlib_sock_key k = {.family = ev->family};
 	struct shlib_sock_owner owner;
 	struct usm_http_start req;
 	struct usm_conn_key key, held;
@@ -314,8 +314,14 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		memcpy(k.remote, server ? ev->client_addr : ev->server_addr, 16);
 		k.lport = server ? ev->server_port : ev->client_port;
 		k.rport = server ? ev->client_port : ev->server_port;
-		if (bpftel_sharedlibs__sock_owner(u->sl, &k, &owner))
-			continue;
+		/* A connection of the agent's namespace first, then of any (0): another
+		 * namespace's cannot take a 4-tuple the agent's own has. */
+		k.netns = u->netns;
+		if (bpftel_sharedlibs__sock_owner(u->sl, &k, &owner)) {
+			k.netns = 0;
+			if (bpftel_sharedlibs__sock_owner(u->sl, &k, &owner))
+				continue;
+		}
 		if (owner.pid == u->self) {
 			own = true;
 			continue;
