@@ -518,7 +518,7 @@ static void test_crafted_tables_bounded(void **state)
 	Elf64_Shdr *ds, *str;
 	Elf64_Phdr *ph;
 	Elf64_Sym plain, *sym;
-	struct rlimit cpu = {10, 10};
+	struct rlimit cpu = {10, 20}; /* SIGXCPU at 10 s of CPU */
 	int pfd[2], status, fd;
 	const char *path;
 	long want = off_of(fixture, "fixture_plain");
