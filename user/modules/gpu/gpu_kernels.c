@@ -6,10 +6,9 @@
  * process's ELF objects (the mapping that holds it: user/common/procmap.h, one query
  * whatever the process's count of mappings; the file opened through
  * /proc/<pid>/map_files as the uprobe registry does, read by the capped reader of
- * user/manager/elfaddr.h), and
- * a CUfunction gets the name cuModuleGetFunction was given. Names are demangled on work
- * bounded by the label's size (gpu_demangle.h); input is capped (GPU_KNAME_LEN, or
- * BPFTEL_ELF_NAME_MAX) before it is demangled.
+ * user/manager/elfaddr.h), and a CUfunction gets the name cuModuleGetFunction was
+ * given. Names are demangled on work bounded by the label's size (gpu_demangle.h);
+ * input is capped (GPU_KNAME_LEN, or BPFTEL_ELF_NAME_MAX) before it is demangled.
  *
  * Resolution opens and parses files of other processes: never under the module's lock,
  * once per handle (process, address): results, misses included, are kept with the
