@@ -16,6 +16,7 @@
 #include "gpu.skel.h"
 #include "gpu_kernels.h"
 #include "user/common/log.h"
+#include "user/common/proc.h"
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
@@ -574,16 +575,12 @@ bool bpftel_gpu_proc_alive(int procfd, __u32 pid, __u64 *start)
 	unsigned long long st = 0, tgid = 0;
 	char buf[1024], *p;
 	ssize_t r;
-	int i;
 
 	/* Field 22 is within the first 1 KiB: a 16-byte comm and 21 numbers before it. */
 	r = read_proc(procfd, pid, "stat", buf, sizeof(buf));
 	if (gone(r))
 		return false;
-	p = r > 0 ? strrchr(buf, ')') : NULL; /* comm may hold spaces and parentheses */
-	for (i = 0; p && i < 20; i++)	      /* to the space before field 22 */
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p + 1, "%llu", &st) != 1 || !st)
+	if (r <= 0 || !bpftel_proc_stat_parse(buf, 22, 1, &st) || !st)
 		return true; /* cannot tell */
 	if (*start && st != *start)
 		return false; /* the pid is another process's now */
