@@ -195,7 +195,8 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 		if (s->lib != lib)
 			continue;
 		if (pts[i].err) {
-			add_fail(fm, s->symbol, (int)pts[i].err);
+			if (!(s->optional && pts[i].err == -ENOENT))
+				add_fail(fm, s->symbol, (int)pts[i].err);
 			continue;
 		}
 		for (j = 0; j < ng && (strcmp(g[j].prog, s->prog) || g[j].retprobe != s->retprobe);
@@ -261,7 +262,8 @@ static void attach_single(const struct mod_entry *me, struct bpf_object *obj, en
 		if (s->lib != lib || s->retprobe != (pass < me->nspecs))
 			continue;
 		if (pts[i].err) {
-			add_fail(fm, s->symbol, (int)pts[i].err);
+			if (!(s->optional && pts[i].err == -ENOENT))
+				add_fail(fm, s->symbol, (int)pts[i].err);
 			continue;
 		}
 		prog = bpf_object__find_program_by_name(obj, s->prog);

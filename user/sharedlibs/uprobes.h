@@ -96,6 +96,9 @@ struct bpftel_uprobe_spec {
 	 * the JBE of the function's stack check (UPROBE_GO_STACK_CHECK); at_rets puts this one on each of the function's RET
 	 * instructions instead (no uretprobe on Go code: user/manager/goexe.h). */
 	bool at_rets;
+	/* A function some versions of the library lack: where the file has no such
+	 * symbol, the spec is skipped, not counted among the file's failures. */
+	bool optional;
 };
 
 /* A file stays attached this long after its last process exited, by default, unless it

@@ -18,10 +18,10 @@
 #include "uprobes.h"
 
 #define MAX_MODS  8
-/* Probe points per module: the GPU module has 62 (14 runtime and 17 driver functions,
+/* Probe points per module: the GPU module has 68 (15 runtime and 19 driver functions,
  * entry and return). Each file's entry for a module holds this many links (16 bytes
  * each) while the file is known. */
-#define MAX_SPECS 64
+#define MAX_SPECS 96
 #define MAX_FILES 1024
 
 _Static_assert(MAX_FILES <= UPROBE_HITS_FILES, "a hits slot for every file");
