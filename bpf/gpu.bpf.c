@@ -34,7 +34,7 @@ TLM_PROG_KEY(gpu_task_exit);
  * was ~5 % of a cudaLaunchKernel under both probes (perf, BENCHMARKS.md). */
 static __always_inline __u64 gpu_now(__u64 fn)
 {
-	return fn == GPU_FN_LAUNCH || fn == GPU_FN_CU_LAUNCH ? 0 : bpf_ktime_get_ns();
+	return gpu_fn_launch(fn) ? 0 : bpf_ktime_get_ns();
 }
 
 SEC("uprobe")

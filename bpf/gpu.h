@@ -9,6 +9,7 @@
  *   gpu_errors  struct gpu_err_key -> __u64           failed calls per (function, error)
  *   gpu_kernels struct gpu_kernel_key -> gpu_kernel   launches per (process, kernel)
  *   gpu_knames  struct gpu_kernel_key -> gpu_kname    driver kernels' names
+ *   gpu_khosts  struct gpu_kernel_key -> __u64        runtime handles' host functions
  */
 #ifndef BPFTEL_GPU_H
 #define BPFTEL_GPU_H
@@ -32,26 +33,31 @@ enum gpu_func {
 	GPU_FN_MALLOC_HOST = 11,    /* cudaMallocHost (pinned host memory) */
 	GPU_FN_HOST_ALLOC = 12,	    /* cudaHostAlloc (pinned host memory, with flags) */
 	GPU_FN_FREE_HOST = 13,	    /* cudaFreeHost */
-	GPU_FN_CU_FIRST = 14,
-	GPU_FN_CU_LAUNCH = 14,		    /* cuLaunchKernel */
-	GPU_FN_CU_MEM_ALLOC = 15,	    /* cuMemAlloc_v2 */
-	GPU_FN_CU_MEM_FREE = 16,	    /* cuMemFree_v2 */
-	GPU_FN_CU_MEMCPY_HTOD = 17,	    /* cuMemcpyHtoD_v2 */
-	GPU_FN_CU_MEMCPY_DTOH = 18,	    /* cuMemcpyDtoH_v2 */
-	GPU_FN_CU_MEMCPY_HTOD_ASYNC = 19,   /* cuMemcpyHtoDAsync_v2 */
-	GPU_FN_CU_MEMCPY_DTOH_ASYNC = 20,   /* cuMemcpyDtoHAsync_v2 */
-	GPU_FN_CU_CTX_SYNC = 21,	    /* cuCtxSynchronize */
-	GPU_FN_CU_STREAM_SYNC = 22,	    /* cuStreamSynchronize */
-	GPU_FN_CU_INIT = 23,		    /* cuInit */
-	GPU_FN_CU_CTX_CREATE = 24,	    /* cuCtxCreate_v2 */
-	GPU_FN_CU_PRIMARY_CTX_RETAIN = 25,  /* cuDevicePrimaryCtxRetain */
-	GPU_FN_CU_CTX_SET_CURRENT = 26,	    /* cuCtxSetCurrent */
-	GPU_FN_CU_CTX_PUSH_CURRENT = 27,    /* cuCtxPushCurrent_v2 */
-	GPU_FN_CU_MEM_ALLOC_MANAGED = 28,   /* cuMemAllocManaged */
-	GPU_FN_CU_MEM_ALLOC_HOST = 29,	    /* cuMemAllocHost_v2 */
-	GPU_FN_CU_MEM_FREE_HOST = 30,	    /* cuMemFreeHost */
-	GPU_FN_CU_MODULE_GET_FUNCTION = 31, /* cuModuleGetFunction: a kernel's name */
-	GPU_FN__COUNT = 32,		    /* a power of two: indexes are masked */
+	/* __cudaGetKernel(cudaKernel_t *, const void *hostFun): what nvcc 12.8+/13 host
+	 * stubs call once per kernel before they launch it by handle; it maps the handle
+	 * cudaLaunchKernel is given to the host function the kernel is named by. */
+	GPU_FN_GET_KERNEL = 14,
+	GPU_FN_CU_FIRST = 16,
+	GPU_FN_CU_LAUNCH = 16,		    /* cuLaunchKernel */
+	GPU_FN_CU_MEM_ALLOC = 17,	    /* cuMemAlloc_v2 */
+	GPU_FN_CU_MEM_FREE = 18,	    /* cuMemFree_v2 */
+	GPU_FN_CU_MEMCPY_HTOD = 19,	    /* cuMemcpyHtoD_v2 */
+	GPU_FN_CU_MEMCPY_DTOH = 20,	    /* cuMemcpyDtoH_v2 */
+	GPU_FN_CU_MEMCPY_HTOD_ASYNC = 21,   /* cuMemcpyHtoDAsync_v2 */
+	GPU_FN_CU_MEMCPY_DTOH_ASYNC = 22,   /* cuMemcpyDtoHAsync_v2 */
+	GPU_FN_CU_CTX_SYNC = 23,	    /* cuCtxSynchronize */
+	GPU_FN_CU_STREAM_SYNC = 24,	    /* cuStreamSynchronize */
+	GPU_FN_CU_INIT = 25,		    /* cuInit */
+	GPU_FN_CU_CTX_CREATE = 26,	    /* cuCtxCreate_v2 */
+	GPU_FN_CU_PRIMARY_CTX_RETAIN = 27,  /* cuDevicePrimaryCtxRetain */
+	GPU_FN_CU_CTX_SET_CURRENT = 28,	    /* cuCtxSetCurrent */
+	GPU_FN_CU_CTX_PUSH_CURRENT = 29,    /* cuCtxPushCurrent_v2 */
+	GPU_FN_CU_MEM_ALLOC_MANAGED = 30,   /* cuMemAllocManaged */
+	GPU_FN_CU_MEM_ALLOC_HOST = 31,	    /* cuMemAllocHost_v2 */
+	GPU_FN_CU_MEM_FREE_HOST = 32,	    /* cuMemFreeHost */
+	GPU_FN_CU_MODULE_GET_FUNCTION = 33, /* cuModuleGetFunction: a kernel's name */
+	GPU_FN_CU_LAUNCH_EX = 34,	    /* cuLaunchKernelEx (cuBLAS launches with it) */
+	GPU_FN__COUNT = 64,		    /* a power of two: indexes are masked */
 };
 
 /* enum cudaMemcpyKind, same values. */

@@ -34,8 +34,12 @@ static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs
 	__u64 grid_xy = PT_REGS_PARM2(regs), grid_z = (__u32)PT_REGS_PARM3(regs);
 	__u64 block_xy = PT_REGS_PARM4(regs), block_z = (__u32)PT_REGS_PARM5(regs);
 	__u32 g[3] = {grid_xy, grid_xy >> 32, grid_z}, b[3] = {block_xy, block_xy >> 32, block_z};
-	__u64 grid, block, shared = 0;
+	__u64 grid, block, shared = 0, sp = PT_REGS_SP(regs);
 	struct gpu_proc_stats *st;
+
+	/* Read now: a context pointer kept across the calls below may be spilled as
+	 * ctx + offset, which the verifier refuses to dereference. */
+	barrier_var(sp);
 
 	/* The hot call: no in-flight entry, its return needs only the return code. */
 	st = gpu_call_count(TLM_ARG, pid_tgid, GPU_FN_LAUNCH);
@@ -46,9 +50,31 @@ static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs
 	gpu_count_launch(st, dev, grid, block);
 	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_RUNTIME, PT_REGS_PARM1(regs), g, b);
 	if (gpu_launch_shared_mem &&
-	    !tlm_probe_read_user(&shared, sizeof(shared), (void *)(PT_REGS_SP(regs) + 8)))
+	    !tlm_probe_read_user(&shared, sizeof(shared), (void *)(sp + 8)))
 		__sync_fetch_and_add(&st->shared_mem_bytes, shared);
 	return 0;
+}
+
+/* __cudaGetKernel(cudaKernel_t *handle, const void *hostFun): where the handle goes,
+ * and the host function. */
+static __always_inline int gpu_get_kernel_enter_body(TLM_PARAM, struct pt_regs *regs,
+						     __u64 pid_tgid, __u64 now)
+{
+	gpu_call_begin(TLM_ARG, pid_tgid, GPU_FN_GET_KERNEL, now, PT_REGS_PARM1(regs),
+		       PT_REGS_PARM2(regs));
+	return 0;
+}
+
+/* It succeeded: cudaLaunchKernel calls given this handle launch that host function's
+ * kernel, named by its symbol (user/modules/gpu/gpu_kernels.c). */
+static __always_inline void gpu_kernel_handle(TLM_PARAM, __u64 pid_tgid, const struct gpu_call *call)
+{
+	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = GPU_KERNEL_RUNTIME};
+	__u64 host = call->arg1;
+
+	if (tlm_probe_read_user(&key.func, sizeof(key.func), (void *)call->arg0) || !key.func)
+		return;
+	tlm_map_update(gpu_khosts, &key, &host, BPF_ANY);
 }
 
 /* Every allocation: (where the pointer goes, size, ...). cudaMalloc(void **devPtr,
@@ -161,6 +187,11 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 	case GPU_FN_CU_LAUNCH:
 		return gpu_cu_launch_enter_body(TLM_ARG, regs, pid_tgid,
 						gpu_thread_dev_slot(th, fn));
+	case GPU_FN_CU_LAUNCH_EX:
+		return gpu_cu_launch_ex_enter_body(TLM_ARG, regs, pid_tgid,
+						   gpu_thread_dev_slot(th, fn));
+	case GPU_FN_GET_KERNEL:
+		return gpu_get_kernel_enter_body(TLM_ARG, regs, pid_tgid, now);
 	case GPU_FN_MEMCPY:
 	case GPU_FN_MEMCPY_ASYNC:
 	case GPU_FN_CU_MEMCPY_HTOD:
@@ -234,6 +265,9 @@ static __always_inline void gpu_account(TLM_PARAM, struct gpu_proc_stats *st, __
 	case GPU_FN_CU_MODULE_GET_FUNCTION:
 		gpu_kernel_named(TLM_ARG, pid_tgid, call);
 		break;
+	case GPU_FN_GET_KERNEL:
+		gpu_kernel_handle(TLM_ARG, pid_tgid, call);
+		break;
 	default:
 		break;
 	}
@@ -256,10 +290,9 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 	else if (gpu_in_runtime(pid_tgid, PT_REGS_SP(regs) - 8))
 		return 0; /* the runtime's own call (its entry's sp: 8 below, the return
 			   * address popped): its entry was skipped too */
-	if ((func == GPU_FN_LAUNCH || func == GPU_FN_CU_LAUNCH) && !rc)
+	if (gpu_fn_launch(func) && !rc)
 		return 0; /* the hot path: a launch that succeeded was counted at its entry */
-	if (func != GPU_FN_LAUNCH && func != GPU_FN_CU_LAUNCH &&
-	    !gpu_call_end(TLM_ARG, pid_tgid, func, &call))
+	if (!gpu_fn_launch(func) && !gpu_call_end(TLM_ARG, pid_tgid, func, &call))
 		return 0;
 	st = bpf_map_lookup_elem(&gpu_procs, &tgid);
 	if (!st)

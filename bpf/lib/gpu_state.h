@@ -138,6 +138,16 @@ struct {
 	__type(value, struct gpu_kname);
 } gpu_knames SEC(".maps");
 
+/* Runtime kernels launched by handle (cudaKernel_t): the host function __cudaGetKernel
+ * gave each handle, by (process, handle), for userspace to name the kernel by. Looked
+ * up at report time, never on a launch. LRU: handles are not released in our sight. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GPU_MAX_KERNELS);
+	__type(key, struct gpu_kernel_key);
+	__type(value, __u64);
+} gpu_khosts SEC(".maps");
+
 /* Initial values (a process's stats are too large for the BPF stack). */
 struct gpu_proc_stats gpu_proc_init = {.device = -1};
 struct gpu_thread gpu_thread_init = {.device = -1, .rt_device = -1};
@@ -150,10 +160,17 @@ TLM_MAP_KEY(gpu_threads);
 TLM_MAP_KEY(gpu_ctxs);
 TLM_MAP_KEY(gpu_kernels);
 TLM_MAP_KEY(gpu_knames);
+TLM_MAP_KEY(gpu_khosts);
 
 static __always_inline bool gpu_fn_driver(__u64 func)
 {
 	return func >= GPU_FN_CU_FIRST;
+}
+
+/* The launches: counted at their entry, with no in-flight entry for their return. */
+static __always_inline bool gpu_fn_launch(__u64 func)
+{
+	return func == GPU_FN_LAUNCH || func == GPU_FN_CU_LAUNCH || func == GPU_FN_CU_LAUNCH_EX;
 }
 
 static __always_inline struct gpu_proc_stats *gpu_proc(TLM_PARAM, __u32 tgid)

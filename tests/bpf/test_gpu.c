@@ -21,8 +21,8 @@
 #include "gpu_harness.skel.h"
 
 #define GPU_TEST_ENTER	   0
-#define GPU_TEST_RET	   32
-#define GPU_TEST_TASK_EXIT 64
+#define GPU_TEST_RET	   GPU_FN__COUNT
+#define GPU_TEST_TASK_EXIT (2 * GPU_FN__COUNT)
 
 #define ALLOCS_PER_PROC 3
 
@@ -132,6 +132,7 @@ static int case_setup(void **state)
 	map_clear(bpf_map__fd(skel->maps.gpu_ctxs), 16);
 	map_clear(bpf_map__fd(skel->maps.gpu_kernels), 16);
 	map_clear(bpf_map__fd(skel->maps.gpu_knames), 16);
+	map_clear(bpf_map__fd(skel->maps.gpu_khosts), 16);
 	return 0;
 }
 
@@ -980,6 +981,75 @@ static void test_kernels_counted_and_named(void **state)
 	assert_int_equal(stats_of(TGID).calls[GPU_FN_CU_MODULE_GET_FUNCTION], 1);
 }
 
+/* cuLaunchKernelEx(&config, f, ...): the sizes from the config, counted as a driver
+ * launch of f; a config that cannot be read: the launch counts, its threads do not. */
+static void test_driver_launch_ex(void **state)
+{
+	struct {
+		__u32 grid[3], block[3], shared_mem;
+		__u32 __pad;
+		__u64 stream, attrs;
+		__u32 nattrs;
+	} cfg = {{2, 3, 4}, {32, 2, 1}, 256, 0, 0, 0, 0};
+	struct test_regs regs = {.di = (uintptr_t)&cfg, .si = 0xbeef, .sp = 0x1000};
+	struct test_regs bad = {.di = 8, .si = 0xbeef, .sp = 0x1000};
+	struct gpu_proc_stats st;
+	struct gpu_kernel k;
+
+	(void)state;
+	enter(GPU_FN_CU_LAUNCH_EX, &regs, 100);
+	ret(GPU_FN_CU_LAUNCH_EX, 0, 110);
+	enter(GPU_FN_CU_LAUNCH_EX, &bad, 120);
+	ret(GPU_FN_CU_LAUNCH_EX, 1 /* CUDA_ERROR_INVALID_VALUE */, 130);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_CU_LAUNCH_EX], 2);
+	assert_int_equal(st.calls[GPU_FN_CU_LAUNCH], 0);
+	assert_int_equal(st.threads, 24 * 64);
+	assert_int_equal(st.launch_threads[10], 1);
+	assert_int_equal(st.shared_mem_bytes, 256);
+	assert_int_equal(st.failed[GPU_FN_CU_LAUNCH_EX], 1);
+	assert_int_equal(error_count(TGID, GPU_FN_CU_LAUNCH_EX, 1), 1);
+	/* Nothing left in flight: a launch's return needs only its code. */
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+	k = kernel_of(GPU_KERNEL_DRIVER, 0xbeef);
+	assert_int_equal(k.launches, 2);
+	assert_int_equal(k.threads, 24 * 64);
+}
+
+/* __cudaGetKernel(&handle, hostFun): once it returned the handle, the handle maps to the
+ * host function (gpu_khosts), by which userspace names the kernel launched by handle. A
+ * failed call maps nothing. */
+static void test_get_kernel_maps_handle(void **state)
+{
+	__u64 handle = 0, host = 0;
+	struct test_regs get = {.di = (uintptr_t)&handle, .si = 0x401000};
+	struct test_regs launch = {.di = 0xa000, .si = 1 | 1ull << 32, .dx = 1,
+				   .cx = 32 | 1ull << 32, .r8 = 1};
+	struct gpu_kernel_key key = {.tgid = TGID, .api = GPU_KERNEL_RUNTIME, .func = 0xa000};
+	int fd = bpf_map__fd(skel->maps.gpu_khosts);
+
+	(void)state;
+	enter(GPU_FN_GET_KERNEL, &get, 1);
+	handle = 0xa000; /* what the runtime wrote through its first argument */
+	ret(GPU_FN_GET_KERNEL, 0, 2);
+	assert_int_equal(bpf_map_lookup_elem(fd, &key, &host), 0);
+	assert_int_equal(host, 0x401000);
+	enter(GPU_FN_LAUNCH, &launch, 3);
+	ret(GPU_FN_LAUNCH, 0, 4);
+	assert_int_equal(kernel_of(GPU_KERNEL_RUNTIME, 0xa000).launches, 1);
+
+	handle = 0;
+	get.si = 0;
+	enter(GPU_FN_GET_KERNEL, &get, 5);
+	handle = 0xb000; /* a failed call: whatever it wrote is not a handle */
+	ret(GPU_FN_GET_KERNEL, 98 /* cudaErrorInvalidDeviceFunction */, 6);
+	key.func = 0xb000;
+	assert_int_equal(bpf_map_lookup_elem(fd, &key, &host), -ENOENT);
+	assert_int_equal(stats_of(TGID).calls[GPU_FN_GET_KERNEL], 2);
+	assert_int_equal(stats_of(TGID).failed[GPU_FN_GET_KERNEL], 1);
+	assert_int_equal(error_count(TGID, GPU_FN_GET_KERNEL, 98), 1);
+}
+
 /* A thread's state goes with it. */
 static void test_task_exit_drops_thread(void **state)
 {
@@ -1016,6 +1086,8 @@ int main(void)
 		T(test_failed_free_keeps_allocation),
 		T(test_allocation_cap_per_process),
 		T(test_driver_launch_dims),
+		T(test_driver_launch_ex),
+		T(test_get_kernel_maps_handle),
 		T(test_driver_memory_copies_syncs),
 		T(test_driver_inside_runtime_not_counted_twice),
 		T(test_lost_runtime_return_heals),

@@ -23,6 +23,8 @@
  * spin:     cudaLaunchKernel calls until a second line arrives, then print "calls N" (a
  *           hot loop whose end the caller decides: tests/integration/test_budget.py).
  * kinds:    stream-ordered, managed and pinned host allocations and frees (kinds_pattern).
+ * handles:  launches as nvcc 12.8+ host stubs make them (handles_pattern): a handle from
+ *           __cudaGetKernel per kernel, cudaLaunchKernel given the handle.
  * mixed LIBCUDA: load the driver LIBCUDA first, then cudaMalloc x2, cudaLaunchKernel x3
  *           and cudaFree x1, which the stub runtime implements by calling the driver on
  *           the same thread (as the real one does): counted once, as runtime calls.
@@ -30,6 +32,7 @@
  * cuda_pattern LIBCUDA driver|realdriver|culoop N|culoopfor S: LIBCUDA is a driver
  * (libcuda.so.1).
  * driver:     the driver pattern (driver_pattern), two devices, errors.
+ * driverex:   launches through cuLaunchKernelEx, as cuBLAS makes them (driver_ex_pattern).
  * realdriver: cuInit, cuMemAlloc_v2 x2 and cuLaunchKernel x3 against the toolkit's
  *           stubs/libcuda.so (each fails with CUDA_ERROR_STUB_LIBRARY, 34).
  * culoop N:   N cuLaunchKernel calls, then print ns per call (tools/bench).
@@ -161,6 +164,23 @@ static void stub_pattern(void)
 	printf("free %d %d\n", cfree(a), cfree(b)); /* c stays: the deliberate leak */
 }
 
+/* What tests/integration/test_gpu.py's check_handles says: vecAdd launched 4 times and
+ * blas::scale twice by their handles, and a __cudaGetKernel that fails. */
+static void handles_pattern(void *lib)
+{
+	int (*get_kernel)(void **, const void *) = sym(lib, "__cudaGetKernel");
+	dim3 grid = {16, 1, 1}, block = {128, 1, 1};
+	void *vec_add, *scale, *none;
+	int r[3], i;
+
+	r[0] = get_kernel(&vec_add, (const void *)vec_add_stub);
+	r[1] = get_kernel(&scale, (const void *)scale_stub);
+	r[2] = get_kernel(&none, NULL);
+	printf("handles %d %d %d\n", r[0], r[1], r[2]);
+	for (i = 0; i < 6; i++)
+		printf("launch %d\n", launch(i < 4 ? vec_add : scale, grid, block, NULL, 0, NULL));
+}
+
 /* What tests/integration/test_gpu.py's EXPECTED_KINDS says. */
 static void kinds_pattern(void)
 {
@@ -244,6 +264,28 @@ static void driver_pattern(void)
 	r[1] = cu_alloc_host(&h, 4096);
 	r[2] = cu_free_host(h);
 	printf("managed %d host %d %d\n", r[0], r[1], r[2]);
+}
+
+/* cuda.h's CUlaunchConfig (CUDA 12.0+). */
+struct launch_config {
+	unsigned int grid[3], block[3], shared_mem;
+	void *stream, *attrs;
+	unsigned int nattrs;
+};
+
+/* What tests/integration/test_gpu.py's check_driver_ex says. */
+static void driver_ex_pattern(void *lib)
+{
+	int (*launch_ex)(const struct launch_config *, void *, void **, void **) =
+		sym(lib, "cuLaunchKernelEx");
+	struct launch_config cfg = {{4, 2, 1}, {64, 1, 1}, 256, NULL, NULL, 0};
+	void *matmul;
+	int i;
+
+	printf("function %d\n", cu_get_function(&matmul, NULL, "_Z6matmulPKfS0_Pfi"));
+	printf("launch %d\n", launch_ex(NULL, matmul, NULL, NULL)); /* no config: fails */
+	for (i = 0; i < 3; i++)
+		printf("launch %d\n", launch_ex(&cfg, matmul, NULL, NULL));
 }
 
 /* The toolkit's stubs/libcuda.so: every call fails with CUDA_ERROR_STUB_LIBRARY. */
@@ -420,15 +462,16 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 ? argv[2] : "stub";
 	int is_driver = !strcmp(mode, "driver") || !strcmp(mode, "realdriver") ||
-			!strcmp(mode, "culoop") || !strcmp(mode, "culoopfor");
+			!strcmp(mode, "culoop") || !strcmp(mode, "culoopfor") ||
+			!strcmp(mode, "driverex");
 	char line[64];
 	void *lib;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
-				"[stub|real|hang|execthread|spin|kinds|crafted|mixed LIBCUDA|loop N|"
-				"loopfor S|malloc N|badptr N|fork N]\n       cuda_pattern LIBCUDA "
-				"driver|realdriver|culoop N|culoopfor S\n");
+				"[stub|real|hang|execthread|spin|kinds|handles|crafted|mixed LIBCUDA|"
+				"loop N|loopfor S|malloc N|badptr N|fork N]\n       cuda_pattern "
+				"LIBCUDA driver|driverex|realdriver|culoop N|culoopfor S\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -452,6 +495,8 @@ int main(int argc, char **argv)
 		real_pattern();
 	else if (!strcmp(mode, "driver"))
 		driver_pattern();
+	else if (!strcmp(mode, "driverex"))
+		driver_ex_pattern(lib);
 	else if (!strcmp(mode, "realdriver"))
 		real_driver_pattern();
 	else if (!strcmp(mode, "culoop") && argc > 3)
@@ -460,6 +505,8 @@ int main(int argc, char **argv)
 		timed_calls(one_cu_launch, 0, atof(argv[3]));
 	else if (!strcmp(mode, "kinds"))
 		kinds_pattern();
+	else if (!strcmp(mode, "handles"))
+		handles_pattern(lib);
 	else if (!strcmp(mode, "mixed"))
 		mixed_pattern();
 	else if (!strcmp(mode, "crafted"))

@@ -12,6 +12,8 @@
  *                    CUDA_ERROR_INVALID_DEVICE (101) outside 0..7
  *   cuCtxSynchronize 3 ms, cuStreamSynchronize 5 ms, cuMemcpyHtoD_v2/DtoH_v2 2 ms
  *   cuLaunchKernel   CUDA_ERROR_INVALID_VALUE (1) for an empty grid
+ *   cuLaunchKernelEx as cuLaunchKernel, the sizes in its CUlaunchConfig; a NULL config:
+ *                    CUDA_ERROR_INVALID_VALUE
  *   cuModuleGetFunction a new handle per call (0xf000, 0xf010, ...);
  *                    CUDA_ERROR_NOT_FOUND (500) for an empty name
  */
@@ -91,6 +93,25 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
 	(void)f, (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params,
 		(void)extra;
 	return gx && gy && gz ? 0 : 1;
+}
+
+/* cuda.h's CUlaunchConfig (CUDA 12.0+). */
+typedef struct {
+	unsigned int gridDimX, gridDimY, gridDimZ;
+	unsigned int blockDimX, blockDimY, blockDimZ;
+	unsigned int sharedMemBytes;
+	CUstream hStream;
+	void *attrs;
+	unsigned int numAttrs;
+} CUlaunchConfig;
+
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+				 void **extra)
+{
+	(void)f, (void)params, (void)extra;
+	if (!config)
+		return 1;
+	return config->gridDimX && config->gridDimY && config->gridDimZ ? 0 : 1;
 }
 
 EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, void *hmod, const char *name)

@@ -18,6 +18,9 @@
  *   cudaSetDevice    cudaErrorInvalidDevice (101) outside 0..7
  *   cudaMallocAsync, cudaMallocManaged, cudaMallocHost, cudaHostAlloc: as cudaMalloc
  *                    (each from its own range of fake pointers); their frees succeed
+ *   __cudaGetKernel  the handle nvcc 12.8+ host stubs launch a kernel by, in place of
+ *                    its host function: a new one per call (0xa000, 0xa010, ...);
+ *                    cudaErrorInvalidDeviceFunction (98) for a NULL host function
  *
  * Where the process has loaded a libcuda.so.1 already (the stub driver, tests/gpu/
  * stub_cuda.c), cudaMalloc, cudaFree and cudaLaunchKernel call its cuMemAlloc_v2,
@@ -88,6 +91,17 @@ EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, voi
 	if (cu)
 		return cu(func, grid.x, grid.y, grid.z, block.x, block.y, block.z,
 			  (unsigned)shared_mem, stream, args, NULL) ? 98 : 0;
+	return 0;
+}
+
+EXPORT cudaError_t __cudaGetKernel(void **handle, const void *host_fun)
+{
+	static uintptr_t next = 0xa000;
+
+	if (!host_fun)
+		return 98;
+	*handle = (void *)next;
+	next += 0x10;
 	return 0;
 }
 

@@ -82,8 +82,8 @@ def main():
     # points on that library (entry + return per function it probes there).
     stub, func, mode, nprobes = {
         "runtime": (f"{build}/tests/stub-cuda/libcudart.so.13", "cudaLaunchKernel", "loopfor",
-                    28),
-        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 36),
+                    30),
+        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 38),
     }[args.api]
     tmp = tempfile.mkdtemp(prefix="bpftel-bench-")
     atexit.register(shutil.rmtree, tmp, True)

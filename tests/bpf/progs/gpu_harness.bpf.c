@@ -18,8 +18,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* probe: GPU_TEST_ENTER + func, GPU_TEST_RET + func, or GPU_TEST_TASK_EXIT. */
 #define GPU_TEST_ENTER	   0
-#define GPU_TEST_RET	   32
-#define GPU_TEST_TASK_EXIT 64
+#define GPU_TEST_RET	   GPU_FN__COUNT
+#define GPU_TEST_TASK_EXIT (2 * GPU_FN__COUNT)
 
 struct gpu_test_call {
 	struct pt_regs regs;

@@ -67,6 +67,14 @@ static const __u64 age_limits_s[BPFTEL_GPU_AGE_BUCKETS - 1] = {10, 60, 600, 3600
 		lib, "gpu_uretprobe", sym, true, fn        \
 	}
 #define RT(sym, fn) ENTER_RET(SHLIB_LIB_CUDART, sym, fn)
+/* A function some versions lack: absent, no probe and no failure (bpftel libs). */
+#define OPT_RT(sym, fn)                                                                     \
+	{.lib = SHLIB_LIB_CUDART, .prog = "gpu_uprobe", .symbol = sym, .cookie = fn,         \
+	 .optional = true},                                                                 \
+	{                                                                                   \
+		.lib = SHLIB_LIB_CUDART, .prog = "gpu_uretprobe", .symbol = sym,             \
+		.retprobe = true, .cookie = fn, .optional = true                             \
+	}
 #define CU(sym, fn) ENTER_RET(SHLIB_LIB_CUDA, sym, fn)
 
 static const struct bpftel_uprobe_spec uprobe_specs[] = {
@@ -84,6 +92,8 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	RT("cudaMallocHost", GPU_FN_MALLOC_HOST),
 	RT("cudaHostAlloc", GPU_FN_HOST_ALLOC),
 	RT("cudaFreeHost", GPU_FN_FREE_HOST),
+	/* nvcc 12.8+'s launch by handle; older runtimes lack it: not a failure there. */
+	OPT_RT("__cudaGetKernel", GPU_FN_GET_KERNEL),
 	CU("cuLaunchKernel", GPU_FN_CU_LAUNCH),
 	CU("cuMemAlloc_v2", GPU_FN_CU_MEM_ALLOC),
 	CU("cuMemFree_v2", GPU_FN_CU_MEM_FREE),
@@ -102,6 +112,7 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	CU("cuMemAllocHost_v2", GPU_FN_CU_MEM_ALLOC_HOST),
 	CU("cuMemFreeHost", GPU_FN_CU_MEM_FREE_HOST),
 	CU("cuModuleGetFunction", GPU_FN_CU_MODULE_GET_FUNCTION),
+	CU("cuLaunchKernelEx", GPU_FN_CU_LAUNCH_EX),
 };
 
 static const struct bpftel_probe_spec task_exit_probe = {
@@ -420,10 +431,13 @@ static size_t read_errors(int fd, struct bpftel_gpu_proc *rows, size_t n,
 	return nes;
 }
 
-/* The launched kernels of the processes in rows, with the names the driver gave. */
-static size_t read_kernels(int fd, int names_fd, struct bpftel_gpu_proc *rows, size_t n,
+/* The launched kernels of the processes in rows, with the names the driver gave and
+ * the host functions of the runtime's handles. */
+static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_t n,
 			   struct bpftel_gpu_kernel_seen **out)
 {
+	int fd = bpf_map__fd(skel->maps.gpu_kernels), names_fd = bpf_map__fd(skel->maps.gpu_knames);
+	int hosts_fd = bpf_map__fd(skel->maps.gpu_khosts);
 	struct bpftel_gpu_kernel_seen *ks = NULL, *grown;
 	struct gpu_kernel_key key, next, *prev = NULL;
 	struct gpu_kname kn;
@@ -449,6 +463,9 @@ static size_t read_kernels(int fd, int names_fd, struct bpftel_gpu_proc *rows, s
 			kn.name[sizeof(kn.name) - 1] = '\0';
 			memcpy(ks[nks].driver_name, kn.name, sizeof(kn.name));
 		}
+		if (key.api == GPU_KERNEL_RUNTIME &&
+		    bpf_map_lookup_elem(hosts_fd, &key, &ks[nks].host))
+			ks[nks].host = 0;
 		nks++;
 	}
 	*out = ks;
@@ -526,8 +543,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	}
 	add_allocs(g->skel->maps.gpu_allocs, rows, n);
 	nes = read_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n, &es);
-	nks = read_kernels(bpf_map__fd(g->skel->maps.gpu_kernels),
-			   bpf_map__fd(g->skel->maps.gpu_knames), rows, n, &ks);
+	nks = read_kernels(g->skel, rows, n, &ks);
 	pthread_mutex_unlock(&g->lock);
 	bpftel_gpu_errors__fill(g->errors, rows, n, es, nes);
 	free(es);
@@ -773,7 +789,8 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	       drop_keys(g->skel->maps.gpu_errors, dead, ndead, sizeof(struct gpu_err_key)) &
 	       drop_keys(g->skel->maps.gpu_ctxs, dead, ndead, 16) &
 	       drop_keys(g->skel->maps.gpu_kernels, dead, ndead, 16) &
-	       drop_keys(g->skel->maps.gpu_knames, dead, ndead, 16));
+	       drop_keys(g->skel->maps.gpu_knames, dead, ndead, 16) &
+	       drop_keys(g->skel->maps.gpu_khosts, dead, ndead, 16));
 	if (g->skel) {
 		drop_gone_threads(g->skel->maps.gpu_inflight);
 		drop_gone_threads(g->skel->maps.gpu_threads);

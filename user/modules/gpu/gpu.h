@@ -73,6 +73,13 @@ struct bpftel_gpu_kind {
 	__u64 oldest_ns; /* age of the oldest outstanding allocation */
 };
 
+/* A process's kernel launches, failed ones included: the runtime's and the driver's. */
+static inline __u64 bpftel_gpu_launches(const struct gpu_proc_stats *st)
+{
+	return st->calls[GPU_FN_LAUNCH] + st->calls[GPU_FN_CU_LAUNCH] +
+	       st->calls[GPU_FN_CU_LAUNCH_EX];
+}
+
 struct bpftel_gpu_proc {
 	__u32 pid;
 	char comm[16];

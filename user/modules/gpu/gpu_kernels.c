@@ -433,7 +433,9 @@ static int cmp_by_launches(const void *a, const void *b, void *arg)
 }
 
 /* Name every kernel of ks: from its handle, a driver kernel from its name in the map,
- * a runtime one by a parse within the budget, the most launched first. */
+ * a runtime one by a parse within the budget (its host function's symbol: the address
+ * it was launched by, or the one its cudaKernel_t was made for), the most launched
+ * first. */
 static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_seen *ks, size_t nks,
 		     const size_t *hi, size_t *todo)
 {
@@ -462,8 +464,10 @@ static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_see
 		qsort_r(todo, nt, sizeof(*todo), cmp_by_launches, ks);
 	for (i = 0; i < nt && n < BPFTEL_GPU_NAME_BUDGET; i++, n++) {
 		which[n] = &kt->h[hi[todo[i]]];
-		syms[n] = (struct bpftel_gpu_sym){.pid = which[n]->key.tgid,
-						  .addr = which[n]->key.func};
+		/* A handle (cudaKernel_t) is named by the host function it was made for. */
+		syms[n] = (struct bpftel_gpu_sym){
+			.pid = which[n]->key.tgid,
+			.addr = ks[todo[i]].host ? ks[todo[i]].host : which[n]->key.func};
 	}
 	if (n)
 		kt->symbolize(syms, n);
@@ -585,7 +589,7 @@ static void series_out(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *ro
 	for (i = 0; i < n; i++) {
 		struct bpftel_gpu_proc *r = &rows[i];
 
-		total = r->st.calls[GPU_FN_LAUNCH] + r->st.calls[GPU_FN_CU_LAUNCH];
+		total = bpftel_gpu_launches(&r->st);
 		kp = find_proc(kt, r->pid);
 		if (kp) /* else (out of memory) its name now */
 			memcpy(r->comm, kp->comm, sizeof(r->comm));

@@ -23,6 +23,7 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_MALLOC_HOST] = "cudaMallocHost",
 	[GPU_FN_HOST_ALLOC] = "cudaHostAlloc",
 	[GPU_FN_FREE_HOST] = "cudaFreeHost",
+	[GPU_FN_GET_KERNEL] = "__cudaGetKernel",
 	[GPU_FN_CU_LAUNCH] = "cuLaunchKernel",
 	[GPU_FN_CU_MEM_ALLOC] = "cuMemAlloc_v2",
 	[GPU_FN_CU_MEM_FREE] = "cuMemFree_v2",
@@ -41,6 +42,7 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_CU_MEM_ALLOC_HOST] = "cuMemAllocHost_v2",
 	[GPU_FN_CU_MEM_FREE_HOST] = "cuMemFreeHost",
 	[GPU_FN_CU_MODULE_GET_FUNCTION] = "cuModuleGetFunction",
+	[GPU_FN_CU_LAUNCH_EX] = "cuLaunchKernelEx",
 };
 
 static const char *const kind_names[GPU_MEMCPY__COUNT] = {

@@ -323,7 +323,7 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 		"s:o, s:I}",
 		"pid", (int)p->pid, "comm", bpftel_json_str(p->comm), "device", p->st.device,
 		"calls", calls, "failed", failed, "launches",
-		(json_int_t)(p->st.calls[GPU_FN_LAUNCH] + p->st.calls[GPU_FN_CU_LAUNCH]),
+		(json_int_t)bpftel_gpu_launches(&p->st),
 		"threads", (json_int_t)p->st.threads, "shared_mem_bytes",
 		p->shared_mem_counted ? json_integer((json_int_t)p->st.shared_mem_bytes)
 				      : json_null(),
@@ -483,11 +483,11 @@ void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc
 	int i;
 
 	bpftel_prom_family(w, "bpftel_gpu_kernel_launches_total", "counter",
-			   "cudaLaunchKernel and cuLaunchKernel calls, failed ones included (also "
-			   "in bpftel_gpu_cuda_errors_total), per live process.");
+			   "cudaLaunchKernel, cuLaunchKernel and cuLaunchKernelEx calls, failed "
+			   "ones included (also in bpftel_gpu_cuda_errors_total), per live "
+			   "process.");
 	for (i = 0; i < n; i++)
-		put(w, &rows[i], NULL, NULL,
-		    rows[i].st.calls[GPU_FN_LAUNCH] + rows[i].st.calls[GPU_FN_CU_LAUNCH]);
+		put(w, &rows[i], NULL, NULL, bpftel_gpu_launches(&rows[i].st));
 	bpftel_prom_family(w, "bpftel_gpu_kernel_name_launches_total", "counter",
 			   "Launches per kernel (demangled name), failed ones included, since its "
 			   "series began, per live "
