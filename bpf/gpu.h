@@ -57,6 +57,10 @@ enum gpu_func {
 	GPU_FN_CU_MEM_FREE_HOST = 32,	    /* cuMemFreeHost */
 	GPU_FN_CU_MODULE_GET_FUNCTION = 33, /* cuModuleGetFunction: a kernel's name */
 	GPU_FN_CU_LAUNCH_EX = 34,	    /* cuLaunchKernelEx (cuBLAS launches with it) */
+	/* A library's kernel by name, and its CUfunction: how CUDA 12+ libraries (cuBLAS)
+	 * get the functions they launch, in place of cuModuleGetFunction. */
+	GPU_FN_CU_LIBRARY_GET_KERNEL = 35,  /* cuLibraryGetKernel */
+	GPU_FN_CU_KERNEL_GET_FUNCTION = 36, /* cuKernelGetFunction */
 	GPU_FN__COUNT = 64,		    /* a power of two: indexes are masked */
 };
 

@@ -146,17 +146,42 @@ static __always_inline void gpu_ctx_current(TLM_PARAM, struct gpu_proc_stats *st
 			      false);
 }
 
-/* cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name): where the
+/* cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) and
+ * cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name): where the
  * handle goes, and the name. */
 static __always_inline int gpu_get_function_enter_body(TLM_PARAM, struct pt_regs *regs,
-						       __u64 pid_tgid, __u64 now)
+						       __u64 pid_tgid, __u64 now,
+						       enum gpu_func func)
 {
-	gpu_call_begin(TLM_ARG, pid_tgid, GPU_FN_CU_MODULE_GET_FUNCTION, now, PT_REGS_PARM1(regs),
-		       PT_REGS_PARM3(regs));
+	gpu_call_begin(TLM_ARG, pid_tgid, func, now, PT_REGS_PARM1(regs), PT_REGS_PARM3(regs));
 	return 0;
 }
 
-/* It succeeded: the kernel behind the handle has that name, for cuLaunchKernel's. */
+/* cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel): where the function goes, and
+ * the kernel it is of. */
+static __always_inline int gpu_kernel_function_enter_body(TLM_PARAM, struct pt_regs *regs,
+							  __u64 pid_tgid, __u64 now)
+{
+	gpu_call_begin(TLM_ARG, pid_tgid, GPU_FN_CU_KERNEL_GET_FUNCTION, now, PT_REGS_PARM1(regs),
+		       PT_REGS_PARM2(regs));
+	return 0;
+}
+
+/* It succeeded: the function has its kernel's name, where the kernel was named. */
+static __always_inline void gpu_kernel_function(TLM_PARAM, __u64 pid_tgid,
+						const struct gpu_call *call)
+{
+	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = GPU_KERNEL_DRIVER,
+				     .func = call->arg1};
+	struct gpu_kname *kn = bpf_map_lookup_elem(&gpu_knames, &key);
+
+	if (!kn || tlm_probe_read_user(&key.func, sizeof(key.func), (void *)call->arg0))
+		return;
+	tlm_map_update(gpu_knames, &key, kn, BPF_ANY);
+}
+
+/* It succeeded: the kernel behind the handle (a CUfunction, or a CUkernel, which
+ * cuLaunchKernel also takes) has that name. */
 static __always_inline void gpu_kernel_named(TLM_PARAM, __u64 pid_tgid, const struct gpu_call *call)
 {
 	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = GPU_KERNEL_DRIVER};

@@ -203,7 +203,10 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 	case GPU_FN_CU_PRIMARY_CTX_RETAIN:
 		return gpu_ctx_make_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	case GPU_FN_CU_MODULE_GET_FUNCTION:
-		return gpu_get_function_enter_body(TLM_ARG, regs, pid_tgid, now);
+	case GPU_FN_CU_LIBRARY_GET_KERNEL:
+		return gpu_get_function_enter_body(TLM_ARG, regs, pid_tgid, now, func);
+	case GPU_FN_CU_KERNEL_GET_FUNCTION:
+		return gpu_kernel_function_enter_body(TLM_ARG, regs, pid_tgid, now);
 	default:
 		return gpu_simple_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	}
@@ -263,7 +266,11 @@ static __always_inline void gpu_account(TLM_PARAM, struct gpu_proc_stats *st, __
 		gpu_ctx_current(TLM_ARG, st, pid_tgid, call);
 		break;
 	case GPU_FN_CU_MODULE_GET_FUNCTION:
+	case GPU_FN_CU_LIBRARY_GET_KERNEL:
 		gpu_kernel_named(TLM_ARG, pid_tgid, call);
+		break;
+	case GPU_FN_CU_KERNEL_GET_FUNCTION:
+		gpu_kernel_function(TLM_ARG, pid_tgid, call);
 		break;
 	case GPU_FN_GET_KERNEL:
 		gpu_kernel_handle(TLM_ARG, pid_tgid, call);

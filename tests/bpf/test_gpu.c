@@ -1050,6 +1050,43 @@ static void test_get_kernel_maps_handle(void **state)
 	assert_int_equal(error_count(TGID, GPU_FN_GET_KERNEL, 98), 1);
 }
 
+/* cuLibraryGetKernel(&kernel, library, name) names the CUkernel; cuKernelGetFunction(&f,
+ * kernel) gives its CUfunction the same name; a function of a kernel never named gets
+ * none. */
+static void test_library_kernel_named(void **state)
+{
+	static const char name[] = "sm80_xmma_gemm_cublas";
+	__u64 kernel = 0, func = 0;
+	struct test_regs get = {.di = (uintptr_t)&kernel, .dx = (uintptr_t)name};
+	struct test_regs fn = {.di = (uintptr_t)&func, .si = 0xc000};
+	struct gpu_kernel_key key = {.tgid = TGID, .api = GPU_KERNEL_DRIVER};
+	int fd = bpf_map__fd(skel->maps.gpu_knames);
+	struct gpu_kname kn;
+
+	(void)state;
+	enter(GPU_FN_CU_LIBRARY_GET_KERNEL, &get, 1);
+	kernel = 0xc000;
+	ret(GPU_FN_CU_LIBRARY_GET_KERNEL, 0, 2);
+	enter(GPU_FN_CU_KERNEL_GET_FUNCTION, &fn, 3);
+	func = 0xd000;
+	ret(GPU_FN_CU_KERNEL_GET_FUNCTION, 0, 4);
+	key.func = 0xc000;
+	assert_int_equal(bpf_map_lookup_elem(fd, &key, &kn), 0);
+	assert_string_equal(kn.name, name);
+	key.func = 0xd000;
+	assert_int_equal(bpf_map_lookup_elem(fd, &key, &kn), 0);
+	assert_string_equal(kn.name, name);
+
+	fn.si = 0xe000; /* a kernel made before we watched */
+	enter(GPU_FN_CU_KERNEL_GET_FUNCTION, &fn, 5);
+	func = 0xf000;
+	ret(GPU_FN_CU_KERNEL_GET_FUNCTION, 0, 6);
+	key.func = 0xf000;
+	assert_int_equal(bpf_map_lookup_elem(fd, &key, &kn), -ENOENT);
+	assert_int_equal(stats_of(TGID).calls[GPU_FN_CU_KERNEL_GET_FUNCTION], 2);
+	assert_int_equal(stats_of(TGID).calls[GPU_FN_CU_LIBRARY_GET_KERNEL], 1);
+}
+
 /* A thread's state goes with it. */
 static void test_task_exit_drops_thread(void **state)
 {
@@ -1088,6 +1125,7 @@ int main(void)
 		T(test_driver_launch_dims),
 		T(test_driver_launch_ex),
 		T(test_get_kernel_maps_handle),
+		T(test_library_kernel_named),
 		T(test_driver_memory_copies_syncs),
 		T(test_driver_inside_runtime_not_counted_twice),
 		T(test_lost_runtime_return_heals),

@@ -32,7 +32,9 @@
  * cuda_pattern LIBCUDA driver|realdriver|culoop N|culoopfor S: LIBCUDA is a driver
  * (libcuda.so.1).
  * driver:     the driver pattern (driver_pattern), two devices, errors.
- * driverex:   launches through cuLaunchKernelEx, as cuBLAS makes them (driver_ex_pattern).
+ * driverex:   launches through cuLaunchKernelEx, as cuBLAS makes them, of a function from
+ *           cuModuleGetFunction and of one from cuLibraryGetKernel + cuKernelGetFunction
+ *           (driver_ex_pattern).
  * realdriver: cuInit, cuMemAlloc_v2 x2 and cuLaunchKernel x3 against the toolkit's
  *           stubs/libcuda.so (each fails with CUDA_ERROR_STUB_LIBRARY, 34).
  * culoop N:   N cuLaunchKernel calls, then print ns per call (tools/bench).
@@ -266,6 +268,11 @@ static void driver_pattern(void)
 	printf("managed %d host %d %d\n", r[0], r[1], r[2]);
 }
 
+/* The name cuBLAS gives the kernel of a PyTorch matmul's gemm on an H200. */
+#define GEMM_KERNEL                                                                         \
+	"sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_" \
+	"aligna4_alignc4_execute_kernel__5x_cublas"
+
 /* cuda.h's CUlaunchConfig (CUDA 12.0+). */
 struct launch_config {
 	unsigned int grid[3], block[3], shared_mem;
@@ -278,14 +285,23 @@ static void driver_ex_pattern(void *lib)
 {
 	int (*launch_ex)(const struct launch_config *, void *, void **, void **) =
 		sym(lib, "cuLaunchKernelEx");
+	int (*library_kernel)(void **, void *, const char *) = sym(lib, "cuLibraryGetKernel");
+	int (*kernel_function)(void **, void *) = sym(lib, "cuKernelGetFunction");
 	struct launch_config cfg = {{4, 2, 1}, {64, 1, 1}, 256, NULL, NULL, 0};
-	void *matmul;
-	int i;
+	struct launch_config gemm_cfg = {{8, 8, 1}, {128, 1, 1}, 0, NULL, NULL, 0};
+	void *matmul, *kernel, *gemm, *none;
+	int r[3], i;
 
 	printf("function %d\n", cu_get_function(&matmul, NULL, "_Z6matmulPKfS0_Pfi"));
 	printf("launch %d\n", launch_ex(NULL, matmul, NULL, NULL)); /* no config: fails */
 	for (i = 0; i < 3; i++)
 		printf("launch %d\n", launch_ex(&cfg, matmul, NULL, NULL));
+	r[0] = library_kernel(&kernel, NULL, GEMM_KERNEL);
+	r[1] = kernel_function(&gemm, kernel);
+	r[2] = kernel_function(&none, NULL);
+	printf("library %d %d %d\n", r[0], r[1], r[2]);
+	for (i = 0; i < 2; i++)
+		printf("launch %d\n", launch_ex(&gemm_cfg, gemm, NULL, NULL));
 }
 
 /* The toolkit's stubs/libcuda.so: every call fails with CUDA_ERROR_STUB_LIBRARY. */

@@ -14,6 +14,10 @@
  *   cuLaunchKernel   CUDA_ERROR_INVALID_VALUE (1) for an empty grid
  *   cuLaunchKernelEx as cuLaunchKernel, the sizes in its CUlaunchConfig; a NULL config:
  *                    CUDA_ERROR_INVALID_VALUE
+ *   cuLibraryGetKernel a new CUkernel per call (0xc000, 0xc010, ...); CUDA_ERROR_NOT_FOUND
+ *                    for an empty name
+ *   cuKernelGetFunction the kernel's CUfunction (its handle + 0x100000);
+ *                    CUDA_ERROR_INVALID_HANDLE (400) for a NULL kernel
  *   cuModuleGetFunction a new handle per call (0xf000, 0xf010, ...);
  *                    CUDA_ERROR_NOT_FOUND (500) for an empty name
  */
@@ -112,6 +116,26 @@ EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, voi
 	if (!config)
 		return 1;
 	return config->gridDimX && config->gridDimY && config->gridDimZ ? 0 : 1;
+}
+
+EXPORT CUresult cuLibraryGetKernel(void **kernel, void *library, const char *name)
+{
+	static uintptr_t next = 0xc000;
+
+	(void)library;
+	if (!name || !*name)
+		return 500;
+	*kernel = (void *)next;
+	next += 0x10;
+	return 0;
+}
+
+EXPORT CUresult cuKernelGetFunction(CUfunction *func, void *kernel)
+{
+	if (!kernel)
+		return 400;
+	*func = (CUfunction)((uintptr_t)kernel + 0x100000);
+	return 0;
 }
 
 EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, void *hmod, const char *name)

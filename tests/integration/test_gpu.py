@@ -31,7 +31,9 @@ from agentlib import Agent, bpf_ids, check, require_root, run, vm_hwm_kib, wait_
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
 NPROBES = 30  # 15 runtime functions, entry + return each
-NPROBES_DRIVER = 38  # 19 driver functions
+NPROBES_DRIVER = 42  # 21 driver functions
+GEMM_KERNEL = ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_"
+               "ffma_aligna4_alignc4_execute_kernel__5x_cublas")  # cuBLAS's, on an H200
 NOPTIONAL = 2  # __cudaGetKernel's, which runtimes before nvcc 12.8's launch by handle lack
 TOOLKIT_LIBCUDA = "/usr/local/cuda/lib64/stubs/libcuda.so"
 
@@ -453,28 +455,34 @@ def check_handles(agent, pattern_bin, stub):
 
 def check_driver_ex(agent, pattern_bin, stub_driver):
     """cuLaunchKernelEx (how cuBLAS launches: 10 of a PyTorch matmul's 23 kernels on a GPU
-    machine): counted with its config's sizes, named by cuModuleGetFunction's name."""
+    machine): counted with its config's sizes, named by cuModuleGetFunction's name, or by
+    cuLibraryGetKernel's through cuKernelGetFunction (how cuBLAS gets its functions)."""
     pat = Pattern(pattern_bin, stub_driver, "driverex")
     try:
         wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
         out = pat.play()
-        check(out == ["function 0", "launch 1"] + ["launch 0"] * 3, f"driverex: {out}")
+        check(out == ["function 0", "launch 1"] + ["launch 0"] * 3 + ["library 0 0 400"] +
+              ["launch 0"] * 2, f"driverex: {out}")
         p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
-        check(nonzero(p["calls"]) == {"cuModuleGetFunction": 1, "cuLaunchKernelEx": 4} and
-              nonzero(p["failed"]) == {"cuLaunchKernelEx": 1},
+        check(nonzero(p["calls"]) == {"cuModuleGetFunction": 1, "cuLaunchKernelEx": 6,
+                                      "cuLibraryGetKernel": 1, "cuKernelGetFunction": 2} and
+              nonzero(p["failed"]) == {"cuLaunchKernelEx": 1, "cuKernelGetFunction": 1},
               f"calls {nonzero(p['calls'])}, failed {nonzero(p['failed'])}")
-        check(p["launches"] == 4 and p["threads"] == 3 * 8 * 64 and
+        check(p["launches"] == 6 and p["threads"] == 3 * 8 * 64 + 2 * 64 * 128 and
               p["shared_mem_bytes"] == 3 * 256,
               f"launches {p['launches']} (the failed one's config unread: no threads), "
               f"threads {p['threads']}, shared memory {p['shared_mem_bytes']}")
         kernels = [(k["name"], k["api"], k["launches"], k["grid"], k["block"])
                    for k in p["kernels"]]
         check(kernels == [("matmul(float const*, float const*, float*, int)", "driver", 4,
-                           [4, 2, 1], [64, 1, 1])],
-              f"cuLaunchKernelEx kernels by cuModuleGetFunction's name: {kernels}")
-        errors = [(e["function"], e["error"], e["name"], e["count"]) for e in p["errors"]]
-        check(errors == [("cuLaunchKernelEx", 1, "CUDA_ERROR_INVALID_VALUE", 1)],
-              f"its error: {errors}")
+                           [4, 2, 1], [64, 1, 1]),
+                          (GEMM_KERNEL, "driver", 2, [8, 8, 1], [128, 1, 1])],
+              f"cuLaunchKernelEx kernels by the names cuModuleGetFunction and "
+              f"cuLibraryGetKernel were given: {kernels}")
+        errors = sorted((e["function"], e["error"], e["name"], e["count"]) for e in p["errors"])
+        check(errors == [("cuKernelGetFunction", 400, "CUDA_ERROR_INVALID_HANDLE", 1),
+                         ("cuLaunchKernelEx", 1, "CUDA_ERROR_INVALID_VALUE", 1)],
+              f"their errors: {errors}")
     finally:
         pat.finish()
 

@@ -262,6 +262,39 @@ static void test_runtime_names_cached(void **state)
 	bpftel_gpu_kernels__free(kt);
 }
 
+/* A runtime kernel launched by handle (cudaKernel_t, nvcc 12.8+) is named by the host
+ * function the handle was made for; kernels not named are merged per API, not across. */
+static void test_handle_named_by_host(void **state)
+{
+	static struct bpftel_gpu_kernel_seen ks[3];
+	static struct bpftel_gpu_proc row;
+	struct bpftel_gpu_kernels *kt = real_kernels();
+	__u32 pid = (__u32)getpid();
+	size_t i;
+
+	(void)state;
+	row.pid = pid;
+	/* 0xa000: a handle, in no mapping of this process, made for stub_fn. */
+	ks[0].key = (struct gpu_kernel_key){.tgid = pid, .api = GPU_KERNEL_RUNTIME, .func = 0xa000};
+	ks[0].host = (__u64)(uintptr_t)stub_fn;
+	ks[0].k.launches = 5;
+	/* A handle whose host function was not seen, and a driver kernel never named. */
+	ks[1].key = (struct gpu_kernel_key){.tgid = pid, .api = GPU_KERNEL_RUNTIME, .func = 0xa010};
+	ks[1].k.launches = 3;
+	ks[2].key = (struct gpu_kernel_key){.tgid = pid, .api = GPU_KERNEL_DRIVER, .func = 0xd000};
+	ks[2].k.launches = 2;
+	bpftel_gpu_kernels__fill(kt, &row, 1, ks, 3);
+	assert_int_equal(row.nkernels, 3);
+	assert_string_equal(row.kernels[0].name, "saxpyOp(float, float*, float*, int)");
+	assert_int_equal(row.kernels[0].launches, 5);
+	for (i = 1; i < 3; i++) {
+		assert_string_equal(row.kernels[i].name, "");
+		assert_int_equal(row.kernels[i].driver, i == 2);
+		assert_int_equal(row.kernels[i].launches, i == 1 ? 3 : 2);
+	}
+	bpftel_gpu_kernels__free(kt);
+}
+
 /* The row's kernel called name: its launches, or -1. */
 static long kernel_launches(const struct bpftel_gpu_proc *row, const char *name)
 {
@@ -1017,6 +1050,7 @@ int main(void)
 		cmocka_unit_test(test_demangle_crafted),
 		cmocka_unit_test(test_top_kernels_merged),
 		cmocka_unit_test(test_runtime_names_cached),
+		cmocka_unit_test(test_handle_named_by_host),
 		cmocka_unit_test(test_runtime_names_budgeted),
 		cmocka_unit_test(test_runtime_names_per_file),
 		cmocka_unit_test(test_kernel_series_overtaken),

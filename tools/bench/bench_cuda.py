@@ -83,7 +83,7 @@ def main():
     stub, func, mode, nprobes = {
         "runtime": (f"{build}/tests/stub-cuda/libcudart.so.13", "cudaLaunchKernel", "loopfor",
                     30),
-        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 38),
+        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 42),
     }[args.api]
     tmp = tempfile.mkdtemp(prefix="bpftel-bench-")
     atexit.register(shutil.rmtree, tmp, True)

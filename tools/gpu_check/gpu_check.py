@@ -61,7 +61,7 @@ def gpu_row(agent, pid):
     return rows[0] if rows else None
 
 
-NPROBES = {"libcudart": 28, "libcuda": 36}  # entry and return of 14 and 18 functions
+NPROBES = {"libcudart": 30, "libcuda": 42}  # entry and return of 15 and 21 functions
 
 
 def wait_probed(agent, pid, lib):
@@ -72,7 +72,7 @@ def wait_probed(agent, pid, lib):
                     r["attached"] + r["failed"] == NPROBES[lib]:
                 return r
         return None
-    r = wait_for(row, 120, f"the gpu uprobes on pid {pid}'s {lib}")
+    r = wait_for(row, 60, f"the gpu uprobes on pid {pid}'s {lib}")
     print(f"{lib}: {r['path']}: {r['attached']} uprobes attached, {r['failed']} failed "
           f"{r.get('failures') or ''}", flush=True)
     return r

@@ -113,6 +113,8 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	CU("cuMemFreeHost", GPU_FN_CU_MEM_FREE_HOST),
 	CU("cuModuleGetFunction", GPU_FN_CU_MODULE_GET_FUNCTION),
 	CU("cuLaunchKernelEx", GPU_FN_CU_LAUNCH_EX),
+	CU("cuLibraryGetKernel", GPU_FN_CU_LIBRARY_GET_KERNEL),
+	CU("cuKernelGetFunction", GPU_FN_CU_KERNEL_GET_FUNCTION),
 };
 
 static const struct bpftel_probe_spec task_exit_probe = {

@@ -217,6 +217,9 @@ static int cmp_seen(const void *a, const void *b)
 
 	if (x->key.tgid != y->key.tgid)
 		return x->key.tgid < y->key.tgid ? -1 : 1;
+	/* Kernels not named are merged per API: a row says which it is. */
+	if (!x->name[0] && !y->name[0] && x->key.api != y->key.api)
+		return x->key.api < y->key.api ? -1 : 1;
 	return strcmp(x->name, y->name);
 }
 

@@ -43,6 +43,8 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_CU_MEM_FREE_HOST] = "cuMemFreeHost",
 	[GPU_FN_CU_MODULE_GET_FUNCTION] = "cuModuleGetFunction",
 	[GPU_FN_CU_LAUNCH_EX] = "cuLaunchKernelEx",
+	[GPU_FN_CU_LIBRARY_GET_KERNEL] = "cuLibraryGetKernel",
+	[GPU_FN_CU_KERNEL_GET_FUNCTION] = "cuKernelGetFunction",
 };
 
 static const char *const kind_names[GPU_MEMCPY__COUNT] = {
