@@ -52,6 +52,22 @@ def dynsyms(path):
     return out
 
 
+def symtab_entries(path):
+    """Entries of an ELF64 file's .symtab (local symbols, kernels' host stubs among them):
+    0 where it was stripped."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:
+            return 0
+        shoff, = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", head, 0x3a)
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+    return sum(struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize)[5] // 24
+               for i in range(shnum)
+               if struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize)[1] == 2)
+
+
 def _write(name, text, mode="a"):
     # os.open: Python's own append mode seeks to the end, which tracefs refuses.
     flags = os.O_WRONLY | (os.O_APPEND if mode == "a" else os.O_TRUNC)

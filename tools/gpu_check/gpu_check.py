@@ -208,6 +208,11 @@ def check_torch(agent, args):
         report(full and got == k["launches"],
                f"bpftel kernel {k['name']} ({k['api']}): {k['launches']} launches; "
                f"CUPTI: {got if full else 'no such name'}")
+    # Runtime kernels are named by their host stubs' symbols, local ones: in .symtab.
+    with open(f"/proc/{prog.pid}/maps") as f:
+        torch_libs = sorted({ln.split()[-1] for ln in f if "libtorch_cuda" in ln})
+    for path in torch_libs:
+        print(f"{path}: {census.symtab_entries(path)} .symtab entries", flush=True)
     report(row["launches"] == sum(cupti.values()),
            f"launches: CUPTI {sum(cupti.values())}; bpftel {row['launches']}")
     # The runtime's cudaMalloc allocates with the driver's cuMemAlloc_v2: the census of
