@@ -542,7 +542,7 @@ static void test_crafted_tables_bounded(void **state)
 	ds->sh_size = nsym * sizeof(*sym);
 	sym = (Elf64_Sym *)(buf + ds->sh_offset);
 	for (i = 1; i < nsym; i++)
-		sym[i] = (Elf64_Sym){.st_name = 0, .st_info = plain.st_info,
+		sym[i] = (Elf64_Sym){.st_name = 1, .st_info = plain.st_info,
 				     .st_shndx = plain.st_shndx, .st_value = plain.st_value,
 				     .st_size = 16};
 	str->sh_offset = ds->sh_offset + ds->sh_size;
@@ -551,7 +551,8 @@ static void test_crafted_tables_bounded(void **state)
 	shdr_of(buf, SHT_SYMTAB)->sh_offset = ds->sh_offset;
 	shdr_of(buf, SHT_SYMTAB)->sh_size = ds->sh_size;
 	shdr_of(buf, SHT_SYMTAB)->sh_link = ds->sh_link;
-	memset(buf + str->sh_offset, 'a', table - 1);
+	/* Index 0 holds the empty string, as in any string table; the name is the rest. */
+	memset(buf + str->sh_offset + 1, 'a', table - 2);
 	path = write_tmp("long_names.so", buf, total);
 	free(buf);
 	free(orig);
@@ -585,6 +586,44 @@ static void test_crafted_tables_bounded(void **state)
 	assert_int_equal(res.named, 0);
 	assert_int_equal(strlen(res.name), sizeof(req.name) - 1);
 	assert_int_equal(strspn(res.name, "a"), sizeof(req.name) - 1);
+}
+
+/*
+ * A string table over the cap of a table read whole (PyTorch's libtorch_cuda.so has 63
+ * MiB of .symtab names): the resolver by name, which reads it whole, refuses the file;
+ * the symbolizer, which reads only the chosen symbol's name, names the function.
+ */
+static void test_symbolize_large_string_table(void **state)
+{
+	const size_t table = BPFTEL_ELF_MAX_TABLE_BYTES + (4u << 20);
+	size_t len, total;
+	char *orig = read_all(fixture, &len), *buf;
+	struct bpftel_elf_addr_req req = {.offset = off_of(fixture, "fixture_plain")};
+	Elf64_Shdr *str;
+	const char *path;
+	char err[256];
+	int fd;
+
+	(void)state;
+	total = len + table;
+	buf = calloc(1, total);
+	assert_non_null(buf);
+	memcpy(buf, orig, len);
+	str = shdr_at(buf, shdr_of(buf, SHT_DYNSYM)->sh_link);
+	/* The same names at the same offsets, then zeros up to the new size. */
+	memcpy(buf + len, orig + str->sh_offset, str->sh_size);
+	str->sh_offset = len;
+	str->sh_size = table;
+	path = write_tmp("large_dynstr.so", buf, total);
+	free(buf);
+	free(orig);
+
+	assert_int_equal(bpftel_elf_sym_offset(path, "fixture_plain", err, sizeof(err)), -E2BIG);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(bpftel_elf_symbolize_fd(fd, NULL, &req, 1, err, sizeof(err)), 0);
+	close(fd);
+	assert_string_equal(req.name, "fixture_plain");
 }
 
 static void patch_dynsym_past_end(char *buf, size_t len)
@@ -863,6 +902,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_no_fd_leak),
 		cmocka_unit_test(test_caps_no_allocation),
 		cmocka_unit_test(test_crafted_tables_bounded),
+		cmocka_unit_test(test_symbolize_large_string_table),
 		cmocka_unit_test(test_bad_sections),
 		cmocka_unit_test(test_fd_api),
 		cmocka_unit_test(test_fd_not_regular),

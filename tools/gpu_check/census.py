@@ -52,20 +52,22 @@ def dynsyms(path):
     return out
 
 
-def symtab_entries(path):
-    """Entries of an ELF64 file's .symtab (local symbols, kernels' host stubs among them):
-    0 where it was stripped."""
+def symtab_size(path):
+    """(entries, bytes of their names) of an ELF64 file's .symtab (local symbols, kernels'
+    host stubs among them): (0, 0) where it was stripped."""
     with open(path, "rb") as f:
         head = f.read(64)
         if head[:4] != b"\x7fELF" or head[4] != 2:
-            return 0
+            return 0, 0
         shoff, = struct.unpack_from("<Q", head, 0x28)
         shentsize, shnum = struct.unpack_from("<HH", head, 0x3a)
         f.seek(shoff)
         table = f.read(shentsize * shnum)
-    return sum(struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize)[5] // 24
-               for i in range(shnum)
-               if struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize)[1] == 2)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)]
+    for s in secs:
+        if s[1] == 2:  # SHT_SYMTAB; its string table is section sh_link
+            return s[5] // 24, secs[s[6]][5]
+    return 0, 0
 
 
 def _write(name, text, mode="a"):

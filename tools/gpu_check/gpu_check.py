@@ -212,7 +212,9 @@ def check_torch(agent, args):
     with open(f"/proc/{prog.pid}/maps") as f:
         torch_libs = sorted({ln.split()[-1] for ln in f if "libtorch_cuda" in ln})
     for path in torch_libs:
-        print(f"{path}: {census.symtab_entries(path)} .symtab entries", flush=True)
+        entries, names = census.symtab_size(path)
+        print(f"{path}: {os.path.getsize(path)} B, {entries} .symtab entries, "
+              f"{names} B of names", flush=True)
     report(row["launches"] == sum(cupti.values()),
            f"launches: CUPTI {sum(cupti.values())}; bpftel {row['launches']}")
     # The runtime's cudaMalloc allocates with the driver's cuMemAlloc_v2: the census of

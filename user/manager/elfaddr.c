@@ -16,6 +16,8 @@
 
 struct best {
 	bool exact, global, found;
+	bool pending;	  /* chosen in this pass: its name to read */
+	GElf_Word name; /* its offset in the pass's string table */
 };
 
 /*
@@ -39,23 +41,41 @@ static bool offset_vaddr(Elf *elf, size_t phnum, long off, GElf_Addr *v)
 	return false;
 }
 
-static void consider(struct bpftel_elf_addr_req *r, struct best *b, const GElf_Sym *sym,
-		     GElf_Addr v, const char *name)
+static void consider(struct best *b, const GElf_Sym *sym, GElf_Addr v)
 {
 	bool exact = v == sym->st_value, global = GELF_ST_BIND(sym->st_info) != STB_LOCAL;
 	__uint64_t size = sym->st_size ? sym->st_size : 1;
-	size_t len;
 
 	if (v < sym->st_value || v - sym->st_value >= size)
 		return;
 	if (b->found && (b->exact > exact || (b->exact == exact && b->global >= global)))
 		return;
-	len = strcspn(name, "@");
-	if (len >= sizeof(r->name))
-		len = sizeof(r->name) - 1;
-	memcpy(r->name, name, len);
-	r->name[len] = '\0';
-	*b = (struct best){exact, global, true};
+	*b = (struct best){exact, global, true, true, sym->st_name};
+}
+
+/* The chosen symbol's name, from the string table at [off, off + size) of the file, up
+ * to its "@version": "" where it does not end inside the table. */
+static void read_name(int fd, GElf_Off off, GElf_Xword size, GElf_Word at,
+		      struct bpftel_elf_addr_req *r)
+{
+	size_t want = sizeof(r->name) - 1, len;
+	ssize_t got;
+
+	r->name[0] = '\0';
+	if (at >= size)
+		return;
+	if (want > size - at)
+		want = size - at;
+	got = bpftel_elfck_pread(fd, r->name, want, off + at);
+	if (got <= 0)
+		return;
+	len = strnlen(r->name, (size_t)got);
+	if (len == (size_t)got && (size_t)got == size - at) {
+		r->name[0] = '\0'; /* runs past the table's end: malformed */
+		return;
+	}
+	r->name[len] = '\0'; /* a name longer than the buffer: cut, as any */
+	r->name[strcspn(r->name, "@")] = '\0';
 }
 
 /* One pass over the table of this kind (.dynsym or .symtab) in a fresh checked handle. */
@@ -64,13 +84,13 @@ static int scan(int fd, bool dynsym, struct bpftel_elf_addr_req *reqs, struct be
 {
 	struct bpftel_elfck ck = {};
 	const struct bpftel_elfck_table *t;
-	Elf_Data *d, *names;
+	GElf_Shdr names;
 	size_t nsym, i, j;
 	GElf_Sym sym;
-	const char *name;
+	Elf_Data *d;
 	int ret;
 
-	ret = bpftel_elfck__begin(&ck, fd);
+	ret = bpftel_elfck__begin_flags(&ck, fd, BPFTEL_ELFCK_NAMES_PREAD);
 	if (ret) {
 		snprintf(err, errlen, "%s", ck.msg);
 		goto out;
@@ -79,31 +99,32 @@ static int scan(int fd, bool dynsym, struct bpftel_elf_addr_req *reqs, struct be
 	if (!t->ndx)
 		goto out;
 	d = elf_getdata(elf_getscn(ck.elf, t->ndx), NULL);
-	names = elf_getdata(elf_getscn(ck.elf, t->sh.sh_link), NULL);
-	/* The string table must end in NUL: then every name in it ends. */
-	if (!d || !names ||
-	    (names->d_size && (!names->d_buf || ((const char *)names->d_buf)[names->d_size - 1]))) {
+	if (!d || !gelf_getshdr(elf_getscn(ck.elf, t->sh.sh_link), &names)) {
 		snprintf(err, errlen, "malformed ELF: symbol or string table");
 		ret = -ENOEXEC;
 		goto out;
 	}
-	for (j = 0; j < n; j++)
+	for (j = 0; j < n; j++) {
 		mapped[j] = offset_vaddr(ck.elf, ck.phnum, reqs[j].offset, &vaddr[j]);
+		best[j].pending = false;
+	}
 	nsym = d->d_size / ck.symsz;
 	for (i = 1; i < nsym && i <= INT_MAX; i++) {
 		if (!gelf_getsym(d, (int)i, &sym))
 			break;
+		/* st_name 0: no name (the table's first byte is its empty string). */
 		if ((GELF_ST_TYPE(sym.st_info) != STT_FUNC &&
 		     GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC) ||
-		    sym.st_shndx == SHN_UNDEF || !sym.st_value || sym.st_name >= names->d_size)
-			continue;
-		name = (const char *)names->d_buf + sym.st_name;
-		if (!*name)
+		    sym.st_shndx == SHN_UNDEF || !sym.st_value || !sym.st_name ||
+		    sym.st_name >= names.sh_size)
 			continue;
 		for (j = 0; j < n; j++)
 			if (mapped[j])
-				consider(&reqs[j], &best[j], &sym, vaddr[j], name);
+				consider(&best[j], &sym, vaddr[j]);
 	}
+	for (j = 0; j < n; j++)
+		if (best[j].pending)
+			read_name(fd, names.sh_offset, names.sh_size, best[j].name, &reqs[j]);
 out:
 	bpftel_elfck__end(&ck);
 	return ret;

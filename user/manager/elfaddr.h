@@ -15,8 +15,12 @@
  *		that only covers it, a global over a local. Returns 0, or a negative errno for
  *		the whole call with a one-line reason in err, as elfsym.h says.
  *
- * The file is checked by elfcheck.c first (every cap of elfsym.h holds here too), and
- * read one symbol table at a time, each in its own libelf handle.
+ * The file is checked by elfcheck.c first (every cap of elfsym.h holds here too, but
+ * for the symbol tables' string tables), and read one symbol table at a time, each in
+ * its own libelf handle. Names are not read with their table: only each request's
+ * chosen symbol's, with pread, at most BPFTEL_ELF_NAME_MAX bytes, so that a string
+ * table may be of any size inside the file (PyTorch's libtorch_cuda.so has 63 MiB of
+ * .symtab names: over the 16 MiB cap of a table read whole).
  */
 #ifndef BPFTEL_MANAGER_ELFADDR_H
 #define BPFTEL_MANAGER_ELFADDR_H

@@ -226,7 +226,8 @@ static int check_section(struct bpftel_elfck *ck, const GElf_Shdr *sh, const cha
 	return 0;
 }
 
-static int check_strtab(struct bpftel_elfck *ck, size_t link, const char *what)
+/* A linked string table: inside the file, and under the cap where it is read whole. */
+static int check_strtab(struct bpftel_elfck *ck, size_t link, const char *what, bool whole)
 {
 	Elf_Scn *scn = link && link < ck->shnum ? elf_getscn(ck->elf, link) : NULL;
 	char name[64];
@@ -235,18 +236,21 @@ static int check_strtab(struct bpftel_elfck *ck, size_t link, const char *what)
 	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB)
 		return fail(ck, -ENOEXEC, "malformed ELF: %s: no string table", what);
 	snprintf(name, sizeof(name), "string table of %s", what);
-	return check_section(ck, &sh, name);
+	if (!whole && (sh.sh_offset > ck->fsize || sh.sh_size > ck->fsize - sh.sh_offset))
+		return fail(ck, -ENOEXEC, "malformed ELF: %s outside the file", name);
+	return whole ? check_section(ck, &sh, name) : 0;
 }
 
 static int check_symtab(struct bpftel_elfck *ck, const struct bpftel_elfck_table *t,
-			const char *what)
+			const char *what, unsigned int flags)
 {
 	int ret = check_section(ck, &t->sh, what);
 
 	if (!ret && t->sh.sh_entsize != ck->symsz)
 		ret = fail(ck, -ENOEXEC, "malformed ELF: %s: entry size %llu, not %zu", what,
 			   (unsigned long long)t->sh.sh_entsize, ck->symsz);
-	return ret ? ret : check_strtab(ck, t->sh.sh_link, what);
+	return ret ? ret
+		   : check_strtab(ck, t->sh.sh_link, what, !(flags & BPFTEL_ELFCK_NAMES_PREAD));
 }
 
 /* .gnu.version and .gnu.version_d are read only as the pair of .dynsym; else dropped. */
@@ -265,7 +269,7 @@ static int check_versions(struct bpftel_elfck *ck)
 		ret = fail(ck, -ENOEXEC, "malformed ELF: .gnu.version: more entries than .dynsym");
 	if (!ret)
 		ret = check_section(ck, &ck->verdef.sh, ".gnu.version_d");
-	return ret ? ret : check_strtab(ck, ck->verdef.sh.sh_link, ".gnu.version_d");
+	return ret ? ret : check_strtab(ck, ck->verdef.sh.sh_link, ".gnu.version_d", true);
 }
 
 static struct bpftel_elfck_table *table_slot(struct bpftel_elfck *ck, GElf_Word type)
@@ -330,9 +334,14 @@ static int find_tables(struct bpftel_elfck *ck, unsigned int flags)
 	if (ret || (flags & BPFTEL_ELFCK_NO_SYMBOLS))
 		return ret;
 	if (ck->dynsym.ndx)
-		ret = check_symtab(ck, &ck->dynsym, ".dynsym");
+		ret = check_symtab(ck, &ck->dynsym, ".dynsym", flags);
 	if (!ret && ck->symtab.ndx)
-		ret = check_symtab(ck, &ck->symtab, ".symtab");
+		ret = check_symtab(ck, &ck->symtab, ".symtab", flags);
+	if (!ret && (flags & BPFTEL_ELFCK_NAMES_PREAD)) {
+		/* Its reader needs no versions, whose names are .dynsym's string table. */
+		ck->versym.ndx = ck->verdef.ndx = 0;
+		return 0;
+	}
 	return ret ? ret : check_versions(ck);
 }
 

@@ -6,9 +6,9 @@
  * API:
  *
  *	#define BPFTEL_ELFCK_NO_SYMBOLS 1u
-
-int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd);
-int bpftel_elfck__begin_flags(struct bpftel_elfck *ck, int fd, unsigned int flags);
+ *	#define BPFTEL_ELFCK_NAMES_PREAD 2u
+ *
+ *	int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd);
  *		fstat fd (a regular file, not empty, at most BPFTEL_ELF_MAX_FILE_BYTES), read
  *		the ELF header with our own pread (counts and header tables inside the file and
  *		under their caps), then elf_begin(ELF_C_READ) and check that libelf read the same
@@ -25,6 +25,11 @@ int bpftel_elfck__begin_flags(struct bpftel_elfck *ck, int fd, unsigned int flag
  *		The same; BPFTEL_ELFCK_NO_SYMBOLS for a reader of no symbol table (goexe.c,
  *		which reads .gopclntab): their sections are found, their sizes not checked
  *		(a large Go program's .symtab may pass the caps and is never read).
+ *		BPFTEL_ELFCK_NAMES_PREAD for a reader that reads the symbol tables' names one
+ *		at a time with bpftel_elfck_pread(), never a whole string table (elfaddr.c):
+ *		those string tables must lie inside the file, at any size (PyTorch's
+ *		libtorch_cuda.so has 63 MiB of .symtab names); the version tables are
+ *		dropped (not read, not checked).
  *
  *	void bpftel_elfck__end(struct bpftel_elfck *ck);
  *		elf_end(): every section's data read through ck->elf is freed.
@@ -60,6 +65,7 @@ struct bpftel_elfck {
 };
 
 #define BPFTEL_ELFCK_NO_SYMBOLS 1u
+#define BPFTEL_ELFCK_NAMES_PREAD 2u
 
 int bpftel_elfck__begin(struct bpftel_elfck *ck, int fd);
 int bpftel_elfck__begin_flags(struct bpftel_elfck *ck, int fd, unsigned int flags);

@@ -36,8 +36,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/sysmacros.h>
+
 #include "gpu_demangle.h"
 #include "gpu_kernels.h"
+#include "user/common/log.h"
 #include "user/common/proc.h"
 #include "user/common/procmap.h"
 #include "user/manager/elfaddr.h"
@@ -163,7 +166,7 @@ static void name_file(struct bpftel_gpu_sym *syms, const struct sym_file *sf, si
 	struct bpftel_elf_addr_req req[BPFTEL_GPU_NAME_BUDGET];
 	size_t idx[BPFTEL_GPU_NAME_BUDGET], k, nr = 0;
 	enum bpftel_refusal why;
-	char range[64];
+	char range[64], err[160];
 	struct stat st;
 	int fd;
 
@@ -183,11 +186,16 @@ static void name_file(struct bpftel_gpu_sym *syms, const struct sym_file *sf, si
 	fd = bpftel_procfile_open(&t, &st, &why);
 	if (fd < 0)
 		return;
-	if (!bpftel_elf_symbolize_fd(fd, NULL, req, nr, NULL, 0))
+	if (!bpftel_elf_symbolize_fd(fd, NULL, req, nr, err, sizeof(err))) {
 		for (k = 0; k < nr; k++)
 			if (req[k].name[0])
 				bpftel_gpu_demangle(req[k].name, syms[idx[k]].name,
 						    sizeof(syms[idx[k]].name));
+	} else { /* the file by its identity: its path is another process's to choose */
+		pr_debug("gpu: %zu kernels of pid %u not named: file %u:%u inode %llu: %s", nr,
+			 syms[i].pid, major(sf[i].vma.dev), minor(sf[i].vma.dev),
+			 (unsigned long long)sf[i].vma.ino, err);
+	}
 	close(fd);
 }
 
