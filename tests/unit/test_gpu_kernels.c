@@ -43,6 +43,16 @@ void stub_fn(void)
 	sink += 7;
 }
 
+/* A host stub whose mangled name is over 255 bytes (PyTorch's run to thousands):
+ * ten 30-letter namespaces, then kernel(). */
+#define NS30 "30abcdefghijklmnopqrstuvwxyzabcd"
+void long_stub_fn(void) __asm__("_ZN" NS30 NS30 NS30 NS30 NS30 NS30 NS30 NS30 NS30 NS30
+				"6kernelEv");
+void long_stub_fn(void)
+{
+	sink += 11;
+}
+
 static void test_offset_to_symbol(void **state)
 {
 	struct bpftel_elf_addr_req reqs[3] = {};
@@ -292,6 +302,27 @@ static void test_handle_named_by_host(void **state)
 		assert_int_equal(row.kernels[i].driver, i == 2);
 		assert_int_equal(row.kernels[i].launches, i == 1 ? 3 : 2);
 	}
+	bpftel_gpu_kernels__free(kt);
+}
+
+/* A mangled name over 255 bytes is read whole and demangled, then cut to the label's
+ * 255 bytes (it was cut before it was demangled, and shown mangled). */
+static void test_long_mangled_name_demangled(void **state)
+{
+	static struct bpftel_gpu_kernel_seen ks[1];
+	static struct bpftel_gpu_proc row;
+	struct bpftel_gpu_kernels *kt = real_kernels();
+	__u64 addr = (__u64)(uintptr_t)long_stub_fn, launches = 1;
+	char want[BPFTEL_GPU_KERNEL_NAME] = "";
+	int i;
+
+	(void)state;
+	for (i = 0; i < 10; i++)
+		strncat(want, "abcdefghijklmnopqrstuvwxyzabcd::", sizeof(want) - 1 - strlen(want));
+	self_report(kt, &row, ks, &addr, &launches, 1);
+	assert_int_equal(row.nkernels, 1);
+	assert_int_equal(strlen(row.kernels[0].name), sizeof(want) - 1);
+	assert_string_equal(row.kernels[0].name, want);
 	bpftel_gpu_kernels__free(kt);
 }
 
@@ -1051,6 +1082,7 @@ int main(void)
 		cmocka_unit_test(test_top_kernels_merged),
 		cmocka_unit_test(test_runtime_names_cached),
 		cmocka_unit_test(test_handle_named_by_host),
+		cmocka_unit_test(test_long_mangled_name_demangled),
 		cmocka_unit_test(test_runtime_names_budgeted),
 		cmocka_unit_test(test_runtime_names_per_file),
 		cmocka_unit_test(test_kernel_series_overtaken),

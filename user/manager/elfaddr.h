@@ -18,7 +18,7 @@
  * The file is checked by elfcheck.c first (every cap of elfsym.h holds here too, but
  * for the symbol tables' string tables), and read one symbol table at a time, each in
  * its own libelf handle. Names are not read with their table: only each request's
- * chosen symbol's, with pread, at most BPFTEL_ELF_NAME_MAX bytes, so that a string
+ * chosen symbol's, with pread, under BPFTEL_ELF_NAME_MAX bytes, so that a string
  * table may be of any size inside the file (PyTorch's libtorch_cuda.so has 63 MiB of
  * .symtab names: over the 16 MiB cap of a table read whole).
  */
@@ -27,7 +27,10 @@
 
 #include <stddef.h>
 
-#define BPFTEL_ELF_NAME_MAX 256
+/* A mangled name is demangled whole or not at all: PyTorch's host stubs' names run to
+ * thousands of bytes (templates on lambdas), so a name is kept up to 4 KiB before it is
+ * demangled, and cut there. */
+#define BPFTEL_ELF_NAME_MAX 4096
 
 struct bpftel_elf_addr_req {
 	long offset;			/* in */

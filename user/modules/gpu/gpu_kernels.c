@@ -163,13 +163,16 @@ struct sym_file {
 static void name_file(struct bpftel_gpu_sym *syms, const struct sym_file *sf, size_t n, size_t i)
 {
 	struct bpftel_procfile_target t = {.pid = syms[i].pid, .dirfd = BPFTEL_PROCFILE_MAPPED};
-	struct bpftel_elf_addr_req req[BPFTEL_GPU_NAME_BUDGET];
+	/* 4 KiB a name: on the heap, not the stack of the thread that reports. */
+	struct bpftel_elf_addr_req *req = calloc(BPFTEL_GPU_NAME_BUDGET, sizeof(*req));
 	size_t idx[BPFTEL_GPU_NAME_BUDGET], k, nr = 0;
 	enum bpftel_refusal why;
 	char range[64], err[160];
 	struct stat st;
 	int fd;
 
+	if (!req)
+		return; /* untried: a later report names them */
 	for (k = i; k < n && nr < BPFTEL_GPU_NAME_BUDGET; k++) {
 		if (syms[k].tried || !sf[k].mapped || sf[k].vma.dev != sf[i].vma.dev ||
 		    sf[k].vma.ino != sf[i].vma.ino)
@@ -184,8 +187,10 @@ static void name_file(struct bpftel_gpu_sym *syms, const struct sym_file *sf, si
 	t.ino = sf[i].vma.ino;
 	t.path = range;
 	fd = bpftel_procfile_open(&t, &st, &why);
-	if (fd < 0)
+	if (fd < 0) {
+		free(req);
 		return;
+	}
 	if (!bpftel_elf_symbolize_fd(fd, NULL, req, nr, err, sizeof(err))) {
 		for (k = 0; k < nr; k++)
 			if (req[k].name[0])
@@ -197,6 +202,7 @@ static void name_file(struct bpftel_gpu_sym *syms, const struct sym_file *sf, si
 			 (unsigned long long)sf[i].vma.ino, err);
 	}
 	close(fd);
+	free(req);
 }
 
 static void symbolize(struct bpftel_gpu_sym *syms, size_t n)
