@@ -100,8 +100,9 @@ class Census:
         if self.events:
             _write(f"events/{GROUP}/enable", "1", "w")
 
-    def read(self, pid):
-        """({(lib, function): hits}, {(lib, function): [sizes]} of pid's calls)."""
+    def read(self):
+        """({(lib, function): hits}, {(lib, function): [sizes]}) of every process: the
+        checker runs one CUDA program at a time."""
         hits, sizes = {}, {}
         with open(os.path.join(TRACEFS, "uprobe_profile")) as f:
             for line in f:
@@ -110,11 +111,10 @@ class Census:
                     hits[self.events[w[1]]] = int(w[2])
         with open(os.path.join(TRACEFS, "trace")) as f:
             for line in f:
-                m = re.search(r"-(\d+)\s+\[.*?\s(\w+): \(.*?\) size=(\d+)", line)
-                if m and int(m.group(1)) and m.group(2) in self.events:
-                    sizes.setdefault(self.events[m.group(2)], []).append(
-                        (int(m.group(1)), int(m.group(3))))
-        return hits, {k: [s for t, s in v if _tgid(t) == pid] for k, v in sizes.items()}
+                m = re.search(r"\s(\w+): \(.*?\) size=(\d+)", line)
+                if m and m.group(1) in self.events:
+                    sizes.setdefault(self.events[m.group(1)], []).append(int(m.group(2)))
+        return hits, sizes
 
     def stop(self):
         if os.path.isdir(os.path.join(TRACEFS, "events", GROUP)):
@@ -125,13 +125,3 @@ class Census:
         for ev in mine:
             _write("uprobe_events", f"-:{ev}\n")
 
-
-def _tgid(tid):
-    try:
-        with open(f"/proc/{tid}/status") as f:
-            for line in f:
-                if line.startswith("Tgid:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return tid

@@ -17,6 +17,7 @@ import urllib.request
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "tests", "integration"))
 from agentlib import Agent, wait_for  # noqa: E402
+from test_gpu import NPROBES, NPROBES_DRIVER, gpu_row, lib_rows  # noqa: E402
 sys.path.insert(0, here)
 import census  # noqa: E402
 
@@ -56,25 +57,15 @@ class Program:
         return self.proc.wait(timeout=60)
 
 
-def gpu_row(agent, pid):
-    rows = [p for p in agent.json("gpu")["processes"] if p["pid"] == pid]
-    return rows[0] if rows else None
-
-
-NPROBES = {"libcudart": 30, "libcuda": 42}  # entry and return of 15 and 21 functions
-
-
 def wait_probed(agent, pid, lib):
     """The gpu module's row for pid's LIB once every uprobe was tried on it."""
-    def row():
-        for r in agent.json("libs")["libs"]:
-            if r["module"] == "gpu" and pid in r["pids"] and r["lib"] == lib and \
-                    r["attached"] + r["failed"] == NPROBES[lib]:
-                return r
-        return None
-    r = wait_for(row, 60, f"the gpu uprobes on pid {pid}'s {lib}")
+    n = NPROBES if lib == "libcudart" else NPROBES_DRIVER
+    r = wait_for(lambda: [r for r in lib_rows(agent, pid) if r["lib"] == lib and
+                          r["attached"] + r["failed"] + len(r["folded"]) == n], 60,
+                 f"the gpu uprobes on pid {pid}'s {lib}")[0]
     print(f"{lib}: {r['path']}: {r['attached']} uprobes attached, {r['failed']} failed "
-          f"{r.get('failures') or ''}", flush=True)
+          f"{r.get('failures') or ''}, {len(r['folded'])} folded {r['folded'] or ''}",
+          flush=True)
     return r
 
 
@@ -183,7 +174,7 @@ def check_torch(agent, args):
     try:
         _, _ = prog.step("ready")
         told = json.loads(prog.proc.stdout.readline())
-        hits, sizes = cen.read(prog.pid)
+        hits, sizes = cen.read()
     finally:
         cen.stop()
     row = wait_for(lambda: gpu_row(agent, prog.pid), 30, f"a gpu row for {prog.pid}")
