@@ -17,6 +17,9 @@
 /*
  * The CUDA calls probed: runtime (libcudart) below GPU_FN_CU_FIRST, driver (libcuda)
  * from it. Values are stable: they index arrays and keys, and are attachment cookies.
+ * A function's per-thread default stream variant (cudaLaunchKernel_ptsz, cuMemcpyHtoD_v2_ptds,
+ * ...: what a program built with --default-stream per-thread calls) is probed with the
+ * same value: its calls are the function's.
  */
 enum gpu_func {
 	GPU_FN_LAUNCH = 0,	    /* cudaLaunchKernel */
@@ -61,6 +64,7 @@ enum gpu_func {
 	 * get the functions they launch, in place of cuModuleGetFunction. */
 	GPU_FN_CU_LIBRARY_GET_KERNEL = 35,  /* cuLibraryGetKernel */
 	GPU_FN_CU_KERNEL_GET_FUNCTION = 36, /* cuKernelGetFunction */
+	GPU_FN_CU_CTX_CREATE_V4 = 37,	    /* cuCtxCreate_v4: CUDA 13's cuCtxCreate */
 	GPU_FN__COUNT = 64,		    /* a power of two: indexes are masked */
 };
 

@@ -84,19 +84,23 @@ static __always_inline int gpu_cu_launch_ex_enter_body(TLM_PARAM, struct pt_regs
 	return 0;
 }
 
-/* cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice dev) and
- * cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev): remember pctx and dev. */
+/* cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice dev),
+ * cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned flags, CUdevice dev)
+ * and cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev): remember pctx and dev. */
 static __always_inline int gpu_ctx_make_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 						   __u64 now, enum gpu_func func)
 {
-	__u64 arg2 = PT_REGS_PARM2(regs), arg3 = PT_REGS_PARM3(regs);
+	__u64 arg2 = PT_REGS_PARM2(regs), arg3 = PT_REGS_PARM3(regs), arg4 = PT_REGS_PARM4(regs);
 
-	/* Both read, then chosen: a choice of register offset would be a variable access
+	/* All read, then chosen: a choice of register offset would be a variable access
 	 * to the context, which the verifier refuses. */
 	barrier_var(arg2);
 	barrier_var(arg3);
+	barrier_var(arg4);
 	gpu_call_begin(TLM_ARG, pid_tgid, func, now, PT_REGS_PARM1(regs),
-		       (__s32)(func == GPU_FN_CU_CTX_CREATE ? arg3 : arg2));
+		       (__s32)(func == GPU_FN_CU_CTX_CREATE	 ? arg3
+			       : func == GPU_FN_CU_CTX_CREATE_V4 ? arg4
+								 : arg2));
 	return 0;
 }
 
@@ -126,7 +130,7 @@ static __always_inline void gpu_ctx_made(TLM_PARAM, struct gpu_proc_stats *st, _
 	if (tlm_probe_read_user(&key.ctx, sizeof(key.ctx), (void *)call->arg0))
 		return;
 	tlm_map_update(gpu_ctxs, &key, &dev, BPF_ANY);
-	if (func == GPU_FN_CU_CTX_CREATE)
+	if (func == GPU_FN_CU_CTX_CREATE || func == GPU_FN_CU_CTX_CREATE_V4)
 		gpu_thread_set_device(TLM_ARG, st, pid_tgid, dev, false);
 }
 

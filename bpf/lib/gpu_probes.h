@@ -200,6 +200,7 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 	case GPU_FN_CU_MEMCPY_DTOH_ASYNC:
 		return gpu_memcpy_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	case GPU_FN_CU_CTX_CREATE:
+	case GPU_FN_CU_CTX_CREATE_V4:
 	case GPU_FN_CU_PRIMARY_CTX_RETAIN:
 		return gpu_ctx_make_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	case GPU_FN_CU_MODULE_GET_FUNCTION:
@@ -258,6 +259,7 @@ static __always_inline void gpu_account(TLM_PARAM, struct gpu_proc_stats *st, __
 		gpu_thread_set_device(TLM_ARG, st, pid_tgid, (__s32)call->arg1, true);
 		break;
 	case GPU_FN_CU_CTX_CREATE:
+	case GPU_FN_CU_CTX_CREATE_V4:
 	case GPU_FN_CU_PRIMARY_CTX_RETAIN:
 		gpu_ctx_made(TLM_ARG, st, pid_tgid, func, call);
 		break;

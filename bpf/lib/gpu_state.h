@@ -106,7 +106,7 @@ struct {
 } gpu_threads SEC(".maps");
 
 /* Driver contexts and their device, learnt where they are made (cuCtxCreate_v2,
- * cuDevicePrimaryCtxRetain), for cuCtxSetCurrent / cuCtxPushCurrent_v2. LRU: contexts
+ * cuCtxCreate_v4, cuDevicePrimaryCtxRetain), for cuCtxSetCurrent / cuCtxPushCurrent_v2. LRU: contexts
  * are destroyed without our seeing it. */
 struct gpu_ctx_key {
 	__u32 tgid;

@@ -734,6 +734,29 @@ static void test_allocation_cap_per_process(void **state)
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), ALLOCS_PER_PROC + 1);
 }
 
+/* A driver launch f of a 2x3x4 grid of 32x2x1 blocks with 256 bytes of shared memory
+ * (regs), then one whose sizes cannot be read (bad) that fails with err: both counted,
+ * only the first's threads. The process's stats after. */
+static struct gpu_proc_stats driver_launches(enum gpu_func f, struct test_regs *regs,
+					     struct test_regs *bad, int err)
+{
+	struct gpu_proc_stats st;
+
+	enter(f, regs, 100);
+	ret(f, 0, 110);
+	enter(f, bad, 120);
+	ret(f, err, 130);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[f], 2);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 0);
+	assert_int_equal(st.threads, 24 * 64);
+	assert_int_equal(st.launch_threads[10], 1);
+	assert_int_equal(st.shared_mem_bytes, 256);
+	assert_int_equal(st.failed[f], 1);
+	assert_int_equal(error_count(TGID, f, err), 1);
+	return st;
+}
+
 /* cuLaunchKernel(f, 2,3,4, 32,2,1 (blockZ on the stack), sharedMem 256, ...). */
 static void test_driver_launch_dims(void **state)
 {
@@ -743,19 +766,8 @@ static void test_driver_launch_dims(void **state)
 	struct gpu_proc_stats st;
 
 	(void)state;
-	enter(GPU_FN_CU_LAUNCH, &regs, 100);
-	ret(GPU_FN_CU_LAUNCH, 0, 110);
 	bad.sp = 8; /* unreadable stack: counted, no threads */
-	enter(GPU_FN_CU_LAUNCH, &bad, 120);
-	ret(GPU_FN_CU_LAUNCH, 34 /* CUDA_ERROR_STUB_LIBRARY */, 130);
-	st = stats_of(TGID);
-	assert_int_equal(st.calls[GPU_FN_CU_LAUNCH], 2);
-	assert_int_equal(st.calls[GPU_FN_LAUNCH], 0);
-	assert_int_equal(st.threads, 24 * 64);
-	assert_int_equal(st.launch_threads[10], 1);
-	assert_int_equal(st.shared_mem_bytes, 256);
-	assert_int_equal(st.failed[GPU_FN_CU_LAUNCH], 1);
-	assert_int_equal(error_count(TGID, GPU_FN_CU_LAUNCH, 34), 1);
+	st = driver_launches(GPU_FN_CU_LAUNCH, &regs, &bad, 34 /* CUDA_ERROR_STUB_LIBRARY */);
 	/* No context seen made: the driver's device is not known. */
 	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches, 2);
 	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].errors, 1);
@@ -997,18 +1009,8 @@ static void test_driver_launch_ex(void **state)
 	struct gpu_kernel k;
 
 	(void)state;
-	enter(GPU_FN_CU_LAUNCH_EX, &regs, 100);
-	ret(GPU_FN_CU_LAUNCH_EX, 0, 110);
-	enter(GPU_FN_CU_LAUNCH_EX, &bad, 120);
-	ret(GPU_FN_CU_LAUNCH_EX, 1 /* CUDA_ERROR_INVALID_VALUE */, 130);
-	st = stats_of(TGID);
-	assert_int_equal(st.calls[GPU_FN_CU_LAUNCH_EX], 2);
+	st = driver_launches(GPU_FN_CU_LAUNCH_EX, &regs, &bad, 1 /* CUDA_ERROR_INVALID_VALUE */);
 	assert_int_equal(st.calls[GPU_FN_CU_LAUNCH], 0);
-	assert_int_equal(st.threads, 24 * 64);
-	assert_int_equal(st.launch_threads[10], 1);
-	assert_int_equal(st.shared_mem_bytes, 256);
-	assert_int_equal(st.failed[GPU_FN_CU_LAUNCH_EX], 1);
-	assert_int_equal(error_count(TGID, GPU_FN_CU_LAUNCH_EX, 1), 1);
 	/* Nothing left in flight: a launch's return needs only its code. */
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
 	k = kernel_of(GPU_KERNEL_DRIVER, 0xbeef);
@@ -1087,6 +1089,33 @@ static void test_library_kernel_named(void **state)
 	assert_int_equal(stats_of(TGID).calls[GPU_FN_CU_LIBRARY_GET_KERNEL], 1);
 }
 
+/* cuCtxCreate_v4(&ctx, params, flags, dev) (CUDA 13's cuCtxCreate): the context is the
+ * device's, and current: the thread's next driver launch is on it. */
+static void test_ctx_create_v4_device(void **state)
+{
+	__u64 stack[3] = {0xdead, 1, 0}, ctx_slot = 0;
+	struct test_regs launch = {.si = 1, .dx = 1, .cx = 1, .r8 = 1, .r9 = 1,
+				   .sp = (uintptr_t)stack};
+	struct test_regs create = {.di = (uintptr_t)&ctx_slot, .si = 0x1234 /* params */,
+				   .dx = 0 /* flags */, .cx = 5 /* dev */};
+	struct {
+		__u32 tgid, __pad;
+		__u64 ctx;
+	} key = {.tgid = TGID, .ctx = 0xc5}; /* bpf/lib/gpu_state.h's gpu_ctx_key */
+	__s32 dev = -1;
+
+	(void)state;
+	enter(GPU_FN_CU_CTX_CREATE_V4, &create, 1);
+	ctx_slot = 0xc5;
+	ret(GPU_FN_CU_CTX_CREATE_V4, 0, 2);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_ctxs), &key, &dev), 0);
+	assert_int_equal(dev, 5);
+	enter(GPU_FN_CU_LAUNCH, &launch, 3);
+	assert_int_equal(stats_of(TGID).dev[5].launches, 1);
+	assert_int_equal(stats_of(TGID).device, 5);
+	assert_int_equal(stats_of(TGID).calls[GPU_FN_CU_CTX_CREATE_V4], 1);
+}
+
 /* A thread's state goes with it. */
 static void test_task_exit_drops_thread(void **state)
 {
@@ -1126,6 +1155,7 @@ int main(void)
 		T(test_driver_launch_ex),
 		T(test_get_kernel_maps_handle),
 		T(test_library_kernel_named),
+		T(test_ctx_create_v4_device),
 		T(test_driver_memory_copies_syncs),
 		T(test_driver_inside_runtime_not_counted_twice),
 		T(test_lost_runtime_return_heals),

@@ -25,6 +25,8 @@
  * kinds:    stream-ordered, managed and pinned host allocations and frees (kinds_pattern).
  * handles:  launches as nvcc 12.8+ host stubs make them (handles_pattern): a handle from
  *           __cudaGetKernel per kernel, cudaLaunchKernel given the handle.
+ * ptsz:     the per-thread default stream variants (ptsz_pattern), as a program built
+ *           with --default-stream per-thread calls them.
  * mixed LIBCUDA: load the driver LIBCUDA first, then cudaMalloc x2, cudaLaunchKernel x3
  *           and cudaFree x1, which the stub runtime implements by calling the driver on
  *           the same thread (as the real one does): counted once, as runtime calls.
@@ -32,6 +34,8 @@
  * cuda_pattern LIBCUDA driver|realdriver|culoop N|culoopfor S: LIBCUDA is a driver
  * (libcuda.so.1).
  * driver:     the driver pattern (driver_pattern), two devices, errors.
+ * cuptsz:     cuCtxCreate_v4 and the driver's per-thread default stream variants
+ *           (cu_ptsz_pattern).
  * driverex:   launches through cuLaunchKernelEx, as cuBLAS makes them, of a function from
  *           cuModuleGetFunction and of one from cuLibraryGetKernel + cuKernelGetFunction
  *           (driver_ex_pattern).
@@ -183,6 +187,34 @@ static void handles_pattern(void *lib)
 		printf("launch %d\n", launch(i < 4 ? vec_add : scale, grid, block, NULL, 0, NULL));
 }
 
+/* What tests/integration/test_gpu.py's check_ptsz says. */
+static void ptsz_pattern(void *lib)
+{
+	int (*launch_ptsz)(const void *, dim3, dim3, void **, size_t, void *) =
+		sym(lib, "cudaLaunchKernel_ptsz");
+	int (*memcpy_ptds)(void *, const void *, size_t, int) = sym(lib, "cudaMemcpy_ptds");
+	int (*memcpy_async_ptsz)(void *, const void *, size_t, int, void *) =
+		sym(lib, "cudaMemcpyAsync_ptsz");
+	int (*stream_sync_ptsz)(void *) = sym(lib, "cudaStreamSynchronize_ptsz");
+	int (*malloc_async_ptsz)(void **, size_t, void *) = sym(lib, "cudaMallocAsync_ptsz");
+	int (*free_async_ptsz)(void *, void *) = sym(lib, "cudaFreeAsync_ptsz");
+	dim3 grid = {4, 1, 1}, block = {64, 1, 1};
+	static char host[4096];
+	void *p;
+	int r[4], i;
+
+	for (i = 0; i < 2; i++)
+		printf("launch %d\n", launch_ptsz((const void *)vec_add_stub, grid, block, NULL, 0,
+						  NULL));
+	r[0] = memcpy_ptds(host, host, 4096, 1);
+	r[1] = memcpy_async_ptsz(host, host, 512, 1, NULL);
+	r[2] = stream_sync_ptsz(NULL);
+	printf("copies %d %d sync %d\n", r[0], r[1], r[2]);
+	r[0] = malloc_async_ptsz(&p, MiB, NULL);
+	r[1] = free_async_ptsz(p, NULL);
+	printf("async %d %d\n", r[0], r[1]);
+}
+
 /* What tests/integration/test_gpu.py's EXPECTED_KINDS says. */
 static void kinds_pattern(void)
 {
@@ -302,6 +334,41 @@ static void driver_ex_pattern(void *lib)
 	printf("library %d %d %d\n", r[0], r[1], r[2]);
 	for (i = 0; i < 2; i++)
 		printf("launch %d\n", launch_ex(&gemm_cfg, gemm, NULL, NULL));
+}
+
+/* What tests/integration/test_gpu.py's check_cu_ptsz says. */
+static void cu_ptsz_pattern(void *lib)
+{
+	int (*ctx_create_v4)(void **, void *, unsigned, int) = sym(lib, "cuCtxCreate_v4");
+	int (*launch_ptsz)(const void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+			   unsigned, unsigned, void *, void **, void **) =
+		sym(lib, "cuLaunchKernel_ptsz");
+	int (*launch_ex_ptsz)(const struct launch_config *, void *, void **, void **) =
+		sym(lib, "cuLaunchKernelEx_ptsz");
+	int (*htod_ptds)(cuptr, const void *, size_t) = sym(lib, "cuMemcpyHtoD_v2_ptds");
+	int (*dtoh_ptds)(void *, cuptr, size_t) = sym(lib, "cuMemcpyDtoH_v2_ptds");
+	int (*htod_async_ptsz)(cuptr, const void *, size_t, void *) =
+		sym(lib, "cuMemcpyHtoDAsync_v2_ptsz");
+	int (*dtoh_async_ptsz)(void *, cuptr, size_t, void *) =
+		sym(lib, "cuMemcpyDtoHAsync_v2_ptsz");
+	int (*stream_sync_ptsz)(void *) = sym(lib, "cuStreamSynchronize_ptsz");
+	struct launch_config cfg = {{2, 1, 1}, {32, 1, 1}, 0, NULL, NULL, 0};
+	static char host[4096];
+	void *ctx, *relu;
+	int r[5], i;
+
+	r[0] = ctx_create_v4(&ctx, NULL, 0, 3);
+	r[1] = cu_get_function(&relu, NULL, "relu_kernel");
+	printf("ctx %d function %d\n", r[0], r[1]);
+	for (i = 0; i < 2; i++)
+		printf("launch %d\n", launch_ptsz(relu, 2, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+	printf("launch %d\n", launch_ex_ptsz(&cfg, relu, NULL, NULL));
+	r[0] = htod_ptds(0x1000, host, 4096);
+	r[1] = dtoh_ptds(host, 0x1000, 1024);
+	r[2] = htod_async_ptsz(0x1000, host, 256, NULL);
+	r[3] = dtoh_async_ptsz(host, 0x1000, 128, NULL);
+	r[4] = stream_sync_ptsz(NULL);
+	printf("copies %d %d %d %d sync %d\n", r[0], r[1], r[2], r[3], r[4]);
 }
 
 /* The toolkit's stubs/libcuda.so: every call fails with CUDA_ERROR_STUB_LIBRARY. */
@@ -479,15 +546,16 @@ int main(int argc, char **argv)
 	const char *mode = argc > 2 ? argv[2] : "stub";
 	int is_driver = !strcmp(mode, "driver") || !strcmp(mode, "realdriver") ||
 			!strcmp(mode, "culoop") || !strcmp(mode, "culoopfor") ||
-			!strcmp(mode, "driverex");
+			!strcmp(mode, "driverex") || !strcmp(mode, "cuptsz");
 	char line[64];
 	void *lib;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
-				"[stub|real|hang|execthread|spin|kinds|handles|crafted|mixed LIBCUDA|"
-				"loop N|loopfor S|malloc N|badptr N|fork N]\n       cuda_pattern "
-				"LIBCUDA driver|driverex|realdriver|culoop N|culoopfor S\n");
+				"[stub|real|hang|execthread|spin|kinds|handles|ptsz|crafted|"
+				"mixed LIBCUDA|loop N|loopfor S|malloc N|badptr N|fork N]\n"
+				"       cuda_pattern LIBCUDA driver|driverex|cuptsz|realdriver|culoop N|"
+				"culoopfor S\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -513,6 +581,8 @@ int main(int argc, char **argv)
 		driver_pattern();
 	else if (!strcmp(mode, "driverex"))
 		driver_ex_pattern(lib);
+	else if (!strcmp(mode, "cuptsz"))
+		cu_ptsz_pattern(lib);
 	else if (!strcmp(mode, "realdriver"))
 		real_driver_pattern();
 	else if (!strcmp(mode, "culoop") && argc > 3)
@@ -523,6 +593,8 @@ int main(int argc, char **argv)
 		kinds_pattern();
 	else if (!strcmp(mode, "handles"))
 		handles_pattern(lib);
+	else if (!strcmp(mode, "ptsz"))
+		ptsz_pattern(lib);
 	else if (!strcmp(mode, "mixed"))
 		mixed_pattern();
 	else if (!strcmp(mode, "crafted"))

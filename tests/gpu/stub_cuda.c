@@ -18,6 +18,11 @@
  *                    for an empty name
  *   cuKernelGetFunction the kernel's CUfunction (its handle + 0x100000);
  *                    CUDA_ERROR_INVALID_HANDLE (400) for a NULL kernel
+ *   cuCtxCreate_v4   (CUDA 13's cuCtxCreate) as cuCtxCreate_v2
+ *   *_ptsz, *_ptds   the per-thread default stream variants of cuLaunchKernel,
+ *                    cuLaunchKernelEx, the four copies and cuStreamSynchronize: succeed
+ *                    at once; cuMemcpyHtoD_v2_ptds is an alias of cuMemcpyHtoD_v2 (one
+ *                    address, two names: the registry must probe it once)
  *   cuModuleGetFunction a new handle per call (0xf000, 0xf010, ...);
  *                    CUDA_ERROR_NOT_FOUND (500) for an empty name
  */
@@ -118,16 +123,23 @@ EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, voi
 	return config->gridDimX && config->gridDimY && config->gridDimZ ? 0 : 1;
 }
 
+/* A new handle of a named kernel through where, from *next on; an empty name is not
+ * found (CUDA_ERROR_NOT_FOUND). */
+static CUresult new_handle(void **where, const char *name, uintptr_t *next)
+{
+	if (!name || !*name)
+		return 500;
+	*where = (void *)*next;
+	*next += 0x10;
+	return 0;
+}
+
 EXPORT CUresult cuLibraryGetKernel(void **kernel, void *library, const char *name)
 {
 	static uintptr_t next = 0xc000;
 
 	(void)library;
-	if (!name || !*name)
-		return 500;
-	*kernel = (void *)next;
-	next += 0x10;
-	return 0;
+	return new_handle(kernel, name, &next);
 }
 
 EXPORT CUresult cuKernelGetFunction(CUfunction *func, void *kernel)
@@ -143,11 +155,7 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, void *hmod, const char *n
 	static uintptr_t next = 0xf000;
 
 	(void)hmod;
-	if (!name || !*name)
-		return 500;
-	*hfunc = (CUfunction)next;
-	next += 0x10;
-	return 0;
+	return new_handle(hfunc, name, &next);
 }
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
@@ -215,5 +223,67 @@ EXPORT CUresult cuStreamSynchronize(CUstream stream)
 {
 	(void)stream;
 	sleep_ms(5);
+	return 0;
+}
+
+EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, int dev)
+{
+	(void)params, (void)flags;
+	return fake_ctx(pctx, dev);
+}
+
+/* The per-thread default stream variants. Each adds its own amount: no two bodies are
+ * alike, so the compiler cannot fold two functions into one address. */
+static volatile unsigned long ptsz_calls;
+
+EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+				    unsigned int gz, unsigned int bx, unsigned int by,
+				    unsigned int bz, unsigned int shared, CUstream stream,
+				    void **params, void **extra)
+{
+	(void)f, (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params,
+		(void)extra;
+	ptsz_calls += 1;
+	return gx && gy && gz ? 0 : 1;
+}
+
+EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
+				      void **extra)
+{
+	(void)f, (void)params, (void)extra;
+	ptsz_calls += 2;
+	return config ? 0 : 1;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t count)
+	__attribute__((alias("cuMemcpyHtoD_v2")));
+
+EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t count)
+{
+	(void)dst, (void)src, (void)count;
+	ptsz_calls += 3;
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t count,
+					  CUstream stream)
+{
+	(void)dst, (void)src, (void)count, (void)stream;
+	ptsz_calls += 4;
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t count,
+					  CUstream stream)
+{
+	(void)dst, (void)src, (void)count, (void)stream;
+	ptsz_calls += 5;
+	return 0;
+}
+
+EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream)
+{
+	(void)stream;
+	ptsz_calls += 6;
 	return 0;
 }

@@ -18,6 +18,9 @@
  *   cudaSetDevice    cudaErrorInvalidDevice (101) outside 0..7
  *   cudaMallocAsync, cudaMallocManaged, cudaMallocHost, cudaHostAlloc: as cudaMalloc
  *                    (each from its own range of fake pointers); their frees succeed
+ *   *_ptsz, *_ptds   the per-thread default stream variants of cudaLaunchKernel,
+ *                    cudaMemcpy, cudaMemcpyAsync, cudaStreamSynchronize, cudaMallocAsync
+ *                    and cudaFreeAsync: succeed at once (the copies check their kind)
  *   __cudaGetKernel  the handle nvcc 12.8+ host stubs launch a kernel by, in place of
  *                    its host function: a new one per call (0xa000, 0xa010, ...);
  *                    cudaErrorInvalidDeviceFunction (98) for a NULL host function
@@ -191,4 +194,52 @@ EXPORT cudaError_t cudaDeviceSynchronize(void)
 EXPORT cudaError_t cudaSetDevice(int device)
 {
 	return device < 0 || device > 7 ? 101 : 0;
+}
+
+/* The per-thread default stream variants. Each adds its own amount: no two bodies are
+ * alike, so the compiler cannot fold two functions into one address. */
+static volatile unsigned long ptsz_calls;
+
+EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
+					 size_t shared_mem, cudaStream_t stream)
+{
+	(void)func, (void)grid, (void)block, (void)args, (void)shared_mem, (void)stream;
+	ptsz_calls += 1;
+	return 0;
+}
+
+EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, int kind)
+{
+	(void)dst, (void)src, (void)count;
+	ptsz_calls += 2;
+	return kind < 0 || kind > 4 ? 21 : 0;
+}
+
+EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, int kind,
+					cudaStream_t stream)
+{
+	(void)dst, (void)src, (void)count, (void)stream;
+	ptsz_calls += 3;
+	return kind < 0 || kind > 4 ? 21 : 0;
+}
+
+EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+	(void)stream;
+	ptsz_calls += 4;
+	return 0;
+}
+
+EXPORT cudaError_t cudaMallocAsync_ptsz(void **dev_ptr, size_t size, cudaStream_t stream)
+{
+	(void)stream;
+	ptsz_calls += 5;
+	return fake_alloc(dev_ptr, size, &next_async);
+}
+
+EXPORT cudaError_t cudaFreeAsync_ptsz(void *dev_ptr, cudaStream_t stream)
+{
+	(void)dev_ptr, (void)stream;
+	ptsz_calls += 6;
+	return 0;
 }

@@ -30,8 +30,8 @@ from agentlib import Agent, bpf_ids, check, require_root, run, vm_hwm_kib, wait_
 
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
-NPROBES = 30  # 15 runtime functions, entry + return each
-NPROBES_DRIVER = 42  # 21 driver functions
+NPROBES = 42  # 21 runtime functions (6 per-thread stream variants), entry + return each
+NPROBES_DRIVER = 58  # 29 driver functions (7 per-thread stream variants)
 GEMM_KERNEL = ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_"
                "ffma_aligna4_alignc4_execute_kernel__5x_cublas")  # cuBLAS's, on an H200
 NOPTIONAL = 2  # __cudaGetKernel's, which runtimes before nvcc 12.8's launch by handle lack
@@ -90,9 +90,11 @@ def lib_rows(agent, pid, module="gpu"):
 
 
 def wait_attached(agent, pid, lib="libcudart", n=NPROBES):
+    """pid's LIB row once its n probe points are attached, or folded into one at the
+    same address (the stub driver's alias)."""
     return wait_for(lambda: [r for r in lib_rows(agent, pid)
-                             if r["lib"] == lib and r["attached"] == n], 15,
-                    f"the gpu module's {n} uprobes on pid {pid}'s {lib}")[0]
+                             if r["lib"] == lib and r["attached"] + len(r["folded"]) == n],
+                    15, f"the gpu module's {n} uprobes on pid {pid}'s {lib}")[0]
 
 
 def nonzero(d):
@@ -453,6 +455,62 @@ def check_handles(agent, pattern_bin, stub):
         pat.finish()
 
 
+def check_ptsz(agent, pattern_bin, stub):
+    """A program built with --default-stream per-thread calls the _ptsz/_ptds variants:
+    each counted as its function."""
+    pat = Pattern(pattern_bin, stub, "ptsz")
+    try:
+        wait_attached(agent, pat.pid)
+        out = pat.play()
+        check(out == ["launch 0", "launch 0", "copies 0 0 sync 0", "async 0 0"],
+              f"ptsz: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check(nonzero(p["calls"]) == {"cudaLaunchKernel": 2, "cudaMemcpy": 1,
+                                      "cudaMemcpyAsync": 1, "cudaStreamSynchronize": 1,
+                                      "cudaMallocAsync": 1, "cudaFreeAsync": 1},
+              f"per-thread stream variants counted as their functions: {nonzero(p['calls'])}")
+        kinds = p["memory"]["kinds"]["async"]
+        check(p["memcpy_bytes"]["htod"] == 4096 + 512 and kinds["allocs"] == 1 and
+              kinds["frees"] == 1 and kinds["outstanding_bytes"] == 0,
+              f"copies {p['memcpy_bytes']}, stream-ordered memory {kinds['allocs']} "
+              f"allocated, {kinds['frees']} freed")
+        kernels = [(k["name"], k["launches"]) for k in p["kernels"]]
+        check(kernels == [("vecAdd(float const*, float const*, float*, int)", 2)],
+              f"kernels: {kernels}")
+    finally:
+        pat.finish()
+
+
+def check_cu_ptsz(agent, pattern_bin, stub_driver):
+    """CUDA 13's cuCtxCreate (cuCtxCreate_v4) and the driver's per-thread stream variants;
+    the stub's cuMemcpyHtoD_v2_ptds, an alias of cuMemcpyHtoD_v2, probed once."""
+    pat = Pattern(pattern_bin, stub_driver, "cuptsz")
+    try:
+        row = wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
+        folded = sorted((f["symbol"], f["with"], f["return"]) for f in row["folded"])
+        check(row["failed"] == 0 and row["attached"] == NPROBES_DRIVER - 2 and
+              folded == [("cuMemcpyHtoD_v2_ptds", "cuMemcpyHtoD_v2", False),
+                         ("cuMemcpyHtoD_v2_ptds", "cuMemcpyHtoD_v2", True)],
+              f"{row['attached']} attached, the alias folded: {folded}")
+        out = pat.play()
+        check(out == ["ctx 0 function 0"] + ["launch 0"] * 3 + ["copies 0 0 0 0 sync 0"],
+              f"cuptsz: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check(nonzero(p["calls"]) == {"cuCtxCreate_v4": 1, "cuModuleGetFunction": 1,
+                                      "cuLaunchKernel": 2, "cuLaunchKernelEx": 1,
+                                      "cuMemcpyHtoD_v2": 1, "cuMemcpyDtoH_v2": 1,
+                                      "cuMemcpyHtoDAsync_v2": 1, "cuMemcpyDtoHAsync_v2": 1,
+                                      "cuStreamSynchronize": 1},
+              f"each counted once, as its function: {nonzero(p['calls'])}")
+        check(p["memcpy_bytes"]["htod"] == 4096 + 256 and
+              p["memcpy_bytes"]["dtoh"] == 1024 + 128, f"copies {p['memcpy_bytes']}")
+        devs = {d["device"]: d["launches"] for d in p["devices"]}
+        check(devs == {"3": 3} and p["device"] == 3,
+              f"launches on the device cuCtxCreate_v4 made current: {devs}")
+    finally:
+        pat.finish()
+
+
 def check_driver_ex(agent, pattern_bin, stub_driver):
     """cuLaunchKernelEx (how cuBLAS launches: 10 of a PyTorch matmul's 23 kernels on a GPU
     machine): counted with its config's sizes, named by cuModuleGetFunction's name, or by
@@ -682,8 +740,10 @@ def main():
         check_crafted_name(agent, args.pattern, args.stub, args.hwm_growth_mib)
         check_exec_in_call(agent, args.pattern, args.stub)
         check_handles(agent, args.pattern, args.stub)
+        check_ptsz(agent, args.pattern, args.stub)
         check_driver(agent, args.pattern, args.stub_driver)
         check_driver_ex(agent, args.pattern, args.stub_driver)
+        check_cu_ptsz(agent, args.pattern, args.stub_driver)
         check_mixed(agent, args.pattern, args.stub, args.stub_driver)
         check_real_driver(agent, args.pattern)
         check_shared_mem_default(agent, cfg, args.pattern, args.stub)

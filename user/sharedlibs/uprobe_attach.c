@@ -465,6 +465,33 @@ static void share_callee(const struct mod_entry *me, enum shlib_lib lib, int fd,
 	}
 }
 
+/*
+ * Two specs of one program and cookie whose symbols are one function (an alias: a
+ * library may export cuMemcpyHtoD_v2_ptds at cuMemcpyHtoD_v2's address) would be two
+ * probes at one point, each call seen twice: the later folds into the earlier.
+ */
+static void fold_aliases(const struct mod_entry *me, enum shlib_lib lib, struct points *pts)
+{
+	const struct bpftel_uprobe_spec *s, *o;
+	size_t i, k;
+
+	for (i = 0; i < me->nspecs; i++) {
+		s = &me->specs[i];
+		if (s->lib != lib || pts[i].err || pts[i].n != 1)
+			continue;
+		for (k = 0; k < i; k++) {
+			o = &me->specs[k];
+			if (o->lib == lib && !pts[k].err && pts[k].n == 1 &&
+			    pts[k].at[0] == pts[i].at[0] && o->retprobe == s->retprobe &&
+			    o->cookie == s->cookie && !strcmp(o->prog, s->prog)) {
+				pts[i].n = 0;
+				pts[i].folded_into = k + 1;
+				break;
+			}
+		}
+	}
+}
+
 _Static_assert(BPFTEL_UPROBE_MOVED_AT == BPFTEL_TAIL_READS_MAX, "moved points: tailread.h");
 _Static_assert(BPFTEL_GO_MAX_RETS <= 32, "a bit per point in points.stepped");
 _Static_assert(BPFTEL_TAIL_READS_MAX <= BPFTEL_GO_MAX_RETS, "points hold the internal reads");
@@ -588,6 +615,7 @@ static int resolve(struct bpftel_uprobes *u, const struct lib_file *f, const str
 			share_callee(me, f->lib, fd, reqs, n, pts[j], i);
 			typed_reads(me, f->lib, fd, &pts[j][i], i);
 		}
+		fold_aliases(me, f->lib, pts[j]);
 	}
 	return 0;
 }

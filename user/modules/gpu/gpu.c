@@ -94,6 +94,14 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	RT("cudaFreeHost", GPU_FN_FREE_HOST),
 	/* nvcc 12.8+'s launch by handle; older runtimes lack it: not a failure there. */
 	OPT_RT("__cudaGetKernel", GPU_FN_GET_KERNEL),
+	/* The per-thread default stream variants (--default-stream per-thread): their calls
+	 * are the function's. */
+	RT("cudaLaunchKernel_ptsz", GPU_FN_LAUNCH),
+	RT("cudaMemcpy_ptds", GPU_FN_MEMCPY),
+	RT("cudaMemcpyAsync_ptsz", GPU_FN_MEMCPY_ASYNC),
+	RT("cudaStreamSynchronize_ptsz", GPU_FN_STREAM_SYNC),
+	RT("cudaMallocAsync_ptsz", GPU_FN_MALLOC_ASYNC),
+	RT("cudaFreeAsync_ptsz", GPU_FN_FREE_ASYNC),
 	CU("cuLaunchKernel", GPU_FN_CU_LAUNCH),
 	CU("cuMemAlloc_v2", GPU_FN_CU_MEM_ALLOC),
 	CU("cuMemFree_v2", GPU_FN_CU_MEM_FREE),
@@ -115,6 +123,14 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	CU("cuLaunchKernelEx", GPU_FN_CU_LAUNCH_EX),
 	CU("cuLibraryGetKernel", GPU_FN_CU_LIBRARY_GET_KERNEL),
 	CU("cuKernelGetFunction", GPU_FN_CU_KERNEL_GET_FUNCTION),
+	CU("cuCtxCreate_v4", GPU_FN_CU_CTX_CREATE_V4), /* CUDA 13's cuda.h: cuCtxCreate */
+	CU("cuLaunchKernel_ptsz", GPU_FN_CU_LAUNCH),
+	CU("cuLaunchKernelEx_ptsz", GPU_FN_CU_LAUNCH_EX),
+	CU("cuMemcpyHtoD_v2_ptds", GPU_FN_CU_MEMCPY_HTOD),
+	CU("cuMemcpyDtoH_v2_ptds", GPU_FN_CU_MEMCPY_DTOH),
+	CU("cuMemcpyHtoDAsync_v2_ptsz", GPU_FN_CU_MEMCPY_HTOD_ASYNC),
+	CU("cuMemcpyDtoHAsync_v2_ptsz", GPU_FN_CU_MEMCPY_DTOH_ASYNC),
+	CU("cuStreamSynchronize_ptsz", GPU_FN_CU_STREAM_SYNC),
 };
 
 static const struct bpftel_probe_spec task_exit_probe = {

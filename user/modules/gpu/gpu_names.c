@@ -45,6 +45,7 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_CU_LAUNCH_EX] = "cuLaunchKernelEx",
 	[GPU_FN_CU_LIBRARY_GET_KERNEL] = "cuLibraryGetKernel",
 	[GPU_FN_CU_KERNEL_GET_FUNCTION] = "cuKernelGetFunction",
+	[GPU_FN_CU_CTX_CREATE_V4] = "cuCtxCreate_v4",
 };
 
 static const char *const kind_names[GPU_MEMCPY__COUNT] = {
