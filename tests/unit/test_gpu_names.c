@@ -63,6 +63,15 @@ static void test_function_and_kind_names(void **state)
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_FREE_HOST), "cuMemFreeHost");
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MODULE_GET_FUNCTION),
 			    "cuModuleGetFunction");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_GET_KERNEL), "__cudaGetKernel");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_LAUNCH_EX), "cuLaunchKernelEx");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_LIBRARY_GET_KERNEL),
+			    "cuLibraryGetKernel");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_KERNEL_GET_FUNCTION),
+			    "cuKernelGetFunction");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_CTX_CREATE_V4), "cuCtxCreate_v4");
+	/* A slot no probe uses (the JSON's calls leave it out). */
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_GET_KERNEL + 1), "unknown");
 	assert_string_equal(bpftel_gpu_mem_kind_name(GPU_MEM_HOST), "pinned_host");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_H2D), "htod");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_D2H), "dtoh");
