@@ -93,7 +93,7 @@ def wait_attached(agent, pid, lib="libcudart", n=NPROBES):
     """pid's LIB row once its n probe points are attached, or folded into one at the
     same address (the stub driver's alias)."""
     return wait_for(lambda: [r for r in lib_rows(agent, pid)
-                             if r["lib"] == lib and r["attached"] + len(r["folded"]) == n],
+                             if r["lib"] == lib and r["attached"] + r["folded_points"] == n],
                     15, f"the gpu module's {n} uprobes on pid {pid}'s {lib}")[0]
 
 
@@ -489,7 +489,7 @@ def check_cu_ptsz(agent, pattern_bin, stub_driver):
         row = wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
         folded = sorted((f["symbol"], f["with"], f["return"]) for f in row["folded"])
         check(row["failed"] == 0 and row["attached"] == NPROBES_DRIVER - 2 and
-              folded == [("cuMemcpyHtoD_v2_ptds", "cuMemcpyHtoD_v2", False),
+              row["folded_points"] == 2 and folded == [("cuMemcpyHtoD_v2_ptds", "cuMemcpyHtoD_v2", False),
                          ("cuMemcpyHtoD_v2_ptds", "cuMemcpyHtoD_v2", True)],
               f"{row['attached']} attached, the alias folded: {folded}")
         out = pat.play()
@@ -674,6 +674,7 @@ def check_bad_files(agent, python, pattern_bin, stub):
                                 if r["path"] == nosyms and r["failed"]], 15,
                        f"an attach failure recorded for {nosyms}")[0]
         check(row["attached"] == 0 and row["failed"] == NPROBES - NOPTIONAL and
+              row["skipped_optional"] == NOPTIONAL and
               row["failures"] and all(f["errno"] > 0 for f in row["failures"]) and
               "__cudaGetKernel" not in {f["symbol"] for f in row["failures"]},
               f"no CUDA symbols: {row['failed']} attach failures recorded, e.g. "

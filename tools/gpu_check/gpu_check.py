@@ -61,10 +61,12 @@ def wait_probed(agent, pid, lib):
     """The gpu module's row for pid's LIB once every uprobe was tried on it."""
     n = NPROBES if lib == "libcudart" else NPROBES_DRIVER
     r = wait_for(lambda: [r for r in lib_rows(agent, pid) if r["lib"] == lib and
-                          r["attached"] + r["failed"] + len(r["folded"]) == n], 60,
+                          r["attached"] + r["failed"] + r["folded_points"] +
+                          r["skipped_optional"] == n], 60,
                  f"the gpu uprobes on pid {pid}'s {lib}")[0]
     print(f"{lib}: {r['path']}: {r['attached']} uprobes attached, {r['failed']} failed "
-          f"{r.get('failures') or ''}, {len(r['folded'])} folded {r['folded'] or ''}",
+          f"{r.get('failures') or ''}, {r['folded_points']} folded {r['folded'] or ''}, "
+          f"{r['skipped_optional']} optional not in the file",
           flush=True)
     return r
 

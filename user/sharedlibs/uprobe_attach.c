@@ -195,7 +195,9 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 		if (s->lib != lib)
 			continue;
 		if (pts[i].err) {
-			if (!(s->optional && pts[i].err == -ENOENT))
+			if (s->optional && pts[i].err == -ENOENT)
+				fm->nskipped++;
+			else
 				add_fail(fm, s->symbol, (int)pts[i].err);
 			continue;
 		}
@@ -262,7 +264,9 @@ static void attach_single(const struct mod_entry *me, struct bpf_object *obj, en
 		if (s->lib != lib || s->retprobe != (pass < me->nspecs))
 			continue;
 		if (pts[i].err) {
-			if (!(s->optional && pts[i].err == -ENOENT))
+			if (s->optional && pts[i].err == -ENOENT)
+				fm->nskipped++;
+			else
 				add_fail(fm, s->symbol, (int)pts[i].err);
 			continue;
 		}
@@ -559,10 +563,13 @@ static void note_folded(const struct mod_entry *me, const struct points *pts, si
 	struct bpftel_uprobe_folded *fo;
 	size_t w;
 
-	if (!pts[i].folded_into || fm->nfolded >= BPFTEL_UPROBE_MAX_FOLDED)
+	if (!pts[i].folded_into)
+		return;
+	/* Counted whatever their number: `bpftel libs` adds up every point. */
+	if (fm->nfolded++ >= BPFTEL_UPROBE_MAX_FOLDED)
 		return;
 	w = pts[i].folded_into - 1;
-	fo = &fm->folded[fm->nfolded++];
+	fo = &fm->folded[fm->nfolded - 1];
 	snprintf(fo->symbol, sizeof(fo->symbol), "%s", me->specs[i].symbol);
 	snprintf(fo->with, sizeof(fo->with), "%s", me->specs[w].symbol);
 	fo->retprobe = me->specs[i].retprobe;

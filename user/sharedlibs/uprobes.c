@@ -1208,6 +1208,7 @@ int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_in
 				r->fail[k].err = fm->fail[k].err;
 			}
 			r->nfolded = fm->nfolded;
+			r->skipped = fm->nskipped;
 			memcpy(r->folded, fm->folded, sizeof(r->folded));
 			r->nmoved = fm->nmoved;
 			memcpy(r->moved, fm->moved, sizeof(r->moved));

@@ -196,7 +196,10 @@ struct bpftel_uprobe_file_info {
 		char symbol[64];
 		int err;
 	} fail[BPFTEL_UPROBE_MAX_FAIL];
-	size_t nfolded; /* points covered by another spec's probe on a shared callee */
+	/* Points covered by another spec's probe, on a shared callee or at the same address
+	 * (an alias), all counted, the first BPFTEL_UPROBE_MAX_FOLDED listed. */
+	size_t nfolded;
+	size_t skipped; /* points of optional functions the file does not have */
 	struct bpftel_uprobe_folded {
 		char symbol[64]; /* the function whose probe is not attached ("SSL_read") */
 		char with[64];	 /* the one whose probe covers it ("SSL_read_ex") */

@@ -49,6 +49,7 @@ struct file_mod {
 	size_t attached; /* probe points */
 	unsigned char entry_kind; /* its entry points' instructions: ENTRY_EMULATED | ENTRY_STEPPED */
 	size_t nfail;
+	size_t nskipped; /* optional specs whose symbol the file lacks */
 	struct {
 		char symbol[64];
 		int err;

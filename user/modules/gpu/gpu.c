@@ -67,14 +67,16 @@ static const __u64 age_limits_s[BPFTEL_GPU_AGE_BUCKETS - 1] = {10, 60, 600, 3600
 		lib, "gpu_uretprobe", sym, true, fn        \
 	}
 #define RT(sym, fn) ENTER_RET(SHLIB_LIB_CUDART, sym, fn)
-/* A function some versions lack: absent, no probe and no failure (bpftel libs). */
-#define OPT_RT(sym, fn)                                                                     \
-	{.lib = SHLIB_LIB_CUDART, .prog = "gpu_uprobe", .symbol = sym, .cookie = fn,         \
-	 .optional = true},                                                                 \
+/* A function some versions lack: absent, no probe and no failure (bpftel libs counts
+ * it among skipped_optional). */
+#define OPT(lib_, sym, fn)                                                                  \
+	{.lib = lib_, .prog = "gpu_uprobe", .symbol = sym, .cookie = fn, .optional = true},  \
 	{                                                                                   \
-		.lib = SHLIB_LIB_CUDART, .prog = "gpu_uretprobe", .symbol = sym,             \
-		.retprobe = true, .cookie = fn, .optional = true                             \
+		.lib = lib_, .prog = "gpu_uretprobe", .symbol = sym, .retprobe = true,       \
+		.cookie = fn, .optional = true                                               \
 	}
+#define OPT_RT(sym, fn) OPT(SHLIB_LIB_CUDART, sym, fn)
+#define OPT_CU(sym, fn) OPT(SHLIB_LIB_CUDA, sym, fn)
 #define CU(sym, fn) ENTER_RET(SHLIB_LIB_CUDA, sym, fn)
 
 static const struct bpftel_uprobe_spec uprobe_specs[] = {
@@ -120,12 +122,13 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	CU("cuMemAllocHost_v2", GPU_FN_CU_MEM_ALLOC_HOST),
 	CU("cuMemFreeHost", GPU_FN_CU_MEM_FREE_HOST),
 	CU("cuModuleGetFunction", GPU_FN_CU_MODULE_GET_FUNCTION),
-	CU("cuLaunchKernelEx", GPU_FN_CU_LAUNCH_EX),
-	CU("cuLibraryGetKernel", GPU_FN_CU_LIBRARY_GET_KERNEL),
-	CU("cuKernelGetFunction", GPU_FN_CU_KERNEL_GET_FUNCTION),
-	CU("cuCtxCreate_v4", GPU_FN_CU_CTX_CREATE_V4), /* CUDA 13's cuda.h: cuCtxCreate */
+	/* Drivers before CUDA 12.0 lack these three, before 12.5 cuCtxCreate_v4. */
+	OPT_CU("cuLaunchKernelEx", GPU_FN_CU_LAUNCH_EX),
+	OPT_CU("cuLibraryGetKernel", GPU_FN_CU_LIBRARY_GET_KERNEL),
+	OPT_CU("cuKernelGetFunction", GPU_FN_CU_KERNEL_GET_FUNCTION),
+	OPT_CU("cuCtxCreate_v4", GPU_FN_CU_CTX_CREATE_V4), /* CUDA 13's cuda.h: cuCtxCreate */
 	CU("cuLaunchKernel_ptsz", GPU_FN_CU_LAUNCH),
-	CU("cuLaunchKernelEx_ptsz", GPU_FN_CU_LAUNCH_EX),
+	OPT_CU("cuLaunchKernelEx_ptsz", GPU_FN_CU_LAUNCH_EX),
 	CU("cuMemcpyHtoD_v2_ptds", GPU_FN_CU_MEMCPY_HTOD),
 	CU("cuMemcpyDtoH_v2_ptds", GPU_FN_CU_MEMCPY_DTOH),
 	CU("cuMemcpyHtoDAsync_v2_ptsz", GPU_FN_CU_MEMCPY_HTOD_ASYNC),
