@@ -65,6 +65,7 @@ enum gpu_func {
 	GPU_FN_CU_LIBRARY_GET_KERNEL = 35,  /* cuLibraryGetKernel */
 	GPU_FN_CU_KERNEL_GET_FUNCTION = 36, /* cuKernelGetFunction */
 	GPU_FN_CU_CTX_CREATE_V4 = 37,	    /* cuCtxCreate_v4: CUDA 13's cuCtxCreate */
+	GPU_FN__USED = 38,		    /* past the last value in use */
 	GPU_FN__COUNT = 64,		    /* a power of two: indexes are masked */
 };
 
@@ -177,6 +178,10 @@ struct gpu_kernel {
 
 struct gpu_kname {
 	char name[GPU_KNAME_LEN]; /* as the process passed it, NUL-terminated (truncated) */
+	/* Whose it is, as first named: (process, handle the name was given). */
+	__u32 tgid;
+	__u32 __pad;
+	__u64 named;
 };
 
 /* Per thread (gpu_threads, pid_tgid): see bpf/lib/gpu_state.h. */

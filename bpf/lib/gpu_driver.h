@@ -171,7 +171,9 @@ static __always_inline int gpu_kernel_function_enter_body(TLM_PARAM, struct pt_r
 	return 0;
 }
 
-/* It succeeded: the function has its kernel's name, where the kernel was named. */
+/* It succeeded: the function has its kernel's name, where the kernel was named. The
+ * name is copied from the LRU map's own entry, which another process's flood of names
+ * may take over meanwhile: a copy that is not of this process's kernel is taken back. */
 static __always_inline void gpu_kernel_function(TLM_PARAM, __u64 pid_tgid,
 						const struct gpu_call *call)
 {
@@ -182,6 +184,9 @@ static __always_inline void gpu_kernel_function(TLM_PARAM, __u64 pid_tgid,
 	if (!kn || tlm_probe_read_user(&key.func, sizeof(key.func), (void *)call->arg0))
 		return;
 	tlm_map_update(gpu_knames, &key, kn, BPF_ANY);
+	kn = bpf_map_lookup_elem(&gpu_knames, &key);
+	if (kn && (kn->tgid != key.tgid || kn->named != call->arg1))
+		tlm_map_delete(gpu_knames, &key);
 }
 
 /* It succeeded: the kernel behind the handle (a CUfunction, or a CUkernel, which
@@ -189,11 +194,12 @@ static __always_inline void gpu_kernel_function(TLM_PARAM, __u64 pid_tgid,
 static __always_inline void gpu_kernel_named(TLM_PARAM, __u64 pid_tgid, const struct gpu_call *call)
 {
 	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = GPU_KERNEL_DRIVER};
-	struct gpu_kname kn = {};
+	struct gpu_kname kn = {.tgid = pid_tgid >> 32};
 
 	if (tlm_probe_read_user(&key.func, sizeof(key.func), (void *)call->arg0) ||
 	    tlm_probe_read_user_str(kn.name, sizeof(kn.name), (void *)call->arg1) < 0)
 		return;
+	kn.named = key.func;
 	tlm_map_update(gpu_knames, &key, &kn, BPF_ANY);
 }
 

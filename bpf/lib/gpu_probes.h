@@ -327,7 +327,7 @@ static __always_inline int gpu_task_exit_body(TLM_PARAM, __u64 pid_tgid)
 		return 0;
 	if (bpf_map_lookup_elem(&gpu_threads, &pid_tgid))
 		tlm_map_delete(gpu_threads, &pid_tgid);
-	for (f = 0; f < GPU_FN__COUNT; f++) {
+	for (f = 0; f < GPU_FN__USED; f++) {
 		key.func = f;
 		if (bpf_map_lookup_elem(&gpu_inflight, &key))
 			tlm_map_delete(gpu_inflight, &key);

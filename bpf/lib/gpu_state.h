@@ -243,6 +243,7 @@ static __always_inline __u64 gpu_dev_idx(__u64 slot)
 }
 
 _Static_assert((GPU_FN__COUNT & (GPU_FN__COUNT - 1)) == 0, "GPU_FN__COUNT masks indexes");
+_Static_assert(GPU_FN__USED <= GPU_FN__COUNT, "every function has its slot");
 
 /* func as an index the verifier can bound: the barrier keeps the compiler from dropping
  * the mask where it knows the range (the verifier may not, after a spill). */
