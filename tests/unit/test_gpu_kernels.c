@@ -326,6 +326,27 @@ static void test_long_mangled_name_demangled(void **state)
 	bpftel_gpu_kernels__free(kt);
 }
 
+/* Over 1 KiB, libiberty's demangler declines a name (its recursion limit, which also
+ * bounds its stack): it is shown as it is, cut to the label. */
+static void test_demangle_over_limit_shown_mangled(void **state)
+{
+	char name[1200] = "_ZN", out[BPFTEL_GPU_KERNEL_NAME];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 36; i++) /* 3 + 36 x 32 + 9 = 1164 bytes */
+		strcat(name, NS30);
+	strcat(name, "6kernelEv");
+	assert_int_equal(strlen(name), 1164);
+	bpftel_gpu_demangle(name, out, sizeof(out));
+	assert_int_equal(strlen(out), sizeof(out) - 1);
+	assert_memory_equal(out, name, sizeof(out) - 1);
+	name[3 + 20 * 32] = '\0'; /* 20 namespaces, 652 bytes: under the limit, demangled */
+	strcat(name, "6kernelEv");
+	bpftel_gpu_demangle(name, out, sizeof(out));
+	assert_int_equal(strncmp(out, "abcdefghijklmnopqrstuvwxyzabcd::", 32), 0);
+}
+
 /* The row's kernel called name: its launches, or -1. */
 static long kernel_launches(const struct bpftel_gpu_proc *row, const char *name)
 {
@@ -1083,6 +1104,7 @@ int main(void)
 		cmocka_unit_test(test_runtime_names_cached),
 		cmocka_unit_test(test_handle_named_by_host),
 		cmocka_unit_test(test_long_mangled_name_demangled),
+		cmocka_unit_test(test_demangle_over_limit_shown_mangled),
 		cmocka_unit_test(test_runtime_names_budgeted),
 		cmocka_unit_test(test_runtime_names_per_file),
 		cmocka_unit_test(test_kernel_series_overtaken),

@@ -54,28 +54,29 @@ static void consider(struct best *b, const GElf_Sym *sym, GElf_Addr v)
 }
 
 /* The chosen symbol's name, from the string table at [off, off + size) of the file, up
- * to its "@version": "" where it does not end inside the table. */
+ * to its "@version", into r: kept as it was (an earlier table's name, or "") where the
+ * name is empty, or does not end inside the table. */
 static void read_name(int fd, GElf_Off off, GElf_Xword size, GElf_Word at,
 		      struct bpftel_elf_addr_req *r)
 {
-	size_t want = sizeof(r->name) - 1, len;
+	char name[sizeof(r->name)];
+	size_t want = sizeof(name) - 1, len;
 	ssize_t got;
 
-	r->name[0] = '\0';
 	if (at >= size)
 		return;
 	if (want > size - at)
 		want = size - at;
-	got = bpftel_elfck_pread(fd, r->name, want, off + at);
+	got = bpftel_elfck_pread(fd, name, want, off + at);
 	if (got <= 0)
 		return;
-	len = strnlen(r->name, (size_t)got);
-	if (len == (size_t)got && (size_t)got == size - at) {
-		r->name[0] = '\0'; /* runs past the table's end: malformed */
-		return;
-	}
-	r->name[len] = '\0'; /* a name longer than the buffer: cut, as any */
-	r->name[strcspn(r->name, "@")] = '\0';
+	len = strnlen(name, (size_t)got);
+	if (len == (size_t)got && (size_t)got == size - at)
+		return; /* runs past the table's end: malformed */
+	name[len] = '\0'; /* a name longer than the buffer: cut, as any */
+	name[strcspn(name, "@")] = '\0';
+	if (name[0])
+		memcpy(r->name, name, strlen(name) + 1);
 }
 
 /* One pass over the table of this kind (.dynsym or .symtab) in a fresh checked handle. */

@@ -27,10 +27,11 @@
 
 #include <stddef.h>
 
-/* A mangled name is demangled whole or not at all: PyTorch's host stubs' names run to
- * thousands of bytes (templates on lambdas), so a name is kept up to 4 KiB before it is
- * demangled, and cut there. */
-#define BPFTEL_ELF_NAME_MAX 4096
+/* A mangled name is demangled whole or not at all, so it is kept whole before it is
+ * demangled (PyTorch's host stubs' names run past 255 bytes), up to 1 KiB: libiberty's
+ * demangler declines longer names (its recursion limit: 2 components a byte, at most
+ * 2048), which are shown mangled, cut. */
+#define BPFTEL_ELF_NAME_MAX 1024
 
 struct bpftel_elf_addr_req {
 	long offset;			/* in */
