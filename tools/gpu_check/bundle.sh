@@ -3,7 +3,7 @@
 #
 # tools/gpu_check/bundle.sh [DIR]: put the agent and the CLI built in build/, with the
 # shared libraries they need besides glibc's, in DIR (default .gpucheck, which .gitignore
-# names: the device tool carries it with `carry`), so that they run on a machine with a
+# names; copy it with the repository), so that they run on a machine with a
 # GPU whose image has none of our build packages. bin/ holds wrappers that set
 # LD_LIBRARY_PATH for our binaries alone: the CUDA programs keep their own libraries.
 set -eu
