@@ -161,16 +161,6 @@ static __always_inline int gpu_get_function_enter_body(TLM_PARAM, struct pt_regs
 	return 0;
 }
 
-/* cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel): where the function goes, and
- * the kernel it is of. */
-static __always_inline int gpu_kernel_function_enter_body(TLM_PARAM, struct pt_regs *regs,
-							  __u64 pid_tgid, __u64 now)
-{
-	gpu_call_begin(TLM_ARG, pid_tgid, GPU_FN_CU_KERNEL_GET_FUNCTION, now, PT_REGS_PARM1(regs),
-		       PT_REGS_PARM2(regs));
-	return 0;
-}
-
 /* It succeeded: the function has its kernel's name, where the kernel was named. The
  * name is copied from the LRU map's own entry, which another process's flood of names
  * may take over meanwhile: a copy that is not of this process's kernel is taken back. */

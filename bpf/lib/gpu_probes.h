@@ -55,13 +55,13 @@ static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs
 	return 0;
 }
 
-/* __cudaGetKernel(cudaKernel_t *handle, const void *hostFun): where the handle goes,
- * and the host function. */
-static __always_inline int gpu_get_kernel_enter_body(TLM_PARAM, struct pt_regs *regs,
-						     __u64 pid_tgid, __u64 now)
+/* Calls that make a handle from another: where the new one goes, and what it is made
+ * from. __cudaGetKernel(cudaKernel_t *handle, const void *hostFun) and
+ * cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel). */
+static __always_inline int gpu_handle_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
+						 __u64 now, enum gpu_func func)
 {
-	gpu_call_begin(TLM_ARG, pid_tgid, GPU_FN_GET_KERNEL, now, PT_REGS_PARM1(regs),
-		       PT_REGS_PARM2(regs));
+	gpu_call_begin(TLM_ARG, pid_tgid, func, now, PT_REGS_PARM1(regs), PT_REGS_PARM2(regs));
 	return 0;
 }
 
@@ -191,7 +191,8 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 		return gpu_cu_launch_ex_enter_body(TLM_ARG, regs, pid_tgid,
 						   gpu_thread_dev_slot(th, fn));
 	case GPU_FN_GET_KERNEL:
-		return gpu_get_kernel_enter_body(TLM_ARG, regs, pid_tgid, now);
+	case GPU_FN_CU_KERNEL_GET_FUNCTION:
+		return gpu_handle_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	case GPU_FN_MEMCPY:
 	case GPU_FN_MEMCPY_ASYNC:
 	case GPU_FN_CU_MEMCPY_HTOD:
@@ -206,8 +207,6 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 	case GPU_FN_CU_MODULE_GET_FUNCTION:
 	case GPU_FN_CU_LIBRARY_GET_KERNEL:
 		return gpu_get_function_enter_body(TLM_ARG, regs, pid_tgid, now, func);
-	case GPU_FN_CU_KERNEL_GET_FUNCTION:
-		return gpu_kernel_function_enter_body(TLM_ARG, regs, pid_tgid, now);
 	default:
 		return gpu_simple_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	}
