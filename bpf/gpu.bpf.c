@@ -30,11 +30,12 @@ TLM_PROG_KEY(gpu_uprobe);
 TLM_PROG_KEY(gpu_uretprobe);
 TLM_PROG_KEY(gpu_task_exit);
 
-/* The clock for every call but the launches, which need no time: on this VM reading it
- * was ~5 % of a cudaLaunchKernel under both probes (perf, BENCHMARKS.md). */
+/* The clock for every call but the launches (kernel and graph), which need no time: on
+ * this VM reading it was ~5 % of a cudaLaunchKernel under both probes (perf,
+ * BENCHMARKS.md). */
 static __always_inline __u64 gpu_now(__u64 fn)
 {
-	return gpu_fn_launch(fn) ? 0 : bpf_ktime_get_ns();
+	return gpu_fn_entry_only(fn) ? 0 : bpf_ktime_get_ns();
 }
 
 SEC("uprobe")

@@ -15,8 +15,9 @@
 #define BPFTEL_GPU_H
 
 /*
- * The CUDA calls probed: runtime (libcudart) below GPU_FN_CU_FIRST, driver (libcuda)
- * from it. Values are stable: they index arrays and keys, and are attachment cookies.
+ * The CUDA calls probed: runtime (libcudart) below GPU_FN_CU_FIRST (18-23 spare), driver
+ * (libcuda) from it. Values index arrays and keys, and are attachment cookies: both
+ * sides of one build agree on them, nothing keeps them across builds.
  * A function's per-thread default stream variant (cudaLaunchKernel_ptsz, cuMemcpyHtoD_v2_ptds,
  * ...: what a program built with --default-stream per-thread calls) is probed with the
  * same value: its calls are the function's.
@@ -40,32 +41,42 @@ enum gpu_func {
 	 * stubs call once per kernel before they launch it by handle; it maps the handle
 	 * cudaLaunchKernel is given to the host function the kernel is named by. */
 	GPU_FN_GET_KERNEL = 14,
-	GPU_FN_CU_FIRST = 16,
-	GPU_FN_CU_LAUNCH = 16,		    /* cuLaunchKernel */
-	GPU_FN_CU_MEM_ALLOC = 17,	    /* cuMemAlloc_v2 */
-	GPU_FN_CU_MEM_FREE = 18,	    /* cuMemFree_v2 */
-	GPU_FN_CU_MEMCPY_HTOD = 19,	    /* cuMemcpyHtoD_v2 */
-	GPU_FN_CU_MEMCPY_DTOH = 20,	    /* cuMemcpyDtoH_v2 */
-	GPU_FN_CU_MEMCPY_HTOD_ASYNC = 21,   /* cuMemcpyHtoDAsync_v2 */
-	GPU_FN_CU_MEMCPY_DTOH_ASYNC = 22,   /* cuMemcpyDtoHAsync_v2 */
-	GPU_FN_CU_CTX_SYNC = 23,	    /* cuCtxSynchronize */
-	GPU_FN_CU_STREAM_SYNC = 24,	    /* cuStreamSynchronize */
-	GPU_FN_CU_INIT = 25,		    /* cuInit */
-	GPU_FN_CU_CTX_CREATE = 26,	    /* cuCtxCreate_v2 */
-	GPU_FN_CU_PRIMARY_CTX_RETAIN = 27,  /* cuDevicePrimaryCtxRetain */
-	GPU_FN_CU_CTX_SET_CURRENT = 28,	    /* cuCtxSetCurrent */
-	GPU_FN_CU_CTX_PUSH_CURRENT = 29,    /* cuCtxPushCurrent_v2 */
-	GPU_FN_CU_MEM_ALLOC_MANAGED = 30,   /* cuMemAllocManaged */
-	GPU_FN_CU_MEM_ALLOC_HOST = 31,	    /* cuMemAllocHost_v2 */
-	GPU_FN_CU_MEM_FREE_HOST = 32,	    /* cuMemFreeHost */
-	GPU_FN_CU_MODULE_GET_FUNCTION = 33, /* cuModuleGetFunction: a kernel's name */
-	GPU_FN_CU_LAUNCH_EX = 34,	    /* cuLaunchKernelEx (cuBLAS launches with it) */
+	/* cudaLaunchKernelExC(const cudaLaunchConfig_t *, const void *func, void **args):
+	 * what cudaLaunchKernelEx (cuda_runtime.h, CUDA 11.8+: cluster and attribute
+	 * launches, CUTLASS's) calls. */
+	GPU_FN_LAUNCH_EX = 15,
+	GPU_FN_LAUNCH_COOP = 16,  /* cudaLaunchCooperativeKernel: cudaLaunchKernel's arguments */
+	/* cudaGraphLaunch(cudaGraphExec_t, cudaStream_t): a whole graph, its kernels inside
+	 * the driver, out of our sight; counted as graph launches, not kernel launches. */
+	GPU_FN_GRAPH_LAUNCH = 17,
+	GPU_FN_CU_FIRST = 24,
+	GPU_FN_CU_LAUNCH = 24,		    /* cuLaunchKernel */
+	GPU_FN_CU_MEM_ALLOC = 25,	    /* cuMemAlloc_v2 */
+	GPU_FN_CU_MEM_FREE = 26,	    /* cuMemFree_v2 */
+	GPU_FN_CU_MEMCPY_HTOD = 27,	    /* cuMemcpyHtoD_v2 */
+	GPU_FN_CU_MEMCPY_DTOH = 28,	    /* cuMemcpyDtoH_v2 */
+	GPU_FN_CU_MEMCPY_HTOD_ASYNC = 29,   /* cuMemcpyHtoDAsync_v2 */
+	GPU_FN_CU_MEMCPY_DTOH_ASYNC = 30,   /* cuMemcpyDtoHAsync_v2 */
+	GPU_FN_CU_CTX_SYNC = 31,	    /* cuCtxSynchronize */
+	GPU_FN_CU_STREAM_SYNC = 32,	    /* cuStreamSynchronize */
+	GPU_FN_CU_INIT = 33,		    /* cuInit */
+	GPU_FN_CU_CTX_CREATE = 34,	    /* cuCtxCreate_v2 */
+	GPU_FN_CU_PRIMARY_CTX_RETAIN = 35,  /* cuDevicePrimaryCtxRetain */
+	GPU_FN_CU_CTX_SET_CURRENT = 36,	    /* cuCtxSetCurrent */
+	GPU_FN_CU_CTX_PUSH_CURRENT = 37,    /* cuCtxPushCurrent_v2 */
+	GPU_FN_CU_MEM_ALLOC_MANAGED = 38,   /* cuMemAllocManaged */
+	GPU_FN_CU_MEM_ALLOC_HOST = 39,	    /* cuMemAllocHost_v2 */
+	GPU_FN_CU_MEM_FREE_HOST = 40,	    /* cuMemFreeHost */
+	GPU_FN_CU_MODULE_GET_FUNCTION = 41, /* cuModuleGetFunction: a kernel's name */
+	GPU_FN_CU_LAUNCH_EX = 42,	    /* cuLaunchKernelEx (cuBLAS launches with it) */
 	/* A library's kernel by name, and its CUfunction: how CUDA 12+ libraries (cuBLAS)
 	 * get the functions they launch, in place of cuModuleGetFunction. */
-	GPU_FN_CU_LIBRARY_GET_KERNEL = 35,  /* cuLibraryGetKernel */
-	GPU_FN_CU_KERNEL_GET_FUNCTION = 36, /* cuKernelGetFunction */
-	GPU_FN_CU_CTX_CREATE_V4 = 37,	    /* cuCtxCreate_v4: CUDA 13's cuCtxCreate */
-	GPU_FN__USED = 38,		    /* past the last value in use */
+	GPU_FN_CU_LIBRARY_GET_KERNEL = 43,  /* cuLibraryGetKernel */
+	GPU_FN_CU_KERNEL_GET_FUNCTION = 44, /* cuKernelGetFunction */
+	GPU_FN_CU_CTX_CREATE_V4 = 45,	    /* cuCtxCreate_v4: CUDA 13's cuCtxCreate */
+	GPU_FN_CU_LAUNCH_COOP = 46,	    /* cuLaunchCooperativeKernel: cuLaunchKernel's, less extra */
+	GPU_FN_CU_GRAPH_LAUNCH = 47,	    /* cuGraphLaunch(CUgraphExec, CUstream): see cudaGraphLaunch */
+	GPU_FN__USED = 48,		    /* past the last value in use */
 	GPU_FN__COUNT = 64,		    /* a power of two: indexes are masked */
 };
 

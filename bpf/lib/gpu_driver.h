@@ -12,21 +12,22 @@
 
 /*
  * cuLaunchKernel(CUfunction f, unsigned gridX, gridY, gridZ, blockX, blockY, blockZ,
- *                unsigned sharedMemBytes, CUstream, void **params, void **extra).
+ *                unsigned sharedMemBytes, CUstream, void **params, void **extra), and
+ * cuLaunchCooperativeKernel with the same arguments but extra.
  * x86-64: f in rdi, the grid in rsi, rdx, rcx, blockX in r8, blockY in r9; blockZ and
  * sharedMemBytes are the first two stack arguments, 8 bytes each, from sp + 8 (sp
  * points at the return address). libbpf 1.1 has no PT_REGS_PARM6: r9 is read by name
  * (this object is x86-64 only, as its register frame says).
  */
 static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
-						    __u32 dev)
+						    enum gpu_func func, __u32 dev)
 {
 	__u32 g[3] = {PT_REGS_PARM2(regs), PT_REGS_PARM3(regs), PT_REGS_PARM4(regs)};
 	__u32 b[3] = {PT_REGS_PARM5(regs), regs->r9, 1};
 	__u64 grid, block, stack[2];
 	struct gpu_proc_stats *st;
 
-	st = gpu_call_count(TLM_ARG, pid_tgid, GPU_FN_CU_LAUNCH);
+	st = gpu_call_count(TLM_ARG, pid_tgid, func);
 	if (!st)
 		return 0;
 	grid = (__u64)(__u32)PT_REGS_PARM2(regs) * (__u32)PT_REGS_PARM3(regs) *
@@ -44,43 +45,6 @@ static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *r
 	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), g, b);
 	if (gpu_launch_shared_mem)
 		__sync_fetch_and_add(&st->shared_mem_bytes, (__u32)stack[1]);
-	return 0;
-}
-
-/*
- * cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra):
- * the sizes are in the config (cuda.h's CUlaunchConfig, ABI since CUDA 12.0), read from
- * the caller's memory. An unreadable config: the launch counts, its threads do not.
- */
-struct gpu_cu_launch_config {
-	__u32 grid[3];
-	__u32 block[3];
-	__u32 shared_mem_bytes;
-};
-
-static __always_inline int gpu_cu_launch_ex_enter_body(TLM_PARAM, struct pt_regs *regs,
-						       __u64 pid_tgid, __u32 dev)
-{
-	struct gpu_cu_launch_config c = {};
-	struct gpu_proc_stats *st;
-	__u64 grid, block;
-
-	st = gpu_call_count(TLM_ARG, pid_tgid, GPU_FN_CU_LAUNCH_EX);
-	if (!st)
-		return 0;
-	if (tlm_probe_read_user(&c, sizeof(c), (void *)PT_REGS_PARM1(regs))) {
-		gpu_count_launch(st, dev, 0, 0);
-		gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM2(regs), c.grid,
-				 c.block);
-		return 0;
-	}
-	grid = (__u64)c.grid[0] * c.grid[1] * c.grid[2];
-	block = (__u64)c.block[0] * c.block[1] * c.block[2];
-	gpu_count_launch(st, dev, grid, block);
-	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM2(regs), c.grid,
-			 c.block);
-	if (gpu_launch_shared_mem)
-		__sync_fetch_and_add(&st->shared_mem_bytes, c.shared_mem_bytes);
 	return 0;
 }
 

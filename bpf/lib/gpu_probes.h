@@ -24,12 +24,13 @@
 
 /*
  * cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t sharedMem,
- *                  cudaStream_t stream). x86-64 passes each 12-byte dim3 in two registers
+ *                  cudaStream_t stream), and cudaLaunchCooperativeKernel with the same
+ * arguments. x86-64 passes each 12-byte dim3 in two registers
  * (x | y << 32, then z): grid in rsi, rdx; block in rcx, r8; args in r9; sharedMem is
  * the first stack argument, at sp + 8 on entry (sp points at the return address).
  */
 static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
-						 __u32 dev)
+						 enum gpu_func func, __u32 dev)
 {
 	__u64 grid_xy = PT_REGS_PARM2(regs), grid_z = (__u32)PT_REGS_PARM3(regs);
 	__u64 block_xy = PT_REGS_PARM4(regs), block_z = (__u32)PT_REGS_PARM5(regs);
@@ -42,7 +43,7 @@ static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs
 	barrier_var(sp);
 
 	/* The hot call: no in-flight entry, its return needs only the return code. */
-	st = gpu_call_count(TLM_ARG, pid_tgid, GPU_FN_LAUNCH);
+	st = gpu_call_count(TLM_ARG, pid_tgid, func);
 	if (!st)
 		return 0;
 	grid = (__u64)(__u32)grid_xy * (grid_xy >> 32) * grid_z;
@@ -52,6 +53,47 @@ static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs
 	if (gpu_launch_shared_mem &&
 	    !tlm_probe_read_user(&shared, sizeof(shared), (void *)(sp + 8)))
 		__sync_fetch_and_add(&st->shared_mem_bytes, shared);
+	return 0;
+}
+
+/*
+ * cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
+ * and cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args):
+ * the sizes are in the config, read from the caller's memory. Both configs begin alike
+ * (cuda.h and driver_types.h, ABI since CUDA 12.0 and 11.8): grid x, y, z and block x,
+ * y, z as 32-bit words, then the dynamic shared memory, a 32-bit word in the driver's
+ * and a size_t in the runtime's, whose low half (little-endian) is the same word. An
+ * unreadable config: the launch counts, its threads do not. api: which kind of
+ * function handle the second argument is (enum gpu_kernel_api).
+ */
+struct gpu_launch_config {
+	__u32 grid[3];
+	__u32 block[3];
+	__u32 shared_mem_bytes;
+};
+
+static __always_inline int gpu_launch_config_enter_body(TLM_PARAM, struct pt_regs *regs,
+							__u64 pid_tgid, enum gpu_func func,
+							__u32 api, __u32 dev)
+{
+	struct gpu_launch_config c = {};
+	struct gpu_proc_stats *st;
+	__u64 grid, block;
+
+	st = gpu_call_count(TLM_ARG, pid_tgid, func);
+	if (!st)
+		return 0;
+	if (tlm_probe_read_user(&c, sizeof(c), (void *)PT_REGS_PARM1(regs))) {
+		gpu_count_launch(st, dev, 0, 0);
+		gpu_count_kernel(TLM_ARG, pid_tgid, api, PT_REGS_PARM2(regs), c.grid, c.block);
+		return 0;
+	}
+	grid = (__u64)c.grid[0] * c.grid[1] * c.grid[2];
+	block = (__u64)c.block[0] * c.block[1] * c.block[2];
+	gpu_count_launch(st, dev, grid, block);
+	gpu_count_kernel(TLM_ARG, pid_tgid, api, PT_REGS_PARM2(regs), c.grid, c.block);
+	if (gpu_launch_shared_mem)
+		__sync_fetch_and_add(&st->shared_mem_bytes, c.shared_mem_bytes);
 	return 0;
 }
 
@@ -183,13 +225,24 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 		return gpu_free_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	switch (func) {
 	case GPU_FN_LAUNCH:
-		return gpu_launch_enter_body(TLM_ARG, regs, pid_tgid, gpu_thread_dev_slot(th, fn));
+	case GPU_FN_LAUNCH_COOP:
+		return gpu_launch_enter_body(TLM_ARG, regs, pid_tgid, func,
+					     gpu_thread_dev_slot(th, fn));
 	case GPU_FN_CU_LAUNCH:
-		return gpu_cu_launch_enter_body(TLM_ARG, regs, pid_tgid,
+	case GPU_FN_CU_LAUNCH_COOP:
+		return gpu_cu_launch_enter_body(TLM_ARG, regs, pid_tgid, func,
 						gpu_thread_dev_slot(th, fn));
+	case GPU_FN_LAUNCH_EX:
+		return gpu_launch_config_enter_body(TLM_ARG, regs, pid_tgid, func,
+						    GPU_KERNEL_RUNTIME, gpu_thread_dev_slot(th, fn));
 	case GPU_FN_CU_LAUNCH_EX:
-		return gpu_cu_launch_ex_enter_body(TLM_ARG, regs, pid_tgid,
-						   gpu_thread_dev_slot(th, fn));
+		return gpu_launch_config_enter_body(TLM_ARG, regs, pid_tgid, func,
+						    GPU_KERNEL_DRIVER, gpu_thread_dev_slot(th, fn));
+	case GPU_FN_GRAPH_LAUNCH:
+	case GPU_FN_CU_GRAPH_LAUNCH:
+		/* Counted; the graph's kernels are launched inside the driver, unseen. */
+		gpu_call_count(TLM_ARG, pid_tgid, func);
+		return 0;
 	case GPU_FN_GET_KERNEL:
 	case GPU_FN_CU_KERNEL_GET_FUNCTION:
 		return gpu_handle_enter_body(TLM_ARG, regs, pid_tgid, now, func);
@@ -298,9 +351,9 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 	else if (gpu_in_runtime(pid_tgid, PT_REGS_SP(regs) - 8))
 		return 0; /* the runtime's own call (its entry's sp: 8 below, the return
 			   * address popped): its entry was skipped too */
-	if (gpu_fn_launch(func) && !rc)
+	if (gpu_fn_entry_only(func) && !rc)
 		return 0; /* the hot path: a launch that succeeded was counted at its entry */
-	if (!gpu_fn_launch(func) && !gpu_call_end(TLM_ARG, pid_tgid, func, &call))
+	if (!gpu_fn_entry_only(func) && !gpu_call_end(TLM_ARG, pid_tgid, func, &call))
 		return 0;
 	st = bpf_map_lookup_elem(&gpu_procs, &tgid);
 	if (!st)

@@ -167,10 +167,22 @@ static __always_inline bool gpu_fn_driver(__u64 func)
 	return func >= GPU_FN_CU_FIRST;
 }
 
-/* The launches: counted at their entry, with no in-flight entry for their return. */
-static __always_inline bool gpu_fn_launch(__u64 func)
+#define GPU_FN_BIT(f) (1ULL << (f))
+/* The kernel launches, runtime and driver. */
+#define GPU_FN_LAUNCHES                                                                     \
+	(GPU_FN_BIT(GPU_FN_LAUNCH) | GPU_FN_BIT(GPU_FN_LAUNCH_EX) |                          \
+	 GPU_FN_BIT(GPU_FN_LAUNCH_COOP) | GPU_FN_BIT(GPU_FN_CU_LAUNCH) |                     \
+	 GPU_FN_BIT(GPU_FN_CU_LAUNCH_EX) | GPU_FN_BIT(GPU_FN_CU_LAUNCH_COOP))
+/* Calls counted at their entry, whose return needs only its code: no in-flight entry,
+ * no clock. The launches, kernel and graph ones: the hot calls. */
+#define GPU_FN_ENTRY_ONLY \
+	(GPU_FN_LAUNCHES | GPU_FN_BIT(GPU_FN_GRAPH_LAUNCH) | GPU_FN_BIT(GPU_FN_CU_GRAPH_LAUNCH))
+
+_Static_assert(GPU_FN__COUNT == 64, "a function is a bit of a 64-bit set");
+
+static __always_inline bool gpu_fn_entry_only(__u64 func)
 {
-	return func == GPU_FN_LAUNCH || func == GPU_FN_CU_LAUNCH || func == GPU_FN_CU_LAUNCH_EX;
+	return (GPU_FN_ENTRY_ONLY >> (func & (GPU_FN__COUNT - 1))) & 1;
 }
 
 static __always_inline struct gpu_proc_stats *gpu_proc(TLM_PARAM, __u32 tgid)

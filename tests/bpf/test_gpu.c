@@ -1018,6 +1018,105 @@ static void test_driver_launch_ex(void **state)
 	assert_int_equal(k.threads, 24 * 64);
 }
 
+/* cudaLaunchKernelExC(&config, func, args), what cudaLaunchKernelEx calls: the sizes and
+ * the dynamic shared memory (a size_t here) from cudaLaunchConfig_t, counted as a
+ * runtime launch of func on the runtime's device; a config that cannot be read: the
+ * launch counts, its threads do not. */
+static void test_runtime_launch_ex(void **state)
+{
+	struct {
+		__u32 grid[3], block[3];
+		__u64 shared_mem;
+		__u64 stream, attrs;
+		__u32 nattrs;
+	} cfg = {{2, 3, 4}, {32, 2, 1}, 256, 0, 0, 0};
+	struct test_regs regs = {.di = (uintptr_t)&cfg, .si = 0x401000, .sp = 0x1000};
+	struct test_regs bad = {.di = 8, .si = 0x401000, .sp = 0x1000};
+	struct gpu_proc_stats st;
+	struct gpu_kernel k;
+
+	(void)state;
+	enter(GPU_FN_LAUNCH_EX, &regs, 100);
+	ret(GPU_FN_LAUNCH_EX, 0, 110);
+	enter(GPU_FN_LAUNCH_EX, &bad, 120);
+	ret(GPU_FN_LAUNCH_EX, 1 /* cudaErrorInvalidValue */, 130);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH_EX], 2);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 0);
+	assert_int_equal(st.threads, 24 * 64);
+	assert_int_equal(st.launch_threads[10], 1);
+	assert_int_equal(st.shared_mem_bytes, 256);
+	assert_int_equal(st.failed[GPU_FN_LAUNCH_EX], 1);
+	assert_int_equal(error_count(TGID, GPU_FN_LAUNCH_EX, 1), 1);
+	/* The runtime's default device, as for cudaLaunchKernel. */
+	assert_int_equal(st.dev[0].launches, 2);
+	assert_int_equal(st.dev[0].errors, 1);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+	k = kernel_of(GPU_KERNEL_RUNTIME, 0x401000);
+	assert_int_equal(k.launches, 2);
+	assert_int_equal(k.threads, 24 * 64);
+	assert_int_equal(k.grid[0], 0); /* the last launch's: unread */
+}
+
+/* cudaLaunchCooperativeKernel and cuLaunchCooperativeKernel take cudaLaunchKernel's and
+ * cuLaunchKernel's arguments: counted as launches under their own functions. */
+static void test_cooperative_launches(void **state)
+{
+	__u64 stack[3] = {0xdead /* return address */, 4096 /* sharedMem */, 0};
+	__u64 cu_stack[4] = {0xdead, 1 /* blockZ */, 256 /* sharedMem */, 0};
+	struct test_regs rt = launch_regs(stack), cu = cu_launch_regs(cu_stack);
+	struct gpu_proc_stats st;
+
+	(void)state;
+	enter(GPU_FN_LAUNCH_COOP, &rt, 100);
+	ret(GPU_FN_LAUNCH_COOP, 0, 110);
+	enter(GPU_FN_CU_LAUNCH_COOP, &cu, 120);
+	ret(GPU_FN_CU_LAUNCH_COOP, 720 /* CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE */, 130);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH_COOP], 1);
+	assert_int_equal(st.calls[GPU_FN_CU_LAUNCH_COOP], 1);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH] + st.calls[GPU_FN_CU_LAUNCH], 0);
+	assert_int_equal(st.threads, 2 * (24 * 64));
+	assert_int_equal(st.shared_mem_bytes, 4096 + 256);
+	assert_int_equal(st.failed[GPU_FN_CU_LAUNCH_COOP], 1);
+	assert_int_equal(error_count(TGID, GPU_FN_CU_LAUNCH_COOP, 720), 1);
+	assert_int_equal(kernel_of(GPU_KERNEL_RUNTIME, 0x401000).launches, 1);
+	assert_int_equal(kernel_of(GPU_KERNEL_DRIVER, 0xf00).launches, 1);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+}
+
+/* cudaGraphLaunch and cuGraphLaunch: counted calls, not kernel launches (a graph's kernels
+ * run inside the driver), nothing kept in flight, as for a kernel launch; the driver's
+ * graph launch inside the runtime's is not counted again. */
+static void test_graph_launches(void **state)
+{
+	struct test_regs rt = {.di = 0x9000, .sp = 0x7000}, inner = {.di = 0x9000, .sp = 0x6f00};
+	struct test_regs own = {.di = 0x9000, .sp = 0x7000};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	enter(GPU_FN_GRAPH_LAUNCH, &rt, 10);
+	enter(GPU_FN_CU_GRAPH_LAUNCH, &inner, 11);
+	ret_at(GPU_FN_CU_GRAPH_LAUNCH, 0, 12, inner.sp);
+	ret_at(GPU_FN_GRAPH_LAUNCH, 0, 13, rt.sp);
+	enter(GPU_FN_GRAPH_LAUNCH, &rt, 20);
+	/* Between entry and return: nothing kept, no in-flight slot to run out of. */
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+	ret_at(GPU_FN_GRAPH_LAUNCH, 1 /* cudaErrorInvalidValue */, 21, rt.sp);
+	enter(GPU_FN_CU_GRAPH_LAUNCH, &own, 30);
+	ret_at(GPU_FN_CU_GRAPH_LAUNCH, 0, 31, own.sp);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_GRAPH_LAUNCH], 2);
+	assert_int_equal(st.failed[GPU_FN_GRAPH_LAUNCH], 1);
+	assert_int_equal(error_count(TGID, GPU_FN_GRAPH_LAUNCH, 1), 1);
+	assert_int_equal(st.calls[GPU_FN_CU_GRAPH_LAUNCH], 1);
+	assert_int_equal(st.driver_nested, 1);
+	assert_int_equal(st.threads, 0);
+	assert_int_equal(st.dev[0].launches + st.dev[GPU_DEV_UNKNOWN].launches, 0);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_kernels), 16), 0);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+}
+
 /* __cudaGetKernel(&handle, hostFun): once it returned the handle, the handle maps to the
  * host function (gpu_khosts), by which userspace names the kernel launched by handle. A
  * failed call maps nothing. */
@@ -1166,6 +1265,9 @@ int main(void)
 		T(test_allocation_cap_per_process),
 		T(test_driver_launch_dims),
 		T(test_driver_launch_ex),
+		T(test_runtime_launch_ex),
+		T(test_cooperative_launches),
+		T(test_graph_launches),
 		T(test_get_kernel_maps_handle),
 		T(test_library_kernel_named),
 		T(test_ctx_create_v4_device),

@@ -27,6 +27,9 @@
  *           __cudaGetKernel per kernel, cudaLaunchKernel given the handle.
  * ptsz:     the per-thread default stream variants (ptsz_pattern), as a program built
  *           with --default-stream per-thread calls them.
+ * launches [LIBCUDA]: cudaLaunchKernelExC, cudaLaunchCooperativeKernel and
+ *           cudaGraphLaunch, and their _ptsz variants (launches_pattern); with LIBCUDA,
+ *           loaded first, the stub runtime makes each through the driver.
  * mixed LIBCUDA: load the driver LIBCUDA first, then cudaMalloc x2, cudaLaunchKernel x3
  *           and cudaFree x1, which the stub runtime implements by calling the driver on
  *           the same thread (as the real one does): counted once, as runtime calls.
@@ -34,6 +37,8 @@
  * cuda_pattern LIBCUDA driver|realdriver|culoop N|culoopfor S: LIBCUDA is a driver
  * (libcuda.so.1).
  * driver:     the driver pattern (driver_pattern), two devices, errors.
+ * culaunches: cuLaunchCooperativeKernel and cuGraphLaunch, and their _ptsz variants
+ *           (cu_launches_pattern).
  * cuptsz:     cuCtxCreate_v4 and the driver's per-thread default stream variants
  *           (cu_ptsz_pattern).
  * driverex:   launches through cuLaunchKernelEx, as cuBLAS makes them, of a function from
@@ -215,6 +220,51 @@ static void ptsz_pattern(void *lib)
 	printf("async %d %d\n", r[0], r[1]);
 }
 
+/* driver_types.h's cudaLaunchConfig_t (CUDA 11.8+). */
+struct rt_launch_config {
+	dim3 grid, block;
+	size_t shared_mem;
+	void *stream, *attrs;
+	unsigned int nattrs;
+};
+
+/* What tests/integration/test_gpu.py's check_launches says: the launches that are not
+ * cudaLaunchKernel (with a launch config, cooperative) and graph launches, each with a
+ * call that fails, and through each _ptsz variant. */
+static void launches_pattern(void *lib)
+{
+	int (*launch_ex)(const struct rt_launch_config *, const void *, void **) =
+		sym(lib, "cudaLaunchKernelExC");
+	int (*launch_ex_ptsz)(const struct rt_launch_config *, const void *, void **) =
+		sym(lib, "cudaLaunchKernelExC_ptsz");
+	int (*coop)(const void *, dim3, dim3, void **, size_t, void *) =
+		sym(lib, "cudaLaunchCooperativeKernel");
+	int (*coop_ptsz)(const void *, dim3, dim3, void **, size_t, void *) =
+		sym(lib, "cudaLaunchCooperativeKernel_ptsz");
+	int (*graph)(void *, void *) = sym(lib, "cudaGraphLaunch");
+	int (*graph_ptsz)(void *, void *) = sym(lib, "cudaGraphLaunch_ptsz");
+	struct rt_launch_config cfg = {{4, 2, 1}, {64, 1, 1}, 512, NULL, NULL, 0};
+	struct rt_launch_config small = {{2, 1, 1}, {32, 1, 1}, 0, NULL, NULL, 0};
+	dim3 grid = {8, 1, 1}, block = {32, 1, 1}, empty = {0, 1, 1};
+	void *exec = (void *)0x9000;
+	int i;
+
+	/* vecAdd: 3 launches of 8 x 64 threads, 1 with no config (fails, 0 threads). */
+	for (i = 0; i < 3; i++)
+		printf("ex %d\n", launch_ex(&cfg, (const void *)vec_add_stub, NULL));
+	printf("ex %d\n", launch_ex(NULL, (const void *)vec_add_stub, NULL));
+	printf("ex %d\n", launch_ex_ptsz(&small, (const void *)scale_stub, NULL));
+	/* blas::scale: 2 launches of 8 x 32, 1 of an empty grid (fails). */
+	for (i = 0; i < 2; i++)
+		printf("coop %d\n", coop((const void *)scale_stub, grid, block, NULL, 0, NULL));
+	printf("coop %d\n", coop((const void *)scale_stub, empty, block, NULL, 0, NULL));
+	printf("coop %d\n", coop_ptsz((const void *)vec_add_stub, grid, block, NULL, 0, NULL));
+	for (i = 0; i < 3; i++)
+		printf("graph %d\n", graph(exec, NULL));
+	printf("graph %d\n", graph(NULL, NULL));
+	printf("graph %d\n", graph_ptsz(exec, NULL));
+}
+
 /* What tests/integration/test_gpu.py's EXPECTED_KINDS says. */
 static void kinds_pattern(void)
 {
@@ -369,6 +419,32 @@ static void cu_ptsz_pattern(void *lib)
 	r[3] = dtoh_async_ptsz(host, 0x1000, 128, NULL);
 	r[4] = stream_sync_ptsz(NULL);
 	printf("copies %d %d %d %d sync %d\n", r[0], r[1], r[2], r[3], r[4]);
+}
+
+/* What tests/integration/test_gpu.py's check_cu_launches says: cooperative and graph
+ * launches through the driver, each with a call that fails, and through each _ptsz
+ * variant. */
+static void cu_launches_pattern(void *lib)
+{
+	int (*coop)(const void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+		    unsigned, void *, void **) = sym(lib, "cuLaunchCooperativeKernel");
+	int (*coop_ptsz)(const void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+			 unsigned, unsigned, void *, void **) =
+		sym(lib, "cuLaunchCooperativeKernel_ptsz");
+	int (*graph)(void *, void *) = sym(lib, "cuGraphLaunch");
+	int (*graph_ptsz)(void *, void *) = sym(lib, "cuGraphLaunch_ptsz");
+	void *f, *exec = (void *)0x9000;
+	int i;
+
+	printf("function %d\n", cu_get_function(&f, NULL, "reduce_kernel"));
+	for (i = 0; i < 2; i++) /* 4 x 2 blocks of 128 */
+		printf("coop %d\n", coop(f, 4, 2, 1, 128, 1, 1, 0, NULL, NULL));
+	printf("coop %d\n", coop(f, 0, 1, 1, 128, 1, 1, 0, NULL, NULL)); /* empty: fails */
+	printf("coop %d\n", coop_ptsz(f, 1, 1, 1, 64, 1, 1, 0, NULL, NULL));
+	for (i = 0; i < 2; i++)
+		printf("graph %d\n", graph(exec, NULL));
+	printf("graph %d\n", graph(NULL, NULL));
+	printf("graph %d\n", graph_ptsz(exec, NULL));
 }
 
 /* The toolkit's stubs/libcuda.so: every call fails with CUDA_ERROR_STUB_LIBRARY. */
@@ -546,22 +622,28 @@ int main(int argc, char **argv)
 	const char *mode = argc > 2 ? argv[2] : "stub";
 	int is_driver = !strcmp(mode, "driver") || !strcmp(mode, "realdriver") ||
 			!strcmp(mode, "culoop") || !strcmp(mode, "culoopfor") ||
-			!strcmp(mode, "driverex") || !strcmp(mode, "cuptsz");
+			!strcmp(mode, "driverex") || !strcmp(mode, "cuptsz") ||
+			!strcmp(mode, "culaunches");
 	char line[64];
 	void *lib;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
 				"[stub|real|hang|execthread|spin|kinds|handles|ptsz|crafted|"
-				"mixed LIBCUDA|loop N|loopfor S|malloc N|badptr N|fork N]\n"
-				"       cuda_pattern LIBCUDA driver|driverex|cuptsz|realdriver|culoop N|"
-				"culoopfor S\n");
+				"mixed LIBCUDA|launches [LIBCUDA]|loop N|loopfor S|malloc N|"
+				"badptr N|fork N]\n"
+				"       cuda_pattern LIBCUDA driver|driverex|cuptsz|culaunches|"
+				"realdriver|culoop N|culoopfor S\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	/* The driver first: the stub runtime calls it only if it is loaded already. */
 	if (!strcmp(mode, "mixed") && (argc < 4 || !dlopen(argv[3], RTLD_NOW | RTLD_LOCAL))) {
 		fprintf(stderr, "cuda_pattern: mixed needs a LIBCUDA: %s\n", dlerror());
+		return 1;
+	}
+	if (!strcmp(mode, "launches") && argc > 3 && !dlopen(argv[3], RTLD_NOW | RTLD_LOCAL)) {
+		fprintf(stderr, "cuda_pattern: %s\n", dlerror());
 		return 1;
 	}
 	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -583,6 +665,8 @@ int main(int argc, char **argv)
 		driver_ex_pattern(lib);
 	else if (!strcmp(mode, "cuptsz"))
 		cu_ptsz_pattern(lib);
+	else if (!strcmp(mode, "culaunches"))
+		cu_launches_pattern(lib);
 	else if (!strcmp(mode, "realdriver"))
 		real_driver_pattern();
 	else if (!strcmp(mode, "culoop") && argc > 3)
@@ -595,6 +679,8 @@ int main(int argc, char **argv)
 		handles_pattern(lib);
 	else if (!strcmp(mode, "ptsz"))
 		ptsz_pattern(lib);
+	else if (!strcmp(mode, "launches"))
+		launches_pattern(lib);
 	else if (!strcmp(mode, "mixed"))
 		mixed_pattern();
 	else if (!strcmp(mode, "crafted"))

@@ -19,9 +19,13 @@
  *   cuKernelGetFunction the kernel's CUfunction (its handle + 0x100000);
  *                    CUDA_ERROR_INVALID_HANDLE (400) for a NULL kernel
  *   cuCtxCreate_v4   (CUDA 13's cuCtxCreate) as cuCtxCreate_v2
+ *   cuLaunchCooperativeKernel as cuLaunchKernel
+ *   cuGraphLaunch    CUDA_ERROR_INVALID_VALUE for a NULL graph
  *   *_ptsz, *_ptds   the per-thread default stream variants of cuLaunchKernel,
- *                    cuLaunchKernelEx, the four copies and cuStreamSynchronize: succeed
- *                    at once; cuMemcpyHtoD_v2_ptds is an alias of cuMemcpyHtoD_v2 (one
+ *                    cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch, the
+ *                    four copies and cuStreamSynchronize: succeed at once, but for the
+ *                    errors above of the launches' grid, config and graph;
+ *                    cuMemcpyHtoD_v2_ptds is an alias of cuMemcpyHtoD_v2 (one
  *                    address, two names: the registry must probe it once)
  *   cuModuleGetFunction a new handle per call (0xf000, 0xf010, ...);
  *                    CUDA_ERROR_NOT_FOUND (500) for an empty name
@@ -102,6 +106,21 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
 	(void)f, (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params,
 		(void)extra;
 	return gx && gy && gz ? 0 : 1;
+}
+
+EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+					  unsigned int gz, unsigned int bx, unsigned int by,
+					  unsigned int bz, unsigned int shared, CUstream stream,
+					  void **params)
+{
+	(void)f, (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params;
+	return gx && gy && gz ? 0 : 1;
+}
+
+EXPORT CUresult cuGraphLaunch(void *exec, CUstream stream)
+{
+	(void)stream;
+	return exec ? 0 : 1;
 }
 
 /* cuda.h's CUlaunchConfig (CUDA 12.0+). */
@@ -286,4 +305,21 @@ EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream)
 	(void)stream;
 	ptsz_calls += 6;
 	return 0;
+}
+
+EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+					       unsigned int gz, unsigned int bx, unsigned int by,
+					       unsigned int bz, unsigned int shared,
+					       CUstream stream, void **params)
+{
+	(void)f, (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params;
+	ptsz_calls += 7;
+	return gx && gy && gz ? 0 : 1;
+}
+
+EXPORT CUresult cuGraphLaunch_ptsz(void *exec, CUstream stream)
+{
+	(void)stream;
+	ptsz_calls += 8;
+	return exec ? 0 : 1;
 }

@@ -24,11 +24,19 @@
  *   __cudaGetKernel  the handle nvcc 12.8+ host stubs launch a kernel by, in place of
  *                    its host function: a new one per call (0xa000, 0xa010, ...);
  *                    cudaErrorInvalidDeviceFunction (98) for a NULL host function
+ *   cudaLaunchKernelExC (cudaLaunchKernelEx's) the sizes in its cudaLaunchConfig_t;
+ *                    cudaErrorInvalidValue (1) for a NULL config or an empty grid
+ *   cudaLaunchCooperativeKernel as cudaLaunchKernel; cudaErrorInvalidValue for an
+ *                    empty grid
+ *   cudaGraphLaunch  cudaErrorInvalidValue for a NULL graph
+ *   (each of the three also in its _ptsz variant)
  *
  * Where the process has loaded a libcuda.so.1 already (the stub driver, tests/gpu/
- * stub_cuda.c), cudaMalloc, cudaFree and cudaLaunchKernel call its cuMemAlloc_v2,
- * cuMemFree_v2 and cuLaunchKernel on the same thread, as the real runtime does: the
- * case the GPU module must not count twice. It is never loaded from here.
+ * stub_cuda.c), cudaMalloc, cudaFree, cudaLaunchKernel, cudaLaunchKernelExC,
+ * cudaLaunchCooperativeKernel and cudaGraphLaunch call its cuMemAlloc_v2, cuMemFree_v2,
+ * cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and cuGraphLaunch on the
+ * same thread, as the real runtime does: the case the GPU module must not count twice.
+ * It is never loaded from here.
  */
 #include <dlfcn.h>
 #include <stddef.h>
@@ -95,6 +103,83 @@ EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, voi
 		return cu(func, grid.x, grid.y, grid.z, block.x, block.y, block.z,
 			  (unsigned)shared_mem, stream, args, NULL) ? 98 : 0;
 	return 0;
+}
+
+/* driver_types.h's cudaLaunchConfig_t (CUDA 11.8+). */
+typedef struct {
+	dim3 gridDim;
+	dim3 blockDim;
+	size_t dynamicSmemBytes;
+	cudaStream_t stream;
+	void *attrs;
+	unsigned int numAttrs;
+} cudaLaunchConfig_t;
+
+/* cuda.h's CUlaunchConfig, as the driver is given it. */
+struct cu_launch_config {
+	unsigned int grid[3], block[3], shared_mem;
+	void *stream, *attrs;
+	unsigned int nattrs;
+};
+
+static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func)
+{
+	int (*cu)(const struct cu_launch_config *, const void *, void **, void **) =
+		driver("cuLaunchKernelEx");
+	struct cu_launch_config c;
+
+	if (!config || !config->gridDim.x || !config->gridDim.y || !config->gridDim.z)
+		return 1;
+	if (!cu)
+		return 0;
+	c = (struct cu_launch_config){
+		{config->gridDim.x, config->gridDim.y, config->gridDim.z},
+		{config->blockDim.x, config->blockDim.y, config->blockDim.z},
+		(unsigned int)config->dynamicSmemBytes, config->stream, NULL, 0};
+	return cu(&c, func, NULL, NULL) ? 98 : 0;
+}
+
+EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,
+				       void **args)
+{
+	(void)args;
+	return launch_ex(config, func);
+}
+
+static cudaError_t launch_coop(const void *func, dim3 grid, dim3 block, size_t shared_mem,
+			       cudaStream_t stream)
+{
+	int (*cu)(const void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+		  unsigned, void *, void **) = driver("cuLaunchCooperativeKernel");
+
+	if (!grid.x || !grid.y || !grid.z)
+		return 1;
+	if (cu)
+		return cu(func, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+			  (unsigned)shared_mem, stream, NULL) ? 98 : 0;
+	return 0;
+}
+
+EXPORT cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block,
+					       void **args, size_t shared_mem,
+					       cudaStream_t stream)
+{
+	(void)args;
+	return launch_coop(func, grid, block, shared_mem, stream);
+}
+
+static cudaError_t graph_launch(void *exec, cudaStream_t stream)
+{
+	int (*cu)(void *, void *) = driver("cuGraphLaunch");
+
+	if (!exec)
+		return 1;
+	return cu ? (cu(exec, stream) ? 1 : 0) : 0;
+}
+
+EXPORT cudaError_t cudaGraphLaunch(void *exec, cudaStream_t stream)
+{
+	return graph_launch(exec, stream);
 }
 
 EXPORT cudaError_t __cudaGetKernel(void **handle, const void *host_fun)
@@ -242,4 +327,27 @@ EXPORT cudaError_t cudaFreeAsync_ptsz(void *dev_ptr, cudaStream_t stream)
 	(void)dev_ptr, (void)stream;
 	ptsz_calls += 6;
 	return 0;
+}
+
+EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
+					    void **args)
+{
+	(void)args;
+	ptsz_calls += 7;
+	return launch_ex(config, func);
+}
+
+EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 grid, dim3 block,
+						    void **args, size_t shared_mem,
+						    cudaStream_t stream)
+{
+	(void)args;
+	ptsz_calls += 8;
+	return launch_coop(func, grid, block, shared_mem, stream);
+}
+
+EXPORT cudaError_t cudaGraphLaunch_ptsz(void *exec, cudaStream_t stream)
+{
+	ptsz_calls += 9;
+	return graph_launch(exec, stream);
 }

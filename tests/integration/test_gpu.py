@@ -30,11 +30,13 @@ from agentlib import Agent, bpf_ids, check, require_root, run, vm_hwm_kib, wait_
 
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
-NPROBES = 42  # 21 runtime functions (6 per-thread stream variants), entry + return each
-NPROBES_DRIVER = 58  # 29 driver functions (7 per-thread stream variants)
+NPROBES = 54  # 27 runtime functions (9 per-thread stream variants), entry + return each
+NPROBES_DRIVER = 66  # 33 driver functions (9 per-thread stream variants)
 GEMM_KERNEL = ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_"
                "ffma_aligna4_alignc4_execute_kernel__5x_cublas")  # cuBLAS's, on an H200
-NOPTIONAL = 2  # __cudaGetKernel's, which runtimes before nvcc 12.8's launch by handle lack
+# __cudaGetKernel's, which runtimes before nvcc 12.8's launch by handle lack, and
+# cudaLaunchKernelExC's and its _ptsz variant's, which runtimes before CUDA 11.8 lack.
+NOPTIONAL = 6
 TOOLKIT_LIBCUDA = "/usr/local/cuda/lib64/stubs/libcuda.so"
 
 # What cuda_pattern's stub pattern does (see stub_pattern() there).
@@ -481,6 +483,76 @@ def check_ptsz(agent, pattern_bin, stub):
         pat.finish()
 
 
+def check_launches(agent, pattern_bin, stub, stub_driver=None):
+    """Launches other than cudaLaunchKernel: with a launch config (cudaLaunchKernelExC,
+    what cudaLaunchKernelEx calls), cooperative, and graph launches, each through its
+    _ptsz variant too, each with a call that fails (see launches_pattern()). With the
+    driver loaded, the stub runtime makes each through it: not counted again."""
+    pat = Pattern(pattern_bin, stub, "launches", *([stub_driver] if stub_driver else []))
+    what = "launches through the driver" if stub_driver else "launches"
+    try:
+        wait_attached(agent, pat.pid)
+        if stub_driver:
+            wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
+        out = pat.play()
+        check(out == ["ex 0"] * 3 + ["ex 1", "ex 0"] + ["coop 0"] * 2 + ["coop 1", "coop 0"] +
+              ["graph 0"] * 3 + ["graph 1", "graph 0"], f"{what}: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check(nonzero(p["calls"]) == {"cudaLaunchKernelExC": 5,
+                                      "cudaLaunchCooperativeKernel": 4, "cudaGraphLaunch": 5},
+              f"{what}: calls {nonzero(p['calls'])}")
+        errors = sorted((e["function"], e["name"], e["count"]) for e in p["errors"])
+        check(errors == [("cudaGraphLaunch", "cudaErrorInvalidValue", 1),
+                         ("cudaLaunchCooperativeKernel", "cudaErrorInvalidValue", 1),
+                         ("cudaLaunchKernelExC", "cudaErrorInvalidValue", 1)],
+              f"{what}: errors {errors}")
+        # vecAdd: 3 x (4x2 blocks of 64) + none (no config) + 8 blocks of 32; blas::scale:
+        # 2 blocks of 32, 2 x 8 blocks of 32, an empty grid.
+        kernels = {k["name"]: (k["api"], k["launches"], k["threads"]) for k in p["kernels"]}
+        check(kernels == {"vecAdd(float const*, float const*, float*, int)":
+                          ("runtime", 5, 3 * 512 + 256),
+                          "blas::scale(float*, int, float)": ("runtime", 4, 64 + 2 * 256)},
+              f"{what}: kernels by host function {kernels}")
+        nested = 11 if stub_driver else 0
+        check(p["launches"] == 9 and p["graph_launches"] == 5 and
+              p["threads"] == 3 * 512 + 256 + 64 + 2 * 256 and
+              p["shared_mem_bytes"] == 3 * 512 and p["driver_calls_inside_runtime"] == nested,
+              f"{what}: {p['launches']} kernel launches, {p['graph_launches']} graph "
+              f"launches, {p['threads']} threads, {p['shared_mem_bytes']} B shared memory, "
+              f"{p['driver_calls_inside_runtime']} driver calls inside runtime calls")
+        text = scrape(agent)
+        got = (samples(text, "bpftel_gpu_kernel_launches_total", pat.pid),
+               samples(text, "bpftel_gpu_graph_launches_total", pat.pid))
+        check(got == ({(): 9}, {(): 5}), f"{what}: /metrics kernel and graph launches {got}")
+    finally:
+        pat.finish()
+
+
+def check_cu_launches(agent, pattern_bin, stub_driver):
+    """The driver's cooperative and graph launches (see cu_launches_pattern())."""
+    pat = Pattern(pattern_bin, stub_driver, "culaunches")
+    try:
+        wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
+        out = pat.play()
+        check(out == ["function 0"] + ["coop 0"] * 2 + ["coop 1", "coop 0"] + ["graph 0"] * 2 +
+              ["graph 1", "graph 0"], f"culaunches: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check(nonzero(p["calls"]) == {"cuModuleGetFunction": 1, "cuLaunchCooperativeKernel": 4,
+                                      "cuGraphLaunch": 4},
+              f"driver launches: calls {nonzero(p['calls'])}")
+        errors = sorted((e["function"], e["name"], e["count"]) for e in p["errors"])
+        check(errors == [("cuGraphLaunch", "CUDA_ERROR_INVALID_VALUE", 1),
+                         ("cuLaunchCooperativeKernel", "CUDA_ERROR_INVALID_VALUE", 1)],
+              f"driver launches: errors {errors}")
+        kernels = [(k["name"], k["api"], k["launches"], k["threads"]) for k in p["kernels"]]
+        check(p["launches"] == 4 and p["graph_launches"] == 4 and
+              kernels == [("reduce_kernel", "driver", 4, 2 * 1024 + 64)],
+              f"driver launches: {p['launches']} kernel launches, {p['graph_launches']} "
+              f"graph launches, kernels {kernels}")
+    finally:
+        pat.finish()
+
+
 def check_cu_ptsz(agent, pattern_bin, stub_driver):
     """CUDA 13's cuCtxCreate (cuCtxCreate_v4) and the driver's per-thread stream variants;
     the stub's cuMemcpyHtoD_v2_ptds, an alias of cuMemcpyHtoD_v2, probed once."""
@@ -744,6 +816,9 @@ def main():
         check_ptsz(agent, args.pattern, args.stub)
         check_driver(agent, args.pattern, args.stub_driver)
         check_driver_ex(agent, args.pattern, args.stub_driver)
+        check_launches(agent, args.pattern, args.stub)
+        check_launches(agent, args.pattern, args.stub, args.stub_driver)
+        check_cu_launches(agent, args.pattern, args.stub_driver)
         check_cu_ptsz(agent, args.pattern, args.stub_driver)
         check_mixed(agent, args.pattern, args.stub, args.stub_driver)
         check_real_driver(agent, args.pattern)

@@ -70,8 +70,16 @@ static void test_function_and_kind_names(void **state)
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_KERNEL_GET_FUNCTION),
 			    "cuKernelGetFunction");
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_CTX_CREATE_V4), "cuCtxCreate_v4");
-	/* A slot no probe uses (the JSON's calls leave it out). */
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_GET_KERNEL + 1), "unknown");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_LAUNCH_EX), "cudaLaunchKernelExC");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_LAUNCH_COOP),
+			    "cudaLaunchCooperativeKernel");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_GRAPH_LAUNCH), "cudaGraphLaunch");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_LAUNCH_COOP),
+			    "cuLaunchCooperativeKernel");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_GRAPH_LAUNCH), "cuGraphLaunch");
+	/* Slots no probe uses (the JSON's calls leave them out): the runtime's spare ones. */
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_GRAPH_LAUNCH + 1), "unknown");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_FIRST - 1), "unknown");
 	assert_string_equal(bpftel_gpu_mem_kind_name(GPU_MEM_HOST), "pinned_host");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_H2D), "htod");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_D2H), "dtoh");

@@ -96,6 +96,10 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	RT("cudaFreeHost", GPU_FN_FREE_HOST),
 	/* nvcc 12.8+'s launch by handle; older runtimes lack it: not a failure there. */
 	OPT_RT("__cudaGetKernel", GPU_FN_GET_KERNEL),
+	/* cudaLaunchKernelEx's, CUDA 11.8+: optional too. */
+	OPT_RT("cudaLaunchKernelExC", GPU_FN_LAUNCH_EX),
+	RT("cudaLaunchCooperativeKernel", GPU_FN_LAUNCH_COOP),
+	RT("cudaGraphLaunch", GPU_FN_GRAPH_LAUNCH),
 	/* The per-thread default stream variants (--default-stream per-thread): their calls
 	 * are the function's. */
 	RT("cudaLaunchKernel_ptsz", GPU_FN_LAUNCH),
@@ -104,6 +108,9 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	RT("cudaStreamSynchronize_ptsz", GPU_FN_STREAM_SYNC),
 	RT("cudaMallocAsync_ptsz", GPU_FN_MALLOC_ASYNC),
 	RT("cudaFreeAsync_ptsz", GPU_FN_FREE_ASYNC),
+	OPT_RT("cudaLaunchKernelExC_ptsz", GPU_FN_LAUNCH_EX),
+	RT("cudaLaunchCooperativeKernel_ptsz", GPU_FN_LAUNCH_COOP),
+	RT("cudaGraphLaunch_ptsz", GPU_FN_GRAPH_LAUNCH),
 	CU("cuLaunchKernel", GPU_FN_CU_LAUNCH),
 	CU("cuMemAlloc_v2", GPU_FN_CU_MEM_ALLOC),
 	CU("cuMemFree_v2", GPU_FN_CU_MEM_FREE),
@@ -127,6 +134,8 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	OPT_CU("cuLibraryGetKernel", GPU_FN_CU_LIBRARY_GET_KERNEL),
 	OPT_CU("cuKernelGetFunction", GPU_FN_CU_KERNEL_GET_FUNCTION),
 	OPT_CU("cuCtxCreate_v4", GPU_FN_CU_CTX_CREATE_V4), /* CUDA 13's cuda.h: cuCtxCreate */
+	CU("cuLaunchCooperativeKernel", GPU_FN_CU_LAUNCH_COOP),
+	CU("cuGraphLaunch", GPU_FN_CU_GRAPH_LAUNCH),
 	CU("cuLaunchKernel_ptsz", GPU_FN_CU_LAUNCH),
 	OPT_CU("cuLaunchKernelEx_ptsz", GPU_FN_CU_LAUNCH_EX),
 	CU("cuMemcpyHtoD_v2_ptds", GPU_FN_CU_MEMCPY_HTOD),
@@ -134,6 +143,8 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	CU("cuMemcpyHtoDAsync_v2_ptsz", GPU_FN_CU_MEMCPY_HTOD_ASYNC),
 	CU("cuMemcpyDtoHAsync_v2_ptsz", GPU_FN_CU_MEMCPY_DTOH_ASYNC),
 	CU("cuStreamSynchronize_ptsz", GPU_FN_CU_STREAM_SYNC),
+	CU("cuLaunchCooperativeKernel_ptsz", GPU_FN_CU_LAUNCH_COOP),
+	CU("cuGraphLaunch_ptsz", GPU_FN_CU_GRAPH_LAUNCH),
 };
 
 static const struct bpftel_probe_spec task_exit_probe = {

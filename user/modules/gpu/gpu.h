@@ -73,11 +73,20 @@ struct bpftel_gpu_kind {
 	__u64 oldest_ns; /* age of the oldest outstanding allocation */
 };
 
-/* A process's kernel launches, failed ones included: the runtime's and the driver's. */
+/* A process's kernel launches, failed ones included: the runtime's and the driver's,
+ * plain, with a launch config (the Ex calls) and cooperative. Not graph launches: a
+ * graph's kernels are launched inside the driver, out of our sight. */
 static inline __u64 bpftel_gpu_launches(const struct gpu_proc_stats *st)
 {
-	return st->calls[GPU_FN_LAUNCH] + st->calls[GPU_FN_CU_LAUNCH] +
-	       st->calls[GPU_FN_CU_LAUNCH_EX];
+	return st->calls[GPU_FN_LAUNCH] + st->calls[GPU_FN_LAUNCH_EX] +
+	       st->calls[GPU_FN_LAUNCH_COOP] + st->calls[GPU_FN_CU_LAUNCH] +
+	       st->calls[GPU_FN_CU_LAUNCH_EX] + st->calls[GPU_FN_CU_LAUNCH_COOP];
+}
+
+/* A process's graph launches (cudaGraphLaunch, cuGraphLaunch), failed ones included. */
+static inline __u64 bpftel_gpu_graph_launches(const struct gpu_proc_stats *st)
+{
+	return st->calls[GPU_FN_GRAPH_LAUNCH] + st->calls[GPU_FN_CU_GRAPH_LAUNCH];
 }
 
 struct bpftel_gpu_proc {

@@ -24,6 +24,9 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_HOST_ALLOC] = "cudaHostAlloc",
 	[GPU_FN_FREE_HOST] = "cudaFreeHost",
 	[GPU_FN_GET_KERNEL] = "__cudaGetKernel",
+	[GPU_FN_LAUNCH_EX] = "cudaLaunchKernelExC",
+	[GPU_FN_LAUNCH_COOP] = "cudaLaunchCooperativeKernel",
+	[GPU_FN_GRAPH_LAUNCH] = "cudaGraphLaunch",
 	[GPU_FN_CU_LAUNCH] = "cuLaunchKernel",
 	[GPU_FN_CU_MEM_ALLOC] = "cuMemAlloc_v2",
 	[GPU_FN_CU_MEM_FREE] = "cuMemFree_v2",
@@ -46,6 +49,8 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_CU_LIBRARY_GET_KERNEL] = "cuLibraryGetKernel",
 	[GPU_FN_CU_KERNEL_GET_FUNCTION] = "cuKernelGetFunction",
 	[GPU_FN_CU_CTX_CREATE_V4] = "cuCtxCreate_v4",
+	[GPU_FN_CU_LAUNCH_COOP] = "cuLaunchCooperativeKernel",
+	[GPU_FN_CU_GRAPH_LAUNCH] = "cuGraphLaunch",
 };
 
 static const char *const kind_names[GPU_MEMCPY__COUNT] = {

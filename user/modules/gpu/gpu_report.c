@@ -336,6 +336,8 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 	/* Calls whose entry found no room to keep its arguments: their returns accounted
 	 * nothing (an allocation, a free, a wait, a device switch). */
 	json_object_set_new(j, "calls_untracked", json_integer((json_int_t)p->st.calls_untracked));
+	json_object_set_new(j, "graph_launches",
+			    json_integer((json_int_t)bpftel_gpu_graph_launches(&p->st)));
 	json_object_set_new(j, "kernels", kernels_json(p));
 	json_object_set_new(j, "kernels_total", json_integer((json_int_t)p->nkernels));
 	json_object_set_new(j, "kernels_other_launches",
@@ -483,11 +485,18 @@ void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc
 	int i;
 
 	bpftel_prom_family(w, "bpftel_gpu_kernel_launches_total", "counter",
-			   "cudaLaunchKernel, cuLaunchKernel and cuLaunchKernelEx calls, failed "
+			   "Kernel launch calls (cudaLaunchKernel, cudaLaunchKernelExC, "
+			   "cudaLaunchCooperativeKernel and their driver counterparts), failed "
 			   "ones included (also in bpftel_gpu_cuda_errors_total), per live "
-			   "process.");
+			   "process. Not the kernels of graph launches.");
 	for (i = 0; i < n; i++)
 		put(w, &rows[i], NULL, NULL, bpftel_gpu_launches(&rows[i].st));
+	bpftel_prom_family(w, "bpftel_gpu_graph_launches_total", "counter",
+			   "cudaGraphLaunch and cuGraphLaunch calls, failed ones included, per "
+			   "live process: their kernels are launched inside the driver, not "
+			   "counted as kernel launches.");
+	for (i = 0; i < n; i++)
+		put(w, &rows[i], NULL, NULL, bpftel_gpu_graph_launches(&rows[i].st));
 	bpftel_prom_family(w, "bpftel_gpu_kernel_name_launches_total", "counter",
 			   "Launches per kernel (demangled name), failed ones included, since its "
 			   "series began, per live "
