@@ -15,7 +15,7 @@
 #define BPFTEL_GPU_H
 
 /*
- * The CUDA calls probed: runtime (libcudart) below GPU_FN_CU_FIRST (18-23 spare), driver
+ * The CUDA calls probed: runtime (libcudart) below GPU_FN_CU_FIRST (19-23 spare), driver
  * (libcuda) from it. Values index arrays and keys, and are attachment cookies: both
  * sides of one build agree on them, nothing keeps them across builds.
  * A function's per-thread default stream variant (cudaLaunchKernel_ptsz, cuMemcpyHtoD_v2_ptds,
@@ -49,6 +49,9 @@ enum gpu_func {
 	/* cudaGraphLaunch(cudaGraphExec_t, cudaStream_t): a whole graph, its kernels inside
 	 * the driver, out of our sight; counted as graph launches, not kernel launches. */
 	GPU_FN_GRAPH_LAUNCH = 17,
+	/* cudaMallocFromPoolAsync(void **, size_t, cudaMemPool_t, cudaStream_t):
+	 * stream-ordered, from a pool the program made. */
+	GPU_FN_MALLOC_FROM_POOL_ASYNC = 18,
 	GPU_FN_CU_FIRST = 24,
 	GPU_FN_CU_LAUNCH = 24,		    /* cuLaunchKernel */
 	GPU_FN_CU_MEM_ALLOC = 25,	    /* cuMemAlloc_v2 */
@@ -76,7 +79,11 @@ enum gpu_func {
 	GPU_FN_CU_CTX_CREATE_V4 = 45,	    /* cuCtxCreate_v4: CUDA 13's cuCtxCreate */
 	GPU_FN_CU_LAUNCH_COOP = 46,	    /* cuLaunchCooperativeKernel: cuLaunchKernel's, less extra */
 	GPU_FN_CU_GRAPH_LAUNCH = 47,	    /* cuGraphLaunch(CUgraphExec, CUstream): see cudaGraphLaunch */
-	GPU_FN__USED = 48,		    /* past the last value in use */
+	/* Stream-ordered memory of the driver (JAX/XLA's cuda_malloc_async allocator). */
+	GPU_FN_CU_MEM_ALLOC_ASYNC = 48,		  /* cuMemAllocAsync(CUdeviceptr *, size_t, CUstream) */
+	GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC = 49, /* cuMemAllocFromPoolAsync(.., pool, stream) */
+	GPU_FN_CU_MEM_FREE_ASYNC = 50,		  /* cuMemFreeAsync(CUdeviceptr, CUstream) */
+	GPU_FN__USED = 51,		    /* past the last value in use */
 	GPU_FN__COUNT = 64,		    /* a power of two: indexes are masked */
 };
 
@@ -94,7 +101,7 @@ enum gpu_memcpy_kind {
  * kind whichever call frees it (cudaFree also frees managed and stream-ordered memory). */
 enum gpu_mem_kind {
 	GPU_MEM_DEVICE = 0,  /* cudaMalloc, cuMemAlloc_v2 */
-	GPU_MEM_ASYNC = 1,   /* cudaMallocAsync: device memory, stream-ordered */
+	GPU_MEM_ASYNC = 1,   /* cudaMallocAsync, cuMemAllocAsync, ..FromPoolAsync: stream-ordered */
 	GPU_MEM_MANAGED = 2, /* cudaMallocManaged, cuMemAllocManaged */
 	GPU_MEM_HOST = 3,    /* cudaMallocHost, cudaHostAlloc, cuMemAllocHost_v2: pinned */
 	GPU_MEM__COUNT,

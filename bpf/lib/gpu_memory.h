@@ -19,6 +19,9 @@ static __always_inline __u32 gpu_alloc_kind(enum gpu_func func)
 	case GPU_FN_CU_MEM_ALLOC:
 		return GPU_MEM_DEVICE;
 	case GPU_FN_MALLOC_ASYNC:
+	case GPU_FN_MALLOC_FROM_POOL_ASYNC:
+	case GPU_FN_CU_MEM_ALLOC_ASYNC:
+	case GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC:
 		return GPU_MEM_ASYNC;
 	case GPU_FN_MALLOC_MANAGED:
 	case GPU_FN_CU_MEM_ALLOC_MANAGED:
@@ -35,7 +38,8 @@ static __always_inline __u32 gpu_alloc_kind(enum gpu_func func)
 static __always_inline bool gpu_is_free(enum gpu_func func)
 {
 	return func == GPU_FN_FREE || func == GPU_FN_FREE_ASYNC || func == GPU_FN_FREE_HOST ||
-	       func == GPU_FN_CU_MEM_FREE || func == GPU_FN_CU_MEM_FREE_HOST;
+	       func == GPU_FN_CU_MEM_FREE || func == GPU_FN_CU_MEM_FREE_HOST ||
+	       func == GPU_FN_CU_MEM_FREE_ASYNC;
 }
 
 /* Take a slot of the process's share of gpu_allocs; false when it holds its share. */

@@ -120,10 +120,11 @@ static __always_inline void gpu_kernel_handle(TLM_PARAM, __u64 pid_tgid, const s
 }
 
 /* Every allocation: (where the pointer goes, size, ...). cudaMalloc(void **devPtr,
- * size_t), cudaMallocAsync(.., cudaStream_t), cudaMallocManaged(.., unsigned flags),
- * cudaMallocHost(void **ptr, size_t), cudaHostAlloc(.., unsigned flags),
- * cuMemAlloc_v2(CUdeviceptr *, size_t), cuMemAllocManaged(.., unsigned flags),
- * cuMemAllocHost_v2(void **, size_t). */
+ * size_t), cudaMallocAsync(.., cudaStream_t), cudaMallocFromPoolAsync(.., pool, stream),
+ * cudaMallocManaged(.., unsigned flags), cudaMallocHost(void **ptr, size_t),
+ * cudaHostAlloc(.., unsigned flags), cuMemAlloc_v2(CUdeviceptr *, size_t),
+ * cuMemAllocAsync(.., CUstream), cuMemAllocFromPoolAsync(.., pool, stream),
+ * cuMemAllocManaged(.., unsigned flags), cuMemAllocHost_v2(void **, size_t). */
 static __always_inline int gpu_alloc_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 						__u64 now, enum gpu_func func)
 {
@@ -132,7 +133,7 @@ static __always_inline int gpu_alloc_enter_body(TLM_PARAM, struct pt_regs *regs,
 }
 
 /* Every free: (pointer, ...). cudaFree, cudaFreeAsync(.., stream), cudaFreeHost,
- * cuMemFree_v2, cuMemFreeHost. */
+ * cuMemFree_v2, cuMemFreeAsync(.., stream), cuMemFreeHost. */
 static __always_inline int gpu_free_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 					       __u64 now, enum gpu_func func)
 {

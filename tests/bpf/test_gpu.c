@@ -1018,6 +1018,37 @@ static void test_driver_launch_ex(void **state)
 	assert_int_equal(k.threads, 24 * 64);
 }
 
+/* Stream-ordered memory from a pool (cudaMallocFromPoolAsync) and the driver's
+ * (cuMemAllocAsync, cuMemAllocFromPoolAsync, freed by cuMemFreeAsync): async memory,
+ * tracked and freed as the runtime's cudaMallocAsync. */
+static void test_stream_ordered_pools(void **state)
+{
+	__u64 pool = 0x7f1000000000, cu = 0x7f1000100000, cu_pool = 0x7f1000200000;
+	struct gpu_proc_stats st;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC_FROM_POOL_ASYNC, &pool, 1000, 10);
+	alloc_call(GPU_FN_CU_MEM_ALLOC_ASYNC, &cu, 2000, 20);
+	alloc_call(GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC, &cu_pool, 4000, 30);
+	assert_int_equal(alloc_of(TGID, cu).kind, GPU_MEM_ASYNC);
+	assert_int_equal(alloc_of(TGID, cu_pool).kind, GPU_MEM_ASYNC);
+	free_call(GPU_FN_CU_MEM_FREE_ASYNC, cu, 40);
+	free_call(GPU_FN_FREE_ASYNC, pool, 50);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_MALLOC_FROM_POOL_ASYNC], 1);
+	assert_int_equal(st.calls[GPU_FN_CU_MEM_ALLOC_ASYNC], 1);
+	assert_int_equal(st.calls[GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC], 1);
+	assert_int_equal(st.calls[GPU_FN_CU_MEM_FREE_ASYNC], 1);
+	assert_int_equal(st.mem[GPU_MEM_ASYNC].allocs, 3);
+	assert_int_equal(st.mem[GPU_MEM_ASYNC].frees, 2);
+	assert_int_equal(st.mem[GPU_MEM_ASYNC].freed_bytes, 3000);
+	assert_int_equal(st.mem[GPU_MEM_ASYNC].outstanding_bytes, 4000);
+	assert_int_equal(st.mem[GPU_MEM_ASYNC].peak_bytes, 7000);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 0);
+	assert_int_equal(st.frees_unknown, 0);
+	assert_int_equal(st.allocs_tracked, 1);
+}
+
 /* cudaLaunchKernelExC(&config, func, args), what cudaLaunchKernelEx calls: the sizes and
  * the dynamic shared memory (a size_t here) from cudaLaunchConfig_t, counted as a
  * runtime launch of func on the runtime's device; a config that cannot be read: the
@@ -1266,6 +1297,7 @@ int main(void)
 		T(test_driver_launch_dims),
 		T(test_driver_launch_ex),
 		T(test_runtime_launch_ex),
+		T(test_stream_ordered_pools),
 		T(test_cooperative_launches),
 		T(test_graph_launches),
 		T(test_get_kernel_maps_handle),

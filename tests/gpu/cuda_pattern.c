@@ -30,6 +30,7 @@
  * launches [LIBCUDA]: cudaLaunchKernelExC, cudaLaunchCooperativeKernel and
  *           cudaGraphLaunch, and their _ptsz variants (launches_pattern); with LIBCUDA,
  *           loaded first, the stub runtime makes each through the driver.
+ * pools:    cudaMallocFromPoolAsync and its _ptsz variant (pools_pattern).
  * mixed LIBCUDA: load the driver LIBCUDA first, then cudaMalloc x2, cudaLaunchKernel x3
  *           and cudaFree x1, which the stub runtime implements by calling the driver on
  *           the same thread (as the real one does): counted once, as runtime calls.
@@ -39,6 +40,8 @@
  * driver:     the driver pattern (driver_pattern), two devices, errors.
  * culaunches: cuLaunchCooperativeKernel and cuGraphLaunch, and their _ptsz variants
  *           (cu_launches_pattern).
+ * cuasync:    cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync and their _ptsz
+ *           variants (cu_async_pattern).
  * cuptsz:     cuCtxCreate_v4 and the driver's per-thread default stream variants
  *           (cu_ptsz_pattern).
  * driverex:   launches through cuLaunchKernelEx, as cuBLAS makes them, of a function from
@@ -265,6 +268,24 @@ static void launches_pattern(void *lib)
 	printf("graph %d\n", graph_ptsz(exec, NULL));
 }
 
+/* What tests/integration/test_gpu.py's check_pools says: stream-ordered allocations from
+ * a pool, through cudaMallocFromPoolAsync and its _ptsz variant; one freed, one too
+ * large. */
+static void pools_pattern(void *lib)
+{
+	int (*from_pool)(void **, size_t, void *, void *) = sym(lib, "cudaMallocFromPoolAsync");
+	int (*from_pool_ptsz)(void **, size_t, void *, void *) =
+		sym(lib, "cudaMallocFromPoolAsync_ptsz");
+	void *pool = (void *)0x5000, *a, *b, *huge;
+	int r[4];
+
+	r[0] = from_pool(&a, MiB, pool, NULL);
+	r[1] = from_pool_ptsz(&b, 2 * MiB, pool, NULL);
+	r[2] = from_pool(&huge, 1ul << 41, pool, NULL);
+	r[3] = free_async(a, NULL); /* b stays */
+	printf("pools %d %d %d %d\n", r[0], r[1], r[2], r[3]);
+}
+
 /* What tests/integration/test_gpu.py's EXPECTED_KINDS says. */
 static void kinds_pattern(void)
 {
@@ -447,6 +468,32 @@ static void cu_launches_pattern(void *lib)
 	printf("graph %d\n", graph_ptsz(exec, NULL));
 }
 
+/* What tests/integration/test_gpu.py's check_cu_async says: the driver's stream-ordered
+ * memory, through each function and its _ptsz variant; two frees, one allocation too
+ * large. */
+static void cu_async_pattern(void *lib)
+{
+	int (*alloc_async)(cuptr *, size_t, void *) = sym(lib, "cuMemAllocAsync");
+	int (*alloc_async_ptsz)(cuptr *, size_t, void *) = sym(lib, "cuMemAllocAsync_ptsz");
+	int (*from_pool)(cuptr *, size_t, void *, void *) = sym(lib, "cuMemAllocFromPoolAsync");
+	int (*from_pool_ptsz)(cuptr *, size_t, void *, void *) =
+		sym(lib, "cuMemAllocFromPoolAsync_ptsz");
+	int (*free_async)(cuptr, void *) = sym(lib, "cuMemFreeAsync");
+	int (*free_async_ptsz)(cuptr, void *) = sym(lib, "cuMemFreeAsync_ptsz");
+	void *pool = (void *)0x5000;
+	cuptr a, b, c, d, huge;
+	int r[7];
+
+	r[0] = alloc_async(&a, MiB, NULL);
+	r[1] = from_pool(&b, 4 * MiB, pool, NULL);
+	r[2] = alloc_async_ptsz(&c, 8192, NULL);
+	r[3] = from_pool_ptsz(&d, 16384, pool, NULL);
+	r[4] = alloc_async(&huge, 1ull << 41, NULL);
+	r[5] = free_async(a, NULL);
+	r[6] = free_async_ptsz(c, NULL); /* b and d stay */
+	printf("cuasync %d %d %d %d %d %d %d\n", r[0], r[1], r[2], r[3], r[4], r[5], r[6]);
+}
+
 /* The toolkit's stubs/libcuda.so: every call fails with CUDA_ERROR_STUB_LIBRARY. */
 static void real_driver_pattern(void)
 {
@@ -623,16 +670,16 @@ int main(int argc, char **argv)
 	int is_driver = !strcmp(mode, "driver") || !strcmp(mode, "realdriver") ||
 			!strcmp(mode, "culoop") || !strcmp(mode, "culoopfor") ||
 			!strcmp(mode, "driverex") || !strcmp(mode, "cuptsz") ||
-			!strcmp(mode, "culaunches");
+			!strcmp(mode, "culaunches") || !strcmp(mode, "cuasync");
 	char line[64];
 	void *lib;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
 				"[stub|real|hang|execthread|spin|kinds|handles|ptsz|crafted|"
-				"mixed LIBCUDA|launches [LIBCUDA]|loop N|loopfor S|malloc N|"
+				"mixed LIBCUDA|launches [LIBCUDA]|pools|loop N|loopfor S|malloc N|"
 				"badptr N|fork N]\n"
-				"       cuda_pattern LIBCUDA driver|driverex|cuptsz|culaunches|"
+				"       cuda_pattern LIBCUDA driver|driverex|cuptsz|culaunches|cuasync|"
 				"realdriver|culoop N|culoopfor S\n");
 		return 2;
 	}
@@ -667,6 +714,8 @@ int main(int argc, char **argv)
 		cu_ptsz_pattern(lib);
 	else if (!strcmp(mode, "culaunches"))
 		cu_launches_pattern(lib);
+	else if (!strcmp(mode, "cuasync"))
+		cu_async_pattern(lib);
 	else if (!strcmp(mode, "realdriver"))
 		real_driver_pattern();
 	else if (!strcmp(mode, "culoop") && argc > 3)
@@ -681,6 +730,8 @@ int main(int argc, char **argv)
 		ptsz_pattern(lib);
 	else if (!strcmp(mode, "launches"))
 		launches_pattern(lib);
+	else if (!strcmp(mode, "pools"))
+		pools_pattern(lib);
 	else if (!strcmp(mode, "mixed"))
 		mixed_pattern();
 	else if (!strcmp(mode, "crafted"))

@@ -21,10 +21,13 @@
  *   cuCtxCreate_v4   (CUDA 13's cuCtxCreate) as cuCtxCreate_v2
  *   cuLaunchCooperativeKernel as cuLaunchKernel
  *   cuGraphLaunch    CUDA_ERROR_INVALID_VALUE for a NULL graph
+ *   cuMemAllocAsync, cuMemAllocFromPoolAsync: fake pointers of their own range;
+ *                    CUDA_ERROR_OUT_OF_MEMORY above 1 TiB; cuMemFreeAsync succeeds
  *   *_ptsz, *_ptds   the per-thread default stream variants of cuLaunchKernel,
  *                    cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch, the
- *                    four copies and cuStreamSynchronize: succeed at once, but for the
- *                    errors above of the launches' grid, config and graph;
+ *                    four copies, cuStreamSynchronize and the stream-ordered memory
+ *                    calls: succeed at once, but for the errors above of the launches'
+ *                    grid, config and graph and the allocations' size;
  *                    cuMemcpyHtoD_v2_ptds is an alias of cuMemcpyHtoD_v2 (one
  *                    address, two names: the registry must probe it once)
  *   cuModuleGetFunction a new handle per call (0xf000, 0xf010, ...);
@@ -43,7 +46,7 @@ typedef void *CUfunction;
 #define EXPORT __attribute__((visibility("default"), noinline))
 
 static CUdeviceptr next_dev = 0x7f9000000000, next_managed = 0x7fa000000000,
-		   next_host = 0x7fb000000000;
+		   next_host = 0x7fb000000000, next_async = 0x7fc000000000;
 
 static void sleep_ms(long ms)
 {
@@ -121,6 +124,25 @@ EXPORT CUresult cuGraphLaunch(void *exec, CUstream stream)
 {
 	(void)stream;
 	return exec ? 0 : 1;
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+	(void)stream;
+	return fake_alloc(dptr, size, &next_async);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, void *pool,
+					CUstream stream)
+{
+	(void)pool, (void)stream;
+	return fake_alloc(dptr, size, &next_async);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+	(void)dptr, (void)stream;
+	return 0;
 }
 
 /* cuda.h's CUlaunchConfig (CUDA 12.0+). */
@@ -322,4 +344,26 @@ EXPORT CUresult cuGraphLaunch_ptsz(void *exec, CUstream stream)
 	(void)stream;
 	ptsz_calls += 8;
 	return exec ? 0 : 1;
+}
+
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+	(void)stream;
+	ptsz_calls += 9;
+	return fake_alloc(dptr, size, &next_async);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, void *pool,
+					     CUstream stream)
+{
+	(void)pool, (void)stream;
+	ptsz_calls += 10;
+	return fake_alloc(dptr, size, &next_async);
+}
+
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
+{
+	(void)dptr, (void)stream;
+	ptsz_calls += 11;
+	return 0;
 }

@@ -30,6 +30,7 @@
  *                    empty grid
  *   cudaGraphLaunch  cudaErrorInvalidValue for a NULL graph
  *   (each of the three also in its _ptsz variant)
+ *   cudaMallocFromPoolAsync (and _ptsz) as cudaMallocAsync, from the same range
  *
  * Where the process has loaded a libcuda.so.1 already (the stub driver, tests/gpu/
  * stub_cuda.c), cudaMalloc, cudaFree, cudaLaunchKernel, cudaLaunchKernelExC,
@@ -215,6 +216,13 @@ EXPORT cudaError_t cudaMallocAsync(void **dev_ptr, size_t size, cudaStream_t str
 	return fake_alloc(dev_ptr, size, &next_async);
 }
 
+EXPORT cudaError_t cudaMallocFromPoolAsync(void **dev_ptr, size_t size, void *pool,
+					   cudaStream_t stream)
+{
+	(void)pool, (void)stream;
+	return fake_alloc(dev_ptr, size, &next_async);
+}
+
 EXPORT cudaError_t cudaFreeAsync(void *dev_ptr, cudaStream_t stream)
 {
 	(void)dev_ptr, (void)stream;
@@ -350,4 +358,12 @@ EXPORT cudaError_t cudaGraphLaunch_ptsz(void *exec, cudaStream_t stream)
 {
 	ptsz_calls += 9;
 	return graph_launch(exec, stream);
+}
+
+EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **dev_ptr, size_t size, void *pool,
+						cudaStream_t stream)
+{
+	(void)pool, (void)stream;
+	ptsz_calls += 10;
+	return fake_alloc(dev_ptr, size, &next_async);
 }

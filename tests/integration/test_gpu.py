@@ -30,8 +30,8 @@ from agentlib import Agent, bpf_ids, check, require_root, run, vm_hwm_kib, wait_
 
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
-NPROBES = 54  # 27 runtime functions (9 per-thread stream variants), entry + return each
-NPROBES_DRIVER = 66  # 33 driver functions (9 per-thread stream variants)
+NPROBES = 58  # 29 runtime functions (10 per-thread stream variants), entry + return each
+NPROBES_DRIVER = 78  # 39 driver functions (12 per-thread stream variants)
 GEMM_KERNEL = ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_"
                "ffma_aligna4_alignc4_execute_kernel__5x_cublas")  # cuBLAS's, on an H200
 # __cudaGetKernel's, which runtimes before nvcc 12.8's launch by handle lack, and
@@ -528,6 +528,52 @@ def check_launches(agent, pattern_bin, stub, stub_driver=None):
         pat.finish()
 
 
+def check_async_kind(p, what, calls, allocs, frees, outstanding, peak, error):
+    """Process row p's calls and its stream-ordered memory, after a pattern of it."""
+    check(nonzero(p["calls"]) == calls and
+          sorted((e["function"], e["name"], e["count"]) for e in p["errors"]) == [error],
+          f"{what}: calls {nonzero(p['calls'])}, errors {p['errors']}")
+    k = p["memory"]["kinds"]["async"]
+    got = (k["allocs"], k["frees"], k["outstanding_bytes"], k["peak_bytes"],
+           p["memory"]["kinds"]["device"]["allocs"])
+    check(got == (allocs, frees, outstanding, peak, 0),
+          f"{what}: stream-ordered memory (allocs, frees, outstanding, peak, device allocs) "
+          f"{got}")
+
+
+def check_pools(agent, pattern_bin, stub):
+    """cudaMallocFromPoolAsync, and its _ptsz variant: stream-ordered memory."""
+    pat = Pattern(pattern_bin, stub, "pools")
+    try:
+        wait_attached(agent, pat.pid)
+        out = pat.play()
+        check(out == ["pools 0 0 2 0"], f"pools: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check_async_kind(p, "pools", {"cudaMallocFromPoolAsync": 3, "cudaFreeAsync": 1}, 2, 1,
+                         2 * MiB, 3 * MiB,
+                         ("cudaMallocFromPoolAsync", "cudaErrorMemoryAllocation", 1))
+    finally:
+        pat.finish()
+
+
+def check_cu_async(agent, pattern_bin, stub_driver):
+    """The driver's stream-ordered memory: cuMemAllocAsync, cuMemAllocFromPoolAsync,
+    cuMemFreeAsync and their _ptsz variants."""
+    pat = Pattern(pattern_bin, stub_driver, "cuasync")
+    try:
+        wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
+        out = pat.play()
+        check(out == ["cuasync 0 0 0 0 2 0 0"], f"cuasync: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check_async_kind(p, "driver stream-ordered memory",
+                         {"cuMemAllocAsync": 3, "cuMemAllocFromPoolAsync": 2,
+                          "cuMemFreeAsync": 2}, 4, 2, 4 * MiB + 16384,
+                         MiB + 4 * MiB + 8192 + 16384,
+                         ("cuMemAllocAsync", "CUDA_ERROR_OUT_OF_MEMORY", 1))
+    finally:
+        pat.finish()
+
+
 def check_cu_launches(agent, pattern_bin, stub_driver):
     """The driver's cooperative and graph launches (see cu_launches_pattern())."""
     pat = Pattern(pattern_bin, stub_driver, "culaunches")
@@ -819,6 +865,8 @@ def main():
         check_launches(agent, args.pattern, args.stub)
         check_launches(agent, args.pattern, args.stub, args.stub_driver)
         check_cu_launches(agent, args.pattern, args.stub_driver)
+        check_pools(agent, args.pattern, args.stub)
+        check_cu_async(agent, args.pattern, args.stub_driver)
         check_cu_ptsz(agent, args.pattern, args.stub_driver)
         check_mixed(agent, args.pattern, args.stub, args.stub_driver)
         check_real_driver(agent, args.pattern)

@@ -100,6 +100,7 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	OPT_RT("cudaLaunchKernelExC", GPU_FN_LAUNCH_EX),
 	RT("cudaLaunchCooperativeKernel", GPU_FN_LAUNCH_COOP),
 	RT("cudaGraphLaunch", GPU_FN_GRAPH_LAUNCH),
+	RT("cudaMallocFromPoolAsync", GPU_FN_MALLOC_FROM_POOL_ASYNC),
 	/* The per-thread default stream variants (--default-stream per-thread): their calls
 	 * are the function's. */
 	RT("cudaLaunchKernel_ptsz", GPU_FN_LAUNCH),
@@ -111,6 +112,7 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	OPT_RT("cudaLaunchKernelExC_ptsz", GPU_FN_LAUNCH_EX),
 	RT("cudaLaunchCooperativeKernel_ptsz", GPU_FN_LAUNCH_COOP),
 	RT("cudaGraphLaunch_ptsz", GPU_FN_GRAPH_LAUNCH),
+	RT("cudaMallocFromPoolAsync_ptsz", GPU_FN_MALLOC_FROM_POOL_ASYNC),
 	CU("cuLaunchKernel", GPU_FN_CU_LAUNCH),
 	CU("cuMemAlloc_v2", GPU_FN_CU_MEM_ALLOC),
 	CU("cuMemFree_v2", GPU_FN_CU_MEM_FREE),
@@ -136,6 +138,9 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	OPT_CU("cuCtxCreate_v4", GPU_FN_CU_CTX_CREATE_V4), /* CUDA 13's cuda.h: cuCtxCreate */
 	CU("cuLaunchCooperativeKernel", GPU_FN_CU_LAUNCH_COOP),
 	CU("cuGraphLaunch", GPU_FN_CU_GRAPH_LAUNCH),
+	CU("cuMemAllocAsync", GPU_FN_CU_MEM_ALLOC_ASYNC),
+	CU("cuMemAllocFromPoolAsync", GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC),
+	CU("cuMemFreeAsync", GPU_FN_CU_MEM_FREE_ASYNC),
 	CU("cuLaunchKernel_ptsz", GPU_FN_CU_LAUNCH),
 	OPT_CU("cuLaunchKernelEx_ptsz", GPU_FN_CU_LAUNCH_EX),
 	CU("cuMemcpyHtoD_v2_ptds", GPU_FN_CU_MEMCPY_HTOD),
@@ -145,6 +150,9 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	CU("cuStreamSynchronize_ptsz", GPU_FN_CU_STREAM_SYNC),
 	CU("cuLaunchCooperativeKernel_ptsz", GPU_FN_CU_LAUNCH_COOP),
 	CU("cuGraphLaunch_ptsz", GPU_FN_CU_GRAPH_LAUNCH),
+	CU("cuMemAllocAsync_ptsz", GPU_FN_CU_MEM_ALLOC_ASYNC),
+	CU("cuMemAllocFromPoolAsync_ptsz", GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC),
+	CU("cuMemFreeAsync_ptsz", GPU_FN_CU_MEM_FREE_ASYNC),
 };
 
 static const struct bpftel_probe_spec task_exit_probe = {

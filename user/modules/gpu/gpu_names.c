@@ -27,6 +27,7 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_LAUNCH_EX] = "cudaLaunchKernelExC",
 	[GPU_FN_LAUNCH_COOP] = "cudaLaunchCooperativeKernel",
 	[GPU_FN_GRAPH_LAUNCH] = "cudaGraphLaunch",
+	[GPU_FN_MALLOC_FROM_POOL_ASYNC] = "cudaMallocFromPoolAsync",
 	[GPU_FN_CU_LAUNCH] = "cuLaunchKernel",
 	[GPU_FN_CU_MEM_ALLOC] = "cuMemAlloc_v2",
 	[GPU_FN_CU_MEM_FREE] = "cuMemFree_v2",
@@ -51,6 +52,9 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_CU_CTX_CREATE_V4] = "cuCtxCreate_v4",
 	[GPU_FN_CU_LAUNCH_COOP] = "cuLaunchCooperativeKernel",
 	[GPU_FN_CU_GRAPH_LAUNCH] = "cuGraphLaunch",
+	[GPU_FN_CU_MEM_ALLOC_ASYNC] = "cuMemAllocAsync",
+	[GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC] = "cuMemAllocFromPoolAsync",
+	[GPU_FN_CU_MEM_FREE_ASYNC] = "cuMemFreeAsync",
 };
 
 static const char *const kind_names[GPU_MEMCPY__COUNT] = {
