@@ -33,8 +33,10 @@
 
 static char fixture[PATH_MAX];
 static char tmpdir[] = "/tmp/test_elfsym.XXXXXX";
-static const char *const tmpnames[] = {"libssl.so.3", "empty.so",   "cut.so", "patched.so",
-				       "fifo",	      "crafted.so", "fdfifo",	  "long_names.so"};
+/* Every file a test writes in tmpdir: teardown removes them, then tmpdir. */
+static const char *const tmpnames[] = {"libssl.so.3",  "empty.so",	 "cut.so",
+				       "patched.so",   "fifo",		 "crafted.so",
+				       "fdfifo",       "long_names.so", "large_dynstr.so"};
 
 static const char *tmp_path(const char *name)
 {
