@@ -83,7 +83,13 @@ enum gpu_func {
 	GPU_FN_CU_MEM_ALLOC_ASYNC = 48,		  /* cuMemAllocAsync(CUdeviceptr *, size_t, CUstream) */
 	GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC = 49, /* cuMemAllocFromPoolAsync(.., pool, stream) */
 	GPU_FN_CU_MEM_FREE_ASYNC = 50,		  /* cuMemFreeAsync(CUdeviceptr, CUstream) */
-	GPU_FN__USED = 51,		    /* past the last value in use */
+	/* More copies of the driver (JAX/XLA's): device to device, and unified addressing
+	 * (the direction inferred, as cudaMemcpyDefault). */
+	GPU_FN_CU_MEMCPY_DTOD = 51,	  /* cuMemcpyDtoD_v2(dst, src, size_t count) */
+	GPU_FN_CU_MEMCPY_DTOD_ASYNC = 52, /* cuMemcpyDtoDAsync_v2(.., CUstream) */
+	GPU_FN_CU_MEMCPY = 53,		  /* cuMemcpy(dst, src, size_t count) */
+	GPU_FN_CU_MEMCPY_ASYNC = 54,	  /* cuMemcpyAsync(.., CUstream) */
+	GPU_FN__USED = 55,		    /* past the last value in use */
 	GPU_FN__COUNT = 64,		    /* a power of two: indexes are masked */
 };
 

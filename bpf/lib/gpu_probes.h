@@ -144,7 +144,7 @@ static __always_inline int gpu_free_enter_body(TLM_PARAM, struct pt_regs *regs, 
 /* cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind), and
  * cudaMemcpyAsync with a stream after kind; cuMemcpyHtoD_v2(dst, src, size_t count)
  * and the other driver copies, whose direction is in their name (and a stream after
- * count for the Async ones). */
+ * count for the Async ones), cuMemcpy(Async)'s inferred from unified addresses. */
 static __always_inline int gpu_memcpy_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 						 __u64 now, enum gpu_func func)
 {
@@ -158,6 +158,14 @@ static __always_inline int gpu_memcpy_enter_body(TLM_PARAM, struct pt_regs *regs
 	case GPU_FN_CU_MEMCPY_DTOH:
 	case GPU_FN_CU_MEMCPY_DTOH_ASYNC:
 		kind = GPU_MEMCPY_D2H;
+		break;
+	case GPU_FN_CU_MEMCPY_DTOD:
+	case GPU_FN_CU_MEMCPY_DTOD_ASYNC:
+		kind = GPU_MEMCPY_D2D;
+		break;
+	case GPU_FN_CU_MEMCPY:
+	case GPU_FN_CU_MEMCPY_ASYNC:
+		kind = GPU_MEMCPY_DEFAULT;
 		break;
 	default:
 		kind = (__u32)PT_REGS_PARM4(regs);
@@ -180,11 +188,12 @@ static __always_inline int gpu_simple_enter_body(TLM_PARAM, struct pt_regs *regs
 	return 0;
 }
 
-/* Copies that wait for the device, whose time is counted. */
+/* The synchronous copies (not the Async ones), whose time inside the call is counted. */
 static __always_inline bool gpu_memcpy_sync(enum gpu_func func)
 {
 	return func == GPU_FN_MEMCPY || func == GPU_FN_CU_MEMCPY_HTOD ||
-	       func == GPU_FN_CU_MEMCPY_DTOH;
+	       func == GPU_FN_CU_MEMCPY_DTOH || func == GPU_FN_CU_MEMCPY_DTOD ||
+	       func == GPU_FN_CU_MEMCPY;
 }
 
 /*
@@ -224,6 +233,8 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 		return gpu_alloc_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	if (gpu_is_free(func))
 		return gpu_free_enter_body(TLM_ARG, regs, pid_tgid, now, func);
+	if (gpu_fn_memcpy(func))
+		return gpu_memcpy_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	switch (func) {
 	case GPU_FN_LAUNCH:
 	case GPU_FN_LAUNCH_COOP:
@@ -247,13 +258,6 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 	case GPU_FN_GET_KERNEL:
 	case GPU_FN_CU_KERNEL_GET_FUNCTION:
 		return gpu_handle_enter_body(TLM_ARG, regs, pid_tgid, now, func);
-	case GPU_FN_MEMCPY:
-	case GPU_FN_MEMCPY_ASYNC:
-	case GPU_FN_CU_MEMCPY_HTOD:
-	case GPU_FN_CU_MEMCPY_DTOH:
-	case GPU_FN_CU_MEMCPY_HTOD_ASYNC:
-	case GPU_FN_CU_MEMCPY_DTOH_ASYNC:
-		return gpu_memcpy_enter_body(TLM_ARG, regs, pid_tgid, now, func);
 	case GPU_FN_CU_CTX_CREATE:
 	case GPU_FN_CU_CTX_CREATE_V4:
 	case GPU_FN_CU_PRIMARY_CTX_RETAIN:
@@ -290,18 +294,14 @@ static __always_inline void gpu_account(TLM_PARAM, struct gpu_proc_stats *st, __
 		gpu_account_free(TLM_ARG, st, call);
 		return;
 	}
-	switch (func) {
-	case GPU_FN_MEMCPY:
-	case GPU_FN_MEMCPY_ASYNC:
-	case GPU_FN_CU_MEMCPY_HTOD:
-	case GPU_FN_CU_MEMCPY_DTOH:
-	case GPU_FN_CU_MEMCPY_HTOD_ASYNC:
-	case GPU_FN_CU_MEMCPY_DTOH_ASYNC:
+	if (gpu_fn_memcpy(func)) {
 		kind = call->arg1 < GPU_MEMCPY__COUNT ? call->arg1 : GPU_MEMCPY_DEFAULT;
 		__sync_fetch_and_add(&st->memcpy_bytes[kind], call->arg0);
 		if (gpu_memcpy_sync(func))
 			__sync_fetch_and_add(&st->memcpy_ns, now - call->ktime_ns);
-		break;
+		return;
+	}
+	switch (func) {
 	case GPU_FN_STREAM_SYNC:
 	case GPU_FN_DEVICE_SYNC:
 	case GPU_FN_CU_CTX_SYNC:

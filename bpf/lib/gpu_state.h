@@ -178,7 +178,20 @@ static __always_inline bool gpu_fn_driver(__u64 func)
 #define GPU_FN_ENTRY_ONLY \
 	(GPU_FN_LAUNCHES | GPU_FN_BIT(GPU_FN_GRAPH_LAUNCH) | GPU_FN_BIT(GPU_FN_CU_GRAPH_LAUNCH))
 
+/* The copies, runtime and driver. */
+#define GPU_FN_COPIES                                                                         \
+	(GPU_FN_BIT(GPU_FN_MEMCPY) | GPU_FN_BIT(GPU_FN_MEMCPY_ASYNC) |                          \
+	 GPU_FN_BIT(GPU_FN_CU_MEMCPY_HTOD) | GPU_FN_BIT(GPU_FN_CU_MEMCPY_DTOH) |                \
+	 GPU_FN_BIT(GPU_FN_CU_MEMCPY_HTOD_ASYNC) | GPU_FN_BIT(GPU_FN_CU_MEMCPY_DTOH_ASYNC) |    \
+	 GPU_FN_BIT(GPU_FN_CU_MEMCPY_DTOD) | GPU_FN_BIT(GPU_FN_CU_MEMCPY_DTOD_ASYNC) |          \
+	 GPU_FN_BIT(GPU_FN_CU_MEMCPY) | GPU_FN_BIT(GPU_FN_CU_MEMCPY_ASYNC))
+
 _Static_assert(GPU_FN__COUNT == 64, "a function is a bit of a 64-bit set");
+
+static __always_inline bool gpu_fn_memcpy(__u64 func)
+{
+	return (GPU_FN_COPIES >> (func & (GPU_FN__COUNT - 1))) & 1;
+}
 
 static __always_inline bool gpu_fn_entry_only(__u64 func)
 {

@@ -1018,6 +1018,33 @@ static void test_driver_launch_ex(void **state)
 	assert_int_equal(k.threads, 24 * 64);
 }
 
+/* The driver's device-to-device copies and its unified-address ones (cuMemcpy(Async):
+ * direction inferred, counted as default), the time inside the synchronous ones. */
+static void test_driver_dtod_and_unified_copies(void **state)
+{
+	struct test_regs dtod = {.di = 0x7f9000000000, .si = 0x7f9000100000, .dx = 4096};
+	struct test_regs uva = {.di = 0x7f9000000000, .si = 0x1000, .dx = 512};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	enter(GPU_FN_CU_MEMCPY_DTOD, &dtod, 100);
+	ret(GPU_FN_CU_MEMCPY_DTOD, 0, 150);
+	enter(GPU_FN_CU_MEMCPY_DTOD_ASYNC, &dtod, 200);
+	ret(GPU_FN_CU_MEMCPY_DTOD_ASYNC, 0, 210);
+	enter(GPU_FN_CU_MEMCPY, &uva, 300);
+	ret(GPU_FN_CU_MEMCPY, 0, 370);
+	enter(GPU_FN_CU_MEMCPY_ASYNC, &uva, 400);
+	ret(GPU_FN_CU_MEMCPY_ASYNC, 1 /* CUDA_ERROR_INVALID_VALUE */, 405);
+	st = stats_of(TGID);
+	assert_int_equal(st.memcpy_bytes[GPU_MEMCPY_D2D], 2 * 4096);
+	assert_int_equal(st.memcpy_bytes[GPU_MEMCPY_DEFAULT], 512); /* the failed one: none */
+	assert_int_equal(st.memcpy_bytes[GPU_MEMCPY_H2D] + st.memcpy_bytes[GPU_MEMCPY_D2H], 0);
+	assert_int_equal(st.memcpy_ns, 50 + 70); /* the synchronous copies only */
+	assert_int_equal(st.calls[GPU_FN_CU_MEMCPY_ASYNC], 1);
+	assert_int_equal(error_count(TGID, GPU_FN_CU_MEMCPY_ASYNC, 1), 1);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+}
+
 /* Stream-ordered memory from a pool (cudaMallocFromPoolAsync) and the driver's
  * (cuMemAllocAsync, cuMemAllocFromPoolAsync, freed by cuMemFreeAsync): async memory,
  * tracked and freed as the runtime's cudaMallocAsync. */
@@ -1298,6 +1325,7 @@ int main(void)
 		T(test_driver_launch_ex),
 		T(test_runtime_launch_ex),
 		T(test_stream_ordered_pools),
+		T(test_driver_dtod_and_unified_copies),
 		T(test_cooperative_launches),
 		T(test_graph_launches),
 		T(test_get_kernel_maps_handle),

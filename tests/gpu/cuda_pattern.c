@@ -42,6 +42,8 @@
  *           (cu_launches_pattern).
  * cuasync:    cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync and their _ptsz
  *           variants (cu_async_pattern).
+ * cucopies:   cuMemcpyDtoD_v2, cuMemcpyDtoDAsync_v2, cuMemcpy, cuMemcpyAsync and their
+ *           per-thread stream variants (cu_copies_pattern).
  * cuptsz:     cuCtxCreate_v4 and the driver's per-thread default stream variants
  *           (cu_ptsz_pattern).
  * driverex:   launches through cuLaunchKernelEx, as cuBLAS makes them, of a function from
@@ -494,6 +496,27 @@ static void cu_async_pattern(void *lib)
 	printf("cuasync %d %d %d %d %d %d %d\n", r[0], r[1], r[2], r[3], r[4], r[5], r[6]);
 }
 
+/* What tests/integration/test_gpu.py's check_cu_copies says: the driver's device-to-
+ * device and unified-address copies, through each function and its per-thread stream
+ * variant. */
+static void cu_copies_pattern(void *lib)
+{
+	static const char *const names[8] = {
+		"cuMemcpyDtoD_v2",	 "cuMemcpyDtoDAsync_v2",      "cuMemcpy",
+		"cuMemcpyAsync",	 "cuMemcpyDtoD_v2_ptds",      "cuMemcpyDtoDAsync_v2_ptsz",
+		"cuMemcpy_ptds",	 "cuMemcpyAsync_ptsz"};
+	/* Every one of them takes (dst, src, count), the Async ones a stream after. */
+	int (*copy)(cuptr, cuptr, size_t, void *);
+	int i, r[8];
+
+	for (i = 0; i < 8; i++) {
+		copy = (int (*)(cuptr, cuptr, size_t, void *))sym(lib, names[i]);
+		r[i] = copy(0x7f9000000000, 0x7f9000100000, 4096ul >> i, NULL);
+	}
+	printf("cucopies %d %d %d %d %d %d %d %d\n", r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+	       r[7]);
+}
+
 /* The toolkit's stubs/libcuda.so: every call fails with CUDA_ERROR_STUB_LIBRARY. */
 static void real_driver_pattern(void)
 {
@@ -670,7 +693,8 @@ int main(int argc, char **argv)
 	int is_driver = !strcmp(mode, "driver") || !strcmp(mode, "realdriver") ||
 			!strcmp(mode, "culoop") || !strcmp(mode, "culoopfor") ||
 			!strcmp(mode, "driverex") || !strcmp(mode, "cuptsz") ||
-			!strcmp(mode, "culaunches") || !strcmp(mode, "cuasync");
+			!strcmp(mode, "culaunches") || !strcmp(mode, "cuasync") ||
+			!strcmp(mode, "cucopies");
 	char line[64];
 	void *lib;
 
@@ -680,6 +704,7 @@ int main(int argc, char **argv)
 				"mixed LIBCUDA|launches [LIBCUDA]|pools|loop N|loopfor S|malloc N|"
 				"badptr N|fork N]\n"
 				"       cuda_pattern LIBCUDA driver|driverex|cuptsz|culaunches|cuasync|"
+				"cucopies|"
 				"realdriver|culoop N|culoopfor S\n");
 		return 2;
 	}
@@ -716,6 +741,8 @@ int main(int argc, char **argv)
 		cu_launches_pattern(lib);
 	else if (!strcmp(mode, "cuasync"))
 		cu_async_pattern(lib);
+	else if (!strcmp(mode, "cucopies"))
+		cu_copies_pattern(lib);
 	else if (!strcmp(mode, "realdriver"))
 		real_driver_pattern();
 	else if (!strcmp(mode, "culoop") && argc > 3)

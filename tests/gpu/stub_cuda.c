@@ -21,11 +21,12 @@
  *   cuCtxCreate_v4   (CUDA 13's cuCtxCreate) as cuCtxCreate_v2
  *   cuLaunchCooperativeKernel as cuLaunchKernel
  *   cuGraphLaunch    CUDA_ERROR_INVALID_VALUE for a NULL graph
+ *   cuMemcpyDtoD_v2, cuMemcpy 2 ms; cuMemcpyDtoDAsync_v2, cuMemcpyAsync at once
  *   cuMemAllocAsync, cuMemAllocFromPoolAsync: fake pointers of their own range;
  *                    CUDA_ERROR_OUT_OF_MEMORY above 1 TiB; cuMemFreeAsync succeeds
  *   *_ptsz, *_ptds   the per-thread default stream variants of cuLaunchKernel,
  *                    cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch, the
- *                    four copies, cuStreamSynchronize and the stream-ordered memory
+ *                    eight copies, cuStreamSynchronize and the stream-ordered memory
  *                    calls: succeed at once, but for the errors above of the launches'
  *                    grid, config and graph and the allocations' size;
  *                    cuMemcpyHtoD_v2_ptds is an alias of cuMemcpyHtoD_v2 (one
@@ -234,6 +235,33 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t count)
 	return 0;
 }
 
+EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t count)
+{
+	(void)dst, (void)src, (void)count;
+	sleep_ms(2);
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t count,
+				     CUstream stream)
+{
+	(void)dst, (void)src, (void)count, (void)stream;
+	return 0;
+}
+
+EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t count)
+{
+	(void)dst, (void)src, (void)count;
+	sleep_ms(2);
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t count, CUstream stream)
+{
+	(void)dst, (void)src, (void)count, (void)stream;
+	return 0;
+}
+
 EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t count)
 {
 	(void)dst, (void)src, (void)count;
@@ -365,5 +393,35 @@ EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
 {
 	(void)dptr, (void)stream;
 	ptsz_calls += 11;
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t count)
+{
+	(void)dst, (void)src, (void)count;
+	ptsz_calls += 12;
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t count,
+					  CUstream stream)
+{
+	(void)dst, (void)src, (void)count, (void)stream;
+	ptsz_calls += 13;
+	return 0;
+}
+
+EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t count)
+{
+	(void)dst, (void)src, (void)count;
+	ptsz_calls += 14;
+	return 0;
+}
+
+EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t count,
+				   CUstream stream)
+{
+	(void)dst, (void)src, (void)count, (void)stream;
+	ptsz_calls += 15;
 	return 0;
 }

@@ -31,7 +31,7 @@ from agentlib import Agent, bpf_ids, check, require_root, run, vm_hwm_kib, wait_
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
 NPROBES = 58  # 29 runtime functions (10 per-thread stream variants), entry + return each
-NPROBES_DRIVER = 78  # 39 driver functions (12 per-thread stream variants)
+NPROBES_DRIVER = 94  # 47 driver functions (16 per-thread stream variants)
 GEMM_KERNEL = ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_"
                "ffma_aligna4_alignc4_execute_kernel__5x_cublas")  # cuBLAS's, on an H200
 # __cudaGetKernel's, which runtimes before nvcc 12.8's launch by handle lack, and
@@ -574,6 +574,24 @@ def check_cu_async(agent, pattern_bin, stub_driver):
         pat.finish()
 
 
+def check_cu_copies(agent, pattern_bin, stub_driver):
+    """The driver's device-to-device and unified-address copies (cu_copies_pattern())."""
+    pat = Pattern(pattern_bin, stub_driver, "cucopies")
+    try:
+        wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
+        out = pat.play()
+        check(out == ["cucopies 0 0 0 0 0 0 0 0"], f"cucopies: {out}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        check(nonzero(p["calls"]) == {"cuMemcpyDtoD_v2": 2, "cuMemcpyDtoDAsync_v2": 2,
+                                      "cuMemcpy": 2, "cuMemcpyAsync": 2},
+              f"driver copies: calls {nonzero(p['calls'])}")
+        check(nonzero(p["memcpy_bytes"]) == {"dtod": 4096 + 2048 + 256 + 128,
+                                             "default": 1024 + 512 + 64 + 32},
+              f"driver copies by direction: {nonzero(p['memcpy_bytes'])}")
+    finally:
+        pat.finish()
+
+
 def check_cu_launches(agent, pattern_bin, stub_driver):
     """The driver's cooperative and graph launches (see cu_launches_pattern())."""
     pat = Pattern(pattern_bin, stub_driver, "culaunches")
@@ -867,6 +885,7 @@ def main():
         check_cu_launches(agent, args.pattern, args.stub_driver)
         check_pools(agent, args.pattern, args.stub)
         check_cu_async(agent, args.pattern, args.stub_driver)
+        check_cu_copies(agent, args.pattern, args.stub_driver)
         check_cu_ptsz(agent, args.pattern, args.stub_driver)
         check_mixed(agent, args.pattern, args.stub, args.stub_driver)
         check_real_driver(agent, args.pattern)

@@ -83,8 +83,8 @@ def main():
     stub, func, mode, nprobes = {
         "runtime": (f"{build}/tests/stub-cuda/libcudart.so.13", "cudaLaunchKernel", "loopfor",
                     58),
-        # 78 less the 2 of the stub's alias (cuMemcpyHtoD_v2_ptds), folded.
-        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 76),
+        # 94 less the 2 of the stub's alias (cuMemcpyHtoD_v2_ptds), folded.
+        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 92),
     }[args.api]
     tmp = tempfile.mkdtemp(prefix="bpftel-bench-")
     atexit.register(shutil.rmtree, tmp, True)

@@ -18,7 +18,7 @@
 #include "uprobes.h"
 
 #define MAX_MODS  8
-/* Probe points per module: the GPU module has 136 (29 runtime and 39 driver functions,
+/* Probe points per module: the GPU module has 152 (29 runtime and 47 driver functions,
  * entry and return). Each file's entry for a module holds this many links (16 bytes
  * each) while the file is known. */
 #define MAX_SPECS 160

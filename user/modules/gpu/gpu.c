@@ -141,6 +141,10 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	CU("cuMemAllocAsync", GPU_FN_CU_MEM_ALLOC_ASYNC),
 	CU("cuMemAllocFromPoolAsync", GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC),
 	CU("cuMemFreeAsync", GPU_FN_CU_MEM_FREE_ASYNC),
+	CU("cuMemcpyDtoD_v2", GPU_FN_CU_MEMCPY_DTOD),
+	CU("cuMemcpyDtoDAsync_v2", GPU_FN_CU_MEMCPY_DTOD_ASYNC),
+	CU("cuMemcpy", GPU_FN_CU_MEMCPY),
+	CU("cuMemcpyAsync", GPU_FN_CU_MEMCPY_ASYNC),
 	CU("cuLaunchKernel_ptsz", GPU_FN_CU_LAUNCH),
 	OPT_CU("cuLaunchKernelEx_ptsz", GPU_FN_CU_LAUNCH_EX),
 	CU("cuMemcpyHtoD_v2_ptds", GPU_FN_CU_MEMCPY_HTOD),
@@ -153,6 +157,10 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	CU("cuMemAllocAsync_ptsz", GPU_FN_CU_MEM_ALLOC_ASYNC),
 	CU("cuMemAllocFromPoolAsync_ptsz", GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC),
 	CU("cuMemFreeAsync_ptsz", GPU_FN_CU_MEM_FREE_ASYNC),
+	CU("cuMemcpyDtoD_v2_ptds", GPU_FN_CU_MEMCPY_DTOD),
+	CU("cuMemcpyDtoDAsync_v2_ptsz", GPU_FN_CU_MEMCPY_DTOD_ASYNC),
+	CU("cuMemcpy_ptds", GPU_FN_CU_MEMCPY),
+	CU("cuMemcpyAsync_ptsz", GPU_FN_CU_MEMCPY_ASYNC),
 };
 
 static const struct bpftel_probe_spec task_exit_probe = {

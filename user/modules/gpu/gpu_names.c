@@ -55,6 +55,10 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_CU_MEM_ALLOC_ASYNC] = "cuMemAllocAsync",
 	[GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC] = "cuMemAllocFromPoolAsync",
 	[GPU_FN_CU_MEM_FREE_ASYNC] = "cuMemFreeAsync",
+	[GPU_FN_CU_MEMCPY_DTOD] = "cuMemcpyDtoD_v2",
+	[GPU_FN_CU_MEMCPY_DTOD_ASYNC] = "cuMemcpyDtoDAsync_v2",
+	[GPU_FN_CU_MEMCPY] = "cuMemcpy",
+	[GPU_FN_CU_MEMCPY_ASYNC] = "cuMemcpyAsync",
 };
 
 static const char *const kind_names[GPU_MEMCPY__COUNT] = {

@@ -542,15 +542,17 @@ void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc
 			   "Failed CUDA calls by device, per live process.");
 	put_devices(w, rows, n, 2);
 	bpftel_prom_family(w, "bpftel_gpu_memcpy_bytes_total", "counter",
-			   "Bytes copied by cudaMemcpy(Async), by direction, per live process.");
+			   "Bytes copied by cudaMemcpy(Async) and the driver's copies (cuMemcpy*), "
+			   "by direction (default: inferred from unified addresses), per live "
+			   "process.");
 	for (i = 0; i < n; i++) {
 		for (k = 0; k < GPU_MEMCPY__COUNT; k++)
 			put(w, &rows[i], "direction", bpftel_gpu_memcpy_kind_name(k),
 			    rows[i].st.memcpy_bytes[k]);
 	}
 	bpftel_prom_family(w, "bpftel_gpu_sync_wait_seconds_total", "counter",
-			   "Time inside cudaStreamSynchronize and cudaDeviceSynchronize, per live "
-			   "process.");
+			   "Time inside cudaStreamSynchronize, cudaDeviceSynchronize, "
+			   "cuCtxSynchronize and cuStreamSynchronize, per live process.");
 	for (i = 0; i < n; i++)
 		put_value(w, &rows[i], rows[i].st.sync_ns / 1e9);
 	bpftel_prom_family(w, "bpftel_gpu_cuda_errors_total", "counter",
