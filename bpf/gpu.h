@@ -15,7 +15,7 @@
 #define BPFTEL_GPU_H
 
 /*
- * The CUDA calls probed: runtime (libcudart) below GPU_FN_CU_FIRST (19-23 spare), driver
+ * The CUDA calls probed: runtime (libcudart) below GPU_FN_CU_FIRST (20-23 spare), driver
  * (libcuda) from it. Values index arrays and keys, and are attachment cookies: both
  * sides of one build agree on them, nothing keeps them across builds.
  * A function's per-thread default stream variant (cudaLaunchKernel_ptsz, cuMemcpyHtoD_v2_ptds,
@@ -52,6 +52,7 @@ enum gpu_func {
 	/* cudaMallocFromPoolAsync(void **, size_t, cudaMemPool_t, cudaStream_t):
 	 * stream-ordered, from a pool the program made. */
 	GPU_FN_MALLOC_FROM_POOL_ASYNC = 18,
+	GPU_FN_EVENT_SYNC = 19, /* cudaEventSynchronize(cudaEvent_t): a wait, as the syncs */
 	GPU_FN_CU_FIRST = 24,
 	GPU_FN_CU_LAUNCH = 24,		    /* cuLaunchKernel */
 	GPU_FN_CU_MEM_ALLOC = 25,	    /* cuMemAlloc_v2 */
@@ -60,7 +61,7 @@ enum gpu_func {
 	GPU_FN_CU_MEMCPY_DTOH = 28,	    /* cuMemcpyDtoH_v2 */
 	GPU_FN_CU_MEMCPY_HTOD_ASYNC = 29,   /* cuMemcpyHtoDAsync_v2 */
 	GPU_FN_CU_MEMCPY_DTOH_ASYNC = 30,   /* cuMemcpyDtoHAsync_v2 */
-	GPU_FN_CU_CTX_SYNC = 31,	    /* cuCtxSynchronize */
+	GPU_FN_CU_CTX_SYNC = 31,	    /* cuCtxSynchronize, and CUDA 13's cuCtxSynchronize_v2(ctx) */
 	GPU_FN_CU_STREAM_SYNC = 32,	    /* cuStreamSynchronize */
 	GPU_FN_CU_INIT = 33,		    /* cuInit */
 	GPU_FN_CU_CTX_CREATE = 34,	    /* cuCtxCreate_v2 */
@@ -89,7 +90,8 @@ enum gpu_func {
 	GPU_FN_CU_MEMCPY_DTOD_ASYNC = 52, /* cuMemcpyDtoDAsync_v2(.., CUstream) */
 	GPU_FN_CU_MEMCPY = 53,		  /* cuMemcpy(dst, src, size_t count) */
 	GPU_FN_CU_MEMCPY_ASYNC = 54,	  /* cuMemcpyAsync(.., CUstream) */
-	GPU_FN__USED = 55,		    /* past the last value in use */
+	GPU_FN_CU_EVENT_SYNC = 55,	  /* cuEventSynchronize(CUevent) */
+	GPU_FN__USED = 56,		    /* past the last value in use */
 	GPU_FN__COUNT = 64,		    /* a power of two: indexes are masked */
 };
 

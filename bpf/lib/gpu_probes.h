@@ -176,8 +176,9 @@ static __always_inline int gpu_memcpy_enter_body(TLM_PARAM, struct pt_regs *regs
 }
 
 /* Calls whose return needs their entry time and at most their first argument:
- * cudaStreamSynchronize(stream), cudaDeviceSynchronize(void), cudaSetDevice(int),
- * cuCtxSynchronize(void), cuStreamSynchronize(stream), cuInit(flags),
+ * cudaStreamSynchronize(stream), cudaDeviceSynchronize(void), cudaEventSynchronize(event),
+ * cudaSetDevice(int), cuCtxSynchronize(void), cuCtxSynchronize_v2(ctx),
+ * cuStreamSynchronize(stream), cuEventSynchronize(event), cuInit(flags),
  * cuCtxSetCurrent(ctx), cuCtxPushCurrent_v2(ctx). */
 static __always_inline int gpu_simple_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 						 __u64 now, enum gpu_func func)
@@ -304,8 +305,10 @@ static __always_inline void gpu_account(TLM_PARAM, struct gpu_proc_stats *st, __
 	switch (func) {
 	case GPU_FN_STREAM_SYNC:
 	case GPU_FN_DEVICE_SYNC:
+	case GPU_FN_EVENT_SYNC:
 	case GPU_FN_CU_CTX_SYNC:
 	case GPU_FN_CU_STREAM_SYNC:
+	case GPU_FN_CU_EVENT_SYNC:
 		__sync_fetch_and_add(&st->sync_ns, now - call->ktime_ns);
 		break;
 	case GPU_FN_SET_DEVICE:

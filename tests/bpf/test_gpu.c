@@ -1018,6 +1018,28 @@ static void test_driver_launch_ex(void **state)
 	assert_int_equal(k.threads, 24 * 64);
 }
 
+/* Event syncs are waits, as the stream and device syncs: their time counted; a failed
+ * one is an error and no wait. */
+static void test_event_syncs(void **state)
+{
+	struct test_regs ev = {.di = 0x6000};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	enter(GPU_FN_EVENT_SYNC, &ev, 100);
+	ret(GPU_FN_EVENT_SYNC, 0, 400);
+	enter(GPU_FN_CU_EVENT_SYNC, &ev, 500);
+	ret(GPU_FN_CU_EVENT_SYNC, 0, 600);
+	enter(GPU_FN_CU_EVENT_SYNC, &ev, 700);
+	ret(GPU_FN_CU_EVENT_SYNC, 400 /* CUDA_ERROR_INVALID_HANDLE */, 900);
+	st = stats_of(TGID);
+	assert_int_equal(st.sync_ns, 300 + 100);
+	assert_int_equal(st.calls[GPU_FN_EVENT_SYNC], 1);
+	assert_int_equal(st.calls[GPU_FN_CU_EVENT_SYNC], 2);
+	assert_int_equal(error_count(TGID, GPU_FN_CU_EVENT_SYNC, 400), 1);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+}
+
 /* The driver's device-to-device copies and its unified-address ones (cuMemcpy(Async):
  * direction inferred, counted as default), the time inside the synchronous ones. */
 static void test_driver_dtod_and_unified_copies(void **state)
@@ -1326,6 +1348,7 @@ int main(void)
 		T(test_runtime_launch_ex),
 		T(test_stream_ordered_pools),
 		T(test_driver_dtod_and_unified_copies),
+		T(test_event_syncs),
 		T(test_cooperative_launches),
 		T(test_graph_launches),
 		T(test_get_kernel_maps_handle),

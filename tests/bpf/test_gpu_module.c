@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * The GPU module against the real kernel, restarted while a process keeps the stub
- * libcudart.so.13 mapped: every start attaches its 58 uprobes to that file again,
+ * libcudart.so.13 mapped: every start attaches its 60 uprobes to that file again,
  * every stop detaches them, the watcher keeps running for its other subscriber, and
  * BPF objects and fds are back to their baseline at the end. Shedding one file's load
  * (the self-overhead budget) and taking it back.
@@ -32,7 +32,7 @@
 #include "user/sharedlibs/uprobes.h"
 
 #define ROUNDS	  10
-#define NPROBES	  58
+#define NPROBES	  60
 #define OTHER_SUB "test-inventory"
 
 static const char *pattern_bin, *stub_lib;

@@ -25,7 +25,7 @@
 #include "prog_common.h"
 #include "gpu.skel.h"
 
-#define NPROBES 58 /* 29 runtime functions, entry and return */
+#define NPROBES 60 /* 30 runtime functions, entry and return */
 #define MiB	(1ull << 20)
 
 static char *pattern_bin, *stub_lib;

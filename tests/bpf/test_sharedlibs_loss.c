@@ -30,7 +30,7 @@
 
 #include "prog_common.h"
 
-#define NPROBES 58 /* the GPU module's on libcudart: 29 functions, entry and return */
+#define NPROBES 60 /* the GPU module's on libcudart: 30 functions, entry and return */
 
 static char *pattern_bin, *stub_lib, *lib_open_bin;
 

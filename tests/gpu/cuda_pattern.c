@@ -31,6 +31,7 @@
  *           cudaGraphLaunch, and their _ptsz variants (launches_pattern); with LIBCUDA,
  *           loaded first, the stub runtime makes each through the driver.
  * pools:    cudaMallocFromPoolAsync and its _ptsz variant (pools_pattern).
+ * events:   cudaEventSynchronize (events_pattern).
  * mixed LIBCUDA: load the driver LIBCUDA first, then cudaMalloc x2, cudaLaunchKernel x3
  *           and cudaFree x1, which the stub runtime implements by calling the driver on
  *           the same thread (as the real one does): counted once, as runtime calls.
@@ -44,6 +45,7 @@
  *           variants (cu_async_pattern).
  * cucopies:   cuMemcpyDtoD_v2, cuMemcpyDtoDAsync_v2, cuMemcpy, cuMemcpyAsync and their
  *           per-thread stream variants (cu_copies_pattern).
+ * cuevents:   cuEventSynchronize and cuCtxSynchronize_v2 (cu_events_pattern).
  * cuptsz:     cuCtxCreate_v4 and the driver's per-thread default stream variants
  *           (cu_ptsz_pattern).
  * driverex:   launches through cuLaunchKernelEx, as cuBLAS makes them, of a function from
@@ -288,6 +290,19 @@ static void pools_pattern(void *lib)
 	printf("pools %d %d %d %d\n", r[0], r[1], r[2], r[3]);
 }
 
+/* What tests/integration/test_gpu.py's check_events says: two event syncs and one of
+ * no event (fails). */
+static void events_pattern(void *lib)
+{
+	int (*event_sync)(void *) = sym(lib, "cudaEventSynchronize");
+	int r[3];
+
+	r[0] = event_sync((void *)0x6000);
+	r[1] = event_sync((void *)0x6010);
+	r[2] = event_sync(NULL);
+	printf("events %d %d %d\n", r[0], r[1], r[2]);
+}
+
 /* What tests/integration/test_gpu.py's EXPECTED_KINDS says. */
 static void kinds_pattern(void)
 {
@@ -517,6 +532,21 @@ static void cu_copies_pattern(void *lib)
 	       r[7]);
 }
 
+/* What tests/integration/test_gpu.py's check_events says for the driver: two event
+ * syncs, one of no event (fails), and a context's sync by handle. */
+static void cu_events_pattern(void *lib)
+{
+	int (*event_sync)(void *) = sym(lib, "cuEventSynchronize");
+	int (*ctx_sync_v2)(void *) = sym(lib, "cuCtxSynchronize_v2");
+	int r[4];
+
+	r[0] = event_sync((void *)0x6000);
+	r[1] = event_sync((void *)0x6010);
+	r[2] = event_sync(NULL);
+	r[3] = ctx_sync_v2((void *)0xc000);
+	printf("events %d %d %d %d\n", r[0], r[1], r[2], r[3]);
+}
+
 /* The toolkit's stubs/libcuda.so: every call fails with CUDA_ERROR_STUB_LIBRARY. */
 static void real_driver_pattern(void)
 {
@@ -694,17 +724,17 @@ int main(int argc, char **argv)
 			!strcmp(mode, "culoop") || !strcmp(mode, "culoopfor") ||
 			!strcmp(mode, "driverex") || !strcmp(mode, "cuptsz") ||
 			!strcmp(mode, "culaunches") || !strcmp(mode, "cuasync") ||
-			!strcmp(mode, "cucopies");
+			!strcmp(mode, "cucopies") || !strcmp(mode, "cuevents");
 	char line[64];
 	void *lib;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
 				"[stub|real|hang|execthread|spin|kinds|handles|ptsz|crafted|"
-				"mixed LIBCUDA|launches [LIBCUDA]|pools|loop N|loopfor S|malloc N|"
+				"mixed LIBCUDA|launches [LIBCUDA]|pools|events|loop N|loopfor S|malloc N|"
 				"badptr N|fork N]\n"
 				"       cuda_pattern LIBCUDA driver|driverex|cuptsz|culaunches|cuasync|"
-				"cucopies|"
+				"cucopies|cuevents|"
 				"realdriver|culoop N|culoopfor S\n");
 		return 2;
 	}
@@ -743,6 +773,8 @@ int main(int argc, char **argv)
 		cu_async_pattern(lib);
 	else if (!strcmp(mode, "cucopies"))
 		cu_copies_pattern(lib);
+	else if (!strcmp(mode, "cuevents"))
+		cu_events_pattern(lib);
 	else if (!strcmp(mode, "realdriver"))
 		real_driver_pattern();
 	else if (!strcmp(mode, "culoop") && argc > 3)
@@ -759,6 +791,8 @@ int main(int argc, char **argv)
 		launches_pattern(lib);
 	else if (!strcmp(mode, "pools"))
 		pools_pattern(lib);
+	else if (!strcmp(mode, "events"))
+		events_pattern(lib);
 	else if (!strcmp(mode, "mixed"))
 		mixed_pattern();
 	else if (!strcmp(mode, "crafted"))

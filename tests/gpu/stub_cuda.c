@@ -11,6 +11,8 @@
  *   cuCtxCreate_v2, cuDevicePrimaryCtxRetain: context 0xc000 + device;
  *                    CUDA_ERROR_INVALID_DEVICE (101) outside 0..7
  *   cuCtxSynchronize 3 ms, cuStreamSynchronize 5 ms, cuMemcpyHtoD_v2/DtoH_v2 2 ms
+ *   cuCtxSynchronize_v2, cuEventSynchronize 1 ms; CUDA_ERROR_INVALID_HANDLE (400) for
+ *                    a NULL event
  *   cuLaunchKernel   CUDA_ERROR_INVALID_VALUE (1) for an empty grid
  *   cuLaunchKernelEx as cuLaunchKernel, the sizes in its CUlaunchConfig; a NULL config:
  *                    CUDA_ERROR_INVALID_VALUE
@@ -279,6 +281,21 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t co
 EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t count, CUstream stream)
 {
 	(void)dst, (void)src, (void)count, (void)stream;
+	return 0;
+}
+
+EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+	(void)ctx;
+	sleep_ms(1);
+	return 0;
+}
+
+EXPORT CUresult cuEventSynchronize(void *event)
+{
+	if (!event)
+		return 400;
+	sleep_ms(1);
 	return 0;
 }
 

@@ -31,6 +31,7 @@
  *   cudaGraphLaunch  cudaErrorInvalidValue for a NULL graph
  *   (each of the three also in its _ptsz variant)
  *   cudaMallocFromPoolAsync (and _ptsz) as cudaMallocAsync, from the same range
+ *   cudaEventSynchronize 1 ms; cudaErrorInvalidResourceHandle (400) for a NULL event
  *
  * Where the process has loaded a libcuda.so.1 already (the stub driver, tests/gpu/
  * stub_cuda.c), cudaMalloc, cudaFree, cudaLaunchKernel, cudaLaunchKernelExC,
@@ -275,6 +276,14 @@ EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 	if (stream == (cudaStream_t)-2)
 		execl("/bin/sh", "sh", "-c", "read line", (char *)NULL);
 	sleep_ms(5);
+	return 0;
+}
+
+EXPORT cudaError_t cudaEventSynchronize(void *event)
+{
+	if (!event)
+		return 400;
+	sleep_ms(1);
 	return 0;
 }
 

@@ -32,7 +32,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import Agent, check, free_port, require_root, run, wait_for  # noqa: E402
 
-GPU_NPROBES = 58  # the GPU module's uprobes on libcudart (29 functions, entry + return)
+GPU_NPROBES = 60  # the GPU module's uprobes on libcudart (30 functions, entry + return)
 
 # Every module running, and none (the watcher stops with its last subscriber).
 FULL = "modules = gpu, usm\nlibsets = crypto, gpu\n"

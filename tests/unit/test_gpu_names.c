@@ -85,9 +85,11 @@ static void test_function_and_kind_names(void **state)
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_FREE_ASYNC), "cuMemFreeAsync");
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEMCPY_DTOD), "cuMemcpyDtoD_v2");
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEMCPY_ASYNC), "cuMemcpyAsync");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_EVENT_SYNC), "cudaEventSynchronize");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_EVENT_SYNC), "cuEventSynchronize");
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN__USED), "unknown");
 	/* Slots no probe uses (the JSON's calls leave them out): the runtime's spare ones. */
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_MALLOC_FROM_POOL_ASYNC + 1), "unknown");
+	assert_string_equal(bpftel_gpu_func_name(GPU_FN_EVENT_SYNC + 1), "unknown");
 	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_FIRST - 1), "unknown");
 	assert_string_equal(bpftel_gpu_mem_kind_name(GPU_MEM_HOST), "pinned_host");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_H2D), "htod");

@@ -82,9 +82,9 @@ def main():
     # points on that library (entry + return per function it probes there).
     stub, func, mode, nprobes = {
         "runtime": (f"{build}/tests/stub-cuda/libcudart.so.13", "cudaLaunchKernel", "loopfor",
-                    58),
-        # 94 less the 2 of the stub's alias (cuMemcpyHtoD_v2_ptds), folded.
-        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 92),
+                    60),
+        # 98 less the 2 of the stub's alias (cuMemcpyHtoD_v2_ptds), folded.
+        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 96),
     }[args.api]
     tmp = tempfile.mkdtemp(prefix="bpftel-bench-")
     atexit.register(shutil.rmtree, tmp, True)

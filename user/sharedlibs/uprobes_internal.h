@@ -18,10 +18,10 @@
 #include "uprobes.h"
 
 #define MAX_MODS  8
-/* Probe points per module: the GPU module has 152 (29 runtime and 47 driver functions,
+/* Probe points per module: the GPU module has 158 (30 runtime and 49 driver functions,
  * entry and return). Each file's entry for a module holds this many links (16 bytes
  * each) while the file is known. */
-#define MAX_SPECS 160
+#define MAX_SPECS 192
 #define MAX_FILES 1024
 
 _Static_assert(MAX_FILES <= UPROBE_HITS_FILES, "a hits slot for every file");

@@ -101,6 +101,7 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	RT("cudaLaunchCooperativeKernel", GPU_FN_LAUNCH_COOP),
 	RT("cudaGraphLaunch", GPU_FN_GRAPH_LAUNCH),
 	RT("cudaMallocFromPoolAsync", GPU_FN_MALLOC_FROM_POOL_ASYNC),
+	RT("cudaEventSynchronize", GPU_FN_EVENT_SYNC),
 	/* The per-thread default stream variants (--default-stream per-thread): their calls
 	 * are the function's. */
 	RT("cudaLaunchKernel_ptsz", GPU_FN_LAUNCH),
@@ -145,6 +146,9 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	CU("cuMemcpyDtoDAsync_v2", GPU_FN_CU_MEMCPY_DTOD_ASYNC),
 	CU("cuMemcpy", GPU_FN_CU_MEMCPY),
 	CU("cuMemcpyAsync", GPU_FN_CU_MEMCPY_ASYNC),
+	CU("cuEventSynchronize", GPU_FN_CU_EVENT_SYNC),
+	/* CUDA 13's, a context's sync by handle: counted as cuCtxSynchronize. */
+	OPT_CU("cuCtxSynchronize_v2", GPU_FN_CU_CTX_SYNC),
 	CU("cuLaunchKernel_ptsz", GPU_FN_CU_LAUNCH),
 	OPT_CU("cuLaunchKernelEx_ptsz", GPU_FN_CU_LAUNCH_EX),
 	CU("cuMemcpyHtoD_v2_ptds", GPU_FN_CU_MEMCPY_HTOD),

@@ -28,6 +28,7 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_LAUNCH_COOP] = "cudaLaunchCooperativeKernel",
 	[GPU_FN_GRAPH_LAUNCH] = "cudaGraphLaunch",
 	[GPU_FN_MALLOC_FROM_POOL_ASYNC] = "cudaMallocFromPoolAsync",
+	[GPU_FN_EVENT_SYNC] = "cudaEventSynchronize",
 	[GPU_FN_CU_LAUNCH] = "cuLaunchKernel",
 	[GPU_FN_CU_MEM_ALLOC] = "cuMemAlloc_v2",
 	[GPU_FN_CU_MEM_FREE] = "cuMemFree_v2",
@@ -59,6 +60,7 @@ static const char *const func_names[GPU_FN__COUNT] = {
 	[GPU_FN_CU_MEMCPY_DTOD_ASYNC] = "cuMemcpyDtoDAsync_v2",
 	[GPU_FN_CU_MEMCPY] = "cuMemcpy",
 	[GPU_FN_CU_MEMCPY_ASYNC] = "cuMemcpyAsync",
+	[GPU_FN_CU_EVENT_SYNC] = "cuEventSynchronize",
 };
 
 static const char *const kind_names[GPU_MEMCPY__COUNT] = {

@@ -552,7 +552,8 @@ void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc
 	}
 	bpftel_prom_family(w, "bpftel_gpu_sync_wait_seconds_total", "counter",
 			   "Time inside cudaStreamSynchronize, cudaDeviceSynchronize, "
-			   "cuCtxSynchronize and cuStreamSynchronize, per live process.");
+			   "cudaEventSynchronize and the driver's cuCtxSynchronize(_v2), "
+			   "cuStreamSynchronize and cuEventSynchronize, per live process.");
 	for (i = 0; i < n; i++)
 		put_value(w, &rows[i], rows[i].st.sync_ns / 1e9);
 	bpftel_prom_family(w, "bpftel_gpu_cuda_errors_total", "counter",
