@@ -526,6 +526,10 @@ def check_launches(agent, pattern_bin, stub, stub_driver=None):
         got = (samples(text, "bpftel_gpu_kernel_launches_total", pat.pid),
                samples(text, "bpftel_gpu_graph_launches_total", pat.pid))
         check(got == ({(): 9}, {(): 5}), f"{what}: /metrics kernel and graph launches {got}")
+        table = agent.cli("gpu").stdout.splitlines()
+        row = [ln.split() for ln in table if ln.split()[:1] == [str(pat.pid)]][0]
+        check(table[1].split()[:4] == ["PID", "COMM", "LAUNCHES", "GRAPHS"] and
+              row[2:4] == ["9", "5"], f"{what}: bpftel gpu's row {row[:4]}")
     finally:
         pat.finish()
 

@@ -129,12 +129,12 @@ static void print_kernels_of(json_t *procs)
 
 static void print_gpu(json_t *resp)
 {
-	static const char *const hdr[] = {"PID",	 "COMM", "LAUNCHES", "THREADS",
-					  "OUTSTANDING", "PEAK", "LEAKS",    "HTOD",
-					  "DTOH",	 "SYNC", "ERRORS"};
+	static const char *const hdr[] = {"PID",  "COMM",	 "LAUNCHES", "GRAPHS",
+					  "THREADS", "OUTSTANDING", "PEAK",	   "LEAKS",
+					  "HTOD",    "DTOH",	 "SYNC",	   "ERRORS"};
 	json_t *procs = json_object_get(resp, "processes"), *p, *mem, *cp;
-	char pid[16], launches[24], threads[24], out[24], peak[24], leaks[48], htod[24], dtoh[24],
-		sync[24], errors[24], oldest[24];
+	char pid[16], launches[24], graphs[24], threads[24], out[24], peak[24], leaks[48],
+		htod[24], dtoh[24], sync[24], errors[24], oldest[24];
 	long long failed;
 	struct table *t;
 	const char *k;
@@ -146,7 +146,7 @@ static void print_gpu(json_t *resp)
 		printf("No process is using a watched CUDA runtime or driver.\n");
 		return;
 	}
-	t = table_new(11, hdr);
+	t = table_new(12, hdr);
 	json_array_foreach (procs, i, p) {
 		mem = json_object_get(p, "memory");
 		cp = json_object_get(p, "memcpy_bytes");
@@ -155,6 +155,7 @@ static void print_gpu(json_t *resp)
 			failed += json_integer_value(v);
 		snprintf(pid, sizeof(pid), "%lld", jint(p, "pid"));
 		snprintf(launches, sizeof(launches), "%lld", jint(p, "launches"));
+		snprintf(graphs, sizeof(graphs), "%lld", jint(p, "graph_launches"));
 		snprintf(threads, sizeof(threads), "%lld", jint(p, "threads"));
 		fmt_bytes(out, sizeof(out), (double)jint(mem, "outstanding_bytes"));
 		fmt_bytes(peak, sizeof(peak), (double)jint(mem, "peak_bytes"));
@@ -169,8 +170,8 @@ static void print_gpu(json_t *resp)
 		fmt_bytes(dtoh, sizeof(dtoh), (double)jint(cp, "dtoh"));
 		fmt_duration(sync, sizeof(sync), jnum(p, "sync_wait_seconds"));
 		snprintf(errors, sizeof(errors), "%lld", failed);
-		table_add(t, (const char *const[]){pid, jstr(p, "comm"), launches, threads, out,
-						   peak, leaks, htod, dtoh, sync, errors});
+		table_add(t, (const char *const[]){pid, jstr(p, "comm"), launches, graphs, threads,
+						   out, peak, leaks, htod, dtoh, sync, errors});
 	}
 	table_print(t, stdout);
 	table_free(t);
@@ -182,8 +183,8 @@ static void print_gpu(json_t *resp)
 
 const struct bpftel_cli_section bpftel_gpu_cli = {
 	.command = "gpu",
-	.help = "            per process using CUDA (runtime and driver API): kernel launches\n"
-		"            and threads, device memory outstanding and peak, allocation ages\n"
+	.help = "            per process using CUDA (runtime and driver API): kernel launches,\n"
+		"            graph launches and threads, device memory outstanding and peak, allocation ages\n"
 		"            (leaks), memory by kind (device, async, managed, pinned_host),\n"
 		"            launches/memory/errors per device, top kernels by demangled name\n"
 		"            (launches, threads, grid x block), memcpy bytes by direction, sync\n"
