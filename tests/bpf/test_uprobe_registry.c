@@ -38,6 +38,12 @@ static const struct bpftel_uprobe_spec ssl_specs[] = {
 	{SHLIB_LIB_SSL, "mt_uprobe", "SSL_read", false},
 };
 
+/* More entry points of one program on one file than one multi-uprobe link takes
+ * (BPFTEL_UPROBE_MULTI_MAX, 64): libssl's first WIDE_N exported functions. */
+#define WIDE_N 70
+static char wide_names[WIDE_N][200];
+static struct bpftel_uprobe_spec wide_specs[WIDE_N];
+
 struct fixture {
 	struct bpftel_obj_counts base;
 	struct bpftel_manager *mgr;
@@ -46,7 +52,7 @@ struct fixture {
 	struct test_module *usm;
 };
 
-static int setup(void **state)
+static int setup_with(void **state, const struct bpftel_uprobe_spec *specs, size_t n)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 
@@ -57,12 +63,41 @@ static int setup(void **state)
 	bpftel_sharedlibs__set_listener(f->sl, bpftel_uprobes__listener, f->up);
 	bpftel_uprobes__set_grace_ms(f->up, 0); /* detach at the first sweep after the last user */
 	f->usm = test_module_new(f->mgr, "usm", false);
-	if (!f->usm || bpftel_uprobes__add_module(f->up, f->usm->module, ssl_specs, 2) ||
+	if (!f->usm || bpftel_uprobes__add_module(f->up, f->usm->module, specs, n) ||
 	    bpftel_manager__bind_shared(f->mgr, f->usm->module, BPFTEL_SHAREDLIBS_MODULE,
 					SHLIB_LIBSET_ALL))
 		return -1;
 	*state = f;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_with(state, ssl_specs, 2);
+}
+
+/* The module asks for WIDE_N entry probes of one program on every libssl: the first
+ * WIDE_N functions libssl exports (nm), so that none is missing. */
+static int setup_wide(void **state)
+{
+	FILE *nm = popen("nm -D --defined-only " LIBSSL " 2>/dev/null", "r");
+	char line[256], type, name[sizeof(wide_names[0])];
+	size_t n = 0;
+
+	if (!nm)
+		return -1;
+	while (n < WIDE_N && fgets(line, sizeof(line), nm)) {
+		if (sscanf(line, "%*s %c %199s", &type, name) != 2 || type != 'T' ||
+		    strncmp(name, "SSL_", 4))
+			continue;
+		*strchrnul(name, '@') = '\0'; /* the version: the default one is found by name */
+		snprintf(wide_names[n], sizeof(wide_names[n]), "%s", name);
+		wide_specs[n] = (struct bpftel_uprobe_spec){SHLIB_LIB_SSL, "mt_uprobe",
+							    wide_names[n], false};
+		n++;
+	}
+	pclose(nm);
+	return n == WIDE_N ? setup_with(state, wide_specs, WIDE_N) : -1;
 }
 
 static int teardown(void **state)
@@ -823,6 +858,27 @@ static void test_name_matcher_agrees(void **state)
 	assert_int_equal(bpftel_shlib_match_name(""), -1);
 }
 
+/* More entry points than one multi-uprobe link takes: as many links as it takes, every
+ * point attached, none failed (they all failed with EINVAL in one link too many). */
+static void test_more_points_than_one_link_takes(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
+		skip();
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	child = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(30)'");
+	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, WIDE_N));
+	assert_int_equal(row.attached, WIDE_N);
+	assert_int_equal(row.failed, 0);
+	assert_non_null(row.link_mode);
+	/* 64 + 6 in two multi-uprobe links, or one perf-event link each. */
+	assert_int_equal(row.links, !strcmp(row.link_mode, "multi") ? 2 : WIDE_N);
+	stop_child(child);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -842,6 +898,8 @@ int main(void)
 		T(test_refused_rows_give_way),
 		T(test_written_in_place_released),
 #undef T
+		cmocka_unit_test_setup_teardown(test_more_points_than_one_link_takes, setup_wide,
+						teardown),
 		cmocka_unit_test(test_name_matcher_agrees),
 	};
 

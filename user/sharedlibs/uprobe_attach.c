@@ -180,12 +180,13 @@ static __u64 cookie_of(const struct bpftel_uprobe_spec *s, int slot, const struc
 			: UPROBE_HITS_COOKIE(UPROBE_HITS_SLOT((unsigned int)slot, kind), what);
 }
 
-/* One multi-uprobe link per (program, direction). */
+/* One multi-uprobe link per (program, direction), or more where it has more points than
+ * one link takes (BPFTEL_UPROBE_MULTI_MAX). */
 static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enum shlib_lib lib,
 			 const char *path, const struct points *pts, int slot, struct file_mod *fm)
 {
 	struct group g[MAX_GROUPS] = {};
-	size_t ng = 0, i, j, k, pass;
+	size_t ng = 0, i, j, k, pass, at, cnt;
 	struct bpf_program *prog;
 	int fd;
 
@@ -228,16 +229,21 @@ static void attach_multi(const struct mod_entry *me, struct bpf_object *obj, enu
 		if (g[j].retprobe != (pass < ng))
 			continue;
 		prog = bpf_object__find_program_by_name(obj, g[j].prog);
-		fd = prog ? bpftel_uprobe_multi_attach(bpf_program__fd(prog), path, g[j].offsets,
-						       g[j].cookies, g[j].n, g[j].retprobe, 0)
-			  : -ENOENT;
-		if (fd < 0) {
-			for (i = 0; i < g[j].n; i++)
-				add_fail(fm, g[j].symbols[i], fd);
-			continue;
+		for (at = 0; at < g[j].n; at += cnt) {
+			cnt = g[j].n - at < BPFTEL_UPROBE_MULTI_MAX ? g[j].n - at
+								    : BPFTEL_UPROBE_MULTI_MAX;
+			fd = prog ? bpftel_uprobe_multi_attach(bpf_program__fd(prog), path,
+							       g[j].offsets + at, g[j].cookies + at,
+							       cnt, g[j].retprobe, 0)
+				  : -ENOENT;
+			if (fd < 0) {
+				for (i = at; i < at + cnt; i++)
+					add_fail(fm, g[j].symbols[i], fd);
+				continue;
+			}
+			fm->links[fm->nlinks++] = (struct ulink){.fd = fd};
+			fm->attached += cnt;
 		}
-		fm->links[fm->nlinks++] = (struct ulink){.fd = fd};
-		fm->attached += g[j].n;
 	}
 }
 
