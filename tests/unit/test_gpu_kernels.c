@@ -560,9 +560,10 @@ static void check_counters(const struct scrape *before, const struct scrape *now
 	}
 }
 
+/* The process's launches as the module sums them (every launch function). */
 static __u64 launches_of(const struct bpftel_gpu_proc *p)
 {
-	return p->st.calls[GPU_FN_LAUNCH] + p->st.calls[GPU_FN_CU_LAUNCH];
+	return bpftel_gpu_launches(&p->st);
 }
 
 /* Host functions at FAKE_BASE + i are named fake_names[i] by fake_symbolize. */

@@ -12,10 +12,10 @@ GROUP = "bpftel_census"
 MATCH = re.compile(r"^(cu|cuda)(Launch|Graph(Launch|Exec)|Mem(Alloc|Free|cpy)|Malloc|Free|"
                    r"HostAlloc|ModuleGetFunction|Library|Kernel|Ctx(Synchronize|Create|"
                    r"SetCurrent|PushCurrent)|DevicePrimaryCtxRetain|Init$|SetDevice$|"
-                   r"StreamSynchronize|DeviceSynchronize)")
+                   r"StreamSynchronize|DeviceSynchronize|EventSynchronize)")
 # The size argument (second, %si) of the allocation functions traced.
-SIZED = re.compile(r"^(cuMemAlloc(_v2|Managed|Host_v2|Async)?|cudaMalloc(Async|Managed|Host)?|"
-                   r"cudaHostAlloc)$")
+SIZED = re.compile(r"^(cuMemAlloc(_v2|Managed|Host_v2|Async|FromPoolAsync)?|"
+                   r"cudaMalloc(Async|Managed|Host|FromPoolAsync)?|cudaHostAlloc)$")
 
 
 def dynsyms(path):
