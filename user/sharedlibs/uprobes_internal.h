@@ -17,7 +17,9 @@
 #include "bpf/uprobe_hits.h"
 #include "uprobes.h"
 
-#define MAX_MODS  8
+/* Modules with probes in the registry: the GPU and USM modules, and room for two more.
+ * Every known file holds an entry per module, links included (below): 4 x ~4.4 KiB. */
+#define MAX_MODS  4
 /* Probe points per module: the GPU module has 158 (30 runtime and 49 driver functions,
  * entry and return). Each file's entry for a module holds this many links (16 bytes
  * each) while the file is known. */
