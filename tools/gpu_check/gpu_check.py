@@ -88,11 +88,14 @@ def check_real_cuda(agent, args):
     out, _ = prog.step("ready")
     expect = {}
     kernels = []
+    calls = {}
     for line in out:
         w = line.split()
         if w[:2] == ["expect", "kernel"]:
             *name, launches, grid, block = w[2:]
             kernels.append((" ".join(name), int(launches), grid, block))
+        elif w[:2] == ["expect", "calls"]:
+            calls[w[2]] = int(w[3])
         elif w[:1] == ["expect"]:
             expect[w[1]] = int(w[2])
     row = wait_for(lambda: gpu_row(agent, prog.pid), 30, f"a gpu row for {prog.pid}")
@@ -112,6 +115,10 @@ def check_real_cuda(agent, args):
                f"kernel {name}: {launches} launches {grid} {block}; bpftel: {got}")
     report(row["launches"] == sum(k[1] for k in kernels),
            f"launches {sum(k[1] for k in kernels)}; bpftel: {row['launches']}")
+    report(row["graph_launches"] == expect["graph_launches"],
+           f"graph launches {expect['graph_launches']}; bpftel: {row['graph_launches']}")
+    for fn, n in calls.items():
+        report(row["calls"].get(fn) == n, f"{fn} calls {n}; bpftel: {row['calls'].get(fn)}")
     kinds = row["memory"]["kinds"]
     for kind in ("device", "managed", "pinned_host", "async"):
         want, got = expect[f"{kind}_bytes"], kinds[kind]["outstanding_bytes"]

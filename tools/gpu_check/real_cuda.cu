@@ -33,6 +33,22 @@ __global__ void fill(int *x, int v, int n)
 	if (i < n)
 		x[i] = v;
 }
+
+/* Launched by cudaLaunchKernelEx, cooperatively, and from a graph: one each. */
+__global__ void bump(int *x, int v)
+{
+	x[blockIdx.x * blockDim.x + threadIdx.x] += v;
+}
+
+__global__ void coop(int *x)
+{
+	x[blockIdx.x * blockDim.x + threadIdx.x] ^= 1;
+}
+
+__global__ void in_graph(int *x)
+{
+	x[threadIdx.x] = 7;
+}
 } // namespace bpftel_check
 
 #define MiB (1UL << 20)
@@ -56,7 +72,15 @@ static void wait_line(void)
 
 int main(int argc, char **argv)
 {
-	void *d1, *d2, *d3, *huge, *managed, *pinned1, *pinned2, *async1;
+	void *d1, *d2, *d3, *huge, *managed, *pinned1, *pinned2, *async1, *pooled;
+	cudaMemPool_t pool;
+	cudaLaunchConfig_t cfg = {};
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	cudaGraphNode_t node;
+	cudaKernelNodeParams kp = {};
+	cudaEvent_t ev;
+	void *coop_args[1], *graph_args[1];
 	CUdeviceptr cu1;
 	CUmodule mod;
 	CUfunction fn;
@@ -99,6 +123,36 @@ int main(int argc, char **argv)
 	must(cudaGetLastError(), "launches");
 	must(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
+	/* Launches that are not cudaLaunchKernel: with a launch config, cooperative; and a
+	 * graph built node by node (no launch call), launched whole. */
+	cfg.gridDim = dim3(8);
+	cfg.blockDim = dim3(64);
+	for (i = 0; i < 5; i++)
+		must(cudaLaunchKernelEx(&cfg, bpftel_check::bump, (int *)d2, 1), "cudaLaunchKernelEx");
+	coop_args[0] = &d2;
+	for (i = 0; i < 3; i++)
+		must(cudaLaunchCooperativeKernel((const void *)bpftel_check::coop, dim3(4), dim3(128),
+						 coop_args, 0, 0),
+		     "cudaLaunchCooperativeKernel");
+	must(cudaGraphCreate(&graph, 0), "cudaGraphCreate");
+	graph_args[0] = &d2;
+	kp.func = (void *)bpftel_check::in_graph;
+	kp.gridDim = dim3(1);
+	kp.blockDim = dim3(32);
+	kp.kernelParams = graph_args;
+	must(cudaGraphAddKernelNode(&node, graph, NULL, 0, &kp), "cudaGraphAddKernelNode");
+	must(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+	for (i = 0; i < 4; i++)
+		must(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+	/* Stream-ordered memory from the device's pool; waits on an event. */
+	must(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
+	must(cudaMallocFromPoolAsync(&pooled, 256 * KiB, pool, s), "cudaMallocFromPoolAsync");
+	must(cudaEventCreate(&ev), "cudaEventCreate");
+	for (i = 0; i < 2; i++) {
+		must(cudaEventRecord(ev, s), "cudaEventRecord");
+		must(cudaEventSynchronize(ev), "cudaEventSynchronize");
+	}
+
 	/* The driver API, as Triton and JAX call it: a module from a cubin, a function by
 	 * name, launches, an allocation. */
 	must(cuModuleLoad(&mod, argv[1]), "cuModuleLoad");
@@ -116,19 +170,28 @@ int main(int argc, char **argv)
 	printf("expect device_bytes %lu\n", 1 * MiB + 2 * MiB + 4 * MiB + 3 * MiB);
 	printf("expect managed_bytes %lu\n", 64 * KiB);
 	printf("expect pinned_host_bytes %lu\n", 128 * KiB + 256 * KiB);
-	printf("expect async_bytes %lu\n", 512 * KiB);
+	printf("expect async_bytes %lu\n", 512 * KiB + 256 * KiB);
+	printf("expect graph_launches 4\n");
+	printf("expect calls cudaLaunchKernelExC 5\n");
+	printf("expect calls cudaLaunchCooperativeKernel 3\n");
+	printf("expect calls cudaGraphLaunch 4\n");
+	printf("expect calls cudaMallocFromPoolAsync 1\n");
+	printf("expect calls cudaEventSynchronize 2\n");
 	printf("expect h2d_bytes %lu\n", 1 * MiB);
 	printf("expect d2h_bytes %lu\n", 1 * MiB);
 	printf("expect kernel void bpftel_check::scale<float>(float*, float, int) 100 256x1x1 256x1x1\n");
 	printf("expect kernel void bpftel_check::scale<double>(double*, double, int) 50 128x1x1 128x1x1\n");
 	printf("expect kernel bpftel_check::fill(int*, int, int) 7 64x2x1 32x4x1\n");
 	printf("expect kernel drv_axpy 20 16x1x1 64x1x1\n");
+	printf("expect kernel bpftel_check::bump(int*, int) 5 8x1x1 64x1x1\n");
+	printf("expect kernel bpftel_check::coop(int*) 3 4x1x1 128x1x1\n");
 	printf("ready\n");
 	fflush(stdout);
 	wait_line();
 
 	must(cuMemFree(cu1), "cuMemFree");
 	must(cudaFreeAsync(async1, s), "cudaFreeAsync");
+	must(cudaFreeAsync(pooled, s), "cudaFreeAsync");
 	must(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 	must(cudaFreeHost(pinned2), "cudaFreeHost");
 	must(cudaFreeHost(pinned1), "cudaFreeHost");
