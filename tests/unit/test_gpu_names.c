@@ -54,43 +54,46 @@ static void test_driver_error_names(void **state)
 
 static void test_function_and_kind_names(void **state)
 {
+	static const struct {
+		unsigned int func;
+		const char *name;
+	} names[] = {
+		{GPU_FN_LAUNCH, "cudaLaunchKernel"},
+		{GPU_FN_SET_DEVICE, "cudaSetDevice"},
+		{GPU_FN_HOST_ALLOC, "cudaHostAlloc"},
+		{GPU_FN_GET_KERNEL, "__cudaGetKernel"},
+		{GPU_FN_LAUNCH_EX, "cudaLaunchKernelExC"},
+		{GPU_FN_LAUNCH_COOP, "cudaLaunchCooperativeKernel"},
+		{GPU_FN_GRAPH_LAUNCH, "cudaGraphLaunch"},
+		{GPU_FN_MALLOC_FROM_POOL_ASYNC, "cudaMallocFromPoolAsync"},
+		{GPU_FN_EVENT_SYNC, "cudaEventSynchronize"},
+		{GPU_FN_CU_MEM_ALLOC, "cuMemAlloc_v2"},
+		{GPU_FN_CU_MEM_FREE_HOST, "cuMemFreeHost"},
+		{GPU_FN_CU_MODULE_GET_FUNCTION, "cuModuleGetFunction"},
+		{GPU_FN_CU_LAUNCH_EX, "cuLaunchKernelEx"},
+		{GPU_FN_CU_LIBRARY_GET_KERNEL, "cuLibraryGetKernel"},
+		{GPU_FN_CU_KERNEL_GET_FUNCTION, "cuKernelGetFunction"},
+		{GPU_FN_CU_CTX_CREATE_V4, "cuCtxCreate_v4"},
+		{GPU_FN_CU_LAUNCH_COOP, "cuLaunchCooperativeKernel"},
+		{GPU_FN_CU_GRAPH_LAUNCH, "cuGraphLaunch"},
+		{GPU_FN_CU_MEM_ALLOC_ASYNC, "cuMemAllocAsync"},
+		{GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC, "cuMemAllocFromPoolAsync"},
+		{GPU_FN_CU_MEM_FREE_ASYNC, "cuMemFreeAsync"},
+		{GPU_FN_CU_MEMCPY_DTOD, "cuMemcpyDtoD_v2"},
+		{GPU_FN_CU_MEMCPY_ASYNC, "cuMemcpyAsync"},
+		{GPU_FN_CU_EVENT_SYNC, "cuEventSynchronize"},
+		/* Slots no probe uses (the JSON's calls leave them out): past the last, the
+		 * runtime's spare ones, out of range. */
+		{GPU_FN__USED, "unknown"},
+		{GPU_FN_EVENT_SYNC + 1, "unknown"},
+		{GPU_FN_CU_FIRST - 1, "unknown"},
+		{GPU_FN__COUNT, "unknown"},
+	};
+	size_t i;
+
 	(void)state;
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_LAUNCH), "cudaLaunchKernel");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_SET_DEVICE), "cudaSetDevice");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN__COUNT), "unknown");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_HOST_ALLOC), "cudaHostAlloc");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_ALLOC), "cuMemAlloc_v2");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_FREE_HOST), "cuMemFreeHost");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MODULE_GET_FUNCTION),
-			    "cuModuleGetFunction");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_GET_KERNEL), "__cudaGetKernel");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_LAUNCH_EX), "cuLaunchKernelEx");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_LIBRARY_GET_KERNEL),
-			    "cuLibraryGetKernel");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_KERNEL_GET_FUNCTION),
-			    "cuKernelGetFunction");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_CTX_CREATE_V4), "cuCtxCreate_v4");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_LAUNCH_EX), "cudaLaunchKernelExC");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_LAUNCH_COOP),
-			    "cudaLaunchCooperativeKernel");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_GRAPH_LAUNCH), "cudaGraphLaunch");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_LAUNCH_COOP),
-			    "cuLaunchCooperativeKernel");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_GRAPH_LAUNCH), "cuGraphLaunch");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_MALLOC_FROM_POOL_ASYNC),
-			    "cudaMallocFromPoolAsync");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_ALLOC_ASYNC), "cuMemAllocAsync");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_ALLOC_FROM_POOL_ASYNC),
-			    "cuMemAllocFromPoolAsync");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEM_FREE_ASYNC), "cuMemFreeAsync");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEMCPY_DTOD), "cuMemcpyDtoD_v2");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_MEMCPY_ASYNC), "cuMemcpyAsync");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_EVENT_SYNC), "cudaEventSynchronize");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_EVENT_SYNC), "cuEventSynchronize");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN__USED), "unknown");
-	/* Slots no probe uses (the JSON's calls leave them out): the runtime's spare ones. */
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_EVENT_SYNC + 1), "unknown");
-	assert_string_equal(bpftel_gpu_func_name(GPU_FN_CU_FIRST - 1), "unknown");
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		assert_string_equal(bpftel_gpu_func_name(names[i].func), names[i].name);
 	assert_string_equal(bpftel_gpu_mem_kind_name(GPU_MEM_HOST), "pinned_host");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_H2D), "htod");
 	assert_string_equal(bpftel_gpu_memcpy_kind_name(GPU_MEMCPY_D2H), "dtoh");
