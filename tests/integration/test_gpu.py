@@ -15,6 +15,7 @@ cudaErrorInsufficientDriver (35) is counted per function. Files named libcudart.
 that are not ELF, or lack the symbols, are recorded attach failures and leave the other
 modules working. Nothing is left in the kernel after the agent stops."""
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -79,6 +80,23 @@ class Pattern:
     def finish(self):
         self.proc.stdin.close()
         return self.proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def played(agent, pattern_bin, lib, mode, *more, libs=(("libcudart", NPROBES),), out=None,
+           what=None):
+    """cuda_pattern LIB MODE [MORE] played once the agent's probes are on each of libs
+    ((name, probe points)), its output checked against out: yields (pattern, the
+    process's gpu row); the pattern ends after the block."""
+    pat = Pattern(pattern_bin, lib, mode, *more)
+    try:
+        for name, n in libs:
+            wait_attached(agent, pat.pid, name, n)
+        got = pat.play()
+        check(got == out, f"{what or mode}: {got}")
+        yield pat, wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+    finally:
+        pat.finish()
 
 
 def gpu_row(agent, pid):
@@ -490,16 +508,12 @@ def check_launches(agent, pattern_bin, stub, stub_driver=None):
     what cudaLaunchKernelEx calls), cooperative, and graph launches, each through its
     _ptsz variant too, each with a call that fails (see launches_pattern()). With the
     driver loaded, the stub runtime makes each through it: not counted again."""
-    pat = Pattern(pattern_bin, stub, "launches", *([stub_driver] if stub_driver else []))
     what = "launches through the driver" if stub_driver else "launches"
-    try:
-        wait_attached(agent, pat.pid)
-        if stub_driver:
-            wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
-        out = pat.play()
-        check(out == ["ex 0"] * 3 + ["ex 1", "ex 0"] + ["coop 0"] * 2 + ["coop 1", "coop 0"] +
-              ["graph 0"] * 3 + ["graph 1", "graph 0"], f"{what}: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+    libs = (("libcudart", NPROBES),) + ((("libcuda", NPROBES_DRIVER),) if stub_driver else ())
+    with played(agent, pattern_bin, stub, "launches", *([stub_driver] if stub_driver else []),
+                libs=libs, what=what,
+                out=["ex 0"] * 3 + ["ex 1", "ex 0"] + ["coop 0"] * 2 + ["coop 1", "coop 0"] +
+                ["graph 0"] * 3 + ["graph 1", "graph 0"]) as (pat, p):
         check(nonzero(p["calls"]) == {"cudaLaunchKernelExC": 5,
                                       "cudaLaunchCooperativeKernel": 4, "cudaGraphLaunch": 5},
               f"{what}: calls {nonzero(p['calls'])}")
@@ -530,8 +544,6 @@ def check_launches(agent, pattern_bin, stub, stub_driver=None):
         row = [ln.split() for ln in table if ln.split()[:1] == [str(pat.pid)]][0]
         check(table[1].split()[:4] == ["PID", "COMM", "LAUNCHES", "GRAPHS"] and
               row[2:4] == ["9", "5"], f"{what}: bpftel gpu's row {row[:4]}")
-    finally:
-        pat.finish()
 
 
 def check_async_kind(p, what, calls, allocs, frees, outstanding, peak, error):
@@ -549,65 +561,43 @@ def check_async_kind(p, what, calls, allocs, frees, outstanding, peak, error):
 
 def check_pools(agent, pattern_bin, stub):
     """cudaMallocFromPoolAsync, and its _ptsz variant: stream-ordered memory."""
-    pat = Pattern(pattern_bin, stub, "pools")
-    try:
-        wait_attached(agent, pat.pid)
-        out = pat.play()
-        check(out == ["pools 0 0 2 0"], f"pools: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+    with played(agent, pattern_bin, stub, "pools", out=["pools 0 0 2 0"]) as (_, p):
         check_async_kind(p, "pools", {"cudaMallocFromPoolAsync": 3, "cudaFreeAsync": 1}, 2, 1,
                          2 * MiB, 3 * MiB,
                          ("cudaMallocFromPoolAsync", "cudaErrorMemoryAllocation", 1))
-    finally:
-        pat.finish()
 
 
 def check_cu_async(agent, pattern_bin, stub_driver):
     """The driver's stream-ordered memory: cuMemAllocAsync, cuMemAllocFromPoolAsync,
     cuMemFreeAsync and their _ptsz variants."""
-    pat = Pattern(pattern_bin, stub_driver, "cuasync")
-    try:
-        wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
-        out = pat.play()
-        check(out == ["cuasync 0 0 0 0 2 0 0"], f"cuasync: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+    with played(agent, pattern_bin, stub_driver, "cuasync", libs=(("libcuda", NPROBES_DRIVER),),
+                out=["cuasync 0 0 0 0 2 0 0"]) as (_, p):
         check_async_kind(p, "driver stream-ordered memory",
                          {"cuMemAllocAsync": 3, "cuMemAllocFromPoolAsync": 2,
                           "cuMemFreeAsync": 2}, 4, 2, 4 * MiB + 16384,
                          MiB + 4 * MiB + 8192 + 16384,
                          ("cuMemAllocAsync", "CUDA_ERROR_OUT_OF_MEMORY", 1))
-    finally:
-        pat.finish()
 
 
 def check_cu_copies(agent, pattern_bin, stub_driver):
     """The driver's device-to-device and unified-address copies (cu_copies_pattern())."""
-    pat = Pattern(pattern_bin, stub_driver, "cucopies")
-    try:
-        wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
-        out = pat.play()
-        check(out == ["cucopies 0 0 0 0 0 0 0 0"], f"cucopies: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+    with played(agent, pattern_bin, stub_driver, "cucopies", libs=(("libcuda", NPROBES_DRIVER),),
+                out=["cucopies 0 0 0 0 0 0 0 0"]) as (_, p):
         check(nonzero(p["calls"]) == {"cuMemcpyDtoD_v2": 2, "cuMemcpyDtoDAsync_v2": 2,
                                       "cuMemcpy": 2, "cuMemcpyAsync": 2},
               f"driver copies: calls {nonzero(p['calls'])}")
         check(nonzero(p["memcpy_bytes"]) == {"dtod": 4096 + 2048 + 256 + 128,
                                              "default": 1024 + 512 + 64 + 32},
               f"driver copies by direction: {nonzero(p['memcpy_bytes'])}")
-    finally:
-        pat.finish()
 
 
 def check_events(agent, pattern_bin, lib, mode):
     """Event syncs (and CUDA 13's cuCtxSynchronize_v2) are waits: counted, their time in
     sync_wait_seconds (events_pattern(), cu_events_pattern())."""
     driver = mode == "cuevents"
-    pat = Pattern(pattern_bin, lib, mode)
-    try:
-        wait_attached(agent, pat.pid, *(("libcuda", NPROBES_DRIVER) if driver else ()))
-        out = pat.play()
-        check(out == ["events 0 0 400" + (" 0" if driver else "")], f"{mode}: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+    with played(agent, pattern_bin, lib, mode,
+                libs=(("libcuda", NPROBES_DRIVER) if driver else ("libcudart", NPROBES),),
+                out=["events 0 0 400" + (" 0" if driver else "")]) as (_, p):
         calls = ({"cuEventSynchronize": 3, "cuCtxSynchronize": 1} if driver
                  else {"cudaEventSynchronize": 3})
         errors = [("cuEventSynchronize", "CUDA_ERROR_INVALID_HANDLE", 1) if driver
@@ -618,19 +608,14 @@ def check_events(agent, pattern_bin, lib, mode):
               (0.003 if driver else 0.002) <= p["sync_wait_seconds"] < 600,
               f"{mode}: calls {nonzero(p['calls'])}, errors {got}, "
               f"{p['sync_wait_seconds'] * 1e3:.1f} ms waiting")
-    finally:
-        pat.finish()
 
 
 def check_cu_launches(agent, pattern_bin, stub_driver):
     """The driver's cooperative and graph launches (see cu_launches_pattern())."""
-    pat = Pattern(pattern_bin, stub_driver, "culaunches")
-    try:
-        wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
-        out = pat.play()
-        check(out == ["function 0"] + ["coop 0"] * 2 + ["coop 1", "coop 0"] + ["graph 0"] * 2 +
-              ["graph 1", "graph 0"], f"culaunches: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+    with played(agent, pattern_bin, stub_driver, "culaunches",
+                libs=(("libcuda", NPROBES_DRIVER),),
+                out=["function 0"] + ["coop 0"] * 2 + ["coop 1", "coop 0"] + ["graph 0"] * 2 +
+                ["graph 1", "graph 0"]) as (_, p):
         check(nonzero(p["calls"]) == {"cuModuleGetFunction": 1, "cuLaunchCooperativeKernel": 4,
                                       "cuGraphLaunch": 4},
               f"driver launches: calls {nonzero(p['calls'])}")
@@ -643,8 +628,6 @@ def check_cu_launches(agent, pattern_bin, stub_driver):
               kernels == [("reduce_kernel", "driver", 4, 2 * 1024 + 64)],
               f"driver launches: {p['launches']} kernel launches, {p['graph_launches']} "
               f"graph launches, kernels {kernels}")
-    finally:
-        pat.finish()
 
 
 def check_cu_ptsz(agent, pattern_bin, stub_driver):
