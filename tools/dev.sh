@@ -22,7 +22,7 @@ build_pkgs="cmake make gcc clang llvm pkg-config libbpf-dev libelf-dev zlib1g-de
 libjansson-dev libmicrohttpd-dev libnghttp2-dev libcapstone-dev bpftool"
 test_pkgs="libcmocka-dev python3 curl openssl gnutls-bin prometheus tmux libclang-rt-14-dev \
 libbpf-tools bpftrace nghttp2-server nghttp2-client python3-h2 golang-go libgnutls28-dev \
-btrfs-progs"
+btrfs-progs binutils"
 
 die() {
 	echo "dev.sh: $*" >&2
