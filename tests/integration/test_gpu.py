@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import re
 import signal
 import urllib.request
@@ -61,10 +62,14 @@ class Pattern:
         self.out = []
 
     def play(self):
+        """The pattern's output; self.seconds: how long it took, from "go" to "done" as
+        seen from here, a bound on the time its calls can have spent inside CUDA."""
+        start = time.monotonic()
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
         for line in self.proc.stdout:
             if line.strip() == "done":
+                self.seconds = time.monotonic() - start
                 return self.out
             self.out.append(line.strip())
         raise AssertionError(f"cuda_pattern exited early: {self.out}")
@@ -223,11 +228,13 @@ def check_stub(agent, pattern_bin, stub):
         check(p["memcpy_bytes"]["htod"] == 2 * MiB + 512 and p["memcpy_bytes"]["dtoh"] == 4096
               and p["memcpy_bytes"]["dtod"] == 0,
               f"memcpy bytes by direction: {p['memcpy_bytes']}")
-        # At least the stub's sleeps; the bound above only says seconds, not ns (a slow
-        # machine may take longer, never 10 minutes).
-        check(0.006 <= p["memcpy_seconds"] < 600 and 0.008 <= p["sync_wait_seconds"] < 600,
+        # At least the stub's sleeps, at most the whole pattern as timed from here (a
+        # time in the wrong unit fails one or the other, on a machine of any speed).
+        check(0.006 <= p["memcpy_seconds"] <= pat.seconds and
+              0.008 <= p["sync_wait_seconds"] <= pat.seconds,
               f"time in cudaMemcpy {p['memcpy_seconds'] * 1e3:.1f} ms (3 x 2 ms), in syncs "
-              f"{p['sync_wait_seconds'] * 1e3:.1f} ms (5 + 3 ms)")
+              f"{p['sync_wait_seconds'] * 1e3:.1f} ms (5 + 3 ms), within the pattern's "
+              f"{pat.seconds * 1e3:.1f} ms")
         check(p["device"] == 1, "cudaSetDevice(1) recorded, the failed (42) one not")
         kernels = [(k["name"], k["api"], k["launches"], k["threads"], k["grid"], k["block"])
                    for k in p["kernels"]]
@@ -597,17 +604,18 @@ def check_events(agent, pattern_bin, lib, mode):
     driver = mode == "cuevents"
     with played(agent, pattern_bin, lib, mode,
                 libs=(("libcuda", NPROBES_DRIVER) if driver else ("libcudart", NPROBES),),
-                out=["events 0 0 400" + (" 0" if driver else "")]) as (_, p):
+                out=["events 0 0 400" + (" 0" if driver else "")]) as (pat, p):
         calls = ({"cuEventSynchronize": 3, "cuCtxSynchronize": 1} if driver
                  else {"cudaEventSynchronize": 3})
         errors = [("cuEventSynchronize", "CUDA_ERROR_INVALID_HANDLE", 1) if driver
                   else ("cudaEventSynchronize", "cudaErrorInvalidResourceHandle", 1)]
         got = sorted((e["function"], e["name"], e["count"]) for e in p["errors"])
-        # At least the stub's 1 ms sleeps, 2 or 3 of them; the bound only says seconds.
+        # At least the stub's 1 ms sleeps, 2 or 3 of them; at most the whole pattern.
         check(nonzero(p["calls"]) == calls and got == errors and
-              (0.003 if driver else 0.002) <= p["sync_wait_seconds"] < 600,
+              (0.003 if driver else 0.002) <= p["sync_wait_seconds"] <= pat.seconds,
               f"{mode}: calls {nonzero(p['calls'])}, errors {got}, "
-              f"{p['sync_wait_seconds'] * 1e3:.1f} ms waiting")
+              f"{p['sync_wait_seconds'] * 1e3:.1f} ms waiting, within the pattern's "
+              f"{pat.seconds * 1e3:.1f} ms")
 
 
 def check_cu_launches(agent, pattern_bin, stub_driver):
