@@ -13,7 +13,7 @@
 /*
  * cuLaunchKernel(CUfunction f, unsigned gridX, gridY, gridZ, blockX, blockY, blockZ,
  *                unsigned sharedMemBytes, CUstream, void **params, void **extra), and
- * cuLaunchCooperativeKernel with the same arguments but extra.
+ * cuLaunchCooperativeKernel with the same arguments less extra.
  * x86-64: f in rdi, the grid in rsi, rdx, rcx, blockX in r8, blockY in r9; blockZ and
  * sharedMemBytes are the first two stack arguments, 8 bytes each, from sp + 8 (sp
  * points at the return address). libbpf 1.1 has no PT_REGS_PARM6: r9 is read by name

@@ -184,10 +184,11 @@ static void print_gpu(json_t *resp)
 const struct bpftel_cli_section bpftel_gpu_cli = {
 	.command = "gpu",
 	.help = "            per process using CUDA (runtime and driver API): kernel launches,\n"
-		"            graph launches and threads, device memory outstanding and peak, allocation ages\n"
-		"            (leaks), memory by kind (device, async, managed, pinned_host),\n"
-		"            launches/memory/errors per device, top kernels by demangled name\n"
-		"            (launches, threads, grid x block), memcpy bytes by direction, sync\n"
-		"            wait, CUDA errors by function and name (cudaError*, CUDA_ERROR_*)\n",
+		"            graph launches and threads, device memory outstanding and peak,\n"
+		"            allocation ages (leaks), memory by kind (device, async, managed,\n"
+		"            pinned_host), launches/memory/errors per device, top kernels by\n"
+		"            demangled name (launches, threads, grid x block), memcpy bytes by\n"
+		"            direction, sync wait, CUDA errors by function and name (cudaError*,\n"
+		"            CUDA_ERROR_*)\n",
 	.print = print_gpu,
 };
