@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * The GPU module against the real kernel, restarted while a process keeps the stub
- * libcudart.so.13 mapped: every start attaches its 60 uprobes to that file again,
- * every stop detaches them, the watcher keeps running for its other subscriber, and
+ * libcudart.so.13 mapped: every start attaches its uprobes (tests/gpu/probe_points.h)
+ * to that file again, every stop detaches them, the watcher keeps running for its other subscriber, and
  * BPF objects and fds are back to their baseline at the end. Shedding one file's load
  * (the self-overhead budget) and taking it back.
  *
@@ -30,9 +30,10 @@
 #include "user/modules/gpu/gpu.h"
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
+#include "tests/gpu/probe_points.h"
 
 #define ROUNDS	  10
-#define NPROBES	  60
+#define NPROBES	  GPU_TEST_CUDART_POINTS
 #define OTHER_SUB "test-inventory"
 
 static const char *pattern_bin, *stub_lib;

@@ -24,8 +24,9 @@
 
 #include "prog_common.h"
 #include "gpu.skel.h"
+#include "tests/gpu/probe_points.h"
 
-#define NPROBES 60 /* 30 runtime functions, entry and return */
+#define NPROBES GPU_TEST_CUDART_POINTS
 #define MiB	(1ull << 20)
 
 static char *pattern_bin, *stub_lib;

@@ -29,8 +29,9 @@
 #include <cmocka.h>
 
 #include "prog_common.h"
+#include "tests/gpu/probe_points.h"
 
-#define NPROBES 60 /* the GPU module's on libcudart: 30 functions, entry and return */
+#define NPROBES GPU_TEST_CUDART_POINTS /* the GPU module's on the stub libcudart */
 
 static char *pattern_bin, *stub_lib, *lib_open_bin;
 

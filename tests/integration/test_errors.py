@@ -32,7 +32,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import Agent, check, free_port, require_root, run, wait_for  # noqa: E402
 
-GPU_NPROBES = 60  # the GPU module's uprobes on libcudart (30 functions, entry + return)
+from test_gpu import NPROBES as GPU_NPROBES  # noqa: E402 (on the stub libcudart)
 
 # Every module running, and none (the watcher stops with its last subscriber).
 FULL = "modules = gpu, usm\nlibsets = crypto, gpu\n"

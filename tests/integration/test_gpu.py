@@ -32,8 +32,18 @@ from agentlib import Agent, bpf_ids, check, require_root, run, vm_hwm_kib, wait_
 
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
-NPROBES = 60  # 30 runtime functions (10 per-thread stream variants), entry + return each
-NPROBES_DRIVER = 98  # 49 driver functions (16 per-thread stream variants)
+
+
+def probe_points(name):
+    """A count of tests/gpu/probe_points.h, the one place that says it."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu",
+                           "probe_points.h")) as f:
+        return int(re.search(r"^#define " + name + r" (\d+)$", f.read(), re.M).group(1))
+
+
+# The GPU module's probe points on the stub runtime and the stub driver.
+NPROBES = probe_points("GPU_TEST_CUDART_POINTS")
+NPROBES_DRIVER = probe_points("GPU_TEST_CUDA_POINTS")
 GEMM_KERNEL = ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_"
                "ffma_aligna4_alignc4_execute_kernel__5x_cublas")  # cuBLAS's, on an H200
 # __cudaGetKernel's, which runtimes before nvcc 12.8's launch by handle lack, and

@@ -35,6 +35,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stats import ci90  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "integration"))
+from test_gpu import NPROBES, NPROBES_DRIVER  # noqa: E402
 
 
 
@@ -82,9 +85,10 @@ def main():
     # points on that library (entry + return per function it probes there).
     stub, func, mode, nprobes = {
         "runtime": (f"{build}/tests/stub-cuda/libcudart.so.13", "cudaLaunchKernel", "loopfor",
-                    60),
-        # 98 less the 2 of the stub's alias (cuMemcpyHtoD_v2_ptds), folded.
-        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor", 96),
+                    NPROBES),
+        # Less the 2 of the stub's alias (cuMemcpyHtoD_v2_ptds), folded.
+        "driver": (f"{build}/tests/stub-cuda/libcuda.so.1", "cuLaunchKernel", "culoopfor",
+                   NPROBES_DRIVER - 2),
     }[args.api]
     tmp = tempfile.mkdtemp(prefix="bpftel-bench-")
     atexit.register(shutil.rmtree, tmp, True)
