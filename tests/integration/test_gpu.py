@@ -74,12 +74,13 @@ class Pattern:
     def play(self):
         """The pattern's output; self.seconds: how long it took, from "go" to "done" as
         seen from here, a bound on the time its calls can have spent inside CUDA."""
-        start = time.monotonic()
+        self.started = time.monotonic()
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
         for line in self.proc.stdout:
             if line.strip() == "done":
-                self.seconds = time.monotonic() - start
+                self.ended = time.monotonic()
+                self.seconds = self.ended - self.started
                 return self.out
             self.out.append(line.strip())
         raise AssertionError(f"cuda_pattern exited early: {self.out}")
@@ -112,6 +113,29 @@ def played(agent, pattern_bin, lib, mode, *more, libs=(("libcudart", NPROBES),),
         yield pat, wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
     finally:
         pat.finish()
+
+
+AGE_BUCKETS = (("lt_10s", 0, 10), ("lt_1m", 10, 60), ("lt_10m", 60, 600),
+               ("lt_1h", 600, 3600), ("ge_1h", 3600, float("inf")))
+
+
+def age_bucket_ok(age, want, pat, read_at):
+    """age (a row's outstanding allocations by age bucket) holds want ({allocs, bytes})
+    in the one bucket that an allocation made while pat played, and read at read_at
+    (time.monotonic()), can be in, and nothing in the others: the bounds come from the
+    clock here, so a slow machine moves the allocation on, never the check."""
+    lo, hi = max(0.0, read_at[0] - pat.ended), read_at[1] - pat.started
+    held = {name: v for name, v in age.items() if v["allocs"] or v["bytes"]}
+    return len(held) == 1 and any(name in held and held[name] == want and
+                                  b_lo <= hi and lo < b_hi
+                                  for name, b_lo, b_hi in AGE_BUCKETS)
+
+
+def read_row(agent, pid):
+    """The process's gpu row, waited for, and the clock around the read that gave it."""
+    t0 = time.monotonic()
+    row = wait_for(lambda: gpu_row(agent, pid), 5, f"a gpu row for pid {pid}")
+    return row, (t0, time.monotonic())
 
 
 def gpu_row(agent, pid):
@@ -204,7 +228,7 @@ def check_stub(agent, pattern_bin, stub):
         out = pat.play()
         check(out[0] == "set_device 0 101" and out[1] == "malloc 0 0 0 2",
               f"the stub answered as designed: {out[:2]}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p, read_at = read_row(agent, pat.pid)
         check(nonzero(p["calls"]) == EXPECTED_CALLS, f"calls per function: {nonzero(p['calls'])}")
         failed = {k: v for k, v in p["failed"].items() if v}
         check(failed == EXPECTED_FAILED, f"failed calls per function: {failed}")
@@ -231,10 +255,11 @@ def check_stub(agent, pattern_bin, stub):
               m["allocs_untracked"] == 0,
               f"3 allocations of 7 MiB, 2 frees of 3 MiB: {m}")
         check(m["outstanding_bytes"] == 4 * MiB and m["peak_bytes"] == 7 * MiB and
-              m["outstanding_allocs"] == 1 and m["age"]["lt_10s"] == {"allocs": 1,
-                                                                      "bytes": 4 * MiB},
-              "the deliberate leak: 4 MiB outstanding in 1 allocation under 10 s old, "
-              "peak 7 MiB")
+              m["outstanding_allocs"] == 1 and
+              age_bucket_ok(m["age"], {"allocs": 1, "bytes": 4 * MiB}, pat, read_at),
+              f"the deliberate leak: 4 MiB outstanding in 1 allocation, aged "
+              f"{read_at[0] - pat.ended:.1f}-{read_at[1] - pat.started:.1f} s by the "
+              f"clock here, peak 7 MiB: ages {m['age']}")
         check(p["memcpy_bytes"]["htod"] == 2 * MiB + 512 and p["memcpy_bytes"]["dtoh"] == 4096
               and p["memcpy_bytes"]["dtod"] == 0,
               f"memcpy bytes by direction: {p['memcpy_bytes']}")
@@ -304,7 +329,8 @@ def check_exec_in_call(agent, pattern_bin, stub):
               "the call its thread left by exec was recorded")
         wait_for(lambda: pat.pid not in inflight_tgids(), 30,
                  f"pid {pat.pid}'s call in flight, of a thread gone by exec, to be dropped")
-        check(True, "the call in flight of the thread gone by exec dropped by the sweep")
+        check(pat.pid not in inflight_tgids(),
+              "the call in flight of the thread gone by exec dropped by the sweep")
     finally:
         pat.proc.stdin.write("done\n")
         pat.proc.stdin.close()
@@ -437,7 +463,7 @@ def check_kinds(agent, pattern_bin, stub):
         wait_attached(agent, pat.pid)
         out = pat.play()
         check(out == ["async 0 0 0", "managed 0 0 0", "host 0 0 0"], f"kinds: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p, read_at = read_row(agent, pat.pid)
         check(nonzero(p["calls"]) == {"cudaMallocAsync": 2, "cudaFreeAsync": 1,
                                       "cudaMallocManaged": 2, "cudaFree": 1,
                                       "cudaMallocHost": 1, "cudaHostAlloc": 1,
@@ -446,9 +472,12 @@ def check_kinds(agent, pattern_bin, stub):
         kinds = {k: {f: v[f] for f in EXPECTED_KINDS[k]}
                  for k, v in p["memory"]["kinds"].items()}
         check(kinds == EXPECTED_KINDS, f"memory by kind: {kinds}")
-        check(all(p["memory"]["kinds"][k]["age"]["lt_10s"]["allocs"] == 1
+        check(all(age_bucket_ok(p["memory"]["kinds"][k]["age"],
+                                {"allocs": 1, "bytes": EXPECTED_KINDS[k]["outstanding_bytes"]},
+                                pat, read_at)
                   for k in ("async", "managed", "pinned_host")),
-              "one outstanding allocation under 10 s old per kind")
+              "one outstanding allocation per kind, in the age bucket the clock here "
+              f"allows ({read_at[0] - pat.ended:.1f}-{read_at[1] - pat.started:.1f} s)")
         text = scrape(agent)
         out_b = samples(text, "bpftel_gpu_memory_outstanding_bytes", pat.pid)
         peak = samples(text, "bpftel_gpu_memory_peak_bytes", pat.pid)
