@@ -242,7 +242,7 @@ static void test_python_ssl_after_start_then_exit(void **state)
 		skip();
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	links_before = links_now() - registry_links(f);
-	child = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(30)'");
+	child = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(3600)'");
 	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 2));
 	assert_string_equal(row.module, "usm");
 	assert_int_equal(row.attached, 2);
@@ -292,7 +292,7 @@ static void test_loaded_before_start_found_by_scan(void **state)
 
 	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
 		skip();
-	child = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(30)'");
+	child = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(3600)'");
 	/* The watcher is not running yet: only its mapping shows it. */
 	assert_true(wait_mapped(child, "libssl.so.3"));
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
@@ -313,7 +313,7 @@ static void test_dlopen_cudart_detected(void **state)
 		skip(); /* the real libcudart is not on this machine */
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	child = start_child("exec " PYTHON " -c 'import ctypes, time; ctypes.CDLL(\"" CUDART "\"); "
-			    "time.sleep(30)'");
+			    "time.sleep(3600)'");
 	/* Detected and tracked; the ssl-only module attaches nothing to it. */
 	assert_true(find_row(f, SHLIB_LIB_CUDART, "libcudart.so.13", &row, 0));
 	assert_int_equal(row.attached, 0);
@@ -339,7 +339,7 @@ static void test_private_mount_namespace(void **state)
 		 "exec unshare -m --propagation private sh -c 'mkdir -p /bpftel-private && "
 		 "mount -t tmpfs none /bpftel-private && cp %s /bpftel-private/libssl.so.3 && "
 		 "exec %s -c \"import ctypes, time; ctypes.CDLL(\\\"/bpftel-private/"
-		 "libssl.so.3\\\"); time.sleep(30)\"'",
+		 "libssl.so.3\\\"); time.sleep(3600)\"'",
 		 LIBSSL, PYTHON);
 	child = start_child(script);
 	assert_true(find_row(f, SHLIB_LIB_SSL, "/bpftel-private/libssl.so.3", &row, 2));
@@ -367,7 +367,7 @@ static void probed_in_namespace(struct fixture *f, const char *dir, const char *
 	snprintf(script, sizeof(script),
 		 "exec unshare -m --propagation private sh -c 'set -e; d=%s; lib=%s; "
 		 "mkdir -p $d && %s && exec %s -c \"import ctypes, time; "
-		 "ctypes.CDLL(\\\"%s\\\"); time.sleep(30)\"'",
+		 "ctypes.CDLL(\\\"%s\\\"); time.sleep(3600)\"'",
 		 dir, LIBSSL, setup, PYTHON, path);
 	child = start_child(script);
 	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
@@ -488,9 +488,9 @@ static void test_overlayfs_two_mounts_one_file(void **state)
 		 "$d/w2 $d/m1 $d/m2 && cp %s $d/lower/libssl.so.3 && for i in 1 2; do mount -t "
 		 "overlay overlay -o lowerdir=$d/lower,upperdir=$d/u$i,workdir=$d/w$i $d/m$i; "
 		 "done; %s -c \"import ctypes, time; ctypes.CDLL(None).prctl(1, 9); "
-		 "ctypes.CDLL(\\\"/tmp/bpftel-ovl3/m1/libssl.so.3\\\"); time.sleep(30)\" & "
+		 "ctypes.CDLL(\\\"/tmp/bpftel-ovl3/m1/libssl.so.3\\\"); time.sleep(3600)\" & "
 		 "exec %s -c \"import ctypes, time; ctypes.CDLL(\\\"/tmp/bpftel-ovl3/m2/"
-		 "libssl.so.3\\\"); time.sleep(30)\"'",
+		 "libssl.so.3\\\"); time.sleep(3600)\"'",
 		 LIBSSL, PYTHON, PYTHON);
 	child = start_child(script);
 	/* Both processes in it: one row, or two if the layer's file was not seen as one. */
@@ -530,7 +530,7 @@ static void test_relative_to_dirfd(void **state)
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	child = start_child("cd / && exec " PYTHON " -c 'import os, time; "
 			    "d = os.open(\"/lib/x86_64-linux-gnu\", os.O_RDONLY); "
-			    "os.open(\"libssl.so.3\", os.O_RDONLY, dir_fd=d); time.sleep(30)'");
+			    "os.open(\"libssl.so.3\", os.O_RDONLY, dir_fd=d); time.sleep(3600)'");
 	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 2));
 	assert_string_equal(row.path, "libssl.so.3"); /* as the process named it */
 	assert_int_equal(row.attached, 2);
@@ -593,7 +593,7 @@ static void test_non_elf_library_recorded_once(void **state)
 	/* Two processes, three opens each: one attempt per (file, module), no retries. */
 	snprintf(script, sizeof(script),
 		 "exec " PYTHON " -c 'import time; [open(\"%s\") for _ in range(3)]; "
-		 "time.sleep(30)'",
+		 "time.sleep(3600)'",
 		 path);
 	a = start_child(script);
 	b = start_child(script);
@@ -670,7 +670,7 @@ static void test_refused_rows_give_way(void **state)
 	assert_int_equal(ref.count[BPFTEL_REFUSED_NOT_ELF], 1100);
 	assert_int_equal(ref.count[BPFTEL_REFUSED_REGISTRY_FULL], 0);
 	assert_true(ref.evicted >= 1100 - 1024);
-	ssl = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(30)'");
+	ssl = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(3600)'");
 	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 2));
 	assert_int_equal(row.failed, 0);
 	bpftel_uprobes__refusals(f->up, &ref);
@@ -708,7 +708,7 @@ static void test_refused_file_cached(void **state)
 	snprintf(script, sizeof(script),
 		 "exec " PYTHON " -c 'import os, time; "
 		 "[os.close(os.open(\"%s\", os.O_RDONLY | os.O_NONBLOCK)) for _ in range(50)]; "
-		 "time.sleep(30)'",
+		 "time.sleep(3600)'",
 		 path);
 	a = start_child(script);
 	for (i = 0; i < 3000; i++) {
@@ -803,7 +803,7 @@ static void test_written_in_place_released(void **state)
 
 	/* A process maps build 1 and exits: the file stays attached, idle. */
 	snprintf(script, sizeof(script),
-		 "exec " PYTHON " -c 'import ctypes, time; ctypes.CDLL(\"%s\"); time.sleep(30)'",
+		 "exec " PYTHON " -c 'import ctypes, time; ctypes.CDLL(\"%s\"); time.sleep(3600)'",
 		 path);
 	child = start_child(script);
 	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
@@ -878,7 +878,7 @@ static void test_more_points_than_one_link_takes(void **state)
 	if (!wide_ready || access(PYTHON, X_OK))
 		skip();
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
-	child = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(30)'");
+	child = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(3600)'");
 	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, WIDE_N));
 	assert_int_equal(row.attached, WIDE_N);
 	assert_int_equal(row.failed, 0);

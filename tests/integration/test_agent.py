@@ -150,7 +150,7 @@ def main():
               f"bpftel errors --json: {len(errs['errors'])} non-zero counters, "
               f"all attributed to a module")
 
-        sleeper = subprocess.Popen([args.python, "-c", "import ssl, time; time.sleep(60)"])
+        sleeper = subprocess.Popen([args.python, "-c", "import ssl, time; time.sleep(3600)"])
         try:
             def tracked():
                 return [l for l in agent.json("libs")["libs"]

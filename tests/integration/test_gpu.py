@@ -854,8 +854,8 @@ def check_bad_files(agent, python, pattern_bin, stub):
             f.write(b"this is not an ELF file\n" * 100)
         # A real shared object, without any CUDA symbol.
         shutil.copy("/lib/x86_64-linux-gnu/libz.so.1", nosyms)
-        for script in (f"open({garbage!r}, 'rb'); import time; time.sleep(60)",
-                       f"import ctypes, time; ctypes.CDLL({nosyms!r}); time.sleep(60)"):
+        for script in (f"open({garbage!r}, 'rb'); import time; time.sleep(3600)",
+                       f"import ctypes, time; ctypes.CDLL({nosyms!r}); time.sleep(3600)"):
             procs.append(subprocess.Popen([python, "-c", script]))
         # Not ELF: the file is refused whole, with its reason, before any symbol.
         row = wait_for(lambda: [r for r in lib_rows(agent, procs[0].pid)
