@@ -210,13 +210,24 @@ struct gpu_kname {
 	__u64 named;
 };
 
-/* Per thread (gpu_threads, pid_tgid): see bpf/lib/gpu_state.h. */
+/* Per thread (gpu_thread_slots, or gpu_threads by pid_tgid): see bpf/lib/gpu_state.h. */
 struct gpu_thread {
 	__s32 device;	 /* current device, -1 not known */
 	__u32 rt_depth;	 /* runtime calls this thread is inside */
 	__u64 rt_sp;	 /* the stack pointer at the outermost one's entry */
 	__s32 rt_device; /* the runtime's, from cudaSetDevice; -1 none chosen */
 	__u32 __pad;
+};
+
+/* A thread's slot of gpu_thread_slots: the one its thread id's low bits index (see
+ * bpf/lib/gpu_state.h). */
+#define GPU_THREAD_SLOTS 8192
+
+struct gpu_thread_slot {
+	__u64 owner;	/* pid_tgid of the thread whose state this is; 0: free */
+	__u32 spilled;	/* a thread of this slot's index has its state in gpu_threads */
+	__u32 __pad;
+	struct gpu_thread th;
 };
 
 struct gpu_err_key {
@@ -236,6 +247,7 @@ _Static_assert(sizeof(struct gpu_proc_stats) ==
 _Static_assert(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key layout");
 _Static_assert(sizeof(struct gpu_alloc) == 24, "gpu_alloc layout");
 _Static_assert(sizeof(struct gpu_thread) == 24, "gpu_thread layout");
+_Static_assert(sizeof(struct gpu_thread_slot) == 40, "gpu_thread_slot layout");
 _Static_assert(sizeof(struct gpu_err_key) == 16, "gpu_err_key layout");
 _Static_assert(sizeof(struct gpu_kernel_key) == 16, "gpu_kernel_key layout");
 _Static_assert(sizeof(struct gpu_kernel) == 40, "gpu_kernel layout");

@@ -216,7 +216,7 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 	if (fn >= GPU_FN__COUNT)
 		return 0;
 	/* The thread's state, looked up once: the depth, and the device launches go to. */
-	th = bpf_map_lookup_elem(&gpu_threads, &pid_tgid);
+	th = gpu_thread_find(pid_tgid);
 	if (gpu_fn_driver(fn)) {
 		if (gpu_thread_in_runtime(th, sp)) {
 			st = bpf_map_lookup_elem(&gpu_procs, &tgid);
@@ -275,7 +275,7 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
  * attached mid-call, finds depth 0 and leaves it so). */
 static __always_inline void gpu_runtime_leave(__u64 pid_tgid)
 {
-	struct gpu_thread *th = bpf_map_lookup_elem(&gpu_threads, &pid_tgid);
+	struct gpu_thread *th = gpu_thread_find(pid_tgid);
 
 	if (th && th->rt_depth)
 		th->rt_depth--;
@@ -381,8 +381,7 @@ static __always_inline int gpu_task_exit_body(TLM_PARAM, __u64 pid_tgid)
 
 	if (!bpf_map_lookup_elem(&gpu_procs, &tgid))
 		return 0;
-	if (bpf_map_lookup_elem(&gpu_threads, &pid_tgid))
-		tlm_map_delete(gpu_threads, &pid_tgid);
+	gpu_thread_drop(TLM_ARG, pid_tgid);
 	for (f = 0; f < GPU_FN__USED; f++) {
 		key.func = f;
 		if (bpf_map_lookup_elem(&gpu_inflight, &key))

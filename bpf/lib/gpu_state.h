@@ -4,12 +4,12 @@
  * (count a call, remember its arguments until its return, find the thread's device,
  * count an error). Used by bpf/lib/gpu_memory.h, gpu_driver.h and gpu_probes.h.
  *
- * Per thread (gpu_threads): the device current on it and how deep it is in runtime
- * calls. The depth is what keeps a runtime call from being counted twice: libcudart
- * implements cudaMalloc, cudaLaunchKernel, ... by calling libcuda (cuMemAlloc_v2,
- * cuLaunchKernel, ...) on the same thread, so every runtime entry raises the depth and
- * its return lowers it, and a driver probe that finds it raised counts only that it
- * was skipped (driver_nested). A program that calls the driver itself does so at
+ * Per thread (gpu_thread_slots, spilling into gpu_threads): the device current on it and
+ * how deep it is in runtime calls. The depth is what keeps a runtime call from being
+ * counted twice: libcudart implements cudaMalloc, cudaLaunchKernel, ... by calling
+ * libcuda (cuMemAlloc_v2, cuLaunchKernel, ...) on the same thread, so every runtime
+ * entry raises the depth and its return lowers it, and a driver probe that finds it
+ * raised counts only that it was skipped (driver_nested). A program that calls the driver itself does so at
  * depth 0 and is counted.
  *
  * A runtime return can go unseen: the call began before its return probe was attached
@@ -97,7 +97,24 @@ struct {
 	__type(value, struct gpu_call);
 } gpu_inflight SEC(".maps");
 
-/* LRU: threads come and go; sched_process_exit drops a thread's entry. */
+/*
+ * A thread's state is in the slot of gpu_thread_slots its thread id indexes (the low
+ * bits): an array lookup, which the verifier inlines, where a hash lookup was ~35 ns of
+ * a launch's entry and as much of its return (BENCHMARKS.md). The slot names its owner;
+ * a thread whose slot another holds keeps its state in gpu_threads instead, and the
+ * slot says that one of its index does (spilled), so that the others skip that lookup.
+ * sched_process_exit frees a thread's slot or entry; the sweep frees those of threads
+ * gone without an exit (exec from a thread).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GPU_THREAD_SLOTS);
+	__type(key, __u32);
+	__type(value, struct gpu_thread_slot);
+} gpu_thread_slots SEC(".maps");
+
+/* The threads whose slot another holds. LRU: threads come and go; sched_process_exit
+ * drops a thread's entry. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, GPU_MAX_THREADS);
@@ -203,9 +220,66 @@ static __always_inline struct gpu_proc_stats *gpu_proc(TLM_PARAM, __u32 tgid)
 	return tlm_map_lookup_or_init(gpu_procs, &tgid, &gpu_proc_init);
 }
 
+_Static_assert((GPU_THREAD_SLOTS & (GPU_THREAD_SLOTS - 1)) == 0, "thread ids index slots");
+
+static __always_inline struct gpu_thread_slot *gpu_thread_slot(__u64 pid_tgid)
+{
+	__u32 idx = (__u32)pid_tgid & (GPU_THREAD_SLOTS - 1);
+
+	return bpf_map_lookup_elem(&gpu_thread_slots, &idx);
+}
+
+/* The thread's state, or NULL: none yet. */
+static __always_inline struct gpu_thread *gpu_thread_find(__u64 pid_tgid)
+{
+	struct gpu_thread_slot *s = gpu_thread_slot(pid_tgid);
+
+	if (!s)
+		return NULL;
+	if (s->owner == pid_tgid)
+		return &s->th;
+	return s->spilled ? bpf_map_lookup_elem(&gpu_threads, &pid_tgid) : NULL;
+}
+
+/* The thread's state, made if it has none: in its slot if free, else in gpu_threads.
+ * A thread whose state spilled keeps it there, also once its slot is free again. */
 static __always_inline struct gpu_thread *gpu_thread_get(TLM_PARAM, __u64 pid_tgid)
 {
+	struct gpu_thread_slot *s = gpu_thread_slot(pid_tgid);
+	struct gpu_thread *th;
+
+	if (!s)
+		return NULL;
+	if (s->owner == pid_tgid)
+		return &s->th;
+	if (s->spilled) {
+		th = bpf_map_lookup_elem(&gpu_threads, &pid_tgid);
+		if (th)
+			return th;
+	}
+	/* Taken with a compare-and-swap: another thread of the same index may race us. */
+	if (!s->owner && !__sync_val_compare_and_swap(&s->owner, 0, pid_tgid)) {
+		s->th = gpu_thread_init;
+		return &s->th;
+	}
+	if (!s->spilled)
+		s->spilled = 1;
 	return tlm_map_lookup_or_init(gpu_threads, &pid_tgid, &gpu_thread_init);
+}
+
+/* The thread is gone: its slot is free, or its entry dropped. */
+static __always_inline void gpu_thread_drop(TLM_PARAM, __u64 pid_tgid)
+{
+	struct gpu_thread_slot *s = gpu_thread_slot(pid_tgid);
+
+	if (!s)
+		return;
+	if (s->owner == pid_tgid) {
+		__sync_val_compare_and_swap(&s->owner, pid_tgid, 0);
+		return;
+	}
+	if (s->spilled && bpf_map_lookup_elem(&gpu_threads, &pid_tgid))
+		tlm_map_delete(gpu_threads, &pid_tgid);
 }
 
 /* Is a driver call whose entry had stack pointer sp the runtime's own, made inside a
@@ -217,7 +291,7 @@ static __always_inline bool gpu_thread_in_runtime(const struct gpu_thread *th, _
 
 static __always_inline bool gpu_in_runtime(__u64 pid_tgid, __u64 sp)
 {
-	return gpu_thread_in_runtime(bpf_map_lookup_elem(&gpu_threads, &pid_tgid), sp);
+	return gpu_thread_in_runtime(gpu_thread_find(pid_tgid), sp);
 }
 
 /* A runtime call enters at stack pointer sp: one deeper, or, at or above the outermost
@@ -254,7 +328,7 @@ static __always_inline __u32 gpu_thread_dev_slot(const struct gpu_thread *th, __
 
 static __always_inline __u32 gpu_dev_slot(__u64 pid_tgid, __u64 func)
 {
-	return gpu_thread_dev_slot(bpf_map_lookup_elem(&gpu_threads, &pid_tgid), func);
+	return gpu_thread_dev_slot(gpu_thread_find(pid_tgid), func);
 }
 
 /* A slot as an index the verifier can bound. 64-bit on purpose: a 32-bit one is

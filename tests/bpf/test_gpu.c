@@ -121,9 +121,31 @@ static void map_clear(int fd, size_t key_size)
 		assert_int_equal(bpf_map_delete_elem(fd, next), 0);
 }
 
+/* The thread state slot that pid_tgid's thread id indexes. */
+static struct gpu_thread_slot slot_of(__u64 pid_tgid)
+{
+	struct gpu_thread_slot slot = {};
+	__u32 idx = (__u32)pid_tgid % GPU_THREAD_SLOTS;
+
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_thread_slots), &idx,
+					     &slot), 0);
+	return slot;
+}
+
+static void slots_clear(void)
+{
+	const struct gpu_thread_slot free_slot = {};
+	int fd = bpf_map__fd(skel->maps.gpu_thread_slots);
+	__u32 idx;
+
+	for (idx = 0; idx < GPU_THREAD_SLOTS; idx++)
+		assert_int_equal(bpf_map_update_elem(fd, &idx, &free_slot, BPF_ANY), 0);
+}
+
 static int case_setup(void **state)
 {
 	(void)state;
+	slots_clear();
 	map_clear(bpf_map__fd(skel->maps.gpu_procs), sizeof(__u32));
 	map_clear(bpf_map__fd(skel->maps.gpu_allocs), sizeof(struct gpu_alloc_key));
 	map_clear(bpf_map__fd(skel->maps.gpu_errors), sizeof(struct gpu_err_key));
@@ -1308,7 +1330,7 @@ static void test_ctx_create_v4_device(void **state)
 	assert_int_equal(stats_of(TGID).calls[GPU_FN_CU_CTX_CREATE_V4], 1);
 }
 
-/* A thread's state goes with it. */
+/* A thread's state goes with it: its slot is free again. */
 static void test_task_exit_drops_thread(void **state)
 {
 	struct test_regs dev1 = {.di = 1};
@@ -1316,9 +1338,63 @@ static void test_task_exit_drops_thread(void **state)
 	(void)state;
 	enter(GPU_FN_SET_DEVICE, &dev1, 1);
 	ret(GPU_FN_SET_DEVICE, 0, 2);
-	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_threads), 8), 1);
-	run(GPU_TEST_TASK_EXIT, NULL, PID_TGID, 3);
+	assert_int_equal(slot_of(PID_TGID).owner, PID_TGID);
+	assert_int_equal(slot_of(PID_TGID).th.device, 1);
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_threads), 8), 0);
+	run(GPU_TEST_TASK_EXIT, NULL, PID_TGID, 3);
+	assert_int_equal(slot_of(PID_TGID).owner, 0);
+}
+
+/*
+ * Two threads whose ids index the same slot: the first holds it, the second's state
+ * spills into gpu_threads, and each keeps its own device. Once the first is gone, the
+ * second still finds its state there (not a new one in the free slot), and a third
+ * thread of the index takes the slot. Each exit frees what its thread held.
+ */
+static void test_thread_slot_shared_by_index(void **state)
+{
+	__u64 stack[3] = {0xdead, 1, 0}, b = (__u64)TGID << 32 | (TGID + GPU_THREAD_SLOTS);
+	__u64 c = (__u64)TGID << 32 | (TGID + 2 * GPU_THREAD_SLOTS);
+	struct test_regs rt_launch = {.si = 1 | 1ul << 32, .dx = 1, .cx = 1 | 1ul << 32, .r8 = 1,
+				      .sp = (uintptr_t)stack};
+	struct test_regs dev1 = {.di = 1}, dev2 = {.di = 2}, sync = {.sp = 0x7ff0};
+	struct test_regs nested = {.si = 1, .dx = 1, .cx = 1, .r8 = 1, .r9 = 1, .sp = 0x7f00};
+	__u64 key;
+
+	(void)state;
+	enter(GPU_FN_SET_DEVICE, &dev1, 1);
+	ret(GPU_FN_SET_DEVICE, 0, 2);
+	run(GPU_TEST_ENTER + GPU_FN_SET_DEVICE, &dev2, b, 3);
+	run(GPU_TEST_RET + GPU_FN_SET_DEVICE, &dev2, b, 4);
+	assert_int_equal(slot_of(PID_TGID).owner, PID_TGID);
+	assert_int_equal(slot_of(PID_TGID).spilled, 1);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_threads), 8), 1);
+	assert_int_equal(bpf_map_get_next_key(bpf_map__fd(skel->maps.gpu_threads), NULL, &key), 0);
+	assert_int_equal(key, b);
+	run(GPU_TEST_ENTER + GPU_FN_LAUNCH, &rt_launch, b, 5);
+	enter(GPU_FN_LAUNCH, &rt_launch, 6);
+	assert_int_equal(stats_of(TGID).dev[1].launches, 1);
+	assert_int_equal(stats_of(TGID).dev[2].launches, 1);
+
+	run(GPU_TEST_TASK_EXIT, NULL, PID_TGID, 7);
+	assert_int_equal(slot_of(PID_TGID).owner, 0);
+	run(GPU_TEST_ENTER + GPU_FN_LAUNCH, &rt_launch, b, 8);
+	assert_int_equal(stats_of(TGID).dev[2].launches, 2);
+	/* Its runtime depth is found there too: a driver call below its runtime call is
+	 * the runtime's own. */
+	run(GPU_TEST_ENTER + GPU_FN_STREAM_SYNC, &sync, b, 8);
+	run(GPU_TEST_ENTER + GPU_FN_CU_LAUNCH, &nested, b, 8);
+	assert_int_equal(stats_of(TGID).driver_nested, 1);
+	assert_int_equal(stats_of(TGID).calls[GPU_FN_CU_LAUNCH], 0);
+	assert_int_equal(slot_of(PID_TGID).owner, 0);
+	run(GPU_TEST_ENTER + GPU_FN_LAUNCH, &rt_launch, c, 9); /* the runtime's default: 0 */
+	assert_int_equal(stats_of(TGID).dev[0].launches, 1);
+	assert_int_equal(slot_of(PID_TGID).owner, c);
+
+	run(GPU_TEST_TASK_EXIT, NULL, b, 10);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_threads), 8), 0);
+	run(GPU_TEST_TASK_EXIT, NULL, c, 11);
+	assert_int_equal(slot_of(PID_TGID).owner, 0);
 }
 
 int main(void)
@@ -1359,6 +1435,7 @@ int main(void)
 		T(test_lost_runtime_return_heals),
 		T(test_devices_per_thread),
 		T(test_task_exit_drops_thread),
+		T(test_thread_slot_shared_by_index),
 		T(test_kernels_counted_and_named),
 		T(test_inflight_full_counted),
 	};

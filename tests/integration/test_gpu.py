@@ -312,6 +312,19 @@ def inflight_tgids():
     return tgids
 
 
+def slot_owners():
+    """The threads (pid, tid) that hold a slot of the GPU module's per-thread state
+    (gpu_thread_slots; the kernel keeps 15 characters of a map's name)."""
+    out = subprocess.run(["bpftool", "-j", "map", "dump", "name", "gpu_thread_slot"],
+                         capture_output=True, text=True)
+    owners = set()
+    for e in json.loads(out.stdout or "[]") if out.returncode == 0 else []:
+        owner = int(e.get("formatted", {}).get("value", {}).get("owner", 0))
+        if owner:
+            owners.add((owner >> 32, owner & 0xffffffff))
+    return owners
+
+
 def check_exec_in_call(agent, pattern_bin, stub):
     """A thread that execs inside a call leaves it, and its thread id, with no exit of
     its own: its call in flight is dropped all the same (it stayed for good, and enough
@@ -331,6 +344,12 @@ def check_exec_in_call(agent, pattern_bin, stub):
                  f"pid {pat.pid}'s call in flight, of a thread gone by exec, to be dropped")
         check(pat.pid not in inflight_tgids(),
               "the call in flight of the thread gone by exec dropped by the sweep")
+        # The process is a shell now, which makes no CUDA call: no thread of it holds
+        # a slot of the per-thread state, the one gone by exec included.
+        wait_for(lambda: not [o for o in slot_owners() if o[0] == pat.pid], 30,
+                 f"pid {pat.pid}'s thread state slots, of threads gone by exec, to be freed")
+        check(not [o for o in slot_owners() if o[0] == pat.pid],
+              "the thread state slot of the thread gone by exec freed by the sweep")
     finally:
         pat.proc.stdin.write("done\n")
         pat.proc.stdin.close()

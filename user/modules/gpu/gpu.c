@@ -735,6 +735,39 @@ static void drop_gone_threads(const struct bpf_map *map)
 	}
 }
 
+/*
+ * Free the slots of gpu_thread_slots (bpf/lib/gpu_state.h) whose thread is gone without
+ * an exit, as drop_gone_threads() drops their keys. Read in batches: the array is
+ * GPU_THREAD_SLOTS long, and this runs at every sweep. A slot freed keeps its spilled
+ * mark set: a thread of its index may have spilled while the gone one held it, and a
+ * mark too many costs a lookup that misses, one too few a thread's state.
+ */
+#define SLOT_BATCH 256
+
+static void drop_gone_thread_slots(const struct bpf_map *map)
+{
+	const struct gpu_thread_slot freed = {.spilled = 1};
+	struct gpu_thread_slot vals[SLOT_BATCH];
+	__u32 keys[SLOT_BATCH], at = 0, next, count, i;
+	int fd = bpf_map__fd(map), err;
+	bool first = true;
+
+	if (bpf_map__value_size(map) != sizeof(vals[0]))
+		return;
+	do {
+		count = SLOT_BATCH;
+		err = bpf_map_lookup_batch(fd, first ? NULL : &at, &next, keys, vals, &count,
+					   NULL);
+		if (err && errno != ENOENT)
+			return;
+		for (i = 0; i < count; i++)
+			if (vals[i].owner && thread_gone(vals[i].owner))
+				bpf_map_update_elem(fd, &keys[i], &freed, BPF_ANY);
+		at = next;
+		first = false;
+	} while (!err);
+}
+
 static void gpu_housekeeping(struct bpftel_module *m)
 {
 	bpftel_gpu__sweep(bpftel_module__priv(m));
@@ -846,6 +879,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	if (g->skel) {
 		drop_gone_threads(g->skel->maps.gpu_inflight);
 		drop_gone_threads(g->skel->maps.gpu_threads);
+		drop_gone_thread_slots(g->skel->maps.gpu_thread_slots);
 	}
 	for (i = 0; all && i < (size_t)ndead; i++) {
 		bpf_map_delete_elem(fd, &dead[i]);
