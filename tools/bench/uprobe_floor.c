@@ -11,7 +11,11 @@
  * uretprobes). "entries" or "rets" keeps only those: which of the traps costs what.
  * A configuration of tools/bench/bench.py's go_https.
  *
- *   uprobe_floor LIB SYMBOL[+N] [--ret]
+ * --multi attaches them as the agent does where the kernel has them: a multi-uprobe
+ * link per direction (user/manager/uprobe_multi.h), whose dispatch is not the
+ * perf-event uprobe's. Which floor is which: tools/bench/bench_cuda.py.
+ *
+ *   uprobe_floor LIB SYMBOL[+N] [--ret|--multi]
  *   uprobe_floor --go EXE [entries|rets]
  */
 #include <errno.h>
@@ -24,6 +28,8 @@
 
 #include "uprobe_floor.skel.h"
 #include "user/manager/goexe.h"
+#include "user/manager/elfsym.h"
+#include "user/manager/uprobe_multi.h"
 
 #define GO_MAX_LINKS (2 + BPFTEL_GO_MAX_RETS)
 
@@ -100,6 +106,50 @@ static int go_floor(const char *exe, const char *only)
 	return err ? 1 : 0;
 }
 
+/* Entry and return on name's entry in lib, each its own multi-uprobe link. */
+static int multi_floor(const char *lib, const char *name)
+{
+	unsigned long off;
+	struct uprobe_floor *skel;
+	int entry = -1, ret = -1;
+	char err[256];
+	long at;
+	__u64 cookie = 0;
+
+	at = bpftel_elf_sym_offset(lib, name, err, sizeof(err));
+	if (at < 0) {
+		fprintf(stderr, "uprobe_floor: %s\n", err);
+		return 1;
+	}
+	off = at;
+	skel = uprobe_floor__open();
+	if (!skel || bpftel_uprobe_multi_prepare(skel->progs.floor_entry) ||
+	    bpftel_uprobe_multi_prepare(skel->progs.floor_return) || uprobe_floor__load(skel)) {
+		fprintf(stderr, "uprobe_floor: cannot load for multi-uprobe links: %s\n",
+			strerror(errno));
+		uprobe_floor__destroy(skel);
+		return 1;
+	}
+	ret = bpftel_uprobe_multi_attach(bpf_program__fd(skel->progs.floor_return), lib, &off,
+					 &cookie, 1, true, -1);
+	if (ret >= 0)
+		entry = bpftel_uprobe_multi_attach(bpf_program__fd(skel->progs.floor_entry), lib,
+						   &off, &cookie, 1, false, -1);
+	if (entry < 0 || ret < 0) {
+		fprintf(stderr, "uprobe_floor: cannot attach to %s:%s: %s\n", lib, name,
+			strerror(-(ret < 0 ? ret : entry)));
+		if (ret >= 0)
+			close(ret);
+		uprobe_floor__destroy(skel);
+		return 1;
+	}
+	hold();
+	close(entry);
+	close(ret);
+	uprobe_floor__destroy(skel);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts);
@@ -111,8 +161,10 @@ int main(int argc, char **argv)
 
 	if (argc >= 3 && argc <= 4 && !strcmp(argv[1], "--go"))
 		return go_floor(argv[2], argc == 4 ? argv[3] : NULL);
+	if (argc == 4 && !strcmp(argv[3], "--multi"))
+		return multi_floor(argv[1], argv[2]);
 	if (argc < 3 || (argc > 3 && !with_ret)) {
-		fprintf(stderr, "usage: uprobe_floor LIB SYMBOL[+N] [--ret]\n");
+		fprintf(stderr, "usage: uprobe_floor LIB SYMBOL[+N] [--ret|--multi]\n");
 		return 2;
 	}
 	snprintf(name, sizeof(name), "%s", argv[2]);
