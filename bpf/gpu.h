@@ -144,6 +144,10 @@ struct gpu_dev_stats {
 	__s64 outstanding_bytes; /* every kind, tracked allocations only */
 };
 
+/* A process's stats. Its kernel launches are in its rows of gpu_kernels (struct
+ * gpu_launch_key), not here, but for those that found no room there: userspace adds
+ * them up (calls of the launch functions, threads, launch_threads, dev's launches and
+ * threads). */
 struct gpu_proc_stats {
 	__u64 calls[GPU_FN__COUNT];  /* entries seen (driver calls made by the runtime: not) */
 	__u64 failed[GPU_FN__COUNT]; /* returns other than cudaSuccess / CUDA_SUCCESS */
@@ -193,10 +197,30 @@ struct gpu_kernel_key {
 	__u64 func;
 };
 
+/*
+ * A row of gpu_kernels: one process's launches of one kernel through one launch
+ * function, on one device slot, of one size (bucket: floor(log2(grid x block)), capped
+ * at GPU_LAUNCH_BUCKETS - 1; GPU_LAUNCH_NO_BUCKET for a launch of no thread or of
+ * sizes unread). Every dimension a launch is reported by is in the key, so a launch
+ * adds to this one row and to nothing else: userspace sums a process's rows into its
+ * calls, devices and size histogram (user/modules/gpu/gpu_fold.h). A row is one kernel
+ * of gpu_kernel_key's, whatever fn, dev and bucket.
+ */
+#define GPU_LAUNCH_NO_BUCKET 0xff
+
+struct gpu_launch_key {
+	__u32 tgid;
+	__u8 api;    /* enum gpu_kernel_api */
+	__u8 fn;     /* enum gpu_func: the launch function */
+	__u8 dev;    /* device slot (GPU_DEV_SLOTS) */
+	__u8 bucket; /* of launch_threads, or GPU_LAUNCH_NO_BUCKET */
+	__u64 func;
+};
+
 struct gpu_kernel {
 	__u64 launches;
 	__u64 threads; /* grid x block, summed */
-	__u32 grid[3]; /* of the last launch */
+	__u32 grid[3]; /* of the row's last launch */
 	__u32 block[3];
 };
 
@@ -250,6 +274,8 @@ _Static_assert(sizeof(struct gpu_thread) == 24, "gpu_thread layout");
 _Static_assert(sizeof(struct gpu_thread_slot) == 40, "gpu_thread_slot layout");
 _Static_assert(sizeof(struct gpu_err_key) == 16, "gpu_err_key layout");
 _Static_assert(sizeof(struct gpu_kernel_key) == 16, "gpu_kernel_key layout");
+_Static_assert(sizeof(struct gpu_launch_key) == 16, "gpu_launch_key layout");
+_Static_assert(GPU_LAUNCH_BUCKETS < GPU_LAUNCH_NO_BUCKET, "a bucket fits its byte");
 _Static_assert(sizeof(struct gpu_kernel) == 40, "gpu_kernel layout");
 
 #endif /* BPFTEL_GPU_H */

@@ -24,27 +24,19 @@ static __always_inline int gpu_cu_launch_enter_body(TLM_PARAM, struct pt_regs *r
 {
 	__u32 g[3] = {PT_REGS_PARM2(regs), PT_REGS_PARM3(regs), PT_REGS_PARM4(regs)};
 	__u32 b[3] = {PT_REGS_PARM5(regs), regs->r9, 1};
-	__u64 grid, block, stack[2];
-	struct gpu_proc_stats *st;
+	__u64 stack[2];
 
-	st = gpu_call_count(TLM_ARG, pid_tgid, func);
-	if (!st)
-		return 0;
-	grid = (__u64)(__u32)PT_REGS_PARM2(regs) * (__u32)PT_REGS_PARM3(regs) *
-	       (__u32)PT_REGS_PARM4(regs);
-	block = (__u64)(__u32)PT_REGS_PARM5(regs) * (__u32)regs->r9;
 	if (tlm_probe_read_user(stack, sizeof(stack), (void *)(PT_REGS_SP(regs) + 8))) {
 		/* blockZ unknown: the launch counts, its threads do not. */
-		gpu_count_launch(st, dev, 0, 0);
 		b[2] = 0;
-		gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), g, b);
+		gpu_count_launch(TLM_ARG, pid_tgid, func, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs),
+				 dev, g, b);
 		return 0;
 	}
 	b[2] = (__u32)stack[0];
-	gpu_count_launch(st, dev, grid, block * b[2]);
-	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), g, b);
+	gpu_count_launch(TLM_ARG, pid_tgid, func, GPU_KERNEL_DRIVER, PT_REGS_PARM1(regs), dev, g, b);
 	if (gpu_launch_shared_mem)
-		__sync_fetch_and_add(&st->shared_mem_bytes, (__u32)stack[1]);
+		gpu_count_shared_mem(TLM_ARG, pid_tgid, (__u32)stack[1]);
 	return 0;
 }
 

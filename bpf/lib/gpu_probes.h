@@ -35,24 +35,18 @@ static __always_inline int gpu_launch_enter_body(TLM_PARAM, struct pt_regs *regs
 	__u64 grid_xy = PT_REGS_PARM2(regs), grid_z = (__u32)PT_REGS_PARM3(regs);
 	__u64 block_xy = PT_REGS_PARM4(regs), block_z = (__u32)PT_REGS_PARM5(regs);
 	__u32 g[3] = {grid_xy, grid_xy >> 32, grid_z}, b[3] = {block_xy, block_xy >> 32, block_z};
-	__u64 grid, block, shared = 0, sp = PT_REGS_SP(regs);
-	struct gpu_proc_stats *st;
+	__u64 shared = 0, sp = PT_REGS_SP(regs);
 
 	/* Read now: a context pointer kept across the calls below may be spilled as
 	 * ctx + offset, which the verifier refuses to dereference. */
 	barrier_var(sp);
 
 	/* The hot call: no in-flight entry, its return needs only the return code. */
-	st = gpu_call_count(TLM_ARG, pid_tgid, func);
-	if (!st)
-		return 0;
-	grid = (__u64)(__u32)grid_xy * (grid_xy >> 32) * grid_z;
-	block = (__u64)(__u32)block_xy * (block_xy >> 32) * block_z;
-	gpu_count_launch(st, dev, grid, block);
-	gpu_count_kernel(TLM_ARG, pid_tgid, GPU_KERNEL_RUNTIME, PT_REGS_PARM1(regs), g, b);
+	gpu_count_launch(TLM_ARG, pid_tgid, func, GPU_KERNEL_RUNTIME, PT_REGS_PARM1(regs), dev, g,
+			 b);
 	if (gpu_launch_shared_mem &&
 	    !tlm_probe_read_user(&shared, sizeof(shared), (void *)(sp + 8)))
-		__sync_fetch_and_add(&st->shared_mem_bytes, shared);
+		gpu_count_shared_mem(TLM_ARG, pid_tgid, shared);
 	return 0;
 }
 
@@ -77,23 +71,13 @@ static __always_inline int gpu_launch_config_enter_body(TLM_PARAM, struct pt_reg
 							__u32 api, __u32 dev)
 {
 	struct gpu_launch_config c = {};
-	struct gpu_proc_stats *st;
-	__u64 grid, block;
+	bool read = !tlm_probe_read_user(&c, sizeof(c), (void *)PT_REGS_PARM1(regs));
 
-	st = gpu_call_count(TLM_ARG, pid_tgid, func);
-	if (!st)
-		return 0;
-	if (tlm_probe_read_user(&c, sizeof(c), (void *)PT_REGS_PARM1(regs))) {
-		gpu_count_launch(st, dev, 0, 0);
-		gpu_count_kernel(TLM_ARG, pid_tgid, api, PT_REGS_PARM2(regs), c.grid, c.block);
-		return 0;
-	}
-	grid = (__u64)c.grid[0] * c.grid[1] * c.grid[2];
-	block = (__u64)c.block[0] * c.block[1] * c.block[2];
-	gpu_count_launch(st, dev, grid, block);
-	gpu_count_kernel(TLM_ARG, pid_tgid, api, PT_REGS_PARM2(regs), c.grid, c.block);
-	if (gpu_launch_shared_mem)
-		__sync_fetch_and_add(&st->shared_mem_bytes, c.shared_mem_bytes);
+	if (!read) /* zeros: no thread counted, no size */
+		__builtin_memset(&c, 0, sizeof(c));
+	gpu_count_launch(TLM_ARG, pid_tgid, func, api, PT_REGS_PARM2(regs), dev, c.grid, c.block);
+	if (gpu_launch_shared_mem && read)
+		gpu_count_shared_mem(TLM_ARG, pid_tgid, c.shared_mem_bytes);
 	return 0;
 }
 

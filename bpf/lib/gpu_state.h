@@ -138,12 +138,14 @@ struct {
 	__type(value, __s32); /* device */
 } gpu_ctxs SEC(".maps");
 
-/* Launches per (process, kernel). Not preallocated; full: counted by errors telemetry. */
+/* Launches per (process, kernel, launch function, device, size): the one row a launch
+ * adds to (struct gpu_launch_key). Not preallocated; full: counted by errors telemetry,
+ * and the launches that find no room are counted in their process's stats. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GPU_MAX_KERNELS);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct gpu_kernel_key);
+	__type(key, struct gpu_launch_key);
 	__type(value, struct gpu_kernel);
 } gpu_kernels SEC(".maps");
 
@@ -462,49 +464,86 @@ static __always_inline __u32 gpu_log2(__u64 v)
 	return r;
 }
 
-/* Count a launch of grid x block threads on device slot dev (the thread's current one:
- * its state is looked up once per probe, by the caller). */
-static __always_inline void gpu_count_launch(struct gpu_proc_stats *st, __u32 slot, __u64 grid,
-					     __u64 block)
+/* The size bucket of a launch of threads threads (struct gpu_launch_key). */
+static __always_inline __u8 gpu_launch_bucket(__u64 threads)
 {
-	__u64 threads = grid * block, dev = gpu_dev_idx(slot);
 	__u32 bucket;
 
+	if (!threads)
+		return GPU_LAUNCH_NO_BUCKET;
+	bucket = gpu_log2(threads);
+	return bucket < GPU_LAUNCH_BUCKETS ? bucket : GPU_LAUNCH_BUCKETS - 1;
+}
+
+/* A launch the process's stats st count, its row having no room. */
+static __always_inline void gpu_count_launch_stats(struct gpu_proc_stats *st,
+						   const struct gpu_launch_key *key, __u64 threads)
+{
+	__u64 dev = gpu_dev_idx(key->dev);
+
+	__sync_fetch_and_add(&st->calls[gpu_fn_idx(key->fn)], 1);
 	__sync_fetch_and_add(&st->dev[dev].launches, 1);
 	__sync_fetch_and_add(&st->dev[dev].threads, threads);
 	__sync_fetch_and_add(&st->threads, threads);
-	if (threads) {
-		bucket = gpu_log2(threads);
-		if (bucket >= GPU_LAUNCH_BUCKETS)
-			bucket = GPU_LAUNCH_BUCKETS - 1;
-		__sync_fetch_and_add(&st->launch_threads[bucket], 1);
-	}
+	if (key->bucket < GPU_LAUNCH_BUCKETS)
+		__sync_fetch_and_add(&st->launch_threads[key->bucket], 1);
 }
 
-/* Count a launch of one kernel: grid and block as the call gave them. */
-static __always_inline void gpu_count_kernel(TLM_PARAM, __u64 pid_tgid, __u32 api, __u64 func,
-					     const __u32 grid[3], const __u32 block[3])
+/*
+ * Count a launch by fn of one kernel (api, func) on device slot slot (the thread's
+ * current one: its state is looked up once per probe, by the caller): grid and block as
+ * the call gave them, zeros where unread. Its row of gpu_kernels takes it, and nothing
+ * else: the hot path is one lookup and two adds. A row is made at its first launch,
+ * after the process's stats (what makes the process known: gpu_procs); with no room
+ * for it, the stats count the launch. Nothing is counted when the process has no stats
+ * (gpu_procs full: counted by errors telemetry), as for any other call.
+ */
+static __always_inline void gpu_count_launch(TLM_PARAM, __u64 pid_tgid, enum gpu_func fn, __u32 api,
+					     __u64 func, __u32 slot, const __u32 grid[3],
+					     const __u32 block[3])
 {
-	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = api, .func = func};
 	__u64 threads = (__u64)grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2];
+	struct gpu_launch_key key = {.tgid = pid_tgid >> 32, .api = api, .fn = gpu_fn_idx(fn),
+				     .dev = gpu_dev_idx(slot), .func = func};
 	struct gpu_kernel k = {.launches = 1, .threads = threads}, *cur;
+	struct gpu_proc_stats *st;
 
+	key.bucket = gpu_launch_bucket(threads);
 	cur = bpf_map_lookup_elem(&gpu_kernels, &key);
 	if (!cur) {
+		st = gpu_proc(TLM_ARG, key.tgid);
+		if (!st)
+			return;
 		__builtin_memcpy(k.grid, grid, sizeof(k.grid));
 		__builtin_memcpy(k.block, block, sizeof(k.block));
-		/* -EEXIST: another thread of the process inserted it since our lookup. */
-		if (tlm_map_insert(gpu_kernels, &key, &k) != -EEXIST)
+		switch (tlm_map_insert(gpu_kernels, &key, &k)) {
+		case 0:
 			return;
-		cur = bpf_map_lookup_elem(&gpu_kernels, &key);
-		if (!cur)
+		case -EEXIST: /* another thread of the process made it since our lookup */
+			cur = bpf_map_lookup_elem(&gpu_kernels, &key);
+			if (cur)
+				break;
+			/* fallthrough */
+		default:
+			gpu_count_launch_stats(st, &key, threads);
 			return;
+		}
 	}
 	__sync_fetch_and_add(&cur->launches, 1);
 	__sync_fetch_and_add(&cur->threads, threads);
 	/* The last launch's sizes; a racing launch may mix its own in: a display value. */
 	__builtin_memcpy(cur->grid, grid, sizeof(k.grid));
 	__builtin_memcpy(cur->block, block, sizeof(k.block));
+}
+
+/* Launches' dynamic shared memory, when summed (gpu_launch_shared_mem): the process's
+ * stats are looked up for it, off the launch's hot path. */
+static __always_inline void gpu_count_shared_mem(TLM_PARAM, __u64 pid_tgid, __u64 bytes)
+{
+	struct gpu_proc_stats *st = gpu_proc(TLM_ARG, pid_tgid >> 32);
+
+	if (st)
+		__sync_fetch_and_add(&st->shared_mem_bytes, bytes);
 }
 
 #endif /* BPFTEL_LIB_GPU_STATE_H */

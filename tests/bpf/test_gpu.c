@@ -18,6 +18,7 @@
 
 #include "harness.h"
 #include "gpu.h" /* before the skeleton: it names struct gpu_proc_stats */
+#include "user/modules/gpu/gpu.h"
 #include "gpu_harness.skel.h"
 
 #define GPU_TEST_ENTER	   0
@@ -72,20 +73,43 @@ static void ret_at(enum gpu_func f, long rc, __u64 now, __u64 sp)
 	run(GPU_TEST_RET + f, &regs, PID_TGID, now);
 }
 
+/* The process's stats as the module reports them: its row of gpu_procs, and its
+ * launches from its rows of gpu_kernels (bpftel_gpu_add_launches). */
 static struct gpu_proc_stats stats_of(__u32 tgid)
 {
+	int fd = bpf_map__fd(skel->maps.gpu_kernels);
+	struct gpu_launch_key key, *prev = NULL;
 	struct gpu_proc_stats st;
+	struct gpu_kernel k;
 
 	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_procs), &tgid, &st), 0);
+	while (!bpf_map_get_next_key(fd, prev, &key)) {
+		prev = &key;
+		if (key.tgid == tgid && !bpf_map_lookup_elem(fd, &key, &k))
+			bpftel_gpu_add_launches(&st, &key, &k);
+	}
 	return st;
 }
 
+/* The rows of kernel (api, func) of TGID, summed; the sizes of the last one read. */
 static struct gpu_kernel kernel_of(__u32 api, __u64 func)
 {
-	struct gpu_kernel_key key = {.tgid = TGID, .api = api, .func = func};
-	struct gpu_kernel k = {};
+	int fd = bpf_map__fd(skel->maps.gpu_kernels), rows = 0;
+	struct gpu_launch_key key, *prev = NULL;
+	struct gpu_kernel k = {}, row;
 
-	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_kernels), &key, &k), 0);
+	while (!bpf_map_get_next_key(fd, prev, &key)) {
+		prev = &key;
+		if (key.tgid != TGID || key.api != api || key.func != func ||
+		    bpf_map_lookup_elem(fd, &key, &row))
+			continue;
+		k.launches += row.launches;
+		k.threads += row.threads;
+		memcpy(k.grid, row.grid, sizeof(k.grid));
+		memcpy(k.block, row.block, sizeof(k.block));
+		rows++;
+	}
+	assert_true(rows > 0);
 	return k;
 }
 
@@ -1219,6 +1243,55 @@ static void test_graph_launches(void **state)
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
 }
 
+/*
+ * A launch adds to its kernel's row and nothing else: the process's own stats hold no
+ * launch while the row has room. With the kernel map full, a launch of a new row is
+ * counted in the process's stats instead, by function, device and size, and one of a
+ * row already there still goes to it: the totals stay exact either way.
+ */
+static void test_launch_rows_and_full_kernel_map(void **state)
+{
+	__u64 stack[3] = {0xdead, 0, 0};
+	struct test_regs a = {.di = 0x401000, .si = 2 | 1ul << 32, .dx = 1, .cx = 32 | 1ul << 32,
+			      .r8 = 1, .sp = (uintptr_t)stack};
+	struct test_regs b = a;
+	int fd = bpf_map__fd(skel->maps.gpu_kernels), pfd = bpf_map__fd(skel->maps.gpu_procs);
+	struct gpu_launch_key key = {.tgid = 9000, .api = GPU_KERNEL_DRIVER};
+	struct gpu_kernel one = {.launches = 1};
+	struct gpu_proc_stats raw, st;
+	__u32 i, tgid = TGID;
+
+	(void)state;
+	b.di = 0x402000;
+	enter(GPU_FN_LAUNCH, &a, 1);
+	ret(GPU_FN_LAUNCH, 0, 2);
+	assert_int_equal(bpf_map_lookup_elem(pfd, &tgid, &raw), 0);
+	assert_int_equal(raw.calls[GPU_FN_LAUNCH], 0);
+	assert_int_equal(raw.threads, 0);
+	assert_int_equal(map_len(fd, 16), 1);
+	/* Fill the map with another process's rows. */
+	for (i = 1; i < bpf_map__max_entries(skel->maps.gpu_kernels); i++) {
+		key.func = i;
+		assert_int_equal(bpf_map_update_elem(fd, &key, &one, BPF_NOEXIST), 0);
+	}
+	enter(GPU_FN_LAUNCH, &b, 3); /* a new row: no room */
+	ret(GPU_FN_LAUNCH, 0, 4);
+	enter(GPU_FN_LAUNCH, &a, 5); /* its row is there */
+	ret(GPU_FN_LAUNCH, 0, 6);
+	assert_int_equal(bpf_map_lookup_elem(pfd, &tgid, &raw), 0);
+	assert_int_equal(raw.calls[GPU_FN_LAUNCH], 1);
+	assert_int_equal(raw.threads, 64);
+	assert_int_equal(raw.launch_threads[6], 1); /* 64 threads */
+	assert_int_equal(raw.dev[0].launches, 1);
+	assert_int_equal(kernel_of(GPU_KERNEL_RUNTIME, 0x401000).launches, 2);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 3);
+	assert_int_equal(st.threads, 3 * 64);
+	assert_int_equal(st.launch_threads[6], 3);
+	assert_int_equal(st.dev[0].launches, 3);
+	assert_int_equal(st.dev[0].threads, 3 * 64);
+}
+
 /* __cudaGetKernel(&handle, hostFun): once it returned the handle, the handle maps to the
  * host function (gpu_khosts), by which userspace names the kernel launched by handle. A
  * failed call maps nothing. */
@@ -1434,6 +1507,7 @@ int main(void)
 		T(test_driver_inside_runtime_not_counted_twice),
 		T(test_lost_runtime_return_heals),
 		T(test_devices_per_thread),
+		T(test_launch_rows_and_full_kernel_map),
 		T(test_task_exit_drops_thread),
 		T(test_thread_slot_shared_by_index),
 		T(test_kernels_counted_and_named),

@@ -483,42 +483,93 @@ static size_t read_errors(int fd, struct bpftel_gpu_proc *rows, size_t n,
 	return nes;
 }
 
-/* The launched kernels of the processes in rows, with the names the driver gave and
- * the host functions of the runtime's handles. */
+static int cmp_kernel_seen(const void *a, const void *b)
+{
+	const struct gpu_kernel_key *x = &((const struct bpftel_gpu_kernel_seen *)a)->key;
+	const struct gpu_kernel_key *y = &((const struct bpftel_gpu_kernel_seen *)b)->key;
+
+	if (x->tgid != y->tgid)
+		return x->tgid < y->tgid ? -1 : 1;
+	if (x->api != y->api)
+		return x->api < y->api ? -1 : 1;
+	return x->func < y->func ? -1 : x->func > y->func;
+}
+
+/* ks[0..n) sorted by kernel: one entry per kernel, its rows' launches and threads
+ * summed, the sizes of its most launched row's last launch kept. Returns the count. */
+static size_t merge_kernels(struct bpftel_gpu_kernel_seen *ks, size_t n)
+{
+	size_t i, out = 0;
+	__u64 best = 0; /* the launches of the row whose sizes are kept */
+
+	for (i = 0; i < n; i++) {
+		if (out && !cmp_kernel_seen(&ks[out - 1], &ks[i])) {
+			ks[out - 1].k.launches += ks[i].k.launches;
+			ks[out - 1].k.threads += ks[i].k.threads;
+			if (ks[i].k.launches > best) {
+				best = ks[i].k.launches;
+				memcpy(ks[out - 1].k.grid, ks[i].k.grid, sizeof(ks[i].k.grid));
+				memcpy(ks[out - 1].k.block, ks[i].k.block, sizeof(ks[i].k.block));
+			}
+			continue;
+		}
+		best = ks[i].k.launches;
+		ks[out++] = ks[i];
+	}
+	return out;
+}
+
+/*
+ * The launches of the processes in rows, from their rows of gpu_kernels: added to each
+ * process's stats (calls, devices, threads, sizes: bpftel_gpu_add_launches), and per
+ * kernel (one entry whatever its rows' functions, devices and sizes), with the names
+ * the driver gave and the host functions of the runtime's handles.
+ */
 static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_t n,
 			   struct bpftel_gpu_kernel_seen **out)
 {
 	int fd = bpf_map__fd(skel->maps.gpu_kernels), names_fd = bpf_map__fd(skel->maps.gpu_knames);
 	int hosts_fd = bpf_map__fd(skel->maps.gpu_khosts);
 	struct bpftel_gpu_kernel_seen *ks = NULL, *grown;
-	struct gpu_kernel_key key, next, *prev = NULL;
+	struct gpu_launch_key key, next, *prev = NULL;
+	struct bpftel_gpu_proc *p;
+	struct gpu_kernel k;
 	struct gpu_kname kn;
-	size_t nks = 0, cap = 0;
+	size_t nks = 0, cap = 0, i;
 
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (!find_proc(rows, n, key.tgid))
+		p = find_proc(rows, n, key.tgid);
+		if (!p || bpf_map_lookup_elem(fd, &key, &k))
 			continue;
-		if (nks == cap) {
-			cap = cap ? cap * 2 : 64;
-			grown = realloc(ks, cap * sizeof(*ks));
+		bpftel_gpu_add_launches(&p->st, &key, &k);
+		if (nks == cap) { /* out of memory: the totals stay whole, the list is short */
+			grown = realloc(ks, (cap ? cap * 2 : 64) * sizeof(*ks));
 			if (!grown)
-				break; /* the kernels read so far are reported */
+				continue;
 			ks = grown;
+			cap = cap ? cap * 2 : 64;
 		}
 		memset(&ks[nks], 0, sizeof(ks[nks]));
-		if (bpf_map_lookup_elem(fd, &key, &ks[nks].k))
-			continue;
-		ks[nks].key = key;
-		if (key.api == GPU_KERNEL_DRIVER && !bpf_map_lookup_elem(names_fd, &key, &kn)) {
-			kn.name[sizeof(kn.name) - 1] = '\0';
-			memcpy(ks[nks].driver_name, kn.name, sizeof(kn.name));
-		}
-		if (key.api == GPU_KERNEL_RUNTIME &&
-		    bpf_map_lookup_elem(hosts_fd, &key, &ks[nks].host))
-			ks[nks].host = 0;
+		ks[nks].k = k;
+		ks[nks].key = (struct gpu_kernel_key){.tgid = key.tgid, .api = key.api,
+						      .func = key.func};
 		nks++;
+	}
+	if (nks) {
+		qsort(ks, nks, sizeof(*ks), cmp_kernel_seen);
+		nks = merge_kernels(ks, nks);
+	}
+	for (i = 0; i < nks; i++) {
+		if (ks[i].key.api == GPU_KERNEL_DRIVER &&
+		    !bpf_map_lookup_elem(names_fd, &ks[i].key, &kn)) {
+			kn.name[sizeof(kn.name) - 1] = '\0';
+			memcpy(ks[i].driver_name, kn.name, sizeof(kn.name));
+		}
+		if (ks[i].key.api == GPU_KERNEL_RUNTIME &&
+		    bpf_map_lookup_elem(hosts_fd, &ks[i].key, &ks[i].host))
+			ks[i].host = 0;
 	}
 	*out = ks;
 	return nks;
@@ -567,10 +618,9 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 		bpftel_gpu_errors__reset(g->errors);
 		g->state_opens = g->opens;
 	}
-	/* The processes first, their kernels after: a launch between the two reads is in
-	 * its kernel's count and not in the total, so kernel="other" (the total less the
-	 * series) may read low for a report, which gpu_kernels.c holds, never high, which
-	 * would come down at the next. */
+	/* The processes first, their kernels after: a process's launches are in its
+	 * kernels' rows (but for those the kernel map had no room for, in its stats), so
+	 * its totals are the sums of the same rows its kernels are read from. */
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;

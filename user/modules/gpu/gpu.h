@@ -83,6 +83,23 @@ static inline __u64 bpftel_gpu_launches(const struct gpu_proc_stats *st)
 	       st->calls[GPU_FN_CU_LAUNCH_EX] + st->calls[GPU_FN_CU_LAUNCH_COOP];
 }
 
+/* Add one of a process's rows of gpu_kernels to its stats st: where the BPF side counts
+ * its launches (struct gpu_launch_key), by function, device and size. */
+static inline void bpftel_gpu_add_launches(struct gpu_proc_stats *st,
+					   const struct gpu_launch_key *key,
+					   const struct gpu_kernel *k)
+{
+	unsigned int dev = key->dev < GPU_DEV_SLOTS ? key->dev : GPU_DEV_UNKNOWN;
+
+	if (key->fn < GPU_FN__COUNT)
+		st->calls[key->fn] += k->launches;
+	st->dev[dev].launches += k->launches;
+	st->dev[dev].threads += k->threads;
+	st->threads += k->threads;
+	if (key->bucket < GPU_LAUNCH_BUCKETS)
+		st->launch_threads[key->bucket] += k->launches;
+}
+
 /* A process's graph launches (cudaGraphLaunch, cuGraphLaunch), failed ones included. */
 static inline __u64 bpftel_gpu_graph_launches(const struct gpu_proc_stats *st)
 {
