@@ -34,6 +34,7 @@
 #define GPU_MAX_THREADS	 8192
 #define GPU_MAX_CTXS	 1024
 #define GPU_MAX_KERNELS	 8192
+#define GPU_MAX_LAUNCH_ROWS 32768 /* a kernel has a row per function, device and size */
 
 /* A process holds at most this many entries of gpu_allocs: a quarter of the map, so
  * that one leaking process cannot leave the others untracked. Beyond it, allocations
@@ -143,7 +144,7 @@ struct {
  * and the launches that find no room are counted in their process's stats. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GPU_MAX_KERNELS);
+	__uint(max_entries, GPU_MAX_LAUNCH_ROWS);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct gpu_launch_key);
 	__type(value, struct gpu_kernel);

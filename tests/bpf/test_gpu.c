@@ -91,7 +91,8 @@ static struct gpu_proc_stats stats_of(__u32 tgid)
 	return st;
 }
 
-/* The rows of kernel (api, func) of TGID, summed; the sizes of the last one read. */
+/* The rows of kernel (api, func) of TGID, summed; the sizes of the last one read (a
+ * case that asserts sizes launches its kernel at one size). */
 static struct gpu_kernel kernel_of(__u32 api, __u64 func)
 {
 	int fd = bpf_map__fd(skel->maps.gpu_kernels), rows = 0;
@@ -1158,6 +1159,9 @@ static void test_runtime_launch_ex(void **state)
 	} cfg = {{2, 3, 4}, {32, 2, 1}, 256, 0, 0, 0};
 	struct test_regs regs = {.di = (uintptr_t)&cfg, .si = 0x401000, .sp = 0x1000};
 	struct test_regs bad = {.di = 8, .si = 0x401000, .sp = 0x1000};
+	struct gpu_launch_key unread = {.tgid = TGID, .api = GPU_KERNEL_RUNTIME,
+					.fn = GPU_FN_LAUNCH_EX, .dev = 0,
+					.bucket = GPU_LAUNCH_NO_BUCKET, .func = 0x401000};
 	struct gpu_proc_stats st;
 	struct gpu_kernel k;
 
@@ -1181,7 +1185,11 @@ static void test_runtime_launch_ex(void **state)
 	k = kernel_of(GPU_KERNEL_RUNTIME, 0x401000);
 	assert_int_equal(k.launches, 2);
 	assert_int_equal(k.threads, 24 * 64);
-	assert_int_equal(k.grid[0], 0); /* the last launch's: unread */
+	/* The launch whose config was unread: a row of no size, its sizes zeros. */
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_kernels), &unread, &k), 0);
+	assert_int_equal(k.launches, 1);
+	assert_int_equal(k.threads, 0);
+	assert_int_equal(k.grid[0], 0);
 }
 
 /* cudaLaunchCooperativeKernel and cuLaunchCooperativeKernel take cudaLaunchKernel's and

@@ -483,10 +483,40 @@ static size_t read_errors(int fd, struct bpftel_gpu_proc *rows, size_t n,
 	return nes;
 }
 
-static int cmp_kernel_seen(const void *a, const void *b)
+/* A kernel's launches as read: its rows of gpu_kernels (struct gpu_launch_key) merged. */
+struct kernel_rows {
+	struct gpu_kernel_key key; /* the kernel: its rows' keys less function, device, size */
+	struct gpu_kernel k;	   /* their launches and threads summed */
+	/* The row whose last sizes k holds: its launches and key. */
+	__u64 best;
+	struct gpu_launch_key best_key;
+};
+
+/* Whose sizes a kernel shows: its most launched row's; between rows launched as often,
+ * the larger size, then the lower device slot, then the lower function (the order in
+ * which the map lists rows is the kernel's hash order: no tie may depend on it). */
+static bool row_better(const struct kernel_rows *a, const struct kernel_rows *b)
 {
-	const struct gpu_kernel_key *x = &((const struct bpftel_gpu_kernel_seen *)a)->key;
-	const struct gpu_kernel_key *y = &((const struct bpftel_gpu_kernel_seen *)b)->key;
+	const struct gpu_launch_key *x = &a->best_key, *y = &b->best_key;
+	int bx = x->bucket == GPU_LAUNCH_NO_BUCKET ? -1 : x->bucket;
+	int by = y->bucket == GPU_LAUNCH_NO_BUCKET ? -1 : y->bucket;
+
+	if (a->best != b->best)
+		return a->best > b->best;
+	if (bx != by)
+		return bx > by;
+	if (x->dev != y->dev)
+		return x->dev < y->dev;
+	return x->fn < y->fn;
+}
+
+/* Kernels listed per report at most (the most launched): the handles gpu_kernels.c
+ * keeps. The launches of any others are in their processes' totals all the same. */
+#define KERNELS_LISTED 8192
+
+static int cmp_kernel_key(const void *a, const void *b)
+{
+	const struct gpu_kernel_key *x = a, *y = b;
 
 	if (x->tgid != y->tgid)
 		return x->tgid < y->tgid ? -1 : 1;
@@ -495,47 +525,47 @@ static int cmp_kernel_seen(const void *a, const void *b)
 	return x->func < y->func ? -1 : x->func > y->func;
 }
 
-/* ks[0..n) sorted by kernel: one entry per kernel, its rows' launches and threads
- * summed, the sizes of its most launched row's last launch kept. Returns the count. */
-static size_t merge_kernels(struct bpftel_gpu_kernel_seen *ks, size_t n)
+static int cmp_kernel_launches(const void *a, const void *b)
+{
+	__u64 x = ((const struct kernel_rows *)a)->k.launches;
+	__u64 y = ((const struct kernel_rows *)b)->k.launches;
+
+	return x < y ? 1 : x > y ? -1 : cmp_kernel_key(a, b);
+}
+
+/* kr[0..n) sorted by kernel: one entry per kernel. Returns the count. */
+static size_t merge_kernels(struct kernel_rows *kr, size_t n)
 {
 	size_t i, out = 0;
-	__u64 best = 0; /* the launches of the row whose sizes are kept */
 
 	for (i = 0; i < n; i++) {
-		if (out && !cmp_kernel_seen(&ks[out - 1], &ks[i])) {
-			ks[out - 1].k.launches += ks[i].k.launches;
-			ks[out - 1].k.threads += ks[i].k.threads;
-			if (ks[i].k.launches > best) {
-				best = ks[i].k.launches;
-				memcpy(ks[out - 1].k.grid, ks[i].k.grid, sizeof(ks[i].k.grid));
-				memcpy(ks[out - 1].k.block, ks[i].k.block, sizeof(ks[i].k.block));
-			}
+		if (!out || cmp_kernel_key(&kr[out - 1].key, &kr[i].key)) {
+			kr[out++] = kr[i];
 			continue;
 		}
-		best = ks[i].k.launches;
-		ks[out++] = ks[i];
+		kr[out - 1].k.launches += kr[i].k.launches;
+		kr[out - 1].k.threads += kr[i].k.threads;
+		if (row_better(&kr[i], &kr[out - 1])) {
+			kr[out - 1].best = kr[i].best;
+			kr[out - 1].best_key = kr[i].best_key;
+			memcpy(kr[out - 1].k.grid, kr[i].k.grid, sizeof(kr[i].k.grid));
+			memcpy(kr[out - 1].k.block, kr[i].k.block, sizeof(kr[i].k.block));
+		}
 	}
 	return out;
 }
 
-/*
- * The launches of the processes in rows, from their rows of gpu_kernels: added to each
- * process's stats (calls, devices, threads, sizes: bpftel_gpu_add_launches), and per
- * kernel (one entry whatever its rows' functions, devices and sizes), with the names
- * the driver gave and the host functions of the runtime's handles.
- */
-static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_t n,
-			   struct bpftel_gpu_kernel_seen **out)
+/* Every row of gpu_kernels of the processes in rows, each added to its process's stats
+ * (calls, devices, threads, sizes: bpftel_gpu_add_launches) and kept (kr) but when out
+ * of memory: the totals stay whole, the list is short. Returns the count kept. */
+static size_t read_kernel_rows(int fd, struct bpftel_gpu_proc *rows, size_t n,
+			       struct kernel_rows **out)
 {
-	int fd = bpf_map__fd(skel->maps.gpu_kernels), names_fd = bpf_map__fd(skel->maps.gpu_knames);
-	int hosts_fd = bpf_map__fd(skel->maps.gpu_khosts);
-	struct bpftel_gpu_kernel_seen *ks = NULL, *grown;
 	struct gpu_launch_key key, next, *prev = NULL;
+	struct kernel_rows *kr = NULL, *grown;
+	size_t nkr = 0, cap = 0;
 	struct bpftel_gpu_proc *p;
 	struct gpu_kernel k;
-	struct gpu_kname kn;
-	size_t nks = 0, cap = 0, i;
 
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
@@ -544,24 +574,54 @@ static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_
 		if (!p || bpf_map_lookup_elem(fd, &key, &k))
 			continue;
 		bpftel_gpu_add_launches(&p->st, &key, &k);
-		if (nks == cap) { /* out of memory: the totals stay whole, the list is short */
-			grown = realloc(ks, (cap ? cap * 2 : 64) * sizeof(*ks));
+		if (nkr == cap) {
+			grown = realloc(kr, (cap ? cap * 2 : 64) * sizeof(*kr));
 			if (!grown)
 				continue;
-			ks = grown;
+			kr = grown;
 			cap = cap ? cap * 2 : 64;
 		}
-		memset(&ks[nks], 0, sizeof(ks[nks]));
-		ks[nks].k = k;
-		ks[nks].key = (struct gpu_kernel_key){.tgid = key.tgid, .api = key.api,
-						      .func = key.func};
-		nks++;
+		kr[nkr++] = (struct kernel_rows){
+			.key = {.tgid = key.tgid, .api = key.api, .func = key.func},
+			.k = k, .best = k.launches, .best_key = key};
 	}
-	if (nks) {
-		qsort(ks, nks, sizeof(*ks), cmp_kernel_seen);
-		nks = merge_kernels(ks, nks);
+	*out = kr;
+	return nkr;
+}
+
+/*
+ * The launches of the processes in rows: added to their stats, and per kernel (one
+ * entry whatever its rows' functions, devices and sizes; at most KERNELS_LISTED), with
+ * the names the driver gave and the host functions of the runtime's handles.
+ */
+static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_t n,
+			   struct bpftel_gpu_kernel_seen **out)
+{
+	int names_fd = bpf_map__fd(skel->maps.gpu_knames), hosts_fd = bpf_map__fd(skel->maps.gpu_khosts);
+	struct bpftel_gpu_kernel_seen *ks = NULL;
+	struct kernel_rows *kr;
+	struct gpu_kname kn;
+	size_t nkr, i;
+
+	*out = NULL;
+	nkr = read_kernel_rows(bpf_map__fd(skel->maps.gpu_kernels), rows, n, &kr);
+	if (nkr) {
+		qsort(kr, nkr, sizeof(*kr), cmp_kernel_key);
+		nkr = merge_kernels(kr, nkr);
 	}
-	for (i = 0; i < nks; i++) {
+	if (nkr > KERNELS_LISTED) {
+		qsort(kr, nkr, sizeof(*kr), cmp_kernel_launches);
+		nkr = KERNELS_LISTED;
+	}
+	if (nkr)
+		ks = calloc(nkr, sizeof(*ks));
+	if (!ks) {
+		free(kr);
+		return 0;
+	}
+	for (i = 0; i < nkr; i++) {
+		ks[i].key = kr[i].key;
+		ks[i].k = kr[i].k;
 		if (ks[i].key.api == GPU_KERNEL_DRIVER &&
 		    !bpf_map_lookup_elem(names_fd, &ks[i].key, &kn)) {
 			kn.name[sizeof(kn.name) - 1] = '\0';
@@ -571,8 +631,9 @@ static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_
 		    bpf_map_lookup_elem(hosts_fd, &ks[i].key, &ks[i].host))
 			ks[i].host = 0;
 	}
+	free(kr);
 	*out = ks;
-	return nks;
+	return nkr;
 }
 
 __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p)

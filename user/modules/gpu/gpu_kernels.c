@@ -26,7 +26,7 @@
  * baseline, the launches it had at the report before (they were counted under
  * kernel="other" then), and adds its launches beyond it. kernel="other" is the process's
  * launches less its series', so the family sums to bpftel_gpu_kernel_launches_total.
- * Handles are at most as many as the kernel map holds (it drops none of a live process).
+ * Handles are at most as many as gpu.c lists (KERNELS_LISTED, the most launched).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,7 +46,7 @@
 #include "user/manager/elfaddr.h"
 #include "user/sharedlibs/procfile.h"
 
-#define HANDLES_MAX   8192   /* gpu_kernels' size (bpf/lib/gpu_state.h): the map holds no more */
+#define HANDLES_MAX   8192   /* the kernels gpu.c lists per report at most (KERNELS_LISTED) */
 #define NO_HANDLE     SIZE_MAX
 
 /* A kernel handle read from the map: (process, host function) or (process, CUfunction). */
