@@ -29,6 +29,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 TLM_PROG_KEY(gpu_uprobe);
 TLM_PROG_KEY(gpu_uretprobe);
 TLM_PROG_KEY(gpu_task_exit);
+TLM_PROG_KEY(gpu_exec);
 
 /* The clock for every call but the launches (kernel and graph), which need no time: on
  * this VM reading it was ~5 % of a cudaLaunchKernel under both probes (perf,
@@ -69,4 +70,13 @@ int gpu_task_exit(void *ctx)
 	BPFTEL_STOP_GATE();
 
 	return gpu_task_exit_body(TLM_ARG, bpf_get_current_pid_tgid());
+}
+
+SEC("tracepoint/sched/sched_process_exec")
+int gpu_exec(void *ctx)
+{
+	TLM_PROG(gpu_exec);
+	BPFTEL_STOP_GATE();
+
+	return gpu_exec_body(TLM_ARG, bpf_get_current_pid_tgid());
 }

@@ -167,6 +167,9 @@ struct gpu_proc_stats {
 	__u64 sync_ns;			       /* time inside stream/device/context syncs */
 	__s32 device;			       /* last device made current, -1 none */
 	__u32 __pad;
+	/* When the row was made (bpf_ktime_get_ns): a process that execs loses its row
+	 * (gpu_exec_body), and its new program's first call makes another. */
+	__u64 born_ns;
 	struct gpu_dev_stats dev[GPU_DEV_SLOTS];
 };
 
@@ -266,7 +269,7 @@ _Static_assert(sizeof(struct gpu_mem_stats) == 6 * 8, "gpu_mem_stats layout");
 _Static_assert(sizeof(struct gpu_dev_stats) == 5 * 8, "gpu_dev_stats layout");
 _Static_assert(sizeof(struct gpu_proc_stats) ==
 		       8 * (2 * GPU_FN__COUNT + 2 + GPU_LAUNCH_BUCKETS + 6 * GPU_MEM__COUNT + 7 +
-			    GPU_MEMCPY__COUNT + 2 + 1 + 5 * GPU_DEV_SLOTS),
+			    GPU_MEMCPY__COUNT + 2 + 1 + 1 + 5 * GPU_DEV_SLOTS),
 	       "gpu_proc_stats layout");
 _Static_assert(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key layout");
 _Static_assert(sizeof(struct gpu_alloc) == 24, "gpu_alloc layout");

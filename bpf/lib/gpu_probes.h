@@ -374,4 +374,76 @@ static __always_inline int gpu_task_exit_body(TLM_PARAM, __u64 pid_tgid)
 	return 0;
 }
 
+/* What gpu_exec_body's callbacks share: the process, and the program a failed delete
+ * is counted under. */
+struct gpu_exec_ctx {
+	__u32 tgid;
+	__u32 prog;
+};
+
+/* A bpf_for_each_map_elem callback for map, whose keys begin with the process's tgid
+ * (__u32), or its pid_tgid (__u64) when by_thread: drop the process's entries. */
+#define GPU_DROP_CB(map, by_thread)                                                      \
+	static long gpu_drop_##map(struct bpf_map *m, const void *key, void *value,       \
+				   struct gpu_exec_ctx *c)                                \
+	{                                                                                 \
+		__u32 __tlm_prog = c->prog;                                               \
+		__u32 tgid = by_thread ? *(const __u64 *)key >> 32 : *(const __u32 *)key; \
+                                                                                          \
+		(void)m;                                                                  \
+		(void)value;                                                              \
+		if (tgid == c->tgid)                                                      \
+			tlm_map_delete(map, key);                                         \
+		return 0;                                                                 \
+	}
+
+GPU_DROP_CB(gpu_allocs, false)
+GPU_DROP_CB(gpu_errors, false)
+GPU_DROP_CB(gpu_ctxs, false)
+GPU_DROP_CB(gpu_kernels, false)
+GPU_DROP_CB(gpu_knames, false)
+GPU_DROP_CB(gpu_khosts, false)
+GPU_DROP_CB(gpu_inflight, true)
+GPU_DROP_CB(gpu_threads, true)
+
+static long gpu_drop_thread_slot(struct bpf_map *m, const __u32 *idx,
+				 struct gpu_thread_slot *s, struct gpu_exec_ctx *c)
+{
+	__u64 owner = s->owner;
+
+	(void)m;
+	(void)idx;
+	if (owner && owner >> 32 == c->tgid)
+		__sync_val_compare_and_swap(&s->owner, owner, 0);
+	return 0;
+}
+
+/*
+ * A process that used CUDA runs a new program (sched_process_exec): what it had is the
+ * old program's. Its allocations, kernels (an address names another function in the
+ * new program), names, errors, contexts, calls in flight and threads' state are dropped
+ * here, before the new program runs, and its row of gpu_procs last: the new program's
+ * first call makes a new one, born then (born_ns), which tells userspace that the
+ * process's counts begin again (user/modules/gpu/gpu.c). A walk of each map, once per
+ * exec of such a process only.
+ */
+static __always_inline int gpu_exec_body(TLM_PARAM, __u64 pid_tgid)
+{
+	struct gpu_exec_ctx c = {.tgid = pid_tgid >> 32, .prog = TLM_ARG};
+
+	if (!bpf_map_lookup_elem(&gpu_procs, &c.tgid))
+		return 0;
+	bpf_for_each_map_elem(&gpu_allocs, gpu_drop_gpu_allocs, &c, 0);
+	bpf_for_each_map_elem(&gpu_errors, gpu_drop_gpu_errors, &c, 0);
+	bpf_for_each_map_elem(&gpu_ctxs, gpu_drop_gpu_ctxs, &c, 0);
+	bpf_for_each_map_elem(&gpu_kernels, gpu_drop_gpu_kernels, &c, 0);
+	bpf_for_each_map_elem(&gpu_knames, gpu_drop_gpu_knames, &c, 0);
+	bpf_for_each_map_elem(&gpu_khosts, gpu_drop_gpu_khosts, &c, 0);
+	bpf_for_each_map_elem(&gpu_inflight, gpu_drop_gpu_inflight, &c, 0);
+	bpf_for_each_map_elem(&gpu_threads, gpu_drop_gpu_threads, &c, 0);
+	bpf_for_each_map_elem(&gpu_thread_slots, gpu_drop_thread_slot, &c, 0);
+	tlm_map_delete(gpu_procs, &c.tgid);
+	return 0;
+}
+
 #endif /* BPFTEL_LIB_GPU_PROBES_H */

@@ -220,7 +220,12 @@ static __always_inline bool gpu_fn_entry_only(__u64 func)
 
 static __always_inline struct gpu_proc_stats *gpu_proc(TLM_PARAM, __u32 tgid)
 {
-	return tlm_map_lookup_or_init(gpu_procs, &tgid, &gpu_proc_init);
+	struct gpu_proc_stats *st = tlm_map_lookup_or_init(gpu_procs, &tgid, &gpu_proc_init);
+
+	/* Stamped once: two threads making the row at once stamp it once. */
+	if (st && !st->born_ns)
+		__sync_val_compare_and_swap(&st->born_ns, 0, bpf_ktime_get_ns());
+	return st;
 }
 
 _Static_assert((GPU_THREAD_SLOTS & (GPU_THREAD_SLOTS - 1)) == 0, "thread ids index slots");

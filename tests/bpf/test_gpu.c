@@ -24,6 +24,7 @@
 #define GPU_TEST_ENTER	   0
 #define GPU_TEST_RET	   GPU_FN__COUNT
 #define GPU_TEST_TASK_EXIT (2 * GPU_FN__COUNT)
+#define GPU_TEST_EXEC	   (2 * GPU_FN__COUNT + 1)
 
 #define ALLOCS_PER_PROC 3
 
@@ -1478,6 +1479,107 @@ static void test_thread_slot_shared_by_index(void **state)
 	assert_int_equal(slot_of(PID_TGID).owner, 0);
 }
 
+/* Entries of a map (keys of key_size) whose key begins with tgid, or with a pid_tgid of
+ * tgid when by_thread. */
+static size_t keys_of(int fd, size_t key_size, __u32 tgid, bool by_thread)
+{
+	char key[32], next[32];
+	void *prev = NULL;
+	size_t n = 0;
+	__u64 pid_tgid;
+	__u32 t;
+
+	while (!bpf_map_get_next_key(fd, prev, next)) {
+		memcpy(&t, next, sizeof(t));
+		memcpy(&pid_tgid, next, sizeof(pid_tgid));
+		n += (by_thread ? pid_tgid >> 32 : t) == tgid;
+		memcpy(key, next, key_size);
+		prev = key;
+	}
+	return n;
+}
+
+/*
+ * A process that execs leaves nothing of its old program: its allocations, kernels and
+ * their names, errors, contexts, calls in flight and threads' state go, and its stats
+ * row last; another process's stay. The new program's first call makes a new row,
+ * born then, whose counts begin at 0.
+ */
+static void test_exec_drops_the_old_program(void **state)
+{
+	__u64 stack[3] = {0xdead, 1, 0}, p1 = 0x7f6000000000, p2 = 0x7f6100000000, ctx_slot = 0;
+	__u64 b = (__u64)TGID << 32 | (TGID + GPU_THREAD_SLOTS), hfunc = 0xf00d;
+	__u64 other = 7777ull << 32 | 7777, handle = 0;
+	struct test_regs launch = {.di = 0x401000, .si = 1 | 1ul << 32, .dx = 1,
+				   .cx = 32 | 1ul << 32, .r8 = 1, .sp = (uintptr_t)stack};
+	struct test_regs dev1 = {.di = 1}, create = {.di = (uintptr_t)&ctx_slot, .dx = 2};
+	struct test_regs getfn = {.di = (uintptr_t)&hfunc, .dx = (uintptr_t)"relu_kernel"};
+	struct test_regs get = {.di = (uintptr_t)&handle, .si = 0x401000}, sync = {};
+	struct test_regs m = {.di = (uintptr_t)&p2, .si = 64};
+	static const char *const maps[] = {"gpu_allocs", "gpu_errors", "gpu_ctxs", "gpu_kernels",
+					   "gpu_knames", "gpu_khosts"};
+	struct gpu_proc_stats raw;
+	struct bpf_map *map;
+	size_t i;
+	__u32 tgid = TGID;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC, &p1, 100, 1);
+	enter(GPU_FN_MALLOC, &m, 2);
+	ret(GPU_FN_MALLOC, 2 /* cudaErrorMemoryAllocation */, 3);
+	enter(GPU_FN_LAUNCH, &launch, 4);
+	ret(GPU_FN_LAUNCH, 0, 4);
+	enter(GPU_FN_SET_DEVICE, &dev1, 5);
+	ret(GPU_FN_SET_DEVICE, 0, 6);
+	enter(GPU_FN_CU_CTX_CREATE, &create, 7);
+	ctx_slot = 0xc2;
+	ret(GPU_FN_CU_CTX_CREATE, 0, 8);
+	enter(GPU_FN_CU_MODULE_GET_FUNCTION, &getfn, 9);
+	ret(GPU_FN_CU_MODULE_GET_FUNCTION, 0, 10);
+	enter(GPU_FN_GET_KERNEL, &get, 11);
+	handle = 0xa000;
+	ret(GPU_FN_GET_KERNEL, 0, 12);
+	run(GPU_TEST_ENTER + GPU_FN_SET_DEVICE, &dev1, b, 13); /* spilled, in flight */
+	run(GPU_TEST_ENTER + GPU_FN_MALLOC, &m, other, 14);	/* another process */
+	p2 = 0x7f6200000000;
+	run(GPU_TEST_RET + GPU_FN_MALLOC, &sync, other, 15);
+	run(GPU_TEST_ENTER + GPU_FN_LAUNCH, &launch, other, 16);
+	for (i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+		map = bpf_object__find_map_by_name(skel->obj, maps[i]);
+		assert_true(keys_of(bpf_map__fd(map), bpf_map__key_size(map), TGID, false) > 0);
+	}
+	assert_int_equal(keys_of(bpf_map__fd(skel->maps.gpu_inflight), 16, TGID, true), 1);
+	assert_int_equal(keys_of(bpf_map__fd(skel->maps.gpu_threads), 8, TGID, true), 1);
+	assert_int_equal(slot_of(PID_TGID).owner, PID_TGID);
+
+	run(GPU_TEST_EXEC, NULL, PID_TGID, 20);
+	for (i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+		map = bpf_object__find_map_by_name(skel->obj, maps[i]);
+		assert_int_equal(keys_of(bpf_map__fd(map), bpf_map__key_size(map), TGID, false), 0);
+	}
+	assert_int_equal(keys_of(bpf_map__fd(skel->maps.gpu_inflight), 16, TGID, true), 0);
+	assert_int_equal(keys_of(bpf_map__fd(skel->maps.gpu_threads), 8, TGID, true), 0);
+	assert_int_equal(slot_of(PID_TGID).owner, 0);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_procs), &tgid, &raw),
+			 -ENOENT);
+	/* The other process keeps its allocation, launch and row. */
+	assert_int_equal(keys_of(bpf_map__fd(skel->maps.gpu_allocs), 16, 7777, false), 1);
+	assert_int_equal(keys_of(bpf_map__fd(skel->maps.gpu_kernels), 16, 7777, false), 1);
+	assert_int_equal(stats_of(7777).calls[GPU_FN_LAUNCH], 1);
+
+	/* The new program's first call: a new row, counting from 0. */
+	enter(GPU_FN_LAUNCH, &launch, 30);
+	ret(GPU_FN_LAUNCH, 0, 30);
+	assert_int_equal(stats_of(TGID).calls[GPU_FN_LAUNCH], 1);
+	assert_int_equal(stats_of(TGID).calls[GPU_FN_MALLOC], 0);
+	assert_int_equal(stats_of(TGID).mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
+	assert_int_equal(stats_of(TGID).device, -1);
+	assert_true(stats_of(TGID).born_ns > 0);
+	/* Exec of a process that never called CUDA: nothing to drop, nothing made. */
+	run(GPU_TEST_EXEC, NULL, 8888ull << 32 | 8888, 40);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_procs), 4), 2);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup(fn, case_setup)
@@ -1517,6 +1619,7 @@ int main(void)
 		T(test_devices_per_thread),
 		T(test_launch_rows_and_full_kernel_map),
 		T(test_task_exit_drops_thread),
+		T(test_exec_drops_the_old_program),
 		T(test_thread_slot_shared_by_index),
 		T(test_kernels_counted_and_named),
 		T(test_inflight_full_counted),

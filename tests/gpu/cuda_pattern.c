@@ -32,6 +32,10 @@
  *           loaded first, the stub runtime makes each through the driver.
  * pools:    cudaMallocFromPoolAsync and its _ptsz variant (pools_pattern).
  * events:   cudaEventSynchronize (events_pattern).
+ * reexec:   cudaMalloc 1 MiB (kept) and vecAdd launched 3 times, "old", "done"; then
+ *           on a line the process execs itself as "reexeced": a new program, the
+ *           same pid (reexec_pattern).
+ * reexeced: after "go", cudaMalloc 2 MiB (kept) and blas::scale launched twice, "new".
  * mixed LIBCUDA: load the driver LIBCUDA first, then cudaMalloc x2, cudaLaunchKernel x3
  *           and cudaFree x1, which the stub runtime implements by calling the driver on
  *           the same thread (as the real one does): counted once, as runtime calls.
@@ -702,6 +706,37 @@ static void exec_thread(void)
 	pthread_join(t, NULL); /* the exec ends the process's image first */
 }
 
+/* The program before the exec: what it had must not be counted as the new one's. */
+static void reexec_pattern(const char *self, const char *lib)
+{
+	dim3 grid = {4, 1, 1}, block = {64, 1, 1};
+	void *a;
+	int i;
+
+	if (cmalloc(&a, MiB))
+		exit(1);
+	for (i = 0; i < 3; i++)
+		launch((const void *)vec_add_stub, grid, block, NULL, 0, NULL);
+	printf("old\ndone\n");
+	wait_line();
+	fflush(stdout);
+	execl(self, self, lib, "reexeced", (char *)NULL);
+	exit(1);
+}
+
+static void reexeced_pattern(void)
+{
+	dim3 grid = {2, 1, 1}, block = {32, 1, 1};
+	void *a;
+	int i;
+
+	if (cmalloc(&a, 2 * MiB))
+		exit(1);
+	for (i = 0; i < 2; i++)
+		launch((const void *)scale_stub, grid, block, NULL, 0, NULL);
+	printf("new\n");
+}
+
 static void launch_spin(void)
 {
 	struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
@@ -730,7 +765,7 @@ int main(int argc, char **argv)
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: cuda_pattern LIBCUDART "
-				"[stub|real|hang|execthread|spin|kinds|handles|ptsz|crafted|"
+				"[stub|real|hang|execthread|spin|reexec|kinds|handles|ptsz|crafted|"
 				"mixed LIBCUDA|launches [LIBCUDA]|pools|events|loop N|loopfor S|malloc N|"
 				"badptr N|fork N]\n"
 				"       cuda_pattern LIBCUDA driver|driverex|cuptsz|culaunches|cuasync|"
@@ -813,6 +848,10 @@ int main(int argc, char **argv)
 		exec_thread();
 	else if (!strcmp(mode, "spin"))
 		launch_spin();
+	else if (!strcmp(mode, "reexec"))
+		reexec_pattern(argv[0], argv[1]);
+	else if (!strcmp(mode, "reexeced"))
+		reexeced_pattern();
 	else
 		stub_pattern();
 	printf("done\n");

@@ -74,6 +74,7 @@ class Pattern:
     def play(self):
         """The pattern's output; self.seconds: how long it took, from "go" to "done" as
         seen from here, a bound on the time its calls can have spent inside CUDA."""
+        self.out = []
         self.started = time.monotonic()
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
@@ -325,35 +326,72 @@ def slot_owners():
     return owners
 
 
+def stub_entries(agent, pid):
+    """The GPU module's entry probes' calls on the stub file pid maps (bpftel libs)."""
+    return sum(r["calls"]["entries"] for r in lib_rows(agent, pid) if r["calls"])
+
+
 def check_exec_in_call(agent, pattern_bin, stub):
     """A thread that execs inside a call leaves it, and its thread id, with no exit of
-    its own: its call in flight is dropped all the same (it stayed for good, and enough
-    of them filled the map every process's calls share)."""
+    its own. The exec drops the process's state (gpu_exec_body): its call in flight
+    (which stayed for good, and enough of them filled the map every process's calls
+    share), its threads' state and its row; the new program, a shell, has none."""
     pat = Pattern(pattern_bin, stub, "execthread")
     try:
         wait_attached(agent, pat.pid)
+        before = stub_entries(agent, pat.pid)
         pat.proc.stdin.write("go\n")
         pat.proc.stdin.flush()
         check(pat.proc.stdout.readline().strip() == "exec", "a thread calls into the stub")
-        p = wait_for(lambda: (r := gpu_row(agent, pat.pid)) and
-                     r["calls"].get("cudaStreamSynchronize") == 1 and r, 15,
-                     f"pid {pat.pid}'s call to be recorded")
-        check(p["calls"]["cudaStreamSynchronize"] == 1,
-              "the call its thread left by exec was recorded")
-        wait_for(lambda: pat.pid not in inflight_tgids(), 30,
-                 f"pid {pat.pid}'s call in flight, of a thread gone by exec, to be dropped")
-        check(pat.pid not in inflight_tgids(),
-              "the call in flight of the thread gone by exec dropped by the sweep")
-        # The process is a shell now, which makes no CUDA call: no thread of it holds
-        # a slot of the per-thread state, the one gone by exec included.
-        wait_for(lambda: not [o for o in slot_owners() if o[0] == pat.pid], 30,
-                 f"pid {pat.pid}'s thread state slots, of threads gone by exec, to be freed")
-        check(not [o for o in slot_owners() if o[0] == pat.pid],
-              "the thread state slot of the thread gone by exec freed by the sweep")
+        wait_for(lambda: stub_entries(agent, pat.pid) > before, 15,
+                 f"pid {pat.pid}'s call to be seen by the entry probe")
+        wait_for(lambda: pat.pid not in inflight_tgids() and
+                 not [o for o in slot_owners() if o[0] == pat.pid] and
+                 not gpu_row(agent, pat.pid), 30,
+                 f"pid {pat.pid}'s call in flight, threads' state and row to be dropped")
+        check(pat.pid not in inflight_tgids() and
+              not [o for o in slot_owners() if o[0] == pat.pid] and
+              not gpu_row(agent, pat.pid),
+              "the exec dropped the call its thread was in, its threads' state and its row")
     finally:
         pat.proc.stdin.write("done\n")
         pat.proc.stdin.close()
         pat.proc.wait(timeout=10)
+
+
+def check_reexec(agent, pattern_bin, stub):
+    """A process that execs runs a new program under the same pid: its row, kernels and
+    outstanding memory are the new program's alone, in JSON and on /metrics, though a
+    report had seen the old one's."""
+    pat = Pattern(pattern_bin, stub, "reexec")
+    try:
+        wait_attached(agent, pat.pid)
+        check(pat.play() == ["old"], "the old program played")
+        p = wait_for(lambda: (r := gpu_row(agent, pat.pid)) and
+                     r["calls"].get("cudaLaunchKernel") == 3 and r, 10,
+                     f"pid {pat.pid}'s old program's launches")
+        old = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pat.pid)
+        check(p["memory"]["outstanding_bytes"] == MiB and
+              old == {("vecAdd(float const*, float const*, float*, int)",): 3},
+              f"before the exec: 1 MiB outstanding, kernels {old}")
+        pat.proc.stdin.write("exec\n")
+        pat.proc.stdin.flush()
+        line = pat.proc.stdout.readline().split()
+        check(line == ["loaded", str(pat.pid)], f"the process exec'd itself: {line}")
+        out = pat.play()
+        check(out == ["new"], f"the new program played: {out}")
+        p, _ = read_row(agent, pat.pid)
+        kernels = [(k["name"], k["launches"]) for k in p["kernels"]]
+        check(nonzero(p["calls"]) == {"cudaMalloc": 1, "cudaLaunchKernel": 2} and
+              p["memory"]["outstanding_bytes"] == 2 * MiB and p["memory"]["allocs"] == 1 and
+              kernels == [("blas::scale(float*, int, float)", 2)],
+              f"after the exec, the new program's alone: calls {nonzero(p['calls'])}, "
+              f"outstanding {p['memory']['outstanding_bytes']} B, kernels {kernels}")
+        new = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pat.pid)
+        check(new == {("blas::scale(float*, int, float)",): 2},
+              f"/metrics launches per kernel after the exec: {new}")
+    finally:
+        pat.finish()
 
 
 CRAFTED_LEVELS = 31  # cuda_pattern's crafted_stub
@@ -955,6 +993,7 @@ def main():
         check_kinds(agent, args.pattern, args.stub)
         check_crafted_name(agent, args.pattern, args.stub, args.hwm_growth_mib)
         check_exec_in_call(agent, args.pattern, args.stub)
+        check_reexec(agent, args.pattern, args.stub)
         check_handles(agent, args.pattern, args.stub)
         check_ptsz(agent, args.pattern, args.stub)
         check_driver(agent, args.pattern, args.stub_driver)

@@ -16,10 +16,11 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* probe: GPU_TEST_ENTER + func, GPU_TEST_RET + func, or GPU_TEST_TASK_EXIT. */
+/* probe: GPU_TEST_ENTER + func, GPU_TEST_RET + func, GPU_TEST_TASK_EXIT or GPU_TEST_EXEC. */
 #define GPU_TEST_ENTER	   0
 #define GPU_TEST_RET	   GPU_FN__COUNT
 #define GPU_TEST_TASK_EXIT (2 * GPU_FN__COUNT)
+#define GPU_TEST_EXEC	   (2 * GPU_FN__COUNT + 1)
 
 struct gpu_test_call {
 	struct pt_regs regs;
@@ -38,6 +39,8 @@ int gpu_test_call(struct gpu_test_call *ctx)
 
 	if (probe == GPU_TEST_TASK_EXIT)
 		return gpu_task_exit_body(TLM_ARG, pid_tgid);
+	if (probe == GPU_TEST_EXEC)
+		return gpu_exec_body(TLM_ARG, pid_tgid);
 	if (probe >= GPU_TEST_RET && probe < GPU_TEST_RET + GPU_FN__COUNT)
 		return gpu_ret_body(TLM_ARG, regs, pid_tgid, now, probe - GPU_TEST_RET);
 	if (probe < GPU_TEST_ENTER + GPU_FN__COUNT)

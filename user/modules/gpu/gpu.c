@@ -21,6 +21,12 @@
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
 
+/* A process's row of gpu_procs and when it was made (its born_ns). */
+struct pid_born {
+	__u32 pid;
+	__u64 born;
+};
+
 /* A process of gpu_procs and its start time when the sweep first saw it (0: unknown). */
 struct proc_start {
 	__u32 pid;
@@ -44,6 +50,8 @@ struct bpftel_gpu {
 	struct bpftel_gpu_kernels *kernels;
 	struct bpftel_gpu_errors *errors;
 	__u64 state_opens; /* the open the state is of */
+	struct pid_born *borns; /* each process's row as last reported: when it was made */
+	size_t nborns;
 	/* The sweep's: /proc, and what it knows of the processes of gpu_procs (by pid),
 	 * under sweep_lock, taken before the others. */
 	pthread_mutex_t sweep_lock;
@@ -174,6 +182,14 @@ static const struct bpftel_probe_spec task_exit_probe = {
 	.cand = {{BPFTEL_ATTACH_TRACEPOINT, "gpu_task_exit", "sched/sched_process_exit"}},
 };
 
+/* A process's exec: the old program's state goes (bpf/lib/gpu_probes.h gpu_exec_body). */
+static const struct bpftel_probe_spec exec_probe = {
+	.name = "exec",
+	.policy = BPFTEL_PROBE_REQUIRED,
+	.ncand = 1,
+	.cand = {{BPFTEL_ATTACH_TRACEPOINT, "gpu_exec", "sched/sched_process_exec"}},
+};
+
 static int gpu_open(struct bpftel_module *m)
 {
 	struct bpftel_gpu *g = bpftel_module__priv(m);
@@ -191,7 +207,8 @@ static int gpu_open(struct bpftel_module *m)
 	g->opens++;
 	pthread_mutex_unlock(&g->lock);
 	bpftel_module__set_object(m, skel->obj);
-	return bpftel_module__add_probe(m, &task_exit_probe);
+	return bpftel_module__add_probe(m, &task_exit_probe) ?:
+	       bpftel_module__add_probe(m, &exec_probe);
 }
 
 static int gpu_load(struct bpftel_module *m)
@@ -295,6 +312,7 @@ void bpftel_gpu__free(struct bpftel_gpu *g)
 	bpftel_gpu_errors__free(g->errors);
 	close(g->procfd);
 	free(g->starts);
+	free(g->borns);
 	pthread_mutex_destroy(&g->sweep_lock);
 	pthread_mutex_destroy(&g->report_lock);
 	pthread_mutex_destroy(&g->lock);
@@ -656,6 +674,64 @@ static int cmp_outstanding(const void *a, const void *b)
 	return pa->pid < pb->pid ? -1 : pa->pid > pb->pid;
 }
 
+static int cmp_row_pid(const void *a, const void *b)
+{
+	__u32 x = ((const struct bpftel_gpu_proc *)a)->pid;
+	__u32 y = ((const struct bpftel_gpu_proc *)b)->pid;
+
+	return x < y ? -1 : x > y;
+}
+
+/* rows[0..n) once per process, by pid. A walk of gpu_procs restarts from its first key
+ * when the key it stands on is deleted (a process's exec: gpu_exec_body), and lists
+ * some processes twice. Returns the count. */
+static size_t unique_rows(struct bpftel_gpu_proc *rows, size_t n)
+{
+	size_t i, out = 0;
+
+	if (n)
+		qsort(rows, n, sizeof(*rows), cmp_row_pid);
+	for (i = 0; i < n; i++)
+		if (!out || rows[out - 1].pid != rows[i].pid)
+			rows[out++] = rows[i];
+	return out;
+}
+
+static int cmp_born(const void *a, const void *b)
+{
+	__u32 x = ((const struct pid_born *)a)->pid, y = ((const struct pid_born *)b)->pid;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * A process whose row was made again since the last report (it exec'd: the BPF side
+ * dropped the old program's row and all it had) is a new program: what the reports
+ * learnt of the old one (its kernels' names and series, its error series) goes, and
+ * its counters begin again. rows sorted by pid. With the report lock.
+ */
+static void forget_reborn(struct bpftel_gpu *g, const struct bpftel_gpu_proc *rows, size_t n)
+{
+	struct pid_born *now = malloc((n ? n : 1) * sizeof(*now)), *was;
+	size_t i;
+
+	if (!now)
+		return; /* the next report compares with the last one's */
+	for (i = 0; i < n; i++) {
+		now[i] = (struct pid_born){.pid = rows[i].pid, .born = rows[i].st.born_ns};
+		was = g->nborns ? bsearch(&now[i], g->borns, g->nborns, sizeof(*g->borns),
+					  cmp_born)
+				: NULL;
+		if (was && was->born != now[i].born) {
+			bpftel_gpu_kernels__forget(g->kernels, now[i].pid);
+			bpftel_gpu_errors__forget(g->errors, now[i].pid);
+		}
+	}
+	free(g->borns);
+	g->borns = now;
+	g->nborns = n;
+}
+
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 {
 	struct bpftel_gpu_kernel_seen *ks = NULL;
@@ -677,6 +753,9 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	if (g->state_opens != g->opens) { /* the module restarted: counts begin again */
 		bpftel_gpu_kernels__reset(g->kernels);
 		bpftel_gpu_errors__reset(g->errors);
+		free(g->borns);
+		g->borns = NULL;
+		g->nborns = 0;
 		g->state_opens = g->opens;
 	}
 	/* The processes first, their kernels after: a process's launches are in its
@@ -704,10 +783,12 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 		rows[n].shared_mem_counted = g->skel->rodata->gpu_launch_shared_mem;
 		n++;
 	}
+	n = unique_rows(rows, n);
 	add_allocs(g->skel->maps.gpu_allocs, rows, n);
 	nes = read_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n, &es);
 	nks = read_kernels(g->skel, rows, n, &ks);
 	pthread_mutex_unlock(&g->lock);
+	forget_reborn(g, rows, n);
 	bpftel_gpu_errors__fill(g->errors, rows, n, es, nes);
 	free(es);
 	/* Names (the kernels', the processes') may take parsing the processes' files:
@@ -916,7 +997,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 {
 	struct proc_start *now = NULL, *was;
 	__u32 key, next, *prev = NULL, dead[SWEEP_MAX_DEAD];
-	size_t n = 0, cap = 0, i;
+	size_t n = 0, cap = 0, i, j;
 	int fd, ndead = 0, dropped = 0;
 	bool partial = false, all;
 	__u64 opens;
@@ -930,7 +1011,8 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	}
 	opens = g->opens;
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
-	/* Only a sweep deletes from gpu_procs, under the lock: the walk cannot restart. */
+	/* A sweep deletes from gpu_procs under the lock, and an exec from BPF
+	 * (gpu_exec_body): a walk that restarts lists a process twice (made once below). */
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
@@ -948,6 +1030,12 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		now[n++] = (struct proc_start){.pid = key};
 	}
 	pthread_mutex_unlock(&g->lock);
+	if (n)
+		qsort(now, n, sizeof(*now), cmp_start);
+	for (i = j = 0; i < n; i++) /* once each: a walk that restarted lists some twice */
+		if (!j || now[j - 1].pid != now[i].pid)
+			now[j++] = now[i];
+	n = j;
 	for (i = 0; i < n; i++) {
 		was = g->nstarts ? bsearch(&now[i], g->starts, g->nstarts, sizeof(*g->starts),
 					   cmp_start)
@@ -957,8 +1045,6 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		    ndead < SWEEP_MAX_DEAD)
 			dead[ndead++] = now[i].pid;
 	}
-	if (n)
-		qsort(now, n, sizeof(*now), cmp_start);
 	if (!partial) {
 		free(g->starts);
 		g->starts = now;
