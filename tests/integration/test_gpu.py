@@ -692,6 +692,12 @@ def check_cu_copies(agent, pattern_bin, stub_driver):
         check(nonzero(p["memcpy_bytes"]) == {"dtod": 4096 + 2048 + 256 + 128,
                                              "default": 1024 + 512 + 64 + 32},
               f"driver copies by direction: {nonzero(p['memcpy_bytes'])}")
+        table = agent.cli("gpu").stdout
+        section = table[table.find("Copies by direction:"):].split("\n\n")[0]
+        rows = {tuple(line.split(None, 2)) for line in section.splitlines()[2:]
+                if line.split()[:1] == [str(p["pid"])]}
+        check(rows == {(str(p["pid"]), "dtod", "6.4 KiB"), (str(p["pid"]), "default", "1.6 KiB")},
+              f"bpftel gpu's copies by direction, dtod and default too: {sorted(rows)}")
 
 
 def check_events(agent, pattern_bin, lib, mode):

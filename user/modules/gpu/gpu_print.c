@@ -65,6 +65,30 @@ static void print_kinds_of(json_t *procs)
 	table_print_section(t, "Memory by kind", stdout);
 }
 
+/* Copies by direction, every one a process made (the table above shows two). */
+static void print_copies_of(json_t *procs)
+{
+	static const char *const hdr[] = {"PID", "DIRECTION", "BYTES"};
+	char pid[16], bytes[24];
+	struct table *t = NULL;
+	const char *dir;
+	json_t *p, *v;
+	size_t i;
+
+	json_array_foreach (procs, i, p) {
+		json_object_foreach (json_object_get(p, "memcpy_bytes"), dir, v) {
+			if (!json_integer_value(v))
+				continue;
+			if (!t)
+				t = table_new(3, hdr);
+			snprintf(pid, sizeof(pid), "%lld", jint(p, "pid"));
+			fmt_bytes(bytes, sizeof(bytes), (double)json_integer_value(v));
+			table_add(t, (const char *const[]){pid, dir, bytes});
+		}
+	}
+	table_print_section(t, "Copies by direction", stdout);
+}
+
 static void print_devices_of(json_t *procs)
 {
 	static const char *const hdr[] = {"PID",    "DEVICE",	   "LAUNCHES",
@@ -177,6 +201,7 @@ static void print_gpu(json_t *resp)
 	table_free(t);
 	print_kernels_of(procs);
 	print_kinds_of(procs);
+	print_copies_of(procs);
 	print_devices_of(procs);
 	print_errors_of(procs);
 }
