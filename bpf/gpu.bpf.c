@@ -30,6 +30,7 @@ TLM_PROG_KEY(gpu_uprobe);
 TLM_PROG_KEY(gpu_uretprobe);
 TLM_PROG_KEY(gpu_task_exit);
 TLM_PROG_KEY(gpu_exec);
+TLM_PROG_KEY(gpu_slot_free); /* it makes no fallible call: a key as every program has */
 
 /* The clock for every call but the launches (kernel and graph), which need no time: on
  * this VM reading it was ~5 % of a cudaLaunchKernel under both probes (perf,
@@ -79,4 +80,20 @@ int gpu_exec(void *ctx)
 	BPFTEL_STOP_GATE();
 
 	return gpu_exec_body(TLM_ARG, bpf_get_current_pid_tgid());
+}
+
+/*
+ * Run by userspace's sweep (BPF_PROG_TEST_RUN, user/modules/gpu/gpu.c) for the slot of a
+ * thread gone without an exit: freed with a compare-and-swap, as the probes take and
+ * free slots, so that a slot another thread took since the sweep read it stays that
+ * thread's. Returns 1 when freed.
+ */
+SEC("syscall")
+int gpu_slot_free(struct gpu_slot_free_args *a)
+{
+	__u32 idx = a->idx;
+	__u64 owner = a->owner;
+	struct gpu_thread_slot *s = bpf_map_lookup_elem(&gpu_thread_slots, &idx);
+
+	return s && owner && __sync_val_compare_and_swap(&s->owner, owner, 0) == owner;
 }

@@ -7,9 +7,11 @@
  *   gpu_procs   tgid -> struct gpu_proc_stats        per-process counters
  *   gpu_allocs  struct gpu_alloc_key -> gpu_alloc     outstanding allocations, every kind
  *   gpu_errors  struct gpu_err_key -> __u64           failed calls per (function, error)
- *   gpu_kernels struct gpu_kernel_key -> gpu_kernel   launches per (process, kernel)
+ *   gpu_kernels struct gpu_launch_key -> gpu_kernel   launches per (process, kernel,
+ *                                                     function, device, size)
  *   gpu_knames  struct gpu_kernel_key -> gpu_kname    driver kernels' names
  *   gpu_khosts  struct gpu_kernel_key -> __u64        runtime handles' host functions
+ *   gpu_thread_slots __u32 -> gpu_thread_slot         per-thread state, by thread id
  */
 #ifndef BPFTEL_GPU_H
 #define BPFTEL_GPU_H
@@ -206,7 +208,7 @@ struct gpu_kernel_key {
  * at GPU_LAUNCH_BUCKETS - 1; GPU_LAUNCH_NO_BUCKET for a launch of no thread or of
  * sizes unread). Every dimension a launch is reported by is in the key, so a launch
  * adds to this one row and to nothing else: userspace sums a process's rows into its
- * calls, devices and size histogram (user/modules/gpu/gpu_fold.h). A row is one kernel
+ * calls, devices and size histogram (bpftel_gpu_add_launches, user/modules/gpu/gpu.h). A row is one kernel
  * of gpu_kernel_key's, whatever fn, dev and bucket.
  */
 #define GPU_LAUNCH_NO_BUCKET 0xff
@@ -255,6 +257,14 @@ struct gpu_thread_slot {
 	__u32 spilled;	/* a thread of this slot's index has its state in gpu_threads */
 	__u32 __pad;
 	struct gpu_thread th;
+};
+
+/* gpu_slot_free's argument (BPF_PROG_TEST_RUN's context): free slot idx if owner,
+ * a thread gone without an exit, still holds it. */
+struct gpu_slot_free_args {
+	__u32 idx;
+	__u32 __pad;
+	__u64 owner;
 };
 
 struct gpu_err_key {

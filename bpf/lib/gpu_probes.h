@@ -357,15 +357,17 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 }
 
 /* A thread that dies inside a call leaves its entries behind: drop them, and the
- * thread's state. Only threads of processes that used CUDA get past the first lookup. */
+ * thread's state. Only threads of processes that used CUDA get past gpu_procs' lookup. */
 static __always_inline int gpu_task_exit_body(TLM_PARAM, __u64 pid_tgid)
 {
 	struct gpu_call_key key = {.pid_tgid = pid_tgid};
 	__u32 tgid = pid_tgid >> 32, f;
 
+	/* Its slot first, whatever gpu_procs holds (a process it had no room for still has
+	 * threads' state): an array lookup, on every thread's exit on the host. */
+	gpu_thread_drop(TLM_ARG, pid_tgid);
 	if (!bpf_map_lookup_elem(&gpu_procs, &tgid))
 		return 0;
-	gpu_thread_drop(TLM_ARG, pid_tgid);
 	for (f = 0; f < GPU_FN__USED; f++) {
 		key.func = f;
 		if (bpf_map_lookup_elem(&gpu_inflight, &key))

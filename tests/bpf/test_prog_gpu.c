@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sys/wait.h>
 #include <cmocka.h>
 #include <bpf/bpf.h>
@@ -38,6 +40,10 @@ static struct prog_case cases[] = {
 	 "probe_read_user EFAULT (an unmapped devPtr)"},
 	{"gpu_task_exit", "real tracepoint sched/sched_process_exit (a process killed in a call)",
 	 NULL, "its one fallible call deletes what its lookup just found"},
+	{"gpu_exec", "real tracepoint sched/sched_process_exec (a process that used CUDA execs)",
+	 NULL, "its fallible calls delete what its walks and lookup just found"},
+	{"gpu_slot_free", "BPF_PROG_TEST_RUN by the module's sweep (a thread gone unseen)", NULL,
+	 "no fallible call: an array lookup and a compare-and-swap"},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -249,6 +255,75 @@ static void test_gpu_task_exit_drops_a_dead_call(void **state)
 	prog_ran(cases, NCASES, "gpu_task_exit");
 }
 
+/* A process that used CUDA execs itself: the exec tracepoint drops its row, and all it
+ * had, before the new program runs (which waits for a line before its first call). */
+static void test_gpu_exec_drops_the_old_program(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_gpu_proc *rows;
+	int n, i, found = 0;
+	char line[64];
+	__u64 runs;
+
+	start_pattern(f, "reexec", NULL);
+	assert_true(prog_rodata_u32(gpu_obj(f), "tlm_key_prog_gpu_exec") > 0);
+	prog_child_play(&f->child, NULL, 0);
+	assert_int_equal(gpu_row(f, f->child.pid).st.calls[GPU_FN_LAUNCH], 3);
+	runs = prog_run_cnt(gpu_obj(f), "gpu_exec");
+	prog_child_go(&f->child); /* the line it execs on */
+	assert_non_null(fgets(line, sizeof(line), f->child.out));
+	assert_int_equal(strncmp(line, "loaded ", 7), 0);
+	n = bpftel_gpu__processes(f->env->gpu, &rows);
+	for (i = 0; i < n; i++)
+		found |= rows[i].pid == (__u32)f->child.pid;
+	if (n > 0)
+		free(rows);
+	assert_int_equal(found, 0);
+	if (bpftel_telemetry__stats_enabled(f->env->tlm))
+		assert_true(prog_run_cnt(gpu_obj(f), "gpu_exec") > runs);
+	prog_ran(cases, NCASES, "gpu_exec");
+}
+
+/*
+ * A thread's state slot held by a thread gone without an exit its probe saw (its
+ * process had no row: gpu_procs full): the sweep frees it through gpu_slot_free, and
+ * leaves a live thread's slot alone.
+ */
+static void test_gpu_slot_free_by_the_sweep(void **state)
+{
+	struct fixture *f = *state;
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(gpu_obj(f), "gpu_thread_slots"));
+	__u64 live = (__u64)getpid() << 32 | (__u32)syscall(SYS_gettid), dead, runs;
+	struct gpu_thread_slot slot = {}, got;
+	__u32 idead, ilive = (__u32)live % GPU_THREAD_SLOTS;
+	pid_t pid;
+
+	do { /* a thread id gone, of another slot than ours */
+		pid = fork();
+		if (!pid)
+			_exit(0);
+		assert_true(pid > 0);
+		assert_int_equal(waitpid(pid, NULL, 0), pid);
+	} while ((__u32)pid % GPU_THREAD_SLOTS == ilive);
+	dead = (__u64)pid << 32 | (__u32)pid;
+	idead = (__u32)pid % GPU_THREAD_SLOTS;
+	slot.owner = dead;
+	assert_int_equal(bpf_map_update_elem(fd, &idead, &slot, BPF_ANY), 0);
+	slot.owner = live;
+	assert_int_equal(bpf_map_update_elem(fd, &ilive, &slot, BPF_ANY), 0);
+	runs = prog_run_cnt(gpu_obj(f), "gpu_slot_free");
+	bpftel_gpu__sweep(f->env->gpu);
+	assert_int_equal(bpf_map_lookup_elem(fd, &idead, &got), 0);
+	assert_int_equal(got.owner, 0);
+	assert_int_equal(bpf_map_lookup_elem(fd, &ilive, &got), 0);
+	assert_int_equal(got.owner, live);
+	if (bpftel_telemetry__stats_enabled(f->env->tlm))
+		assert_true(prog_run_cnt(gpu_obj(f), "gpu_slot_free") > runs);
+	slot.owner = 0;
+	assert_int_equal(bpf_map_update_elem(fd, &ilive, &slot, BPF_ANY), 0);
+	prog_ran(cases, NCASES, "gpu_slot_free");
+}
+
 /* With every module loaded under one telemetry owner, as in the agent: each program's
  * key is assigned and no two programs share one. */
 static void test_keys_assigned_and_distinct(void **state)
@@ -256,7 +331,7 @@ static void test_keys_assigned_and_distinct(void **state)
 	struct fixture *f = *state;
 
 	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
-	assert_int_equal(prog_assert_keys_distinct(f->env), 8 + 4 + 3);
+	assert_int_equal(prog_assert_keys_distinct(f->env), 8 + 4 + 5);
 }
 
 static void test_every_program_run(void **state)
@@ -278,6 +353,8 @@ int main(int argc, char **argv)
 		T(test_gpu_uretprobe_accounts_returns),
 		T(test_gpu_uretprobe_bad_devptr_counted),
 		T(test_gpu_task_exit_drops_a_dead_call),
+		T(test_gpu_exec_drops_the_old_program),
+		T(test_gpu_slot_free_by_the_sweep),
 		T(test_keys_assigned_and_distinct),
 #undef T
 		cmocka_unit_test(test_every_program_run),

@@ -32,6 +32,7 @@ from agentlib import Agent, bpf_ids, check, require_root, run, vm_hwm_kib, wait_
 
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
+GPU_THREAD_SLOTS = 8192  # bpf/gpu.h
 
 
 def probe_points(name):
@@ -318,9 +319,15 @@ def slot_owners():
     (gpu_thread_slots; the kernel keeps 15 characters of a map's name)."""
     out = subprocess.run(["bpftool", "-j", "map", "dump", "name", "gpu_thread_slot"],
                          capture_output=True, text=True)
+    slots = json.loads(out.stdout) if out.returncode == 0 else []
+    # Every slot is listed (an array): a dump that failed, or without the map's BTF,
+    # must not read as "no owner".
+    if len(slots) != GPU_THREAD_SLOTS or not all("formatted" in e for e in slots):
+        raise AssertionError(f"bpftool did not dump gpu_thread_slots' {GPU_THREAD_SLOTS} "
+                             f"slots: {len(slots)}, {out.stderr.strip()!r}")
     owners = set()
-    for e in json.loads(out.stdout or "[]") if out.returncode == 0 else []:
-        owner = int(e.get("formatted", {}).get("value", {}).get("owner", 0))
+    for e in slots:
+        owner = int(e["formatted"]["value"]["owner"])
         if owner:
             owners.add((owner >> 32, owner & 0xffffffff))
     return owners

@@ -199,8 +199,10 @@ static int gpu_open(struct bpftel_module *m)
 	skel = gpu__open();
 	if (!skel)
 		return -errno;
-	/* The registry loads the uprobe programs it attaches, the manager its probes'. */
+	/* The registry loads the uprobe programs it attaches, the manager its probes'; the
+	 * sweep's own program is loaded with the object. */
 	bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
+	bpf_program__set_autoload(skel->progs.gpu_slot_free, true);
 	pthread_mutex_lock(&g->lock);
 	skel->rodata->gpu_launch_shared_mem = g->launch_shared_mem;
 	g->skel = skel;
@@ -332,15 +334,26 @@ static __u64 mono_ns(void)
 	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+static int cmp_row_pid(const void *a, const void *b)
+{
+	__u32 x = ((const struct bpftel_gpu_proc *)a)->pid;
+	__u32 y = ((const struct bpftel_gpu_proc *)b)->pid;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_pid_row(const void *key, const void *row)
+{
+	__u32 x = *(const __u32 *)key, y = ((const struct bpftel_gpu_proc *)row)->pid;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The row of pid in rows, sorted by pid (unique_rows()): a kernel map of 32768 rows is
+ * read under the module's lock, a row looked up for each. */
 static struct bpftel_gpu_proc *find_proc(struct bpftel_gpu_proc *rows, size_t n, __u32 pid)
 {
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		if (rows[i].pid == pid)
-			return &rows[i];
-	}
-	return NULL;
+	return n ? bsearch(&pid, rows, n, sizeof(*rows), cmp_pid_row) : NULL;
 }
 
 /* The keys a walk visited: open addressing on their bytes, grown at half full. */
@@ -473,31 +486,47 @@ static void add_allocs(const struct bpf_map *map, struct bpftel_gpu_proc *rows, 
 	bpftel_gpu_map_walk(&w, count_alloc, &aw);
 }
 
-/* The (function, error) kinds of failed calls of the processes in rows. */
-static size_t read_errors(int fd, struct bpftel_gpu_proc *rows, size_t n,
+struct error_walk {
+	int fd;
+	struct bpftel_gpu_proc *rows;
+	size_t n;
+	struct bpftel_gpu_error_seen *es;
+	size_t nes, cap;
+};
+
+static void read_error(void *arg, const void *key)
+{
+	const struct gpu_err_key *ek = key;
+	struct bpftel_gpu_error_seen *grown;
+	struct error_walk *ew = arg;
+
+	if (!find_proc(ew->rows, ew->n, ek->tgid))
+		return;
+	if (ew->nes == ew->cap) {
+		grown = realloc(ew->es, (ew->cap ? ew->cap * 2 : 64) * sizeof(*ew->es));
+		if (!grown)
+			return; /* the kinds read so far are reported */
+		ew->es = grown;
+		ew->cap = ew->cap ? ew->cap * 2 : 64;
+	}
+	if (bpf_map_lookup_elem(ew->fd, key, &ew->es[ew->nes].count))
+		return;
+	ew->es[ew->nes++].key = *ek;
+}
+
+/* The (function, error) kinds of failed calls of the processes in rows. A process's
+ * exec deletes its keys meanwhile (gpu_exec_body): each key is read once. */
+static size_t read_errors(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n,
 			  struct bpftel_gpu_error_seen **out)
 {
-	struct bpftel_gpu_error_seen *es = NULL, *grown;
-	struct gpu_err_key key, next, *prev = NULL;
-	size_t nes = 0, cap = 0;
+	struct error_walk ew = {.fd = bpf_map__fd(map), .rows = rows, .n = n};
+	struct bpftel_gpu_map_walk w = {map_next_key, &ew.fd, sizeof(struct gpu_err_key),
+					bpf_map__max_entries(map)};
+	size_t nes;
 
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		if (!find_proc(rows, n, key.tgid))
-			continue;
-		if (nes == cap) {
-			cap = cap ? cap * 2 : 64;
-			grown = realloc(es, cap * sizeof(*es));
-			if (!grown)
-				break; /* the kinds read so far are reported */
-			es = grown;
-		}
-		if (bpf_map_lookup_elem(fd, &key, &es[nes].count))
-			continue;
-		es[nes++].key = key;
-	}
-	*out = es;
+	bpftel_gpu_map_walk(&w, read_error, &ew);
+	nes = ew.nes;
+	*out = ew.es;
 	return nes;
 }
 
@@ -573,38 +602,52 @@ static size_t merge_kernels(struct kernel_rows *kr, size_t n)
 	return out;
 }
 
-/* Every row of gpu_kernels of the processes in rows, each added to its process's stats
- * (calls, devices, threads, sizes: bpftel_gpu_add_launches) and kept (kr) but when out
- * of memory: the totals stay whole, the list is short. Returns the count kept. */
-static size_t read_kernel_rows(int fd, struct bpftel_gpu_proc *rows, size_t n,
-			       struct kernel_rows **out)
+struct kernel_walk {
+	int fd;
+	struct bpftel_gpu_proc *rows;
+	size_t n;
+	struct kernel_rows *kr;
+	size_t nkr, cap;
+};
+
+static void read_kernel_row(void *arg, const void *k_)
 {
-	struct gpu_launch_key key, next, *prev = NULL;
-	struct kernel_rows *kr = NULL, *grown;
-	size_t nkr = 0, cap = 0;
+	const struct gpu_launch_key *key = k_;
+	struct kernel_walk *kw = arg;
+	struct kernel_rows *grown;
 	struct bpftel_gpu_proc *p;
 	struct gpu_kernel k;
 
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		p = find_proc(rows, n, key.tgid);
-		if (!p || bpf_map_lookup_elem(fd, &key, &k))
-			continue;
-		bpftel_gpu_add_launches(&p->st, &key, &k);
-		if (nkr == cap) {
-			grown = realloc(kr, (cap ? cap * 2 : 64) * sizeof(*kr));
-			if (!grown)
-				continue;
-			kr = grown;
-			cap = cap ? cap * 2 : 64;
-		}
-		kr[nkr++] = (struct kernel_rows){
-			.key = {.tgid = key.tgid, .api = key.api, .func = key.func},
-			.k = k, .best = k.launches, .best_key = key};
+	p = find_proc(kw->rows, kw->n, key->tgid);
+	if (!p || bpf_map_lookup_elem(kw->fd, key, &k))
+		return;
+	bpftel_gpu_add_launches(&p->st, key, &k);
+	if (kw->nkr == kw->cap) { /* out of memory: the totals stay whole, the list short */
+		grown = realloc(kw->kr, (kw->cap ? kw->cap * 2 : 64) * sizeof(*kw->kr));
+		if (!grown)
+			return;
+		kw->kr = grown;
+		kw->cap = kw->cap ? kw->cap * 2 : 64;
 	}
-	*out = kr;
-	return nkr;
+	kw->kr[kw->nkr++] = (struct kernel_rows){
+		.key = {.tgid = key->tgid, .api = key->api, .func = key->func},
+		.k = k, .best = k.launches, .best_key = *key};
+}
+
+/* Every row of gpu_kernels of the processes in rows, each added to its process's stats
+ * (calls, devices, threads, sizes: bpftel_gpu_add_launches) and kept (kr). Each row
+ * once, though a process's exec deletes its rows meanwhile (gpu_exec_body) and the walk
+ * starts over. Returns the count kept. */
+static size_t read_kernel_rows(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n,
+			       struct kernel_rows **out)
+{
+	struct kernel_walk kw = {.fd = bpf_map__fd(map), .rows = rows, .n = n};
+	struct bpftel_gpu_map_walk w = {map_next_key, &kw.fd, sizeof(struct gpu_launch_key),
+					bpf_map__max_entries(map)};
+
+	bpftel_gpu_map_walk(&w, read_kernel_row, &kw);
+	*out = kw.kr;
+	return kw.nkr;
 }
 
 /*
@@ -622,7 +665,7 @@ static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_
 	size_t nkr, i;
 
 	*out = NULL;
-	nkr = read_kernel_rows(bpf_map__fd(skel->maps.gpu_kernels), rows, n, &kr);
+	nkr = read_kernel_rows(skel->maps.gpu_kernels, rows, n, &kr);
 	if (nkr) {
 		qsort(kr, nkr, sizeof(*kr), cmp_kernel_key);
 		nkr = merge_kernels(kr, nkr);
@@ -674,14 +717,6 @@ static int cmp_outstanding(const void *a, const void *b)
 	return pa->pid < pb->pid ? -1 : pa->pid > pb->pid;
 }
 
-static int cmp_row_pid(const void *a, const void *b)
-{
-	__u32 x = ((const struct bpftel_gpu_proc *)a)->pid;
-	__u32 y = ((const struct bpftel_gpu_proc *)b)->pid;
-
-	return x < y ? -1 : x > y;
-}
-
 /* rows[0..n) once per process, by pid. A walk of gpu_procs restarts from its first key
  * when the key it stands on is deleted (a process's exec: gpu_exec_body), and lists
  * some processes twice. Returns the count. */
@@ -722,7 +757,11 @@ static void forget_reborn(struct bpftel_gpu *g, const struct bpftel_gpu_proc *ro
 		was = g->nborns ? bsearch(&now[i], g->borns, g->nborns, sizeof(*g->borns),
 					  cmp_born)
 				: NULL;
-		if (was && was->born != now[i].born) {
+		/* 0: a row read between its making and its stamp (gpu_proc()): the stamp
+		 * it will have is not known yet, the last one known stays. */
+		if (was && !now[i].born)
+			now[i].born = was->born;
+		if (was && was->born && now[i].born && was->born != now[i].born) {
 			bpftel_gpu_kernels__forget(g->kernels, now[i].pid);
 			bpftel_gpu_errors__forget(g->errors, now[i].pid);
 		}
@@ -785,7 +824,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	}
 	n = unique_rows(rows, n);
 	add_allocs(g->skel->maps.gpu_allocs, rows, n);
-	nes = read_errors(bpf_map__fd(g->skel->maps.gpu_errors), rows, n, &es);
+	nes = read_errors(g->skel->maps.gpu_errors, rows, n, &es);
 	nks = read_kernels(g->skel, rows, n, &ks);
 	pthread_mutex_unlock(&g->lock);
 	forget_reborn(g, rows, n);
@@ -929,22 +968,24 @@ static void drop_gone_threads(const struct bpf_map *map)
 
 /*
  * Free the slots of gpu_thread_slots (bpf/lib/gpu_state.h) whose thread is gone without
- * an exit, as drop_gone_threads() drops their keys. Read in batches: the array is
- * GPU_THREAD_SLOTS long, and this runs at every sweep. A slot freed keeps its spilled
- * mark set: a thread of its index may have spilled while the gone one held it, and a
- * mark too many costs a lookup that misses, one too few a thread's state.
+ * an exit its probe saw (its process's exec or exit ran while gpu_procs had no room for
+ * it), as drop_gone_threads() drops their keys. Read in batches: the array is
+ * GPU_THREAD_SLOTS long, and this runs at every sweep. Each is freed by the module's
+ * gpu_slot_free program, a compare-and-swap against the owner read here: a slot freed
+ * and taken by another thread since is not touched.
  */
 #define SLOT_BATCH 256
 
-static void drop_gone_thread_slots(const struct bpf_map *map)
+static void drop_gone_thread_slots(const struct bpf_map *map, const struct bpf_program *free_prog)
 {
-	const struct gpu_thread_slot freed = {.spilled = 1};
 	struct gpu_thread_slot vals[SLOT_BATCH];
 	__u32 keys[SLOT_BATCH], at = 0, next, count, i;
-	int fd = bpf_map__fd(map), err;
+	int fd = bpf_map__fd(map), prog_fd = bpf_program__fd(free_prog), err;
+	struct gpu_slot_free_args args;
+	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof(args));
 	bool first = true;
 
-	if (bpf_map__value_size(map) != sizeof(vals[0]))
+	if (bpf_map__value_size(map) != sizeof(vals[0]) || prog_fd < 0)
 		return;
 	do {
 		count = SLOT_BATCH;
@@ -952,9 +993,12 @@ static void drop_gone_thread_slots(const struct bpf_map *map)
 					   NULL);
 		if (err && errno != ENOENT)
 			return;
-		for (i = 0; i < count; i++)
-			if (vals[i].owner && thread_gone(vals[i].owner))
-				bpf_map_update_elem(fd, &keys[i], &freed, BPF_ANY);
+		for (i = 0; i < count; i++) {
+			if (!vals[i].owner || !thread_gone(vals[i].owner))
+				continue;
+			args = (struct gpu_slot_free_args){.idx = keys[i], .owner = vals[i].owner};
+			bpf_prog_test_run_opts(prog_fd, &run);
+		}
 		at = next;
 		first = false;
 	} while (!err);
@@ -1076,7 +1120,8 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	if (g->skel) {
 		drop_gone_threads(g->skel->maps.gpu_inflight);
 		drop_gone_threads(g->skel->maps.gpu_threads);
-		drop_gone_thread_slots(g->skel->maps.gpu_thread_slots);
+		drop_gone_thread_slots(g->skel->maps.gpu_thread_slots,
+				       g->skel->progs.gpu_slot_free);
 	}
 	for (i = 0; all && i < (size_t)ndead; i++) {
 		bpf_map_delete_elem(fd, &dead[i]);

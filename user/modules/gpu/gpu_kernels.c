@@ -624,9 +624,10 @@ static void series_out(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *ro
 					kt->h[j].launches - kt->h[j].base;
 		for (s = 0, sum = 0; s < r->nkseries; s++)
 			sum += r->kseries[s].launches;
-		/* The process's launches are read before its kernels': a launch between the
-		 * two reads is in a series and not yet in the total. Such a difference must
-		 * not take "other" down; it holds until the total has caught up. */
+		/* The total and the series come from the same rows of the kernel map (but
+		 * launches the map had no room for, in the process's own row, read before):
+		 * a difference must not take "other" down; it holds until the total has
+		 * caught up. */
 		other = total > sum ? total - sum : 0;
 		if (kp && other < kp->other)
 			other = kp->other;
