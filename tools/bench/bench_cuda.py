@@ -19,7 +19,7 @@ run-stats period), so that the 1 s with run stats on weighs in the bpftel row wh
 weighs in operation (a 100000-call loop fell inside the agent's first window, all of it
 with run stats on), and no row's first calls (page faults, map inserts) weigh more.
 The target compares bpftel with empty: the uprobe traps are the kernel's, what is over
-them is our code. (Measured on 6.18: a multi-uprobe link's dispatch is ~45 ns cheaper a
+them is our code. (Measured on 6.18: a multi-uprobe link's dispatch is ~45-65 ns cheaper a
 call than the perf-event uprobe's, so empty is the higher floor of the two.)
 
   tools/bench/bench_cuda.py [--api runtime|driver] [--replicates 10] [--seconds 10]

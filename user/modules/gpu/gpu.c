@@ -497,18 +497,11 @@ struct error_walk {
 static void read_error(void *arg, const void *key)
 {
 	const struct gpu_err_key *ek = key;
-	struct bpftel_gpu_error_seen *grown;
 	struct error_walk *ew = arg;
 
-	if (!find_proc(ew->rows, ew->n, ek->tgid))
-		return;
-	if (ew->nes == ew->cap) {
-		grown = realloc(ew->es, (ew->cap ? ew->cap * 2 : 64) * sizeof(*ew->es));
-		if (!grown)
-			return; /* the kinds read so far are reported */
-		ew->es = grown;
-		ew->cap = ew->cap ? ew->cap * 2 : 64;
-	}
+	if (!find_proc(ew->rows, ew->n, ek->tgid) ||
+	    !bpftel_gpu_grow((void **)&ew->es, &ew->cap, ew->nes + 1, sizeof(*ew->es)))
+		return; /* out of memory: the kinds read so far are reported */
 	if (bpf_map_lookup_elem(ew->fd, key, &ew->es[ew->nes].count))
 		return;
 	ew->es[ew->nes++].key = *ek;
@@ -561,23 +554,12 @@ static bool row_better(const struct kernel_rows *a, const struct kernel_rows *b)
  * keeps. The launches of any others are in their processes' totals all the same. */
 #define KERNELS_LISTED 8192
 
-static int cmp_kernel_key(const void *a, const void *b)
-{
-	const struct gpu_kernel_key *x = a, *y = b;
-
-	if (x->tgid != y->tgid)
-		return x->tgid < y->tgid ? -1 : 1;
-	if (x->api != y->api)
-		return x->api < y->api ? -1 : 1;
-	return x->func < y->func ? -1 : x->func > y->func;
-}
-
 static int cmp_kernel_launches(const void *a, const void *b)
 {
 	__u64 x = ((const struct kernel_rows *)a)->k.launches;
 	__u64 y = ((const struct kernel_rows *)b)->k.launches;
 
-	return x < y ? 1 : x > y ? -1 : cmp_kernel_key(a, b);
+	return x < y ? 1 : x > y ? -1 : bpftel_gpu_kernel_key_cmp(a, b);
 }
 
 /* kr[0..n) sorted by kernel: one entry per kernel. Returns the count. */
@@ -586,7 +568,7 @@ static size_t merge_kernels(struct kernel_rows *kr, size_t n)
 	size_t i, out = 0;
 
 	for (i = 0; i < n; i++) {
-		if (!out || cmp_kernel_key(&kr[out - 1].key, &kr[i].key)) {
+		if (!out || bpftel_gpu_kernel_key_cmp(&kr[out - 1].key, &kr[i].key)) {
 			kr[out++] = kr[i];
 			continue;
 		}
@@ -614,7 +596,6 @@ static void read_kernel_row(void *arg, const void *k_)
 {
 	const struct gpu_launch_key *key = k_;
 	struct kernel_walk *kw = arg;
-	struct kernel_rows *grown;
 	struct bpftel_gpu_proc *p;
 	struct gpu_kernel k;
 
@@ -622,13 +603,9 @@ static void read_kernel_row(void *arg, const void *k_)
 	if (!p || bpf_map_lookup_elem(kw->fd, key, &k))
 		return;
 	bpftel_gpu_add_launches(&p->st, key, &k);
-	if (kw->nkr == kw->cap) { /* out of memory: the totals stay whole, the list short */
-		grown = realloc(kw->kr, (kw->cap ? kw->cap * 2 : 64) * sizeof(*kw->kr));
-		if (!grown)
-			return;
-		kw->kr = grown;
-		kw->cap = kw->cap ? kw->cap * 2 : 64;
-	}
+	/* Out of memory: the totals stay whole, the list is short. */
+	if (!bpftel_gpu_grow((void **)&kw->kr, &kw->cap, kw->nkr + 1, sizeof(*kw->kr)))
+		return;
 	kw->kr[kw->nkr++] = (struct kernel_rows){
 		.key = {.tgid = key->tgid, .api = key->api, .func = key->func},
 		.k = k, .best = k.launches, .best_key = *key};
@@ -667,7 +644,7 @@ static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_
 	*out = NULL;
 	nkr = read_kernel_rows(skel->maps.gpu_kernels, rows, n, &kr);
 	if (nkr) {
-		qsort(kr, nkr, sizeof(*kr), cmp_kernel_key);
+		qsort(kr, nkr, sizeof(*kr), bpftel_gpu_kernel_key_cmp);
 		nkr = merge_kernels(kr, nkr);
 	}
 	if (nkr > KERNELS_LISTED) {

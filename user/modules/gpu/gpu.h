@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <linux/types.h>
 
 #include "bpf/gpu.h"
@@ -98,6 +99,37 @@ static inline void bpftel_gpu_add_launches(struct gpu_proc_stats *st,
 	st->threads += k->threads;
 	if (key->bucket < GPU_LAUNCH_BUCKETS)
 		st->launch_threads[key->bucket] += k->launches;
+}
+
+/* Kernels in order of (process, API, handle): qsort/bsearch order of gpu_kernel_key. */
+static inline int bpftel_gpu_kernel_key_cmp(const void *a, const void *b)
+{
+	const struct gpu_kernel_key *x = a, *y = b;
+
+	if (x->tgid != y->tgid)
+		return x->tgid < y->tgid ? -1 : 1;
+	if (x->api != y->api)
+		return x->api < y->api ? -1 : 1;
+	return x->func < y->func ? -1 : x->func > y->func;
+}
+
+/* Room in *arr (*cap elements of size) for need: doubled from 16 as needed. False when
+ * out of memory (the array as it was). */
+static inline bool bpftel_gpu_grow(void **arr, size_t *cap, size_t need, size_t size)
+{
+	size_t c = *cap ? *cap : 16;
+	void *p;
+
+	if (need <= *cap)
+		return true;
+	while (c < need)
+		c *= 2;
+	p = realloc(*arr, c * size);
+	if (!p)
+		return false;
+	*arr = p;
+	*cap = c;
+	return true;
 }
 
 /* A process's graph launches (cudaGraphLaunch, cuGraphLaunch), failed ones included. */

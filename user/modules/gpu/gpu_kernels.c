@@ -310,21 +310,11 @@ static void top_kernels(struct bpftel_gpu_proc *rows, size_t n, struct bpftel_gp
 	}
 }
 
-static int cmp_key(const void *a, const void *b)
-{
-	const struct gpu_kernel_key *x = a, *y = b;
-
-	if (x->tgid != y->tgid)
-		return x->tgid < y->tgid ? -1 : 1;
-	if (x->api != y->api)
-		return x->api < y->api ? -1 : 1;
-	return x->func < y->func ? -1 : x->func > y->func;
-}
-
 /* Handles and processes sort by their first member (a key, a pid). */
 static int cmp_handle(const void *a, const void *b)
 {
-	return cmp_key(&((const struct handle *)a)->key, &((const struct handle *)b)->key);
+	return bpftel_gpu_kernel_key_cmp(&((const struct handle *)a)->key,
+					 &((const struct handle *)b)->key);
 }
 
 static int cmp_pid(const void *a, const void *b)
@@ -352,23 +342,6 @@ static size_t first_handle(const struct bpftel_gpu_kernels *kt, __u32 pid)
 			hi = mid;
 	}
 	return lo;
-}
-
-static bool grow(void **arr, size_t *cap, size_t need, size_t size)
-{
-	size_t c = *cap ? *cap : 16;
-	void *p;
-
-	if (need <= *cap)
-		return true;
-	while (c < need)
-		c *= 2;
-	p = realloc(*arr, c * size);
-	if (!p)
-		return false;
-	*arr = p;
-	*cap = c;
-	return true;
 }
 
 static bool in_rows(__u32 pid, const void *arg)
@@ -400,7 +373,7 @@ static void sync_procs(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_pr
 	np = kt->np;
 	for (i = 0; i < n; i++) {
 		if ((np && bsearch(&rows[i].pid, kt->p, np, sizeof(*kt->p), cmp_pid)) ||
-		    !grow((void **)&kt->p, &kt->capp, kt->np + 1, sizeof(*kt->p)))
+		    !bpftel_gpu_grow((void **)&kt->p, &kt->capp, kt->np + 1, sizeof(*kt->p)))
 			continue;
 		kt->p[kt->np] = (struct kproc){.pid = rows[i].pid};
 		bpftel_proc_comm(rows[i].pid, kt->p[kt->np].comm, sizeof(kt->p[kt->np].comm));
@@ -422,7 +395,7 @@ static void track(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_kernel_
 		if (!find_proc(kt, ks[i].key.tgid) ||
 		    (sorted && bsearch(&ks[i].key, kt->h, sorted, sizeof(*kt->h), cmp_handle)) ||
 		    kt->nh >= HANDLES_MAX ||
-		    !grow((void **)&kt->h, &kt->caph, kt->nh + 1, sizeof(*kt->h)))
+		    !bpftel_gpu_grow((void **)&kt->h, &kt->caph, kt->nh + 1, sizeof(*kt->h)))
 			continue;
 		kt->h[kt->nh++] = (struct handle){.key = ks[i].key, .series = -1};
 	}
@@ -446,7 +419,7 @@ static int cmp_by_launches(const void *a, const void *b, void *arg)
 
 	if (x->k.launches != y->k.launches)
 		return x->k.launches < y->k.launches ? 1 : -1;
-	return cmp_key(&x->key, &y->key);
+	return bpftel_gpu_kernel_key_cmp(&x->key, &y->key);
 }
 
 /* Name every kernel of ks: from its handle, a driver kernel from its name in the map,
