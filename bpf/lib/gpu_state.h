@@ -9,8 +9,8 @@
  * counted twice: libcudart implements cudaMalloc, cudaLaunchKernel, ... by calling
  * libcuda (cuMemAlloc_v2, cuLaunchKernel, ...) on the same thread, so every runtime
  * entry raises the depth and its return lowers it, and a driver probe that finds it
- * raised counts only that it was skipped (driver_nested). A program that calls the driver itself does so at
- * depth 0 and is counted.
+ * raised counts only that it was skipped (driver_nested). A program that calls the
+ * driver itself does so at depth 0 and is counted.
  *
  * A runtime return can go unseen: the call began before its return probe was attached
  * (the registry attaches returns first, but a call already running has no return to
@@ -104,8 +104,9 @@ struct {
  * a launch's entry and as much of its return (BENCHMARKS.md). The slot names its owner;
  * a thread whose slot another holds keeps its state in gpu_threads instead, and the
  * slot says that one of its index does (spilled), so that the others skip that lookup.
- * sched_process_exit frees a thread's slot or entry; the sweep frees those of threads
- * gone without an exit (exec from a thread).
+ * sched_process_exit frees a thread's slot or entry, sched_process_exec its process's
+ * (gpu_exec_body); the sweep frees those these missed (a process gpu_procs had no room
+ * for, whose thread exec'd: gpu_slot_free).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

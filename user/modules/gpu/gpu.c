@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,26 +335,22 @@ static __u64 mono_ns(void)
 	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static int cmp_row_pid(const void *a, const void *b)
+/* Pids, and what begins with one (rows, struct pid_born): sorted and searched by it. */
+static int cmp_pid(const void *a, const void *b)
 {
-	__u32 x = ((const struct bpftel_gpu_proc *)a)->pid;
-	__u32 y = ((const struct bpftel_gpu_proc *)b)->pid;
+	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
 
 	return x < y ? -1 : x > y;
 }
 
-static int cmp_pid_row(const void *key, const void *row)
-{
-	__u32 x = *(const __u32 *)key, y = ((const struct bpftel_gpu_proc *)row)->pid;
-
-	return x < y ? -1 : x > y;
-}
+_Static_assert(offsetof(struct bpftel_gpu_proc, pid) == 0, "a row begins with its pid");
+_Static_assert(offsetof(struct pid_born, pid) == 0, "a pid_born begins with its pid");
 
 /* The row of pid in rows, sorted by pid (unique_rows()): a kernel map of 32768 rows is
  * read under the module's lock, a row looked up for each. */
 static struct bpftel_gpu_proc *find_proc(struct bpftel_gpu_proc *rows, size_t n, __u32 pid)
 {
-	return n ? bsearch(&pid, rows, n, sizeof(*rows), cmp_pid_row) : NULL;
+	return n ? bsearch(&pid, rows, n, sizeof(*rows), cmp_pid) : NULL;
 }
 
 /* The keys a walk visited: open addressing on their bytes, grown at half full. */
@@ -515,12 +512,10 @@ static size_t read_errors(const struct bpf_map *map, struct bpftel_gpu_proc *row
 	struct error_walk ew = {.fd = bpf_map__fd(map), .rows = rows, .n = n};
 	struct bpftel_gpu_map_walk w = {map_next_key, &ew.fd, sizeof(struct gpu_err_key),
 					bpf_map__max_entries(map)};
-	size_t nes;
 
 	bpftel_gpu_map_walk(&w, read_error, &ew);
-	nes = ew.nes;
 	*out = ew.es;
-	return nes;
+	return ew.nes;
 }
 
 /* A kernel's launches as read: its rows of gpu_kernels (struct gpu_launch_key) merged. */
@@ -702,18 +697,11 @@ static size_t unique_rows(struct bpftel_gpu_proc *rows, size_t n)
 	size_t i, out = 0;
 
 	if (n)
-		qsort(rows, n, sizeof(*rows), cmp_row_pid);
+		qsort(rows, n, sizeof(*rows), cmp_pid);
 	for (i = 0; i < n; i++)
 		if (!out || rows[out - 1].pid != rows[i].pid)
 			rows[out++] = rows[i];
 	return out;
-}
-
-static int cmp_born(const void *a, const void *b)
-{
-	__u32 x = ((const struct pid_born *)a)->pid, y = ((const struct pid_born *)b)->pid;
-
-	return x < y ? -1 : x > y;
 }
 
 /*
@@ -731,8 +719,7 @@ static void forget_reborn(struct bpftel_gpu *g, const struct bpftel_gpu_proc *ro
 		return; /* the next report compares with the last one's */
 	for (i = 0; i < n; i++) {
 		now[i] = (struct pid_born){.pid = rows[i].pid, .born = rows[i].st.born_ns};
-		was = g->nborns ? bsearch(&now[i], g->borns, g->nborns, sizeof(*g->borns),
-					  cmp_born)
+		was = g->nborns ? bsearch(&now[i], g->borns, g->nborns, sizeof(*g->borns), cmp_pid)
 				: NULL;
 		/* 0: a row read between its making and its stamp (gpu_proc()): the stamp
 		 * it will have is not known yet, the last one known stays. */
@@ -871,13 +858,6 @@ bool bpftel_gpu_proc_alive(int procfd, __u32 pid, __u64 *start)
 		return false; /* a thread of another process (kill() would answer for it) */
 	*start = st;
 	return true;
-}
-
-static int cmp_pid(const void *a, const void *b)
-{
-	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /*
