@@ -28,6 +28,12 @@ def modules(agent):
     return {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
 
 
+def budget(agent):
+    """The gpu module's max_cpu_percent as `bpftel modules` shows it (None: none)."""
+    m = next(m for m in agent.json("modules")["modules"] if m["name"] == "gpu")
+    return m["budget"] and m["budget"]["max_cpu_percent"]
+
+
 def runs(agent):
     return {p["id"]: p["run_cnt"] for p in agent.json("stats")["programs"]}
 
@@ -72,8 +78,10 @@ def main():
         check(res.returncode == 2 and "none.conf: No such file" in res.stderr,
               f"a missing -c file: exit {res.returncode}: {res.stderr.strip()}")
 
+        # A budget measured over windows of 60 s: what `bpftel modules` says of it is
+        # the configuration's, not the last window's (the first is a minute away).
         write(conf, "modules = gpu\nrun_stats = off\nlibsets = crypto\n"
-                    "metrics_addr = 127.0.0.1:0\n")
+                    "metrics_addr = 127.0.0.1:0\nmax_cpu_percent = gpu:5\nmax_cpu_window = 60\n")
         agent = Agent(args.agent, args.cli, ["-c", conf])
         try:
             mods = modules(agent)
@@ -81,6 +89,7 @@ def main():
             check(mods["gpu"] == "running" and mods["usm"] == "closed" and
                   stats["agent"]["run_stats"] == "off",
                   f"applied at start: modules {mods}, run_stats {stats['agent']['run_stats']}")
+            check(budget(agent) == 5, f"gpu's budget shown at start: {budget(agent)} %")
             old_addr = stats["agent"]["metrics_addr"]
 
             write(conf, "modules = gpu, usm\nworkers = lots\n")
@@ -96,10 +105,12 @@ def main():
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
             write(conf, f"modules = gpu, usm\nrun_stats = on\nmetrics_addr = 127.0.0.1:{port}\n"
-                        "libsets = crypto, gpu\n")
+                        "libsets = crypto, gpu\nmax_cpu_percent = gpu:7\nmax_cpu_window = 60\n")
             agent.proc.send_signal(signal.SIGHUP)
             wait_for(lambda: modules(agent)["usm"] == "running", 20,
                      "usm to start after SIGHUP")
+            check(budget(agent) == 7,
+                  f"gpu's budget as reloaded, before a window measured it: {budget(agent)} %")
             stats = agent.json("stats")
             check(stats["agent"]["run_stats"] == "always" and
                   stats["agent"]["run_stats_detail"]["stats_on"],

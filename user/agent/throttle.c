@@ -345,17 +345,30 @@ void bpftel_throttle__tick(void *arg)
 	free(o);
 }
 
+/*
+ * The budget itself is the configuration's, read now: the status the windows set says
+ * nothing until the housekeeping thread's first one, and a `bpftel modules` right after
+ * start (or after SIGHUP) must show the budget configured, its load not known yet.
+ */
 void bpftel_throttle__status(struct bpftel_throttle *t, const char *module,
 			     struct bpftel_throttle_status *out)
 {
+	double pct;
 	size_t i;
 
 	memset(out, 0, sizeof(*out));
 	for (i = 0; t && i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++) {
-		if (!strcmp(bpftel_agent_modules[i].name, module)) {
-			pthread_mutex_lock(&t->lock);
-			*out = t->mods[i].st;
-			pthread_mutex_unlock(&t->lock);
-		}
+		if (strcmp(bpftel_agent_modules[i].name, module))
+			continue;
+		pthread_mutex_lock(&t->lock);
+		*out = t->mods[i].st;
+		pthread_mutex_unlock(&t->lock);
+		pthread_mutex_lock(&t->a->cfg_lock);
+		pct = t->a->cfg.max_cpu_percent[i];
+		pthread_mutex_unlock(&t->a->cfg_lock);
+		if (!out->budget || out->limit_percent != pct)
+			out->load_percent = -1; /* no window measured against this budget */
+		out->budget = pct > 0;
+		out->limit_percent = pct;
 	}
 }
