@@ -44,19 +44,19 @@ static void job_free(struct job *j)
 	free(j);
 }
 
-/* With lc->lock: take the jobs identical to first out of the queue (answered alike). */
+/*
+ * With lc->lock: take the jobs identical to first that wait right behind it out of the
+ * queue (answered alike). Only those: one further back, behind another request, is
+ * answered by what runs after that one (stop, start, stop leaves the module stopped).
+ */
 static struct job *take_same(struct bpftel_lifecycle *lc, struct job *first)
 {
-	struct job *same = NULL, **p = &lc->head, *j;
+	struct job *same = NULL, *j;
 
-	while ((j = *p)) {
-		if (!same_request(first->req, j->req)) {
-			p = &j->next;
-			continue;
-		}
-		*p = j->next;
-		if (lc->tail == &j->next)
-			lc->tail = p;
+	while ((j = lc->head) && same_request(first->req, j->req)) {
+		lc->head = j->next;
+		if (!lc->head)
+			lc->tail = &lc->head;
 		j->next = same;
 		same = j;
 	}

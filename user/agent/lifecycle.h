@@ -2,8 +2,9 @@
 /*
  * The agent's lifecycle thread: module start/stop/restart requests and configuration
  * reloads, run one at a time, in order, off the control socket's thread (see agent.h).
- * A request queued while an identical one (same action, same module) waits is answered
- * by the same run: a storm of restarts costs as many as the thread can do, not one each.
+ * A request queued right behind an identical one (same action, same module) that waits
+ * is answered by the same run: a storm of restarts costs as many as the thread can do,
+ * not one each. Never across another request: each is answered by what ran after it.
  */
 #ifndef BPFTEL_AGENT_LIFECYCLE_H
 #define BPFTEL_AGENT_LIFECYCLE_H

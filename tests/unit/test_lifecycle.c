@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The lifecycle thread's queue (user/agent/lifecycle.c), with the agent's module action
+ * and the control server's answers faked here: requests run one at a time, in the
+ * order they came; identical ones waiting right behind each other are answered by one
+ * run; one behind another request never is (stop, start, stop must leave the module
+ * stopped). The first request's run waits until the test has queued the rest, so what
+ * waits is known, not raced.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "user/agent/agent.h"
+#include "user/agent/control.h"
+#include "user/agent/lifecycle.h"
+
+#define MAX_RUNS    16
+#define MAX_TICKETS 16
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static char runs[MAX_RUNS][32]; /* "action name" of each run, in order */
+static int nruns, reloads;
+static bool first_running, release_first;
+static int answered[MAX_TICKETS]; /* ticket -> the run that answered it, 1-based */
+
+/* The agent's action, faked: note it, hold the first until released, answer its number. */
+json_t *bpftel_agent_module_action(struct bpftel_agent *agent, json_t *req)
+{
+	int n;
+
+	(void)agent;
+	pthread_mutex_lock(&lock);
+	n = nruns++;
+	if (n < MAX_RUNS)
+		snprintf(runs[n], sizeof(runs[n]), "%s %s",
+			 json_string_value(json_object_get(req, "action")),
+			 json_string_value(json_object_get(req, "name")));
+	if (!n) {
+		first_running = true;
+		pthread_cond_broadcast(&cond);
+		while (!release_first)
+			pthread_cond_wait(&cond, &lock);
+	}
+	pthread_mutex_unlock(&lock);
+	return json_pack("{s:i}", "run", n + 1);
+}
+
+int bpftel_agent_apply(struct bpftel_agent *agent, const struct bpftel_config *next, bool starting)
+{
+	(void)agent;
+	(void)next;
+	(void)starting;
+	pthread_mutex_lock(&lock);
+	reloads++;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+int bpftel_ctl_server__complete(struct bpftel_ctl_server *srv, __u64 ticket, json_t *resp)
+{
+	(void)srv;
+	pthread_mutex_lock(&lock);
+	if (ticket < MAX_TICKETS)
+		answered[ticket] = (int)json_integer_value(json_object_get(resp, "run"));
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+	json_decref(resp);
+	return 0;
+}
+
+/* Wait, with lock, until done(): a generous deadline, never a fixed sleep. */
+static bool wait_for(bool (*done)(void))
+{
+	struct timespec dl;
+	bool ok;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 60;
+	pthread_mutex_lock(&lock);
+	while (!(ok = done()) && pthread_cond_timedwait(&cond, &lock, &dl) != ETIMEDOUT)
+		;
+	ok = done();
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
+
+static int expect_answers;
+
+static bool first_is_running(void)
+{
+	return first_running;
+}
+
+static bool all_answered(void)
+{
+	int t;
+
+	for (t = 1; t <= expect_answers; t++)
+		if (!answered[t])
+			return false;
+	return true;
+}
+
+static void queue(struct bpftel_lifecycle *lc, const char *action, const char *name, __u64 ticket)
+{
+	json_t *req = json_pack("{s:s,s:s,s:s}", "cmd", "module", "action", action, "name", name);
+
+	assert_int_equal(bpftel_lifecycle__module(lc, req, ticket), 0);
+	json_decref(req);
+}
+
+static void test_order_and_merges(void **state)
+{
+	static const char *const want[] = {"restart usm", "stop gpu", "start gpu", "stop gpu",
+					   "restart gpu"};
+	struct bpftel_agent agent = {0};
+	struct bpftel_config cfg = {0};
+	struct bpftel_lifecycle *lc;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(bpftel_lifecycle__start(&agent, &lc), 0);
+	queue(lc, "restart", "usm", 1);
+	assert_true(wait_for(first_is_running));
+	/* Behind the running one: */
+	queue(lc, "stop", "gpu", 2);
+	queue(lc, "start", "gpu", 3);
+	queue(lc, "stop", "gpu", 4);
+	queue(lc, "stop", "gpu", 5); /* right behind 4: answered by 4's run */
+	assert_int_equal(bpftel_lifecycle__reload(lc, &cfg), 0);
+	queue(lc, "restart", "gpu", 6);
+	queue(lc, "restart", "gpu", 7);
+	queue(lc, "restart", "gpu", 8);
+	expect_answers = 8;
+
+	pthread_mutex_lock(&lock);
+	release_first = true;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+	assert_true(wait_for(all_answered));
+	bpftel_lifecycle__stop(lc);
+
+	/* Each request ran after every one queued before it, in order. */
+	assert_int_equal(nruns, 5);
+	for (i = 0; i < 5; i++)
+		assert_string_equal(runs[i], want[i]);
+	assert_int_equal(reloads, 1);
+	assert_int_equal(answered[1], 1);
+	assert_int_equal(answered[2], 2);
+	assert_int_equal(answered[3], 3);
+	assert_int_equal(answered[4], 4);
+	assert_int_equal(answered[5], 4);
+	assert_int_equal(answered[6], 5);
+	assert_int_equal(answered[7], 5);
+	assert_int_equal(answered[8], 5);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_order_and_merges),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
