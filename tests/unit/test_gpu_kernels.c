@@ -835,6 +835,42 @@ static void test_error_series_are_counters(void **state)
 	bpftel_gpu_errors__free(et);
 }
 
+/*
+ * errors_not_listed (nerrors - nlisted): a listed kind that one read misses (its entry
+ * gone, or not reached) is still listed, and the kinds read beyond the list still count:
+ * 18 kinds, 16 listed, then the same less a listed one, is 2 not listed both times.
+ */
+static void test_errors_not_listed_with_a_missed_kind(void **state)
+{
+	struct bpftel_gpu_errors *et = bpftel_gpu_errors__new();
+	static struct bpftel_gpu_error_seen es[32];
+	static struct bpftel_gpu_proc row;
+	size_t nes, j, w;
+	int i;
+
+	(void)state;
+	assert_non_null(et);
+	for (i = 0, nes = 0; i < 18; i++)
+		es[nes++] = (struct bpftel_gpu_error_seen){
+			{.tgid = 77, .func = GPU_FN_MALLOC, .error = 200 + i}, (__u64)(1 + i)};
+	memset(&row, 0, sizeof(row));
+	row.pid = 77;
+	bpftel_gpu_errors__fill(et, &row, 1, es, nes);
+	assert_int_equal(row.nlisted, BPFTEL_GPU_MAX_ERRORS);
+	assert_int_equal(row.nerrors - row.nlisted, 2);
+
+	for (j = 0, w = 0; j < nes; j++) /* the read misses the first listed kind */
+		if (es[j].key.error != row.errors[0].error)
+			es[w++] = es[j];
+	assert_int_equal(w, nes - 1);
+	memset(&row, 0, sizeof(row));
+	row.pid = 77;
+	bpftel_gpu_errors__fill(et, &row, 1, es, w);
+	assert_int_equal(row.nlisted, BPFTEL_GPU_MAX_ERRORS);
+	assert_int_equal(row.nerrors - row.nlisted, 2);
+	bpftel_gpu_errors__free(et);
+}
+
 /* The whole exposition of rows, as /metrics writes it. Free it. */
 static char *exposition(const struct bpftel_gpu_proc *rows, size_t n)
 {
@@ -1112,6 +1148,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_series_names_arrive),
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
 		cmocka_unit_test(test_error_series_are_counters),
+		cmocka_unit_test(test_errors_not_listed_with_a_missed_kind),
 		cmocka_unit_test(test_calls_untracked_family),
 		cmocka_unit_test(test_proc_alive_by_identity),
 		cmocka_unit_test(test_alloc_walk_restarts),

@@ -131,7 +131,7 @@ static void sync_eprocs(struct bpftel_gpu_errors *et, const struct bpftel_gpu_pr
 void bpftel_gpu_errors__fill(struct bpftel_gpu_errors *et, struct bpftel_gpu_proc *rows, size_t n,
 			     struct bpftel_gpu_error_seen *es, size_t nes)
 {
-	size_t i, lo, hi, mid, j;
+	size_t i, lo, hi, mid, j, unlisted;
 	__u64 listed[GPU_FN__COUNT];
 	struct bpftel_gpu_proc *r;
 	struct eproc *ep;
@@ -151,16 +151,20 @@ void bpftel_gpu_errors__fill(struct bpftel_gpu_errors *et, struct bpftel_gpu_pro
 			else
 				hi = mid;
 		}
-		for (j = lo; j < nes && es[j].key.tgid == r->pid; j++) {
-			if (!ep || es[j].key.func >= GPU_FN__COUNT)
+		for (j = lo, unlisted = 0; j < nes && es[j].key.tgid == r->pid; j++) {
+			if (!ep || es[j].key.func >= GPU_FN__COUNT) {
+				unlisted++;
 				continue;
+			}
 			for (k = 0; k < ep->n; k++)
 				if (ep->e[k].func == es[j].key.func &&
 				    ep->e[k].error == es[j].key.error)
 					break;
 			if (k == ep->n) {
-				if (ep->n == BPFTEL_GPU_MAX_ERRORS)
+				if (ep->n == BPFTEL_GPU_MAX_ERRORS) {
+					unlisted++;
 					continue;
+				}
 				ep->n++;
 				ep->e[k].func = es[j].key.func;
 				ep->e[k].error = es[j].key.error;
@@ -169,10 +173,9 @@ void bpftel_gpu_errors__fill(struct bpftel_gpu_errors *et, struct bpftel_gpu_pro
 			if (es[j].count > ep->e[k].count)
 				ep->e[k].count = es[j].count;
 		}
-		r->nerrors = j - lo;
+		/* The listed kinds (also one this read missed) and the others it read. */
 		r->nlisted = ep ? ep->n : 0;
-		if (r->nerrors < r->nlisted) /* a listed kind the read missed */
-			r->nerrors = r->nlisted;
+		r->nerrors = r->nlisted + unlisted;
 		memset(listed, 0, sizeof(listed));
 		for (k = 0; k < r->nlisted; k++) {
 			r->errors[k].func = ep->e[k].func;
