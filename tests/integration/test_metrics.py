@@ -148,7 +148,8 @@ def main():
                                         "bpftel_http_overflow_requests_total"])
         check("estimated from sampled" in text and
               'bpftel_ebpf_program_overhead_seconds_total{module="gpu",program="gpu_uretprobe"}'
-              in text and 'bpftel_uprobe_trap_seconds{kind="uretprobe"}' in text,
+              in text and all(f'bpftel_uprobe_trap_seconds{{kind="{k}"}}' in text
+                              for k in ("uprobe", "uretprobe", "pair")),
               "sampled run counts say they are estimates; uprobe programs' overhead and the "
               "calibrated trap costs are exported")
         check('bpftel_module_up{module="usm"} 1' in text and
