@@ -683,6 +683,46 @@ static void test_kernel_series_overtaken(void **state)
 }
 
 /*
+ * Two host functions of one name, the less launched first in the map's order: the
+ * merged kernel shows the grid and block of the more launched one (it showed whichever
+ * sorted first). Rows come in no pid order: each process gets its own kernels.
+ */
+static void test_merged_kernel_sizes_of_the_most_launched(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	static const __u32 pids[] = {300, 200, 250};
+	struct bpftel_gpu_proc *p;
+	size_t i, j;
+
+	(void)state;
+	assert_non_null(kt);
+	fake_names[60] = "twin";
+	fake_names[61] = "twin";
+	memset(&rep, 0, sizeof(rep));
+	for (i = 0; i < 3; i++) {
+		report_kernel(&rep, pids[i], false, 60, 5 + i, NULL);
+		rep.ks[rep.nks - 1].k.grid[0] = 1;
+		report_kernel(&rep, pids[i], false, 61, 50 + i, NULL);
+		rep.ks[rep.nks - 1].k.grid[0] = 7;
+		rep.ks[rep.nks - 1].k.block[0] = 128;
+	}
+	report_scrape(kt, &rep, NULL, &sc[0]);
+	for (i = 0; i < 3; i++) {
+		for (j = 0, p = NULL; j < rep.n; j++)
+			if (rep.rows[j].pid == pids[i])
+				p = &rep.rows[j];
+		assert_non_null(p);
+		assert_int_equal(p->nkernels, 1);
+		assert_string_equal(p->kernels[0].name, "twin");
+		assert_int_equal(p->kernels[0].launches, 55 + 2 * i);
+		assert_int_equal(p->kernels[0].grid[0], 7);
+		assert_int_equal(p->kernels[0].block[0], 128);
+	}
+	fake_names[60] = fake_names[61] = NULL;
+	bpftel_gpu_kernels__free(kt);
+}
+
+/*
  * Names arriving over reports: 40 host functions of 4 names, 32 named at the first
  * report (each name has a series then), the 8 least launched at the second, when they
  * join their names' series from where they were (their launches until then stay in
@@ -1149,6 +1189,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
 		cmocka_unit_test(test_error_series_are_counters),
 		cmocka_unit_test(test_errors_not_listed_with_a_missed_kind),
+		cmocka_unit_test(test_merged_kernel_sizes_of_the_most_launched),
 		cmocka_unit_test(test_calls_untracked_family),
 		cmocka_unit_test(test_proc_alive_by_identity),
 		cmocka_unit_test(test_alloc_walk_restarts),

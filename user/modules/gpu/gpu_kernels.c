@@ -237,10 +237,34 @@ static int cmp_seen(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static struct bpftel_gpu_proc *row_of(struct bpftel_gpu_proc *rows, size_t n, __u32 pid)
+/* Rows by pid: each row's pointer, sorted (rows themselves may come in any order). */
+static int cmp_row_pid(const void *a, const void *b)
 {
+	__u32 x = (*(struct bpftel_gpu_proc *const *)a)->pid;
+	__u32 y = (*(struct bpftel_gpu_proc *const *)b)->pid;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_pid_row(const void *key, const void *elt)
+{
+	__u32 x = *(const __u32 *)key, y = (*(struct bpftel_gpu_proc *const *)elt)->pid;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The row of pid: by bsearch of byp (n sorted pointers), or a walk of rows without it
+ * (out of memory). Up to 8192 kernels each look one up. */
+static struct bpftel_gpu_proc *row_of(struct bpftel_gpu_proc *rows, struct bpftel_gpu_proc **byp,
+				      size_t n, __u32 pid)
+{
+	struct bpftel_gpu_proc **hit;
 	size_t i;
 
+	if (byp) {
+		hit = n ? bsearch(&pid, byp, n, sizeof(*byp), cmp_pid_row) : NULL;
+		return hit ? *hit : NULL;
+	}
 	for (i = 0; i < n; i++)
 		if (rows[i].pid == pid)
 			return &rows[i];
@@ -282,26 +306,37 @@ static int cmp_row(const void *a, const void *b)
 static void top_kernels(struct bpftel_gpu_proc *rows, size_t n, struct bpftel_gpu_kernel_seen *ks,
 			size_t nks)
 {
+	struct bpftel_gpu_proc **byp = malloc((n ? n : 1) * sizeof(*byp));
 	struct bpftel_gpu_kernel_row r;
 	struct bpftel_gpu_proc *p;
-	size_t i, j, top;
+	size_t i, j, top, most;
 
+	for (i = 0; byp && i < n; i++)
+		byp[i] = &rows[i];
+	if (byp && n)
+		qsort(byp, n, sizeof(*byp), cmp_row_pid);
 	if (nks)
 		qsort(ks, nks, sizeof(*ks), cmp_seen);
 	for (i = 0; i < nks; i = j) {
 		memset(&r, 0, sizeof(r));
 		snprintf(r.name, sizeof(r.name), "%s", ks[i].name);
 		r.driver = ks[i].key.api == GPU_KERNEL_DRIVER;
-		memcpy(r.grid, ks[i].k.grid, sizeof(r.grid));
-		memcpy(r.block, ks[i].k.block, sizeof(r.block));
-		for (j = i; j < nks && !cmp_seen(&ks[i], &ks[j]); j++) {
+		for (j = most = i; j < nks && !cmp_seen(&ks[i], &ks[j]); j++) {
 			r.launches += ks[j].k.launches;
 			r.threads += ks[j].k.threads;
+			if (ks[j].k.launches > ks[most].k.launches ||
+			    (ks[j].k.launches == ks[most].k.launches &&
+			     bpftel_gpu_kernel_key_cmp(&ks[j].key, &ks[most].key) < 0))
+				most = j;
 		}
-		p = row_of(rows, n, ks[i].key.tgid);
+		/* The sizes of the name's most launched handle, whatever order qsort left. */
+		memcpy(r.grid, ks[most].k.grid, sizeof(r.grid));
+		memcpy(r.block, ks[most].k.block, sizeof(r.block));
+		p = row_of(rows, byp, n, ks[i].key.tgid);
 		if (p)
 			offer(p, &r);
 	}
+	free(byp);
 	for (i = 0; i < n; i++) {
 		top = rows[i].nkernels < BPFTEL_GPU_TOP_KERNELS ? rows[i].nkernels
 								: BPFTEL_GPU_TOP_KERNELS;
