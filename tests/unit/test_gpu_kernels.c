@@ -203,7 +203,7 @@ static void test_top_kernels_merged(void **state)
 	ks[n].key = (struct gpu_kernel_key){.tgid = 4242, .api = GPU_KERNEL_DRIVER, .func = 1};
 	ks[n].k.launches = 50;
 	snprintf(ks[n++].driver_name, sizeof(ks[0].driver_name), "k0");
-	bpftel_gpu_kernels__fill(kt, &row, 1, ks, n);
+	bpftel_gpu_kernels__fill(kt, &row, 1, ks, n, true);
 	assert_int_equal(row.nkernels, BPFTEL_GPU_TOP_KERNELS + 2);
 	assert_string_equal(row.kernels[0].name, "k0");
 	assert_int_equal(row.kernels[0].launches, 150);
@@ -245,7 +245,7 @@ static void self_report(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *r
 			.tgid = pid, .api = GPU_KERNEL_RUNTIME, .func = addrs[i]};
 		ks[i].k.launches = launches[i];
 	}
-	bpftel_gpu_kernels__fill(kt, row, 1, ks, n);
+	bpftel_gpu_kernels__fill(kt, row, 1, ks, n, true);
 }
 
 /* Host functions of this process, through /proc/self/maps and map_files, cached. */
@@ -293,7 +293,7 @@ static void test_handle_named_by_host(void **state)
 	ks[1].k.launches = 3;
 	ks[2].key = (struct gpu_kernel_key){.tgid = pid, .api = GPU_KERNEL_DRIVER, .func = 0xd000};
 	ks[2].k.launches = 2;
-	bpftel_gpu_kernels__fill(kt, &row, 1, ks, 3);
+	bpftel_gpu_kernels__fill(kt, &row, 1, ks, 3, true);
 	assert_int_equal(row.nkernels, 3);
 	assert_string_equal(row.kernels[0].name, "saxpyOp(float, float*, float*, int)");
 	assert_int_equal(row.kernels[0].launches, 5);
@@ -591,6 +591,7 @@ struct report {
 	size_t n;
 	struct bpftel_gpu_kernel_seen ks[256];
 	size_t nks;
+	bool short_list; /* the read listed only some kernels (gpu.c's KERNELS_LISTED) */
 };
 
 static struct bpftel_gpu_proc *report_row(struct report *r, __u32 pid)
@@ -629,7 +630,7 @@ static void report_scrape(struct bpftel_gpu_kernels *kt, struct report *r, struc
 			  struct scrape *now)
 {
 	fake_parses = 0;
-	bpftel_gpu_kernels__fill(kt, r->rows, r->n, r->ks, r->nks);
+	bpftel_gpu_kernels__fill(kt, r->rows, r->n, r->ks, r->nks, !r->short_list);
 	assert_true(fake_parses <= BPFTEL_GPU_NAME_BUDGET);
 	scrape_rows(r->rows, r->n, "bpftel_gpu_kernel_name_launches_total", kernel_label, 1, now);
 	check_counters(before, now, r->rows, r->n, launches_of);
@@ -679,6 +680,44 @@ static void test_kernel_series_overtaken(void **state)
 	assert_int_equal(find_sample(&sc[2], 100, "A")->v, 82);
 	assert_int_equal(find_sample(&sc[2], 100, "H")->v, 12);
 	assert_int_equal(find_sample(&sc[2], 100, "other")->v, 1000 + 40 * 3 + 3);
+	bpftel_gpu_kernels__free(kt);
+}
+
+/*
+ * Kernels a report does not list (gpu.c lists the 8192 most launched): their launches
+ * are in kernel="other" then, and must not reach a series as well when they are listed
+ * again. A has a series, is left out of the second report and back in the third; C is
+ * launched by then but first listed in the third. Every scrape sums to the process's
+ * launches and no series goes down (check_counters); A's series holds while A is not
+ * listed.
+ */
+static void test_kernel_series_when_the_list_is_short(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	static const __u64 a[] = {10, 30, 40}, b[] = {5, 6, 7}, c[] = {0, 50, 60};
+	int k;
+
+	(void)state;
+	assert_non_null(kt);
+	fake_names[70] = "A";
+	fake_names[71] = "B";
+	fake_names[72] = "C";
+	for (k = 0; k < 3; k++) {
+		memset(&rep, 0, sizeof(rep));
+		rep.short_list = k == 1;
+		if (k == 1) /* A and C launched, not listed */
+			report_row(&rep, 100)->st.calls[GPU_FN_LAUNCH] += a[k] + c[k];
+		else
+			report_kernel(&rep, 100, false, 70, a[k], NULL);
+		report_kernel(&rep, 100, false, 71, b[k], NULL);
+		if (k == 2)
+			report_kernel(&rep, 100, false, 72, c[k], NULL);
+		report_scrape(kt, &rep, k ? &sc[k - 1] : NULL, &sc[k]);
+	}
+	assert_int_equal(find_sample(&sc[0], 100, "A")->v, 10);
+	assert_int_equal(find_sample(&sc[1], 100, "A")->v, 10);
+	assert_int_equal(find_sample(&sc[2], 100, "B")->v, 7);
+	fake_names[70] = fake_names[71] = fake_names[72] = NULL;
 	bpftel_gpu_kernels__free(kt);
 }
 
@@ -1190,6 +1229,7 @@ int main(void)
 		cmocka_unit_test(test_error_series_are_counters),
 		cmocka_unit_test(test_errors_not_listed_with_a_missed_kind),
 		cmocka_unit_test(test_merged_kernel_sizes_of_the_most_launched),
+		cmocka_unit_test(test_kernel_series_when_the_list_is_short),
 		cmocka_unit_test(test_calls_untracked_family),
 		cmocka_unit_test(test_proc_alive_by_identity),
 		cmocka_unit_test(test_alloc_walk_restarts),

@@ -585,6 +585,7 @@ struct kernel_walk {
 	size_t n;
 	struct kernel_rows *kr;
 	size_t nkr, cap;
+	bool short_list; /* a row not kept (out of memory) */
 };
 
 static void read_kernel_row(void *arg, const void *k_)
@@ -599,8 +600,10 @@ static void read_kernel_row(void *arg, const void *k_)
 		return;
 	bpftel_gpu_add_launches(&p->st, key, &k);
 	/* Out of memory: the totals stay whole, the list is short. */
-	if (!bpftel_gpu_grow((void **)&kw->kr, &kw->cap, kw->nkr + 1, sizeof(*kw->kr)))
+	if (!bpftel_gpu_grow((void **)&kw->kr, &kw->cap, kw->nkr + 1, sizeof(*kw->kr))) {
+		kw->short_list = true;
 		return;
+	}
 	kw->kr[kw->nkr++] = (struct kernel_rows){
 		.key = {.tgid = key->tgid, .api = key->api, .func = key->func},
 		.k = k, .best = k.launches, .best_key = *key};
@@ -609,9 +612,9 @@ static void read_kernel_row(void *arg, const void *k_)
 /* Every row of gpu_kernels of the processes in rows, each added to its process's stats
  * (calls, devices, threads, sizes: bpftel_gpu_add_launches) and kept (kr). Each row
  * once, though a process's exec deletes its rows meanwhile (gpu_exec_body) and the walk
- * starts over. Returns the count kept. */
+ * starts over. Returns the count kept; *all false when some row was not. */
 static size_t read_kernel_rows(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n,
-			       struct kernel_rows **out)
+			       struct kernel_rows **out, bool *all)
 {
 	struct kernel_walk kw = {.fd = bpf_map__fd(map), .rows = rows, .n = n};
 	struct bpftel_gpu_map_walk w = {map_next_key, &kw.fd, sizeof(struct gpu_launch_key),
@@ -619,16 +622,18 @@ static size_t read_kernel_rows(const struct bpf_map *map, struct bpftel_gpu_proc
 
 	bpftel_gpu_map_walk(&w, read_kernel_row, &kw);
 	*out = kw.kr;
+	*all = !kw.short_list;
 	return kw.nkr;
 }
 
 /*
  * The launches of the processes in rows: added to their stats, and per kernel (one
  * entry whatever its rows' functions, devices and sizes; at most KERNELS_LISTED), with
- * the names the driver gave and the host functions of the runtime's handles.
+ * the names the driver gave and the host functions of the runtime's handles. *all:
+ * whether every kernel is listed.
  */
 static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_t n,
-			   struct bpftel_gpu_kernel_seen **out)
+			   struct bpftel_gpu_kernel_seen **out, bool *all)
 {
 	int names_fd = bpf_map__fd(skel->maps.gpu_knames), hosts_fd = bpf_map__fd(skel->maps.gpu_khosts);
 	struct bpftel_gpu_kernel_seen *ks = NULL;
@@ -637,7 +642,7 @@ static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_
 	size_t nkr, i;
 
 	*out = NULL;
-	nkr = read_kernel_rows(skel->maps.gpu_kernels, rows, n, &kr);
+	nkr = read_kernel_rows(skel->maps.gpu_kernels, rows, n, &kr, all);
 	if (nkr) {
 		qsort(kr, nkr, sizeof(*kr), bpftel_gpu_kernel_key_cmp);
 		nkr = merge_kernels(kr, nkr);
@@ -645,10 +650,12 @@ static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_
 	if (nkr > KERNELS_LISTED) {
 		qsort(kr, nkr, sizeof(*kr), cmp_kernel_launches);
 		nkr = KERNELS_LISTED;
+		*all = false;
 	}
 	if (nkr)
 		ks = calloc(nkr, sizeof(*ks));
 	if (!ks) {
+		*all = *all && !nkr;
 		free(kr);
 		return 0;
 	}
@@ -740,6 +747,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	struct bpftel_gpu_kernel_seen *ks = NULL;
 	struct bpftel_gpu_error_seen *es = NULL;
 	struct bpftel_gpu_proc *rows = NULL, *grown;
+	bool all_kernels = true;
 	size_t nks, nes;
 	__u32 key, next, *prev = NULL;
 	size_t n = 0, cap = 0;
@@ -789,14 +797,14 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	n = unique_rows(rows, n);
 	add_allocs(g->skel->maps.gpu_allocs, rows, n);
 	nes = read_errors(g->skel->maps.gpu_errors, rows, n, &es);
-	nks = read_kernels(g->skel, rows, n, &ks);
+	nks = read_kernels(g->skel, rows, n, &ks, &all_kernels);
 	pthread_mutex_unlock(&g->lock);
 	forget_reborn(g, rows, n);
 	bpftel_gpu_errors__fill(g->errors, rows, n, es, nes);
 	free(es);
 	/* Names (the kernels', the processes') may take parsing the processes' files:
 	 * without the lock. */
-	bpftel_gpu_kernels__fill(g->kernels, rows, n, ks, nks);
+	bpftel_gpu_kernels__fill(g->kernels, rows, n, ks, nks, all_kernels);
 	pthread_mutex_unlock(&g->report_lock);
 	free(ks);
 	if (n) /* rows is NULL when there are none */

@@ -24,8 +24,10 @@
  * given one (at most BPFTEL_GPU_TOP_KERNELS per process, BPFTEL_GPU_KERNEL_SERIES over
  * all, the most launched first) and keeps it; a handle joins its name's series with a
  * baseline, the launches it had at the report before (they were counted under
- * kernel="other" then), and adds its launches beyond it. kernel="other" is the process's
- * launches less its series', so the family sums to bpftel_gpu_kernel_launches_total.
+ * kernel="other" then), and adds its launches beyond it; launches no report read per
+ * kernel (the list is the most launched) stay "other"'s (track()). kernel="other" is
+ * the process's launches less its series', so the family sums to
+ * bpftel_gpu_kernel_launches_total.
  * Handles are at most as many as gpu.c lists (KERNELS_LISTED, the most launched).
  */
 #include <errno.h>
@@ -56,6 +58,7 @@ struct handle {
 	__u64 base;	/* launches counted under kernel="other" before it joined its series */
 	char *name;	/* NULL: not resolved yet; "": none we can tell */
 	int series;	/* in its process's series, -1 none */
+	unsigned long seen; /* the last report that read it (kt->report) */
 };
 
 /* A process's series, in the order they began, and its name as of its first report:
@@ -67,6 +70,7 @@ struct kproc {
 	unsigned int nseries;
 	char *series[BPFTEL_GPU_TOP_KERNELS];
 	__u64 other; /* kernel="other" as last reported: it never goes down */
+	unsigned long since; /* its first report (kt->report) */
 };
 
 struct bpftel_gpu_kernels {
@@ -76,6 +80,8 @@ struct bpftel_gpu_kernels {
 	struct kproc *p; /* by pid */
 	size_t np, capp;
 	size_t nseries; /* over every process */
+	unsigned long report; /* reports filled, this one included */
+	bool complete; /* the last report read every kernel of its processes, each tracked */
 };
 
 static void symbolize(struct bpftel_gpu_sym *syms, size_t n);
@@ -84,8 +90,10 @@ struct bpftel_gpu_kernels *bpftel_gpu_kernels__new(bpftel_gpu_symbolize_fn *fn)
 {
 	struct bpftel_gpu_kernels *kt = calloc(1, sizeof(*kt));
 
-	if (kt)
+	if (kt) {
 		kt->symbolize = fn ? fn : symbolize;
+		kt->complete = true;
+	}
 	return kt;
 }
 
@@ -410,7 +418,7 @@ static void sync_procs(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_pr
 		if ((np && bsearch(&rows[i].pid, kt->p, np, sizeof(*kt->p), cmp_pid)) ||
 		    !bpftel_gpu_grow((void **)&kt->p, &kt->capp, kt->np + 1, sizeof(*kt->p)))
 			continue;
-		kt->p[kt->np] = (struct kproc){.pid = rows[i].pid};
+		kt->p[kt->np] = (struct kproc){.pid = rows[i].pid, .since = kt->report};
 		bpftel_proc_comm(rows[i].pid, kt->p[kt->np].comm, sizeof(kt->p[kt->np].comm));
 		kt->np++;
 	}
@@ -418,20 +426,36 @@ static void sync_procs(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_pr
 		qsort(kt->p, kt->np, sizeof(*kt->p), cmp_pid);
 }
 
-/* hi[i]: the handle of ks[i] (NO_HANDLE: not tracked); prev[i]: its launches as of the
- * report before (0: new), before they are raised to what ks[i] read. */
-static void track(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_kernel_seen *ks,
+/*
+ * hi[i]: the handle of ks[i] (NO_HANDLE: not tracked); prev[i]: its launches as of the
+ * report before, which "other" counted then (what a series it joins now starts from),
+ * before they are raised to what ks[i] read. Launches no report read per kernel went to
+ * "other" too, never to a series as well:
+ * - a handle the report before did not read (that report listed only the most launched
+ *   kernels, or had no room for the handle) comes back with the launches it made
+ *   meanwhile in "other": a series it has moves its base past them;
+ * - a new handle of a process reported before had launches then only if that report
+ *   missed kernels (!kt->complete): they were "other"'s.
+ * Returns false when a kernel of ks could not be tracked.
+ */
+static bool track(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_kernel_seen *ks,
 		  size_t nks, size_t *hi, __u64 *prev)
 {
 	size_t sorted = kt->nh, i;
+	bool all = true;
+	struct kproc *kp;
 	struct handle *h;
+	__u64 cur;
 
 	for (i = 0; i < nks; i++) {
 		if (!find_proc(kt, ks[i].key.tgid) ||
-		    (sorted && bsearch(&ks[i].key, kt->h, sorted, sizeof(*kt->h), cmp_handle)) ||
-		    kt->nh >= HANDLES_MAX ||
-		    !bpftel_gpu_grow((void **)&kt->h, &kt->caph, kt->nh + 1, sizeof(*kt->h)))
+		    (sorted && bsearch(&ks[i].key, kt->h, sorted, sizeof(*kt->h), cmp_handle)))
 			continue;
+		if (kt->nh >= HANDLES_MAX ||
+		    !bpftel_gpu_grow((void **)&kt->h, &kt->caph, kt->nh + 1, sizeof(*kt->h))) {
+			all = false;
+			continue;
+		}
 		kt->h[kt->nh++] = (struct handle){.key = ks[i].key, .series = -1};
 	}
 	if (kt->nh != sorted)
@@ -439,12 +463,27 @@ static void track(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_kernel_
 	for (i = 0; i < nks; i++) {
 		h = kt->nh ? bsearch(&ks[i].key, kt->h, kt->nh, sizeof(*kt->h), cmp_handle) : NULL;
 		hi[i] = h ? (size_t)(h - kt->h) : NO_HANDLE;
-		prev[i] = h ? h->launches : 0;
+		prev[i] = 0;
+		if (!h)
+			continue;
+		cur = ks[i].k.launches;
+		if (h->seen + 1 == kt->report) {
+			prev[i] = h->launches;
+		} else if (h->seen) { /* back after a report that did not read it */
+			if (h->series >= 0 && cur > h->launches)
+				h->base += cur - h->launches;
+			prev[i] = cur;
+		} else if (!kt->complete && (kp = find_proc(kt, h->key.tgid)) &&
+			   kp->since != kt->report) {
+			prev[i] = cur;
+		}
+		h->seen = kt->report;
 		/* A read older than one already taken (it cannot be, reports running one at
 		 * a time) must not take a counter down. */
-		if (h && ks[i].k.launches > h->launches)
-			h->launches = ks[i].k.launches;
+		if (cur > h->launches)
+			h->launches = cur;
 	}
+	return all;
 }
 
 static int cmp_by_launches(const void *a, const void *b, void *arg)
@@ -646,22 +685,25 @@ static void series_out(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *ro
 }
 
 void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows, size_t n,
-			      struct bpftel_gpu_kernel_seen *ks, size_t nks)
+			      struct bpftel_gpu_kernel_seen *ks, size_t nks, bool all_kernels)
 {
 	size_t *hi = calloc(nks ? nks : 1, sizeof(*hi));
 	size_t *todo = malloc((nks ? nks : 1) * sizeof(*todo));
 	__u64 *prev = malloc((nks ? nks : 1) * sizeof(*prev));
+	bool complete = false;
 	size_t i;
 
+	kt->report++;
 	sync_procs(kt, rows, n);
 	if (hi && todo && prev) {
-		track(kt, ks, nks, hi, prev);
+		complete = track(kt, ks, nks, hi, prev) && all_kernels;
 		name_all(kt, ks, nks, hi, todo);
 		admit(kt, nks, hi, prev);
 	} else { /* out of memory: the series hold their counts, the kernels are unnamed */
 		for (i = 0; i < nks; i++)
 			ks[i].name[0] = '\0';
 	}
+	kt->complete = complete;
 	series_out(kt, rows, n);
 	free(hi);
 	free(todo);

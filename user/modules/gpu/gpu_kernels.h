@@ -51,10 +51,13 @@ void bpftel_gpu_kernels__free(struct bpftel_gpu_kernels *kt);
  * merged: a snapshot, for JSON), its series (kseries, kseries_other: counters, for
  * /metrics) and its name (comm: as at the process's first report, kept while it lives).
  * rows are every process the module tracks: the state of a process not among them is
- * dropped. Reorders ks.
+ * dropped. all_kernels: ks holds every kernel of those processes (false when the read
+ * listed only the most launched, or ran out of memory): a kernel a report does not
+ * read has its launches in kernel="other" until it is read again, never in its series
+ * too. Reorders ks.
  */
 void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows, size_t n,
-			      struct bpftel_gpu_kernel_seen *ks, size_t nks);
+			      struct bpftel_gpu_kernel_seen *ks, size_t nks, bool all_kernels);
 /* Forget what was learnt of pid (it exited). */
 void bpftel_gpu_kernels__forget(struct bpftel_gpu_kernels *kt, __u32 pid);
 /* Forget everything (the module restarted: its maps are new). */
