@@ -619,33 +619,40 @@ static void test_non_elf_library_recorded_once(void **state)
 	rmdir(dir);
 }
 
-/* One process holds more junk files named like libraries than the registry has rows
- * (1024): refused rows give way to new files, and a real libssl opened next by another
- * process is still attached. */
-static void test_refused_rows_give_way(void **state)
+/* Files under dir the registry was handed as opened: refused (not ELF), or (elf) its rows
+ * of them and the rows that gave way to them; and those it had no room for. */
+static __u64 junk_handled(struct fixture *f, const char *dir, bool elf)
 {
-	struct fixture *f = *state;
-	struct bpftel_uprobes_refusals ref;
 	struct bpftel_uprobe_file_info row;
-	char dir[64], script[512];
-	pid_t junk, ssl;
-	int i, b, in[2];
+	struct bpftel_uprobes_refusals ref;
 
-	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
-		skip();
-	snprintf(dir, sizeof(dir), "/tmp/bpftel-junk-%d", getpid());
+	bpftel_uprobes__refusals(f->up, &ref);
+	return ref.count[BPFTEL_REFUSED_REGISTRY_FULL] +
+	       (elf ? (__u64)rows_under(f, SHLIB_LIB_SSL, dir, &row) + ref.unprobed_evicted
+		    : ref.count[BPFTEL_REFUSED_NOT_ELF]);
+}
+
+/*
+ * One process opens 1100 files under dir named like libssl, each a copy of src ("" for
+ * four bytes of junk), in 11 batches of 100, each after the registry handled the one
+ * before: never more waiting than the watcher's queue holds, however slow the machine.
+ * The process then lives on (its rows with it). Returns it.
+ */
+static pid_t open_junk(struct fixture *f, const char *dir, const char *src)
+{
+	char script[640];
+	int b, i, in[2];
+	pid_t junk;
+
 	assert_int_equal(mkdir(dir, 0755), 0);
-	assert_int_equal(bpftel_module__run(f->usm->module), 0);
-	/* 11 batches of 100, each after the test saw the one before refused: never more
-	 * waiting than the watcher's queue holds, however slow the machine. */
 	snprintf(script, sizeof(script),
-		 "exec " PYTHON " -c 'import sys\n"
+		 "exec " PYTHON " -c 'import shutil, sys\n"
 		 "for i in range(1100):\n"
 		 "    p = \"%s/libssl.so.%%d\" %% i\n"
-		 "    open(p, \"w\").write(\"junk\")\n"
+		 "    shutil.copyfile(\"%s\", p) if \"%s\" else open(p, \"w\").write(\"junk\")\n"
 		 "    open(p).close()\n"
 		 "    if i %% 100 == 99: sys.stdin.readline()'",
-		 dir);
+		 dir, src, src);
 	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
 	junk = fork();
 	if (!junk) {
@@ -657,34 +664,97 @@ static void test_refused_rows_give_way(void **state)
 	assert_true(junk > 0);
 	close(in[0]);
 	for (b = 1; b <= 11; b++) {
-		for (i = 0; i < 6000; i++) {
-			bpftel_uprobes__refusals(f->up, &ref);
-			if (ref.count[BPFTEL_REFUSED_NOT_ELF] >= (__u64)b * 100)
-				break;
+		for (i = 0; i < 6000 && junk_handled(f, dir, src[0]) < (__u64)b * 100; i++)
 			usleep(10000);
-		}
-		assert_true(ref.count[BPFTEL_REFUSED_NOT_ELF] >= (__u64)b * 100);
+		assert_true(junk_handled(f, dir, src[0]) >= (__u64)b * 100);
 		assert_int_equal(write(in[1], "\n", 1), 1);
 	}
 	close(in[1]);
-	assert_int_equal(ref.count[BPFTEL_REFUSED_NOT_ELF], 1100);
-	assert_int_equal(ref.count[BPFTEL_REFUSED_REGISTRY_FULL], 0);
-	assert_true(ref.evicted >= 1100 - 1024);
+	return junk;
+}
+
+static void remove_junk(const char *dir)
+{
+	char p[96];
+	int i;
+
+	for (i = 0; i < 1100; i++) {
+		snprintf(p, sizeof(p), "%s/libssl.so.%d", dir, i);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
+/* A real libssl opened by another process after the junk: attached, nothing refused
+ * for lack of room. */
+static void real_libssl_attached(struct fixture *f)
+{
+	struct bpftel_uprobes_refusals ref;
+	struct bpftel_uprobe_file_info row;
+	pid_t ssl;
+
 	ssl = start_child("exec " PYTHON " -c 'import ssl, time; time.sleep(3600)'");
 	assert_true(find_row(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 2));
 	assert_int_equal(row.failed, 0);
 	bpftel_uprobes__refusals(f->up, &ref);
 	assert_int_equal(ref.count[BPFTEL_REFUSED_REGISTRY_FULL], 0);
 	stop_child(ssl);
+}
+
+/* One process holds more junk files named like libraries than the registry has rows
+ * (1024): refused rows give way to new files, and a real libssl opened next by another
+ * process is still attached. */
+static void test_refused_rows_give_way(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals ref;
+	char dir[64];
+	pid_t junk;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-junk-%d", getpid());
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	junk = open_junk(f, dir, "");
+	bpftel_uprobes__refusals(f->up, &ref);
+	assert_int_equal(ref.count[BPFTEL_REFUSED_NOT_ELF], 1100);
+	assert_int_equal(ref.count[BPFTEL_REFUSED_REGISTRY_FULL], 0);
+	assert_true(ref.evicted >= 1100 - 1024);
+	real_libssl_attached(f);
 	stop_child(junk);
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
-	for (i = 0; i < 1100; i++) {
-		char p[96];
+	remove_junk(dir);
+}
 
-		snprintf(p, sizeof(p), "%s/libssl.so.%d", dir, i);
-		unlink(p);
-	}
-	rmdir(dir);
+/* The same with ELF files named like libssl without its functions (copies of libdl):
+ * parsed, nothing attached, not refused; their rows give way too (unprobed_evicted). */
+static void test_unprobed_rows_give_way(void **state)
+{
+	static const char src[] = "/lib/x86_64-linux-gnu/libdl.so.2";
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals ref;
+	struct bpftel_uprobe_file_info row;
+	char dir[64];
+	pid_t junk;
+	int n;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access(src, R_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-elfjunk-%d", getpid());
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	junk = open_junk(f, dir, src);
+	n = rows_under(f, SHLIB_LIB_SSL, dir, &row);
+	assert_int_equal(row.attached, 0);
+	assert_int_equal(row.refused, -1);
+	assert_true(row.failed > 0);
+	bpftel_uprobes__refusals(f->up, &ref);
+	assert_int_equal(ref.count[BPFTEL_REFUSED_REGISTRY_FULL], 0);
+	assert_int_equal(ref.unprobed_evicted + (__u64)n, 1100);
+	assert_true(ref.unprobed_evicted >= 1100 - 1024);
+	real_libssl_attached(f);
+	stop_child(junk);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	remove_junk(dir);
 }
 
 /* A FIFO named like a library, opened again and again (O_NONBLOCK: the opens return):
@@ -905,6 +975,7 @@ int main(void)
 		T(test_non_elf_library_recorded_once),
 		T(test_refused_file_cached),
 		T(test_refused_rows_give_way),
+		T(test_unprobed_rows_give_way),
 		T(test_written_in_place_released),
 #undef T
 		cmocka_unit_test_setup_teardown(test_more_points_than_one_link_takes, setup_wide,

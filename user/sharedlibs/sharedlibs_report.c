@@ -212,6 +212,8 @@ static json_t *refusals_json(struct bpftel_uprobes *u, json_t *resp)
 	json_object_set_new(resp, "recent_refusals", recent);
 	json_object_set_new(resp, "refused_cached", json_integer((json_int_t)ref->cached));
 	json_object_set_new(resp, "refused_evicted", json_integer((json_int_t)ref->evicted));
+	json_object_set_new(resp, "unprobed_evicted",
+			    json_integer((json_int_t)ref->unprobed_evicted));
 	json_object_set_new(resp, "sweeps", json_integer((json_int_t)ref->sweeps));
 	json_object_set_new(resp, "released_modified",
 			    json_integer((json_int_t)ref->released_modified));

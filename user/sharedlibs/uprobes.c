@@ -258,29 +258,59 @@ static struct lib_file *file_new(struct bpftel_uprobes *u, const struct stat *st
 static void remove_file_locked(struct bpftel_uprobes *u, struct lib_file *f);
 
 /*
- * With u->lock, the registry full: a refused file's row gives way to the new file. A
- * row costs a slot for as long as one of its processes lives, and a refused one does
- * nothing with it but show the refusal, which stays counted and listed: a process
- * holding a thousand junk files named like libraries must not keep the next real
- * library out. The first refused row found goes, one with no links and no attach in
- * flight.
+ * With u->lock: f holds a slot and nothing else. Refused, or unprobed: every running
+ * module that wants its library tried it and attached nothing (an ELF file named like
+ * a library, without the library's functions). Either way no links and no attach in
+ * flight; a row of a library only a stopped module wants is kept, for its start.
  */
-static void evict_refused_locked(struct bpftel_uprobes *u)
+static bool row_idle_locked(const struct bpftel_uprobes *u, const struct lib_file *f, bool refused)
+{
+	size_t mi, tried = 0;
+
+	if (f->busy || f->releasing || (f->refused >= 0) != refused)
+		return false;
+	for (mi = 0; mi < MAX_MODS; mi++)
+		if (f->mods[mi].nlinks)
+			return false;
+	if (refused)
+		return true;
+	for (mi = 0; mi < u->nmods; mi++) {
+		if (!u->mods[mi].obj || !wants(&u->mods[mi], f->lib))
+			continue;
+		if (f->mods[mi].st != FM_DONE)
+			return false;
+		tried++;
+	}
+	return tried;
+}
+
+/*
+ * With u->lock, the registry full: a row that holds a slot and nothing else gives way
+ * to the new file, a refused one first, else an unprobed one (row_idle_locked). A row
+ * costs a slot for as long as one of its processes lives: a process holding a thousand
+ * junk files named like libraries must not keep the next real library out. Each stays
+ * counted (its refusal; evicted, unprobed_evicted).
+ */
+static void evict_locked(struct bpftel_uprobes *u)
 {
 	struct lib_file *f;
-	size_t i, mi, links;
+	size_t i;
+	int pass;
 
-	for (i = 0; i < u->nfiles; i++) {
-		f = u->files[i];
-		for (mi = 0, links = 0; mi < MAX_MODS; mi++)
-			links += f->mods[mi].nlinks;
-		if (f->refused < 0 || f->busy || f->releasing || links)
-			continue;
-		watch_drop_locked(u, f);
-		remove_file_locked(u, f);
-		u->ref.evicted++;
-		file_free(f); /* no links: memory only */
-		return;
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < u->nfiles; i++) {
+			f = u->files[i];
+			if (!row_idle_locked(u, f, !pass))
+				continue;
+			watch_drop_locked(u, f);
+			remove_file_locked(u, f);
+			if (!pass)
+				u->ref.evicted++;
+			else
+				u->ref.unprobed_evicted++;
+			file_free(f); /* no links: memory only */
+			return;
+		}
 	}
 }
 
@@ -445,7 +475,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	f = find_file(u, st.st_dev, st.st_ino) ?: find_file(u, dev, ino);
 	if (!f) {
 		if (u->nfiles == MAX_FILES)
-			evict_refused_locked(u);
+			evict_locked(u);
 		f = u->nfiles < MAX_FILES ? file_new(u, &st, dev, ino, lib, named) : NULL;
 		if (!f) {
 			refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_REGISTRY_FULL,

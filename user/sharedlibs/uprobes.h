@@ -270,6 +270,9 @@ struct bpftel_uprobes_refusals {
 	__u64 count[BPFTEL_REFUSED__COUNT]; /* since start, by reason */
 	__u64 cached;			    /* of those, answered by the refused-file cache */
 	__u64 evicted; /* refused files' rows that gave way to a new file, the registry full */
+	/* rows of files no probe point attached to that gave way (ELF files named like a
+	 * library, without its functions) */
+	__u64 unprobed_evicted;
 	/* Releases of a file's links because it was written in place (same inode) */
 	__u64 released_modified;
 	/* Files attached without a watch for writes (the inotify watch limit, ENOSPC) */
