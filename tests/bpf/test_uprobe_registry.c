@@ -918,6 +918,68 @@ static void test_written_in_place_released(void **state)
 	rmdir(dir);
 }
 
+/*
+ * A file whose live process no longer reaches it: the process opened its library copy
+ * without mapping it, the file was written in place (its links released) and another
+ * file renamed over its path. Each sweep would reopen it by that path, be refused
+ * (identity_changed) and count it, every second for as long as the process lives; the
+ * sweeps back off instead and the refusal is counted once.
+ */
+static void test_unreachable_file_backs_off(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals ref;
+	struct bpftel_uprobe_file_info row;
+	char dir[64], path[96], other[96], script[320];
+	__u64 before;
+	int i, old;
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-reopen-%d", getpid());
+	snprintf(path, sizeof(path), "%s/libssl.so.3", dir);
+	snprintf(other, sizeof(other), "%s/other", dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	copy_over(LIBSSL, path);
+	bpftel_uprobes__set_grace_ms(f->up, 600000);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	snprintf(script, sizeof(script),
+		 "exec " PYTHON " -c 'import time; open(\"%s\", \"rb\").close(); "
+		 "time.sleep(3600)'",
+		 path);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
+
+	old = open(path, O_WRONLY | O_CLOEXEC);
+	assert_true(old >= 0);
+	copy_over(LIBSSL, other);
+	assert_int_equal(rename(other, path), 0);
+	assert_int_equal(pwrite(old, "", 1, lseek(old, 0, SEEK_END)), 1); /* in place */
+	close(old);
+	for (i = 0; i < 3000; i++) {
+		assert_true(row_now(f, SHLIB_LIB_SSL, path, &row, 0));
+		if (!row.links && strcmp(row.state, "releasing"))
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(row.links, 0);
+
+	bpftel_uprobes__refusals(f->up, &ref);
+	before = ref.count[BPFTEL_REFUSED_IDENTITY_CHANGED];
+	for (i = 0; i < 6; i++)
+		bpftel_uprobes__sweep(f->up);
+	bpftel_uprobes__refusals(f->up, &ref);
+	assert_int_equal(ref.count[BPFTEL_REFUSED_IDENTITY_CHANGED], before + 1);
+	assert_true(row_now(f, SHLIB_LIB_SSL, path, &row, 0));
+	assert_string_equal(row.state, "in_use");
+	assert_int_equal(row.links, 0);
+	stop_child(child);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	unlink(path);
+	rmdir(dir);
+}
+
 static void test_name_matcher_agrees(void **state)
 {
 	(void)state;
@@ -977,6 +1039,7 @@ int main(void)
 		T(test_refused_rows_give_way),
 		T(test_unprobed_rows_give_way),
 		T(test_written_in_place_released),
+		T(test_unreachable_file_backs_off),
 #undef T
 		cmocka_unit_test_setup_teardown(test_more_points_than_one_link_takes, setup_wide,
 						teardown),

@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 
 #include "uprobes_internal.h"
+#include "user/common/ctl.h"
 #include "user/common/log.h"
 #include "user/manager/elfsym.h"
 #include "user/manager/goexe.h"
@@ -85,8 +86,8 @@ static bool find_mapping(__u32 pid, const struct lib_file *f, char *range, size_
 
 /*
  * Open f through one of its processes, newest first: by the path each named it, and
- * when that no longer leads to the file (a hostile swap: refused and counted), by the
- * process's mapping of it. -errno if none reaches it.
+ * when that no longer leads to the file (a hostile swap: refused and counted, once per
+ * run of failed reopens), by the process's mapping of it. -errno if none reaches it.
  */
 static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 {
@@ -96,10 +97,12 @@ static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 	struct stat st = {};
 	size_t n = 0, i;
 	int fd = -ENOENT;
+	bool counted;
 	__u64 ino;
 	dev_t dev;
 
 	pthread_mutex_lock(&u->lock);
+	counted = f->reopen_fails > 0;
 	for (i = f->nprocs; i-- > 0 && n < 8;) {
 		t[n] = (struct bpftel_procfile_target){
 			.pid = f->procs[i].pid,
@@ -114,7 +117,7 @@ static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 	pthread_mutex_unlock(&u->lock);
 	for (i = 0; i < n && fd < 0; i++) {
 		fd = bpftel_procfile_open(&t[i], &st, &why);
-		if (fd < 0 && why < BPFTEL_REFUSED__COUNT) {
+		if (fd < 0 && why < BPFTEL_REFUSED__COUNT && !counted) {
 			bpftel_procfile_explain(why, &st, fd, what, sizeof(what));
 			snprintf(detail, sizeof(detail), "reopening it: %s", what);
 			pthread_mutex_lock(&u->lock);
@@ -699,6 +702,18 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 		close(own);
 
 	pthread_mutex_lock(&u->lock);
+	if (fd < 0 && f->nprocs) {
+		/* Its processes live but none reaches it (a path swapped, no mapping): the
+		 * sweep tries again later, and later each time, not every second. */
+		long long delay;
+
+		f->reopen_fails++;
+		delay = f->reopen_fails < 6 ? 1000LL << f->reopen_fails : REOPEN_BACKOFF_MAX_MS;
+		f->reopen_at_ms = bpftel_mono_ms() +
+				  (delay < REOPEN_BACKOFF_MAX_MS ? delay : REOPEN_BACKOFF_MAX_MS);
+	} else if (fd >= 0) {
+		f->reopen_fails = 0;
+	}
 	if (fd < 0 || ret == -ENOMEM) {
 		/* Unreachable now (its processes went away), or no memory: not tried. */
 		for (j = 0; j < njobs; j++)

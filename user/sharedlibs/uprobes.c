@@ -726,7 +726,10 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 			i++;
 			continue;
 		}
-		k = collect_jobs(u, f, MAX_MODS, jobs[njobf]);
+		/* A file its processes did not reach at the last try waits its turn. */
+		k = f->reopen_fails && now < f->reopen_at_ms
+			    ? 0
+			    : collect_jobs(u, f, MAX_MODS, jobs[njobf]);
 		if (k) {
 			njobs[njobf] = k;
 			jobf[njobf++] = f;

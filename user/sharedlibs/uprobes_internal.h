@@ -93,8 +93,15 @@ struct lib_file {
 	int wd;
 	bool unwatched;	   /* the watch could not be added: a short grace instead */
 	__u64 writes;	   /* writes seen in place: an attach that began before one is stale */
+	/* Sweeps' reopens that reached the file through none of its live processes, in a
+	 * row, and when the sweep tries again (backing off: REOPEN_BACKOFF_MAX_MS) */
+	unsigned int reopen_fails;
+	long long reopen_at_ms;
 	struct file_mod mods[MAX_MODS];
 };
+
+/* The longest a sweep waits to reopen a file its processes no longer reach. */
+#define REOPEN_BACKOFF_MAX_MS 60000
 
 struct mod_entry {
 	struct bpftel_uprobes *u;
