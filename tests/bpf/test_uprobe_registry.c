@@ -980,6 +980,99 @@ static void test_unreachable_file_backs_off(void **state)
 	rmdir(dir);
 }
 
+/* Start `sh -c script` as pid, the pid of a process gone (ns_last_pid: the kernel gives
+ * the next one; another fork on the host may take it first, so a few tries). -1: not
+ * given. */
+static pid_t start_child_as(pid_t pid, const char *script)
+{
+	char last[24];
+	pid_t child;
+	int tries, fd;
+
+	for (tries = 0; tries < 50; tries++) {
+		fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		snprintf(last, sizeof(last), "%d", pid - 1);
+		if (write(fd, last, strlen(last)) < 0) {
+			close(fd);
+			return -1;
+		}
+		close(fd);
+		child = start_child(script);
+		if (child == pid)
+			return child;
+		stop_child(child);
+	}
+	return -1;
+}
+
+/*
+ * A process maps a library and exits; before any sweep, a new process given its pid
+ * maps it too (then a second file, so that the registry has handled the first by the
+ * time the test looks). The new process is the file's user: after a sweep the row is
+ * in use by it, not idle because the old one is gone.
+ */
+static void test_reused_pid_is_a_new_user(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	char dir[64], path[96], path2[128], script[400];
+	pid_t a, b;
+	int i;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-pidreuse-%d", getpid());
+	snprintf(path, sizeof(path), "%s/libssl.so.3", dir);
+	snprintf(path2, sizeof(path2), "%s/second/libssl.so.3", dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(script, sizeof(script), "%s/second", dir);
+	assert_int_equal(mkdir(script, 0755), 0);
+	copy_over(LIBSSL, path);
+	copy_over(LIBSSL, path2);
+	bpftel_uprobes__set_grace_ms(f->up, 600000);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+
+	snprintf(script, sizeof(script),
+		 "exec " PYTHON " -c 'import ctypes, time; ctypes.CDLL(\"%s\"); "
+		 "time.sleep(3600)'",
+		 path);
+	a = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
+	assert_int_equal(row.pids[0], a);
+	stop_child(a);
+
+	snprintf(script, sizeof(script),
+		 "exec " PYTHON " -c 'import ctypes, time; ctypes.CDLL(\"%s\"); "
+		 "ctypes.CDLL(\"%s\"); time.sleep(3600)'",
+		 path, path2);
+	b = start_child_as(a, script);
+	if (b < 0) {
+		assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+		skip();
+	}
+	assert_true(find_row(f, SHLIB_LIB_SSL, path2, &row, 2));
+	assert_int_equal(row.pids[0], b);
+	bpftel_uprobes__sweep(f->up);
+	for (i = 0; i < 3000; i++) {
+		assert_true(row_now(f, SHLIB_LIB_SSL, path, &row, 0));
+		if (!strcmp(row.state, "in_use"))
+			break;
+		usleep(10000);
+	}
+	assert_string_equal(row.state, "in_use");
+	assert_int_equal(row.nprocs, 1);
+	assert_int_equal(row.pids[0], b);
+	stop_child(b);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	unlink(path);
+	unlink(path2);
+	snprintf(script, sizeof(script), "%s/second", dir);
+	rmdir(script);
+	rmdir(dir);
+}
+
 static void test_name_matcher_agrees(void **state)
 {
 	(void)state;
@@ -1040,6 +1133,7 @@ int main(void)
 		T(test_unprobed_rows_give_way),
 		T(test_written_in_place_released),
 		T(test_unreachable_file_backs_off),
+		T(test_reused_pid_is_a_new_user),
 #undef T
 		cmocka_unit_test_setup_teardown(test_more_points_than_one_link_takes, setup_wide,
 						teardown),

@@ -416,9 +416,10 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	struct lib_file *f = NULL;
 	char detail[128];
 	struct stat st = {};
+	__u64 stime = 0, had = 0, ino;
 	bool known = false;
+	ssize_t idx = -1;
 	size_t njobs;
-	__u64 stime, ino;
 	dev_t dev;
 	int fd, err;
 
@@ -426,17 +427,26 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		pthread_mutex_lock(&u->lock);
 		f = find_file(u, t->dev, t->ino);
 		known = f != NULL;
-		err = f && proc_index(f, t->pid) >= 0;
+		idx = f ? proc_index(f, t->pid) : -1;
+		had = idx >= 0 ? f->procs[idx].start_time : 0;
 		pthread_mutex_unlock(&u->lock);
-		if (err)
-			return 0;
+		if (idx >= 0) {
+			/* Known, unless the pid is another process's now (the one noted
+			 * exited, and the sweep has not seen it yet): that one is new. */
+			stime = bpftel_proc_start(t->pid);
+			if (!stime)
+				return -ESRCH;
+			if (stime == had)
+				return 0;
+		}
 		if (!known) {
 			err = refused_again(u, t, lib, named);
 			if (err)
 				return err;
 		}
 	}
-	stime = bpftel_proc_start(t->pid);
+	if (!stime)
+		stime = bpftel_proc_start(t->pid);
 	if (!stime)
 		return -ESRCH;
 	if (known) {
