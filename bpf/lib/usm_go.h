@@ -140,9 +140,15 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 	}
 	call = *r;
 	tlm_map_delete(usm_go_reads, &key);
-	if (n <= 0)
-		return 0;
 	sess.conn = call.conn;
+	if (n <= 0) {
+		/* The connection ended (EOF, an error): a byte kept for its next message
+		 * goes with it, or it would begin the first message of the next connection
+		 * given this Conn's address. */
+		if (bpf_map_lookup_elem(&usm_go_byte, &sess))
+			tlm_map_delete(usm_go_byte, &sess);
+		return 0;
+	}
 	if (n == 1 && !bpf_map_lookup_elem(&usm_h2_conns, &sess)) {
 		usm_count(USM_CNT_TLS_CALLS);
 		if (!tlm_probe_read_user(&first, 1, (void *)call.buf))

@@ -1362,6 +1362,17 @@ static void test_go_background_byte(void **state)
 	go_read_enter(&c, (void *)want, strlen(want), G1, 4243, 11);
 	assert_int_equal(go_read_ret((long)strlen(want), G1, 4243, 12), 1);
 	assert_memory_equal(event(0)->prefix, want, strlen(want));
+	/* A byte, then the connection ends (a read returns 0, EOF): the byte goes with it.
+	 * A request on the next connection at that Conn's address stands alone, not
+	 * "GGET". */
+	go_read_enter(&c, g, 1, G1, 4243, 13);
+	assert_int_equal(go_read_ret(1, G1, 4243, 14), 0);
+	go_read_enter(&c, rest, sizeof(rest), G1, 4243, 15);
+	assert_int_equal(go_read_ret(0, G1, 4243, 16), 0);
+	go_read_enter(&c, (void *)want, strlen(want), G1, 4243, 17);
+	assert_int_equal(go_read_ret((long)strlen(want), G1, 4243, 18), 1);
+	assert_int_equal(event(0)->len, strlen(want));
+	assert_memory_equal(event(0)->prefix, want, strlen(want));
 }
 
 /* Go's HTTP/2 client: preface, SETTINGS and WINDOW_UPDATE in one Write; the server's
