@@ -86,6 +86,7 @@ enum usm_counter {
 	USM_CNT_H2_MIDSTREAM = 10, /* sessions that look HTTP/2 but whose start was missed */
 	USM_CNT_H2C_PACKETS = 11,  /* h2c segments emitted (USM_KIND_H2C_*) */
 	USM_CNT_GO_UNPAIRED = 12,  /* Go reads seen returning, not entering (lib/usm_go.h) */
+	USM_CNT_PACKETS_DUPLICATE = 13, /* message segments seen again: not emitted */
 	USM_CNT__COUNT,
 };
 

@@ -101,6 +101,44 @@ struct {
 
 TLM_MAP_KEY(usm_h2c_conns);
 
+/*
+ * Segments that began an HTTP message, by (addresses, ports, sequence number): a packet
+ * socket bound to every device sees a packet once per device it crosses (a bond's
+ * slave and the bond, a NIC and its VLAN, a bridge and its veth) and a retransmission
+ * again; each is one message. LRU: a connection's next message has another sequence
+ * number, so only recent ones need remembering.
+ */
+struct usm_pkt_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__be16 sport;
+	__be16 dport;
+	__be32 seq;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct usm_pkt_key);
+	__type(value, __u8);
+} usm_pkt_seen SEC(".maps");
+
+TLM_MAP_KEY(usm_pkt_seen);
+
+/* Was this segment seen before (on another device, or sent again)? Notes it if not. */
+static __always_inline bool usm_pkt_again(TLM_PARAM, const __u8 *src, const __u8 *dst,
+					  const struct usm_tcp_hdr *tcp)
+{
+	struct usm_pkt_key k = {.sport = tcp->source, .dport = tcp->dest, .seq = tcp->seq};
+	__u8 one = 1;
+
+	__builtin_memcpy(k.src, src, sizeof(k.src));
+	__builtin_memcpy(k.dst, dst, sizeof(k.dst));
+	if (bpf_map_lookup_elem(&usm_pkt_seen, &k))
+		return true;
+	return tlm_map_insert(usm_pkt_seen, &k, &one) == -EEXIST; /* another CPU's copy */
+}
+
 static __always_inline void usm_h2c_key_of(struct usm_h2c_key *key, const __u8 *client,
 					   const __u8 *server, __u16 cport, __u16 sport,
 					   __u8 family)
@@ -250,6 +288,10 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 					bpf_ntohs(tcp.dest), family);
 	if (kind < 0)
 		return 0;
+	if (usm_pkt_again(TLM_ARG, client, server, &tcp)) {
+		usm_count(USM_CNT_PACKETS_DUPLICATE);
+		return 0;
+	}
 	ev = usm_event_reserve(TLM_ARG);
 	if (!ev)
 		return 0;

@@ -39,14 +39,19 @@ static const uint8_t ip6_client[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 static const uint8_t ip6_server[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
 
 /* Ethernet + IPv4 or IPv6 + TCP (with opt_len bytes of options) + payload. from_client:
- * client 40000 -> server 80, else the reverse. tot_extra inflates the IP length. */
+ * client 40000 -> server 80, else the reverse. tot_extra inflates the IP length. Each
+ * packet built has a sequence number of its own: the same one run twice is a copy
+ * (another device's, a retransmission). */
 static void build(struct pkt *p, int family, bool from_client, size_t opt_len, const char *data,
 		  size_t dlen, int tot_extra)
 {
+	static uint32_t next_seq = 1000;
 	unsigned char *ip = p->b + 14, *tcp;
 	size_t iphl = family == 4 ? 20 : 40, tcphl = 20 + opt_len;
 	uint16_t sport = from_client ? 40000 : 80, dport = from_client ? 80 : 40000, v;
+	uint32_t seq = htonl(next_seq);
 
+	next_seq += 1000;
 	memset(p, 0, sizeof(*p));
 	p->b[12] = family == 4 ? 0x08 : 0x86;
 	p->b[13] = family == 4 ? 0x00 : 0xdd;
@@ -72,6 +77,7 @@ static void build(struct pkt *p, int family, bool from_client, size_t opt_len, c
 	memcpy(tcp, &v, 2);
 	v = htons(dport);
 	memcpy(tcp + 2, &v, 2);
+	memcpy(tcp + 4, &seq, 4);
 	tcp[12] = (uint8_t)((tcphl / 4) << 4);
 	tcp[13] = 0x18;		      /* PSH ACK */
 	memset(tcp + 20, 1, opt_len); /* NOPs */
@@ -273,6 +279,40 @@ static void test_pkt_type(void **state)
 	assert_int_equal(run_packet(&p), 1);
 	assert_int_equal(counter(USM_CNT_PACKETS), 1);
 	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 1);
+}
+
+/*
+ * A packet socket on every device sees a packet once per device it crosses (a bond's
+ * slave then the bond, a NIC then its VLAN) and a retransmission again: one message
+ * each, the copies counted as duplicates. The same request again later, with its own
+ * sequence number, is a request again; so is the same segment of another connection.
+ */
+static void test_duplicate_segments(void **state)
+{
+	const char *req = "GET /dup HTTP/1.1\r\n\r\n", *resp = "HTTP/1.1 200 OK\r\n\r\n";
+	struct pkt p, r;
+
+	(void)state;
+	build(&p, 4, true, 0, req, strlen(req), 0);
+	assert_int_equal(run_packet(&p), 1);
+	assert_int_equal(run_packet(&p), 0); /* the bond's copy */
+	assert_int_equal(run_packet(&p), 0); /* sent again */
+	build(&r, 6, false, 0, resp, strlen(resp), 0);
+	assert_int_equal(run_packet(&r), 1);
+	assert_int_equal(run_packet(&r), 0);
+	assert_int_equal(counter(USM_CNT_PACKETS_DUPLICATE), 3);
+	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 2);
+	build(&p, 4, true, 0, req, strlen(req), 0); /* the next request */
+	assert_int_equal(run_packet(&p), 1);
+	p.b[14 + 20 + 1] ^= 1; /* another client port, same sequence number */
+	assert_int_equal(run_packet(&p), 1);
+	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 4);
+	assert_int_equal(counter(USM_CNT_PACKETS_DUPLICATE), 3);
+	/* What is not a message start is never remembered (no map work per segment). */
+	build(&p, 4, true, 0, "body bytes of a request", 23, 0);
+	assert_int_equal(run_packet(&p), 0);
+	assert_int_equal(run_packet(&p), 0);
+	assert_int_equal(counter(USM_CNT_PACKETS_DUPLICATE), 3);
 }
 
 static void test_no_payload(void **state)
@@ -1444,6 +1484,14 @@ static int case_setup(void **state)
 			while (!bpf_map_get_next_key(fds[i], NULL, key))
 				assert_int_equal(bpf_map_delete_elem(fds[i], key), 0);
 	}
+	/* ... and no segment seen. */
+	{
+		int fd = bpf_map__fd(skel->maps.usm_pkt_seen);
+		unsigned char key[40];
+
+		while (!bpf_map_get_next_key(fd, NULL, key))
+			assert_int_equal(bpf_map_delete_elem(fd, key), 0);
+	}
 	/* ... and no h2c connection. */
 	{
 		int fd = bpf_map__fd(skel->maps.usm_h2c_conns);
@@ -1486,6 +1534,7 @@ int main(void)
 		T(test_not_http_ignored),
 		T(test_other_methods),
 		T(test_pkt_type),
+		T(test_duplicate_segments),
 		T(test_no_payload),
 		T(test_truncated_packets),
 		T(test_h2c_segments),

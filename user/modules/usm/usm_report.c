@@ -299,6 +299,11 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 			   "(entered before the probes were attached, or more reads in flight at "
 			   "once than the kernel keeps: 16384): their bytes are not looked at.",
 			   c->kernel[USM_CNT_GO_UNPAIRED]);
+	bpftel_prom_scalar(w, "bpftel_http_packets_duplicate_total", "counter",
+			   "Plaintext segments that began an HTTP message seen again, on another "
+			   "network device the packet crossed (bond, VLAN, bridge) or sent again "
+			   "(a TCP retransmission): counted once.",
+			   c->kernel[USM_CNT_PACKETS_DUPLICATE]);
 }
 
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
