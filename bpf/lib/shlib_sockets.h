@@ -5,7 +5,8 @@
  * fd table and its TCP connection recorded with the process, both by the connection
  * (for packets) and by (process, fd) (for TLS uprobes, which know the fd).
  *
- * Entries are not deleted when the socket closes: the last messages of a short
+ * Entries are not deleted when the socket closes (only when a connect or accept gives
+ * the fd something else: shlib_on_sock): the last messages of a short
  * connection (curl's) are still in the ring buffer or the pipeline when it closes, and
  * must still find their owner. A connection's 4-tuple is recorded again by the connect
  * or accept that reuses it, and the maps are LRU: old entries go first.
@@ -99,7 +100,13 @@ static __always_inline bool shlib_fd_conn(struct task_struct *task, long fd,
 	return true;
 }
 
-/* A connect or accept by the current task left fd connected: record who holds it. */
+/*
+ * A connect or accept by the current task left fd connected: record who holds it. One
+ * that left fd holding anything else (a UNIX socket, a TCP socket not connected after
+ * all) says that fd no longer holds the connection an entry may remember for it (the
+ * number reused after a close): the entry goes, or a TLS message on the fd would be
+ * given that old connection.
+ */
 static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 {
 	struct shlib_sock_owner owner = {};
@@ -107,17 +114,19 @@ static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 	struct shlib_fd_key fk;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
-	if (fd < 0 || !shlib_sockets_on() ||
-	    !shlib_fd_conn(bpf_get_current_task_btf(), fd, &k))
+	if (fd < 0 || !shlib_sockets_on())
 		return 0;
-	if (!k.rport) /* not connected after all */
+	fk.pid = pid_tgid >> 32;
+	fk.fd = (__s32)fd;
+	if (!shlib_fd_conn(bpf_get_current_task_btf(), fd, &k) || !k.rport) {
+		if (bpf_map_lookup_elem(&shlib_fd_socks, &fk))
+			tlm_map_delete(shlib_fd_socks, &fk);
 		return 0;
+	}
 	owner.pid = pid_tgid >> 32;
 	owner.tid = (__u32)pid_tgid;
 	owner.cgroup_id = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(owner.comm, sizeof(owner.comm));
-	fk.pid = owner.pid;
-	fk.fd = (__s32)fd;
 	tlm_map_update(shlib_sock_owners, &k, &owner, BPF_ANY);
 	tlm_map_update(shlib_fd_socks, &fk, &k, BPF_ANY);
 	/* And under no namespace (0): the last of any namespace to use the 4-tuple, for

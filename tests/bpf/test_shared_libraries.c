@@ -707,6 +707,42 @@ static void test_sock_netns(void **state)
 	tcp_pair_close(&t);
 }
 
+/* An fd number that held a recorded connection, closed and given a UNIX socket by a
+ * connect (or a TCP socket that did not connect): its entry goes, so that a TLS call on
+ * the fd is not given the old connection. Other fds' entries stay. */
+static void test_sock_fd_reused(void **state)
+{
+	struct shlib_fd_key fk = {.pid = (__u32)getpid()};
+	struct shlib_sock_key back;
+	struct tcp_pair t, u;
+	int unx[2], tmp;
+
+	(void)state;
+	tcp_pair(&t, AF_INET, false);
+	tcp_pair(&u, AF_INET, false);
+	play_sock(t.cfd);
+	play_sock(u.cfd);
+	assert_int_equal(map_entries(skel->maps.shlib_fd_socks), 2);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, unx), 0);
+	assert_int_equal(dup2(unx[0], t.cfd), t.cfd); /* t.cfd's number, a UNIX socket now */
+	play_sock(t.cfd);
+	fk.fd = t.cfd;
+	assert_int_not_equal(
+		bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_fd_socks), &fk, &back), 0);
+	fk.fd = u.cfd;
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_fd_socks), &fk, &back),
+			 0);
+	tmp = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(dup2(tmp, u.cfd), u.cfd); /* TCP, never connected */
+	close(tmp);
+	play_sock(u.cfd);
+	assert_int_equal(map_entries(skel->maps.shlib_fd_socks), 0);
+	close(unx[0]);
+	close(unx[1]);
+	tcp_pair_close(&t);
+	tcp_pair_close(&u);
+}
+
 /* Nothing recorded for what is not a connected TCP socket, for a bad fd, nor when no
  * subscriber asked for sockets. */
 static void test_sock_ignored(void **state)
@@ -833,6 +869,7 @@ int main(void)
 		cmocka_unit_test_setup(test_sock_ipv6, sock_setup),
 		cmocka_unit_test_setup(test_sock_netns, sock_setup),
 		cmocka_unit_test_setup(test_sock_ignored, sock_setup),
+		cmocka_unit_test_setup(test_sock_fd_reused, sock_setup),
 	};
 	size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
 	struct CMUnitTest *tests = calloc(ncases + nfixed, sizeof(*tests));
