@@ -588,15 +588,14 @@ struct kernel_walk {
 	bool short_list; /* a row not kept (out of memory) */
 };
 
-static void read_kernel_row(void *arg, const void *k_)
+/* One row read: added to its process's stats, and kept. */
+static void take_kernel_row(struct kernel_walk *kw, const struct gpu_launch_key *key,
+			    const struct gpu_kernel *kp)
 {
-	const struct gpu_launch_key *key = k_;
-	struct kernel_walk *kw = arg;
-	struct bpftel_gpu_proc *p;
-	struct gpu_kernel k;
+	struct bpftel_gpu_proc *p = find_proc(kw->rows, kw->n, key->tgid);
+	struct gpu_kernel k = *kp;
 
-	p = find_proc(kw->rows, kw->n, key->tgid);
-	if (!p || bpf_map_lookup_elem(kw->fd, key, &k))
+	if (!p)
 		return;
 	bpftel_gpu_add_launches(&p->st, key, &k);
 	/* Out of memory: the totals stay whole, the list is short. */
@@ -609,10 +608,51 @@ static void read_kernel_row(void *arg, const void *k_)
 		.k = k, .best = k.launches, .best_key = *key};
 }
 
+static void read_kernel_row(void *arg, const void *key)
+{
+	struct kernel_walk *kw = arg;
+	struct gpu_kernel k;
+
+	if (!bpf_map_lookup_elem(kw->fd, key, &k))
+		take_kernel_row(kw, key, &k);
+}
+
+#define KERNEL_BATCH 512
+
+/* The rows in batches (a hash map's batch walks its buckets in order: it neither starts
+ * over when a row is deleted, nor visits one twice). False when the kernel could not
+ * (before any row was taken): the caller walks key by key instead. */
+static bool read_kernel_batches(struct kernel_walk *kw)
+{
+	static __thread struct gpu_launch_key keys[KERNEL_BATCH];
+	static __thread struct gpu_kernel vals[KERNEL_BATCH];
+	__u32 at = 0, next, count, i;
+	bool first = true;
+	int err;
+
+	do {
+		count = KERNEL_BATCH;
+		err = bpf_map_lookup_batch(kw->fd, first ? NULL : &at, &next, keys, vals, &count,
+					   NULL);
+		if (err && errno != ENOENT) {
+			if (first)
+				return false;
+			kw->short_list = true; /* a bucket beyond a batch: cannot happen here */
+			return true;
+		}
+		for (i = 0; i < count; i++)
+			take_kernel_row(kw, &keys[i], &vals[i]);
+		at = next;
+		first = false;
+	} while (!err);
+	return true;
+}
+
 /* Every row of gpu_kernels of the processes in rows, each added to its process's stats
  * (calls, devices, threads, sizes: bpftel_gpu_add_launches) and kept (kr). Each row
- * once, though a process's exec deletes its rows meanwhile (gpu_exec_body) and the walk
- * starts over. Returns the count kept; *all false when some row was not. */
+ * once, though a process's exec deletes its rows meanwhile (gpu_exec_body): in batches,
+ * or by a walk that starts over then and skips the keys it saw. Returns the count kept;
+ * *all false when some row was not. */
 static size_t read_kernel_rows(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n,
 			       struct kernel_rows **out, bool *all)
 {
@@ -620,7 +660,9 @@ static size_t read_kernel_rows(const struct bpf_map *map, struct bpftel_gpu_proc
 	struct bpftel_gpu_map_walk w = {map_next_key, &kw.fd, sizeof(struct gpu_launch_key),
 					bpf_map__max_entries(map)};
 
-	bpftel_gpu_map_walk(&w, read_kernel_row, &kw);
+	if (bpf_map__key_size(map) != sizeof(struct gpu_launch_key) ||
+	    bpf_map__value_size(map) != sizeof(struct gpu_kernel) || !read_kernel_batches(&kw))
+		bpftel_gpu_map_walk(&w, read_kernel_row, &kw);
 	*out = kw.kr;
 	*all = !kw.short_list;
 	return kw.nkr;
