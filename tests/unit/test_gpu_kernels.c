@@ -722,6 +722,52 @@ static void test_kernel_series_when_the_list_is_short(void **state)
 }
 
 /*
+ * One process with more distinct kernels than the module keeps handles for (8192), each
+ * launched more than another process's: it gets BPFTEL_GPU_KERNELS_PER_PROC of them, and
+ * the other process's kernels are still named (they were left without a handle, so
+ * unnamed, while the first one lived).
+ */
+static void test_kernel_handles_per_process(void **state)
+{
+	enum { HOG = 9000 };
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	static struct bpftel_gpu_kernel_seen ks[HOG + 2];
+	static struct bpftel_gpu_proc rows[2];
+	size_t i, n = 0;
+	int r;
+
+	(void)state;
+	assert_non_null(kt);
+	fake_names[80] = "victim_a";
+	fake_names[81] = "victim_b";
+	for (r = 0; r < 2; r++) { /* the names come at the first report, and stay */
+		memset(rows, 0, sizeof(rows));
+		rows[0].pid = 600;
+		rows[1].pid = 700;
+		for (i = 0, n = 0; i < HOG; i++, n++) {
+			memset(&ks[n], 0, sizeof(ks[n]));
+			ks[n].key = (struct gpu_kernel_key){.tgid = 600, .api = GPU_KERNEL_DRIVER,
+							    .func = 0xd0000 + i};
+			ks[n].k.launches = 1000 + i;
+			snprintf(ks[n].driver_name, sizeof(ks[n].driver_name), "hog%zu", i);
+		}
+		for (i = 0; i < 2; i++, n++) {
+			memset(&ks[n], 0, sizeof(ks[n]));
+			ks[n].key = (struct gpu_kernel_key){.tgid = 700, .api = GPU_KERNEL_RUNTIME,
+							    .func = FAKE_BASE + 80 + i};
+			ks[n].k.launches = 10 - i;
+		}
+		bpftel_gpu_kernels__fill(kt, rows, 2, ks, n, true);
+	}
+	assert_int_equal(rows[1].nkernels, 2);
+	assert_string_equal(rows[1].kernels[0].name, "victim_a");
+	assert_string_equal(rows[1].kernels[1].name, "victim_b");
+	assert_int_equal(rows[0].nkernels, HOG);
+	fake_names[80] = fake_names[81] = NULL;
+	bpftel_gpu_kernels__free(kt);
+}
+
+/*
  * Two host functions of one name, the less launched first in the map's order: the
  * merged kernel shows the grid and block of the more launched one (it showed whichever
  * sorted first). Rows come in no pid order: each process gets its own kernels.
@@ -1230,6 +1276,7 @@ int main(void)
 		cmocka_unit_test(test_errors_not_listed_with_a_missed_kind),
 		cmocka_unit_test(test_merged_kernel_sizes_of_the_most_launched),
 		cmocka_unit_test(test_kernel_series_when_the_list_is_short),
+		cmocka_unit_test(test_kernel_handles_per_process),
 		cmocka_unit_test(test_calls_untracked_family),
 		cmocka_unit_test(test_proc_alive_by_identity),
 		cmocka_unit_test(test_alloc_walk_restarts),

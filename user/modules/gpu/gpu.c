@@ -557,6 +557,28 @@ static int cmp_kernel_launches(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : bpftel_gpu_kernel_key_cmp(a, b);
 }
 
+/* kr[0..n) sorted by kernel (so by process), one per kernel: each process's most
+ * launched BPFTEL_GPU_KERNELS_PER_PROC at most, in place; *all false when some went.
+ * Returns the count. */
+static size_t cap_per_process(struct kernel_rows *kr, size_t n, bool *all)
+{
+	size_t i, j, keep, out = 0;
+
+	for (i = 0; i < n; i = j) {
+		for (j = i; j < n && kr[j].key.tgid == kr[i].key.tgid; j++)
+			;
+		keep = j - i;
+		if (keep > BPFTEL_GPU_KERNELS_PER_PROC) {
+			qsort(kr + i, keep, sizeof(*kr), cmp_kernel_launches);
+			keep = BPFTEL_GPU_KERNELS_PER_PROC;
+			*all = false;
+		}
+		memmove(kr + out, kr + i, keep * sizeof(*kr));
+		out += keep;
+	}
+	return out;
+}
+
 /* kr[0..n) sorted by kernel: one entry per kernel. Returns the count. */
 static size_t merge_kernels(struct kernel_rows *kr, size_t n)
 {
@@ -688,6 +710,7 @@ static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_
 	if (nkr) {
 		qsort(kr, nkr, sizeof(*kr), bpftel_gpu_kernel_key_cmp);
 		nkr = merge_kernels(kr, nkr);
+		nkr = cap_per_process(kr, nkr, all);
 	}
 	if (nkr > KERNELS_LISTED) {
 		qsort(kr, nkr, sizeof(*kr), cmp_kernel_launches);

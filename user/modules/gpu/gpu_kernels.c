@@ -71,6 +71,7 @@ struct kproc {
 	char *series[BPFTEL_GPU_TOP_KERNELS];
 	__u64 other; /* kernel="other" as last reported: it never goes down */
 	unsigned long since; /* its first report (kt->report) */
+	size_t nhandles; /* at most BPFTEL_GPU_KERNELS_PER_PROC */
 };
 
 struct bpftel_gpu_kernels {
@@ -448,15 +449,18 @@ static bool track(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_kernel_
 	__u64 cur;
 
 	for (i = 0; i < nks; i++) {
-		if (!find_proc(kt, ks[i].key.tgid) ||
-		    (sorted && bsearch(&ks[i].key, kt->h, sorted, sizeof(*kt->h), cmp_handle)))
+		kp = find_proc(kt, ks[i].key.tgid);
+		if (!kp || (sorted && bsearch(&ks[i].key, kt->h, sorted, sizeof(*kt->h), cmp_handle)))
 			continue;
-		if (kt->nh >= HANDLES_MAX ||
+		/* A process's handles are kept while it lives: capped per process, so that
+		 * one launching thousands of host functions cannot take them all. */
+		if (kp->nhandles >= BPFTEL_GPU_KERNELS_PER_PROC || kt->nh >= HANDLES_MAX ||
 		    !bpftel_gpu_grow((void **)&kt->h, &kt->caph, kt->nh + 1, sizeof(*kt->h))) {
 			all = false;
 			continue;
 		}
 		kt->h[kt->nh++] = (struct handle){.key = ks[i].key, .series = -1};
+		kp->nhandles++;
 	}
 	if (kt->nh != sorted)
 		qsort(kt->h, kt->nh, sizeof(*kt->h), cmp_handle);
