@@ -39,6 +39,8 @@ enum usm_tls_fn {
 	USM_TLS_IO__COUNT, /* the functions above move data; those below name a socket */
 	USM_TLS_SSL_SET_FD = USM_TLS_IO__COUNT, /* SSL_set_fd(ssl, fd) */
 	USM_TLS_GNUTLS_SET_INT2 = 7,		 /* gnutls_transport_set_int2(s, rfd, wfd) */
+	USM_TLS_SSL_FREE = 8,			 /* SSL_free(ssl): the session is gone */
+	USM_TLS_GNUTLS_DEINIT = 9,		 /* gnutls_deinit(session): likewise */
 	USM_TLS_FN__COUNT,
 };
 

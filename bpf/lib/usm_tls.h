@@ -145,6 +145,27 @@ static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64
 }
 
 /*
+ * SSL_free(ssl), gnutls_deinit(session): the session is gone, and its address may be
+ * the next session's. What is kept by it goes now: its fd, its HTTP/2 state, its
+ * mid-stream mark. Else only the LRU maps' evictions take them, and a map full of dead
+ * sessions makes every new one evict the least recently used, a live idle one (a gRPC
+ * channel) among them.
+ */
+static __always_inline int usm_tls_free(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
+{
+	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
+
+	if (!key.conn)
+		return 0;
+	if (bpf_map_lookup_elem(&usm_tls_fds, &key))
+		tlm_map_delete(usm_tls_fds, &key);
+	if (bpf_map_lookup_elem(&usm_h2_midstream, &key))
+		tlm_map_delete(usm_h2_midstream, &key);
+	usm_h2_forget(TLM_ARG, key.conn, pid_tgid);
+	return 0;
+}
+
+/*
  * A TLS message's record whose prefix (n bytes of a call of len) is in place: the
  * session, the process, the call's way, the session's socket, no packet addresses;
  * stamped ktime_ns (USM_TLS_NOW: the clock now) and submitted.
@@ -318,6 +339,8 @@ static __always_inline int usm_tls_enter(TLM_PARAM, struct pt_regs *regs, __u64 
 	src = fn >= USM_TLS_GNUTLS_SEND ? USM_SRC_GNUTLS : USM_SRC_OPENSSL;
 	if (fn == USM_TLS_SSL_SET_FD || fn == USM_TLS_GNUTLS_SET_INT2)
 		return usm_tls_set_fd(TLM_ARG, regs, pid_tgid);
+	if (fn == USM_TLS_SSL_FREE || fn == USM_TLS_GNUTLS_DEINIT)
+		return usm_tls_free(TLM_ARG, regs, pid_tgid);
 	if (fn >= USM_TLS_IO__COUNT)
 		return 0; /* a cookie we did not set */
 	if (fn & 1)

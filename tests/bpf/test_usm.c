@@ -1144,6 +1144,52 @@ static void test_h2_detection(void **state)
 	assert_int_equal(counter(USM_CNT_TLS_HTTP), 1);
 }
 
+/*
+ * SSL_free and gnutls_deinit: what the kernel keeps by the session goes with it, its
+ * fd and its HTTP/2 state. A session made later at the freed address is new: its
+ * HTTP/1 request is one (not bytes of the old HTTP/2 stream) and carries no old fd.
+ * Another process's session at the same address keeps its own.
+ */
+static void test_tls_free(void **state)
+{
+	const char *req = "GET /after HTTP/1.1\r\n\r\n";
+	struct test_regs ssl = {.di = SSL_PTR, .si = 7}, gnu = {.di = SSL_PTR + 64, .si = 9};
+	struct fd_key {
+		__u64 conn;
+		__u32 tgid, pad;
+	} k = {SSL_PTR, 4242, 0}; /* struct usm_fd_key */
+	unsigned char b[64];
+	__s32 fd;
+	size_t n;
+
+	(void)state;
+	tls_run(USM_TLS_SSL_SET_FD, false, &ssl, 1);
+	tls_run_as(USM_TLS_SSL_SET_FD, false, &ssl, 1, (5151ull << 32) | 5151);
+	tls_run(USM_TLS_GNUTLS_SET_INT2, false, &gnu, 1);
+	memcpy(b, PREFACE, 24);
+	assert_int_equal(h2_call(SSL_WRITE, b, 24, 2), 1);
+	n = frame(b, 0, 0, 1, strlen(req) + 4, NULL, 0); /* a DATA header, payload to come */
+	assert_int_equal(h2_call(SSL_WRITE, b, n - strlen(req) - 4, 3), 1);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k, b), 0);
+
+	tls_run(USM_TLS_SSL_FREE, false, &(struct test_regs){.di = SSL_PTR}, 4);
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k, b), 0);
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &fd), 0);
+	assert_int_equal(tls_call(SSL_WRITE, req, strlen(req), (long)strlen(req), NULL, 5), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
+	assert_int_equal(event(0)->fd, -1);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 0);
+	k.tgid = 5151; /* the other process's session stays */
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &fd), 0);
+	assert_int_equal(fd, 7);
+
+	tls_run(USM_TLS_GNUTLS_DEINIT, false, &(struct test_regs){.di = SSL_PTR + 64}, 6);
+	k = (struct fd_key){SSL_PTR + 64, 4242, 0};
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &fd), 0);
+	tls_run(USM_TLS_SSL_FREE, false, &(struct test_regs){.di = 0}, 7); /* SSL_free(NULL) */
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
+}
+
 /* ---- Go's crypto/tls (bpf/lib/usm_go.h): register ABI, pairing by goroutine ---- */
 
 /* A *tls.Conn as Go lays it out (lib/usm_go_conn.h): conn.data -> net.conn ->
@@ -1555,6 +1601,7 @@ int main(void)
 		T(test_h2_cap),
 		T(test_h2_unframed),
 		T(test_h2_detection),
+		T(test_tls_free),
 		T(test_h2_midstream_counted_once),
 		T(test_go_write_request),
 		T(test_go_conn_chain),

@@ -109,7 +109,7 @@ def main():
             offsets = {tuple(m["offsets"]) for m in row["tail_reads"]}
             check(moved == [("gnutls_record_recv", False, 23), ("gnutls_record_recv", True, 23)]
                   and len(offsets) == 1 and min(min(offsets)) > 0 and
-                  row["attached"] == 2 + 2 * len(min(offsets)) and row["failed"] == 0,
+                  row["attached"] == 3 + 2 * len(min(offsets)) and row["failed"] == 0,
                   f"bpftel libs --json: gnutls_record_recv's entry and return moved to "
                   f"{offsets}, {row['attached']} points attached")
             text = agent.cli("libs").stdout

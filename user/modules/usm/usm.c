@@ -111,6 +111,10 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	{SHLIB_LIB_SSL, "usm_tls_uprobe", "SSL_set_fd", false, USM_TLS_SSL_SET_FD},
 	{SHLIB_LIB_GNUTLS, "usm_tls_uprobe", "gnutls_transport_set_int2", false,
 	 USM_TLS_GNUTLS_SET_INT2},
+	/* Sessions freed: what the kernel keeps by them goes (bpf/lib/usm_tls.h). Past the
+	 * prologue, as the writes: their one argument is kept there. */
+	{SHLIB_LIB_SSL, "usm_tls_uprobe", "SSL_free", false, USM_TLS_SSL_FREE, 1},
+	{SHLIB_LIB_GNUTLS, "usm_tls_uprobe", "gnutls_deinit", false, USM_TLS_GNUTLS_DEINIT, 1},
 	TLS_WRITE(SHLIB_LIB_SSL, "SSL_write", USM_TLS_SSL_WRITE),
 	TLS_READ(SHLIB_LIB_SSL, "SSL_read", USM_TLS_SSL_READ),
 	TLS_WRITE(SHLIB_LIB_SSL, "SSL_write_ex", USM_TLS_SSL_WRITE_EX),
