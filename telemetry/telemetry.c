@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -685,15 +686,43 @@ static int add_map(struct bpftel_tlm_map **arr, size_t *n, size_t *cap, const ch
 	return 0;
 }
 
+/* A map to describe: its own fd (a dup), so that it is read without the lock, also if
+ * its module stops meanwhile. */
+struct map_ref {
+	char module[sizeof(((struct bpftel_tlm_map *)0)->module)];
+	char name[sizeof(((struct bpftel_tlm_map *)0)->map)];
+	int fd;
+};
+
+static void ref_map(struct map_ref **refs, size_t *n, size_t *cap, const char *module,
+		    const char *name, int fd)
+{
+	int dup = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+
+	if (dup < 0)
+		return;
+	if (push((void **)refs, n, cap, sizeof(**refs))) {
+		close(dup);
+		return;
+	}
+	snprintf((*refs)[*n].module, sizeof((*refs)[*n].module), "%s", module);
+	snprintf((*refs)[*n].name, sizeof((*refs)[*n].name), "%s", name);
+	(*refs)[(*n)++].fd = dup;
+}
+
+/* Every map, its entries counted by a walk of its keys (65536 for the largest): under
+ * the lock only the list is made, since a walk of large LRU maps takes long enough to
+ * hold up module starts and stops and the sampler (DESIGN: no lock across slow work). */
 int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **out)
 {
 	struct bpftel_tlm_map *arr = NULL;
-	size_t n = 0, cap = 0, i;
+	size_t n = 0, cap = 0, nrefs = 0, crefs = 0, i;
+	struct map_ref *refs = NULL;
 	struct bpf_map *map;
 
 	pthread_mutex_lock(&t->lock);
-	add_map(&arr, &n, &cap, "telemetry", "tlm_map_errors", t->map_errors_fd);
-	add_map(&arr, &n, &cap, "telemetry", "tlm_helper_errors", t->helper_errors_fd);
+	ref_map(&refs, &nrefs, &crefs, "telemetry", "tlm_map_errors", t->map_errors_fd);
+	ref_map(&refs, &nrefs, &crefs, "telemetry", "tlm_helper_errors", t->helper_errors_fd);
 	for (i = 0; i < t->ninst; i++) {
 		if (!t->inst[i]->obj)
 			continue;
@@ -701,11 +730,16 @@ int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **o
 		{
 			if (bpf_map__is_internal(map) || is_tlm_map(bpf_map__name(map)))
 				continue;
-			add_map(&arr, &n, &cap, t->inst[i]->module, bpf_map__name(map),
+			ref_map(&refs, &nrefs, &crefs, t->inst[i]->module, bpf_map__name(map),
 				bpf_map__fd(map));
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
+	for (i = 0; i < nrefs; i++) {
+		add_map(&arr, &n, &cap, refs[i].module, refs[i].name, refs[i].fd);
+		close(refs[i].fd);
+	}
+	free(refs);
 	*out = arr;
 	return (int)n;
 }
