@@ -34,6 +34,7 @@
 #include "user/manager/elfsym.h"
 #include "user/modules/gpu/gpu_demangle.h"
 #include "user/modules/gpu/gpu_kernels.h"
+#include "user/modules/gpu/gpu_series.h"
 
 /* A host stub as nvcc names one; its body keeps it apart from any other function. */
 static volatile int sink;
@@ -996,6 +997,78 @@ static void test_errors_not_listed_with_a_missed_kind(void **state)
 	bpftel_gpu_errors__free(et);
 }
 
+/* rows[0..n) of pids with their launches (born: when the row was made), then folded
+ * (budget: gpu_series.h), scraped and checked against the scrape before. Returns the
+ * rows with series, the "other" row included. */
+static size_t series_scrape(struct bpftel_gpu_series *gs, struct bpftel_gpu_proc *rows,
+			    const __u32 *pids, const __u64 *born, const __u64 *launches, size_t n,
+			    struct scrape *before, struct scrape *now)
+{
+	bool other;
+	size_t i, own;
+
+	memset(rows, 0, (n + 1) * sizeof(*rows));
+	for (i = 0; i < n; i++) {
+		rows[i].pid = pids[i];
+		rows[i].st.born_ns = born[i];
+		rows[i].st.calls[GPU_FN_LAUNCH] = launches[i];
+		rows[i].kseries_other = launches[i];
+		rows[i].st.mem[GPU_MEM_DEVICE].outstanding_bytes = (__s64)(100 * pids[i]);
+	}
+	own = bpftel_gpu_series__fold(gs, rows, n, &other);
+	scrape_rows(rows, own + other, "bpftel_gpu_kernel_launches_total", NULL, 0, now);
+	check_counters(before, now, rows, own + other, launches_of);
+	return own + other;
+}
+
+/*
+ * /metrics with more processes than the series budget (2 here): the first two seen have
+ * series of their own while they live, the others are pid="other", whose counters
+ * keep what folded processes that exited had counted (never down), and whose gauges are
+ * the live ones'. A slot freed goes to a new process, never to one folded; a process
+ * that execs (its row made again) is a new one.
+ */
+static void test_series_budget_folds_processes(void **state)
+{
+	struct bpftel_gpu_series *gs = bpftel_gpu_series__new(2);
+	static struct bpftel_gpu_proc rows[8];
+	static const __u32 p0[] = {10, 20, 30}, p1[] = {10, 20, 40}, p2[] = {20, 40, 50},
+			   p3[] = {20, 40, 50};
+	static const __u64 b0[] = {1, 1, 1}, b3[] = {1, 2, 1};
+	static const __u64 l0[] = {5, 6, 7}, l1[] = {8, 9, 3}, l2[] = {9, 4, 1}, l3[] = {9, 1, 2};
+	const struct bpftel_gpu_proc *o;
+
+	(void)state;
+	assert_non_null(gs);
+	assert_int_equal(series_scrape(gs, rows, p0, b0, l0, 3, NULL, &sc[0]), 3);
+	assert_int_equal(find_sample(&sc[0], 0, "")->v, 7);
+	assert_non_null(find_sample(&sc[0], 10, ""));
+	assert_non_null(find_sample(&sc[0], 20, ""));
+	o = &rows[2];
+	assert_int_equal(o->pid, 0);
+	assert_string_equal(o->comm, "other");
+	assert_int_equal(o->st.mem[GPU_MEM_DEVICE].outstanding_bytes, 3000);
+
+	/* 30 exited: its 7 stay; 40 is new, no room: folded. */
+	assert_int_equal(series_scrape(gs, rows, p1, b0, l1, 3, &sc[0], &sc[1]), 3);
+	assert_int_equal(find_sample(&sc[1], 0, "")->v, 7 + 3);
+	assert_null(find_sample(&sc[1], 40, ""));
+	assert_int_equal(rows[2].st.mem[GPU_MEM_DEVICE].outstanding_bytes, 4000);
+
+	/* 10 exited: 50, new, takes its slot; 40 stays folded. */
+	assert_int_equal(series_scrape(gs, rows, p2, b0, l2, 3, &sc[1], &sc[2]), 3);
+	assert_int_equal(find_sample(&sc[2], 50, "")->v, 1);
+	assert_null(find_sample(&sc[2], 40, ""));
+	assert_int_equal(find_sample(&sc[2], 0, "")->v, 7 + 4);
+
+	/* 40 execs (its row made again, counts from 0): its 4 stay, the new program's 1
+	 * adds, folded (no room). */
+	assert_int_equal(series_scrape(gs, rows, p3, b3, l3, 3, &sc[2], &sc[3]), 3);
+	assert_int_equal(find_sample(&sc[3], 0, "")->v, 7 + 4 + 1);
+	assert_int_equal(find_sample(&sc[3], 50, "")->v, 2);
+	bpftel_gpu_series__free(gs);
+}
+
 /* The whole exposition of rows, as /metrics writes it. Free it. */
 static char *exposition(const struct bpftel_gpu_proc *rows, size_t n)
 {
@@ -1277,6 +1350,7 @@ int main(void)
 		cmocka_unit_test(test_merged_kernel_sizes_of_the_most_launched),
 		cmocka_unit_test(test_kernel_series_when_the_list_is_short),
 		cmocka_unit_test(test_kernel_handles_per_process),
+		cmocka_unit_test(test_series_budget_folds_processes),
 		cmocka_unit_test(test_calls_untracked_family),
 		cmocka_unit_test(test_proc_alive_by_identity),
 		cmocka_unit_test(test_alloc_walk_restarts),

@@ -16,6 +16,7 @@
 #include "gpu.h"
 #include "gpu.skel.h"
 #include "gpu_kernels.h"
+#include "gpu_series.h"
 #include "user/common/log.h"
 #include "user/common/proc.h"
 #include "user/manager/manager.h"
@@ -50,6 +51,7 @@ struct bpftel_gpu {
 	pthread_mutex_t report_lock;
 	struct bpftel_gpu_kernels *kernels;
 	struct bpftel_gpu_errors *errors;
+	struct bpftel_gpu_series *series; /* its own lock: /metrics' processes */
 	__u64 state_opens; /* the open the state is of */
 	struct pid_born *borns; /* each process's row as last reported: when it was made */
 	size_t nborns;
@@ -250,14 +252,16 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	pthread_mutex_init(&g->sweep_lock, NULL);
 	g->kernels = bpftel_gpu_kernels__new(NULL);
 	g->errors = bpftel_gpu_errors__new();
+	g->series = bpftel_gpu_series__new(BPFTEL_GPU_SERIES_PROCS);
 	g->procfd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (!g->kernels || !g->errors || g->procfd < 0) {
+	if (!g->kernels || !g->errors || !g->series || g->procfd < 0) {
 		err = g->procfd < 0 ? -errno : -ENOMEM;
 		pr_err("gpu: cannot register: %s", strerror(-err));
 		if (g->procfd >= 0)
 			close(g->procfd);
 		bpftel_gpu_kernels__free(g->kernels);
 		bpftel_gpu_errors__free(g->errors);
+		bpftel_gpu_series__free(g->series);
 		pthread_mutex_destroy(&g->sweep_lock);
 		pthread_mutex_destroy(&g->report_lock);
 		pthread_mutex_destroy(&g->lock);
@@ -289,6 +293,11 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	return 0;
 }
 
+struct bpftel_gpu_series *bpftel_gpu__series(struct bpftel_gpu *g)
+{
+	return g->series;
+}
+
 void bpftel_gpu__set_procfd(struct bpftel_gpu *g, int procfd)
 {
 	pthread_mutex_lock(&g->sweep_lock);
@@ -313,6 +322,7 @@ void bpftel_gpu__free(struct bpftel_gpu *g)
 		return;
 	bpftel_gpu_kernels__free(g->kernels);
 	bpftel_gpu_errors__free(g->errors);
+	bpftel_gpu_series__free(g->series);
 	close(g->procfd);
 	free(g->starts);
 	free(g->borns);
@@ -829,6 +839,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	if (g->state_opens != g->opens) { /* the module restarted: counts begin again */
 		bpftel_gpu_kernels__reset(g->kernels);
 		bpftel_gpu_errors__reset(g->errors);
+		bpftel_gpu_series__reset(g->series);
 		free(g->borns);
 		g->borns = NULL;
 		g->nborns = 0;

@@ -219,6 +219,8 @@ __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p);
  * module is not running) and a malloc'd array in *out, or a negative errno.
  */
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out);
+/* Which processes have series of their own on /metrics (gpu_series.h). */
+struct bpftel_gpu_series *bpftel_gpu__series(struct bpftel_gpu *g);
 /* Drop the state of processes that no longer exist. Returns how many. */
 int bpftel_gpu__sweep(struct bpftel_gpu *g);
 /* Tests: the sweep's /proc (a directory fd it takes over), and the fd of one of the

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "gpu.h"
+#include "gpu_series.h"
 #include "user/common/ctl.h"
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
@@ -366,14 +367,23 @@ json_t *gpu_report(struct bpftel_module *m, json_t *req)
 }
 
 /* Per live process: pid and comm label its series (bounded by live processes). */
+/* A row's pid label: "other" for the processes without series of their own (pid 0,
+ * gpu_series.h). */
+static const char *pid_label(const struct bpftel_gpu_proc *p, char *buf, size_t len)
+{
+	if (!p->pid)
+		return "other";
+	snprintf(buf, len, "%u", p->pid);
+	return buf;
+}
+
 static void put(struct bpftel_prom *w, const struct bpftel_gpu_proc *p, const char *lname,
 		const char *lval, __u64 v)
 {
 	struct bpftel_prom_label l[3];
 	char pid[16];
 
-	snprintf(pid, sizeof(pid), "%u", p->pid);
-	l[0] = (struct bpftel_prom_label){"pid", pid};
+	l[0] = (struct bpftel_prom_label){"pid", pid_label(p, pid, sizeof(pid))};
 	l[1] = (struct bpftel_prom_label){"comm", p->comm};
 	l[2] = (struct bpftel_prom_label){lname, lval};
 	bpftel_prom_sample_u64(w, "", l, lname ? 3 : 2, v);
@@ -385,8 +395,7 @@ static void put_value(struct bpftel_prom *w, const struct bpftel_gpu_proc *p, do
 	struct bpftel_prom_label l[2];
 	char pid[16];
 
-	snprintf(pid, sizeof(pid), "%u", p->pid);
-	l[0] = (struct bpftel_prom_label){"pid", pid};
+	l[0] = (struct bpftel_prom_label){"pid", pid_label(p, pid, sizeof(pid))};
 	l[1] = (struct bpftel_prom_label){"comm", p->comm};
 	bpftel_prom_sample(w, "", l, 2, v);
 }
@@ -400,8 +409,7 @@ static void put_kinds(struct bpftel_prom *w, const struct bpftel_gpu_proc *rows,
 	int i, k;
 
 	for (i = 0; i < n; i++) {
-		snprintf(pid, sizeof(pid), "%u", rows[i].pid);
-		l[0] = (struct bpftel_prom_label){"pid", pid};
+		l[0] = (struct bpftel_prom_label){"pid", pid_label(&rows[i], pid, sizeof(pid))};
 		l[1] = (struct bpftel_prom_label){"comm", rows[i].comm};
 		for (k = 0; k < GPU_MEM__COUNT; k++) {
 			l[2] = (struct bpftel_prom_label){"kind", bpftel_gpu_mem_kind_name(k)};
@@ -435,8 +443,7 @@ static void put_devices(struct bpftel_prom *w, const struct bpftel_gpu_proc *row
 	int i, k;
 
 	for (i = 0; i < n; i++) {
-		snprintf(pid, sizeof(pid), "%u", rows[i].pid);
-		l[0] = (struct bpftel_prom_label){"pid", pid};
+		l[0] = (struct bpftel_prom_label){"pid", pid_label(&rows[i], pid, sizeof(pid))};
 		l[1] = (struct bpftel_prom_label){"comm", rows[i].comm};
 		for (k = 0; k < GPU_DEV_SLOTS; k++) {
 			d = &rows[i].st.dev[k];
@@ -472,11 +479,24 @@ static void put_kernels(struct bpftel_prom *w, const struct bpftel_gpu_proc *row
 
 void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 {
-	struct bpftel_gpu_proc *rows = NULL;
+	struct bpftel_gpu *g = bpftel_module__priv(m);
+	struct bpftel_gpu_proc *rows = NULL, *grown;
+	bool other = false;
+	size_t own;
 	int n;
 
-	n = bpftel_gpu__processes(bpftel_module__priv(m), &rows);
-	bpftel_gpu_metrics_rows(w, rows, n < 0 ? 0 : n);
+	n = bpftel_gpu__processes(g, &rows);
+	if (n < 0)
+		n = 0;
+	/* Room for the "other" row of the processes without series of their own. */
+	grown = realloc(rows, ((size_t)n + 1) * sizeof(*rows));
+	if (grown) {
+		rows = grown;
+		own = bpftel_gpu_series__fold(bpftel_gpu__series(g), rows, (size_t)n, &other);
+	} else {
+		own = 0; /* out of memory: no series this scrape, none goes down */
+	}
+	bpftel_gpu_metrics_rows(w, rows, (int)(own + other));
 	free(rows);
 }
 
@@ -567,8 +587,7 @@ void bpftel_gpu_metrics_rows(struct bpftel_prom *w, const struct bpftel_gpu_proc
 		struct bpftel_prom_label l[4];
 		char pid[16];
 
-		snprintf(pid, sizeof(pid), "%u", rows[i].pid);
-		l[0] = (struct bpftel_prom_label){"pid", pid};
+		l[0] = (struct bpftel_prom_label){"pid", pid_label(&rows[i], pid, sizeof(pid))};
 		l[1] = (struct bpftel_prom_label){"comm", rows[i].comm};
 		for (e = 0; e < rows[i].nlisted; e++) {
 			name = bpftel_gpu_error_name(rows[i].errors[e].func,

@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Which processes have GPU series of their own (gpu_series.h). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_series.h"
+
+/* The counters a row exports, as one vector: what "other" sums. */
+enum {
+	V_CALLS = 0,
+	V_FAILED = V_CALLS + GPU_FN__COUNT,
+	V_THREADS = V_FAILED + GPU_FN__COUNT,
+	V_ALLOCS_UNTRACKED,
+	V_CALLS_UNTRACKED,
+	V_SYNC_NS,
+	V_MEMCPY,
+	V_DEV_LAUNCHES = V_MEMCPY + GPU_MEMCPY__COUNT,
+	V_DEV_ERRORS = V_DEV_LAUNCHES + GPU_DEV_SLOTS,
+	V_DEV_ALLOCS = V_DEV_ERRORS + GPU_DEV_SLOTS,
+	V__COUNT = V_DEV_ALLOCS + GPU_DEV_SLOTS,
+};
+
+/* A process: its pid, when its row was made, and (folded) its counters last seen. */
+struct sproc {
+	__u32 pid;
+	__u64 born;
+	__u64 v[V__COUNT];
+};
+
+struct bpftel_gpu_series {
+	pthread_mutex_t lock;
+	size_t budget;
+	struct sproc *own; /* with series of their own (v unused) */
+	size_t nown;
+	struct sproc *folded;
+	size_t nfolded;
+	__u64 retired[V__COUNT]; /* folded processes gone: their last counts */
+	bool ever_folded;
+};
+
+static void vals_of(const struct bpftel_gpu_proc *r, __u64 *v)
+{
+	const struct gpu_proc_stats *st = &r->st;
+	int k;
+
+	memcpy(v + V_CALLS, st->calls, sizeof(st->calls));
+	memcpy(v + V_FAILED, st->failed, sizeof(st->failed));
+	v[V_THREADS] = st->threads;
+	v[V_ALLOCS_UNTRACKED] = st->allocs_untracked;
+	v[V_CALLS_UNTRACKED] = st->calls_untracked;
+	v[V_SYNC_NS] = st->sync_ns;
+	memcpy(v + V_MEMCPY, st->memcpy_bytes, sizeof(st->memcpy_bytes));
+	for (k = 0; k < GPU_DEV_SLOTS; k++) {
+		v[V_DEV_LAUNCHES + k] = st->dev[k].launches;
+		v[V_DEV_ERRORS + k] = st->dev[k].errors;
+		v[V_DEV_ALLOCS + k] = st->dev[k].allocs;
+	}
+}
+
+/* The "other" row from its counters v, and the gauges of the live folded rows. */
+static void other_row(struct bpftel_gpu_proc *o, const __u64 *v, const struct bpftel_gpu_proc *live,
+		      size_t nlive)
+{
+	struct gpu_proc_stats *st;
+	size_t i;
+	int k;
+
+	memset(o, 0, sizeof(*o));
+	st = &o->st;
+	memcpy(o->comm, "other", sizeof("other"));
+	memcpy(st->calls, v + V_CALLS, sizeof(st->calls));
+	memcpy(st->failed, v + V_FAILED, sizeof(st->failed));
+	memcpy(o->errors_other, v + V_FAILED, sizeof(o->errors_other));
+	st->threads = v[V_THREADS];
+	st->allocs_untracked = v[V_ALLOCS_UNTRACKED];
+	st->calls_untracked = v[V_CALLS_UNTRACKED];
+	st->sync_ns = v[V_SYNC_NS];
+	memcpy(st->memcpy_bytes, v + V_MEMCPY, sizeof(st->memcpy_bytes));
+	for (k = 0; k < GPU_DEV_SLOTS; k++) {
+		st->dev[k].launches = v[V_DEV_LAUNCHES + k];
+		st->dev[k].errors = v[V_DEV_ERRORS + k];
+		st->dev[k].allocs = v[V_DEV_ALLOCS + k];
+	}
+	o->kseries_other = bpftel_gpu_launches(st); /* no kernel series of its own */
+	for (i = 0; i < nlive; i++) {
+		for (k = 0; k < GPU_MEM__COUNT; k++) {
+			st->mem[k].outstanding_bytes += live[i].st.mem[k].outstanding_bytes;
+			st->mem[k].peak_bytes += live[i].st.mem[k].peak_bytes;
+			if (live[i].kinds[k].oldest_ns > o->kinds[k].oldest_ns)
+				o->kinds[k].oldest_ns = live[i].kinds[k].oldest_ns;
+		}
+		for (k = 0; k < GPU_DEV_SLOTS; k++)
+			st->dev[k].outstanding_bytes += live[i].st.dev[k].outstanding_bytes;
+	}
+}
+
+static int cmp_sproc(const void *a, const void *b)
+{
+	const struct sproc *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->born < y->born ? -1 : x->born > y->born;
+}
+
+static struct sproc *find(struct sproc *arr, size_t n, __u32 pid, __u64 born)
+{
+	struct sproc key = {.pid = pid, .born = born};
+
+	return n ? bsearch(&key, arr, n, sizeof(*arr), cmp_sproc) : NULL;
+}
+
+struct bpftel_gpu_series *bpftel_gpu_series__new(size_t budget)
+{
+	struct bpftel_gpu_series *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	s->budget = budget;
+	return s;
+}
+
+static void reset_locked(struct bpftel_gpu_series *s)
+{
+	free(s->own);
+	free(s->folded);
+	s->own = s->folded = NULL;
+	s->nown = s->nfolded = 0;
+	memset(s->retired, 0, sizeof(s->retired));
+	s->ever_folded = false;
+}
+
+void bpftel_gpu_series__reset(struct bpftel_gpu_series *s)
+{
+	pthread_mutex_lock(&s->lock);
+	reset_locked(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void bpftel_gpu_series__free(struct bpftel_gpu_series *s)
+{
+	if (!s)
+		return;
+	reset_locked(s);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/* Rows with series of their own first (in no particular order: /metrics has none);
+ * returns their count. */
+static size_t own_first(struct bpftel_gpu_proc *rows, size_t n, bool *own)
+{
+	struct bpftel_gpu_proc tmp;
+	size_t i = 0, j = n;
+	bool b;
+
+	while (i < j) {
+		if (own[i]) {
+			i++;
+			continue;
+		}
+		j--;
+		tmp = rows[i];
+		rows[i] = rows[j];
+		rows[j] = tmp;
+		b = own[i];
+		own[i] = own[j];
+		own[j] = b;
+	}
+	return i;
+}
+
+size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n,
+			       bool *other)
+{
+	struct sproc *own = calloc(n + 1, sizeof(*own)), *folded = calloc(n + 1, sizeof(*folded));
+	bool *mine = calloc(n + 1, sizeof(*mine)), *kept = NULL;
+	size_t i, k, nown = 0, nfolded = 0, m;
+	__u64 sum[V__COUNT];
+	struct sproc *p;
+
+	*other = false;
+	pthread_mutex_lock(&s->lock);
+	if (!own || !folded || !mine || !(kept = calloc(s->nfolded + 1, sizeof(*kept)))) {
+		/* Out of memory: this scrape shows the processes known to have series. */
+		for (i = 0; mine && i < n; i++)
+			mine[i] = find(s->own, s->nown, rows[i].pid, rows[i].st.born_ns);
+		m = mine ? own_first(rows, n, mine) : n;
+		goto out;
+	}
+	/* Known processes keep what they had. */
+	for (i = 0; i < n; i++) {
+		if (find(s->own, s->nown, rows[i].pid, rows[i].st.born_ns)) {
+			own[nown++] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
+			mine[i] = true;
+		} else if ((p = find(s->folded, s->nfolded, rows[i].pid, rows[i].st.born_ns))) {
+			kept[p - s->folded] = true;
+			folded[nfolded] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
+			vals_of(&rows[i], folded[nfolded++].v);
+		}
+	}
+	/* Folded processes gone (or another program now): their counts stay in "other". */
+	for (i = 0; i < s->nfolded; i++) {
+		if (kept[i])
+			continue;
+		for (k = 0; k < V__COUNT; k++)
+			s->retired[k] += s->folded[i].v[k];
+	}
+	/* New processes: series of their own while the budget lasts. */
+	for (i = 0; i < n; i++) {
+		if (mine[i] || find(s->folded, s->nfolded, rows[i].pid, rows[i].st.born_ns))
+			continue;
+		if (nown < s->budget) {
+			own[nown++] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
+			mine[i] = true;
+			continue;
+		}
+		folded[nfolded] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
+		vals_of(&rows[i], folded[nfolded++].v);
+	}
+	qsort(own, nown, sizeof(*own), cmp_sproc);
+	qsort(folded, nfolded, sizeof(*folded), cmp_sproc);
+	free(s->own);
+	free(s->folded);
+	s->own = own;
+	s->nown = nown;
+	s->folded = folded;
+	s->nfolded = nfolded;
+	own = folded = NULL;
+	s->ever_folded |= nfolded > 0;
+
+	m = own_first(rows, n, mine);
+	if (s->ever_folded) {
+		memcpy(sum, s->retired, sizeof(sum));
+		for (i = 0; i < s->nfolded; i++)
+			for (k = 0; k < V__COUNT; k++)
+				sum[k] += s->folded[i].v[k];
+		/* The folded rows are rows[m..n): read before rows[m] is overwritten. */
+		{
+			struct bpftel_gpu_proc o;
+
+			other_row(&o, sum, rows + m, n - m);
+			rows[m] = o;
+		}
+		*other = true;
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+	free(own);
+	free(folded);
+	free(mine);
+	free(kept);
+	return m;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Which processes have GPU series of their own on /metrics. Every process that uses
+ * CUDA has a row (4096 at most, the module's map), and each row is tens of series (its
+ * devices, memory kinds, copies, errors): a user who starts thousands of processes that
+ * each call cudaMalloc, on a host with the CUDA runtime installed and no GPU at all,
+ * would make a scrape hundreds of thousands of series. So at most a budget of processes
+ * has series (BPFTEL_GPU_SERIES_PROCS), given at a process's first scrape while there
+ * is room and kept while it lives; the others are folded into one row, pid="other",
+ * comm="other", whose counters are theirs summed, plus what folded processes that are
+ * gone had counted (so that they never go down), and whose gauges are the live ones'.
+ * A process folded stays folded while it lives (moving it out would take its counts
+ * out of "other"). A process is known by its pid and the time its row was made: one
+ * that execs is another process.
+ */
+#ifndef BPFTEL_GPU_SERIES_H
+#define BPFTEL_GPU_SERIES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpu.h"
+
+#define BPFTEL_GPU_SERIES_PROCS 256
+
+struct bpftel_gpu_series;
+
+/* budget: processes with series of their own. NULL when out of memory. */
+struct bpftel_gpu_series *bpftel_gpu_series__new(size_t budget);
+void bpftel_gpu_series__free(struct bpftel_gpu_series *s);
+/* Forget everything (the module restarted: its counts begin again). */
+void bpftel_gpu_series__reset(struct bpftel_gpu_series *s);
+
+/*
+ * One scrape of rows[0..n) (every live process, once each): reorder them so that the
+ * processes with series of their own come first and return their count m; when any
+ * process was ever folded, rows[m] is the "other" row (pid 0): rows must have room for
+ * n + 1, and *other is set. Thread-safe.
+ */
+size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n,
+			       bool *other);
+
+#endif /* BPFTEL_GPU_SERIES_H */
