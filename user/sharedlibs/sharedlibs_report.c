@@ -272,7 +272,10 @@ void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	int i;
 
 	bpftel_prom_family(w, "bpftel_sharedlibs_detected_total", "counter",
-			   "Processes seen opening a watched library, by libset.");
+			   "Detections of a process opening a watched library by a path it had "
+			   "not been seen opening (among the last 1024 detections), by libset: "
+			   "a process that opens two libraries of a set, or one by two paths, "
+			   "counts twice.");
 	if (!bpftel_sharedlibs__counters(sl, &cnt)) {
 		for (i = 0; i < SHLIB_LIBSET__COUNT; i++) {
 			l[0] = (struct bpftel_prom_label){"libset", bpftel_shlib_libset_name(i)};
