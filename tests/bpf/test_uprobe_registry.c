@@ -918,6 +918,64 @@ static void test_written_in_place_released(void **state)
 	rmdir(dir);
 }
 
+/* A copy of the system's libssl at dir/libssl.so.3 (dir: /tmp/bpftel-TAG-PID), its
+ * grace long, the USM module running. */
+static void libssl_copy(struct fixture *f, const char *tag, char *dir, size_t dlen, char *path,
+			size_t plen)
+{
+	snprintf(dir, dlen, "/tmp/bpftel-%s-%d", tag, getpid());
+	snprintf(path, plen, "%s/libssl.so.3", dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	copy_over(LIBSSL, path);
+	bpftel_uprobes__set_grace_ms(f->up, 600000);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+}
+
+static void libssl_copy_done(struct fixture *f, const char *dir, const char *path)
+{
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* The row of path once done(row), waited for with a generous deadline. */
+static void wait_row(struct fixture *f, const char *path, struct bpftel_uprobe_file_info *row,
+		     bool (*done)(const struct bpftel_uprobe_file_info *))
+{
+	int i;
+
+	for (i = 0; i < 3000; i++) {
+		assert_true(row_now(f, SHLIB_LIB_SSL, path, row, 0));
+		if (done(row))
+			return;
+		usleep(10000);
+	}
+}
+
+/* A python that runs `use` (about path), then sleeps; its row of path once there. */
+static pid_t python_using(struct fixture *f, const char *use, const char *path,
+			  struct bpftel_uprobe_file_info *row)
+{
+	char script[512];
+	pid_t child;
+
+	snprintf(script, sizeof(script), "exec " PYTHON " -c 'import ctypes, time; %s; "
+		 "time.sleep(3600)'", use);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, path, row, 2));
+	return child;
+}
+
+static bool released(const struct bpftel_uprobe_file_info *row)
+{
+	return !row->links && strcmp(row->state, "releasing");
+}
+
+static bool in_use(const struct bpftel_uprobe_file_info *row)
+{
+	return !strcmp(row->state, "in_use");
+}
+
 /*
  * A file whose live process no longer reaches it: the process opened its library copy
  * without mapping it, the file was written in place (its links released) and another
@@ -937,19 +995,10 @@ static void test_unreachable_file_backs_off(void **state)
 
 	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
 		skip();
-	snprintf(dir, sizeof(dir), "/tmp/bpftel-reopen-%d", getpid());
-	snprintf(path, sizeof(path), "%s/libssl.so.3", dir);
+	libssl_copy(f, "reopen", dir, sizeof(dir), path, sizeof(path));
 	snprintf(other, sizeof(other), "%s/other", dir);
-	assert_int_equal(mkdir(dir, 0755), 0);
-	copy_over(LIBSSL, path);
-	bpftel_uprobes__set_grace_ms(f->up, 600000);
-	assert_int_equal(bpftel_module__run(f->usm->module), 0);
-	snprintf(script, sizeof(script),
-		 "exec " PYTHON " -c 'import time; open(\"%s\", \"rb\").close(); "
-		 "time.sleep(3600)'",
-		 path);
-	child = start_child(script);
-	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
+	snprintf(script, sizeof(script), "open(\"%s\", \"rb\").close()", path);
+	child = python_using(f, script, path, &row);
 
 	old = open(path, O_WRONLY | O_CLOEXEC);
 	assert_true(old >= 0);
@@ -957,12 +1006,7 @@ static void test_unreachable_file_backs_off(void **state)
 	assert_int_equal(rename(other, path), 0);
 	assert_int_equal(pwrite(old, "", 1, lseek(old, 0, SEEK_END)), 1); /* in place */
 	close(old);
-	for (i = 0; i < 3000; i++) {
-		assert_true(row_now(f, SHLIB_LIB_SSL, path, &row, 0));
-		if (!row.links && strcmp(row.state, "releasing"))
-			break;
-		usleep(10000);
-	}
+	wait_row(f, path, &row, released);
 	assert_int_equal(row.links, 0);
 
 	bpftel_uprobes__refusals(f->up, &ref);
@@ -975,9 +1019,7 @@ static void test_unreachable_file_backs_off(void **state)
 	assert_string_equal(row.state, "in_use");
 	assert_int_equal(row.links, 0);
 	stop_child(child);
-	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
-	unlink(path);
-	rmdir(dir);
+	libssl_copy_done(f, dir, path);
 }
 
 /* Start `sh -c script` as pid, the pid of a process gone (ns_last_pid: the kernel gives
@@ -1019,27 +1061,17 @@ static void test_reused_pid_is_a_new_user(void **state)
 	struct bpftel_uprobe_file_info row;
 	char dir[64], path[96], path2[128], script[400];
 	pid_t a, b;
-	int i;
 
 	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
 		skip();
-	snprintf(dir, sizeof(dir), "/tmp/bpftel-pidreuse-%d", getpid());
-	snprintf(path, sizeof(path), "%s/libssl.so.3", dir);
+	libssl_copy(f, "pidreuse", dir, sizeof(dir), path, sizeof(path));
 	snprintf(path2, sizeof(path2), "%s/second/libssl.so.3", dir);
-	assert_int_equal(mkdir(dir, 0755), 0);
 	snprintf(script, sizeof(script), "%s/second", dir);
 	assert_int_equal(mkdir(script, 0755), 0);
-	copy_over(LIBSSL, path);
 	copy_over(LIBSSL, path2);
-	bpftel_uprobes__set_grace_ms(f->up, 600000);
-	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 
-	snprintf(script, sizeof(script),
-		 "exec " PYTHON " -c 'import ctypes, time; ctypes.CDLL(\"%s\"); "
-		 "time.sleep(3600)'",
-		 path);
-	a = start_child(script);
-	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
+	snprintf(script, sizeof(script), "ctypes.CDLL(\"%s\")", path);
+	a = python_using(f, script, path, &row);
 	assert_int_equal(row.pids[0], a);
 	stop_child(a);
 
@@ -1055,22 +1087,15 @@ static void test_reused_pid_is_a_new_user(void **state)
 	assert_true(find_row(f, SHLIB_LIB_SSL, path2, &row, 2));
 	assert_int_equal(row.pids[0], b);
 	bpftel_uprobes__sweep(f->up);
-	for (i = 0; i < 3000; i++) {
-		assert_true(row_now(f, SHLIB_LIB_SSL, path, &row, 0));
-		if (!strcmp(row.state, "in_use"))
-			break;
-		usleep(10000);
-	}
+	wait_row(f, path, &row, in_use);
 	assert_string_equal(row.state, "in_use");
 	assert_int_equal(row.nprocs, 1);
 	assert_int_equal(row.pids[0], b);
 	stop_child(b);
-	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
-	unlink(path);
 	unlink(path2);
 	snprintf(script, sizeof(script), "%s/second", dir);
 	rmdir(script);
-	rmdir(dir);
+	libssl_copy_done(f, dir, path);
 }
 
 static void test_name_matcher_agrees(void **state)

@@ -1451,12 +1451,23 @@ static void test_go_background_byte(void **state)
 	/* A byte, then the connection ends (a read returns 0, EOF): the byte goes with it.
 	 * A request on the next connection at that Conn's address stands alone, not
 	 * "GGET". */
-	go_read_enter(&c, g, 1, G1, 4243, 13);
-	assert_int_equal(go_read_ret(1, G1, 4243, 14), 0);
-	go_read_enter(&c, rest, sizeof(rest), G1, 4243, 15);
-	assert_int_equal(go_read_ret(0, G1, 4243, 16), 0);
-	go_read_enter(&c, (void *)want, strlen(want), G1, 4243, 17);
-	assert_int_equal(go_read_ret((long)strlen(want), G1, 4243, 18), 1);
+	{
+		static const struct {
+			int in;    /* 0: g, 1: rest, 2: want */
+			long ret;  /* what the read returns */
+			int event; /* records it emits */
+		} reads[] = {{0, 1, 0}, {1, 0, 0}, {2, 37, 1}};
+		char *bufs[] = {g, rest, (char *)want};
+		size_t sizes[] = {1, sizeof(rest), strlen(want)}, i;
+
+		assert_int_equal(strlen(want), 37);
+		for (i = 0; i < 3; i++) {
+			go_read_enter(&c, bufs[reads[i].in], sizes[reads[i].in], G1, 4243,
+				      13 + 2 * i);
+			assert_int_equal(go_read_ret(reads[i].ret, G1, 4243, 14 + 2 * i),
+					 reads[i].event);
+		}
+	}
 	assert_int_equal(event(0)->len, strlen(want));
 	assert_memory_equal(event(0)->prefix, want, strlen(want));
 }

@@ -122,6 +122,7 @@ static void test_order_and_merges(void **state)
 {
 	static const char *const want[] = {"restart usm", "stop gpu", "start gpu", "stop gpu",
 					   "restart gpu"};
+	static const int answer_run[] = {0, 1, 2, 3, 4, 4, 5, 5, 5};
 	struct bpftel_agent agent = {0};
 	struct bpftel_config cfg = {0};
 	struct bpftel_lifecycle *lc;
@@ -154,14 +155,9 @@ static void test_order_and_merges(void **state)
 	for (i = 0; i < 5; i++)
 		assert_string_equal(runs[i], want[i]);
 	assert_int_equal(reloads, 1);
-	assert_int_equal(answered[1], 1);
-	assert_int_equal(answered[2], 2);
-	assert_int_equal(answered[3], 3);
-	assert_int_equal(answered[4], 4);
-	assert_int_equal(answered[5], 4);
-	assert_int_equal(answered[6], 5);
-	assert_int_equal(answered[7], 5);
-	assert_int_equal(answered[8], 5);
+	/* Ticket t answered by the run answer_run[t]: 5 by 4's, 7 and 8 by 6's. */
+	for (i = 1; i <= 8; i++)
+		assert_int_equal(answered[i], answer_run[i]);
 }
 
 int main(void)
