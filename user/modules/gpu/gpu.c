@@ -823,7 +823,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	struct bpftel_gpu_error_seen *es = NULL;
 	struct bpftel_gpu_proc *rows = NULL, *grown;
 	bool all_kernels = true;
-	size_t nks, nes;
+	size_t nks, nes, steps;
 	__u32 key, next, *prev = NULL;
 	size_t n = 0, cap = 0;
 	int fd;
@@ -849,7 +849,11 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	 * kernels' rows (but for those the kernel map had no room for, in its stats), so
 	 * its totals are the sums of the same rows its kernels are read from. */
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
+	/* An exec deletes its process's key (gpu_exec_body): a walk standing on it starts
+	 * over, so that execs in a loop could keep it going; bounded as
+	 * bpftel_gpu_map_walk is (a process not reached shows at the next report). */
+	steps = 2 * (size_t)bpf_map__max_entries(g->skel->maps.gpu_procs) + 1;
+	while (steps-- && !bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
 		if (n == cap) {
@@ -1082,7 +1086,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 {
 	struct proc_start *now = NULL, *was;
 	__u32 key, next, *prev = NULL, dead[SWEEP_MAX_DEAD];
-	size_t n = 0, cap = 0, i, j;
+	size_t n = 0, cap = 0, i, j, steps;
 	int fd, ndead = 0, dropped = 0;
 	bool partial = false, all;
 	__u64 opens;
@@ -1097,8 +1101,10 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	opens = g->opens;
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
 	/* A sweep deletes from gpu_procs under the lock, and an exec from BPF
-	 * (gpu_exec_body): a walk that restarts lists a process twice (made once below). */
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
+	 * (gpu_exec_body): a walk that restarts lists a process twice (made once below),
+	 * and is bounded (those not reached are swept later). */
+	steps = 2 * (size_t)bpf_map__max_entries(g->skel->maps.gpu_procs) + 1;
+	while (steps-- && !bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
 		if (n == cap) {
