@@ -365,6 +365,63 @@ static void test_sweep_many_dead(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/*
+ * A report lists each process's most launched kernels up to an equal share of its 8192
+ * (1024 at most): nine processes with 1000 kernels each, each launched more often than
+ * any of a tenth process's two, leave room for those two, which keep their names (the
+ * list was the 8192 most launched of all: the tenth's were left out, unnamed). Each
+ * process's launches are whole whatever is listed.
+ */
+static void test_kernels_listed_fair_share(void **state)
+{
+	struct fixture *f = *state;
+	struct gpu_kernel k = {.launches = 100};
+	struct bpftel_gpu_proc *rows;
+	struct gpu_launch_key lk;
+	struct gpu_kernel_key nk;
+	struct gpu_kname kn;
+	int fd, nfd, n, i, p;
+	__u32 pid;
+
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	fd = bpftel_gpu__map_fd(f->gpu, "gpu_kernels");
+	nfd = bpftel_gpu__map_fd(f->gpu, "gpu_knames");
+	for (p = 0; p < 10; p++) {
+		pid = 4100001 + (__u32)p;
+		put(f->gpu, "gpu_procs", &pid);
+		k.launches = p < 9 ? 100 : 1;
+		for (i = 0; i < (p < 9 ? 1000 : 2); i++) {
+			lk = (struct gpu_launch_key){.tgid = pid, .api = GPU_KERNEL_DRIVER,
+						     .fn = GPU_FN_CU_LAUNCH,
+						     .bucket = GPU_LAUNCH_NO_BUCKET,
+						     .func = 0x5000 + (__u64)i};
+			assert_int_equal(bpf_map_update_elem(fd, &lk, &k, BPF_NOEXIST), 0);
+			if (p < 9)
+				continue;
+			nk = (struct gpu_kernel_key){.tgid = pid, .api = GPU_KERNEL_DRIVER,
+						     .func = lk.func};
+			memset(&kn, 0, sizeof(kn));
+			snprintf(kn.name, sizeof(kn.name), "victim%d", i);
+			kn.tgid = pid;
+			assert_int_equal(bpf_map_update_elem(nfd, &nk, &kn, BPF_NOEXIST), 0);
+		}
+	}
+	n = bpftel_gpu__processes(f->gpu, &rows);
+	assert_int_equal(n, 10);
+	for (i = 0; i < n; i++) {
+		if (rows[i].pid != 4100010) {
+			assert_int_equal(bpftel_gpu_launches(&rows[i].st), 1000 * 100);
+			continue;
+		}
+		assert_int_equal(bpftel_gpu_launches(&rows[i].st), 2);
+		assert_int_equal(rows[i].nkernels, 2);
+		assert_string_equal(rows[i].kernels[0].name, "victim0");
+		assert_string_equal(rows[i].kernels[1].name, "victim1");
+	}
+	free(rows);
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -373,6 +430,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_shed_and_unshed_one_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_pid_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kernels_listed_fair_share, setup, teardown),
 	};
 
 	if (argc != 3) {

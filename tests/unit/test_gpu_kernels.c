@@ -1015,6 +1015,7 @@ static size_t series_scrape(struct bpftel_gpu_series *gs, struct bpftel_gpu_proc
 		rows[i].kseries_other = launches[i];
 		rows[i].st.mem[GPU_MEM_DEVICE].outstanding_bytes = (__s64)(100 * pids[i]);
 	}
+	bpftel_gpu_series__update(gs, rows, n);
 	own = bpftel_gpu_series__fold(gs, rows, n, &other);
 	scrape_rows(rows, own + other, "bpftel_gpu_kernel_launches_total", NULL, 0, now);
 	check_counters(before, now, rows, own + other, launches_of);
@@ -1066,6 +1067,22 @@ static void test_series_budget_folds_processes(void **state)
 	assert_int_equal(series_scrape(gs, rows, p3, b3, l3, 3, &sc[2], &sc[3]), 3);
 	assert_int_equal(find_sample(&sc[3], 0, "")->v, 7 + 4 + 1);
 	assert_int_equal(find_sample(&sc[3], 50, "")->v, 2);
+	bpftel_gpu_series__free(gs);
+
+	/* A row read before its birth stamp (0: made, not stamped yet) is the process the
+	 * stamp later names, not another one: its counts are not taken twice. */
+	gs = bpftel_gpu_series__new(1);
+	assert_non_null(gs);
+	{
+		static const __u32 p[] = {10, 20};
+		static const __u64 unstamped[] = {1, 0}, stamped[] = {1, 7}, la[] = {1, 5},
+				   lb[] = {1, 6};
+
+		series_scrape(gs, rows, p, unstamped, la, 2, NULL, &sc[0]);
+		assert_int_equal(find_sample(&sc[0], 0, "")->v, 5);
+		series_scrape(gs, rows, p, stamped, lb, 2, &sc[0], &sc[1]);
+		assert_int_equal(find_sample(&sc[1], 0, "")->v, 6);
+	}
 	bpftel_gpu_series__free(gs);
 }
 
@@ -1303,8 +1320,9 @@ static void fake_map_init(struct fake_map *m, int churn)
 static void test_alloc_walk_restarts(void **state)
 {
 	static struct fake_map m;
+	bool cut = false;
 	struct bpftel_gpu_map_walk w = {fake_next_key, &m, sizeof(struct gpu_alloc_key),
-					FAKE_SLOTS};
+					FAKE_SLOTS, &cut};
 	size_t i, n;
 
 	(void)state;
@@ -1313,19 +1331,24 @@ static void test_alloc_walk_restarts(void **state)
 	for (i = 0; i < FAKE_PTRS; i++)
 		assert_int_equal(m.visits[i], i < 20 ? 1 : 0);
 	assert_int_equal(n, 20);
+	assert_false(cut);
 
 	fake_map_init(&m, 2);
 	n = bpftel_gpu_map_walk(&w, fake_visit, &m);
 	for (i = 0; i < FAKE_PTRS; i++)
 		assert_int_equal(m.visits[i], i < 20 && i != 2 ? 1 : 0);
 	assert_int_equal(n, 19);
+	assert_false(cut);
 
+	/* Never ending: stopped at its bound, and says so (a report then fails rather
+	 * than show short totals). */
 	fake_map_init(&m, 3);
 	n = bpftel_gpu_map_walk(&w, fake_visit, &m);
 	for (i = 0; i < FAKE_PTRS; i++)
 		assert_true(m.visits[i] <= 1);
 	assert_true(m.calls <= 2 * FAKE_SLOTS + 1);
 	assert_true(n > 0);
+	assert_true(cut);
 }
 
 int main(void)

@@ -429,12 +429,22 @@ size_t bpftel_gpu_map_walk(const struct bpftel_gpu_map_walk *w,
 
 	if (w->key_size > BPFTEL_GPU_WALK_KEY_MAX)
 		return 0;
-	while (steps++ < 2 * w->max_entries + 1 && !w->next_key(w->ctx, first ? NULL : key, next)) {
+	for (;;) {
+		if (steps++ >= 2 * w->max_entries + 1) {
+			if (w->cut)
+				*w->cut = true;
+			break;
+		}
+		if (w->next_key(w->ctx, first ? NULL : key, next))
+			break;
 		memcpy(key, next, w->key_size);
 		first = false;
 		r = key_set_add(&seen, key);
-		if (r < 0)
+		if (r < 0) {
+			if (w->cut)
+				*w->cut = true;
 			break;
+		}
 		if (r) {
 			visit(arg, key);
 			visited++;
@@ -567,20 +577,31 @@ static int cmp_kernel_launches(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : bpftel_gpu_kernel_key_cmp(a, b);
 }
 
-/* kr[0..n) sorted by kernel (so by process), one per kernel: each process's most
- * launched BPFTEL_GPU_KERNELS_PER_PROC at most, in place; *all false when some went.
- * Returns the count. */
+/*
+ * kr[0..n) sorted by kernel (so by process), one per kernel: each process's most
+ * launched, at most an equal share of the list (KERNELS_LISTED over the processes with
+ * kernels), at least BPFTEL_GPU_TOP_KERNELS and at most BPFTEL_GPU_KERNELS_PER_PROC, in
+ * place; *all false when some went. Returns the count.
+ */
 static size_t cap_per_process(struct kernel_rows *kr, size_t n, bool *all)
 {
-	size_t i, j, keep, out = 0;
+	size_t i, j, keep, out = 0, procs = 0, cap;
 
+	for (i = 0; i < n; i = j, procs++)
+		for (j = i; j < n && kr[j].key.tgid == kr[i].key.tgid; j++)
+			;
+	cap = procs ? KERNELS_LISTED / procs : KERNELS_LISTED;
+	if (cap > BPFTEL_GPU_KERNELS_PER_PROC)
+		cap = BPFTEL_GPU_KERNELS_PER_PROC;
+	if (cap < BPFTEL_GPU_TOP_KERNELS)
+		cap = BPFTEL_GPU_TOP_KERNELS;
 	for (i = 0; i < n; i = j) {
 		for (j = i; j < n && kr[j].key.tgid == kr[i].key.tgid; j++)
 			;
 		keep = j - i;
-		if (keep > BPFTEL_GPU_KERNELS_PER_PROC) {
+		if (keep > cap) {
 			qsort(kr + i, keep, sizeof(*kr), cmp_kernel_launches);
-			keep = BPFTEL_GPU_KERNELS_PER_PROC;
+			keep = cap;
 			*all = false;
 		}
 		memmove(kr + out, kr + i, keep * sizeof(*kr));
@@ -618,6 +639,7 @@ struct kernel_walk {
 	struct kernel_rows *kr;
 	size_t nkr, cap;
 	bool short_list; /* a row not kept (out of memory) */
+	bool cut;	 /* the map not read to its end: the totals are short */
 };
 
 /* One row read: added to its process's stats, and kept. */
@@ -669,7 +691,7 @@ static bool read_kernel_batches(struct kernel_walk *kw)
 		if (err && errno != ENOENT) {
 			if (first)
 				return false;
-			kw->short_list = true; /* a bucket beyond a batch: cannot happen here */
+			kw->cut = true; /* rows taken, the rest not: no report of these */
 			return true;
 		}
 		for (i = 0; i < count; i++)
@@ -684,39 +706,49 @@ static bool read_kernel_batches(struct kernel_walk *kw)
  * (calls, devices, threads, sizes: bpftel_gpu_add_launches) and kept (kr). Each row
  * once, though a process's exec deletes its rows meanwhile (gpu_exec_body): in batches,
  * or by a walk that starts over then and skips the keys it saw. Returns the count kept;
- * *all false when some row was not. */
-static size_t read_kernel_rows(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n,
-			       struct kernel_rows **out, bool *all)
+ * *all false when some row was not kept; -1 when the map could not be read to its end
+ * (the processes' totals would be short: counters going down). */
+static ssize_t read_kernel_rows(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n,
+				struct kernel_rows **out, bool *all)
 {
 	struct kernel_walk kw = {.fd = bpf_map__fd(map), .rows = rows, .n = n};
 	struct bpftel_gpu_map_walk w = {map_next_key, &kw.fd, sizeof(struct gpu_launch_key),
-					bpf_map__max_entries(map)};
+					bpf_map__max_entries(map), &kw.cut};
 
 	if (bpf_map__key_size(map) != sizeof(struct gpu_launch_key) ||
 	    bpf_map__value_size(map) != sizeof(struct gpu_kernel) || !read_kernel_batches(&kw))
 		bpftel_gpu_map_walk(&w, read_kernel_row, &kw);
 	*out = kw.kr;
 	*all = !kw.short_list;
-	return kw.nkr;
+	if (kw.cut) {
+		free(kw.kr);
+		*out = NULL;
+		return -1;
+	}
+	return (ssize_t)kw.nkr;
 }
 
 /*
  * The launches of the processes in rows: added to their stats, and per kernel (one
  * entry whatever its rows' functions, devices and sizes; at most KERNELS_LISTED), with
  * the names the driver gave and the host functions of the runtime's handles. *all:
- * whether every kernel is listed.
+ * whether every kernel is listed. -1 when the kernel map could not be read whole.
  */
-static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_t n,
-			   struct bpftel_gpu_kernel_seen **out, bool *all)
+static ssize_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_t n,
+			    struct bpftel_gpu_kernel_seen **out, bool *all)
 {
 	int names_fd = bpf_map__fd(skel->maps.gpu_knames), hosts_fd = bpf_map__fd(skel->maps.gpu_khosts);
 	struct bpftel_gpu_kernel_seen *ks = NULL;
 	struct kernel_rows *kr;
 	struct gpu_kname kn;
+	ssize_t read;
 	size_t nkr, i;
 
 	*out = NULL;
-	nkr = read_kernel_rows(skel->maps.gpu_kernels, rows, n, &kr, all);
+	read = read_kernel_rows(skel->maps.gpu_kernels, rows, n, &kr, all);
+	if (read < 0)
+		return -1;
+	nkr = (size_t)read;
 	if (nkr) {
 		qsort(kr, nkr, sizeof(*kr), bpftel_gpu_kernel_key_cmp);
 		nkr = merge_kernels(kr, nkr);
@@ -748,7 +780,7 @@ static size_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size_
 	}
 	free(kr);
 	*out = ks;
-	return nkr;
+	return (ssize_t)nkr;
 }
 
 __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p)
@@ -823,7 +855,8 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	struct bpftel_gpu_error_seen *es = NULL;
 	struct bpftel_gpu_proc *rows = NULL, *grown;
 	bool all_kernels = true;
-	size_t nks, nes, steps;
+	size_t nes, steps;
+	ssize_t nks;
 	__u32 key, next, *prev = NULL;
 	size_t n = 0, cap = 0;
 	int fd;
@@ -851,9 +884,16 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
 	/* An exec deletes its process's key (gpu_exec_body): a walk standing on it starts
 	 * over, so that execs in a loop could keep it going; bounded as
-	 * bpftel_gpu_map_walk is (a process not reached shows at the next report). */
+	 * bpftel_gpu_map_walk is. A walk cut short fails the report: a process missing
+	 * from it would be taken for gone, its series dropped and started again. */
 	steps = 2 * (size_t)bpf_map__max_entries(g->skel->maps.gpu_procs) + 1;
-	while (steps-- && !bpf_map_get_next_key(fd, prev, &next)) {
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		if (!steps--) {
+			pthread_mutex_unlock(&g->lock);
+			pthread_mutex_unlock(&g->report_lock);
+			free(rows);
+			return -EAGAIN;
+		}
 		key = next;
 		prev = &key;
 		if (n == cap) {
@@ -879,12 +919,19 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	nes = read_errors(g->skel->maps.gpu_errors, rows, n, &es);
 	nks = read_kernels(g->skel, rows, n, &ks, &all_kernels);
 	pthread_mutex_unlock(&g->lock);
+	if (nks < 0) { /* a process's launches short: its counters would go down */
+		pthread_mutex_unlock(&g->report_lock);
+		free(es);
+		free(rows);
+		return -EAGAIN;
+	}
 	forget_reborn(g, rows, n);
+	bpftel_gpu_series__update(g->series, rows, n);
 	bpftel_gpu_errors__fill(g->errors, rows, n, es, nes);
 	free(es);
 	/* Names (the kernels', the processes') may take parsing the processes' files:
 	 * without the lock. */
-	bpftel_gpu_kernels__fill(g->kernels, rows, n, ks, nks, all_kernels);
+	bpftel_gpu_kernels__fill(g->kernels, rows, n, ks, (size_t)nks, all_kernels);
 	pthread_mutex_unlock(&g->report_lock);
 	free(ks);
 	if (n) /* rows is NULL when there are none */
@@ -1104,7 +1151,11 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	 * (gpu_exec_body): a walk that restarts lists a process twice (made once below),
 	 * and is bounded (those not reached are swept later). */
 	steps = 2 * (size_t)bpf_map__max_entries(g->skel->maps.gpu_procs) + 1;
-	while (steps-- && !bpf_map_get_next_key(fd, prev, &next)) {
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		if (!steps--) {
+			partial = true; /* those listed are swept; the rest later */
+			break;
+		}
 		key = next;
 		prev = &key;
 		if (n == cap) {

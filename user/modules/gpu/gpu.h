@@ -173,6 +173,8 @@ struct bpftel_gpu_proc {
 		__u64 count;
 	} errors[BPFTEL_GPU_MAX_ERRORS];
 	__u64 errors_other[GPU_FN__COUNT];
+	/* Without /metrics series of its own: summed under pid="other" (gpu_series.h). */
+	bool folded;
 };
 
 /* A (function, error) kind of failed call as read from the module's maps. */
@@ -205,6 +207,7 @@ struct bpftel_gpu_map_walk {
 	void *ctx;
 	size_t key_size;    /* at most BPFTEL_GPU_WALK_KEY_MAX */
 	size_t max_entries; /* the map's: bounds the walk */
+	bool *cut; /* NULL, or set when the walk stopped short (its bound, out of memory) */
 };
 /* visit(arg, key) once for each key of the map, also when a key is deleted during the
  * walk (a hash map's walk then starts over: no key is visited twice). Returns how many. */

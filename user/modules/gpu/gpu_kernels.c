@@ -48,7 +48,9 @@
 #include "user/manager/elfaddr.h"
 #include "user/sharedlibs/procfile.h"
 
-#define HANDLES_MAX   8192   /* the kernels gpu.c lists per report at most (KERNELS_LISTED) */
+/* The kernels gpu.c lists per report at most (KERNELS_LISTED), and those with a series
+ * (kept when not listed): a handle neither listed nor with a series is dropped. */
+#define HANDLES_MAX   (8192 + BPFTEL_GPU_KERNEL_SERIES)
 #define NO_HANDLE     SIZE_MAX
 
 /* A kernel handle read from the map: (process, host function) or (process, CUfunction). */
@@ -72,6 +74,7 @@ struct kproc {
 	__u64 other; /* kernel="other" as last reported: it never goes down */
 	unsigned long since; /* its first report (kt->report) */
 	size_t nhandles; /* at most BPFTEL_GPU_KERNELS_PER_PROC */
+	bool folded;	 /* no /metrics series of its own (gpu_series.h): no kernel series */
 };
 
 struct bpftel_gpu_kernels {
@@ -425,6 +428,46 @@ static void sync_procs(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_pr
 	}
 	if (kt->np != np)
 		qsort(kt->p, kt->np, sizeof(*kt->p), cmp_pid);
+	for (i = 0; i < n; i++) {
+		struct kproc *kp = find_proc(kt, rows[i].pid);
+
+		if (kp)
+			kp->folded = rows[i].folded;
+	}
+}
+
+/*
+ * Handles this report did not list, without a series: dropped (their names too, which
+ * a later report resolves again if it lists them), so that handles are those listed
+ * and those with a series, and a process whose kernels the list once held does not
+ * keep every other process's out. Counting is as for a kernel not read (track()).
+ * hi[] is looked up again.
+ */
+static void drop_unlisted(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_kernel_seen *ks,
+			  size_t nks, size_t *hi)
+{
+	struct kproc *kp;
+	struct handle *h;
+	size_t i, j;
+
+	for (i = j = 0; i < kt->nh; i++) {
+		h = &kt->h[i];
+		if (h->series >= 0 || h->seen == kt->report) {
+			kt->h[j++] = *h;
+			continue;
+		}
+		kp = find_proc(kt, h->key.tgid);
+		if (kp && kp->nhandles)
+			kp->nhandles--;
+		free(h->name);
+	}
+	if (j == kt->nh)
+		return;
+	kt->nh = j;
+	for (i = 0; i < nks; i++) {
+		h = kt->nh ? bsearch(&ks[i].key, kt->h, kt->nh, sizeof(*kt->h), cmp_handle) : NULL;
+		hi[i] = h ? (size_t)(h - kt->h) : NO_HANDLE;
+	}
 }
 
 /*
@@ -452,9 +495,9 @@ static bool track(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_kernel_
 		kp = find_proc(kt, ks[i].key.tgid);
 		if (!kp || (sorted && bsearch(&ks[i].key, kt->h, sorted, sizeof(*kt->h), cmp_handle)))
 			continue;
-		/* A process's handles are kept while it lives: capped per process, so that
-		 * one launching thousands of host functions cannot take them all. */
-		if (kp->nhandles >= BPFTEL_GPU_KERNELS_PER_PROC || kt->nh >= HANDLES_MAX ||
+		/* Capped per process as the list is (gpu.c), with its series' beside. */
+		if (kp->nhandles >= BPFTEL_GPU_KERNELS_PER_PROC + BPFTEL_GPU_TOP_KERNELS ||
+		    kt->nh >= HANDLES_MAX ||
 		    !bpftel_gpu_grow((void **)&kt->h, &kt->caph, kt->nh + 1, sizeof(*kt->h))) {
 			all = false;
 			continue;
@@ -487,6 +530,7 @@ static bool track(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_kernel_
 		if (cur > h->launches)
 			h->launches = cur;
 	}
+	drop_unlisted(kt, ks, nks, hi);
 	return all;
 }
 
@@ -608,7 +652,7 @@ static void admit(struct bpftel_gpu_kernels *kt, size_t nks, const size_t *hi, c
 		h = hi[i] == NO_HANDLE ? NULL : &kt->h[hi[i]];
 		/* "other" is the label of the rest: a kernel of that name stays among them. */
 		if (!h || h->series >= 0 || !h->name || !h->name[0] || !strcmp(h->name, "other") ||
-		    !(kp = find_proc(kt, h->key.tgid)))
+		    !(kp = find_proc(kt, h->key.tgid)) || kp->folded)
 			continue;
 		s = series_of(kp, h->name);
 		if (s >= 0) {

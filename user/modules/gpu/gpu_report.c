@@ -486,8 +486,10 @@ void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	int n;
 
 	n = bpftel_gpu__processes(g, &rows);
-	if (n < 0)
-		n = 0;
+	if (n < 0) { /* this scrape without GPU series: none goes down or starts again */
+		bpftel_gpu_metrics_rows(w, NULL, 0);
+		return;
+	}
 	/* Room for the "other" row of the processes without series of their own. */
 	grown = realloc(rows, ((size_t)n + 1) * sizeof(*rows));
 	if (grown) {

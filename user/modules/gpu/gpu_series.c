@@ -97,18 +97,23 @@ static void other_row(struct bpftel_gpu_proc *o, const __u64 *v, const struct bp
 
 static int cmp_sproc(const void *a, const void *b)
 {
-	const struct sproc *x = a, *y = b;
+	__u32 x = ((const struct sproc *)a)->pid, y = ((const struct sproc *)b)->pid;
 
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	return x->born < y->born ? -1 : x->born > y->born;
+	return x < y ? -1 : x > y;
 }
 
+/* pid's entry in arr (sorted by pid), if it is of the process born then: a born time
+ * of 0 is one not read yet (the row made, its stamp to come), which matches any. */
 static struct sproc *find(struct sproc *arr, size_t n, __u32 pid, __u64 born)
 {
-	struct sproc key = {.pid = pid, .born = born};
+	struct sproc key = {.pid = pid}, *p;
 
-	return n ? bsearch(&key, arr, n, sizeof(*arr), cmp_sproc) : NULL;
+	p = n ? bsearch(&key, arr, n, sizeof(*arr), cmp_sproc) : NULL;
+	if (!p || (p->born && born && p->born != born))
+		return NULL;
+	if (!p->born)
+		p->born = born;
+	return p;
 }
 
 struct bpftel_gpu_series *bpftel_gpu_series__new(size_t budget)
@@ -172,35 +177,33 @@ static size_t own_first(struct bpftel_gpu_proc *rows, size_t n, bool *own)
 	return i;
 }
 
-size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n,
-			       bool *other)
+void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n)
 {
 	struct sproc *own = calloc(n + 1, sizeof(*own)), *folded = calloc(n + 1, sizeof(*folded));
-	bool *mine = calloc(n + 1, sizeof(*mine)), *kept = NULL;
-	size_t i, k, nown = 0, nfolded = 0, m;
-	__u64 sum[V__COUNT];
+	size_t i, k, nown = 0, nfolded = 0;
+	bool *kept = NULL;
 	struct sproc *p;
 
-	*other = false;
 	pthread_mutex_lock(&s->lock);
-	if (!own || !folded || !mine || !(kept = calloc(s->nfolded + 1, sizeof(*kept)))) {
-		/* Out of memory: this scrape shows the processes known to have series. */
-		for (i = 0; mine && i < n; i++)
-			mine[i] = find(s->own, s->nown, rows[i].pid, rows[i].st.born_ns);
-		m = mine ? own_first(rows, n, mine) : n;
+	if (!own || !folded || !(kept = calloc(s->nfolded + 1, sizeof(*kept)))) {
+		/* Out of memory: nothing changes; what is known keeps its place. */
+		for (i = 0; i < n; i++)
+			rows[i].folded = !find(s->own, s->nown, rows[i].pid, rows[i].st.born_ns);
 		goto out;
 	}
 	/* Known processes keep what they had. */
 	for (i = 0; i < n; i++) {
-		if (find(s->own, s->nown, rows[i].pid, rows[i].st.born_ns)) {
-			own[nown++] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
-			mine[i] = true;
+		rows[i].folded = false;
+		if ((p = find(s->own, s->nown, rows[i].pid, rows[i].st.born_ns))) {
+			own[nown++] = *p;
 		} else if ((p = find(s->folded, s->nfolded, rows[i].pid, rows[i].st.born_ns))) {
 			kept[p - s->folded] = true;
 			folded[nfolded] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
 			vals_of(&rows[i], folded[nfolded++].v);
+			rows[i].folded = true;
 		}
 	}
+	qsort(own, nown, sizeof(*own), cmp_sproc);
 	/* Folded processes gone (or another program now): their counts stay in "other". */
 	for (i = 0; i < s->nfolded; i++) {
 		if (kept[i])
@@ -210,15 +213,16 @@ size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 	}
 	/* New processes: series of their own while the budget lasts. */
 	for (i = 0; i < n; i++) {
-		if (mine[i] || find(s->folded, s->nfolded, rows[i].pid, rows[i].st.born_ns))
+		if (rows[i].folded || find(own, nown, rows[i].pid, rows[i].st.born_ns))
 			continue;
 		if (nown < s->budget) {
 			own[nown++] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
-			mine[i] = true;
+			qsort(own, nown, sizeof(*own), cmp_sproc);
 			continue;
 		}
 		folded[nfolded] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
 		vals_of(&rows[i], folded[nfolded++].v);
+		rows[i].folded = true;
 	}
 	qsort(own, nown, sizeof(*own), cmp_sproc);
 	qsort(folded, nfolded, sizeof(*folded), cmp_sproc);
@@ -230,27 +234,40 @@ size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 	s->nfolded = nfolded;
 	own = folded = NULL;
 	s->ever_folded |= nfolded > 0;
+out:
+	pthread_mutex_unlock(&s->lock);
+	free(own);
+	free(folded);
+	free(kept);
+}
 
+size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n,
+			       bool *other)
+{
+	bool *mine = calloc(n + 1, sizeof(*mine));
+	__u64 sum[V__COUNT];
+	size_t i, k, m;
+
+	*other = false;
+	if (!mine)
+		return 0; /* no series this scrape: none goes down */
+	for (i = 0; i < n; i++)
+		mine[i] = !rows[i].folded;
 	m = own_first(rows, n, mine);
+	free(mine);
+	pthread_mutex_lock(&s->lock);
 	if (s->ever_folded) {
+		struct bpftel_gpu_proc o;
+
 		memcpy(sum, s->retired, sizeof(sum));
 		for (i = 0; i < s->nfolded; i++)
 			for (k = 0; k < V__COUNT; k++)
 				sum[k] += s->folded[i].v[k];
 		/* The folded rows are rows[m..n): read before rows[m] is overwritten. */
-		{
-			struct bpftel_gpu_proc o;
-
-			other_row(&o, sum, rows + m, n - m);
-			rows[m] = o;
-		}
+		other_row(&o, sum, rows + m, n - m);
+		rows[m] = o;
 		*other = true;
 	}
-out:
 	pthread_mutex_unlock(&s->lock);
-	free(own);
-	free(folded);
-	free(mine);
-	free(kept);
 	return m;
 }

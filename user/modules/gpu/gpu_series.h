@@ -32,10 +32,19 @@ void bpftel_gpu_series__free(struct bpftel_gpu_series *s);
 void bpftel_gpu_series__reset(struct bpftel_gpu_series *s);
 
 /*
- * One scrape of rows[0..n) (every live process, once each): reorder them so that the
- * processes with series of their own come first and return their count m; when any
- * process was ever folded, rows[m] is the "other" row (pid 0): rows must have room for
- * n + 1, and *other is set. Thread-safe.
+ * One report's rows[0..n) (every live process, once each, read whole): processes seen
+ * for the first time are given series of their own while the budget lasts, else
+ * folded; the folded ones' counters are noted, and those of folded processes no longer
+ * among rows kept. Sets each row's `folded`. Under the module's report lock: reports in
+ * the order their maps were read. Thread-safe.
+ */
+void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n);
+
+/*
+ * For /metrics, rows[0..n) as bpftel_gpu_series__update() marked them: reorder them so
+ * that the processes with series of their own come first and return their count m;
+ * when any process was ever folded, rows[m] is the "other" row (pid 0; rows must have
+ * room for n + 1) and *other is set. Out of memory: 0 rows, *other false.
  */
 size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n,
 			       bool *other);
