@@ -51,8 +51,9 @@ extern const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS];
 #define BPFTEL_GPU_KERNEL_SERIES 64
 #define BPFTEL_GPU_NAME_BUDGET	 32 /* host functions resolved per report at most */
 /* Kernels of one process a report lists, and keeps a name for, at most (its most
- * launched): a process launching thousands of distinct host functions must not take
- * every other process's kernels out of the list and their names. */
+ * launched; fewer when many processes share the list: gpu.c's cap_per_process): a
+ * process launching thousands of distinct host functions must not take every other
+ * process's kernels out of the list and their names. */
 #define BPFTEL_GPU_KERNELS_PER_PROC 1024
 /* Files parsed per report at most to name them: each parse of a file is shared by all
  * its host functions (of every process that maps it), and may cost ~0.3 s for a file

@@ -28,7 +28,8 @@
  * kernel (the list is the most launched) stay "other"'s (track()). kernel="other" is
  * the process's launches less its series', so the family sums to
  * bpftel_gpu_kernel_launches_total.
- * Handles are at most as many as gpu.c lists (KERNELS_LISTED, the most launched).
+ * Handles are those a report lists (gpu.c: each process's most launched, an equal share
+ * of KERNELS_LISTED) and those with a series: any other is dropped (drop_unlisted()).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -73,7 +74,7 @@ struct kproc {
 	char *series[BPFTEL_GPU_TOP_KERNELS];
 	__u64 other; /* kernel="other" as last reported: it never goes down */
 	unsigned long since; /* its first report (kt->report) */
-	size_t nhandles; /* at most BPFTEL_GPU_KERNELS_PER_PROC */
+	size_t nhandles; /* listed and with a series: about BPFTEL_GPU_KERNELS_PER_PROC */
 	bool folded;	 /* no /metrics series of its own (gpu_series.h): no kernel series */
 };
 
