@@ -417,7 +417,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	char detail[128];
 	struct stat st = {};
 	__u64 stime = 0, had = 0, ino;
-	bool known = false;
+	bool known = false, checked;
 	ssize_t idx = -1;
 	size_t njobs;
 	dev_t dev;
@@ -429,7 +429,15 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		known = f != NULL;
 		idx = f ? proc_index(f, t->pid) : -1;
 		had = idx >= 0 ? f->procs[idx].start_time : 0;
+		/* A process opening its library in a loop (the soak's flood) is answered from
+		 * the row: the start time is read at its first event of a sweep's period
+		 * only, which is when a pid reused since the last sweep shows. */
+		checked = idx >= 0 && f->procs[idx].checked == u->sweeps + 1;
+		if (idx >= 0)
+			f->procs[idx].checked = u->sweeps + 1;
 		pthread_mutex_unlock(&u->lock);
+		if (checked)
+			return 0;
 		if (idx >= 0) {
 			/* Known, unless the pid is another process's now (the one noted
 			 * exited, and the sweep has not seen it yet): that one is new. */

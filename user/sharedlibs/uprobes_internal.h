@@ -70,6 +70,9 @@ struct proc_ref {
 	char *path;
 	dev_t dev; /* the identity this access leads to */
 	__u64 ino;
+	/* The sweep (u->sweeps + 1) in whose period an event of this pid last had its
+	 * start time read: once per period at most (0: never). */
+	__u64 checked;
 };
 
 struct lib_file {
