@@ -644,14 +644,13 @@ struct kernel_walk {
 
 /* One row read: added to its process's stats, and kept. */
 static void take_kernel_row(struct kernel_walk *kw, const struct gpu_launch_key *key,
-			    const struct gpu_kernel *kp)
+			    const struct gpu_kernel *k)
 {
 	struct bpftel_gpu_proc *p = find_proc(kw->rows, kw->n, key->tgid);
-	struct gpu_kernel k = *kp;
 
 	if (!p)
 		return;
-	bpftel_gpu_add_launches(&p->st, key, &k);
+	bpftel_gpu_add_launches(&p->st, key, k);
 	/* Out of memory: the totals stay whole, the list is short. */
 	if (!bpftel_gpu_grow((void **)&kw->kr, &kw->cap, kw->nkr + 1, sizeof(*kw->kr))) {
 		kw->short_list = true;
@@ -659,7 +658,7 @@ static void take_kernel_row(struct kernel_walk *kw, const struct gpu_launch_key 
 	}
 	kw->kr[kw->nkr++] = (struct kernel_rows){
 		.key = {.tgid = key->tgid, .api = key->api, .func = key->func},
-		.k = k, .best = k.launches, .best_key = *key};
+		.k = *k, .best = k->launches, .best_key = *key};
 }
 
 static void read_kernel_row(void *arg, const void *key)
