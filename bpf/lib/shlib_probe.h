@@ -197,6 +197,7 @@ static __always_inline void shlib_emit(TLM_PARAM, struct shlib_event *ev, long n
 	ev->dev = dev;
 	ev->ctime_sec = ctime_sec;
 	ev->ctime_nsec = ctime_nsec;
+	ev->start_ns = BPF_CORE_READ(bpf_get_current_task_btf(), group_leader, start_boottime);
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
 	if (tlm_ringbuf_output(shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(n) + 1, 0))
 		shlib_count(SHLIB_CNT_LOST);

@@ -234,6 +234,26 @@ static char *make_path(const struct path_case *c)
 	return p;
 }
 
+/* This process's start time, clock ticks since boot (/proc/self/stat's 22nd field). */
+static unsigned long long self_start_ticks(void)
+{
+	unsigned long long ticks = 0;
+	char buf[1024], *p;
+	FILE *f = fopen("/proc/self/stat", "re");
+	int i;
+
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	p = strrchr(buf, ')');
+	assert_non_null(p);
+	for (i = 2; i < 22 && p; i++) /* field 2 ends at ')' */
+		p = strchr(p + 1, ' ');
+	assert_non_null(p);
+	assert_int_equal(sscanf(p + 1, "%llu", &ticks), 1);
+	return ticks;
+}
+
 static void assert_event(const char *path, int lib, __u32 sys, const struct stat *st)
 {
 	const struct shlib_event *ev = cap.rec[0].data;
@@ -256,6 +276,9 @@ static void assert_event(const char *path, int lib, __u32 sys, const struct stat
 	assert_memory_equal(ev->path, path, len + 1);
 	assert_string_equal(ev->comm, TEST_COMM);
 	assert_true(ev->ktime_ns > 0);
+	/* The process that ran the program (this one: the pid is the harness's): its
+	 * start, the kernel's ns, is the one /proc shows in clock ticks. */
+	assert_int_equal(ev->start_ns / (1000000000ull / sysconf(_SC_CLK_TCK)), self_start_ticks());
 }
 
 static void test_path_case(void **state)

@@ -1050,10 +1050,12 @@ static pid_t start_child_as(pid_t pid, const char *script)
 }
 
 /*
- * A process maps a library and exits; before any sweep, a new process given its pid
- * maps it too (then a second file, so that the registry has handled the first by the
- * time the test looks). The new process is the file's user: after a sweep the row is
- * in use by it, not idle because the old one is gone.
+ * A process maps a library, opens it once more, and exits; before any sweep, a new
+ * process given its pid maps it too (then a second file, so that the registry has
+ * handled the first by the time the test looks). The new process is the file's user:
+ * after a sweep the row is in use by it, not idle because the old one is gone. (The
+ * second open is the old process's repeat event, in the same sweep's period as the
+ * new one's: answered from the row, it must not make the new one's look like it.)
  */
 static void test_reused_pid_is_a_new_user(void **state)
 {
@@ -1070,7 +1072,8 @@ static void test_reused_pid_is_a_new_user(void **state)
 	assert_int_equal(mkdir(script, 0755), 0);
 	copy_over(LIBSSL, path2);
 
-	snprintf(script, sizeof(script), "ctypes.CDLL(\"%s\")", path);
+	snprintf(script, sizeof(script), "ctypes.CDLL(\"%s\"); open(\"%s\", \"rb\").close()",
+		 path, path);
 	a = python_using(f, script, path, &row);
 	assert_int_equal(row.pids[0], a);
 	stop_child(a);

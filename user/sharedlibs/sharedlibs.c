@@ -73,15 +73,17 @@ static void detection_clear(struct bpftel_shlib_detection *d)
 	memset(d, 0, sizeof(*d));
 }
 
-static struct bpftel_shlib_detection *detection_find(struct bpftel_sharedlibs *sl, __u32 pid,
-						     const char *path)
+/* The row of this process's opens of path: a reused pid is another process, with rows
+ * of its own. */
+static struct bpftel_shlib_detection *detection_find(struct bpftel_sharedlibs *sl,
+						     const struct shlib_event *ev)
 {
 	struct bpftel_shlib_detection *d;
 	size_t i;
 
 	for (i = 0; i < sl->det_len; i++) {
 		d = &sl->det[(sl->det_head + i) % sl->det_cap];
-		if (d->pid == pid && !strcmp(d->path, path))
+		if (d->pid == ev->pid && d->start_ns == ev->start_ns && !strcmp(d->path, ev->path))
 			return d;
 	}
 	return NULL;
@@ -118,6 +120,7 @@ static int handle_exec(struct bpftel_sharedlibs *sl, const struct shlib_event *e
 		.dirfd = ev->dirfd,
 		.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff),
 		.ino = ev->ino,
+		.start_ns = ev->start_ns,
 		.ctime = {.tv_sec = ev->ctime_sec, .tv_nsec = ev->ctime_nsec},
 		.path = (char *)ev->path,
 	};
@@ -172,7 +175,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 	}
 	pthread_mutex_lock(&sl->lock);
 	sl->received++;
-	d = detection_find(sl, ev->pid, ev->path);
+	d = detection_find(sl, ev);
 	if (d) {
 		d->opens++;
 		d->last_seen = now;
@@ -183,7 +186,8 @@ static int handle_event(void *ctx, void *data, size_t size)
 		copy.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff);
 		copy.ino = ev->ino;
 		pthread_mutex_unlock(&sl->lock);
-		/* Still tell the listener: the pid may be reused by a new process. */
+		/* Still tell the listener: the registry may have let the file go since (an
+		 * eviction, a module's restart), and answers a process it holds from its row. */
 		if (sl->listener)
 			sl->listener(sl->listener_ctx, &copy);
 		return 0;
@@ -200,7 +204,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 	});
 	path = strdup(ev->path);
 	pthread_mutex_lock(&sl->lock);
-	if (!path || detection_find(sl, ev->pid, ev->path)) {
+	if (!path || detection_find(sl, ev)) {
 		pthread_mutex_unlock(&sl->lock);
 		free(host_path);
 		free(path);
@@ -212,6 +216,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 	d->host_path = host_path;
 	d->pid = ev->pid;
 	d->tid = ev->tid;
+	d->start_ns = ev->start_ns;
 	d->lib = ev->lib;
 	d->libset = ev->libset;
 	d->syscall = ev->syscall;

@@ -34,6 +34,7 @@ struct bpftel_sharedlibs_opts {
 struct bpftel_shlib_detection {
 	__u32 pid;
 	__u32 tid;
+	__u64 start_ns; /* the process's start, the kernel's clock (0: not known) */
 	enum shlib_lib lib;
 	enum shlib_libset libset;
 	enum shlib_syscall syscall;

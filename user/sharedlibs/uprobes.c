@@ -209,7 +209,7 @@ size_t collect_jobs(struct bpftel_uprobes *u, struct lib_file *f, size_t only,
 }
 
 static int add_proc(struct lib_file *f, const struct bpftel_procfile_target *t, __u64 stime,
-		    const struct stat *st)
+		    __u64 kstart, const struct stat *st)
 {
 	struct proc_ref *grown, *p;
 	size_t cap;
@@ -223,7 +223,7 @@ static int add_proc(struct lib_file *f, const struct bpftel_procfile_target *t, 
 		f->cap = cap;
 	}
 	p = &f->procs[f->nprocs];
-	*p = (struct proc_ref){.pid = t->pid, .start_time = stime, .dirfd = t->dirfd,
+	*p = (struct proc_ref){.pid = t->pid, .start_time = stime, .kstart = kstart, .dirfd = t->dirfd,
 			       .path = strdup(t->path), .dev = st->st_dev, .ino = st->st_ino};
 	if (!p->path)
 		return -ENOMEM;
@@ -315,20 +315,29 @@ static void evict_locked(struct bpftel_uprobes *u)
 }
 
 /* With u->lock: note that t's process uses f, and describe what f still lacks. */
+/* Whether the row p is of another process than the one started at stime (/proc's) and
+ * kstart (the kernel's, 0 if not known): the pid was reused. */
+static bool proc_other(const struct proc_ref *p, __u64 stime, __u64 kstart)
+{
+	return p->start_time != stime || (kstart && p->kstart && p->kstart != kstart);
+}
+
 static size_t proc_uses_locked(struct bpftel_uprobes *u, struct lib_file *f,
-			       const struct bpftel_procfile_target *t, __u64 stime,
+			       const struct bpftel_procfile_target *t, __u64 stime, __u64 kstart,
 			       const struct stat *st, struct attach_job *jobs, int *err)
 {
 	ssize_t i = proc_index(f, t->pid);
 
 	/* The pid is another process's now (the old one exited since the last sweep): the
 	 * new one takes its entry, or the sweep would drop it as the old one. */
-	if (i >= 0 && f->procs[i].start_time != stime) {
+	if (i >= 0 && proc_other(&f->procs[i], stime, kstart)) {
 		free(f->procs[i].path);
 		f->procs[i] = f->procs[--f->nprocs];
 		i = -1;
 	}
-	*err = i >= 0 ? 0 : add_proc(f, t, stime, st);
+	if (i >= 0 && kstart)
+		f->procs[i].kstart = kstart;
+	*err = i >= 0 ? 0 : add_proc(f, t, stime, kstart, st);
 	f->idle_since_ms = 0;
 	return *err ? 0 : collect_jobs(u, f, MAX_MODS, jobs);
 }
@@ -408,16 +417,17 @@ static int refused_again(struct bpftel_uprobes *u, const struct bpftel_procfile_
 	return err;
 }
 
+/* kstart: the process's start as the kernel's event carried it, 0 if not known. */
 static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
-			enum shlib_lib lib, const char *named)
+			__u64 kstart, enum shlib_lib lib, const char *named)
 {
 	struct attach_job jobs[MAX_MODS];
 	enum bpftel_refusal why;
 	struct lib_file *f = NULL;
 	char detail[128];
 	struct stat st = {};
-	__u64 stime = 0, had = 0, ino;
-	bool known = false, checked;
+	__u64 stime = 0, had = 0, had_k = 0, ino;
+	bool known = false, checked, exact;
 	ssize_t idx = -1;
 	size_t njobs;
 	dev_t dev;
@@ -429,22 +439,29 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		known = f != NULL;
 		idx = f ? proc_index(f, t->pid) : -1;
 		had = idx >= 0 ? f->procs[idx].start_time : 0;
+		had_k = idx >= 0 ? f->procs[idx].kstart : 0;
 		/* A process opening its library in a loop (the soak's flood) is answered from
-		 * the row: the start time is read at its first event of a sweep's period
-		 * only, which is when a pid reused since the last sweep shows. */
-		checked = idx >= 0 && f->procs[idx].checked == u->sweeps + 1;
-		if (idx >= 0)
+		 * the row. With the kernel's start time on both sides, exactly, and a pid
+		 * reused shows at once. Without it (a row of the /proc scan not yet met by an
+		 * event), /proc's start time is read at the pid's first event of a sweep's
+		 * period only, which is when a pid reused since the last sweep shows. */
+		exact = idx >= 0 && kstart && had_k;
+		checked = !exact && idx >= 0 && f->procs[idx].checked == u->sweeps + 1;
+		if (idx >= 0 && !exact)
 			f->procs[idx].checked = u->sweeps + 1;
 		pthread_mutex_unlock(&u->lock);
-		if (checked)
+		if (exact && had_k == kstart)
 			return 0;
-		if (idx >= 0) {
+		if (checked && !kstart)
+			return 0;
+		if (idx >= 0 && !exact) {
 			/* Known, unless the pid is another process's now (the one noted
-			 * exited, and the sweep has not seen it yet): that one is new. */
+			 * exited, and the sweep has not seen it yet): that one is new. An
+			 * event with the kernel's start time goes on: the row learns it. */
 			stime = bpftel_proc_start(t->pid);
 			if (!stime)
 				return -ESRCH;
-			if (stime == had)
+			if (stime == had && !kstart)
 				return 0;
 		}
 		if (!known) {
@@ -464,7 +481,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		st.st_ino = t->ino;
 		pthread_mutex_lock(&u->lock);
 		f = find_file(u, t->dev, t->ino);
-		njobs = f ? proc_uses_locked(u, f, t, stime, &st, jobs, &err) : 0;
+		njobs = f ? proc_uses_locked(u, f, t, stime, kstart, &st, jobs, &err) : 0;
 		pthread_mutex_unlock(&u->lock);
 		if (njobs)
 			attach_run(u, f, jobs, njobs, -1);
@@ -504,7 +521,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		}
 		u->files[u->nfiles++] = f;
 	}
-	njobs = proc_uses_locked(u, f, t, stime, &st, jobs, &err);
+	njobs = proc_uses_locked(u, f, t, stime, kstart, &st, jobs, &err);
 	pthread_mutex_unlock(&u->lock);
 	if (njobs)
 		attach_run(u, f, jobs, njobs, fd);
@@ -519,7 +536,7 @@ int bpftel_uprobes__process_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib
 
 	if ((unsigned)lib >= SHLIB_LIB__COUNT)
 		return -EINVAL;
-	return uprobes_seen(u, &t, lib, path);
+	return uprobes_seen(u, &t, 0, lib, path);
 }
 
 int bpftel_uprobes__detected(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d)
@@ -529,7 +546,7 @@ int bpftel_uprobes__detected(struct bpftel_uprobes *u, const struct bpftel_shlib
 
 	if ((unsigned)d->lib >= SHLIB_LIB__COUNT)
 		return -EINVAL;
-	return uprobes_seen(u, &t, d->lib, d->path);
+	return uprobes_seen(u, &t, d->start_ns, d->lib, d->path);
 }
 
 void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d)
@@ -937,7 +954,7 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 	}
 	if (go <= 0)
 		return go;
-	uprobes_seen(u, &t, SHLIB_LIB_GO, d->path);
+	uprobes_seen(u, &t, d->start_ns, SHLIB_LIB_GO, d->path);
 	return 1;
 }
 
@@ -1019,7 +1036,7 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 				continue;
 			lib = SHLIB_LIB_GO;
 		}
-		hit |= !uprobes_seen(u, &t, lib, file);
+		hit |= !uprobes_seen(u, &t, 0, lib, file);
 	}
 	fclose(maps);
 	return hit;

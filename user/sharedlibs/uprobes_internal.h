@@ -65,13 +65,17 @@ struct file_mod {
 /* How a process reaches the file: a procfile target (path as it named it). */
 struct proc_ref {
 	__u32 pid;
-	__u64 start_time;
+	__u64 start_time; /* /proc/<pid>/stat's, clock ticks since boot */
+	/* The kernel's start time of the process (ns), as the watcher's events carry it;
+	 * 0 until one does. An event of the pid that carries another is of a process that
+	 * reused the pid: known without /proc. */
+	__u64 kstart;
 	int dirfd;
 	char *path;
 	dev_t dev; /* the identity this access leads to */
 	__u64 ino;
-	/* The sweep (u->sweeps + 1) in whose period an event of this pid last had its
-	 * start time read: once per period at most (0: never). */
+	/* The sweep (u->sweeps + 1) in whose period an event of this pid without the
+	 * kernel's start time last had /proc's read: once per period at most (0: never). */
 	__u64 checked;
 };
 
