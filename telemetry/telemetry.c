@@ -622,12 +622,11 @@ int bpftel_telemetry__programs(struct bpftel_telemetry *t, struct bpftel_tlm_pro
 }
 
 /*
- * Walk the keys. A key deleted under our feet restarts the kernel's walk from the
- * first key, so under churn this over-counts: the walk stops at max_entries, which
- * bounds both the time spent and the error (the count is then exact only for maps
- * that do not change while we read them).
+ * Walk the keys, one syscall each: where batches are refused. A key deleted under our
+ * feet restarts the kernel's walk from the first key, so under churn this over-counts:
+ * the walk stops at max_entries, which bounds both the time spent and the error.
  */
-static long count_entries(int fd, __u32 key_size, __u32 max_entries)
+static long count_by_keys(int fd, __u32 key_size, __u32 max_entries)
 {
 	char *prev = NULL, *cur = malloc(key_size), *tmp = malloc(key_size);
 	long n = 0;
@@ -645,6 +644,77 @@ static long count_entries(int fd, __u32 key_size, __u32 max_entries)
 	free(cur);
 	free(tmp);
 	return n;
+}
+
+#define COUNT_BATCH	    256
+#define COUNT_BATCH_VALUES (1u << 20) /* bytes of values one batch reads at most */
+
+/*
+ * Count a hash map's entries in batches (bpf_map_lookup_batch: 256 entries a syscall,
+ * where a walk of the keys takes one each: 65536 for the largest map). A batch goes on
+ * from the bucket the last one ended at, so a key deleted meanwhile does not restart
+ * it: each entry present throughout is counted once. The values are read too (the
+ * call has no keys-only form): value_size is what one entry's takes (per-CPU maps: one
+ * per possible CPU). Returns -1 where the kernel refuses batches, or a bucket holds
+ * more than a batch (ENOSPC): then the keys are walked.
+ */
+static long count_in_batches(int fd, __u32 key_size, size_t value_size, __u32 max_entries)
+{
+	size_t per = COUNT_BATCH, tok = key_size > 8 ? key_size : 8;
+	char *keys, *vals, *at, *next;
+	bool first = true;
+	long n = 0;
+	__u32 count;
+	int err;
+
+	if (value_size * per > COUNT_BATCH_VALUES)
+		per = value_size >= COUNT_BATCH_VALUES ? 1 : COUNT_BATCH_VALUES / value_size;
+	keys = malloc(per * key_size);
+	vals = malloc(per * value_size);
+	at = calloc(1, tok);
+	next = calloc(1, tok);
+	if (!keys || !vals || !at || !next) {
+		n = -1;
+		goto out;
+	}
+	do {
+		count = per;
+		err = bpf_map_lookup_batch(fd, first ? NULL : at, next, keys, vals, &count, NULL);
+		if (err && errno != ENOENT) {
+			n = -1;
+			break;
+		}
+		n += count;
+		memcpy(at, next, tok);
+		first = false;
+	} while (!err && n < max_entries);
+out:
+	free(keys);
+	free(vals);
+	free(at);
+	free(next);
+	return n;
+}
+
+static bool is_percpu(__u32 type)
+{
+	return type == BPF_MAP_TYPE_PERCPU_HASH || type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+static long count_entries(int fd, const struct bpf_map_info *info)
+{
+	size_t vsize = info->value_size;
+	int ncpus;
+	long n;
+
+	if (is_percpu(info->type)) {
+		ncpus = libbpf_num_possible_cpus();
+		if (ncpus <= 0)
+			return count_by_keys(fd, info->key_size, info->max_entries);
+		vsize = ((vsize + 7) & ~(size_t)7) * (size_t)ncpus;
+	}
+	n = count_in_batches(fd, info->key_size, vsize, info->max_entries);
+	return n >= 0 ? n : count_by_keys(fd, info->key_size, info->max_entries);
 }
 
 static const char *map_type_name(__u32 type)
@@ -679,7 +749,7 @@ static int add_map(struct bpftel_tlm_map **arr, size_t *n, size_t *cap, const ch
 	snprintf(m.map, sizeof(m.map), "%s", name);
 	m.type = map_type_name(info.type);
 	m.capacity = info.max_entries;
-	m.entries = is_hash(info.type)	  ? count_entries(fd, info.key_size, info.max_entries)
+	m.entries = is_hash(info.type)	  ? count_entries(fd, &info)
 		    : is_array(info.type) ? (long)info.max_entries
 					  : -1;
 	(*arr)[(*n)++] = m;

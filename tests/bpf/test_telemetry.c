@@ -15,10 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <bpf/bpf.h>
 
 #include "harness.h"
 #include "telemetry/telemetry.h"
 #include "tt_module.h"
+#include "telemetry_test.skel.h"
 
 struct fixture {
 	struct bpftel_manager *mgr;
@@ -229,6 +231,23 @@ static void test_stop_removes_only_own_counters(void **state)
 	free(e);
 }
 
+#define MANY_FILLED 700 /* entries of `many`: more than two of telemetry's batches */
+
+/* Fill the per-CPU hash `many` with n keys from userspace. */
+static void fill_many(struct tt_module *tm, __u32 n)
+{
+	int ncpus = libbpf_num_possible_cpus(), fd = bpf_map__fd(tm->skel->maps.many);
+	__u64 *vals;
+	__u32 k;
+
+	assert_true(ncpus > 0);
+	vals = calloc(ncpus, sizeof(*vals));
+	assert_non_null(vals);
+	for (k = 0; k < n; k++)
+		assert_int_equal(bpf_map_update_elem(fd, &k, vals, BPF_NOEXIST), 0);
+	free(vals);
+}
+
 static void test_run_stats_and_occupancy(void **state)
 {
 	struct fixture *f = *state;
@@ -239,6 +258,7 @@ static void test_run_stats_and_occupancy(void **state)
 	load(f->a);
 	tt_module_run(f->a, "tt_fill_hash");
 	tt_module_run(f->a, "tt_fill_hash");
+	fill_many(f->a, MANY_FILLED);
 	n = bpftel_telemetry__programs(f->tlm, &p);
 	for (i = 0; i < n; i++) {
 		if (!strcmp(p[i].program, "tt_fill_hash")) {
@@ -259,13 +279,16 @@ static void test_run_stats_and_occupancy(void **state)
 			seen++;
 			assert_int_equal(m[i].capacity, 2);
 			assert_int_equal(m[i].entries, 2);
+		} else if (!strcmp(m[i].map, "many")) {
+			seen++;
+			assert_int_equal(m[i].entries, MANY_FILLED);
 		} else if (!strcmp(m[i].map, "tlm_map_errors")) {
 			seen++;
 			assert_int_equal(m[i].entries, 1);
 			assert_int_equal(m[i].capacity, TLM_MAX_ENTRIES);
 		}
 	}
-	assert_int_equal(seen, 2);
+	assert_int_equal(seen, 3);
 	free(m);
 }
 

@@ -28,6 +28,15 @@ struct {
 	__uint(max_entries, 4096);
 } small_rb SEC(".maps");
 
+/* Filled from userspace: telemetry's count of a map's entries over several batches,
+ * per-CPU values. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} many SEC(".maps");
+
 /* For tlm_map_insert against a plain BPF_NOEXIST update. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
