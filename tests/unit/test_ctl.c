@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -511,6 +512,44 @@ static void test_deferred_client_hangs_up(void **state)
 	pump(sc);
 }
 
+/*
+ * Out of descriptors with a client waiting: accept() fails (EMFILE) and leaves it in
+ * the queue. The server must not stay ready, or its loop wakes at once, for ever
+ * (pump() gives up after 1000 rounds); its next tick tries again, and the client is
+ * answered once descriptors are free.
+ */
+static void test_accept_out_of_fds(void **state)
+{
+	struct server_ctx *sc = *state;
+	struct pollfd pfd = {.fd = bpftel_ctl_server__fd(sc->srv), .events = POLLIN};
+	int fd = raw_connect(sc->path), fill[256], nfill = 0, i;
+	struct rlimit old, low;
+	json_t *resp;
+
+	send_line(fd, "{\"cmd\": \"stats\"}\n");
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = (rlim_t)fd + 32;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	while (nfill < 256 && (fill[nfill] = dup(fd)) >= 0)
+		nfill++;
+	assert_int_equal(errno, EMFILE);
+	pump(sc);
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+
+	for (i = 0; i < nfill; i++)
+		close(fill[i]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	bpftel_ctl_server__tick(sc->srv);
+	pump(sc);
+	resp = recv_answer(fd);
+	assert_non_null(resp);
+	assert_string_equal(json_string_value(json_object_get(resp, "echo")), "stats");
+	json_decref(resp);
+	close(fd);
+	pump(sc);
+}
+
 /* Teardown frees a server holding a deferred client and an answer not sent yet: no
  * leak (ASan), and both clients see the connection close. */
 static void test_free_drops_deferred(void **state)
@@ -682,6 +721,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_deferred_answer_from_worker, server_setup,
 						server_teardown),
 		cmocka_unit_test_setup_teardown(test_deferred_client_hangs_up, server_setup_manual,
+						server_teardown),
+		cmocka_unit_test_setup_teardown(test_accept_out_of_fds, server_setup_manual,
 						server_teardown),
 		cmocka_unit_test_setup_teardown(test_free_drops_deferred, server_setup_manual,
 						server_teardown),

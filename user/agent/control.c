@@ -48,6 +48,10 @@ struct bpftel_ctl_server {
 		json_t *resp;
 	} pending[BPFTEL_CTL_MAX_CLIENTS];
 	int wake_fd; /* eventfd in epoll_fd: __complete() posted an answer */
+	/* accept() failed for want of descriptors or memory: the listening socket is out
+	 * of epoll_fd's events until the next tick, since it stays readable with the
+	 * connection still queued and would wake the loop at once, for ever. */
+	bool accept_paused;
 };
 
 struct bpftel_ctl_request {
@@ -374,6 +378,27 @@ static void client_write(struct bpftel_ctl_server *srv, struct ctl_client *c)
 	client_close(srv, c);
 }
 
+/* The clients wait in the listen queue (their own timeouts run) until the next tick
+ * tries again. */
+static void pause_accepting(struct bpftel_ctl_server *srv, int err)
+{
+	struct epoll_event ev = {.events = 0};
+
+	if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
+		return;
+	srv->accept_paused = true;
+	pr_warn("control: cannot accept a client (%s): trying again in a second",
+		strerror(err));
+}
+
+static void resume_accepting(struct bpftel_ctl_server *srv)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+
+	if (srv->accept_paused && !epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
+		srv->accept_paused = false;
+}
+
 static void accept_clients(struct bpftel_ctl_server *srv)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
@@ -382,6 +407,11 @@ static void accept_clients(struct bpftel_ctl_server *srv)
 
 	for (;;) {
 		fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			       errno == ENOMEM)) {
+			pause_accepting(srv, errno);
+			return;
+		}
 		if (fd < 0)
 			return;
 		for (slot = 0; slot < BPFTEL_CTL_MAX_CLIENTS && srv->clients[slot]; slot++)
@@ -493,6 +523,7 @@ void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv)
 	long long now = bpftel_mono_ms();
 	int i;
 
+	resume_accepting(srv);
 	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++) {
 		if (srv->clients[i] && now > srv->clients[i]->deadline_ms) {
 			pr_debug("control: client timed out%s",
