@@ -4,6 +4,7 @@
 table and as JSON, SIGTERM leaves no program or link behind, and the CLI fails clearly
 once the agent is gone."""
 import os
+import resource
 import subprocess
 import sys
 
@@ -61,8 +62,19 @@ def main():
     args = agent_args()
 
     progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
-    agent = Agent(args.agent, args.cli)
+    # Started under systemd's soft limit of open files (1024; 256 here): the agent
+    # raises it to the hard one, since a local user can make it probe 1024 files.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
     try:
+        agent = Agent(args.agent, args.cli)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        with open(f"/proc/{agent.proc.pid}/limits") as f:
+            lim = next(line.split()[3:5] for line in f if line.startswith("Max open files"))
+        check(lim == [str(hard), str(hard)],
+              f"the agent raised its open files limit from 256 to the hard limit: {lim}")
         stats = agent.json("stats")
         ours = {p["id"] for p in stats["programs"]}
         attach = {p["attach"] for p in stats["programs"]}

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -249,6 +250,25 @@ static void reload(struct bpftel_agent *agent)
 		pr_info("SIGHUP: applying configuration %s", env.config_path);
 }
 
+/*
+ * Descriptors: each probed file's links are fds (a multi-uprobe link per module and
+ * kind), and the registry holds up to 1024 files, which any local user can make by
+ * loading copies of a library: past systemd's soft limit of 1024. The soft limit goes
+ * up to the hard one (nothing here uses select()); what is still refused for want of
+ * fds is counted where it happens (attach failures, the control socket's pause).
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		pr_warn("cannot raise the open files limit to %llu: %s",
+			(unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 static int run_loop(struct bpftel_agent *agent, int sigfd)
 {
 	struct signalfd_siginfo si;
@@ -353,6 +373,7 @@ int main(int argc, char **argv)
 	if (geteuid() != 0)
 		pr_warn("not running as root: loading BPF will likely fail");
 	/* libbpf >= 1.0 raises RLIMIT_MEMLOCK itself on kernels without memcg accounting. */
+	raise_nofile();
 	if (bpftel_system_ensure_mounts())
 		goto cleanup;
 
