@@ -124,6 +124,7 @@ def main():
     ap.add_argument("--cli", required=True)
     ap.add_argument("--go-app", required=True)
     ap.add_argument("--go-stripped", required=True)
+    ap.add_argument("--go-pie", required=True)
     args = ap.parse_args()
     require_root()
     if not shutil.which("openssl"):
@@ -168,8 +169,9 @@ def main():
                       side="server", version="2", path="/items/*", status=200)
         settled_count(agent, 5, "Go client, HTTP/2: GET /items/* 200", pid=pid,
                       side="client", version="2", path="/items/*", status=200)
-        # HTTP/1.1, to the stripped server.
-        pid1, out = go_client(agent, args.go_app, f"https://127.0.0.1:{late_port}/none/3", 3,
+        # HTTP/1.1, to the stripped server, from a client built as PIE (as distributions
+        # build Go programs: its function table in .data.rel.ro.gopclntab).
+        pid1, out = go_client(agent, args.go_pie, f"https://127.0.0.1:{late_port}/none/3", 3,
                               env={"GODEBUG": "http2client=0"})
         check(out == ["404 HTTP/1.1"] * 3, f"the Go client's 3 requests over HTTP/1.1: {out}")
         settled_count(agent, 3, "stripped Go server, HTTP/1.1: GET /none/* 404", pid=late.pid,

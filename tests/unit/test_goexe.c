@@ -22,7 +22,7 @@
 #include "user/manager/elfsym.h"
 #include "user/manager/goexe.h"
 
-static const char *plain, *stripped, *goversion;
+static const char *plain, *stripped, *goversion, *pie;
 
 #define WRITE "crypto/tls.(*Conn).Write"
 #define READ  "crypto/tls.(*Conn).Read"
@@ -145,6 +145,27 @@ static void test_stripped(void **state)
 		for (j = 0; j < s[i].nrets; j++)
 			assert_int_equal(s[i].rets[j], p[i].rets[j]);
 	}
+}
+
+/* -buildmode=pie, as distributions build Go programs: the table is in
+ * .data.rel.ro.gopclntab, and its addresses are the link's, as in the plain build. */
+static void test_pie(void **state)
+{
+	struct bpftel_go_func f[] = {{.name = WRITE}, {.name = READ}};
+	struct bpftel_go_exe exe;
+	char err[256] = "";
+	uint8_t *file;
+	size_t len;
+
+	(void)state;
+	assert_int_equal(inspect(pie, &exe, f, 2, err, sizeof(err)), 0);
+	assert_string_equal(exe.version, goversion);
+	assert_int_equal(f[0].offset, bpftel_elf_sym_offset(pie, WRITE, err, sizeof(err)));
+	assert_int_equal(f[1].offset, bpftel_elf_sym_offset(pie, READ, err, sizeof(err)));
+	file = slurp(pie, &len);
+	check_func(pie, &f[0], file);
+	check_func(pie, &f[1], file);
+	free(file);
 }
 
 static void test_not_go(void **state)
@@ -533,6 +554,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plain),	      cmocka_unit_test(test_stripped),
+		cmocka_unit_test(test_pie),
 		cmocka_unit_test(test_not_go),	      cmocka_unit_test(test_old_version),
 		cmocka_unit_test(test_bad_buildinfo), cmocka_unit_test(test_bad_pclntab),
 		cmocka_unit_test(test_craft_layouts), cmocka_unit_test(test_craft_hostile),
@@ -541,12 +563,13 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_huge_symtab_not_read),
 	};
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s PLAIN STRIPPED GOVERSION\n", argv[0]);
+	if (argc != 5) {
+		fprintf(stderr, "usage: %s PLAIN STRIPPED GOVERSION PIE\n", argv[0]);
 		return 2;
 	}
 	plain = argv[1];
 	stripped = argv[2];
 	goversion = argv[3];
+	pie = argv[4];
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -183,9 +183,15 @@ static int find_funcs(struct go_ctx *c, struct bpftel_go_exe *exe, struct bpftel
 	size_t i;
 	int ret;
 
+	/* Go's linker names it .data.rel.ro.gopclntab where it makes a relro segment
+	 * (-buildmode=pie, as distributions build); an external link (cgo) merges that
+	 * into .data.rel.ro, where no section says where the table starts. */
 	ret = find_section(c, ".gopclntab", &sh);
+	if (!ret)
+		ret = find_section(c, ".data.rel.ro.gopclntab", &sh);
 	if (ret <= 0)
-		return ret ?: fail(c, -ENOTSUP, "a Go executable without .gopclntab");
+		return ret ?: fail(c, -ENOTSUP,
+				   "a Go executable without .gopclntab (linked externally, as PIE?)");
 	if (sh.sh_size > BPFTEL_GO_MAX_PCLNTAB)
 		return fail(c, -EFBIG, ".gopclntab of %llu bytes (cap %llu)",
 			    (unsigned long long)sh.sh_size, BPFTEL_GO_MAX_PCLNTAB);
