@@ -81,14 +81,16 @@ enum usm_counter {
 	USM_CNT_PACKETS_HTTP = 3, /* ... that started an HTTP message: event emitted */
 	USM_CNT_LOST = 4,	  /* ring buffer full */
 	USM_CNT_TRUNCATED = 5,	  /* headers shorter than their own length fields */
-	USM_CNT_H2_CALLS = 6,	  /* TLS calls on HTTP/2 connections: a record each */
+	USM_CNT_H2_CALLS = 6,	  /* TLS calls on HTTP/2 connections: records (below) */
 	USM_CNT_H2_TRUNCATED = 7, /* ... whose frames did not fit in USM_H2_CAP (cut) */
 	USM_CNT_H2_UNFRAMED = 8,  /* ... past USM_H2_RUNS or USM_H2_STEPS: framing lost */
-	USM_CNT_H2_LOST = 9,	  /* ... whose record the ring buffer had no room for */
+	USM_CNT_H2_LOST = 9,	  /* records the ring buffer had no room for */
 	USM_CNT_H2_MIDSTREAM = 10, /* sessions that look HTTP/2 but whose start was missed */
 	USM_CNT_H2C_PACKETS = 11,  /* h2c segments emitted (USM_KIND_H2C_*) */
 	USM_CNT_GO_UNPAIRED = 12,  /* Go reads seen returning, not entering (lib/usm_go.h) */
 	USM_CNT_PACKETS_DUPLICATE = 13, /* message segments seen again: not emitted */
+	USM_CNT_H2_RECORDS = 14, /* HTTP/2 records made: one per call, more for a call that
+				  * fills one (sent, or lost: USM_CNT_H2_LOST) */
 	USM_CNT__COUNT,
 };
 
@@ -124,28 +126,34 @@ _Static_assert(sizeof(struct usm_event) == USM_EVENT_HDR_SIZE + USM_PREFIX, "usm
  * HTTP/2 over TLS. A connection becomes HTTP/2 for the kernel when a TLS call's bytes
  * begin with the client connection preface or with a SETTINGS frame (the first thing
  * each side sends); from then on every call on it, in either direction, is walked
- * frame by frame (bpf/lib/usm_h2.h) and sent to userspace as one record on the ring
- * buffer `usm_h2_events`: the bytes of frame headers and of every frame but DATA, up
- * to USM_H2_CAP per call, and the length of what was skipped between them. DATA
- * payloads are never copied, only their 9-byte frame headers; userspace feeds the
- * copies to its HPACK decoder and the skipped lengths as gaps.
+ * frame by frame (bpf/lib/usm_h2.h) and sent to userspace as records on the ring
+ * buffer `usm_h2_events` (one per call, more for a call that fills one): the bytes of
+ * frame headers and of every frame but DATA, up to USM_H2_CAP per record, and the
+ * length of what was skipped between them. DATA payloads are never copied, only their
+ * 9-byte frame headers; userspace feeds the copies to its HPACK decoder and the
+ * skipped lengths as gaps.
  *
  * The record is a sequence of runs: copied bytes (from data, in order), then skipped
- * bytes. The runs cover the call's first `walked` bytes; flags say why the rest (len -
- * walked) was not walked.
+ * bytes. It stands for len bytes of the call from offset; the runs cover the first
+ * `walked`, and flags say why the rest (len - walked) was not walked.
  */
-#define USM_H2_CAP   2048 /* bytes copied per call: a request's first HEADERS fit */
-#define USM_H2_RUNS  32	  /* copy/skip runs per call: DATA frames interleaved */
-#define USM_H2_STEPS 160  /* frame pieces walked per call */
+#define USM_H2_CAP   2048 /* bytes copied per record: a request's first HEADERS fit */
+#define USM_H2_RUNS  32	  /* copy/skip runs per record: DATA frames interleaved */
+/* A call whose frames fill a record's copy or runs goes on in another record, as if it
+ * were the next call (its offset where the last one ended), up to this many records
+ * per call; the last one copies to its cap and skips the rest (cut). */
+#define USM_H2_RECORDS 8
+#define USM_H2_STEPS   1280 /* frame pieces walked per call */
 
 enum usm_h2_flags {
 	USM_H2_F_PREFACE = 1 << 0,  /* this call began with the client's preface */
 	USM_H2_F_SETTINGS = 1 << 1, /* ... with a SETTINGS frame that started the session */
 	USM_H2_F_NEW = 1 << 2,	    /* the kernel (re)started the session's state here: offsets
 				     * of both directions count from 0 again */
-	USM_H2_F_CUT = 1 << 3,	    /* frame bytes past USM_H2_CAP were skipped, not copied */
-	USM_H2_F_UNFRAMED = 1 << 4, /* runs or steps ran out: the kernel lost the framing of
-				     * this direction; it sends nothing more of it */
+	USM_H2_F_CUT = 1 << 3,	    /* frame bytes were skipped, not copied: past USM_H2_CAP
+				     * in a call's last record, or unreadable */
+	USM_H2_F_UNFRAMED = 1 << 4, /* records, runs or steps ran out: the kernel lost the
+				     * framing of this direction; it sends nothing more of it */
 };
 
 struct usm_h2_run {
@@ -156,10 +164,10 @@ struct usm_h2_run {
 struct usm_h2_record {
 	__u64 ktime_ns;
 	__u64 conn;   /* SSL* / gnutls session */
-	__u64 offset; /* bytes of this direction before this call: a jump is a loss */
+	__u64 offset; /* bytes of this direction before this record: a jump is a loss */
 	__u32 pid;
 	__u32 tid;
-	__u32 len;    /* bytes the call moved */
+	__u32 len;    /* bytes of the call this record stands for */
 	__u32 walked; /* of which the runs cover this many */
 	__s32 fd;     /* as in struct usm_event */
 	__u8 source;  /* enum usm_source */

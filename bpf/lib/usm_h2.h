@@ -133,8 +133,54 @@ struct usm_h2_walk {
 	__u32 len;
 	__u32 pos;
 	__u32 tlm_prog;
-	__u32 __pad;
+	__u32 start;   /* pos where the record being built begins */
+	__u32 records; /* records of this call sent so far */
+	__u8 cut;      /* a record of this call was cut */
+	__u8 __pad[3];
 };
+
+/* Send the record in the scratch (data_len <= USM_H2_CAP), counted if lost. */
+static __always_inline void usm_h2_output(TLM_PARAM, struct usm_h2_scratch *s)
+{
+	__u32 size = s->rec.data_len;
+
+	if (size > USM_H2_CAP)
+		return;
+	usm_count(USM_CNT_H2_RECORDS);
+	if (tlm_ringbuf_output(usm_h2_events, &s->rec, USM_H2_RECORD_HDR + size,
+			       usm_h2_wakeup(USM_H2_RECORD_HDR + size)))
+		usm_count(USM_CNT_H2_LOST);
+}
+
+/*
+ * The record is full (its copy has no room for a frame header, or its runs are used
+ * up) and the call goes on: send it as if the call had ended here, and start the next
+ * record where it stops, as the next call would (its offset, no start flags). What a
+ * record stands for is walked whole, so the walk's state carries over as between
+ * calls. False when the call has no record left: the walk goes on in this one, as far
+ * as its cap and runs allow (then cut, or unframed).
+ */
+static __always_inline bool usm_h2_next_record(TLM_PARAM, struct usm_h2_scratch *s,
+					       struct usm_h2_walk *w)
+{
+	__u32 n = w->pos - w->start;
+
+	if (s->rec.nruns < USM_H2_RUNS && s->rec.data_len + USM_H2_FRAME_HDR <= USM_H2_CAP)
+		return true; /* room left */
+	if (!n || w->records + 1 >= USM_H2_RECORDS)
+		return false;
+	s->rec.len = n;
+	s->rec.walked = n;
+	w->cut |= !!(s->rec.flags & USM_H2_F_CUT);
+	usm_h2_output(TLM_ARG, s);
+	s->rec.offset += n;
+	s->rec.flags = 0;
+	s->rec.nruns = 0;
+	s->rec.data_len = 0;
+	w->start = w->pos;
+	w->records++;
+	return true;
+}
 
 /* The current run, or a new one when want_copy follows skipped bytes; NULL when the
  * runs are used up. */
@@ -230,7 +276,7 @@ static __always_inline int usm_h2_copy(TLM_PARAM, struct usm_h2_scratch *s, __u6
 static long usm_h2_step(__u32 i, void *ctx)
 {
 	struct usm_h2_walk *w = ctx;
-	__u32 __tlm_prog = w->tlm_prog, left, n, have;
+	__u32 __tlm_prog = w->tlm_prog, left, n, have, room;
 	struct usm_h2_scratch *s = usm_h2_scratch_get();
 	struct usm_h2_dir_state *st;
 	__u64 src;
@@ -241,6 +287,9 @@ static long usm_h2_step(__u32 i, void *ctx)
 	st = &s->st;
 	left = w->len - w->pos;
 	src = w->buf + w->pos;
+	/* A record with room copies a frame header whole, and at least one byte of a
+	 * payload; one without room is sent and another started, while the call has one. */
+	room = usm_h2_next_record(TLM_ARG, s, w) ? USM_H2_CAP - s->rec.data_len : 0;
 	if (st->skip) {
 		n = st->skip < left ? st->skip : left;
 		if (usm_h2_skip(s, n))
@@ -251,6 +300,8 @@ static long usm_h2_step(__u32 i, void *ctx)
 	}
 	if (st->copy) {
 		n = st->copy < left ? st->copy : left;
+		if (room && n > room && w->records + 1 < USM_H2_RECORDS)
+			n = room; /* the rest in the next record */
 		if (usm_h2_copy(TLM_ARG, s, src, n))
 			goto unframed;
 		st->copy -= n;
@@ -337,7 +388,6 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	struct usm_h2_dir_state *d;
 	struct usm_h2_scratch *s;
 	__u8 flags = 0;
-	__u32 size;
 	bool first;
 	long err;
 
@@ -412,19 +462,16 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 		s->st.unframed = 1; /* steps ran out */
 		s->rec.flags |= USM_H2_F_UNFRAMED;
 	}
-	s->rec.walked = w.pos;
+	/* The call's last record: the rest of it. */
+	s->rec.len = w.len - w.start;
+	s->rec.walked = w.pos - w.start;
 	s->st.offset += w.len;
 	*d = s->st;
-	if (s->rec.flags & USM_H2_F_CUT)
+	if ((s->rec.flags & USM_H2_F_CUT) || w.cut)
 		usm_count(USM_CNT_H2_TRUNCATED);
 	if (s->rec.flags & USM_H2_F_UNFRAMED)
 		usm_count(USM_CNT_H2_UNFRAMED);
-	size = s->rec.data_len;
-	if (size > USM_H2_CAP)
-		return true;
-	if (tlm_ringbuf_output(usm_h2_events, &s->rec, USM_H2_RECORD_HDR + size,
-			       usm_h2_wakeup(USM_H2_RECORD_HDR + size)))
-		usm_count(USM_CNT_H2_LOST);
+	usm_h2_output(TLM_ARG, s);
 	return true;
 }
 

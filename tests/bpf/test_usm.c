@@ -1008,54 +1008,115 @@ static void test_h2_server_order(void **state)
 	assert_int_equal(h2rec(0)->flags, 0);
 }
 
-/* A frame larger than USM_H2_CAP: the cap is copied, the rest skipped and counted; the
- * framing holds, the frame after it is copied from its first byte. */
-static void test_h2_cap(void **state)
+/* The records of one call, drained: their runs and copies, joined, must be the call's
+ * bytes; each record begins where the one before ended. Returns the bytes copied. */
+static __u64 h2_records_join(int nrec, const unsigned char *b, size_t n, __u64 offset)
 {
-	static unsigned char b[8192];
-	size_t n, big = USM_H2_CAP + 1000;
+	__u64 at = offset, copied = 0, c;
+	const unsigned char *p;
 	const struct usm_h2_record *r;
-	__u64 copied;
+	int i, k;
 
-	(void)state;
-	memcpy(b, PREFACE, 24);
-	n = 24 + frame(b + 24, 1, 4, 1, big, NULL, 0x55);
-	assert_int_equal(h2_call(SSL_WRITE, b, n, 1), 1);
-	r = h2rec(0);
-	assert_int_equal(r->flags, USM_H2_F_NEW | USM_H2_F_PREFACE | USM_H2_F_CUT);
-	assert_int_equal(r->data_len, USM_H2_CAP);
-	assert_int_equal(h2_runs_total(r, &copied), n);
-	assert_int_equal(copied, USM_H2_CAP);
-	assert_int_equal(r->runs[0].skipped, n - USM_H2_CAP);
-	assert_int_equal(counter(USM_CNT_H2_TRUNCATED), 1);
-	n = frame(b, 8, 0, 0, 4, NULL, 0x01); /* WINDOW_UPDATE */
-	assert_int_equal(h2_call(SSL_WRITE, b, n, 2), 1);
-	r = h2rec(0);
-	assert_int_equal(r->flags, 0);
-	assert_int_equal(r->data_len, n);
-	assert_memory_equal(r->data, b, n);
+	for (i = 0; i < nrec; i++) {
+		r = h2rec(i);
+		assert_int_equal(r->offset, at);
+		assert_int_equal(h2_runs_total(r, &c), r->walked);
+		p = r->data;
+		for (k = 0; k < r->nruns; k++) {
+			/* What a run copied is the call's bytes at its place. */
+			assert_memory_equal(p, b + (at - offset), r->runs[k].copied);
+			p += r->runs[k].copied;
+			at += r->runs[k].copied + r->runs[k].skipped;
+		}
+		at += r->len - r->walked;
+		copied += c;
+	}
+	assert_int_equal(at - offset, n);
+	return copied;
 }
 
-/* More DATA frames in one call than runs: the direction's framing is lost, said once;
- * nothing more of that direction is sent, the other still is. */
-static void test_h2_unframed(void **state)
+/* A frame larger than a record's copy (USM_H2_CAP) goes on in the call's next record,
+ * whole; one larger than all the records a call may send is copied as far as they go,
+ * the rest skipped and counted as cut; the framing holds, the frame after it is copied
+ * from its first byte. */
+static void test_h2_cap(void **state)
 {
-	static unsigned char b[8192];
-	size_t n = 0;
+	static unsigned char b[USM_H2_CAP * (USM_H2_RECORDS + 1)];
+	size_t n, big = USM_H2_CAP + 1000, huge = USM_H2_CAP * USM_H2_RECORDS + 500;
+	const struct usm_h2_record *r;
+	__u64 off;
 	int i;
 
 	(void)state;
 	memcpy(b, PREFACE, 24);
+	n = 24 + frame(b + 24, 1, 4, 1, big, NULL, 0x55);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 1), 2);
+	r = h2rec(0);
+	assert_int_equal(r->flags, USM_H2_F_NEW | USM_H2_F_PREFACE);
+	assert_int_equal(r->len, USM_H2_CAP);
+	assert_int_equal(r->data_len, USM_H2_CAP);
+	assert_int_equal(h2rec(1)->flags, 0);
+	assert_int_equal(h2_records_join(2, b, n, 0), n);
+	assert_int_equal(counter(USM_CNT_H2_TRUNCATED), 0);
+	assert_int_equal(counter(USM_CNT_H2_CALLS), 1);
+	assert_int_equal(counter(USM_CNT_H2_RECORDS), 2);
+	off = n;
+
+	n = frame(b, 1, 4, 3, huge, NULL, 0x66);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 2), USM_H2_RECORDS);
+	for (i = 0; i + 1 < USM_H2_RECORDS; i++)
+		assert_int_equal(h2rec(i)->flags, 0);
+	r = h2rec(USM_H2_RECORDS - 1);
+	assert_int_equal(r->flags, USM_H2_F_CUT);
+	assert_int_equal(r->data_len, USM_H2_CAP);
+	assert_int_equal(h2_records_join(USM_H2_RECORDS, b, n, off), USM_H2_CAP * USM_H2_RECORDS);
+	assert_int_equal(counter(USM_CNT_H2_TRUNCATED), 1);
+	assert_int_equal(counter(USM_CNT_H2_RECORDS), 2 + USM_H2_RECORDS);
+	off += n;
+
+	n = frame(b, 8, 0, 0, 4, NULL, 0x01); /* WINDOW_UPDATE */
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 3), 1);
+	r = h2rec(0);
+	assert_int_equal(r->flags, 0);
+	assert_int_equal(r->offset, off);
+	assert_int_equal(r->data_len, n);
+	assert_memory_equal(r->data, b, n);
+}
+
+/* More DATA frames in one call than a record has runs: the call goes on in more
+ * records, each frame header copied, no framing lost (a server's write of many small
+ * responses, a gRPC stream's messages). More than all the records of a call hold: the
+ * direction's framing is lost, said once; nothing more of that direction is sent, the
+ * other still is. */
+static void test_h2_unframed(void **state)
+{
+	static unsigned char b[12 * USM_H2_RUNS * (USM_H2_RECORDS + 1)]; /* 12: a DATA frame of 3 */
+	size_t n = 0;
+	int i, nrec;
+
+	(void)state;
+	memcpy(b, PREFACE, 24);
 	assert_int_equal(h2_call(SSL_WRITE, b, 24, 1), 1);
-	for (i = 0; i < USM_H2_RUNS + 2; i++)
+	for (i = 0; i < USM_H2_RUNS + 8; i++)
 		n += frame(b + n, 0, 0, 1, 3, NULL, 'S');
-	assert_int_equal(h2_call(SSL_WRITE, b, n, 2), 1);
-	assert_true(h2rec(0)->flags & USM_H2_F_UNFRAMED);
-	assert_true(h2rec(0)->walked < n);
+	nrec = h2_call(SSL_WRITE, b, n, 2);
+	assert_int_equal(nrec, 2);
+	assert_int_equal(h2_records_join(nrec, b, n, 24), 9 * (USM_H2_RUNS + 8));
+	for (i = 0; i < nrec; i++)
+		assert_int_equal(h2rec(i)->flags, 0);
+	assert_int_equal(counter(USM_CNT_H2_UNFRAMED), 0);
+
+	n = 0;
+	for (i = 0; i < USM_H2_RUNS * USM_H2_RECORDS + 2; i++)
+		n += frame(b + n, 0, 0, 1, 3, NULL, 'S');
+	nrec = h2_call(SSL_WRITE, b, n, 3);
+	assert_int_equal(nrec, USM_H2_RECORDS);
+	assert_true(h2rec(nrec - 1)->flags & USM_H2_F_UNFRAMED);
+	assert_true(h2rec(nrec - 1)->walked < h2rec(nrec - 1)->len);
 	assert_int_equal(counter(USM_CNT_H2_UNFRAMED), 1);
-	assert_int_equal(h2_call(SSL_WRITE, b, 12, 3), 0);
+	assert_int_equal(h2_call(SSL_WRITE, b, 12, 4), 0);
 	n = frame(b, 4, 0, 0, 0, NULL, 0);
-	assert_int_equal(h2_call(SSL_READ, b, n, 4), 1);
+	assert_int_equal(h2_call(SSL_READ, b, n, 5), 1);
 	assert_int_equal(counter(USM_CNT_H2_UNFRAMED), 1);
 }
 

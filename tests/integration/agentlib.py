@@ -140,9 +140,10 @@ def usm_settled(agent):
     """Has USM's userspace taken every record its kernel side emitted so far? Once a
     workload is done, its counts are then final: nothing of it is still in flight."""
     counters = agent.json("http")["counters"]
-    # HTTP/2: a record per call on a session, but for those the ring buffer refused;
-    # h2c: the segments the socket filter sent.
-    emitted = (counters["tls_http"] + counters["packets_http"] + counters["h2_calls"]
+    # HTTP/2: the records made (one per call on a session, more for a call that fills
+    # one), but for those the ring buffer refused; h2c: the segments the socket filter
+    # sent.
+    emitted = (counters["tls_http"] + counters["packets_http"] + counters["h2_records"]
                - counters["h2_lost"] + counters["h2c_packets"])
     loss = [x for x in agent.json("stats")["losses"] if x["module"] == "usm"][0]
     return loss["processed"] + loss["queue_full"] + loss["too_big"] + loss["parse"] >= emitted

@@ -56,6 +56,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_H2_UNFRAMED] = "h2_unframed", [USM_CNT_H2_LOST] = "h2_lost",
 	[USM_CNT_H2_MIDSTREAM] = "h2_midstream", [USM_CNT_H2C_PACKETS] = "h2c_packets",
 	[USM_CNT_GO_UNPAIRED] = "go_read_unpaired", [USM_CNT_PACKETS_DUPLICATE] = "packets_duplicate",
+	[USM_CNT_H2_RECORDS] = "h2_records",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
