@@ -54,6 +54,7 @@ enum usm_go_fn {
 	USM_GO_WRITE = 0,    /* (*Conn).Write, on its stack check's JBE */
 	USM_GO_READ = 1,     /* (*Conn).Read, on its stack check's JBE */
 	USM_GO_READ_RET = 2, /* (*Conn).Read, on each of its RET instructions */
+	USM_GO_CLOSE = 3,    /* (*Conn).Close, on its stack check's JBE */
 	USM_GO_FN__COUNT,
 };
 

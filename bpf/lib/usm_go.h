@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * USM, Go: the bodies of the probes on Go's crypto/tls, (*Conn).Write and (*Conn).Read,
+ * USM, Go: the bodies of the probes on Go's crypto/tls, (*Conn).Write, (*Conn).Read and
+ * (*Conn).Close,
  * in Go executables (user/manager/goexe.h finds them, stripped binaries included).
  * Their bytes go through usm_tls_emit() like OpenSSL's: HTTP/1 starts as events,
  * HTTP/2 sessions walked frame by frame; the session key is the *tls.Conn.
@@ -168,6 +169,24 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 	return 0;
 }
 
+/* (*Conn).Close(): the connection ends, and what the kernel keeps by its *Conn goes
+ * with it (its HTTP/2 place, a kept byte, its mid-way mark), as for OpenSSL's SSL_free:
+ * the next Conn allocated at that address is another connection, and a closed one
+ * would otherwise hold its LRU entries until newer sessions push out live ones. */
+static __always_inline int usm_go_close_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
+{
+	struct usm_fd_key key = {.conn = regs->ax, .tgid = pid_tgid >> 32};
+
+	if (!key.conn)
+		return 0;
+	if (bpf_map_lookup_elem(&usm_go_byte, &key))
+		tlm_map_delete(usm_go_byte, &key);
+	if (bpf_map_lookup_elem(&usm_h2_midstream, &key))
+		tlm_map_delete(usm_h2_midstream, &key);
+	usm_h2_forget(TLM_ARG, key.conn, pid_tgid);
+	return 0;
+}
+
 #define USM_X86_EFLAGS_CF 0x001
 #define USM_X86_EFLAGS_ZF 0x040
 
@@ -189,6 +208,8 @@ static __always_inline int usm_go_probe(TLM_PARAM, struct pt_regs *regs, __u64 p
 		return usm_go_read_enter_body(TLM_ARG, regs, pid_tgid);
 	case USM_GO_READ_RET:
 		return usm_go_read_ret_body(TLM_ARG, regs, pid_tgid, now);
+	case USM_GO_CLOSE:
+		return usm_go_close_body(TLM_ARG, regs, pid_tgid);
 	default:
 		return 0; /* a cookie we did not set */
 	}

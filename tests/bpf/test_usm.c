@@ -1533,6 +1533,61 @@ static void test_go_background_byte(void **state)
 	assert_memory_equal(event(0)->prefix, want, strlen(want));
 }
 
+static void go_close(struct go_conn *c, __u64 t)
+{
+	struct test_regs r = {.ax = (uintptr_t)c, .r14 = G1};
+
+	go_run(USM_GO_CLOSE | UPROBE_GO_STACK_CHECK, &r, t, PID_TGID);
+}
+
+/* (*Conn).Close drops what the kernel keeps by the Conn: an HTTP/2 session left inside
+ * a DATA payload, a kept byte. The next connection at that Conn's address starts its
+ * own session (its preface not skipped as the old one's payload), its own message. */
+static void test_go_close(void **state)
+{
+	struct fd_key {
+		__u64 conn;
+		__u32 tgid, pad;
+	} k = {0, PID_TGID >> 32, 0}; /* struct usm_fd_key */
+	const char *req = "GET /next HTTP/1.1\r\n\r\n";
+	static unsigned char b[9 + 1000];
+	unsigned char v[64];
+	struct go_conn c;
+	char g[8] = "G";
+
+	(void)state;
+	go_conn_init(&c, 5);
+	k.conn = (uintptr_t)&c;
+	memcpy(b, PREFACE, 24);
+	assert_int_equal(go_write(&c, (const char *)b, 24, G1, 1), 0);
+	frame(b, 0, 0, 1, 1000, NULL, 0); /* a DATA header, its payload to come */
+	assert_int_equal(go_write(&c, (const char *)b, 9, G1, 2), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 2);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k, v), 0);
+
+	go_close(&c, 3);
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k, v), 0);
+	memcpy(b, PREFACE, 24);
+	assert_int_equal(go_write(&c, (const char *)b, 24, G1, 4), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
+	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW | USM_H2_F_PREFACE);
+	assert_int_equal(h2rec(0)->offset, 0);
+	assert_int_equal(h2rec(0)->data_len, 24);
+	go_close(&c, 5);
+
+	/* A byte kept for the next message, then Close: the next connection's request
+	 * stands alone. */
+	go_read_enter(&c, g, 1, G1, 4243, 6);
+	assert_int_equal(go_read_ret(1, G1, 4243, 7), 0);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_go_byte), &k, v), 0);
+	go_close(&c, 8);
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_go_byte), &k, v), 0);
+	go_read_enter(&c, (void *)req, strlen(req), G1, 4243, 9);
+	assert_int_equal(go_read_ret((long)strlen(req), G1, 4243, 10), 1);
+	assert_int_equal(event(0)->len, strlen(req));
+	assert_memory_equal(event(0)->prefix, req, strlen(req));
+}
+
 /* Go's HTTP/2 client: preface, SETTINGS and WINDOW_UPDATE in one Write; the server's
  * SETTINGS read back. Records carry the Go source and the socket from the Conn. */
 static void test_go_h2(void **state)
@@ -1681,6 +1736,7 @@ int main(void)
 		T(test_go_read_nothing),
 		T(test_go_h2),
 		T(test_go_background_byte),
+		T(test_go_close),
 		T(test_go_stack_check),
 	};
 

@@ -101,10 +101,10 @@ const char *bpftel_usm_counter_name(enum usm_counter c)
 		.cookie = fn, .typed_read = type                                            \
 	}
 
-#define GO_PROBE(sym, fn, rets)                                                          \
+#define GO_PROBE(sym, fn, rets, opt)                                                     \
 	{                                                                                \
 		.lib = SHLIB_LIB_GO, .prog = "usm_go_uprobe", .symbol = sym, .cookie = fn, \
-		.at_rets = rets                                                          \
+		.at_rets = rets, .optional = opt                                         \
 	}
 
 static const struct bpftel_uprobe_spec uprobe_specs[] = {
@@ -125,9 +125,12 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 		       USM_GNUTLS_APP_DATA),
 	/* Go's crypto/tls, in Go executables (bpf/lib/usm_go.h): plain uprobes only, the
 	 * entries on the stack check's JBE, Read's returns on its RET instructions. */
-	GO_PROBE("crypto/tls.(*Conn).Write", USM_GO_WRITE, false),
-	GO_PROBE("crypto/tls.(*Conn).Read", USM_GO_READ, false),
-	GO_PROBE("crypto/tls.(*Conn).Read", USM_GO_READ_RET, true),
+	GO_PROBE("crypto/tls.(*Conn).Write", USM_GO_WRITE, false, false),
+	GO_PROBE("crypto/tls.(*Conn).Read", USM_GO_READ, false, false),
+	GO_PROBE("crypto/tls.(*Conn).Read", USM_GO_READ_RET, true, false),
+	/* The session's end; a program that never closes a Conn may not have it (the
+	 * linker drops what nothing calls). */
+	GO_PROBE("crypto/tls.(*Conn).Close", USM_GO_CLOSE, false, true),
 };
 
 /* Plaintext HTTP: the socket filter on a packet socket of every interface, a probe of
