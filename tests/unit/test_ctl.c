@@ -706,6 +706,44 @@ static void test_client_errors(void **state)
 	json_decref(req);
 }
 
+/* An agent that does not accept (stopped, or out of descriptors) with its listen queue
+ * full: a call times out by its deadline, not in a connect() that waits for ever (the
+ * alarm kills the test if it does). */
+static void test_client_connect_times_out(void **state)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	json_t *req = json_pack("{s:s}", "cmd", "stats"), *resp;
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), fds[64], n = 0, i;
+	char err[256];
+
+	(void)state;
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "/tmp/bpftel-test-full-%d.sock", getpid());
+	unlink(addr.sun_path);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	assert_int_equal(listen(lfd, 0), 0);
+	for (;;) {
+		assert_true(n < 64);
+		fds[n] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (connect(fds[n], (struct sockaddr *)&addr, sizeof(addr))) {
+			assert_int_equal(errno, EAGAIN);
+			close(fds[n]);
+			break;
+		}
+		n++;
+	}
+	alarm(20);
+	assert_int_equal(bpftel_ctl_call(addr.sun_path, req, 300, &resp, err, sizeof(err)),
+			 -ETIMEDOUT);
+	alarm(0);
+	assert_null(resp);
+	assert_non_null(strstr(err, "timed out"));
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	close(lfd);
+	unlink(addr.sun_path);
+	json_decref(req);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -733,6 +771,7 @@ int main(void)
 		cmocka_unit_test(test_stale_socket_replaced),
 		cmocka_unit_test(test_non_socket_not_removed),
 		cmocka_unit_test(test_client_errors),
+		cmocka_unit_test(test_client_connect_times_out),
 	};
 
 	return cmocka_run_group_tests_name("ctl", tests, NULL, NULL);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -176,6 +177,34 @@ static ssize_t recv_line(int fd, char **out, long long deadline)
 	return len;
 }
 
+/*
+ * Connect by the deadline. A listening socket whose backlog is full (an agent stopped,
+ * or not accepting) would keep a blocking connect() waiting for ever: the wait for
+ * room is bounded by SO_SNDTIMEO, which AF_UNIX connect() honours (then EAGAIN).
+ */
+static int connect_by(int fd, const struct sockaddr_un *addr, long long deadline)
+{
+	long long left = deadline - bpftel_mono_ms();
+	struct timeval tv = {0}, none = {0};
+	int ret = 0;
+
+	if (left < 1)
+		left = 1;
+	tv.tv_sec = left / 1000;
+	tv.tv_usec = (left % 1000) * 1000;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
+		return -errno;
+	while (connect(fd, (const struct sockaddr *)addr, sizeof(*addr))) {
+		ret = errno == EAGAIN ? -ETIMEDOUT : -errno;
+		if (ret != -EINTR || bpftel_mono_ms() >= deadline)
+			break;
+		ret = 0;
+	}
+	if (!ret && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none)))
+		ret = -errno;
+	return ret;
+}
+
 int bpftel_ctl_call(const char *path, json_t *req, int timeout_ms, json_t **resp, char *err,
 		    size_t errlen)
 {
@@ -200,9 +229,14 @@ int bpftel_ctl_call(const char *path, json_t *req, int timeout_ms, json_t **resp
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return ret;
 	}
-	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr))) {
-		ret = -errno;
-		snprintf(err, errlen, "cannot connect to %s: %s", path, strerror(errno));
+	ret = connect_by(fd, &addr, deadline);
+	if (ret) {
+		if (ret == -ETIMEDOUT)
+			snprintf(err, errlen,
+				 "cannot connect to %s: timed out (the agent is not taking clients)",
+				 path);
+		else
+			snprintf(err, errlen, "cannot connect to %s: %s", path, strerror(-ret));
 		goto out;
 	}
 
