@@ -43,6 +43,14 @@ def check_json(agent):
     for cmd in COMMANDS + ["module"]:
         res = subprocess.run([agent.cli_bin, cmd, "--help"], capture_output=True, text=True)
         check(res.returncode == 0 and "Usage: bpftel" in res.stdout, f"bpftel {cmd} --help")
+    # Output that cannot be written is a failure a script sees, not exit 0 and nothing.
+    for args in (["stats"], ["stats", "--json"], ["top", "--json"]):
+        with open("/dev/full", "w") as full:
+            res = subprocess.run([agent.cli_bin, "--socket", agent.socket, *args],
+                                 stdout=full, stderr=subprocess.PIPE, text=True)
+        check(res.returncode == 1 and "cannot write the output" in res.stderr,
+              f"bpftel {' '.join(args)} > /dev/full: exit {res.returncode}, "
+              f"{res.stderr.strip()}")
 
 
 def check_top(agent):

@@ -502,11 +502,13 @@ int main(int argc, char **argv)
 	}
 	if (json) {
 		json_object_del(resp, "ok");
-		json_dumpf(resp, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
+		err = json_dumpf(resp, stdout,
+				 JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
 		putchar('\n');
 	} else {
 		cmd->print(resp);
 	}
 	json_decref(resp);
-	return 0;
+	return bpftel_cli_flushed(err);
 }
+

@@ -8,5 +8,11 @@
 
 /* `bpftel top`: its own loop (top.c). Returns the exit status. */
 int bpftel_top(const char *sock, bool json);
+/* top's rates between two samples (stats and errors answers, taken at ta and tb s). */
+json_t *bpftel_top_rates(json_t *stats_a, json_t *errors_a, double ta, json_t *stats_b,
+			 json_t *errors_b, double tb);
+/* The exit status once the output is written: 1 (said on stderr) when it could not be
+ * (a full disk, a closed pipe), or when dumped (json_dumpf's result) is not 0. */
+int bpftel_cli_flushed(int dumped);
 
 #endif /* BPFTEL_CLI_PRINT_H */

@@ -161,6 +161,14 @@ static json_t *program_rate(const struct sample *a, json_t *p, double dt, bool s
 					     100));
 }
 
+/* What a counter grew by between two samples: after a module's restart its counters
+ * start again from 0 (telemetry's stop hook resets its errors), and the new value is
+ * what it counted since, as Prometheus' rate() takes a reset. */
+static double grown(double before, double after)
+{
+	return after >= before ? after - before : after;
+}
+
 /* The rates between two samples, as one JSON document. */
 static json_t *rates(const struct sample *a, const struct sample *b)
 {
@@ -179,18 +187,18 @@ static json_t *rates(const struct sample *a, const struct sample *b)
 		json_array_append_new(
 			mods,
 			json_pack("{s:s, s:f, s:f, s:f}", "module", m, "events_per_s",
-				  (module_sum(lb, m, NULL, (const char *[]){"processed", NULL}) -
-				   module_sum(la, m, NULL, (const char *[]){"processed", NULL})) /
+				  grown(module_sum(la, m, NULL, (const char *[]){"processed", NULL}),
+					module_sum(lb, m, NULL, (const char *[]){"processed", NULL})) /
 					  dt,
 				  "lost_per_s",
-				  (module_sum(lb, m, NULL, (const char **)lost_keys) -
-				   module_sum(la, m, NULL, (const char **)lost_keys)) /
+				  grown(module_sum(la, m, NULL, (const char **)lost_keys),
+					module_sum(lb, m, NULL, (const char **)lost_keys)) /
 					  dt,
 				  "errors_per_s",
-				  (module_sum(json_object_get(b->errors, "errors"), m, NULL,
-					      (const char *[]){"count", NULL}) -
-				   module_sum(json_object_get(a->errors, "errors"), m, NULL,
-					      (const char *[]){"count", NULL})) /
+				  grown(module_sum(json_object_get(a->errors, "errors"), m, NULL,
+						   (const char *[]){"count", NULL}),
+					module_sum(json_object_get(b->errors, "errors"), m, NULL,
+						   (const char *[]){"count", NULL})) /
 					  dt));
 	}
 	json_array_foreach (json_object_get(b->stats, "programs"), i, p) {
@@ -198,6 +206,14 @@ static json_t *rates(const struct sample *a, const struct sample *b)
 	}
 	return json_pack("{s:f, s:o, s:o, s:s, s:b}", "interval_s", dt, "modules", mods,
 			 "programs", progs, "run_stats", mode, "sampled", sampled);
+}
+
+json_t *bpftel_top_rates(json_t *stats_a, json_t *errors_a, double ta, json_t *stats_b,
+			 json_t *errors_b, double tb)
+{
+	struct sample a = {stats_a, errors_a, ta}, b = {stats_b, errors_b, tb};
+
+	return rates(&a, &b);
 }
 
 static void draw(json_t *r, json_t *stats, int rows, int cols)
@@ -301,12 +317,12 @@ int bpftel_top(const char *sock, bool json)
 			return 1;
 		}
 		r = rates(&prev, &cur);
-		json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+		ret = json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
 		putchar('\n');
 		json_decref(r);
 		drop(&prev);
 		drop(&cur);
-		return 0;
+		return bpftel_cli_flushed(ret);
 	}
 	if (!tcgetattr(STDIN_FILENO, &saved_tio)) {
 		tio_saved = true;

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* `bpftel top`'s rates between two samples (tools/bpftel/top.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "tools/bpftel/print.h"
+
+static json_t *stats(int processed, int kernel_lost, int queue_full)
+{
+	return json_pack("{s:{s:s}, s:[{s:s, s:i, s:i, s:i, s:i, s:i}], s:[]}", "agent",
+			 "run_stats", "always", "losses", "module", "usm", "processed", processed,
+			 "kernel", kernel_lost, "queue_full", queue_full, "too_big", 0, "parse", 0,
+			 "programs");
+}
+
+static json_t *errors(int count)
+{
+	return json_pack("{s:[{s:s, s:i}]}", "errors", "module", "usm", "count", count);
+}
+
+static void rates_of(json_t *sa, json_t *ea, json_t *sb, json_t *eb, double dt, double *ev,
+		     double *lost, double *err)
+{
+	json_t *r = bpftel_top_rates(sa, ea, 10.0, sb, eb, 10.0 + dt), *m;
+
+	assert_non_null(r);
+	m = json_array_get(json_object_get(r, "modules"), 0);
+	assert_non_null(m);
+	*ev = json_number_value(json_object_get(m, "events_per_s"));
+	*lost = json_number_value(json_object_get(m, "lost_per_s"));
+	*err = json_number_value(json_object_get(m, "errors_per_s"));
+	json_decref(r);
+	json_decref(sa);
+	json_decref(ea);
+	json_decref(sb);
+	json_decref(eb);
+}
+
+static void test_rates(void **state)
+{
+	double ev, lost, err;
+
+	(void)state;
+	rates_of(stats(100, 3, 1), errors(5), stats(150, 7, 1), errors(9), 2.0, &ev, &lost, &err);
+	assert_true(ev == 25.0 && lost == 2.0 && err == 2.0);
+}
+
+/* The module restarted between the samples: its counters began again from 0, and what
+ * they hold now is what it counted since; never a negative rate. */
+static void test_rates_after_reset(void **state)
+{
+	double ev, lost, err;
+
+	(void)state;
+	rates_of(stats(100, 3, 1), errors(5), stats(10, 1, 0), errors(2), 1.0, &ev, &lost, &err);
+	assert_true(ev == 10.0 && lost == 1.0 && err == 2.0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rates),
+		cmocka_unit_test(test_rates_after_reset),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
