@@ -43,6 +43,11 @@ def check_json(agent):
     for cmd in COMMANDS + ["module"]:
         res = subprocess.run([agent.cli_bin, cmd, "--help"], capture_output=True, text=True)
         check(res.returncode == 0 and "Usage: bpftel" in res.stdout, f"bpftel {cmd} --help")
+    maddr = docs["stats"]["agent"]["metrics_addr"]
+    table = agent.cli("stats").stdout
+    check(maddr.startswith("127.0.0.1:") and not maddr.endswith(":0") and
+          f"metrics at http://{maddr}/metrics" in table.split("\n")[0],
+          f"bpftel stats shows the metrics address the agent bound (port 0 asked): {maddr}")
     # Output that cannot be written is a failure a script sees, not exit 0 and nothing.
     for args in (["stats"], ["stats", "--json"], ["top", "--json"]):
         with open("/dev/full", "w") as full:

@@ -6,6 +6,7 @@ applied (modules, run stats, inventory libsets); SIGHUP with a broken file keeps
 agent running on the old configuration and logs why; SIGHUP with a good one applies
 what changed (a module started, metrics moved, run stats back on)."""
 import argparse
+import errno
 import os
 import shutil
 import signal
@@ -77,6 +78,25 @@ def main():
                              capture_output=True, text=True, timeout=30)
         check(res.returncode == 2 and "none.conf: No such file" in res.stderr,
               f"a missing -c file: exit {res.returncode}: {res.stderr.strip()}")
+
+        # A metrics address the agent cannot serve: it exits, with what bind() said.
+        # TEST-NET-1 is no address of this host; a port in use is another agent's.
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        try:
+            for addr, want in (("192.0.2.1:9464", os.strerror(errno.EADDRNOTAVAIL)),
+                               (f"127.0.0.1:{busy.getsockname()[1]}",
+                                os.strerror(errno.EADDRINUSE) + " (another agent?")):
+                res = subprocess.run([args.agent, "--metrics-addr", addr, "--socket",
+                                      os.path.join(tmp, "m.sock")], capture_output=True,
+                                     text=True, timeout=60)
+                line = [ln for ln in res.stderr.splitlines() if "cannot serve metrics" in ln]
+                check(res.returncode != 0 and line and f"{addr}: {want}" in line[0] and
+                      (want.endswith("?") or "another agent" not in line[0]),
+                      f"metrics on {addr}: exit {res.returncode}: {line}")
+        finally:
+            busy.close()
 
         # A budget measured over windows of 60 s: what `bpftel modules` says of it is
         # the configuration's, not the last window's (the first is a minute away).

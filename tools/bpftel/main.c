@@ -41,7 +41,8 @@ static const char usage_text[] =
 	"  errors    failed map operations and helper calls in the agent's eBPF code, by\n"
 	"            module, program, map or helper, operation and errno\n"
 	"  top       live view, redrawn every second (q quits): per module events/s,\n"
-	"            lost/s, errors/s; per program runs/s, average ns, CPU %. Without a\n"
+	"            lost/s, errors/s; per program runs/s, average ns, CPU %, and OVHD %\n"
+	"            (run time plus the uprobe traps the runs cost). Without a\n"
 	"            terminal, or with --json: one sample over one second\n"
 	"  module start|stop|restart NAME\n"
 	"            drive a module live (gpu, usm); shared components (sharedlibs) run\n"
@@ -185,6 +186,7 @@ static void print_maps(json_t *maps)
 static void print_stats(json_t *resp)
 {
 	json_t *agent = json_object_get(resp, "agent"), *progs = json_object_get(resp, "programs");
+	const char *maddr;
 	json_t *val;
 	char up[32];
 	size_t i;
@@ -192,6 +194,11 @@ static void print_stats(json_t *resp)
 	fmt_duration(up, sizeof(up), json_number_value(json_object_get(agent, "uptime_s")));
 	printf("Agent: bpftel-agent %s, pid %lld, up %s", jstr(agent, "version"),
 	       jint(agent, "pid"), up);
+	maddr = json_string_value(json_object_get(agent, "metrics_addr"));
+	if (maddr && *maddr) /* the agent's own: an address it bound, not another's text */
+		printf(", metrics at http://%s/metrics", maddr);
+	else
+		printf(", no metrics endpoint");
 	if (jint(agent, "links_releasing"))
 		printf(", %lld links of stopped modules being detached",
 		       jint(agent, "links_releasing"));

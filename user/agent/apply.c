@@ -120,9 +120,10 @@ int bpftel_agent_apply(struct bpftel_agent *a, const struct bpftel_config *next,
 	if (starting || strcmp(a->cfg.metrics_addr, next->metrics_addr)) {
 		err = apply_metrics(a, next->metrics_addr);
 		if (err) {
-			pr_err("cannot serve metrics on %s: %s (another agent? metrics_addr or "
-			       "--metrics-addr changes it, off turns it off)",
-			       next->metrics_addr, strerror(-err));
+			pr_err("cannot serve metrics on %s: %s (%smetrics_addr or --metrics-addr "
+			       "changes it, off turns it off)",
+			       next->metrics_addr, strerror(-err),
+			       err == -EADDRINUSE ? "another agent? " : "");
 			if (starting)
 				return err;
 			snprintf(applied.metrics_addr, sizeof(applied.metrics_addr), "%s",

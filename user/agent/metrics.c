@@ -365,6 +365,7 @@ int bpftel_metrics__start(struct bpftel_agent *agent, const char *addr, struct b
 	if (!m)
 		return -ENOMEM;
 	m->agent = agent;
+	errno = 0;
 	/* Its own thread; bounded connections and a timeout: a client that opens a
 	 * connection and sends nothing costs one slot for 10 s, not the service. */
 	m->daemon = MHD_start_daemon(
@@ -374,8 +375,11 @@ int bpftel_metrics__start(struct bpftel_agent *agent, const char *addr, struct b
 		MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_LIMIT, 32u,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_END);
 	if (!m->daemon) {
+		/* What bind() or listen() said (libmicrohttpd keeps it), or a failure of its
+		 * own: not always "in use". */
+		err = errno ? -errno : -EIO;
 		free(m);
-		return -EADDRINUSE;
+		return err;
 	}
 	set_addr(m, &ss);
 	*out = m;
