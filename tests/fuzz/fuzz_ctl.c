@@ -34,9 +34,14 @@ static void check_escape(const uint8_t *data, size_t size)
 	if (!s)
 		abort();
 	json_decref(s);
-	bpftel_escape(small, sizeof(small), (const char *)data, size, 0);
-	if (strlen(small) >= sizeof(small))
+	/* Cut short: a prefix of the whole, on a whole character or escape (valid UTF-8). */
+	bpftel_escape(small, sizeof(small), (const char *)data, size, BPFTEL_ESC_BACKSLASH);
+	if (strlen(small) >= sizeof(small) || strncmp(small, out, strlen(small)))
 		abort();
+	s = json_string(small);
+	if (!s)
+		abort();
+	json_decref(s);
 	free(out);
 }
 

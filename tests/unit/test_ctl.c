@@ -23,6 +23,8 @@
 
 #include "user/agent/control.h"
 #include "user/common/ctl.h"
+#include "user/common/log.h"
+#include "user/common/escape.h"
 
 static void test_frame_one_line(void **state)
 {
@@ -108,6 +110,58 @@ static void test_json_str_escapes(void **state)
 		assert_string_equal(json_string_value(s), cases[i].out);
 		json_decref(s);
 	}
+}
+
+/* A result cut short ends on a whole character or escape, never inside one. */
+static void test_escape_cut_whole(void **state)
+{
+	char out[8];
+
+	(void)state;
+	assert_int_equal(bpftel_escape(out, 5, "ab\x1b", 3, 0), 6);
+	assert_string_equal(out, "ab"); /* not "ab\\x" */
+	assert_int_equal(bpftel_escape(out, 5, "abc\xc3\xa9", 5, 0), 5);
+	assert_string_equal(out, "abc"); /* not half of the e acute */
+	assert_int_equal(bpftel_escape(out, 3, "a\\", 2, BPFTEL_ESC_BACKSLASH), 3);
+	assert_string_equal(out, "a");
+	assert_int_equal(bpftel_escape(out, 6, "ab\x1b", 3, 0), 6);
+	assert_string_equal(out, "ab"); /* 6 bytes with the NUL: the escape still not */
+	assert_int_equal(bpftel_escape(out, 7, "ab\x1b", 3, 0), 6);
+	assert_string_equal(out, "ab\\x1B");
+}
+
+static char logged[2048];
+
+static void log_capture(enum bpftel_log_level level, const char *msg)
+{
+	(void)level;
+	snprintf(logged, sizeof(logged), "%s", msg);
+}
+
+/* The log reads as every other surface: a backslash doubled, so that a path holding
+ * the text "\x1B" does not log as one holding an ESC; a message too long for a line
+ * is cut on a whole character and says so. */
+static void test_log_escapes(void **state)
+{
+	char ascii_then_e[1100];
+	char first[sizeof(logged)];
+
+	(void)state;
+	bpftel_log_set_callback(log_capture);
+	pr_warn("path %s", "a\\x1Bb");
+	snprintf(first, sizeof(first), "%s", logged);
+	pr_warn("path %s", "a\x1b" "b");
+	assert_string_equal(first, "path a\\\\x1Bb");
+	assert_string_equal(logged, "path a\\x1Bb");
+	memset(ascii_then_e, 'a', 1020);
+	memcpy(ascii_then_e + 1020, "\xc3\xa9\xc3\xa9", 5);
+	pr_warn("%s", ascii_then_e);
+	assert_true(strlen(logged) < 1024);
+	assert_non_null(strstr(logged, " [cut]"));
+	assert_int_equal(strlen(strstr(logged, " [cut]")), strlen(" [cut]"));
+	json_decref(json_string(logged)); /* valid UTF-8, or jansson refuses it */
+	assert_non_null(json_string(logged));
+	bpftel_log_set_callback(NULL);
 }
 
 /* ---- server driven by real clients ---- */
@@ -751,6 +805,8 @@ int main(void)
 		cmocka_unit_test(test_frame_too_big),
 		cmocka_unit_test(test_parse_request),
 		cmocka_unit_test(test_json_str_escapes),
+		cmocka_unit_test(test_escape_cut_whole),
+		cmocka_unit_test(test_log_escapes),
 		cmocka_unit_test_setup_teardown(test_server_answers, server_setup, server_teardown),
 		cmocka_unit_test_setup_teardown(test_server_survives_bad_clients, server_setup,
 						server_teardown),

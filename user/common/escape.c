@@ -38,40 +38,38 @@ size_t bpftel_escape(char *out, size_t size, const char *in, size_t len, unsigne
 {
 	static const char hex[] = "0123456789ABCDEF";
 	const unsigned char *s = (const unsigned char *)in;
-	size_t i = 0, o = 0, n, k;
+	size_t i = 0, o = 0, n, k, fit = 0;
+	const char *unit;
 	char esc[4];
 
-#define PUT(c)                       \
-	do {                         \
-		if (o + 1 < size)    \
-			out[o] = (c); \
-		o++;                 \
-	} while (0)
 	while (i < len) {
 		n = utf8_ok(s + i, len - i);
 		if (n && !(s[i] == '\\' && (flags & BPFTEL_ESC_BACKSLASH))) {
-			for (k = 0; k < n; k++)
-				PUT((char)s[i + k]);
-			i += n;
-			continue;
+			unit = (const char *)s + i; /* a character, as it is */
+			k = n;
+		} else if (n) { /* a backslash */
+			unit = "\\\\";
+			k = 2;
+		} else {
+			esc[0] = '\\';
+			esc[1] = 'x';
+			esc[2] = hex[s[i] >> 4];
+			esc[3] = hex[s[i] & 0xf];
+			unit = esc;
+			k = 4;
+			n = 1;
 		}
-		if (n) { /* a backslash */
-			PUT('\\');
-			PUT('\\');
-			i++;
-			continue;
+		/* Whole units only: a result cut short ends between characters and escapes,
+		 * never inside one (half a UTF-8 sequence, a "\x" without its digits). */
+		if (fit == o && o + k < size) {
+			memcpy(out + o, unit, k);
+			fit += k;
 		}
-		esc[0] = '\\';
-		esc[1] = 'x';
-		esc[2] = hex[s[i] >> 4];
-		esc[3] = hex[s[i] & 0xf];
-		for (k = 0; k < 4; k++)
-			PUT(esc[k]);
-		i++;
+		o += k;
+		i += n;
 	}
-#undef PUT
 	if (size)
-		out[o < size ? o : size - 1] = '\0';
+		out[fit] = '\0';
 	return o;
 }
 

@@ -22,7 +22,8 @@
 /*
  * Escape len bytes of in (NULs included: they are control characters) into out, at
  * most size bytes with the terminating NUL. Returns the length the whole result
- * needs, without the NUL (as snprintf): the result was cut if it is >= size.
+ * needs, without the NUL (as snprintf): the result was cut if it is >= size, and then
+ * ends before the first character or escape that did not fit whole.
  */
 size_t bpftel_escape(char *out, size_t size, const char *in, size_t len, unsigned int flags);
 /* The escaped copy of the NUL-terminated s, malloc'd; NULL when out of memory. */

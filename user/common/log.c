@@ -16,8 +16,10 @@ void bpftel_log_set_callback(bpftel_log_fn fn)
 void bpftel_log(enum bpftel_log_level level, const char *fmt, ...)
 {
 	bpftel_log_fn fn = __atomic_load_n(&log_fn, __ATOMIC_ACQUIRE);
+	static const char cut[] = " [cut]";
 	char msg[1024], safe[1024];
 	va_list ap;
+	size_t len;
 	int n;
 
 	if (!fn)
@@ -28,7 +30,12 @@ void bpftel_log(enum bpftel_log_level level, const char *fmt, ...)
 	if (n < 0)
 		return;
 	/* Messages carry paths and names from other processes: never a raw control
-	 * character on the operator's terminal or in the journal. */
-	bpftel_escape(safe, sizeof(safe), msg, strnlen(msg, sizeof(msg)), 0);
+	 * character on the operator's terminal or in the journal, and read as everywhere
+	 * else (a backslash doubled: "\x1B" in a path is not an escape). A long one ends
+	 * on a whole character or escape, and says it was cut. */
+	len = bpftel_escape(safe, sizeof(safe) - sizeof(cut) + 1, msg, strnlen(msg, sizeof(msg)),
+			    BPFTEL_ESC_BACKSLASH);
+	if (len >= sizeof(safe) - sizeof(cut) + 1 || (size_t)n >= sizeof(msg))
+		strcat(safe, cut);
 	fn(level, safe);
 }
