@@ -67,6 +67,11 @@ static void test_defaults_and_values(void **state)
 	assert_int_equal(c.libsets, 0);
 	assert_int_equal(parse("modules = gpu, usm\r\n", &c, err), 0); /* CRLF file */
 	assert_true(c.modules[GPU] && c.modules[USM]);
+	/* A host name is checked as one, not resolved: a reload is read on the control
+	 * socket's thread, which must not wait on a name server (this one resolves
+	 * nowhere: .invalid, RFC 6761). It is resolved when the endpoint starts. */
+	assert_int_equal(parse("metrics_addr = metrics.host.invalid:9464\n", &c, err), 0);
+	assert_string_equal(c.metrics_addr, "metrics.host.invalid:9464");
 }
 
 static void test_run_stats_and_budgets(void **state)
@@ -125,6 +130,10 @@ static void test_errors_name_file_and_line(void **state)
 		{"libsets = crypto,,x\n", "t.conf:1: libsets: unknown libset"},
 		{"metrics_addr = 9464\n", "t.conf:1: metrics_addr: '9464' is not HOST:PORT"},
 		{"metrics_addr = 127.0.0.1:http\n", "t.conf:1: metrics_addr:"},
+		{"metrics_addr = host:70000\n", "t.conf:1: metrics_addr:"},
+		{"metrics_addr = bad_host!:9464\n", "t.conf:1: metrics_addr:"},
+		{"metrics_addr = -lead.example:9464\n", "t.conf:1: metrics_addr:"},
+		{"metrics_addr = a..b:9464\n", "t.conf:1: metrics_addr:"},
 		{"socket = relative.sock\n",
 		 "t.conf:1: socket: 'relative.sock' is not an absolute"},
 		{"just some words\n", "t.conf:1: expected 'key = value'"},

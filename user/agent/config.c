@@ -196,8 +196,6 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 	const char *libset_names[SHLIB_LIBSET__COUNT], *what = v;
 	bool found[BPFTEL_CFG_MAX_MODULES];
 	char known[256] = "";
-	struct sockaddr_storage ss;
-	socklen_t sslen;
 	unsigned int i;
 
 	if (!strcmp(key, "socket")) {
@@ -211,7 +209,7 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 		if (!strcmp(v, "off")) {
 			c->metrics_addr[0] = '\0';
 		} else if (strlen(v) >= sizeof(c->metrics_addr) ||
-			   bpftel_metrics_parse_addr(v, &ss, &sslen)) {
+			   bpftel_metrics_check_addr(v)) {
 			return bad(err, errlen, name, line,
 				   "metrics_addr: '%s' is not HOST:PORT, [V6]:PORT or off%s", v,
 				   "");

@@ -147,10 +147,7 @@ static int parse_args(int argc, char **argv)
 			env.no_run_stats = true;
 			break;
 		case 'm': {
-			struct sockaddr_storage ss;
-			socklen_t len;
-
-			if (bpftel_metrics_parse_addr(optarg, &ss, &len)) {
+			if (bpftel_metrics_check_addr(optarg)) {
 				fprintf(stderr,
 					"bpftel-agent: --metrics-addr '%s': expected HOST:PORT, "
 					"e.g. "

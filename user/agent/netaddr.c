@@ -1,19 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* HOST:PORT parsing for the metrics address (command line and configuration file). */
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "netaddr.h"
 
-int bpftel_metrics_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *sslen)
+/* HOST and PORT of addr into host (256 bytes) and *port. */
+static int split(const char *addr, char *host, const char **port)
 {
-	struct addrinfo hints = {.ai_flags = AI_NUMERICSERV, .ai_socktype = SOCK_STREAM}, *res;
-	char host[256];
 	const char *colon = strrchr(addr, ':');
 	size_t hl;
-	int err;
 
 	if (!colon || colon == addr || !colon[1])
 		return -EINVAL;
@@ -22,11 +23,70 @@ int bpftel_metrics_parse_addr(const char *addr, struct sockaddr_storage *ss, soc
 		addr++;
 		hl -= 2;
 	}
-	if (hl >= sizeof(host))
+	if (strspn(colon + 1, "0123456789") != strlen(colon + 1) || strlen(colon + 1) > 5 ||
+	    strtoul(colon + 1, NULL, 10) > 65535)
+		return -EINVAL; /* getaddrinfo takes 70000 as 4464 */
+	if (hl >= 256)
 		return -ENAMETOOLONG;
 	memcpy(host, addr, hl);
 	host[hl] = '\0';
-	err = getaddrinfo(host, colon + 1, &hints, &res);
+	*port = colon + 1;
+	return 0;
+}
+
+/* A host name as DNS spells one (RFC 1123): labels of letters, digits and hyphens. */
+static bool host_name(const char *h)
+{
+	size_t label = 0;
+
+	for (; *h; h++) {
+		if (*h == '.') {
+			if (!label)
+				return false;
+			label = 0;
+		} else if (isalnum((unsigned char)*h) || (*h == '-' && label)) {
+			if (++label > 63)
+				return false;
+		} else {
+			return false;
+		}
+	}
+	return label > 0;
+}
+
+int bpftel_metrics_check_addr(const char *addr)
+{
+	struct addrinfo hints = {.ai_flags = AI_NUMERICSERV | AI_NUMERICHOST,
+				 .ai_socktype = SOCK_STREAM},
+			*res;
+	const char *port;
+	char host[256];
+	int err = split(addr, host, &port);
+
+	if (err)
+		return err;
+	if (!getaddrinfo(host, port, &hints, &res)) {
+		freeaddrinfo(res);
+		return 0;
+	}
+	/* A name: resolved when the endpoint starts, off the control socket's thread;
+	 * its port checked on an address. */
+	if (!host_name(host) || getaddrinfo("127.0.0.1", port, &hints, &res))
+		return -EINVAL;
+	freeaddrinfo(res);
+	return 0;
+}
+
+int bpftel_metrics_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *sslen)
+{
+	struct addrinfo hints = {.ai_flags = AI_NUMERICSERV, .ai_socktype = SOCK_STREAM}, *res;
+	const char *port;
+	char host[256];
+	int err = split(addr, host, &port);
+
+	if (err)
+		return err;
+	err = getaddrinfo(host, port, &hints, &res);
 	if (err)
 		return -EINVAL;
 	memcpy(ss, res->ai_addr, res->ai_addrlen);
