@@ -155,6 +155,9 @@ enum usm_h2_flags {
 				     * in a call's last record, or unreadable */
 	USM_H2_F_UNFRAMED = 1 << 4, /* records, runs or steps ran out: the kernel lost the
 				     * framing of this direction; it sends nothing more of it */
+	USM_H2_F_CLOSED = 1 << 5,   /* no bytes: the session ended (freed, closed, or set up
+				     * for a new connection): its decoder and pending
+				     * requests go */
 };
 
 struct usm_h2_run {

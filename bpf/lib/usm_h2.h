@@ -475,13 +475,39 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	return true;
 }
 
-/* SSL_set_fd & co.: the session is being set up for a new connection. */
-static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid)
+/*
+ * SSL_set_fd & co. (the session is being set up for a new connection), SSL_free & co.
+ * and Go's Close (it ended): its HTTP/2 state goes, and userspace is told with a
+ * record of no bytes (USM_H2_F_CLOSED), so that it frees the session's decoder and
+ * gives up its requests still waiting for an answer, which none will bring; else they
+ * wait for their expiry and the decoder for eviction, counted as a loss.
+ */
+static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid, __u32 source)
 {
 	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
+	struct usm_h2_scratch *s;
 
-	if (bpf_map_lookup_elem(&usm_h2_conns, &key))
-		tlm_map_delete(usm_h2_conns, &key);
+	if (!bpf_map_lookup_elem(&usm_h2_conns, &key))
+		return;
+	tlm_map_delete(usm_h2_conns, &key);
+	s = usm_h2_scratch_get();
+	if (!s)
+		return;
+	s->rec.ktime_ns = bpf_ktime_get_ns();
+	s->rec.conn = conn;
+	s->rec.offset = 0;
+	s->rec.pid = pid_tgid >> 32;
+	s->rec.tid = (__u32)pid_tgid;
+	s->rec.len = 0;
+	s->rec.walked = 0;
+	s->rec.fd = -1;
+	s->rec.source = source;
+	s->rec.dir = USM_DIR_WRITE;
+	s->rec.flags = USM_H2_F_CLOSED;
+	s->rec.nruns = 0;
+	s->rec.data_len = 0;
+	s->rec.__pad = 0;
+	usm_h2_output(TLM_ARG, s);
 }
 
 #endif /* BPFTEL_LIB_USM_H2_H */

@@ -134,13 +134,14 @@ static __always_inline __s32 usm_tls_fd_of(TLM_PARAM, __u64 conn, __u64 pid_tgid
 /* SSL_set_fd(ssl, fd), gnutls_transport_set_int2(session, recv_fd, send_fd): remember
  * the socket's fd (the receive one for GnuTLS: the connection is the same), and
  * forget the session's HTTP/2 state: it is being set up for a new connection. */
-static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
+static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
+					  __u32 source)
 {
 	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
 	__s32 fd = (__s32)PT_REGS_PARM2(regs);
 
 	tlm_map_update(usm_tls_fds, &key, &fd, BPF_ANY);
-	usm_h2_forget(TLM_ARG, key.conn, pid_tgid);
+	usm_h2_forget(TLM_ARG, key.conn, pid_tgid, source);
 	return 0;
 }
 
@@ -151,7 +152,8 @@ static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64
  * sessions makes every new one evict the least recently used, a live idle one (a gRPC
  * channel) among them.
  */
-static __always_inline int usm_tls_free(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
+static __always_inline int usm_tls_free(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
+					__u32 source)
 {
 	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
 
@@ -161,7 +163,7 @@ static __always_inline int usm_tls_free(TLM_PARAM, struct pt_regs *regs, __u64 p
 		tlm_map_delete(usm_tls_fds, &key);
 	if (bpf_map_lookup_elem(&usm_h2_midstream, &key))
 		tlm_map_delete(usm_h2_midstream, &key);
-	usm_h2_forget(TLM_ARG, key.conn, pid_tgid);
+	usm_h2_forget(TLM_ARG, key.conn, pid_tgid, source);
 	return 0;
 }
 
@@ -338,9 +340,11 @@ static __always_inline int usm_tls_enter(TLM_PARAM, struct pt_regs *regs, __u64 
 	fn &= ~(__u64)UPROBE_TYPED_READ;
 	src = fn >= USM_TLS_GNUTLS_SEND ? USM_SRC_GNUTLS : USM_SRC_OPENSSL;
 	if (fn == USM_TLS_SSL_SET_FD || fn == USM_TLS_GNUTLS_SET_INT2)
-		return usm_tls_set_fd(TLM_ARG, regs, pid_tgid);
+		return usm_tls_set_fd(TLM_ARG, regs, pid_tgid,
+				      fn == USM_TLS_SSL_SET_FD ? USM_SRC_OPENSSL : USM_SRC_GNUTLS);
 	if (fn == USM_TLS_SSL_FREE || fn == USM_TLS_GNUTLS_DEINIT)
-		return usm_tls_free(TLM_ARG, regs, pid_tgid);
+		return usm_tls_free(TLM_ARG, regs, pid_tgid,
+				    fn == USM_TLS_SSL_FREE ? USM_SRC_OPENSSL : USM_SRC_GNUTLS);
 	if (fn >= USM_TLS_IO__COUNT)
 		return 0; /* a cookie we did not set */
 	if (fn & 1)

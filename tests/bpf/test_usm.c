@@ -847,6 +847,20 @@ static const struct usm_h2_record *h2rec(int i)
 	return r;
 }
 
+/* Record i is the kernel's word that session conn of source ended: no bytes. */
+static void assert_h2_closed(int i, __u64 conn, __u8 source)
+{
+	const struct usm_h2_record *r = h2rec(i);
+
+	assert_int_equal(r->flags, USM_H2_F_CLOSED);
+	assert_int_equal(r->conn, conn);
+	assert_int_equal(r->source, source);
+	assert_int_equal(r->pid, 4242);
+	assert_int_equal(r->len, 0);
+	assert_int_equal(r->nruns, 0);
+	assert_int_equal(r->data_len, 0);
+}
+
 static __u64 h2_runs_total(const struct usm_h2_record *r, __u64 *copied)
 {
 	__u64 t = 0;
@@ -1184,6 +1198,8 @@ static void test_h2_detection(void **state)
 	n = frame(b, 0, 0, 1, 10, NULL, 'S');
 	assert_int_equal(h2_call(SSL_WRITE, b, 9, 3), 1); /* a DATA header, payload to come */
 	tls_run(USM_TLS_SSL_SET_FD, false, &(struct test_regs){.di = SSL_PTR, .si = 5}, 4);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1); /* userspace is told */
+	assert_h2_closed(0, SSL_PTR, USM_SRC_OPENSSL);
 	/* Forgotten: the payload is no HTTP/2 start, and no HTTP/1 either. */
 	assert_int_equal(tls_call(SSL_WRITE, b + 9, 10, 10, NULL, 5), 0);
 	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 0);
@@ -1234,6 +1250,8 @@ static void test_tls_free(void **state)
 	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k, b), 0);
 
 	tls_run(USM_TLS_SSL_FREE, false, &(struct test_regs){.di = SSL_PTR}, 4);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
+	assert_h2_closed(0, SSL_PTR, USM_SRC_OPENSSL);
 	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k, b), 0);
 	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &fd), 0);
 	assert_int_equal(tls_call(SSL_WRITE, req, strlen(req), (long)strlen(req), NULL, 5), 1);
@@ -1567,6 +1585,8 @@ static void test_go_close(void **state)
 
 	go_close(&c, 3);
 	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k, v), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
+	assert_h2_closed(0, (uintptr_t)&c, USM_SRC_GO);
 	memcpy(b, PREFACE, 24);
 	assert_int_equal(go_write(&c, (const char *)b, 24, G1, 4), 0);
 	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
@@ -1574,6 +1594,8 @@ static void test_go_close(void **state)
 	assert_int_equal(h2rec(0)->offset, 0);
 	assert_int_equal(h2rec(0)->data_len, 24);
 	go_close(&c, 5);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
+	assert_h2_closed(0, (uintptr_t)&c, USM_SRC_GO);
 
 	/* A byte kept for the next message, then Close: the next connection's request
 	 * stands alone. */

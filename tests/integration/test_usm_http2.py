@@ -290,8 +290,14 @@ def main():
             h2c_server.kill()
             h2c_server.wait()
 
+        # Every connection has ended (the clients exited, the servers closed theirs):
+        # each session's end is seen (SSL_free), its decoder freed, none left live.
+        wait_for(lambda: agent.json("http")["counters"]["http2"]["live"] == 0, 30,
+                 "every HTTP/2 session seen closed")
         h2 = agent.json("http")["counters"]["http2"]
         print(f"http2 counters: {h2}")
+        check(h2["closed"] == h2["sessions"] and h2["memory_bytes"] == 0,
+              f"sessions closed: {h2['closed']} of {h2['sessions']}, decoders freed")
         check(h2["sessions"] >= 1 + 1 + 4 + 4, f"sessions seen: {h2['sessions']}")
         check(not any(v for k, v in h2["undecodable"].items() if k != "midstream"),
               "no session undecodable but the early one")

@@ -585,12 +585,15 @@ static void test_lost_over_headers(void **state)
 	h2b_headers(&b, t->def[0], 5, 0x1, H2B_NV(":method", "GET", ":path", "/y"));
 	send_rec(t, USM_DIR_WRITE, 0, &b, 2);
 	h2b_free(&b);
-	assert_int_equal(t->n, 1);
+	/* Stream 1's request will get no answer that is seen: withdrawn. */
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[1].msg.kind, USM_HTTP_NONE);
+	assert_int_equal(t->msg[1].key.stream, 1);
 	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
 	h2b_headers(&b, t->def[0], 7, 0x1, H2B_NV(":method", "GET", ":path", "/z"));
 	send_rec(t, USM_DIR_WRITE, 0, &b, 3);
 	h2b_free(&b);
-	assert_int_equal(t->n, 1);
+	assert_int_equal(t->n, 2);
 	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
 	assert_int_equal(stats(t).mem, 0);
 }
@@ -622,11 +625,50 @@ static void test_restart(void **state)
 	client_start(&b, t, 1, "/two");
 	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 2);
 	h2b_free(&b);
-	assert_int_equal(t->n, 2);
+	/* The first connection's request is withdrawn before the second's comes, on the
+	 * same key: stream 1 of the session. */
+	assert_int_equal(t->n, 3);
+	assert_int_equal(t->msg[1].msg.kind, USM_HTTP_NONE);
 	assert_int_equal(t->msg[1].key.stream, 1);
-	assert_string_equal(t->msg[1].msg.path, "/two");
+	assert_int_equal(t->msg[2].key.stream, 1);
+	assert_string_equal(t->msg[2].msg.path, "/two");
 	assert_int_equal(stats(t).sessions, 2);
 	assert_int_equal(stats(t).live, 1);
+}
+
+/* The kernel saw the session end (SSL_free, Close, SSL_set_fd): its decoder goes, its
+ * request waiting for an answer is withdrawn (unanswered, not pending until expiry),
+ * and it is neither dropped nor evicted; a later record of it is of no session. */
+static void test_closed_session(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	struct usm_endpoints_stats es;
+
+	client_start(&b, t, 1, "/x");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	assert_int_equal(stats(t).live, 1);
+	assert_true(stats(t).mem > 0);
+	assert_int_equal(send_bytes(t, USM_DIR_WRITE, USM_H2_F_CLOSED, NULL, 0, 2), 0);
+	assert_int_equal(stats(t).closed, 1);
+	assert_int_equal(stats(t).live, 0);
+	assert_int_equal(stats(t).mem, 0);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[1].msg.kind, USM_HTTP_NONE);
+	assert_int_equal(t->msg[1].key.stream, 1);
+	usm_endpoints_stats(t->ep, &es);
+	assert_int_equal(es.unanswered, 1);
+	assert_int_equal(es.pending, 0);
+	h2b_headers(&b, t->def[0], 3, 0x1, H2B_NV(":method", "GET", ":path", "/y"));
+	send_rec(t, USM_DIR_WRITE, 0, &b, 3);
+	h2b_free(&b);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 1);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 0);
+	assert_int_equal(t->n, 2);
+	/* A close of a session not known (never HTTP/2 here): nothing. */
+	assert_int_equal(send_bytes(t, USM_DIR_WRITE, USM_H2_F_CLOSED, NULL, 0, 4), 0);
+	assert_int_equal(stats(t).closed, 1);
 }
 
 /* The kernel lost a direction's framing; an older record than one fed (out of order);
@@ -836,7 +878,14 @@ static void test_memory_reclaims_idle(void **state)
 	h2b_free(&b);
 	assert_int_equal(stats(t).reclaimed, 1);
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_MEMORY], 1);
-	assert_string_equal(t->msg[t->n - 1].msg.path, "/c");
+	/* /a, /b; /b withdrawn when B was dropped; /c; /a withdrawn when A was freed. */
+	assert_int_equal(t->n, 5);
+	assert_string_equal(t->msg[2].msg.path, "/b");
+	assert_int_equal(t->msg[2].msg.kind, USM_HTTP_NONE);
+	assert_string_equal(t->msg[3].msg.path, "/c");
+	assert_int_equal(t->msg[3].msg.kind, USM_HTTP_REQUEST);
+	assert_string_equal(t->msg[4].msg.path, "/a");
+	assert_int_equal(t->msg[4].msg.kind, USM_HTTP_NONE);
 	/* B's first request was decoded before its decoder crossed the budget. */
 	assert_int_equal(stats(t).requests, 3);
 	assert_int_equal(stats(t).live, 2);	/* B's and C's */
@@ -909,6 +958,7 @@ int main(void)
 		T(test_reset_and_refused),
 		T(test_unknown_session),
 		T(test_restart),
+		T(test_closed_session),
 		T(test_drops),
 		T(test_malformed_records),
 		T(test_sweep),

@@ -79,28 +79,53 @@ struct usm_h2_sessions *usm_h2_sessions_new(usm_h2_sink sink, void *ctx)
 	return s;
 }
 
+/* Messages are collected under the lock and handed to the sink after it: the sink
+ * may do slow work (naming a connection reads /proc). A record holds at most
+ * USM_H2_CAP / 9 frames, so few messages. */
+struct feed_ctx {
+	struct usm_h2_sessions *s;
+	struct h2s *e;
+	const struct usm_h2_record *r;
+	struct usm_h2_message *msgs;
+	size_t n, cap;
+};
+
+static void on_event(const struct usm_h2_event *ev, void *ctx);
+
 /* The decoder goes; the entry stays, so that the session's later records are known
- * (and ignored) rather than counted again. */
-static void kill(struct usm_h2_sessions *s, struct h2s *e, int drop)
+ * (and ignored) rather than counted again. Its requests still waiting for an answer
+ * are withdrawn through f (f->e is whichever session is being fed), when there is one:
+ * none will come that names them. Without (the sweep: the process exited), the
+ * endpoints' own sweep takes them. */
+static void kill(struct usm_h2_sessions *s, struct h2s *e, int drop, struct feed_ctx *f)
 {
+	const struct usm_h2_callbacks cb = {.event = on_event};
+	struct h2s *fed;
+
 	if (!e->dec)
 		return;
 	if (drop >= 0)
 		s->st.dropped[drop]++;
+	if (f) {
+		fed = f->e;
+		f->e = e;
+		usm_h2_conn_abandon(e->dec, e->last_ns, &cb, f);
+		f->e = fed;
+	}
 	usm_h2_conn_free(e->dec);
 	e->dec = NULL;
 	s->st.mem -= e->mem;
 	e->mem = 0;
 }
 
-static void unlink_entry(struct usm_h2_sessions *s, struct h2s *e)
+static void unlink_entry(struct usm_h2_sessions *s, struct h2s *e, struct feed_ctx *f)
 {
 	int idx = (int)(e - s->e), *p = &s->bucket[hash(e->pid, e->source, e->conn)];
 
 	while (*p != idx)
 		p = &s->e[*p].next;
 	*p = e->next;
-	kill(s, e, -1);
+	kill(s, e, -1, f);
 	if (s->st.live)
 		s->st.live--;
 	memset(e, 0, sizeof(*e));
@@ -138,13 +163,14 @@ static bool idle(const struct h2s *e, uint64_t now_ns)
 
 /* Free e to make room at now_ns: reclaimed if idle long enough, else dropped for
  * reason `drop` if it still decoded. */
-static void make_room(struct usm_h2_sessions *s, struct h2s *e, uint64_t now_ns, int drop)
+static void make_room(struct usm_h2_sessions *s, struct h2s *e, uint64_t now_ns, int drop,
+		      struct feed_ctx *f)
 {
 	if (idle(e, now_ns))
 		s->st.reclaimed++;
 	else if (e->dec)
 		s->st.dropped[drop]++;
-	unlink_entry(s, e);
+	unlink_entry(s, e, f);
 }
 
 /* The least recently used session other than keep, among those still decoding and
@@ -166,14 +192,14 @@ static int lru(struct usm_h2_sessions *s, const struct h2s *keep, uint64_t now_n
 
 /* A new entry at now_ns; the least recently used goes when the table is full. */
 static struct h2s *create(struct usm_h2_sessions *s, uint32_t pid, uint8_t source, uint64_t conn,
-			  uint64_t now_ns)
+			  uint64_t now_ns, struct feed_ctx *f)
 {
 	unsigned int b = hash(pid, source, conn);
 	struct h2s *e;
 	int i;
 
 	if (s->free_head < 0)
-		make_room(s, &s->e[lru(s, NULL, now_ns, false)], now_ns, USM_H2_DROP_EVICTED);
+		make_room(s, &s->e[lru(s, NULL, now_ns, false)], now_ns, USM_H2_DROP_EVICTED, f);
 	i = s->free_head;
 	e = &s->e[i];
 	s->free_head = e->next;
@@ -188,16 +214,6 @@ static struct h2s *create(struct usm_h2_sessions *s, uint32_t pid, uint8_t sourc
 	return e;
 }
 
-/* Messages are collected under the lock and handed to the sink after it: the sink
- * may do slow work (naming a connection reads /proc). A record holds at most
- * USM_H2_CAP / 9 frames, so few messages. */
-struct feed_ctx {
-	struct usm_h2_sessions *s;
-	struct h2s *e;
-	const struct usm_h2_record *r;
-	struct usm_h2_message *msgs;
-	size_t n, cap;
-};
 
 static void message(struct feed_ctx *f, const struct usm_h2_stream_info *si,
 		    enum usm_http_kind kind, uint64_t t_ns)
@@ -357,13 +373,23 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	 * decodes: one whose first record killed it (a first request past USM_H2_CAP)
 	 * stays dead, not started again by its peer's first record, counted again, and
 	 * then killed again by the first direction's next record, an offset jump. */
+	if (r->flags & USM_H2_F_CLOSED) {
+		/* The session ended: its decoder and its waiting requests go now, not at
+		 * its eviction, which would count it as a loss. */
+		if (e) {
+			s->st.closed++;
+			unlink_entry(s, e, &f);
+		}
+		pthread_mutex_unlock(&s->lock);
+		goto deliver;
+	}
 	if ((r->flags & USM_H2_F_NEW) && e && !r->offset && !e->off[r->dir] &&
 	    e->c2s == (r->flags & USM_H2_F_PREFACE ? r->dir : r->dir ^ 1)) {
 		s->st.merged++; /* counted as a session once */
 	} else if (r->flags & USM_H2_F_NEW) {
 		if (e)
-			unlink_entry(s, e);
-		e = create(s, r->pid, r->source, r->conn, r->ktime_ns);
+			unlink_entry(s, e, &f);
+		e = create(s, r->pid, r->source, r->conn, r->ktime_ns, &f);
 		e->c2s = r->flags & USM_H2_F_PREFACE ? r->dir : r->dir ^ 1;
 		e->dec = usm_h2_conn_new();
 		if (!e->dec)
@@ -378,9 +404,9 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	e->last_ns = r->ktime_ns;
 	e->fd = r->fd;
 	if (e->dec && (r->flags & USM_H2_F_PREFACE) && r->dir != e->c2s)
-		kill(s, e, USM_H2_DROP_DIRECTION);
+		kill(s, e, USM_H2_DROP_DIRECTION, &f);
 	if (e->dec && r->offset < e->off[r->dir])
-		kill(s, e, USM_H2_DROP_REORDERED); /* the kernel counts up: a worker's race */
+		kill(s, e, USM_H2_DROP_REORDERED, &f); /* the kernel counts up: a worker's race */
 	if (e->dec) {
 		usm_h2_conn_stats(e->dec, &ds);
 		dropped = ds.count[USM_H2_TOO_MANY_STREAMS];
@@ -395,9 +421,9 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 		if (err < 0) {
 			s->st.undecodable[ds.undecodable < USM_H2_REASON_MAX ? ds.undecodable
 									     : 0]++;
-			kill(s, e, -1);
+			kill(s, e, -1, &f);
 		} else if (r->flags & USM_H2_F_UNFRAMED) {
-			kill(s, e, USM_H2_DROP_UNFRAMED);
+			kill(s, e, USM_H2_DROP_UNFRAMED, &f);
 		}
 	}
 	if (e->dec) {
@@ -405,12 +431,13 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 		s->st.mem += ds.mem - e->mem;
 		e->mem = ds.mem;
 		while (s->st.mem > s->mem_budget && (i = lru(s, e, r->ktime_ns, true)) >= 0)
-			make_room(s, &s->e[i], r->ktime_ns, USM_H2_DROP_MEMORY);
+			make_room(s, &s->e[i], r->ktime_ns, USM_H2_DROP_MEMORY, &f);
 		if (s->st.mem > s->mem_budget)
-			kill(s, e, USM_H2_DROP_MEMORY);
+			kill(s, e, USM_H2_DROP_MEMORY, &f);
 	}
 	e->off[r->dir] = r->offset + r->len;
 	pthread_mutex_unlock(&s->lock);
+deliver:
 	for (size_t i = 0; i < f.n; i++)
 		s->sink(&f.msgs[i], s->ctx);
 	free(f.msgs);
@@ -430,7 +457,7 @@ size_t usm_h2_sessions_sweep(struct usm_h2_sessions *s, bool (*alive)(uint32_t p
 		if (!e->used)
 			continue;
 		if (alive && !alive(e->pid, ctx)) {
-			unlink_entry(s, e);
+			unlink_entry(s, e, NULL);
 			n++;
 		}
 	}

@@ -68,6 +68,7 @@ struct usm_h2_sessions_stats {
 	uint64_t rejected_status; /* responses whose :status is outside 100-599 (the
 				   * module counts them with HTTP/1's, rejected.status) */
 	uint64_t reclaimed; /* sessions idle USM_H2_SESSION_IDLE_NS or more freed for room */
+	uint64_t closed;    /* sessions their process ended (USM_H2_F_CLOSED): freed */
 	size_t live;				    /* sessions now */
 	size_t mem;				    /* their decoders' bytes now */
 };

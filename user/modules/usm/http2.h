@@ -146,7 +146,9 @@ enum usm_h2_event_kind {
 	USM_H2_EV_RESET,       /* dir sent RST_STREAM; the stream is gone */
 	USM_H2_EV_GOAWAY,      /* dir sent GOAWAY */
 	USM_H2_EV_DROPPED,     /* a stream dropped for a new one past USM_H2_STREAMS_MAX,
-				* as it was (dir: the client's, whose request did it) */
+				* as it was (dir: the client's, whose request did it); or,
+				* its request unanswered, when the connection is abandoned
+				* (usm_h2_conn_abandon) or can no longer be decoded */
 	USM_H2_EV_REFUSED,     /* a stream above the last_stream_id of the server's
 				* GOAWAY, after that event: not processed (RFC 9113 6.8),
 				* no answer comes; the stream is gone (dir: the server's) */
@@ -193,6 +195,12 @@ int usm_h2_feed_gap(struct usm_h2_conn *c, enum usm_h2_dir dir, uint64_t ktime_n
 		    const struct usm_h2_callbacks *cb, void *ctx);
 
 void usm_h2_conn_stats(const struct usm_h2_conn *c, struct usm_h2_stats *out);
+
+/* The connection ends (its session freed, or the caller drops it): each stream whose
+ * request waits for an answer is reported USM_H2_EV_DROPPED at ktime_ns, then the
+ * streams go. Decoding the connection's bytes after this starts no stream of before. */
+void usm_h2_conn_abandon(struct usm_h2_conn *c, uint64_t ktime_ns,
+			 const struct usm_h2_callbacks *cb, void *ctx);
 
 /* Does buf begin with the client connection preface? (Detection: false if len < 24.) */
 bool usm_h2_is_preface(const void *buf, size_t len);

@@ -44,13 +44,14 @@ int h2_fail(struct usm_h2_conn *c, enum usm_h2_reason r)
 	if (c->st.undecodable == USM_H2_OK) {
 		c->st.undecodable = r;
 		c->st.count[r]++;
-		/* Nothing more will be decoded: give the memory back now. */
+		/* Nothing more will be decoded: give the memory back now, and the requests
+		 * still waiting: no answer of theirs will be seen. */
 		for (i = 0; i < 2; i++) {
 			if (c->side[i].hd)
 				nghttp2_hd_inflate_del(c->side[i].hd);
 			c->side[i].hd = NULL;
 		}
-		h2_streams_free(c);
+		h2_streams_abandon(c);
 	}
 	return -reason_errno[c->st.undecodable];
 }
@@ -420,6 +421,19 @@ static int feed(struct usm_h2_conn *c, enum usm_h2_dir dir, uint64_t ktime_ns, c
 	c->cb = NULL;
 	c->ctx = NULL;
 	return err;
+}
+
+void usm_h2_conn_abandon(struct usm_h2_conn *c, uint64_t ktime_ns,
+			 const struct usm_h2_callbacks *cb, void *ctx)
+{
+	if (!c)
+		return;
+	c->cb = cb;
+	c->ctx = ctx;
+	c->now = ktime_ns;
+	h2_streams_abandon(c);
+	c->cb = NULL;
+	c->ctx = NULL;
 }
 
 int usm_h2_feed(struct usm_h2_conn *c, enum usm_h2_dir dir, uint64_t ktime_ns, const void *buf,

@@ -134,6 +134,9 @@ int h2_inflater(struct usm_h2_conn *c, struct h2_side *s, nghttp2_hd_inflater **
 void h2_info_request(struct usm_h2_stream_info *info, const struct h2_fields *f);
 
 /* http2_streams.c */
+/* Free the streams, each whose request waits for its answer said DROPPED first (to the
+ * feed's callbacks, if any): no answer will name it. */
+void h2_streams_abandon(struct usm_h2_conn *c);
 int h2_stream_headers(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id,
 		      const struct h2_fields *f, uint64_t start_ns, bool end_stream);
 void h2_stream_end(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id);

@@ -86,6 +86,17 @@ static struct h2_stream *add(struct usm_h2_conn *c, uint32_t id)
 	return st;
 }
 
+void h2_streams_abandon(struct usm_h2_conn *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->nstreams; i++) {
+		if (c->streams[i].info.request_seen && !c->streams[i].info.server_ended)
+			emit(c, USM_H2_EV_DROPPED, USM_H2_CLIENT_TO_SERVER, &c->streams[i].info, 0);
+	}
+	h2_streams_free(c);
+}
+
 void h2_streams_free(struct usm_h2_conn *c)
 {
 	h2_free(c, c->streams);

@@ -47,6 +47,8 @@ static void print_http2(json_t *h)
 	       jint(h, "sessions"), jint(h, "live"), jint(h, "memory_bytes"), jint(h, "requests"),
 	       jint(h, "responses"), jint(h, "resets"), jint(h, "refused"), jint(h, "lost_bytes"),
 	       jint(h, "cut_records"));
+	if (jint(h, "closed"))
+		printf(", closed %lld", jint(h, "closed"));
 	if (jint(h, "reclaimed_idle"))
 		printf(", reclaimed idle %lld", jint(h, "reclaimed_idle"));
 	json_object_foreach(json_object_get(h, "undecodable"), k, v)

@@ -151,9 +151,11 @@ static json_t *http2_json(const struct usm_h2_sessions_stats *h)
 
 	for (i = 0; i < USM_H2_DROP__COUNT; i++)
 		json_object_set_new(drop, usm_h2_drop_str(i), json_integer(h->dropped[i]));
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
+			 "s:o}",
 			 "records", (json_int_t)h->records, "sessions", (json_int_t)h->sessions,
 			 "live", (json_int_t)h->live, "reclaimed_idle", (json_int_t)h->reclaimed,
+			 "closed", (json_int_t)h->closed,
 			 "memory_bytes", (json_int_t)h->mem, "requests",
 			 (json_int_t)h->requests, "responses", (json_int_t)h->responses, "resets",
 			 (json_int_t)h->resets, "refused", (json_int_t)h->refused,
@@ -281,13 +283,18 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 			   "(1024 sessions, 64 MiB of decoders): mostly connections closed unseen; "
 			   "a later record of one counts as dropped, unknown_session.",
 			   c->h2.reclaimed);
+	bpftel_prom_scalar(w, "bpftel_http2_closed_sessions_total", "counter",
+			   "HTTP/2 sessions the kernel saw end (SSL_free, gnutls_deinit, Go's "
+			   "Close, or a session set up for a new connection): their decoders "
+			   "freed, their requests still waiting for an answer counted unanswered.",
+			   c->h2.closed);
 	bpftel_prom_scalar(w, "bpftel_http2_lost_bytes_total", "counter",
 			   "Bytes of HTTP/2 sessions lost between the kernel and the decoder (ring "
 			   "buffer or queue full), fed to it as gaps.",
 			   c->h2.lost_bytes);
 	bpftel_prom_scalar(w, "bpftel_http2_cut_calls_total", "counter",
 			   "TLS calls on HTTP/2 sessions whose frames did not fit in the kernel's "
-			   "copy (2048 bytes a call: USM_H2_CAP).",
+			   "copy (8 records of 2048 bytes a call: USM_H2_RECORDS, USM_H2_CAP).",
 			   c->kernel[USM_CNT_H2_TRUNCATED]);
 	bpftel_prom_family(w, "bpftel_h2c_undecodable_connections_total", "counter",
 			   "Cleartext HTTP/2 (prior knowledge) connections whose first request "
