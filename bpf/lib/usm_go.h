@@ -23,7 +23,8 @@
  * A Read's entry and its return are paired per goroutine, by its g (R14), not per
  * thread: a Read that blocks parks its goroutine, and the goroutine resumes on any
  * thread. The g's address is the goroutine's for its life (a g is reused only after
- * its goroutine exited), so no version-dependent offset (g.goid) is needed.
+ * its goroutine exited), so no version-dependent offset (g.goid) is needed; and by
+ * how deep in the goroutine's stack it runs (usm_go_depth), for a Read inside a Read.
  *
  * Include after lib/usm_tls.h.
  */
@@ -35,8 +36,29 @@
 struct usm_go_read_key {
 	__u64 g;
 	__u32 tgid;
-	__u32 __pad;
+	__u32 depth; /* g.stack.hi - RSP: which Read of the goroutine (usm_go_depth) */
 };
+
+/*
+ * How deep in its goroutine's stack a Read runs: the top of the stack (g.stack.hi, at
+ * offset 8 of a g in every Go release: g.stack is its first field, {lo, hi}) less RSP.
+ * A Read can run inside another Read on the same goroutine: TLS inside TLS, as
+ * net/http's Transport does through an https:// proxy, the outer Conn reading its
+ * records through the inner one. The goroutine alone would pair the inner Read's
+ * return with the outer Read's entry, overwritten. RSP at the stack check (the entry
+ * probe, before the frame is made) is RSP at each RET (the frame gone, the return
+ * address on top); and when Go moves the stack to grow or shrink it (the GC shrinks
+ * the stacks of parked goroutines: a blocked Read's), hi and RSP move together.
+ */
+static __always_inline __u32 usm_go_depth(TLM_PARAM, struct pt_regs *regs)
+{
+	__u64 hi = 0;
+
+	if (tlm_probe_read_user(&hi, sizeof(hi), (void *)(regs->r14 + 8)) || hi < regs->sp ||
+	    hi - regs->sp > 0xffffffffull)
+		return 0;
+	return (__u32)(hi - regs->sp);
+}
 
 struct usm_go_read {
 	__u64 conn;
@@ -121,6 +143,7 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 
 	if (!key.g || (__s64)regs->cx <= 0)
 		return 0; /* no goroutine (not Go code), or nothing to read into */
+	key.depth = usm_go_depth(TLM_ARG, regs);
 	tlm_map_update(usm_go_reads, &key, &r, BPF_ANY);
 	return 0;
 }
@@ -134,6 +157,7 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 	__s64 n = (__s64)regs->ax;
 	__u8 first, *kept;
 
+	key.depth = usm_go_depth(TLM_ARG, regs);
 	r = bpf_map_lookup_elem(&usm_go_reads, &key);
 	if (!r) {
 		usm_count(USM_CNT_GO_UNPAIRED); /* entered before the probes were attached */

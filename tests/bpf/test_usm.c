@@ -1551,6 +1551,44 @@ static void test_go_background_byte(void **state)
 	assert_memory_equal(event(0)->prefix, want, strlen(want));
 }
 
+/* TLS inside TLS on one goroutine (net/http through an https:// proxy): the outer
+ * Conn's Read reads its records through the inner Conn's Read. Each return pairs with
+ * its own entry, by how deep in the goroutine's stack it runs (g.stack.hi - RSP): the
+ * outer Read's response is seen, and nothing is unpaired. */
+static void test_go_read_nested(void **state)
+{
+	static struct {
+		__u64 lo, hi; /* a g begins with its stack's bounds */
+	} g = {0x7f0000010000ull, 0x7f0000020000ull};
+	const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+	char outer_buf[128], inner_buf[64];
+	struct go_conn outer, inner;
+	struct test_regs r;
+
+	(void)state;
+	go_conn_init(&outer, 4);
+	go_conn_init(&inner, 5);
+	memset(inner_buf, 0x17, sizeof(inner_buf)); /* a TLS record's bytes: no HTTP */
+	memcpy(outer_buf, resp, strlen(resp));
+	r = (struct test_regs){.ax = (uintptr_t)&outer, .bx = (uintptr_t)outer_buf,
+			       .cx = sizeof(outer_buf), .r14 = (uintptr_t)&g, .sp = g.hi - 0x400};
+	go_run(USM_GO_READ, &r, 1, (4242ull << 32) | 4243);
+	r = (struct test_regs){.ax = (uintptr_t)&inner, .bx = (uintptr_t)inner_buf,
+			       .cx = sizeof(inner_buf), .r14 = (uintptr_t)&g, .sp = g.hi - 0x900};
+	go_run(USM_GO_READ, &r, 2, (4242ull << 32) | 4243);
+	r = (struct test_regs){.ax = sizeof(inner_buf), .r14 = (uintptr_t)&g, .sp = g.hi - 0x900};
+	go_run(USM_GO_READ_RET, &r, 3, (4242ull << 32) | 4243);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
+	/* The outer Read returns on another thread: the goroutine moved. */
+	r = (struct test_regs){.ax = strlen(resp), .r14 = (uintptr_t)&g, .sp = g.hi - 0x400};
+	go_run(USM_GO_READ_RET, &r, 4, (4242ull << 32) | 4250);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_RESPONSE);
+	assert_int_equal(event(0)->fd, 4);
+	assert_int_equal(event(0)->len, strlen(resp));
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 0);
+}
+
 static void go_close(struct go_conn *c, __u64 t)
 {
 	struct test_regs r = {.ax = (uintptr_t)c, .r14 = G1};
@@ -1759,6 +1797,7 @@ int main(void)
 		T(test_go_h2),
 		T(test_go_background_byte),
 		T(test_go_close),
+		T(test_go_read_nested),
 		T(test_go_stack_check),
 	};
 
