@@ -145,6 +145,43 @@ static void test_table_size_larger(void **state)
 	assert_string_equal(h2t_find(t, USM_H2_EV_REQUEST, 3)->stream.method, "PUT");
 }
 
+/* The server's second SETTINGS (a larger table) arrives in two pieces, and the
+ * client's ACK of its first comes between them: the second's first entry must not be
+ * lost to the ACK's shift of the pending ones. The client then acknowledges it and
+ * its encoder grows to 8192, which the inflater of its direction must accept. */
+static void test_settings_split_around_ack(void **state)
+{
+	static const uint32_t big[] = {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 8192,
+				       NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100};
+	struct h2t *t = *state;
+	struct h2b_buf second = {0};
+
+	nghttp2_hd_deflate_del(t->def[C2S]);
+	assert_int_equal(nghttp2_hd_deflate_new(&t->def[C2S], 8192), 0);
+	h2b_preface(&t->out[C2S]);
+	h2b_settings(&t->out[C2S], NULL, 0);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	h2b_settings(&t->out[S2C], NULL, 0); /* the server's first, pending */
+	h2b_settings_ack(&t->out[S2C]);
+	assert_int_equal(h2t_send(t, S2C), 0);
+	h2b_settings(&second, big, 2);
+	assert_int_equal(second.len, 9 + 12);
+	/* Its header and first entry (the table size)... */
+	assert_int_equal(usm_h2_feed(t->c, S2C, 1, second.p, 9 + 6, &h2t_cbs, t), 0);
+	/* ... the client's ACK of the server's first SETTINGS ... */
+	h2b_settings_ack(&t->out[C2S]);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	/* ... and its second entry. */
+	assert_int_equal(usm_h2_feed(t->c, S2C, 2, second.p + 15, 6, &h2t_cbs, t), 0);
+	h2b_free(&second);
+	h2b_settings_ack(&t->out[C2S]);
+	assert_int_equal(nghttp2_hd_deflate_change_table_size(t->def[C2S], 8192), 0);
+	h2t_request(t, 1, "GET", "/a", NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	assert_non_null(h2t_find(t, USM_H2_EV_REQUEST, 1));
+	assert_int_equal(h2t_stats(t).undecodable, USM_H2_OK);
+}
+
 /* A smaller table counts from the ACK: a block sent before it carries no size update,
  * the first one after it must. */
 static void test_table_size_update_at_ack(void **state)
@@ -1025,6 +1062,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_huffman, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_dynamic_table_eviction, h2t_setup,
 						h2t_teardown),
+		cmocka_unit_test_setup_teardown(test_settings_split_around_ack, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_table_size_larger, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_table_size_update_at_ack, h2t_setup,
 						h2t_teardown),

@@ -135,8 +135,7 @@ static int frame_end(struct usm_h2_conn *c, enum usm_h2_dir dir);
 static int settings_entry(struct usm_h2_conn *c, enum usm_h2_dir dir, const uint8_t *e)
 {
 	struct h2_side *s = &c->side[dir], *other = &c->side[!dir];
-	struct h2_settings *ns =
-		&s->pending[s->npending < H2_SETTINGS_PENDING ? s->npending : s->npending - 1];
+	struct h2_settings *ns = &s->cur;
 	uint32_t value = be32(e + 2);
 
 	switch (e[0] << 8 | e[1]) {
@@ -157,14 +156,35 @@ static int settings_entry(struct usm_h2_conn *c, enum usm_h2_dir dir, const uint
 	return 0;
 }
 
-/* A SETTINGS frame begins: its entries go to a new pending slot, or when every slot is
- * taken, merge into the last. That one then takes effect at the ACK of its first frame,
- * early for the others: a smaller table makes the inflater demand a size update the
- * encoder has not sent yet, an HPACK error, which is undecodable rather than wrong. */
+/* A SETTINGS frame begins: its entries go to their own place (the other side's ACK of
+ * an earlier frame may come between two of its pieces, and moves the pending ones). */
 static void settings_begin(struct h2_side *s)
 {
-	if (s->npending < H2_SETTINGS_PENDING)
-		memset(&s->pending[s->npending], 0, sizeof(s->pending[0]));
+	memset(&s->cur, 0, sizeof(s->cur));
+}
+
+/* It ends: pending, in a new slot, or when every slot is taken, merged into the last.
+ * That one then takes effect at the ACK of its first frame, early for the others: a
+ * smaller table makes the inflater demand a size update the encoder has not sent yet,
+ * an HPACK error, which is undecodable rather than wrong. */
+static void settings_end(struct h2_side *s)
+{
+	struct h2_settings *last;
+
+	if (s->npending < H2_SETTINGS_PENDING) {
+		s->pending[s->npending++] = s->cur;
+		return;
+	}
+	last = &s->pending[H2_SETTINGS_PENDING - 1];
+	if (s->cur.has_table) {
+		last->table_min = last->has_table && last->table_min < s->cur.table_min
+					  ? last->table_min
+					  : s->cur.table_min;
+		last->table_last = s->cur.table_last;
+		last->has_table = true;
+	}
+	if (s->cur.max_frame)
+		last->max_frame = s->cur.max_frame;
 }
 
 /* dir acknowledged the other side's oldest SETTINGS: from here on dir's frames and
@@ -275,8 +295,7 @@ static int frame_end(struct usm_h2_conn *c, enum usm_h2_dir dir)
 	case H2_SETTINGS:
 		if (s->flags & H2_FLAG_ACK)
 			return settings_acked(c, dir);
-		if (s->npending < H2_SETTINGS_PENDING)
-			s->npending++;
+		settings_end(s);
 		return 0;
 	}
 	return 0;

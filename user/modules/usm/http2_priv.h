@@ -90,6 +90,8 @@ struct h2_side {
 	struct h2_fields fields;
 
 	uint32_t max_frame; /* the largest payload this side may send */
+	struct h2_settings cur; /* the SETTINGS frame in progress: its own, until it ends,
+				 * since an ACK can come between its pieces */
 	struct h2_settings pending[H2_SETTINGS_PENDING];
 	uint8_t npending;
 };
