@@ -160,10 +160,56 @@ static void test_order_and_merges(void **state)
 		assert_int_equal(answered[i], answer_run[i]);
 }
 
+static int want_runs;
+
+static bool ran_all(void)
+{
+	return nruns == want_runs;
+}
+
+/* Requests whose clients went away cannot pile up: past BPFTEL_LIFECYCLE_QUEUE_MAX
+ * waiting, a module request is refused (busy); a reload still queues. Every one
+ * queued runs. */
+static void test_queue_bounded(void **state)
+{
+	struct bpftel_agent agent = {0};
+	struct bpftel_config cfg = {0};
+	struct bpftel_lifecycle *lc;
+	json_t *req;
+	int i;
+
+	(void)state;
+	nruns = reloads = 0;
+	first_running = release_first = false;
+	assert_int_equal(bpftel_lifecycle__start(&agent, &lc), 0);
+	queue(lc, "restart", "usm", 100);
+	assert_true(wait_for(first_is_running));
+	for (i = 0; i < BPFTEL_LIFECYCLE_QUEUE_MAX; i++) /* none identical to the one before */
+		queue(lc, i % 2 ? "stop" : "start", "gpu", 100 + i);
+	req = json_pack("{s:s,s:s,s:s}", "cmd", "module", "action", "stop", "name", "usm");
+	assert_int_equal(bpftel_lifecycle__module(lc, req, 999), -EBUSY);
+	json_decref(req);
+	assert_int_equal(bpftel_lifecycle__reload(lc, &cfg), 0);
+
+	want_runs = 1 + BPFTEL_LIFECYCLE_QUEUE_MAX;
+	pthread_mutex_lock(&lock);
+	release_first = true;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+	assert_true(wait_for(ran_all));
+	/* Room again once they ran. */
+	queue(lc, "stop", "usm", 101);
+	want_runs++;
+	assert_true(wait_for(ran_all));
+	bpftel_lifecycle__stop(lc);
+	assert_int_equal(reloads, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_order_and_merges),
+		cmocka_unit_test(test_queue_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

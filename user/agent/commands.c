@@ -540,7 +540,10 @@ json_t *bpftel_agent_command(struct bpftel_ctl_request *r, void *ctx)
 	 * goes on serving the others. */
 	err = bpftel_lifecycle__module(agent->lc, req, bpftel_ctl_request__defer(r));
 	if (err)
-		return bpftel_ctl_error("module: %s", err == -ESHUTDOWN ? "the agent is stopping"
-									 : strerror(-err));
+		return bpftel_ctl_error("module: %s",
+					err == -ESHUTDOWN ? "the agent is stopping"
+					: err == -EBUSY	  ? "too many module requests waiting; try "
+							    "again when they have run"
+							  : strerror(-err));
 	return NULL;
 }

@@ -22,6 +22,7 @@ struct bpftel_lifecycle {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	struct job *head, **tail;
+	size_t queued; /* jobs in the queue (not the one running) */
 	bool stopping;
 	pthread_t th;
 };
@@ -55,6 +56,7 @@ static struct job *take_same(struct bpftel_lifecycle *lc, struct job *first)
 
 	while ((j = lc->head) && same_request(first->req, j->req)) {
 		lc->head = j->next;
+		lc->queued--;
 		if (!lc->head)
 			lc->tail = &lc->head;
 		j->next = same;
@@ -93,6 +95,7 @@ static void *lifecycle_main(void *arg)
 			break;
 		j = lc->head;
 		lc->head = j->next;
+		lc->queued--;
 		if (!lc->head)
 			lc->tail = &lc->head;
 		pthread_mutex_unlock(&lc->lock);
@@ -136,6 +139,14 @@ static int enqueue(struct bpftel_lifecycle *lc, struct job *j)
 		pthread_mutex_unlock(&lc->lock);
 		return -ESHUTDOWN;
 	}
+	/* A module request is refused past the bound: clients that queue one and hang up
+	 * (its slot of the control server freed) could grow the queue without end, each
+	 * job a configuration's size. A reload is not: SIGHUP is the operator's. */
+	if (j->req && lc->queued >= BPFTEL_LIFECYCLE_QUEUE_MAX) {
+		pthread_mutex_unlock(&lc->lock);
+		return -EBUSY;
+	}
+	lc->queued++;
 	*lc->tail = j;
 	lc->tail = &j->next;
 	pthread_cond_signal(&lc->wake);

@@ -17,8 +17,12 @@ struct bpftel_config;
 struct bpftel_lifecycle;
 
 int bpftel_lifecycle__start(struct bpftel_agent *agent, struct bpftel_lifecycle **out);
+/* Module requests waiting at most (the one running aside). */
+#define BPFTEL_LIFECYCLE_QUEUE_MAX 64
+
 /* Queue a `module` request (copied); its answer goes to the control server's ticket.
- * -ESHUTDOWN once stopping, -ENOMEM. */
+ * -ESHUTDOWN once stopping, -EBUSY with BPFTEL_LIFECYCLE_QUEUE_MAX jobs waiting,
+ * -ENOMEM. */
 int bpftel_lifecycle__module(struct bpftel_lifecycle *lc, json_t *req, __u64 ticket);
 /* Queue a reload to next (copied). */
 int bpftel_lifecycle__reload(struct bpftel_lifecycle *lc, const struct bpftel_config *next);
