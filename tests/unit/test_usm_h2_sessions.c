@@ -807,7 +807,8 @@ static void test_evicted(void **state)
 	int i;
 
 	preface_record(&r);
-	for (i = 0; i < USM_H2_SESSIONS_MAX + 3; i++) {
+	for (i = 0; i < USM_H2_SESSIONS_MAX + 3; i++) { /* of 8 processes, under their cap */
+		r.pid = PID + (uint32_t)(i % 8);
 		r.conn = 0x1000 + (uint64_t)i * 64;
 		r.ktime_ns = 10 + (uint64_t)i;
 		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
@@ -815,11 +816,44 @@ static void test_evicted(void **state)
 	assert_int_equal(stats(t).live, USM_H2_SESSIONS_MAX);
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 3);
 	/* The oldest went: a record of it is now an unknown session's. */
+	r.pid = PID;
 	r.conn = 0x1000;
 	r.flags = 0;
 	r.offset = 24;
 	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 1);
+}
+
+/* A process that opens sessions without end makes room with its own: past its cap
+ * its least recently used goes (process_cap), and another process's session, older
+ * than all of them, stays and decodes. */
+static void test_process_cap(void **state)
+{
+	struct t *t = *state;
+	static struct usm_h2_record r;
+	struct h2b_buf b = {0};
+	int i;
+
+	client_start(&b, t, 1, "/other"); /* another process's, the oldest session */
+	t->conn = 0x700000;
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	preface_record(&r);
+	r.pid = PID + 1;
+	for (i = 0; i < 2 * USM_H2_SESSIONS_MAX; i++) {
+		r.conn = 0x1000 + (uint64_t)i * 64;
+		r.ktime_ns = 10 + (uint64_t)i;
+		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	}
+	assert_int_equal(stats(t).live, USM_H2_SESSIONS_PER_PROC + 1);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_PROCESS_CAP],
+			 2 * USM_H2_SESSIONS_MAX - USM_H2_SESSIONS_PER_PROC);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 0);
+	/* The other process's session still decodes its next request. */
+	h2b_headers(&b, t->def[0], 3, 0x1, H2B_NV(":method", "GET", ":path", "/next"));
+	send_rec(t, USM_DIR_WRITE, 0, &b, 5000);
+	h2b_free(&b);
+	assert_string_equal(t->msg[t->n - 1].msg.path, "/next");
 }
 
 /* A full table makes room with its least recently used session: one idle for
@@ -831,11 +865,13 @@ static void test_reclaimed_when_full(void **state)
 	int i;
 
 	preface_record(&r);
-	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) { /* of 8 processes, under their cap */
+		r.pid = PID + (uint32_t)(i % 8);
 		r.conn = 0x1000 + (uint64_t)i * 64;
 		r.ktime_ns = 10 + (uint64_t)i;
 		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
 	}
+	r.pid = PID + 9;
 	/* The oldest (t = 10) is idle long enough at this time; the next is not. */
 	r.conn = 0x900000;
 	r.ktime_ns = 10 + USM_H2_SESSION_IDLE_NS;
@@ -963,6 +999,7 @@ int main(void)
 		T(test_malformed_records),
 		T(test_sweep),
 		T(test_evicted),
+		T(test_process_cap),
 		T(test_reclaimed_when_full),
 		T(test_memory_reclaims_idle),
 		T(test_threads),

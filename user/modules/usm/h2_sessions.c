@@ -43,6 +43,7 @@ static const char *const drop_names[USM_H2_DROP__COUNT] = {
 	[USM_H2_DROP_UNKNOWN] = "unknown_session", [USM_H2_DROP_UNFRAMED] = "unframed",
 	[USM_H2_DROP_EVICTED] = "evicted",	   [USM_H2_DROP_MEMORY] = "memory",
 	[USM_H2_DROP_DIRECTION] = "direction",	   [USM_H2_DROP_REORDERED] = "reordered",
+	[USM_H2_DROP_PROCESS_CAP] = "process_cap",
 };
 
 const char *usm_h2_drop_str(enum usm_h2_drop d)
@@ -173,6 +174,23 @@ static void make_room(struct usm_h2_sessions *s, struct h2s *e, uint64_t now_ns,
 	unlink_entry(s, e, f);
 }
 
+/* Sessions of pid: how many, and the least recently used (an index, or -1). */
+static size_t of_proc(struct usm_h2_sessions *s, uint32_t pid, int *oldest)
+{
+	size_t n = 0;
+	int i;
+
+	*oldest = -1;
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
+		if (!s->e[i].used || s->e[i].pid != pid)
+			continue;
+		n++;
+		if (*oldest < 0 || s->e[i].last_ns < s->e[*oldest].last_ns)
+			*oldest = i;
+	}
+	return n;
+}
+
 /* The least recently used session other than keep, among those still decoding and
  * idle at now_ns when idle_only: an index, or -1. */
 static int lru(struct usm_h2_sessions *s, const struct h2s *keep, uint64_t now_ns, bool idle_only)
@@ -198,7 +216,9 @@ static struct h2s *create(struct usm_h2_sessions *s, uint32_t pid, uint8_t sourc
 	struct h2s *e;
 	int i;
 
-	if (s->free_head < 0)
+	if (of_proc(s, pid, &i) >= USM_H2_SESSIONS_PER_PROC)
+		make_room(s, &s->e[i], now_ns, USM_H2_DROP_PROCESS_CAP, f);
+	else if (s->free_head < 0)
 		make_room(s, &s->e[lru(s, NULL, now_ns, false)], now_ns, USM_H2_DROP_EVICTED, f);
 	i = s->free_head;
 	e = &s->e[i];

@@ -15,7 +15,8 @@
  * usm_h2_sessions_sweep(). An idle session is kept: a gRPC channel or a pooled
  * connection may sit idle for hours, and its next request decodes only with every
  * header block since its start. Room is made when needed: for a new session beyond
- * USM_H2_SESSIONS_MAX the least recently used goes, and a session that takes the
+ * USM_H2_SESSIONS_MAX the least recently used goes (the process's own least recently
+ * used when it holds USM_H2_SESSIONS_PER_PROC), and a session that takes the
  * decoders over USM_H2_SESSIONS_MEM first frees the least recently used of those idle
  * for USM_H2_SESSION_IDLE_NS, or is dropped itself if that is not enough. A session
  * idle that long when it goes is counted as reclaimed (most are connections closed
@@ -38,6 +39,10 @@
 
 #define USM_H2_SESSIONS_MAX    1024
 #define USM_H2_SESSIONS_MEM    (64u * 1024 * 1024)
+/* One process's sessions at most: a quarter of the table, so that a process opening
+ * sessions without end (a local user's, on memory BIOs) makes room with its own, not
+ * with every other process's. */
+#define USM_H2_SESSIONS_PER_PROC (USM_H2_SESSIONS_MAX / 4)
 #define USM_H2_SESSION_IDLE_NS (600ull * 1000000000ull)
 
 /* Why a session's traffic was not (or no longer) decoded, beside the decoder's own
@@ -51,6 +56,8 @@ enum usm_h2_drop {
 	USM_H2_DROP_REORDERED,	 /* a record older than one already fed: only with more
 				  * than one pipeline worker (`workers`), which can run a
 				  * session's records out of order */
+	USM_H2_DROP_PROCESS_CAP, /* the process's least recently used, for its new session:
+				  * it held USM_H2_SESSIONS_PER_PROC */
 	USM_H2_DROP__COUNT,
 };
 
