@@ -142,6 +142,34 @@ static void test_first_exchange(void **state)
 	assert_int_equal(stats(t).unmatched, 0);
 }
 
+/* A gRPC call over h2c is an HTTP/2 exchange like any other here (its path, its
+ * :status): its grpc-status is in trailers the prefix does not hold. */
+static void test_grpc_as_http(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	h2b_preface(&b);
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[0], 1, 0x4,
+		    H2B_NV(":method", "POST", ":scheme", "http", ":path", "/pkg.Echo/Ok",
+			   ":authority", "a", "content-type", "application/grpc", "te", "trailers"));
+	segment(t, 40001, USM_KIND_H2C_CLIENT, &b, 10);
+	h2b_free(&b);
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[1], 1, 0x4,
+		    H2B_NV(":status", "200", "content-type", "application/grpc"));
+	segment(t, 40001, USM_KIND_H2C_SERVER, &b, 20);
+	h2b_free(&b);
+	assert_int_equal(t->n, 2);
+	assert_int_equal(t->msg[0].kind, USM_HTTP_REQUEST);
+	assert_string_equal(t->msg[0].method, "POST");
+	assert_false(t->msg[0].grpc);
+	assert_int_equal(t->msg[1].status, 200);
+	assert_false(t->msg[1].grpc);
+	assert_int_equal(t->msg[1].grpc_status, -1);
+}
+
 /* A new connection on the 4-tuple of one done with (a client port used again within
  * the idle time): decoded as new, its exchange counted; one given up unanswered is
  * counted as evicted. */
@@ -304,7 +332,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_first_exchange), T(test_preface_first),	 T(test_request_cut),
 		T(test_unmatched),	T(test_bound_and_sweep), T(test_first_stream_only),
-		T(test_status_rejected), T(test_port_reused),
+		T(test_status_rejected), T(test_port_reused), T(test_grpc_as_http),
 	};
 
 	return cmocka_run_group_tests_name("usm_h2c", tests, NULL, NULL);

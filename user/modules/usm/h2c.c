@@ -142,8 +142,12 @@ static void on_event(const struct usm_h2_event *ev, void *arg)
 	memcpy(m->method, si->method, sizeof(m->method));
 	memcpy(m->path, si->path, sizeof(m->path));
 	m->status = s->response ? si->status : 0;
-	m->grpc = si->grpc;
-	m->grpc_status = s->response ? si->grpc_status : -1;
+	/* A gRPC call over h2c goes to the HTTP families, by its path and :status: its
+	 * grpc-status comes in trailers, past the captured prefix, and its latency runs to
+	 * the response's HEADERS. In the RPC families it would sit beside the TLS calls,
+	 * measured to their END_STREAM, under an empty rpc_grpc_status_code. */
+	m->grpc = false;
+	m->grpc_status = -1;
 }
 
 static bool settings_start(const struct usm_event *ev)
