@@ -17,11 +17,18 @@ void bpftel_rs_open(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __
 	e->at_open = *c;
 }
 
-/* Counted since base; a counter below base was reset (or its program replaced under
- * the same id, which the kernel does not do): what it holds was counted since. */
+/* Counted since base. The kernel never resets a program's counters, nor gives its id
+ * to another: a reading below base was taken before base was (a reader that raced the
+ * sampler for the locks), and says nothing. */
 static __u64 since(__u64 cur, __u64 base)
 {
-	return cur >= base ? cur - base : cur;
+	return cur >= base ? cur - base : 0;
+}
+
+/* Is c older than the reading the window opened with? */
+static bool stale(const struct bpftel_rs_est *e, const struct bpftel_rs_count *c)
+{
+	return c->cnt < e->at_open.cnt || c->ns < e->at_open.ns;
 }
 
 /* d * period / window, rounded to nearest, without overflow: 128-bit intermediate. */
@@ -48,8 +55,8 @@ bool bpftel_rs_close(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, _
 		/* Loaded inside the window: its counters started at zero, at its load. */
 		bpftel_rs_open(e, &(struct bpftel_rs_count){0, 0}, win_open);
 	}
-	if (now <= e->open_ns)
-		return false; /* nothing yet: stays open */
+	if (now <= e->open_ns || stale(e, c))
+		return false; /* nothing yet, or an older reading: stays open */
 	window = now - e->open_ns;
 	from = e->covered_to ? e->covered_to : e->load_ns;
 	if (from > e->open_ns)
