@@ -45,14 +45,19 @@ static int record_cb(void *ctx, const void *data, size_t size, unsigned int work
 	return 0;
 }
 
-static void emit(struct events_test *skel, __u32 count, __u32 source)
+static void emit_flags(struct events_test *skel, __u32 count, __u32 source, __u64 flags)
 {
-	struct events_test_args args = {.count = count, .source = source};
+	struct events_test_args args = {.count = count, .source = source, .flags = flags};
 	int retval = -1;
 
 	assert_int_equal(
 		bpftel_test_run(skel->progs.events_test_emit, &args, sizeof(args), &retval), 0);
 	assert_int_equal(retval, count);
+}
+
+static void emit(struct events_test *skel, __u32 count, __u32 source)
+{
+	emit_flags(skel, count, source, 0);
 }
 
 static void wait_processed(struct bpftel_events *ev, __u64 want, struct bpftel_events_stats *st)
@@ -168,11 +173,67 @@ static void test_ringbuf_stop_during_start(void **state)
 	assert_int_equal(now.fds, base.fds);
 }
 
+static void *start_main(void *arg)
+{
+	return (void *)(long)bpftel_events__start(arg);
+}
+
+/*
+ * Records that wait in the ring buffer when the pipeline starts (a busy program's,
+ * its probes attached first) and those it holds when the pipeline stops (written
+ * without a wake-up: the consumer asleep) are all processed: none read before the
+ * tickets open, given back refused and lost uncounted, and none left behind.
+ */
+static void test_ringbuf_start_and_stop_drain(void **state)
+{
+	struct bpftel_events_opts opts = {.sz = sizeof(opts), .workers = 2};
+	struct timespec ms = {0, 1000 * 1000};
+	struct bpftel_events_stats st;
+	struct events_test *skel;
+	struct bpftel_events *ev;
+	struct seen seen = {};
+	int threads, i;
+	void *ret;
+	pthread_t t;
+
+	(void)state;
+	skel = events_test__open_and_load();
+	assert_non_null(skel);
+	assert_int_equal(bpftel_events__new(&opts, &ev), 0);
+	assert_int_equal(bpftel_events__add_ringbuf(ev, bpf_map__fd(skel->maps.events_test_rb),
+						    record_cb, &seen),
+			 0);
+	emit(skel, 500, 0);
+	/* The start held while its threads run: a consumer that read now would lose. */
+	threads = count_dir("/proc/self/task");
+	bpftel_events__hold_start(ev, true);
+	assert_int_equal(pthread_create(&t, NULL, start_main, ev), 0);
+	for (i = 0; i < 30000 && count_dir("/proc/self/task") < threads + 1 + 2 + 1; i++)
+		nanosleep(&ms, NULL);
+	assert_int_equal(count_dir("/proc/self/task"), threads + 1 + 2 + 1);
+	bpftel_events__hold_start(ev, false);
+	pthread_join(t, &ret);
+	assert_int_equal((long)ret, 0);
+	wait_processed(ev, 500, &st);
+	assert_int_equal(st.processed, 500);
+
+	emit_flags(skel, 300, 1, BPF_RB_NO_WAKEUP);
+	assert_int_equal(bpftel_events__stop(ev), 0);
+	bpftel_events__stats(ev, &st);
+	assert_int_equal(st.dispatched, 800);
+	assert_int_equal(st.processed, 800);
+	assert_int_equal(seen.records[0], 500);
+	assert_int_equal(seen.records[1], 300);
+	bpftel_events__free(ev);
+	events_test__destroy(skel);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ringbuf_sources),
 		cmocka_unit_test(test_ringbuf_stop_during_start),
+		cmocka_unit_test(test_ringbuf_start_and_stop_drain),
 	};
 
 	bpftel_test_require_bpf();

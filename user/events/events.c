@@ -304,6 +304,22 @@ static int rb_sample(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/* The consumer reads nothing until the pipeline runs: the tickets open only then, and
+ * a record read before would be given back as refused (-ESHUTDOWN) and lost uncounted
+ * (the module's probes attach first, and a busy program's records wait in the ring
+ * buffer). False: the start was cancelled or failed. */
+static bool wait_running(struct bpftel_events *ev)
+{
+	bool run;
+
+	pthread_mutex_lock(&ev->lock);
+	while (ev->state == BPFTEL_EVENTS_STARTING && !ev->cancel)
+		pthread_cond_wait(&ev->cond, &ev->lock);
+	run = ev->state == BPFTEL_EVENTS_RUNNING;
+	pthread_mutex_unlock(&ev->lock);
+	return run;
+}
+
 static void *consumer_main(void *arg)
 {
 	struct bpftel_events *ev = arg;
@@ -311,6 +327,8 @@ static void *consumer_main(void *arg)
 	int n, i;
 
 	thread_running(ev);
+	if (!wait_running(ev))
+		return NULL;
 	for (;;) {
 		n = epoll_wait(ev->epoll_fd, evs, 2, BPFTEL_EVENTS_POLL_MS);
 		if (n < 0) {
@@ -320,8 +338,14 @@ static void *consumer_main(void *arg)
 			return NULL;
 		}
 		for (i = 0; i < n; i++) {
-			if (evs[i].data.u32 == EPOLL_WAKE)
-				return NULL;
+			if (evs[i].data.u32 != EPOLL_WAKE)
+				continue;
+			/* Stopping: what the ring buffer holds goes to the workers, whose
+			 * tickets close after this thread is done (a held consumer, for
+			 * tests of loss, leaves it there). */
+			if (!__atomic_load_n(&ev->hold, __ATOMIC_ACQUIRE))
+				ring_buffer__consume(ev->rb);
+			return NULL;
 		}
 		if (__atomic_load_n(&ev->hold, __ATOMIC_ACQUIRE)) {
 			struct pollfd wake = {.fd = ev->wake_fd, .events = POLLIN};
@@ -641,6 +665,7 @@ int bpftel_events__start(struct bpftel_events *ev)
 		return 0;
 	}
 	ev->state = BPFTEL_EVENTS_STOPPING;
+	pthread_cond_broadcast(&ev->cond); /* a consumer waiting for the run: it will not */
 	pthread_mutex_unlock(&ev->lock);
 
 	pipeline_teardown(ev);

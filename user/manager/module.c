@@ -376,6 +376,7 @@ static int do_stop(struct bpftel_module *m)
 {
 	struct bpftel_hook_before_stop bs = {.module = m, .obj = m->obj, .from = m->state};
 	struct bpftel_hook_after_stop as = {.module = m};
+	bool gated;
 	size_t i;
 	int err;
 
@@ -389,11 +390,17 @@ static int do_stop(struct bpftel_module *m)
 		if (err)
 			stop_error(m, "before_stop", i, err);
 	}
-	consumer_stop(m);
 	/* Detaching waits for the kernel (a tracepoint ~45 ms, a uprobe ~80 ms, on 6.18):
 	 * an object with a stop gate (bpf/lib/stop_gate.h) has its programs made inert
-	 * instead and its links destroyed by the reaper. */
-	probes_detach(m, m->state >= BPFTEL_MOD_LOADED && !bpftel_stop_gate_close(m->obj));
+	 * instead and its links destroyed by the reaper. Either way the programs stop
+	 * writing before the consumer stops, which first reads what they wrote: records
+	 * written after would go with the ring buffer, uncounted. */
+	gated = m->state >= BPFTEL_MOD_LOADED && !bpftel_stop_gate_close(m->obj);
+	if (!gated)
+		probes_detach(m, false);
+	consumer_stop(m);
+	if (gated)
+		probes_detach(m, true);
 	if (m->ops->close)
 		m->ops->close(m);
 	else

@@ -30,7 +30,7 @@ int events_test_emit(struct events_test_args *args)
 	for (i = 0; i < EVENTS_TEST_MAX && i < count; i++) {
 		rec.seq = i;
 		rec.payload[0] = (__u8)i;
-		if (bpf_ringbuf_output(&events_test_rb, &rec, sizeof(rec), 0))
+		if (bpf_ringbuf_output(&events_test_rb, &rec, sizeof(rec), args->flags))
 			__sync_fetch_and_add(&emit_failed, 1);
 		else
 			n++;

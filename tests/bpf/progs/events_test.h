@@ -6,6 +6,7 @@
 struct events_test_args {
 	__u32 count;
 	__u32 source;
+	__u64 flags; /* bpf_ringbuf_output's: BPF_RB_NO_WAKEUP leaves the consumer asleep */
 };
 
 struct events_test_record {
