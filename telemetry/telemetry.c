@@ -31,6 +31,10 @@ struct instrumented {
 	struct bpftel_telemetry *t;
 	char module[BPFTEL_TLM_NAME];
 	struct bpf_object *obj; /* while reporting: between after_init and before_stop */
+	/* Ring-buffer failures (reserve, output) of its programs, swept at its stops: the
+	 * kernel stage of its event loss, which must not go back to 0 at a restart while
+	 * its other stages go on (bpftel_telemetry__retired_ringbuf). */
+	__u64 retired_rb;
 };
 
 struct bpftel_telemetry {
@@ -307,9 +311,13 @@ static int tlm_after_init(const struct bpftel_hook_after_init *h, void *ctx)
 	return 0;
 }
 
-/* Delete every counter whose program or map key belongs to module. With t->lock. */
-static int sweep(struct bpftel_telemetry *t, const char *module)
+static __u64 percpu_sum(int fd, const void *key);
+
+/* Delete every counter whose program or map key belongs to in's module, its ring-buffer
+ * failures kept in in->retired_rb. With t->lock. */
+static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 {
+	const char *module = in->module;
 	struct tlm_map_key *mk = calloc(TLM_MAX_ENTRIES, sizeof(*mk));
 	struct tlm_helper_key *hk = calloc(TLM_MAX_ENTRIES, sizeof(*hk));
 	struct tlm_map_key mcur, *mprev = NULL;
@@ -333,6 +341,8 @@ static int sweep(struct bpftel_telemetry *t, const char *module)
 		hprev = &hcur;
 	}
 	for (i = 0; i < nm; i++) {
+		if (mk[i].op == TLM_OP_RB_RESERVE || mk[i].op == TLM_OP_RB_OUTPUT)
+			in->retired_rb += percpu_sum(t->map_errors_fd, &mk[i]);
 		if (bpf_map_delete_elem(t->map_errors_fd, &mk[i]) && errno != ENOENT)
 			err = -errno;
 	}
@@ -353,7 +363,7 @@ static int tlm_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 	(void)h;
 	pthread_mutex_lock(&in->t->lock);
 	in->obj = NULL;
-	err = sweep(in->t, in->module);
+	err = sweep(in->t, in);
 	pthread_mutex_unlock(&in->t->lock);
 	return err;
 }
@@ -366,7 +376,7 @@ static int tlm_after_stop(const struct bpftel_hook_after_stop *h, void *ctx)
 
 	(void)h;
 	pthread_mutex_lock(&in->t->lock);
-	err = sweep(in->t, in->module);
+	err = sweep(in->t, in);
 	pthread_mutex_unlock(&in->t->lock);
 	return err;
 }
@@ -812,6 +822,20 @@ int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **o
 	free(refs);
 	*out = arr;
 	return (int)n;
+}
+
+__u64 bpftel_telemetry__retired_ringbuf(struct bpftel_telemetry *t, const char *module)
+{
+	__u64 n = 0;
+	size_t i;
+
+	pthread_mutex_lock(&t->lock);
+	for (i = 0; i < t->ninst; i++) {
+		if (!strcmp(t->inst[i]->module, module))
+			n += t->inst[i]->retired_rb;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
 }
 
 __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot)

@@ -122,6 +122,11 @@ int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **o
 /* Counts telemetry itself could not record (its hash maps were full). */
 __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot);
 
+/* Ring-buffer failures (reserve, output) of module's programs that its stops swept from
+ * the errors maps: with what bpftel_telemetry__errors() shows now, all it ever counted
+ * (the event pipeline's kernel stage; its other stages outlive restarts likewise). */
+__u64 bpftel_telemetry__retired_ringbuf(struct bpftel_telemetry *t, const char *module);
+
 /* Counters of a module's keys, in the kernel maps: for tests ("no entry of a stopped
  * module"). Returns the number of entries whose prog or map key belongs to module. */
 int bpftel_telemetry__module_entries(struct bpftel_telemetry *t, const char *module);

@@ -133,6 +133,18 @@ static void test_full_ringbuf_counted(void **state)
 	assert_int_equal(r->count, failed);
 	assert_int_equal(o->count, 1);
 	free(e);
+
+	/* Its stop sweeps them, and keeps their sum: the kernel stage of the module's
+	 * event loss does not go back to 0 when it restarts; new failures add to it. */
+	assert_int_equal(bpftel_telemetry__retired_ringbuf(f->tlm, "mod_a"), 0);
+	assert_int_equal(bpftel_module__stop(f->a->module), 0);
+	assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_a"), 0);
+	assert_int_equal(bpftel_telemetry__retired_ringbuf(f->tlm, "mod_a"), failed + 1);
+	assert_int_equal(bpftel_telemetry__retired_ringbuf(f->tlm, "mod_b"), 0);
+	load(f->a);
+	assert_int_equal(tt_module_run(f->a, "tt_fill_rb"), 1);
+	assert_int_equal(bpftel_module__stop(f->a->module), 0);
+	assert_int_equal(bpftel_telemetry__retired_ringbuf(f->tlm, "mod_a"), 2 * (failed + 1));
 }
 
 /* tlm_map_insert: the EEXIST of a lost BPF_NOEXIST race is expected, not counted. */

@@ -280,7 +280,7 @@ static json_t *stats_losses(struct bpftel_agent *agent)
 	for (i = 0; i < nm; i++) {
 		const char *name = bpftel_module__name(mods[i]);
 
-		kernel = 0;
+		kernel = bpftel_telemetry__retired_ringbuf(agent->tlm, name);
 		for (j = 0; j < n; j++) {
 			if (e[j].is_map && !strcmp(e[j].module, name) &&
 			    !strncmp(e[j].op, "ringbuf_", 8))
