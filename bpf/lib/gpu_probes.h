@@ -341,8 +341,14 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 			   * address popped): its entry was skipped too */
 	if (gpu_fn_entry_only(func) && !rc)
 		return 0; /* the hot path: a launch that succeeded was counted at its entry */
-	if (!gpu_fn_entry_only(func) && !gpu_call_end(TLM_ARG, pid_tgid, func, &call))
+	if (!gpu_fn_entry_only(func) && !gpu_call_end(TLM_ARG, pid_tgid, func, &call)) {
+		/* No record (no room at its entry: calls_untracked; or it began before the
+		 * probe): nothing to account, but a failure is still one. */
+		st = rc ? bpf_map_lookup_elem(&gpu_procs, &tgid) : NULL;
+		if (st)
+			gpu_count_error(TLM_ARG, st, pid_tgid, func, rc);
 		return 0;
+	}
 	st = bpf_map_lookup_elem(&gpu_procs, &tgid);
 	if (!st)
 		return 0;

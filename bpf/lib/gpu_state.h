@@ -441,6 +441,36 @@ static __always_inline void gpu_count_error(TLM_PARAM, struct gpu_proc_stats *st
 	}
 }
 
+/* grid x block threads, saturated: six 32-bit sizes can pass 64 bits (a grid of
+ * 2^31-1 x 65535 x 65535 blocks of 1024 is ~2^73, and a failed launch's sizes can be
+ * anything: launches are counted at their entry). */
+static __always_inline __u64 gpu_mul_sat(__u64 a, __u64 b)
+{
+	__u64 q;
+
+	if (!a)
+		return 0;
+	q = ~0ULL / a;
+	barrier_var(q); /* else clang makes it an overflow multiply: 128 bits, not BPF */
+	return b > q ? ~0ULL : a * b;
+}
+
+static __always_inline __u64 gpu_threads_of(const __u32 grid[3], const __u32 block[3])
+{
+	__u64 g = (__u64)grid[0] * grid[1], b = (__u64)block[0] * block[1]; /* both fit */
+
+	/* The launch path: factors under 2^32 multiply without overflow, and without the
+	 * divisions the check otherwise takes (BPF has no 128-bit product). */
+	if (!((g | b) >> 32)) {
+		g *= grid[2];
+		b *= block[2];
+		if (!((g | b) >> 32))
+			return g * b;
+		return gpu_mul_sat(g, b);
+	}
+	return gpu_mul_sat(gpu_mul_sat(g, grid[2]), gpu_mul_sat(b, block[2]));
+}
+
 /* floor(log2(v)) for v > 0, in a bounded number of steps. */
 static __always_inline __u32 gpu_log2(__u64 v)
 {
@@ -509,7 +539,7 @@ static __always_inline void gpu_count_launch(TLM_PARAM, __u64 pid_tgid, enum gpu
 					     __u64 func, __u32 slot, const __u32 grid[3],
 					     const __u32 block[3])
 {
-	__u64 threads = (__u64)grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2];
+	__u64 threads = gpu_threads_of(grid, block);
 	struct gpu_launch_key key = {.tgid = pid_tgid >> 32, .api = api, .fn = gpu_fn_idx(fn),
 				     .dev = gpu_dev_idx(slot), .func = func};
 	struct gpu_kernel k = {.launches = 1, .threads = threads}, *cur;

@@ -273,6 +273,27 @@ static void test_launch_shared_memory_off(void **state)
 	assert_int_equal(st.shared_mem_bytes, 0);
 }
 
+/* A grid of 2^31-1 x 65535 x 65535 blocks of 1024 threads (CUDA's largest, ~2^73
+ * threads): counted as the most 64 bits hold, in the largest size bucket, not wrapped
+ * round to a small number. */
+static void test_launch_threads_saturate(void **state)
+{
+	__u64 stack[3] = {0xdead, 0, 0};
+	struct test_regs regs = launch_regs(stack);
+	struct gpu_proc_stats st;
+
+	(void)state;
+	regs.si = 0x7fffffffull | 65535ull << 32;
+	regs.dx = 65535;
+	regs.cx = 1024 | 1ull << 32;
+	regs.r8 = 1;
+	enter(GPU_FN_LAUNCH, &regs, 100);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 1);
+	assert_true(st.threads == ~0ULL);
+	assert_int_equal(st.launch_threads[GPU_LAUNCH_BUCKETS - 1], 1);
+}
+
 /* A launch whose stack cannot be read still counts; a zero-sized grid adds nothing. */
 static void test_launch_unreadable_stack_and_empty_grid(void **state)
 {
@@ -605,13 +626,20 @@ static void test_inflight_full_counted(void **state)
 	assert_int_equal(st.allocs_untracked, 0);
 	assert_int_equal(alloc_of(TGID, p).size, 100);
 	assert_int_equal(st.sync_ns, 0);
+	/* A failure is one, kept or not: counted by function and by error. */
+	enter(GPU_FN_DEVICE_SYNC, &none, 52);
+	ret(GPU_FN_DEVICE_SYNC, 2, 53); /* cudaErrorMemoryAllocation */
+	st = stats_of(TGID);
+	assert_int_equal(st.calls_untracked, 4);
+	assert_int_equal(st.failed[GPU_FN_DEVICE_SYNC], 1);
+	assert_int_equal(error_count(TGID, GPU_FN_DEVICE_SYNC, 2), 1);
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), max);
 	assert_inflight_kept(max);
 	/* One call returns: room for one. */
 	assert_int_equal(bpf_map_delete_elem(bpf_map__fd(skel->maps.gpu_inflight), &first), 0);
 	free_call(GPU_FN_FREE, p, 60);
 	st = stats_of(TGID);
-	assert_int_equal(st.calls_untracked, 3);
+	assert_int_equal(st.calls_untracked, 4);
 	assert_int_equal(st.mem[GPU_MEM_DEVICE].frees, 1);
 	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
 	assert_int_equal(st.allocs_tracked, 0);
@@ -1586,6 +1614,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_launch_dims_and_shared_memory),
 		T(test_launch_unreadable_stack_and_empty_grid),
+		T(test_launch_threads_saturate),
 		T(test_launch_error_counted),
 		T(test_malloc_free_outstanding_and_peak),
 		T(test_malloc_failure_allocates_nothing),
