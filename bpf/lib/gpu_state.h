@@ -115,11 +115,15 @@ struct {
 	__type(value, struct gpu_thread_slot);
 } gpu_thread_slots SEC(".maps");
 
-/* The threads whose slot another holds. LRU: threads come and go; sched_process_exit
- * drops a thread's entry. */
+/* The threads whose slot another holds. Not LRU: an LRU map makes room by evicting a
+ * live thread's state (and, its free nodes held per CPU, before it is full), and a
+ * thread that lost it mid-call counts its runtime's driver calls as its own, and its
+ * launches on device 0. sched_process_exit drops a thread's entry, the sweep those it
+ * missed; a thread that finds no room is counted (errors telemetry) and goes without. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GPU_MAX_THREADS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u64); /* pid_tgid */
 	__type(value, struct gpu_thread);
 } gpu_threads SEC(".maps");

@@ -30,6 +30,7 @@
 
 #define TGID	 5150
 #define PID_TGID ((__u64)TGID << 32 | TGID)
+#define THREADS_SPILLED 16 /* gpu_threads' room in these tests */
 
 /* Mirrors struct gpu_test_call of the harness. */
 struct gpu_test_call {
@@ -190,8 +191,11 @@ static int group_setup(void **state)
 	skel = gpu_harness__open();
 	if (!skel)
 		return -1;
-	/* A share of the allocation map small enough to fill in a test. */
+	/* A share of the allocation map small enough to fill in a test; and room for
+	 * THREADS_SPILLED threads whose slot another holds. */
 	skel->rodata->gpu_allocs_per_proc = ALLOCS_PER_PROC;
+	if (bpf_map__set_max_entries(skel->maps.gpu_threads, THREADS_SPILLED))
+		return -1;
 	skel->rodata->gpu_launch_shared_mem = 1;
 	return gpu_harness__load(skel);
 }
@@ -1507,6 +1511,41 @@ static void test_thread_slot_shared_by_index(void **state)
 	assert_int_equal(slot_of(PID_TGID).owner, 0);
 }
 
+/*
+ * More threads whose slot another holds than gpu_threads has room for (a process of
+ * thousands of threads, or a user's flood): those without room go without state; none
+ * takes the state of a thread that has it (an LRU map gave it away), which keeps its
+ * device.
+ */
+static void test_thread_states_not_evicted(void **state)
+{
+	__u64 stack[3] = {0xdead, 1, 0}, b = (__u64)TGID << 32 | (TGID + GPU_THREAD_SLOTS), x;
+	struct test_regs rt_launch = {.si = 1 | 1ul << 32, .dx = 1, .cx = 1 | 1ul << 32, .r8 = 1,
+				      .sp = (uintptr_t)stack};
+	struct test_regs dev1 = {.di = 1}, dev3 = {.di = 3};
+	int i;
+
+	(void)state;
+	enter(GPU_FN_SET_DEVICE, &dev1, 1); /* holds the slot */
+	ret(GPU_FN_SET_DEVICE, 0, 2);
+	run(GPU_TEST_ENTER + GPU_FN_SET_DEVICE, &dev3, b, 3);
+	run(GPU_TEST_RET + GPU_FN_SET_DEVICE, &dev3, b, 4);
+	for (i = 0; i < 2 * THREADS_SPILLED; i++) {
+		x = (__u64)TGID << 32 | (TGID + (i + 2) * GPU_THREAD_SLOTS);
+		run(GPU_TEST_ENTER + GPU_FN_SET_DEVICE, &dev1, x, 10 + 2 * i);
+		run(GPU_TEST_RET + GPU_FN_SET_DEVICE, &dev1, x, 11 + 2 * i);
+	}
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_threads), 8), THREADS_SPILLED);
+	run(GPU_TEST_ENTER + GPU_FN_LAUNCH, &rt_launch, b, 100);
+	assert_int_equal(stats_of(TGID).dev[3].launches, 1);
+	for (i = 0; i < 2 * THREADS_SPILLED; i++)
+		run(GPU_TEST_TASK_EXIT, NULL, (__u64)TGID << 32 | (TGID + (i + 2) * GPU_THREAD_SLOTS),
+		    200);
+	run(GPU_TEST_TASK_EXIT, NULL, b, 201);
+	run(GPU_TEST_TASK_EXIT, NULL, PID_TGID, 202);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_threads), 8), 0);
+}
+
 /* Entries of a map (keys of key_size) whose key begins with tgid, or with a pid_tgid of
  * tgid when by_thread. */
 static size_t keys_of(int fd, size_t key_size, __u32 tgid, bool by_thread)
@@ -1650,6 +1689,7 @@ int main(void)
 		T(test_task_exit_drops_thread),
 		T(test_exec_drops_the_old_program),
 		T(test_thread_slot_shared_by_index),
+		T(test_thread_states_not_evicted),
 		T(test_kernels_counted_and_named),
 		T(test_inflight_full_counted),
 	};
