@@ -160,15 +160,32 @@ static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *
 	gpu_peak_raise(&m->peak_bytes, out);
 }
 
-/* A failed free: the allocation is still there; its record goes back (the address is
- * still the process's, so nothing else can hold it). If the map has no room for it any
- * more, it is untracked from now on. */
+/* cudaErrorInvalidValue and CUDA_ERROR_INVALID_VALUE (both 1), cudaErrorInvalidDevicePointer
+ * (17): the pointer is no allocation of the process's (any more). */
+static __always_inline bool gpu_free_invalid(int rc)
+{
+	return rc == 1 || rc == 17;
+}
+
+/* A failed free (rc; 0: its call could not be kept): the allocation is still there; its
+ * record goes back (the address is still the process's, so nothing else can hold it).
+ * If the map has no room for it any more, it is untracked from now on. Unless the
+ * library says the pointer is none of the process's: another thread freed it meanwhile
+ * (its free, which found the record taken, counted as of an unknown pointer), and its
+ * bytes are retired, not put back outstanding for good. */
 static __always_inline void gpu_free_failed(TLM_PARAM, struct gpu_proc_stats *st, __u32 tgid,
-					    const struct gpu_call *call)
+					    const struct gpu_call *call, int rc)
 {
 	struct gpu_alloc_key key = {.tgid = tgid, .ptr = call->arg0};
 
-	if (call->freed.kind >= GPU_MEM__COUNT || !tlm_map_insert(gpu_allocs, &key, &call->freed))
+	if (call->freed.kind >= GPU_MEM__COUNT)
+		return;
+	if (gpu_free_invalid(rc)) {
+		__sync_fetch_and_add(&st->allocs_tracked, -1);
+		gpu_alloc_retire(st, &call->freed);
+		return;
+	}
+	if (!tlm_map_insert(gpu_allocs, &key, &call->freed))
 		return;
 	__sync_fetch_and_add(&st->allocs_tracked, -1);
 	__sync_fetch_and_add(&st->allocs_untracked, 1);
@@ -202,7 +219,7 @@ static __always_inline void gpu_free_begin(TLM_PARAM, __u64 pid_tgid, enum gpu_f
 			call.freed.kind = GPU_MEM__COUNT;
 	}
 	if (!gpu_call_store(TLM_ARG, st, pid_tgid, func, &call))
-		gpu_free_failed(TLM_ARG, st, key.tgid, &call);
+		gpu_free_failed(TLM_ARG, st, key.tgid, &call, 0);
 }
 
 /* A successful free: off the kind and device the record it took was allocated as. */

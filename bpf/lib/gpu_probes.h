@@ -354,7 +354,7 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 		return 0;
 	if (rc) {
 		if (gpu_is_free(func))
-			gpu_free_failed(TLM_ARG, st, tgid, &call);
+			gpu_free_failed(TLM_ARG, st, tgid, &call, rc);
 		gpu_count_error(TLM_ARG, st, pid_tgid, func, rc);
 		return 0;
 	}
