@@ -838,6 +838,29 @@ __u64 bpftel_telemetry__retired_ringbuf(struct bpftel_telemetry *t, const char *
 	return n;
 }
 
+__u64 bpftel_telemetry__ringbuf_failures(struct bpftel_telemetry *t, const char *module)
+{
+	struct tlm_map_key k, *prev = NULL;
+	__u64 n = 0;
+	size_t i;
+
+	/* One lock for both: a stop's sweep between them would move a count from the
+	 * live keys to retired_rb and have it read twice (or not at all). */
+	pthread_mutex_lock(&t->lock);
+	for (i = 0; i < t->ninst; i++) {
+		if (!strcmp(t->inst[i]->module, module))
+			n += t->inst[i]->retired_rb;
+	}
+	while (!bpf_map_get_next_key(t->map_errors_fd, prev, &k)) {
+		prev = &k;
+		if ((k.op == TLM_OP_RB_RESERVE || k.op == TLM_OP_RB_OUTPUT) &&
+		    (key_of_module(t, k.prog, module) || key_of_module(t, k.map, module)))
+			n += percpu_sum(t->map_errors_fd, &k);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot)
 {
 	__u32 key = slot;

@@ -126,6 +126,8 @@ __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot
  * the errors maps: with what bpftel_telemetry__errors() shows now, all it ever counted
  * (the event pipeline's kernel stage; its other stages outlive restarts likewise). */
 __u64 bpftel_telemetry__retired_ringbuf(struct bpftel_telemetry *t, const char *module);
+/* All the ring-buffer failures of module's programs: live and retired, read at once. */
+__u64 bpftel_telemetry__ringbuf_failures(struct bpftel_telemetry *t, const char *module);
 
 /* Counters of a module's keys, in the kernel maps: for tests ("no entry of a stopped
  * module"). Returns the number of entries whose prog or map key belongs to module. */

@@ -262,30 +262,22 @@ static json_t *stats_maps(struct bpftel_agent *agent)
 
 /*
  * Event loss by stage, per module: kernel (ring-buffer reserve/output failures, from
- * errors telemetry), queue_full and too_big (the module's event pipeline), parse
+ * errors telemetry, those its stops swept included), queue_full and too_big (the module's event pipeline), parse
  * (records its callback rejected as malformed).
  */
 static json_t *stats_losses(struct bpftel_agent *agent)
 {
 	struct bpftel_module *mods[MAX_MODULES];
 	struct bpftel_module_event_stats es;
-	struct bpftel_tlm_error *e;
 	json_t *arr = json_array();
 	__u64 kernel;
 	size_t nm, i;
-	int n, j;
 
-	n = bpftel_telemetry__errors(agent->tlm, &e);
 	nm = bpftel_manager__modules(agent->mgr, mods, MAX_MODULES);
 	for (i = 0; i < nm; i++) {
 		const char *name = bpftel_module__name(mods[i]);
 
-		kernel = bpftel_telemetry__retired_ringbuf(agent->tlm, name);
-		for (j = 0; j < n; j++) {
-			if (e[j].is_map && !strcmp(e[j].module, name) &&
-			    !strncmp(e[j].op, "ringbuf_", 8))
-				kernel += e[j].count;
-		}
+		kernel = bpftel_telemetry__ringbuf_failures(agent->tlm, name);
 		bpftel_module__event_stats(mods[i], &es);
 		json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "module",
 						     name, "processed", (json_int_t)es.processed,
@@ -294,7 +286,6 @@ static json_t *stats_losses(struct bpftel_agent *agent)
 						     (json_int_t)es.lost_too_big, "parse",
 						     (json_int_t)es.lost_parse));
 	}
-	free(e);
 	return arr;
 }
 
