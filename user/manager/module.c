@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* Module lifecycle: the state machine, its steps, and the hooks run around them. */
 #include <errno.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "user/common/log.h"
@@ -354,8 +357,8 @@ static int do_start(struct bpftel_module *m)
 	if (!err)
 		err = consumer_start(m);
 	if (err) {
+		probes_detach(m, false); /* as do_stop: the programs stop writing first */
 		consumer_stop(m);
-		probes_detach(m, false);
 		return err;
 	}
 	__atomic_add_fetch(&m->starts, 1, __ATOMIC_RELAXED);
@@ -370,6 +373,19 @@ static void stop_error(struct bpftel_module *m, const char *hook, size_t i, int 
 	if (m->nstop_errs < BPFTEL_MAX_HOOKS)
 		m->stop_errs[m->nstop_errs++] = err;
 	pthread_mutex_unlock(&m->report_lock);
+}
+
+/*
+ * A program that read the stop gate open just before it closed may still be writing:
+ * non-sleepable BPF programs run under rcu_read_lock(), and membarrier's global command
+ * waits for an RCU grace period (synchronize_rcu), after which none is. Without it (an
+ * old kernel), such a program's last records may go unread with the ring buffer.
+ */
+static void rcu_grace_period(void)
+{
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) < 0)
+		pr_debug("membarrier: %s: a stopping program's last records may go unread",
+			 strerror(errno));
 }
 
 static int do_stop(struct bpftel_module *m)
@@ -396,7 +412,9 @@ static int do_stop(struct bpftel_module *m)
 	 * writing before the consumer stops, which first reads what they wrote: records
 	 * written after would go with the ring buffer, uncounted. */
 	gated = m->state >= BPFTEL_MOD_LOADED && !bpftel_stop_gate_close(m->obj);
-	if (!gated)
+	if (gated)
+		rcu_grace_period();
+	else
 		probes_detach(m, false);
 	consumer_stop(m);
 	if (gated)
