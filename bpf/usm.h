@@ -91,7 +91,8 @@ enum usm_counter {
 	USM_CNT_GO_UNPAIRED = 12,  /* Go reads seen returning, not entering (lib/usm_go.h) */
 	USM_CNT_PACKETS_DUPLICATE = 13, /* message segments seen again: not emitted */
 	USM_CNT_H2_RECORDS = 14, /* HTTP/2 records made: one per call, more for a call that
-				  * fills one (sent, or lost: USM_CNT_H2_LOST) */
+				  * fills one, one per session seen to end (sent, or lost:
+				  * USM_CNT_H2_LOST) */
 	USM_CNT__COUNT,
 };
 

@@ -485,29 +485,29 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid, __u32 source)
 {
 	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
-	struct usm_h2_scratch *s;
+	struct usm_h2_record *r;
 
 	if (!bpf_map_lookup_elem(&usm_h2_conns, &key))
 		return;
 	tlm_map_delete(usm_h2_conns, &key);
-	s = usm_h2_scratch_get();
-	if (!s)
+	/* Reserved, not built in the per-CPU scratch: a walk this program preempted on
+	 * this CPU (a preemptible kernel) may be building its record there. */
+	usm_count(USM_CNT_H2_RECORDS);
+	r = tlm_ringbuf_reserve(usm_h2_events, USM_H2_RECORD_HDR, 0);
+	if (!r) {
+		usm_count(USM_CNT_H2_LOST);
 		return;
-	s->rec.ktime_ns = bpf_ktime_get_ns();
-	s->rec.conn = conn;
-	s->rec.offset = 0;
-	s->rec.pid = pid_tgid >> 32;
-	s->rec.tid = (__u32)pid_tgid;
-	s->rec.len = 0;
-	s->rec.walked = 0;
-	s->rec.fd = -1;
-	s->rec.source = source;
-	s->rec.dir = USM_DIR_WRITE;
-	s->rec.flags = USM_H2_F_CLOSED;
-	s->rec.nruns = 0;
-	s->rec.data_len = 0;
-	s->rec.__pad = 0;
-	usm_h2_output(TLM_ARG, s);
+	}
+	__builtin_memset(r, 0, USM_H2_RECORD_HDR);
+	r->ktime_ns = bpf_ktime_get_ns();
+	r->conn = conn;
+	r->pid = pid_tgid >> 32;
+	r->tid = (__u32)pid_tgid;
+	r->fd = -1;
+	r->source = source;
+	r->dir = USM_DIR_WRITE;
+	r->flags = USM_H2_F_CLOSED;
+	bpf_ringbuf_submit(r, usm_h2_wakeup(USM_H2_RECORD_HDR));
 }
 
 #endif /* BPFTEL_LIB_USM_H2_H */
