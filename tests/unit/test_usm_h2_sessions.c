@@ -849,6 +849,28 @@ static void test_process_cap(void **state)
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_PROCESS_CAP],
 			 2 * USM_H2_SESSIONS_MAX - USM_H2_SESSIONS_PER_PROC);
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 0);
+	/* Of the process's sessions, one no longer decoded goes first, before its least
+	 * recently used live one. */
+	r.conn = 0x1000 + (uint64_t)(2 * USM_H2_SESSIONS_MAX - 1) * 64; /* its newest */
+	r.flags = USM_H2_F_UNFRAMED;
+	r.offset = 24;
+	r.ktime_ns = 3000;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).live, USM_H2_SESSIONS_PER_PROC + 1); /* its entry stays */
+	r.flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
+	r.offset = 0;
+	r.conn = 0x900000;
+	r.ktime_ns = 3001;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_PROCESS_CAP],
+			 2 * USM_H2_SESSIONS_MAX - USM_H2_SESSIONS_PER_PROC);
+	r.flags = 0;
+	r.offset = 24;
+	r.conn = 0x1000 + (uint64_t)USM_H2_SESSIONS_MAX * 64 +
+		 (uint64_t)(USM_H2_SESSIONS_MAX - USM_H2_SESSIONS_PER_PROC) * 64; /* its oldest */
+	r.ktime_ns = 3002;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 0);
 	/* The other process's session still decodes its next request. */
 	h2b_headers(&b, t->def[0], 3, 0x1, H2B_NV(":method", "GET", ":path", "/next"));
 	send_rec(t, USM_DIR_WRITE, 0, &b, 5000);

@@ -174,18 +174,23 @@ static void make_room(struct usm_h2_sessions *s, struct h2s *e, uint64_t now_ns,
 	unlink_entry(s, e, f);
 }
 
-/* Sessions of pid: how many, and the least recently used (an index, or -1). */
+/* Sessions of pid: how many, and the one to make room with (an index, or -1): the
+ * least recently used of those no longer decoded, else of all. */
 static size_t of_proc(struct usm_h2_sessions *s, uint32_t pid, int *oldest)
 {
+	const struct h2s *e, *o;
 	size_t n = 0;
 	int i;
 
 	*oldest = -1;
 	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
-		if (!s->e[i].used || s->e[i].pid != pid)
+		e = &s->e[i];
+		if (!e->used || e->pid != pid)
 			continue;
 		n++;
-		if (*oldest < 0 || s->e[i].last_ns < s->e[*oldest].last_ns)
+		o = *oldest < 0 ? NULL : &s->e[*oldest];
+		if (!o || (!e->dec && o->dec) ||
+		    (!e->dec == !o->dec && e->last_ns < o->last_ns))
 			*oldest = i;
 	}
 	return n;
