@@ -72,6 +72,7 @@ static void test_defaults_and_values(void **state)
 	 * nowhere: .invalid, RFC 6761). It is resolved when the endpoint starts. */
 	assert_int_equal(parse("metrics_addr = metrics.host.invalid:9464\n", &c, err), 0);
 	assert_string_equal(c.metrics_addr, "metrics.host.invalid:9464");
+	assert_int_equal(parse("metrics_addr = my_service.invalid.:9464\n", &c, err), 0);
 }
 
 static void test_run_stats_and_budgets(void **state)

@@ -52,6 +52,7 @@ struct bpftel_ctl_server {
 	 * of epoll_fd's events until the next tick, since it stays readable with the
 	 * connection still queued and would wake the loop at once, for ever. */
 	bool accept_paused;
+	bool accept_failing; /* said in the log: not again until an accept succeeds */
 };
 
 struct bpftel_ctl_request {
@@ -387,8 +388,10 @@ static void pause_accepting(struct bpftel_ctl_server *srv, int err)
 	if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
 		return;
 	srv->accept_paused = true;
-	pr_warn("control: cannot accept a client (%s): trying again in a second",
-		strerror(err));
+	if (!srv->accept_failing) /* once until a client is taken again */
+		pr_warn("control: cannot accept a client (%s): trying again every second",
+			strerror(err));
+	srv->accept_failing = true;
 }
 
 static void resume_accepting(struct bpftel_ctl_server *srv)
@@ -414,6 +417,7 @@ static void accept_clients(struct bpftel_ctl_server *srv)
 		}
 		if (fd < 0)
 			return;
+		srv->accept_failing = false;
 		for (slot = 0; slot < BPFTEL_CTL_MAX_CLIENTS && srv->clients[slot]; slot++)
 			;
 		c = slot < BPFTEL_CTL_MAX_CLIENTS ? calloc(1, sizeof(*c)) : NULL;

@@ -34,7 +34,9 @@ static int split(const char *addr, char *host, const char **port)
 	return 0;
 }
 
-/* A host name as DNS spells one (RFC 1123): labels of letters, digits and hyphens. */
+/* A host name as resolvers take one: labels of letters, digits, hyphens and
+ * underscores (RFC 1123, and the service names of container networks), a final dot
+ * allowed. */
 static bool host_name(const char *h)
 {
 	size_t label = 0;
@@ -43,8 +45,10 @@ static bool host_name(const char *h)
 		if (*h == '.') {
 			if (!label)
 				return false;
+			if (!h[1])
+				return true; /* a fully qualified name's root */
 			label = 0;
-		} else if (isalnum((unsigned char)*h) || (*h == '-' && label)) {
+		} else if (isalnum((unsigned char)*h) || *h == '_' || (*h == '-' && label)) {
 			if (++label > 63)
 				return false;
 		} else {

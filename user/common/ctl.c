@@ -184,22 +184,22 @@ static ssize_t recv_line(int fd, char **out, long long deadline)
  */
 static int connect_by(int fd, const struct sockaddr_un *addr, long long deadline)
 {
-	long long left = deadline - bpftel_mono_ms();
 	struct timeval tv = {0}, none = {0};
-	int ret = 0;
+	long long left;
+	int ret;
 
-	if (left < 1)
-		left = 1;
-	tv.tv_sec = left / 1000;
-	tv.tv_usec = (left % 1000) * 1000;
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
-		return -errno;
-	while (connect(fd, (const struct sockaddr *)addr, sizeof(*addr))) {
-		ret = errno == EAGAIN ? -ETIMEDOUT : -errno;
-		if (ret != -EINTR || bpftel_mono_ms() >= deadline)
-			break;
-		ret = 0;
-	}
+	do {
+		left = deadline - bpftel_mono_ms(); /* again after a signal: what is left */
+		if (left < 1)
+			left = 1;
+		tv.tv_sec = left / 1000;
+		tv.tv_usec = (left % 1000) * 1000;
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
+			return -errno;
+		ret = connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) ? -errno : 0;
+		if (ret == -EAGAIN)
+			ret = -ETIMEDOUT;
+	} while (ret == -EINTR && bpftel_mono_ms() < deadline);
 	if (!ret && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none)))
 		ret = -errno;
 	return ret;
