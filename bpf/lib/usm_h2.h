@@ -526,7 +526,7 @@ static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid,
 	r->source = source;
 	r->dir = USM_DIR_WRITE;
 	r->flags = USM_H2_F_CLOSED;
-	bpf_ringbuf_submit(r, usm_h2_wakeup(USM_H2_RECORD_HDR));
+	tlm_ringbuf_submit(r, usm_h2_wakeup(USM_H2_RECORD_HDR));
 }
 
 #endif /* BPFTEL_LIB_USM_H2_H */
