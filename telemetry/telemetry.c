@@ -824,16 +824,25 @@ int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **o
 	return (int)n;
 }
 
-__u64 bpftel_telemetry__retired_ringbuf(struct bpftel_telemetry *t, const char *module)
+/* With t->lock: module's ring-buffer failures its stops swept. */
+static __u64 retired_ringbuf_locked(struct bpftel_telemetry *t, const char *module)
 {
 	__u64 n = 0;
 	size_t i;
 
-	pthread_mutex_lock(&t->lock);
 	for (i = 0; i < t->ninst; i++) {
 		if (!strcmp(t->inst[i]->module, module))
 			n += t->inst[i]->retired_rb;
 	}
+	return n;
+}
+
+__u64 bpftel_telemetry__retired_ringbuf(struct bpftel_telemetry *t, const char *module)
+{
+	__u64 n;
+
+	pthread_mutex_lock(&t->lock);
+	n = retired_ringbuf_locked(t, module);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -841,16 +850,12 @@ __u64 bpftel_telemetry__retired_ringbuf(struct bpftel_telemetry *t, const char *
 __u64 bpftel_telemetry__ringbuf_failures(struct bpftel_telemetry *t, const char *module)
 {
 	struct tlm_map_key k, *prev = NULL;
-	__u64 n = 0;
-	size_t i;
+	__u64 n;
 
 	/* One lock for both: a stop's sweep between them would move a count from the
 	 * live keys to retired_rb and have it read twice (or not at all). */
 	pthread_mutex_lock(&t->lock);
-	for (i = 0; i < t->ninst; i++) {
-		if (!strcmp(t->inst[i]->module, module))
-			n += t->inst[i]->retired_rb;
-	}
+	n = retired_ringbuf_locked(t, module);
 	while (!bpf_map_get_next_key(t->map_errors_fd, prev, &k)) {
 		prev = &k;
 		if ((k.op == TLM_OP_RB_RESERVE || k.op == TLM_OP_RB_OUTPUT) &&
