@@ -205,9 +205,7 @@ static __always_inline int usm_go_close_body(TLM_PARAM, struct pt_regs *regs, __
 		return 0;
 	if (bpf_map_lookup_elem(&usm_go_byte, &key))
 		tlm_map_delete(usm_go_byte, &key);
-	if (bpf_map_lookup_elem(&usm_h2_midstream, &key))
-		tlm_map_delete(usm_h2_midstream, &key);
-	usm_h2_forget(TLM_ARG, key.conn, pid_tgid, USM_SRC_GO);
+	usm_h2_session_end(TLM_ARG, &key, pid_tgid, USM_SRC_GO);
 	return 0;
 }
 

@@ -529,4 +529,14 @@ static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid,
 	tlm_ringbuf_submit(r, usm_h2_wakeup(USM_H2_RECORD_HDR));
 }
 
+/* A session ended (SSL_free, gnutls_deinit, Go's Close): its mid-way mark goes, and its
+ * HTTP/2 state, said to userspace. The callers drop what their own maps keep by it. */
+static __always_inline void usm_h2_session_end(TLM_PARAM, const struct usm_fd_key *key,
+					       __u64 pid_tgid, __u32 source)
+{
+	if (bpf_map_lookup_elem(&usm_h2_midstream, key))
+		tlm_map_delete(usm_h2_midstream, key);
+	usm_h2_forget(TLM_ARG, key->conn, pid_tgid, source);
+}
+
 #endif /* BPFTEL_LIB_USM_H2_H */

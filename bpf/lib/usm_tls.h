@@ -161,9 +161,7 @@ static __always_inline int usm_tls_free(TLM_PARAM, struct pt_regs *regs, __u64 p
 		return 0;
 	if (bpf_map_lookup_elem(&usm_tls_fds, &key))
 		tlm_map_delete(usm_tls_fds, &key);
-	if (bpf_map_lookup_elem(&usm_h2_midstream, &key))
-		tlm_map_delete(usm_h2_midstream, &key);
-	usm_h2_forget(TLM_ARG, key.conn, pid_tgid, source);
+	usm_h2_session_end(TLM_ARG, &key, pid_tgid, source);
 	return 0;
 }
 
