@@ -446,13 +446,11 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		 * event), /proc's start time is read at the pid's first event of a sweep's
 		 * period only, which is when a pid reused since the last sweep shows. */
 		exact = idx >= 0 && kstart && had_k;
-		checked = !exact && idx >= 0 && f->procs[idx].checked == u->sweeps + 1;
-		if (idx >= 0 && !exact)
+		checked = !kstart && idx >= 0 && f->procs[idx].checked == u->sweeps + 1;
+		if (idx >= 0 && !kstart)
 			f->procs[idx].checked = u->sweeps + 1;
 		pthread_mutex_unlock(&u->lock);
-		if (exact && had_k == kstart)
-			return 0;
-		if (checked && !kstart)
+		if ((exact && had_k == kstart) || checked)
 			return 0;
 		if (idx >= 0 && !exact) {
 			/* Known, unless the pid is another process's now (the one noted
