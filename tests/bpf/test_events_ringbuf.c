@@ -65,7 +65,7 @@ static void wait_processed(struct bpftel_events *ev, __u64 want, struct bpftel_e
 	struct timespec ms = {0, 1000 * 1000};
 	int i;
 
-	for (i = 0; i < 5000; i++) {
+	for (i = 0; i < 60000; i++) { /* a generous deadline: returns once they are in */
 		bpftel_events__stats(ev, st);
 		if (st->processed + st->drop_parse >= want)
 			return;
