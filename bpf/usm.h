@@ -41,6 +41,7 @@ enum usm_tls_fn {
 	USM_TLS_GNUTLS_SET_INT2 = 7,		 /* gnutls_transport_set_int2(s, rfd, wfd) */
 	USM_TLS_SSL_FREE = 8,			 /* SSL_free(ssl): the session is gone */
 	USM_TLS_GNUTLS_DEINIT = 9,		 /* gnutls_deinit(session): likewise */
+	USM_TLS_SSL_GET_ERROR = 10, /* SSL_get_error(ssl, ret): a write to be retried */
 	USM_TLS_FN__COUNT,
 };
 
@@ -74,6 +75,16 @@ enum usm_kind {
 	USM_KIND_H2C_SERVER = 3,
 };
 
+/* A TLS session of a process: the key of the session's fd (usm_tls_fds) and of its
+ * write to be retried (usm_tls_retry, at most USM_TLS_RETRY_MAX: lib/usm_tls_retry.h). */
+struct usm_fd_key {
+	__u64 conn; /* SSL* / gnutls_session_t */
+	__u32 tgid;
+	__u32 __pad;
+};
+
+#define USM_TLS_RETRY_MAX 4096
+
 /* Counters in the per-CPU array `usm_counters`. */
 enum usm_counter {
 	USM_CNT_TLS_CALLS = 0,	  /* TLS writes asked to move bytes, reads that moved some */
@@ -93,6 +104,8 @@ enum usm_counter {
 	USM_CNT_H2_RECORDS = 14, /* HTTP/2 records made: one per call, more for a call that
 				  * fills one, one per session seen to end (sent, or lost:
 				  * USM_CNT_H2_LOST) */
+	USM_CNT_TLS_RETRIES = 15, /* TLS writes that retried one SSL_get_error said failed:
+				   * counted in USM_CNT_TLS_CALLS, not looked at again */
 	USM_CNT__COUNT,
 };
 

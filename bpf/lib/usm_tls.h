@@ -59,6 +59,9 @@ struct usm_tls_read {
 
 struct usm_tls_call {
 	struct usm_tls_read r[USM_TLS_NEST];
+	/* The thread's last TLS call when it was a write (w_conn 0: it was not): what a
+	 * failure reported by SSL_get_error refers to (lib/usm_tls_retry.h). */
+	__u64 w_conn, w_buf, w_len, w_pid_tgid;
 };
 
 struct {
@@ -92,12 +95,7 @@ static __always_inline struct usm_tls_call *usm_tls_slot(TLM_PARAM, bool create)
 }
 
 /* Which fd a TLS session runs on, per process: SSL_set_fd, gnutls_transport_set_int2.
- * LRU: sessions are freed without a probe. */
-struct usm_fd_key {
-	__u64 conn;
-	__u32 tgid;
-	__u32 __pad;
-};
+ * LRU: sessions are freed without a probe. Keyed by struct usm_fd_key (usm.h). */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -130,6 +128,8 @@ static __always_inline __s32 usm_tls_fd_of(TLM_PARAM, __u64 conn, __u64 pid_tgid
 
 /* HTTP/2 sessions: their state and frame walk use the fd map and USM_TLS_NOW above. */
 #include "usm_h2.h"
+/* Writes retried after SSL_get_error said so: the task storage and fd key above. */
+#include "usm_tls_retry.h"
 
 /* SSL_set_fd(ssl, fd), gnutls_transport_set_int2(session, recv_fd, send_fd): remember
  * the socket's fd (the receive one for GnuTLS: the connection is the same), and
@@ -142,6 +142,7 @@ static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64
 
 	tlm_map_update(usm_tls_fds, &key, &fd, BPF_ANY);
 	usm_h2_forget(TLM_ARG, key.conn, pid_tgid, source);
+	usm_tls_retry_unmark(TLM_ARG, &key);
 	return 0;
 }
 
@@ -162,6 +163,7 @@ static __always_inline int usm_tls_free(TLM_PARAM, struct pt_regs *regs, __u64 p
 	if (bpf_map_lookup_elem(&usm_tls_fds, &key))
 		tlm_map_delete(usm_tls_fds, &key);
 	usm_h2_session_end(TLM_ARG, &key, pid_tgid, source);
+	usm_tls_retry_unmark(TLM_ARG, &key);
 	return 0;
 }
 
@@ -232,14 +234,17 @@ static __always_inline void usm_tls_emit(TLM_PARAM, __u64 conn, __u64 buf, __u64
 static __always_inline int usm_tls_write_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid,
 					      __u64 now, enum usm_source src, bool int_size)
 {
-	__u64 len = PT_REGS_PARM3(regs);
+	__u64 conn = PT_REGS_PARM1(regs), buf = PT_REGS_PARM2(regs), len = PT_REGS_PARM3(regs);
 
 	if (int_size)
 		len = (int)len > 0 ? (__u64)(int)len : 0;
 	if (!len)
 		return 0; /* nothing to write (GnuTLS's retry form: NULL, 0) */
-	usm_tls_emit(TLM_ARG, PT_REGS_PARM1(regs), PT_REGS_PARM2(regs), len, src, USM_DIR_WRITE,
-		     now, pid_tgid);
+	if (src == USM_SRC_OPENSSL && usm_tls_write_retried(TLM_ARG, conn, buf, len, pid_tgid)) {
+		usm_count(USM_CNT_TLS_CALLS);
+		return 0; /* its bytes were looked at when it first failed */
+	}
+	usm_tls_emit(TLM_ARG, conn, buf, len, src, USM_DIR_WRITE, now, pid_tgid);
 	return 0;
 }
 
@@ -261,6 +266,7 @@ static __always_inline int usm_tls_read_enter_body(TLM_PARAM, struct pt_regs *re
 	c = usm_tls_slot(TLM_ARG, true);
 	if (!c)
 		return 0;
+	c->w_conn = 0; /* the thread's last TLS call is no longer a write */
 	for (i = 0; i < USM_TLS_NEST; i++) {
 		r = &c->r[i];
 		/* A read whose frame was at or below this one's has returned unseen (the
@@ -340,6 +346,8 @@ static __always_inline int usm_tls_enter(TLM_PARAM, struct pt_regs *regs, __u64 
 	if (fn == USM_TLS_SSL_SET_FD || fn == USM_TLS_GNUTLS_SET_INT2)
 		return usm_tls_set_fd(TLM_ARG, regs, pid_tgid,
 				      fn == USM_TLS_SSL_SET_FD ? USM_SRC_OPENSSL : USM_SRC_GNUTLS);
+	if (fn == USM_TLS_SSL_GET_ERROR)
+		return usm_tls_get_error(TLM_ARG, regs, pid_tgid);
 	if (fn == USM_TLS_SSL_FREE || fn == USM_TLS_GNUTLS_DEINIT)
 		return usm_tls_free(TLM_ARG, regs, pid_tgid,
 				    fn == USM_TLS_SSL_FREE ? USM_SRC_OPENSSL : USM_SRC_GNUTLS);

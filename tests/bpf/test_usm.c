@@ -23,6 +23,7 @@
 #include "uprobe_hits.h"
 #include "usm.h"
 #include "usm_harness.skel.h"
+#include "user/modules/usm/tls_retry.h"
 
 static struct usm_harness *skel;
 static struct bpftel_rb_capture cap;
@@ -1269,6 +1270,138 @@ static void test_tls_free(void **state)
 	assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
 }
 
+/* ---- OpenSSL writes retried after SSL_get_error (bpf/lib/usm_tls_retry.h) ---- */
+
+/* SSL_get_error(ssl, ret), as the application asks it. */
+static void get_error(__u64 ssl, long ret, __u64 pid_tgid)
+{
+	tls_run_as(USM_TLS_SSL_GET_ERROR, false, &(struct test_regs){.di = ssl, .si = ret}, 1,
+		   pid_tgid);
+}
+
+/* A write on ssl of len bytes from buf, as pid_tgid: the events it emitted. */
+static int write_as(__u64 ssl, const char *buf, size_t len, __u64 pid_tgid)
+{
+	tls_run_as(SSL_WRITE_EX, false,
+		   &(struct test_regs){.di = ssl, .si = (uintptr_t)buf, .dx = len}, 1, pid_tgid);
+	return bpftel_rb_capture__drain(&cap);
+}
+
+static __u64 retry_marks(void)
+{
+	return __atomic_load_n(&skel->bss->usm_tls_retry_marks, __ATOMIC_SEQ_CST);
+}
+
+/* A write that failed (SSL_get_error asked with ret <= 0 just after it) is seen once:
+ * its retry, the session's next write of the same buffer and size, is counted and not
+ * looked at again, however many times it fails. */
+static void test_tls_write_retry(void **state)
+{
+	const char *req = "POST /upload HTTP/1.1\r\nContent-Length: 9\r\n\r\n123456789";
+	size_t n = strlen(req);
+
+	(void)state;
+	assert_int_equal(write_as(SSL_PTR, req, n, PID_TGID), 1);
+	get_error(SSL_PTR, 0, PID_TGID); /* SSL_write_ex's failure: 0 */
+	assert_int_equal(retry_marks(), 1);
+	assert_int_equal(write_as(SSL_PTR, req, n, PID_TGID), 0);
+	get_error(SSL_PTR, -1, PID_TGID); /* failed again (SSL_write's -1) */
+	get_error(SSL_PTR, -1, PID_TGID); /* asked twice: still one mark */
+	assert_int_equal(retry_marks(), 1);
+	assert_int_equal(write_as(SSL_PTR, req, n, PID_TGID), 0);
+	assert_int_equal(retry_marks(), 0);
+	assert_int_equal(counter(USM_CNT_TLS_RETRIES), 2);
+	assert_int_equal(counter(USM_CNT_TLS_CALLS), 3);
+	assert_int_equal(counter(USM_CNT_TLS_HTTP), 1);
+	/* It went: the same bytes again are the next request (a static buffer). */
+	assert_int_equal(write_as(SSL_PTR, req, n, PID_TGID), 1);
+	/* Asked after a success (ret > 0): nothing marked. */
+	get_error(SSL_PTR, 1, PID_TGID);
+	assert_int_equal(retry_marks(), 0);
+	assert_int_equal(write_as(SSL_PTR, req, n, PID_TGID), 1);
+	assert_int_equal(counter(USM_CNT_TLS_RETRIES), 2);
+}
+
+/* Only a failure of the thread's last TLS call, a write on that very session, marks;
+ * a mark is of one session of one process, and only a write of the same buffer and
+ * size is its retry. */
+static void test_tls_write_retry_which(void **state)
+{
+	const char *req = "GET /a HTTP/1.1\r\n\r\n", *other = "GET /bb HTTP/1.1\r\n\r\n";
+	const char *resp = "HTTP/1.1 200 OK\r\n\r\n";
+	__u64 other_proc = (5151ull << 32) | 5151;
+
+	(void)state;
+	/* A read came after the write: its failure is the read's. */
+	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1);
+	assert_int_equal(tls_call(SSL_READ, resp, 4096, -1, NULL, 2), 0);
+	get_error(SSL_PTR, -1, PID_TGID);
+	assert_int_equal(retry_marks(), 0);
+	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1);
+	/* Asked of another session, or by another process: not this write's. */
+	get_error(SSL_PTR + 64, -1, PID_TGID);
+	get_error(SSL_PTR, -1, other_proc);
+	assert_int_equal(retry_marks(), 0);
+	/* Marked; the session's next write is other bytes: emitted, and the mark gone. */
+	get_error(SSL_PTR, -1, PID_TGID);
+	assert_int_equal(retry_marks(), 1);
+	assert_int_equal(write_as(SSL_PTR, other, strlen(other), PID_TGID), 1);
+	assert_int_equal(retry_marks(), 0);
+	/* Marked; another process's session at the same address writes the same bytes:
+	 * not a retry, and the mark stays for its own session. */
+	get_error(SSL_PTR, -1, PID_TGID);
+	assert_int_equal(write_as(SSL_PTR, other, strlen(other), other_proc), 1);
+	assert_int_equal(retry_marks(), 1);
+	/* Another thread of the process retries (a task moved): still the retry. */
+	assert_int_equal(write_as(SSL_PTR, other, strlen(other), PID_TGID + 1), 0);
+	assert_int_equal(retry_marks(), 0);
+	/* Marked, then freed: the next session at that address starts clean. */
+	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1);
+	get_error(SSL_PTR, 0, PID_TGID);
+	tls_run(USM_TLS_SSL_FREE, false, &(struct test_regs){.di = SSL_PTR}, 3);
+	assert_int_equal(retry_marks(), 0);
+	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1);
+	/* Marked, then given another socket (SSL_set_fd): likewise. */
+	get_error(SSL_PTR, 0, PID_TGID);
+	tls_run(USM_TLS_SSL_SET_FD, false, &(struct test_regs){.di = SSL_PTR, .si = 5}, 4);
+	assert_int_equal(retry_marks(), 0);
+	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1);
+	assert_int_equal(counter(USM_CNT_TLS_RETRIES), 1);
+}
+
+static pid_t sweep_dead;
+
+static bool sweep_alive(__u32 tgid)
+{
+	return tgid != (__u32)sweep_dead;
+}
+
+/* A process that died between a failed write and its retry: userspace's sweep deletes
+ * its mark (user/modules/usm/tls_retry.c), and writes stop looking marks up. */
+static void test_tls_write_retry_sweep(void **state)
+{
+	const char *req = "GET /a HTTP/1.1\r\n\r\n";
+	__u64 dead = (4343ull << 32) | 4343;
+
+	(void)state;
+	sweep_dead = 4343;
+	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1);
+	get_error(SSL_PTR, 0, PID_TGID);
+	assert_int_equal(write_as(SSL_PTR + 64, req, strlen(req), dead), 1);
+	get_error(SSL_PTR + 64, 0, dead);
+	assert_int_equal(retry_marks(), 2);
+	assert_int_equal(usm_tls_retry_sweep(bpf_map__fd(skel->maps.usm_tls_retry),
+					     &skel->bss->usm_tls_retry_marks, sweep_alive),
+			 1);
+	assert_int_equal(retry_marks(), 1);
+	/* The live one's stays, and is its retry. */
+	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 0);
+	assert_int_equal(retry_marks(), 0);
+	assert_int_equal(usm_tls_retry_sweep(bpf_map__fd(skel->maps.usm_tls_retry),
+					     &skel->bss->usm_tls_retry_marks, sweep_alive),
+			 0);
+}
+
 /* ---- Go's crypto/tls (bpf/lib/usm_go.h): register ABI, pairing by goroutine ---- */
 
 /* A *tls.Conn as Go lays it out (lib/usm_go_conn.h): conn.data -> net.conn ->
@@ -1725,6 +1858,15 @@ static int case_setup(void **state)
 		while (!bpf_map_get_next_key(fd, NULL, key))
 			assert_int_equal(bpf_map_delete_elem(fd, key), 0);
 	}
+	/* ... and no write to be retried. */
+	{
+		int fd = bpf_map__fd(skel->maps.usm_tls_retry);
+		unsigned char key[16];
+
+		while (!bpf_map_get_next_key(fd, NULL, key))
+			assert_int_equal(bpf_map_delete_elem(fd, key), 0);
+		skel->bss->usm_tls_retry_marks = 0;
+	}
 	/* ... and no h2c connection. */
 	{
 		int fd = bpf_map__fd(skel->maps.usm_h2c_conns);
@@ -1789,6 +1931,9 @@ int main(void)
 		T(test_h2_unframed),
 		T(test_h2_detection),
 		T(test_tls_free),
+		T(test_tls_write_retry),
+		T(test_tls_write_retry_which),
+		T(test_tls_write_retry_sweep),
 		T(test_h2_midstream_counted_once),
 		T(test_go_write_request),
 		T(test_go_conn_chain),

@@ -4,7 +4,8 @@
 ssl-wrapped http.server is counted as GET /items/* 200 exactly once per request on the
 server's side, with a latency; 50 concurrent curl processes are counted exactly; a
 GnuTLS client (gnutls-cli) is counted on its own side, and so is curl through an
-HTTPS proxy (TLS inside TLS: nested reads); plaintext curl against
+HTTPS proxy (TLS inside TLS: nested reads); a request written on a non-blocking socket
+and retried after SSL_ERROR_WANT_WRITE is counted once; plaintext curl against
 python3 http.server is counted through the socket filter; no query string or payload
 byte reaches the agent's output; nothing is left in the kernel after it stops."""
 import json
@@ -166,6 +167,27 @@ def main():
                    method="GET", path="/items/*", status=200)
         wait_count(agent, 53, "the server counted the proxied request", pid=tls.pid,
                    path="/items/*")
+
+        # A request whose write fails with SSL_ERROR_WANT_WRITE and is retried whole (a
+        # non-blocking python client): one request on each side, none left unanswered,
+        # each retry counted as such (bpf/lib/usm_tls_retry.h).
+        before = agent.json("http")["counters"]
+        out = subprocess.run([args.python, os.path.join(HERE, "tls_retry_app.py"), cert, key],
+                             capture_output=True, text=True, timeout=120)
+        app = json.loads(out.stdout) if out.returncode == 0 else {}
+        check(app.get("status") == "201" and app.get("retries", 0) >= 1,
+              f"tls_retry_app.py: its write failed and was retried: {out.stdout} {out.stderr}")
+        for side in ("client", "server"):
+            wait_count(agent, 1, f"the retried POST /upload/* 201 once on the {side} side",
+                       pid=app["pid"], side=side, method="POST", path="/upload/*", status=201)
+        after = agent.json("http")["counters"]
+        got = {k: after["pairing"][k] - before["pairing"][k]
+               for k in ("requests", "paired", "unanswered")}
+        check(got == {"requests": 2, "paired": 2, "unanswered": 0},
+              f"the retries were no requests of their own: {got}")
+        check(after["tls_write_retries"] - before["tls_write_retries"] == app["retries"],
+              f"tls_write_retries counted the {app['retries']} retries: "
+              f"{after['tls_write_retries'] - before['tls_write_retries']}")
 
         # Plaintext, through the socket filter: each end under the process that owns its
         # socket (test_usm_sides.py tests the sides further).

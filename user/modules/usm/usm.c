@@ -16,6 +16,7 @@
 #include "h2_sessions.h"
 #include "h2c.h"
 #include "series.h"
+#include "tls_retry.h"
 #include "usm.skel.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
@@ -56,7 +57,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_H2_UNFRAMED] = "h2_unframed", [USM_CNT_H2_LOST] = "h2_lost",
 	[USM_CNT_H2_MIDSTREAM] = "h2_midstream", [USM_CNT_H2C_PACKETS] = "h2c_packets",
 	[USM_CNT_GO_UNPAIRED] = "go_read_unpaired", [USM_CNT_PACKETS_DUPLICATE] = "packets_duplicate",
-	[USM_CNT_H2_RECORDS] = "h2_records",
+	[USM_CNT_H2_RECORDS] = "h2_records", [USM_CNT_TLS_RETRIES] = "tls_write_retries",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
@@ -116,6 +117,9 @@ static const struct bpftel_uprobe_spec uprobe_specs[] = {
 	 * prologue, as the writes: their one argument is kept there. */
 	{SHLIB_LIB_SSL, "usm_tls_uprobe", "SSL_free", false, USM_TLS_SSL_FREE, 1},
 	{SHLIB_LIB_GNUTLS, "usm_tls_uprobe", "gnutls_deinit", false, USM_TLS_GNUTLS_DEINIT, 1},
+	/* Why a call failed: a write to be retried, seen once (bpf/lib/usm_tls_retry.h). Called
+	 * after failures only, by most applications; past the prologue, as the writes. */
+	{SHLIB_LIB_SSL, "usm_tls_uprobe", "SSL_get_error", false, USM_TLS_SSL_GET_ERROR, 2},
 	TLS_WRITE(SHLIB_LIB_SSL, "SSL_write", USM_TLS_SSL_WRITE),
 	TLS_READ(SHLIB_LIB_SSL, "SSL_read", USM_TLS_SSL_READ),
 	TLS_WRITE(SHLIB_LIB_SSL, "SSL_write_ex", USM_TLS_SSL_WRITE_EX),
@@ -566,10 +570,23 @@ static bool shown(uint32_t pid, void *ctx)
 	return usm_procs_shown(c->u->procs, pid, c->now, USM_EXIT_GRACE_NS);
 }
 
+/* Is the process there? (Its pid may be another's by now: then its marks wait.) */
+static bool proc_alive(__u32 tgid)
+{
+	return kill((pid_t)tgid, 0) == 0 || errno != ESRCH;
+}
+
 int bpftel_usm__sweep(struct bpftel_usm *u)
 {
 	struct sweep_ctx c = {.u = u, .now = mono_ns()};
 	int n = usm_endpoints_sweep(u->endpoints, shown, &c);
+
+	/* A few bpf(2) calls: the map is small, usually empty. */
+	pthread_mutex_lock(&u->lock);
+	if (u->skel && bpf_map__fd(u->skel->maps.usm_tls_retry) >= 0)
+		usm_tls_retry_sweep(bpf_map__fd(u->skel->maps.usm_tls_retry),
+				    &u->skel->bss->usm_tls_retry_marks, proc_alive);
+	pthread_mutex_unlock(&u->lock);
 
 	usm_h2_sessions_sweep(u->h2, shown, &c);
 	usm_h2c_sweep(u->h2c, c.now);

@@ -109,12 +109,14 @@ static void print_http(json_t *resp)
 	}
 	c = json_object_get(resp, "counters");
 	pairing = json_object_get(c, "pairing");
-	printf("\nTLS calls %lld (HTTP %lld), packets %lld (HTTP %lld), lost %lld, truncated %lld; "
+	printf("\nTLS calls %lld (HTTP %lld, retried writes %lld), packets %lld (HTTP %lld), lost "
+	       "%lld, truncated %lld; "
 	       "requests %lld, responses %lld, paired %lld, unanswered %lld, orphan responses "
 	       "%lld, interim %lld, evicted %lld; overflow: per process %lld, table %lld; expired "
 	       "rows %lld; unattributed %lld; the agent's own %lld; rejected: syntax %lld, status "
 	       "%lld\n",
-	       jint(c, "tls_calls"), jint(c, "tls_http"), jint(c, "packets"),
+	       jint(c, "tls_calls"), jint(c, "tls_http"), jint(c, "tls_write_retries"),
+	       jint(c, "packets"),
 	       jint(c, "packets_http"), jint(c, "lost"), jint(c, "truncated"),
 	       jint(pairing, "requests"), jint(pairing, "responses"), jint(pairing, "paired"),
 	       jint(pairing, "unanswered"), jint(pairing, "orphan_responses"),

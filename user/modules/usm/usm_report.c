@@ -311,6 +311,11 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 			   "network device the packet crossed (bond, VLAN, bridge) or sent again "
 			   "(a TCP retransmission): counted once.",
 			   c->kernel[USM_CNT_PACKETS_DUPLICATE]);
+	bpftel_prom_scalar(w, "bpftel_http_tls_write_retries_total", "counter",
+			   "OpenSSL writes that retried one SSL_get_error reported failed (a "
+			   "non-blocking socket): their bytes were looked at on the first try, "
+			   "not again.",
+			   c->kernel[USM_CNT_TLS_RETRIES]);
 }
 
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
