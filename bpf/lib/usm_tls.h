@@ -59,9 +59,6 @@ struct usm_tls_read {
 
 struct usm_tls_call {
 	struct usm_tls_read r[USM_TLS_NEST];
-	/* The thread's last TLS call when it was a write (w_conn 0: it was not): what a
-	 * failure reported by SSL_get_error refers to (lib/usm_tls_retry.h). */
-	__u64 w_conn, w_buf, w_len, w_pid_tgid;
 };
 
 struct {
@@ -128,7 +125,7 @@ static __always_inline __s32 usm_tls_fd_of(TLM_PARAM, __u64 conn, __u64 pid_tgid
 
 /* HTTP/2 sessions: their state and frame walk use the fd map and USM_TLS_NOW above. */
 #include "usm_h2.h"
-/* Writes retried after SSL_get_error said so: the task storage and fd key above. */
+/* Writes retried after SSL_get_error said so. */
 #include "usm_tls_retry.h"
 
 /* SSL_set_fd(ssl, fd), gnutls_transport_set_int2(session, recv_fd, send_fd): remember
@@ -240,7 +237,8 @@ static __always_inline int usm_tls_write_body(TLM_PARAM, struct pt_regs *regs, _
 		len = (int)len > 0 ? (__u64)(int)len : 0;
 	if (!len)
 		return 0; /* nothing to write (GnuTLS's retry form: NULL, 0) */
-	if (src == USM_SRC_OPENSSL && usm_tls_write_retried(TLM_ARG, conn, buf, len, pid_tgid)) {
+	if (src == USM_SRC_OPENSSL &&
+	    usm_tls_write_retried(TLM_ARG, conn, buf, len, pid_tgid)) {
 		usm_count(USM_CNT_TLS_CALLS);
 		return 0; /* its bytes were looked at when it first failed */
 	}
@@ -263,10 +261,10 @@ static __always_inline int usm_tls_read_enter_body(TLM_PARAM, struct pt_regs *re
 	barrier_var(arg3);
 	if (typed && (__u32)arg2 != USM_GNUTLS_APP_DATA)
 		return 0; /* another record type: an alert, change cipher spec, heartbeat */
+	usm_tls_last_write_clear(pid_tgid); /* the thread's last TLS call is not a write */
 	c = usm_tls_slot(TLM_ARG, true);
 	if (!c)
 		return 0;
-	c->w_conn = 0; /* the thread's last TLS call is no longer a write */
 	for (i = 0; i < USM_TLS_NEST; i++) {
 		r = &c->r[i];
 		/* A read whose frame was at or below this one's has returned unseen (the

@@ -12,26 +12,34 @@
  * framing lost. A Python client writing a large request on a non-blocking socket does
  * this (tests/integration/test_usm.py).
  *
- * So the entry of SSL_get_error(ssl, ret <= 0), when the thread's last TLS call was a
- * write on ssl (its task storage says so: a read's entry clears it), marks the session
- * with that write's (buffer, size). The session's next write takes the mark away, and
- * when it has the same buffer and size it is the retry: counted (tls_write_retries),
- * not looked at again. The mark is by session, not thread: an event loop interleaves
- * its sessions, and a scheduler of tasks (tokio) may retry on another thread. A session
- * freed (SSL_free) or given another socket (SSL_set_fd) loses its mark; userspace
- * deletes those of processes gone (user/modules/usm/tls_retry.c).
+ * So each write leaves (thread, session, buffer, size) in its CPU's slot, and a read's
+ * entry clears the slot of its thread. The entry of SSL_get_error(ssl, ret <= 0), when
+ * its CPU's slot holds a write of the same thread on ssl (its last TLS call), marks the
+ * session with that write's buffer and size. The session's next write takes the mark
+ * away, and when it has the same buffer and size it is the retry: counted
+ * (tls_write_retries), not looked at again. The mark is by session, not thread: an
+ * event loop interleaves its sessions, and a scheduler of tasks (tokio) may retry on
+ * another thread. A session freed (SSL_free) or given another socket (SSL_set_fd)
+ * loses its mark; userspace deletes those of processes gone
+ * (user/modules/usm/tls_retry.c).
  *
- * Cost when nothing failed: the thread's last write kept in its task storage, and one
- * load of usm_tls_retry_marks per write; the session's lookup only while marks exist.
+ * Why a CPU's slot and not the thread's task storage: a write costs ~40 ns more with a
+ * task-storage lookup (tools/bench/bench.py tls_write_loop, BENCHMARKS.md), ~5 % of its
+ * BPF time, for what a CPU's slot answers but when the thread moved to another CPU
+ * between its write and SSL_get_error (then the retry is seen twice, as before).
+ *
+ * Cost when nothing failed: the CPU's slot written, and one load of
+ * usm_tls_retry_marks per write; the session's lookup only while marks exist.
  *
  * Not covered: GnuTLS, whose failures are only in the return value (GNUTLS_E_AGAIN:
  * that costs a return probe per write); applications that retry without asking
  * SSL_get_error; partial writes (SSL_MODE_ENABLE_PARTIAL_WRITE: the rest is a write of
  * other bytes, seen as such). A failure of a call not probed (SSL_peek, SSL_shutdown)
- * right after a write on the session marks that write, and a later write of the same
- * buffer and size is then taken for its retry.
+ * right after a write on the session, or one asked after a read on another CPU and a
+ * move back, marks that write, and a later write of the same buffer and size is then
+ * taken for its retry.
  *
- * Include from lib/usm_tls.h, after the thread's task storage and struct usm_fd_key.
+ * Include from lib/usm_tls.h.
  */
 #ifndef BPFTEL_LIB_USM_TLS_RETRY_H
 #define BPFTEL_LIB_USM_TLS_RETRY_H
@@ -39,6 +47,20 @@
 struct usm_tls_retry_mark {
 	__u64 buf, len; /* the write that failed */
 };
+
+struct usm_tls_write {
+	__u64 pid_tgid; /* 0: the slot's thread made a read since */
+	__u64 conn;
+	struct usm_tls_retry_mark w;
+};
+
+/* The last write made on each CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct usm_tls_write);
+} usm_tls_last_write SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -54,6 +76,22 @@ TLM_MAP_KEY(usm_tls_retry);
  * write looks its session up there only while there are some. */
 __u64 usm_tls_retry_marks;
 
+static __always_inline struct usm_tls_write *usm_tls_last_write_slot(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&usm_tls_last_write, &zero);
+}
+
+/* A read's entry: its thread's last TLS call is no longer the write in the slot. */
+static __always_inline void usm_tls_last_write_clear(__u64 pid_tgid)
+{
+	struct usm_tls_write *lw = usm_tls_last_write_slot();
+
+	if (lw && lw->pid_tgid == pid_tgid)
+		lw->pid_tgid = 0;
+}
+
 /* The session's mark goes, if it has one. */
 static __always_inline void usm_tls_retry_unmark(TLM_PARAM, const struct usm_fd_key *key)
 {
@@ -66,21 +104,21 @@ static __always_inline void usm_tls_retry_unmark(TLM_PARAM, const struct usm_fd_
 /*
  * The entry of a write of len bytes from buf on conn: true when it retries the write
  * that failed on conn (it is not to be looked at again). Either way it becomes the
- * thread's last TLS call.
+ * CPU's last write.
  */
 static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 buf, __u64 len,
 						  __u64 pid_tgid)
 {
 	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
-	struct usm_tls_call *c = usm_tls_slot(TLM_ARG, true);
+	struct usm_tls_write *lw = usm_tls_last_write_slot();
 	struct usm_tls_retry_mark *m;
 	bool retry;
 
-	if (c) {
-		c->w_conn = conn;
-		c->w_buf = buf;
-		c->w_len = len;
-		c->w_pid_tgid = pid_tgid;
+	if (lw) {
+		lw->pid_tgid = pid_tgid;
+		lw->conn = conn;
+		lw->w.buf = buf;
+		lw->w.len = len;
 	}
 	if (!usm_tls_retry_marks)
 		return false;
@@ -103,18 +141,17 @@ static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 b
 static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
 {
 	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
+	struct usm_tls_write *lw;
 	struct usm_tls_retry_mark m;
-	struct usm_tls_call *c;
 	long r;
 
 	if ((int)PT_REGS_PARM2(regs) > 0 || !key.conn)
 		return 0;
-	c = usm_tls_slot(TLM_ARG, false);
-	if (!c || c->w_conn != key.conn || c->w_pid_tgid != pid_tgid)
+	lw = usm_tls_last_write_slot();
+	if (!lw || lw->pid_tgid != pid_tgid || lw->conn != key.conn)
 		return 0;
-	m.buf = c->w_buf;
-	m.len = c->w_len;
-	c->w_conn = 0; /* asked twice: one mark */
+	m = lw->w;
+	lw->pid_tgid = 0; /* asked twice: one mark */
 	r = tlm_map_insert(usm_tls_retry, &key, &m); /* full (E2BIG): counted */
 	if (!r)
 		__sync_fetch_and_add(&usm_tls_retry_marks, 1);

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 """A TLS client whose request write fails with SSL_ERROR_WANT_WRITE and is retried
 (python's ssl, the system OpenSSL, a non-blocking socket), and the server it talks to,
-in one process: tls_retry_app.py CERT KEY. The server reads nothing until the client
-has seen its write fail; small socket buffers make sure it does. Prints one JSON line:
+in one process, on one CPU: tls_retry_app.py CERT KEY. The server reads nothing until
+the client has seen its write fail; small socket buffers make sure it does. Prints one JSON line:
 {"pid": ..., "retries": the client's retried writes, "status": the response's}."""
 import json
 import os
@@ -18,6 +18,10 @@ BUF = 64 * 1024
 
 def main():
     cert, key = sys.argv[1], sys.argv[2]
+    # On one CPU: the kernel side knows a failed write by its CPU's last write, and a
+    # thread moved to another CPU between the write and SSL_get_error would see its
+    # retry counted as a second request (bpf/lib/usm_tls_retry.h).
+    os.sched_setaffinity(0, {os.sched_getaffinity(0).pop()})
     body = b"x" * (4 << 20)
     req = (b"POST /upload/1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n"
            % len(body)) + body
