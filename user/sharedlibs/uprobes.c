@@ -560,7 +560,7 @@ __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u)
 	__u64 n;
 
 	pthread_mutex_lock(&u->lock);
-	n = u->stale;
+	n = u->stale + u->ref.idle_used;
 	pthread_mutex_unlock(&u->lock);
 	return n;
 }
@@ -660,18 +660,58 @@ struct sweep_proc {
 	bool alive;
 };
 
-/* With u->lock: a file nobody used for the grace period gives its links to the reaper.
- * Returns true when the file is done with (dropped, or its links released). */
+/* With u->lock (the modules' objects cannot close): did f's probes count calls since
+ * the last look? Per module instance: a module's restart starts its counts over. */
+static bool file_called_locked(struct bpftel_uprobes *u, struct lib_file *f)
+{
+	__u64 hit[UPROBE_HITS_KINDS], sum;
+	bool called = false;
+	struct bpf_map *m;
+	size_t j, k;
+
+	for (j = 0; j < u->nmods && j < MAX_MODS; j++) {
+		m = u->mods[j].obj ? bpf_object__find_map_by_name(u->mods[j].obj, "uprobe_hits")
+				   : NULL;
+		if (!m || f->mods[j].st != FM_DONE)
+			continue;
+		file_hits(bpf_map__fd(m), f, hit);
+		for (k = 0, sum = 0; k < UPROBE_HITS_KINDS; k++)
+			sum += hit[k];
+		called |= f->idle_gen[j] == u->mods[j].gen && f->idle_calls[j] != sum;
+		f->idle_gen[j] = u->mods[j].gen;
+		f->idle_calls[j] = sum;
+	}
+	return called;
+}
+
+/*
+ * With u->lock: a file nobody used for the grace period gives its links to the reaper.
+ * Returns true when the file is done with (dropped, or its links released). Nobody
+ * known: the processes the watcher reported are gone. But a process can use a library
+ * it never opened: a child forked after its parent loaded it (daemon(3), a pre-fork
+ * server whose parent exits). So a file whose probes fired while it had no known
+ * process is not idle; the first time in such a stretch, a /proc scan is asked for
+ * (bpftel_uprobes__stale), which finds the process and lists it.
+ */
 static bool sweep_idle_locked(struct bpftel_uprobes *u, struct lib_file *f, long long now,
 			      struct ulink *rel, struct lib_file **relf, size_t *nrel,
 			      struct lib_file **drop, size_t *ndrop)
 {
+	bool called;
 	size_t i, n;
 
 	if (f->nprocs || f->busy || f->releasing)
 		return false;
-	if (!f->idle_since_ms)
+	called = file_called_locked(u, f);
+	if (!f->idle_since_ms) {
 		f->idle_since_ms = now;
+		f->idle_used = false;
+	} else if (called) {
+		f->idle_since_ms = now;
+		if (!f->idle_used)
+			u->ref.idle_used++;
+		f->idle_used = true;
+	}
 	/* A file whose writes are not watched must not keep links it is not using: a
 	 * write in place would leave them on instructions it no longer holds. */
 	if (!f->unwatched && now - f->idle_since_ms < (long long)u->grace_ms)

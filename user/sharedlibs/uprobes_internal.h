@@ -89,6 +89,11 @@ struct lib_file {
 	size_t nprocs, cap;
 	struct proc_ref *procs;
 	long long idle_since_ms; /* 0 while a process uses it */
+	/* Per module, the calls its probes had counted when the file was last seen idle,
+	 * and the module's instance then (mod_entry.gen): more since, and a process the
+	 * watcher never reported uses it (uprobes.c: sweep_idle_locked) */
+	__u64 idle_calls[MAX_MODS], idle_gen[MAX_MODS];
+	bool idle_used; /* ... seen this idle stretch (one /proc scan asked) */
 	int refused;		 /* enum bpftel_refusal, or -1 */
 	char refused_detail[128];
 	unsigned int busy;

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""End to end, the uprobe registry and processes it was never told about: a process
+loads its own copy of libssl (the only user of that file), forks and exits. Its child
+uses the library without ever opening it, so the watcher never reports it. Once the
+parent is gone the file has no known process; its probes firing for the child keep it
+attached (not released after the grace period), a /proc scan finds the child and lists
+it, and the child's HTTPS requests are counted under its pid."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from agentlib import (agent_args, Agent, bpf_ids, check, http_count, make_cert,  # noqa: E402
+                      run, start_http_server, wait_for)
+
+LIBSSL = "/usr/lib/x86_64-linux-gnu/libssl.so.3"
+
+
+def main():
+    args = agent_args(("openssl",))
+    tmp = tempfile.mkdtemp(prefix="bpftel-fork-")
+    libdir = os.path.join(tmp, "lib")
+    os.makedirs(libdir)
+    copy = os.path.join(libdir, "libssl.so.3")
+    shutil.copy(LIBSSL, copy)
+    conf = os.path.join(tmp, "bpftel.conf")
+    with open(conf, "w") as f:
+        # Long enough that the file cannot be released for being idle meanwhile.
+        f.write("uprobe_grace = 600\nmetrics_addr = 127.0.0.1:0\n")
+    cert, key = make_cert(tmp)
+    www = os.path.join(tmp, "www")
+    os.makedirs(www)
+    with open(os.path.join(www, "index"), "w") as f:
+        f.write("hi\n")
+
+    links_before = bpf_ids("link")
+    agent = Agent(args.agent, args.cli, ["-c", conf])
+    procs, child = [], 0
+    try:
+        server, port = start_http_server(args.python, www, cert, key)
+        procs.append(server)
+        env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+        parent = subprocess.Popen([args.python, os.path.join(HERE, "forked_tls_client.py")],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=env)
+        procs.append(parent)
+        line = parent.stdout.readline().split()
+        check(line == ["loaded", str(parent.pid)], f"the parent loaded libssl: {line}")
+
+        def row():
+            rows = [r for r in agent.json("libs")["libs"]
+                    if r["module"] == "usm" and r["path"].endswith(copy)]
+            return rows[0] if rows else None
+        wait_for(lambda: (row() or {}).get("pids") == [parent.pid] and row()["attached"] > 0,
+                 30, "the copy of libssl attached, its one process the parent")
+        used_before = agent.json("libs")["idle_used"]
+
+        parent.stdin.write("fork\n")
+        parent.stdin.flush()
+        line = parent.stdout.readline().split()
+        check(line[:1] == ["child"], f"the parent forked: {line}")
+        child = int(line[1])
+        check(parent.wait(timeout=30) == 0, "the parent exited")
+        wait_for(lambda: row() is not None and row()["pids"] == [] and row()["state"] == "idle",
+                 30, "the copy idle: its one known process gone")
+
+        # The child uses the library: its probes fire with no known process.
+        url = f"https://127.0.0.1:{port}/index"
+        parent.stdin.write(f"get {url}\n")
+        parent.stdin.flush()
+        check(parent.stdout.readline().split() == ["status", "200"], "the child's GET answered")
+        wait_for(lambda: row() is not None and row()["pids"] == [child], 60,
+                 "the child found by a /proc scan and listed, the file kept attached")
+        r = row()
+        check(r["state"] == "in_use" and r["attached"] > 0,
+              f"the copy is in use, {r['attached']} points attached")
+        check(agent.json("libs")["idle_used"] == used_before + 1,
+              "idle_used counted the file used while no process was known")
+        wait_for(lambda: http_count(agent, pid=child, side="client", method="GET",
+                                    status=200) == 1, 30,
+                 "the child's request counted under its pid")
+        parent.stdin.write(f"get {url}\n")
+        parent.stdin.flush()
+        check(parent.stdout.readline().split() == ["status", "200"], "the child's 2nd GET")
+        wait_for(lambda: http_count(agent, pid=child, side="client", method="GET",
+                                    status=200) == 2, 30, "and its second one")
+
+        parent.stdin.close()
+        for p in procs:
+            p.kill()
+            p.wait()
+        procs = []
+        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+        check(bpf_ids("link") <= links_before, "no link beyond the baseline remains")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        if child:
+            try:
+                os.kill(child, 9)
+            except ProcessLookupError:
+                pass
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("test_usm_fork: all checks passed")
+
+
+if __name__ == "__main__":
+    run(main)
