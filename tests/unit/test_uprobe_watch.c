@@ -5,7 +5,8 @@
  * (as it closes a multi-uprobe link's), and the file watched is a temporary file.
  * - a write releases the links at once, however long the grace, and counts once;
  * - an attach in flight when the file is written is told so (its links would be stale:
- *   it releases and counts them), and keeps the watch until it ends;
+ *   it releases and counts them), keeps its module's place (no second attach starts)
+ *   and the watch until it ends;
  * - a file that cannot be watched has no grace: released at the first sweep;
  * - the registry's inotify fd, eventfd and thread go with it.
  */
@@ -152,8 +153,10 @@ static void test_attach_in_flight_told(void **state)
 	struct lib_file *f = file_add(fx->u, 0);
 	__u64 writes, now;
 	int i, wd_before, wd_after;
+	enum fm_state st;
 
 	f->busy = 1; /* an attach runs, nothing stored yet */
+	f->mods[0].st = FM_BUSY;
 	writes = watch_file(fx->u, f, fx->fd);
 	write_to(fx->path);
 	for (i = 0, now = writes; i < 1000 && now == writes; i++) {
@@ -163,6 +166,13 @@ static void test_attach_in_flight_told(void **state)
 		pthread_mutex_unlock(&fx->u->lock);
 	}
 	assert_true(now != writes); /* attach_run gives its links back, and counts that */
+	/* The module's place stays the attach's: no second attach of it may start on the
+	 * file meanwhile, whose links the first would lose track of when it ends. */
+	pthread_mutex_lock(&fx->u->lock);
+	st = f->mods[0].st;
+	f->mods[0].st = FM_NONE; /* the attach ends (attach_run) */
+	pthread_mutex_unlock(&fx->u->lock);
+	assert_int_equal(st, FM_BUSY);
 	bpftel_uprobes__refusals(fx->u, &ref);
 	assert_int_equal(ref.released_modified, 0); /* nothing released here */
 	/* Its attach ends: the watch goes with it. */

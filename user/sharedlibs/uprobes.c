@@ -618,9 +618,16 @@ size_t take_links_locked(struct lib_file *f, struct ulink *rel)
 	size_t mi, n = 0;
 
 	for (mi = 0; mi < MAX_MODS; mi++) {
+		bool busy = f->mods[mi].st == FM_BUSY;
+
 		memcpy(rel + n, f->mods[mi].links, f->mods[mi].nlinks * sizeof(*rel));
 		n += f->mods[mi].nlinks;
 		memset(&f->mods[mi], 0, sizeof(f->mods[mi]));
+		/* An attach in flight (a write seen meanwhile: uprobe_watch.c) keeps its
+		 * place: it stores or gives back its own links (attach_run), and no second
+		 * attach of the module may start on the file before it ends. */
+		if (busy)
+			f->mods[mi].st = FM_BUSY;
 	}
 	/* The file's guard: a re-attach waits for these to be gone (collect_jobs), so that
 	 * the kernel's uprobes on it are new ones, with the instructions the file holds. */

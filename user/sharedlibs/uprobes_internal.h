@@ -233,8 +233,9 @@ void file_hits(int fd, const struct lib_file *f, __u64 hit[UPROBE_HITS_KINDS]);
 void release_done(void *arg);
 
 /* uprobes.c, with u->lock: move every link of f (all modules) to rel (room for
- * MAX_MODS * MAX_SPECS), its modules back to FM_NONE, and count them in its guard
- * (f->releasing). Returns how many. */
+ * MAX_MODS * MAX_SPECS), its modules back to FM_NONE but those an attach is in flight
+ * for (FM_BUSY: theirs to end), and count them in its guard (f->releasing). Returns how
+ * many. */
 size_t take_links_locked(struct lib_file *f, struct ulink *rel);
 /* uprobes.c, unlocked: hand n links of f, taken by take_links_locked, to the reaper;
  * first: ahead of the links already queued. */
