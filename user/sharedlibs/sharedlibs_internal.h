@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "sharedlibs.h"
+#include "scan_pace.h"
 #include "user/manager/manager.h"
 
 struct shared_libraries;
@@ -35,6 +36,8 @@ struct bpftel_sharedlibs {
 	 * and sweeps; the count of losses already answered by a /proc rescan. */
 	struct bpftel_uprobes *registry;
 	__u64 lost_seen;
+	/* The rescans: how often they may run (the housekeeping thread's). */
+	struct bpftel_scan_pace scans;
 };
 
 /* sharedlibs_report.c: the module's report ops (user/manager/manager.h). */

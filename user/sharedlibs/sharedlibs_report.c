@@ -242,6 +242,7 @@ json_t *sharedlibs_report(struct bpftel_module *m, json_t *req)
 	if (n >= 0)
 		free(rows);
 	resp = json_pack("{s:o, s:i}", "libs", arr, "sweep_interval_ms", BPFTEL_HOUSEKEEPING_MS);
+	json_object_set_new(resp, "proc_scans", json_integer((json_int_t)sl->scans.scans));
 	return refusals_json(sl->registry, resp);
 }
 
@@ -318,7 +319,8 @@ void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 /*
  * Every second, on the agent's housekeeping thread: forget exited processes and detach
  * long-idle files; and after any loss of a library event (in the kernel, at a full
- * queue, or a path that no longer led to the file opened) read /proc instead.
+ * queue, or a path that no longer led to the file opened) read /proc instead, paced
+ * (scan_pace.h).
  */
 void sharedlibs_housekeeping(struct bpftel_module *m)
 {
@@ -336,8 +338,8 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	lost = cnt.kernel[SHLIB_CNT_LOST] + cnt.kernel[SHLIB_CNT_NO_PATH] +
 	       cnt.kernel[SHLIB_CNT_TOO_LONG] + cnt.malformed + es.lost_queue_full +
 	       es.lost_too_big + bpftel_uprobes__stale(sl->registry);
-	if (lost != sl->lost_seen) {
-		sl->lost_seen = lost; /* only this thread touches it */
-		bpftel_uprobes__scan(sl->registry);
-	}
+	if (lost == sl->lost_seen || !bpftel_scan_pace_take(&sl->scans, bpftel_mono_ms()))
+		return;
+	sl->lost_seen = lost; /* only this thread touches it */
+	bpftel_uprobes__scan(sl->registry);
 }

@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* How often the watcher may scan /proc (scan_pace.h). */
+#include "scan_pace.h"
+
+bool bpftel_scan_pace_take(struct bpftel_scan_pace *p, long long now)
+{
+	if (p->scans && now - p->last_ms < p->gap_ms)
+		return false;
+	if (!p->scans || now - p->last_ms >= 2 * p->gap_ms)
+		p->gap_ms = BPFTEL_SCAN_GAP_MIN_MS;
+	else if (p->gap_ms < BPFTEL_SCAN_GAP_MAX_MS)
+		p->gap_ms *= 2;
+	p->last_ms = now;
+	p->scans++;
+	return true;
+}
