@@ -106,6 +106,8 @@ enum usm_counter {
 				  * USM_CNT_H2_LOST) */
 	USM_CNT_TLS_RETRIES = 15, /* TLS writes that retried one SSL_get_error said failed:
 				   * counted in USM_CNT_TLS_CALLS, not looked at again */
+	USM_CNT_PACKETS_IP6_DEEP = 16, /* IPv6 packets with more extension headers than
+					* walked (USM_IP6_EXT_MAX): not looked at */
 	USM_CNT__COUNT,
 };
 

@@ -29,6 +29,14 @@
 #define USM_IPPROTO_TCP	    6
 #define USM_IP_MF	    0x2000
 #define USM_IP_OFFSET	    0x1fff
+/* IPv6 extension headers walked to the transport header, at most USM_IP6_EXT_MAX. */
+#define USM_IP6_HOPOPTS	    0
+#define USM_IP6_ROUTING	    43
+#define USM_IP6_FRAGMENT    44
+#define USM_IP6_AUTH	    51
+#define USM_IP6_DSTOPTS	    60
+#define USM_IP6_FRAG_OFFSET 0xfff8
+#define USM_IP6_EXT_MAX	    4
 
 /* Loopback's ifindex (set by userspace): on it every packet is seen twice, once as
  * outgoing; only the incoming copy counts. */
@@ -211,6 +219,46 @@ static __always_inline int usm_h2c_classify(TLM_PARAM, const char *peek, const _
 	return USM_KIND_H2C_SERVER;
 }
 
+/*
+ * Past an IPv6 packet's extension headers (hop-by-hop, routing, destination options,
+ * fragment, authentication), up to USM_IP6_EXT_MAX: the offset of its transport header
+ * from the network header's start in *l4, that header's protocol returned; -1 for a
+ * packet not to look at (unreadable; a fragment after the first, with no TCP header;
+ * ESP, whose rest is encrypted), counted when its chain is longer than walked.
+ */
+static __always_inline int usm_ip6_transport(TLM_PARAM, struct __sk_buff *skb, __u8 next,
+					     __u32 *l4)
+{
+	__u32 off = sizeof(struct ipv6hdr);
+	__u8 ext[4];
+	int i;
+
+	for (i = 0; i < USM_IP6_EXT_MAX; i++) {
+		if (next != USM_IP6_HOPOPTS && next != USM_IP6_ROUTING &&
+		    next != USM_IP6_FRAGMENT && next != USM_IP6_AUTH && next != USM_IP6_DSTOPTS)
+			break;
+		if (tlm_skb_load_bytes_relative(skb, off, ext, sizeof(ext), BPF_HDR_START_NET))
+			return -1;
+		if (next == USM_IP6_FRAGMENT) {
+			if (((ext[2] << 8) | ext[3]) & USM_IP6_FRAG_OFFSET)
+				return -1;
+			off += 8;
+		} else if (next == USM_IP6_AUTH) {
+			off += (ext[1] + 2) * 4;
+		} else {
+			off += (ext[1] + 1) * 8;
+		}
+		next = ext[0];
+	}
+	if (next == USM_IP6_HOPOPTS || next == USM_IP6_ROUTING || next == USM_IP6_FRAGMENT ||
+	    next == USM_IP6_AUTH || next == USM_IP6_DSTOPTS) {
+		usm_count(USM_CNT_PACKETS_IP6_DEEP);
+		return -1;
+	}
+	*l4 = off;
+	return next;
+}
+
 static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u64 now)
 {
 	__u8 client[16] = {}, server[16] = {}, family, ver;
@@ -251,12 +299,13 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 
 		if (tlm_skb_load_bytes_relative(skb, 0, &ip6, sizeof(ip6), BPF_HDR_START_NET))
 			return 0;
-		/* No extension headers: TCP right after the fixed header. */
-		if (ip6.nexthdr != USM_IPPROTO_TCP)
+		if (usm_ip6_transport(TLM_ARG, skb, ip6.nexthdr, &l4) != USM_IPPROTO_TCP)
 			return 0;
 		family = 6;
-		l4 = sizeof(ip6);
-		plen = bpf_ntohs(ip6.payload_len);
+		plen = bpf_ntohs(ip6.payload_len); /* the extension headers, then TCP's */
+		if (plen < l4 - sizeof(ip6))
+			return 0;
+		plen -= l4 - sizeof(ip6);
 		__builtin_memcpy(client, &ip6.saddr, 16);
 		__builtin_memcpy(server, &ip6.daddr, 16);
 	} else {

@@ -175,6 +175,79 @@ static void test_tcp_options_skipped(void **state)
 	assert_memory_equal(event(0)->prefix, "HTTP/1.0 404", 12);
 }
 
+/* An IPv6 extension header of type `type` and len bytes (its own next header set to
+ * what followed the fixed header) put right after the fixed header of p. */
+static void ip6_ext(struct pkt *p, uint8_t type, const unsigned char *ext, size_t len)
+{
+	unsigned char *ip = p->b + 14;
+	uint16_t plen;
+
+	memmove(ip + 40 + len, ip + 40, p->len - 14 - 40);
+	memcpy(ip + 40, ext, len);
+	ip[40] = ip[6];
+	ip[6] = type;
+	memcpy(&plen, ip + 4, 2);
+	plen = htons((uint16_t)(ntohs(plen) + len));
+	memcpy(ip + 4, &plen, 2);
+	p->len += len;
+}
+
+/* IPv6 with extension headers before TCP: walked (hop-by-hop, destination options,
+ * routing, a first fragment, AH), up to 4; a later fragment holds no TCP header; past
+ * 4, counted and not looked at; not TCP after them: nothing. */
+static void test_ipv6_extension_headers(void **state)
+{
+	const char *req = "GET /ext HTTP/1.1\r\n\r\n";
+	unsigned char hop[8] = {0, 0, 1, 4}, dst[16] = {0, 1, 1, 12};
+	unsigned char rt[24] = {0, 2, 0, 0}, auth[16] = {0, 2};
+	unsigned char frag[8] = {0, 0, 0, 1 /* offset 0, more fragments */, 0, 0, 0, 7};
+	unsigned char later[8] = {0, 0, 0x05, 0x01 /* offset 160 */, 0, 0, 0, 7};
+	unsigned char udp_hop[8] = {0};
+	struct pkt p;
+
+	(void)state;
+	build(&p, 6, true, 0, req, strlen(req), 0);
+	ip6_ext(&p, 60, dst, sizeof(dst));
+	ip6_ext(&p, 0, hop, sizeof(hop));
+	assert_int_equal(run_packet(&p), 1);
+	assert_int_equal(event(0)->family, 6);
+	assert_int_equal(event(0)->client_port, 40000);
+	assert_int_equal(event(0)->len, strlen(req));
+	assert_memory_equal(event(0)->prefix, req, strlen(req));
+	assert_memory_equal(event(0)->client_addr, ip6_client, 16);
+	/* Four: routing, a first fragment, AH, destination options. */
+	build(&p, 6, false, 12, "HTTP/1.1 200 OK\r\n\r\n", 19, 0);
+	ip6_ext(&p, 60, dst, sizeof(dst));
+	ip6_ext(&p, 51, auth, sizeof(auth));
+	ip6_ext(&p, 44, frag, sizeof(frag));
+	ip6_ext(&p, 43, rt, sizeof(rt));
+	assert_int_equal(run_packet(&p), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_RESPONSE);
+	assert_int_equal(event(0)->len, 19);
+	assert_int_equal(counter(USM_CNT_PACKETS), 2);
+	/* A later fragment: its bytes are no TCP header, not looked at. */
+	build(&p, 6, true, 0, req, strlen(req), 0);
+	ip6_ext(&p, 44, later, sizeof(later));
+	assert_int_equal(run_packet(&p), 0);
+	assert_int_equal(counter(USM_CNT_PACKETS), 2);
+	/* Five: counted, not looked at. */
+	build(&p, 6, true, 0, req, strlen(req), 0);
+	ip6_ext(&p, 60, dst, sizeof(dst));
+	ip6_ext(&p, 60, dst, sizeof(dst));
+	ip6_ext(&p, 43, rt, sizeof(rt));
+	ip6_ext(&p, 60, dst, sizeof(dst));
+	ip6_ext(&p, 0, hop, sizeof(hop));
+	assert_int_equal(run_packet(&p), 0);
+	assert_int_equal(counter(USM_CNT_PACKETS_IP6_DEEP), 1);
+	/* UDP (17) after a hop-by-hop header: not ours, not counted. */
+	build(&p, 6, true, 0, req, strlen(req), 0);
+	p.b[14 + 6] = 17;
+	ip6_ext(&p, 0, udp_hop, sizeof(udp_hop));
+	assert_int_equal(run_packet(&p), 0);
+	assert_int_equal(counter(USM_CNT_PACKETS), 2);
+	assert_int_equal(counter(USM_CNT_PACKETS_IP6_DEEP), 1);
+}
+
 /* A request line across two segments: the first starts the message (recorded with
  * what it holds), the second starts nothing. */
 static void test_split_request(void **state)
@@ -1913,6 +1986,7 @@ int main(void)
 		T(test_ipv4_request_and_response),
 		T(test_ipv6_request_and_response),
 		T(test_tcp_options_skipped),
+		T(test_ipv6_extension_headers),
 		T(test_split_request),
 		T(test_long_request_prefix_only),
 		T(test_not_http_ignored),

@@ -316,6 +316,10 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 			   "non-blocking socket): their bytes were looked at on the first try, "
 			   "not again.",
 			   c->kernel[USM_CNT_TLS_RETRIES]);
+	bpftel_prom_scalar(w, "bpftel_http_packets_ipv6_deep_total", "counter",
+			   "IPv6 packets with more extension headers before their transport "
+			   "header than the socket filter walks (4): not looked at.",
+			   c->kernel[USM_CNT_PACKETS_IP6_DEEP]);
 }
 
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
