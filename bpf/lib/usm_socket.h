@@ -133,18 +133,38 @@ struct {
 
 TLM_MAP_KEY(usm_pkt_seen);
 
+static __always_inline void usm_pkt_key_of(struct usm_pkt_key *k, const __u8 *src,
+					   const __u8 *dst, const struct usm_tcp_hdr *tcp)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->sport = tcp->source;
+	k->dport = tcp->dest;
+	k->seq = tcp->seq;
+	__builtin_memcpy(k->src, src, sizeof(k->src));
+	__builtin_memcpy(k->dst, dst, sizeof(k->dst));
+}
+
 /* Was this segment seen before (on another device, or sent again)? Notes it if not. */
 static __always_inline bool usm_pkt_again(TLM_PARAM, const __u8 *src, const __u8 *dst,
 					  const struct usm_tcp_hdr *tcp)
 {
-	struct usm_pkt_key k = {.sport = tcp->source, .dport = tcp->dest, .seq = tcp->seq};
+	struct usm_pkt_key k;
 	__u8 one = 1;
 
-	__builtin_memcpy(k.src, src, sizeof(k.src));
-	__builtin_memcpy(k.dst, dst, sizeof(k.dst));
+	usm_pkt_key_of(&k, src, dst, tcp);
 	if (bpf_map_lookup_elem(&usm_pkt_seen, &k))
 		return true;
 	return tlm_map_insert(usm_pkt_seen, &k, &one) == -EEXIST; /* another CPU's copy */
+}
+
+/* ... without noting it: a copy must not spend an h2c connection's budget. */
+static __always_inline bool usm_pkt_seen_before(const __u8 *src, const __u8 *dst,
+						const struct usm_tcp_hdr *tcp)
+{
+	struct usm_pkt_key k;
+
+	usm_pkt_key_of(&k, src, dst, tcp);
+	return bpf_map_lookup_elem(&usm_pkt_seen, &k);
 }
 
 static __always_inline void usm_h2c_key_of(struct usm_h2c_key *key, const __u8 *client,
@@ -174,23 +194,33 @@ static __always_inline bool usm_h2c_take(TLM_PARAM, struct usm_h2c_key *key,
 	return true;
 }
 
+#define USM_H2C_COPY (-2) /* a segment seen before: its budget was spent then */
+
 /*
  * A segment that starts no HTTP/1 message, from src to dst: is it h2c? Returns
- * USM_KIND_H2C_CLIENT, USM_KIND_H2C_SERVER or -1.
+ * USM_KIND_H2C_CLIENT, USM_KIND_H2C_SERVER, USM_H2C_COPY (a copy of one that was:
+ * another device's, a retransmission, which spends none of the connection's budget)
+ * or -1.
  */
 static __always_inline int usm_h2c_classify(TLM_PARAM, const char *peek, const __u8 *src,
-					    const __u8 *dst, __u16 sport, __u16 dport, __u8 family)
+					    const __u8 *dst, const struct usm_tcp_hdr *tcp,
+					    __u8 family)
 {
 	struct usm_h2c_left init = {USM_H2C_CLIENT_SEGMENTS - 1, USM_H2C_SERVER_SEGMENTS}, *l;
+	__u16 sport = bpf_ntohs(tcp->source), dport = bpf_ntohs(tcp->dest);
 	struct usm_h2c_key key;
 
 	/* Back from a server? */
 	usm_h2c_key_of(&key, dst, src, dport, sport, family);
 	l = bpf_map_lookup_elem(&usm_h2c_conns, &key);
+	if (l && usm_pkt_seen_before(src, dst, tcp))
+		return USM_H2C_COPY;
 	if (l)
 		return usm_h2c_take(TLM_ARG, &key, l, false) ? USM_KIND_H2C_SERVER : -1;
 	usm_h2c_key_of(&key, src, dst, sport, dport, family);
 	l = bpf_map_lookup_elem(&usm_h2c_conns, &key);
+	if (l && !usm_h2_preface_start(peek) && usm_pkt_seen_before(src, dst, tcp))
+		return USM_H2C_COPY;
 	if (l && !usm_h2_preface_start(peek))
 		return usm_h2c_take(TLM_ARG, &key, l, true) ? USM_KIND_H2C_CLIENT : -1;
 	if (usm_h2_preface_start(peek)) {
@@ -212,6 +242,8 @@ static __always_inline int usm_h2c_classify(TLM_PARAM, const char *peek, const _
 	init.client = 0;
 	init.server = USM_H2C_SERVER_SEGMENTS - 1;
 	if (tlm_map_insert(usm_h2c_conns, &key, &init) == -EEXIST) {
+		if (usm_pkt_seen_before(src, dst, tcp))
+			return USM_H2C_COPY;
 		l = bpf_map_lookup_elem(&usm_h2c_conns, &key);
 		if (l && !usm_h2c_take(TLM_ARG, &key, l, false))
 			return -1;
@@ -333,11 +365,10 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	}
 	kind = usm_classify(peek);
 	if (kind < 0)
-		kind = usm_h2c_classify(TLM_ARG, peek, client, server, bpf_ntohs(tcp.source),
-					bpf_ntohs(tcp.dest), family);
-	if (kind < 0)
+		kind = usm_h2c_classify(TLM_ARG, peek, client, server, &tcp, family);
+	if (kind < 0 && kind != USM_H2C_COPY)
 		return 0;
-	if (usm_pkt_again(TLM_ARG, client, server, &tcp)) {
+	if (kind == USM_H2C_COPY || usm_pkt_again(TLM_ARG, client, server, &tcp)) {
 		usm_count(USM_CNT_PACKETS_DUPLICATE);
 		return 0;
 	}

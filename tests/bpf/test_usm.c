@@ -26,6 +26,9 @@
 #include "usm_harness.skel.h"
 #include "user/modules/usm/tls_retry.h"
 
+/* bpf/lib/usm_socket.h's USM_H2C_SERVER_SEGMENTS. */
+#define USM_H2C_SERVER_SEGMENTS_TEST 4
+
 static struct usm_harness *skel;
 static struct bpftel_rb_capture cap;
 
@@ -428,6 +431,38 @@ static void test_truncated_packets(void **state)
 /* Cleartext HTTP/2 with prior knowledge: the client's preface segment and its next
  * two, the server's first four segments (its SETTINGS may come first); nothing else of
  * the connection, nothing of another. */
+/* A copy of an h2c segment (another device's, a retransmission) is a duplicate, and
+ * spends none of its connection's budget: the server's 4 segments are 4 real ones. */
+static void test_h2c_copies_spend_nothing(void **state)
+{
+	static const unsigned char settings[15] = {0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100};
+	static const unsigned char headers[14] = {0, 0, 5, 1, 4, 0, 0, 0, 1, 0x88, 1, 2, 3, 4};
+	unsigned char first[64] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	struct pkt p;
+	int i;
+
+	(void)state;
+	memcpy(first + 24, settings, sizeof(settings));
+	build(&p, 6, true, 0, (const char *)first, 24 + 15, 0);
+	assert_int_equal(run_packet(&p), 1);
+	for (i = 0; i < USM_H2C_SERVER_SEGMENTS_TEST; i++) {
+		build(&p, 6, false, 0, (const char *)(i ? headers : settings), i ? 14 : 15, 0);
+		assert_int_equal(run_packet(&p), 1);
+		assert_int_equal(event(0)->kind, USM_KIND_H2C_SERVER);
+		assert_int_equal(run_packet(&p), 0); /* its copy */
+	}
+	build(&p, 6, false, 0, (const char *)headers, 14, 0);
+	assert_int_equal(run_packet(&p), 0); /* the budget spent: by the 4, not their copies */
+	assert_int_equal(counter(USM_CNT_PACKETS_DUPLICATE), USM_H2C_SERVER_SEGMENTS_TEST);
+	/* The client's: a copy of its next segment likewise. */
+	build(&p, 6, true, 0, (const char *)headers, 14, 0);
+	assert_int_equal(run_packet(&p), 1);
+	assert_int_equal(run_packet(&p), 0);
+	build(&p, 6, true, 0, (const char *)headers, 14, 0);
+	assert_int_equal(run_packet(&p), 1);
+	assert_int_equal(counter(USM_CNT_H2C_PACKETS), 1 + USM_H2C_SERVER_SEGMENTS_TEST + 2);
+}
+
 static void test_h2c_segments(void **state)
 {
 	static const unsigned char settings[15] = {0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100};
@@ -1996,6 +2031,7 @@ int main(void)
 		T(test_no_payload),
 		T(test_truncated_packets),
 		T(test_h2c_segments),
+		T(test_h2c_copies_spend_nothing),
 		T(test_tls_write_request_read_response),
 		T(test_tls_write_at_entry),
 		T(test_tls_lengths),
