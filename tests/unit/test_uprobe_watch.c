@@ -223,6 +223,49 @@ static int threads_settled(void)
 	return n;
 }
 
+/* An attach whose module stopped since it was asked for does nothing: the file is not
+ * opened (its process not asked, no backoff counted), no watch, nothing attached; its
+ * module's place is free again and the stop waiting on it is let go. */
+static void test_stale_attach_skipped(void **state)
+{
+	struct fixture *fx = *state;
+	struct bpftel_uprobes *u = fx->u;
+	struct lib_file *f = file_add(u, 0);
+	struct attach_job job = {.mi = 0, .gen = 0};
+	unsigned int busy, fbusy, fails;
+	enum fm_state st;
+	int wd;
+
+	pthread_mutex_lock(&u->lock);
+	f->procs = calloc(1, sizeof(*f->procs));
+	assert_non_null(f->procs);
+	f->procs[0].pid = (__u32)getpid(); /* a live process that maps no such file */
+	f->procs[0].dirfd = AT_FDCWD;
+	f->procs[0].path = strdup("/nonexistent-bpftel/libssl.so.3");
+	assert_non_null(f->procs[0].path);
+	f->nprocs = 1;
+	u->nmods = 1;
+	u->mods[0].gen = 1; /* stopped since the job was made at 0 */
+	u->mods[0].busy = 1;
+	f->busy = 1;
+	f->mods[0].st = FM_BUSY;
+	pthread_mutex_unlock(&u->lock);
+	attach_run(u, f, &job, 1, -1);
+	pthread_mutex_lock(&u->lock);
+	st = f->mods[0].st;
+	busy = u->mods[0].busy;
+	fbusy = f->busy;
+	fails = f->reopen_fails;
+	wd = f->wd;
+	u->nmods = 0;
+	pthread_mutex_unlock(&u->lock);
+	assert_int_equal(st, FM_NONE);
+	assert_int_equal(busy, 0);
+	assert_int_equal(fbusy, 0);
+	assert_int_equal(fails, 0); /* not tried: no open through its process */
+	assert_int_equal(wd, -1);
+}
+
 /* Its inotify instance, eventfd and thread come and go with the registry. */
 static void test_lifecycle(void **state)
 {
@@ -254,6 +297,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_write_releases_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attach_in_flight_told, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unwatched_no_grace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_attach_skipped, setup, teardown),
 		cmocka_unit_test(test_lifecycle),
 	};
 

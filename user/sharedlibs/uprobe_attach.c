@@ -650,6 +650,31 @@ static void hits_reset(struct bpf_object *obj, unsigned int file_slot)
 	}
 }
 
+/* Has job's module instance stopped since the job was made? Its stop waits for the
+ * job (me->busy): what the job would attach would only go to the reaper. */
+static bool job_stale(struct bpftel_uprobes *u, const struct attach_job *job)
+{
+	bool stale;
+
+	pthread_mutex_lock(&u->lock);
+	stale = job->gen != u->mods[job->mi].gen;
+	pthread_mutex_unlock(&u->lock);
+	return stale;
+}
+
+/* ... all of them: then nothing is opened or read, and a stop waiting on a sweep's
+ * attaches, one file after another, waits for none of that work. */
+static bool jobs_stale(struct bpftel_uprobes *u, const struct attach_job *jobs, size_t njobs)
+{
+	size_t j;
+
+	for (j = 0; j < njobs; j++) {
+		if (!job_stale(u, &jobs[j]))
+			return false;
+	}
+	return true;
+}
+
 void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attach_job *jobs,
 		size_t njobs, int fd)
 {
@@ -659,9 +684,12 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 	char path[64], err[256] = "";
 	size_t nstale = 0, nwritten = 0, j;
 	int own = -1, ret = -ENOMEM;
+	bool skip = jobs_stale(u, jobs, njobs);
 	__u64 writes = 0;
 
-	if (fd < 0)
+	if (skip)
+		fd = -1; /* not tried: as if unreachable, without counting it so */
+	else if (fd < 0)
 		fd = own = open_through_procs(u, f);
 	/* Watched before anything is read or attached: a write after the kernel copies an
 	 * instruction is then always seen (uprobe_watch.c). */
@@ -686,6 +714,8 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 			}
 
 			res[j].multi = jobs[j].multi;
+			if (job_stale(u, &jobs[j]))
+				continue; /* stopped while the file was read: nothing attached */
 			if (slot >= 0)
 				hits_reset(jobs[j].obj, (unsigned int)slot);
 			if (jobs[j].multi)
@@ -702,7 +732,7 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 		close(own);
 
 	pthread_mutex_lock(&u->lock);
-	if (fd < 0 && f->nprocs) {
+	if (fd < 0 && f->nprocs && !skip) {
 		/* Its processes live but none reaches it (a path swapped, no mapping): the
 		 * sweep tries again later, and later each time, not every second. */
 		long long delay;
