@@ -684,7 +684,7 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 	char path[64], err[256] = "";
 	size_t nstale = 0, nwritten = 0, j;
 	int own = -1, ret = -ENOMEM;
-	bool skip = jobs_stale(u, jobs, njobs);
+	bool skip = jobs_stale(u, jobs, njobs), unread;
 	__u64 writes = 0;
 
 	if (skip)
@@ -732,9 +732,13 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 		close(own);
 
 	pthread_mutex_lock(&u->lock);
-	if (fd < 0 && f->nprocs && !skip) {
-		/* Its processes live but none reaches it (a path swapped, no mapping): the
-		 * sweep tries again later, and later each time, not every second. */
+	/* Read, but not to a verdict on the file: written meanwhile (what was read may be
+	 * half of each), or a read error (EIO: a disk's, a FUSE server's). */
+	unread = fd >= 0 && ret && ret != -ENOMEM && (f->writes != writes || ret == -EIO);
+	if ((fd < 0 || (unread && f->writes == writes)) && f->nprocs && !skip) {
+		/* Its processes live but none reaches it (a path swapped, no mapping), or
+		 * reading it failed: the sweep tries again later, and later each time, not
+		 * every second. */
 		long long delay;
 
 		f->reopen_fails++;
@@ -744,8 +748,10 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 	} else if (fd >= 0) {
 		f->reopen_fails = 0;
 	}
-	if (fd < 0 || ret == -ENOMEM) {
-		/* Unreachable now (its processes went away), or no memory: not tried. */
+	if (fd < 0 || ret == -ENOMEM || unread) {
+		/* Unreachable now (its processes went away), no memory, or not read to a
+		 * verdict: not tried. A file written meanwhile is read again at the next
+		 * sweep, not refused for good for what it held half-written. */
 		for (j = 0; j < njobs; j++)
 			f->mods[jobs[j].mi].st = FM_NONE;
 	} else if (ret) {

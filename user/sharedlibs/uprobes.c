@@ -819,10 +819,13 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 	u->sweeps++;
 	pthread_mutex_unlock(&u->lock);
 
-	/* 3. The slow part, unlocked. */
-	for (i = 0; i < nrel; i++) {
+	/* 3. The slow part, unlocked. Each file's links last attached first: its entries
+	 * before its returns (uprobe_attach.c: attach_single), so that no entry runs on
+	 * while its return is gone. */
+	for (k = 0; k < nrel; k++) {
 		struct release_ctx *rc = malloc(sizeof(*rc));
 
+		i = nrel - 1 - k;
 		if (!rc) { /* in place: slow, but nothing is leaked */
 			links_drop(&rel[i], 1, false);
 			release_account(u, relf[i]);
