@@ -742,7 +742,7 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 	struct lib_file **marked = NULL, **drop = NULL, **relf = NULL, **jobf = NULL;
 	struct ulink *rel = NULL;
 	size_t nprocs = 0, nmarked = 0, ndrop = 0, nrel = 0, njobf = 0, i, j, k, kept, n, total;
-	size_t *njobs = NULL, nidle = 0;
+	size_t *njobs = NULL, nidle = 0, nlinks;
 	long long now = bpftel_mono_ms();
 
 	/* 1. Which processes to check, copied out: /proc is read without the lock. The
@@ -774,9 +774,13 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 	 * added meanwhile are looked at too. */
 	pthread_mutex_lock(&u->lock);
 	n = u->nfiles;
+	/* Room for every link the files hold now (all could be released), not for as
+	 * many as they could hold: 1024 files could, 4.7 MiB a sweep. */
+	for (i = 0, nlinks = 0; i < n; i++)
+		nlinks += file_links(u->files[i]);
 	drop = calloc(n + 1, sizeof(*drop));
-	relf = calloc(n * MAX_MODS * MAX_SPECS + 1, sizeof(*relf));
-	rel = calloc(n * MAX_MODS * MAX_SPECS + 1, sizeof(*rel));
+	relf = calloc(nlinks + 1, sizeof(*relf));
+	rel = calloc(nlinks + 1, sizeof(*rel));
 	jobs = calloc(n + 1, sizeof(*jobs));
 	jobf = calloc(n + 1, sizeof(*jobf));
 	njobs = calloc(n + 1, sizeof(*njobs));
