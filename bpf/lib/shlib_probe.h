@@ -34,6 +34,13 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } shlib_events SEC(".maps");
 
+/* The execs' own (lib/shlib_exec.h): any user can exec at will, and a flood of them
+ * must not take the room of library opens, which decide what gets probed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} shlib_exec_events SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -57,6 +64,7 @@ struct {
 } shlib_scratch SEC(".maps");
 
 TLM_MAP_KEY(shlib_events);
+TLM_MAP_KEY(shlib_exec_events);
 
 static __always_inline void shlib_count(enum shlib_counter counter)
 {
@@ -180,11 +188,15 @@ static __always_inline bool shlib_match_enabled(struct shlib_config *cfg, struct
 }
 
 /* ev holds a path of n bytes: fill the rest and send it, counted as emitted or lost.
- * Shared by the opens (ctime 0) and the execs (lib/shlib_exec.h). */
+ * Shared by the opens (ctime 0) and the execs (lib/shlib_exec.h), each to its own ring
+ * buffer. */
 static __always_inline void shlib_emit(TLM_PARAM, struct shlib_event *ev, long n, __u64 pid_tgid,
 				       __u32 lib, __u32 libset, enum shlib_syscall sys, int dirfd,
 				       __u64 ino, __u32 dev, __s64 ctime_sec, __u32 ctime_nsec)
 {
+	__u32 size = SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(n) + 1;
+	long err;
+
 	ev->ktime_ns = bpf_ktime_get_ns();
 	ev->pid = pid_tgid >> 32;
 	ev->tid = (__u32)pid_tgid;
@@ -199,10 +211,11 @@ static __always_inline void shlib_emit(TLM_PARAM, struct shlib_event *ev, long n
 	ev->ctime_nsec = ctime_nsec;
 	ev->start_ns = BPF_CORE_READ(bpf_get_current_task_btf(), group_leader, start_boottime);
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
-	if (tlm_ringbuf_output(shlib_events, ev, SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(n) + 1, 0))
-		shlib_count(SHLIB_CNT_LOST);
+	if (sys == SHLIB_SYS_EXEC)
+		err = tlm_ringbuf_output(shlib_exec_events, ev, size, 0);
 	else
-		shlib_count(SHLIB_CNT_EMITTED);
+		err = tlm_ringbuf_output(shlib_events, ev, size, 0);
+	shlib_count(err ? SHLIB_CNT_LOST : SHLIB_CNT_EMITTED);
 }
 
 /*

@@ -13,7 +13,8 @@
  *    counted as queue_full.
  *
  * Either way the GPU module's uprobes are not on the stub until housekeeping runs, and
- * are on it once it has.
+ * are on it once it has. And a flood of execs, in a ring buffer of their own, takes no
+ * room from library opens: the stub's event gets through.
  *
  *   test_bpf_sharedlibs_loss CUDA_PATTERN STUB_LIBCUDART LIB_OPEN
  */
@@ -142,7 +143,9 @@ static __u64 telemetry_lost(struct fixture *f)
 	n = bpftel_telemetry__errors(f->env->tlm, &e);
 	for (i = 0; i < n; i++) {
 		if (!strcmp(e[i].module, BPFTEL_SHAREDLIBS_MODULE) &&
-		    !strcmp(e[i].resource, "shlib_events") && !strcmp(e[i].op, "ringbuf_output"))
+		    (!strcmp(e[i].resource, "shlib_events") ||
+		     !strcmp(e[i].resource, "shlib_exec_events")) &&
+		    !strcmp(e[i].op, "ringbuf_output"))
 			sum += e[i].count;
 	}
 	if (n >= 0)
@@ -213,11 +216,42 @@ static void test_queue_loss_found_by_rescan(void **state)
 	assert_true(event_stats(f).lost_queue_full >= emitted - 16);
 }
 
+/* A flood of execs, which any user can make, fills the execs' own ring buffer, not the
+ * library opens': the stub's event still gets through, and the GPU module attaches to
+ * it with no rescan. */
+static void test_exec_flood_spares_library_events(void **state)
+{
+	struct bpftel_pipeline_settings ps = {.ringbuf_bytes = 4096};
+	struct fixture *f = *state;
+	char *flood[] = {"/bin/sh", "-c",
+			 "i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i + 1)); done", NULL};
+	struct bpftel_sharedlibs_counters full, after;
+
+	bpftel_manager__set_pipeline(f->env->mgr, &ps);
+	assert_int_equal(bpftel_module__run(f->env->gpu_mod), 0);
+	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0); /* it asks for execs (Go) */
+	assert_int_equal(bpftel_module__hold_consumer(f->env->shlib_mod, true), 0);
+	/* 200 exec records of over 100 bytes: 4 KiB holds a few dozen. */
+	prog_run(flood);
+	full = counters(f);
+	assert_true(full.kernel[SHLIB_CNT_LOST] > 0);
+	start_pattern(f);
+	after = counters(f);
+	assert_true(after.kernel[SHLIB_CNT_EMITTED] > full.kernel[SHLIB_CNT_EMITTED]);
+	assert_int_equal(bpftel_module__hold_consumer(f->env->shlib_mod, false), 0);
+	if (!WAIT_FOR(prog_attached(f->env, BPFTEL_GPU_MODULE, f->child.pid) == NPROBES))
+		fail_msg("the stub of pid %d was not attached from its event: %zu probe points",
+			 (int)f->child.pid, prog_attached(f->env, BPFTEL_GPU_MODULE, f->child.pid));
+	assert_int_equal(telemetry_lost(f), counters(f).kernel[SHLIB_CNT_LOST]);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_kernel_loss_found_by_rescan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_queue_loss_found_by_rescan, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_flood_spares_library_events, setup,
+						teardown),
 	};
 
 	if (argc != 4) {

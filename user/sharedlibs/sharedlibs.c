@@ -304,7 +304,9 @@ static int shlib_open(struct bpftel_module *m)
 		if (err)
 			return err;
 	}
-	return bpftel_module__add_ringbuf(m, "shlib_events", handle_event, sl);
+	/* Execs apart (bpf/lib/shlib_probe.h), through the same handler. */
+	return bpftel_module__add_ringbuf(m, "shlib_events", handle_event, sl) ?:
+	       bpftel_module__add_ringbuf(m, "shlib_exec_events", handle_event, sl);
 }
 
 static int shlib_load(struct bpftel_module *m)
