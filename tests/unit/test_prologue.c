@@ -33,6 +33,9 @@ static const struct pcase cases[] = {
 	 24,
 	 3,
 	 22},
+	/* xor %eax,%eax; test %esi,%esi; jle: the jle (its 2 arguments untouched; both
+	 * ways out of it pass it once) */
+	{"SSL_get_error", {0x31, 0xc0, 0x85, 0xf6, 0x7e, 0x0a, 0x31, 0xd2}, 8, 2, 4},
 	/* xor %r8d,%r8d; xor %ecx,%ecx; jmp gnutls_record_send2: the jmp (rcx, r8 are
 	 * not among its 3 arguments) */
 	{"gnutls_record_send",
