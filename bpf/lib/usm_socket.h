@@ -224,6 +224,8 @@ static __always_inline int usm_h2c_classify(TLM_PARAM, const char *peek, const _
 	if (l && !usm_h2_preface_start(peek))
 		return usm_h2c_take(TLM_ARG, &key, l, true) ? USM_KIND_H2C_CLIENT : -1;
 	if (usm_h2_preface_start(peek)) {
+		if (usm_pkt_seen_before(src, dst, tcp))
+			return USM_H2C_COPY; /* it would start the connection's budget over */
 		/* The server's SETTINGS may have been inserted on another CPU between the
 		 * lookup and here (both ends write at once on connect): then its entry, with
 		 * no client budget yet, is the one to give the client's segments to. */

@@ -235,8 +235,13 @@ static __always_inline int usm_tls_write_body(TLM_PARAM, struct pt_regs *regs, _
 
 	if (int_size)
 		len = (int)len > 0 ? (__u64)(int)len : 0;
-	if (!len)
-		return 0; /* nothing to write (GnuTLS's retry form: NULL, 0) */
+	if (!len) {
+		/* Nothing to write (GnuTLS's retry form: NULL, 0). Still the thread's last
+		 * call: a failure asked of it is not the previous write's. */
+		if (src == USM_SRC_OPENSSL)
+			usm_tls_last_write_clear(pid_tgid);
+		return 0;
+	}
 	if (src == USM_SRC_OPENSSL &&
 	    usm_tls_write_retried(TLM_ARG, conn, buf, len, pid_tgid)) {
 		usm_count(USM_CNT_TLS_CALLS);

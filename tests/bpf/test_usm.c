@@ -438,13 +438,13 @@ static void test_h2c_copies_spend_nothing(void **state)
 	static const unsigned char settings[15] = {0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100};
 	static const unsigned char headers[14] = {0, 0, 5, 1, 4, 0, 0, 0, 1, 0x88, 1, 2, 3, 4};
 	unsigned char first[64] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-	struct pkt p;
+	struct pkt p, pre;
 	int i;
 
 	(void)state;
 	memcpy(first + 24, settings, sizeof(settings));
-	build(&p, 6, true, 0, (const char *)first, 24 + 15, 0);
-	assert_int_equal(run_packet(&p), 1);
+	build(&pre, 6, true, 0, (const char *)first, 24 + 15, 0);
+	assert_int_equal(run_packet(&pre), 1);
 	for (i = 0; i < USM_H2C_SERVER_SEGMENTS_TEST; i++) {
 		build(&p, 6, false, 0, (const char *)(i ? headers : settings), i ? 14 : 15, 0);
 		assert_int_equal(run_packet(&p), 1);
@@ -461,6 +461,12 @@ static void test_h2c_copies_spend_nothing(void **state)
 	build(&p, 6, true, 0, (const char *)headers, 14, 0);
 	assert_int_equal(run_packet(&p), 1);
 	assert_int_equal(counter(USM_CNT_H2C_PACKETS), 1 + USM_H2C_SERVER_SEGMENTS_TEST + 2);
+	/* Both budgets spent, the connection forgotten: a late copy of its preface does not
+	 * start it over, and the client's next segment is not sent. */
+	assert_int_equal(run_packet(&pre), 0);
+	build(&p, 6, true, 0, (const char *)headers, 14, 0);
+	assert_int_equal(run_packet(&p), 0);
+	assert_int_equal(counter(USM_CNT_PACKETS_DUPLICATE), USM_H2C_SERVER_SEGMENTS_TEST + 2);
 }
 
 static void test_h2c_segments(void **state)
@@ -1445,6 +1451,11 @@ static void test_tls_write_retry_which(void **state)
 	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1);
 	assert_int_equal(tls_call(SSL_READ, resp, 4096, -1, NULL, 2), 0);
 	get_error(SSL_PTR, -1, PID_TGID);
+	assert_int_equal(retry_marks(), 0);
+	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1);
+	/* A write of nothing in between: a failure asked then is not the earlier write's. */
+	assert_int_equal(write_as(SSL_PTR, req, 0, PID_TGID), 0);
+	get_error(SSL_PTR, 0, PID_TGID);
 	assert_int_equal(retry_marks(), 0);
 	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1);
 	/* Asked of another session, or by another process: not this write's. */
