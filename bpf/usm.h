@@ -84,6 +84,7 @@ struct usm_fd_key {
 };
 
 #define USM_TLS_RETRY_MAX 4096
+#define USM_TLS_RETRY_MAX_AGE_NS (10ull * 1000000000ull)
 
 /* Counters in the per-CPU array `usm_counters`. */
 enum usm_counter {

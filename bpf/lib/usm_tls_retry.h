@@ -20,8 +20,10 @@
  * (tls_write_retries), not looked at again. The mark is by session, not thread: an
  * event loop interleaves its sessions, and a scheduler of tasks (tokio) may retry on
  * another thread. A session freed (SSL_free) or given another socket (SSL_set_fd)
- * loses its mark; userspace deletes those of processes gone
- * (user/modules/usm/tls_retry.c).
+ * loses its mark; userspace deletes those of processes gone, and those older than
+ * 10 s (user/modules/usm/tls_retry.c): a retry comes when the socket can take more,
+ * and a mark left by what was no write's failure (below) must not wait for a write of
+ * the same bytes for ever.
  *
  * Why a CPU's slot and not the thread's task storage: a write costs ~40 ns more with a
  * task-storage lookup (tools/bench/bench.py tls_write_loop, BENCHMARKS.md), ~5 % of its
@@ -46,12 +48,12 @@
 
 struct usm_tls_retry_mark {
 	__u64 buf, len; /* the write that failed */
+	__u64 at_ns;	/* when SSL_get_error said so (userspace ages marks out) */
 };
 
 struct usm_tls_write {
 	__u64 pid_tgid; /* 0: the slot's thread made a read since */
-	__u64 conn;
-	struct usm_tls_retry_mark w;
+	__u64 conn, buf, len;
 };
 
 /* The last write made on each CPU. */
@@ -72,8 +74,10 @@ struct {
 
 TLM_MAP_KEY(usm_tls_retry);
 
-/* How many marks usm_tls_retry holds (inserted, less deleted, also by userspace): a
- * write looks its session up there only while there are some. */
+/* How many marks usm_tls_retry holds (inserted, less deleted, also by userspace: those
+ * of processes gone, and those older than USM_TLS_RETRY_MAX_AGE_NS, whose write was not
+ * retried or whose failure was not a write's): a write looks its session up there only
+ * while there are some. */
 __u64 usm_tls_retry_marks;
 
 static __always_inline struct usm_tls_write *usm_tls_last_write_slot(void)
@@ -117,8 +121,8 @@ static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 b
 	if (lw) {
 		lw->pid_tgid = pid_tgid;
 		lw->conn = conn;
-		lw->w.buf = buf;
-		lw->w.len = len;
+		lw->buf = buf;
+		lw->len = len;
 	}
 	if (!usm_tls_retry_marks)
 		return false;
@@ -150,8 +154,10 @@ static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __
 	lw = usm_tls_last_write_slot();
 	if (!lw || lw->pid_tgid != pid_tgid || lw->conn != key.conn)
 		return 0;
-	m = lw->w;
-	lw->pid_tgid = 0; /* asked twice: one mark */
+	m.buf = lw->buf;
+	m.len = lw->len;
+	m.at_ns = bpf_ktime_get_ns(); /* a failure's path: the clock's cost is no matter */
+	lw->pid_tgid = 0;	       /* asked twice: one mark */
 	r = tlm_map_insert(usm_tls_retry, &key, &m); /* full (E2BIG): counted */
 	if (!r)
 		__sync_fetch_and_add(&usm_tls_retry_marks, 1);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <linux/types.h>
@@ -1496,12 +1497,27 @@ static bool sweep_alive(__u32 tgid)
 	return tgid != (__u32)sweep_dead;
 }
 
-/* A process that died between a failed write and its retry: userspace's sweep deletes
- * its mark (user/modules/usm/tls_retry.c), and writes stop looking marks up. */
+static __u64 mono_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns()'s clock */
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
+
+static int sweep(__u64 now_ns)
+{
+	return usm_tls_retry_sweep(bpf_map__fd(skel->maps.usm_tls_retry),
+				   &skel->bss->usm_tls_retry_marks, sweep_alive, now_ns);
+}
+
+/* Userspace's sweep (user/modules/usm/tls_retry.c) deletes the mark of a process that
+ * died between a failed write and its retry, and a mark older than 10 s (a write never
+ * retried, or a failure that was not the write's); writes then stop looking marks up. */
 static void test_tls_write_retry_sweep(void **state)
 {
 	const char *req = "GET /a HTTP/1.1\r\n\r\n";
-	__u64 dead = (4343ull << 32) | 4343;
+	__u64 dead = (4343ull << 32) | 4343, now = mono_now_ns();
 
 	(void)state;
 	sweep_dead = 4343;
@@ -1510,16 +1526,21 @@ static void test_tls_write_retry_sweep(void **state)
 	assert_int_equal(write_as(SSL_PTR + 64, req, strlen(req), dead), 1);
 	get_error(SSL_PTR + 64, 0, dead);
 	assert_int_equal(retry_marks(), 2);
-	assert_int_equal(usm_tls_retry_sweep(bpf_map__fd(skel->maps.usm_tls_retry),
-					     &skel->bss->usm_tls_retry_marks, sweep_alive),
-			 1);
+	assert_int_equal(sweep(now), 1);
 	assert_int_equal(retry_marks(), 1);
 	/* The live one's stays, and is its retry. */
 	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 0);
 	assert_int_equal(retry_marks(), 0);
-	assert_int_equal(usm_tls_retry_sweep(bpf_map__fd(skel->maps.usm_tls_retry),
-					     &skel->bss->usm_tls_retry_marks, sweep_alive),
-			 0);
+	assert_int_equal(sweep(now), 0);
+	/* A live process's mark, never retried: kept within 10 s, gone past them. */
+	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1);
+	get_error(SSL_PTR, 0, PID_TGID);
+	now = mono_now_ns();
+	assert_int_equal(sweep(now + USM_TLS_RETRY_MAX_AGE_NS / 2), 0);
+	assert_int_equal(retry_marks(), 1);
+	assert_int_equal(sweep(now + USM_TLS_RETRY_MAX_AGE_NS + 1000000000ull), 1);
+	assert_int_equal(retry_marks(), 0);
+	assert_int_equal(write_as(SSL_PTR, req, strlen(req), PID_TGID), 1); /* not skipped */
 }
 
 /* ---- Go's crypto/tls (bpf/lib/usm_go.h): register ABI, pairing by goroutine ---- */

@@ -582,11 +582,11 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 	struct sweep_ctx c = {.u = u, .now = mono_ns()};
 	int n = usm_endpoints_sweep(u->endpoints, shown, &c);
 
-	/* A few bpf(2) calls: the map is small, usually empty. */
+	/* Usually nothing (no mark); else a few bpf(2) calls, bounded. */
 	pthread_mutex_lock(&u->lock);
 	if (u->skel && bpf_map__fd(u->skel->maps.usm_tls_retry) >= 0)
 		usm_tls_retry_sweep(bpf_map__fd(u->skel->maps.usm_tls_retry),
-				    &u->skel->bss->usm_tls_retry_marks, proc_alive);
+				    &u->skel->bss->usm_tls_retry_marks, proc_alive, c.now);
 	pthread_mutex_unlock(&u->lock);
 
 	usm_h2_sessions_sweep(u->h2, shown, &c);
