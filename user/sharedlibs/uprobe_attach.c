@@ -735,10 +735,11 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 	/* Read, but not to a verdict on the file: written meanwhile (what was read may be
 	 * half of each), or a read error (EIO: a disk's, a FUSE server's). */
 	unread = fd >= 0 && ret && ret != -ENOMEM && (f->writes != writes || ret == -EIO);
-	if ((fd < 0 || (unread && f->writes == writes)) && f->nprocs && !skip) {
+	if ((fd < 0 || unread) && f->nprocs && !skip) {
 		/* Its processes live but none reaches it (a path swapped, no mapping), or
-		 * reading it failed: the sweep tries again later, and later each time, not
-		 * every second. */
+		 * it was not read to a verdict (a file rewritten again and again, in a
+		 * loop, must not be parsed every second): the sweep tries again later, and
+		 * later each time. */
 		long long delay;
 
 		f->reopen_fails++;
