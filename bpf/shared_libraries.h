@@ -5,7 +5,8 @@
  * Included by bpf/shared_libraries.bpf.c (after vmlinux.h) and by userspace (after
  * <linux/types.h>). Every layout here is checked by _Static_assert on both sides.
  *
- * Kernel -> user: struct shlib_event through the ring buffer `shlib_events`, sized to
+ * Kernel -> user: struct shlib_event through the ring buffer `shlib_events` (execs:
+ * `shlib_exec_events`, their own), sized to
  * the path it carries (header + path_len + 1 bytes), with the opened file's identity
  * (device, inode) so that userspace checks it resolved the path to that very file. User -> kernel:
  * struct shlib_config in the array map `shlib_config`, read on every candidate open.

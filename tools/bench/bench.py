@@ -311,12 +311,12 @@ def h2load_rps(port, n):
 
 
 def usm_on_libssl(ag):
-    """Wait for the USM probes on libssl: 6 points on Debian 12's (SSL_read and
-    SSL_read_ex share theirs, tests/integration/agentlib.py's LIBSSL_PROBES), 8 where
+    """Wait for the USM probes on libssl: 7 points on Debian 12's (SSL_read and
+    SSL_read_ex share theirs, tests/integration/agentlib.py's LIBSSL_PROBES), 9 where
     they do not."""
     for _ in range(600):
         libs = (ag.json("libs") or {}).get("libs", [])
-        if any(r["module"] == "usm" and r["lib"] == "libssl" and r["attached"] >= 6
+        if any(r["module"] == "usm" and r["lib"] == "libssl" and r["attached"] >= 7
                for r in libs):
             return
         time.sleep(0.05)
