@@ -251,11 +251,37 @@ static void undecodable_samples(struct bpftel_prom *w, const uint64_t *counts)
 	}
 }
 
-/* HTTP/2 sessions and what could not be decoded: bounded labels (fixed reasons). */
+/* The kernel's counters shown as they are, one series each. */
+static const struct {
+	const char *name, *help;
+	enum usm_counter counter;
+} kernel_scalars[] = {
+	{"bpftel_go_tls_reads_unpaired_total",
+	 "Returns of Go's crypto/tls (*Conn).Read seen without their entry (entered before "
+	 "the probes were attached, or more reads in flight at once than the kernel keeps: "
+	 "16384): their bytes are not looked at.",
+	 USM_CNT_GO_UNPAIRED},
+	{"bpftel_http_packets_duplicate_total",
+	 "Plaintext segments that began an HTTP message seen again, on another network device "
+	 "the packet crossed (bond, VLAN, bridge) or sent again (a TCP retransmission): "
+	 "counted once.",
+	 USM_CNT_PACKETS_DUPLICATE},
+	{"bpftel_http_tls_write_retries_total",
+	 "OpenSSL writes that retried one SSL_get_error reported failed (a non-blocking "
+	 "socket): their bytes were looked at on the first try, not again.",
+	 USM_CNT_TLS_RETRIES},
+	{"bpftel_http_packets_ipv6_deep_total",
+	 "IPv6 packets with more extension headers before their transport header than the "
+	 "socket filter walks (4): not looked at.",
+	 USM_CNT_PACKETS_IP6_DEEP},
+};
+
+/* HTTP/2 sessions and what could not be decoded: bounded labels (fixed reasons); and
+ * the kernel's plain counters. */
 static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counters *c)
 {
 	struct bpftel_prom_label l[1];
-	int i;
+	size_t i;
 
 	bpftel_prom_scalar(w, "bpftel_http2_sessions_total", "counter",
 			   "HTTP/2 sessions over TLS whose start the agent saw (preface or first "
@@ -301,25 +327,9 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 			   "could not be decoded from the packets' prefixes, by reason (lost_bytes: "
 			   "its HEADERS did not fit).");
 	undecodable_samples(w, c->h2c.undecodable);
-	bpftel_prom_scalar(w, "bpftel_go_tls_reads_unpaired_total", "counter",
-			   "Returns of Go's crypto/tls (*Conn).Read seen without their entry "
-			   "(entered before the probes were attached, or more reads in flight at "
-			   "once than the kernel keeps: 16384): their bytes are not looked at.",
-			   c->kernel[USM_CNT_GO_UNPAIRED]);
-	bpftel_prom_scalar(w, "bpftel_http_packets_duplicate_total", "counter",
-			   "Plaintext segments that began an HTTP message seen again, on another "
-			   "network device the packet crossed (bond, VLAN, bridge) or sent again "
-			   "(a TCP retransmission): counted once.",
-			   c->kernel[USM_CNT_PACKETS_DUPLICATE]);
-	bpftel_prom_scalar(w, "bpftel_http_tls_write_retries_total", "counter",
-			   "OpenSSL writes that retried one SSL_get_error reported failed (a "
-			   "non-blocking socket): their bytes were looked at on the first try, "
-			   "not again.",
-			   c->kernel[USM_CNT_TLS_RETRIES]);
-	bpftel_prom_scalar(w, "bpftel_http_packets_ipv6_deep_total", "counter",
-			   "IPv6 packets with more extension headers before their transport "
-			   "header than the socket filter walks (4): not looked at.",
-			   c->kernel[USM_CNT_PACKETS_IP6_DEEP]);
+	for (i = 0; i < sizeof(kernel_scalars) / sizeof(kernel_scalars[0]); i++)
+		bpftel_prom_scalar(w, kernel_scalars[i].name, "counter", kernel_scalars[i].help,
+				   c->kernel[kernel_scalars[i].counter]);
 }
 
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
