@@ -71,8 +71,9 @@ enum shlib_counter {
 				 * exec to report (SHLIB_SUB_EXECS): each ends below */
 	SHLIB_CNT_EMITTED = 1,	/* event written to the ring buffer */
 	SHLIB_CNT_NO_PATH = 2,	/* matched, but the path the process passed was unreadable */
-	SHLIB_CNT_LOST = 3,	/* ring buffer full, event lost */
+	SHLIB_CNT_LOST = 3,	/* ring buffer full, a library open's event lost */
 	SHLIB_CNT_TOO_LONG = 4, /* matched, but the path was PATH_MAX bytes or longer */
+	SHLIB_CNT_EXEC_LOST = 5, /* the execs' ring buffer full, an exec's event lost */
 	SHLIB_CNT__COUNT,
 };
 

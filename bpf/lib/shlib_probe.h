@@ -215,7 +215,10 @@ static __always_inline void shlib_emit(TLM_PARAM, struct shlib_event *ev, long n
 		err = tlm_ringbuf_output(shlib_exec_events, ev, size, 0);
 	else
 		err = tlm_ringbuf_output(shlib_events, ev, size, 0);
-	shlib_count(err ? SHLIB_CNT_LOST : SHLIB_CNT_EMITTED);
+	if (!err)
+		shlib_count(SHLIB_CNT_EMITTED);
+	else
+		shlib_count(sys == SHLIB_SYS_EXEC ? SHLIB_CNT_EXEC_LOST : SHLIB_CNT_LOST);
 }
 
 /*

@@ -56,6 +56,7 @@ static void test_names(void **state)
 	assert_string_equal(bpftel_shlib_lib_name(99), "unknown");
 	assert_string_equal(bpftel_shlib_libset_name(SHLIB_LIBSET_GPU), "gpu");
 	assert_string_equal(bpftel_shlib_counter_name(SHLIB_CNT_LOST), "lost");
+	assert_string_equal(bpftel_shlib_counter_name(SHLIB_CNT_EXEC_LOST), "exec_lost");
 }
 
 int main(void)

@@ -335,7 +335,8 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	if (bpftel_sharedlibs__counters(sl, &cnt))
 		return;
 	bpftel_module__event_stats(m, &es);
-	lost = cnt.kernel[SHLIB_CNT_LOST] + cnt.kernel[SHLIB_CNT_NO_PATH] +
+	lost = cnt.kernel[SHLIB_CNT_LOST] + cnt.kernel[SHLIB_CNT_EXEC_LOST] +
+	       cnt.kernel[SHLIB_CNT_NO_PATH] +
 	       cnt.kernel[SHLIB_CNT_TOO_LONG] + cnt.malformed + es.lost_queue_full +
 	       es.lost_too_big + bpftel_uprobes__stale(sl->registry);
 	if (lost == sl->lost_seen || !bpftel_scan_pace_take(&sl->scans, bpftel_mono_ms()))
