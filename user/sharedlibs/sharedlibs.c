@@ -142,7 +142,7 @@ static int handle_exec(struct bpftel_sharedlibs *sl, const struct shlib_event *e
 	val.ctime_sec = ctime.tv_sec;
 	val.ctime_nsec = (__u32)ctime.tv_nsec;
 	pthread_mutex_lock(&sl->lock);
-	if (sl->skel)
+	if (sl->loaded)
 		fd = bpf_map__fd(sl->skel->maps.shlib_exe_skip);
 	if (fd >= 0 && !bpf_map_update_elem(fd, &key, &val, BPF_ANY))
 		sl->execs_skipped++;
@@ -313,7 +313,14 @@ static int shlib_load(struct bpftel_module *m)
 {
 	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
 
-	return shared_libraries__load(sl->skel);
+	int err = shared_libraries__load(sl->skel);
+
+	if (!err) {
+		pthread_mutex_lock(&sl->lock);
+		sl->loaded = true;
+		pthread_mutex_unlock(&sl->lock);
+	}
+	return err;
 }
 
 static int read_kernel_counters(struct bpftel_sharedlibs *sl, __u64 *out)
@@ -330,11 +337,11 @@ static void shlib_close(struct bpftel_module *m)
 
 	/* Under sl->lock: a concurrent bpftel_sharedlibs__counters reads these maps. */
 	pthread_mutex_lock(&sl->lock);
-	if (sl->skel && bpf_map__fd(sl->skel->maps.shlib_counters) >= 0 &&
-	    !read_kernel_counters(sl, last)) {
+	if (sl->loaded && !read_kernel_counters(sl, last)) {
 		for (i = 0; i < SHLIB_CNT__COUNT; i++)
 			sl->retired[i] += last[i];
 	}
+	sl->loaded = false;
 	shared_libraries__destroy(sl->skel);
 	sl->skel = NULL;
 	pthread_mutex_unlock(&sl->lock);
@@ -472,8 +479,8 @@ int bpftel_sharedlibs__counters(struct bpftel_sharedlibs *sl,
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&sl->lock);
-	/* Loaded maps only (fd >= 0); close takes this lock before destroying them. */
-	if (sl->skel && bpf_map__fd(sl->skel->maps.shlib_counters) >= 0)
+	/* Loaded maps only; close takes this lock before destroying them. */
+	if (sl->loaded)
 		read_kernel_counters(sl, live);
 	for (i = 0; i < SHLIB_CNT__COUNT; i++)
 		out->kernel[i] = sl->retired[i] + live[i];
@@ -493,7 +500,7 @@ static int skel_lookup(struct bpftel_sharedlibs *sl, bool fds, const void *key, 
 	int fd, err = -ENOENT;
 
 	pthread_mutex_lock(&sl->lock);
-	fd = !sl->skel ? -1
+	fd = !sl->loaded ? -1
 	     : fds   ? bpf_map__fd(sl->skel->maps.shlib_fd_socks)
 		     : bpf_map__fd(sl->skel->maps.shlib_sock_owners);
 	if (fd >= 0)

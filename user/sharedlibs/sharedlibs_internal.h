@@ -17,6 +17,9 @@ struct bpftel_sharedlibs {
 	struct bpftel_module_ops ops;
 	struct bpftel_module *module;
 	struct shared_libraries *skel; /* while the module is open */
+	/* Its maps are used only once loaded: the load writes their fds (libbpf, without
+	 * our lock), while lookups and reports run. */
+	bool loaded;
 
 	/* Guards everything below: the consumer thread writes, the control thread reads. */
 	pthread_mutex_t lock;

@@ -38,8 +38,11 @@ struct proc_start {
 struct bpftel_gpu {
 	struct bpftel_module_ops ops;
 	struct bpftel_module *module;
-	pthread_mutex_t lock;	/* guards skel, launch_shared_mem and opens */
+	pthread_mutex_t lock;	/* guards skel, loaded, launch_shared_mem and opens */
 	struct gpu *skel;	/* while the module is open */
+	/* Its maps are read only once loaded: the load writes their fds (libbpf, without
+	 * our lock), while housekeeping and reports run. */
+	bool loaded;
 	bool launch_shared_mem; /* config: taken at the module's next open */
 	__u64 opens;		/* of the BPF object: its maps are new each time */
 	/*
@@ -220,7 +223,14 @@ static int gpu_load(struct bpftel_module *m)
 {
 	struct bpftel_gpu *g = bpftel_module__priv(m);
 
-	return gpu__load(g->skel);
+	int err = gpu__load(g->skel);
+
+	if (!err) {
+		pthread_mutex_lock(&g->lock);
+		g->loaded = true;
+		pthread_mutex_unlock(&g->lock);
+	}
+	return err;
 }
 
 static void gpu_close(struct bpftel_module *m)
@@ -228,6 +238,7 @@ static void gpu_close(struct bpftel_module *m)
 	struct bpftel_gpu *g = bpftel_module__priv(m);
 
 	pthread_mutex_lock(&g->lock);
+	g->loaded = false;
 	gpu__destroy(g->skel);
 	g->skel = NULL;
 	pthread_mutex_unlock(&g->lock);
@@ -863,7 +874,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	*out = NULL;
 	pthread_mutex_lock(&g->report_lock);
 	pthread_mutex_lock(&g->lock);
-	if (!g->skel || bpf_map__fd(g->skel->maps.gpu_procs) < 0) {
+	if (!g->loaded) {
 		pthread_mutex_unlock(&g->lock);
 		pthread_mutex_unlock(&g->report_lock);
 		return 0;
@@ -1139,7 +1150,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 
 	pthread_mutex_lock(&g->sweep_lock); /* one at a time: starts is the sweep's */
 	pthread_mutex_lock(&g->lock);
-	if (!g->skel || bpf_map__fd(g->skel->maps.gpu_procs) < 0) {
+	if (!g->loaded) {
 		pthread_mutex_unlock(&g->lock);
 		pthread_mutex_unlock(&g->sweep_lock);
 		return 0;

@@ -39,6 +39,9 @@ struct bpftel_usm {
 	struct usm_series_set *series; /* /metrics' */
 	pthread_mutex_t lock; /* skel, counters, settings */
 	struct usm *skel;     /* while the module is open */
+	/* Its maps are read only once loaded: the load writes their fds and maps .bss
+	 * (libbpf, without our lock), while housekeeping and reports run. */
+	bool loaded;
 	__u64 retired[USM_CNT__COUNT];
 	__u64 unparsed, malformed, unattributed, tls_no_conn, own;
 	__u64 rejected[USM_HTTP__REJECT_COUNT];
@@ -430,7 +433,14 @@ static int usm_load(struct bpftel_module *m)
 {
 	struct bpftel_usm *u = bpftel_module__priv(m);
 
-	return usm__load(u->skel);
+	int err = usm__load(u->skel);
+
+	if (!err) {
+		pthread_mutex_lock(&u->lock);
+		u->loaded = true;
+		pthread_mutex_unlock(&u->lock);
+	}
+	return err;
 }
 
 static void usm_close(struct bpftel_module *m)
@@ -440,11 +450,11 @@ static void usm_close(struct bpftel_module *m)
 	int i;
 
 	pthread_mutex_lock(&u->lock);
-	if (u->skel && bpf_map__fd(u->skel->maps.usm_counters) >= 0 &&
-	    !read_kernel_counters(u, last)) {
+	if (u->loaded && !read_kernel_counters(u, last)) {
 		for (i = 0; i < USM_CNT__COUNT; i++)
 			u->retired[i] += last[i];
 	}
+	u->loaded = false;
 	usm__destroy(u->skel);
 	u->skel = NULL;
 	pthread_mutex_unlock(&u->lock);
@@ -529,7 +539,7 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&u->lock);
-	if (u->skel && bpf_map__fd(u->skel->maps.usm_counters) >= 0)
+	if (u->loaded)
 		read_kernel_counters(u, live);
 	for (i = 0; i < USM_CNT__COUNT; i++)
 		out->kernel[i] = u->retired[i] + live[i];
@@ -584,7 +594,7 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 
 	/* Usually nothing (no mark); else a few bpf(2) calls, bounded. */
 	pthread_mutex_lock(&u->lock);
-	if (u->skel && bpf_map__fd(u->skel->maps.usm_tls_retry) >= 0)
+	if (u->loaded)
 		usm_tls_retry_sweep(bpf_map__fd(u->skel->maps.usm_tls_retry),
 				    &u->skel->bss->usm_tls_retry_marks, proc_alive, c.now);
 	pthread_mutex_unlock(&u->lock);
