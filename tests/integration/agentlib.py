@@ -99,8 +99,11 @@ class Agent:
         res = subprocess.run([self.cli_bin, "--socket", self.socket, *args],
                              capture_output=True, text=True, timeout=30)
         if check and res.returncode != 0:
+            dead = self.proc.poll()
             raise AssertionError(f"bpftel {' '.join(args)} failed ({res.returncode}): "
-                                 f"{res.stderr}")
+                                 f"{res.stderr}" + ("" if dead is None else
+                                 f"\nthe agent exited with {dead}; its log ends:\n"
+                                 f"{self.logs()[-20000:]}"))
         return res
 
     def json(self, *args):

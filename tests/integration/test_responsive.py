@@ -141,7 +141,9 @@ def main():
     try:
         restart_storm(agent, 4)
         sweep_storm(agent, args.python, tmp)
-        check(agent.stop() == 0, "the agent stops cleanly")
+        rc = agent.stop()
+        check(rc == 0, f"the agent stops cleanly (exit {rc})" + ("" if rc == 0 else
+              f"; its log:\n{agent.logs()[-20000:]}"))
     finally:
         agent.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)

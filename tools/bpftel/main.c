@@ -397,7 +397,8 @@ static int report_connect_error(int err, const char *path, const char *msg)
 	case ENOENT:
 	case ECONNREFUSED:
 		fprintf(stderr,
-			"bpftel: no agent is running at %s (start one with: bpftel-agent)\n", path);
+			"bpftel: no agent is running at %s (%s; start one with: bpftel-agent)\n",
+			path, strerror(-err));
 		break;
 	case EACCES:
 	case EPERM:
