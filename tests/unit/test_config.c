@@ -73,6 +73,9 @@ static void test_defaults_and_values(void **state)
 	assert_int_equal(parse("metrics_addr = metrics.host.invalid:9464\n", &c, err), 0);
 	assert_string_equal(c.metrics_addr, "metrics.host.invalid:9464");
 	assert_int_equal(parse("metrics_addr = my_service.invalid.:9464\n", &c, err), 0);
+	/* At the slots' cap, in either order. */
+	assert_int_equal(parse("workers = 16\nqueue_len = 4096\n", &c, err), 0);
+	assert_int_equal(parse("queue_len = 65536\nworkers = 1\n", &c, err), 0);
 }
 
 static void test_run_stats_and_budgets(void **state)
@@ -114,6 +117,11 @@ static void test_errors_name_file_and_line(void **state)
 		{"workers = 2x\n", "t.conf:1: workers: '2x' is not 1..64"},
 		{"workers = -1\n", "t.conf:1: workers: '-1' is not 1..64"},
 		{"queue_len = 99999999999999999999\n", "t.conf:1: queue_len:"},
+		{"queue_len = 1000\n", "t.conf:1: queue_len: '1000' is not a power of two in 16..65536"},
+		{"workers = 16\n\nqueue_len = 8192\n",
+		 "t.conf:3: queue_len: 8192 x workers 16 is over 65536 records"},
+		{"queue_len = 65536\nworkers = 2\n",
+		 "t.conf:2: workers: 2 x queue_len 65536 is over 65536 records"},
 		{"ringbuf_kib = 100\n", "t.conf:1: ringbuf_kib: '100' is not 0 or a power of two"},
 		{"run_stats = yes\n", "t.conf:1: run_stats: 'yes' is not always, sampled or off"},
 		{"run_stats_duty = 10/10\n", "t.conf:1: run_stats_duty: '10/10' is not ON/PERIOD"},

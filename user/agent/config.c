@@ -47,6 +47,12 @@ static int bad(char *err, size_t errlen, const char *name, int line, const char 
 	return -EINVAL;
 }
 
+static const char *utoa(char buf[16], unsigned int v)
+{
+	snprintf(buf, 16, "%u", v);
+	return buf;
+}
+
 static bool parse_uint(const char *v, unsigned int lo, unsigned int hi, unsigned int *out)
 {
 	unsigned long n;
@@ -195,7 +201,7 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 {
 	const char *libset_names[SHLIB_LIBSET__COUNT], *what = v;
 	bool found[BPFTEL_CFG_MAX_MODULES];
-	char known[256] = "";
+	char known[256] = "", num[16];
 	unsigned int i;
 
 	if (!strcmp(key, "socket")) {
@@ -259,10 +265,18 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 	} else if (!strcmp(key, "workers")) {
 		if (!parse_uint(v, 1, 64, &c->workers))
 			return bad(err, errlen, name, line, "workers: '%s' is not 1..64%s", v, "");
+		if (c->workers * c->queue_len > BPFTEL_CFG_MAX_SLOTS)
+			return bad(err, errlen, name, line, "workers: %s x queue_len %s is over 65536 "
+				   "records (each slot holds one of up to 4 KiB)",
+				   v, utoa(num, c->queue_len));
 	} else if (!strcmp(key, "queue_len")) {
-		if (!parse_uint(v, 16, 65536, &c->queue_len))
-			return bad(err, errlen, name, line, "queue_len: '%s' is not 16..65536%s", v,
-				   "");
+		if (!parse_uint(v, 16, 65536, &c->queue_len) || (c->queue_len & (c->queue_len - 1)))
+			return bad(err, errlen, name, line,
+				   "queue_len: '%s' is not a power of two in 16..65536%s", v, "");
+		if (c->workers * c->queue_len > BPFTEL_CFG_MAX_SLOTS)
+			return bad(err, errlen, name, line, "queue_len: %s x workers %s is over 65536 "
+				   "records (each slot holds one of up to 4 KiB)",
+				   v, utoa(num, c->workers));
 	} else if (!strcmp(key, "uprobe_grace")) {
 		if (!parse_uint(v, 0, 3600, &c->uprobe_grace_s))
 			return bad(err, errlen, name, line, "uprobe_grace: '%s' is not 0..3600%s", v,

@@ -39,6 +39,10 @@
 
 #define BPFTEL_CONFIG_DEFAULT "/etc/bpftel/bpftel.conf"
 
+/* workers x queue_len at most: each slot of a pipeline's queues holds a record of up to
+ * 4 KiB (user/events), so a pipeline maps at most ~280 MiB. */
+#define BPFTEL_CFG_MAX_SLOTS 65536
+
 /* Room for the agent's module table (module_table.h), which names the modules. */
 #define BPFTEL_CFG_MAX_MODULES 16
 
