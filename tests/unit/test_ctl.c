@@ -762,6 +762,53 @@ static void test_client_errors(void **state)
 	json_decref(req);
 }
 
+/* A listening socket at addr that never accepts, its queue filled by the connections
+ * in fds (closed by the caller, with the listener it returns). */
+static int listen_full(struct sockaddr_un *addr, const char *name, int fds[64], int *n)
+{
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(addr->sun_path, sizeof(addr->sun_path), "/tmp/bpftel-test-%s-%d.sock", name,
+		 getpid());
+	unlink(addr->sun_path);
+	assert_int_equal(bind(lfd, (struct sockaddr *)addr, sizeof(*addr)), 0);
+	assert_int_equal(listen(lfd, 0), 0);
+	for (*n = 0;;) {
+		assert_true(*n < 64);
+		fds[*n] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (connect(fds[*n], (struct sockaddr *)addr, sizeof(*addr))) {
+			assert_int_equal(errno, EAGAIN);
+			close(fds[*n]);
+			break;
+		}
+		(*n)++;
+	}
+	return lfd;
+}
+
+/* A live agent that does not accept, its queue full, holds the socket: a second one
+ * is refused at once, not stuck in a connect() that waits for ever (the alarm kills
+ * the test if it is), and leaves the socket where it is. */
+static void test_wedged_server_not_replaced(void **state)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	struct bpftel_ctl_server *srv;
+	int fds[64], n, i, lfd;
+
+	(void)state;
+	lfd = listen_full(&addr, "wedged", fds, &n);
+	alarm(20);
+	assert_int_equal(bpftel_ctl_server__new(addr.sun_path, echo_handler, NULL, &srv),
+			 -EADDRINUSE);
+	alarm(0);
+	assert_null(srv);
+	assert_int_equal(access(addr.sun_path, F_OK), 0);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	close(lfd);
+	unlink(addr.sun_path);
+}
+
 /* An agent that does not accept (stopped, or out of descriptors) with its listen queue
  * full: a call times out by its deadline, not in a connect() that waits for ever (the
  * alarm kills the test if it does). */
@@ -769,24 +816,11 @@ static void test_client_connect_times_out(void **state)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	json_t *req = json_pack("{s:s}", "cmd", "stats"), *resp;
-	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), fds[64], n = 0, i;
+	int fds[64], n, i, lfd;
 	char err[256];
 
 	(void)state;
-	snprintf(addr.sun_path, sizeof(addr.sun_path), "/tmp/bpftel-test-full-%d.sock", getpid());
-	unlink(addr.sun_path);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-	assert_int_equal(listen(lfd, 0), 0);
-	for (;;) {
-		assert_true(n < 64);
-		fds[n] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (connect(fds[n], (struct sockaddr *)&addr, sizeof(addr))) {
-			assert_int_equal(errno, EAGAIN);
-			close(fds[n]);
-			break;
-		}
-		n++;
-	}
+	lfd = listen_full(&addr, "full", fds, &n);
 	alarm(20);
 	assert_int_equal(bpftel_ctl_call(addr.sun_path, req, 300, &resp, err, sizeof(err)),
 			 -ETIMEDOUT);
@@ -828,6 +862,7 @@ int main(void)
 						server_teardown),
 		cmocka_unit_test(test_stale_socket_replaced),
 		cmocka_unit_test(test_non_socket_not_removed),
+		cmocka_unit_test(test_wedged_server_not_replaced),
 		cmocka_unit_test(test_client_errors),
 		cmocka_unit_test(test_client_connect_times_out),
 	};

@@ -91,12 +91,14 @@ static int clear_stale(const char *path, const struct sockaddr_un *addr)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISSOCK(st.st_mode))
 		return -EEXIST;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Non-blocking: a live agent that is not accepting (its backlog full) would keep a
+	 * blocking connect() waiting; it says EAGAIN, and is live. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	err = connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) ? errno : 0;
 	close(fd);
-	if (!err)
+	if (!err || err == EAGAIN)
 		return -EADDRINUSE;
 	if (err != ECONNREFUSED)
 		return -err;
