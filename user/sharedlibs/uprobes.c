@@ -134,11 +134,9 @@ void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, con
 		if (r->nrecent < BPFTEL_UPROBES_RECENT)
 			r->nrecent++;
 		i = r->nrecent - 1;
-		u->recent_count[i] = 0;
 	}
 	/* Newest first. */
 	memmove(&r->recent[1], &r->recent[0], i * sizeof(r->recent[0]));
-	memmove(&u->recent_count[1], &u->recent_count[0], i * sizeof(u->recent_count[0]));
 	e = &r->recent[0];
 	*e = (struct bpftel_uprobe_refusal){.when = time(NULL), .pid = pid, .lib = lib, .why = why};
 	snprintf(e->path, sizeof(e->path), "%s", path);

@@ -181,7 +181,6 @@ struct bpftel_uprobes {
 	__u64 sweeps;
 	unsigned int grace_ms;
 	struct bpftel_uprobes_refusals ref;
-	__u32 recent_count[BPFTEL_UPROBES_RECENT]; /* repeats of each recent refusal */
 	struct refused_file refused[REFUSED_CACHE];
 	size_t refused_next; /* the entry a new refusal takes when none is free */
 	struct exe_verdict verdicts[EXE_VERDICTS];
