@@ -109,6 +109,8 @@ enum usm_counter {
 				   * counted in USM_CNT_TLS_CALLS, not looked at again */
 	USM_CNT_PACKETS_IP6_DEEP = 16, /* IPv6 packets with more extension headers than
 					* walked (USM_IP6_EXT_MAX): not looked at */
+	USM_CNT_H2_NESTED = 17, /* HTTP/2 calls that found their CPU's walk scratch held by
+				 * a walk they preempted: framing lost (lib/usm_h2.h) */
 	USM_CNT__COUNT,
 };
 

@@ -115,7 +115,10 @@ struct usm_h2_scratch {
 	__u32 start;   /* pos where the record being built begins */
 	__u32 records; /* records of this call sent so far */
 	__u32 cut;     /* a record of this call was cut */
-	__u32 __pad;
+	/* A walk is using this CPU's scratch. A uprobe program runs with migration, not
+	 * preemption, disabled: on a preemptible kernel (preempt=full, lazy, RT) another
+	 * task's walk can run on this CPU before a preempted one ends. */
+	__u32 busy;
 	struct usm_h2_record rec;
 	__u8 slack[2 * USM_H2_CAP];
 };
@@ -389,6 +392,40 @@ static __always_inline void usm_h2_dir_reset(struct usm_h2_dir_state *d, bool pr
 }
 
 /*
+ * This CPU's scratch is held by a walk the program preempted: this call's bytes are not
+ * walked, so the direction's framing is lost. Said once, in a record of no bytes that
+ * the program reserves itself (the scratch is not its to use), so that userspace stops
+ * decoding the session; the direction sends nothing more.
+ */
+static __always_inline void usm_h2_nested(TLM_PARAM, struct usm_h2_dir_state *d, __u64 conn,
+					  __u64 len, __u32 source, enum usm_dir dir, __u8 flags,
+					  __u64 pid_tgid)
+{
+	struct usm_h2_record *r;
+
+	d->unframed = 1;
+	usm_count(USM_CNT_H2_NESTED);
+	usm_count(USM_CNT_H2_RECORDS);
+	r = tlm_ringbuf_reserve(usm_h2_events, USM_H2_RECORD_HDR, 0);
+	if (!r) {
+		usm_count(USM_CNT_H2_LOST);
+		return;
+	}
+	__builtin_memset(r, 0, USM_H2_RECORD_HDR);
+	r->ktime_ns = bpf_ktime_get_ns();
+	r->conn = conn;
+	r->offset = d->offset;
+	r->pid = pid_tgid >> 32;
+	r->tid = (__u32)pid_tgid;
+	r->len = len > 0xffffffff ? 0xffffffff : len;
+	r->fd = -1;
+	r->source = source;
+	r->dir = dir;
+	r->flags = flags | USM_H2_F_UNFRAMED;
+	tlm_ringbuf_submit(r, usm_h2_wakeup(USM_H2_RECORD_HDR));
+}
+
+/*
  * A TLS call moved len bytes through buf on session conn. If the session is HTTP/2 (or
  * becomes it with this call), walk and send its bytes and return true; false: not
  * HTTP/2, the caller goes on with HTTP/1. peek: the first USM_PEEK bytes when peeked
@@ -458,6 +495,11 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	s = usm_h2_scratch_get();
 	if (!s)
 		return true;
+	if (s->busy) {
+		usm_h2_nested(TLM_ARG, d, conn, len, source, dir, flags, pid_tgid);
+		return true;
+	}
+	s->busy = 1; /* no return until it is cleared */
 	s->st = *d;
 	s->rec.ktime_ns = ktime_ns == USM_TLS_NOW ? bpf_ktime_get_ns() : ktime_ns;
 	s->rec.conn = conn;
@@ -491,6 +533,7 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	if (s->rec.flags & USM_H2_F_UNFRAMED)
 		usm_count(USM_CNT_H2_UNFRAMED);
 	usm_h2_output(TLM_ARG, s);
+	s->busy = 0;
 	return true;
 }
 

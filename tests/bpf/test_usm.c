@@ -20,6 +20,8 @@
 #include <cmocka.h>
 #include <linux/types.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
 
 #include "harness.h"
 #include "uprobe_hits.h"
@@ -1251,6 +1253,95 @@ static void test_h2_unframed(void **state)
 	assert_int_equal(counter(USM_CNT_H2_UNFRAMED), 1);
 }
 
+/* Where member lies in the object's struct sname, from its BTF (bytes). */
+static size_t btf_offset(const char *sname, const char *member)
+{
+	const struct btf *btf = bpf_object__btf(skel->obj);
+	const struct btf_member *m;
+	const struct btf_type *t;
+	int id, i;
+
+	id = btf__find_by_name_kind(btf, sname, BTF_KIND_STRUCT);
+	assert_true(id > 0);
+	t = btf__type_by_id(btf, id);
+	m = btf_members(t);
+	for (i = 0; i < btf_vlen(t); i++, m++) {
+		if (!strcmp(btf__name_by_offset(btf, m->name_off), member))
+			return btf_member_bit_offset(t, i) / 8;
+	}
+	fail_msg("%s has no member %s", sname, member);
+	return 0;
+}
+
+/* Every CPU's walk scratch: busy set (and a mark in its record's conn) or all clear;
+ * returns how many CPUs' scratch still held the mark and busy. */
+static int h2_scratch_hold(bool hold)
+{
+	int fd = bpf_map__fd(skel->maps.usm_h2_scratch), ncpu = libbpf_num_possible_cpus(), i,
+	    marked = 0;
+	size_t vsz = (bpf_map__value_size(skel->maps.usm_h2_scratch) + 7) / 8 * 8;
+	size_t busy = btf_offset("usm_h2_scratch", "busy"),
+	       conn = btf_offset("usm_h2_scratch", "rec") + offsetof(struct usm_h2_record, conn);
+	unsigned char *v = calloc((size_t)ncpu, vsz);
+	__u32 zero = 0, one = 1;
+	__u64 mark = 0xfeedull;
+
+	assert_non_null(v);
+	assert_int_equal(bpf_map_lookup_elem(fd, &zero, v), 0);
+	for (i = 0; i < ncpu; i++) {
+		unsigned char *s = v + (size_t)i * vsz;
+
+		marked += !memcmp(s + busy, &one, 4) && !memcmp(s + conn, &mark, 8);
+		if (hold) {
+			memcpy(s + busy, &one, 4);
+			memcpy(s + conn, &mark, 8);
+		} else {
+			memset(s, 0, vsz);
+		}
+	}
+	assert_int_equal(bpf_map_update_elem(fd, &zero, v, BPF_ANY), 0);
+	free(v);
+	return marked;
+}
+
+/* A walk that finds its CPU's scratch held (by a walk it preempted, on a preemptible
+ * kernel: simulated here by holding every CPU's) leaves it alone: one record of no bytes
+ * says the direction's framing is lost, and nothing more of it is sent; the other
+ * direction goes on. A walk leaves the scratch free. */
+static void test_h2_preempted_walk(void **state)
+{
+	const struct usm_h2_record *r;
+	unsigned char b[64];
+	size_t n;
+
+	(void)state;
+	memcpy(b, PREFACE, 24);
+	assert_int_equal(h2_call(SSL_WRITE, b, 24, 1), 1);
+	assert_int_equal(h2_scratch_hold(true), 0); /* the walk cleared busy */
+	n = frame(b, 1, 4, 1, 10, NULL, 0x82);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 2), 1);
+	r = h2rec(0);
+	assert_int_equal(r->flags, USM_H2_F_UNFRAMED);
+	assert_int_equal(r->conn, SSL_PTR);
+	assert_int_equal(r->dir, USM_DIR_WRITE);
+	assert_int_equal(r->offset, 24);
+	assert_int_equal(r->len, n);
+	assert_int_equal(r->walked, 0);
+	assert_int_equal(r->data_len, 0);
+	assert_int_equal(counter(USM_CNT_H2_NESTED), 1);
+	assert_int_equal(counter(USM_CNT_H2_UNFRAMED), 0);
+	assert_int_equal(counter(USM_CNT_H2_RECORDS), 2);
+	/* The preempted walk's scratch is as it left it. */
+	assert_int_equal(h2_scratch_hold(false), libbpf_num_possible_cpus());
+	/* Released: that direction stays lost, the other is walked. */
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 3), 0);
+	n = frame(b, 4, 0, 0, 0, NULL, 0);
+	assert_int_equal(h2_call(SSL_READ, b, n, 4), 1);
+	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW);
+	assert_int_equal(h2rec(0)->data_len, n);
+	assert_int_equal(counter(USM_CNT_H2_NESTED), 1);
+}
+
 /* A session whose start was missed: a call that looks like a frame header counts it,
  * once; nothing is sent, and the session's HTTP/1 is untouched (a binary body can look
  * like a frame header too). */
@@ -2080,6 +2171,7 @@ int main(void)
 		T(test_h2_server_order),
 		T(test_h2_cap),
 		T(test_h2_unframed),
+		T(test_h2_preempted_walk),
 		T(test_h2_detection),
 		T(test_tls_free),
 		T(test_tls_write_retry),

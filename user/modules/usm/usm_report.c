@@ -274,6 +274,11 @@ static const struct {
 	 "IPv6 packets with more extension headers before their transport header than the "
 	 "socket filter walks (4): not looked at.",
 	 USM_CNT_PACKETS_IP6_DEEP},
+	{"bpftel_http2_calls_preempted_total",
+	 "TLS calls on HTTP/2 sessions whose frame walk found its CPU's scratch held by a "
+	 "walk it had preempted (preemptible kernels only): not walked; that direction's "
+	 "framing is lost and its session no longer decoded (dropped as unframed).",
+	 USM_CNT_H2_NESTED},
 };
 
 /* HTTP/2 sessions and what could not be decoded: bounded labels (fixed reasons); and
