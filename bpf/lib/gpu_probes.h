@@ -363,21 +363,31 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 }
 
 /* A thread that dies inside a call leaves its entries behind: drop them, and the
- * thread's state. Only threads of processes that used CUDA get past gpu_procs' lookup. */
+ * thread's state. A free it died in took its allocation's record: the record goes back,
+ * as for a failed free (whether the library freed it is not known: outstanding rather
+ * than lost, and freed by a later free of the pointer). Only threads of processes that
+ * used CUDA get past gpu_procs' lookup. */
 static __always_inline int gpu_task_exit_body(TLM_PARAM, __u64 pid_tgid)
 {
 	struct gpu_call_key key = {.pid_tgid = pid_tgid};
 	__u32 tgid = pid_tgid >> 32, f;
+	struct gpu_proc_stats *st;
+	struct gpu_call *c, call;
 
 	/* Its slot first, whatever gpu_procs holds (a process it had no room for still has
 	 * threads' state): an array lookup, on every thread's exit on the host. */
 	gpu_thread_drop(TLM_ARG, pid_tgid);
-	if (!bpf_map_lookup_elem(&gpu_procs, &tgid))
+	st = bpf_map_lookup_elem(&gpu_procs, &tgid);
+	if (!st)
 		return 0;
 	for (f = 0; f < GPU_FN__USED; f++) {
 		key.func = f;
-		if (bpf_map_lookup_elem(&gpu_inflight, &key))
-			tlm_map_delete(gpu_inflight, &key);
+		c = bpf_map_lookup_elem(&gpu_inflight, &key);
+		if (!c)
+			continue;
+		call = *c;
+		if (!tlm_map_delete(gpu_inflight, &key) && gpu_is_free(f))
+			gpu_free_failed(TLM_ARG, st, tgid, &call, 0);
 	}
 	return 0;
 }
