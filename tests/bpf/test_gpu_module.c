@@ -298,6 +298,117 @@ static void test_sweep_pid_reused(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* A process seen by a sweep exits while the module is stopped, and another takes its
+ * pid: once started again, the module's sweeps take the new process for itself (its
+ * start time is recorded anew), not for the old one gone. */
+static void test_sweep_restart_forgets_starts(void **state)
+{
+	struct fixture *f = *state;
+	static struct gpu_proc_stats zero;
+	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
+	__u32 pid = 4000002; /* above any pid_max: only the fake /proc has it */
+	int fd, i;
+
+	assert_non_null(mkdtemp(dir));
+	fake_proc(dir, pid, 1000);
+	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
+	assert_true(fd >= 0);
+	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0);
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 0); /* alive: its start recorded */
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+	fake_proc(dir, pid, 2000); /* exited meanwhile; the pid is another's */
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
+	assert_true(fd >= 0);
+	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0); /* its calls */
+	for (i = 0; i < 3; i++)
+		assert_int_equal(bpftel_gpu__sweep(f->gpu), 0);
+	assert_int_equal(bpf_map_lookup_elem(fd, &pid, &zero), 0);
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+struct exec_seam {
+	int procs_fd, kernels_fd;
+	__u32 pid;
+	struct gpu_launch_key key;
+	int runs;
+};
+
+/* What gpu_exec_body does, then the new program's first call: the old program's kernel
+ * row goes, then its process row; a new row is made, born later. */
+static void exec_between_reads(void *arg)
+{
+	struct exec_seam *x = arg;
+	struct gpu_proc_stats st = {.born_ns = 200};
+
+	x->runs++;
+	assert_int_equal(bpf_map_delete_elem(x->kernels_fd, &x->key), 0);
+	assert_int_equal(bpf_map_delete_elem(x->procs_fd, &x->pid), 0);
+	assert_int_equal(bpf_map_update_elem(x->procs_fd, &x->pid, &st, BPF_NOEXIST), 0);
+}
+
+static __u64 launches_of(const struct bpftel_gpu_proc *rows, int n, __u32 pid, __u64 *born)
+{
+	__u64 sum = 0;
+	int i, d;
+
+	for (i = 0; i < n; i++) {
+		if (rows[i].pid != pid)
+			continue;
+		for (d = 0; d < GPU_DEV_SLOTS; d++)
+			sum += rows[i].st.dev[d].launches;
+		*born = rows[i].st.born_ns;
+	}
+	return sum;
+}
+
+/* A process exec's while a report reads the maps (after its row, before its kernels):
+ * the report leaves it out, rather than give the old program's row without its
+ * launches (its counters would go down) or with the new program's; the next report
+ * has the new program, born again. */
+static void test_report_exec_between_reads(void **state)
+{
+	struct fixture *f = *state;
+	struct gpu_proc_stats st = {.born_ns = 100};
+	struct gpu_kernel k = {.launches = 5, .threads = 5};
+	struct exec_seam x = {.pid = 4000003};
+	struct bpftel_gpu_proc *rows;
+	__u64 born = 0;
+	int n;
+
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	x.procs_fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
+	x.kernels_fd = bpftel_gpu__map_fd(f->gpu, "gpu_kernels");
+	x.key = (struct gpu_launch_key){.tgid = x.pid, .api = GPU_KERNEL_RUNTIME,
+					.fn = GPU_FN_LAUNCH, .dev = 0,
+					.bucket = GPU_LAUNCH_NO_BUCKET, .func = 0x1000};
+	assert_int_equal(bpf_map_update_elem(x.procs_fd, &x.pid, &st, BPF_NOEXIST), 0);
+	assert_int_equal(bpf_map_update_elem(x.kernels_fd, &x.key, &k, BPF_NOEXIST), 0);
+	n = bpftel_gpu__processes(f->gpu, &rows);
+	assert_int_equal(launches_of(rows, n, x.pid, &born), 5);
+	assert_int_equal(born, 100);
+	free(rows);
+
+	bpftel_gpu__set_report_seam(f->gpu, exec_between_reads, &x);
+	n = bpftel_gpu__processes(f->gpu, &rows);
+	bpftel_gpu__set_report_seam(f->gpu, NULL, NULL);
+	assert_int_equal(x.runs, 1);
+	born = 0;
+	assert_int_equal(launches_of(rows, n, x.pid, &born), 0);
+	assert_int_equal(born, 0); /* not listed */
+	free(rows);
+
+	n = bpftel_gpu__processes(f->gpu, &rows);
+	assert_int_equal(launches_of(rows, n, x.pid, &born), 0);
+	assert_int_equal(born, 200); /* the new program */
+	free(rows);
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+}
+
 /* Keys of tgid in the map named name. */
 static int keys_of(struct bpftel_gpu *g, const char *name, __u32 tgid)
 {
@@ -429,6 +540,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shed_and_unshed_one_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_pid_reused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_restart_forgets_starts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_report_exec_between_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_fair_share, setup, teardown),
 	};

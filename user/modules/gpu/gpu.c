@@ -64,6 +64,9 @@ struct bpftel_gpu {
 	int procfd;
 	struct proc_start *starts;
 	size_t nstarts;
+	__u64 starts_opens; /* the object starts was recorded against */
+	void (*seam)(void *); /* tests: bpftel_gpu__set_report_seam */
+	void *seam_arg;
 };
 
 static void gpu_housekeeping(struct bpftel_module *m);
@@ -317,12 +320,20 @@ void bpftel_gpu__set_procfd(struct bpftel_gpu *g, int procfd)
 	pthread_mutex_unlock(&g->sweep_lock);
 }
 
+void bpftel_gpu__set_report_seam(struct bpftel_gpu *g, void (*fn)(void *), void *arg)
+{
+	pthread_mutex_lock(&g->lock);
+	g->seam = fn;
+	g->seam_arg = arg;
+	pthread_mutex_unlock(&g->lock);
+}
+
 int bpftel_gpu__map_fd(struct bpftel_gpu *g, const char *name)
 {
 	int fd;
 
 	pthread_mutex_lock(&g->lock);
-	fd = g->skel ? bpf_object__find_map_fd_by_name(g->skel->obj, name) : -1;
+	fd = g->loaded ? bpf_object__find_map_fd_by_name(g->skel->obj, name) : -1;
 	pthread_mutex_unlock(&g->lock);
 	return fd;
 }
@@ -859,6 +870,43 @@ static void forget_reborn(struct bpftel_gpu *g, const struct bpftel_gpu_proc *ro
 	g->nborns = n;
 }
 
+/*
+ * The rows whose process exec'd while the report read the other maps: gpu_exec_body
+ * drops the old program's kernels, errors and allocations, then its row, so that a row
+ * read before the exec may have been paired with none of them (its counts would go
+ * down), or with the new program's. Such a row is left out of this report, with its
+ * kernels and errors: the last report's values stand for the old program, and the new
+ * one is in the next. A row read before its stamp (born_ns 0) is the same process.
+ * With g->lock. Returns the rows kept.
+ */
+static size_t drop_reborn(int procs_fd, struct bpftel_gpu_proc *rows, size_t n,
+			  struct bpftel_gpu_kernel_seen *ks, ssize_t *nks,
+			  struct bpftel_gpu_error_seen *es, size_t *nes)
+{
+	struct gpu_proc_stats now;
+	size_t i, j, k, out = 0;
+
+	for (i = 0; i < n; i++) {
+		bool same = !bpf_map_lookup_elem(procs_fd, &rows[i].pid, &now) &&
+			    (!rows[i].st.born_ns || now.born_ns == rows[i].st.born_ns);
+
+		if (same) {
+			rows[out++] = rows[i];
+			continue;
+		}
+		/* In order: the kernels and errors stay sorted as read. */
+		for (j = k = 0; j < (size_t)*nks; j++)
+			if (ks[j].key.tgid != rows[i].pid)
+				ks[k++] = ks[j];
+		*nks = (ssize_t)k;
+		for (j = k = 0; j < *nes; j++)
+			if (es[j].key.tgid != rows[i].pid)
+				es[k++] = es[j];
+		*nes = k;
+	}
+	return out;
+}
+
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 {
 	struct bpftel_gpu_kernel_seen *ks = NULL;
@@ -925,9 +973,13 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 		n++;
 	}
 	n = unique_rows(rows, n);
+	if (g->seam)
+		g->seam(g->seam_arg);
 	add_allocs(g->skel->maps.gpu_allocs, rows, n);
 	nes = read_errors(g->skel->maps.gpu_errors, rows, n, &es);
 	nks = read_kernels(g->skel, rows, n, &ks, &all_kernels);
+	if (nks >= 0)
+		n = drop_reborn(fd, rows, n, ks, &nks, es, &nes);
 	pthread_mutex_unlock(&g->lock);
 	if (nks < 0) { /* a process's launches short: its counters would go down */
 		pthread_mutex_unlock(&g->report_lock);
@@ -944,8 +996,12 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	bpftel_gpu_kernels__fill(g->kernels, rows, n, ks, (size_t)nks, all_kernels);
 	pthread_mutex_unlock(&g->report_lock);
 	free(ks);
-	if (n) /* rows is NULL when there are none */
+	if (n) {
 		qsort(rows, n, sizeof(*rows), cmp_outstanding);
+	} else { /* rows is NULL when there are none (a row listed, then gone) */
+		free(rows);
+		rows = NULL;
+	}
 	*out = rows;
 	return (int)n;
 }
@@ -1145,7 +1201,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	__u32 key, next, *prev = NULL, dead[SWEEP_MAX_DEAD];
 	size_t n = 0, cap = 0, i, j, steps;
 	int fd, ndead = 0, dropped = 0;
-	bool partial = false, all;
+	bool partial = false, all, same;
 	__u64 opens;
 
 	pthread_mutex_lock(&g->sweep_lock); /* one at a time: starts is the sweep's */
@@ -1156,6 +1212,14 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		return 0;
 	}
 	opens = g->opens;
+	if (g->starts_opens != opens) {
+		/* Recorded against a stopped object: a pid's process may have exited and
+		 * another taken its pid while the module was stopped. */
+		free(g->starts);
+		g->starts = NULL;
+		g->nstarts = 0;
+		g->starts_opens = opens;
+	}
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
 	/* A sweep deletes from gpu_procs under the lock, and an exec from BPF
 	 * (gpu_exec_body): a walk that restarts lists a process twice (made once below),
@@ -1212,7 +1276,8 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		return 0;
 	}
 	pthread_mutex_lock(&g->lock);
-	if (!g->skel || g->opens != opens)
+	same = g->loaded && g->opens == opens;
+	if (!same)
 		ndead = 0; /* restarted meanwhile: the next sweep looks again */
 	/* Their keys first: the processes stay listed (and are swept again) until none
 	 * is left, so that none outlives its process to be counted as a new process's of
@@ -1225,7 +1290,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	       drop_keys(g->skel->maps.gpu_kernels, dead, ndead, 16) &
 	       drop_keys(g->skel->maps.gpu_knames, dead, ndead, 16) &
 	       drop_keys(g->skel->maps.gpu_khosts, dead, ndead, 16));
-	if (g->skel) {
+	if (same) { /* not an object being loaded, nor one that failed to */
 		drop_gone_threads(g->skel->maps.gpu_inflight);
 		drop_gone_threads(g->skel->maps.gpu_threads);
 		drop_gone_thread_slots(g->skel->maps.gpu_thread_slots,

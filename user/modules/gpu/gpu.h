@@ -230,6 +230,10 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g);
 /* Tests: the sweep's /proc (a directory fd it takes over), and the fd of one of the
  * module's maps by name, e.g. "gpu_procs" (-1 when the module is not running). */
 void bpftel_gpu__set_procfd(struct bpftel_gpu *g, int procfd);
+/* Tests: fn(arg) runs in each report between its read of the processes' rows and that
+ * of their kernels (where a process's exec can fall), with the module's lock held (use
+ * map fds taken before). NULL: none. */
+void bpftel_gpu__set_report_seam(struct bpftel_gpu *g, void (*fn)(void *), void *arg);
 int bpftel_gpu__map_fd(struct bpftel_gpu *g, const char *name);
 /*
  * Whether pid is still the process the sweep first saw: /proc/<pid> (under procfd, a

@@ -3,6 +3,7 @@
  * What the GPU module reports: the `gpu` command (per-process state as JSON) and its
  * Prometheus families, both read from its BPF maps on demand (gpu.c).
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,10 +359,14 @@ json_t *gpu_report(struct bpftel_module *m, json_t *req)
 
 	(void)req;
 	n = bpftel_gpu__processes(g, &rows);
+	if (n < 0) { /* not an empty list: that would say no process uses CUDA */
+		json_decref(procs);
+		return bpftel_ctl_error("gpu: the processes could not be read: %s%s", strerror(-n),
+					n == -EAGAIN ? " (they changed while read; try again)" : "");
+	}
 	for (i = 0; i < n; i++)
 		json_array_append_new(procs, proc_json(&rows[i]));
-	if (n > 0)
-		free(rows);
+	free(rows);
 	return json_pack("{s:s, s:o}", "state", bpftel_module_state_name(bpftel_module__state(m)),
 			 "processes", procs);
 }
