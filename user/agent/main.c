@@ -407,6 +407,12 @@ int main(int argc, char **argv)
 			"%.1f us with return (%s links, calibrated in %.0f ms)",
 			agent.trap.uprobe_ns / 1e3, agent.trap.uprobe_emulated_ns / 1e3,
 			agent.trap.uretprobe_ns / 1e3, agent.trap.link, agent.trap.took_ms);
+	/* Before apply starts /metrics, which reads it: never seen half made. */
+	err = bpftel_throttle__new(&agent, &agent.throttle);
+	if (err) {
+		pr_err("cannot set up the modules' CPU budgets: %s", strerror(-err));
+		goto cleanup;
+	}
 	if (bpftel_agent_apply(&agent, &cfg, true))
 		goto cleanup;
 	/* Libraries mapped before the watcher ran are in /proc/<pid>/maps. */
@@ -420,9 +426,7 @@ int main(int argc, char **argv)
 					  : "");
 		goto cleanup;
 	}
-	err = bpftel_throttle__new(&agent, &agent.throttle);
-	if (!err)
-		err = bpftel_lifecycle__start(&agent, &agent.lc);
+	err = bpftel_lifecycle__start(&agent, &agent.lc);
 	if (!err)
 		err = bpftel_housekeeping__start(agent.mgr, bpftel_throttle__tick, agent.throttle,
 						 &agent.hk);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* The self-overhead budget's driver (throttle.h). */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,13 +51,14 @@ int bpftel_throttle__new(struct bpftel_agent *a, struct bpftel_throttle **out)
 	struct bpftel_throttle *t = calloc(1, sizeof(*t));
 	size_t i;
 
-	*out = t;
+	*out = NULL;
 	if (!t)
 		return -ENOMEM;
 	t->a = a;
 	pthread_mutex_init(&t->lock, NULL);
 	for (i = 0; i < BPFTEL_CFG_MAX_MODULES; i++)
 		bpftel_budget_init(&t->mods[i].b);
+	*out = t; /* whole: its readers (reports, /metrics) may already run */
 	return 0;
 }
 
@@ -366,7 +368,9 @@ void bpftel_throttle__status(struct bpftel_throttle *t, const char *module,
 		pthread_mutex_lock(&t->a->cfg_lock);
 		pct = t->a->cfg.max_cpu_percent[i];
 		pthread_mutex_unlock(&t->a->cfg_lock);
-		if (!out->budget || out->limit_percent != pct)
+		/* limit_percent went through a fraction (7 -> 0.07 -> 7.000000000000001):
+		 * the same budget within rounding. */
+		if (!out->budget || fabs(out->limit_percent - pct) > 1e-6 * (pct > 1 ? pct : 1))
 			out->load_percent = -1; /* no window measured against this budget */
 		out->budget = pct > 0;
 		out->limit_percent = pct;
