@@ -98,6 +98,31 @@ def main():
         finally:
             busy.close()
 
+        # No module runs, only the inventory: the agent is the watcher's one subscriber.
+        # New libsets on SIGHUP replace its mask in place; the watcher is not stopped
+        # and started again (opens in between would be missed).
+        write(conf, "modules = none\nlibsets = crypto\nmetrics_addr = 127.0.0.1:0\n")
+        agent = Agent(args.agent, args.cli, ["-c", conf])
+        try:
+            def watcher():
+                return next(m for m in agent.json("modules")["modules"]
+                            if m["name"] == "sharedlibs")
+            before = watcher()
+            check(before["state"] == "running" and before["subscribers"] == 1,
+                  f"the watcher runs for the inventory alone: {before}")
+            write(conf, "modules = none\nlibsets = crypto, gpu\nmetrics_addr = 127.0.0.1:0\n")
+            agent.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: "SIGHUP: applying" in agent.logs(), 10, "the reload queued")
+            # Lifecycle jobs run in order: this one's answer comes after the reload.
+            agent.cli("module", "stop", "gpu", check=False)
+            after = watcher()
+            check(after["state"] == "running" and after["restarts"] == before["restarts"],
+                  f"libsets changed in place: restarts {before['restarts']} -> "
+                  f"{after['restarts']}, {after['state']}")
+            check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+        finally:
+            agent.cleanup()
+
         # A budget measured over windows of 60 s: what `bpftel modules` says of it is
         # the configuration's, not the last window's (the first is a minute away).
         write(conf, "modules = gpu\nrun_stats = off\nlibsets = crypto\n"

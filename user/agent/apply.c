@@ -49,7 +49,10 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 	if (bpftel_telemetry__set_run_stats_mode(a->tlm, &rs))
 		pr_warn("config: run_stats = always: BPF_ENABLE_STATS refused");
 	if (starting || cur->libsets != next->libsets) {
-		if (!starting && cur->libsets)
+		/* A new mask replaces the old one in place: dropping it first would stop the
+		 * watcher when the agent is its only subscriber (modules = none), and miss
+		 * the opens in between. */
+		if (!starting && cur->libsets && !next->libsets)
 			bpftel_manager__unsubscribe(a->mgr, BPFTEL_SHAREDLIBS_MODULE,
 						    BPFTEL_AGENT_SUBSCRIBER);
 		if (next->libsets) {
