@@ -5,7 +5,8 @@
  * order they came; identical ones waiting right behind each other are answered by one
  * run; one behind another request never is (stop, start, stop must leave the module
  * stopped). The first request's run waits until the test has queued the rest, so what
- * waits is known, not raced.
+ * waits is known, not raced. A query (a module's command, on the reports instance) is
+ * answered by its own run, each.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -53,6 +54,21 @@ json_t *bpftel_agent_module_action(struct bpftel_agent *agent, json_t *req)
 	return json_pack("{s:i}", "run", n + 1);
 }
 
+static int queries;
+
+/* The agent's queries, faked: "nosuch" is no command; any other answers its number. */
+json_t *bpftel_agent_query(struct bpftel_agent *agent, const char *cmd, json_t *req)
+{
+	int n;
+
+	(void)agent;
+	(void)req;
+	pthread_mutex_lock(&lock);
+	n = ++queries;
+	pthread_mutex_unlock(&lock);
+	return strcmp(cmd, "nosuch") ? json_pack("{s:i}", "run", 100 + n) : NULL;
+}
+
 int bpftel_agent_apply(struct bpftel_agent *agent, const struct bpftel_config *next, bool starting)
 {
 	(void)agent;
@@ -70,7 +86,9 @@ int bpftel_ctl_server__complete(struct bpftel_ctl_server *srv, __u64 ticket, jso
 	(void)srv;
 	pthread_mutex_lock(&lock);
 	if (ticket < MAX_TICKETS)
-		answered[ticket] = (int)json_integer_value(json_object_get(resp, "run"));
+		answered[ticket] = json_object_get(resp, "error")
+					   ? -1
+					   : (int)json_integer_value(json_object_get(resp, "run"));
 	pthread_cond_broadcast(&cond);
 	pthread_mutex_unlock(&lock);
 	json_decref(resp);
@@ -205,11 +223,38 @@ static void test_queue_bounded(void **state)
 	assert_int_equal(reloads, 1);
 }
 
+/* Queries are answered each by its own run, identical ones too (a report is not an
+ * action), in order; one no module answers gets an error. */
+static void test_queries_each_answered(void **state)
+{
+	struct bpftel_agent agent = {0};
+	struct bpftel_lifecycle *lc;
+	json_t *gpu = json_pack("{s:s}", "cmd", "gpu"), *bad = json_pack("{s:s}", "cmd", "nosuch");
+
+	(void)state;
+	memset(answered, 0, sizeof(answered));
+	queries = 0;
+	assert_int_equal(bpftel_lifecycle__start(&agent, &lc), 0);
+	assert_int_equal(bpftel_lifecycle__query(lc, gpu, 1), 0);
+	assert_int_equal(bpftel_lifecycle__query(lc, gpu, 2), 0);
+	assert_int_equal(bpftel_lifecycle__query(lc, bad, 3), 0);
+	expect_answers = 3;
+	assert_true(wait_for(all_answered));
+	bpftel_lifecycle__stop(lc);
+	assert_int_equal(queries, 3);
+	assert_int_equal(answered[1], 101);
+	assert_int_equal(answered[2], 102);
+	assert_int_equal(answered[3], -1);
+	json_decref(gpu);
+	json_decref(bad);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_order_and_merges),
 		cmocka_unit_test(test_queue_bounded),
+		cmocka_unit_test(test_queries_each_answered),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

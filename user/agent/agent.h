@@ -4,12 +4,14 @@
  *
  * Threads, and what each may do:
  *
- *   main          epoll over the signalfd and the control socket. Answers read-only
- *                 commands itself (stats, modules, probes, errors, libs, gpu, http, ...)
- *                 from each module's report ops, which copy their own state under short
- *                 locks; never does slow work. Hands module start/stop/restart and
- *                 SIGHUP's reload to the lifecycle thread, and sends their answers when
+ *   main          epoll over the signalfd and the control socket. Answers the agent's
+ *                 read-only commands itself (stats, modules, probes, errors), which copy
+ *                 state under short locks; never does slow work. Hands module
+ *                 start/stop/restart and SIGHUP's reload to the lifecycle thread, the
+ *                 modules' own commands (libs, gpu, http: a report may read other
+ *                 processes' files) to the reports thread, and sends their answers when
  *                 they come back (control.h's deferred answers).
+ *   reports       (a second lifecycle.c queue) runs those reports one at a time.
  *   lifecycle     (lifecycle.c) runs those jobs one at a time, in order: BPF load and
  *                 verification, attach, detach, the reaper's settling for `stop`. Each
  *                 module's lifecycle steps serialize on that module's own lock (the
@@ -68,6 +70,7 @@ struct bpftel_agent {
 	void *priv[BPFTEL_CFG_MAX_MODULES]; /* by module table index; NULL: not registered */
 	struct bpftel_ctl_server *ctl;
 	struct bpftel_lifecycle *lc;
+	struct bpftel_lifecycle *reports; /* answers the modules' commands (lifecycle.h) */
 	struct bpftel_housekeeping *hk;
 	struct bpftel_throttle *throttle; /* the self-overhead budget (throttle.h) */
 	pthread_mutex_t cfg_lock;

@@ -482,8 +482,8 @@ json_t *bpftel_agent_module_action(struct bpftel_agent *agent, json_t *req)
 			 (json_int_t)bpftel_module__restarts(m));
 }
 
-/* A module's own command (its ops' `command`), or NULL. */
-static json_t *module_command(struct bpftel_agent *agent, const char *cmd, json_t *req)
+/* The module whose own command (its ops' `command`) cmd is, or NULL. */
+static struct bpftel_module *command_module(struct bpftel_agent *agent, const char *cmd)
 {
 	struct bpftel_module *mods[MAX_MODULES];
 	const struct bpftel_module_ops *ops;
@@ -493,9 +493,17 @@ static json_t *module_command(struct bpftel_agent *agent, const char *cmd, json_
 	for (i = 0; i < n; i++) {
 		ops = bpftel_module__ops(mods[i]);
 		if (ops->command && ops->report && !strcmp(ops->command, cmd))
-			return ops->report(mods[i], req);
+			return mods[i];
 	}
 	return NULL;
+}
+
+/* A module's own command's answer, or NULL. */
+static json_t *module_command(struct bpftel_agent *agent, const char *cmd, json_t *req)
+{
+	struct bpftel_module *m = command_module(agent, cmd);
+
+	return m ? bpftel_module__ops(m)->report(m, req) : NULL;
 }
 
 json_t *bpftel_agent_query(struct bpftel_agent *agent, const char *cmd, json_t *req)
@@ -520,6 +528,17 @@ json_t *bpftel_agent_command(struct bpftel_ctl_request *r, void *ctx)
 	json_t *req = bpftel_ctl_request__json(r), *resp;
 	int err;
 
+	if (strcmp(cmd, "module") && command_module(agent, cmd)) {
+		/* May read other processes' files: answered from the reports thread. */
+		err = bpftel_lifecycle__query(agent->reports, req, bpftel_ctl_request__defer(r));
+		if (err)
+			return bpftel_ctl_error("%s: %s", cmd,
+						err == -ESHUTDOWN ? "the agent is stopping"
+						: err == -EBUSY	  ? "too many requests waiting; try "
+								    "again when they have been answered"
+								  : strerror(-err));
+		return NULL;
+	}
 	if (strcmp(cmd, "module")) {
 		resp = bpftel_agent_query(agent, cmd, req);
 		return resp ? resp : bpftel_ctl_error("unknown command '%.64s'", cmd);

@@ -2,6 +2,7 @@
 /* The agent's lifecycle thread (lifecycle.h). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,8 @@
 
 struct job {
 	struct job *next;
-	json_t *req; /* a module request, or NULL for a reload */
+	json_t *req; /* a module request or a query, or NULL for a reload */
+	bool query;
 	__u64 ticket;
 	struct bpftel_config cfg; /* reload */
 };
@@ -82,6 +84,14 @@ static void run_module_job(struct bpftel_lifecycle *lc, struct job *j)
 	answer(lc, j, resp);
 }
 
+static void run_query_job(struct bpftel_lifecycle *lc, struct job *j)
+{
+	const char *cmd = json_string_value(json_object_get(j->req, "cmd"));
+	json_t *resp = bpftel_agent_query(lc->agent, cmd ? cmd : "", j->req);
+
+	answer(lc, j, resp ? resp : bpftel_ctl_error("unknown command '%.64s'", cmd ? cmd : ""));
+}
+
 static void *lifecycle_main(void *arg)
 {
 	struct bpftel_lifecycle *lc = arg;
@@ -99,7 +109,9 @@ static void *lifecycle_main(void *arg)
 		if (!lc->head)
 			lc->tail = &lc->head;
 		pthread_mutex_unlock(&lc->lock);
-		if (j->req)
+		if (j->query)
+			run_query_job(lc, j);
+		else if (j->req)
 			run_module_job(lc, j);
 		else
 			bpftel_agent_apply(lc->agent, &j->cfg, false);
@@ -139,7 +151,7 @@ static int enqueue(struct bpftel_lifecycle *lc, struct job *j)
 		pthread_mutex_unlock(&lc->lock);
 		return -ESHUTDOWN;
 	}
-	/* A module request is refused past the bound: clients that queue one and hang up
+	/* A request is refused past the bound: clients that queue one and hang up
 	 * (its slot of the control server freed) could grow the queue without end, each
 	 * job a configuration's size. A reload is not: SIGHUP is the operator's. */
 	if (j->req && lc->queued >= BPFTEL_LIFECYCLE_QUEUE_MAX) {
@@ -154,7 +166,7 @@ static int enqueue(struct bpftel_lifecycle *lc, struct job *j)
 	return 0;
 }
 
-int bpftel_lifecycle__module(struct bpftel_lifecycle *lc, json_t *req, __u64 ticket)
+static int enqueue_request(struct bpftel_lifecycle *lc, json_t *req, bool query, __u64 ticket)
 {
 	struct job *j = calloc(1, sizeof(*j));
 	int err;
@@ -163,11 +175,22 @@ int bpftel_lifecycle__module(struct bpftel_lifecycle *lc, json_t *req, __u64 tic
 		free(j);
 		return -ENOMEM;
 	}
+	j->query = query;
 	j->ticket = ticket;
 	err = enqueue(lc, j);
 	if (err)
 		job_free(j);
 	return err;
+}
+
+int bpftel_lifecycle__module(struct bpftel_lifecycle *lc, json_t *req, __u64 ticket)
+{
+	return enqueue_request(lc, req, false, ticket);
+}
+
+int bpftel_lifecycle__query(struct bpftel_lifecycle *lc, json_t *req, __u64 ticket)
+{
+	return enqueue_request(lc, req, true, ticket);
 }
 
 int bpftel_lifecycle__reload(struct bpftel_lifecycle *lc, const struct bpftel_config *next)

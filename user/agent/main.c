@@ -428,6 +428,8 @@ int main(int argc, char **argv)
 	}
 	err = bpftel_lifecycle__start(&agent, &agent.lc);
 	if (!err)
+		err = bpftel_lifecycle__start(&agent, &agent.reports);
+	if (!err)
 		err = bpftel_housekeeping__start(agent.mgr, bpftel_throttle__tick, agent.throttle,
 						 &agent.hk);
 	if (err) {
@@ -453,6 +455,7 @@ cleanup:
 	if (agent.mgr)
 		bpftel_manager__shutdown(agent.mgr);
 	bpftel_lifecycle__stop(agent.lc);
+	bpftel_lifecycle__stop(agent.reports);
 	bpftel_housekeeping__stop(agent.hk);
 	bpftel_metrics__stop(agent.metrics);
 	bpftel_ctl_server__free(agent.ctl);
