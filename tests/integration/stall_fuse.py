@@ -7,7 +7,8 @@ It serves one read-only file, NAME, a copy of SOURCE, through the raw /dev/fuse 
 (no libfuse), with no attribute or entry caching, so that every lookup, stat, open and read
 reaches it; NAME may be several names, comma-separated: as many files, each a copy. Requests from STALL_PID (the agent; 0: none) are read and never answered;
 everything else is (the kernel names a request's thread: it is matched by its thread
-group). It prints "ready" once mounted at MOUNTPOINT, and runs until killed: its
+group). It prints "ready" once mounted at MOUNTPOINT (and, with STALL_FUSE_SAY=1 in its
+environment, "stalled OPCODE" for each request it leaves waiting), and runs until killed: its
 death fails the waiting requests (the kernel aborts the connection). INO (default 2)
 is the file's inode number (the next names' INO + 1, ...): two instances mounted one after
 the other may get the same anonymous device, and should not serve the same (device,
@@ -52,6 +53,7 @@ def main():
     mnt, names, source, stall_pid = sys.argv[1], sys.argv[2].encode().split(b","), \
         sys.argv[3], int(sys.argv[4])
     ino = int(sys.argv[5]) if len(sys.argv) > 5 else FILE
+    say = os.environ.get("STALL_FUSE_SAY") == "1"
     with open(source, "rb") as f:
         data = f.read()
     fd = os.open("/dev/fuse", os.O_RDWR)
@@ -71,7 +73,11 @@ def main():
             return  # unmounted
         _, op, unique, node, _, _, pid, _, _ = IN_HDR.unpack_from(req)
         arg = req[IN_HDR.size:]
-        if op in NO_REPLY or (stall_pid and tgid(pid) == stall_pid):
+        if op in NO_REPLY:
+            continue
+        if stall_pid and tgid(pid) == stall_pid:
+            if say:
+                print(f"stalled {op}", flush=True)
             continue  # the agent's requests wait for ever
         if op == FUSE_INIT:
             major, minor = struct.unpack_from("<II", arg)

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,6 +38,29 @@ static const char *const refusal_names[BPFTEL_REFUSED__COUNT] = {
 	[BPFTEL_REFUSED_UNSUPPORTED] = "unsupported",
 };
 
+static unsigned int timeout_ms = BPFTEL_PROCFILE_TIMEOUT_MS;
+static pthread_once_t timeout_once = PTHREAD_ONCE_INIT;
+
+static void timeout_from_env(void)
+{
+	const char *v = getenv("BPFTEL_PROCFILE_TIMEOUT_MS");
+	char *end;
+	unsigned long ms;
+
+	if (!v || !*v)
+		return;
+	errno = 0;
+	ms = strtoul(v, &end, 10);
+	if (!errno && !*end && ms >= 1 && ms <= 3600000)
+		timeout_ms = (unsigned int)ms;
+}
+
+unsigned int bpftel_procfile_timeout_ms(void)
+{
+	pthread_once(&timeout_once, timeout_from_env);
+	return timeout_ms;
+}
+
 const char *bpftel_refusal_name(enum bpftel_refusal why)
 {
 	return (unsigned)why < BPFTEL_REFUSED__COUNT ? refusal_names[why] : "unknown";
@@ -67,7 +91,7 @@ void bpftel_procfile_explain(enum bpftel_refusal why, const struct stat *st, int
 	case BPFTEL_REFUSED_SLOW_FS:
 		if (err == -ETIMEDOUT)
 			snprintf(buf, len, "its file system did not answer within %u ms",
-				 BPFTEL_PROCFILE_TIMEOUT_MS);
+				 bpftel_procfile_timeout_ms());
 		else if (err == -EBUSY)
 			snprintf(buf, len, "%u earlier opens still wait on their file systems",
 				 BPFTEL_DEADLINE_STUCK_MAX);
@@ -438,7 +462,7 @@ int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct s
 	j->t.path = t->path ? j->path : NULL;
 	j->fd = -1;
 	j->ticket = ticket = bpftel_open_waits_begin(t->dev, t->ino);
-	err = bpftel_deadline_call(&j->call, BPFTEL_PROCFILE_TIMEOUT_MS);
+	err = bpftel_deadline_call(&j->call, bpftel_procfile_timeout_ms());
 	if (err == -ETIMEDOUT || err == -EBUSY || err == -EDQUOT) {
 		/* j is the thread's if it timed out (its ticket ends with it). Refused as the
 		 * file the kernel named, never touched again (the caller remembers the
@@ -544,7 +568,7 @@ char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
 	memcpy(j->path, t->path, n);
 	j->t.path = j->path;
 	j->ticket = ticket = bpftel_open_waits_begin(t->dev, t->ino);
-	err = bpftel_deadline_call(&j->call, BPFTEL_PROCFILE_TIMEOUT_MS);
+	err = bpftel_deadline_call(&j->call, bpftel_procfile_timeout_ms());
 	if (err == -ETIMEDOUT) {
 		bpftel_open_waits_abandon(ticket); /* j is the thread's */
 		return NULL;

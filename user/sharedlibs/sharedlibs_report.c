@@ -182,7 +182,7 @@ static json_t *deadline_json(json_t *resp)
 	json_object_set_new(resp, "opens_waiting_max", json_integer(BPFTEL_DEADLINE_STUCK_MAX));
 	json_object_set_new(resp, "opens_waiting_per_user_max",
 			    json_integer(BPFTEL_DEADLINE_STUCK_PER_OWNER));
-	json_object_set_new(resp, "open_timeout_ms", json_integer(BPFTEL_PROCFILE_TIMEOUT_MS));
+	json_object_set_new(resp, "open_timeout_ms", json_integer(bpftel_procfile_timeout_ms()));
 	return resp;
 }
 

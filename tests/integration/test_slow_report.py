@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""A module's report that waits on another process's file system does not hold the agent.
+
+`bpftel gpu` names kernels by the symbols of their host functions, read from the ELF
+object that holds them in the process: here cuda_pattern itself, run (through the
+dynamic loader) from an overlay whose lower layer is a FUSE file system that never
+answers the agent (stall_fuse.py), the FUSE mount detached. Once the pattern has
+launched its kernels, a `gpu` request waits on that file system; meanwhile `bpftel
+stats` and `bpftel modules` are answered, and the `gpu` answer is still to come. When
+the FUSE server goes, the open fails, and the `gpu` answer comes: the pattern's calls
+counted exactly, its kernels unnamed.
+
+The agent's deadline for an open is raised (BPFTEL_PROCFILE_TIMEOUT_MS) so that the
+report waits for as long as the test needs: what is checked is which thread waits, not
+a race with the 2 s default. The `gpu` request goes through a socket of the test's own,
+with no deadline of its own (the CLI's would be one more race)."""
+import argparse
+import contextlib
+import json
+import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
+from test_gpu import EXPECTED_CALLS, gpu_row, nonzero, wait_attached  # noqa: E402
+
+LOADER = "/lib64/ld-linux-x86-64.so.2"
+
+
+@contextlib.contextmanager
+def stalled_copy(python, tmp, source, stall_pid):
+    """A copy of source on an overlay over a FUSE file system that stalls stall_pid, the
+    FUSE mount detached: yields (its path, the FUSE server, whose stdout says "stalled
+    OP" for each request it leaves waiting)."""
+    fuse, lower, ovl = (os.path.join(tmp, d) for d in ("fuse", "empty", "ovl"))
+    for d in (fuse, lower, ovl):
+        os.makedirs(d)
+    server = subprocess.Popen([python, os.path.join(os.path.dirname(__file__), "stall_fuse.py"),
+                               fuse, "cuda_pattern", source, str(stall_pid), "7001"],
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "STALL_FUSE_SAY": "1"})
+    mounted = False
+    try:
+        if server.stdout.readline().strip() != "ready":
+            raise AssertionError("the FUSE server did not mount")
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={fuse}:{lower}", ovl], check=True, timeout=60)
+        mounted = True
+        subprocess.run(["umount", "-l", fuse], check=True, timeout=60)
+        yield os.path.join(ovl, "cuda_pattern"), server
+    finally:
+        server.kill()  # its death fails the requests still waiting
+        server.wait()
+        if mounted:
+            subprocess.run(["umount", "-l", ovl], check=False, timeout=60)
+
+
+def ask(path, cmd, out):
+    """One request on a socket of our own, its answer (or the error) into out."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(path)
+            s.sendall(json.dumps({"cmd": cmd}).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+        out.append(json.loads(buf))
+    except (OSError, ValueError) as e:
+        out.append(e)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--pattern", required=True)
+    ap.add_argument("--stub", required=True)
+    args = ap.parse_args()
+    require_root()
+    if not os.path.exists(LOADER) or not os.path.exists("/dev/fuse"):
+        skip(f"needs {LOADER} and /dev/fuse")
+    tmp = tempfile.mkdtemp(prefix="bpftel-slow-report-")
+    conf = os.path.join(tmp, "bpftel.conf")
+    with open(conf, "w") as f:
+        f.write("modules = gpu\nlibsets = gpu\nmetrics_addr = 127.0.0.1:0\n")
+    agent = Agent(args.agent, args.cli, ["-c", conf],
+                  env={"BPFTEL_PROCFILE_TIMEOUT_MS": "600000"})
+    pat = None
+    try:
+        with stalled_copy(args.python, os.path.join(tmp, "fs"), args.pattern,
+                          agent.proc.pid) as (path, server):
+            pat = subprocess.Popen([LOADER, path, args.stub, "stub"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True)
+            line = pat.stdout.readline().split()
+            check(line[:1] == ["loaded"], f"cuda_pattern ran from the overlay: {line}")
+            pid = int(line[1])
+            wait_attached(agent, pid)
+            pat.stdin.write("go\n")
+            pat.stdin.flush()
+            for line in pat.stdout:
+                if line.strip() == "done":
+                    break
+
+            answer = []
+            asker = threading.Thread(target=ask, args=(agent.socket, "gpu", answer),
+                                     daemon=True)
+            asker.start()
+            ready, _, _ = select.select([server.stdout], [], [], 60)
+            said = server.stdout.readline().strip() if ready else ""
+            check(said.startswith("stalled"),
+                  f"the gpu report's open waits on the FUSE file system: {said!r}")
+            for cmd in ("stats", "modules"):
+                res = agent.cli(cmd, "--json", check=False)
+                check(res.returncode == 0, f"bpftel {cmd} answered while the gpu report "
+                      f"waits: rc {res.returncode} {res.stderr.strip()}")
+            check(asker.is_alive() and not answer,
+                  "the gpu report still waits on the file system")
+        # The FUSE server is gone: the open fails, the report goes on.
+        asker.join(120)
+        check(not asker.is_alive() and answer and isinstance(answer[0], dict) and
+              answer[0].get("ok"), "the gpu report answered once its open failed: "
+              f"{[a if not isinstance(a, dict) else a.get('error', 'ok') for a in answer]}")
+        rows = [p for p in answer[0]["processes"] if p["pid"] == pid]
+        check(rows and nonzero(rows[0]["calls"]) == EXPECTED_CALLS,
+              f"the pattern's calls counted exactly: {rows and nonzero(rows[0]['calls'])}")
+        check(all(not k["name"] for k in rows[0]["kernels"]) and
+              sum(k["launches"] for k in rows[0]["kernels"]) == 5,
+              f"its 5 launches listed, unnamed: "
+              f"{[(k['name'], k['launches']) for k in rows[0]['kernels']]}")
+        check(wait_for(lambda: gpu_row(agent, pid), 30, "a later report") is not None,
+              "a later report is answered")
+        pat.stdin.close()
+        pat.wait(timeout=30)
+        check(agent.stop() == 0, "the agent stops cleanly")
+    finally:
+        if pat and pat.poll() is None:
+            pat.kill()
+            pat.wait()
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run(main)
