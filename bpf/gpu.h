@@ -164,6 +164,11 @@ struct gpu_proc_stats {
 	__u64 allocs_replaced;	/* an allocation at a tracked address: the old one's free unseen */
 	__u64 driver_nested;	/* driver calls made inside a runtime call: not counted */
 	__u64 calls_untracked;	/* entries with no room in gpu_inflight: returns not accounted */
+	__u64 kernel_rows;	/* rows this process holds in gpu_kernels */
+	__u64 kernel_rows_over_cap; /* launches that found none, the process holding its share:
+				     * counted here (calls, threads, devices), not per kernel */
+	__u64 error_kinds;	    /* rows this process holds in gpu_errors */
+	__u64 error_kinds_over_cap; /* failures of a new kind past its share: in failed only */
 	__u64 memcpy_bytes[GPU_MEMCPY__COUNT]; /* successful copies, by kind */
 	__u64 memcpy_ns;		       /* time inside synchronous copies */
 	__u64 sync_ns;			       /* time inside stream/device/context syncs */
@@ -278,7 +283,7 @@ struct gpu_err_key {
 _Static_assert(sizeof(struct gpu_mem_stats) == 6 * 8, "gpu_mem_stats layout");
 _Static_assert(sizeof(struct gpu_dev_stats) == 5 * 8, "gpu_dev_stats layout");
 _Static_assert(sizeof(struct gpu_proc_stats) ==
-		       8 * (2 * GPU_FN__COUNT + 2 + GPU_LAUNCH_BUCKETS + 6 * GPU_MEM__COUNT + 7 +
+		       8 * (2 * GPU_FN__COUNT + 2 + GPU_LAUNCH_BUCKETS + 6 * GPU_MEM__COUNT + 7 + 4 +
 			    GPU_MEMCPY__COUNT + 2 + 1 + 1 + 5 * GPU_DEV_SLOTS),
 	       "gpu_proc_stats layout");
 _Static_assert(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key layout");

@@ -41,6 +41,14 @@
  * are counted (allocs_over_cap) but not tracked. Set before load to change it. */
 const volatile __u32 gpu_allocs_per_proc = GPU_MAX_ALLOCS / 4;
 
+/* Likewise a quarter of gpu_kernels' rows and of gpu_errors' kinds: a process launching
+ * ever new functions, sizes or devices, or failing with ever new codes (a crafted
+ * library), cannot leave the others' kernels and error kinds without a row. Beyond it,
+ * its launches are counted in its stats, its failures in its failed calls
+ * (kernel_rows_over_cap, error_kinds_over_cap). Rows go only with the process. */
+const volatile __u32 gpu_kernel_rows_per_proc = GPU_MAX_LAUNCH_ROWS / 4;
+const volatile __u32 gpu_error_kinds_per_proc = GPU_MAX_ERRORS / 4;
+
 /* Sum launches' dynamic shared memory (config gpu_launch_shared_mem). Off by default:
  * cudaLaunchKernel passes it on the stack, and that one bpf_probe_read_user was ~130 ns
  * of the ~300 ns a launch cost us on the bench VM (BENCHMARKS.md). Set before load:
@@ -432,13 +440,24 @@ static __always_inline void gpu_count_error(TLM_PARAM, struct gpu_proc_stats *st
 
 	__sync_fetch_and_add(&st->failed[gpu_fn_idx(func)], 1);
 	__sync_fetch_and_add(&st->dev[gpu_dev_idx(gpu_dev_slot(pid_tgid, func))].errors, 1);
+	long err;
+
 	cnt = bpf_map_lookup_elem(&gpu_errors, &key);
 	if (cnt) {
 		__sync_fetch_and_add(cnt, 1);
 		return;
 	}
+	if (__sync_fetch_and_add(&st->error_kinds, 1) >= gpu_error_kinds_per_proc) {
+		__sync_fetch_and_add(&st->error_kinds, -1);
+		__sync_fetch_and_add(&st->error_kinds_over_cap, 1);
+		return;
+	}
+	err = tlm_map_insert(gpu_errors, &key, &one);
+	if (!err)
+		return;
+	__sync_fetch_and_add(&st->error_kinds, -1);
 	/* -EEXIST: another CPU inserted this key since our lookup, a benign race. */
-	if (tlm_map_insert(gpu_errors, &key, &one) == -EEXIST) {
+	if (err == -EEXIST) {
 		cnt = bpf_map_lookup_elem(&gpu_errors, &key);
 		if (cnt)
 			__sync_fetch_and_add(cnt, 1);
@@ -555,17 +574,26 @@ static __always_inline void gpu_count_launch(TLM_PARAM, __u64 pid_tgid, enum gpu
 		st = gpu_proc(TLM_ARG, key.tgid);
 		if (!st)
 			return;
+		if (__sync_fetch_and_add(&st->kernel_rows, 1) >= gpu_kernel_rows_per_proc) {
+			__sync_fetch_and_add(&st->kernel_rows, -1);
+			__sync_fetch_and_add(&st->kernel_rows_over_cap, 1);
+			gpu_count_launch_stats(st, &key, threads);
+			return;
+		}
 		__builtin_memcpy(k.grid, grid, sizeof(k.grid));
 		__builtin_memcpy(k.block, block, sizeof(k.block));
 		switch (tlm_map_insert(gpu_kernels, &key, &k)) {
 		case 0:
 			return;
 		case -EEXIST: /* another thread of the process made it since our lookup */
+			__sync_fetch_and_add(&st->kernel_rows, -1);
 			cur = bpf_map_lookup_elem(&gpu_kernels, &key);
 			if (cur)
 				break;
-			/* fallthrough */
+			gpu_count_launch_stats(st, &key, threads);
+			return;
 		default:
+			__sync_fetch_and_add(&st->kernel_rows, -1);
 			gpu_count_launch_stats(st, &key, threads);
 			return;
 		}

@@ -27,6 +27,8 @@
 #define GPU_TEST_EXEC	   (2 * GPU_FN__COUNT + 1)
 
 #define ALLOCS_PER_PROC 3
+#define KERNEL_ROWS_PER_PROC 6
+#define ERROR_KINDS_PER_PROC 3
 
 #define TGID	 5150
 #define PID_TGID ((__u64)TGID << 32 | TGID)
@@ -194,6 +196,8 @@ static int group_setup(void **state)
 	/* A share of the allocation map small enough to fill in a test; and room for
 	 * THREADS_SPILLED threads whose slot another holds. */
 	skel->rodata->gpu_allocs_per_proc = ALLOCS_PER_PROC;
+	skel->rodata->gpu_kernel_rows_per_proc = KERNEL_ROWS_PER_PROC;
+	skel->rodata->gpu_error_kinds_per_proc = ERROR_KINDS_PER_PROC;
 	if (bpf_map__set_max_entries(skel->maps.gpu_threads, THREADS_SPILLED))
 		return -1;
 	skel->rodata->gpu_launch_shared_mem = 1;
@@ -845,6 +849,62 @@ static void test_memory_kinds(void **state)
 	assert_int_equal(st.calls[GPU_FN_HOST_ALLOC], 1);
 	assert_int_equal(st.calls[GPU_FN_CU_MEM_ALLOC_HOST], 1);
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 2);
+}
+
+/* A process holds at most its share of gpu_kernels' rows: a new kernel past it counts in
+ * the process's stats (launches and threads exact), not per kernel; a kernel with a row
+ * still adds there, and another process still gets rows. */
+static void test_kernel_rows_cap_per_process(void **state)
+{
+	struct test_regs regs = {.si = 2 | 1ul << 32, .dx = 1, .cx = 8 | 1ul << 32, .r8 = 1};
+	struct gpu_proc_stats st;
+	int i;
+
+	(void)state;
+	for (i = 0; i <= KERNEL_ROWS_PER_PROC; i++) {
+		regs.di = 0x410000 + (__u64)i * 0x100;
+		enter(GPU_FN_LAUNCH, &regs, 100 + i);
+		ret(GPU_FN_LAUNCH, 0, 100 + i);
+	}
+	regs.di = 0x410000; /* a kernel with a row */
+	enter(GPU_FN_LAUNCH, &regs, 200);
+	ret(GPU_FN_LAUNCH, 0, 201);
+	run(GPU_TEST_ENTER + GPU_FN_LAUNCH, &regs, 6160ull << 32 | 6160, 300);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], KERNEL_ROWS_PER_PROC + 2);
+	assert_int_equal(st.threads, (KERNEL_ROWS_PER_PROC + 2) * 16);
+	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches + st.dev[0].launches,
+			 KERNEL_ROWS_PER_PROC + 2);
+	assert_int_equal(st.kernel_rows, KERNEL_ROWS_PER_PROC);
+	assert_int_equal(st.kernel_rows_over_cap, 1);
+	assert_int_equal(kernel_of(GPU_KERNEL_RUNTIME, 0x410000).launches, 2);
+	assert_int_equal(stats_of(6160).kernel_rows, 1);
+	/* Its rows and the other's: none for the kernel past the share. */
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_kernels), 16), KERNEL_ROWS_PER_PROC + 1);
+}
+
+/* Likewise its share of gpu_errors' kinds: a failure of a new kind past it counts in
+ * its failed calls only; a kind with a row still adds there. */
+static void test_error_kinds_cap_per_process(void **state)
+{
+	__u64 slot = 0x7f0000600000;
+	struct test_regs m = {.di = (uintptr_t)&slot, .si = 64};
+	struct gpu_proc_stats st;
+	int i;
+
+	(void)state;
+	for (i = 0; i <= ERROR_KINDS_PER_PROC; i++) {
+		enter(GPU_FN_MALLOC, &m, 10 + 2 * i);
+		ret(GPU_FN_MALLOC, 200 + i, 11 + 2 * i);
+	}
+	enter(GPU_FN_MALLOC, &m, 50);
+	ret(GPU_FN_MALLOC, 200, 51); /* a kind with a row */
+	st = stats_of(TGID);
+	assert_int_equal(st.failed[GPU_FN_MALLOC], ERROR_KINDS_PER_PROC + 2);
+	assert_int_equal(st.error_kinds, ERROR_KINDS_PER_PROC);
+	assert_int_equal(st.error_kinds_over_cap, 1);
+	assert_int_equal(error_count(TGID, GPU_FN_MALLOC, 200), 2);
+	assert_int_equal(error_count(TGID, GPU_FN_MALLOC, 200 + ERROR_KINDS_PER_PROC), 0);
 }
 
 /* A process holds at most its share of gpu_allocs; another process is not held back,
@@ -1728,6 +1788,8 @@ int main(void)
 		T(test_return_pairs_per_thread),
 		T(test_task_exit_drops_inflight),
 		T(test_task_exit_in_free_keeps_record),
+		T(test_kernel_rows_cap_per_process),
+		T(test_error_kinds_cap_per_process),
 		T(test_processes_kept_apart),
 		T(test_memory_kinds),
 		T(test_alloc_at_tracked_address_replaces),

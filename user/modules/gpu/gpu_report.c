@@ -347,6 +347,12 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 	json_object_set_new(j, "kernels_total", json_integer((json_int_t)p->nkernels));
 	json_object_set_new(j, "kernels_other_launches",
 			    json_integer((json_int_t)p->kernels_other_launches));
+	/* Past the process's share of the kernel rows and error kinds (bpf/lib/gpu_state.h):
+	 * in its totals, not per kernel or per kind. */
+	json_object_set_new(j, "kernel_launches_over_cap",
+			    json_integer((json_int_t)p->st.kernel_rows_over_cap));
+	json_object_set_new(j, "errors_over_cap",
+			    json_integer((json_int_t)p->st.error_kinds_over_cap));
 	return j;
 }
 
