@@ -6,6 +6,8 @@
  * is logged and kept.
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
@@ -86,17 +88,19 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 	return 0;
 }
 
-static int apply_metrics(struct bpftel_agent *a, const char *addr)
+/* HOST:PORT's port, 0 when none (0 itself: any free one). */
+static unsigned long addr_port(const char *addr)
 {
-	struct bpftel_metrics *m = NULL, *old;
-	int err;
+	const char *colon = strrchr(addr, ':');
 
-	if (*addr) {
-		err = bpftel_metrics__start(a, addr, &m);
-		if (err)
-			return err;
-		pr_info("metrics at http://%s/metrics", bpftel_metrics__addr(m));
-	}
+	return colon ? strtoul(colon + 1, NULL, 10) : 0;
+}
+
+/* Serve /metrics at addr ("": none) in place of what serves it now. */
+static void swap_metrics(struct bpftel_agent *a, struct bpftel_metrics *m)
+{
+	struct bpftel_metrics *old;
+
 	pthread_mutex_lock(&a->cfg_lock);
 	old = a->metrics;
 	a->metrics = m;
@@ -104,6 +108,35 @@ static int apply_metrics(struct bpftel_agent *a, const char *addr)
 	pthread_mutex_unlock(&a->cfg_lock);
 	/* Waits for its requests in flight: outside the lock they may need. */
 	bpftel_metrics__stop(old);
+}
+
+static int apply_metrics(struct bpftel_agent *a, const char *addr, const char *was)
+{
+	struct bpftel_metrics *m = NULL;
+	unsigned long port = addr_port(addr);
+	bool same_port;
+	int err;
+
+	pthread_mutex_lock(&a->cfg_lock);
+	same_port = a->metrics && port && port == addr_port(a->metrics_addr);
+	pthread_mutex_unlock(&a->cfg_lock);
+	/* Another host on the port served now (127.0.0.1:9464 -> 0.0.0.0:9464): the old
+	 * endpoint holds the port, so it goes first; back on the old address if the new
+	 * one cannot be served. */
+	if (same_port)
+		swap_metrics(a, NULL);
+	if (*addr) {
+		err = bpftel_metrics__start(a, addr, &m);
+		if (err) {
+			if (same_port && !bpftel_metrics__start(a, was, &m))
+				swap_metrics(a, m);
+			else if (same_port)
+				pr_err("metrics: %s cannot be served again either: no endpoint", was);
+			return err;
+		}
+		pr_info("metrics at http://%s/metrics", bpftel_metrics__addr(m));
+	}
+	swap_metrics(a, m);
 	return 0;
 }
 
@@ -121,7 +154,7 @@ int bpftel_agent_apply(struct bpftel_agent *a, const struct bpftel_config *next,
 		snprintf(applied.socket, sizeof(applied.socket), "%s", a->cfg.socket);
 	}
 	if (starting || strcmp(a->cfg.metrics_addr, next->metrics_addr)) {
-		err = apply_metrics(a, next->metrics_addr);
+		err = apply_metrics(a, next->metrics_addr, a->cfg.metrics_addr);
 		if (err) {
 			pr_err("cannot serve metrics on %s: %s (%smetrics_addr or --metrics-addr "
 			       "changes it, off turns it off)",
