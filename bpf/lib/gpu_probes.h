@@ -440,10 +440,13 @@ static long gpu_drop_thread_slot(struct bpf_map *m, const __u32 *idx,
  * A process that used CUDA runs a new program (sched_process_exec): what it had is the
  * old program's. Its allocations, kernels (an address names another function in the
  * new program), names, errors, contexts, calls in flight and threads' state are dropped
- * here, before the new program runs, and its row of gpu_procs last: the new program's
- * first call makes a new one, born then (born_ns), which tells userspace that the
- * process's counts begin again (user/modules/gpu/gpu.c). A walk of each map, once per
- * exec of such a process only.
+ * here, before the new program runs. Its row of gpu_procs goes first: a report that read
+ * the row before and its kernels while they go finds the row gone when it looks again,
+ * and leaves the process out (gpu.c: drop_reborn) rather than show it without its
+ * launches. No call can make the row again meanwhile: the exec left the process one
+ * thread, this one. The new program's first call makes a new one, born then (born_ns),
+ * which tells userspace that the process's counts begin again. A walk of each map,
+ * once per exec of such a process only.
  */
 static __always_inline int gpu_exec_body(TLM_PARAM, __u64 pid_tgid)
 {
@@ -451,6 +454,7 @@ static __always_inline int gpu_exec_body(TLM_PARAM, __u64 pid_tgid)
 
 	if (!bpf_map_lookup_elem(&gpu_procs, &c.tgid))
 		return 0;
+	tlm_map_delete(gpu_procs, &c.tgid);
 	bpf_for_each_map_elem(&gpu_allocs, gpu_drop_gpu_allocs, &c, 0);
 	bpf_for_each_map_elem(&gpu_errors, gpu_drop_gpu_errors, &c, 0);
 	bpf_for_each_map_elem(&gpu_ctxs, gpu_drop_gpu_ctxs, &c, 0);
@@ -460,7 +464,6 @@ static __always_inline int gpu_exec_body(TLM_PARAM, __u64 pid_tgid)
 	bpf_for_each_map_elem(&gpu_inflight, gpu_drop_gpu_inflight, &c, 0);
 	bpf_for_each_map_elem(&gpu_threads, gpu_drop_gpu_threads, &c, 0);
 	bpf_for_each_map_elem(&gpu_thread_slots, gpu_drop_thread_slot, &c, 0);
-	tlm_map_delete(gpu_procs, &c.tgid);
 	return 0;
 }
 

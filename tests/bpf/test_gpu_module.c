@@ -276,7 +276,7 @@ static void test_sweep_pid_reused(void **state)
 	struct fixture *f = *state;
 	static struct gpu_proc_stats zero;
 	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
-	__u32 pid = 4000001; /* above any pid_max: only the fake /proc has it */
+	__u32 pid = 5000001; /* above any pid_max (2^22): only the fake /proc has it */
 	int fd, i;
 
 	assert_non_null(mkdtemp(dir));
@@ -306,7 +306,7 @@ static void test_sweep_restart_forgets_starts(void **state)
 	struct fixture *f = *state;
 	static struct gpu_proc_stats zero;
 	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
-	__u32 pid = 4000002; /* above any pid_max: only the fake /proc has it */
+	__u32 pid = 5000002; /* above any pid_max (2^22): only the fake /proc has it */
 	int fd, i;
 
 	assert_non_null(mkdtemp(dir));
@@ -335,20 +335,23 @@ struct exec_seam {
 	int procs_fd, kernels_fd;
 	__u32 pid;
 	struct gpu_launch_key key;
-	int runs;
+	bool reborn; /* the new program's first call too, not the exec alone */
+	int runs, failed;
 };
 
-/* What gpu_exec_body does, then the new program's first call: the old program's kernel
- * row goes, then its process row; a new row is made, born later. */
+/* What gpu_exec_body does (the process row goes, then its kernel rows), and, if
+ * reborn, the new program's first call: a new row, born later. Under the module's
+ * locks: failures are counted, asserted after. */
 static void exec_between_reads(void *arg)
 {
 	struct exec_seam *x = arg;
 	struct gpu_proc_stats st = {.born_ns = 200};
 
 	x->runs++;
-	assert_int_equal(bpf_map_delete_elem(x->kernels_fd, &x->key), 0);
-	assert_int_equal(bpf_map_delete_elem(x->procs_fd, &x->pid), 0);
-	assert_int_equal(bpf_map_update_elem(x->procs_fd, &x->pid, &st, BPF_NOEXIST), 0);
+	x->failed += !!bpf_map_delete_elem(x->procs_fd, &x->pid);
+	x->failed += !!bpf_map_delete_elem(x->kernels_fd, &x->key);
+	if (x->reborn)
+		x->failed += !!bpf_map_update_elem(x->procs_fd, &x->pid, &st, BPF_NOEXIST);
 }
 
 static __u64 launches_of(const struct bpftel_gpu_proc *rows, int n, __u32 pid, __u64 *born)
@@ -368,14 +371,16 @@ static __u64 launches_of(const struct bpftel_gpu_proc *rows, int n, __u32 pid, _
 
 /* A process exec's while a report reads the maps (after its row, before its kernels):
  * the report leaves it out, rather than give the old program's row without its
- * launches (its counters would go down) or with the new program's; the next report
- * has the new program, born again. */
+ * launches (its counters would go down) or with the new program's, whether the exec
+ * is still under way or the new program has called already; the next report has the
+ * new program, born again. */
 static void test_report_exec_between_reads(void **state)
 {
 	struct fixture *f = *state;
 	struct gpu_proc_stats st = {.born_ns = 100};
 	struct gpu_kernel k = {.launches = 5, .threads = 5};
-	struct exec_seam x = {.pid = 4000003};
+	struct exec_seam x = {.pid = 5000003}; /* above any pid_max (2^22): no process's */
+	int round;
 	struct bpftel_gpu_proc *rows;
 	__u64 born = 0;
 	int n;
@@ -386,26 +391,33 @@ static void test_report_exec_between_reads(void **state)
 	x.key = (struct gpu_launch_key){.tgid = x.pid, .api = GPU_KERNEL_RUNTIME,
 					.fn = GPU_FN_LAUNCH, .dev = 0,
 					.bucket = GPU_LAUNCH_NO_BUCKET, .func = 0x1000};
-	assert_int_equal(bpf_map_update_elem(x.procs_fd, &x.pid, &st, BPF_NOEXIST), 0);
-	assert_int_equal(bpf_map_update_elem(x.kernels_fd, &x.key, &k, BPF_NOEXIST), 0);
-	n = bpftel_gpu__processes(f->gpu, &rows);
-	assert_int_equal(launches_of(rows, n, x.pid, &born), 5);
-	assert_int_equal(born, 100);
-	free(rows);
+	for (round = 0; round < 2; round++) {
+		x.reborn = round;
+		st.born_ns = 100;
+		bpf_map_delete_elem(x.procs_fd, &x.pid);
+		assert_int_equal(bpf_map_update_elem(x.procs_fd, &x.pid, &st, BPF_NOEXIST), 0);
+		assert_int_equal(bpf_map_update_elem(x.kernels_fd, &x.key, &k, BPF_NOEXIST), 0);
+		born = 0;
+		n = bpftel_gpu__processes(f->gpu, &rows);
+		assert_int_equal(launches_of(rows, n, x.pid, &born), 5);
+		assert_int_equal(born, 100);
+		free(rows);
 
-	bpftel_gpu__set_report_seam(f->gpu, exec_between_reads, &x);
-	n = bpftel_gpu__processes(f->gpu, &rows);
-	bpftel_gpu__set_report_seam(f->gpu, NULL, NULL);
-	assert_int_equal(x.runs, 1);
-	born = 0;
-	assert_int_equal(launches_of(rows, n, x.pid, &born), 0);
-	assert_int_equal(born, 0); /* not listed */
-	free(rows);
+		bpftel_gpu__set_report_seam(f->gpu, exec_between_reads, &x);
+		n = bpftel_gpu__processes(f->gpu, &rows);
+		bpftel_gpu__set_report_seam(f->gpu, NULL, NULL);
+		assert_int_equal(x.runs, round + 1);
+		assert_int_equal(x.failed, 0);
+		born = 0;
+		assert_int_equal(launches_of(rows, n, x.pid, &born), 0);
+		assert_int_equal(born, 0); /* not listed */
+		free(rows);
 
-	n = bpftel_gpu__processes(f->gpu, &rows);
-	assert_int_equal(launches_of(rows, n, x.pid, &born), 0);
-	assert_int_equal(born, 200); /* the new program */
-	free(rows);
+		n = bpftel_gpu__processes(f->gpu, &rows);
+		assert_int_equal(launches_of(rows, n, x.pid, &born), 0);
+		assert_int_equal(born, x.reborn ? 200 : 0); /* the new program, once it called */
+		free(rows);
+	}
 	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
 }
 
@@ -438,7 +450,7 @@ static void put(struct bpftel_gpu *g, const char *name, const void *key)
 static void test_sweep_many_dead(void **state)
 {
 	static const char *maps[] = {"gpu_allocs", "gpu_errors", "gpu_kernels"};
-	static const __u32 pids[] = {4000001, 4000002, 4000003, 4000010}; /* the last lives */
+	static const __u32 pids[] = {5000001, 5000002, 5000004, 5000010}; /* the last lives */
 	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
 	struct fixture *f = *state;
 	struct gpu_kernel_key kk;
