@@ -524,6 +524,18 @@ int bpftel_ctl_server__complete(struct bpftel_ctl_server *srv, __u64 ticket, jso
 	return 0;
 }
 
+bool bpftel_ctl_server__waiting(struct bpftel_ctl_server *srv, __u64 ticket)
+{
+	bool waiting = false;
+	int i;
+
+	pthread_mutex_lock(&srv->lock);
+	for (i = 0; ticket && i < BPFTEL_CTL_MAX_CLIENTS; i++)
+		waiting |= srv->pending[i].ticket == ticket && !srv->pending[i].done;
+	pthread_mutex_unlock(&srv->lock);
+	return waiting;
+}
+
 void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv)
 {
 	long long now = bpftel_mono_ms();

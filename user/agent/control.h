@@ -20,6 +20,7 @@
 #ifndef BPFTEL_CONTROL_H
 #define BPFTEL_CONTROL_H
 
+#include <stdbool.h>
 #include <jansson.h>
 #include <linux/types.h>
 
@@ -70,5 +71,8 @@ void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv);
  * is dropped.
  */
 int bpftel_ctl_server__complete(struct bpftel_ctl_server *srv, __u64 ticket, json_t *resp);
+/* Whether a client still waits for ticket's answer (it did not hang up, nor was it
+ * answered): a report nobody waits for need not be made. */
+bool bpftel_ctl_server__waiting(struct bpftel_ctl_server *srv, __u64 ticket);
 
 #endif /* BPFTEL_CONTROL_H */

@@ -84,11 +84,20 @@ static void run_module_job(struct bpftel_lifecycle *lc, struct job *j)
 	answer(lc, j, resp);
 }
 
+/* A report is made only for a client still waiting: one that gave up (its deadline
+ * passed while reports before it waited on a slow file system) and asked again would
+ * otherwise fill the queue with reports nobody reads. Unlike a module action, a report
+ * changes nothing. */
 static void run_query_job(struct bpftel_lifecycle *lc, struct job *j)
 {
 	const char *cmd = json_string_value(json_object_get(j->req, "cmd"));
-	json_t *resp = bpftel_agent_query(lc->agent, cmd ? cmd : "", j->req);
+	json_t *resp;
 
+	if (!bpftel_ctl_server__waiting(lc->agent->ctl, j->ticket)) {
+		pr_debug("control: a %s report's client went away: not made", cmd ? cmd : "?");
+		return;
+	}
+	resp = bpftel_agent_query(lc->agent, cmd ? cmd : "", j->req);
 	answer(lc, j, resp ? resp : bpftel_ctl_error("unknown command '%.64s'", cmd ? cmd : ""));
 }
 
