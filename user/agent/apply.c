@@ -12,6 +12,7 @@
 
 #include "agent.h"
 #include "metrics.h"
+#include "netaddr.h"
 #include "telemetry/telemetry.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
@@ -114,6 +115,8 @@ static int apply_metrics(struct bpftel_agent *a, const char *addr, const char *w
 {
 	struct bpftel_metrics *m = NULL;
 	unsigned long port = addr_port(addr);
+	struct sockaddr_storage ss;
+	socklen_t sslen;
 	bool same_port;
 	int err;
 
@@ -121,10 +124,14 @@ static int apply_metrics(struct bpftel_agent *a, const char *addr, const char *w
 	same_port = a->metrics && port && port == addr_port(a->metrics_addr);
 	pthread_mutex_unlock(&a->cfg_lock);
 	/* Another host on the port served now (127.0.0.1:9464 -> 0.0.0.0:9464): the old
-	 * endpoint holds the port, so it goes first; back on the old address if the new
-	 * one cannot be served. */
-	if (same_port)
+	 * endpoint holds the port, so it goes first, once the new address is known to be
+	 * one; back on the old address if the new one cannot be served. */
+	if (same_port) {
+		err = bpftel_metrics_parse_addr(addr, &ss, &sslen);
+		if (err)
+			return err;
 		swap_metrics(a, NULL);
+	}
 	if (*addr) {
 		err = bpftel_metrics__start(a, addr, &m);
 		if (err) {
@@ -162,8 +169,13 @@ int bpftel_agent_apply(struct bpftel_agent *a, const struct bpftel_config *next,
 			       err == -EADDRINUSE ? "another agent? " : "");
 			if (starting)
 				return err;
+			/* The old endpoint still runs; or, when it made way for the new one and
+			 * could not come back, none: "" then, so that the next reload to
+			 * either address tries again. */
+			pthread_mutex_lock(&a->cfg_lock);
 			snprintf(applied.metrics_addr, sizeof(applied.metrics_addr), "%s",
-				 a->cfg.metrics_addr); /* the old endpoint still runs */
+				 a->metrics ? a->cfg.metrics_addr : "");
+			pthread_mutex_unlock(&a->cfg_lock);
 		}
 	}
 	pthread_mutex_lock(&a->cfg_lock);
