@@ -2061,7 +2061,9 @@ static int case_setup(void **state)
 		bpftel_test_percpu_clear(bpf_map__fd(skel->maps.usm_counters), USM_CNT__COUNT), 0);
 	bpftel_rb_capture__drain(&cap);
 	bpftel_rb_capture__drain(&h2cap);
-	/* Each case starts with no HTTP/2 session known. */
+	/* Each case starts with every CPU's walk scratch free (a failed
+	 * test_h2_preempted_walk leaves it held) and no HTTP/2 session known. */
+	h2_scratch_hold(false);
 	{
 		struct { __u64 conn; __u32 tgid, pad; } k = {SSL_PTR, 4242, 0};
 

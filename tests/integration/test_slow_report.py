@@ -38,28 +38,35 @@ LOADER = "/lib64/ld-linux-x86-64.so.2"
 def stalled_copy(python, tmp, source, stall_pid):
     """A copy of source on an overlay over a FUSE file system that stalls stall_pid, the
     FUSE mount detached: yields (its path, the FUSE server, whose stdout says "stalled
-    OP" for each request it leaves waiting)."""
+    OP" for each request it leaves waiting; unbuffered, so that select() sees every line
+    not read yet)."""
     fuse, lower, ovl = (os.path.join(tmp, d) for d in ("fuse", "empty", "ovl"))
     for d in (fuse, lower, ovl):
         os.makedirs(d)
     server = subprocess.Popen([python, os.path.join(os.path.dirname(__file__), "stall_fuse.py"),
                                fuse, "cuda_pattern", source, str(stall_pid), "7001"],
-                              stdout=subprocess.PIPE, text=True,
+                              stdout=subprocess.PIPE, bufsize=0,
                               env={**os.environ, "STALL_FUSE_SAY": "1"})
-    mounted = False
+    fuse_mounted = ovl_mounted = False
     try:
-        if server.stdout.readline().strip() != "ready":
+        if server.stdout.readline().strip() != b"ready":
             raise AssertionError("the FUSE server did not mount")
-        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                        f"lowerdir={fuse}:{lower}", ovl], check=True, timeout=60)
-        mounted = True
+        fuse_mounted = True
+        res = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                              f"lowerdir={fuse}:{lower}", ovl], capture_output=True,
+                             text=True, timeout=60)
+        if res.returncode:
+            skip(f"this kernel does not mount overlayfs over FUSE: {res.stderr.strip()}")
+        ovl_mounted = True
         subprocess.run(["umount", "-l", fuse], check=True, timeout=60)
+        fuse_mounted = False
         yield os.path.join(ovl, "cuda_pattern"), server
     finally:
         server.kill()  # its death fails the requests still waiting
         server.wait()
-        if mounted:
-            subprocess.run(["umount", "-l", ovl], check=False, timeout=60)
+        for path, mounted in ((ovl, ovl_mounted), (fuse, fuse_mounted)):
+            if mounted:
+                subprocess.run(["umount", "-l", path], check=False, timeout=60)
 
 
 def ask(path, cmd, out):
@@ -112,12 +119,16 @@ def main():
                 if line.strip() == "done":
                     break
 
+            # What the agent left waiting before the request (the reports before it),
+            # read: the next stall is the request's.
+            while select.select([server.stdout], [], [], 0)[0]:
+                server.stdout.readline()
             answer = []
             asker = threading.Thread(target=ask, args=(agent.socket, "gpu", answer),
                                      daemon=True)
             asker.start()
             ready, _, _ = select.select([server.stdout], [], [], 60)
-            said = server.stdout.readline().strip() if ready else ""
+            said = server.stdout.readline().decode().strip() if ready else ""
             check(said.startswith("stalled"),
                   f"the gpu report's open waits on the FUSE file system: {said!r}")
             for cmd in ("stats", "modules"):

@@ -51,7 +51,7 @@ static void timeout_from_env(void)
 		return;
 	errno = 0;
 	ms = strtoul(v, &end, 10);
-	if (!errno && !*end && ms >= 1 && ms <= 3600000)
+	if (!errno && !*end && ms >= 1 && ms <= 600000)
 		timeout_ms = (unsigned int)ms;
 }
 

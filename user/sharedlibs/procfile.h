@@ -58,9 +58,10 @@ const char *bpftel_refusal_name(enum bpftel_refusal why);
  * in microseconds, a network one within its own timeouts. */
 #define BPFTEL_PROCFILE_TIMEOUT_MS 2000
 
-/* That, or the environment's BPFTEL_PROCFILE_TIMEOUT_MS (1..3600000), read once: tests
+/* That, or the environment's BPFTEL_PROCFILE_TIMEOUT_MS (1..600000), read once: tests
  * that hold an agent's open on a stalled file system for as long as they need set it,
- * so that what they check is not a race with the deadline. */
+ * so that what they check is not a race with the deadline. (A stop waits for a report
+ * in progress: up to that long per file it opens.) */
 unsigned int bpftel_procfile_timeout_ms(void);
 
 /* dirfd value for a target reached through /proc/<pid>/map_files/<path>. */
