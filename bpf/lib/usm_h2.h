@@ -392,19 +392,14 @@ static __always_inline void usm_h2_dir_reset(struct usm_h2_dir_state *d, bool pr
 }
 
 /*
- * This CPU's scratch is held by a walk the program preempted: this call's bytes are not
- * walked, so the direction's framing is lost. Said once, in a record of no bytes that
- * the program reserves itself (the scratch is not its to use), so that userspace stops
- * decoding the session; the direction sends nothing more.
+ * A record of no bytes, reserved, not built in the per-CPU scratch: a walk this program
+ * preempted on this CPU (a preemptible kernel) may be building its record there.
  */
-static __always_inline void usm_h2_nested(TLM_PARAM, struct usm_h2_dir_state *d, __u64 conn,
-					  __u64 len, __u32 source, enum usm_dir dir, __u8 flags,
-					  __u64 pid_tgid)
+static __always_inline void usm_h2_send_empty(TLM_PARAM, __u64 conn, __u64 pid_tgid, __u32 source,
+					      enum usm_dir dir, __u8 flags, __u64 offset, __u64 len)
 {
 	struct usm_h2_record *r;
 
-	d->unframed = 1;
-	usm_count(USM_CNT_H2_NESTED);
 	usm_count(USM_CNT_H2_RECORDS);
 	r = tlm_ringbuf_reserve(usm_h2_events, USM_H2_RECORD_HDR, 0);
 	if (!r) {
@@ -414,15 +409,31 @@ static __always_inline void usm_h2_nested(TLM_PARAM, struct usm_h2_dir_state *d,
 	__builtin_memset(r, 0, USM_H2_RECORD_HDR);
 	r->ktime_ns = bpf_ktime_get_ns();
 	r->conn = conn;
-	r->offset = d->offset;
+	r->offset = offset;
 	r->pid = pid_tgid >> 32;
 	r->tid = (__u32)pid_tgid;
 	r->len = len > 0xffffffff ? 0xffffffff : len;
 	r->fd = -1;
 	r->source = source;
 	r->dir = dir;
-	r->flags = flags | USM_H2_F_UNFRAMED;
+	r->flags = flags;
 	tlm_ringbuf_submit(r, usm_h2_wakeup(USM_H2_RECORD_HDR));
+}
+
+/*
+ * This CPU's scratch is held by a walk the program preempted: this call's bytes are not
+ * walked, so the direction's framing is lost. Said once, in a record of no bytes (the
+ * scratch is not its to use), so that userspace stops decoding the session; the
+ * direction sends nothing more.
+ */
+static __always_inline void usm_h2_nested(TLM_PARAM, struct usm_h2_dir_state *d, __u64 conn,
+					  __u64 len, __u32 source, enum usm_dir dir, __u8 flags,
+					  __u64 pid_tgid)
+{
+	d->unframed = 1;
+	usm_count(USM_CNT_H2_NESTED);
+	usm_h2_send_empty(TLM_ARG, conn, pid_tgid, source, dir, flags | USM_H2_F_UNFRAMED, d->offset,
+			  len);
 }
 
 /*
@@ -547,29 +558,11 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid, __u32 source)
 {
 	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
-	struct usm_h2_record *r;
 
 	if (!bpf_map_lookup_elem(&usm_h2_conns, &key))
 		return;
 	tlm_map_delete(usm_h2_conns, &key);
-	/* Reserved, not built in the per-CPU scratch: a walk this program preempted on
-	 * this CPU (a preemptible kernel) may be building its record there. */
-	usm_count(USM_CNT_H2_RECORDS);
-	r = tlm_ringbuf_reserve(usm_h2_events, USM_H2_RECORD_HDR, 0);
-	if (!r) {
-		usm_count(USM_CNT_H2_LOST);
-		return;
-	}
-	__builtin_memset(r, 0, USM_H2_RECORD_HDR);
-	r->ktime_ns = bpf_ktime_get_ns();
-	r->conn = conn;
-	r->pid = pid_tgid >> 32;
-	r->tid = (__u32)pid_tgid;
-	r->fd = -1;
-	r->source = source;
-	r->dir = USM_DIR_WRITE;
-	r->flags = USM_H2_F_CLOSED;
-	tlm_ringbuf_submit(r, usm_h2_wakeup(USM_H2_RECORD_HDR));
+	usm_h2_send_empty(TLM_ARG, conn, pid_tgid, source, USM_DIR_WRITE, USM_H2_F_CLOSED, 0, 0);
 }
 
 /* A session ended (SSL_free, gnutls_deinit, Go's Close): its mid-way mark goes, and its

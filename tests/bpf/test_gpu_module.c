@@ -269,6 +269,24 @@ static void fake_proc(const char *dir, __u32 pid, unsigned long long start)
 	fclose(f);
 }
 
+/* The module run with dir (made) as its /proc, where pid started at 1000, its row in
+ * gpu_procs seen alive by a sweep (its start recorded). Returns gpu_procs' fd. */
+static int swept_once(struct fixture *f, char *dir, __u32 pid)
+{
+	static struct gpu_proc_stats zero;
+	int fd;
+
+	assert_non_null(mkdtemp(dir));
+	fake_proc(dir, pid, 1000);
+	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
+	assert_true(fd >= 0);
+	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0);
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 0); /* alive: its start recorded */
+	return fd;
+}
+
 /* A pid reused by a new CUDA process (another start time): the old process's state is
  * dropped once, and the new one's is kept at every sweep after. */
 static void test_sweep_pid_reused(void **state)
@@ -279,15 +297,8 @@ static void test_sweep_pid_reused(void **state)
 	__u32 pid = 5000001; /* above any pid_max (2^22): only the fake /proc has it */
 	int fd, i;
 
-	assert_non_null(mkdtemp(dir));
-	fake_proc(dir, pid, 1000);
-	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
-	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
-	fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
-	assert_true(fd >= 0);
-	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0);
-	assert_int_equal(bpftel_gpu__sweep(f->gpu), 0); /* alive: its start recorded */
-	fake_proc(dir, pid, 2000);			  /* exited; the pid is another's */
+	fd = swept_once(f, dir, pid);
+	fake_proc(dir, pid, 2000); /* exited; the pid is another's */
 	assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
 	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0); /* its calls */
 	for (i = 0; i < 3; i++)
@@ -309,14 +320,7 @@ static void test_sweep_restart_forgets_starts(void **state)
 	__u32 pid = 5000002; /* above any pid_max (2^22): only the fake /proc has it */
 	int fd, i;
 
-	assert_non_null(mkdtemp(dir));
-	fake_proc(dir, pid, 1000);
-	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
-	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
-	fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
-	assert_true(fd >= 0);
-	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0);
-	assert_int_equal(bpftel_gpu__sweep(f->gpu), 0); /* alive: its start recorded */
+	swept_once(f, dir, pid);
 	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
 	fake_proc(dir, pid, 2000); /* exited meanwhile; the pid is another's */
 	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
