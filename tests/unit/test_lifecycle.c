@@ -243,15 +243,17 @@ static void test_queries_each_answered(void **state)
 	(void)state;
 	memset(answered, 0, sizeof(answered));
 	queries = 0;
+	gone_ticket = 3; /* before the thread starts: it reads it */
 	assert_int_equal(bpftel_lifecycle__start(&agent, &lc), 0);
 	assert_int_equal(bpftel_lifecycle__query(lc, gpu, 1), 0);
 	assert_int_equal(bpftel_lifecycle__query(lc, gpu, 2), 0);
-	gone_ticket = 3;
 	assert_int_equal(bpftel_lifecycle__query(lc, gpu, 3), 0);
 	assert_int_equal(bpftel_lifecycle__query(lc, bad, 4), 0);
 	expect_answers = 2;
 	assert_true(wait_for(all_answered));
+	pthread_mutex_lock(&lock);
 	answered[3] = -2; /* never answered (its client went away): wait for 4 alone */
+	pthread_mutex_unlock(&lock);
 	expect_answers = 4;
 	assert_true(wait_for(all_answered));
 	bpftel_lifecycle__stop(lc);
