@@ -872,12 +872,13 @@ static void forget_reborn(struct bpftel_gpu *g, const struct bpftel_gpu_proc *ro
 
 /*
  * The rows whose process exec'd while the report read the other maps: gpu_exec_body
- * drops the old program's kernels, errors and allocations, then its row, so that a row
+ * drops the old program's row, then its kernels, errors and allocations, so that a row
  * read before the exec may have been paired with none of them (its counts would go
- * down), or with the new program's. Such a row is left out of this report, with its
- * kernels and errors: the last report's values stand for the old program, and the new
- * one is in the next. A row read before its stamp (born_ns 0) is the same process.
- * With g->lock. Returns the rows kept.
+ * down), or with the new program's (its first call made a row again). Gone, or born
+ * again, such a row is left out of this report, with its kernels and errors: the last
+ * report's values stand for the old program, and the new one is in the next. A row
+ * read before its stamp (born_ns 0) is the same process. With g->lock. Returns the
+ * rows kept.
  */
 static size_t drop_reborn(int procs_fd, struct bpftel_gpu_proc *rows, size_t n,
 			  struct bpftel_gpu_kernel_seen *ks, ssize_t *nks,
