@@ -287,20 +287,15 @@ static int swept_once(struct fixture *f, char *dir, __u32 pid)
 	return fd;
 }
 
-/* A pid reused by a new CUDA process (another start time): the old process's state is
- * dropped once, and the new one's is kept at every sweep after. */
-static void test_sweep_pid_reused(void **state)
+/* The new process of pid makes its calls (its row in gpu_procs, fd): three sweeps keep
+ * it; then the module stops and dir goes. */
+static void kept_by_sweeps(struct fixture *f, int fd, __u32 pid, const char *dir)
 {
-	struct fixture *f = *state;
 	static struct gpu_proc_stats zero;
-	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
-	__u32 pid = 5000001; /* above any pid_max (2^22): only the fake /proc has it */
-	int fd, i;
+	char cmd[96];
+	int i;
 
-	fd = swept_once(f, dir, pid);
-	fake_proc(dir, pid, 2000); /* exited; the pid is another's */
-	assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
-	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0); /* its calls */
+	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0);
 	for (i = 0; i < 3; i++)
 		assert_int_equal(bpftel_gpu__sweep(f->gpu), 0);
 	assert_int_equal(bpf_map_lookup_elem(fd, &pid, &zero), 0);
@@ -309,16 +304,30 @@ static void test_sweep_pid_reused(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* A pid reused by a new CUDA process (another start time): the old process's state is
+ * dropped once, and the new one's is kept at every sweep after. */
+static void test_sweep_pid_reused(void **state)
+{
+	struct fixture *f = *state;
+	char dir[] = "/tmp/bpftel-proc-XXXXXX";
+	__u32 pid = 5000001; /* above any pid_max (2^22): only the fake /proc has it */
+	int fd;
+
+	fd = swept_once(f, dir, pid);
+	fake_proc(dir, pid, 2000); /* exited; the pid is another's */
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
+	kept_by_sweeps(f, fd, pid, dir);
+}
+
 /* A process seen by a sweep exits while the module is stopped, and another takes its
  * pid: once started again, the module's sweeps take the new process for itself (its
  * start time is recorded anew), not for the old one gone. */
 static void test_sweep_restart_forgets_starts(void **state)
 {
 	struct fixture *f = *state;
-	static struct gpu_proc_stats zero;
-	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
+	char dir[] = "/tmp/bpftel-proc-XXXXXX";
 	__u32 pid = 5000002; /* above any pid_max (2^22): only the fake /proc has it */
-	int fd, i;
+	int fd;
 
 	swept_once(f, dir, pid);
 	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
@@ -326,13 +335,7 @@ static void test_sweep_restart_forgets_starts(void **state)
 	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
 	fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
 	assert_true(fd >= 0);
-	assert_int_equal(bpf_map_update_elem(fd, &pid, &zero, BPF_NOEXIST), 0); /* its calls */
-	for (i = 0; i < 3; i++)
-		assert_int_equal(bpftel_gpu__sweep(f->gpu), 0);
-	assert_int_equal(bpf_map_lookup_elem(fd, &pid, &zero), 0);
-	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
+	kept_by_sweeps(f, fd, pid, dir);
 }
 
 struct exec_seam {
