@@ -353,14 +353,9 @@ def under_bpftrace_h2(port, n):
     return rps
 
 
-def h2load(args, a_build, b_build, tmp, reps):
-    """HTTP/2 over TLS (nghttpd, h2load: both the system OpenSSL), requests/s with no
-    agent, under bpftrace's counting probes on the same functions (the peer's floor:
-    the traps) and with the agent, interleaved; with the agent on, every request is
-    decoded on both sides (checked: the agent counted them)."""
-    if not shutil.which("nghttpd") or not shutil.which("h2load"):
-        return [Row("h2load", "req/s", "-", "-", note="skipped: nghttp2-server and "
-                    "nghttp2-client are not installed")]
+def start_nghttpd(tmp):
+    """nghttpd over TLS on a free local port, serving /items/1 from tmp, once it
+    accepts: (the server, its port)."""
     cert, key = make_cert(tmp, "h2")
     www = os.path.join(tmp, "h2www", "items")
     os.makedirs(www, exist_ok=True)
@@ -372,6 +367,24 @@ def h2load(args, a_build, b_build, tmp, reps):
     server = subprocess.Popen(["nghttpd", "--address=127.0.0.1", "-d", os.path.dirname(www),
                                str(port), key, cert], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return server, port
+
+
+def h2load(args, a_build, b_build, tmp, reps):
+    """HTTP/2 over TLS (nghttpd, h2load: both the system OpenSSL), requests/s with no
+    agent, under bpftrace's counting probes on the same functions (the peer's floor:
+    the traps) and with the agent, interleaved; with the agent on, every request is
+    decoded on both sides (checked: the agent counted them)."""
+    if not shutil.which("nghttpd") or not shutil.which("h2load"):
+        return [Row("h2load", "req/s", "-", "-", note="skipped: nghttp2-server and "
+                    "nghttp2-client are not installed")]
+    server, port = start_nghttpd(tmp)
     n = 20000
     row = Row("h2load", "req/s", "agent A" if args.compare else "no agent", "agent",
               higher_is_better=True)
@@ -379,12 +392,6 @@ def h2load(args, a_build, b_build, tmp, reps):
     windows = []
     bt = shutil.which("bpftrace") and not args.compare
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
         h2load_rps(port, 1000)  # warm up: sessions, page cache
         for _ in range(reps):
             if args.compare:

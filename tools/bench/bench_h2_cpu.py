@@ -10,8 +10,6 @@ machine they fill (BENCHMARKS.md, h2load). Run as root after tools/dev.sh test.
 """
 import argparse
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,25 +30,9 @@ def main():
     ap.add_argument("-n", type=int, default=20000)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bpftel-h2cpu-")
-    cert, key = bench.make_cert(tmp, "h2")
-    www = os.path.join(tmp, "www", "items")
-    os.makedirs(www)
-    with open(os.path.join(www, "1"), "w") as f:
-        f.write("item\n")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = subprocess.Popen(["nghttpd", "--address=127.0.0.1", "-d", os.path.dirname(www),
-                            str(port), key, cert], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+    srv, port = bench.start_nghttpd(tmp)
     ag = None
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
         ag = bench.Agent(args.build, tmp)
         bench.usm_on_libssl(ag)
         a0, s0, t0 = cpu_s(ag.proc.pid), cpu_s(srv.pid), time.monotonic()
