@@ -83,6 +83,14 @@ struct usm_fd_key {
 	__u32 __pad;
 };
 
+/* What usm_tls_fds keeps of a session: its socket, and whether it has carried an
+ * HTTP/1 message, after which its bytes never start HTTP/2 (lib/usm_h2.h). */
+struct usm_tls_sess {
+	__s32 fd;	/* -1: not known (no SSL_set_fd seen, or Go's, read from its Conn) */
+	__u8 http1;	/* an HTTP/1 message was emitted on it */
+	__u8 __pad[3];
+};
+
 #define USM_TLS_RETRY_MAX 4096
 #define USM_TLS_RETRY_MAX_AGE_NS (10ull * 1000000000ull)
 
@@ -111,6 +119,9 @@ enum usm_counter {
 					* walked (USM_IP6_EXT_MAX): not looked at */
 	USM_CNT_H2_NESTED = 17, /* HTTP/2 calls that found their CPU's walk scratch held by
 				 * a walk they preempted: framing lost (lib/usm_h2.h) */
+	USM_CNT_H2_START_REFUSED = 18, /* TLS calls that began like an HTTP/2 preface or
+					* SETTINGS on a session that had carried HTTP/1:
+					* a body, not a start (lib/usm_h2.h) */
 	USM_CNT__COUNT,
 };
 

@@ -18,7 +18,9 @@
  * The state is per (process, session pointer), in an LRU hash: sessions are freed
  * without a probe, and their address is reused. So SSL_set_fd and its GnuTLS twin
  * forget it (a session being set up is a new connection), and a preface at a frame
- * boundary restarts it (a client reusing a freed session's address).
+ * boundary restarts it (a client reusing a freed session's address). A session that
+ * carried an HTTP/1 message never becomes HTTP/2: a body may begin with those bytes
+ * (an upload), and would hide the session's next messages (USM_CNT_H2_START_REFUSED).
  *
  * A session whose start was missed (it began before the agent, or before the probes
  * were on its library) cannot be decoded: HPACK needs every header block from the
@@ -29,7 +31,7 @@
  * call, so userspace sees a record lost in the ring buffer as a jump, and feeds it to
  * the decoder as a gap (harmless inside a DATA payload, fatal inside a header block).
  *
- * Include after lib/usm_common.h and lib/usm_tls.h's usm_fd_key.
+ * Include after lib/usm_common.h and lib/usm_tls.h's usm_tls_fds.
  */
 #ifndef BPFTEL_LIB_USM_H2_H
 #define BPFTEL_LIB_USM_H2_H
@@ -384,6 +386,16 @@ static __always_inline void usm_h2_count_midstream(TLM_PARAM, const struct usm_f
 		usm_count(USM_CNT_H2_MIDSTREAM);
 }
 
+/* The session carried an HTTP/1 message (lib/usm_tls.h, usm_tls_http1_seen()): its
+ * bytes are a body now, whatever they look like. An HTTP/2 session's first bytes are
+ * its preface or SETTINGS, before any message. */
+static __always_inline bool usm_h2_http1_session(const struct usm_fd_key *key)
+{
+	struct usm_tls_sess *s = bpf_map_lookup_elem(&usm_tls_fds, key);
+
+	return s && s->http1;
+}
+
 static __always_inline void usm_h2_dir_reset(struct usm_h2_dir_state *d, bool preface)
 {
 	__builtin_memset(d, 0, sizeof(*d));
@@ -463,10 +475,15 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 			flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
 		else if (usm_h2_settings_start(peek))
 			flags = USM_H2_F_NEW | USM_H2_F_SETTINGS;
-		else if (usm_h2_frame_like(peek))
+		else if (usm_h2_frame_like(peek) && !usm_h2_http1_session(&key))
 			usm_h2_count_midstream(TLM_ARG, &key);
 		if (!flags)
 			return false;
+		if (usm_h2_http1_session(&key)) {
+			/* A body that looks like a start: the session stays HTTP/1. */
+			usm_count(USM_CNT_H2_START_REFUSED);
+			return false;
+		}
 		usm_h2_dir_reset(&init.d[dir & 1], flags & USM_H2_F_PREFACE);
 		err = tlm_map_insert(usm_h2_conns, &key, &init);
 		if (err && err != -EEXIST)
@@ -565,11 +582,14 @@ static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid,
 	usm_h2_send_empty(TLM_ARG, conn, pid_tgid, source, USM_DIR_WRITE, USM_H2_F_CLOSED, 0, 0);
 }
 
-/* A session ended (SSL_free, gnutls_deinit, Go's Close): its mid-way mark goes, and its
- * HTTP/2 state, said to userspace. The callers drop what their own maps keep by it. */
+/* A session ended (SSL_free, gnutls_deinit, Go's Close): its socket and HTTP/1 mark
+ * go, its mid-way mark, and its HTTP/2 state, said to userspace. The callers drop what
+ * their own maps keep by it. */
 static __always_inline void usm_h2_session_end(TLM_PARAM, const struct usm_fd_key *key,
 					       __u64 pid_tgid, __u32 source)
 {
+	if (bpf_map_lookup_elem(&usm_tls_fds, key))
+		tlm_map_delete(usm_tls_fds, key);
 	if (bpf_map_lookup_elem(&usm_h2_midstream, key))
 		tlm_map_delete(usm_h2_midstream, key);
 	usm_h2_forget(TLM_ARG, key->conn, pid_tgid, source);

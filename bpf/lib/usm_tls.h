@@ -91,14 +91,17 @@ static __always_inline struct usm_tls_call *usm_tls_slot(TLM_PARAM, bool create)
 	return c;
 }
 
-/* Which fd a TLS session runs on, per process: SSL_set_fd, gnutls_transport_set_int2.
- * LRU: sessions are freed without a probe. Keyed by struct usm_fd_key (usm.h). */
+/* Per process, what is known of a TLS session (struct usm_tls_sess, keyed by struct
+ * usm_fd_key: usm.h): the fd it runs on (SSL_set_fd, gnutls_transport_set_int2) and
+ * whether it carried an HTTP/1 message (any session's first, SSL_set_fd or not). Gone
+ * with the session (SSL_free, gnutls_deinit, Go's Close), reset by SSL_set_fd; LRU for
+ * sessions whose end is not seen. */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct usm_fd_key);
-	__type(value, __s32);
+	__type(value, struct usm_tls_sess);
 } usm_tls_fds SEC(".maps");
 
 TLM_MAP_KEY(usm_tls_fds);
@@ -108,12 +111,35 @@ TLM_MAP_KEY(usm_tls_fds);
 static __always_inline __s32 usm_tls_fd_of(TLM_PARAM, __u64 conn, __u64 pid_tgid, __u32 source)
 {
 	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
-	__s32 *fd;
+	struct usm_tls_sess *s;
 
 	if (source == USM_SRC_GO)
 		return usm_go_conn_fd(TLM_ARG, conn);
-	fd = bpf_map_lookup_elem(&usm_tls_fds, &key);
-	return fd ? *fd : -1;
+	s = bpf_map_lookup_elem(&usm_tls_fds, &key);
+	return s ? s->fd : -1;
+}
+
+/*
+ * An HTTP/1 message is emitted on the session: mark it, so that a body of it that
+ * begins like an HTTP/2 preface or SETTINGS frame (anyone's upload) does not turn it
+ * into an HTTP/2 session, hiding its next messages (usm_h2_tls). Returns its socket as
+ * usm_tls_fd_of does. The lookup is the one the fd took; a session without SSL_set_fd
+ * (curl's own BIO, Go) is inserted once.
+ */
+static __always_inline __s32 usm_tls_http1_seen(TLM_PARAM, __u64 conn, __u64 pid_tgid,
+						__u32 source)
+{
+	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
+	struct usm_tls_sess *s = bpf_map_lookup_elem(&usm_tls_fds, &key);
+	struct usm_tls_sess init = {.fd = -1, .http1 = 1};
+
+	if (!s)
+		tlm_map_insert(usm_tls_fds, &key, &init);
+	else if (!s->http1)
+		s->http1 = 1;
+	if (source == USM_SRC_GO)
+		return usm_go_conn_fd(TLM_ARG, conn);
+	return s ? s->fd : -1;
 }
 
 /*
@@ -135,9 +161,9 @@ static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64
 					  __u32 source)
 {
 	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
-	__s32 fd = (__s32)PT_REGS_PARM2(regs);
+	struct usm_tls_sess sess = {.fd = (__s32)PT_REGS_PARM2(regs)};
 
-	tlm_map_update(usm_tls_fds, &key, &fd, BPF_ANY);
+	tlm_map_update(usm_tls_fds, &key, &sess, BPF_ANY);
 	usm_h2_forget(TLM_ARG, key.conn, pid_tgid, source);
 	usm_tls_retry_unmark(TLM_ARG, &key);
 	return 0;
@@ -157,8 +183,6 @@ static __always_inline int usm_tls_free(TLM_PARAM, struct pt_regs *regs, __u64 p
 
 	if (!key.conn)
 		return 0;
-	if (bpf_map_lookup_elem(&usm_tls_fds, &key))
-		tlm_map_delete(usm_tls_fds, &key);
 	usm_h2_session_end(TLM_ARG, &key, pid_tgid, source);
 	usm_tls_retry_unmark(TLM_ARG, &key);
 	return 0;
@@ -179,7 +203,7 @@ static __always_inline void usm_tls_event_submit(TLM_PARAM, struct usm_event *ev
 	ev->source = source;
 	ev->family = 0;
 	ev->dir = dir;
-	ev->fd = usm_tls_fd_of(TLM_ARG, conn, pid_tgid, source);
+	ev->fd = usm_tls_http1_seen(TLM_ARG, conn, pid_tgid, source);
 	ev->__pad3 = 0;
 	ev->client_port = ev->server_port = 0;
 	__builtin_memset(ev->client_addr, 0, sizeof(ev->client_addr));

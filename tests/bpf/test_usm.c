@@ -1342,6 +1342,64 @@ static void test_h2_preempted_walk(void **state)
 	assert_int_equal(counter(USM_CNT_H2_NESTED), 1);
 }
 
+/* A session that carried an HTTP/1 message stays HTTP/1: a body that begins like a
+ * server's SETTINGS or a client's preface (an upload, in either direction) starts no
+ * HTTP/2 session, and the session's next message is still seen. Counted. A frame-like
+ * body is not a session joined mid-way either. SSL_set_fd (a new connection) or the
+ * session's end clears the mark. */
+static void test_h2_http1_session_stays(void **state)
+{
+	const char *req = "POST /upload HTTP/1.1\r\nContent-Length: 64\r\n\r\n";
+	const char *next = "GET /next HTTP/1.1\r\n\r\n";
+	struct fd_key {
+		__u64 conn;
+		__u32 tgid, pad;
+	} k = {SSL_PTR, 4242, 0};
+	struct usm_tls_sess sess;
+	unsigned char b[64];
+	size_t n;
+
+	(void)state;
+	assert_int_equal(tls_call(SSL_READ, req, strlen(req), (long)strlen(req), NULL, 1), 1);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess), 0);
+	assert_int_equal(sess.http1, 1);
+	assert_int_equal(sess.fd, -1); /* no SSL_set_fd seen: curl's own BIO */
+	n = frame(b, 4, 0, 0, 12, NULL, 0); /* SETTINGS-like body */
+	assert_int_equal(h2_call(SSL_READ, b, n, 2), 0);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 3), 0);
+	memcpy(b, PREFACE, 24); /* preface-like body */
+	assert_int_equal(h2_call(SSL_READ, b, 24, 4), 0);
+	assert_int_equal(counter(USM_CNT_H2_START_REFUSED), 3);
+	n = frame(b, 1, 4, 5, 20, NULL, 0x82); /* frame-like body */
+	assert_int_equal(h2_call(SSL_READ, b, n, 5), 0);
+	assert_int_equal(counter(USM_CNT_H2_MIDSTREAM), 0);
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k, b), 0);
+	assert_int_equal(tls_call(SSL_READ, next, strlen(next), (long)strlen(next), NULL, 6), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
+	assert_int_equal(counter(USM_CNT_H2_CALLS), 0);
+
+	/* A new connection on the session (SSL_set_fd) may be HTTP/2. */
+	tls_run(USM_TLS_SSL_SET_FD, false, &(struct test_regs){.di = SSL_PTR, .si = 9}, 7);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess), 0);
+	assert_int_equal(sess.http1, 0);
+	assert_int_equal(sess.fd, 9);
+	n = frame(b, 4, 0, 0, 12, NULL, 0);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 8), 1);
+	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW | USM_H2_F_SETTINGS);
+	assert_int_equal(h2rec(0)->fd, 9);
+
+	/* Its end clears it too: a session made at the freed address may be HTTP/2. */
+	tls_run(USM_TLS_SSL_FREE, false, &(struct test_regs){.di = SSL_PTR}, 9);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1); /* its end */
+	assert_int_equal(tls_call(SSL_WRITE, next, strlen(next), (long)strlen(next), NULL, 10), 1);
+	tls_run(USM_TLS_SSL_FREE, false, &(struct test_regs){.di = SSL_PTR}, 11);
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess), 0);
+	memcpy(b, PREFACE, 24);
+	assert_int_equal(h2_call(SSL_WRITE, b, 24, 12), 1);
+	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW | USM_H2_F_PREFACE);
+	assert_int_equal(counter(USM_CNT_H2_START_REFUSED), 3);
+}
+
 /* A session whose start was missed: a call that looks like a frame header counts it,
  * once; nothing is sent, and the session's HTTP/1 is untouched (a binary body can look
  * like a frame header too). */
@@ -1401,6 +1459,9 @@ static void test_h2_detection(void **state)
 	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 0);
 	assert_int_equal(counter(USM_CNT_H2_CALLS), 0);
 
+	/* That session carried HTTP/1 (test_h2_http1_session_stays): a preface is a new
+	 * session's, at the address once the old one is freed. */
+	tls_run(USM_TLS_SSL_FREE, false, &(struct test_regs){.di = SSL_PTR}, 2);
 	memcpy(b, PREFACE, 24);
 	assert_int_equal(h2_call(SSL_WRITE, b, 24, 2), 1);
 	n = frame(b, 0, 0, 1, 10, NULL, 'S');
@@ -1443,8 +1504,8 @@ static void test_tls_free(void **state)
 		__u64 conn;
 		__u32 tgid, pad;
 	} k = {SSL_PTR, 4242, 0}; /* struct usm_fd_key */
+	struct usm_tls_sess sess;
 	unsigned char b[64];
-	__s32 fd;
 	size_t n;
 
 	(void)state;
@@ -1461,18 +1522,19 @@ static void test_tls_free(void **state)
 	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
 	assert_h2_closed(0, SSL_PTR, USM_SRC_OPENSSL);
 	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_h2_conns), &k, b), 0);
-	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &fd), 0);
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess), 0);
 	assert_int_equal(tls_call(SSL_WRITE, req, strlen(req), (long)strlen(req), NULL, 5), 1);
 	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
 	assert_int_equal(event(0)->fd, -1);
 	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 0);
 	k.tgid = 5151; /* the other process's session stays */
-	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &fd), 0);
-	assert_int_equal(fd, 7);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess), 0);
+	assert_int_equal(sess.fd, 7);
+	assert_int_equal(sess.http1, 0);
 
 	tls_run(USM_TLS_GNUTLS_DEINIT, false, &(struct test_regs){.di = SSL_PTR + 64}, 6);
 	k = (struct fd_key){SSL_PTR + 64, 4242, 0};
-	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &fd), 0);
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess), 0);
 	tls_run(USM_TLS_SSL_FREE, false, &(struct test_regs){.di = 0}, 7); /* SSL_free(NULL) */
 	assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
 }
@@ -2072,15 +2134,17 @@ static int case_setup(void **state)
 		k.tgid = 4343;
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.usm_h2_midstream), &k);
 	}
-	/* ... (the Go cases' sessions are on the stack) and no Go read in flight. */
+	/* ... (the Go cases' sessions are on the stack) and no Go read in flight, and no
+	 * session's socket or HTTP/1 mark. */
 	{
 		int fds[] = {bpf_map__fd(skel->maps.usm_h2_conns),
 			     bpf_map__fd(skel->maps.usm_go_reads),
-			     bpf_map__fd(skel->maps.usm_go_byte)};
+			     bpf_map__fd(skel->maps.usm_go_byte),
+			     bpf_map__fd(skel->maps.usm_tls_fds)};
 		unsigned char key[16];
 		size_t i;
 
-		for (i = 0; i < 3; i++)
+		for (i = 0; i < 4; i++)
 			while (!bpf_map_get_next_key(fds[i], NULL, key))
 				assert_int_equal(bpf_map_delete_elem(fds[i], key), 0);
 	}
@@ -2179,6 +2243,7 @@ int main(void)
 		T(test_tls_write_retry),
 		T(test_tls_write_retry_which),
 		T(test_tls_write_retry_sweep),
+		T(test_h2_http1_session_stays),
 		T(test_h2_midstream_counted_once),
 		T(test_go_write_request),
 		T(test_go_conn_chain),

@@ -62,6 +62,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_GO_UNPAIRED] = "go_read_unpaired", [USM_CNT_PACKETS_DUPLICATE] = "packets_duplicate",
 	[USM_CNT_H2_RECORDS] = "h2_records", [USM_CNT_TLS_RETRIES] = "tls_write_retries",
 	[USM_CNT_PACKETS_IP6_DEEP] = "packets_ipv6_deep", [USM_CNT_H2_NESTED] = "h2_nested",
+	[USM_CNT_H2_START_REFUSED] = "h2_starts_refused",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);

@@ -279,6 +279,11 @@ static const struct {
 	 "walk it had preempted (preemptible kernels only): not walked; that direction's "
 	 "framing is lost and its session no longer decoded (dropped as unframed).",
 	 USM_CNT_H2_NESTED},
+	{"bpftel_http2_starts_refused_total",
+	 "TLS calls whose bytes began like an HTTP/2 connection preface or SETTINGS frame on "
+	 "a session that had carried HTTP/1 messages (a body that looks like one): not taken "
+	 "as the start of an HTTP/2 session; the session stays HTTP/1.",
+	 USM_CNT_H2_START_REFUSED},
 };
 
 /* HTTP/2 sessions and what could not be decoded: bounded labels (fixed reasons); and
