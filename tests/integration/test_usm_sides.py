@@ -13,6 +13,7 @@
   4. A flood: one client sends 9 methods x 300 statuses; then a new process's new
      endpoint is still counted; series stay within http_series_max plus the overflow
      series; promtool stays clean; the path /caf\\xe9 is counted 5 times, escaped.
+  5. Bodies that look like an HTTP/2 start (an upload) leave an HTTPS session HTTP/1.
 
 The VM's cgroups are v1 (the cgroup is made under the pids hierarchy); on a v2 host the
 same test would make it under /sys/fs/cgroup."""
@@ -121,6 +122,68 @@ def tls_sides(agent, python, tmp):
         check(s == 20 and c == 20, f"/metrics: server histogram {s:.0f}, client {c:.0f} (not 40)")
         promtool_clean(text, "after HTTPS")
     finally:
+        server.kill()
+        server.wait()
+
+
+def lookalike_bodies(agent, python, tmp):
+    """One kept-alive HTTPS connection: two uploads whose bodies begin like an HTTP/2
+    SETTINGS frame and like the connection preface, each written on its own, then a GET.
+    The session stays HTTP/1: all three requests counted on both sides (the GET was
+    hidden when a body turned the session into HTTP/2), the lookalikes counted as
+    h2_starts_refused, no HTTP/2 session made."""
+    cert, key = make_cert(tmp)
+    port = free_port()
+    server = start_server(python, port, cert, key)
+    client = None
+    code = ("import socket, ssl, sys\n"
+            "ctx = ssl.create_default_context(); ctx.check_hostname = False\n"
+            "ctx.verify_mode = ssl.CERT_NONE\n"
+            "s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', int(sys.argv[1]))))\n"
+            "got = b''\n"
+            "def ask(head, body=b''):\n"
+            "    global got\n"
+            "    s.sendall(head)\n"
+            "    if body:\n"
+            "        s.sendall(body)\n"
+            "    want = got.count(b'ok\\n') + 1\n"
+            "    while got.count(b'ok\\n') < want:\n"
+            "        got += s.recv(4096)\n"
+            "for i, body in enumerate((bytes([0, 0, 12, 4, 0, 0, 0, 0, 0]) + bytes(12),\n"
+            "                          b'PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n')):\n"
+            "    ask(b'POST /upload/%d HTTP/1.1\\r\\nHost: a\\r\\nContent-Length: %d\\r\\n\\r\\n'\n"
+            "        % (i, len(body)), body)\n"
+            "ask(b'GET /after/2 HTTP/1.1\\r\\nHost: a\\r\\n\\r\\n')\n"
+            "print('done', flush=True); sys.stdin.readline()\n")
+    try:
+        wait_for(lambda: [r for r in agent.json("libs")["libs"]
+                          if r.get("module") == "usm" and r["lib"] == "libssl" and
+                          server.pid in r["pids"] and r["attached"] >= LIBSSL_PROBES], 30,
+                 "usm attached to the server's libssl")
+        before = agent.json("http")["counters"]
+        client = subprocess.Popen([python, "-c", code, str(port)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        check(client.stdout.readline().strip() == "done", "the client made its 3 requests")
+        got = {}
+        for side, pid in (("client", client.pid), ("server", server.pid)):
+            after = settled_count(agent, 1, f"the GET after the uploads, {side} side", pid=pid,
+                                  side=side, path="/after/*")
+            up = count(agent, pid=pid, side=side, path="/upload/*")
+            got[side] = (up, after)
+        check(got == {"client": (2, 1), "server": (2, 1)},
+              f"uploads and the GET after them (uploads, GETs) per side: {got}")
+        now = agent.json("http")["counters"]
+        refused = now["h2_starts_refused"] - before["h2_starts_refused"]
+        check(refused >= 2, f"the client's two lookalike bodies counted as h2_starts_refused: "
+                            f"{refused}")
+        check(now["http2"]["sessions"] == before["http2"]["sessions"],
+              f"no HTTP/2 session made: {before['http2']['sessions']} -> "
+              f"{now['http2']['sessions']}")
+        client.stdin.close()
+        client.wait(timeout=30)
+    finally:
+        if client and client.poll() is None:
+            client.kill()
         server.kill()
         server.wait()
 
@@ -352,6 +415,7 @@ def main():
     agent = Agent(args.agent, args.cli, ["-c", conf])
     try:
         tls_sides(agent, args.python, tmp)
+        lookalike_bodies(agent, args.python, tmp)
         plaintext_sides(agent, args.python)
         container_identity(agent, args.python, conf)
         flood(agent, args.python)
