@@ -7,9 +7,11 @@ object that holds them in the process: here cuda_pattern itself, run (through th
 dynamic loader) from an overlay whose lower layer is a FUSE file system that never
 answers the agent (stall_fuse.py), the FUSE mount detached. Once the pattern has
 launched its kernels, a `gpu` request waits on that file system; meanwhile `bpftel
-stats` and `bpftel modules` are answered, and the `gpu` answer is still to come. When
-the FUSE server goes, the open fails, and the `gpu` answer comes: the pattern's calls
-counted exactly, its kernels unnamed.
+stats` and `bpftel modules` are answered, and the `gpu` answer is still to come; the
+report holds no lock while it waits: a second pattern (from an ordinary file) that
+exits meanwhile is dropped from the module's process map by its sweep, and the answer,
+read again, does not list it. When the FUSE server goes, the open fails, and the `gpu`
+answer comes: the pattern's calls counted exactly, its kernels unnamed.
 
 The agent's deadline for an open is raised (BPFTEL_PROCFILE_TIMEOUT_MS) so that the
 report waits for as long as the test needs: what is checked is which thread waits, not
@@ -32,6 +34,21 @@ from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E4
 from test_gpu import EXPECTED_CALLS, gpu_row, nonzero, wait_attached  # noqa: E402
 
 LOADER = "/lib64/ld-linux-x86-64.so.2"
+
+
+def gpu_procs_pids():
+    """The pids of the GPU module's process map (its keys), as bpftool dumps them."""
+    out = subprocess.run(["bpftool", "-j", "map", "dump", "name", "gpu_procs"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode:
+        raise AssertionError(f"bpftool map dump name gpu_procs: {out.stderr.strip()}")
+    pids = set()
+    for e in json.loads(out.stdout):
+        if "formatted" in e:
+            pids.add(int(e["formatted"]["key"]))
+        else:
+            pids.add(int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little"))
+    return pids
 
 
 @contextlib.contextmanager
@@ -103,7 +120,7 @@ def main():
         f.write("modules = gpu\nlibsets = gpu\nmetrics_addr = 127.0.0.1:0\n")
     agent = Agent(args.agent, args.cli, ["-c", conf],
                   env={"BPFTEL_PROCFILE_TIMEOUT_MS": "600000"})
-    pat = None
+    pat = pat2 = None
     try:
         with stalled_copy(args.python, os.path.join(tmp, "fs"), args.pattern,
                           agent.proc.pid) as (path, server):
@@ -118,6 +135,18 @@ def main():
             for line in pat.stdout:
                 if line.strip() == "done":
                     break
+            pat2 = subprocess.Popen([args.pattern, args.stub, "stub"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True)
+            line = pat2.stdout.readline().split()
+            check(line[:1] == ["loaded"], f"the second cuda_pattern ran: {line}")
+            pid2 = int(line[1])
+            wait_attached(agent, pid2)
+            pat2.stdin.write("go\n")
+            pat2.stdin.flush()
+            for line in pat2.stdout:
+                if line.strip() == "done":
+                    break
+            check(pid2 in gpu_procs_pids(), f"the second pattern {pid2} is in gpu_procs")
 
             # What the agent left waiting before the request (the reports before it),
             # read: the next stall is the request's.
@@ -135,6 +164,11 @@ def main():
                 res = agent.cli(cmd, "--json", check=False)
                 check(res.returncode == 0, f"bpftel {cmd} answered while the gpu report "
                       f"waits: rc {res.returncode} {res.stderr.strip()}")
+            # The second pattern exits: the sweep drops it while the report waits.
+            pat2.stdin.close()
+            pat2.wait(timeout=30)
+            wait_for(lambda: pid2 not in gpu_procs_pids(), 60,
+                     f"the sweep to drop the exited pattern {pid2} while the report waits")
             check(asker.is_alive() and not answer,
                   "the gpu report still waits on the file system")
         # The FUSE server is gone: the open fails, the report goes on.
@@ -142,6 +176,8 @@ def main():
         check(not asker.is_alive() and answer and isinstance(answer[0], dict) and
               answer[0].get("ok"), "the gpu report answered once its open failed: "
               f"{[a if not isinstance(a, dict) else a.get('error', 'ok') for a in answer]}")
+        check(not [p for p in answer[0]["processes"] if p["pid"] == pid2],
+              f"the report, read again after the sweep, does not list the exited {pid2}")
         rows = [p for p in answer[0]["processes"] if p["pid"] == pid]
         check(rows and nonzero(rows[0]["calls"]) == EXPECTED_CALLS,
               f"the pattern's calls counted exactly: {rows and nonzero(rows[0]['calls'])}")
@@ -155,9 +191,10 @@ def main():
         pat.wait(timeout=30)
         check(agent.stop() == 0, "the agent stops cleanly")
     finally:
-        if pat and pat.poll() is None:
-            pat.kill()
-            pat.wait()
+        for p in (pat, pat2):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
         agent.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
 

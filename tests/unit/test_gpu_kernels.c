@@ -847,6 +847,60 @@ static void test_kernel_series_names_arrive(void **state)
 }
 
 /*
+ * A report in steps (gpu.c parses without its report lock): wanted() asks for the
+ * unnamed runtime kernels, the most launched first, at most the budget, and changes
+ * nothing; fill_named() names those it is given, by (pid, address), and parses nothing;
+ * one not given stays unnamed and is asked for again at the next report; once named,
+ * it is asked for no more. Driver kernels are named from the map, never asked for.
+ */
+static void test_names_parsed_apart(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	struct bpftel_gpu_sym syms[BPFTEL_GPU_NAME_BUDGET];
+	size_t n, i;
+
+	(void)state;
+	assert_non_null(kt);
+	memset(fake_names, 0, sizeof(fake_names));
+	fake_names[0] = "k0";
+	fake_names[1] = "k1";
+	fake_names[2] = "k2";
+	memset(&rep, 0, sizeof(rep));
+	for (i = 0; i < 40; i++)
+		report_kernel(&rep, 400, false, (unsigned int)i, 100 - i, NULL);
+	report_kernel(&rep, 400, true, 7, 1000, "drv");
+	n = bpftel_gpu_kernels__wanted(kt, rep.ks, rep.nks, syms);
+	assert_int_equal(n, BPFTEL_GPU_NAME_BUDGET);
+	for (i = 0; i < n; i++) { /* the most launched first; not the driver kernel */
+		assert_int_equal(syms[i].pid, 400);
+		assert_int_equal(syms[i].addr, FAKE_BASE + i);
+	}
+	assert_int_equal(bpftel_gpu_kernels__wanted(kt, rep.ks, rep.nks, syms), n);
+
+	/* Only k0 and k2 parsed: k1 stays unnamed, nothing parsed here. */
+	fake_parses = 0;
+	fake_symbolize(&syms[2], 1);
+	fake_symbolize(&syms[0], 1);
+	syms[1] = syms[2];
+	bpftel_gpu_kernels__fill_named(kt, rep.rows, rep.n, rep.ks, rep.nks, true, syms, 2);
+	assert_int_equal(fake_parses, 2);
+	/* The unnamed merged (k1, 99 launches, among them), drv, k0, k2. */
+	assert_string_equal(rep.rows[0].kernels[0].name, "");
+	assert_int_equal(rep.rows[0].kernels[0].launches, 40 * 100 - 39 * 40 / 2 - 100 - 98);
+	assert_string_equal(rep.rows[0].kernels[1].name, "drv");
+	assert_string_equal(rep.rows[0].kernels[2].name, "k0");
+	assert_int_equal(rep.rows[0].kernels[2].launches, 100);
+	assert_string_equal(rep.rows[0].kernels[3].name, "k2");
+	assert_int_equal(rep.rows[0].kernels[3].launches, 98);
+
+	n = bpftel_gpu_kernels__wanted(kt, rep.ks, rep.nks, syms);
+	assert_int_equal(n, BPFTEL_GPU_NAME_BUDGET); /* k1 and those beyond the budget */
+	assert_int_equal(syms[0].addr, FAKE_BASE + 1);
+	assert_int_equal(syms[1].addr, FAKE_BASE + 3);
+	bpftel_gpu_kernels__free(kt);
+}
+
+/*
  * The series budget over processes: 9 processes of 10 kernels each, named over three
  * reports (32 parses a report); 64 series for the first 8 processes (8 each, the most
  * launched first: never k0) and none left for the ninth; when one exits, its series go
@@ -1367,6 +1421,7 @@ int main(void)
 		cmocka_unit_test(test_runtime_names_per_file),
 		cmocka_unit_test(test_kernel_series_overtaken),
 		cmocka_unit_test(test_kernel_series_names_arrive),
+		cmocka_unit_test(test_names_parsed_apart),
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
 		cmocka_unit_test(test_error_series_are_counters),
 		cmocka_unit_test(test_errors_not_listed_with_a_missed_kind),

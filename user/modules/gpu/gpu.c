@@ -48,14 +48,15 @@ struct bpftel_gpu {
 	/*
 	 * What reports remember from one to the next (counters must not go down: a
 	 * series of /metrics is computed from the maps and what the report before saw),
-	 * under report_lock: one report at a time, maps read and state updated in the
-	 * same order. Taken before lock; names are parsed under it, never under lock.
+	 * under report_lock: maps read and state updated in the same order. Taken
+	 * before lock. Names are parsed under neither (bpftel_gpu__processes()).
 	 */
 	pthread_mutex_t report_lock;
 	struct bpftel_gpu_kernels *kernels;
 	struct bpftel_gpu_errors *errors;
 	struct bpftel_gpu_series *series; /* its own lock: /metrics' processes */
 	__u64 state_opens; /* the open the state is of */
+	__u64 state_gen;   /* changed by each update of the state (a report, a sweep) */
 	struct pid_born *borns; /* each process's row as last reported: when it was made */
 	size_t nborns;
 	/* The sweep's: /proc, and what it knows of the processes of gpu_procs (by pid),
@@ -908,25 +909,39 @@ static size_t drop_reborn(int procs_fd, struct bpftel_gpu_proc *rows, size_t n,
 	return out;
 }
 
-int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
-{
-	struct bpftel_gpu_kernel_seen *ks = NULL;
-	struct bpftel_gpu_error_seen *es = NULL;
-	struct bpftel_gpu_proc *rows = NULL, *grown;
-	bool all_kernels = true;
-	size_t nes, steps;
+/* What a report reads of the maps, under the report lock. */
+struct report_read {
+	struct bpftel_gpu_proc *rows;
+	size_t n;
+	struct bpftel_gpu_kernel_seen *ks;
 	ssize_t nks;
+	struct bpftel_gpu_error_seen *es;
+	size_t nes;
+	bool all_kernels;
+};
+
+static void report_read_free(struct report_read *r)
+{
+	free(r->rows);
+	free(r->ks);
+	free(r->es);
+	*r = (struct report_read){0};
+}
+
+/* Under report_lock: 0 and r read, 1 when the module is not loaded (no rows), or an
+ * error (nothing read). */
+static int read_report(struct bpftel_gpu *g, struct report_read *r)
+{
+	struct bpftel_gpu_proc *grown;
 	__u32 key, next, *prev = NULL;
-	size_t n = 0, cap = 0;
+	size_t steps, cap = 0;
 	int fd;
 
-	*out = NULL;
-	pthread_mutex_lock(&g->report_lock);
+	*r = (struct report_read){.all_kernels = true};
 	pthread_mutex_lock(&g->lock);
 	if (!g->loaded) {
 		pthread_mutex_unlock(&g->lock);
-		pthread_mutex_unlock(&g->report_lock);
-		return 0;
+		return 1;
 	}
 	if (g->state_opens != g->opens) { /* the module restarted: counts begin again */
 		bpftel_gpu_kernels__reset(g->kernels);
@@ -936,6 +951,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 		g->borns = NULL;
 		g->nborns = 0;
 		g->state_opens = g->opens;
+		g->state_gen++;
 	}
 	/* The processes first, their kernels after: a process's launches are in its
 	 * kernels' rows (but for those the kernel map had no room for, in its stats), so
@@ -949,54 +965,92 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		if (!steps--) {
 			pthread_mutex_unlock(&g->lock);
-			pthread_mutex_unlock(&g->report_lock);
-			free(rows);
+			report_read_free(r);
 			return -EAGAIN;
 		}
 		key = next;
 		prev = &key;
-		if (n == cap) {
+		if (r->n == cap) {
 			cap = cap ? cap * 2 : 16;
-			grown = realloc(rows, cap * sizeof(*rows));
+			grown = realloc(r->rows, cap * sizeof(*r->rows));
 			if (!grown) {
 				pthread_mutex_unlock(&g->lock);
-				pthread_mutex_unlock(&g->report_lock);
-				free(rows);
+				report_read_free(r);
 				return -ENOMEM;
 			}
-			rows = grown;
+			r->rows = grown;
 		}
-		memset(&rows[n], 0, sizeof(rows[n]));
-		if (bpf_map_lookup_elem(fd, &key, &rows[n].st))
+		memset(&r->rows[r->n], 0, sizeof(r->rows[r->n]));
+		if (bpf_map_lookup_elem(fd, &key, &r->rows[r->n].st))
 			continue; /* deleted meanwhile */
-		rows[n].pid = key;
-		rows[n].shared_mem_counted = g->skel->rodata->gpu_launch_shared_mem;
-		n++;
+		r->rows[r->n].pid = key;
+		r->rows[r->n].shared_mem_counted = g->skel->rodata->gpu_launch_shared_mem;
+		r->n++;
 	}
-	n = unique_rows(rows, n);
+	r->n = unique_rows(r->rows, r->n);
 	if (g->seam)
 		g->seam(g->seam_arg);
-	add_allocs(g->skel->maps.gpu_allocs, rows, n);
-	nes = read_errors(g->skel->maps.gpu_errors, rows, n, &es);
-	nks = read_kernels(g->skel, rows, n, &ks, &all_kernels);
-	if (nks >= 0)
-		n = drop_reborn(fd, rows, n, ks, &nks, es, &nes);
+	add_allocs(g->skel->maps.gpu_allocs, r->rows, r->n);
+	r->nes = read_errors(g->skel->maps.gpu_errors, r->rows, r->n, &r->es);
+	r->nks = read_kernels(g->skel, r->rows, r->n, &r->ks, &r->all_kernels);
+	if (r->nks >= 0)
+		r->n = drop_reborn(fd, r->rows, r->n, r->ks, &r->nks, r->es, &r->nes);
 	pthread_mutex_unlock(&g->lock);
-	if (nks < 0) { /* a process's launches short: its counters would go down */
-		pthread_mutex_unlock(&g->report_lock);
-		free(es);
-		free(rows);
+	if (r->nks < 0) { /* a process's launches short: its counters would go down */
+		report_read_free(r);
 		return -EAGAIN;
 	}
+	return 0;
+}
+
+int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
+{
+	struct bpftel_gpu_sym syms[BPFTEL_GPU_NAME_BUDGET];
+	struct bpftel_gpu_proc *rows;
+	struct report_read r;
+	bool asked = false;
+	size_t nsyms = 0, n;
+	__u64 gen;
+	int err;
+
+	*out = NULL;
+	pthread_mutex_lock(&g->report_lock);
+	for (;;) {
+		err = read_report(g, &r);
+		if (err) {
+			pthread_mutex_unlock(&g->report_lock);
+			return err < 0 ? err : 0;
+		}
+		if (asked)
+			break;
+		/* Kernels are named from the processes' files, opened and parsed without
+		 * the lock (a slow or hostile file system must not hold /metrics and the
+		 * sweep up). A report that updated the state meanwhile read the maps after
+		 * this one: this one reads again, so that counters never go down, and
+		 * uses the names it parsed. */
+		asked = true;
+		nsyms = bpftel_gpu_kernels__wanted(g->kernels, r.ks, (size_t)r.nks, syms);
+		if (!nsyms)
+			break;
+		gen = g->state_gen;
+		pthread_mutex_unlock(&g->report_lock);
+		bpftel_gpu_kernels__symbolize(g->kernels, syms, nsyms);
+		pthread_mutex_lock(&g->report_lock);
+		if (gen == g->state_gen)
+			break;
+		report_read_free(&r);
+	}
+	rows = r.rows;
+	n = r.n;
 	forget_reborn(g, rows, n);
 	bpftel_gpu_series__update(g->series, rows, n);
-	bpftel_gpu_errors__fill(g->errors, rows, n, es, nes);
-	free(es);
-	/* Names (the kernels', the processes') may take parsing the processes' files:
-	 * without the lock. */
-	bpftel_gpu_kernels__fill(g->kernels, rows, n, ks, (size_t)nks, all_kernels);
+	bpftel_gpu_errors__fill(g->errors, rows, n, r.es, r.nes);
+	bpftel_gpu_kernels__fill_named(g->kernels, rows, n, r.ks, (size_t)r.nks, r.all_kernels,
+				       syms, nsyms);
+	g->state_gen++;
 	pthread_mutex_unlock(&g->report_lock);
-	free(ks);
+	free(r.ks);
+	free(r.es);
 	if (n) {
 		qsort(rows, n, sizeof(*rows), cmp_outstanding);
 	} else { /* rows is NULL when there are none (a row listed, then gone) */
@@ -1270,8 +1324,9 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		free(now);
 	}
 	/* Not while a report runs: one that read the process before it is forgotten
-	 * would remember it again. A report may be naming kernels (ELF files read): the
-	 * housekeeping thread does not wait for it; the dead are dropped next time. */
+	 * would remember it again (a report naming kernels meanwhile reads again: the
+	 * generation below). The housekeeping thread does not wait for a report; the
+	 * dead are dropped next time. */
 	if (pthread_mutex_trylock(&g->report_lock)) {
 		pthread_mutex_unlock(&g->sweep_lock);
 		return 0;
@@ -1304,6 +1359,8 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		start_forget(g, dead[i]);
 		dropped++;
 	}
+	if (dropped) /* a report that read them before must read again */
+		g->state_gen++;
 	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_unlock(&g->report_lock);
 	pthread_mutex_unlock(&g->sweep_lock);

@@ -10,9 +10,10 @@
  * given. Names are demangled on work bounded by the label's size (gpu_demangle.h);
  * input is capped (GPU_KNAME_LEN, or BPFTEL_ELF_NAME_MAX) before it is demangled.
  *
- * Resolution opens and parses files of other processes: never under the module's lock,
- * once per handle (process, address): results, misses included, are kept with the
- * handle until the process is swept, so a named kernel never reads unnamed again; and
+ * Resolution opens and parses files of other processes: never under the module's lock
+ * nor its report lock (bpftel_gpu_kernels__wanted() then __symbolize()); once per
+ * handle (process, address): results, misses included, are kept with the handle until
+ * the process is swept, so a named kernel never reads unnamed again; and
  * at most BPFTEL_GPU_NAME_BUDGET of them per report, the most launched first, those of
  * one file (any process's) in one parse of it, at most BPFTEL_GPU_NAME_FILES files, so
  * that a process launching thousands of distinct host functions costs a report (a
@@ -545,16 +546,79 @@ static int cmp_by_launches(const void *a, const void *b, void *arg)
 	return bpftel_gpu_kernel_key_cmp(&x->key, &y->key);
 }
 
-/* Name every kernel of ks: from its handle, a driver kernel from its name in the map,
- * a runtime one by a parse within the budget (its host function's symbol: the address
- * it was launched by, or the one its cudaKernel_t was made for), the most launched
- * first. */
-static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_seen *ks, size_t nks,
-		     const size_t *hi, size_t *todo)
+/* The host function that names ks: the address it was launched by, or the one its
+ * cudaKernel_t was made for. */
+static struct bpftel_gpu_sym sym_of(const struct bpftel_gpu_kernel_seen *ks)
 {
-	struct bpftel_gpu_sym syms[BPFTEL_GPU_NAME_BUDGET];
-	struct handle *h, *which[BPFTEL_GPU_NAME_BUDGET];
+	return (struct bpftel_gpu_sym){.pid = ks->key.tgid,
+				       .addr = ks->host ? ks->host : ks->key.func};
+}
+
+/* A kernel of ks that a report would name by a parse: a runtime one whose handle has no
+ * name yet, or that has no handle yet, which track() would make. */
+static bool to_parse(const struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_kernel_seen *ks)
+{
+	const struct handle *h;
+	const struct kproc *kp;
+
+	if (ks->key.api != GPU_KERNEL_RUNTIME)
+		return false;
+	h = kt->nh ? bsearch(&ks->key, kt->h, kt->nh, sizeof(*kt->h), cmp_handle) : NULL;
+	if (h)
+		return !h->name;
+	kp = kt->np ? bsearch(&ks->key.tgid, kt->p, kt->np, sizeof(*kt->p), cmp_pid) : NULL;
+	return kt->nh < HANDLES_MAX &&
+	       (!kp || kp->nhandles < BPFTEL_GPU_KERNELS_PER_PROC + BPFTEL_GPU_TOP_KERNELS);
+}
+
+size_t bpftel_gpu_kernels__wanted(const struct bpftel_gpu_kernels *kt,
+				  const struct bpftel_gpu_kernel_seen *ks, size_t nks,
+				  struct bpftel_gpu_sym *syms)
+{
+	size_t *todo = malloc((nks ? nks : 1) * sizeof(*todo));
 	size_t i, nt = 0, n = 0;
+
+	if (!todo)
+		return 0; /* named at a later report */
+	for (i = 0; i < nks; i++)
+		if (to_parse(kt, &ks[i]))
+			todo[nt++] = i;
+	if (nt)
+		qsort_r(todo, nt, sizeof(*todo), cmp_by_launches, (void *)ks);
+	for (i = 0; i < nt && n < BPFTEL_GPU_NAME_BUDGET; i++)
+		syms[n++] = sym_of(&ks[todo[i]]);
+	free(todo);
+	return n;
+}
+
+void bpftel_gpu_kernels__symbolize(const struct bpftel_gpu_kernels *kt, struct bpftel_gpu_sym *syms,
+				   size_t n)
+{
+	if (n)
+		kt->symbolize(syms, n > BPFTEL_GPU_NAME_BUDGET ? BPFTEL_GPU_NAME_BUDGET : n);
+}
+
+static const struct bpftel_gpu_sym *named_of(const struct bpftel_gpu_sym *named, size_t n,
+					     const struct bpftel_gpu_sym *want)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (named[i].tried && named[i].pid == want->pid && named[i].addr == want->addr)
+			return &named[i];
+	return NULL;
+}
+
+/* Name every kernel of ks: from its handle, a driver kernel from its name in the map,
+ * a runtime one from named (its host function's symbol, parsed without the report's
+ * lock: bpftel_gpu_kernels__wanted()); one not there is named at a later report. */
+static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_seen *ks, size_t nks,
+		     const size_t *hi, const struct bpftel_gpu_sym *named, size_t nnamed)
+{
+	const struct bpftel_gpu_sym *got;
+	struct bpftel_gpu_sym want;
+	struct handle *h;
+	size_t i;
 
 	for (i = 0; i < nks; i++) {
 		h = hi[i] == NO_HANDLE ? NULL : &kt->h[hi[i]];
@@ -570,23 +634,11 @@ static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_see
 					h->name = strdup(ks[i].name);
 			}
 		} else if (h) {
-			todo[nt++] = i;
+			want = sym_of(&ks[i]);
+			got = named_of(named, nnamed, &want);
+			if (got) /* else its file was beyond this report's: a later one */
+				h->name = strdup(got->name); /* NULL: no memory, tried again */
 		}
-	}
-	if (nt)
-		qsort_r(todo, nt, sizeof(*todo), cmp_by_launches, ks);
-	for (i = 0; i < nt && n < BPFTEL_GPU_NAME_BUDGET; i++, n++) {
-		which[n] = &kt->h[hi[todo[i]]];
-		/* A handle (cudaKernel_t) is named by the host function it was made for. */
-		syms[n] = (struct bpftel_gpu_sym){
-			.pid = which[n]->key.tgid,
-			.addr = ks[todo[i]].host ? ks[todo[i]].host : which[n]->key.func};
-	}
-	if (n)
-		kt->symbolize(syms, n);
-	for (i = 0; i < n; i++) {
-		if (syms[i].tried) /* else its file was beyond this report's: a later one */
-			which[i]->name = strdup(syms[i].name); /* NULL: no memory, tried again */
 	}
 	for (i = 0; i < nks; i++) {
 		h = hi[i] == NO_HANDLE ? NULL : &kt->h[hi[i]];
@@ -733,20 +785,21 @@ static void series_out(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *ro
 	}
 }
 
-void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows, size_t n,
-			      struct bpftel_gpu_kernel_seen *ks, size_t nks, bool all_kernels)
+void bpftel_gpu_kernels__fill_named(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows,
+				    size_t n, struct bpftel_gpu_kernel_seen *ks, size_t nks,
+				    bool all_kernels, const struct bpftel_gpu_sym *named,
+				    size_t nnamed)
 {
 	size_t *hi = calloc(nks ? nks : 1, sizeof(*hi));
-	size_t *todo = malloc((nks ? nks : 1) * sizeof(*todo));
 	__u64 *prev = malloc((nks ? nks : 1) * sizeof(*prev));
 	bool complete = false;
 	size_t i;
 
 	kt->report++;
 	sync_procs(kt, rows, n);
-	if (hi && todo && prev) {
+	if (hi && prev) {
 		complete = track(kt, ks, nks, hi, prev) && all_kernels;
-		name_all(kt, ks, nks, hi, todo);
+		name_all(kt, ks, nks, hi, named, nnamed);
 		admit(kt, nks, hi, prev);
 	} else { /* out of memory: the series hold their counts, the kernels are unnamed */
 		for (i = 0; i < nks; i++)
@@ -755,7 +808,16 @@ void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_p
 	kt->complete = complete;
 	series_out(kt, rows, n);
 	free(hi);
-	free(todo);
 	free(prev);
 	top_kernels(rows, n, ks, nks);
+}
+
+void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows, size_t n,
+			      struct bpftel_gpu_kernel_seen *ks, size_t nks, bool all_kernels)
+{
+	struct bpftel_gpu_sym syms[BPFTEL_GPU_NAME_BUDGET];
+	size_t nsyms = bpftel_gpu_kernels__wanted(kt, ks, nks, syms);
+
+	bpftel_gpu_kernels__symbolize(kt, syms, nsyms);
+	bpftel_gpu_kernels__fill_named(kt, rows, n, ks, nks, all_kernels, syms, nsyms);
 }

@@ -25,7 +25,8 @@ struct bpftel_gpu_kernel_seen {
 /* What is remembered of kernels from one report to the next: each handle's name (one
  * resolution per handle, kept while its process lives) and the launches read, and the
  * series each process has. Not locked: the caller runs one report at a time, each on
- * maps read after the previous report's (the module's report lock). */
+ * maps read after the previous report's (the module's report lock). symbolize is
+ * called without it (bpftel_gpu_kernels__symbolize). */
 struct bpftel_gpu_kernels;
 
 /* A host function to name: the symbol holding addr in pid's ELF objects, demangled. */
@@ -46,10 +47,28 @@ struct bpftel_gpu_kernels *bpftel_gpu_kernels__new(bpftel_gpu_symbolize_fn *symb
 void bpftel_gpu_kernels__free(struct bpftel_gpu_kernels *kt);
 
 /*
- * One report: name the kernels of ks (at most BPFTEL_GPU_NAME_BUDGET parses, most
- * launched first), give each row its top kernels by launches (kernels of one name
- * merged: a snapshot, for JSON), its series (kseries, kseries_other: counters, for
- * /metrics) and its name (comm: as at the process's first report, kept while it lives).
+ * A report in three steps, so that no lock is held while files are parsed: under the
+ * caller's report lock, the host functions the kernels of ks want named (at most
+ * BPFTEL_GPU_NAME_BUDGET, the most launched first; into syms, their count returned);
+ * without it, symbolize them (the processes' files opened and parsed); under it again,
+ * fill_named() with them, ks still as read then (if another report ran in between, read
+ * again and fill with the same syms: they are facts of (pid, address)).
+ */
+size_t bpftel_gpu_kernels__wanted(const struct bpftel_gpu_kernels *kt,
+				  const struct bpftel_gpu_kernel_seen *ks, size_t nks,
+				  struct bpftel_gpu_sym *syms);
+void bpftel_gpu_kernels__symbolize(const struct bpftel_gpu_kernels *kt, struct bpftel_gpu_sym *syms,
+				   size_t n);
+void bpftel_gpu_kernels__fill_named(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows,
+				    size_t n, struct bpftel_gpu_kernel_seen *ks, size_t nks,
+				    bool all_kernels, const struct bpftel_gpu_sym *named,
+				    size_t nnamed);
+
+/*
+ * One report, the three steps in one (tests): name the kernels of ks (at most
+ * BPFTEL_GPU_NAME_BUDGET parses, most launched first), give each row its top kernels by
+ * launches (kernels of one name merged: a snapshot, for JSON), its series (kseries,
+ * kseries_other: counters, for /metrics) and its name (comm: as at the process's first report, kept while it lives).
  * rows are every process the module tracks: the state of a process not among them is
  * dropped. all_kernels: ks holds every kernel of those processes (false when the read
  * listed only the most launched, or ran out of memory): a kernel a report does not
