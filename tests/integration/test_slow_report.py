@@ -10,7 +10,7 @@ launched its kernels, a `gpu` request waits on that file system; meanwhile `bpft
 stats` and `bpftel modules` are answered, and the `gpu` answer is still to come; the
 report holds no lock while it waits: a second pattern (from an ordinary file) that
 exits meanwhile is dropped from the module's process map by its sweep, and the answer,
-read again, does not list it. When the FUSE server goes, the open fails, and the `gpu`
+read again, does not list it; /metrics is answered, the waiting kernels unnamed. When the FUSE server goes, the open fails, and the `gpu`
 answer comes: the pattern's calls counted exactly, its kernels unnamed.
 
 The agent's deadline for an open is raised (BPFTEL_PROCFILE_TIMEOUT_MS) so that the
@@ -31,7 +31,8 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
-from test_gpu import EXPECTED_CALLS, gpu_row, nonzero, wait_attached  # noqa: E402
+from test_gpu import (EXPECTED_CALLS, gpu_row, nonzero, samples, scrape,  # noqa: E402
+                      wait_attached)
 
 LOADER = "/lib64/ld-linux-x86-64.so.2"
 
@@ -169,6 +170,11 @@ def main():
             pat2.wait(timeout=30)
             wait_for(lambda: pid2 not in gpu_procs_pids(), 60,
                      f"the sweep to drop the exited pattern {pid2} while the report waits")
+            # /metrics is scraped meanwhile: it does not wait on those files too (one
+            # report names at a time), its kernels counted unnamed (kernel="other").
+            got = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pid)
+            check(got == {("other",): 5},
+                  f"/metrics answered while the report waits, the launches unnamed: {got}")
             check(asker.is_alive() and not answer,
                   "the gpu report still waits on the file system")
         # The FUSE server is gone: the open fails, the report goes on.

@@ -57,6 +57,7 @@ struct bpftel_gpu {
 	struct bpftel_gpu_series *series; /* its own lock: /metrics' processes */
 	__u64 state_opens; /* the open the state is of */
 	__u64 state_gen;   /* changed by each update of the state (a report, a sweep) */
+	bool naming;	   /* a report is parsing files for kernel names */
 	struct pid_born *borns; /* each process's row as last reported: when it was made */
 	size_t nborns;
 	/* The sweep's: /proc, and what it knows of the processes of gpu_procs (by pid),
@@ -1029,13 +1030,20 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 		 * this one: this one reads again, so that counters never go down, and
 		 * uses the names it parsed. */
 		asked = true;
+		/* One report names at a time: another (a /metrics scrape while `bpftel gpu`
+		 * waits on a file) does not wait on the same files; it has the names known,
+		 * the rest in kernel="other" until a report names them. */
+		if (g->naming)
+			break;
 		nsyms = bpftel_gpu_kernels__wanted(g->kernels, r.ks, (size_t)r.nks, syms);
 		if (!nsyms)
 			break;
 		gen = g->state_gen;
+		g->naming = true;
 		pthread_mutex_unlock(&g->report_lock);
 		bpftel_gpu_kernels__symbolize(g->kernels, syms, nsyms);
 		pthread_mutex_lock(&g->report_lock);
+		g->naming = false;
 		if (gen == g->state_gen)
 			break;
 		report_read_free(&r);
