@@ -37,12 +37,13 @@ struct bpftel_usm {
 	struct usm_h2c *h2c;
 	struct usm_procs *procs;
 	struct usm_series_set *series; /* /metrics' */
-	pthread_mutex_t lock; /* skel, counters, settings */
+	pthread_mutex_t lock; /* skel, loaded, retired, settings */
 	struct usm *skel;     /* while the module is open */
 	/* Its maps are read only once loaded: the load writes their fds and maps .bss
 	 * (libbpf, without our lock), while housekeeping and reports run. */
 	bool loaded;
 	__u64 retired[USM_CNT__COUNT];
+	/* The workers' counts, atomic (count()). */
 	__u64 unparsed, malformed, unattributed, tls_no_conn, own;
 	__u64 rejected[USM_HTTP__REJECT_COUNT];
 	__u32 self; /* the agent's own pid: its sockets' messages are not recorded */
@@ -151,11 +152,16 @@ static const struct bpftel_probe_spec socket_probe = {
 	.cand = {{BPFTEL_ATTACH_SOCKET_FILTER, "usm_http_socket", "any"}},
 };
 
-static void count(struct bpftel_usm *u, __u64 *counter)
+/* The workers' counters: atomic, not under u->lock, which the housekeeping sweep holds
+ * across its walk of the retry marks (a worker waiting there lets the ring fill). */
+static void count(__u64 *counter)
 {
-	pthread_mutex_lock(&u->lock);
-	(*counter)++;
-	pthread_mutex_unlock(&u->lock);
+	__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+}
+
+static __u64 counted(const __u64 *counter)
+{
+	return __atomic_load_n(counter, __ATOMIC_RELAXED);
 }
 
 static bool other_pid(uint32_t pid, void *ctx)
@@ -230,7 +236,7 @@ static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
 		conn_of(&k, key.side == USM_SIDE_SERVER, &conn);
 		known = true;
 	} else {
-		count(u, &u->tls_no_conn);
+		count(&u->tls_no_conn);
 	}
 	note_proc(u, ev->pid);
 	record(u, &key, USM_PROTO_HTTPS, ev->ktime_ns, msg,
@@ -261,7 +267,7 @@ static void h2_message(const struct usm_h2_message *m, void *ctx)
 		usm_h2_sessions_set_addr(u->h2, &m->key, &conn);
 	}
 	if (!known)
-		count(u, &u->tls_no_conn);
+		count(&u->tls_no_conn);
 	note_proc(u, m->key.pid);
 	record(u, &m->key, USM_PROTO_HTTPS, m->t_ns, &m->msg,
 			      known ? &conn : NULL);
@@ -273,7 +279,7 @@ static int handle_h2_record(void *ctx, void *data, size_t size)
 	struct bpftel_usm *u = ctx;
 
 	if (usm_h2_sessions_record(u->h2, data, size)) {
-		count(u, &u->malformed);
+		count(&u->malformed);
 		return -EINVAL;
 	}
 	return 0;
@@ -353,11 +359,11 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		found++;
 	}
 	if (own)
-		count(u, &u->own);
+		count(&u->own);
 	if (found || own)
 		return;
 	if (have_req) {
-		count(u, &u->unattributed);
+		count(&u->unattributed);
 		record(u, &held, USM_PROTO_HTTP, req_ns, &req, &req_conn);
 	}
 	record(u, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
@@ -379,7 +385,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 	if (size != sizeof(*ev) || ev->prefix_len > USM_PREFIX || ev->source >= USM_SRC__COUNT ||
 	    ev->dir > USM_DIR_READ || ev->kind > USM_KIND_H2C_SERVER ||
 	    (ev->kind >= USM_KIND_H2C_CLIENT && ev->source != USM_SRC_SOCKET)) {
-		count(u, &u->malformed);
+		count(&u->malformed);
 		return -EINVAL;
 	}
 	if (ev->kind >= USM_KIND_H2C_CLIENT) {
@@ -389,7 +395,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 	/* Parsed here and dropped: no payload byte outlives this call. */
 	if (usm_http_parse(ev->prefix, ev->prefix_len, &msg) == USM_HTTP_NONE ||
 	    (msg.kind == USM_HTTP_REQUEST) != (ev->kind == USM_KIND_REQUEST)) {
-		count(u, msg.reject && msg.kind == USM_HTTP_NONE ? &u->rejected[msg.reject]
+		count(msg.reject && msg.kind == USM_HTTP_NONE ? &u->rejected[msg.reject]
 								 : &u->unparsed);
 		return 0;
 	}
@@ -544,13 +550,14 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 		read_kernel_counters(u, live);
 	for (i = 0; i < USM_CNT__COUNT; i++)
 		out->kernel[i] = u->retired[i] + live[i];
-	out->unparsed = u->unparsed;
-	out->malformed = u->malformed;
-	out->unattributed = u->unattributed;
-	out->tls_no_conn = u->tls_no_conn;
-	out->own = u->own;
-	memcpy(out->rejected, u->rejected, sizeof(out->rejected));
 	pthread_mutex_unlock(&u->lock);
+	out->unparsed = counted(&u->unparsed);
+	out->malformed = counted(&u->malformed);
+	out->unattributed = counted(&u->unattributed);
+	out->tls_no_conn = counted(&u->tls_no_conn);
+	out->own = counted(&u->own);
+	for (i = 0; i < USM_HTTP__REJECT_COUNT; i++)
+		out->rejected[i] = counted(&u->rejected[i]);
 	out->procs_dropped = usm_procs_dropped(u->procs);
 	usm_endpoints_stats(u->endpoints, &out->endpoints);
 	usm_h2_sessions_stats(u->h2, &out->h2);
