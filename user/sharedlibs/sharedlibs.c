@@ -333,6 +333,7 @@ static void shlib_close(struct bpftel_module *m)
 {
 	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
 	__u64 last[SHLIB_CNT__COUNT] = {};
+	struct shared_libraries *skel;
 	int i;
 
 	/* Under sl->lock: a concurrent bpftel_sharedlibs__counters reads these maps. */
@@ -342,9 +343,12 @@ static void shlib_close(struct bpftel_module *m)
 			sl->retired[i] += last[i];
 	}
 	sl->loaded = false;
-	shared_libraries__destroy(sl->skel);
+	skel = sl->skel;
 	sl->skel = NULL;
 	pthread_mutex_unlock(&sl->lock);
+	/* Its fds closed, its memory unmapped: not under the lock, which USM's workers
+	 * take for their socket lookups while this module stops. */
+	shared_libraries__destroy(skel);
 }
 
 static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)

@@ -241,12 +241,14 @@ static int gpu_load(struct bpftel_module *m)
 static void gpu_close(struct bpftel_module *m)
 {
 	struct bpftel_gpu *g = bpftel_module__priv(m);
+	struct gpu *skel;
 
 	pthread_mutex_lock(&g->lock);
 	g->loaded = false;
-	gpu__destroy(g->skel);
+	skel = g->skel;
 	g->skel = NULL;
 	pthread_mutex_unlock(&g->lock);
+	gpu__destroy(skel); /* its fds closed, its memory unmapped: not under the lock */
 }
 
 void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem)

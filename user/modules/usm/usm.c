@@ -454,6 +454,7 @@ static void usm_close(struct bpftel_module *m)
 {
 	struct bpftel_usm *u = bpftel_module__priv(m);
 	__u64 last[USM_CNT__COUNT] = {};
+	struct usm *skel;
 	int i;
 
 	pthread_mutex_lock(&u->lock);
@@ -462,9 +463,10 @@ static void usm_close(struct bpftel_module *m)
 			u->retired[i] += last[i];
 	}
 	u->loaded = false;
-	usm__destroy(u->skel);
+	skel = u->skel;
 	u->skel = NULL;
 	pthread_mutex_unlock(&u->lock);
+	usm__destroy(skel); /* its fds closed, its memory unmapped: not under the lock */
 }
 
 int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
