@@ -100,6 +100,7 @@ static __always_inline bool usm_go_emit_joined(TLM_PARAM, __u64 conn, __u64 buf,
 {
 	char peek[USM_PEEK] = {};
 	struct usm_event *ev;
+	__s32 fd;
 	__u64 m;
 	int kind;
 
@@ -110,6 +111,7 @@ static __always_inline bool usm_go_emit_joined(TLM_PARAM, __u64 conn, __u64 buf,
 	if (kind < 0)
 		return false;
 	usm_count(USM_CNT_TLS_CALLS);
+	fd = usm_tls_http1_seen(TLM_ARG, conn, pid_tgid, USM_SRC_GO);
 	ev = usm_event_reserve(TLM_ARG);
 	if (!ev)
 		return true;
@@ -120,7 +122,7 @@ static __always_inline bool usm_go_emit_joined(TLM_PARAM, __u64 conn, __u64 buf,
 		return true;
 	}
 	usm_tls_event_submit(TLM_ARG, ev, conn, USM_SRC_GO, USM_DIR_READ, now, pid_tgid, kind,
-			     n + 1, m + 1);
+			     n + 1, m + 1, fd);
 	return true;
 }
 
@@ -169,9 +171,12 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 	if (n <= 0) {
 		/* The connection ended (EOF, an error): a byte kept for its next message
 		 * goes with it, or it would begin the first message of the next connection
-		 * given this Conn's address. */
+		 * given this Conn's address; and its HTTP/1 mark (lib/usm_h2.h), which a
+		 * program whose Close is not probed would leave on that connection. */
 		if (bpf_map_lookup_elem(&usm_go_byte, &sess))
 			tlm_map_delete(usm_go_byte, &sess);
+		if (bpf_map_lookup_elem(&usm_tls_fds, &sess))
+			tlm_map_delete(usm_tls_fds, &sess);
 		return 0;
 	}
 	if (n == 1 && !bpf_map_lookup_elem(&usm_h2_conns, &sess)) {

@@ -21,6 +21,10 @@
  * boundary restarts it (a client reusing a freed session's address). A session that
  * carried an HTTP/1 message never becomes HTTP/2: a body may begin with those bytes
  * (an upload), and would hide the session's next messages (USM_CNT_H2_START_REFUSED).
+ * Its mark goes with the session (SSL_free, gnutls_deinit, Go's Close or a Go read
+ * that ends the connection) or a new connection on it (SSL_set_fd); a session reused
+ * for a new connection without any of those is refused HTTP/2 (counted as such). So is
+ * an HTTP/1.1 connection upgraded to h2 inside TLS, which RFC 9113 forbids.
  *
  * A session whose start was missed (it began before the agent, or before the probes
  * were on its library) cannot be decoded: HPACK needs every header block from the
@@ -375,17 +379,6 @@ static __always_inline bool usm_h2_frame_like(const char *p)
 	       !((__u8)p[4] & ~0x2d) && !((__u8)p[5] & 0x80);
 }
 
-/* Count a session that looks HTTP/2 but was not seen start, once. */
-static __always_inline void usm_h2_count_midstream(TLM_PARAM, const struct usm_fd_key *key)
-{
-	__u8 one = 1;
-
-	if (bpf_map_lookup_elem(&usm_h2_midstream, key))
-		return;
-	if (!tlm_map_insert(usm_h2_midstream, key, &one))
-		usm_count(USM_CNT_H2_MIDSTREAM);
-}
-
 /* The session carried an HTTP/1 message (lib/usm_tls.h, usm_tls_http1_seen()): its
  * bytes are a body now, whatever they look like. An HTTP/2 session's first bytes are
  * its preface or SETTINGS, before any message. */
@@ -394,6 +387,18 @@ static __always_inline bool usm_h2_http1_session(const struct usm_fd_key *key)
 	struct usm_tls_sess *s = bpf_map_lookup_elem(&usm_tls_fds, key);
 
 	return s && s->http1;
+}
+
+/* Count a session that looks HTTP/2 but was not seen start, once. */
+static __always_inline void usm_h2_count_midstream(TLM_PARAM, const struct usm_fd_key *key)
+{
+	__u8 one = 1;
+
+	/* Counted already (every call of such a session gets here), or HTTP/1's body. */
+	if (bpf_map_lookup_elem(&usm_h2_midstream, key) || usm_h2_http1_session(key))
+		return;
+	if (!tlm_map_insert(usm_h2_midstream, key, &one))
+		usm_count(USM_CNT_H2_MIDSTREAM);
 }
 
 static __always_inline void usm_h2_dir_reset(struct usm_h2_dir_state *d, bool preface)
@@ -475,7 +480,7 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 			flags = USM_H2_F_NEW | USM_H2_F_PREFACE;
 		else if (usm_h2_settings_start(peek))
 			flags = USM_H2_F_NEW | USM_H2_F_SETTINGS;
-		else if (usm_h2_frame_like(peek) && !usm_h2_http1_session(&key))
+		else if (usm_h2_frame_like(peek))
 			usm_h2_count_midstream(TLM_ARG, &key);
 		if (!flags)
 			return false;

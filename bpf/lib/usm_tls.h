@@ -99,7 +99,7 @@ static __always_inline struct usm_tls_call *usm_tls_slot(TLM_PARAM, bool create)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 32768); /* sessions with SSL_set_fd, and those that carried HTTP/1 */
 	__type(key, struct usm_fd_key);
 	__type(value, struct usm_tls_sess);
 } usm_tls_fds SEC(".maps");
@@ -120,7 +120,7 @@ static __always_inline __s32 usm_tls_fd_of(TLM_PARAM, __u64 conn, __u64 pid_tgid
 }
 
 /*
- * An HTTP/1 message is emitted on the session: mark it, so that a body of it that
+ * An HTTP/1 message starts on the session: mark it, so that a body of it that
  * begins like an HTTP/2 preface or SETTINGS frame (anyone's upload) does not turn it
  * into an HTTP/2 session, hiding its next messages (usm_h2_tls). Returns its socket as
  * usm_tls_fd_of does. The lookup is the one the fd took; a session without SSL_set_fd
@@ -190,12 +190,13 @@ static __always_inline int usm_tls_free(TLM_PARAM, struct pt_regs *regs, __u64 p
 
 /*
  * A TLS message's record whose prefix (n bytes of a call of len) is in place: the
- * session, the process, the call's way, the session's socket, no packet addresses;
- * stamped ktime_ns (USM_TLS_NOW: the clock now) and submitted.
+ * session, the process, the call's way, the session's socket fd (usm_tls_http1_seen()),
+ * no packet addresses; stamped ktime_ns (USM_TLS_NOW: the clock now) and submitted.
  */
 static __always_inline void usm_tls_event_submit(TLM_PARAM, struct usm_event *ev, __u64 conn,
 						 __u32 source, enum usm_dir dir, __u64 ktime_ns,
-						 __u64 pid_tgid, int kind, __u64 len, __u32 n)
+						 __u64 pid_tgid, int kind, __u64 len, __u32 n,
+						 __s32 fd)
 {
 	ev->conn = conn;
 	ev->pid = pid_tgid >> 32;
@@ -203,7 +204,7 @@ static __always_inline void usm_tls_event_submit(TLM_PARAM, struct usm_event *ev
 	ev->source = source;
 	ev->family = 0;
 	ev->dir = dir;
-	ev->fd = usm_tls_http1_seen(TLM_ARG, conn, pid_tgid, source);
+	ev->fd = fd;
 	ev->__pad3 = 0;
 	ev->client_port = ev->server_port = 0;
 	__builtin_memset(ev->client_addr, 0, sizeof(ev->client_addr));
@@ -226,6 +227,7 @@ static __always_inline void usm_tls_emit(TLM_PARAM, __u64 conn, __u64 buf, __u64
 	char peek[USM_PEEK] = {};
 	struct usm_event *ev;
 	bool peeked;
+	__s32 fd;
 	__u64 n;
 	int kind;
 
@@ -237,6 +239,9 @@ static __always_inline void usm_tls_emit(TLM_PARAM, __u64 conn, __u64 buf, __u64
 	kind = usm_classify(peek);
 	if (kind < 0)
 		return;
+	/* Marked before the record is reserved: a message lost to a full ring buffer
+	 * still makes its session HTTP/1. */
+	fd = usm_tls_http1_seen(TLM_ARG, conn, pid_tgid, source);
 	ev = usm_event_reserve(TLM_ARG);
 	if (!ev)
 		return;
@@ -245,7 +250,7 @@ static __always_inline void usm_tls_emit(TLM_PARAM, __u64 conn, __u64 buf, __u64
 		usm_event_discard(ev);
 		return;
 	}
-	usm_tls_event_submit(TLM_ARG, ev, conn, source, dir, ktime_ns, pid_tgid, kind, len, n);
+	usm_tls_event_submit(TLM_ARG, ev, conn, source, dir, ktime_ns, pid_tgid, kind, len, n, fd);
 }
 
 /*

@@ -2075,6 +2075,51 @@ static void test_go_close(void **state)
 	assert_memory_equal(event(0)->prefix, req, strlen(req));
 }
 
+/* A Go connection that carried HTTP/1 stays HTTP/1 (test_h2_http1_session_stays): a
+ * SETTINGS-like body is refused. A read that ends the connection (EOF) clears the mark,
+ * as Close does: a Conn at that address may then start HTTP/2. */
+static void test_go_http1_mark(void **state)
+{
+	struct fd_key {
+		__u64 conn;
+		__u32 tgid, pad;
+	} k = {0, PID_TGID >> 32, 0}; /* struct usm_fd_key */
+	const char *req = "POST /up HTTP/1.1\r\nContent-Length: 21\r\n\r\n";
+	struct usm_tls_sess sess;
+	unsigned char b[64];
+	struct go_conn c;
+	size_t n;
+
+	(void)state;
+	go_conn_init(&c, 5);
+	k.conn = (uintptr_t)&c;
+	assert_int_equal(go_write(&c, req, (long)strlen(req), G1, 1), 1);
+	assert_int_equal(event(0)->fd, 5); /* from the Conn, not the map */
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess), 0);
+	assert_int_equal(sess.http1, 1);
+	n = frame(b, 4, 0, 0, 12, NULL, 0);
+	assert_int_equal(go_write(&c, (const char *)b, (long)n, G1, 2), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 0);
+	assert_int_equal(counter(USM_CNT_H2_START_REFUSED), 1);
+
+	go_read_enter(&c, b, sizeof(b), G1, 4243, 3);
+	assert_int_equal(go_read_ret(0, G1, 4243, 4), 0); /* EOF */
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess),
+			     0);
+	assert_int_equal(go_write(&c, (const char *)b, (long)n, G1, 5), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
+	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW | USM_H2_F_SETTINGS);
+	go_close(&c, 6);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1); /* its end */
+
+	/* Close clears it too. */
+	assert_int_equal(go_write(&c, req, (long)strlen(req), G1, 7), 1);
+	go_close(&c, 8);
+	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess),
+			     0);
+	assert_int_equal(counter(USM_CNT_H2_START_REFUSED), 1);
+}
+
 /* Go's HTTP/2 client: preface, SETTINGS and WINDOW_UPDATE in one Write; the server's
  * SETTINGS read back. Records carry the Go source and the socket from the Conn. */
 static void test_go_h2(void **state)
@@ -2252,6 +2297,7 @@ int main(void)
 		T(test_go_h2),
 		T(test_go_background_byte),
 		T(test_go_close),
+		T(test_go_http1_mark),
 		T(test_go_read_nested),
 		T(test_go_stack_check),
 	};
