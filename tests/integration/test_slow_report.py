@@ -37,12 +37,23 @@ from test_gpu import (EXPECTED_CALLS, gpu_row, nonzero, samples, scrape,  # noqa
 LOADER = "/lib64/ld-linux-x86-64.so.2"
 
 
-def gpu_procs_pids():
-    """The pids of the GPU module's process map (its keys), as bpftool dumps them."""
-    out = subprocess.run(["bpftool", "-j", "map", "dump", "name", "gpu_procs"],
+def gpu_procs_pids(agent_pid):
+    """The pids of the agent's GPU process map (its keys), as bpftool dumps them: the
+    map named gpu_procs that the agent holds (another agent's is not looked at)."""
+    held = set()
+    for fd in os.listdir(f"/proc/{agent_pid}/fdinfo"):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{agent_pid}/fdinfo/{fd}") as f:
+                held |= {int(ln.split()[1]) for ln in f if ln.startswith("map_id:")}
+    maps = json.loads(subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True,
+                                     text=True, timeout=60, check=True).stdout or "[]")
+    ids = [m["id"] for m in maps if m.get("name") == "gpu_procs" and m["id"] in held]
+    if len(ids) != 1:
+        raise AssertionError(f"the agent's gpu_procs map: ids {ids}")
+    out = subprocess.run(["bpftool", "-j", "map", "dump", "id", str(ids[0])],
                          capture_output=True, text=True, timeout=60)
     if out.returncode:
-        raise AssertionError(f"bpftool map dump name gpu_procs: {out.stderr.strip()}")
+        raise AssertionError(f"bpftool map dump id {ids[0]}: {out.stderr.strip()}")
     pids = set()
     for e in json.loads(out.stdout):
         if "formatted" in e:
@@ -147,7 +158,7 @@ def main():
             for line in pat2.stdout:
                 if line.strip() == "done":
                     break
-            check(pid2 in gpu_procs_pids(), f"the second pattern {pid2} is in gpu_procs")
+            check(pid2 in gpu_procs_pids(agent.proc.pid), f"the second pattern {pid2} is in gpu_procs")
 
             # What the agent left waiting before the request (the reports before it),
             # read: the next stall is the request's.
@@ -168,7 +179,7 @@ def main():
             # The second pattern exits: the sweep drops it while the report waits.
             pat2.stdin.close()
             pat2.wait(timeout=30)
-            wait_for(lambda: pid2 not in gpu_procs_pids(), 60,
+            wait_for(lambda: pid2 not in gpu_procs_pids(agent.proc.pid), 60,
                      f"the sweep to drop the exited pattern {pid2} while the report waits")
             # /metrics is scraped meanwhile: it does not wait on those files too (one
             # report names at a time), its kernels counted unnamed (kernel="other").

@@ -900,6 +900,37 @@ static void test_names_parsed_apart(void **state)
 	bpftel_gpu_kernels__free(kt);
 }
 
+/* Two cudaKernel_t handles made for one host function, and that function launched
+ * directly: one name asked for, and all three named by it. */
+static void test_names_asked_once(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	struct bpftel_gpu_sym syms[BPFTEL_GPU_NAME_BUDGET];
+	size_t n;
+
+	(void)state;
+	assert_non_null(kt);
+	memset(fake_names, 0, sizeof(fake_names));
+	fake_names[3] = "k3";
+	memset(&rep, 0, sizeof(rep));
+	report_kernel(&rep, 500, false, 3, 10, NULL);
+	report_kernel(&rep, 500, false, 50, 20, NULL);
+	rep.ks[1].host = FAKE_BASE + 3;
+	report_kernel(&rep, 500, false, 51, 30, NULL);
+	rep.ks[2].host = FAKE_BASE + 3;
+	n = bpftel_gpu_kernels__wanted(kt, rep.ks, rep.nks, syms);
+	assert_int_equal(n, 1);
+	assert_int_equal(syms[0].addr, FAKE_BASE + 3);
+	fake_parses = 0;
+	bpftel_gpu_kernels__symbolize(kt, syms, n);
+	assert_int_equal(fake_parses, 1);
+	bpftel_gpu_kernels__fill_named(kt, rep.rows, rep.n, rep.ks, rep.nks, true, syms, n);
+	assert_string_equal(rep.rows[0].kernels[0].name, "k3");
+	assert_int_equal(rep.rows[0].kernels[0].launches, 60);
+	assert_int_equal(bpftel_gpu_kernels__wanted(kt, rep.ks, rep.nks, syms), 0);
+	bpftel_gpu_kernels__free(kt);
+}
+
 /*
  * The series budget over processes: 9 processes of 10 kernels each, named over three
  * reports (32 parses a report); 64 series for the first 8 processes (8 each, the most
@@ -1422,6 +1453,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_series_overtaken),
 		cmocka_unit_test(test_kernel_series_names_arrive),
 		cmocka_unit_test(test_names_parsed_apart),
+		cmocka_unit_test(test_names_asked_once),
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
 		cmocka_unit_test(test_error_series_are_counters),
 		cmocka_unit_test(test_errors_not_listed_with_a_missed_kind),

@@ -571,6 +571,19 @@ static bool to_parse(const struct bpftel_gpu_kernels *kt, const struct bpftel_gp
 	       (!kp || kp->nhandles < BPFTEL_GPU_KERNELS_PER_PROC + BPFTEL_GPU_TOP_KERNELS);
 }
 
+/* The entry of named[0..n) for want's (pid, address); one resolved only if tried. */
+static const struct bpftel_gpu_sym *named_of(const struct bpftel_gpu_sym *named, size_t n,
+					     const struct bpftel_gpu_sym *want, bool tried)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((named[i].tried || !tried) && named[i].pid == want->pid &&
+		    named[i].addr == want->addr)
+			return &named[i];
+	return NULL;
+}
+
 size_t bpftel_gpu_kernels__wanted(const struct bpftel_gpu_kernels *kt,
 				  const struct bpftel_gpu_kernel_seen *ks, size_t nks,
 				  struct bpftel_gpu_sym *syms)
@@ -585,8 +598,12 @@ size_t bpftel_gpu_kernels__wanted(const struct bpftel_gpu_kernels *kt,
 			todo[nt++] = i;
 	if (nt)
 		qsort_r(todo, nt, sizeof(*todo), cmp_by_launches, (void *)ks);
-	for (i = 0; i < nt && n < BPFTEL_GPU_NAME_BUDGET; i++)
-		syms[n++] = sym_of(&ks[todo[i]]);
+	for (i = 0; i < nt && n < BPFTEL_GPU_NAME_BUDGET; i++) {
+		syms[n] = sym_of(&ks[todo[i]]);
+		/* One host function launched on several devices or sizes: asked for once. */
+		if (!named_of(syms, n, &syms[n], false))
+			n++;
+	}
 	free(todo);
 	return n;
 }
@@ -598,16 +615,6 @@ void bpftel_gpu_kernels__symbolize(const struct bpftel_gpu_kernels *kt, struct b
 		kt->symbolize(syms, n > BPFTEL_GPU_NAME_BUDGET ? BPFTEL_GPU_NAME_BUDGET : n);
 }
 
-static const struct bpftel_gpu_sym *named_of(const struct bpftel_gpu_sym *named, size_t n,
-					     const struct bpftel_gpu_sym *want)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (named[i].tried && named[i].pid == want->pid && named[i].addr == want->addr)
-			return &named[i];
-	return NULL;
-}
 
 /* Name every kernel of ks: from its handle, a driver kernel from its name in the map,
  * a runtime one from named (its host function's symbol, parsed without the report's
@@ -635,7 +642,7 @@ static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_see
 			}
 		} else if (h) {
 			want = sym_of(&ks[i]);
-			got = named_of(named, nnamed, &want);
+			got = named_of(named, nnamed, &want, true);
 			if (got) /* else its file was beyond this report's: a later one */
 				h->name = strdup(got->name); /* NULL: no memory, tried again */
 		}
