@@ -71,11 +71,14 @@ static __always_inline void tlm_lost_inc(__u32 slot)
 	__u64 *v = bpf_map_lookup_elem(&tlm_lost, &slot);
 
 	if (v)
-		*v += 1;
+		__sync_fetch_and_add(v, 1);
 }
 
-/* Per-CPU values: a plain increment is exact. A failed insert means another CPU
- * inserted the same key first (look again) or the map is full (count as lost). */
+/* Per-CPU values, added to atomically all the same: a program can be interrupted on
+ * its CPU by another that counts too (a socket filter in softirq, or on a preemptible
+ * kernel another task's program), and a plain increment would lose one. A failed insert
+ * means another CPU inserted the same key first (look again) or the map is full (count
+ * as lost). */
 __noinline int tlm_count_map_error(__u32 prog, __u32 map, __u32 op, long ret)
 {
 	struct tlm_map_key key = {.prog = prog, .map = map, .op = (__u16)op, .err = tlm_errno(ret)};
@@ -87,7 +90,7 @@ __noinline int tlm_count_map_error(__u32 prog, __u32 map, __u32 op, long ret)
 	if (!v)
 		v = bpf_map_lookup_elem(&tlm_map_errors, &key);
 	if (v)
-		*v += 1;
+		__sync_fetch_and_add(v, 1);
 	else
 		tlm_lost_inc(TLM_LOST_MAP_ERRORS);
 	return 0;
@@ -104,7 +107,7 @@ __noinline int tlm_count_helper_error(__u32 prog, __u32 helper, long ret)
 	if (!v)
 		v = bpf_map_lookup_elem(&tlm_helper_errors, &key);
 	if (v)
-		*v += 1;
+		__sync_fetch_and_add(v, 1);
 	else
 		tlm_lost_inc(TLM_LOST_HELPER_ERRORS);
 	return 0;

@@ -72,8 +72,8 @@ static __always_inline void shlib_count(enum shlib_counter counter)
 	__u64 *val;
 
 	val = bpf_map_lookup_elem(&shlib_counters, &key);
-	if (val)
-		*val += 1;
+	if (val) /* atomic: a program that interrupts this one on its CPU counts too */
+		__sync_fetch_and_add(val, 1);
 }
 
 #define SHLIB_SHORT_READ 128

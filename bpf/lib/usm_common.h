@@ -55,8 +55,8 @@ static __always_inline void usm_count(enum usm_counter counter)
 	__u64 *val;
 
 	val = bpf_map_lookup_elem(&usm_counters, &key);
-	if (val)
-		*val += 1;
+	if (val) /* atomic: a program that interrupts this one on its CPU counts too */
+		__sync_fetch_and_add(val, 1);
 }
 
 /* A record for a message start, or NULL: ring buffer full, counted. */
