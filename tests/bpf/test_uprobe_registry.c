@@ -233,8 +233,10 @@ static void test_python_ssl_after_start_then_exit(void **state)
 {
 	struct fixture *f = *state;
 	struct bpftel_uprobe_file_info row;
+	struct bpftel_uprobes_refusals ref;
 	unsigned int links_before;
 	int released, kept;
+	__u64 scans;
 	pid_t child;
 	size_t i;
 
@@ -259,11 +261,20 @@ static void test_python_ssl_after_start_then_exit(void **state)
 	assert_true(find_row(f, SHLIB_LIB_CRYPTO, "libcrypto.so.3", &row, 0));
 
 	/*
-	 * Last user gone: the sweep releases libssl and libcrypto, handing the links to the
-	 * reaper (no grace here); a row another process of the host holds meanwhile stays,
-	 * without this one.
+	 * Last user gone: the sweep finds the files idle, their grace over (none here), and
+	 * asks for a /proc scan first (a process that maps them without the watcher having
+	 * said so, a forked child, would keep them); after it, the sweep releases libssl
+	 * and libcrypto, handing the links to the reaper; a row another process of the
+	 * host holds meanwhile stays, without this one.
 	 */
 	stop_child(child);
+	bpftel_uprobes__refusals(f->up, &ref);
+	scans = ref.idle_scans;
+	assert_int_equal(bpftel_uprobes__sweep(f->up), 0);
+	bpftel_uprobes__refusals(f->up, &ref);
+	assert_true(ref.idle_scans > scans);
+	assert_true(row_now(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 0));
+	assert_true(bpftel_uprobes__scan(f->up) >= 0);
 	released = bpftel_uprobes__sweep(f->up);
 	bpftel_links_settle();
 	kept = 0;

@@ -5,7 +5,11 @@ loads its own copy of libssl (the only user of that file), forks and exits. Its 
 uses the library without ever opening it, so the watcher never reports it. Once the
 parent is gone the file has no known process; its probes firing for the child keep it
 attached (not released after the grace period), a /proc scan finds the child and lists
-it, and the child's HTTPS requests are counted under its pid."""
+it, and the child's HTTPS requests are counted under its pid.
+
+Then the same with a quiet child (it makes no call) and a grace of 1 s: at the grace's
+end the file is not released before a /proc scan, which finds the child; its later
+requests are counted."""
 import os
 import shutil
 import subprocess
@@ -18,6 +22,52 @@ from agentlib import (agent_args, Agent, bpf_ids, check, http_count, make_cert, 
                       run, start_http_server, wait_for)
 
 LIBSSL = "/usr/lib/x86_64-linux-gnu/libssl.so.3"
+
+
+def quiet_child(agent, python, env, copy, port):
+    """The parent forks and exits; its child makes no call: the file's grace ends with
+    no process known and no call seen, a /proc scan finds the child before the file
+    is released, and its request is counted. Returns the child's pid."""
+    parent = subprocess.Popen([python, os.path.join(HERE, "forked_tls_client.py")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env=env)
+    try:
+        line = parent.stdout.readline().split()
+        check(line == ["loaded", str(parent.pid)], f"the parent loaded libssl: {line}")
+
+        def row():
+            rows = [r for r in agent.json("libs")["libs"]
+                    if r["module"] == "usm" and r["path"].endswith(copy)]
+            return rows[0] if rows else None
+        wait_for(lambda: (row() or {}).get("pids") == [parent.pid] and row()["attached"] > 0,
+                 30, "the copy of libssl attached, its one process the parent")
+        before = agent.json("libs")
+        parent.stdin.write("fork\n")
+        parent.stdin.flush()
+        line = parent.stdout.readline().split()
+        check(line[:1] == ["child"], f"the parent forked: {line}")
+        child = int(line[1])
+        check(parent.wait(timeout=30) == 0, "the parent exited")
+        wait_for(lambda: row() is not None and row()["pids"] == [child], 60,
+                 "the quiet child found by a /proc scan at the grace's end")
+        r, now = row(), agent.json("libs")
+        check(r["state"] == "in_use" and r["attached"] > 0,
+              f"the copy kept attached: {r['state']}, {r['attached']} points")
+        check(now["idle_scans"] > before["idle_scans"] and
+              now["idle_used"] == before["idle_used"],
+              f"a scan asked for at the grace's end (idle_scans {before['idle_scans']} -> "
+              f"{now['idle_scans']}), no call seen (idle_used {now['idle_used']})")
+        parent.stdin.write(f"get https://127.0.0.1:{port}/index\n")
+        parent.stdin.flush()
+        check(parent.stdout.readline().split() == ["status", "200"], "the child's GET answered")
+        wait_for(lambda: http_count(agent, pid=child, side="client", method="GET",
+                                    status=200) == 1, 30,
+                 "the quiet child's request counted under its pid")
+        return child
+    finally:
+        parent.stdin.close()
+        parent.kill()
+        parent.wait()
 
 
 def main():
@@ -96,6 +146,15 @@ def main():
         procs = []
         check(agent.stop() == 0, "agent exited 0 after SIGTERM")
         check(bpf_ids("link") <= links_before, "no link beyond the baseline remains")
+        agent.cleanup()
+
+        with open(conf, "w") as f:
+            f.write("uprobe_grace = 1\nmetrics_addr = 127.0.0.1:0\n")
+        agent = Agent(args.agent, args.cli, ["-c", conf])
+        server, port = start_http_server(args.python, www, cert, key)
+        procs.append(server)
+        child = quiet_child(agent, args.python, env, copy, port)
+        check(agent.stop() == 0, "agent exited 0 after SIGTERM")
     finally:
         for p in procs:
             p.kill()

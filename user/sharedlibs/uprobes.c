@@ -558,7 +558,7 @@ __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u)
 	__u64 n;
 
 	pthread_mutex_lock(&u->lock);
-	n = u->stale + u->ref.idle_used;
+	n = u->stale + u->ref.idle_used + u->ref.idle_scans;
 	pthread_mutex_unlock(&u->lock);
 	return n;
 }
@@ -696,7 +696,9 @@ static bool file_called_locked(struct bpftel_uprobes *u, struct lib_file *f)
  * it never opened: a child forked after its parent loaded it (daemon(3), a pre-fork
  * server whose parent exits). So a file whose probes fired while it had no known
  * process is not idle; the first time in such a stretch, a /proc scan is asked for
- * (bpftel_uprobes__stale), which finds the process and lists it.
+ * (bpftel_uprobes__stale), which finds the process and lists it. A child that makes no
+ * call is found the same way: a file's links go only once a scan begun after the file
+ * went idle has found no process that maps it (one asked for at the grace's end).
  */
 static bool sweep_idle_locked(struct bpftel_uprobes *u, struct lib_file *f, long long now,
 			      struct ulink *rel, struct lib_file **relf, size_t *nrel,
@@ -711,6 +713,7 @@ static bool sweep_idle_locked(struct bpftel_uprobes *u, struct lib_file *f, long
 	if (!f->idle_since_ms) {
 		f->idle_since_ms = now;
 		f->idle_used = false;
+		f->idle_scan = false;
 	} else if (called) {
 		f->idle_since_ms = now;
 		if (!f->idle_used)
@@ -721,6 +724,12 @@ static bool sweep_idle_locked(struct bpftel_uprobes *u, struct lib_file *f, long
 	 * write in place would leave them on instructions it no longer holds. */
 	if (!f->unwatched && now - f->idle_since_ms < (long long)u->grace_ms)
 		return false;
+	if (!f->unwatched && u->scan_from_ms < f->idle_since_ms) {
+		if (!f->idle_scan) /* the housekeeping thread's paced scan */
+			u->ref.idle_scans++;
+		f->idle_scan = true;
+		return false;
+	}
 	n = take_links_locked(f, rel + *nrel);
 	watch_drop_locked(u, f); /* its links are the reaper's now */
 	if (!n) {
@@ -1094,6 +1103,7 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 
 int bpftel_uprobes__scan(struct bpftel_uprobes *u)
 {
+	long long from = bpftel_mono_ms();
 	struct dirent *de;
 	int found = 0;
 	DIR *proc;
@@ -1106,6 +1116,12 @@ int bpftel_uprobes__scan(struct bpftel_uprobes *u)
 			found += scan_pid(u, (__u32)strtoul(de->d_name, NULL, 10));
 	}
 	closedir(proc);
+	/* Every process that mapped a file when the scan began is listed now: files
+	 * idle since before then may go (sweep_idle_locked). */
+	pthread_mutex_lock(&u->lock);
+	if (from > u->scan_from_ms)
+		u->scan_from_ms = from;
+	pthread_mutex_unlock(&u->lock);
 	return found;
 }
 

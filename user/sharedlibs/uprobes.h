@@ -155,8 +155,9 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 			 struct timespec *ctime);
 /* For bpftel_sharedlibs__set_listener(): bpftel_uprobes__detected. */
 void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d);
-/* Detections whose path no longer led to the file opened, and idle files found in use
- * (bpftel_uprobes_refusals.idle_used): a rise means a /proc scan is due. */
+/* Detections whose path no longer led to the file opened, idle files found in use
+ * (bpftel_uprobes_refusals.idle_used), and idle files whose release waits for a scan
+ * (idle_scans): a rise means a /proc scan is due. */
 __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u);
 
 /* Forget exited processes; detach files unused for the grace period (through the
@@ -281,6 +282,10 @@ struct bpftel_uprobes_refusals {
 	 * a process the watcher did not report (a child forked after its parent loaded the
 	 * file, the parent gone). Kept attached; each asks for one /proc scan. */
 	__u64 idle_used;
+	/* Files whose grace ended with no process known and no call seen: their release
+	 * waited for a /proc scan, which lists a quiet process that maps the file (a
+	 * forked child that never opened it, making no call yet); each asks for one. */
+	__u64 idle_scans;
 	size_t nrecent;			    /* the last ones, newest first */
 	struct bpftel_uprobe_refusal recent[BPFTEL_UPROBES_RECENT];
 };

@@ -94,6 +94,7 @@ struct lib_file {
 	 * watcher never reported uses it (uprobes.c: sweep_idle_locked) */
 	__u64 idle_calls[MAX_MODS], idle_gen[MAX_MODS];
 	bool idle_used; /* ... seen this idle stretch (one /proc scan asked) */
+	bool idle_scan; /* its grace over, its release waits for a /proc scan (asked) */
 	int refused;		 /* enum bpftel_refusal, or -1 */
 	char refused_detail[128];
 	unsigned int busy;
@@ -179,6 +180,9 @@ struct bpftel_uprobes {
 	bool slot_used[MAX_FILES];
 	__u64 stale;
 	__u64 sweeps;
+	/* When the last /proc scan done began (bpftel_uprobes__scan): a file idle since
+	 * before it would have been found by it if a process mapped it. */
+	long long scan_from_ms;
 	unsigned int grace_ms;
 	struct bpftel_uprobes_refusals ref;
 	struct refused_file refused[REFUSED_CACHE];
