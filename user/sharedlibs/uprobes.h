@@ -161,8 +161,9 @@ void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d)
 __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u);
 
 /* Forget exited processes; detach files unused for the grace period (through the
- * reaper); attach what a running module still lacks. Returns files dropped or handed
- * to the reaper. */
+ * reaper) once a scan begun since they went idle found no process mapping them (else
+ * ask for one: bpftel_uprobes__stale); attach what a running module still lacks.
+ * Returns files dropped or handed to the reaper. */
 int bpftel_uprobes__sweep(struct bpftel_uprobes *u);
 /* Read /proc/<pid>/maps of every process for libraries; returns processes found. */
 int bpftel_uprobes__scan(struct bpftel_uprobes *u);
