@@ -74,6 +74,9 @@ enum shlib_counter {
 	SHLIB_CNT_LOST = 3,	/* ring buffer full, a library open's event lost */
 	SHLIB_CNT_TOO_LONG = 4, /* matched, but the path was PATH_MAX bytes or longer */
 	SHLIB_CNT_EXEC_LOST = 5, /* the execs' ring buffer full, an exec's event lost */
+	SHLIB_CNT_NESTED = 6,	/* an open or exec not looked at: its CPU's event slots
+				 * were all held by programs it preempted (a preemptible
+				 * kernel); the /proc scan after a loss finds its library */
 	SHLIB_CNT__COUNT,
 };
 

@@ -82,17 +82,17 @@ static __always_inline int shlib_on_exec(TLM_PARAM, struct task_struct *task, co
 	skip = bpf_map_lookup_elem(&shlib_exe_skip, &key);
 	if (skip && skip->ctime_sec == sec && skip->ctime_nsec == nsec)
 		return 0; /* not Go, and not written since userspace read it */
-	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
+	ev = shlib_scratch_get();
 	if (!ev)
 		return 0;
 	shlib_count(SHLIB_CNT_MATCHED); /* emitted, lost or path_unreadable below */
 	n = tlm_probe_read_kernel_str(ev->path, SHLIB_PATH_MAX, filename);
-	if (n <= 0) {
+	if (n <= 0)
 		shlib_count(SHLIB_CNT_NO_PATH);
-		return 0;
-	}
-	shlib_emit(TLM_ARG, ev, n - 1, pid_tgid, SHLIB_LIB_GO, SHLIB_LIBSET_CRYPTO, SHLIB_SYS_EXEC,
-		   AT_FDCWD, key.ino, key.dev, sec, nsec);
+	else
+		shlib_emit(TLM_ARG, ev, n - 1, pid_tgid, SHLIB_LIB_GO, SHLIB_LIBSET_CRYPTO,
+			   SHLIB_SYS_EXEC, AT_FDCWD, key.ino, key.dev, sec, nsec);
+	shlib_scratch_put(ev);
 	return 0;
 }
 

@@ -55,12 +55,25 @@ struct {
 	__type(value, __u64);
 } shlib_counters SEC(".maps");
 
-/* Too large for the BPF stack: the event is built in a per-CPU slot. */
+/*
+ * Too large for the BPF stack: the event is built in a per-CPU slot, taken and given
+ * back. On a preemptible kernel the fexit on open can be preempted on its CPU, and the
+ * program of another task (an open, an exec) run there meanwhile: it takes the other
+ * slot, and with none free it looks at nothing (counted), rather than write over the
+ * event being built.
+ */
+#define SHLIB_SCRATCH_SLOTS 2
+
+struct shlib_slot {
+	__u64 busy; /* 64 bits: the compare-and-swap the BPF target has */
+	struct shlib_event ev;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, SHLIB_SCRATCH_SLOTS);
 	__type(key, __u32);
-	__type(value, struct shlib_event);
+	__type(value, struct shlib_slot);
 } shlib_scratch SEC(".maps");
 
 TLM_MAP_KEY(shlib_events);
@@ -74,6 +87,28 @@ static __always_inline void shlib_count(enum shlib_counter counter)
 	val = bpf_map_lookup_elem(&shlib_counters, &key);
 	if (val) /* atomic: a program that interrupts this one on its CPU counts too */
 		__sync_fetch_and_add(val, 1);
+}
+
+/* A free event slot of this CPU, taken (give it back: shlib_scratch_put), or NULL. */
+static __always_inline struct shlib_event *shlib_scratch_get(void)
+{
+	struct shlib_slot *s;
+	__u32 k;
+
+	for (k = 0; k < SHLIB_SCRATCH_SLOTS; k++) {
+		s = bpf_map_lookup_elem(&shlib_scratch, &k);
+		if (s && !__sync_val_compare_and_swap(&s->busy, 0, 1))
+			return &s->ev;
+	}
+	shlib_count(SHLIB_CNT_NESTED);
+	return NULL;
+}
+
+static __always_inline void shlib_scratch_put(struct shlib_event *ev)
+{
+	struct shlib_slot *s = (void *)ev - __builtin_offsetof(struct shlib_slot, ev);
+
+	s->busy = 0;
 }
 
 #define SHLIB_SHORT_READ 128
@@ -255,12 +290,14 @@ static __always_inline struct shlib_event *shlib_open_match(TLM_PARAM, struct ta
 	cfg = bpf_map_lookup_elem(&shlib_config, &zero);
 	if (!cfg || !cfg->libsets)
 		return NULL;
-	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
+	ev = shlib_scratch_get();
 	if (!ev)
 		return NULL;
 	n = shlib_read_name(TLM_ARG, ev, d, len);
-	if (n < 0 || !shlib_match_enabled(cfg, ev, n, lib, libset))
+	if (n < 0 || !shlib_match_enabled(cfg, ev, n, lib, libset)) {
+		shlib_scratch_put(ev);
 		return NULL;
+	}
 	*dentry = d;
 	return ev;
 }
@@ -303,9 +340,12 @@ static __always_inline int shlib_on_open(TLM_PARAM, struct task_struct *task, lo
 	int lib = 0;
 
 	ev = shlib_open_match(TLM_ARG, task, ret, &lib, &libset, &d);
-	if (!ev || !d)
+	if (!ev)
 		return 0;
-	return shlib_open_emit(TLM_ARG, ev, filename, dirfd, pid_tgid, lib, libset, sys, d);
+	if (d)
+		shlib_open_emit(TLM_ARG, ev, filename, dirfd, pid_tgid, lib, libset, sys, d);
+	shlib_scratch_put(ev);
+	return 0;
 }
 
 /*
@@ -327,16 +367,20 @@ static __always_inline int shlib_on_sys_exit(TLM_PARAM, long ret, enum shlib_sys
 		return 0;
 	task = bpf_get_current_task_btf();
 	ev = shlib_open_match(TLM_ARG, task, ret, &lib, &libset, &d);
-	if (!ev || !d)
+	if (!ev)
 		return 0;
 	regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	if (sys == SHLIB_SYS_OPEN) /* open(filename, flags, mode) */
-		return shlib_open_emit(TLM_ARG, ev, (const char *)PT_REGS_PARM1_SYSCALL(regs),
-				       AT_FDCWD, bpf_get_current_pid_tgid(), lib, libset, sys, d);
-	/* openat(dfd, filename, ...), openat2(dfd, filename, how, size) */
-	return shlib_open_emit(TLM_ARG, ev, (const char *)PT_REGS_PARM2_SYSCALL(regs),
-			       (int)PT_REGS_PARM1_SYSCALL(regs), bpf_get_current_pid_tgid(), lib,
-			       libset, sys, d);
+	if (!d)
+		; /* matched nothing to report */
+	else if (sys == SHLIB_SYS_OPEN) /* open(filename, flags, mode) */
+		shlib_open_emit(TLM_ARG, ev, (const char *)PT_REGS_PARM1_SYSCALL(regs), AT_FDCWD,
+				bpf_get_current_pid_tgid(), lib, libset, sys, d);
+	else /* openat(dfd, filename, ...), openat2(dfd, filename, how, size) */
+		shlib_open_emit(TLM_ARG, ev, (const char *)PT_REGS_PARM2_SYSCALL(regs),
+				(int)PT_REGS_PARM1_SYSCALL(regs), bpf_get_current_pid_tgid(), lib,
+				libset, sys, d);
+	shlib_scratch_put(ev);
+	return 0;
 }
 
 #endif /* BPFTEL_LIB_SHLIB_PROBE_H */

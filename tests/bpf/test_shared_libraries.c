@@ -151,7 +151,10 @@ static int group_teardown(void **state)
 	return system(cmd) ? -1 : 0;
 }
 
-/* Before each case: every libset on, counters at zero, ring buffer empty. */
+static int scratch_hold(unsigned int held);
+
+/* Before each case: every libset on, counters at zero, ring buffer empty, event slots
+ * free. */
 static int case_setup(void **state)
 {
 	(void)state;
@@ -159,6 +162,7 @@ static int case_setup(void **state)
 	assert_int_equal(bpftel_test_percpu_clear(counter_fd(), SHLIB_CNT__COUNT), 0);
 	bpftel_rb_capture__drain(&cap);
 	bpftel_rb_capture__drain(&exec_cap);
+	scratch_hold(0); /* a failed test_scratch_held leaves them held */
 	return 0;
 }
 
@@ -448,6 +452,58 @@ static void test_unreadable_pointer(void **state)
 	assert_int_equal(counter(SHLIB_CNT_MATCHED), 1);
 	assert_int_equal(counter(SHLIB_CNT_NO_PATH), 1);
 	assert_int_equal(counter(SHLIB_CNT_EMITTED), 0);
+}
+
+/*
+ * Mark the first `held` event slots of every CPU taken (as by programs preempted
+ * mid-event on a preemptible kernel), the others free; returns how many (CPU, slot)
+ * were taken before. The busy word is the slot's first 8 bytes.
+ */
+static int scratch_hold(unsigned int held)
+{
+	int fd = bpf_map__fd(skel->maps.shlib_scratch), ncpu = libbpf_num_possible_cpus(), i,
+	    taken = 0;
+	size_t vsz = (bpf_map__value_size(skel->maps.shlib_scratch) + 7) / 8 * 8;
+	unsigned char *v = calloc((size_t)ncpu, vsz);
+	__u64 busy;
+	__u32 k;
+
+	assert_non_null(v);
+	for (k = 0; k < bpf_map__max_entries(skel->maps.shlib_scratch); k++) {
+		assert_int_equal(bpf_map_lookup_elem(fd, &k, v), 0);
+		for (i = 0; i < ncpu; i++) {
+			memcpy(&busy, v + (size_t)i * vsz, 8);
+			taken += busy != 0;
+			busy = k < held;
+			memcpy(v + (size_t)i * vsz, &busy, 8);
+		}
+		assert_int_equal(bpf_map_update_elem(fd, &k, v, BPF_ANY), 0);
+	}
+	free(v);
+	return taken;
+}
+
+/* A program that finds its CPU's event slot held by one it preempted takes the other;
+ * with both held it looks at nothing, counted (nested), and the slots are as they were.
+ * Every run gives its slot back. */
+static void test_scratch_held(void **state)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(scratch_hold(0), 0); /* the runs before gave theirs back */
+	scratch_hold(1);
+	assert_int_equal(play_open("/usr/lib/libssl.so.3", SHLIB_SYS_OPENAT, &st), 1);
+	assert_event("/usr/lib/libssl.so.3", SHLIB_LIB_SSL, SHLIB_SYS_OPENAT, &st);
+	assert_int_equal(counter(SHLIB_CNT_NESTED), 0);
+	assert_int_equal(scratch_hold(2), ncpu); /* slot 0 still held, slot 1 given back */
+	assert_int_equal(play_open("/usr/lib/libssl.so.3", SHLIB_SYS_OPENAT, &st), 0);
+	assert_int_equal(counter(SHLIB_CNT_NESTED), 1);
+	assert_int_equal(counter(SHLIB_CNT_MATCHED), 1);
+	assert_int_equal(scratch_hold(0), 2 * ncpu);
+	assert_int_equal(play_open("/usr/lib/libssl.so.3", SHLIB_SYS_OPENAT, &st), 1);
+	assert_int_equal(counter(SHLIB_CNT_NESTED), 1);
 }
 
 /* ---- socket owners (lib/shlib_sockets.h) ---- */
@@ -892,6 +948,7 @@ int main(void)
 		cmocka_unit_test_setup(test_dirfd_recorded, case_setup),
 		cmocka_unit_test_setup(test_self_ignored, case_setup),
 		cmocka_unit_test_setup(test_unreadable_pointer, case_setup),
+		cmocka_unit_test_setup(test_scratch_held, case_setup),
 		cmocka_unit_test_setup(test_exec_skip_needs_same_ctime, case_setup),
 		cmocka_unit_test_setup(test_sock_ipv4, sock_setup),
 		cmocka_unit_test_setup(test_sock_ipv6, sock_setup),

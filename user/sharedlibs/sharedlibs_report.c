@@ -337,6 +337,7 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 		return;
 	bpftel_module__event_stats(m, &es);
 	lost = cnt.kernel[SHLIB_CNT_LOST] + cnt.kernel[SHLIB_CNT_EXEC_LOST] +
+	       cnt.kernel[SHLIB_CNT_NESTED] +
 	       cnt.kernel[SHLIB_CNT_NO_PATH] +
 	       cnt.kernel[SHLIB_CNT_TOO_LONG] + cnt.malformed + es.lost_queue_full +
 	       es.lost_too_big + bpftel_uprobes__stale(sl->registry);

@@ -57,15 +57,18 @@ int shlib_test_match(struct shlib_test_open *ctx)
 	struct shlib_event *ev;
 	__u32 zero = 0, __tlm_prog = 0;
 	long len;
+	int ret;
 
-	ev = bpf_map_lookup_elem(&shlib_scratch, &zero);
 	cfg = bpf_map_lookup_elem(&shlib_config, &zero);
-	if (!ev || !cfg)
+	if (!cfg)
+		return -2;
+	ev = shlib_scratch_get();
+	if (!ev)
 		return -2;
 	len = shlib_read_path(TLM_ARG, ev, (const char *)ctx->filename);
-	if (len < 0)
-		return -3;
-	return shlib_match_event(ev, len, cfg);
+	ret = len < 0 ? -3 : shlib_match_event(ev, len, cfg);
+	shlib_scratch_put(ev);
+	return ret;
 }
 
 struct shlib_test_sock {
