@@ -261,21 +261,23 @@ static void test_python_ssl_after_start_then_exit(void **state)
 	assert_true(find_row(f, SHLIB_LIB_CRYPTO, "libcrypto.so.3", &row, 0));
 
 	/*
-	 * Last user gone: the sweep finds the files idle, their grace over (none here), and
-	 * asks for a /proc scan first (a process that maps them without the watcher having
-	 * said so, a forked child, would keep them); after it, the sweep releases libssl
-	 * and libcrypto, handing the links to the reaper; a row another process of the
-	 * host holds meanwhile stays, without this one.
+	 * Last user gone: the sweep finds the files idle, their grace over (none here).
+	 * libcrypto's row holds no link (no point of this module's): dropped at once.
+	 * libssl's links wait for a /proc scan (a process that maps the file without the
+	 * watcher having said so, a forked child, would keep them); after it, the sweep
+	 * hands them to the reaper. A row another process of the host holds meanwhile
+	 * stays, without this one.
 	 */
 	stop_child(child);
 	bpftel_uprobes__refusals(f->up, &ref);
 	scans = ref.idle_scans;
-	assert_int_equal(bpftel_uprobes__sweep(f->up), 0);
+	released = bpftel_uprobes__sweep(f->up);
+	assert_true(released <= 1);
 	bpftel_uprobes__refusals(f->up, &ref);
 	assert_true(ref.idle_scans > scans);
 	assert_true(row_now(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 0));
 	assert_true(bpftel_uprobes__scan(f->up) >= 0);
-	released = bpftel_uprobes__sweep(f->up);
+	released += bpftel_uprobes__sweep(f->up);
 	bpftel_links_settle();
 	kept = 0;
 	if (row_now(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 0)) {
@@ -288,7 +290,9 @@ static void test_python_ssl_after_start_then_exit(void **state)
 		}
 	}
 	kept += row_now(f, SHLIB_LIB_CRYPTO, "libcrypto.so.3", &row, 0);
-	assert_int_equal(released + kept, 2);
+	/* Each released or kept; a row dropped can be back, listed by the scan for
+	 * another process of the host. */
+	assert_true(released + kept >= 2 && released + kept <= 3);
 	for (i = 0; i < 3000 && links_now() != links_before + registry_links(f); i++)
 		usleep(10000);
 	assert_int_equal(links_now(), links_before + registry_links(f));

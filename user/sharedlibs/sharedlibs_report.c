@@ -343,6 +343,8 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	       es.lost_too_big + bpftel_uprobes__stale(sl->registry);
 	if (lost == sl->lost_seen || !bpftel_scan_pace_take(&sl->scans, bpftel_mono_ms()))
 		return;
-	sl->lost_seen = lost; /* only this thread touches it */
-	bpftel_uprobes__scan(sl->registry);
+	/* Only this thread touches it. A scan that could not read /proc (no fd left) is
+	 * asked for again at the next pace. */
+	if (bpftel_uprobes__scan(sl->registry) >= 0)
+		sl->lost_seen = lost;
 }

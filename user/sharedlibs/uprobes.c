@@ -724,10 +724,14 @@ static bool sweep_idle_locked(struct bpftel_uprobes *u, struct lib_file *f, long
 	 * write in place would leave them on instructions it no longer holds. */
 	if (!f->unwatched && now - f->idle_since_ms < (long long)u->grace_ms)
 		return false;
-	if (!f->unwatched && u->scan_from_ms < f->idle_since_ms) {
-		if (!f->idle_scan) /* the housekeeping thread's paced scan */
+	/* A row without links (refused, or only a stopped module's) holds nothing: no
+	 * scan. Else one is asked for (the housekeeping thread's paced scan), and again
+	 * if one ran since but calls moved the idle stretch past its start. */
+	if (!f->unwatched && file_links(f) && u->scan_from_ms < f->idle_since_ms) {
+		if (!f->idle_scan || f->scan_seen_ms != u->scan_from_ms)
 			u->ref.idle_scans++;
 		f->idle_scan = true;
+		f->scan_seen_ms = u->scan_from_ms;
 		return false;
 	}
 	n = take_links_locked(f, rel + *nrel);

@@ -95,6 +95,7 @@ struct lib_file {
 	__u64 idle_calls[MAX_MODS], idle_gen[MAX_MODS];
 	bool idle_used; /* ... seen this idle stretch (one /proc scan asked) */
 	bool idle_scan; /* its grace over, its release waits for a /proc scan (asked) */
+	long long scan_seen_ms; /* the registry's scan_from_ms when it asked */
 	int refused;		 /* enum bpftel_refusal, or -1 */
 	char refused_detail[128];
 	unsigned int busy;
