@@ -98,6 +98,21 @@ def stalled_copy(python, tmp, source, stall_pid):
                 subprocess.run(["umount", "-l", path], check=False, timeout=60)
 
 
+def played(agent, pat, what):
+    """cuda_pattern pat loaded, its probes attached, its calls played (it waits then):
+    its pid."""
+    line = pat.stdout.readline().split()
+    check(line[:1] == ["loaded"], f"{what}: {line}")
+    pid = int(line[1])
+    wait_attached(agent, pid)
+    pat.stdin.write("go\n")
+    pat.stdin.flush()
+    for line in pat.stdout:
+        if line.strip() == "done":
+            break
+    return pid
+
+
 def ask(path, cmd, out):
     """One request on a socket of our own, its answer (or the error) into out."""
     try:
@@ -138,27 +153,12 @@ def main():
                           agent.proc.pid) as (path, server):
             pat = subprocess.Popen([LOADER, path, args.stub, "stub"], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, text=True)
-            line = pat.stdout.readline().split()
-            check(line[:1] == ["loaded"], f"cuda_pattern ran from the overlay: {line}")
-            pid = int(line[1])
-            wait_attached(agent, pid)
-            pat.stdin.write("go\n")
-            pat.stdin.flush()
-            for line in pat.stdout:
-                if line.strip() == "done":
-                    break
+            pid = played(agent, pat, "cuda_pattern ran from the overlay")
             pat2 = subprocess.Popen([args.pattern, args.stub, "stub"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True)
-            line = pat2.stdout.readline().split()
-            check(line[:1] == ["loaded"], f"the second cuda_pattern ran: {line}")
-            pid2 = int(line[1])
-            wait_attached(agent, pid2)
-            pat2.stdin.write("go\n")
-            pat2.stdin.flush()
-            for line in pat2.stdout:
-                if line.strip() == "done":
-                    break
-            check(pid2 in gpu_procs_pids(agent.proc.pid), f"the second pattern {pid2} is in gpu_procs")
+            pid2 = played(agent, pat2, "the second cuda_pattern ran")
+            check(pid2 in gpu_procs_pids(agent.proc.pid),
+                  f"the second pattern {pid2} is in gpu_procs")
 
             # What the agent left waiting before the request (the reports before it),
             # read: the next stall is the request's.

@@ -24,6 +24,21 @@ from agentlib import (agent_args, Agent, bpf_ids, check, http_count, make_cert, 
 LIBSSL = "/usr/lib/x86_64-linux-gnu/libssl.so.3"
 
 
+def parent_attached(agent, parent, copy):
+    """forked_tls_client.py's parent loaded the copy of libssl and the copy is attached,
+    its one process the parent: a function giving the copy's row of `bpftel libs`."""
+    line = parent.stdout.readline().split()
+    check(line == ["loaded", str(parent.pid)], f"the parent loaded libssl: {line}")
+
+    def row():
+        rows = [r for r in agent.json("libs")["libs"]
+                if r["module"] == "usm" and r["path"].endswith(copy)]
+        return rows[0] if rows else None
+    wait_for(lambda: (row() or {}).get("pids") == [parent.pid] and row()["attached"] > 0,
+             30, "the copy of libssl attached, its one process the parent")
+    return row
+
+
 def quiet_child(agent, python, env, copy, port):
     """The parent forks and exits; its child makes no call: the file's grace ends with
     no process known and no call seen, a /proc scan finds the child before the file
@@ -32,15 +47,7 @@ def quiet_child(agent, python, env, copy, port):
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               env=env)
     try:
-        line = parent.stdout.readline().split()
-        check(line == ["loaded", str(parent.pid)], f"the parent loaded libssl: {line}")
-
-        def row():
-            rows = [r for r in agent.json("libs")["libs"]
-                    if r["module"] == "usm" and r["path"].endswith(copy)]
-            return rows[0] if rows else None
-        wait_for(lambda: (row() or {}).get("pids") == [parent.pid] and row()["attached"] > 0,
-                 30, "the copy of libssl attached, its one process the parent")
+        row = parent_attached(agent, parent, copy)
         before = agent.json("libs")
         parent.stdin.write("fork\n")
         parent.stdin.flush()
@@ -97,15 +104,7 @@ def main():
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   env=env)
         procs.append(parent)
-        line = parent.stdout.readline().split()
-        check(line == ["loaded", str(parent.pid)], f"the parent loaded libssl: {line}")
-
-        def row():
-            rows = [r for r in agent.json("libs")["libs"]
-                    if r["module"] == "usm" and r["path"].endswith(copy)]
-            return rows[0] if rows else None
-        wait_for(lambda: (row() or {}).get("pids") == [parent.pid] and row()["attached"] > 0,
-                 30, "the copy of libssl attached, its one process the parent")
+        row = parent_attached(agent, parent, copy)
         used_before = agent.json("libs")["idle_used"]
 
         parent.stdin.write("fork\n")

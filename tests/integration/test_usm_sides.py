@@ -86,6 +86,13 @@ def promtool_clean(text, what):
     check(res.returncode == 0, f"promtool check metrics {what}: {(res.stdout + res.stderr)[:200]}")
 
 
+def server_attached(agent, server):
+    wait_for(lambda: [r for r in agent.json("libs")["libs"]
+                      if r.get("module") == "usm" and r["lib"] == "libssl" and
+                      server.pid in r["pids"] and r["attached"] >= LIBSSL_PROBES], 30,
+             "usm attached to the server's libssl")
+
+
 def tls_sides(agent, python, tmp):
     cert, key = make_cert(tmp)
     port = free_port()
@@ -97,10 +104,7 @@ def tls_sides(agent, python, tmp):
             "    urllib.request.urlopen(f'https://127.0.0.1:{sys.argv[1]}/orders/{i}', "
             "context=ctx).read()\n")
     try:
-        wait_for(lambda: [r for r in agent.json("libs")["libs"]
-                          if r.get("module") == "usm" and r["lib"] == "libssl" and
-                          server.pid in r["pids"] and r["attached"] >= LIBSSL_PROBES], 30,
-                 "usm attached to the server's libssl")
+        server_attached(agent, server)
         client = subprocess.run([python, "-c", code, str(port)], capture_output=True, text=True,
                                 timeout=120)
         check(client.returncode == 0, f"urllib client made 20 HTTPS requests: {client.stderr}")
@@ -156,10 +160,7 @@ def lookalike_bodies(agent, python, tmp):
             "ask(b'GET /after/2 HTTP/1.1\\r\\nHost: a\\r\\n\\r\\n')\n"
             "print('done', flush=True); sys.stdin.readline()\n")
     try:
-        wait_for(lambda: [r for r in agent.json("libs")["libs"]
-                          if r.get("module") == "usm" and r["lib"] == "libssl" and
-                          server.pid in r["pids"] and r["attached"] >= LIBSSL_PROBES], 30,
-                 "usm attached to the server's libssl")
+        server_attached(agent, server)
         before = agent.json("http")["counters"]
         client = subprocess.Popen([python, "-c", code, str(port)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
