@@ -39,6 +39,16 @@ def parent_attached(agent, parent, copy):
     return row
 
 
+def forked(parent):
+    """The parent told to fork: it exits, its child stays. The child's pid."""
+    parent.stdin.write("fork\n")
+    parent.stdin.flush()
+    line = parent.stdout.readline().split()
+    check(line[:1] == ["child"], f"the parent forked: {line}")
+    check(parent.wait(timeout=30) == 0, "the parent exited")
+    return int(line[1])
+
+
 def quiet_child(agent, python, env, copy, port):
     """The parent forks and exits; its child makes no call: the file's grace ends with
     no process known and no call seen, a /proc scan finds the child before the file
@@ -49,12 +59,7 @@ def quiet_child(agent, python, env, copy, port):
     try:
         row = parent_attached(agent, parent, copy)
         before = agent.json("libs")
-        parent.stdin.write("fork\n")
-        parent.stdin.flush()
-        line = parent.stdout.readline().split()
-        check(line[:1] == ["child"], f"the parent forked: {line}")
-        child = int(line[1])
-        check(parent.wait(timeout=30) == 0, "the parent exited")
+        child = forked(parent)
         wait_for(lambda: row() is not None and row()["pids"] == [child], 60,
                  "the quiet child found by a /proc scan at the grace's end")
         r, now = row(), agent.json("libs")
@@ -107,12 +112,7 @@ def main():
         row = parent_attached(agent, parent, copy)
         used_before = agent.json("libs")["idle_used"]
 
-        parent.stdin.write("fork\n")
-        parent.stdin.flush()
-        line = parent.stdout.readline().split()
-        check(line[:1] == ["child"], f"the parent forked: {line}")
-        child = int(line[1])
-        check(parent.wait(timeout=30) == 0, "the parent exited")
+        child = forked(parent)
         wait_for(lambda: row() is not None and row()["pids"] == [] and row()["state"] == "idle",
                  30, "the copy idle: its one known process gone")
 
