@@ -273,9 +273,10 @@ static void test_python_ssl_after_start_then_exit(void **state)
 	scans = ref.idle_scans;
 	released = bpftel_uprobes__sweep(f->up);
 	assert_true(released <= 1);
-	bpftel_uprobes__refusals(f->up, &ref);
-	assert_true(ref.idle_scans > scans);
 	assert_true(row_now(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 0));
+	bpftel_uprobes__refusals(f->up, &ref);
+	if (!row.nprocs) /* no other process of the host listed: its links wait for a scan */
+		assert_true(ref.idle_scans > scans);
 	assert_true(bpftel_uprobes__scan(f->up) >= 0);
 	released += bpftel_uprobes__sweep(f->up);
 	bpftel_links_settle();
