@@ -522,36 +522,6 @@ static void test_task_exit_drops_inflight(void **state)
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_procs), 4), 1);
 }
 
-static void alloc_call(enum gpu_func f, __u64 *slot, __u64 size, __u64 now);
-static void free_call(enum gpu_func f, __u64 ptr, __u64 now);
-static struct gpu_alloc alloc_of(__u32 tgid, __u64 ptr);
-
-/* A thread that dies inside a free: the allocation's record, which the free's entry
- * took, goes back (outstanding, as for a failed free), and a later free of the pointer
- * accounts it. */
-static void test_task_exit_in_free_keeps_record(void **state)
-{
-	__u64 slot = 0x7f0000410000;
-	struct test_regs fr = {.di = slot};
-	struct gpu_proc_stats st;
-
-	(void)state;
-	alloc_call(GPU_FN_MALLOC, &slot, 4096, 10);
-	enter(GPU_FN_FREE, &fr, 20);
-	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 0); /* taken */
-	run(GPU_TEST_TASK_EXIT, NULL, PID_TGID, 21);
-	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
-	st = stats_of(TGID);
-	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 4096);
-	assert_int_equal(st.allocs_tracked, 1);
-	assert_int_equal(alloc_of(TGID, slot).size, 4096);
-	free_call(GPU_FN_FREE, slot, 30);
-	st = stats_of(TGID);
-	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
-	assert_int_equal(st.mem[GPU_MEM_DEVICE].frees, 1);
-	assert_int_equal(st.allocs_tracked, 0);
-}
-
 static void test_processes_kept_apart(void **state)
 {
 	__u64 slot = 0x7f0000500000;
@@ -593,6 +563,32 @@ static struct gpu_alloc alloc_of(__u32 tgid, __u64 ptr)
 
 	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_allocs), &key, &a), 0);
 	return a;
+}
+
+/* A thread that dies inside a free: the allocation's record, which the free's entry
+ * took, goes back (outstanding, as for a failed free), and a later free of the pointer
+ * accounts it. */
+static void test_task_exit_in_free_keeps_record(void **state)
+{
+	__u64 slot = 0x7f0000410000;
+	struct test_regs fr = {.di = slot};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC, &slot, 4096, 10);
+	enter(GPU_FN_FREE, &fr, 20);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 0); /* taken */
+	run(GPU_TEST_TASK_EXIT, NULL, PID_TGID, 21);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 4096);
+	assert_int_equal(st.allocs_tracked, 1);
+	assert_int_equal(alloc_of(TGID, slot).size, 4096);
+	free_call(GPU_FN_FREE, slot, 30);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].frees, 1);
+	assert_int_equal(st.allocs_tracked, 0);
 }
 
 /* struct gpu_call_key of bpf/lib/gpu_state.h. */
