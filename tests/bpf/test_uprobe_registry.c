@@ -26,6 +26,7 @@
 
 #include "harness.h"
 #include "test_module.h"
+#include "user/common/ctl.h"
 #include "user/manager/elfsym.h"
 #include "user/sharedlibs/uprobes.h"
 
@@ -730,6 +731,7 @@ static void test_refused_rows_give_way(void **state)
 	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
 		skip();
 	snprintf(dir, sizeof(dir), "/tmp/bpftel-junk-%d", getpid());
+	bpftel_uprobes__set_file_budget(f->up, 0); /* one process, 1100 new files */
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	junk = open_junk(f, dir, "");
 	bpftel_uprobes__refusals(f->up, &ref);
@@ -757,6 +759,7 @@ static void test_unprobed_rows_give_way(void **state)
 	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access(src, R_OK))
 		skip();
 	snprintf(dir, sizeof(dir), "/tmp/bpftel-elfjunk-%d", getpid());
+	bpftel_uprobes__set_file_budget(f->up, 0);
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	junk = open_junk(f, dir, src);
 	n = rows_under(f, SHLIB_LIB_SSL, dir, &row);
@@ -771,6 +774,94 @@ static void test_unprobed_rows_give_way(void **state)
 	stop_child(junk);
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 	remove_junk(dir);
+}
+
+/* Junk files under dir handled so far: refused as not ELF (opened) or over budget. */
+static __u64 budget_handled(struct fixture *f, __u64 *opened, __u64 *over)
+{
+	struct bpftel_uprobes_refusals ref;
+
+	bpftel_uprobes__refusals(f->up, &ref);
+	*opened = ref.count[BPFTEL_REFUSED_NOT_ELF];
+	*over = ref.count[BPFTEL_REFUSED_OVER_BUDGET];
+	return *opened + *over;
+}
+
+/* Wait until n junk files were handled in all. */
+static void budget_wait(struct fixture *f, __u64 n, __u64 *opened, __u64 *over)
+{
+	int i;
+
+	for (i = 0; i < 6000 && budget_handled(f, opened, over) < n; i++)
+		usleep(10000);
+	assert_int_equal(budget_handled(f, opened, over), n);
+}
+
+/*
+ * One user's processes bring new files beyond new_files_per_user (3 a minute here):
+ * root's process opens 10 junk files named like libssl; 3 are opened (and refused as
+ * not ELF), the others refused as over_budget without being opened, with the budget in
+ * their reason. Another user (65534) opening 4 more has its own budget: 3 opened. The
+ * budget refills 1 file every 20 s: what ran longer may have opened one more per 20 s.
+ */
+static void test_new_files_over_budget(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals ref;
+	char dir[64], path[96], script[640];
+	__u64 opened, over, refill;
+	long long t0 = bpftel_mono_ms();
+	pid_t a, b;
+	int i, fd;
+
+	if (access(PYTHON, X_OK) || access("/usr/bin/setpriv", X_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-budget-%d", getpid());
+	assert_int_equal(mkdir(dir, 0755), 0);
+	for (i = 0; i < 14; i++) {
+		snprintf(path, sizeof(path), "%s/libssl.so.%d", dir, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, "junk", 4), 4);
+		close(fd);
+	}
+	bpftel_uprobes__set_file_budget(f->up, 3);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	snprintf(script, sizeof(script),
+		 "exec " PYTHON " -c 'import time\n"
+		 "for i in range(10): open(\"%s/libssl.so.%%d\" %% i).close()\n"
+		 "time.sleep(3600)'",
+		 dir);
+	a = start_child(script);
+	budget_wait(f, 10, &opened, &over);
+	refill = (__u64)(bpftel_mono_ms() - t0) / 20000;
+	assert_true(opened >= 3 && opened <= 3 + refill);
+	assert_int_equal(opened + over, 10);
+	bpftel_uprobes__refusals(f->up, &ref);
+	for (i = 0; i < (int)ref.nrecent && ref.recent[i].why != BPFTEL_REFUSED_OVER_BUDGET; i++)
+		;
+	assert_true(i < (int)ref.nrecent);
+	assert_int_equal(ref.recent[i].pid, a);
+	assert_non_null(strstr(ref.recent[i].detail, "3 new library files within a minute"));
+
+	snprintf(script, sizeof(script),
+		 "exec /usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups --pdeathsig KILL " PYTHON
+		 " -c 'import time\n"
+		 "for i in range(10, 14): open(\"%s/libssl.so.%%d\" %% i).close()\n"
+		 "time.sleep(3600)'",
+		 dir);
+	b = start_child(script);
+	budget_wait(f, 14, &opened, &over);
+	refill = (__u64)(bpftel_mono_ms() - t0) / 20000;
+	assert_true(opened >= 3 + 3 && opened <= 3 + 3 + 2 * refill);
+	stop_child(a);
+	stop_child(b);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	for (i = 0; i < 14; i++) {
+		snprintf(path, sizeof(path), "%s/libssl.so.%d", dir, i);
+		unlink(path);
+	}
+	rmdir(dir);
 }
 
 /* A FIFO named like a library, opened again and again (O_NONBLOCK: the opens return):
@@ -1175,6 +1266,7 @@ int main(void)
 		T(test_refused_file_cached),
 		T(test_refused_rows_give_way),
 		T(test_unprobed_rows_give_way),
+		T(test_new_files_over_budget),
 		T(test_written_in_place_released),
 		T(test_unreachable_file_backs_off),
 		T(test_reused_pid_is_a_new_user),

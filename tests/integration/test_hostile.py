@@ -17,7 +17,10 @@ process's root, nor parse without bounds.
      did not wait);
   7. the same FUSE, answering: refused as slow_fs, never probed;
   8. 16 such stalled files opened by one user's process: 4 threads wait on them, the
-     other 12 are refused untried, and another user's library is still probed.
+     other 12 are refused untried, and another user's library is still probed;
+  9. (an agent of its own, new_files_per_user = 2) one user's process opens 5 copies
+     of libssl: 2 are probed, the others refused as over_budget without being parsed;
+     another user's copy is still probed.
 
 After each: `bpftel module restart usm` answers within 10 s, `bpftel stats` answers,
 the agent's peak RSS (VmHWM) stays within the bound, and `bpftel libs` shows why the
@@ -31,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import (LIBSSL_PROBES, Agent, check, require_root, run, skip,  # noqa: E402
@@ -458,6 +462,86 @@ def answering_fuse(agent, python, tmp, hwm):
             h.stop()
 
 
+def over_budget(args, tmp):
+    """Each library file new to the agent costs it an open, an ELF parse and the attach
+    of its probes; any user can make copies of libssl and open them in a loop. One
+    user's new files are budgeted a minute (new_files_per_user, 2 here: one more every
+    30 s): 65534's process opens 5 copies, 2 are probed and the others refused as
+    over_budget, never parsed; another user's copy, loaded next, has a budget of its
+    own."""
+    conf = os.path.join(tmp, "budget.conf")
+    with open(conf, "w") as f:
+        f.write("modules = usm\nnew_files_per_user = 2\nmetrics_addr = 127.0.0.1:0\n")
+    paths = []
+    for i in range(5):
+        paths.append(os.path.join(tmp, "budget", str(i), "libssl.so.3"))
+        os.makedirs(os.path.dirname(paths[-1]))
+        shutil.copy(LIBSSL, paths[-1])
+    agent = Agent(args.agent, args.cli, ["-c", conf])
+    t0 = time.monotonic()
+    try:
+        libs = agent.json("libs")
+        check(libs["new_files_per_user"] == 2, "new_files_per_user = 2 applied")
+        scans = libs["proc_scans"]
+        h = Holder(args.python, OPEN_MANY, paths,
+                   ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                    "--pdeathsig", "KILL"])
+        try:
+            h.step("opened")
+
+            def handled():
+                rows = {r["path"] for r in agent.json("libs")["libs"]
+                        if r["path"] in paths and r["attached"] >= LIBSSL_PROBES}
+                over = {r["path"] for r in agent.json("libs")["recent_refusals"]
+                        if r["path"] in paths and r["reason"] == "over_budget"}
+                return (rows, over) if len(rows | over) == len(paths) else None
+            rows, over = wait_for(handled, 60, "65534's 5 copies probed or refused")
+            refill = int((time.monotonic() - t0) // 30)
+            check(2 <= len(rows) <= 2 + refill and len(over) >= 3 - refill,
+                  f"65534's copies: {len(rows)} probed, {len(over)} refused as over_budget "
+                  f"({refill} refilled in {time.monotonic() - t0:.0f} s)")
+            detail = next(r["detail"] for r in agent.json("libs")["recent_refusals"]
+                          if r["reason"] == "over_budget")
+            check("user 65534's processes brought 2 new library files within a minute"
+                  in detail, f"the reason names the user and the budget: {detail}")
+            out = agent.cli("libs").stdout
+            check("over_budget" in out and "new_files_per_user" in out,
+                  "bpftel libs shows the refusals over budget")
+            wait_for(lambda: agent.json("libs")["proc_scans"] > scans, 30,
+                     "a /proc rescan asked for by the refusals")
+            check(True, "the refusals asked for a /proc rescan (it finds them once the "
+                        "budget has room)")
+            # Another user (4242: root's budget went on the host's own libraries at
+            # start) loads a copy of its own: probed.
+            other = os.path.join(tmp, "budget", "other", "libssl.so.3")
+            os.makedirs(os.path.dirname(other))
+            shutil.copy(LIBSSL, other)
+            h2 = Holder(args.python, LOAD, (other,),
+                        ["setpriv", "--reuid=4242", "--regid=4242", "--clear-groups",
+                         "--pdeathsig", "KILL"])
+            try:
+                h2.step("loaded")
+                row = wait_for(lambda: [r for r in usm_rows(agent, other)
+                                        if r["attached"] >= LIBSSL_PROBES], 30,
+                               "user 4242's copy probed while 65534 is over budget")[0]
+                check(True, f"another user's copy is probed ({row['attached']} probe "
+                            f"points)")
+            finally:
+                h2.stop()
+            addr = agent.json("stats")["agent"]["metrics_addr"]
+            with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as r:
+                metrics = r.read().decode()
+            line = [ln for ln in metrics.splitlines() if ln.startswith(
+                'bpftel_uprobe_files_refused_total{reason="over_budget"}')]
+            check(line and float(line[0].split()[-1]) >= 3 - refill,
+                  f"metrics: {line[0] if line else 'no over_budget series'}")
+        finally:
+            h.stop()
+        check(agent.stop() == 0, "the agent stops cleanly")
+    finally:
+        agent.cleanup()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
@@ -543,9 +627,12 @@ def main():
 
         counts = agent.json("libs")["refused"]
         check(counts["not_regular"] >= 3 and counts["too_large"] >= 1 and
-              counts["tables_too_large"] >= 1 and counts["not_elf"] >= 1,
+              counts["tables_too_large"] >= 1 and counts["not_elf"] >= 1 and
+              counts["over_budget"] == 0,
               f"refusals counted by reason: { {k: v for k, v in counts.items() if v} }")
         check(agent.stop() == 0, "the agent stops cleanly")
+        # 9. One user's new files over budget (an agent with its own configuration).
+        over_budget(args, tmp)
     finally:
         agent.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)

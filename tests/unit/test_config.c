@@ -41,6 +41,11 @@ static void test_defaults_and_values(void **state)
 	assert_true(c.max_cpu_percent[GPU] == 0 && c.max_cpu_percent[USM] == 0);
 	assert_int_equal(c.max_cpu_window_s, 2);
 	assert_false(c.gpu_launch_shared_mem);
+	assert_int_equal(c.new_files_per_user, 256);
+	assert_int_equal(parse("new_files_per_user = 0\n", &c, err), 0);
+	assert_int_equal(c.new_files_per_user, 0);
+	assert_int_equal(parse("new_files_per_user = 100000\n", &c, err), 0);
+	assert_int_equal(c.new_files_per_user, 100000);
 	assert_int_equal(parse("gpu_launch_shared_mem = on\n", &c, err), 0);
 	assert_true(c.gpu_launch_shared_mem);
 	assert_int_equal(parse("gpu_launch_shared_mem = on\ngpu_launch_shared_mem = off\n", &c,
@@ -136,6 +141,9 @@ static void test_errors_name_file_and_line(void **state)
 		{"modules = gpu, nfs\n", "t.conf:1: modules: unknown module 'nfs' (gpu, usm, none)"},
 		{"modules = sharedlibs\n", "t.conf:1: modules: unknown module 'sharedlibs'"},
 		{"uprobe_grace = 3601\n", "t.conf:1: uprobe_grace: '3601' is not 0..3600"},
+		{"new_files_per_user = 100001\n",
+		 "t.conf:1: new_files_per_user: '100001' is not 0..100000"},
+		{"new_files_per_user = -1\n", "t.conf:1: new_files_per_user: '-1' is not 0..100000"},
 		{"libsets = crypto,,x\n", "t.conf:1: libsets: unknown libset"},
 		{"metrics_addr = 9464\n", "t.conf:1: metrics_addr: '9464' is not HOST:PORT"},
 		{"metrics_addr = 127.0.0.1:http\n", "t.conf:1: metrics_addr:"},

@@ -35,6 +35,7 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 
 	bpftel_manager__set_pipeline(a->mgr, &ps);
 	bpftel_uprobes__set_grace_ms(a->uprobes, next->uprobe_grace_s * 1000);
+	bpftel_uprobes__set_file_budget(a->uprobes, next->new_files_per_user);
 	for (i = 0; i < bpftel_agent_nmodules; i++) {
 		if (a->priv[i] && bpftel_agent_modules[i].configure)
 			bpftel_agent_modules[i].configure(a->priv[i], next);

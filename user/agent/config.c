@@ -12,6 +12,7 @@
 #include "netaddr.h"
 #include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
+#include "user/sharedlibs/file_budget.h"
 #include "user/sharedlibs/sharedlibs.h"
 
 #define MAX_FILE (64 * 1024) /* a configuration is small; anything larger is a mistake */
@@ -33,6 +34,7 @@ void bpftel_config_defaults(struct bpftel_config *c)
 	c->workers = 1;
 	c->queue_len = 1024;
 	c->uprobe_grace_s = 30;
+	c->new_files_per_user = BPFTEL_FILE_BUDGET_DEFAULT;
 	c->http_series_max = 2000;
 	c->http_row_expiry_s = 600;
 }
@@ -281,6 +283,10 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 		if (!parse_uint(v, 0, 3600, &c->uprobe_grace_s))
 			return bad(err, errlen, name, line, "uprobe_grace: '%s' is not 0..3600%s", v,
 				   "");
+	} else if (!strcmp(key, "new_files_per_user")) {
+		if (!parse_uint(v, 0, BPFTEL_FILE_BUDGET_MAX, &c->new_files_per_user))
+			return bad(err, errlen, name, line,
+				   "new_files_per_user: '%s' is not 0..100000%s", v, "");
 	} else if (!strcmp(key, "http_series_max")) {
 		if (!parse_uint(v, 10, 100000, &c->http_series_max))
 			return bad(err, errlen, name, line,
@@ -310,7 +316,8 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 		return bad(err, errlen, name, line,
 			   "unknown key '%s' (socket, metrics_addr, modules, libsets, run_stats, "
 			   "run_stats_duty, max_cpu_percent, max_cpu_window, workers, queue_len, "
-			   "ringbuf_kib, uprobe_grace, http_series_max, http_row_expiry, "
+			   "ringbuf_kib, uprobe_grace, new_files_per_user, http_series_max, "
+			   "http_row_expiry, "
 			   "metrics_labels, gpu_launch_shared_mem)%s",
 			   key, "");
 	}

@@ -21,6 +21,10 @@
  *                                            4..65536 KiB; 0 keeps each module's own
  *   uprobe_grace = 30                        seconds an unused library file keeps its
  *                                            uprobes (0..3600): a new process reuses them
+ *   new_files_per_user = 256                 library files new to the agent one user's
+ *                                            processes may bring a minute (0 = no limit,
+ *                                            ..100000); the rest are refused as
+ *                                            over_budget until a later /proc rescan
  *   http_series_max = 2000                   HTTP series in /metrics (10..100000); the
  *                                            rest count under route "(overflow)"
  *   http_row_expiry = 600                    seconds an HTTP row with no request lives
@@ -59,6 +63,7 @@ struct bpftel_config {
 	unsigned int max_cpu_window_s;
 	unsigned int workers, queue_len, ringbuf_kib;
 	unsigned int uprobe_grace_s; /* an unused library keeps its uprobes this long */
+	unsigned int new_files_per_user; /* a minute, per owner (file_budget.h); 0: no limit */
 	unsigned int http_series_max;	/* HTTP series in /metrics before "(overflow)" */
 	unsigned int http_row_expiry_s; /* HTTP rows idle this long go; 0: never */
 	bool metrics_labels_container;	/* metrics_labels = container */

@@ -36,6 +36,7 @@ static const char *const refusal_names[BPFTEL_REFUSED__COUNT] = {
 	[BPFTEL_REFUSED_TABLES_TOO_LARGE] = "tables_too_large",
 	[BPFTEL_REFUSED_REGISTRY_FULL] = "registry_full",
 	[BPFTEL_REFUSED_UNSUPPORTED] = "unsupported",
+	[BPFTEL_REFUSED_OVER_BUDGET] = "over_budget",
 };
 
 static unsigned int timeout_ms = BPFTEL_PROCFILE_TIMEOUT_MS;

@@ -49,6 +49,7 @@ enum bpftel_refusal {
 	BPFTEL_REFUSED_TABLES_TOO_LARGE, /* a symbol table or header count over its cap */
 	BPFTEL_REFUSED_REGISTRY_FULL,	 /* the uprobe registry holds its maximum of files */
 	BPFTEL_REFUSED_UNSUPPORTED,	 /* a Go executable of a version or layout not probed */
+	BPFTEL_REFUSED_OVER_BUDGET,	 /* its user's new files this minute (file_budget.h) */
 	BPFTEL_REFUSED__COUNT,
 };
 

@@ -211,6 +211,8 @@ static json_t *refusals_json(struct bpftel_uprobes *u, json_t *resp)
 	json_object_set_new(resp, "refused", counts);
 	json_object_set_new(resp, "recent_refusals", recent);
 	json_object_set_new(resp, "refused_cached", json_integer((json_int_t)ref->cached));
+	json_object_set_new(resp, "new_files_per_user",
+			    json_integer((json_int_t)bpftel_uprobes__file_budget(u)));
 	json_object_set_new(resp, "refused_evicted", json_integer((json_int_t)ref->evicted));
 	json_object_set_new(resp, "unprobed_evicted",
 			    json_integer((json_int_t)ref->unprobed_evicted));

@@ -67,6 +67,7 @@ int bpftel_uprobes__new(struct bpftel_uprobes **out)
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->idle, NULL);
 	u->grace_ms = BPFTEL_UPROBES_GRACE_MS;
+	bpftel_file_budget_set(&u->budget, BPFTEL_FILE_BUDGET_DEFAULT);
 	/* The files it keys, as the kernel maps them (a failure is logged: then as stat
 	 * shows them). */
 	bpftel_real_files_get();
@@ -81,6 +82,23 @@ void bpftel_uprobes__set_grace_ms(struct bpftel_uprobes *u, unsigned int ms)
 	pthread_mutex_lock(&u->lock);
 	u->grace_ms = ms;
 	pthread_mutex_unlock(&u->lock);
+}
+
+void bpftel_uprobes__set_file_budget(struct bpftel_uprobes *u, unsigned int per_min)
+{
+	pthread_mutex_lock(&u->lock);
+	bpftel_file_budget_set(&u->budget, per_min);
+	pthread_mutex_unlock(&u->lock);
+}
+
+unsigned int bpftel_uprobes__file_budget(struct bpftel_uprobes *u)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&u->lock);
+	n = u->budget.per_min;
+	pthread_mutex_unlock(&u->lock);
+	return n;
 }
 
 static void file_free(struct lib_file *f)
@@ -415,6 +433,33 @@ static int refused_again(struct bpftel_uprobes *u, const struct bpftel_procfile_
 	return err;
 }
 
+/*
+ * May t's process bring a file new to the registry (file_budget.h)? 0, or -EDQUOT: the
+ * refusal counted, with its reason. Asked before the file is opened: over budget, it
+ * costs a stat of the process's user namespace. -ESRCH: the process is gone.
+ */
+static int budget_take(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
+		       enum shlib_lib lib, const char *named)
+{
+	char detail[128];
+	__u64 owner;
+	bool ok;
+
+	if (bpftel_proc_owner(t->pid, &owner))
+		return -ESRCH;
+	pthread_mutex_lock(&u->lock);
+	ok = bpftel_file_budget_take(&u->budget, owner, bpftel_mono_ms());
+	if (!ok) {
+		snprintf(detail, sizeof(detail),
+			 "user %llu's processes brought %u new library files within a minute "
+			 "(new_files_per_user)",
+			 (unsigned long long)owner, u->budget.per_min);
+		refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_OVER_BUDGET, detail);
+	}
+	pthread_mutex_unlock(&u->lock);
+	return ok ? 0 : -EDQUOT;
+}
+
 /* kstart: the process's start as the kernel's event carried it, 0 if not known. */
 static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
 			__u64 kstart, enum shlib_lib lib, const char *named)
@@ -465,6 +510,11 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 			if (err)
 				return err;
 		}
+	}
+	if (!known) {
+		err = budget_take(u, t, lib, named);
+		if (err)
+			return err;
 	}
 	if (!stime)
 		stime = bpftel_proc_start(t->pid);
@@ -558,7 +608,8 @@ __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u)
 	__u64 n;
 
 	pthread_mutex_lock(&u->lock);
-	n = u->stale + u->ref.idle_used + u->ref.idle_scans;
+	n = u->stale + u->ref.idle_used + u->ref.idle_scans +
+	    u->ref.count[BPFTEL_REFUSED_OVER_BUDGET];
 	pthread_mutex_unlock(&u->lock);
 	return n;
 }

@@ -133,6 +133,10 @@ size_t bpftel_uprobes__programs(struct bpftel_uprobes *u, struct bpftel_uprobe_p
 /* How long an unused file keeps its links (0: detached at the next sweep). */
 void bpftel_uprobes__set_grace_ms(struct bpftel_uprobes *u, unsigned int ms);
 
+/* New files one owner's processes may bring a minute (file_budget.h); 0: no budget. */
+void bpftel_uprobes__set_file_budget(struct bpftel_uprobes *u, unsigned int per_min);
+unsigned int bpftel_uprobes__file_budget(struct bpftel_uprobes *u);
+
 /* specs must outlive the registry; at most 16. */
 int bpftel_uprobes__add_module(struct bpftel_uprobes *u, struct bpftel_module *m,
 			       const struct bpftel_uprobe_spec *specs, size_t n);

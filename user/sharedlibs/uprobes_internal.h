@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "bpf/uprobe_hits.h"
+#include "file_budget.h"
 #include "uprobes.h"
 
 /* Modules with probes in the registry: the GPU and USM modules, and room for two more.
@@ -185,6 +186,7 @@ struct bpftel_uprobes {
 	 * before it would have been found by it if a process mapped it. */
 	long long scan_from_ms;
 	unsigned int grace_ms;
+	struct bpftel_file_budget budget; /* new files per owner and minute */
 	struct bpftel_uprobes_refusals ref;
 	struct refused_file refused[REFUSED_CACHE];
 	size_t refused_next; /* the entry a new refusal takes when none is free */
