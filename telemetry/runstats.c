@@ -108,6 +108,13 @@ void bpftel_rs_end(struct bpftel_rs_est *e)
 	e->open = false;
 }
 
+__u64 bpftel_rs_next_open(__u64 win_open, __u64 period_ns, __u64 on_ns, __u64 rnd)
+{
+	__u64 j = (period_ns > on_ns ? period_ns - on_ns : 0) / 2;
+
+	return win_open + period_ns - j + rnd % (2 * j + 1);
+}
+
 static __u64 covered(const struct bpftel_rs_est *e)
 {
 	return e->covered_to > e->load_ns ? e->covered_to - e->load_ns : 0;

@@ -85,6 +85,18 @@ void bpftel_rs_cover(struct bpftel_rs_est *e, __u64 now, bool at_last_rate);
 /* End the window without counting it (the stats go off after a too-short window). */
 void bpftel_rs_end(struct bpftel_rs_est *e);
 
+/*
+ * When the next sampled window opens, the last having opened at win_open: a period
+ * later on average, moved either way by up to half the time between windows (period -
+ * on), rnd (random bits) choosing where, uniformly. Windows at a fixed phase would
+ * sample a load as periodic as they are (a job every 10 s, every minute) at the same
+ * point of its cycle each time: always inside its bursts, or never, and the estimate
+ * off by the load's own duty, for good. Moved at random, the windows' phase wanders
+ * over every point of such a cycle within a few windows, and the duty is the same on
+ * average. The estimate is then unbiased, with the spread any sample has.
+ */
+__u64 bpftel_rs_next_open(__u64 win_open, __u64 period_ns, __u64 on_ns, __u64 rnd);
+
 /* Derived values; 0 when nothing is covered yet. */
 /* Share of the covered time that was inside counted windows (1 in exact mode). */
 double bpftel_rs_fraction(const struct bpftel_rs_est *e);

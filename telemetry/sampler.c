@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/random.h>
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
 
@@ -171,10 +172,23 @@ static void window_open(struct bpftel_sampler *s)
 	s->in_window = true;
 }
 
-/* Sampled mode: read, then let go of stats; the next window keeps the cycle's phase. */
+/* Random bits for where the next window opens (bpftel_rs_next_open): from the kernel,
+ * so that a process cannot tell when the windows come and keep its runs out of them. */
+static __u64 window_rnd(void)
+{
+	__u64 r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = boottime_ns(); /* no entropy yet (early boot): the clock's low bits */
+	return r;
+}
+
+/* Sampled mode: read, then let go of stats; the next window opens about a period after
+ * this one, at a random point near it (runstats.h). */
 static void window_close(struct bpftel_sampler *s)
 {
 	__u64 now, period = (__u64)s->cfg.period_ms * 1000000;
+	__u64 on = (__u64)s->cfg.on_ms * 1000000;
 
 	for_each_reading(s, close_one);
 	now = boottime_ns();
@@ -182,9 +196,9 @@ static void window_close(struct bpftel_sampler *s)
 	s->in_window = false;
 	s->on_ns += now - s->win_open;
 	s->windows++;
-	s->next_due = s->win_open + period;
+	s->next_due = bpftel_rs_next_open(s->win_open, period, on, window_rnd());
 	if (s->next_due < now)
-		s->next_due = now + period - (__u64)s->cfg.on_ms * 1000000;
+		s->next_due = now + period - on;
 }
 
 /* Always mode: everything up to now, and rates over the time since the last fold. */
