@@ -129,7 +129,7 @@ static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *
 	alloc.kind = kind;
 	alloc.dev = dev;
 	__sync_fetch_and_add(&m->allocs, 1);
-	__sync_fetch_and_add(&m->alloc_bytes, call->arg1);
+	gpu_add_sat(&m->alloc_bytes, call->arg1);
 	__sync_fetch_and_add(&st->dev[dev].allocs, 1);
 	/* The pointer the library stored through its first argument. */
 	if (tlm_probe_read_user(&key.ptr, sizeof(key.ptr), (void *)call->arg0)) {
@@ -240,7 +240,7 @@ static __always_inline void gpu_account_free(TLM_PARAM, struct gpu_proc_stats *s
 	__sync_fetch_and_add(&st->allocs_tracked, -1);
 	m = &st->mem[kind];
 	__sync_fetch_and_add(&m->frees, 1);
-	__sync_fetch_and_add(&m->freed_bytes, a->size);
+	gpu_add_sat(&m->freed_bytes, a->size);
 	gpu_alloc_retire(st, a);
 }
 

@@ -281,7 +281,7 @@ static __always_inline void gpu_account(TLM_PARAM, struct gpu_proc_stats *st, __
 	}
 	if (gpu_fn_memcpy(func)) {
 		kind = call->arg1 < GPU_MEMCPY__COUNT ? call->arg1 : GPU_MEMCPY_DEFAULT;
-		__sync_fetch_and_add(&st->memcpy_bytes[kind], call->arg0);
+		gpu_add_sat(&st->memcpy_bytes[kind], call->arg0);
 		if (gpu_memcpy_sync(func))
 			__sync_fetch_and_add(&st->memcpy_ns, now - call->ktime_ns);
 		return;

@@ -478,6 +478,37 @@ static __always_inline __u64 gpu_mul_sat(__u64 a, __u64 b)
 	return b > q ? ~0ULL : a * b;
 }
 
+/*
+ * Add v to *p, a counter that never goes down (exported as a Prometheus counter),
+ * saturating at 2^64 - 1. A process's calls can claim any size (a launch's sizes are
+ * counted at its entry; a crafted library returns success for any copy), and two
+ * saturated launches summed would wrap round to a small number: a counter reset, and a
+ * spike in every rate() and sum() over it. Far from the top, the usual case, it is one
+ * atomic add: no add under 2^40 from every CPU at once takes a value under 2^62 past
+ * 2^64.
+ */
+static __always_inline void gpu_add_sat(__u64 *p, __u64 v)
+{
+	__u64 old = *(volatile __u64 *)p, cur;
+	int i;
+
+	if (!(v >> 40) && !(old >> 62)) {
+		__sync_fetch_and_add(p, v);
+		return;
+	}
+	for (i = 0; i < 4; i++) {
+		cur = __sync_val_compare_and_swap(p, old, old + v < old ? ~0ULL : old + v);
+		if (cur == old)
+			return;
+		old = cur;
+	}
+	/* Raced four times: at the top if this add takes it there, else added. */
+	if (old + v < old)
+		__sync_lock_test_and_set(p, ~0ULL);
+	else
+		__sync_fetch_and_add(p, v);
+}
+
 static __always_inline __u64 gpu_threads_of(const __u32 grid[3], const __u32 block[3])
 {
 	__u64 g = (__u64)grid[0] * grid[1], b = (__u64)block[0] * block[1]; /* both fit */
@@ -543,8 +574,8 @@ static __always_inline void gpu_count_launch_stats(struct gpu_proc_stats *st,
 
 	__sync_fetch_and_add(&st->calls[gpu_fn_idx(key->fn)], 1);
 	__sync_fetch_and_add(&st->dev[dev].launches, 1);
-	__sync_fetch_and_add(&st->dev[dev].threads, threads);
-	__sync_fetch_and_add(&st->threads, threads);
+	gpu_add_sat(&st->dev[dev].threads, threads);
+	gpu_add_sat(&st->threads, threads);
 	if (key->bucket < GPU_LAUNCH_BUCKETS)
 		__sync_fetch_and_add(&st->launch_threads[key->bucket], 1);
 }
@@ -599,7 +630,7 @@ static __always_inline void gpu_count_launch(TLM_PARAM, __u64 pid_tgid, enum gpu
 		}
 	}
 	__sync_fetch_and_add(&cur->launches, 1);
-	__sync_fetch_and_add(&cur->threads, threads);
+	gpu_add_sat(&cur->threads, threads);
 	/* The last launch's sizes; a racing launch may mix its own in: a display value. */
 	__builtin_memcpy(cur->grid, grid, sizeof(k.grid));
 	__builtin_memcpy(cur->block, block, sizeof(k.block));
@@ -612,7 +643,7 @@ static __always_inline void gpu_count_shared_mem(TLM_PARAM, __u64 pid_tgid, __u6
 	struct gpu_proc_stats *st = gpu_proc(TLM_ARG, pid_tgid >> 32);
 
 	if (st)
-		__sync_fetch_and_add(&st->shared_mem_bytes, bytes);
+		gpu_add_sat(&st->shared_mem_bytes, bytes);
 }
 
 #endif /* BPFTEL_LIB_GPU_STATE_H */

@@ -109,7 +109,7 @@ static struct gpu_kernel kernel_of(__u32 api, __u64 func)
 		    bpf_map_lookup_elem(fd, &key, &row))
 			continue;
 		k.launches += row.launches;
-		k.threads += row.threads;
+		k.threads = bpftel_add_sat(k.threads, row.threads);
 		memcpy(k.grid, row.grid, sizeof(k.grid));
 		memcpy(k.block, row.block, sizeof(k.block));
 		rows++;
@@ -283,11 +283,13 @@ static void test_launch_shared_memory_off(void **state)
 
 /* A grid of 2^31-1 x 65535 x 65535 blocks of 1024 threads (CUDA's largest, ~2^73
  * threads): counted as the most 64 bits hold, in the largest size bucket, not wrapped
- * round to a small number. */
+ * round to a small number. Launched again, of the same kernel and of another (two rows
+ * the report sums), with a small one between: the count stays at the top (a wrapped sum
+ * was a counter that went down). */
 static void test_launch_threads_saturate(void **state)
 {
 	__u64 stack[3] = {0xdead, 0, 0};
-	struct test_regs regs = launch_regs(stack);
+	struct test_regs regs = launch_regs(stack), small = launch_regs(stack);
 	struct gpu_proc_stats st;
 
 	(void)state;
@@ -300,6 +302,17 @@ static void test_launch_threads_saturate(void **state)
 	assert_int_equal(st.calls[GPU_FN_LAUNCH], 1);
 	assert_true(st.threads == ~0ULL);
 	assert_int_equal(st.launch_threads[GPU_LAUNCH_BUCKETS - 1], 1);
+	small.di = regs.di + 0x200; /* a small kernel between */
+	enter(GPU_FN_LAUNCH, &small, 200);
+	enter(GPU_FN_LAUNCH, &regs, 300);
+	assert_true(kernel_of(GPU_KERNEL_RUNTIME, regs.di).threads == ~0ULL);
+	regs.di += 0x100; /* another kernel: a row of its own */
+	enter(GPU_FN_LAUNCH, &regs, 400);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 4);
+	assert_true(st.threads == ~0ULL);
+	assert_true(st.dev[0].threads == ~0ULL); /* the runtime's default device */
+	assert_int_equal(st.launch_threads[GPU_LAUNCH_BUCKETS - 1], 3);
 }
 
 /* A launch whose stack cannot be read still counts; a zero-sized grid adds nothing. */
@@ -459,6 +472,17 @@ static void test_memcpy_bytes_and_time(void **state)
 	assert_int_equal(st.memcpy_ns, 3000 + 500);
 	assert_int_equal(st.failed[GPU_FN_MEMCPY], 1);
 	assert_int_equal(error_count(TGID, GPU_FN_MEMCPY, 1), 1);
+	/* Sizes a crafted library says it copied: the sum stays at the top, never wraps. */
+	h2d.dx = 1ull << 63;
+	enter(GPU_FN_MEMCPY, &h2d, 12000);
+	ret(GPU_FN_MEMCPY, 0, 12100);
+	enter(GPU_FN_MEMCPY, &h2d, 13000);
+	ret(GPU_FN_MEMCPY, 0, 13100);
+	st = stats_of(TGID);
+	assert_true(st.memcpy_bytes[GPU_MEMCPY_H2D] == ~0ULL);
+	enter(GPU_FN_MEMCPY, &h2d, 14000);
+	ret(GPU_FN_MEMCPY, 0, 14100);
+	assert_true(stats_of(TGID).memcpy_bytes[GPU_MEMCPY_H2D] == ~0ULL);
 }
 
 static void test_sync_wait_and_set_device(void **state)

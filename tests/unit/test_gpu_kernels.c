@@ -1169,6 +1169,23 @@ static void test_series_budget_folds_processes(void **state)
 		assert_int_equal(find_sample(&sc[1], 0, "")->v, 6);
 	}
 	bpftel_gpu_series__free(gs);
+
+	/* Counters a process claimed to the top (gpu_add_sat): "other" sums them to the
+	 * top, never round to a small number (a counter that went down), while they live
+	 * and once they exited. */
+	gs = bpftel_gpu_series__new(1);
+	assert_non_null(gs);
+	{
+		static const __u32 p[] = {10, 20, 30}, q[] = {10, 20};
+		static const __u64 born[] = {1, 1, 1}, la[] = {1, 1ull << 63, 1ull << 63},
+				   lb[] = {1, 1ull << 63};
+
+		series_scrape(gs, rows, p, born, la, 3, NULL, &sc[0]);
+		assert_true(find_sample(&sc[0], 0, "")->v >= 1.8e19);
+		series_scrape(gs, rows, q, born, lb, 2, &sc[0], &sc[1]);
+		assert_true(find_sample(&sc[1], 0, "")->v >= 1.8e19);
+	}
+	bpftel_gpu_series__free(gs);
 }
 
 /* The whole exposition of rows, as /metrics writes it. Free it. */

@@ -647,7 +647,7 @@ static size_t merge_kernels(struct kernel_rows *kr, size_t n)
 			continue;
 		}
 		kr[out - 1].k.launches += kr[i].k.launches;
-		kr[out - 1].k.threads += kr[i].k.threads;
+		kr[out - 1].k.threads = bpftel_add_sat(kr[out - 1].k.threads, kr[i].k.threads);
 		if (row_better(&kr[i], &kr[out - 1])) {
 			kr[out - 1].best = kr[i].best;
 			kr[out - 1].best_key = kr[i].best_key;

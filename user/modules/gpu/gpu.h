@@ -89,6 +89,13 @@ static inline __u64 bpftel_gpu_launches(const struct gpu_proc_stats *st)
 	       st->calls[GPU_FN_CU_LAUNCH_EX] + st->calls[GPU_FN_CU_LAUNCH_COOP];
 }
 
+/* a + b, at most 2^64 - 1: a sum of counters the BPF side saturates (gpu_add_sat)
+ * saturates too, and never wraps round to a small number (a counter reset). */
+static inline __u64 bpftel_add_sat(__u64 a, __u64 b)
+{
+	return a + b < a ? ~0ULL : a + b;
+}
+
 /* Add one of a process's rows of gpu_kernels to its stats st: where the BPF side counts
  * its launches (struct gpu_launch_key), by function, device and size. */
 static inline void bpftel_gpu_add_launches(struct gpu_proc_stats *st,
@@ -100,8 +107,8 @@ static inline void bpftel_gpu_add_launches(struct gpu_proc_stats *st,
 	if (key->fn < GPU_FN__COUNT)
 		st->calls[key->fn] += k->launches;
 	st->dev[dev].launches += k->launches;
-	st->dev[dev].threads += k->threads;
-	st->threads += k->threads;
+	st->dev[dev].threads = bpftel_add_sat(st->dev[dev].threads, k->threads);
+	st->threads = bpftel_add_sat(st->threads, k->threads);
 	if (key->bucket < GPU_LAUNCH_BUCKETS)
 		st->launch_threads[key->bucket] += k->launches;
 }

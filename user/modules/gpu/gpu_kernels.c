@@ -337,7 +337,7 @@ static void top_kernels(struct bpftel_gpu_proc *rows, size_t n, struct bpftel_gp
 		r.driver = ks[i].key.api == GPU_KERNEL_DRIVER;
 		for (j = most = i; j < nks && !cmp_seen(&ks[i], &ks[j]); j++) {
 			r.launches += ks[j].k.launches;
-			r.threads += ks[j].k.threads;
+			r.threads = bpftel_add_sat(r.threads, ks[j].k.threads);
 			if (ks[j].k.launches > ks[most].k.launches ||
 			    (ks[j].k.launches == ks[most].k.launches &&
 			     bpftel_gpu_kernel_key_cmp(&ks[j].key, &ks[most].key) < 0))

@@ -209,7 +209,7 @@ void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 		if (kept[i])
 			continue;
 		for (k = 0; k < V__COUNT; k++)
-			s->retired[k] += s->folded[i].v[k];
+			s->retired[k] = bpftel_add_sat(s->retired[k], s->folded[i].v[k]);
 	}
 	/* New processes: series of their own while the budget lasts. */
 	for (i = 0; i < n; i++) {
@@ -262,7 +262,7 @@ size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 		memcpy(sum, s->retired, sizeof(sum));
 		for (i = 0; i < s->nfolded; i++)
 			for (k = 0; k < V__COUNT; k++)
-				sum[k] += s->folded[i].v[k];
+				sum[k] = bpftel_add_sat(sum[k], s->folded[i].v[k]);
 		/* The folded rows are rows[m..n): read before rows[m] is overwritten. */
 		other_row(&o, sum, rows + m, n - m);
 		rows[m] = o;
