@@ -483,30 +483,27 @@ static __always_inline __u64 gpu_mul_sat(__u64 a, __u64 b)
  * saturating at 2^64 - 1. A process's calls can claim any size (a launch's sizes are
  * counted at its entry; a crafted library returns success for any copy), and two
  * saturated launches summed would wrap round to a small number: a counter reset, and a
- * spike in every rate() and sum() over it. Far from the top, the usual case, it is one
- * atomic add: no add under 2^40 from every CPU at once takes a value under 2^62 past
- * 2^64.
+ * spike in every rate() and sum() over it. A compare-and-swap of the sum, as cheap as
+ * an atomic add when no other CPU adds at the same time: an add with a check after it
+ * would leave the wrapped value there for a moment, for a reader to see, and a plain add
+ * racing a saturating one wraps it for good.
  */
 static __always_inline void gpu_add_sat(__u64 *p, __u64 v)
 {
 	__u64 old = *(volatile __u64 *)p, cur;
 	int i;
 
-	if (!(v >> 40) && !(old >> 62)) {
-		__sync_fetch_and_add(p, v);
-		return;
-	}
 	for (i = 0; i < 4; i++) {
 		cur = __sync_val_compare_and_swap(p, old, old + v < old ? ~0ULL : old + v);
 		if (cur == old)
 			return;
 		old = cur;
 	}
-	/* Raced four times: at the top if this add takes it there, else added. */
+	/* Lost the race four times (other CPUs adding to this very counter): added all
+	 * the same, and put back at the top if that took it past. */
+	old = __sync_fetch_and_add(p, v);
 	if (old + v < old)
 		__sync_lock_test_and_set(p, ~0ULL);
-	else
-		__sync_fetch_and_add(p, v);
 }
 
 static __always_inline __u64 gpu_threads_of(const __u32 grid[3], const __u32 block[3])

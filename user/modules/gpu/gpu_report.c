@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,13 @@ void bpftel_gpu_errors__free(struct bpftel_gpu_errors *et)
 void bpftel_gpu_errors__reset(struct bpftel_gpu_errors *et)
 {
 	et->np = 0;
+}
+
+/* A counter the BPF side saturates at 2^64 - 1 (gpu_add_sat), as a JSON integer,
+ * which is signed: at most 2^63 - 1, never a negative number. */
+static json_int_t ju(__u64 v)
+{
+	return v > (__u64)INT64_MAX ? INT64_MAX : (json_int_t)v;
 }
 
 static int cmp_pid(const void *a, const void *b)
@@ -209,8 +217,8 @@ static json_t *kind_json(const struct gpu_mem_stats *m, const struct bpftel_gpu_
 				    json_pack("{s:I, s:I}", "allocs", (json_int_t)k->age_allocs[b],
 					      "bytes", (json_int_t)k->age_bytes[b]));
 	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:o}", "allocs",
-			 (json_int_t)m->allocs, "alloc_bytes", (json_int_t)m->alloc_bytes, "frees",
-			 (json_int_t)m->frees, "freed_bytes", (json_int_t)m->freed_bytes,
+			 (json_int_t)m->allocs, "alloc_bytes", ju(m->alloc_bytes), "frees",
+			 (json_int_t)m->frees, "freed_bytes", ju(m->freed_bytes),
 			 "outstanding_bytes", (json_int_t)m->outstanding_bytes, "peak_bytes",
 			 (json_int_t)m->peak_bytes, "outstanding_allocs",
 			 (json_int_t)k->outstanding_allocs, "oldest_seconds", k->oldest_ns / 1e9,
@@ -265,7 +273,7 @@ static json_t *devices_json(const struct bpftel_gpu_proc *p)
 		json_array_append_new(
 			devs, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "device",
 					dev_name(i, name, sizeof(name)), "launches",
-					(json_int_t)d->launches, "threads", (json_int_t)d->threads,
+					(json_int_t)d->launches, "threads", ju(d->threads),
 					"allocs", (json_int_t)d->allocs, "outstanding_bytes",
 					(json_int_t)d->outstanding_bytes, "errors",
 					(json_int_t)d->errors));
@@ -286,7 +294,7 @@ static json_t *kernels_json(const struct bpftel_gpu_proc *p)
 			arr, json_pack("{s:o, s:s, s:I, s:I, s:[i,i,i], s:[i,i,i]}", "name",
 				       k->name[0] ? bpftel_json_str(k->name) : json_null(), "api",
 				       k->driver ? "driver" : "runtime", "launches",
-				       (json_int_t)k->launches, "threads", (json_int_t)k->threads,
+				       (json_int_t)k->launches, "threads", ju(k->threads),
 				       "grid", (int)k->grid[0], (int)k->grid[1], (int)k->grid[2],
 				       "block", (int)k->block[0], (int)k->block[1],
 				       (int)k->block[2]));
@@ -309,7 +317,7 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 	}
 	for (i = 0; i < GPU_MEMCPY__COUNT; i++)
 		json_object_set_new(copies, bpftel_gpu_memcpy_kind_name(i),
-				    json_integer(p->st.memcpy_bytes[i]));
+				    json_integer(ju(p->st.memcpy_bytes[i])));
 	for (i = 0; i < GPU_LAUNCH_BUCKETS; i++) {
 		if (p->st.launch_threads[i])
 			json_array_append_new(
@@ -329,8 +337,8 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 		"pid", (int)p->pid, "comm", bpftel_json_str(p->comm), "device", p->st.device,
 		"calls", calls, "failed", failed, "launches",
 		(json_int_t)bpftel_gpu_launches(&p->st),
-		"threads", (json_int_t)p->st.threads, "shared_mem_bytes",
-		p->shared_mem_counted ? json_integer((json_int_t)p->st.shared_mem_bytes)
+		"threads", ju(p->st.threads), "shared_mem_bytes",
+		p->shared_mem_counted ? json_integer(ju(p->st.shared_mem_bytes))
 				      : json_null(),
 		"driver_calls_inside_runtime",
 		(json_int_t)p->st.driver_nested, "launch_sizes", sizes, "memory",
