@@ -59,11 +59,34 @@ static void test_quiet_starts_over(void **state)
 	assert_int_equal(p.scans, 6);
 }
 
+/*
+ * Scans for files refused over budget: one as soon as a refusal comes, then at most one
+ * a minute while refusals come (a scan's own refusals ask for the next), none once
+ * they stop.
+ */
+static void test_budget_scans(void **state)
+{
+	struct bpftel_budget_pace p = {0};
+
+	(void)state;
+	assert_false(bpftel_budget_pace_take(&p, 0, 1000)); /* nothing refused */
+	assert_true(bpftel_budget_pace_take(&p, 3, 2000));
+	/* The scan refused 2 more: not before a minute. */
+	assert_false(bpftel_budget_pace_take(&p, 5, 3000));
+	assert_false(bpftel_budget_pace_take(&p, 5, 2000 + 59999));
+	assert_true(bpftel_budget_pace_take(&p, 5, 2000 + 60000));
+	/* That scan refused none: no more, however long. */
+	assert_false(bpftel_budget_pace_take(&p, 5, 2000 + 60000 + 3600000));
+	/* A new refusal long after: at once. */
+	assert_true(bpftel_budget_pace_take(&p, 6, 2000 + 60000 + 3600001));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_backs_off_and_caps),
 		cmocka_unit_test(test_quiet_starts_over),
+		cmocka_unit_test(test_budget_scans),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

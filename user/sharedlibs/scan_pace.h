@@ -26,4 +26,23 @@ struct bpftel_scan_pace {
  * thread asks. */
 bool bpftel_scan_pace_take(struct bpftel_scan_pace *p, long long now);
 
+/*
+ * Scans for libraries refused over their user's budget (file_budget.h): a budget
+ * refills within a minute, so a scan sooner would refuse them again. One runs when
+ * files were refused since the last began (its own refusals included: a library it
+ * found still over budget is looked for again), at most once a minute; none once no
+ * refusal comes (a file only opened, not mapped, is not found by a scan, and asks for
+ * nothing more).
+ */
+#define BPFTEL_BUDGET_SCAN_GAP_MS 60000
+
+struct bpftel_budget_pace {
+	__u64 seen;	   /* refusals counted when the last scan began */
+	long long last_ms; /* when it began; valid once ran */
+	bool ran;
+};
+
+/* refused: the registry's over-budget refusals so far. True when a scan runs now. */
+bool bpftel_budget_pace_take(struct bpftel_budget_pace *p, __u64 refused, long long now);
+
 #endif /* BPFTEL_SHAREDLIBS_SCAN_PACE_H */

@@ -39,8 +39,10 @@ struct bpftel_sharedlibs {
 	 * and sweeps; the count of losses already answered by a /proc rescan. */
 	struct bpftel_uprobes *registry;
 	__u64 lost_seen;
-	/* The rescans: how often they may run (the housekeeping thread's). */
+	/* The rescans: how often they may run (the housekeeping thread's), after losses
+	 * and for files refused over budget. */
 	struct bpftel_scan_pace scans;
+	struct bpftel_budget_pace budget_scans;
 };
 
 /* sharedlibs_report.c: the module's report ops (user/manager/manager.h). */

@@ -322,15 +322,17 @@ void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 /*
  * Every second, on the agent's housekeeping thread: forget exited processes and detach
  * long-idle files; and after any loss of a library event (in the kernel, at a full
- * queue, or a path that no longer led to the file opened) read /proc instead, paced
- * (scan_pace.h).
+ * queue, or a path that no longer led to the file opened), or files refused over their
+ * user's budget, read /proc instead, paced (scan_pace.h).
  */
 void sharedlibs_housekeeping(struct bpftel_module *m)
 {
 	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
 	struct bpftel_module_event_stats es;
 	struct bpftel_sharedlibs_counters cnt;
-	__u64 lost;
+	long long now = bpftel_mono_ms();
+	__u64 lost, over;
+	bool scan;
 
 	if (!sl->registry)
 		return;
@@ -343,7 +345,11 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	       cnt.kernel[SHLIB_CNT_NO_PATH] +
 	       cnt.kernel[SHLIB_CNT_TOO_LONG] + cnt.malformed + es.lost_queue_full +
 	       es.lost_too_big + bpftel_uprobes__stale(sl->registry);
-	if (lost == sl->lost_seen || !bpftel_scan_pace_take(&sl->scans, bpftel_mono_ms()))
+	over = bpftel_uprobes__over_budget(sl->registry);
+	scan = lost != sl->lost_seen && bpftel_scan_pace_take(&sl->scans, now);
+	/* Taken even when a loss's scan runs now: the one scan answers both. */
+	scan = bpftel_budget_pace_take(&sl->budget_scans, over, now) || scan;
+	if (!scan)
 		return;
 	/* Only this thread touches it. A scan that could not read /proc (no fd left) is
 	 * asked for again at the next pace. */

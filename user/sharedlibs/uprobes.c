@@ -18,6 +18,7 @@
 #include "real_file.h"
 #include "uprobes_internal.h"
 #include "user/common/ctl.h"
+#include "user/common/deadline_call.h"
 #include "user/common/proc.h"
 #include "user/common/log.h"
 #include "user/manager/goexe.h"
@@ -89,6 +90,16 @@ void bpftel_uprobes__set_file_budget(struct bpftel_uprobes *u, unsigned int per_
 	pthread_mutex_lock(&u->lock);
 	bpftel_file_budget_set(&u->budget, per_min);
 	pthread_mutex_unlock(&u->lock);
+}
+
+__u64 bpftel_uprobes__over_budget(struct bpftel_uprobes *u)
+{
+	__u64 n;
+
+	pthread_mutex_lock(&u->lock);
+	n = u->ref.count[BPFTEL_REFUSED_OVER_BUDGET];
+	pthread_mutex_unlock(&u->lock);
+	return n;
 }
 
 unsigned int bpftel_uprobes__file_budget(struct bpftel_uprobes *u)
@@ -434,30 +445,30 @@ static int refused_again(struct bpftel_uprobes *u, const struct bpftel_procfile_
 }
 
 /*
- * May t's process bring a file new to the registry (file_budget.h)? 0, or -EDQUOT: the
- * refusal counted, with its reason. Asked before the file is opened: over budget, it
- * costs a stat of the process's user namespace. -ESRCH: the process is gone.
+ * With u->lock: may owner's process t bring a file new to the registry (file_budget.h)?
+ * Asked once the file is open and known to be new (a file already probed, reached by
+ * another identity, an overlay's, costs nothing), before it is parsed. Else the refusal
+ * is counted with its reason, and false.
  */
-static int budget_take(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
-		       enum shlib_lib lib, const char *named)
+static bool budget_take_locked(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
+			       enum shlib_lib lib, const char *named, __u64 owner)
 {
-	char detail[128];
-	__u64 owner;
-	bool ok;
+	char detail[160], who[64];
 
-	if (bpftel_proc_owner(t->pid, &owner))
-		return -ESRCH;
-	pthread_mutex_lock(&u->lock);
-	ok = bpftel_file_budget_take(&u->budget, owner, bpftel_mono_ms());
-	if (!ok) {
-		snprintf(detail, sizeof(detail),
-			 "user %llu's processes brought %u new library files within a minute "
-			 "(new_files_per_user)",
-			 (unsigned long long)owner, u->budget.per_min);
-		refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_OVER_BUDGET, detail);
-	}
-	pthread_mutex_unlock(&u->lock);
-	return ok ? 0 : -EDQUOT;
+	if (bpftel_file_budget_take(&u->budget, owner, bpftel_mono_ms()))
+		return true;
+	if (owner == BPFTEL_DEADLINE_NO_OWNER)
+		snprintf(who, sizeof(who), "processes of no known user");
+	else if (owner >> 32)
+		snprintf(who, sizeof(who), "user namespace %llu's processes",
+			 (unsigned long long)(owner & 0xffffffffull));
+	else
+		snprintf(who, sizeof(who), "user %llu's processes", (unsigned long long)owner);
+	snprintf(detail, sizeof(detail),
+		 "%s brought %u new library files within a minute (new_files_per_user)", who,
+		 u->budget.per_min);
+	refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_OVER_BUDGET, detail);
+	return false;
 }
 
 /* kstart: the process's start as the kernel's event carried it, 0 if not known. */
@@ -469,7 +480,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	struct lib_file *f = NULL;
 	char detail[128];
 	struct stat st = {};
-	__u64 stime = 0, had = 0, had_k = 0, ino;
+	__u64 stime = 0, had = 0, had_k = 0, ino, owner;
 	bool known = false, checked, exact;
 	ssize_t idx = -1;
 	size_t njobs;
@@ -511,11 +522,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 				return err;
 		}
 	}
-	if (!known) {
-		err = budget_take(u, t, lib, named);
-		if (err)
-			return err;
-	}
+
 	if (!stime)
 		stime = bpftel_proc_start(t->pid);
 	if (!stime)
@@ -552,8 +559,17 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		pthread_mutex_unlock(&u->lock);
 		return fd;
 	}
+	/* Whose budget a new file would come out of: read before the lock (procfs). A
+	 * process whose user cannot be told shares one budget with all such. */
+	if (bpftel_proc_owner(t->pid, &owner))
+		owner = BPFTEL_DEADLINE_NO_OWNER;
 	pthread_mutex_lock(&u->lock);
 	f = find_file(u, st.st_dev, st.st_ino) ?: find_file(u, dev, ino);
+	if (!f && !budget_take_locked(u, t, lib, named, owner)) {
+		pthread_mutex_unlock(&u->lock);
+		close(fd);
+		return -EDQUOT;
+	}
 	if (!f) {
 		if (u->nfiles == MAX_FILES)
 			evict_locked(u);
@@ -599,7 +615,8 @@ void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d)
 {
 	int err = bpftel_uprobes__detected(ctx, d);
 
-	if (err && err != -ENOENT && err != -ESRCH)
+	/* -EDQUOT: over its user's budget, a refusal logged as such. */
+	if (err && err != -ENOENT && err != -ESRCH && err != -EDQUOT)
 		pr_debug("uprobes: pid %u %s: %s", d->pid, d->path, strerror(-err));
 }
 
@@ -608,8 +625,7 @@ __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u)
 	__u64 n;
 
 	pthread_mutex_lock(&u->lock);
-	n = u->stale + u->ref.idle_used + u->ref.idle_scans +
-	    u->ref.count[BPFTEL_REFUSED_OVER_BUDGET];
+	n = u->stale + u->ref.idle_used + u->ref.idle_scans;
 	pthread_mutex_unlock(&u->lock);
 	return n;
 }
@@ -1104,7 +1120,8 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 	char path[64], line[PATH_MAX + 128], range[48], exe[PATH_MAX], *file;
 	unsigned long start, end;
 	unsigned int major, minor;
-	unsigned long long ino;
+	unsigned long long ino, last_ino = 0;
+	dev_t last_dev = 0;
 	struct bpftel_procfile_target t;
 	struct timespec ctime;
 	int lib, hit = 0;
@@ -1137,6 +1154,12 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 		lib = bpftel_shlib_match_name(file);
 		if (lib < 0 && (!exe[0] || strcmp(file, exe)))
 			continue;
+		/* A library is mapped in 4-5 areas in a row (its segments): one is enough,
+		 * and a refusal (over budget, say) is counted once, not once per area. */
+		if (ino == last_ino && makedev(major, minor) == last_dev)
+			continue;
+		last_ino = ino;
+		last_dev = makedev(major, minor);
 		/* map_files reaches the mapped file itself, whatever the namespace. */
 		snprintf(range, sizeof(range), "%lx-%lx", start, end);
 		t = (struct bpftel_procfile_target){.pid = pid,
