@@ -32,6 +32,7 @@
  *           loaded first, the stub runtime makes each through the driver.
  * pools:    cudaMallocFromPoolAsync and its _ptsz variant (pools_pattern).
  * events:   cudaEventSynchronize (events_pattern).
+ * huge:     launches and copies whose sizes sum past 64 bits (huge_pattern).
  * reexec:   cudaMalloc 1 MiB (kept) and vecAdd launched 3 times, "old", "done"; then
  *           on a line the process execs itself as "reexeced": a new program, the
  *           same pid (reexec_pattern).
@@ -305,6 +306,22 @@ static void events_pattern(void *lib)
 	r[1] = event_sync((void *)0x6010);
 	r[2] = event_sync(NULL);
 	printf("events %d %d %d\n", r[0], r[1], r[2]);
+}
+
+/* What tests/integration/test_gpu.py's check_huge says: sizes past 64 bits. CUDA's
+ * largest grid (~2^73 threads a launch) three times, and two copies of 2^63 bytes (the
+ * stub copies nothing): summed, they would wrap round. */
+static void huge_pattern(void)
+{
+	dim3 grid = {0x7fffffff, 65535, 65535}, block = {1024, 1, 1};
+	static char host[16];
+	int r[5], i;
+
+	for (i = 0; i < 3; i++)
+		r[i] = launch((const void *)vec_add_stub, grid, block, NULL, 0, NULL);
+	r[3] = memcpy_sync(host, host, 1ull << 63, 1);
+	r[4] = memcpy_sync(host, host, 1ull << 63, 1);
+	printf("huge %d %d %d %d %d\n", r[0], r[1], r[2], r[3], r[4]);
 }
 
 /* What tests/integration/test_gpu.py's EXPECTED_KINDS says. */
@@ -828,6 +845,8 @@ int main(int argc, char **argv)
 		pools_pattern(lib);
 	else if (!strcmp(mode, "events"))
 		events_pattern(lib);
+	else if (!strcmp(mode, "huge"))
+		huge_pattern();
 	else if (!strcmp(mode, "mixed"))
 		mixed_pattern();
 	else if (!strcmp(mode, "crafted"))

@@ -707,6 +707,25 @@ def check_cu_copies(agent, pattern_bin, stub_driver):
               f"bpftel gpu's copies by direction, dtod and default too: {sorted(rows)}")
 
 
+def check_huge(agent, pattern_bin, stub):
+    """Sizes a process claims past 64 bits (huge_pattern(): 3 launches of ~2^73
+    threads, 2 copies of 2^63 bytes): its counters stop at the top, 2^64 - 1 in /metrics
+    and 2^63 - 1 in JSON (signed integers), instead of wrapping round to a small number,
+    which Prometheus reads as a reset."""
+    with played(agent, pattern_bin, stub, "huge", out=["huge 0 0 0 0 0"]) as (pat, p):
+        top = 2**63 - 1
+        check(p["threads"] == top and p["memcpy_bytes"]["htod"] == top and
+              p["launches"] == 3,
+              f"JSON: threads {p['threads']}, copied {p['memcpy_bytes']['htod']} "
+              f"(2^63 - 1 = {top}), {p['launches']} launches")
+        text = scrape(agent)
+        threads = samples(text, "bpftel_gpu_threads_launched_total", pat.pid)
+        copied = samples(text, "bpftel_gpu_memcpy_bytes_total", pat.pid)
+        check(list(threads.values()) == [float(2**64 - 1)] and
+              copied.get(("htod",)) == float(2**64 - 1),
+              f"/metrics: threads {threads}, copied {copied}")
+
+
 def check_events(agent, pattern_bin, lib, mode):
     """Event syncs (and CUDA 13's cuCtxSynchronize_v2) are waits: counted, their time in
     sync_wait_seconds (events_pattern(), cu_events_pattern())."""
@@ -1018,6 +1037,7 @@ def main():
         check_cu_async(agent, args.pattern, args.stub_driver)
         check_cu_copies(agent, args.pattern, args.stub_driver)
         check_events(agent, args.pattern, args.stub, "events")
+        check_huge(agent, args.pattern, args.stub)
         check_events(agent, args.pattern, args.stub_driver, "cuevents")
         check_cu_ptsz(agent, args.pattern, args.stub_driver)
         check_mixed(agent, args.pattern, args.stub, args.stub_driver)
