@@ -913,8 +913,9 @@ static void test_refused_file_cached(void **state)
 	}
 	assert_int_equal(ref.count[BPFTEL_REFUSED_NOT_REGULAR], 50);
 	assert_int_equal(ref.cached, 49);
-	/* One culprit, one line in the recent list. */
+	/* One culprit, one line in the recent list, which says how often. */
 	assert_int_equal(ref.nrecent, 1);
+	assert_int_equal(ref.recent[0].times, 50);
 	assert_int_equal(ref.recent[0].pid, a);
 	assert_int_equal(ref.recent[0].why, BPFTEL_REFUSED_NOT_REGULAR);
 	assert_string_equal(ref.recent[0].path, path);

@@ -126,9 +126,9 @@ static void print_files(json_t *libs)
 
 static void print_refusals(json_t *resp)
 {
-	static const char *const hdr[] = {"PID", "LIBRARY", "REASON", "DETAIL", "PATH"};
+	static const char *const hdr[] = {"PID", "LIBRARY", "REASON", "TIMES", "DETAIL", "PATH"};
 	json_t *counts = json_object_get(resp, "refused"), *recent, *r, *v;
-	char pid[24];
+	char pid[24], times[24];
 	const char *k;
 	struct table *t;
 	int first = 1;
@@ -148,10 +148,11 @@ static void print_refusals(json_t *resp)
 	recent = json_object_get(resp, "recent_refusals");
 	if (!json_array_size(recent))
 		return;
-	t = table_new(5, hdr);
+	t = table_new(6, hdr);
 	json_array_foreach (recent, i, r) {
 		snprintf(pid, sizeof(pid), "%lld", jint(r, "pid"));
-		table_add(t, (const char *const[]){pid, jstr(r, "lib"), jstr(r, "reason"),
+		snprintf(times, sizeof(times), "%lld", jint(r, "times"));
+		table_add(t, (const char *const[]){pid, jstr(r, "lib"), jstr(r, "reason"), times,
 						   jstr(r, "detail"), jstr(r, "path")});
 	}
 	table_print(t, stdout);

@@ -201,8 +201,9 @@ static json_t *refusals_json(struct bpftel_uprobes *u, json_t *resp)
 		const struct bpftel_uprobe_refusal *e = &ref->recent[i];
 
 		json_array_append_new(
-			recent, json_pack("{s:I, s:I, s:s, s:s, s:o, s:o}", "time",
-					  (json_int_t)e->when, "pid", (json_int_t)e->pid, "lib",
+			recent, json_pack("{s:I, s:I, s:I, s:s, s:s, s:o, s:o}", "time",
+					  (json_int_t)e->when, "times", (json_int_t)e->times,
+					  "pid", (json_int_t)e->pid, "lib",
 					  bpftel_shlib_lib_name(e->lib), "reason",
 					  bpftel_refusal_name(e->why), "path",
 					  bpftel_json_str(e->path), "detail",

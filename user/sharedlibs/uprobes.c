@@ -147,6 +147,7 @@ void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, con
 {
 	struct bpftel_uprobes_refusals *r = &u->ref;
 	struct bpftel_uprobe_refusal *e;
+	__u64 times = 1;
 	size_t i;
 
 	r->count[why]++;
@@ -163,11 +164,14 @@ void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, con
 		if (r->nrecent < BPFTEL_UPROBES_RECENT)
 			r->nrecent++;
 		i = r->nrecent - 1;
+	} else {
+		times = r->recent[i].times + 1;
 	}
 	/* Newest first. */
 	memmove(&r->recent[1], &r->recent[0], i * sizeof(r->recent[0]));
 	e = &r->recent[0];
-	*e = (struct bpftel_uprobe_refusal){.when = time(NULL), .pid = pid, .lib = lib, .why = why};
+	*e = (struct bpftel_uprobe_refusal){
+		.when = time(NULL), .times = times, .pid = pid, .lib = lib, .why = why};
 	snprintf(e->path, sizeof(e->path), "%s", path);
 	snprintf(e->detail, sizeof(e->detail), "%s", detail ? detail : "");
 	pr_debug("uprobes: refused pid %u %s: %s %s", pid, path, bpftel_refusal_name(why),

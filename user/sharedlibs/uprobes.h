@@ -266,7 +266,8 @@ int bpftel_uprobes__file_loads(struct bpftel_uprobes *u, const char *module,
 #define BPFTEL_UPROBES_RECENT 32
 
 struct bpftel_uprobe_refusal {
-	time_t when;
+	time_t when;	/* the last time */
+	__u64 times;	/* refused so far, this process this file for this reason */
 	__u32 pid;
 	enum shlib_lib lib;
 	enum bpftel_refusal why;
