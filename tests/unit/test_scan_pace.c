@@ -60,9 +60,9 @@ static void test_quiet_starts_over(void **state)
 }
 
 /*
- * Scans for files refused over budget: one as soon as a refusal comes, then at most one
- * a minute while refusals come (a scan's own refusals ask for the next), none once
- * they stop.
+ * Scans for files refused over budget: a minute after the first refusal no scan
+ * answered (the budget has refilled by then), then a minute after the refusals a scan
+ * made itself, none once they stop.
  */
 static void test_budget_scans(void **state)
 {
@@ -70,15 +70,18 @@ static void test_budget_scans(void **state)
 
 	(void)state;
 	assert_false(bpftel_budget_pace_take(&p, 0, 1000)); /* nothing refused */
-	assert_true(bpftel_budget_pace_take(&p, 3, 2000));
-	/* The scan refused 2 more: not before a minute. */
-	assert_false(bpftel_budget_pace_take(&p, 5, 3000));
-	assert_false(bpftel_budget_pace_take(&p, 5, 2000 + 59999));
-	assert_true(bpftel_budget_pace_take(&p, 5, 2000 + 60000));
+	assert_false(bpftel_budget_pace_take(&p, 3, 2000));
+	assert_false(bpftel_budget_pace_take(&p, 4, 2000 + 59999)); /* more, same minute */
+	assert_true(bpftel_budget_pace_take(&p, 4, 2000 + 60000));
+	/* The scan refused 2 more (seen at its next tick): a minute after that. */
+	assert_false(bpftel_budget_pace_take(&p, 6, 63000));
+	assert_false(bpftel_budget_pace_take(&p, 6, 63000 + 59999));
+	assert_true(bpftel_budget_pace_take(&p, 6, 63000 + 60000));
 	/* That scan refused none: no more, however long. */
-	assert_false(bpftel_budget_pace_take(&p, 5, 2000 + 60000 + 3600000));
-	/* A new refusal long after: at once. */
-	assert_true(bpftel_budget_pace_take(&p, 6, 2000 + 60000 + 3600001));
+	assert_false(bpftel_budget_pace_take(&p, 6, 63000 + 60000 + 3600000));
+	/* A new refusal long after: a minute after it. */
+	assert_false(bpftel_budget_pace_take(&p, 7, 5000000));
+	assert_true(bpftel_budget_pace_take(&p, 7, 5060000));
 }
 
 int main(void)

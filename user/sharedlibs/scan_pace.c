@@ -17,10 +17,15 @@ bool bpftel_scan_pace_take(struct bpftel_scan_pace *p, long long now)
 
 bool bpftel_budget_pace_take(struct bpftel_budget_pace *p, __u64 refused, long long now)
 {
-	if (refused == p->seen || (p->ran && now - p->last_ms < BPFTEL_BUDGET_SCAN_GAP_MS))
+	if (refused == p->seen)
+		return false;
+	if (!p->pending) {
+		p->pending = true;
+		p->since_ms = now;
+	}
+	if (now - p->since_ms < BPFTEL_BUDGET_SCAN_GAP_MS)
 		return false;
 	p->seen = refused;
-	p->last_ms = now;
-	p->ran = true;
+	p->pending = false;
 	return true;
 }

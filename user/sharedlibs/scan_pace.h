@@ -28,21 +28,22 @@ bool bpftel_scan_pace_take(struct bpftel_scan_pace *p, long long now);
 
 /*
  * Scans for libraries refused over their user's budget (file_budget.h): a budget
- * refills within a minute, so a scan sooner would refuse them again. One runs when
- * files were refused since the last began (its own refusals included: a library it
- * found still over budget is looked for again), at most once a minute; none once no
- * refusal comes (a file only opened, not mapped, is not found by a scan, and asks for
- * nothing more).
+ * refills within a minute, so a scan sooner would refuse them again. One runs a minute
+ * after refusals came that no scan has answered (a scan's own included: a library it
+ * found still over budget is looked for again a minute later); none once no refusal
+ * comes (a file only opened, not mapped, is not found by a scan, and asks for nothing
+ * more).
  */
 #define BPFTEL_BUDGET_SCAN_GAP_MS 60000
 
 struct bpftel_budget_pace {
-	__u64 seen;	   /* refusals counted when the last scan began */
-	long long last_ms; /* when it began; valid once ran */
-	bool ran;
+	__u64 seen;	    /* refusals counted when the last scan began */
+	long long since_ms; /* when refusals past seen were first noticed */
+	bool pending;	    /* there are some */
 };
 
-/* refused: the registry's over-budget refusals so far. True when a scan runs now. */
+/* refused: the registry's over-budget refusals so far. True when a scan runs now (a
+ * scan that fails: put p back as it was before the call, to be asked again). */
 bool bpftel_budget_pace_take(struct bpftel_budget_pace *p, __u64 refused, long long now);
 
 #endif /* BPFTEL_SHAREDLIBS_SCAN_PACE_H */

@@ -332,6 +332,7 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	struct bpftel_module_event_stats es;
 	struct bpftel_sharedlibs_counters cnt;
 	long long now = bpftel_mono_ms();
+	struct bpftel_budget_pace budget;
 	__u64 lost, over;
 	bool scan;
 
@@ -347,6 +348,7 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	       cnt.kernel[SHLIB_CNT_TOO_LONG] + cnt.malformed + es.lost_queue_full +
 	       es.lost_too_big + bpftel_uprobes__stale(sl->registry);
 	over = bpftel_uprobes__over_budget(sl->registry);
+	budget = sl->budget_scans;
 	scan = lost != sl->lost_seen && bpftel_scan_pace_take(&sl->scans, now);
 	/* Taken even when a loss's scan runs now: the one scan answers both. */
 	scan = bpftel_budget_pace_take(&sl->budget_scans, over, now) || scan;
@@ -356,4 +358,6 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	 * asked for again at the next pace. */
 	if (bpftel_uprobes__scan(sl->registry) >= 0)
 		sl->lost_seen = lost;
+	else
+		sl->budget_scans = budget; /* its refusals still unanswered */
 }
