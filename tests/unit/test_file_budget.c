@@ -86,6 +86,25 @@ static void test_owner_table_full(void **state)
 	assert_int_equal(takes(&b, 1 + BPFTEL_FILE_BUDGET_OWNERS, 100, 5), 1);
 }
 
+/* How long until the next file: 0 while there is one, else to the millisecond. */
+static void test_wait(void **state)
+{
+	struct bpftel_file_budget b = {0};
+
+	(void)state;
+	bpftel_file_budget_set(&b, 6); /* one every 10 s */
+	assert_int_equal(bpftel_file_budget_wait_ms(&b, 9, 0), 0);
+	assert_int_equal(takes(&b, 9, 0, 6), 6);
+	assert_int_equal(bpftel_file_budget_wait_ms(&b, 9, 0), 10000);
+	assert_int_equal(bpftel_file_budget_wait_ms(&b, 9, 2500), 7500);
+	assert_int_equal(bpftel_file_budget_wait_ms(&b, 9, 10000), 0);
+	bpftel_file_budget_set(&b, 7); /* 60000/7 ms a file: rounded up */
+	assert_int_equal(takes(&b, 10, 0, 7), 7);
+	assert_int_equal(bpftel_file_budget_wait_ms(&b, 10, 0), 8572);
+	bpftel_file_budget_set(&b, 0);
+	assert_int_equal(bpftel_file_budget_wait_ms(&b, 10, 0), 0);
+}
+
 static void test_off_and_lowered(void **state)
 {
 	struct bpftel_file_budget b = {0};
@@ -107,6 +126,7 @@ int main(void)
 		cmocka_unit_test(test_no_rounding),
 		cmocka_unit_test(test_owners_apart),
 		cmocka_unit_test(test_owner_table_full),
+		cmocka_unit_test(test_wait),
 		cmocka_unit_test(test_off_and_lowered),
 	};
 

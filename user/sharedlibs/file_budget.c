@@ -83,3 +83,16 @@ bool bpftel_file_budget_take(struct bpftel_file_budget *b, __u64 owner, long lon
 	o->left -= ONE_FILE;
 	return true;
 }
+
+long long bpftel_file_budget_wait_ms(struct bpftel_file_budget *b, __u64 owner, long long now_ms)
+{
+	struct bpftel_file_budget_owner *o;
+
+	if (!b->per_min)
+		return 0;
+	o = owner_entry(b, owner, now_ms);
+	refill(b, o, now_ms);
+	/* A millisecond refills per_min: the rest of a file, rounded up. */
+	return o->left >= ONE_FILE ? 0
+				   : (long long)((ONE_FILE - o->left + b->per_min - 1) / b->per_min);
+}

@@ -395,25 +395,44 @@ static bool refusal_of_file(enum bpftel_refusal why)
 	       why == BPFTEL_REFUSED_TABLES_TOO_LARGE;
 }
 
-/* With u->lock: the live cache entry of (dev, ino), or NULL. */
+/* With u->lock: the live cache entry of (dev, ino), the file's own refusal (owner NULL)
+ * or owner's, or NULL. */
 static struct refused_file *refused_find_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino,
-						__u64 now)
+						__u64 now, const __u64 *owner)
 {
 	size_t i;
 
 	for (i = 0; i < REFUSED_CACHE; i++) {
 		struct refused_file *r = &u->refused[i];
 
-		if (r->ino == ino && r->dev == dev && r->until_ns > now)
+		if (r->ino == ino && r->dev == dev && r->until_ns > now &&
+		    r->by_owner == !!owner && (!owner || r->owner == *owner))
 			return r;
 	}
 	return NULL;
 }
 
-static void refused_add_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino,
-			       enum bpftel_refusal why, int err, const char *detail, __u64 now)
+/* With u->lock: is (dev, ino) in the cache for some owner's budget? */
+static bool refused_by_owner_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino, __u64 now)
 {
-	struct refused_file *r = refused_find_locked(u, dev, ino, now);
+	size_t i;
+
+	for (i = 0; i < REFUSED_CACHE; i++) {
+		struct refused_file *r = &u->refused[i];
+
+		if (r->ino == ino && r->dev == dev && r->until_ns > now && r->by_owner)
+			return true;
+	}
+	return false;
+}
+
+/* owner: NULL for a refusal of the file's own (REFUSED_TTL_S), else owner's over its
+ * budget, until ttl_ns. */
+static void refused_add_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino,
+			       enum bpftel_refusal why, int err, const char *detail, __u64 now,
+			       const __u64 *owner, __u64 ttl_ns)
+{
+	struct refused_file *r = refused_find_locked(u, dev, ino, now, owner);
 	size_t i;
 
 	for (i = 0; !r && i < REFUSED_CACHE; i++) {
@@ -424,21 +443,37 @@ static void refused_add_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino,
 		r = &u->refused[u->refused_next];
 		u->refused_next = (u->refused_next + 1) % REFUSED_CACHE;
 	}
-	*r = (struct refused_file){.dev = dev, .ino = ino, .why = why, .err = err,
-				   .until_ns = now + REFUSED_TTL_S * 1000000000ull};
+	*r = (struct refused_file){.dev = dev,
+				   .ino = ino,
+				   .why = why,
+				   .err = err,
+				   .by_owner = owner != NULL,
+				   .owner = owner ? *owner : 0,
+				   .until_ns = now + (owner ? ttl_ns : REFUSED_TTL_S * 1000000000ull)};
 	snprintf(r->detail, sizeof(r->detail), "%s", detail);
 }
 
-/* A file refused a moment ago for what it is: refused again, counted, without /proc.
- * Returns the first refusal's errno, or 0 when it is not in the cache. */
+/* A file refused a moment ago for what it is, or over this process's user's budget:
+ * refused again, counted, without opening it. Returns the first refusal's errno, or 0
+ * when it is not in the cache. */
 static int refused_again(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
 			 enum shlib_lib lib, const char *named)
 {
 	struct refused_file *r;
+	bool by_owner;
+	__u64 owner;
 	int err = 0;
 
 	pthread_mutex_lock(&u->lock);
-	r = refused_find_locked(u, t->dev, t->ino, mono_ns());
+	r = refused_find_locked(u, t->dev, t->ino, mono_ns(), NULL);
+	by_owner = !r && refused_by_owner_locked(u, t->dev, t->ino, mono_ns());
+	pthread_mutex_unlock(&u->lock);
+	/* Whose: read outside the lock (procfs), only for a file some user is over
+	 * budget on. */
+	if (by_owner && bpftel_proc_owner(t->pid, &owner))
+		owner = BPFTEL_DEADLINE_NO_OWNER;
+	pthread_mutex_lock(&u->lock);
+	r = refused_find_locked(u, t->dev, t->ino, mono_ns(), by_owner ? &owner : NULL);
 	if (r) {
 		refusal_locked(u, t->pid, lib, named, r->why, r->detail);
 		u->ref.cached++;
@@ -559,7 +594,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		 * process that opens it would be refused from the cache. */
 		if (t->ino && refusal_of_file(why) && fd != -EBUSY && fd != -EDQUOT &&
 		    st.st_ino == t->ino && st.st_dev == t->dev)
-			refused_add_locked(u, t->dev, t->ino, why, fd, detail, mono_ns());
+			refused_add_locked(u, t->dev, t->ino, why, fd, detail, mono_ns(), NULL, 0);
 		pthread_mutex_unlock(&u->lock);
 		return fd;
 	}
@@ -570,6 +605,15 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	pthread_mutex_lock(&u->lock);
 	f = find_file(u, st.st_dev, st.st_ino) ?: find_file(u, dev, ino);
 	if (!f && !budget_take_locked(u, t, lib, named, owner)) {
+		/* Until the budget has room: by the identity the kernel opened, as above,
+		 * with the reason just listed first. */
+		if (t->ino && st.st_ino == t->ino && st.st_dev == t->dev)
+			refused_add_locked(u, t->dev, t->ino, BPFTEL_REFUSED_OVER_BUDGET, -EDQUOT,
+					   u->ref.recent[0].detail, mono_ns(), &owner,
+					   (__u64)bpftel_file_budget_wait_ms(&u->budget, owner,
+									     bpftel_mono_ms()) *
+						   1000000ull +
+						   1);
 		pthread_mutex_unlock(&u->lock);
 		close(fd);
 		return -EDQUOT;

@@ -142,7 +142,9 @@ struct mod_entry {
  * regular file, on a slow filesystem), by the identity the kernel reported for the open:
  * a process that opens such a file again and again (a flood) is refused from here,
  * without touching /proc or the file. Entries live REFUSED_TTL_S, so a file rewritten
- * in place is looked at again; the oldest entry makes room for a new one.
+ * in place is looked at again; the oldest entry makes room for a new one. A file
+ * refused over its user's budget is kept too, for that user only (by_owner), until the
+ * budget has room again: a process opening it in a loop costs a lookup, not an open.
  */
 #define REFUSED_CACHE 64
 #define REFUSED_TTL_S 10
@@ -153,6 +155,8 @@ struct refused_file {
 	__u64 until_ns;
 	enum bpftel_refusal why;
 	int err; /* what the first refusal returned (< 0) */
+	bool by_owner; /* a refusal of owner's, not of the file's own */
+	__u64 owner;
 	char detail[128];
 };
 
