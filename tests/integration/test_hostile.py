@@ -466,9 +466,10 @@ def over_budget(args, tmp):
     """Each library file new to the agent costs it an ELF parse and the attach of its
     probes; any user can make copies of libssl and open them in a loop. One user's new
     files are budgeted a minute (new_files_per_user, 2 here: one more every 30 s):
-    65534's process opens 5 copies, 2 are probed and the others refused as
+    4241's process opens 5 copies, 2 are probed and the others refused as
     over_budget, never parsed; another user's copy, loaded next, has a budget of its
-    own. (Root's budget is the host's own processes': not the one tested.)"""
+    own. (Users of their own: root's budget is the host's own processes', and a host
+    daemon may run as 65534, nobody.)"""
     conf = os.path.join(tmp, "budget.conf")
     with open(conf, "w") as f:
         f.write("modules = usm\nnew_files_per_user = 2\nmetrics_addr = 127.0.0.1:0\n")
@@ -483,7 +484,7 @@ def over_budget(args, tmp):
         libs = agent.json("libs")
         check(libs["new_files_per_user"] == 2, "new_files_per_user = 2 applied")
         h = Holder(args.python, OPEN_MANY, paths,
-                   ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                   ["setpriv", "--reuid=4241", "--regid=4241", "--clear-groups",
                     "--pdeathsig", "KILL"])
         try:
             h.step("opened")
@@ -494,20 +495,19 @@ def over_budget(args, tmp):
                 over = {r["path"] for r in agent.json("libs")["recent_refusals"]
                         if r["path"] in paths and r["reason"] == "over_budget"}
                 return (rows, over) if len(rows | over) == len(paths) else None
-            rows, over = wait_for(handled, 60, "65534's 5 copies probed or refused")
+            rows, over = wait_for(handled, 60, "4241's 5 copies probed or refused")
             refill = int((time.monotonic() - t0) // 30)
             check(2 <= len(rows) <= 2 + refill and len(over) >= 3 - refill,
-                  f"65534's copies: {len(rows)} probed, {len(over)} refused as over_budget "
+                  f"4241's copies: {len(rows)} probed, {len(over)} refused as over_budget "
                   f"({refill} refilled in {time.monotonic() - t0:.0f} s)")
             detail = next(r["detail"] for r in agent.json("libs")["recent_refusals"]
                           if r["reason"] == "over_budget" and r["path"] in paths)
-            check("user 65534's processes brought 2 new library files within a minute"
+            check("user 4241's processes brought 2 new library files within a minute"
                   in detail, f"the reason names the user and the budget: {detail}")
             out = agent.cli("libs").stdout
             check("over_budget" in out and "new_files_per_user" in out,
                   "bpftel libs shows the refusals over budget")
-            # Another user (4242: root's budget went on the host's own libraries at
-            # start) loads a copy of its own: probed.
+            # Another user (4242) loads a copy of its own: probed.
             other = os.path.join(tmp, "budget", "other", "libssl.so.3")
             os.makedirs(os.path.dirname(other))
             shutil.copy(LIBSSL, other)
@@ -518,7 +518,7 @@ def over_budget(args, tmp):
                 h2.step("loaded")
                 row = wait_for(lambda: [r for r in usm_rows(agent, other)
                                         if r["attached"] >= LIBSSL_PROBES], 30,
-                               "user 4242's copy probed while 65534 is over budget")[0]
+                               "user 4242's copy probed while 4241 is over budget")[0]
                 check(True, f"another user's copy is probed ({row['attached']} probe "
                             f"points)")
             finally:
