@@ -561,7 +561,6 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 				return err;
 		}
 	}
-
 	if (!stime)
 		stime = bpftel_proc_start(t->pid);
 	if (!stime)
