@@ -158,7 +158,7 @@ struct gpu_proc_stats {
 	__u64 launch_threads[GPU_LAUNCH_BUCKETS];
 	struct gpu_mem_stats mem[GPU_MEM__COUNT];
 	__u64 frees_unknown;	/* frees of a pointer allocated before we watched */
-	__u64 allocs_untracked; /* not in outstanding bytes: map full, over the cap, unreadable */
+	__u64 allocs_untracked; /* not in outstanding bytes: map full, over the cap, unreadable, > 256 TiB */
 	__u64 allocs_over_cap;	/* of which: the process held its share of the map */
 	__u64 allocs_tracked;	/* entries this process holds in gpu_allocs now */
 	__u64 allocs_replaced;	/* an allocation at a tracked address: the old one's free unseen */

@@ -131,6 +131,10 @@ static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *
 	__sync_fetch_and_add(&m->allocs, 1);
 	gpu_add_sat(&m->alloc_bytes, call->arg1);
 	__sync_fetch_and_add(&st->dev[dev].allocs, 1);
+	if (call->arg1 > GPU_ALLOC_TRACKED_MAX) {
+		__sync_fetch_and_add(&st->allocs_untracked, 1);
+		return;
+	}
 	/* The pointer the library stored through its first argument. */
 	if (tlm_probe_read_user(&key.ptr, sizeof(key.ptr), (void *)call->arg0)) {
 		__sync_fetch_and_add(&st->allocs_untracked, 1);

@@ -783,6 +783,36 @@ static void test_zero_size_allocs_not_tracked(void **state)
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 1);
 }
 
+/* Sizes no device or host has (a process making them up: 2^63 twice) are counted but
+ * not tracked, so that no sum of outstanding bytes can wrap (gpu_state.h); 2^48 bytes
+ * (256 TiB) still are, and their free takes them off. */
+static void test_alloc_larger_than_any_not_tracked(void **state)
+{
+	__u64 a = 0x7f5200000000, b = 0x7f5300000000, c = 0x7f5400000000;
+	struct gpu_proc_stats st;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC_MANAGED, &a, 1ull << 63, 10);
+	alloc_call(GPU_FN_MALLOC_MANAGED, &b, 1ull << 63, 20);
+	alloc_call(GPU_FN_MALLOC_MANAGED, &c, 1ull << 48, 30);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_MANAGED].allocs, 3);
+	assert_true(st.mem[GPU_MEM_MANAGED].alloc_bytes == ~0ULL);
+	assert_int_equal(st.allocs_untracked, 2);
+	assert_int_equal(st.allocs_tracked, 1);
+	assert_true(st.mem[GPU_MEM_MANAGED].outstanding_bytes == 1ll << 48);
+	assert_true(st.mem[GPU_MEM_MANAGED].peak_bytes == 1ll << 48);
+	assert_true(st.dev[0].outstanding_bytes == 1ll << 48);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 1);
+	free_call(GPU_FN_FREE, a, 40); /* untracked: known to no one */
+	free_call(GPU_FN_FREE, c, 50);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_MANAGED].outstanding_bytes, 0);
+	assert_true(st.mem[GPU_MEM_MANAGED].peak_bytes == 1ll << 48);
+	assert_int_equal(st.dev[0].outstanding_bytes, 0);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), 0);
+}
+
 /* Thread 1 frees p; before its return, thread 2 is given p by a new allocation. The
  * free took p's record at its entry: thread 2's record stands, nothing is replaced,
  * and the bytes add up. */
@@ -1815,6 +1845,7 @@ int main(void)
 		T(test_alloc_at_tracked_address_replaces),
 		T(test_free_race_failed_invalid),
 		T(test_zero_size_allocs_not_tracked),
+		T(test_alloc_larger_than_any_not_tracked),
 		T(test_free_and_alloc_of_one_address_race),
 		T(test_failed_free_keeps_allocation),
 		T(test_allocation_cap_per_process),

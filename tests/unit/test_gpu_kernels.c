@@ -1186,6 +1186,33 @@ static void test_series_budget_folds_processes(void **state)
 		assert_true(find_sample(&sc[1], 0, "")->v >= 1.8e19);
 	}
 	bpftel_gpu_series__free(gs);
+
+	/* Gauges: the peaks of folded processes (each at most 2^60 bytes, its share of the
+	 * tracked allocations of at most 2^48: gpu_state.h) sum to the top of 64 signed
+	 * bits, not round to a negative number; outstanding bytes likewise. */
+	gs = bpftel_gpu_series__new(1);
+	assert_non_null(gs);
+	{
+		bool other;
+		int i;
+
+		memset(rows, 0, sizeof(rows));
+		for (i = 0; i < 5; i++) {
+			rows[i].pid = 10 * (i + 1);
+			rows[i].st.born_ns = 1;
+			rows[i].st.mem[GPU_MEM_MANAGED].peak_bytes = 1ll << 62;
+			rows[i].st.mem[GPU_MEM_MANAGED].outstanding_bytes = 1ll << 62;
+			rows[i].st.dev[1].outstanding_bytes = 1ll << 62;
+		}
+		bpftel_gpu_series__update(gs, rows, 5);
+		assert_int_equal(bpftel_gpu_series__fold(gs, rows, 5, &other), 1);
+		assert_true(other);
+		assert_int_equal(rows[1].pid, 0);
+		assert_true(rows[1].st.mem[GPU_MEM_MANAGED].peak_bytes == INT64_MAX);
+		assert_true(rows[1].st.mem[GPU_MEM_MANAGED].outstanding_bytes == INT64_MAX);
+		assert_true(rows[1].st.dev[1].outstanding_bytes == INT64_MAX);
+	}
+	bpftel_gpu_series__free(gs);
 }
 
 /* The whole exposition of rows, as /metrics writes it. Free it. */

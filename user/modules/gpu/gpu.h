@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <linux/types.h>
 
@@ -94,6 +95,17 @@ static inline __u64 bpftel_gpu_launches(const struct gpu_proc_stats *st)
 static inline __u64 bpftel_add_sat(__u64 a, __u64 b)
 {
 	return a + b < a ? ~0ULL : a + b;
+}
+
+/* a + b for gauges (bytes outstanding, peaks), held inside what 64 signed bits hold:
+ * "other" sums the peaks of any number of folded processes. */
+static inline __s64 bpftel_add_sat_s64(__s64 a, __s64 b)
+{
+	__s64 sum;
+
+	if (!__builtin_add_overflow(a, b, &sum))
+		return sum;
+	return b > 0 ? INT64_MAX : INT64_MIN;
 }
 
 /* Add one of a process's rows of gpu_kernels to its stats st: where the BPF side counts

@@ -85,13 +85,16 @@ static void other_row(struct bpftel_gpu_proc *o, const __u64 *v, const struct bp
 	o->kseries_other = bpftel_gpu_launches(st); /* no kernel series of its own */
 	for (i = 0; i < nlive; i++) {
 		for (k = 0; k < GPU_MEM__COUNT; k++) {
-			st->mem[k].outstanding_bytes += live[i].st.mem[k].outstanding_bytes;
-			st->mem[k].peak_bytes += live[i].st.mem[k].peak_bytes;
+			st->mem[k].outstanding_bytes = bpftel_add_sat_s64(
+				st->mem[k].outstanding_bytes, live[i].st.mem[k].outstanding_bytes);
+			st->mem[k].peak_bytes = bpftel_add_sat_s64(st->mem[k].peak_bytes,
+								   live[i].st.mem[k].peak_bytes);
 			if (live[i].kinds[k].oldest_ns > o->kinds[k].oldest_ns)
 				o->kinds[k].oldest_ns = live[i].kinds[k].oldest_ns;
 		}
 		for (k = 0; k < GPU_DEV_SLOTS; k++)
-			st->dev[k].outstanding_bytes += live[i].st.dev[k].outstanding_bytes;
+			st->dev[k].outstanding_bytes = bpftel_add_sat_s64(
+				st->dev[k].outstanding_bytes, live[i].st.dev[k].outstanding_bytes);
 	}
 }
 
