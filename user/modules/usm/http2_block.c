@@ -97,10 +97,13 @@ static void field(struct h2_fields *f, const nghttp2_nv *nv)
 	} else if (name_is(nv, ":path") && !f->path[0]) {
 		set_path(f, v, n);
 	} else if (name_is(nv, ":scheme") && !f->scheme[0]) {
+		/* Every request has one: a copy, not a formatted print (~4 % of the agent's
+		 * CPU under h2load). */
+		_Static_assert(sizeof(f->scheme) > 5, "scheme holds \"https\" and \"other\"");
 		if ((n == 4 && !memcmp(v, "http", 4)) || (n == 5 && !memcmp(v, "https", 5)))
-			snprintf(f->scheme, sizeof(f->scheme), "%.*s", (int)n, (const char *)v);
+			memcpy(f->scheme, v, n);
 		else
-			snprintf(f->scheme, sizeof(f->scheme), "other");
+			memcpy(f->scheme, "other", 5);
 	} else if (name_is(nv, ":status") && !f->has_status) {
 		f->has_status = true;
 		f->status = small_number(v, n);
