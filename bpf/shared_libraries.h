@@ -138,6 +138,15 @@ struct shlib_fd_key {
 	__s32 fd;
 };
 
+/* What `shlib_fd_socks` holds for a (process, fd): the connection, and since when. A
+ * message read from the ring buffer after the process closed the fd and was given the
+ * number again (a server's close then accept does so at once) would otherwise be given
+ * the new connection: one stamped before since_ns is not of it. */
+struct shlib_fd_sock {
+	struct shlib_sock_key conn;
+	__u64 since_ns; /* bpf_ktime_get_ns() at the exit of the connect or accept */
+};
+
 /* An executable the watcher is not to report at exec again: userspace found it is no
  * Go program (`shlib_exe_skip`, bpf/lib/shlib_exec.h). Kernel dev_t encoding. */
 struct shlib_file_key {

@@ -8,7 +8,9 @@
  * Entries are not deleted when the socket closes (only when a connect or accept gives
  * the fd something else: shlib_on_sock): the last messages of a short
  * connection (curl's) are still in the ring buffer or the pipeline when it closes, and
- * must still find their owner. A connection's 4-tuple is recorded again by the connect
+ * must still find their owner. An fd's entry says since when it holds its connection,
+ * so that those of a closed one whose number went to a new one find none
+ * (struct shlib_fd_sock). A connection's 4-tuple is recorded again by the connect
  * or accept that reuses it, and the maps are LRU: old entries go first.
  *
  * Include after lib/shlib_probe.h (its fd-table walk and config map).
@@ -34,7 +36,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct shlib_fd_key);
-	__type(value, struct shlib_sock_key);
+	__type(value, struct shlib_fd_sock);
 } shlib_fd_socks SEC(".maps");
 
 TLM_MAP_KEY(shlib_sock_owners);
@@ -110,6 +112,7 @@ static __always_inline bool shlib_fd_conn(struct task_struct *task, long fd,
 static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 {
 	struct shlib_sock_owner owner = {};
+	struct shlib_fd_sock fs;
 	struct shlib_sock_key k;
 	struct shlib_fd_key fk;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -128,7 +131,9 @@ static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 	owner.cgroup_id = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(owner.comm, sizeof(owner.comm));
 	tlm_map_update(shlib_sock_owners, &k, &owner, BPF_ANY);
-	tlm_map_update(shlib_fd_socks, &fk, &k, BPF_ANY);
+	fs.conn = k;
+	fs.since_ns = bpf_ktime_get_ns();
+	tlm_map_update(shlib_fd_socks, &fk, &fs, BPF_ANY);
 	/* And under no namespace (0): the last of any namespace to use the 4-tuple, for
 	 * packets of connections in other namespaces that cross the agent's (a
 	 * container's, over a bridge), where the agent's finds none. */

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -259,6 +260,14 @@ static __u16 port_of(int fd, bool peer)
 	return ntohs(a.sin_port);
 }
 
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
 /* The owner the watcher recorded for fd's connection, as fd's end sees it; false if none. */
 static bool owner_of(struct fixture *f, int fd, struct shlib_sock_owner *owner)
 {
@@ -275,9 +284,14 @@ static bool owner_of(struct fixture *f, int fd, struct shlib_sock_owner *owner)
 	memcpy(k.remote, &lo, 4);
 	if (bpftel_sharedlibs__sock_owner(f->env->sl, &k, owner))
 		return false;
-	/* ... and by (pid, fd), for TLS probes that know only the fd. */
-	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), fd, &back), 0);
+	/* ... and by (pid, fd), for TLS probes that know only the fd: to a message of
+	 * now, not to one stamped before the fd had it (of a connection closed since). */
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), fd, mono_ns(),
+						    &back),
+			 0);
 	assert_memory_equal(&back, &k, sizeof(k));
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), fd, 1, &back),
+			 -ESTALE);
 	return true;
 }
 
@@ -363,7 +377,7 @@ static void test_shlib_sockets(void **state)
 	c3 = 777;
 	assert_int_equal(connect(c3, (struct sockaddr *)&addr, sizeof(addr)), -1);
 	assert_int_equal(errno, ECONNREFUSED);
-	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), c3,
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), c3, mono_ns(),
 						    &(struct shlib_sock_key){}),
 			 -ENOENT);
 	close(c3);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <limits.h>
 #include <sys/prctl.h>
@@ -637,13 +638,21 @@ static void sock_key(struct shlib_sock_key *k, int family, const void *addr, __u
 	k->rport = rport;
 }
 
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
 /* The owner recorded for k is this thread of this process, by the connection and by
- * (pid, fd). */
-static void assert_owner(const struct shlib_sock_key *k, int fd)
+ * (pid, fd), the latter since the program ran (after played_ns, the clock before it). */
+static void assert_owner(const struct shlib_sock_key *k, int fd, __u64 played_ns)
 {
 	struct shlib_fd_key fk = {.pid = (__u32)getpid(), .fd = fd};
 	struct shlib_sock_owner owner;
-	struct shlib_sock_key back;
+	struct shlib_fd_sock back;
 
 	assert_int_equal(
 		bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_sock_owners), k, &owner), 0);
@@ -652,24 +661,28 @@ static void assert_owner(const struct shlib_sock_key *k, int fd)
 	assert_string_equal(owner.comm, TEST_COMM);
 	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_fd_socks), &fk, &back),
 			 0);
-	assert_memory_equal(&back, k, sizeof(*k));
+	assert_memory_equal(&back.conn, k, sizeof(*k));
+	assert_in_range(back.since_ns, played_ns, mono_ns());
 }
 
 /* connect and accept on IPv4: each end's socket recorded as that end sees it. */
 static void test_sock_ipv4(void **state)
 {
+	__u64 played;
 	const __u8 lo[4] = {127, 0, 0, 1};
 	struct shlib_sock_key k;
 	struct tcp_pair t;
 
 	(void)state;
 	tcp_pair(&t, AF_INET, false);
+	played = mono_ns();
 	play_sock(t.cfd);
 	sock_key(&k, 4, lo, t.cport, t.sport);
-	assert_owner(&k, t.cfd);
+	assert_owner(&k, t.cfd, played);
+	played = mono_ns();
 	play_sock(t.afd);
 	sock_key(&k, 4, lo, t.sport, t.cport);
-	assert_owner(&k, t.afd);
+	assert_owner(&k, t.afd, played);
 	assert_int_equal(map_entries(skel->maps.shlib_sock_owners), 4); /* each end: its namespace, and none */
 	assert_int_equal(map_entries(skel->maps.shlib_fd_socks), 2);
 	tcp_pair_close(&t);
@@ -679,24 +692,28 @@ static void test_sock_ipv4(void **state)
  * socket filter sees in the packets. */
 static void test_sock_ipv6(void **state)
 {
+	__u64 played;
 	const __u8 lo4[4] = {127, 0, 0, 1};
 	struct shlib_sock_key k;
 	struct tcp_pair t;
 
 	(void)state;
 	tcp_pair(&t, AF_INET6, false);
+	played = mono_ns();
 	play_sock(t.cfd);
 	sock_key(&k, 6, &in6addr_loopback, t.cport, t.sport);
-	assert_owner(&k, t.cfd);
+	assert_owner(&k, t.cfd, played);
+	played = mono_ns();
 	play_sock(t.afd);
 	sock_key(&k, 6, &in6addr_loopback, t.sport, t.cport);
-	assert_owner(&k, t.afd);
+	assert_owner(&k, t.afd, played);
 	tcp_pair_close(&t);
 
 	tcp_pair(&t, AF_INET6, true);
+	played = mono_ns();
 	play_sock(t.cfd);
 	sock_key(&k, 4, lo4, t.cport, t.sport);
-	assert_owner(&k, t.cfd);
+	assert_owner(&k, t.cfd, played);
 	tcp_pair_close(&t);
 	assert_int_equal(map_entries(skel->maps.shlib_sock_owners), 6);
 }
@@ -749,10 +766,12 @@ static void test_sock_netns(void **state)
 	struct tcp_pair t;
 	int pfd[2], status;
 	__u32 twin_ns = 0;
+	__u64 played;
 	pid_t pid;
 
 	(void)state;
 	tcp_pair(&t, AF_INET, false);
+	played = mono_ns();
 	play_sock(t.cfd);
 	play_sock(t.afd);
 	assert_int_equal(pipe(pfd), 0);
@@ -774,9 +793,9 @@ static void test_sock_netns(void **state)
 	assert_int_not_equal(twin_ns, netns_of_self());
 	/* The host's two ends, as they were; the twin's two, apart. */
 	sock_key(&k, 4, lo, t.cport, t.sport);
-	assert_owner(&k, t.cfd);
+	assert_owner(&k, t.cfd, played);
 	sock_key(&k, 4, lo, t.sport, t.cport);
-	assert_owner(&k, t.afd);
+	assert_owner(&k, t.afd, played);
 	k.netns = twin_ns;
 	assert_int_equal(
 		bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_sock_owners), &k, &owner), 0);
@@ -797,7 +816,7 @@ static void test_sock_netns(void **state)
 static void test_sock_fd_reused(void **state)
 {
 	struct shlib_fd_key fk = {.pid = (__u32)getpid()};
-	struct shlib_sock_key back;
+	struct shlib_fd_sock back;
 	struct tcp_pair t, u;
 	int unx[2], tmp;
 

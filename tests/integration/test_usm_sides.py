@@ -14,6 +14,9 @@
      endpoint is still counted; series stay within http_series_max plus the overflow
      series; promtool stays clean; the path /caf\\xe9 is counted 5 times, escaped.
   5. Bodies that look like an HTTP/2 start (an upload) leave an HTTPS session HTTP/1.
+  6. A server closes an HTTPS connection and accepts the next at the same fd number
+     while the agent is stopped (SIGSTOP): once it runs again, the first connection's
+     messages are not given the second's addresses (counted tls_connection_reused).
 
 The VM's cgroups are v1 (the cgroup is made under the pids hierarchy); on a v2 host the
 same test would make it under /sys/fs/cgroup."""
@@ -22,6 +25,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -126,6 +130,74 @@ def tls_sides(agent, python, tmp):
         check(s == 20 and c == 20, f"/metrics: server histogram {s:.0f}, client {c:.0f} (not 40)")
         promtool_clean(text, "after HTTPS")
     finally:
+        server.kill()
+        server.wait()
+
+
+# One connection at a time: accept, say the fd it got, answer one HTTPS request, close.
+ONE_AT_A_TIME = """
+import socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+print("ready", flush=True)
+while True:
+    c, peer = s.accept()
+    print("accepted", c.fileno(), peer[1], flush=True)
+    t = ctx.wrap_socket(c, server_side=True)
+    t.recv(4096)
+    t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
+    t.close()
+"""
+
+
+def fd_reused(agent, python, tmp):
+    """Case 6: the server's fd of connection A is closed and given to connection B while
+    the agent is stopped; A's request and response, read from the ring buffer after
+    B's accept, are of A: with no connection rather than B's."""
+    cert, key = make_cert(tmp)
+    port = free_port()
+    server = subprocess.Popen([python, "-c", ONE_AT_A_TIME, str(port), cert, key],
+                              stdout=subprocess.PIPE, text=True)
+    stopped = False
+    b = None
+    try:
+        check(server.stdout.readline().split() == ["ready"], "the one-at-a-time server started")
+        server_attached(agent, server)
+        before = agent.json("http")["counters"]["tls_connection_reused"]
+        os.kill(agent.proc.pid, signal.SIGSTOP)
+        stopped = True
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        # A stays open here until B is connected: only the server's fd number is reused.
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30)) as a:
+            a.sendall(b"GET /reused/a HTTP/1.1\r\nHost: x\r\n\r\n")
+            while a.recv(4096):
+                pass
+            fd_a = server.stdout.readline().split()
+            b = socket.create_connection(("127.0.0.1", port), timeout=30)
+            fd_b = server.stdout.readline().split()
+        check(fd_a[:2] == ["accepted", fd_b[1]] and fd_b[0] == "accepted",
+              f"the server gave B A's fd number: {fd_a}, {fd_b}")
+        os.kill(agent.proc.pid, signal.SIGCONT)
+        stopped = False
+        got = settled_count(agent, 1, "A's request", pid=server.pid, side="server",
+                            path="/reused/a")
+        check(got == 1, f"A's request counted once on the server's side: {got}")
+        conn = rows(agent, pid=server.pid, side="server", path="/reused/a")[0]["connection"]
+        reused = agent.json("http")["counters"]["tls_connection_reused"] - before
+        check(conn["client"] is None and conn["server"] is None and reused == 2,
+              f"A's request and response are given no connection, not B's (client port "
+              f"{fd_b[2]}), counted: {conn}, tls_connection_reused +{reused}")
+    finally:
+        if stopped:
+            os.kill(agent.proc.pid, signal.SIGCONT)
+        if b:
+            b.close()
         server.kill()
         server.wait()
 
@@ -416,6 +488,7 @@ def main():
     try:
         tls_sides(agent, args.python, tmp)
         lookalike_bodies(agent, args.python, tmp)
+        fd_reused(agent, args.python, tmp)
         plaintext_sides(agent, args.python)
         container_identity(agent, args.python, conf)
         flood(agent, args.python)

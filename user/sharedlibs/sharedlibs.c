@@ -519,10 +519,18 @@ int bpftel_sharedlibs__sock_owner(struct bpftel_sharedlibs *sl, const struct shl
 	return skel_lookup(sl, false, key, out);
 }
 
-int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd,
+int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, __u64 at_ns,
 			       struct shlib_sock_key *out)
 {
 	struct shlib_fd_key key = {.pid = pid, .fd = fd};
+	struct shlib_fd_sock fs;
+	int err;
 
-	return skel_lookup(sl, true, &key, out);
+	err = skel_lookup(sl, true, &key, &fs);
+	if (err)
+		return err;
+	if (fs.since_ns > at_ns)
+		return -ESTALE;
+	*out = fs.conn;
+	return 0;
 }

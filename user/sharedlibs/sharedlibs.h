@@ -85,7 +85,12 @@ void bpftel_sharedlibs__set_registry(struct bpftel_sharedlibs *sl, struct bpftel
  */
 int bpftel_sharedlibs__sock_owner(struct bpftel_sharedlibs *sl, const struct shlib_sock_key *key,
 				  struct shlib_sock_owner *out);
-int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd,
+/*
+ * The connection process pid's fd held at at_ns (bpf_ktime_get_ns(), a message's stamp):
+ * -ENOENT when none is known, -ESTALE when the fd was given its connection after at_ns
+ * (the message was of one before it, closed, whose number was reused).
+ */
+int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, __u64 at_ns,
 			       struct shlib_sock_key *out);
 
 /* A copy of the detections, oldest first; free with bpftel_shlib_detections_free. */

@@ -44,7 +44,7 @@ struct bpftel_usm {
 	bool loaded;
 	__u64 retired[USM_CNT__COUNT];
 	/* The workers' counts, atomic (count()). */
-	__u64 unparsed, malformed, unattributed, tls_no_conn, own;
+	__u64 unparsed, malformed, unattributed, tls_no_conn, tls_conn_reused, own;
 	__u64 rejected[USM_HTTP__REJECT_COUNT];
 	__u32 self; /* the agent's own pid: its sockets' messages are not recorded */
 	/* The agent's network namespace (its inode): the socket filter's packets are of
@@ -215,6 +215,25 @@ static void conn_of(const struct shlib_sock_key *k, bool local_is_server, struct
 }
 
 /*
+ * The connection of a TLS message stamped at_ns on process pid's fd, as its side sees
+ * it: false, counted, when the watcher knows none for the fd, or only the one the fd was
+ * given after the message (closed, its number reused: not the message's).
+ */
+static bool fd_conn(struct bpftel_usm *u, __u32 pid, int fd, __u64 at_ns, bool server,
+		    struct usm_conn_addr *conn)
+{
+	struct shlib_sock_key k;
+	int err = fd >= 0 ? bpftel_sharedlibs__fd_sock(u->sl, pid, fd, at_ns, &k) : -ENOENT;
+
+	if (!err) {
+		conn_of(&k, server, conn);
+		return true;
+	}
+	count(err == -ESTALE ? &u->tls_conn_reused : &u->tls_no_conn);
+	return false;
+}
+
+/*
  * A TLS message: the process's own call says the side (a request it read, or a
  * response it wrote: server; the reverse: client), the session names the connection,
  * and the session's fd (SSL_set_fd & co.) leads to its addresses through the watcher.
@@ -222,9 +241,8 @@ static void conn_of(const struct shlib_sock_key *k, bool local_is_server, struct
 static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
 			const struct usm_http_start *msg)
 {
-	bool read = ev->dir == USM_DIR_READ, known = false;
+	bool read = ev->dir == USM_DIR_READ, known;
 	struct usm_conn_addr conn = {};
-	struct shlib_sock_key k;
 	struct usm_conn_key key;
 
 	memset(&key, 0, sizeof(key));
@@ -232,12 +250,7 @@ static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
 	key.source = ev->source;
 	key.conn = ev->conn;
 	key.side = (msg->kind == USM_HTTP_REQUEST) == read ? USM_SIDE_SERVER : USM_SIDE_CLIENT;
-	if (ev->fd >= 0 && !bpftel_sharedlibs__fd_sock(u->sl, ev->pid, ev->fd, &k)) {
-		conn_of(&k, key.side == USM_SIDE_SERVER, &conn);
-		known = true;
-	} else {
-		count(&u->tls_no_conn);
-	}
+	known = fd_conn(u, ev->pid, ev->fd, ev->ktime_ns, key.side == USM_SIDE_SERVER, &conn);
 	note_proc(u, ev->pid);
 	record(u, &key, USM_PROTO_HTTPS, ev->ktime_ns, msg,
 			      known ? &conn : NULL);
@@ -254,20 +267,17 @@ static void h2_message(const struct usm_h2_message *m, void *ctx)
 	struct bpftel_usm *u = ctx;
 	struct usm_conn_addr conn = m->addr;
 	bool known = m->addr_known;
-	struct shlib_sock_key k;
 
 	if (m->msg.kind == USM_HTTP_NONE) {
 		usm_endpoints_withdraw(u->endpoints, &m->key);
 		return;
 	}
 
-	if (!known && m->fd >= 0 && !bpftel_sharedlibs__fd_sock(u->sl, m->key.pid, m->fd, &k)) {
-		conn_of(&k, m->key.side == USM_SIDE_SERVER, &conn);
+	if (!known && fd_conn(u, m->key.pid, m->fd, m->t_ns, m->key.side == USM_SIDE_SERVER,
+			      &conn)) {
 		known = true;
 		usm_h2_sessions_set_addr(u->h2, &m->key, &conn);
 	}
-	if (!known)
-		count(&u->tls_no_conn);
 	note_proc(u, m->key.pid);
 	record(u, &m->key, USM_PROTO_HTTPS, m->t_ns, &m->msg,
 			      known ? &conn : NULL);
@@ -557,6 +567,7 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	out->malformed = counted(&u->malformed);
 	out->unattributed = counted(&u->unattributed);
 	out->tls_no_conn = counted(&u->tls_no_conn);
+	out->tls_conn_reused = counted(&u->tls_conn_reused);
 	out->own = counted(&u->own);
 	for (i = 0; i < USM_HTTP__REJECT_COUNT; i++)
 		out->rejected[i] = counted(&u->rejected[i]);

@@ -68,6 +68,7 @@ struct bpftel_usm_counters {
 	__u64 malformed;	      /* records of a wrong size */
 	__u64 unattributed;	      /* plaintext messages whose sockets' owners are unknown */
 	__u64 tls_no_conn;	      /* TLS messages whose connection (fd) is unknown */
+	__u64 tls_conn_reused;	      /* ... whose fd holds one it was given after them */
 	__u64 own;		      /* responses on the agent's own sockets: not recorded */
 	__u64 procs_dropped;	      /* processes shown without name or cgroup: table full */
 	struct usm_endpoints_stats endpoints;

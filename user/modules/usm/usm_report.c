@@ -188,6 +188,7 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	json_object_set_new(cnt, "malformed", json_integer(c->malformed));
 	json_object_set_new(cnt, "unattributed", json_integer(c->unattributed));
 	json_object_set_new(cnt, "tls_connection_unknown", json_integer(c->tls_no_conn));
+	json_object_set_new(cnt, "tls_connection_reused", json_integer(c->tls_conn_reused));
 	json_object_set_new(cnt, "own_exchanges", json_integer(c->own));
 	json_object_set_new(cnt, "processes_not_described", json_integer(c->procs_dropped));
 	rej = json_pack("{s:I, s:I}", "syntax", (json_int_t)c->rejected[USM_HTTP_REJECT_SYNTAX],
