@@ -1319,8 +1319,8 @@ static int up_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 {
 	struct mod_entry *me = ctx;
 	struct bpftel_uprobes *u = me->u;
-	size_t mi = (size_t)(me - u->mods), n = 0, cap = 0, i;
-	struct ulink *links = NULL, *grown;
+	size_t mi = (size_t)(me - u->mods), n, i;
+	struct ulink links[MAX_SPECS];
 	struct file_mod *fm;
 	bool gated;
 
@@ -1332,29 +1332,28 @@ static int up_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 	me->gen++;
 	while (me->busy)
 		pthread_cond_wait(&u->idle, &u->lock);
+	/*
+	 * One file's links at a time, taken out under the lock and dropped without it
+	 * (a detach is the kernel's slow work), then the scan starts over: the files may
+	 * have changed meanwhile. With obj NULL no attach adds links of this module, and a
+	 * file already done has none left, so each is done once. Nothing to allocate.
+	 */
+again:
 	for (i = 0; i < u->nfiles; i++) {
 		u->files[i]->shed &= ~(1u << mi); /* a new instance starts with every file */
 		fm = &u->files[i]->mods[mi];
-		if (fm->nlinks && n + fm->nlinks > cap) {
-			grown = realloc(links, (n + fm->nlinks) * 2 * sizeof(*links));
-			if (!grown) {
-				/* In place, under the lock: slow, but nothing is leaked. */
-				links_drop(fm->links, fm->nlinks, false);
-				fm->nlinks = 0;
-			} else {
-				links = grown;
-				cap = (n + fm->nlinks) * 2;
-			}
-		}
-		if (fm->nlinks)
-			memcpy(links + n, fm->links, fm->nlinks * sizeof(*links));
-		n += fm->nlinks;
+		n = fm->nlinks;
+		memcpy(links, fm->links, n * sizeof(*links));
 		memset(fm, 0, sizeof(*fm));
 		watch_drop_locked(u, u->files[i]);
+		if (n) {
+			pthread_mutex_unlock(&u->lock);
+			links_drop(links, n, gated);
+			pthread_mutex_lock(&u->lock);
+			goto again;
+		}
 	}
 	pthread_mutex_unlock(&u->lock);
-	links_drop(links, n, gated);
-	free(links);
 	return 0;
 }
 
