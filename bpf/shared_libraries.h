@@ -138,13 +138,18 @@ struct shlib_fd_key {
 	__s32 fd;
 };
 
-/* What `shlib_fd_socks` holds for a (process, fd): the connection, and since when. A
- * message read from the ring buffer after the process closed the fd and was given the
- * number again (a server's close then accept does so at once) would otherwise be given
- * the new connection: one stamped before since_ns is not of it. */
+/*
+ * What `shlib_fd_socks` holds for a (process, fd): the connection, since when, and the
+ * one the fd held before. Messages are read from the ring buffer up to ~50 ms after
+ * the call (BPFTEL_EVENTS_POLL_MS), and a server that closes a connection and accepts
+ * the next is given the same fd number at once: a message stamped before since_ns is
+ * of the connection before (prev, if it is not older still), never of this one.
+ */
 struct shlib_fd_sock {
 	struct shlib_sock_key conn;
 	__u64 since_ns; /* bpf_ktime_get_ns() at the exit of the connect or accept */
+	struct shlib_sock_key prev;
+	__u64 prev_since_ns; /* 0: none known */
 };
 
 /* An executable the watcher is not to report at exec again: userspace found it is no

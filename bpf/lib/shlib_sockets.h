@@ -9,8 +9,8 @@
  * the fd something else: shlib_on_sock): the last messages of a short
  * connection (curl's) are still in the ring buffer or the pipeline when it closes, and
  * must still find their owner. An fd's entry says since when it holds its connection,
- * so that those of a closed one whose number went to a new one find none
- * (struct shlib_fd_sock). A connection's 4-tuple is recorded again by the connect
+ * and keeps the one before, so that the last messages of a closed one whose number
+ * went to a new one find theirs, not the new one (struct shlib_fd_sock). A connection's 4-tuple is recorded again by the connect
  * or accept that reuses it, and the maps are LRU: old entries go first.
  *
  * Include after lib/shlib_probe.h (its fd-table walk and config map).
@@ -112,7 +112,7 @@ static __always_inline bool shlib_fd_conn(struct task_struct *task, long fd,
 static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 {
 	struct shlib_sock_owner owner = {};
-	struct shlib_fd_sock fs;
+	struct shlib_fd_sock fs = {}, *was;
 	struct shlib_sock_key k;
 	struct shlib_fd_key fk;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -131,6 +131,11 @@ static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 	owner.cgroup_id = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(owner.comm, sizeof(owner.comm));
 	tlm_map_update(shlib_sock_owners, &k, &owner, BPF_ANY);
+	was = bpf_map_lookup_elem(&shlib_fd_socks, &fk);
+	if (was) { /* the fd's connection before: its last messages may still be on the way */
+		fs.prev = was->conn;
+		fs.prev_since_ns = was->since_ns;
+	}
 	fs.conn = k;
 	fs.since_ns = bpf_ktime_get_ns();
 	tlm_map_update(shlib_fd_socks, &fk, &fs, BPF_ANY);

@@ -810,6 +810,49 @@ static void test_sock_netns(void **state)
 	tcp_pair_close(&t);
 }
 
+/* An fd number given a second connection (closed, then accepted again: dup2 here)
+ * keeps the first as the one before, with its time, for the first's last messages;
+ * a third pushes the first out. */
+static void test_sock_fd_history(void **state)
+{
+	struct shlib_fd_key fk = {.pid = (__u32)getpid()};
+	const __u8 lo[4] = {127, 0, 0, 1};
+	struct shlib_sock_key ka, kb, kc;
+	struct shlib_fd_sock a, b;
+	struct tcp_pair t, u, v;
+	__u64 played;
+
+	(void)state;
+	tcp_pair(&t, AF_INET, false);
+	tcp_pair(&u, AF_INET, false);
+	tcp_pair(&v, AF_INET, false);
+	sock_key(&ka, 4, lo, t.sport, t.cport);
+	sock_key(&kb, 4, lo, u.sport, u.cport);
+	sock_key(&kc, 4, lo, v.sport, v.cport);
+	fk.fd = t.afd;
+	played = mono_ns();
+	play_sock(t.afd);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_fd_socks), &fk, &a), 0);
+	assert_memory_equal(&a.conn, &ka, sizeof(ka));
+	assert_in_range(a.since_ns, played, mono_ns());
+	assert_true(a.prev_since_ns == 0);
+	assert_int_equal(dup2(u.afd, t.afd), t.afd); /* t.afd's number, u's connection now */
+	play_sock(t.afd);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_fd_socks), &fk, &b), 0);
+	assert_memory_equal(&b.conn, &kb, sizeof(kb));
+	assert_memory_equal(&b.prev, &ka, sizeof(ka));
+	assert_true(b.prev_since_ns == a.since_ns && b.since_ns >= a.since_ns);
+	assert_int_equal(dup2(v.afd, t.afd), t.afd);
+	play_sock(t.afd);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_fd_socks), &fk, &a), 0);
+	assert_memory_equal(&a.conn, &kc, sizeof(kc));
+	assert_memory_equal(&a.prev, &kb, sizeof(kb));
+	assert_true(a.prev_since_ns == b.since_ns);
+	tcp_pair_close(&t);
+	tcp_pair_close(&u);
+	tcp_pair_close(&v);
+}
+
 /* An fd number that held a recorded connection, closed and given a UNIX socket by a
  * connect (or a TCP socket that did not connect): its entry goes, so that a TLS call on
  * the fd is not given the old connection. Other fds' entries stay. */
@@ -974,6 +1017,7 @@ int main(void)
 		cmocka_unit_test_setup(test_sock_ipv6, sock_setup),
 		cmocka_unit_test_setup(test_sock_netns, sock_setup),
 		cmocka_unit_test_setup(test_sock_ignored, sock_setup),
+		cmocka_unit_test_setup(test_sock_fd_history, sock_setup),
 		cmocka_unit_test_setup(test_sock_fd_reused, sock_setup),
 	};
 	size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);

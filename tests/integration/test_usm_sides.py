@@ -16,7 +16,11 @@
   5. Bodies that look like an HTTP/2 start (an upload) leave an HTTPS session HTTP/1.
   6. A server closes an HTTPS connection and accepts the next at the same fd number
      while the agent is stopped (SIGSTOP): once it runs again, the first connection's
-     messages are not given the second's addresses (counted tls_connection_reused).
+     messages are given its own addresses, not the next one's; after two such reuses,
+     none (counted tls_connection_reused).
+  7. Clients run and gone while the agent is stopped: curl's client row is named
+     "curl", as the watcher saw it open libssl, and a plaintext python client's as the
+     watcher saw it connect, not "?".
 
 The VM's cgroups are v1 (the cgroup is made under the pids hierarchy); on a v2 host the
 same test would make it under /sys/fs/cgroup."""
@@ -147,59 +151,135 @@ print("ready", flush=True)
 while True:
     c, peer = s.accept()
     print("accepted", c.fileno(), peer[1], flush=True)
-    t = ctx.wrap_socket(c, server_side=True)
-    t.recv(4096)
-    t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
-    t.close()
+    try:
+        t = ctx.wrap_socket(c, server_side=True)
+        t.recv(4096)
+        t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
+        t.close()
+    except (OSError, ssl.SSLError):
+        c.close()
 """
 
 
 def fd_reused(agent, python, tmp):
-    """Case 6: the server's fd of connection A is closed and given to connection B while
-    the agent is stopped; A's request and response, read from the ring buffer after
-    B's accept, are of A: with no connection rather than B's."""
+    """Case 6: the server's fd of a connection is closed and given to the next ones
+    while the agent is stopped, and the first's request and response are read from the
+    ring buffer after that. Once: they are given their own connection (the fd's one
+    before), not the next one's. Twice: no connection, counted."""
     cert, key = make_cert(tmp)
     port = free_port()
     server = subprocess.Popen([python, "-c", ONE_AT_A_TIME, str(port), cert, key],
                               stdout=subprocess.PIPE, text=True)
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
     stopped = False
-    b = None
+    later = []
+
+    def accepted():
+        line = server.stdout.readline().split()
+        check(line[:1] == ["accepted"], f"the server accepted: {line}")
+        return line[1], line[2]
+
+    def exchange(path, reuses):
+        """A request on path, then reuses connections given its server fd (the last
+        kept open), all while the agent is stopped: the request's client port."""
+        nonlocal stopped
+        os.kill(agent.proc.pid, signal.SIGSTOP)
+        stopped = True
+        # The request's own connection stays open until the others are accepted: only
+        # the server's fd number is reused.
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30)) as a:
+            a.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            while a.recv(4096):
+                pass
+            fd, cport = accepted()
+            for i in range(reuses):
+                later.append(socket.create_connection(("127.0.0.1", port), timeout=30))
+                again = accepted()
+                check(again[0] == fd, f"the server gave the next connection fd {fd}: {again}")
+                if i < reuses - 1:
+                    later.pop().close()
+        os.kill(agent.proc.pid, signal.SIGCONT)
+        stopped = False
+        got = settled_count(agent, 1, f"{path}", pid=server.pid, side="server", path=path)
+        check(got == 1, f"{path}: counted once on the server's side: {got}")
+        while later:  # the server waits on its handshake: its end frees the server
+            later.pop().close()
+        return cport
+
     try:
         check(server.stdout.readline().split() == ["ready"], "the one-at-a-time server started")
         server_attached(agent, server)
         before = agent.json("http")["counters"]["tls_connection_reused"]
-        os.kill(agent.proc.pid, signal.SIGSTOP)
-        stopped = True
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        # A stays open here until B is connected: only the server's fd number is reused.
-        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30)) as a:
-            a.sendall(b"GET /reused/a HTTP/1.1\r\nHost: x\r\n\r\n")
-            while a.recv(4096):
-                pass
-            fd_a = server.stdout.readline().split()
-            b = socket.create_connection(("127.0.0.1", port), timeout=30)
-            fd_b = server.stdout.readline().split()
-        check(fd_a[:2] == ["accepted", fd_b[1]] and fd_b[0] == "accepted",
-              f"the server gave B A's fd number: {fd_a}, {fd_b}")
-        os.kill(agent.proc.pid, signal.SIGCONT)
-        stopped = False
-        got = settled_count(agent, 1, "A's request", pid=server.pid, side="server",
-                            path="/reused/a")
-        check(got == 1, f"A's request counted once on the server's side: {got}")
-        conn = rows(agent, pid=server.pid, side="server", path="/reused/a")[0]["connection"]
+        cport = exchange("/reused/once", 1)
+        conn = rows(agent, pid=server.pid, side="server", path="/reused/once")[0]["connection"]
+        reused = agent.json("http")["counters"]["tls_connection_reused"] - before
+        check(conn["client"] == f"127.0.0.1:{cport}" and conn["server"] == f"127.0.0.1:{port}"
+              and reused == 0,
+              f"its fd given once more: the request's own connection (client port {cport}), "
+              f"not the next one's: {conn}, tls_connection_reused +{reused}")
+        exchange("/reused/twice", 2)
+        conn = rows(agent, pid=server.pid, side="server", path="/reused/twice")[0]["connection"]
         reused = agent.json("http")["counters"]["tls_connection_reused"] - before
         check(conn["client"] is None and conn["server"] is None and reused == 2,
-              f"A's request and response are given no connection, not B's (client port "
-              f"{fd_b[2]}), counted: {conn}, tls_connection_reused +{reused}")
+              f"given twice more: no connection, not another's, counted: {conn}, "
+              f"tls_connection_reused +{reused}")
     finally:
         if stopped:
             os.kill(agent.proc.pid, signal.SIGCONT)
-        if b:
+        for b in later:
             b.close()
         server.kill()
         server.wait()
+
+
+def gone_client(agent, python, tmp):
+    """Case 7: nothing of a client's /proc is left to read when its messages are: curl
+    over TLS (named after its open of libssl), and a python client over plaintext that
+    loads no library the watcher reports (named after its connect)."""
+    cert, key = make_cert(tmp)
+    port, plain_port = free_port(), free_port()
+    server = start_server(python, port, cert, key)
+    plain = start_server(python, plain_port)
+    get = ("import socket, sys\n"
+           "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+           "s.sendall(b'GET /gone/plain HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+           "s.recv(4096)\n")
+    stopped = False
+    try:
+        server_attached(agent, server)
+        os.kill(agent.proc.pid, signal.SIGSTOP)
+        stopped = True
+        curl = subprocess.Popen(["curl", "-sk", f"https://127.0.0.1:{port}/gone/1"],
+                                stdout=subprocess.PIPE, text=True)
+        out = curl.communicate(timeout=60)[0]
+        client = subprocess.run([python, "-S", "-c", get, str(plain_port)], timeout=60)
+        check(curl.returncode == 0 and client.returncode == 0 and
+              not os.path.exists(f"/proc/{curl.pid}"),
+              f"curl ({curl.pid}) and a python client made their requests and exited, "
+              f"the agent stopped: {out!r}")
+        os.kill(agent.proc.pid, signal.SIGCONT)
+        stopped = False
+        got = settled_count(agent, 1, "curl's request", pid=curl.pid, side="client")
+        # The watcher's thread reads curl's open of libssl, which names it, on its own.
+        wait_for(lambda: rows(agent, pid=curl.pid, side="client")[0]["comm"] != "?", 30,
+                 "curl's row to be named")
+        row = rows(agent, pid=curl.pid, side="client")[0]
+        check(got == 1 and row["comm"] == "curl",
+              f"curl's row, read after it exited: {got} request, named {row['comm']!r}")
+        got = settled_count(agent, 1, "the python client's request", side="client",
+                            path="/gone/plain")
+        row = rows(agent, side="client", path="/gone/plain")[0]
+        check(got == 1 and row["comm"] == os.path.basename(python)[:15],
+              f"the python client's row, read after it exited: {got} request, "
+              f"pid {row['pid']} named {row['comm']!r}")
+    finally:
+        if stopped:
+            os.kill(agent.proc.pid, signal.SIGCONT)
+        for p in (server, plain):
+            p.kill()
+            p.wait()
 
 
 def lookalike_bodies(agent, python, tmp):
@@ -276,9 +356,12 @@ def plaintext_sides(agent, python):
         srv = settled_count(agent, 1, "curl's request on the server's side", pid=server.pid,
                             side="server", path="/plain/*")
         cli = count(agent, pid=curl.pid, side="client", path="/plain/*")
-        check(srv == 1 and cli == 1,
+        # Named whether its message was read before curl exited (/proc) or after (as
+        # the watcher saw it connect).
+        comm = rows(agent, pid=curl.pid, side="client")[0]["comm"]
+        check(srv == 1 and cli == 1 and comm == "curl",
               f"plaintext curl: server pid {server.pid} counted {srv}, curl pid {curl.pid} "
-              f"counted {cli}")
+              f"counted {cli}, named {comm!r}")
         kept = subprocess.Popen([python, "-c", keep, str(port)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, text=True)
         kept.stdout.readline()
@@ -489,6 +572,7 @@ def main():
         tls_sides(agent, args.python, tmp)
         lookalike_bodies(agent, args.python, tmp)
         fd_reused(agent, args.python, tmp)
+        gone_client(agent, args.python, tmp)
         plaintext_sides(agent, args.python)
         container_identity(agent, args.python, conf)
         flood(agent, args.python)

@@ -270,6 +270,37 @@ static void test_gone_before_noted(void **state)
 	assert_proc(p, &proc_b);
 }
 
+/* Gone before noted, then named after what the watcher saw at its connect: said so
+ * (gone), named once, not over a name; a process read from /proc is never renamed. */
+static void test_gone_named_by_watcher(void **state)
+{
+	struct usm_procs *p = *state;
+	struct usm_proc out;
+	bool gone = false;
+
+	assert_false(usm_procs_name(p, PID, "curl")); /* not in the table */
+	fake.start = 0;
+	assert_false(usm_procs_note_gone(p, PID, &gone));
+	assert_true(gone);
+	assert_false(usm_procs_note_gone(p, PID, &gone)); /* known now: nothing to say */
+	assert_false(gone);
+	assert_false(usm_procs_name(p, PID, ""));
+	assert_true(usm_procs_name(p, PID, "curl-with-a-long-name"));
+	assert_true(usm_procs_get(p, PID, &out));
+	assert_string_equal(out.comm, "curl-with-a-lon"); /* 15 bytes, as the kernel's */
+	assert_int_equal(out.start, 0);
+	assert_false(usm_procs_name(p, PID, "other"));
+	assert_true(usm_procs_get(p, PID, &out));
+	assert_string_equal(out.comm, "curl-with-a-lon");
+
+	usm_procs_sweep(p, 100, GRACE);
+	fake = proc_b;
+	assert_true(usm_procs_note_gone(p, PID, &gone));
+	assert_false(gone);
+	assert_false(usm_procs_name(p, PID, "curl"));
+	assert_proc(p, &proc_b);
+}
+
 /* ---- a full table: many fake processes, by pid ---- */
 
 static bool many_odd_gone;
@@ -356,7 +387,7 @@ int main(void)
 		cmocka_unit_test(test_many_processes),
 		F(test_note_known_reads_nothing),  F(test_reuse_found_by_sweep),
 		F(test_reuse_after_exit_seen),	   F(test_reuse_while_learning),
-		F(test_gone_before_noted),
+		F(test_gone_before_noted),	   F(test_gone_named_by_watcher),
 	};
 #undef F
 

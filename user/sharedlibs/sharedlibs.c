@@ -435,6 +435,27 @@ void bpftel_sharedlibs__set_registry(struct bpftel_sharedlibs *sl, struct bpftel
 	sl->registry = u;
 }
 
+int bpftel_sharedlibs__comm_of(struct bpftel_sharedlibs *sl, __u32 pid,
+			       char comm[SHLIB_COMM_LEN])
+{
+	const struct bpftel_shlib_detection *d;
+	int err = -ENOENT;
+	size_t i;
+
+	pthread_mutex_lock(&sl->lock);
+	for (i = sl->det_len; i-- > 0;) {
+		d = &sl->det[(sl->det_head + i) % sl->det_cap];
+		if (d->pid == pid && d->comm[0]) {
+			memcpy(comm, d->comm, SHLIB_COMM_LEN);
+			comm[SHLIB_COMM_LEN - 1] = '\0';
+			err = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sl->lock);
+	return err;
+}
+
 size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,
 				     struct bpftel_shlib_detection **out)
 {
@@ -529,8 +550,13 @@ int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, 
 	err = skel_lookup(sl, true, &key, &fs);
 	if (err)
 		return err;
-	if (fs.since_ns > at_ns)
-		return -ESTALE;
-	*out = fs.conn;
-	return 0;
+	if (fs.since_ns <= at_ns) {
+		*out = fs.conn;
+		return 0;
+	}
+	if (fs.prev_since_ns && fs.prev_since_ns <= at_ns) {
+		*out = fs.prev;
+		return 0;
+	}
+	return -ESTALE;
 }

@@ -87,11 +87,18 @@ int bpftel_sharedlibs__sock_owner(struct bpftel_sharedlibs *sl, const struct shl
 				  struct shlib_sock_owner *out);
 /*
  * The connection process pid's fd held at at_ns (bpf_ktime_get_ns(), a message's stamp):
- * -ENOENT when none is known, -ESTALE when the fd was given its connection after at_ns
- * (the message was of one before it, closed, whose number was reused).
+ * its connection, or the one before if it was given that after at_ns (the message is of
+ * the one before, closed, whose number was reused); -ENOENT when none is known, -ESTALE
+ * when the message is older than both.
  */
 int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, __u64 at_ns,
 			       struct shlib_sock_key *out);
+
+/* The name of process pid when it last opened a library the watcher reported (the
+ * newest such detection), into comm: 0, or -ENOENT when none is left of it. For a
+ * process gone before anything else could be read of it. */
+int bpftel_sharedlibs__comm_of(struct bpftel_sharedlibs *sl, __u32 pid,
+			       char comm[SHLIB_COMM_LEN]);
 
 /* A copy of the detections, oldest first; free with bpftel_shlib_detections_free. */
 size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,

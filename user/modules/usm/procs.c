@@ -161,9 +161,16 @@ static void refuse_locked(struct usm_procs *p, uint32_t pid)
 
 bool usm_procs_note(struct usm_procs *p, uint32_t pid)
 {
+	return usm_procs_note_gone(p, pid, NULL);
+}
+
+bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone)
+{
 	struct usm_proc e, *was;
 	bool known, reused = false;
 
+	if (gone)
+		*gone = false;
 	if (!pid)
 		return false;
 	pthread_mutex_lock(&p->lock);
@@ -180,12 +187,29 @@ bool usm_procs_note(struct usm_procs *p, uint32_t pid)
 	if (!was) {
 		if (!insert(p, &e))
 			refuse_locked(p, pid);
+		else if (gone)
+			*gone = !e.start;
 	} else if (was->gone_ns && e.start && e.start != was->start) {
 		*was = e;
 		reused = true;
 	}
 	pthread_mutex_unlock(&p->lock);
 	return reused;
+}
+
+bool usm_procs_name(struct usm_procs *p, uint32_t pid, const char *comm)
+{
+	struct usm_proc *e;
+	bool named = false;
+
+	pthread_mutex_lock(&p->lock);
+	e = find(p, pid);
+	if (e && !e->start && !strcmp(e->comm, "?") && comm[0]) {
+		snprintf(e->comm, sizeof(e->comm), "%.*s", (int)sizeof(e->comm) - 1, comm);
+		named = true;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return named;
 }
 
 bool usm_procs_get(struct usm_procs *p, uint32_t pid, struct usm_proc *out)

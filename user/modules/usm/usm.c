@@ -174,12 +174,29 @@ static bool other_pid(uint32_t pid, void *ctx)
  * process that is gone and is now another's, what is under it (rows, pending
  * requests) is the old process's, folded into "(exited)" before the new one's first
  * message counts, so that the two are not added together under the new one's name.
+ * True when it was new and already gone: nothing read of it (name_gone()).
  */
-static void note_proc(struct bpftel_usm *u, uint32_t pid)
+static bool note_proc(struct bpftel_usm *u, uint32_t pid)
 {
-	if (usm_procs_note(u->procs, pid))
+	bool gone;
+
+	if (usm_procs_note_gone(u->procs, pid, &gone))
 		usm_endpoints_sweep(u->endpoints, other_pid, &pid);
+	return gone;
 }
+
+/*
+ * A process gone before its first plaintext message was read (a short-lived client),
+ * noted as "?": named as the kernel named it at the connect or accept the watcher saw
+ * (owner). Only after that process: a 4-tuple's owner may be another by now. (A TLS
+ * one is named at the report, after its open of the library: bpftel_usm__proc().)
+ */
+static void name_gone(struct bpftel_usm *u, uint32_t pid, const struct shlib_sock_owner *owner)
+{
+	if (owner->pid == pid)
+		usm_procs_name(u->procs, pid, owner->comm);
+}
+
 
 /* A message into the endpoint table; a response that pairs there is counted in its
  * /metrics series too, at once: a series only grows (series.h). */
@@ -216,8 +233,9 @@ static void conn_of(const struct shlib_sock_key *k, bool local_is_server, struct
 
 /*
  * The connection of a TLS message stamped at_ns on process pid's fd, as its side sees
- * it: false, counted, when the watcher knows none for the fd, or only the one the fd was
- * given after the message (closed, its number reused: not the message's).
+ * it (the fd's, or the one it held before, when it was given this one after the
+ * message): false, counted, when the watcher knows none for the fd, or only ones it was
+ * given after the message (closed and its number reused twice: not the message's).
  */
 static bool fd_conn(struct bpftel_usm *u, __u32 pid, int fd, __u64 at_ns, bool server,
 		    struct usm_conn_addr *conn)
@@ -361,7 +379,8 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		}
 		key.pid = owner.pid;
 		key.side = side;
-		note_proc(u, owner.pid);
+		if (note_proc(u, owner.pid))
+			name_gone(u, owner.pid, &owner);
 		if (have_req)
 			record(u, &key, USM_PROTO_HTTP, req_ns, &req,
 					      &req_conn);
@@ -631,7 +650,18 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 
 bool bpftel_usm__proc(struct bpftel_usm *u, __u32 pid, struct usm_proc *out)
 {
-	return usm_procs_get(u->procs, pid, out);
+	char comm[SHLIB_COMM_LEN];
+
+	if (!usm_procs_get(u->procs, pid, out))
+		return false;
+	/* Gone before its first message was read, its connection's owner unknown (a curl
+	 * that exited at once; its TLS has no fd the watcher saw): named, at the report,
+	 * after its open of the library, which the watcher's own thread may have read after
+	 * the message. */
+	if (!out->start && !strcmp(out->comm, "?") && !bpftel_sharedlibs__comm_of(u->sl, pid, comm) &&
+	    usm_procs_name(u->procs, pid, comm))
+		usm_procs_get(u->procs, pid, out);
+	return true;
 }
 
 void bpftel_usm__configure(struct bpftel_usm *u, const struct bpftel_usm_settings *s)
