@@ -10,8 +10,9 @@
  * connection (curl's) are still in the ring buffer or the pipeline when it closes, and
  * must still find their owner. An fd's entry says since when it holds its connection,
  * and keeps the one before, so that the last messages of a closed one whose number
- * went to a new one find theirs, not the new one (struct shlib_fd_sock). A connection's 4-tuple is recorded again by the connect
- * or accept that reuses it, and the maps are LRU: old entries go first.
+ * went to a new one find theirs, not the new one (struct shlib_fd_sock). A
+ * connection's 4-tuple is recorded again by the connect or accept that reuses it, and
+ * the maps are LRU: old entries go first.
  *
  * Include after lib/shlib_probe.h (its fd-table walk and config map).
  */

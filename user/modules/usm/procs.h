@@ -56,9 +56,9 @@ bool usm_procs_note(struct usm_procs *p, uint32_t pid);
 bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone);
 /*
  * Name a process that was gone before anything was read of it (a curl that exited
- * before the agent read its first message) after what the watcher saw of it at its
- * connect or accept: comm, at most 15 bytes of it. Only such a one: a name read from
- * /proc is not replaced. True when named.
+ * before the agent read its first message) after what the watcher saw of it (its
+ * connect or accept, its open of a library): comm, at most 15 bytes of it. Only such
+ * a one: a name read from /proc is not replaced. True when named.
  */
 bool usm_procs_name(struct usm_procs *p, uint32_t pid, const char *comm);
 /* A copy of pid's entry: true if known. */

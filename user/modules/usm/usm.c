@@ -197,7 +197,6 @@ static void name_gone(struct bpftel_usm *u, uint32_t pid, const struct shlib_soc
 		usm_procs_name(u->procs, pid, owner->comm);
 }
 
-
 /* A message into the endpoint table; a response that pairs there is counted in its
  * /metrics series too, at once: a series only grows (series.h). */
 static void record(struct bpftel_usm *u, const struct usm_conn_key *key, enum usm_proto proto,
