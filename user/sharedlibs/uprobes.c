@@ -1334,24 +1334,28 @@ static int up_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 		pthread_cond_wait(&u->idle, &u->lock);
 	/*
 	 * One file's links at a time, taken out under the lock and dropped without it
-	 * (a detach is the kernel's slow work), then the scan starts over: the files may
-	 * have changed meanwhile. With obj NULL no attach adds links of this module, and a
-	 * file already done has none left, so each is done once. Nothing to allocate.
+	 * (a detach is the kernel's slow work), then the scan for the next starts over:
+	 * the files may have changed meanwhile. With obj NULL no attach adds links of this
+	 * module, and a file done has none left, so each is done once. Nothing to allocate.
 	 */
 again:
 	for (i = 0; i < u->nfiles; i++) {
-		u->files[i]->shed &= ~(1u << mi); /* a new instance starts with every file */
 		fm = &u->files[i]->mods[mi];
+		if (!fm->nlinks)
+			continue;
 		n = fm->nlinks;
 		memcpy(links, fm->links, n * sizeof(*links));
-		memset(fm, 0, sizeof(*fm));
+		fm->nlinks = 0;
+		pthread_mutex_unlock(&u->lock);
+		links_drop(links, n, gated);
+		pthread_mutex_lock(&u->lock);
+		goto again;
+	}
+	/* No links left: every file's state for this module goes, in one pass. */
+	for (i = 0; i < u->nfiles; i++) {
+		u->files[i]->shed &= ~(1u << mi); /* a new instance starts with every file */
+		memset(&u->files[i]->mods[mi], 0, sizeof(u->files[i]->mods[mi]));
 		watch_drop_locked(u, u->files[i]);
-		if (n) {
-			pthread_mutex_unlock(&u->lock);
-			links_drop(links, n, gated);
-			pthread_mutex_lock(&u->lock);
-			goto again;
-		}
 	}
 	pthread_mutex_unlock(&u->lock);
 	return 0;
