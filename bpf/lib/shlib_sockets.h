@@ -103,6 +103,21 @@ static __always_inline bool shlib_fd_conn(struct task_struct *task, long fd,
 	return true;
 }
 
+/* Is a the same connection as b? (Keys are whole structs, padding zeroed.) */
+static __always_inline bool shlib_same_conn(const struct shlib_sock_key *a,
+					    const struct shlib_sock_key *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+	int i;
+
+	_Static_assert(sizeof(*a) % 4 == 0, "compared in words");
+	for (i = 0; i < (int)(sizeof(*a) / 4); i++) {
+		if (x[i] != y[i])
+			return false;
+	}
+	return true;
+}
+
 /*
  * A connect or accept by the current task left fd connected: record who holds it. One
  * that left fd holding anything else (a UNIX socket, a TCP socket not connected after
@@ -133,13 +148,17 @@ static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 	bpf_get_current_comm(owner.comm, sizeof(owner.comm));
 	tlm_map_update(shlib_sock_owners, &k, &owner, BPF_ANY);
 	was = bpf_map_lookup_elem(&shlib_fd_socks, &fk);
-	if (was) { /* the fd's connection before: its last messages may still be on the way */
-		fs.prev = was->conn;
-		fs.prev_since_ns = was->since_ns;
+	/* A connect again on a socket connected already (a non-blocking one's, asking how
+	 * it went) returns 0: the same connection, whose entry, and the one before, stay. */
+	if (!was || !shlib_same_conn(&was->conn, &k)) {
+		if (was) { /* the fd's connection before: its last messages may be on the way */
+			fs.prev = was->conn;
+			fs.prev_since_ns = was->since_ns;
+		}
+		fs.conn = k;
+		fs.since_ns = bpf_ktime_get_ns();
+		tlm_map_update(shlib_fd_socks, &fk, &fs, BPF_ANY);
 	}
-	fs.conn = k;
-	fs.since_ns = bpf_ktime_get_ns();
-	tlm_map_update(shlib_fd_socks, &fk, &fs, BPF_ANY);
 	/* And under no namespace (0): the last of any namespace to use the 4-tuple, for
 	 * packets of connections in other namespaces that cross the agent's (a
 	 * container's, over a bridge), where the agent's finds none. */

@@ -812,7 +812,7 @@ static void test_sock_netns(void **state)
 
 /* An fd number given a second connection (closed, then accepted again: dup2 here)
  * keeps the first as the one before, with its time, for the first's last messages;
- * a third pushes the first out. */
+ * a third pushes the first out. The same connection again changes nothing. */
 static void test_sock_fd_history(void **state)
 {
 	struct shlib_fd_key fk = {.pid = (__u32)getpid()};
@@ -836,6 +836,10 @@ static void test_sock_fd_history(void **state)
 	assert_memory_equal(&a.conn, &ka, sizeof(ka));
 	assert_in_range(a.since_ns, played, mono_ns());
 	assert_true(a.prev_since_ns == 0);
+	/* The same connection again (a connect on a socket connected already): as it was. */
+	play_sock(t.afd);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_fd_socks), &fk, &b), 0);
+	assert_true(b.since_ns == a.since_ns && b.prev_since_ns == 0);
 	assert_int_equal(dup2(u.afd, t.afd), t.afd); /* t.afd's number, u's connection now */
 	play_sock(t.afd);
 	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.shlib_fd_socks), &fk, &b), 0);
