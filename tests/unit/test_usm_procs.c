@@ -271,7 +271,8 @@ static void test_gone_before_noted(void **state)
 }
 
 /* Gone before noted, then named after what the watcher saw at its connect: said so
- * (gone), named once, not over a name; a process read from /proc is never renamed. */
+ * (gone), named once, not over a name; a process read from /proc is never renamed; a
+ * process given the pid next is learned at its first message, sweep or not. */
 static void test_gone_named_by_watcher(void **state)
 {
 	struct usm_procs *p = *state;
@@ -293,7 +294,8 @@ static void test_gone_named_by_watcher(void **state)
 	assert_true(usm_procs_get(p, PID, &out));
 	assert_string_equal(out.comm, "curl-with-a-lon");
 
-	usm_procs_sweep(p, 100, GRACE);
+	/* The pid given to B before any sweep found the first one gone: B's first message
+	 * finds B, not a process named after the first. */
 	fake = proc_b;
 	assert_true(usm_procs_note_gone(p, PID, &gone));
 	assert_false(gone);

@@ -435,9 +435,12 @@ void bpftel_sharedlibs__set_registry(struct bpftel_sharedlibs *sl, struct bpftel
 	sl->registry = u;
 }
 
-int bpftel_sharedlibs__comm_of(struct bpftel_sharedlibs *sl, __u32 pid,
+int bpftel_sharedlibs__comm_of(struct bpftel_sharedlibs *sl, __u32 pid, __u64 now_ticks,
 			       char comm[SHLIB_COMM_LEN])
 {
+	/* /proc's start times are clock ticks, the kernel's nanoseconds cut to them. */
+	long hz = sysconf(_SC_CLK_TCK);
+	__u64 ns_per_tick = hz > 0 ? 1000000000ull / (__u64)hz : 10000000ull;
 	const struct bpftel_shlib_detection *d;
 	int err = -ENOENT;
 	size_t i;
@@ -445,12 +448,13 @@ int bpftel_sharedlibs__comm_of(struct bpftel_sharedlibs *sl, __u32 pid,
 	pthread_mutex_lock(&sl->lock);
 	for (i = sl->det_len; i-- > 0;) {
 		d = &sl->det[(sl->det_head + i) % sl->det_cap];
-		if (d->pid == pid && d->comm[0]) {
-			memcpy(comm, d->comm, SHLIB_COMM_LEN);
-			comm[SHLIB_COMM_LEN - 1] = '\0';
-			err = 0;
-			break;
-		}
+		if (d->pid != pid || !d->comm[0] ||
+		    (now_ticks && d->start_ns && d->start_ns / ns_per_tick == now_ticks))
+			continue;
+		memcpy(comm, d->comm, SHLIB_COMM_LEN);
+		comm[SHLIB_COMM_LEN - 1] = '\0';
+		err = 0;
+		break;
 	}
 	pthread_mutex_unlock(&sl->lock);
 	return err;

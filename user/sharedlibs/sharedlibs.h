@@ -94,10 +94,14 @@ int bpftel_sharedlibs__sock_owner(struct bpftel_sharedlibs *sl, const struct shl
 int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, __u64 at_ns,
 			       struct shlib_sock_key *out);
 
-/* The name of process pid when it last opened a library the watcher reported (the
+/*
+ * The name of process pid when it last opened a library the watcher reported (the
  * newest such detection), into comm: 0, or -ENOENT when none is left of it. For a
- * process gone before anything else could be read of it. */
-int bpftel_sharedlibs__comm_of(struct bpftel_sharedlibs *sl, __u32 pid,
+ * process gone before anything else could be read of it: a detection of the process
+ * that holds the pid now (started at now_ticks, bpftel_proc_start(); 0: none) is
+ * another's, and skipped.
+ */
+int bpftel_sharedlibs__comm_of(struct bpftel_sharedlibs *sl, __u32 pid, __u64 now_ticks,
 			       char comm[SHLIB_COMM_LEN]);
 
 /* A copy of the detections, oldest first; free with bpftel_shlib_detections_free. */

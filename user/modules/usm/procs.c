@@ -175,7 +175,9 @@ bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone)
 		return false;
 	pthread_mutex_lock(&p->lock);
 	was = find(p, pid);
-	known = (was && !was->gone_ns) || (!was && refused_locked(p, pid));
+	/* One noted gone before anything was read of it (start 0) is looked at again at
+	 * each message until a sweep finds it gone: the pid may be a new process's. */
+	known = (was && !was->gone_ns && was->start) || (!was && refused_locked(p, pid));
 	pthread_mutex_unlock(&p->lock);
 	if (known)
 		return false;
@@ -189,7 +191,7 @@ bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone)
 			refuse_locked(p, pid);
 		else if (gone)
 			*gone = !e.start;
-	} else if (was->gone_ns && e.start && e.start != was->start) {
+	} else if ((was->gone_ns || !was->start) && e.start && e.start != was->start) {
 		*was = e;
 		reused = true;
 	}

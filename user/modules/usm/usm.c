@@ -19,6 +19,7 @@
 #include "tls_retry.h"
 #include "usm.skel.h"
 #include "user/common/log.h"
+#include "user/common/proc.h"
 #include "user/manager/manager.h"
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
@@ -187,14 +188,13 @@ static bool note_proc(struct bpftel_usm *u, uint32_t pid)
 
 /*
  * A process gone before its first plaintext message was read (a short-lived client),
- * noted as "?": named as the kernel named it at the connect or accept the watcher saw
- * (owner). Only after that process: a 4-tuple's owner may be another by now. (A TLS
- * one is named at the report, after its open of the library: bpftel_usm__proc().)
+ * noted as "?": named as the kernel named the thread that made the connect or accept
+ * the watcher saw (owner, whose pid the message is recorded under). (A TLS one is
+ * named at the report, after its open of the library: bpftel_usm__proc().)
  */
-static void name_gone(struct bpftel_usm *u, uint32_t pid, const struct shlib_sock_owner *owner)
+static void name_gone(struct bpftel_usm *u, const struct shlib_sock_owner *owner)
 {
-	if (owner->pid == pid)
-		usm_procs_name(u->procs, pid, owner->comm);
+	usm_procs_name(u->procs, owner->pid, owner->comm);
 }
 
 /* A message into the endpoint table; a response that pairs there is counted in its
@@ -379,7 +379,7 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		key.pid = owner.pid;
 		key.side = side;
 		if (note_proc(u, owner.pid))
-			name_gone(u, owner.pid, &owner);
+			name_gone(u, &owner);
 		if (have_req)
 			record(u, &key, USM_PROTO_HTTP, req_ns, &req,
 					      &req_conn);
@@ -656,8 +656,9 @@ bool bpftel_usm__proc(struct bpftel_usm *u, __u32 pid, struct usm_proc *out)
 	/* Gone before its first message was read, its connection's owner unknown (a curl
 	 * that exited at once; its TLS has no fd the watcher saw): named, at the report,
 	 * after its open of the library, which the watcher's own thread may have read after
-	 * the message. */
-	if (!out->start && !strcmp(out->comm, "?") && !bpftel_sharedlibs__comm_of(u->sl, pid, comm) &&
+	 * the message; not after a process given the pid since. */
+	if (!out->start && !strcmp(out->comm, "?") &&
+	    !bpftel_sharedlibs__comm_of(u->sl, pid, bpftel_proc_start(pid), comm) &&
 	    usm_procs_name(u->procs, pid, comm))
 		usm_procs_get(u->procs, pid, out);
 	return true;
