@@ -38,10 +38,12 @@
 
 /* An allocation larger than this (256 TiB, more than any device or host has) is counted
  * (allocs, alloc_bytes) but not tracked (allocs_untracked): only a process that makes
- * up its sizes gets one. It keeps every sum of outstanding bytes, for a kind, a device,
- * a process or all of them, inside 63 bits: gpu_allocs holds GPU_MAX_ALLOCS (2^14)
- * allocations of at most 2^48 bytes, 2^62 in all, where a made-up size of 2^63 twice
- * had wrapped a process's outstanding bytes round to 0. */
+ * up its sizes gets one. It keeps the sums of outstanding bytes, for a kind, a device,
+ * a process or all of them, far inside 63 bits: gpu_allocs holds GPU_MAX_ALLOCS (2^14)
+ * allocations of at most 2^48 bytes, and frees in flight park at most GPU_MAX_INFLIGHT
+ * (2^13) more, under 2^63 in all, where a made-up size of 2^63 twice had wrapped a
+ * process's outstanding bytes round to 0. (Not a proof against every drift: userspace
+ * sums them saturating all the same.) */
 #define GPU_ALLOC_TRACKED_MAX (1ULL << 48)
 
 /* A process holds at most this many entries of gpu_allocs: a quarter of the map, so

@@ -814,7 +814,7 @@ __s64 bpftel_gpu_proc__outstanding(const struct bpftel_gpu_proc *p)
 	int k;
 
 	for (k = 0; k < GPU_MEM__COUNT; k++)
-		sum += p->st.mem[k].outstanding_bytes;
+		sum = bpftel_add_sat_s64(sum, p->st.mem[k].outstanding_bytes);
 	return sum;
 }
 
