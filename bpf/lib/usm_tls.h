@@ -55,6 +55,8 @@ struct usm_tls_read {
 	__u64 sp;
 	__u32 source;  /* enum usm_source */
 	__u32 pending; /* entered, not yet returned */
+	__u32 fd_asked; /* a recvfrom(2) inside it looked at its session's fd (usm_tls_recv_fd) */
+	__u32 __pad;
 };
 
 struct usm_tls_call {
@@ -319,6 +321,7 @@ static __always_inline int usm_tls_read_enter_body(TLM_PARAM, struct pt_regs *re
 	slot->size_ptr = ex ? PT_REGS_PARM4(regs) : 0;
 	slot->pid_tgid = pid_tgid;
 	slot->source = src;
+	slot->fd_asked = 0;
 	slot->pending = 1;
 	return 0;
 }
@@ -360,6 +363,45 @@ static __always_inline int usm_tls_read_ret_body(TLM_PARAM, struct pt_regs *regs
 		len = rc;
 	}
 	usm_tls_emit(TLM_ARG, call.conn, call.buf, len, call.source, USM_DIR_READ, now, pid_tgid);
+	return 0;
+}
+
+/*
+ * recvfrom(2) on fd by thread pid_tgid, its user stack pointer at user_sp. A session set
+ * up without SSL_set_fd (curl's own BIO, GnuTLS with its own pull function) shows the
+ * probes no fd: its messages had no connection. Such a BIO reads the socket with
+ * recv(2) from inside the read in flight on the thread, and the innermost one (the
+ * lowest frame: through an HTTPS proxy, the proxy's session moves the bytes) is the one
+ * whose session it serves. Its fd becomes the session's, if the session has none: one
+ * from SSL_set_fd stays. A recvfrom made above that read's frame is not inside it: its
+ * slot was left pending by a return never seen. Once per read: the map is looked at by
+ * its first recvfrom only. c: the thread's reads (usm_tls_slot), looked up by the
+ * caller first: a thread that never made one, nearly every caller, costs only that.
+ */
+static __always_inline int usm_tls_recv_fd(TLM_PARAM, struct usm_tls_call *c, __u64 pid_tgid,
+					   long fd, __u64 user_sp)
+{
+	struct usm_tls_sess init = {.fd = (__s32)fd}, *s;
+	struct usm_fd_key key = {.tgid = pid_tgid >> 32};
+	struct usm_tls_read *r = NULL;
+	int i;
+
+	if (fd < 0 || fd > 0x7fffffff)
+		return 0;
+	for (i = 0; i < USM_TLS_NEST; i++) {
+		if (c->r[i].pending && c->r[i].pid_tgid == pid_tgid && c->r[i].sp > user_sp &&
+		    (!r || c->r[i].sp < r->sp))
+			r = &c->r[i];
+	}
+	if (!r || r->fd_asked)
+		return 0;
+	r->fd_asked = 1;
+	key.conn = r->conn;
+	s = bpf_map_lookup_elem(&usm_tls_fds, &key);
+	if (!s)
+		tlm_map_insert(usm_tls_fds, &key, &init);
+	else if (s->fd < 0)
+		s->fd = (__s32)fd;
 	return 0;
 }
 

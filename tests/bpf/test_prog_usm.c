@@ -9,7 +9,8 @@
  * key and, where one can be made, an error counted under its name. The last case checks
  * that every program of the object ran.
  *
- * usm_go_uprobe runs on tests/go/tlsapp, a Go server and client.
+ * usm_tls_recv runs on the recvfrom(2) of the stub's SSL_read on a session with its own
+ * BIO (tls_pattern bio); usm_go_uprobe on tests/go/tlsapp, a Go server and client.
  *
  *   test_bpf_prog_usm TLS_PATTERN STUB_LIBSSL STUB_LIBGNUTLS GO_TLSAPP
  */
@@ -42,6 +43,11 @@ static struct prog_case cases[] = {
 	 "probe_read_user EFAULT (SSL_read_ex with an unmapped `readbytes`)"},
 	{"usm_http_socket", "BPF_PROG_TEST_RUN of the production object on crafted packets",
 	 "skb_load_bytes(_relative) EFAULT (truncated packets)"},
+	{"usm_tls_recv",
+	 "real tracepoint: recvfrom(2) inside the stub SSL_read of a session with its own BIO",
+	 NULL,
+	 "its one fallible call inserts into usm_tls_fds, an LRU map that evicts rather than "
+	 "fails; test_bpf_usm runs its body on every case"},
 	{"usm_go_uprobe",
 	 "real uprobes on tests/go/tlsapp (Go's crypto/tls: entries on the stack check, RETs)",
 	 NULL,
@@ -238,6 +244,60 @@ static void test_usm_tls_gnutls_send_recv(void **state)
 	tls_exchange(*state, gnutls_lib, "gnutls", 3);
 }
 
+/* The connection of the /items/ row of pid into *conn: 1, or 0 (none). */
+static int endpoint_conn(struct fixture *f, pid_t pid, struct usm_conn_addr *conn)
+{
+	struct usm_endpoint_row *rows;
+	int found = 0;
+	size_t n, i;
+
+	n = bpftel_usm__rows(f->env->usm, &rows);
+	for (i = 0; i < n; i++) {
+		if (rows[i].pid == (uint32_t)pid && !strcmp(rows[i].path, "/items/*")) {
+			*conn = rows[i].conn;
+			found = 1;
+		}
+	}
+	free(rows);
+	return found;
+}
+
+/*
+ * A session with its own BIO (curl's kind: no SSL_set_fd) on a TCP connection: the
+ * recvfrom(2) inside its SSL_read gives the session its socket (usm_tls_recv), so
+ * the response, and the row, carry the connection's addresses. The request, written
+ * before any read, has none.
+ */
+static void test_usm_tls_recv_bio_session(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_usm_counters cnt;
+	struct usm_conn_addr conn;
+	int fd, cport, sport;
+	char out[128];
+	__u64 runs;
+
+	start_pattern(f, ssl_lib, "bio", NULL, 6);
+	assert_true(prog_rodata_u32(usm_obj(f), TLM_KEY_PROG_PREFIX "usm_tls_recv") > 0);
+	runs = prog_run_cnt(usm_obj(f), "usm_tls_recv");
+	prog_child_play(&f->child, out, sizeof(out));
+	assert_int_equal(sscanf(out, "bio %d %d %d", &fd, &cport, &sport), 3);
+	if (!WAIT_FOR(endpoint_count(f, f->child.pid) >= 1))
+		fail_msg("no GET /items/* 200 of pid %d", (int)f->child.pid);
+	assert_int_equal(endpoint_count(f, f->child.pid), 1);
+	assert_true(endpoint_conn(f, f->child.pid, &conn));
+	assert_int_equal(conn.family, 4);
+	assert_int_equal(conn.client_port, cport);
+	assert_int_equal(conn.server_port, sport);
+	assert_memory_equal(conn.client_addr, "\x7f\0\0\1", 4);
+	assert_memory_equal(conn.server_addr, "\x7f\0\0\1", 4);
+	bpftel_usm__counters(f->env->usm, &cnt);
+	assert_int_equal(cnt.tls_no_conn, 1); /* the request */
+	if (bpftel_telemetry__stats_enabled(f->env->tlm))
+		assert_true(prog_run_cnt(usm_obj(f), "usm_tls_recv") > runs);
+	prog_ran(cases, NCASES, "usm_tls_recv");
+}
+
 /* SSL_read_ex succeeds without storing its count (`readbytes` unmapped): the return
  * probe's read of it fails, counted under usm_tls_uretprobe, once per call. */
 static void test_usm_tls_uretprobe_bad_count_counted(void **state)
@@ -369,7 +429,7 @@ static void test_keys_assigned_and_distinct(void **state)
 
 	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
 	assert_int_equal(bpftel_module__run(f->env->gpu_mod), 0);
-	assert_int_equal(prog_assert_keys_distinct(f->env), 8 + 4 + 5);
+	assert_int_equal(prog_assert_keys_distinct(f->env), 8 + 4 + 6);
 }
 
 static void test_every_program_run(void **state)
@@ -390,6 +450,7 @@ int main(int argc, char **argv)
 		T(test_usm_tls_ssl_write_read),
 		T(test_usm_tls_ssl_ex_forms),
 		T(test_usm_tls_gnutls_send_recv),
+		T(test_usm_tls_recv_bio_session),
 		T(test_usm_tls_uretprobe_bad_count_counted),
 		T(test_usm_tls_uprobe_bad_buffer_counted),
 		T(test_usm_go_uprobe),

@@ -795,6 +795,145 @@ static void test_tls_nested_reads(void **state)
 	assert_int_equal(read_return(14, TLS_SP, 330), 0); /* nothing else pending there */
 }
 
+/* recvfrom(2) on fd by thread pid_tgid with its stack pointer at sp. */
+static void recv_run(__u64 pid_tgid, long fd, __u64 sp)
+{
+	struct {
+		__u64 pid_tgid;
+		__s64 fd;
+		__u64 sp;
+	} ctx = {pid_tgid, fd, sp};
+	int retval = -1;
+
+	assert_int_equal(bpftel_test_run(skel->progs.usm_test_recv, &ctx, sizeof(ctx), &retval), 0);
+	assert_int_equal(retval, 0);
+}
+
+/* The fd usm_tls_fds keeps for session ssl of process tgid; -2: no entry. */
+static int sess_fd(__u64 ssl, __u32 tgid)
+{
+	struct {
+		__u64 conn;
+		__u32 tgid, pad;
+	} k = {ssl, tgid, 0};
+	struct usm_tls_sess sess;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess))
+		return -2;
+	return sess.fd;
+}
+
+/*
+ * A session without SSL_set_fd (curl's own BIO) gets the fd of the recvfrom(2) made
+ * inside a read of it, the innermost read in flight on the thread; a session's fd,
+ * once known, stays; recvfroms outside any read, above a read's frame (its slot left by
+ * a return never seen), or by another thread name nothing.
+ */
+static void test_tls_recv_fd(void **state)
+{
+	const __u64 me = (5353ull << 32) | 5354, other = (5353ull << 32) | 5355;
+	const char *req = "GET /bio HTTP/1.1\r\n\r\n";
+	const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+	struct test_regs in = {.di = SSL_PTR, .si = (uintptr_t)resp, .dx = 4096, .sp = TLS_SP};
+	struct test_regs out = {.ax = strlen(resp), .sp = TLS_SP + 8};
+	struct test_regs w = {.di = SSL_PTR, .si = (uintptr_t)req, .dx = strlen(req)};
+
+	(void)state;
+	/* The request first: no fd yet. */
+	tls_run_as(SSL_WRITE, false, &w, 1, me);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->fd, -1);
+	/* No read in flight: a recvfrom names nothing. */
+	recv_run(me, 5, TLS_SP - 0x400);
+	assert_int_equal(sess_fd(SSL_PTR, 5353), -1);
+	/* Its response's read: the recvfrom inside it names the session's socket; a second
+	 * one in the same read (another fd) changes nothing; the response carries it. */
+	tls_run_as(SSL_READ, false, &in, 2, me);
+	recv_run(other, 4, TLS_SP - 0x400); /* another thread's */
+	recv_run(me, 6, TLS_SP + 0x100);    /* above the read's frame: not inside it */
+	assert_int_equal(sess_fd(SSL_PTR, 5353), -1);
+	recv_run(me, 7, TLS_SP - 0x400);
+	assert_int_equal(sess_fd(SSL_PTR, 5353), 7);
+	recv_run(me, 8, TLS_SP - 0x400);
+	tls_run_as(SSL_READ, true, &out, 3, me);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->fd, 7);
+	assert_int_equal(event(0)->kind, USM_KIND_RESPONSE);
+	/* Looked at once per read: its second recvfrom does not even look (the entry gone
+	 * meanwhile, evicted, is not made again by it). */
+	{
+		struct {
+			__u64 conn;
+			__u32 tgid, pad;
+		} k = {SSL_PTR, 5353, 0};
+
+		tls_run_as(SSL_READ, false, &in, 3, me);
+		recv_run(me, 7, TLS_SP - 0x400);
+		assert_int_equal(bpf_map_delete_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k), 0);
+		recv_run(me, 7, TLS_SP - 0x400);
+		assert_int_equal(sess_fd(SSL_PTR, 5353), -2);
+		tls_run_as(SSL_READ, true, &out, 3, me);
+		assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+		assert_int_equal(event(0)->fd, -1);
+		tls_run_as(SSL_READ, false, &in, 3, me);
+		recv_run(me, 7, TLS_SP - 0x400);
+		tls_run_as(SSL_READ, true, &out, 3, me);
+		assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+		assert_int_equal(event(0)->fd, 7);
+	}
+	/* The next request has it at once; a later read's recvfrom keeps it. */
+	tls_run_as(SSL_WRITE, false, &w, 4, me);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->fd, 7);
+	tls_run_as(SSL_READ, false, &in, 5, me);
+	recv_run(me, 9, TLS_SP - 0x400);
+	tls_run_as(SSL_READ, true, &out, 6, me);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->fd, 7);
+
+	/* SSL_set_fd's fd is the session's: a recvfrom inside its read does not change it. */
+	tls_run_as(USM_TLS_SSL_SET_FD, false, &(struct test_regs){.di = SSL_PTR + 0x40, .si = 3},
+		   7, me);
+	in.di = SSL_PTR + 0x40;
+	tls_run_as(SSL_READ, false, &in, 8, me);
+	recv_run(me, 11, TLS_SP - 0x400);
+	tls_run_as(SSL_READ, true, &out, 9, me);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->fd, 3);
+	assert_int_equal(sess_fd(SSL_PTR + 0x40, 5353), 3);
+
+	/* Nested (curl through an HTTPS proxy): the proxy's session, the inner read, gets
+	 * the socket; the end-to-end one, whose bytes come through it, none. */
+	in.di = SSL_PTR + 0x80;
+	tls_run_as(SSL_READ, false, &in, 10, me);
+	in.di = SSL_PTR + 0xc0;
+	in.sp = TLS_SP - 0x300;
+	tls_run_as(SSL_READ, false, &in, 11, me);
+	recv_run(me, 12, TLS_SP - 0x500);
+	assert_int_equal(sess_fd(SSL_PTR + 0xc0, 5353), 12);
+	assert_int_equal(sess_fd(SSL_PTR + 0x80, 5353), -2);
+	out.sp = TLS_SP - 0x300 + 8;
+	tls_run_as(SSL_READ, true, &out, 12, me);
+	out.sp = TLS_SP + 8;
+	tls_run_as(SSL_READ, true, &out, 13, me);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 2);
+	assert_int_equal(event(0)->fd, 12);
+	assert_int_equal(event(1)->fd, -1);
+	/* Both returned: a recvfrom now is inside no read (the end-to-end session's entry,
+	 * made by its HTTP/1 message, keeps no fd). */
+	recv_run(me, 13, TLS_SP - 0x500);
+	assert_int_equal(sess_fd(SSL_PTR + 0x80, 5353), -1);
+	/* A negative fd (the syscall's own argument, garbage) names nothing. */
+	in.di = SSL_PTR + 0x80;
+	in.sp = TLS_SP;
+	tls_run_as(SSL_READ, false, &in, 14, me);
+	recv_run(me, -1, TLS_SP - 0x400);
+	assert_int_equal(sess_fd(SSL_PTR + 0x80, 5353), -1);
+	tls_run_as(SSL_READ, true, &out, 15, me);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->fd, -1);
+}
+
 /* One call of GnuTLS's internal read (UPROBE_TYPED_READ: _gnutls_recv_int(session,
  * type, data, size, ...)) with its stack pointer at entry: the return finds it 8 bytes
  * higher. Returns the events emitted. */
@@ -2273,6 +2412,7 @@ int main(void)
 		T(test_tls_errors_and_non_http),
 		T(test_tls_ex_forms),
 		T(test_tls_nested_reads),
+		T(test_tls_recv_fd),
 		T(test_gnutls),
 		T(test_gnutls_typed_read),
 		T(test_tls_fd),

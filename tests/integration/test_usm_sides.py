@@ -5,6 +5,7 @@
   1. A python `ssl` server and a python `urllib` client on one host, 20 requests: the
      server's side counts 20 under the server's pid, the client's side 20 under the
      client's, and /metrics has a server and a client histogram of 20 each, never 40.
+     curl, whose session has a BIO of its own (no SSL_set_fd), gets its connection.
   2. Plaintext: curl, and a python client on one kept-alive connection, against a python
      server, and curl against `python3 -m http.server`: both ends' pids (learnt from
      their connect and accept), both sides.
@@ -126,6 +127,25 @@ def tls_sides(agent, python, tmp):
         conn = rows(agent, pid=server.pid, side="server")[0]["connection"]
         check(conn["server"] == f"127.0.0.1:{port}" and conn["client"].startswith("127.0.0.1:"),
               f"the server's rows carry the connection: {conn}")
+        # curl sets its session up with a BIO of its own, no SSL_set_fd: the recvfrom
+        # inside its response's read names the socket. Its request, written before any
+        # read, is the one message of its session without a connection (it was two, the
+        # response's too, before: each row then had none).
+        unknown = agent.json("http")["counters"]["tls_connection_unknown"]
+        curl = subprocess.run(["curl", "-sk", "-o", "/dev/null", "-w", "%{local_port}",
+                               f"https://127.0.0.1:{port}/bio/1"], capture_output=True,
+                              text=True, timeout=60)
+        check(curl.returncode == 0, f"curl made an HTTPS request: {curl.stderr}")
+        got = settled_count(agent, 1, "curl's request on the server's side", pid=server.pid,
+                            side="server", path="/bio/*")
+        crow = rows(agent, side="client", path="/bio/*")
+        ccon = crow[0]["connection"] if len(crow) == 1 else None
+        want = {"client": f"127.0.0.1:{curl.stdout}", "server": f"127.0.0.1:{port}"}
+        srow = rows(agent, pid=server.pid, side="server", path="/bio/*")[0]["connection"]
+        unknown = agent.json("http")["counters"]["tls_connection_unknown"] - unknown
+        check(got == 1 and ccon == want and srow == want and unknown <= 1,
+              f"curl's row (its own BIO) carries its connection, the server's alike: {ccon}, "
+              f"server {srow}, want {want}; tls_connection_unknown +{unknown}")
         text = metrics(agent)
         s = sample(text, "bpftel_http_server_request_duration_seconds_count",
                    http_route="/orders/*", http_response_status_code="200")

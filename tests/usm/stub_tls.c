@@ -8,14 +8,20 @@
  * HTTP response. So the uprobe registry attaches to them by symbol, as to the real
  * ones, and a test process drives each probe point with exactly the bytes it wants.
  *
+ * A session whose first bytes say STUB_BIO_MAGIC reads its socket (the int after it)
+ * with recv(2) from inside SSL_read, as curl's own BIO does (tls_pattern's bio mode).
+ *
  * The _ex forms store their byte count with process_vm_writev: a `written` or
  * `readbytes` pointer the process cannot write (unmapped) is left alone and the call
  * still succeeds, the one way tests make the USM uretprobe's read of the count fail.
  */
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+
+#include "stub_bio.h"
 
 #define EXPORT __attribute__((visibility("default"), noinline))
 
@@ -46,9 +52,19 @@ EXPORT int SSL_write(SSL *ssl, const void *buf, int num)
 	return num;
 }
 
+/* A bio-mode session's BIO: what arrived on its socket (the bytes do not matter). */
+static void bio_recv(const void *ssl)
+{
+	const struct stub_bio_session *s = ssl;
+	char b[16];
+
+	if (s->magic == STUB_BIO_MAGIC && recv(s->fd, b, sizeof(b), MSG_DONTWAIT) < 0)
+		return;
+}
+
 EXPORT int SSL_read(SSL *ssl, void *buf, int num)
 {
-	(void)ssl;
+	bio_recv(ssl);
 	return (int)receive(buf, (size_t)num);
 }
 

@@ -10,14 +10,21 @@
  * gnutls:   the same through gnutls_record_send and gnutls_record_recv
  * badlen N: N SSL_read_ex of a response whose `readbytes` pointer is unmapped
  * badbuf N: N SSL_write_ex of 64 bytes from an unmapped buffer
+ * bio:      http on a session with its own BIO (no SSL_set_fd, stub_bio.h) on a TCP
+ *           connection to itself over loopback; prints "bio FD CLIENT_PORT SERVER_PORT"
  */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+
+#include "stub_bio.h"
 
 static const char request[] = "GET /items/42 HTTP/1.1\r\nHost: stub\r\n\r\n";
 static struct {
@@ -69,6 +76,41 @@ static void gnutls(void *lib)
 	printf("recv %zd\n", recv(&session, buf, sizeof(buf)));
 }
 
+/* A TCP connection to itself over loopback: the client end, whose connect the watcher
+ * sees, with a byte waiting on it; its ports in *cport, *sport. */
+static int loopback_conn(int *cport, int *sport)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int l, c, s;
+
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	if (l < 0 || c < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &len))
+		exit(1);
+	*sport = ntohs(a.sin_port);
+	if (connect(c, (struct sockaddr *)&a, sizeof(a)))
+		exit(1);
+	s = accept(l, NULL, NULL);
+	len = sizeof(a);
+	if (s < 0 || send(s, "x", 1, 0) != 1 || getsockname(c, (struct sockaddr *)&a, &len))
+		exit(1);
+	*cport = ntohs(a.sin_port);
+	return c;
+}
+
+static void bio(void *lib)
+{
+	struct stub_bio_session *s = (struct stub_bio_session *)&session;
+	int cport, sport;
+
+	s->fd = loopback_conn(&cport, &sport);
+	s->magic = STUB_BIO_MAGIC;
+	http(lib);
+	printf("bio %d %d %d\n", s->fd, cport, sport);
+}
+
 /* A page that was mapped and no longer is. */
 static void *unmapped(void)
 {
@@ -111,7 +153,7 @@ int main(int argc, char **argv)
 
 	if (argc < 3) {
 		fprintf(stderr,
-			"usage: tls_pattern LIBRARY http|http_ex|gnutls|badlen N|badbuf N\n");
+			"usage: tls_pattern LIBRARY http|http_ex|gnutls|bio|badlen N|badbuf N\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -129,6 +171,8 @@ int main(int argc, char **argv)
 		http_ex(lib);
 	else if (!strcmp(argv[2], "gnutls"))
 		gnutls(lib);
+	else if (!strcmp(argv[2], "bio"))
+		bio(lib);
 	else if (!strcmp(argv[2], "badlen") && argc > 3)
 		badlen(lib, atol(argv[3]));
 	else if (!strcmp(argv[2], "badbuf") && argc > 3)

@@ -56,6 +56,24 @@ int usm_test_tls(struct usm_test_call *ctx)
 	return usm_tls_enter(TLM_ARG, &ctx->regs, ctx->pid_tgid, ctx->now, fn);
 }
 
+/* recvfrom(2) on fd by thread pid_tgid at user stack pointer sp (bpf/usm.bpf.c's
+ * sys_enter_recvfrom program, its arguments given). */
+struct usm_test_recv {
+	__u64 pid_tgid;
+	__s64 fd;
+	__u64 sp;
+};
+
+SEC("syscall")
+int usm_test_recv(struct usm_test_recv *ctx)
+{
+	struct usm_tls_call *c;
+	__u32 __tlm_prog = 0;
+
+	c = usm_tls_slot(TLM_ARG, false);
+	return c ? usm_tls_recv_fd(TLM_ARG, c, ctx->pid_tgid, ctx->fd, ctx->sp) : 0;
+}
+
 /* A Go probe (enum usm_go_fn in probe) on a synthetic register set: the buffers and
  * the *tls.Conn chain in the registers point into the test's memory. */
 SEC("syscall")

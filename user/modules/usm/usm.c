@@ -153,6 +153,16 @@ static const struct bpftel_probe_spec socket_probe = {
 	.cand = {{BPFTEL_ATTACH_SOCKET_FILTER, "usm_http_socket", "any"}},
 };
 
+/* A TLS session whose BIO reads its socket with recv(2) (curl's) gets its fd from the
+ * recvfrom inside its read (bpf/lib/usm_tls.h, usm_tls_recv_fd). Best effort: without
+ * it such sessions' messages have no connection, as before (tls_connection_unknown). */
+static const struct bpftel_probe_spec recv_probe = {
+	.name = "tls-recv-fd",
+	.policy = BPFTEL_PROBE_BEST_EFFORT,
+	.ncand = 1,
+	.cand = {{BPFTEL_ATTACH_TRACEPOINT, "usm_tls_recv", "syscalls/sys_enter_recvfrom"}},
+};
+
 /* The workers' counters: atomic, not under u->lock, which the housekeeping sweep holds
  * across its walk of the retry marks (a worker waiting there lets the ring fill). */
 static void count(__u64 *counter)
@@ -450,9 +460,11 @@ static int usm_open(struct bpftel_module *m)
 	skel = usm__open();
 	if (!skel)
 		return -errno;
-	/* The registry loads the uprobe programs it attaches; the filter is ours. */
+	/* The registry loads the uprobe programs it attaches; the filter and the recv
+	 * tracepoint are ours. */
 	bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
 	bpf_program__set_autoload(skel->progs.usm_http_socket, true);
+	bpf_program__set_autoload(skel->progs.usm_tls_recv, true);
 	lo = if_nametoindex("lo");
 	skel->rodata->usm_lo_ifindex = lo ? lo : 1;
 	pthread_mutex_lock(&u->lock);
@@ -460,6 +472,7 @@ static int usm_open(struct bpftel_module *m)
 	pthread_mutex_unlock(&u->lock);
 	bpftel_module__set_object(m, skel->obj);
 	return bpftel_module__add_probe(m, &socket_probe) ?:
+	       bpftel_module__add_probe(m, &recv_probe) ?:
 	       bpftel_module__add_ringbuf(m, "usm_events", handle_event, u) ?:
 	       bpftel_module__add_ringbuf(m, "usm_h2_events", handle_h2_record, u);
 }
