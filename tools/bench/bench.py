@@ -16,6 +16,10 @@ Experiments (A -> B):
                 the same tracepoint), floor -> agent (defaults: run stats sampled),
                 floor -> agent with run_stats = always (target: agent <= +2 % over the
                 floor); also opensnoop
+  recv_loop     recv(2) on an empty socket, ns/call (5 s runs, tools/recv_loop): no agent
+                -> floor (an empty program on sys_enter_recvfrom, USM's tracepoint for
+                sessions with their own BIO), floor -> agent (defaults), floor -> agent
+                with run_stats = always (its BPF ns per recvfrom in the note)
   tls_requests  HTTPS requests/s (one curl, a TLS connection each): no agent -> agent
                 (target >= 0.97x no agent)
   h2load        HTTP/2 requests/s, h2load -n 20000 -c 4 -m 10 against nghttpd (both the
@@ -237,6 +241,76 @@ def open_loop(args, a_build, b_build, tmp, reps):
                      else f": MISSED by {d - 2:.1f} points")
     m, h = ci90([a / b for a, b in zip(res["opensnoop"], res["off"])])
     rows[0].note += f"; opensnoop (peer): {m:.2f}x no agent +/- {h:.2f}"
+    return rows
+
+
+def recv_loop(args, a_build, b_build, tmp, reps):
+    """Side by side, replicates interleaved (the order rotates): no agent, the floor
+    (tools/tp_floor --recvfrom: an empty program on sys_enter_recvfrom, USM's
+    tracepoint), the agent as by default, the agent with run_stats = always; 5 s loops
+    of recv(2) on an empty socket (tools/recv_loop), a thread in no TLS read: nearly
+    every recvfrom of a host. The BPF ns per recvfrom from the always runs. With a
+    baseline, the two builds' agents (defaults) instead."""
+    loop = f"{b_build}/tools/recv_loop"
+    secs = 5
+    if args.compare:
+        row = Row("recv_loop", "ns/call", "agent A", "agent")
+        for _ in range(reps):
+            for build, vals in ((a_build, row.a), (b_build, row.b)):
+                ag = Agent(build, tmp)
+                time.sleep(1.0)
+                vals.append(bench_open.loop(loop, secs))
+                ag.stop()
+        return [row]
+    conf = os.path.join(tmp, "recv-always.conf")
+    with open(conf, "w") as f:
+        f.write("run_stats = always\n")
+    configs = ("off", "floor", "bpftel", "always")
+    res = {c: [] for c in configs}
+    cost = [0, 0]
+
+    def prog(ag):
+        progs = (ag.json("stats") or {}).get("programs") or []
+        p = [x for x in progs if x.get("name") == "usm_tls_recv"]
+        return (p[0]["run_cnt"], p[0]["run_time_ns"]) if p else (0, 0)
+
+    def run(cfg):
+        if cfg == "off":
+            res[cfg].append(bench_open.loop(loop, secs))
+            return
+        if cfg == "floor":
+            fl = subprocess.Popen([f"{b_build}/tools/tp_floor", "--recvfrom"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            if fl.stdout.readline().strip() != "ready":
+                sys.exit("bench: tp_floor --recvfrom did not attach")
+            res[cfg].append(bench_open.loop(loop, secs))
+            fl.stdin.close()
+            fl.wait()
+            return
+        ag = Agent(b_build, tmp, ("-c", conf) if cfg == "always" else ())
+        time.sleep(1.0)  # its start-up (the /proc scan, attaches) is not the loop's
+        before = prog(ag)
+        res[cfg].append(bench_open.loop(loop, secs))
+        after = prog(ag)
+        if cfg == "always":
+            cost[0] += after[0] - before[0]
+            cost[1] += after[1] - before[1]
+        ag.stop()
+
+    for r in range(reps):
+        for cfg in configs[r % 4:] + configs[:r % 4]:
+            run(cfg)
+    rows = []
+    for name, a, b, note in (
+            ("recv_loop floor", "off", "floor", "an empty program on sys_enter_recvfrom"),
+            ("recv_loop", "floor", "bpftel", "agent as by default (run stats sampled)"),
+            ("recv_loop always", "floor", "always", "run_stats = always; BPF cost per "
+             f"recvfrom {cost[1] / max(cost[0], 1):.0f} ns over {cost[0]} runs")):
+        row = Row(name, "ns/call", {"off": "no agent", "floor": "floor"}[a],
+                  {"floor": "floor", "bpftel": "agent", "always": "agent always"}[b],
+                  note=note)
+        row.a, row.b = res[a], res[b]
+        rows.append(row)
     return rows
 
 
@@ -850,7 +924,7 @@ def go_https(args, a_build, b_build, tmp, reps):
     return rows
 
 
-EXPERIMENTS = {"open_loop": open_loop, "tls_requests": tls_requests, "h2load": h2load,
+EXPERIMENTS = {"open_loop": open_loop, "recv_loop": recv_loop, "tls_requests": tls_requests, "h2load": h2load,
                "go_https": go_https,
                "tls_write_loop": tls_write_loop, "gnutls_reads": gnutls_reads,
                "cuda_calls": cuda_calls,
