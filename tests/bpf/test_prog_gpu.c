@@ -331,7 +331,7 @@ static void test_keys_assigned_and_distinct(void **state)
 	struct fixture *f = *state;
 
 	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
-	assert_int_equal(prog_assert_keys_distinct(f->env), 8 + 4 + 5);
+	assert_int_equal(prog_assert_keys_distinct(f->env), 8 + 4 + 6);
 }
 
 static void test_every_program_run(void **state)
