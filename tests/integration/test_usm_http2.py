@@ -145,7 +145,8 @@ def main():
                 f"{base}/none/5"]
         out = subprocess.run(["curl", "-sk", "--http2", "-o", "/dev/null", "-o", "/dev/null",
                               "-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null", "-w",
-                              "%{http_code} %{http_version} %{num_connects}\n", *urls],
+                              "%{http_code} %{http_version} %{num_connects} %{local_port}\n",
+                              *urls],
                              capture_output=True, text=True, check=True).stdout.split("\n")
         got = [line.split() for line in out if line]
         check([g[:2] for g in got] == [["200", "2"]] * 3 + [["404", "2"]] * 2,
@@ -162,6 +163,12 @@ def main():
         check(sum(r["count"] for r in curl_rows if r["status"] == 200) == 3 and
               sum(r["count"] for r in curl_rows if r["status"] == 404) == 2,
               "curl, client side: 3 x 200 and 2 x 404")
+        # curl's session has a BIO of its own (no SSL_set_fd): the recvfrom inside its
+        # reads names its socket, and its rows carry the connection like nghttpd's.
+        want = {"client": f"127.0.0.1:{got[0][3]}", "server": f"127.0.0.1:{port}"}
+        conns = [r["connection"] for r in curl_rows + rows(agent, **srv)]
+        check(all(c == want for c in conns),
+              f"curl's rows and nghttpd's carry the connection {want}: {conns}")
         check(all(r["latency_sum_seconds"] > 0 for r in rows(agent, **srv)),
               "server rows have a latency")
 
