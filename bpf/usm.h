@@ -127,7 +127,8 @@ enum usm_counter {
 
 struct usm_event {
 	__u64 ktime_ns; /* the message's first byte: write entry, read return, packet */
-	__u64 conn;	/* TLS: the SSL* / gnutls session; socket: 0 */
+	__u64 conn;	/* TLS: the SSL* / gnutls session; socket: the segment's TCP sequence
+			 * number (high half) and acknowledgment number */
 	__u32 pid;	/* tgid; 0 for packets (no process context) */
 	__u32 tid;
 	__u8 source; /* enum usm_source */

@@ -383,7 +383,9 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 		usm_event_discard(ev);
 		return 0;
 	}
-	ev->conn = 0;
+	/* What NAT leaves alone: a copy of this segment seen under other addresses (a
+	 * container's, masqueraded out of the host) carries the same (usm.c, nat_copies.h). */
+	ev->conn = (__u64)bpf_ntohl(tcp.seq) << 32 | bpf_ntohl(tcp.ack_seq);
 	ev->pid = 0;
 	ev->tid = 0;
 	ev->source = USM_SRC_SOCKET;

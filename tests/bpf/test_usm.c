@@ -57,7 +57,7 @@ static void build(struct pkt *p, int family, bool from_client, size_t opt_len, c
 	unsigned char *ip = p->b + 14, *tcp;
 	size_t iphl = family == 4 ? 20 : 40, tcphl = 20 + opt_len;
 	uint16_t sport = from_client ? 40000 : 80, dport = from_client ? 80 : 40000, v;
-	uint32_t seq = htonl(next_seq);
+	uint32_t seq = htonl(next_seq), ack = htonl(next_seq ^ 0x5a5a5a5au);
 
 	next_seq += 1000;
 	memset(p, 0, sizeof(*p));
@@ -86,6 +86,7 @@ static void build(struct pkt *p, int family, bool from_client, size_t opt_len, c
 	v = htons(dport);
 	memcpy(tcp + 2, &v, 2);
 	memcpy(tcp + 4, &seq, 4);
+	memcpy(tcp + 8, &ack, 4);
 	tcp[12] = (uint8_t)((tcphl / 4) << 4);
 	tcp[13] = 0x18;		      /* PSH ACK */
 	memset(tcp + 20, 1, opt_len); /* NOPs */
@@ -126,10 +127,19 @@ static void test_ipv4_request_and_response(void **state)
 {
 	const char *req = "GET /items/42?x=1 HTTP/1.1\r\nHost: a\r\n\r\n";
 	const struct usm_event *ev;
+	uint32_t seq, ack;
+	struct pkt p;
 
 	(void)state;
-	packet(4, true, 0, req, 1);
+	build(&p, 4, true, 0, req, strlen(req), 0);
+	assert_int_equal(run_packet(&p), 1);
 	ev = event(0);
+	/* The segment's TCP numbers, which NAT leaves alone: how userspace knows a copy
+	 * of it under other addresses. */
+	memcpy(&seq, p.b + 14 + 20 + 4, 4);
+	memcpy(&ack, p.b + 14 + 20 + 8, 4);
+	assert_true(seq && ack);
+	assert_int_equal(ev->conn, (uint64_t)ntohl(seq) << 32 | ntohl(ack));
 	assert_int_equal(ev->source, USM_SRC_SOCKET);
 	assert_int_equal(ev->kind, USM_KIND_REQUEST);
 	assert_int_equal(ev->family, 4);

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""Plaintext HTTP NATed on its way through the host is counted once.
+
+Two network namespaces, a client's and a server's, each behind a veth pair, routed by
+the host, with the client's traffic masqueraded out of the server's side (a container
+reaching a service through the host's NAT). The socket filter, in the host's namespace,
+sees each segment twice: on the client's veth with the client's address, and on the
+server's with the host's. The two copies share their TCP numbers (nat_copies.h):
+
+  1. A keep-alive connection made and accepted before the agent ran (neither end
+     known): 3 requests are 3 unattributed exchanges, not 6; 3 NAT copies counted.
+  2. A connection made before the agent, accepted by the server only after it started
+     (its end known, the client's not): 2 requests counted on the server's side, none
+     unattributed; 2 NAT copies.
+  3. curl after the agent started (both ends known, each copy knows one): 1 request on
+     the server's side and 1 on curl's, no NAT copy.
+
+/metrics' bpftel_http_nat_copies_total says the same. The namespaces, the veth pairs
+and the NAT rule are removed at the end, and ip_forward restored."""
+import os
+import subprocess
+import sys
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import (agent_args, Agent, check, usm_settled, wait_for)  # noqa: E402
+from agentlib import http_count as count  # noqa: E402
+
+NS_C, NS_S = "bpftel-nat-c", "bpftel-nat-s"
+HOST_C, HOST_S = "bpftnat-hc", "bpftnat-hs"
+NET_C, NET_S = "10.231.7", "10.231.8"
+SERVER = f"{NET_S}.2"
+NAT_RULE = ["-s", f"{NET_C}.0/24", "-o", HOST_S, "-j", "MASQUERADE"]
+
+# An HTTP/1.1 server that accepts a connection when told to on stdin ("accept"), or at
+# once, and answers each request on it with 200.
+SERVER_PY = r"""
+import socket, sys, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(16)
+print("ready", flush=True)
+
+def serve(c):
+    f = c.makefile("rb")
+    while True:
+        line = f.readline()
+        if not line:
+            return
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+def accept():
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+    print("accepted", flush=True)
+
+def accept_all():
+    while True:
+        accept()
+
+for cmd in sys.stdin:
+    if cmd.strip() == "accept":
+        accept()
+    elif cmd.strip() == "serve":
+        threading.Thread(target=accept_all, daemon=True).start()
+"""
+
+# A keep-alive client: connects, says "connected", then one GET per path on stdin,
+# printing each status.
+CLIENT_PY = r"""
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+print("connected", flush=True)
+f = c.makefile("rb")
+for path in sys.stdin:
+    c.sendall(f"GET {path.strip()} HTTP/1.1\r\nHost: s\r\n\r\n".encode())
+    status = f.readline().split()[1].decode()
+    while f.readline() != b"\r\n":
+        pass
+    f.read(2)
+    print(status, flush=True)
+"""
+
+
+def sh(*cmd, check_rc=True):
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if check_rc and res.returncode:
+        raise AssertionError(f"{' '.join(cmd)}: {res.stderr.strip()}")
+    return res
+
+
+def teardown():
+    sh("iptables", "-t", "nat", "-D", "POSTROUTING", *NAT_RULE, check_rc=False)
+    for ns in (NS_C, NS_S):
+        sh("ip", "netns", "del", ns, check_rc=False)
+    for dev in (HOST_C, HOST_S):
+        sh("ip", "link", "del", dev, check_rc=False)
+
+
+def setup():
+    """The two namespaces behind the host, the client's masqueraded; returns the
+    ip_forward setting to restore."""
+    teardown()  # a run killed before its own teardown
+    for ns, host, peer, net in ((NS_C, HOST_C, "eth0", NET_C), (NS_S, HOST_S, "eth0", NET_S)):
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", host, "type", "veth", "peer", "name", f"{host}p")
+        sh("ip", "link", "set", f"{host}p", "netns", ns)
+        sh("ip", "-n", ns, "link", "set", f"{host}p", "name", peer)
+        sh("ip", "addr", "add", f"{net}.1/24", "dev", host)
+        sh("ip", "link", "set", host, "up")
+        sh("ip", "-n", ns, "addr", "add", f"{net}.2/24", "dev", peer)
+        sh("ip", "-n", ns, "link", "set", peer, "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", ns, "route", "add", "default", "via", f"{net}.1")
+    with open("/proc/sys/net/ipv4/ip_forward") as f:
+        forward = f.read().strip()
+    with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+        f.write("1")
+    sh("iptables", "-t", "nat", "-A", "POSTROUTING", *NAT_RULE)
+    return forward
+
+
+def in_ns(ns, python, code, *args):
+    return subprocess.Popen(["ip", "netns", "exec", ns, python, "-c", code, *args],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def line_of(proc, want, what):
+    got = proc.stdout.readline().strip()
+    check(got == want, f"{what}: {got!r}")
+
+
+def counters(agent):
+    return agent.json("http")["counters"]
+
+
+def metric(agent, family):
+    url = f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(family + " "):
+                return float(line.split()[1])
+    return None
+
+
+def settled(agent, pred, what):
+    wait_for(pred, 30, what)
+    wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+
+
+def main():
+    args = agent_args(("ip", "iptables", "curl"))
+    forward = setup()
+    procs = []
+    try:
+        srv = in_ns(NS_S, args.python, SERVER_PY, SERVER, "18080")
+        procs.append(srv)
+        line_of(srv, "ready", "the server in its namespace listens")
+        # Case 1's connection: made and accepted before the agent runs.
+        srv.stdin.write("accept\n")
+        srv.stdin.flush()
+        early = in_ns(NS_C, args.python, CLIENT_PY, SERVER, "18080")
+        procs.append(early)
+        line_of(early, "connected", "case 1: the client connected through the NAT")
+        line_of(srv, "accepted", "case 1: the server accepted before the agent ran")
+        # Case 2's: connected before the agent, accepted after it started.
+        late = in_ns(NS_C, args.python, CLIENT_PY, SERVER, "18080")
+        procs.append(late)
+        line_of(late, "connected", "case 2: the client connected before the agent ran")
+
+        agent = Agent(args.agent, args.cli)
+        try:
+            for i in range(3):
+                early.stdin.write(f"/early/{i}\n")
+                early.stdin.flush()
+                line_of(early, "200", f"case 1: request {i} answered")
+            settled(agent, lambda: count(agent, path="/early/*") >= 3,
+                    "case 1's requests")
+            c = counters(agent)
+            got = count(agent, path="/early/*")
+            check(got == 3 and c["unattributed"] == 3 and c["nat_copies"] == 3,
+                  f"case 1, neither end known: 3 requests counted {got} times, "
+                  f"unattributed {c['unattributed']}, NAT copies {c['nat_copies']} (3 each)")
+
+            srv.stdin.write("accept\n")
+            srv.stdin.flush()
+            line_of(srv, "accepted", "case 2: the server accepted with the agent running")
+            for i in range(2):
+                late.stdin.write(f"/late/{i}\n")
+                late.stdin.flush()
+                line_of(late, "200", f"case 2: request {i} answered")
+            settled(agent, lambda: count(agent, path="/late/*", side="server") >= 2,
+                    "case 2's requests on the server's side")
+            c = counters(agent)
+            # `ip netns exec` execs the server: its pid is the server's.
+            srv_n = count(agent, path="/late/*", side="server", pid=srv.pid)
+            other = count(agent, path="/late/*") - srv_n
+            check(srv_n == 2 and other == 0 and c["unattributed"] == 3 and
+                  c["nat_copies"] == 5,
+                  f"case 2, the server's end known: 2 requests on its side {srv_n}, "
+                  f"elsewhere {other}, unattributed {c['unattributed']} (3), NAT copies "
+                  f"{c['nat_copies']} (5)")
+
+            srv.stdin.write("serve\n")
+            srv.stdin.flush()
+            res = subprocess.run(["ip", "netns", "exec", NS_C, "curl", "-s", "-o",
+                                  "/dev/null", "-w", "%{http_code}",
+                                  f"http://{SERVER}:18080/fresh/1"],
+                                 capture_output=True, text=True, timeout=60)
+            check(res.stdout == "200", f"case 3: curl's request answered: {res.stdout!r}")
+            settled(agent, lambda: count(agent, path="/fresh/*") >= 2,
+                    "case 3's request on both sides")
+            c = counters(agent)
+            sides = {s: count(agent, path="/fresh/*", side=s) for s in ("server", "client")}
+            check(sides == {"server": 1, "client": 1} and c["nat_copies"] == 5 and
+                  c["unattributed"] == 3,
+                  f"case 3, both ends known: once per side {sides}, NAT copies "
+                  f"{c['nat_copies']} (5), unattributed {c['unattributed']} (3)")
+            m = metric(agent, "bpftel_http_nat_copies_total")
+            check(m == 5, f"/metrics: bpftel_http_nat_copies_total {m} (5)")
+        finally:
+            agent.stop()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        teardown()
+        with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+            f.write(forward)
+    left = sh("ip", "netns", "list").stdout
+    check(NS_C not in left and NS_S not in left, "the namespaces are gone")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The NAT copies of plaintext requests (user/modules/usm/nat_copies.h): a request seen
+ * under two sets of addresses with the same TCP numbers is one exchange; the first
+ * copy with no known end to ask claims it, later ones are told; a copy with a known
+ * end does not claim; the same addresses again are no copy; sets of 4 ways replace
+ * their oldest group, counting one forgotten before both copies were answered.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "user/modules/usm/nat_copies.h"
+
+/* Addresses: the client 10.0.0.c:cport, the server 10.0.1.2:80; seg the numbers. */
+static struct usm_conn_addr addr(uint8_t c, uint16_t cport, uint64_t seg)
+{
+	struct usm_conn_addr a = {.family = 4, .client_port = cport, .server_port = 80,
+				  .seg = seg};
+
+	memcpy(a.client_addr, (uint8_t[]){10, 0, 0, c}, 4);
+	memcpy(a.server_addr, (uint8_t[]){10, 0, 1, 2}, 4);
+	return a;
+}
+
+static void test_copy_claimed_once(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(64);
+	struct usm_conn_addr a = addr(2, 40000, 0x1111222233334444ull);
+	struct usm_conn_addr b = addr(9, 51000, a.seg), other;
+
+	(void)state;
+	assert_non_null(n);
+	usm_nat_copies_note(n, &a, 1);
+	usm_nat_copies_note(n, &b, 2);
+	/* b answered first with no known end: it claims, and is told where a is. */
+	assert_int_equal(usm_nat_copies_answer(n, &b, false, &other), USM_NAT_OTHER);
+	assert_int_equal(other.client_addr[3], 2);
+	assert_int_equal(other.client_port, 40000);
+	/* a, with no known end either: claimed already. */
+	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_CLAIMED);
+	assert_int_equal(usm_nat_copies_forgotten(n), 0);
+	usm_nat_copies_free(n);
+}
+
+static void test_other_way_round(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(64);
+	struct usm_conn_addr a = addr(2, 40000, 77), b = addr(9, 51000, 77), other;
+
+	(void)state;
+	usm_nat_copies_note(n, &a, 1);
+	usm_nat_copies_note(n, &b, 2);
+	/* a asks first: told of b. */
+	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_OTHER);
+	assert_int_equal(other.client_addr[3], 9);
+	assert_int_equal(other.client_port, 51000);
+	usm_nat_copies_free(n);
+}
+
+/* A copy with a known end never claims: the other, asking after it, is told of it. */
+static void test_known_does_not_claim(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(64);
+	struct usm_conn_addr a = addr(2, 40000, 78), b = addr(9, 51000, 78), other;
+
+	(void)state;
+	usm_nat_copies_note(n, &a, 1);
+	usm_nat_copies_note(n, &b, 2);
+	assert_int_equal(usm_nat_copies_answer(n, &a, true, &other), USM_NAT_ALONE);
+	assert_int_equal(usm_nat_copies_answer(n, &b, false, &other), USM_NAT_OTHER);
+	assert_int_equal(other.client_port, 40000);
+	usm_nat_copies_free(n);
+}
+
+/* One set of addresses (seen once, or the same again: a retransmission), no numbers,
+ * or numbers never noted: no copy. */
+static void test_alone(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(64);
+	struct usm_conn_addr a = addr(2, 40000, 79), z = addr(3, 40001, 0), other;
+	struct usm_conn_addr never = addr(4, 40002, 80);
+
+	(void)state;
+	usm_nat_copies_note(n, &a, 1);
+	usm_nat_copies_note(n, &a, 2);
+	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_ALONE);
+	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_ALONE);
+	usm_nat_copies_note(n, &z, 3);
+	usm_nat_copies_note(n, &z, 4);
+	assert_int_equal(usm_nat_copies_answer(n, &z, false, &other), USM_NAT_ALONE);
+	assert_int_equal(usm_nat_copies_answer(n, &never, false, &other), USM_NAT_ALONE);
+	usm_nat_copies_free(n);
+}
+
+/* A third copy (NAT twice) keeps the first two; it asks like the others. */
+static void test_third_copy(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(64);
+	struct usm_conn_addr a = addr(2, 1, 81), b = addr(3, 2, 81), c = addr(4, 3, 81), other;
+
+	(void)state;
+	usm_nat_copies_note(n, &a, 1);
+	usm_nat_copies_note(n, &b, 2);
+	usm_nat_copies_note(n, &c, 3);
+	assert_int_equal(usm_nat_copies_answer(n, &c, false, &other), USM_NAT_OTHER);
+	assert_int_equal(other.client_port, 1);
+	assert_int_equal(usm_nat_copies_answer(n, &b, false, &other), USM_NAT_CLAIMED);
+	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_CLAIMED);
+	usm_nat_copies_free(n);
+}
+
+/* A table of one set (4 groups): a fifth request replaces the oldest group; one that
+ * held two copies not both answered is counted forgotten, and its copies are alone. */
+static void test_replaced_oldest(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(4);
+	struct usm_conn_addr a, b, other;
+	uint64_t seg;
+
+	(void)state;
+	for (seg = 1; seg <= 4; seg++) {
+		a = addr(2, (uint16_t)seg, seg);
+		b = addr(9, (uint16_t)seg, seg);
+		usm_nat_copies_note(n, &a, seg * 10);
+		usm_nat_copies_note(n, &b, seg * 10 + 1);
+	}
+	/* Group 2 answered twice: replacing it later forgets nothing. */
+	a = addr(2, 2, 2);
+	b = addr(9, 2, 2);
+	usm_nat_copies_answer(n, &a, true, &other);
+	usm_nat_copies_answer(n, &b, false, &other);
+	a = addr(2, 5, 5);
+	usm_nat_copies_note(n, &a, 50); /* replaces group 1, the oldest */
+	assert_int_equal(usm_nat_copies_forgotten(n), 1);
+	a = addr(2, 1, 1);
+	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_ALONE);
+	b = addr(9, 3, 3);
+	assert_int_equal(usm_nat_copies_answer(n, &b, false, &other), USM_NAT_OTHER);
+	a = addr(2, 6, 6);
+	usm_nat_copies_note(n, &a, 60); /* replaces group 2: both answered */
+	assert_int_equal(usm_nat_copies_forgotten(n), 1);
+	usm_nat_copies_free(n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_copy_claimed_once),
+		cmocka_unit_test(test_other_way_round),
+		cmocka_unit_test(test_known_does_not_claim),
+		cmocka_unit_test(test_alone),
+		cmocka_unit_test(test_third_copy),
+		cmocka_unit_test(test_replaced_oldest),
+	};
+
+	return cmocka_run_group_tests_name("usm_nat_copies", tests, NULL, NULL);
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * NAT copies of plaintext requests (usm.c, packet_message).
+ *
+ * The socket filter sees a segment on every interface it crosses. Copies with the same
+ * addresses are dropped in the kernel (usm_pkt_seen), but a segment NATed on the way
+ * is seen again under other addresses: a container's request masqueraded out of the
+ * host, a request to a published port DNATed to a container, traffic routed between
+ * namespaces with masquerading. Each copy pairs with its own copy of the response, and
+ * the exchange would be recorded once per copy: where its ends are known (the
+ * container's process) and again, with neither end known, unattributed; or twice
+ * unattributed. The copies share what NAT leaves alone: TCP's sequence and
+ * acknowledgment numbers (struct usm_conn_addr's seg).
+ *
+ * A request's addresses are noted by its segment's numbers when it is seen; up to two
+ * sets per group (a third copy is rare: NAT twice). At the response of each copy, the
+ * group is told; for a copy whose ends are both unknown it says whether a copy under
+ * other addresses exists: the first such copy to ask claims the group, and any later
+ * one is told a copy was taken. Copies with a known end are recorded on their known
+ * sides as always: between two of the host's namespaces each copy knows one end (the
+ * client's connect, the server's accept), and the two sides are counted once each.
+ *
+ * Bounded: a set-associative table (4 ways), the oldest group of a set replaced. A
+ * group replaced with two sets of addresses before both copies' responses came is
+ * counted (usm_nat_copies_forgotten()): a copy answered after it, with neither end
+ * known, is recorded unattributed as if it had no copy. Thread-safe.
+ */
+#ifndef BPFTEL_USM_NAT_COPIES_H
+#define BPFTEL_USM_NAT_COPIES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "endpoints.h"
+
+struct usm_nat_copies;
+
+/* A table of about `groups` groups (rounded up to whole sets); NULL: no memory. */
+struct usm_nat_copies *usm_nat_copies_new(size_t groups);
+void usm_nat_copies_free(struct usm_nat_copies *n);
+
+/* A request seen under conn (conn->seg: its segment's TCP numbers) at now_ns. */
+void usm_nat_copies_note(struct usm_nat_copies *n, const struct usm_conn_addr *conn,
+			 uint64_t now_ns);
+
+enum usm_nat_verdict {
+	USM_NAT_ALONE,	 /* no copy of the request under other addresses (or an end known) */
+	USM_NAT_OTHER,	 /* a copy under *other: this one claimed the group */
+	USM_NAT_CLAIMED, /* another copy with no known end claimed it first */
+};
+
+/*
+ * The response to the request seen under conn. known: an end of it is known, and it
+ * is recorded on its sides whatever this says (USM_NAT_ALONE). Else, USM_NAT_OTHER:
+ * the caller records it unattributed unless an end of *other is known (that copy is
+ * recorded on its sides); USM_NAT_CLAIMED: a copy was (or is being) recorded
+ * unattributed, not this one.
+ */
+enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,
+					   const struct usm_conn_addr *conn, bool known,
+					   struct usm_conn_addr *other);
+
+/* Groups replaced holding two sets of addresses before both copies were answered. */
+uint64_t usm_nat_copies_forgotten(struct usm_nat_copies *n);
+
+#endif /* BPFTEL_USM_NAT_COPIES_H */
