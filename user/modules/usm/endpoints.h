@@ -65,6 +65,9 @@ struct usm_conn_addr {
 	uint16_t client_port, server_port;
 	uint8_t client_addr[16];
 	uint8_t server_addr[16];
+	/* Plaintext: the TCP sequence (high half) and acknowledgment numbers of the
+	 * message's segment, which its NAT copies share (nat_copies.h); 0 otherwise. */
+	uint64_t seg;
 };
 
 struct usm_endpoint_row {

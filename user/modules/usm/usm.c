@@ -15,6 +15,7 @@
 #include "usm.h"
 #include "h2_sessions.h"
 #include "h2c.h"
+#include "nat_copies.h"
 #include "series.h"
 #include "tls_retry.h"
 #include "usm.skel.h"
@@ -36,6 +37,7 @@ struct bpftel_usm {
 	struct usm_endpoints *endpoints;
 	struct usm_h2_sessions *h2;
 	struct usm_h2c *h2c;
+	struct usm_nat_copies *nat; /* plaintext requests seen under two sets of addresses */
 	struct usm_procs *procs;
 	struct usm_series_set *series; /* /metrics' */
 	pthread_mutex_t lock; /* skel, loaded, retired, settings */
@@ -45,7 +47,7 @@ struct bpftel_usm {
 	bool loaded;
 	__u64 retired[USM_CNT__COUNT];
 	/* The workers' counts, atomic (count()). */
-	__u64 unparsed, malformed, unattributed, tls_no_conn, tls_conn_reused, own;
+	__u64 unparsed, malformed, unattributed, nat_copies, tls_no_conn, tls_conn_reused, own;
 	__u64 rejected[USM_HTTP__REJECT_COUNT];
 	__u32 self; /* the agent's own pid: its sockets' messages are not recorded */
 	/* The agent's network namespace (its inode): the socket filter's packets are of
@@ -334,11 +336,55 @@ static int handle_h2_record(void *ctx, void *data, size_t size)
  * only counted (`own`): watching must not add a row to what it watches, once per
  * scrape; the scraper's end is recorded like any other process's.
  */
+/*
+ * The process that owns conn's end on side (USM_SIDE_SERVER: its server's), as the
+ * watcher saw it connect or accept: a connection of the agent's namespace first, then
+ * of any (0): another namespace's cannot take a 4-tuple the agent's own has. 0, or
+ * -ENOENT.
+ */
+static int end_owner(struct bpftel_usm *u, const struct usm_conn_addr *c, int side,
+		     struct shlib_sock_owner *owner)
+{
+	struct shlib_sock_key k = {.family = c->family};
+	bool server = side == USM_SIDE_SERVER;
+
+	memcpy(k.local, server ? c->server_addr : c->client_addr, 16);
+	memcpy(k.remote, server ? c->client_addr : c->server_addr, 16);
+	k.lport = server ? c->server_port : c->client_port;
+	k.rport = server ? c->client_port : c->server_port;
+	k.netns = u->netns;
+	if (!bpftel_sharedlibs__sock_owner(u->sl, &k, owner))
+		return 0;
+	k.netns = 0;
+	return bpftel_sharedlibs__sock_owner(u->sl, &k, owner) ? -ENOENT : 0;
+}
+
+/*
+ * A response none of whose ends is known, to the request seen under req_conn: is it a
+ * NAT copy of an exchange recorded elsewhere (nat_copies.h)? Yes when another copy
+ * with no known end claimed it first, or when the copy under other addresses has a
+ * known end, and so is recorded on its sides (or is the agent's own).
+ */
+static bool nat_copy(struct bpftel_usm *u, const struct usm_conn_addr *req_conn)
+{
+	struct shlib_sock_owner owner;
+	struct usm_conn_addr other;
+
+	switch (usm_nat_copies_answer(u->nat, req_conn, false, &other)) {
+	case USM_NAT_CLAIMED:
+		return true;
+	case USM_NAT_OTHER:
+		return !end_owner(u, &other, USM_SIDE_SERVER, &owner) ||
+		       !end_owner(u, &other, USM_SIDE_CLIENT, &owner);
+	default:
+		return false;
+	}
+}
+
 static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 			   const struct usm_http_start *msg)
 {
-	struct usm_conn_addr conn = {.family = ev->family}, req_conn;
-	struct shlib_sock_key k = {.family = ev->family};
+	struct usm_conn_addr conn = {.family = ev->family, .seg = ev->conn}, req_conn, other;
 	struct shlib_sock_owner owner;
 	struct usm_http_start req;
 	struct usm_conn_key key, held;
@@ -363,25 +409,15 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	/* A request, and an interim response (100 Continue, 103 Early Hints: counted, the
 	 * request stays held for its final response, which attributes both). */
 	if (msg->kind == USM_HTTP_REQUEST || usm_http_interim(msg->status)) {
+		if (msg->kind == USM_HTTP_REQUEST)
+			usm_nat_copies_note(u->nat, &conn, ev->ktime_ns);
 		record(u, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 		return;
 	}
 	have_req = usm_endpoints_take(u->endpoints, &held, &req_ns, &req, &req_conn);
 	for (side = USM_SIDE_SERVER; side <= USM_SIDE_CLIENT; side++) {
-		bool server = side == USM_SIDE_SERVER;
-
-		memcpy(k.local, server ? ev->server_addr : ev->client_addr, 16);
-		memcpy(k.remote, server ? ev->client_addr : ev->server_addr, 16);
-		k.lport = server ? ev->server_port : ev->client_port;
-		k.rport = server ? ev->client_port : ev->server_port;
-		/* A connection of the agent's namespace first, then of any (0): another
-		 * namespace's cannot take a 4-tuple the agent's own has. */
-		k.netns = u->netns;
-		if (bpftel_sharedlibs__sock_owner(u->sl, &k, &owner)) {
-			k.netns = 0;
-			if (bpftel_sharedlibs__sock_owner(u->sl, &k, &owner))
-				continue;
-		}
+		if (end_owner(u, &conn, side, &owner))
+			continue;
 		if (owner.pid == u->self) {
 			own = true;
 			continue;
@@ -398,8 +434,14 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	}
 	if (own)
 		count(&u->own);
+	if (have_req && (found || own))
+		usm_nat_copies_answer(u->nat, &req_conn, true, &other);
 	if (found || own)
 		return;
+	if (have_req && nat_copy(u, &req_conn)) {
+		count(&u->nat_copies);
+		return;
+	}
 	if (have_req) {
 		count(&u->unattributed);
 		record(u, &held, USM_PROTO_HTTP, req_ns, &req, &req_conn);
@@ -535,7 +577,8 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 	u->series = usm_series_set_new();
 	u->h2 = usm_h2_sessions_new(h2_message, u);
 	u->h2c = usm_h2c_new(h2c_message, u);
-	if (!u->endpoints || !u->procs || !u->series || !u->h2 || !u->h2c)
+	u->nat = usm_nat_copies_new(USM_MAX_PENDING);
+	if (!u->endpoints || !u->procs || !u->series || !u->h2 || !u->h2c || !u->nat)
 		return -ENOMEM;
 	u->ops.name = BPFTEL_USM_MODULE;
 	u->ops.open = usm_open;
@@ -566,6 +609,7 @@ void bpftel_usm__free(struct bpftel_usm *u)
 	usm_endpoints_free(u->endpoints);
 	usm_h2_sessions_free(u->h2);
 	usm_h2c_free(u->h2c);
+	usm_nat_copies_free(u->nat);
 	usm_procs_free(u->procs);
 	usm_series_set_free(u->series);
 	pthread_mutex_destroy(&u->lock);
@@ -597,6 +641,8 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	out->unparsed = counted(&u->unparsed);
 	out->malformed = counted(&u->malformed);
 	out->unattributed = counted(&u->unattributed);
+	out->nat_copies = counted(&u->nat_copies);
+	out->nat_copies_forgotten = usm_nat_copies_forgotten(u->nat);
 	out->tls_no_conn = counted(&u->tls_no_conn);
 	out->tls_conn_reused = counted(&u->tls_conn_reused);
 	out->own = counted(&u->own);

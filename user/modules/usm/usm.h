@@ -67,6 +67,8 @@ struct bpftel_usm_counters {
 						 * HTTP/2's :status too, h2 and h2c) */
 	__u64 malformed;	      /* records of a wrong size */
 	__u64 unattributed;	      /* plaintext messages whose sockets' owners are unknown */
+	__u64 nat_copies;	      /* plaintext exchanges not recorded: a NAT copy of theirs is */
+	__u64 nat_copies_forgotten;   /* NAT copy groups replaced before both were answered */
 	__u64 tls_no_conn;	      /* TLS messages whose connection (fd) is unknown */
 	__u64 tls_conn_reused;	      /* ... whose fd holds one it was given after them */
 	__u64 own;		      /* responses on the agent's own sockets: not recorded */

@@ -113,8 +113,8 @@ static void print_http(json_t *resp)
 	       "%lld, truncated %lld; "
 	       "requests %lld, responses %lld, paired %lld, unanswered %lld, orphan responses "
 	       "%lld, interim %lld, evicted %lld; overflow: per process %lld, table %lld; expired "
-	       "rows %lld; unattributed %lld; the agent's own %lld; rejected: syntax %lld, status "
-	       "%lld\n",
+	       "rows %lld; unattributed %lld; NAT copies %lld; the agent's own %lld; rejected: "
+	       "syntax %lld, status %lld\n",
 	       jint(c, "tls_calls"), jint(c, "tls_http"), jint(c, "tls_write_retries"),
 	       jint(c, "packets"),
 	       jint(c, "packets_http"), jint(c, "lost"), jint(c, "truncated"),
@@ -122,7 +122,8 @@ static void print_http(json_t *resp)
 	       jint(pairing, "unanswered"), jint(pairing, "orphan_responses"),
 	       jint(pairing, "interim"), jint(pairing, "evicted"),
 	       jint(pairing, "process_overflow"), jint(pairing, "table_overflow"),
-	       jint(pairing, "expired"), jint(c, "unattributed"), jint(c, "own_exchanges"),
+	       jint(pairing, "expired"), jint(c, "unattributed"), jint(c, "nat_copies"),
+	       jint(c, "own_exchanges"),
 	       jint(json_object_get(c, "rejected"), "syntax"),
 	       jint(json_object_get(c, "rejected"), "status"));
 	print_http2(json_object_get(c, "http2"));

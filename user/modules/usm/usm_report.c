@@ -187,6 +187,8 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	json_object_set_new(cnt, "unparsed", json_integer(c->unparsed));
 	json_object_set_new(cnt, "malformed", json_integer(c->malformed));
 	json_object_set_new(cnt, "unattributed", json_integer(c->unattributed));
+	json_object_set_new(cnt, "nat_copies", json_integer(c->nat_copies));
+	json_object_set_new(cnt, "nat_copies_forgotten", json_integer(c->nat_copies_forgotten));
 	json_object_set_new(cnt, "tls_connection_unknown", json_integer(c->tls_no_conn));
 	json_object_set_new(cnt, "tls_connection_reused", json_integer(c->tls_conn_reused));
 	json_object_set_new(cnt, "own_exchanges", json_integer(c->own));
@@ -362,6 +364,11 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 			   "Plaintext HTTP requests whose sockets' owners the agent does not know "
 			   "(connected before it ran): in `bpftel http`, not in the histograms.",
 			   c.unattributed);
+	bpftel_prom_scalar(w, "bpftel_http_nat_copies_total", "counter",
+			   "Plaintext HTTP exchanges seen again under other addresses (NAT on the "
+			   "way: a container's, a published port's) and recorded once, where their "
+			   "ends are known: not counted again.",
+			   c.nat_copies);
 	bpftel_prom_scalar(w, "bpftel_http_own_exchanges_total", "counter",
 			   "Plaintext HTTP exchanges with the agent's own sockets (its /metrics "
 			   "server): the other end is recorded, the agent's is not.",
