@@ -88,7 +88,7 @@ int usm_tls_recv(struct trace_event_raw_sys_enter *ctx)
 	if (!c)
 		return 0;
 	user = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return usm_tls_recv_fd(TLM_ARG, c, bpf_get_current_pid_tgid(), (long)ctx->args[0],
+	return usm_tls_recv_fd(c, bpf_get_current_pid_tgid(), (long)ctx->args[0],
 			       user ? PT_REGS_SP(user) : 0);
 }
 

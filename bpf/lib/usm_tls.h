@@ -55,7 +55,9 @@ struct usm_tls_read {
 	__u64 sp;
 	__u32 source;  /* enum usm_source */
 	__u32 pending; /* entered, not yet returned */
-	__u32 fd_asked; /* a recvfrom(2) inside it looked at its session's fd (usm_tls_recv_fd) */
+	/* The fd of the first recvfrom(2) made inside it (usm_tls_recv_fd), -1: none; its
+	 * session's at its return, if the session has none. */
+	__s32 recv_fd;
 	__u32 __pad;
 };
 
@@ -94,14 +96,15 @@ static __always_inline struct usm_tls_call *usm_tls_slot(TLM_PARAM, bool create)
 }
 
 /* Per process, what is known of a TLS session (struct usm_tls_sess, keyed by struct
- * usm_fd_key: usm.h): the fd it runs on (SSL_set_fd, gnutls_transport_set_int2) and
+ * usm_fd_key: usm.h): the fd it runs on (SSL_set_fd, gnutls_transport_set_int2, or for
+ * a session with its own BIO the recvfrom(2) inside a read of it: usm_tls_recv_fd) and
  * whether it carried an HTTP/1 message (any session's first, SSL_set_fd or not). Gone
  * with the session (SSL_free, gnutls_deinit, Go's Close), reset by SSL_set_fd; LRU for
  * sessions whose end is not seen. */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 32768); /* sessions with SSL_set_fd, and those that carried HTTP/1 */
+	__uint(max_entries, 32768); /* sessions with an fd, and those that carried HTTP/1 */
 	__type(key, struct usm_fd_key);
 	__type(value, struct usm_tls_sess);
 } usm_tls_fds SEC(".maps");
@@ -321,9 +324,54 @@ static __always_inline int usm_tls_read_enter_body(TLM_PARAM, struct pt_regs *re
 	slot->size_ptr = ex ? PT_REGS_PARM4(regs) : 0;
 	slot->pid_tgid = pid_tgid;
 	slot->source = src;
-	slot->fd_asked = 0;
+	slot->recv_fd = -1;
 	slot->pending = 1;
 	return 0;
+}
+
+/*
+ * recvfrom(2) on fd by thread pid_tgid, its user stack pointer at user_sp. A session set
+ * up without SSL_set_fd (curl's own BIO; GnuTLS with a pull function of its own that
+ * calls recv(2)) shows the probes no fd: its messages had no connection. Such a BIO
+ * reads the socket with recv(2) from inside the read in flight on the thread, and the
+ * innermost one (the lowest frame: through an HTTPS proxy, the proxy's session moves
+ * the bytes) is the one whose session it serves. A recvfrom made above that read's
+ * frame is not inside it: its slot was left pending by a return never seen. The read
+ * keeps the first fd; its return gives it to the session (usm_tls_recv_commit), so a
+ * slot that never returns gives nothing. c: the thread's reads (usm_tls_slot), looked
+ * up by the caller first: a thread that never made one, nearly every caller, costs
+ * only that.
+ */
+static __always_inline int usm_tls_recv_fd(struct usm_tls_call *c, __u64 pid_tgid, long fd,
+					   __u64 user_sp)
+{
+	struct usm_tls_read *r = NULL;
+	int i;
+
+	if (fd < 0 || fd > 0x7fffffff)
+		return 0;
+	for (i = 0; i < USM_TLS_NEST; i++) {
+		if (c->r[i].pending && c->r[i].pid_tgid == pid_tgid && c->r[i].sp > user_sp &&
+		    (!r || c->r[i].sp < r->sp))
+			r = &c->r[i];
+	}
+	if (r && r->recv_fd < 0)
+		r->recv_fd = (__s32)fd;
+	return 0;
+}
+
+/* A read returned that made a recvfrom on fd: the fd is its session's, unless the
+ * session has one (SSL_set_fd's stays). */
+static __always_inline void usm_tls_recv_commit(TLM_PARAM, __u64 conn, __u64 pid_tgid, __s32 fd)
+{
+	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
+	struct usm_tls_sess init = {.fd = fd}, *s;
+
+	s = bpf_map_lookup_elem(&usm_tls_fds, &key);
+	if (!s)
+		tlm_map_insert(usm_tls_fds, &key, &init);
+	else if (s->fd < 0)
+		s->fd = fd;
 }
 
 /*
@@ -349,6 +397,8 @@ static __always_inline int usm_tls_read_ret_body(TLM_PARAM, struct pt_regs *regs
 		return 0; /* attached mid-call, or a typed read's call of another type */
 	call = c->r[i];
 	c->r[i].pending = 0;
+	if (call.recv_fd >= 0)
+		usm_tls_recv_commit(TLM_ARG, call.conn, pid_tgid, call.recv_fd);
 	if (call.size_ptr) {
 		if ((int)rc != 1 || tlm_probe_read_user(&len, sizeof(len), (void *)call.size_ptr))
 			return 0;
@@ -363,45 +413,6 @@ static __always_inline int usm_tls_read_ret_body(TLM_PARAM, struct pt_regs *regs
 		len = rc;
 	}
 	usm_tls_emit(TLM_ARG, call.conn, call.buf, len, call.source, USM_DIR_READ, now, pid_tgid);
-	return 0;
-}
-
-/*
- * recvfrom(2) on fd by thread pid_tgid, its user stack pointer at user_sp. A session set
- * up without SSL_set_fd (curl's own BIO, GnuTLS with its own pull function) shows the
- * probes no fd: its messages had no connection. Such a BIO reads the socket with
- * recv(2) from inside the read in flight on the thread, and the innermost one (the
- * lowest frame: through an HTTPS proxy, the proxy's session moves the bytes) is the one
- * whose session it serves. Its fd becomes the session's, if the session has none: one
- * from SSL_set_fd stays. A recvfrom made above that read's frame is not inside it: its
- * slot was left pending by a return never seen. Once per read: the map is looked at by
- * its first recvfrom only. c: the thread's reads (usm_tls_slot), looked up by the
- * caller first: a thread that never made one, nearly every caller, costs only that.
- */
-static __always_inline int usm_tls_recv_fd(TLM_PARAM, struct usm_tls_call *c, __u64 pid_tgid,
-					   long fd, __u64 user_sp)
-{
-	struct usm_tls_sess init = {.fd = (__s32)fd}, *s;
-	struct usm_fd_key key = {.tgid = pid_tgid >> 32};
-	struct usm_tls_read *r = NULL;
-	int i;
-
-	if (fd < 0 || fd > 0x7fffffff)
-		return 0;
-	for (i = 0; i < USM_TLS_NEST; i++) {
-		if (c->r[i].pending && c->r[i].pid_tgid == pid_tgid && c->r[i].sp > user_sp &&
-		    (!r || c->r[i].sp < r->sp))
-			r = &c->r[i];
-	}
-	if (!r || r->fd_asked)
-		return 0;
-	r->fd_asked = 1;
-	key.conn = r->conn;
-	s = bpf_map_lookup_elem(&usm_tls_fds, &key);
-	if (!s)
-		tlm_map_insert(usm_tls_fds, &key, &init);
-	else if (s->fd < 0)
-		s->fd = (__s32)fd;
 	return 0;
 }
 

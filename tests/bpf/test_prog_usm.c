@@ -46,8 +46,8 @@ static struct prog_case cases[] = {
 	{"usm_tls_recv",
 	 "real tracepoint: recvfrom(2) inside the stub SSL_read of a session with its own BIO",
 	 NULL,
-	 "its one fallible call inserts into usm_tls_fds, an LRU map that evicts rather than "
-	 "fails; test_bpf_usm runs its body on every case"},
+	 "no fallible call: a task-storage lookup without create, and a store into the "
+	 "thread's own slot (the read's return gives the fd to its session)"},
 	{"usm_go_uprobe",
 	 "real uprobes on tests/go/tlsapp (Go's crypto/tls: entries on the stack check, RETs)",
 	 NULL,

@@ -71,7 +71,7 @@ int usm_test_recv(struct usm_test_recv *ctx)
 	__u32 __tlm_prog = 0;
 
 	c = usm_tls_slot(TLM_ARG, false);
-	return c ? usm_tls_recv_fd(TLM_ARG, c, ctx->pid_tgid, ctx->fd, ctx->sp) : 0;
+	return c ? usm_tls_recv_fd(c, ctx->pid_tgid, ctx->fd, ctx->sp) : 0;
 }
 
 /* A Go probe (enum usm_go_fn in probe) on a synthetic register set: the buffers and
