@@ -15,6 +15,10 @@ server's with the host's. The two copies share their TCP numbers (nat_copies.h):
      unattributed; 2 NAT copies.
   3. curl after the agent started (both ends known, each copy knows one): 1 request on
      the server's side and 1 on curl's, no NAT copy.
+  4. Cleartext HTTP/2 (h2c, python's h2 on both ends): a client connected before the
+     agent ran, accepted by the server after it started, sends its first request: it
+     is counted once, on the server's side; 1 NAT copy. (h2c hands a first request on
+     with its response: its copies are noted when decoded, in the order seen.)
 
 /metrics' bpftel_http_nat_copies_total says the same. The namespaces, the veth pairs
 and the NAT rule are removed at the end, and ip_forward restored."""
@@ -28,10 +32,14 @@ from agentlib import (agent_args, Agent, check, usm_settled, wait_for)  # noqa: 
 from agentlib import http_count as count  # noqa: E402
 
 NS_C, NS_S = "bpftel-nat-c", "bpftel-nat-s"
+SYS_PYTHON = "/usr/bin/python3"  # Debian's, with python3-h2 (case 4's ends)
 HOST_C, HOST_S = "bpftnat-hc", "bpftnat-hs"
 NET_C, NET_S = "10.231.7", "10.231.8"
 SERVER = f"{NET_S}.2"
 NAT_RULE = ["-s", f"{NET_C}.0/24", "-o", HOST_S, "-j", "MASQUERADE"]
+# Forwarding between the two, whatever the host's FORWARD policy (docker sets DROP).
+FORWARD_RULES = [["-i", HOST_C, "-o", HOST_S, "-j", "ACCEPT"],
+                 ["-i", HOST_S, "-o", HOST_C, "-j", "ACCEPT"]]
 
 # An HTTP/1.1 server that accepts a connection when told to on stdin ("accept"), or at
 # once, and answers each request on it with 200.
@@ -86,6 +94,64 @@ for path in sys.stdin:
 """
 
 
+# An h2c client (python's h2): connects, says "connected", and on a line on stdin sends
+# the connection preface and one GET of argv[3], printing the response's status.
+H2C_CLIENT_PY = r"""
+import socket, sys, time
+import h2.config, h2.connection, h2.events
+for _ in range(300):
+    try:
+        s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+        break
+    except OSError:
+        time.sleep(0.1)
+print("connected", flush=True)
+sys.stdin.readline()
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+c.initiate_connection()
+c.send_headers(1, [(":method", "GET"), (":path", sys.argv[3]), (":scheme", "http"),
+                   (":authority", "s")], end_stream=True)
+s.sendall(c.data_to_send())
+while True:
+    data = s.recv(65536)
+    if not data:
+        sys.exit(1)
+    for e in c.receive_data(data):
+        if isinstance(e, h2.events.ResponseReceived):
+            print(dict(e.headers)[b":status"].decode(), flush=True)
+        if isinstance(e, h2.events.StreamEnded):
+            sys.exit(0)
+    s.sendall(c.data_to_send())
+"""
+
+
+# An h2c server (python's h2) that accepts one connection when told to on stdin, then
+# answers each request with 200.
+H2C_SERVER_PY = r"""
+import socket, sys
+import h2.config, h2.connection, h2.events
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(4)
+print("ready", flush=True)
+sys.stdin.readline()
+c, _ = s.accept()
+conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+conn.initiate_connection()
+c.sendall(conn.data_to_send())
+print("accepted", flush=True)
+while True:
+    data = c.recv(65536)
+    if not data:
+        break
+    for e in conn.receive_data(data):
+        if isinstance(e, h2.events.RequestReceived):
+            conn.send_headers(e.stream_id, [(":status", "200")], end_stream=True)
+    c.sendall(conn.data_to_send())
+"""
+
+
 def sh(*cmd, check_rc=True):
     res = subprocess.run(cmd, capture_output=True, text=True)
     if check_rc and res.returncode:
@@ -95,6 +161,8 @@ def sh(*cmd, check_rc=True):
 
 def teardown():
     sh("iptables", "-t", "nat", "-D", "POSTROUTING", *NAT_RULE, check_rc=False)
+    for rule in FORWARD_RULES:
+        sh("iptables", "-D", "FORWARD", *rule, check_rc=False)
     for ns in (NS_C, NS_S):
         sh("ip", "netns", "del", ns, check_rc=False)
     for dev in (HOST_C, HOST_S):
@@ -102,8 +170,8 @@ def teardown():
 
 
 def setup():
-    """The two namespaces behind the host, the client's masqueraded; returns the
-    ip_forward setting to restore."""
+    """The two namespaces behind the host, the client's masqueraded (the caller restores
+    ip_forward and tears it down, whether this finished or not)."""
     teardown()  # a run killed before its own teardown
     for ns, host, peer, net in ((NS_C, HOST_C, "eth0", NET_C), (NS_S, HOST_S, "eth0", NET_S)):
         sh("ip", "netns", "add", ns)
@@ -116,12 +184,11 @@ def setup():
         sh("ip", "-n", ns, "link", "set", peer, "up")
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("ip", "-n", ns, "route", "add", "default", "via", f"{net}.1")
-    with open("/proc/sys/net/ipv4/ip_forward") as f:
-        forward = f.read().strip()
     with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
         f.write("1")
     sh("iptables", "-t", "nat", "-A", "POSTROUTING", *NAT_RULE)
-    return forward
+    for rule in FORWARD_RULES:
+        sh("iptables", "-I", "FORWARD", *rule)
 
 
 def in_ns(ns, python, code, *args):
@@ -154,9 +221,18 @@ def settled(agent, pred, what):
 
 def main():
     args = agent_args(("ip", "iptables", "curl"))
-    forward = setup()
+    with open("/proc/sys/net/ipv4/ip_forward") as f:
+        forward = f.read().strip()
     procs = []
     try:
+        setup()
+        h2srv = in_ns(NS_S, SYS_PYTHON, H2C_SERVER_PY, SERVER, "18081")
+        procs.append(h2srv)
+        line_of(h2srv, "ready", "case 4: the h2c server listens")
+        # Case 4's connection: made before the agent runs, accepted after it started.
+        h2cli = in_ns(NS_C, SYS_PYTHON, H2C_CLIENT_PY, SERVER, "18081", "/h2c/1")
+        procs.append(h2cli)
+        line_of(h2cli, "connected", "case 4: the h2c client connected through the NAT")
         srv = in_ns(NS_S, args.python, SERVER_PY, SERVER, "18080")
         procs.append(srv)
         line_of(srv, "ready", "the server in its namespace listens")
@@ -220,8 +296,26 @@ def main():
                   c["unattributed"] == 3,
                   f"case 3, both ends known: once per side {sides}, NAT copies "
                   f"{c['nat_copies']} (5), unattributed {c['unattributed']} (3)")
+
+            h2srv.stdin.write("accept\n")
+            h2srv.stdin.flush()
+            line_of(h2srv, "accepted", "case 4: the h2c server accepted, its SETTINGS sent")
+            h2cli.stdin.write("go\n")
+            h2cli.stdin.flush()
+            line_of(h2cli, "200", "case 4: the h2c request answered")
+            settled(agent, lambda: count(agent, path="/h2c/*") >= 1, "case 4's request")
+            c = counters(agent)
+            srv_n = count(agent, path="/h2c/*", side="server", pid=h2srv.pid)
+            other = count(agent, path="/h2c/*") - srv_n
+            check(srv_n == 1 and other == 0 and c["unattributed"] == 3 and
+                  c["nat_copies"] == 6 and c["h2c"]["requests"] == 2 and
+                  c["h2c"]["responses"] == 2,
+                  f"case 4, h2c, the server's end known: both copies decoded (requests "
+                  f"{c['h2c']['requests']}, responses {c['h2c']['responses']}), counted "
+                  f"{srv_n} on the server's side, {other} elsewhere, unattributed "
+                  f"{c['unattributed']} (3), NAT copies {c['nat_copies']} (6)")
             m = metric(agent, "bpftel_http_nat_copies_total")
-            check(m == 5, f"/metrics: bpftel_http_nat_copies_total {m} (5)")
+            check(m == 6, f"/metrics: bpftel_http_nat_copies_total {m} (6)")
         finally:
             agent.stop()
     finally:

@@ -3,8 +3,9 @@
  * The NAT copies of plaintext requests (user/modules/usm/nat_copies.h): a request seen
  * under two sets of addresses with the same TCP numbers is one exchange; the first
  * copy with no known end to ask claims it, later ones are told; a copy with a known
- * end does not claim; the same addresses again are no copy; sets of 4 ways replace
- * their oldest group, counting one forgotten before both copies were answered.
+ * end does not claim; the same addresses again are no copy; a group goes once every
+ * copy was answered; sets of 4 ways replace their oldest group, counting one
+ * forgotten before its copies were all answered.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -77,26 +78,30 @@ static void test_known_does_not_claim(void **state)
 }
 
 /* One set of addresses (seen once, or the same again: a retransmission), no numbers,
- * or numbers never noted: no copy. */
+ * or numbers never noted: no copy. A group is freed once its one request is answered:
+ * a request noted after (never a copy: copies cross the host before any response) is
+ * a group of its own. */
 static void test_alone(void **state)
 {
 	struct usm_nat_copies *n = usm_nat_copies_new(64);
-	struct usm_conn_addr a = addr(2, 40000, 79), z = addr(3, 40001, 0), other;
-	struct usm_conn_addr never = addr(4, 40002, 80);
+	struct usm_conn_addr a = addr(2, 40000, 79), b = addr(9, 51000, 79);
+	struct usm_conn_addr z = addr(3, 40001, 0), never = addr(4, 40002, 80), other;
 
 	(void)state;
 	usm_nat_copies_note(n, &a, 1);
 	usm_nat_copies_note(n, &a, 2);
 	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_ALONE);
-	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_ALONE);
-	usm_nat_copies_note(n, &z, 3);
+	usm_nat_copies_note(n, &b, 3);
+	assert_int_equal(usm_nat_copies_answer(n, &b, false, &other), USM_NAT_ALONE);
 	usm_nat_copies_note(n, &z, 4);
+	usm_nat_copies_note(n, &z, 5);
 	assert_int_equal(usm_nat_copies_answer(n, &z, false, &other), USM_NAT_ALONE);
 	assert_int_equal(usm_nat_copies_answer(n, &never, false, &other), USM_NAT_ALONE);
 	usm_nat_copies_free(n);
 }
 
-/* A third copy (NAT twice) keeps the first two; it asks like the others. */
+/* A third copy (NAT twice): two sets kept; every copy asks like the others, and the
+ * group stays until the third has. */
 static void test_third_copy(void **state)
 {
 	struct usm_nat_copies *n = usm_nat_copies_new(64);
@@ -106,15 +111,19 @@ static void test_third_copy(void **state)
 	usm_nat_copies_note(n, &a, 1);
 	usm_nat_copies_note(n, &b, 2);
 	usm_nat_copies_note(n, &c, 3);
+	usm_nat_copies_note(n, &b, 4); /* b again: a retransmission, not a fourth copy */
 	assert_int_equal(usm_nat_copies_answer(n, &c, false, &other), USM_NAT_OTHER);
 	assert_int_equal(other.client_port, 1);
 	assert_int_equal(usm_nat_copies_answer(n, &b, false, &other), USM_NAT_CLAIMED);
 	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_CLAIMED);
+	/* All three answered: freed. */
+	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_ALONE);
 	usm_nat_copies_free(n);
 }
 
 /* A table of one set (4 groups): a fifth request replaces the oldest group; one that
- * held two copies not both answered is counted forgotten, and its copies are alone. */
+ * held copies not all answered is counted forgotten, and its copies are alone after.
+ * A group whose copies were all answered is freed, and its room taken first. */
 static void test_replaced_oldest(void **state)
 {
 	struct usm_nat_copies *n = usm_nat_copies_new(4);
@@ -128,21 +137,23 @@ static void test_replaced_oldest(void **state)
 		usm_nat_copies_note(n, &a, seg * 10);
 		usm_nat_copies_note(n, &b, seg * 10 + 1);
 	}
-	/* Group 2 answered twice: replacing it later forgets nothing. */
-	a = addr(2, 2, 2);
-	b = addr(9, 2, 2);
-	usm_nat_copies_answer(n, &a, true, &other);
-	usm_nat_copies_answer(n, &b, false, &other);
 	a = addr(2, 5, 5);
 	usm_nat_copies_note(n, &a, 50); /* replaces group 1, the oldest */
 	assert_int_equal(usm_nat_copies_forgotten(n), 1);
 	a = addr(2, 1, 1);
 	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_ALONE);
-	b = addr(9, 3, 3);
+	/* Group 2 answered on both copies: freed; the next request takes its room. */
+	a = addr(2, 2, 2);
+	b = addr(9, 2, 2);
+	assert_int_equal(usm_nat_copies_answer(n, &a, true, &other), USM_NAT_ALONE);
 	assert_int_equal(usm_nat_copies_answer(n, &b, false, &other), USM_NAT_OTHER);
 	a = addr(2, 6, 6);
-	usm_nat_copies_note(n, &a, 60); /* replaces group 2: both answered */
+	usm_nat_copies_note(n, &a, 60);
 	assert_int_equal(usm_nat_copies_forgotten(n), 1);
+	b = addr(9, 3, 3);
+	assert_int_equal(usm_nat_copies_answer(n, &b, false, &other), USM_NAT_OTHER);
+	b = addr(9, 4, 4);
+	assert_int_equal(usm_nat_copies_answer(n, &b, false, &other), USM_NAT_OTHER);
 	usm_nat_copies_free(n);
 }
 

@@ -28,6 +28,7 @@ struct h2c_conn {
 struct usm_h2c {
 	pthread_mutex_t lock;
 	usm_h2c_sink sink;
+	void (*on_request)(const struct usm_event *ev, void *ctx);
 	void *ctx;
 	struct h2c_conn c[USM_H2C_CONNS_MAX];
 	struct usm_h2c_stats st;
@@ -158,11 +159,16 @@ static bool settings_start(const struct usm_event *ev)
 	       !(p[5] | p[6] | p[7] | p[8]);
 }
 
+void usm_h2c_on_request(struct usm_h2c *h, void (*fn)(const struct usm_event *ev, void *ctx))
+{
+	h->on_request = fn;
+}
+
 void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 {
 	const struct usm_h2_callbacks cb = {.event = on_event};
 	struct seg_ctx s = {.h = h};
-	bool client = ev->kind == USM_KIND_H2C_CLIENT, deliver = false;
+	bool client = ev->kind == USM_KIND_H2C_CLIENT, deliver = false, requested = false;
 	struct usm_http_start req;
 	struct usm_event req_ev;
 	struct usm_h2_stats ds;
@@ -227,6 +233,7 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 		c->req = s.msg;
 		c->req_ev = *ev;
 		h->st.requests++;
+		requested = true;
 	}
 	if (s.rejected) {
 		/* Not a row with status 0: counted as HTTP/1's rejected status lines are,
@@ -245,6 +252,8 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 	}
 out:
 	pthread_mutex_unlock(&h->lock);
+	if (requested && h->on_request)
+		h->on_request(ev, h->ctx);
 	if (deliver) {
 		h->sink(&req_ev, &req, h->ctx);
 		h->sink(ev, &s.msg, h->ctx);

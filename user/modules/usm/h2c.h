@@ -57,6 +57,11 @@ typedef void (*usm_h2c_sink)(const struct usm_event *ev, const struct usm_http_s
 struct usm_h2c;
 
 struct usm_h2c *usm_h2c_new(usm_h2c_sink sink, void *ctx);
+
+/* Optional: fn(ev, ctx), without the table's lock, when a connection's first request
+ * is decoded (ev: the segment that completed it), before it is handed on with its
+ * response: the module notes the request's NAT copies in the order they were seen. */
+void usm_h2c_on_request(struct usm_h2c *h, void (*fn)(const struct usm_event *ev, void *ctx));
 void usm_h2c_free(struct usm_h2c *h);
 
 /* One segment (ev->kind USM_KIND_H2C_CLIENT or USM_KIND_H2C_SERVER). */

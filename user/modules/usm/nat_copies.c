@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* NAT copies of plaintext requests (nat_copies.h). */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,8 @@ struct group {
 	uint64_t t_ns;	/* when its first copy was seen */
 	struct usm_conn_addr conn[2];
 	uint8_t nconn;	 /* sets of addresses held: 1 or 2 */
-	uint8_t answered; /* responses looked at (up to 2) */
+	uint8_t copies;	 /* sets of addresses seen (a third: NAT twice), up to 255 */
+	uint8_t answered; /* responses looked at, up to copies */
 	bool claimed;	 /* a copy with no known end asked first */
 };
 
@@ -94,8 +96,12 @@ void usm_nat_copies_note(struct usm_nat_copies *n, const struct usm_conn_addr *c
 	if (g) {
 		/* Another copy of it: its addresses differ, or it is the same segment again
 		 * (a retransmission the kernel let through: not a copy). */
-		if (g->nconn == 1 && !same_addrs(&g->conn[0], conn))
-			g->conn[g->nconn++] = *conn;
+		if (!same_addrs(&g->conn[0], conn) &&
+		    (g->nconn == 1 || !same_addrs(&g->conn[1], conn)) && g->copies < UINT8_MAX) {
+			g->copies++;
+			if (g->nconn == 1)
+				g->conn[g->nconn++] = *conn;
+		}
 		pthread_mutex_unlock(&n->lock);
 		return;
 	}
@@ -104,13 +110,14 @@ void usm_nat_copies_note(struct usm_nat_copies *n, const struct usm_conn_addr *c
 		if (!set[i].seg || set[i].t_ns < old->t_ns)
 			old = &set[i];
 	}
-	if (old->seg && old->nconn == 2 && old->answered < 2)
+	if (old->seg && old->copies > 1 && old->answered < old->copies)
 		n->forgotten++;
 	memset(old, 0, sizeof(*old));
 	old->seg = conn->seg;
 	old->t_ns = now_ns;
 	old->conn[0] = *conn;
 	old->nconn = 1;
+	old->copies = 1;
 	pthread_mutex_unlock(&n->lock);
 }
 
@@ -125,7 +132,7 @@ enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,
 		return USM_NAT_ALONE;
 	pthread_mutex_lock(&n->lock);
 	g = find(set_of(n, conn->seg), conn->seg);
-	if (g && g->answered < 2)
+	if (g)
 		g->answered++;
 	if (g && !known && g->nconn == 2) {
 		if (g->claimed) {
@@ -136,6 +143,11 @@ enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,
 			v = USM_NAT_OTHER;
 		}
 	}
+	/* Done with: every copy answered (a request with no copy: its own; copies cross
+	 * the host within microseconds, before any response). Its room goes to the
+	 * requests still waiting. */
+	if (g && g->answered >= g->copies)
+		memset(g, 0, sizeof(*g));
 	pthread_mutex_unlock(&n->lock);
 	return v;
 }

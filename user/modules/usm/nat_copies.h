@@ -12,13 +12,19 @@
  * unattributed. The copies share what NAT leaves alone: TCP's sequence and
  * acknowledgment numbers (struct usm_conn_addr's seg).
  *
- * A request's addresses are noted by its segment's numbers when it is seen; up to two
- * sets per group (a third copy is rare: NAT twice). At the response of each copy, the
+ * A request's addresses are noted by its segment's numbers when it is seen; two sets
+ * kept per group (a third copy, NAT twice, is counted, not kept). At the response of each copy, the
  * group is told; for a copy whose ends are both unknown it says whether a copy under
  * other addresses exists: the first such copy to ask claims the group, and any later
  * one is told a copy was taken. Copies with a known end are recorded on their known
  * sides as always: between two of the host's namespaces each copy knows one end (the
  * client's connect, the server's accept), and the two sides are counted once each.
+ *
+ * The copies of a request cross the host within microseconds of each other, before
+ * any response, and the module's events are handled in the order they were seen (one
+ * worker by default; h2c notes a first request when it is decoded, before handing it
+ * on with its response): every copy is noted before the first is answered. A group is
+ * freed once its one request is answered, or both copies are.
  *
  * Bounded: a set-associative table (4 ways), the oldest group of a set replaced. A
  * group replaced with two sets of addresses before both copies' responses came is
@@ -61,7 +67,7 @@ enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,
 					   const struct usm_conn_addr *conn, bool known,
 					   struct usm_conn_addr *other);
 
-/* Groups replaced holding two sets of addresses before both copies were answered. */
+/* Groups replaced holding copies under other addresses before all were answered. */
 uint64_t usm_nat_copies_forgotten(struct usm_nat_copies *n);
 
 #endif /* BPFTEL_USM_NAT_COPIES_H */

@@ -381,10 +381,22 @@ static bool nat_copy(struct bpftel_usm *u, const struct usm_conn_addr *req_conn)
 	}
 }
 
+/* A packet's connection, client first, and its segment's TCP numbers. */
+static void packet_conn(const struct usm_event *ev, struct usm_conn_addr *conn)
+{
+	memset(conn, 0, sizeof(*conn));
+	conn->family = ev->family;
+	conn->seg = ev->conn;
+	memcpy(conn->client_addr, ev->client_addr, 16);
+	memcpy(conn->server_addr, ev->server_addr, 16);
+	conn->client_port = ev->client_port;
+	conn->server_port = ev->server_port;
+}
+
 static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 			   const struct usm_http_start *msg)
 {
-	struct usm_conn_addr conn = {.family = ev->family, .seg = ev->conn}, req_conn, other;
+	struct usm_conn_addr conn, req_conn, other;
 	struct shlib_sock_owner owner;
 	struct usm_http_start req;
 	struct usm_conn_key key, held;
@@ -392,10 +404,7 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	uint64_t req_ns = 0;
 	bool have_req, own = false;
 
-	memcpy(conn.client_addr, ev->client_addr, 16);
-	memcpy(conn.server_addr, ev->server_addr, 16);
-	conn.client_port = ev->client_port;
-	conn.server_port = ev->server_port;
+	packet_conn(ev, &conn);
 	memset(&key, 0, sizeof(key));
 	key.source = ev->source;
 	key.family = ev->family;
@@ -447,6 +456,17 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		record(u, &held, USM_PROTO_HTTP, req_ns, &req, &req_conn);
 	}
 	record(u, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
+}
+
+/* An h2c connection's first request, decoded: its NAT copies noted in the order seen
+ * (it is handed on with its response, when the copies' responses may be in already). */
+static void h2c_request(const struct usm_event *ev, void *ctx)
+{
+	struct bpftel_usm *u = ctx;
+	struct usm_conn_addr conn;
+
+	packet_conn(ev, &conn);
+	usm_nat_copies_note(u->nat, &conn, ev->ktime_ns);
 }
 
 /* An h2c connection's first request or its response (h2c.c): a plaintext message. */
@@ -578,6 +598,8 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 	u->h2 = usm_h2_sessions_new(h2_message, u);
 	u->h2c = usm_h2c_new(h2c_message, u);
 	u->nat = usm_nat_copies_new(USM_MAX_PENDING);
+	if (u->h2c)
+		usm_h2c_on_request(u->h2c, h2c_request);
 	if (!u->endpoints || !u->procs || !u->series || !u->h2 || !u->h2c || !u->nat)
 		return -ENOMEM;
 	u->ops.name = BPFTEL_USM_MODULE;
