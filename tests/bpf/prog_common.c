@@ -34,6 +34,8 @@ struct prog_env *prog_env_new(void)
 	bpftel_sharedlibs__set_registry(e->sl, e->up);
 	assert_int_equal(bpftel_gpu__new(e->mgr, e->up, &e->gpu), 0);
 	assert_int_equal(bpftel_usm__new(e->mgr, e->up, e->sl, &e->usm), 0);
+	/* Every program of usm.bpf.o loaded and run: the recvfrom one too (off by default). */
+	bpftel_usm__configure(e->usm, &(struct bpftel_usm_settings){.tls_recv_fd = true});
 	e->shlib_mod = bpftel_manager__find(e->mgr, BPFTEL_SHAREDLIBS_MODULE);
 	e->gpu_mod = bpftel_gpu__module(e->gpu);
 	e->usm_mod = bpftel_usm__module(e->usm);

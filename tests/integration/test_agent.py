@@ -81,8 +81,9 @@ def main():
         check(len(ours) >= 3 and ours <= bpf_ids("prog"),
               f"stats lists {len(ours)} attached programs, all in the kernel: {sorted(ours)}")
         check("tracepoint:syscalls/sys_exit_openat" in attach and
-              not any(a.startswith("tracepoint:syscalls/sys_enter_open") for a in attach),
-              "one program per open, at its exit: sys_exit_openat attached, no sys_enter_open*")
+              not any(a.startswith("tracepoint:syscalls/sys_enter") for a in attach),
+              "one program per open, at its exit: sys_exit_openat attached, and by default "
+              "no sys_enter (tls_recv_fd = off)")
         check(len(bpf_ids("link") - links_before) >= 2, "the agent holds BPF links")
 
         probes = agent.json("probes")["probes"]

@@ -125,7 +125,11 @@ def main():
     early = subprocess.Popen([SYS_PYTHON, os.path.join(HERE, "h2_client.py"), str(grpc_port)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     check(early.stdout.readline().strip() == "connected", "a client connected before the agent")
-    agent = Agent(args.agent, args.cli)
+    # tls_recv_fd = on: curl's sessions (its own BIO) get their socket.
+    conf = os.path.join(tmp, "bpftel.conf")
+    with open(conf, "w") as f:
+        f.write("metrics_addr = 127.0.0.1:0\ntls_recv_fd = on\n")
+    agent = Agent(args.agent, args.cli, ["-c", conf])
     server = None
     try:
         port = free_port()
@@ -163,8 +167,9 @@ def main():
         check(sum(r["count"] for r in curl_rows if r["status"] == 200) == 3 and
               sum(r["count"] for r in curl_rows if r["status"] == 404) == 2,
               "curl, client side: 3 x 200 and 2 x 404")
-        # curl's session has a BIO of its own (no SSL_set_fd): the recvfrom inside its
-        # reads names its socket, and its rows carry the connection like nghttpd's.
+        # curl's session has a BIO of its own (no SSL_set_fd): with tls_recv_fd = on the
+        # recvfrom inside its reads names its socket, and its rows carry the connection
+        # like nghttpd's.
         want = {"client": f"127.0.0.1:{got[0][3]}", "server": f"127.0.0.1:{port}"}
         conns = [r["connection"] for r in curl_rows + rows(agent, **srv)]
         check(all(c == want for c in conns),

@@ -128,7 +128,8 @@ def tls_sides(agent, python, tmp):
         check(conn["server"] == f"127.0.0.1:{port}" and conn["client"].startswith("127.0.0.1:"),
               f"the server's rows carry the connection: {conn}")
         # curl sets its session up with a BIO of its own, no SSL_set_fd: the recvfrom
-        # inside its response's read names the socket. Its request, written before any
+        # inside its response's read names the socket (tls_recv_fd = on, this test's
+        # configuration). Its request, written before any
         # read, is the one message of its session without a connection (it was two, the
         # response's too, before: each row then had none).
         unknown = agent.json("http")["counters"]["tls_connection_unknown"]
@@ -586,7 +587,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="bpftel-sides-")
     conf = os.path.join(tmp, "bpftel.conf")
     with open(conf, "w") as f:
-        f.write("http_series_max = 50\nmetrics_addr = 127.0.0.1:0\n")
+        f.write("http_series_max = 50\nmetrics_addr = 127.0.0.1:0\ntls_recv_fd = on\n")
     agent = Agent(args.agent, args.cli, ["-c", conf])
     try:
         tls_sides(agent, args.python, tmp)

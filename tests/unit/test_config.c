@@ -41,11 +41,16 @@ static void test_defaults_and_values(void **state)
 	assert_true(c.max_cpu_percent[GPU] == 0 && c.max_cpu_percent[USM] == 0);
 	assert_int_equal(c.max_cpu_window_s, 2);
 	assert_false(c.gpu_launch_shared_mem);
+	assert_false(c.tls_recv_fd);
 	assert_int_equal(c.new_files_per_user, 256);
 	assert_int_equal(parse("new_files_per_user = 0\n", &c, err), 0);
 	assert_int_equal(c.new_files_per_user, 0);
 	assert_int_equal(parse("new_files_per_user = 100000\n", &c, err), 0);
 	assert_int_equal(c.new_files_per_user, 100000);
+	assert_int_equal(parse("tls_recv_fd = on\n", &c, err), 0);
+	assert_true(c.tls_recv_fd);
+	assert_int_equal(parse("tls_recv_fd = off\n", &c, err), 0);
+	assert_false(c.tls_recv_fd);
 	assert_int_equal(parse("gpu_launch_shared_mem = on\n", &c, err), 0);
 	assert_true(c.gpu_launch_shared_mem);
 	assert_int_equal(parse("gpu_launch_shared_mem = on\ngpu_launch_shared_mem = off\n", &c,
@@ -158,6 +163,7 @@ static void test_errors_name_file_and_line(void **state)
 		{"workers =\n", "t.conf:1: expected 'key = value'"},
 		{"gpu_launch_shared_mem = 1\n",
 		 "t.conf:1: gpu_launch_shared_mem: '1' is not on or off"},
+		{"tls_recv_fd = yes\n", "t.conf:1: tls_recv_fd: 'yes' is not on or off"},
 	};
 	struct bpftel_config c;
 	char err[256];

@@ -44,6 +44,9 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 			  cur->ringbuf_kib != next->ringbuf_kib))
 		pr_info("config: pipeline and ring buffer sizes apply as each module restarts "
 			"(bpftel module restart NAME)");
+	if (!starting && cur->tls_recv_fd != next->tls_recv_fd)
+		pr_info("config: tls_recv_fd applies as the usm module restarts "
+			"(bpftel module restart usm)");
 	if (!starting && cur->gpu_launch_shared_mem != next->gpu_launch_shared_mem)
 		pr_info("config: gpu_launch_shared_mem applies as the gpu module restarts "
 			"(bpftel module restart gpu)");

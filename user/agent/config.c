@@ -305,6 +305,11 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 			return bad(err, errlen, name, line,
 				   "gpu_launch_shared_mem: '%s' is not on or off%s", v, "");
 		c->gpu_launch_shared_mem = !strcmp(v, "on");
+	} else if (!strcmp(key, "tls_recv_fd")) {
+		if (strcmp(v, "on") && strcmp(v, "off"))
+			return bad(err, errlen, name, line, "tls_recv_fd: '%s' is not on or off%s",
+				   v, "");
+		c->tls_recv_fd = !strcmp(v, "on");
 	} else if (!strcmp(key, "ringbuf_kib")) {
 		if (!parse_uint(v, 0, 65536, &c->ringbuf_kib) ||
 		    (c->ringbuf_kib &&
@@ -318,7 +323,7 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 			   "run_stats_duty, max_cpu_percent, max_cpu_window, workers, queue_len, "
 			   "ringbuf_kib, uprobe_grace, new_files_per_user, http_series_max, "
 			   "http_row_expiry, "
-			   "metrics_labels, gpu_launch_shared_mem)%s",
+			   "metrics_labels, gpu_launch_shared_mem, tls_recv_fd)%s",
 			   key, "");
 	}
 	return 0;

@@ -30,6 +30,9 @@
  *   http_row_expiry = 600                    seconds an HTTP row with no request lives
  *                                            (0 = forever, ..86400)
  *   metrics_labels = none                    or container: HTTP series by container id
+ *   tls_recv_fd  = off                       on: a tracepoint on recvfrom(2) gives TLS
+ *                                            sessions with their own BIO (curl's) their
+ *                                            socket; costs every recvfrom of the host
  *
  * Pure parsing, no side effects: the agent applies a parsed configuration at start and
  * on SIGHUP. A malformed file is refused whole, with its path and line in the error.
@@ -68,6 +71,7 @@ struct bpftel_config {
 	unsigned int http_row_expiry_s; /* HTTP rows idle this long go; 0: never */
 	bool metrics_labels_container;	/* metrics_labels = container */
 	bool gpu_launch_shared_mem;	/* sum launches' dynamic shared memory */
+	bool tls_recv_fd;		/* USM: sessions with their own BIO get their socket */
 };
 
 void bpftel_config_defaults(struct bpftel_config *c);

@@ -55,6 +55,7 @@ static void usm_configure(void *priv, const struct bpftel_config *cfg)
 		.series_max = cfg->http_series_max,
 		.row_expiry_s = cfg->http_row_expiry_s,
 		.container_labels = cfg->metrics_labels_container,
+		.tls_recv_fd = cfg->tls_recv_fd,
 	};
 
 	bpftel_usm__configure(priv, &s);

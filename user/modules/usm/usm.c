@@ -156,8 +156,9 @@ static const struct bpftel_probe_spec socket_probe = {
 };
 
 /* A TLS session whose BIO reads its socket with recv(2) (curl's) gets its fd from the
- * recvfrom inside its read (bpf/lib/usm_tls.h, usm_tls_recv_fd). Best effort: without
- * it such sessions' messages have no connection, as before (tls_connection_unknown). */
+ * recvfrom inside its read (bpf/lib/usm_tls.h, usm_tls_recv_fd). Only with tls_recv_fd
+ * = on: every recvfrom(2) of the host runs it. Best effort: without it such sessions'
+ * messages have no connection (tls_connection_unknown). */
 static const struct bpftel_probe_spec recv_probe = {
 	.name = "tls-recv-fd",
 	.policy = BPFTEL_PROBE_BEST_EFFORT,
@@ -518,6 +519,7 @@ static int usm_open(struct bpftel_module *m)
 	struct bpf_program *prog;
 	struct usm *skel;
 	unsigned int lo;
+	bool recv_fd;
 
 	skel = usm__open();
 	if (!skel)
@@ -526,15 +528,16 @@ static int usm_open(struct bpftel_module *m)
 	 * tracepoint are ours. */
 	bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
 	bpf_program__set_autoload(skel->progs.usm_http_socket, true);
-	bpf_program__set_autoload(skel->progs.usm_tls_recv, true);
 	lo = if_nametoindex("lo");
 	skel->rodata->usm_lo_ifindex = lo ? lo : 1;
 	pthread_mutex_lock(&u->lock);
 	u->skel = skel;
+	recv_fd = u->settings.tls_recv_fd;
 	pthread_mutex_unlock(&u->lock);
+	bpf_program__set_autoload(skel->progs.usm_tls_recv, recv_fd);
 	bpftel_module__set_object(m, skel->obj);
 	return bpftel_module__add_probe(m, &socket_probe) ?:
-	       bpftel_module__add_probe(m, &recv_probe) ?:
+	       (recv_fd ? bpftel_module__add_probe(m, &recv_probe) : 0) ?:
 	       bpftel_module__add_ringbuf(m, "usm_events", handle_event, u) ?:
 	       bpftel_module__add_ringbuf(m, "usm_h2_events", handle_h2_record, u);
 }

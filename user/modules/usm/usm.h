@@ -41,6 +41,8 @@ struct bpftel_usm_settings {
 	unsigned int row_expiry_s;  /* rows and series idle this long go; 0: never */
 	bool container_labels;	    /* /metrics labels series with container_id (a change
 				     * starts the series over) */
+	bool tls_recv_fd;	    /* the recvfrom tracepoint (bpf/lib/usm_tls.h): from
+				     * the module's next open */
 };
 void bpftel_usm__configure(struct bpftel_usm *u, const struct bpftel_usm_settings *s);
 void bpftel_usm__free(struct bpftel_usm *u);
