@@ -18,8 +18,9 @@ Experiments (A -> B):
                 floor); also opensnoop
   recv_loop     recv(2) on an empty socket, ns/call (5 s runs, tools/recv_loop): no agent
                 -> floor (an empty program on sys_enter_recvfrom, USM's tracepoint for
-                sessions with their own BIO), floor -> agent (defaults), floor -> agent
-                with run_stats = always (its BPF ns per recvfrom in the note)
+                sessions with their own BIO), floor -> agent with tls_recv_fd = on,
+                floor -> the same with run_stats = always (its BPF ns per recvfrom in
+                the note)
   tls_requests  HTTPS requests/s (one curl, a TLS connection each): no agent -> agent
                 (target >= 0.97x no agent)
   h2load        HTTP/2 requests/s, h2load -n 20000 -c 4 -m 10 against nghttpd (both the
@@ -247,24 +248,29 @@ def open_loop(args, a_build, b_build, tmp, reps):
 def recv_loop(args, a_build, b_build, tmp, reps):
     """Side by side, replicates interleaved (the order rotates): no agent, the floor
     (tools/tp_floor --recvfrom: an empty program on sys_enter_recvfrom, USM's
-    tracepoint), the agent as by default, the agent with run_stats = always; 5 s loops
-    of recv(2) on an empty socket (tools/recv_loop), a thread in no TLS read: nearly
-    every recvfrom of a host. The BPF ns per recvfrom from the always runs. With a
-    baseline, the two builds' agents (defaults) instead."""
+    tracepoint), the agent with tls_recv_fd = on (run stats sampled), the same with
+    run_stats = always; 5 s loops of recv(2) on an empty socket (tools/recv_loop), a
+    thread in no TLS read: nearly every recvfrom of a host. The BPF ns per recvfrom from
+    the always runs. With a baseline, the baseline's agent as by default against this
+    build's with tls_recv_fd = on: what turning it on costs every recv."""
     loop = f"{b_build}/tools/recv_loop"
     secs = 5
+    conf_on = os.path.join(tmp, "recv-on.conf")
+    with open(conf_on, "w") as f:
+        f.write("tls_recv_fd = on\n")
     if args.compare:
-        row = Row("recv_loop", "ns/call", "agent A", "agent")
+        row = Row("recv_loop", "ns/call", "agent A", "agent on")
         for _ in range(reps):
-            for build, vals in ((a_build, row.a), (b_build, row.b)):
-                ag = Agent(build, tmp)
+            for build, vals, extra in ((a_build, row.a, ()), (b_build, row.b, ("-c", conf_on))):
+                ag = Agent(build, tmp, extra)
                 time.sleep(1.0)
                 vals.append(bench_open.loop(loop, secs))
                 ag.stop()
+        row.note = "agent A as by default; agent with tls_recv_fd = on"
         return [row]
     conf = os.path.join(tmp, "recv-always.conf")
     with open(conf, "w") as f:
-        f.write("run_stats = always\n")
+        f.write("tls_recv_fd = on\nrun_stats = always\n")
     configs = ("off", "floor", "bpftel", "always")
     res = {c: [] for c in configs}
     cost = [0, 0]
@@ -287,7 +293,7 @@ def recv_loop(args, a_build, b_build, tmp, reps):
             fl.stdin.close()
             fl.wait()
             return
-        ag = Agent(b_build, tmp, ("-c", conf) if cfg == "always" else ())
+        ag = Agent(b_build, tmp, ("-c", conf if cfg == "always" else conf_on))
         time.sleep(1.0)  # its start-up (the /proc scan, attaches) is not the loop's
         before = prog(ag)
         res[cfg].append(bench_open.loop(loop, secs))
@@ -303,7 +309,8 @@ def recv_loop(args, a_build, b_build, tmp, reps):
     rows = []
     for name, a, b, note in (
             ("recv_loop floor", "off", "floor", "an empty program on sys_enter_recvfrom"),
-            ("recv_loop", "floor", "bpftel", "agent as by default (run stats sampled)"),
+            ("recv_loop", "floor", "bpftel", "agent with tls_recv_fd = on (run stats "
+             "sampled)"),
             ("recv_loop always", "floor", "always", "run_stats = always; BPF cost per "
              f"recvfrom {cost[1] / max(cost[0], 1):.0f} ns over {cost[0]} runs")):
         row = Row(name, "ns/call", {"off": "no agent", "floor": "floor"}[a],
