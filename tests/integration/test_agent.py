@@ -84,6 +84,8 @@ def main():
               not any(a.startswith("tracepoint:syscalls/sys_enter") for a in attach),
               "one program per open, at its exit: sys_exit_openat attached, and by default "
               "no sys_enter (tls_recv_fd = off)")
+        check(agent.json("http")["tls_recv_fd"] is False,
+              "bpftel http --json: tls_recv_fd false by default")
         check(len(bpf_ids("link") - links_before) >= 2, "the agent holds BPF links")
 
         probes = agent.json("probes")["probes"]

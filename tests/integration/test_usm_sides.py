@@ -144,7 +144,8 @@ def tls_sides(agent, python, tmp):
         want = {"client": f"127.0.0.1:{curl.stdout}", "server": f"127.0.0.1:{port}"}
         srow = rows(agent, pid=server.pid, side="server", path="/bio/*")[0]["connection"]
         unknown = agent.json("http")["counters"]["tls_connection_unknown"] - unknown
-        check(got == 1 and ccon == want and srow == want and unknown <= 1,
+        check(got == 1 and ccon == want and srow == want and unknown <= 1 and
+              agent.json("http")["tls_recv_fd"] is True,
               f"curl's row (its own BIO) carries its connection, the server's alike: {ccon}, "
               f"server {srow}, want {want}; tls_connection_unknown +{unknown}")
         text = metrics(agent)

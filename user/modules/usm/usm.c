@@ -54,6 +54,7 @@ struct bpftel_usm {
 	 * it, and their connections' owners are looked up in it. */
 	__u32 netns;
 	struct bpftel_usm_settings settings;
+	bool recv_fd; /* settings.tls_recv_fd as the module last opened */
 };
 
 static const char *const counter_names[USM_CNT__COUNT] = {
@@ -532,7 +533,7 @@ static int usm_open(struct bpftel_module *m)
 	skel->rodata->usm_lo_ifindex = lo ? lo : 1;
 	pthread_mutex_lock(&u->lock);
 	u->skel = skel;
-	recv_fd = u->settings.tls_recv_fd;
+	recv_fd = u->recv_fd = u->settings.tls_recv_fd;
 	pthread_mutex_unlock(&u->lock);
 	bpf_program__set_autoload(skel->progs.usm_tls_recv, recv_fd);
 	bpftel_module__set_object(m, skel->obj);
@@ -768,6 +769,16 @@ size_t bpftel_usm__series(struct bpftel_usm *u, struct usm_series **out, bool *c
 			  uint64_t *series_budget)
 {
 	return usm_series_set_snapshot(u->series, out, containers, series_budget);
+}
+
+bool bpftel_usm__recv_fd(struct bpftel_usm *u)
+{
+	bool on;
+
+	pthread_mutex_lock(&u->lock);
+	on = u->recv_fd;
+	pthread_mutex_unlock(&u->lock);
+	return on;
 }
 
 void bpftel_usm__settings(struct bpftel_usm *u, struct bpftel_usm_settings *out)

@@ -126,6 +126,14 @@ static void print_http(json_t *resp)
 	       jint(c, "own_exchanges"),
 	       jint(json_object_get(c, "rejected"), "syntax"),
 	       jint(json_object_get(c, "rejected"), "status"));
+	if (jint(c, "tls_connection_unknown") || jint(c, "tls_connection_reused"))
+		printf("TLS messages without a connection %lld (their socket's connect or accept "
+		       "not seen%s), %lld (their fd reused since)\n",
+		       jint(c, "tls_connection_unknown"),
+		       json_is_true(json_object_get(resp, "tls_recv_fd"))
+			       ? ""
+			       : "; sessions with their own BIO, curl's: tls_recv_fd = on",
+		       jint(c, "tls_connection_reused"));
 	print_http2(json_object_get(c, "http2"));
 }
 

@@ -232,9 +232,9 @@ json_t *usm_report(struct bpftel_module *m, json_t *req)
 	}
 	free(rows);
 	bpftel_usm__counters(usm, &c);
-	return json_pack("{s:s, s:o, s:o}", "state",
+	return json_pack("{s:s, s:o, s:o, s:b}", "state",
 			 bpftel_module_state_name(bpftel_module__state(m)), "endpoints", arr,
-			 "counters", counters_json(&c));
+			 "counters", counters_json(&c), "tls_recv_fd", bpftel_usm__recv_fd(usm));
 }
 
 /* ---- /metrics ---- */
