@@ -881,6 +881,16 @@ static void test_tls_recv_fd(void **state)
 	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
 	assert_int_equal(event(0)->fd, 7);
 
+	/* A read that returns nothing (curl's non-blocking socket had no data: -1,
+	 * SSL_ERROR_WANT_READ) still ran on that socket: it is the session's. */
+	in.di = SSL_PTR + 0x180;
+	tls_run_as(SSL_READ, false, &in, 6, me);
+	recv_run(me, 21, TLS_SP - 0x400);
+	tls_run_as(SSL_READ, true, &(struct test_regs){.ax = (unsigned long)-1, .sp = TLS_SP + 8},
+		   6, me);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
+	assert_int_equal(sess_fd(SSL_PTR + 0x180, 5353), 21);
+
 	/* A read whose return is never seen (the module stopped in between, a longjmp)
 	 * gives its session nothing: the next read at its depth takes its slot. */
 	in.di = SSL_PTR + 0x100;

@@ -23,12 +23,14 @@ server's with the host's. The two copies share their TCP numbers (nat_copies.h):
 /metrics' bpftel_http_nat_copies_total says the same. The namespaces, the veth pairs
 and the NAT rule are removed at the end, and ip_forward restored."""
 import os
+import queue
 import subprocess
 import sys
+import threading
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import (agent_args, Agent, check, usm_settled, wait_for)  # noqa: E402
+from agentlib import (agent_args, Agent, check, skip, usm_settled, wait_for)  # noqa: E402
 from agentlib import http_count as count  # noqa: E402
 
 NS_C, NS_S = "bpftel-nat-c", "bpftel-nat-s"
@@ -37,6 +39,10 @@ HOST_C, HOST_S = "bpftnat-hc", "bpftnat-hs"
 NET_C, NET_S = "10.231.7", "10.231.8"
 SERVER = f"{NET_S}.2"
 NAT_RULE = ["-s", f"{NET_C}.0/24", "-o", HOST_S, "-j", "MASQUERADE"]
+IP_FORWARD = "/proc/sys/net/ipv4/ip_forward"
+# The host's ip_forward before this test set it, kept until it is restored: a run
+# killed before its end (ctest's timeout) leaves it for the next run to restore.
+FORWARD_SAVED = "/run/bpftel-test-usm-nat.ip_forward"
 # Forwarding between the two, whatever the host's FORWARD policy (docker sets DROP).
 FORWARD_RULES = [["-i", HOST_C, "-o", HOST_S, "-j", "ACCEPT"],
                  ["-i", HOST_S, "-o", HOST_C, "-j", "ACCEPT"]]
@@ -101,10 +107,13 @@ import socket, sys, time
 import h2.config, h2.connection, h2.events
 for _ in range(300):
     try:
-        s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+        s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+        s.settimeout(None)
         break
     except OSError:
         time.sleep(0.1)
+else:
+    sys.exit("no connection")
 print("connected", flush=True)
 sys.stdin.readline()
 c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
@@ -184,7 +193,7 @@ def setup():
         sh("ip", "-n", ns, "link", "set", peer, "up")
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("ip", "-n", ns, "route", "add", "default", "via", f"{net}.1")
-    with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+    with open(IP_FORWARD, "w") as f:
         f.write("1")
     sh("iptables", "-t", "nat", "-A", "POSTROUTING", *NAT_RULE)
     for rule in FORWARD_RULES:
@@ -192,13 +201,39 @@ def setup():
 
 
 def in_ns(ns, python, code, *args):
-    return subprocess.Popen(["ip", "netns", "exec", ns, python, "-c", code, *args],
+    """python running code in namespace ns, its stdout's lines queued (proc.lines) by a
+    thread, so that waiting for one has a deadline."""
+    proc = subprocess.Popen(["ip", "netns", "exec", ns, python, "-c", code, *args],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc.lines = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            proc.lines.put(line.strip())
+        proc.lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return proc
 
 
 def line_of(proc, want, what):
-    got = proc.stdout.readline().strip()
+    try:
+        got = proc.lines.get(timeout=60)
+    except queue.Empty:
+        got = "(nothing in 60 s)"
     check(got == want, f"{what}: {got!r}")
+
+
+def original_forward():
+    """ip_forward as the host had it: saved by this run, or by one killed before its end."""
+    if os.path.exists(FORWARD_SAVED):
+        with open(FORWARD_SAVED) as f:
+            return f.read().strip()
+    with open(IP_FORWARD) as f:
+        forward = f.read().strip()
+    with open(FORWARD_SAVED, "w") as f:
+        f.write(forward)
+    return forward
 
 
 def counters(agent):
@@ -221,8 +256,9 @@ def settled(agent, pred, what):
 
 def main():
     args = agent_args(("ip", "iptables", "curl"))
-    with open("/proc/sys/net/ipv4/ip_forward") as f:
-        forward = f.read().strip()
+    if subprocess.run([SYS_PYTHON, "-c", "import h2"], capture_output=True).returncode:
+        skip("python3-h2 is not installed (tools/dev.sh test installs it)")
+    forward = original_forward()
     procs = []
     try:
         setup()
@@ -249,6 +285,13 @@ def main():
         line_of(late, "connected", "case 2: the client connected before the agent ran")
 
         agent = Agent(args.agent, args.cli)
+        # The host's own plaintext (a connection older than the agent) may count too:
+        # every figure below is this test's, from here.
+        base = counters(agent)
+
+        def grew(c, key):
+            return c[key] - base[key]
+
         try:
             for i in range(3):
                 early.stdin.write(f"/early/{i}\n")
@@ -258,9 +301,9 @@ def main():
                     "case 1's requests")
             c = counters(agent)
             got = count(agent, path="/early/*")
-            check(got == 3 and c["unattributed"] == 3 and c["nat_copies"] == 3,
-                  f"case 1, neither end known: 3 requests counted {got} times, "
-                  f"unattributed {c['unattributed']}, NAT copies {c['nat_copies']} (3 each)")
+            check(got == 3 and grew(c, "unattributed") == 3 and grew(c, "nat_copies") == 3,
+                  f"case 1, neither end known: 3 requests counted {got} times, unattributed "
+                  f"+{grew(c, 'unattributed')}, NAT copies +{grew(c, 'nat_copies')} (3 each)")
 
             srv.stdin.write("accept\n")
             srv.stdin.flush()
@@ -275,11 +318,11 @@ def main():
             # `ip netns exec` execs the server: its pid is the server's.
             srv_n = count(agent, path="/late/*", side="server", pid=srv.pid)
             other = count(agent, path="/late/*") - srv_n
-            check(srv_n == 2 and other == 0 and c["unattributed"] == 3 and
-                  c["nat_copies"] == 5,
+            check(srv_n == 2 and other == 0 and grew(c, "unattributed") == 3 and
+                  grew(c, "nat_copies") == 5,
                   f"case 2, the server's end known: 2 requests on its side {srv_n}, "
-                  f"elsewhere {other}, unattributed {c['unattributed']} (3), NAT copies "
-                  f"{c['nat_copies']} (5)")
+                  f"elsewhere {other}, unattributed +{grew(c, 'unattributed')} (3), NAT "
+                  f"copies +{grew(c, 'nat_copies')} (5)")
 
             srv.stdin.write("serve\n")
             srv.stdin.flush()
@@ -292,10 +335,10 @@ def main():
                     "case 3's request on both sides")
             c = counters(agent)
             sides = {s: count(agent, path="/fresh/*", side=s) for s in ("server", "client")}
-            check(sides == {"server": 1, "client": 1} and c["nat_copies"] == 5 and
-                  c["unattributed"] == 3,
+            check(sides == {"server": 1, "client": 1} and grew(c, "nat_copies") == 5 and
+                  grew(c, "unattributed") == 3,
                   f"case 3, both ends known: once per side {sides}, NAT copies "
-                  f"{c['nat_copies']} (5), unattributed {c['unattributed']} (3)")
+                  f"+{grew(c, 'nat_copies')} (5), unattributed +{grew(c, 'unattributed')} (3)")
 
             h2srv.stdin.write("accept\n")
             h2srv.stdin.flush()
@@ -307,15 +350,15 @@ def main():
             c = counters(agent)
             srv_n = count(agent, path="/h2c/*", side="server", pid=h2srv.pid)
             other = count(agent, path="/h2c/*") - srv_n
-            check(srv_n == 1 and other == 0 and c["unattributed"] == 3 and
-                  c["nat_copies"] == 6 and c["h2c"]["requests"] == 2 and
-                  c["h2c"]["responses"] == 2,
-                  f"case 4, h2c, the server's end known: both copies decoded (requests "
-                  f"{c['h2c']['requests']}, responses {c['h2c']['responses']}), counted "
+            h2c = {k: c["h2c"][k] - base["h2c"][k] for k in ("requests", "responses")}
+            check(srv_n == 1 and other == 0 and grew(c, "unattributed") == 3 and
+                  grew(c, "nat_copies") == 6 and h2c == {"requests": 2, "responses": 2},
+                  f"case 4, h2c, the server's end known: both copies decoded {h2c}, counted "
                   f"{srv_n} on the server's side, {other} elsewhere, unattributed "
-                  f"{c['unattributed']} (3), NAT copies {c['nat_copies']} (6)")
+                  f"+{grew(c, 'unattributed')} (3), NAT copies +{grew(c, 'nat_copies')} (6)")
             m = metric(agent, "bpftel_http_nat_copies_total")
-            check(m == 6, f"/metrics: bpftel_http_nat_copies_total {m} (6)")
+            check(m == base["nat_copies"] + 6,
+                  f"/metrics: bpftel_http_nat_copies_total {m} (+6)")
         finally:
             agent.stop()
     finally:
@@ -323,8 +366,9 @@ def main():
             p.kill()
             p.wait()
         teardown()
-        with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+        with open(IP_FORWARD, "w") as f:
             f.write(forward)
+        os.unlink(FORWARD_SAVED)
     left = sh("ip", "netns", "list").stdout
     check(NS_C not in left and NS_S not in left, "the namespaces are gone")
     print("PASS")

@@ -23,8 +23,8 @@
  * The copies of a request cross the host within microseconds of each other, before
  * any response, and the module's events are handled in the order they were seen (one
  * worker by default; h2c notes a first request when it is decoded, before handing it
- * on with its response): every copy is noted before the first is answered. A group is
- * freed once its one request is answered, or both copies are.
+ * on with its response, and not again then): every copy is noted before the first is
+ * answered. A group is freed once every copy noted was answered.
  *
  * Bounded: a set-associative table (4 ways), the oldest group of a set replaced. A
  * group replaced with two sets of addresses before both copies' responses came is

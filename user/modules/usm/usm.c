@@ -54,7 +54,6 @@ struct bpftel_usm {
 	 * it, and their connections' owners are looked up in it. */
 	__u32 netns;
 	struct bpftel_usm_settings settings;
-	bool recv_fd; /* settings.tls_recv_fd as the module last opened */
 };
 
 static const char *const counter_names[USM_CNT__COUNT] = {
@@ -336,7 +335,8 @@ static int handle_h2_record(void *ctx, void *data, size_t size)
  * unattributed (side unknown, no process), never dropped. A request never answered
  * expires unanswered, once. The agent's own end (its /metrics server) is not recorded,
  * only counted (`own`): watching must not add a row to what it watches, once per
- * scrape; the scraper's end is recorded like any other process's.
+ * scrape; the scraper's end is recorded like any other process's. A request's NAT
+ * copies are noted here (nat_copies.h), unless noted already (h2c's, when decoded).
  */
 /*
  * The process that owns conn's end on side (USM_SIDE_SERVER: its server's), as the
@@ -396,7 +396,7 @@ static void packet_conn(const struct usm_event *ev, struct usm_conn_addr *conn)
 }
 
 static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
-			   const struct usm_http_start *msg)
+			   const struct usm_http_start *msg, bool noted)
 {
 	struct usm_conn_addr conn, req_conn, other;
 	struct shlib_sock_owner owner;
@@ -420,7 +420,7 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	/* A request, and an interim response (100 Continue, 103 Early Hints: counted, the
 	 * request stays held for its final response, which attributes both). */
 	if (msg->kind == USM_HTTP_REQUEST || usm_http_interim(msg->status)) {
-		if (msg->kind == USM_HTTP_REQUEST)
+		if (msg->kind == USM_HTTP_REQUEST && !noted)
 			usm_nat_copies_note(u->nat, &conn, ev->ktime_ns);
 		record(u, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 		return;
@@ -474,7 +474,7 @@ static void h2c_request(const struct usm_event *ev, void *ctx)
 /* An h2c connection's first request or its response (h2c.c): a plaintext message. */
 static void h2c_message(const struct usm_event *ev, const struct usm_http_start *msg, void *ctx)
 {
-	packet_message(ctx, ev, msg);
+	packet_message(ctx, ev, msg, true); /* its request noted when decoded */
 }
 
 /* Ring-buffer callback, on a pipeline worker. */
@@ -502,7 +502,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	if (ev->source == USM_SRC_SOCKET)
-		packet_message(u, ev, &msg);
+		packet_message(u, ev, &msg, false);
 	else
 		tls_message(u, ev, &msg);
 	return 0;
@@ -533,7 +533,7 @@ static int usm_open(struct bpftel_module *m)
 	skel->rodata->usm_lo_ifindex = lo ? lo : 1;
 	pthread_mutex_lock(&u->lock);
 	u->skel = skel;
-	recv_fd = u->recv_fd = u->settings.tls_recv_fd;
+	recv_fd = u->settings.tls_recv_fd;
 	pthread_mutex_unlock(&u->lock);
 	bpf_program__set_autoload(skel->progs.usm_tls_recv, recv_fd);
 	bpftel_module__set_object(m, skel->obj);
@@ -773,12 +773,15 @@ size_t bpftel_usm__series(struct bpftel_usm *u, struct usm_series **out, bool *c
 
 bool bpftel_usm__recv_fd(struct bpftel_usm *u)
 {
-	bool on;
+	struct bpftel_probe_status st[4];
+	size_t n, i;
 
-	pthread_mutex_lock(&u->lock);
-	on = u->recv_fd;
-	pthread_mutex_unlock(&u->lock);
-	return on;
+	n = bpftel_module__probes(u->module, st, sizeof(st) / sizeof(st[0]));
+	for (i = 0; i < n; i++) {
+		if (!strcmp(st[i].name, recv_probe.name))
+			return st[i].winner >= 0;
+	}
+	return false;
 }
 
 void bpftel_usm__settings(struct bpftel_usm *u, struct bpftel_usm_settings *out)

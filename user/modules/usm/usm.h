@@ -45,8 +45,8 @@ struct bpftel_usm_settings {
 				     * the module's next open */
 };
 void bpftel_usm__configure(struct bpftel_usm *u, const struct bpftel_usm_settings *s);
-/* Whether the recvfrom tracepoint was asked for at the module's last open (the
- * tls_recv_fd in effect; a later configuration waits for a restart). */
+/* Whether the recvfrom tracepoint (tls_recv_fd) is attached: asked for at the module's
+ * last start, and attached (a later configuration waits for a restart). */
 bool bpftel_usm__recv_fd(struct bpftel_usm *u);
 void bpftel_usm__free(struct bpftel_usm *u);
 struct bpftel_module *bpftel_usm__module(struct bpftel_usm *u);
