@@ -24,7 +24,19 @@ struct t {
 	struct usm_http_start msg[8];
 	struct usm_event ev[8];
 	size_t n;
+	uint64_t noted_ns[4]; /* on_request's segments' times */
+	size_t noted, noted_when; /* how many; t->n when the last one came */
 };
+
+/* The hook's call: it comes once a first request is decoded, before it is handed on. */
+static void on_request(const struct usm_event *ev, void *ctx)
+{
+	struct t *t = ctx;
+
+	if (t->noted < 4)
+		t->noted_ns[t->noted++] = ev->ktime_ns;
+	t->noted_when = t->n;
+}
 
 static void sink(const struct usm_event *ev, const struct usm_http_start *msg, void *ctx)
 {
@@ -43,6 +55,7 @@ static int setup(void **state)
 	assert_non_null(t);
 	t->h = usm_h2c_new(sink, t);
 	assert_non_null(t->h);
+	usm_h2c_on_request(t->h, on_request);
 	assert_int_equal(nghttp2_hd_deflate_new(&t->def[0], 4096), 0);
 	assert_int_equal(nghttp2_hd_deflate_new(&t->def[1], 4096), 0);
 	*state = t;
@@ -111,9 +124,12 @@ static void test_first_exchange(void **state)
 	client_first(t, &b, "/items/7?x=1");
 	segment(t, 40000, USM_KIND_H2C_CLIENT, &b, 20);
 	h2b_free(&b);
-	/* Decoded, kept until its response. */
+	/* Decoded, kept until its response; the hook told at once, with its segment. */
 	assert_int_equal(stats(t).requests, 1);
 	assert_int_equal(t->n, 0);
+	assert_int_equal(t->noted, 1);
+	assert_int_equal(t->noted_ns[0], 20);
+	assert_int_equal(t->noted_when, 0);
 	h2b_settings_ack(&b);
 	segment(t, 40000, USM_KIND_H2C_SERVER, &b, 30);
 	h2b_free(&b);
@@ -133,6 +149,7 @@ static void test_first_exchange(void **state)
 	assert_int_equal(stats(t).requests, 1);
 	assert_int_equal(stats(t).responses, 1);
 	assert_int_equal(stats(t).connections, 1);
+	assert_int_equal(t->noted, 1); /* once per first request, not at its hand-on */
 	/* Done with: a later segment of it is ignored, not a new connection. */
 	h2b_headers(&b, t->def[1], 3, 0x5, H2B_NV(":status", "200"));
 	segment(t, 40000, USM_KIND_H2C_SERVER, &b, 50);
