@@ -209,6 +209,21 @@ class Row:
                 verdict(d - h, d + h, self.higher))
 
 
+def floor_rows(name, unit, res, notes):
+    """A floor experiment's rows from res (ns per iteration by configuration): no agent
+    -> the floor, the floor -> the agent, the floor -> the agent with run_stats =
+    always; notes: the three rows' notes."""
+    rows = []
+    for (suffix, a, b), note in zip(((" floor", "off", "floor"), ("", "floor", "bpftel"),
+                                     (" always", "floor", "always")), notes):
+        row = Row(name + suffix, unit, {"off": "no agent", "floor": "floor"}[a],
+                  {"floor": "floor", "bpftel": "agent", "always": "agent always"}[b],
+                  note=note)
+        row.a, row.b = res[a], res[b]
+        rows.append(row)
+    return rows
+
+
 def open_loop(args, a_build, b_build, tmp, reps):
     """Side by side (bench_open.py): no agent, the floor (an empty program on the same
     tracepoint), the agent as by default (run stats sampled), the agent with run_stats =
@@ -225,18 +240,10 @@ def open_loop(args, a_build, b_build, tmp, reps):
                 ag.stop()
         return [row]
     res, cost = bench_open.measure(b_build, reps, 10, tmp, sys.stderr)
-    rows = []
-    for name, a, b, note in (
-            ("open_loop floor", "off", "floor", "an empty program on sys_exit_openat"),
-            ("open_loop", "floor", "bpftel", "agent as by default (run stats sampled 1 s "
-             "of 10); target <= +2 % over the floor"),
-            ("open_loop always", "floor", "always", "run_stats = always; BPF cost per "
-             f"openat {cost[1] / max(cost[0], 1):.0f} ns")):
-        row = Row(name, "ns/iter", {"off": "no agent", "floor": "floor"}[a],
-                  {"floor": "floor", "bpftel": "agent", "always": "agent always"}[b],
-                  note=note)
-        row.a, row.b = res[a], res[b]
-        rows.append(row)
+    rows = floor_rows("open_loop", "ns/iter", res, (
+        "an empty program on sys_exit_openat",
+        "agent as by default (run stats sampled 1 s of 10); target <= +2 % over the floor",
+        f"run_stats = always; BPF cost per openat {cost[1] / max(cost[0], 1):.0f} ns"))
     d, h = ci90([(b / a - 1) * 100 for a, b in zip(res["floor"], res["bpftel"])])
     rows[1].note += (": met" if d + h <= 2 else ": within noise" if d - h <= 2
                      else f": MISSED by {d - 2:.1f} points")
@@ -306,19 +313,11 @@ def recv_loop(args, a_build, b_build, tmp, reps):
     for r in range(reps):
         for cfg in configs[r % 4:] + configs[:r % 4]:
             run(cfg)
-    rows = []
-    for name, a, b, note in (
-            ("recv_loop floor", "off", "floor", "an empty program on sys_enter_recvfrom"),
-            ("recv_loop", "floor", "bpftel", "agent with tls_recv_fd = on (run stats "
-             "sampled)"),
-            ("recv_loop always", "floor", "always", "run_stats = always; BPF cost per "
-             f"recvfrom {cost[1] / max(cost[0], 1):.0f} ns over {cost[0]} runs")):
-        row = Row(name, "ns/call", {"off": "no agent", "floor": "floor"}[a],
-                  {"floor": "floor", "bpftel": "agent", "always": "agent always"}[b],
-                  note=note)
-        row.a, row.b = res[a], res[b]
-        rows.append(row)
-    return rows
+    return floor_rows("recv_loop", "ns/call", res, (
+        "an empty program on sys_enter_recvfrom",
+        "agent with tls_recv_fd = on (run stats sampled)",
+        f"run_stats = always; BPF cost per recvfrom {cost[1] / max(cost[0], 1):.0f} ns over "
+        f"{cost[0]} runs"))
 
 
 def make_cert(tmp, name):
