@@ -326,19 +326,6 @@ static int handle_h2_record(void *ctx, void *data, size_t size)
 }
 
 /*
- * A plaintext message from a packet. A request is held, unattributed, until its
- * response: a client often sends it before the server has accepted the connection,
- * when the server's end has no owner yet, and an owner looked up then would miss it
- * (the server's response would then find no request). At the response, each local end
- * whose owner the watcher knows (client: connect; server: accept) records the request
- * and its response on its own side; when neither is known, they are recorded as
- * unattributed (side unknown, no process), never dropped. A request never answered
- * expires unanswered, once. The agent's own end (its /metrics server) is not recorded,
- * only counted (`own`): watching must not add a row to what it watches, once per
- * scrape; the scraper's end is recorded like any other process's. A request's NAT
- * copies are noted here (nat_copies.h), unless noted already (h2c's, when decoded).
- */
-/*
  * The process that owns conn's end on side (USM_SIDE_SERVER: its server's), as the
  * watcher saw it connect or accept: a connection of the agent's namespace first, then
  * of any (0): another namespace's cannot take a 4-tuple the agent's own has. 0, or
@@ -395,6 +382,19 @@ static void packet_conn(const struct usm_event *ev, struct usm_conn_addr *conn)
 	conn->server_port = ev->server_port;
 }
 
+/*
+ * A plaintext message from a packet. A request is held, unattributed, until its
+ * response: a client often sends it before the server has accepted the connection,
+ * when the server's end has no owner yet, and an owner looked up then would miss it
+ * (the server's response would then find no request). At the response, each local end
+ * whose owner the watcher knows (client: connect; server: accept) records the request
+ * and its response on its own side; when neither is known, they are recorded as
+ * unattributed (side unknown, no process), never dropped. A request never answered
+ * expires unanswered, once. The agent's own end (its /metrics server) is not recorded,
+ * only counted (`own`): watching must not add a row to what it watches, once per
+ * scrape; the scraper's end is recorded like any other process's. A request's NAT
+ * copies are noted here (nat_copies.h), unless noted already (h2c's, when decoded).
+ */
 static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 			   const struct usm_http_start *msg, bool noted)
 {
