@@ -75,14 +75,24 @@ int bpftel_test_percpu_clear(int map_fd, __u32 nkeys)
 	return err;
 }
 
-static unsigned int count_ids(int (*next)(__u32, __u32 *))
+/* A BPF object this process holds an fd of, by what the fd's link names. */
+static void count_fd(struct bpftel_obj_counts *out, const char *name)
 {
-	unsigned int n = 0;
-	__u32 id = 0;
+	char path[300], target[64];
+	ssize_t n;
 
-	while (!next(id, &id))
-		n++;
-	return n;
+	snprintf(path, sizeof(path), "/proc/self/fd/%s", name);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n <= 0)
+		return; /* closed meanwhile, by another thread */
+	target[n] = '\0';
+	out->fds++;
+	if (!strcmp(target, "anon_inode:bpf-prog"))
+		out->progs++;
+	else if (!strcmp(target, "anon_inode:bpf-map"))
+		out->maps++;
+	else if (!strcmp(target, "anon_inode:bpf_link"))
+		out->links++;
 }
 
 void bpftel_test_count_objects(struct bpftel_obj_counts *out)
@@ -90,15 +100,14 @@ void bpftel_test_count_objects(struct bpftel_obj_counts *out)
 	struct dirent *de;
 	DIR *dir;
 
-	out->progs = count_ids(bpf_prog_get_next_id);
-	out->maps = count_ids(bpf_map_get_next_id);
-	out->links = count_ids(bpf_link_get_next_id);
-	out->fds = 0;
+	memset(out, 0, sizeof(*out));
 	dir = opendir("/proc/self/fd");
 	if (!dir)
 		return;
-	while ((de = readdir(dir)))
-		out->fds += de->d_name[0] != '.';
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] != '.')
+			count_fd(out, de->d_name);
+	}
 	closedir(dir);
 	out->fds--; /* the directory's own fd */
 }
@@ -124,11 +133,7 @@ void bpftel_test_settle_objects(const struct bpftel_obj_counts *base, struct bpf
 
 	for (tries = 0; tries < 3000; tries++) {
 		bpftel_test_count_objects(out);
-		/* Kernel-wide, fewer is fine: another process's objects, still being freed
-		 * when base was taken (the test before this one), went away meanwhile. Waiting
-		 * for equality then waited out the whole deadline. */
-		if (out->progs <= base->progs && out->maps <= base->maps &&
-		    out->links <= base->links && out->fds == base->fds)
+		if (!memcmp(out, base, sizeof(*out)))
 			return;
 		usleep(10000);
 	}
