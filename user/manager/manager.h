@@ -35,6 +35,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <linux/types.h>
 #include <bpf/libbpf.h>
@@ -371,6 +372,9 @@ void bpftel_release_first(struct bpf_link *link, int fd, bpftel_release_done_fn 
 void bpftel_link_release(struct bpf_link *link);
 /* Links released and not destroyed yet. */
 size_t bpftel_links_pending(void);
+/* Links released since the process started: a count that only grows, for tests that
+ * check a stop handed its links over (bpftel_links_pending() may be 0 again by then). */
+uint64_t bpftel_links_released(void);
 /* Wait until every released link is destroyed. bpftel_manager__free does. */
 void bpftel_links_settle(void);
 

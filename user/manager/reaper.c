@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,6 +53,7 @@ static struct {
 	pthread_cond_t idle;
 	struct queue parallel; /* raw link fds */
 	struct queue serial;   /* libbpf links */
+	uint64_t released;     /* links handed over, ever */
 } reaper = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.idle = PTHREAD_COND_INITIALIZER,
@@ -122,6 +124,7 @@ static void release(struct bpf_link *link, int fd, bpftel_release_done_fn done, 
 			done(ctx);
 		return;
 	}
+	__atomic_add_fetch(&reaper.released, 1, __ATOMIC_RELAXED);
 	n = malloc(sizeof(*n));
 	if (!n) {
 		struct node stack = {.link = link, .fd = fd, .done = done, .ctx = ctx};
@@ -184,6 +187,11 @@ size_t bpftel_links_pending(void)
 	n = reaper.parallel.pending + reaper.serial.pending;
 	pthread_mutex_unlock(&reaper.lock);
 	return n;
+}
+
+uint64_t bpftel_links_released(void)
+{
+	return __atomic_load_n(&reaper.released, __ATOMIC_RELAXED);
 }
 
 void bpftel_links_settle(void)
