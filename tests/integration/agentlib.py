@@ -56,6 +56,26 @@ def bpf_ids(kind):
     return {o["id"] for o in json.loads(out or "[]")}
 
 
+def held_bpf_ids(pid):
+    """The BPF objects pid holds an fd of, by kind ('prog', 'map', 'link'), from its
+    fdinfo (a link's names its program too). Only its own: what the rest of the host
+    loads meanwhile is none of a test's business."""
+    kinds = {"prog_id": "prog", "map_id": "map", "link_id": "link"}
+    held = {kind: set() for kind in kinds.values()}
+    fdinfo = f"/proc/{pid}/fdinfo"
+    for fd in os.listdir(fdinfo):
+        try:
+            with open(os.path.join(fdinfo, fd)) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue  # closed meanwhile
+        for line in lines:
+            key, _, val = line.partition(":")
+            if key in kinds:
+                held[kinds[key]].add(int(val))
+    return held
+
+
 def vm_hwm_kib(pid):
     """pid's peak resident memory (VmHWM), KiB; 0 when unknown."""
     with open(f"/proc/{pid}/status") as f:
@@ -85,6 +105,7 @@ class Agent:
         if not any(a in ("--metrics-addr", "--no-metrics", "-c") for a in extra_args):
             # A free port: tests never collide with a running agent's 9464.
             extra_args = ["--metrics-addr", "127.0.0.1:0", *extra_args]
+        self.bpf_held = {"prog": set(), "map": set(), "link": set()}
         self.proc = subprocess.Popen([agent_bin, "--socket", self.socket, *extra_args],
                                      stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})})
@@ -117,10 +138,22 @@ class Agent:
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc.poll() is None:
+            # What it holds in the kernel as it is told to stop, for released().
+            self.bpf_held = held_bpf_ids(self.proc.pid)
             self.proc.send_signal(sig)
             self.proc.wait(timeout=30)
         self.log.close()
         return self.proc.returncode
+
+    def released(self, timeout=30):
+        """Wait until none of the programs, maps and links the agent held when stop()
+        was called is in the kernel (the kernel lets go of some a moment after the
+        process exits: waited out, not longer)."""
+        def gone():
+            return not any(ids & bpf_ids(kind) for kind, ids in self.bpf_held.items())
+        wait_for(gone, timeout, "the agent's programs, maps and links to leave the kernel")
+        n = {kind: len(ids) for kind, ids in self.bpf_held.items()}
+        return f"{n['prog']} programs, {n['map']} maps, {n['link']} links"
 
     def cleanup(self):
         if self.proc.poll() is None:

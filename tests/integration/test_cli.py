@@ -68,7 +68,7 @@ def check_top(agent):
             out = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
                                  capture_output=True, text=True).stdout
             return out if "PROGRAM" in out and "usm" in out else None
-        text = wait_for(screen, 10, "bpftel top to draw")
+        text = wait_for(screen, 60, "bpftel top to draw")
         lines = text.rstrip("\n").split("\n")
         rows = {ln.split()[0] for ln in lines if ln.split()}
         check({"sharedlibs", "gpu", "usm"} <= rows and "shlib_exit_openat" in text,
@@ -77,7 +77,7 @@ def check_top(agent):
               f"fits 80x24: {len(lines)} lines, widest {max(len(ln) for ln in lines)}")
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
         wait_for(lambda: subprocess.run(["tmux", "has-session", "-t", session],
-                                        capture_output=True).returncode != 0, 5,
+                                        capture_output=True).returncode != 0, 60,
                  "bpftel top to quit on q")
         check(True, "q quits bpftel top")
     finally:

@@ -112,7 +112,7 @@ def main():
                   f"the watcher runs for the inventory alone: {before}")
             write(conf, "modules = none\nlibsets = crypto, gpu\nmetrics_addr = 127.0.0.1:0\n")
             agent.proc.send_signal(signal.SIGHUP)
-            wait_for(lambda: "SIGHUP: applying" in agent.logs(), 10, "the reload queued")
+            wait_for(lambda: "SIGHUP: applying" in agent.logs(), 60, "the reload queued")
             # Lifecycle jobs run in order: this one's answer comes after the reload.
             agent.cli("module", "stop", "gpu", check=False)
             after = watcher()
@@ -139,7 +139,7 @@ def main():
 
             write(conf, "modules = gpu, usm\nworkers = lots\n")
             agent.proc.send_signal(signal.SIGHUP)
-            wait_for(lambda: "keeping the running configuration" in agent.logs(), 10,
+            wait_for(lambda: "keeping the running configuration" in agent.logs(), 60,
                      "the agent to log the refused reload")
             line = [ln for ln in agent.logs().splitlines() if "keeping" in ln][0]
             check(f"{conf}:2: workers: 'lots'" in line, f"logged: {line.strip()}")
@@ -152,7 +152,7 @@ def main():
             write(conf, f"modules = gpu, usm\nrun_stats = on\nmetrics_addr = 127.0.0.1:{port}\n"
                         "libsets = crypto, gpu\nmax_cpu_percent = gpu:7\nmax_cpu_window = 60\n")
             agent.proc.send_signal(signal.SIGHUP)
-            wait_for(lambda: modules(agent)["usm"] == "running", 20,
+            wait_for(lambda: modules(agent)["usm"] == "running", 60,
                      "usm to start after SIGHUP")
             check(budget(agent) == 7,
                   f"gpu's budget as reloaded, before a window measured it: {budget(agent)} %")
@@ -169,7 +169,7 @@ def main():
                         "libsets = crypto, gpu\nmax_cpu_percent = gpu:7\nmax_cpu_window = 60\n")
             agent.proc.send_signal(signal.SIGHUP)
             wait_for(lambda: agent.json("stats")["agent"]["metrics_addr"] == f"0.0.0.0:{port}",
-                     20, f"metrics on 0.0.0.0:{port} after SIGHUP")
+                     60, f"metrics on 0.0.0.0:{port} after SIGHUP")
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
                 check(r.status == 200, f"metrics moved to 0.0.0.0:{port} and answer")
             check_mode_switch(agent, conf, port)

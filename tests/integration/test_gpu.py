@@ -28,7 +28,7 @@ import signal
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, bpf_ids, check, require_root, run, vm_hwm_kib, wait_for  # noqa: E402,E501
+from agentlib import Agent, check, require_root, run, vm_hwm_kib, wait_for  # noqa: E402,E501
 
 REAL_CUDART = "/usr/local/cuda/lib64/libcudart.so.13"
 MiB = 1 << 20
@@ -112,7 +112,7 @@ def played(agent, pattern_bin, lib, mode, *more, libs=(("libcudart", NPROBES),),
             wait_attached(agent, pat.pid, name, n)
         got = pat.play()
         check(got == out, f"{what or mode}: {got}")
-        yield pat, wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        yield pat, wait_for(lambda: gpu_row(agent, pat.pid), 60, f"a gpu row for pid {pat.pid}")
     finally:
         pat.finish()
 
@@ -136,7 +136,7 @@ def age_bucket_ok(age, want, pat, read_at):
 def read_row(agent, pid):
     """The process's gpu row, waited for, and the clock around the read that gave it."""
     t0 = time.monotonic()
-    row = wait_for(lambda: gpu_row(agent, pid), 5, f"a gpu row for pid {pid}")
+    row = wait_for(lambda: gpu_row(agent, pid), 60, f"a gpu row for pid {pid}")
     return row, (t0, time.monotonic())
 
 
@@ -155,7 +155,7 @@ def wait_attached(agent, pid, lib="libcudart", n=NPROBES):
     same address (the stub driver's alias)."""
     return wait_for(lambda: [r for r in lib_rows(agent, pid)
                              if r["lib"] == lib and r["attached"] + r["folded_points"] == n],
-                    15, f"the gpu module's {n} uprobes on pid {pid}'s {lib}")[0]
+                    60, f"the gpu module's {n} uprobes on pid {pid}'s {lib}")[0]
 
 
 def nonzero(d):
@@ -294,7 +294,7 @@ def check_stub(agent, pattern_bin, stub):
         check_renamed(agent, pat)
     finally:
         pat.finish()
-    wait_for(lambda: gpu_row(agent, pat.pid) is None, 5,
+    wait_for(lambda: gpu_row(agent, pat.pid) is None, 60,
              "the process's GPU state to be dropped after it exited")
     check(True, "state of the exited process dropped by the sweep")
 
@@ -350,7 +350,7 @@ def check_exec_in_call(agent, pattern_bin, stub):
         pat.proc.stdin.write("go\n")
         pat.proc.stdin.flush()
         check(pat.proc.stdout.readline().strip() == "exec", "a thread calls into the stub")
-        wait_for(lambda: stub_entries(agent, pat.pid) > before, 15,
+        wait_for(lambda: stub_entries(agent, pat.pid) > before, 60,
                  f"pid {pat.pid}'s call to be seen by the entry probe")
         wait_for(lambda: pat.pid not in inflight_tgids() and
                  not [o for o in slot_owners() if o[0] == pat.pid] and
@@ -375,7 +375,7 @@ def check_reexec(agent, pattern_bin, stub):
         wait_attached(agent, pat.pid)
         check(pat.play() == ["old"], "the old program played")
         p = wait_for(lambda: (r := gpu_row(agent, pat.pid)) and
-                     r["calls"].get("cudaLaunchKernel") == 3 and r, 10,
+                     r["calls"].get("cudaLaunchKernel") == 3 and r, 60,
                      f"pid {pat.pid}'s old program's launches")
         old = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pat.pid)
         check(p["memory"]["outstanding_bytes"] == MiB and
@@ -435,7 +435,7 @@ def check_crafted_name(agent, pattern_bin, stub, hwm_growth_mib):
         out = pat.play()
         check(out == ["launch 0"], f"the crafted kernel launched: {out}")
         p = wait_for(lambda: (r := gpu_row(agent, pat.pid)) and r["kernels"] and
-                     r["kernels"][0]["name"] and r, 15,
+                     r["kernels"][0]["name"] and r, 60,
                      f"pid {pat.pid}'s kernel to be named")
         want = crafted_prefix(CRAFTED_LEVELS, 255)
         names = [k["name"] for k in p["kernels"]]
@@ -469,13 +469,13 @@ def check_shared_mem_default(agent, cfg, pattern_bin, stub):
     write_config(cfg, "off")
     agent.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: "gpu_launch_shared_mem applies as the gpu module restarts" in
-             agent.logs(), 15, "the reload to note the change")
+             agent.logs(), 60, "the reload to note the change")
     agent.cli("module", "restart", "gpu")
     pat = Pattern(pattern_bin, stub, "stub")
     try:
         wait_attached(agent, pat.pid)
         pat.play()
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 60, f"a gpu row for pid {pat.pid}")
         check(p["launches"] == 5 and p["threads"] == 5 * 6 * 128 and
               p["shared_mem_bytes"] is None,
               f"gpu_launch_shared_mem = off: launches {p['launches']}, threads "
@@ -495,7 +495,7 @@ def check_real(agent, pattern_bin):
         out = pat.play()
         check(out == ["malloc 35"] * 2 + ["launch 35"] * 3,
               f"without a driver every call fails with 35: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 60, f"a gpu row for pid {pat.pid}")
         errors = {(e["function"], e["name"]): e["count"] for e in p["errors"]}
         check(errors.get(("cudaMalloc", "cudaErrorInsufficientDriver")) == 2 and
               errors.get(("cudaLaunchKernel", "cudaErrorInsufficientDriver")) == 3,
@@ -568,7 +568,7 @@ def check_handles(agent, pattern_bin, stub):
         wait_attached(agent, pat.pid)
         out = pat.play()
         check(out == ["handles 0 0 98"] + ["launch 0"] * 6, f"handles: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 60, f"a gpu row for pid {pat.pid}")
         check(nonzero(p["calls"]) == {"__cudaGetKernel": 3, "cudaLaunchKernel": 6} and
               nonzero(p["failed"]) == {"__cudaGetKernel": 1},
               f"calls {nonzero(p['calls'])}, failed {nonzero(p['failed'])}")
@@ -596,7 +596,7 @@ def check_ptsz(agent, pattern_bin, stub):
         out = pat.play()
         check(out == ["launch 0", "launch 0", "copies 0 0 sync 0", "async 0 0"],
               f"ptsz: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 60, f"a gpu row for pid {pat.pid}")
         check(nonzero(p["calls"]) == {"cudaLaunchKernel": 2, "cudaMemcpy": 1,
                                       "cudaMemcpyAsync": 1, "cudaStreamSynchronize": 1,
                                       "cudaMallocAsync": 1, "cudaFreeAsync": 1},
@@ -780,7 +780,7 @@ def check_cu_ptsz(agent, pattern_bin, stub_driver):
         out = pat.play()
         check(out == ["ctx 0 function 0"] + ["launch 0"] * 3 + ["copies 0 0 0 0 sync 0"],
               f"cuptsz: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 60, f"a gpu row for pid {pat.pid}")
         check(nonzero(p["calls"]) == {"cuCtxCreate_v4": 1, "cuModuleGetFunction": 1,
                                       "cuLaunchKernel": 2, "cuLaunchKernelEx": 1,
                                       "cuMemcpyHtoD_v2": 1, "cuMemcpyDtoH_v2": 1,
@@ -806,7 +806,7 @@ def check_driver_ex(agent, pattern_bin, stub_driver):
         out = pat.play()
         check(out == ["function 0", "launch 1"] + ["launch 0"] * 3 + ["library 0 0 400"] +
               ["launch 0"] * 2, f"driverex: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 60, f"a gpu row for pid {pat.pid}")
         check(nonzero(p["calls"]) == {"cuModuleGetFunction": 1, "cuLaunchKernelEx": 6,
                                       "cuLibraryGetKernel": 1, "cuKernelGetFunction": 2} and
               nonzero(p["failed"]) == {"cuLaunchKernelEx": 1, "cuKernelGetFunction": 1},
@@ -839,7 +839,7 @@ def check_driver(agent, pattern_bin, stub_driver):
         check(out[-2:] == ["errors 2 101", "managed 0 host 0 0"] and
               out[1] == "functions 0 0" and
               all(ln.endswith(" 0") for ln in out[:-2]), f"the stub driver answered: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 60, f"a gpu row for pid {pat.pid}")
         check(nonzero(p["calls"]) == {"cuInit": 1, "cuCtxCreate_v2": 2, "cuMemAlloc_v2": 3,
                                       "cuLaunchKernel": 5, "cuDevicePrimaryCtxRetain": 1,
                                       "cuCtxSetCurrent": 1, "cuMemcpyHtoD_v2": 1,
@@ -898,7 +898,7 @@ def check_mixed(agent, pattern_bin, stub, stub_driver):
         wait_attached(agent, pat.pid, "libcuda", NPROBES_DRIVER)
         out = pat.play()
         check(out == ["malloc 0 0"] + ["launch 0"] * 3 + ["free 0"], f"mixed: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 60, f"a gpu row for pid {pat.pid}")
         check(nonzero(p["calls"]) == {"cudaMalloc": 2, "cudaLaunchKernel": 3, "cudaFree": 1},
               f"runtime calls only, the driver's under them not again: {nonzero(p['calls'])}")
         check(p["driver_calls_inside_runtime"] == 6 and p["launches"] == 3 and
@@ -921,7 +921,7 @@ def check_real_driver(agent, pattern_bin):
         out = pat.play()
         check(out == ["init 34"] + ["alloc 34"] * 2 + ["launch 34"] * 3,
               f"the toolkit's stub driver fails every call with 34: {out}")
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, f"a gpu row for pid {pat.pid}")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 60, f"a gpu row for pid {pat.pid}")
         errors = {(e["function"], e["name"]): e["count"] for e in p["errors"]}
         check(errors == {("cuInit", "CUDA_ERROR_STUB_LIBRARY"): 1,
                          ("cuMemAlloc_v2", "CUDA_ERROR_STUB_LIBRARY"): 2,
@@ -948,7 +948,7 @@ def check_bad_files(agent, python, pattern_bin, stub):
             procs.append(subprocess.Popen([python, "-c", script]))
         # Not ELF: the file is refused whole, with its reason, before any symbol.
         row = wait_for(lambda: [r for r in lib_rows(agent, procs[0].pid)
-                                if r["path"] == garbage and r["refused"]], 15,
+                                if r["path"] == garbage and r["refused"]], 60,
                        f"the refusal of {garbage}")[0]
         check(row["refused"] == "not_elf" and row["state"] == "refused" and
               row["attached"] == 0 and row["failed"] == 0,
@@ -956,7 +956,7 @@ def check_bad_files(agent, python, pattern_bin, stub):
         # ELF without the symbols: each probe point's failure recorded, but for the
         # optional function's: a runtime may lack it.
         row = wait_for(lambda: [r for r in lib_rows(agent, procs[1].pid)
-                                if r["path"] == nosyms and r["failed"]], 15,
+                                if r["path"] == nosyms and r["failed"]], 60,
                        f"an attach failure recorded for {nosyms}")[0]
         check(row["attached"] == 0 and row["failed"] == NPROBES - NOPTIONAL and
               row["skipped_optional"] == NOPTIONAL and
@@ -978,7 +978,7 @@ def check_bad_files(agent, python, pattern_bin, stub):
         py = subprocess.run([python, "-c", "import ssl, os; print(os.getpid())"], check=True,
                             capture_output=True, text=True)
         pid = int(py.stdout)
-        wait_for(lambda: any(d["pid"] == pid for d in agent.json("stats")["libraries"]), 10,
+        wait_for(lambda: any(d["pid"] == pid for d in agent.json("stats")["libraries"]), 60,
                  "the watcher to still report libssl loads")
         check(True, "the watcher still reports other libraries")
     finally:
@@ -991,7 +991,7 @@ def check_bad_files(agent, python, pattern_bin, stub):
     try:
         wait_attached(agent, pat.pid)
         pat.play()
-        p = wait_for(lambda: gpu_row(agent, pat.pid), 5, "a gpu row after the bad files")
+        p = wait_for(lambda: gpu_row(agent, pat.pid), 60, "a gpu row after the bad files")
         check(nonzero(p["calls"]) == EXPECTED_CALLS, "the stub pattern is still counted exactly")
     finally:
         pat.finish()
@@ -1011,7 +1011,6 @@ def main():
     args = ap.parse_args()
     require_root()
 
-    progs_before, links_before = bpf_ids("prog"), bpf_ids("link")
     # Launches' shared memory is summed only when configured: on here, so that the
     # checks below see it; check_shared_mem_default turns it back off.
     cfg = os.path.join(tempfile.mkdtemp(prefix="bpftel-gpu-"), "bpftel.conf")
@@ -1045,12 +1044,9 @@ def main():
         check_shared_mem_default(agent, cfg, args.pattern, args.stub)
         check_bad_files(agent, args.python, args.pattern, args.stub)
         check(agent.stop() == 0, "agent exited 0 after SIGTERM")
-        # Kernel-wide ids: a link the kernel releases a moment after the agent exits,
-        # or another process's objects passing through, are waited out (this check
-        # failed at once twice under ASan, and never after waiting), not longer.
-        wait_for(lambda: bpf_ids("link") <= links_before and bpf_ids("prog") <= progs_before,
-                 30, "the agent's programs and links to leave the kernel")
-        check(True, "no program or link beyond the baseline remains")
+        # A link the kernel releases a moment after the agent exits is waited out
+        # (checked at once, this failed twice under ASan), not longer.
+        check(True, f"none of what the agent held remains: {agent.released()}")
     finally:
         agent.cleanup()
         shutil.rmtree(os.path.dirname(cfg), ignore_errors=True)

@@ -141,7 +141,7 @@ def swapped_library(agent, python, path, kind, hwm, wrap=None):
     try:
         h.step("loaded")
         row = wait_for(lambda: [r for r in usm_rows(agent, path)
-                                 if r["attached"] >= LIBSSL_PROBES], 20,
+                                 if r["attached"] >= LIBSSL_PROBES], 60,
                        f"usm attached to {path}")[0]
         check(row["state"] == "in_use", f"{kind}: usm attached to the copy ({row['links']} "
                                         f"{row['link_mode']} links)")
@@ -150,14 +150,14 @@ def swapped_library(agent, python, path, kind, hwm, wrap=None):
         # FIFO or a device: refused (never opened for reading), then found again
         # through the process's own mapping of the file.
         after_each(agent, f"{kind} swapped in", hwm)
-        reason = wait_for(lambda: refused(agent, path, "not_regular"), 10,
+        reason = wait_for(lambda: refused(agent, path, "not_regular"), 60,
                           f"the refusal of the {kind} at {path}")[0]
         check(reason["pid"] > 0, f"{kind}: bpftel libs shows the refusal: "
                                  f"{reason['reason']} ({reason['detail']})")
         table = agent.cli("libs").stdout
         check("not_regular" in table, f"{kind}: the libs table shows not_regular")
         row = wait_for(lambda: [r for r in usm_rows(agent, path)
-                                 if r["attached"] >= LIBSSL_PROBES], 20,
+                                 if r["attached"] >= LIBSSL_PROBES], 60,
                        f"usm attached again to {path}")[0]
         check(True, f"{kind}: attached again through the process's mapping "
                     f"({row['attached']} probe points)")
@@ -179,7 +179,7 @@ def opened_file(agent, python, path, reason, what, hwm, wrap=None):
     h = Holder(python, OPEN_ONLY, (path,), wrap)
     try:
         h.step("opened")
-        r = wait_for(lambda: refused(agent, path, reason), 20,
+        r = wait_for(lambda: refused(agent, path, reason), 60,
                      f"the refusal of {path} ({reason})")[0]
         check(True, f"{what}: refused as {r['reason']}: {r['detail']}")
         after_each(agent, what, hwm)

@@ -165,14 +165,14 @@ def main():
         procs.append(srv)
         wait_for(lambda: any(r["module"] == "usm" and r["lib"] == "libssl" and
                              r["attached"] >= LIBSSL_PROBES
-                             for r in agent.json("libs")["libs"]), 15,
+                             for r in agent.json("libs")["libs"]), 60,
                  "usm uprobes on libssl")
         subprocess.run(["curl", "-sk", "-o", "/dev/null", f"https://127.0.0.1:{hport}/items/1"],
                        check=True)
         series = ('bpftel_http_server_request_duration_seconds_count{http_request_method="GET",'
                   'http_route="/items/*",http_response_status_code="200",'
                   'network_protocol_version="1.1"} 1')
-        wait_for(lambda: series in get(url)[2], 15,
+        wait_for(lambda: series in get(url)[2], 60,
                  "the request in bpftel_http_server_request_duration_seconds")
         check_metrics_text(url, ["bpftel_http_server_request_duration_seconds",
                                  "bpftel_http_client_request_duration_seconds"])
