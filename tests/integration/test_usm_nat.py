@@ -19,6 +19,9 @@ server's with the host's. The two copies share their TCP numbers (nat_copies.h):
      agent ran, accepted by the server after it started, sends its first request: it
      is counted once, on the server's side; 1 NAT copy. (h2c hands a first request on
      with its response: its copies are noted when decoded, in the order seen.)
+  5. A request the server never answers, followed on its connection by one it does:
+     unanswered once in counters.pairing, not once per copy (its other copy is a NAT
+     copy), and a request once there.
 
 /metrics' bpftel_http_nat_copies_total says the same. The namespaces, the veth pairs
 and the NAT rule are removed at the end, and ip_forward restored."""
@@ -48,7 +51,8 @@ FORWARD_RULES = [["-i", HOST_C, "-o", HOST_S, "-j", "ACCEPT"],
                  ["-i", HOST_S, "-o", HOST_C, "-j", "ACCEPT"]]
 
 # An HTTP/1.1 server that accepts a connection when told to on stdin ("accept"), or at
-# once, and answers each request on it with 200.
+# once, and answers each request on it with 200, but those of /lost/*, which it never
+# answers.
 SERVER_PY = r"""
 import socket, sys, threading
 s = socket.socket()
@@ -65,7 +69,8 @@ def serve(c):
             return
         while f.readline() not in (b"\r\n", b""):
             pass
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        if b" /lost/" not in line:
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
 def accept():
     c, _ = s.accept()
@@ -84,7 +89,7 @@ for cmd in sys.stdin:
 """
 
 # A keep-alive client: connects, says "connected", then one GET per path on stdin,
-# printing each status.
+# printing each status ("sent" for /lost/*, whose answer it does not wait for).
 CLIENT_PY = r"""
 import socket, sys
 c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
@@ -92,6 +97,9 @@ print("connected", flush=True)
 f = c.makefile("rb")
 for path in sys.stdin:
     c.sendall(f"GET {path.strip()} HTTP/1.1\r\nHost: s\r\n\r\n".encode())
+    if path.startswith("/lost/"):
+        print("sent", flush=True)
+        continue
     status = f.readline().split()[1].decode()
     while f.readline() != b"\r\n":
         pass
@@ -356,9 +364,33 @@ def main():
                   f"case 4, h2c, the server's end known: both copies decoded {h2c}, counted "
                   f"{srv_n} on the server's side, {other} elsewhere, unattributed "
                   f"+{grew(c, 'unattributed')} (3), NAT copies +{grew(c, 'nat_copies')} (6)")
+
+            # Case 5: both ends known (the server serves every connection since case 3).
+            before = counters(agent)
+            lost = in_ns(NS_C, args.python, CLIENT_PY, SERVER, "18080")
+            procs.append(lost)
+            line_of(lost, "connected", "case 5: a client connected with the agent running")
+            lost.stdin.write("/lost/1\n")
+            lost.stdin.flush()
+            line_of(lost, "sent", "case 5: the request the server does not answer sent")
+            lost.stdin.write("/next/1\n")
+            lost.stdin.flush()
+            line_of(lost, "200", "case 5: the next request on the connection answered")
+            settled(agent, lambda: count(agent, path="/next/*") >= 2,
+                    "case 5's answered request on both sides")
+            c = counters(agent)
+            pairing = {k: c["pairing"][k] - before["pairing"][k]
+                       for k in ("requests", "unanswered", "evicted")}
+            copies = c["nat_copies"] - before["nat_copies"]
+            check(pairing == {"requests": 3, "unanswered": 1, "evicted": 0} and copies == 1 and
+                  count(agent, path="/lost/*") == 0,
+                  f"case 5, a request never answered: pairing {pairing} (requests 3: the "
+                  f"answered one on each side and the lost one once; unanswered 1), NAT "
+                  f"copies +{copies} (1), no row for it")
+
             m = metric(agent, "bpftel_http_nat_copies_total")
-            check(m == base["nat_copies"] + 6,
-                  f"/metrics: bpftel_http_nat_copies_total {m} (+6)")
+            check(m == base["nat_copies"] + 7,
+                  f"/metrics: bpftel_http_nat_copies_total {m} (+7)")
         finally:
             agent.stop()
     finally:

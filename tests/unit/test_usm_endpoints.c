@@ -720,6 +720,74 @@ static bool only_10_alive(uint32_t pid, void *ctx)
 	return pid == 10;
 }
 
+/* The copy hook: connections whose seg is odd are copies; each call is counted. */
+static bool odd_seg_copy(const struct usm_conn_addr *conn, void *ctx)
+{
+	(*(int *)ctx)++;
+	return conn->seg & 1;
+}
+
+static void http_request(struct usm_endpoints *e, uint32_t pid, uint64_t conn, uint64_t t,
+			 const struct usm_conn_addr *addr)
+{
+	request_on(e, tls(pid, conn), USM_PROTO_HTTP, "GET /a HTTP/1.1\r\n", t, addr);
+}
+
+/*
+ * A request that leaves without its response, by each way there is (expiry, a request
+ * replacing it, withdrawal, its process gone, eviction), is asked about: a copy is
+ * neither unanswered nor evicted, and no longer a request; the others count as before.
+ */
+static void test_copy_hook(void **state)
+{
+	struct usm_endpoints *e = usm_endpoints_new(
+		&(struct usm_endpoints_limits){.expiry_ns = 1000, .max_pending = 4});
+	struct usm_conn_addr copy = {.family = 4, .seg = 7}, own = {.family = 4, .seg = 8};
+	struct usm_conn_key k;
+	int asked = 0, i;
+
+	(void)state;
+	usm_endpoints_set_copy_hook(e, odd_seg_copy, &asked);
+	/* Expired. */
+	http_request(e, 10, 1, 100, &copy);
+	http_request(e, 10, 2, 100, &own);
+	usm_endpoints_expire(e, 2000);
+	assert_int_equal(asked, 2);
+	assert_stats(e, STATS(.requests = 1, .unanswered = 1));
+	/* Replaced by the next request on its connection: a copy, then not one. */
+	http_request(e, 10, 3, 2100, &copy);
+	http_request(e, 10, 3, 2200, &own);
+	http_request(e, 10, 3, 2300, &own);
+	assert_int_equal(asked, 4);
+	assert_stats(e, STATS(.requests = 3, .unanswered = 2, .pending = 1));
+	/* Withdrawn. */
+	http_request(e, 10, 4, 2400, &copy);
+	k = tls(10, 4);
+	assert_true(usm_endpoints_withdraw(e, &k));
+	k = tls(10, 3);
+	assert_true(usm_endpoints_withdraw(e, &k));
+	assert_int_equal(asked, 6);
+	assert_stats(e, STATS(.requests = 3, .unanswered = 3));
+	/* Its process gone. */
+	http_request(e, 11, 5, 2500, &copy);
+	http_request(e, 11, 6, 2500, &own);
+	assert_int_equal(usm_endpoints_sweep(e, only_10_alive, NULL), 1);
+	assert_int_equal(asked, 8);
+	assert_stats(e, STATS(.requests = 4, .unanswered = 4));
+	/* Evicted, 4 at most pending: the oldest (a copy), then the next (not one). */
+	http_request(e, 10, 11, 2600, &copy);
+	for (i = 12; i <= 16; i++)
+		http_request(e, 10, (uint64_t)i, 2600 + (uint64_t)i, &own);
+	assert_int_equal(asked, 10);
+	assert_stats(e, STATS(.requests = 9, .unanswered = 4, .evicted = 1, .pending = 4));
+	/* A response pairs as always, without asking. */
+	response_on(e, tls(10, 13), USM_PROTO_HTTP, 200, 3000, &own);
+	assert_int_equal(asked, 10);
+	assert_stats(e, STATS(.requests = 9, .responses = 1, .paired = 1, .unanswered = 4,
+			      .evicted = 1, .pending = 3, .rows = 1));
+	usm_endpoints_free(e);
+}
+
 static void test_sweep_folds_exited(void **state)
 {
 	struct usm_endpoints *e =
@@ -972,6 +1040,7 @@ int main(void)
 		cmocka_unit_test(test_overflow_reserve_exhausted),
 		cmocka_unit_test(test_expiry),
 		cmocka_unit_test(test_pending_expiry),
+		cmocka_unit_test(test_copy_hook),
 		cmocka_unit_test(test_sweep_folds_exited),
 		cmocka_unit_test(test_sweep_accounts_pending),
 		cmocka_unit_test(test_seq_order_stable),

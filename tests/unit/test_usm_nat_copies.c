@@ -5,7 +5,8 @@
  * copy with no known end to ask claims it, later ones are told; a copy with a known
  * end does not claim; the same addresses again are no copy; a group goes once every
  * copy was answered; sets of 4 ways replace their oldest group, counting one
- * forgotten before its copies were all answered.
+ * forgotten before its copies were all answered; a request never answered is lost
+ * once, whatever its copies, and not after another copy was answered.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -100,6 +101,66 @@ static void test_alone(void **state)
 	usm_nat_copies_free(n);
 }
 
+/* Two copies never answered: the first to leave counts, the second is a copy; then
+ * the group is gone (a request with those numbers later is a group of its own). */
+static void test_unanswered_once(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(64);
+	struct usm_conn_addr a = addr(2, 40000, 90), b = addr(9, 51000, 90), other;
+
+	(void)state;
+	usm_nat_copies_note(n, &a, 1);
+	usm_nat_copies_note(n, &b, 2);
+	assert_false(usm_nat_copies_unanswered(n, &b));
+	assert_true(usm_nat_copies_unanswered(n, &a));
+	/* Freed: both gone, nothing more to say of them. */
+	assert_false(usm_nat_copies_unanswered(n, &a));
+	usm_nat_copies_note(n, &a, 3);
+	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_ALONE);
+	assert_int_equal(usm_nat_copies_forgotten(n), 0);
+	usm_nat_copies_free(n);
+}
+
+/* One copy answered (recorded where its end is known), the other never: that one is a
+ * copy of an exchange counted already, not a request lost. The other order too: the
+ * lost one first counts, and the answered one is still recorded (an answer is never
+ * held back by a loss). */
+static void test_unanswered_after_answer(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(64);
+	struct usm_conn_addr a = addr(2, 40000, 91), b = addr(9, 51000, 91), other;
+	struct usm_conn_addr c = addr(2, 40001, 92), d = addr(9, 51001, 92);
+
+	(void)state;
+	usm_nat_copies_note(n, &a, 1);
+	usm_nat_copies_note(n, &b, 2);
+	assert_int_equal(usm_nat_copies_answer(n, &a, true, &other), USM_NAT_ALONE);
+	assert_true(usm_nat_copies_unanswered(n, &b));
+
+	usm_nat_copies_note(n, &c, 3);
+	usm_nat_copies_note(n, &d, 4);
+	assert_false(usm_nat_copies_unanswered(n, &d));
+	assert_int_equal(usm_nat_copies_answer(n, &c, true, &other), USM_NAT_ALONE);
+	usm_nat_copies_free(n);
+}
+
+/* A request alone, lost: counted (its group freed); no numbers: never a copy. */
+static void test_unanswered_alone(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(64);
+	struct usm_conn_addr a = addr(2, 40000, 93), z = addr(3, 40001, 0);
+
+	(void)state;
+	usm_nat_copies_note(n, &a, 1);
+	assert_false(usm_nat_copies_unanswered(n, &a));
+	usm_nat_copies_note(n, &a, 2); /* the same numbers later: a request of its own */
+	assert_false(usm_nat_copies_unanswered(n, &a));
+	usm_nat_copies_note(n, &z, 3);
+	assert_false(usm_nat_copies_unanswered(n, &z));
+	assert_false(usm_nat_copies_unanswered(n, &z));
+	usm_nat_copies_free(n);
+}
+
 /* A third copy (NAT twice): two sets kept; every copy asks like the others, and the
  * group stays until the third has. */
 static void test_third_copy(void **state)
@@ -166,6 +227,9 @@ int main(void)
 		cmocka_unit_test(test_alone),
 		cmocka_unit_test(test_third_copy),
 		cmocka_unit_test(test_replaced_oldest),
+		cmocka_unit_test(test_unanswered_once),
+		cmocka_unit_test(test_unanswered_after_answer),
+		cmocka_unit_test(test_unanswered_alone),
 	};
 
 	return cmocka_run_group_tests_name("usm_nat_copies", tests, NULL, NULL);

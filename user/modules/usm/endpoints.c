@@ -105,6 +105,8 @@ struct usm_endpoints {
 	uint32_t *pids; /* sweep's scratch: one per row and pending slot */
 	uint64_t seq;
 	struct usm_endpoints_stats st;
+	usm_copy_fn copy; /* usm_endpoints_set_copy_hook */
+	void *copy_ctx;
 };
 
 static uint64_t fnv(uint64_t h, const void *data, size_t n)
@@ -225,6 +227,18 @@ static void slot_remove(struct usm_endpoints *e, struct slot *s)
 	}
 }
 
+/* A request leaves without its response: counted in *stage (unanswered, evicted),
+ * unless the copy hook says it is a copy of one counted already (a NATed packet's, seen
+ * under both addresses): then it was never a request of its own. Before its removal. */
+static void pending_lost(struct usm_endpoints *e, const struct pending *p, uint64_t *stage)
+{
+	if (e->copy && e->copy(&p->conn, e->copy_ctx)) {
+		e->st.requests--;
+		return;
+	}
+	(*stage)++;
+}
+
 /* The request waiting longest (since it came, in the order requests came) goes. */
 static void evict_oldest(struct usm_endpoints *e)
 {
@@ -233,8 +247,8 @@ static void evict_oldest(struct usm_endpoints *e)
 	if (!e->oldest)
 		return;
 	p = &e->pool[e->oldest - 1];
+	pending_lost(e, p, &e->st.evicted);
 	slot_remove(e, slot_of(e, &p->key, key_hash(&p->key)));
-	e->st.evicted++;
 }
 
 /* ---- rows and their index ---- */
@@ -435,8 +449,8 @@ static void on_request(struct usm_endpoints *e, const struct usm_conn_key *key, 
 
 	e->st.requests++;
 	if (s && s->idx) {
-		e->st.unanswered++;
 		p = entry_of(e, s);
+		pending_lost(e, p, &e->st.unanswered);
 		age_unlink(e, s->idx); /* waiting from now */
 		age_append(e, s->idx);
 	} else {
@@ -591,8 +605,8 @@ bool usm_endpoints_withdraw(struct usm_endpoints *e, const struct usm_conn_key *
 	pthread_mutex_lock(&e->lock);
 	s = slot_of(e, key, key_hash(key));
 	if (s && s->idx) {
+		pending_lost(e, entry_of(e, s), &e->st.unanswered);
 		slot_remove(e, s);
-		e->st.unanswered++;
 		found = true;
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -665,6 +679,14 @@ static size_t rows_compact(struct usm_endpoints *e, uint64_t cutoff, size_t ndea
 	return gone;
 }
 
+void usm_endpoints_set_copy_hook(struct usm_endpoints *e, usm_copy_fn copy, void *ctx)
+{
+	pthread_mutex_lock(&e->lock);
+	e->copy = copy;
+	e->copy_ctx = ctx;
+	pthread_mutex_unlock(&e->lock);
+}
+
 void usm_endpoints_set_expiry(struct usm_endpoints *e, uint64_t expiry_ns)
 {
 	pthread_mutex_lock(&e->lock);
@@ -681,8 +703,8 @@ static void pending_expire(struct usm_endpoints *e, uint64_t before)
 
 	while (i < e->nslots) {
 		if (e->slots[i].idx && entry_of(e, &e->slots[i])->t_ns < before) {
+			pending_lost(e, entry_of(e, &e->slots[i]), &e->st.unanswered);
 			slot_remove(e, &e->slots[i]);
-			e->st.unanswered++;
 			continue;
 		}
 		i++;
@@ -744,8 +766,8 @@ int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid, voi
 		for (i = 0; i < e->nslots;) {
 			if (e->slots[i].idx &&
 			    is_dead(e, ndead, entry_of(e, &e->slots[i])->key.pid)) {
+				pending_lost(e, entry_of(e, &e->slots[i]), &e->st.unanswered);
 				slot_remove(e, &e->slots[i]);
-				e->st.unanswered++;
 			} else {
 				i++;
 			}

@@ -92,7 +92,9 @@ struct usm_endpoints_stats {
 	uint64_t unanswered;	   /* a request replaced by the next before its response,
 				    * pending longer than expiry_ns, of a process that
 				    * exited (usm_endpoints_sweep), or withdrawn by its
-				    * producer (usm_endpoints_withdraw) */
+				    * producer (usm_endpoints_withdraw); not a copy of one
+				    * counted already (usm_endpoints_set_copy_hook), which
+				    * leaves requests too */
 	uint64_t orphan_responses; /* a response with no request pending */
 	uint64_t interim;	   /* 1xx responses but 101 (usm_http_interim): the request
 				    * stays pending for its final response; not in responses */
@@ -178,6 +180,16 @@ size_t usm_endpoints_expire(struct usm_endpoints *e, uint64_t now_ns);
 
 /* Change expiry_ns (configuration reload); 0: never. */
 void usm_endpoints_set_expiry(struct usm_endpoints *e, uint64_t expiry_ns);
+
+/*
+ * Asked, with the table's lock held, when a pending request leaves without its
+ * response (replaced, evicted, expired, withdrawn, its process gone), with the
+ * connection it was given: true when it is a copy of a request whose outcome was
+ * counted already (usm.c: NAT copies of a packet). It is then neither unanswered nor
+ * evicted, and no longer counts as a request. NULL: none (the default).
+ */
+typedef bool (*usm_copy_fn)(const struct usm_conn_addr *conn, void *ctx);
+void usm_endpoints_set_copy_hook(struct usm_endpoints *e, usm_copy_fn copy, void *ctx);
 
 /* Copy of every row, malloc'd; returns the count. */
 size_t usm_endpoints_rows(struct usm_endpoints *e, struct usm_endpoint_row **out);

@@ -15,8 +15,9 @@ struct group {
 	struct usm_conn_addr conn[2];
 	uint8_t nconn;	 /* sets of addresses held: 1 or 2 */
 	uint8_t copies;	 /* sets of addresses seen (a third: NAT twice), up to 255 */
-	uint8_t answered; /* responses looked at, up to copies */
+	uint8_t answered; /* copies done with (answered, or left unanswered), up to copies */
 	bool claimed;	 /* a copy with no known end asked first */
+	bool settled;	 /* a copy's outcome was counted: its response, or its loss */
 };
 
 struct usm_nat_copies {
@@ -132,8 +133,10 @@ enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,
 		return USM_NAT_ALONE;
 	pthread_mutex_lock(&n->lock);
 	g = find(set_of(n, conn->seg), conn->seg);
-	if (g)
+	if (g) {
 		g->answered++;
+		g->settled = true;
+	}
 	if (g && !known && g->nconn == 2) {
 		if (g->claimed) {
 			v = USM_NAT_CLAIMED;
@@ -150,6 +153,25 @@ enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,
 		memset(g, 0, sizeof(*g));
 	pthread_mutex_unlock(&n->lock);
 	return v;
+}
+
+bool usm_nat_copies_unanswered(struct usm_nat_copies *n, const struct usm_conn_addr *conn)
+{
+	struct group *g;
+	bool copy = false;
+
+	if (!conn->seg)
+		return false;
+	pthread_mutex_lock(&n->lock);
+	g = find(set_of(n, conn->seg), conn->seg);
+	if (g) {
+		copy = g->settled;
+		g->settled = true;
+		if (++g->answered >= g->copies)
+			memset(g, 0, sizeof(*g));
+	}
+	pthread_mutex_unlock(&n->lock);
+	return copy;
 }
 
 uint64_t usm_nat_copies_forgotten(struct usm_nat_copies *n)

@@ -24,7 +24,8 @@
  * any response, and the module's events are handled in the order they were seen (one
  * worker by default; h2c notes a first request when it is decoded, before handing it
  * on with its response, and not again then): every copy is noted before the first is
- * answered. A group is freed once every copy noted was answered.
+ * answered. A group is freed once every copy noted was answered or left unanswered
+ * (usm_nat_copies_unanswered: a request never answered is lost once, not once per copy).
  *
  * Bounded: a set-associative table (4 ways), the oldest group of a set replaced. A
  * group replaced with two sets of addresses before both copies' responses came is
@@ -66,6 +67,15 @@ enum usm_nat_verdict {
 enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,
 					   const struct usm_conn_addr *conn, bool known,
 					   struct usm_conn_addr *other);
+
+/*
+ * The request seen under conn leaves without its response (expired, replaced by the
+ * next, evicted): true when another copy's outcome was counted already (its response,
+ * or its own loss), so that this one's must not be counted again. The first copy of a
+ * request to be answered or lost counts it; an unanswered request seen under two
+ * addresses is unanswered once.
+ */
+bool usm_nat_copies_unanswered(struct usm_nat_copies *n, const struct usm_conn_addr *conn);
 
 /* Groups replaced holding copies under other addresses before all were answered. */
 uint64_t usm_nat_copies_forgotten(struct usm_nat_copies *n);

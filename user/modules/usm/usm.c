@@ -370,6 +370,18 @@ static bool nat_copy(struct bpftel_usm *u, const struct usm_conn_addr *req_conn)
 	}
 }
 
+/* A request left without its response (endpoints.h's copy hook): a NAT copy of one
+ * whose outcome was counted already is counted as such, not unanswered again. */
+static bool unanswered_copy(const struct usm_conn_addr *conn, void *ctx)
+{
+	struct bpftel_usm *u = ctx;
+
+	if (!usm_nat_copies_unanswered(u->nat, conn))
+		return false;
+	count(&u->nat_copies);
+	return true;
+}
+
 /* A packet's connection, client first, and its segment's TCP numbers. */
 static void packet_conn(const struct usm_event *ev, struct usm_conn_addr *conn)
 {
@@ -390,7 +402,7 @@ static void packet_conn(const struct usm_event *ev, struct usm_conn_addr *conn)
  * whose owner the watcher knows (client: connect; server: accept) records the request
  * and its response on its own side; when neither is known, they are recorded as
  * unattributed (side unknown, no process), never dropped. A request never answered
- * expires unanswered, once. The agent's own end (its /metrics server) is not recorded,
+ * expires unanswered, once (once for all its NAT copies: unanswered_copy). The agent's own end (its /metrics server) is not recorded,
  * only counted (`own`): watching must not add a row to what it watches, once per
  * scrape; the scraper's end is recorded like any other process's. A request's NAT
  * copies are noted here (nat_copies.h), unless noted already (h2c's, when decoded).
@@ -606,6 +618,7 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 		usm_h2c_on_request(u->h2c, h2c_request);
 	if (!u->endpoints || !u->procs || !u->series || !u->h2 || !u->h2c || !u->nat)
 		return -ENOMEM;
+	usm_endpoints_set_copy_hook(u->endpoints, unanswered_copy, u);
 	u->ops.name = BPFTEL_USM_MODULE;
 	u->ops.open = usm_open;
 	u->ops.load = usm_load;
