@@ -139,9 +139,10 @@ static void print_http(json_t *resp)
 
 const struct bpftel_cli_section bpftel_usm_cli = {
 	.command = "http",
-	.help = "            HTTP endpoints (side, method, normalized route, status) per process\n"
-		"            and container, from TLS (OpenSSL, GnuTLS; HTTP/1.x and HTTP/2) and\n"
-		"            plaintext packets (HTTP/1.x):\n"
+	.help = "            HTTP endpoints (side, method, normalized route, status; gRPC\n"
+		"            methods and grpc-status) per process and container, from TLS\n"
+		"            (OpenSSL, GnuTLS, Go's crypto/tls; HTTP/1.x and HTTP/2) and\n"
+		"            plaintext packets (HTTP/1.x; h2c, a connection's first request):\n"
 		"            count, mean, p50, p99\n",
 	.print = print_http,
 };
