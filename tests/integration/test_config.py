@@ -150,10 +150,14 @@ def main():
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
             write(conf, f"modules = gpu, usm\nrun_stats = on\nmetrics_addr = 127.0.0.1:{port}\n"
-                        "libsets = crypto, gpu\nmax_cpu_percent = gpu:7\nmax_cpu_window = 60\n")
+                        "libsets = crypto, gpu\nmax_cpu_percent = gpu:7\nmax_cpu_window = 60\n"
+                        "workers = 2\n")
             agent.proc.send_signal(signal.SIGHUP)
             wait_for(lambda: modules(agent)["usm"] == "running", 60,
                      "usm to start after SIGHUP")
+            check("workers = 2 runs each module's records out of order" in agent.logs() and
+                  "the usm module needs workers = 1" in agent.logs(),
+                  "workers = 2 warned of: records out of order, usm needs 1")
             check(budget(agent) == 7,
                   f"gpu's budget as reloaded, before a window measured it: {budget(agent)} %")
             stats = agent.json("stats")

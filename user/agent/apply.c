@@ -44,6 +44,13 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 			  cur->ringbuf_kib != next->ringbuf_kib))
 		pr_info("config: pipeline and ring buffer sizes apply as each module restarts "
 			"(bpftel module restart NAME)");
+	/* Allowed (the GPU module's records need no order), but a trap for the usm module:
+	 * more workers looks like more throughput, and quietly costs correctness. */
+	if (next->workers > 1 && (starting || cur->workers != next->workers))
+		pr_warn("config: workers = %u runs each module's records out of order: plaintext "
+			"requests pair less often, NAT copies may count twice and HTTP/2 sessions "
+			"stop (reordered); the usm module needs workers = 1",
+			next->workers);
 	if (!starting && cur->tls_recv_fd != next->tls_recv_fd)
 		pr_info("config: tls_recv_fd applies as the usm module restarts "
 			"(bpftel module restart usm)");
