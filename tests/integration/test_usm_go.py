@@ -12,10 +12,14 @@ Debian's golang-go at test time:
   3. The server's rows carry the connection, read from the Go Conn's socket.
   4. A Go executable whose .go.buildinfo says go1.16 (a copy with that one field
      changed) is refused, with its reason, in `bpftel libs`.
-  5. Nothing is left in the kernel after the agent stops."""
+  5. A Go client run and gone while the agent is stopped (SIGSTOP), as kubectl is gone
+     before an agent reads its messages: its row is named as it was run, "tlsapp",
+     not "?" (it opens no library to be named after).
+  6. Nothing is left in the kernel after the agent stops."""
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -198,6 +202,27 @@ def main():
         text = agent.cli("libs").stdout
         check("unsupported" in text and "tlsapp-old" in text,
               "bpftel libs lists it among the refused files")
+
+        # Run and gone while the agent is stopped; tlsapp's probes stay attached (the
+        # early server runs it).
+        os.kill(agent.proc.pid, signal.SIGSTOP)
+        try:
+            gone = subprocess.Popen([args.go_app, "client",
+                                     f"https://127.0.0.1:{early_port}/items/9", "1"],
+                                    stdout=subprocess.PIPE, text=True)
+            out = gone.communicate(timeout=60)[0].split("\n")[:-1]
+        finally:
+            os.kill(agent.proc.pid, signal.SIGCONT)
+        check(out == ["200 HTTP/2.0"] and not os.path.exists(f"/proc/{gone.pid}"),
+              f"a Go client ({gone.pid}) made its request and exited, the agent stopped: {out}")
+        settled_count(agent, 1, "the gone Go client's GET /items/* 200", pid=gone.pid,
+                      side="client", path="/items/*")
+
+        def named():  # its row, named (it folds into "(exited)" 30 s after it was read)
+            r = rows(agent, pid=gone.pid, side="client")
+            return r and r[0]["comm"] != "?" and r[0]["comm"]
+        comm = wait_for(named, 60, "the gone Go client's row to be named")
+        check(comm == "tlsapp", f"the gone Go client's row is named as it was run: {comm!r}")
         c = agent.json("http")["counters"]
         print(f"counters: tls_calls {c['tls_calls']}, h2_calls {c['h2_calls']}, "
               f"go_read_unpaired {c['go_read_unpaired']}, "

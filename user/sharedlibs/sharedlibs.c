@@ -127,6 +127,7 @@ static int handle_exec(struct bpftel_sharedlibs *sl, const struct shlib_event *e
 	struct shlib_file_key key = {.ino = ev->ino, .dev = ev->dev};
 	struct shlib_exe_skip_val val = {};
 	struct bpftel_uprobes *registry;
+	struct shlib_go_exec *ge;
 	struct timespec ctime;
 	int go, fd = -1;
 
@@ -135,6 +136,17 @@ static int handle_exec(struct bpftel_sharedlibs *sl, const struct shlib_event *e
 	registry = sl->registry;
 	pthread_mutex_unlock(&sl->lock);
 	go = registry ? bpftel_uprobes__exec(registry, &d, &ctime) : -ENOENT;
+	if (go == 1) {
+		/* A Go program: named as run, for when it is gone before its first message
+		 * is read (a short-lived client, kubectl). */
+		pthread_mutex_lock(&sl->lock);
+		ge = &sl->go_execs[sl->go_execs_next++ % SHLIB_GO_EXECS];
+		ge->pid = ev->pid;
+		ge->start_ns = ev->start_ns;
+		memcpy(ge->comm, ev->comm, sizeof(ge->comm));
+		ge->comm[sizeof(ge->comm) - 1] = '\0';
+		pthread_mutex_unlock(&sl->lock);
+	}
 	if (go)
 		return 0;
 	/* The ctime of the file read, not the exec's: written since the exec, the file
@@ -442,22 +454,30 @@ int bpftel_sharedlibs__comm_of(struct bpftel_sharedlibs *sl, __u32 pid, __u64 no
 	long hz = sysconf(_SC_CLK_TCK);
 	__u64 ns_per_tick = hz > 0 ? 1000000000ull / (__u64)hz : 10000000ull;
 	const struct bpftel_shlib_detection *d;
-	int err = -ENOENT;
+	const struct shlib_go_exec *ge;
+	const char *name = NULL;
 	size_t i;
 
 	pthread_mutex_lock(&sl->lock);
-	for (i = sl->det_len; i-- > 0;) {
+	for (i = sl->det_len; i-- > 0 && !name;) {
 		d = &sl->det[(sl->det_head + i) % sl->det_cap];
-		if (d->pid != pid || !d->comm[0] ||
-		    (now_ticks && d->start_ns && d->start_ns / ns_per_tick == now_ticks))
-			continue;
-		memcpy(comm, d->comm, SHLIB_COMM_LEN);
+		if (d->pid == pid && d->comm[0] &&
+		    !(now_ticks && d->start_ns && d->start_ns / ns_per_tick == now_ticks))
+			name = d->comm;
+	}
+	/* Or the Go executable it ran (which opened no library). */
+	for (i = 0; i < SHLIB_GO_EXECS && !name; i++) {
+		ge = &sl->go_execs[(sl->go_execs_next - 1 - i) % SHLIB_GO_EXECS];
+		if (ge->pid == pid && ge->comm[0] &&
+		    !(now_ticks && ge->start_ns && ge->start_ns / ns_per_tick == now_ticks))
+			name = ge->comm;
+	}
+	if (name) {
+		memcpy(comm, name, SHLIB_COMM_LEN);
 		comm[SHLIB_COMM_LEN - 1] = '\0';
-		err = 0;
-		break;
 	}
 	pthread_mutex_unlock(&sl->lock);
-	return err;
+	return name ? 0 : -ENOENT;
 }
 
 size_t bpftel_sharedlibs__detections(struct bpftel_sharedlibs *sl,

@@ -96,7 +96,8 @@ int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, 
 
 /*
  * The name of process pid when it last opened a library the watcher reported (the
- * newest such detection), into comm: 0, or -ENOENT when none is left of it. For a
+ * newest such detection), or else when it ran a Go executable (one of the last 256
+ * the registry took for Go), into comm: 0, or -ENOENT when none is left of it. For a
  * process gone before anything else could be read of it: a detection of the process
  * that holds the pid now (started at now_ticks, bpftel_proc_start(); 0: none) is
  * another's, and skipped.

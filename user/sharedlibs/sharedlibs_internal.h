@@ -13,6 +13,16 @@
 struct shared_libraries;
 struct bpftel_uprobes;
 
+/* The name a Go executable was run under (its process opens no library to be named
+ * after: bpftel_sharedlibs__comm_of). */
+#define SHLIB_GO_EXECS 256
+
+struct shlib_go_exec {
+	__u32 pid;
+	__u64 start_ns;
+	char comm[SHLIB_COMM_LEN];
+};
+
 struct bpftel_sharedlibs {
 	struct bpftel_module_ops ops;
 	struct bpftel_module *module;
@@ -28,6 +38,9 @@ struct bpftel_sharedlibs {
 	size_t det_cap, det_head, det_len;
 	__u64 received, malformed, evicted;
 	__u64 execs, execs_skipped; /* exec events; executables since not reported (not Go) */
+	/* The last Go executables run, a ring (next: where the next goes). */
+	struct shlib_go_exec go_execs[SHLIB_GO_EXECS];
+	size_t go_execs_next;
 	__u64 detected[SHLIB_LIBSET__COUNT];
 	/* Kernel counters of earlier runs: the maps die with each stop. */
 	__u64 retired[SHLIB_CNT__COUNT];
