@@ -65,9 +65,13 @@ const volatile __u32 gpu_error_kinds_per_proc = GPU_MAX_ERRORS / 4;
  * when off the verifier drops the read. */
 const volatile __u32 gpu_launch_shared_mem = 0;
 
+/* Not preallocated: 4096 entries of ~2 KiB each were 8.4 MiB of kernel memory on every
+ * host, most of which run no CUDA process (bpftel_ebpf_map_memory_bytes). An entry is
+ * made at a process's first call, so its cost is that of one allocation. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GPU_MAX_PROCS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32); /* tgid */
 	__type(value, struct gpu_proc_stats);
 } gpu_procs SEC(".maps");
