@@ -745,6 +745,25 @@ static bool is_array(__u32 type)
 	return type == BPF_MAP_TYPE_ARRAY || type == BPF_MAP_TYPE_PERCPU_ARRAY;
 }
 
+/* fd's map's "memlock:" in /proc/self/fdinfo, bytes; 0 when not there. */
+static __u64 map_memory(int fd)
+{
+	unsigned long long v = 0;
+	char path[64], line[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "memlock: %llu", &v) == 1)
+			break;
+	}
+	fclose(f);
+	return v;
+}
+
 static int add_map(struct bpftel_tlm_map **arr, size_t *n, size_t *cap, const char *module,
 		   const char *name, int fd)
 {
@@ -762,6 +781,7 @@ static int add_map(struct bpftel_tlm_map **arr, size_t *n, size_t *cap, const ch
 	m.entries = is_hash(info.type)	  ? count_entries(fd, &info)
 		    : is_array(info.type) ? (long)info.max_entries
 					  : -1;
+	m.memory = map_memory(fd);
 	(*arr)[(*n)++] = m;
 	return 0;
 }

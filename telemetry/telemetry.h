@@ -116,6 +116,9 @@ struct bpftel_tlm_map {
 	const char *type;
 	__u32 capacity; /* max_entries */
 	long entries;	/* exact for hash maps, capacity for arrays, -1 if not countable */
+	/* Kernel memory it holds, bytes: fdinfo's memlock (what the kernel charges the map
+	 * since 6.4: its real usage, per-CPU copies included); 0 when not known. */
+	__u64 memory;
 };
 int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **out);
 

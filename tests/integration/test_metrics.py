@@ -46,6 +46,65 @@ def check_metrics_text(url, want):
     return text
 
 
+def samples(text, family):
+    """family's samples in an exposition: {labels text: value}."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(family + " ") or line.startswith(family + "{"):
+            series, _, value = line.rpartition(" ")
+            out[series[len(family):]] = float(value)
+    return out
+
+
+def check_process_families(agent, url):
+    """The agent's own process, as /proc shows it around one scrape; its maps' kernel
+    memory, as their fdinfo charges it."""
+    pid = agent.proc.pid
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def stat():
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / ticks, int(fields[19]) / ticks
+
+    with open("/proc/stat") as f:
+        btime = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    cpu0, start = stat()
+    text = check_metrics_text(url, ["process_cpu_seconds_total", "process_open_fds",
+                                    "bpftel_ebpf_map_memory_bytes"])
+    cpu1, _ = stat()
+    got = {f: samples(text, f)[""] for f in ("process_cpu_seconds_total",
+                                              "process_resident_memory_bytes",
+                                              "process_start_time_seconds",
+                                              "process_open_fds", "process_max_fds")}
+    with open(f"/proc/{pid}/limits") as f:
+        max_fds = next(int(line.split()[3]) for line in f if line.startswith("Max open files"))
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    check(cpu0 <= got["process_cpu_seconds_total"] <= cpu1 and
+          abs(got["process_start_time_seconds"] - (btime + start)) <= 1 and
+          got["process_resident_memory_bytes"] > 0 and got["process_max_fds"] == max_fds and
+          0 < got["process_open_fds"] and abs(got["process_open_fds"] - fds) <= 8,
+          f"process_* as /proc says: {got} (cpu {cpu0:.2f}..{cpu1:.2f} s, started "
+          f"{btime + start:.0f}, {fds} fds now, limit {max_fds})")
+    # Every map fd the agent holds charges its memlock; the family names each map once.
+    charged = {}
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                info = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if "map_id" in info and "memlock" in info:
+            charged[int(info["map_id"])] = int(info["memlock"])
+    mem = samples(text, "bpftel_ebpf_map_memory_bytes")
+    check(len(mem) >= 20 and all(v > 0 for v in mem.values()) and
+          set(mem.values()) <= set(charged.values()) and
+          sum(mem.values()) <= sum(charged.values()),
+          f"bpftel_ebpf_map_memory_bytes: {len(mem)} maps, {sum(mem.values()) / 2**20:.1f} MiB, "
+          f"each a memlock the agent's map fds show ({sum(charged.values()) / 2**20:.1f} MiB "
+          f"over {len(charged)} maps, internal ones included)")
+
+
 def abuse_metrics_port(host, port):
     """Garbage, an oversized request and a half-open connection."""
     half = socket.create_connection((host, port))  # sends nothing, stays open
@@ -152,6 +211,7 @@ def main():
                               for k in ("uprobe", "uretprobe", "pair")),
               "sampled run counts say they are estimates; uprobe programs' overhead and the "
               "calibrated trap costs are exported")
+        check_process_families(agent, url)
         check('bpftel_module_up{module="usm"} 1' in text and
               'bpftel_events_lost_total{module="sharedlibs",stage="kernel"} 0' in text,
               "known label sets start at 0; modules up")

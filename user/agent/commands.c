@@ -251,10 +251,12 @@ static json_t *stats_maps(struct bpftel_agent *agent)
 	for (i = 0; i < n; i++) {
 		json_array_append_new(
 			arr,
-			json_pack("{s:s, s:s, s:s, s:I, s:o}", "module", m[i].module, "map",
+			json_pack("{s:s, s:s, s:s, s:I, s:o, s:o}", "module", m[i].module, "map",
 				  m[i].map, "type", m[i].type, "capacity",
 				  (json_int_t)m[i].capacity, "entries",
-				  m[i].entries < 0 ? json_null() : json_integer(m[i].entries)));
+				  m[i].entries < 0 ? json_null() : json_integer(m[i].entries),
+				  "memory_bytes",
+				  m[i].memory ? json_integer((json_int_t)m[i].memory) : json_null()));
 	}
 	free(m);
 	return arr;

@@ -18,6 +18,7 @@
 
 #include "agent.h"
 #include "metrics.h"
+#include "process_metrics.h"
 #include "user/common/log.h"
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
@@ -176,6 +177,16 @@ static void maps(struct bpftel_prom *w, json_t *arr)
 		l[1] = (struct bpftel_prom_label){"map", js(m, "map")};
 		bpftel_prom_sample_u64(w, "", l, 2, ju(m, "capacity"));
 	}
+	bpftel_prom_family(w, "bpftel_ebpf_map_memory_bytes", "gauge",
+			   "Kernel memory the map holds (its memlock charge), bytes: not in the "
+			   "agent's resident memory.");
+	json_array_foreach (arr, i, m) {
+		if (!json_is_integer(json_object_get(m, "memory_bytes")))
+			continue;
+		l[0] = (struct bpftel_prom_label){"module", js(m, "module")};
+		l[1] = (struct bpftel_prom_label){"map", js(m, "map")};
+		bpftel_prom_sample_u64(w, "", l, 2, ju(m, "memory_bytes"));
+	}
 }
 
 static void errors(struct bpftel_prom *w, json_t *errs)
@@ -269,6 +280,7 @@ char *bpftel_metrics_render(struct bpftel_agent *agent, size_t *len)
 		maps(w, json_object_get(stats, "maps"));
 		errors(w, json_object_get(errs, "errors"));
 		losses(w, json_object_get(stats, "losses"));
+		bpftel_process_metrics(w);
 		module_families(agent, w);
 		bpftel_prom_free(w);
 	}
