@@ -123,8 +123,8 @@ static void test_unanswered_once(void **state)
 
 /* One copy answered (recorded where its end is known), the other never: that one is a
  * copy of an exchange counted already, not a request lost. The other order too: the
- * lost one first counts, and the answered one is still recorded (an answer is never
- * held back by a loss). */
+ * lost one first counts; the answered one, with no known end, is told to record as if
+ * alone (the other will never record it), not to leave it to the other. */
 static void test_unanswered_after_answer(void **state)
 {
 	struct usm_nat_copies *n = usm_nat_copies_new(64);
@@ -140,7 +140,32 @@ static void test_unanswered_after_answer(void **state)
 	usm_nat_copies_note(n, &c, 3);
 	usm_nat_copies_note(n, &d, 4);
 	assert_false(usm_nat_copies_unanswered(n, &d));
-	assert_int_equal(usm_nat_copies_answer(n, &c, true, &other), USM_NAT_ALONE);
+	assert_int_equal(usm_nat_copies_answer(n, &c, false, &other), USM_NAT_ALONE);
+	/* Both done with: the group is gone. */
+	assert_false(usm_nat_copies_unanswered(n, &c));
+	usm_nat_copies_free(n);
+}
+
+/* A copy with no known end told of the other (USM_NAT_OTHER) and leaving the exchange
+ * to it (its end known) has counted nothing: the other's loss counts, once. Recorded
+ * by the caller instead (settled), the other's loss is a copy's. */
+static void test_unanswered_after_other(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(64);
+	struct usm_conn_addr a = addr(2, 40000, 94), b = addr(9, 51000, 94), other;
+	struct usm_conn_addr c = addr(2, 40001, 95), d = addr(9, 51001, 95);
+
+	(void)state;
+	usm_nat_copies_note(n, &a, 1);
+	usm_nat_copies_note(n, &b, 2);
+	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_OTHER);
+	assert_false(usm_nat_copies_unanswered(n, &b));
+
+	usm_nat_copies_note(n, &c, 3);
+	usm_nat_copies_note(n, &d, 4);
+	assert_int_equal(usm_nat_copies_answer(n, &c, false, &other), USM_NAT_OTHER);
+	usm_nat_copies_settle(n, &c);
+	assert_true(usm_nat_copies_unanswered(n, &d));
 	usm_nat_copies_free(n);
 }
 
@@ -229,6 +254,7 @@ int main(void)
 		cmocka_unit_test(test_replaced_oldest),
 		cmocka_unit_test(test_unanswered_once),
 		cmocka_unit_test(test_unanswered_after_answer),
+		cmocka_unit_test(test_unanswered_after_other),
 		cmocka_unit_test(test_unanswered_alone),
 	};
 

@@ -9,6 +9,13 @@
 
 #define WAYS 4
 
+/* What was counted of a request's exchange, by whichever copy counted it first. */
+enum outcome {
+	OUTCOME_NONE,
+	OUTCOME_RECORDED, /* a copy's response recorded it */
+	OUTCOME_LOST,	  /* a copy left without its response: counted unanswered */
+};
+
 struct group {
 	uint64_t seg;	/* 0: empty (a segment with both numbers 0 is not grouped) */
 	uint64_t t_ns;	/* when its first copy was seen */
@@ -17,7 +24,7 @@ struct group {
 	uint8_t copies;	 /* sets of addresses seen (a third: NAT twice), up to 255 */
 	uint8_t answered; /* copies done with (answered, or left unanswered), up to copies */
 	bool claimed;	 /* a copy with no known end asked first */
-	bool settled;	 /* a copy's outcome was counted: its response, or its loss */
+	uint8_t outcome; /* enum outcome */
 };
 
 struct usm_nat_copies {
@@ -133,18 +140,24 @@ enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,
 		return USM_NAT_ALONE;
 	pthread_mutex_lock(&n->lock);
 	g = find(set_of(n, conn->seg), conn->seg);
-	if (g) {
+	if (g)
 		g->answered++;
-		g->settled = true;
-	}
 	if (g && !known && g->nconn == 2) {
 		if (g->claimed) {
 			v = USM_NAT_CLAIMED;
+		} else if (g->outcome == OUTCOME_LOST) {
+			/* The other copy left unanswered: this one is all that can record it. */
+			g->claimed = true;
+			g->outcome = OUTCOME_RECORDED;
 		} else {
+			/* Recorded by the caller, or left to the other copy (usm_nat_copies_settle
+			 * says which). */
 			g->claimed = true;
 			*other = same_addrs(&g->conn[0], conn) ? g->conn[1] : g->conn[0];
 			v = USM_NAT_OTHER;
 		}
+	} else if (g) {
+		g->outcome = OUTCOME_RECORDED; /* on its known sides, or alone */
 	}
 	/* Done with: every copy answered (a request with no copy: its own; copies cross
 	 * the host within microseconds, before any response). Its room goes to the
@@ -165,13 +178,27 @@ bool usm_nat_copies_unanswered(struct usm_nat_copies *n, const struct usm_conn_a
 	pthread_mutex_lock(&n->lock);
 	g = find(set_of(n, conn->seg), conn->seg);
 	if (g) {
-		copy = g->settled;
-		g->settled = true;
+		copy = g->outcome != OUTCOME_NONE;
+		if (!copy)
+			g->outcome = OUTCOME_LOST;
 		if (++g->answered >= g->copies)
 			memset(g, 0, sizeof(*g));
 	}
 	pthread_mutex_unlock(&n->lock);
 	return copy;
+}
+
+void usm_nat_copies_settle(struct usm_nat_copies *n, const struct usm_conn_addr *conn)
+{
+	struct group *g;
+
+	if (!conn->seg)
+		return;
+	pthread_mutex_lock(&n->lock);
+	g = find(set_of(n, conn->seg), conn->seg);
+	if (g && g->outcome == OUTCOME_NONE)
+		g->outcome = OUTCOME_RECORDED;
+	pthread_mutex_unlock(&n->lock);
 }
 
 uint64_t usm_nat_copies_forgotten(struct usm_nat_copies *n)

@@ -60,9 +60,11 @@ enum usm_nat_verdict {
 /*
  * The response to the request seen under conn. known: an end of it is known, and it
  * is recorded on its sides whatever this says (USM_NAT_ALONE). Else, USM_NAT_OTHER:
- * the caller records it unattributed unless an end of *other is known (that copy is
- * recorded on its sides); USM_NAT_CLAIMED: a copy was (or is being) recorded
- * unattributed, not this one.
+ * the caller records it unattributed (and says so: usm_nat_copies_settle) unless an
+ * end of *other is known (that copy is recorded on its sides, or counted unanswered if
+ * its response never comes); USM_NAT_CLAIMED: a copy was (or is being) recorded
+ * unattributed, not this one; USM_NAT_ALONE: recorded as if it had no copy (none, or
+ * the other left unanswered already: this one is all that can record the exchange).
  */
 enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,
 					   const struct usm_conn_addr *conn, bool known,
@@ -70,12 +72,18 @@ enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,
 
 /*
  * The request seen under conn leaves without its response (expired, replaced by the
- * next, evicted): true when another copy's outcome was counted already (its response,
- * or its own loss), so that this one's must not be counted again. The first copy of a
- * request to be answered or lost counts it; an unanswered request seen under two
- * addresses is unanswered once.
+ * next, evicted): true when another copy's outcome was counted already (its response
+ * recorded, or its own loss), so that this one's must not be counted again. The first
+ * copy of a request to be recorded or lost counts it; an unanswered request seen under
+ * two addresses is unanswered once. A copy whose response was left to the other copy
+ * (USM_NAT_OTHER, not settled) has counted nothing: the other's loss counts.
  */
 bool usm_nat_copies_unanswered(struct usm_nat_copies *n, const struct usm_conn_addr *conn);
+
+/* After USM_NAT_OTHER: the caller records the copy seen under conn (the other copy's
+ * ends are unknown too), so that the other, if it never gets its response, is a copy
+ * of a recorded exchange and not a request lost. */
+void usm_nat_copies_settle(struct usm_nat_copies *n, const struct usm_conn_addr *conn);
 
 /* Groups replaced holding copies under other addresses before all were answered. */
 uint64_t usm_nat_copies_forgotten(struct usm_nat_copies *n);

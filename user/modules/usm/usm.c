@@ -363,8 +363,11 @@ static bool nat_copy(struct bpftel_usm *u, const struct usm_conn_addr *req_conn)
 	case USM_NAT_CLAIMED:
 		return true;
 	case USM_NAT_OTHER:
-		return !end_owner(u, &other, USM_SIDE_SERVER, &owner) ||
-		       !end_owner(u, &other, USM_SIDE_CLIENT, &owner);
+		if (!end_owner(u, &other, USM_SIDE_SERVER, &owner) ||
+		    !end_owner(u, &other, USM_SIDE_CLIENT, &owner))
+			return true;
+		usm_nat_copies_settle(u->nat, req_conn);
+		return false;
 	default:
 		return false;
 	}
