@@ -292,7 +292,8 @@ pid_t prog_run(char *const argv[])
 	pid = fork();
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(null, STDOUT_FILENO);
+		if (dup2(null, STDOUT_FILENO) < 0)
+			_exit(127);
 		execv(argv[0], argv);
 		_exit(127);
 	}
