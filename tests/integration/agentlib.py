@@ -63,7 +63,11 @@ def held_bpf_ids(pid):
     kinds = {"prog_id": "prog", "map_id": "map", "link_id": "link"}
     held = {kind: set() for kind in kinds.values()}
     fdinfo = f"/proc/{pid}/fdinfo"
-    for fd in os.listdir(fdinfo):
+    try:
+        fds = os.listdir(fdinfo)
+    except OSError:
+        fds = []  # exited: it holds nothing (and released() says so)
+    for fd in fds:
         try:
             with open(os.path.join(fdinfo, fd)) as f:
                 lines = f.read().splitlines()
@@ -148,7 +152,12 @@ class Agent:
     def released(self, timeout=30):
         """Wait until none of the programs, maps and links the agent held when stop()
         was called is in the kernel (the kernel lets go of some a moment after the
-        process exits: waited out, not longer)."""
+        process exits: waited out, not longer). An agent that held none (it had exited
+        before it was told to stop) fails this: there would be nothing to check."""
+        if not self.bpf_held["prog"]:
+            raise AssertionError("the agent held no BPF program when told to stop "
+                                 f"(exit status {self.proc.returncode}):\n{self.logs()}")
+
         def gone():
             return not any(ids & bpf_ids(kind) for kind, ids in self.bpf_held.items())
         wait_for(gone, timeout, "the agent's programs, maps and links to leave the kernel")
