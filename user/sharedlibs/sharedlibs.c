@@ -456,21 +456,28 @@ int bpftel_sharedlibs__comm_of(struct bpftel_sharedlibs *sl, __u32 pid, __u64 no
 	const struct bpftel_shlib_detection *d;
 	const struct shlib_go_exec *ge;
 	const char *name = NULL;
+	__u64 start = 0;
 	size_t i;
 
 	pthread_mutex_lock(&sl->lock);
 	for (i = sl->det_len; i-- > 0 && !name;) {
 		d = &sl->det[(sl->det_head + i) % sl->det_cap];
 		if (d->pid == pid && d->comm[0] &&
-		    !(now_ticks && d->start_ns && d->start_ns / ns_per_tick == now_ticks))
+		    !(now_ticks && d->start_ns && d->start_ns / ns_per_tick == now_ticks)) {
 			name = d->comm;
+			start = d->start_ns;
+		}
 	}
-	/* Or the Go executable it ran (which opened no library). */
-	for (i = 0; i < SHLIB_GO_EXECS && !name; i++) {
+	/* Or the Go executable it ran (which opened no library): the newer process's of
+	 * the two, when both hold the pid (one gone before the other started). */
+	for (i = 0; i < SHLIB_GO_EXECS; i++) {
 		ge = &sl->go_execs[(sl->go_execs_next - 1 - i) % SHLIB_GO_EXECS];
 		if (ge->pid == pid && ge->comm[0] &&
-		    !(now_ticks && ge->start_ns && ge->start_ns / ns_per_tick == now_ticks))
-			name = ge->comm;
+		    !(now_ticks && ge->start_ns && ge->start_ns / ns_per_tick == now_ticks)) {
+			if (!name || ge->start_ns > start)
+				name = ge->comm;
+			break;
+		}
 	}
 	if (name) {
 		memcpy(comm, name, SHLIB_COMM_LEN);
