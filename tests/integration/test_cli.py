@@ -6,6 +6,7 @@ accepts it) whose key fields match the live agent; every command has --help; and
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,15 @@ def check_json(agent):
     top_mods = {m["module"] for m in docs["top"]["modules"]}
     check(top_mods == set(mods) and docs["top"]["interval_s"] > 0.5,
           f"top --json: one sample of {sorted(top_mods)} over {docs['top']['interval_s']:.2f} s")
+    cost = docs["top"]["agent"]
+    maps = sum(m["memory_bytes"] or 0 for m in docs["stats"]["maps"])
+    check(cost["cpu_percent"] is not None and 0 <= cost["cpu_percent"] <= 100 * os.cpu_count() and
+          cost["rss_bytes"] > 0 and cost["maps_memory_bytes"] > 0 and
+          docs["stats"]["agent"]["rss_bytes"] > 0 and docs["stats"]["agent"]["cpu_seconds"] > 0 and
+          maps > 0,
+          f"top --json: the agent's own cost {cost}; stats: cpu_seconds "
+          f"{docs['stats']['agent']['cpu_seconds']}, rss_bytes "
+          f"{docs['stats']['agent']['rss_bytes']}, maps {maps} bytes")
     for cmd in COMMANDS + ["module"]:
         res = subprocess.run([agent.cli_bin, cmd, "--help"], capture_output=True, text=True)
         check(res.returncode == 0 and "Usage: bpftel" in res.stdout, f"bpftel {cmd} --help")
@@ -73,6 +83,9 @@ def check_top(agent):
         rows = {ln.split()[0] for ln in lines if ln.split()}
         check({"sharedlibs", "gpu", "usm"} <= rows and "shlib_exit_openat" in text,
               "bpftel top shows module rows and program rows")
+        check(re.search(r"^agent: CPU [0-9.]+ % of one CPU, RSS [0-9.]+ MiB; maps [0-9.]+ MiB",
+                        text, re.M) is not None,
+              "bpftel top shows the agent's own CPU, RSS and maps' kernel memory")
         check(len(lines) <= 24 and all(len(ln) <= 80 for ln in lines),
               f"fits 80x24: {len(lines)} lines, widest {max(len(ln) for ln in lines)}")
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)

@@ -60,11 +60,57 @@ static void test_rates_after_reset(void **state)
 	assert_true(ev == 10.0 && lost == 1.0 && err == 2.0);
 }
 
+/* A stats answer with the agent's own cost: pid, CPU seconds, resident bytes, and two
+ * maps' kernel memory. */
+static json_t *costed(int pid, double cpu_s, json_int_t rss, json_int_t m1, json_int_t m2)
+{
+	return json_pack("{s:{s:s, s:i, s:f, s:I}, s:[], s:[], s:[{s:I}, {s:I}, {}]}", "agent",
+			 "run_stats", "always", "pid", pid, "cpu_seconds", cpu_s, "rss_bytes", rss,
+			 "losses", "programs", "maps", "memory_bytes", m1, "memory_bytes", m2);
+}
+
+static json_t *agent_of(json_t *sa, json_t *sb, double dt)
+{
+	json_t *ea = errors(0), *eb = errors(0);
+	json_t *r = bpftel_top_rates(sa, ea, 10.0, sb, eb, 10.0 + dt);
+	json_t *agent = json_incref(json_object_get(r, "agent"));
+
+	json_decref(r);
+	json_decref(sa);
+	json_decref(ea);
+	json_decref(sb);
+	json_decref(eb);
+	return agent;
+}
+
+/* The agent's CPU between the samples as % of one CPU, its RSS and its maps' memory
+ * (a map without a figure adds nothing) at the second; no CPU rate across two agent
+ * processes (a restart between the samples), nor without the figures. */
+static void test_agent_cost(void **state)
+{
+	json_t *a;
+
+	(void)state;
+	a = agent_of(costed(7, 1.25, 1000, 1, 1), costed(7, 1.75, 4096, 1000, 24), 2.0);
+	assert_true(json_number_value(json_object_get(a, "cpu_percent")) == 25.0);
+	assert_int_equal(json_integer_value(json_object_get(a, "rss_bytes")), 4096);
+	assert_true(json_number_value(json_object_get(a, "maps_memory_bytes")) == 1024.0);
+	json_decref(a);
+	a = agent_of(costed(7, 9.0, 1000, 1, 1), costed(8, 0.5, 1000, 1, 1), 1.0);
+	assert_true(json_is_null(json_object_get(a, "cpu_percent")));
+	json_decref(a);
+	a = agent_of(stats(1, 0, 0), stats(2, 0, 0), 1.0);
+	assert_true(json_is_null(json_object_get(a, "cpu_percent")) &&
+		    json_is_null(json_object_get(a, "rss_bytes")));
+	json_decref(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rates),
 		cmocka_unit_test(test_rates_after_reset),
+		cmocka_unit_test(test_agent_cost),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -169,6 +169,28 @@ static double grown(double before, double after)
 	return after >= before ? after - before : after;
 }
 
+/* The agent's own cost: its CPU between the samples (% of one CPU; null when either
+ * sample lacks it, or they are of two agent processes), its resident memory and its
+ * maps' kernel memory at the second. */
+static json_t *agent_cost(const struct sample *a, const struct sample *b, double dt)
+{
+	json_t *ga = json_object_get(a->stats, "agent"), *gb = json_object_get(b->stats, "agent");
+	json_t *cpu = json_null(), *m;
+	double maps = 0;
+	size_t i;
+
+	if (json_is_number(json_object_get(ga, "cpu_seconds")) &&
+	    json_is_number(json_object_get(gb, "cpu_seconds")) && jint(ga, "pid") == jint(gb, "pid"))
+		cpu = json_real(grown(jnum(ga, "cpu_seconds"), jnum(gb, "cpu_seconds")) / dt * 100);
+	json_array_foreach (json_object_get(b->stats, "maps"), i, m)
+		maps += jint(m, "memory_bytes");
+	return json_pack("{s:o, s:o, s:f}", "cpu_percent", cpu, "rss_bytes",
+			 json_is_integer(json_object_get(gb, "rss_bytes"))
+				 ? json_integer(jint(gb, "rss_bytes"))
+				 : json_null(),
+			 "maps_memory_bytes", maps);
+}
+
 /* The rates between two samples, as one JSON document. */
 static json_t *rates(const struct sample *a, const struct sample *b)
 {
@@ -204,8 +226,9 @@ static json_t *rates(const struct sample *a, const struct sample *b)
 	json_array_foreach (json_object_get(b->stats, "programs"), i, p) {
 		json_array_append_new(progs, program_rate(a, p, dt, sampled));
 	}
-	return json_pack("{s:f, s:o, s:o, s:s, s:b}", "interval_s", dt, "modules", mods,
-			 "programs", progs, "run_stats", mode, "sampled", sampled);
+	return json_pack("{s:f, s:o, s:o, s:o, s:s, s:b}", "interval_s", dt, "agent",
+			 agent_cost(a, b, dt), "modules", mods, "programs", progs, "run_stats",
+			 mode, "sampled", sampled);
 }
 
 json_t *bpftel_top_rates(json_t *stats_a, json_t *errors_a, double ta, json_t *stats_b,
@@ -235,6 +258,15 @@ static void draw(json_t *r, json_t *stats, int rows, int cols)
 		 !strcmp(jstr(r, "run_stats"), "off")	  ? ", run stats off"
 		 : json_is_true(json_object_get(r, "sampled")) ? ", programs: last sampled window"
 							       : "");
+	printf("%.*s\n", cols, line);
+	o = json_object_get(r, "agent");
+	if (json_is_number(json_object_get(o, "cpu_percent")))
+		snprintf(a, sizeof(a), "%.1f %%", jnum(o, "cpu_percent"));
+	else
+		snprintf(a, sizeof(a), "?");
+	snprintf(line, sizeof(line),
+		 "agent: CPU %s of one CPU, RSS %.1f MiB; maps %.1f MiB of kernel memory", a,
+		 jint(o, "rss_bytes") / 1048576.0, jnum(o, "maps_memory_bytes") / 1048576.0);
 	printf("%.*s\n\n", cols, line);
 	t = table_new(4, mh);
 	json_array_foreach (json_object_get(r, "modules"), i, o) {
@@ -245,7 +277,7 @@ static void draw(json_t *r, json_t *stats, int rows, int cols)
 	}
 	table_print(t, stdout);
 	table_free(t);
-	used = 3 + (int)json_array_size(json_object_get(r, "modules")) + 2;
+	used = 4 + (int)json_array_size(json_object_get(r, "modules")) + 2;
 	n = json_array_size(json_object_get(r, "programs"));
 	pr = calloc(n ? n : 1, sizeof(*pr));
 	if (!pr)

@@ -14,6 +14,7 @@
 #include "control.h"
 #include "lifecycle.h"
 #include "overhead.h"
+#include "process_metrics.h"
 #include "throttle.h"
 #include "telemetry/telemetry.h"
 #include "user/common/ctl.h"
@@ -314,6 +315,8 @@ static json_t *cmd_stats(struct bpftel_agent *agent)
 	json_t *progs = json_array(), *resp;
 	char metrics_addr[sizeof(agent->metrics_addr)];
 	struct bpftel_run_stats_info rs;
+	double cpu_s;
+	__u64 rss;
 
 	bpftel_telemetry__run_stats(agent->tlm, &rs);
 	for_each_probe(agent, add_program, progs);
@@ -333,6 +336,13 @@ static json_t *cmd_stats(struct bpftel_agent *agent)
 	/* Uprobe links of stopped module instances the reaper has yet to destroy. */
 	json_object_set_new(json_object_get(resp, "agent"), "links_releasing",
 			    json_integer((json_int_t)bpftel_links_pending()));
+	/* Its own process's cost (its maps' kernel memory: "maps"). */
+	if (!bpftel_process_usage(&cpu_s, &rss)) {
+		json_object_set_new(json_object_get(resp, "agent"), "cpu_seconds",
+				    json_real(cpu_s));
+		json_object_set_new(json_object_get(resp, "agent"), "rss_bytes",
+				    json_integer((json_int_t)rss));
+	}
 	add_module_stats(agent, resp);
 	return resp;
 }

@@ -75,6 +75,18 @@ static long long open_fds(void)
 	return n - 1; /* the directory's own */
 }
 
+int bpftel_process_usage(double *cpu_s, __u64 *rss_bytes)
+{
+	long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	struct self_stat st;
+
+	if (ticks <= 0 || page <= 0 || read_self_stat(&st))
+		return -1;
+	*cpu_s = (double)(st.utime + st.stime) / (double)ticks;
+	*rss_bytes = (__u64)(st.rss > 0 ? st.rss : 0) * page;
+	return 0;
+}
+
 void bpftel_process_metrics(struct bpftel_prom *w)
 {
 	long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);

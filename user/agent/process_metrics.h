@@ -14,4 +14,8 @@
 /* From /proc/self: each family left out that cannot be read. */
 void bpftel_process_metrics(struct bpftel_prom *w);
 
+/* The agent's CPU time (user and system, s) and resident memory (bytes), for bpftel
+ * stats and top: 0, or -1 when /proc/self/stat cannot be read. */
+int bpftel_process_usage(double *cpu_s, __u64 *rss_bytes);
+
 #endif /* BPFTEL_AGENT_PROCESS_METRICS_H */
