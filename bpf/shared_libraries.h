@@ -77,6 +77,10 @@ enum shlib_counter {
 	SHLIB_CNT_NESTED = 6,	/* an open or exec not looked at: its CPU's event slots
 				 * were all held by programs it preempted (a preemptible
 				 * kernel); the /proc scan after a loss finds its library */
+	SHLIB_CNT_USERNS_SOCKETS = 7, /* a connect or accept in a network namespace that a
+				       * user namespace other than the initial one owns
+				       * (one any user can make): kept under its namespace
+				       * only, not as any namespace's (netns 0) */
 	SHLIB_CNT__COUNT,
 };
 
@@ -114,7 +118,10 @@ struct shlib_config {
  * (/proc/<pid>/ns/net) is in the key, so that a user's namespace (`unshare -rn`) that
  * connects over the same 4-tuples as the host cannot take the host's connections; and
  * it is recorded under netns 0 too, the last of any namespace, for the connections of
- * other namespaces whose packets the agent sees (a container's, over a bridge).
+ * other namespaces whose packets the agent sees (a container's, over a bridge). Only
+ * for namespaces of the initial user namespace (root's: a container runtime's): a
+ * namespace any user can make (`unshare -Urn`) could connect over a container's
+ * 4-tuple and be taken for the owner of the container's packets.
  */
 struct shlib_sock_key {
 	__u8 local[16];

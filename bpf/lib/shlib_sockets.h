@@ -65,11 +65,16 @@ static __always_inline void shlib_addr6(__u8 *out, const __u8 *in6, bool *mapped
 		__builtin_memcpy(out, in6, 16);
 }
 
-/* The TCP connection of the socket behind task's fd, as this end sees it. */
+/*
+ * The TCP connection of the socket behind task's fd, as this end sees it; *by_root: its
+ * network namespace belongs to the initial user namespace (the host's, a container
+ * runtime's), not to one a user made.
+ */
 static __always_inline bool shlib_fd_conn(struct task_struct *task, long fd,
-					  struct shlib_sock_key *k)
+					  struct shlib_sock_key *k, bool *by_root)
 {
 	struct file *file = shlib_fd_file(task, fd);
+	struct user_namespace *user_ns;
 	struct socket *sock;
 	struct net *net;
 	struct sock *sk;
@@ -87,6 +92,9 @@ static __always_inline bool shlib_fd_conn(struct task_struct *task, long fd,
 	__builtin_memset(k, 0, sizeof(*k));
 	net = bpf_rdonly_cast(sk->__sk_common.skc_net.net, bpf_core_type_id_kernel(struct net));
 	k->netns = net ? net->ns.inum : 0;
+	user_ns = net ? bpf_rdonly_cast(net->user_ns, bpf_core_type_id_kernel(struct user_namespace))
+		      : NULL;
+	*by_root = user_ns && user_ns->level == 0;
 	k->lport = sk->__sk_common.skc_num;
 	k->rport = bpf_ntohs(sk->__sk_common.skc_dport);
 	if (sk->__sk_common.skc_family == SHLIB_AF_INET) {
@@ -132,12 +140,13 @@ static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 	struct shlib_sock_key k;
 	struct shlib_fd_key fk;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	bool by_root;
 
 	if (fd < 0 || !shlib_sockets_on())
 		return 0;
 	fk.pid = pid_tgid >> 32;
 	fk.fd = (__s32)fd;
-	if (!shlib_fd_conn(bpf_get_current_task_btf(), fd, &k) || !k.rport) {
+	if (!shlib_fd_conn(bpf_get_current_task_btf(), fd, &k, &by_root) || !k.rport) {
 		if (bpf_map_lookup_elem(&shlib_fd_socks, &fk))
 			tlm_map_delete(shlib_fd_socks, &fk);
 		return 0;
@@ -161,7 +170,13 @@ static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 	}
 	/* And under no namespace (0): the last of any namespace to use the 4-tuple, for
 	 * packets of connections in other namespaces that cross the agent's (a
-	 * container's, over a bridge), where the agent's finds none. */
+	 * container's, over a bridge), where the agent's finds none. Not a namespace a
+	 * user made: it could connect over a container's 4-tuple (addresses and ports are
+	 * its own to choose there) and be taken for the owner of the container's packets. */
+	if (!by_root) {
+		shlib_count(SHLIB_CNT_USERNS_SOCKETS);
+		return 0;
+	}
 	k.netns = 0;
 	tlm_map_update(shlib_sock_owners, &k, &owner, BPF_ANY);
 	return 0;

@@ -10,6 +10,9 @@ server's with the host's. The two copies share their TCP numbers (nat_copies.h):
 
   1. A keep-alive connection made and accepted before the agent ran (neither end
      known): 3 requests are 3 unattributed exchanges, not 6; 3 NAT copies counted.
+     A squatter in a user namespace of its own (`unshare -Urn`, as any user can) that
+     connects over the same 4-tuple, its addresses on its loopback, is not taken for
+     their owner: counted in the watcher's userns_sockets, and given no row.
   2. A connection made before the agent, accepted by the server only after it started
      (its end known, the client's not): 2 requests counted on the server's side, none
      unattributed; 2 NAT copies.
@@ -88,12 +91,13 @@ for cmd in sys.stdin:
         threading.Thread(target=accept_all, daemon=True).start()
 """
 
-# A keep-alive client: connects, says "connected", then one GET per path on stdin,
-# printing each status ("sent" for /lost/*, whose answer it does not wait for).
+# A keep-alive client: connects, says "connected PORT" (its own), then one GET per
+# path on stdin, printing each status ("sent" for /lost/*, whose answer it does not
+# wait for).
 CLIENT_PY = r"""
 import socket, sys
 c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
-print("connected", flush=True)
+print("connected", c.getsockname()[1], flush=True)
 f = c.makefile("rb")
 for path in sys.stdin:
     c.sendall(f"GET {path.strip()} HTTP/1.1\r\nHost: s\r\n\r\n".encode())
@@ -169,6 +173,27 @@ while True:
 """
 
 
+# The squatter, in a user and network namespace of its own: the client's and the
+# server's addresses on its loopback device, a connection from the client's address and
+# port (argv[1]) to the server's, accepted; "squatted", then it waits on stdin.
+SQUAT_PY = r"""
+import socket, subprocess, sys
+for cmd in (["ip", "addr", "add", "CLIENT/32", "dev", "lo"],
+            ["ip", "addr", "add", "SERVER/32", "dev", "lo"], ["ip", "link", "set", "lo", "up"]):
+    subprocess.run(cmd, check=True)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("SERVER", 18080))
+s.listen(1)
+c = socket.socket()
+c.bind(("CLIENT", int(sys.argv[1])))
+c.connect(("SERVER", 18080))
+a, _ = s.accept()
+print("squatted", flush=True)
+sys.stdin.readline()
+"""
+
+
 def sh(*cmd, check_rc=True):
     res = subprocess.run(cmd, capture_output=True, text=True)
     if check_rc and res.returncode:
@@ -222,6 +247,17 @@ def in_ns(ns, python, code, *args):
 
     threading.Thread(target=pump, daemon=True).start()
     return proc
+
+
+def port_of(proc, what):
+    """A client's "connected PORT" line: its port."""
+    try:
+        got = proc.lines.get(timeout=60)
+    except queue.Empty:
+        got = "(nothing in 60 s)"
+    words = (got or "").split()
+    check(len(words) == 2 and words[0] == "connected", f"{what}: {got!r}")
+    return int(words[1])
 
 
 def line_of(proc, want, what):
@@ -285,12 +321,12 @@ def main():
         srv.stdin.flush()
         early = in_ns(NS_C, args.python, CLIENT_PY, SERVER, "18080")
         procs.append(early)
-        line_of(early, "connected", "case 1: the client connected through the NAT")
+        early_port = port_of(early, "case 1: the client connected through the NAT")
         line_of(srv, "accepted", "case 1: the server accepted before the agent ran")
         # Case 2's: connected before the agent, accepted after it started.
         late = in_ns(NS_C, args.python, CLIENT_PY, SERVER, "18080")
         procs.append(late)
-        line_of(late, "connected", "case 2: the client connected before the agent ran")
+        port_of(late, "case 2: the client connected before the agent ran")
 
         agent = Agent(args.agent, args.cli)
         # The host's own plaintext (a connection older than the agent) may count too:
@@ -301,6 +337,18 @@ def main():
             return c[key] - base[key]
 
         try:
+            # Case 1's squatter, with the agent running (it records connects and
+            # accepts as they happen).
+            squat = subprocess.Popen(
+                ["unshare", "-Urn", args.python, "-c",
+                 SQUAT_PY.replace("CLIENT", f"{NET_C}.2").replace("SERVER", SERVER),
+                 str(early_port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            procs.append(squat)
+            check(squat.stdout.readline().strip() == "squatted",
+                  f"case 1: a squatter (pid {squat.pid}) connected over {NET_C}.2:{early_port}"
+                  f" -> {SERVER}:18080 in a user namespace of its own")
+            wait_for(lambda: agent.json("stats")["events"]["userns_sockets"] >= 2, 60,
+                     "the squatter's connect and accept counted in userns_sockets")
             for i in range(3):
                 early.stdin.write(f"/early/{i}\n")
                 early.stdin.flush()
@@ -309,9 +357,11 @@ def main():
                     "case 1's requests")
             c = counters(agent)
             got = count(agent, path="/early/*")
-            check(got == 3 and grew(c, "unattributed") == 3 and grew(c, "nat_copies") == 3,
+            check(got == 3 and grew(c, "unattributed") == 3 and grew(c, "nat_copies") == 3 and
+                  count(agent, pid=squat.pid) == 0,
                   f"case 1, neither end known: 3 requests counted {got} times, unattributed "
-                  f"+{grew(c, 'unattributed')}, NAT copies +{grew(c, 'nat_copies')} (3 each)")
+                  f"+{grew(c, 'unattributed')}, NAT copies +{grew(c, 'nat_copies')} (3 each), "
+                  f"{count(agent, pid=squat.pid)} under the squatter's pid")
 
             srv.stdin.write("accept\n")
             srv.stdin.flush()
@@ -369,7 +419,7 @@ def main():
             before = counters(agent)
             lost = in_ns(NS_C, args.python, CLIENT_PY, SERVER, "18080")
             procs.append(lost)
-            line_of(lost, "connected", "case 5: a client connected with the agent running")
+            port_of(lost, "case 5: a client connected with the agent running")
             lost.stdin.write("/lost/1\n")
             lost.stdin.flush()
             line_of(lost, "sent", "case 5: the request the server does not answer sent")

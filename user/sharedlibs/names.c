@@ -21,7 +21,7 @@ static const char *const counter_names[SHLIB_CNT__COUNT] = {
 	[SHLIB_CNT_MATCHED] = "matched",	 [SHLIB_CNT_EMITTED] = "emitted",
 	[SHLIB_CNT_NO_PATH] = "path_unreadable", [SHLIB_CNT_LOST] = "lost",
 	[SHLIB_CNT_TOO_LONG] = "path_too_long",	 [SHLIB_CNT_EXEC_LOST] = "exec_lost",
-	[SHLIB_CNT_NESTED] = "nested",
+	[SHLIB_CNT_NESTED] = "nested",		 [SHLIB_CNT_USERNS_SOCKETS] = "userns_sockets",
 };
 
 const char *bpftel_shlib_lib_name(enum shlib_lib lib)
