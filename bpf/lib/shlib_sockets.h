@@ -155,7 +155,10 @@ static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 	owner.tid = (__u32)pid_tgid;
 	owner.cgroup_id = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(owner.comm, sizeof(owner.comm));
-	tlm_map_update(shlib_sock_owners, &k, &owner, BPF_ANY);
+	/* Packets are looked up under the agent's namespace and netns 0 (below), never a
+	 * user-made one's: its entries would only take room a user could churn. */
+	if (by_root)
+		tlm_map_update(shlib_sock_owners, &k, &owner, BPF_ANY);
 	was = bpf_map_lookup_elem(&shlib_fd_socks, &fk);
 	/* A connect again on a socket connected already (a non-blocking one's, asking how
 	 * it went) returns 0: the same connection, whose entry, and the one before, stay. */
