@@ -60,13 +60,15 @@ static void test_rates_after_reset(void **state)
 	assert_true(ev == 10.0 && lost == 1.0 && err == 2.0);
 }
 
-/* A stats answer with the agent's own cost: pid, CPU seconds, resident bytes, and two
- * maps' kernel memory. */
-static json_t *costed(int pid, double cpu_s, json_int_t rss, json_int_t m1, json_int_t m2)
+/* A stats answer with the agent's own cost: pid, uptime, CPU seconds, resident bytes,
+ * and two maps' kernel memory. */
+static json_t *costed(int pid, double up_s, double cpu_s, json_int_t rss, json_int_t m1,
+		      json_int_t m2)
 {
-	return json_pack("{s:{s:s, s:i, s:f, s:I}, s:[], s:[], s:[{s:I}, {s:I}, {}]}", "agent",
-			 "run_stats", "always", "pid", pid, "cpu_seconds", cpu_s, "rss_bytes", rss,
-			 "losses", "programs", "maps", "memory_bytes", m1, "memory_bytes", m2);
+	return json_pack("{s:{s:s, s:i, s:f, s:f, s:I}, s:[], s:[], s:[{s:I}, {s:I}, {}]}",
+			 "agent", "run_stats", "always", "pid", pid, "uptime_s", up_s,
+			 "cpu_seconds", cpu_s, "rss_bytes", rss, "losses", "programs", "maps",
+			 "memory_bytes", m1, "memory_bytes", m2);
 }
 
 static json_t *agent_of(json_t *sa, json_t *sb, double dt)
@@ -85,18 +87,23 @@ static json_t *agent_of(json_t *sa, json_t *sb, double dt)
 
 /* The agent's CPU between the samples as % of one CPU, its RSS and its maps' memory
  * (a map without a figure adds nothing) at the second; no CPU rate across two agent
- * processes (a restart between the samples), nor without the figures. */
+ * processes (another pid, or the same one up for less: restarted as a container's pid
+ * 1), nor without the figures. */
 static void test_agent_cost(void **state)
 {
 	json_t *a;
 
 	(void)state;
-	a = agent_of(costed(7, 1.25, 1000, 1, 1), costed(7, 1.75, 4096, 1000, 24), 2.0);
+	a = agent_of(costed(7, 60, 1.25, 1000, 1, 1), costed(7, 62, 1.75, 4096, 1000, 24), 2.0);
 	assert_true(json_number_value(json_object_get(a, "cpu_percent")) == 25.0);
 	assert_int_equal(json_integer_value(json_object_get(a, "rss_bytes")), 4096);
-	assert_true(json_number_value(json_object_get(a, "maps_memory_bytes")) == 1024.0);
+	assert_true(json_is_integer(json_object_get(a, "maps_memory_bytes")) &&
+		    json_integer_value(json_object_get(a, "maps_memory_bytes")) == 1024);
 	json_decref(a);
-	a = agent_of(costed(7, 9.0, 1000, 1, 1), costed(8, 0.5, 1000, 1, 1), 1.0);
+	a = agent_of(costed(7, 60, 9.0, 1000, 1, 1), costed(8, 61, 9.5, 1000, 1, 1), 1.0);
+	assert_true(json_is_null(json_object_get(a, "cpu_percent")));
+	json_decref(a);
+	a = agent_of(costed(1, 60, 9.0, 1000, 1, 1), costed(1, 1, 0.5, 1000, 1, 1), 1.0);
 	assert_true(json_is_null(json_object_get(a, "cpu_percent")));
 	json_decref(a);
 	a = agent_of(stats(1, 0, 0), stats(2, 0, 0), 1.0);

@@ -212,6 +212,11 @@ static void print_stats(json_t *resp)
 	if (jint(agent, "links_releasing"))
 		printf(", %lld links of stopped modules being detached",
 		       jint(agent, "links_releasing"));
+	/* What its own process costs (its maps' kernel memory: under Maps). */
+	if (json_is_number(json_object_get(agent, "cpu_seconds")))
+		printf("; CPU %.2f s, RSS %.1f MiB",
+		       json_number_value(json_object_get(agent, "cpu_seconds")),
+		       jint(agent, "rss_bytes") / 1048576.0);
 	printf("\n");
 	print_run_stats(agent);
 	print_traps(agent);

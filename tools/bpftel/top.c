@@ -176,15 +176,19 @@ static json_t *agent_cost(const struct sample *a, const struct sample *b, double
 {
 	json_t *ga = json_object_get(a->stats, "agent"), *gb = json_object_get(b->stats, "agent");
 	json_t *cpu = json_null(), *m;
-	double maps = 0;
+	json_int_t maps = 0;
 	size_t i;
 
+	/* One agent process between the two: the same pid, up longer, its CPU not less (an
+	 * agent restarted as a container's pid 1 keeps its pid). */
 	if (json_is_number(json_object_get(ga, "cpu_seconds")) &&
-	    json_is_number(json_object_get(gb, "cpu_seconds")) && jint(ga, "pid") == jint(gb, "pid"))
-		cpu = json_real(grown(jnum(ga, "cpu_seconds"), jnum(gb, "cpu_seconds")) / dt * 100);
+	    json_is_number(json_object_get(gb, "cpu_seconds")) &&
+	    jint(ga, "pid") == jint(gb, "pid") && jnum(gb, "uptime_s") > jnum(ga, "uptime_s") &&
+	    jnum(gb, "cpu_seconds") >= jnum(ga, "cpu_seconds"))
+		cpu = json_real((jnum(gb, "cpu_seconds") - jnum(ga, "cpu_seconds")) / dt * 100);
 	json_array_foreach (json_object_get(b->stats, "maps"), i, m)
 		maps += jint(m, "memory_bytes");
-	return json_pack("{s:o, s:o, s:f}", "cpu_percent", cpu, "rss_bytes",
+	return json_pack("{s:o, s:o, s:I}", "cpu_percent", cpu, "rss_bytes",
 			 json_is_integer(json_object_get(gb, "rss_bytes"))
 				 ? json_integer(jint(gb, "rss_bytes"))
 				 : json_null(),
@@ -264,9 +268,12 @@ static void draw(json_t *r, json_t *stats, int rows, int cols)
 		snprintf(a, sizeof(a), "%.1f %%", jnum(o, "cpu_percent"));
 	else
 		snprintf(a, sizeof(a), "?");
-	snprintf(line, sizeof(line),
-		 "agent: CPU %s of one CPU, RSS %.1f MiB; maps %.1f MiB of kernel memory", a,
-		 jint(o, "rss_bytes") / 1048576.0, jnum(o, "maps_memory_bytes") / 1048576.0);
+	if (json_is_integer(json_object_get(o, "rss_bytes")))
+		snprintf(b, sizeof(b), "%.1f MiB", jint(o, "rss_bytes") / 1048576.0);
+	else
+		snprintf(b, sizeof(b), "?");
+	snprintf(line, sizeof(line), "agent: CPU %s of one CPU, RSS %s; maps %.1f MiB of kernel memory",
+		 a, b, jint(o, "maps_memory_bytes") / 1048576.0);
 	printf("%.*s\n\n", cols, line);
 	t = table_new(4, mh);
 	json_array_foreach (json_object_get(r, "modules"), i, o) {
