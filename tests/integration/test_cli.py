@@ -84,8 +84,9 @@ def check_top(agent):
         check({"sharedlibs", "gpu", "usm"} <= rows and "shlib_exit_openat" in text,
               "bpftel top shows module rows and program rows")
         check(re.search(r"^agent: CPU [0-9.]+ % of one CPU, RSS [0-9.]+ MiB; maps [0-9.]+ MiB",
-                        text, re.M) is not None,
-              "bpftel top shows the agent's own CPU, RSS and maps' kernel memory")
+                        text, re.M) is not None and lines[0].startswith("bpftel top - agent"),
+              "bpftel top shows the agent's own CPU, RSS and maps' kernel memory, its title "
+              "still on the first line")
         check(len(lines) <= 24 and all(len(ln) <= 80 for ln in lines),
               f"fits 80x24: {len(lines)} lines, widest {max(len(ln) for ln in lines)}")
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)

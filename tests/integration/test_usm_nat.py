@@ -234,10 +234,14 @@ def setup():
 
 
 def in_ns(ns, python, code, *args):
-    """python running code in namespace ns, its stdout's lines queued (proc.lines) by a
-    thread, so that waiting for one has a deadline."""
-    proc = subprocess.Popen(["ip", "netns", "exec", ns, python, "-c", code, *args],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    """python running code in namespace ns (pumped())."""
+    return pumped(["ip", "netns", "exec", ns, python, "-c", code, *args])
+
+
+def pumped(cmd):
+    """cmd running, its stdout's lines queued (proc.lines) by a thread, so that waiting
+    for one has a deadline (line_of)."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     proc.lines = queue.Queue()
 
     def pump():
@@ -339,14 +343,13 @@ def main():
         try:
             # Case 1's squatter, with the agent running (it records connects and
             # accepts as they happen).
-            squat = subprocess.Popen(
-                ["unshare", "-Urn", args.python, "-c",
-                 SQUAT_PY.replace("CLIENT", f"{NET_C}.2").replace("SERVER", SERVER),
-                 str(early_port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            squat = pumped(["unshare", "-Urn", args.python, "-c",
+                            SQUAT_PY.replace("CLIENT", f"{NET_C}.2").replace("SERVER", SERVER),
+                            str(early_port)])
             procs.append(squat)
-            check(squat.stdout.readline().strip() == "squatted",
-                  f"case 1: a squatter (pid {squat.pid}) connected over {NET_C}.2:{early_port}"
-                  f" -> {SERVER}:18080 in a user namespace of its own")
+            line_of(squat, "squatted",
+                    f"case 1: a squatter (pid {squat.pid}) connected over {NET_C}.2:{early_port}"
+                    f" -> {SERVER}:18080 in a user namespace of its own")
             wait_for(lambda: agent.json("stats")["events"]["userns_sockets"] >= 2, 60,
                      "the squatter's connect and accept counted in userns_sockets")
             for i in range(3):
