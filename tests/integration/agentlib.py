@@ -125,6 +125,13 @@ class Agent:
                              capture_output=True, text=True, timeout=30)
         if check and res.returncode != 0:
             dead = self.proc.poll()
+            if dead is None and "Connection refused" in res.stderr:
+                # Its socket closed: it is exiting (a sanitizer's report ends it so);
+                # wait for that, to show its log.
+                try:
+                    dead = self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    pass
             raise AssertionError(f"bpftel {' '.join(args)} failed ({res.returncode}): "
                                  f"{res.stderr}" + ("" if dead is None else
                                  f"\nthe agent exited with {dead}; its log ends:\n"
