@@ -83,43 +83,39 @@ static pid_t start_pattern(int *in)
 	return pid;
 }
 
-/* Uprobe links the registry holds for the gpu module on the stub, waiting for want. */
-static size_t gpu_links(struct fixture *f, size_t want)
+/* The registry's rows for the gpu module on the stub: probe points attached, and the
+ * links that hold them. */
+static size_t gpu_rows(struct fixture *f, size_t *links)
 {
 	struct bpftel_uprobe_file_info *rows;
-	size_t got = 0;
-	int tries, n, i;
+	size_t attached = 0;
+	int n, i;
+
+	*links = 0;
+	n = bpftel_uprobes__files(f->up, &rows);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(rows[i].module, BPFTEL_GPU_MODULE) && rows[i].lib == SHLIB_LIB_CUDART) {
+			attached += rows[i].attached;
+			*links += rows[i].links;
+		}
+	}
+	free(rows);
+	return attached;
+}
+
+/* Uprobes the registry holds for the gpu module on the stub, waiting for want. */
+static size_t gpu_links(struct fixture *f, size_t want)
+{
+	size_t got = 0, links;
+	int tries;
 
 	for (tries = 0; tries < 3000; tries++) {
-		got = 0;
-		n = bpftel_uprobes__files(f->up, &rows);
-		for (i = 0; i < n; i++) {
-			if (!strcmp(rows[i].module, BPFTEL_GPU_MODULE) &&
-			    rows[i].lib == SHLIB_LIB_CUDART)
-				got += rows[i].attached;
-		}
-		free(rows);
+		got = gpu_rows(f, &links);
 		if (got == want)
 			break;
 		usleep(10000);
 	}
 	return got;
-}
-
-/* Links the registry holds for the gpu module on the stub. */
-static size_t gpu_file_links(struct fixture *f)
-{
-	struct bpftel_uprobe_file_info *rows;
-	size_t links = 0;
-	int n, i;
-
-	n = bpftel_uprobes__files(f->up, &rows);
-	for (i = 0; i < n; i++) {
-		if (!strcmp(rows[i].module, BPFTEL_GPU_MODULE) && rows[i].lib == SHLIB_LIB_CUDART)
-			links += rows[i].links;
-	}
-	free(rows);
-	return links;
 }
 
 /* Whether this process holds an fd of the file at real (a resolved path). */
@@ -215,7 +211,7 @@ static void test_restart_reattaches_and_leaks_nothing(void **state)
 
 	for (round = 0; round < ROUNDS; round++) {
 		released = bpftel_links_released();
-		links = gpu_file_links(f);
+		gpu_rows(f, &links);
 		assert_int_equal(bpftel_module__stop(m), 0);
 		assert_int_equal(gpu_links(f, 0), 0);
 		/* The GPU object has a stop gate: its links went to the reaper, which takes

@@ -264,6 +264,12 @@ def port_of(proc, what):
     return int(words[1])
 
 
+def say(proc, text):
+    """A line to proc's stdin, sent now."""
+    proc.stdin.write(text)
+    proc.stdin.flush()
+
+
 def line_of(proc, want, what):
     try:
         got = proc.lines.get(timeout=60)
@@ -321,8 +327,7 @@ def main():
         procs.append(srv)
         line_of(srv, "ready", "the server in its namespace listens")
         # Case 1's connection: made and accepted before the agent runs.
-        srv.stdin.write("accept\n")
-        srv.stdin.flush()
+        say(srv, "accept\n")
         early = in_ns(NS_C, args.python, CLIENT_PY, SERVER, "18080")
         procs.append(early)
         early_port = port_of(early, "case 1: the client connected through the NAT")
@@ -353,8 +358,7 @@ def main():
             wait_for(lambda: agent.json("stats")["events"]["userns_sockets"] >= 2, 60,
                      "the squatter's connect and accept counted in userns_sockets")
             for i in range(3):
-                early.stdin.write(f"/early/{i}\n")
-                early.stdin.flush()
+                say(early, f"/early/{i}\n")
                 line_of(early, "200", f"case 1: request {i} answered")
             settled(agent, lambda: count(agent, path="/early/*") >= 3,
                     "case 1's requests")
@@ -366,12 +370,10 @@ def main():
                   f"+{grew(c, 'unattributed')}, NAT copies +{grew(c, 'nat_copies')} (3 each), "
                   f"{count(agent, pid=squat.pid)} under the squatter's pid")
 
-            srv.stdin.write("accept\n")
-            srv.stdin.flush()
+            say(srv, "accept\n")
             line_of(srv, "accepted", "case 2: the server accepted with the agent running")
             for i in range(2):
-                late.stdin.write(f"/late/{i}\n")
-                late.stdin.flush()
+                say(late, f"/late/{i}\n")
                 line_of(late, "200", f"case 2: request {i} answered")
             settled(agent, lambda: count(agent, path="/late/*", side="server") >= 2,
                     "case 2's requests on the server's side")
@@ -385,8 +387,7 @@ def main():
                   f"elsewhere {other}, unattributed +{grew(c, 'unattributed')} (3), NAT "
                   f"copies +{grew(c, 'nat_copies')} (5)")
 
-            srv.stdin.write("serve\n")
-            srv.stdin.flush()
+            say(srv, "serve\n")
             res = subprocess.run(["ip", "netns", "exec", NS_C, "curl", "-s", "-o",
                                   "/dev/null", "-w", "%{http_code}",
                                   f"http://{SERVER}:18080/fresh/1"],
@@ -401,11 +402,9 @@ def main():
                   f"case 3, both ends known: once per side {sides}, NAT copies "
                   f"+{grew(c, 'nat_copies')} (5), unattributed +{grew(c, 'unattributed')} (3)")
 
-            h2srv.stdin.write("accept\n")
-            h2srv.stdin.flush()
+            say(h2srv, "accept\n")
             line_of(h2srv, "accepted", "case 4: the h2c server accepted, its SETTINGS sent")
-            h2cli.stdin.write("go\n")
-            h2cli.stdin.flush()
+            say(h2cli, "go\n")
             line_of(h2cli, "200", "case 4: the h2c request answered")
             settled(agent, lambda: count(agent, path="/h2c/*") >= 1, "case 4's request")
             c = counters(agent)
@@ -423,11 +422,9 @@ def main():
             lost = in_ns(NS_C, args.python, CLIENT_PY, SERVER, "18080")
             procs.append(lost)
             port_of(lost, "case 5: a client connected with the agent running")
-            lost.stdin.write("/lost/1\n")
-            lost.stdin.flush()
+            say(lost, "/lost/1\n")
             line_of(lost, "sent", "case 5: the request the server does not answer sent")
-            lost.stdin.write("/next/1\n")
-            lost.stdin.flush()
+            say(lost, "/next/1\n")
             line_of(lost, "200", "case 5: the next request on the connection answered")
             settled(agent, lambda: count(agent, path="/next/*") >= 2,
                     "case 5's answered request on both sides")
