@@ -443,6 +443,7 @@ def main():
                   f"/metrics: bpftel_http_nat_copies_total {m} (+7)")
         finally:
             agent.stop()
+            agent.cleanup()
     finally:
         for p in procs:
             p.kill()
