@@ -405,10 +405,11 @@ static void packet_conn(const struct usm_event *ev, struct usm_conn_addr *conn)
  * whose owner the watcher knows (client: connect; server: accept) records the request
  * and its response on its own side; when neither is known, they are recorded as
  * unattributed (side unknown, no process), never dropped. A request never answered
- * expires unanswered, once (once for all its NAT copies: unanswered_copy). The agent's own end (its /metrics server) is not recorded,
- * only counted (`own`): watching must not add a row to what it watches, once per
- * scrape; the scraper's end is recorded like any other process's. A request's NAT
- * copies are noted here (nat_copies.h), unless noted already (h2c's, when decoded).
+ * expires unanswered, once (once for all its NAT copies: unanswered_copy). The agent's
+ * own end (its /metrics server) is not recorded, only counted (`own`): watching must
+ * not add a row to what it watches, once per scrape; the scraper's end is recorded like
+ * any other process's. A request's NAT copies are noted here (nat_copies.h), unless
+ * noted already (h2c's, when decoded).
  */
 static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 			   const struct usm_http_start *msg, bool noted)
