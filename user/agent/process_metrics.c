@@ -2,43 +2,32 @@
 /* The agent's own process on /metrics (process_metrics.h). */
 #include <dirent.h>
 #include <stdio.h>
-#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "process_metrics.h"
+#include "user/common/proc.h"
 
 /* What /proc/self/stat says of this process. */
 struct self_stat {
 	unsigned long long utime, stime, starttime; /* clock ticks */
 	unsigned long long vsize;		    /* bytes */
-	long long rss;				    /* pages */
+	unsigned long long rss;			    /* pages */
 };
 
 static int read_self_stat(struct self_stat *st)
 {
-	char buf[1024], *p;
-	size_t n;
-	FILE *f;
+	unsigned long long t[2], v[3];
+	__u32 self = (__u32)getpid();
 
-	f = fopen("/proc/self/stat", "re");
-	if (!f)
+	/* utime stime (14-15); starttime vsize rss (22-24). */
+	if (!bpftel_proc_stat(self, 14, 2, t) || !bpftel_proc_stat(self, 22, 3, v))
 		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* The name may hold spaces and parentheses: the fields start after the last ')'. */
-	p = strrchr(buf, ')');
-	if (!p)
-		return -1;
-	/* state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt (3-13),
-	 * utime stime (14-15), cutime cstime priority nice num_threads itrealvalue
-	 * (16-21), starttime vsize rss (22-24). */
-	if (sscanf(p + 1,
-		   " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d "
-		   "%*d %llu %llu %lld",
-		   &st->utime, &st->stime, &st->starttime, &st->vsize, &st->rss) != 5)
-		return -1;
+	st->utime = t[0];
+	st->stime = t[1];
+	st->starttime = v[0];
+	st->vsize = v[1];
+	st->rss = v[2];
 	return 0;
 }
 
@@ -83,7 +72,7 @@ int bpftel_process_usage(double *cpu_s, __u64 *rss_bytes)
 	if (ticks <= 0 || page <= 0 || read_self_stat(&st))
 		return -1;
 	*cpu_s = (double)(st.utime + st.stime) / (double)ticks;
-	*rss_bytes = (__u64)(st.rss > 0 ? st.rss : 0) * page;
+	*rss_bytes = (__u64)st.rss * page;
 	return 0;
 }
 
@@ -100,7 +89,7 @@ void bpftel_process_metrics(struct bpftel_prom *w)
 		bpftel_prom_sample(w, "", NULL, 0, (double)(st.utime + st.stime) / (double)ticks);
 		bpftel_prom_family(w, "process_resident_memory_bytes", "gauge",
 				   "Resident memory size in bytes.");
-		bpftel_prom_sample_u64(w, "", NULL, 0, (__u64)(st.rss > 0 ? st.rss : 0) * page);
+		bpftel_prom_sample_u64(w, "", NULL, 0, (__u64)st.rss * page);
 		bpftel_prom_family(w, "process_virtual_memory_bytes", "gauge",
 				   "Virtual memory size in bytes.");
 		bpftel_prom_sample_u64(w, "", NULL, 0, st.vsize);
