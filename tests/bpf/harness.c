@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
+#include <stdbool.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,17 +77,44 @@ int bpftel_test_percpu_clear(int map_fd, __u32 nkeys)
 	return err;
 }
 
-/* A BPF object this process holds an fd of, by what the fd's link names. */
-static void count_fd(struct bpftel_obj_counts *out, const char *name)
+/*
+ * Each fd of this process (its own directory's aside) with what its link names: fn(fd,
+ * target, ctx) until fn returns true (then true). An fd closed meanwhile, by another
+ * thread, is skipped.
+ */
+static bool for_each_fd(bool (*fn)(const char *fd, const char *target, void *ctx), void *ctx)
 {
-	char path[300], target[64];
+	char path[300], target[PATH_MAX];
+	bool stop = false;
+	struct dirent *de;
+	int self;
 	ssize_t n;
+	DIR *dir;
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%s", name);
-	n = readlink(path, target, sizeof(target) - 1);
-	if (n <= 0)
-		return; /* closed meanwhile, by another thread */
-	target[n] = '\0';
+	dir = opendir("/proc/self/fd");
+	if (!dir)
+		return false;
+	self = dirfd(dir);
+	while (!stop && (de = readdir(dir))) {
+		if (de->d_name[0] == '.' || atoi(de->d_name) == self)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		n = readlink(path, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		stop = fn(de->d_name, target, ctx);
+	}
+	closedir(dir);
+	return stop;
+}
+
+/* A BPF object this process holds an fd of, by what the fd's link names. */
+static bool count_fd(const char *fd, const char *target, void *ctx)
+{
+	struct bpftel_obj_counts *out = ctx;
+
+	(void)fd;
 	out->fds++;
 	if (!strcmp(target, "anon_inode:bpf-prog"))
 		out->progs++;
@@ -93,23 +122,24 @@ static void count_fd(struct bpftel_obj_counts *out, const char *name)
 		out->maps++;
 	else if (!strcmp(target, "anon_inode:bpf_link"))
 		out->links++;
+	return false;
 }
 
 void bpftel_test_count_objects(struct bpftel_obj_counts *out)
 {
-	struct dirent *de;
-	DIR *dir;
-
 	memset(out, 0, sizeof(*out));
-	dir = opendir("/proc/self/fd");
-	if (!dir)
-		return;
-	while ((de = readdir(dir))) {
-		if (de->d_name[0] != '.')
-			count_fd(out, de->d_name);
-	}
-	closedir(dir);
-	out->fds--; /* the directory's own fd */
+	for_each_fd(count_fd, out);
+}
+
+static bool is_target(const char *fd, const char *target, void *ctx)
+{
+	(void)fd;
+	return !strcmp(target, ctx);
+}
+
+bool bpftel_test_holds_fd_of(const char *real)
+{
+	return for_each_fd(is_target, (void *)real);
 }
 
 void bpftel_test_baseline(struct bpftel_obj_counts *out)
@@ -143,25 +173,15 @@ void bpftel_test_settle_objects(const struct bpftel_obj_counts *base, struct bpf
 	bpftel_test_list_fds(stderr);
 }
 
+static bool print_fd(const char *fd, const char *target, void *ctx)
+{
+	fprintf(ctx, "  fd %s -> %s\n", fd, target);
+	return false;
+}
+
 void bpftel_test_list_fds(FILE *out)
 {
-	char path[300], target[256];
-	struct dirent *de;
-	ssize_t n;
-	DIR *dir;
-
-	dir = opendir("/proc/self/fd");
-	if (!dir)
-		return;
-	while ((de = readdir(dir))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
-		n = readlink(path, target, sizeof(target) - 1);
-		target[n > 0 ? n : 0] = '\0';
-		fprintf(out, "  fd %s -> %s\n", de->d_name, target);
-	}
-	closedir(dir);
+	for_each_fd(print_fd, out);
 }
 
 static int capture_record(void *ctx, void *data, size_t size)

@@ -14,6 +14,7 @@
 #ifndef BPFTEL_TEST_HARNESS_H
 #define BPFTEL_TEST_HARNESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <linux/types.h>
@@ -61,6 +62,9 @@ void bpftel_test_settle_objects(const struct bpftel_obj_counts *base,
 		assert_int_equal((now)->maps, (base)->maps);   \
 		assert_int_equal((now)->links, (base)->links); \
 	} while (0)
+
+/* Whether this process holds an fd whose link names real (a resolved path). */
+bool bpftel_test_holds_fd_of(const char *real);
 
 /* List this process's fds and what they point to (leak diagnostics). */
 void bpftel_test_list_fds(FILE *out);

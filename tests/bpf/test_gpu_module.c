@@ -8,7 +8,6 @@
  *
  *   test_bpf_gpu_module CUDA_PATTERN STUB_LIBCUDART
  */
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -118,29 +117,6 @@ static size_t gpu_links(struct fixture *f, size_t want)
 	return got;
 }
 
-/* Whether this process holds an fd of the file at real (a resolved path). */
-static bool holds_fd_of(const char *real)
-{
-	char path[300], target[PATH_MAX];
-	struct dirent *de;
-	bool found = false;
-	ssize_t n;
-	DIR *dir;
-
-	dir = opendir("/proc/self/fd");
-	assert_non_null(dir);
-	while (!found && (de = readdir(dir))) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
-		n = readlink(path, target, sizeof(target) - 1);
-		if (n > 0) {
-			target[n] = '\0';
-			found = !strcmp(target, real);
-		}
-	}
-	closedir(dir);
-	return found;
-}
-
 /* The registry reads the stub through an fd that it closes just after it shows the
  * file's links: wait for that, so that the counts taken next hold. */
 static void stub_closed(void)
@@ -149,9 +125,9 @@ static void stub_closed(void)
 	int tries;
 
 	assert_non_null(realpath(stub_lib, real));
-	for (tries = 0; tries < 3000 && holds_fd_of(real); tries++)
+	for (tries = 0; tries < 3000 && bpftel_test_holds_fd_of(real); tries++)
 		usleep(10000);
-	if (holds_fd_of(real))
+	if (bpftel_test_holds_fd_of(real))
 		fail_msg("the registry still holds %s after 30 s", real);
 }
 
