@@ -91,6 +91,32 @@ struct usm_tls_sess {
 	__u8 __pad[3];
 };
 
+/* The tables of the USM object whose entries each user but root holds a share of
+ * (bpf/lib/fair_share.h): fair_share_key.table. */
+enum usm_share_table {
+	USM_SHARE_H2_CONNS = 0, /* usm_h2_conns: HTTP/2 sessions over TLS */
+	USM_SHARE__COUNT,
+};
+
+#define USM_H2_CONNS_MAX 8192
+
+/* One direction's place in an HTTP/2 session's frame stream (lib/usm_h2.h). */
+struct usm_h2_dir_state {
+	__u64 offset; /* bytes of this direction so far */
+	__u32 skip;   /* DATA payload left to skip */
+	__u32 copy;   /* payload of another frame left to copy */
+	__u8 have;    /* bytes of the next frame header already seen (in hdr) */
+	__u8 unframed;
+	__u8 hdr[14]; /* 9 used; the rest lets the verifier see a read at have < 9 */
+};
+
+/* usm_h2_conns' value, by struct usm_fd_key. */
+struct usm_h2_state {
+	struct usm_h2_dir_state d[2]; /* by enum usm_dir */
+	__u32 uid; /* whose share it is in (lib/fair_share.h) */
+	__u32 __pad;
+};
+
 #define USM_TLS_RETRY_MAX 4096
 #define USM_TLS_RETRY_MAX_AGE_NS (10ull * 1000000000ull)
 
@@ -122,6 +148,9 @@ enum usm_counter {
 	USM_CNT_H2_START_REFUSED = 18, /* TLS calls that began like an HTTP/2 preface or
 					* SETTINGS on a session that had carried HTTP/1:
 					* a body, not a start (lib/usm_h2.h) */
+	USM_CNT_H2_OVER_SHARE = 19, /* TLS calls that would have started an HTTP/2
+				     * session of a user holding its share of
+				     * usm_h2_conns already (lib/fair_share.h) */
 	USM_CNT__COUNT,
 };
 
@@ -210,7 +239,7 @@ struct usm_h2_record {
 	__u8 flags;   /* enum usm_h2_flags */
 	__u8 nruns;
 	__u32 data_len;
-	__u32 __pad;
+	__u32 uid; /* the session's user (struct usm_h2_state), for userspace's shares */
 	struct usm_h2_run runs[USM_H2_RUNS];
 	__u8 data[USM_H2_CAP]; /* a record is sent up to data + data_len */
 };

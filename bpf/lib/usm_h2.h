@@ -16,7 +16,8 @@
  * preface (a client's first write, a server's first read) or with a SETTINGS frame (a
  * server's first write, a client's first read: servers send theirs without waiting).
  * The state is per (process, session pointer), in an LRU hash: sessions are freed
- * without a probe, and their address is reused. So SSL_set_fd and its GnuTLS twin
+ * without a probe, and their address is reused. Each user but root holds a quarter of
+ * it at most (lib/fair_share.h). So SSL_set_fd and its GnuTLS twin
  * forget it (a session being set up is a new connection), and a preface at a frame
  * boundary restarts it (a client reusing a freed session's address). A session that
  * carried an HTTP/1 message never becomes HTTP/2: a body may begin with those bytes
@@ -40,28 +41,21 @@
 #ifndef BPFTEL_LIB_USM_H2_H
 #define BPFTEL_LIB_USM_H2_H
 
+#include "fair_share.h"
+
 #define USM_H2_FRAME_HDR 9
 #define USM_H2_PREFACE	 24
 #define USM_H2_DATA	 0
 #define USM_H2_SETTINGS	 4
 
-/* One direction's place in the frame stream. */
-struct usm_h2_dir_state {
-	__u64 offset; /* bytes of this direction so far */
-	__u32 skip;   /* DATA payload left to skip */
-	__u32 copy;   /* payload of another frame left to copy */
-	__u8 have;    /* bytes of the next frame header already seen (in hdr) */
-	__u8 unframed;
-	__u8 hdr[14]; /* 9 used; the rest lets the verifier see a read at have < 9 */
-};
-
-struct usm_h2_state {
-	struct usm_h2_dir_state d[2]; /* by enum usm_dir */
-};
+/* The sessions' state (struct usm_h2_state, bpf/usm.h). Each user but root holds at
+ * most a quarter of it (lib/fair_share.h): a user's flood of prefaces must not evict
+ * the others' live sessions. */
+#define USM_H2_CONNS_SHARE (USM_H2_CONNS_MAX / FAIR_SHARE_DIV)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192);
+	__uint(max_entries, USM_H2_CONNS_MAX);
 	__type(key, struct usm_fd_key);
 	__type(value, struct usm_h2_state);
 } usm_h2_conns SEC(".maps");
@@ -401,6 +395,17 @@ static __always_inline void usm_h2_count_midstream(TLM_PARAM, const struct usm_f
 		usm_count(USM_CNT_H2_MIDSTREAM);
 }
 
+/* A session refused for its user's share (lib/fair_share.h): counted, and marked as
+ * the sessions joined mid-way are, so that its frames are not counted as those of one. */
+static __always_inline void usm_h2_over_share(TLM_PARAM, const struct usm_fd_key *key)
+{
+	__u8 one = 1;
+
+	usm_count(USM_CNT_H2_OVER_SHARE);
+	if (!bpf_map_lookup_elem(&usm_h2_midstream, key))
+		tlm_map_insert(usm_h2_midstream, key, &one);
+}
+
 static __always_inline void usm_h2_dir_reset(struct usm_h2_dir_state *d, bool preface)
 {
 	__builtin_memset(d, 0, sizeof(*d));
@@ -434,6 +439,7 @@ static __always_inline void usm_h2_send_empty(TLM_PARAM, __u64 conn, __u64 pid_t
 	r->source = source;
 	r->dir = dir;
 	r->flags = flags;
+	r->uid = fair_share_uid();
 	tlm_ringbuf_submit(r, usm_h2_wakeup(USM_H2_RECORD_HDR));
 }
 
@@ -489,8 +495,15 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 			usm_count(USM_CNT_H2_START_REFUSED);
 			return false;
 		}
+		init.uid = fair_share_uid();
+		if (!fair_share_take(TLM_ARG, USM_SHARE_H2_CONNS, init.uid, USM_H2_CONNS_SHARE)) {
+			usm_h2_over_share(TLM_ARG, &key);
+			return true;
+		}
 		usm_h2_dir_reset(&init.d[dir & 1], flags & USM_H2_F_PREFACE);
 		err = tlm_map_insert(usm_h2_conns, &key, &init);
+		if (err) /* not made: full, or made by the other end (its own count) */
+			fair_share_give(USM_SHARE_H2_CONNS, init.uid);
 		if (err && err != -EEXIST)
 			return true;
 		state = bpf_map_lookup_elem(&usm_h2_conns, &key);
@@ -546,7 +559,7 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	s->rec.flags = flags;
 	s->rec.nruns = 0;
 	s->rec.data_len = 0;
-	s->rec.__pad = 0;
+	s->rec.uid = state->uid;
 	s->start = 0;
 	s->records = 0;
 	s->cut = 0;
@@ -580,10 +593,14 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid, __u32 source)
 {
 	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
+	struct usm_h2_state *state = bpf_map_lookup_elem(&usm_h2_conns, &key);
+	__u32 uid;
 
-	if (!bpf_map_lookup_elem(&usm_h2_conns, &key))
+	if (!state)
 		return;
-	tlm_map_delete(usm_h2_conns, &key);
+	uid = state->uid;
+	if (!tlm_map_delete(usm_h2_conns, &key))
+		fair_share_give(USM_SHARE_H2_CONNS, uid);
 	usm_h2_send_empty(TLM_ARG, conn, pid_tgid, source, USM_DIR_WRITE, USM_H2_F_CLOSED, 0, 0);
 }
 

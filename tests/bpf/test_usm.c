@@ -7,6 +7,7 @@
  * Each case checks the ring buffers and the counters.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -28,6 +30,8 @@
 #include "usm.h"
 #include "usm_harness.skel.h"
 #include "user/modules/usm/tls_retry.h"
+#include "user/modules/usm/fair_share.h"
+#include "bpf/fair_share_defs.h"
 
 /* bpf/lib/usm_socket.h's USM_H2C_SERVER_SEGMENTS. */
 #define USM_H2C_SERVER_SEGMENTS_TEST 4
@@ -1551,6 +1555,169 @@ static void test_h2_http1_session_stays(void **state)
 	assert_int_equal(counter(USM_CNT_H2_START_REFUSED), 3);
 }
 
+/* ---- Users' shares (bpf/lib/fair_share.h) ---- */
+
+#define SHARE_USER   4321u
+#define H2_SHARE     (USM_H2_CONNS_MAX / FAIR_SHARE_DIV)
+#define SHARE_SSL(i) (SSL_PTR + 0x10000ul + (__u64)(i) * 0x100)
+
+/* This thread's real uid becomes uid (0: root's again). The raw system call changes
+ * this thread's only (glibc's would change every thread's), and the effective uid stays
+ * 0: the test keeps its capabilities, while bpf_get_current_uid_gid() says uid. */
+static void as_real_uid(__u32 uid)
+{
+	assert_int_equal(syscall(SYS_setresuid, uid, -1, -1), 0);
+}
+
+/* Session conn's first write is a preface, by process tgid: its records. */
+static int h2_start_as(__u64 conn, __u32 tgid, __u64 t)
+{
+	struct test_regs in = {.di = conn, .si = (uintptr_t)PREFACE, .dx = 24, .sp = TLS_SP};
+
+	tls_run_as(SSL_WRITE, false, &in, t, (__u64)tgid << 32 | tgid);
+	return bpftel_rb_capture__drain(&h2cap);
+}
+
+static void ssl_free_as(__u64 conn, __u32 tgid)
+{
+	tls_run_as(USM_TLS_SSL_FREE, false, &(struct test_regs){.di = conn}, 1,
+		   (__u64)tgid << 32 | tgid);
+	bpftel_rb_capture__drain(&h2cap);
+}
+
+/* The user's sessions as the programs see them: its count and correction; -1 when
+ * no count is kept. */
+static __s64 share_count(__u32 uid)
+{
+	struct fair_share_key k = {.uid = uid, .table = USM_SHARE_H2_CONNS};
+	__s64 n = -1, adj = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share), &k, &n))
+		return -1;
+	bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share_adj), &k, &adj);
+	return n + adj;
+}
+
+/*
+ * A user but root starts HTTP/2 sessions up to a quarter of usm_h2_conns; its next one
+ * is refused and counted, and its frames are not a session joined mid-way. Root and
+ * another user still start theirs; a session of the first that ends gives its place
+ * back.
+ */
+static void test_h2_share_per_user(void **state)
+{
+	const char headers[9] = {0, 0, 5, 1, 0x4, 0, 0, 0, 1};
+	struct test_regs in = {.di = SHARE_SSL(H2_SHARE), .si = (uintptr_t)headers, .dx = 9,
+			       .sp = TLS_SP};
+	int i, made = 0;
+
+	(void)state;
+	as_real_uid(SHARE_USER);
+	for (i = 0; i < H2_SHARE; i++)
+		made += h2_start_as(SHARE_SSL(i), 4242, i);
+	assert_int_equal(made, H2_SHARE); /* one record each: all started */
+	assert_int_equal(share_count(SHARE_USER), H2_SHARE);
+	assert_int_equal(h2_start_as(SHARE_SSL(H2_SHARE), 4242, 1), 0);
+	assert_int_equal(counter(USM_CNT_H2_OVER_SHARE), 1);
+	/* Its frames: neither sent nor counted as a session whose start was missed. */
+	tls_run(SSL_WRITE, false, &in, 2);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 0);
+	assert_int_equal(counter(USM_CNT_H2_MIDSTREAM), 0);
+	/* Another process of the user's has no share of its own. */
+	assert_int_equal(h2_start_as(SHARE_SSL(H2_SHARE + 1), 4343, 3), 0);
+	assert_int_equal(counter(USM_CNT_H2_OVER_SHARE), 2);
+	/* Another user, and root, are not refused. */
+	as_real_uid(SHARE_USER + 1);
+	assert_int_equal(h2_start_as(SHARE_SSL(H2_SHARE + 2), 4242, 4), 1);
+	assert_int_equal(h2rec(0)->uid, SHARE_USER + 1); /* userspace's shares (h2_sessions.h) */
+	assert_int_equal(share_count(SHARE_USER + 1), 1);
+	as_real_uid(0);
+	assert_int_equal(h2_start_as(SHARE_SSL(H2_SHARE + 3), 4242, 5), 1);
+	assert_int_equal(share_count(0), -1); /* root's are not counted */
+	/* A session of the user's ends: its place is free again. */
+	as_real_uid(SHARE_USER);
+	ssl_free_as(SHARE_SSL(0), 4242);
+	assert_int_equal(share_count(SHARE_USER), H2_SHARE - 1);
+	assert_int_equal(h2_start_as(SHARE_SSL(H2_SHARE + 1), 4343, 6), 1);
+	assert_int_equal(share_count(SHARE_USER), H2_SHARE);
+	assert_int_equal(counter(USM_CNT_H2_OVER_SHARE), 2);
+	as_real_uid(0);
+}
+
+static bool tgid_alive(__u32 tgid)
+{
+	return tgid == (__u32)getpid();
+}
+
+/*
+ * The sweep (user/modules/usm/fair_share.c): the sessions of processes gone are
+ * deleted, and each user's count corrected to the sessions it holds, whatever the
+ * count said (evictions and ends the programs never saw), the programs' later takes
+ * and gives on top; a user with none loses its count.
+ */
+static void test_h2_share_sweep(void **state)
+{
+	int fd = bpf_map__fd(skel->maps.usm_h2_conns), counts = bpf_map__fd(skel->maps.fair_share);
+	int adj = bpf_map__fd(skel->maps.fair_share_adj);
+	struct usm_share_map t = {
+		.fd = fd,
+		.table = USM_SHARE_H2_CONNS,
+		.max_entries = USM_H2_CONNS_MAX,
+		.key_size = sizeof(struct usm_fd_key),
+		.value_size = sizeof(struct usm_h2_state),
+		.tgid_off = offsetof(struct usm_fd_key, tgid),
+		.uid_off = offsetof(struct usm_h2_state, uid),
+	};
+	struct fair_share_key gone = {.uid = SHARE_USER + 2, .table = USM_SHARE_H2_CONNS};
+	__u32 self = (__u32)getpid();
+	__s64 stale = 77;
+	__u64 deleted = 0;
+	int i;
+
+	(void)state;
+	/* Nothing to recount while only root holds sessions: nothing is deleted. */
+	assert_int_equal(h2_start_as(SHARE_SSL(0), 4242, 1), 1);
+	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted), 0);
+	assert_int_equal(deleted, 0);
+	as_real_uid(SHARE_USER);
+	for (i = 1; i <= 5; i++) /* 3 of this process, 2 of one gone */
+		assert_int_equal(h2_start_as(SHARE_SSL(i), i <= 3 ? self : 4242, i), 1);
+	as_real_uid(0);
+	assert_int_equal(share_count(SHARE_USER), 5);
+	/* Counts gone wrong: the user's too high (an eviction not seen), another user's
+	 * without sessions. */
+	stale = 40;
+	gone.uid = SHARE_USER;
+	assert_int_equal(bpf_map_update_elem(counts, &gone, &stale, BPF_ANY), 0);
+	gone.uid = SHARE_USER + 2;
+	assert_int_equal(bpf_map_update_elem(counts, &gone, &stale, BPF_ANY), 0);
+	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted), 0);
+	assert_int_equal(deleted, 3); /* root's session and the user's two, of 4242 */
+	assert_int_equal(share_count(SHARE_USER), 3);
+	assert_int_equal(share_count(SHARE_USER + 2), -1);
+	/* The programs' takes and gives count on top of the correction. */
+	as_real_uid(SHARE_USER);
+	assert_int_equal(h2_start_as(SHARE_SSL(6), self, 6), 1);
+	assert_int_equal(share_count(SHARE_USER), 4);
+	ssl_free_as(SHARE_SSL(1), self);
+	ssl_free_as(SHARE_SSL(2), self);
+	as_real_uid(0);
+	assert_int_equal(share_count(SHARE_USER), 2);
+	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted), 0);
+	assert_int_equal(share_count(SHARE_USER), 2);
+	assert_int_equal(deleted, 3);
+	for (i = 1; i <= 6; i++) { /* what is left: the process's 3rd and 6th */
+		struct usm_fd_key k = {.conn = SHARE_SSL(i), .tgid = i <= 3 ? self : 4242};
+		struct usm_h2_state v;
+
+		if (i == 6)
+			k.tgid = self;
+		assert_int_equal(bpf_map_lookup_elem(fd, &k, &v), i == 3 || i == 6 ? 0 : -ENOENT);
+		if (i == 3 || i == 6)
+			assert_int_equal(v.uid, SHARE_USER);
+	}
+}
+
 /* A session whose start was missed: a call that looks like a frame header counts it,
  * once; nothing is sent, and the session's HTTP/1 is untouched (a binary body can look
  * like a frame header too). */
@@ -2315,6 +2482,7 @@ static void test_go_h2(void **state)
 static int case_setup(void **state)
 {
 	(void)state;
+	as_real_uid(0); /* a failed case may have left another */
 	assert_int_equal(
 		bpftel_test_percpu_clear(bpf_map__fd(skel->maps.usm_counters), USM_CNT__COUNT), 0);
 	bpftel_rb_capture__drain(&cap);
@@ -2336,11 +2504,14 @@ static int case_setup(void **state)
 		int fds[] = {bpf_map__fd(skel->maps.usm_h2_conns),
 			     bpf_map__fd(skel->maps.usm_go_reads),
 			     bpf_map__fd(skel->maps.usm_go_byte),
-			     bpf_map__fd(skel->maps.usm_tls_fds)};
+			     bpf_map__fd(skel->maps.usm_tls_fds),
+			     bpf_map__fd(skel->maps.usm_h2_midstream),
+			     bpf_map__fd(skel->maps.fair_share),
+			     bpf_map__fd(skel->maps.fair_share_adj)};
 		unsigned char key[16];
 		size_t i;
 
-		for (i = 0; i < 4; i++)
+		for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 			while (!bpf_map_get_next_key(fds[i], NULL, key))
 				assert_int_equal(bpf_map_delete_elem(fds[i], key), 0);
 	}
@@ -2442,6 +2613,8 @@ int main(void)
 		T(test_tls_write_retry_sweep),
 		T(test_h2_http1_session_stays),
 		T(test_h2_midstream_counted_once),
+		T(test_h2_share_per_user),
+		T(test_h2_share_sweep),
 		T(test_go_write_request),
 		T(test_go_conn_chain),
 		T(test_go_read_paired_by_goroutine),

@@ -824,6 +824,50 @@ static void test_evicted(void **state)
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 1);
 }
 
+/* A user (not root) whose processes open sessions without end, each under its own
+ * cap, makes room with its own past the user's (user_cap): root's session, older than
+ * all of them, stays and decodes; root's processes are not capped by user. */
+static void test_user_cap(void **state)
+{
+	struct t *t = *state;
+	static struct usm_h2_record r;
+	struct h2b_buf b = {0};
+	int i, procs = 8;
+
+	client_start(&b, t, 1, "/root"); /* root's (uid 0), the oldest session */
+	t->conn = 0x700000;
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1);
+	h2b_free(&b);
+	preface_record(&r);
+	r.uid = 1000;
+	for (i = 0; i < 2 * USM_H2_SESSIONS_MAX; i++) {
+		r.pid = PID + 1 + (uint32_t)(i % procs); /* each far under its process's cap */
+		r.conn = 0x1000 + (uint64_t)i * 64;
+		r.ktime_ns = 10 + (uint64_t)i;
+		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	}
+	assert_int_equal(stats(t).live, USM_H2_SESSIONS_PER_USER + 1);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_USER_CAP],
+			 2 * USM_H2_SESSIONS_MAX - USM_H2_SESSIONS_PER_USER);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_PROCESS_CAP], 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 0);
+	/* Root's session still decodes its next request. */
+	h2b_headers(&b, t->def[0], 3, 0x1, H2B_NV(":method", "GET", ":path", "/next"));
+	send_rec(t, USM_DIR_WRITE, 0, &b, 5000);
+	h2b_free(&b);
+	assert_string_equal(t->msg[t->n - 1].msg.path, "/next");
+	/* Root's processes fill the rest of the table, past a quarter: not capped by user. */
+	r.uid = 0;
+	for (i = 0; i < USM_H2_SESSIONS_MAX - USM_H2_SESSIONS_PER_USER - 1; i++) {
+		r.pid = PID + 100 + (uint32_t)(i % procs);
+		r.conn = 0x100000 + (uint64_t)i * 64;
+		r.ktime_ns = 6000 + (uint64_t)i;
+		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	}
+	assert_int_equal(stats(t).live, USM_H2_SESSIONS_MAX);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 0);
+}
+
 /* A process that opens sessions without end makes room with its own: past its cap
  * its least recently used goes (process_cap), and another process's session, older
  * than all of them, stays and decodes. */
@@ -1022,6 +1066,7 @@ int main(void)
 		T(test_sweep),
 		T(test_evicted),
 		T(test_process_cap),
+		T(test_user_cap),
 		T(test_reclaimed_when_full),
 		T(test_memory_reclaims_idle),
 		T(test_threads),

@@ -17,6 +17,7 @@ struct h2s {
 	uint8_t source;
 	uint8_t c2s; /* enum usm_dir of the client's bytes, as the process sees them */
 	uint32_t pid;
+	uint32_t uid; /* the session's user, from its start (struct usm_h2_record) */
 	uint64_t conn;
 	int next;		 /* in its bucket, -1 ends */
 	struct usm_h2_conn *dec; /* NULL once undecodable or dropped */
@@ -43,7 +44,7 @@ static const char *const drop_names[USM_H2_DROP__COUNT] = {
 	[USM_H2_DROP_UNKNOWN] = "unknown_session", [USM_H2_DROP_UNFRAMED] = "unframed",
 	[USM_H2_DROP_EVICTED] = "evicted",	   [USM_H2_DROP_MEMORY] = "memory",
 	[USM_H2_DROP_DIRECTION] = "direction",	   [USM_H2_DROP_REORDERED] = "reordered",
-	[USM_H2_DROP_PROCESS_CAP] = "process_cap",
+	[USM_H2_DROP_PROCESS_CAP] = "process_cap", [USM_H2_DROP_USER_CAP] = "user_cap",
 };
 
 const char *usm_h2_drop_str(enum usm_h2_drop d)
@@ -174,9 +175,10 @@ static void make_room(struct usm_h2_sessions *s, struct h2s *e, uint64_t now_ns,
 	unlink_entry(s, e, f);
 }
 
-/* Sessions of pid: how many, and the one to make room with (an index, or -1): the
- * least recently used of those no longer decoded, else of all. */
-static size_t of_proc(struct usm_h2_sessions *s, uint32_t pid, int *oldest)
+/* Sessions of pid (by_user: of the user uid): how many, and the one to make room
+ * with (an index, or -1): the least recently used of those no longer decoded, else of
+ * all. */
+static size_t of_owner(struct usm_h2_sessions *s, uint32_t id, bool by_user, int *oldest)
 {
 	const struct h2s *e, *o;
 	size_t n = 0;
@@ -185,7 +187,7 @@ static size_t of_proc(struct usm_h2_sessions *s, uint32_t pid, int *oldest)
 	*oldest = -1;
 	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
 		e = &s->e[i];
-		if (!e->used || e->pid != pid)
+		if (!e->used || (by_user ? e->uid : e->pid) != id)
 			continue;
 		n++;
 		o = *oldest < 0 ? NULL : &s->e[*oldest];
@@ -213,16 +215,19 @@ static int lru(struct usm_h2_sessions *s, const struct h2s *keep, uint64_t now_n
 	return oldest;
 }
 
-/* A new entry at now_ns; the least recently used goes when the table is full. */
-static struct h2s *create(struct usm_h2_sessions *s, uint32_t pid, uint8_t source, uint64_t conn,
+/* A new entry of r's at now_ns; the least recently used goes when the table is full,
+ * the process's own or its user's when they hold their share. */
+static struct h2s *create(struct usm_h2_sessions *s, const struct usm_h2_record *r,
 			  uint64_t now_ns, struct feed_ctx *f)
 {
-	unsigned int b = hash(pid, source, conn);
+	unsigned int b = hash(r->pid, r->source, r->conn);
 	struct h2s *e;
 	int i;
 
-	if (of_proc(s, pid, &i) >= USM_H2_SESSIONS_PER_PROC)
+	if (of_owner(s, r->pid, false, &i) >= USM_H2_SESSIONS_PER_PROC)
 		make_room(s, &s->e[i], now_ns, USM_H2_DROP_PROCESS_CAP, f);
+	else if (r->uid && of_owner(s, r->uid, true, &i) >= USM_H2_SESSIONS_PER_USER)
+		make_room(s, &s->e[i], now_ns, USM_H2_DROP_USER_CAP, f);
 	else if (s->free_head < 0)
 		make_room(s, &s->e[lru(s, NULL, now_ns, false)], now_ns, USM_H2_DROP_EVICTED, f);
 	i = s->free_head;
@@ -230,9 +235,10 @@ static struct h2s *create(struct usm_h2_sessions *s, uint32_t pid, uint8_t sourc
 	s->free_head = e->next;
 	memset(e, 0, sizeof(*e));
 	e->used = true;
-	e->pid = pid;
-	e->source = source;
-	e->conn = conn;
+	e->pid = r->pid;
+	e->uid = r->uid;
+	e->source = r->source;
+	e->conn = r->conn;
 	e->next = s->bucket[b];
 	s->bucket[b] = i;
 	s->st.live++;
@@ -414,7 +420,7 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 	} else if (r->flags & USM_H2_F_NEW) {
 		if (e)
 			unlink_entry(s, e, &f);
-		e = create(s, r->pid, r->source, r->conn, r->ktime_ns, &f);
+		e = create(s, r, r->ktime_ns, &f);
 		e->c2s = r->flags & USM_H2_F_PREFACE ? r->dir : r->dir ^ 1;
 		e->dec = usm_h2_conn_new();
 		if (!e->dec)

@@ -3,6 +3,7 @@
 #include <net/if.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "nat_copies.h"
 #include "series.h"
 #include "tls_retry.h"
+#include "fair_share.h"
 #include "usm.skel.h"
 #include "user/common/log.h"
 #include "user/common/proc.h"
@@ -66,7 +68,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_GO_UNPAIRED] = "go_read_unpaired", [USM_CNT_PACKETS_DUPLICATE] = "packets_duplicate",
 	[USM_CNT_H2_RECORDS] = "h2_records", [USM_CNT_TLS_RETRIES] = "tls_write_retries",
 	[USM_CNT_PACKETS_IP6_DEEP] = "packets_ipv6_deep", [USM_CNT_H2_NESTED] = "h2_nested",
-	[USM_CNT_H2_START_REFUSED] = "h2_starts_refused",
+	[USM_CNT_H2_START_REFUSED] = "h2_starts_refused", [USM_CNT_H2_OVER_SHARE] = "h2_over_share",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
@@ -728,6 +730,25 @@ static bool proc_alive(__u32 tgid)
 	return kill((pid_t)tgid, 0) == 0 || errno != ESRCH;
 }
 
+/* Users' shares of usm_h2_conns corrected (fair_share.h): nothing is read while only
+ * root holds sessions; else one batched read of the map. */
+static void usm_shares_sweep(struct bpftel_usm *u)
+{
+	struct usm_share_map h2 = {
+		.fd = bpf_map__fd(u->skel->maps.usm_h2_conns),
+		.table = USM_SHARE_H2_CONNS,
+		.max_entries = USM_H2_CONNS_MAX,
+		.key_size = sizeof(struct usm_fd_key),
+		.value_size = sizeof(struct usm_h2_state),
+		.tgid_off = offsetof(struct usm_fd_key, tgid),
+		.uid_off = offsetof(struct usm_h2_state, uid),
+	};
+	__u64 deleted = 0;
+
+	usm_fair_share_sweep(bpf_map__fd(u->skel->maps.fair_share),
+			     bpf_map__fd(u->skel->maps.fair_share_adj), &h2, proc_alive, &deleted);
+}
+
 int bpftel_usm__sweep(struct bpftel_usm *u)
 {
 	struct sweep_ctx c = {.u = u, .now = mono_ns()};
@@ -735,9 +756,11 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 
 	/* Usually nothing (no mark); else a few bpf(2) calls, bounded. */
 	pthread_mutex_lock(&u->lock);
-	if (u->loaded)
+	if (u->loaded) {
 		usm_tls_retry_sweep(bpf_map__fd(u->skel->maps.usm_tls_retry),
 				    &u->skel->bss->usm_tls_retry_marks, proc_alive, c.now);
+		usm_shares_sweep(u);
+	}
 	pthread_mutex_unlock(&u->lock);
 
 	usm_h2_sessions_sweep(u->h2, shown, &c);

@@ -34,13 +34,15 @@ static void fmt_process(char *buf, size_t size, json_t *r)
 		snprintf(buf, size, "%s", jstr(r, "process"));
 }
 
-/* One line, and only once HTTP/2 was seen: sessions, and whatever was not decoded. */
-static void print_http2(json_t *h)
+/* One line, and only once HTTP/2 was seen: sessions, and whatever was not decoded
+ * (c: the module's counters). */
+static void print_http2(json_t *c)
 {
+	json_t *h = json_object_get(c, "http2"), *v;
+	long long over = jint(c, "h2_over_share");
 	const char *k;
-	json_t *v;
 
-	if (!jint(h, "sessions") && !jint(h, "records"))
+	if (!jint(h, "sessions") && !jint(h, "records") && !over)
 		return;
 	printf("HTTP/2: sessions %lld (live %lld, %lld bytes), requests %lld, responses %lld, "
 	       "resets %lld, refused %lld, lost bytes %lld, cut calls %lld",
@@ -57,6 +59,8 @@ static void print_http2(json_t *h)
 	json_object_foreach(json_object_get(h, "dropped"), k, v)
 		if (json_integer_value(v))
 			printf(", dropped %s %lld", k, (long long)json_integer_value(v));
+	if (over)
+		printf(", starts over a user's share %lld", over);
 	printf("\n");
 }
 
@@ -134,7 +138,7 @@ static void print_http(json_t *resp)
 			       ? ""
 			       : "; sessions with their own BIO, curl's: tls_recv_fd = on",
 		       jint(c, "tls_connection_reused"));
-	print_http2(json_object_get(c, "http2"));
+	print_http2(c);
 }
 
 const struct bpftel_cli_section bpftel_usm_cli = {

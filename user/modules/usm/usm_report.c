@@ -287,6 +287,12 @@ static const struct {
 	 "a session that had carried HTTP/1 messages (a body that looks like one): not taken "
 	 "as the start of an HTTP/2 session; the session stays HTTP/1.",
 	 USM_CNT_H2_START_REFUSED},
+	{"bpftel_http2_starts_over_share_total",
+	 "TLS calls that would have started an HTTP/2 session of a user other than root "
+	 "whose sessions already fill its share of the kernel's session table (a quarter): "
+	 "refused, that session not decoded, so that one user cannot evict the others' "
+	 "live sessions.",
+	 USM_CNT_H2_OVER_SHARE},
 };
 
 /* HTTP/2 sessions and what could not be decoded: bounded labels (fixed reasons); and
@@ -312,7 +318,8 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 			   "HTTP/2 sessions (or records of them) not decoded, by reason: "
 			   "unknown_session (started before the agent saw it), unframed (the "
 			   "kernel lost a direction's framing), evicted, memory, direction, "
-			   "reordered.");
+			   "reordered, process_cap and user_cap (a process's or a user's own "
+			   "least recently used session, for its new one past its share).");
 	for (i = 0; i < USM_H2_DROP__COUNT; i++) {
 		l[0] = (struct bpftel_prom_label){"reason", usm_h2_drop_str(i)};
 		bpftel_prom_sample_u64(w, "", l, 1, c->h2.dropped[i]);

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* Users' shares of the tables every process fills (lib/fair_share.h): the counts' key,
+ * shared with userspace, which recounts them (user/modules/usm/fair_share.h). Included
+ * after vmlinux.h or <linux/types.h>. */
+#ifndef BPFTEL_FAIR_SHARE_DEFS_H
+#define BPFTEL_FAIR_SHARE_DEFS_H
+
+/* Users (times tables) with entries at once: past that, a new user's entries are
+ * refused until a sweep drops the users with none. */
+#define FAIR_SHARE_KEYS 4096
+
+/* A user other than root holds at most 1/FAIR_SHARE_DIV of each table. */
+#define FAIR_SHARE_DIV 4
+
+struct fair_share_key {
+	__u32 uid;   /* real uid, in the initial user namespace */
+	__u32 table; /* which table: the object's own numbering (bpf/usm.h) */
+};
+
+#endif /* BPFTEL_FAIR_SHARE_DEFS_H */

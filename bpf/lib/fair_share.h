@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * A user's share of a table that every process of the host fills.
+ *
+ * Some maps keep state per (process, session) for the whole host, and evict their
+ * least recently used entries when full (LRU: a process killed mid-session never says
+ * its session ended). Any local user can make entries cheaply: an HTTP/2 preface written
+ * on a TLS session over memory, which needs no peer, makes one. Without a bound, one
+ * user's flood evicts the live sessions of everyone else, and their next requests are
+ * lost: HPACK cannot resume mid-way.
+ *
+ * So each user but root holds at most a share of such a table (the caller's cap, a
+ * quarter by default): past it, the user's new entries are refused and counted, and
+ * the others' stay. The count is per (uid, table), the uid the real one of the thread
+ * that makes the entry, as the initial user namespace sees it: what an unprivileged
+ * user cannot change (a set-user-ID program keeps its caller's), and what a process
+ * cannot escape by forking, as a per-process share would let it. Root is not bounded:
+ * it can stop the agent anyway.
+ *
+ * The count is taken by the entry's maker (fair_share_take) and given back where the
+ * entry is deleted (fair_share_give, with the uid the entry keeps). What the LRU evicts,
+ * and what a process's end leaves, the programs never see: every sweep, userspace
+ * deletes the entries of processes gone, counts what each user holds, and writes what
+ * the programs' count was wrong by when its walk began to fair_share_adj
+ * (user/modules/usm/fair_share.c). It writes a correction, not the count: the
+ * programs' count moves during the walk, and a count overwritten would lose what they
+ * made meanwhile, letting a user past its share at every sweep. A user's entries are
+ * its count plus its correction; between sweeps that is high by what was evicted, and
+ * by entries made during a walk that the walk saw too: never low.
+ *
+ * Cost: two hash lookups and an atomic add where an entry is made, a lookup where one
+ * is deleted; nothing for root's processes. Callers call these only where an entry is
+ * new (a session's start), never per call.
+ *
+ * Include after telemetry/telemetry.bpf.h.
+ */
+#ifndef BPFTEL_LIB_FAIR_SHARE_H
+#define BPFTEL_LIB_FAIR_SHARE_H
+
+#include "bpf/fair_share_defs.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FAIR_SHARE_KEYS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct fair_share_key);
+	__type(value, __s64);
+} fair_share SEC(".maps");
+
+TLM_MAP_KEY(fair_share);
+
+/* Userspace's corrections of the counts above (it alone writes them). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FAIR_SHARE_KEYS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct fair_share_key);
+	__type(value, __s64);
+} fair_share_adj SEC(".maps");
+
+TLM_MAP_KEY(fair_share_adj);
+
+/* The real uid of the current thread, in the initial user namespace. */
+static __always_inline __u32 fair_share_uid(void)
+{
+	return (__u32)bpf_get_current_uid_gid();
+}
+
+/*
+ * uid makes an entry of table, whose share per user is cap entries: true when it may
+ * (its count taken), false when its user holds its share already, or when no count
+ * can be kept for it (the counts' map is full: FAIR_SHARE_KEYS users at once).
+ */
+static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
+{
+	struct fair_share_key key = {.uid = uid, .table = table};
+	__s64 one = 1, *n, *adj;
+	long r;
+
+	if (!uid)
+		return true;
+	n = bpf_map_lookup_elem(&fair_share, &key);
+	adj = bpf_map_lookup_elem(&fair_share_adj, &key);
+	/* Two CPUs may both pass at cap - 1: a share is exceeded by at most the CPUs. */
+	if ((n ? *n : 0) + (adj ? *adj : 0) >= cap)
+		return false;
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return true;
+	}
+	r = tlm_map_insert(fair_share, &key, &one);
+	if (!r)
+		return true;
+	n = bpf_map_lookup_elem(&fair_share, &key); /* -EEXIST: another CPU's */
+	if (!n)
+		return false; /* no count can be kept: FAIR_SHARE_KEYS users already */
+	__sync_fetch_and_add(n, 1);
+	return true;
+}
+
+/* An entry of table that uid made is deleted (or was not made after all). */
+static __always_inline void fair_share_give(__u32 table, __u32 uid)
+{
+	struct fair_share_key key = {.uid = uid, .table = table};
+	__s64 *n;
+
+	if (!uid)
+		return;
+	n = bpf_map_lookup_elem(&fair_share, &key);
+	if (n)
+		__sync_fetch_and_sub(n, 1);
+}
+
+#endif /* BPFTEL_LIB_FAIR_SHARE_H */

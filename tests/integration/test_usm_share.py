@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""A user's flood of HTTP/2 session starts cannot evict root's live sessions.
+
+A gRPC client (h2_client.py, python's ssl and h2, the system OpenSSL) connects to a gRPC
+server (grpc_server.py) after the agent started, and makes a call. Then an unprivileged
+user (nobody) starts HTTP/2 sessions, each a preface written on a TLS session over
+memory (no peer needed), and keeps them: 8 processes 256 each, a quarter of the
+kernel's table (usm_h2_conns: 8192), then one process twice the table. The kernel
+admits the first 2048, that user's share, and refuses the rest, counted exactly
+(h2_over_share, bpftel_http2_starts_over_share_total, the "starts over a user's share"
+of bpftel http). Userspace, whose decoders hold 1024 sessions, keeps 256 of the user's,
+its share there, and counts the others dropped (user_cap), though each process holds
+no more than its own cap. So the live connection's sessions, older than the flood,
+stay in both, and its next 3 calls are counted on both sides. Without either share the
+flood evicts them (LRU) and those calls are lost. Nothing is left in the kernel after
+the agent stops."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import (LIBSSL_PROBES, Agent, agent_args, check, make_cert,  # noqa: E402
+                      run, skip, usm_settled, wait_for)
+from agentlib import http_count as count  # noqa: E402
+
+SYS_PYTHON = "/usr/bin/python3"
+HERE = os.path.dirname(os.path.abspath(__file__))
+H2_CONNS_MAX = 8192            # bpf/usm.h USM_H2_CONNS_MAX
+SHARE = H2_CONNS_MAX // 4      # bpf/fair_share_defs.h FAIR_SHARE_DIV
+FLOOD = 2 * H2_CONNS_MAX
+HOLDERS = 8                    # processes that take the share between them
+USER_SESSIONS = 1024 // 4      # user/modules/usm/h2_sessions.h USM_H2_SESSIONS_PER_USER
+NOBODY = 65534
+
+# Run as nobody: FLOOD TLS sessions over memory BIOs, each writing an HTTP/2 preface
+# (the handshake cannot finish: no peer; the write's entry probe sees the bytes all the
+# same), all kept until stdin closes.
+FLOOD_CODE = """
+import ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+held = []
+for _ in range(int(sys.argv[1])):
+    s = ctx.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO())
+    try:
+        s.write(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n")
+    except ssl.SSLError:
+        pass
+    held.append(s)
+print("held", len(held), flush=True)
+sys.stdin.read()
+"""
+
+
+def main():
+    args = agent_args(tools=("setpriv",))
+    if subprocess.run([SYS_PYTHON, "-c", "import h2"], capture_output=True).returncode:
+        skip("python3-h2 is not installed (tools/dev.sh test installs it)")
+    tmp = tempfile.mkdtemp(prefix="bpftel-share-")
+    cert, key = make_cert(tmp)
+    procs = []
+    agent = Agent(args.agent, args.cli)
+    try:
+        wait_for(lambda: [r for r in agent.json("libs")["libs"]
+                          if r["module"] == "usm" and r["lib"] == "libssl" and
+                          r["attached"] >= LIBSSL_PROBES], 60, "the usm uprobes on libssl")
+        grpc = subprocess.Popen([SYS_PYTHON, os.path.join(HERE, "grpc_server.py"), cert, key],
+                                stdout=subprocess.PIPE, text=True)
+        procs.append(grpc)
+        line = grpc.stdout.readline().split()
+        check(line[:1] == ["ready"], f"grpc_server.py started: {line}")
+        live = subprocess.Popen([SYS_PYTHON, os.path.join(HERE, "h2_client.py"), line[1]],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(live)
+        check(live.stdout.readline().strip() == "connected",
+              "a gRPC client connected after the agent, its first call made")
+        early = "/bpftel.test.Echo/Early"
+        wait_for(lambda: count(agent, pid=live.pid, side="client", path=early) == 1 and
+                 count(agent, pid=grpc.pid, side="server", path=early) == 1, 60,
+                 "the first call counted on both sides")
+
+        floods = []
+
+        def flood(n):
+            p = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                                  "--clear-groups", SYS_PYTHON, "-c", FLOOD_CODE, str(n)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 cwd="/")
+            procs.append(p)
+            floods.append(p)
+            got = p.stdout.readline().split()
+            check(got == ["held", str(n)], f"a process of nobody's holds {n} session starts")
+            return agent.json("http")["counters"]["h2_over_share"]
+
+        for _ in range(HOLDERS):
+            flood(SHARE // HOLDERS)
+        over = flood(FLOOD)
+        attempts = SHARE + FLOOD
+        live.stdin.write("go 3 /bpftel.test.Echo/Ok\n")
+        live.stdin.flush()
+        check(live.stdout.readline().strip() == "done", "3 calls more on the live connection")
+        ok = "/bpftel.test.Echo/Ok"
+        try:
+            wait_for(lambda: count(agent, pid=live.pid, side="client", path=ok) >= 3 and
+                     count(agent, pid=grpc.pid, side="server", path=ok) >= 3, 60,
+                     "the live connection's 3 calls, on both sides")
+        except AssertionError:
+            c = agent.json("http")["counters"]
+            print(f"h2_midstream {c['h2_midstream']}, http2 {c['http2']}")
+            raise
+        wait_for(lambda: usm_settled(agent), 60, "USM's userspace to take every record")
+        check(count(agent, pid=live.pid, side="client", path=ok) == 3 and
+              count(agent, pid=grpc.pid, side="server", path=ok) == 3,
+              "the live connection's calls counted once each, on both sides")
+        # Every start of nobody's is a session userspace decodes, or refused and counted;
+        # the sessions are those and the live connection's two (client, server).
+        h2 = agent.json("http")["counters"]["http2"]
+        admitted = h2["sessions"] - 2
+        print(f"nobody's starts: {attempts}, admitted {admitted}, refused {over}")
+        check(admitted + over == attempts, f"each of nobody's {attempts} starts admitted "
+              f"({admitted}) or refused and counted ({over})")
+        # At most its share: a sweep that corrects the count while sessions start may
+        # count some twice until the next one (refused early), never fewer.
+        check(0 < admitted <= SHARE, f"nobody's sessions within its share: {admitted} <= {SHARE}")
+        dropped = h2["dropped"]
+        check(dropped["user_cap"] == max(0, admitted - USER_SESSIONS) and
+              dropped["process_cap"] == 0 and dropped["evicted"] == 0,
+              f"userspace kept {USER_SESSIONS} of nobody's sessions, dropped the others by "
+              f"user: {dropped}")
+        text = agent.cli("http").stdout
+        check(f"starts over a user's share {over}" in text,
+              "bpftel http shows the starts refused")
+        url = f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            metrics = r.read().decode()
+        check(f"bpftel_http2_starts_over_share_total {over}" in metrics,
+              "/metrics: bpftel_http2_starts_over_share_total")
+        for p in floods:
+            p.stdin.close()
+            check(p.wait(timeout=60) == 0, "the flood ended")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        agent.stop()
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    check(True, f"none of what the agent held remains: {agent.released()}")
+
+
+if __name__ == "__main__":
+    run(main)

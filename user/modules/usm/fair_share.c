@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Users' shares of the USM tables, recounted (fair_share.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+
+#include "bpf/fair_share_defs.h"
+#include "fair_share.h"
+
+struct user_count {
+	__u32 uid;
+	__s64 counted; /* the programs' count when the walk began */
+	__s64 held;    /* the user's entries the walk saw */
+};
+
+struct users {
+	struct user_count *v;
+	size_t n;
+};
+
+static struct user_count *user_of(struct users *u, __u32 uid)
+{
+	size_t i;
+
+	for (i = 0; i < u->n; i++)
+		if (u->v[i].uid == uid)
+			return &u->v[i];
+	return NULL;
+}
+
+/* The users with a count of table, and their counts. */
+static int users_counted(int counts_fd, __u32 table, struct users *u)
+{
+	struct fair_share_key key, next, *prev = NULL;
+	struct user_count *c;
+	int steps;
+
+	u->v = calloc(FAIR_SHARE_KEYS, sizeof(*u->v));
+	if (!u->v)
+		return -ENOMEM;
+	/* Keys are added meanwhile, deleted only here: a walk that starts over is bounded
+	 * by the map's size. */
+	for (steps = 0; u->n < FAIR_SHARE_KEYS && steps < 2 * FAIR_SHARE_KEYS; steps++) {
+		if (bpf_map_get_next_key(counts_fd, prev, &next))
+			return errno == ENOENT ? 0 : -errno;
+		key = next;
+		prev = &key;
+		if (key.table != table || user_of(u, key.uid))
+			continue;
+		c = &u->v[u->n];
+		c->uid = key.uid;
+		if (!bpf_map_lookup_elem(counts_fd, &key, &c->counted))
+			u->n++;
+	}
+	return 0;
+}
+
+/* Read every entry of t: keys, values and how many. */
+static int read_all(const struct usm_share_map *t, char *keys, char *values, __u32 *n)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	__u64 at = 0, next = 0; /* a hash map's batch token: a bucket's index */
+	__u32 count;
+	bool first = true;
+	int err;
+
+	*n = 0;
+	while (*n < t->max_entries) {
+		count = t->max_entries - *n;
+		err = bpf_map_lookup_batch(t->fd, first ? NULL : &at, &next,
+					   keys + (size_t)*n * t->key_size,
+					   values + (size_t)*n * t->value_size, &count, &opts);
+		*n += count;
+		if (err)
+			return errno == ENOENT ? 0 : -errno;
+		at = next;
+		first = false;
+	}
+	return 0;
+}
+
+int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *t,
+			 bool (*alive)(__u32 tgid), __u64 *deleted)
+{
+	struct users u = {};
+	struct fair_share_key key = {.table = t->table};
+	struct user_count *c;
+	char *keys = NULL, *values = NULL;
+	__u32 n = 0, i, tgid, uid;
+	__s64 adj;
+	size_t j;
+	int err;
+
+	err = users_counted(counts_fd, t->table, &u);
+	if (err || !u.n)
+		goto out; /* only root's entries, or none: nothing to recount */
+	keys = malloc((size_t)t->max_entries * t->key_size);
+	values = malloc((size_t)t->max_entries * t->value_size);
+	err = keys && values ? read_all(t, keys, values, &n) : -ENOMEM;
+	if (err)
+		goto out;
+	for (i = 0; i < n; i++) {
+		memcpy(&tgid, keys + (size_t)i * t->key_size + t->tgid_off, sizeof(tgid));
+		memcpy(&uid, values + (size_t)i * t->value_size + t->uid_off, sizeof(uid));
+		if (!alive(tgid)) {
+			if (!bpf_map_delete_elem(t->fd, keys + (size_t)i * t->key_size))
+				(*deleted)++;
+			continue;
+		}
+		/* A user whose count was made after it was read: the next sweep's. */
+		c = uid ? user_of(&u, uid) : NULL;
+		if (c)
+			c->held++;
+	}
+	for (j = 0; j < u.n; j++) {
+		key.uid = u.v[j].uid;
+		if (!u.v[j].held) {
+			/* None left: its keys go, for another user's. (The programs may take a
+			 * count between the read and here: one entry not counted, until the
+			 * next sweep.) */
+			bpf_map_delete_elem(counts_fd, &key);
+			bpf_map_delete_elem(adj_fd, &key);
+			continue;
+		}
+		/* What the count was wrong by when the walk began: the programs add to it
+		 * what they make and delete from then on. */
+		adj = u.v[j].held - u.v[j].counted;
+		bpf_map_update_elem(adj_fd, &key, &adj, BPF_ANY);
+	}
+out:
+	free(keys);
+	free(values);
+	free(u.v);
+	return err;
+}

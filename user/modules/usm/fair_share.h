@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Users' shares of the USM tables every process fills (bpf/lib/fair_share.h), set
+ * right from the tables themselves: the programs count what they make and delete,
+ * not what the LRU evicts, nor what a process leaves when it ends. Each sweep deletes
+ * the entries of processes gone and corrects each user's count by what it holds.
+ */
+#ifndef BPFTEL_USM_FAIR_SHARE_H
+#define BPFTEL_USM_FAIR_SHARE_H
+
+#include <stdbool.h>
+#include <linux/types.h>
+
+/* A table whose entries are shared out, and where its keys and values say whose. */
+struct usm_share_map {
+	int fd;
+	__u32 table;	   /* fair_share_key.table */
+	__u32 max_entries; /* the table's */
+	__u32 key_size, value_size;
+	__u32 tgid_off; /* the process, a __u32 in the key */
+	__u32 uid_off;	/* the user, a __u32 in the value */
+};
+
+/*
+ * If the counts (the fair_share map's fd) hold a user of t's table, read t: delete the
+ * entries whose process alive() says is gone (how many: *deleted), and set each user's
+ * correction (fair_share_adj's fd) to its entries less its count as the walk began; a
+ * user with none loses both. Nothing is read while only root holds entries (root is
+ * not counted). Returns 0, or a negative errno when a map could not be read (the
+ * corrections are then left as they were).
+ */
+int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *t,
+			 bool (*alive)(__u32 tgid), __u64 *deleted);
+
+#endif /* BPFTEL_USM_FAIR_SHARE_H */
