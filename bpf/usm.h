@@ -89,12 +89,16 @@ struct usm_tls_sess {
 	__s32 fd;	/* -1: not known (no SSL_set_fd seen, or Go's, read from its Conn) */
 	__u8 http1;	/* an HTTP/1 message was emitted on it */
 	__u8 __pad[3];
+	__u32 uid;	/* whose share it is in (lib/fair_share.h) */
 };
+
+#define USM_TLS_FDS_MAX 32768
 
 /* The tables of the USM object whose entries each user but root holds a share of
  * (bpf/lib/fair_share.h): fair_share_key.table. */
 enum usm_share_table {
 	USM_SHARE_H2_CONNS = 0, /* usm_h2_conns: HTTP/2 sessions over TLS */
+	USM_SHARE_TLS_FDS = 1,	/* usm_tls_fds: TLS sessions' sockets and HTTP/1 marks */
 	USM_SHARE__COUNT,
 };
 
@@ -151,6 +155,10 @@ enum usm_counter {
 	USM_CNT_H2_OVER_SHARE = 19, /* TLS calls that would have started an HTTP/2
 				     * session of a user holding its share of
 				     * usm_h2_conns already (lib/fair_share.h) */
+	USM_CNT_TLS_SESS_OVER_SHARE = 20, /* entries of TLS sessions (their socket, their
+					   * HTTP/1 mark) refused in usm_tls_fds, their
+					   * user holding its share: at SSL_set_fd, and at
+					   * each HTTP/1 message of a session kept without */
 	USM_CNT__COUNT,
 };
 

@@ -175,8 +175,7 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 		 * program whose Close is not probed would leave on that connection. */
 		if (bpf_map_lookup_elem(&usm_go_byte, &sess))
 			tlm_map_delete(usm_go_byte, &sess);
-		if (bpf_map_lookup_elem(&usm_tls_fds, &sess))
-			tlm_map_delete(usm_tls_fds, &sess);
+		usm_tls_sess_delete(TLM_ARG, &sess);
 		return 0;
 	}
 	if (n == 1 && !bpf_map_lookup_elem(&usm_h2_conns, &sess)) {

@@ -610,8 +610,7 @@ static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid,
 static __always_inline void usm_h2_session_end(TLM_PARAM, const struct usm_fd_key *key,
 					       __u64 pid_tgid, __u32 source)
 {
-	if (bpf_map_lookup_elem(&usm_tls_fds, key))
-		tlm_map_delete(usm_tls_fds, key);
+	usm_tls_sess_delete(TLM_ARG, key);
 	if (bpf_map_lookup_elem(&usm_h2_midstream, key))
 		tlm_map_delete(usm_h2_midstream, key);
 	usm_h2_forget(TLM_ARG, key->conn, pid_tgid, source);

@@ -35,6 +35,7 @@
 
 #include "uprobe_hits.h"
 #include "usm_go_conn.h"
+#include "fair_share.h"
 
 /*
  * The reads in flight, per thread: what their returns need. In the thread's task
@@ -104,12 +105,43 @@ static __always_inline struct usm_tls_call *usm_tls_slot(TLM_PARAM, bool create)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 32768); /* sessions with an fd, and those that carried HTTP/1 */
+	__uint(max_entries, USM_TLS_FDS_MAX); /* sessions with an fd, and with HTTP/1 */
 	__type(key, struct usm_fd_key);
 	__type(value, struct usm_tls_sess);
 } usm_tls_fds SEC(".maps");
 
 TLM_MAP_KEY(usm_tls_fds);
+
+/* Each user but root holds a quarter of usm_tls_fds at most (lib/fair_share.h): any
+ * user can make sessions without end (SSL_set_fd takes any number), and would evict
+ * the others' live ones, their sockets and HTTP/1 marks. */
+#define USM_TLS_FDS_SHARE (USM_TLS_FDS_MAX / FAIR_SHARE_DIV)
+
+/* A session's first entry: refused, and counted, past its user's share. */
+static __always_inline void usm_tls_sess_insert(TLM_PARAM, const struct usm_fd_key *key,
+						struct usm_tls_sess *init)
+{
+	init->uid = fair_share_uid();
+	if (!fair_share_take(TLM_ARG, USM_SHARE_TLS_FDS, init->uid, USM_TLS_FDS_SHARE)) {
+		usm_count(USM_CNT_TLS_SESS_OVER_SHARE);
+		return;
+	}
+	if (tlm_map_insert(usm_tls_fds, key, init)) /* full, or another CPU's */
+		fair_share_give(USM_SHARE_TLS_FDS, init->uid);
+}
+
+/* A session's entry goes (it ended, or its connection did), its share with it. */
+static __always_inline void usm_tls_sess_delete(TLM_PARAM, const struct usm_fd_key *key)
+{
+	struct usm_tls_sess *s = bpf_map_lookup_elem(&usm_tls_fds, key);
+	__u32 uid;
+
+	if (!s)
+		return;
+	uid = s->uid;
+	if (!tlm_map_delete(usm_tls_fds, key))
+		fair_share_give(USM_SHARE_TLS_FDS, uid);
+}
 
 /* The session's socket: remembered from SSL_set_fd & co., or for Go read from its
  * Conn (lib/usm_go_conn.h). Asked only when something is emitted. */
@@ -139,7 +171,7 @@ static __always_inline __s32 usm_tls_http1_seen(TLM_PARAM, __u64 conn, __u64 pid
 	struct usm_tls_sess init = {.fd = -1, .http1 = 1};
 
 	if (!s)
-		tlm_map_insert(usm_tls_fds, &key, &init);
+		usm_tls_sess_insert(TLM_ARG, &key, &init);
 	else if (!s->http1)
 		s->http1 = 1;
 	if (source == USM_SRC_GO)
@@ -166,9 +198,15 @@ static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64
 					  __u32 source)
 {
 	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
-	struct usm_tls_sess sess = {.fd = (__s32)PT_REGS_PARM2(regs)};
+	struct usm_tls_sess init = {.fd = (__s32)PT_REGS_PARM2(regs)};
+	struct usm_tls_sess *s = bpf_map_lookup_elem(&usm_tls_fds, &key);
 
-	tlm_map_update(usm_tls_fds, &key, &sess, BPF_ANY);
+	if (s) { /* a new connection on the session: no HTTP/1 on it yet; its share stays */
+		s->fd = init.fd;
+		s->http1 = 0;
+	} else {
+		usm_tls_sess_insert(TLM_ARG, &key, &init);
+	}
 	usm_h2_forget(TLM_ARG, key.conn, pid_tgid, source);
 	usm_tls_retry_unmark(TLM_ARG, &key);
 	return 0;
@@ -369,7 +407,7 @@ static __always_inline void usm_tls_recv_commit(TLM_PARAM, __u64 conn, __u64 pid
 
 	s = bpf_map_lookup_elem(&usm_tls_fds, &key);
 	if (!s)
-		tlm_map_insert(usm_tls_fds, &key, &init);
+		usm_tls_sess_insert(TLM_ARG, &key, &init);
 	else if (s->fd < 0)
 		s->fd = fd;
 }

@@ -1644,6 +1644,74 @@ static void test_h2_share_per_user(void **state)
 	as_real_uid(0);
 }
 
+static void set_fd_as(__u64 conn, int fd, __u32 tgid)
+{
+	tls_run_as(USM_TLS_SSL_SET_FD, false, &(struct test_regs){.di = conn, .si = (__u64)fd}, 1,
+		   (__u64)tgid << 32 | tgid);
+	bpftel_rb_capture__drain(&h2cap);
+}
+
+static __s64 fds_share_count(__u32 uid)
+{
+	struct fair_share_key k = {.uid = uid, .table = USM_SHARE_TLS_FDS};
+	__s64 n = -1;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share), &k, &n))
+		return -1;
+	return n;
+}
+
+/*
+ * The sessions' sockets and HTTP/1 marks (usm_tls_fds) are shared out too: a user past
+ * a quarter of the table keeps its new sessions without (counted); a new connection on
+ * a session it keeps takes no more; root and the others are not refused; a session
+ * that ends gives its place back.
+ */
+static void test_tls_sess_share_per_user(void **state)
+{
+	const int share = USM_TLS_FDS_MAX / FAIR_SHARE_DIV;
+	const char *req = "GET / HTTP/1.1\r\n\r\n";
+	struct test_regs w = {.di = SHARE_SSL(share), .si = (uintptr_t)req, .dx = strlen(req),
+			      .sp = TLS_SP};
+	int i;
+
+	(void)state;
+	as_real_uid(SHARE_USER);
+	for (i = 0; i < share; i++)
+		set_fd_as(SHARE_SSL(i), 100 + i % 1000, 4242);
+	assert_int_equal(sess_fd(SHARE_SSL(share - 1), 4242), 100 + (share - 1) % 1000);
+	assert_int_equal(fds_share_count(SHARE_USER), share);
+	assert_int_equal(counter(USM_CNT_TLS_SESS_OVER_SHARE), 0);
+	set_fd_as(SHARE_SSL(share), 7, 4343); /* another process of the user's */
+	assert_int_equal(sess_fd(SHARE_SSL(share), 4343), -2);
+	assert_int_equal(counter(USM_CNT_TLS_SESS_OVER_SHARE), 1);
+	/* Its message is still emitted, without a socket, and no mark is kept either. */
+	tls_run_as(SSL_WRITE, false, &w, 2, (4343ull << 32) | 4343);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->fd, -1);
+	assert_int_equal(counter(USM_CNT_TLS_SESS_OVER_SHARE), 2);
+	/* A new connection on a session kept: in place, no more of the share. */
+	set_fd_as(SHARE_SSL(0), 9, 4242);
+	assert_int_equal(sess_fd(SHARE_SSL(0), 4242), 9);
+	assert_int_equal(fds_share_count(SHARE_USER), share);
+	/* Root's and another user's are kept. */
+	as_real_uid(SHARE_USER + 1);
+	set_fd_as(SHARE_SSL(share + 1), 5, 4242);
+	assert_int_equal(sess_fd(SHARE_SSL(share + 1), 4242), 5);
+	as_real_uid(0);
+	set_fd_as(SHARE_SSL(share + 2), 6, 4242);
+	assert_int_equal(sess_fd(SHARE_SSL(share + 2), 4242), 6);
+	assert_int_equal(counter(USM_CNT_TLS_SESS_OVER_SHARE), 2);
+	/* A session of the user's ends: its place is free again. */
+	as_real_uid(SHARE_USER);
+	ssl_free_as(SHARE_SSL(1), 4242);
+	assert_int_equal(sess_fd(SHARE_SSL(1), 4242), -2);
+	assert_int_equal(fds_share_count(SHARE_USER), share - 1);
+	set_fd_as(SHARE_SSL(share), 7, 4343);
+	assert_int_equal(sess_fd(SHARE_SSL(share), 4343), 7);
+	as_real_uid(0);
+}
+
 static bool tgid_alive(__u32 tgid)
 {
 	return tgid == (__u32)getpid();
@@ -2615,6 +2683,7 @@ int main(void)
 		T(test_h2_midstream_counted_once),
 		T(test_h2_share_per_user),
 		T(test_h2_share_sweep),
+		T(test_tls_sess_share_per_user),
 		T(test_go_write_request),
 		T(test_go_conn_chain),
 		T(test_go_read_paired_by_goroutine),

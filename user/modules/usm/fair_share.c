@@ -56,6 +56,34 @@ static int users_counted(int counts_fd, __u32 table, struct users *u)
 	return 0;
 }
 
+/* Whether each process is alive, asked once a sweep: a table's entries are mostly
+ * those of a few processes. */
+#define ALIVE_SLOTS 1024 /* a power of two */
+
+struct alive_cache {
+	bool (*alive)(__u32 tgid);
+	struct {
+		__u32 tgid; /* 0: free (pid 0 owns no session) */
+		bool alive;
+	} slot[ALIVE_SLOTS];
+};
+
+static bool cached_alive(struct alive_cache *c, __u32 tgid)
+{
+	unsigned int i = (tgid * 2654435761u) & (ALIVE_SLOTS - 1), n;
+
+	for (n = 0; n < 16; n++, i = (i + 1) & (ALIVE_SLOTS - 1)) {
+		if (c->slot[i].tgid == tgid)
+			return c->slot[i].alive;
+		if (!c->slot[i].tgid) {
+			c->slot[i].tgid = tgid;
+			c->slot[i].alive = c->alive(tgid);
+			return c->slot[i].alive;
+		}
+	}
+	return c->alive(tgid); /* a crowded stretch: asked again */
+}
+
 /* Read every entry of t: keys, values and how many. */
 static int read_all(const struct usm_share_map *t, char *keys, char *values, __u32 *n)
 {
@@ -83,6 +111,7 @@ static int read_all(const struct usm_share_map *t, char *keys, char *values, __u
 int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *t,
 			 bool (*alive)(__u32 tgid), __u64 *deleted)
 {
+	struct alive_cache *live = NULL;
 	struct users u = {};
 	struct fair_share_key key = {.table = t->table};
 	struct user_count *c;
@@ -97,13 +126,15 @@ int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *
 		goto out; /* only root's entries, or none: nothing to recount */
 	keys = malloc((size_t)t->max_entries * t->key_size);
 	values = malloc((size_t)t->max_entries * t->value_size);
-	err = keys && values ? read_all(t, keys, values, &n) : -ENOMEM;
+	live = calloc(1, sizeof(*live));
+	err = keys && values && live ? read_all(t, keys, values, &n) : -ENOMEM;
 	if (err)
 		goto out;
+	live->alive = alive;
 	for (i = 0; i < n; i++) {
 		memcpy(&tgid, keys + (size_t)i * t->key_size + t->tgid_off, sizeof(tgid));
 		memcpy(&uid, values + (size_t)i * t->value_size + t->uid_off, sizeof(uid));
-		if (!alive(tgid)) {
+		if (!cached_alive(live, tgid)) {
 			if (!bpf_map_delete_elem(t->fd, keys + (size_t)i * t->key_size))
 				(*deleted)++;
 			continue;
@@ -129,6 +160,7 @@ int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *
 		bpf_map_update_elem(adj_fd, &key, &adj, BPF_ANY);
 	}
 out:
+	free(live);
 	free(keys);
 	free(values);
 	free(u.v);

@@ -41,6 +41,7 @@ struct bpftel_usm {
 	struct usm_h2c *h2c;
 	struct usm_nat_copies *nat; /* plaintext requests seen under two sets of addresses */
 	struct usm_procs *procs;
+	__u64 shares_due_ns; /* the next correction of the users' shares (usm_shares_sweep) */
 	struct usm_series_set *series; /* /metrics' */
 	pthread_mutex_t lock; /* skel, loaded, retired, settings */
 	struct usm *skel;     /* while the module is open */
@@ -69,6 +70,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_H2_RECORDS] = "h2_records", [USM_CNT_TLS_RETRIES] = "tls_write_retries",
 	[USM_CNT_PACKETS_IP6_DEEP] = "packets_ipv6_deep", [USM_CNT_H2_NESTED] = "h2_nested",
 	[USM_CNT_H2_START_REFUSED] = "h2_starts_refused", [USM_CNT_H2_OVER_SHARE] = "h2_over_share",
+	[USM_CNT_TLS_SESS_OVER_SHARE] = "tls_sessions_over_share",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
@@ -730,9 +732,14 @@ static bool proc_alive(__u32 tgid)
 	return kill((pid_t)tgid, 0) == 0 || errno != ESRCH;
 }
 
-/* Users' shares of usm_h2_conns corrected (fair_share.h): nothing is read while only
- * root holds sessions; else one batched read of the map. */
-static void usm_shares_sweep(struct bpftel_usm *u)
+/* Users' shares of usm_h2_conns and usm_tls_fds corrected (fair_share.h), every
+ * USM_SHARES_SWEEP_NS: nothing is read while only root holds sessions; else one
+ * batched read of each map. What it corrects (evictions, processes killed
+ * mid-session) is rare, and a correction can count sessions made during its walk
+ * twice until the next: not every second. */
+#define USM_SHARES_SWEEP_NS (10ull * 1000000000ull)
+
+static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 {
 	struct usm_share_map h2 = {
 		.fd = bpf_map__fd(u->skel->maps.usm_h2_conns),
@@ -743,10 +750,24 @@ static void usm_shares_sweep(struct bpftel_usm *u)
 		.tgid_off = offsetof(struct usm_fd_key, tgid),
 		.uid_off = offsetof(struct usm_h2_state, uid),
 	};
+	struct usm_share_map fds = {
+		.fd = bpf_map__fd(u->skel->maps.usm_tls_fds),
+		.table = USM_SHARE_TLS_FDS,
+		.max_entries = USM_TLS_FDS_MAX,
+		.key_size = sizeof(struct usm_fd_key),
+		.value_size = sizeof(struct usm_tls_sess),
+		.tgid_off = offsetof(struct usm_fd_key, tgid),
+		.uid_off = offsetof(struct usm_tls_sess, uid),
+	};
+	int counts = bpf_map__fd(u->skel->maps.fair_share);
+	int adj = bpf_map__fd(u->skel->maps.fair_share_adj);
 	__u64 deleted = 0;
 
-	usm_fair_share_sweep(bpf_map__fd(u->skel->maps.fair_share),
-			     bpf_map__fd(u->skel->maps.fair_share_adj), &h2, proc_alive, &deleted);
+	if (now < u->shares_due_ns)
+		return;
+	u->shares_due_ns = now + USM_SHARES_SWEEP_NS;
+	usm_fair_share_sweep(counts, adj, &h2, proc_alive, &deleted);
+	usm_fair_share_sweep(counts, adj, &fds, proc_alive, &deleted);
 }
 
 int bpftel_usm__sweep(struct bpftel_usm *u)
@@ -759,7 +780,7 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 	if (u->loaded) {
 		usm_tls_retry_sweep(bpf_map__fd(u->skel->maps.usm_tls_retry),
 				    &u->skel->bss->usm_tls_retry_marks, proc_alive, c.now);
-		usm_shares_sweep(u);
+		usm_shares_sweep(u, c.now);
 	}
 	pthread_mutex_unlock(&u->lock);
 

@@ -293,6 +293,12 @@ static const struct {
 	 "refused, that session not decoded, so that one user cannot evict the others' "
 	 "live sessions.",
 	 USM_CNT_H2_OVER_SHARE},
+	{"bpftel_http_tls_sessions_over_share_total",
+	 "Times the kernel did not keep a TLS session (its socket, to name its connection, "
+	 "and whether it carried HTTP/1) because its user, not root, held a quarter of that "
+	 "table already: at its SSL_set_fd, and at each of its HTTP/1 messages, shown "
+	 "without a connection.",
+	 USM_CNT_TLS_SESS_OVER_SHARE},
 };
 
 /* HTTP/2 sessions and what could not be decoded: bounded labels (fixed reasons); and
