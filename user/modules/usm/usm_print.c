@@ -130,14 +130,19 @@ static void print_http(json_t *resp)
 	       jint(c, "own_exchanges"),
 	       jint(json_object_get(c, "rejected"), "syntax"),
 	       jint(json_object_get(c, "rejected"), "status"));
-	if (jint(c, "tls_connection_unknown") || jint(c, "tls_connection_reused"))
+	if (jint(c, "tls_connection_unknown") || jint(c, "tls_connection_reused")) {
 		printf("TLS messages without a connection %lld (their socket's connect or accept "
-		       "not seen%s), %lld (their fd reused since)\n",
+		       "not seen%s), %lld (their fd reused since)",
 		       jint(c, "tls_connection_unknown"),
 		       json_is_true(json_object_get(resp, "tls_recv_fd"))
 			       ? ""
 			       : "; sessions with their own BIO, curl's: tls_recv_fd = on",
 		       jint(c, "tls_connection_reused"));
+		if (jint(c, "tls_sessions_over_share"))
+			printf("; sessions not kept over a user's share: %lld",
+			       jint(c, "tls_sessions_over_share"));
+		printf("\n");
+	}
 	print_http2(c);
 }
 
