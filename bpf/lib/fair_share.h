@@ -11,32 +11,42 @@
  *
  * So each user but root holds at most a share of such a table (the caller's cap, a
  * quarter by default): past it, the user's new entries are refused and counted, and
- * the others' stay. The count is per (uid, table), the uid the real one of the thread
- * that makes the entry, as the initial user namespace sees it: what an unprivileged
- * user cannot change (a set-user-ID program keeps its caller's), and what a process
- * cannot escape by forking, as a per-process share would let it. Root is not bounded:
- * it can stop the agent anyway.
+ * the others' stay (a table that root and four users at their share fill still
+ * evicts: the share bounds one user, not all of them). The count is per (owner, table),
+ * the owner (fair_share_owner) what an unprivileged user cannot multiply:
+ *  - the real uid of a thread of the initial user namespace (a set-user-ID program
+ *    keeps its caller's; forking does not make another, as a per-process share would);
+ *  - for a thread in a user namespace, the user who made the outermost one above it:
+ *    a user granted a range of uids (/etc/subuid, newuidmap) has one share for all;
+ *  - for one in a namespace root made (a container runtime's: its root takes any uid
+ *    it maps), that namespace's inode number, a share of its own. Inode numbers are
+ *    0xf0000000 and up: a uid there would share with a namespace, nothing more.
+ * Root of the initial namespace is not bounded: it can stop the agent anyway.
  *
  * The count is taken by the entry's maker (fair_share_take) and given back where the
- * entry is deleted (fair_share_give, with the uid the entry keeps). What the LRU evicts,
- * and what a process's end leaves, the programs never see: every sweep, userspace
- * deletes the entries of processes gone, counts what each user holds, and writes what
- * the programs' count was wrong by when its walk began to fair_share_adj
+ * entry is deleted (fair_share_give, with the owner the entry keeps). What the LRU
+ * evicts, and what a process's end leaves, the programs never see: every sweep,
+ * userspace deletes the entries of processes gone, counts what each owner holds, and
+ * writes what the programs' count was wrong by when its walk began to fair_share_adj
  * (user/modules/usm/fair_share.c). It writes a correction, not the count: the
  * programs' count moves during the walk, and a count overwritten would lose what they
- * made meanwhile, letting a user past its share at every sweep. A user's entries are
- * its count plus its correction; between sweeps that is high by what was evicted, and
- * by entries made during a walk that the walk saw too: never low.
+ * made meanwhile, letting an owner past its share at every sweep. An owner's entries
+ * are its count plus its correction. Until the next sweep that is high by what was
+ * evicted and by entries made during the walk that it saw too, and low by entries the
+ * programs deleted during the walk before it reached them: an owner churning entries
+ * through a walk can pass its share by as many, once.
  *
- * Cost: two hash lookups and an atomic add where an entry is made, a lookup where one
- * is deleted; nothing for root's processes. Callers call these only where an entry is
- * new (a session's start), never per call.
+ * Cost: the owner (a few reads, more for a thread in a user namespace), two hash
+ * lookups and an atomic add where an entry is made, a lookup where one is deleted;
+ * only the owner for root's processes. Callers call these only where an entry is new
+ * (a session's start), never per call.
  *
  * Include after telemetry/telemetry.bpf.h.
  */
 #ifndef BPFTEL_LIB_FAIR_SHARE_H
 #define BPFTEL_LIB_FAIR_SHARE_H
 
+#include <bpf/bpf_core_read.h>
 #include "bpf/fair_share_defs.h"
 
 struct {
@@ -60,16 +70,32 @@ struct {
 
 TLM_MAP_KEY(fair_share_adj);
 
-/* The real uid of the current thread, in the initial user namespace. */
-static __always_inline __u32 fair_share_uid(void)
+#define FAIR_SHARE_NS_DEPTH 32 /* user namespaces nest 32 deep at most */
+
+/* Whose share an entry made by the current thread is in (above): 0 for root. */
+static __always_inline __u32 fair_share_owner(void)
 {
-	return (__u32)bpf_get_current_uid_gid();
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct user_namespace *un = BPF_CORE_READ(task, cred, user_ns), *up;
+	__u32 owner;
+	int i;
+
+	if (!un || !BPF_CORE_READ(un, level))
+		return (__u32)bpf_get_current_uid_gid();
+	for (i = 0; i < FAIR_SHARE_NS_DEPTH; i++) {
+		up = BPF_CORE_READ(un, parent);
+		if (!up || !BPF_CORE_READ(up, level))
+			break;
+		un = up;
+	}
+	owner = BPF_CORE_READ(un, owner.val);
+	return owner ? owner : BPF_CORE_READ(un, ns.inum);
 }
 
 /*
- * uid makes an entry of table, whose share per user is cap entries: true when it may
- * (its count taken), false when its user holds its share already, or when no count
- * can be kept for it (the counts' map is full: FAIR_SHARE_KEYS users at once).
+ * Owner uid makes an entry of table, whose share per owner is cap entries: true when
+ * it may (its count taken), false when it holds its share already, or when no count
+ * can be kept for it (the counts' map is full: FAIR_SHARE_KEYS owners at once).
  */
 static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
 {
@@ -98,7 +124,7 @@ static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, _
 	return true;
 }
 
-/* An entry of table that uid made is deleted (or was not made after all). */
+/* An entry of table that owner uid made is deleted (or was not made after all). */
 static __always_inline void fair_share_give(__u32 table, __u32 uid)
 {
 	struct fair_share_key key = {.uid = uid, .table = table};
@@ -108,7 +134,7 @@ static __always_inline void fair_share_give(__u32 table, __u32 uid)
 		return;
 	n = bpf_map_lookup_elem(&fair_share, &key);
 	if (n)
-		__sync_fetch_and_sub(n, 1);
+		__sync_fetch_and_add(n, -1);
 }
 
 #endif /* BPFTEL_LIB_FAIR_SHARE_H */

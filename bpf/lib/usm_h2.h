@@ -414,11 +414,13 @@ static __always_inline void usm_h2_dir_reset(struct usm_h2_dir_state *d, bool pr
 }
 
 /*
- * A record of no bytes, reserved, not built in the per-CPU scratch: a walk this program
- * preempted on this CPU (a preemptible kernel) may be building its record there.
+ * A record of no bytes of session conn, owned by uid, reserved, not built in the per-CPU
+ * scratch: a walk this program preempted on this CPU (a preemptible kernel) may be
+ * building its record there.
  */
 static __always_inline void usm_h2_send_empty(TLM_PARAM, __u64 conn, __u64 pid_tgid, __u32 source,
-					      enum usm_dir dir, __u8 flags, __u64 offset, __u64 len)
+					      enum usm_dir dir, __u8 flags, __u64 offset, __u64 len,
+					      __u32 uid)
 {
 	struct usm_h2_record *r;
 
@@ -439,7 +441,7 @@ static __always_inline void usm_h2_send_empty(TLM_PARAM, __u64 conn, __u64 pid_t
 	r->source = source;
 	r->dir = dir;
 	r->flags = flags;
-	r->uid = fair_share_uid();
+	r->uid = uid;
 	tlm_ringbuf_submit(r, usm_h2_wakeup(USM_H2_RECORD_HDR));
 }
 
@@ -449,14 +451,16 @@ static __always_inline void usm_h2_send_empty(TLM_PARAM, __u64 conn, __u64 pid_t
  * scratch is not its to use), so that userspace stops decoding the session; the
  * direction sends nothing more.
  */
-static __always_inline void usm_h2_nested(TLM_PARAM, struct usm_h2_dir_state *d, __u64 conn,
-					  __u64 len, __u32 source, enum usm_dir dir, __u8 flags,
+static __always_inline void usm_h2_nested(TLM_PARAM, struct usm_h2_state *state, enum usm_dir dir,
+					  __u64 conn, __u64 len, __u32 source, __u8 flags,
 					  __u64 pid_tgid)
 {
+	struct usm_h2_dir_state *d = &state->d[dir & 1];
+
 	d->unframed = 1;
 	usm_count(USM_CNT_H2_NESTED);
 	usm_h2_send_empty(TLM_ARG, conn, pid_tgid, source, dir, flags | USM_H2_F_UNFRAMED, d->offset,
-			  len);
+			  len, state->uid);
 }
 
 /*
@@ -495,7 +499,7 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 			usm_count(USM_CNT_H2_START_REFUSED);
 			return false;
 		}
-		init.uid = fair_share_uid();
+		init.uid = fair_share_owner();
 		if (!fair_share_take(TLM_ARG, USM_SHARE_H2_CONNS, init.uid, USM_H2_CONNS_SHARE)) {
 			usm_h2_over_share(TLM_ARG, &key);
 			return true;
@@ -542,7 +546,7 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	if (!s)
 		return true;
 	if (s->busy) {
-		usm_h2_nested(TLM_ARG, d, conn, len, source, dir, flags, pid_tgid);
+		usm_h2_nested(TLM_ARG, state, dir, conn, len, source, flags, pid_tgid);
 		return true;
 	}
 	s->busy = 1; /* no return until it is cleared */
@@ -601,7 +605,8 @@ static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid,
 	uid = state->uid;
 	if (!tlm_map_delete(usm_h2_conns, &key))
 		fair_share_give(USM_SHARE_H2_CONNS, uid);
-	usm_h2_send_empty(TLM_ARG, conn, pid_tgid, source, USM_DIR_WRITE, USM_H2_F_CLOSED, 0, 0);
+	usm_h2_send_empty(TLM_ARG, conn, pid_tgid, source, USM_DIR_WRITE, USM_H2_F_CLOSED, 0, 0,
+			  uid);
 }
 
 /* A session ended (SSL_free, gnutls_deinit, Go's Close): its socket and HTTP/1 mark

@@ -121,7 +121,7 @@ TLM_MAP_KEY(usm_tls_fds);
 static __always_inline void usm_tls_sess_insert(TLM_PARAM, const struct usm_fd_key *key,
 						struct usm_tls_sess *init)
 {
-	init->uid = fair_share_uid();
+	init->uid = fair_share_owner();
 	if (!fair_share_take(TLM_ARG, USM_SHARE_TLS_FDS, init->uid, USM_TLS_FDS_SHARE)) {
 		usm_count(USM_CNT_TLS_SESS_OVER_SHARE);
 		return;
