@@ -9,12 +9,15 @@ memory (no peer needed), and keeps them: 8 processes 256 each, a quarter of the
 kernel's table (usm_h2_conns: 8192), then one process twice the table. The kernel
 admits the first 2048, that user's share, and refuses the rest, counted exactly
 (h2_over_share, bpftel_http2_starts_over_share_total, the "starts over a user's share"
-of bpftel http). Userspace, whose decoders hold 1024 sessions, keeps 256 of the user's,
-its share there, and counts the others dropped (user_cap), though each process holds
-no more than its own cap. So the live connection's sessions, older than the flood,
+of bpftel http). Userspace, whose decoders hold 1024 sessions, lets the user fill what
+root's leave, more than its share (256) while there is room, then makes room for its
+new sessions with its own (user_cap), though each process holds no more than its own
+cap, not with root's older ones. So the live connection's sessions, older than the flood,
 stay in both, and its next 3 calls are counted on both sides. Without either share the
-flood evicts them (LRU) and those calls are lost. Nothing is left in the kernel after
-the agent stops."""
+flood evicts them (LRU) and those calls are lost. Then two uids of one user namespace
+that root made with 65536 uids mapped (as a container runtime's, or as /etc/subuid
+grants a user) flood a share each: they are one owner, and get one share between them.
+Nothing is left in the kernel after the agent stops."""
 import os
 import shutil
 import subprocess
@@ -36,16 +39,15 @@ HOLDERS = 8                    # processes that take the share between them
 USER_SESSIONS = 1024 // 4      # user/modules/usm/h2_sessions.h USM_H2_SESSIONS_PER_USER
 NOBODY = 65534
 
-# Run as nobody: FLOOD TLS sessions over memory BIOs, each writing an HTTP/2 preface
-# (the handshake cannot finish: no peer; the write's entry probe sees the bytes all the
-# same), all kept until stdin closes.
-FLOOD_CODE = """
-import ssl, sys
+# FLOOD_CODE, run as nobody: argv[1] TLS sessions over memory BIOs, each writing an
+# HTTP/2 preface (the handshake cannot finish: no peer; the write's entry probe sees
+# the bytes all the same), all kept until stdin closes.
+FLOOD_BODY = """
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 ctx.check_hostname = False
 ctx.verify_mode = ssl.CERT_NONE
 held = []
-for _ in range(int(sys.argv[1])):
+for _ in range(int(sys.argv[-1])):
     s = ctx.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO())
     try:
         s.write(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n")
@@ -55,6 +57,28 @@ for _ in range(int(sys.argv[1])):
 print("held", len(held), flush=True)
 sys.stdin.read()
 """
+FLOOD_CODE = "import ssl, sys\n" + FLOOD_BODY
+
+# NS_FLOOD_CODE, run as root: enter a user namespace (argv[1] "new": a new one, whose
+# maps the test writes; else the path of one to join), say so, wait for a line, become
+# uid argv[2] there, then flood as FLOOD_CODE with argv[3] sessions.
+NS_FLOOD_CODE = """
+import ctypes, os, ssl, sys
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWUSER = 0x10000000
+if sys.argv[1] == "new":
+    r = libc.unshare(CLONE_NEWUSER)
+else:
+    r = libc.setns(os.open(sys.argv[1], os.O_RDONLY), CLONE_NEWUSER)
+if r:
+    raise SystemExit("cannot enter a user namespace: " + os.strerror(ctypes.get_errno()))
+print("in", flush=True)
+sys.stdin.readline()
+uid = int(sys.argv[2])
+os.setresgid(uid, uid, uid)
+os.setresuid(uid, uid, uid)
+""" + FLOOD_BODY
+NS_BASE = 100000  # the namespace's uid 0, outside
 
 
 def main():
@@ -127,11 +151,13 @@ def main():
         # At most its share: a sweep that corrects the count while sessions start may
         # count some twice until the next one (refused early), never fewer.
         check(0 < admitted <= SHARE, f"nobody's sessions within its share: {admitted} <= {SHARE}")
+        # Userspace's decoders (1024): nobody fills what root's two leave, then makes
+        # room with its own, holding more than its share (256).
         dropped = h2["dropped"]
-        check(dropped["user_cap"] == max(0, admitted - USER_SESSIONS) and
+        check(dropped["user_cap"] == admitted - (USER_SESSIONS * 4 - 2) and
               dropped["process_cap"] == 0 and dropped["evicted"] == 0,
-              f"userspace kept {USER_SESSIONS} of nobody's sessions, dropped the others by "
-              f"user: {dropped}")
+              f"userspace kept {USER_SESSIONS * 4 - 2} of nobody's sessions, then made room "
+              f"with nobody's own: {dropped}")
         text = agent.cli("http").stdout
         check(f"starts over a user's share {over}" in text,
               "bpftel http shows the starts refused")
@@ -143,6 +169,43 @@ def main():
         for p in floods:
             p.stdin.close()
             check(p.wait(timeout=60) == 0, "the flood ended")
+
+        # A user namespace root made, mapping 65536 uids (as a container runtime's, or
+        # the range /etc/subuid grants a user): two of its uids are one owner, one share.
+        wait_for(lambda: agent.json("http")["counters"]["http2"]["live"] == 2, 60,
+                 "nobody's sessions seen closed")
+        before = agent.json("http")["counters"]
+        first = subprocess.Popen([SYS_PYTHON, "-c", NS_FLOOD_CODE, "new", "1", str(SHARE)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 cwd="/")
+        procs.append(first)
+        check(first.stdout.readline().strip() == "in", "a process in a new user namespace")
+        with open(f"/proc/{first.pid}/uid_map", "w") as f:
+            f.write(f"0 {NS_BASE} 65536\n")
+        with open(f"/proc/{first.pid}/gid_map", "w") as f:
+            f.write(f"0 {NS_BASE} 65536\n")
+        second = subprocess.Popen([SYS_PYTHON, "-c", NS_FLOOD_CODE, f"/proc/{first.pid}/ns/user",
+                                   "2", str(SHARE)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, cwd="/")
+        procs.append(second)
+        check(second.stdout.readline().strip() == "in", "another process joins it")
+        for p in (first, second):
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            got = p.stdout.readline().split()
+            check(got == ["held", str(SHARE)], f"uid {NS_BASE + (p is second) + 1} of the "
+                  f"namespace holds {SHARE} session starts")
+        wait_for(lambda: usm_settled(agent), 60, "USM's userspace to take every record")
+        after = agent.json("http")["counters"]
+        ns_over = after["h2_over_share"] - before["h2_over_share"]
+        ns_admitted = after["http2"]["sessions"] - before["http2"]["sessions"]
+        print(f"the namespace's starts: {2 * SHARE}, admitted {ns_admitted}, refused {ns_over}")
+        check(ns_admitted + ns_over == 2 * SHARE and 0 < ns_admitted <= SHARE,
+              f"two uids of one namespace share one share: {ns_admitted} admitted of "
+              f"{2 * SHARE}, {ns_over} refused")
+        for p in (first, second):
+            p.stdin.close()
+            check(p.wait(timeout=60) == 0, "the namespace's flood ended")
     finally:
         for p in procs:
             if p.poll() is None:

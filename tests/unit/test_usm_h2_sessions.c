@@ -825,14 +825,16 @@ static void test_evicted(void **state)
 }
 
 /* A user (not root) whose processes open sessions without end, each under its own
- * cap, makes room with its own past the user's (user_cap): root's session, older than
- * all of them, stays and decodes; root's processes are not capped by user. */
+ * cap, holds more than its share while there is room; once the table is full, it
+ * makes room with its own (user_cap): root's session, older than all of them, stays
+ * and decodes. Root's new sessions then take the user's least recently used while it
+ * holds more than its share, and only then the least recently used of all. */
 static void test_user_cap(void **state)
 {
 	struct t *t = *state;
 	static struct usm_h2_record r;
 	struct h2b_buf b = {0};
-	int i, procs = 8;
+	int i, procs = 8, users;
 
 	client_start(&b, t, 1, "/root"); /* root's (uid 0), the oldest session */
 	t->conn = 0x700000;
@@ -845,10 +847,12 @@ static void test_user_cap(void **state)
 		r.conn = 0x1000 + (uint64_t)i * 64;
 		r.ktime_ns = 10 + (uint64_t)i;
 		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+		if (i == USM_H2_SESSIONS_MAX - 2) /* the table just full: none dropped yet */
+			assert_int_equal(stats(t).dropped[USM_H2_DROP_USER_CAP], 0);
 	}
-	assert_int_equal(stats(t).live, USM_H2_SESSIONS_PER_USER + 1);
-	assert_int_equal(stats(t).dropped[USM_H2_DROP_USER_CAP],
-			 2 * USM_H2_SESSIONS_MAX - USM_H2_SESSIONS_PER_USER);
+	users = USM_H2_SESSIONS_MAX - 1;
+	assert_int_equal(stats(t).live, USM_H2_SESSIONS_MAX);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_USER_CAP], 2 * USM_H2_SESSIONS_MAX - users);
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_PROCESS_CAP], 0);
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 0);
 	/* Root's session still decodes its next request. */
@@ -856,16 +860,53 @@ static void test_user_cap(void **state)
 	send_rec(t, USM_DIR_WRITE, 0, &b, 5000);
 	h2b_free(&b);
 	assert_string_equal(t->msg[t->n - 1].msg.path, "/next");
-	/* Root's processes fill the rest of the table, past a quarter: not capped by user. */
+	/* Root's new sessions take the user's, down to its share, then the oldest. */
 	r.uid = 0;
-	for (i = 0; i < USM_H2_SESSIONS_MAX - USM_H2_SESSIONS_PER_USER - 1; i++) {
+	for (i = 0; i < users - USM_H2_SESSIONS_PER_USER + 1; i++) {
 		r.pid = PID + 100 + (uint32_t)(i % procs);
 		r.conn = 0x100000 + (uint64_t)i * 64;
 		r.ktime_ns = 6000 + (uint64_t)i;
 		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
 	}
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_USER_CAP],
+			 2 * USM_H2_SESSIONS_MAX - USM_H2_SESSIONS_PER_USER);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 1);
 	assert_int_equal(stats(t).live, USM_H2_SESSIONS_MAX);
+}
+
+/* A full table, a user at exactly its share: its next session makes room with its
+ * own, not with root's older ones. */
+static void test_user_at_share(void **state)
+{
+	struct t *t = *state;
+	static struct usm_h2_record r;
+	int i;
+
+	preface_record(&r);
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
+		bool user = i >= USM_H2_SESSIONS_MAX - USM_H2_SESSIONS_PER_USER;
+
+		r.uid = user ? 1000 : 0;
+		r.pid = PID + (user ? 50 : 0) + (uint32_t)(i % 8);
+		r.conn = 0x1000 + (uint64_t)i * 64;
+		r.ktime_ns = 10 + (uint64_t)i;
+		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	}
+	r.uid = 1000;
+	r.pid = PID + 50;
+	r.conn = 0x900000;
+	r.ktime_ns = 5000;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_USER_CAP], 1);
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 0);
+	/* Root's oldest is still there: a record of it is not an unknown session's. */
+	r.uid = 0;
+	r.pid = PID;
+	r.conn = 0x1000;
+	r.flags = 0;
+	r.offset = 24;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 0);
 }
 
 /* A process that opens sessions without end makes room with its own: past its cap
@@ -1067,6 +1108,7 @@ int main(void)
 		T(test_evicted),
 		T(test_process_cap),
 		T(test_user_cap),
+		T(test_user_at_share),
 		T(test_reclaimed_when_full),
 		T(test_memory_reclaims_idle),
 		T(test_threads),

@@ -19,14 +19,19 @@ struct users {
 	size_t n;
 };
 
+static int by_uid(const void *a, const void *b)
+{
+	__u32 x = ((const struct user_count *)a)->uid, y = ((const struct user_count *)b)->uid;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The users are sorted once read: each entry of a table looks its owner up. */
 static struct user_count *user_of(struct users *u, __u32 uid)
 {
-	size_t i;
+	struct user_count k = {.uid = uid};
 
-	for (i = 0; i < u->n; i++)
-		if (u->v[i].uid == uid)
-			return &u->v[i];
-	return NULL;
+	return bsearch(&k, u->v, u->n, sizeof(*u->v), by_uid);
 }
 
 /* The users with a count of table, and their counts. */
@@ -46,7 +51,7 @@ static int users_counted(int counts_fd, __u32 table, struct users *u)
 			return errno == ENOENT ? 0 : -errno;
 		key = next;
 		prev = &key;
-		if (key.table != table || user_of(u, key.uid))
+		if (key.table != table)
 			continue;
 		c = &u->v[u->n];
 		c->uid = key.uid;
@@ -54,6 +59,18 @@ static int users_counted(int counts_fd, __u32 table, struct users *u)
 			u->n++;
 	}
 	return 0;
+}
+
+/* Sorted, and a user seen twice (a walk that started over) kept once. */
+static void users_sort(struct users *u)
+{
+	size_t i, n = 0;
+
+	qsort(u->v, u->n, sizeof(*u->v), by_uid);
+	for (i = 0; i < u->n; i++)
+		if (!n || u->v[n - 1].uid != u->v[i].uid)
+			u->v[n++] = u->v[i];
+	u->n = n;
 }
 
 /* Whether each process is alive, asked once a sweep: a table's entries are mostly
@@ -123,7 +140,8 @@ int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *
 
 	err = users_counted(counts_fd, t->table, &u);
 	if (err || !u.n)
-		goto out; /* only root's entries, or none: nothing to recount */
+		goto out; /* no owner but root has a count: nothing to correct */
+	users_sort(&u);
 	keys = malloc((size_t)t->max_entries * t->key_size);
 	values = malloc((size_t)t->max_entries * t->value_size);
 	live = calloc(1, sizeof(*live));
@@ -139,7 +157,7 @@ int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *
 				(*deleted)++;
 			continue;
 		}
-		/* A user whose count was made after it was read: the next sweep's. */
+		/* An owner whose count was made after they were read: the next sweep's. */
 		c = uid ? user_of(&u, uid) : NULL;
 		if (c)
 			c->held++;

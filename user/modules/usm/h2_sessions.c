@@ -11,13 +11,20 @@
 #include "h2_sessions.h"
 
 #define NBUCKETS 2048 /* a power of two, twice USM_H2_SESSIONS_MAX */
+#define OWNER_SLOTS (2 * USM_H2_SESSIONS_MAX) /* a power of two */
+
+/* Sessions per owner (not root: 0 marks a free slot), counted by hog_lru(). */
+struct owner_count {
+	uint32_t uid, n;
+};
 
 struct h2s {
 	bool used;
 	uint8_t source;
 	uint8_t c2s; /* enum usm_dir of the client's bytes, as the process sees them */
 	uint32_t pid;
-	uint32_t uid; /* the session's user, from its start (struct usm_h2_record) */
+	uint32_t uid; /* the session's owner, from its start (struct usm_h2_record) */
+	uint32_t owner_slot; /* hog_lru()'s scratch */
 	uint64_t conn;
 	int next;		 /* in its bucket, -1 ends */
 	struct usm_h2_conn *dec; /* NULL once undecodable or dropped */
@@ -36,6 +43,7 @@ struct usm_h2_sessions {
 	int bucket[NBUCKETS];
 	int free_head; /* unused entries, chained through next */
 	struct h2s e[USM_H2_SESSIONS_MAX];
+	struct owner_count owners[OWNER_SLOTS]; /* hog_lru()'s scratch */
 	struct usm_h2_sessions_stats st;
 	size_t mem_budget; /* USM_H2_SESSIONS_MEM; tests lower it */
 };
@@ -215,8 +223,41 @@ static int lru(struct usm_h2_sessions *s, const struct h2s *keep, uint64_t now_n
 	return oldest;
 }
 
-/* A new entry of r's at now_ns; the least recently used goes when the table is full,
- * the process's own or its user's when they hold their share. */
+/* The least recently used session of an owner (not root) holding more than
+ * USM_H2_SESSIONS_PER_USER: an index, or -1 when none does. Owners are counted in an
+ * open-addressing table twice the sessions' size: one pass to count, one to pick. */
+static int hog_lru(struct usm_h2_sessions *s)
+{
+	struct owner_count *slot = s->owners;
+	unsigned int h;
+	int i, oldest = -1;
+
+	memset(s->owners, 0, sizeof(s->owners));
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
+		if (!s->e[i].used || !s->e[i].uid)
+			continue;
+		for (h = (s->e[i].uid * 2654435761u) & (OWNER_SLOTS - 1);
+		     slot[h].uid && slot[h].uid != s->e[i].uid; h = (h + 1) & (OWNER_SLOTS - 1))
+			;
+		slot[h].uid = s->e[i].uid;
+		s->e[i].owner_slot = h;
+		slot[h].n++;
+	}
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
+		const struct h2s *e = &s->e[i];
+
+		if (!e->used || !e->uid || slot[e->owner_slot].n <= USM_H2_SESSIONS_PER_USER)
+			continue;
+		if (oldest < 0 || e->last_ns < s->e[oldest].last_ns)
+			oldest = i;
+	}
+	return oldest;
+}
+
+/* A new entry of r's at now_ns. A process at its cap makes room with its own. When the
+ * table is full, its owner (not root) makes room with its own when it holds its share,
+ * else the least recently used of an owner over its share goes, else the least
+ * recently used: while there is room, an owner may hold more than its share. */
 static struct h2s *create(struct usm_h2_sessions *s, const struct usm_h2_record *r,
 			  uint64_t now_ns, struct feed_ctx *f)
 {
@@ -226,9 +267,13 @@ static struct h2s *create(struct usm_h2_sessions *s, const struct usm_h2_record 
 
 	if (of_owner(s, r->pid, false, &i) >= USM_H2_SESSIONS_PER_PROC)
 		make_room(s, &s->e[i], now_ns, USM_H2_DROP_PROCESS_CAP, f);
+	else if (s->free_head >= 0)
+		;
 	else if (r->uid && of_owner(s, r->uid, true, &i) >= USM_H2_SESSIONS_PER_USER)
 		make_room(s, &s->e[i], now_ns, USM_H2_DROP_USER_CAP, f);
-	else if (s->free_head < 0)
+	else if ((i = hog_lru(s)) >= 0)
+		make_room(s, &s->e[i], now_ns, USM_H2_DROP_USER_CAP, f);
+	else
 		make_room(s, &s->e[lru(s, NULL, now_ns, false)], now_ns, USM_H2_DROP_EVICTED, f);
 	i = s->free_head;
 	e = &s->e[i];

@@ -16,8 +16,8 @@
  * connection may sit idle for hours, and its next request decodes only with every
  * header block since its start. Room is made when needed: for a new session beyond
  * USM_H2_SESSIONS_MAX the least recently used goes (the process's own least recently
- * used when it holds USM_H2_SESSIONS_PER_PROC, its user's when that user, not root,
- * holds USM_H2_SESSIONS_PER_USER), and a session that takes the
+ * used when it holds USM_H2_SESSIONS_PER_PROC; of an owner, not root, holding more
+ * than USM_H2_SESSIONS_PER_USER before anyone's), and a session that takes the
  * decoders over USM_H2_SESSIONS_MEM first frees the least recently used of those idle
  * for USM_H2_SESSION_IDLE_NS, or is dropped itself if that is not enough. A session
  * idle that long when it goes is counted as reclaimed (most are connections closed
@@ -44,9 +44,10 @@
  * sessions without end (a local user's, on memory BIOs) makes room with its own, not
  * with every other process's. */
 #define USM_H2_SESSIONS_PER_PROC (USM_H2_SESSIONS_MAX / 4)
-/* One user's sessions at most, root's aside: as many, so that a user cannot get round
- * its processes' share by forking (the kernel shares its own table out by user too:
- * bpf/lib/fair_share.h). */
+/* One owner's share (a user's, bpf/lib/fair_share.h; root has none): when the table is
+ * full, an owner holding this many makes room with its own, and one holding more is
+ * made room from before anyone else, so that a user cannot get round its processes'
+ * share by forking. While there is room, an owner may hold more. */
 #define USM_H2_SESSIONS_PER_USER (USM_H2_SESSIONS_MAX / 4)
 #define USM_H2_SESSION_IDLE_NS (600ull * 1000000000ull)
 
@@ -63,8 +64,9 @@ enum usm_h2_drop {
 				  * session's records out of order */
 	USM_H2_DROP_PROCESS_CAP, /* the process's least recently used, for its new session:
 				  * it held USM_H2_SESSIONS_PER_PROC */
-	USM_H2_DROP_USER_CAP,	 /* the user's least recently used, for its new session: its
-				  * processes held USM_H2_SESSIONS_PER_USER (root: no cap) */
+	USM_H2_DROP_USER_CAP,	 /* the table full, the least recently used of an owner at
+				  * or over USM_H2_SESSIONS_PER_USER: for its own new
+				  * session, or another's (root: no share) */
 	USM_H2_DROP__COUNT,
 };
 

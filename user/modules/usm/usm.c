@@ -42,6 +42,7 @@ struct bpftel_usm {
 	struct usm_nat_copies *nat; /* plaintext requests seen under two sets of addresses */
 	struct usm_procs *procs;
 	__u64 shares_due_ns; /* the next correction of the users' shares (usm_shares_sweep) */
+	bool shares_warned;  /* a correction failed, and the log said so */
 	struct usm_series_set *series; /* /metrics' */
 	pthread_mutex_t lock; /* skel, loaded, retired, settings */
 	struct usm *skel;     /* while the module is open */
@@ -762,12 +763,21 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 	int counts = bpf_map__fd(u->skel->maps.fair_share);
 	int adj = bpf_map__fd(u->skel->maps.fair_share_adj);
 	__u64 deleted = 0;
+	int err;
 
 	if (now < u->shares_due_ns)
 		return;
 	u->shares_due_ns = now + USM_SHARES_SWEEP_NS;
-	usm_fair_share_sweep(counts, adj, &h2, proc_alive, &deleted);
-	usm_fair_share_sweep(counts, adj, &fds, proc_alive, &deleted);
+	err = usm_fair_share_sweep(counts, adj, &h2, proc_alive, &deleted);
+	if (!err)
+		err = usm_fair_share_sweep(counts, adj, &fds, proc_alive, &deleted);
+	/* Said once: the shares then stay as the programs count them, high by what the
+	 * LRU evicts, until a sweep works again. */
+	if (err && !u->shares_warned) {
+		pr_warn("usm: cannot correct the users' shares of the session tables: %s",
+			strerror(-err));
+		u->shares_warned = true;
+	}
 }
 
 int bpftel_usm__sweep(struct bpftel_usm *u)

@@ -288,16 +288,17 @@ static const struct {
 	 "as the start of an HTTP/2 session; the session stays HTTP/1.",
 	 USM_CNT_H2_START_REFUSED},
 	{"bpftel_http2_starts_over_share_total",
-	 "TLS calls that would have started an HTTP/2 session of a user other than root "
-	 "whose sessions already fill its share of the kernel's session table (a quarter): "
-	 "refused, that session not decoded, so that one user cannot evict the others' "
-	 "live sessions.",
+	 "TLS calls that would have started an HTTP/2 session (a preface or a SETTINGS "
+	 "frame) of an owner (a user, not root) whose sessions already fill its share of "
+	 "the kernel's session table (a quarter): refused, that session not decoded, so "
+	 "that one user cannot evict the others' live sessions.",
 	 USM_CNT_H2_OVER_SHARE},
 	{"bpftel_http_tls_sessions_over_share_total",
 	 "Times the kernel did not keep a TLS session (its socket, to name its connection, "
-	 "and whether it carried HTTP/1) because its user, not root, held a quarter of that "
-	 "table already: at its SSL_set_fd, and at each of its HTTP/1 messages, shown "
-	 "without a connection.",
+	 "and whether it carried HTTP/1) because its owner (a user, not root) held a quarter "
+	 "of that table already: at its SSL_set_fd, at each of its HTTP/1 messages, and "
+	 "with tls_recv_fd on at each read that names its socket. Its messages have no "
+	 "connection (Go's keep theirs).",
 	 USM_CNT_TLS_SESS_OVER_SHARE},
 };
 
