@@ -13,15 +13,15 @@
  * quarter by default): past it, the user's new entries are refused and counted, and
  * the others' stay (a table that root and four users at their share fill still
  * evicts: the share bounds one user, not all of them). The count is per (owner, table),
- * the owner (fair_share_owner) what an unprivileged user cannot multiply:
- *  - the real uid of a thread of the initial user namespace (a set-user-ID program
- *    keeps its caller's; forking does not make another, as a per-process share would);
- *  - for a thread in a user namespace, the user who made the outermost one above it:
- *    a user granted a range of uids (/etc/subuid, newuidmap) has one share for all;
- *  - for one in a namespace root made (a container runtime's: its root takes any uid
- *    it maps), that namespace's inode number, a share of its own. Inode numbers are
- *    0xf0000000 and up: a uid there would share with a namespace, nothing more.
- * Root of the initial namespace is not bounded: it can stop the agent anyway.
+ * the owner the real uid of the thread that makes the entry, as the initial user
+ * namespace sees it: a set-user-ID program keeps its caller's, and forking does not
+ * make another, as a per-process share would. Root is not bounded: it can stop the
+ * agent anyway. Not covered: a user granted a range of uids (/etc/subuid, with
+ * newuidmap installed) gets a share per uid of it, and a user namespace a container
+ * runtime made, one per uid it maps. Its owner (the user that made the outermost
+ * namespace) is a walk of kernel structures, cred and user_namespace, whose layout
+ * this object cannot read without CO-RE, which it is built without (a module's start
+ * would parse the kernel's BTF again: tests/unit/test_core_free.c).
  *
  * The count is taken by the entry's maker (fair_share_take) and given back where the
  * entry is deleted (fair_share_give, with the owner the entry keeps). What the LRU
@@ -36,9 +36,8 @@
  * programs deleted during the walk before it reached them: an owner churning entries
  * through a walk can pass its share by as many, once.
  *
- * Cost: the owner (a few reads, more for a thread in a user namespace), two hash
- * lookups and an atomic add where an entry is made, a lookup where one is deleted;
- * only the owner for root's processes. Callers call these only where an entry is new
+ * Cost: two hash lookups and an atomic add where an entry is made, a lookup where one
+ * is deleted; nothing for root's processes. Callers call these only where an entry is new
  * (a session's start), never per call.
  *
  * Include after telemetry/telemetry.bpf.h.
@@ -46,7 +45,6 @@
 #ifndef BPFTEL_LIB_FAIR_SHARE_H
 #define BPFTEL_LIB_FAIR_SHARE_H
 
-#include <bpf/bpf_core_read.h>
 #include "bpf/fair_share_defs.h"
 
 struct {
@@ -70,26 +68,10 @@ struct {
 
 TLM_MAP_KEY(fair_share_adj);
 
-#define FAIR_SHARE_NS_DEPTH 32 /* user namespaces nest 32 deep at most */
-
 /* Whose share an entry made by the current thread is in (above): 0 for root. */
 static __always_inline __u32 fair_share_owner(void)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct user_namespace *un = BPF_CORE_READ(task, cred, user_ns), *up;
-	__u32 owner;
-	int i;
-
-	if (!un || !BPF_CORE_READ(un, level))
-		return (__u32)bpf_get_current_uid_gid();
-	for (i = 0; i < FAIR_SHARE_NS_DEPTH; i++) {
-		up = BPF_CORE_READ(un, parent);
-		if (!up || !BPF_CORE_READ(up, level))
-			break;
-		un = up;
-	}
-	owner = BPF_CORE_READ(un, owner.val);
-	return owner ? owner : BPF_CORE_READ(un, ns.inum);
+	return (__u32)bpf_get_current_uid_gid();
 }
 
 /*

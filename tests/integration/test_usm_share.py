@@ -14,10 +14,8 @@ root's leave, more than its share (256) while there is room, then makes room for
 new sessions with its own (user_cap), though each process holds no more than its own
 cap, not with root's older ones. So the live connection's sessions, older than the flood,
 stay in both, and its next 3 calls are counted on both sides. Without either share the
-flood evicts them (LRU) and those calls are lost. Then two uids of one user namespace
-that root made with 65536 uids mapped (as a container runtime's, or as /etc/subuid
-grants a user) flood a share each: they are one owner, and get one share between them.
-Nothing is left in the kernel after the agent stops."""
+flood evicts them (LRU) and those calls are lost. Nothing is left in the kernel after
+the agent stops."""
 import os
 import shutil
 import subprocess
@@ -58,27 +56,6 @@ print("held", len(held), flush=True)
 sys.stdin.read()
 """
 FLOOD_CODE = "import ssl, sys\n" + FLOOD_BODY
-
-# NS_FLOOD_CODE, run as root: enter a user namespace (argv[1] "new": a new one, whose
-# maps the test writes; else the path of one to join), say so, wait for a line, become
-# uid argv[2] there, then flood as FLOOD_CODE with argv[3] sessions.
-NS_FLOOD_CODE = """
-import ctypes, os, ssl, sys
-libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWUSER = 0x10000000
-if sys.argv[1] == "new":
-    r = libc.unshare(CLONE_NEWUSER)
-else:
-    r = libc.setns(os.open(sys.argv[1], os.O_RDONLY), CLONE_NEWUSER)
-if r:
-    raise SystemExit("cannot enter a user namespace: " + os.strerror(ctypes.get_errno()))
-print("in", flush=True)
-sys.stdin.readline()
-uid = int(sys.argv[2])
-os.setresgid(uid, uid, uid)
-os.setresuid(uid, uid, uid)
-""" + FLOOD_BODY
-NS_BASE = 100000  # the namespace's uid 0, outside
 
 
 def main():
@@ -170,42 +147,6 @@ def main():
             p.stdin.close()
             check(p.wait(timeout=60) == 0, "the flood ended")
 
-        # A user namespace root made, mapping 65536 uids (as a container runtime's, or
-        # the range /etc/subuid grants a user): two of its uids are one owner, one share.
-        wait_for(lambda: agent.json("http")["counters"]["http2"]["live"] == 2, 60,
-                 "nobody's sessions seen closed")
-        before = agent.json("http")["counters"]
-        first = subprocess.Popen([SYS_PYTHON, "-c", NS_FLOOD_CODE, "new", "1", str(SHARE)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                 cwd="/")
-        procs.append(first)
-        check(first.stdout.readline().strip() == "in", "a process in a new user namespace")
-        with open(f"/proc/{first.pid}/uid_map", "w") as f:
-            f.write(f"0 {NS_BASE} 65536\n")
-        with open(f"/proc/{first.pid}/gid_map", "w") as f:
-            f.write(f"0 {NS_BASE} 65536\n")
-        second = subprocess.Popen([SYS_PYTHON, "-c", NS_FLOOD_CODE, f"/proc/{first.pid}/ns/user",
-                                   "2", str(SHARE)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, cwd="/")
-        procs.append(second)
-        check(second.stdout.readline().strip() == "in", "another process joins it")
-        for p in (first, second):
-            p.stdin.write("go\n")
-            p.stdin.flush()
-            got = p.stdout.readline().split()
-            check(got == ["held", str(SHARE)], f"uid {NS_BASE + (p is second) + 1} of the "
-                  f"namespace holds {SHARE} session starts")
-        wait_for(lambda: usm_settled(agent), 60, "USM's userspace to take every record")
-        after = agent.json("http")["counters"]
-        ns_over = after["h2_over_share"] - before["h2_over_share"]
-        ns_admitted = after["http2"]["sessions"] - before["http2"]["sessions"]
-        print(f"the namespace's starts: {2 * SHARE}, admitted {ns_admitted}, refused {ns_over}")
-        check(ns_admitted + ns_over == 2 * SHARE and 0 < ns_admitted <= SHARE,
-              f"two uids of one namespace share one share: {ns_admitted} admitted of "
-              f"{2 * SHARE}, {ns_over} refused")
-        for p in (first, second):
-            p.stdin.close()
-            check(p.wait(timeout=60) == 0, "the namespace's flood ended")
     finally:
         for p in procs:
             if p.poll() is None:
