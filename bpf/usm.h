@@ -99,6 +99,7 @@ struct usm_tls_sess {
 enum usm_share_table {
 	USM_SHARE_H2_CONNS = 0, /* usm_h2_conns: HTTP/2 sessions over TLS */
 	USM_SHARE_TLS_FDS = 1,	/* usm_tls_fds: TLS sessions' sockets and HTTP/1 marks */
+	USM_SHARE_TLS_RETRY = 2, /* usm_tls_retry: OpenSSL writes to be retried */
 	USM_SHARE__COUNT,
 };
 
@@ -118,6 +119,14 @@ struct usm_h2_dir_state {
 struct usm_h2_state {
 	struct usm_h2_dir_state d[2]; /* by enum usm_dir */
 	__u32 uid; /* whose share it is in (lib/fair_share.h) */
+	__u32 __pad;
+};
+
+/* usm_tls_retry's value (lib/usm_tls_retry.h), by struct usm_fd_key. */
+struct usm_tls_retry_mark {
+	__u64 buf, len; /* the write that failed */
+	__u64 at_ns;	/* when SSL_get_error said so (userspace ages marks out) */
+	__u32 uid;	/* whose share it is in (lib/fair_share.h) */
 	__u32 __pad;
 };
 
@@ -159,6 +168,9 @@ enum usm_counter {
 					   * HTTP/1 mark) refused in usm_tls_fds, their
 					   * user holding its share: at SSL_set_fd, and at
 					   * each HTTP/1 message of a session kept without */
+	USM_CNT_TLS_RETRY_OVER_SHARE = 21, /* failed writes not marked to be retried
+					    * (usm_tls_retry): their owner held its share of
+					    * the marks; a retry of them is a new message */
 	USM_CNT__COUNT,
 };
 

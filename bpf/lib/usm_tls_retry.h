@@ -46,11 +46,6 @@
 #ifndef BPFTEL_LIB_USM_TLS_RETRY_H
 #define BPFTEL_LIB_USM_TLS_RETRY_H
 
-struct usm_tls_retry_mark {
-	__u64 buf, len; /* the write that failed */
-	__u64 at_ns;	/* when SSL_get_error said so (userspace ages marks out) */
-};
-
 struct usm_tls_write {
 	__u64 pid_tgid; /* 0: the slot's thread made a read since */
 	__u64 conn, buf, len;
@@ -74,6 +69,11 @@ struct {
 
 TLM_MAP_KEY(usm_tls_retry);
 
+/* Each owner but root holds a quarter of the marks at most (lib/fair_share.h): a
+ * user's sessions over memory fail every write, and would fill the map, so that
+ * another process's retry, not marked, would be a second message. */
+#define USM_TLS_RETRY_SHARE (USM_TLS_RETRY_MAX / FAIR_SHARE_DIV)
+
 /* How many marks usm_tls_retry holds (inserted, less deleted, also by userspace: those
  * of processes gone, and those older than USM_TLS_RETRY_MAX_AGE_NS, whose write was not
  * retried or whose failure was not a write's): a write looks its session up there only
@@ -96,13 +96,28 @@ static __always_inline void usm_tls_last_write_clear(__u64 pid_tgid)
 		lw->pid_tgid = 0;
 }
 
+/* The mark m of session key is taken away: the marks' count and its owner's share. */
+static __always_inline void usm_tls_retry_delete(TLM_PARAM, const struct usm_fd_key *key,
+						 struct usm_tls_retry_mark *m)
+{
+	__u32 uid = m->uid;
+
+	if (tlm_map_delete(usm_tls_retry, key))
+		return; /* taken meanwhile, and counted by whoever took it */
+	__sync_fetch_and_sub(&usm_tls_retry_marks, 1);
+	fair_share_give(USM_SHARE_TLS_RETRY, uid);
+}
+
 /* The session's mark goes, if it has one. */
 static __always_inline void usm_tls_retry_unmark(TLM_PARAM, const struct usm_fd_key *key)
 {
-	if (!usm_tls_retry_marks || !bpf_map_lookup_elem(&usm_tls_retry, key))
+	struct usm_tls_retry_mark *m;
+
+	if (!usm_tls_retry_marks)
 		return;
-	if (!tlm_map_delete(usm_tls_retry, key))
-		__sync_fetch_and_sub(&usm_tls_retry_marks, 1);
+	m = bpf_map_lookup_elem(&usm_tls_retry, key);
+	if (m)
+		usm_tls_retry_delete(TLM_ARG, key, m);
 }
 
 /*
@@ -130,8 +145,7 @@ static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 b
 	if (!m)
 		return false;
 	retry = m->buf == buf && m->len == len;
-	if (!tlm_map_delete(usm_tls_retry, &key))
-		__sync_fetch_and_sub(&usm_tls_retry_marks, 1);
+	usm_tls_retry_delete(TLM_ARG, &key, m);
 	if (retry)
 		usm_count(USM_CNT_TLS_RETRIES);
 	return retry;
@@ -157,11 +171,22 @@ static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __
 	m.buf = lw->buf;
 	m.len = lw->len;
 	m.at_ns = bpf_ktime_get_ns(); /* a failure's path: the clock's cost is no matter */
-	lw->pid_tgid = 0;	       /* asked twice: one mark */
+	m.uid = fair_share_owner();
+	m.__pad = 0;
+	lw->pid_tgid = 0; /* asked twice: one mark */
+	if (!fair_share_take(TLM_ARG, USM_SHARE_TLS_RETRY, m.uid, USM_TLS_RETRY_SHARE)) {
+		usm_count(USM_CNT_TLS_RETRY_OVER_SHARE);
+		return 0;
+	}
 	r = tlm_map_insert(usm_tls_retry, &key, &m); /* full (E2BIG): counted */
-	if (!r)
+	if (!r) {
 		__sync_fetch_and_add(&usm_tls_retry_marks, 1);
-	else if (r == -EEXIST)
+		return 0;
+	}
+	/* Not a new mark: the share taken goes back; a mark there already is the same
+	 * owner's (the session's process), and takes the new write's place. */
+	fair_share_give(USM_SHARE_TLS_RETRY, m.uid);
+	if (r == -EEXIST)
 		tlm_map_update(usm_tls_retry, &key, &m, BPF_EXIST);
 	return 0;
 }

@@ -1947,6 +1947,62 @@ static __u64 retry_marks(void)
 	return __atomic_load_n(&skel->bss->usm_tls_retry_marks, __ATOMIC_SEQ_CST);
 }
 
+static __s64 retry_share_count(__u32 uid)
+{
+	struct fair_share_key k = {.uid = uid, .table = USM_SHARE_TLS_RETRY};
+	__s64 n = -1;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share), &k, &n))
+		return -1;
+	return n;
+}
+
+/*
+ * The marks of writes to be retried are shared out too: a user past a quarter of them
+ * is not marked (counted), and its retry is then a new message; root and other users
+ * are marked; a mark taken away (the retry, SSL_free) gives its place back.
+ */
+static void test_tls_retry_share_per_user(void **state)
+{
+	const int share = USM_TLS_RETRY_MAX / FAIR_SHARE_DIV;
+	const char *req = "GET /r HTTP/1.1\r\n\r\n";
+	size_t n = strlen(req);
+	__u64 user = (4242ull << 32) | 4242;
+	int i;
+
+	(void)state;
+	as_real_uid(SHARE_USER);
+	for (i = 0; i <= share; i++) { /* one more than the share */
+		write_as(SHARE_SSL(i), req, n, user);
+		get_error(SHARE_SSL(i), 0, user);
+	}
+	assert_int_equal(retry_marks(), share);
+	assert_int_equal(retry_share_count(SHARE_USER), share);
+	assert_int_equal(counter(USM_CNT_TLS_RETRY_OVER_SHARE), 1);
+	/* The one not marked: its retry is a new message. The first's is not. */
+	assert_int_equal(write_as(SHARE_SSL(share), req, n, user), 1);
+	assert_int_equal(write_as(SHARE_SSL(0), req, n, user), 0);
+	assert_int_equal(retry_marks(), share - 1);
+	assert_int_equal(retry_share_count(SHARE_USER), share - 1);
+	/* Another user's and root's are marked. */
+	as_real_uid(SHARE_USER + 1);
+	write_as(SHARE_SSL(share + 1), req, n, user);
+	get_error(SHARE_SSL(share + 1), 0, user);
+	as_real_uid(0);
+	write_as(SHARE_SSL(share + 2), req, n, user);
+	get_error(SHARE_SSL(share + 2), 0, user);
+	assert_int_equal(retry_marks(), share + 1);
+	/* The user's place, given back by its retry, is taken again; freed, given back. */
+	as_real_uid(SHARE_USER);
+	write_as(SHARE_SSL(share + 3), req, n, user);
+	get_error(SHARE_SSL(share + 3), 0, user);
+	assert_int_equal(retry_share_count(SHARE_USER), share);
+	ssl_free_as(SHARE_SSL(1), 4242);
+	assert_int_equal(retry_share_count(SHARE_USER), share - 1);
+	assert_int_equal(counter(USM_CNT_TLS_RETRY_OVER_SHARE), 1);
+	as_real_uid(0);
+}
+
 /* A write that failed (SSL_get_error asked with ret <= 0 just after it) is seen once:
  * its retry, the session's next write of the same buffer and size, is counted and not
  * looked at again, however many times it fails. */
@@ -2684,6 +2740,7 @@ int main(void)
 		T(test_h2_share_per_user),
 		T(test_h2_share_sweep),
 		T(test_tls_sess_share_per_user),
+		T(test_tls_retry_share_per_user),
 		T(test_go_write_request),
 		T(test_go_conn_chain),
 		T(test_go_read_paired_by_goroutine),

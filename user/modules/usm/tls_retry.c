@@ -7,16 +7,11 @@
 #include "bpf/usm.h"
 #include "tls_retry.h"
 
-/* bpf/lib/usm_tls_retry.h's mark. */
-struct retry_mark {
-	__u64 buf, len, at_ns;
-};
-
 int usm_tls_retry_sweep(int map_fd, __u64 *marks, bool (*alive)(__u32 tgid), __u64 now_ns)
 {
 	struct usm_fd_key *stale, key, next;
 	int n = 0, i, steps, deleted = 0, err = 0;
-	struct retry_mark m;
+	struct usm_tls_retry_mark m;
 	void *prev = NULL;
 
 	if (!__atomic_load_n(marks, __ATOMIC_RELAXED))

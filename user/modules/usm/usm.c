@@ -72,6 +72,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_PACKETS_IP6_DEEP] = "packets_ipv6_deep", [USM_CNT_H2_NESTED] = "h2_nested",
 	[USM_CNT_H2_START_REFUSED] = "h2_starts_refused", [USM_CNT_H2_OVER_SHARE] = "h2_over_share",
 	[USM_CNT_TLS_SESS_OVER_SHARE] = "tls_sessions_over_share",
+	[USM_CNT_TLS_RETRY_OVER_SHARE] = "tls_retry_marks_over_share",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
@@ -733,10 +734,16 @@ static bool proc_alive(__u32 tgid)
 	return kill((pid_t)tgid, 0) == 0 || errno != ESRCH;
 }
 
-/* Users' shares of usm_h2_conns and usm_tls_fds corrected (fair_share.h), every
- * USM_SHARES_SWEEP_NS: nothing is read while only root holds sessions; else one
- * batched read of each map. What it corrects (evictions, processes killed
- * mid-session) is rare, and a correction can count sessions made during its walk
+static bool always_alive(__u32 tgid)
+{
+	(void)tgid;
+	return true;
+}
+
+/* Users' shares of usm_h2_conns, usm_tls_fds and usm_tls_retry corrected
+ * (fair_share.h), every USM_SHARES_SWEEP_NS: nothing is read while only root holds
+ * entries; else one batched read of each map. What it corrects (evictions, processes
+ * killed mid-session) is rare, and a correction can count entries made during its walk
  * twice until the next: not every second. */
 #define USM_SHARES_SWEEP_NS (10ull * 1000000000ull)
 
@@ -760,6 +767,15 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 		.tgid_off = offsetof(struct usm_fd_key, tgid),
 		.uid_off = offsetof(struct usm_tls_sess, uid),
 	};
+	struct usm_share_map retry = {
+		.fd = bpf_map__fd(u->skel->maps.usm_tls_retry),
+		.table = USM_SHARE_TLS_RETRY,
+		.max_entries = USM_TLS_RETRY_MAX,
+		.key_size = sizeof(struct usm_fd_key),
+		.value_size = sizeof(struct usm_tls_retry_mark),
+		.tgid_off = offsetof(struct usm_fd_key, tgid),
+		.uid_off = offsetof(struct usm_tls_retry_mark, uid),
+	};
 	int counts = bpf_map__fd(u->skel->maps.fair_share);
 	int adj = bpf_map__fd(u->skel->maps.fair_share_adj);
 	__u64 deleted = 0;
@@ -771,6 +787,10 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 	err = usm_fair_share_sweep(counts, adj, &h2, proc_alive, &deleted);
 	if (!err)
 		err = usm_fair_share_sweep(counts, adj, &fds, proc_alive, &deleted);
+	/* Marks of processes gone are usm_tls_retry_sweep's to delete: it keeps their
+	 * count. This one only corrects the owners' shares of them. */
+	if (!err)
+		err = usm_fair_share_sweep(counts, adj, &retry, always_alive, &deleted);
 	/* Said once: the shares then stay as the programs count them, high by what the
 	 * LRU evicts, until a sweep works again. */
 	if (err && !u->shares_warned) {

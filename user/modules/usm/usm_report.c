@@ -300,6 +300,11 @@ static const struct {
 	 "with tls_recv_fd on at each read that names its socket. Its messages have no "
 	 "connection (Go's keep theirs).",
 	 USM_CNT_TLS_SESS_OVER_SHARE},
+	{"bpftel_http_tls_retry_marks_over_share_total",
+	 "OpenSSL writes that failed (SSL_get_error) and were not marked to be retried, "
+	 "their owner (a user, not root) holding a quarter of the kernel's marks already: "
+	 "a retry of one is seen as a new message.",
+	 USM_CNT_TLS_RETRY_OVER_SHARE},
 };
 
 /* HTTP/2 sessions and what could not be decoded: bounded labels (fixed reasons); and
