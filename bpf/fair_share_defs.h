@@ -5,8 +5,8 @@
 #ifndef BPFTEL_FAIR_SHARE_DEFS_H
 #define BPFTEL_FAIR_SHARE_DEFS_H
 
-/* Users (times tables) with entries at once: past that, a new user's entries are
- * refused until a sweep drops the users with none. */
+/* Users (times tables) counted at once: past that, a new user's entries are made
+ * uncounted until a sweep drops the users with none. */
 #define FAIR_SHARE_KEYS 4096
 
 /* A user other than root holds at most 1/FAIR_SHARE_DIV of each table. */

@@ -76,8 +76,8 @@ static __always_inline __u32 fair_share_owner(void)
 
 /*
  * Owner uid makes an entry of table, whose share per owner is cap entries: true when
- * it may (its count taken), false when it holds its share already, or when no count
- * can be kept for it (the counts' map is full: FAIR_SHARE_KEYS owners at once).
+ * it may (its count taken, or none kept: the counts' map full), false when it holds
+ * its share already.
  */
 static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
 {
@@ -100,8 +100,11 @@ static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, _
 	if (!r)
 		return true;
 	n = bpf_map_lookup_elem(&fair_share, &key); /* -EEXIST: another CPU's */
+	/* No count can be kept (FAIR_SHARE_KEYS owners already; the insert's failure is
+	 * counted as the map's error): admitted, uncounted. Refusing would let a user
+	 * with many uids lock every other user out. */
 	if (!n)
-		return false; /* no count can be kept: FAIR_SHARE_KEYS users already */
+		return true;
 	__sync_fetch_and_add(n, 1);
 	return true;
 }

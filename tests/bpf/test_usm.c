@@ -1712,6 +1712,27 @@ static void test_tls_sess_share_per_user(void **state)
 	as_real_uid(0);
 }
 
+/* With the counts' map full (a user with a uid per entry), a new user's sessions are
+ * made uncounted, not refused: no user locks the others out. */
+static void test_share_counts_full(void **state)
+{
+	int counts = bpf_map__fd(skel->maps.fair_share);
+	struct fair_share_key k = {.table = USM_SHARE_TLS_FDS};
+	__s64 one = 1;
+	__u32 i;
+
+	(void)state;
+	for (i = 0; i < FAIR_SHARE_KEYS; i++) {
+		k.uid = 200000 + i;
+		assert_int_equal(bpf_map_update_elem(counts, &k, &one, BPF_NOEXIST), 0);
+	}
+	as_real_uid(SHARE_USER);
+	assert_int_equal(h2_start_as(SHARE_SSL(0), 4242, 1), 1);
+	as_real_uid(0);
+	assert_int_equal(share_count(SHARE_USER), -1);
+	assert_int_equal(counter(USM_CNT_H2_OVER_SHARE), 0);
+}
+
 static bool tgid_alive(__u32 tgid)
 {
 	return tgid == (__u32)getpid();
@@ -2739,6 +2760,7 @@ int main(void)
 		T(test_h2_midstream_counted_once),
 		T(test_h2_share_per_user),
 		T(test_h2_share_sweep),
+		T(test_share_counts_full),
 		T(test_tls_sess_share_per_user),
 		T(test_tls_retry_share_per_user),
 		T(test_go_write_request),

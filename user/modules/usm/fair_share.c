@@ -101,7 +101,16 @@ static bool cached_alive(struct alive_cache *c, __u32 tgid)
 	return c->alive(tgid); /* a crowded stretch: asked again */
 }
 
-/* Read every entry of t: keys, values and how many. */
+/* Room for a walk of t: more than it holds, since a walk of a table the programs
+ * change can see an entry twice (deleted from a bucket read, made again in one not). */
+static size_t walk_room(const struct usm_share_map *t)
+{
+	return (size_t)t->max_entries + t->max_entries / 4;
+}
+
+/* Read every entry of t: keys, values and how many. -EAGAIN when the walk did not end
+ * within walk_room() (or a bucket did not fit): the counts would be short, so this
+ * round corrects nothing. */
 static int read_all(const struct usm_share_map *t, char *keys, char *values, __u32 *n)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
@@ -111,18 +120,18 @@ static int read_all(const struct usm_share_map *t, char *keys, char *values, __u
 	int err;
 
 	*n = 0;
-	while (*n < t->max_entries) {
-		count = t->max_entries - *n;
+	while (*n < walk_room(t)) {
+		count = (__u32)(walk_room(t) - *n);
 		err = bpf_map_lookup_batch(t->fd, first ? NULL : &at, &next,
 					   keys + (size_t)*n * t->key_size,
 					   values + (size_t)*n * t->value_size, &count, &opts);
 		*n += count;
 		if (err)
-			return errno == ENOENT ? 0 : -errno;
+			return errno == ENOENT ? 0 : errno == ENOSPC ? -EAGAIN : -errno;
 		at = next;
 		first = false;
 	}
-	return 0;
+	return -EAGAIN;
 }
 
 int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *t,
@@ -142,8 +151,8 @@ int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *
 	if (err || !u.n)
 		goto out; /* no owner but root has a count: nothing to correct */
 	users_sort(&u);
-	keys = malloc((size_t)t->max_entries * t->key_size);
-	values = malloc((size_t)t->max_entries * t->value_size);
+	keys = malloc(walk_room(t) * t->key_size);
+	values = malloc(walk_room(t) * t->value_size);
 	live = calloc(1, sizeof(*live));
 	err = keys && values && live ? read_all(t, keys, values, &n) : -ENOMEM;
 	if (err)

@@ -26,8 +26,9 @@ struct usm_share_map {
  * entries whose process alive() says is gone (how many: *deleted), and set each user's
  * correction (fair_share_adj's fd) to its entries less its count as the walk began; a
  * user with none loses both. Nothing is read while only root holds entries (root is
- * not counted). Returns 0, or a negative errno when a map could not be read (the
- * corrections are then left as they were).
+ * not counted). Returns 0, -EAGAIN when the walk of a busy table did not end within
+ * its room (nothing corrected this round: the counts would be short), or another
+ * negative errno when a map could not be read (the corrections left as they were).
  */
 int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *t,
 			 bool (*alive)(__u32 tgid), __u64 *deleted);

@@ -780,23 +780,26 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 	int adj = bpf_map__fd(u->skel->maps.fair_share_adj);
 	__u64 deleted = 0;
 	int err;
+	const struct usm_share_map *tables[] = {&h2, &fds, &retry};
+	size_t i;
 
 	if (now < u->shares_due_ns)
 		return;
 	u->shares_due_ns = now + USM_SHARES_SWEEP_NS;
-	err = usm_fair_share_sweep(counts, adj, &h2, proc_alive, &deleted);
-	if (!err)
-		err = usm_fair_share_sweep(counts, adj, &fds, proc_alive, &deleted);
-	/* Marks of processes gone are usm_tls_retry_sweep's to delete: it keeps their
-	 * count. This one only corrects the owners' shares of them. */
-	if (!err)
-		err = usm_fair_share_sweep(counts, adj, &retry, always_alive, &deleted);
-	/* Said once: the shares then stay as the programs count them, high by what the
-	 * LRU evicts, until a sweep works again. */
-	if (err && !u->shares_warned) {
-		pr_warn("usm: cannot correct the users' shares of the session tables: %s",
-			strerror(-err));
-		u->shares_warned = true;
+	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+		/* Marks of processes gone are usm_tls_retry_sweep's to delete: it keeps
+		 * their count. This one only corrects the owners' shares of them. */
+		err = usm_fair_share_sweep(counts, adj, tables[i],
+					   tables[i] == &retry ? always_alive : proc_alive,
+					   &deleted);
+		/* A busy table's walk that did not end (-EAGAIN) is the next round's. Any
+		 * other failure is said once: the shares then stay as the programs count
+		 * them, high by what the LRU evicts, until a sweep works again. */
+		if (err && err != -EAGAIN && !u->shares_warned) {
+			pr_warn("usm: cannot correct the users' shares of the session tables: %s",
+				strerror(-err));
+			u->shares_warned = true;
+		}
 	}
 }
 

@@ -330,8 +330,10 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 			   "HTTP/2 sessions (or records of them) not decoded, by reason: "
 			   "unknown_session (started before the agent saw it), unframed (the "
 			   "kernel lost a direction's framing), evicted, memory, direction, "
-			   "reordered, process_cap and user_cap (a process's or a user's own "
-			   "least recently used session, for its new one past its share).");
+			   "reordered, process_cap (a process's least recently used session, for "
+			   "its new one past its cap) and user_cap (the table full, a user's "
+			   "least recently used session, for its own new one at its share or "
+			   "another's while it holds more).");
 	for (i = 0; i < USM_H2_DROP__COUNT; i++) {
 		l[0] = (struct bpftel_prom_label){"reason", usm_h2_drop_str(i)};
 		bpftel_prom_sample_u64(w, "", l, 1, c->h2.dropped[i]);
