@@ -1748,15 +1748,7 @@ static void test_h2_share_sweep(void **state)
 {
 	int fd = bpf_map__fd(skel->maps.usm_h2_conns), counts = bpf_map__fd(skel->maps.fair_share);
 	int adj = bpf_map__fd(skel->maps.fair_share_adj);
-	struct usm_share_map t = {
-		.fd = fd,
-		.table = USM_SHARE_H2_CONNS,
-		.max_entries = USM_H2_CONNS_MAX,
-		.key_size = sizeof(struct usm_fd_key),
-		.value_size = sizeof(struct usm_h2_state),
-		.tgid_off = offsetof(struct usm_fd_key, tgid),
-		.uid_off = offsetof(struct usm_h2_state, uid),
-	};
+	struct usm_share_map t = usm_share_tables[USM_SHARE_H2_CONNS];
 	struct fair_share_key gone = {.uid = SHARE_USER + 2, .table = USM_SHARE_H2_CONNS};
 	__u32 self = (__u32)getpid();
 	__s64 stale = 77;
@@ -1764,6 +1756,7 @@ static void test_h2_share_sweep(void **state)
 	int i;
 
 	(void)state;
+	t.fd = fd;
 	/* Nothing to recount while only root holds sessions: nothing is deleted. */
 	assert_int_equal(h2_start_as(SHARE_SSL(0), 4242, 1), 1);
 	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted), 0);

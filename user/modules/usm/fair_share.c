@@ -1,12 +1,38 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* Users' shares of the USM tables, recounted (fair_share.h). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
 
 #include "bpf/fair_share_defs.h"
+#include "bpf/usm.h"
 #include "fair_share.h"
+
+const struct usm_share_map usm_share_tables[USM_SHARE__COUNT] = {
+	[USM_SHARE_H2_CONNS] = {.fd = -1,
+				.table = USM_SHARE_H2_CONNS,
+				.max_entries = USM_H2_CONNS_MAX,
+				.key_size = sizeof(struct usm_fd_key),
+				.value_size = sizeof(struct usm_h2_state),
+				.tgid_off = offsetof(struct usm_fd_key, tgid),
+				.uid_off = offsetof(struct usm_h2_state, uid)},
+	[USM_SHARE_TLS_FDS] = {.fd = -1,
+			       .table = USM_SHARE_TLS_FDS,
+			       .max_entries = USM_TLS_FDS_MAX,
+			       .key_size = sizeof(struct usm_fd_key),
+			       .value_size = sizeof(struct usm_tls_sess),
+			       .tgid_off = offsetof(struct usm_fd_key, tgid),
+			       .uid_off = offsetof(struct usm_tls_sess, uid)},
+	[USM_SHARE_TLS_RETRY] = {.fd = -1,
+				 .table = USM_SHARE_TLS_RETRY,
+				 .max_entries = USM_TLS_RETRY_MAX,
+				 .key_size = sizeof(struct usm_fd_key),
+				 .value_size = sizeof(struct usm_tls_retry_mark),
+				 .tgid_off = offsetof(struct usm_fd_key, tgid),
+				 .uid_off = offsetof(struct usm_tls_retry_mark, uid)},
+};
 
 struct user_count {
 	__u32 uid;

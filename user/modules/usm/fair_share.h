@@ -21,6 +21,10 @@ struct usm_share_map {
 	__u32 uid_off;	/* the user, a __u32 in the value */
 };
 
+/* The USM object's tables that are shared out, by enum usm_share_table (bpf/usm.h),
+ * fd -1: a caller sets the map's. */
+extern const struct usm_share_map usm_share_tables[];
+
 /*
  * If the counts (the fair_share map's fd) hold a user of t's table, read t: delete the
  * entries whose process alive() says is gone (how many: *deleted), and set each user's

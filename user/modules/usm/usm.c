@@ -3,7 +3,6 @@
 #include <net/if.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -749,48 +748,27 @@ static bool always_alive(__u32 tgid)
 
 static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 {
-	struct usm_share_map h2 = {
-		.fd = bpf_map__fd(u->skel->maps.usm_h2_conns),
-		.table = USM_SHARE_H2_CONNS,
-		.max_entries = USM_H2_CONNS_MAX,
-		.key_size = sizeof(struct usm_fd_key),
-		.value_size = sizeof(struct usm_h2_state),
-		.tgid_off = offsetof(struct usm_fd_key, tgid),
-		.uid_off = offsetof(struct usm_h2_state, uid),
-	};
-	struct usm_share_map fds = {
-		.fd = bpf_map__fd(u->skel->maps.usm_tls_fds),
-		.table = USM_SHARE_TLS_FDS,
-		.max_entries = USM_TLS_FDS_MAX,
-		.key_size = sizeof(struct usm_fd_key),
-		.value_size = sizeof(struct usm_tls_sess),
-		.tgid_off = offsetof(struct usm_fd_key, tgid),
-		.uid_off = offsetof(struct usm_tls_sess, uid),
-	};
-	struct usm_share_map retry = {
-		.fd = bpf_map__fd(u->skel->maps.usm_tls_retry),
-		.table = USM_SHARE_TLS_RETRY,
-		.max_entries = USM_TLS_RETRY_MAX,
-		.key_size = sizeof(struct usm_fd_key),
-		.value_size = sizeof(struct usm_tls_retry_mark),
-		.tgid_off = offsetof(struct usm_fd_key, tgid),
-		.uid_off = offsetof(struct usm_tls_retry_mark, uid),
+	const int fds[USM_SHARE__COUNT] = {
+		[USM_SHARE_H2_CONNS] = bpf_map__fd(u->skel->maps.usm_h2_conns),
+		[USM_SHARE_TLS_FDS] = bpf_map__fd(u->skel->maps.usm_tls_fds),
+		[USM_SHARE_TLS_RETRY] = bpf_map__fd(u->skel->maps.usm_tls_retry),
 	};
 	int counts = bpf_map__fd(u->skel->maps.fair_share);
 	int adj = bpf_map__fd(u->skel->maps.fair_share_adj);
+	struct usm_share_map t;
 	__u64 deleted = 0;
-	int err;
-	const struct usm_share_map *tables[] = {&h2, &fds, &retry};
-	size_t i;
+	int i, err;
 
 	if (now < u->shares_due_ns)
 		return;
 	u->shares_due_ns = now + USM_SHARES_SWEEP_NS;
-	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+	for (i = 0; i < USM_SHARE__COUNT; i++) {
+		t = usm_share_tables[i];
+		t.fd = fds[i];
 		/* Marks of processes gone are usm_tls_retry_sweep's to delete: it keeps
 		 * their count. This one only corrects the owners' shares of them. */
-		err = usm_fair_share_sweep(counts, adj, tables[i],
-					   tables[i] == &retry ? always_alive : proc_alive,
+		err = usm_fair_share_sweep(counts, adj, &t,
+					   i == USM_SHARE_TLS_RETRY ? always_alive : proc_alive,
 					   &deleted);
 		/* A busy table's walk that did not end (-EAGAIN) is the next round's. Any
 		 * other failure is said once: the shares then stay as the programs count
@@ -808,7 +786,8 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 	struct sweep_ctx c = {.u = u, .now = mono_ns()};
 	int n = usm_endpoints_sweep(u->endpoints, shown, &c);
 
-	/* Usually nothing (no mark); else a few bpf(2) calls, bounded. */
+	/* Usually nothing (no mark, no user's share); else bpf(2) calls, bounded by the
+	 * maps: a few batched reads and the deletes of processes gone. */
 	pthread_mutex_lock(&u->lock);
 	if (u->loaded) {
 		usm_tls_retry_sweep(bpf_map__fd(u->skel->maps.usm_tls_retry),
