@@ -9,8 +9,10 @@
  * uncounted until a sweep drops the users with none. */
 #define FAIR_SHARE_KEYS 4096
 
-/* A user other than root holds at most 1/FAIR_SHARE_DIV of each table. */
+/* By default a user other than root holds at most 1/FAIR_SHARE_DIV of each table
+ * (the configuration's user_share_percent: 100 / FAIR_SHARE_DIV). */
 #define FAIR_SHARE_DIV 4
+#define FAIR_SHARE_PERCENT_DEFAULT (100 / FAIR_SHARE_DIV)
 
 struct fair_share_key {
 	__u32 uid;   /* real uid, in the initial user namespace */

@@ -10,7 +10,7 @@
  * lost: HPACK cannot resume mid-way.
  *
  * So each user but root holds at most a share of such a table (the caller's cap, a
- * quarter by default): past it, the user's new entries are refused and counted, and
+ * quarter by default, the configuration's user_share_percent): past it, the user's new entries are refused and counted, and
  * the others' stay (a table that root and four users at their share fill still
  * evicts: the share bounds one user, not all of them). The count is per (owner, table),
  * the owner the real uid of the thread that makes the entry, as the initial user
@@ -75,9 +75,10 @@ static __always_inline __u32 fair_share_owner(void)
 }
 
 /*
- * Owner uid makes an entry of table, whose share per owner is cap entries: true when
- * it may (its count taken, or none kept: the counts' map full), false when it holds
- * its share already.
+ * Owner uid makes an entry of table, whose share per owner is cap entries (0: no bound,
+ * user_share_percent = 100): true when it may (its count taken, or none kept: the
+ * counts' map full), false when it holds its share already. Unbounded, the entry is
+ * counted all the same: a bound set later (SIGHUP) starts from what each owner holds.
  */
 static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
 {
@@ -90,7 +91,7 @@ static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, _
 	n = bpf_map_lookup_elem(&fair_share, &key);
 	adj = bpf_map_lookup_elem(&fair_share_adj, &key);
 	/* Two CPUs may both pass at cap - 1: a share is exceeded by at most the CPUs. */
-	if ((n ? *n : 0) + (adj ? *adj : 0) >= cap)
+	if (cap > 0 && (n ? *n : 0) + (adj ? *adj : 0) >= cap)
 		return false;
 	if (n) {
 		__sync_fetch_and_add(n, 1);

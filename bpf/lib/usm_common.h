@@ -9,6 +9,8 @@
 #ifndef BPFTEL_LIB_USM_COMMON_H
 #define BPFTEL_LIB_USM_COMMON_H
 
+#include "bpf/fair_share_defs.h"
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 512 * 1024);
@@ -22,6 +24,18 @@ struct {
 } usm_counters SEC(".maps");
 
 TLM_MAP_KEY(usm_events);
+
+/*
+ * How many entries of each table it shares out (enum usm_share_table, lib/fair_share.h)
+ * a user but root may hold: a quarter by default. Userspace sets them from
+ * user_share_percent before load, and again as the configuration changes (SIGHUP):
+ * read where an entry is made, so a change applies to the next one. 0: no bound.
+ */
+__s64 usm_share_cap[USM_SHARE__COUNT] = {
+	[USM_SHARE_H2_CONNS] = USM_H2_CONNS_MAX / FAIR_SHARE_DIV,
+	[USM_SHARE_TLS_FDS] = USM_TLS_FDS_MAX / FAIR_SHARE_DIV,
+	[USM_SHARE_TLS_RETRY] = USM_TLS_RETRY_MAX / FAIR_SHARE_DIV,
+};
 
 /* What one record takes in the ring buffer: its 8-byte header and the event, rounded
  * up to 8. */

@@ -49,10 +49,8 @@
 #define USM_H2_SETTINGS	 4
 
 /* The sessions' state (struct usm_h2_state, bpf/usm.h). Each user but root holds at
- * most a quarter of it (lib/fair_share.h): a user's flood of prefaces must not evict
- * the others' live sessions. */
-#define USM_H2_CONNS_SHARE (USM_H2_CONNS_MAX / FAIR_SHARE_DIV)
-
+ * most a quarter of it by default (lib/fair_share.h, usm_share_cap): a user's flood of
+ * prefaces must not evict the others' live sessions. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, USM_H2_CONNS_MAX);
@@ -500,7 +498,8 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 			return false;
 		}
 		init.uid = fair_share_owner();
-		if (!fair_share_take(TLM_ARG, USM_SHARE_H2_CONNS, init.uid, USM_H2_CONNS_SHARE)) {
+		if (!fair_share_take(TLM_ARG, USM_SHARE_H2_CONNS, init.uid,
+				     usm_share_cap[USM_SHARE_H2_CONNS])) {
 			usm_h2_over_share(TLM_ARG, &key);
 			return true;
 		}

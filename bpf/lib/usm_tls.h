@@ -112,17 +112,16 @@ struct {
 
 TLM_MAP_KEY(usm_tls_fds);
 
-/* Each user but root holds a quarter of usm_tls_fds at most (lib/fair_share.h): any
- * user can make sessions without end (SSL_set_fd takes any number), and would evict
- * the others' live ones, their sockets and HTTP/1 marks. */
-#define USM_TLS_FDS_SHARE (USM_TLS_FDS_MAX / FAIR_SHARE_DIV)
-
-/* A session's first entry: refused, and counted, past its user's share. */
+/* A session's first entry: refused, and counted, past its user's share. Each user but
+ * root holds a quarter of usm_tls_fds at most by default (lib/fair_share.h,
+ * usm_share_cap): any user can make sessions without end (SSL_set_fd takes any
+ * number), and would evict the others' live ones, their sockets and HTTP/1 marks. */
 static __always_inline void usm_tls_sess_insert(TLM_PARAM, const struct usm_fd_key *key,
 						struct usm_tls_sess *init)
 {
 	init->uid = fair_share_owner();
-	if (!fair_share_take(TLM_ARG, USM_SHARE_TLS_FDS, init->uid, USM_TLS_FDS_SHARE)) {
+	if (!fair_share_take(TLM_ARG, USM_SHARE_TLS_FDS, init->uid,
+			     usm_share_cap[USM_SHARE_TLS_FDS])) {
 		usm_count(USM_CNT_TLS_SESS_OVER_SHARE);
 		return;
 	}

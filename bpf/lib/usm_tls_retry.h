@@ -69,11 +69,6 @@ struct {
 
 TLM_MAP_KEY(usm_tls_retry);
 
-/* Each owner but root holds a quarter of the marks at most (lib/fair_share.h): a
- * user's sessions over memory fail every write, and would fill the map, so that
- * another process's retry, not marked, would be a second message. */
-#define USM_TLS_RETRY_SHARE (USM_TLS_RETRY_MAX / FAIR_SHARE_DIV)
-
 /* How many marks usm_tls_retry holds (inserted, less deleted, also by userspace: those
  * of processes gone, and those older than USM_TLS_RETRY_MAX_AGE_NS, whose write was not
  * retried or whose failure was not a write's): a write looks its session up there only
@@ -174,7 +169,12 @@ static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __
 	m.uid = fair_share_owner();
 	m.__pad = 0;
 	lw->pid_tgid = 0; /* asked twice: one mark */
-	if (!fair_share_take(TLM_ARG, USM_SHARE_TLS_RETRY, m.uid, USM_TLS_RETRY_SHARE)) {
+	/* Each owner but root holds a quarter of the marks at most by default
+	 * (lib/fair_share.h): a user's sessions over memory fail every write, and would
+	 * fill the map, so that another process's retry, not marked, would be a second
+	 * message. */
+	if (!fair_share_take(TLM_ARG, USM_SHARE_TLS_RETRY, m.uid,
+			     usm_share_cap[USM_SHARE_TLS_RETRY])) {
 		usm_count(USM_CNT_TLS_RETRY_OVER_SHARE);
 		return 0;
 	}

@@ -1644,6 +1644,44 @@ static void test_h2_share_per_user(void **state)
 	as_real_uid(0);
 }
 
+/*
+ * The caps are userspace's to set (user_share_percent, usm_fair_share_cap), and apply to
+ * the next entry: a lower one refuses the user's 4th start; none (100 %) admits it past
+ * a quarter, counted all the same, so that a cap set again refuses a user already
+ * over it.
+ */
+static void test_share_cap_set_live(void **state)
+{
+	const struct usm_share_map *t = &usm_share_tables[USM_SHARE_H2_CONNS];
+	__s64 *cap = &skel->data->usm_share_cap[USM_SHARE_H2_CONNS];
+	int i, made = 0;
+
+	(void)state;
+	assert_int_equal(usm_fair_share_cap(t, 0), H2_SHARE); /* the default: a quarter */
+	assert_int_equal(usm_fair_share_cap(t, 25), H2_SHARE);
+	assert_int_equal(usm_fair_share_cap(t, 50), USM_H2_CONNS_MAX / 2);
+	assert_int_equal(usm_fair_share_cap(t, 1), USM_H2_CONNS_MAX / 100);
+	assert_int_equal(usm_fair_share_cap(t, 100), 0);
+	assert_int_equal(usm_fair_share_cap(&(struct usm_share_map){.max_entries = 50}, 1), 1);
+
+	as_real_uid(SHARE_USER);
+	*cap = 3;
+	for (i = 0; i < 3; i++)
+		assert_int_equal(h2_start_as(SHARE_SSL(i), 4242, i), 1);
+	assert_int_equal(h2_start_as(SHARE_SSL(3), 4242, 3), 0);
+	assert_int_equal(counter(USM_CNT_H2_OVER_SHARE), 1);
+	*cap = 0;
+	for (i = 3; i < H2_SHARE + 2; i++)
+		made += h2_start_as(SHARE_SSL(i), 4242, i);
+	assert_int_equal(made, H2_SHARE - 1);
+	assert_int_equal(share_count(SHARE_USER), H2_SHARE + 2);
+	assert_int_equal(counter(USM_CNT_H2_OVER_SHARE), 1);
+	*cap = H2_SHARE;
+	assert_int_equal(h2_start_as(SHARE_SSL(H2_SHARE + 2), 4242, 1), 0);
+	assert_int_equal(counter(USM_CNT_H2_OVER_SHARE), 2);
+	as_real_uid(0);
+}
+
 static void set_fd_as(__u64 conn, int fd, __u32 tgid)
 {
 	tls_run_as(USM_TLS_SSL_SET_FD, false, &(struct test_regs){.di = conn, .si = (__u64)fd}, 1,
@@ -2621,6 +2659,10 @@ static int case_setup(void **state)
 {
 	(void)state;
 	as_real_uid(0); /* a failed case may have left another */
+	/* ... and caps of its own (test_share_cap_set_live). */
+	skel->data->usm_share_cap[USM_SHARE_H2_CONNS] = USM_H2_CONNS_MAX / FAIR_SHARE_DIV;
+	skel->data->usm_share_cap[USM_SHARE_TLS_FDS] = USM_TLS_FDS_MAX / FAIR_SHARE_DIV;
+	skel->data->usm_share_cap[USM_SHARE_TLS_RETRY] = USM_TLS_RETRY_MAX / FAIR_SHARE_DIV;
 	assert_int_equal(
 		bpftel_test_percpu_clear(bpf_map__fd(skel->maps.usm_counters), USM_CNT__COUNT), 0);
 	bpftel_rb_capture__drain(&cap);
@@ -2754,6 +2796,7 @@ int main(void)
 		T(test_h2_share_per_user),
 		T(test_h2_share_sweep),
 		T(test_share_counts_full),
+		T(test_share_cap_set_live),
 		T(test_tls_sess_share_per_user),
 		T(test_tls_retry_share_per_user),
 		T(test_go_write_request),

@@ -9,7 +9,8 @@ memory (no peer needed), and keeps them: 8 processes 256 each, a quarter of the
 kernel's table (usm_h2_conns: 8192), then one process twice the table. The kernel
 admits the first 2048, that user's share, and refuses the rest, counted exactly
 (h2_over_share, bpftel_http2_starts_over_share_total, the "starts over a user's share"
-of bpftel http). Userspace, whose decoders hold 1024 sessions, lets the user fill what
+of bpftel http). With user_share_percent = 100 on SIGHUP, nobody's next starts are
+all admitted, though it holds its share. Userspace, whose decoders hold 1024 sessions, lets the user fill what
 root's leave, more than its share (256) while there is room, then makes room for its
 new sessions with its own (user_cap), though each process holds no more than its own
 cap, not with root's older ones. So the live connection's sessions, older than the flood,
@@ -18,6 +19,7 @@ flood evicts them (LRU) and those calls are lost. Nothing is left in the kernel 
 the agent stops."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,7 +67,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="bpftel-share-")
     cert, key = make_cert(tmp)
     procs = []
-    agent = Agent(args.agent, args.cli)
+    conf = os.path.join(tmp, "bpftel.conf")
+    with open(conf, "w") as f:
+        f.write("metrics_addr = 127.0.0.1:0\n")
+    agent = Agent(args.agent, args.cli, ["-c", conf])
     try:
         wait_for(lambda: [r for r in agent.json("libs")["libs"]
                           if r["module"] == "usm" and r["lib"] == "libssl" and
@@ -136,13 +141,24 @@ def main():
               f"userspace kept {USER_SESSIONS * 4 - 2} of nobody's sessions, then made room "
               f"with nobody's own: {dropped}")
         text = agent.cli("http").stdout
-        check(f"starts over a user's share {over}" in text,
-              "bpftel http shows the starts refused")
+        check(f"starts over a user's share {over} (user_share_percent = 25)" in text,
+              "bpftel http shows the starts refused, and the share")
         url = f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics"
         with urllib.request.urlopen(url, timeout=10) as r:
             metrics = r.read().decode()
         check(f"bpftel_http2_starts_over_share_total {over}" in metrics,
               "/metrics: bpftel_http2_starts_over_share_total")
+        # No bound from the next start on (SIGHUP, no restart): nobody, at its share
+        # already, has all its next starts admitted, and none refused.
+        with open(conf, "w") as f:
+            f.write("metrics_addr = 127.0.0.1:0\nuser_share_percent = 100\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: agent.json("http")["user_share_percent"] == 100, 30,
+                 "user_share_percent = 100 applied")
+        check(flood(USER_SESSIONS) == over, f"{USER_SESSIONS} more starts, none refused")
+        wait_for(lambda: usm_settled(agent), 60, "USM's userspace to take every record")
+        more = agent.json("http")["counters"]["http2"]["sessions"] - 2 - admitted
+        check(more == USER_SESSIONS, f"nobody's {USER_SESSIONS} next starts admitted: {more}")
         for p in floods:
             p.stdin.close()
             check(p.wait(timeout=60) == 0, "the flood ended")

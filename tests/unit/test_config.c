@@ -42,6 +42,11 @@ static void test_defaults_and_values(void **state)
 	assert_int_equal(c.max_cpu_window_s, 2);
 	assert_false(c.gpu_launch_shared_mem);
 	assert_false(c.tls_recv_fd);
+	assert_int_equal(c.user_share_percent, 25);
+	assert_int_equal(parse("user_share_percent = 100\n", &c, err), 0);
+	assert_int_equal(c.user_share_percent, 100);
+	assert_int_equal(parse("user_share_percent = 1\n", &c, err), 0);
+	assert_int_equal(c.user_share_percent, 1);
 	assert_int_equal(c.new_files_per_user, 256);
 	assert_int_equal(parse("new_files_per_user = 0\n", &c, err), 0);
 	assert_int_equal(c.new_files_per_user, 0);
@@ -164,6 +169,10 @@ static void test_errors_name_file_and_line(void **state)
 		{"gpu_launch_shared_mem = 1\n",
 		 "t.conf:1: gpu_launch_shared_mem: '1' is not on or off"},
 		{"tls_recv_fd = yes\n", "t.conf:1: tls_recv_fd: 'yes' is not on or off"},
+		{"user_share_percent = 0\n",
+		 "t.conf:1: user_share_percent: '0' is not 1..100 (100: no bound)"},
+		{"user_share_percent = 101\n", "t.conf:1: user_share_percent: '101' is not 1..100"},
+		{"user_share_percent = 25%\n", "t.conf:1: user_share_percent: '25%' is not 1..100"},
 	};
 	struct bpftel_config c;
 	char err[256];

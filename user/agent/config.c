@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <linux/types.h>
+#include "bpf/fair_share_defs.h"
 
 #include "config.h"
 #include "module_table.h"
@@ -37,6 +38,7 @@ void bpftel_config_defaults(struct bpftel_config *c)
 	c->new_files_per_user = BPFTEL_FILE_BUDGET_DEFAULT;
 	c->http_series_max = 2000;
 	c->http_row_expiry_s = 600;
+	c->user_share_percent = FAIR_SHARE_PERCENT_DEFAULT;
 }
 
 static int bad(char *err, size_t errlen, const char *name, int line, const char *fmt, const char *a,
@@ -310,6 +312,10 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 			return bad(err, errlen, name, line, "tls_recv_fd: '%s' is not on or off%s",
 				   v, "");
 		c->tls_recv_fd = !strcmp(v, "on");
+	} else if (!strcmp(key, "user_share_percent")) {
+		if (!parse_uint(v, 1, 100, &c->user_share_percent))
+			return bad(err, errlen, name, line,
+				   "user_share_percent: '%s' is not 1..100 (100: no bound)%s", v, "");
 	} else if (!strcmp(key, "ringbuf_kib")) {
 		if (!parse_uint(v, 0, 65536, &c->ringbuf_kib) ||
 		    (c->ringbuf_kib &&
@@ -323,7 +329,8 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 			   "run_stats_duty, max_cpu_percent, max_cpu_window, workers, queue_len, "
 			   "ringbuf_kib, uprobe_grace, new_files_per_user, http_series_max, "
 			   "http_row_expiry, "
-			   "metrics_labels, gpu_launch_shared_mem, tls_recv_fd)%s",
+			   "metrics_labels, gpu_launch_shared_mem, tls_recv_fd, "
+			   "user_share_percent)%s",
 			   key, "");
 	}
 	return 0;

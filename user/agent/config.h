@@ -33,6 +33,10 @@
  *   tls_recv_fd  = off                       on: a tracepoint on recvfrom(2) gives TLS
  *                                            sessions with their own BIO (curl's) their
  *                                            socket; costs every recvfrom of the host
+ *   user_share_percent = 25                  % of each kernel table every process fills
+ *                                            (usm: HTTP/2 sessions, TLS sessions, retry
+ *                                            marks) one user but root may hold (1..100;
+ *                                            100 = no bound); applies at once
  *
  * Pure parsing, no side effects: the agent applies a parsed configuration at start and
  * on SIGHUP. A malformed file is refused whole, with its path and line in the error.
@@ -72,6 +76,7 @@ struct bpftel_config {
 	bool metrics_labels_container;	/* metrics_labels = container */
 	bool gpu_launch_shared_mem;	/* sum launches' dynamic shared memory */
 	bool tls_recv_fd;		/* USM: sessions with their own BIO get their socket */
+	unsigned int user_share_percent; /* USM: a user's share of the kernel's tables */
 };
 
 void bpftel_config_defaults(struct bpftel_config *c);

@@ -56,6 +56,7 @@ static void usm_configure(void *priv, const struct bpftel_config *cfg)
 		.row_expiry_s = cfg->http_row_expiry_s,
 		.container_labels = cfg->metrics_labels_container,
 		.tls_recv_fd = cfg->tls_recv_fd,
+		.user_share_percent = cfg->user_share_percent,
 	};
 
 	bpftel_usm__configure(priv, &s);

@@ -34,6 +34,18 @@ const struct usm_share_map usm_share_tables[USM_SHARE__COUNT] = {
 				 .uid_off = offsetof(struct usm_tls_retry_mark, uid)},
 };
 
+__s64 usm_fair_share_cap(const struct usm_share_map *t, unsigned int percent)
+{
+	__s64 cap;
+
+	if (!percent)
+		percent = FAIR_SHARE_PERCENT_DEFAULT;
+	if (percent >= 100)
+		return 0;
+	cap = (__s64)t->max_entries * percent / 100;
+	return cap > 0 ? cap : 1;
+}
+
 struct user_count {
 	__u32 uid;
 	__s64 counted; /* the programs' count when the walk began */

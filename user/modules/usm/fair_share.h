@@ -25,6 +25,11 @@ struct usm_share_map {
  * fd -1: a caller sets the map's. */
 extern const struct usm_share_map usm_share_tables[];
 
+/* What a user but root may hold of t's entries at percent (user_share_percent, 1..100;
+ * 0: the default), as the programs read it (usm_share_cap, bpf/lib/usm_common.h): at
+ * least 1; 0 at 100, no bound. */
+__s64 usm_fair_share_cap(const struct usm_share_map *t, unsigned int percent);
+
 /*
  * If the counts (the fair_share map's fd) hold a user of t's table, read t: delete the
  * entries whose process alive() says is gone (how many: *deleted), and set each user's

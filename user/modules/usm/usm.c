@@ -18,6 +18,7 @@
 #include "nat_copies.h"
 #include "series.h"
 #include "tls_retry.h"
+#include "bpf/fair_share_defs.h"
 #include "fair_share.h"
 #include "usm.skel.h"
 #include "user/common/log.h"
@@ -535,6 +536,23 @@ static int read_kernel_counters(struct bpftel_usm *u, __u64 *out)
 					  out);
 }
 
+/*
+ * Users' shares of the kernel's tables (bpf/lib/fair_share.h), from user_share_percent,
+ * into the data the programs read where an entry is made: before load, the object's
+ * image; loaded, the live map, so that a change applies to the next entry. Not while
+ * it loads (u->loaded false): usm_load writes them once it has. Under u->lock.
+ */
+static void usm_set_share_caps(struct bpftel_usm *u)
+{
+	int t;
+
+	if (!u->skel || !u->skel->data)
+		return;
+	for (t = 0; t < USM_SHARE__COUNT; t++)
+		u->skel->data->usm_share_cap[t] =
+			usm_fair_share_cap(&usm_share_tables[t], u->settings.user_share_percent);
+}
+
 static int usm_open(struct bpftel_module *m)
 {
 	struct bpftel_usm *u = bpftel_module__priv(m);
@@ -555,6 +573,7 @@ static int usm_open(struct bpftel_module *m)
 	pthread_mutex_lock(&u->lock);
 	u->skel = skel;
 	recv_fd = u->settings.tls_recv_fd;
+	usm_set_share_caps(u);
 	pthread_mutex_unlock(&u->lock);
 	bpf_program__set_autoload(skel->progs.usm_tls_recv, recv_fd);
 	bpftel_module__set_object(m, skel->obj);
@@ -573,6 +592,9 @@ static int usm_load(struct bpftel_module *m)
 	if (!err) {
 		pthread_mutex_lock(&u->lock);
 		u->loaded = true;
+		/* Again: a configuration applied while it loaded may have written the image
+		 * its data were already copied from. */
+		usm_set_share_caps(u);
 		pthread_mutex_unlock(&u->lock);
 	}
 	return err;
@@ -617,6 +639,7 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 	u->self = (__u32)getpid();
 	u->netns = stat("/proc/self/ns/net", &ns) ? 0 : (__u32)ns.st_ino;
 	u->settings.series_max = 2000;
+	u->settings.user_share_percent = FAIR_SHARE_PERCENT_DEFAULT;
 	u->endpoints = usm_endpoints_new(&limits);
 	u->procs = usm_procs_new();
 	u->series = usm_series_set_new();
@@ -831,7 +854,11 @@ void bpftel_usm__configure(struct bpftel_usm *u, const struct bpftel_usm_setting
 	u->settings = *s;
 	if (!u->settings.series_max)
 		u->settings.series_max = 2000;
+	if (!u->settings.user_share_percent)
+		u->settings.user_share_percent = FAIR_SHARE_PERCENT_DEFAULT;
 	series_max = u->settings.series_max;
+	if (u->loaded)
+		usm_set_share_caps(u);
 	pthread_mutex_unlock(&u->lock);
 	usm_endpoints_set_expiry(u->endpoints, expiry_ns);
 	/* Series expire like rows: a series idle that long goes, and frees its place. */

@@ -43,6 +43,9 @@ struct bpftel_usm_settings {
 				     * starts the series over) */
 	bool tls_recv_fd;	    /* the recvfrom tracepoint (bpf/lib/usm_tls.h): from
 				     * the module's next open */
+	unsigned int user_share_percent; /* of each table shared out by user
+					  * (bpf/lib/fair_share.h), 1..100 (no bound);
+					  * 0: the default, 25. Applies at once */
 };
 void bpftel_usm__configure(struct bpftel_usm *u, const struct bpftel_usm_settings *s);
 /* Whether the recvfrom tracepoint (tls_recv_fd) is attached: asked for at the module's

@@ -35,8 +35,8 @@ static void fmt_process(char *buf, size_t size, json_t *r)
 }
 
 /* One line, and only once HTTP/2 was seen: sessions, and whatever was not decoded
- * (c: the module's counters). */
-static void print_http2(json_t *c)
+ * (resp: the module's answer; c: its counters). */
+static void print_http2(json_t *resp, json_t *c)
 {
 	json_t *h = json_object_get(c, "http2"), *v;
 	long long over = jint(c, "h2_over_share");
@@ -60,7 +60,8 @@ static void print_http2(json_t *c)
 		if (json_integer_value(v))
 			printf(", dropped %s %lld", k, (long long)json_integer_value(v));
 	if (over)
-		printf(", starts over a user's share %lld", over);
+		printf(", starts over a user's share %lld (user_share_percent = %lld)", over,
+		       jint(resp, "user_share_percent"));
 	printf("\n");
 }
 
@@ -139,11 +140,12 @@ static void print_http(json_t *resp)
 			       : "; sessions with their own BIO, curl's: tls_recv_fd = on",
 		       jint(c, "tls_connection_reused"));
 		if (jint(c, "tls_sessions_over_share"))
-			printf("; sessions not kept over a user's share: %lld",
-			       jint(c, "tls_sessions_over_share"));
+			printf("; sessions not kept over a user's share: %lld "
+			       "(user_share_percent = %lld)",
+			       jint(c, "tls_sessions_over_share"), jint(resp, "user_share_percent"));
 		printf("\n");
 	}
-	print_http2(c);
+	print_http2(resp, c);
 }
 
 const struct bpftel_cli_section bpftel_usm_cli = {

@@ -218,6 +218,7 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 json_t *usm_report(struct bpftel_module *m, json_t *req)
 {
 	struct bpftel_usm *usm = bpftel_module__priv(m);
+	struct bpftel_usm_settings set;
 	struct bpftel_usm_counters c;
 	struct usm_endpoint_row *rows;
 	json_t *arr = json_array(), *o;
@@ -232,9 +233,11 @@ json_t *usm_report(struct bpftel_module *m, json_t *req)
 	}
 	free(rows);
 	bpftel_usm__counters(usm, &c);
-	return json_pack("{s:s, s:o, s:o, s:b}", "state",
+	bpftel_usm__settings(usm, &set);
+	return json_pack("{s:s, s:o, s:o, s:b, s:I}", "state",
 			 bpftel_module_state_name(bpftel_module__state(m)), "endpoints", arr,
-			 "counters", counters_json(&c), "tls_recv_fd", bpftel_usm__recv_fd(usm));
+			 "counters", counters_json(&c), "tls_recv_fd", bpftel_usm__recv_fd(usm),
+			 "user_share_percent", (json_int_t)set.user_share_percent);
 }
 
 /* ---- /metrics ---- */
@@ -290,20 +293,21 @@ static const struct {
 	{"bpftel_http2_starts_over_share_total",
 	 "TLS calls that would have started an HTTP/2 session (a preface or a SETTINGS "
 	 "frame) of an owner (a user, not root) whose sessions already fill its share of "
-	 "the kernel's session table (a quarter): refused, that session not decoded, so "
-	 "that one user cannot evict the others' live sessions.",
+	 "the kernel's session table (user_share_percent, a quarter by default): refused, "
+	 "that session not decoded, so that one user cannot evict the others' live sessions.",
 	 USM_CNT_H2_OVER_SHARE},
 	{"bpftel_http_tls_sessions_over_share_total",
 	 "Times the kernel did not keep a TLS session (its socket, to name its connection, "
-	 "and whether it carried HTTP/1) because its owner (a user, not root) held a quarter "
-	 "of that table already: at its SSL_set_fd, at each of its HTTP/1 messages, and "
-	 "with tls_recv_fd on at each read that names its socket. Its messages have no "
-	 "connection (Go's keep theirs).",
+	 "and whether it carried HTTP/1) because its owner (a user, not root) held its share "
+	 "of that table already (user_share_percent, a quarter by default): at its "
+	 "SSL_set_fd, at each of its HTTP/1 messages, and with tls_recv_fd on at each read "
+	 "that names its socket. Its messages have no connection (Go's keep theirs).",
 	 USM_CNT_TLS_SESS_OVER_SHARE},
 	{"bpftel_http_tls_retry_marks_over_share_total",
 	 "OpenSSL writes that failed (SSL_get_error) and were not marked to be retried, "
-	 "their owner (a user, not root) holding a quarter of the kernel's marks already: "
-	 "a retry of one is seen as a new message.",
+	 "their owner (a user, not root) holding its share of the kernel's marks already "
+	 "(user_share_percent, a quarter by default): a retry of one is seen as a new "
+	 "message.",
 	 USM_CNT_TLS_RETRY_OVER_SHARE},
 };
 
