@@ -14,8 +14,14 @@
 #define FAIR_SHARE_DIV 4
 #define FAIR_SHARE_PERCENT_DEFAULT (100 / FAIR_SHARE_DIV)
 
+/* The owners of a container's root (lib/fair_share.h): this bit and the low bits of its
+ * cgroup id. Uids of 2^31 and over, which systemd's users and groups guide says not to
+ * use, share owners with them. */
+#define FAIR_SHARE_CONTAINER 0x80000000u
+
 struct fair_share_key {
-	__u32 uid;   /* real uid, in the initial user namespace */
+	__u32 uid;   /* real uid, in the initial user namespace; a container's root: its
+		      * FAIR_SHARE_CONTAINER owner */
 	__u32 table; /* which table: the object's own numbering (bpf/usm.h) */
 };
 

@@ -10,13 +10,19 @@
  * lost: HPACK cannot resume mid-way.
  *
  * So each user but root holds at most a share of such a table (the caller's cap, a
- * quarter by default, the configuration's user_share_percent): past it, the user's new entries are refused and counted, and
- * the others' stay (a table that root and four users at their share fill still
- * evicts: the share bounds one user, not all of them). The count is per (owner, table),
- * the owner the real uid of the thread that makes the entry, as the initial user
- * namespace sees it: a set-user-ID program keeps its caller's, and forking does not
- * make another, as a per-process share would. Root is not bounded: it can stop the
- * agent anyway. Not covered: a user granted a range of uids (/etc/subuid, with
+ * quarter by default, the configuration's user_share_percent): past it, the user's
+ * new entries are refused and counted, and the others' stay (a table that root and
+ * four users at their share fill still evicts: the share bounds one user, not all of
+ * them). The count is per (owner, table), the owner the real uid of the thread that
+ * makes the entry, as the initial user namespace sees it: a set-user-ID program keeps
+ * its caller's, and forking does not make another, as a per-process share would.
+ * The host's root is not bounded: it can stop the agent anyway. A container's root
+ * is: a thread of uid 0 in a pid namespace other than the agent's (docker's and
+ * Kubernetes' containers without a user namespace: the host's root by uid, but in
+ * their own pid namespace) is owned by its cgroup, FAIR_SHARE_CONTAINER with the low
+ * bits of its cgroup v2 id; one share per container, all of them one share on a host
+ * without cgroup v2. The pid namespace is a helper's test against the agent's
+ * (bpf_get_ns_current_pid_tgid), no kernel structure read. Not covered: a user granted a range of uids (/etc/subuid, with
  * newuidmap installed) gets a share per uid of it, and a user namespace a container
  * runtime made, one per uid it maps. Its owner (the user that made the outermost
  * namespace) is a walk of kernel structures, cred and user_namespace, whose layout
@@ -68,10 +74,26 @@ struct {
 
 TLM_MAP_KEY(fair_share_adj);
 
-/* Whose share an entry made by the current thread is in (above): 0 for root. */
+/* The agent's pid namespace, the host's: its nsfs device (the kernel's encoding,
+ * MKDEV) and inode, set before load. 0: not known, and every thread of uid 0 is the
+ * host's root. */
+const volatile __u64 fair_share_pidns_dev = 0;
+const volatile __u64 fair_share_pidns_ino = 0;
+
+/* Whose share an entry made by the current thread is in (above): 0 for the host's
+ * root. A helper call more for root's threads only, and only where an entry is made. */
 static __always_inline __u32 fair_share_owner(void)
 {
-	return (__u32)bpf_get_current_uid_gid();
+	__u32 uid = (__u32)bpf_get_current_uid_gid();
+	struct bpf_pidns_info ns;
+
+	if (uid || !fair_share_pidns_ino)
+		return uid;
+	if (!bpf_get_ns_current_pid_tgid(fair_share_pidns_dev, fair_share_pidns_ino, &ns,
+					 sizeof(ns)))
+		return 0;
+	return FAIR_SHARE_CONTAINER |
+	       ((__u32)bpf_get_current_cgroup_id() & ~FAIR_SHARE_CONTAINER);
 }
 
 /*

@@ -15,8 +15,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -1682,6 +1686,151 @@ static void test_share_cap_set_live(void **state)
 	as_real_uid(0);
 }
 
+/* Session starts as a container's root: a child in a pid namespace of its own (the
+ * helper's test fails there), moved into cgroup dir cg first when not NULL. How many
+ * started (each start's records drained in the child), or -1. */
+static int container_starts(__u64 first, int n, const char *cg)
+{
+	int status, made = 0, i, fd;
+	pid_t p, q;
+
+	p = fork();
+	if (p < 0)
+		return -1;
+	if (!p) {
+		if (unshare(CLONE_NEWPID))
+			_exit(250);
+		q = fork(); /* pid 1 of the new namespace */
+		if (q < 0)
+			_exit(251);
+		if (!q) {
+			if (cg) {
+				char path[256];
+
+				snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+				fd = open(path, O_WRONLY);
+				if (fd < 0 || write(fd, "0", 1) != 1)
+					_exit(252);
+				close(fd);
+			}
+			for (i = 0; i < n; i++)
+				made += h2_start_as(SHARE_SSL(first + i), 4545, i);
+			_exit(made);
+		}
+		if (waitpid(q, &status, 0) != q || !WIFEXITED(status))
+			_exit(253);
+		_exit(WEXITSTATUS(status));
+	}
+	if (waitpid(p, &status, 0) != p || !WIFEXITED(status) || WEXITSTATUS(status) > n)
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* A cgroup's id, as bpf_get_current_cgroup_id() gives it: its directory's handle. */
+static __u64 cgroup_id(const char *dir)
+{
+	struct file_handle *fh = calloc(1, sizeof(*fh) + sizeof(__u64));
+	__u64 id = 0;
+	int mnt;
+
+	assert_non_null(fh);
+	fh->handle_bytes = sizeof(__u64);
+	if (!name_to_handle_at(AT_FDCWD, dir, fh, &mnt, 0))
+		memcpy(&id, fh->f_handle, sizeof(id));
+	free(fh);
+	return id;
+}
+
+/* Remove cgroup dir, which its reaped process may still populate a moment: tried again
+ * until it goes, for up to a generous 30 s (a condition, not a time, is waited for). */
+static bool cgroup_remove(const char *dir)
+{
+	struct timespec ts, step = {.tv_nsec = 10 * 1000 * 1000};
+	time_t until;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	until = ts.tv_sec + 30;
+	for (;;) {
+		if (!rmdir(dir))
+			return true;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if (errno != EBUSY || ts.tv_sec > until)
+			return false;
+		nanosleep(&step, NULL);
+	}
+}
+
+static __s64 owner_count(__u32 owner)
+{
+	struct fair_share_key k = {.uid = owner, .table = USM_SHARE_H2_CONNS};
+	__s64 n = -1;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share), &k, &n))
+		return -1;
+	return n;
+}
+
+/*
+ * Uid 0 in a pid namespace other than the agent's is a container's root: bounded like a
+ * user, one share per cgroup (v2), where the host's root is not bounded. Two such
+ * "containers" in cgroups of their own (a cgroup2 mount of the test's) each start their
+ * share of 3 sessions, and are refused their 4th and 5th, under owners that name their
+ * cgroups; the test's own thread, the host's root, starts 5 uncounted.
+ */
+static char cg_mnt[] = "/tmp/bpftel-cg2-XXXXXX", cg[2][64];
+static bool cg_made;
+
+static void test_share_container_root(void **state)
+{
+	char *mnt = cg_mnt;
+	__u32 owner[2];
+	int i;
+
+	(void)state;
+	assert_int_not_equal(skel->rodata->fair_share_pidns_ino, 0);
+	skel->data->usm_share_cap[USM_SHARE_H2_CONNS] = 3;
+	for (i = 0; i < 5; i++)
+		assert_int_equal(h2_start_as(SHARE_SSL(i), 4242, i), 1);
+	assert_int_equal(share_count(0), -1);
+	assert_int_equal(counter(USM_CNT_H2_OVER_SHARE), 0);
+
+	assert_non_null(mkdtemp(mnt));
+	cg_made = true;
+	assert_int_equal(mount("none", mnt, "cgroup2", 0, NULL), 0);
+	for (i = 0; i < 2; i++) {
+		snprintf(cg[i], sizeof(cg[i]), "%s/bpftel-test-%d-%d", mnt, (int)getpid(), i);
+		assert_int_equal(mkdir(cg[i], 0755), 0);
+		owner[i] = FAIR_SHARE_CONTAINER | ((__u32)cgroup_id(cg[i]) & ~FAIR_SHARE_CONTAINER);
+	}
+	assert_int_not_equal(owner[0], owner[1]);
+	assert_int_equal(container_starts(100, 5, cg[0]), 3);
+	assert_int_equal(container_starts(200, 5, cg[1]), 3);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(owner_count(owner[i]), 3);
+		/* Its process reaped; the kernel may still hold the cgroup a moment. */
+		assert_true(cgroup_remove(cg[i]));
+	}
+	assert_int_equal(umount(mnt), 0);
+	assert_int_equal(rmdir(mnt), 0);
+	assert_int_equal(counter(USM_CNT_H2_OVER_SHARE), 4);
+}
+
+/* What a failed test_share_container_root left: its cgroups and mount. */
+static int container_root_teardown(void **state)
+{
+	int i;
+
+	(void)state;
+	if (!cg_made)
+		return 0;
+	for (i = 0; i < 2; i++)
+		if (cg[i][0])
+			cgroup_remove(cg[i]);
+	umount(cg_mnt);
+	rmdir(cg_mnt);
+	return 0;
+}
+
 static void set_fd_as(__u64 conn, int fd, __u32 tgid)
 {
 	tls_run_as(USM_TLS_SSL_SET_FD, false, &(struct test_regs){.di = conn, .si = (__u64)fd}, 1,
@@ -2734,8 +2883,13 @@ static int group_setup(void **state)
 	CPU_SET(sched_getcpu(), &one);
 	if (sched_setaffinity(0, sizeof(one), &one))
 		return -1;
-	skel = usm_harness__open_and_load();
+	skel = usm_harness__open();
 	if (!skel)
+		return -1;
+	/* The agent's pid namespace is the test's (test_share_container_root). */
+	if (usm_fair_share_pidns(&skel->rodata->fair_share_pidns_dev,
+				 &skel->rodata->fair_share_pidns_ino) ||
+	    usm_harness__load(skel))
 		return -1;
 	return bpftel_rb_capture__open(&cap, bpf_map__fd(skel->maps.usm_events)) ?:
 	       bpftel_rb_capture__open(&h2cap, bpf_map__fd(skel->maps.usm_h2_events));
@@ -2797,6 +2951,8 @@ int main(void)
 		T(test_h2_share_sweep),
 		T(test_share_counts_full),
 		T(test_share_cap_set_live),
+		cmocka_unit_test_setup_teardown(test_share_container_root, case_setup,
+						container_root_teardown),
 		T(test_tls_sess_share_per_user),
 		T(test_tls_retry_share_per_user),
 		T(test_go_write_request),

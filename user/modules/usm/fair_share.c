@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <bpf/bpf.h>
 
 #include "bpf/fair_share_defs.h"
@@ -44,6 +46,19 @@ __s64 usm_fair_share_cap(const struct usm_share_map *t, unsigned int percent)
 		return 0;
 	cap = (__s64)t->max_entries * percent / 100;
 	return cap > 0 ? cap : 1;
+}
+
+int usm_fair_share_pidns(__u64 *dev, __u64 *ino)
+{
+	struct stat st;
+
+	*dev = *ino = 0;
+	if (stat("/proc/self/ns/pid", &st))
+		return -errno;
+	/* The kernel compares its own dev_t (MKDEV: major << 20 | minor), not stat's. */
+	*dev = (__u64)major(st.st_dev) << 20 | minor(st.st_dev);
+	*ino = st.st_ino;
+	return 0;
 }
 
 struct user_count {

@@ -30,6 +30,11 @@ extern const struct usm_share_map usm_share_tables[];
  * least 1; 0 at 100, no bound. */
 __s64 usm_fair_share_cap(const struct usm_share_map *t, unsigned int percent);
 
+/* The agent's pid namespace as bpf_get_ns_current_pid_tgid() takes it (the kernel's
+ * dev_t of nsfs, the inode), for fair_share_pidns_dev and _ino (bpf/lib/fair_share.h):
+ * 0, or -errno (both left 0: every thread of uid 0 is the host's root). */
+int usm_fair_share_pidns(__u64 *dev, __u64 *ino);
+
 /*
  * If the counts (the fair_share map's fd) hold a user of t's table, read t: delete the
  * entries whose process alive() says is gone (how many: *deleted), and set each user's

@@ -560,6 +560,7 @@ static int usm_open(struct bpftel_module *m)
 	struct usm *skel;
 	unsigned int lo;
 	bool recv_fd;
+	int err;
 
 	skel = usm__open();
 	if (!skel)
@@ -570,6 +571,13 @@ static int usm_open(struct bpftel_module *m)
 	bpf_program__set_autoload(skel->progs.usm_http_socket, true);
 	lo = if_nametoindex("lo");
 	skel->rodata->usm_lo_ifindex = lo ? lo : 1;
+	/* Not known: a container's root is the host's (bpf/lib/fair_share.h). */
+	err = usm_fair_share_pidns(&skel->rodata->fair_share_pidns_dev,
+				   &skel->rodata->fair_share_pidns_ino);
+	if (err)
+		pr_warn("usm: /proc/self/ns/pid: %s: a container's root is taken for the host's, "
+			"not bounded to a share of the kernel's tables",
+			strerror(-err));
 	pthread_mutex_lock(&u->lock);
 	u->skel = skel;
 	recv_fd = u->settings.tls_recv_fd;

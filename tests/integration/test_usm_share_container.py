@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""A container's root is bounded like a user; the host's root is not.
+
+Docker's and Kubernetes' containers without a user namespace run as uid 0, the host's
+root by uid, but in a pid namespace and a cgroup of their own. Root in a pid namespace
+other than the agent's holds one share per cgroup (bpf/lib/fair_share.h) of the kernel's
+HTTP/2 session table (usm_h2_conns: 8192, a quarter each by default).
+
+The test makes two such "containers" (`unshare --pid --fork`, each moved into a cgroup
+of its own on a cgroup2 mount of the test's) that each start a quarter and 64 more
+HTTP/2 sessions (a preface written on a TLS session over memory, no peer needed) and
+keep them: each has starts refused and counted (h2_over_share), at least the 64 over
+its share, and each has starts admitted, the second too: their shares are apart. The
+host's root starts as many, none refused. Nothing is left in the kernel after the agent
+stops."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import LIBSSL_PROBES, Agent, agent_args, check, run, wait_for  # noqa: E402
+from test_usm_share import FLOOD_BODY, SYS_PYTHON  # noqa: E402
+
+SHARE = 8192 // 4  # bpf/usm.h USM_H2_CONNS_MAX, bpf/fair_share_defs.h FAIR_SHARE_DIV
+OVER = 64
+
+# argv[1]: a cgroup directory to move into first ("" for none), argv[2]: the starts.
+CG_FLOOD_CODE = """import ssl, sys
+if sys.argv[1]:
+    with open(sys.argv[1] + "/cgroup.procs", "w") as f:
+        f.write("0")
+""" + FLOOD_BODY
+
+
+def main():
+    args = agent_args(tools=("unshare",))
+    tmp = tempfile.mkdtemp(prefix="bpftel-share-ct-")
+    mnt = os.path.join(tmp, "cgroup2")
+    cgroups, procs = [], []
+    mounted = False
+    agent = Agent(args.agent, args.cli)
+    try:
+        wait_for(lambda: [r for r in agent.json("libs")["libs"]
+                          if r["module"] == "usm" and r["lib"] == "libssl" and
+                          r["attached"] >= LIBSSL_PROBES], 60, "the usm uprobes on libssl")
+        os.mkdir(mnt)
+        subprocess.run(["mount", "-t", "cgroup2", "none", mnt], check=True)
+        mounted = True
+
+        def flood(n, cgroup=None):
+            """n starts kept by a new process: root in a new pid namespace, moved into
+            cgroup, when cgroup is given; the host's root else. The starts refused."""
+            cmd = [SYS_PYTHON, "-c", CG_FLOOD_CODE, cgroup or "", str(n)]
+            if cgroup:
+                cmd = ["unshare", "--pid", "--fork", "--kill-child"] + cmd
+            before = agent.json("http")["counters"]["h2_over_share"]
+            p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True, cwd="/")
+            procs.append(p)
+            got = p.stdout.readline().split()
+            check(got == ["held", str(n)], f"a flood holds {n} session starts")
+            return agent.json("http")["counters"]["h2_over_share"] - before
+
+        n = SHARE + OVER
+        for name in ("a", "b"):
+            cgroups.append(os.path.join(mnt, f"bpftel-test-{os.getpid()}-{name}"))
+            os.mkdir(cgroups[-1])
+            refused = flood(n, cgroups[-1])
+            print(f"container {name}: {n} starts, {refused} refused")
+            # At least what passes its share; a sweep that corrects the count during
+            # the flood may refuse some early, never admit more.
+            check(OVER <= refused < n,
+                  f"container {name}: refused past its share, and admitted some: "
+                  f"{n - refused} admitted, {refused} refused")
+        check(flood(n) == 0, f"the host's root: {n} starts, none refused")
+        for p in procs:
+            p.stdin.close()
+            check(p.wait(timeout=60) == 0, "the flood ended")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for cg in cgroups:
+            # Its processes reaped; the kernel may hold the cgroup a moment longer.
+            try:
+                wait_for(lambda: not os.path.exists(cg) or _rmdir(cg), 30,
+                         f"{cg} to be removed")
+            except AssertionError as e:
+                print(f"warning: {e}")
+        if mounted:
+            subprocess.run(["umount", mnt], check=False)
+        agent.stop()
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    check(True, f"none of what the agent held remains: {agent.released()}")
+
+
+def _rmdir(path):
+    try:
+        os.rmdir(path)
+        return True
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    run(main)
