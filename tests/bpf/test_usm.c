@@ -1946,7 +1946,7 @@ static void test_h2_share_sweep(void **state)
 	t.fd = fd;
 	/* Nothing to recount while only root holds sessions: nothing is deleted. */
 	assert_int_equal(h2_start_as(SHARE_SSL(0), 4242, 1), 1);
-	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted), 0);
+	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted, NULL), 0);
 	assert_int_equal(deleted, 0);
 	as_real_uid(SHARE_USER);
 	for (i = 1; i <= 5; i++) /* 3 of this process, 2 of one gone */
@@ -1960,7 +1960,7 @@ static void test_h2_share_sweep(void **state)
 	assert_int_equal(bpf_map_update_elem(counts, &gone, &stale, BPF_ANY), 0);
 	gone.uid = SHARE_USER + 2;
 	assert_int_equal(bpf_map_update_elem(counts, &gone, &stale, BPF_ANY), 0);
-	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted), 0);
+	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted, NULL), 0);
 	assert_int_equal(deleted, 3); /* root's session and the user's two, of 4242 */
 	assert_int_equal(share_count(SHARE_USER), 3);
 	assert_int_equal(share_count(SHARE_USER + 2), -1);
@@ -1972,7 +1972,7 @@ static void test_h2_share_sweep(void **state)
 	ssl_free_as(SHARE_SSL(2), self);
 	as_real_uid(0);
 	assert_int_equal(share_count(SHARE_USER), 2);
-	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted), 0);
+	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted, NULL), 0);
 	assert_int_equal(share_count(SHARE_USER), 2);
 	assert_int_equal(deleted, 3);
 	for (i = 1; i <= 6; i++) { /* what is left: the process's 3rd and 6th */
@@ -1985,6 +1985,54 @@ static void test_h2_share_sweep(void **state)
 		if (i == 3 || i == 6)
 			assert_int_equal(v.uid, SHARE_USER);
 	}
+}
+
+/*
+ * The sweep names who holds the most of a table (bpftel http's shares): the 4 owners
+ * holding the most, most first, of two holding as many the lower uid; none while only
+ * root holds some, or once the users' entries are gone.
+ */
+static void test_share_holders(void **state)
+{
+	struct usm_share_map t = usm_share_tables[USM_SHARE_H2_CONNS];
+	int counts = bpf_map__fd(skel->maps.fair_share);
+	int adj = bpf_map__fd(skel->maps.fair_share_adj);
+	struct usm_share_holders top = {.n = 99};
+	__u32 self = (__u32)getpid(), held[] = {1, 4, 6, 3, 3, 5};
+	__u64 deleted = 0, conn = 0;
+	__u32 u, i;
+
+	(void)state;
+	t.fd = bpf_map__fd(skel->maps.usm_h2_conns);
+	assert_int_equal(h2_start_as(SHARE_SSL(conn++), self, 1), 1); /* root's */
+	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted, &top), 0);
+	assert_int_equal(top.n, 0);
+	for (u = 0; u < 6; u++) {
+		as_real_uid(SHARE_USER + u);
+		for (i = 0; i < held[u]; i++, conn++)
+			assert_int_equal(h2_start_as(SHARE_SSL(conn), self, conn), 1);
+	}
+	as_real_uid(0);
+	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted, &top), 0);
+	assert_int_equal(top.n, USM_SHARE_HOLDERS);
+	assert_int_equal(top.v[0].owner, SHARE_USER + 2);
+	assert_int_equal(top.v[0].held, 6);
+	assert_int_equal(top.v[1].owner, SHARE_USER + 5);
+	assert_int_equal(top.v[1].held, 5);
+	assert_int_equal(top.v[2].owner, SHARE_USER + 1);
+	assert_int_equal(top.v[2].held, 4);
+	assert_int_equal(top.v[3].owner, SHARE_USER + 3); /* not + 4: as many, seen later */
+	assert_int_equal(top.v[3].held, 3);
+	/* The users' sessions end: no holder is left. */
+	for (conn = 1, u = 0; u < 6; u++) {
+		as_real_uid(SHARE_USER + u);
+		for (i = 0; i < held[u]; i++)
+			ssl_free_as(SHARE_SSL(conn++), self);
+	}
+	as_real_uid(0);
+	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted, &top), 0);
+	assert_int_equal(top.n, 0);
+	assert_int_equal(deleted, 0);
 }
 
 /* A session whose start was missed: a call that looks like a frame header counts it,
@@ -2949,6 +2997,7 @@ int main(void)
 		T(test_h2_midstream_counted_once),
 		T(test_h2_share_per_user),
 		T(test_h2_share_sweep),
+		T(test_share_holders),
 		T(test_share_counts_full),
 		T(test_share_cap_set_live),
 		cmocka_unit_test_setup_teardown(test_share_container_root, case_setup,

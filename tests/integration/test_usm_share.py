@@ -9,8 +9,9 @@ memory (no peer needed), and keeps them: 8 processes 256 each, a quarter of the
 kernel's table (usm_h2_conns: 8192), then one process twice the table. The kernel
 admits the first 2048, that user's share, and refuses the rest, counted exactly
 (h2_over_share, bpftel_http2_starts_over_share_total, the "starts over a user's share"
-of bpftel http). With user_share_percent = 100 on SIGHUP, nobody's next starts are
-all admitted, though it holds its share. Userspace, whose decoders hold 1024 sessions, lets the user fill what
+of bpftel http), and the shares name nobody as the holder of what it was admitted
+(JSON, bpftel http, /metrics). With user_share_percent = 100 on SIGHUP, nobody's next
+starts are all admitted, though it holds its share. Userspace, whose decoders hold 1024 sessions, lets the user fill what
 root's leave, more than its share (256) while there is room, then makes room for its
 new sessions with its own (user_cap), though each process holds no more than its own
 cap, not with root's older ones. So the live connection's sessions, older than the flood,
@@ -148,6 +149,22 @@ def main():
             metrics = r.read().decode()
         check(f"bpftel_http2_starts_over_share_total {over}" in metrics,
               "/metrics: bpftel_http2_starts_over_share_total")
+        # Who holds the most, once a correction (every 10 s) has counted the flood.
+        sessions = wait_for(lambda: (lambda t: t if t["holders"] and
+                                     t["holders"][0]["entries"] == admitted else None)(
+            agent.json("http")["shares"]["http2_sessions"]), 60,
+            f"the shares to name nobody holding {admitted} HTTP/2 sessions")
+        check(sessions["holders"] == [{"kind": "user", "uid": NOBODY, "entries": admitted}] and
+              sessions["share"] == SHARE and sessions["entries"] == H2_CONNS_MAX,
+              f"nobody alone holds HTTP/2 sessions, {admitted} of its {SHARE}: {sessions}")
+        text = agent.cli("http").stdout
+        check(f"HTTP/2 sessions (share {SHARE} of {H2_CONNS_MAX}): uid {NOBODY} {admitted}"
+              in text, "bpftel http names the holder")
+        with urllib.request.urlopen(url, timeout=10) as r:
+            metrics = r.read().decode()
+        check(f'bpftel_http_user_share_entries{{table="http2_sessions"}} {SHARE}' in metrics and
+              f'bpftel_http_user_share_top_holder_entries{{table="http2_sessions"}} {admitted}'
+              in metrics, "/metrics: the share and its top holder")
         # No bound from the next start on (SIGHUP, no restart): nobody, at its share
         # already, has all its next starts admitted, and none refused.
         with open(conf, "w") as f:

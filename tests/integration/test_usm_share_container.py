@@ -12,8 +12,9 @@ of its own on a cgroup2 mount of the test's) that each start a quarter and 64 mo
 HTTP/2 sessions (a preface written on a TLS session over memory, no peer needed) and
 keep them: each has starts refused and counted (h2_over_share), at least the 64 over
 its share, and each has starts admitted, the second too: their shares are apart. The
-host's root starts as many, none refused. Nothing is left in the kernel after the agent
-stops."""
+host's root starts as many, none refused. The shares' holders (bpftel http --json) are
+the two containers, by their cgroup ids, each with what it was admitted. Nothing is
+left in the kernel after the agent stops."""
 import os
 import shutil
 import subprocess
@@ -65,6 +66,7 @@ def main():
             return agent.json("http")["counters"]["h2_over_share"] - before
 
         n = SHARE + OVER
+        want = []
         for name in ("a", "b"):
             cgroups.append(os.path.join(mnt, f"bpftel-test-{os.getpid()}-{name}"))
             os.mkdir(cgroups[-1])
@@ -75,7 +77,18 @@ def main():
             check(OVER <= refused < n,
                   f"container {name}: refused past its share, and admitted some: "
                   f"{n - refused} admitted, {refused} refused")
+            # Its owner: its cgroup id (the directory's inode), low 31 bits.
+            want.append({"kind": "container", "entries": n - refused,
+                         "cgroup_id": os.stat(cgroups[-1]).st_ino & 0x7fffffff})
         check(flood(n) == 0, f"the host's root: {n} starts, none refused")
+        # The holders, once a correction (every 10 s) has counted the floods: the two
+        # containers, each by its cgroup; not the host's root.
+        key = lambda h: h.get("cgroup_id", -1)  # noqa: E731
+        want.sort(key=key)
+        check(wait_for(lambda: sorted(agent.json("http")["shares"]["http2_sessions"]
+                                      ["holders"], key=key) == want, 60,
+                       f"the shares to name the two containers: {want}"),
+              "the shares name the two containers by their cgroups, not the host's root")
         for p in procs:
             p.stdin.close()
             check(p.wait(timeout=60) == 0, "the flood ended")

@@ -187,9 +187,30 @@ static int read_all(const struct usm_share_map *t, char *keys, char *values, __u
 	return -EAGAIN;
 }
 
-int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *t,
-			 bool (*alive)(__u32 tgid), __u64 *deleted)
+/* Owner c into top, which keeps the USM_SHARE_HOLDERS that hold the most, most first
+ * (of two that hold as many, the one seen first: the lower uid). */
+static void holders_add(struct usm_share_holders *top, const struct user_count *c)
 {
+	__u32 i;
+
+	if (top->n == USM_SHARE_HOLDERS) {
+		if (top->v[USM_SHARE_HOLDERS - 1].held >= c->held)
+			return; /* the least of them holds as many */
+		i = USM_SHARE_HOLDERS - 1;
+	} else {
+		i = top->n++;
+	}
+	for (; i > 0 && top->v[i - 1].held < c->held; i--)
+		top->v[i] = top->v[i - 1];
+	top->v[i].owner = c->uid;
+	top->v[i].held = (__u32)c->held;
+}
+
+int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *t,
+			 bool (*alive)(__u32 tgid), __u64 *deleted,
+			 struct usm_share_holders *top)
+{
+	struct usm_share_holders found = {};
 	struct alive_cache *live = NULL;
 	struct users u = {};
 	struct fair_share_key key = {.table = t->table};
@@ -202,7 +223,7 @@ int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *
 
 	err = users_counted(counts_fd, t->table, &u);
 	if (err || !u.n)
-		goto out; /* no owner but root has a count: nothing to correct */
+		goto out; /* no owner but root has a count: nothing to correct, no holder */
 	users_sort(&u);
 	keys = malloc(walk_room(t) * t->key_size);
 	values = malloc(walk_room(t) * t->value_size);
@@ -238,8 +259,11 @@ int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *
 		 * what they make and delete from then on. */
 		adj = u.v[j].held - u.v[j].counted;
 		bpf_map_update_elem(adj_fd, &key, &adj, BPF_ANY);
+		holders_add(&found, &u.v[j]);
 	}
 out:
+	if (!err && top)
+		*top = found;
 	free(live);
 	free(keys);
 	free(values);

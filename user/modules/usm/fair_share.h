@@ -25,6 +25,17 @@ struct usm_share_map {
  * fd -1: a caller sets the map's. */
 extern const struct usm_share_map usm_share_tables[];
 
+/* The owners holding the most of a table, as a sweep found them (most first). */
+#define USM_SHARE_HOLDERS 4
+
+struct usm_share_holders {
+	__u32 n;
+	struct {
+		__u32 owner; /* a uid; FAIR_SHARE_CONTAINER set: a container's root */
+		__u32 held;  /* its entries the walk saw */
+	} v[USM_SHARE_HOLDERS];
+};
+
 /* What a user but root may hold of t's entries at percent (user_share_percent, 1..100;
  * 0: the default), as the programs read it (usm_share_cap, bpf/lib/usm_common.h): at
  * least 1; 0 at 100, no bound. */
@@ -43,8 +54,11 @@ int usm_fair_share_pidns(__u64 *dev, __u64 *ino);
  * not counted). Returns 0, -EAGAIN when the walk of a busy table did not end within
  * its room (nothing corrected this round: the counts would be short), or another
  * negative errno when a map could not be read (the corrections left as they were).
+ * On 0, *top (when not NULL) is set to the owners holding the most (none when only
+ * root holds entries); else it is left as it was.
  */
 int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *t,
-			 bool (*alive)(__u32 tgid), __u64 *deleted);
+			 bool (*alive)(__u32 tgid), __u64 *deleted,
+			 struct usm_share_holders *top);
 
 #endif /* BPFTEL_USM_FAIR_SHARE_H */

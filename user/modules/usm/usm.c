@@ -43,6 +43,9 @@ struct bpftel_usm {
 	struct usm_procs *procs;
 	__u64 shares_due_ns; /* the next correction of the users' shares (usm_shares_sweep) */
 	bool shares_warned;  /* a correction failed, and the log said so */
+	/* Who holds the most of each shared table, as the last correction found (under
+	 * lock; none while the module is not loaded). */
+	struct usm_share_holders share_holders[USM_SHARE__COUNT];
 	struct usm_series_set *series; /* /metrics' */
 	pthread_mutex_t lock; /* skel, loaded, retired, settings */
 	struct usm *skel;     /* while the module is open */
@@ -621,6 +624,7 @@ static void usm_close(struct bpftel_module *m)
 			u->retired[i] += last[i];
 	}
 	u->loaded = false;
+	memset(u->share_holders, 0, sizeof(u->share_holders)); /* the tables go */
 	skel = u->skel;
 	u->skel = NULL;
 	pthread_mutex_unlock(&u->lock);
@@ -800,7 +804,7 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 		 * their count. This one only corrects the owners' shares of them. */
 		err = usm_fair_share_sweep(counts, adj, &t,
 					   i == USM_SHARE_TLS_RETRY ? always_alive : proc_alive,
-					   &deleted);
+					   &deleted, &u->share_holders[i]);
 		/* A busy table's walk that did not end (-EAGAIN) is the next round's. Any
 		 * other failure is said once: the shares then stay as the programs count
 		 * them, high by what the LRU evicts, until a sweep works again. */
@@ -890,6 +894,13 @@ bool bpftel_usm__recv_fd(struct bpftel_usm *u)
 			return st[i].winner >= 0;
 	}
 	return false;
+}
+
+void bpftel_usm__shares(struct bpftel_usm *u, struct usm_share_holders *out)
+{
+	pthread_mutex_lock(&u->lock);
+	memcpy(out, u->share_holders, sizeof(u->share_holders));
+	pthread_mutex_unlock(&u->lock);
 }
 
 void bpftel_usm__settings(struct bpftel_usm *u, struct bpftel_usm_settings *out)

@@ -67,6 +67,10 @@ size_t bpftel_usm__series(struct bpftel_usm *u, struct usm_series **out, bool *c
 struct usm_proc;
 bool bpftel_usm__proc(struct bpftel_usm *u, __u32 pid, struct usm_proc *out);
 void bpftel_usm__settings(struct bpftel_usm *u, struct bpftel_usm_settings *out);
+/* Who holds the most of each table shared out by user (enum usm_share_table), as the
+ * last correction found them, every 10 s (fair_share.h); none while not loaded. */
+struct usm_share_holders;
+void bpftel_usm__shares(struct bpftel_usm *u, struct usm_share_holders *out);
 
 struct bpftel_usm_counters {
 	__u64 kernel[USM_CNT__COUNT]; /* summed over CPUs, cumulative over restarts */

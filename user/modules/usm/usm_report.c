@@ -17,6 +17,9 @@
 #include <jansson.h>
 
 #include "usm.h"
+#include "bpf/fair_share_defs.h"
+#include "bpf/usm.h"
+#include "fair_share.h"
 #include "families.h"
 #include "user/common/ctl.h"
 #include "user/common/prom.h"
@@ -215,6 +218,48 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	return cnt;
 }
 
+static const char *const share_table_names[USM_SHARE__COUNT] = {
+	[USM_SHARE_H2_CONNS] = "http2_sessions",
+	[USM_SHARE_TLS_FDS] = "tls_sessions",
+	[USM_SHARE_TLS_RETRY] = "tls_retry_marks",
+};
+
+/* An owner of entries (bpf/lib/fair_share.h): a user by uid, or a container's root by
+ * its cgroup (the id's low 31 bits: as rows' cgroup_id on a cgroup v2 host). */
+static json_t *holder_json(__u32 owner, __u32 held)
+{
+	if (owner & FAIR_SHARE_CONTAINER)
+		return json_pack("{s:s, s:I, s:I}", "kind", "container", "cgroup_id",
+				 (json_int_t)(owner & ~FAIR_SHARE_CONTAINER), "entries",
+				 (json_int_t)held);
+	return json_pack("{s:s, s:I, s:I}", "kind", "user", "uid", (json_int_t)owner, "entries",
+			 (json_int_t)held);
+}
+
+/* Each table shared out by user: its size, the share (null: no bound) and who holds
+ * the most of it at the last correction. */
+static json_t *shares_json(struct bpftel_usm *usm, unsigned int percent)
+{
+	struct usm_share_holders h[USM_SHARE__COUNT];
+	json_t *o = json_object(), *who;
+	__s64 cap;
+	__u32 i;
+	int t;
+
+	bpftel_usm__shares(usm, h);
+	for (t = 0; t < USM_SHARE__COUNT; t++) {
+		who = json_array();
+		for (i = 0; i < h[t].n; i++)
+			json_array_append_new(who, holder_json(h[t].v[i].owner, h[t].v[i].held));
+		cap = usm_fair_share_cap(&usm_share_tables[t], percent);
+		json_object_set_new(o, share_table_names[t],
+				    json_pack("{s:I, s:o, s:o}", "entries",
+					      (json_int_t)usm_share_tables[t].max_entries, "share",
+					      cap ? json_integer(cap) : json_null(), "holders", who));
+	}
+	return o;
+}
+
 json_t *usm_report(struct bpftel_module *m, json_t *req)
 {
 	struct bpftel_usm *usm = bpftel_module__priv(m);
@@ -234,10 +279,11 @@ json_t *usm_report(struct bpftel_module *m, json_t *req)
 	free(rows);
 	bpftel_usm__counters(usm, &c);
 	bpftel_usm__settings(usm, &set);
-	return json_pack("{s:s, s:o, s:o, s:b, s:I}", "state",
+	return json_pack("{s:s, s:o, s:o, s:b, s:I, s:o}", "state",
 			 bpftel_module_state_name(bpftel_module__state(m)), "endpoints", arr,
 			 "counters", counters_json(&c), "tls_recv_fd", bpftel_usm__recv_fd(usm),
-			 "user_share_percent", (json_int_t)set.user_share_percent);
+			 "user_share_percent", (json_int_t)set.user_share_percent, "shares",
+			 shares_json(usm, set.user_share_percent));
 }
 
 /* ---- /metrics ---- */
@@ -370,6 +416,39 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
 				   c->kernel[kernel_scalars[i].counter]);
 }
 
+/* Per table shared out by user (label table, three values): the share, and what the
+ * owner holding the most of it held at the last correction. */
+static void share_metrics(struct bpftel_prom *w, struct bpftel_usm *usm)
+{
+	struct usm_share_holders h[USM_SHARE__COUNT];
+	struct bpftel_usm_settings set;
+	struct bpftel_prom_label l[1];
+	int t;
+
+	bpftel_usm__shares(usm, h);
+	bpftel_usm__settings(usm, &set);
+	bpftel_prom_family(w, "bpftel_http_user_share_entries", "gauge",
+			   "Entries of a kernel table shared out by user (http2_sessions, "
+			   "tls_sessions, tls_retry_marks) that one user but root, or one "
+			   "container's root, may hold (user_share_percent); the table's size "
+			   "when there is no bound.");
+	for (t = 0; t < USM_SHARE__COUNT; t++) {
+		__s64 cap = usm_fair_share_cap(&usm_share_tables[t], set.user_share_percent);
+
+		l[0] = (struct bpftel_prom_label){"table", share_table_names[t]};
+		bpftel_prom_sample_u64(w, "", l, 1,
+				       cap ? (__u64)cap : usm_share_tables[t].max_entries);
+	}
+	bpftel_prom_family(w, "bpftel_http_user_share_top_holder_entries", "gauge",
+			   "Entries of that table held by the user but root (or container's root) "
+			   "holding the most, as counted every 10 s; 0 when only root holds some. "
+			   "At the share, its new entries are refused (*_over_share_total).");
+	for (t = 0; t < USM_SHARE__COUNT; t++) {
+		l[0] = (struct bpftel_prom_label){"table", share_table_names[t]};
+		bpftel_prom_sample_u64(w, "", l, 1, h[t].n ? h[t].v[0].held : 0);
+	}
+}
+
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 {
 	struct bpftel_usm *usm = bpftel_module__priv(m);
@@ -406,5 +485,6 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	l[0] = (struct bpftel_prom_label){"reason", "status"};
 	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_STATUS]);
 	http2_metrics(w, &c);
+	share_metrics(w, usm);
 	free(ser);
 }
