@@ -22,7 +22,9 @@
  * their own pid namespace) is owned by its cgroup, FAIR_SHARE_CONTAINER with the low
  * bits of its cgroup v2 id; one share per container, all of them one share on a host
  * without cgroup v2. The pid namespace is a helper's test against the agent's
- * (bpf_get_ns_current_pid_tgid), no kernel structure read. Not covered: a user granted a range of uids (/etc/subuid, with
+ * (bpf_get_ns_current_pid_tgid), no kernel structure read. Not covered: a container's
+ * root that may make cgroups (privileged, or given its cgroup tree) gets a share per
+ * cgroup it makes and moves into; a user granted a range of uids (/etc/subuid, with
  * newuidmap installed) gets a share per uid of it, and a user namespace a container
  * runtime made, one per uid it maps. Its owner (the user that made the outermost
  * namespace) is a walk of kernel structures, cred and user_namespace, whose layout
@@ -43,8 +45,8 @@
  * through a walk can pass its share by as many, once.
  *
  * Cost: two hash lookups and an atomic add where an entry is made, a lookup where one
- * is deleted; nothing for root's processes. Callers call these only where an entry is new
- * (a session's start), never per call.
+ * is deleted; for the host's root, a helper call where an entry is made, nothing more.
+ * Callers call these only where an entry is new (a session's start), never per call.
  *
  * Include after telemetry/telemetry.bpf.h.
  */
@@ -89,6 +91,8 @@ static __always_inline __u32 fair_share_owner(void)
 
 	if (uid || !fair_share_pidns_ino)
 		return uid;
+	/* Any failure is another namespace (-EINVAL), or none (-ENOENT: a task exiting,
+	 * which makes no entry): owned by its cgroup, like a container's. */
 	if (!bpf_get_ns_current_pid_tgid(fair_share_pidns_dev, fair_share_pidns_ino, &ns,
 					 sizeof(ns)))
 		return 0;

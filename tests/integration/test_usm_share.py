@@ -10,14 +10,14 @@ kernel's table (usm_h2_conns: 8192), then one process twice the table. The kerne
 admits the first 2048, that user's share, and refuses the rest, counted exactly
 (h2_over_share, bpftel_http2_starts_over_share_total, the "starts over a user's share"
 of bpftel http), and the shares name nobody as the holder of what it was admitted
-(JSON, bpftel http, /metrics). With user_share_percent = 100 on SIGHUP, nobody's next
-starts are all admitted, though it holds its share. Userspace, whose decoders hold 1024 sessions, lets the user fill what
-root's leave, more than its share (256) while there is room, then makes room for its
-new sessions with its own (user_cap), though each process holds no more than its own
-cap, not with root's older ones. So the live connection's sessions, older than the flood,
-stay in both, and its next 3 calls are counted on both sides. Without either share the
-flood evicts them (LRU) and those calls are lost. Nothing is left in the kernel after
-the agent stops."""
+(JSON, bpftel http, /metrics). Userspace, whose decoders hold 1024 sessions, lets the
+user fill what root's leave, more than its share (256) while there is room, then makes
+room for its new sessions with its own (user_cap), though each process holds no more
+than its own cap, not with root's older ones. So the live connection's sessions, older
+than the flood, stay in both, and its next 3 calls are counted on both sides. Without
+either share the flood evicts them (LRU) and those calls are lost. Last, with
+user_share_percent = 100 on SIGHUP, nobody's next starts are all admitted, though it
+holds its share. Nothing is left in the kernel after the agent stops."""
 import os
 import shutil
 import signal

@@ -5,10 +5,11 @@
 Docker's and Kubernetes' containers without a user namespace run as uid 0, the host's
 root by uid, but in a pid namespace and a cgroup of their own. Root in a pid namespace
 other than the agent's holds one share per cgroup (bpf/lib/fair_share.h) of the kernel's
-HTTP/2 session table (usm_h2_conns: 8192, a quarter each by default).
+HTTP/2 session table (usm_h2_conns: 8192, a quarter each by default; 20 % here, set by
+the configuration before the module loads).
 
 The test makes two such "containers" (`unshare --pid --fork`, each moved into a cgroup
-of its own on a cgroup2 mount of the test's) that each start a quarter and 64 more
+of its own on a cgroup2 mount of the test's) that each start their share and 64 more
 HTTP/2 sessions (a preface written on a TLS session over memory, no peer needed) and
 keep them: each has starts refused and counted (h2_over_share), at least the 64 over
 its share, and each has starts admitted, the second too: their shares are apart. The
@@ -25,7 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import LIBSSL_PROBES, Agent, agent_args, check, run, wait_for  # noqa: E402
 from test_usm_share import FLOOD_BODY, SYS_PYTHON  # noqa: E402
 
-SHARE = 8192 // 4  # bpf/usm.h USM_H2_CONNS_MAX, bpf/fair_share_defs.h FAIR_SHARE_DIV
+# Not the default (25): the share the agent sets before load, not the object's own.
+PERCENT = 20
+SHARE = 8192 * PERCENT // 100  # bpf/usm.h USM_H2_CONNS_MAX
 OVER = 64
 
 # argv[1]: a cgroup directory to move into first ("" for none), argv[2]: the starts.
@@ -42,7 +45,10 @@ def main():
     mnt = os.path.join(tmp, "cgroup2")
     cgroups, procs = [], []
     mounted = False
-    agent = Agent(args.agent, args.cli)
+    conf = os.path.join(tmp, "bpftel.conf")
+    with open(conf, "w") as f:
+        f.write(f"metrics_addr = 127.0.0.1:0\nuser_share_percent = {PERCENT}\n")
+    agent = Agent(args.agent, args.cli, ["-c", conf])
     try:
         wait_for(lambda: [r for r in agent.json("libs")["libs"]
                           if r["module"] == "usm" and r["lib"] == "libssl" and
@@ -81,6 +87,8 @@ def main():
             want.append({"kind": "container", "entries": n - refused,
                          "cgroup_id": os.stat(cgroups[-1]).st_ino & 0x7fffffff})
         check(flood(n) == 0, f"the host's root: {n} starts, none refused")
+        share = agent.json("http")["shares"]["http2_sessions"]["share"]
+        check(share == SHARE, f"the share as configured: {share}")
         # The holders, once a correction (every 10 s) has counted the floods: the two
         # containers, each by its cgroup; not the host's root.
         key = lambda h: h.get("cgroup_id", -1)  # noqa: E731

@@ -315,7 +315,8 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 	} else if (!strcmp(key, "user_share_percent")) {
 		if (!parse_uint(v, 1, 100, &c->user_share_percent))
 			return bad(err, errlen, name, line,
-				   "user_share_percent: '%s' is not 1..100 (100: no bound)%s", v, "");
+				   "user_share_percent: '%s' is not 1..100 (100: no bound)%s", v,
+				   "");
 	} else if (!strcmp(key, "ringbuf_kib")) {
 		if (!parse_uint(v, 0, 65536, &c->ringbuf_kib) ||
 		    (c->ringbuf_kib &&

@@ -33,10 +33,12 @@
  *   tls_recv_fd  = off                       on: a tracepoint on recvfrom(2) gives TLS
  *                                            sessions with their own BIO (curl's) their
  *                                            socket; costs every recvfrom of the host
- *   user_share_percent = 25                  % of each kernel table every process fills
- *                                            (usm: HTTP/2 sessions, TLS sessions, retry
- *                                            marks) one user but root may hold (1..100;
- *                                            100 = no bound); applies at once
+ *   user_share_percent = 25                  how much of the kernel's HTTP/2 and TLS
+ *                                            session tables and retry marks (usm), which
+ *                                            all processes share, one user or container's
+ *                                            root may hold: % of each (1..100; 100 = no
+ *                                            bound); the host's root has no bound;
+ *                                            applies at once
  *
  * Pure parsing, no side effects: the agent applies a parsed configuration at start and
  * on SIGHUP. A malformed file is refused whole, with its path and line in the error.

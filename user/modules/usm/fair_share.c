@@ -48,6 +48,11 @@ __s64 usm_fair_share_cap(const struct usm_share_map *t, unsigned int percent)
 	return cap > 0 ? cap : 1;
 }
 
+__u64 usm_kernel_dev(__u64 d)
+{
+	return (__u64)major(d) << 20 | minor(d);
+}
+
 int usm_fair_share_pidns(__u64 *dev, __u64 *ino)
 {
 	struct stat st;
@@ -55,8 +60,7 @@ int usm_fair_share_pidns(__u64 *dev, __u64 *ino)
 	*dev = *ino = 0;
 	if (stat("/proc/self/ns/pid", &st))
 		return -errno;
-	/* The kernel compares its own dev_t (MKDEV: major << 20 | minor), not stat's. */
-	*dev = (__u64)major(st.st_dev) << 20 | minor(st.st_dev);
+	*dev = usm_kernel_dev(st.st_dev);
 	*ino = st.st_ino;
 	return 0;
 }

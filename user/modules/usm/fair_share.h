@@ -41,6 +41,10 @@ struct usm_share_holders {
  * least 1; 0 at 100, no bound. */
 __s64 usm_fair_share_cap(const struct usm_share_map *t, unsigned int percent);
 
+/* Device d (stat's st_dev) as the kernel encodes a dev_t (MKDEV: major << 20 | minor),
+ * which bpf_get_ns_current_pid_tgid() compares. */
+__u64 usm_kernel_dev(__u64 d);
+
 /* The agent's pid namespace as bpf_get_ns_current_pid_tgid() takes it (the kernel's
  * dev_t of nsfs, the inode), for fair_share_pidns_dev and _ino (bpf/lib/fair_share.h):
  * 0, or -errno (both left 0: every thread of uid 0 is the host's root). */

@@ -549,6 +549,7 @@ static void usm_set_share_caps(struct bpftel_usm *u)
 {
 	int t;
 
+	/* .data is mapped on every kernel the agent runs on (mmapable arrays: 5.5) */
 	if (!u->skel || !u->skel->data)
 		return;
 	for (t = 0; t < USM_SHARE__COUNT; t++)
@@ -603,8 +604,8 @@ static int usm_load(struct bpftel_module *m)
 	if (!err) {
 		pthread_mutex_lock(&u->lock);
 		u->loaded = true;
-		/* Again: a configuration applied while it loaded may have written the image
-		 * its data were already copied from. */
+		/* Again: a configuration applied while it loaded was not written
+		 * (bpftel_usm__configure waits for loaded). */
 		usm_set_share_caps(u);
 		pthread_mutex_unlock(&u->lock);
 	}

@@ -82,7 +82,8 @@ static void print_shares(json_t *resp)
 		if (!json_array_size(json_object_get(t, "holders")))
 			continue;
 		if (!*sep)
-			printf("Kernel tables' biggest holders but root (user_share_percent = %lld)",
+			printf("Kernel tables' biggest holders but root "
+			       "(user_share_percent = %lld)",
 			       jint(resp, "user_share_percent"));
 		printf("%s %s (share ", *sep ? ";" : ":", tables[i][1]);
 		if (json_is_integer(json_object_get(t, "share")))

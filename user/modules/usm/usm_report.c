@@ -254,8 +254,9 @@ static json_t *shares_json(struct bpftel_usm *usm, unsigned int percent)
 		cap = usm_fair_share_cap(&usm_share_tables[t], percent);
 		json_object_set_new(o, share_table_names[t],
 				    json_pack("{s:I, s:o, s:o}", "entries",
-					      (json_int_t)usm_share_tables[t].max_entries, "share",
-					      cap ? json_integer(cap) : json_null(), "holders", who));
+					      (json_int_t)usm_share_tables[t].max_entries,
+					      "share", cap ? json_integer(cap) : json_null(),
+					      "holders", who));
 	}
 	return o;
 }
@@ -338,22 +339,24 @@ static const struct {
 	 USM_CNT_H2_START_REFUSED},
 	{"bpftel_http2_starts_over_share_total",
 	 "TLS calls that would have started an HTTP/2 session (a preface or a SETTINGS "
-	 "frame) of an owner (a user, not root) whose sessions already fill its share of "
-	 "the kernel's session table (user_share_percent, a quarter by default): refused, "
-	 "that session not decoded, so that one user cannot evict the others' live sessions.",
+	 "frame) of an owner (a user or a container's root, not the host's) whose sessions "
+	 "already fill its share of the kernel's session table (user_share_percent, a "
+	 "quarter by default): refused, that session not decoded, so that one user cannot "
+	 "evict the others' live sessions.",
 	 USM_CNT_H2_OVER_SHARE},
 	{"bpftel_http_tls_sessions_over_share_total",
 	 "Times the kernel did not keep a TLS session (its socket, to name its connection, "
-	 "and whether it carried HTTP/1) because its owner (a user, not root) held its share "
-	 "of that table already (user_share_percent, a quarter by default): at its "
-	 "SSL_set_fd, at each of its HTTP/1 messages, and with tls_recv_fd on at each read "
-	 "that names its socket. Its messages have no connection (Go's keep theirs).",
+	 "and whether it carried HTTP/1) because its owner (a user or a container's root, "
+	 "not the host's) held its share of that table already (user_share_percent, a "
+	 "quarter by default): at its SSL_set_fd, at each of its HTTP/1 messages, and with "
+	 "tls_recv_fd on at each read that names its socket. Its messages have no "
+	 "connection (Go's keep theirs).",
 	 USM_CNT_TLS_SESS_OVER_SHARE},
 	{"bpftel_http_tls_retry_marks_over_share_total",
 	 "OpenSSL writes that failed (SSL_get_error) and were not marked to be retried, "
-	 "their owner (a user, not root) holding its share of the kernel's marks already "
-	 "(user_share_percent, a quarter by default): a retry of one is seen as a new "
-	 "message.",
+	 "their owner (a user or a container's root, not the host's) holding its share of "
+	 "the kernel's marks already (user_share_percent, a quarter by default): a retry of "
+	 "one is seen as a new message.",
 	 USM_CNT_TLS_RETRY_OVER_SHARE},
 };
 
