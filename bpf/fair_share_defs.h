@@ -19,6 +19,23 @@
  * use, share owners with them. */
 #define FAIR_SHARE_CONTAINER 0x80000000u
 
+/* Ranges of uids granted to users (/etc/subuid: rootless containers' user namespaces
+ * map them), whose uids are their user's (lib/fair_share.h): at most this many, sorted
+ * by first uid, disjoint. */
+#define FAIR_SHARE_RANGES 256
+
+struct fair_share_range {
+	__u32 first;
+	__u32 count;
+	__u32 owner; /* the user granted it; never 0 (a range of root's is its own) */
+};
+
+struct fair_share_ranges {
+	__u32 n;
+	__u32 __pad;
+	struct fair_share_range r[FAIR_SHARE_RANGES];
+};
+
 struct fair_share_key {
 	__u32 uid;   /* real uid, in the initial user namespace; a container's root: its
 		      * FAIR_SHARE_CONTAINER owner */

@@ -22,14 +22,17 @@
  * their own pid namespace) is owned by its cgroup, FAIR_SHARE_CONTAINER with the low
  * bits of its cgroup v2 id; one share per container, all of them one share on a host
  * without cgroup v2. The pid namespace is a helper's test against the agent's
- * (bpf_get_ns_current_pid_tgid), no kernel structure read. Not covered: a container's
- * root that may make cgroups (privileged, or given its cgroup tree) gets a share per
- * cgroup it makes and moves into; a user granted a range of uids (/etc/subuid, with
- * newuidmap installed) gets a share per uid of it, and a user namespace a container
- * runtime made, one per uid it maps. Its owner (the user that made the outermost
- * namespace) is a walk of kernel structures, cred and user_namespace, whose layout
- * this object cannot read without CO-RE, which it is built without (a module's start
- * would parse the kernel's BTF again: tests/unit/test_core_free.c).
+ * (bpf_get_ns_current_pid_tgid), no kernel structure read. A uid of a range granted
+ * to a user (/etc/subuid: with newuidmap installed, a rootless container's user
+ * namespace maps them) is that user's (fair_share_range_owner; userspace reads the
+ * file, user/modules/usm/subuid.c). Not covered: a container's root that may make
+ * cgroups (privileged, or given its cgroup tree) gets a share per cgroup it makes and
+ * moves into; a user namespace a container runtime made from uids of no range in
+ * /etc/subuid (Kubernetes' pods with user namespaces: the kubelet picks their uids),
+ * one per uid it maps. Its owner (the user that made the outermost namespace) is a
+ * walk of kernel structures, cred and user_namespace, whose layout this object cannot
+ * read without CO-RE, which it is built without (a module's start would parse the
+ * kernel's BTF again: tests/unit/test_core_free.c).
  *
  * The count is taken by the entry's maker (fair_share_take) and given back where the
  * entry is deleted (fair_share_give, with the owner the entry keeps). What the LRU
@@ -82,6 +85,33 @@ TLM_MAP_KEY(fair_share_adj);
 const volatile __u64 fair_share_pidns_dev = 0;
 const volatile __u64 fair_share_pidns_ino = 0;
 
+/* The ranges of uids granted to users, two tables: userspace fills the one that is not
+ * live and then makes it live (fair_share_ranges_live), so that a program never
+ * searches a table half written (user/modules/usm/fair_share.c). */
+struct fair_share_ranges fair_share_ranges[2];
+__u32 fair_share_ranges_live;
+
+/* The user granted uid, if uid is of a range (/etc/subuid); else uid. A binary search,
+ * 9 steps at most for FAIR_SHARE_RANGES. */
+static __always_inline __u32 fair_share_range_owner(__u32 uid)
+{
+	struct fair_share_ranges *t = &fair_share_ranges[fair_share_ranges_live & 1];
+	__u32 lo = 0, hi = t->n, mid, i;
+
+	for (i = 0; i < 9 && lo < hi; i++) {
+		mid = (lo + hi) / 2;
+		if (mid >= FAIR_SHARE_RANGES)
+			break;
+		if (uid < t->r[mid].first)
+			hi = mid;
+		else if (uid - t->r[mid].first >= t->r[mid].count)
+			lo = mid + 1;
+		else
+			return t->r[mid].owner;
+	}
+	return uid;
+}
+
 /* Whose share an entry made by the current thread is in (above): 0 for the host's
  * root. A helper call more for root's threads only, and only where an entry is made. */
 static __always_inline __u32 fair_share_owner(void)
@@ -89,8 +119,10 @@ static __always_inline __u32 fair_share_owner(void)
 	__u32 uid = (__u32)bpf_get_current_uid_gid();
 	struct bpf_pidns_info ns;
 
-	if (uid || !fair_share_pidns_ino)
-		return uid;
+	if (uid)
+		return fair_share_range_owner(uid);
+	if (!fair_share_pidns_ino)
+		return 0;
 	/* Any failure is another namespace (-EINVAL), or none (-ENOENT: a task exiting,
 	 * which makes no entry): owned by its cgroup, like a container's. */
 	if (!bpf_get_ns_current_pid_tgid(fair_share_pidns_dev, fair_share_pidns_ino, &ns,

@@ -32,6 +32,7 @@
 #include <bpf/bpf.h>
 
 #include "prog_common.h"
+#include "bpf/fair_share_defs.h" /* before the skeleton: its .bss has its types */
 #include "usm.skel.h"
 
 static char *tls_bin, *ssl_lib, *gnutls_lib, *go_app;

@@ -33,10 +33,10 @@
 #include "harness.h"
 #include "uprobe_hits.h"
 #include "usm.h"
+#include "bpf/fair_share_defs.h" /* before the skeleton: its .bss has its types */
 #include "usm_harness.skel.h"
 #include "user/modules/usm/tls_retry.h"
 #include "user/modules/usm/fair_share.h"
-#include "bpf/fair_share_defs.h"
 
 /* bpf/lib/usm_socket.h's USM_H2C_SERVER_SEGMENTS. */
 #define USM_H2C_SERVER_SEGMENTS_TEST 4
@@ -1870,6 +1870,61 @@ static int container_root_teardown(void **state)
 	return 0;
 }
 
+/* The HTTP/2 sessions' owner of a start made as uid (the thread's real uid). */
+static __u32 owner_as(__u32 uid, __u64 conn)
+{
+	struct fair_share_key k, *prev = NULL, next;
+	int fd = bpf_map__fd(skel->maps.fair_share);
+	__u32 found = 0;
+
+	while (!bpf_map_get_next_key(fd, NULL, &next)) /* no count but this one's */
+		assert_int_equal(bpf_map_delete_elem(fd, &next), 0);
+	as_real_uid(uid);
+	assert_int_equal(h2_start_as(conn, 4242, 1), 1);
+	as_real_uid(0);
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		assert_int_equal(found, 0); /* one owner */
+		found = k.uid;
+	}
+	return found;
+}
+
+/*
+ * A uid of a range granted to a user (/etc/subuid, in the table userspace makes live)
+ * is that user's; one just outside, its own. 256 ranges, the table full: the binary
+ * search finds the first, the middle ones and the last.
+ */
+static void test_share_subuid_ranges(void **state)
+{
+	struct fair_share_ranges *t = &skel->bss->fair_share_ranges[1];
+	__u32 i, conn = 0;
+
+	(void)state;
+	for (i = 0; i < FAIR_SHARE_RANGES; i++)
+		t->r[i] = (struct fair_share_range){.first = 1000000 + i * 1000, .count = 100,
+						    .owner = 5000 + i};
+	t->n = FAIR_SHARE_RANGES;
+	/* Not live yet: each uid is its own. */
+	assert_int_equal(owner_as(1000050, SHARE_SSL(conn++)), 1000050);
+	skel->bss->fair_share_ranges_live = 1;
+	assert_int_equal(owner_as(1000050, SHARE_SSL(conn++)), 5000);
+	assert_int_equal(owner_as(1000000, SHARE_SSL(conn++)), 5000);
+	assert_int_equal(owner_as(1000099, SHARE_SSL(conn++)), 5000);
+	assert_int_equal(owner_as(1000100, SHARE_SSL(conn++)), 1000100); /* just past */
+	assert_int_equal(owner_as(999999, SHARE_SSL(conn++)), 999999);	  /* just before */
+	assert_int_equal(owner_as(1127000, SHARE_SSL(conn++)), 5127);
+	assert_int_equal(owner_as(1128042, SHARE_SSL(conn++)), 5128);
+	assert_int_equal(owner_as(1255099, SHARE_SSL(conn++)), 5255);
+	assert_int_equal(owner_as(1255100, SHARE_SSL(conn++)), 1255100);
+	assert_int_equal(owner_as(4000000, SHARE_SSL(conn++)), 4000000);
+	/* A table of one range. */
+	t->n = 1;
+	assert_int_equal(owner_as(1000001, SHARE_SSL(conn++)), 5000);
+	assert_int_equal(owner_as(1001001, SHARE_SSL(conn++)), 1001001);
+}
+
 static void set_fd_as(__u64 conn, int fd, __u32 tgid)
 {
 	tls_run_as(USM_TLS_SSL_SET_FD, false, &(struct test_regs){.di = conn, .si = (__u64)fd}, 1,
@@ -2895,6 +2950,10 @@ static int case_setup(void **state)
 {
 	(void)state;
 	as_real_uid(0); /* a failed case may have left another */
+	/* ... and uid ranges (test_share_subuid_ranges) ... */
+	skel->bss->fair_share_ranges_live = 0;
+	skel->bss->fair_share_ranges[0].n = 0;
+	skel->bss->fair_share_ranges[1].n = 0;
 	/* ... and caps of its own (test_share_cap_set_live). */
 	skel->data->usm_share_cap[USM_SHARE_H2_CONNS] = USM_H2_CONNS_MAX / FAIR_SHARE_DIV;
 	skel->data->usm_share_cap[USM_SHARE_TLS_FDS] = USM_TLS_FDS_MAX / FAIR_SHARE_DIV;
@@ -3039,6 +3098,7 @@ int main(void)
 		T(test_share_holders),
 		T(test_share_counts_full),
 		T(test_share_cap_set_live),
+		T(test_share_subuid_ranges),
 		cmocka_unit_test_setup_teardown(test_share_container_root, case_setup,
 						container_root_teardown),
 		T(test_tls_sess_share_per_user),

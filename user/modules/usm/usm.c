@@ -20,6 +20,7 @@
 #include "tls_retry.h"
 #include "bpf/fair_share_defs.h"
 #include "fair_share.h"
+#include "subuid.h"
 #include "usm.skel.h"
 #include "user/common/log.h"
 #include "user/common/proc.h"
@@ -46,6 +47,12 @@ struct bpftel_usm {
 	/* Who holds the most of each shared table, as the last correction found (under
 	 * lock; none while the module is not loaded). */
 	struct usm_share_holders share_holders[USM_SHARE__COUNT];
+	/* The uid ranges granted to users (subuid.h) as the programs have them (under
+	 * lock): the files as read, how many ranges, left out, and the read's error. */
+	struct usm_subuid_files subuid_seen;
+	unsigned int subuid_ranges, subuid_skipped;
+	int subuid_err;
+	__u64 subuid_due_ns; /* the next look at the files */
 	struct usm_series_set *series; /* /metrics' */
 	pthread_mutex_t lock; /* skel, loaded, retired, settings */
 	struct usm *skel;     /* while the module is open */
@@ -557,14 +564,83 @@ static void usm_set_share_caps(struct bpftel_usm *u)
 			usm_fair_share_cap(&usm_share_tables[t], u->settings.user_share_percent);
 }
 
+/* How often the users' shares are corrected (usm_shares_sweep) and the uid ranges
+ * granted to users looked at again (usm_ranges_refresh). */
+#define USM_SHARES_SWEEP_NS (10ull * 1000000000ull)
+
+/*
+ * The uid ranges granted to users (subuid.h), read (file I/O: not under the lock), into
+ * *r. Then, under u->lock: their count and error kept, and, when ranges is not NULL,
+ * written to the table of the two the programs do not search, which then becomes the
+ * one they search (bpf/lib/fair_share.h): a program never sees one half written.
+ * Before load (usm_open) the first table of the object's image is the one.
+ */
+static void usm_apply_ranges(struct bpftel_usm *u, const struct fair_share_ranges *r,
+			     const struct usm_subuid_files *seen, unsigned int skipped, int err,
+			     bool live)
+{
+	__u32 next;
+
+	if (err && err != u->subuid_err)
+		pr_warn("usm: %s: %s: each uid granted by it holds a share of its own",
+			usm_subuid_path(), strerror(-err));
+	if (skipped && (skipped != u->subuid_skipped || !u->subuid_seen.subuid.ino))
+		pr_warn("usm: %s: %u ranges left out (malformed, overlapping, or past %d)",
+			usm_subuid_path(), skipped, FAIR_SHARE_RANGES);
+	u->subuid_seen = *seen;
+	u->subuid_err = err;
+	u->subuid_skipped = skipped;
+	u->subuid_ranges = r->n;
+	if (!u->skel || !u->skel->bss)
+		return;
+	if (!live) {
+		u->skel->bss->fair_share_ranges[0] = *r;
+		u->skel->bss->fair_share_ranges_live = 0;
+		return;
+	}
+	next = !(u->skel->bss->fair_share_ranges_live & 1);
+	u->skel->bss->fair_share_ranges[next] = *r;
+	__atomic_store_n(&u->skel->bss->fair_share_ranges_live, next, __ATOMIC_RELEASE);
+}
+
+/* Every USM_SHARES_SWEEP_NS, from housekeeping: the files read again if changed. */
+static void usm_ranges_refresh(struct bpftel_usm *u, __u64 now)
+{
+	struct usm_subuid_files seen;
+	struct fair_share_ranges *r;
+	unsigned int skipped;
+	bool due;
+	int err;
+
+	pthread_mutex_lock(&u->lock);
+	due = u->loaded && now >= u->subuid_due_ns;
+	if (due)
+		u->subuid_due_ns = now + USM_SHARES_SWEEP_NS;
+	seen = u->subuid_seen;
+	pthread_mutex_unlock(&u->lock);
+	if (!due || !usm_subuid_changed(&seen))
+		return;
+	r = malloc(sizeof(*r));
+	if (!r)
+		return;
+	err = usm_subuid_read(r, &skipped, &seen);
+	pthread_mutex_lock(&u->lock);
+	if (u->loaded)
+		usm_apply_ranges(u, r, &seen, skipped, err, true);
+	pthread_mutex_unlock(&u->lock);
+	free(r);
+}
+
 static int usm_open(struct bpftel_module *m)
 {
 	struct bpftel_usm *u = bpftel_module__priv(m);
 	struct bpf_program *prog;
 	struct usm *skel;
-	unsigned int lo;
+	struct fair_share_ranges *ranges;
+	struct usm_subuid_files seen;
+	unsigned int lo, skipped;
 	bool recv_fd;
-	int err;
+	int err, rerr;
 
 	skel = usm__open();
 	if (!skel)
@@ -582,11 +658,19 @@ static int usm_open(struct bpftel_module *m)
 		pr_warn("usm: /proc/self/ns/pid: %s: a container's root is taken for the host's, "
 			"not bounded to a share of the kernel's tables",
 			strerror(-err));
+	ranges = malloc(sizeof(*ranges));
+	if (!ranges) {
+		usm__destroy(skel);
+		return -ENOMEM;
+	}
+	rerr = usm_subuid_read(ranges, &skipped, &seen);
 	pthread_mutex_lock(&u->lock);
 	u->skel = skel;
 	recv_fd = u->settings.tls_recv_fd;
 	usm_set_share_caps(u);
+	usm_apply_ranges(u, ranges, &seen, skipped, rerr, false);
 	pthread_mutex_unlock(&u->lock);
+	free(ranges);
 	bpf_program__set_autoload(skel->progs.usm_tls_recv, recv_fd);
 	bpftel_module__set_object(m, skel->obj);
 	return bpftel_module__add_probe(m, &socket_probe) ?:
@@ -780,7 +864,6 @@ static bool always_alive(__u32 tgid)
  * entries; else one batched read of each map. What it corrects (evictions, processes
  * killed mid-session) is rare, and a correction can count entries made during its walk
  * twice until the next: not every second. */
-#define USM_SHARES_SWEEP_NS (10ull * 1000000000ull)
 
 static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 {
@@ -832,6 +915,7 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 	}
 	pthread_mutex_unlock(&u->lock);
 
+	usm_ranges_refresh(u, c.now);
 	usm_h2_sessions_sweep(u->h2, shown, &c);
 	usm_h2c_sweep(u->h2c, c.now);
 
@@ -901,6 +985,16 @@ void bpftel_usm__shares(struct bpftel_usm *u, struct usm_share_holders *out)
 {
 	pthread_mutex_lock(&u->lock);
 	memcpy(out, u->share_holders, sizeof(u->share_holders));
+	pthread_mutex_unlock(&u->lock);
+}
+
+void bpftel_usm__ranges(struct bpftel_usm *u, unsigned int *ranges, unsigned int *skipped,
+			int *err)
+{
+	pthread_mutex_lock(&u->lock);
+	*ranges = u->subuid_ranges;
+	*skipped = u->subuid_skipped;
+	*err = u->subuid_err;
 	pthread_mutex_unlock(&u->lock);
 }
 

@@ -71,6 +71,10 @@ void bpftel_usm__settings(struct bpftel_usm *u, struct bpftel_usm_settings *out)
  * last correction found them, every 10 s (fair_share.h); none while not loaded. */
 struct usm_share_holders;
 void bpftel_usm__shares(struct bpftel_usm *u, struct usm_share_holders *out);
+/* The uid ranges granted to users that count as their users' (subuid.h), as last read:
+ * how many, how many left out, and the read's -errno (0: none). */
+void bpftel_usm__ranges(struct bpftel_usm *u, unsigned int *ranges, unsigned int *skipped,
+			int *err);
 
 struct bpftel_usm_counters {
 	__u64 kernel[USM_CNT__COUNT]; /* summed over CPUs, cumulative over restarts */

@@ -21,6 +21,7 @@
 #include "bpf/usm.h"
 #include "fair_share.h"
 #include "families.h"
+#include "subuid.h"
 #include "user/common/ctl.h"
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
@@ -242,10 +243,16 @@ static json_t *shares_json(struct bpftel_usm *usm, unsigned int percent)
 {
 	struct usm_share_holders h[USM_SHARE__COUNT];
 	json_t *o = json_object(), *who;
+	unsigned int ranges, skipped;
 	__s64 cap;
 	__u32 i;
-	int t;
+	int t, err;
 
+	bpftel_usm__ranges(usm, &ranges, &skipped, &err);
+	json_object_set_new(o, "subuid",
+			    json_pack("{s:s, s:I, s:I, s:o}", "path", usm_subuid_path(), "ranges",
+				      (json_int_t)ranges, "left_out", (json_int_t)skipped,
+				      "error", err ? json_string(strerror(-err)) : json_null()));
 	bpftel_usm__shares(usm, h);
 	for (t = 0; t < USM_SHARE__COUNT; t++) {
 		who = json_array();
