@@ -21,13 +21,18 @@
 
 /* Ranges of uids granted to users (/etc/subuid: rootless containers' user namespaces
  * map them), whose uids are their user's (lib/fair_share.h): at most this many, sorted
- * by first uid, disjoint. */
+ * by first uid, disjoint. fair_share_range_owner's binary search takes 9 steps. */
 #define FAIR_SHARE_RANGES 256
 
+/* A range of root's or of a user /etc/passwd does not name (podman's "containers",
+ * which --userns=auto hands out 65536 at a time) is no one user's: each block of this
+ * many uids of it is an owner of its own, named by its first uid. */
+#define FAIR_SHARE_RANGE_BLOCK 65536u
+
 struct fair_share_range {
-	__u32 first;
+	__u32 first; /* never 0 */
 	__u32 count;
-	__u32 owner; /* the user granted it; never 0 (a range of root's is its own) */
+	__u32 owner; /* the user granted it; 0: none, an owner per block of the range */
 };
 
 struct fair_share_ranges {

@@ -48,7 +48,8 @@
  * through a walk can pass its share by as many, once.
  *
  * Cost: two hash lookups and an atomic add where an entry is made, a lookup where one
- * is deleted; for the host's root, a helper call where an entry is made, nothing more.
+ * is deleted; for the host's root, a helper call where an entry is made, nothing more;
+ * for another user, a binary search of the uid ranges (up to 9 steps) where one is made.
  * Callers call these only where an entry is new (a session's start), never per call.
  *
  * Include after telemetry/telemetry.bpf.h.
@@ -87,27 +88,37 @@ const volatile __u64 fair_share_pidns_ino = 0;
 
 /* The ranges of uids granted to users, two tables: userspace fills the one that is not
  * live and then makes it live (fair_share_ranges_live), so that a program never
- * searches a table half written (user/modules/usm/fair_share.c). */
+ * searches a table half written (user/modules/usm/usm.c, usm_apply_ranges). Tables
+ * change 10 s apart at the soonest: a program still searching the older one when it is
+ * written again (preempted that long) may give one entry a wrong owner, no more. */
 struct fair_share_ranges fair_share_ranges[2];
 __u32 fair_share_ranges_live;
+
+_Static_assert(FAIR_SHARE_RANGES <= 256, "fair_share_range_owner searches in 9 steps");
 
 /* The user granted uid, if uid is of a range (/etc/subuid); else uid. A binary search,
  * 9 steps at most for FAIR_SHARE_RANGES. */
 static __always_inline __u32 fair_share_range_owner(__u32 uid)
 {
 	struct fair_share_ranges *t = &fair_share_ranges[fair_share_ranges_live & 1];
-	__u32 lo = 0, hi = t->n, mid, i;
+	__u32 lo = 0, hi = t->n, mid, off, i;
 
 	for (i = 0; i < 9 && lo < hi; i++) {
 		mid = (lo + hi) / 2;
 		if (mid >= FAIR_SHARE_RANGES)
 			break;
-		if (uid < t->r[mid].first)
+		if (uid < t->r[mid].first) {
 			hi = mid;
-		else if (uid - t->r[mid].first >= t->r[mid].count)
+			continue;
+		}
+		off = uid - t->r[mid].first;
+		if (off >= t->r[mid].count) {
 			lo = mid + 1;
-		else
+			continue;
+		}
+		if (t->r[mid].owner)
 			return t->r[mid].owner;
+		return t->r[mid].first + (off & ~(FAIR_SHARE_RANGE_BLOCK - 1));
 	}
 	return uid;
 }

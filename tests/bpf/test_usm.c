@@ -1894,12 +1894,13 @@ static __u32 owner_as(__u32 uid, __u64 conn)
 /*
  * A uid of a range granted to a user (/etc/subuid, in the table userspace makes live)
  * is that user's; one just outside, its own. 256 ranges, the table full: the binary
- * search finds the first, the middle ones and the last.
+ * search finds each; tables of 3, 1 and no ranges; a range of no one user's is an
+ * owner per block.
  */
 static void test_share_subuid_ranges(void **state)
 {
 	struct fair_share_ranges *t = &skel->bss->fair_share_ranges[1];
-	__u32 i, conn = 0;
+	__u32 i, conn = FAIR_SHARE_RANGES;
 
 	(void)state;
 	for (i = 0; i < FAIR_SHARE_RANGES; i++)
@@ -1909,7 +1910,8 @@ static void test_share_subuid_ranges(void **state)
 	/* Not live yet: each uid is its own. */
 	assert_int_equal(owner_as(1000050, SHARE_SSL(conn++)), 1000050);
 	skel->bss->fair_share_ranges_live = 1;
-	assert_int_equal(owner_as(1000050, SHARE_SSL(conn++)), 5000);
+	for (i = 0; i < FAIR_SHARE_RANGES; i++) /* each one found */
+		assert_int_equal(owner_as(1000000 + i * 1000 + 50, SHARE_SSL(i)), 5000 + i);
 	assert_int_equal(owner_as(1000000, SHARE_SSL(conn++)), 5000);
 	assert_int_equal(owner_as(1000099, SHARE_SSL(conn++)), 5000);
 	assert_int_equal(owner_as(1000100, SHARE_SSL(conn++)), 1000100); /* just past */
@@ -1919,10 +1921,28 @@ static void test_share_subuid_ranges(void **state)
 	assert_int_equal(owner_as(1255099, SHARE_SSL(conn++)), 5255);
 	assert_int_equal(owner_as(1255100, SHARE_SSL(conn++)), 1255100);
 	assert_int_equal(owner_as(4000000, SHARE_SSL(conn++)), 4000000);
-	/* A table of one range. */
+	/* Tables of 3 ranges, of one, of none. */
+	t->n = 3;
+	for (i = 0; i < 4; i++)
+		assert_int_equal(owner_as(1000000 + i * 1000 + 99, SHARE_SSL(conn++)),
+				 i < 3 ? 5000 + i : 1003099);
 	t->n = 1;
 	assert_int_equal(owner_as(1000001, SHARE_SSL(conn++)), 5000);
 	assert_int_equal(owner_as(1001001, SHARE_SSL(conn++)), 1001001);
+	t->n = 0;
+	assert_int_equal(owner_as(1000001, SHARE_SSL(conn++)), 1000001);
+	/* A range of no one user's (root's, podman's "containers"): an owner per block of
+	 * FAIR_SHARE_RANGE_BLOCK uids, named by its first. */
+	t->r[0] = (struct fair_share_range){.first = 100000, .count = 3 * FAIR_SHARE_RANGE_BLOCK};
+	t->n = 1;
+	assert_int_equal(owner_as(100005, SHARE_SSL(conn++)), 100000);
+	assert_int_equal(owner_as(100000 + FAIR_SHARE_RANGE_BLOCK - 1, SHARE_SSL(conn++)), 100000);
+	assert_int_equal(owner_as(100000 + FAIR_SHARE_RANGE_BLOCK + 7, SHARE_SSL(conn++)),
+			 100000 + FAIR_SHARE_RANGE_BLOCK);
+	assert_int_equal(owner_as(100000 + 3 * FAIR_SHARE_RANGE_BLOCK - 1, SHARE_SSL(conn++)),
+			 100000 + 2 * FAIR_SHARE_RANGE_BLOCK);
+	assert_int_equal(owner_as(100000 + 3 * FAIR_SHARE_RANGE_BLOCK, SHARE_SSL(conn++)),
+			 100000 + 3 * FAIR_SHARE_RANGE_BLOCK); /* past it: its own */
 }
 
 static void set_fd_as(__u64 conn, int fd, __u32 tgid)

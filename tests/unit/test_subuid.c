@@ -26,7 +26,7 @@ static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
 
 static struct fair_share_ranges r;
 
-static unsigned int parse(const char *subuid)
+static int parse(const char *subuid)
 {
 	return usm_subuid_parse(subuid, strlen(subuid), passwd, strlen(passwd), &r);
 }
@@ -39,8 +39,8 @@ static void assert_range(__u32 i, __u32 first, __u32 count, __u32 owner)
 	assert_int_equal(r.r[i].owner, owner);
 }
 
-/* Names and uids, sorted by first uid; root's range and an unknown user's are owned by
- * their first uid; a name passwd has without a uid too. */
+/* Names and uids, sorted by first uid; root's range and an unknown user's are no one
+ * user's (owner 0: an owner per block of them); a name passwd has without a uid too. */
 static void test_owners_and_order(void **state)
 {
 	(void)state;
@@ -56,9 +56,9 @@ static void test_owners_and_order(void **state)
 	assert_range(0, 100000, 65536, 1000);
 	assert_range(1, 300000, 65536, 1001);
 	assert_range(2, 400000, 10, 1002);
-	assert_range(3, 500000, 65536, 500000);
-	assert_range(4, 600000, 5, 600000);
-	assert_range(5, 700000, 5, 700000);
+	assert_range(3, 500000, 65536, 0);
+	assert_range(4, 600000, 5, 0);
+	assert_range(5, 700000, 5, 0);
 	assert_range(6, 800000, 1, 1003);
 }
 
@@ -81,11 +81,17 @@ static void test_malformed(void **state)
 			       "alice:300000:65536\r\n"   /* CRLF: the count is no number */
 			       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 			       ":900000:5\n"		     /* a name past 64 bytes */
+			       "alice:0:10\n"		     /* uid 0 is no one's to grant */
+			       "unknown:0:5\n"
+			       "alice:1:4294967295\n"     /* past uid 2^32 - 2 by one */
+			       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			       ":950000:5\n"		     /* a name of 64 bytes: fine */
 			       "alice:4294967285:10\n"),  /* the last uids but -1: fine */
-			 11);
-	assert_int_equal(r.n, 2);
+			 14);
+	assert_int_equal(r.n, 3);
 	assert_range(0, 100000, 65536, 1000);
-	assert_range(1, 4294967285u, 10, 1000);
+	assert_range(1, 950000, 5, 0);
+	assert_range(2, 4294967285u, 10, 1000);
 }
 
 /* A range overlapping one before it (sorted) is left out, the first kept. */
@@ -103,7 +109,8 @@ static void test_overlaps(void **state)
 	assert_range(1, 165536, 2, 1001);
 }
 
-/* Past FAIR_SHARE_RANGES: the lowest kept, the rest counted. */
+/* Past FAIR_SHARE_RANGES: the lowest of the file's first 2 * FAIR_SHARE_RANGES kept,
+ * the rest counted. */
 static void test_full(void **state)
 {
 	size_t cap = (FAIR_SHARE_RANGES + 10) * 32, at = 0;
@@ -123,7 +130,27 @@ static void test_full(void **state)
 	free(text);
 }
 
-/* Nothing, and no passwd: numeric names still name their user. */
+/* More lines than 2 * FAIR_SHARE_RANGES: those past them are left out whatever their
+ * uids (the lowest, last in the file here). */
+static void test_many_lines(void **state)
+{
+	const unsigned int lines = 2 * FAIR_SHARE_RANGES + 20;
+	size_t cap = lines * 32, at = 0;
+	char *text = malloc(cap);
+	unsigned int i;
+
+	(void)state;
+	assert_non_null(text);
+	for (i = 0; i < lines; i++)
+		at += (size_t)snprintf(text + at, cap - at, "bob:%u:10\n", 2000000 - i * 100);
+	/* 20 past the pending room, then 256 of the 512 past the table. */
+	assert_int_equal(parse(text), 20 + FAIR_SHARE_RANGES);
+	assert_int_equal(r.n, FAIR_SHARE_RANGES);
+	assert_range(0, 2000000 - (2 * FAIR_SHARE_RANGES - 1) * 100, 10, 1001);
+	free(text);
+}
+
+/* Nothing, and no passwd: numeric names still name their user, others none. */
 static void test_empty_and_no_passwd(void **state)
 {
 	(void)state;
@@ -133,7 +160,7 @@ static void test_empty_and_no_passwd(void **state)
 					  "", 0, &r),
 			 0);
 	assert_int_equal(r.n, 2);
-	assert_range(0, 5, 5, 5);
+	assert_range(0, 5, 5, 0); /* alice: no one known */
 	assert_range(1, 100, 5, 7);
 }
 
@@ -144,6 +171,7 @@ int main(void)
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_overlaps),
 		cmocka_unit_test(test_full),
+		cmocka_unit_test(test_many_lines),
 		cmocka_unit_test(test_empty_and_no_passwd),
 	};
 

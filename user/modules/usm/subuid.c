@@ -84,8 +84,10 @@ static bool parse_range(const char *line, size_t n, struct pending *p)
 	p->name[fn] = '\0';
 	/* A uid for a name: that uid (never -1). */
 	p->named = parse_u32(f, fn, 0xfffffffeu, &p->r.owner);
+	/* Uid 0 is no one's to grant: the host's root is never counted (lib/fair_share.h). */
 	if (!field(line, n, 1, &f, &fn) || !parse_u32(f, fn, 0xfffffffeu, &p->r.first) ||
-	    !field(line, n, 2, &f, &fn) || !parse_u32(f, fn, 0xffffffffu, &count) || !count ||
+	    !p->r.first || !field(line, n, 2, &f, &fn) ||
+	    !parse_u32(f, fn, 0xffffffffu, &count) || !count ||
 	    (__u64)p->r.first + count - 1 > 0xfffffffeu)
 		return false;
 	p->r.count = count;
@@ -122,18 +124,18 @@ static int by_first(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
-unsigned int usm_subuid_parse(const char *subuid, size_t len, const char *passwd, size_t plen,
-			      struct fair_share_ranges *out)
+int usm_subuid_parse(const char *subuid, size_t len, const char *passwd, size_t plen,
+		     struct fair_share_ranges *out)
 {
 	/* Room for twice the table: overlaps, left out once sorted, may take some. */
 	struct pending *pending = calloc(2 * FAIR_SHARE_RANGES, sizeof(*pending));
-	unsigned int skipped = 0;
 	size_t at = 0, ln, n = 0, i;
 	const char *line;
+	int skipped = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (!pending)
-		return 0;
+		return -ENOMEM;
 	while (next_line(subuid, len, &at, &line, &ln)) {
 		if (!ln || line[0] == '#')
 			continue;
@@ -154,9 +156,9 @@ unsigned int usm_subuid_parse(const char *subuid, size_t len, const char *passwd
 			skipped++; /* full, or it overlaps the one before */
 			continue;
 		}
-		/* Root's ranges, and an unknown user's, are owned by their first uid. */
-		if (!pending[i].named || !pending[i].r.owner)
-			pending[i].r.owner = pending[i].r.first;
+		/* Root's ranges, and an unknown user's: an owner per block of them. */
+		if (!pending[i].named)
+			pending[i].r.owner = 0;
 		out->r[out->n++] = pending[i].r;
 	}
 	free(pending);
@@ -198,6 +200,7 @@ static int slurp(const char *path, char **buf, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), err = 0;
 	struct stat st;
+	size_t max;
 	ssize_t r;
 
 	*buf = NULL;
@@ -212,13 +215,16 @@ static int slurp(const char *path, char **buf, size_t *len)
 		err = -EINVAL;
 		goto out;
 	}
-	*buf = malloc(USM_SUBUID_FILE_MAX);
+	/* Its size now, and a little room should it grow meanwhile: up to the cap. */
+	max = (size_t)st.st_size + 4096 < USM_SUBUID_FILE_MAX ? (size_t)st.st_size + 4096
+							       : USM_SUBUID_FILE_MAX;
+	*buf = malloc(max);
 	if (!*buf) {
 		err = -ENOMEM;
 		goto out;
 	}
-	while (*len < USM_SUBUID_FILE_MAX) {
-		r = read(fd, *buf + *len, USM_SUBUID_FILE_MAX - *len);
+	while (*len < max) {
+		r = read(fd, *buf + *len, max - *len);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
@@ -229,6 +235,10 @@ static int slurp(const char *path, char **buf, size_t *len)
 			break;
 		*len += (size_t)r;
 	}
+	/* Cut at the cap: its last line, cut too, is not read (a uid of 1000 is not 10). */
+	if (!err && *len == USM_SUBUID_FILE_MAX)
+		while (*len && (*buf)[*len - 1] != '\n')
+			(*len)--;
 out:
 	close(fd);
 	if (err) {
@@ -253,16 +263,17 @@ int usm_subuid_read(struct fair_share_ranges *out, unsigned int *skipped,
 	err = slurp(usm_subuid_path(), &subuid, &len);
 	if (err == -ENOENT)
 		return 0; /* no range granted */
-	if (!err) {
-		err = slurp(USM_PASSWD_PATH, &passwd, &plen);
-		if (err == -ENOENT) { /* no names: numeric ones, and first uids */
-			err = 0;
-			plen = 0;
-		}
-	}
-	if (!err)
-		*skipped = usm_subuid_parse(subuid, len, passwd ? passwd : "", plen, out);
+	if (err)
+		return err;
+	/* No names (no passwd, or none readable): numeric ones name their users, and the
+	 * others' ranges are an owner per block, as an unknown user's. */
+	if (slurp(USM_PASSWD_PATH, &passwd, &plen))
+		plen = 0;
+	err = usm_subuid_parse(subuid, len, passwd ? passwd : "", plen, out);
 	free(subuid);
 	free(passwd);
-	return err;
+	if (err < 0)
+		return err;
+	*skipped = (unsigned int)err;
+	return 0;
 }

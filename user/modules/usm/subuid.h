@@ -24,13 +24,14 @@ struct fair_share_ranges;
 /*
  * Parse subuid (len bytes of lines NAME:FIRST:COUNT, NAME a user's name or uid) into
  * out, sorted by first uid, naming users by passwd (plen bytes of /etc/passwd's lines).
- * Left out, and counted in the return value: a malformed line, a count of 0, a range
- * past uid 2^32 - 2, one overlapping another, those past FAIR_SHARE_RANGES. A range of
- * a user not in passwd, or of root (whose ranges are not the host's root), is owned by
- * its first uid.
+ * Left out, and counted in the return value: a malformed line, a first uid of 0, a
+ * count of 0, a range past uid 2^32 - 2, the ranges past the file's first
+ * 2 * FAIR_SHARE_RANGES, then (sorted) one overlapping the one before, those past
+ * FAIR_SHARE_RANGES. A range of a user not in passwd, or of root, is no one user's:
+ * owner 0, each FAIR_SHARE_RANGE_BLOCK uids of it an owner of its own. -ENOMEM: none.
  */
-unsigned int usm_subuid_parse(const char *subuid, size_t len, const char *passwd, size_t plen,
-			      struct fair_share_ranges *out);
+int usm_subuid_parse(const char *subuid, size_t len, const char *passwd, size_t plen,
+		     struct fair_share_ranges *out);
 
 /* What the files were when last read: a change is read again. */
 struct usm_subuid_stamp {
@@ -48,9 +49,9 @@ const char *usm_subuid_path(void);
 bool usm_subuid_changed(const struct usm_subuid_files *seen);
 
 /*
- * Read both files into out (no subuid file: no range), how many ranges were left out
- * into *skipped, and what the files were into *seen. 0, or -errno when a file that
- * exists cannot be read (out left empty).
+ * Read both files into out (no subuid file: no range; no passwd: no names), how many
+ * ranges were left out into *skipped, and what the files were into *seen. 0, or
+ * -errno when the subuid file exists and cannot be read (out left empty).
  */
 int usm_subuid_read(struct fair_share_ranges *out, unsigned int *skipped,
 		    struct usm_subuid_files *seen);

@@ -569,11 +569,12 @@ static void usm_set_share_caps(struct bpftel_usm *u)
 #define USM_SHARES_SWEEP_NS (10ull * 1000000000ull)
 
 /*
- * The uid ranges granted to users (subuid.h), read (file I/O: not under the lock), into
- * *r. Then, under u->lock: their count and error kept, and, when ranges is not NULL,
- * written to the table of the two the programs do not search, which then becomes the
- * one they search (bpf/lib/fair_share.h): a program never sees one half written.
- * Before load (usm_open) the first table of the object's image is the one.
+ * The uid ranges granted to users (subuid.h), read (file I/O: not under the lock) into
+ * *r, applied under u->lock: their count kept, and *r written to the table of the two
+ * the programs do not search, which then becomes the one they search
+ * (bpf/lib/fair_share.h): a program never sees one half written. Before load (live
+ * false, usm_open) the first table of the object's image is the one. A read that
+ * failed (err) changes nothing, and is tried again at the next look.
  */
 static void usm_apply_ranges(struct bpftel_usm *u, const struct fair_share_ranges *r,
 			     const struct usm_subuid_files *seen, unsigned int skipped, int err,
@@ -581,9 +582,13 @@ static void usm_apply_ranges(struct bpftel_usm *u, const struct fair_share_range
 {
 	__u32 next;
 
-	if (err && err != u->subuid_err)
-		pr_warn("usm: %s: %s: each uid granted by it holds a share of its own",
-			usm_subuid_path(), strerror(-err));
+	if (err) {
+		if (err != u->subuid_err)
+			pr_warn("usm: %s: %s: the uid ranges stay as they were (%u)",
+				usm_subuid_path(), strerror(-err), u->subuid_ranges);
+		u->subuid_err = err;
+		return;
+	}
 	if (skipped && (skipped != u->subuid_skipped || !u->subuid_seen.subuid.ino))
 		pr_warn("usm: %s: %u ranges left out (malformed, overlapping, or past %d)",
 			usm_subuid_path(), skipped, FAIR_SHARE_RANGES);
@@ -710,6 +715,8 @@ static void usm_close(struct bpftel_module *m)
 	}
 	u->loaded = false;
 	memset(u->share_holders, 0, sizeof(u->share_holders)); /* the tables go */
+	u->subuid_ranges = 0; /* the next open reads the files again */
+	memset(&u->subuid_seen, 0, sizeof(u->subuid_seen));
 	skel = u->skel;
 	u->skel = NULL;
 	pthread_mutex_unlock(&u->lock);
