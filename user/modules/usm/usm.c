@@ -44,6 +44,7 @@ struct bpftel_usm {
 	struct usm_procs *procs;
 	__u64 shares_due_ns; /* the next correction of the users' shares (usm_shares_sweep) */
 	bool shares_warned;  /* a correction failed, and the log said so */
+	unsigned int shares_full_said; /* by table: an owner held its whole share, said */
 	/* Who holds the most of each shared table, as the last correction found (under
 	 * lock; none while the module is not loaded). */
 	struct usm_share_holders share_holders[USM_SHARE__COUNT];
@@ -870,10 +871,16 @@ static bool always_alive(__u32 tgid)
  * (fair_share.h), every USM_SHARES_SWEEP_NS: nothing is read while only root holds
  * entries; else one batched read of each map. What it corrects (evictions, processes
  * killed mid-session) is rare, and a correction can count entries made during its walk
- * twice until the next: not every second. */
-
+ * twice until the next: not every second. The first time an owner holds its whole
+ * share of a table, the log says so once, and names the setting: a host that runs one
+ * busy service as one user (nginx's workers) may want no bound. */
 static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 {
+	static const char *const what[USM_SHARE__COUNT] = {
+		[USM_SHARE_H2_CONNS] = "HTTP/2 sessions",
+		[USM_SHARE_TLS_FDS] = "TLS sessions",
+		[USM_SHARE_TLS_RETRY] = "marks of writes to retry",
+	};
 	const int fds[USM_SHARE__COUNT] = {
 		[USM_SHARE_H2_CONNS] = bpf_map__fd(u->skel->maps.usm_h2_conns),
 		[USM_SHARE_TLS_FDS] = bpf_map__fd(u->skel->maps.usm_tls_fds),
@@ -881,8 +888,10 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 	};
 	int counts = bpf_map__fd(u->skel->maps.fair_share);
 	int adj = bpf_map__fd(u->skel->maps.fair_share_adj);
+	const struct usm_share_holders *h;
 	struct usm_share_map t;
 	__u64 deleted = 0;
+	__s64 cap;
 	int i, err;
 
 	if (now < u->shares_due_ns)
@@ -899,6 +908,19 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 		/* A busy table's walk that did not end (-EAGAIN) is the next round's. Any
 		 * other failure is said once: the shares then stay as the programs count
 		 * them, high by what the LRU evicts, until a sweep works again. */
+		h = &u->share_holders[i];
+		cap = usm_fair_share_cap(&usm_share_tables[i], u->settings.user_share_percent);
+		if (!err && cap && h->n && h->v[0].held >= cap && !(u->shares_full_said & 1u << i)) {
+			bool ct = h->v[0].owner & FAIR_SHARE_CONTAINER;
+
+			u->shares_full_said |= 1u << i;
+			pr_warn("usm: %s %u holds its share of the kernel's %s, %lld of %u: its "
+				"next ones are refused (bpftel http); on a host that runs one busy "
+				"service as one user, raise user_share_percent",
+				ct ? "the root of container cgroup" : "uid",
+				ct ? h->v[0].owner & ~FAIR_SHARE_CONTAINER : h->v[0].owner, what[i],
+				(long long)cap, usm_share_tables[i].max_entries);
+		}
 		if (err && err != -EAGAIN && !u->shares_warned) {
 			pr_warn("usm: cannot correct the users' shares of the session tables: %s",
 				strerror(-err));
