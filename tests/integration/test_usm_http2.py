@@ -353,6 +353,7 @@ def main():
                 p.wait()
         agent.stop()
         agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
     check(True, f"none of what the agent held remains: {agent.released()}")
 
 

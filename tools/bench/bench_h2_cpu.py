@@ -10,6 +10,7 @@ machine they fill (BENCHMARKS.md, h2load). Run as root after tools/dev.sh test.
 """
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -46,6 +47,7 @@ def main():
             ag.stop()
         srv.kill()
         srv.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
