@@ -61,6 +61,37 @@ sys.stdin.read()
 FLOOD_CODE = "import ssl, sys\n" + FLOOD_BODY
 
 
+def as_user(uid, gid=NOBODY):
+    """The command prefix that runs a flood as uid (real and effective), no groups."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+
+
+def flood(agent, procs, n, prefix=(), code=FLOOD_CODE, args=()):
+    """n HTTP/2 session starts made and kept by a new process (prefix, then python's
+    code with args and n), appended to procs: how many the kernel refused meanwhile."""
+    before = agent.json("http")["counters"]["h2_over_share"]
+    p = subprocess.Popen([*prefix, SYS_PYTHON, "-c", code, *args, str(n)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+    procs.append(p)
+    got = p.stdout.readline().split()
+    check(got == ["held", str(n)], f"a flood holds {n} session starts")
+    return agent.json("http")["counters"]["h2_over_share"] - before
+
+
+def end_floods(procs):
+    """The floods told to end (their stdin closed): each exits 0."""
+    for p in procs:
+        p.stdin.close()
+        check(p.wait(timeout=60) == 0, "the flood ended")
+
+
+def kill_all(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
 def main():
     args = agent_args(tools=("setpriv",))
     if subprocess.run([SYS_PYTHON, "-c", "import h2"], capture_output=True).returncode:
@@ -92,21 +123,9 @@ def main():
                  "the first call counted on both sides")
 
         floods = []
-
-        def flood(n):
-            p = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
-                                  "--clear-groups", SYS_PYTHON, "-c", FLOOD_CODE, str(n)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                 cwd="/")
-            procs.append(p)
-            floods.append(p)
-            got = p.stdout.readline().split()
-            check(got == ["held", str(n)], f"a process of nobody's holds {n} session starts")
-            return agent.json("http")["counters"]["h2_over_share"]
-
-        for _ in range(HOLDERS):
-            flood(SHARE // HOLDERS)
-        over = flood(FLOOD)
+        over = sum(flood(agent, floods, SHARE // HOLDERS, as_user(NOBODY))
+                   for _ in range(HOLDERS))
+        over += flood(agent, floods, FLOOD, as_user(NOBODY))
         attempts = SHARE + FLOOD
         live.stdin.write("go 3 /bpftel.test.Echo/Ok\n")
         live.stdin.flush()
@@ -180,19 +199,14 @@ def main():
         agent.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: agent.json("http")["user_share_percent"] == 100, 30,
                  "user_share_percent = 100 applied")
-        check(flood(USER_SESSIONS) == over, f"{USER_SESSIONS} more starts, none refused")
+        check(flood(agent, floods, USER_SESSIONS, as_user(NOBODY)) == 0,
+              f"{USER_SESSIONS} more starts, none refused")
         wait_for(lambda: usm_settled(agent), 60, "USM's userspace to take every record")
         more = agent.json("http")["counters"]["http2"]["sessions"] - 2 - admitted
         check(more == USER_SESSIONS, f"nobody's {USER_SESSIONS} next starts admitted: {more}")
-        for p in floods:
-            p.stdin.close()
-            check(p.wait(timeout=60) == 0, "the flood ended")
-
+        end_floods(floods)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        kill_all(procs + floods)
         agent.stop()
         agent.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -24,7 +24,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import LIBSSL_PROBES, Agent, agent_args, check, run, wait_for  # noqa: E402
-from test_usm_share import FLOOD_BODY, SYS_PYTHON  # noqa: E402
+from test_usm_share import FLOOD_BODY, end_floods, flood, kill_all  # noqa: E402
 
 # Not the default (25): the share the agent sets before load, not the object's own.
 PERCENT = 20
@@ -57,26 +57,18 @@ def main():
         subprocess.run(["mount", "-t", "cgroup2", "none", mnt], check=True)
         mounted = True
 
-        def flood(n, cgroup=None):
+        def flood_as(n, cgroup=None):
             """n starts kept by a new process: root in a new pid namespace, moved into
             cgroup, when cgroup is given; the host's root else. The starts refused."""
-            cmd = [SYS_PYTHON, "-c", CG_FLOOD_CODE, cgroup or "", str(n)]
-            if cgroup:
-                cmd = ["unshare", "--pid", "--fork", "--kill-child"] + cmd
-            before = agent.json("http")["counters"]["h2_over_share"]
-            p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 text=True, cwd="/")
-            procs.append(p)
-            got = p.stdout.readline().split()
-            check(got == ["held", str(n)], f"a flood holds {n} session starts")
-            return agent.json("http")["counters"]["h2_over_share"] - before
+            prefix = ["unshare", "--pid", "--fork", "--kill-child"] if cgroup else []
+            return flood(agent, procs, n, prefix, CG_FLOOD_CODE, [cgroup or ""])
 
         n = SHARE + OVER
         want = []
         for name in ("a", "b"):
             cgroups.append(os.path.join(mnt, f"bpftel-test-{os.getpid()}-{name}"))
             os.mkdir(cgroups[-1])
-            refused = flood(n, cgroups[-1])
+            refused = flood_as(n, cgroups[-1])
             print(f"container {name}: {n} starts, {refused} refused")
             # At least what passes its share; a sweep that corrects the count during
             # the flood may refuse some early, never admit more.
@@ -86,7 +78,7 @@ def main():
             # Its owner: its cgroup id (the directory's inode), low 31 bits.
             want.append({"kind": "container", "entries": n - refused,
                          "cgroup_id": os.stat(cgroups[-1]).st_ino & 0x7fffffff})
-        check(flood(n) == 0, f"the host's root: {n} starts, none refused")
+        check(flood_as(n) == 0, f"the host's root: {n} starts, none refused")
         share = agent.json("http")["shares"]["http2_sessions"]["share"]
         check(share == SHARE, f"the share as configured: {share}")
         # The holders, once a correction (every 10 s) has counted the floods: the two
@@ -97,14 +89,9 @@ def main():
                                       ["holders"], key=key) == want, 60,
                        f"the shares to name the two containers: {want}"),
               "the shares name the two containers by their cgroups, not the host's root")
-        for p in procs:
-            p.stdin.close()
-            check(p.wait(timeout=60) == 0, "the flood ended")
+        end_floods(procs)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        kill_all(procs)
         for cg in cgroups:
             # Its processes reaped; the kernel may hold the cgroup a moment longer.
             try:

@@ -15,13 +15,12 @@ the agent reads it again (it looks every 10 s), and a third uid of it starts ses
 as a user of its own."""
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import LIBSSL_PROBES, Agent, agent_args, check, run, wait_for  # noqa: E402
-from test_usm_share import FLOOD_CODE, NOBODY, SYS_PYTHON  # noqa: E402
+from test_usm_share import NOBODY, as_user, end_floods, flood, kill_all  # noqa: E402
 
 PERCENT = 10
 SHARE = 8192 * PERCENT // 100  # bpf/usm.h USM_H2_CONNS_MAX
@@ -47,23 +46,15 @@ def main():
         check(ranges == {"path": subuid, "ranges": 1, "left_out": 0, "error": None},
               f"the test's range read: {ranges}")
 
-        def flood(uid, n):
+        def flood_as(uid, n):
             """n starts kept by a process of uid: how many were refused."""
-            before = agent.json("http")["counters"]["h2_over_share"]
-            p = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={NOBODY}",
-                                  "--clear-groups", SYS_PYTHON, "-c", FLOOD_CODE, str(n)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                 cwd="/")
-            procs.append(p)
-            got = p.stdout.readline().split()
-            check(got == ["held", str(n)], f"uid {uid} holds {n} session starts")
-            return agent.json("http")["counters"]["h2_over_share"] - before
+            return flood(agent, procs, n, as_user(uid))
 
         a = FIRST + 1
         b = FIRST + COUNT - 1
         n = SHARE // 2 + 100
-        refused_a = flood(a, n)
-        refused_b = flood(b, n)
+        refused_a = flood_as(a, n)
+        refused_b = flood_as(b, n)
         admitted = 2 * n - refused_a - refused_b
         print(f"uids {a} and {b}: {2 * n} starts, {admitted} admitted")
         check(refused_b > 0 and 0 < admitted <= SHARE,
@@ -80,19 +71,14 @@ def main():
         wait_for(lambda: agent.json("http")["shares"]["subuid"]["ranges"] == 0, 60,
                  "the agent to read the file again")
         c = FIRST + 2
-        check(flood(c, 10) == 0, f"uid {c}, its own user now: 10 starts, none refused")
+        check(flood_as(c, 10) == 0, f"uid {c}, its own user now: 10 starts, none refused")
         check(wait_for(lambda: {"kind": "user", "uid": c, "entries": 10} in
                        agent.json("http")["shares"]["http2_sessions"]["holders"], 60,
                        f"uid {c} among the holders"),
               f"uid {c} holds its own 10")
-        for p in procs:
-            p.stdin.close()
-            check(p.wait(timeout=60) == 0, "the flood ended")
+        end_floods(procs)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        kill_all(procs)
         agent.stop()
         agent.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
