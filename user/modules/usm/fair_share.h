@@ -13,6 +13,8 @@
 
 /* A table whose entries are shared out, and where its keys and values say whose. */
 struct usm_share_map {
+	const char *key;   /* in JSON and /metrics (table=) */
+	const char *label; /* in the log */
 	int fd;
 	__u32 table;	   /* fair_share_key.table */
 	__u32 max_entries; /* the table's */

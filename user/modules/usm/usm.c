@@ -876,11 +876,6 @@ static bool always_alive(__u32 tgid)
  * busy service as one user (nginx's workers) may want no bound. */
 static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 {
-	static const char *const what[USM_SHARE__COUNT] = {
-		[USM_SHARE_H2_CONNS] = "HTTP/2 sessions",
-		[USM_SHARE_TLS_FDS] = "TLS sessions",
-		[USM_SHARE_TLS_RETRY] = "marks of writes to retry",
-	};
 	const int fds[USM_SHARE__COUNT] = {
 		[USM_SHARE_H2_CONNS] = bpf_map__fd(u->skel->maps.usm_h2_conns),
 		[USM_SHARE_TLS_FDS] = bpf_map__fd(u->skel->maps.usm_tls_fds),
@@ -918,7 +913,7 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 				"next ones are refused (bpftel http); on a host that runs one busy "
 				"service as one user, raise user_share_percent",
 				ct ? "the root of container cgroup" : "uid",
-				ct ? h->v[0].owner & ~FAIR_SHARE_CONTAINER : h->v[0].owner, what[i],
+				ct ? h->v[0].owner & ~FAIR_SHARE_CONTAINER : h->v[0].owner, t.label,
 				(long long)cap, usm_share_tables[i].max_entries);
 		}
 		if (err && err != -EAGAIN && !u->shares_warned) {

@@ -219,12 +219,6 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	return cnt;
 }
 
-static const char *const share_table_names[USM_SHARE__COUNT] = {
-	[USM_SHARE_H2_CONNS] = "http2_sessions",
-	[USM_SHARE_TLS_FDS] = "tls_sessions",
-	[USM_SHARE_TLS_RETRY] = "tls_retry_marks",
-};
-
 /* An owner of entries (bpf/lib/fair_share.h): a user by uid, or a container's root by
  * its cgroup (the id's low 31 bits: as rows' cgroup_id on a cgroup v2 host). */
 static json_t *holder_json(__u32 owner, __u32 held)
@@ -259,7 +253,7 @@ static json_t *shares_json(struct bpftel_usm *usm, unsigned int percent)
 		for (i = 0; i < h[t].n; i++)
 			json_array_append_new(who, holder_json(h[t].v[i].owner, h[t].v[i].held));
 		cap = usm_fair_share_cap(&usm_share_tables[t], percent);
-		json_object_set_new(o, share_table_names[t],
+		json_object_set_new(o, usm_share_tables[t].key,
 				    json_pack("{s:I, s:o, s:o}", "entries",
 					      (json_int_t)usm_share_tables[t].max_entries,
 					      "share", cap ? json_integer(cap) : json_null(),
@@ -445,7 +439,7 @@ static void share_metrics(struct bpftel_prom *w, struct bpftel_usm *usm)
 	for (t = 0; t < USM_SHARE__COUNT; t++) {
 		__s64 cap = usm_fair_share_cap(&usm_share_tables[t], set.user_share_percent);
 
-		l[0] = (struct bpftel_prom_label){"table", share_table_names[t]};
+		l[0] = (struct bpftel_prom_label){"table", usm_share_tables[t].key};
 		bpftel_prom_sample_u64(w, "", l, 1,
 				       cap ? (__u64)cap : usm_share_tables[t].max_entries);
 	}
@@ -454,7 +448,7 @@ static void share_metrics(struct bpftel_prom *w, struct bpftel_usm *usm)
 			   "holding the most, as counted every 10 s; 0 when only root holds some. "
 			   "At the share, its new entries are refused (*_over_share_total).");
 	for (t = 0; t < USM_SHARE__COUNT; t++) {
-		l[0] = (struct bpftel_prom_label){"table", share_table_names[t]};
+		l[0] = (struct bpftel_prom_label){"table", usm_share_tables[t].key};
 		bpftel_prom_sample_u64(w, "", l, 1, h[t].n ? h[t].v[0].held : 0);
 	}
 }
