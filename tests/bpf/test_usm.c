@@ -1829,8 +1829,8 @@ static void test_share_container_root(void **state)
 	assert_int_equal(counter(USM_CNT_H2_OVER_SHARE), 0);
 	assert_int_equal(container_owners(), 0); /* nor counted as a container's */
 	/* The helper takes the kernel's dev_t, not stat's (they differ past minor 255). */
-	assert_int_equal(usm_kernel_dev(makedev(259, 300)), 259ull << 20 | 300);
-	assert_int_equal(usm_kernel_dev(makedev(0, 4)), 4);
+	assert_int_equal(fair_share_kernel_dev(makedev(259, 300)), 259ull << 20 | 300);
+	assert_int_equal(fair_share_kernel_dev(makedev(0, 4)), 4);
 
 	assert_non_null(mkdtemp(mnt));
 	cg_made = true;
@@ -2111,7 +2111,7 @@ static void test_share_holders(void **state)
 	struct usm_share_map t = usm_share_tables[USM_SHARE_H2_CONNS];
 	int counts = bpf_map__fd(skel->maps.fair_share);
 	int adj = bpf_map__fd(skel->maps.fair_share_adj);
-	struct usm_share_holders top = {.n = 99};
+	struct fair_share_holders top = {.n = 99};
 	__u32 self = (__u32)getpid(), held[] = {1, 4, 6, 3, 3, 5};
 	__u64 deleted = 0, conn = 0;
 	__u32 u, i;
@@ -2128,7 +2128,7 @@ static void test_share_holders(void **state)
 	}
 	as_real_uid(0);
 	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, tgid_alive, &deleted, &top), 0);
-	assert_int_equal(top.n, USM_SHARE_HOLDERS);
+	assert_int_equal(top.n, FAIR_SHARE_HOLDERS);
 	assert_int_equal(top.v[0].owner, SHARE_USER + 2);
 	assert_int_equal(top.v[0].held, 6);
 	assert_int_equal(top.v[1].owner, SHARE_USER + 5);
@@ -3053,7 +3053,7 @@ static int group_setup(void **state)
 	if (!skel)
 		return -1;
 	/* The agent's pid namespace is the test's (test_share_container_root). */
-	if (usm_fair_share_pidns(&skel->rodata->fair_share_pidns_dev,
+	if (fair_share_pidns(&skel->rodata->fair_share_pidns_dev,
 				 &skel->rodata->fair_share_pidns_ino) ||
 	    usm_harness__load(skel))
 		return -1;

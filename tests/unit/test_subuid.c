@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * The uid ranges granted to users (user/modules/usm/subuid.c): /etc/subuid's lines,
+ * The uid ranges granted to users (user/manager/subuid.c): /etc/subuid's lines,
  * their owners named by /etc/passwd's, sorted; what is malformed, overlapping or past
  * the table left out and counted.
  */
@@ -15,7 +15,7 @@
 #include <linux/types.h>
 
 #include "bpf/fair_share_defs.h"
-#include "user/modules/usm/subuid.h"
+#include "user/manager/subuid.h"
 
 static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
 			     "alice:x:1000:1000::/home/alice:/bin/sh\n"
@@ -28,7 +28,7 @@ static struct fair_share_ranges r;
 
 static int parse(const char *subuid)
 {
-	return usm_subuid_parse(subuid, strlen(subuid), passwd, strlen(passwd), &r);
+	return subuid_parse(subuid, strlen(subuid), passwd, strlen(passwd), &r);
 }
 
 static void assert_range(__u32 i, __u32 first, __u32 count, __u32 owner)
@@ -156,7 +156,7 @@ static void test_empty_and_no_passwd(void **state)
 	(void)state;
 	assert_int_equal(parse(""), 0);
 	assert_int_equal(r.n, 0);
-	assert_int_equal(usm_subuid_parse("alice:5:5\n7:100:5\n", strlen("alice:5:5\n7:100:5\n"),
+	assert_int_equal(subuid_parse("alice:5:5\n7:100:5\n", strlen("alice:5:5\n7:100:5\n"),
 					  "", 0, &r),
 			 0);
 	assert_int_equal(r.n, 2);

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Users' shares of the USM tables every process fills (bpf/lib/fair_share.h), set
- * right from the tables themselves: the programs count what they make and delete,
- * not what the LRU evicts, nor what a process leaves when it ends. Each sweep deletes
- * the entries of processes gone and corrects each user's count by what it holds.
+The USM tables every process fills that are shared out by user (bpf/lib/fair_share.h),
+ * and their recount (user/manager/fair_share.h): each sweep deletes the entries of
+ * processes gone and corrects each user's count by what it holds.
  */
 #ifndef BPFTEL_USM_FAIR_SHARE_H
 #define BPFTEL_USM_FAIR_SHARE_H
 
 #include <stdbool.h>
 #include <linux/types.h>
+
+#include "user/manager/fair_share.h"
 
 /* A table whose entries are shared out, and where its keys and values say whose. */
 struct usm_share_map {
@@ -27,30 +28,12 @@ struct usm_share_map {
  * fd -1: a caller sets the map's. */
 extern const struct usm_share_map usm_share_tables[];
 
-/* The owners holding the most of a table, as a sweep found them (most first). */
-#define USM_SHARE_HOLDERS 4
-
-struct usm_share_holders {
-	__u32 n;
-	struct {
-		__u32 owner; /* a uid; FAIR_SHARE_CONTAINER set: a container's root */
-		__u32 held;  /* its entries the walk saw */
-	} v[USM_SHARE_HOLDERS];
-};
-
-/* What a user but root may hold of t's entries at percent (user_share_percent, 1..100;
- * 0: the default), as the programs read it (usm_share_cap, bpf/lib/usm_common.h): at
- * least 1; 0 at 100, no bound. */
-__s64 usm_fair_share_cap(const struct usm_share_map *t, unsigned int percent);
-
-/* Device d (stat's st_dev) as the kernel encodes a dev_t (MKDEV: major << 20 | minor),
- * which bpf_get_ns_current_pid_tgid() compares. */
-__u64 usm_kernel_dev(__u64 d);
-
-/* The agent's pid namespace as bpf_get_ns_current_pid_tgid() takes it (the kernel's
- * dev_t of nsfs, the inode), for fair_share_pidns_dev and _ino (bpf/lib/fair_share.h):
- * 0, or -errno (both left 0: every thread of uid 0 is the host's root). */
-int usm_fair_share_pidns(__u64 *dev, __u64 *ino);
+/* What a user but root may hold of t's entries at percent (fair_share_cap), as the
+ * programs read it (usm_share_cap, bpf/lib/usm_common.h). */
+static inline __s64 usm_fair_share_cap(const struct usm_share_map *t, unsigned int percent)
+{
+	return fair_share_cap(t->max_entries, percent);
+}
 
 /*
  * If the counts (the fair_share map's fd) hold a user of t's table, read t: delete the
@@ -65,6 +48,6 @@ int usm_fair_share_pidns(__u64 *dev, __u64 *ino);
  */
 int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *t,
 			 bool (*alive)(__u32 tgid), __u64 *deleted,
-			 struct usm_share_holders *top);
+			 struct fair_share_holders *top);
 
 #endif /* BPFTEL_USM_FAIR_SHARE_H */

@@ -20,7 +20,7 @@
 #include "tls_retry.h"
 #include "bpf/fair_share_defs.h"
 #include "fair_share.h"
-#include "subuid.h"
+#include "user/manager/subuid.h"
 #include "usm.skel.h"
 #include "user/common/log.h"
 #include "user/common/proc.h"
@@ -47,13 +47,9 @@ struct bpftel_usm {
 	unsigned int shares_full_said; /* by table: an owner held its whole share, said */
 	/* Who holds the most of each shared table, as the last correction found (under
 	 * lock; none while the module is not loaded). */
-	struct usm_share_holders share_holders[USM_SHARE__COUNT];
-	/* The uid ranges granted to users (subuid.h) as the programs have them (under
-	 * lock): the files as read, how many ranges, left out, and the read's error. */
-	struct usm_subuid_files subuid_seen;
-	unsigned int subuid_ranges, subuid_skipped;
-	int subuid_err;
-	__u64 subuid_due_ns; /* the next look at the files */
+	struct fair_share_holders share_holders[USM_SHARE__COUNT];
+	/* The uid ranges granted to users as the programs have them (under lock). */
+	struct fair_share_uid_ranges subuid;
 	struct usm_series_set *series; /* /metrics' */
 	pthread_mutex_t lock; /* skel, loaded, retired, settings */
 	struct usm *skel;     /* while the module is open */
@@ -569,67 +565,39 @@ static void usm_set_share_caps(struct bpftel_usm *u)
  * granted to users looked at again (usm_ranges_refresh). */
 #define USM_SHARES_SWEEP_NS (10ull * 1000000000ull)
 
-/*
- * The uid ranges granted to users (subuid.h), read (file I/O: not under the lock) into
- * *r, applied under u->lock: their count kept, and *r written to the table of the two
- * the programs do not search, which then becomes the one they search
- * (bpf/lib/fair_share.h): a program never sees one half written. Before load (live
- * false, usm_open) the first table of the object's image is the one. A read that
- * failed (err) changes nothing, and is tried again at the next look.
- */
+/* The uid ranges granted to users (fair_share_ranges_apply), under u->lock. */
 static void usm_apply_ranges(struct bpftel_usm *u, const struct fair_share_ranges *r,
-			     const struct usm_subuid_files *seen, unsigned int skipped, int err,
+			     const struct subuid_files *seen, unsigned int skipped, int err,
 			     bool live)
 {
-	__u32 next;
-
-	if (err) {
-		if (err != u->subuid_err)
-			pr_warn("usm: %s: %s: the uid ranges stay as they were (%u)",
-				usm_subuid_path(), strerror(-err), u->subuid_ranges);
-		u->subuid_err = err;
-		return;
-	}
-	if (skipped && (skipped != u->subuid_skipped || !u->subuid_seen.subuid.ino))
-		pr_warn("usm: %s: %u ranges left out (malformed, overlapping, or past %d)",
-			usm_subuid_path(), skipped, FAIR_SHARE_RANGES);
-	u->subuid_seen = *seen;
-	u->subuid_err = err;
-	u->subuid_skipped = skipped;
-	u->subuid_ranges = r->n;
-	if (!u->skel || !u->skel->bss)
-		return;
-	if (!live) {
-		u->skel->bss->fair_share_ranges[0] = *r;
-		u->skel->bss->fair_share_ranges_live = 0;
-		return;
-	}
-	next = !(u->skel->bss->fair_share_ranges_live & 1);
-	u->skel->bss->fair_share_ranges[next] = *r;
-	__atomic_store_n(&u->skel->bss->fair_share_ranges_live, next, __ATOMIC_RELEASE);
+	fair_share_ranges_apply(&u->subuid, "usm", r, seen, skipped, err,
+				u->skel && u->skel->bss ? u->skel->bss->fair_share_ranges : NULL,
+				u->skel && u->skel->bss ? &u->skel->bss->fair_share_ranges_live
+							: NULL,
+				live);
 }
 
 /* Every USM_SHARES_SWEEP_NS, from housekeeping: the files read again if changed. */
 static void usm_ranges_refresh(struct bpftel_usm *u, __u64 now)
 {
-	struct usm_subuid_files seen;
+	struct subuid_files seen;
 	struct fair_share_ranges *r;
 	unsigned int skipped;
 	bool due;
 	int err;
 
 	pthread_mutex_lock(&u->lock);
-	due = u->loaded && now >= u->subuid_due_ns;
+	due = u->loaded && now >= u->subuid.due_ns;
 	if (due)
-		u->subuid_due_ns = now + USM_SHARES_SWEEP_NS;
-	seen = u->subuid_seen;
+		u->subuid.due_ns = now + USM_SHARES_SWEEP_NS;
+	seen = u->subuid.seen;
 	pthread_mutex_unlock(&u->lock);
-	if (!due || !usm_subuid_changed(&seen))
+	if (!due || !subuid_changed(&seen))
 		return;
 	r = malloc(sizeof(*r));
 	if (!r)
 		return;
-	err = usm_subuid_read(r, &skipped, &seen);
+	err = subuid_read(r, &skipped, &seen);
 	pthread_mutex_lock(&u->lock);
 	if (u->loaded)
 		usm_apply_ranges(u, r, &seen, skipped, err, true);
@@ -643,7 +611,7 @@ static int usm_open(struct bpftel_module *m)
 	struct bpf_program *prog;
 	struct usm *skel;
 	struct fair_share_ranges *ranges;
-	struct usm_subuid_files seen;
+	struct subuid_files seen;
 	unsigned int lo, skipped;
 	bool recv_fd;
 	int err, rerr;
@@ -658,7 +626,7 @@ static int usm_open(struct bpftel_module *m)
 	lo = if_nametoindex("lo");
 	skel->rodata->usm_lo_ifindex = lo ? lo : 1;
 	/* Not known: a container's root is the host's (bpf/lib/fair_share.h). */
-	err = usm_fair_share_pidns(&skel->rodata->fair_share_pidns_dev,
+	err = fair_share_pidns(&skel->rodata->fair_share_pidns_dev,
 				   &skel->rodata->fair_share_pidns_ino);
 	if (err)
 		pr_warn("usm: /proc/self/ns/pid: %s: a container's root is taken for the host's, "
@@ -669,7 +637,7 @@ static int usm_open(struct bpftel_module *m)
 		usm__destroy(skel);
 		return -ENOMEM;
 	}
-	rerr = usm_subuid_read(ranges, &skipped, &seen);
+	rerr = subuid_read(ranges, &skipped, &seen);
 	pthread_mutex_lock(&u->lock);
 	u->skel = skel;
 	recv_fd = u->settings.tls_recv_fd;
@@ -716,8 +684,8 @@ static void usm_close(struct bpftel_module *m)
 	}
 	u->loaded = false;
 	memset(u->share_holders, 0, sizeof(u->share_holders)); /* the tables go */
-	u->subuid_ranges = 0; /* the next open reads the files again */
-	memset(&u->subuid_seen, 0, sizeof(u->subuid_seen));
+	u->subuid.ranges = 0; /* the next open reads the files again */
+	memset(&u->subuid.seen, 0, sizeof(u->subuid.seen));
 	skel = u->skel;
 	u->skel = NULL;
 	pthread_mutex_unlock(&u->lock);
@@ -883,7 +851,7 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 	};
 	int counts = bpf_map__fd(u->skel->maps.fair_share);
 	int adj = bpf_map__fd(u->skel->maps.fair_share_adj);
-	const struct usm_share_holders *h;
+	const struct fair_share_holders *h;
 	struct usm_share_map t;
 	__u64 deleted = 0;
 	__s64 cap;
@@ -1005,7 +973,7 @@ bool bpftel_usm__recv_fd(struct bpftel_usm *u)
 	return false;
 }
 
-void bpftel_usm__shares(struct bpftel_usm *u, struct usm_share_holders *out)
+void bpftel_usm__shares(struct bpftel_usm *u, struct fair_share_holders *out)
 {
 	pthread_mutex_lock(&u->lock);
 	memcpy(out, u->share_holders, sizeof(u->share_holders));
@@ -1016,9 +984,9 @@ void bpftel_usm__ranges(struct bpftel_usm *u, unsigned int *ranges, unsigned int
 			int *err)
 {
 	pthread_mutex_lock(&u->lock);
-	*ranges = u->subuid_ranges;
-	*skipped = u->subuid_skipped;
-	*err = u->subuid_err;
+	*ranges = u->subuid.ranges;
+	*skipped = u->subuid.skipped;
+	*err = u->subuid.err;
 	pthread_mutex_unlock(&u->lock);
 }
 

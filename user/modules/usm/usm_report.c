@@ -21,7 +21,7 @@
 #include "bpf/usm.h"
 #include "fair_share.h"
 #include "families.h"
-#include "subuid.h"
+#include "user/manager/subuid.h"
 #include "user/common/ctl.h"
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
@@ -235,7 +235,7 @@ static json_t *holder_json(__u32 owner, __u32 held)
  * the most of it at the last correction. */
 static json_t *shares_json(struct bpftel_usm *usm, unsigned int percent)
 {
-	struct usm_share_holders h[USM_SHARE__COUNT];
+	struct fair_share_holders h[USM_SHARE__COUNT];
 	json_t *o = json_object(), *who;
 	unsigned int ranges, skipped;
 	__s64 cap;
@@ -244,7 +244,7 @@ static json_t *shares_json(struct bpftel_usm *usm, unsigned int percent)
 
 	bpftel_usm__ranges(usm, &ranges, &skipped, &err);
 	json_object_set_new(o, "subuid",
-			    json_pack("{s:s, s:I, s:I, s:o}", "path", usm_subuid_path(), "ranges",
+			    json_pack("{s:s, s:I, s:I, s:o}", "path", subuid_path(), "ranges",
 				      (json_int_t)ranges, "left_out", (json_int_t)skipped,
 				      "error", err ? json_string(strerror(-err)) : json_null()));
 	bpftel_usm__shares(usm, h);
@@ -424,7 +424,7 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
  * owner holding the most of it held at the last correction. */
 static void share_metrics(struct bpftel_prom *w, struct bpftel_usm *usm)
 {
-	struct usm_share_holders h[USM_SHARE__COUNT];
+	struct fair_share_holders h[USM_SHARE__COUNT];
 	struct bpftel_usm_settings set;
 	struct bpftel_prom_label l[1];
 	int t;

@@ -124,7 +124,7 @@ static int by_first(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
-int usm_subuid_parse(const char *subuid, size_t len, const char *passwd, size_t plen,
+int subuid_parse(const char *subuid, size_t len, const char *passwd, size_t plen,
 		     struct fair_share_ranges *out)
 {
 	/* Room for twice the table: overlaps, left out once sorted, may take some. */
@@ -165,14 +165,14 @@ int usm_subuid_parse(const char *subuid, size_t len, const char *passwd, size_t 
 	return skipped;
 }
 
-const char *usm_subuid_path(void)
+const char *subuid_path(void)
 {
 	const char *p = getenv("BPFTEL_SUBUID");
 
-	return p && *p ? p : USM_SUBUID_PATH;
+	return p && *p ? p : SUBUID_PATH;
 }
 
-static void stamp_of(const char *path, struct usm_subuid_stamp *s)
+static void stamp_of(const char *path, struct subuid_stamp *s)
 {
 	struct stat st;
 
@@ -185,16 +185,16 @@ static void stamp_of(const char *path, struct usm_subuid_stamp *s)
 	s->mtime_ns = (__u64)st.st_mtim.tv_sec * 1000000000ull + (__u64)st.st_mtim.tv_nsec;
 }
 
-bool usm_subuid_changed(const struct usm_subuid_files *seen)
+bool subuid_changed(const struct subuid_files *seen)
 {
-	struct usm_subuid_files now;
+	struct subuid_files now;
 
-	stamp_of(usm_subuid_path(), &now.subuid);
-	stamp_of(USM_PASSWD_PATH, &now.passwd);
+	stamp_of(subuid_path(), &now.subuid);
+	stamp_of(SUBUID_PASSWD_PATH, &now.passwd);
 	return memcmp(&now, seen, sizeof(now)) != 0;
 }
 
-/* Up to USM_SUBUID_FILE_MAX bytes of path into a new buffer (*len); -ENOENT if none.
+/* Up to SUBUID_FILE_MAX bytes of path into a new buffer (*len); -ENOENT if none.
  * Root's files in /etc: a regular file, opened without following a FIFO's wait. */
 static int slurp(const char *path, char **buf, size_t *len)
 {
@@ -216,8 +216,8 @@ static int slurp(const char *path, char **buf, size_t *len)
 		goto out;
 	}
 	/* Its size now, and a little room should it grow meanwhile: up to the cap. */
-	max = (size_t)st.st_size + 4096 < USM_SUBUID_FILE_MAX ? (size_t)st.st_size + 4096
-							       : USM_SUBUID_FILE_MAX;
+	max = (size_t)st.st_size + 4096 < SUBUID_FILE_MAX ? (size_t)st.st_size + 4096
+							       : SUBUID_FILE_MAX;
 	*buf = malloc(max);
 	if (!*buf) {
 		err = -ENOMEM;
@@ -236,7 +236,7 @@ static int slurp(const char *path, char **buf, size_t *len)
 		*len += (size_t)r;
 	}
 	/* Cut at the cap: its last line, cut too, is not read (a uid of 1000 is not 10). */
-	if (!err && *len == USM_SUBUID_FILE_MAX)
+	if (!err && *len == SUBUID_FILE_MAX)
 		while (*len && (*buf)[*len - 1] != '\n')
 			(*len)--;
 out:
@@ -249,8 +249,8 @@ out:
 	return err;
 }
 
-int usm_subuid_read(struct fair_share_ranges *out, unsigned int *skipped,
-		    struct usm_subuid_files *seen)
+int subuid_read(struct fair_share_ranges *out, unsigned int *skipped,
+		    struct subuid_files *seen)
 {
 	char *subuid = NULL, *passwd = NULL;
 	size_t len, plen;
@@ -258,18 +258,18 @@ int usm_subuid_read(struct fair_share_ranges *out, unsigned int *skipped,
 
 	memset(out, 0, sizeof(*out));
 	*skipped = 0;
-	stamp_of(usm_subuid_path(), &seen->subuid);
-	stamp_of(USM_PASSWD_PATH, &seen->passwd);
-	err = slurp(usm_subuid_path(), &subuid, &len);
+	stamp_of(subuid_path(), &seen->subuid);
+	stamp_of(SUBUID_PASSWD_PATH, &seen->passwd);
+	err = slurp(subuid_path(), &subuid, &len);
 	if (err == -ENOENT)
 		return 0; /* no range granted */
 	if (err)
 		return err;
 	/* No names (no passwd, or none readable): numeric ones name their users, and the
 	 * others' ranges are an owner per block, as an unknown user's. */
-	if (slurp(USM_PASSWD_PATH, &passwd, &plen))
+	if (slurp(SUBUID_PASSWD_PATH, &passwd, &plen))
 		plen = 0;
-	err = usm_subuid_parse(subuid, len, passwd ? passwd : "", plen, out);
+	err = subuid_parse(subuid, len, passwd ? passwd : "", plen, out);
 	free(subuid);
 	free(passwd);
 	if (err < 0)

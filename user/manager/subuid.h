@@ -7,8 +7,8 @@
  * (bpf/lib/fair_share.h), and one user could hold 65537 shares. So a range's uids are
  * counted as the user's it was granted to.
  */
-#ifndef BPFTEL_USM_SUBUID_H
-#define BPFTEL_USM_SUBUID_H
+#ifndef BPFTEL_SUBUID_H
+#define BPFTEL_SUBUID_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,10 +16,10 @@
 
 struct fair_share_ranges;
 
-#define USM_SUBUID_PATH "/etc/subuid"
-#define USM_PASSWD_PATH "/etc/passwd"
+#define SUBUID_PATH "/etc/subuid"
+#define SUBUID_PASSWD_PATH "/etc/passwd"
 /* The most of either file read (both are root's own): what is past it is left out. */
-#define USM_SUBUID_FILE_MAX (1u << 20)
+#define SUBUID_FILE_MAX (1u << 20)
 
 /*
  * Parse subuid (len bytes of lines NAME:FIRST:COUNT, NAME a user's name or uid) into
@@ -30,30 +30,30 @@ struct fair_share_ranges;
  * FAIR_SHARE_RANGES. A range of a user not in passwd, or of root, is no one user's:
  * owner 0, each FAIR_SHARE_RANGE_BLOCK uids of it an owner of its own. -ENOMEM: none.
  */
-int usm_subuid_parse(const char *subuid, size_t len, const char *passwd, size_t plen,
+int subuid_parse(const char *subuid, size_t len, const char *passwd, size_t plen,
 		     struct fair_share_ranges *out);
 
 /* What the files were when last read: a change is read again. */
-struct usm_subuid_stamp {
+struct subuid_stamp {
 	__u64 dev, ino, size, mtime_ns; /* all 0: the file was missing */
 };
 
-struct usm_subuid_files {
-	struct usm_subuid_stamp subuid, passwd;
+struct subuid_files {
+	struct subuid_stamp subuid, passwd;
 };
 
 /* The subuid file (BPFTEL_SUBUID in the environment, a test aid, else /etc/subuid). */
-const char *usm_subuid_path(void);
+const char *subuid_path(void);
 
 /* Whether either file changed since *seen (true the first time: *seen all 0). */
-bool usm_subuid_changed(const struct usm_subuid_files *seen);
+bool subuid_changed(const struct subuid_files *seen);
 
 /*
  * Read both files into out (no subuid file: no range; no passwd: no names), how many
  * ranges were left out into *skipped, and what the files were into *seen. 0, or
  * -errno when the subuid file exists and cannot be read (out left empty).
  */
-int usm_subuid_read(struct fair_share_ranges *out, unsigned int *skipped,
-		    struct usm_subuid_files *seen);
+int subuid_read(struct fair_share_ranges *out, unsigned int *skipped,
+		    struct subuid_files *seen);
 
-#endif /* BPFTEL_USM_SUBUID_H */
+#endif /* BPFTEL_SUBUID_H */

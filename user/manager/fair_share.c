@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Users' shares of the tables every process fills, from userspace (fair_share.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <bpf/bpf.h>
+
+#include "user/common/log.h"
+#include "fair_share.h"
+
+__s64 fair_share_cap(__u32 max_entries, unsigned int percent)
+{
+	__s64 cap;
+
+	if (!percent)
+		percent = FAIR_SHARE_PERCENT_DEFAULT;
+	if (percent >= 100)
+		return 0;
+	cap = (__s64)max_entries * percent / 100;
+	return cap > 0 ? cap : 1;
+}
+
+__u64 fair_share_kernel_dev(__u64 d)
+{
+	return (__u64)major(d) << 20 | minor(d);
+}
+
+int fair_share_pidns(__u64 *dev, __u64 *ino)
+{
+	struct stat st;
+
+	*dev = *ino = 0;
+	if (stat("/proc/self/ns/pid", &st))
+		return -errno;
+	*dev = fair_share_kernel_dev(st.st_dev);
+	*ino = st.st_ino;
+	return 0;
+}
+
+struct user_count {
+	__u32 uid;
+	__s64 counted; /* the programs' count when the walk began */
+	__u64 held;    /* the user's entries the walk saw */
+};
+
+struct fair_share_tally {
+	__u32 table;
+	size_t n;
+	struct user_count v[FAIR_SHARE_KEYS];
+};
+
+static int by_uid(const void *a, const void *b)
+{
+	__u32 x = ((const struct user_count *)a)->uid, y = ((const struct user_count *)b)->uid;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The users with a count of table, and their counts. */
+static int users_counted(int counts_fd, struct fair_share_tally *t)
+{
+	struct fair_share_key key, next, *prev = NULL;
+	struct user_count *c;
+	int steps;
+
+	/* Keys are added meanwhile, deleted only here: a walk that starts over is bounded
+	 * by the map's size. */
+	for (steps = 0; t->n < FAIR_SHARE_KEYS && steps < 2 * FAIR_SHARE_KEYS; steps++) {
+		if (bpf_map_get_next_key(counts_fd, prev, &next))
+			return errno == ENOENT ? 0 : -errno;
+		key = next;
+		prev = &key;
+		if (key.table != t->table)
+			continue;
+		c = &t->v[t->n];
+		c->uid = key.uid;
+		if (!bpf_map_lookup_elem(counts_fd, &key, &c->counted))
+			t->n++;
+	}
+	return 0;
+}
+
+/* Sorted (each entry of a table looks its owner up), and a user seen twice (a walk
+ * that started over) kept once. */
+static void users_sort(struct fair_share_tally *t)
+{
+	size_t i, n = 0;
+
+	qsort(t->v, t->n, sizeof(*t->v), by_uid);
+	for (i = 0; i < t->n; i++)
+		if (!n || t->v[n - 1].uid != t->v[i].uid)
+			t->v[n++] = t->v[i];
+	t->n = n;
+}
+
+int fair_share_tally_begin(int counts_fd, __u32 table, struct fair_share_tally **out)
+{
+	struct fair_share_tally *t;
+	int err;
+
+	*out = NULL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->table = table;
+	err = users_counted(counts_fd, t);
+	if (err || !t->n) {
+		free(t);
+		return err;
+	}
+	users_sort(t);
+	*out = t;
+	return 0;
+}
+
+void fair_share_tally_add(struct fair_share_tally *t, __u32 owner, __u64 entries)
+{
+	struct user_count k = {.uid = owner}, *c;
+
+	/* Root is not counted; an owner whose count was made after begin: the next
+	 * recount's. */
+	if (!t || !owner || !entries)
+		return;
+	c = bsearch(&k, t->v, t->n, sizeof(*t->v), by_uid);
+	if (c)
+		c->held += entries;
+}
+
+/* Owner c into top, which keeps the FAIR_SHARE_HOLDERS that hold the most, most first
+ * (of two that hold as many, the one seen first: the lower uid). */
+static void holders_add(struct fair_share_holders *top, const struct user_count *c)
+{
+	__u32 i, held = c->held > UINT32_MAX ? UINT32_MAX : (__u32)c->held;
+
+	if (top->n == FAIR_SHARE_HOLDERS) {
+		if (top->v[FAIR_SHARE_HOLDERS - 1].held >= held)
+			return; /* the least of them holds as many */
+		i = FAIR_SHARE_HOLDERS - 1;
+	} else {
+		i = top->n++;
+	}
+	for (; i > 0 && top->v[i - 1].held < held; i--)
+		top->v[i] = top->v[i - 1];
+	top->v[i].owner = c->uid;
+	top->v[i].held = held;
+}
+
+void fair_share_tally_end(struct fair_share_tally *t, int counts_fd, int adj_fd,
+			  struct fair_share_holders *top)
+{
+	struct fair_share_holders found = {};
+	struct fair_share_key key;
+	__s64 adj;
+	size_t j;
+
+	for (j = 0; t && j < t->n; j++) {
+		key = (struct fair_share_key){.uid = t->v[j].uid, .table = t->table};
+		if (!t->v[j].held) {
+			/* None left: its keys go, for another user's. (The programs may take a
+			 * count between the read and here: one entry not counted, until the
+			 * next recount.) */
+			bpf_map_delete_elem(counts_fd, &key);
+			bpf_map_delete_elem(adj_fd, &key);
+			continue;
+		}
+		/* What the count was wrong by when the walk began. */
+		adj = (__s64)t->v[j].held - t->v[j].counted;
+		bpf_map_update_elem(adj_fd, &key, &adj, BPF_ANY);
+		holders_add(&found, &t->v[j]);
+	}
+	if (top)
+		*top = found;
+	free(t);
+}
+
+void fair_share_tally_free(struct fair_share_tally *t)
+{
+	free(t);
+}
+
+void fair_share_ranges_apply(struct fair_share_uid_ranges *s, const char *who,
+			     const struct fair_share_ranges *r, const struct subuid_files *seen,
+			     unsigned int skipped, int err, struct fair_share_ranges *tables,
+			     __u32 *live, bool loaded)
+{
+	__u32 next;
+
+	if (err) {
+		if (err != s->err)
+			pr_warn("%s: %s: %s: the uid ranges stay as they were (%u)", who,
+				subuid_path(), strerror(-err), s->ranges);
+		s->err = err;
+		return;
+	}
+	if (skipped && (skipped != s->skipped || !s->seen.subuid.ino))
+		pr_warn("%s: %s: %u ranges left out (malformed, overlapping, or past %d)", who,
+			subuid_path(), skipped, FAIR_SHARE_RANGES);
+	s->seen = *seen;
+	s->err = err;
+	s->skipped = skipped;
+	s->ranges = r->n;
+	if (!tables || !live)
+		return;
+	if (!loaded) {
+		tables[0] = *r;
+		*live = 0;
+		return;
+	}
+	next = !(*live & 1);
+	tables[next] = *r;
+	__atomic_store_n(live, next, __ATOMIC_RELEASE);
+}

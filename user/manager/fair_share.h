@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Users' shares of tables every process fills (bpf/lib/fair_share.h), what every module
+ * that shares a table out needs from userspace: the caps from user_share_percent, the
+ * agent's pid namespace (a container's root is told from the host's by it), the uid
+ * ranges granted to users (subuid.h) as its programs search them, and the recount
+ * that corrects each owner's count from what the tables hold (the programs count what
+ * they make and delete, not what an LRU evicts nor what a process's end leaves).
+ */
+#ifndef BPFTEL_MANAGER_FAIR_SHARE_H
+#define BPFTEL_MANAGER_FAIR_SHARE_H
+
+#include <stdbool.h>
+#include <linux/types.h>
+
+#include "bpf/fair_share_defs.h"
+#include "user/manager/subuid.h"
+
+/* What a user but root may hold of a table of max_entries at percent
+ * (user_share_percent, 1..100; 0: the default), as the programs read it: at least 1;
+ * 0 at 100, no bound. */
+__s64 fair_share_cap(__u32 max_entries, unsigned int percent);
+
+/* Device d (stat's st_dev) as the kernel encodes a dev_t (MKDEV: major << 20 | minor),
+ * which bpf_get_ns_current_pid_tgid() compares. */
+__u64 fair_share_kernel_dev(__u64 d);
+
+/* The agent's pid namespace as bpf_get_ns_current_pid_tgid() takes it (the kernel's
+ * dev_t of nsfs, the inode), for fair_share_pidns_dev and _ino (bpf/lib/fair_share.h):
+ * 0, or -errno (both left 0: every thread of uid 0 is the host's root). */
+int fair_share_pidns(__u64 *dev, __u64 *ino);
+
+/* The owners holding the most of a table, as a recount found them (most first). */
+#define FAIR_SHARE_HOLDERS 4
+
+struct fair_share_holders {
+	__u32 n;
+	struct {
+		__u32 owner; /* a uid; FAIR_SHARE_CONTAINER set: a container's root */
+		__u32 held;  /* its entries the walk saw */
+	} v[FAIR_SHARE_HOLDERS];
+};
+
+/*
+ * A recount of one table: begin reads which owners the programs count (the fair_share
+ * map's fd) and their counts; the caller walks the table, adding each owner's entries;
+ * end writes each owner's correction (fair_share_adj's fd): its entries less its count
+ * as the walk began (the programs add to the count what they make and delete from then
+ * on: a count overwritten would lose what they made meanwhile). An owner with none left
+ * loses both keys, for another's. Entries of an owner counted after begin are the next
+ * recount's.
+ */
+struct fair_share_tally;
+
+/* 0 and *out NULL when no owner but root has a count of table (nothing to correct, no
+ * holder: the caller need not walk); -errno. */
+int fair_share_tally_begin(int counts_fd, __u32 table, struct fair_share_tally **out);
+void fair_share_tally_add(struct fair_share_tally *t, __u32 owner, __u64 entries);
+/* Correct, set *top (when not NULL; none when t is NULL) and free t. */
+void fair_share_tally_end(struct fair_share_tally *t, int counts_fd, int adj_fd,
+			  struct fair_share_holders *top);
+/* Free t, correcting nothing (the walk failed: the counts would be short). */
+void fair_share_tally_free(struct fair_share_tally *t);
+
+/* The uid ranges granted to users as a module's programs have them (under the module's
+ * lock): the files as read, how many ranges, left out, the read's error, and when the
+ * files are next looked at. */
+struct fair_share_uid_ranges {
+	struct subuid_files seen;
+	unsigned int ranges, skipped;
+	int err;
+	__u64 due_ns;
+};
+
+/*
+ * Apply ranges r (read by subuid_read, file I/O: not under the lock; what the files
+ * were: seen; left out: skipped; its error: err) for module who: counted into s, and
+ * written to the table of tables[2] the programs do not search, which then becomes the
+ * one they search (*live, bpf/lib/fair_share.h): a program never sees one half written.
+ * Before load (loaded false) the first table of the object's image is the one. tables
+ * NULL: counted only. A read that failed changes nothing (logged once), and is tried
+ * again at the next look.
+ */
+void fair_share_ranges_apply(struct fair_share_uid_ranges *s, const char *who,
+			     const struct fair_share_ranges *r, const struct subuid_files *seen,
+			     unsigned int skipped, int err, struct fair_share_ranges *tables,
+			     __u32 *live, bool loaded);
+
+#endif /* BPFTEL_MANAGER_FAIR_SHARE_H */
