@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <bpf/bpf.h>
+#include <jansson.h>
 
 #include "user/common/log.h"
 #include "fair_share.h"
@@ -211,4 +212,32 @@ void fair_share_ranges_apply(struct fair_share_uid_ranges *s, const char *who,
 	next = !(*live & 1);
 	tables[next] = *r;
 	__atomic_store_n(live, next, __ATOMIC_RELEASE);
+}
+
+json_t *fair_share_holder_json(__u32 owner, __u32 held)
+{
+	if (owner & FAIR_SHARE_CONTAINER)
+		return json_pack("{s:s, s:I, s:I}", "kind", "container", "cgroup_id",
+				 (json_int_t)(owner & ~FAIR_SHARE_CONTAINER), "entries",
+				 (json_int_t)held);
+	return json_pack("{s:s, s:I, s:I}", "kind", "user", "uid", (json_int_t)owner, "entries",
+			 (json_int_t)held);
+}
+
+json_t *fair_share_table_json(__u32 max_entries, __s64 cap, const struct fair_share_holders *h)
+{
+	json_t *who = json_array();
+	__u32 i;
+
+	for (i = 0; i < h->n && i < FAIR_SHARE_HOLDERS; i++)
+		json_array_append_new(who, fair_share_holder_json(h->v[i].owner, h->v[i].held));
+	return json_pack("{s:I, s:o, s:o}", "entries", (json_int_t)max_entries, "share",
+			 cap ? json_integer(cap) : json_null(), "holders", who);
+}
+
+json_t *fair_share_subuid_json(unsigned int ranges, unsigned int skipped, int err)
+{
+	return json_pack("{s:s, s:I, s:I, s:o}", "path", subuid_path(), "ranges",
+			 (json_int_t)ranges, "left_out", (json_int_t)skipped, "error",
+			 err ? json_string(strerror(-err)) : json_null());
 }

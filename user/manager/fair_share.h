@@ -86,4 +86,14 @@ void fair_share_ranges_apply(struct fair_share_uid_ranges *s, const char *who,
 			     unsigned int skipped, int err, struct fair_share_ranges *tables,
 			     __u32 *live, bool loaded);
 
+/* JSON, as modules' reports show their shares: an owner ({kind: "user", uid, entries}
+ * or {kind: "container", cgroup_id, entries}, the id's low 31 bits: as rows' cgroup_id
+ * on a cgroup v2 host); a table ({entries: its size, share: null when there is no
+ * bound, holders: h's, most first}); the uid ranges ({path, ranges, left_out, error}). */
+struct json_t;
+struct json_t *fair_share_holder_json(__u32 owner, __u32 held);
+struct json_t *fair_share_table_json(__u32 max_entries, __s64 cap,
+				     const struct fair_share_holders *h);
+struct json_t *fair_share_subuid_json(unsigned int ranges, unsigned int skipped, int err);
+
 #endif /* BPFTEL_MANAGER_FAIR_SHARE_H */

@@ -6,6 +6,7 @@
 
 #include "user/common/cli_section.h"
 #include "user/common/jsonfmt.h"
+#include "user/common/share_print.h"
 #include "user/common/table.h"
 
 static int cmp_count(const void *a, const void *b)
@@ -68,39 +69,12 @@ static void print_http2(json_t *resp, json_t *c)
 
 /* Who holds the most of each kernel table shared out by user, once anyone but root
  * holds some (resp: the module's answer). */
-static void print_shares(json_t *resp)
-{
-	static const char *const tables[][2] = {{"http2_sessions", "HTTP/2 sessions"},
-						 {"tls_sessions", "TLS sessions"},
-						 {"tls_retry_marks", "retry marks"}};
-	json_t *shares = json_object_get(resp, "shares"), *t, *h;
-	const char *sep = "";
-	size_t i, j;
-
-	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
-		t = json_object_get(shares, tables[i][0]);
-		if (!json_array_size(json_object_get(t, "holders")))
-			continue;
-		if (!*sep)
-			printf("Kernel tables' biggest holders but root "
-			       "(user_share_percent = %lld)",
-			       jint(resp, "user_share_percent"));
-		printf("%s %s (share ", *sep ? ";" : ":", tables[i][1]);
-		if (json_is_integer(json_object_get(t, "share")))
-			printf("%lld", jint(t, "share"));
-		else
-			printf("none");
-		printf(" of %lld):", jint(t, "entries"));
-		json_array_foreach(json_object_get(t, "holders"), j, h)
-			printf("%s %s %lld %lld", j ? "," : "",
-			       strcmp(jstr(h, "kind"), "container") ? "uid" : "container cgroup",
-			       jint(h, strcmp(jstr(h, "kind"), "container") ? "uid" : "cgroup_id"),
-			       jint(h, "entries"));
-		sep = ";";
-	}
-	if (*sep)
-		printf("\n");
-}
+/* The tables shared out by user, as "shares" in the report names them. */
+static const struct bpftel_share_label share_tables[] = {
+	{"http2_sessions", "HTTP/2 sessions"},
+	{"tls_sessions", "TLS sessions"},
+	{"tls_retry_marks", "retry marks"},
+};
 
 static void print_http(json_t *resp)
 {
@@ -183,7 +157,7 @@ static void print_http(json_t *resp)
 		printf("\n");
 	}
 	print_http2(resp, c);
-	print_shares(resp);
+	bpftel_print_shares(resp, share_tables, sizeof(share_tables) / sizeof(share_tables[0]));
 }
 
 const struct bpftel_cli_section bpftel_usm_cli = {

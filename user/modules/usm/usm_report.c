@@ -219,46 +219,24 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	return cnt;
 }
 
-/* An owner of entries (bpf/lib/fair_share.h): a user by uid, or a container's root by
- * its cgroup (the id's low 31 bits: as rows' cgroup_id on a cgroup v2 host). */
-static json_t *holder_json(__u32 owner, __u32 held)
-{
-	if (owner & FAIR_SHARE_CONTAINER)
-		return json_pack("{s:s, s:I, s:I}", "kind", "container", "cgroup_id",
-				 (json_int_t)(owner & ~FAIR_SHARE_CONTAINER), "entries",
-				 (json_int_t)held);
-	return json_pack("{s:s, s:I, s:I}", "kind", "user", "uid", (json_int_t)owner, "entries",
-			 (json_int_t)held);
-}
-
 /* Each table shared out by user: its size, the share (null: no bound) and who holds
  * the most of it at the last correction. */
 static json_t *shares_json(struct bpftel_usm *usm, unsigned int percent)
 {
 	struct fair_share_holders h[USM_SHARE__COUNT];
-	json_t *o = json_object(), *who;
+	json_t *o = json_object();
 	unsigned int ranges, skipped;
-	__s64 cap;
-	__u32 i;
 	int t, err;
 
 	bpftel_usm__ranges(usm, &ranges, &skipped, &err);
-	json_object_set_new(o, "subuid",
-			    json_pack("{s:s, s:I, s:I, s:o}", "path", subuid_path(), "ranges",
-				      (json_int_t)ranges, "left_out", (json_int_t)skipped,
-				      "error", err ? json_string(strerror(-err)) : json_null()));
+	json_object_set_new(o, "subuid", fair_share_subuid_json(ranges, skipped, err));
 	bpftel_usm__shares(usm, h);
-	for (t = 0; t < USM_SHARE__COUNT; t++) {
-		who = json_array();
-		for (i = 0; i < h[t].n; i++)
-			json_array_append_new(who, holder_json(h[t].v[i].owner, h[t].v[i].held));
-		cap = usm_fair_share_cap(&usm_share_tables[t], percent);
+	for (t = 0; t < USM_SHARE__COUNT; t++)
 		json_object_set_new(o, usm_share_tables[t].key,
-				    json_pack("{s:I, s:o, s:o}", "entries",
-					      (json_int_t)usm_share_tables[t].max_entries,
-					      "share", cap ? json_integer(cap) : json_null(),
-					      "holders", who));
-	}
+				    fair_share_table_json(usm_share_tables[t].max_entries,
+							  usm_fair_share_cap(&usm_share_tables[t],
+									     percent),
+							  &h[t]));
 	return o;
 }
 
