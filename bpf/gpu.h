@@ -150,6 +150,19 @@ struct gpu_dev_stats {
  * gpu_launch_key), not here, but for those that found no room there: userspace adds
  * them up (calls of the launch functions, threads, launch_threads, dev's launches and
  * threads). */
+/*
+ * The tables a user but root holds at most a share of (bpf/lib/fair_share.h), beside
+ * each process's own share: fair_share_key.table in the GPU object. A process's entries
+ * are its owner's: gpu_proc_stats.owner.
+ */
+enum gpu_share_table {
+	GPU_SHARE_PROCS = 0,	   /* gpu_procs: a row per process */
+	GPU_SHARE_ALLOCS = 1,	   /* gpu_allocs: allocations tracked */
+	GPU_SHARE_KERNEL_ROWS = 2, /* gpu_kernels */
+	GPU_SHARE_ERROR_KINDS = 3, /* gpu_errors */
+	GPU_SHARE__COUNT,
+};
+
 struct gpu_proc_stats {
 	__u64 calls[GPU_FN__COUNT];  /* entries seen (driver calls made by the runtime: not) */
 	__u64 failed[GPU_FN__COUNT]; /* returns other than cudaSuccess / CUDA_SUCCESS */
@@ -173,7 +186,9 @@ struct gpu_proc_stats {
 	__u64 memcpy_ns;		       /* time inside synchronous copies */
 	__u64 sync_ns;			       /* time inside stream/device/context syncs */
 	__s32 device;			       /* last device made current, -1 none */
-	__u32 __pad;
+	/* Whose shares the process's entries are in (bpf/lib/fair_share.h: 0 the host's
+	 * root), that of the thread whose call made the row (gpu_proc). */
+	__u32 owner;
 	/* When the row was made (bpf_ktime_get_ns): a process that execs loses its row
 	 * (gpu_exec_body), and its new program's first call makes another. */
 	__u64 born_ns;

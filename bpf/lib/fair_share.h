@@ -25,7 +25,7 @@
  * (bpf_get_ns_current_pid_tgid), no kernel structure read. A uid of a range granted
  * to a user (/etc/subuid: with newuidmap installed, a rootless container's user
  * namespace maps them) is that user's (fair_share_range_owner; userspace reads the
- * file, user/modules/usm/subuid.c). Not covered: a container's root that may make
+ * file, user/manager/subuid.c). Not covered: a container's root that may make
  * cgroups (privileged, or given its cgroup tree) gets a share per cgroup it makes and
  * moves into; a user namespace a container runtime made from uids of no range in
  * /etc/subuid (Kubernetes' pods with user namespaces: the kubelet picks their uids),
@@ -179,17 +179,22 @@ static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, _
 	return true;
 }
 
-/* An entry of table that owner uid made is deleted (or was not made after all). */
-static __always_inline void fair_share_give(__u32 table, __u32 uid)
+/* n entries of table that owner uid made are deleted (or were not made after all). */
+static __always_inline void fair_share_give_n(__u32 table, __u32 uid, __s64 n)
 {
 	struct fair_share_key key = {.uid = uid, .table = table};
-	__s64 *n;
+	__s64 *cnt;
 
-	if (!uid)
+	if (!uid || !n)
 		return;
-	n = bpf_map_lookup_elem(&fair_share, &key);
-	if (n)
-		__sync_fetch_and_add(n, -1);
+	cnt = bpf_map_lookup_elem(&fair_share, &key);
+	if (cnt)
+		__sync_fetch_and_add(cnt, -n);
+}
+
+static __always_inline void fair_share_give(__u32 table, __u32 uid)
+{
+	fair_share_give_n(table, uid, 1);
 }
 
 #endif /* BPFTEL_LIB_FAIR_SHARE_H */

@@ -42,14 +42,21 @@ static __always_inline bool gpu_is_free(enum gpu_func func)
 	       func == GPU_FN_CU_MEM_FREE_ASYNC;
 }
 
-/* Take a slot of the process's share of gpu_allocs; false when it holds its share. */
-static __always_inline bool gpu_alloc_slot_take(struct gpu_proc_stats *st)
+/* Take a slot of gpu_allocs, in the process's share and its owner's; false when
+ * either holds its share. */
+static __always_inline bool gpu_alloc_slot_take(TLM_PARAM, struct gpu_proc_stats *st)
 {
-	if (__sync_fetch_and_add(&st->allocs_tracked, 1) < gpu_allocs_per_proc)
+	if (gpu_share_take(TLM_ARG, st, GPU_SHARE_ALLOCS, &st->allocs_tracked,
+			   gpu_allocs_per_proc))
 		return true;
-	__sync_fetch_and_add(&st->allocs_tracked, -1);
 	__sync_fetch_and_add(&st->allocs_over_cap, 1);
 	return false;
+}
+
+/* A slot of gpu_allocs goes back (an allocation freed, or not tracked after all). */
+static __always_inline void gpu_alloc_slot_give(struct gpu_proc_stats *st)
+{
+	gpu_share_give(st, GPU_SHARE_ALLOCS, &st->allocs_tracked);
 }
 
 #ifndef ENOENT
@@ -103,7 +110,7 @@ static __always_inline long gpu_alloc_replace(TLM_PARAM, struct gpu_proc_stats *
 	err = tlm_map_update(gpu_allocs, key, alloc, BPF_EXIST);
 	if (err)
 		return err;
-	__sync_fetch_and_add(&st->allocs_tracked, -1);
+	gpu_alloc_slot_give(st);
 	__sync_fetch_and_add(&st->allocs_replaced, 1);
 	gpu_alloc_retire(st, &old);
 	return 0;
@@ -147,7 +154,7 @@ static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *
 			__sync_fetch_and_add(&st->allocs_untracked, 1);
 		return;
 	}
-	if (!gpu_alloc_slot_take(st)) {
+	if (!gpu_alloc_slot_take(TLM_ARG, st)) {
 		__sync_fetch_and_add(&st->allocs_untracked, 1);
 		return;
 	}
@@ -155,7 +162,7 @@ static __always_inline void gpu_account_alloc(TLM_PARAM, struct gpu_proc_stats *
 	if (err == -EEXIST)
 		err = gpu_alloc_replace(TLM_ARG, st, &key, &alloc);
 	if (err) {
-		__sync_fetch_and_add(&st->allocs_tracked, -1);
+		gpu_alloc_slot_give(st);
 		__sync_fetch_and_add(&st->allocs_untracked, 1);
 		return;
 	}
@@ -185,13 +192,13 @@ static __always_inline void gpu_free_failed(TLM_PARAM, struct gpu_proc_stats *st
 	if (call->freed.kind >= GPU_MEM__COUNT)
 		return;
 	if (gpu_free_invalid(rc)) {
-		__sync_fetch_and_add(&st->allocs_tracked, -1);
+		gpu_alloc_slot_give(st);
 		gpu_alloc_retire(st, &call->freed);
 		return;
 	}
 	if (!tlm_map_insert(gpu_allocs, &key, &call->freed))
 		return;
-	__sync_fetch_and_add(&st->allocs_tracked, -1);
+	gpu_alloc_slot_give(st);
 	__sync_fetch_and_add(&st->allocs_untracked, 1);
 	gpu_alloc_retire(st, &call->freed);
 }
@@ -241,7 +248,7 @@ static __always_inline void gpu_account_free(TLM_PARAM, struct gpu_proc_stats *s
 		__sync_fetch_and_add(&st->frees_unknown, 1);
 		return;
 	}
-	__sync_fetch_and_add(&st->allocs_tracked, -1);
+	gpu_alloc_slot_give(st);
 	m = &st->mem[kind];
 	__sync_fetch_and_add(&m->frees, 1);
 	gpu_add_sat(&m->freed_bytes, a->size);

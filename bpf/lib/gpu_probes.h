@@ -451,10 +451,24 @@ static long gpu_drop_thread_slot(struct bpf_map *m, const __u32 *idx,
 static __always_inline int gpu_exec_body(TLM_PARAM, __u64 pid_tgid)
 {
 	struct gpu_exec_ctx c = {.tgid = pid_tgid >> 32, .prog = TLM_ARG};
+	struct gpu_proc_stats *st = bpf_map_lookup_elem(&gpu_procs, &c.tgid);
+	__u64 allocs, kernel_rows, error_kinds;
+	__u32 owner;
 
-	if (!bpf_map_lookup_elem(&gpu_procs, &c.tgid))
+	if (!st)
 		return 0;
-	tlm_map_delete(gpu_procs, &c.tgid);
+	/* Its owner's shares of what goes (lib/fair_share.h) go back with it: the process
+	 * has this thread only, nothing else of it makes or deletes entries meanwhile. */
+	owner = st->owner;
+	allocs = st->allocs_tracked;
+	kernel_rows = st->kernel_rows;
+	error_kinds = st->error_kinds;
+	if (!tlm_map_delete(gpu_procs, &c.tgid)) {
+		fair_share_give_n(GPU_SHARE_PROCS, owner, 1);
+		fair_share_give_n(GPU_SHARE_ALLOCS, owner, allocs);
+		fair_share_give_n(GPU_SHARE_KERNEL_ROWS, owner, kernel_rows);
+		fair_share_give_n(GPU_SHARE_ERROR_KINDS, owner, error_kinds);
+	}
 	bpf_for_each_map_elem(&gpu_allocs, gpu_drop_gpu_allocs, &c, 0);
 	bpf_for_each_map_elem(&gpu_errors, gpu_drop_gpu_errors, &c, 0);
 	bpf_for_each_map_elem(&gpu_ctxs, gpu_drop_gpu_ctxs, &c, 0);

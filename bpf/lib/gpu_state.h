@@ -27,6 +27,8 @@
 #ifndef BPFTEL_LIB_GPU_STATE_H
 #define BPFTEL_LIB_GPU_STATE_H
 
+#include "fair_share.h"
+
 #define GPU_MAX_PROCS	 4096
 #define GPU_MAX_ALLOCS	 16384
 #define GPU_MAX_ERRORS	 4096
@@ -58,6 +60,26 @@ const volatile __u32 gpu_allocs_per_proc = GPU_MAX_ALLOCS / 4;
  * (kernel_rows_over_cap, error_kinds_over_cap). Rows go only with the process. */
 const volatile __u32 gpu_kernel_rows_per_proc = GPU_MAX_LAUNCH_ROWS / 4;
 const volatile __u32 gpu_error_kinds_per_proc = GPU_MAX_ERRORS / 4;
+
+/* A user but root holds at most this many entries of each table (enum
+ * gpu_share_table, lib/fair_share.h) over all its processes: a quarter by default.
+ * Userspace sets them from user_share_percent before load, and again as the
+ * configuration changes (SIGHUP): read where an entry is made, so a change applies to
+ * the next one. 0: no bound. */
+__s64 gpu_share_cap[GPU_SHARE__COUNT] = {
+	[GPU_SHARE_PROCS] = GPU_MAX_PROCS / FAIR_SHARE_DIV,
+	[GPU_SHARE_ALLOCS] = GPU_MAX_ALLOCS / FAIR_SHARE_DIV,
+	[GPU_SHARE_KERNEL_ROWS] = GPU_MAX_LAUNCH_ROWS / FAIR_SHARE_DIV,
+	[GPU_SHARE_ERROR_KINDS] = GPU_MAX_ERRORS / FAIR_SHARE_DIV,
+};
+
+/* What an owner at its share was refused, by table: processes' calls that found no row
+ * (GPU_SHARE_PROCS: each call of such a process tries again), allocations not tracked,
+ * launches without a kernel row, failures of a new kind without a row. Read by userspace
+ * (the object's .bss). */
+__u64 gpu_share_refused[GPU_SHARE__COUNT];
+
+_Static_assert((GPU_SHARE__COUNT & (GPU_SHARE__COUNT - 1)) == 0, "tables index by a mask");
 
 /* Sum launches' dynamic shared memory (config gpu_launch_shared_mem). Off by default:
  * cudaLaunchKernel passes it on the stack, and that one bpf_probe_read_user was ~130 ns
@@ -247,14 +269,67 @@ static __always_inline bool gpu_fn_entry_only(__u64 func)
 	return (GPU_FN_ENTRY_ONLY >> (func & (GPU_FN__COUNT - 1))) & 1;
 }
 
+/*
+ * The process's row, made at its first call, in the share of the calling thread's owner
+ * (lib/fair_share.h): NULL when the owner holds its share of gpu_procs (counted) or the
+ * map is full (errors telemetry). The owner is written once the row is made: another
+ * thread of the process whose entry is made in between (a window of a few
+ * instructions) counts it as root's, uncounted, until userspace's recount corrects it.
+ */
 static __always_inline struct gpu_proc_stats *gpu_proc(TLM_PARAM, __u32 tgid)
 {
-	struct gpu_proc_stats *st = tlm_map_lookup_or_init(gpu_procs, &tgid, &gpu_proc_init);
+	struct gpu_proc_stats *st = bpf_map_lookup_elem(&gpu_procs, &tgid);
+	__u32 owner;
+	long err;
 
+	if (st)
+		return st;
+	owner = fair_share_owner();
+	if (!fair_share_take(TLM_ARG, GPU_SHARE_PROCS, owner, gpu_share_cap[GPU_SHARE_PROCS])) {
+		__sync_fetch_and_add(&gpu_share_refused[GPU_SHARE_PROCS], 1);
+		return NULL;
+	}
+	err = tlm_map_insert(gpu_procs, &tgid, &gpu_proc_init);
+	st = bpf_map_lookup_elem(&gpu_procs, &tgid);
+	if (err) { /* -EEXIST: another thread made it, in its owner's share */
+		fair_share_give(GPU_SHARE_PROCS, owner);
+		return st;
+	}
+	if (!st)
+		return NULL; /* deleted at once (an exec): its count goes with the row */
+	st->owner = owner;
 	/* Stamped once: two threads making the row at once stamp it once. */
-	if (st && !st->born_ns)
+	if (!st->born_ns)
 		__sync_val_compare_and_swap(&st->born_ns, 0, bpf_ktime_get_ns());
 	return st;
+}
+
+/*
+ * Process st takes an entry of table t: *held, its count of them, within per_proc (its
+ * own share of the map), and its owner's count within the owner's share. false when
+ * either is full (an owner's refusal counted in gpu_share_refused); the caller counts
+ * what goes untracked.
+ */
+static __always_inline bool gpu_share_take(TLM_PARAM, struct gpu_proc_stats *st, __u32 t,
+					   __u64 *held, __u32 per_proc)
+{
+	t &= GPU_SHARE__COUNT - 1;
+	if (__sync_fetch_and_add(held, 1) >= per_proc) {
+		__sync_fetch_and_add(held, -1);
+		return false;
+	}
+	if (fair_share_take(TLM_ARG, t, st->owner, gpu_share_cap[t]))
+		return true;
+	__sync_fetch_and_add(held, -1);
+	__sync_fetch_and_add(&gpu_share_refused[t], 1);
+	return false;
+}
+
+/* An entry of table t that process st took (gpu_share_take) is deleted, or not made. */
+static __always_inline void gpu_share_give(struct gpu_proc_stats *st, __u32 t, __u64 *held)
+{
+	__sync_fetch_and_add(held, -1);
+	fair_share_give(t, st->owner);
 }
 
 _Static_assert((GPU_THREAD_SLOTS & (GPU_THREAD_SLOTS - 1)) == 0, "thread ids index slots");
@@ -463,15 +538,15 @@ static __always_inline void gpu_count_error(TLM_PARAM, struct gpu_proc_stats *st
 		__sync_fetch_and_add(cnt, 1);
 		return;
 	}
-	if (__sync_fetch_and_add(&st->error_kinds, 1) >= gpu_error_kinds_per_proc) {
-		__sync_fetch_and_add(&st->error_kinds, -1);
+	if (!gpu_share_take(TLM_ARG, st, GPU_SHARE_ERROR_KINDS, &st->error_kinds,
+			    gpu_error_kinds_per_proc)) {
 		__sync_fetch_and_add(&st->error_kinds_over_cap, 1);
 		return;
 	}
 	err = tlm_map_insert(gpu_errors, &key, &one);
 	if (!err)
 		return;
-	__sync_fetch_and_add(&st->error_kinds, -1);
+	gpu_share_give(st, GPU_SHARE_ERROR_KINDS, &st->error_kinds);
 	/* -EEXIST: another CPU inserted this key since our lookup, a benign race. */
 	if (err == -EEXIST) {
 		cnt = bpf_map_lookup_elem(&gpu_errors, &key);
@@ -618,8 +693,8 @@ static __always_inline void gpu_count_launch(TLM_PARAM, __u64 pid_tgid, enum gpu
 		st = gpu_proc(TLM_ARG, key.tgid);
 		if (!st)
 			return;
-		if (__sync_fetch_and_add(&st->kernel_rows, 1) >= gpu_kernel_rows_per_proc) {
-			__sync_fetch_and_add(&st->kernel_rows, -1);
+		if (!gpu_share_take(TLM_ARG, st, GPU_SHARE_KERNEL_ROWS, &st->kernel_rows,
+				    gpu_kernel_rows_per_proc)) {
 			__sync_fetch_and_add(&st->kernel_rows_over_cap, 1);
 			gpu_count_launch_stats(st, &key, threads);
 			return;
@@ -630,14 +705,14 @@ static __always_inline void gpu_count_launch(TLM_PARAM, __u64 pid_tgid, enum gpu
 		case 0:
 			return;
 		case -EEXIST: /* another thread of the process made it since our lookup */
-			__sync_fetch_and_add(&st->kernel_rows, -1);
+			gpu_share_give(st, GPU_SHARE_KERNEL_ROWS, &st->kernel_rows);
 			cur = bpf_map_lookup_elem(&gpu_kernels, &key);
 			if (cur)
 				break;
 			gpu_count_launch_stats(st, &key, threads);
 			return;
 		default:
-			__sync_fetch_and_add(&st->kernel_rows, -1);
+			gpu_share_give(st, GPU_SHARE_KERNEL_ROWS, &st->kernel_rows);
 			gpu_count_launch_stats(st, &key, threads);
 			return;
 		}

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 #include <cmocka.h>
 #include <bpf/bpf.h>
 
@@ -19,6 +21,8 @@
 #include "harness.h"
 #include "gpu.h" /* before the skeleton: it names struct gpu_proc_stats */
 #include "user/modules/gpu/gpu.h"
+#include "user/modules/gpu/gpu_shares.h"
+#include "bpf/fair_share_defs.h"
 #include "gpu_harness.skel.h"
 
 #define GPU_TEST_ENTER	   0
@@ -44,6 +48,8 @@ struct gpu_test_call {
 };
 
 static struct gpu_harness *skel;
+/* The users' shares as loaded (a quarter of each table), for each case to start from. */
+static __s64 share_cap_default[GPU_SHARE__COUNT];
 
 static void run(__u32 probe, struct test_regs *regs, __u64 pid_tgid, __u64 now)
 {
@@ -150,6 +156,23 @@ static void map_clear(int fd, size_t key_size)
 		assert_int_equal(bpf_map_delete_elem(fd, next), 0);
 }
 
+/* Delete process tgid's allocations, as the sweep does for a process gone. */
+static void map_clear_tgid_allocs(__u32 tgid)
+{
+	int fd = bpf_map__fd(skel->maps.gpu_allocs);
+	struct gpu_alloc_key key, next, *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		if (key.tgid == tgid) {
+			assert_int_equal(bpf_map_delete_elem(fd, &key), 0);
+			prev = NULL; /* from the start again */
+			continue;
+		}
+		prev = &key;
+	}
+}
+
 /* The thread state slot that pid_tgid's thread id indexes. */
 static struct gpu_thread_slot slot_of(__u64 pid_tgid)
 {
@@ -184,6 +207,12 @@ static int case_setup(void **state)
 	map_clear(bpf_map__fd(skel->maps.gpu_kernels), 16);
 	map_clear(bpf_map__fd(skel->maps.gpu_knames), 16);
 	map_clear(bpf_map__fd(skel->maps.gpu_khosts), 16);
+	/* As root, with the default shares, none counted. */
+	assert_int_equal(syscall(SYS_setresuid, 0, -1, -1), 0);
+	map_clear(bpf_map__fd(skel->maps.fair_share), sizeof(struct fair_share_key));
+	map_clear(bpf_map__fd(skel->maps.fair_share_adj), sizeof(struct fair_share_key));
+	memcpy(skel->data->gpu_share_cap, share_cap_default, sizeof(share_cap_default));
+	memset(skel->bss->gpu_share_refused, 0, sizeof(skel->bss->gpu_share_refused));
 	return 0;
 }
 
@@ -201,7 +230,10 @@ static int group_setup(void **state)
 	if (bpf_map__set_max_entries(skel->maps.gpu_threads, THREADS_SPILLED))
 		return -1;
 	skel->rodata->gpu_launch_shared_mem = 1;
-	return gpu_harness__load(skel);
+	if (gpu_harness__load(skel))
+		return -1;
+	memcpy(share_cap_default, skel->data->gpu_share_cap, sizeof(share_cap_default));
+	return 0;
 }
 
 /* The default: launches' shared memory not summed (gpu_launch_shared_mem = off). */
@@ -209,7 +241,10 @@ static int group_setup_default(void **state)
 {
 	(void)state;
 	skel = gpu_harness__open();
-	return skel ? gpu_harness__load(skel) : -1;
+	if (!skel || gpu_harness__load(skel))
+		return -1;
+	memcpy(share_cap_default, skel->data->gpu_share_cap, sizeof(share_cap_default));
+	return 0;
 }
 
 static int group_teardown(void **state)
@@ -986,6 +1021,237 @@ static void test_allocation_cap_per_process(void **state)
 	assert_int_equal(st.allocs_tracked, ALLOCS_PER_PROC);
 	assert_int_equal(st.allocs_over_cap, 1);
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_allocs), 16), ALLOCS_PER_PROC + 1);
+}
+
+/*
+ * Users' shares (bpf/lib/fair_share.h): a user but root holds at most its share of each
+ * table over all its processes. The owner is the real uid of the thread that runs the
+ * program: these cases take another user's for this thread alone (a raw setresuid, not
+ * glibc's, which would change every thread's).
+ */
+#define SHARE_USER 4300
+#define SHARE_TGID(i) (7000u + (i))
+
+static void as_real_uid(__u32 uid)
+{
+	assert_int_equal(syscall(SYS_setresuid, uid, -1, -1), 0);
+}
+
+static __u64 pt_of(__u32 tgid)
+{
+	return (__u64)tgid << 32 | tgid;
+}
+
+/* What owner uid holds of table as the programs count it (with userspace's
+ * correction); -1 when no count is kept. */
+static __s64 share_held(__u32 uid, __u32 table)
+{
+	struct fair_share_key k = {.uid = uid, .table = table};
+	__s64 n = 0, adj = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share), &k, &n))
+		return -1;
+	bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share_adj), &k, &adj);
+	return n + adj;
+}
+
+static bool has_row(__u32 tgid)
+{
+	struct gpu_proc_stats st;
+
+	return !bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_procs), &tgid, &st);
+}
+
+/* cudaSetDevice(0) by process tgid: a call that makes its row. */
+static void set_device_as(__u32 tgid, __u64 now)
+{
+	run(GPU_TEST_ENTER + GPU_FN_SET_DEVICE, &(struct test_regs){.di = 0}, pt_of(tgid), now);
+	run(GPU_TEST_RET + GPU_FN_SET_DEVICE, &(struct test_regs){.ax = 0}, pt_of(tgid), now + 1);
+}
+
+static void alloc_as(__u32 tgid, __u64 *slot, __u64 now)
+{
+	run(GPU_TEST_ENTER + GPU_FN_MALLOC, &(struct test_regs){.di = (uintptr_t)slot, .si = 64},
+	    pt_of(tgid), now);
+	run(GPU_TEST_RET + GPU_FN_MALLOC, &(struct test_regs){.ax = 0}, pt_of(tgid), now + 1);
+}
+
+static void free_as(__u32 tgid, __u64 ptr, __u64 now)
+{
+	run(GPU_TEST_ENTER + GPU_FN_FREE, &(struct test_regs){.di = ptr}, pt_of(tgid), now);
+	run(GPU_TEST_RET + GPU_FN_FREE, &(struct test_regs){.ax = 0}, pt_of(tgid), now + 1);
+}
+
+/* A user's processes past its share of gpu_procs get no row, each call counted as
+ * refused; its other processes, other users' and root's are not held back; an exec
+ * gives the row back. */
+static void test_share_processes_per_user(void **state)
+{
+	(void)state;
+	skel->data->gpu_share_cap[GPU_SHARE_PROCS] = 2;
+	as_real_uid(SHARE_USER);
+	set_device_as(SHARE_TGID(0), 10);
+	set_device_as(SHARE_TGID(1), 20);
+	assert_int_equal(stats_of(SHARE_TGID(0)).owner, SHARE_USER);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 2);
+	set_device_as(SHARE_TGID(2), 30);
+	assert_false(has_row(SHARE_TGID(2)));
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_PROCS], 1);
+	set_device_as(SHARE_TGID(2), 40); /* each call tries again */
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_PROCS], 2);
+	set_device_as(SHARE_TGID(0), 50); /* a process with a row still counts */
+	assert_int_equal(stats_of(SHARE_TGID(0)).calls[GPU_FN_SET_DEVICE], 2);
+	as_real_uid(SHARE_USER + 1);
+	set_device_as(SHARE_TGID(3), 60);
+	assert_int_equal(stats_of(SHARE_TGID(3)).owner, SHARE_USER + 1);
+	as_real_uid(0);
+	set_device_as(SHARE_TGID(4), 70);
+	assert_int_equal(stats_of(SHARE_TGID(4)).owner, 0);
+	assert_int_equal(share_held(0, GPU_SHARE_PROCS), -1); /* root's are not counted */
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_PROCS], 2);
+	/* One of the user's processes runs a new program: its row goes, and its place. */
+	run(GPU_TEST_EXEC, NULL, pt_of(SHARE_TGID(0)), 80);
+	assert_false(has_row(SHARE_TGID(0)));
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 1);
+	as_real_uid(SHARE_USER);
+	set_device_as(SHARE_TGID(2), 90);
+	assert_true(has_row(SHARE_TGID(2)));
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 2);
+}
+
+/* A user's allocations over all its processes stay within its share of gpu_allocs, on
+ * top of each process's own; what is refused is counted, a free makes room, and an
+ * exec gives back what the old program held. */
+static void test_share_allocations_per_user(void **state)
+{
+	__u64 a[ALLOCS_PER_PROC], b[2] = {0x7f7000000000, 0x7f7000001000};
+	struct gpu_proc_stats st;
+	int i;
+
+	(void)state;
+	skel->data->gpu_share_cap[GPU_SHARE_ALLOCS] = ALLOCS_PER_PROC + 1;
+	as_real_uid(SHARE_USER);
+	for (i = 0; i < ALLOCS_PER_PROC; i++) {
+		a[i] = 0x7f6000000000 + (__u64)i * 4096;
+		alloc_as(SHARE_TGID(0), &a[i], 10 + 2 * i);
+	}
+	alloc_as(SHARE_TGID(1), &b[0], 20);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_ALLOCS), ALLOCS_PER_PROC + 1);
+	alloc_as(SHARE_TGID(1), &b[1], 30); /* under its process's cap, over its user's */
+	st = stats_of(SHARE_TGID(1));
+	assert_int_equal(st.allocs_tracked, 1);
+	assert_int_equal(st.allocs_over_cap, 1);
+	assert_int_equal(st.allocs_untracked, 1);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].allocs, 2);
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_ALLOCS], 1);
+	/* Another user's process is not held back. */
+	as_real_uid(SHARE_USER + 1);
+	alloc_as(SHARE_TGID(2), &b[1], 40);
+	assert_int_equal(stats_of(SHARE_TGID(2)).allocs_tracked, 1);
+	/* A free of the user's makes room for its next. */
+	as_real_uid(SHARE_USER);
+	free_as(SHARE_TGID(0), a[0], 50);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_ALLOCS), ALLOCS_PER_PROC);
+	b[1] = 0x7f7000002000;
+	alloc_as(SHARE_TGID(1), &b[1], 60);
+	assert_int_equal(stats_of(SHARE_TGID(1)).allocs_tracked, 2);
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_ALLOCS], 1);
+	/* The first process execs: its row and its allocations leave the user's shares. */
+	run(GPU_TEST_EXEC, NULL, pt_of(SHARE_TGID(0)), 70);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_ALLOCS), 2);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 1);
+}
+
+/* Likewise the kernel rows and error kinds: past the user's share, a new kernel's
+ * launches count in the process's totals only, a new kind's failures in its failed
+ * calls only. */
+static void test_share_kernel_rows_and_error_kinds(void **state)
+{
+	struct test_regs k = {.si = 2 | 1ul << 32, .dx = 1, .cx = 8 | 1ul << 32, .r8 = 1};
+	__u64 slot = 0x7f0000600000;
+	struct test_regs m = {.di = (uintptr_t)&slot, .si = 64};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	skel->data->gpu_share_cap[GPU_SHARE_KERNEL_ROWS] = 2;
+	skel->data->gpu_share_cap[GPU_SHARE_ERROR_KINDS] = 1;
+	as_real_uid(SHARE_USER);
+	k.di = 0x410000;
+	run(GPU_TEST_ENTER + GPU_FN_LAUNCH, &k, pt_of(SHARE_TGID(0)), 10);
+	k.di = 0x410100;
+	run(GPU_TEST_ENTER + GPU_FN_LAUNCH, &k, pt_of(SHARE_TGID(1)), 20);
+	k.di = 0x410200;
+	run(GPU_TEST_ENTER + GPU_FN_LAUNCH, &k, pt_of(SHARE_TGID(1)), 30);
+	st = stats_of(SHARE_TGID(1));
+	assert_int_equal(st.calls[GPU_FN_LAUNCH], 2);
+	assert_int_equal(st.threads, 2 * 16);
+	assert_int_equal(st.kernel_rows, 1);
+	assert_int_equal(st.kernel_rows_over_cap, 1);
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_KERNEL_ROWS], 1);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_KERNEL_ROWS), 2);
+	run(GPU_TEST_ENTER + GPU_FN_MALLOC, &m, pt_of(SHARE_TGID(0)), 40);
+	run(GPU_TEST_RET + GPU_FN_MALLOC, &(struct test_regs){.ax = 200}, pt_of(SHARE_TGID(0)), 41);
+	run(GPU_TEST_ENTER + GPU_FN_MALLOC, &m, pt_of(SHARE_TGID(1)), 50);
+	run(GPU_TEST_RET + GPU_FN_MALLOC, &(struct test_regs){.ax = 201}, pt_of(SHARE_TGID(1)), 51);
+	st = stats_of(SHARE_TGID(1));
+	assert_int_equal(st.failed[GPU_FN_MALLOC], 1);
+	assert_int_equal(st.error_kinds, 0);
+	assert_int_equal(st.error_kinds_over_cap, 1);
+	assert_int_equal(error_count(SHARE_TGID(0), GPU_FN_MALLOC, 200), 1);
+	assert_int_equal(error_count(SHARE_TGID(1), GPU_FN_MALLOC, 201), 0);
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_ERROR_KINDS], 1);
+}
+
+/* The sweep drops a dead process's row and entries, which the programs never see: the
+ * recount sets its owner's counts to what the rows hold, so that the user's next
+ * process is admitted, names who holds the most, and forgets a user left with none. */
+static void test_share_recount(void **state)
+{
+	struct fair_share_holders top[GPU_SHARE__COUNT];
+	int procs = bpf_map__fd(skel->maps.gpu_procs);
+	int counts = bpf_map__fd(skel->maps.fair_share);
+	int adj = bpf_map__fd(skel->maps.fair_share_adj);
+	__u64 a = 0x7f6000000000, b = 0x7f6000001000;
+	__u32 dead = SHARE_TGID(1), other = SHARE_TGID(3);
+
+	(void)state;
+	memset(top, 0xff, sizeof(top));
+	assert_int_equal(bpftel_gpu_shares_recount(procs, counts, adj, top), 0);
+	assert_int_equal(top[GPU_SHARE_PROCS].n, 0); /* nobody but root holds any */
+	skel->data->gpu_share_cap[GPU_SHARE_PROCS] = 2;
+	as_real_uid(SHARE_USER);
+	alloc_as(SHARE_TGID(0), &a, 10);
+	alloc_as(dead, &b, 20);
+	set_device_as(SHARE_TGID(2), 30);
+	assert_false(has_row(SHARE_TGID(2)));
+	as_real_uid(SHARE_USER + 1);
+	set_device_as(other, 40);
+	as_real_uid(0);
+	/* As the sweep drops a process gone: its entries, then its row. */
+	map_clear_tgid_allocs(dead);
+	assert_int_equal(bpf_map_delete_elem(procs, &dead), 0);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 2);
+	assert_int_equal(bpftel_gpu_shares_recount(procs, counts, adj, top), 0);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 1);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_ALLOCS), 1);
+	assert_int_equal(top[GPU_SHARE_PROCS].n, 2);
+	assert_int_equal(top[GPU_SHARE_PROCS].v[0].owner, SHARE_USER); /* a tie: the lower */
+	assert_int_equal(top[GPU_SHARE_PROCS].v[0].held, 1);
+	assert_int_equal(top[GPU_SHARE_PROCS].v[1].owner, SHARE_USER + 1);
+	assert_int_equal(top[GPU_SHARE_ALLOCS].n, 1);
+	assert_int_equal(top[GPU_SHARE_ALLOCS].v[0].held, 1);
+	assert_int_equal(top[GPU_SHARE_KERNEL_ROWS].n, 0);
+	as_real_uid(SHARE_USER);
+	set_device_as(SHARE_TGID(2), 50);
+	assert_true(has_row(SHARE_TGID(2)));
+	as_real_uid(0);
+	/* The other user's process goes too: its counts are forgotten. */
+	assert_int_equal(bpf_map_delete_elem(procs, &other), 0);
+	assert_int_equal(bpftel_gpu_shares_recount(procs, counts, adj, top), 0);
+	assert_int_equal(share_held(SHARE_USER + 1, GPU_SHARE_PROCS), -1);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 2);
+	assert_int_equal(top[GPU_SHARE_PROCS].n, 1);
+	assert_int_equal(top[GPU_SHARE_PROCS].v[0].held, 2);
 }
 
 /* A driver launch f of a 2x3x4 grid of 32x2x1 blocks with 256 bytes of shared memory
@@ -1871,6 +2137,10 @@ int main(void)
 		T(test_thread_states_not_evicted),
 		T(test_kernels_counted_and_named),
 		T(test_inflight_full_counted),
+		T(test_share_processes_per_user),
+		T(test_share_allocations_per_user),
+		T(test_share_kernel_rows_and_error_kinds),
+		T(test_share_recount),
 	};
 
 	const struct CMUnitTest defaults[] = {

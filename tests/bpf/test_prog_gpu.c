@@ -25,6 +25,7 @@
 #include <bpf/bpf.h>
 
 #include "prog_common.h"
+#include "bpf/fair_share_defs.h"
 #include "gpu.skel.h"
 #include "tests/gpu/probe_points.h"
 
@@ -35,7 +36,7 @@ static char *pattern_bin, *stub_lib;
 
 static struct prog_case cases[] = {
 	{"gpu_uprobe", "real uprobe on the stub libcudart.so.13",
-	 "gpu_procs lookup_or_init E2BIG (the map full of processes)"},
+	 "gpu_procs insert E2BIG (the map full of processes)"},
 	{"gpu_uretprobe", "real uretprobe on the stub libcudart.so.13",
 	 "probe_read_user EFAULT (an unmapped devPtr)"},
 	{"gpu_task_exit", "real tracepoint sched/sched_process_exit (a process killed in a call)",
@@ -60,7 +61,7 @@ static int setup(void **state)
 	f->env = prog_env_new();
 	prog_env_only(f->env, only);
 	/* The launch body's stack read is tested: it is off by default. */
-	bpftel_gpu__configure(f->env->gpu, true);
+	bpftel_gpu__configure(f->env->gpu, true, 0);
 	assert_int_equal(bpftel_module__run(f->env->gpu_mod), 0);
 	*state = f;
 	return 0;
@@ -171,7 +172,7 @@ static void test_gpu_uprobe_full_process_map_counted(void **state)
 	assert_true(distinct > free_slots);
 	assert_int_equal(prog_map_entries(gpu_obj(f), "gpu_procs"), bpf_map__max_entries(procs));
 	assert_int_equal(
-		prog_errors(f->env, "gpu", "gpu_uprobe", "gpu_procs", "lookup_or_init", E2BIG),
+		prog_errors(f->env, "gpu", "gpu_uprobe", "gpu_procs", "insert", E2BIG),
 		distinct - free_slots);
 	prog_error_counted(cases, NCASES, "gpu_uprobe");
 }

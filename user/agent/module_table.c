@@ -36,7 +36,7 @@ static int gpu_create(struct bpftel_agent_env *env, void **priv)
 
 static void gpu_configure(void *priv, const struct bpftel_config *cfg)
 {
-	bpftel_gpu__configure(priv, cfg->gpu_launch_shared_mem);
+	bpftel_gpu__configure(priv, cfg->gpu_launch_shared_mem, cfg->user_share_percent);
 }
 
 static void gpu_destroy(void *priv)

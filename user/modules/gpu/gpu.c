@@ -14,9 +14,11 @@
 #include <bpf/libbpf.h>
 
 #include "gpu.h"
+#include "bpf/fair_share_defs.h"
 #include "gpu.skel.h"
 #include "gpu_kernels.h"
 #include "gpu_series.h"
+#include "gpu_shares.h"
 #include "user/common/log.h"
 #include "user/common/proc.h"
 #include "user/manager/manager.h"
@@ -45,6 +47,17 @@ struct bpftel_gpu {
 	bool loaded;
 	bool launch_shared_mem; /* config: taken at the module's next open */
 	__u64 opens;		/* of the BPF object: its maps are new each time */
+	/* Users' shares (gpu_shares.h), under lock: the configuration's percent, applied at
+	 * once; the uid ranges the programs have; who held the most at the last recount;
+	 * the refusals of objects closed; when the next recount and look at the ranges are
+	 * due. */
+	unsigned int user_share_percent;
+	struct fair_share_uid_ranges subuid;
+	struct fair_share_holders share_holders[GPU_SHARE__COUNT];
+	__u64 share_refused_retired[GPU_SHARE__COUNT];
+	__u32 share_entries[GPU_SHARE__COUNT]; /* the tables' sizes, as last opened */
+	__u64 shares_due_ns;
+	bool shares_warned; /* a recount failed, and the log said so */
 	/*
 	 * What reports remember from one to the next (counters must not go down: a
 	 * series of /metrics is computed from the maps and what the report before saw),
@@ -72,6 +85,7 @@ struct bpftel_gpu {
 };
 
 static void gpu_housekeeping(struct bpftel_module *m);
+static __u64 mono_ns(void);
 
 const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS] = {"lt_10s", "lt_1m", "lt_10m",
 								  "lt_1h", "ge_1h"};
@@ -201,11 +215,61 @@ static const struct bpftel_probe_spec exec_probe = {
 	.cand = {{BPFTEL_ATTACH_TRACEPOINT, "gpu_exec", "sched/sched_process_exec"}},
 };
 
+/* The map whose entries table t (enum gpu_share_table) shares out. */
+static struct bpf_map *gpu_share_map(const struct gpu *skel, int t)
+{
+	switch (t) {
+	case GPU_SHARE_PROCS:
+		return skel->maps.gpu_procs;
+	case GPU_SHARE_ALLOCS:
+		return skel->maps.gpu_allocs;
+	case GPU_SHARE_KERNEL_ROWS:
+		return skel->maps.gpu_kernels;
+	default:
+		return skel->maps.gpu_errors;
+	}
+}
+
+/*
+ * Users' shares of the tables (bpf/lib/fair_share.h), from user_share_percent, into the
+ * data the programs read where an entry is made: before load, the object's image;
+ * loaded, the live map, so that a change applies to the next entry. Not while it loads
+ * (loaded false): gpu_load writes them once it has. Under g->lock.
+ */
+static void gpu_set_share_caps(struct bpftel_gpu *g)
+{
+	int t;
+
+	if (!g->skel || !g->skel->data)
+		return;
+	for (t = 0; t < GPU_SHARE__COUNT; t++) {
+		g->share_entries[t] = bpf_map__max_entries(gpu_share_map(g->skel, t));
+		g->skel->data->gpu_share_cap[t] =
+			fair_share_cap(g->share_entries[t], g->user_share_percent);
+	}
+}
+
+/* The uid ranges granted to users (fair_share_ranges_apply), under g->lock. */
+static void gpu_apply_ranges(struct bpftel_gpu *g, const struct fair_share_ranges *r,
+			     const struct subuid_files *seen, unsigned int skipped, int err,
+			     bool live)
+{
+	fair_share_ranges_apply(&g->subuid, "gpu", r, seen, skipped, err,
+				g->skel && g->skel->bss ? g->skel->bss->fair_share_ranges : NULL,
+				g->skel && g->skel->bss ? &g->skel->bss->fair_share_ranges_live
+							: NULL,
+				live);
+}
+
 static int gpu_open(struct bpftel_module *m)
 {
 	struct bpftel_gpu *g = bpftel_module__priv(m);
+	struct fair_share_ranges *ranges;
 	struct bpf_program *prog;
+	struct subuid_files seen;
+	unsigned int skipped;
 	struct gpu *skel;
+	int err, rerr;
 
 	skel = gpu__open();
 	if (!skel)
@@ -214,11 +278,27 @@ static int gpu_open(struct bpftel_module *m)
 	 * sweep's own program is loaded with the object. */
 	bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
 	bpf_program__set_autoload(skel->progs.gpu_slot_free, true);
+	/* Not known: a container's root is the host's (bpf/lib/fair_share.h). */
+	err = fair_share_pidns(&skel->rodata->fair_share_pidns_dev,
+			       &skel->rodata->fair_share_pidns_ino);
+	if (err)
+		pr_warn("gpu: /proc/self/ns/pid: %s: a container's root is taken for the host's, "
+			"not bounded to a share of the kernel's tables",
+			strerror(-err));
+	ranges = malloc(sizeof(*ranges));
+	if (!ranges) {
+		gpu__destroy(skel);
+		return -ENOMEM;
+	}
+	rerr = subuid_read(ranges, &skipped, &seen); /* file I/O: before the lock */
 	pthread_mutex_lock(&g->lock);
 	skel->rodata->gpu_launch_shared_mem = g->launch_shared_mem;
 	g->skel = skel;
 	g->opens++;
+	gpu_set_share_caps(g);
+	gpu_apply_ranges(g, ranges, &seen, skipped, rerr, false);
 	pthread_mutex_unlock(&g->lock);
+	free(ranges);
 	bpftel_module__set_object(m, skel->obj);
 	return bpftel_module__add_probe(m, &task_exit_probe) ?:
 	       bpftel_module__add_probe(m, &exec_probe);
@@ -233,6 +313,8 @@ static int gpu_load(struct bpftel_module *m)
 	if (!err) {
 		pthread_mutex_lock(&g->lock);
 		g->loaded = true;
+		/* Again: a configuration applied while it loaded was not written. */
+		gpu_set_share_caps(g);
 		pthread_mutex_unlock(&g->lock);
 	}
 	return err;
@@ -243,18 +325,126 @@ static void gpu_close(struct bpftel_module *m)
 	struct bpftel_gpu *g = bpftel_module__priv(m);
 	struct gpu *skel;
 
+	int t;
+
 	pthread_mutex_lock(&g->lock);
+	/* Its refusals outlive it: counters since the agent started. */
+	for (t = 0; g->loaded && g->skel->bss && t < GPU_SHARE__COUNT; t++)
+		g->share_refused_retired[t] +=
+			__atomic_load_n(&g->skel->bss->gpu_share_refused[t], __ATOMIC_RELAXED);
 	g->loaded = false;
+	memset(g->share_holders, 0, sizeof(g->share_holders)); /* the tables go */
+	g->subuid.ranges = 0; /* the next open reads the files again */
+	memset(&g->subuid.seen, 0, sizeof(g->subuid.seen));
 	skel = g->skel;
 	g->skel = NULL;
 	pthread_mutex_unlock(&g->lock);
 	gpu__destroy(skel); /* its fds closed, its memory unmapped: not under the lock */
 }
 
-void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem)
+void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem,
+			   unsigned int user_share_percent)
 {
 	pthread_mutex_lock(&g->lock);
 	g->launch_shared_mem = launch_shared_mem;
+	g->user_share_percent = user_share_percent ? user_share_percent
+						   : FAIR_SHARE_PERCENT_DEFAULT;
+	if (g->loaded)
+		gpu_set_share_caps(g);
+	pthread_mutex_unlock(&g->lock);
+}
+
+void bpftel_gpu__shares(struct bpftel_gpu *g, struct bpftel_gpu_shares *out)
+{
+	int t;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&g->lock);
+	out->percent = g->user_share_percent;
+	for (t = 0; t < GPU_SHARE__COUNT; t++) {
+		out->refused[t] = g->share_refused_retired[t];
+		if (g->loaded && g->skel->bss)
+			out->refused[t] += __atomic_load_n(&g->skel->bss->gpu_share_refused[t],
+							   __ATOMIC_RELAXED);
+		out->entries[t] = g->share_entries[t]; /* 0: never opened */
+		if (out->entries[t])
+			out->cap[t] = fair_share_cap(out->entries[t], g->user_share_percent);
+		out->holders[t] = g->share_holders[t];
+	}
+	out->ranges = g->subuid.ranges;
+	out->ranges_left_out = g->subuid.skipped;
+	out->ranges_err = g->subuid.err;
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Under g->lock, loaded: the maps' fds are the object's while it is held. */
+static int gpu_shares_recount_locked(struct bpftel_gpu *g)
+{
+	struct fair_share_holders top[GPU_SHARE__COUNT];
+	int err;
+
+	memcpy(top, g->share_holders, sizeof(top));
+	err = bpftel_gpu_shares_recount(bpf_map__fd(g->skel->maps.gpu_procs),
+					bpf_map__fd(g->skel->maps.fair_share),
+					bpf_map__fd(g->skel->maps.fair_share_adj), top);
+	if (!err)
+		memcpy(g->share_holders, top, sizeof(top));
+	return err;
+}
+
+int bpftel_gpu__shares_recount(struct bpftel_gpu *g)
+{
+	int err = -EAGAIN;
+
+	pthread_mutex_lock(&g->lock);
+	if (g->loaded)
+		err = gpu_shares_recount_locked(g);
+	pthread_mutex_unlock(&g->lock);
+	return err;
+}
+
+/* How often the users' shares are recounted and the uid ranges looked at again. */
+#define GPU_SHARES_SWEEP_NS (10ull * 1000000000ull)
+
+/*
+ * From housekeeping, every GPU_SHARES_SWEEP_NS, or at once after a sweep dropped
+ * processes (their entries leave their owners' shares only here): the uid ranges read
+ * again if their files changed (file I/O: not under the lock), then the shares
+ * recounted (map reads under the lock: a close does not free the fds under the walk;
+ * nothing is read while only root holds entries).
+ */
+static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
+{
+	struct fair_share_ranges *r = NULL;
+	struct subuid_files seen;
+	unsigned int skipped;
+	__u64 now = mono_ns();
+	bool due;
+	int err = 0, rerr;
+
+	pthread_mutex_lock(&g->lock);
+	due = g->loaded && now >= g->shares_due_ns;
+	if (due)
+		g->shares_due_ns = now + GPU_SHARES_SWEEP_NS;
+	seen = g->subuid.seen;
+	pthread_mutex_unlock(&g->lock);
+	if (due && subuid_changed(&seen) && (r = malloc(sizeof(*r)))) {
+		rerr = subuid_read(r, &skipped, &seen);
+		pthread_mutex_lock(&g->lock);
+		if (g->loaded)
+			gpu_apply_ranges(g, r, &seen, skipped, rerr, true);
+		pthread_mutex_unlock(&g->lock);
+		free(r);
+	}
+	if (!due && !dropped)
+		return;
+	pthread_mutex_lock(&g->lock);
+	if (g->loaded)
+		err = gpu_shares_recount_locked(g);
+	if (err && !g->shares_warned)
+		pr_warn("gpu: users' shares not recounted: %s (tried again every 10 s)",
+			strerror(-err));
+	g->shares_warned = err != 0;
 	pthread_mutex_unlock(&g->lock);
 }
 
@@ -286,6 +476,7 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 		free(g);
 		return err;
 	}
+	g->user_share_percent = FAIR_SHARE_PERCENT_DEFAULT;
 	g->ops.name = BPFTEL_GPU_MODULE;
 	g->ops.open = gpu_open;
 	g->ops.load = gpu_load;
@@ -1229,7 +1420,9 @@ static void drop_gone_thread_slots(const struct bpf_map *map, const struct bpf_p
 
 static void gpu_housekeeping(struct bpftel_module *m)
 {
-	bpftel_gpu__sweep(bpftel_module__priv(m));
+	struct bpftel_gpu *g = bpftel_module__priv(m);
+
+	gpu_shares_housekeeping(g, bpftel_gpu__sweep(g) > 0);
 }
 
 static int cmp_start(const void *a, const void *b)

@@ -20,6 +20,7 @@
 #include <linux/types.h>
 
 #include "bpf/gpu.h"
+#include "user/manager/fair_share.h"
 
 #define BPFTEL_GPU_MODULE "gpu"
 
@@ -35,8 +36,30 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 void bpftel_gpu__free(struct bpftel_gpu *g);
 struct bpftel_module *bpftel_gpu__module(struct bpftel_gpu *g);
 /* Sum launches' dynamic shared memory (config gpu_launch_shared_mem): from the module's
- * next start, as the BPF object is configured before load. */
-void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem);
+ * next start, as the BPF object is configured before load. Each user's share of the
+ * module's tables (user_share_percent, 1..100; 0: the default): at once. */
+void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem,
+			   unsigned int user_share_percent);
+
+/* Users' shares of the module's tables (enum gpu_share_table; gpu_shares.h). */
+struct bpftel_gpu_shares {
+	unsigned int percent;		 /* user_share_percent */
+	__u32 entries[GPU_SHARE__COUNT]; /* the tables' sizes */
+	__s64 cap[GPU_SHARE__COUNT];	 /* what one owner but root may hold; 0: no bound */
+	/* The owners but root holding the most at the last recount (none while the module
+	 * is not loaded). */
+	struct fair_share_holders holders[GPU_SHARE__COUNT];
+	__u64 refused[GPU_SHARE__COUNT]; /* gpu_share_refused, since the agent started */
+	/* The uid ranges granted to users, counted as theirs (subuid.h), as last read. */
+	unsigned int ranges, ranges_left_out;
+	int ranges_err;
+};
+
+void bpftel_gpu__shares(struct bpftel_gpu *g, struct bpftel_gpu_shares *out);
+
+/* Recount the owners' shares now (housekeeping does every 10 s): 0, -EAGAIN when the
+ * module is not loaded, or -errno. */
+int bpftel_gpu__shares_recount(struct bpftel_gpu *g);
 
 /* Age of outstanding allocations: < 10 s, < 1 min, < 10 min, < 1 h, older. */
 #define BPFTEL_GPU_AGE_BUCKETS 5

@@ -5,6 +5,7 @@
 
 #include "user/common/cli_section.h"
 #include "user/common/jsonfmt.h"
+#include "user/common/share_print.h"
 #include "user/common/table.h"
 
 static void print_errors_of(json_t *procs)
@@ -151,6 +152,39 @@ static void print_kernels_of(json_t *procs)
 	table_print_section(t, "Top kernels", stdout);
 }
 
+/* The tables shared out by user, as "shares" in the report names them. */
+static const struct bpftel_share_label share_tables[] = {
+	{"processes", "processes"},
+	{"allocations", "allocations"},
+	{"kernel_rows", "kernel rows"},
+	{"error_kinds", "error kinds"},
+};
+
+#define NSHARES (sizeof(share_tables) / sizeof(share_tables[0]))
+
+/* Who holds the most of the tables, and what was refused over a user's share. */
+static void print_shares(json_t *resp)
+{
+	json_t *shares = json_object_get(resp, "shares");
+	const char *sep = "";
+	size_t i;
+
+	bpftel_print_shares(resp, share_tables, NSHARES);
+	for (i = 0; i < NSHARES; i++) {
+		long long refused = jint(json_object_get(shares, share_tables[i].key), "refused");
+
+		if (!refused)
+			continue;
+		if (!*sep)
+			printf("Refused over a user's share (user_share_percent = %lld):",
+			       jint(resp, "user_share_percent"));
+		printf("%s %s %lld", sep, share_tables[i].label, refused);
+		sep = ",";
+	}
+	if (*sep)
+		printf(" (processes: calls of processes given no row, not shown)\n");
+}
+
 static void print_gpu(json_t *resp)
 {
 	static const char *const hdr[] = {"PID",  "COMM",	 "LAUNCHES", "GRAPHS",
@@ -168,6 +202,7 @@ static void print_gpu(json_t *resp)
 	printf("GPU module: %s\n", jstr(resp, "state"));
 	if (!json_array_size(procs)) {
 		printf("No process is using a watched CUDA runtime or driver.\n");
+		print_shares(resp);
 		return;
 	}
 	t = table_new(12, hdr);
@@ -204,6 +239,7 @@ static void print_gpu(json_t *resp)
 	print_copies_of(procs);
 	print_devices_of(procs);
 	print_errors_of(procs);
+	print_shares(resp);
 }
 
 const struct bpftel_cli_section bpftel_gpu_cli = {

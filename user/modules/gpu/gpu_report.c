@@ -13,6 +13,7 @@
 
 #include "gpu.h"
 #include "gpu_series.h"
+#include "gpu_shares.h"
 #include "user/common/ctl.h"
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
@@ -364,9 +365,27 @@ static json_t *proc_json(const struct bpftel_gpu_proc *p)
 	return j;
 }
 
+/* Each table shared out by user (gpu_shares.h): its size, the share (null: no bound),
+ * who holds the most of it at the last recount, and what was refused over a share. */
+static json_t *shares_json(const struct bpftel_gpu_shares *sh)
+{
+	json_t *o = json_object(), *t;
+	int i;
+
+	json_object_set_new(o, "subuid", fair_share_subuid_json(sh->ranges, sh->ranges_left_out,
+								 sh->ranges_err));
+	for (i = 0; i < GPU_SHARE__COUNT; i++) {
+		t = fair_share_table_json(sh->entries[i], sh->cap[i], &sh->holders[i]);
+		json_object_set_new(t, "refused", json_integer(ju(sh->refused[i])));
+		json_object_set_new(o, bpftel_gpu_share_names[i], t);
+	}
+	return o;
+}
+
 json_t *gpu_report(struct bpftel_module *m, json_t *req)
 {
 	struct bpftel_gpu *g = bpftel_module__priv(m);
+	struct bpftel_gpu_shares sh;
 	struct bpftel_gpu_proc *rows;
 	json_t *procs = json_array();
 	int n, i;
@@ -381,8 +400,10 @@ json_t *gpu_report(struct bpftel_module *m, json_t *req)
 	for (i = 0; i < n; i++)
 		json_array_append_new(procs, proc_json(&rows[i]));
 	free(rows);
-	return json_pack("{s:s, s:o}", "state", bpftel_module_state_name(bpftel_module__state(m)),
-			 "processes", procs);
+	bpftel_gpu__shares(g, &sh);
+	return json_pack("{s:s, s:o, s:I, s:o}", "state",
+			 bpftel_module_state_name(bpftel_module__state(m)), "processes", procs,
+			 "user_share_percent", (json_int_t)sh.percent, "shares", shares_json(&sh));
 }
 
 /* Per live process: pid and comm label its series (bounded by live processes). */
@@ -496,6 +517,45 @@ static void put_kernels(struct bpftel_prom *w, const struct bpftel_gpu_proc *row
 	}
 }
 
+/* Per table shared out by user (label table, four values): the share, what the owner
+ * holding the most of it held at the last recount, and what was refused over a share. */
+static void share_metrics(struct bpftel_prom *w, struct bpftel_gpu *g)
+{
+	struct bpftel_prom_label l[1];
+	struct bpftel_gpu_shares sh;
+	int t;
+
+	bpftel_gpu__shares(g, &sh);
+	bpftel_prom_family(w, "bpftel_gpu_user_share_entries", "gauge",
+			   "Entries of a GPU table shared out by user (processes, allocations, "
+			   "kernel_rows, error_kinds) that one user but root, or one container's "
+			   "root, may hold over all its processes (user_share_percent); the "
+			   "table's size when there is no bound.");
+	for (t = 0; t < GPU_SHARE__COUNT; t++) {
+		l[0] = (struct bpftel_prom_label){"table", bpftel_gpu_share_names[t]};
+		bpftel_prom_sample_u64(w, "", l, 1, sh.cap[t] ? (__u64)sh.cap[t] : sh.entries[t]);
+	}
+	bpftel_prom_family(w, "bpftel_gpu_user_share_top_holder_entries", "gauge",
+			   "Entries of that table held by the user but root (or container's root) "
+			   "holding the most, as counted every 10 s; 0 when only root holds some. "
+			   "At the share, its new entries are refused "
+			   "(bpftel_gpu_user_share_refused_total).");
+	for (t = 0; t < GPU_SHARE__COUNT; t++) {
+		l[0] = (struct bpftel_prom_label){"table", bpftel_gpu_share_names[t]};
+		bpftel_prom_sample_u64(w, "", l, 1, sh.holders[t].n ? sh.holders[t].v[0].held : 0);
+	}
+	bpftel_prom_family(w, "bpftel_gpu_user_share_refused_total", "counter",
+			   "Entries refused because their owner held its share of the table: "
+			   "processes: calls of a process given no row (each call tries again; "
+			   "the process is not shown), allocations: allocations not tracked, "
+			   "kernel_rows: launches counted in their process's totals only, "
+			   "error_kinds: failures counted in failed calls only.");
+	for (t = 0; t < GPU_SHARE__COUNT; t++) {
+		l[0] = (struct bpftel_prom_label){"table", bpftel_gpu_share_names[t]};
+		bpftel_prom_sample_u64(w, "", l, 1, sh.refused[t]);
+	}
+}
+
 void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 {
 	struct bpftel_gpu *g = bpftel_module__priv(m);
@@ -504,6 +564,7 @@ void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	size_t own;
 	int n;
 
+	share_metrics(w, g);
 	n = bpftel_gpu__processes(g, &rows);
 	if (n < 0) { /* this scrape without GPU series: none goes down or starts again */
 		bpftel_gpu_metrics_rows(w, NULL, 0);
