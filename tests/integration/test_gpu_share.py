@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""One user's CUDA processes cannot take the GPU module's tables from the others'.
+
+The real agent, its gpu module on the stub libcudart.so.13 the tests build, with
+user_share_percent = 1: an owner but root holds at most 40 of the 4096 process rows and
+163 of the 16384 tracked allocations. Root's process makes 2 allocations; then nobody
+starts 40 processes of 5 allocations each, all kept alive: each has its row, the first
+163 allocations are tracked and the other 37 refused (allocs_over_cap, the shares'
+refusals). Nobody's 41st process gets no row, and its 5 calls are counted as refused;
+root's next process is not held back. The shares name nobody as the holder (JSON,
+bpftel gpu, /metrics) once recounted. 10 of nobody's processes end: their rows go with
+them, the recount gives their places back, and nobody's next process gets a row. With
+user_share_percent = 100 on SIGHUP, there is no bound. Nothing is left in the kernel
+after the agent stops."""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
+from test_gpu import probe_points  # noqa: E402
+
+NOBODY = 65534
+PERCENT = 1
+PROCS_SHARE = 4096 * PERCENT // 100     # bpf/lib/gpu_state.h GPU_MAX_PROCS
+ALLOCS_SHARE = 16384 * PERCENT // 100   # GPU_MAX_ALLOCS
+PER_PROC = 5                            # nobody's allocations per process
+NPROBES = probe_points("GPU_TEST_CUDART_POINTS")
+
+
+def as_user(uid):
+    """The command prefix that runs a process as uid (real and effective), no groups."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+
+
+class Malloc:
+    """cuda_pattern STUB malloc N (as prefix's user): loaded, then N cudaMalloc of 4 KiB
+    on "go", none freed, kept until finish()."""
+
+    def __init__(self, agent, pattern, stub, n, prefix=()):
+        self.proc = subprocess.Popen([*prefix, pattern, stub, "malloc", str(n)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     cwd="/")
+        line = self.proc.stdout.readline().split()
+        if line[:1] != ["loaded"]:
+            self.proc.kill()
+            raise AssertionError(f"cuda_pattern did not load {stub}: {line}")
+        self.pid = int(line[1])
+        # The uprobes are the file's, every process that maps it probed (bpftel libs
+        # lists a file's first 8 processes).
+        wait_for(lambda: [r for r in agent.json("libs")["libs"]
+                          if r["module"] == "gpu" and r["lib"] == "libcudart" and
+                          r["attached"] + r["folded_points"] == NPROBES], 60,
+                 f"the gpu module's uprobes on the stub pid {self.pid} maps")
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        out = self.proc.stdout.readline().strip()
+        check(out == f"malloc {n} failed 0" and self.proc.stdout.readline().strip() == "done",
+              f"pid {self.pid}: {n} allocations made: {out}")
+
+    def finish(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def rows(agent):
+    return {p["pid"]: p for p in agent.json("gpu")["processes"]}
+
+
+def shares(agent):
+    return agent.json("gpu")["shares"]
+
+
+def holders_are(agent, table, entries):
+    """The shares of table once a recount names nobody alone, holding entries."""
+    t = shares(agent)[table]
+    return t if t["holders"] == [{"kind": "user", "uid": NOBODY, "entries": entries}] else None
+
+
+def scrape(agent):
+    addr = agent.json("stats")["agent"]["metrics_addr"]
+    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def sample(text, family, table):
+    m = re.search(r"^" + family + r'\{table="' + table + r'"\} (\S+)$', text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def write_config(path, percent):
+    with open(path, "w") as f:
+        f.write(f"metrics_addr = 127.0.0.1:0\nmodules = gpu\nuser_share_percent = {percent}\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--pattern", required=True)
+    ap.add_argument("--stub", required=True)
+    args = ap.parse_args()
+    require_root()
+    if not shutil.which("setpriv"):
+        skip("setpriv is not installed")
+    tmp = tempfile.mkdtemp(prefix="bpftel-gpu-share-")
+    conf = os.path.join(tmp, "bpftel.conf")
+    write_config(conf, PERCENT)
+    agent = Agent(args.agent, args.cli, ["-c", conf])
+    procs = []
+    try:
+        def start(n, uid=NOBODY):
+            procs.append(Malloc(agent, args.pattern, args.stub, n,
+                                as_user(uid) if uid else ()))
+            return procs[-1]
+
+        root = start(2, 0)
+        nobodys = [start(PER_PROC) for _ in range(PROCS_SHARE)]
+        refused = start(PER_PROC)
+        now = rows(agent)
+        check(now[root.pid]["memory"]["allocs_over_cap"] == 0,
+              "root's allocations all tracked")
+        check(all(p.pid in now for p in nobodys), f"nobody's {PROCS_SHARE} processes have rows")
+        check(refused.pid not in now, "nobody's next process has none")
+        over = sum(now[p.pid]["memory"]["allocs_over_cap"] for p in nobodys)
+        made = PROCS_SHARE * PER_PROC
+        check(over == made - ALLOCS_SHARE,
+              f"nobody's allocations: {ALLOCS_SHARE} of {made} tracked, {over} over the cap")
+        sh = shares(agent)
+        check(sh["processes"]["refused"] == PER_PROC and
+              sh["allocations"]["refused"] == made - ALLOCS_SHARE and
+              sh["processes"]["share"] == PROCS_SHARE and
+              sh["allocations"]["share"] == ALLOCS_SHARE and
+              sh["processes"]["entries"] == 4096 and
+              agent.json("gpu")["user_share_percent"] == PERCENT,
+              f"the refusals (the refused process's {PER_PROC} calls, the untracked "
+              f"allocations) and the shares: {sh}")
+        other = start(1, 0)
+        check(other.pid in rows(agent), "root's next process is not held back")
+        wait_for(lambda: holders_are(agent, "processes", PROCS_SHARE) and
+                 holders_are(agent, "allocations", ALLOCS_SHARE), 60,
+                 "the recount to name nobody holding its shares")
+        text = agent.cli("gpu").stdout
+        check(f"processes (share {PROCS_SHARE} of 4096): uid {NOBODY} {PROCS_SHARE}" in text and
+              f"allocations (share {ALLOCS_SHARE} of 16384): uid {NOBODY} {ALLOCS_SHARE}"
+              in text, "bpftel gpu names the holder")
+        check(f"Refused over a user's share (user_share_percent = {PERCENT}): processes "
+              f"{PER_PROC}, allocations {made - ALLOCS_SHARE}" in text,
+              "bpftel gpu shows the refusals")
+        text = scrape(agent)
+        check(sample(text, "bpftel_gpu_user_share_refused_total", "processes") == PER_PROC and
+              sample(text, "bpftel_gpu_user_share_refused_total", "allocations") ==
+              made - ALLOCS_SHARE and
+              sample(text, "bpftel_gpu_user_share_entries", "processes") == PROCS_SHARE and
+              sample(text, "bpftel_gpu_user_share_top_holder_entries", "processes") ==
+              PROCS_SHARE, "/metrics: the refusals, the share and its top holder")
+
+        # 10 of nobody's processes end: the sweep drops their rows, the recount gives
+        # their places back.
+        for p in nobodys[:10]:
+            p.finish()
+        wait_for(lambda: holders_are(agent, "processes", PROCS_SHARE - 10), 60,
+                 "the recount to give back the rows of nobody's processes gone")
+        check(holders_are(agent, "allocations", ALLOCS_SHARE - sum(
+            min(PER_PROC, max(0, ALLOCS_SHARE - i * PER_PROC)) for i in range(10))),
+            "and their allocations")
+        again = start(PER_PROC)
+        check(again.pid in rows(agent), "nobody's next process has a row again")
+
+        # No bound from SIGHUP on: nobody's next processes have rows.
+        write_config(conf, 100)
+        agent.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: agent.json("gpu")["user_share_percent"] == 100, 30,
+                 "user_share_percent = 100 applied")
+        check(shares(agent)["processes"]["share"] is None, "no share: null")
+        more = [start(1) for _ in range(11)]
+        now = rows(agent)
+        check(all(p.pid in now for p in more), "nobody's 11 next processes have rows")
+        check(shares(agent)["processes"]["refused"] == PER_PROC, "and none was refused")
+    finally:
+        for p in procs:
+            p.proc.kill()
+            p.proc.wait()
+        agent.stop()
+        agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    check(True, f"none of what the agent held remains: {agent.released()}")
+    print("test_gpu_share: all checks passed")
+
+
+if __name__ == "__main__":
+    run(main)
