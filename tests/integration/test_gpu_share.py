@@ -8,7 +8,9 @@ user_share_percent = 1: an owner but root holds at most 40 of the 4096 process r
 starts 40 processes of 5 allocations each, all kept alive: each has its row, the first
 163 allocations are tracked and the other 37 refused (allocs_over_cap, the shares'
 refusals). Nobody's 41st process gets no row, and its 5 calls are counted as refused;
-root's next process is not held back. The shares name nobody as the holder (JSON,
+root's next process is not held back. Half of nobody's processes run under uids of a
+range /etc/subuid grants nobody (here a file of the test's, BPFTEL_SUBUID): they are
+nobody's, its one share. The shares name nobody as the holder (JSON,
 bpftel gpu, /metrics) once recounted. 10 of nobody's processes end: their rows go with
 them, the recount gives their places back, and nobody's next process gets a row. With
 user_share_percent = 100 on SIGHUP, there is no bound. Nothing is left in the kernel
@@ -28,6 +30,7 @@ from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E4
 from test_gpu import probe_points  # noqa: E402
 
 NOBODY = 65534
+RANGE = 300000                          # the first uid of the range granted to nobody
 PERCENT = 1
 PROCS_SHARE = 4096 * PERCENT // 100     # bpf/lib/gpu_state.h GPU_MAX_PROCS
 ALLOCS_SHARE = 16384 * PERCENT // 100   # GPU_MAX_ALLOCS
@@ -113,7 +116,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="bpftel-gpu-share-")
     conf = os.path.join(tmp, "bpftel.conf")
     write_config(conf, PERCENT)
-    agent = Agent(args.agent, args.cli, ["-c", conf])
+    subuid = os.path.join(tmp, "subuid")
+    with open(subuid, "w") as f:
+        f.write(f"nobody:{RANGE}:65536\n")
+    agent = Agent(args.agent, args.cli, ["-c", conf], env={"BPFTEL_SUBUID": subuid})
     procs = []
     try:
         def start(n, uid=NOBODY):
@@ -122,8 +128,11 @@ def main():
             return procs[-1]
 
         root = start(2, 0)
-        nobodys = [start(PER_PROC) for _ in range(PROCS_SHARE)]
-        refused = start(PER_PROC)
+        check(shares(agent)["subuid"] == {"path": subuid, "ranges": 1, "left_out": 0,
+                                          "error": None}, "the gpu module read the range")
+        nobodys = [start(PER_PROC, NOBODY if i % 2 else RANGE + i)
+                   for i in range(PROCS_SHARE)]
+        refused = start(PER_PROC, RANGE + 65535)
         now = rows(agent)
         check(now[root.pid]["memory"]["allocs_over_cap"] == 0,
               "root's allocations all tracked")
