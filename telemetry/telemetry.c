@@ -823,6 +823,7 @@ int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **o
 	pthread_mutex_lock(&t->lock);
 	ref_map(&refs, &nrefs, &crefs, "telemetry", "tlm_map_errors", t->map_errors_fd);
 	ref_map(&refs, &nrefs, &crefs, "telemetry", "tlm_helper_errors", t->helper_errors_fd);
+	ref_map(&refs, &nrefs, &crefs, "telemetry", "tlm_lost", t->lost_fd);
 	for (i = 0; i < t->ninst; i++) {
 		if (!t->inst[i]->obj)
 			continue;

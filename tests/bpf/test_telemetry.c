@@ -298,9 +298,14 @@ static void test_run_stats_and_occupancy(void **state)
 			seen++;
 			assert_int_equal(m[i].entries, 1);
 			assert_int_equal(m[i].capacity, TLM_MAX_ENTRIES);
+		} else if (!strcmp(m[i].map, "tlm_lost")) {
+			/* What the error maps could not hold: shown with them. */
+			seen++;
+			assert_string_equal(m[i].module, "telemetry");
+			assert_int_equal(m[i].capacity, TLM_LOST__COUNT);
 		}
 	}
-	assert_int_equal(seen, 3);
+	assert_int_equal(seen, 4);
 	free(m);
 }
 
