@@ -218,10 +218,22 @@ static __always_inline void gpu_free_begin(TLM_PARAM, __u64 pid_tgid, enum gpu_f
 	struct gpu_alloc_key key = {.tgid = pid_tgid >> 32, .ptr = ptr};
 	struct gpu_call call = {.ktime_ns = now, .arg0 = ptr, .freed.kind = GPU_MEM__COUNT};
 	struct gpu_proc_stats *st = gpu_call_count(TLM_ARG, pid_tgid, func);
+	struct gpu_call_key ck = {.pid_tgid = pid_tgid, .func = func};
+	struct gpu_call *prev, old;
 	struct gpu_alloc *a;
 
 	if (!st)
 		return; /* no stats: the process has nothing tracked, and its return reads none */
+	/* The thread's last free of this function whose return went unseen (its return
+	 * probe detached mid-call): its record would be overwritten below, and with it the
+	 * allocation it took, tracked for good in the process's share and its owner's.
+	 * It goes back, as for a free that failed. */
+	prev = bpf_map_lookup_elem(&gpu_inflight, &ck);
+	if (prev && prev->freed.kind < GPU_MEM__COUNT) {
+		old = *prev;
+		if (!tlm_map_delete(gpu_inflight, &ck))
+			gpu_free_failed(TLM_ARG, st, key.tgid, &old, 0);
+	}
 	a = ptr ? bpf_map_lookup_elem(&gpu_allocs, &key) : NULL;
 	if (a) {
 		call.freed = *a;

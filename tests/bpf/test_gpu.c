@@ -650,6 +650,30 @@ static void test_task_exit_in_free_keeps_record(void **state)
 	assert_int_equal(st.allocs_tracked, 0);
 }
 
+/* A free whose return goes unseen (its return probe detached mid-call), then the
+ * thread's next free: the first one's record is not lost with its in-flight entry, but
+ * put back, the allocation tracked and in the process's share as before. */
+static void test_free_return_unseen_keeps_record(void **state)
+{
+	__u64 a = 0x7f0000420000, b = 0x7f0000421000;
+	struct gpu_proc_stats st;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC, &a, 4096, 10);
+	alloc_call(GPU_FN_MALLOC, &b, 8192, 20);
+	enter(GPU_FN_FREE, &(struct test_regs){.di = a}, 30); /* its return never comes */
+	free_call(GPU_FN_FREE, b, 40);
+	st = stats_of(TGID);
+	assert_int_equal(st.allocs_tracked, 1);
+	assert_int_equal(alloc_of(TGID, a).size, 4096);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 4096);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].frees, 1);
+	free_call(GPU_FN_FREE, a, 50);
+	st = stats_of(TGID);
+	assert_int_equal(st.allocs_tracked, 0);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
+}
+
 /* struct gpu_call_key of bpf/lib/gpu_state.h. */
 struct call_key {
 	__u64 pid_tgid;
@@ -2104,6 +2128,7 @@ int main(void)
 		T(test_return_pairs_per_thread),
 		T(test_task_exit_drops_inflight),
 		T(test_task_exit_in_free_keeps_record),
+		T(test_free_return_unseen_keeps_record),
 		T(test_kernel_rows_cap_per_process),
 		T(test_error_kinds_cap_per_process),
 		T(test_processes_kept_apart),
