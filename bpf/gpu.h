@@ -155,6 +155,13 @@ struct gpu_dev_stats {
  * each process's own share: fair_share_key.table in the GPU object. A process's entries
  * are its owner's: gpu_proc_stats.owner.
  */
+/* The sizes of the maps shared out by user (bpf/lib/gpu_state.h), which userspace
+ * shows with the shares. */
+#define GPU_MAX_PROCS	    4096
+#define GPU_MAX_ALLOCS	    16384
+#define GPU_MAX_ERRORS	    4096
+#define GPU_MAX_LAUNCH_ROWS 32768 /* a kernel has a row per function, device and size */
+
 enum gpu_share_table {
 	GPU_SHARE_PROCS = 0,	   /* gpu_procs: a row per process */
 	GPU_SHARE_ALLOCS = 1,	   /* gpu_allocs: allocations tracked */

@@ -39,7 +39,8 @@
  * evicts, and what a process's end leaves, the programs never see: every sweep,
  * userspace deletes the entries of processes gone, counts what each owner holds, and
  * writes what the programs' count was wrong by when its walk began to fair_share_adj
- * (user/modules/usm/fair_share.c). It writes a correction, not the count: the
+ * (user/manager/fair_share.c; the USM's tables: user/modules/usm/fair_share.c, the
+ * GPU's: user/modules/gpu/gpu_shares.c). It writes a correction, not the count: the
  * programs' count moves during the walk, and a count overwritten would lose what they
  * made meanwhile, letting an owner past its share at every sweep. An owner's entries
  * are its count plus its correction. Until the next sweep that is high by what was
@@ -50,7 +51,9 @@
  * Cost: two hash lookups and an atomic add where an entry is made, a lookup where one
  * is deleted; for the host's root, a helper call where an entry is made, nothing more;
  * for another user, a binary search of the uid ranges (up to 9 steps) where one is made.
- * Callers call these only where an entry is new (a session's start), never per call.
+ * Callers call these only where an entry is new (a session's start, a process's row),
+ * never per call; but a process refused a row tries again at each of its calls, and
+ * pays that at each (the GPU module: gpu_proc).
  *
  * Include after telemetry/telemetry.bpf.h.
  */
@@ -88,7 +91,7 @@ const volatile __u64 fair_share_pidns_ino = 0;
 
 /* The ranges of uids granted to users, two tables: userspace fills the one that is not
  * live and then makes it live (fair_share_ranges_live), so that a program never
- * searches a table half written (user/modules/usm/usm.c, usm_apply_ranges). Tables
+ * searches a table half written (user/manager/fair_share.c, fair_share_ranges_apply). Tables
  * change 10 s apart at the soonest: a program still searching the older one when it is
  * written again (preempted that long) may give one entry a wrong owner, no more. */
 struct fair_share_ranges fair_share_ranges[2];

@@ -29,14 +29,11 @@
 
 #include "fair_share.h"
 
-#define GPU_MAX_PROCS	 4096
-#define GPU_MAX_ALLOCS	 16384
-#define GPU_MAX_ERRORS	 4096
+/* GPU_MAX_PROCS, GPU_MAX_ALLOCS, GPU_MAX_ERRORS, GPU_MAX_LAUNCH_ROWS: bpf/gpu.h */
 #define GPU_MAX_INFLIGHT 8192
 #define GPU_MAX_THREADS	 8192
 #define GPU_MAX_CTXS	 1024
 #define GPU_MAX_KERNELS	 8192
-#define GPU_MAX_LAUNCH_ROWS 32768 /* a kernel has a row per function, device and size */
 
 /* An allocation larger than this (256 TiB, more than any device or host has) is counted
  * (allocs, alloc_bytes) but not tracked (allocs_untracked): only a process that makes
@@ -272,9 +269,11 @@ static __always_inline bool gpu_fn_entry_only(__u64 func)
 /*
  * The process's row, made at its first call, in the share of the calling thread's owner
  * (lib/fair_share.h): NULL when the owner holds its share of gpu_procs (counted) or the
- * map is full (errors telemetry). The owner is written once the row is made: another
- * thread of the process whose entry is made in between (a window of a few
- * instructions) counts it as root's, uncounted, until userspace's recount corrects it.
+ * map is full (errors telemetry). The owner is written once the row is made: an entry
+ * another thread of the process makes in between (a window of a few instructions) is
+ * taken as root's, uncounted, and later given back as the owner's, leaving the owner's
+ * count one low; a row deleted in between (an exec) leaves it one high. Userspace's
+ * recount (user/modules/gpu/gpu_shares.c), from the rows, sets both right.
  */
 static __always_inline struct gpu_proc_stats *gpu_proc(TLM_PARAM, __u32 tgid)
 {
@@ -296,7 +295,7 @@ static __always_inline struct gpu_proc_stats *gpu_proc(TLM_PARAM, __u32 tgid)
 		return st;
 	}
 	if (!st)
-		return NULL; /* deleted at once (an exec): its count goes with the row */
+		return NULL; /* deleted at once (an exec): counted until the recount */
 	st->owner = owner;
 	/* Stamped once: two threads making the row at once stamp it once. */
 	if (!st->born_ns)

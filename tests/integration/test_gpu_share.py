@@ -32,7 +32,7 @@ from test_gpu import probe_points  # noqa: E402
 NOBODY = 65534
 RANGE = 300000                          # the first uid of the range granted to nobody
 PERCENT = 1
-PROCS_SHARE = 4096 * PERCENT // 100     # bpf/lib/gpu_state.h GPU_MAX_PROCS
+PROCS_SHARE = 4096 * PERCENT // 100     # bpf/gpu.h GPU_MAX_PROCS
 ALLOCS_SHARE = 16384 * PERCENT // 100   # GPU_MAX_ALLOCS
 PER_PROC = 5                            # nobody's allocations per process
 NPROBES = probe_points("GPU_TEST_CUDART_POINTS")

@@ -366,9 +366,8 @@ void bpftel_gpu__shares(struct bpftel_gpu *g, struct bpftel_gpu_shares *out)
 		if (g->loaded && g->skel->bss)
 			out->refused[t] += __atomic_load_n(&g->skel->bss->gpu_share_refused[t],
 							   __ATOMIC_RELAXED);
-		out->entries[t] = g->share_entries[t]; /* 0: never opened */
-		if (out->entries[t])
-			out->cap[t] = fair_share_cap(out->entries[t], g->user_share_percent);
+		out->entries[t] = g->share_entries[t];
+		out->cap[t] = fair_share_cap(out->entries[t], g->user_share_percent);
 		out->holders[t] = g->share_holders[t];
 	}
 	out->ranges = g->subuid.ranges;
@@ -377,50 +376,57 @@ void bpftel_gpu__shares(struct bpftel_gpu *g, struct bpftel_gpu_shares *out)
 	pthread_mutex_unlock(&g->lock);
 }
 
-/* Under g->lock, loaded: the maps' fds are the object's while it is held. */
-static int gpu_shares_recount_locked(struct bpftel_gpu *g)
-{
-	struct fair_share_holders top[GPU_SHARE__COUNT];
-	int err;
-
-	memcpy(top, g->share_holders, sizeof(top));
-	err = bpftel_gpu_shares_recount(bpf_map__fd(g->skel->maps.gpu_procs),
-					bpf_map__fd(g->skel->maps.fair_share),
-					bpf_map__fd(g->skel->maps.fair_share_adj), top);
-	if (!err)
-		memcpy(g->share_holders, top, sizeof(top));
-	return err;
-}
-
-int bpftel_gpu__shares_recount(struct bpftel_gpu *g)
-{
-	int err = -EAGAIN;
-
-	pthread_mutex_lock(&g->lock);
-	if (g->loaded)
-		err = gpu_shares_recount_locked(g);
-	pthread_mutex_unlock(&g->lock);
-	return err;
-}
-
 /* How often the users' shares are recounted and the uid ranges looked at again. */
 #define GPU_SHARES_SWEEP_NS (10ull * 1000000000ull)
+
+/* The maps a recount reads and writes, duplicated under g->lock from the loaded
+ * object (-1: not loaded), so that the walk holds no lock and a close meanwhile frees
+ * nothing under it. */
+struct gpu_share_fds {
+	int procs, counts, adj;
+	__u64 opens;
+};
+
+static void share_fds_close(struct gpu_share_fds *f)
+{
+	if (f->procs >= 0)
+		close(f->procs);
+	if (f->counts >= 0)
+		close(f->counts);
+	if (f->adj >= 0)
+		close(f->adj);
+}
+
+static bool share_fds_dup(struct bpftel_gpu *g, struct gpu_share_fds *f)
+{
+	*f = (struct gpu_share_fds){-1, -1, -1, g->opens};
+	if (!g->loaded)
+		return false;
+	f->procs = fcntl(bpf_map__fd(g->skel->maps.gpu_procs), F_DUPFD_CLOEXEC, 3);
+	f->counts = fcntl(bpf_map__fd(g->skel->maps.fair_share), F_DUPFD_CLOEXEC, 3);
+	f->adj = fcntl(bpf_map__fd(g->skel->maps.fair_share_adj), F_DUPFD_CLOEXEC, 3);
+	if (f->procs >= 0 && f->counts >= 0 && f->adj >= 0)
+		return true;
+	share_fds_close(f);
+	return false;
+}
 
 /*
  * From housekeeping, every GPU_SHARES_SWEEP_NS, or at once after a sweep dropped
  * processes (their entries leave their owners' shares only here): the uid ranges read
- * again if their files changed (file I/O: not under the lock), then the shares
- * recounted (map reads under the lock: a close does not free the fds under the walk;
- * nothing is read while only root holds entries).
+ * again if their files changed, then the shares recounted. File I/O and the maps'
+ * walk run without the lock (nothing is read while only root holds entries).
  */
 static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 {
+	struct fair_share_holders top[GPU_SHARE__COUNT];
 	struct fair_share_ranges *r = NULL;
+	struct gpu_share_fds fds;
 	struct subuid_files seen;
 	unsigned int skipped;
 	__u64 now = mono_ns();
-	bool due;
-	int err = 0, rerr;
+	bool due, open;
+	int err, rerr;
 
 	pthread_mutex_lock(&g->lock);
 	due = g->loaded && now >= g->shares_due_ns;
@@ -439,12 +445,22 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 	if (!due && !dropped)
 		return;
 	pthread_mutex_lock(&g->lock);
-	if (g->loaded)
-		err = gpu_shares_recount_locked(g);
-	if (err && !g->shares_warned)
-		pr_warn("gpu: users' shares not recounted: %s (tried again every 10 s)",
-			strerror(-err));
-	g->shares_warned = err != 0;
+	open = share_fds_dup(g, &fds);
+	memcpy(top, g->share_holders, sizeof(top));
+	pthread_mutex_unlock(&g->lock);
+	if (!open)
+		return;
+	err = bpftel_gpu_shares_recount(fds.procs, fds.counts, fds.adj, top);
+	share_fds_close(&fds);
+	pthread_mutex_lock(&g->lock);
+	if (g->loaded && g->opens == fds.opens) { /* not a new object's since */
+		if (!err)
+			memcpy(g->share_holders, top, sizeof(top));
+		if (err && !g->shares_warned)
+			pr_warn("gpu: users' shares not recounted: %s (tried again every 10 s)",
+				strerror(-err));
+		g->shares_warned = err != 0;
+	}
 	pthread_mutex_unlock(&g->lock);
 }
 
@@ -477,6 +493,10 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 		return err;
 	}
 	g->user_share_percent = FAIR_SHARE_PERCENT_DEFAULT;
+	g->share_entries[GPU_SHARE_PROCS] = GPU_MAX_PROCS;
+	g->share_entries[GPU_SHARE_ALLOCS] = GPU_MAX_ALLOCS;
+	g->share_entries[GPU_SHARE_KERNEL_ROWS] = GPU_MAX_LAUNCH_ROWS;
+	g->share_entries[GPU_SHARE_ERROR_KINDS] = GPU_MAX_ERRORS;
 	g->ops.name = BPFTEL_GPU_MODULE;
 	g->ops.open = gpu_open;
 	g->ops.load = gpu_load;

@@ -57,10 +57,6 @@ struct bpftel_gpu_shares {
 
 void bpftel_gpu__shares(struct bpftel_gpu *g, struct bpftel_gpu_shares *out);
 
-/* Recount the owners' shares now (housekeeping does every 10 s): 0, -EAGAIN when the
- * module is not loaded, or -errno. */
-int bpftel_gpu__shares_recount(struct bpftel_gpu *g);
-
 /* Age of outstanding allocations: < 10 s, < 1 min, < 10 min, < 1 h, older. */
 #define BPFTEL_GPU_AGE_BUCKETS 5
 extern const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS];

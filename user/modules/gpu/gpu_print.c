@@ -181,8 +181,11 @@ static void print_shares(json_t *resp)
 		printf("%s %s %lld", sep, share_tables[i].label, refused);
 		sep = ",";
 	}
-	if (*sep)
-		printf(" (processes: calls of processes given no row, not shown)\n");
+	if (!*sep)
+		return;
+	if (jint(json_object_get(shares, "processes"), "refused"))
+		printf(" (processes: calls of processes given no row, not shown)");
+	printf("\n");
 }
 
 static void print_gpu(json_t *resp)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
-The USM tables every process fills that are shared out by user (bpf/lib/fair_share.h),
+ * The USM tables every process fills that are shared out by user (bpf/lib/fair_share.h),
  * and their recount (user/manager/fair_share.h): each sweep deletes the entries of
  * processes gone and corrects each user's count by what it holds.
  */
