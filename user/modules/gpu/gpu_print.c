@@ -253,6 +253,7 @@ const struct bpftel_cli_section bpftel_gpu_cli = {
 		"            pinned_host), launches/memory/errors per device, top kernels by\n"
 		"            demangled name (launches, threads, grid x block), memcpy bytes by\n"
 		"            direction, sync wait, CUDA errors by function and name (cudaError*,\n"
-		"            CUDA_ERROR_*)\n",
+		"            CUDA_ERROR_*); who holds the most of the module's tables and what\n"
+		"            was refused over a user's share (user_share_percent)\n",
 	.print = print_gpu,
 };
