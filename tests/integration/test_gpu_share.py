@@ -10,7 +10,9 @@ starts 40 processes of 5 allocations each, all kept alive: each has its row, the
 refusals). Nobody's 41st process gets no row, and its 5 calls are counted as refused;
 root's next process is not held back. Half of nobody's processes run under uids of a
 range /etc/subuid grants nobody (here a file of the test's, BPFTEL_SUBUID): they are
-nobody's, its one share. The shares name nobody as the holder (JSON,
+nobody's, its one share. Root in a pid namespace of its own (a container's root,
+`unshare --pid --fork`) is bounded like a user, its 41st process refused too. The
+shares name nobody as the holder (JSON,
 bpftel gpu, /metrics) once recounted. 10 of nobody's processes end: their rows go with
 them, the recount gives their places back, and nobody's next process gets a row. With
 user_share_percent = 100 on SIGHUP, there is no bound. Nothing is left in the kernel
@@ -111,8 +113,9 @@ def main():
     ap.add_argument("--stub", required=True)
     args = ap.parse_args()
     require_root()
-    if not shutil.which("setpriv"):
-        skip("setpriv is not installed")
+    for tool in ("setpriv", "unshare"):
+        if not shutil.which(tool):
+            skip(f"{tool} is not installed")
     tmp = tempfile.mkdtemp(prefix="bpftel-gpu-share-")
     conf = os.path.join(tmp, "bpftel.conf")
     write_config(conf, PERCENT)
@@ -122,9 +125,9 @@ def main():
     agent = Agent(args.agent, args.cli, ["-c", conf], env={"BPFTEL_SUBUID": subuid})
     procs = []
     try:
-        def start(n, uid=NOBODY):
+        def start(n, uid=NOBODY, prefix=()):
             procs.append(Malloc(agent, args.pattern, args.stub, n,
-                                as_user(uid) if uid else ()))
+                                as_user(uid) if uid else prefix))
             return procs[-1]
 
         root = start(2, 0)
@@ -163,6 +166,14 @@ def main():
         check(f"Refused over a user's share (user_share_percent = {PERCENT}): processes "
               f"{PER_PROC}, allocations {made - ALLOCS_SHARE}" in text,
               "bpftel gpu shows the refusals")
+        said = [ln for ln in agent.logs().splitlines() if "holds its share of the" in ln]
+        check(len(said) == 2 and
+              f"gpu: uid {NOBODY} holds its share of the CUDA processes' rows, "
+              f"{PROCS_SHARE} of 4096" in said[0] + said[1] and
+              f"gpu: uid {NOBODY} holds its share of the tracked allocations, "
+              f"{ALLOCS_SHARE} of 16384" in said[0] + said[1] and
+              "raise user_share_percent" in said[0],
+              f"the log says once a table who holds its whole share: {said}")
         text = scrape(agent)
         check(sample(text, "bpftel_gpu_user_share_refused_total", "processes") == PER_PROC and
               sample(text, "bpftel_gpu_user_share_refused_total", "allocations") ==
@@ -170,6 +181,17 @@ def main():
               sample(text, "bpftel_gpu_user_share_entries", "processes") == PROCS_SHARE and
               sample(text, "bpftel_gpu_user_share_top_holder_entries", "processes") ==
               PROCS_SHARE, "/metrics: the refusals, the share and its top holder")
+
+        # A container's root: its processes in the test's cgroup, one owner.
+        ct = [start(1, 0, ["unshare", "--pid", "--fork"]) for _ in range(PROCS_SHARE)]
+        refused_ct = start(1, 0, ["unshare", "--pid", "--fork"])
+        check(shares(agent)["processes"]["refused"] == PER_PROC + 1,
+              "a container's root's 41st process is refused its row, its call counted")
+        wait_for(lambda: [h for h in shares(agent)["processes"]["holders"]
+                          if h["kind"] == "container" and h["entries"] == PROCS_SHARE], 60,
+                 f"the recount to name a container's root holding {PROCS_SHARE} rows")
+        for p in ct + [refused_ct]:
+            p.finish()
 
         # 10 of nobody's processes end: the sweep drops their rows, the recount gives
         # their places back.
@@ -192,7 +214,7 @@ def main():
         more = [start(1) for _ in range(11)]
         now = rows(agent)
         check(all(p.pid in now for p in more), "nobody's 11 next processes have rows")
-        check(shares(agent)["processes"]["refused"] == PER_PROC, "and none was refused")
+        check(shares(agent)["processes"]["refused"] == PER_PROC + 1, "and none was refused")
     finally:
         for p in procs:
             p.proc.kill()

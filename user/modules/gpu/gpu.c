@@ -58,6 +58,7 @@ struct bpftel_gpu {
 	__u32 share_entries[GPU_SHARE__COUNT]; /* the tables' sizes, as last opened */
 	__u64 shares_due_ns;
 	bool shares_warned; /* a recount failed, and the log said so */
+	unsigned int shares_full_said; /* by table: an owner held its whole share, said */
 	/*
 	 * What reports remember from one to the next (counters must not go down: a
 	 * series of /metrics is computed from the maps and what the report before saw),
@@ -213,6 +214,14 @@ static const struct bpftel_probe_spec exec_probe = {
 	.policy = BPFTEL_PROBE_REQUIRED,
 	.ncand = 1,
 	.cand = {{BPFTEL_ATTACH_TRACEPOINT, "gpu_exec", "sched/sched_process_exec"}},
+};
+
+/* The tables shared out by user, as the log names them. */
+static const char *const gpu_share_labels[GPU_SHARE__COUNT] = {
+	[GPU_SHARE_PROCS] = "CUDA processes' rows",
+	[GPU_SHARE_ALLOCS] = "tracked allocations",
+	[GPU_SHARE_KERNEL_ROWS] = "kernel rows",
+	[GPU_SHARE_ERROR_KINDS] = "error kinds",
 };
 
 /* The map whose entries table t (enum gpu_share_table) shares out. */
@@ -379,6 +388,32 @@ void bpftel_gpu__shares(struct bpftel_gpu *g, struct bpftel_gpu_shares *out)
 /* How often the users' shares are recounted and the uid ranges looked at again. */
 #define GPU_SHARES_SWEEP_NS (10ull * 1000000000ull)
 
+/* The first time an owner holds the whole of its share of a table, the log says so,
+ * once a table and run, and names the setting: a host whose CUDA work runs as one user
+ * may want no bound. Under g->lock. */
+static void gpu_shares_full_say(struct bpftel_gpu *g)
+{
+	const struct fair_share_holders *h;
+	__s64 cap;
+	bool ct;
+	int t;
+
+	for (t = 0; t < GPU_SHARE__COUNT; t++) {
+		h = &g->share_holders[t];
+		cap = fair_share_cap(g->share_entries[t], g->user_share_percent);
+		if (!cap || !h->n || h->v[0].held < cap || g->shares_full_said & 1u << t)
+			continue;
+		g->shares_full_said |= 1u << t;
+		ct = h->v[0].owner & FAIR_SHARE_CONTAINER;
+		pr_warn("gpu: %s %u holds its share of the %s, %lld of %u: its next ones are "
+			"refused (bpftel gpu); on a host whose CUDA work runs as one user, raise "
+			"user_share_percent",
+			ct ? "the root of container cgroup" : "uid",
+			ct ? h->v[0].owner & ~FAIR_SHARE_CONTAINER : h->v[0].owner,
+			gpu_share_labels[t], (long long)cap, g->share_entries[t]);
+	}
+}
+
 /* The maps a recount reads and writes, duplicated under g->lock from the loaded
  * object (-1: not loaded), so that the walk holds no lock and a close meanwhile frees
  * nothing under it. */
@@ -454,8 +489,10 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 	share_fds_close(&fds);
 	pthread_mutex_lock(&g->lock);
 	if (g->loaded && g->opens == fds.opens) { /* not a new object's since */
-		if (!err)
+		if (!err) {
 			memcpy(g->share_holders, top, sizeof(top));
+			gpu_shares_full_say(g);
+		}
 		if (err && !g->shares_warned)
 			pr_warn("gpu: users' shares not recounted: %s (tried again every 10 s)",
 				strerror(-err));
