@@ -118,7 +118,8 @@ struct {
  * before it is full), and that call's return then accounts nothing. Here an entry that
  * finds no room is counted (calls_untracked) and nothing else is lost. A record whose
  * return never comes (a return probe detached mid-call) cannot pile up: the thread's
- * next call of the function overwrites it, and its exit drops it (gpu_task_exit_body). */
+ * next call of the function overwrites it (a free's, after putting back the allocation
+ * it took: gpu_free_begin), and its exit drops it (gpu_task_exit_body). */
 struct gpu_call_key {
 	__u64 pid_tgid;
 	__u32 func;

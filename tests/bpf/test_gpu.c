@@ -1276,6 +1276,21 @@ static void test_share_recount(void **state)
 	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 2);
 	assert_int_equal(top[GPU_SHARE_PROCS].n, 1);
 	assert_int_equal(top[GPU_SHARE_PROCS].v[0].held, 2);
+	/* A count that moves during a walk (an allocation made meanwhile) is seen: the
+	 * recount walks again rather than correct by what it half saw. */
+	{
+		struct fair_share_tally *t;
+		__u64 c = 0x7f6000002000;
+
+		assert_int_equal(fair_share_tally_begin(counts, GPU_SHARE_ALLOCS, &t), 0);
+		assert_non_null(t);
+		assert_false(fair_share_tally_moved(t, counts));
+		as_real_uid(SHARE_USER);
+		alloc_as(SHARE_TGID(0), &c, 60);
+		as_real_uid(0);
+		assert_true(fair_share_tally_moved(t, counts));
+		fair_share_tally_free(t);
+	}
 }
 
 /* A driver launch f of a 2x3x4 grid of 32x2x1 blocks with 256 bytes of shared memory

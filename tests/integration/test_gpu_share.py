@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -38,6 +39,8 @@ PROCS_SHARE = 4096 * PERCENT // 100     # bpf/gpu.h GPU_MAX_PROCS
 ALLOCS_SHARE = 16384 * PERCENT // 100   # GPU_MAX_ALLOCS
 PER_PROC = 5                            # nobody's allocations per process
 NPROBES = probe_points("GPU_TEST_CUDART_POINTS")
+# A container's root: a pid namespace of its own; its init killed with unshare.
+CONTAINER = ["unshare", "--pid", "--fork", "--kill-child"]
 
 
 def as_user(uid):
@@ -45,17 +48,30 @@ def as_user(uid):
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
+def read_line(proc, timeout=120):
+    """proc's next line of output, waited for at most timeout seconds (a child that hangs
+    fails the test with a message, not at ctest's timeout)."""
+    got = []
+    reader = threading.Thread(target=lambda: got.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive():
+        raise AssertionError(f"no line from pid {proc.pid} in {timeout} s")
+    return got[0].strip()
+
+
 class Malloc:
     """cuda_pattern STUB malloc N (as prefix's user): loaded, then N cudaMalloc of 4 KiB
-    on "go", none freed, kept until finish()."""
+    on "go", none freed, kept until finish(). Appended to procs first, so that a
+    failure leaves nothing running."""
 
-    def __init__(self, agent, pattern, stub, n, prefix=()):
+    def __init__(self, agent, pattern, stub, n, procs, prefix=()):
         self.proc = subprocess.Popen([*prefix, pattern, stub, "malloc", str(n)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      cwd="/")
-        line = self.proc.stdout.readline().split()
+        procs.append(self)
+        line = read_line(self.proc).split()
         if line[:1] != ["loaded"]:
-            self.proc.kill()
             raise AssertionError(f"cuda_pattern did not load {stub}: {line}")
         self.pid = int(line[1])
         # The uprobes are the file's, every process that maps it probed (bpftel libs
@@ -66,8 +82,8 @@ class Malloc:
                  f"the gpu module's uprobes on the stub pid {self.pid} maps")
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
-        out = self.proc.stdout.readline().strip()
-        check(out == f"malloc {n} failed 0" and self.proc.stdout.readline().strip() == "done",
+        out = read_line(self.proc)
+        check(out == f"malloc {n} failed 0" and read_line(self.proc) == "done",
               f"pid {self.pid}: {n} allocations made: {out}")
 
     def finish(self):
@@ -126,9 +142,8 @@ def main():
     procs = []
     try:
         def start(n, uid=NOBODY, prefix=()):
-            procs.append(Malloc(agent, args.pattern, args.stub, n,
-                                as_user(uid) if uid else prefix))
-            return procs[-1]
+            return Malloc(agent, args.pattern, args.stub, n, procs,
+                          as_user(uid) if uid else prefix)
 
         root = start(2, 0)
         check(shares(agent)["subuid"] == {"path": subuid, "ranges": 1, "left_out": 0,
@@ -183,8 +198,8 @@ def main():
               PROCS_SHARE, "/metrics: the refusals, the share and its top holder")
 
         # A container's root: its processes in the test's cgroup, one owner.
-        ct = [start(1, 0, ["unshare", "--pid", "--fork"]) for _ in range(PROCS_SHARE)]
-        refused_ct = start(1, 0, ["unshare", "--pid", "--fork"])
+        ct = [start(1, 0, CONTAINER) for _ in range(PROCS_SHARE)]
+        refused_ct = start(1, 0, CONTAINER)
         check(shares(agent)["processes"]["refused"] == PER_PROC + 1,
               "a container's root's 41st process is refused its row, its call counted")
         wait_for(lambda: [h for h in shares(agent)["processes"]["holders"]
@@ -217,6 +232,8 @@ def main():
         check(shares(agent)["processes"]["refused"] == PER_PROC + 1, "and none was refused")
     finally:
         for p in procs:
+            if p.proc.stdin and not p.proc.stdin.closed:
+                p.proc.stdin.close()
             p.proc.kill()
             p.proc.wait()
         agent.stop()

@@ -129,6 +129,20 @@ void fair_share_tally_add(struct fair_share_tally *t, __u32 owner, __u64 entries
 		c->held += entries;
 }
 
+bool fair_share_tally_moved(const struct fair_share_tally *t, int counts_fd)
+{
+	struct fair_share_key key;
+	__s64 now;
+	size_t j;
+
+	for (j = 0; t && j < t->n; j++) {
+		key = (struct fair_share_key){.uid = t->v[j].uid, .table = t->table};
+		if (bpf_map_lookup_elem(counts_fd, &key, &now) || now != t->v[j].counted)
+			return true;
+	}
+	return false;
+}
+
 /* Owner c into top, which keeps the FAIR_SHARE_HOLDERS that hold the most, most first
  * (of two that hold as many, the one seen first: the lower uid). */
 static void holders_add(struct fair_share_holders *top, const struct user_count *c)

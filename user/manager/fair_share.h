@@ -56,6 +56,10 @@ struct fair_share_tally;
  * holder: the caller need not walk); -errno. */
 int fair_share_tally_begin(int counts_fd, __u32 table, struct fair_share_tally **out);
 void fair_share_tally_add(struct fair_share_tally *t, __u32 owner, __u64 entries);
+/* Whether any owner's count of t's table moved since begin (entries made or deleted
+ * during the walk): the walk may have seen some of them, and its correction would be
+ * off by as many until the next recount. A caller may walk again. */
+bool fair_share_tally_moved(const struct fair_share_tally *t, int counts_fd);
 /* Correct, set *top (when not NULL; none when t is NULL) and free t. */
 void fair_share_tally_end(struct fair_share_tally *t, int counts_fd, int adj_fd,
 			  struct fair_share_holders *top);

@@ -430,20 +430,25 @@ static void share_fds_close(struct gpu_share_fds *f)
 		close(f->counts);
 	if (f->adj >= 0)
 		close(f->adj);
+	f->procs = f->counts = f->adj = -1;
 }
 
-static bool share_fds_dup(struct bpftel_gpu *g, struct gpu_share_fds *f)
+/* 0, -EAGAIN when not loaded, or -errno (out of fds). */
+static int share_fds_dup(struct bpftel_gpu *g, struct gpu_share_fds *f)
 {
+	int err;
+
 	*f = (struct gpu_share_fds){-1, -1, -1, g->opens};
 	if (!g->loaded)
-		return false;
+		return -EAGAIN;
 	f->procs = fcntl(bpf_map__fd(g->skel->maps.gpu_procs), F_DUPFD_CLOEXEC, 3);
 	f->counts = fcntl(bpf_map__fd(g->skel->maps.fair_share), F_DUPFD_CLOEXEC, 3);
 	f->adj = fcntl(bpf_map__fd(g->skel->maps.fair_share_adj), F_DUPFD_CLOEXEC, 3);
 	if (f->procs >= 0 && f->counts >= 0 && f->adj >= 0)
-		return true;
+		return 0;
+	err = -errno;
 	share_fds_close(f);
-	return false;
+	return err;
 }
 
 /*
@@ -460,8 +465,8 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 	struct subuid_files seen;
 	unsigned int skipped;
 	__u64 now = mono_ns();
-	bool due, open;
 	int err, rerr;
+	bool due;
 
 	pthread_mutex_lock(&g->lock);
 	due = g->loaded && now >= g->shares_due_ns;
@@ -480,12 +485,13 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 	if (!due && !dropped)
 		return;
 	pthread_mutex_lock(&g->lock);
-	open = share_fds_dup(g, &fds);
+	err = share_fds_dup(g, &fds);
 	memcpy(top, g->share_holders, sizeof(top));
 	pthread_mutex_unlock(&g->lock);
-	if (!open)
-		return;
-	err = bpftel_gpu_shares_recount(fds.procs, fds.counts, fds.adj, top);
+	if (err == -EAGAIN)
+		return; /* not loaded */
+	if (!err)
+		err = bpftel_gpu_shares_recount(fds.procs, fds.counts, fds.adj, top);
 	share_fds_close(&fds);
 	pthread_mutex_lock(&g->lock);
 	if (g->loaded && g->opens == fds.opens) { /* not a new object's since */

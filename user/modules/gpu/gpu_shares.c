@@ -53,19 +53,56 @@ static int tally_rows(int procs_fd, struct fair_share_tally **t)
 	return err < 0 ? err : 0;
 }
 
+/* Walks made at most, while an owner's count moves during them. */
+#define RECOUNT_TRIES 3
+
+static void tallies_free(struct fair_share_tally **t)
+{
+	int i;
+
+	for (i = 0; i < GPU_SHARE__COUNT; i++) {
+		fair_share_tally_free(t[i]);
+		t[i] = NULL;
+	}
+}
+
+static bool tallies_moved(struct fair_share_tally **t, int counts_fd)
+{
+	int i;
+
+	for (i = 0; i < GPU_SHARE__COUNT; i++)
+		if (fair_share_tally_moved(t[i], counts_fd))
+			return true;
+	return false;
+}
+
+/*
+ * An owner's count that moves during the walk (its processes making or deleting
+ * entries) makes the correction off by what the walk saw of that, until the next
+ * recount: one too many refuses the owner's next entry, one too few admits one past
+ * its share. So a walk during which a count moved is made again, a few times; walks
+ * take a few milliseconds and a process's calls come in bursts, so the next is
+ * nearly always quiet. One that never is still corrects, as USM's sweep does.
+ */
 int bpftel_gpu_shares_recount(int procs_fd, int counts_fd, int adj_fd,
 			      struct fair_share_holders *top)
 {
 	struct fair_share_tally *t[GPU_SHARE__COUNT] = {};
-	bool any = false;
-	int i, err = 0;
+	int i, tries, err = 0;
+	bool any;
 
-	for (i = 0; i < GPU_SHARE__COUNT && !err; i++) {
-		err = fair_share_tally_begin(counts_fd, (__u32)i, &t[i]);
-		any |= t[i] != NULL;
+	for (tries = 0; tries < RECOUNT_TRIES; tries++) {
+		any = false;
+		for (i = 0; i < GPU_SHARE__COUNT && !err; i++) {
+			err = fair_share_tally_begin(counts_fd, (__u32)i, &t[i]);
+			any |= t[i] != NULL;
+		}
+		if (!err && any)
+			err = tally_rows(procs_fd, t);
+		if (err || !any || tries == RECOUNT_TRIES - 1 || !tallies_moved(t, counts_fd))
+			break;
+		tallies_free(t);
 	}
-	if (!err && any)
-		err = tally_rows(procs_fd, t);
 	for (i = 0; i < GPU_SHARE__COUNT; i++) {
 		if (err)
 			fair_share_tally_free(t[i]);
