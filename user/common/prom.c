@@ -101,6 +101,20 @@ void bpftel_prom_scalar(struct bpftel_prom *w, const char *name, const char *typ
 	bpftel_prom_sample_u64(w, "", NULL, 0, value);
 }
 
+void bpftel_prom_keyed(struct bpftel_prom *w, const char *name, const char *type,
+		       const char *help, const char *label, const char *const *keys,
+		       const __u64 *values, size_t n)
+{
+	struct bpftel_prom_label l;
+	size_t i;
+
+	bpftel_prom_family(w, name, type, help);
+	for (i = 0; i < n; i++) {
+		l = (struct bpftel_prom_label){label, keys[i]};
+		bpftel_prom_sample_u64(w, "", &l, 1, values[i]);
+	}
+}
+
 void bpftel_prom_histogram(struct bpftel_prom *w, struct bpftel_prom_label *labels, size_t n,
 			   const double *le, const __u64 *counts, size_t nle, double sum)
 {

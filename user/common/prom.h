@@ -39,6 +39,10 @@ void bpftel_prom_sample_u64(struct bpftel_prom *w, const char *suffix,
 /* A family of one unlabelled sample: its # HELP, # TYPE and value. */
 void bpftel_prom_scalar(struct bpftel_prom *w, const char *name, const char *type,
 			const char *help, __u64 value);
+/* A family of n samples, each labelled label="keys[i]", of value values[i]. */
+void bpftel_prom_keyed(struct bpftel_prom *w, const char *name, const char *type,
+		       const char *help, const char *label, const char *const *keys,
+		       const __u64 *values, size_t n);
 /*
  * One histogram series: counts[i] observations in (le[i-1], le[i]] for i < nle, and
  * counts[nle] above le[nle - 1]; written cumulative, with +Inf, _sum and _count.

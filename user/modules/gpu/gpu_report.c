@@ -521,39 +521,34 @@ static void put_kernels(struct bpftel_prom *w, const struct bpftel_gpu_proc *row
  * holding the most of it held at the last recount, and what was refused over a share. */
 static void share_metrics(struct bpftel_prom *w, struct bpftel_gpu *g)
 {
-	struct bpftel_prom_label l[1];
+	__u64 share[GPU_SHARE__COUNT], top[GPU_SHARE__COUNT];
 	struct bpftel_gpu_shares sh;
 	int t;
 
 	bpftel_gpu__shares(g, &sh);
-	bpftel_prom_family(w, "bpftel_gpu_user_share_entries", "gauge",
-			   "Entries of a GPU table shared out by user (processes, allocations, "
-			   "kernel_rows, error_kinds) that one user but root, or one container's "
-			   "root, may hold over all its processes (user_share_percent); the "
-			   "table's size when there is no bound.");
 	for (t = 0; t < GPU_SHARE__COUNT; t++) {
-		l[0] = (struct bpftel_prom_label){"table", bpftel_gpu_share_names[t]};
-		bpftel_prom_sample_u64(w, "", l, 1, sh.cap[t] ? (__u64)sh.cap[t] : sh.entries[t]);
+		share[t] = sh.cap[t] ? (__u64)sh.cap[t] : sh.entries[t];
+		top[t] = sh.holders[t].n ? sh.holders[t].v[0].held : 0;
 	}
-	bpftel_prom_family(w, "bpftel_gpu_user_share_top_holder_entries", "gauge",
-			   "Entries of that table held by the user but root (or container's root) "
-			   "holding the most, as counted every 10 s; 0 when only root holds some. "
-			   "At the share, its new entries are refused "
-			   "(bpftel_gpu_user_share_refused_total).");
-	for (t = 0; t < GPU_SHARE__COUNT; t++) {
-		l[0] = (struct bpftel_prom_label){"table", bpftel_gpu_share_names[t]};
-		bpftel_prom_sample_u64(w, "", l, 1, sh.holders[t].n ? sh.holders[t].v[0].held : 0);
-	}
-	bpftel_prom_family(w, "bpftel_gpu_user_share_refused_total", "counter",
-			   "Entries refused because their owner held its share of the table: "
-			   "processes: calls of a process given no row (each call tries again; "
-			   "the process is not shown), allocations: allocations not tracked, "
-			   "kernel_rows: launches counted in their process's totals only, "
-			   "error_kinds: failures counted in failed calls only.");
-	for (t = 0; t < GPU_SHARE__COUNT; t++) {
-		l[0] = (struct bpftel_prom_label){"table", bpftel_gpu_share_names[t]};
-		bpftel_prom_sample_u64(w, "", l, 1, sh.refused[t]);
-	}
+	bpftel_prom_keyed(w, "bpftel_gpu_user_share_entries", "gauge",
+			  "Entries of a GPU table shared out by user (processes, allocations, "
+			  "kernel_rows, error_kinds) that one user but root, or one container's "
+			  "root, may hold over all its processes (user_share_percent); the "
+			  "table's size when there is no bound.",
+			  "table", bpftel_gpu_share_names, share, GPU_SHARE__COUNT);
+	bpftel_prom_keyed(w, "bpftel_gpu_user_share_top_holder_entries", "gauge",
+			  "Entries of that table held by the user but root (or container's root) "
+			  "holding the most, as counted every 10 s; 0 when only root holds some. "
+			  "At the share, its new entries are refused "
+			  "(bpftel_gpu_user_share_refused_total).",
+			  "table", bpftel_gpu_share_names, top, GPU_SHARE__COUNT);
+	bpftel_prom_keyed(w, "bpftel_gpu_user_share_refused_total", "counter",
+			  "Entries refused because their owner held its share of the table: "
+			  "processes: calls of a process given no row (each call tries again; "
+			  "the process is not shown), allocations: allocations not tracked, "
+			  "kernel_rows: launches counted in their process's totals only, "
+			  "error_kinds: failures counted in failed calls only.",
+			  "table", bpftel_gpu_share_names, sh.refused, GPU_SHARE__COUNT);
 }
 
 void gpu_metrics(struct bpftel_module *m, struct bpftel_prom *w)

@@ -402,33 +402,32 @@ static void http2_metrics(struct bpftel_prom *w, const struct bpftel_usm_counter
  * owner holding the most of it held at the last correction. */
 static void share_metrics(struct bpftel_prom *w, struct bpftel_usm *usm)
 {
+	__u64 share[USM_SHARE__COUNT], top[USM_SHARE__COUNT];
 	struct fair_share_holders h[USM_SHARE__COUNT];
+	const char *keys[USM_SHARE__COUNT];
 	struct bpftel_usm_settings set;
-	struct bpftel_prom_label l[1];
+	__s64 cap;
 	int t;
 
 	bpftel_usm__shares(usm, h);
 	bpftel_usm__settings(usm, &set);
-	bpftel_prom_family(w, "bpftel_http_user_share_entries", "gauge",
-			   "Entries of a kernel table shared out by user (http2_sessions, "
-			   "tls_sessions, tls_retry_marks) that one user but root, or one "
-			   "container's root, may hold (user_share_percent); the table's size "
-			   "when there is no bound.");
 	for (t = 0; t < USM_SHARE__COUNT; t++) {
-		__s64 cap = usm_fair_share_cap(&usm_share_tables[t], set.user_share_percent);
-
-		l[0] = (struct bpftel_prom_label){"table", usm_share_tables[t].key};
-		bpftel_prom_sample_u64(w, "", l, 1,
-				       cap ? (__u64)cap : usm_share_tables[t].max_entries);
+		keys[t] = usm_share_tables[t].key;
+		cap = usm_fair_share_cap(&usm_share_tables[t], set.user_share_percent);
+		share[t] = cap ? (__u64)cap : usm_share_tables[t].max_entries;
+		top[t] = h[t].n ? h[t].v[0].held : 0;
 	}
-	bpftel_prom_family(w, "bpftel_http_user_share_top_holder_entries", "gauge",
-			   "Entries of that table held by the user but root (or container's root) "
-			   "holding the most, as counted every 10 s; 0 when only root holds some. "
-			   "At the share, its new entries are refused (*_over_share_total).");
-	for (t = 0; t < USM_SHARE__COUNT; t++) {
-		l[0] = (struct bpftel_prom_label){"table", usm_share_tables[t].key};
-		bpftel_prom_sample_u64(w, "", l, 1, h[t].n ? h[t].v[0].held : 0);
-	}
+	bpftel_prom_keyed(w, "bpftel_http_user_share_entries", "gauge",
+			  "Entries of a kernel table shared out by user (http2_sessions, "
+			  "tls_sessions, tls_retry_marks) that one user but root, or one "
+			  "container's root, may hold (user_share_percent); the table's size "
+			  "when there is no bound.",
+			  "table", keys, share, USM_SHARE__COUNT);
+	bpftel_prom_keyed(w, "bpftel_http_user_share_top_holder_entries", "gauge",
+			  "Entries of that table held by the user but root (or container's root) "
+			  "holding the most, as counted every 10 s; 0 when only root holds some. "
+			  "At the share, its new entries are refused (*_over_share_total).",
+			  "table", keys, top, USM_SHARE__COUNT);
 }
 
 void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
