@@ -195,36 +195,58 @@ void fair_share_tally_free(struct fair_share_tally *t)
 	free(t);
 }
 
-void fair_share_ranges_apply(struct fair_share_uid_ranges *s, const char *who,
-			     const struct fair_share_ranges *r, const struct subuid_files *seen,
-			     unsigned int skipped, int err, struct fair_share_ranges *tables,
-			     __u32 *live, bool loaded)
+struct fair_share_read *fair_share_reread(const struct subuid_files *seen)
+{
+	struct fair_share_read *rd;
+
+	if (seen && !subuid_changed(seen))
+		return NULL;
+	rd = malloc(sizeof(*rd));
+	if (rd)
+		rd->err = subuid_read(&rd->ranges, &rd->skipped, &rd->seen);
+	return rd;
+}
+
+struct fair_share_read *fair_share_prepare(const char *who, __u64 *pidns_dev, __u64 *pidns_ino)
+{
+	int err = fair_share_pidns(pidns_dev, pidns_ino);
+
+	if (err)
+		pr_warn("%s: /proc/self/ns/pid: %s: a container's root is taken for the host's, "
+			"not bounded to a share of the kernel's tables",
+			who, strerror(-err));
+	return fair_share_reread(NULL);
+}
+
+void fair_share_read_apply(struct fair_share_uid_ranges *s, const char *who,
+			   const struct fair_share_read *rd, struct fair_share_ranges *tables,
+			   __u32 *live, bool loaded)
 {
 	__u32 next;
 
-	if (err) {
-		if (err != s->err)
+	if (rd->err) {
+		if (rd->err != s->err)
 			pr_warn("%s: %s: %s: the uid ranges stay as they were (%u)", who,
-				subuid_path(), strerror(-err), s->ranges);
-		s->err = err;
+				subuid_path(), strerror(-rd->err), s->ranges);
+		s->err = rd->err;
 		return;
 	}
-	if (skipped && (skipped != s->skipped || !s->seen.subuid.ino))
+	if (rd->skipped && (rd->skipped != s->skipped || !s->seen.subuid.ino))
 		pr_warn("%s: %s: %u ranges left out (malformed, overlapping, or past %d)", who,
-			subuid_path(), skipped, FAIR_SHARE_RANGES);
-	s->seen = *seen;
-	s->err = err;
-	s->skipped = skipped;
-	s->ranges = r->n;
+			subuid_path(), rd->skipped, FAIR_SHARE_RANGES);
+	s->seen = rd->seen;
+	s->err = 0;
+	s->skipped = rd->skipped;
+	s->ranges = rd->ranges.n;
 	if (!tables || !live)
 		return;
 	if (!loaded) {
-		tables[0] = *r;
+		tables[0] = rd->ranges;
 		*live = 0;
 		return;
 	}
 	next = !(*live & 1);
-	tables[next] = *r;
+	tables[next] = rd->ranges;
 	__atomic_store_n(live, next, __ATOMIC_RELEASE);
 }
 

@@ -76,19 +76,35 @@ struct fair_share_uid_ranges {
 	__u64 due_ns;
 };
 
+/* The uid ranges as the files held them when read (subuid_read: file I/O, not under a
+ * lock): the ranges, what the files were, how many were left out, the read's error. */
+struct fair_share_read {
+	struct fair_share_ranges ranges;
+	struct subuid_files seen;
+	unsigned int skipped;
+	int err;
+};
+
+/* The files read again if they changed since *seen: NULL when they did not (or out of
+ * memory). free() it. */
+struct fair_share_read *fair_share_reread(const struct subuid_files *seen);
+
+/* Before module who's object loads: the agent's pid namespace into *pidns_dev and
+ * *pidns_ino (its rodata; the log says so when it is not known: a container's root is
+ * then taken for the host's), and the uid ranges read. NULL: out of memory. */
+struct fair_share_read *fair_share_prepare(const char *who, __u64 *pidns_dev, __u64 *pidns_ino);
+
 /*
- * Apply ranges r (read by subuid_read, file I/O: not under the lock; what the files
- * were: seen; left out: skipped; its error: err) for module who: counted into s, and
- * written to the table of tables[2] the programs do not search, which then becomes the
- * one they search (*live, bpf/lib/fair_share.h): a program never sees one half written.
- * Before load (loaded false) the first table of the object's image is the one. tables
- * NULL: counted only. A read that failed changes nothing (logged once), and is tried
- * again at the next look.
+ * Apply rd for module who: counted into s, and its ranges written to the table of
+ * tables[2] the programs do not search, which then becomes the one they search
+ * (*live, bpf/lib/fair_share.h): a program never sees one half written. Before load
+ * (loaded false) the first table of the object's image is the one. tables NULL:
+ * counted only. A read that failed changes nothing (logged once), and is tried again
+ * at the next look. Under the module's lock.
  */
-void fair_share_ranges_apply(struct fair_share_uid_ranges *s, const char *who,
-			     const struct fair_share_ranges *r, const struct subuid_files *seen,
-			     unsigned int skipped, int err, struct fair_share_ranges *tables,
-			     __u32 *live, bool loaded);
+void fair_share_read_apply(struct fair_share_uid_ranges *s, const char *who,
+			   const struct fair_share_read *rd, struct fair_share_ranges *tables,
+			   __u32 *live, bool loaded);
 
 /* JSON, as modules' reports show their shares: an owner ({kind: "user", uid, entries}
  * or {kind: "container", cgroup_id, entries}, the id's low 31 bits: as rows' cgroup_id

@@ -258,27 +258,22 @@ static void gpu_set_share_caps(struct bpftel_gpu *g)
 	}
 }
 
-/* The uid ranges granted to users (fair_share_ranges_apply), under g->lock. */
-static void gpu_apply_ranges(struct bpftel_gpu *g, const struct fair_share_ranges *r,
-			     const struct subuid_files *seen, unsigned int skipped, int err,
-			     bool live)
+/* The uid ranges granted to users (fair_share_read_apply), under g->lock. */
+static void gpu_apply_ranges(struct bpftel_gpu *g, const struct fair_share_read *rd, bool live)
 {
-	fair_share_ranges_apply(&g->subuid, "gpu", r, seen, skipped, err,
-				g->skel && g->skel->bss ? g->skel->bss->fair_share_ranges : NULL,
-				g->skel && g->skel->bss ? &g->skel->bss->fair_share_ranges_live
-							: NULL,
-				live);
+	fair_share_read_apply(&g->subuid, "gpu", rd,
+			      g->skel && g->skel->bss ? g->skel->bss->fair_share_ranges : NULL,
+			      g->skel && g->skel->bss ? &g->skel->bss->fair_share_ranges_live
+						      : NULL,
+			      live);
 }
 
 static int gpu_open(struct bpftel_module *m)
 {
 	struct bpftel_gpu *g = bpftel_module__priv(m);
-	struct fair_share_ranges *ranges;
+	struct fair_share_read *rd;
 	struct bpf_program *prog;
-	struct subuid_files seen;
-	unsigned int skipped;
 	struct gpu *skel;
-	int err, rerr;
 
 	skel = gpu__open();
 	if (!skel)
@@ -287,27 +282,21 @@ static int gpu_open(struct bpftel_module *m)
 	 * sweep's own program is loaded with the object. */
 	bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
 	bpf_program__set_autoload(skel->progs.gpu_slot_free, true);
-	/* Not known: a container's root is the host's (bpf/lib/fair_share.h). */
-	err = fair_share_pidns(&skel->rodata->fair_share_pidns_dev,
-			       &skel->rodata->fair_share_pidns_ino);
-	if (err)
-		pr_warn("gpu: /proc/self/ns/pid: %s: a container's root is taken for the host's, "
-			"not bounded to a share of the kernel's tables",
-			strerror(-err));
-	ranges = malloc(sizeof(*ranges));
-	if (!ranges) {
+	/* File I/O: before the lock. */
+	rd = fair_share_prepare("gpu", &skel->rodata->fair_share_pidns_dev,
+				&skel->rodata->fair_share_pidns_ino);
+	if (!rd) {
 		gpu__destroy(skel);
 		return -ENOMEM;
 	}
-	rerr = subuid_read(ranges, &skipped, &seen); /* file I/O: before the lock */
 	pthread_mutex_lock(&g->lock);
 	skel->rodata->gpu_launch_shared_mem = g->launch_shared_mem;
 	g->skel = skel;
 	g->opens++;
 	gpu_set_share_caps(g);
-	gpu_apply_ranges(g, ranges, &seen, skipped, rerr, false);
+	gpu_apply_ranges(g, rd, false);
 	pthread_mutex_unlock(&g->lock);
-	free(ranges);
+	free(rd);
 	bpftel_module__set_object(m, skel->obj);
 	return bpftel_module__add_probe(m, &task_exit_probe) ?:
 	       bpftel_module__add_probe(m, &exec_probe);
@@ -460,13 +449,12 @@ static int share_fds_dup(struct bpftel_gpu *g, struct gpu_share_fds *f)
 static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 {
 	struct fair_share_holders top[GPU_SHARE__COUNT];
-	struct fair_share_ranges *r = NULL;
+	struct fair_share_read *rd;
 	struct gpu_share_fds fds;
 	struct subuid_files seen;
-	unsigned int skipped;
 	__u64 now = mono_ns();
-	int err, rerr;
 	bool due;
+	int err;
 
 	pthread_mutex_lock(&g->lock);
 	due = g->loaded && now >= g->shares_due_ns;
@@ -474,13 +462,12 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 		g->shares_due_ns = now + GPU_SHARES_SWEEP_NS;
 	seen = g->subuid.seen;
 	pthread_mutex_unlock(&g->lock);
-	if (due && subuid_changed(&seen) && (r = malloc(sizeof(*r)))) {
-		rerr = subuid_read(r, &skipped, &seen);
+	if (due && (rd = fair_share_reread(&seen))) {
 		pthread_mutex_lock(&g->lock);
 		if (g->loaded)
-			gpu_apply_ranges(g, r, &seen, skipped, rerr, true);
+			gpu_apply_ranges(g, rd, true);
 		pthread_mutex_unlock(&g->lock);
-		free(r);
+		free(rd);
 	}
 	if (!due && !dropped)
 		return;

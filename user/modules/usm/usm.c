@@ -565,26 +565,22 @@ static void usm_set_share_caps(struct bpftel_usm *u)
  * granted to users looked at again (usm_ranges_refresh). */
 #define USM_SHARES_SWEEP_NS (10ull * 1000000000ull)
 
-/* The uid ranges granted to users (fair_share_ranges_apply), under u->lock. */
-static void usm_apply_ranges(struct bpftel_usm *u, const struct fair_share_ranges *r,
-			     const struct subuid_files *seen, unsigned int skipped, int err,
-			     bool live)
+/* The uid ranges granted to users (fair_share_read_apply), under u->lock. */
+static void usm_apply_ranges(struct bpftel_usm *u, const struct fair_share_read *rd, bool live)
 {
-	fair_share_ranges_apply(&u->subuid, "usm", r, seen, skipped, err,
-				u->skel && u->skel->bss ? u->skel->bss->fair_share_ranges : NULL,
-				u->skel && u->skel->bss ? &u->skel->bss->fair_share_ranges_live
-							: NULL,
-				live);
+	fair_share_read_apply(&u->subuid, "usm", rd,
+			      u->skel && u->skel->bss ? u->skel->bss->fair_share_ranges : NULL,
+			      u->skel && u->skel->bss ? &u->skel->bss->fair_share_ranges_live
+						      : NULL,
+			      live);
 }
 
 /* Every USM_SHARES_SWEEP_NS, from housekeeping: the files read again if changed. */
 static void usm_ranges_refresh(struct bpftel_usm *u, __u64 now)
 {
+	struct fair_share_read *rd;
 	struct subuid_files seen;
-	struct fair_share_ranges *r;
-	unsigned int skipped;
 	bool due;
-	int err;
 
 	pthread_mutex_lock(&u->lock);
 	due = u->loaded && now >= u->subuid.due_ns;
@@ -592,29 +588,23 @@ static void usm_ranges_refresh(struct bpftel_usm *u, __u64 now)
 		u->subuid.due_ns = now + USM_SHARES_SWEEP_NS;
 	seen = u->subuid.seen;
 	pthread_mutex_unlock(&u->lock);
-	if (!due || !subuid_changed(&seen))
+	if (!due || !(rd = fair_share_reread(&seen)))
 		return;
-	r = malloc(sizeof(*r));
-	if (!r)
-		return;
-	err = subuid_read(r, &skipped, &seen);
 	pthread_mutex_lock(&u->lock);
 	if (u->loaded)
-		usm_apply_ranges(u, r, &seen, skipped, err, true);
+		usm_apply_ranges(u, rd, true);
 	pthread_mutex_unlock(&u->lock);
-	free(r);
+	free(rd);
 }
 
 static int usm_open(struct bpftel_module *m)
 {
 	struct bpftel_usm *u = bpftel_module__priv(m);
 	struct bpf_program *prog;
+	struct fair_share_read *rd;
 	struct usm *skel;
-	struct fair_share_ranges *ranges;
-	struct subuid_files seen;
-	unsigned int lo, skipped;
+	unsigned int lo;
 	bool recv_fd;
-	int err, rerr;
 
 	skel = usm__open();
 	if (!skel)
@@ -625,26 +615,19 @@ static int usm_open(struct bpftel_module *m)
 	bpf_program__set_autoload(skel->progs.usm_http_socket, true);
 	lo = if_nametoindex("lo");
 	skel->rodata->usm_lo_ifindex = lo ? lo : 1;
-	/* Not known: a container's root is the host's (bpf/lib/fair_share.h). */
-	err = fair_share_pidns(&skel->rodata->fair_share_pidns_dev,
-				   &skel->rodata->fair_share_pidns_ino);
-	if (err)
-		pr_warn("usm: /proc/self/ns/pid: %s: a container's root is taken for the host's, "
-			"not bounded to a share of the kernel's tables",
-			strerror(-err));
-	ranges = malloc(sizeof(*ranges));
-	if (!ranges) {
+	rd = fair_share_prepare("usm", &skel->rodata->fair_share_pidns_dev,
+				&skel->rodata->fair_share_pidns_ino);
+	if (!rd) {
 		usm__destroy(skel);
 		return -ENOMEM;
 	}
-	rerr = subuid_read(ranges, &skipped, &seen);
 	pthread_mutex_lock(&u->lock);
 	u->skel = skel;
 	recv_fd = u->settings.tls_recv_fd;
 	usm_set_share_caps(u);
-	usm_apply_ranges(u, ranges, &seen, skipped, rerr, false);
+	usm_apply_ranges(u, rd, false);
 	pthread_mutex_unlock(&u->lock);
-	free(ranges);
+	free(rd);
 	bpf_program__set_autoload(skel->progs.usm_tls_recv, recv_fd);
 	bpftel_module__set_object(m, skel->obj);
 	return bpftel_module__add_probe(m, &socket_probe) ?:
