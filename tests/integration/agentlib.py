@@ -34,13 +34,16 @@ def require_root():
         skip("bpftool not installed")
 
 
-def agent_args(tools=()):
-    """The arguments every agent test takes (--agent, --cli, --python), checked that it
-    runs as root with the tools it drives installed (else skipped)."""
+def agent_args(tools=(), more=()):
+    """The arguments every agent test takes (--agent, --cli, --python) and the required
+    ones of more (e.g. "--pattern"), checked that it runs as root with the tools it
+    drives installed (else skipped)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
     ap.add_argument("--cli", required=True)
     ap.add_argument("--python", default=sys.executable)
+    for name in more:
+        ap.add_argument(name, required=True)
     args = ap.parse_args()
     require_root()
     for tool in tools:

@@ -17,7 +17,6 @@ bpftel gpu, /metrics) once recounted. 10 of nobody's processes end: their rows g
 them, the recount gives their places back, and nobody's next process gets a row. With
 user_share_percent = 100 on SIGHUP, there is no bound. Nothing is left in the kernel
 after the agent stops."""
-import argparse
 import os
 import re
 import shutil
@@ -29,7 +28,7 @@ import threading
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
+from agentlib import Agent, agent_args, check, run, wait_for  # noqa: E402
 from test_gpu import probe_points  # noqa: E402
 
 NOBODY = 65534
@@ -122,16 +121,7 @@ def write_config(path, percent):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--pattern", required=True)
-    ap.add_argument("--stub", required=True)
-    args = ap.parse_args()
-    require_root()
-    for tool in ("setpriv", "unshare"):
-        if not shutil.which(tool):
-            skip(f"{tool} is not installed")
+    args = agent_args(tools=("setpriv", "unshare"), more=("--pattern", "--stub"))
     tmp = tempfile.mkdtemp(prefix="bpftel-gpu-share-")
     conf = os.path.join(tmp, "bpftel.conf")
     write_config(conf, PERCENT)
