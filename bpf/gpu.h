@@ -146,15 +146,6 @@ struct gpu_dev_stats {
 	__s64 outstanding_bytes; /* every kind, tracked allocations only */
 };
 
-/* A process's stats. Its kernel launches are in its rows of gpu_kernels (struct
- * gpu_launch_key), not here, but for those that found no room there: userspace adds
- * them up (calls of the launch functions, threads, launch_threads, dev's launches and
- * threads). */
-/*
- * The tables a user but root holds at most a share of (bpf/lib/fair_share.h), beside
- * each process's own share: fair_share_key.table in the GPU object. A process's entries
- * are its owner's: gpu_proc_stats.owner.
- */
 /* The sizes of the maps shared out by user (bpf/lib/gpu_state.h), which userspace
  * shows with the shares. */
 #define GPU_MAX_PROCS	    4096
@@ -162,6 +153,11 @@ struct gpu_dev_stats {
 #define GPU_MAX_ERRORS	    4096
 #define GPU_MAX_LAUNCH_ROWS 32768 /* a kernel has a row per function, device and size */
 
+/*
+ * The tables a user but root holds at most a share of (bpf/lib/fair_share.h), beside
+ * each process's own share: fair_share_key.table in the GPU object. A process's entries
+ * are its owner's: gpu_proc_stats.owner.
+ */
 enum gpu_share_table {
 	GPU_SHARE_PROCS = 0,	   /* gpu_procs: a row per process */
 	GPU_SHARE_ALLOCS = 1,	   /* gpu_allocs: allocations tracked */
@@ -170,6 +166,10 @@ enum gpu_share_table {
 	GPU_SHARE__COUNT,
 };
 
+/* A process's stats. Its kernel launches are in its rows of gpu_kernels (struct
+ * gpu_launch_key), not here, but for those that found no room there: userspace adds
+ * them up (calls of the launch functions, threads, launch_threads, dev's launches and
+ * threads). */
 struct gpu_proc_stats {
 	__u64 calls[GPU_FN__COUNT];  /* entries seen (driver calls made by the runtime: not) */
 	__u64 failed[GPU_FN__COUNT]; /* returns other than cudaSuccess / CUDA_SUCCESS */

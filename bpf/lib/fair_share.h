@@ -91,9 +91,9 @@ const volatile __u64 fair_share_pidns_ino = 0;
 
 /* The ranges of uids granted to users, two tables: userspace fills the one that is not
  * live and then makes it live (fair_share_ranges_live), so that a program never
- * searches a table half written (user/manager/fair_share.c, fair_share_ranges_apply). Tables
- * change 10 s apart at the soonest: a program still searching the older one when it is
- * written again (preempted that long) may give one entry a wrong owner, no more. */
+ * searches a table half written (user/manager/fair_share.c, fair_share_read_apply).
+ * Tables change 10 s apart at the soonest: a program still searching the older one when
+ * it is written again (preempted that long) may give one entry a wrong owner, no more. */
 struct fair_share_ranges fair_share_ranges[2];
 __u32 fair_share_ranges_live;
 
