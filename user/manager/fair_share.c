@@ -195,6 +195,23 @@ void fair_share_tally_free(struct fair_share_tally *t)
 	free(t);
 }
 
+void fair_share_say_full(unsigned int *said, int t, const struct fair_share_holders *h,
+			 __s64 cap, __u32 entries, const char *who, const char *what,
+			 const char *cmd, const char *host)
+{
+	bool ct;
+
+	if (cap <= 0 || !h->n || h->v[0].held < cap || *said & 1u << t)
+		return;
+	*said |= 1u << t;
+	ct = h->v[0].owner & FAIR_SHARE_CONTAINER;
+	pr_warn("%s: %s %u holds its share of %s, %lld of %u: its next ones are refused "
+		"(bpftel %s); on a host %s, raise user_share_percent",
+		who, ct ? "the root of container cgroup" : "uid",
+		ct ? h->v[0].owner & ~FAIR_SHARE_CONTAINER : h->v[0].owner, what,
+		(long long)cap, entries, cmd, host);
+}
+
 struct fair_share_read *fair_share_reread(const struct subuid_files *seen)
 {
 	struct fair_share_read *rd;

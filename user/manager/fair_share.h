@@ -76,6 +76,19 @@ struct fair_share_uid_ranges {
 	__u64 due_ns;
 };
 
+/* How often modules recount the shares and look at the uid range files again. */
+#define FAIR_SHARE_RECOUNT_NS (10ull * 1000000000ull)
+
+/*
+ * The first time (bit t of *said clear) the owner holding the most of a table (h)
+ * holds the whole of its share (cap > 0, of entries), the log says so once a table and
+ * run, and names the setting: "WHO: uid U holds its share of WHAT, CAP of ENTRIES: its
+ * next ones are refused (bpftel CMD); on a host HOST, raise user_share_percent".
+ */
+void fair_share_say_full(unsigned int *said, int t, const struct fair_share_holders *h,
+			 __s64 cap, __u32 entries, const char *who, const char *what,
+			 const char *cmd, const char *host);
+
 /* The uid ranges as the files held them when read (subuid_read: file I/O, not under a
  * lock): the ranges, what the files were, how many were left out, the read's error. */
 struct fair_share_read {

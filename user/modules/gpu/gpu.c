@@ -218,10 +218,10 @@ static const struct bpftel_probe_spec exec_probe = {
 
 /* The tables shared out by user, as the log names them. */
 static const char *const gpu_share_labels[GPU_SHARE__COUNT] = {
-	[GPU_SHARE_PROCS] = "CUDA processes' rows",
-	[GPU_SHARE_ALLOCS] = "tracked allocations",
-	[GPU_SHARE_KERNEL_ROWS] = "kernel rows",
-	[GPU_SHARE_ERROR_KINDS] = "error kinds",
+	[GPU_SHARE_PROCS] = "the CUDA processes' rows",
+	[GPU_SHARE_ALLOCS] = "the tracked allocations",
+	[GPU_SHARE_KERNEL_ROWS] = "the kernel rows",
+	[GPU_SHARE_ERROR_KINDS] = "the error kinds",
 };
 
 /* The map whose entries table t (enum gpu_share_table) shares out. */
@@ -322,7 +322,6 @@ static void gpu_close(struct bpftel_module *m)
 {
 	struct bpftel_gpu *g = bpftel_module__priv(m);
 	struct gpu *skel;
-
 	int t;
 
 	pthread_mutex_lock(&g->lock);
@@ -374,33 +373,17 @@ void bpftel_gpu__shares(struct bpftel_gpu *g, struct bpftel_gpu_shares *out)
 	pthread_mutex_unlock(&g->lock);
 }
 
-/* How often the users' shares are recounted and the uid ranges looked at again. */
-#define GPU_SHARES_SWEEP_NS (10ull * 1000000000ull)
-
-/* The first time an owner holds the whole of its share of a table, the log says so,
- * once a table and run, and names the setting: a host whose CUDA work runs as one user
- * may want no bound. Under g->lock. */
+/* An owner holding the whole of its share of a table, said once (fair_share_say_full).
+ * Under g->lock. */
 static void gpu_shares_full_say(struct bpftel_gpu *g)
 {
-	const struct fair_share_holders *h;
-	__s64 cap;
-	bool ct;
 	int t;
 
-	for (t = 0; t < GPU_SHARE__COUNT; t++) {
-		h = &g->share_holders[t];
-		cap = fair_share_cap(g->share_entries[t], g->user_share_percent);
-		if (!cap || !h->n || h->v[0].held < cap || g->shares_full_said & 1u << t)
-			continue;
-		g->shares_full_said |= 1u << t;
-		ct = h->v[0].owner & FAIR_SHARE_CONTAINER;
-		pr_warn("gpu: %s %u holds its share of the %s, %lld of %u: its next ones are "
-			"refused (bpftel gpu); on a host whose CUDA work runs as one user, raise "
-			"user_share_percent",
-			ct ? "the root of container cgroup" : "uid",
-			ct ? h->v[0].owner & ~FAIR_SHARE_CONTAINER : h->v[0].owner,
-			gpu_share_labels[t], (long long)cap, g->share_entries[t]);
-	}
+	for (t = 0; t < GPU_SHARE__COUNT; t++)
+		fair_share_say_full(&g->shares_full_said, t, &g->share_holders[t],
+				    fair_share_cap(g->share_entries[t], g->user_share_percent),
+				    g->share_entries[t], "gpu", gpu_share_labels[t], "gpu",
+				    "whose CUDA work runs as one user");
 }
 
 /* The maps a recount reads and writes, duplicated under g->lock from the loaded
@@ -441,7 +424,7 @@ static int share_fds_dup(struct bpftel_gpu *g, struct gpu_share_fds *f)
 }
 
 /*
- * From housekeeping, every GPU_SHARES_SWEEP_NS, or at once after a sweep dropped
+ * From housekeeping, every FAIR_SHARE_RECOUNT_NS, or at once after a sweep dropped
  * processes (their entries leave their owners' shares only here): the uid ranges read
  * again if their files changed, then the shares recounted. File I/O and the maps'
  * walk run without the lock (nothing is read while only root holds entries).
@@ -459,7 +442,7 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 	pthread_mutex_lock(&g->lock);
 	due = g->loaded && now >= g->shares_due_ns;
 	if (due)
-		g->shares_due_ns = now + GPU_SHARES_SWEEP_NS;
+		g->shares_due_ns = now + FAIR_SHARE_RECOUNT_NS;
 	seen = g->subuid.seen;
 	pthread_mutex_unlock(&g->lock);
 	if (due && (rd = fair_share_reread(&seen))) {

@@ -561,10 +561,6 @@ static void usm_set_share_caps(struct bpftel_usm *u)
 			usm_fair_share_cap(&usm_share_tables[t], u->settings.user_share_percent);
 }
 
-/* How often the users' shares are corrected (usm_shares_sweep) and the uid ranges
- * granted to users looked at again (usm_ranges_refresh). */
-#define USM_SHARES_SWEEP_NS (10ull * 1000000000ull)
-
 /* The uid ranges granted to users (fair_share_read_apply), under u->lock. */
 static void usm_apply_ranges(struct bpftel_usm *u, const struct fair_share_read *rd, bool live)
 {
@@ -575,7 +571,7 @@ static void usm_apply_ranges(struct bpftel_usm *u, const struct fair_share_read 
 			      live);
 }
 
-/* Every USM_SHARES_SWEEP_NS, from housekeeping: the files read again if changed. */
+/* Every FAIR_SHARE_RECOUNT_NS, from housekeeping: the files read again if changed. */
 static void usm_ranges_refresh(struct bpftel_usm *u, __u64 now)
 {
 	struct fair_share_read *rd;
@@ -585,7 +581,7 @@ static void usm_ranges_refresh(struct bpftel_usm *u, __u64 now)
 	pthread_mutex_lock(&u->lock);
 	due = u->loaded && now >= u->subuid.due_ns;
 	if (due)
-		u->subuid.due_ns = now + USM_SHARES_SWEEP_NS;
+		u->subuid.due_ns = now + FAIR_SHARE_RECOUNT_NS;
 	seen = u->subuid.seen;
 	pthread_mutex_unlock(&u->lock);
 	if (!due || !(rd = fair_share_reread(&seen)))
@@ -819,7 +815,7 @@ static bool always_alive(__u32 tgid)
 }
 
 /* Users' shares of usm_h2_conns, usm_tls_fds and usm_tls_retry corrected
- * (fair_share.h), every USM_SHARES_SWEEP_NS: nothing is read while only root holds
+ * (fair_share.h), every FAIR_SHARE_RECOUNT_NS: nothing is read while only root holds
  * entries; else one batched read of each map. What it corrects (evictions, processes
  * killed mid-session) is rare, and a correction can count entries made during its walk
  * twice until the next: not every second. The first time an owner holds its whole
@@ -834,15 +830,14 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 	};
 	int counts = bpf_map__fd(u->skel->maps.fair_share);
 	int adj = bpf_map__fd(u->skel->maps.fair_share_adj);
-	const struct fair_share_holders *h;
 	struct usm_share_map t;
 	__u64 deleted = 0;
-	__s64 cap;
+	char what[64];
 	int i, err;
 
 	if (now < u->shares_due_ns)
 		return;
-	u->shares_due_ns = now + USM_SHARES_SWEEP_NS;
+	u->shares_due_ns = now + FAIR_SHARE_RECOUNT_NS;
 	for (i = 0; i < USM_SHARE__COUNT; i++) {
 		t = usm_share_tables[i];
 		t.fd = fds[i];
@@ -854,19 +849,13 @@ static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
 		/* A busy table's walk that did not end (-EAGAIN) is the next round's. Any
 		 * other failure is said once: the shares then stay as the programs count
 		 * them, high by what the LRU evicts, until a sweep works again. */
-		h = &u->share_holders[i];
-		cap = usm_fair_share_cap(&usm_share_tables[i], u->settings.user_share_percent);
-		if (!err && cap && h->n && h->v[0].held >= cap && !(u->shares_full_said & 1u << i)) {
-			bool ct = h->v[0].owner & FAIR_SHARE_CONTAINER;
-
-			u->shares_full_said |= 1u << i;
-			pr_warn("usm: %s %u holds its share of the kernel's %s, %lld of %u: its "
-				"next ones are refused (bpftel http); on a host that runs one busy "
-				"service as one user, raise user_share_percent",
-				ct ? "the root of container cgroup" : "uid",
-				ct ? h->v[0].owner & ~FAIR_SHARE_CONTAINER : h->v[0].owner, t.label,
-				(long long)cap, usm_share_tables[i].max_entries);
-		}
+		snprintf(what, sizeof(what), "the kernel's %s", t.label);
+		if (!err)
+			fair_share_say_full(&u->shares_full_said, i, &u->share_holders[i],
+					    usm_fair_share_cap(&usm_share_tables[i],
+							       u->settings.user_share_percent),
+					    usm_share_tables[i].max_entries, "usm", what, "http",
+					    "that runs one busy service as one user");
 		if (err && err != -EAGAIN && !u->shares_warned) {
 			pr_warn("usm: cannot correct the users' shares of the session tables: %s",
 				strerror(-err));
