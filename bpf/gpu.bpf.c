@@ -95,5 +95,5 @@ int gpu_slot_free(struct gpu_slot_free_args *a)
 	__u64 owner = a->owner;
 	struct gpu_thread_slot *s = bpf_map_lookup_elem(&gpu_thread_slots, &idx);
 
-	return s && owner && __sync_val_compare_and_swap(&s->owner, owner, 0) == owner;
+	return s && gpu_thread_slot_release(s, owner);
 }

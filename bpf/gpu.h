@@ -152,6 +152,8 @@ struct gpu_dev_stats {
 #define GPU_MAX_ALLOCS	    16384
 #define GPU_MAX_ERRORS	    4096
 #define GPU_MAX_LAUNCH_ROWS 32768 /* a kernel has a row per function, device and size */
+#define GPU_MAX_INFLIGHT    8192
+#define GPU_MAX_THREADS	    8192 /* threads whose slot another holds (gpu_threads) */
 
 /*
  * The tables a user but root holds at most a share of (bpf/lib/fair_share.h), beside
@@ -163,6 +165,8 @@ enum gpu_share_table {
 	GPU_SHARE_ALLOCS = 1,	   /* gpu_allocs: allocations tracked */
 	GPU_SHARE_KERNEL_ROWS = 2, /* gpu_kernels */
 	GPU_SHARE_ERROR_KINDS = 3, /* gpu_errors */
+	GPU_SHARE_THREADS = 4,	   /* threads' state: gpu_thread_slots and gpu_threads */
+	GPU_SHARE_CALLS_IN_FLIGHT = 5, /* gpu_inflight: calls between entry and return */
 	GPU_SHARE__COUNT,
 };
 
@@ -213,6 +217,24 @@ struct gpu_alloc {
 	__u64 ktime_ns; /* when the allocation returned (CLOCK_MONOTONIC) */
 	__u32 kind;	/* enum gpu_mem_kind */
 	__u32 dev;	/* device slot (GPU_DEV_UNKNOWN: not known) */
+};
+
+/* A call between its entry and its return (gpu_inflight, bpf/lib/gpu_state.h). */
+struct gpu_call_key {
+	__u64 pid_tgid;
+	__u32 func;
+	__u32 __pad;
+};
+
+struct gpu_call {
+	__u64 ktime_ns;
+	__u64 arg0; /* allocations: where the pointer goes; frees: the pointer; copies: count */
+	__u64 arg1; /* allocations: size; copies: kind; set device: device; contexts: ctx */
+	/* Frees: the pointer's record, taken out of gpu_allocs at the entry (gpu_memory.h);
+	 * kind GPU_MEM__COUNT when none was tracked. */
+	struct gpu_alloc freed;
+	__u32 owner; /* whose share of GPU_SHARE_CALLS_IN_FLIGHT the entry is in */
+	__u32 __pad;
 };
 
 /* What names a kernel: the host function cudaLaunchKernel was given (resolved to a
@@ -272,7 +294,7 @@ struct gpu_thread {
 	__u32 rt_depth;	 /* runtime calls this thread is inside */
 	__u64 rt_sp;	 /* the stack pointer at the outermost one's entry */
 	__s32 rt_device; /* the runtime's, from cudaSetDevice; -1 none chosen */
-	__u32 __pad;
+	__u32 owner;	 /* whose share of GPU_SHARE_THREADS this state is in */
 };
 
 /* A thread's slot of gpu_thread_slots: the one its thread id's low bits index (see

@@ -51,9 +51,13 @@
  * Cost: two hash lookups and an atomic add where an entry is made, a lookup where one
  * is deleted; for the host's root, a helper call where an entry is made, nothing more;
  * for another user, a binary search of the uid ranges (up to 9 steps) where one is made.
- * Callers call these only where an entry is new (a session's start, a process's row),
- * never per call; but a process refused a row tries again at each of its calls, and
- * pays that at each (the GPU module: gpu_proc).
+ * Callers call these only where an entry is new (a session's start, a process's row,
+ * a thread's state), never per call; but a process refused a row tries again at each
+ * of its calls, and pays that at each (the GPU module: gpu_proc). The one exception is
+ * the GPU module's calls in flight, whose entry is made at each call that keeps
+ * arguments for its return (allocations, frees, copies, syncs; not launches): an
+ * owner but root pays the above at each such call's entry and return, root one
+ * compare.
  *
  * Include after telemetry/telemetry.bpf.h.
  */

@@ -231,8 +231,10 @@ static __always_inline void gpu_free_begin(TLM_PARAM, __u64 pid_tgid, enum gpu_f
 	prev = bpf_map_lookup_elem(&gpu_inflight, &ck);
 	if (prev && prev->freed.kind < GPU_MEM__COUNT) {
 		old = *prev;
-		if (!tlm_map_delete(gpu_inflight, &ck))
+		if (!tlm_map_delete(gpu_inflight, &ck)) {
+			fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, old.owner);
 			gpu_free_failed(TLM_ARG, st, key.tgid, &old, 0);
+		}
 	}
 	a = ptr ? bpf_map_lookup_elem(&gpu_allocs, &key) : NULL;
 	if (a) {

@@ -386,7 +386,10 @@ static __always_inline int gpu_task_exit_body(TLM_PARAM, __u64 pid_tgid)
 		if (!c)
 			continue;
 		call = *c;
-		if (!tlm_map_delete(gpu_inflight, &key) && gpu_is_free(f))
+		if (tlm_map_delete(gpu_inflight, &key))
+			continue;
+		fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, call.owner);
+		if (gpu_is_free(f))
 			gpu_free_failed(TLM_ARG, st, tgid, &call, 0);
 	}
 	return 0;
@@ -400,29 +403,39 @@ struct gpu_exec_ctx {
 };
 
 /* A bpf_for_each_map_elem callback for map, whose keys begin with the process's tgid
- * (__u32), or its pid_tgid (__u64) when by_thread: drop the process's entries. */
-#define GPU_DROP_CB(map, by_thread)                                                      \
+ * (__u32), or its pid_tgid (__u64) when by_thread: drop the process's entries. Each
+ * entry of the threads' state and of the calls in flight goes back to the share of its
+ * owner, which it names (owner_of(value), read before the delete frees it); those of
+ * the other maps are given back by the process's counts (gpu_exec_body). */
+#define GPU_DROP_CB(map, by_thread, table, owner_of)                                      \
 	static long gpu_drop_##map(struct bpf_map *m, const void *key, void *value,       \
 				   struct gpu_exec_ctx *c)                                \
 	{                                                                                 \
 		__u32 __tlm_prog = c->prog;                                               \
 		__u32 tgid = by_thread ? *(const __u64 *)key >> 32 : *(const __u32 *)key; \
+		__u32 owner;                                                              \
                                                                                           \
 		(void)m;                                                                  \
-		(void)value;                                                              \
-		if (tgid == c->tgid)                                                      \
-			tlm_map_delete(map, key);                                         \
+		if (tgid != c->tgid)                                                      \
+			return 0;                                                         \
+		owner = owner_of(value);                                                  \
+		if (!tlm_map_delete(map, key))                                            \
+			fair_share_give(table, owner);                                    \
 		return 0;                                                                 \
 	}
 
-GPU_DROP_CB(gpu_allocs, false)
-GPU_DROP_CB(gpu_errors, false)
-GPU_DROP_CB(gpu_ctxs, false)
-GPU_DROP_CB(gpu_kernels, false)
-GPU_DROP_CB(gpu_knames, false)
-GPU_DROP_CB(gpu_khosts, false)
-GPU_DROP_CB(gpu_inflight, true)
-GPU_DROP_CB(gpu_threads, true)
+#define GPU_NO_OWNER(value)	  0 /* fair_share_give: nothing for owner 0 */
+#define GPU_CALL_OWNER(value)	  (((const struct gpu_call *)(value))->owner)
+#define GPU_THREAD_OWNER(value) (((const struct gpu_thread *)(value))->owner)
+
+GPU_DROP_CB(gpu_allocs, false, GPU_SHARE_ALLOCS, GPU_NO_OWNER)
+GPU_DROP_CB(gpu_errors, false, GPU_SHARE_ERROR_KINDS, GPU_NO_OWNER)
+GPU_DROP_CB(gpu_ctxs, false, 0, GPU_NO_OWNER)
+GPU_DROP_CB(gpu_kernels, false, GPU_SHARE_KERNEL_ROWS, GPU_NO_OWNER)
+GPU_DROP_CB(gpu_knames, false, 0, GPU_NO_OWNER)
+GPU_DROP_CB(gpu_khosts, false, 0, GPU_NO_OWNER)
+GPU_DROP_CB(gpu_inflight, true, GPU_SHARE_CALLS_IN_FLIGHT, GPU_CALL_OWNER)
+GPU_DROP_CB(gpu_threads, true, GPU_SHARE_THREADS, GPU_THREAD_OWNER)
 
 static long gpu_drop_thread_slot(struct bpf_map *m, const __u32 *idx,
 				 struct gpu_thread_slot *s, struct gpu_exec_ctx *c)
@@ -432,7 +445,7 @@ static long gpu_drop_thread_slot(struct bpf_map *m, const __u32 *idx,
 	(void)m;
 	(void)idx;
 	if (owner && owner >> 32 == c->tgid)
-		__sync_val_compare_and_swap(&s->owner, owner, 0);
+		gpu_thread_slot_release(s, owner);
 	return 0;
 }
 

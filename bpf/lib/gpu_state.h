@@ -29,9 +29,8 @@
 
 #include "fair_share.h"
 
-/* GPU_MAX_PROCS, GPU_MAX_ALLOCS, GPU_MAX_ERRORS, GPU_MAX_LAUNCH_ROWS: bpf/gpu.h */
-#define GPU_MAX_INFLIGHT 8192
-#define GPU_MAX_THREADS	 8192
+/* GPU_MAX_PROCS, GPU_MAX_ALLOCS, GPU_MAX_ERRORS, GPU_MAX_LAUNCH_ROWS, GPU_MAX_INFLIGHT,
+ * GPU_MAX_THREADS: bpf/gpu.h */
 #define GPU_MAX_CTXS	 1024
 #define GPU_MAX_KERNELS	 8192
 
@@ -68,15 +67,23 @@ __s64 gpu_share_cap[GPU_SHARE__COUNT] = {
 	[GPU_SHARE_ALLOCS] = GPU_MAX_ALLOCS / FAIR_SHARE_DIV,
 	[GPU_SHARE_KERNEL_ROWS] = GPU_MAX_LAUNCH_ROWS / FAIR_SHARE_DIV,
 	[GPU_SHARE_ERROR_KINDS] = GPU_MAX_ERRORS / FAIR_SHARE_DIV,
+	[GPU_SHARE_THREADS] = (GPU_THREAD_SLOTS + GPU_MAX_THREADS) / FAIR_SHARE_DIV,
+	[GPU_SHARE_CALLS_IN_FLIGHT] = GPU_MAX_INFLIGHT / FAIR_SHARE_DIV,
 };
 
 /* What an owner at its share was refused, by table: processes' calls that found no row
  * (GPU_SHARE_PROCS: each call of such a process tries again), allocations not tracked,
- * launches without a kernel row, failures of a new kind without a row. Read by userspace
- * (the object's .bss). */
+ * launches without a kernel row, failures of a new kind without a row, threads' calls
+ * that found no state (each runtime call of such a thread tries again), calls whose
+ * return is not accounted (calls_untracked). Read by userspace (the object's .bss). */
 __u64 gpu_share_refused[GPU_SHARE__COUNT];
 
-_Static_assert((GPU_SHARE__COUNT & (GPU_SHARE__COUNT - 1)) == 0, "tables index by a mask");
+/* t as an index the verifier can bound (a constant everywhere but after a spill). */
+static __always_inline __u32 gpu_share_idx(__u32 t)
+{
+	barrier_var(t);
+	return t < GPU_SHARE__COUNT ? t : 0;
+}
 
 /* Sum launches' dynamic shared memory (config gpu_launch_shared_mem). Off by default:
  * cudaLaunchKernel passes it on the stack, and that one bpf_probe_read_user was ~130 ns
@@ -116,25 +123,13 @@ struct {
 /* A call between its entry and its return, per thread and function. Not LRU: an LRU map
  * makes room by evicting a call in flight, silently (and, its free nodes held per CPU,
  * before it is full), and that call's return then accounts nothing. Here an entry that
- * finds no room is counted (calls_untracked) and nothing else is lost. A record whose
+ * finds no room, or whose process's owner holds its share of the map (gpu_call_store),
+ * is counted (calls_untracked) and nothing else is lost. A record whose
  * return never comes (a return probe detached mid-call) cannot pile up: the thread's
  * next call of the function overwrites it (a free's, after putting back the allocation
- * it took: gpu_free_begin), and its exit drops it (gpu_task_exit_body). */
-struct gpu_call_key {
-	__u64 pid_tgid;
-	__u32 func;
-	__u32 __pad;
-};
-
-struct gpu_call {
-	__u64 ktime_ns;
-	__u64 arg0; /* allocations: where the pointer goes; frees: the pointer; copies: count */
-	__u64 arg1; /* allocations: size; copies: kind; set device: device; contexts: ctx */
-	/* Frees: the pointer's record, taken out of gpu_allocs at the entry (gpu_memory.h);
-	 * kind GPU_MEM__COUNT when none was tracked. */
-	struct gpu_alloc freed;
-};
-
+ * it took: gpu_free_begin; else its owner's count stays one high until the recount),
+ * and its exit drops it (gpu_task_exit_body). */
+/* struct gpu_call_key, struct gpu_call: bpf/gpu.h (userspace recounts their owners). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GPU_MAX_INFLIGHT);
@@ -163,7 +158,8 @@ struct {
  * live thread's state (and, its free nodes held per CPU, before it is full), and a
  * thread that lost it mid-call counts its runtime's driver calls as its own, and its
  * launches on device 0. sched_process_exit drops a thread's entry, the sweep those it
- * missed; a thread that finds no room is counted (errors telemetry) and goes without. */
+ * missed; a thread that finds no room is counted (errors telemetry) and goes without, as
+ * one whose owner holds its share of the slots and this map (gpu_thread_get). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GPU_MAX_THREADS);
@@ -313,7 +309,7 @@ static __always_inline struct gpu_proc_stats *gpu_proc(TLM_PARAM, __u32 tgid)
 static __always_inline bool gpu_share_take(TLM_PARAM, struct gpu_proc_stats *st, __u32 t,
 					   __u64 *held, __u32 per_proc)
 {
-	t &= GPU_SHARE__COUNT - 1;
+	t = gpu_share_idx(t);
 	if (__sync_fetch_and_add(held, 1) >= per_proc) {
 		__sync_fetch_and_add(held, -1);
 		return false;
@@ -353,12 +349,21 @@ static __always_inline struct gpu_thread *gpu_thread_find(__u64 pid_tgid)
 	return s->spilled ? bpf_map_lookup_elem(&gpu_threads, &pid_tgid) : NULL;
 }
 
-/* The thread's state, made if it has none: in its slot if free, else in gpu_threads.
- * A thread whose state spilled keeps it there, also once its slot is free again. */
+/*
+ * The thread's state, made if it has none: in its slot if free, else in gpu_threads.
+ * A thread whose state spilled keeps it there, also once its slot is free again.
+ * A new state is in the share of the thread's owner (lib/fair_share.h): one user's
+ * threads, each parked after a call, cannot take every slot and the spill map, which
+ * would leave the others' threads without a depth, their runtime's driver calls
+ * counted twice. NULL past the owner's share (counted: gpu_share_refused), or with no
+ * room (errors telemetry); that thread's driver calls made inside its runtime's are
+ * then counted as its own, its launches on device 0.
+ */
 static __always_inline struct gpu_thread *gpu_thread_get(TLM_PARAM, __u64 pid_tgid)
 {
 	struct gpu_thread_slot *s = gpu_thread_slot(pid_tgid);
-	struct gpu_thread *th;
+	struct gpu_thread *th, init;
+	__u32 owner;
 
 	if (!s)
 		return NULL;
@@ -369,29 +374,61 @@ static __always_inline struct gpu_thread *gpu_thread_get(TLM_PARAM, __u64 pid_tg
 		if (th)
 			return th;
 	}
+	owner = fair_share_owner();
+	if (!fair_share_take(TLM_ARG, GPU_SHARE_THREADS, owner,
+			     gpu_share_cap[GPU_SHARE_THREADS])) {
+		__sync_fetch_and_add(&gpu_share_refused[GPU_SHARE_THREADS], 1);
+		return NULL;
+	}
 	/* Taken with a compare-and-swap: another thread of the same index may race us. */
 	if (!s->owner && !__sync_val_compare_and_swap(&s->owner, 0, pid_tgid)) {
 		s->th = gpu_thread_init;
+		s->th.owner = owner;
 		return &s->th;
 	}
 	if (!s->spilled)
 		s->spilled = 1;
-	return tlm_map_lookup_or_init(gpu_threads, &pid_tgid, &gpu_thread_init);
+	init = gpu_thread_init;
+	init.owner = owner;
+	/* Not there (looked up above, or the slot had not spilled): made, or no room. */
+	th = tlm_map_lookup_or_init(gpu_threads, &pid_tgid, &init);
+	if (!th)
+		fair_share_give(GPU_SHARE_THREADS, owner);
+	return th;
+}
+
+/* Free slot s if thread pid_tgid holds it: its owner's share goes back. The owner is
+ * read first: once free, another thread may take the slot and write its own. True
+ * when freed. */
+static __always_inline bool gpu_thread_slot_release(struct gpu_thread_slot *s, __u64 pid_tgid)
+{
+	__u32 owner = s->th.owner;
+
+	if (!pid_tgid || __sync_val_compare_and_swap(&s->owner, pid_tgid, 0) != pid_tgid)
+		return false;
+	fair_share_give(GPU_SHARE_THREADS, owner);
+	return true;
 }
 
 /* The thread is gone: its slot is free, or its entry dropped. */
 static __always_inline void gpu_thread_drop(TLM_PARAM, __u64 pid_tgid)
 {
 	struct gpu_thread_slot *s = gpu_thread_slot(pid_tgid);
+	struct gpu_thread *th;
+	__u32 owner;
 
 	if (!s)
 		return;
 	if (s->owner == pid_tgid) {
-		__sync_val_compare_and_swap(&s->owner, pid_tgid, 0);
+		gpu_thread_slot_release(s, pid_tgid);
 		return;
 	}
-	if (s->spilled && bpf_map_lookup_elem(&gpu_threads, &pid_tgid))
-		tlm_map_delete(gpu_threads, &pid_tgid);
+	th = s->spilled ? bpf_map_lookup_elem(&gpu_threads, &pid_tgid) : NULL;
+	if (!th)
+		return;
+	owner = th->owner;
+	if (!tlm_map_delete(gpu_threads, &pid_tgid))
+		fair_share_give(GPU_SHARE_THREADS, owner);
 }
 
 /* Is a driver call whose entry had stack pointer sp the runtime's own, made inside a
@@ -485,14 +522,22 @@ static __always_inline struct gpu_proc_stats *gpu_call_count(TLM_PARAM, __u64 pi
  * that the entry ran.
  */
 static __always_inline bool gpu_call_store(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
-					   enum gpu_func func, const struct gpu_call *call)
+					   enum gpu_func func, struct gpu_call *call)
 {
 	struct gpu_call_key key = {.pid_tgid = pid_tgid, .func = func};
 
 	if (!st)
 		return false;
+	call->owner = st->owner;
+	if (!fair_share_take(TLM_ARG, GPU_SHARE_CALLS_IN_FLIGHT, call->owner,
+			     gpu_share_cap[GPU_SHARE_CALLS_IN_FLIGHT])) {
+		__sync_fetch_and_add(&gpu_share_refused[GPU_SHARE_CALLS_IN_FLIGHT], 1);
+		goto untracked;
+	}
 	if (!tlm_map_update(gpu_inflight, &key, call, BPF_ANY))
 		return true;
+	fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, call->owner);
+untracked:
 	__sync_fetch_and_add(&st->calls_untracked, 1);
 	return false;
 }
@@ -519,7 +564,8 @@ static __always_inline bool gpu_call_end(TLM_PARAM, __u64 pid_tgid, enum gpu_fun
 	if (!call)
 		return false;
 	*out = *call;
-	tlm_map_delete(gpu_inflight, &key);
+	if (!tlm_map_delete(gpu_inflight, &key))
+		fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, out->owner);
 	return true;
 }
 

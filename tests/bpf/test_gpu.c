@@ -674,24 +674,17 @@ static void test_free_return_unseen_keeps_record(void **state)
 	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
 }
 
-/* struct gpu_call_key of bpf/lib/gpu_state.h. */
-struct call_key {
-	__u64 pid_tgid;
-	__u32 func, pad;
-};
-
 /* Fill gpu_inflight with syncs of other threads in flight. Returns its capacity. */
 static __u32 inflight_fill(void)
 {
 	int fd = bpf_map__fd(skel->maps.gpu_inflight);
 	__u32 i, max = bpf_map__max_entries(skel->maps.gpu_inflight);
-	__u64 val[6] = {0}; /* struct gpu_call: 3 words and the freed record */
-	struct call_key key = {.func = GPU_FN_STREAM_SYNC};
+	struct gpu_call_key key = {.func = GPU_FN_STREAM_SYNC};
+	struct gpu_call val = {};
 
-	assert_int_equal(bpf_map__value_size(skel->maps.gpu_inflight), sizeof(val));
 	for (i = 0; i < max; i++) {
 		key.pid_tgid = 7000ull << 32 | (7000 + i);
-		assert_int_equal(bpf_map_update_elem(fd, &key, val, BPF_NOEXIST), 0);
+		assert_int_equal(bpf_map_update_elem(fd, &key, &val, BPF_NOEXIST), 0);
 	}
 	return max;
 }
@@ -700,13 +693,13 @@ static __u32 inflight_fill(void)
 static void assert_inflight_kept(__u32 max)
 {
 	int fd = bpf_map__fd(skel->maps.gpu_inflight);
-	struct call_key key = {.func = GPU_FN_STREAM_SYNC};
-	__u64 val[6];
+	struct gpu_call_key key = {.func = GPU_FN_STREAM_SYNC};
+	struct gpu_call val;
 	__u32 i;
 
 	for (i = 0; i < max; i++) {
 		key.pid_tgid = 7000ull << 32 | (7000 + i);
-		assert_int_equal(bpf_map_lookup_elem(fd, &key, val), 0);
+		assert_int_equal(bpf_map_lookup_elem(fd, &key, &val), 0);
 	}
 }
 
@@ -720,7 +713,7 @@ static void test_inflight_full_counted(void **state)
 {
 	__u64 p = 0x7f5400000000, q = 0x7f5400100000;
 	struct test_regs m = {.di = (uintptr_t)&q, .si = 4096}, fr = {.di = p}, none = {0};
-	struct call_key first = {.pid_tgid = 7000ull << 32 | 7000, .func = GPU_FN_STREAM_SYNC};
+	struct gpu_call_key first = {.pid_tgid = 7000ull << 32 | 7000, .func = GPU_FN_STREAM_SYNC};
 	struct gpu_proc_stats st;
 	__u32 max;
 
@@ -1226,21 +1219,159 @@ static void test_share_kernel_rows_and_error_kinds(void **state)
 	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_ERROR_KINDS], 1);
 }
 
+/* Thread i of process tgid (thread 0 its leader; the others' ids apart from any
+ * SHARE_TGID's, and from each other's slots). */
+static __u64 thread_of(__u32 tgid, __u32 i)
+{
+	return (__u64)tgid << 32 | (tgid + 1000 * i);
+}
+
+/* cudaDeviceSynchronize by thread pid_tgid: its entry, and its return (ret). */
+static void sync_as(__u64 pid_tgid, __u64 now, bool ret)
+{
+	run((ret ? GPU_TEST_RET : GPU_TEST_ENTER) + GPU_FN_DEVICE_SYNC,
+	    &(struct test_regs){.ax = 0}, pid_tgid, now);
+}
+
+/* The state of a thread whose slot another holds, from gpu_threads; -1 owner: none. */
+static __s64 spilled_owner(__u64 pid_tgid)
+{
+	struct gpu_thread th;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.gpu_threads), &pid_tgid, &th))
+		return -1;
+	return th.owner;
+}
+
+/* A user's threads hold at most its share of the threads' state, slots and spilled
+ * alike: past it a thread gets none (counted, and tried again at its next runtime call)
+ * and its calls still count; its exit, or its process's exec, gives the state back. */
+static void test_share_threads_per_user(void **state)
+{
+	__u64 a = thread_of(SHARE_TGID(0), 0), b = thread_of(SHARE_TGID(0), 1);
+	__u64 c = thread_of(SHARE_TGID(1), 0), d = a + GPU_THREAD_SLOTS; /* a's slot */
+	__u64 r = thread_of(SHARE_TGID(2), 0);
+
+	(void)state;
+	skel->data->gpu_share_cap[GPU_SHARE_THREADS] = 2;
+	as_real_uid(SHARE_USER);
+	sync_as(a, 10, false);
+	sync_as(a, 11, true);
+	sync_as(b, 12, false);
+	sync_as(b, 13, true);
+	assert_int_equal(slot_of(a).owner, a);
+	assert_int_equal(slot_of(a).th.owner, SHARE_USER);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_THREADS), 2);
+	sync_as(c, 14, false); /* a third thread, of another process of the user's */
+	sync_as(c, 15, true);
+	assert_int_equal(slot_of(c).owner, 0);
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_THREADS], 1);
+	assert_int_equal(stats_of(SHARE_TGID(1)).calls[GPU_FN_DEVICE_SYNC], 1);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_THREADS), 2);
+	/* Another user's thread whose slot a holds: its state spills, in its own share. */
+	as_real_uid(SHARE_USER + 1);
+	sync_as(d, 16, false);
+	sync_as(d, 17, true);
+	assert_int_equal(spilled_owner(d), SHARE_USER + 1);
+	assert_int_equal(share_held(SHARE_USER + 1, GPU_SHARE_THREADS), 1);
+	as_real_uid(0);
+	sync_as(r, 18, false);
+	sync_as(r, 19, true);
+	assert_int_equal(slot_of(r).owner, r);
+	assert_int_equal(share_held(0, GPU_SHARE_THREADS), -1); /* root's are not counted */
+	/* b exits: its place is c's at c's next runtime call. */
+	run(GPU_TEST_TASK_EXIT, NULL, b, 20);
+	assert_int_equal(slot_of(b).owner, 0);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_THREADS), 1);
+	as_real_uid(SHARE_USER);
+	sync_as(c, 21, false);
+	sync_as(c, 22, true);
+	assert_int_equal(slot_of(c).owner, c);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_THREADS), 2);
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_THREADS], 1);
+	as_real_uid(0);
+	/* d exits: its spilled state goes, and its owner's count. */
+	run(GPU_TEST_TASK_EXIT, NULL, d, 23);
+	assert_int_equal(spilled_owner(d), -1);
+	assert_int_equal(share_held(SHARE_USER + 1, GPU_SHARE_THREADS), 0);
+	/* a's process runs a new program: a's state goes back with its row. */
+	run(GPU_TEST_EXEC, NULL, a, 24);
+	assert_int_equal(slot_of(a).owner, 0);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_THREADS), 1);
+}
+
+/* A user's calls between entry and return hold at most its share of gpu_inflight:
+ * past it a call's return goes unaccounted (calls_untracked, and the refusal counted);
+ * a return, a thread's exit mid-call and an exec give the entries back. */
+static void test_share_calls_in_flight_per_user(void **state)
+{
+	__u64 t0 = thread_of(SHARE_TGID(0), 0), t1 = thread_of(SHARE_TGID(0), 1);
+	__u64 t2 = thread_of(SHARE_TGID(0), 2), o = thread_of(SHARE_TGID(1), 0);
+	int inflight = bpf_map__fd(skel->maps.gpu_inflight);
+	struct gpu_proc_stats st;
+
+	(void)state;
+	skel->data->gpu_share_cap[GPU_SHARE_CALLS_IN_FLIGHT] = 2;
+	as_real_uid(SHARE_USER);
+	sync_as(t0, 10, false);
+	sync_as(t1, 20, false);
+	sync_as(t2, 30, false);
+	assert_int_equal(map_len(inflight, 16), 2);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_CALLS_IN_FLIGHT), 2);
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_CALLS_IN_FLIGHT], 1);
+	st = stats_of(SHARE_TGID(0));
+	assert_int_equal(st.calls[GPU_FN_DEVICE_SYNC], 3);
+	assert_int_equal(st.calls_untracked, 1);
+	/* Another user's call is not held back. */
+	as_real_uid(SHARE_USER + 1);
+	sync_as(o, 40, false);
+	assert_int_equal(share_held(SHARE_USER + 1, GPU_SHARE_CALLS_IN_FLIGHT), 1);
+	as_real_uid(0);
+	/* Returns: t0's is accounted (10 ns in the sync), t2's had no entry. */
+	sync_as(t0, 50, true);
+	sync_as(t2, 60, true);
+	st = stats_of(SHARE_TGID(0));
+	assert_int_equal(st.sync_ns, 40);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_CALLS_IN_FLIGHT), 1);
+	/* t1 dies in its call; the other user's process execs in its own. */
+	run(GPU_TEST_TASK_EXIT, NULL, t1, 70);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_CALLS_IN_FLIGHT), 0);
+	run(GPU_TEST_EXEC, NULL, o, 80);
+	assert_int_equal(share_held(SHARE_USER + 1, GPU_SHARE_CALLS_IN_FLIGHT), 0);
+	assert_int_equal(map_len(inflight, 16), 0);
+	/* Root's are not counted. */
+	sync_as(PID_TGID, 90, false);
+	assert_int_equal(share_held(0, GPU_SHARE_CALLS_IN_FLIGHT), -1);
+	assert_int_equal(map_len(inflight, 16), 1);
+}
+
+/* The maps a recount reads and writes. */
+static struct gpu_share_maps share_maps(void)
+{
+	return (struct gpu_share_maps){
+		.procs = bpf_map__fd(skel->maps.gpu_procs),
+		.thread_slots = bpf_map__fd(skel->maps.gpu_thread_slots),
+		.threads = bpf_map__fd(skel->maps.gpu_threads),
+		.inflight = bpf_map__fd(skel->maps.gpu_inflight),
+		.counts = bpf_map__fd(skel->maps.fair_share),
+		.adj = bpf_map__fd(skel->maps.fair_share_adj),
+	};
+}
+
 /* The sweep drops a dead process's row and entries, which the programs never see: the
  * recount sets its owner's counts to what the rows hold, so that the user's next
  * process is admitted, names who holds the most, and forgets a user left with none. */
 static void test_share_recount(void **state)
 {
 	struct fair_share_holders top[GPU_SHARE__COUNT];
-	int procs = bpf_map__fd(skel->maps.gpu_procs);
-	int counts = bpf_map__fd(skel->maps.fair_share);
-	int adj = bpf_map__fd(skel->maps.fair_share_adj);
+	const struct gpu_share_maps m = share_maps();
+	int procs = m.procs, counts = m.counts;
 	__u64 a = 0x7f6000000000, b = 0x7f6000001000;
 	__u32 dead = SHARE_TGID(1), other = SHARE_TGID(3);
 
 	(void)state;
 	memset(top, 0xff, sizeof(top));
-	assert_int_equal(bpftel_gpu_shares_recount(procs, counts, adj, top), 0);
+	assert_int_equal(bpftel_gpu_shares_recount(&m, top), 0);
 	assert_int_equal(top[GPU_SHARE_PROCS].n, 0); /* nobody but root holds any */
 	skel->data->gpu_share_cap[GPU_SHARE_PROCS] = 2;
 	as_real_uid(SHARE_USER);
@@ -1255,7 +1386,7 @@ static void test_share_recount(void **state)
 	map_clear_tgid_allocs(dead);
 	assert_int_equal(bpf_map_delete_elem(procs, &dead), 0);
 	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 2);
-	assert_int_equal(bpftel_gpu_shares_recount(procs, counts, adj, top), 0);
+	assert_int_equal(bpftel_gpu_shares_recount(&m, top), 0);
 	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 1);
 	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_ALLOCS), 1);
 	assert_int_equal(top[GPU_SHARE_PROCS].n, 2);
@@ -1271,7 +1402,7 @@ static void test_share_recount(void **state)
 	as_real_uid(0);
 	/* The other user's process goes too: its counts are forgotten. */
 	assert_int_equal(bpf_map_delete_elem(procs, &other), 0);
-	assert_int_equal(bpftel_gpu_shares_recount(procs, counts, adj, top), 0);
+	assert_int_equal(bpftel_gpu_shares_recount(&m, top), 0);
 	assert_int_equal(share_held(SHARE_USER + 1, GPU_SHARE_PROCS), -1);
 	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_PROCS), 2);
 	assert_int_equal(top[GPU_SHARE_PROCS].n, 1);
@@ -1291,6 +1422,45 @@ static void test_share_recount(void **state)
 		assert_true(fair_share_tally_moved(t, counts));
 		fair_share_tally_free(t);
 	}
+}
+
+/* Threads gone unseen (the sweep frees their slots and drops their calls, which the
+ * programs never see): the recount sets the owners' counts of the threads' state and
+ * the calls in flight to what the slots, the spill map and gpu_inflight name. */
+static void test_share_recount_threads_and_calls(void **state)
+{
+	__u64 x = thread_of(SHARE_TGID(0), 0), y = thread_of(SHARE_TGID(0), 1);
+	__u64 z = x + GPU_THREAD_SLOTS; /* x's slot: z's state spills */
+	const struct gpu_thread_slot free_slot = {};
+	struct fair_share_holders top[GPU_SHARE__COUNT];
+	const struct gpu_share_maps m = share_maps();
+	struct gpu_call_key ck = {.pid_tgid = x, .func = GPU_FN_DEVICE_SYNC};
+	__u32 idx = (__u32)y % GPU_THREAD_SLOTS;
+
+	(void)state;
+	as_real_uid(SHARE_USER);
+	sync_as(x, 10, false); /* in its call */
+	sync_as(y, 20, false);
+	sync_as(y, 21, true);
+	as_real_uid(SHARE_USER + 1);
+	sync_as(z, 30, false);
+	sync_as(z, 31, true);
+	as_real_uid(0);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_THREADS), 2);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_CALLS_IN_FLIGHT), 1);
+	/* As the sweep: x's call dropped, y's slot freed, behind the programs' back. */
+	assert_int_equal(bpf_map_delete_elem(m.inflight, &ck), 0);
+	assert_int_equal(bpf_map_update_elem(m.thread_slots, &idx, &free_slot, BPF_ANY), 0);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_THREADS), 2);
+	assert_int_equal(bpftel_gpu_shares_recount(&m, top), 0);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_THREADS), 1);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_CALLS_IN_FLIGHT), -1); /* none left: forgotten */
+	assert_int_equal(share_held(SHARE_USER + 1, GPU_SHARE_THREADS), 1);
+	assert_int_equal(top[GPU_SHARE_THREADS].n, 2);
+	assert_int_equal(top[GPU_SHARE_THREADS].v[0].owner, SHARE_USER);
+	assert_int_equal(top[GPU_SHARE_THREADS].v[0].held, 1);
+	assert_int_equal(top[GPU_SHARE_THREADS].v[1].owner, SHARE_USER + 1);
+	assert_int_equal(top[GPU_SHARE_CALLS_IN_FLIGHT].n, 0);
 }
 
 /* A driver launch f of a 2x3x4 grid of 32x2x1 blocks with 256 bytes of shared memory
@@ -2181,6 +2351,9 @@ int main(void)
 		T(test_share_allocations_per_user),
 		T(test_share_kernel_rows_and_error_kinds),
 		T(test_share_recount),
+		T(test_share_threads_per_user),
+		T(test_share_calls_in_flight_per_user),
+		T(test_share_recount_threads_and_calls),
 	};
 
 	const struct CMUnitTest defaults[] = {

@@ -4,7 +4,8 @@
 
 The real agent, its gpu module on the stub libcudart.so.13 the tests build, with
 user_share_percent = 1: an owner but root holds at most 40 of the 4096 process rows and
-163 of the 16384 tracked allocations. Root's process makes 2 allocations; then nobody
+163 of the 16384 tracked allocations (and of the 16384 threads' states). Root's
+process makes 2 allocations; then nobody
 starts 40 processes of 5 allocations each, all kept alive: each has its row, the first
 163 allocations are tracked and the other 37 refused (allocs_over_cap, the shares'
 refusals). Nobody's 41st process gets no row, and its 5 calls are counted as refused;
@@ -36,6 +37,8 @@ RANGE = 300000                          # the first uid of the range granted to 
 PERCENT = 1
 PROCS_SHARE = 4096 * PERCENT // 100     # bpf/gpu.h GPU_MAX_PROCS
 ALLOCS_SHARE = 16384 * PERCENT // 100   # GPU_MAX_ALLOCS
+THREADS = 8192 + 8192                   # GPU_THREAD_SLOTS + GPU_MAX_THREADS
+INFLIGHT = 8192                         # GPU_MAX_INFLIGHT
 PER_PROC = 5                            # nobody's allocations per process
 NPROBES = probe_points("GPU_TEST_CUDART_POINTS")
 # A container's root: a pid namespace of its own; its init killed with unshare.
@@ -164,6 +167,18 @@ def main():
         wait_for(lambda: holders_are(agent, "processes", PROCS_SHARE) and
                  holders_are(agent, "allocations", ALLOCS_SHARE), 60,
                  "the recount to name nobody holding its shares")
+        # Each process's one thread has its state, the refused one's too: nobody's 41.
+        wait_for(lambda: holders_are(agent, "threads", PROCS_SHARE + 1), 60,
+                 f"the recount to name nobody holding {PROCS_SHARE + 1} threads' state")
+        sh = shares(agent)
+        check(sh["threads"]["entries"] == THREADS and
+              sh["threads"]["share"] == THREADS * PERCENT // 100 and
+              sh["threads"]["refused"] == 0 and
+              sh["calls_in_flight"]["entries"] == INFLIGHT and
+              sh["calls_in_flight"]["share"] == INFLIGHT * PERCENT // 100 and
+              sh["calls_in_flight"]["holders"] == [] and
+              sh["calls_in_flight"]["refused"] == 0,
+              f"the threads' state and the calls in flight (none now): {sh}")
         text = agent.cli("gpu").stdout
         check(f"processes (share {PROCS_SHARE} of 4096): uid {NOBODY} {PROCS_SHARE}" in text and
               f"allocations (share {ALLOCS_SHARE} of 16384): uid {NOBODY} {ALLOCS_SHARE}"
@@ -202,8 +217,9 @@ def main():
         # their places back.
         for p in nobodys[:10]:
             p.finish()
-        wait_for(lambda: holders_are(agent, "processes", PROCS_SHARE - 10), 60,
-                 "the recount to give back the rows of nobody's processes gone")
+        wait_for(lambda: holders_are(agent, "processes", PROCS_SHARE - 10) and
+                 holders_are(agent, "threads", PROCS_SHARE + 1 - 10), 60,
+                 "the recount to give back the rows and threads of nobody's processes gone")
         check(holders_are(agent, "allocations", ALLOCS_SHARE - sum(
             min(PER_PROC, max(0, ALLOCS_SHARE - i * PER_PROC)) for i in range(10))),
             "and their allocations")

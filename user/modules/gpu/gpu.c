@@ -222,20 +222,28 @@ static const char *const gpu_share_labels[GPU_SHARE__COUNT] = {
 	[GPU_SHARE_ALLOCS] = "the tracked allocations",
 	[GPU_SHARE_KERNEL_ROWS] = "the kernel rows",
 	[GPU_SHARE_ERROR_KINDS] = "the error kinds",
+	[GPU_SHARE_THREADS] = "the threads' state",
+	[GPU_SHARE_CALLS_IN_FLIGHT] = "the calls in flight",
 };
 
-/* The map whose entries table t (enum gpu_share_table) shares out. */
-static struct bpf_map *gpu_share_map(const struct gpu *skel, int t)
+/* How many entries table t (enum gpu_share_table) shares out: its map's, or for the
+ * threads' state, the slots' and the spill map's. */
+static __u32 gpu_share_entries(const struct gpu *skel, int t)
 {
 	switch (t) {
 	case GPU_SHARE_PROCS:
-		return skel->maps.gpu_procs;
+		return bpf_map__max_entries(skel->maps.gpu_procs);
 	case GPU_SHARE_ALLOCS:
-		return skel->maps.gpu_allocs;
+		return bpf_map__max_entries(skel->maps.gpu_allocs);
 	case GPU_SHARE_KERNEL_ROWS:
-		return skel->maps.gpu_kernels;
+		return bpf_map__max_entries(skel->maps.gpu_kernels);
+	case GPU_SHARE_THREADS:
+		return bpf_map__max_entries(skel->maps.gpu_thread_slots) +
+		       bpf_map__max_entries(skel->maps.gpu_threads);
+	case GPU_SHARE_CALLS_IN_FLIGHT:
+		return bpf_map__max_entries(skel->maps.gpu_inflight);
 	default:
-		return skel->maps.gpu_errors;
+		return bpf_map__max_entries(skel->maps.gpu_errors);
 	}
 }
 
@@ -252,7 +260,7 @@ static void gpu_set_share_caps(struct bpftel_gpu *g)
 	if (!g->skel || !g->skel->data)
 		return;
 	for (t = 0; t < GPU_SHARE__COUNT; t++) {
-		g->share_entries[t] = bpf_map__max_entries(gpu_share_map(g->skel, t));
+		g->share_entries[t] = gpu_share_entries(g->skel, t);
 		g->skel->data->gpu_share_cap[t] =
 			fair_share_cap(g->share_entries[t], g->user_share_percent);
 	}
@@ -390,36 +398,55 @@ static void gpu_shares_full_say(struct bpftel_gpu *g)
  * object (-1: not loaded), so that the walk holds no lock and a close meanwhile frees
  * nothing under it. */
 struct gpu_share_fds {
-	int procs, counts, adj;
+	struct gpu_share_maps m;
 	__u64 opens;
 };
 
+#define SHARE_FDS 6 /* the fds of struct gpu_share_maps */
+
+static int *share_fd(struct gpu_share_fds *f, int i)
+{
+	int *fds[SHARE_FDS] = {&f->m.procs,    &f->m.thread_slots, &f->m.threads,
+			       &f->m.inflight, &f->m.counts,	   &f->m.adj};
+
+	return fds[i];
+}
+
 static void share_fds_close(struct gpu_share_fds *f)
 {
-	if (f->procs >= 0)
-		close(f->procs);
-	if (f->counts >= 0)
-		close(f->counts);
-	if (f->adj >= 0)
-		close(f->adj);
-	f->procs = f->counts = f->adj = -1;
+	int i;
+
+	for (i = 0; i < SHARE_FDS; i++) {
+		if (*share_fd(f, i) >= 0)
+			close(*share_fd(f, i));
+		*share_fd(f, i) = -1;
+	}
 }
 
 /* 0, -EAGAIN when not loaded, or -errno (out of fds). */
 static int share_fds_dup(struct bpftel_gpu *g, struct gpu_share_fds *f)
 {
-	int err;
+	const struct bpf_map *maps[SHARE_FDS];
+	int i, err = 0;
 
-	*f = (struct gpu_share_fds){-1, -1, -1, g->opens};
+	f->opens = g->opens;
+	for (i = 0; i < SHARE_FDS; i++)
+		*share_fd(f, i) = -1;
 	if (!g->loaded)
 		return -EAGAIN;
-	f->procs = fcntl(bpf_map__fd(g->skel->maps.gpu_procs), F_DUPFD_CLOEXEC, 3);
-	f->counts = fcntl(bpf_map__fd(g->skel->maps.fair_share), F_DUPFD_CLOEXEC, 3);
-	f->adj = fcntl(bpf_map__fd(g->skel->maps.fair_share_adj), F_DUPFD_CLOEXEC, 3);
-	if (f->procs >= 0 && f->counts >= 0 && f->adj >= 0)
-		return 0;
-	err = -errno;
-	share_fds_close(f);
+	maps[0] = g->skel->maps.gpu_procs;
+	maps[1] = g->skel->maps.gpu_thread_slots;
+	maps[2] = g->skel->maps.gpu_threads;
+	maps[3] = g->skel->maps.gpu_inflight;
+	maps[4] = g->skel->maps.fair_share;
+	maps[5] = g->skel->maps.fair_share_adj;
+	for (i = 0; i < SHARE_FDS && !err; i++) {
+		*share_fd(f, i) = fcntl(bpf_map__fd(maps[i]), F_DUPFD_CLOEXEC, 3);
+		if (*share_fd(f, i) < 0)
+			err = -errno;
+	}
+	if (err)
+		share_fds_close(f);
 	return err;
 }
 
@@ -461,7 +488,7 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 	if (err == -EAGAIN)
 		return; /* not loaded */
 	if (!err)
-		err = bpftel_gpu_shares_recount(fds.procs, fds.counts, fds.adj, top);
+		err = bpftel_gpu_shares_recount(&fds.m, top);
 	share_fds_close(&fds);
 	pthread_mutex_lock(&g->lock);
 	if (g->loaded && g->opens == fds.opens) { /* not a new object's since */

@@ -13,44 +13,95 @@ const char *const bpftel_gpu_share_names[GPU_SHARE__COUNT] = {
 	[GPU_SHARE_ALLOCS] = "allocations",
 	[GPU_SHARE_KERNEL_ROWS] = "kernel_rows",
 	[GPU_SHARE_ERROR_KINDS] = "error_kinds",
+	[GPU_SHARE_THREADS] = "threads",
+	[GPU_SHARE_CALLS_IN_FLIGHT] = "calls_in_flight",
 };
 
-/* Rows read per batch: a bucket of gpu_procs holding more makes the batch fail
+/* Entries read per batch: a bucket of a hash map holding more makes the batch fail
  * (ENOSPC), and this recount with it. */
 #define RECOUNT_BATCH 64
 
-/* Each row of gpu_procs into the tallies: its owner holds the row, and what the row
- * says the process holds of the other tables. A walk of a map the programs and the
- * sweep change may see a row twice or miss one: the next recount sets it right. */
-static int tally_rows(int procs_fd, struct fair_share_tally **t)
+/* What one entry of a table holds of each owner's shares, into the tallies. */
+typedef void (*tally_fn)(const void *value, struct fair_share_tally **t);
+
+/* A process's row: its owner holds the row, and what the row says the process holds of
+ * the other tables. */
+static void tally_proc(const void *value, struct fair_share_tally **t)
 {
-	struct gpu_proc_stats *vals;
-	__u32 keys[RECOUNT_BATCH], at = 0, next = 0, count, i;
+	const struct gpu_proc_stats *st = value;
+
+	fair_share_tally_add(t[GPU_SHARE_PROCS], st->owner, 1);
+	fair_share_tally_add(t[GPU_SHARE_ALLOCS], st->owner, st->allocs_tracked);
+	fair_share_tally_add(t[GPU_SHARE_KERNEL_ROWS], st->owner, st->kernel_rows);
+	fair_share_tally_add(t[GPU_SHARE_ERROR_KINDS], st->owner, st->error_kinds);
+}
+
+static void tally_thread_slot(const void *value, struct fair_share_tally **t)
+{
+	const struct gpu_thread_slot *s = value;
+
+	if (s->owner) /* a slot a thread holds */
+		fair_share_tally_add(t[GPU_SHARE_THREADS], s->th.owner, 1);
+}
+
+static void tally_thread(const void *value, struct fair_share_tally **t)
+{
+	fair_share_tally_add(t[GPU_SHARE_THREADS], ((const struct gpu_thread *)value)->owner, 1);
+}
+
+static void tally_call(const void *value, struct fair_share_tally **t)
+{
+	fair_share_tally_add(t[GPU_SHARE_CALLS_IN_FLIGHT],
+			     ((const struct gpu_call *)value)->owner, 1);
+}
+
+/* Each entry of map fd into the tallies. A walk of a map the programs and the sweep
+ * change may see an entry twice or miss one: the next recount sets it right. */
+static int tally_map(int fd, size_t key_size, size_t value_size, tally_fn each,
+		     struct fair_share_tally **t)
+{
+	__u64 at = 0, next = 0; /* a hash map's token (a bucket), or an array's key */
+	char *keys, *vals;
 	bool first = true;
+	__u32 count, i;
 	int err = 0;
 
-	vals = calloc(RECOUNT_BATCH, sizeof(*vals));
-	if (!vals)
-		return -ENOMEM;
-	do {
+	keys = calloc(RECOUNT_BATCH, key_size);
+	vals = calloc(RECOUNT_BATCH, value_size);
+	if (!keys || !vals)
+		err = -ENOMEM;
+	while (!err) {
 		count = RECOUNT_BATCH;
-		if (bpf_map_lookup_batch(procs_fd, first ? NULL : &at, &next, keys, vals, &count,
-					 NULL))
+		if (bpf_map_lookup_batch(fd, first ? NULL : &at, &next, keys, vals, &count, NULL))
 			err = errno == ENOENT ? 1 : -errno; /* 1: the walk's end */
-		for (i = 0; err >= 0 && i < count; i++) {
-			fair_share_tally_add(t[GPU_SHARE_PROCS], vals[i].owner, 1);
-			fair_share_tally_add(t[GPU_SHARE_ALLOCS], vals[i].owner,
-					     vals[i].allocs_tracked);
-			fair_share_tally_add(t[GPU_SHARE_KERNEL_ROWS], vals[i].owner,
-					     vals[i].kernel_rows);
-			fair_share_tally_add(t[GPU_SHARE_ERROR_KINDS], vals[i].owner,
-					     vals[i].error_kinds);
-		}
+		for (i = 0; err >= 0 && i < count; i++)
+			each(vals + (size_t)i * value_size, t);
 		at = next;
 		first = false;
-	} while (!err);
+	}
+	free(keys);
 	free(vals);
 	return err < 0 ? err : 0;
+}
+
+/* Walk the tables whose owners have counts (a tally each). */
+static int tally_tables(const struct gpu_share_maps *m, struct fair_share_tally **t)
+{
+	int err = 0;
+
+	if (t[GPU_SHARE_PROCS] || t[GPU_SHARE_ALLOCS] || t[GPU_SHARE_KERNEL_ROWS] ||
+	    t[GPU_SHARE_ERROR_KINDS])
+		err = tally_map(m->procs, sizeof(__u32), sizeof(struct gpu_proc_stats),
+				tally_proc, t);
+	if (!err && t[GPU_SHARE_THREADS])
+		err = tally_map(m->thread_slots, sizeof(__u32), sizeof(struct gpu_thread_slot),
+				tally_thread_slot, t) ?:
+		      tally_map(m->threads, sizeof(__u64), sizeof(struct gpu_thread),
+				tally_thread, t);
+	if (!err && t[GPU_SHARE_CALLS_IN_FLIGHT])
+		err = tally_map(m->inflight, sizeof(struct gpu_call_key), sizeof(struct gpu_call),
+				tally_call, t);
+	return err;
 }
 
 /* Walks made at most, while an owner's count moves during them. */
@@ -84,8 +135,7 @@ static bool tallies_moved(struct fair_share_tally **t, int counts_fd)
  * take a few milliseconds and a process's calls come in bursts, so the next is
  * nearly always quiet. One that never is still corrects, as USM's sweep does.
  */
-int bpftel_gpu_shares_recount(int procs_fd, int counts_fd, int adj_fd,
-			      struct fair_share_holders *top)
+int bpftel_gpu_shares_recount(const struct gpu_share_maps *m, struct fair_share_holders *top)
 {
 	struct fair_share_tally *t[GPU_SHARE__COUNT] = {};
 	int i, tries, err = 0;
@@ -94,12 +144,12 @@ int bpftel_gpu_shares_recount(int procs_fd, int counts_fd, int adj_fd,
 	for (tries = 0; tries < RECOUNT_TRIES; tries++) {
 		any = false;
 		for (i = 0; i < GPU_SHARE__COUNT && !err; i++) {
-			err = fair_share_tally_begin(counts_fd, (__u32)i, &t[i]);
+			err = fair_share_tally_begin(m->counts, (__u32)i, &t[i]);
 			any |= t[i] != NULL;
 		}
 		if (!err && any)
-			err = tally_rows(procs_fd, t);
-		if (err || !any || tries == RECOUNT_TRIES - 1 || !tallies_moved(t, counts_fd))
+			err = tally_tables(m, t);
+		if (err || !any || tries == RECOUNT_TRIES - 1 || !tallies_moved(t, m->counts))
 			break;
 		tallies_free(t);
 	}
@@ -107,7 +157,7 @@ int bpftel_gpu_shares_recount(int procs_fd, int counts_fd, int adj_fd,
 		if (err)
 			fair_share_tally_free(t[i]);
 		else
-			fair_share_tally_end(t[i], counts_fd, adj_fd, &top[i]);
+			fair_share_tally_end(t[i], m->counts, m->adj, &top[i]);
 	}
 	return err;
 }
