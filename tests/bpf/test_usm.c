@@ -2101,6 +2101,50 @@ static void test_h2_share_sweep(void **state)
 	}
 }
 
+/* The count of SHARE_USER's sessions moves while the sweep walks: the first time it asks
+ * whether a process lives, after reading the table, as the programs count a session made
+ * after the walk began that the walk read (a count taken twice, corrected once). */
+static int walk_moves;
+
+static bool alive_count_moves(__u32 tgid)
+{
+	struct fair_share_key k = {.uid = SHARE_USER, .table = USM_SHARE_H2_CONNS};
+	int counts = bpf_map__fd(skel->maps.fair_share);
+	__s64 n;
+
+	if (walk_moves && walk_moves--) {
+		assert_int_equal(bpf_map_lookup_elem(counts, &k, &n), 0);
+		n++;
+		assert_int_equal(bpf_map_update_elem(counts, &k, &n, BPF_EXIST), 0);
+	}
+	return tgid_alive(tgid);
+}
+
+/* A count that moved during the walk is not corrected by what the walk half saw: the
+ * sweep walks again, and the user's count is what it holds. */
+static void test_share_sweep_walks_again(void **state)
+{
+	struct usm_share_map t = usm_share_tables[USM_SHARE_H2_CONNS];
+	int counts = bpf_map__fd(skel->maps.fair_share);
+	int adj = bpf_map__fd(skel->maps.fair_share_adj);
+	__u32 self = (__u32)getpid();
+	__u64 deleted = 0;
+	int i;
+
+	(void)state;
+	t.fd = bpf_map__fd(skel->maps.usm_h2_conns);
+	as_real_uid(SHARE_USER);
+	for (i = 1; i <= 3; i++)
+		assert_int_equal(h2_start_as(SHARE_SSL(i), self, i), 1);
+	as_real_uid(0);
+	assert_int_equal(share_count(SHARE_USER), 3);
+	walk_moves = 1;
+	assert_int_equal(usm_fair_share_sweep(counts, adj, &t, alive_count_moves, &deleted, NULL),
+			 0);
+	assert_int_equal(walk_moves, 0);
+	assert_int_equal(share_count(SHARE_USER), 3);
+}
+
 /*
  * The sweep names who holds the most of a table (bpftel http's shares): the 4 owners
  * holding the most, most first, of two holding as many the lower uid; none while only
@@ -3115,6 +3159,7 @@ int main(void)
 		T(test_h2_midstream_counted_once),
 		T(test_h2_share_per_user),
 		T(test_h2_share_sweep),
+		T(test_share_sweep_walks_again),
 		T(test_share_holders),
 		T(test_share_counts_full),
 		T(test_share_cap_set_live),

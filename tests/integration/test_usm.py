@@ -18,8 +18,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, make_cert,  # noqa: E402
-                      run, start_http_server, usm_settled, wait_for)
+from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, held_bpf_ids,  # noqa: E402
+                      make_cert, run, start_http_server, usm_settled, wait_for)
 from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
 
@@ -30,6 +30,21 @@ def wait_count(agent, want, what, **match):
     wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
     got = count(agent, **match)
     check(got == want, f"{what}: {got}")
+
+
+def retry_marks_of(agent, pid):
+    """How many marks of writes to retry the kernel keeps for process pid (the agent's
+    usm_tls_retry map, its keys' tgid)."""
+    for mid in held_bpf_ids(agent.proc.pid)["map"]:
+        show = subprocess.run(["bpftool", "-j", "map", "show", "id", str(mid)],
+                              capture_output=True, text=True)
+        if show.returncode or json.loads(show.stdout).get("name") != "usm_tls_retry":
+            continue
+        dump = subprocess.run(["bpftool", "-j", "map", "dump", "id", str(mid)],
+                              check=True, capture_output=True, text=True).stdout
+        return sum(1 for e in json.loads(dump or "[]")
+                   if e["formatted"]["key"]["tgid"] == pid)
+    raise AssertionError("the agent holds no usm_tls_retry map")
 
 
 def main():
@@ -189,6 +204,23 @@ def main():
         check(after["tls_write_retries"] - before["tls_write_retries"] >= app["retries"],
               f"tls_write_retries counted the {app['retries']} retries: "
               f"{after['tls_write_retries'] - before['tls_write_retries']}")
+
+        # The same write failed in a process that never retries it: the kernel keeps
+        # its mark (made at the failure; a process's marks go after 10 s, far more
+        # than this look takes) while the process lives, and the sweep deletes it once
+        # the process is gone.
+        app = subprocess.Popen([args.python, os.path.join(HERE, "tls_retry_app.py"), cert,
+                                key, "stop"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+        try:
+            stopped = json.loads(app.stdout.readline() or "{}").get("pid")
+            check(stopped == app.pid and retry_marks_of(agent, stopped) == 1,
+                  f"a write failed and not retried keeps its mark: pid {stopped}")
+        finally:
+            app.kill()
+            app.wait()
+        wait_for(lambda: retry_marks_of(agent, app.pid) == 0, 60,
+                 "the sweep to delete the mark of a process gone")
 
         # Plaintext, through the socket filter: each end under the process that owns its
         # socket (test_usm_sides.py tests the sides further).

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 """A TLS client whose request write fails with SSL_ERROR_WANT_WRITE and is retried
 (python's ssl, the system OpenSSL, a non-blocking socket), and the server it talks to,
-in one process, on one CPU: tls_retry_app.py CERT KEY. The server reads nothing until
+in one process, on one CPU: tls_retry_app.py CERT KEY [stop]. The server reads nothing until
 the client has seen its write fail; small socket buffers make sure it does. Prints one JSON line:
-{"pid": ..., "retries": the client's retried writes, "status": the response's}."""
+{"pid": ..., "retries": the client's retried writes, "status": the response's}. With stop,
+the client never retries its first failed write: it prints its line (status null) and
+waits to be killed, the kernel's mark of that write left for the sweep."""
 import json
 import os
 import select
@@ -16,8 +18,16 @@ import threading
 BUF = 64 * 1024
 
 
+def stopped():
+    """Say so and wait to be killed, the failed write never retried."""
+    print(json.dumps({"pid": os.getpid(), "retries": 0, "status": None}), flush=True)
+    sys.stdin.read()
+    os._exit(0)
+
+
 def main():
     cert, key = sys.argv[1], sys.argv[2]
+    stop = sys.argv[3:] == ["stop"]
     # On one CPU: the kernel side knows a failed write by its CPU's last write, and a
     # thread moved to another CPU between the write and SSL_get_error would see its
     # retry counted as a second request (bpf/lib/usm_tls_retry.h).
@@ -61,10 +71,14 @@ def main():
                 s.send(req)  # one SSL_write_ex of the whole request, retried whole
                 break
             except ssl.SSLWantWriteError:
+                if stop:
+                    stopped()
                 retries += 1
                 failed.set()
                 select.select([], [s], [])
             except ssl.SSLWantReadError:
+                if stop:
+                    stopped()
                 retries += 1
                 failed.set()
                 select.select([s], [], [])

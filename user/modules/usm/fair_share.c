@@ -101,6 +101,10 @@ static int read_all(const struct usm_share_map *t, char *keys, char *values, __u
 	return -EAGAIN;
 }
 
+/* Walks made at most, while an owner's count moves during them (bpftel_gpu_shares_recount
+ * says why). */
+#define SWEEP_TRIES 3
+
 int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *t,
 			 bool (*alive)(__u32 tgid), __u64 *deleted,
 			 struct fair_share_holders *top)
@@ -109,27 +113,37 @@ int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *
 	struct alive_cache *live = NULL;
 	char *keys = NULL, *values = NULL;
 	__u32 n = 0, i, tgid, uid;
-	int err;
+	int tries, err;
 
-	err = fair_share_tally_begin(counts_fd, t->table, &tally);
-	if (err || !tally)
-		goto out; /* no owner but root has a count: nothing to correct, no holder */
-	keys = malloc(walk_room(t) * t->key_size);
-	values = malloc(walk_room(t) * t->value_size);
-	live = calloc(1, sizeof(*live));
-	err = keys && values && live ? read_all(t, keys, values, &n) : -ENOMEM;
-	if (err)
-		goto out;
-	live->alive = alive;
-	for (i = 0; i < n; i++) {
-		memcpy(&tgid, keys + (size_t)i * t->key_size + t->tgid_off, sizeof(tgid));
-		memcpy(&uid, values + (size_t)i * t->value_size + t->uid_off, sizeof(uid));
-		if (!cached_alive(live, tgid)) {
-			if (!bpf_map_delete_elem(t->fd, keys + (size_t)i * t->key_size))
-				(*deleted)++;
-			continue;
+	for (tries = 0;; tries++) {
+		err = fair_share_tally_begin(counts_fd, t->table, &tally);
+		if (err || !tally)
+			goto out; /* no owner but root has a count: nothing to correct, no holder */
+		if (!keys) {
+			keys = malloc(walk_room(t) * t->key_size);
+			values = malloc(walk_room(t) * t->value_size);
+			live = calloc(1, sizeof(*live));
 		}
-		fair_share_tally_add(tally, uid, 1);
+		err = keys && values && live ? read_all(t, keys, values, &n) : -ENOMEM;
+		if (err)
+			goto out;
+		live->alive = alive;
+		for (i = 0; i < n; i++) {
+			memcpy(&tgid, keys + (size_t)i * t->key_size + t->tgid_off, sizeof(tgid));
+			memcpy(&uid, values + (size_t)i * t->value_size + t->uid_off, sizeof(uid));
+			if (!cached_alive(live, tgid)) {
+				if (!bpf_map_delete_elem(t->fd, keys + (size_t)i * t->key_size))
+					(*deleted)++;
+				continue;
+			}
+			fair_share_tally_add(tally, uid, 1);
+		}
+		/* The entries of processes gone are deleted by the first walk: the next
+		 * sees none of them, and asks no process again (live). */
+		if (tries == SWEEP_TRIES - 1 || !fair_share_tally_moved(tally, counts_fd))
+			break;
+		fair_share_tally_free(tally);
+		tally = NULL;
 	}
 out:
 	if (!err)

@@ -39,7 +39,9 @@ static inline __s64 usm_fair_share_cap(const struct usm_share_map *t, unsigned i
  * If the counts (the fair_share map's fd) hold a user of t's table, read t: delete the
  * entries whose process alive() says is gone (how many: *deleted), and set each user's
  * correction (fair_share_adj's fd) to its entries less its count as the walk began; a
- * user with none loses both. Nothing is read while only root holds entries (root is
+ * user with none loses both. A walk during which an owner's count moved (its processes
+ * made or deleted entries meanwhile, which the walk may have seen or missed) is made
+ * again, 3 walks at most. Nothing is read while only root holds entries (root is
  * not counted). Returns 0, -EAGAIN when the walk of a busy table did not end within
  * its room (nothing corrected this round: the counts would be short), or another
  * negative errno when a map could not be read (the corrections left as they were).

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <signal.h>
@@ -51,8 +52,9 @@ struct bpftel_usm {
 	/* The uid ranges granted to users as the programs have them (under lock). */
 	struct fair_share_uid_ranges subuid;
 	struct usm_series_set *series; /* /metrics' */
-	pthread_mutex_t lock; /* skel, loaded, retired, settings */
+	pthread_mutex_t lock; /* skel, loaded, opens, retired, settings */
 	struct usm *skel;     /* while the module is open */
+	__u64 opens;	      /* objects opened: which one a sweep's duplicated fds are of */
 	/* Its maps are read only once loaded: the load writes their fds and maps .bss
 	 * (libbpf, without our lock), while housekeeping and reports run. */
 	bool loaded;
@@ -619,6 +621,7 @@ static int usm_open(struct bpftel_module *m)
 	}
 	pthread_mutex_lock(&u->lock);
 	u->skel = skel;
+	u->opens++;
 	recv_fd = u->settings.tls_recv_fd;
 	usm_set_share_caps(u);
 	usm_apply_ranges(u, rd, false);
@@ -814,54 +817,161 @@ static bool always_alive(__u32 tgid)
 	return true;
 }
 
+/*
+ * The maps a sweep reads and deletes from, duplicated under u->lock from the loaded
+ * object, so that their walks (bpf(2) calls bounded by the maps, and a kill(2) per
+ * process) hold no lock: reports and /metrics wait on it. A close meanwhile frees
+ * nothing under them; what the sweep found is applied only to the object it read
+ * (opens).
+ */
+struct usm_sweep_fds {
+	int table[USM_SHARE__COUNT]; /* by enum usm_share_table */
+	int counts, adj;	     /* fair_share, fair_share_adj */
+	__u64 marks;		     /* usm_tls_retry_marks as read (nothing to walk: 0) */
+	__u64 opens;
+	bool shares_due;	     /* the owners' counts are to be corrected this round */
+};
+
+static void sweep_fds_close(struct usm_sweep_fds *f)
+{
+	int i;
+
+	for (i = 0; i < USM_SHARE__COUNT; i++)
+		if (f->table[i] >= 0)
+			close(f->table[i]);
+	if (f->counts >= 0)
+		close(f->counts);
+	if (f->adj >= 0)
+		close(f->adj);
+}
+
+static int dup_fd(const struct bpf_map *map)
+{
+	return fcntl(bpf_map__fd(map), F_DUPFD_CLOEXEC, 3);
+}
+
+/* Under u->lock, the object loaded: 0, or -errno (out of fds: nothing to close). */
+static int sweep_fds_dup(struct bpftel_usm *u, struct usm_sweep_fds *f)
+{
+	const struct bpf_map *maps[USM_SHARE__COUNT] = {
+		[USM_SHARE_H2_CONNS] = u->skel->maps.usm_h2_conns,
+		[USM_SHARE_TLS_FDS] = u->skel->maps.usm_tls_fds,
+		[USM_SHARE_TLS_RETRY] = u->skel->maps.usm_tls_retry,
+	};
+	int i, err = 0;
+
+	for (i = 0; i < USM_SHARE__COUNT; i++) {
+		f->table[i] = dup_fd(maps[i]);
+		err = f->table[i] < 0 && !err ? -errno : err;
+	}
+	f->counts = dup_fd(u->skel->maps.fair_share);
+	err = f->counts < 0 && !err ? -errno : err;
+	f->adj = dup_fd(u->skel->maps.fair_share_adj);
+	err = f->adj < 0 && !err ? -errno : err;
+	if (err)
+		sweep_fds_close(f);
+	return err;
+}
+
+/* What a sweep found, applied under u->lock to the object it read. */
+struct usm_sweep_result {
+	int marks_deleted; /* usm_tls_retry_sweep's */
+	int err[USM_SHARE__COUNT];
+	struct fair_share_holders holders[USM_SHARE__COUNT];
+};
+
 /* Users' shares of usm_h2_conns, usm_tls_fds and usm_tls_retry corrected
  * (fair_share.h), every FAIR_SHARE_RECOUNT_NS: nothing is read while only root holds
- * entries; else one batched read of each map. What it corrects (evictions, processes
- * killed mid-session) is rare, and a correction can count entries made during its walk
- * twice until the next: not every second. The first time an owner holds its whole
- * share of a table, the log says so once, and names the setting: a host that runs one
- * busy service as one user (nginx's workers) may want no bound. */
-static void usm_shares_sweep(struct bpftel_usm *u, __u64 now)
+ * entries; else one batched read of each map, made again when an owner's count moved
+ * during it (usm_fair_share_sweep). What it corrects (evictions, processes killed
+ * mid-session) is rare. No lock held. */
+static void usm_shares_sweep(const struct usm_sweep_fds *f, struct usm_sweep_result *r)
 {
-	const int fds[USM_SHARE__COUNT] = {
-		[USM_SHARE_H2_CONNS] = bpf_map__fd(u->skel->maps.usm_h2_conns),
-		[USM_SHARE_TLS_FDS] = bpf_map__fd(u->skel->maps.usm_tls_fds),
-		[USM_SHARE_TLS_RETRY] = bpf_map__fd(u->skel->maps.usm_tls_retry),
-	};
-	int counts = bpf_map__fd(u->skel->maps.fair_share);
-	int adj = bpf_map__fd(u->skel->maps.fair_share_adj);
 	struct usm_share_map t;
 	__u64 deleted = 0;
-	char what[64];
-	int i, err;
+	int i;
 
-	if (now < u->shares_due_ns)
-		return;
-	u->shares_due_ns = now + FAIR_SHARE_RECOUNT_NS;
 	for (i = 0; i < USM_SHARE__COUNT; i++) {
 		t = usm_share_tables[i];
-		t.fd = fds[i];
+		t.fd = f->table[i];
 		/* Marks of processes gone are usm_tls_retry_sweep's to delete: it keeps
 		 * their count. This one only corrects the owners' shares of them. */
-		err = usm_fair_share_sweep(counts, adj, &t,
-					   i == USM_SHARE_TLS_RETRY ? always_alive : proc_alive,
-					   &deleted, &u->share_holders[i]);
-		/* A busy table's walk that did not end (-EAGAIN) is the next round's. Any
-		 * other failure is said once: the shares then stay as the programs count
-		 * them, high by what the LRU evicts, until a sweep works again. */
-		snprintf(what, sizeof(what), "the kernel's %s", t.label);
-		if (!err)
+		r->err[i] = usm_fair_share_sweep(f->counts, f->adj, &t,
+						 i == USM_SHARE_TLS_RETRY ? always_alive : proc_alive,
+						 &deleted, &r->holders[i]);
+	}
+}
+
+/* Under u->lock: the holders each table's correction found, and what the log says of
+ * them. The first time an owner holds its whole share of a table, the log says so
+ * once, and names the setting: a host that runs one busy service as one user (nginx's
+ * workers) may want no bound. A busy table's walk that did not end (-EAGAIN) is the
+ * next round's. Any other failure is said once: the shares then stay as the programs
+ * count them, high by what the LRU evicts, until a sweep works again. */
+static void usm_shares_apply(struct bpftel_usm *u, const struct usm_sweep_result *r)
+{
+	char what[64];
+	int i;
+
+	for (i = 0; i < USM_SHARE__COUNT; i++) {
+		if (!r->err[i]) {
+			u->share_holders[i] = r->holders[i];
+			snprintf(what, sizeof(what), "the kernel's %s", usm_share_tables[i].label);
 			fair_share_say_full(&u->shares_full_said, i, &u->share_holders[i],
 					    usm_fair_share_cap(&usm_share_tables[i],
 							       u->settings.user_share_percent),
 					    usm_share_tables[i].max_entries, "usm", what, "http",
 					    "that runs one busy service as one user");
-		if (err && err != -EAGAIN && !u->shares_warned) {
+		}
+		if (r->err[i] && r->err[i] != -EAGAIN && !u->shares_warned) {
 			pr_warn("usm: cannot correct the users' shares of the session tables: %s",
-				strerror(-err));
+				strerror(-r->err[i]));
 			u->shares_warned = true;
 		}
 	}
+}
+
+/* The kernel's side of a sweep: the marks of writes to retry of processes gone or too
+ * old, and the users' shares. Usually nothing (no mark, no user's share); else bpf(2)
+ * calls bounded by the maps, on duplicated fds, no lock held. */
+static void usm_kernel_sweep(struct bpftel_usm *u, __u64 now)
+{
+	struct usm_sweep_fds f = {.counts = -1, .adj = -1};
+	struct usm_sweep_result r = {};
+	__u64 *marks;
+	int err = 0;
+
+	pthread_mutex_lock(&u->lock);
+	if (u->loaded) {
+		f.opens = u->opens;
+		f.marks = __atomic_load_n(&u->skel->bss->usm_tls_retry_marks, __ATOMIC_RELAXED);
+		f.shares_due = now >= u->shares_due_ns;
+		if (f.shares_due)
+			u->shares_due_ns = now + FAIR_SHARE_RECOUNT_NS;
+		memcpy(r.holders, u->share_holders, sizeof(r.holders));
+		if (f.marks || f.shares_due)
+			err = sweep_fds_dup(u, &f);
+	}
+	pthread_mutex_unlock(&u->lock);
+	if (err || (!f.marks && !f.shares_due))
+		return; /* not loaded, nothing to do, or out of fds: the next sweep's */
+
+	if (f.marks)
+		r.marks_deleted = usm_tls_retry_sweep(f.table[USM_SHARE_TLS_RETRY], &f.marks,
+						      proc_alive, now);
+	if (f.shares_due)
+		usm_shares_sweep(&f, &r);
+	sweep_fds_close(&f);
+
+	pthread_mutex_lock(&u->lock);
+	if (u->loaded && u->opens == f.opens) { /* not a new object's since */
+		marks = &u->skel->bss->usm_tls_retry_marks;
+		if (r.marks_deleted > 0)
+			__atomic_fetch_sub(marks, (__u64)r.marks_deleted, __ATOMIC_SEQ_CST);
+		if (f.shares_due)
+			usm_shares_apply(u, &r);
+	}
+	pthread_mutex_unlock(&u->lock);
 }
 
 int bpftel_usm__sweep(struct bpftel_usm *u)
@@ -869,16 +979,7 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 	struct sweep_ctx c = {.u = u, .now = mono_ns()};
 	int n = usm_endpoints_sweep(u->endpoints, shown, &c);
 
-	/* Usually nothing (no mark, no user's share); else bpf(2) calls, bounded by the
-	 * maps: a few batched reads and the deletes of processes gone. */
-	pthread_mutex_lock(&u->lock);
-	if (u->loaded) {
-		usm_tls_retry_sweep(bpf_map__fd(u->skel->maps.usm_tls_retry),
-				    &u->skel->bss->usm_tls_retry_marks, proc_alive, c.now);
-		usm_shares_sweep(u, c.now);
-	}
-	pthread_mutex_unlock(&u->lock);
-
+	usm_kernel_sweep(u, c.now);
 	usm_ranges_refresh(u, c.now);
 	usm_h2_sessions_sweep(u->h2, shown, &c);
 	usm_h2c_sweep(u->h2c, c.now);
