@@ -1421,12 +1421,10 @@ static bool thread_gone(__u64 pid_tgid)
  * stayed for good: a user exec'ing from calls on threads could fill gpu_inflight for
  * every process. Bounded like drop_keys().
  */
-static void drop_gone_threads(const struct bpf_map *map)
+static void drop_gone_threads(int fd, size_t key_size, __u32 max_entries)
 {
-	size_t steps = 0, max = 4 * (size_t)bpf_map__max_entries(map) + 1;
-	size_t key_size = bpf_map__key_size(map);
+	size_t steps = 0, max = 4 * (size_t)max_entries + 1;
 	char key[16], next[16], *prev = NULL;
-	int fd = bpf_map__fd(map);
 	__u64 pid_tgid;
 
 	if (key_size < sizeof(pid_tgid) || key_size > sizeof(key))
@@ -1450,17 +1448,15 @@ static void drop_gone_threads(const struct bpf_map *map)
  */
 #define SLOT_BATCH 256
 
-static void drop_gone_thread_slots(const struct bpf_map *map, const struct bpf_program *free_prog)
+static void drop_gone_thread_slots(int fd, int prog_fd)
 {
 	struct gpu_thread_slot vals[SLOT_BATCH];
 	__u32 keys[SLOT_BATCH], at = 0, next, count, i;
-	int fd = bpf_map__fd(map), prog_fd = bpf_program__fd(free_prog), err;
 	struct gpu_slot_free_args args;
 	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof(args));
 	bool first = true;
+	int err;
 
-	if (bpf_map__value_size(map) != sizeof(vals[0]) || prog_fd < 0)
-		return;
 	do {
 		count = SLOT_BATCH;
 		err = bpf_map_lookup_batch(fd, first ? NULL : &at, &next, keys, vals, &count,
@@ -1476,6 +1472,50 @@ static void drop_gone_thread_slots(const struct bpf_map *map, const struct bpf_p
 		at = next;
 		first = false;
 	} while (!err);
+}
+
+/* The threads' tables a sweep walks for threads gone (drop_gone_threads,
+ * drop_gone_thread_slots), and the program that frees a slot, duplicated under g->lock
+ * from the loaded object (-1: not), so that the walks (a tgkill per thread) hold no
+ * lock: reports and /metrics wait on it. */
+struct gpu_thread_fds {
+	int inflight, threads, slots, slot_free;
+	__u32 inflight_max, threads_max;
+};
+
+static int dup_cloexec(int fd)
+{
+	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
+static void thread_fds_dup(const struct gpu *skel, struct gpu_thread_fds *f)
+{
+	f->inflight = dup_cloexec(bpf_map__fd(skel->maps.gpu_inflight));
+	f->threads = dup_cloexec(bpf_map__fd(skel->maps.gpu_threads));
+	f->slots = dup_cloexec(bpf_map__fd(skel->maps.gpu_thread_slots));
+	f->slot_free = dup_cloexec(bpf_program__fd(skel->progs.gpu_slot_free));
+	f->inflight_max = bpf_map__max_entries(skel->maps.gpu_inflight);
+	f->threads_max = bpf_map__max_entries(skel->maps.gpu_threads);
+}
+
+/* Walk what was duplicated (a table whose fd could not be is the next sweep's), and
+ * close it. */
+static void drop_gone_all(struct gpu_thread_fds *f)
+{
+	if (f->inflight >= 0)
+		drop_gone_threads(f->inflight, sizeof(struct gpu_call_key), f->inflight_max);
+	if (f->threads >= 0)
+		drop_gone_threads(f->threads, sizeof(__u64), f->threads_max);
+	if (f->slots >= 0 && f->slot_free >= 0)
+		drop_gone_thread_slots(f->slots, f->slot_free);
+	if (f->inflight >= 0)
+		close(f->inflight);
+	if (f->threads >= 0)
+		close(f->threads);
+	if (f->slots >= 0)
+		close(f->slots);
+	if (f->slot_free >= 0)
+		close(f->slot_free);
 }
 
 static void gpu_housekeeping(struct bpftel_module *m)
@@ -1517,6 +1557,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 {
 	struct proc_start *now = NULL, *was;
 	__u32 key, next, *prev = NULL, dead[SWEEP_MAX_DEAD];
+	struct gpu_thread_fds threads;
 	size_t n = 0, cap = 0, i, j, steps;
 	int fd, ndead = 0, dropped = 0;
 	bool partial = false, all, same;
@@ -1609,12 +1650,8 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	       drop_keys(g->skel->maps.gpu_kernels, dead, ndead, 16) &
 	       drop_keys(g->skel->maps.gpu_knames, dead, ndead, 16) &
 	       drop_keys(g->skel->maps.gpu_khosts, dead, ndead, 16));
-	if (same) { /* not an object being loaded, nor one that failed to */
-		drop_gone_threads(g->skel->maps.gpu_inflight);
-		drop_gone_threads(g->skel->maps.gpu_threads);
-		drop_gone_thread_slots(g->skel->maps.gpu_thread_slots,
-				       g->skel->progs.gpu_slot_free);
-	}
+	if (same) /* not an object being loaded, nor one that failed to */
+		thread_fds_dup(g->skel, &threads);
 	for (i = 0; all && i < (size_t)ndead; i++) {
 		bpf_map_delete_elem(fd, &dead[i]);
 		bpftel_gpu_kernels__forget(g->kernels, dead[i]);
@@ -1626,6 +1663,9 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		g->state_gen++;
 	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_unlock(&g->report_lock);
+	/* Threads gone unseen, whatever process they were of: no row is touched. */
+	if (same)
+		drop_gone_all(&threads);
 	pthread_mutex_unlock(&g->sweep_lock);
 	return dropped;
 }
