@@ -100,7 +100,25 @@ enum usm_share_table {
 	USM_SHARE_H2_CONNS = 0, /* usm_h2_conns: HTTP/2 sessions over TLS */
 	USM_SHARE_TLS_FDS = 1,	/* usm_tls_fds: TLS sessions' sockets and HTTP/1 marks */
 	USM_SHARE_TLS_RETRY = 2, /* usm_tls_retry: OpenSSL writes to be retried */
+	USM_SHARE_GO_READS = 3,	 /* usm_go_reads: Go crypto/tls Reads in flight */
 	USM_SHARE__COUNT,
+};
+
+/* Go crypto/tls Reads in flight, by goroutine (lib/usm_go.h): a goroutine parked in
+ * Read (a server's idle keep-alive connection) holds its entry until Read returns. */
+#define USM_GO_READS_MAX 16384
+
+struct usm_go_read_key {
+	__u64 g;
+	__u32 tgid;
+	__u32 depth; /* g.stack.hi - RSP: which Read of the goroutine (usm_go_depth) */
+};
+
+struct usm_go_read {
+	__u64 conn;
+	__u64 buf;
+	__u32 uid; /* whose share of USM_SHARE_GO_READS it is in (lib/fair_share.h) */
+	__u32 __pad;
 };
 
 #define USM_H2_CONNS_MAX 8192
@@ -171,6 +189,9 @@ enum usm_counter {
 	USM_CNT_TLS_RETRY_OVER_SHARE = 21, /* failed writes not marked to be retried
 					    * (usm_tls_retry): their owner held its share of
 					    * the marks; a retry of them is a new message */
+	USM_CNT_GO_READS_OVER_SHARE = 22, /* Go Reads not kept until their return
+					   * (usm_go_reads): their owner held its share;
+					   * their returns count in go_read_unpaired too */
 	USM_CNT__COUNT,
 };
 

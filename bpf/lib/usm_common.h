@@ -35,6 +35,7 @@ __s64 usm_share_cap[USM_SHARE__COUNT] = {
 	[USM_SHARE_H2_CONNS] = USM_H2_CONNS_MAX / FAIR_SHARE_DIV,
 	[USM_SHARE_TLS_FDS] = USM_TLS_FDS_MAX / FAIR_SHARE_DIV,
 	[USM_SHARE_TLS_RETRY] = USM_TLS_RETRY_MAX / FAIR_SHARE_DIV,
+	[USM_SHARE_GO_READS] = USM_GO_READS_MAX / FAIR_SHARE_DIV,
 };
 
 /* What one record takes in the ring buffer: its 8-byte header and the event, rounded

@@ -33,11 +33,7 @@
 
 #include "uprobe_hits.h"
 
-struct usm_go_read_key {
-	__u64 g;
-	__u32 tgid;
-	__u32 depth; /* g.stack.hi - RSP: which Read of the goroutine (usm_go_depth) */
-};
+/* struct usm_go_read_key, struct usm_go_read: bpf/usm.h (userspace recounts their owners). */
 
 /*
  * How deep in its goroutine's stack a Read runs: the top of the stack (g.stack.hi, at
@@ -60,17 +56,17 @@ static __always_inline __u32 usm_go_depth(TLM_PARAM, struct pt_regs *regs)
 	return (__u32)(hi - regs->sp);
 }
 
-struct usm_go_read {
-	__u64 conn;
-	__u64 buf;
-};
-
 /* Reads in flight, by goroutine. LRU: a goroutine parked in Read when its process is
  * killed never returns; beyond 16384 reads in flight at once, the oldest lose their
- * return (counted as go_read_unpaired when it comes). */
+ * return (counted as go_read_unpaired when it comes). Each entry is in the share of its
+ * owner (lib/fair_share.h), so that one user's goroutines parked in Read (a server
+ * holding thousands of idle connections, or a program made to) cannot push the
+ * others' out: past it, a Read is not kept (go_reads_over_share). The count is taken
+ * at each Read, not once per session: an owner but root pays two hash lookups at a
+ * Read's entry and one at its return, root one compare. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, USM_GO_READS_MAX);
 	__type(key, struct usm_go_read_key);
 	__type(value, struct usm_go_read);
 } usm_go_reads SEC(".maps");
@@ -146,7 +142,16 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 	if (!key.g || (__s64)regs->cx <= 0)
 		return 0; /* no goroutine (not Go code), or nothing to read into */
 	key.depth = usm_go_depth(TLM_ARG, regs);
-	tlm_map_update(usm_go_reads, &key, &r, BPF_ANY);
+	r.uid = fair_share_owner();
+	if (!fair_share_take(TLM_ARG, USM_SHARE_GO_READS, r.uid,
+			     usm_share_cap[USM_SHARE_GO_READS])) {
+		usm_count(USM_CNT_GO_READS_OVER_SHARE);
+		return 0;
+	}
+	/* An entry of the same Read whose return went unseen is replaced: its owner's
+	 * count stays one high until the sweep's recount. */
+	if (tlm_map_update(usm_go_reads, &key, &r, BPF_ANY))
+		fair_share_give(USM_SHARE_GO_READS, r.uid);
 	return 0;
 }
 
@@ -166,7 +171,8 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 		return 0;
 	}
 	call = *r;
-	tlm_map_delete(usm_go_reads, &key);
+	if (!tlm_map_delete(usm_go_reads, &key))
+		fair_share_give(USM_SHARE_GO_READS, call.uid);
 	sess.conn = call.conn;
 	if (n <= 0) {
 		/* The connection ended (EOF, an error): a byte kept for its next message

@@ -2699,6 +2699,78 @@ static void test_go_read_paired_by_goroutine(void **state)
 	assert_int_equal(go_read_ret((long)strlen(b1), G1, 4243, 17), 1);
 }
 
+/* What uid holds of table as the programs count it (with the sweep's correction); -1
+ * when no count is kept. */
+static __s64 share_held(__u32 uid, __u32 table)
+{
+	struct fair_share_key k = {.uid = uid, .table = table};
+	__s64 n = -1, adj = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share), &k, &n))
+		return -1;
+	bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share_adj), &k, &adj);
+	return n + adj;
+}
+
+#define G3 0xc000002000ul
+#define G4 0xc000002340ul
+
+/* A user's Reads in flight stay within its share of usm_go_reads: past it a Read is not
+ * kept (counted), and its return pairs with nothing; another user's and root's are
+ * kept; a return gives the place back. */
+static void test_go_reads_share_per_user(void **state)
+{
+	char b[256] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+	struct go_conn c;
+
+	(void)state;
+	go_conn_init(&c, 5);
+	skel->data->usm_share_cap[USM_SHARE_GO_READS] = 2;
+	as_real_uid(SHARE_USER);
+	go_read_enter(&c, b, sizeof(b), G1, 4243, 1);
+	go_read_enter(&c, b, sizeof(b), G2, 4243, 2);
+	assert_int_equal(share_held(SHARE_USER, USM_SHARE_GO_READS), 2);
+	go_read_enter(&c, b, sizeof(b), G3, 4243, 3); /* past the share */
+	assert_int_equal(counter(USM_CNT_GO_READS_OVER_SHARE), 1);
+	assert_int_equal(share_held(SHARE_USER, USM_SHARE_GO_READS), 2);
+	as_real_uid(SHARE_USER + 1);
+	go_read_enter(&c, b, sizeof(b), G4, 4244, 4);
+	assert_int_equal(share_held(SHARE_USER + 1, USM_SHARE_GO_READS), 1);
+	as_real_uid(0);
+	/* G3's return finds nothing; G1's its own, and gives its place back. */
+	assert_int_equal(go_read_ret((long)strlen(b), G3, 4243, 5), 0);
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 1);
+	assert_int_equal(go_read_ret((long)strlen(b), G1, 4243, 6), 1);
+	assert_int_equal(share_held(SHARE_USER, USM_SHARE_GO_READS), 1);
+	as_real_uid(SHARE_USER);
+	go_read_enter(&c, b, sizeof(b), G3, 4243, 7);
+	assert_int_equal(share_held(SHARE_USER, USM_SHARE_GO_READS), 2);
+	assert_int_equal(counter(USM_CNT_GO_READS_OVER_SHARE), 1);
+	as_real_uid(0);
+	assert_int_equal(go_read_ret((long)strlen(b), G3, 4243, 8), 1);
+	assert_int_equal(go_read_ret((long)strlen(b), G4, 4244, 9), 1);
+	assert_int_equal(share_held(SHARE_USER + 1, USM_SHARE_GO_READS), 0);
+	/* Root's are kept, uncounted. */
+	go_read_enter(&c, b, sizeof(b), G1, 4243, 10);
+	assert_int_equal(share_held(0, USM_SHARE_GO_READS), -1);
+	assert_int_equal(go_read_ret((long)strlen(b), G1, 4243, 11), 1);
+	/* G2 never returns: its process is gone (tgid_alive), and the sweep deletes its
+	 * Read and forgets the user's count. */
+	{
+		struct usm_share_map t = usm_share_tables[USM_SHARE_GO_READS];
+		__u64 deleted = 0;
+
+		t.fd = bpf_map__fd(skel->maps.usm_go_reads);
+		assert_int_equal(share_held(SHARE_USER, USM_SHARE_GO_READS), 1);
+		assert_int_equal(usm_fair_share_sweep(bpf_map__fd(skel->maps.fair_share),
+						      bpf_map__fd(skel->maps.fair_share_adj), &t,
+						      tgid_alive, &deleted, NULL),
+				 0);
+		assert_int_equal(deleted, 1);
+		assert_int_equal(share_held(SHARE_USER, USM_SHARE_GO_READS), -1);
+	}
+}
+
 static void test_go_read_nothing(void **state)
 {
 	char b[64] = "HTTP/1.1 200 OK\r\n\r\n";
@@ -3022,6 +3094,7 @@ static int case_setup(void **state)
 	skel->data->usm_share_cap[USM_SHARE_H2_CONNS] = USM_H2_CONNS_MAX / FAIR_SHARE_DIV;
 	skel->data->usm_share_cap[USM_SHARE_TLS_FDS] = USM_TLS_FDS_MAX / FAIR_SHARE_DIV;
 	skel->data->usm_share_cap[USM_SHARE_TLS_RETRY] = USM_TLS_RETRY_MAX / FAIR_SHARE_DIV;
+	skel->data->usm_share_cap[USM_SHARE_GO_READS] = USM_GO_READS_MAX / FAIR_SHARE_DIV;
 	assert_int_equal(
 		bpftel_test_percpu_clear(bpf_map__fd(skel->maps.usm_counters), USM_CNT__COUNT), 0);
 	bpftel_rb_capture__drain(&cap);
@@ -3171,6 +3244,7 @@ int main(void)
 		T(test_go_write_request),
 		T(test_go_conn_chain),
 		T(test_go_read_paired_by_goroutine),
+		T(test_go_reads_share_per_user),
 		T(test_go_read_nothing),
 		T(test_go_h2),
 		T(test_go_background_byte),

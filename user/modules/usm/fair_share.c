@@ -38,6 +38,15 @@ const struct usm_share_map usm_share_tables[USM_SHARE__COUNT] = {
 				 .value_size = sizeof(struct usm_tls_retry_mark),
 				 .tgid_off = offsetof(struct usm_fd_key, tgid),
 				 .uid_off = offsetof(struct usm_tls_retry_mark, uid)},
+	[USM_SHARE_GO_READS] = {.key = "go_reads",
+				.label = "Go reads in flight",
+				.fd = -1,
+				.table = USM_SHARE_GO_READS,
+				.max_entries = USM_GO_READS_MAX,
+				.key_size = sizeof(struct usm_go_read_key),
+				.value_size = sizeof(struct usm_go_read),
+				.tgid_off = offsetof(struct usm_go_read_key, tgid),
+				.uid_off = offsetof(struct usm_go_read, uid)},
 };
 
 /* Whether each process is alive, asked once a sweep: a table's entries are mostly

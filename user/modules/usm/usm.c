@@ -82,6 +82,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_H2_START_REFUSED] = "h2_starts_refused", [USM_CNT_H2_OVER_SHARE] = "h2_over_share",
 	[USM_CNT_TLS_SESS_OVER_SHARE] = "tls_sessions_over_share",
 	[USM_CNT_TLS_RETRY_OVER_SHARE] = "tls_retry_marks_over_share",
+	[USM_CNT_GO_READS_OVER_SHARE] = "go_reads_over_share",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
@@ -857,6 +858,7 @@ static int sweep_fds_dup(struct bpftel_usm *u, struct usm_sweep_fds *f)
 		[USM_SHARE_H2_CONNS] = u->skel->maps.usm_h2_conns,
 		[USM_SHARE_TLS_FDS] = u->skel->maps.usm_tls_fds,
 		[USM_SHARE_TLS_RETRY] = u->skel->maps.usm_tls_retry,
+		[USM_SHARE_GO_READS] = u->skel->maps.usm_go_reads,
 	};
 	int i, err = 0;
 

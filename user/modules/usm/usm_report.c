@@ -337,6 +337,12 @@ static const struct {
 	 "the kernel's marks already (user_share_percent, a quarter by default): a retry of "
 	 "one is seen as a new message.",
 	 USM_CNT_TLS_RETRY_OVER_SHARE},
+	{"bpftel_http_go_reads_over_share_total",
+	 "Go crypto/tls Reads not kept until their return, their owner (a user or a "
+	 "container's root, not the host's) holding its share of the kernel's Reads in "
+	 "flight already (user_share_percent, a quarter by default): what they read is not "
+	 "seen; their returns count in go_read_unpaired too.",
+	 USM_CNT_GO_READS_OVER_SHARE},
 };
 
 /* HTTP/2 sessions and what could not be decoded: bounded labels (fixed reasons); and
