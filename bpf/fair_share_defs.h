@@ -9,6 +9,9 @@
  * uncounted until a sweep drops the users with none. */
 #define FAIR_SHARE_KEYS 4096
 
+/* Owners (times tables) whose refusals are counted at once (fair_share_refused, LRU). */
+#define FAIR_SHARE_REFUSERS 1024
+
 /* By default a user other than root holds at most 1/FAIR_SHARE_DIV of each table
  * (the configuration's user_share_percent: 100 / FAIR_SHARE_DIV). */
 #define FAIR_SHARE_DIV 4

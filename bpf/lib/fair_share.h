@@ -87,6 +87,19 @@ struct {
 
 TLM_MAP_KEY(fair_share_adj);
 
+/* What each owner was refused, by table, since the object was loaded: whose entries a
+ * share turns away (userspace shows the owners refused the most). LRU: a user with many
+ * uids makes room by evicting the counts of the owners refused least recently; the
+ * callers' own counts of refusals, by table, stay whole. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FAIR_SHARE_REFUSERS);
+	__type(key, struct fair_share_key);
+	__type(value, __u64);
+} fair_share_refused SEC(".maps");
+
+TLM_MAP_KEY(fair_share_refused);
+
 /* The agent's pid namespace, the host's: its nsfs device (the kernel's encoding,
  * MKDEV) and inode, set before load. 0: not known, and every thread of uid 0 is the
  * host's root. */
@@ -155,11 +168,13 @@ static __always_inline __u32 fair_share_owner(void)
  * user_share_percent = 100): true when it may (its count taken, or none kept: the
  * counts' map full), false when it holds its share already. Unbounded, the entry is
  * counted all the same: a bound set later (SIGHUP) starts from what each owner holds.
+ * A refusal is counted by owner and table too (fair_share_refused: a lookup, an insert
+ * the first time, an atomic add).
  */
 static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
 {
 	struct fair_share_key key = {.uid = uid, .table = table};
-	__s64 one = 1, *n, *adj;
+	__s64 one = 1, zero = 0, *n, *adj;
 	long r;
 
 	if (!uid)
@@ -167,8 +182,12 @@ static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, _
 	n = bpf_map_lookup_elem(&fair_share, &key);
 	adj = bpf_map_lookup_elem(&fair_share_adj, &key);
 	/* Two CPUs may both pass at cap - 1: a share is exceeded by at most the CPUs. */
-	if (cap > 0 && (n ? *n : 0) + (adj ? *adj : 0) >= cap)
+	if (cap > 0 && (n ? *n : 0) + (adj ? *adj : 0) >= cap) {
+		n = tlm_map_lookup_or_init(fair_share_refused, &key, &zero);
+		if (n)
+			__sync_fetch_and_add(n, 1);
 		return false;
+	}
 	if (n) {
 		__sync_fetch_and_add(n, 1);
 		return true;

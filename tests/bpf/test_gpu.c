@@ -211,6 +211,7 @@ static int case_setup(void **state)
 	assert_int_equal(syscall(SYS_setresuid, 0, -1, -1), 0);
 	map_clear(bpf_map__fd(skel->maps.fair_share), sizeof(struct fair_share_key));
 	map_clear(bpf_map__fd(skel->maps.fair_share_adj), sizeof(struct fair_share_key));
+	map_clear(bpf_map__fd(skel->maps.fair_share_refused), sizeof(struct fair_share_key));
 	memcpy(skel->data->gpu_share_cap, share_cap_default, sizeof(share_cap_default));
 	memset(skel->bss->gpu_share_refused, 0, sizeof(skel->bss->gpu_share_refused));
 	return 0;
@@ -1072,6 +1073,16 @@ static __s64 share_held(__u32 uid, __u32 table)
 	return n + adj;
 }
 
+/* What owner uid was refused of table (fair_share_refused); 0 when none counted. */
+static __u64 refused_of(__u32 uid, __u32 table)
+{
+	struct fair_share_key k = {.uid = uid, .table = table};
+	__u64 n = 0;
+
+	bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share_refused), &k, &n);
+	return n;
+}
+
 static bool has_row(__u32 tgid)
 {
 	struct gpu_proc_stats st;
@@ -1116,6 +1127,7 @@ static void test_share_processes_per_user(void **state)
 	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_PROCS], 1);
 	set_device_as(SHARE_TGID(2), 40); /* each call tries again */
 	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_PROCS], 2);
+	assert_int_equal(refused_of(SHARE_USER, GPU_SHARE_PROCS), 2); /* and by its owner */
 	set_device_as(SHARE_TGID(0), 50); /* a process with a row still counts */
 	assert_int_equal(stats_of(SHARE_TGID(0)).calls[GPU_FN_SET_DEVICE], 2);
 	as_real_uid(SHARE_USER + 1);
@@ -1343,6 +1355,38 @@ static void test_share_calls_in_flight_per_user(void **state)
 	sync_as(PID_TGID, 90, false);
 	assert_int_equal(share_held(0, GPU_SHARE_CALLS_IN_FLIGHT), -1);
 	assert_int_equal(map_len(inflight, 16), 1);
+}
+
+/* Who was refused the most, per table (fair_share_refusers_read): most first, of two
+ * refused as many the lower owner, 4 at most; root never. */
+static void test_share_refusers(void **state)
+{
+	struct fair_share_refusers top[GPU_SHARE__COUNT];
+	const __u32 refusals[] = {1, 3, 2, 3, 5, 1}; /* by user SHARE_USER + i */
+	__u32 u, i;
+
+	(void)state;
+	skel->data->gpu_share_cap[GPU_SHARE_PROCS] = 1;
+	for (u = 0; u < 6; u++) {
+		as_real_uid(SHARE_USER + u);
+		set_device_as(SHARE_TGID(10 * u), 1); /* its one row */
+		for (i = 0; i < refusals[u]; i++)
+			set_device_as(SHARE_TGID(10 * u + 1), 2 + i);
+	}
+	as_real_uid(0);
+	assert_int_equal(refused_of(SHARE_USER + 4, GPU_SHARE_PROCS), 5);
+	memset(top, 0xff, sizeof(top));
+	assert_int_equal(fair_share_refusers_read(bpf_map__fd(skel->maps.fair_share_refused), top,
+						  GPU_SHARE__COUNT),
+			 0);
+	assert_int_equal(top[GPU_SHARE_PROCS].n, FAIR_SHARE_HOLDERS);
+	assert_int_equal(top[GPU_SHARE_PROCS].v[0].owner, SHARE_USER + 4);
+	assert_int_equal(top[GPU_SHARE_PROCS].v[0].refused, 5);
+	assert_int_equal(top[GPU_SHARE_PROCS].v[1].owner, SHARE_USER + 1); /* 3, the lower */
+	assert_int_equal(top[GPU_SHARE_PROCS].v[2].owner, SHARE_USER + 3);
+	assert_int_equal(top[GPU_SHARE_PROCS].v[3].owner, SHARE_USER + 2);
+	assert_int_equal(top[GPU_SHARE_PROCS].v[3].refused, 2);
+	assert_int_equal(top[GPU_SHARE_ALLOCS].n, 0);
 }
 
 /* The maps a recount reads and writes. */
@@ -2354,6 +2398,7 @@ int main(void)
 		T(test_share_threads_per_user),
 		T(test_share_calls_in_flight_per_user),
 		T(test_share_recount_threads_and_calls),
+		T(test_share_refusers),
 	};
 
 	const struct CMUnitTest defaults[] = {

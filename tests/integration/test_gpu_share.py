@@ -167,6 +167,13 @@ def main():
         wait_for(lambda: holders_are(agent, "processes", PROCS_SHARE) and
                  holders_are(agent, "allocations", ALLOCS_SHARE), 60,
                  "the recount to name nobody holding its shares")
+        # And who was refused the most: nobody (read at a recount after the refusals).
+        wait_for(lambda: (lambda sh: sh["processes"]["refused_by"] ==
+                          [{"kind": "user", "uid": NOBODY, "refused": PER_PROC}] and
+                          sh["allocations"]["refused_by"] ==
+                          [{"kind": "user", "uid": NOBODY, "refused": made - ALLOCS_SHARE}]
+                          and sh["threads"]["refused_by"] == [])(shares(agent)), 60,
+                 "the recount to name nobody refused its processes' calls and allocations")
         # Each process's one thread has its state, the refused one's too: nobody's 41.
         wait_for(lambda: holders_are(agent, "threads", PROCS_SHARE + 1), 60,
                  f"the recount to name nobody holding {PROCS_SHARE + 1} threads' state")
@@ -183,6 +190,9 @@ def main():
         check(f"processes (share {PROCS_SHARE} of 4096): uid {NOBODY} {PROCS_SHARE}" in text and
               f"allocations (share {ALLOCS_SHARE} of 16384): uid {NOBODY} {ALLOCS_SHARE}"
               in text, "bpftel gpu names the holder")
+        check(f"Refused the most since the module started: processes: uid {NOBODY} "
+              f"{PER_PROC}; allocations: uid {NOBODY} {made - ALLOCS_SHARE}\n" in text,
+              "bpftel gpu names who was refused the most")
         check(f"Refused over a user's share (user_share_percent = {PERCENT}): processes "
               f"{PER_PROC}, allocations {made - ALLOCS_SHARE}" in text,
               "bpftel gpu shows the refusals")

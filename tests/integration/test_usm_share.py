@@ -169,10 +169,14 @@ def main():
         check(f"bpftel_http2_starts_over_share_total {over}" in metrics,
               "/metrics: bpftel_http2_starts_over_share_total")
         # Who holds the most, once a correction (every 10 s) has counted the flood.
+        # And who was refused the most: nobody, each of its starts refused.
+        refused_by = [{"kind": "user", "uid": NOBODY, "refused": over}] if over else []
         sessions = wait_for(lambda: (lambda t: t if t["holders"] and
-                                     t["holders"][0]["entries"] == admitted else None)(
+                                     t["holders"][0]["entries"] == admitted and
+                                     t["refused_by"] == refused_by else None)(
             agent.json("http")["shares"]["http2_sessions"]), 60,
-            f"the shares to name nobody holding {admitted} HTTP/2 sessions")
+            f"the shares to name nobody holding {admitted} HTTP/2 sessions, "
+            f"refused {over}")
         check(sessions["holders"] == [{"kind": "user", "uid": NOBODY, "entries": admitted}] and
               sessions["share"] == SHARE and sessions["entries"] == H2_CONNS_MAX,
               f"nobody alone holds HTTP/2 sessions, {admitted} of its {SHARE}: {sessions}")

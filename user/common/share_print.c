@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* The CLI's line of who holds the most of the tables shared out by user (share_print.h). */
+/* The CLI's lines of who holds the most of the tables shared out by user, and who was
+ * refused the most (share_print.h). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,11 +8,19 @@
 #include "jsonfmt.h"
 #include "share_print.h"
 
+/* An owner of a holders or refused_by array, and its count (field). */
+static void print_owner(json_t *o, const char *field, bool first)
+{
+	bool container = !strcmp(jstr(o, "kind"), "container");
+
+	printf("%s %s %lld %lld", first ? "" : ",", container ? "container cgroup" : "uid",
+	       jint(o, container ? "cgroup_id" : "uid"), jint(o, field));
+}
+
 void bpftel_print_shares(json_t *resp, const struct bpftel_share_label *tables, size_t n)
 {
 	json_t *shares = json_object_get(resp, "shares"), *t, *h;
 	const char *sep = "";
-	bool container;
 	size_t i, j;
 
 	for (i = 0; i < n; i++) {
@@ -28,12 +37,22 @@ void bpftel_print_shares(json_t *resp, const struct bpftel_share_label *tables, 
 		else
 			printf("none");
 		printf(" of %lld):", jint(t, "entries"));
-		json_array_foreach(json_object_get(t, "holders"), j, h) {
-			container = !strcmp(jstr(h, "kind"), "container");
-			printf("%s %s %lld %lld", j ? "," : "",
-			       container ? "container cgroup" : "uid",
-			       jint(h, container ? "cgroup_id" : "uid"), jint(h, "entries"));
-		}
+		json_array_foreach(json_object_get(t, "holders"), j, h)
+			print_owner(h, "entries", !j);
+		sep = ";";
+	}
+	if (*sep)
+		printf("\n");
+	sep = "";
+	for (i = 0; i < n; i++) {
+		t = json_object_get(shares, tables[i].key);
+		if (!json_array_size(json_object_get(t, "refused_by")))
+			continue;
+		if (!*sep)
+			printf("Refused the most since the module started");
+		printf("%s %s:", *sep ? ";" : ":", tables[i].label);
+		json_array_foreach(json_object_get(t, "refused_by"), j, h)
+			print_owner(h, "refused", !j);
 		sep = ";";
 	}
 	if (*sep)

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* Users' shares of the tables every process fills, from userspace (fair_share.h). */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -267,25 +269,84 @@ void fair_share_read_apply(struct fair_share_uid_ranges *s, const char *who,
 	__atomic_store_n(live, next, __ATOMIC_RELEASE);
 }
 
-json_t *fair_share_holder_json(__u32 owner, __u32 held)
+json_t *fair_share_owner_json(__u32 owner, const char *what, __u64 n)
 {
 	if (owner & FAIR_SHARE_CONTAINER)
 		return json_pack("{s:s, s:I, s:I}", "kind", "container", "cgroup_id",
-				 (json_int_t)(owner & ~FAIR_SHARE_CONTAINER), "entries",
-				 (json_int_t)held);
-	return json_pack("{s:s, s:I, s:I}", "kind", "user", "uid", (json_int_t)owner, "entries",
-			 (json_int_t)held);
+				 (json_int_t)(owner & ~FAIR_SHARE_CONTAINER), what,
+				 (json_int_t)(n > INT64_MAX ? INT64_MAX : n));
+	return json_pack("{s:s, s:I, s:I}", "kind", "user", "uid", (json_int_t)owner, what,
+			 (json_int_t)(n > INT64_MAX ? INT64_MAX : n));
 }
 
-json_t *fair_share_table_json(__u32 max_entries, __s64 cap, const struct fair_share_holders *h)
+json_t *fair_share_table_json(__u32 max_entries, __s64 cap, const struct fair_share_holders *h,
+			      const struct fair_share_refusers *r)
 {
-	json_t *who = json_array();
+	json_t *who = json_array(), *o;
 	__u32 i;
 
 	for (i = 0; i < h->n && i < FAIR_SHARE_HOLDERS; i++)
-		json_array_append_new(who, fair_share_holder_json(h->v[i].owner, h->v[i].held));
-	return json_pack("{s:I, s:o, s:o}", "entries", (json_int_t)max_entries, "share",
-			 cap ? json_integer(cap) : json_null(), "holders", who);
+		json_array_append_new(who,
+				      fair_share_owner_json(h->v[i].owner, "entries", h->v[i].held));
+	o = json_pack("{s:I, s:o, s:o}", "entries", (json_int_t)max_entries, "share",
+		      cap ? json_integer(cap) : json_null(), "holders", who);
+	if (r) {
+		who = json_array();
+		for (i = 0; i < r->n && i < FAIR_SHARE_HOLDERS; i++)
+			json_array_append_new(who, fair_share_owner_json(r->v[i].owner, "refused",
+									 r->v[i].refused));
+		json_object_set_new(o, "refused_by", who);
+	}
+	return o;
+}
+
+/* Put (owner, refused) in t, kept most first (of two as many, the lower owner) and
+ * FAIR_SHARE_HOLDERS long. */
+static void refusers_add(struct fair_share_refusers *t, __u32 owner, __u64 refused)
+{
+	__u32 i, at = t->n;
+
+	while (at > 0 && (t->v[at - 1].refused < refused ||
+			  (t->v[at - 1].refused == refused && t->v[at - 1].owner > owner)))
+		at--;
+	if (at >= FAIR_SHARE_HOLDERS)
+		return;
+	i = t->n < FAIR_SHARE_HOLDERS ? t->n++ : FAIR_SHARE_HOLDERS - 1;
+	for (; i > at; i--)
+		t->v[i] = t->v[i - 1];
+	t->v[at].owner = owner;
+	t->v[at].refused = refused;
+}
+
+/* Entries read per batch: an LRU hash map's bucket holding more makes it fail. */
+#define REFUSERS_BATCH 128
+
+int fair_share_refusers_read(int fd, struct fair_share_refusers *top, __u32 ntables)
+{
+	struct fair_share_refusers *t = calloc(ntables ? ntables : 1, sizeof(*t));
+	struct fair_share_key keys[REFUSERS_BATCH];
+	__u64 vals[REFUSERS_BATCH], at = 0, next = 0;
+	bool first = true;
+	__u32 count, i, steps;
+	int err = 0;
+
+	if (!t)
+		return -ENOMEM;
+	/* Bounded: a map the programs change during the walk may be seen again in part. */
+	for (steps = 0; !err && steps < 2 * FAIR_SHARE_REFUSERS / REFUSERS_BATCH + 2; steps++) {
+		count = REFUSERS_BATCH;
+		if (bpf_map_lookup_batch(fd, first ? NULL : &at, &next, keys, vals, &count, NULL))
+			err = errno == ENOENT ? 1 : -errno; /* 1: the walk's end */
+		for (i = 0; err >= 0 && i < count; i++)
+			if (keys[i].table < ntables && keys[i].uid && vals[i])
+				refusers_add(&t[keys[i].table], keys[i].uid, vals[i]);
+		at = next;
+		first = false;
+	}
+	if (err >= 0)
+		memcpy(top, t, ntables * sizeof(*t));
+	free(t);
+	return err < 0 ? err : 0;
 }
 
 json_t *fair_share_subuid_json(unsigned int ranges, unsigned int skipped, int err)

@@ -41,6 +41,22 @@ struct fair_share_holders {
 	} v[FAIR_SHARE_HOLDERS];
 };
 
+/* The owners (but root) refused the most entries of a table since the object was
+ * loaded, most first (of two refused as many, the lower owner): from the programs'
+ * fair_share_refused map (bpf/lib/fair_share.h). */
+struct fair_share_refusers {
+	__u32 n;
+	struct {
+		__u32 owner;
+		__u64 refused;
+	} v[FAIR_SHARE_HOLDERS];
+};
+
+/* Read a fair_share_refused map (fd): top[t] for each table t below ntables. 0, or
+ * -errno with top left as it was. One batched walk of at most FAIR_SHARE_REFUSERS
+ * entries. */
+int fair_share_refusers_read(int fd, struct fair_share_refusers *top, __u32 ntables);
+
 /*
  * A recount of one table: begin reads which owners the programs count (the fair_share
  * map's fd) and their counts; the caller walks the table, adding each owner's entries;
@@ -119,14 +135,17 @@ void fair_share_read_apply(struct fair_share_uid_ranges *s, const char *who,
 			   const struct fair_share_read *rd, struct fair_share_ranges *tables,
 			   __u32 *live, bool loaded);
 
-/* JSON, as modules' reports show their shares: an owner ({kind: "user", uid, entries}
- * or {kind: "container", cgroup_id, entries}, the id's low 31 bits: as rows' cgroup_id
- * on a cgroup v2 host); a table ({entries: its size, share: null when there is no
- * bound, holders: h's, most first}); the uid ranges ({path, ranges, left_out, error}). */
+/* JSON, as modules' reports show their shares: an owner ({kind: "user", uid, <what>: n}
+ * or {kind: "container", cgroup_id, <what>: n}, the id's low 31 bits: as rows'
+ * cgroup_id on a cgroup v2 host); a table ({entries: its size, share: null when there
+ * is no bound, holders: h's, most first, as owners with entries; and with r,
+ * refused_by: r's, as owners with refused}); the uid ranges ({path, ranges, left_out,
+ * error}). */
 struct json_t;
-struct json_t *fair_share_holder_json(__u32 owner, __u32 held);
+struct json_t *fair_share_owner_json(__u32 owner, const char *what, __u64 n);
 struct json_t *fair_share_table_json(__u32 max_entries, __s64 cap,
-				     const struct fair_share_holders *h);
+				     const struct fair_share_holders *h,
+				     const struct fair_share_refusers *r);
 struct json_t *fair_share_subuid_json(unsigned int ranges, unsigned int skipped, int err);
 
 #endif /* BPFTEL_MANAGER_FAIR_SHARE_H */

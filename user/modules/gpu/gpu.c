@@ -54,6 +54,7 @@ struct bpftel_gpu {
 	unsigned int user_share_percent;
 	struct fair_share_uid_ranges subuid;
 	struct fair_share_holders share_holders[GPU_SHARE__COUNT];
+	struct fair_share_refusers share_refusers[GPU_SHARE__COUNT];
 	__u64 share_refused_retired[GPU_SHARE__COUNT];
 	__u32 share_entries[GPU_SHARE__COUNT]; /* the tables' sizes, as last opened */
 	__u64 shares_due_ns;
@@ -339,6 +340,7 @@ static void gpu_close(struct bpftel_module *m)
 			__atomic_load_n(&g->skel->bss->gpu_share_refused[t], __ATOMIC_RELAXED);
 	g->loaded = false;
 	memset(g->share_holders, 0, sizeof(g->share_holders)); /* the tables go */
+	memset(g->share_refusers, 0, sizeof(g->share_refusers));
 	g->subuid.ranges = 0; /* the next open reads the files again */
 	memset(&g->subuid.seen, 0, sizeof(g->subuid.seen));
 	skel = g->skel;
@@ -374,6 +376,7 @@ void bpftel_gpu__shares(struct bpftel_gpu *g, struct bpftel_gpu_shares *out)
 		out->entries[t] = g->share_entries[t];
 		out->cap[t] = fair_share_cap(out->entries[t], g->user_share_percent);
 		out->holders[t] = g->share_holders[t];
+		out->refused_by[t] = g->share_refusers[t];
 	}
 	out->ranges = g->subuid.ranges;
 	out->ranges_left_out = g->subuid.skipped;
@@ -399,15 +402,16 @@ static void gpu_shares_full_say(struct bpftel_gpu *g)
  * nothing under it. */
 struct gpu_share_fds {
 	struct gpu_share_maps m;
+	int refused; /* fair_share_refused */
 	__u64 opens;
 };
 
-#define SHARE_FDS 6 /* the fds of struct gpu_share_maps */
+#define SHARE_FDS 7 /* the fds of struct gpu_share_fds */
 
 static int *share_fd(struct gpu_share_fds *f, int i)
 {
-	int *fds[SHARE_FDS] = {&f->m.procs,    &f->m.thread_slots, &f->m.threads,
-			       &f->m.inflight, &f->m.counts,	   &f->m.adj};
+	int *fds[SHARE_FDS] = {&f->m.procs,  &f->m.thread_slots, &f->m.threads, &f->m.inflight,
+			       &f->m.counts, &f->m.adj,		 &f->refused};
 
 	return fds[i];
 }
@@ -440,6 +444,7 @@ static int share_fds_dup(struct bpftel_gpu *g, struct gpu_share_fds *f)
 	maps[3] = g->skel->maps.gpu_inflight;
 	maps[4] = g->skel->maps.fair_share;
 	maps[5] = g->skel->maps.fair_share_adj;
+	maps[6] = g->skel->maps.fair_share_refused;
 	for (i = 0; i < SHARE_FDS && !err; i++) {
 		*share_fd(f, i) = fcntl(bpf_map__fd(maps[i]), F_DUPFD_CLOEXEC, 3);
 		if (*share_fd(f, i) < 0)
@@ -458,6 +463,7 @@ static int share_fds_dup(struct bpftel_gpu *g, struct gpu_share_fds *f)
  */
 static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 {
+	struct fair_share_refusers refused[GPU_SHARE__COUNT];
 	struct fair_share_holders top[GPU_SHARE__COUNT];
 	struct fair_share_read *rd;
 	struct gpu_share_fds fds;
@@ -484,16 +490,19 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 	pthread_mutex_lock(&g->lock);
 	err = share_fds_dup(g, &fds);
 	memcpy(top, g->share_holders, sizeof(top));
+	memcpy(refused, g->share_refusers, sizeof(refused));
 	pthread_mutex_unlock(&g->lock);
 	if (err == -EAGAIN)
 		return; /* not loaded */
 	if (!err)
-		err = bpftel_gpu_shares_recount(&fds.m, top);
+		err = bpftel_gpu_shares_recount(&fds.m, top) ?:
+		      fair_share_refusers_read(fds.refused, refused, GPU_SHARE__COUNT);
 	share_fds_close(&fds);
 	pthread_mutex_lock(&g->lock);
 	if (g->loaded && g->opens == fds.opens) { /* not a new object's since */
 		if (!err) {
 			memcpy(g->share_holders, top, sizeof(top));
+			memcpy(g->share_refusers, refused, sizeof(refused));
 			gpu_shares_full_say(g);
 		}
 		if (err && !g->shares_warned)

@@ -50,6 +50,9 @@ struct bpftel_gpu_shares {
 	 * is not loaded). */
 	struct fair_share_holders holders[GPU_SHARE__COUNT];
 	__u64 refused[GPU_SHARE__COUNT]; /* gpu_share_refused, since the agent started */
+	/* The owners refused the most, since the module last started, as the last recount
+	 * read them. */
+	struct fair_share_refusers refused_by[GPU_SHARE__COUNT];
 	/* The uid ranges granted to users, counted as theirs (subuid.h), as last read. */
 	unsigned int ranges, ranges_left_out;
 	int ranges_err;

@@ -158,6 +158,8 @@ static const struct bpftel_share_label share_tables[] = {
 	{"allocations", "allocations"},
 	{"kernel_rows", "kernel rows"},
 	{"error_kinds", "error kinds"},
+	{"threads", "threads' state"},
+	{"calls_in_flight", "calls in flight"},
 };
 
 #define NSHARES (sizeof(share_tables) / sizeof(share_tables[0]))

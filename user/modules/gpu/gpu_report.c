@@ -375,7 +375,8 @@ static json_t *shares_json(const struct bpftel_gpu_shares *sh)
 	json_object_set_new(o, "subuid", fair_share_subuid_json(sh->ranges, sh->ranges_left_out,
 								 sh->ranges_err));
 	for (i = 0; i < GPU_SHARE__COUNT; i++) {
-		t = fair_share_table_json(sh->entries[i], sh->cap[i], &sh->holders[i]);
+		t = fair_share_table_json(sh->entries[i], sh->cap[i], &sh->holders[i],
+					  &sh->refused_by[i]);
 		json_object_set_new(t, "refused", json_integer(ju(sh->refused[i])));
 		json_object_set_new(o, bpftel_gpu_share_names[i], t);
 	}

@@ -49,6 +49,7 @@ struct bpftel_usm {
 	/* Who holds the most of each shared table, as the last correction found (under
 	 * lock; none while the module is not loaded). */
 	struct fair_share_holders share_holders[USM_SHARE__COUNT];
+	struct fair_share_refusers share_refusers[USM_SHARE__COUNT]; /* likewise */
 	/* The uid ranges granted to users as the programs have them (under lock). */
 	struct fair_share_uid_ranges subuid;
 	struct usm_series_set *series; /* /metrics' */
@@ -667,6 +668,7 @@ static void usm_close(struct bpftel_module *m)
 	}
 	u->loaded = false;
 	memset(u->share_holders, 0, sizeof(u->share_holders)); /* the tables go */
+	memset(u->share_refusers, 0, sizeof(u->share_refusers));
 	u->subuid.ranges = 0; /* the next open reads the files again */
 	memset(&u->subuid.seen, 0, sizeof(u->subuid.seen));
 	skel = u->skel;
@@ -827,7 +829,7 @@ static bool always_alive(__u32 tgid)
  */
 struct usm_sweep_fds {
 	int table[USM_SHARE__COUNT]; /* by enum usm_share_table */
-	int counts, adj;	     /* fair_share, fair_share_adj */
+	int counts, adj, refused;    /* fair_share, fair_share_adj, fair_share_refused */
 	__u64 marks;		     /* usm_tls_retry_marks as read (nothing to walk: 0) */
 	__u64 opens;
 	bool shares_due;	     /* the owners' counts are to be corrected this round */
@@ -844,6 +846,8 @@ static void sweep_fds_close(struct usm_sweep_fds *f)
 		close(f->counts);
 	if (f->adj >= 0)
 		close(f->adj);
+	if (f->refused >= 0)
+		close(f->refused);
 }
 
 static int dup_fd(const struct bpf_map *map)
@@ -870,6 +874,8 @@ static int sweep_fds_dup(struct bpftel_usm *u, struct usm_sweep_fds *f)
 	err = f->counts < 0 && !err ? -errno : err;
 	f->adj = dup_fd(u->skel->maps.fair_share_adj);
 	err = f->adj < 0 && !err ? -errno : err;
+	f->refused = dup_fd(u->skel->maps.fair_share_refused);
+	err = f->refused < 0 && !err ? -errno : err;
 	if (err)
 		sweep_fds_close(f);
 	return err;
@@ -880,6 +886,8 @@ struct usm_sweep_result {
 	int marks_deleted; /* usm_tls_retry_sweep's */
 	int err[USM_SHARE__COUNT];
 	struct fair_share_holders holders[USM_SHARE__COUNT];
+	int refused_err; /* fair_share_refusers_read's */
+	struct fair_share_refusers refused[USM_SHARE__COUNT];
 };
 
 /* Users' shares of usm_h2_conns, usm_tls_fds and usm_tls_retry corrected
@@ -902,6 +910,7 @@ static void usm_shares_sweep(const struct usm_sweep_fds *f, struct usm_sweep_res
 						 i == USM_SHARE_TLS_RETRY ? always_alive : proc_alive,
 						 &deleted, &r->holders[i]);
 	}
+	r->refused_err = fair_share_refusers_read(f->refused, r->refused, USM_SHARE__COUNT);
 }
 
 /* Under u->lock: the holders each table's correction found, and what the log says of
@@ -915,6 +924,8 @@ static void usm_shares_apply(struct bpftel_usm *u, const struct usm_sweep_result
 	char what[64];
 	int i;
 
+	if (!r->refused_err)
+		memcpy(u->share_refusers, r->refused, sizeof(r->refused));
 	for (i = 0; i < USM_SHARE__COUNT; i++) {
 		if (!r->err[i]) {
 			u->share_holders[i] = r->holders[i];
@@ -938,7 +949,7 @@ static void usm_shares_apply(struct bpftel_usm *u, const struct usm_sweep_result
  * calls bounded by the maps, on duplicated fds, no lock held. */
 static void usm_kernel_sweep(struct bpftel_usm *u, __u64 now)
 {
-	struct usm_sweep_fds f = {.counts = -1, .adj = -1};
+	struct usm_sweep_fds f = {.counts = -1, .adj = -1, .refused = -1};
 	struct usm_sweep_result r = {};
 	__u64 *marks;
 	int err = 0;
@@ -951,6 +962,7 @@ static void usm_kernel_sweep(struct bpftel_usm *u, __u64 now)
 		if (f.shares_due)
 			u->shares_due_ns = now + FAIR_SHARE_RECOUNT_NS;
 		memcpy(r.holders, u->share_holders, sizeof(r.holders));
+		memcpy(r.refused, u->share_refusers, sizeof(r.refused));
 		if (f.marks || f.shares_due)
 			err = sweep_fds_dup(u, &f);
 	}
@@ -1048,10 +1060,13 @@ bool bpftel_usm__recv_fd(struct bpftel_usm *u)
 	return false;
 }
 
-void bpftel_usm__shares(struct bpftel_usm *u, struct fair_share_holders *out)
+void bpftel_usm__shares(struct bpftel_usm *u, struct fair_share_holders *out,
+			struct fair_share_refusers *refused_by)
 {
 	pthread_mutex_lock(&u->lock);
 	memcpy(out, u->share_holders, sizeof(u->share_holders));
+	if (refused_by)
+		memcpy(refused_by, u->share_refusers, sizeof(u->share_refusers));
 	pthread_mutex_unlock(&u->lock);
 }
 

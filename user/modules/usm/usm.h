@@ -67,10 +67,13 @@ size_t bpftel_usm__series(struct bpftel_usm *u, struct usm_series **out, bool *c
 struct usm_proc;
 bool bpftel_usm__proc(struct bpftel_usm *u, __u32 pid, struct usm_proc *out);
 void bpftel_usm__settings(struct bpftel_usm *u, struct bpftel_usm_settings *out);
-/* Who holds the most of each table shared out by user (enum usm_share_table), as the
- * last correction found them, every 10 s (fair_share.h); none while not loaded. */
+/* Who holds the most of each table shared out by user (enum usm_share_table), and
+ * (refused_by, unless NULL) who was refused the most, as the last correction found
+ * them, every 10 s (fair_share.h); none while not loaded. */
 struct fair_share_holders;
-void bpftel_usm__shares(struct bpftel_usm *u, struct fair_share_holders *out);
+struct fair_share_refusers;
+void bpftel_usm__shares(struct bpftel_usm *u, struct fair_share_holders *out,
+			struct fair_share_refusers *refused_by);
 /* The uid ranges granted to users that count as their users' (subuid.h), as last read:
  * how many, how many left out, and the read's -errno (0: none). */
 void bpftel_usm__ranges(struct bpftel_usm *u, unsigned int *ranges, unsigned int *skipped,

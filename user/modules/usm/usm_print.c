@@ -74,6 +74,7 @@ static const struct bpftel_share_label share_tables[] = {
 	{"http2_sessions", "HTTP/2 sessions"},
 	{"tls_sessions", "TLS sessions"},
 	{"tls_retry_marks", "retry marks"},
+	{"go_reads", "Go reads in flight"},
 };
 
 static void print_http(json_t *resp)

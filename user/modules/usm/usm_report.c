@@ -219,10 +219,11 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	return cnt;
 }
 
-/* Each table shared out by user: its size, the share (null: no bound) and who holds
- * the most of it at the last correction. */
+/* Each table shared out by user: its size, the share (null: no bound), who holds the
+ * most of it and who was refused the most, at the last correction. */
 static json_t *shares_json(struct bpftel_usm *usm, unsigned int percent)
 {
+	struct fair_share_refusers r[USM_SHARE__COUNT];
 	struct fair_share_holders h[USM_SHARE__COUNT];
 	json_t *o = json_object();
 	unsigned int ranges, skipped;
@@ -230,13 +231,13 @@ static json_t *shares_json(struct bpftel_usm *usm, unsigned int percent)
 
 	bpftel_usm__ranges(usm, &ranges, &skipped, &err);
 	json_object_set_new(o, "subuid", fair_share_subuid_json(ranges, skipped, err));
-	bpftel_usm__shares(usm, h);
+	bpftel_usm__shares(usm, h, r);
 	for (t = 0; t < USM_SHARE__COUNT; t++)
 		json_object_set_new(o, usm_share_tables[t].key,
 				    fair_share_table_json(usm_share_tables[t].max_entries,
 							  usm_fair_share_cap(&usm_share_tables[t],
 									     percent),
-							  &h[t]));
+							  &h[t], &r[t]));
 	return o;
 }
 
@@ -415,7 +416,7 @@ static void share_metrics(struct bpftel_prom *w, struct bpftel_usm *usm)
 	__s64 cap;
 	int t;
 
-	bpftel_usm__shares(usm, h);
+	bpftel_usm__shares(usm, h, NULL);
 	bpftel_usm__settings(usm, &set);
 	for (t = 0; t < USM_SHARE__COUNT; t++) {
 		keys[t] = usm_share_tables[t].key;
