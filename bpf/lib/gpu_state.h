@@ -127,8 +127,8 @@ struct {
  * is counted (calls_untracked) and nothing else is lost. A record whose
  * return never comes (a return probe detached mid-call) cannot pile up: the thread's
  * next call of the function overwrites it (a free's, after putting back the allocation
- * it took: gpu_free_begin; else its owner's count stays one high until the recount),
- * and its exit drops it (gpu_task_exit_body). */
+ * it took: gpu_free_begin), its owner at its share or not, and its exit drops it
+ * (gpu_task_exit_body). */
 /* struct gpu_call_key, struct gpu_call: bpf/gpu.h (userspace recounts their owners). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -526,17 +526,29 @@ static __always_inline bool gpu_call_store(TLM_PARAM, struct gpu_proc_stats *st,
 {
 	struct gpu_call_key key = {.pid_tgid = pid_tgid, .func = func};
 
+	long err;
+
 	if (!st)
 		return false;
 	call->owner = st->owner;
 	if (!fair_share_take(TLM_ARG, GPU_SHARE_CALLS_IN_FLIGHT, call->owner,
 			     gpu_share_cap[GPU_SHARE_CALLS_IN_FLIGHT])) {
+		/* At its share, a record of this call whose return went unseen is replaced
+		 * all the same (the table does not grow): left, the return would take it
+		 * for this call's. */
+		if (bpf_map_lookup_elem(&gpu_inflight, &key) &&
+		    !tlm_map_update(gpu_inflight, &key, call, BPF_EXIST))
+			return true;
 		__sync_fetch_and_add(&gpu_share_refused[GPU_SHARE_CALLS_IN_FLIGHT], 1);
 		goto untracked;
 	}
-	if (!tlm_map_update(gpu_inflight, &key, call, BPF_ANY))
+	err = tlm_map_insert(gpu_inflight, &key, call);
+	if (!err)
 		return true;
+	/* Such a record, replaced, holds the count this call took; no room: none made. */
 	fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, call->owner);
+	if (err == -EEXIST && !tlm_map_update(gpu_inflight, &key, call, BPF_EXIST))
+		return true;
 untracked:
 	__sync_fetch_and_add(&st->calls_untracked, 1);
 	return false;

@@ -138,6 +138,7 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 {
 	struct usm_go_read_key key = {.g = regs->r14, .tgid = pid_tgid >> 32};
 	struct usm_go_read r = {.conn = regs->ax, .buf = regs->bx};
+	long err;
 
 	if (!key.g || (__s64)regs->cx <= 0)
 		return 0; /* no goroutine (not Go code), or nothing to read into */
@@ -145,13 +146,22 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 	r.uid = fair_share_owner();
 	if (!fair_share_take(TLM_ARG, USM_SHARE_GO_READS, r.uid,
 			     usm_share_cap[USM_SHARE_GO_READS])) {
+		/* At its share, an entry of the same Read whose return went unseen is
+		 * replaced all the same (the table does not grow): left, this Read's return
+		 * would read the old one's buffer. */
+		if (bpf_map_lookup_elem(&usm_go_reads, &key) &&
+		    !tlm_map_update(usm_go_reads, &key, &r, BPF_EXIST))
+			return 0;
 		usm_count(USM_CNT_GO_READS_OVER_SHARE);
 		return 0;
 	}
-	/* An entry of the same Read whose return went unseen is replaced: its owner's
-	 * count stays one high until the sweep's recount. */
-	if (tlm_map_update(usm_go_reads, &key, &r, BPF_ANY))
-		fair_share_give(USM_SHARE_GO_READS, r.uid);
+	err = tlm_map_insert(usm_go_reads, &key, &r);
+	if (!err)
+		return 0;
+	/* Such an entry, replaced, holds the count this Read took; no room: none made. */
+	if (err == -EEXIST)
+		tlm_map_update(usm_go_reads, &key, &r, BPF_EXIST);
+	fair_share_give(USM_SHARE_GO_READS, r.uid);
 	return 0;
 }
 

@@ -1375,6 +1375,15 @@ static void test_share_refusers(void **state)
 	}
 	as_real_uid(0);
 	assert_int_equal(refused_of(SHARE_USER + 4, GPU_SHARE_PROCS), 5);
+	/* Root is never refused; a count of its, were there one, is not listed. */
+	{
+		struct fair_share_key k = {.uid = 0, .table = GPU_SHARE_PROCS};
+		__u64 many = 100;
+
+		assert_int_equal(bpf_map_update_elem(bpf_map__fd(skel->maps.fair_share_refused),
+						     &k, &many, BPF_NOEXIST),
+				 0);
+	}
 	memset(top, 0xff, sizeof(top));
 	assert_int_equal(fair_share_refusers_read(bpf_map__fd(skel->maps.fair_share_refused), top,
 						  GPU_SHARE__COUNT),
@@ -1387,6 +1396,46 @@ static void test_share_refusers(void **state)
 	assert_int_equal(top[GPU_SHARE_PROCS].v[3].owner, SHARE_USER + 2);
 	assert_int_equal(top[GPU_SHARE_PROCS].v[3].refused, 2);
 	assert_int_equal(top[GPU_SHARE_ALLOCS].n, 0);
+}
+
+/* A call whose return went unseen (its return probe detached mid-call) leaves its
+ * record: the thread's next call of the function replaces it, at its owner's share or
+ * not, without taking another entry of the share; its return accounts its own record,
+ * never the old one's. */
+static void test_share_calls_in_flight_left_over(void **state)
+{
+	__u64 t0 = thread_of(SHARE_TGID(0), 0), t1 = thread_of(SHARE_TGID(0), 1);
+	int inflight = bpf_map__fd(skel->maps.gpu_inflight);
+	struct gpu_proc_stats st;
+
+	(void)state;
+	skel->data->gpu_share_cap[GPU_SHARE_CALLS_IN_FLIGHT] = 2;
+	as_real_uid(SHARE_USER);
+	sync_as(t0, 10, false); /* its return never comes */
+	sync_as(t0, 20, false); /* replaces it: the share holds one still */
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_CALLS_IN_FLIGHT), 1);
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_CALLS_IN_FLIGHT], 0);
+	skel->data->gpu_share_cap[GPU_SHARE_CALLS_IN_FLIGHT] = 1;
+	sync_as(t1, 25, false); /* another thread's, past the share */
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_CALLS_IN_FLIGHT], 1);
+	sync_as(t0, 30, true);
+	sync_as(t1, 35, true); /* no record: nothing accounted */
+	st = stats_of(SHARE_TGID(0));
+	assert_int_equal(st.sync_ns, 10); /* from 20, not 10 */
+	assert_int_equal(st.calls_untracked, 1);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_CALLS_IN_FLIGHT), 0);
+	/* At the share: the thread's own record left over is replaced all the same. */
+	sync_as(t0, 40, false); /* never returns */
+	sync_as(t0, 70, false);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_CALLS_IN_FLIGHT), 1);
+	assert_int_equal(skel->bss->gpu_share_refused[GPU_SHARE_CALLS_IN_FLIGHT], 1);
+	assert_int_equal(map_len(inflight, 16), 1);
+	sync_as(t0, 80, true);
+	as_real_uid(0);
+	st = stats_of(SHARE_TGID(0));
+	assert_int_equal(st.sync_ns, 20); /* 10 more: from 70 */
+	assert_int_equal(st.calls_untracked, 1);
+	assert_int_equal(share_held(SHARE_USER, GPU_SHARE_CALLS_IN_FLIGHT), 0);
 }
 
 /* The maps a recount reads and writes. */
@@ -2397,6 +2446,7 @@ int main(void)
 		T(test_share_recount),
 		T(test_share_threads_per_user),
 		T(test_share_calls_in_flight_per_user),
+		T(test_share_calls_in_flight_left_over),
 		T(test_share_recount_threads_and_calls),
 		T(test_share_refusers),
 	};

@@ -2771,6 +2771,36 @@ static void test_go_reads_share_per_user(void **state)
 	}
 }
 
+/* A Read whose return went unseen leaves its entry: the goroutine's next Read at that
+ * depth replaces it, at its owner's share or not, without taking more of the share; its
+ * return reads its own buffer, never the old one's. */
+static void test_go_reads_left_over(void **state)
+{
+	char old[256] = "HTTP/1.1 500 Old\r\n\r\n";
+	char b[256] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+	struct go_conn c;
+
+	(void)state;
+	go_conn_init(&c, 5);
+	skel->data->usm_share_cap[USM_SHARE_GO_READS] = 2;
+	as_real_uid(SHARE_USER);
+	go_read_enter(&c, old, sizeof(old), G1, 4243, 1); /* its return never comes */
+	go_read_enter(&c, b, sizeof(b), G1, 4243, 2);
+	assert_int_equal(share_held(SHARE_USER, USM_SHARE_GO_READS), 1);
+	assert_int_equal(go_read_ret((long)strlen(b), G1, 4243, 3), 1);
+	assert_memory_equal(event(0)->prefix, b, strlen(b));
+	assert_int_equal(share_held(SHARE_USER, USM_SHARE_GO_READS), 0);
+	/* At the share (one): the goroutine's own left-over entry is replaced all the same. */
+	skel->data->usm_share_cap[USM_SHARE_GO_READS] = 1;
+	go_read_enter(&c, old, sizeof(old), G1, 4243, 4);
+	go_read_enter(&c, b, sizeof(b), G1, 4243, 5);
+	assert_int_equal(counter(USM_CNT_GO_READS_OVER_SHARE), 0);
+	assert_int_equal(share_held(SHARE_USER, USM_SHARE_GO_READS), 1);
+	assert_int_equal(go_read_ret((long)strlen(b), G1, 4243, 6), 1);
+	assert_memory_equal(event(0)->prefix, b, strlen(b));
+	as_real_uid(0);
+}
+
 static void test_go_read_nothing(void **state)
 {
 	char b[64] = "HTTP/1.1 200 OK\r\n\r\n";
@@ -3245,6 +3275,7 @@ int main(void)
 		T(test_go_conn_chain),
 		T(test_go_read_paired_by_goroutine),
 		T(test_go_reads_share_per_user),
+		T(test_go_reads_left_over),
 		T(test_go_read_nothing),
 		T(test_go_h2),
 		T(test_go_background_byte),

@@ -11,6 +11,7 @@ byte reaches the agent's output; nothing is left in the kernel after it stops.""
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -206,13 +207,15 @@ def main():
               f"{after['tls_write_retries'] - before['tls_write_retries']}")
 
         # The same write failed in a process that never retries it: the kernel keeps
-        # its mark (made at the failure; a process's marks go after 10 s, far more
-        # than this look takes) while the process lives, and the sweep deletes it once
-        # the process is gone.
+        # its mark while the process lives (marks older than 10 s go too, far more than
+        # this look takes), and the sweep deletes it once the process is gone (or the
+        # mark old): without the sweep it would stay.
         app = subprocess.Popen([args.python, os.path.join(HERE, "tls_retry_app.py"), cert,
                                 key, "stop"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                text=True)
         try:
+            ready, _, _ = select.select([app.stdout], [], [], 120)
+            check(ready, "tls_retry_app.py stop: its line within 120 s")
             stopped = json.loads(app.stdout.readline() or "{}").get("pid")
             check(stopped == app.pid and retry_marks_of(agent, stopped) == 1,
                   f"a write failed and not retried keeps its mark: pid {stopped}")

@@ -59,6 +59,7 @@ struct bpftel_gpu {
 	__u32 share_entries[GPU_SHARE__COUNT]; /* the tables' sizes, as last opened */
 	__u64 shares_due_ns;
 	bool shares_warned; /* a recount failed, and the log said so */
+	bool threads_dropped; /* the sweep deleted threads' entries: recount (atomic) */
 	unsigned int shares_full_said; /* by table: an owner held its whole share, said */
 	/*
 	 * What reports remember from one to the next (counters must not go down: a
@@ -1430,21 +1431,25 @@ static bool thread_gone(__u64 pid_tgid)
  * stayed for good: a user exec'ing from calls on threads could fill gpu_inflight for
  * every process. Bounded like drop_keys().
  */
-static void drop_gone_threads(int fd, size_t key_size, __u32 max_entries)
+static int drop_gone_threads(int fd, size_t key_size, __u32 max_entries)
 {
 	size_t steps = 0, max = 4 * (size_t)max_entries + 1;
 	char key[16], next[16], *prev = NULL;
 	__u64 pid_tgid;
+	int dropped = 0;
 
 	if (key_size < sizeof(pid_tgid) || key_size > sizeof(key))
-		return;
+		return 0;
 	while (!bpf_map_get_next_key(fd, prev, next) && steps++ < max) {
 		memcpy(&pid_tgid, next, sizeof(pid_tgid));
-		if (thread_gone(pid_tgid) && !bpf_map_delete_elem(fd, next))
+		if (thread_gone(pid_tgid) && !bpf_map_delete_elem(fd, next)) {
+			dropped++;
 			continue;
+		}
 		memcpy(key, next, key_size);
 		prev = key;
 	}
+	return dropped;
 }
 
 /*
@@ -1508,13 +1513,18 @@ static void thread_fds_dup(const struct gpu *skel, struct gpu_thread_fds *f)
 }
 
 /* Walk what was duplicated (a table whose fd could not be is the next sweep's), and
- * close it. */
-static void drop_gone_all(struct gpu_thread_fds *f)
+ * close it. How many entries of the calls in flight and the threads' state it deleted,
+ * which the programs do not see (their owners' counts are the recount's); the slots
+ * it frees, gpu_slot_free gives back. */
+static int drop_gone_all(struct gpu_thread_fds *f)
 {
+	int dropped = 0;
+
 	if (f->inflight >= 0)
-		drop_gone_threads(f->inflight, sizeof(struct gpu_call_key), f->inflight_max);
+		dropped += drop_gone_threads(f->inflight, sizeof(struct gpu_call_key),
+					     f->inflight_max);
 	if (f->threads >= 0)
-		drop_gone_threads(f->threads, sizeof(__u64), f->threads_max);
+		dropped += drop_gone_threads(f->threads, sizeof(__u64), f->threads_max);
 	if (f->slots >= 0 && f->slot_free >= 0)
 		drop_gone_thread_slots(f->slots, f->slot_free);
 	if (f->inflight >= 0)
@@ -1525,13 +1535,17 @@ static void drop_gone_all(struct gpu_thread_fds *f)
 		close(f->slots);
 	if (f->slot_free >= 0)
 		close(f->slot_free);
+	return dropped;
 }
 
 static void gpu_housekeeping(struct bpftel_module *m)
 {
 	struct bpftel_gpu *g = bpftel_module__priv(m);
+	bool dropped = bpftel_gpu__sweep(g) > 0;
 
-	gpu_shares_housekeeping(g, bpftel_gpu__sweep(g) > 0);
+	/* Processes dropped, or threads' entries: their owners' counts are recounted. */
+	dropped |= __atomic_exchange_n(&g->threads_dropped, false, __ATOMIC_RELAXED);
+	gpu_shares_housekeeping(g, dropped);
 }
 
 static int cmp_start(const void *a, const void *b)
@@ -1566,7 +1580,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 {
 	struct proc_start *now = NULL, *was;
 	__u32 key, next, *prev = NULL, dead[SWEEP_MAX_DEAD];
-	struct gpu_thread_fds threads;
+	struct gpu_thread_fds threads = {-1, -1, -1, -1, 0, 0};
 	size_t n = 0, cap = 0, i, j, steps;
 	int fd, ndead = 0, dropped = 0;
 	bool partial = false, all, same;
@@ -1672,9 +1686,10 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		g->state_gen++;
 	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_unlock(&g->report_lock);
-	/* Threads gone unseen, whatever process they were of: no row is touched. */
-	if (same)
-		drop_gone_all(&threads);
+	/* Threads gone unseen, whatever process they were of: no row is touched. Their
+	 * entries leave their owners' shares at the next recount, at once. */
+	if (same && drop_gone_all(&threads) > 0)
+		__atomic_store_n(&g->threads_dropped, true, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&g->sweep_lock);
 	return dropped;
 }

@@ -36,6 +36,8 @@ static void tally_proc(const void *value, struct fair_share_tally **t)
 	fair_share_tally_add(t[GPU_SHARE_ERROR_KINDS], st->owner, st->error_kinds);
 }
 
+/* A slot is taken (owner set) before its state's owner is written: a walk in between
+ * counts it as its previous holder's, or root's, until the next recount. */
 static void tally_thread_slot(const void *value, struct fair_share_tally **t)
 {
 	const struct gpu_thread_slot *s = value;
@@ -117,12 +119,16 @@ static void tallies_free(struct fair_share_tally **t)
 	}
 }
 
+/* Did a count move during the walk? Not asked of the calls in flight, whose counts move
+ * at every allocation, copy and sync: a busy owner's would make every recount walk
+ * again, and its correction is off by what the walk half saw of its calls (a few), for
+ * 10 s at most. */
 static bool tallies_moved(struct fair_share_tally **t, int counts_fd)
 {
 	int i;
 
 	for (i = 0; i < GPU_SHARE__COUNT; i++)
-		if (fair_share_tally_moved(t[i], counts_fd))
+		if (i != GPU_SHARE_CALLS_IN_FLIGHT && fair_share_tally_moved(t[i], counts_fd))
 			return true;
 	return false;
 }

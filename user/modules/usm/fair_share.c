@@ -46,7 +46,8 @@ const struct usm_share_map usm_share_tables[USM_SHARE__COUNT] = {
 				.key_size = sizeof(struct usm_go_read_key),
 				.value_size = sizeof(struct usm_go_read),
 				.tgid_off = offsetof(struct usm_go_read_key, tgid),
-				.uid_off = offsetof(struct usm_go_read, uid)},
+				.uid_off = offsetof(struct usm_go_read, uid),
+				.walk_once = true},
 };
 
 /* Whether each process is alive, asked once a sweep: a table's entries are mostly
@@ -149,7 +150,8 @@ int usm_fair_share_sweep(int counts_fd, int adj_fd, const struct usm_share_map *
 		}
 		/* The entries of processes gone are deleted by the first walk: the next
 		 * sees none of them, and asks no process again (live). */
-		if (tries == SWEEP_TRIES - 1 || !fair_share_tally_moved(tally, counts_fd))
+		if (t->walk_once || tries == SWEEP_TRIES - 1 ||
+		    !fair_share_tally_moved(tally, counts_fd))
 			break;
 		fair_share_tally_free(tally);
 		tally = NULL;

@@ -22,6 +22,9 @@ struct usm_share_map {
 	__u32 key_size, value_size;
 	__u32 tgid_off; /* the process, a __u32 in the key */
 	__u32 uid_off;	/* the user, a __u32 in the value */
+	/* Entries made and deleted at every call (Go's Reads in flight): walked once a
+	 * sweep, not again when counts moved, which a busy owner's always do. */
+	bool walk_once;
 };
 
 /* The USM object's tables that are shared out, by enum usm_share_table (bpf/usm.h),
@@ -41,7 +44,7 @@ static inline __s64 usm_fair_share_cap(const struct usm_share_map *t, unsigned i
  * correction (fair_share_adj's fd) to its entries less its count as the walk began; a
  * user with none loses both. A walk during which an owner's count moved (its processes
  * made or deleted entries meanwhile, which the walk may have seen or missed) is made
- * again, 3 walks at most. Nothing is read while only root holds entries (root is
+ * again, 3 walks at most (t->walk_once: not). Nothing is read while only root holds entries (root is
  * not counted). Returns 0, -EAGAIN when the walk of a busy table did not end within
  * its room (nothing corrected this round: the counts would be short), or another
  * negative errno when a map could not be read (the corrections left as they were).

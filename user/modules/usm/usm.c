@@ -952,7 +952,10 @@ static void usm_kernel_sweep(struct bpftel_usm *u, __u64 now)
 	struct usm_sweep_fds f = {.counts = -1, .adj = -1, .refused = -1};
 	struct usm_sweep_result r = {};
 	__u64 *marks;
-	int err = 0;
+	int i, err = 0;
+
+	for (i = 0; i < USM_SHARE__COUNT; i++)
+		f.table[i] = -1; /* none duplicated yet: nothing to close */
 
 	pthread_mutex_lock(&u->lock);
 	if (u->loaded) {
