@@ -890,10 +890,10 @@ struct usm_sweep_result {
 	struct fair_share_refusers refused[USM_SHARE__COUNT];
 };
 
-/* Users' shares of usm_h2_conns, usm_tls_fds and usm_tls_retry corrected
+/* Users' shares of usm_h2_conns, usm_tls_fds, usm_tls_retry and usm_go_reads corrected
  * (fair_share.h), every FAIR_SHARE_RECOUNT_NS: nothing is read while only root holds
  * entries; else one batched read of each map, made again when an owner's count moved
- * during it (usm_fair_share_sweep). What it corrects (evictions, processes killed
+ * during it (usm_fair_share_sweep), and who was refused the most read. What it corrects (evictions, processes killed
  * mid-session) is rare. No lock held. */
 static void usm_shares_sweep(const struct usm_sweep_fds *f, struct usm_sweep_result *r)
 {
