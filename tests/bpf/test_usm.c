@@ -1590,17 +1590,23 @@ static void ssl_free_as(__u64 conn, __u32 tgid)
 	bpftel_rb_capture__drain(&h2cap);
 }
 
-/* The user's sessions as the programs see them: its count and correction; -1 when
- * no count is kept. */
-static __s64 share_count(__u32 uid)
+/* What uid holds of table as the programs count it, with the sweep's correction; -1
+ * when no count is kept. */
+static __s64 share_held(__u32 uid, __u32 table)
 {
-	struct fair_share_key k = {.uid = uid, .table = USM_SHARE_H2_CONNS};
+	struct fair_share_key k = {.uid = uid, .table = table};
 	__s64 n = -1, adj = 0;
 
 	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share), &k, &n))
 		return -1;
 	bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share_adj), &k, &adj);
 	return n + adj;
+}
+
+/* The user's HTTP/2 sessions as the programs see them. */
+static __s64 share_count(__u32 uid)
+{
+	return share_held(uid, USM_SHARE_H2_CONNS);
 }
 
 /*
@@ -2697,19 +2703,6 @@ static void test_go_read_paired_by_goroutine(void **state)
 	assert_int_equal(bpftel_rb_capture__drain(&cap), 0);
 	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 2);
 	assert_int_equal(go_read_ret((long)strlen(b1), G1, 4243, 17), 1);
-}
-
-/* What uid holds of table as the programs count it (with the sweep's correction); -1
- * when no count is kept. */
-static __s64 share_held(__u32 uid, __u32 table)
-{
-	struct fair_share_key k = {.uid = uid, .table = table};
-	__s64 n = -1, adj = 0;
-
-	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share), &k, &n))
-		return -1;
-	bpf_map_lookup_elem(bpf_map__fd(skel->maps.fair_share_adj), &k, &adj);
-	return n + adj;
 }
 
 #define G3 0xc000002000ul
