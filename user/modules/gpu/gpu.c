@@ -19,6 +19,7 @@
 #include "gpu_kernels.h"
 #include "gpu_series.h"
 #include "gpu_shares.h"
+#include "user/common/fd.h"
 #include "user/common/log.h"
 #include "user/common/proc.h"
 #include "user/manager/manager.h"
@@ -421,11 +422,8 @@ static void share_fds_close(struct gpu_share_fds *f)
 {
 	int i;
 
-	for (i = 0; i < SHARE_FDS; i++) {
-		if (*share_fd(f, i) >= 0)
-			close(*share_fd(f, i));
-		*share_fd(f, i) = -1;
-	}
+	for (i = 0; i < SHARE_FDS; i++)
+		bpftel_fd_close(share_fd(f, i));
 }
 
 /* 0, -EAGAIN when not loaded, or -errno (out of fds). */
@@ -447,7 +445,7 @@ static int share_fds_dup(struct bpftel_gpu *g, struct gpu_share_fds *f)
 	maps[5] = g->skel->maps.fair_share_adj;
 	maps[6] = g->skel->maps.fair_share_refused;
 	for (i = 0; i < SHARE_FDS && !err; i++) {
-		*share_fd(f, i) = fcntl(bpf_map__fd(maps[i]), F_DUPFD_CLOEXEC, 3);
+		*share_fd(f, i) = bpftel_fd_dup(bpf_map__fd(maps[i]));
 		if (*share_fd(f, i) < 0)
 			err = -errno;
 	}
@@ -1497,17 +1495,12 @@ struct gpu_thread_fds {
 	__u32 inflight_max, threads_max;
 };
 
-static int dup_cloexec(int fd)
-{
-	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 3);
-}
-
 static void thread_fds_dup(const struct gpu *skel, struct gpu_thread_fds *f)
 {
-	f->inflight = dup_cloexec(bpf_map__fd(skel->maps.gpu_inflight));
-	f->threads = dup_cloexec(bpf_map__fd(skel->maps.gpu_threads));
-	f->slots = dup_cloexec(bpf_map__fd(skel->maps.gpu_thread_slots));
-	f->slot_free = dup_cloexec(bpf_program__fd(skel->progs.gpu_slot_free));
+	f->inflight = bpftel_fd_dup(bpf_map__fd(skel->maps.gpu_inflight));
+	f->threads = bpftel_fd_dup(bpf_map__fd(skel->maps.gpu_threads));
+	f->slots = bpftel_fd_dup(bpf_map__fd(skel->maps.gpu_thread_slots));
+	f->slot_free = bpftel_fd_dup(bpf_program__fd(skel->progs.gpu_slot_free));
 	f->inflight_max = bpf_map__max_entries(skel->maps.gpu_inflight);
 	f->threads_max = bpf_map__max_entries(skel->maps.gpu_threads);
 }
@@ -1527,14 +1520,10 @@ static int drop_gone_all(struct gpu_thread_fds *f)
 		dropped += drop_gone_threads(f->threads, sizeof(__u64), f->threads_max);
 	if (f->slots >= 0 && f->slot_free >= 0)
 		drop_gone_thread_slots(f->slots, f->slot_free);
-	if (f->inflight >= 0)
-		close(f->inflight);
-	if (f->threads >= 0)
-		close(f->threads);
-	if (f->slots >= 0)
-		close(f->slots);
-	if (f->slot_free >= 0)
-		close(f->slot_free);
+	bpftel_fd_close(&f->inflight);
+	bpftel_fd_close(&f->threads);
+	bpftel_fd_close(&f->slots);
+	bpftel_fd_close(&f->slot_free);
 	return dropped;
 }
 

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
-#include <fcntl.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +22,7 @@
 #include "fair_share.h"
 #include "user/manager/subuid.h"
 #include "usm.skel.h"
+#include "user/common/fd.h"
 #include "user/common/log.h"
 #include "user/common/proc.h"
 #include "user/manager/manager.h"
@@ -840,19 +840,15 @@ static void sweep_fds_close(struct usm_sweep_fds *f)
 	int i;
 
 	for (i = 0; i < USM_SHARE__COUNT; i++)
-		if (f->table[i] >= 0)
-			close(f->table[i]);
-	if (f->counts >= 0)
-		close(f->counts);
-	if (f->adj >= 0)
-		close(f->adj);
-	if (f->refused >= 0)
-		close(f->refused);
+		bpftel_fd_close(&f->table[i]);
+	bpftel_fd_close(&f->counts);
+	bpftel_fd_close(&f->adj);
+	bpftel_fd_close(&f->refused);
 }
 
 static int dup_fd(const struct bpf_map *map)
 {
-	return fcntl(bpf_map__fd(map), F_DUPFD_CLOEXEC, 3);
+	return bpftel_fd_dup(bpf_map__fd(map));
 }
 
 /* Under u->lock, the object loaded: 0, or -errno (out of fds: nothing to close). */
