@@ -5,8 +5,9 @@
 in one process, on one CPU: tls_retry_app.py CERT KEY [stop]. The server reads nothing until
 the client has seen its write fail; small socket buffers make sure it does. Prints one JSON line:
 {"pid": ..., "retries": the client's retried writes, "status": the response's}. With stop,
-the client never retries its first failed write: it prints its line (status null) and
-waits to be killed, the kernel's mark of that write left for the sweep."""
+the client never retries its first failed write: it prints its line (status null, and
+"before": time.monotonic() taken before that write began, no later than the kernel's
+mark of it) and waits to be killed, the mark left for the sweep."""
 import json
 import os
 import select
@@ -14,13 +15,15 @@ import socket
 import ssl
 import sys
 import threading
+import time
 
 BUF = 64 * 1024
 
 
-def stopped():
+def stopped(before):
     """Say so and wait to be killed, the failed write never retried."""
-    print(json.dumps({"pid": os.getpid(), "retries": 0, "status": None}), flush=True)
+    print(json.dumps({"pid": os.getpid(), "retries": 0, "status": None, "before": before}),
+          flush=True)
     sys.stdin.read()
     os._exit(0)
 
@@ -67,18 +70,19 @@ def main():
     with cctx.wrap_socket(raw) as s:
         s.setblocking(False)
         while True:
+            before = time.monotonic()  # CLOCK_MONOTONIC, the kernel's bpf_ktime_get_ns
             try:
                 s.send(req)  # one SSL_write_ex of the whole request, retried whole
                 break
             except ssl.SSLWantWriteError:
                 if stop:
-                    stopped()
+                    stopped(before)
                 retries += 1
                 failed.set()
                 select.select([], [s], [])
             except ssl.SSLWantReadError:
                 if stop:
-                    stopped()
+                    stopped(before)
                 retries += 1
                 failed.set()
                 select.select([s], [], [])
