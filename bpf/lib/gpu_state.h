@@ -349,31 +349,15 @@ static __always_inline struct gpu_thread *gpu_thread_find(__u64 pid_tgid)
 	return s->spilled ? bpf_map_lookup_elem(&gpu_threads, &pid_tgid) : NULL;
 }
 
-/*
- * The thread's state, made if it has none: in its slot if free, else in gpu_threads.
- * A thread whose state spilled keeps it there, also once its slot is free again.
- * A new state is in the share of the thread's owner (lib/fair_share.h): one user's
- * threads, each parked after a call, cannot take every slot and the spill map, which
- * would leave the others' threads without a depth, their runtime's driver calls
- * counted twice. NULL past the owner's share (counted: gpu_share_refused), or with no
- * room (errors telemetry); that thread's driver calls made inside its runtime's are
- * then counted as its own, its launches on device 0.
- */
-static __always_inline struct gpu_thread *gpu_thread_get(TLM_PARAM, __u64 pid_tgid)
+/* A thread's state made (gpu_thread_get), once a thread: a subprogram, not inlined,
+ * so that the hot calls' programs (a launch's entry), which find the state made,
+ * carry none of its code (the owner's range search, the share). */
+static __noinline struct gpu_thread *gpu_thread_make(TLM_PARAM, __u64 pid_tgid,
+						     struct gpu_thread_slot *s)
 {
-	struct gpu_thread_slot *s = gpu_thread_slot(pid_tgid);
 	struct gpu_thread *th, init;
 	__u32 owner;
 
-	if (!s)
-		return NULL;
-	if (s->owner == pid_tgid)
-		return &s->th;
-	if (s->spilled) {
-		th = bpf_map_lookup_elem(&gpu_threads, &pid_tgid);
-		if (th)
-			return th;
-	}
 	owner = fair_share_owner();
 	if (!fair_share_take(TLM_ARG, GPU_SHARE_THREADS, owner,
 			     gpu_share_cap[GPU_SHARE_THREADS])) {
@@ -395,6 +379,33 @@ static __always_inline struct gpu_thread *gpu_thread_get(TLM_PARAM, __u64 pid_tg
 	if (!th)
 		fair_share_give(GPU_SHARE_THREADS, owner);
 	return th;
+}
+
+/*
+ * The thread's state, made if it has none: in its slot if free, else in gpu_threads.
+ * A thread whose state spilled keeps it there, also once its slot is free again.
+ * A new state is in the share of the thread's owner (lib/fair_share.h): one user's
+ * threads, each parked after a call, cannot take every slot and the spill map, which
+ * would leave the others' threads without a depth, their runtime's driver calls
+ * counted twice. NULL past the owner's share (counted: gpu_share_refused), or with no
+ * room (errors telemetry); that thread's driver calls made inside its runtime's are
+ * then counted as its own, its launches on device 0.
+ */
+static __always_inline struct gpu_thread *gpu_thread_get(TLM_PARAM, __u64 pid_tgid)
+{
+	struct gpu_thread_slot *s = gpu_thread_slot(pid_tgid);
+	struct gpu_thread *th;
+
+	if (!s)
+		return NULL;
+	if (s->owner == pid_tgid)
+		return &s->th;
+	if (s->spilled) {
+		th = bpf_map_lookup_elem(&gpu_threads, &pid_tgid);
+		if (th)
+			return th;
+	}
+	return gpu_thread_make(TLM_ARG, pid_tgid, s);
 }
 
 /* Free slot s if thread pid_tgid holds it: its owner's share goes back. The owner is
