@@ -166,7 +166,7 @@ static void test_ringbuf_stop_during_start(void **state)
 	assert_int_equal(seen.records[0], 100);
 	events_test__destroy(skel);
 
-	for (i = 0; i < 1000 && count_dir("/proc/self/task") != threads; i++)
+	for (i = 0; i < 30000 && count_dir("/proc/self/task") != threads; i++) /* <= 30 s */
 		nanosleep(&ms, NULL);
 	assert_int_equal(count_dir("/proc/self/task"), threads);
 	bpftel_test_count_objects(&now);

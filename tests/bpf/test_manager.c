@@ -643,7 +643,7 @@ static void test_consumer_no_callback_after_stop(void **state)
 
 	assert_int_equal(bpftel_module__run(f->tm->module), 0);
 	test_trigger_events(50);
-	assert_int_equal(test_wait_events(f->tm, 50, 2000), 50);
+	assert_int_equal(test_wait_events(f->tm, 50, 30000), 50);
 	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
 	__atomic_store_n(&f->tm->stopped, 1, __ATOMIC_RELEASE);
 	seen = __atomic_load_n(&f->tm->events, __ATOMIC_RELAXED);
@@ -687,7 +687,7 @@ static void test_shared_refcount(void **state)
 	assert_int_equal(bpftel_module__state(s), BPFTEL_MOD_RUNNING);
 	assert_int_equal(bpftel_module__restarts(s), 1);
 	test_trigger_events(5);
-	assert_int_equal(test_wait_events(shared, 5, 2000), 5);
+	assert_int_equal(test_wait_events(shared, 5, 30000), 5);
 	assert_int_equal(bpftel_manager__unsubscribe(f->mgr, "watcher", "nobody"), 0);
 	assert_int_equal(bpftel_module__stop(b->module), 0);
 	assert_int_equal(bpftel_module__state(s), BPFTEL_MOD_CLOSED);

@@ -97,7 +97,7 @@ class Pattern:
 
     def finish(self):
         self.proc.stdin.close()
-        return self.proc.wait(timeout=10)
+        return self.proc.wait(timeout=60)
 
 
 @contextlib.contextmanager
@@ -363,7 +363,7 @@ def check_exec_in_call(agent, pattern_bin, stub):
     finally:
         pat.proc.stdin.write("done\n")
         pat.proc.stdin.close()
-        pat.proc.wait(timeout=10)
+        pat.proc.wait(timeout=60)
 
 
 def check_reexec(agent, pattern_bin, stub):
