@@ -179,38 +179,104 @@ static void test_not_go(void **state)
 	assert_non_null(strstr(err, "no .go.buildinfo"));
 }
 
+/* The n bytes at b (freed) written to a new file, grown sparse to n + grow bytes: its
+ * path, until the next call. */
+static char *written(uint8_t *b, size_t n, size_t grow)
+{
+	static char path[64];
+	int fd;
+
+	strcpy(path, "/tmp/bpftel-goexe-XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, b, n), (ssize_t)n);
+	if (grow)
+		assert_int_equal(ftruncate(fd, n + grow), 0);
+	close(fd);
+	free(b);
+	return path;
+}
+
 /* A copy of the plain binary with len bytes at the first match of what replaced. */
 static char *patched(const void *what, size_t wlen, size_t at, const void *with, size_t len)
 {
-	static char path[64];
 	uint8_t *b, *hit;
 	size_t n;
-	int fd;
 
 	b = slurp(plain, &n);
 	hit = memmem(b, n, what, wlen);
 	assert_non_null(hit);
 	memcpy(hit + at, with, len);
-	strcpy(path, "/tmp/bpftel-goexe-XXXXXX");
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, b, n), (ssize_t)n);
-	close(fd);
-	free(b);
-	return path;
+	return written(b, n, 0);
+}
+
+/* The section header called name in the plain binary's copy b (ELF64). */
+static uint8_t *section_named(uint8_t *b, size_t n, const char *name)
+{
+	uint64_t shoff, stroff;
+	uint16_t entsize, num, ndx, i;
+	uint32_t nm;
+
+	memcpy(&shoff, b + 0x28, 8); /* e_shoff, e_shentsize, e_shnum, e_shstrndx */
+	memcpy(&entsize, b + 0x3a, 2);
+	memcpy(&num, b + 0x3c, 2);
+	memcpy(&ndx, b + 0x3e, 2);
+	assert_true(shoff + (uint64_t)num * entsize <= n && ndx < num);
+	memcpy(&stroff, b + shoff + (uint64_t)ndx * entsize + 0x18, 8);
+	for (i = 0; i < num; i++) {
+		memcpy(&nm, b + shoff + (uint64_t)i * entsize, 4); /* sh_name */
+		if (stroff + nm + strlen(name) < n && !strcmp((char *)b + stroff + nm, name))
+			return b + shoff + (uint64_t)i * entsize;
+	}
+	fail_msg("no section %s", name);
+	return NULL;
+}
+
+/* A copy of the plain binary whose section called name says it holds size bytes. */
+static char *section_resized(const char *name, uint64_t size)
+{
+	size_t n;
+	uint8_t *b = slurp(plain, &n);
+
+	memcpy(section_named(b, n, name) + 0x20, &size, 8); /* sh_size */
+	return written(b, n, 0);
+}
+
+/* A copy of the plain binary whose executable segment (the first PT_LOAD with PF_X)
+ * says it starts at file offset off. */
+static char *text_segment_at(uint64_t off)
+{
+	uint64_t phoff;
+	uint16_t entsize, num, i;
+	uint32_t type, flags;
+	size_t n;
+	uint8_t *b = slurp(plain, &n), *ph;
+
+	memcpy(&phoff, b + 0x20, 8); /* e_phoff, e_phentsize, e_phnum */
+	memcpy(&entsize, b + 0x36, 2);
+	memcpy(&num, b + 0x38, 2);
+	for (i = 0; i < num; i++) {
+		ph = b + phoff + (uint64_t)i * entsize;
+		memcpy(&type, ph, 4);
+		memcpy(&flags, ph + 4, 4);
+		if (type == 1 /* PT_LOAD */ && (flags & 1 /* PF_X */)) {
+			memcpy(ph + 8, &off, 8); /* p_offset */
+			return written(b, n, 0);
+		}
+	}
+	fail_msg("no executable segment");
+	return NULL;
 }
 
 /* A copy of the plain binary grown sparse by 32 MiB, one section made to reach its end:
  * the section names' table (type 0), or the first section of type. */
 static char *grown_section(uint32_t type)
 {
-	static char path[64];
 	uint64_t shoff, sh_off, size;
 	uint16_t entsize, num, ndx, i;
 	uint32_t t;
 	uint8_t *b, *sh = NULL;
 	size_t n;
-	int fd;
 
 	b = slurp(plain, &n);
 	memcpy(&shoff, b + 0x28, 8); /* ELF64: e_shoff, e_shentsize, e_shnum, e_shstrndx */
@@ -227,14 +293,7 @@ static char *grown_section(uint32_t type)
 	memcpy(&sh_off, sh + 0x18, 8); /* sh_offset, then sh_size */
 	size = n + (32u << 20) - sh_off;
 	memcpy(sh + 0x20, &size, 8);
-	strcpy(path, "/tmp/bpftel-goexe-XXXXXX");
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, b, n), (ssize_t)n);
-	assert_int_equal(ftruncate(fd, n + (32u << 20)), 0);
-	close(fd);
-	free(b);
-	return path;
+	return written(b, n, 32u << 20);
 }
 
 /* The section names' table (e_shstrndx) claims 32 MiB: refused before libelf reads it
@@ -306,6 +365,34 @@ static void test_bad_buildinfo(void **state)
 	big = 4;
 	path = patched(bi_magic, 14, 14, &big, 1);
 	assert_int_equal(inspect(path, &exe, f, 1, err, sizeof(err)), -ENOTSUP);
+	unlink(path);
+	/* A version length whose varint never ends (10 bytes with the high bit), a byte,
+	 * then a version: malformed, not "go1.22.0" read one byte on. */
+	path = patched(bi_magic, 14, 32,
+		       "\x88\x80\x80\x80\x80\x80\x80\x80\x80\x80Jgo1.22.0", 19);
+	assert_int_equal(inspect(path, &exe, f, 1, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "version length without its end"));
+	unlink(path);
+	/* A section shorter than its 32-byte header: refused, with its reason. */
+	path = section_resized(".go.buildinfo", 16);
+	err[0] = '\0';
+	assert_int_equal(inspect(path, &exe, f, 1, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ".go.buildinfo: 16 bytes"));
+	unlink(path);
+}
+
+/* The code's segment claims an offset that, added to a function's place in it, wraps
+ * past 2^64 to bytes 4 KiB before the code: refused, no RET taken from them. */
+static void test_segment_offset_wraps(void **state)
+{
+	struct bpftel_go_func f[] = {{.name = WRITE}};
+	struct bpftel_go_exe exe;
+	char err[256] = "", *path;
+
+	(void)state;
+	path = text_segment_at(0xfffffffffffff000ull);
+	assert_int_equal(inspect(path, &exe, f, 1, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "lies outside the file"));
 	unlink(path);
 }
 
@@ -548,6 +635,11 @@ static void test_version_parse(void **state)
 	assert_false(bpftel_go_version_parse("gox.1", &ma, &mi));
 	assert_false(bpftel_go_version_parse("", &ma, &mi));
 	assert_false(bpftel_go_version_parse("go99999999999999999999.1", &ma, &mi));
+	/* strtoul's spaces and signs are no version. */
+	assert_false(bpftel_go_version_parse("go1.-18446744073709551599", &ma, &mi));
+	assert_false(bpftel_go_version_parse("go 1.17", &ma, &mi));
+	assert_false(bpftel_go_version_parse("go1. 17", &ma, &mi));
+	assert_false(bpftel_go_version_parse("go+1.17", &ma, &mi));
 }
 
 int main(int argc, char **argv)
@@ -561,6 +653,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_rets),	      cmocka_unit_test(test_rets_cap),
 		cmocka_unit_test(test_version_parse), cmocka_unit_test(test_huge_section_names),
 		cmocka_unit_test(test_huge_symtab_not_read),
+		cmocka_unit_test(test_segment_offset_wraps),
 	};
 
 	if (argc != 5) {

@@ -6,6 +6,7 @@
  * elfcheck.c before libelf reads anything; the two sections read here are read with
  * our own pread, under caps, and checked to lie inside the file.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -56,7 +57,9 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 }
 
 /* The file offset of [vaddr, vaddr + len), from the loadable segments; -ENOENT if no
- * segment holds it all in the file. */
+ * segment holds it all, or the one that does lies outside the file: its offset and size,
+ * another user's to write, are checked before they are added (an offset near 2^64
+ * would wrap to bytes before the code it claims). */
 static long vaddr_offset(struct go_ctx *c, uint64_t vaddr, uint64_t len)
 {
 	GElf_Phdr ph;
@@ -68,7 +71,8 @@ static long vaddr_offset(struct go_ctx *c, uint64_t vaddr, uint64_t len)
 		if (vaddr < ph.p_vaddr || vaddr - ph.p_vaddr > ph.p_filesz ||
 		    ph.p_filesz - (vaddr - ph.p_vaddr) < len)
 			continue;
-		if (ph.p_offset + (vaddr - ph.p_vaddr) > c->ck.fsize - len)
+		/* In the file, so offset + len <= p_offset + p_filesz <= fsize. */
+		if (ph.p_offset > c->ck.fsize || ph.p_filesz > c->ck.fsize - ph.p_offset)
 			return -ENOENT;
 		return (long)(ph.p_offset + (vaddr - ph.p_vaddr));
 	}
@@ -123,14 +127,18 @@ static int read_version(struct go_ctx *c, struct bpftel_go_exe *exe)
 	unsigned int ptr;
 	uint64_t len = 0;
 	size_t n, i, shift = 0;
+	bool ended = false;
 	int ret;
 
 	ret = find_section(c, ".go.buildinfo", &sh);
 	if (ret <= 0)
 		return ret ?: fail(c, -ENOEXEC, "not a Go executable (no .go.buildinfo)");
 	n = sh.sh_size < sizeof(b) ? sh.sh_size : sizeof(b);
-	if (n < BUILDINFO_HDR || (ret = pread_all(c->fd, b, n, sh.sh_offset)))
-		return ret ?: fail(c, -EINVAL, ".go.buildinfo: %zu bytes", n);
+	if (n < BUILDINFO_HDR)
+		return fail(c, -EINVAL, ".go.buildinfo: %zu bytes", n);
+	ret = pread_all(c->fd, b, n, sh.sh_offset);
+	if (ret) /* short: the file shrank since it was checked */
+		return fail(c, ret, ".go.buildinfo: read failed");
 	if (memcmp(b, buildinfo_magic, sizeof(buildinfo_magic)))
 		return fail(c, -ENOEXEC, "not a Go executable (.go.buildinfo without its magic)");
 	ptr = b[14];
@@ -138,13 +146,18 @@ static int read_version(struct go_ctx *c, struct bpftel_go_exe *exe)
 		return fail(c, -ENOTSUP, "a %u-bit Go executable: only x86-64 is probed", ptr * 8);
 	if (!(b[15] & BUILDINFO_INLINE))
 		return version_by_pointer(c, b, ptr, exe->version, sizeof(exe->version));
-	/* A varint length, then the bytes. */
+	/* A varint length, then the bytes. One that does not end within 10 bytes (or
+	 * what was read) is malformed, as Go's binary.Uvarint says. */
 	for (i = BUILDINFO_HDR; i < n && shift < 64; i++, shift += 7) {
 		len |= (uint64_t)(b[i] & 0x7f) << shift;
-		if (!(b[i] & 0x80))
+		if (!(b[i] & 0x80)) {
+			ended = true;
 			break;
+		}
 	}
 	i++;
+	if (!ended)
+		return fail(c, -EINVAL, ".go.buildinfo: a version length without its end");
 	if (i > n || !len || len >= sizeof(exe->version) || len > n - i)
 		return fail(c, -EINVAL, ".go.buildinfo: version of %llu bytes",
 			    (unsigned long long)len);
@@ -161,10 +174,11 @@ bool bpftel_go_version_parse(const char *v, unsigned int *major, unsigned int *m
 	*major = *minor = 0;
 	if (!strncmp(v, "devel", 5))
 		return true; /* a toolchain built from source: newer than any release */
-	if (strncmp(v, "go", 2))
+	/* Digits only: strtoul would also take spaces and a sign ("go1.-5"). */
+	if (strncmp(v, "go", 2) || !isdigit((unsigned char)v[2]))
 		return false;
 	ma = strtoul(v + 2, &end, 10);
-	if (end == v + 2 || *end != '.' || ma > 100)
+	if (*end != '.' || !isdigit((unsigned char)end[1]) || ma > 100)
 		return false;
 	mi = strtoul(end + 1, &end, 10);
 	if (mi > 1000)
@@ -228,8 +242,10 @@ static int find_funcs(struct go_ctx *c, struct bpftel_go_exe *exe, struct bpftel
 			break;
 		}
 		ret = pread_all(c->fd, code, size, f->offset);
-		if (ret)
+		if (ret) { /* short: the file shrank since it was checked */
+			ret = fail(c, ret, "%s: read failed", f->name);
 			break;
+		}
 		ret = bpftel_go_find_rets(code, size, f->offset, f->rets, BPFTEL_GO_MAX_RETS,
 					  &f->check);
 		if (ret == -EILSEQ || ret == -E2BIG) {
