@@ -422,6 +422,27 @@ static void test_status_rejected(void **state)
 	assert_int_equal(pairing(t).responses, 0);
 	assert_int_equal(pairing(t).orphan_responses, 0);
 	assert_int_equal(pairing(t).pending, 0);
+
+	/* An invalid :status, then a valid one on the same stream: the second is a second
+	 * final response (a stream error), not a response of a request withdrawn. */
+	h2b_headers(&b, t->def[0], 5, 0x1,
+		    H2B_NV(":method", "GET", ":scheme", "https", ":path", "/odd", ":authority",
+			   "a"));
+	send_rec(t, USM_DIR_WRITE, 0, &b, 3);
+	h2b_free(&b);
+	h2b_headers(&b, t->def[1], 5, 0, H2B_NV(":status", "999"));
+	h2b_headers(&b, t->def[1], 5, 0, H2B_NV(":status", "200"));
+	h2b_data(&b, 5, 0x1, 5);
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 4), 0);
+	h2b_free(&b);
+	assert_int_equal(stats(t).rejected_status, 3);
+	assert_int_equal(stats(t).responses, 0);
+	assert_int_equal(stats(t).undecodable[USM_H2_STREAM_ERROR], 1);
+	assert_int_equal(pairing(t).requests, 3);
+	assert_int_equal(pairing(t).unanswered, 3);
+	assert_int_equal(pairing(t).responses, 0);
+	assert_int_equal(pairing(t).orphan_responses, 0);
+	assert_int_equal(pairing(t).pending, 0);
 }
 
 /* Streams that will get no answer: reset before their response (RST_STREAM), or above

@@ -98,7 +98,8 @@ struct h2_side {
 
 struct h2_stream {
 	struct usm_h2_stream_info info;
-	uint64_t seq; /* age: the smallest goes first when the table is full */
+	uint64_t seq;	   /* age: the smallest goes first when the table is full */
+	bool final_seen;   /* a final (not 1xx) :status came, valid (info.status) or not */
 };
 
 struct usm_h2_conn {

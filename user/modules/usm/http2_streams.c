@@ -83,6 +83,7 @@ static struct h2_stream *add(struct usm_h2_conn *c, uint32_t id)
 	st = &c->streams[c->nstreams++];
 	info_init(&st->info, id);
 	st->seq = c->seq++;
+	st->final_seen = false;
 	return st;
 }
 
@@ -163,8 +164,13 @@ int h2_stream_headers(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id,
 		if (dir == USM_H2_SERVER_TO_CLIENT && f->has_status) {
 			if (f->status >= 100 && f->status < 200)
 				return 0; /* interim: the final response follows */
-			if (st && info->status)
-				return stream_error(c); /* a second final response */
+			/* A second final response, also after one whose :status was
+			 * invalid (0: rejected, its request withdrawn): one exchange is
+			 * one request and one response. */
+			if (st && st->final_seen)
+				return stream_error(c);
+			if (st)
+				st->final_seen = true;
 			info->status = f->status;
 			info->grpc = info->grpc || f->grpc;
 		}
