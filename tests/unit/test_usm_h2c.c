@@ -288,6 +288,39 @@ static void test_first_stream_only(void **state)
 	assert_int_equal(stats(t).responses, 1);
 }
 
+/* The first request in the prefix, a second one cut by its end, and the same of the
+ * answers: the first exchange is counted, and no byte the design never needs (past the
+ * first of each side) is counted as lost. */
+static void test_cut_after_first(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	char path[401];
+
+	memset(path, 'q', sizeof(path) - 1);
+	path[0] = '/';
+	path[sizeof(path) - 1] = '\0';
+	client_first(t, &b, "/a");
+	h2b_headers(&b, t->def[0], 3, 0x5, H2B_NV(":method", "GET", ":path", path));
+	assert_true(b.len > USM_PREFIX + 100);
+	segment(t, 40006, USM_KIND_H2C_CLIENT, &b, 1);
+	h2b_free(&b);
+	assert_int_equal(stats(t).requests, 1);
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[1], 1, 0x5, H2B_NV(":status", "201"));
+	h2b_headers(&b, t->def[1], 3, 0x5, H2B_NV(":status", "200", "x-long", path));
+	assert_true(b.len > USM_PREFIX + 100);
+	segment(t, 40006, USM_KIND_H2C_SERVER, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(t->n, 2);
+	assert_string_equal(t->msg[0].path, "/a");
+	assert_int_equal(t->msg[1].status, 201);
+	assert_int_equal(stats(t).responses, 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 0);
+	usm_h2c_sweep(t->h, 2 + USM_H2C_IDLE_NS + 1);
+	assert_int_equal(stats(t).expired, 0);
+}
+
 /* A first response whose :status is outside 100-599: rejected, counted, not handed
  * on (no row with an empty status), nor its request; the connection is done with. */
 static void test_status_rejected(void **state)
@@ -350,6 +383,7 @@ int main(void)
 		T(test_first_exchange), T(test_preface_first),	 T(test_request_cut),
 		T(test_unmatched),	T(test_bound_and_sweep), T(test_first_stream_only),
 		T(test_status_rejected), T(test_port_reused), T(test_grpc_as_http),
+		T(test_cut_after_first),
 	};
 
 	return cmocka_run_group_tests_name("usm_h2c", tests, NULL, NULL);

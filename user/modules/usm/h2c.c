@@ -212,8 +212,10 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 	err = usm_h2_feed(c->dec, client ? USM_H2_CLIENT_TO_SERVER : USM_H2_SERVER_TO_CLIENT,
 			  ev->ktime_ns, ev->prefix, ev->prefix_len, &cb, &s);
 	/* The bytes past the prefix as a gap: harmless inside a DATA payload, the end of
-	 * the decoding inside a header block (a first request too large for the prefix). */
-	if (!err && ev->len > ev->prefix_len)
+	 * the decoding inside a header block (a first request too large for the prefix).
+	 * Not once this side's first message is in: the client's next streams (a second
+	 * request cut by the prefix) are never decoded, and the answer ends the decoding. */
+	if (!err && ev->len > ev->prefix_len && !(client ? s.request : s.response))
 		err = usm_h2_feed_gap(c->dec,
 				      client ? USM_H2_CLIENT_TO_SERVER : USM_H2_SERVER_TO_CLIENT,
 				      ev->ktime_ns, ev->len - ev->prefix_len, &cb, &s);
