@@ -25,6 +25,8 @@ server's with the host's. The two copies share their TCP numbers (nat_copies.h):
   5. A request the server never answers, followed on its connection by one it does:
      unanswered once in counters.pairing, not once per copy (its other copy is a NAT
      copy), and a request once there.
+  6. A POST with `Expect: 100-continue`: its `100 Continue` counts once in
+     counters.pairing.interim, not once per copy (the other is a NAT copy).
 
 /metrics' bpftel_http_nat_copies_total says the same. The namespaces, the veth pairs
 and the NAT rule are removed at the end, and ip_forward restored."""
@@ -55,7 +57,7 @@ FORWARD_RULES = [["-i", HOST_C, "-o", HOST_S, "-j", "ACCEPT"],
 
 # An HTTP/1.1 server that accepts a connection when told to on stdin ("accept"), or at
 # once, and answers each request on it with 200, but those of /lost/*, which it never
-# answers.
+# answers; a request with Expect: 100-continue gets 100 Continue before its 2-byte body.
 SERVER_PY = r"""
 import socket, sys, threading
 s = socket.socket()
@@ -70,8 +72,15 @@ def serve(c):
         line = f.readline()
         if not line:
             return
-        while f.readline() not in (b"\r\n", b""):
-            pass
+        hdrs = []
+        while True:
+            h = f.readline()
+            if h in (b"\r\n", b""):
+                break
+            hdrs.append(h.lower())
+        if b"expect: 100-continue\r\n" in hdrs:
+            c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            f.read(2)
         if b" /lost/" not in line:
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
@@ -93,14 +102,21 @@ for cmd in sys.stdin:
 
 # A keep-alive client: connects, says "connected PORT" (its own), then one GET per
 # path on stdin, printing each status ("sent" for /lost/*, whose answer it does not
-# wait for).
+# wait for); for /interim/*, a POST of 2 bytes sent once its 100 Continue is read.
 CLIENT_PY = r"""
 import socket, sys
 c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
 print("connected", c.getsockname()[1], flush=True)
 f = c.makefile("rb")
 for path in sys.stdin:
-    c.sendall(f"GET {path.strip()} HTTP/1.1\r\nHost: s\r\n\r\n".encode())
+    if path.startswith("/interim/"):
+        c.sendall(f"POST {path.strip()} HTTP/1.1\r\nHost: s\r\nExpect: 100-continue\r\n"
+                  "Content-Length: 2\r\n\r\n".encode())
+        if f.readline().split()[1] != b"100" or f.readline() != b"\r\n":
+            sys.exit("no 100 Continue")
+        c.sendall(b"ok")
+    else:
+        c.sendall(f"GET {path.strip()} HTTP/1.1\r\nHost: s\r\n\r\n".encode())
     if path.startswith("/lost/"):
         print("sent", flush=True)
         continue
@@ -438,9 +454,23 @@ def main():
                   f"answered one on each side and the lost one once; unanswered 1), NAT "
                   f"copies +{copies} (1), no row for it")
 
+            # Case 6, on case 5's connection: the 100 Continue's two copies.
+            before = counters(agent)
+            say(lost, "/interim/1\n")
+            line_of(lost, "200", "case 6: the POST answered 100 Continue, then 200")
+            settled(agent, lambda: count(agent, path="/interim/*") >= 2,
+                    "case 6's request on both sides")
+            c = counters(agent)
+            pairing = {k: c["pairing"][k] - before["pairing"][k]
+                       for k in ("requests", "interim", "responses")}
+            copies = c["nat_copies"] - before["nat_copies"]
+            check(pairing == {"requests": 2, "interim": 1, "responses": 2} and copies == 1,
+                  f"case 6, an interim response: pairing {pairing} (interim 1, not 2: its "
+                  f"other copy a NAT copy), NAT copies +{copies} (1)")
+
             m = metric(agent, "bpftel_http_nat_copies_total")
-            check(m == base["nat_copies"] + 7,
-                  f"/metrics: bpftel_http_nat_copies_total {m} (+7)")
+            check(m == base["nat_copies"] + 8,
+                  f"/metrics: bpftel_http_nat_copies_total {m} (+8)")
         finally:
             agent.stop()
             agent.cleanup()

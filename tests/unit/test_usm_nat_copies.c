@@ -243,10 +243,42 @@ static void test_replaced_oldest(void **state)
 	usm_nat_copies_free(n);
 }
 
+/* Interim responses, grouped by their own segment's numbers: the first seen counts, a
+ * copy under other addresses does not, the same addresses again (a retransmission)
+ * do; their groups are not requests' (a request with the same numbers is its own
+ * group), and replacing one counts nothing forgotten. */
+static void test_interim_copies(void **state)
+{
+	struct usm_nat_copies *n = usm_nat_copies_new(4); /* one set of 4 ways */
+	struct usm_conn_addr a = addr(2, 40000, 90), b = addr(9, 51000, 90), other;
+	int i;
+
+	(void)state;
+	assert_false(usm_nat_copies_interim(n, &a, 1));
+	assert_true(usm_nat_copies_interim(n, &b, 2));
+	assert_true(usm_nat_copies_interim(n, &b, 3)); /* a third look, NATed twice */
+	assert_false(usm_nat_copies_interim(n, &a, 4));
+	/* A request's group of the same numbers is apart from it. */
+	usm_nat_copies_note(n, &a, 5);
+	usm_nat_copies_note(n, &b, 6);
+	assert_int_equal(usm_nat_copies_answer(n, &a, false, &other), USM_NAT_OTHER);
+	assert_int_equal(usm_nat_copies_answer(n, &b, false, &other), USM_NAT_CLAIMED);
+	/* Interim groups of two copies replaced by newer ones: none forgotten. */
+	for (i = 0; i < 8; i++) {
+		struct usm_conn_addr x = addr(2, 40000, 100 + i), y = addr(9, 51000, 100 + i);
+
+		assert_false(usm_nat_copies_interim(n, &x, 10 + i));
+		assert_true(usm_nat_copies_interim(n, &y, 10 + i));
+	}
+	assert_int_equal(usm_nat_copies_forgotten(n), 0);
+	usm_nat_copies_free(n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_copy_claimed_once),
+		cmocka_unit_test(test_interim_copies),
 		cmocka_unit_test(test_other_way_round),
 		cmocka_unit_test(test_known_does_not_claim),
 		cmocka_unit_test(test_alone),

@@ -25,6 +25,8 @@ struct group {
 	uint8_t answered; /* copies done with (answered, or left unanswered), up to copies */
 	bool claimed;	 /* a copy with no known end asked first */
 	uint8_t outcome; /* enum outcome */
+	bool interim;	 /* an interim response's segment (usm_nat_copies_interim), not a
+			  * request's: never answered, kept until replaced */
 };
 
 struct usm_nat_copies {
@@ -79,22 +81,50 @@ static bool same_addrs(const struct usm_conn_addr *a, const struct usm_conn_addr
 	       !memcmp(a->server_addr, b->server_addr, 16);
 }
 
-static struct group *find(struct group *set, uint64_t seg)
+static struct group *find_kind(struct group *set, uint64_t seg, bool interim)
 {
 	int i;
 
 	for (i = 0; i < WAYS; i++) {
-		if (set[i].seg == seg)
+		if (set[i].seg == seg && set[i].interim == interim)
 			return &set[i];
 	}
 	return NULL;
 }
 
+/* A request's group. */
+static struct group *find(struct group *set, uint64_t seg)
+{
+	return find_kind(set, seg, false);
+}
+
+/* A new group for the segment seen under conn at now_ns, in the room of the set's
+ * oldest (counted forgotten if it held a request's copies not all answered). */
+static struct group *add(struct usm_nat_copies *n, struct group *set,
+			 const struct usm_conn_addr *conn, uint64_t now_ns)
+{
+	struct group *old = &set[0];
+	int i;
+
+	for (i = 1; i < WAYS && old->seg; i++) {
+		if (!set[i].seg || set[i].t_ns < old->t_ns)
+			old = &set[i];
+	}
+	if (old->seg && !old->interim && old->copies > 1 && old->answered < old->copies)
+		n->forgotten++;
+	memset(old, 0, sizeof(*old));
+	old->seg = conn->seg;
+	old->t_ns = now_ns;
+	old->conn[0] = *conn;
+	old->nconn = 1;
+	old->copies = 1;
+	return old;
+}
+
 void usm_nat_copies_note(struct usm_nat_copies *n, const struct usm_conn_addr *conn,
 			 uint64_t now_ns)
 {
-	struct group *set, *g, *old;
-	int i;
+	struct group *set, *g;
 
 	if (!conn->seg)
 		return;
@@ -113,20 +143,27 @@ void usm_nat_copies_note(struct usm_nat_copies *n, const struct usm_conn_addr *c
 		pthread_mutex_unlock(&n->lock);
 		return;
 	}
-	old = &set[0];
-	for (i = 1; i < WAYS && old->seg; i++) {
-		if (!set[i].seg || set[i].t_ns < old->t_ns)
-			old = &set[i];
-	}
-	if (old->seg && old->copies > 1 && old->answered < old->copies)
-		n->forgotten++;
-	memset(old, 0, sizeof(*old));
-	old->seg = conn->seg;
-	old->t_ns = now_ns;
-	old->conn[0] = *conn;
-	old->nconn = 1;
-	old->copies = 1;
+	add(n, set, conn, now_ns);
 	pthread_mutex_unlock(&n->lock);
+}
+
+bool usm_nat_copies_interim(struct usm_nat_copies *n, const struct usm_conn_addr *conn,
+			    uint64_t now_ns)
+{
+	struct group *set, *g;
+	bool copy = false;
+
+	if (!conn->seg)
+		return false;
+	pthread_mutex_lock(&n->lock);
+	set = set_of(n, conn->seg);
+	g = find_kind(set, conn->seg, true);
+	if (!g)
+		add(n, set, conn, now_ns)->interim = true;
+	else
+		copy = !same_addrs(&g->conn[0], conn);
+	pthread_mutex_unlock(&n->lock);
+	return copy;
 }
 
 enum usm_nat_verdict usm_nat_copies_answer(struct usm_nat_copies *n,

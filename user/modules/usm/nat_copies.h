@@ -85,6 +85,16 @@ bool usm_nat_copies_unanswered(struct usm_nat_copies *n, const struct usm_conn_a
  * of a recorded exchange and not a request lost. */
 void usm_nat_copies_settle(struct usm_nat_copies *n, const struct usm_conn_addr *conn);
 
+/*
+ * An interim response (100 Continue, 103 Early Hints) seen under conn (conn->seg: its
+ * own segment's numbers): true when it is a NAT copy of one seen already under other
+ * addresses, not to be counted again. An interim is not the answer, so its copies are
+ * not paired with the request's: its segment is kept in a group of its own until the
+ * set's room goes to a newer one. The same addresses again (a retransmission the
+ * kernel let through) are no copy, as for requests.
+ */
+bool usm_nat_copies_interim(struct usm_nat_copies *n, const struct usm_conn_addr *conn,
+			    uint64_t now_ns);
 /* Groups replaced holding copies under other addresses before all were answered. */
 uint64_t usm_nat_copies_forgotten(struct usm_nat_copies *n);
 

@@ -450,11 +450,17 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	key.pid = USM_PID_NONE;
 	key.side = USM_SIDE_UNKNOWN;
 	held = key;
-	/* A request, and an interim response (100 Continue, 103 Early Hints: counted, the
-	 * request stays held for its final response, which attributes both). */
+	/* A request, and an interim response (100 Continue, 103 Early Hints: counted once,
+	 * whatever its NAT copies; the request stays held for its final response, which
+	 * attributes both). */
 	if (msg->kind == USM_HTTP_REQUEST || usm_http_interim(msg->status)) {
 		if (msg->kind == USM_HTTP_REQUEST && !noted)
 			usm_nat_copies_note(u->nat, &conn, ev->ktime_ns);
+		if (msg->kind != USM_HTTP_REQUEST &&
+		    usm_nat_copies_interim(u->nat, &conn, ev->ktime_ns)) {
+			count(&u->nat_copies);
+			return;
+		}
 		record(u, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 		return;
 	}

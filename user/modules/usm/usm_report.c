@@ -457,9 +457,9 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 			   "(connected before it ran): in `bpftel http`, not in the histograms.",
 			   c.unattributed);
 	bpftel_prom_scalar(w, "bpftel_http_nat_copies_total", "counter",
-			   "Plaintext HTTP exchanges seen again under other addresses (NAT on the "
-			   "way: a container's, a published port's) and recorded once, where their "
-			   "ends are known: not counted again.",
+			   "Plaintext HTTP exchanges, and interim responses, seen again under other "
+			   "addresses (NAT on the way: a container's, a published port's) and "
+			   "recorded once, where their ends are known: not counted again.",
 			   c.nat_copies);
 	bpftel_prom_scalar(w, "bpftel_http_own_exchanges_total", "counter",
 			   "Plaintext HTTP exchanges with the agent's own sockets (its /metrics "
