@@ -29,7 +29,8 @@
  * Order: each direction's chunks in the order they were sent, and the two directions in
  * the order things happened where one answers the other: a SETTINGS takes effect when
  * the peer's ACK is fed (that is when the peer's encoder applies it), and an ACK fed
- * before the SETTINGS it answers is taken for the next one.
+ * with no SETTINGS of the other side pending is ignored (not taken for a later one):
+ * each side's chunks are fed in the order sent, so a peer's ACK follows what it read.
  *
  * Callbacks run inside usm_h2_feed() and must not feed or free the same connection.
  */
