@@ -47,6 +47,7 @@
 
 #include "config.h"
 #include "module_table.h"
+#include "trap_ledger.h"
 #include "user/manager/trapcost.h"
 
 struct bpftel_manager;
@@ -78,6 +79,7 @@ struct bpftel_agent {
 	char metrics_addr[80];		/* where it listens ("" when off), for stats */
 	struct bpftel_config cfg;	/* in force */
 	struct bpftel_trap_cost trap;	/* calibrated at start, read-only after */
+	struct bpftel_trap_ledger traps; /* uprobe programs' traps so far (overhead.c) */
 	time_t started;			/* wall clock, for display */
 	struct timespec mono_start;	/* for uptime */
 };

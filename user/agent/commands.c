@@ -170,7 +170,9 @@ static void set_overhead(json_t *p, const struct bpftel_prog_overhead *o)
 	json_object_set_new(p, "trap_entry_instructions",
 			    o->entry_insn ? json_string(o->entry_insn) : json_null());
 	json_object_set_new(p, "trap_overhead_seconds",
-			    real_or_null(o->trap_ns < 0 ? -1 : o->p.run_cnt * o->trap_ns / 1e9));
+			    real_or_null(o->trap_ns < 0 || o->trap_total_ns < 0
+					     ? -1
+					     : o->trap_total_ns / 1e9));
 	json_object_set_new(p, "overhead_seconds", real_or_null(total));
 	json_object_set_new(p, "overhead_percent",
 			    total < 0	       ? json_null()

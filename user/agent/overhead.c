@@ -66,6 +66,26 @@ static double trap_ns(struct bpftel_agent *a, const struct bpftel_trap_cost *tc,
 	return o->paired ? (ret > 0 ? ret : 0) : tc->uretprobe_ns;
 }
 
+/* Each uprobe program's traps so far, added up run by run in the agent's ledger. */
+static void trap_totals(struct bpftel_agent *a, struct bpftel_prog_overhead *o, int n)
+{
+	struct bpftel_trap_reading r[BPFTEL_TRAP_LEDGER_MAX];
+	int idx[BPFTEL_TRAP_LEDGER_MAX];
+	size_t nr = 0, j;
+	int i;
+
+	for (i = 0; i < n && nr < BPFTEL_TRAP_LEDGER_MAX; i++) {
+		if (!o[i].trap)
+			continue;
+		idx[nr] = i;
+		r[nr++] = (struct bpftel_trap_reading){.id = o[i].p.id, .runs = o[i].p.run_cnt,
+						       .trap_ns = o[i].trap_ns};
+	}
+	bpftel_trap_ledger_update(&a->traps, r, nr);
+	for (j = 0; j < nr; j++)
+		o[idx[j]].trap_total_ns = r[j].total_ns;
+}
+
 int bpftel_agent_overheads(struct bpftel_agent *a, struct bpftel_prog_overhead **out)
 {
 	struct bpftel_uprobe_prog up[MAX_UPROBE_PROGS];
@@ -92,6 +112,7 @@ int bpftel_agent_overheads(struct bpftel_agent *a, struct bpftel_prog_overhead *
 			o[i].trap_ns = trap_ns(a, &a->trap, &up[k], &o[i]);
 		}
 	}
+	trap_totals(a, o, n);
 	free(tp);
 	*out = o;
 	return n;
@@ -99,9 +120,9 @@ int bpftel_agent_overheads(struct bpftel_agent *a, struct bpftel_prog_overhead *
 
 double bpftel_overhead_seconds(const struct bpftel_prog_overhead *o)
 {
-	if (o->trap_ns < 0)
+	if (o->trap_ns < 0 || o->trap_total_ns < 0)
 		return -1;
-	return (o->p.run_time_ns + o->p.run_cnt * o->trap_ns) / 1e9;
+	return (o->p.run_time_ns + o->trap_total_ns) / 1e9;
 }
 
 double bpftel_overhead_window_ns_per_s(const struct bpftel_prog_overhead *o)

@@ -25,12 +25,16 @@ struct bpftel_prog_overhead {
 	 * weighted by the calls counted on each kind's files); NULL otherwise. */
 	const char *entry_insn;
 	double trap_ns;	  /* per run: 0 without a trap, < 0 unknown (calibration failed) */
+	/* The traps its runs paid so far, each run at the trap of when it was read
+	 * (trap_ledger.h): only grows; 0 without a trap, < 0 unknown. */
+	double trap_total_ns;
 };
 
 /* Every program, a malloc'd array in *out: count, or a negative errno. Any thread. */
 int bpftel_agent_overheads(struct bpftel_agent *a, struct bpftel_prog_overhead **out);
 
-/* Seconds of overhead so far, and per second of the last window; < 0: unknown. */
+/* Seconds of overhead so far (a counter: it only grows for a program), and per second
+ * of the last window; < 0: unknown. */
 double bpftel_overhead_seconds(const struct bpftel_prog_overhead *o);
 double bpftel_overhead_window_ns_per_s(const struct bpftel_prog_overhead *o);
 
