@@ -545,6 +545,9 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	g->share_entries[GPU_SHARE_ALLOCS] = GPU_MAX_ALLOCS;
 	g->share_entries[GPU_SHARE_KERNEL_ROWS] = GPU_MAX_LAUNCH_ROWS;
 	g->share_entries[GPU_SHARE_ERROR_KINDS] = GPU_MAX_ERRORS;
+	g->share_entries[GPU_SHARE_THREADS] = GPU_THREAD_SLOTS + GPU_MAX_THREADS;
+	g->share_entries[GPU_SHARE_CALLS_IN_FLIGHT] = GPU_MAX_INFLIGHT;
+	_Static_assert(GPU_SHARE__COUNT == 6, "every table's size before the first open");
 	g->ops.name = BPFTEL_GPU_MODULE;
 	g->ops.open = gpu_open;
 	g->ops.load = gpu_load;

@@ -292,13 +292,13 @@ static json_t *kernels_json(const struct bpftel_gpu_proc *p)
 	for (i = 0; i < p->nkernels && i < BPFTEL_GPU_TOP_KERNELS; i++) {
 		k = &p->kernels[i];
 		json_array_append_new(
-			arr, json_pack("{s:o, s:s, s:I, s:I, s:[i,i,i], s:[i,i,i]}", "name",
+			arr, json_pack("{s:o, s:s, s:I, s:I, s:[I,I,I], s:[I,I,I]}", "name",
 				       k->name[0] ? bpftel_json_str(k->name) : json_null(), "api",
 				       k->driver ? "driver" : "runtime", "launches",
 				       (json_int_t)k->launches, "threads", ju(k->threads),
-				       "grid", (int)k->grid[0], (int)k->grid[1], (int)k->grid[2],
-				       "block", (int)k->block[0], (int)k->block[1],
-				       (int)k->block[2]));
+				       "grid", (json_int_t)k->grid[0], (json_int_t)k->grid[1],
+				       (json_int_t)k->grid[2], "block", (json_int_t)k->block[0],
+				       (json_int_t)k->block[1], (json_int_t)k->block[2]));
 	}
 	return arr;
 }
@@ -533,7 +533,7 @@ static void share_metrics(struct bpftel_prom *w, struct bpftel_gpu *g)
 	}
 	bpftel_prom_keyed(w, "bpftel_gpu_user_share_entries", "gauge",
 			  "Entries of a GPU table shared out by user (processes, allocations, "
-			  "kernel_rows, error_kinds) that one user but root, or one container's "
+			  "kernel_rows, error_kinds, threads, calls_in_flight) that one user but root, or one container's "
 			  "root, may hold over all its processes (user_share_percent); the "
 			  "table's size when there is no bound.",
 			  "table", bpftel_gpu_share_names, share, GPU_SHARE__COUNT);
