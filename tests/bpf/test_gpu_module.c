@@ -22,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <bpf/bpf.h>
@@ -364,6 +365,50 @@ static void test_sweep_pid_reused(void **state)
 	kept_by_sweeps(f, fd, pid, dir);
 }
 
+/* Now, in clock ticks since boot (a /proc start time), less one tick. */
+static unsigned long long ticks_ago_one(void)
+{
+	struct timespec boot;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	assert_true(hz > 0);
+	assert_int_equal(clock_gettime(CLOCK_BOOTTIME, &boot), 0);
+	return (unsigned long long)boot.tv_sec * hz + boot.tv_nsec / (1000000000 / hz) - 1;
+}
+
+/* A pid reused between two sweeps by a process that exec'd (the old row went at its
+ * exec) and called CUDA since (a row born after it started): the sweep keeps that row,
+ * its start recorded anew, and so do the sweeps after. A row older than the new
+ * process (a fork that called CUDA without exec) is the old one's: dropped. */
+static void test_sweep_pid_reused_row_reborn(void **state)
+{
+	struct fixture *f = *state;
+	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
+	__u32 pid = 5000003; /* above any pid_max (2^22): only the fake /proc has it */
+	struct gpu_proc_stats st = {0};
+	struct timespec mono;
+	int fd, i;
+
+	fd = swept_once(f, dir, pid);
+	fake_proc(dir, pid, ticks_ago_one()); /* exited; the pid is another's, started now */
+	assert_int_equal(bpf_map_delete_elem(fd, &pid), 0); /* its exec */
+	assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &mono), 0);
+	st.born_ns = (__u64)mono.tv_sec * 1000000000ull + mono.tv_nsec; /* its first call */
+	assert_int_equal(bpf_map_update_elem(fd, &pid, &st, BPF_NOEXIST), 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(bpftel_gpu__sweep(f->gpu), 0);
+	assert_int_equal(bpf_map_lookup_elem(fd, &pid, &st), 0);
+	/* Its start was recorded: the pid's next process is seen as such. */
+	fake_proc(dir, pid, ticks_ago_one() + 1000);
+	st.born_ns = 1; /* a row older than that process */
+	assert_int_equal(bpf_map_update_elem(fd, &pid, &st, BPF_EXIST), 0);
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
+	assert_int_not_equal(bpf_map_lookup_elem(fd, &pid, &st), 0);
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* A process seen by a sweep exits while the module is stopped, and another takes its
  * pid: once started again, the module's sweeps take the new process for itself (its
  * start time is recorded anew), not for the old one gone. */
@@ -611,6 +656,7 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shed_and_unshed_one_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_pid_reused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_pid_reused_row_reborn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_restart_forgets_starts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_report_exec_between_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),

@@ -1563,6 +1563,39 @@ static void start_forget(struct bpftel_gpu *g, __u32 pid)
 }
 
 /*
+ * A pid whose process is not the one a sweep saw (another start time) whose row was
+ * made after the process now holding it started: the old process's row went at the
+ * new one's exec (gpu_exec_body), and the new one made this one since, between two
+ * sweeps. Its start is recorded (*start) and the row kept: dropped, it would take the
+ * new process's live allocations with it. A row older than the process (a fork that
+ * called CUDA without exec, or a row read before its stamp) is the old one's. The
+ * start time is in clock ticks since boot (CLOCK_BOOTTIME), born_ns CLOCK_MONOTONIC.
+ */
+static bool reborn_since(int procs_fd, int procfd, __u32 pid, __u64 *start)
+{
+	struct gpu_proc_stats st;
+	struct timespec boot, mono;
+	__u64 fresh = 0, tick_ns, start_ns, off_ns;
+	long hz = sysconf(_SC_CLK_TCK);
+	__s64 d;
+
+	if (procs_fd < 0 || hz <= 0 || !bpftel_gpu_proc_alive(procfd, pid, &fresh) || !fresh ||
+	    bpf_map_lookup_elem(procs_fd, &pid, &st) || !st.born_ns)
+		return false;
+	/* Monotonic first: boot time, read after, is at least that plus the suspends. */
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	d = (__s64)(boot.tv_sec - mono.tv_sec) * 1000000000ll + (boot.tv_nsec - mono.tv_nsec);
+	off_ns = d > 0 ? (__u64)d : 0;
+	tick_ns = 1000000000ull / (__u64)hz;
+	start_ns = fresh * tick_ns; /* rounded down to its tick: at or before the start */
+	if (start_ns < off_ns || st.born_ns < start_ns - off_ns)
+		return false;
+	*start = fresh;
+	return true;
+}
+
+/*
  * The processes in gpu_procs are listed under the lock, looked up in /proc without it
  * (reads of other processes' files), and the dead dropped under it again, if the BPF
  * object is still the one listed. starts (the start time each process had when first
@@ -1574,7 +1607,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	__u32 key, next, *prev = NULL, dead[SWEEP_MAX_DEAD];
 	struct gpu_thread_fds threads = {-1, -1, -1, -1, 0, 0};
 	size_t n = 0, cap = 0, i, j, steps;
-	int fd, ndead = 0, dropped = 0;
+	int fd, procs_fd, ndead = 0, dropped = 0;
 	bool partial = false, all, same;
 	__u64 opens;
 
@@ -1619,6 +1652,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		}
 		now[n++] = (struct proc_start){.pid = key};
 	}
+	procs_fd = bpftel_fd_dup(fd); /* rows read without the lock: reborn_since */
 	pthread_mutex_unlock(&g->lock);
 	if (n)
 		qsort(now, n, sizeof(*now), cmp_start);
@@ -1632,9 +1666,11 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 				 : NULL;
 		now[i].start = was ? was->start : 0;
 		if (!bpftel_gpu_proc_alive(g->procfd, now[i].pid, &now[i].start) &&
+		    !(was && reborn_since(procs_fd, g->procfd, now[i].pid, &now[i].start)) &&
 		    ndead < SWEEP_MAX_DEAD)
 			dead[ndead++] = now[i].pid;
 	}
+	bpftel_fd_close(&procs_fd);
 	if (!partial) {
 		free(g->starts);
 		g->starts = now;
