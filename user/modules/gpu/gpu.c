@@ -797,6 +797,7 @@ struct error_walk {
 	size_t n;
 	struct bpftel_gpu_error_seen *es;
 	size_t nes, cap;
+	bool short_read; /* a kind not kept (no memory), or the walk cut at its bound */
 };
 
 static void read_error(void *arg, const void *key)
@@ -804,26 +805,32 @@ static void read_error(void *arg, const void *key)
 	const struct gpu_err_key *ek = key;
 	struct error_walk *ew = arg;
 
-	if (!find_proc(ew->rows, ew->n, ek->tgid) ||
-	    !bpftel_gpu_grow((void **)&ew->es, &ew->cap, ew->nes + 1, sizeof(*ew->es)))
-		return; /* out of memory: the kinds read so far are reported */
+	if (!find_proc(ew->rows, ew->n, ek->tgid))
+		return;
+	if (!bpftel_gpu_grow((void **)&ew->es, &ew->cap, ew->nes + 1, sizeof(*ew->es))) {
+		ew->short_read = true;
+		return;
+	}
 	if (bpf_map_lookup_elem(ew->fd, key, &ew->es[ew->nes].count))
 		return;
 	ew->es[ew->nes++].key = *ek;
 }
 
 /* The (function, error) kinds of failed calls of the processes in rows. A process's
- * exec deletes its keys meanwhile (gpu_exec_body): each key is read once. */
-static size_t read_errors(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n,
-			  struct bpftel_gpu_error_seen **out)
+ * exec deletes its keys meanwhile (gpu_exec_body): each key is read once. A kind the
+ * walk missed (cut at its bound by execs in a loop, or no memory) would be counted in
+ * its process's unlisted errors, then again once listed (a series of its own, starting
+ * at its count): -EAGAIN then, as for the kernels, and no report of this read. */
+static ssize_t read_errors(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n,
+			   struct bpftel_gpu_error_seen **out)
 {
 	struct error_walk ew = {.fd = bpf_map__fd(map), .rows = rows, .n = n};
 	struct bpftel_gpu_map_walk w = {map_next_key, &ew.fd, sizeof(struct gpu_err_key),
-					bpf_map__max_entries(map)};
+					bpf_map__max_entries(map), &ew.short_read};
 
 	bpftel_gpu_map_walk(&w, read_error, &ew);
 	*out = ew.es;
-	return ew.nes;
+	return ew.short_read ? -EAGAIN : (ssize_t)ew.nes;
 }
 
 /* A kernel's launches as read: its rows of gpu_kernels (struct gpu_launch_key) merged. */
@@ -1200,6 +1207,7 @@ static int read_report(struct bpftel_gpu *g, struct report_read *r)
 	struct bpftel_gpu_proc *grown;
 	__u32 key, next, *prev = NULL;
 	size_t steps, cap = 0;
+	ssize_t nes;
 	int fd;
 
 	*r = (struct report_read){.all_kernels = true};
@@ -1256,12 +1264,15 @@ static int read_report(struct bpftel_gpu *g, struct report_read *r)
 	if (g->seam)
 		g->seam(g->seam_arg);
 	add_allocs(g->skel->maps.gpu_allocs, r->rows, r->n);
-	r->nes = read_errors(g->skel->maps.gpu_errors, r->rows, r->n, &r->es);
-	r->nks = read_kernels(g->skel, r->rows, r->n, &r->ks, &r->all_kernels);
+	nes = read_errors(g->skel->maps.gpu_errors, r->rows, r->n, &r->es);
+	r->nes = nes < 0 ? 0 : (size_t)nes;
+	r->nks = nes < 0 ? -EAGAIN : read_kernels(g->skel, r->rows, r->n, &r->ks, &r->all_kernels);
 	if (r->nks >= 0)
 		r->n = drop_reborn(fd, r->rows, r->n, r->ks, &r->nks, r->es, &r->nes);
 	pthread_mutex_unlock(&g->lock);
-	if (r->nks < 0) { /* a process's launches short: its counters would go down */
+	/* A process's launches or error kinds short: its counters would go down, or an
+	 * error be counted twice. */
+	if (r->nks < 0) {
 		report_read_free(r);
 		return -EAGAIN;
 	}
