@@ -67,7 +67,9 @@ def main():
     try:
         for text, line, what in (("workers = 2\ncolour = blue\n", 2, "unknown key 'colour'"),
                                  ("# ok\nrun_stats = maybe\n", 2, "run_stats: 'maybe'"),
-                                 ("\n\n\nthis is not a setting\n", 4, "expected 'key = value'")):
+                                 ("\n\n\nthis is not a setting\n", 4, "expected 'key = value'"),
+                                 (f"metrics_addr = {'h' * 124}:9464\n", 1,
+                                  "metrics_addr: 129 bytes, longer than 127")):
             write(conf, text)
             res = subprocess.run([args.agent, "-c", conf, "--socket",
                                   os.path.join(tmp, "s.sock")], capture_output=True,
@@ -78,6 +80,13 @@ def main():
                              capture_output=True, text=True, timeout=30)
         check(res.returncode == 2 and "none.conf: No such file" in res.stderr,
               f"a missing -c file: exit {res.returncode}: {res.stderr.strip()}")
+
+        # The same address on the command line: refused whole, not cut to a port "94".
+        res = subprocess.run([args.agent, "--metrics-addr", f"{'h' * 124}:9464", "--socket",
+                              os.path.join(tmp, "m.sock")], capture_output=True, text=True,
+                             timeout=30)
+        check(res.returncode == 2 and "--metrics-addr: 129 bytes, longer than 127" in res.stderr,
+              f"a long --metrics-addr: exit {res.returncode}: {res.stderr.strip()}")
 
         # A metrics address the agent cannot serve: it exits, with what bind() said.
         # TEST-NET-1 is no address of this host; a port in use is another agent's.

@@ -205,7 +205,7 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 {
 	const char *libset_names[SHLIB_LIBSET__COUNT], *what = v;
 	bool found[BPFTEL_CFG_MAX_MODULES];
-	char known[256] = "", num[16];
+	char known[256] = "", num[16], num2[16];
 	unsigned int i;
 
 	if (!strcmp(key, "socket")) {
@@ -218,8 +218,12 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 	} else if (!strcmp(key, "metrics_addr")) {
 		if (!strcmp(v, "off")) {
 			c->metrics_addr[0] = '\0';
-		} else if (strlen(v) >= sizeof(c->metrics_addr) ||
-			   bpftel_metrics_check_addr(v)) {
+		} else if (strlen(v) >= sizeof(c->metrics_addr)) {
+			return bad(err, errlen, name, line,
+				   "metrics_addr: %s bytes, longer than %s",
+				   utoa(num, (unsigned int)strlen(v)),
+				   utoa(num2, sizeof(c->metrics_addr) - 1));
+		} else if (bpftel_metrics_check_addr(v)) {
 			return bad(err, errlen, name, line,
 				   "metrics_addr: '%s' is not HOST:PORT, [V6]:PORT or off%s", v,
 				   "");

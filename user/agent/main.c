@@ -147,6 +147,14 @@ static int parse_args(int argc, char **argv)
 			env.no_run_stats = true;
 			break;
 		case 'm': {
+			/* As the configuration file's: taken whole, never cut to fit. */
+			if (strlen(optarg) >= sizeof(((struct bpftel_config *)0)->metrics_addr)) {
+				fprintf(stderr,
+					"bpftel-agent: --metrics-addr: %zu bytes, longer than %zu\n",
+					strlen(optarg),
+					sizeof(((struct bpftel_config *)0)->metrics_addr) - 1);
+				return 2;
+			}
 			if (bpftel_metrics_check_addr(optarg)) {
 				fprintf(stderr,
 					"bpftel-agent: --metrics-addr '%s': expected HOST:PORT, "
