@@ -96,6 +96,36 @@ def check_top(agent):
         check(True, "q quits bpftel top")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    check_top_interrupted(agent)
+
+
+def check_top_interrupted(agent):
+    """Ctrl-C ends bpftel top with the cursor shown again (it stayed hidden: the show
+    sequence sat in stdio's buffer when SIGINT's default action ended the process)."""
+    session = f"bpftel-top-int-{os.getpid()}"
+    # A shell that outlives top (SIGINT ignored in it, caught in top), so that the
+    # pane's cursor can be read after.
+    cmd = (f"sh -c 'trap \"\" INT; {agent.cli_bin} --socket {agent.socket} top; "
+           f"echo top-ended; read x'")
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd],
+                   check=True)
+
+    def pane(fmt):
+        return subprocess.run(["tmux", "display-message", "-p", "-t", session, fmt],
+                              capture_output=True, text=True).stdout.strip()
+
+    def screen():
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+                              capture_output=True, text=True).stdout
+    try:
+        wait_for(lambda: "PROGRAM" in screen() and pane("#{cursor_flag}") == "0", 60,
+                 "bpftel top to draw, its cursor hidden")
+        subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
+        wait_for(lambda: "top-ended" in screen(), 60, "bpftel top to end on Ctrl-C")
+        flag = pane("#{cursor_flag}")
+        check(flag == "1", f"after Ctrl-C the cursor is shown again (cursor_flag {flag})")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
 
 def main():

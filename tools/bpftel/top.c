@@ -30,13 +30,20 @@ struct sample {
 
 static struct termios saved_tio;
 static bool tio_saved;
+static volatile sig_atomic_t cursor_hidden;
 
+/* Also from a signal handler: tcsetattr and write(2) only. Not stdio: the handler's
+ * default action ends the process without flushing it (the cursor stayed hidden after
+ * Ctrl-C), and a signal may land inside a printf of draw(). */
 static void restore_terminal(void)
 {
 	if (tio_saved)
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
-	if (isatty(STDOUT_FILENO))
-		fputs("\033[?25h", stdout); /* cursor back */
+	if (cursor_hidden) {
+		cursor_hidden = 0;
+		if (write(STDOUT_FILENO, "\033[?25h", 6) < 0) /* cursor back */
+			return;
+	}
 }
 
 static void on_signal(int sig)
@@ -373,7 +380,9 @@ int bpftel_top(const char *sock, bool json)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	fputs("\033[?25l", stdout); /* hide the cursor while redrawing */
+	/* Hidden while redrawing, by write(2) as it is shown again (restore_terminal). */
+	if (write(STDOUT_FILENO, "\033[?25l", 6) == 6)
+		cursor_hidden = 1;
 	for (;;) {
 		if (poll(&pfd, 1, INTERVAL_MS) > 0 && read(STDIN_FILENO, &ch, 1) == 1 &&
 		    (ch == 'q' || ch == 'Q'))
@@ -392,6 +401,7 @@ int bpftel_top(const char *sock, bool json)
 	}
 	drop(&prev);
 	drop(&cur);
+	fflush(stdout); /* the last frame, before the cursor comes back */
 	restore_terminal();
 	fputs("\033[H\033[2J", stdout);
 	if (ret)
