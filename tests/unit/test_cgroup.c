@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* A process's cgroup and container, from real-shaped /proc/<pid>/cgroup texts. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "user/common/cgroup.h"
@@ -74,6 +78,97 @@ static void test_parse(void **state)
 	}
 }
 
+/* A path longer than the info holds (a delegated user's names, or nested containers'):
+ * cut to end in "...", said so; the container in it is found all the same. */
+static void test_long_path(void **state)
+{
+	char text[1200], seg[201];
+	struct bpftel_cgroup_info info;
+	size_t n;
+
+	(void)state;
+	memset(seg, 'a', sizeof(seg) - 1);
+	seg[sizeof(seg) - 1] = '\0';
+	n = (size_t)snprintf(text, sizeof(text), "0::/%s/%s/%s/cri-containerd-%s.scope\n", seg,
+			     seg, seg, ID);
+	assert_int_equal(bpftel_cgroup_parse(text, n, &info), 0);
+	assert_true(info.path_cut);
+	assert_int_equal(strlen(info.path), sizeof(info.path) - 1);
+	assert_string_equal(info.path + sizeof(info.path) - 4, "...");
+	assert_memory_equal(info.path, text + 3, sizeof(info.path) - 4);
+	assert_string_equal(info.runtime, "containerd");
+	assert_string_equal(info.container_id, ID);
+	assert_int_equal(bpftel_cgroup_parse("0::/short\n", 10, &info), 0);
+	assert_false(info.path_cut);
+}
+
+/* A process in a real cgroup whose path is longer than the info holds: its id is the
+ * inode of that directory, from the whole path (the cut one would name no directory,
+ * or a parent where the cut falls on a '/'). Made in the v2 hierarchy, else v1's
+ * pids; skipped where neither lets root make one (a container's cgroup namespace). */
+static void test_long_path_id(void **state)
+{
+	static const char *const roots[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/pids"};
+	char dir[1024], procs[1100], seg[181], pidtxt[16];
+	struct bpftel_cgroup_info info;
+	struct stat st;
+	size_t r, depth = 0;
+	pid_t child;
+	int fd, i;
+
+	(void)state;
+	memset(seg, 'b', sizeof(seg) - 1);
+	seg[sizeof(seg) - 1] = '\0';
+	for (r = 0; r < 2; r++) {
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", roots[r]);
+		if (access(procs, W_OK))
+			continue;
+		snprintf(dir, sizeof(dir), "%s/bpftel-test-%d", roots[r], (int)getpid());
+		for (depth = 0; depth < 3; depth++) {
+			if (mkdir(dir, 0755) && errno != EEXIST)
+				break;
+			strcat(dir, "/");
+			strcat(dir, seg);
+		}
+		if (depth == 3 && !mkdir(dir, 0755))
+			break;
+		depth = 0;
+	}
+	if (!depth) {
+		printf("no cgroup hierarchy lets this process make one: skipped\n");
+		return;
+	}
+	assert_int_equal(stat(dir, &st), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (!child) {
+		pause();
+		_exit(0);
+	}
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+	fd = open(procs, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	snprintf(pidtxt, sizeof(pidtxt), "%d", (int)child);
+	assert_int_equal(write(fd, pidtxt, strlen(pidtxt)), (ssize_t)strlen(pidtxt));
+	close(fd);
+	assert_int_equal(bpftel_cgroup_of((__u32)child, &info), 0);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	printf("cgroup of %zu bytes: %s\n", strlen(dir) - strlen(roots[r]), dir);
+	if (strcmp(info.controllers, r ? "pids" : "")) {
+		/* v1: the first hierarchy whose path is not "/" is taken, another here. */
+		printf("the %s line is taken on this host, not pids': the id not checked\n",
+		       info.controllers);
+	} else {
+		assert_true(info.path_cut);
+		assert_int_equal((long long)info.cgroup_id, (long long)st.st_ino);
+	}
+	for (i = 0; i <= 3; i++) { /* the child gone, its cgroups go, deepest first */
+		assert_int_equal(rmdir(dir), 0);
+		*strrchr(dir, '/') = '\0';
+	}
+}
+
 /* Our own process: whatever this machine's cgroups are, the call works and the id is
  * the inode of a real directory when the path is not the root. */
 static void test_self(void **state)
@@ -91,6 +186,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_self),
+		cmocka_unit_test(test_long_path),
+		cmocka_unit_test(test_long_path_id),
 	};
 
 	return cmocka_run_group_tests_name("cgroup", tests, NULL, NULL);

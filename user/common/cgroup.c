@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,14 +89,26 @@ static bool find_container(const char *path, size_t n, struct bpftel_cgroup_info
 	return false;
 }
 
+/* The path of the line taken (within the text parsed), whole. */
+struct whole_path {
+	const char *p;
+	size_t len;
+};
+
 static void take(struct bpftel_cgroup_info *out, const char *ctl, size_t cl, const char *path,
-		 size_t len)
+		 size_t len, struct whole_path *whole)
 {
 	snprintf(out->controllers, sizeof(out->controllers), "%.*s", (int)cl, ctl);
-	snprintf(out->path, sizeof(out->path), "%.*s", (int)len, path);
+	out->path_cut = len >= sizeof(out->path);
+	if (out->path_cut)
+		snprintf(out->path, sizeof(out->path), "%.*s...", (int)sizeof(out->path) - 4, path);
+	else
+		snprintf(out->path, sizeof(out->path), "%.*s", (int)len, path);
+	*whole = (struct whole_path){path, len};
 }
 
-int bpftel_cgroup_parse(const char *text, size_t len, struct bpftel_cgroup_info *out)
+static int parse(const char *text, size_t len, struct bpftel_cgroup_info *out,
+		 struct whole_path *whole)
 {
 	const char *line = text, *end = text + len, *nl, *c1, *c2;
 	bool v2 = false, any = false;
@@ -112,25 +125,33 @@ int bpftel_cgroup_parse(const char *text, size_t len, struct bpftel_cgroup_info 
 		if (!c2 || nl - c2 - 1 <= 0)
 			continue;
 		if (find_container(c2 + 1, nl - c2 - 1, out)) {
-			take(out, c1 + 1, c2 - c1 - 1, c2 + 1, nl - c2 - 1);
+			take(out, c1 + 1, c2 - c1 - 1, c2 + 1, nl - c2 - 1, whole);
 			return 0;
 		}
 		if (nl - c2 - 1 == 1 && c2[1] == '/')
 			continue; /* the root: says nothing */
 		if (c2 == c1 + 1 && !v2) { /* "0::/path", the unified hierarchy */
-			take(out, "", 0, c2 + 1, nl - c2 - 1);
+			take(out, "", 0, c2 + 1, nl - c2 - 1, whole);
 			v2 = any = true;
 		} else if (!any) {
-			take(out, c1 + 1, c2 - c1 - 1, c2 + 1, nl - c2 - 1);
+			take(out, c1 + 1, c2 - c1 - 1, c2 + 1, nl - c2 - 1, whole);
 			any = true;
 		}
 	}
 	return any ? 0 : -ENOENT;
 }
 
+int bpftel_cgroup_parse(const char *text, size_t len, struct bpftel_cgroup_info *out)
+{
+	struct whole_path whole;
+
+	return parse(text, len, out, &whole);
+}
+
 int bpftel_cgroup_of(__u32 pid, struct bpftel_cgroup_info *out)
 {
-	char path[512], text[MAX_TEXT];
+	char path[PATH_MAX + 64], text[MAX_TEXT];
+	struct whole_path whole = {"/", 1};
 	const char *ctl;
 	struct stat st;
 	ssize_t n;
@@ -144,15 +165,20 @@ int bpftel_cgroup_of(__u32 pid, struct bpftel_cgroup_info *out)
 	close(fd);
 	if (n < 0)
 		return -errno;
-	err = bpftel_cgroup_parse(text, (size_t)n, out);
+	err = parse(text, (size_t)n, out, &whole);
 	if (err)
 		return err == -ENOENT ? 0 : err;
+	if (whole.len > PATH_MAX)
+		return 0; /* no directory has such a path: no id */
 	/* v1: the hierarchy is mounted under its controllers' names ("name=" dropped);
-	 * v2: /sys/fs/cgroup itself, or /sys/fs/cgroup/unified beside v1 ones. */
+	 * v2: /sys/fs/cgroup itself, or /sys/fs/cgroup/unified beside v1 ones. The whole
+	 * path: the one shown may be cut, and a cut at a '/' names the parent. */
 	ctl = !strncmp(out->controllers, "name=", 5) ? out->controllers + 5 : out->controllers;
-	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%s", *ctl ? ctl : "unified", out->path);
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%.*s", *ctl ? ctl : "unified",
+		 (int)whole.len, whole.p);
 	if ((!stat(path, &st) && S_ISDIR(st.st_mode)) ||
-	    (!*ctl && snprintf(path, sizeof(path), "/sys/fs/cgroup%s", out->path) > 0 &&
+	    (!*ctl &&
+	     snprintf(path, sizeof(path), "/sys/fs/cgroup%.*s", (int)whole.len, whole.p) > 0 &&
 	     !stat(path, &st) && S_ISDIR(st.st_mode)))
 		out->cgroup_id = st.st_ino;
 	return 0;

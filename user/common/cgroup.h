@@ -15,11 +15,16 @@
 #ifndef BPFTEL_CGROUP_H
 #define BPFTEL_CGROUP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <linux/types.h>
 
 struct bpftel_cgroup_info {
-	char path[256];	      /* as /proc/<pid>/cgroup shows it ("" if none) */
+	/* As /proc/<pid>/cgroup shows it ("" if none); one longer (nested containers' paths
+	 * run past 300 bytes, a delegated user's as long as it likes) is cut to end in
+	 * "..." (path_cut). The id and container are taken from the whole path. */
+	char path[512];
+	bool path_cut;
 	char controllers[64]; /* its v1 hierarchy ("pids", "name=systemd"); "" for v2 */
 	char runtime[16];     /* "docker", "containerd", "cri-o", "podman", or "" */
 	char container_id[65]; /* 64 lower-case hex digits, or "" */
