@@ -115,8 +115,10 @@ struct usm_h2_scratch {
 	__u32 cut;     /* a record of this call was cut */
 	/* A walk is using this CPU's scratch. A uprobe program runs with migration, not
 	 * preemption, disabled: on a preemptible kernel (preempt=full, lazy, RT) another
-	 * task's walk can run on this CPU before a preempted one ends. */
-	__u32 busy;
+	 * task's walk can run on this CPU before a preempted one ends, also between a
+	 * walk's test of busy and its set: taken with a compare-and-swap (64 bits: the one
+	 * the BPF target has), as lib/shlib_probe.h's scratch is. */
+	__u64 busy;
 	struct usm_h2_record rec;
 	__u8 slack[2 * USM_H2_CAP];
 };
@@ -544,11 +546,11 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	s = usm_h2_scratch_get();
 	if (!s)
 		return true;
-	if (s->busy) {
+	if (__sync_val_compare_and_swap(&s->busy, 0, 1)) {
 		usm_h2_nested(TLM_ARG, state, dir, conn, len, source, flags, pid_tgid);
-		return true;
+		return true; /* busy is the preempted walk's to clear */
 	}
-	s->busy = 1; /* no return until it is cleared */
+	/* No return until busy is cleared. */
 	s->st = *d;
 	s->rec.ktime_ns = ktime_ns == USM_TLS_NOW ? bpf_ktime_get_ns() : ktime_ns;
 	s->rec.conn = conn;

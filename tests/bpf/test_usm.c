@@ -1443,17 +1443,17 @@ static int h2_scratch_hold(bool hold)
 	size_t busy = btf_offset("usm_h2_scratch", "busy"),
 	       conn = btf_offset("usm_h2_scratch", "rec") + offsetof(struct usm_h2_record, conn);
 	unsigned char *v = calloc((size_t)ncpu, vsz);
-	__u32 zero = 0, one = 1;
-	__u64 mark = 0xfeedull;
+	__u32 zero = 0;
+	__u64 mark = 0xfeedull, one = 1;
 
 	assert_non_null(v);
 	assert_int_equal(bpf_map_lookup_elem(fd, &zero, v), 0);
 	for (i = 0; i < ncpu; i++) {
 		unsigned char *s = v + (size_t)i * vsz;
 
-		marked += !memcmp(s + busy, &one, 4) && !memcmp(s + conn, &mark, 8);
+		marked += !memcmp(s + busy, &one, 8) && !memcmp(s + conn, &mark, 8);
 		if (hold) {
-			memcpy(s + busy, &one, 4);
+			memcpy(s + busy, &one, 8);
 			memcpy(s + conn, &mark, 8);
 		} else {
 			memset(s, 0, vsz);
