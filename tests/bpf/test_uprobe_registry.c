@@ -301,6 +301,65 @@ static void test_python_ssl_after_start_then_exit(void **state)
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
+/* The processes of one file keep the path they named it by, the newest 8 only (a path
+ * is up to 4 KiB, and any user makes pairs of a file and a process). With only older
+ * ones left, the file is reopened through their mappings: the module, restarted,
+ * attaches to it again. */
+static void test_older_processes_reopen_by_mapping(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_file_info row;
+	char dir[64], own[96], path[160], script[384];
+	pid_t kids[10];
+	int i, k, tries;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-paths-%d", getpid());
+	snprintf(own, sizeof(own), "%s/libssl.so.3", dir);
+	snprintf(script, sizeof(script), "mkdir -p %s && cp %s %s", dir, LIBSSL, own);
+	assert_int_equal(system(script), 0);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	/* One after the other, each by a path of its own to the same file. */
+	for (i = 0; i < 10; i++) {
+		k = snprintf(path, sizeof(path), "%s/", dir);
+		for (tries = 0; tries < i; tries++)
+			k += snprintf(path + k, sizeof(path) - k, "./");
+		snprintf(path + k, sizeof(path) - k, "libssl.so.3");
+		snprintf(script, sizeof(script),
+			 "exec " PYTHON " -c 'import ctypes, time; ctypes.CDLL(\"%s\"); "
+			 "time.sleep(3600)'",
+			 path);
+		kids[i] = start_child(script);
+		for (tries = 0; tries < 3000; tries++) {
+			if (row_now(f, SHLIB_LIB_SSL, own, &row, 2) && row.nprocs == (size_t)i + 1)
+				break;
+			usleep(10000);
+		}
+		assert_int_equal(row.nprocs, i + 1);
+	}
+	/* The 8 newest go: the two left named the file by paths no longer kept. */
+	for (i = 2; i < 10; i++)
+		stop_child(kids[i]);
+	for (tries = 0; tries < 3000; tries++) {
+		bpftel_uprobes__sweep(f->up);
+		if (row_now(f, SHLIB_LIB_SSL, own, &row, 0) && row.nprocs == 2)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(row.nprocs, 2);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	assert_true(find_row(f, SHLIB_LIB_SSL, own, &row, 2));
+	assert_int_equal(row.attached, 2);
+	assert_int_equal(row.nprocs, 2);
+	stop_child(kids[0]);
+	stop_child(kids[1]);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	snprintf(script, sizeof(script), "rm -rf %s", dir);
+	assert_int_equal(system(script), 0);
+}
+
 static void test_loaded_before_start_found_by_scan(void **state)
 {
 	struct fixture *f = *state;
@@ -1318,6 +1377,7 @@ int main(void)
 		T(test_identity_mismatch_refused),
 		T(test_non_elf_library_recorded_once),
 		T(test_refused_file_cached),
+		T(test_older_processes_reopen_by_mapping),
 		T(test_refused_rows_give_way),
 		T(test_unprobed_rows_give_way),
 		T(test_new_files_over_budget),

@@ -91,7 +91,7 @@ static bool find_mapping(__u32 pid, const struct lib_file *f, char *range, size_
  */
 static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 {
-	struct bpftel_procfile_target t[8];
+	struct bpftel_procfile_target t[BPFTEL_REOPEN_PATHS];
 	enum bpftel_refusal why;
 	char range[48], detail[128], what[96];
 	struct stat st = {};
@@ -103,20 +103,23 @@ static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 
 	pthread_mutex_lock(&u->lock);
 	counted = f->reopen_fails > 0;
-	for (i = f->nprocs; i-- > 0 && n < 8;) {
+	/* The newest processes first; one whose path was not kept (an older one's) is
+	 * reached through its mapping only. */
+	for (i = f->nprocs; i-- > 0 && n < BPFTEL_REOPEN_PATHS;) {
 		t[n] = (struct bpftel_procfile_target){
 			.pid = f->procs[i].pid,
 			.dirfd = f->procs[i].dirfd,
-			.path = strdup(f->procs[i].path),
+			.path = f->procs[i].path ? strdup(f->procs[i].path) : NULL,
 			.dev = f->procs[i].dev,
 			.ino = f->procs[i].ino,
 		};
-		if (t[n].path)
+		if (t[n].path || !f->procs[i].path)
 			n++;
 	}
 	pthread_mutex_unlock(&u->lock);
 	for (i = 0; i < n && fd < 0; i++) {
-		fd = bpftel_procfile_open(&t[i], &st, &why);
+		why = BPFTEL_REFUSED__COUNT;
+		fd = t[i].path ? bpftel_procfile_open(&t[i], &st, &why) : -ENOENT;
 		if (fd < 0 && why < BPFTEL_REFUSED__COUNT && !counted) {
 			bpftel_procfile_explain(why, &st, fd, what, sizeof(what));
 			snprintf(detail, sizeof(detail), "reopening it: %s", what);
@@ -124,7 +127,7 @@ static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 			refusal_locked(u, t[i].pid, f->lib, t[i].path, why, detail);
 			pthread_mutex_unlock(&u->lock);
 		}
-		if (fd < 0 && t[i].dirfd != BPFTEL_PROCFILE_MAPPED &&
+		if (fd < 0 && (t[i].dirfd != BPFTEL_PROCFILE_MAPPED || !t[i].path) &&
 		    find_mapping(t[i].pid, f, range, sizeof(range), &dev, &ino))
 			fd = bpftel_procfile_open(
 				&(struct bpftel_procfile_target){.pid = t[i].pid,

@@ -259,6 +259,14 @@ static int add_proc(struct lib_file *f, const struct bpftel_procfile_target *t, 
 	if (!p->path)
 		return -ENOMEM;
 	f->nprocs++;
+	/* Only the newest keep the path they named the file by (up to 4 KiB each, for
+	 * pairs of a file and a process that any user makes): a reopen goes through
+	 * those only (open_through_procs). */
+	if (f->nprocs > BPFTEL_REOPEN_PATHS) {
+		p = &f->procs[f->nprocs - 1 - BPFTEL_REOPEN_PATHS];
+		free(p->path);
+		p->path = NULL;
+	}
 	return 0;
 }
 

@@ -64,6 +64,9 @@ struct file_mod {
 };
 
 /* How a process reaches the file: a procfile target (path as it named it). */
+/* The processes of a file that keep the path they named it by (struct proc_ref). */
+#define BPFTEL_REOPEN_PATHS 8
+
 struct proc_ref {
 	__u32 pid;
 	__u64 start_time; /* /proc/<pid>/stat's, clock ticks since boot */
@@ -72,8 +75,8 @@ struct proc_ref {
 	 * reused the pid: known without /proc. */
 	__u64 kstart;
 	int dirfd;
-	char *path;
-	dev_t dev; /* the identity this access leads to */
+	char *path; /* NULL but for the file's BPFTEL_REOPEN_PATHS newest processes */
+	dev_t dev;  /* the identity this access leads to */
 	__u64 ino;
 	/* The sweep (u->sweeps + 1) in whose period an event of this pid without the
 	 * kernel's start time last had /proc's read: once per period at most (0: never). */
