@@ -261,7 +261,8 @@ static int add_proc(struct lib_file *f, const struct bpftel_procfile_target *t, 
 	f->nprocs++;
 	/* Only the newest keep the path they named the file by (up to 4 KiB each, for
 	 * pairs of a file and a process that any user makes): a reopen goes through
-	 * those only (open_through_procs). */
+	 * those only (open_through_procs). The entries stay in the order they came: a
+	 * removal moves those after it down (proc_uses_locked, the sweep). */
 	if (f->nprocs > BPFTEL_REOPEN_PATHS) {
 		p = &f->procs[f->nprocs - 1 - BPFTEL_REOPEN_PATHS];
 		free(p->path);
@@ -370,8 +371,10 @@ static size_t proc_uses_locked(struct bpftel_uprobes *u, struct lib_file *f,
 	/* The pid is another process's now (the old one exited since the last sweep): the
 	 * new one takes its entry, or the sweep would drop it as the old one. */
 	if (i >= 0 && proc_other(&f->procs[i], stime, kstart)) {
+		/* In order: the newest last, whose paths are kept (add_proc). */
 		free(f->procs[i].path);
-		f->procs[i] = f->procs[--f->nprocs];
+		memmove(&f->procs[i], &f->procs[i + 1], (f->nprocs - i - 1) * sizeof(*f->procs));
+		f->nprocs--;
 		i = -1;
 	}
 	if (i >= 0 && kstart)
