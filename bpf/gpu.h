@@ -200,8 +200,9 @@ struct gpu_proc_stats {
 	/* Whose shares the process's entries are in (bpf/lib/fair_share.h: 0 the host's
 	 * root), that of the thread whose call made the row (gpu_proc). */
 	__u32 owner;
-	/* When the row was made (bpf_ktime_get_ns): a process that execs loses its row
-	 * (gpu_exec_body), and its new program's first call makes another. */
+	/* When the row was made (bpf_ktime_get_boot_ns: the clock of /proc's start
+	 * times): a process that execs loses its row (gpu_exec_body), and its new
+	 * program's first call makes another. */
 	__u64 born_ns;
 	struct gpu_dev_stats dev[GPU_DEV_SLOTS];
 };

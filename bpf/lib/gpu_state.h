@@ -296,7 +296,7 @@ static __always_inline struct gpu_proc_stats *gpu_proc(TLM_PARAM, __u32 tgid)
 	st->owner = owner;
 	/* Stamped once: two threads making the row at once stamp it once. */
 	if (!st->born_ns)
-		__sync_val_compare_and_swap(&st->born_ns, 0, bpf_ktime_get_ns());
+		__sync_val_compare_and_swap(&st->born_ns, 0, bpf_ktime_get_boot_ns());
 	return st;
 }
 

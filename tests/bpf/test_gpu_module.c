@@ -386,14 +386,14 @@ static void test_sweep_pid_reused_row_reborn(void **state)
 	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
 	__u32 pid = 5000003; /* above any pid_max (2^22): only the fake /proc has it */
 	struct gpu_proc_stats st = {0};
-	struct timespec mono;
+	struct timespec boot;
 	int fd, i;
 
 	fd = swept_once(f, dir, pid);
 	fake_proc(dir, pid, ticks_ago_one()); /* exited; the pid is another's, started now */
 	assert_int_equal(bpf_map_delete_elem(fd, &pid), 0); /* its exec */
-	assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &mono), 0);
-	st.born_ns = (__u64)mono.tv_sec * 1000000000ull + mono.tv_nsec; /* its first call */
+	assert_int_equal(clock_gettime(CLOCK_BOOTTIME, &boot), 0); /* its first call's */
+	st.born_ns = (__u64)boot.tv_sec * 1000000000ull + boot.tv_nsec;
 	assert_int_equal(bpf_map_update_elem(fd, &pid, &st, BPF_NOEXIST), 0);
 	for (i = 0; i < 3; i++)
 		assert_int_equal(bpftel_gpu__sweep(f->gpu), 0);

@@ -1579,28 +1579,20 @@ static void start_forget(struct bpftel_gpu *g, __u32 pid)
  * new one's exec (gpu_exec_body), and the new one made this one since, between two
  * sweeps. Its start is recorded (*start) and the row kept: dropped, it would take the
  * new process's live allocations with it. A row older than the process (a fork that
- * called CUDA without exec, or a row read before its stamp) is the old one's. The
- * start time is in clock ticks since boot (CLOCK_BOOTTIME), born_ns CLOCK_MONOTONIC.
+ * called CUDA without exec, or a row read before its stamp) is the old one's. Both on
+ * the boot clock: the start in clock ticks since boot, born_ns bpf_ktime_get_boot_ns
+ * (a suspend in between moves neither); the start rounded down to its tick, so a row
+ * made in the process's first tick is the process's.
  */
 static bool reborn_since(int procs_fd, int procfd, __u32 pid, __u64 *start)
 {
 	struct gpu_proc_stats st;
-	struct timespec boot, mono;
-	__u64 fresh = 0, tick_ns, start_ns, off_ns;
 	long hz = sysconf(_SC_CLK_TCK);
-	__s64 d;
+	__u64 fresh = 0;
 
 	if (procs_fd < 0 || hz <= 0 || !bpftel_gpu_proc_alive(procfd, pid, &fresh) || !fresh ||
-	    bpf_map_lookup_elem(procs_fd, &pid, &st) || !st.born_ns)
-		return false;
-	/* Monotonic first: boot time, read after, is at least that plus the suspends. */
-	clock_gettime(CLOCK_MONOTONIC, &mono);
-	clock_gettime(CLOCK_BOOTTIME, &boot);
-	d = (__s64)(boot.tv_sec - mono.tv_sec) * 1000000000ll + (boot.tv_nsec - mono.tv_nsec);
-	off_ns = d > 0 ? (__u64)d : 0;
-	tick_ns = 1000000000ull / (__u64)hz;
-	start_ns = fresh * tick_ns; /* rounded down to its tick: at or before the start */
-	if (start_ns < off_ns || st.born_ns < start_ns - off_ns)
+	    bpf_map_lookup_elem(procs_fd, &pid, &st) || !st.born_ns ||
+	    st.born_ns < fresh * (1000000000ull / (__u64)hz))
 		return false;
 	*start = fresh;
 	return true;
