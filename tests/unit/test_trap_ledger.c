@@ -49,8 +49,16 @@ static void test_programs_come_and_go(void **state)
 	assert_true(r[0].total_ns == 100);
 	assert_true(r[1].total_ns < 0); /* not calibrated */
 	assert_int_equal(l.n, 1);
-	/* Program 1 gone (its module restarted as program 3): forgotten; 3 starts anew. */
-	assert_true(one(&l, 3, 5, 10) == 50);
+	/* Program 1's module restarted as program 3. */
+	assert_true(one(&l, 3, 5, 1000) == 5000);
+	/* Another thread's reading, taken before the restart, comes in after: 3 is kept,
+	 * and its next reading adds its new runs, at a cheaper trap, to what it had. */
+	assert_true(one(&l, 1, 10, 10) == 100);
+	assert_true(one(&l, 3, 6, 10) == 5010);
+	/* Missing from 4 readings in a row, 1 is forgotten: back, it starts anew. */
+	assert_true(one(&l, 3, 7, 10) == 5020);
+	assert_true(one(&l, 3, 8, 10) == 5030);
+	assert_true(one(&l, 3, 9, 10) == 5040);
 	assert_int_equal(l.n, 1);
 	assert_true(one(&l, 1, 15, 10) == 150); /* an id not held: its runs so far */
 }

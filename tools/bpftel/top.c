@@ -380,9 +380,11 @@ int bpftel_top(const char *sock, bool json)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	/* Hidden while redrawing, by write(2) as it is shown again (restore_terminal). */
-	if (write(STDOUT_FILENO, "\033[?25l", 6) == 6)
-		cursor_hidden = 1;
+	/* Hidden while redrawing, by write(2) as it is shown again (restore_terminal);
+	 * marked first, so that a signal during the write shows it again. */
+	cursor_hidden = 1;
+	if (write(STDOUT_FILENO, "\033[?25l", 6) != 6)
+		cursor_hidden = 0;
 	for (;;) {
 		if (poll(&pfd, 1, INTERVAL_MS) > 0 && read(STDIN_FILENO, &ch, 1) == 1 &&
 		    (ch == 'q' || ch == 'Q'))

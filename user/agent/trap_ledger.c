@@ -4,15 +4,18 @@
 
 #include "trap_ledger.h"
 
+/* Readings a program may be missing from before it is forgotten: another thread's
+ * reading, taken before a module restarted, may come in after a newer one. */
+#define LEDGER_KEEP_READINGS 4
+
 void bpftel_trap_ledger_update(struct bpftel_trap_ledger *l, struct bpftel_trap_reading *r,
 			       size_t n)
 {
-	struct bpftel_trap_ledger next;
-	size_t i, k;
+	size_t i, k, kept;
 	__u64 runs;
 
-	next.n = 0;
 	pthread_mutex_lock(&l->lock);
+	l->gen++;
 	for (i = 0; i < n; i++) {
 		r[i].total_ns = -1;
 		if (r[i].trap_ns < 0)
@@ -22,6 +25,9 @@ void bpftel_trap_ledger_update(struct bpftel_trap_ledger *l, struct bpftel_trap_
 		runs = r[i].runs;
 		if (k == l->n) { /* first seen: its runs so far at today's trap */
 			r[i].total_ns = (double)runs * r[i].trap_ns;
+			if (l->n == BPFTEL_TRAP_LEDGER_MAX)
+				continue; /* no room: priced whole again next time */
+			l->n++;
 		} else {
 			r[i].total_ns = l->e[k].ns;
 			/* A reading older than the last one (another thread's) adds nothing. */
@@ -30,13 +36,15 @@ void bpftel_trap_ledger_update(struct bpftel_trap_ledger *l, struct bpftel_trap_
 			else
 				runs = l->e[k].runs;
 		}
-		if (next.n < BPFTEL_TRAP_LEDGER_MAX) {
-			next.e[next.n].id = r[i].id;
-			next.e[next.n].runs = runs;
-			next.e[next.n++].ns = r[i].total_ns;
-		}
+		l->e[k].id = r[i].id;
+		l->e[k].runs = runs;
+		l->e[k].ns = r[i].total_ns;
+		l->e[k].seen = l->gen;
 	}
-	memcpy(l->e, next.e, next.n * sizeof(next.e[0]));
-	l->n = next.n;
+	/* Programs missing from the last readings are gone (a module stopped). */
+	for (k = kept = 0; k < l->n; k++)
+		if (l->gen - l->e[k].seen < LEDGER_KEEP_READINGS)
+			l->e[kept++] = l->e[k];
+	l->n = kept;
 	pthread_mutex_unlock(&l->lock);
 }

@@ -7,7 +7,7 @@
  * as runs x today's trap, its overhead would go down, a counter reset to Prometheus
  * (a spike in rate()). Here only the runs since the last reading take the trap of
  * now: the total only grows. Kept by program id (a new instance starts its own), for
- * the programs of the last reading only.
+ * the programs of the last few readings.
  */
 #ifndef BPFTEL_AGENT_TRAP_LEDGER_H
 #define BPFTEL_AGENT_TRAP_LEDGER_H
@@ -21,10 +21,12 @@
 struct bpftel_trap_ledger {
 	pthread_mutex_t lock; /* zeroed or PTHREAD_MUTEX_INITIALIZER */
 	size_t n;
+	__u64 gen; /* readings added */
 	struct {
 		__u32 id;
 		__u64 runs;
 		double ns;
+		__u64 seen; /* the reading (gen) it was last in */
 	} e[BPFTEL_TRAP_LEDGER_MAX];
 };
 
@@ -37,8 +39,9 @@ struct bpftel_trap_reading {
 	double total_ns;
 };
 
-/* Add a reading of n programs (the uprobe programs running now); those of earlier
- * readings not in it are forgotten. Any thread. */
+/* Add a reading of n programs (the uprobe programs running now); those missing from
+ * the last few readings are forgotten (not from one: another thread's reading, taken
+ * before a module restarted, may come after a newer one). Any thread. */
 void bpftel_trap_ledger_update(struct bpftel_trap_ledger *l, struct bpftel_trap_reading *r,
 			       size_t n);
 
