@@ -319,6 +319,13 @@ def metric(agent, family):
     return None
 
 
+def pairing_grew(agent, before, keys):
+    """What counters.pairing's keys and the NAT copies grew by since before."""
+    c = counters(agent)
+    return ({k: c["pairing"][k] - before["pairing"][k] for k in keys},
+            c["nat_copies"] - before["nat_copies"])
+
+
 def settled(agent, pred, what):
     wait_for(pred, 30, what)
     wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
@@ -444,10 +451,7 @@ def main():
             line_of(lost, "200", "case 5: the next request on the connection answered")
             settled(agent, lambda: count(agent, path="/next/*") >= 2,
                     "case 5's answered request on both sides")
-            c = counters(agent)
-            pairing = {k: c["pairing"][k] - before["pairing"][k]
-                       for k in ("requests", "unanswered", "evicted")}
-            copies = c["nat_copies"] - before["nat_copies"]
+            pairing, copies = pairing_grew(agent, before, ("requests", "unanswered", "evicted"))
             check(pairing == {"requests": 3, "unanswered": 1, "evicted": 0} and copies == 1 and
                   count(agent, path="/lost/*") == 0,
                   f"case 5, a request never answered: pairing {pairing} (requests 3: the "
@@ -460,10 +464,7 @@ def main():
             line_of(lost, "200", "case 6: the POST answered 100 Continue, then 200")
             settled(agent, lambda: count(agent, path="/interim/*") >= 2,
                     "case 6's request on both sides")
-            c = counters(agent)
-            pairing = {k: c["pairing"][k] - before["pairing"][k]
-                       for k in ("requests", "interim", "responses")}
-            copies = c["nat_copies"] - before["nat_copies"]
+            pairing, copies = pairing_grew(agent, before, ("requests", "interim", "responses"))
             check(pairing == {"requests": 2, "interim": 1, "responses": 2} and copies == 1,
                   f"case 6, an interim response: pairing {pairing} (interim 1, not 2: its "
                   f"other copy a NAT copy), NAT copies +{copies} (1)")

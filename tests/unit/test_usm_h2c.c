@@ -238,6 +238,14 @@ static void test_preface_first(void **state)
 	assert_string_equal(t->msg[0].path, "/a");
 }
 
+/* A path of n - 1 bytes ("/qqq..."), longer than the prefix holds with its frame. */
+static void long_path(char *path, size_t n)
+{
+	memset(path, 'q', n - 1);
+	path[0] = '/';
+	path[n - 1] = '\0';
+}
+
 /* A first request whose HEADERS do not fit in the prefix: undecodable, counted; the
  * server's answer then finds nothing to pair. */
 static void test_request_cut(void **state)
@@ -246,9 +254,7 @@ static void test_request_cut(void **state)
 	struct h2b_buf b = {0};
 	char big[300];
 
-	memset(big, 'q', sizeof(big) - 1);
-	big[0] = '/';
-	big[sizeof(big) - 1] = '\0';
+	long_path(big, sizeof(big));
 	client_first(t, &b, big);
 	assert_true(b.len > USM_PREFIX);
 	segment(t, 40002, USM_KIND_H2C_CLIENT, &b, 1);
@@ -297,9 +303,7 @@ static void test_cut_after_first(void **state)
 	struct h2b_buf b = {0};
 	char path[401];
 
-	memset(path, 'q', sizeof(path) - 1);
-	path[0] = '/';
-	path[sizeof(path) - 1] = '\0';
+	long_path(path, sizeof(path));
 	client_first(t, &b, "/a");
 	h2b_headers(&b, t->def[0], 3, 0x5, H2B_NV(":method", "GET", ":path", path));
 	assert_true(b.len > USM_PREFIX + 100);
