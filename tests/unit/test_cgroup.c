@@ -113,6 +113,7 @@ static void test_long_path_id(void **state)
 	struct bpftel_cgroup_info info;
 	struct stat st;
 	size_t r, depth = 0;
+	bool moved;
 	pid_t child;
 	int fd, i;
 
@@ -149,13 +150,18 @@ static void test_long_path_id(void **state)
 	fd = open(procs, O_WRONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	snprintf(pidtxt, sizeof(pidtxt), "%d", (int)child);
-	assert_int_equal(write(fd, pidtxt, strlen(pidtxt)), (ssize_t)strlen(pidtxt));
+	/* A host's cgroup rules may refuse the move (a v2 hierarchy's domain rules, a
+	 * delegation): said, not failed, as where no hierarchy is writable. */
+	moved = write(fd, pidtxt, strlen(pidtxt)) == (ssize_t)strlen(pidtxt);
 	close(fd);
-	assert_int_equal(bpftel_cgroup_of((__u32)child, &info), 0);
+	if (moved)
+		assert_int_equal(bpftel_cgroup_of((__u32)child, &info), 0);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	printf("cgroup of %zu bytes: %s\n", strlen(dir) - strlen(roots[r]), dir);
-	if (strcmp(info.controllers, r ? "pids" : "")) {
+	if (!moved) {
+		printf("this host refused a process in it: the id not checked\n");
+	} else if (strcmp(info.controllers, r ? "pids" : "")) {
 		/* v1: the first hierarchy whose path is not "/" is taken, another here. */
 		printf("the %s line is taken on this host, not pids': the id not checked\n",
 		       info.controllers);
