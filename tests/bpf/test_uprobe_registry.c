@@ -593,6 +593,214 @@ static void test_overlayfs_two_mounts_one_file(void **state)
 		usleep(10000);
 }
 
+static long ssl_write_at(const char *path, unsigned char code[4]);
+
+/* The byte at file offset off of the libssl.so.3 that pid maps, as the process reads
+ * it: 0xcc where a uprobe is on the file it maps. -1 if it maps none there. */
+static int code_byte_in(pid_t pid, long off)
+{
+	unsigned long start, end, pgoff;
+	char path[64], line[512];
+	unsigned char b;
+	int byte = -1, fd;
+	FILE *maps;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	maps = fopen(path, "re");
+	while (maps && byte < 0 && fgets(line, sizeof(line), maps)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (strlen(line) < 12 || strcmp(line + strlen(line) - 12, "/libssl.so.3") ||
+		    sscanf(line, "%lx-%lx %*s %lx", &start, &end, &pgoff) != 3 ||
+		    (unsigned long)off < pgoff || (unsigned long)off - pgoff >= end - start)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && pread(fd, &b, 1, (off_t)(start + off - pgoff)) == 1)
+			byte = b;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (maps)
+		fclose(maps);
+	return byte;
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Wait (30 s at most) until the file at path exists. */
+static bool wait_exists(const char *path)
+{
+	int tries;
+
+	for (tries = 0; tries < 3000 && access(path, F_OK); tries++)
+		usleep(10000);
+	return !access(path, F_OK);
+}
+
+/* The registry's row that holds pid (30 s at most for it to have min_attached points). */
+static bool row_of_pid(struct fixture *f, pid_t pid, struct bpftel_uprobe_file_info *row,
+		       size_t min_attached)
+{
+	struct bpftel_uprobe_file_info *rows;
+	bool found = false;
+	int tries, n, i;
+	size_t k;
+
+	for (tries = 0; tries < 3000 && !found; tries++) {
+		if (tries)
+			usleep(10000);
+		n = bpftel_uprobes__files(f->up, &rows);
+		for (i = 0; i < n && !found; i++) {
+			for (k = 0; k < rows[i].nprocs && k < 8; k++) {
+				if (rows[i].lib == SHLIB_LIB_SSL && rows[i].pids[k] == (__u32)pid &&
+				    rows[i].attached >= min_attached) {
+					*row = rows[i];
+					found = true;
+				}
+			}
+		}
+		free(rows);
+	}
+	return found;
+}
+
+/* Wait (30 s at most) until pid is in a row of n processes with both points attached. */
+static bool wait_row_of_pid(struct fixture *f, pid_t pid, size_t n)
+{
+	struct bpftel_uprobe_file_info row;
+	int tries;
+
+	for (tries = 0; tries < 3000; tries++) {
+		if (row_of_pid(f, pid, &row, 2) && row.nprocs == n)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/*
+ * Three overlays of one lower layer (three containers of one image), one process in
+ * each, loaded in turn; then overlays 1 and 3 are copied up (a chmod: each one's file is
+ * now a private copy, with the same overlay inode and stat). The processes still map
+ * the layer's file. A process that loads the library in overlay 1 since maps its copy:
+ * a file of its own, though the kernel names it by the overlay inode the layer's row
+ * was first seen through. The module restarts: the layer's file is reopened through
+ * its newest process's path, which leads to overlay 3's copy now: refused
+ * (identity_changed); overlay 2's process reaches it. Before, the new process joined
+ * the layer's row, unprobed, and at the restart the layer's probes went on overlay 3's
+ * copy: the three processes that map the layer ran unprobed.
+ */
+static void test_overlayfs_copy_up_keeps_layer(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals ref;
+	struct bpftel_uprobe_file_info row;
+	pid_t child, pid[4] = {0};
+	unsigned char code[4];
+	char script[1024], upper[128], flag[64];
+	int tries, i;
+	FILE *up;
+	long off;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK))
+		skip();
+	off = ssl_write_at(LIBSSL, code);
+	system("rm -f /tmp/bpftel-ovl4.*");
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	/* One process: load the library at argv[1], say so, wait. */
+	write_text("/tmp/bpftel-ovl4.load", "import ctypes, sys, time\n"
+					    "ctypes.CDLL(None).prctl(1, 9)\n"
+					    "ctypes.CDLL(sys.argv[1])\n"
+					    "print(1, flush=True)\n"
+					    "time.sleep(3600)\n");
+	/* A process in overlay 1, 2 and 3, each on the test's word (a file), the copy-ups,
+	 * and one more process in overlay 1; their pids in .up. */
+	write_text("/tmp/bpftel-ovl4.run",
+		   "import os, subprocess, sys, time\n"
+		   "d = '/tmp/bpftel-ovl4'\n"
+		   "pids = []\n"
+		   "def load(i, go):\n"
+		   "    while not os.path.exists(f'{d}.{go}'):\n"
+		   "        time.sleep(0.01)\n"
+		   "    c = subprocess.Popen([sys.executable, f'{d}.load', f'{d}/m{i}/libssl.so.3'],"
+		   " stdout=subprocess.PIPE)\n"
+		   "    c.stdout.readline()\n"
+		   "    pids.append(str(c.pid))\n"
+		   "load(1, 'load')\n"
+		   "load(2, 'go2')\n"
+		   "load(3, 'go3')\n"
+		   "while not os.path.exists(f'{d}.cp'):\n"
+		   "    time.sleep(0.01)\n"
+		   "os.chmod(f'{d}/m1/libssl.so.3', 0o755)\n"
+		   "os.chmod(f'{d}/m3/libssl.so.3', 0o755)\n"
+		   "load(1, 'cp')\n"
+		   "with open(f'{d}.pids', 'w') as f:\n"
+		   "    f.write(' '.join(pids))\n"
+		   "os.rename(f'{d}.pids', f'{d}.up')\n"
+		   "time.sleep(3600)\n");
+	snprintf(script, sizeof(script),
+		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-ovl4; "
+		 "mkdir -p $d && mount -t tmpfs none $d && mkdir $d/lower && cp %s "
+		 "$d/lower/libssl.so.3 && for i in 1 2 3; do mkdir $d/u$i $d/w$i $d/m$i && mount "
+		 "-t overlay overlay -o lowerdir=$d/lower,upperdir=$d/u$i,workdir=$d/w$i $d/m$i; "
+		 "done; exec %s /tmp/bpftel-ovl4.run'",
+		 LIBSSL, PYTHON);
+	child = start_child(script);
+	/* Each in the layer's row before the next; the row first seen through overlay 1. */
+	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-ovl4/m1/libssl.so.3", &row, 2));
+	assert_int_equal(row.nprocs, 1);
+	pid[0] = (pid_t)row.pids[0];
+	for (i = 2; i <= 3; i++) {
+		snprintf(flag, sizeof(flag), "/tmp/bpftel-ovl4.go%d", i);
+		close(open(flag, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+		assert_true(wait_row_of_pid(f, pid[0], (size_t)i));
+	}
+	close(open("/tmp/bpftel-ovl4.cp", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+	assert_true(wait_exists("/tmp/bpftel-ovl4.up"));
+	up = fopen("/tmp/bpftel-ovl4.up", "re");
+	assert_non_null(up);
+	assert_int_equal(fscanf(up, "%d %d %d %d", &pid[0], &pid[1], &pid[2], &pid[3]), 4);
+	fclose(up);
+	/* The copy is there, in overlay 1's upper layer. */
+	snprintf(upper, sizeof(upper), "/proc/%d/root/tmp/bpftel-ovl4/u1/libssl.so.3",
+		 (int)pid[3]);
+	assert_int_equal(access(upper, F_OK), 0);
+	/* The copy's process in a row of its own, probed on the file it maps. */
+	assert_true(wait_row_of_pid(f, pid[3], 1));
+	assert_int_equal(code_byte_in(pid[3], off), 0xcc);
+	assert_true(row_of_pid(f, pid[0], &row, 2));
+	assert_int_equal(row.nprocs, 3);
+	assert_int_equal(rows_under(f, SHLIB_LIB_SSL, "/tmp/bpftel-ovl4/", &row), 2);
+
+	/* Restarted: each file reopened through its newest process that reaches it. */
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	assert_int_not_equal(code_byte_in(pid[0], off), 0xcc);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	for (tries = 0; tries < 3000; tries++) {
+		for (i = 0; i < 4 && code_byte_in(pid[i], off) == 0xcc; i++)
+			;
+		if (i == 4)
+			break;
+		usleep(10000);
+	}
+	for (i = 0; i < 4; i++)
+		assert_int_equal(code_byte_in(pid[i], off), 0xcc);
+	bpftel_uprobes__refusals(f->up, &ref);
+	assert_int_equal(ref.count[BPFTEL_REFUSED_IDENTITY_CHANGED], 1);
+	stop_child(child);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	system("rm -f /tmp/bpftel-ovl4.*");
+	for (tries = 0; tries < 3000 && rmdir("/tmp/bpftel-ovl4") && errno == EBUSY; tries++)
+		usleep(10000);
+}
+
 /* openat(dirfd, "libssl.so.3") from a process whose cwd is elsewhere: resolved through
  * /proc/<pid>/fd/<dirfd>, checked against the inode the kernel saw opened. */
 static void test_relative_to_dirfd(void **state)
@@ -1372,6 +1580,7 @@ int main(void)
 		T(test_overlayfs_library),
 		T(test_overlayfs_layers_on_two_fs),
 		T(test_overlayfs_two_mounts_one_file),
+		T(test_overlayfs_copy_up_keeps_layer),
 		T(test_btrfs_subvolume_library),
 		T(test_relative_to_dirfd),
 		T(test_identity_mismatch_refused),

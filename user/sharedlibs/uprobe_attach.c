@@ -85,9 +85,33 @@ static bool find_mapping(__u32 pid, const struct lib_file *f, char *range, size_
 }
 
 /*
+ * Open t, and keep it only if it maps f's file (what the kernel probes). A path can
+ * lead to the same overlay inode, and the same stat, over another file: an overlayfs
+ * copy-up (a chmod, a write, in one container) gives that container's overlay a private
+ * copy while the other containers' processes, and this one's older mappings, still map
+ * the shared layer's. Probes put on the copy would miss them all.
+ */
+static int open_as_file(const struct lib_file *f, const struct bpftel_procfile_target *t,
+			struct stat *st, enum bpftel_refusal *why)
+{
+	__u64 ino = 0;
+	dev_t dev = 0;
+	int fd;
+
+	fd = bpftel_procfile_open_mapped(t, st, why, &dev, &ino);
+	if (fd >= 0 && (dev != f->dev || ino != f->ino)) {
+		close(fd);
+		*why = BPFTEL_REFUSED_IDENTITY_CHANGED;
+		fd = -ESTALE;
+	}
+	return fd;
+}
+
+/*
  * Open f through one of its processes, newest first: by the path each named it, and
- * when that no longer leads to the file (a hostile swap: refused and counted, once per
- * run of failed reopens), by the process's mapping of it. -errno if none reaches it.
+ * when that no longer leads to the file (a hostile swap, a copy-up: refused and counted,
+ * once per run of failed reopens), by the process's mapping of it. -errno if none
+ * reaches it.
  */
 static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 {
@@ -119,7 +143,7 @@ static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 	pthread_mutex_unlock(&u->lock);
 	for (i = 0; i < n && fd < 0; i++) {
 		why = BPFTEL_REFUSED__COUNT;
-		fd = t[i].path ? bpftel_procfile_open(&t[i], &st, &why) : -ENOENT;
+		fd = t[i].path ? open_as_file(f, &t[i], &st, &why) : -ENOENT;
 		if (fd < 0 && why < BPFTEL_REFUSED__COUNT && !counted) {
 			bpftel_procfile_explain(why, &st, fd, what, sizeof(what));
 			snprintf(detail, sizeof(detail), "reopening it: %s", what);
@@ -129,13 +153,14 @@ static int open_through_procs(struct bpftel_uprobes *u, struct lib_file *f)
 		}
 		if (fd < 0 && (t[i].dirfd != BPFTEL_PROCFILE_MAPPED || !t[i].path) &&
 		    find_mapping(t[i].pid, f, range, sizeof(range), &dev, &ino))
-			fd = bpftel_procfile_open(
-				&(struct bpftel_procfile_target){.pid = t[i].pid,
-								 .dirfd = BPFTEL_PROCFILE_MAPPED,
-								 .path = range,
-								 .dev = dev,
-								 .ino = ino},
-				&st, &why);
+			fd = open_as_file(f,
+					  &(struct bpftel_procfile_target){
+						  .pid = t[i].pid,
+						  .dirfd = BPFTEL_PROCFILE_MAPPED,
+						  .path = range,
+						  .dev = dev,
+						  .ino = ino},
+					  &st, &why);
 	}
 	for (i = 0; i < n; i++)
 		free((char *)t[i].path);

@@ -191,6 +191,18 @@ struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
 	return NULL;
 }
 
+/* The file that is (dev, ino) itself: what the kernel maps and probes. */
+static struct lib_file *find_real_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
+{
+	size_t i;
+
+	for (i = 0; i < u->nfiles; i++) {
+		if (u->files[i]->dev == dev && u->files[i]->ino == ino)
+			return u->files[i];
+	}
+	return NULL;
+}
+
 static ssize_t proc_index(const struct lib_file *f, __u32 pid)
 {
 	size_t i;
@@ -542,6 +554,12 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		f = find_file(u, t->dev, t->ino);
 		known = f != NULL;
 		idx = f ? proc_index(f, t->pid) : -1;
+		/* Through the file's overlay inode (its alias), only a process the row has:
+		 * the overlay may be over another file since (a copy-up gave it a private
+		 * copy), which a new process maps. That one is opened, and found by what
+		 * it maps. */
+		if (f && idx < 0 && (f->dev != t->dev || f->ino != t->ino))
+			known = false;
 		had = idx >= 0 ? f->procs[idx].start_time : 0;
 		had_k = idx >= 0 ? f->procs[idx].kstart : 0;
 		/* A process opening its library in a loop (the soak's flood) is answered from
@@ -583,6 +601,10 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		st.st_ino = t->ino;
 		pthread_mutex_lock(&u->lock);
 		f = find_file(u, t->dev, t->ino);
+		/* As above; and a pid reused since is a new process. */
+		if (f && (f->dev != t->dev || f->ino != t->ino) &&
+		    (proc_index(f, t->pid) < 0 || stime != had))
+			f = NULL;
 		njobs = f ? proc_uses_locked(u, f, t, stime, kstart, &st, jobs, &err) : 0;
 		pthread_mutex_unlock(&u->lock);
 		if (njobs)
@@ -613,7 +635,8 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	if (bpftel_proc_owner(t->pid, &owner))
 		owner = BPFTEL_DEADLINE_NO_OWNER;
 	pthread_mutex_lock(&u->lock);
-	f = find_file(u, st.st_dev, st.st_ino) ?: find_file(u, dev, ino);
+	/* By what it maps: the same overlay inode can be over another file since. */
+	f = find_real_file(u, dev, ino);
 	if (!f && !budget_take_locked(u, t, lib, named, owner)) {
 		/* Until the budget has room: by the identity the kernel opened, as above,
 		 * with the reason just listed first. */
