@@ -259,6 +259,7 @@ static void test_failed_start_reported(void **state)
 	struct fixture *f = *state;
 	struct bpftel_module *m = f->tm->module;
 	static const char *const steps[] = {"open", "load", "start"};
+	struct bpftel_probe_status st[8];
 	const char *step = "x";
 	__u64 failures = 99;
 	size_t i;
@@ -277,6 +278,12 @@ static void test_failed_start_reported(void **state)
 				 -ENOMEM - (int)i);
 		assert_string_equal(step, steps[i]);
 		assert_int_equal(failures, i + 1);
+		/* Its probes listed by name, whichever step it failed at (a report read
+		 * them: one without a name took the agent down). */
+		assert_true(bpftel_module__probes(m, st, 8) >= 1);
+		assert_non_null(st[0].name);
+		assert_true(st[0].ncand >= 1);
+		assert_int_equal(st[0].winner, -1);
 	}
 	/* Two armed starts fail, the third works and clears the report, not the count. */
 	assert_int_equal(bpftel_module__inject_fault(m, "load", -EPERM, 2), 0);
@@ -287,6 +294,13 @@ static void test_failed_start_reported(void **state)
 	assert_int_equal(bpftel_module__last_failure(m, &step, &failures), 0);
 	assert_null(step);
 	assert_int_equal(failures, 5);
+	assert_true(bpftel_module__probes(m, st, 8) >= 1);
+	assert_true(st[0].winner >= 0);
+	/* Stopped: nothing attached, no winner listed. */
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_true(bpftel_module__probes(m, st, 8) >= 1);
+	assert_int_equal(st[0].winner, -1);
+	assert_int_equal(bpftel_module__run(m), 0);
 	/* A disarmed fault (count 0) fails nothing. */
 	assert_int_equal(bpftel_module__stop(m), 0);
 	assert_int_equal(bpftel_module__inject_fault(m, "open", -EIO, 1), 0);

@@ -149,6 +149,7 @@ struct bpftel_manager {
 };
 
 /* probe.c */
+void probe_status_init(struct probe *p);
 /* With m->lock: probes_detect, rejecting what bpftel_module__inject_candidate_fault
  * armed (module.c: cand_injected). */
 void probes_detect(struct bpftel_module *m);

@@ -114,7 +114,7 @@ int bpftel_module__add_probe(struct bpftel_module *m, const struct bpftel_probe_
 	memset(p, 0, sizeof(*p));
 	p->spec = *spec;
 	p->sock = -1;
-	p->status.winner = -1;
+	probe_status_init(p);
 	pthread_mutex_unlock(&m->report_lock);
 	return 0;
 }

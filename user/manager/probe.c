@@ -197,6 +197,23 @@ void probe_publish(struct bpftel_module *m, struct probe *p, const struct bpftel
 }
 
 /* Detection is slow work (BTF, ELF): done on a copy, published once per probe. */
+/* What a probe is before detection: named, none of its candidates tried. Its status is
+ * listed (bpftel probes, a module's report) from the moment it is added: a start that
+ * fails before detection leaves it so. */
+void probe_status_init(struct probe *p)
+{
+	size_t j;
+
+	memset(&p->status, 0, sizeof(p->status));
+	p->status.name = p->spec.name;
+	p->status.policy = p->spec.policy;
+	p->status.group = p->spec.group;
+	p->status.winner = -1;
+	p->status.ncand = p->spec.ncand;
+	for (j = 0; j < p->spec.ncand; j++)
+		p->status.cand[j].cand = p->spec.cand[j];
+}
+
 void probes_detect(struct bpftel_module *m)
 {
 	struct bpftel_probe_status st;
@@ -453,6 +470,7 @@ void probes_detach(struct bpftel_module *m, bool in_background)
 			close(m->probes[i].sock);
 		m->probes[i].sock = -1;
 		pthread_mutex_lock(&m->report_lock);
+		m->probes[i].status.winner = -1; /* nothing attached: what covered it, gone */
 		m->probes[i].status.prog_id = 0;
 		m->probes[i].status.attached_to[0] = '\0';
 		pthread_mutex_unlock(&m->report_lock);
