@@ -42,7 +42,8 @@ int consumer_start(struct bpftel_module *m)
 	size_t i;
 	int err;
 
-	c->ev = NULL;
+	/* c->ev is NULL here (consumer_stop left it so, under report_lock: readers sum
+	 * its counters from other threads). */
 	if (!m->nringbufs)
 		return 0;
 	err = bpftel_events__new(&opts, &ev);
