@@ -452,10 +452,11 @@ static void test_candidate_fault_spent_and_checked(void **state)
 	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 0, EIO, 1), -EINVAL);
 	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 2, -EIO, 1), 0);
 	test_module_set_probes(f->tm, &fallback_probe, 1, false);
-	/* Every candidate rejected: a required probe fails the start, with the last errno. */
-	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 0, -EIO, 1), 0);
+	/* Every candidate rejected by detection, none tried: a required probe fails the
+	 * start with the first candidate's errno (not ENOENT, which said nothing). */
+	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 0, -EACCES, 1), 0);
 	assert_int_equal(bpftel_module__inject_candidate_fault(m, "openat", 1, -EIO, 1), 0);
-	assert_int_equal(bpftel_module__run(m), -ENOENT);
+	assert_int_equal(bpftel_module__run(m), -EACCES);
 	assert_int_equal(bpftel_module__probes(m, &st, 1), 1);
 	assert_int_equal(st.winner, -1);
 	assert_int_equal(st.cand[2].err, -EIO);

@@ -438,8 +438,18 @@ int probes_attach(struct bpftel_module *m)
 					p->spec.name, bpftel_probe_policy_name(p->spec.policy));
 			continue;
 		}
-		pr_err("module '%s': required probe '%s': no candidate attached", m->ops->name,
-		       p->spec.name);
+		/* Why: the last attach's error, or where none was tried (detection
+		 * rejected them all), the first candidate's rejection. */
+		for (j = 0; last == -ENOENT && j < p->spec.ncand; j++) {
+			if (st.cand[j].result == BPFTEL_CAND_REJECTED && st.cand[j].err < 0)
+				last = st.cand[j].err;
+		}
+		pr_err("module '%s': required probe '%s': no candidate attached: %s", m->ops->name,
+		       p->spec.name, strerror(-last));
+		for (j = 0; j < p->spec.ncand; j++)
+			pr_err("module '%s': probe '%s': %s:%s: %s", m->ops->name, p->spec.name,
+			       bpftel_attach_type_name(p->spec.cand[j].type),
+			       p->spec.cand[j].target, st.cand[j].reason);
 		return last;
 	}
 	for (i = 0; i < m->nprobes; i++) {
