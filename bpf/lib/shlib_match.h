@@ -102,6 +102,15 @@ __noinline int shlib_match_event(struct shlib_event *ev, __u32 len, struct shlib
 		return -1;
 	path = ev->path;
 	c = path[SHLIB_IDX(len - 1)];
+	/* One letter after the version's last digit: the real file of a RHEL-family
+	 * OpenSSL 1.x ("libssl.so.1.1.1k", "libssl.so.1.0.2k"), which its libssl.so.1.1
+	 * and libssl.so.10 link to. */
+	if (c >= 'a' && c <= 'z' && c != 'o' && len > 1) {
+		c = path[SHLIB_IDX(len - 2)];
+		if (c < '0' || c > '9')
+			return -1;
+		len--;
+	}
 	if (c != 'o' && (c < '0' || c > '9'))
 		return -1;
 	/*

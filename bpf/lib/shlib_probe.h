@@ -19,6 +19,7 @@
 
 #define O_ACCMODE 00000003
 #define O_RDONLY  00000000
+#define O_PATH	  010000000
 #define AT_FDCWD  (-100)
 /* fs/file.c caps the fd table below this (sysctl fs.nr_open <= 1 << 30). */
 #define SHLIB_FD_MASK ((1u << 30) - 1)
@@ -155,17 +156,17 @@ static __always_inline struct file *shlib_fd_file(struct task_struct *task, long
 }
 
 /*
- * Last byte of the dentry's name, read from the inline copy that names shorter than
- * DNAME_INLINE_LEN use: no helper call. -1 when the name lives elsewhere (long names,
- * kernels before d_shortname).
+ * Byte i of the dentry's name (of len bytes), read from the inline copy that names
+ * shorter than DNAME_INLINE_LEN use: no helper call. -1 when the name lives elsewhere
+ * (long names, kernels before d_shortname).
  */
-static __always_inline int shlib_name_last(struct dentry *d, __u32 len)
+static __always_inline int shlib_name_byte(struct dentry *d, __u32 len, __u32 i)
 {
 	unsigned long w;
 
-	if (!bpf_core_field_exists(d->d_shortname) || len == 0 || len >= sizeof(w) * 5)
+	if (!bpf_core_field_exists(d->d_shortname) || i >= len || len >= sizeof(w) * 5)
 		return -1;
-	switch ((len - 1) / sizeof(w)) {
+	switch (i / sizeof(w)) {
 	case 0:
 		w = d->d_shortname.words[0];
 		break;
@@ -182,7 +183,7 @@ static __always_inline int shlib_name_last(struct dentry *d, __u32 len)
 		w = d->d_shortname.words[4];
 		break;
 	}
-	return (__u8)(w >> (((len - 1) % sizeof(w)) * 8));
+	return (__u8)(w >> ((i % sizeof(w)) * 8));
 }
 
 /* Copy the dentry's name into ev->path. Returns its length or -1. */
@@ -279,14 +280,22 @@ static __always_inline struct shlib_event *shlib_open_match(TLM_PARAM, struct ta
 	if (!file)
 		return NULL;
 	file = bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
-	if ((file->f_flags & O_ACCMODE) != O_RDONLY)
+	/* O_PATH: its access mode reads as O_RDONLY, but such a file is never mapped (a
+	 * runtime walking paths, a symlink opened as itself). */
+	if ((file->f_flags & O_ACCMODE) != O_RDONLY || (file->f_flags & O_PATH))
 		return NULL;
 	d = file->f_path.dentry;
 	len = d->d_name.len;
-	/* The common case ends here: a library name ends in 'o' or a digit. */
-	last = shlib_name_last(d, len);
-	if (last >= 0 && last != 'o' && (last < '0' || last > '9'))
+	/* The common case ends here: a library name ends in 'o' or a digit, or in a
+	 * digit and one letter (shlib_match.h). */
+	last = shlib_name_byte(d, len, len - 1);
+	if (last >= 'a' && last <= 'z' && last != 'o') {
+		last = shlib_name_byte(d, len, len - 2);
+		if (last >= 0 && (last < '0' || last > '9'))
+			return NULL;
+	} else if (last >= 0 && last != 'o' && (last < '0' || last > '9')) {
 		return NULL;
+	}
 	cfg = bpf_map_lookup_elem(&shlib_config, &zero);
 	if (!cfg || !cfg->libsets)
 		return NULL;

@@ -72,6 +72,11 @@ static const struct path_case path_cases[] = {
 	{"cudart_13", "/usr/local/cuda/lib64/libcudart.so.13", 0, NULL, SHLIB_LIB_CUDART},
 	{"cudart_long_version", "/usr/lib/libcudart.so.12.1.105", 0, NULL, SHLIB_LIB_CUDART},
 	{"cuda_driver", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0, NULL, SHLIB_LIB_CUDA},
+	{"rhel_openssl_1_1", "/usr/lib64/libssl.so.1.1.1k", 0, NULL, SHLIB_LIB_SSL},
+	{"rhel_openssl_1_0", "/usr/lib64/libcrypto.so.1.0.2k", 0, NULL, SHLIB_LIB_CRYPTO},
+	{"near_miss_two_letters", "/lib/libssl.so.1.1.1kk", 0, NULL, -1},
+	{"near_miss_letter_after_dot", "/lib/libssl.so.1.k", 0, NULL, -1},
+	{"near_miss_letter_after_so", "/lib/libssl.sok", 0, NULL, -1},
 	{"near_miss_bak", "/lib/libssl.so.3.bak", 0, NULL, -1},
 	{"near_miss_prefix", "/lib/notlibssl.so", 0, NULL, -1},
 	{"near_miss_mylib", "/opt/mylibssl.so", 0, NULL, -1},
@@ -98,7 +103,9 @@ static const struct path_case path_cases[] = {
 	 SHLIB_LIB_CUDART},
 	{"name_40_bytes_external", "/opt/libcudart.so.12.1.105.12.1.105.12.1.1.05", 0, NULL,
 	 SHLIB_LIB_CUDART},
-	{"name_41_bytes_no_lib", "/opt/libcudart.so.12.1.105.12.1.105.12.1.1.05x", 0, NULL, -1},
+	{"name_41_bytes_no_lib", "/opt/libcudart.so.12.1.105.12.1.105.12.1.1.0.x", 0, NULL, -1},
+	{"name_41_bytes_letter", "/opt/libcudart.so.12.1.105.12.1.105.12.1.1.05x", 0, NULL,
+	 SHLIB_LIB_CUDART},
 };
 
 /* Real files the cases open, named as the paths' basenames. */
@@ -350,6 +357,22 @@ static void test_write_open_ignored(void **state)
 	assert_int_equal(play_exit("/lib/libssl.so.3", fd, SHLIB_SYS_OPENAT), 0);
 	close(fd);
 	assert_int_equal(counter(SHLIB_CNT_MATCHED), 0);
+}
+
+/* O_PATH: its access mode reads as read-only, but nothing maps such a file (a runtime
+ * walking paths; with O_NOFOLLOW, a symlink named like a library opened as itself). */
+static void test_o_path_open_ignored(void **state)
+{
+	int fd;
+
+	(void)state;
+	fd = open_real("libssl.so.3", O_RDONLY); /* made, and matched */
+	assert_int_equal(play_exit("/lib/libssl.so.3", fd, SHLIB_SYS_OPENAT), 1);
+	close(fd);
+	fd = open_real("libssl.so.3", O_PATH);
+	assert_int_equal(play_exit("/lib/libssl.so.3", fd, SHLIB_SYS_OPENAT), 0);
+	close(fd);
+	assert_int_equal(counter(SHLIB_CNT_MATCHED), 1);
 }
 
 static void test_disabled_libset_ignored(void **state)
@@ -1009,6 +1032,7 @@ int main(void)
 		cmocka_unit_test_setup(test_failed_open_emits_nothing, case_setup),
 		cmocka_unit_test_setup(test_closed_fd_ignored, case_setup),
 		cmocka_unit_test_setup(test_write_open_ignored, case_setup),
+		cmocka_unit_test_setup(test_o_path_open_ignored, case_setup),
 		cmocka_unit_test_setup(test_disabled_libset_ignored, case_setup),
 		cmocka_unit_test_setup(test_syscall_recorded, case_setup),
 		cmocka_unit_test_setup(test_symlinks, case_setup),

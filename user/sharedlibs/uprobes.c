@@ -33,6 +33,11 @@ int bpftel_shlib_match_name(const char *path)
 
 	base = base ? base + 1 : path;
 	len = strlen(base);
+	/* One letter after the version's last digit, as the kernel's matcher takes it
+	 * (bpf/lib/shlib_match.h): RHEL-family OpenSSL 1.x, "libssl.so.1.1.1k". */
+	if (len > 1 && islower((unsigned char)base[len - 1]) && base[len - 1] != 'o' &&
+	    isdigit((unsigned char)base[len - 2]))
+		len--;
 	end = len;
 	/* Strip ".<digits and single dots>" that starts and ends with a digit. */
 	if (len && isdigit((unsigned char)base[len - 1])) {
