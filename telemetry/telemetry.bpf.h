@@ -16,6 +16,8 @@
  *   }
  *   tlm_map_update(my_map, &k, &v, BPF_ANY)   (the map's name, not its address)
  *   tlm_map_insert(my_map, &k, &v)            BPF_NOEXIST; a lost race (EEXIST) is no error
+ *   tlm_map_take(my_map, &k)                  delete; a lost race (ENOENT) is no error
+ *   tlm_map_replace(my_map, &k, &v)           BPF_EXIST; a lost race (ENOENT) is no error
  *
  * Keys are 0 until the userspace owner assigns them before load; counts then land on
  * program or map 0 ("unassigned"), never on another resource.
@@ -27,6 +29,9 @@
 
 #ifndef EEXIST
 #define EEXIST 17
+#endif
+#ifndef ENOENT
+#define ENOENT 2
 #endif
 #ifndef ENOSPC
 #define ENOSPC 28
@@ -145,6 +150,30 @@ __noinline int tlm_count_helper_error(__u32 prog, __u32 helper, long ret)
 		long __r = bpf_map_update_elem(&map, key, val, BPF_NOEXIST);                    \
 		if (__r < 0 && __r != -EEXIST)                                                  \
 			tlm_count_map_error(__tlm_prog, tlm_key_map_##map, TLM_OP_INSERT, __r); \
+		__r;                                                                            \
+	})
+
+/*
+ * Take key out where another CPU may have taken it first (two frees of one pointer):
+ * -ENOENT is that race, an outcome the caller handles, not an error. Any other failure
+ * is counted, under op "delete". tlm_map_delete counts -ENOENT too: use it where a
+ * missing key is a fault.
+ */
+#define tlm_map_take(map, key)                                                                  \
+	({                                                                                      \
+		long __r = bpf_map_delete_elem(&map, key);                                      \
+		if (__r < 0 && __r != -ENOENT)                                                  \
+			tlm_count_map_error(__tlm_prog, tlm_key_map_##map, TLM_OP_DELETE, __r); \
+		__r;                                                                            \
+	})
+
+/* Replace key's value where another CPU may have taken the key meanwhile (BPF_EXIST):
+ * -ENOENT is that race, not an error. Other failures are counted, under "update". */
+#define tlm_map_replace(map, key, val)                                                          \
+	({                                                                                      \
+		long __r = bpf_map_update_elem(&map, key, val, BPF_EXIST);                      \
+		if (__r < 0 && __r != -ENOENT)                                                  \
+			tlm_count_map_error(__tlm_prog, tlm_key_map_##map, TLM_OP_UPDATE, __r); \
 		__r;                                                                            \
 	})
 

@@ -64,14 +64,15 @@ static __always_inline void gpu_alloc_slot_give(struct gpu_proc_stats *st)
 #endif
 
 /* Raise *peak to out if below. A compare-and-swap, so that a thread writing an older,
- * lower value cannot lower it; a few tries (each one lost means another thread raised
- * it meanwhile). */
+ * lower value cannot lower it. Each try lost means another thread raised it meanwhile,
+ * maybe to less than out: 16 tries (4 left the highest of 5 racing threads' sums out
+ * for good). */
 static __always_inline void gpu_peak_raise(__s64 *peak, __s64 out)
 {
 	__s64 cur;
 	int i;
 
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 16; i++) {
 		cur = *peak;
 		if (out <= cur || __sync_val_compare_and_swap(peak, cur, out) == cur)
 			return;
@@ -107,7 +108,9 @@ static __always_inline long gpu_alloc_replace(TLM_PARAM, struct gpu_proc_stats *
 	if (!cur)
 		return -ENOENT;
 	old = *cur;
-	err = tlm_map_update(gpu_allocs, key, alloc, BPF_EXIST);
+	err = tlm_map_replace(gpu_allocs, key, alloc);
+	if (err == -ENOENT) /* a free took the old record meanwhile, and accounts it */
+		return tlm_map_insert(gpu_allocs, key, alloc);
 	if (err)
 		return err;
 	gpu_alloc_slot_give(st);
@@ -178,20 +181,31 @@ static __always_inline bool gpu_free_invalid(int rc)
 	return rc == 1 || rc == 17;
 }
 
-/* A failed free (rc; 0: its call could not be kept): the allocation is still there; its
- * record goes back (the address is still the process's, so nothing else can hold it).
- * If the map has no room for it any more, it is untracked from now on. Unless the
- * library says the pointer is none of the process's: another thread freed it meanwhile
- * (its free, which found the record taken, counted as of an unknown pointer), and its
- * bytes are retired, not put back outstanding for good. */
+/* Does func free memory of kind? Pinned host memory has frees of its own; cudaFree
+ * takes device, stream-ordered and managed memory alike. */
+static __always_inline bool gpu_free_fits(enum gpu_func func, __u32 kind)
+{
+	bool host = func == GPU_FN_FREE_HOST || func == GPU_FN_CU_MEM_FREE_HOST;
+
+	return host == (kind == GPU_MEM_HOST);
+}
+
+/* A failed free of func (rc; 0: its call could not be kept): the allocation is still
+ * there; its record goes back (the address is still the process's, so nothing else can
+ * hold it). If the map has no room for it any more, it is untracked from now on. Unless
+ * the library says the pointer is none of the process's, by the free that fits its
+ * kind: another thread freed it meanwhile (its free, which found the record taken,
+ * counted as of an unknown pointer), and its bytes are retired, not put back
+ * outstanding for good. The wrong free (cudaFree of pinned host memory, a common bug)
+ * fails so too, and the allocation is still there: its record goes back. */
 static __always_inline void gpu_free_failed(TLM_PARAM, struct gpu_proc_stats *st, __u32 tgid,
-					    const struct gpu_call *call, int rc)
+					    enum gpu_func func, const struct gpu_call *call, int rc)
 {
 	struct gpu_alloc_key key = {.tgid = tgid, .ptr = call->arg0};
 
 	if (call->freed.kind >= GPU_MEM__COUNT)
 		return;
-	if (gpu_free_invalid(rc)) {
+	if (gpu_free_invalid(rc) && gpu_free_fits(func, call->freed.kind)) {
 		gpu_alloc_slot_give(st);
 		gpu_alloc_retire(st, &call->freed);
 		return;
@@ -233,18 +247,18 @@ static __always_inline void gpu_free_begin(TLM_PARAM, __u64 pid_tgid, enum gpu_f
 		old = *prev;
 		if (!tlm_map_delete(gpu_inflight, &ck)) {
 			fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, old.owner);
-			gpu_free_failed(TLM_ARG, st, key.tgid, &old, 0);
+			gpu_free_failed(TLM_ARG, st, key.tgid, func, &old, 0);
 		}
 	}
 	a = ptr ? bpf_map_lookup_elem(&gpu_allocs, &key) : NULL;
 	if (a) {
 		call.freed = *a;
 		/* A racing free of the same pointer took it first: this one has none. */
-		if (tlm_map_delete(gpu_allocs, &key))
+		if (tlm_map_take(gpu_allocs, &key))
 			call.freed.kind = GPU_MEM__COUNT;
 	}
 	if (!gpu_call_store(TLM_ARG, st, pid_tgid, func, &call))
-		gpu_free_failed(TLM_ARG, st, key.tgid, &call, 0);
+		gpu_free_failed(TLM_ARG, st, key.tgid, func, &call, 0);
 }
 
 /* A successful free: off the kind and device the record it took was allocated as. */

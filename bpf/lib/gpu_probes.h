@@ -354,7 +354,7 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 		return 0;
 	if (rc) {
 		if (gpu_is_free(func))
-			gpu_free_failed(TLM_ARG, st, tgid, &call, rc);
+			gpu_free_failed(TLM_ARG, st, tgid, func, &call, rc);
 		gpu_count_error(TLM_ARG, st, pid_tgid, func, rc);
 		return 0;
 	}
@@ -390,7 +390,7 @@ static __always_inline int gpu_task_exit_body(TLM_PARAM, __u64 pid_tgid)
 			continue;
 		fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, call.owner);
 		if (gpu_is_free(f))
-			gpu_free_failed(TLM_ARG, st, tgid, &call, 0);
+			gpu_free_failed(TLM_ARG, st, tgid, (enum gpu_func)f, &call, 0);
 	}
 	return 0;
 }

@@ -789,6 +789,49 @@ static void test_free_race_failed_invalid(void **state)
 	assert_int_equal(st.allocs_tracked, 1);
 }
 
+/* The wrong free of pinned host memory (cudaFree, cuMemFree_v2: a common bug) fails as
+ * for a pointer that is none of the process's, but the memory is still there: its
+ * record goes back, outstanding, and the right free (cudaFreeHost) frees it. Likewise
+ * cudaFreeHost of device memory. */
+static void test_wrong_free_keeps_allocation(void **state)
+{
+	__u64 p = 0x7f5700000000, q = 0x7f5700100000;
+	struct test_regs fr = {.di = p};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	alloc_call(GPU_FN_MALLOC_HOST, &p, 4096, 10);
+	enter(GPU_FN_FREE, &fr, 20);
+	ret(GPU_FN_FREE, 1 /* cudaErrorInvalidValue */, 21);
+	enter(GPU_FN_CU_MEM_FREE, &fr, 22);
+	ret(GPU_FN_CU_MEM_FREE, 1 /* CUDA_ERROR_INVALID_VALUE */, 23);
+	st = stats_of(TGID);
+	assert_int_equal(st.failed[GPU_FN_FREE], 1);
+	assert_int_equal(st.mem[GPU_MEM_HOST].outstanding_bytes, 4096);
+	assert_int_equal(st.allocs_tracked, 1);
+	assert_int_equal(alloc_of(TGID, p).size, 4096);
+	free_call(GPU_FN_FREE_HOST, p, 30);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_HOST].outstanding_bytes, 0);
+	assert_int_equal(st.mem[GPU_MEM_HOST].frees, 1);
+	assert_int_equal(st.frees_unknown, 0);
+	assert_int_equal(st.allocs_tracked, 0);
+
+	alloc_call(GPU_FN_MALLOC, &q, 512, 40);
+	fr.di = q;
+	enter(GPU_FN_FREE_HOST, &fr, 50);
+	ret(GPU_FN_FREE_HOST, 1, 51);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 512);
+	assert_int_equal(st.allocs_tracked, 1);
+	/* The right free, failing so, is another thread's free that came first. */
+	enter(GPU_FN_FREE, &fr, 60);
+	ret(GPU_FN_FREE, 1, 61);
+	st = stats_of(TGID);
+	assert_int_equal(st.mem[GPU_MEM_DEVICE].outstanding_bytes, 0);
+	assert_int_equal(st.allocs_tracked, 0);
+}
+
 /* An allocation at an address still tracked (its free went unseen): the old record is
  * replaced, its bytes leave their kind, and the process holds one entry, not two. */
 static void test_alloc_at_tracked_address_replaces(void **state)
@@ -2413,6 +2456,7 @@ int main(void)
 		T(test_memory_kinds),
 		T(test_alloc_at_tracked_address_replaces),
 		T(test_free_race_failed_invalid),
+		T(test_wrong_free_keeps_allocation),
 		T(test_zero_size_allocs_not_tracked),
 		T(test_alloc_larger_than_any_not_tracked),
 		T(test_free_and_alloc_of_one_address_race),

@@ -176,6 +176,23 @@ static void test_update_noexist_eexist_counted(void **state)
 	free(e);
 }
 
+/* tlm_map_take, tlm_map_replace: the ENOENT of a key another CPU took first is
+ * expected, not counted; tlm_map_delete's is an error. */
+static void test_take_expected_enoent_not_counted(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_tlm_error *e;
+	int n;
+
+	load(f->a);
+	assert_int_equal(tt_module_run(f->a, "tt_take_gone"), 1);
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_int_equal(n, 1);
+	assert_non_null(find(e, n, "mod_a", "tt_take_gone", "ins_map", "delete", ENOENT));
+	assert_int_equal(e[0].count, 1);
+	free(e);
+}
+
 /* An insert that fails for another reason (a full map) is counted, under "insert". */
 static void test_insert_full_map_counted(void **state)
 {
@@ -413,6 +430,7 @@ int main(void)
 		T(test_insert_expected_eexist_not_counted),
 		T(test_update_noexist_eexist_counted),
 		T(test_insert_full_map_counted),
+		T(test_take_expected_enoent_not_counted),
 		T(test_success_counts_nothing),
 		T(test_stop_removes_only_own_counters),
 		T(test_run_stats_and_occupancy),

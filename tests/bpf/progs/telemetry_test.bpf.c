@@ -67,6 +67,7 @@ TLM_PROG_KEY(tt_bench_wrapped);
 TLM_PROG_KEY(tt_insert_dup);
 TLM_PROG_KEY(tt_update_dup);
 TLM_PROG_KEY(tt_insert_full);
+TLM_PROG_KEY(tt_take_gone);
 
 /* Three keys into a two-entry hash: the third update fails with E2BIG. */
 SEC("syscall")
@@ -170,6 +171,25 @@ int tt_update_dup(void *ctx)
 	first = tlm_map_update(ins_map, &k, &val, BPF_NOEXIST);
 	second = tlm_map_update(ins_map, &k, &val, BPF_NOEXIST);
 	return first == 0 && second == -EEXIST;
+}
+
+/* A key taken twice, and replaced once gone, as racing CPUs would: -ENOENT each time,
+ * expected. Then a plain delete of the gone key: that -ENOENT is an error. Returns 1
+ * when the calls returned so. */
+SEC("syscall")
+int tt_take_gone(void *ctx)
+{
+	TLM_PROG(tt_take_gone);
+	__u64 val = 1;
+	__u32 k = 7;
+	long ins, first, second, repl, del;
+
+	ins = tlm_map_insert(ins_map, &k, &val);
+	first = tlm_map_take(ins_map, &k);
+	second = tlm_map_take(ins_map, &k);
+	repl = tlm_map_replace(ins_map, &k, &val);
+	del = tlm_map_delete(ins_map, &k);
+	return !ins && !first && second == -ENOENT && repl == -ENOENT && del == -ENOENT;
 }
 
 /* Three new keys inserted into a two-entry hash: the third fails (E2BIG), an error
