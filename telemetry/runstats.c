@@ -51,10 +51,18 @@ bool bpftel_rs_close(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, _
 	__u64 from, window, period;
 	struct bpftel_rs_count d;
 
-	if (!e->open) {
-		/* Loaded inside the window: its counters started at zero, at its load. */
-		bpftel_rs_open(e, &(struct bpftel_rs_count){0, 0}, win_open);
-	}
+	/* Loaded inside the window: its counters started at zero, at its load. */
+	if (!e->open && e->load_ns >= win_open)
+		bpftel_rs_open(e, &(struct bpftel_rs_count){0, 0}, e->load_ns);
+	/*
+	 * Loaded before but not seen at this window's open (the reading then failed or
+	 * skipped it), its counters at the open are unknown: counted from zero, every run
+	 * since its load was added again, scaled up; counted from an earlier window's open,
+	 * the stretch with stats off between was taken for window. The window is not used
+	 * for it; the next one it is seen open in covers the time.
+	 */
+	if (!e->open || e->open_ns < win_open)
+		return false;
 	if (now <= e->open_ns || stale(e, c))
 		return false; /* nothing yet, or an older reading: stays open */
 	window = now - e->open_ns;
@@ -96,11 +104,36 @@ void bpftel_rs_cover(struct bpftel_rs_est *e, __u64 now, bool at_last_rate)
 
 	if (now <= from)
 		return;
-	if (at_last_rate && e->last_len_ns) {
+	if (at_last_rate) {
+		/* No window yet: no rate to go on. Covering the stretch would count it as no
+		 * runs for good; left uncovered, the next window stands for it too. */
+		if (!e->last_len_ns)
+			return;
 		e->cnt = add_sat(e->cnt, scale(e->last.cnt, now - from, e->last_len_ns));
 		e->ns = add_sat(e->ns, scale(e->last.ns, now - from, e->last_len_ns));
 	}
 	e->covered_to = now;
+}
+
+bool bpftel_rs_fold(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __u64 now)
+{
+	if (!e->open) {
+		if (e->covered_to) {
+			/* Lost track (a reading missed it): its counters at covered_to are not
+			 * known, so from now on; the next window stands for the gap too. */
+			bpftel_rs_open(e, c, now);
+			return false;
+		}
+		/* First seen: its counters started at zero at its load, so the window from
+		 * its load holds every run it had, scaled by 1 (exact; a lower bound where
+		 * stats were not on all along). Opened at the last fold instead, its runs
+		 * since load would be scaled up by the time before that fold. */
+		bpftel_rs_open(e, &(struct bpftel_rs_count){0, 0}, e->load_ns);
+	}
+	if (!bpftel_rs_close(e, c, e->open_ns, now))
+		return false;
+	bpftel_rs_open(e, c, now);
+	return true;
 }
 
 void bpftel_rs_end(struct bpftel_rs_est *e)

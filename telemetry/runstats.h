@@ -60,12 +60,22 @@ void bpftel_rs_open(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __
 
 /*
  * The window that opened at win_open closes at now, the program's counters being c.
- * A program not seen at the open (loaded inside the window) counted from zero since
- * max(win_open, load). Returns true when the window was counted (and ended); false
- * when it is shorter than BPFTEL_RS_MIN_WINDOW_NS (it stays open).
+ * A program not seen at the open but loaded inside the window is counted from zero
+ * since its load. Returns true when the window was counted (and ended); false when it
+ * is shorter than BPFTEL_RS_MIN_WINDOW_NS (it stays open), or when the program, loaded
+ * before win_open, was not seen at this window's open (not open, or open since before
+ * win_open): its counters then are unknown, so the window counts nothing for it and the
+ * next one it is seen open in covers the time.
  */
 bool bpftel_rs_close(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __u64 win_open,
 		     __u64 now);
+
+/*
+ * Always mode: close the window at now and open the next at once (true when counted).
+ * A program first seen here is counted from zero at its load, scaled by 1; one seen
+ * before but not open (a reading missed it) opens now.
+ */
+bool bpftel_rs_fold(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __u64 now);
 
 /*
  * The estimate with the open window's counts added as they are, unscaled: what exact
@@ -78,7 +88,9 @@ void bpftel_rs_peek(const struct bpftel_rs_est *e, const struct bpftel_rs_count 
 /*
  * Bring the estimate to now without a window (a mode switch): the time since its last
  * update at the last window's rate (sampled until now), or as no runs (stats were off:
- * counts stay where they were). Then the next window stands for itself alone.
+ * counts stay where they were). Then the next window stands for itself alone. With no
+ * window counted yet there is no rate: at_last_rate leaves the estimate as it is, and
+ * the next window stands for the time since its last update, this stretch included.
  */
 void bpftel_rs_cover(struct bpftel_rs_est *e, __u64 now, bool at_last_rate);
 

@@ -16,7 +16,6 @@
 
 struct prog_est {
 	__u32 id;
-	bool seen; /* in the last reading */
 	struct bpftel_rs_est e;
 };
 
@@ -62,29 +61,50 @@ static struct prog_est *find(struct bpftel_sampler *s, __u32 id)
 	return NULL;
 }
 
-/* The program's entry, new ones added (NULL when the table is full). */
-static struct prog_est *get(struct bpftel_sampler *s, const struct bpftel_rs_reading *r)
+static bool in_reading(const struct bpftel_rs_reading *r, size_t n, __u32 id)
 {
-	struct prog_est *p = find(s, r->id);
+	size_t i;
 
-	if (p || s->n == MAX_PROGS)
-		return p;
-	p = &s->progs[s->n++];
-	p->id = r->id;
-	bpftel_rs_init(&p->e, r->load_ns);
-	return p;
+	for (i = 0; i < n; i++) {
+		if (r[i].id == id)
+			return true;
+	}
+	return false;
 }
 
-/* Forget programs the last reading did not have: their module stopped. */
-static void prune(struct bpftel_sampler *s)
+/*
+ * Forget the programs the reading r[n] does not have: their module stopped. Only when
+ * the table is full: a reading can miss a live program (the owner skips one whose
+ * bpf_prog_info it could not get), and forgetting that one would drop its estimate, its
+ * exported counters falling to 0, then counted again from its load.
+ */
+static void prune(struct bpftel_sampler *s, const struct bpftel_rs_reading *r, size_t n)
 {
 	size_t i, kept = 0;
 
 	for (i = 0; i < s->n; i++) {
-		if (s->progs[i].seen)
+		if (in_reading(r, n, s->progs[i].id))
 			s->progs[kept++] = s->progs[i];
 	}
 	s->n = kept;
+}
+
+/* The entry of r[i], a new one added (NULL when the table is full of this reading's). */
+static struct prog_est *get(struct bpftel_sampler *s, const struct bpftel_rs_reading *r, size_t n,
+			    size_t i)
+{
+	struct prog_est *p = find(s, r[i].id);
+
+	if (p)
+		return p;
+	if (s->n == MAX_PROGS)
+		prune(s, r, n);
+	if (s->n == MAX_PROGS)
+		return NULL;
+	p = &s->progs[s->n++];
+	p->id = r[i].id;
+	bpftel_rs_init(&p->e, r[i].load_ns);
+	return p;
 }
 
 /* With s->lock: read every program; each gets fn(p, reading, now). */
@@ -96,21 +116,15 @@ static void for_each_reading(struct bpftel_sampler *s,
 	struct prog_est *p;
 	__u64 now = 0;
 	int n, i;
-	size_t k;
 
 	n = s->read(s->ctx, &r, &now);
 	if (n < 0)
 		return; /* nothing read: the next window will cover the time */
-	for (k = 0; k < s->n; k++)
-		s->progs[k].seen = false;
 	for (i = 0; i < n; i++) {
-		p = get(s, &r[i]);
-		if (!p)
-			continue;
-		p->seen = true;
-		fn(s, p, &r[i], now);
+		p = get(s, r, n, i);
+		if (p)
+			fn(s, p, &r[i], now);
 	}
-	prune(s);
 	free(r);
 }
 
@@ -132,8 +146,8 @@ static void close_one(struct bpftel_sampler *s, struct prog_est *p,
 static void fold_one(struct bpftel_sampler *s, struct prog_est *p,
 		     const struct bpftel_rs_reading *r, __u64 now)
 {
-	if (bpftel_rs_close(&p->e, &r->c, s->win_open, now))
-		bpftel_rs_open(&p->e, &r->c, now);
+	(void)s;
+	bpftel_rs_fold(&p->e, &r->c, now);
 }
 
 static int stats_on(struct bpftel_sampler *s)
@@ -421,13 +435,9 @@ void bpftel_sampler__estimates(struct bpftel_sampler *s, const struct bpftel_rs_
 
 	pthread_mutex_lock(&s->lock);
 	for (i = 0; i < n; i++) {
-		p = s->cfg.mode == BPFTEL_RUN_STATS_ALWAYS ? get(s, &r[i]) : find(s, r[i].id);
-		if (p && s->cfg.mode == BPFTEL_RUN_STATS_ALWAYS && s->in_window) {
-			if (!p->e.open && p->e.covered_to)
-				bpftel_rs_open(&p->e, &r[i].c, now); /* lost track: from now on */
-			else
-				fold_one(s, p, &r[i], now);
-		}
+		p = s->cfg.mode == BPFTEL_RUN_STATS_ALWAYS ? get(s, r, n, i) : find(s, r[i].id);
+		if (p && s->cfg.mode == BPFTEL_RUN_STATS_ALWAYS && s->in_window)
+			bpftel_rs_fold(&p->e, &r[i].c, now);
 		if (p)
 			est[i] = p->e;
 		else

@@ -1,12 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* Sampled run stats (telemetry/runstats.h): the estimates from window deltas. */
+#include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/capability.h>
 #include <cmocka.h>
 
 #include "telemetry/runstats.h"
+#include "telemetry/sampler.h"
 
 #define S 1000000000ULL /* ns */
 
@@ -201,6 +209,216 @@ static void test_cover_on_mode_switch(void **state)
 	assert_int_equal(e.covered_to, 61 * S);
 }
 
+/*
+ * The reading at the open failed, or skipped the program: its counters then are not
+ * known, so the close does not count it from zero (that added its 150 runs since load,
+ * 100 of them counted already, scaled by 10: 1600 where about 600 is right). The next
+ * window it is seen open in stands for the time since the last close.
+ */
+static void test_close_without_open_counts_nothing(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	assert_true(window(&e, 0, S, cnt(0, 0), cnt(100, 1000)));
+	assert_false(bpftel_rs_close(&e, &(struct bpftel_rs_count){150, 1500}, 10 * S, 11 * S));
+	bpftel_rs_end(&e);
+	assert_int_equal(e.cnt, 100);
+	assert_int_equal(e.ns, 1000);
+	assert_int_equal(e.covered_to, S);
+	assert_int_equal(e.sampled_ns, S);
+	/* 10 runs in [20 s, 21 s] for the 20 s since the close at 1 s. */
+	assert_true(window(&e, 20 * S, 21 * S, cnt(160, 1600), cnt(170, 1700)));
+	assert_int_equal(e.cnt, 100 + 10 * 20);
+	assert_int_equal(e.ns, 1000 + 100 * 20);
+}
+
+/* A program whose close a reading missed is still open from that window; the next
+ * window's reading at the open misses it too. Its counters from the earlier open span
+ * the time with stats off: the window is not used for it either. */
+static void test_open_from_earlier_window_not_used(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	assert_true(window(&e, 0, S, cnt(0, 0), cnt(100, 1000)));
+	bpftel_rs_open(&e, &(struct bpftel_rs_count){100, 1000}, 10 * S); /* not closed */
+	assert_false(bpftel_rs_close(&e, &(struct bpftel_rs_count){120, 1200}, 20 * S, 21 * S));
+	bpftel_rs_end(&e);
+	assert_int_equal(e.cnt, 100);
+	assert_int_equal(e.sampled_ns, S);
+	assert_int_equal(e.covered_to, S);
+	/* 10 runs in [30 s, 31 s] for the 30 s since the close at 1 s. */
+	assert_true(window(&e, 30 * S, 31 * S, cnt(130, 1300), cnt(140, 1400)));
+	assert_int_equal(e.cnt, 100 + 10 * 30);
+}
+
+/*
+ * Always mode: a program loaded before the last fold but first seen after it holds its
+ * runs since load; counted from zero at the last fold, they were scaled up by the time
+ * before it (1000 runs as 10000). From its load they count as they are, and the folds
+ * after it are the kernel's count. One a reading missed is taken up again from now.
+ */
+static void test_fold_first_seen_from_load(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1000, 9000}, 10 * S));
+	assert_int_equal(e.cnt, 1000);
+	assert_int_equal(e.ns, 9000);
+	assert_int_equal(e.covered_to, 10 * S);
+	assert_true(bpftel_rs_fraction(&e) == 1.0);
+	assert_true(e.open);
+	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1003, 9030}, 10 * S + 1000));
+	assert_int_equal(e.cnt, 1003);
+	/* Missed by a reading (its window ended): from now on, nothing added at once. */
+	bpftel_rs_end(&e);
+	assert_false(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1500, 13500}, 20 * S));
+	assert_int_equal(e.cnt, 1003);
+	assert_true(e.open);
+	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1510, 13590}, 21 * S));
+	assert_true(e.cnt > 1003);
+}
+
+/* A mode switch before the program's first window: no rate to cover the stretch with,
+ * so it is left to that window (covered as no runs, it stayed at 0 for good). */
+static void test_cover_before_first_window(void **state)
+{
+	struct bpftel_rs_est e;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	bpftel_rs_cover(&e, 5 * S, true);
+	assert_int_equal(e.cnt, 0);
+	assert_int_equal(e.covered_to, 0);
+	/* 10 runs in [10 s, 11 s] stand for the 11 s since load. */
+	assert_true(window(&e, 10 * S, 11 * S, cnt(0, 0), cnt(10, 100)));
+	assert_int_equal(e.cnt, 110);
+	assert_int_equal(e.ns, 1100);
+}
+
+/* The sampler's read function, scripted: the readings the test sets, on the test's own
+ * thread only (a window the sampler's thread opens reads nothing). */
+static struct {
+	pthread_t tid;
+	const struct bpftel_rs_reading *r;
+	int n;
+	__u64 now;
+} script;
+
+static int script_read(void *ctx, struct bpftel_rs_reading **out, __u64 *now)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	if (!pthread_equal(pthread_self(), script.tid))
+		return -EIO;
+	*out = calloc(script.n + 1, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	memcpy(*out, script.r, script.n * sizeof(**out));
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	*now = script.now = (__u64)ts.tv_sec * S + ts.tv_nsec;
+	return script.n;
+}
+
+/* The sampler's thread starts without capabilities: BPF_ENABLE_STATS is refused it, so
+ * that a unit test never turns run stats on for every BPF program on the host. */
+static void *new_sampler_unprivileged(void *arg)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+
+	memset(d, 0, sizeof(d));
+	syscall(SYS_capset, &h, d); /* this thread only; fails only where none are held */
+	if (bpftel_sampler__new(script_read, NULL, arg))
+		*(struct bpftel_sampler **)arg = NULL;
+	return NULL;
+}
+
+static struct bpftel_sampler *sampler_for_test(void)
+{
+	struct bpftel_sampler *s = NULL;
+	pthread_t th;
+
+	script.tid = pthread_self();
+	assert_int_equal(pthread_create(&th, NULL, new_sampler_unprivileged, &s), 0);
+	pthread_join(th, NULL);
+	assert_non_null(s);
+	return s;
+}
+
+static void set_mode(struct bpftel_sampler *s, enum bpftel_run_stats_mode mode, unsigned int on)
+{
+	struct bpftel_run_stats_cfg cfg = {.mode = mode, .on_ms = on, .period_ms = 3600000};
+
+	assert_int_equal(bpftel_sampler__set(s, &cfg), 0);
+}
+
+/*
+ * A reading that misses a live program (its owner could not get its bpf_prog_info)
+ * does not make the sampler forget it: forgotten, its exported counters fell to 0 and
+ * were counted again from its load. B is covered from the switch at t1 on; a switch
+ * whose reading misses it keeps that.
+ */
+static void test_sampler_keeps_program_a_reading_missed(void **state)
+{
+	const struct bpftel_rs_reading ab[] = {{.id = 11, .load_ns = 1}, {.id = 12, .load_ns = 1}};
+	struct bpftel_rs_est est[2];
+	struct bpftel_rs_count cur[2];
+	struct bpftel_sampler *s;
+	__u64 t1;
+
+	(void)state;
+	s = sampler_for_test();
+	script.r = ab;
+	script.n = 2;
+	set_mode(s, BPFTEL_RUN_STATS_SAMPLED, 1); /* from off: both covered to t1 */
+	t1 = script.now;
+	script.n = 1; /* 12 missed */
+	set_mode(s, BPFTEL_RUN_STATS_SAMPLED, 2);
+	bpftel_sampler__estimates(s, ab, 2, script.now, est, cur);
+	assert_int_equal(est[1].covered_to, t1);
+	assert_int_equal(est[1].load_ns, 1);
+	bpftel_sampler__free(s);
+}
+
+/* Programs gone for good (their module stopped) give way when the table is full. */
+static void test_sampler_full_table_forgets_programs_gone(void **state)
+{
+	struct bpftel_rs_reading *r = calloc(257, sizeof(*r));
+	struct bpftel_rs_est est[3];
+	struct bpftel_rs_count cur[3];
+	struct bpftel_rs_reading q[3];
+	struct bpftel_sampler *s;
+	int i;
+
+	(void)state;
+	assert_non_null(r);
+	for (i = 0; i < 257; i++)
+		r[i] = (struct bpftel_rs_reading){.id = 100 + i, .load_ns = 1};
+	s = sampler_for_test();
+	script.r = r;
+	script.n = 256; /* the table's size: 100..355 */
+	set_mode(s, BPFTEL_RUN_STATS_SAMPLED, 1);
+	script.r = r + 1; /* 100 gone, 356 new */
+	set_mode(s, BPFTEL_RUN_STATS_OFF, 0);
+	set_mode(s, BPFTEL_RUN_STATS_SAMPLED, 1); /* from off: those it has covered to now */
+	q[0] = r[0];
+	q[1] = r[1];
+	q[2] = r[256];
+	bpftel_sampler__estimates(s, q, 3, script.now, est, cur);
+	assert_int_equal(est[0].covered_to, 0); /* 100: forgotten */
+	assert_int_equal(est[1].covered_to, script.now);
+	assert_int_equal(est[2].covered_to, script.now);
+	bpftel_sampler__free(s);
+	free(r);
+}
+
 /* A steady rate: the estimate meets the true count at each close. */
 static void test_steady_rate_unbiased(void **state)
 {
@@ -350,6 +568,12 @@ int main(void)
 		cmocka_unit_test(test_stale_reading),
 		cmocka_unit_test(test_restart_is_a_new_program),
 		cmocka_unit_test(test_cover_on_mode_switch),
+		cmocka_unit_test(test_close_without_open_counts_nothing),
+		cmocka_unit_test(test_open_from_earlier_window_not_used),
+		cmocka_unit_test(test_fold_first_seen_from_load),
+		cmocka_unit_test(test_cover_before_first_window),
+		cmocka_unit_test(test_sampler_keeps_program_a_reading_missed),
+		cmocka_unit_test(test_sampler_full_table_forgets_programs_gone),
 		cmocka_unit_test(test_steady_rate_unbiased),
 		cmocka_unit_test(test_monotonic),
 	};
