@@ -92,7 +92,7 @@ static __always_inline void gpu_ctx_made(TLM_PARAM, struct gpu_proc_stats *st, _
 
 /* cuCtxSetCurrent(ctx) / cuCtxPushCurrent_v2(ctx) succeeded: the thread's device is the
  * context's, or not known (a context made before we watched); NULL unbinds (the
- * runtime binds its own device's again: gpu_thread_dev_slot()). */
+ * runtime's next call binds its own device's again: gpu_runtime_enter()). */
 static __always_inline void gpu_ctx_current(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
 					    const struct gpu_call *call)
 {
@@ -102,7 +102,7 @@ static __always_inline void gpu_ctx_current(TLM_PARAM, struct gpu_proc_stats *st
 	gpu_thread_set_device(TLM_ARG, st, pid_tgid,
 			      dev	    ? *dev
 			      : call->arg0 ? GPU_THREAD_DEV_UNKNOWN
-					   : GPU_THREAD_DEV_NONE,
+					   : GPU_THREAD_DEV_UNBOUND,
 			      false);
 }
 

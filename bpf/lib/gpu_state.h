@@ -454,8 +454,19 @@ static __always_inline bool gpu_in_runtime(__u64 pid_tgid, __u64 sp)
 	return gpu_thread_in_runtime(gpu_thread_find(pid_tgid), sp);
 }
 
+/* A thread's device when it is not a known one: it never chose one, or it made
+ * current a driver context made before we watched, or it unbound its context
+ * (cuCtxSetCurrent(NULL)) and no runtime call has bound one since. */
+#define GPU_THREAD_DEV_NONE    (-1)
+#define GPU_THREAD_DEV_UNKNOWN (-2)
+#define GPU_THREAD_DEV_UNBOUND (-3)
+/* The runtime's: a runtime call bound its device's primary context (no driver call
+ * made another current since): the one cudaSetDevice chose, else device 0. */
+#define GPU_THREAD_DEV_RUNTIME (-4)
+
 /* A runtime call enters at stack pointer sp: one deeper, or, at or above the outermost
- * one's, the first again (the one before returned unseen). */
+ * one's, the first again (the one before returned unseen). It binds the runtime's
+ * device's context where none is current. */
 static __always_inline void gpu_runtime_enter(struct gpu_thread *th, __u64 sp)
 {
 	if (th->rt_depth && sp >= th->rt_sp)
@@ -463,23 +474,23 @@ static __always_inline void gpu_runtime_enter(struct gpu_thread *th, __u64 sp)
 	if (!th->rt_depth)
 		th->rt_sp = sp;
 	th->rt_depth++;
+	if (th->device == GPU_THREAD_DEV_NONE || th->device == GPU_THREAD_DEV_UNBOUND)
+		th->device = GPU_THREAD_DEV_RUNTIME;
 }
 
-/* A thread's device when it is not a known one: it never chose one, or it made
- * current a driver context made before we watched. */
-#define GPU_THREAD_DEV_NONE    (-1)
-#define GPU_THREAD_DEV_UNKNOWN (-2)
-
 /* The device slot a call of func is counted under, on a thread whose state is th (NULL:
- * none yet). A runtime call on a thread with no context current uses the device the
- * runtime binds: the one cudaSetDevice chose, also after a driver call unbound it
- * (cuCtxSetCurrent(NULL)), else device 0 (the runtime's default). A driver call there
- * has none we know, and neither has any call in a context whose device is not known. */
+ * none yet). With no context current that a driver call made, a runtime call uses the
+ * device the runtime binds: the one cudaSetDevice chose, also after a driver call
+ * unbound it, else device 0 (the runtime's default); so does a driver call once a
+ * runtime call bound it (a framework's cuLaunchKernel after its cudaMalloc). A driver
+ * call on a thread the runtime never bound, or unbound since, has none we know, and
+ * neither has any call in a context whose device is not known. */
 static __always_inline __u32 gpu_thread_dev_slot(const struct gpu_thread *th, __u64 func)
 {
 	__s32 dev = th ? th->device : GPU_THREAD_DEV_NONE;
 
-	if (dev == GPU_THREAD_DEV_NONE && !gpu_fn_driver(func))
+	if (dev == GPU_THREAD_DEV_RUNTIME ||
+	    ((dev == GPU_THREAD_DEV_NONE || dev == GPU_THREAD_DEV_UNBOUND) && !gpu_fn_driver(func)))
 		dev = th && th->rt_device >= 0 ? th->rt_device : 0;
 	if (dev < 0)
 		return GPU_DEV_UNKNOWN;

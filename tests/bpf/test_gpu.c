@@ -1789,17 +1789,19 @@ static void test_devices_per_thread(void **state)
 	 * device 0, the runtime's default for a thread that never chose). */
 	enter(GPU_FN_LAUNCH, &rt_launch, 22);
 	ret(GPU_FN_LAUNCH, 0, 22);
-	/* The context unbound: the runtime binds its own device again, the one cudaSetDevice
-	 * chose (1, not its default 0); the driver has none. */
+	/* The context unbound: the driver has none; the runtime's next call binds its own
+	 * device again, the one cudaSetDevice chose (1, not its default 0), and the
+	 * driver's calls after it go there too. */
 	set.di = 0;
 	enter(GPU_FN_CU_CTX_SET_CURRENT, &set, 23);
 	ret(GPU_FN_CU_CTX_SET_CURRENT, 0, 24);
+	enter(GPU_FN_CU_LAUNCH, &launch, 25);
 	enter(GPU_FN_LAUNCH, &rt_launch, 25);
 	ret(GPU_FN_LAUNCH, 0, 25);
 	enter(GPU_FN_CU_LAUNCH, &launch, 26);
 	st = stats_of(TGID);
 	assert_int_equal(st.dev[0].launches, 1);
-	assert_int_equal(st.dev[1].launches, 2);
+	assert_int_equal(st.dev[1].launches, 3);
 	assert_int_equal(st.dev[1].allocs, 1);
 	assert_int_equal(st.dev[1].outstanding_bytes, 0);
 	assert_int_equal(st.dev[2].launches, 2);
@@ -1809,6 +1811,34 @@ static void test_devices_per_thread(void **state)
 	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches, 4);
 	assert_int_equal(st.device, 3);
 	assert_int_equal(alloc_of(TGID, p2).dev, 3);
+}
+
+/* A thread that never chose a device, nor made a context current through the driver:
+ * its first runtime call made the runtime's default device's primary context current
+ * there, so a framework's driver launch after its cudaMalloc (cuBLAS's cuLaunchKernelEx,
+ * Triton's cuLaunchKernel) is device 0's; and after cudaSetDevice(1), device 1's. A
+ * thread the runtime never bound has none we know. */
+static void test_driver_call_in_runtime_context(void **state)
+{
+	__u64 stack[3] = {0xdead, 1, 0}, p = 0x7fc000000000;
+	struct test_regs launch = {.si = 1, .dx = 1, .cx = 1, .r8 = 1, .r9 = 1,
+				   .sp = (uintptr_t)stack};
+	struct test_regs dev1 = {.di = 1};
+	__u64 other = (__u64)TGID << 32 | (TGID + 2);
+	struct gpu_proc_stats st;
+
+	(void)state;
+	run(GPU_TEST_ENTER + GPU_FN_CU_LAUNCH, &launch, other, 1); /* no runtime call there */
+	alloc_call(GPU_FN_MALLOC, &p, 100, 2);
+	enter(GPU_FN_CU_LAUNCH, &launch, 3);
+	enter(GPU_FN_SET_DEVICE, &dev1, 4);
+	ret(GPU_FN_SET_DEVICE, 0, 5);
+	enter(GPU_FN_CU_LAUNCH, &launch, 6);
+	st = stats_of(TGID);
+	assert_int_equal(st.dev[0].launches, 1);
+	assert_int_equal(st.dev[0].allocs, 1);
+	assert_int_equal(st.dev[1].launches, 1);
+	assert_int_equal(st.dev[GPU_DEV_UNKNOWN].launches, 1);
 }
 
 /* Launches per kernel: cudaLaunchKernel's host function, cuLaunchKernel's CUfunction
@@ -2477,6 +2507,7 @@ int main(void)
 		T(test_driver_inside_runtime_not_counted_twice),
 		T(test_lost_runtime_return_heals),
 		T(test_devices_per_thread),
+		T(test_driver_call_in_runtime_context),
 		T(test_launch_rows_and_full_kernel_map),
 		T(test_task_exit_drops_thread),
 		T(test_exec_drops_the_old_program),
