@@ -823,6 +823,53 @@ static void test_relative_to_dirfd(void **state)
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
+static void libssl_copy(struct fixture *f, const char *tag, char *dir, size_t dlen, char *path,
+			size_t plen);
+static void libssl_copy_done(struct fixture *f, const char *dir, const char *path);
+
+/* open("../libssl.so.3") from a process whose cwd is a directory below the library's
+ * (LD_LIBRARY_PATH=../lib): a path relative to the cwd is walked beneath it only, so
+ * this one is not walked; but it is no refusal (the process stayed in its root): a
+ * /proc scan is asked for, and reaches the file through the process's mapping. */
+static void test_relative_path_above_cwd_found_by_scan(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals ref;
+	struct bpftel_uprobe_file_info row;
+	char dir[64], path[96], script[512];
+	__u64 stale;
+	int tries;
+	pid_t child;
+
+	if (access(PYTHON, X_OK))
+		skip();
+	libssl_copy(f, "climb", dir, sizeof(dir), path, sizeof(path));
+	snprintf(script, sizeof(script), "%s/bin", dir);
+	assert_int_equal(mkdir(script, 0755), 0);
+	stale = bpftel_uprobes__stale(f->up);
+	snprintf(script, sizeof(script),
+		 "cd %s/bin && exec " PYTHON " -c 'import ctypes, time; "
+		 "ctypes.CDLL(\"../libssl.so.3\"); time.sleep(3600)'",
+		 dir);
+	child = start_child(script);
+	for (tries = 0; tries < 3000 && bpftel_uprobes__stale(f->up) == stale; tries++)
+		usleep(10000);
+	bpftel_uprobes__refusals(f->up, &ref);
+	assert_int_equal(ref.climbing_scans, 1);
+	assert_int_equal(ref.count[BPFTEL_REFUSED_OUTSIDE_ROOT], 0);
+	assert_false(row_now(f, SHLIB_LIB_SSL, "libssl.so.3", &row, 0) &&
+		     strstr(row.path, dir)); /* not by the path */
+	assert_true(wait_mapped(child, "/libssl.so.3"));
+	assert_true(bpftel_uprobes__scan(f->up) >= 0);
+	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
+	assert_int_equal(row.nprocs, 1);
+	assert_int_equal(row.pids[0], (__u32)child);
+	stop_child(child);
+	snprintf(script, sizeof(script), "%s/bin", dir);
+	rmdir(script);
+	libssl_copy_done(f, dir, path);
+}
+
 /* A path that leads elsewhere than the file opened (replaced, renamed) is refused. */
 static void test_identity_mismatch_refused(void **state)
 {
@@ -1589,6 +1636,7 @@ int main(void)
 		T(test_overlayfs_copy_up_keeps_layer),
 		T(test_btrfs_subvolume_library),
 		T(test_relative_to_dirfd),
+		T(test_relative_path_above_cwd_found_by_scan),
 		T(test_identity_mismatch_refused),
 		T(test_non_elf_library_recorded_once),
 		T(test_refused_file_cached),

@@ -256,6 +256,12 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_fuse_vi
 		err = fd < 0 ? -errno : 0;
 	}
 	close(dfd);
+	/* A relative path that climbs above its directory ("../lib/libssl.so.3", from
+	 * LD_LIBRARY_PATH=../lib) is walked beneath it only, and refused there, though the
+	 * process stayed in its root: not a refusal, -EREMOTE; the caller reaches the file
+	 * through the process's mapping (a /proc scan). */
+	if (err == -EXDEV && (resolve & RESOLVE_BENEATH))
+		return -EREMOTE;
 	if (err == -EXDEV || err == -ELOOP)
 		*why = BPFTEL_REFUSED_OUTSIDE_ROOT;
 	return err ? err : fd;

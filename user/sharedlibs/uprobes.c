@@ -619,6 +619,14 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		/* Dropped meanwhile: as a new file. */
 	}
 	fd = bpftel_procfile_open_mapped(t, &st, &why, &dev, &ino);
+	if (fd == -EREMOTE) {
+		/* A relative path above its directory: a /proc scan reaches the file through
+		 * the process's mapping. */
+		pthread_mutex_lock(&u->lock);
+		u->ref.climbing_scans++;
+		pthread_mutex_unlock(&u->lock);
+		return fd;
+	}
 	if (fd < 0) {
 		if (why == BPFTEL_REFUSED__COUNT)
 			return fd; /* gone: not a refusal */
@@ -711,7 +719,7 @@ __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u)
 	__u64 n;
 
 	pthread_mutex_lock(&u->lock);
-	n = u->stale + u->ref.idle_used + u->ref.idle_scans;
+	n = u->stale + u->ref.idle_used + u->ref.idle_scans + u->ref.climbing_scans;
 	pthread_mutex_unlock(&u->lock);
 	return n;
 }

@@ -163,8 +163,9 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 /* For bpftel_sharedlibs__set_listener(): bpftel_uprobes__detected. */
 void bpftel_uprobes__listener(void *ctx, const struct bpftel_shlib_detection *d);
 /* Detections whose path no longer led to the file opened, idle files found in use
- * (bpftel_uprobes_refusals.idle_used), and idle files whose release waits for a scan
- * (idle_scans): a rise means a /proc scan is due. */
+ * (bpftel_uprobes_refusals.idle_used), idle files whose release waits for a scan
+ * (idle_scans), and opens by a relative path that climbs above its directory
+ * (climbing_scans): a rise means a /proc scan is due. */
 __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u);
 
 /* Forget exited processes; detach files unused for the grace period (through the
@@ -295,6 +296,10 @@ struct bpftel_uprobes_refusals {
 	 * waited for a /proc scan, which lists a quiet process that maps the file (a
 	 * forked child that never opened it, making no call yet); each asks for one. */
 	__u64 idle_scans;
+	/* Opens by a relative path that climbs above its directory ("../lib/x.so"): not
+	 * walked (beneath that directory only), the file reached by a /proc scan instead,
+	 * through the process's mapping. Each asks for one. */
+	__u64 climbing_scans;
 	size_t nrecent;			    /* the last ones, newest first */
 	struct bpftel_uprobe_refusal recent[BPFTEL_UPROBES_RECENT];
 };
