@@ -381,6 +381,27 @@ static void test_shlib_sockets(void **state)
 						    &(struct shlib_sock_key){}),
 			 -ENOENT);
 	close(c3);
+	/* Recording off a while (the module that wants sockets stopped), then on again:
+	 * c1's number was closed and connected anew meanwhile, unseen. Its entry is of
+	 * the connection before: not given for the fd now. */
+	assert_int_equal(bpftel_manager__subscribe(f->env->mgr, BPFTEL_SHAREDLIBS_MODULE, "test",
+						   SHLIB_LIBSET_ALL),
+			 0);
+	lfd = listener(&addr);
+	c3 = connected(&addr);
+	assert_int_equal(dup2(c3, c1), c1);
+	close(c3);
+	assert_int_equal(bpftel_manager__subscribe(f->env->mgr, BPFTEL_SHAREDLIBS_MODULE, "test",
+						   SHLIB_LIBSET_ALL | SHLIB_SUB_SOCKETS),
+			 0);
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), c1, mono_ns(),
+						    &(struct shlib_sock_key){}),
+			 -ESTALE);
+	/* A connection made since is given. */
+	close(c1);
+	c1 = connected(&addr);
+	assert_owned(f, c1, "shlib_exit_connect");
+	close(lfd);
 	close(a2);
 	close(c2);
 	close(a1);

@@ -355,12 +355,21 @@ static void shlib_close(struct bpftel_module *m)
 			sl->retired[i] += last[i];
 	}
 	sl->loaded = false;
+	sl->sockets_on = false; /* the next load's maps start empty, recording off */
 	skel = sl->skel;
 	sl->skel = NULL;
 	pthread_mutex_unlock(&sl->lock);
 	/* Its fds closed, its memory unmapped: not under the lock, which USM's workers
 	 * take for their socket lookups while this module stops. */
 	shared_libraries__destroy(skel);
+}
+
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns()'s clock */
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
 }
 
 static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)
@@ -370,6 +379,13 @@ static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)
 	__u32 zero = 0;
 
 	bpftel_shlib_config(&cfg, (__u32)mask);
+	/* Stamped before the programs record again: an entry made after is of a
+	 * connection they saw made. */
+	pthread_mutex_lock(&sl->lock);
+	if ((cfg.flags & SHLIB_CFG_SOCKETS) && !sl->sockets_on)
+		sl->sockets_since_ns = mono_ns();
+	sl->sockets_on = cfg.flags & SHLIB_CFG_SOCKETS;
+	pthread_mutex_unlock(&sl->lock);
 	if (bpf_map_update_elem(bpf_map__fd(sl->skel->maps.shlib_config), &zero, &cfg, BPF_ANY)) {
 		int err = -errno;
 
@@ -576,16 +592,24 @@ int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, 
 {
 	struct shlib_fd_key key = {.pid = pid, .fd = fd};
 	struct shlib_fd_sock fs;
+	__u64 since;
 	int err;
 
 	err = skel_lookup(sl, true, &key, &fs);
 	if (err)
 		return err;
+	pthread_mutex_lock(&sl->lock);
+	since = sl->sockets_since_ns;
+	pthread_mutex_unlock(&sl->lock);
+	/* Made before recording last went on: the fd may hold another connection now,
+	 * made while it was off (a module that wants sockets stopped and started again). */
+	if (fs.since_ns < since)
+		return -ESTALE;
 	if (fs.since_ns <= at_ns) {
 		*out = fs.conn;
 		return 0;
 	}
-	if (fs.prev_since_ns && fs.prev_since_ns <= at_ns) {
+	if (fs.prev_since_ns && fs.prev_since_ns >= since && fs.prev_since_ns <= at_ns) {
 		*out = fs.prev;
 		return 0;
 	}

@@ -52,6 +52,11 @@ struct bpftel_sharedlibs {
 	 * and sweeps; the count of losses already answered by a /proc rescan. */
 	struct bpftel_uprobes *registry;
 	__u64 lost_seen;
+	/* When socket recording last went on (CLOCK_MONOTONIC ns): an fd's entry made
+	 * before is from before a stretch it was off, when the fd may have been closed
+	 * and its number reused unseen (bpftel_sharedlibs__fd_sock). */
+	bool sockets_on;
+	__u64 sockets_since_ns;
 	/* The rescans: how often they may run (the housekeeping thread's), after losses
 	 * and for files refused over budget. */
 	struct bpftel_scan_pace scans;
