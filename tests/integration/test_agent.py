@@ -79,10 +79,12 @@ def main():
         attach = {p["attach"] for p in stats["programs"]}
         check(len(ours) >= 3 and ours <= bpf_ids("prog"),
               f"stats lists {len(ours)} attached programs, all in the kernel: {sorted(ours)}")
-        check("tracepoint:syscalls/sys_exit_openat" in attach and
+        check(("tracepoint:syscalls/sys_exit_openat" in attach or
+               "fexit:do_sys_openat2" in attach) and
               not any(a.startswith("tracepoint:syscalls/sys_enter") for a in attach),
-              "one program per open, at its exit: sys_exit_openat attached, and by default "
-              "no sys_enter (tls_recv_fd = off)")
+              "one program per open, at its exit: sys_exit_openat (or the fexit on "
+              "do_sys_openat2, where the kernel takes it) attached, and by default no "
+              "sys_enter (tls_recv_fd = off)")
         check(agent.json("http")["tls_recv_fd"] is False,
               "bpftel http --json: tls_recv_fd false by default")
         check(len(held_bpf_ids(agent.proc.pid)["link"]) >= 2, "the agent holds BPF links")

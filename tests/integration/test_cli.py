@@ -81,8 +81,10 @@ def check_top(agent):
         text = wait_for(screen, 60, "bpftel top to draw")
         lines = text.rstrip("\n").split("\n")
         rows = {ln.split()[0] for ln in lines if ln.split()}
-        check({"sharedlibs", "gpu", "usm"} <= rows and "shlib_exit_openat" in text,
-              "bpftel top shows module rows and program rows")
+        check({"sharedlibs", "gpu", "usm"} <= rows and
+              ("shlib_exit_openat" in text or "shlib_fexit_open" in text),
+              "bpftel top shows module rows and program rows (the watcher's openat "
+              "program: the exit tracepoint's, or the fexit where the kernel takes it)")
         check(re.search(r"^agent: CPU [0-9.]+ % of one CPU, RSS [0-9.]+ MiB; maps [0-9.]+ MiB",
                         text, re.M) is not None and lines[0].startswith("bpftel top - agent"),
               "bpftel top shows the agent's own CPU, RSS and maps' kernel memory, its title "

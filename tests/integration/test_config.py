@@ -162,8 +162,12 @@ def main():
                         "libsets = crypto, gpu\nmax_cpu_percent = gpu:7\nmax_cpu_window = 60\n"
                         "workers = 2\n")
             agent.proc.send_signal(signal.SIGHUP)
-            wait_for(lambda: modules(agent)["usm"] == "running", 60,
-                     "usm to start after SIGHUP")
+            # The reload starts the modules first, the endpoint and the rest after:
+            # waited for all, a reading between the two is not the reloaded one yet.
+            wait_for(lambda: modules(agent)["usm"] == "running" and
+                     agent.json("stats")["agent"]["metrics_addr"] == f"127.0.0.1:{port}" and
+                     agent.json("stats")["agent"]["run_stats"] == "always", 60,
+                     "usm started, metrics moved and run stats always after SIGHUP")
             check("workers = 2 runs each module's records out of order" in agent.logs() and
                   "the usm module needs workers = 1" in agent.logs(),
                   "workers = 2 warned of: records out of order, usm needs 1")

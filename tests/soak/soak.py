@@ -148,8 +148,8 @@ def with_agent_and_workloads(args, tmp, body, env=None):
 
 
 def restart_rounds(args, agent, work):
-    wait_for(lambda: https_count(agent, work.server_pid) > 0, 20, "HTTPS counted")
-    wait_for(lambda: cuda_pids(agent), 20, "CUDA launches counted")
+    wait_for(lambda: https_count(agent, work.server_pid) > 0, 120, "HTTPS counted")
+    wait_for(lambda: cuda_pids(agent), 120, "CUDA launches counted")
     base = wait_for(lambda: steady(agent), 60, "the agent's objects to hold steady")
     t0 = time.monotonic()
     for i in range(args.rounds):
@@ -178,7 +178,7 @@ def restart_rounds(args, agent, work):
                        f"kernel {now[1]} (was {base[1]}), uprobe entries {now[2]} "
                        f"(was {base[2]})")
     h0, seen = https_count(agent, work.server_pid), cuda_pids(agent)
-    wait_for(lambda: https_count(agent, work.server_pid) > h0 and cuda_pids(agent) - seen, 20,
+    wait_for(lambda: https_count(agent, work.server_pid) > h0 and cuda_pids(agent) - seen, 120,
              "both workloads counted again")
     check(True, "after the rounds both modules count their workloads")
 
@@ -294,7 +294,7 @@ def faulty_run(agent, work):
     table = agent.cli("modules").stdout
     check("load: Cannot allocate memory" in table, "`bpftel modules` shows why")
 
-    wait_for(lambda: cuda_pids(agent), 20, "CUDA launches counted while usm is down")
+    wait_for(lambda: cuda_pids(agent), 120, "CUDA launches counted while usm is down")
     check(True, "gpu counts its workload while usm is down")
 
     res = agent.cli("module", "start", "usm", check=False)
@@ -315,8 +315,8 @@ def faulty_run(agent, work):
     m = mods()
     check(m["usm"]["state"] == "running" and m["usm"]["last_error"] is None,
           "the third start works: usm running, last_error cleared")
-    wait_for(lambda: https_count(agent, work.server_pid) > 0, 20, "HTTPS counted")
-    wait_for(lambda: cuda_pids(agent) - seen, 20, "more CUDA processes counted")
+    wait_for(lambda: https_count(agent, work.server_pid) > 0, 120, "HTTPS counted")
+    wait_for(lambda: cuda_pids(agent) - seen, 120, "more CUDA processes counted")
     check(True, "usm counts HTTPS, and gpu kept counting CUDA")
 
 
