@@ -99,6 +99,13 @@ static void test_json_str_escapes(void **state)
 		{"\xed\xa0\x80", "\\xED\\xA0\\x80"},	/* a surrogate */
 		{"\xc0\xaf", "\\xC0\\xAF"},		/* overlong '/' */
 		{"tab\there", "tab\\x09here"},
+		/* Format characters that reorder or hide what follows ("Trojan Source"). */
+		{"/x/\xe2\x80\xae" "os.3lssbil", "/x/\\xE2\\x80\\xAEos.3lssbil"}, /* U+202E */
+		{"a\xe2\x81\xa6" "b", "a\\xE2\\x81\\xA6b"},			/* U+2066 */
+		{"a\xe2\x80\x8f" "b", "a\\xE2\\x80\\x8Fb"},			/* U+200F */
+		{"a\xe2\x80\xa8" "b", "a\\xE2\\x80\\xA8b"},			/* U+2028 */
+		{"a\xef\xbb\xbf" "b", "a\\xEF\\xBB\\xBFb"},			/* U+FEFF */
+		{"a\xe2\x80\x90" "b", "a\xe2\x80\x90" "b"}, /* U+2010, a hyphen, stays */
 	};
 	json_t *s;
 	size_t i;

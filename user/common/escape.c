@@ -4,6 +4,19 @@
 
 #include "escape.h"
 
+/*
+ * The format characters that reorder or hide what follows them, which a name chosen to
+ * deceive could carry (a path shown reversed: "Trojan Source"): the bidirectional
+ * marks, embeddings, overrides and isolates (U+061C, U+200E/F, U+202A..E, U+2066..9),
+ * the zero-width ones (U+200B..D, U+2060, U+FEFF), and the line and paragraph
+ * separators (U+2028/9), which break a line as a newline does.
+ */
+static bool invisible_format(unsigned int cp)
+{
+	return cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+	       (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff;
+}
+
 /* Length of the valid, printable UTF-8 sequence at s (at most len bytes), or 0. */
 static size_t utf8_ok(const unsigned char *s, size_t len)
 {
@@ -31,7 +44,7 @@ static size_t utf8_ok(const unsigned char *s, size_t len)
 	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
 	    (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
 		return 0;
-	return n;
+	return invisible_format(cp) ? 0 : n;
 }
 
 size_t bpftel_escape(char *out, size_t size, const char *in, size_t len, unsigned int flags)
