@@ -177,6 +177,22 @@ static void test_long_path_id(void **state)
 
 /* Our own process: whatever this machine's cgroups are, the call works and the id is
  * the inode of a real directory when the path is not the root. */
+/* A path seen from another cgroup namespace climbs out of it: no directory of ours. */
+static void test_path_climbs(void **state)
+{
+	static const char *const climbs[] = {"/../../kubepods.slice/x", "/a/..", "..", "/a/../b"};
+	static const char *const stays[] = {"/", "/a..b/c", "/..a/b", "/a/b..", "/kubepods.slice"};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(climbs) / sizeof(climbs[0]); i++)
+		assert_true(bpftel_cgroup_path_climbs(climbs[i], strlen(climbs[i])));
+	for (i = 0; i < sizeof(stays) / sizeof(stays[0]); i++)
+		assert_false(bpftel_cgroup_path_climbs(stays[i], strlen(stays[i])));
+	/* Only the len bytes given: "/a/.." cut before its "..". */
+	assert_false(bpftel_cgroup_path_climbs("/a/..", 3));
+}
+
 static void test_self(void **state)
 {
 	struct bpftel_cgroup_info info;
@@ -191,6 +207,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_path_climbs),
 		cmocka_unit_test(test_self),
 		cmocka_unit_test(test_long_path),
 		cmocka_unit_test(test_long_path_id),

@@ -148,6 +148,18 @@ int bpftel_cgroup_parse(const char *text, size_t len, struct bpftel_cgroup_info 
 	return parse(text, len, out, &whole);
 }
 
+bool bpftel_cgroup_path_climbs(const char *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i + 2 <= len; i++) {
+		if (p[i] == '.' && p[i + 1] == '.' && (i == 0 || p[i - 1] == '/') &&
+		    (i + 2 == len || p[i + 2] == '/'))
+			return true;
+	}
+	return false;
+}
+
 int bpftel_cgroup_of(__u32 pid, struct bpftel_cgroup_info *out)
 {
 	char path[PATH_MAX + 64], text[MAX_TEXT];
@@ -170,6 +182,12 @@ int bpftel_cgroup_of(__u32 pid, struct bpftel_cgroup_info *out)
 		return err == -ENOENT ? 0 : err;
 	if (whole.len > PATH_MAX)
 		return 0; /* no directory has such a path: no id */
+	/* Seen from a cgroup namespace of the agent's own (an unprivileged pod's), another
+	 * process's path climbs out of it ("/../../kubepods.slice/..."): under
+	 * /sys/fs/cgroup that would lead out of the cgroup tree, to some other directory's
+	 * inode. No id. */
+	if (bpftel_cgroup_path_climbs(whole.p, whole.len))
+		return 0;
 	/* v1: the hierarchy is mounted under its controllers' names ("name=" dropped);
 	 * v2: /sys/fs/cgroup itself, or /sys/fs/cgroup/unified beside v1 ones. The whole
 	 * path: the one shown may be cut, and a cut at a '/' names the parent. */

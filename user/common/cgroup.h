@@ -31,6 +31,10 @@ struct bpftel_cgroup_info {
 	__u64 cgroup_id;       /* the inode of its directory under /sys/fs/cgroup, or 0 */
 };
 
+/* Does the cgroup path p (len bytes) hold a ".." component? (A process outside the
+ * reader's cgroup namespace shows one.) */
+bool bpftel_cgroup_path_climbs(const char *p, size_t len);
+
 /*
  * Parse the text of a /proc/<pid>/cgroup (len bytes): the line whose path names a
  * container, else the v2 line if its path is not "/", else the first v1 line whose
