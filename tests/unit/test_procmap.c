@@ -149,6 +149,55 @@ static void test_long_path(void **state)
 	rmdir(dir);
 }
 
+/* A process that maps a file of a long path thousands of times (one mapping each: the
+ * protections alternate) makes megabytes of maps text: read as text, the lookup gives
+ * up past its byte bound (-E2BIG) instead of reading it all at every lookup. */
+static void test_huge_maps_text_bounded(void **state)
+{
+	char dir[] = "/tmp/bpftel-procmap-XXXXXX", sub[PATH_MAX], path[PATH_MAX + 16];
+	struct bpftel_procmap_vma vma;
+	int fd, i, n = 4000, depth;
+	size_t k;
+	char **maps = calloc((size_t)n, sizeof(*maps));
+	char page[PAGE] = {0};
+
+	(void)state;
+	assert_non_null(maps);
+	assert_non_null(mkdtemp(dir));
+	k = (size_t)snprintf(sub, sizeof(sub), "%s", dir);
+	for (depth = 0; depth < 12; depth++) { /* a path of ~3 KiB */
+		sub[k++] = '/';
+		memset(sub + k, 'd', 250);
+		k += 250;
+		sub[k] = '\0';
+		assert_int_equal(mkdir(sub, 0700), 0);
+	}
+	snprintf(path, sizeof(path), "%s/lib.so", sub);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, page, sizeof(page)), (ssize_t)sizeof(page));
+	for (i = 0; i < n; i++) {
+		maps[i] = mmap(NULL, PAGE, i % 2 ? PROT_READ : PROT_READ | PROT_WRITE, MAP_PRIVATE,
+			       fd, 0);
+		assert_true(maps[i] != MAP_FAILED);
+	}
+	close(fd);
+	/* ~12 MB of text: the stack is past them all, or the bound is met first. */
+	bpftel_procmap_force_text(true);
+	assert_int_equal(bpftel_procmap_find((__u32)getpid(), (__u64)(uintptr_t)&vma, &vma),
+			 -E2BIG);
+	bpftel_procmap_force_text(false);
+	for (i = 0; i < n; i++)
+		munmap(maps[i], PAGE);
+	free(maps);
+	unlink(path);
+	for (; depth > 0; depth--) {
+		assert_int_equal(rmdir(sub), 0);
+		*strrchr(sub, '/') = '\0';
+	}
+	rmdir(dir);
+}
+
 /* Every mapping of this process, at its first and last byte: the same both ways. */
 static void test_every_mapping(void **state)
 {
@@ -178,6 +227,7 @@ int main(void)
 		cmocka_unit_test(test_none),
 		cmocka_unit_test(test_long_path),
 		cmocka_unit_test(test_every_mapping),
+		cmocka_unit_test(test_huge_maps_text_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,8 +32,12 @@ struct procmap_query_v1 {
 #define PROCMAP_QUERY_V1 _IOWR('f', 17, struct procmap_query_v1)
 #define PROCMAP_QUERY_FILE_BACKED_VMA_V1 0x20
 
-/* Lines of a maps file read at most, past vm.max_map_count's default (65,530). */
+/* Lines of a maps file read at most, past vm.max_map_count's default (65,530); and
+ * bytes: a process can map one file of a 4 KiB path 65,530 times (268 MB of text for
+ * the kernel to make, and us to read, at every lookup: the reports' budget of names). A
+ * process with more is not read further (-E2BIG). 8 MiB: 65,530 lines of 128 bytes. */
 #define MAPS_MAX_LINES 100000
+#define MAPS_MAX_BYTES (8u << 20)
 
 static bool force_text;
 
@@ -71,6 +75,7 @@ static int scan(int fd, __u64 addr, struct bpftel_procmap_vma *vma)
 {
 	unsigned long start, end, pgoff, inode;
 	unsigned int maj, min, lines = 0;
+	size_t bytes = 0;
 	char line[512];
 	int err = -ENOENT;
 	FILE *f;
@@ -82,11 +87,16 @@ static int scan(int fd, __u64 addr, struct bpftel_procmap_vma *vma)
 		return err;
 	}
 	while (err == -ENOENT && lines++ < MAPS_MAX_LINES && fgets(line, sizeof(line), f)) {
+		bytes += strlen(line);
 		if (!strchr(line, '\n') && !feof(f)) { /* a long path: skip the rest of it */
 			int c;
 
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
+			while ((c = fgetc(f)) != EOF && c != '\n' && bytes < MAPS_MAX_BYTES)
+				bytes++;
+		}
+		if (bytes >= MAPS_MAX_BYTES) {
+			err = -E2BIG;
+			break;
 		}
 		if (sscanf(line, "%lx-%lx %*s %lx %x:%x %lu", &start, &end, &pgoff, &maj, &min,
 			   &inode) != 6 ||
