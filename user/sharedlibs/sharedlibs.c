@@ -602,9 +602,10 @@ int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, 
 	since = sl->sockets_since_ns;
 	pthread_mutex_unlock(&sl->lock);
 	/* Made before recording last went on: the fd may hold another connection now,
-	 * made while it was off (a module that wants sockets stopped and started again). */
+	 * made while it was off (a module that wants sockets stopped and started again):
+	 * not known (-ENODATA), as a connection made before the agent watched. */
 	if (fs.since_ns < since)
-		return -ESTALE;
+		return -ENODATA;
 	if (fs.since_ns <= at_ns) {
 		*out = fs.conn;
 		return 0;

@@ -89,7 +89,8 @@ int bpftel_sharedlibs__sock_owner(struct bpftel_sharedlibs *sl, const struct shl
  * The connection process pid's fd held at at_ns (bpf_ktime_get_ns(), a message's stamp):
  * its connection, or the one before if it was given that after at_ns (the message is of
  * the one before, closed, whose number was reused); -ENOENT when none is known, -ESTALE
- * when the message is older than both.
+ * when the message is older than both, -ENODATA when the fd's entry was made before
+ * socket recording last went on (the fd may have been given another unseen since).
  */
 int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, __u64 at_ns,
 			       struct shlib_sock_key *out);
