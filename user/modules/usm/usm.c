@@ -807,11 +807,36 @@ struct sweep_ctx {
 	__u64 now;
 };
 
+static __u64 exit_grace_ns = USM_EXIT_GRACE_NS;
+static pthread_once_t exit_grace_once = PTHREAD_ONCE_INIT;
+
+/* BPFTEL_USM_EXIT_GRACE_S (1..86400), a testing knob: a test that reads an exited
+ * client's row a minute later on a slow machine (a sanitizer's) keeps it that long. */
+static void exit_grace_from_env(void)
+{
+	const char *v = getenv("BPFTEL_USM_EXIT_GRACE_S");
+	unsigned long s;
+	char *end;
+
+	if (!v || !*v)
+		return;
+	errno = 0;
+	s = strtoul(v, &end, 10);
+	if (!errno && !*end && s >= 1 && s <= 86400)
+		exit_grace_ns = s * 1000000000ull;
+}
+
+static __u64 exit_grace(void)
+{
+	pthread_once(&exit_grace_once, exit_grace_from_env);
+	return exit_grace_ns;
+}
+
 static bool shown(uint32_t pid, void *ctx)
 {
 	struct sweep_ctx *c = ctx;
 
-	return usm_procs_shown(c->u->procs, pid, c->now, USM_EXIT_GRACE_NS);
+	return usm_procs_shown(c->u->procs, pid, c->now, exit_grace());
 }
 
 /* Is the process there? (Its pid may be another's by now: then its marks wait.) */
@@ -1003,7 +1028,7 @@ int bpftel_usm__sweep(struct bpftel_usm *u)
 	usm_h2_sessions_sweep(u->h2, shown, &c);
 	usm_h2c_sweep(u->h2c, c.now);
 
-	usm_procs_sweep(u->procs, c.now, USM_EXIT_GRACE_NS);
+	usm_procs_sweep(u->procs, c.now, exit_grace());
 	usm_endpoints_expire(u->endpoints, c.now);
 	usm_series_set_expire(u->series, c.now);
 	return n;

@@ -101,7 +101,8 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 /*
  * A process that exited keeps its rows, pid and name for this long (from the first sweep
  * that finds it gone) before they fold into "(exited)": a short-lived client, a curl,
- * can still be found under its pid right after it ran.
+ * can still be found under its pid right after it ran. (BPFTEL_USM_EXIT_GRACE_S, a
+ * testing knob, sets another.)
  */
 #define USM_EXIT_GRACE_NS (30ull * 1000000000ull)
 
