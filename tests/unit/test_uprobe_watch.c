@@ -266,6 +266,19 @@ static void test_stale_attach_skipped(void **state)
 	assert_int_equal(wd, -1);
 }
 
+/* This process's threads once there are want (30 s at most): a joined thread is still
+ * listed until the kernel reaps it, after its joiner woke up. */
+static int threads_become(int want)
+{
+	int n = count_dir("/proc/self/task"), i;
+
+	for (i = 0; i < 3000 && n != want; i++) {
+		sleep_ms(10);
+		n = count_dir("/proc/self/task");
+	}
+	return n;
+}
+
 /* Its inotify instance, eventfd and thread come and go with the registry. */
 static void test_lifecycle(void **state)
 {
@@ -283,10 +296,10 @@ static void test_lifecycle(void **state)
 	for (round = 0; round < 3; round++) {
 		assert_int_equal(bpftel_uprobes__new(&u), 0);
 		assert_int_equal(count_dir("/proc/self/fd"), fds + 2);
-		assert_int_equal(count_dir("/proc/self/task"), threads + 1);
+		assert_int_equal(threads_become(threads + 1), threads + 1);
 		bpftel_uprobes__free(u);
 		assert_int_equal(count_dir("/proc/self/fd"), fds);
-		assert_int_equal(count_dir("/proc/self/task"), threads); /* joined */
+		assert_int_equal(threads_become(threads), threads); /* joined */
 	}
 	bpftel_real_files_put();
 }
