@@ -105,11 +105,15 @@ __noinline int shlib_match_event(struct shlib_event *ev, __u32 len, struct shlib
 	/* One letter after the version's last digit: the real file of a RHEL-family
 	 * OpenSSL 1.x ("libssl.so.1.1.1k", "libssl.so.1.0.2k"), which its libssl.so.1.1
 	 * and libssl.so.10 link to. */
-	if (c >= 'a' && c <= 'z' && c != 'o' && len > 1) {
-		c = path[SHLIB_IDX(len - 2)];
-		if (c < '0' || c > '9')
+	if (c >= 'a' && c <= 'z' && len > 1) {
+		char prev = path[SHLIB_IDX(len - 2)];
+
+		if (prev >= '0' && prev <= '9') { /* "1.1.1o" too: ".so" has an 's' there */
+			len--;
+			c = prev;
+		} else if (c != 'o') {
 			return -1;
-		len--;
+		}
 	}
 	if (c != 'o' && (c < '0' || c > '9'))
 		return -1;

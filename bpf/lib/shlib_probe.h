@@ -289,7 +289,7 @@ static __always_inline struct shlib_event *shlib_open_match(TLM_PARAM, struct ta
 	/* The common case ends here: a library name ends in 'o' or a digit, or in a
 	 * digit and one letter (shlib_match.h). */
 	last = shlib_name_byte(d, len, len - 1);
-	if (last >= 'a' && last <= 'z' && last != 'o') {
+	if (last >= 'a' && last <= 'z' && last != 'o') { /* 'o': ".so", or "1.1.1o" */
 		last = shlib_name_byte(d, len, len - 2);
 		if (last >= 0 && (last < '0' || last > '9'))
 			return NULL;

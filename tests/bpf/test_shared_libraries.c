@@ -74,6 +74,7 @@ static const struct path_case path_cases[] = {
 	{"cuda_driver", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0, NULL, SHLIB_LIB_CUDA},
 	{"rhel_openssl_1_1", "/usr/lib64/libssl.so.1.1.1k", 0, NULL, SHLIB_LIB_SSL},
 	{"rhel_openssl_1_0", "/usr/lib64/libcrypto.so.1.0.2k", 0, NULL, SHLIB_LIB_CRYPTO},
+	{"rhel_openssl_letter_o", "/usr/lib64/libssl.so.1.1.1o", 0, NULL, SHLIB_LIB_SSL},
 	{"near_miss_two_letters", "/lib/libssl.so.1.1.1kk", 0, NULL, -1},
 	{"near_miss_letter_after_dot", "/lib/libssl.so.1.k", 0, NULL, -1},
 	{"near_miss_letter_after_so", "/lib/libssl.sok", 0, NULL, -1},

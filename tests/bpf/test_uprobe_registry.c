@@ -1589,6 +1589,7 @@ static void test_name_matcher_agrees(void **state)
 	assert_int_equal(bpftel_shlib_match_name("/usr/lib64/libssl.so.1.1.1k"), SHLIB_LIB_SSL);
 	assert_int_equal(bpftel_shlib_match_name("/usr/lib64/libcrypto.so.1.0.2k"),
 			 SHLIB_LIB_CRYPTO);
+	assert_int_equal(bpftel_shlib_match_name("/x/libssl.so.1.1.1o"), SHLIB_LIB_SSL);
 	assert_int_equal(bpftel_shlib_match_name("/x/libssl.so.1.1.1kk"), -1);
 	assert_int_equal(bpftel_shlib_match_name("/x/libssl.so.1.k"), -1);
 	assert_int_equal(bpftel_shlib_match_name("/x/libssl.sok"), -1);

@@ -35,9 +35,9 @@ int bpftel_shlib_match_name(const char *path)
 	len = strlen(base);
 	/* One letter after the version's last digit, as the kernel's matcher takes it
 	 * (bpf/lib/shlib_match.h): RHEL-family OpenSSL 1.x, "libssl.so.1.1.1k". */
-	if (len > 1 && islower((unsigned char)base[len - 1]) && base[len - 1] != 'o' &&
+	if (len > 1 && islower((unsigned char)base[len - 1]) &&
 	    isdigit((unsigned char)base[len - 2]))
-		len--;
+		len--; /* "1.1.1o" too: ".so" has an 's' before its 'o' */
 	end = len;
 	/* Strip ".<digits and single dots>" that starts and ends with a digit. */
 	if (len && isdigit((unsigned char)base[len - 1])) {
@@ -194,6 +194,34 @@ struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
 			return f;
 	}
 	return NULL;
+}
+
+static ssize_t proc_index(const struct lib_file *f, __u32 pid);
+
+/*
+ * The file an event of pid names by (dev, ino): the file itself, else one it is the
+ * alias (overlay inode) of, that pid's row first. After a copy-up, a copy's row and the
+ * layer's both have the overlay inode for alias, in no set order: a process's events
+ * are answered from the row it is in.
+ */
+static struct lib_file *find_file_of(struct bpftel_uprobes *u, dev_t dev, __u64 ino, __u32 pid)
+{
+	struct lib_file *alias = NULL;
+	size_t i;
+
+	for (i = 0; i < u->nfiles; i++) {
+		struct lib_file *f = u->files[i];
+
+		if (f->dev == dev && f->ino == ino)
+			return f;
+		if (f->alias_dev == dev && f->alias_ino == ino) {
+			if (proc_index(f, pid) >= 0)
+				return f;
+			if (!alias)
+				alias = f;
+		}
+	}
+	return alias;
 }
 
 /* The file that is (dev, ino) itself: what the kernel maps and probes. */
@@ -556,7 +584,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 
 	if (t->ino) {
 		pthread_mutex_lock(&u->lock);
-		f = find_file(u, t->dev, t->ino);
+		f = find_file_of(u, t->dev, t->ino, t->pid);
 		known = f != NULL;
 		idx = f ? proc_index(f, t->pid) : -1;
 		/* Through the file's overlay inode (its alias), only a process the row has:
@@ -605,7 +633,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		st.st_dev = t->dev;
 		st.st_ino = t->ino;
 		pthread_mutex_lock(&u->lock);
-		f = find_file(u, t->dev, t->ino);
+		f = find_file_of(u, t->dev, t->ino, t->pid);
 		/* As above; and a pid reused since is a new process. */
 		if (f && (f->dev != t->dev || f->ino != t->ino) &&
 		    (proc_index(f, t->pid) < 0 || stime != had))
