@@ -29,6 +29,8 @@ struct fixture {
 	pid_t child;
 	int ready[2];	/* the child says it is set up */
 	unsigned long map_start, map_end;
+	int proc_fd_dir; /* the child's fd of its /proc/self/fd directory */
+	int mapped_fd;	 /* its fd of mapped.so */
 };
 
 static void put(const char *dir, const char *name, const char *text)
@@ -48,11 +50,12 @@ static void put(const char *dir, const char *name, const char *text)
 static void child_main(struct fixture *f, int chrooted)
 {
 	char root[128];
-	unsigned long range[2];
+	unsigned long range[4];
 	void *p;
-	int fd;
+	int fd, dir;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY); /* its entries: magic links */
 	snprintf(root, sizeof(root), "%s/root", f->dir);
 	if (chrooted ? chroot(root) || chdir("/lib") : chdir(root) || chdir("lib"))
 		_exit(1);
@@ -62,6 +65,8 @@ static void child_main(struct fixture *f, int chrooted)
 		_exit(1);
 	range[0] = (unsigned long)p;
 	range[1] = range[0] + 4096;
+	range[2] = (unsigned long)dir;
+	range[3] = (unsigned long)fd;
 	if (write(f->ready[1], range, sizeof(range)) != sizeof(range))
 		_exit(1);
 	for (;;)
@@ -71,7 +76,7 @@ static void child_main(struct fixture *f, int chrooted)
 static int setup_with(void **state, int chrooted)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	unsigned long range[2];
+	unsigned long range[4];
 	char p[128];
 
 	snprintf(f->dir, sizeof(f->dir), "/tmp/bpftel-procfile-XXXXXX");
@@ -98,6 +103,8 @@ static int setup_with(void **state, int chrooted)
 		return -1;
 	f->map_start = range[0];
 	f->map_end = range[1];
+	f->proc_fd_dir = (int)range[2];
+	f->mapped_fd = (int)range[3];
 	*state = f;
 	return 0;
 }
@@ -220,6 +227,14 @@ static void test_magic_links_refused(void **state)
 	/* Absolute: walked in the process's root, where it is no magic link. */
 	fd = open_as(f, AT_FDCWD, "/lib/libmagic.so", 0, 0, &st, &why);
 	assert_true(fd < 0);
+	/* Relative to a directory of the process's that holds magic links (its
+	 * /proc/self/fd): the entry of its fd of a regular file, mapped.so, is not
+	 * followed to it. */
+	assert_true(f->proc_fd_dir >= 0 && f->mapped_fd >= 0);
+	snprintf(target, sizeof(target), "%d", f->mapped_fd);
+	fd = open_as(f, f->proc_fd_dir, target, 0, 0, &st, &why);
+	assert_true(fd < 0);
+	assert_int_equal(why, BPFTEL_REFUSED_OUTSIDE_ROOT);
 }
 
 /* A FIFO, a directory, a device: refused without being opened (nothing blocks). */
