@@ -431,7 +431,15 @@ def stalled_fuse(agent, python, tmp, hwm):
             libs = agent.json("libs")
             check(libs["open_timeouts"] > before,
                   f"opens past their deadline counted: {libs['open_timeouts']}")
+            check(libs["open_timeouts_waiting"] > 0,
+                  f"an open still waits on the stalled file system "
+                  f"({libs['open_timeouts_waiting']})")
             after_each(agent, "FUSE beneath overlayfs, stalled", hwm)
+            # The restart did not wait for it: it still waits (until the server dies).
+            libs = agent.json("libs")
+            check(libs["open_timeouts_waiting"] > 0,
+                  f"the restart answered while the stalled open still waits "
+                  f"({libs['open_timeouts_waiting']} waiting)")
             stalled_again(agent, python, path)
         finally:
             h.stop()
