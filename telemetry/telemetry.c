@@ -312,6 +312,7 @@ static int tlm_after_init(const struct bpftel_hook_after_init *h, void *ctx)
 }
 
 static __u64 percpu_sum(int fd, const void *key);
+static int percpu_take(int fd, const void *key, __u64 *sum);
 
 /* Delete every counter whose program or map key belongs to in's module, its ring-buffer
  * failures kept in in->retired_rb. With t->lock. */
@@ -341,8 +342,23 @@ static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 		hprev = &hcur;
 	}
 	for (i = 0; i < nm; i++) {
-		if (mk[i].op == TLM_OP_RB_RESERVE || mk[i].op == TLM_OP_RB_OUTPUT)
-			in->retired_rb += percpu_sum(t->map_errors_fd, &mk[i]);
+		__u64 v = 0;
+		int e;
+
+		if (mk[i].op == TLM_OP_RB_RESERVE || mk[i].op == TLM_OP_RB_OUTPUT) {
+			/* Read and deleted in one step: a failure the module's programs count
+			 * meanwhile (they run until detached) is in the sum or in a new entry,
+			 * not lost between a read and a delete (a program that looked the
+			 * entry up just before may still add to it after: those few are);
+			 * and an entry that could not be deleted is not retired, to be read
+			 * again live, not counted twice. */
+			e = percpu_take(t->map_errors_fd, &mk[i], &v);
+			if (!e)
+				in->retired_rb += v;
+			else if (e != -ENOENT)
+				err = e;
+			continue;
+		}
 		if (bpf_map_delete_elem(t->map_errors_fd, &mk[i]) && errno != ENOENT)
 			err = -errno;
 	}
@@ -421,6 +437,37 @@ static bool module_reporting(const struct bpftel_telemetry *t, const char *modul
 			return true;
 	}
 	return false;
+}
+
+#ifndef ENOTSUPP
+#define ENOTSUPP 524 /* the kernel's, as a BPF syscall can return it */
+#endif
+
+/* Look key up and delete it in one step; *sum: its values' sum. -errno. */
+static int percpu_take(int fd, const void *key, __u64 *sum)
+{
+	int ncpu = libbpf_num_possible_cpus(), i, err = 0;
+	__u64 *vals;
+
+	*sum = 0;
+	if (ncpu <= 0)
+		return ncpu ? ncpu : -EINVAL;
+	vals = calloc(ncpu, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	if (bpf_map_lookup_and_delete_elem(fd, key, vals))
+		err = -errno;
+	if (err == -EINVAL || err == -ENOTSUPP || err == -EOPNOTSUPP) {
+		/* Before 5.14 no per-CPU hash has it: read, then delete (what the
+		 * module's programs count in between is lost). */
+		err = bpf_map_lookup_elem(fd, key, vals) ? -errno : 0;
+		if (!err && bpf_map_delete_elem(fd, key) && errno != ENOENT)
+			err = -errno;
+	}
+	for (i = 0; !err && i < ncpu; i++)
+		*sum += vals[i];
+	free(vals);
+	return err;
 }
 
 static __u64 percpu_sum(int fd, const void *key)
