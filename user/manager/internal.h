@@ -150,6 +150,7 @@ struct bpftel_manager {
 
 /* probe.c */
 void probe_status_init(struct probe *p);
+void probes_close_sockets(struct bpftel_module *m);
 /* With m->lock: probes_detect, rejecting what bpftel_module__inject_candidate_fault
  * armed (module.c: cand_injected). */
 void probes_detect(struct bpftel_module *m);

@@ -401,6 +401,8 @@ static int do_stop(struct bpftel_module *m)
 	 * would cover it, and cost a restart 10-20 ms on this VM. Not done.) */
 	if (!gated)
 		probes_detach(m, false);
+	else
+		probes_close_sockets(m); /* the gate does not stop a socket filter */
 	consumer_stop(m);
 	if (gated)
 		probes_detach(m, true);

@@ -465,6 +465,19 @@ int probes_attach(struct bpftel_module *m)
 	return 0;
 }
 
+/* Close the socket filters' sockets: their programs stop at once (no grace period to
+ * wait, and no stop gate: a packet's program does not read it). */
+void probes_close_sockets(struct bpftel_module *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->nprobes; i++) {
+		if (m->probes[i].sock >= 0)
+			close(m->probes[i].sock);
+		m->probes[i].sock = -1;
+	}
+}
+
 void probes_detach(struct bpftel_module *m, bool in_background)
 {
 	size_t i;
@@ -480,7 +493,6 @@ void probes_detach(struct bpftel_module *m, bool in_background)
 			close(m->probes[i].sock);
 		m->probes[i].sock = -1;
 		pthread_mutex_lock(&m->report_lock);
-		m->probes[i].status.winner = -1; /* nothing attached: what covered it, gone */
 		m->probes[i].status.prog_id = 0;
 		m->probes[i].status.attached_to[0] = '\0';
 		pthread_mutex_unlock(&m->report_lock);
