@@ -156,16 +156,17 @@ static __always_inline struct file *shlib_fd_file(struct task_struct *task, long
 }
 
 /*
- * Byte i of the dentry's name (of len bytes), read from the inline copy that names
- * shorter than DNAME_INLINE_LEN use: no helper call. -1 when the name lives elsewhere
- * (long names, kernels before d_shortname).
+ * The word of the dentry's name (of len bytes) that holds byte i, read from the inline
+ * copy that names shorter than DNAME_INLINE_LEN use: no helper call. False when the
+ * name lives elsewhere (long names, kernels before d_shortname).
  */
-static __always_inline int shlib_name_byte(struct dentry *d, __u32 len, __u32 i)
+static __always_inline bool shlib_name_word(struct dentry *d, __u32 len, __u32 i,
+					    unsigned long *out)
 {
 	unsigned long w;
 
 	if (!bpf_core_field_exists(d->d_shortname) || i >= len || len >= sizeof(w) * 5)
-		return -1;
+		return false;
 	switch (i / sizeof(w)) {
 	case 0:
 		w = d->d_shortname.words[0];
@@ -183,6 +184,17 @@ static __always_inline int shlib_name_byte(struct dentry *d, __u32 len, __u32 i)
 		w = d->d_shortname.words[4];
 		break;
 	}
+	*out = w;
+	return true;
+}
+
+/* Byte i of the dentry's name (shlib_name_word), or -1. */
+static __always_inline int shlib_name_byte(struct dentry *d, __u32 len, __u32 i)
+{
+	unsigned long w;
+
+	if (!shlib_name_word(d, len, i, &w))
+		return -1;
 	return (__u8)(w >> ((i % sizeof(w)) * 8));
 }
 
@@ -273,7 +285,8 @@ static __always_inline struct shlib_event *shlib_open_match(TLM_PARAM, struct ta
 	struct dentry *d;
 	struct file *file;
 	__u32 zero = 0, len;
-	int last;
+	unsigned long w;
+	int last, prev;
 	long n;
 
 	file = shlib_fd_file(task, ret);
@@ -281,20 +294,24 @@ static __always_inline struct shlib_event *shlib_open_match(TLM_PARAM, struct ta
 		return NULL;
 	file = bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
 	/* O_PATH: its access mode reads as O_RDONLY, but such a file is never mapped (a
-	 * runtime walking paths, a symlink opened as itself). */
-	if ((file->f_flags & O_ACCMODE) != O_RDONLY || (file->f_flags & O_PATH))
+	 * runtime walking paths, a symlink opened as itself). One compare for both. */
+	if ((file->f_flags & (O_ACCMODE | O_PATH)) != O_RDONLY)
 		return NULL;
 	d = file->f_path.dentry;
 	len = d->d_name.len;
 	/* The common case ends here: a library name ends in 'o' or a digit, or in a
-	 * digit and one letter (shlib_match.h). */
-	last = shlib_name_byte(d, len, len - 1);
-	if (last >= 'a' && last <= 'z' && last != 'o') { /* 'o': ".so", or "1.1.1o" */
-		last = shlib_name_byte(d, len, len - 2);
-		if (last >= 0 && (last < '0' || last > '9'))
+	 * digit and one letter (shlib_match.h). The byte before the last is mostly in
+	 * the last one's word: a shift, not a second read. */
+	if (shlib_name_word(d, len, len - 1, &w)) {
+		last = (__u8)(w >> (((len - 1) % sizeof(w)) * 8));
+		if (last >= 'a' && last <= 'z' && last != 'o') { /* 'o': ".so", "1.1.1o" */
+			prev = (len - 1) % sizeof(w) ? (__u8)(w >> (((len - 2) % sizeof(w)) * 8))
+						      : shlib_name_byte(d, len, len - 2);
+			if (prev < '0' || prev > '9')
+				return NULL;
+		} else if (last != 'o' && (last < '0' || last > '9')) {
 			return NULL;
-	} else if (last >= 0 && last != 'o' && (last < '0' || last > '9')) {
-		return NULL;
+		}
 	}
 	cfg = bpf_map_lookup_elem(&shlib_config, &zero);
 	if (!cfg || !cfg->libsets)

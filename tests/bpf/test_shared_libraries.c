@@ -75,6 +75,9 @@ static const struct path_case path_cases[] = {
 	{"rhel_openssl_1_1", "/usr/lib64/libssl.so.1.1.1k", 0, NULL, SHLIB_LIB_SSL},
 	{"rhel_openssl_1_0", "/usr/lib64/libcrypto.so.1.0.2k", 0, NULL, SHLIB_LIB_CRYPTO},
 	{"rhel_openssl_letter_o", "/usr/lib64/libssl.so.1.1.1o", 0, NULL, SHLIB_LIB_SSL},
+	/* 17 bytes: the letter opens the name's third word, its digit ends the second. */
+	{"letter_first_of_its_word", "/usr/lib64/libssl.so.1.0.22k", 0, NULL, SHLIB_LIB_SSL},
+	{"near_miss_letter_first_of_word", "/usr/lib64/libssl.so.1.0.2.k", 0, NULL, -1},
 	{"near_miss_two_letters", "/lib/libssl.so.1.1.1kk", 0, NULL, -1},
 	{"near_miss_letter_after_dot", "/lib/libssl.so.1.k", 0, NULL, -1},
 	{"near_miss_letter_after_so", "/lib/libssl.sok", 0, NULL, -1},
