@@ -138,6 +138,16 @@ __noinline int tlm_count_helper_error(__u32 prog, __u32 helper, long ret)
 	__tlm_map_ret(map, TLM_OP_UPDATE, bpf_map_update_elem(&map, key, val, flags))
 #define tlm_map_delete(map, key) __tlm_map_ret(map, TLM_OP_DELETE, bpf_map_delete_elem(&map, key))
 
+/* expr's result, counted under op unless it succeeded or failed with raced: the
+ * outcome of a race with another CPU that the caller handles. */
+#define __tlm_map_ret_raced(map, op, expr, raced)                                         \
+	({                                                                                \
+		long __r = (expr);                                                        \
+		if (__r < 0 && __r != (raced))                                           \
+			tlm_count_map_error(__tlm_prog, tlm_key_map_##map, op, __r);      \
+		__r;                                                                      \
+	})
+
 /*
  * Insert key only where it is absent (BPF_NOEXIST). -EEXIST is an expected outcome
  * here, not an error: another CPU inserted the same key first, a race the caller
@@ -145,13 +155,9 @@ __noinline int tlm_count_helper_error(__u32 prog, __u32 helper, long ret)
  * under op "insert". tlm_map_update(map, key, val, BPF_NOEXIST) counts -EEXIST too:
  * use it where an existing key is a fault.
  */
-#define tlm_map_insert(map, key, val)                                                           \
-	({                                                                                      \
-		long __r = bpf_map_update_elem(&map, key, val, BPF_NOEXIST);                    \
-		if (__r < 0 && __r != -EEXIST)                                                  \
-			tlm_count_map_error(__tlm_prog, tlm_key_map_##map, TLM_OP_INSERT, __r); \
-		__r;                                                                            \
-	})
+#define tlm_map_insert(map, key, val)                                                     \
+	__tlm_map_ret_raced(map, TLM_OP_INSERT, bpf_map_update_elem(&map, key, val, BPF_NOEXIST), \
+			    -EEXIST)
 
 /*
  * Take key out where another CPU may have taken it first (two frees of one pointer):
@@ -159,23 +165,14 @@ __noinline int tlm_count_helper_error(__u32 prog, __u32 helper, long ret)
  * is counted, under op "delete". tlm_map_delete counts -ENOENT too: use it where a
  * missing key is a fault.
  */
-#define tlm_map_take(map, key)                                                                  \
-	({                                                                                      \
-		long __r = bpf_map_delete_elem(&map, key);                                      \
-		if (__r < 0 && __r != -ENOENT)                                                  \
-			tlm_count_map_error(__tlm_prog, tlm_key_map_##map, TLM_OP_DELETE, __r); \
-		__r;                                                                            \
-	})
+#define tlm_map_take(map, key) \
+	__tlm_map_ret_raced(map, TLM_OP_DELETE, bpf_map_delete_elem(&map, key), -ENOENT)
 
 /* Replace key's value where another CPU may have taken the key meanwhile (BPF_EXIST):
  * -ENOENT is that race, not an error. Other failures are counted, under "update". */
-#define tlm_map_replace(map, key, val)                                                          \
-	({                                                                                      \
-		long __r = bpf_map_update_elem(&map, key, val, BPF_EXIST);                      \
-		if (__r < 0 && __r != -ENOENT)                                                  \
-			tlm_count_map_error(__tlm_prog, tlm_key_map_##map, TLM_OP_UPDATE, __r); \
-		__r;                                                                            \
-	})
+#define tlm_map_replace(map, key, val)                                                    \
+	__tlm_map_ret_raced(map, TLM_OP_UPDATE, bpf_map_update_elem(&map, key, val, BPF_EXIST), \
+			    -ENOENT)
 
 /* Lookup, or insert init and look up again. A lost insert race (EEXIST) is no error. */
 #define tlm_map_lookup_or_init(map, key, init)                                        \
