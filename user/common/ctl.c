@@ -80,6 +80,14 @@ json_t *bpftel_ctl_error(const char *fmt, ...)
 	return json_pack("{s:b, s:o}", "ok", 0, "error", bpftel_json_str(msg));
 }
 
+__u64 bpftel_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
+
 long long bpftel_mono_ms(void)
 {
 	struct timespec ts;

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <jansson.h>
+#include <linux/types.h>
 
 #define BPFTEL_CTL_SOCKET_DEFAULT "/run/bpftel/bpftel.sock"
 #define BPFTEL_CTL_REQ_MAX	  (64 * 1024)
@@ -26,6 +27,8 @@
 
 /* CLOCK_MONOTONIC in milliseconds: deadlines of the control socket and the agent. */
 long long bpftel_mono_ms(void);
+/* The same in nanoseconds: bpf_ktime_get_ns()'s clock, what BPF records stamp. */
+__u64 bpftel_mono_ns(void);
 
 /* Request framing, fed bytes as they arrive (server side). */
 struct bpftel_ctl_frame {

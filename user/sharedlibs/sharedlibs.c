@@ -15,6 +15,7 @@
 #include "shared_libraries.skel.h"
 #include "procfile.h"
 #include "uprobes.h"
+#include "user/common/ctl.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
 
@@ -364,14 +365,6 @@ static void shlib_close(struct bpftel_module *m)
 	shared_libraries__destroy(skel);
 }
 
-static __u64 mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns()'s clock */
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
-
 static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)
 {
 	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
@@ -383,7 +376,7 @@ static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)
 	 * connection they saw made. */
 	pthread_mutex_lock(&sl->lock);
 	if ((cfg.flags & SHLIB_CFG_SOCKETS) && !sl->sockets_on)
-		sl->sockets_since_ns = mono_ns();
+		sl->sockets_since_ns = bpftel_mono_ns();
 	sl->sockets_on = cfg.flags & SHLIB_CFG_SOCKETS;
 	pthread_mutex_unlock(&sl->lock);
 	if (bpf_map_update_elem(bpf_map__fd(sl->skel->maps.shlib_config), &zero, &cfg, BPF_ANY)) {

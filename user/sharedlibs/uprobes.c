@@ -435,14 +435,6 @@ static size_t proc_uses_locked(struct bpftel_uprobes *u, struct lib_file *f,
  * of it a read of its start time; only a new file is opened (safely), identified, and
  * attached for the running modules.
  */
-static __u64 mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
-
 /* Refusals that are the file's own (see struct refused_file), not its path's. */
 static bool refusal_of_file(enum bpftel_refusal why)
 {
@@ -521,15 +513,15 @@ static int refused_again(struct bpftel_uprobes *u, const struct bpftel_procfile_
 	int err = 0;
 
 	pthread_mutex_lock(&u->lock);
-	r = refused_find_locked(u, t->dev, t->ino, mono_ns(), NULL);
-	by_owner = !r && refused_by_owner_locked(u, t->dev, t->ino, mono_ns());
+	r = refused_find_locked(u, t->dev, t->ino, bpftel_mono_ns(), NULL);
+	by_owner = !r && refused_by_owner_locked(u, t->dev, t->ino, bpftel_mono_ns());
 	pthread_mutex_unlock(&u->lock);
 	/* Whose: read outside the lock (procfs), only for a file some user is over
 	 * budget on. */
 	if (by_owner && bpftel_proc_owner(t->pid, &owner))
 		owner = BPFTEL_DEADLINE_NO_OWNER;
 	pthread_mutex_lock(&u->lock);
-	r = refused_find_locked(u, t->dev, t->ino, mono_ns(), by_owner ? &owner : NULL);
+	r = refused_find_locked(u, t->dev, t->ino, bpftel_mono_ns(), by_owner ? &owner : NULL);
 	if (r) {
 		refusal_locked(u, t->pid, lib, named, r->why, r->detail);
 		u->ref.cached++;
@@ -667,7 +659,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		 * process that opens it would be refused from the cache. */
 		if (t->ino && refusal_of_file(why) && fd != -EBUSY && fd != -EDQUOT &&
 		    st.st_ino == t->ino && st.st_dev == t->dev)
-			refused_add_locked(u, t->dev, t->ino, why, fd, detail, mono_ns(), NULL, 0);
+			refused_add_locked(u, t->dev, t->ino, why, fd, detail, bpftel_mono_ns(), NULL, 0);
 		pthread_mutex_unlock(&u->lock);
 		return fd;
 	}
@@ -683,7 +675,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		 * with the reason just listed first. */
 		if (t->ino && st.st_ino == t->ino && st.st_dev == t->dev)
 			refused_add_locked(u, t->dev, t->ino, BPFTEL_REFUSED_OVER_BUDGET, -EDQUOT,
-					   u->ref.recent[0].detail, mono_ns(), &owner,
+					   u->ref.recent[0].detail, bpftel_mono_ns(), &owner,
 					   (__u64)bpftel_file_budget_wait_ms(&u->budget, owner,
 									     bpftel_mono_ms()) *
 						   1000000ull +

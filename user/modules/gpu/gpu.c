@@ -19,6 +19,7 @@
 #include "gpu_kernels.h"
 #include "gpu_series.h"
 #include "gpu_shares.h"
+#include "user/common/ctl.h"
 #include "user/common/fd.h"
 #include "user/common/log.h"
 #include "user/common/proc.h"
@@ -89,7 +90,6 @@ struct bpftel_gpu {
 };
 
 static void gpu_housekeeping(struct bpftel_module *m);
-static __u64 mono_ns(void);
 
 const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS] = {"lt_10s", "lt_1m", "lt_10m",
 								  "lt_1h", "ge_1h"};
@@ -467,7 +467,7 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 	struct fair_share_read *rd;
 	struct gpu_share_fds fds;
 	struct subuid_files seen;
-	__u64 now = mono_ns();
+	__u64 now = bpftel_mono_ns();
 	bool due;
 	int err;
 
@@ -625,14 +625,6 @@ struct bpftel_module *bpftel_gpu__module(struct bpftel_gpu *g)
 	return g->module;
 }
 
-static __u64 mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns() is this clock */
-	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 /* Pids, and what begins with one (rows, struct pid_born): sorted and searched by it. */
 static int cmp_pid(const void *a, const void *b)
 {
@@ -784,7 +776,7 @@ static void count_alloc(void *arg, const void *key)
 /* The BPF side deletes allocations as they are freed, while this walks them. */
 static void add_allocs(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n)
 {
-	struct alloc_walk aw = {bpf_map__fd(map), rows, n, mono_ns()};
+	struct alloc_walk aw = {bpf_map__fd(map), rows, n, bpftel_mono_ns()};
 	struct bpftel_gpu_map_walk w = {map_next_key, &aw.fd, sizeof(struct gpu_alloc_key),
 					bpf_map__max_entries(map)};
 

@@ -22,6 +22,7 @@
 #include "fair_share.h"
 #include "user/manager/subuid.h"
 #include "usm.skel.h"
+#include "user/common/ctl.h"
 #include "user/common/fd.h"
 #include "user/common/log.h"
 #include "user/common/proc.h"
@@ -794,14 +795,6 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	out->rejected[USM_HTTP_REJECT_STATUS] += out->h2.rejected_status + out->h2c.rejected_status;
 }
 
-static __u64 mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns() is this clock */
-	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 struct sweep_ctx {
 	struct bpftel_usm *u;
 	__u64 now;
@@ -1020,7 +1013,7 @@ static void usm_kernel_sweep(struct bpftel_usm *u, __u64 now)
 
 int bpftel_usm__sweep(struct bpftel_usm *u)
 {
-	struct sweep_ctx c = {.u = u, .now = mono_ns()};
+	struct sweep_ctx c = {.u = u, .now = bpftel_mono_ns()};
 	int n = usm_endpoints_sweep(u->endpoints, shown, &c);
 
 	usm_kernel_sweep(u, c.now);
