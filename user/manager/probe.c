@@ -488,13 +488,11 @@ void probes_detach(struct bpftel_module *m, bool in_background)
 		else
 			bpf_link__destroy(m->probes[i].link);
 		m->probes[i].link = NULL;
-		/* A socket filter goes with its socket, at once (no grace period to wait). */
-		if (m->probes[i].sock >= 0)
-			close(m->probes[i].sock);
-		m->probes[i].sock = -1;
 		pthread_mutex_lock(&m->report_lock);
 		m->probes[i].status.prog_id = 0;
 		m->probes[i].status.attached_to[0] = '\0';
 		pthread_mutex_unlock(&m->report_lock);
 	}
+	/* A socket filter goes with its socket, at once (no grace period to wait). */
+	probes_close_sockets(m);
 }
