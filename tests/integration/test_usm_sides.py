@@ -468,11 +468,60 @@ def container_identity(agent, python, conf):
         wait_for(labelled, 30, "the container_id label once metrics_labels = container")
         check(label in metrics(agent), "with metrics_labels = container, the series carry "
                                        "container_id")
+        user_owned_container(agent, python, label)
     finally:
         server.kill()
         server.wait()
         if d:
             os.rmdir(d)
+
+
+def labelled_count(text, label):
+    """The server requests counted in series carrying label."""
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+               if line.startswith("bpftel_http_server_request_duration_seconds_count{")
+               and label in line)
+
+
+def user_owned_container(agent, python, root_label):
+    """A user given a cgroup subtree names one docker-<the root container's id>.scope:
+    its server's requests are the id's with uid 1000, not the root container's."""
+    hier = "/sys/fs/cgroup/pids" if os.path.isdir("/sys/fs/cgroup/pids") else "/sys/fs/cgroup"
+    top = os.path.join(hier, f"bpftel-deleg-{os.getpid()}")
+    deleg = os.path.join(top, "user@1000.service")
+    d = os.path.join(deleg, f"docker-{CONTAINER}.scope")
+    port = free_port()
+    server = start_server(python, port)
+    try:
+        os.makedirs(d)
+        os.chown(deleg, 1000, 1000)  # what systemd's Delegate= does
+        os.chown(d, 1000, 1000)
+        with open(os.path.join(d, "cgroup.procs"), "w") as f:
+            f.write(str(server.pid))
+        before = labelled_count(metrics(agent), root_label)
+        subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/ct/3"],
+                       check=True, timeout=30)
+        settled_count(agent, 1, "the request in the user's cgroup", pid=server.pid,
+                      side="server", path="/ct/*")
+        r = rows(agent, pid=server.pid, side="server", path="/ct/*")[0]
+        check(r["container_id"] == CONTAINER and r["container_owner_uid"] == 1000,
+              f"a user's docker-<id>.scope: container {r['container_id'][:12]} owned by uid "
+              f"{r['container_owner_uid']}")
+        user_label = f'container_id="{CONTAINER}@uid1000"'
+        wait_for(lambda: labelled_count(metrics(agent), user_label) == 1, 30,
+                 "the user's request in its own series")
+        after = labelled_count(metrics(agent), root_label)
+        check(after == before, f"the root container's series counted {before} requests "
+                               f"before the user's request, {after} after")
+        out = agent.cli("http").stdout
+        check(f"ct:{CONTAINER[:12]}@uid1000" in out,
+              "bpftel http shows the user's container with its owner")
+    finally:
+        server.kill()
+        server.wait()
+        for p in (d, deleg, top):
+            if os.path.isdir(p):
+                os.rmdir(p)
 
 
 CAFE = r"""

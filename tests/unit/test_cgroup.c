@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -175,6 +176,102 @@ static void test_long_path_id(void **state)
 	}
 }
 
+/* A writable hierarchy's root (v2, else v1's pids), or NULL. */
+static const char *writable_root(void)
+{
+	static const char *const roots[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/pids"};
+	char procs[64];
+	size_t r;
+
+	for (r = 0; r < 2; r++) {
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", roots[r]);
+		if (!access(procs, W_OK))
+			return roots[r];
+	}
+	return NULL;
+}
+
+/* A child moved into dir: its cgroup info in *info. false where the host refused the
+ * move (a v2 hierarchy's domain rules). */
+static bool cgroup_of_child_in(const char *dir, struct bpftel_cgroup_info *info)
+{
+	char procs[1100], pidtxt[16];
+	bool moved;
+	pid_t child;
+	int fd;
+
+	child = fork();
+	assert_true(child >= 0);
+	if (!child) {
+		pause();
+		_exit(0);
+	}
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+	fd = open(procs, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	snprintf(pidtxt, sizeof(pidtxt), "%d", (int)child);
+	moved = write(fd, pidtxt, strlen(pidtxt)) == (ssize_t)strlen(pidtxt);
+	close(fd);
+	if (moved)
+		assert_int_equal(bpftel_cgroup_of((__u32)child, info), 0);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	return moved;
+}
+
+/* A user given a cgroup subtree (systemd's Delegate=, user@N.service) names its
+ * cgroups as it likes: docker-<a root container's id>.scope too. Its processes are
+ * that id's with the user's uid, never the root container's own: the key tells them
+ * apart. A container whose directory root made is root's. */
+static void test_container_owner(void **state)
+{
+	char top[256], root_ct[400], deleg[400], user_ct[500], key[BPFTEL_CONTAINER_KEY_MAX];
+	const char *root = writable_root();
+	struct bpftel_cgroup_info info;
+
+	(void)state;
+	if (!root) {
+		printf("no cgroup hierarchy lets this process make one: skipped\n");
+		return;
+	}
+	snprintf(top, sizeof(top), "%s/bpftel-owner-%d", root, (int)getpid());
+	snprintf(root_ct, sizeof(root_ct), "%s/docker-%s.scope", top, ID);
+	snprintf(deleg, sizeof(deleg), "%s/user@1000.service", top);
+	snprintf(user_ct, sizeof(user_ct), "%s/docker-%s.scope", deleg, ID);
+	assert_int_equal(mkdir(top, 0755), 0);
+	assert_int_equal(mkdir(root_ct, 0755), 0);
+	assert_int_equal(mkdir(deleg, 0755), 0);
+	assert_int_equal(chown(deleg, 1000, 1000), 0); /* what systemd's delegation does */
+	assert_int_equal(mkdir(user_ct, 0755), 0);
+	assert_int_equal(chown(user_ct, 1000, 1000), 0);
+
+	if (cgroup_of_child_in(root_ct, &info)) {
+		assert_string_equal(info.container_id, ID);
+		assert_false(info.container_user_owned);
+		assert_int_equal(info.container_owner_uid, 0);
+		assert_string_equal(bpftel_cgroup_container_key(&info, key, sizeof(key)), ID);
+	} else {
+		printf("this host refused a process in %s: not checked\n", root_ct);
+	}
+	if (cgroup_of_child_in(user_ct, &info)) {
+		assert_string_equal(info.container_id, ID);
+		assert_string_equal(info.runtime, "docker");
+		assert_true(info.container_user_owned);
+		assert_int_equal(info.container_owner_uid, 1000);
+		assert_string_equal(bpftel_cgroup_container_key(&info, key, sizeof(key)),
+				    ID "@uid1000");
+	} else {
+		printf("this host refused a process in %s: not checked\n", user_ct);
+	}
+	/* Parsed text alone says nothing of owners. */
+	assert_int_equal(bpftel_cgroup_parse("0::/docker/" ID "\n", 12 + 64, &info), 0);
+	assert_false(info.container_user_owned);
+	assert_int_equal(rmdir(user_ct), 0);
+	assert_int_equal(rmdir(deleg), 0);
+	assert_int_equal(rmdir(root_ct), 0);
+	assert_int_equal(rmdir(top), 0);
+}
+
 /* Our own process: whatever this machine's cgroups are, the call works and the id is
  * the inode of a real directory when the path is not the root. */
 /* A path seen from another cgroup namespace climbs out of it: no directory of ours. */
@@ -211,6 +308,7 @@ int main(void)
 		cmocka_unit_test(test_self),
 		cmocka_unit_test(test_long_path),
 		cmocka_unit_test(test_long_path_id),
+		cmocka_unit_test(test_container_owner),
 	};
 
 	return cmocka_run_group_tests_name("cgroup", tests, NULL, NULL);

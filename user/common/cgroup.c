@@ -61,8 +61,10 @@ static const char *runtime_of(const char *name, size_t n, const char *parent, si
 	return "containerd"; /* a bare id under kubepods or containerd's own tree */
 }
 
-/* Find a container in path (n bytes): fills out and returns true. */
-static bool find_container(const char *path, size_t n, struct bpftel_cgroup_info *out)
+/* Find a container in path (n bytes): fills out, sets *at to the offset of the
+ * component that names it and returns true. */
+static bool find_container(const char *path, size_t n, struct bpftel_cgroup_info *out,
+			   size_t *at)
 {
 	const char *p = path, *end = path + n, *seg, *parent = "", *id, *rt;
 	size_t sl, pl = 0;
@@ -81,6 +83,7 @@ static bool find_container(const char *path, size_t n, struct bpftel_cgroup_info
 			snprintf(out->runtime, sizeof(out->runtime), "%s", rt);
 			memcpy(out->container_id, id, 64);
 			out->container_id[64] = '\0';
+			*at = seg - path;
 			return true;
 		}
 		parent = seg;
@@ -89,10 +92,12 @@ static bool find_container(const char *path, size_t n, struct bpftel_cgroup_info
 	return false;
 }
 
-/* The path of the line taken (within the text parsed), whole. */
+/* The path of the line taken (within the text parsed), whole, and where in it the
+ * component naming a container starts (0: none). */
 struct whole_path {
 	const char *p;
 	size_t len;
+	size_t container_at;
 };
 
 static void take(struct bpftel_cgroup_info *out, const char *ctl, size_t cl, const char *path,
@@ -104,7 +109,7 @@ static void take(struct bpftel_cgroup_info *out, const char *ctl, size_t cl, con
 		snprintf(out->path, sizeof(out->path), "%.*s...", (int)sizeof(out->path) - 4, path);
 	else
 		snprintf(out->path, sizeof(out->path), "%.*s", (int)len, path);
-	*whole = (struct whole_path){path, len};
+	*whole = (struct whole_path){path, len, 0};
 }
 
 static int parse(const char *text, size_t len, struct bpftel_cgroup_info *out,
@@ -112,6 +117,7 @@ static int parse(const char *text, size_t len, struct bpftel_cgroup_info *out,
 {
 	const char *line = text, *end = text + len, *nl, *c1, *c2;
 	bool v2 = false, any = false;
+	size_t at;
 
 	memset(out, 0, sizeof(*out));
 	snprintf(out->path, sizeof(out->path), "/");
@@ -124,8 +130,9 @@ static int parse(const char *text, size_t len, struct bpftel_cgroup_info *out,
 		c2 = c1 ? memchr(c1 + 1, ':', nl - c1 - 1) : NULL;
 		if (!c2 || nl - c2 - 1 <= 0)
 			continue;
-		if (find_container(c2 + 1, nl - c2 - 1, out)) {
+		if (find_container(c2 + 1, nl - c2 - 1, out, &at)) {
 			take(out, c1 + 1, c2 - c1 - 1, c2 + 1, nl - c2 - 1, whole);
+			whole->container_at = at;
 			return 0;
 		}
 		if (nl - c2 - 1 == 1 && c2[1] == '/')
@@ -160,10 +167,37 @@ bool bpftel_cgroup_path_climbs(const char *p, size_t len)
 	return false;
 }
 
+const char *bpftel_cgroup_container_key(const struct bpftel_cgroup_info *c, char *buf,
+					size_t size)
+{
+	if (!c->container_user_owned)
+		snprintf(buf, size, "%s", c->container_id);
+	else
+		snprintf(buf, size, "%s@uid%u", c->container_id, c->container_owner_uid);
+	return buf;
+}
+
+/* stat the directory of the cgroup path p (len bytes) of the hierarchy ctl ("" for
+ * v2; "name=" dropped): v1 hierarchies are mounted under their controllers' names, v2
+ * at /sys/fs/cgroup itself, or /sys/fs/cgroup/unified beside v1 ones. 0 or -1. */
+static int stat_cgroup_dir(const char *ctl, const char *p, size_t len, struct stat *st)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%.*s", *ctl ? ctl : "unified", (int)len,
+		 p);
+	if (!stat(path, st) && S_ISDIR(st->st_mode))
+		return 0;
+	if (*ctl)
+		return -1;
+	snprintf(path, sizeof(path), "/sys/fs/cgroup%.*s", (int)len, p);
+	return !stat(path, st) && S_ISDIR(st->st_mode) ? 0 : -1;
+}
+
 int bpftel_cgroup_of(__u32 pid, struct bpftel_cgroup_info *out)
 {
-	char path[PATH_MAX + 64], text[MAX_TEXT];
-	struct whole_path whole = {"/", 1};
+	char path[64], text[MAX_TEXT];
+	struct whole_path whole = {"/", 1, 0};
 	const char *ctl;
 	struct stat st;
 	ssize_t n;
@@ -188,16 +222,16 @@ int bpftel_cgroup_of(__u32 pid, struct bpftel_cgroup_info *out)
 	 * inode. No id. */
 	if (bpftel_cgroup_path_climbs(whole.p, whole.len))
 		return 0;
-	/* v1: the hierarchy is mounted under its controllers' names ("name=" dropped);
-	 * v2: /sys/fs/cgroup itself, or /sys/fs/cgroup/unified beside v1 ones. The whole
-	 * path: the one shown may be cut, and a cut at a '/' names the parent. */
+	/* The whole path: the one shown may be cut, and a cut at a '/' names the parent. */
 	ctl = !strncmp(out->controllers, "name=", 5) ? out->controllers + 5 : out->controllers;
-	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%.*s", *ctl ? ctl : "unified",
-		 (int)whole.len, whole.p);
-	if ((!stat(path, &st) && S_ISDIR(st.st_mode)) ||
-	    (!*ctl &&
-	     snprintf(path, sizeof(path), "/sys/fs/cgroup%.*s", (int)whole.len, whole.p) > 0 &&
-	     !stat(path, &st) && S_ISDIR(st.st_mode)))
+	if (!stat_cgroup_dir(ctl, whole.p, whole.len, &st))
 		out->cgroup_id = st.st_ino;
+	/* Whoever may write the directory above the container's made its name: root for
+	 * a runtime run as root (runc hands a user-namespaced container its own cgroup,
+	 * not the one above it), a user in a subtree systemd delegated to it. */
+	if (whole.container_at && !stat_cgroup_dir(ctl, whole.p, whole.container_at, &st)) {
+		out->container_owner_uid = st.st_uid;
+		out->container_user_owned = st.st_uid != 0;
+	}
 	return 0;
 }

@@ -28,6 +28,14 @@ struct bpftel_cgroup_info {
 	char controllers[64]; /* its v1 hierarchy ("pids", "name=systemd"); "" for v2 */
 	char runtime[16];     /* "docker", "containerd", "cri-o", "podman", or "" */
 	char container_id[65]; /* 64 lower-case hex digits, or "" */
+	/* Who could have named the container: the owner of the directory that holds the
+	 * container's cgroup. Root's for a runtime run as root; a user's for a rootless
+	 * container, or for a name that user made up in a cgroup delegated to it
+	 * (user@1000.service/.../docker-<a root container's id>.scope): the id alone
+	 * does not tell them apart. Set by bpftel_cgroup_of only (0, false otherwise, and
+	 * where the directory could not be read). */
+	__u32 container_owner_uid;
+	bool container_user_owned; /* container_owner_uid is not root */
 	__u64 cgroup_id;       /* the inode of its directory under /sys/fs/cgroup, or 0 */
 };
 
@@ -43,7 +51,15 @@ bool bpftel_cgroup_path_climbs(const char *p, size_t len);
 int bpftel_cgroup_parse(const char *text, size_t len, struct bpftel_cgroup_info *out);
 
 /* The same for a live process, with the cgroup's id (the inode of its directory under
- * /sys/fs/cgroup). 0 or -errno (-ESRCH: gone). Reads at most 16 KiB. */
+ * /sys/fs/cgroup) and its container's owner. 0 or -errno (-ESRCH: gone). Reads at
+ * most 16 KiB. */
 int bpftel_cgroup_of(__u32 pid, struct bpftel_cgroup_info *out);
+
+/* The container as a label value: its id, "<id>@uid<N>" for one a user owns (so that
+ * no user's processes add to the series of a root container whose id it copied), ""
+ * for none. buf of BPFTEL_CONTAINER_KEY_MAX bytes. */
+#define BPFTEL_CONTAINER_KEY_MAX (64 + sizeof("@uid4294967295"))
+const char *bpftel_cgroup_container_key(const struct bpftel_cgroup_info *c, char *buf,
+					size_t size);
 
 #endif /* BPFTEL_CGROUP_H */

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "user/common/cgroup.h"
 #include "endpoints.h"
 
 enum usm_family {
@@ -25,7 +26,7 @@ enum usm_family {
 	USM_FAM__COUNT,
 };
 
-#define USM_CONTAINER_MAX 65 /* a container id (64 hex) and its NUL */
+#define USM_CONTAINER_MAX BPFTEL_CONTAINER_KEY_MAX /* bpftel_cgroup_container_key */
 
 struct usm_series_key {
 	uint32_t family;		   /* enum usm_family */
@@ -33,7 +34,7 @@ struct usm_series_key {
 	char method[USM_PATH_MAX];	   /* http_request_method, or rpc_method */
 	char status[12];		   /* http_response_status_code or rpc_grpc_status_code */
 	char version[4];		   /* network_protocol_version; "" in RPC families */
-	char container[USM_CONTAINER_MAX]; /* container_id: "" when none or not labelled */
+	char container[USM_CONTAINER_MAX]; /* bpftel_cgroup_container_key: "" when none or not labelled */
 };
 
 /* "2", "1.0", or "1.1" (HTTP/1.1, and versions not known). */

@@ -233,6 +233,7 @@ static void name_gone(struct bpftel_usm *u, const struct shlib_sock_owner *owner
 static void record(struct bpftel_usm *u, const struct usm_conn_key *key, enum usm_proto proto,
 		   uint64_t t_ns, const struct usm_http_start *msg, const struct usm_conn_addr *conn)
 {
+	char ckey[BPFTEL_CONTAINER_KEY_MAX];
 	struct usm_paired paired;
 	struct usm_proc p;
 	const char *container = NULL;
@@ -240,7 +241,7 @@ static void record(struct bpftel_usm *u, const struct usm_conn_key *key, enum us
 	if (!usm_endpoints_pair(u->endpoints, key, proto, t_ns, msg, conn, &paired))
 		return;
 	if (usm_series_set_containers(u->series) && usm_procs_get(u->procs, paired.pid, &p))
-		container = p.cgroup.container_id;
+		container = bpftel_cgroup_container_key(&p.cgroup, ckey, sizeof(ckey));
 	usm_series_set_add(u->series, &paired, container);
 }
 

@@ -28,10 +28,14 @@ static void fmt_latency(char *buf, size_t size, double secs)
 static void fmt_process(char *buf, size_t size, json_t *r)
 {
 	const char *ct = jstr(r, "container_id");
+	json_t *owner = json_object_get(r, "container_owner_uid");
+	char by[24] = "";
 
+	if (json_is_integer(owner)) /* a user's: not to be taken for a root container's */
+		snprintf(by, sizeof(by), "@uid%lld", (long long)json_integer_value(owner));
 	if (json_is_integer(json_object_get(r, "pid")))
-		snprintf(buf, size, "%lld %s%s%.12s", jint(r, "pid"), jstr(r, "comm"),
-			 *ct != '-' ? " ct:" : "", *ct != '-' ? ct : "");
+		snprintf(buf, size, "%lld %s%s%.12s%s", jint(r, "pid"), jstr(r, "comm"),
+			 *ct != '-' ? " ct:" : "", *ct != '-' ? ct : "", *ct != '-' ? by : "");
 	else
 		snprintf(buf, size, "%s", jstr(r, "process"));
 }

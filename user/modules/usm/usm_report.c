@@ -91,6 +91,10 @@ static void add_process(struct bpftel_usm *usm, json_t *o, uint32_t pid)
 	json_object_set_new(o, "container_runtime", known && p.cgroup.runtime[0]
 							    ? json_string(p.cgroup.runtime)
 							    : json_null());
+	json_object_set_new(o, "container_owner_uid",
+			    known && p.cgroup.container_user_owned
+				    ? json_integer(p.cgroup.container_owner_uid)
+				    : json_null());
 }
 
 /* A gRPC row's call, as its metrics label it; null for other rows. */
