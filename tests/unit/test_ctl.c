@@ -105,7 +105,15 @@ static void test_json_str_escapes(void **state)
 		{"a\xe2\x80\x8f" "b", "a\\xE2\\x80\\x8Fb"},			/* U+200F */
 		{"a\xe2\x80\xa8" "b", "a\\xE2\\x80\\xA8b"},			/* U+2028 */
 		{"a\xef\xbb\xbf" "b", "a\\xEF\\xBB\\xBFb"},			/* U+FEFF */
+		/* Characters that show as nothing: "nginx" beside the real nginx. */
+		{"nginx\xe3\x85\xa4", "nginx\\xE3\\x85\\xA4"},		/* U+3164 */
+		{"a\xf3\xa0\x80\x81", "a\\xF3\\xA0\\x80\\x81"},	/* U+E0001, a tag */
+		{"a\xc2\xad" "b", "a\\xC2\\xADb"},			/* U+00AD */
+		{"a\xef\xb8\x8f" "b", "a\\xEF\\xB8\\x8Fb"},		/* U+FE0F */
+		{"a\xef\xbf\xb9" "b", "a\\xEF\\xBF\\xB9b"},		/* U+FFF9 */
 		{"a\xe2\x80\x90" "b", "a\xe2\x80\x90" "b"}, /* U+2010, a hyphen, stays */
+		{"a\xc2\xac" "b", "a\xc2\xac" "b"},	/* U+00AC, the sign before U+00AD */
+		{"a\xe3\x85\xa3" "b", "a\xe3\x85\xa3" "b"}, /* U+3163, a Hangul vowel */
 	};
 	json_t *s;
 	size_t i;

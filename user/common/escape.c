@@ -5,16 +5,35 @@
 #include "escape.h"
 
 /*
- * The format characters that reorder or hide what follows them, which a name chosen to
- * deceive could carry (a path shown reversed: "Trojan Source"): the bidirectional
- * marks, embeddings, overrides and isolates (U+061C, U+200E/F, U+202A..E, U+2066..9),
- * the zero-width ones (U+200B..D, U+2060, U+FEFF), and the line and paragraph
- * separators (U+2028/9), which break a line as a newline does.
+ * The characters that reorder or hide what follows them, or show as nothing, which a
+ * name chosen to deceive could carry: a path shown reversed ("Trojan Source"), or
+ * "nginx" and an invisible character beside the real nginx. Unicode's
+ * Default_Ignorable_Code_Point set (DerivedCoreProperties.txt: the bidirectional
+ * marks, embeddings, overrides and isolates, the zero-width ones, the soft hyphen,
+ * the Hangul fillers, variation selectors, tags, ...), and the line and paragraph
+ * separators (U+2028/9), which break a line as a newline does, and the interlinear
+ * annotation marks (U+FFF9..B), which hide text between them.
  */
 static bool invisible_format(unsigned int cp)
 {
-	return cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
-	       (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff;
+	static const struct {
+		unsigned int lo, hi;
+	} ranges[] = {
+		{0x00ad, 0x00ad},   {0x034f, 0x034f},	{0x061c, 0x061c},   {0x115f, 0x1160},
+		{0x17b4, 0x17b5},   {0x180b, 0x180f},	{0x200b, 0x200f},   {0x2028, 0x202e},
+		{0x2060, 0x206f},   {0x3164, 0x3164},	{0xfe00, 0xfe0f},   {0xfeff, 0xfeff},
+		{0xffa0, 0xffa0},   {0xfff0, 0xfffb},	{0x1bca0, 0x1bca3}, {0x1d173, 0x1d17a},
+		{0xe0000, 0xe0fff},
+	};
+	size_t i;
+
+	if (cp < 0xad)
+		return false; /* most text: ASCII and the Latin-1 letters */
+	for (i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		if (cp >= ranges[i].lo && cp <= ranges[i].hi)
+			return true;
+	}
+	return false;
 }
 
 /* Length of the valid, printable UTF-8 sequence at s (at most len bytes), or 0. */

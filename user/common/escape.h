@@ -4,8 +4,10 @@
  * fields) before they reach a terminal, a log line, JSON or a Prometheus label.
  *
  * One rule everywhere: a control character (below 0x20, 0x7f, and U+0080..U+009F, the
- * C1 controls some terminals obey), a format character that reorders or hides text
- * (bidirectional overrides and isolates, zero-width characters, U+2028/9), and every
+ * C1 controls some terminals obey), a character that reorders or hides text or shows
+ * as nothing (Unicode's default-ignorable set: bidirectional overrides and isolates,
+ * zero-width characters, the soft hyphen, Hangul fillers, variation selectors, tags;
+ * and U+2028/9, U+FFF9..B), and every
  * byte that is not part of valid UTF-8, becomes the four characters \xNN (upper-case
  * hex), byte by byte; with BPFTEL_ESC_BACKSLASH a
  * backslash becomes \\, so that every backslash in the result starts one of these
