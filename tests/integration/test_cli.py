@@ -8,8 +8,11 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import Agent, check, require_root, run, skip, wait_for  # noqa: E402
@@ -66,6 +69,74 @@ def check_json(agent):
         check(res.returncode == 1 and "cannot write the output" in res.stderr,
               f"bpftel {' '.join(args)} > /dev/full: exit {res.returncode}, "
               f"{res.stderr.strip()}")
+
+
+def fake_agent(path, answers):
+    """A socket at path that answers each connection's request line with the next of
+    answers (bytes), as any process could that a user points --socket at."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(8)
+
+    def serve():
+        for ans in answers:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                f = conn.makefile("rb")
+                f.readline()
+                conn.sendall(ans + b"\n")
+        srv.close()  # then no one answers: refused
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return srv
+
+
+def check_hostile_answers(agent):
+    """What an answer holds reaches the terminal escaped, whoever answered; a closed
+    pipe is exit 1 and said, not death by SIGPIPE."""
+    d = tempfile.mkdtemp(prefix="bpftel-fake-")
+    try:
+        path = os.path.join(d, "fake.sock")
+        osc = b'{"ok": false, "error": "\\u001b]52;c;cHduZWQ=\\u0007 \\u001b[2J"}'
+        srv = fake_agent(path, [osc])
+        res = subprocess.run([agent.cli_bin, "--socket", path, "stats"], capture_output=True,
+                             timeout=60)
+        srv.close()
+        check(res.returncode == 1 and b"\x1b" not in res.stderr and b"\x07" not in res.stderr
+              and b"\\x1B]52;c;cHduZWQ=\\x07" in res.stderr,
+              f"an answer's error, a clipboard-writing OSC 52, shown escaped: {res.stderr!r}")
+        os.unlink(path)
+        mods = (b'{"ok": true, "modules": [{"name": "usm\\u001b[2J", "state": "running", '
+                b'"budget": {"max_cpu_percent": 1.0, "cpu_percent": 2.0}, '
+                b'"throttled": {"since": 0, "reason": "over \\u001b[2J budget", '
+                b'"files": ["/x/\\u202elibssl"]}}]}')
+        srv = fake_agent(path, [mods])
+        res = subprocess.run([agent.cli_bin, "--socket", path, "modules"], capture_output=True,
+                             timeout=60)
+        srv.close()
+        check(b"\x1b" not in res.stdout and b"over \\x1B[2J budget" in res.stdout and
+              b"shed: /x/\\xE2\\x80\\xAElibssl" in res.stdout,
+              f"bpftel modules: a throttle's reason and shed files escaped: {res.stdout!r}")
+        os.unlink(path)
+        srv = fake_agent(path, [b'{"ok": true, "agent": {}, "programs": []}',
+                                b'{"ok": true, "errors": []}'])
+        res = subprocess.run([agent.cli_bin, "--socket", path, "top", "--json"],
+                             capture_output=True, text=True, timeout=60)
+        srv.close()
+        check(res.returncode == 1 and "the second sample" in res.stderr,
+              f"bpftel top --json says why it stopped: {res.stderr.strip()}")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    r, w = os.pipe()
+    os.close(r)
+    res = subprocess.run([agent.cli_bin, "--socket", agent.socket, "stats"], stdout=w,
+                         stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(w)
+    check(res.returncode == 1 and "cannot write the output" in res.stderr,
+          f"bpftel stats into a closed pipe: exit {res.returncode}, {res.stderr.strip()}")
 
 
 def check_top(agent):
@@ -128,6 +199,56 @@ def check_top_interrupted(agent):
         check(flag == "1", f"after Ctrl-C the cursor is shown again (cursor_flag {flag})")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    check_top_quit_and_stopped(agent)
+
+
+def check_top_quit_and_stopped(agent):
+    """Ctrl-\\ (SIGQUIT) ends top with the cursor shown; Ctrl-Z gives the shell its
+    terminal back, and after fg top has its own again: a bare q quits it."""
+    session = f"bpftel-top-stop-{os.getpid()}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24",
+                    "bash --norc --noprofile -i"], check=True)
+
+    def pane(fmt):
+        return subprocess.run(["tmux", "display-message", "-p", "-t", session, fmt],
+                              capture_output=True, text=True).stdout.strip()
+
+    def screen():
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+                              capture_output=True, text=True).stdout
+
+    def keys(*k):
+        subprocess.run(["tmux", "send-keys", "-t", session, *k], check=True)
+    top = f"{agent.cli_bin} --socket {agent.socket} top"
+    try:
+        keys("ulimit -c 0; PS1='$ '; clear", "Enter")
+        keys(f"{top}; echo quit-ended", "Enter")
+        wait_for(lambda: "PROGRAM" in screen() and pane("#{cursor_flag}") == "0", 60,
+                 "bpftel top to draw, its cursor hidden")
+        keys("C-\\")
+        wait_for(lambda: "quit-ended" in screen(), 60, "bpftel top to end on Ctrl-\\")
+        flag = pane("#{cursor_flag}")
+        check(flag == "1", f"after Ctrl-\\ the cursor is shown again (cursor_flag {flag})")
+        keys("clear", "Enter")
+        wait_for(lambda: "quit-ended" not in screen(), 60, "the screen cleared")
+        keys(top, "Enter")
+        wait_for(lambda: "PROGRAM" in screen() and pane("#{cursor_flag}") == "0", 60,
+                 "bpftel top to draw again")
+        keys("C-z")
+        wait_for(lambda: "Stopped" in screen(), 60, "the shell to say top stopped")
+        flag = pane("#{cursor_flag}")
+        check(flag == "1", f"stopped by Ctrl-Z, top shows the cursor again (cursor_flag {flag})")
+        keys("fg", "Enter")
+        wait_for(lambda: "PROGRAM" in screen() and pane("#{cursor_flag}") == "0", 60,
+                 "bpftel top to draw after fg, its cursor hidden")
+        keys("q")  # no Enter: top's terminal is raw again
+        # (The shell ran the list's echo when top stopped: top's own exit clears its
+        # screen and shows the cursor.)
+        wait_for(lambda: "PROGRAM" not in screen() and pane("#{cursor_flag}") == "1", 60,
+                 "a bare q to quit top after fg, the cursor shown")
+        check(True, "after Ctrl-Z and fg a bare q quits top, the cursor shown")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
 
 def main():
@@ -141,6 +262,7 @@ def main():
     agent = Agent(args.agent, args.cli)
     try:
         check_json(agent)
+        check_hostile_answers(agent)
         check_top(agent)
         check(agent.stop() == 0, "agent exited 0 after SIGTERM")
     finally:

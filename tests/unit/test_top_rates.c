@@ -112,12 +112,38 @@ static void test_agent_cost(void **state)
 	json_decref(a);
 }
 
+/* With sampled run stats a program with no window yet (just attached, or before the
+ * first period) has no overhead to show: null ("?"), not 0 %; one with a window shows
+ * the window's. */
+static void test_sampled_no_window(void **state)
+{
+	json_t *s = json_pack("{s:{s:s}, s:[], s:[{s:s, s:s, s:i}, {s:s, s:s, s:i, s:{s:f, s:f}}]}",
+			      "agent", "run_stats", "sampled", "losses", "programs", "name",
+			      "fresh", "component", "usm", "id", 1, "name", "old", "component",
+			      "usm", "id", 2, "window", "overhead_percent", 1.5, "runs_per_s",
+			      10.0);
+	json_t *e = json_pack("{s:[]}", "errors"), *r, *p;
+
+	(void)state;
+	r = bpftel_top_rates(s, e, 1.0, s, e, 2.0);
+	assert_non_null(r);
+	p = json_array_get(json_object_get(r, "programs"), 0);
+	assert_string_equal(json_string_value(json_object_get(p, "program")), "fresh");
+	assert_true(json_is_null(json_object_get(p, "overhead_percent")));
+	p = json_array_get(json_object_get(r, "programs"), 1);
+	assert_true(json_number_value(json_object_get(p, "overhead_percent")) == 1.5);
+	json_decref(r);
+	json_decref(s);
+	json_decref(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rates),
 		cmocka_unit_test(test_rates_after_reset),
 		cmocka_unit_test(test_agent_cost),
+		cmocka_unit_test(test_sampled_no_window),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,23 +409,10 @@ static const struct command *find_command(const char *name)
 
 static int report_connect_error(int err, const char *path, const char *msg)
 {
-	switch (-err) {
-	case ENOENT:
-	case ECONNREFUSED:
-		fprintf(stderr,
-			"bpftel: no agent is running at %s (%s; start one with: bpftel-agent)\n",
-			path, strerror(-err));
-		break;
-	case EACCES:
-	case EPERM:
-		fprintf(stderr,
-			"bpftel: permission denied on %s: the control socket is root-only, run as "
-			"root\n",
-			path);
-		break;
-	default:
-		fprintf(stderr, "bpftel: %s\n", msg);
-	}
+	char reason[768];
+
+	bpftel_cli_connect_reason(err, path, msg, reason, sizeof(reason));
+	fprintf(stderr, "bpftel: %s\n", reason);
 	return 1;
 }
 
@@ -444,6 +432,9 @@ int main(int argc, char **argv)
 	int c, json = 0, err, nargs = 0;
 	char errbuf[512];
 
+	/* A reader that went away (`bpftel http | head -1`): the write fails with EPIPE
+	 * and the exit status says so (bpftel_cli_flushed), not a signal's death. */
+	signal(SIGPIPE, SIG_IGN);
 	while ((c = getopt_long(argc, argv, "+s:jhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -518,7 +509,10 @@ int main(int argc, char **argv)
 	json_decref(req);
 	if (err)
 		return report_connect_error(err, socket_path, errbuf);
+	if (!json) /* what reaches a terminal: JSON's own encoding escapes controls */
+		bpftel_cli_escape_strings(resp);
 	if (!json_is_true(json_object_get(resp, "ok"))) {
+		bpftel_cli_escape_strings(json_object_get(resp, "error"));
 		fprintf(stderr, "bpftel: agent: %s\n", jstr(resp, "error"));
 		json_decref(resp);
 		return 1;

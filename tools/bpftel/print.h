@@ -4,6 +4,7 @@
 #define BPFTEL_CLI_PRINT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <jansson.h>
 
 /* `bpftel top`: its own loop (top.c). Returns the exit status. */
@@ -14,5 +15,10 @@ json_t *bpftel_top_rates(json_t *stats_a, json_t *errors_a, double ta, json_t *s
 /* The exit status once the output is written: 1 (said on stderr) when it could not be
  * (a full disk, a closed pipe), or when dumped (json_dumpf's result) is not 0. */
 int bpftel_cli_flushed(int dumped);
+/* Escape (user/common/escape.h) every string of an agent's answer, for a terminal. */
+void bpftel_cli_escape_strings(json_t *v);
+/* Why bpftel_ctl_call(path) failed (its err, its message msg), for stderr. */
+void bpftel_cli_connect_reason(int err, const char *path, const char *msg, char *buf,
+			       size_t size);
 
 #endif /* BPFTEL_CLI_PRINT_H */

@@ -6,6 +6,7 @@
  * left out, longest-running first shown. Without a terminal (or with --json) it
  * prints one sample, taken over one interval, and exits.
  */
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,11 +47,57 @@ static void restore_terminal(void)
 	}
 }
 
+static struct termios raw_tio;
+
 static void on_signal(int sig)
 {
 	restore_terminal();
 	signal(sig, SIG_DFL);
 	raise(sig);
+}
+
+/* Ctrl-Z: the shell gets its terminal as it was (echo, line mode, the cursor); on
+ * `fg`, top takes it again as it had it. */
+static void on_stop(int sig)
+{
+	int saved = errno;
+	sigset_t set;
+
+	restore_terminal();
+	signal(sig, SIG_DFL);
+	/* Blocked while its handler runs: unblocked, it stops the process here, until
+	 * SIGCONT (whose handler takes the terminal back). */
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	signal(sig, on_stop);
+	errno = saved;
+}
+
+/* A shell's fg may set the terminal's modes as they were when top stopped (the line
+ * mode it restored itself) after top's SIGCONT handler set its own: checked again
+ * between keys, so that a bare q still quits. */
+static void keep_raw(void)
+{
+	struct termios now;
+
+	if (tio_saved && !tcgetattr(STDIN_FILENO, &now) &&
+	    (now.c_lflag & (ICANON | ECHO)) != (raw_tio.c_lflag & (ICANON | ECHO)))
+		tcsetattr(STDIN_FILENO, TCSANOW, &raw_tio);
+}
+
+static void on_cont(int sig)
+{
+	int saved = errno;
+
+	(void)sig;
+	if (tio_saved)
+		tcsetattr(STDIN_FILENO, TCSANOW, &raw_tio);
+	cursor_hidden = 1;
+	if (write(STDOUT_FILENO, "\033[?25l", 6) != 6)
+		cursor_hidden = 0;
+	errno = saved;
 }
 
 static double now_s(void)
@@ -61,27 +108,43 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static json_t *call(const char *sock, const char *cmd)
+/* The agent's answer to cmd, or NULL with why in err (escaped: it may quote the
+ * answer of whatever listens at sock). */
+static json_t *call(const char *sock, const char *cmd, char *err, size_t size)
 {
 	json_t *req = json_pack("{s:s}", "cmd", cmd), *resp = NULL;
-	char err[256];
+	int e;
 
-	if (bpftel_ctl_call(sock, req, BPFTEL_CTL_TIMEOUT_MS, &resp, err, sizeof(err)))
-		resp = NULL;
+	e = bpftel_ctl_call(sock, req, BPFTEL_CTL_TIMEOUT_MS, &resp, err, size);
 	json_decref(req);
-	if (resp && !json_is_true(json_object_get(resp, "ok"))) {
-		json_decref(resp);
-		resp = NULL;
+	if (e) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "%s", err);
+		bpftel_cli_connect_reason(e, sock, msg, err, size);
+		return NULL;
 	}
+	if (!json_is_true(json_object_get(resp, "ok"))) {
+		bpftel_cli_escape_strings(resp);
+		snprintf(err, size, "agent: %s", jstr(resp, "error"));
+		json_decref(resp);
+		return NULL;
+	}
+	bpftel_cli_escape_strings(resp);
 	return resp;
 }
 
-static int take(const char *sock, struct sample *s)
+/* A sample, or -1 with why in err (the sample dropped). */
+static int take(const char *sock, struct sample *s, char *err, size_t size)
 {
-	s->stats = call(sock, "stats");
-	s->errors = call(sock, "errors");
+	s->stats = call(sock, "stats", err, size);
+	s->errors = s->stats ? call(sock, "errors", err, size) : NULL;
 	s->t = now_s();
-	return s->stats && s->errors ? 0 : -1;
+	if (s->stats && s->errors)
+		return 0;
+	json_decref(s->stats);
+	s->stats = NULL;
+	return -1;
 }
 
 static void drop(struct sample *s)
@@ -150,8 +213,10 @@ static json_t *program_rate(const struct sample *a, json_t *p, double dt, bool s
 				 "module", jstr(p, "component"), "runs_per_s",
 				 jnum(w, "runs_per_s"), "avg_ns", jnum(w, "avg_ns"), "cpu_percent",
 				 jnum(w, "cpu_percent"), "overhead_percent",
-				 json_is_object(w) ? json_object_get(w, "overhead_percent")
-						   : json_real(0),
+				 /* no window yet: not known (s:O takes its own reference) */
+				 json_is_object(w) && json_object_get(w, "overhead_percent")
+					 ? json_object_get(w, "overhead_percent")
+					 : json_null(),
 				 "window_age_s",
 				 json_is_object(w) ? json_real(jnum(w, "age_s")) : json_null());
 	q = find_prog(json_object_get(a->stats, "programs"), jint(p, "id"));
@@ -346,19 +411,20 @@ int bpftel_top(const char *sock, bool json)
 {
 	struct sample prev = {0}, cur = {0};
 	bool live = !json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
-	struct termios raw;
 	struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
-	int rows, cols, ret = 0;
+	int rows, cols, ret = 0, left;
+	char ch, err[512];
+	double due;
 	json_t *r;
-	char ch;
 
-	if (take(sock, &prev)) {
-		fprintf(stderr, "bpftel top: no agent answers at %s\n", sock);
+	if (take(sock, &prev, err, sizeof(err))) {
+		fprintf(stderr, "bpftel top: %s\n", err);
 		return 1;
 	}
 	if (!live) {
 		usleep(INTERVAL_MS * 1000);
-		if (take(sock, &cur)) {
+		if (take(sock, &cur, err, sizeof(err))) {
+			fprintf(stderr, "bpftel top: the second sample: %s\n", err);
 			drop(&prev);
 			return 1;
 		}
@@ -371,25 +437,36 @@ int bpftel_top(const char *sock, bool json)
 		return bpftel_cli_flushed(ret);
 	}
 	if (!tcgetattr(STDIN_FILENO, &saved_tio)) {
+		raw_tio = saved_tio;
+		raw_tio.c_lflag &= ~(ICANON | ECHO);
+		raw_tio.c_cc[VMIN] = 0;
+		raw_tio.c_cc[VTIME] = 0;
 		tio_saved = true;
-		raw = saved_tio;
-		raw.c_lflag &= ~(ICANON | ECHO);
-		raw.c_cc[VMIN] = 0;
-		raw.c_cc[VTIME] = 0;
-		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+		tcsetattr(STDIN_FILENO, TCSANOW, &raw_tio);
 	}
+	/* Whatever ends or stops top gives the terminal back as it was. */
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	signal(SIGQUIT, on_signal);
+	signal(SIGHUP, on_signal);
+	signal(SIGTSTP, on_stop);
+	signal(SIGCONT, on_cont);
 	/* Hidden while redrawing, by write(2) as it is shown again (restore_terminal);
 	 * marked first, so that a signal during the write shows it again. */
 	cursor_hidden = 1;
 	if (write(STDOUT_FILENO, "\033[?25l", 6) != 6)
 		cursor_hidden = 0;
-	for (;;) {
-		if (poll(&pfd, 1, INTERVAL_MS) > 0 && read(STDIN_FILENO, &ch, 1) == 1 &&
-		    (ch == 'q' || ch == 'Q'))
-			break;
-		if (take(sock, &cur)) {
+	for (due = now_s() + INTERVAL_MS / 1000.0;; due = now_s() + INTERVAL_MS / 1000.0) {
+		/* Keys other than q are read and ignored: a held key or a paste does not
+		 * make top sample faster than once a second. */
+		while ((left = (int)((due - now_s()) * 1000)) > 0) {
+			keep_raw();
+			if (poll(&pfd, 1, left > 250 ? 250 : left) > 0 &&
+			    read(STDIN_FILENO, &ch, 1) == 1 &&
+			    (ch == 'q' || ch == 'Q'))
+				goto quit;
+		}
+		if (take(sock, &cur, err, sizeof(err))) {
 			ret = 1;
 			break;
 		}
@@ -401,12 +478,13 @@ int bpftel_top(const char *sock, bool json)
 		prev = cur;
 		cur = (struct sample){0};
 	}
+quit:
 	drop(&prev);
 	drop(&cur);
 	fflush(stdout); /* the last frame, before the cursor comes back */
 	restore_terminal();
 	fputs("\033[H\033[2J", stdout);
 	if (ret)
-		fprintf(stderr, "bpftel top: the agent stopped answering at %s\n", sock);
+		fprintf(stderr, "bpftel top: the agent stopped answering: %s\n", err);
 	return ret;
 }
