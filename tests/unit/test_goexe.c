@@ -630,6 +630,12 @@ static void test_version_parse(void **state)
 	assert_true(bpftel_go_version_parse("go1.21rc2", &ma, &mi));
 	assert_int_equal(mi, 21);
 	assert_true(bpftel_go_version_parse("devel go1.23-abcdef", &ma, &mi));
+	assert_int_equal(ma * 100 + mi, 123);
+	assert_true(bpftel_go_version_parse("go1.21.0 X:boringcrypto", &ma, &mi));
+	/* Stack arguments: an old source build, and the register ABI turned off. */
+	assert_false(bpftel_go_version_parse("devel +b7a1ed5 Tue Feb 16 2021", &ma, &mi));
+	assert_false(bpftel_go_version_parse("go1.17.13 X:noregabi", &ma, &mi));
+	assert_false(bpftel_go_version_parse("go1.17.13 X:fieldtrack,noregabiargs", &ma, &mi));
 	assert_false(bpftel_go_version_parse("go1.16.15", &ma, &mi));
 	assert_false(bpftel_go_version_parse("go1", &ma, &mi));
 	assert_false(bpftel_go_version_parse("gox.1", &ma, &mi));

@@ -169,11 +169,20 @@ static int read_version(struct go_ctx *c, struct bpftel_go_exe *exe)
 bool bpftel_go_version_parse(const char *v, unsigned int *major, unsigned int *minor)
 {
 	unsigned long ma, mi;
+	const char *x;
 	char *end;
 
 	*major = *minor = 0;
-	if (!strncmp(v, "devel", 5))
-		return true; /* a toolchain built from source: newer than any release */
+	/* A toolchain built from source: "devel go1.23-abcdef ..." names the release it
+	 * leads to; an older one ("devel +abcdef <date>", before Go 1.18) does not, and may
+	 * predate the register ABI. */
+	if (!strncmp(v, "devel ", 6))
+		v += 6;
+	/* Experiments not on by default are listed after the version ("go1.17.13
+	 * X:noregabi"): without the register ABI the arguments are on the stack. */
+	x = strstr(v, " X:");
+	if (x && strstr(x, "noregabi"))
+		return false;
 	/* Digits only: strtoul would also take spaces and a sign ("go1.-5"). */
 	if (strncmp(v, "go", 2) || !isdigit((unsigned char)v[2]))
 		return false;
@@ -295,7 +304,9 @@ int bpftel_go_inspect_fd(int fd, const char *label, struct bpftel_go_exe *exe,
 		goto out;
 	}
 	if (!bpftel_go_version_parse(exe->version, &exe->major, &exe->minor)) {
-		ret = fail(&c, -ENOTSUP, "%s: Go before 1.17 passes arguments on the stack",
+		ret = fail(&c, -ENOTSUP,
+			   "%s: Go before 1.17 (or built with GOEXPERIMENT=noregabi) passes "
+			   "arguments on the stack",
 			   exe->version);
 		goto out;
 	}

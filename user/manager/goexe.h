@@ -105,7 +105,8 @@ static inline uint64_t bpftel_go_le(const uint8_t *p, unsigned int n)
 }
 
 /* Does the version read from .go.buildinfo ("go1.19.8") have the register ABI? Fills
- * major and minor. "devel ..." builds are taken as recent. */
+ * major and minor. A source build's "devel go1.N-..." is taken as go1.N; an experiment
+ * list that turns the register ABI off ("X:noregabi...") refuses it. */
 bool bpftel_go_version_parse(const char *v, unsigned int *major, unsigned int *minor);
 
 #endif /* BPFTEL_MANAGER_GOEXE_H */
