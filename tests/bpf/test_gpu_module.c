@@ -291,6 +291,14 @@ static void test_shed_and_unshed_one_file(void **state)
 	assert_int_equal(launches(f), 5);
 	assert_int_equal(bpftel_uprobes__shed(f->up, "nosuch", r.dev, r.ino), -ENOENT);
 	assert_int_equal(bpftel_module__stop(m), 0);
+	/* A shed decided on loads read before the stop, landing after it: refused, so
+	 * that the next instance attaches the file (it stayed shed for good). */
+	assert_int_equal(bpftel_uprobes__shed(f->up, BPFTEL_GPU_MODULE, r.dev, r.ino), -ENOENT);
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(gpu_links(f, NPROBES), NPROBES);
+	r = stub_load(f);
+	assert_true(r.attached && !r.shed);
+	assert_int_equal(bpftel_module__stop(m), 0);
 	assert_int_equal(bpftel_manager__unsubscribe(f->mgr, BPFTEL_SHAREDLIBS_MODULE, OTHER_SUB),
 			 0);
 }

@@ -313,8 +313,18 @@ void bpftel_throttle__tick(void *arg)
 	t->next_ms = now + window_s * 1000LL;
 	for (i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++)
 		any |= pct[i] > 0 || t->mods[i].b.throttled;
-	if (!any)
+	if (!any) {
+		/* No budget anywhere: what a budget given back later measures starts from
+		 * that window (the calls of the hours without one are no window's). */
+		for (i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++) {
+			if (t->mods[i].running) {
+				reset(&t->mods[i]);
+				t->mods[i].running = false;
+				set_status(t, &t->mods[i], 0, -1, NULL, NULL, 0);
+			}
+		}
 		return;
+	}
 	n = bpftel_agent_overheads(a, &o);
 	for (i = 0; i < bpftel_agent_nmodules && i < BPFTEL_CFG_MAX_MODULES; i++) {
 		const char *name = bpftel_agent_modules[i].name;
@@ -330,6 +340,14 @@ void bpftel_throttle__tick(void *arg)
 			unshed_all(a, name, r, nr > 0 ? (size_t)nr : 0);
 			free(r);
 			pr_info("budget: module '%s': no budget any more, running again", name);
+		}
+		if (running && pct[i] > 0 && mt->running &&
+		    bpftel_module__restarts(m) != mt->restarts) {
+			/* A new instance starts with every file; a shed decided on the old
+			 * one's loads may have landed on it: taken back. */
+			nr = bpftel_uprobes__file_loads(a->uprobes, name, &r);
+			unshed_all(a, name, r, nr > 0 ? (size_t)nr : 0);
+			free(r);
 		}
 		if (pct[i] <= 0 || !running || bpftel_module__restarts(m) != mt->restarts ||
 		    !mt->running || !dt_s) {
