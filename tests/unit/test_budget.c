@@ -234,6 +234,51 @@ static void test_no_flapping_on_noise(void **state)
 	assert_true(b.hold == cfg.hold_max);
 }
 
+/* Over, but the attached files carry too little of the load for shedding all of them
+ * to bring it under (the rest is a socket filter's): nothing shed. */
+static void test_shedding_cannot_help(void **state)
+{
+	struct bpftel_budget_file files[2] = {{.load = 0.00005}, {.load = 0.00002}};
+	struct bpftel_budget_decision d;
+	struct bpftel_budget b;
+	int w;
+
+	(void)state;
+	bpftel_budget_init(&b);
+	for (w = 0; w < 100; w++) {
+		d = step(&b, 2 * cfg.limit, files, 2);
+		assert_int_equal(d.action, BPFTEL_BUDGET_NONE);
+		if (w) /* over two windows in a row from the second */
+			assert_int_equal(d.why, BPFTEL_BUDGET_NOTHING_TO_SHED);
+	}
+	assert_int_equal(b.episodes, 0);
+	/* Enough on the files to matter: shed. */
+	files[0].load = 1.5 * cfg.limit;
+	assert_int_equal(step(&b, 2 * cfg.limit, files, 2).action, BPFTEL_BUDGET_SHED);
+}
+
+/* Busy two windows, idle one, again and again: the first episode recovers as soon as
+ * the shed file's processes go quiet, the later ones wait out the growing hold. */
+static void test_bursts_back_off(void **state)
+{
+	struct bpftel_budget_file files[1] = {{.load = 0}};
+	struct bpftel_budget b;
+	bool busy;
+	int w;
+
+	(void)state;
+	bpftel_budget_init(&b);
+	for (w = 0; w < 900; w++) {
+		busy = w % 3 != 2;
+		files[0].load = busy && !files[0].shed ? 4 * cfg.limit : 0;
+		files[0].potential = busy ? 4 * cfg.limit : 0;
+		step(&b, files[0].load, files, 1);
+	}
+	/* Without the hold: one episode every 3 windows, 300. With it: 4 + 8 + 16 + 32 +
+	 * 32... windows throttled each, about 900 / 32. */
+	assert_in_range(b.episodes, 2, 900 / 32 + 4);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -247,6 +292,8 @@ int main(void)
 		cmocka_unit_test(test_backoff_and_calm),
 		cmocka_unit_test(test_spikes_are_not_load),
 		cmocka_unit_test(test_no_flapping_on_noise),
+		cmocka_unit_test(test_shedding_cannot_help),
+		cmocka_unit_test(test_bursts_back_off),
 	};
 
 	return cmocka_run_group_tests_name("budget", tests, NULL, NULL);

@@ -59,16 +59,20 @@ void bpftel_budget_step(struct bpftel_budget *b, const struct bpftel_budget_cfg 
 			struct bpftel_budget_decision *out)
 {
 	size_t hot = hottest(files, n), i;
-	double back = load;
+	double back = load, sheddable = 0;
 
 	memset(out, 0, sizeof(*out));
+	for (i = 0; i < n; i++)
+		sheddable += files[i].shed ? 0 : files[i].load;
 	if (!b->throttled) {
 		if (b->since_recover != ~0u)
 			b->since_recover++;
 		b->over = load > cfg->limit ? b->over + 1 : 0;
 		if (b->over < 2 && load <= 2 * cfg->limit)
 			return;
-		if (hot == n) {
+		/* Shedding every attached file would still leave it over (the load is its
+		 * other programs', a socket filter's): shedding costs visibility for nothing. */
+		if (hot == n || load - sheddable > cfg->limit) {
 			out->why = BPFTEL_BUDGET_NOTHING_TO_SHED;
 			return;
 		}
@@ -83,7 +87,9 @@ void bpftel_budget_step(struct bpftel_budget *b, const struct bpftel_budget_cfg 
 	}
 	for (i = 0; i < n; i++)
 		back += files[i].shed ? files[i].potential : 0;
-	if (back < cfg->limit / 2)
+	/* At once only in a first episode: a load that comes back as soon as it is let
+	 * (busy, idle, busy) waits out the growing hold like a trial. */
+	if (back < cfg->limit / 2 && (b->streak <= 1 || b->windows >= b->hold))
 		recover(b, out, BPFTEL_BUDGET_BELOW_HALF);
 	else if (b->windows >= b->hold)
 		recover(b, out, BPFTEL_BUDGET_TRIAL);

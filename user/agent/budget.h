@@ -41,7 +41,8 @@ struct bpftel_budget_cfg {
 
 struct bpftel_budget_file {
 	double load;	  /* attached: CPUs it cost over the window */
-	double potential; /* shed: CPUs its processes used over the window */
+	double potential; /* shed: CPUs its processes used over the window (INFINITY:
+			   * not known, more processes than measured) */
 	bool shed;
 };
 
@@ -57,7 +58,8 @@ enum bpftel_budget_why {
 	BPFTEL_BUDGET_STILL_OVER,      /* shed: throttled and still over */
 	BPFTEL_BUDGET_BELOW_HALF,      /* recover: what could come back is below half */
 	BPFTEL_BUDGET_TRIAL,	       /* recover: the hold is over */
-	BPFTEL_BUDGET_NOTHING_TO_SHED, /* none: over, but no attached file carries load */
+	BPFTEL_BUDGET_NOTHING_TO_SHED, /* none: over, and shedding every attached file
+					* would still leave it over */
 };
 
 struct bpftel_budget_decision {

@@ -18,7 +18,9 @@
 #include "user/manager/manager.h"
 #include "user/sharedlibs/uprobes.h"
 
-#define MAX_TRACKED 64 /* files per module the budget can shed */
+/* Files per module the budget measures and can shed: every file the registry holds
+ * (uprobes_internal.h's MAX_FILES), the array grown as they come. */
+#define MAX_TRACKED 1024
 
 struct tracked {
 	__u64 dev, ino;
@@ -34,8 +36,8 @@ struct mod_throttle {
 	struct bpftel_budget b;
 	bool running;	/* at the last window */
 	__u64 restarts; /* the module's, then */
-	size_t n;
-	struct tracked files[MAX_TRACKED];
+	size_t n, cap;
+	struct tracked *files; /* n of cap */
 	struct bpftel_throttle_status st; /* under t->lock */
 };
 
@@ -64,8 +66,12 @@ int bpftel_throttle__new(struct bpftel_agent *a, struct bpftel_throttle **out)
 
 void bpftel_throttle__free(struct bpftel_throttle *t)
 {
+	size_t i;
+
 	if (!t)
 		return;
+	for (i = 0; i < BPFTEL_CFG_MAX_MODULES; i++)
+		free(t->mods[i].files);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -97,26 +103,35 @@ static double procs_cpu_s(struct tracked *f, const struct bpftel_uprobe_file_loa
 		f->ticks[i] = ticks;
 	}
 	f->npids = i;
-	return (double)delta / hz;
+	/* More processes than listed: what the others used is not known, and the sum
+	 * would be no bound on what the file's probes could add back (budget.h). */
+	return r->nprocs > BPFTEL_UPROBE_LOAD_PIDS ? INFINITY : (double)delta / hz;
 }
 
-static struct tracked *track(struct mod_throttle *mt, const struct bpftel_uprobe_file_load *r)
+/* r's file in mt's list, added if new: its index, or -1 (no room). */
+static long track(struct mod_throttle *mt, const struct bpftel_uprobe_file_load *r)
 {
 	struct tracked *f;
-	size_t i;
+	size_t i, cap;
 
 	for (i = 0; i < mt->n; i++) {
 		if (mt->files[i].dev == r->dev && mt->files[i].ino == r->ino)
-			return &mt->files[i];
+			return (long)i;
 	}
-	if (mt->n == MAX_TRACKED)
-		return NULL;
+	if (mt->n == mt->cap) {
+		cap = mt->cap ? mt->cap * 2 : 16;
+		f = cap <= MAX_TRACKED ? realloc(mt->files, cap * sizeof(*f)) : NULL;
+		if (!f)
+			return -1;
+		mt->files = f;
+		mt->cap = cap;
+	}
 	f = &mt->files[mt->n++];
 	memset(f, 0, sizeof(*f));
 	f->dev = r->dev;
 	f->ino = r->ino;
 	memcpy(f->calls, r->calls, sizeof(f->calls)); /* counted from here */
-	return f;
+	return (long)(mt->n - 1);
 }
 
 /* What one call costs at entry and at return for the module's uprobe programs (trap +
@@ -225,21 +240,29 @@ static void step_module(struct bpftel_throttle *t, struct mod_throttle *mt, cons
 					.hold_min = BPFTEL_BUDGET_HOLD_MIN,
 					.hold_max = BPFTEL_BUDGET_HOLD_MAX,
 					.calm = BPFTEL_BUDGET_CALM};
-	struct bpftel_budget_file bf[MAX_TRACKED];
+	struct bpftel_budget_file *bf = NULL;
 	struct bpftel_uprobe_file_load *r = NULL;
 	struct bpftel_budget_decision d;
-	struct tracked *tf[MAX_TRACKED];
 	double load = c ? c->other_ns_per_s / 1e9 : 0, calls;
 	char reason[320] = "";
 	size_t nb = 0, i, k;
+	struct tracked *f;
+	size_t *tf = NULL;
+	long ti;
 	int n;
 
 	n = bpftel_uprobes__file_loads(t->a->uprobes, module, &r);
-	for (i = 0; n > 0 && i < (size_t)n && nb < MAX_TRACKED; i++) {
-		struct tracked *f = track(mt, &r[i]);
-
-		if (!f)
+	if (n > 0) {
+		bf = calloc(n, sizeof(*bf));
+		tf = calloc(n, sizeof(*tf));
+		if (!bf || !tf)
+			n = 0; /* no window: the next one measures from the last counts */
+	}
+	for (i = 0; n > 0 && i < (size_t)n; i++) {
+		ti = track(mt, &r[i]);
+		if (ti < 0)
 			continue;
+		f = &mt->files[ti];
 		f->seen = true;
 		memset(&bf[nb], 0, sizeof(bf[nb]));
 		for (k = 0; k < 2; k++) {
@@ -253,14 +276,13 @@ static void step_module(struct bpftel_throttle *t, struct mod_throttle *mt, cons
 		bf[nb].shed = r[i].shed;
 		snprintf(f->path, sizeof(f->path), "%s", r[i].path);
 		load += bf[nb].load;
-		tf[nb] = f;
+		tf[nb] = (size_t)ti; /* an index: the array may grow under later files */
 		/* r[nb] follows bf[nb] from here. */
 		r[nb++] = r[i];
 	}
 	if (!c) {
 		prune(mt);
-		free(r);
-		return;
+		goto out;
 	}
 	bpftel_budget_step(&mt->b, &cfg, load, bf, nb, &d);
 	if (d.action == BPFTEL_BUDGET_SHED) {
@@ -268,7 +290,7 @@ static void step_module(struct bpftel_throttle *t, struct mod_throttle *mt, cons
 			 "%s: %.2f %% of one CPU over %.0f s, budget %.2f %%; shed %s "
 			 "(%.2f %%)",
 			 bpftel_budget_why_text(d.why), 100 * load, dt_s, 100 * limit,
-			 tf[d.file]->path, 100 * bf[d.file].load);
+			 mt->files[tf[d.file]].path, 100 * bf[d.file].load);
 		if (bpftel_uprobes__shed(t->a->uprobes, module, r[d.file].dev, r[d.file].ino))
 			pr_warn("budget: %s: cannot shed %s now", module, r[d.file].path);
 		else
@@ -283,6 +305,9 @@ static void step_module(struct bpftel_throttle *t, struct mod_throttle *mt, cons
 	}
 	set_status(t, mt, limit, load, reason[0] ? reason : NULL, r, nb);
 	prune(mt);
+out:
+	free(bf);
+	free(tf);
 	free(r);
 }
 
