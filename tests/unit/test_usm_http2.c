@@ -376,6 +376,23 @@ static void test_grpc_claimed(void **state)
 
 /* A :path is read up to USM_H2_PATH_SCAN bytes (a 2-byte HPACK field can repeat a
  * 64 KiB one): past that it is cut, its last segment '*'. */
+/* CONNECT has no :path (RFC 9113 8.5): its route is "/", as HTTP/1's
+ * "CONNECT example.com:443" normalizes to. */
+static void test_connect_route(void **state)
+{
+	struct h2t *t = *state;
+	const struct usm_h2_event *ev;
+
+	h2t_handshake(t);
+	h2b_headers(&t->out[C2S], t->def[C2S], 1, 0,
+		    H2B_NV(":method", "CONNECT", ":authority", "example.com:443"));
+	assert_int_equal(h2t_send(t, C2S), 0);
+	ev = h2t_find(t, USM_H2_EV_REQUEST, 1);
+	assert_non_null(ev);
+	assert_string_equal(ev->stream.method, "CONNECT");
+	assert_string_equal(ev->stream.path, "/");
+}
+
 static void test_long_path_cut(void **state)
 {
 	struct h2t *t = *state;
@@ -1092,6 +1109,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_headers_too_large, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_too_many_streams, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_grpc_claimed, h2t_setup, h2t_teardown),
+		cmocka_unit_test_setup_teardown(test_connect_route, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_long_path_cut, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_memory_bound, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_gap, h2t_setup, h2t_teardown),

@@ -199,4 +199,8 @@ void h2_info_request(struct usm_h2_stream_info *info, const struct h2_fields *f)
 	memcpy(info->method, f->method, sizeof(info->method));
 	memcpy(info->scheme, f->scheme, sizeof(info->scheme));
 	memcpy(info->path, f->grpc && f->route[0] ? f->route : f->path, sizeof(info->path));
+	/* No :path: a CONNECT (RFC 9113 8.5), whose target is its :authority. HTTP/1's
+	 * authority-form target normalizes to "/": the same route whichever version. */
+	if (!info->path[0] && !strcmp(info->method, "CONNECT"))
+		memcpy(info->path, "/", 2);
 }
