@@ -845,6 +845,51 @@ static void test_evicted(void **state)
 	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 1);
 }
 
+/* The table full, one session dead (killed, no longer decoded) but still sent records,
+ * which keep it recently used: a new session takes its place, for nothing, not the
+ * oldest live one's. */
+static void test_dead_session_makes_room_first(void **state)
+{
+	struct t *t = *state;
+	static struct usm_h2_record r;
+	int i;
+
+	preface_record(&r);
+	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
+		r.pid = PID + (uint32_t)(i % 8);
+		r.conn = 0x1000 + (uint64_t)i * 64;
+		r.ktime_ns = 10 + (uint64_t)i;
+		assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	}
+	/* Session 5 dies (a record older than one fed: reordered), and goes on. */
+	r.pid = PID + 5;
+	r.conn = 0x1000 + 5 * 64;
+	r.flags = 0;
+	r.offset = 0; /* the bytes at 0 again, after 24 were fed */
+	r.ktime_ns = 5000;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_REORDERED], 1);
+	r.flags = 0;
+	r.offset = 24;
+	r.ktime_ns = 6000;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	/* A new session. */
+	preface_record(&r);
+	r.pid = PID + 9;
+	r.conn = 0x900000;
+	r.ktime_ns = 7000;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_EVICTED], 0);
+	/* The oldest live session is still there: its next record is no unknown one's. */
+	r.pid = PID;
+	r.conn = 0x1000;
+	r.flags = 0;
+	r.offset = 24;
+	r.ktime_ns = 8000;
+	assert_int_equal(usm_h2_sessions_record(t->s, &r, USM_H2_RECORD_HDR + 24), 0);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_UNKNOWN], 0);
+}
+
 /* A user (not root) whose processes open sessions without end, each under its own
  * cap, holds more than its share while there is room; once the table is full, it
  * makes room with its own (user_cap): root's session, older than all of them, stays
@@ -1128,6 +1173,7 @@ int main(void)
 		T(test_sweep),
 		T(test_evicted),
 		T(test_process_cap),
+		T(test_dead_session_makes_room_first),
 		T(test_user_cap),
 		T(test_user_at_share),
 		T(test_reclaimed_when_full),

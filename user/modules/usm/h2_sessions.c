@@ -183,6 +183,14 @@ static void make_room(struct usm_h2_sessions *s, struct h2s *e, uint64_t now_ns,
 	unlink_entry(s, e, f);
 }
 
+/* Is e to make room before o (NULL: none yet)? One no longer decoded first: the kernel
+ * keeps sending a dead session's calls, which keep it recently used, and it costs
+ * nothing to forget; then the least recently used. */
+static bool evict_before(const struct h2s *e, const struct h2s *o)
+{
+	return !o || (!e->dec && o->dec) || (!e->dec == !o->dec && e->last_ns < o->last_ns);
+}
+
 /* Sessions of pid (by_user: of the user uid): how many, and the one to make room
  * with (an index, or -1): the least recently used of those no longer decoded, else of
  * all. */
@@ -199,15 +207,14 @@ static size_t of_owner(struct usm_h2_sessions *s, uint32_t id, bool by_user, int
 			continue;
 		n++;
 		o = *oldest < 0 ? NULL : &s->e[*oldest];
-		if (!o || (!e->dec && o->dec) ||
-		    (!e->dec == !o->dec && e->last_ns < o->last_ns))
+		if (evict_before(e, o))
 			*oldest = i;
 	}
 	return n;
 }
 
-/* The least recently used session other than keep, among those still decoding and
- * idle at now_ns when idle_only: an index, or -1. */
+/* The session to make room with other than keep (evict_before), among those still
+ * decoding and idle at now_ns when idle_only: an index, or -1. */
 static int lru(struct usm_h2_sessions *s, const struct h2s *keep, uint64_t now_ns, bool idle_only)
 {
 	int i, oldest = -1;
@@ -217,7 +224,7 @@ static int lru(struct usm_h2_sessions *s, const struct h2s *keep, uint64_t now_n
 
 		if (!e->used || e == keep || (idle_only && (!e->dec || !idle(e, now_ns))))
 			continue;
-		if (oldest < 0 || e->last_ns < s->e[oldest].last_ns)
+		if (evict_before(e, oldest < 0 ? NULL : &s->e[oldest]))
 			oldest = i;
 	}
 	return oldest;
@@ -248,7 +255,7 @@ static int hog_lru(struct usm_h2_sessions *s)
 
 		if (!e->used || !e->uid || slot[e->owner_slot].n <= USM_H2_SESSIONS_PER_USER)
 			continue;
-		if (oldest < 0 || e->last_ns < s->e[oldest].last_ns)
+		if (evict_before(e, oldest < 0 ? NULL : &s->e[oldest]))
 			oldest = i;
 	}
 	return oldest;
