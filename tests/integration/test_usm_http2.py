@@ -97,6 +97,31 @@ def port_open(port):
         return False
 
 
+def upgrade_h2c(agent):
+    """curl --http2 over http:// asks to upgrade (Upgrade: h2c): its request is
+    HTTP/1.1's, a row with its 101; the server's answer on stream 1 is no loss."""
+    before = agent.json("http")["counters"]["h2c"]
+    server = subprocess.Popen([SYS_PYTHON, os.path.join(HERE, "h2c_upgrade_server.py")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        res = subprocess.run(["curl", "-s", "--http2", "-o", "/dev/null", "-w",
+                              "%{http_code} %{http_version}", f"http://127.0.0.1:{port}/up/1"],
+                             capture_output=True, text=True, timeout=30)
+        check(res.stdout == "200 2", f"curl --http2 upgraded to h2c: {res.stdout}")
+        settled_count(agent, 1, "the upgrade's request, HTTP/1.1 answered 101", path="/up/*",
+                      status=101, side="server", pid=server.pid)
+        wait_for(lambda: agent.json("http")["counters"]["h2c"]["upgraded"] ==
+                 before["upgraded"] + 1, 30, "the upgraded connection, counted as such")
+        wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+        after = agent.json("http")["counters"]["h2c"]
+        check(after["undecodable"]["lost_bytes"] == before["undecodable"]["lost_bytes"],
+              f"h2c: the upgrade no lost bytes: {after}")
+    finally:
+        server.kill()
+        server.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
@@ -297,6 +322,7 @@ def main():
             check(h2c["requests"] == h2c["responses"] == 3 + H2C_MORE and
                   h2c["undecodable"]["lost_bytes"] == 1,
                   f"h2c: every connection's first request decoded: {h2c}")
+            upgrade_h2c(agent)
         finally:
             h2c_server.kill()
             h2c_server.wait()

@@ -238,6 +238,48 @@ static void test_preface_first(void **state)
 	assert_string_equal(t->msg[0].path, "/a");
 }
 
+/* curl --http2 http://: the request goes as HTTP/1.1 with Upgrade: h2c (its row, with
+ * the 101), then the client's preface and SETTINGS alone, and the server answers it on
+ * stream 1, after the preface or before it. Counted as upgraded: no request decoded,
+ * no loss. An answer on another stream to no request decoded is still a loss. */
+static void test_upgraded(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+
+	h2b_preface(&b);
+	h2b_settings(&b, (const uint32_t[]){3, 100}, 1);
+	segment(t, 40002, USM_KIND_H2C_CLIENT, &b, 1);
+	h2b_free(&b);
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[1], 1, 0x5, H2B_NV(":status", "200"));
+	segment(t, 40002, USM_KIND_H2C_SERVER, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(stats(t).upgraded, 1);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 0);
+	assert_int_equal(stats(t).requests, 0);
+	assert_int_equal(t->n, 0);
+	/* The server first: its SETTINGS and the answer in one segment, then the
+	 * client's preface. */
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[1], 1, 0x5, H2B_NV(":status", "200"));
+	segment(t, 40003, USM_KIND_H2C_SERVER, &b, 3);
+	h2b_free(&b);
+	h2b_preface(&b);
+	h2b_settings(&b, (const uint32_t[]){3, 100}, 1);
+	segment(t, 40003, USM_KIND_H2C_CLIENT, &b, 4);
+	h2b_free(&b);
+	assert_int_equal(stats(t).upgraded, 2);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 0);
+	/* An answer on stream 3 to no request decoded: a loss. */
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[1], 3, 0x5, H2B_NV(":status", "200"));
+	segment(t, 40004, USM_KIND_H2C_SERVER, &b, 5);
+	h2b_free(&b);
+	assert_int_equal(stats(t).upgraded, 2);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
+}
+
 /* A path of n - 1 bytes ("/qqq..."), longer than the prefix holds with its frame. */
 static void long_path(char *path, size_t n)
 {
@@ -387,7 +429,7 @@ int main(void)
 		T(test_first_exchange), T(test_preface_first),	 T(test_request_cut),
 		T(test_unmatched),	T(test_bound_and_sweep), T(test_first_stream_only),
 		T(test_status_rejected), T(test_port_reused), T(test_grpc_as_http),
-		T(test_cut_after_first),
+		T(test_cut_after_first), T(test_upgraded),
 	};
 
 	return cmocka_run_group_tests_name("usm_h2c", tests, NULL, NULL);

@@ -106,6 +106,7 @@ struct seg_ctx {
 	struct usm_http_start msg;
 	bool request, response;
 	bool missed;   /* a response to a first request that was not decoded */
+	bool upgraded; /* a response on stream 1 to a client that sent none: Upgrade */
 	bool rejected; /* the first response, its :status outside 100-599 */
 	uint32_t *first_stream;
 };
@@ -116,7 +117,7 @@ static void on_event(const struct usm_h2_event *ev, void *arg)
 	const struct usm_h2_stream_info *si = &ev->stream;
 	struct usm_http_start *m = &s->msg;
 
-	if (s->request || s->response || s->missed || s->rejected)
+	if (s->request || s->response || s->missed || s->rejected || s->upgraded)
 		return;
 	if (ev->kind == USM_H2_EV_REQUEST && ev->dir == USM_H2_CLIENT_TO_SERVER &&
 	    !*s->first_stream) {
@@ -124,7 +125,17 @@ static void on_event(const struct usm_h2_event *ev, void *arg)
 		*s->first_stream = si->id;
 	} else if (ev->kind == USM_H2_EV_RESPONSE && ev->dir == USM_H2_SERVER_TO_CLIENT) {
 		if (!*s->first_stream) {
-			s->missed = true;
+			/* An answer on stream 1 with no request decoded: the HTTP/1.1 request
+			 * that asked to upgrade (Upgrade: h2c, RFC 7540 3.2) is stream 1,
+			 * counted as HTTP/1 with its 101; the server answers it as it switches,
+			 * before or after the client's preface (which holds no request). With
+			 * prior knowledge stream 1's answer cannot come before its request's
+			 * segment: one of those lost is counted where it was (the kernel's
+			 * ring). Another stream's: a request not captured. */
+			if (si->id == 1)
+				s->upgraded = true;
+			else
+				s->missed = true;
 			return;
 		}
 		if (si->id != *s->first_stream)
@@ -219,7 +230,12 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 		err = usm_h2_feed_gap(c->dec,
 				      client ? USM_H2_CLIENT_TO_SERVER : USM_H2_SERVER_TO_CLIENT,
 				      ev->ktime_ns, ev->len - ev->prefix_len, &cb, &s);
-	if (s.missed) {
+	if (s.upgraded) {
+		h->st.upgraded++;
+		err = 0;
+		usm_h2_conn_free(c->dec); /* its first request was HTTP/1's: done with */
+		c->dec = NULL;
+	} else if (s.missed) {
 		err = -ESPIPE; /* the answer came; its request was never decoded */
 	} else if (err < 0) {
 		usm_h2_conn_stats(c->dec, &ds);

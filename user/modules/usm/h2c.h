@@ -44,6 +44,9 @@ struct usm_h2c_stats {
 			   * 4-tuple's (a second preface: the port used again) */
 	uint64_t expired;			 /* idle before their first response */
 	uint64_t unmatched; /* server segments of no connection being decoded */
+	uint64_t upgraded;  /* connections upgraded from HTTP/1.1 (Upgrade: h2c): their
+			     * first request is HTTP/1's row (status 101), not decoded
+			     * again */
 	uint64_t rejected_status; /* first responses whose :status is outside 100-599:
 				   * neither it nor its request handed on (the module
 				   * counts them with HTTP/1's, rejected.status) */
