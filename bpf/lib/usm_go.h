@@ -140,9 +140,23 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 	struct usm_go_read r = {.conn = regs->ax, .buf = regs->bx};
 	long err;
 
-	if (!key.g || (__s64)regs->cx <= 0)
-		return 0; /* no goroutine (not Go code), or nothing to read into */
+	if (!key.g)
+		return 0; /* no goroutine (not Go code) */
 	key.depth = usm_go_depth(TLM_ARG, regs);
+	if ((__s64)regs->cx <= 0) {
+		/* Nothing to read into: Read(nil), for the handshake's sake. A stale entry at
+		 * its key (a Read whose return went unseen) goes, or this call's return
+		 * would take its buffer for the bytes of another. */
+		struct usm_go_read *stale = bpf_map_lookup_elem(&usm_go_reads, &key);
+		__u32 uid;
+
+		if (stale) {
+			uid = stale->uid; /* the owner whose count it holds */
+			if (!tlm_map_delete(usm_go_reads, &key))
+				fair_share_give(USM_SHARE_GO_READS, uid);
+		}
+		return 0;
+	}
 	r.uid = fair_share_owner();
 	if (!fair_share_take(TLM_ARG, USM_SHARE_GO_READS, r.uid,
 			     usm_share_cap[USM_SHARE_GO_READS])) {
@@ -177,7 +191,10 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 	key.depth = usm_go_depth(TLM_ARG, regs);
 	r = bpf_map_lookup_elem(&usm_go_reads, &key);
 	if (!r) {
-		usm_count(USM_CNT_GO_UNPAIRED); /* entered before the probes were attached */
+		/* Entered before the probes were attached (its bytes unseen), or a Read of
+		 * nothing (Read(nil)), which lost nothing. */
+		if (n > 0)
+			usm_count(USM_CNT_GO_UNPAIRED);
 		return 0;
 	}
 	call = *r;

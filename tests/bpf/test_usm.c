@@ -2705,6 +2705,34 @@ static void test_go_read_paired_by_goroutine(void **state)
 	assert_int_equal(go_read_ret((long)strlen(b1), G1, 4243, 17), 1);
 }
 
+/* Read(nil) (for the handshake's sake) keeps nothing: its return lost nothing, not
+ * unpaired; and it takes no stale entry of its key (a Read whose return went unseen),
+ * which would give the next Read's return that one's buffer. */
+static void test_go_read_nil(void **state)
+{
+	char b1[256] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+	char b2[256] = "HTTP/1.1 404 Not Found\r\n\r\n";
+	struct go_conn c1, c2;
+
+	(void)state;
+	go_conn_init(&c1, 5);
+	go_conn_init(&c2, 6);
+	go_read_enter(&c1, NULL, 0, G1, 4243, 10);
+	assert_int_equal(go_read_ret(0, G1, 4243, 11), 0);
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 0);
+	/* A Read of c1 whose return was missed, then Read(nil) at the same key, then a
+	 * Read of c2 whose return is missed... its own entry, not c1's stale one. */
+	go_read_enter(&c1, b1, sizeof(b1), G1, 4243, 12);
+	go_read_enter(&c1, NULL, 0, G1, 4243, 13);
+	assert_int_equal(go_read_ret(0, G1, 4243, 14), 0);
+	assert_int_equal(go_read_ret((long)strlen(b2), G1, 4243, 15), 0); /* none kept */
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 1);
+	go_read_enter(&c2, b2, sizeof(b2), G1, 4243, 16);
+	assert_int_equal(go_read_ret((long)strlen(b2), G1, 4243, 17), 1);
+	assert_int_equal(event(0)->fd, 6);
+	assert_memory_equal(event(0)->prefix, b2, strlen(b2));
+}
+
 #define G3 0xc000002000ul
 #define G4 0xc000002340ul
 
@@ -3267,6 +3295,7 @@ int main(void)
 		T(test_go_write_request),
 		T(test_go_conn_chain),
 		T(test_go_read_paired_by_goroutine),
+		T(test_go_read_nil),
 		T(test_go_reads_share_per_user),
 		T(test_go_reads_left_over),
 		T(test_go_read_nothing),

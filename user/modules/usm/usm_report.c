@@ -294,9 +294,9 @@ static const struct {
 	enum usm_counter counter;
 } kernel_scalars[] = {
 	{"bpftel_go_tls_reads_unpaired_total",
-	 "Returns of Go's crypto/tls (*Conn).Read seen without their entry (entered before "
-	 "the probes were attached, or more reads in flight at once than the kernel keeps: "
-	 "16384): their bytes are not looked at.",
+	 "Returns of Go's crypto/tls (*Conn).Read with bytes, seen without their entry "
+	 "(entered before the probes were attached, or more reads in flight at once than the "
+	 "kernel keeps: 16384): their bytes are not looked at.",
 	 USM_CNT_GO_UNPAIRED},
 	{"bpftel_http_packets_duplicate_total",
 	 "Plaintext segments that began an HTTP message seen again, on another network device "
