@@ -25,6 +25,7 @@
 #include "user/common/ctl.h"
 #include "user/common/log.h"
 #include "user/common/escape.h"
+#include "user/common/table.h"
 
 static void test_frame_one_line(void **state)
 {
@@ -125,6 +126,43 @@ static void test_json_str_escapes(void **state)
 		assert_string_equal(json_string_value(s), cases[i].out);
 		json_decref(s);
 	}
+}
+
+/* Tables align by terminal columns: "café" (5 bytes) and "数据" (6 bytes, 4 columns)
+ * pad like the ASCII of their width; a combining accent takes none. */
+static void test_table_columns(void **state)
+{
+	static const char *const hdr[] = {"NAME", "NEXT"};
+	char *buf = NULL, *line, *save = NULL;
+	struct table *t = table_new(2, hdr);
+	size_t size = 0, at = 0;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(bpftel_columns("caf\xc3\xa9"), 4);
+	assert_int_equal(bpftel_columns("\xe6\x95\xb0\xe6\x8d\xae"), 4);
+	assert_int_equal(bpftel_columns("e\xcc\x81"), 1);
+	assert_int_equal(bpftel_columns("\\xFF"), 4);
+	table_add(t, (const char *const[]){"caf\xc3\xa9", "x"});
+	table_add(t, (const char *const[]){"cafe", "y"});
+	table_add(t, (const char *const[]){"\xe6\x95\xb0\xe6\x8d\xae", "z"});
+	table_add(t, (const char *const[]){"e\xcc\x81", "w"});
+	f = open_memstream(&buf, &size);
+	assert_non_null(f);
+	table_print(t, f);
+	fclose(f);
+	table_free(t);
+	/* Every row's second column starts at the header's: column 6 ("NAME" + 2). */
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *last = strrchr(line, ' ');
+
+		assert_non_null(last);
+		*last = '\0';
+		assert_int_equal(bpftel_columns(line) + 1, 6);
+		at++;
+	}
+	assert_int_equal(at, 5);
+	free(buf);
 }
 
 /* A result cut short ends on a whole character or escape, never inside one. */
@@ -857,6 +895,7 @@ int main(void)
 		cmocka_unit_test(test_parse_request),
 		cmocka_unit_test(test_json_str_escapes),
 		cmocka_unit_test(test_escape_cut_whole),
+		cmocka_unit_test(test_table_columns),
 		cmocka_unit_test(test_log_escapes),
 		cmocka_unit_test_setup_teardown(test_server_answers, server_setup, server_teardown),
 		cmocka_unit_test_setup_teardown(test_server_survives_bad_clients, server_setup,

@@ -121,3 +121,62 @@ bool bpftel_escape_needed(const char *s, unsigned int flags)
 
 	return bpftel_escape(NULL, 0, s, len, flags) != len;
 }
+
+/* Code points a terminal shows in two columns (East Asian Wide and Fullwidth: CJK,
+ * Hangul, kana, fullwidth forms, most emoji), and those it shows in none (combining
+ * marks): the blocks that names and paths use, not the whole of Unicode. */
+static int columns_of(unsigned int cp)
+{
+	static const struct {
+		unsigned int lo, hi;
+	} wide[] = {
+		{0x1100, 0x115f},   {0x231a, 0x231b},	{0x2329, 0x232a},   {0x23e9, 0x23ec},
+		{0x25fd, 0x25fe},   {0x2614, 0x2615},	{0x2648, 0x2653},   {0x26aa, 0x26ab},
+		{0x2e80, 0x303e},   {0x3041, 0x33ff},	{0x3400, 0x4dbf},   {0x4e00, 0x9fff},
+		{0xa000, 0xa4cf},   {0xa960, 0xa97f},	{0xac00, 0xd7a3},   {0xf900, 0xfaff},
+		{0xfe10, 0xfe19},   {0xfe30, 0xfe6f},	{0xff00, 0xff60},   {0xffe0, 0xffe6},
+		{0x16fe0, 0x16fe4}, {0x17000, 0x18cff}, {0x1b000, 0x1b2ff}, {0x1f300, 0x1f64f},
+		{0x1f680, 0x1f6ff}, {0x1f900, 0x1f9ff}, {0x1fa70, 0x1faff}, {0x20000, 0x3fffd},
+	}, none[] = {
+		{0x0300, 0x036f}, {0x0483, 0x0489}, {0x0591, 0x05bd}, {0x0610, 0x061a},
+		{0x064b, 0x065f}, {0x0e31, 0x0e31}, {0x0e34, 0x0e3a}, {0x0e47, 0x0e4e},
+		{0x1ab0, 0x1aff}, {0x1dc0, 0x1dff}, {0x20d0, 0x20ff}, {0xfe20, 0xfe2f},
+	};
+	size_t i;
+
+	if (cp < 0x300)
+		return 1;
+	for (i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+		if (cp >= none[i].lo && cp <= none[i].hi)
+			return 0;
+	}
+	for (i = 0; i < sizeof(wide) / sizeof(wide[0]); i++) {
+		if (cp >= wide[i].lo && cp <= wide[i].hi)
+			return 2;
+	}
+	return 1;
+}
+
+size_t bpftel_columns(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t cols = 0, left = strlen(s), n, i;
+	unsigned int cp;
+
+	while (left) {
+		n = utf8_ok(p, left);
+		if (!n) { /* not escaped text: a byte a column, as its escape would be */
+			cols++;
+			p++;
+			left--;
+			continue;
+		}
+		cp = n == 1 ? p[0] : p[0] & (0x7f >> n);
+		for (i = 1; i < n; i++)
+			cp = cp << 6 | (p[i] & 0x3f);
+		cols += columns_of(cp);
+		p += n;
+		left -= n;
+	}
+	return cols;
+}

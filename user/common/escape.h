@@ -34,5 +34,8 @@ size_t bpftel_escape(char *out, size_t size, const char *in, size_t len, unsigne
 char *bpftel_escape_dup(const char *s, unsigned int flags);
 /* Does s need escaping (would bpftel_escape change it)? */
 bool bpftel_escape_needed(const char *s, unsigned int flags);
+/* The terminal columns escaped text s takes: CJK and fullwidth characters two,
+ * combining marks none, others one (for aligning tables). */
+size_t bpftel_columns(const char *s);
 
 #endif /* BPFTEL_ESCAPE_H */

@@ -45,8 +45,10 @@ void table_add(struct table *t, const char *const *cells)
 		/* The agent escapes what it got from other processes; a terminal gets no
 		 * control character from us whatever the answer held. */
 		t->cells[t->nrows * t->ncols + i] = bpftel_escape_dup(cells[i] ? cells[i] : "-", 0);
-		len = t->cells[t->nrows * t->ncols + i] ? strlen(t->cells[t->nrows * t->ncols + i])
-							: 1;
+		/* Columns, not bytes: "café" is 5 bytes and 4 columns. */
+		len = t->cells[t->nrows * t->ncols + i]
+			      ? bpftel_columns(t->cells[t->nrows * t->ncols + i])
+			      : 1;
 		if (len > t->width[i])
 			t->width[i] = len;
 	}
@@ -68,8 +70,9 @@ void table_print(const struct table *t, FILE *out)
 				cell = "?";
 			if (i == t->ncols - 1)
 				fprintf(out, "%s\n", cell);
-			else
-				fprintf(out, "%-*s  ", (int)t->width[i], cell);
+			else /* printf pads by bytes: by columns here */
+				fprintf(out, "%s%*s  ", cell,
+					(int)(t->width[i] - bpftel_columns(cell)), "");
 		}
 	}
 }
