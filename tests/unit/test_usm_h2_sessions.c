@@ -30,6 +30,7 @@ struct t {
 	struct usm_endpoints *ep; /* where the module puts them (usm.c) */
 	struct usm_h2_message msg[64];
 	size_t n;
+	size_t answering; /* USM_HTTP_ANSWERING messages: not in msg[] */
 	uint64_t off[2]; /* per enum usm_dir: what the fake kernel sent so far */
 	size_t skip[2];	 /* and what is left of the DATA payload it is in */
 	uint64_t conn;	 /* the session the fake kernel sends on; 0: CONN */
@@ -39,6 +40,11 @@ static void sink(const struct usm_h2_message *m, void *ctx)
 {
 	struct t *t = ctx;
 
+	if (m->msg.kind == USM_HTTP_ANSWERING) { /* as usm.c's h2_message */
+		t->answering++;
+		usm_endpoints_answering(t->ep, &m->key);
+		return;
+	}
 	if (t->n < 64)
 		t->msg[t->n++] = *m;
 	if (m->msg.kind == USM_HTTP_NONE)
@@ -190,6 +196,54 @@ static void server_answer(struct h2b_buf *b, struct t *t, uint32_t id, const cha
 	}
 	h2b_headers(b, t->def[1], id, 0, H2B_NV(":status", status));
 	h2b_data(b, id, 0x1, body);
+}
+
+/* A watch (Kubernetes', a gRPC server stream): its :status at once, its END_STREAM
+ * half an hour later. The request is being answered: not expired meanwhile, and paired
+ * at its end, timed to it. A response whose headers end the stream needs no mark. */
+static void test_long_response_not_expired(void **state)
+{
+	struct t *t = *state;
+	struct usm_endpoints_stats st;
+	struct h2b_buf b = {0};
+	const uint64_t s = 1000000000ull;
+
+	usm_endpoints_set_expiry(t->ep, 600 * s);
+	client_start(&b, t, 1, "/watch");
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1 * s), 0);
+	h2b_free(&b);
+	h2b_settings(&b, NULL, 0);
+	h2b_settings_ack(&b);
+	h2b_headers(&b, t->def[1], 1, 0, H2B_NV(":status", "200"));
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 1 * s + 10000000), 0);
+	h2b_free(&b);
+	assert_int_equal(t->answering, 1);
+	usm_endpoints_expire(t->ep, 700 * s);
+	usm_endpoints_expire(t->ep, 1800 * s);
+	h2b_data(&b, 1, 0x1, 100);
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 1900 * s), 0);
+	h2b_free(&b);
+	usm_endpoints_stats(t->ep, &st);
+	assert_int_equal(st.unanswered, 0);
+	assert_int_equal(st.orphan_responses, 0);
+	assert_int_equal(st.paired, 1);
+	/* Headers that end the stream: answered at once, no mark. */
+	h2b_headers(&b, t->def[0], 3, 0x1, H2B_NV(":method", "GET", ":path", "/b"));
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, 0, &b, 1901 * s), 0);
+	h2b_free(&b);
+	h2b_headers(&b, t->def[1], 3, 0x1, H2B_NV(":status", "204"));
+	assert_int_equal(send_rec(t, USM_DIR_READ, 0, &b, 1902 * s), 0);
+	h2b_free(&b);
+	assert_int_equal(t->answering, 1);
+	usm_endpoints_stats(t->ep, &st);
+	assert_int_equal(st.paired, 2);
+	/* A request whose answer never begins still expires. */
+	h2b_headers(&b, t->def[0], 5, 0x1, H2B_NV(":method", "GET", ":path", "/c"));
+	assert_int_equal(send_rec(t, USM_DIR_WRITE, 0, &b, 1903 * s), 0);
+	h2b_free(&b);
+	usm_endpoints_expire(t->ep, 2600 * s);
+	usm_endpoints_stats(t->ep, &st);
+	assert_int_equal(st.unanswered, 1);
 }
 
 /* A process that wrote the preface is the client: its request, then the response it
@@ -1174,6 +1228,7 @@ int main(void)
 		T(test_evicted),
 		T(test_process_cap),
 		T(test_dead_session_makes_room_first),
+		T(test_long_response_not_expired),
 		T(test_user_cap),
 		T(test_user_at_share),
 		T(test_reclaimed_when_full),

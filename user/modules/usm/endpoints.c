@@ -62,6 +62,7 @@ struct pending {
 	uint64_t t_ns;
 	int version;
 	bool grpc;
+	bool answering; /* its response begun: not expired (usm_endpoints_answering) */
 	char method[USM_METHOD_MAX];
 	char path[USM_PATH_MAX];
 	struct usm_conn_addr conn;
@@ -463,6 +464,7 @@ static void on_request(struct usm_endpoints *e, const struct usm_conn_key *key, 
 		p = slot_fill(e, s, hash, key);
 	}
 	p->t_ns = t_ns;
+	p->answering = false;
 	p->version = clamp_version(msg->version);
 	p->grpc = msg->grpc;
 	memcpy(p->method, msg->method, sizeof(p->method));
@@ -597,6 +599,21 @@ bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key,
 	return found;
 }
 
+bool usm_endpoints_answering(struct usm_endpoints *e, const struct usm_conn_key *key)
+{
+	struct slot *s;
+	bool found = false;
+
+	pthread_mutex_lock(&e->lock);
+	s = slot_of(e, key, key_hash(key));
+	if (s && s->idx) {
+		entry_of(e, s)->answering = true;
+		found = true;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return found;
+}
+
 bool usm_endpoints_withdraw(struct usm_endpoints *e, const struct usm_conn_key *key)
 {
 	struct slot *s;
@@ -702,7 +719,8 @@ static void pending_expire(struct usm_endpoints *e, uint64_t before)
 	size_t i = 0;
 
 	while (i < e->nslots) {
-		if (e->slots[i].idx && entry_of(e, &e->slots[i])->t_ns < before) {
+		if (e->slots[i].idx && entry_of(e, &e->slots[i])->t_ns < before &&
+		    !entry_of(e, &e->slots[i])->answering) {
 			pending_lost(e, entry_of(e, &e->slots[i]), &e->st.unanswered);
 			slot_remove(e, &e->slots[i]);
 			continue;

@@ -90,7 +90,8 @@ struct usm_endpoints_stats {
 	uint64_t requests, responses;
 	uint64_t paired;	   /* responses matched with their request */
 	uint64_t unanswered;	   /* a request replaced by the next before its response,
-				    * pending longer than expiry_ns, of a process that
+				    * pending longer than expiry_ns (not once being
+				    * answered: usm_endpoints_answering), of a process that
 				    * exited (usm_endpoints_sweep), or withdrawn by its
 				    * producer (usm_endpoints_withdraw); not a copy of one
 				    * counted already (usm_endpoints_set_copy_hook), which
@@ -172,6 +173,15 @@ bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key,
  * there was one.
  */
 bool usm_endpoints_withdraw(struct usm_endpoints *e, const struct usm_conn_key *key);
+
+/*
+ * The request pending on key is being answered: its response began (an HTTP/2 stream's
+ * final :status) and ends later (END_STREAM), which may be long after (a watch, a
+ * server stream, server-sent events): it waits for it past expiry_ns, until its
+ * response, its producer's withdrawal (the stream reset, its session gone) or its
+ * eviction for room. Returns whether there was one.
+ */
+bool usm_endpoints_answering(struct usm_endpoints *e, const struct usm_conn_key *key);
 
 /* Remove the rows whose last message is older than now_ns - expiry_ns (no-op when 0),
  * and the requests pending since before then (counted as unanswered). Returns how many

@@ -337,7 +337,8 @@ static void message(struct feed_ctx *f, const struct usm_h2_stream_info *si,
 /*
  * A request when its headers are complete; its response when the server ends the
  * stream (latency: request HEADERS to response END_STREAM), with the final :status
- * the stream got. A stream dropped for a newer one (past USM_H2_STREAMS_MAX) will
+ * the stream got; at that :status, that it is being answered (a watch's END_STREAM
+ * may come an hour later: its request is not expired meanwhile). A stream dropped for a newer one (past USM_H2_STREAMS_MAX) will
  * have no response that names its request, and one answered with a :status outside
  * 100-599 (the decoder keeps it as 0) none that makes a row: rejected as HTTP/1's are,
  * and withdrawn (USM_HTTP_NONE). So are the requests of streams reset before their
@@ -357,8 +358,13 @@ static void on_event(const struct usm_h2_event *ev, void *ctx)
 		message(f, si, USM_HTTP_REQUEST, si->request_ns ? si->request_ns : ev->ktime_ns);
 		return;
 	case USM_H2_EV_RESPONSE:
-		if (ev->dir != USM_H2_SERVER_TO_CLIENT || si->status)
+		if (ev->dir != USM_H2_SERVER_TO_CLIENT)
 			return;
+		if (si->status) { /* final: the request waits for its END_STREAM however long */
+			if (si->request_seen && !si->server_ending)
+				message(f, si, USM_HTTP_ANSWERING, ev->ktime_ns);
+			return;
+		}
 		f->s->st.rejected_status++;
 		if (si->request_seen)
 			message(f, si, USM_HTTP_NONE, ev->ktime_ns);

@@ -18,6 +18,7 @@ enum usm_http_kind {
 	USM_HTTP_NONE = 0, /* not the start of an HTTP/1.x message */
 	USM_HTTP_REQUEST,
 	USM_HTTP_RESPONSE,
+	USM_HTTP_ANSWERING, /* HTTP/2: a response begun, to end later (h2_sessions.c) */
 };
 
 /* Why a line that looked like an HTTP/1.x start was not one (for counting). */

@@ -128,6 +128,7 @@ struct usm_h2_stream_info {
 	bool grpc;	   /* content-type application/grpc, +proto, +json, ;params */
 	bool client_ended; /* END_STREAM seen in each direction */
 	bool server_ended;
+	bool server_ending; /* at the response's event: its headers end the stream too */
 	char method[USM_METHOD_MAX];	/* GET..PATCH as in http.h, else "_OTHER" */
 	char path[USM_PATH_MAX];	/* normalized (usm_path_normalize); gRPC: the route
 					 * "/package.Service/Method" as sent, when it fits;

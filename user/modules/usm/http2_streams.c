@@ -176,6 +176,7 @@ int h2_stream_headers(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id,
 		}
 		if (f->grpc_status >= 0)
 			info->grpc_status = f->grpc_status;
+		info->server_ending = dir == USM_H2_SERVER_TO_CLIENT && end_stream;
 		emit(c, f->has_status ? USM_H2_EV_RESPONSE : USM_H2_EV_TRAILERS, dir, info, 0);
 	}
 	if (end_stream)

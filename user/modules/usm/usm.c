@@ -321,6 +321,10 @@ static void h2_message(const struct usm_h2_message *m, void *ctx)
 		usm_endpoints_withdraw(u->endpoints, &m->key);
 		return;
 	}
+	if (m->msg.kind == USM_HTTP_ANSWERING) {
+		usm_endpoints_answering(u->endpoints, &m->key);
+		return;
+	}
 
 	if (!known && fd_conn(u, m->key.pid, m->fd, m->t_ns, m->key.side == USM_SIDE_SERVER,
 			      &conn)) {
