@@ -91,6 +91,12 @@ static void test_defaults_and_values(void **state)
 	/* At the slots' cap, in either order. */
 	assert_int_equal(parse("workers = 16\nqueue_len = 4096\n", &c, err), 0);
 	assert_int_equal(parse("queue_len = 65536\nworkers = 1\n", &c, err), 0);
+	/* The values the file ends with count: an appended override makes it fit. */
+	assert_int_equal(parse("workers = 64\nqueue_len = 2048\nworkers = 1\n", &c, err), 0);
+	assert_int_equal(c.workers, 1);
+	assert_int_equal(c.queue_len, 2048);
+	assert_int_equal(parse("max_cpu_percent = .5\n", &c, err), 0);
+	assert_true(c.max_cpu_percent[0] == 0.5 || c.max_cpu_percent[1] == 0.5);
 }
 
 static void test_run_stats_and_budgets(void **state)
@@ -155,6 +161,16 @@ static void test_errors_name_file_and_line(void **state)
 		 "t.conf:1: new_files_per_user: '100001' is not 0..100000"},
 		{"new_files_per_user = -1\n", "t.conf:1: new_files_per_user: '-1' is not 0..100000"},
 		{"libsets = crypto,,x\n", "t.conf:1: libsets: unknown libset"},
+		/* An empty element is no "none": a stray comma must not turn all off. */
+		{"modules = ,\n", "t.conf:1: modules: unknown module ''"},
+		{"modules = gpu,,usm\n", "t.conf:1: modules: unknown module ''"},
+		{"libsets = ,\n", "t.conf:1: libsets: unknown libset"},
+		{"max_cpu_percent = ,\n", "t.conf:1: max_cpu_percent: '' is not"},
+		{"max_cpu_percent = gpu:1,\n", "t.conf:1: max_cpu_percent: '' is not"},
+		/* strtod's forms are no percentage. */
+		{"max_cpu_percent = 0x10\n", "t.conf:1: max_cpu_percent: '0x10'"},
+		{"max_cpu_percent = gpu:1e2\n", "t.conf:1: max_cpu_percent: 'gpu:1e2'"},
+		{"max_cpu_percent = .\n", "t.conf:1: max_cpu_percent: '.'"},
 		{"metrics_addr = 9464\n", "t.conf:1: metrics_addr: '9464' is not HOST:PORT"},
 		{"metrics_addr = 127.0.0.1:http\n", "t.conf:1: metrics_addr:"},
 		{"metrics_addr = host:70000\n", "t.conf:1: metrics_addr:"},

@@ -82,12 +82,17 @@ static bool parse_list(char *v, const char *const *names, size_t n, bool *found,
 	memset(found, 0, n * sizeof(*found));
 	if (!strcmp(v, "none"))
 		return true;
-	for (tok = strtok_r(v, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	/* Every element, empty ones too ("gpu,,usm", "modules = ,"): strtok would skip
+	 * them, and a stray comma read as "none" turns everything off. */
+	for (tok = v; tok; tok = save) {
+		save = strchr(tok, ',');
+		if (save)
+			*save++ = '\0';
 		while (isspace((unsigned char)*tok))
 			tok++;
 		for (i = strlen(tok); i && isspace((unsigned char)tok[i - 1]); i--)
 			tok[i - 1] = '\0';
-		for (i = 0; i < n && (!names[i] || strcmp(tok, names[i])); i++)
+		for (i = 0; i < n && (!*tok || !names[i] || strcmp(tok, names[i])); i++)
 			;
 		if (i == n) {
 			*what = tok;
@@ -136,13 +141,17 @@ static bool parse_duty(const char *v, unsigned int *on, unsigned int *period)
 	       *on < *period;
 }
 
-/* A percentage of one CPU: a decimal in (0, 6400]. */
+/* A percentage of one CPU: a decimal in (0, 6400], digits and one point ("0x10",
+ * "1e2": strtod's, not a percentage anyone writes). */
 static bool parse_percent(const char *v, double *out)
 {
+	size_t digits = strspn(v, "0123456789");
 	char *end;
 	double d;
 
-	if (!isdigit((unsigned char)*v) && *v != '.')
+	if (v[digits] == '.')
+		digits += 1 + strspn(v + digits + 1, "0123456789");
+	if (!digits || v[digits] || !strcmp(v, "."))
 		return false;
 	errno = 0;
 	d = strtod(v, &end);
@@ -181,7 +190,10 @@ static bool parse_budgets(char *v, double *pct, const char **what)
 			pct[i] = bpftel_agent_modules[i].selectable ? one : 0;
 		return true;
 	}
-	for (tok = strtok_r(v, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	for (tok = v; tok; tok = save) { /* empty elements too: refused */
+		save = strchr(tok, ',');
+		if (save)
+			*save++ = '\0';
 		while (isspace((unsigned char)*tok))
 			tok++;
 		for (i = strlen(tok); i && isspace((unsigned char)tok[i - 1]); i--)
@@ -273,18 +285,10 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 	} else if (!strcmp(key, "workers")) {
 		if (!parse_uint(v, 1, 64, &c->workers))
 			return bad(err, errlen, name, line, "workers: '%s' is not 1..64%s", v, "");
-		if (c->workers * c->queue_len > BPFTEL_CFG_MAX_SLOTS)
-			return bad(err, errlen, name, line, "workers: %s x queue_len %s is over 65536 "
-				   "records (each slot holds one of up to 4 KiB)",
-				   v, utoa(num, c->queue_len));
 	} else if (!strcmp(key, "queue_len")) {
 		if (!parse_uint(v, 16, 65536, &c->queue_len) || (c->queue_len & (c->queue_len - 1)))
 			return bad(err, errlen, name, line,
 				   "queue_len: '%s' is not a power of two in 16..65536%s", v, "");
-		if (c->workers * c->queue_len > BPFTEL_CFG_MAX_SLOTS)
-			return bad(err, errlen, name, line, "queue_len: %s x workers %s is over 65536 "
-				   "records (each slot holds one of up to 4 KiB)",
-				   v, utoa(num, c->workers));
 	} else if (!strcmp(key, "uprobe_grace")) {
 		if (!parse_uint(v, 0, 3600, &c->uprobe_grace_s))
 			return bad(err, errlen, name, line, "uprobe_grace: '%s' is not 0..3600%s", v,
@@ -345,9 +349,10 @@ int bpftel_config_parse(const char *name, const char *text, size_t len, struct b
 			char *err, size_t errlen)
 {
 	struct bpftel_config next = *c; /* all or nothing */
-	char buf[1024], *key, *val, *eq, *end;
+	char buf[1024], *key, *val, *eq, *end, a[16], b[16];
 	const char *p = text, *nl, *stop = text + len;
-	int line = 0, e;
+	int line = 0, e, slots_line = 0;
+	bool workers_last = false;
 	size_t n;
 
 	while (p < stop) {
@@ -386,7 +391,21 @@ int bpftel_config_parse(const char *name, const char *text, size_t len, struct b
 		e = set_key(name, line, key, val, &next, err, errlen);
 		if (e)
 			return e;
+		if (!strcmp(key, "workers") || !strcmp(key, "queue_len")) {
+			slots_line = line;
+			workers_last = !strcmp(key, "workers");
+		}
 	}
+	/* On the values the file ends with: a later line may set either again. Said at the
+	 * line that set the last of the two. */
+	if (next.workers * next.queue_len > BPFTEL_CFG_MAX_SLOTS)
+		return bad(err, errlen, name, slots_line,
+			   workers_last ? "workers: %s x queue_len %s is over 65536 records (each "
+					  "slot holds one of up to 4 KiB)"
+					: "queue_len: %s x workers %s is over 65536 records (each "
+					  "slot holds one of up to 4 KiB)",
+			   utoa(a, workers_last ? next.workers : next.queue_len),
+			   utoa(b, workers_last ? next.queue_len : next.workers));
 	*c = next;
 	return 0;
 }
