@@ -81,6 +81,16 @@ def main():
         check(res.returncode == 2 and "none.conf: No such file" in res.stderr,
               f"a missing -c file: exit {res.returncode}: {res.stderr.strip()}")
 
+        # A --socket that could never be bound: said at once (exit 2), before any module
+        # loads and attaches host-wide.
+        for sock in ("relative.sock", "/tmp/" + "a" * 200 + ".sock"):
+            res = subprocess.run([args.agent, "--no-metrics", "--socket", sock],
+                                 capture_output=True, text=True, timeout=30)
+            check(res.returncode == 2 and "is not an absolute path shorter than 108 bytes"
+                  in res.stderr and "uprobe trap" not in res.stderr and
+                  "module" not in res.stderr,
+                  f"--socket {sock[:20]}...: exit {res.returncode}: {res.stderr.strip()[:160]}")
+
         # The same address on the command line: refused whole, not cut to a port "94".
         res = subprocess.run([args.agent, "--metrics-addr", f"{'h' * 124}:9464", "--socket",
                               os.path.join(tmp, "m.sock")], capture_output=True, text=True,

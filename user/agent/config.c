@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <linux/types.h>
 #include "bpf/fair_share_defs.h"
 
@@ -49,6 +50,11 @@ static int bad(char *err, size_t errlen, const char *name, int line, const char 
 	if (n >= 0 && (size_t)n < errlen)
 		snprintf(err + n, errlen - n, fmt, a, b);
 	return -EINVAL;
+}
+
+bool bpftel_config_socket_ok(const char *path)
+{
+	return path[0] == '/' && strlen(path) < sizeof(((struct sockaddr_un *)0)->sun_path);
 }
 
 static const char *utoa(char buf[16], unsigned int v)
@@ -221,7 +227,7 @@ static int set_key(const char *name, int line, const char *key, char *v, struct 
 	unsigned int i;
 
 	if (!strcmp(key, "socket")) {
-		if (v[0] != '/' || strlen(v) >= 108 /* sun_path */)
+		if (!bpftel_config_socket_ok(v))
 			return bad(err, errlen, name, line,
 				   "socket: '%s' is not an absolute path "
 				   "shorter than 108 bytes%s",

@@ -82,6 +82,8 @@ struct bpftel_config {
 };
 
 void bpftel_config_defaults(struct bpftel_config *c);
+/* A control socket's path: absolute and shorter than sun_path (108 bytes). */
+bool bpftel_config_socket_ok(const char *path);
 
 /*
  * Parse text (len bytes, need not be NUL-terminated) named `name` in messages into c,

@@ -128,8 +128,10 @@ static int parse_args(int argc, char **argv)
 			env.config_explicit = true;
 			break;
 		case 's':
-			if (!*optarg) {
-				fprintf(stderr, "bpftel-agent: --socket needs a path\n");
+			/* Said now, not once every module is loaded and attached. */
+			if (!bpftel_config_socket_ok(optarg)) {
+				fprintf(stderr, "bpftel-agent: --socket '%s' is not an absolute path "
+						"shorter than 108 bytes\n", optarg);
 				return 2;
 			}
 			env.socket_path = optarg;
@@ -223,12 +225,14 @@ static void cli_overrides(struct bpftel_config *cfg)
 		cfg->run_stats = BPFTEL_RUN_STATS_OFF;
 }
 
-/* The configuration file, or the defaults when the default file does not exist. */
-static int load_config(struct bpftel_config *cfg, char *err, size_t errlen)
+/* The configuration file, or the defaults when the default file does not exist
+ * (*defaults set then). */
+static int load_config(struct bpftel_config *cfg, char *err, size_t errlen, bool *defaults)
 {
 	int e = bpftel_config_load(env.config_path, cfg, err, errlen);
 
-	if (e == -ENOENT && !env.config_explicit) {
+	*defaults = e == -ENOENT && !env.config_explicit;
+	if (*defaults) {
 		bpftel_config_defaults(cfg);
 		e = 0;
 	}
@@ -243,14 +247,17 @@ static int load_config(struct bpftel_config *cfg, char *err, size_t errlen)
 static void reload(struct bpftel_agent *agent)
 {
 	struct bpftel_config next;
+	bool defaults;
 	char err[512];
 
-	if (load_config(&next, err, sizeof(err))) {
+	if (load_config(&next, err, sizeof(err), &defaults)) {
 		pr_err("SIGHUP: config %s; keeping the running configuration", err);
 		return;
 	}
 	if (bpftel_lifecycle__reload(agent->lc, &next))
 		pr_err("SIGHUP: cannot queue the reload");
+	else if (defaults) /* the file gone since: said, what it set undone */
+		pr_warn("SIGHUP: %s does not exist: applying the defaults", env.config_path);
 	else
 		pr_info("SIGHUP: applying configuration %s", env.config_path);
 }
@@ -357,11 +364,12 @@ int main(int argc, char **argv)
 	struct bpftel_config cfg;
 	char errbuf[512];
 	int sigfd = -1, err, ret = 1;
+	bool defaults;
 
 	err = parse_args(argc, argv);
 	if (err)
 		return err;
-	if (load_config(&cfg, errbuf, sizeof(errbuf))) {
+	if (load_config(&cfg, errbuf, sizeof(errbuf), &defaults)) {
 		fprintf(stderr, "bpftel-agent: config %s\n", errbuf);
 		return 2;
 	}
