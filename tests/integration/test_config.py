@@ -142,6 +142,25 @@ def main():
         finally:
             agent.cleanup()
 
+        # A module a reload could not start (its load failed once) is started by the
+        # next SIGHUP with the same file: what failed is not recorded as applied.
+        write(conf, "modules = gpu\nlibsets = crypto\nmetrics_addr = off\n")
+        agent = Agent(args.agent, args.cli, ["-c", conf], env={"BPFTEL_FAULTS": "usm.load=ENOMEM*1"})
+        try:
+            write(conf, "modules = gpu, usm\nlibsets = crypto\nmetrics_addr = off\n")
+            agent.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: "module 'usm' not running" in agent.logs(), 60,
+                     "usm's start to fail at the reload")
+            check(modules(agent)["usm"] != "running", f"usm after the failed start: "
+                                                      f"{modules(agent)['usm']}")
+            agent.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: modules(agent)["usm"] == "running", 60,
+                     "the same file's next SIGHUP to start usm")
+            check(True, "a module whose start failed at a reload is started by the next")
+            check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+        finally:
+            agent.cleanup()
+
         # A budget measured over windows of 60 s: what `bpftel modules` says of it is
         # the configuration's, not the last window's (the first is a minute away).
         write(conf, "modules = gpu\nrun_stats = off\nlibsets = crypto\n"

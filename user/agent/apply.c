@@ -19,8 +19,11 @@
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
 
-/* Everything but the metrics endpoint. */
-static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *next, bool starting)
+/* Everything but the metrics endpoint. What could not be applied is left out of
+ * *applied (the configuration recorded as running), so that the next reload asking
+ * for it tries again: a module that did not start, a libset mask the watcher refused. */
+static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *next, bool starting,
+			 struct bpftel_config *applied)
 {
 	const struct bpftel_config *cur = &a->cfg;
 	struct bpftel_pipeline_settings ps = {
@@ -77,6 +80,7 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 				       strerror(-err));
 				if (starting)
 					return err;
+				applied->libsets = cur->libsets; /* the manager kept the old */
 			}
 		}
 	}
@@ -89,9 +93,11 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 			continue;
 		if (next->modules[i]) {
 			err = bpftel_module__run(m);
-			if (err && err != -EALREADY)
+			if (err && err != -EALREADY) {
 				pr_warn("module '%s' not running: %s", bpftel_module__name(m),
 					strerror(-err));
+				applied->modules[i] = false;
+			}
 		} else if (!starting) {
 			bpftel_module__stop(m);
 			pr_info("config: module '%s' stopped", bpftel_module__name(m));
@@ -163,7 +169,7 @@ int bpftel_agent_apply(struct bpftel_agent *a, const struct bpftel_config *next,
 	struct bpftel_config applied = *next;
 	int err;
 
-	err = apply_modules(a, next, starting);
+	err = apply_modules(a, next, starting, &applied);
 	if (err)
 		return err;
 	if (!starting && strcmp(a->cfg.socket, next->socket)) {
