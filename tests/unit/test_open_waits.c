@@ -20,19 +20,21 @@ static void test_abandoned_stalls_until_its_end(void **state)
 	__u64 a, b;
 
 	(void)state;
-	a = bpftel_open_waits_begin(dev, 7);
-	b = bpftel_open_waits_begin(dev, 8);
+	a = bpftel_open_waits_begin(dev, 7, 0);
+	b = bpftel_open_waits_begin(dev, 8, 0);
 	assert_true(a && b && a != b);
 	/* In flight, in time: not stalled. */
-	assert_false(bpftel_open_waits_stalled(dev, 7));
+	assert_false(bpftel_open_waits_stalled(dev, 7, 0));
 	bpftel_open_waits_abandon(a);
-	assert_true(bpftel_open_waits_stalled(dev, 7));
+	assert_true(bpftel_open_waits_stalled(dev, 7, 0));
 	/* Another file, another device: not it. */
-	assert_false(bpftel_open_waits_stalled(dev, 8));
-	assert_false(bpftel_open_waits_stalled(makedev(0, 43), 7));
+	assert_false(bpftel_open_waits_stalled(dev, 8, 0));
+	assert_false(bpftel_open_waits_stalled(makedev(0, 43), 7, 0));
+	/* Another owner's opens of the file: what stalled may be the first owner's path. */
+	assert_false(bpftel_open_waits_stalled(dev, 7, 1000));
 	bpftel_open_waits_end(b);
 	bpftel_open_waits_end(a); /* its thread ended: the file system answered */
-	assert_false(bpftel_open_waits_stalled(dev, 7));
+	assert_false(bpftel_open_waits_stalled(dev, 7, 0));
 }
 
 /* Its thread ended before the caller marked it: marking it finds nothing. */
@@ -42,10 +44,10 @@ static void test_end_before_abandon(void **state)
 	__u64 t;
 
 	(void)state;
-	t = bpftel_open_waits_begin(dev, 9);
+	t = bpftel_open_waits_begin(dev, 9, 0);
 	bpftel_open_waits_end(t);
 	bpftel_open_waits_abandon(t);
-	assert_false(bpftel_open_waits_stalled(dev, 9));
+	assert_false(bpftel_open_waits_stalled(dev, 9, 0));
 	bpftel_open_waits_end(0); /* no ticket: nothing */
 }
 
@@ -57,14 +59,14 @@ static void test_no_ticket(void **state)
 	size_t i;
 
 	(void)state;
-	assert_int_equal(bpftel_open_waits_begin(dev, 0), 0); /* no identity */
+	assert_int_equal(bpftel_open_waits_begin(dev, 0, 0), 0); /* no identity */
 	for (i = 0; i < MAX; i++) {
-		t[i] = bpftel_open_waits_begin(dev, 100 + i);
+		t[i] = bpftel_open_waits_begin(dev, 100 + i, 0);
 		assert_true(t[i] != 0);
 	}
-	assert_int_equal(bpftel_open_waits_begin(dev, 99), 0); /* full */
+	assert_int_equal(bpftel_open_waits_begin(dev, 99, 0), 0); /* full */
 	bpftel_open_waits_end(t[3]);
-	assert_true(bpftel_open_waits_begin(dev, 99) != 0); /* room again */
+	assert_true(bpftel_open_waits_begin(dev, 99, 0) != 0); /* room again */
 }
 
 int main(void)

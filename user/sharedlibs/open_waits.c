@@ -13,6 +13,7 @@ struct open_wait {
 	__u64 ticket; /* 0: a free entry */
 	dev_t dev;
 	__u64 ino;
+	__u64 owner;
 	bool abandoned;
 };
 
@@ -20,7 +21,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct open_wait waits[OPEN_WAITS_MAX];
 static __u64 last_ticket;
 
-__u64 bpftel_open_waits_begin(dev_t dev, __u64 ino)
+__u64 bpftel_open_waits_begin(dev_t dev, __u64 ino, __u64 owner)
 {
 	__u64 ticket = 0;
 	size_t i;
@@ -31,7 +32,8 @@ __u64 bpftel_open_waits_begin(dev_t dev, __u64 ino)
 	for (i = 0; i < OPEN_WAITS_MAX && !ticket; i++) {
 		if (!waits[i].ticket) {
 			ticket = ++last_ticket;
-			waits[i] = (struct open_wait){.ticket = ticket, .dev = dev, .ino = ino};
+			waits[i] = (struct open_wait){
+				.ticket = ticket, .dev = dev, .ino = ino, .owner = owner};
 		}
 	}
 	pthread_mutex_unlock(&lock);
@@ -71,7 +73,7 @@ void bpftel_open_waits_end(__u64 ticket)
 	pthread_mutex_unlock(&lock);
 }
 
-bool bpftel_open_waits_stalled(dev_t dev, __u64 ino)
+bool bpftel_open_waits_stalled(dev_t dev, __u64 ino, __u64 owner)
 {
 	bool stalled = false;
 	size_t i;
@@ -79,7 +81,7 @@ bool bpftel_open_waits_stalled(dev_t dev, __u64 ino)
 	pthread_mutex_lock(&lock);
 	for (i = 0; i < OPEN_WAITS_MAX && !stalled; i++)
 		stalled = waits[i].ticket && waits[i].abandoned && waits[i].dev == dev &&
-			  waits[i].ino == ino;
+			  waits[i].ino == ino && waits[i].owner == owner;
 	pthread_mutex_unlock(&lock);
 	return stalled;
 }

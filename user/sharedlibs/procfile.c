@@ -444,13 +444,13 @@ int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct s
 				enum bpftel_refusal *why, dev_t *real_dev, __u64 *real_ino)
 {
 	size_t n = t->path ? strlen(t->path) + 1 : 1;
+	__u64 ticket, owner = owner_of(t->pid);
 	struct open_job *j;
-	__u64 ticket;
 	int err, fd;
 
 	*why = BPFTEL_REFUSED__COUNT;
 	memset(st, 0, sizeof(*st));
-	if (t->ino && bpftel_open_waits_stalled(t->dev, t->ino)) {
+	if (t->ino && bpftel_open_waits_stalled(t->dev, t->ino, owner)) {
 		/* An earlier open of this file waits on its file system still. */
 		st->st_dev = t->dev;
 		st->st_ino = t->ino;
@@ -462,13 +462,13 @@ int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct s
 		return -ENOMEM;
 	j->call.run = open_job_run;
 	j->call.release = open_job_release;
-	j->call.owner = owner_of(t->pid);
+	j->call.owner = owner;
 	j->t = *t;
 	if (t->path)
 		memcpy(j->path, t->path, n);
 	j->t.path = t->path ? j->path : NULL;
 	j->fd = -1;
-	j->ticket = ticket = bpftel_open_waits_begin(t->dev, t->ino);
+	j->ticket = ticket = bpftel_open_waits_begin(t->dev, t->ino, owner);
 	err = bpftel_deadline_call(&j->call, bpftel_procfile_timeout_ms());
 	if (err == -ETIMEDOUT || err == -EBUSY || err == -EDQUOT) {
 		/* j is the thread's if it timed out (its ticket ends with it). Refused as the
@@ -557,24 +557,24 @@ char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
 {
 	size_t n = t->path ? strlen(t->path) + 1 : 1;
 	struct host_path_job *j;
+	__u64 ticket, owner = owner_of(t->pid);
 	char *result;
-	__u64 ticket;
 	int err;
 
 	/* None while an earlier open or walk to this file waits on its file system: each
 	 * new process that opens it would leave one more thread waiting. */
-	if (!t->path || !*t->path || (t->ino && bpftel_open_waits_stalled(t->dev, t->ino)))
+	if (!t->path || !*t->path || (t->ino && bpftel_open_waits_stalled(t->dev, t->ino, owner)))
 		return NULL;
 	j = calloc(1, sizeof(*j) + n);
 	if (!j)
 		return NULL;
 	j->call.run = host_path_job_run;
 	j->call.release = host_path_job_release;
-	j->call.owner = owner_of(t->pid);
+	j->call.owner = owner;
 	j->t = *t;
 	memcpy(j->path, t->path, n);
 	j->t.path = j->path;
-	j->ticket = ticket = bpftel_open_waits_begin(t->dev, t->ino);
+	j->ticket = ticket = bpftel_open_waits_begin(t->dev, t->ino, owner);
 	err = bpftel_deadline_call(&j->call, bpftel_procfile_timeout_ms());
 	if (err == -ETIMEDOUT) {
 		bpftel_open_waits_abandon(ticket); /* j is the thread's */
