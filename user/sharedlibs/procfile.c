@@ -378,11 +378,13 @@ int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
 
 /* Whose a call to pid's file is (deadline_call.h): who is accountable for pid (proc.h):
  * its user, or the container runtime's user namespace it runs in. */
-static __u64 owner_of(__u32 pid)
+static __u64 owner_of(const struct bpftel_procfile_target *t)
 {
 	__u64 owner;
 
-	return bpftel_proc_owner(pid, &owner) ? BPFTEL_DEADLINE_NO_OWNER : owner;
+	if (t->owner_gone)
+		return BPFTEL_DEADLINE_NO_OWNER;
+	return bpftel_proc_owner(t->pid, &owner) ? BPFTEL_DEADLINE_NO_OWNER : owner;
 }
 
 /* An open on a deadline call: what it needs, copied, and what it found. */
@@ -444,7 +446,7 @@ int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct s
 				enum bpftel_refusal *why, dev_t *real_dev, __u64 *real_ino)
 {
 	size_t n = t->path ? strlen(t->path) + 1 : 1;
-	__u64 ticket, owner = owner_of(t->pid);
+	__u64 ticket, owner = owner_of(t);
 	struct open_job *j;
 	int err, fd;
 
@@ -557,7 +559,7 @@ char *bpftel_procfile_host_path(const struct bpftel_procfile_target *t)
 {
 	size_t n = t->path ? strlen(t->path) + 1 : 1;
 	struct host_path_job *j;
-	__u64 ticket, owner = owner_of(t->pid);
+	__u64 ticket, owner = owner_of(t);
 	char *result;
 	int err;
 

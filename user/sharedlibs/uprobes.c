@@ -1193,8 +1193,10 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 	if (go == -ENOENT && d->path[0] == '/') {
 		t.dirfd = d->dirfd;
 		t.pid = (__u32)getpid();
+		t.owner_gone = true;
 		go = go_exe(u, &t, d->path, &d->ctime, ctime, true);
 		t.pid = d->pid;
+		t.owner_gone = false;
 	}
 	if (go <= 0)
 		return go;
