@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -210,6 +211,52 @@ static void test_relative_paths_stay_beneath(void **state)
 	assert_int_equal(why, BPFTEL_REFUSED__COUNT);
 }
 
+static volatile int renaming;
+
+/* Renames on the host, one after another: each moves the rename seqlock that a walk's
+ * ".." under RESOLVE_IN_ROOT checks. */
+static void *rename_loop(void *arg)
+{
+	const char *dir = arg;
+	char a[300], b[300];
+
+	snprintf(a, sizeof(a), "%s/ren-a", dir);
+	snprintf(b, sizeof(b), "%s/ren-b", dir);
+	close(open(a, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+	while (__atomic_load_n(&renaming, __ATOMIC_RELAXED)) {
+		if (rename(a, b) || rename(b, a))
+			break;
+	}
+	unlink(a);
+	unlink(b);
+	return NULL;
+}
+
+/* A path with ".." in it ($ORIGIN/../lib) opens while other processes rename files:
+ * the walk's EAGAIN (a rename raced its "..") is tried again, not taken for the
+ * file's absence (a library never probed, and nothing counted). */
+static void test_dotdot_while_renaming(void **state)
+{
+	struct fixture *f = *state;
+	enum bpftel_refusal why;
+	pthread_t th;
+	struct stat st;
+	int fd, i, failed = 0;
+
+	__atomic_store_n(&renaming, 1, __ATOMIC_RELAXED);
+	assert_int_equal(pthread_create(&th, NULL, rename_loop, f->dir), 0);
+	for (i = 0; i < 3000; i++) {
+		fd = open_as(f, AT_FDCWD, "/etc/../etc/../etc/inside", 0, 0, &st, &why);
+		if (fd < 0)
+			failed++;
+		else
+			close(fd);
+	}
+	__atomic_store_n(&renaming, 0, __ATOMIC_RELAXED);
+	pthread_join(th, NULL);
+	assert_int_equal(failed, 0);
+}
+
 /* A magic link (a /proc fd, root or exe link) is never followed. */
 static void test_magic_links_refused(void **state)
 {
@@ -361,6 +408,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_relative_paths_stay_beneath, setup_cwd,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_dotdot_while_renaming, setup_chroot, teardown),
 		cmocka_unit_test_setup_teardown(test_magic_links_refused, setup_cwd, teardown),
 		cmocka_unit_test_setup_teardown(test_not_regular_refused, setup_chroot, teardown),
 		cmocka_unit_test_setup_teardown(test_identity_checked, setup_cwd, teardown),

@@ -212,7 +212,7 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_fuse_vi
 {
 	char base[64];
 	__u64 resolve = RESOLVE_NO_MAGICLINKS;
-	int dfd, fd, err;
+	int dfd, fd, err, tries;
 
 	if (t->dirfd == BPFTEL_PROCFILE_MAPPED || t->dirfd == BPFTEL_PROCFILE_EXE) {
 		/* The kernel's own reference to the mapped file, or to the executable: no
@@ -241,8 +241,15 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_fuse_vi
 		return -errno;
 	if (view != BPFTEL_FUSE_NONE)
 		resolve |= RESOLVE_CACHED;
-	fd = sys_openat2(dfd, t->path, O_PATH | O_CLOEXEC, resolve);
-	err = fd < 0 ? -errno : 0;
+	/* EAGAIN also when a rename or a mount anywhere on the host raced a ".." of the
+	 * walk (RESOLVE_IN_ROOT, _BENEATH: $ORIGIN/../lib paths): tried again, a few times,
+	 * as openat2(2) says to. */
+	for (tries = 0; tries < 8; tries++) {
+		fd = sys_openat2(dfd, t->path, O_PATH | O_CLOEXEC, resolve);
+		err = fd < 0 ? -errno : 0;
+		if (err != -EAGAIN)
+			break;
+	}
 	/* EAGAIN: the walk needed the file system. EINVAL: 5.6 to 5.11, no RESOLVE_CACHED.
 	 * Refused either way, not walked through FUSE. */
 	if ((err == -EAGAIN || err == -EINVAL) && (resolve & RESOLVE_CACHED)) {
