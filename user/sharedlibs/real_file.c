@@ -12,6 +12,7 @@
 #include "real_file.h"
 #include "bpf/real_file.h"
 #include "real_file.skel.h"
+#include "user/common/ctl.h"
 #include "user/common/log.h"
 
 /* The iterator, and who uses it: one reference for all holders, one per lookup. */
@@ -21,10 +22,17 @@ struct real_files {
 	unsigned int refs;
 };
 
+/* A load that failed (ENOMEM under a memory limit, a transient refusal) is tried
+ * again at a lookup this long after: without the iterator, an overlay over FUSE looks
+ * like any overlay (its statfs is the overlay's), and its file would be parsed on a
+ * thread that waits on FUSE for ever. */
+#define RETRY_S 30
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct real_files *cur;
 static unsigned int holders;
 static bool warned;
+static __u64 last_try_ns;
 
 static void real_files_destroy(struct real_files *r)
 {
@@ -73,12 +81,38 @@ fail:
 	return NULL;
 }
 
-int bpftel_real_files_get(void)
+/* Load the iterator for its holders, unless one is there. Loaded without the lock (BPF
+ * load is slow); a racing holder's may win. */
+static int real_files_try_load(void)
 {
 	struct real_files *r = NULL;
-	bool warn = false;
+	bool warn = false, recovered;
 	int err = 0;
 
+	r = real_files_load(&err);
+	pthread_mutex_lock(&lock);
+	last_try_ns = bpftel_mono_ns();
+	if (r && !cur && holders) {
+		cur = r;
+		r = NULL;
+	}
+	recovered = !err && warned;
+	if (err && !warned)
+		warned = warn = true;
+	pthread_mutex_unlock(&lock);
+	real_files_destroy(r);
+	if (recovered)
+		pr_info("real_file: the task_vma iterator loaded at last");
+	if (warn)
+		pr_warn("real_file: no task_vma iterator (%s): files on overlayfs are known by "
+			"what stat shows, as the overlay's, until it loads (tried again every "
+			"%d s)",
+			strerror(-err), RETRY_S);
+	return err;
+}
+
+int bpftel_real_files_get(void)
+{
 	pthread_mutex_lock(&lock);
 	holders++;
 	if (cur) {
@@ -86,22 +120,7 @@ int bpftel_real_files_get(void)
 		return 0;
 	}
 	pthread_mutex_unlock(&lock);
-	/* Loaded without the lock (BPF load is slow); a racing holder's may win. */
-	r = real_files_load(&err);
-	pthread_mutex_lock(&lock);
-	if (r && !cur && holders) {
-		cur = r;
-		r = NULL;
-	}
-	if (err && !warned)
-		warned = warn = true;
-	pthread_mutex_unlock(&lock);
-	real_files_destroy(r);
-	if (warn)
-		pr_warn("real_file: no task_vma iterator (%s): files on overlayfs are known by "
-			"what stat shows, as the overlay's",
-			strerror(-err));
-	return err;
+	return real_files_try_load();
 }
 
 static void real_files_unref_locked(struct real_files *r, struct real_files **gone)
@@ -173,6 +192,15 @@ int bpftel_real_file_at(unsigned long addr, struct bpftel_real_file *out)
 	struct real_files *r, *gone = NULL;
 	int err;
 
+	bool retry;
+
+	pthread_mutex_lock(&lock);
+	retry = !cur && holders && bpftel_mono_ns() - last_try_ns >= RETRY_S * 1000000000ull;
+	if (retry)
+		last_try_ns = bpftel_mono_ns(); /* one try at a time */
+	pthread_mutex_unlock(&lock);
+	if (retry)
+		real_files_try_load();
 	pthread_mutex_lock(&lock);
 	r = cur;
 	if (r)
