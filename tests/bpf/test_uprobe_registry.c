@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -358,6 +359,58 @@ static void test_older_processes_reopen_by_mapping(void **state)
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 	snprintf(script, sizeof(script), "rm -rf %s", dir);
 	assert_int_equal(system(script), 0);
+}
+
+/* A process with 30000 mappings of a file whose path is 250 bytes long (~12 MB of
+ * maps text, which the kernel writes out for every read): a /proc scan reads 8 MiB of
+ * it at most, says so (scan_maps_cut), and goes on. */
+static void test_scan_reads_maps_bounded(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals ref, before_ref;
+	char dir[300], file[400];
+	long page = sysconf(_SC_PAGESIZE);
+	int sync[2], fd, i;
+	pid_t child;
+	__u64 before;
+	char *area;
+
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-maps-%d-%0200d", (int)getpid(), 0);
+	snprintf(file, sizeof(file), "%s/f", dir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	fd = open(file, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, page), 0);
+	assert_int_equal(pipe(sync), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (!child) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* Every other page the file, between them the reserved anonymous area: no
+		 * two file mappings next to each other, none merged. */
+		area = mmap(NULL, 60000 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		for (i = 0; area != MAP_FAILED && i < 30000; i++) {
+			if (mmap(area + 2 * i * page, page, PROT_READ, MAP_SHARED | MAP_FIXED, fd,
+				 0) == MAP_FAILED)
+				_exit(1);
+		}
+		if (write(sync[1], "r", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(fd);
+	close(sync[1]);
+	assert_int_equal(read(sync[0], &i, 1), 1);
+	close(sync[0]);
+	bpftel_uprobes__refusals(f->up, &before_ref);
+	before = before_ref.scan_maps_cut;
+	assert_true(bpftel_uprobes__scan(f->up) >= 0);
+	bpftel_uprobes__refusals(f->up, &ref);
+	assert_int_equal(ref.scan_maps_cut, before + 1);
+	stop_child(child);
+	unlink(file);
+	rmdir(dir);
 }
 
 static void test_loaded_before_start_found_by_scan(void **state)
@@ -1629,6 +1682,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 		T(test_python_ssl_after_start_then_exit),
 		T(test_loaded_before_start_found_by_scan),
+		T(test_scan_reads_maps_bounded),
 		T(test_dlopen_cudart_detected),
 		T(test_private_mount_namespace),
 		T(test_overlayfs_library),

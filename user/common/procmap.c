@@ -36,8 +36,8 @@ struct procmap_query_v1 {
  * bytes: a process can map one file of a 4 KiB path 65,530 times (268 MB of text for
  * the kernel to make, and us to read, at every lookup: the reports' budget of names). A
  * process with more is not read further (-E2BIG). 8 MiB: 65,530 lines of 128 bytes. */
-#define MAPS_MAX_LINES 100000
-#define MAPS_MAX_BYTES (8u << 20)
+#define MAPS_MAX_LINES BPFTEL_MAPS_MAX_LINES
+#define MAPS_MAX_BYTES BPFTEL_MAPS_MAX_BYTES
 
 static bool force_text;
 

@@ -14,6 +14,11 @@
 #include <sys/types.h>
 #include <linux/types.h>
 
+/* What a reader of another process's maps text reads of it at most: a hostile process
+ * can hold 65,530 mappings of a file whose path is 4 KiB (~268 MB of text). */
+#define BPFTEL_MAPS_MAX_LINES 100000
+#define BPFTEL_MAPS_MAX_BYTES (8u << 20)
+
 struct bpftel_procmap_vma {
 	__u64 start, end; /* [start, end): "start-end" names it in /proc/<pid>/map_files */
 	__u64 offset;	  /* the file offset of the address */

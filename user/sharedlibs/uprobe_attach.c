@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 
 #include "uprobes_internal.h"
+#include "user/common/procmap.h"
 #include "user/common/ctl.h"
 #include "user/common/log.h"
 #include "user/manager/elfsym.h"
@@ -54,6 +55,7 @@ static bool find_mapping(__u32 pid, const struct lib_file *f, char *range, size_
 	char path[64], line[512];
 	unsigned long start, end;
 	unsigned int major, minor;
+	size_t lines = 0, bytes = 0;
 	unsigned long long i;
 	bool found = false;
 	FILE *maps;
@@ -63,10 +65,14 @@ static bool find_mapping(__u32 pid, const struct lib_file *f, char *range, size_
 	if (!maps)
 		return false;
 	while (!found && fgets(line, sizeof(line), maps)) {
+		/* Bounded as every reader of another process's maps (procmap.h). */
+		bytes += strlen(line);
+		if (++lines > BPFTEL_MAPS_MAX_LINES || bytes > BPFTEL_MAPS_MAX_BYTES)
+			break;
 		if (!strchr(line, '\n') && !feof(maps)) { /* a long path: skip the rest */
 			int c;
 
-			while ((c = fgetc(maps)) != EOF && c != '\n')
+			while ((c = fgetc(maps)) != EOF && c != '\n' && ++bytes <= BPFTEL_MAPS_MAX_BYTES)
 				;
 		}
 		if (sscanf(line, "%lx-%lx %*s %*x %x:%x %llu", &start, &end, &major, &minor, &i) !=

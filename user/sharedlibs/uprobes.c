@@ -17,6 +17,7 @@
 
 #include "real_file.h"
 #include "uprobes_internal.h"
+#include "user/common/procmap.h"
 #include "user/common/ctl.h"
 #include "user/common/deadline_call.h"
 #include "user/common/proc.h"
@@ -1239,6 +1240,7 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 	unsigned long long ino, last_ino = 0;
 	dev_t last_dev = 0;
 	struct bpftel_procfile_target t;
+	size_t lines = 0, bytes = 0;
 	struct timespec ctime;
 	int lib, hit = 0;
 	ssize_t n;
@@ -1253,12 +1255,20 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 	if (!maps)
 		return 0;
 	while (fgets(line, sizeof(line), maps)) {
+		bytes += strlen(line);
+		if (++lines > BPFTEL_MAPS_MAX_LINES || bytes > BPFTEL_MAPS_MAX_BYTES) {
+			/* Read no further: the process holds more than any program maps. */
+			pthread_mutex_lock(&u->lock);
+			u->ref.scan_maps_cut++;
+			pthread_mutex_unlock(&u->lock);
+			break;
+		}
 		if (!strchr(line, '\n') && !feof(maps)) {
 			/* A path longer than any (its newlines escaped, 4 bytes each): the rest
 			 * of it is not read as lines of its own. */
 			int c;
 
-			while ((c = fgetc(maps)) != EOF && c != '\n')
+			while ((c = fgetc(maps)) != EOF && c != '\n' && ++bytes <= BPFTEL_MAPS_MAX_BYTES)
 				;
 			continue;
 		}

@@ -300,6 +300,9 @@ struct bpftel_uprobes_refusals {
 	 * walked (beneath that directory only), the file reached by a /proc scan instead,
 	 * through the process's mapping. Each asks for one. */
 	__u64 climbing_scans;
+	/* Processes whose maps a /proc scan read only the first BPFTEL_MAPS_MAX_LINES
+	 * lines or BPFTEL_MAPS_MAX_BYTES of (procmap.h): what they map beyond is unseen. */
+	__u64 scan_maps_cut;
 	size_t nrecent;			    /* the last ones, newest first */
 	struct bpftel_uprobe_refusal recent[BPFTEL_UPROBES_RECENT];
 };
