@@ -45,6 +45,10 @@ struct bpftel_throttle {
 	struct bpftel_agent *a;
 	pthread_mutex_t lock; /* the status of each module */
 	long long last_ms, next_ms;
+	/* The budgets and window the last window ran with: a reload that changes them is
+	 * acted on at the next tick, not at the end of the old window (up to 60 s). */
+	double last_pct[BPFTEL_CFG_MAX_MODULES];
+	unsigned int last_window_s;
 	struct mod_throttle mods[BPFTEL_CFG_MAX_MODULES];
 };
 
@@ -331,8 +335,11 @@ void bpftel_throttle__tick(void *arg)
 	memcpy(pct, a->cfg.max_cpu_percent, sizeof(pct));
 	window_s = a->cfg.max_cpu_window_s ?: 2;
 	pthread_mutex_unlock(&a->cfg_lock);
-	if (now < t->next_ms)
+	if (now < t->next_ms && window_s == t->last_window_s &&
+	    !memcmp(pct, t->last_pct, sizeof(pct)))
 		return;
+	memcpy(t->last_pct, pct, sizeof(pct));
+	t->last_window_s = window_s;
 	dt_s = t->last_ms ? (now - t->last_ms) / 1e3 : 0;
 	t->last_ms = now;
 	t->next_ms = now + window_s * 1000LL;
