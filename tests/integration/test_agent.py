@@ -5,8 +5,11 @@ table and as JSON, SIGTERM leaves no program or link behind, and the CLI fails c
 once the agent is gone."""
 import os
 import resource
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import agent_args, Agent, bpf_ids, check, held_bpf_ids, run, wait_for  # noqa: E402
@@ -56,6 +59,38 @@ def check_traps(stats):
           abs(ret["trap_cost_ns"] - max(tc["pair_ns"] - tc["uprobe_ns"], 0)) < 0.01,
           "overhead_seconds = run time + runs x trap cost; a return probe next to an entry "
           "probe costs what it adds to it (pair - uprobe)")
+
+
+def stopped_while_starting(args):
+    """SIGTERM once the trap cost is calibrated, as the modules load and attach: the
+    start is cancelled (no waiting for it to end), exit 0, and nothing the agent held
+    while starting stays in the kernel."""
+    d = tempfile.mkdtemp(prefix="bpftel-start-")
+    log_path = os.path.join(d, "agent.log")
+    try:
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen([args.agent, "--socket", os.path.join(d, "s.sock"),
+                                     "--no-metrics"], stdout=log, stderr=subprocess.STDOUT)
+        held = {"prog": set(), "map": set(), "link": set()}
+
+        def calibrated():
+            for kind, ids in held_bpf_ids(proc.pid).items():
+                held[kind] |= ids
+            with open(log_path) as f:
+                return "uprobe trap cost" in f.read() or proc.poll() is not None
+        wait_for(calibrated, 60, "the agent to calibrate its trap cost")
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=120)
+        with open(log_path) as f:
+            text = f.read()
+        cancelled = "Terminated while starting: stopping" in text
+        check(rc == 0 and (cancelled or "running (version" in text),
+              f"SIGTERM while starting: exit {rc}, "
+              f"{'the start cancelled' if cancelled else 'after the start (it was done)'}")
+        left = {kind: ids & bpf_ids(kind) for kind, ids in held.items()}
+        check(not any(left.values()), f"nothing held while starting remains: {left}")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def main():
@@ -200,6 +235,8 @@ def main():
               f"stats without an agent: exit {res.returncode}, {lines}")
     finally:
         agent.cleanup()
+
+    stopped_while_starting(args)
 
     # --no-run-stats: the watcher still works, run counts are reported as off.
     agent = Agent(args.agent, args.cli, ["--no-run-stats"])

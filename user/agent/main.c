@@ -5,7 +5,10 @@
  * control socket; the threads it starts and what each may do are in agent.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -281,6 +284,76 @@ static void raise_nofile(void)
 			(unsigned long long)rl.rlim_max, strerror(errno));
 }
 
+/*
+ * Signals while the agent starts (calibration, every module's load and attach, the
+ * /proc scan: seconds): SIGTERM or SIGINT cancels the start (the manager's shutdown
+ * unwinds a module start in progress at its next step), SIGHUP is kept for once it
+ * runs. A thread of its own: the main thread is busy starting.
+ */
+struct startup_signals {
+	pthread_t thread;
+	int sigfd, pipe[2];
+	struct bpftel_manager *mgr;
+	int stop_sig, hup; /* __atomic: the main thread looks while it runs */
+};
+
+static void *startup_signals_run(void *arg)
+{
+	struct startup_signals *s = arg;
+	struct pollfd pfd[2] = {{.fd = s->sigfd, .events = POLLIN},
+				{.fd = s->pipe[0], .events = POLLIN}};
+	struct signalfd_siginfo si;
+
+	while (poll(pfd, 2, -1) >= 0 || errno == EINTR) {
+		if (pfd[1].revents)
+			break; /* started: run_loop takes the signals from here */
+		if (!(pfd[0].revents & POLLIN) || read(s->sigfd, &si, sizeof(si)) != sizeof(si))
+			continue;
+		if (si.ssi_signo == SIGHUP) {
+			__atomic_store_n(&s->hup, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		__atomic_store_n(&s->stop_sig, (int)si.ssi_signo, __ATOMIC_RELAXED);
+		bpftel_manager__shutdown(s->mgr);
+		break;
+	}
+	return NULL;
+}
+
+static int startup_signals_start(struct startup_signals *s, int sigfd,
+				 struct bpftel_manager *mgr)
+{
+	int err;
+
+	*s = (struct startup_signals){.sigfd = sigfd, .pipe = {-1, -1}, .mgr = mgr};
+	if (pipe2(s->pipe, O_CLOEXEC)) {
+		s->pipe[0] = s->pipe[1] = -1;
+		return -errno;
+	}
+	err = pthread_create(&s->thread, NULL, startup_signals_run, s);
+	if (err) {
+		close(s->pipe[0]);
+		close(s->pipe[1]);
+		s->pipe[0] = s->pipe[1] = -1;
+		return -err;
+	}
+	return 0;
+}
+
+/* The start is over: the watcher ends; the signal that cancelled it, or 0. */
+static int startup_signals_end(struct startup_signals *s)
+{
+	if (s->pipe[1] < 0)
+		return 0;
+	if (write(s->pipe[1], "x", 1) != 1)
+		pr_warn("start-up signals: cannot end the watcher: %s", strerror(errno));
+	pthread_join(s->thread, NULL);
+	close(s->pipe[0]);
+	close(s->pipe[1]);
+	s->pipe[0] = s->pipe[1] = -1;
+	return s->stop_sig;
+}
+
 static int run_loop(struct bpftel_agent *agent, int sigfd)
 {
 	struct signalfd_siginfo si;
@@ -361,9 +434,10 @@ static void destroy_modules(struct bpftel_agent *agent)
 int main(int argc, char **argv)
 {
 	struct bpftel_agent agent = {.cfg_lock = PTHREAD_MUTEX_INITIALIZER};
+	struct startup_signals starting = {.pipe = {-1, -1}};
 	struct bpftel_config cfg;
 	char errbuf[512];
-	int sigfd = -1, err, ret = 1;
+	int sigfd = -1, err, ret = 1, stop_sig;
 	bool defaults;
 
 	err = parse_args(argc, argv);
@@ -400,6 +474,12 @@ int main(int argc, char **argv)
 		pr_err("cannot set up errors telemetry or the uprobe registry: %s", strerror(-err));
 		goto cleanup;
 	}
+	/* From here, SIGTERM cancels the start (the manager exists). */
+	err = startup_signals_start(&starting, sigfd, agent.mgr);
+	if (err) {
+		pr_err("cannot watch signals while starting: %s", strerror(-err));
+		goto cleanup;
+	}
 	/* Modules are registered whatever the configuration runs: `bpftel module start`
 	 * and SIGHUP can start them later. */
 	if (create_modules(&agent))
@@ -429,11 +509,19 @@ int main(int argc, char **argv)
 		pr_err("cannot set up the modules' CPU budgets: %s", strerror(-err));
 		goto cleanup;
 	}
-	if (bpftel_agent_apply(&agent, &cfg, true))
+	if (__atomic_load_n(&starting.stop_sig, __ATOMIC_RELAXED) ||
+	    bpftel_agent_apply(&agent, &cfg, true))
 		goto cleanup;
 	/* Libraries mapped before the watcher ran are in /proc/<pid>/maps. */
-	pr_info("start-up scan: %d processes with watched libraries",
-		bpftel_uprobes__scan(agent.uprobes));
+	if (!__atomic_load_n(&starting.stop_sig, __ATOMIC_RELAXED))
+		pr_info("start-up scan: %d processes with watched libraries",
+			bpftel_uprobes__scan(agent.uprobes));
+	stop_sig = startup_signals_end(&starting);
+	if (stop_sig) {
+		pr_info("%s while starting: stopping", strsignal(stop_sig));
+		ret = 0;
+		goto cleanup;
+	}
 	err = bpftel_ctl_server__new(agent.cfg.socket, bpftel_agent_command, &agent, &agent.ctl);
 	if (err) {
 		pr_err("cannot serve control socket %s: %s%s", agent.cfg.socket, strerror(-err),
@@ -458,6 +546,8 @@ int main(int argc, char **argv)
 	pr_info("try: bpftel%s%s stats",
 		strcmp(agent.cfg.socket, BPFTEL_CTL_SOCKET_DEFAULT) ? " --socket " : "",
 		strcmp(agent.cfg.socket, BPFTEL_CTL_SOCKET_DEFAULT) ? agent.cfg.socket : "");
+	if (starting.hup) /* the file may have changed since it was read */
+		reload(&agent);
 
 	err = run_loop(&agent, sigfd);
 	if (err < 0) {
@@ -470,6 +560,11 @@ cleanup:
 	/* A start in progress unwinds at its next step; nothing new starts. */
 	if (agent.mgr)
 		bpftel_manager__shutdown(agent.mgr);
+	stop_sig = startup_signals_end(&starting);
+	if (stop_sig && ret) { /* a start cancelled on purpose: no failure */
+		pr_info("%s while starting: stopping", strsignal(stop_sig));
+		ret = 0;
+	}
 	bpftel_lifecycle__stop(agent.lc);
 	bpftel_lifecycle__stop(agent.reports);
 	bpftel_housekeeping__stop(agent.hk);
