@@ -217,7 +217,7 @@ static int epoll_add(int epfd, int fd, enum loop_src src)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
-/* Returns the signal that ended the loop, or -errno. */
+/* The command line's settings over the file's. */
 static void cli_overrides(struct bpftel_config *cfg)
 {
 	if (env.socket_path)
@@ -354,6 +354,7 @@ static int startup_signals_end(struct startup_signals *s)
 	return s->stop_sig;
 }
 
+/* Returns the signal that ended the loop, or -errno. */
 static int run_loop(struct bpftel_agent *agent, int sigfd)
 {
 	struct signalfd_siginfo si;
