@@ -8,8 +8,9 @@ T90 = {2: 6.314, 3: 2.920, 4: 2.353, 5: 2.132, 6: 2.015, 7: 1.943, 8: 1.895, 9: 
        10: 1.833, 11: 1.812, 12: 1.796, 15: 1.761, 20: 1.729, 30: 1.699}
 
 
-def ci90(values, single=0.0):
-    """(mean, half-width of its 90 % interval); `single` as the width of one value."""
+def ci90(values, single=math.inf):
+    """(mean, half-width of its 90 % interval); `single` as the width of one value:
+    by default none can be told (inf), so that no verdict is "met" on one replicate."""
     n = len(values)
     mean = statistics.mean(values)
     if n < 2:
