@@ -255,6 +255,14 @@ static void test_shedding_cannot_help(void **state)
 	/* Enough on the files to matter: shed. */
 	files[0].load = 1.5 * cfg.limit;
 	assert_int_equal(step(&b, 2 * cfg.limit, files, 2).action, BPFTEL_BUDGET_SHED);
+	/* Throttled, the socket filter's load alone goes over: the file left is not shed
+	 * for nothing. */
+	files[0].load = 0;
+	files[0].potential = cfg.limit;
+	d = step(&b, 3 * cfg.limit, files, 2);
+	assert_int_equal(d.action, BPFTEL_BUDGET_NONE);
+	assert_int_equal(d.why, BPFTEL_BUDGET_NOTHING_TO_SHED);
+	assert_false(files[1].shed);
 }
 
 /* Busy two windows, idle one, again and again: the first episode recovers as soon as

@@ -82,8 +82,11 @@ void bpftel_budget_step(struct bpftel_budget *b, const struct bpftel_budget_cfg 
 	}
 	b->windows++;
 	if (load > cfg->limit && hot < n) {
-		shed(out, hot, BPFTEL_BUDGET_STILL_OVER);
-		return;
+		if (load - sheddable <= cfg->limit) {
+			shed(out, hot, BPFTEL_BUDGET_STILL_OVER);
+			return;
+		}
+		out->why = BPFTEL_BUDGET_NOTHING_TO_SHED; /* as above: no shed that cannot help */
 	}
 	for (i = 0; i < n; i++)
 		back += files[i].shed ? files[i].potential : 0;
