@@ -78,6 +78,9 @@ struct bpftel_agent {
 	struct bpftel_metrics *metrics; /* NULL: no metrics endpoint */
 	char metrics_addr[80];		/* where it listens ("" when off), for stats */
 	struct bpftel_config cfg;	/* in force */
+	/* Modules the configuration wants whose last start by it failed: the next reload
+	 * that wants them tries again, changed or not (apply.c; the lifecycle thread). */
+	bool start_failed[BPFTEL_CFG_MAX_MODULES];
 	struct bpftel_trap_cost trap;	/* calibrated at start, read-only after */
 	struct bpftel_trap_ledger traps; /* uprobe programs' traps so far (overhead.c) */
 	time_t started;			/* wall clock, for display */

@@ -19,9 +19,10 @@
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
 
-/* Everything but the metrics endpoint. What could not be applied is left out of
- * *applied (the configuration recorded as running), so that the next reload asking
- * for it tries again: a module that did not start, a libset mask the watcher refused. */
+/* Everything but the metrics endpoint. A libset mask the watcher refused is left out
+ * of *applied (the configuration recorded as running: the manager kept the old), and a
+ * module that did not start is marked (a->start_failed), so that the next reload
+ * asking for either tries again. */
 static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *next, bool starting,
 			 struct bpftel_config *applied)
 {
@@ -89,14 +90,16 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 		m = a->priv[i] && bpftel_agent_modules[i].selectable
 			    ? bpftel_manager__find(a->mgr, bpftel_agent_modules[i].name)
 			    : NULL;
-		if (!m || (!starting && cur->modules[i] == next->modules[i]))
+		if (!m || (!starting && cur->modules[i] == next->modules[i] &&
+			   !(next->modules[i] && a->start_failed[i])))
 			continue;
+		a->start_failed[i] = false;
 		if (next->modules[i]) {
 			err = bpftel_module__run(m);
 			if (err && err != -EALREADY) {
 				pr_warn("module '%s' not running: %s", bpftel_module__name(m),
 					strerror(-err));
-				applied->modules[i] = false;
+				a->start_failed[i] = true;
 			}
 		} else if (!starting) {
 			bpftel_module__stop(m);
