@@ -302,18 +302,8 @@ static void message(struct feed_ctx *f, const struct usm_h2_stream_info *si,
 		    enum usm_http_kind kind, uint64_t t_ns)
 {
 	struct usm_h2_message *mp, m;
+	size_t i;
 
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 16;
-
-		mp = realloc(f->msgs, cap * sizeof(*mp));
-		if (!mp) {
-			f->s->st.dropped[USM_H2_DROP_MEMORY]++;
-			return;
-		}
-		f->msgs = mp;
-		f->cap = cap;
-	}
 	memset(&m, 0, sizeof(m));
 	m.key.pid = f->e->pid;
 	m.key.source = f->e->source;
@@ -331,6 +321,27 @@ static void message(struct feed_ctx *f, const struct usm_h2_stream_info *si,
 	m.fd = f->e->fd;
 	m.addr_known = f->e->addr_known;
 	m.addr = f->e->addr;
+	/* The stream's end in the same record as its :status (most responses): the mark
+	 * that it is being answered is not needed, and its place takes the end, saving
+	 * the endpoints a lock and a lookup per response. */
+	for (i = f->n; kind != USM_HTTP_REQUEST && kind != USM_HTTP_ANSWERING && i-- > 0;) {
+		if (f->msgs[i].msg.kind == USM_HTTP_ANSWERING &&
+		    !memcmp(&f->msgs[i].key, &m.key, sizeof(m.key))) {
+			f->msgs[i] = m;
+			return;
+		}
+	}
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 16;
+
+		mp = realloc(f->msgs, cap * sizeof(*mp));
+		if (!mp) {
+			f->s->st.dropped[USM_H2_DROP_MEMORY]++;
+			return;
+		}
+		f->msgs = mp;
+		f->cap = cap;
+	}
 	f->msgs[f->n++] = m;
 }
 
