@@ -27,6 +27,7 @@ struct tracked {
 	char path[256];
 	bool seen;	/* in this window's list */
 	__u64 calls[2]; /* entries, returns at the last window */
+	__u64 stepped;	/* of the entries, single-stepped ones then */
 	size_t npids;
 	__u32 pids[BPFTEL_UPROBE_LOAD_PIDS];
 	__u64 ticks[BPFTEL_UPROBE_LOAD_PIDS]; /* their CPU time then, clock ticks */
@@ -135,18 +136,24 @@ static long track(struct mod_throttle *mt, const struct bpftel_uprobe_file_load 
 	f->dev = r->dev;
 	f->ino = r->ino;
 	memcpy(f->calls, r->calls, sizeof(f->calls)); /* counted from here */
+	f->stepped = r->calls_stepped;
 	return (long)(mt->n - 1);
 }
 
 /* What one call costs at entry and at return for the module's uprobe programs (trap +
- * average run time), and its other programs' run time per second. */
+ * average run time), and its other programs' run time per second. An entry's trap is
+ * priced by what its file's instructions are (a file counts its single-stepped
+ * entries): a module's entry programs differ (libssl's emulated, a Go RET stepped, at
+ * ~17x the cost), and one price for all was the last program's. */
 struct costs {
-	double call_ns[2];
+	double call_ns[2]; /* entry (the programs' trap), return */
+	double entry_run_ns;		  /* an entry's program run alone */
+	double trap_stepped, trap_emulated; /* < 0: not calibrated (call_ns[0] then) */
 	double other_ns_per_s;
 };
 
 static void module_costs(const struct bpftel_prog_overhead *o, int n, const char *module,
-			 struct costs *c)
+			 const struct bpftel_trap_cost *tc, struct costs *c)
 {
 	__u64 runs[2] = {0, 0}, ns[2] = {0, 0};
 	double trap[2] = {0, 0};
@@ -168,6 +175,26 @@ static void module_costs(const struct bpftel_prog_overhead *o, int n, const char
 	}
 	for (k = 0; k < 2; k++)
 		c->call_ns[k] = trap[k] + (runs[k] ? (double)ns[k] / runs[k] : 0);
+	c->entry_run_ns = runs[0] ? (double)ns[0] / runs[0] : 0;
+	/* As overhead.c prices them: not where the calibration failed. */
+	c->trap_stepped = tc->known && tc->uprobe_ns > 0 ? tc->uprobe_ns : -1;
+	c->trap_emulated = tc->uprobe_emulated_ns > 0 ? tc->uprobe_emulated_ns : c->trap_stepped;
+}
+
+/* What a file's calls over the window cost: its entries (stepped of them) and its
+ * returns, in ns. */
+static double file_cost_ns(const struct costs *c, double entries, double stepped,
+			   double returns)
+{
+	double entry;
+
+	if (stepped > entries)
+		stepped = entries;
+	entry = c->trap_stepped < 0
+			? entries * c->call_ns[0]
+			: entries * c->entry_run_ns + stepped * c->trap_stepped +
+				  (entries - stepped) * c->trap_emulated;
+	return entry + returns * c->call_ns[1];
 }
 
 /* A module stopped, restarted or lost its budget: its new instance attaches every file. */
@@ -247,7 +274,7 @@ static void step_module(struct bpftel_throttle *t, struct mod_throttle *mt, cons
 	struct bpftel_budget_file *bf = NULL;
 	struct bpftel_uprobe_file_load *r = NULL;
 	struct bpftel_budget_decision d;
-	double load = c ? c->other_ns_per_s / 1e9 : 0, calls;
+	double load = c ? c->other_ns_per_s / 1e9 : 0, calls_d[2], stepped;
 	char reason[320] = "";
 	size_t nb = 0, i, k;
 	struct tracked *f;
@@ -271,11 +298,14 @@ static void step_module(struct bpftel_throttle *t, struct mod_throttle *mt, cons
 		memset(&bf[nb], 0, sizeof(bf[nb]));
 		for (k = 0; k < 2; k++) {
 			/* A counter below the last one: its slot was reused, count afresh. */
-			calls = r[i].calls[k] >= f->calls[k] ? r[i].calls[k] - f->calls[k]
-							     : r[i].calls[k];
-			bf[nb].load += c ? calls * c->call_ns[k] / 1e9 / dt_s : 0;
+			calls_d[k] = r[i].calls[k] >= f->calls[k] ? r[i].calls[k] - f->calls[k]
+								  : r[i].calls[k];
 			f->calls[k] = r[i].calls[k];
 		}
+		stepped = r[i].calls_stepped >= f->stepped ? r[i].calls_stepped - f->stepped
+							   : r[i].calls_stepped;
+		f->stepped = r[i].calls_stepped;
+		bf[nb].load = c ? file_cost_ns(c, calls_d[0], stepped, calls_d[1]) / 1e9 / dt_s : 0;
 		bf[nb].potential = procs_cpu_s(f, &r[i]) / dt_s;
 		bf[nb].shed = r[i].shed;
 		snprintf(f->path, sizeof(f->path), "%s", r[i].path);
@@ -391,7 +421,7 @@ void bpftel_throttle__tick(void *arg)
 				step_module(t, mt, name, pct[i] / 100, window_s, NULL);
 			continue;
 		}
-		module_costs(o, n > 0 ? n : 0, name, &c);
+		module_costs(o, n > 0 ? n : 0, name, &a->trap, &c);
 		step_module(t, mt, name, pct[i] / 100, dt_s, &c);
 	}
 	free(o);
