@@ -481,6 +481,9 @@ int bpftel_top(const char *sock, bool json)
 quit:
 	drop(&prev);
 	drop(&cur);
+	/* Done with the terminal: a SIGCONT from here on must not take it back raw. */
+	signal(SIGTSTP, SIG_DFL);
+	signal(SIGCONT, SIG_DFL);
 	fflush(stdout); /* the last frame, before the cursor comes back */
 	restore_terminal();
 	fputs("\033[H\033[2J", stdout);
