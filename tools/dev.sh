@@ -112,7 +112,7 @@ test)
 	echo "dev.sh: === the threaded parts' tests again with ThreadSanitizer ==="
 	build build-tsan -DBPFTEL_TESTS=ON -DBPFTEL_TSAN=ON
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-		run_ctest build-tsan -R 'test_bpf_manager|events|test_unit_ctl|test_unit_lifecycle|test_bpf_uprobe_registry|test_integration_responsive|test_bpf_telemetry$|test_unit_usm_endpoints|test_unit_usm_h2_sessions|test_unit_usm_metrics|test_unit_uprobe_watch|test_unit_deadline_call|test_unit_open_waits|test_unit_runstats|test_integration_hostile|test_integration_slow_report|test_integration_usm_nat|test_integration_usm$|test_integration_usm_share|test_integration_gpu_share'
+		run_ctest build-tsan -R 'test_bpf_manager|events|test_unit_ctl|test_unit_lifecycle|test_bpf_uprobe_registry|test_integration_responsive|test_bpf_telemetry$|test_unit_usm_endpoints|test_unit_usm_h2_sessions|test_unit_usm_metrics|test_unit_uprobe_watch|test_unit_deadline_call|test_unit_open_waits|test_unit_runstats|test_integration_hostile|test_integration_slow_report|test_integration_usm_nat|test_integration_usm$|test_integration_usm_share|test_integration_gpu_share|test_integration_agent'
 	echo "dev.sh: === fuzz targets (libFuzzer), ${BPFTEL_FUZZ_SECONDS:-60} s each ==="
 	sh "$root/tests/fuzz/run.sh" "${BPFTEL_FUZZ_SECONDS:-60}"
 	echo "dev.sh: all tests passed (plain, ASan+UBSan, TSan builds, fuzz targets)"
