@@ -103,79 +103,6 @@ static void test_long_path(void **state)
 	assert_false(info.path_cut);
 }
 
-/* A process in a real cgroup whose path is longer than the info holds: its id is the
- * inode of that directory, from the whole path (the cut one would name no directory,
- * or a parent where the cut falls on a '/'). Made in the v2 hierarchy, else v1's
- * pids; skipped where neither lets root make one (a container's cgroup namespace). */
-static void test_long_path_id(void **state)
-{
-	static const char *const roots[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/pids"};
-	char dir[1024], procs[1100], seg[181], pidtxt[16];
-	struct bpftel_cgroup_info info;
-	struct stat st;
-	size_t r, depth = 0;
-	bool moved;
-	pid_t child;
-	int fd, i;
-
-	(void)state;
-	memset(seg, 'b', sizeof(seg) - 1);
-	seg[sizeof(seg) - 1] = '\0';
-	for (r = 0; r < 2; r++) {
-		snprintf(procs, sizeof(procs), "%s/cgroup.procs", roots[r]);
-		if (access(procs, W_OK))
-			continue;
-		snprintf(dir, sizeof(dir), "%s/bpftel-test-%d", roots[r], (int)getpid());
-		for (depth = 0; depth < 3; depth++) {
-			if (mkdir(dir, 0755) && errno != EEXIST)
-				break;
-			strcat(dir, "/");
-			strcat(dir, seg);
-		}
-		if (depth == 3 && !mkdir(dir, 0755))
-			break;
-		depth = 0;
-	}
-	if (!depth) {
-		printf("no cgroup hierarchy lets this process make one: skipped\n");
-		return;
-	}
-	assert_int_equal(stat(dir, &st), 0);
-	child = fork();
-	assert_true(child >= 0);
-	if (!child) {
-		pause();
-		_exit(0);
-	}
-	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
-	fd = open(procs, O_WRONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	snprintf(pidtxt, sizeof(pidtxt), "%d", (int)child);
-	/* A host's cgroup rules may refuse the move (a v2 hierarchy's domain rules, a
-	 * delegation): said, not failed, as where no hierarchy is writable. */
-	moved = write(fd, pidtxt, strlen(pidtxt)) == (ssize_t)strlen(pidtxt);
-	close(fd);
-	if (moved)
-		assert_int_equal(bpftel_cgroup_of((__u32)child, &info), 0);
-	kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
-	printf("cgroup of %zu bytes: %s\n", strlen(dir) - strlen(roots[r]), dir);
-	if (!moved) {
-		printf("this host refused a process in it: the id not checked\n");
-	} else if (strcmp(info.controllers, r ? "pids" : "")) {
-		/* v1: the first hierarchy whose path is not "/" is taken, another here. */
-		printf("the %s line is taken on this host, not pids': the id not checked\n",
-		       info.controllers);
-	} else {
-		assert_true(info.path_cut);
-		assert_int_equal((long long)info.cgroup_id, (long long)st.st_ino);
-	}
-	for (i = 0; i <= 3; i++) { /* the child gone, its cgroups go, deepest first */
-		assert_int_equal(rmdir(dir), 0);
-		*strrchr(dir, '/') = '\0';
-	}
-}
-
 /* A writable hierarchy's root (v2, else v1's pids), or NULL. */
 static const char *writable_root(void)
 {
@@ -217,6 +144,63 @@ static bool cgroup_of_child_in(const char *dir, struct bpftel_cgroup_info *info)
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	return moved;
+}
+
+/* A process in a real cgroup whose path is longer than the info holds: its id is the
+ * inode of that directory, from the whole path (the cut one would name no directory,
+ * or a parent where the cut falls on a '/'). Made in the v2 hierarchy, else v1's
+ * pids; skipped where neither lets root make one (a container's cgroup namespace). */
+static void test_long_path_id(void **state)
+{
+	static const char *const roots[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/pids"};
+	char dir[1024], procs[1100], seg[181];
+	struct bpftel_cgroup_info info;
+	struct stat st;
+	size_t r, depth = 0;
+	bool moved;
+	int i;
+
+	(void)state;
+	memset(seg, 'b', sizeof(seg) - 1);
+	seg[sizeof(seg) - 1] = '\0';
+	for (r = 0; r < 2; r++) {
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", roots[r]);
+		if (access(procs, W_OK))
+			continue;
+		snprintf(dir, sizeof(dir), "%s/bpftel-test-%d", roots[r], (int)getpid());
+		for (depth = 0; depth < 3; depth++) {
+			if (mkdir(dir, 0755) && errno != EEXIST)
+				break;
+			strcat(dir, "/");
+			strcat(dir, seg);
+		}
+		if (depth == 3 && !mkdir(dir, 0755))
+			break;
+		depth = 0;
+	}
+	if (!depth) {
+		printf("no cgroup hierarchy lets this process make one: skipped\n");
+		return;
+	}
+	assert_int_equal(stat(dir, &st), 0);
+	/* A host's cgroup rules may refuse the move (a v2 hierarchy's domain rules, a
+	 * delegation): said, not failed, as where no hierarchy is writable. */
+	moved = cgroup_of_child_in(dir, &info);
+	printf("cgroup of %zu bytes: %s\n", strlen(dir) - strlen(roots[r]), dir);
+	if (!moved) {
+		printf("this host refused a process in it: the id not checked\n");
+	} else if (strcmp(info.controllers, r ? "pids" : "")) {
+		/* v1: the first hierarchy whose path is not "/" is taken, another here. */
+		printf("the %s line is taken on this host, not pids': the id not checked\n",
+		       info.controllers);
+	} else {
+		assert_true(info.path_cut);
+		assert_int_equal((long long)info.cgroup_id, (long long)st.st_ino);
+	}
+	for (i = 0; i <= 3; i++) { /* the child gone, its cgroups go, deepest first */
+		assert_int_equal(rmdir(dir), 0);
+		*strrchr(dir, '/') = '\0';
+	}
 }
 
 /* A user given a cgroup subtree (systemd's Delegate=, user@N.service) names its
