@@ -87,8 +87,12 @@ def stopped_while_starting(args):
         check(rc == 0 and (cancelled or "running (version" in text),
               f"SIGTERM while starting: exit {rc}, "
               f"{'the start cancelled' if cancelled else 'after the start (it was done)'}")
-        left = {kind: ids & bpf_ids(kind) for kind, ids in held.items()}
-        check(not any(left.values()), f"nothing held while starting remains: {left}")
+        # The kernel lets go of some a moment after the process exits (its maps are
+        # freed from a work queue): waited out, as Agent.released() does.
+        wait_for(lambda: not any(ids & bpf_ids(kind) for kind, ids in held.items()), 60,
+                 "what the agent held while starting to leave the kernel")
+        check(True, f"nothing held while starting remains: {len(held['prog'])} programs, "
+                    f"{len(held['map'])} maps, {len(held['link'])} links")
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
