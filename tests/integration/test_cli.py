@@ -172,6 +172,18 @@ def check_top(agent):
     check_top_interrupted(agent)
 
 
+def pane_readers(session):
+    """(pane(fmt): a tmux format of the session's pane, screen(): its text)."""
+    def pane(fmt):
+        return subprocess.run(["tmux", "display-message", "-p", "-t", session, fmt],
+                              capture_output=True, text=True).stdout.strip()
+
+    def screen():
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+                              capture_output=True, text=True).stdout
+    return pane, screen
+
+
 def check_top_interrupted(agent):
     """Ctrl-C ends bpftel top with the cursor shown again (it stayed hidden: the show
     sequence sat in stdio's buffer when SIGINT's default action ended the process)."""
@@ -182,14 +194,7 @@ def check_top_interrupted(agent):
            f"echo top-ended; read x'")
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd],
                    check=True)
-
-    def pane(fmt):
-        return subprocess.run(["tmux", "display-message", "-p", "-t", session, fmt],
-                              capture_output=True, text=True).stdout.strip()
-
-    def screen():
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
-                              capture_output=True, text=True).stdout
+    pane, screen = pane_readers(session)
     try:
         wait_for(lambda: "PROGRAM" in screen() and pane("#{cursor_flag}") == "0", 60,
                  "bpftel top to draw, its cursor hidden")
@@ -208,14 +213,7 @@ def check_top_quit_and_stopped(agent):
     session = f"bpftel-top-stop-{os.getpid()}"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24",
                     "bash --norc --noprofile -i"], check=True)
-
-    def pane(fmt):
-        return subprocess.run(["tmux", "display-message", "-p", "-t", session, fmt],
-                              capture_output=True, text=True).stdout.strip()
-
-    def screen():
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
-                              capture_output=True, text=True).stdout
+    pane, screen = pane_readers(session)
 
     def keys(*k):
         subprocess.run(["tmux", "send-keys", "-t", session, *k], check=True)
