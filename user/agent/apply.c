@@ -77,8 +77,9 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 			err = bpftel_manager__subscribe(a->mgr, BPFTEL_SHAREDLIBS_MODULE,
 							BPFTEL_AGENT_SUBSCRIBER, next->libsets);
 			if (err) {
-				pr_err("cannot start the shared-libraries watcher: %s",
-				       strerror(-err));
+				if (err != -ECANCELED) /* else a SIGTERM stopped the start */
+					pr_err("cannot start the shared-libraries watcher: %s",
+					       strerror(-err));
 				if (starting)
 					return err;
 				applied->libsets = cur->libsets; /* the manager kept the old */
@@ -96,7 +97,7 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 		a->start_failed[i] = false;
 		if (next->modules[i]) {
 			err = bpftel_module__run(m);
-			if (err && err != -EALREADY) {
+			if (err && err != -EALREADY && err != -ECANCELED) {
 				pr_warn("module '%s' not running: %s", bpftel_module__name(m),
 					strerror(-err));
 				a->start_failed[i] = true;
