@@ -36,10 +36,23 @@ struct procmap_query_v1 {
  * bytes: a process can map one file of a 4 KiB path 65,530 times (268 MB of text for
  * the kernel to make, and us to read, at every lookup: the reports' budget of names). A
  * process with more is not read further (-E2BIG). 8 MiB: 65,530 lines of 128 bytes. */
-#define MAPS_MAX_LINES BPFTEL_MAPS_MAX_LINES
-#define MAPS_MAX_BYTES BPFTEL_MAPS_MAX_BYTES
-
 static bool force_text;
+
+bool bpftel_maps_text_next(struct bpftel_maps_text *m, char *line, size_t size)
+{
+	int c;
+
+	if (m->cut || !fgets(line, (int)size, m->f))
+		return false;
+	m->bytes += strlen(line);
+	m->long_line = !strchr(line, '\n') && !feof(m->f);
+	if (m->long_line) { /* a long path: skip the rest of it */
+		while (m->bytes < BPFTEL_MAPS_MAX_BYTES && (c = fgetc(m->f)) != EOF && c != '\n')
+			m->bytes++;
+	}
+	m->cut = ++m->lines > BPFTEL_MAPS_MAX_LINES || m->bytes >= BPFTEL_MAPS_MAX_BYTES;
+	return !m->cut;
+}
 
 void bpftel_procmap_force_text(bool on)
 {
@@ -74,30 +87,18 @@ static int query(int fd, __u64 addr, struct bpftel_procmap_vma *vma)
 static int scan(int fd, __u64 addr, struct bpftel_procmap_vma *vma)
 {
 	unsigned long start, end, pgoff, inode;
-	unsigned int maj, min, lines = 0;
-	size_t bytes = 0;
+	struct bpftel_maps_text m = {0};
+	unsigned int maj, min;
 	char line[512];
 	int err = -ENOENT;
-	FILE *f;
 
-	f = fdopen(fd, "re");
-	if (!f) {
+	m.f = fdopen(fd, "re");
+	if (!m.f) {
 		err = -errno;
 		close(fd);
 		return err;
 	}
-	while (err == -ENOENT && lines++ < MAPS_MAX_LINES && fgets(line, sizeof(line), f)) {
-		bytes += strlen(line);
-		if (!strchr(line, '\n') && !feof(f)) { /* a long path: skip the rest of it */
-			int c;
-
-			while ((c = fgetc(f)) != EOF && c != '\n' && bytes < MAPS_MAX_BYTES)
-				bytes++;
-		}
-		if (bytes >= MAPS_MAX_BYTES) {
-			err = -E2BIG;
-			break;
-		}
+	while (err == -ENOENT && bpftel_maps_text_next(&m, line, sizeof(line))) {
 		if (sscanf(line, "%lx-%lx %*s %lx %x:%x %lu", &start, &end, &pgoff, &maj, &min,
 			   &inode) != 6 ||
 		    addr < start || addr >= end)
@@ -113,7 +114,9 @@ static int scan(int fd, __u64 addr, struct bpftel_procmap_vma *vma)
 		};
 		err = 0;
 	}
-	fclose(f);
+	if (m.bytes >= BPFTEL_MAPS_MAX_BYTES)
+		err = -E2BIG;
+	fclose(m.f);
 	return err;
 }
 

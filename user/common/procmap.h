@@ -11,6 +11,7 @@
 #define BPFTEL_COMMON_PROCMAP_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <linux/types.h>
 
@@ -32,6 +33,21 @@ struct bpftel_procmap_vma {
  * (gone, or not ours to read).
  */
 int bpftel_procmap_find(__u32 pid, __u64 addr, struct bpftel_procmap_vma *vma);
+
+/*
+ * Another process's maps text, line by line, within BPFTEL_MAPS_MAX_LINES and _BYTES:
+ * every reader of it (this file's, the uprobe registry's scan and mapping lookup).
+ */
+struct bpftel_maps_text {
+	FILE *f;
+	size_t lines, bytes;
+	bool long_line; /* the last line did not fit: its head given, the rest skipped */
+	bool cut;	/* a bound was reached: nothing more is read */
+};
+
+/* The next line into line (size bytes): true, or false at the end of the text or
+ * once a bound is reached (m->cut; m->bytes >= BPFTEL_MAPS_MAX_BYTES when that one). */
+bool bpftel_maps_text_next(struct bpftel_maps_text *m, char *line, size_t size);
 
 /* Tests and benches: read the text even where the kernel answers queries. */
 void bpftel_procmap_force_text(bool on);

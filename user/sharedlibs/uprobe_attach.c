@@ -55,26 +55,16 @@ static bool find_mapping(__u32 pid, const struct lib_file *f, char *range, size_
 	char path[64], line[512];
 	unsigned long start, end;
 	unsigned int major, minor;
-	size_t lines = 0, bytes = 0;
+	struct bpftel_maps_text maps = {0};
 	unsigned long long i;
 	bool found = false;
-	FILE *maps;
 
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
-	maps = fopen(path, "re");
-	if (!maps)
+	maps.f = fopen(path, "re");
+	if (!maps.f)
 		return false;
-	while (!found && fgets(line, sizeof(line), maps)) {
-		/* Bounded as every reader of another process's maps (procmap.h). */
-		bytes += strlen(line);
-		if (++lines > BPFTEL_MAPS_MAX_LINES || bytes > BPFTEL_MAPS_MAX_BYTES)
-			break;
-		if (!strchr(line, '\n') && !feof(maps)) { /* a long path: skip the rest */
-			int c;
-
-			while ((c = fgetc(maps)) != EOF && c != '\n' && ++bytes <= BPFTEL_MAPS_MAX_BYTES)
-				;
-		}
+	/* A long line's head holds what is read here: its path is not. */
+	while (!found && bpftel_maps_text_next(&maps, line, sizeof(line))) {
 		if (sscanf(line, "%lx-%lx %*s %*x %x:%x %llu", &start, &end, &major, &minor, &i) !=
 		    5)
 			continue;
@@ -86,7 +76,7 @@ static bool find_mapping(__u32 pid, const struct lib_file *f, char *range, size_
 			found = true;
 		}
 	}
-	fclose(maps);
+	fclose(maps.f);
 	return found;
 }
 

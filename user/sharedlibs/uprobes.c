@@ -1240,38 +1240,23 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 	unsigned long long ino, last_ino = 0;
 	dev_t last_dev = 0;
 	struct bpftel_procfile_target t;
-	size_t lines = 0, bytes = 0;
+	struct bpftel_maps_text maps = {0};
 	struct timespec ctime;
 	int lib, hit = 0;
 	ssize_t n;
-	FILE *maps;
 
 	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
 	n = readlink(path, exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
 	maps_escape(exe, sizeof(exe));
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
-	maps = fopen(path, "re");
-	if (!maps)
+	maps.f = fopen(path, "re");
+	if (!maps.f)
 		return 0;
-	while (fgets(line, sizeof(line), maps)) {
-		bytes += strlen(line);
-		if (++lines > BPFTEL_MAPS_MAX_LINES || bytes > BPFTEL_MAPS_MAX_BYTES) {
-			/* Read no further: the process holds more than any program maps. */
-			pthread_mutex_lock(&u->lock);
-			u->ref.scan_maps_cut++;
-			pthread_mutex_unlock(&u->lock);
-			break;
-		}
-		if (!strchr(line, '\n') && !feof(maps)) {
-			/* A path longer than any (its newlines escaped, 4 bytes each): the rest
-			 * of it is not read as lines of its own. */
-			int c;
-
-			while ((c = fgetc(maps)) != EOF && c != '\n' && ++bytes <= BPFTEL_MAPS_MAX_BYTES)
-				;
+	while (bpftel_maps_text_next(&maps, line, sizeof(line))) {
+		/* A path longer than any (its newlines escaped, 4 bytes each): not read. */
+		if (maps.long_line)
 			continue;
-		}
 		file = strchr(line, '/');
 		if (!file || sscanf(line, "%lx-%lx %*s %*x %x:%x %llu", &start, &end, &major, &minor,
 				    &ino) != 5)
@@ -1301,7 +1286,12 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 		}
 		hit |= !uprobes_seen(u, &t, 0, lib, file);
 	}
-	fclose(maps);
+	if (maps.cut) { /* the process holds more than any program maps: read no further */
+		pthread_mutex_lock(&u->lock);
+		u->ref.scan_maps_cut++;
+		pthread_mutex_unlock(&u->lock);
+	}
+	fclose(maps.f);
 	return hit;
 }
 
