@@ -78,26 +78,38 @@ static bool parse_uint(const char *v, unsigned int lo, unsigned int hi, unsigned
 	return true;
 }
 
+/* The next element of a comma-separated list at *rest, trimmed, or NULL after the
+ * last; *rest moves past it. Empty ones too ("gpu,,usm", "modules = ,"): strtok would
+ * skip them, and a stray comma read as "none" turns everything off. */
+static char *list_next(char **rest)
+{
+	char *tok = *rest, *comma;
+	size_t i;
+
+	if (!tok)
+		return NULL;
+	comma = strchr(tok, ',');
+	if (comma)
+		*comma++ = '\0';
+	*rest = comma;
+	while (isspace((unsigned char)*tok))
+		tok++;
+	for (i = strlen(tok); i && isspace((unsigned char)tok[i - 1]); i--)
+		tok[i - 1] = '\0';
+	return tok;
+}
+
 /* "a, b,c" against names[n] (a NULL name matches nothing): sets found[i]. "none" is
  * the empty list. */
 static bool parse_list(char *v, const char *const *names, size_t n, bool *found, const char **what)
 {
-	char *tok, *save = NULL;
+	char *tok;
 	size_t i;
 
 	memset(found, 0, n * sizeof(*found));
 	if (!strcmp(v, "none"))
 		return true;
-	/* Every element, empty ones too ("gpu,,usm", "modules = ,"): strtok would skip
-	 * them, and a stray comma read as "none" turns everything off. */
-	for (tok = v; tok; tok = save) {
-		save = strchr(tok, ',');
-		if (save)
-			*save++ = '\0';
-		while (isspace((unsigned char)*tok))
-			tok++;
-		for (i = strlen(tok); i && isspace((unsigned char)tok[i - 1]); i--)
-			tok[i - 1] = '\0';
+	while ((tok = list_next(&v))) {
 		for (i = 0; i < n && (!*tok || !names[i] || strcmp(tok, names[i])); i++)
 			;
 		if (i == n) {
@@ -182,7 +194,7 @@ static int selectable_index(const char *name)
 /* "off", "5" (every module), or "gpu:5, usm:0.5" (the others: none). */
 static bool parse_budgets(char *v, double *pct, const char **what)
 {
-	char *tok, *save = NULL, *colon;
+	char *tok, *colon;
 	double one;
 	size_t i;
 	int idx;
@@ -196,14 +208,7 @@ static bool parse_budgets(char *v, double *pct, const char **what)
 			pct[i] = bpftel_agent_modules[i].selectable ? one : 0;
 		return true;
 	}
-	for (tok = v; tok; tok = save) { /* empty elements too: refused */
-		save = strchr(tok, ',');
-		if (save)
-			*save++ = '\0';
-		while (isspace((unsigned char)*tok))
-			tok++;
-		for (i = strlen(tok); i && isspace((unsigned char)tok[i - 1]); i--)
-			tok[i - 1] = '\0';
+	while ((tok = list_next(&v))) { /* empty elements too: refused */
 		*what = tok;
 		colon = strchr(tok, ':');
 		if (!colon)
