@@ -246,6 +246,16 @@ static void unshed_all(struct bpftel_agent *a, const char *module,
 	}
 }
 
+/* Every file the running module has shed back, read from the registry now. */
+static void unshed_module(struct bpftel_agent *a, const char *module)
+{
+	struct bpftel_uprobe_file_load *r;
+	int n = bpftel_uprobes__file_loads(a->uprobes, module, &r);
+
+	unshed_all(a, module, r, n > 0 ? (size_t)n : 0);
+	free(r);
+}
+
 /* Forget files gone from the module's list (their slots may serve others). */
 static void prune(struct mod_throttle *mt)
 {
@@ -352,14 +362,13 @@ void bpftel_throttle__tick(void *arg)
 	double pct[BPFTEL_CFG_MAX_MODULES], dt_s;
 	long long now = bpftel_mono_ms();
 	struct bpftel_prog_overhead *o = NULL;
-	struct bpftel_uprobe_file_load *r;
 	struct bpftel_module *m;
 	struct mod_throttle *mt;
 	unsigned int window_s;
 	struct costs c;
 	bool any = false, running;
 	size_t i;
-	int n = 0, nr;
+	int n = 0;
 
 	pthread_mutex_lock(&a->cfg_lock);
 	memcpy(pct, a->cfg.max_cpu_percent, sizeof(pct));
@@ -398,18 +407,14 @@ void bpftel_throttle__tick(void *arg)
 		running = bpftel_module__state(m) == BPFTEL_MOD_RUNNING;
 		if (pct[i] <= 0 && mt->b.throttled) {
 			/* The budget was taken away (SIGHUP): everything back. */
-			nr = bpftel_uprobes__file_loads(a->uprobes, name, &r);
-			unshed_all(a, name, r, nr > 0 ? (size_t)nr : 0);
-			free(r);
+			unshed_module(a, name);
 			pr_info("budget: module '%s': no budget any more, running again", name);
 		}
 		if (running && pct[i] > 0 && mt->running &&
 		    bpftel_module__restarts(m) != mt->restarts) {
 			/* A new instance starts with every file; a shed decided on the old
 			 * one's loads may have landed on it: taken back. */
-			nr = bpftel_uprobes__file_loads(a->uprobes, name, &r);
-			unshed_all(a, name, r, nr > 0 ? (size_t)nr : 0);
-			free(r);
+			unshed_module(a, name);
 		}
 		if (pct[i] <= 0 || !running || bpftel_module__restarts(m) != mt->restarts ||
 		    !mt->running || !dt_s) {
