@@ -190,14 +190,14 @@ static int lookup(struct real_files *r, unsigned long addr, struct bpftel_real_f
 int bpftel_real_file_at(unsigned long addr, struct bpftel_real_file *out)
 {
 	struct real_files *r, *gone = NULL;
+	__u64 now = bpftel_mono_ns();
+	bool retry;
 	int err;
 
-	bool retry;
-
 	pthread_mutex_lock(&lock);
-	retry = !cur && holders && bpftel_mono_ns() - last_try_ns >= RETRY_S * 1000000000ull;
+	retry = !cur && holders && now - last_try_ns >= RETRY_S * 1000000000ull;
 	if (retry)
-		last_try_ns = bpftel_mono_ns(); /* one try at a time */
+		last_try_ns = now; /* one try at a time */
 	pthread_mutex_unlock(&lock);
 	if (retry)
 		real_files_try_load();
