@@ -49,6 +49,15 @@ static void restore_terminal(void)
 
 static struct termios raw_tio;
 
+/* Hidden while redrawing, by write(2) as it is shown again (restore_terminal); marked
+ * first, so that a signal during the write shows it again. Also from SIGCONT's handler. */
+static void hide_cursor(void)
+{
+	cursor_hidden = 1;
+	if (write(STDOUT_FILENO, "\033[?25l", 6) != 6)
+		cursor_hidden = 0;
+}
+
 static void on_signal(int sig)
 {
 	restore_terminal();
@@ -94,9 +103,7 @@ static void on_cont(int sig)
 	(void)sig;
 	if (tio_saved)
 		tcsetattr(STDIN_FILENO, TCSANOW, &raw_tio);
-	cursor_hidden = 1;
-	if (write(STDOUT_FILENO, "\033[?25l", 6) != 6)
-		cursor_hidden = 0;
+	hide_cursor();
 	errno = saved;
 }
 
@@ -451,11 +458,7 @@ int bpftel_top(const char *sock, bool json)
 	signal(SIGHUP, on_signal);
 	signal(SIGTSTP, on_stop);
 	signal(SIGCONT, on_cont);
-	/* Hidden while redrawing, by write(2) as it is shown again (restore_terminal);
-	 * marked first, so that a signal during the write shows it again. */
-	cursor_hidden = 1;
-	if (write(STDOUT_FILENO, "\033[?25l", 6) != 6)
-		cursor_hidden = 0;
+	hide_cursor();
 	for (due = now_s() + INTERVAL_MS / 1000.0;; due = now_s() + INTERVAL_MS / 1000.0) {
 		/* Keys other than q are read and ignored: a held key or a paste does not
 		 * make top sample faster than once a second. */
