@@ -463,6 +463,15 @@ def start_nghttpd(tmp):
     return server, port
 
 
+def without_peer(args, row, peer):
+    """A row whose bpftrace peer did not run: the peer's row says why (compare mode has
+    none)."""
+    if args.compare:
+        return [row]
+    peer.note = "skipped: bpftrace is not installed (tools/dev.sh test installs it)"
+    return [row, peer]
+
+
 def h2load(args, a_build, b_build, tmp, reps):
     """HTTP/2 over TLS (nghttpd, h2load: both the system OpenSSL), requests/s with no
     agent, under bpftrace's counting probes on the same functions (the peer's floor:
@@ -520,10 +529,7 @@ def h2load(args, a_build, b_build, tmp, reps):
                     ("met" if rm - rh >= 0.9 else "within noise" if rm + rh >= 0.9
                      else "MISSED") + duty_note(windows, row.a))
     if not bt:
-        if not args.compare:  # said, not left out
-            peer.note = "skipped: bpftrace is not installed (tools/dev.sh test installs it)"
-            return [row, peer]
-        return [row]
+        return without_peer(args, row, peer)
     peer.b = row.b
     pm, ph = ci90([a / b for a, b in zip(peer.a, row.a)])
     peer.note = (f"bpftrace counting at the functions' entries (reads entry+return, writes "
@@ -636,10 +642,7 @@ def gnutls_reads(args, a_build, b_build, tmp, reps):
                     f"records dropped, counted (ring buffer or queue full): {dropped}" +
                     duty_note(windows, row.a))
     if not bt:
-        if not args.compare:  # said, not left out
-            peer.note = "skipped: bpftrace is not installed (tools/dev.sh test installs it)"
-            return [row, peer]
-        return [row]
+        return without_peer(args, row, peer)
     peer.b = row.b
     pm, ph = ci90([b / a for a, b in zip(peer.a, peer.b)])
     fm, fh = ci90([p / a for p, a in zip(peer.a, row.a)])
