@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <fnmatch.h>
 #include <cmocka.h>
 #include <capstone/capstone.h>
@@ -35,6 +36,7 @@
 #include "user/modules/gpu/gpu_demangle.h"
 #include "user/modules/gpu/gpu_kernels.h"
 #include "user/modules/gpu/gpu_series.h"
+#include "user/sharedlibs/procfile.h"
 
 /* A host stub as nvcc names one; its body keeps it apart from any other function. */
 static volatile int sink;
@@ -304,6 +306,96 @@ static void test_handle_named_by_host(void **state)
 		assert_int_equal(row.kernels[i].launches, i == 1 ? 3 : 2);
 	}
 	bpftel_gpu_kernels__free(kt);
+}
+
+/* Opens for bpftel_gpu_symbolize_files: through open_fail_pid's process they fail as
+ * a stalled owner's do (or all of them, or as a file that is not ELF); the others
+ * are the real ones. Each try is counted. */
+static __u32 open_fail_pid;
+static int open_fail_all, open_fail_final, open_tries;
+
+static int failing_open(const struct bpftel_procfile_target *t, struct stat *st,
+			enum bpftel_refusal *why)
+{
+	open_tries++;
+	if (open_fail_final) {
+		*why = BPFTEL_REFUSED_NOT_ELF;
+		return -ENOEXEC;
+	}
+	if (open_fail_all || t->pid == open_fail_pid) {
+		*why = BPFTEL_REFUSED_SLOW_FS;
+		return -EDQUOT;
+	}
+	return bpftel_procfile_open(t, st, why);
+}
+
+/* A child that maps what this process maps (forked), alive until its pipe closes. */
+static pid_t twin(int *wfd)
+{
+	int p[2];
+	pid_t pid;
+	char c;
+
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		close(p[1]);
+		while (read(p[0], &c, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(p[0]);
+	*wfd = p[1];
+	return pid;
+}
+
+/* A library's kernel launched most by a process through which its file cannot be
+ * opened (gone since, or its owner's opens stall) is named through the next process
+ * that maps it; with none, every one is left for a later report; a file refused for
+ * what it is is not asked again. */
+static void test_names_through_another_process(void **state)
+{
+	struct bpftel_gpu_sym syms[2];
+	__u64 addr = (__u64)(uintptr_t)stub_fn;
+	int wfd, status;
+	pid_t child;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	child = twin(&wfd);
+	/* The child first: the most launched. */
+	syms[0] = (struct bpftel_gpu_sym){.pid = (__u32)child, .addr = addr};
+	syms[1] = (struct bpftel_gpu_sym){.pid = (__u32)getpid(), .addr = addr};
+
+	open_fail_pid = (__u32)child;
+	open_tries = 0;
+	bpftel_gpu_symbolize_files(syms, 2, failing_open);
+	assert_int_equal(open_tries, 2);
+	assert_true(syms[0].tried && syms[1].tried);
+	assert_false(syms[0].failed || syms[1].failed);
+	assert_string_equal(syms[0].name, "saxpyOp(float, float*, float*, int)");
+	assert_string_equal(syms[1].name, "saxpyOp(float, float*, float*, int)");
+
+	open_fail_all = 1;
+	open_tries = 0;
+	bpftel_gpu_symbolize_files(syms, 2, failing_open);
+	open_fail_all = 0;
+	assert_int_equal(open_tries, 2);
+	assert_false(syms[0].tried || syms[1].tried);
+	assert_true(syms[0].failed && syms[1].failed);
+
+	open_fail_final = 1;
+	open_tries = 0;
+	bpftel_gpu_symbolize_files(syms, 2, failing_open);
+	open_fail_final = 0;
+	assert_int_equal(open_tries, 1);
+	assert_true(syms[0].tried && syms[1].tried);
+	assert_string_equal(syms[0].name, "");
+
+	close(wfd);
+	assert_int_equal(waitpid(child, &status, 0), child);
 }
 
 /* A mangled name over 255 bytes is read whole and demangled, then cut to the label's
@@ -583,6 +675,19 @@ static void fake_symbolize(struct bpftel_gpu_sym *syms, size_t n)
 			 fake_names[syms[i].addr - FAKE_BASE] ? fake_names[syms[i].addr - FAKE_BASE]
 								: "");
 		syms[i].tried = true;
+	}
+}
+
+/* A symbolizer whose opens all fail (fake_symbolize's, failed). */
+static void failed_symbolize(struct bpftel_gpu_sym *syms, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		fake_parses++;
+		syms[i].name[0] = '\0';
+		syms[i].tried = false;
+		syms[i].failed = true;
 	}
 }
 
@@ -928,6 +1033,44 @@ static void test_names_asked_once(void **state)
 	assert_string_equal(rep.rows[0].kernels[0].name, "k3");
 	assert_int_equal(rep.rows[0].kernels[0].launches, 60);
 	assert_int_equal(bpftel_gpu_kernels__wanted(kt, rep.ks, rep.nks, syms), 0);
+	bpftel_gpu_kernels__free(kt);
+}
+
+/* Host functions whose file could not be opened are asked for again at the next
+ * reports: one named at a retry is named; one whose file failed BPFTEL_GPU_NAME_TRIES
+ * times is left unnamed, and no report asks for it again. */
+static void test_failed_names_retried(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(failed_symbolize);
+	struct bpftel_gpu_sym syms[BPFTEL_GPU_NAME_BUDGET];
+	size_t n;
+	int r;
+
+	(void)state;
+	assert_non_null(kt);
+	memset(fake_names, 0, sizeof(fake_names));
+	fake_names[0] = "k0";
+	fake_names[1] = "k1";
+	for (r = 1; r <= BPFTEL_GPU_NAME_TRIES; r++) {
+		memset(&rep, 0, sizeof(rep));
+		report_kernel(&rep, 600, false, 0, 10, NULL);
+		report_kernel(&rep, 600, false, 1, 5, NULL);
+		n = bpftel_gpu_kernels__wanted(kt, rep.ks, rep.nks, syms);
+		assert_int_equal(n, 2);
+		assert_int_equal(syms[0].addr, FAKE_BASE);
+		bpftel_gpu_kernels__symbolize(kt, syms, 1);
+		if (r < BPFTEL_GPU_NAME_TRIES)
+			failed_symbolize(&syms[1], 1);
+		else
+			fake_symbolize(&syms[1], 1);
+		bpftel_gpu_kernels__fill_named(kt, rep.rows, rep.n, rep.ks, rep.nks, true, syms,
+					       n);
+	}
+	assert_int_equal(bpftel_gpu_kernels__wanted(kt, rep.ks, rep.nks, syms), 0);
+	assert_string_equal(rep.rows[0].kernels[0].name, "");
+	assert_int_equal(rep.rows[0].kernels[0].launches, 10);
+	assert_string_equal(rep.rows[0].kernels[1].name, "k1");
+	assert_int_equal(rep.rows[0].kernels[1].launches, 5);
 	bpftel_gpu_kernels__free(kt);
 }
 
@@ -1490,6 +1633,7 @@ int main(void)
 		cmocka_unit_test(test_top_kernels_merged),
 		cmocka_unit_test(test_runtime_names_cached),
 		cmocka_unit_test(test_handle_named_by_host),
+		cmocka_unit_test(test_names_through_another_process),
 		cmocka_unit_test(test_long_mangled_name_demangled),
 		cmocka_unit_test(test_demangle_over_limit_shown_mangled),
 		cmocka_unit_test(test_runtime_names_budgeted),
@@ -1498,6 +1642,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_series_names_arrive),
 		cmocka_unit_test(test_names_parsed_apart),
 		cmocka_unit_test(test_names_asked_once),
+		cmocka_unit_test(test_failed_names_retried),
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
 		cmocka_unit_test(test_error_series_are_counters),
 		cmocka_unit_test(test_errors_not_listed_with_a_missed_kind),

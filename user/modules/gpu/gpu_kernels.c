@@ -13,7 +13,10 @@
  * Resolution opens and parses files of other processes: never under the module's lock
  * nor its report lock (bpftel_gpu_kernels__wanted() then __symbolize()); once per
  * handle (process, address): results, misses included, are kept with the handle until
- * the process is swept, so a named kernel never reads unnamed again; and
+ * the process is swept, so a named kernel never reads unnamed again (a file that no
+ * process mapping it let us open is asked again, BPFTEL_GPU_NAME_TRIES reports at
+ * most: the one that launched most may have just exited, or be a user's whose opens
+ * stall, and other users' kernels in the same library must not stay unnamed); and
  * at most BPFTEL_GPU_NAME_BUDGET of them per report, the most launched first, those of
  * one file (any process's) in one parse of it, at most BPFTEL_GPU_NAME_FILES files, so
  * that a process launching thousands of distinct host functions costs a report (a
@@ -61,6 +64,7 @@ struct handle {
 	__u64 launches; /* the most read */
 	__u64 base;	/* launches counted under kernel="other" before it joined its series */
 	char *name;	/* NULL: not resolved yet; "": none we can tell */
+	unsigned int failed; /* reports whose symbolizer could not open its file */
 	int series;	/* in its process's series, -1 none */
 	unsigned long seen; /* the last report that read it (kt->report) */
 };
@@ -172,35 +176,67 @@ struct sym_file {
 	bool mapped;
 };
 
-/* syms[i] and the others of its file (same device and inode, any process): named in
- * one parse of that file, opened through syms[i]'s process. */
-static void name_file(struct bpftel_gpu_sym *syms, const struct sym_file *sf, size_t n, size_t i)
+/* The file of sf[k], opened through syms[k]'s process, or -errno; *final: the file itself
+ * was refused (not ELF, too large, ...), whichever process it is opened through. */
+static int open_file(const struct bpftel_gpu_sym *syms, const struct sym_file *sf, size_t k,
+		     bpftel_gpu_open_fn *open, bool *final)
 {
-	struct bpftel_procfile_target t = {.pid = syms[i].pid, .dirfd = BPFTEL_PROCFILE_MAPPED};
-	/* 4 KiB a name: on the heap, not the stack of the thread that reports. */
-	struct bpftel_elf_addr_req *req = calloc(BPFTEL_GPU_NAME_BUDGET, sizeof(*req));
-	size_t idx[BPFTEL_GPU_NAME_BUDGET], k, nr = 0;
-	enum bpftel_refusal why;
-	char range[64], err[160];
+	struct bpftel_procfile_target t = {.pid = syms[k].pid, .dirfd = BPFTEL_PROCFILE_MAPPED};
+	enum bpftel_refusal why = BPFTEL_REFUSED__COUNT;
+	char range[64];
 	struct stat st;
 	int fd;
+
+	snprintf(range, sizeof(range), "%llx-%llx", (unsigned long long)sf[k].vma.start,
+		 (unsigned long long)sf[k].vma.end);
+	t.dev = sf[k].vma.dev;
+	t.ino = sf[k].vma.ino;
+	t.path = range;
+	fd = open(&t, &st, &why);
+	/* A slow file system's refusal is its owner's stalled opens, or a lookup that may
+	 * answer later: another process, or a later report, may do better. */
+	*final = fd < 0 && why < BPFTEL_REFUSED__COUNT && why != BPFTEL_REFUSED_SLOW_FS;
+	return fd;
+}
+
+/* syms[i] and the others of its file (same device and inode, any process): named in
+ * one parse of that file, opened through syms[i]'s process, else through the next of
+ * them whose process is another (its most launched first: the order of syms). None
+ * could open it: all are left failed, for a later report. */
+static void name_file(struct bpftel_gpu_sym *syms, const struct sym_file *sf, size_t n, size_t i,
+		      bpftel_gpu_open_fn *open)
+{
+	/* 4 KiB a name: on the heap, not the stack of the thread that reports. */
+	struct bpftel_elf_addr_req *req = calloc(BPFTEL_GPU_NAME_BUDGET, sizeof(*req));
+	size_t idx[BPFTEL_GPU_NAME_BUDGET], k, nr = 0, opens = 0;
+	__u32 tried_pids[BPFTEL_GPU_NAME_OPENS];
+	bool final = false;
+	char err[160];
+	int fd = -1;
 
 	if (!req)
 		return; /* untried: a later report names them */
 	for (k = i; k < n && nr < BPFTEL_GPU_NAME_BUDGET; k++) {
-		if (syms[k].tried || !sf[k].mapped || sf[k].vma.dev != sf[i].vma.dev ||
-		    sf[k].vma.ino != sf[i].vma.ino)
+		if (syms[k].tried || syms[k].failed || !sf[k].mapped ||
+		    sf[k].vma.dev != sf[i].vma.dev || sf[k].vma.ino != sf[i].vma.ino)
 			continue;
-		syms[k].tried = true;
 		req[nr] = (struct bpftel_elf_addr_req){.offset = (long)sf[k].vma.offset};
 		idx[nr++] = k;
 	}
-	snprintf(range, sizeof(range), "%llx-%llx", (unsigned long long)sf[i].vma.start,
-		 (unsigned long long)sf[i].vma.end);
-	t.dev = sf[i].vma.dev;
-	t.ino = sf[i].vma.ino;
-	t.path = range;
-	fd = bpftel_procfile_open(&t, &st, &why);
+	for (k = 0; k < nr && fd < 0 && !final && opens < BPFTEL_GPU_NAME_OPENS; k++) {
+		size_t j;
+
+		for (j = 0; j < opens && tried_pids[j] != syms[idx[k]].pid; j++)
+			;
+		if (j < opens)
+			continue; /* that process failed already */
+		tried_pids[opens++] = syms[idx[k]].pid;
+		fd = open_file(syms, sf, idx[k], open, &final);
+	}
+	for (k = 0; k < nr; k++) {
+		syms[idx[k]].tried = fd >= 0 || final;
+		syms[idx[k]].failed = !syms[idx[k]].tried;
+	}
 	if (fd < 0) {
 		free(req);
 		return;
@@ -219,7 +255,7 @@ static void name_file(struct bpftel_gpu_sym *syms, const struct sym_file *sf, si
 	free(req);
 }
 
-static void symbolize(struct bpftel_gpu_sym *syms, size_t n)
+void bpftel_gpu_symbolize_files(struct bpftel_gpu_sym *syms, size_t n, bpftel_gpu_open_fn *open)
 {
 	struct sym_file sf[BPFTEL_GPU_NAME_BUDGET];
 	size_t i, files = 0;
@@ -228,15 +264,21 @@ static void symbolize(struct bpftel_gpu_sym *syms, size_t n)
 		n = BPFTEL_GPU_NAME_BUDGET;
 	for (i = 0; i < n; i++) {
 		syms[i].name[0] = '\0';
+		syms[i].failed = false;
 		sf[i].mapped = !bpftel_procmap_find(syms[i].pid, syms[i].addr, &sf[i].vma);
 		syms[i].tried = !sf[i].mapped; /* no file holds it: no name, known now */
 	}
 	for (i = 0; i < n && files < BPFTEL_GPU_NAME_FILES; i++) {
-		if (syms[i].tried)
+		if (syms[i].tried || syms[i].failed)
 			continue;
-		name_file(syms, sf, n, i);
+		name_file(syms, sf, n, i, open);
 		files++;
 	}
+}
+
+static void symbolize(struct bpftel_gpu_sym *syms, size_t n)
+{
+	bpftel_gpu_symbolize_files(syms, n, bpftel_procfile_open);
 }
 
 static int cmp_seen(const void *a, const void *b)
@@ -571,15 +613,14 @@ static bool to_parse(const struct bpftel_gpu_kernels *kt, const struct bpftel_gp
 	       (!kp || kp->nhandles < BPFTEL_GPU_KERNELS_PER_PROC + BPFTEL_GPU_TOP_KERNELS);
 }
 
-/* The entry of named[0..n) for want's (pid, address); one resolved only if tried. */
+/* The entry of named[0..n) for want's (pid, address). */
 static const struct bpftel_gpu_sym *named_of(const struct bpftel_gpu_sym *named, size_t n,
-					     const struct bpftel_gpu_sym *want, bool tried)
+					     const struct bpftel_gpu_sym *want)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if ((named[i].tried || !tried) && named[i].pid == want->pid &&
-		    named[i].addr == want->addr)
+		if (named[i].pid == want->pid && named[i].addr == want->addr)
 			return &named[i];
 	return NULL;
 }
@@ -601,7 +642,7 @@ size_t bpftel_gpu_kernels__wanted(const struct bpftel_gpu_kernels *kt,
 	for (i = 0; i < nt && n < BPFTEL_GPU_NAME_BUDGET; i++) {
 		syms[n] = sym_of(&ks[todo[i]]);
 		/* One host function launched on several devices or sizes: asked for once. */
-		if (!named_of(syms, n, &syms[n], false))
+		if (!named_of(syms, n, &syms[n]))
 			n++;
 	}
 	free(todo);
@@ -642,9 +683,12 @@ static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_see
 			}
 		} else if (h) {
 			want = sym_of(&ks[i]);
-			got = named_of(named, nnamed, &want, true);
-			if (got) /* else its file was beyond this report's: a later one */
+			got = named_of(named, nnamed, &want);
+			if (got && got->tried)
 				h->name = strdup(got->name); /* NULL: no memory, tried again */
+			else if (got && got->failed && ++h->failed >= BPFTEL_GPU_NAME_TRIES)
+				h->name = strdup(""); /* its file failed every time: unnamed */
+			/* else its file was beyond this report's: a later one */
 		}
 	}
 	for (i = 0; i < nks; i++) {

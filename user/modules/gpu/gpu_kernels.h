@@ -35,11 +35,32 @@ struct bpftel_gpu_sym {
 	__u64 addr;
 	char name[BPFTEL_GPU_KERNEL_NAME]; /* "" when none */
 	bool tried; /* named, or found to have no name; else left for a later report */
+	bool failed; /* not tried: its file could not be opened through any process that
+		      * maps it (gone, or their owner's opens stalled); asked again at a
+		      * later report, BPFTEL_GPU_NAME_TRIES times at most */
 };
+
+/* Reports that ask for a host function whose file could not be opened, before its
+ * kernel is left unnamed: a file that fails for good costs the budget no more. */
+#define BPFTEL_GPU_NAME_TRIES 3
 
 /* Name syms[0..n): the ones of one file in one parse, at most BPFTEL_GPU_NAME_FILES
  * files. */
 typedef void bpftel_gpu_symbolize_fn(struct bpftel_gpu_sym *syms, size_t n);
+
+/* How the files are opened: bpftel_procfile_open (user/sharedlibs/procfile.h). */
+struct bpftel_procfile_target;
+enum bpftel_refusal;
+struct stat;
+typedef int bpftel_gpu_open_fn(const struct bpftel_procfile_target *t, struct stat *st,
+			       enum bpftel_refusal *why);
+
+/* The symbolizer that symbolize NULL below uses, with its opens made by open: a file
+ * is opened through the process that launched most of the group that maps it, else,
+ * if that open fails (the process exited, or its owner's opens stall), through the
+ * next, BPFTEL_GPU_NAME_OPENS processes at most; tests pass an open that fails. */
+#define BPFTEL_GPU_NAME_OPENS 3
+void bpftel_gpu_symbolize_files(struct bpftel_gpu_sym *syms, size_t n, bpftel_gpu_open_fn *open);
 
 /* symbolize NULL: from the processes' files (the mapping that holds each address, the
  * file through /proc/<pid>/map_files); tests give their own. NULL when out of memory. */
