@@ -242,8 +242,18 @@ def main():
 
     stopped_while_starting(args)
 
-    # --no-run-stats: the watcher still works, run counts are reported as off.
-    agent = Agent(args.agent, args.cli, ["--no-run-stats"])
+    # --no-run-stats: the watcher still works, run counts are reported as off. And in a
+    # container where bpffs cannot be mounted (here /sys/fs/bpf does not exist, under a
+    # read-only /sys/fs; elsewhere a profile refuses the mount): the agent pins nothing,
+    # it warns and runs.
+    tmp = tempfile.mkdtemp(prefix="bpftel-nobpffs-")
+    wrapper = os.path.join(tmp, "agent")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexec unshare -m --propagation private sh -c "
+                "'mount -t tmpfs -o ro none /sys/fs && exec \"$0\" \"$@\"' "
+                f"{args.agent} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    agent = Agent(wrapper, args.cli, ["--no-run-stats"])
     try:
         py = subprocess.run([args.python, "-c", "import ssl, os; print(os.getpid())"],
                             check=True, capture_output=True, text=True)
@@ -254,9 +264,13 @@ def main():
         check(stats["agent"]["run_stats"] == "off" and
               not stats["agent"]["run_stats_detail"]["stats_on"],
               "--no-run-stats: stats reports run_stats off, detections still arrive")
+        check("cannot mount bpf at /sys/fs/bpf" in agent.logs() and
+              "going on" in agent.logs(),
+              "no /sys/fs/bpf to mount bpffs at: the agent warned and runs")
         check(agent.stop() == 0, "agent with --no-run-stats exited 0")
     finally:
         agent.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
     print("test_agent: all checks passed")
 
 

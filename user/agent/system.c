@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/vfs.h>
@@ -10,7 +11,7 @@
 #define BPF_FS_MAGIC  0xcafe4a11
 #define TRACEFS_MAGIC 0x74726163
 
-static int ensure_mount(const char *path, const char *type, unsigned long magic)
+static int ensure_mount(const char *path, const char *type, unsigned long magic, bool needed)
 {
 	struct statfs st;
 
@@ -19,7 +20,11 @@ static int ensure_mount(const char *path, const char *type, unsigned long magic)
 	if (mount(type, path, type, 0, NULL)) {
 		int err = -errno;
 
-		pr_err("cannot mount %s at %s: %s", type, path, strerror(-err));
+		if (needed)
+			pr_err("cannot mount %s at %s: %s", type, path, strerror(-err));
+		else
+			pr_warn("cannot mount %s at %s: %s (nothing of ours is pinned there: going on)",
+				type, path, strerror(-err));
 		return err;
 	}
 	pr_info("mounted %s at %s", type, path);
@@ -28,10 +33,6 @@ static int ensure_mount(const char *path, const char *type, unsigned long magic)
 
 int bpftel_system_ensure_mounts(void)
 {
-	int err;
-
-	err = ensure_mount(BPFTEL_BPFFS_PATH, "bpf", BPF_FS_MAGIC);
-	if (err)
-		return err;
-	return ensure_mount(BPFTEL_TRACEFS_PATH, "tracefs", TRACEFS_MAGIC);
+	ensure_mount(BPFTEL_BPFFS_PATH, "bpf", BPF_FS_MAGIC, false);
+	return ensure_mount(BPFTEL_TRACEFS_PATH, "tracefs", TRACEFS_MAGIC, true);
 }
