@@ -293,7 +293,7 @@ static void test_interim_keeps_held_request(void **state)
 	(void)state;
 	request_on(e, held, USM_PROTO_HTTP, "POST /form HTTP/1.1\r\n", 100, NULL);
 	response_on(e, held, USM_PROTO_HTTP, 100, 120, NULL);
-	assert_true(usm_endpoints_take(e, &held, &t, &req, &got));
+	assert_true(usm_endpoints_take(e, &held, 0, &t, &req, &got));
 	assert_int_equal(t, 100);
 	usm_endpoints_message(e, &srv, USM_PROTO_HTTP, t, &req, &got);
 	response_on(e, srv, USM_PROTO_HTTP, 201, 180, NULL);
@@ -415,6 +415,50 @@ static void test_streams_apart(void **state)
 	usm_endpoints_free(e);
 }
 
+/* A held plaintext request is answered only by a response whose TCP numbers follow its
+ * own: one of another connection on the same addresses and ports (the port reused) or
+ * a segment TCP would refuse is an orphan, and the request waits for its own. */
+static void test_take_by_tcp_numbers(void **state)
+{
+	struct usm_endpoints *e = usm_endpoints_new(NULL);
+	struct usm_conn_key held = tuple(USM_PID_NONE, USM_SIDE_UNKNOWN);
+	/* The request: the client's sequence 1000, the server's acknowledged up to 5000. */
+	struct usm_conn_addr conn = {.family = 4, .client_port = 40000, .server_port = 80,
+				     .seg = (uint64_t)1000 << 32 | 5000},
+			     stranger = conn, got;
+	const uint64_t req = conn.seg;
+	struct usm_http_start msg;
+	uint64_t t = 0;
+
+	(void)state;
+	request_on(e, held, USM_PROTO_HTTP, "GET /a HTTP/1.1\r\n", 100, &conn);
+	stranger.seg = (uint64_t)3000000000u << 32 | 777;
+	assert_false(usm_endpoints_take(e, &held, stranger.seg, &t, &msg, &got));
+	response_on(e, held, USM_PROTO_HTTP, 400, 150, &stranger);
+	assert_stats(e, STATS(.requests = 1, .responses = 1, .orphan_responses = 1, .pending = 1));
+	/* Its own: from 5000 on, acknowledging the request. */
+	assert_true(usm_endpoints_take(e, &held, (uint64_t)5000 << 32 | 1019, &t, &msg, &got));
+	assert_int_equal(t, 100);
+	assert_string_equal(msg.path, "/a");
+	usm_endpoints_free(e);
+
+	/* Acknowledging nothing of the request; beginning before what its client had
+	 * acknowledged; past 1 GiB beyond it: not its answer. */
+	assert_false(usm_endpoints_seg_answers(req, (uint64_t)5000 << 32 | 1000));
+	assert_false(usm_endpoints_seg_answers(req, (uint64_t)4999 << 32 | 1019));
+	assert_false(usm_endpoints_seg_answers(req, (uint64_t)(5000 + (1u << 30)) << 32 | 1019));
+	/* A response after a 1 GiB upload, and one after 100 MB sent before it. */
+	assert_true(usm_endpoints_seg_answers(req, (uint64_t)5000 << 32 | (1000 + (1u << 30))));
+	assert_true(usm_endpoints_seg_answers(req, (uint64_t)(5000 + 100000000) << 32 | 1019));
+	/* Both numbers wrapping past 2^32. */
+	assert_true(usm_endpoints_seg_answers((uint64_t)0xfffffff0u << 32 | 0xffffff00u,
+					      (uint64_t)0x10 << 32 | 0x20));
+	/* TLS (no numbers), and a request carried by a SYN (no acknowledgment). */
+	assert_true(usm_endpoints_seg_answers(0, stranger.seg));
+	assert_true(usm_endpoints_seg_answers((uint64_t)1000 << 32, (uint64_t)123 << 32 | 1019));
+	assert_false(usm_endpoints_seg_answers((uint64_t)1000 << 32, (uint64_t)123 << 32 | 1000));
+}
+
 /* A pending request can be withdrawn (no longer a request) and given back under other
  * keys: plaintext attributes a request only once its response arrived. */
 static void test_take_pending(void **state)
@@ -430,14 +474,14 @@ static void test_take_pending(void **state)
 
 	(void)state;
 	request_on(e, held, USM_PROTO_HTTP, "GET /t/1 HTTP/1.1\r\n", 100, &conn);
-	assert_true(usm_endpoints_take(e, &held, &t, &req, &got));
+	assert_true(usm_endpoints_take(e, &held, 0, &t, &req, &got));
 	assert_int_equal(t, 100);
 	assert_int_equal(req.kind, USM_HTTP_REQUEST);
 	assert_int_equal(req.version, 11);
 	assert_string_equal(req.method, "GET");
 	assert_string_equal(req.path, "/t/*");
 	assert_int_equal(got.server_port, 80);
-	assert_false(usm_endpoints_take(e, &held, &t, &req, &got)); /* gone */
+	assert_false(usm_endpoints_take(e, &held, 0, &t, &req, &got)); /* gone */
 	assert_stats(e, STATS(.requests = 0));
 	usm_endpoints_message(e, &srv, USM_PROTO_HTTP, t, &req, &got);
 	usm_endpoints_message(e, &cli, USM_PROTO_HTTP, t, &req, &got);
@@ -780,8 +824,9 @@ static void test_copy_hook(void **state)
 		http_request(e, 10, (uint64_t)i, 2600 + (uint64_t)i, &own);
 	assert_int_equal(asked, 10);
 	assert_stats(e, STATS(.requests = 9, .unanswered = 4, .evicted = 1, .pending = 4));
-	/* A response pairs as always, without asking. */
-	response_on(e, tls(10, 13), USM_PROTO_HTTP, 200, 3000, &own);
+	/* A response pairs as always, without asking (its TCP numbers follow own's). */
+	response_on(e, tls(10, 13), USM_PROTO_HTTP, 200, 3000,
+		    &(struct usm_conn_addr){.family = 4, .seg = (uint64_t)8 << 32 | 1});
 	assert_int_equal(asked, 10);
 	assert_stats(e, STATS(.requests = 9, .responses = 1, .paired = 1, .unanswered = 4,
 			      .evicted = 1, .pending = 3, .rows = 1));
@@ -1048,6 +1093,7 @@ int main(void)
 		cmocka_unit_test(test_version_kept),
 		cmocka_unit_test(test_grpc_status_apart),
 		cmocka_unit_test(test_take_pending),
+		cmocka_unit_test(test_take_by_tcp_numbers),
 		cmocka_unit_test(test_odd_values_clamped),
 		cmocka_unit_test(test_other_methods_and_raw_bytes),
 		cmocka_unit_test(test_threads),

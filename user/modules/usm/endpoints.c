@@ -519,6 +519,10 @@ static bool on_response(struct usm_endpoints *e, const struct usm_conn_key *key,
 		return false;
 	}
 	p = entry_of(e, s);
+	if (conn && !usm_endpoints_seg_answers(p->conn.seg, conn->seg)) {
+		e->st.orphan_responses++;
+		return false;
+	}
 	k = (struct row_key){key->pid,
 			     key->side < USM_SIDE__COUNT ? key->side : USM_SIDE_UNKNOWN,
 			     proto == USM_PROTO_HTTP ? USM_PROTO_HTTP : USM_PROTO_HTTPS,
@@ -572,8 +576,21 @@ void usm_endpoints_message(struct usm_endpoints *e, const struct usm_conn_key *k
 	usm_endpoints_pair(e, key, proto, t_ns, msg, conn, NULL);
 }
 
-bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t *t_ns,
-			struct usm_http_start *msg, struct usm_conn_addr *conn)
+bool usm_endpoints_seg_answers(uint64_t req, uint64_t resp)
+{
+	uint32_t req_seq = req >> 32, req_ack = (uint32_t)req;
+	uint32_t seq = resp >> 32, ack = (uint32_t)resp;
+
+	if (!req || !resp)
+		return true;
+	/* ack - req_seq in [1, 2^31), modulo 2^32 */
+	if ((uint32_t)(ack - req_seq - 1) >= (1u << 31) - 1)
+		return false;
+	return !req_ack || (uint32_t)(seq - req_ack) < (1u << 30);
+}
+
+bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t seg,
+			uint64_t *t_ns, struct usm_http_start *msg, struct usm_conn_addr *conn)
 {
 	struct pending *p;
 	struct slot *s;
@@ -581,7 +598,7 @@ bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key,
 
 	pthread_mutex_lock(&e->lock);
 	s = slot_of(e, key, key_hash(key));
-	if (s && s->idx) {
+	if (s && s->idx && usm_endpoints_seg_answers(entry_of(e, s)->conn.seg, seg)) {
 		p = entry_of(e, s);
 		*t_ns = p->t_ns;
 		memset(msg, 0, sizeof(*msg));

@@ -96,7 +96,8 @@ struct usm_endpoints_stats {
 				    * producer (usm_endpoints_withdraw); not a copy of one
 				    * counted already (usm_endpoints_set_copy_hook), which
 				    * leaves requests too */
-	uint64_t orphan_responses; /* a response with no request pending */
+	uint64_t orphan_responses; /* a response with no request pending that it can
+				    * answer (usm_endpoints_seg_answers) */
 	uint64_t interim;	   /* 1xx responses but 101 (usm_http_interim): the request
 				    * stays pending for its final response; not in responses */
 	uint64_t evicted;	   /* pending requests pushed out by newer connections */
@@ -158,13 +159,30 @@ bool usm_endpoints_pair(struct usm_endpoints *e, const struct usm_conn_key *key,
 			const struct usm_conn_addr *conn, struct usm_paired *out);
 
 /*
- * Withdraw the request pending on key, if any: its time, its request (kind, version,
- * method, path, grpc) and connection; it no longer counts as a request. The caller
- * gives it back under other keys (plaintext: once the response tells who owns each end
- * of the connection).
+ * Withdraw the request pending on key, if any, that a response whose segment's TCP
+ * numbers are seg (0: none) can answer (usm_endpoints_seg_answers): its time, its
+ * request (kind, version, method, path, grpc) and connection; it no longer counts as a
+ * request. The caller gives it back under other keys (plaintext: once the response
+ * tells who owns each end of the connection).
  */
-bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t *t_ns,
-			struct usm_http_start *msg, struct usm_conn_addr *conn);
+bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key, uint64_t seg,
+			uint64_t *t_ns, struct usm_http_start *msg, struct usm_conn_addr *conn);
+
+/*
+ * Whether a plaintext response whose segment's TCP numbers are resp (sequence in the
+ * high half, acknowledgment in the low) can answer the request whose segment's were
+ * req. A request is held by its addresses and ports, which a later connection may
+ * reuse (a port reused at once on loopback, or after a reset), and a segment the
+ * connection's TCP would refuse (out of its window, spoofed) reaches the socket
+ * filter all the same: the response must acknowledge the request's first byte at
+ * least (within 2 GiB past it: its body), and begin at or past what the client had
+ * acknowledged of the server when it sent the request (within 1 GiB: responses
+ * pipelined before it). Another connection's numbers pass by chance once in 8. 0 on
+ * either side (TLS: no numbers), or no acknowledgment in the request's (its
+ * client's SYN carried it): not checked. A response that fails is an orphan, and the
+ * request stays pending for its own.
+ */
+bool usm_endpoints_seg_answers(uint64_t req, uint64_t resp);
 
 /*
  * The request pending on key will get no response that can be paired with it (an

@@ -470,7 +470,7 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 		record(u, &held, USM_PROTO_HTTP, ev->ktime_ns, msg, &conn);
 		return;
 	}
-	have_req = usm_endpoints_take(u->endpoints, &held, &req_ns, &req, &req_conn);
+	have_req = usm_endpoints_take(u->endpoints, &held, conn.seg, &req_ns, &req, &req_conn);
 	for (side = USM_SIDE_SERVER; side <= USM_SIDE_CLIENT; side++) {
 		if (end_owner(u, &conn, side, &owner))
 			continue;
