@@ -42,6 +42,9 @@
  * outgoing; only the incoming copy counts. */
 const volatile __u32 usm_lo_ifindex = 1;
 
+#define USM_TCP_SYN 0x02
+#define USM_TCP_RST 0x04
+
 struct usm_tcp_hdr {
 	__be16 source;
 	__be16 dest;
@@ -231,8 +234,15 @@ static __always_inline int usm_h2c_classify(TLM_PARAM, const char *peek, const _
 		 * no client budget yet, is the one to give the client's segments to. */
 		if (!l && tlm_map_insert(usm_h2c_conns, &key, &init) == -EEXIST)
 			l = bpf_map_lookup_elem(&usm_h2c_conns, &key);
-		if (l)
-			l->client = USM_H2C_CLIENT_SEGMENTS - 1; /* after its server's SETTINGS */
+		/* After its server's SETTINGS; or an entry left by an earlier connection of
+		 * these ports, its budget part spent (one side silent): the new connection's
+		 * server gets its segments too, all but the one a SETTINGS first would
+		 * have spent. */
+		if (l) {
+			l->client = USM_H2C_CLIENT_SEGMENTS - 1;
+			if (l->server < USM_H2C_SERVER_SEGMENTS - 1)
+				l->server = USM_H2C_SERVER_SEGMENTS - 1;
+		}
 		return USM_KIND_H2C_CLIENT;
 	}
 	if (!usm_h2_settings_start(peek))
@@ -355,6 +365,13 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	plen -= n;
 	payload = l4 + n;
 	usm_count(USM_CNT_PACKETS);
+	/* A reset's payload is no message (RFC 5961: a diagnostic, if anything). A SYN's
+	 * (TCP Fast Open) begins one past its sequence number, where a resent copy of the
+	 * same bytes begins: numbered so, the two are one message. */
+	if (tcp.flags & USM_TCP_RST)
+		return 0;
+	if (tcp.flags & USM_TCP_SYN)
+		tcp.seq = bpf_htonl(bpf_ntohl(tcp.seq) + 1);
 	if (plen < USM_PEEK)
 		return 0;
 	net_off = usm_net_offset(TLM_ARG, skb, net);

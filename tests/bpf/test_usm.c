@@ -415,6 +415,37 @@ static void test_duplicate_segments(void **state)
 	assert_int_equal(counter(USM_CNT_PACKETS_DUPLICATE), 3);
 }
 
+/* TCP Fast Open: a request carried by the SYN begins one past the SYN's sequence
+ * number, where its resent copy (the server took no data with the SYN) begins: one
+ * request, the copy a duplicate. A reset's payload is never a message. */
+static void test_syn_and_reset_payloads(void **state)
+{
+	const char *req = "GET /tfo HTTP/1.1\r\n\r\n";
+	unsigned char *tcp;
+	struct pkt p, syn;
+	uint32_t seq;
+
+	(void)state;
+	build(&p, 4, true, 0, req, strlen(req), 0);
+	syn = p;
+	tcp = syn.b + 14 + 20;
+	memcpy(&seq, tcp + 4, 4);
+	seq = htonl(ntohl(seq) - 1);
+	memcpy(tcp + 4, &seq, 4);
+	memset(tcp + 8, 0, 4); /* no acknowledgment yet */
+	tcp[13] = 0x02;	       /* SYN */
+	assert_int_equal(run_packet(&syn), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
+	assert_int_equal(event(0)->conn >> 32, ntohl(seq) + 1);
+	assert_int_equal(run_packet(&p), 0); /* sent again after the SYN */
+	assert_int_equal(counter(USM_CNT_PACKETS_DUPLICATE), 1);
+	build(&p, 4, true, 0, req, strlen(req), 0);
+	p.b[14 + 20 + 13] = 0x14; /* RST ACK */
+	assert_int_equal(run_packet(&p), 0);
+	assert_int_equal(counter(USM_CNT_PACKETS), 3);
+	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 1);
+}
+
 static void test_no_payload(void **state)
 {
 	struct pkt p;
@@ -489,6 +520,33 @@ static void test_h2c_copies_spend_nothing(void **state)
 	build(&p, 6, true, 0, (const char *)headers, 14, 0);
 	assert_int_equal(run_packet(&p), 0);
 	assert_int_equal(counter(USM_CNT_PACKETS_DUPLICATE), USM_H2C_SERVER_SEGMENTS_TEST + 2);
+}
+
+/* A connection's ports used again by the next (its server's budget spent, its
+ * client's not, so the first one's entry stayed): the new preface gives the new
+ * server its segments too, not only the client. */
+static void test_h2c_ports_reused(void **state)
+{
+	static const unsigned char settings[15] = {0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100};
+	unsigned char first[64] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	struct pkt p;
+	int conn, i;
+
+	(void)state;
+	memcpy(first + 24, settings, sizeof(settings));
+	for (conn = 0; conn < 2; conn++) {
+		build(&p, 4, true, 0, (const char *)first, 24 + 15, 0);
+		assert_int_equal(run_packet(&p), 1);
+		assert_int_equal(event(0)->kind, USM_KIND_H2C_CLIENT);
+		for (i = 0; i < USM_H2C_SERVER_SEGMENTS_TEST - conn; i++) {
+			build(&p, 4, false, 0, (const char *)settings, sizeof(settings), 0);
+			assert_int_equal(run_packet(&p), 1);
+			assert_int_equal(event(0)->kind, USM_KIND_H2C_SERVER);
+		}
+		build(&p, 4, false, 0, (const char *)settings, sizeof(settings), 0);
+		assert_int_equal(run_packet(&p), 0);
+	}
+	assert_int_equal(counter(USM_CNT_H2C_PACKETS), 2 + 2 * USM_H2C_SERVER_SEGMENTS_TEST - 1);
 }
 
 static void test_h2c_segments(void **state)
@@ -3253,8 +3311,10 @@ int main(void)
 		T(test_pkt_type),
 		T(test_duplicate_segments),
 		T(test_no_payload),
+		T(test_syn_and_reset_payloads),
 		T(test_truncated_packets),
 		T(test_h2c_segments),
+		T(test_h2c_ports_reused),
 		T(test_h2c_copies_spend_nothing),
 		T(test_tls_write_request_read_response),
 		T(test_tls_write_at_entry),
