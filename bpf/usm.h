@@ -192,6 +192,9 @@ enum usm_counter {
 	USM_CNT_GO_READS_OVER_SHARE = 22, /* Go Reads not kept until their return
 					   * (usm_go_reads): their owner held its share;
 					   * their returns count in go_read_unpaired too */
+	USM_CNT_PACKETS_UNREAD = 23, /* TCP packets not looked into: an IP length of 0 (a
+				      * packet over 64 KiB, BIG TCP) or a link header the
+				      * network header was not found past (VLAN in band) */
 	USM_CNT__COUNT,
 };
 

@@ -333,6 +333,10 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 		family = 4;
 		l4 = ip.ihl * 4;
 		plen = bpf_ntohs(ip.tot_len);
+		if (!plen) { /* over 64 KiB: BIG TCP (segmented later, or a GRO one) */
+			usm_count(USM_CNT_PACKETS_UNREAD);
+			return 0;
+		}
 		if (plen < l4)
 			return 0;
 		plen -= l4;
@@ -347,6 +351,10 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 			return 0;
 		family = 6;
 		plen = bpf_ntohs(ip6.payload_len); /* the extension headers, then TCP's */
+		if (!plen) { /* a jumbogram's: over 64 KiB (BIG TCP) */
+			usm_count(USM_CNT_PACKETS_UNREAD);
+			return 0;
+		}
 		if (plen < l4 - sizeof(ip6))
 			return 0;
 		plen -= l4 - sizeof(ip6);
@@ -375,8 +383,10 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	if (plen < USM_PEEK)
 		return 0;
 	net_off = usm_net_offset(TLM_ARG, skb, net);
-	if (net_off < 0)
+	if (net_off < 0) {
+		usm_count(USM_CNT_PACKETS_UNREAD);
 		return 0;
+	}
 	payload += net_off;
 	if (tlm_skb_load_bytes(skb, payload, peek, sizeof(peek))) {
 		usm_count(USM_CNT_TRUNCATED); /* the IP header promised more than arrived */

@@ -446,6 +446,27 @@ static void test_syn_and_reset_payloads(void **state)
 	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 1);
 }
 
+/* An IP length of 0: a packet over 64 KiB (BIG TCP) the tap sees whole, its length
+ * not in its header. Not looked into, and counted so. */
+static void test_unsized_packets_counted(void **state)
+{
+	const char *req = "GET /big HTTP/1.1\r\n\r\n";
+	struct pkt p;
+
+	(void)state;
+	build(&p, 4, true, 0, req, strlen(req), 0);
+	memset(p.b + 14 + 2, 0, 2); /* tot_len */
+	assert_int_equal(run_packet(&p), 0);
+	build(&p, 6, true, 0, req, strlen(req), 0);
+	memset(p.b + 14 + 4, 0, 2); /* payload_len: a jumbogram's */
+	assert_int_equal(run_packet(&p), 0);
+	assert_int_equal(counter(USM_CNT_PACKETS_UNREAD), 2);
+	assert_int_equal(counter(USM_CNT_PACKETS_HTTP), 0);
+	build(&p, 4, true, 0, req, strlen(req), 0);
+	assert_int_equal(run_packet(&p), 1);
+	assert_int_equal(counter(USM_CNT_PACKETS_UNREAD), 2);
+}
+
 static void test_no_payload(void **state)
 {
 	struct pkt p;
@@ -3312,6 +3333,7 @@ int main(void)
 		T(test_duplicate_segments),
 		T(test_no_payload),
 		T(test_syn_and_reset_payloads),
+		T(test_unsized_packets_counted),
 		T(test_truncated_packets),
 		T(test_h2c_segments),
 		T(test_h2c_ports_reused),

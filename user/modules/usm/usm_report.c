@@ -311,6 +311,11 @@ static const struct {
 	 "IPv6 packets with more extension headers before their transport header than the "
 	 "socket filter walks (4): not looked at.",
 	 USM_CNT_PACKETS_IP6_DEEP},
+	{"bpftel_http_packets_unread_total",
+	 "TCP packets the socket filter could not look into: an IP length field of 0 (a "
+	 "packet over 64 KiB, BIG TCP) or a link header it found no network header past (a "
+	 "VLAN tag in band): their messages are not seen.",
+	 USM_CNT_PACKETS_UNREAD},
 	{"bpftel_http2_calls_preempted_total",
 	 "TLS calls on HTTP/2 sessions whose frame walk found its CPU's scratch held by a "
 	 "walk it had preempted (preemptible kernels only): not walked; that direction's "
