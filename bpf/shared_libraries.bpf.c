@@ -82,7 +82,7 @@ int shlib_exit_connect(struct trace_event_raw_sys_exit *ctx)
 	if (ctx->ret && ctx->ret != -SHLIB_EINPROGRESS)
 		return 0;
 	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return shlib_on_sock(TLM_ARG, (int)PT_REGS_PARM1_SYSCALL(regs)); /* connect(fd, ...) */
+	return shlib_on_sock(TLM_ARG, (int)PT_REGS_PARM1_SYSCALL(regs), false); /* connect(fd, ...) */
 }
 
 SEC("tracepoint/syscalls/sys_exit_accept")
@@ -90,7 +90,7 @@ int shlib_exit_accept(struct trace_event_raw_sys_exit *ctx)
 {
 	TLM_PROG(shlib_exit_accept);
 
-	return shlib_on_sock(TLM_ARG, ctx->ret);
+	return shlib_on_sock(TLM_ARG, ctx->ret, true);
 }
 
 SEC("tracepoint/syscalls/sys_exit_accept4")
@@ -98,7 +98,7 @@ int shlib_exit_accept4(struct trace_event_raw_sys_exit *ctx)
 {
 	TLM_PROG(shlib_exit_accept4);
 
-	return shlib_on_sock(TLM_ARG, ctx->ret);
+	return shlib_on_sock(TLM_ARG, ctx->ret, true);
 }
 
 /* Execs (lib/shlib_exec.h), for subscribers that ask: new Go programs. */

@@ -138,6 +138,8 @@ struct shlib_sock_owner {
 	__u32 tid;
 	__u64 cgroup_id; /* bpf_get_current_cgroup_id(): the cgroup v2 id, 0 without v2 */
 	char comm[SHLIB_COMM_LEN];
+	__u8 accepted; /* its end was accepted (a server's), else connected (a client's) */
+	__u8 __pad[7];
 };
 
 struct shlib_fd_key {
@@ -206,7 +208,7 @@ struct shlib_event {
 _Static_assert(sizeof(struct shlib_stem) == 24, "shlib_stem layout");
 _Static_assert(sizeof(struct shlib_config) == 16 + 24 * SHLIB_MAX_STEMS, "shlib_config layout");
 _Static_assert(sizeof(struct shlib_sock_key) == 44, "shlib_sock_key layout");
-_Static_assert(sizeof(struct shlib_sock_owner) == 32, "shlib_sock_owner layout");
+_Static_assert(sizeof(struct shlib_sock_owner) == 40, "shlib_sock_owner layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, path_len) == 24, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, ino) == 32, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, ctime_sec) == 48, "shlib_event layout");

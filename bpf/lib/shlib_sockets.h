@@ -127,13 +127,15 @@ static __always_inline bool shlib_same_conn(const struct shlib_sock_key *a,
 }
 
 /*
- * A connect or accept by the current task left fd connected: record who holds it. One
+ * A connect or accept by the current task left fd connected: record who holds it, and
+ * which it was (an accepted socket is a server's end: usm.c checks that the messages
+ * agree). One
  * that left fd holding anything else (a UNIX socket, a TCP socket not connected after
  * all) says that fd no longer holds the connection an entry may remember for it (the
  * number reused after a close): the entry goes, or a TLS message on the fd would be
  * given that old connection.
  */
-static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
+static __always_inline int shlib_on_sock(TLM_PARAM, long fd, bool accepted)
 {
 	struct shlib_sock_owner owner = {};
 	struct shlib_fd_sock fs = {}, *was;
@@ -154,6 +156,7 @@ static __always_inline int shlib_on_sock(TLM_PARAM, long fd)
 	owner.pid = pid_tgid >> 32;
 	owner.tid = (__u32)pid_tgid;
 	owner.cgroup_id = bpf_get_current_cgroup_id();
+	owner.accepted = accepted;
 	bpf_get_current_comm(owner.comm, sizeof(owner.comm));
 	/* Packets are looked up under the agent's namespace and netns 0 (below), never a
 	 * user-made one's: its entries would only take room a user could churn. */

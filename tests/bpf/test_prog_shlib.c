@@ -307,6 +307,9 @@ static void assert_owned(struct fixture *f, int fd, const char *prog)
 	assert_int_equal(owner.pid, getpid());
 	assert_int_equal(owner.tid, (__u32)syscall(SYS_gettid));
 	assert_string_equal(owner.comm, "test_bpf_prog_s"); /* TASK_COMM_LEN - 1 */
+	/* The server's end, accepted; the client's, connected (usm.c checks the messages'
+	 * way against it). */
+	assert_int_equal(owner.accepted, strstr(prog, "accept") != NULL);
 	prog_ran(cases, NCASES, prog);
 }
 

@@ -537,12 +537,13 @@ static void test_scratch_held(void **state)
 
 /* ---- socket owners (lib/shlib_sockets.h) ---- */
 
-/* Play the exit of a connect or accept that returned fd, in this process. */
+/* Play the exit of a connect that returned fd, in this process. */
 static void play_sock(long fd)
 {
 	struct {
 		__s64 fd;
-	} ctx = {fd};
+		__u64 accepted;
+	} ctx = {fd, 0};
 	int retval = -1;
 
 	assert_int_equal(bpftel_test_run(skel->progs.shlib_test_sock, &ctx, sizeof(ctx), &retval),

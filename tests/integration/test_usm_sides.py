@@ -22,6 +22,10 @@
   7. Clients run and gone while the agent is stopped: curl's client row is named
      "curl", as the watcher saw it open libssl, and a plaintext python client's as the
      watcher saw it connect, not "?".
+  8. A served body that begins like a request, in a segment of its own, then bytes from
+     the client that begin like a response: read by their first bytes, an exchange the
+     other way round. The ends' sockets say which is whose (the server's accepted, the
+     client's connected): not the process's rows, counted as ends_reversed.
 
 The VM's cgroups are v1 (the cgroup is made under the pids hierarchy); on a v2 host the
 same test would make it under /sys/fs/cgroup."""
@@ -424,6 +428,50 @@ def plaintext_sides(agent, python):
         shutil.rmtree(www, ignore_errors=True)
 
 
+def read_exact(sock, n):
+    got = b""
+    while len(got) < n:
+        chunk = sock.recv(n - len(got))
+        if not chunk:
+            raise AssertionError(f"connection closed after {len(got)} of {n} bytes")
+        got += chunk
+    return got
+
+
+def reversed_ends(agent):
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(1)
+    cli = socket.create_connection(lst.getsockname())
+    srv, _ = lst.accept()
+    try:
+        for s in (cli, srv):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        before = agent.json("http")["counters"]["ends_reversed"]
+        req = b"GET /real/1 HTTP/1.1\r\nHost: x\r\n\r\n"
+        body = b"GET /evil/1 HTTP/1.1\r\n\r\n"
+        head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)
+        cli.sendall(req)
+        read_exact(srv, len(req))
+        srv.sendall(head)
+        read_exact(cli, len(head))  # received: the body goes in a segment of its own
+        srv.sendall(body)
+        read_exact(cli, len(body))
+        cli.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+        read_exact(srv, 19)
+        wait_for(lambda: agent.json("http")["counters"]["ends_reversed"] > before, 60,
+                 "the reversed exchange to be counted")
+        me = os.getpid()
+        real = count(agent, pid=me, side="server", path="/real/*")
+        evil = [r for r in rows(agent, pid=me) if r["path"].startswith("/evil")]
+        check(real == 1 and not evil,
+              f"a body that begins like a request: the real request counted {real} on the "
+              f"server's side, no row of pid {me} for the body's: {evil}")
+    finally:
+        for s in (cli, srv, lst):
+            s.close()
+
+
 def in_docker_cgroup(pid):
     """Move pid into a cgroup named like a docker scope: (its directory, the parent)."""
     parent = "/sys/fs/cgroup/pids/system.slice"
@@ -645,6 +693,7 @@ def main():
         fd_reused(agent, args.python, tmp)
         gone_client(agent, args.python, tmp)
         plaintext_sides(agent, args.python)
+        reversed_ends(agent)
         container_identity(agent, args.python, conf)
         flood(agent, args.python)
         check(agent.stop() == 0, "the agent stops cleanly")

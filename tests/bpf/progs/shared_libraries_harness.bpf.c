@@ -73,6 +73,7 @@ int shlib_test_match(struct shlib_test_open *ctx)
 
 struct shlib_test_sock {
 	__s64 fd;
+	__u64 accepted;
 };
 
 SEC("syscall")
@@ -80,7 +81,7 @@ int shlib_test_sock(struct shlib_test_sock *ctx)
 {
 	__u32 __tlm_prog = 0;
 
-	return shlib_on_sock(TLM_ARG, ctx->fd);
+	return shlib_on_sock(TLM_ARG, ctx->fd, ctx->accepted);
 }
 
 struct shlib_test_exec {

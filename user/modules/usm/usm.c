@@ -63,6 +63,7 @@ struct bpftel_usm {
 	__u64 retired[USM_CNT__COUNT];
 	/* The workers' counts, atomic (count()). */
 	__u64 unparsed, malformed, unattributed, nat_copies, tls_no_conn, tls_conn_reused, own;
+	__u64 ends_reversed;
 	__u64 rejected[USM_HTTP__REJECT_COUNT];
 	__u32 self; /* the agent's own pid: its sockets' messages are not recorded */
 	/* The agent's network namespace (its inode): the socket filter's packets are of
@@ -366,10 +367,16 @@ static int end_owner(struct bpftel_usm *u, const struct usm_conn_addr *c, int si
 	k.lport = server ? c->server_port : c->client_port;
 	k.rport = server ? c->client_port : c->server_port;
 	k.netns = u->netns;
-	if (!bpftel_sharedlibs__sock_owner(u->sl, &k, owner))
-		return 0;
-	k.netns = 0;
-	return bpftel_sharedlibs__sock_owner(u->sl, &k, owner) ? -ENOENT : 0;
+	if (bpftel_sharedlibs__sock_owner(u->sl, &k, owner)) {
+		k.netns = 0;
+		if (bpftel_sharedlibs__sock_owner(u->sl, &k, owner))
+			return -ENOENT;
+	}
+	/* The way of a plaintext message is read from its first bytes, which the other
+	 * end may have chosen (a body served that begins like a request, in a segment of
+	 * its own): an end is a server's when its socket was accepted, a client's when
+	 * connected, or the message is not its process's. */
+	return owner->accepted == server ? 0 : -EPROTO;
 }
 
 /*
@@ -442,9 +449,9 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	struct shlib_sock_owner owner;
 	struct usm_http_start req;
 	struct usm_conn_key key, held;
-	int side, found = 0;
+	int side, found = 0, err;
 	uint64_t req_ns = 0;
-	bool have_req, own = false;
+	bool have_req, own = false, reversed = false;
 
 	packet_conn(ev, &conn);
 	memset(&key, 0, sizeof(key));
@@ -473,7 +480,9 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	}
 	have_req = usm_endpoints_take(u->endpoints, &held, conn.seg, &req_ns, &req, &req_conn);
 	for (side = USM_SIDE_SERVER; side <= USM_SIDE_CLIENT; side++) {
-		if (end_owner(u, &conn, side, &owner))
+		err = end_owner(u, &conn, side, &owner);
+		reversed |= err == -EPROTO;
+		if (err)
 			continue;
 		if (owner.pid == u->self) {
 			own = true;
@@ -491,6 +500,8 @@ static void packet_message(struct bpftel_usm *u, const struct usm_event *ev,
 	}
 	if (own)
 		count(&u->own);
+	if (reversed)
+		count(&u->ends_reversed);
 	if (have_req && (found || own))
 		usm_nat_copies_answer(u->nat, &req_conn, true, &other);
 	if (found || own)
@@ -788,6 +799,7 @@ void bpftel_usm__counters(struct bpftel_usm *u, struct bpftel_usm_counters *out)
 	out->tls_no_conn = counted(&u->tls_no_conn);
 	out->tls_conn_reused = counted(&u->tls_conn_reused);
 	out->own = counted(&u->own);
+	out->ends_reversed = counted(&u->ends_reversed);
 	for (i = 0; i < USM_HTTP__REJECT_COUNT; i++)
 		out->rejected[i] = counted(&u->rejected[i]);
 	out->procs_dropped = usm_procs_dropped(u->procs);

@@ -91,6 +91,7 @@ struct bpftel_usm_counters {
 	__u64 tls_no_conn;	      /* TLS messages whose connection (fd) is unknown */
 	__u64 tls_conn_reused;	      /* ... whose fd holds one it was given after them */
 	__u64 own;		      /* responses on the agent's own sockets: not recorded */
+	__u64 ends_reversed; /* plaintext exchanges an end's socket says go the other way */
 	__u64 procs_dropped;	      /* processes shown without name or cgroup: table full */
 	struct usm_endpoints_stats endpoints;
 	struct usm_h2_sessions_stats h2; /* HTTP/2 over TLS sessions and their decoding */

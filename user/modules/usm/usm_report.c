@@ -200,6 +200,7 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	json_object_set_new(cnt, "tls_connection_unknown", json_integer(c->tls_no_conn));
 	json_object_set_new(cnt, "tls_connection_reused", json_integer(c->tls_conn_reused));
 	json_object_set_new(cnt, "own_exchanges", json_integer(c->own));
+	json_object_set_new(cnt, "ends_reversed", json_integer(c->ends_reversed));
 	json_object_set_new(cnt, "processes_not_described", json_integer(c->procs_dropped));
 	rej = json_pack("{s:I, s:I}", "syntax", (json_int_t)c->rejected[USM_HTTP_REJECT_SYNTAX],
 			"status", (json_int_t)c->rejected[USM_HTTP_REJECT_STATUS]);
@@ -470,6 +471,12 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 			   "addresses (NAT on the way: a container's, a published port's) and "
 			   "recorded once, where their ends are known: not counted again.",
 			   c.nat_copies);
+	bpftel_prom_scalar(w, "bpftel_http_ends_reversed_total", "counter",
+			   "Plaintext HTTP exchanges whose way (read from the messages' first "
+			   "bytes) an end's socket contradicts: a request from an accepted socket, "
+			   "a response to a connected one (a body that begins like a request). "
+			   "Not recorded as that end's process's.",
+			   c.ends_reversed);
 	bpftel_prom_scalar(w, "bpftel_http_own_exchanges_total", "counter",
 			   "Plaintext HTTP exchanges with the agent's own sockets (its /metrics "
 			   "server): the other end is recorded, the agent's is not.",
