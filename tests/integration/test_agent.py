@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import agent_args, Agent, bpf_ids, check, held_bpf_ids, run, wait_for  # noqa: E402
@@ -264,6 +265,13 @@ def main():
         check(stats["agent"]["run_stats"] == "off" and
               not stats["agent"]["run_stats_detail"]["stats_on"],
               "--no-run-stats: stats reports run_stats off, detections still arrive")
+        url = f"http://{stats['agent']['metrics_addr']}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        check('bpftel_run_stats_mode{mode="off",error=""} 1' in text and
+              "\nbpftel_run_stats_on 0\n" in text and "none with run_stats = off" in text,
+              "--no-run-stats: /metrics says run stats are off, and the run families' HELP "
+              "that they count nothing")
         check("cannot mount bpf at /sys/fs/bpf" in agent.logs() and
               "going on" in agent.logs(),
               "no /sys/fs/bpf to mount bpffs at: the agent warned and runs")

@@ -225,6 +225,7 @@ def main():
                                         "bpftel_http_client_request_duration_seconds",
                                         "bpftel_http_overflow_requests_total"])
         check("estimated from sampled" in text and
+              'bpftel_run_stats_mode{mode="sampled",error=""} 1' in text and
               'bpftel_ebpf_program_overhead_seconds_total{module="gpu",program="gpu_uretprobe"}'
               in text and all(f'bpftel_uprobe_trap_seconds{{kind="{k}"}}' in text
                               for k in ("uprobe", "uretprobe", "pair")),

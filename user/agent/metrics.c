@@ -108,28 +108,52 @@ static void program_family(struct bpftel_prom *w, json_t *progs, const char *nam
 	}
 }
 
-/* Run counts are estimated with run_stats = sampled (the default): the HELP says so. */
-static void programs(struct bpftel_prom *w, json_t *progs, const char *mode)
+/*
+ * Run counts are estimated with run_stats = sampled (the default), and not counted at all
+ * with off (a program loaded since reads 0, one loaded before keeps what was counted):
+ * the HELP says which, and bpftel_run_stats_mode and _on say what is in force, so that
+ * a dashboard does not take zeros for a program that costs nothing.
+ */
+static void programs(struct bpftel_prom *w, json_t *progs, json_t *agent)
 {
-	bool sampled = !strcmp(mode, "sampled");
+	json_t *rs = json_object_get(agent, "run_stats_detail");
+	const char *mode = js(agent, "run_stats"), *err = js(rs, "error");
+	bool sampled = !strcmp(mode, "sampled"), off = !strcmp(mode, "off");
+	struct bpftel_prom_label l[2] = {{"mode", mode}, {"error", err ? err : ""}};
 
+	bpftel_prom_family(w, "bpftel_run_stats_mode", "gauge",
+			   "1 for the run-stats mode in force (run_stats: always, sampled, off; "
+			   "a mode the kernel refused is off, error its errno's name).");
+	bpftel_prom_sample_u64(w, "", l, 2, 1);
+	bpftel_prom_family(w, "bpftel_run_stats_on", "gauge",
+			   "1 while the agent holds BPF_ENABLE_STATS (always; sampled: inside a "
+			   "window), else 0: run counts move only then.");
+	bpftel_prom_sample_u64(w, "", NULL, 0, json_is_true(json_object_get(rs, "stats_on")));
 	program_family(w, progs, "bpftel_ebpf_program_runs_total", "counter",
 		       sampled ? "Runs of the eBPF program since it was loaded, estimated from "
 				 "sampled BPF_ENABLE_STATS windows (run_stats = sampled)."
-			       : "Runs of the eBPF program since it was loaded (BPF_ENABLE_STATS).",
+		       : off ? "Runs of the eBPF program counted while run stats were on: none "
+			       "with run_stats = off (0 for a program loaded since; see "
+			       "bpftel_run_stats_mode)."
+			     : "Runs of the eBPF program since it was loaded (BPF_ENABLE_STATS).",
 		       "run_cnt", 1);
 	program_family(w, progs, "bpftel_ebpf_program_run_seconds_total", "counter",
 		       sampled ? "Time spent running the eBPF program since it was loaded, "
 				 "estimated from sampled BPF_ENABLE_STATS windows."
-			       : "Time spent running the eBPF program since it was loaded.",
+		       : off ? "Time spent running the eBPF program, counted while run stats were "
+			       "on: none with run_stats = off."
+			     : "Time spent running the eBPF program since it was loaded.",
 		       "run_time_ns", 1e-9);
 	program_family(w, progs, "bpftel_ebpf_program_overhead_seconds_total", "counter",
 		       sampled ? "What the eBPF program cost the processes it ran in: run time plus, "
 				 "for uprobe programs, runs x the uprobe or uretprobe trap cost "
 				 "calibrated at start; estimated from sampled windows."
-			       : "What the eBPF program cost the processes it ran in: run time plus, "
-				 "for uprobe programs, runs x the uprobe or uretprobe trap cost "
-				 "calibrated at start.",
+		       : off ? "What the eBPF program cost the processes it ran in, from its runs "
+			       "and run time counted while run stats were on: none with "
+			       "run_stats = off, whatever it costs."
+			     : "What the eBPF program cost the processes it ran in: run time plus, "
+			       "for uprobe programs, runs x the uprobe or uretprobe trap cost "
+			       "calibrated at start.",
 		       "overhead_seconds", 1);
 	program_family(w, progs, "bpftel_run_stats_sampled_fraction", "gauge",
 		       "Share of the program's life its run counts were measured over (1: exact, "
@@ -274,8 +298,7 @@ char *bpftel_metrics_render(struct bpftel_agent *agent, size_t *len)
 				       &(struct bpftel_prom_label){"version", BPFTEL_VERSION}, 1,
 				       1);
 		modules(w, json_object_get(mods, "modules"));
-		programs(w, json_object_get(stats, "programs"),
-			 js(json_object_get(stats, "agent"), "run_stats"));
+		programs(w, json_object_get(stats, "programs"), json_object_get(stats, "agent"));
 		traps(w, json_object_get(json_object_get(stats, "agent"), "trap_cost"));
 		maps(w, json_object_get(stats, "maps"));
 		errors(w, json_object_get(errs, "errors"));
