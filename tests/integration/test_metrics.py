@@ -18,8 +18,8 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, free_port, make_cert,  # noqa: E402
-                      run,
+from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, free_port, held_bpf_ids,  # noqa: E402
+                      make_cert, run,
                       start_http_server, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -205,6 +205,29 @@ def check_modules_cli(agent):
           f"an unknown action is a usage error: {res.stderr.strip()}")
 
 
+def errors_lost(agent, url):
+    """Errors the telemetry maps had no room for are exported too: 7 put in the agent's
+    tlm_lost, its helper-errors slot (bpftool writes it on every possible CPU: summed, 7
+    a CPU), show in bpftel_ebpf_errors_lost_total, as in `bpftel errors --json`."""
+    held = held_bpf_ids(agent.proc.pid)["map"]
+    maps = json.loads(subprocess.run(["bpftool", "-j", "map", "list"], capture_output=True,
+                                     text=True, check=True).stdout)
+    ids = [m["id"] for m in maps if m["id"] in held and m.get("name") == "tlm_lost"]
+    check(len(ids) == 1, f"the agent holds one tlm_lost map: {ids}")
+    with open("/sys/devices/system/cpu/possible") as f:
+        cpus = sum(int(r.split("-")[-1]) - int(r.split("-")[0]) + 1
+                   for r in f.read().strip().split(","))
+    subprocess.run(["bpftool", "map", "update", "id", str(ids[0]), "key", "1", "0", "0", "0",
+                    "value", "7", "0", "0", "0", "0", "0", "0", "0"], check=True,
+                   capture_output=True)
+    text = get(url)[2]
+    lost = agent.json("errors")["telemetry_lost"]
+    check(f'bpftel_ebpf_errors_lost_total{{table="helper_errors"}} {7 * cpus}' in text and
+          'bpftel_ebpf_errors_lost_total{table="map_errors"} 0' in text and
+          lost == {"map_errors": 0, "helper_errors": 7 * cpus},
+          f"errors lost for want of room in the telemetry maps are exported: {lost}")
+
+
 def main():
     args = agent_args(("promtool", "prometheus", "curl", "openssl"))
 
@@ -232,6 +255,7 @@ def main():
               "sampled run counts say they are estimates; uprobe programs' overhead and the "
               "calibrated trap costs are exported")
         check_process_families(agent, url)
+        errors_lost(agent, url)
         check('bpftel_module_up{module="usm"} 1' in text and
               'bpftel_events_lost_total{module="sharedlibs",stage="kernel"} 0' in text,
               "known label sets start at 0; modules up")

@@ -213,11 +213,21 @@ static void maps(struct bpftel_prom *w, json_t *arr)
 	}
 }
 
-static void errors(struct bpftel_prom *w, json_t *errs)
+static void errors(struct bpftel_prom *w, json_t *errs, json_t *lost)
 {
+	static const char *const tables[] = {"map_errors", "helper_errors"};
 	struct bpftel_prom_label l[5];
 	json_t *e;
 	size_t i;
+
+	/* Errors of a kind the telemetry maps had no room for: in neither family below, so
+	 * that an alert on those does not stay quiet while errors are dropped. */
+	bpftel_prom_family(w, "bpftel_ebpf_errors_lost_total", "counter",
+			   "Failed map operations (table=\"map_errors\") and helper calls "
+			   "(\"helper_errors\") not counted by kind: the telemetry maps were full.");
+	for (i = 0; i < 2; i++)
+		bpftel_prom_sample_u64(w, "", &(struct bpftel_prom_label){"table", tables[i]}, 1,
+				       ju(lost, tables[i]));
 
 	bpftel_prom_family(w, "bpftel_ebpf_map_errors_total", "counter",
 			   "Failed map operations in the agent's eBPF code, by errno.");
@@ -301,7 +311,7 @@ char *bpftel_metrics_render(struct bpftel_agent *agent, size_t *len)
 		programs(w, json_object_get(stats, "programs"), json_object_get(stats, "agent"));
 		traps(w, json_object_get(json_object_get(stats, "agent"), "trap_cost"));
 		maps(w, json_object_get(stats, "maps"));
-		errors(w, json_object_get(errs, "errors"));
+		errors(w, json_object_get(errs, "errors"), json_object_get(errs, "telemetry_lost"));
 		losses(w, json_object_get(stats, "losses"));
 		bpftel_process_metrics(w);
 		module_families(agent, w);
