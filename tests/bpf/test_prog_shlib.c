@@ -286,11 +286,11 @@ static bool owner_of(struct fixture *f, int fd, struct shlib_sock_owner *owner)
 		return false;
 	/* ... and by (pid, fd), for TLS probes that know only the fd: to a message of
 	 * now, not to one stamped before the fd had it (of a connection closed since). */
-	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), fd, mono_ns(),
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), fd, mono_ns(), 0,
 						    &back),
 			 0);
 	assert_memory_equal(&back, &k, sizeof(k));
-	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), fd, 1, &back),
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), fd, 1, 0, &back),
 			 -ESTALE);
 	return true;
 }
@@ -380,7 +380,7 @@ static void test_shlib_sockets(void **state)
 	c3 = 777;
 	assert_int_equal(connect(c3, (struct sockaddr *)&addr, sizeof(addr)), -1);
 	assert_int_equal(errno, ECONNREFUSED);
-	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), c3, mono_ns(),
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), c3, mono_ns(), 0,
 						    &(struct shlib_sock_key){}),
 			 -ENOENT);
 	close(c3);
@@ -397,13 +397,17 @@ static void test_shlib_sockets(void **state)
 	assert_int_equal(bpftel_manager__subscribe(f->env->mgr, BPFTEL_SHAREDLIBS_MODULE, "test",
 						   SHLIB_LIBSET_ALL | SHLIB_SUB_SOCKETS),
 			 0);
-	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), c1, mono_ns(),
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), c1, mono_ns(), 0,
 						    &(struct shlib_sock_key){}),
 			 -ENODATA);
-	/* A connection made since is given. */
+	/* A connection made since is given; not to a process of the pid born after it (the
+	 * entry is then its pid's earlier process's, the fd one the process was given). */
 	close(c1);
 	c1 = connected(&addr);
 	assert_owned(f, c1, "shlib_exit_connect");
+	assert_int_equal(bpftel_sharedlibs__fd_sock(f->env->sl, (__u32)getpid(), c1, mono_ns(),
+						    mono_ns(), &(struct shlib_sock_key){}),
+			 -ENODATA);
 	close(lfd);
 	close(a2);
 	close(c2);

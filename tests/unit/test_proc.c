@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -117,6 +118,34 @@ static void test_comm_and_start(void **state)
 	bpftel_proc_comm(0x7fffffff, comm, sizeof(comm));
 	assert_string_equal(comm, "?");
 	assert_int_equal(bpftel_proc_start(0x7fffffff), 0);
+}
+
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
+
+/* A start time on the clock of BPF's stamps: between the fork's, less one tick (the
+ * start is floored to one), and the clock after it, so that an fd entry a process made
+ * is never taken for an earlier process's of its pid (usm.c). */
+static void test_start_mono(void **state)
+{
+	__u64 tick = 1000000000ull / (__u64)sysconf(_SC_CLK_TCK), before, after, born;
+	int hold;
+	pid_t pid;
+
+	(void)state;
+	before = mono_ns();
+	pid = child_as(getuid(), "born", &hold);
+	after = mono_ns();
+	born = bpftel_proc_start_mono_ns(bpftel_proc_start(pid));
+	child_end(pid, hold);
+	assert_true(born + tick >= before);
+	assert_true(born <= after);
+	assert_int_equal(bpftel_proc_start_mono_ns(0), 0);
 }
 
 /*
@@ -237,6 +266,7 @@ int main(void)
 		cmocka_unit_test(test_uid),
 		cmocka_unit_test(test_owner),
 		cmocka_unit_test(test_comm_and_start),
+		cmocka_unit_test(test_start_mono),
 	};
 
 	return cmocka_run_group_tests_name("proc", tests, NULL, NULL);

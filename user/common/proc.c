@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/nsfs.h>
 
@@ -77,6 +78,21 @@ __u64 bpftel_proc_start(__u32 pid)
 	unsigned long long st;
 
 	return bpftel_proc_stat(pid, 22, 1, &st) ? st : 0;
+}
+
+__u64 bpftel_proc_start_mono_ns(__u64 start)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	struct timespec mono, boot;
+	__u64 born, gap;
+
+	if (!start || hz <= 0 || clock_gettime(CLOCK_MONOTONIC, &mono) ||
+	    clock_gettime(CLOCK_BOOTTIME, &boot))
+		return 0;
+	born = start * (1000000000ull / (__u64)hz);
+	gap = ((__u64)boot.tv_sec - (__u64)mono.tv_sec) * 1000000000ull +
+	      (__u64)boot.tv_nsec - (__u64)mono.tv_nsec;
+	return born > gap ? born - gap : 0;
 }
 
 int bpftel_proc_uid(__u32 pid, __u32 *uid)

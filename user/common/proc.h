@@ -23,6 +23,12 @@ int bpftel_proc_stat_parse(const char *text, int field, int n, unsigned long lon
  * cannot be read. */
 __u64 bpftel_proc_start(__u32 pid);
 
+/* A start time of bpftel_proc_start()'s on the clock of BPF's stamps (bpf_ktime_get_ns:
+ * CLOCK_MONOTONIC, which stops while the host is suspended; the ticks count from boot
+ * and do not): never later than the process's true start, the tick floored and the
+ * clocks' gap taken as it is now, the widest it has been. 0 when start is 0. */
+__u64 bpftel_proc_start_mono_ns(__u64 start);
+
 /* pid's real user id (the first of /proc/<pid>/status's "Uid:", as this process's user
  * namespace maps it): the user who runs it, which it cannot change to another's without
  * privilege. 0 or -errno (-ENOENT: gone). */

@@ -581,7 +581,7 @@ int bpftel_sharedlibs__sock_owner(struct bpftel_sharedlibs *sl, const struct shl
 }
 
 int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, __u64 at_ns,
-			       struct shlib_sock_key *out)
+			       __u64 born_ns, struct shlib_sock_key *out)
 {
 	struct shlib_fd_key key = {.pid = pid, .fd = fd};
 	struct shlib_fd_sock fs;
@@ -594,6 +594,9 @@ int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, 
 	pthread_mutex_lock(&sl->lock);
 	since = sl->sockets_since_ns;
 	pthread_mutex_unlock(&sl->lock);
+	/* An entry older than the process holding the pid is its pid's earlier process's. */
+	if (born_ns > since)
+		since = born_ns;
 	/* Made before recording last went on: the fd may hold another connection now,
 	 * made while it was off (a module that wants sockets stopped and started again):
 	 * not known (-ENODATA), as a connection made before the agent watched. */

@@ -90,10 +90,13 @@ int bpftel_sharedlibs__sock_owner(struct bpftel_sharedlibs *sl, const struct shl
  * its connection, or the one before if it was given that after at_ns (the message is of
  * the one before, closed, whose number was reused); -ENOENT when none is known, -ESTALE
  * when the message is older than both, -ENODATA when the fd's entry was made before
- * socket recording last went on (the fd may have been given another unseen since).
+ * socket recording last went on (the fd may have been given another unseen since), or
+ * before born_ns, when the process now holding the pid started (the same clock; 0: not
+ * known): the entry is an earlier process's of that pid, and the fd one this process
+ * was given (an inetd or systemd socket, one passed over a UNIX socket).
  */
 int bpftel_sharedlibs__fd_sock(struct bpftel_sharedlibs *sl, __u32 pid, int fd, __u64 at_ns,
-			       struct shlib_sock_key *out);
+			       __u64 born_ns, struct shlib_sock_key *out);
 
 /*
  * The name of process pid when it last opened a library the watcher reported (the

@@ -268,13 +268,24 @@ static void conn_of(const struct shlib_sock_key *k, bool local_is_server, struct
  * The connection of a TLS message stamped at_ns on process pid's fd, as its side sees
  * it (the fd's, or the one it held before, when it was given this one after the
  * message): false, counted, when the watcher knows none for the fd, or only ones it was
- * given after the message (closed and its number reused twice: not the message's).
+ * given after the message (closed and its number reused twice: not the message's), or
+ * only an earlier process's of the pid (a connect or accept before the process
+ * started: the fd is one it was given, by inetd, systemd, over a UNIX socket).
  */
 static bool fd_conn(struct bpftel_usm *u, __u32 pid, int fd, __u64 at_ns, bool server,
 		    struct usm_conn_addr *conn)
 {
 	struct shlib_sock_key k;
-	int err = fd >= 0 ? bpftel_sharedlibs__fd_sock(u->sl, pid, fd, at_ns, &k) : -ENOENT;
+	struct usm_proc p;
+	__u64 born = 0;
+	int err = -ENOENT;
+
+	if (fd >= 0) {
+		note_proc(u, pid);
+		if (usm_procs_get(u->procs, pid, &p))
+			born = bpftel_proc_start_mono_ns(p.start);
+		err = bpftel_sharedlibs__fd_sock(u->sl, pid, fd, at_ns, born, &k);
+	}
 
 	if (!err) {
 		conn_of(&k, server, conn);
