@@ -951,6 +951,36 @@ static void test_kernel_series_names_arrive(void **state)
 	bpftel_gpu_kernels__free(kt);
 }
 
+/* A CUfunction's address given to another kernel (a JIT's module unloaded, the next
+ * loaded where it was): the launches its handle had under the first name stay that
+ * series', the later ones go to the new name's; no counter goes down. */
+static void test_driver_handle_renamed(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	static const __u64 launches[] = {10, 15, 25, 40};
+	static const char *const names[] = {"jit_a", "jit_a", "jit_b", "jit_b"};
+	const struct sample *a, *b;
+	int k;
+
+	(void)state;
+	assert_non_null(kt);
+	for (k = 0; k < 4; k++) {
+		memset(&rep, 0, sizeof(rep));
+		report_kernel(&rep, 310, true, 7, launches[k], names[k]);
+		report_scrape(kt, &rep, k ? &sc[k - 1] : NULL, &sc[k]);
+	}
+	a = find_sample(&sc[3], 310, "jit_a");
+	b = find_sample(&sc[3], 310, "jit_b");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(a->v, 15);
+	assert_int_equal(b->v, 25);
+	a = find_sample(&sc[3], 310, "other");
+	assert_true(!a || a->v == 0);
+	assert_string_equal(rep.rows[0].kernels[0].name, "jit_b");
+	bpftel_gpu_kernels__free(kt);
+}
+
 /*
  * A report in steps (gpu.c parses without its report lock): wanted() asks for the
  * unnamed runtime kernels, the most launched first, at most the budget, and changes
@@ -1640,6 +1670,7 @@ int main(void)
 		cmocka_unit_test(test_runtime_names_per_file),
 		cmocka_unit_test(test_kernel_series_overtaken),
 		cmocka_unit_test(test_kernel_series_names_arrive),
+		cmocka_unit_test(test_driver_handle_renamed),
 		cmocka_unit_test(test_names_parsed_apart),
 		cmocka_unit_test(test_names_asked_once),
 		cmocka_unit_test(test_failed_names_retried),

@@ -16,7 +16,9 @@
  * the process is swept, so a named kernel never reads unnamed again (a file that no
  * process mapping it let us open is asked again, BPFTEL_GPU_NAME_TRIES reports at
  * most: the one that launched most may have just exited, or be a user's whose opens
- * stall, and other users' kernels in the same library must not stay unnamed); and
+ * stall, and other users' kernels in the same library must not stay unnamed; and a
+ * driver kernel's name is read again at each report, its CUfunction's address being
+ * another kernel's after a module unload: rename_handle()); and
  * at most BPFTEL_GPU_NAME_BUDGET of them per report, the most launched first, those of
  * one file (any process's) in one parse of it, at most BPFTEL_GPU_NAME_FILES files, so
  * that a process launching thousands of distinct host functions costs a report (a
@@ -77,6 +79,8 @@ struct kproc {
 	char comm[16];
 	unsigned int nseries;
 	char *series[BPFTEL_GPU_TOP_KERNELS];
+	/* Launches a series keeps of handles that left it: renamed (rename()). */
+	__u64 retired[BPFTEL_GPU_TOP_KERNELS];
 	__u64 other; /* kernel="other" as last reported: it never goes down */
 	unsigned long since; /* its first report (kt->report) */
 	size_t nhandles; /* listed and with a series: about BPFTEL_GPU_KERNELS_PER_PROC */
@@ -657,11 +661,35 @@ void bpftel_gpu_kernels__symbolize(const struct bpftel_gpu_kernels *kt, struct b
 }
 
 
-/* Name every kernel of ks: from its handle, a driver kernel from its name in the map,
- * a runtime one from named (its host function's symbol, parsed without the report's
- * lock: bpftel_gpu_kernels__wanted()); one not there is named at a later report. */
+/*
+ * A driver kernel's handle (a CUfunction) now named name, another than its own: the
+ * module that held it was unloaded and a new one's function was given its address
+ * (JIT compilers: load, launch, unload, again). Its series keeps the launches it had
+ * at the report before (prev), which were the old kernel's; from them on, the handle
+ * joins the new name's series (admit()).
+ */
+static void rename_handle(struct bpftel_gpu_kernels *kt, struct handle *h, const char *name,
+			  __u64 prev)
+{
+	struct kproc *kp = find_proc(kt, h->key.tgid);
+	char *dup = strdup(name);
+
+	if (!dup)
+		return; /* the old name, until a later report */
+	if (h->series >= 0 && kp && prev > h->base)
+		kp->retired[h->series] += prev - h->base;
+	h->series = -1;
+	free(h->name);
+	h->name = dup;
+}
+
+/* Name every kernel of ks: from its handle, a driver kernel from its name in the map
+ * (again at each report: its handle may be another kernel's since), a runtime one from
+ * named (its host function's symbol, parsed without the report's lock:
+ * bpftel_gpu_kernels__wanted()); one not there is named at a later report. */
 static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_seen *ks, size_t nks,
-		     const size_t *hi, const struct bpftel_gpu_sym *named, size_t nnamed)
+		     const size_t *hi, const __u64 *prev, const struct bpftel_gpu_sym *named,
+		     size_t nnamed)
 {
 	const struct bpftel_gpu_sym *got;
 	struct bpftel_gpu_sym want;
@@ -671,6 +699,12 @@ static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_see
 	for (i = 0; i < nks; i++) {
 		h = hi[i] == NO_HANDLE ? NULL : &kt->h[hi[i]];
 		ks[i].name[0] = '\0';
+		if (h && h->name && ks[i].key.api == GPU_KERNEL_DRIVER && ks[i].driver_name[0]) {
+			bpftel_gpu_demangle(ks[i].driver_name, ks[i].name, sizeof(ks[i].name));
+			if (strcmp(ks[i].name, h->name))
+				rename_handle(kt, h, ks[i].name, prev[i]);
+			continue;
+		}
 		if (h && h->name)
 			continue;
 		if (ks[i].key.api == GPU_KERNEL_DRIVER) {
@@ -815,7 +849,7 @@ static void series_out(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *ro
 		for (s = 0; s < r->nkseries; s++) {
 			snprintf(r->kseries[s].name, sizeof(r->kseries[s].name), "%s",
 				 kp->series[s]);
-			r->kseries[s].launches = 0;
+			r->kseries[s].launches = kp->retired[s];
 		}
 		for (j = first_handle(kt, r->pid); j < kt->nh && kt->h[j].key.tgid == r->pid; j++)
 			if (kt->h[j].series >= 0)
@@ -842,7 +876,7 @@ void bpftel_gpu_kernels__fill_named(struct bpftel_gpu_kernels *kt, struct bpftel
 				    size_t nnamed)
 {
 	size_t *hi = calloc(nks ? nks : 1, sizeof(*hi));
-	__u64 *prev = malloc((nks ? nks : 1) * sizeof(*prev));
+	__u64 *prev = calloc(nks ? nks : 1, sizeof(*prev));
 	bool complete = false;
 	size_t i;
 
@@ -850,7 +884,7 @@ void bpftel_gpu_kernels__fill_named(struct bpftel_gpu_kernels *kt, struct bpftel
 	sync_procs(kt, rows, n);
 	if (hi && prev) {
 		complete = track(kt, ks, nks, hi, prev) && all_kernels;
-		name_all(kt, ks, nks, hi, named, nnamed);
+		name_all(kt, ks, nks, hi, prev, named, nnamed);
 		admit(kt, nks, hi, prev);
 	} else { /* out of memory: the series hold their counts, the kernels are unnamed */
 		for (i = 0; i < nks; i++)
