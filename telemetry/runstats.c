@@ -115,8 +115,14 @@ void bpftel_rs_cover(struct bpftel_rs_est *e, __u64 now, bool at_last_rate)
 	e->covered_to = now;
 }
 
-bool bpftel_rs_fold(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __u64 now)
+bool bpftel_rs_fold(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __u64 now,
+		    __u64 min_ns)
 {
+	/* Not while the window has a stretch before it to stand for (a switch from sampled:
+	 * covered_to before it opened): folded at once, that is estimated once, and what is
+	 * read from then on is exact. */
+	if (e->open && e->covered_to >= e->open_ns && now - e->open_ns < min_ns)
+		return false;
 	if (!e->open) {
 		if (e->covered_to) {
 			/* Lost track (a reading missed it): its counters at covered_to are not

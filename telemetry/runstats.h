@@ -73,9 +73,14 @@ bool bpftel_rs_close(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, _
 /*
  * Always mode: close the window at now and open the next at once (true when counted).
  * A program first seen here is counted from zero at its load, scaled by 1; one seen
- * before but not open (a reading missed it) opens now.
+ * before but not open (a reading missed it) opens now. An open window shorter than
+ * min_ns stays open (false): every reader folds (a scrape, `bpftel top`, the budget's
+ * tick), and the last window, which the budget and `top` take as the current load,
+ * would otherwise stand for whatever moment since the last reader, a burst or a lull
+ * read as a rate. (A window with a stretch before it to stand for folds at once.)
  */
-bool bpftel_rs_fold(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __u64 now);
+bool bpftel_rs_fold(struct bpftel_rs_est *e, const struct bpftel_rs_count *c, __u64 now,
+		    __u64 min_ns);
 
 /*
  * The estimate with the open window's counts added as they are, unscaled: what exact

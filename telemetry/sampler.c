@@ -147,7 +147,7 @@ static void fold_one(struct bpftel_sampler *s, struct prog_est *p,
 		     const struct bpftel_rs_reading *r, __u64 now)
 {
 	(void)s;
-	bpftel_rs_fold(&p->e, &r->c, now);
+	bpftel_rs_fold(&p->e, &r->c, now, 0);
 }
 
 static int stats_on(struct bpftel_sampler *s)
@@ -225,15 +225,18 @@ static void fold(struct bpftel_sampler *s)
 
 /*
  * A mode switch, for each program, in one reading: the estimate is brought to now (the
- * time since its last update at the last window's rate when stats were sampled or on
- * until then, as no runs when they were off: its counts stayed where they were), and in
- * always mode the one window opens at that same instant, so that it stands for itself.
+ * time since its last update at the last window's rate when stats were sampled until
+ * then; as no runs when they were off, its counts having stayed where they were, and
+ * when they were always on: counted exactly up to the fold that left that mode an
+ * instant before, and the last window, folded by whichever reader came last, may be of
+ * any length, a rate of a few runs in a few microseconds), and in always mode the one
+ * window opens at that same instant, so that it stands for itself.
  */
 static void switch_one(struct bpftel_sampler *s, struct prog_est *p,
 		       const struct bpftel_rs_reading *r, __u64 now)
 {
 	bpftel_rs_end(&p->e);
-	bpftel_rs_cover(&p->e, now, s->switch_from != BPFTEL_RUN_STATS_OFF);
+	bpftel_rs_cover(&p->e, now, s->switch_from == BPFTEL_RUN_STATS_SAMPLED);
 	if (s->cfg.mode == BPFTEL_RUN_STATS_ALWAYS)
 		bpftel_rs_open(&p->e, &r->c, now);
 }
@@ -437,7 +440,7 @@ void bpftel_sampler__estimates(struct bpftel_sampler *s, const struct bpftel_rs_
 	for (i = 0; i < n; i++) {
 		p = s->cfg.mode == BPFTEL_RUN_STATS_ALWAYS ? get(s, r, n, i) : find(s, r[i].id);
 		if (p && s->cfg.mode == BPFTEL_RUN_STATS_ALWAYS && s->in_window)
-			bpftel_rs_fold(&p->e, &r[i].c, now);
+			bpftel_rs_fold(&p->e, &r[i].c, now, (__u64)s->cfg.on_ms * 1000000);
 		if (p)
 			est[i] = p->e;
 		else

@@ -267,21 +267,45 @@ static void test_fold_first_seen_from_load(void **state)
 
 	(void)state;
 	bpftel_rs_init(&e, 0);
-	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1000, 9000}, 10 * S));
+	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1000, 9000}, 10 * S, 0));
 	assert_int_equal(e.cnt, 1000);
 	assert_int_equal(e.ns, 9000);
 	assert_int_equal(e.covered_to, 10 * S);
 	assert_true(bpftel_rs_fraction(&e) == 1.0);
 	assert_true(e.open);
-	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1003, 9030}, 10 * S + 1000));
+	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1003, 9030}, 10 * S + 1000, 0));
 	assert_int_equal(e.cnt, 1003);
 	/* Missed by a reading (its window ended): from now on, nothing added at once. */
 	bpftel_rs_end(&e);
-	assert_false(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1500, 13500}, 20 * S));
+	assert_false(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1500, 13500}, 20 * S, 0));
 	assert_int_equal(e.cnt, 1003);
 	assert_true(e.open);
-	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1510, 13590}, 21 * S));
+	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1510, 13590}, 21 * S, 0));
 	assert_true(e.cnt > 1003);
+}
+
+/* Always mode: every reader folds, so a window shorter than the least one stays open,
+ * its runs counted at the next fold, and the last window (the budget's current load)
+ * stays the last whole one, not the moment since the last reader. */
+static void test_fold_not_shorter_than_min(void **state)
+{
+	struct bpftel_rs_est e;
+	struct bpftel_rs_count cur;
+
+	(void)state;
+	bpftel_rs_init(&e, 0);
+	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1000, 9000}, 10 * S, S));
+	assert_int_equal(e.last_len_ns, 10 * S);
+	/* A scrape 1 ms later: 500 runs in that ms stand for no rate. */
+	assert_false(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1500, 9500}, 10 * S + 1000000, S));
+	assert_int_equal(e.last_len_ns, 10 * S);
+	assert_int_equal(e.last.cnt, 1000);
+	bpftel_rs_peek(&e, &(struct bpftel_rs_count){1500, 9500}, &cur);
+	assert_int_equal(cur.cnt, 1500); /* exact all the same */
+	assert_true(bpftel_rs_fold(&e, &(struct bpftel_rs_count){1600, 9600}, 11 * S, S));
+	assert_int_equal(e.last_len_ns, S);
+	assert_int_equal(e.last.cnt, 600);
+	assert_int_equal(e.cnt, 1600);
 }
 
 /* A mode switch before the program's first window: no rate to cover the stretch with,
@@ -571,6 +595,7 @@ int main(void)
 		cmocka_unit_test(test_close_without_open_counts_nothing),
 		cmocka_unit_test(test_open_from_earlier_window_not_used),
 		cmocka_unit_test(test_fold_first_seen_from_load),
+		cmocka_unit_test(test_fold_not_shorter_than_min),
 		cmocka_unit_test(test_cover_before_first_window),
 		cmocka_unit_test(test_sampler_keeps_program_a_reading_missed),
 		cmocka_unit_test(test_sampler_full_table_forgets_programs_gone),
