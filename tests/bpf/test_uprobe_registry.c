@@ -1284,6 +1284,79 @@ static void test_new_files_over_budget(void **state)
 	rmdir(dir);
 }
 
+/* Files under dir refused for the registry's room, the last of them in *last. */
+static int full_under(struct fixture *f, const char *dir, struct bpftel_uprobe_refusal *last)
+{
+	struct bpftel_uprobes_refusals ref;
+	int n = 0;
+	size_t i;
+
+	bpftel_uprobes__refusals(f->up, &ref);
+	for (i = 0; i < ref.nrecent; i++) {
+		if (ref.recent[i].why != BPFTEL_REFUSED_REGISTRY_FULL ||
+		    strncmp(ref.recent[i].path, dir, strlen(dir)))
+			continue;
+		if (!n++)
+			*last = ref.recent[i];
+	}
+	return n;
+}
+
+/*
+ * One user's probed copies of libssl past its share of the registry (2 here; a quarter
+ * of its 1024 files by default): the user's next new file is refused (registry_full,
+ * the reason naming the share) while its processes hold the others; root's copy, opened
+ * next, is attached all the same (the host's own libraries are root's).
+ */
+static void test_owner_share_of_registry(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobe_refusal last;
+	struct bpftel_uprobe_file_info row;
+	char dir[64], path[96], script[256];
+	int rows = 0, full = 0, i;
+	pid_t a, root;
+
+	if (access(PYTHON, X_OK) || access("/usr/bin/setpriv", X_OK) || access(LIBSSL, R_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "/tmp/bpftel-share-%d", getpid());
+	assert_int_equal(mkdir(dir, 0755), 0);
+	for (i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s/libssl.so.%d", dir, i);
+		copy_over(LIBSSL, path);
+		assert_int_equal(chmod(path, 0644), 0);
+	}
+	bpftel_uprobes__set_file_budget(f->up, 0);
+	bpftel_uprobes__set_owner_share(f->up, 2);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	a = open_as(4243, dir, 0, 3);
+	for (i = 0; i < 6000 && rows + full < 3; i++) {
+		rows = rows_under(f, SHLIB_LIB_SSL, dir, &row);
+		full = full_under(f, dir, &last);
+		if (rows + full < 3)
+			usleep(10000);
+	}
+	assert_int_equal(rows, 2);
+	assert_int_equal(full, 1);
+	assert_int_equal(last.pid, a);
+	assert_non_null(strstr(last.detail, "its user holds 2 probed files"));
+	snprintf(script, sizeof(script),
+		 "exec " PYTHON " -c 'import time; open(\"%s/libssl.so.3\").close(); "
+		 "time.sleep(3600)'", dir);
+	root = start_child(script);
+	snprintf(path, sizeof(path), "%s/libssl.so.3", dir);
+	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
+	assert_int_equal(rows_under(f, SHLIB_LIB_SSL, dir, &row), 3);
+	stop_child(root);
+	stop_child(a);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	for (i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s/libssl.so.%d", dir, i);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
 /* A FIFO named like a library, opened again and again (O_NONBLOCK: the opens return):
  * each open is refused and counted, the first after looking through /proc, the others
  * from the refused-file cache, by the identity the kernel reported. */
@@ -1699,6 +1772,7 @@ int main(void)
 		T(test_refused_rows_give_way),
 		T(test_unprobed_rows_give_way),
 		T(test_new_files_over_budget),
+		T(test_owner_share_of_registry),
 		T(test_written_in_place_released),
 		T(test_unreachable_file_backs_off),
 		T(test_reused_pid_is_a_new_user),

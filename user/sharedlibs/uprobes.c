@@ -75,6 +75,7 @@ int bpftel_uprobes__new(struct bpftel_uprobes **out)
 	pthread_cond_init(&u->idle, NULL);
 	u->grace_ms = BPFTEL_UPROBES_GRACE_MS;
 	bpftel_file_budget_set(&u->budget, BPFTEL_FILE_BUDGET_DEFAULT);
+	u->owner_share = OWNER_SHARE_DEFAULT;
 	/* The files it keys, as the kernel maps them (a failure is logged: then as stat
 	 * shows them). */
 	bpftel_real_files_get();
@@ -88,6 +89,13 @@ void bpftel_uprobes__set_grace_ms(struct bpftel_uprobes *u, unsigned int ms)
 {
 	pthread_mutex_lock(&u->lock);
 	u->grace_ms = ms;
+	pthread_mutex_unlock(&u->lock);
+}
+
+void bpftel_uprobes__set_owner_share(struct bpftel_uprobes *u, unsigned int files)
+{
+	pthread_mutex_lock(&u->lock);
+	u->owner_share = files;
 	pthread_mutex_unlock(&u->lock);
 }
 
@@ -559,6 +567,35 @@ static bool budget_take_locked(struct bpftel_uprobes *u, const struct bpftel_pro
 	return false;
 }
 
+/*
+ * With u->lock: may owner's process bring a new file? Not when the owner (not root,
+ * whose files are the host's own libraries) holds its share of the rows probed, or
+ * being probed, already: rows idle (refused, unprobed) give way to new files anyway
+ * (evict_locked()), those with links do not, and one user's thousand copies of libssl,
+ * each probed while its process sleeps, would hold the registry against every other's.
+ */
+static bool share_room_locked(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
+			      enum shlib_lib lib, const char *named, __u64 owner)
+{
+	char detail[160];
+	unsigned int held = 0;
+	size_t i;
+
+	if (!owner || !u->owner_share)
+		return true;
+	for (i = 0; i < u->nfiles; i++)
+		if (u->files[i]->owner == owner && !row_idle_locked(u, u->files[i], true) &&
+		    !row_idle_locked(u, u->files[i], false))
+			held++;
+	if (held < u->owner_share)
+		return true;
+	snprintf(detail, sizeof(detail),
+		 "its user holds %u probed files of the registry's %d, its share", held,
+		 MAX_FILES);
+	refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_REGISTRY_FULL, detail);
+	return false;
+}
+
 /* kstart: the process's start as the kernel's event carried it, 0 if not known. */
 static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_target *t,
 			__u64 kstart, enum shlib_lib lib, const char *named)
@@ -671,6 +708,11 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	pthread_mutex_lock(&u->lock);
 	/* By what it maps: the same overlay inode can be over another file since. */
 	f = find_real_file(u, dev, ino);
+	if (!f && !share_room_locked(u, t, lib, named, owner)) {
+		pthread_mutex_unlock(&u->lock);
+		close(fd);
+		return -ENOSPC;
+	}
 	if (!f && !budget_take_locked(u, t, lib, named, owner)) {
 		/* Until the budget has room: by the identity the kernel opened, as above,
 		 * with the reason just listed first. */
@@ -689,6 +731,8 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		if (u->nfiles == MAX_FILES)
 			evict_locked(u);
 		f = u->nfiles < MAX_FILES ? file_new(u, &st, dev, ino, lib, named) : NULL;
+		if (f)
+			f->owner = owner;
 		if (!f) {
 			refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_REGISTRY_FULL,
 				       "the registry holds its maximum of files");

@@ -136,6 +136,9 @@ void bpftel_uprobes__set_grace_ms(struct bpftel_uprobes *u, unsigned int ms);
 /* New files one owner's processes may bring a minute (file_budget.h); 0: no budget. */
 void bpftel_uprobes__set_file_budget(struct bpftel_uprobes *u, unsigned int per_min);
 unsigned int bpftel_uprobes__file_budget(struct bpftel_uprobes *u);
+/* Files one owner but root may hold probed at once (default a quarter of the
+ * registry's 1024); 0: no bound. Past it, its next new file is refused (registry_full). */
+void bpftel_uprobes__set_owner_share(struct bpftel_uprobes *u, unsigned int files);
 /* Files refused over budget so far (a mapped one is looked for again by a later /proc
  * scan: scan_pace.h's budget pace). */
 __u64 bpftel_uprobes__over_budget(struct bpftel_uprobes *u);

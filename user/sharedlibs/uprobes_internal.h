@@ -26,6 +26,9 @@
  * each) while the file is known. */
 #define MAX_SPECS 192
 #define MAX_FILES 1024
+/* A quarter of them: one user's copies of a library, each probed and held while its
+ * process lives, cannot keep every other user's new library out. */
+#define OWNER_SHARE_DEFAULT (MAX_FILES / 4)
 
 _Static_assert(MAX_FILES <= UPROBE_HITS_FILES, "a hits slot for every file");
 
@@ -102,6 +105,7 @@ struct lib_file {
 	long long scan_seen_ms; /* the registry's scan_from_ms when it asked */
 	int refused;		 /* enum bpftel_refusal, or -1 */
 	char refused_detail[128];
+	__u64 owner; /* whose new file it was (file_budget.h's owner): its share */
 	unsigned int busy;
 	size_t releasing; /* its links the reaper has not destroyed yet */
 	unsigned int slot; /* its calls' counters in uprobe_hits (bpf/uprobe_hits.h) */
@@ -194,6 +198,9 @@ struct bpftel_uprobes {
 	long long scan_from_ms;
 	unsigned int grace_ms;
 	struct bpftel_file_budget budget; /* new files per owner and minute */
+	/* Rows one owner but root may hold with links (or an attach in flight) at once:
+	 * the budget bounds a rate, this what one user keeps (OWNER_SHARE_DEFAULT). */
+	unsigned int owner_share;
 	struct bpftel_uprobes_refusals ref;
 	struct refused_file refused[REFUSED_CACHE];
 	size_t refused_next; /* the entry a new refusal takes when none is free */
