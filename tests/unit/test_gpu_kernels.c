@@ -1035,6 +1035,38 @@ static void test_names_parsed_apart(void **state)
 	bpftel_gpu_kernels__free(kt);
 }
 
+/* One process launching 40 functions a million times each does not take a report's
+ * every name: another's kernel, launched 10 times, is asked for in the same report; a
+ * process alone is given the whole budget. */
+static void test_names_shared_between_processes(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	struct bpftel_gpu_sym syms[BPFTEL_GPU_NAME_BUDGET];
+	size_t n, i, of_a = 0;
+	bool b = false;
+
+	(void)state;
+	assert_non_null(kt);
+	memset(&rep, 0, sizeof(rep));
+	for (i = 0; i < 40; i++)
+		report_kernel(&rep, 700, false, (unsigned int)i, 1000000, NULL);
+	report_kernel(&rep, 701, false, 50, 10, NULL);
+	n = bpftel_gpu_kernels__wanted(kt, rep.ks, rep.nks, syms);
+	assert_int_equal(n, BPFTEL_GPU_NAME_BUDGET);
+	for (i = 0; i < n; i++) {
+		of_a += syms[i].pid == 700;
+		b |= syms[i].pid == 701 && syms[i].addr == FAKE_BASE + 50;
+	}
+	assert_true(b);
+	assert_int_equal(of_a, BPFTEL_GPU_NAME_BUDGET - 1);
+	memset(&rep, 0, sizeof(rep));
+	for (i = 0; i < 40; i++)
+		report_kernel(&rep, 700, false, (unsigned int)i, 1000000, NULL);
+	assert_int_equal(bpftel_gpu_kernels__wanted(kt, rep.ks, rep.nks, syms),
+			 BPFTEL_GPU_NAME_BUDGET);
+	bpftel_gpu_kernels__free(kt);
+}
+
 /* Two cudaKernel_t handles made for one host function, and that function launched
  * directly: one name asked for, and all three named by it. */
 static void test_names_asked_once(void **state)
@@ -1673,6 +1705,7 @@ int main(void)
 		cmocka_unit_test(test_driver_handle_renamed),
 		cmocka_unit_test(test_names_parsed_apart),
 		cmocka_unit_test(test_names_asked_once),
+		cmocka_unit_test(test_names_shared_between_processes),
 		cmocka_unit_test(test_failed_names_retried),
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
 		cmocka_unit_test(test_error_series_are_counters),

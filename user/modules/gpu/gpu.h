@@ -82,6 +82,8 @@ extern const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS];
  * its host functions (of every process that maps it), and may cost ~0.3 s for a file
  * at the ELF reader's caps. */
 #define BPFTEL_GPU_NAME_FILES 4
+/* ... of which one process's, while others' wait: its share of a report's names. */
+#define BPFTEL_GPU_NAME_PER_PROC (BPFTEL_GPU_NAME_BUDGET / 4)
 
 /* A kernel, by its demangled name ("" when it has none we can tell); the launches of
  * every handle or host function with that name. */

@@ -629,12 +629,24 @@ static const struct bpftel_gpu_sym *named_of(const struct bpftel_gpu_sym *named,
 	return NULL;
 }
 
+/* The host functions of pid among syms[0..n). */
+static size_t asked_of(const struct bpftel_gpu_sym *syms, size_t n, __u32 pid)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		k += syms[i].pid == pid;
+	return k;
+}
+
 size_t bpftel_gpu_kernels__wanted(const struct bpftel_gpu_kernels *kt,
 				  const struct bpftel_gpu_kernel_seen *ks, size_t nks,
 				  struct bpftel_gpu_sym *syms)
 {
 	size_t *todo = malloc((nks ? nks : 1) * sizeof(*todo));
 	size_t i, nt = 0, n = 0;
+	struct bpftel_gpu_sym want;
+	int pass;
 
 	if (!todo)
 		return 0; /* named at a later report */
@@ -643,11 +655,22 @@ size_t bpftel_gpu_kernels__wanted(const struct bpftel_gpu_kernels *kt,
 			todo[nt++] = i;
 	if (nt)
 		qsort_r(todo, nt, sizeof(*todo), cmp_by_launches, (void *)ks);
-	for (i = 0; i < nt && n < BPFTEL_GPU_NAME_BUDGET; i++) {
-		syms[n] = sym_of(&ks[todo[i]]);
-		/* One host function launched on several devices or sizes: asked for once. */
-		if (!named_of(syms, n, &syms[n]))
-			n++;
+	/* Two passes: first each process's most launched, BPFTEL_GPU_NAME_PER_PROC of them
+	 * at most, so that one launching thousands of functions, many times each (failed
+	 * launches need no GPU), cannot take every report's names from the others; then
+	 * what is left of the budget, the most launched first, whoever's. */
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < nt && n < BPFTEL_GPU_NAME_BUDGET; i++) {
+			if (todo[i] == SIZE_MAX)
+				continue;
+			want = sym_of(&ks[todo[i]]);
+			if (!pass && asked_of(syms, n, want.pid) >= BPFTEL_GPU_NAME_PER_PROC)
+				continue;
+			todo[i] = SIZE_MAX;
+			/* One host function launched on several devices or sizes: asked once. */
+			if (!named_of(syms, n, &want))
+				syms[n++] = want;
+		}
 	}
 	free(todo);
 	return n;

@@ -70,7 +70,8 @@ void bpftel_gpu_kernels__free(struct bpftel_gpu_kernels *kt);
 /*
  * A report in three steps, so that no lock is held while files are parsed: under the
  * caller's report lock, the host functions the kernels of ks want named (at most
- * BPFTEL_GPU_NAME_BUDGET, the most launched first; into syms, their count returned);
+ * BPFTEL_GPU_NAME_BUDGET, the most launched first, each process's first
+ * BPFTEL_GPU_NAME_PER_PROC before any process's more; into syms, their count returned);
  * without it, symbolize them (the processes' files opened and parsed); under it again,
  * fill_named() with them, ks still as read then (if another report ran in between, read
  * again and fill with the same syms: they are facts of (pid, address)).
