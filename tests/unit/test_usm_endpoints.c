@@ -445,10 +445,13 @@ static void test_take_by_tcp_numbers(void **state)
 	/* Acknowledging nothing of the request; beginning before what its client had
 	 * acknowledged; past 1 GiB beyond it: not its answer. */
 	assert_false(usm_endpoints_seg_answers(req, (uint64_t)5000 << 32 | 1000));
+	assert_false(usm_endpoints_seg_answers(req, (uint64_t)5000 << 32 | 999));
 	assert_false(usm_endpoints_seg_answers(req, (uint64_t)4999 << 32 | 1019));
 	assert_false(usm_endpoints_seg_answers(req, (uint64_t)(5000 + (1u << 30)) << 32 | 1019));
-	/* A response after a 1 GiB upload, and one after 100 MB sent before it. */
+	/* A response after a 1 GiB upload, a 3 GiB one, and one after 100 MB sent before
+	 * it. */
 	assert_true(usm_endpoints_seg_answers(req, (uint64_t)5000 << 32 | (1000 + (1u << 30))));
+	assert_true(usm_endpoints_seg_answers(req, (uint64_t)5000 << 32 | (1000 + 3 * (1u << 30))));
 	assert_true(usm_endpoints_seg_answers(req, (uint64_t)(5000 + 100000000) << 32 | 1019));
 	/* Both numbers wrapping past 2^32. */
 	assert_true(usm_endpoints_seg_answers((uint64_t)0xfffffff0u << 32 | 0xffffff00u,

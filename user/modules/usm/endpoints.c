@@ -583,8 +583,9 @@ bool usm_endpoints_seg_answers(uint64_t req, uint64_t resp)
 
 	if (!req || !resp)
 		return true;
-	/* ack - req_seq in [1, 2^31), modulo 2^32 */
-	if ((uint32_t)(ack - req_seq - 1) >= (1u << 31) - 1)
+	/* Not at the request's first byte or behind it by 1 GiB or less, modulo 2^32 (an
+	 * upload may take the acknowledgment any distance past it). */
+	if ((uint32_t)(req_seq - ack) < (1u << 30))
 		return false;
 	return !req_ack || (uint32_t)(seq - req_ack) < (1u << 30);
 }

@@ -174,10 +174,11 @@ bool usm_endpoints_take(struct usm_endpoints *e, const struct usm_conn_key *key,
  * req. A request is held by its addresses and ports, which a later connection may
  * reuse (a port reused at once on loopback, or after a reset), and a segment the
  * connection's TCP would refuse (out of its window, spoofed) reaches the socket
- * filter all the same: the response must acknowledge the request's first byte at
- * least (within 2 GiB past it: its body), and begin at or past what the client had
+ * filter all the same: the response must acknowledge the request's first byte (not
+ * stop at it or up to 1 GiB before it; past it by any distance: an upload of any size,
+ * modulo the 4 GiB the numbers wrap at), and begin at or past what the client had
  * acknowledged of the server when it sent the request (within 1 GiB: responses
- * pipelined before it). Another connection's numbers pass by chance once in 8. 0 on
+ * pipelined before it). Another connection's numbers pass by chance about once in 5. 0 on
  * either side (TLS: no numbers), or no acknowledgment in the request's (its
  * client's SYN carried it): not checked. A response that fails is an orphan, and the
  * request stays pending for its own.

@@ -473,9 +473,9 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 			   c.nat_copies);
 	bpftel_prom_scalar(w, "bpftel_http_ends_reversed_total", "counter",
 			   "Plaintext HTTP exchanges whose way (read from the messages' first "
-			   "bytes) an end's socket contradicts: a request from an accepted socket, "
-			   "a response to a connected one (a body that begins like a request). "
-			   "Not recorded as that end's process's.",
+			   "bytes) an end's socket contradicts: requests sent from an accepted "
+			   "socket or read on a connected one (a body that begins like a request, "
+			   "a reverse tunnel). Not recorded as that end's process's.",
 			   c.ends_reversed);
 	bpftel_prom_scalar(w, "bpftel_http_own_exchanges_total", "counter",
 			   "Plaintext HTTP exchanges with the agent's own sockets (its /metrics "
