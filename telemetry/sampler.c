@@ -37,6 +37,8 @@ struct bpftel_sampler {
 	__u64 mode_since; /* for on_fraction */
 	__u64 on_ns;	  /* stats held since mode_since, closed windows */
 	enum bpftel_run_stats_mode switch_from; /* during a switch */
+	__u64 leave_ns; /* while always mode's last fold runs: when it began; else 0 */
+	__u64 left_ns;	/* when always mode was last left (switch_one) */
 
 	size_t n;
 	struct prog_est progs[MAX_PROGS];
@@ -142,12 +144,14 @@ static void close_one(struct bpftel_sampler *s, struct prog_est *p,
 	bpftel_rs_end(&p->e);
 }
 
-/* Exact mode: close the window at now and open the next one at once. */
+/* Exact mode: close the window at now and open the next one at once; the periodic fold
+ * not a window shorter than ON (a reader may have folded a moment ago: the last window
+ * is the current load for the budget and `top`), the fold that leaves the mode every
+ * one. */
 static void fold_one(struct bpftel_sampler *s, struct prog_est *p,
 		     const struct bpftel_rs_reading *r, __u64 now)
 {
-	(void)s;
-	bpftel_rs_fold(&p->e, &r->c, now, 0);
+	bpftel_rs_fold(&p->e, &r->c, now, s->leave_ns ? 0 : (__u64)s->cfg.on_ms * 1000000);
 }
 
 static int stats_on(struct bpftel_sampler *s)
@@ -162,6 +166,7 @@ static int stats_on(struct bpftel_sampler *s)
 		return s->error;
 	}
 	s->stats_fd = fd;
+	s->error = 0; /* on again: no refusal stands */
 	return 0;
 }
 
@@ -235,8 +240,13 @@ static void fold(struct bpftel_sampler *s)
 static void switch_one(struct bpftel_sampler *s, struct prog_est *p,
 		       const struct bpftel_rs_reading *r, __u64 now)
 {
+	/* From always, one the leaving fold did not reach (its reading failed, or skipped
+	 * it): its stretch since its last fold at that fold's rate, as when sampled. */
+	bool at_rate = s->switch_from == BPFTEL_RUN_STATS_SAMPLED ||
+		       (s->switch_from == BPFTEL_RUN_STATS_ALWAYS && p->e.covered_to < s->left_ns);
+
 	bpftel_rs_end(&p->e);
-	bpftel_rs_cover(&p->e, now, s->switch_from == BPFTEL_RUN_STATS_SAMPLED);
+	bpftel_rs_cover(&p->e, now, at_rate);
 	if (s->cfg.mode == BPFTEL_RUN_STATS_ALWAYS)
 		bpftel_rs_open(&p->e, &r->c, now);
 }
@@ -247,7 +257,9 @@ static void leave_mode(struct bpftel_sampler *s)
 	__u64 now = boottime_ns();
 
 	if (s->cfg.mode == BPFTEL_RUN_STATS_ALWAYS) {
+		s->leave_ns = s->left_ns = now;
 		fold(s);
+		s->leave_ns = 0;
 		s->on_ns += now - s->mode_since;
 	} else if (s->cfg.mode == BPFTEL_RUN_STATS_SAMPLED && s->in_window) {
 		window_close(s);
