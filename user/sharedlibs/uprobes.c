@@ -972,8 +972,16 @@ static bool sweep_idle_locked(struct bpftel_uprobes *u, struct lib_file *f, long
 	return true;
 }
 
+static int cmp_sweep_pid(const void *a, const void *b)
+{
+	const struct sweep_proc *x = a, *y = b;
+
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
 int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 {
+	__u64 start;
 	struct sweep_proc *procs = NULL;
 	struct attach_job (*jobs)[MAX_MODS] = NULL;
 	struct lib_file **marked = NULL, **drop = NULL, **relf = NULL, **jobf = NULL;
@@ -1004,8 +1012,13 @@ int bpftel_uprobes__sweep(struct bpftel_uprobes *u)
 		free(marked);
 		return -ENOMEM;
 	}
-	for (i = 0; i < nprocs; i++)
-		procs[i].alive = bpftel_proc_start(procs[i].pid) == procs[i].start_time;
+	/* One read of /proc a process, however many of the files it uses: by pid. */
+	qsort(procs, nprocs, sizeof(*procs), cmp_sweep_pid);
+	for (i = 0, start = 0; i < nprocs; i++) {
+		if (!i || procs[i].pid != procs[i - 1].pid)
+			start = bpftel_proc_start(procs[i].pid);
+		procs[i].alive = start == procs[i].start_time;
+	}
 
 	/* 2. Apply: forget the dead, release the long idle, attach what is missing. Files
 	 * added meanwhile are looked at too. */
