@@ -1143,9 +1143,10 @@ static void test_unprobed_rows_give_way(void **state)
 	remove_junk(dir);
 }
 
-/* Refusals over budget of files under dir, each file once (the recent list; a process
+/* Refusals for why of files under dir, each file once (the recent list; a process
  * refused again updates its entry). The last one's entry in *last. */
-static int over_under(struct fixture *f, const char *dir, struct bpftel_uprobe_refusal *last)
+static int refused_under(struct fixture *f, const char *dir, enum bpftel_refusal why,
+			 struct bpftel_uprobe_refusal *last)
 {
 	struct bpftel_uprobes_refusals ref;
 	int n = 0;
@@ -1153,13 +1154,43 @@ static int over_under(struct fixture *f, const char *dir, struct bpftel_uprobe_r
 
 	bpftel_uprobes__refusals(f->up, &ref);
 	for (i = 0; i < ref.nrecent; i++) {
-		if (ref.recent[i].why != BPFTEL_REFUSED_OVER_BUDGET ||
-		    strncmp(ref.recent[i].path, dir, strlen(dir)))
+		if (ref.recent[i].why != why || strncmp(ref.recent[i].path, dir, strlen(dir)))
 			continue;
 		if (!n++)
 			*last = ref.recent[i];
 	}
 	return n;
+}
+
+static int over_under(struct fixture *f, const char *dir, struct bpftel_uprobe_refusal *last)
+{
+	return refused_under(f, dir, BPFTEL_REFUSED_OVER_BUDGET, last);
+}
+
+/* n copies of src under dir, dir/libssl.so.0 to .n-1, readable by all. */
+static void libssl_copies(const char *dir, const char *src, int n)
+{
+	char path[96];
+	int i;
+
+	assert_int_equal(mkdir(dir, 0755), 0);
+	for (i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/libssl.so.%d", dir, i);
+		copy_over(src, path);
+		assert_int_equal(chmod(path, 0644), 0);
+	}
+}
+
+static void remove_copies(const char *dir, int n)
+{
+	char path[96];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/libssl.so.%d", dir, i);
+		unlink(path);
+	}
+	rmdir(dir);
 }
 
 /* Refusals over budget of files under dir for process pid, each file once. */
@@ -1225,7 +1256,7 @@ static void test_new_files_over_budget(void **state)
 	struct bpftel_uprobes_refusals ref;
 	struct bpftel_uprobe_refusal last;
 	struct bpftel_uprobe_file_info row;
-	char dir[64], path[96];
+	char dir[64];
 	long long t0 = bpftel_mono_ms();
 	int rows, over, refill, i;
 	__u64 cached;
@@ -1234,12 +1265,7 @@ static void test_new_files_over_budget(void **state)
 	if (access(PYTHON, X_OK) || access("/usr/bin/setpriv", X_OK) || access(src, R_OK))
 		skip();
 	snprintf(dir, sizeof(dir), "/tmp/bpftel-budget-%d", getpid());
-	assert_int_equal(mkdir(dir, 0755), 0);
-	for (i = 0; i < 14; i++) {
-		snprintf(path, sizeof(path), "%s/libssl.so.%d", dir, i);
-		copy_over(src, path);
-		assert_int_equal(chmod(path, 0644), 0);
-	}
+	libssl_copies(dir, src, 14);
 	bpftel_uprobes__set_file_budget(f->up, 3);
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	a = open_as(4243, dir, 0, 10);
@@ -1277,29 +1303,7 @@ static void test_new_files_over_budget(void **state)
 	stop_child(a);
 	stop_child(b);
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
-	for (i = 0; i < 14; i++) {
-		snprintf(path, sizeof(path), "%s/libssl.so.%d", dir, i);
-		unlink(path);
-	}
-	rmdir(dir);
-}
-
-/* Files under dir refused for the registry's room, the last of them in *last. */
-static int full_under(struct fixture *f, const char *dir, struct bpftel_uprobe_refusal *last)
-{
-	struct bpftel_uprobes_refusals ref;
-	int n = 0;
-	size_t i;
-
-	bpftel_uprobes__refusals(f->up, &ref);
-	for (i = 0; i < ref.nrecent; i++) {
-		if (ref.recent[i].why != BPFTEL_REFUSED_REGISTRY_FULL ||
-		    strncmp(ref.recent[i].path, dir, strlen(dir)))
-			continue;
-		if (!n++)
-			*last = ref.recent[i];
-	}
-	return n;
+	remove_copies(dir, 14);
 }
 
 /*
@@ -1320,19 +1324,14 @@ static void test_owner_share_of_registry(void **state)
 	if (access(PYTHON, X_OK) || access("/usr/bin/setpriv", X_OK) || access(LIBSSL, R_OK))
 		skip();
 	snprintf(dir, sizeof(dir), "/tmp/bpftel-share-%d", getpid());
-	assert_int_equal(mkdir(dir, 0755), 0);
-	for (i = 0; i < 4; i++) {
-		snprintf(path, sizeof(path), "%s/libssl.so.%d", dir, i);
-		copy_over(LIBSSL, path);
-		assert_int_equal(chmod(path, 0644), 0);
-	}
+	libssl_copies(dir, LIBSSL, 4);
 	bpftel_uprobes__set_file_budget(f->up, 0);
 	bpftel_uprobes__set_owner_share(f->up, 2);
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	a = open_as(4243, dir, 0, 3);
 	for (i = 0; i < 6000 && rows + full < 3; i++) {
 		rows = rows_under(f, SHLIB_LIB_SSL, dir, &row);
-		full = full_under(f, dir, &last);
+		full = refused_under(f, dir, BPFTEL_REFUSED_REGISTRY_FULL, &last);
 		if (rows + full < 3)
 			usleep(10000);
 	}
@@ -1350,11 +1349,7 @@ static void test_owner_share_of_registry(void **state)
 	stop_child(root);
 	stop_child(a);
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
-	for (i = 0; i < 4; i++) {
-		snprintf(path, sizeof(path), "%s/libssl.so.%d", dir, i);
-		unlink(path);
-	}
-	rmdir(dir);
+	remove_copies(dir, 4);
 }
 
 /* A FIFO named like a library, opened again and again (O_NONBLOCK: the opens return):
