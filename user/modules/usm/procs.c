@@ -226,6 +226,18 @@ bool usm_procs_get(struct usm_procs *p, uint32_t pid, struct usm_proc *out)
 	return e != NULL;
 }
 
+uint64_t usm_procs_start(struct usm_procs *p, uint32_t pid)
+{
+	struct usm_proc *e;
+	uint64_t start;
+
+	pthread_mutex_lock(&p->lock);
+	e = find(p, pid);
+	start = e ? e->start : 0;
+	pthread_mutex_unlock(&p->lock);
+	return start;
+}
+
 bool usm_procs_shown(struct usm_procs *p, uint32_t pid, uint64_t now_ns, uint64_t grace_ns)
 {
 	bool running = p->hooks.runs(pid), shown = running;

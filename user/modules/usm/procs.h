@@ -63,6 +63,9 @@ bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone);
 bool usm_procs_name(struct usm_procs *p, uint32_t pid, const char *comm);
 /* A copy of pid's entry: true if known. */
 bool usm_procs_get(struct usm_procs *p, uint32_t pid, struct usm_proc *out);
+/* pid's start time as noted (usm_proc.start), 0 when not known: per TLS message, without
+ * copying the entry. */
+uint64_t usm_procs_start(struct usm_procs *p, uint32_t pid);
 /*
  * Is pid still to be shown as itself at now_ns? While it runs; and once gone, for
  * grace_ns after the first call that found it gone, so that a short-lived client (a

@@ -276,15 +276,13 @@ static bool fd_conn(struct bpftel_usm *u, __u32 pid, int fd, __u64 at_ns, bool s
 		    struct usm_conn_addr *conn)
 {
 	struct shlib_sock_key k;
-	struct usm_proc p;
-	__u64 born = 0;
 	int err = -ENOENT;
 
 	if (fd >= 0) {
 		note_proc(u, pid);
-		if (usm_procs_get(u->procs, pid, &p))
-			born = bpftel_proc_start_mono_ns(p.start);
-		err = bpftel_sharedlibs__fd_sock(u->sl, pid, fd, at_ns, born, &k);
+		err = bpftel_sharedlibs__fd_sock(
+			u->sl, pid, fd, at_ns,
+			bpftel_proc_start_mono_ns(usm_procs_start(u->procs, pid)), &k);
 	}
 
 	if (!err) {
