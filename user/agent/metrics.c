@@ -123,7 +123,8 @@ static void programs(struct bpftel_prom *w, json_t *progs, json_t *agent)
 
 	bpftel_prom_family(w, "bpftel_run_stats_mode", "gauge",
 			   "1 for the run-stats mode in force (run_stats: always, sampled, off; "
-			   "a mode the kernel refused is off, error its errno's name).");
+			   "always refused falls back to off, sampled keeps trying each cycle; "
+			   "error: the errno's name of the last refusal, \"\" once stats went on).");
 	bpftel_prom_sample_u64(w, "", l, 2, 1);
 	bpftel_prom_family(w, "bpftel_run_stats_on", "gauge",
 			   "1 while the agent holds BPF_ENABLE_STATS (always; sampled: inside a "
