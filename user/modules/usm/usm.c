@@ -270,7 +270,8 @@ static void conn_of(const struct shlib_sock_key *k, bool local_is_server, struct
  * message): false, counted, when the watcher knows none for the fd, or only ones it was
  * given after the message (closed and its number reused twice: not the message's), or
  * only an earlier process's of the pid (a connect or accept before the process
- * started: the fd is one it was given, by inetd, systemd, over a UNIX socket).
+ * started: the fd is one it was given, by inetd, systemd, over a UNIX socket). The
+ * caller noted the process (note_proc()): its start is the table's.
  */
 static bool fd_conn(struct bpftel_usm *u, __u32 pid, int fd, __u64 at_ns, bool server,
 		    struct usm_conn_addr *conn)
@@ -278,13 +279,10 @@ static bool fd_conn(struct bpftel_usm *u, __u32 pid, int fd, __u64 at_ns, bool s
 	struct shlib_sock_key k;
 	int err = -ENOENT;
 
-	if (fd >= 0) {
-		note_proc(u, pid);
+	if (fd >= 0)
 		err = bpftel_sharedlibs__fd_sock(
 			u->sl, pid, fd, at_ns,
 			bpftel_proc_start_mono_ns(usm_procs_start(u->procs, pid)), &k);
-	}
-
 	if (!err) {
 		conn_of(&k, server, conn);
 		return true;
@@ -310,8 +308,8 @@ static void tls_message(struct bpftel_usm *u, const struct usm_event *ev,
 	key.source = ev->source;
 	key.conn = ev->conn;
 	key.side = (msg->kind == USM_HTTP_REQUEST) == read ? USM_SIDE_SERVER : USM_SIDE_CLIENT;
-	known = fd_conn(u, ev->pid, ev->fd, ev->ktime_ns, key.side == USM_SIDE_SERVER, &conn);
 	note_proc(u, ev->pid);
+	known = fd_conn(u, ev->pid, ev->fd, ev->ktime_ns, key.side == USM_SIDE_SERVER, &conn);
 	record(u, &key, USM_PROTO_HTTPS, ev->ktime_ns, msg,
 			      known ? &conn : NULL);
 }
@@ -337,12 +335,12 @@ static void h2_message(const struct usm_h2_message *m, void *ctx)
 		return;
 	}
 
+	note_proc(u, m->key.pid);
 	if (!known && fd_conn(u, m->key.pid, m->fd, m->t_ns, m->key.side == USM_SIDE_SERVER,
 			      &conn)) {
 		known = true;
 		usm_h2_sessions_set_addr(u->h2, &m->key, &conn);
 	}
-	note_proc(u, m->key.pid);
 	record(u, &m->key, USM_PROTO_HTTPS, m->t_ns, &m->msg,
 			      known ? &conn : NULL);
 }
