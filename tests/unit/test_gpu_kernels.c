@@ -1375,6 +1375,25 @@ static void test_series_budget_folds_processes(void **state)
 	}
 	bpftel_gpu_series__free(gs);
 
+	/* But a row not stamped yet where the process's was stamped is a row made again:
+	 * it exec'd, and a report read the new row at once. The old program's 1000 stay in
+	 * "other", the new one's add; the stamp, when read, names the new program. */
+	gs = bpftel_gpu_series__new(1);
+	assert_non_null(gs);
+	{
+		static const __u32 p[] = {10, 20};
+		static const __u64 b0[] = {1, 3}, b1[] = {1, 0}, b2[] = {1, 9}, l0[] = {1, 1000},
+				   l1[] = {1, 2}, l2[] = {1, 3};
+
+		series_scrape(gs, rows, p, b0, l0, 2, NULL, &sc[0]);
+		assert_int_equal(find_sample(&sc[0], 0, "")->v, 1000);
+		series_scrape(gs, rows, p, b1, l1, 2, &sc[0], &sc[1]);
+		assert_int_equal(find_sample(&sc[1], 0, "")->v, 1002);
+		series_scrape(gs, rows, p, b2, l2, 2, &sc[1], &sc[2]);
+		assert_int_equal(find_sample(&sc[2], 0, "")->v, 1003);
+	}
+	bpftel_gpu_series__free(gs);
+
 	/* Counters a process claimed to the top (gpu_add_sat): "other" sums them to the
 	 * top, never round to a small number (a counter that went down), while they live
 	 * and once they exited. */

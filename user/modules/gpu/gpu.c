@@ -1121,11 +1121,9 @@ static void forget_reborn(struct bpftel_gpu *g, const struct bpftel_gpu_proc *ro
 		now[i] = (struct pid_born){.pid = rows[i].pid, .born = rows[i].st.born_ns};
 		was = g->nborns ? bsearch(&now[i], g->borns, g->nborns, sizeof(*g->borns), cmp_pid)
 				: NULL;
-		/* 0: a row read between its making and its stamp (gpu_proc()): the stamp
-		 * it will have is not known yet, the last one known stays. */
-		if (was && !now[i].born)
-			now[i].born = was->born;
-		if (was && was->born && now[i].born && was->born != now[i].born) {
+		/* 0: a row read between its making and its stamp (gpu_proc()). Where the
+		 * last report's was stamped, it is a row made again: another program. */
+		if (was && was->born && was->born != now[i].born) {
 			bpftel_gpu_kernels__forget(g->kernels, now[i].pid);
 			bpftel_gpu_errors__forget(g->errors, now[i].pid);
 		}

@@ -105,14 +105,16 @@ static int cmp_sproc(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* pid's entry in arr (sorted by pid), if it is of the process born then: a born time
- * of 0 is one not read yet (the row made, its stamp to come), which matches any. */
+/* pid's entry in arr (sorted by pid), if it is of the process born then. A born time
+ * of 0 is one not read yet (the row made, its stamp to come): an entry of 0 is the
+ * process whatever stamp its row has since; a row of 0 is a new one, made again since
+ * an entry's row was stamped (an exec), so no stamped entry's. */
 static struct sproc *find(struct sproc *arr, size_t n, __u32 pid, __u64 born)
 {
 	struct sproc key = {.pid = pid}, *p;
 
 	p = n ? bsearch(&key, arr, n, sizeof(*arr), cmp_sproc) : NULL;
-	if (!p || (p->born && born && p->born != born))
+	if (!p || (p->born && p->born != born))
 		return NULL;
 	if (!p->born)
 		p->born = born;
