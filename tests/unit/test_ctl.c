@@ -165,6 +165,53 @@ static void test_table_columns(void **state)
 	free(buf);
 }
 
+/* A cell wider than TABLE_CELL_COLS (an HTTP path of 126 bytes 0xFF: 504 columns
+ * escaped) is shown as its start and end around "...", in TABLE_CELL_COLS columns, so
+ * that the other rows do not pad to it; no escape is split; what fits is whole. */
+static void test_table_cell_elided(void **state)
+{
+	static const char *const hdr[] = {"PATH", "COUNT"};
+	char path[1 + 126 + 4 + 1], *buf = NULL, *line, *save = NULL, *e;
+	struct table *t = table_new(2, hdr);
+	size_t size = 0, rows = 0;
+	FILE *f;
+
+	(void)state;
+	path[0] = '/';
+	memset(path + 1, 0xff, 126);
+	strcpy(path + 127, "/end");
+	table_add(t, (const char *const[]){path, "7"});
+	table_add(t, (const char *const[]){"/ok", "8"});
+	f = open_memstream(&buf, &size);
+	assert_non_null(f);
+	table_print(t, f);
+	fclose(f);
+	table_free(t);
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save), rows++) {
+		/* Every row pads its first cell to the elided one's width, at most the cap. */
+		assert_true(bpftel_columns(line) <= TABLE_CELL_COLS + 2 + strlen("COUNT"));
+		assert_true(bpftel_columns(line) > TABLE_CELL_COLS - 8);
+		if (rows == 1) {
+			assert_non_null(strstr(line, "/\\xFF"));
+			assert_non_null(strstr(line, "\\xFF...\\xFF"));
+			assert_non_null(strstr(line, "\\xFF/end  7"));
+		}
+	}
+	assert_int_equal(rows, 3);
+	free(buf);
+
+	e = bpftel_elide_dup("/\\xFF\\xFF\\xFF\\xFF/lib/libssl.so.3", 20);
+	assert_non_null(e);
+	assert_string_equal(e, "/\\xFF...bssl.so.3"); /* 5 + 3 + 9 columns: escapes whole */
+	free(e);
+	e = bpftel_elide_dup("abcdefgh", 8);
+	assert_string_equal(e, "abcdefgh");
+	free(e);
+	e = bpftel_elide_dup("abcdefghi", 8);
+	assert_string_equal(e, "ab...ghi");
+	free(e);
+}
+
 /* A result cut short ends on a whole character or escape, never inside one. */
 static void test_escape_cut_whole(void **state)
 {
@@ -896,6 +943,7 @@ int main(void)
 		cmocka_unit_test(test_json_str_escapes),
 		cmocka_unit_test(test_escape_cut_whole),
 		cmocka_unit_test(test_table_columns),
+		cmocka_unit_test(test_table_cell_elided),
 		cmocka_unit_test(test_log_escapes),
 		cmocka_unit_test_setup_teardown(test_server_answers, server_setup, server_teardown),
 		cmocka_unit_test_setup_teardown(test_server_survives_bad_clients, server_setup,

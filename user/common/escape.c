@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,26 +158,71 @@ static int columns_of(unsigned int cp)
 	return 1;
 }
 
+/* The bytes of the character or escape at p (left > 0 bytes on), and its columns in
+ * *cols: an escape \xNN is one piece of four, as a cut must not split it. */
+static size_t piece_at(const unsigned char *p, size_t left, size_t *cols)
+{
+	size_t n, i;
+	unsigned int cp;
+
+	if (left >= 4 && p[0] == '\\' && p[1] == 'x' && isxdigit(p[2]) && isxdigit(p[3])) {
+		*cols = 4;
+		return 4;
+	}
+	n = utf8_ok(p, left);
+	if (!n) { /* not escaped text: a byte a column, as its escape would be */
+		*cols = 1;
+		return 1;
+	}
+	cp = n == 1 ? p[0] : p[0] & (0x7f >> n);
+	for (i = 1; i < n; i++)
+		cp = cp << 6 | (p[i] & 0x3f);
+	*cols = (size_t)columns_of(cp);
+	return n;
+}
+
 size_t bpftel_columns(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	size_t cols = 0, left = strlen(s), n, i;
-	unsigned int cp;
+	size_t total = 0, left = strlen(s), n, cols;
 
 	while (left) {
-		n = utf8_ok(p, left);
-		if (!n) { /* not escaped text: a byte a column, as its escape would be */
-			cols++;
-			p++;
-			left--;
-			continue;
-		}
-		cp = n == 1 ? p[0] : p[0] & (0x7f >> n);
-		for (i = 1; i < n; i++)
-			cp = cp << 6 | (p[i] & 0x3f);
-		cols += columns_of(cp);
+		n = piece_at(p, left, &cols);
+		total += cols;
 		p += n;
 		left -= n;
 	}
-	return cols;
+	return total;
+}
+
+char *bpftel_elide_dup(const char *s, size_t max)
+{
+	static const char more[] = "...";
+	const unsigned char *p = (const unsigned char *)s;
+	size_t total = bpftel_columns(s), len = strlen(s), head, tail, before = 0, off = 0;
+	size_t head_end = 0, tail_start = len, n, cols;
+	char *out;
+
+	if (total <= max || max < sizeof(more) + 1)
+		return strdup(s);
+	head = (max - (sizeof(more) - 1)) / 2;
+	tail = max - (sizeof(more) - 1) - head;
+	while (off < len) {
+		if (before <= head)
+			head_end = off;
+		if (total - before <= tail) {
+			tail_start = off;
+			break;
+		}
+		n = piece_at(p + off, len - off, &cols);
+		before += cols;
+		off += n;
+	}
+	out = malloc(head_end + sizeof(more) + (len - tail_start));
+	if (!out)
+		return NULL;
+	memcpy(out, s, head_end);
+	memcpy(out + head_end, more, sizeof(more) - 1);
+	memcpy(out + head_end + sizeof(more) - 1, s + tail_start, len - tail_start + 1);
+	return out;
 }

@@ -37,5 +37,9 @@ bool bpftel_escape_needed(const char *s, unsigned int flags);
 /* The terminal columns escaped text s takes: CJK and fullwidth characters two,
  * combining marks none, others one (for aligning tables). */
 size_t bpftel_columns(const char *s);
+/* A malloc'd copy of escaped text s in at most max columns: whole when it fits, else
+ * its first and last characters with "..." between them (the start of an HTTP path,
+ * the file name of a library's), no escape split; NULL when out of memory. */
+char *bpftel_elide_dup(const char *s, size_t max);
 
 #endif /* BPFTEL_ESCAPE_H */

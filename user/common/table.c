@@ -28,7 +28,7 @@ struct table *table_new(int ncols, const char *const *headers)
 
 void table_add(struct table *t, const char *const *cells)
 {
-	char **grown;
+	char **grown, *esc;
 	size_t len;
 	int i;
 
@@ -44,7 +44,11 @@ void table_add(struct table *t, const char *const *cells)
 	for (i = 0; i < t->ncols; i++) {
 		/* The agent escapes what it got from other processes; a terminal gets no
 		 * control character from us whatever the answer held. */
-		t->cells[t->nrows * t->ncols + i] = bpftel_escape_dup(cells[i] ? cells[i] : "-", 0);
+		esc = bpftel_escape_dup(cells[i] ? cells[i] : "-", 0);
+		/* Nor a cell so wide that every row of the table wraps: an HTTP path or a
+		 * file name is anyone's to choose (--json has them whole). */
+		t->cells[t->nrows * t->ncols + i] = esc ? bpftel_elide_dup(esc, TABLE_CELL_COLS) : NULL;
+		free(esc);
 		/* Columns, not bytes: "café" is 5 bytes and 4 columns. */
 		len = t->cells[t->nrows * t->ncols + i]
 			      ? bpftel_columns(t->cells[t->nrows * t->ncols + i])

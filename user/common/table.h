@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* Aligned text tables for the CLI: add a header and rows of cells, then print. Cells
- * are escaped (escape.h): no control character reaches the terminal. */
+ * are escaped (escape.h): no control character reaches the terminal; and a cell wider
+ * than TABLE_CELL_COLS is shown as its start and end with "..." between. */
 #ifndef BPFTEL_TABLE_H
 #define BPFTEL_TABLE_H
 
 #include <stdio.h>
 
 #define TABLE_MAX_COLS 12
+#define TABLE_CELL_COLS 80
 
 struct table;
 
