@@ -121,6 +121,25 @@ def check_hostile_answers(agent):
               b"shed: /x/\\xE2\\x80\\xAElibssl" in res.stdout,
               f"bpftel modules: a throttle's reason and shed files escaped: {res.stdout!r}")
         os.unlink(path)
+        # Not JSON: the parser's error quotes what it read, a raw right-to-left override.
+        srv = fake_agent(path, [b'"\xe2\x80\xaegnp.exe'])
+        res = subprocess.run([agent.cli_bin, "--socket", path, "stats"], capture_output=True,
+                             timeout=60)
+        srv.close()
+        check(res.returncode == 1 and b"\xe2\x80\xae" not in res.stderr and
+              b"malformed answer" in res.stderr,
+              f"a malformed answer's quote shown escaped: {res.stderr!r}")
+        os.unlink(path)
+        # --json: JSON's encoding leaves C1 controls (U+009B, a CSI to xterm) and bidi
+        # overrides raw; the CLI escapes them as for a table.
+        srv = fake_agent(path, [b'{"ok": true, "modules": [{"name": "u\\u009b2J\\u202egpu"}]}'])
+        res = subprocess.run([agent.cli_bin, "--socket", path, "modules", "--json"],
+                             capture_output=True, timeout=60)
+        srv.close()
+        check(res.returncode == 0 and b"\xc2\x9b" not in res.stdout and
+              b"\xe2\x80\xae" not in res.stdout and b"\\\\xC2\\\\x9B2J" in res.stdout,
+              f"bpftel modules --json escapes a C1 control and a bidi override: {res.stdout!r}")
+        os.unlink(path)
         srv = fake_agent(path, [b'{"ok": true, "agent": {}, "programs": []}',
                                 b'{"ok": true, "errors": []}'])
         res = subprocess.run([agent.cli_bin, "--socket", path, "top", "--json"],

@@ -509,8 +509,9 @@ int main(int argc, char **argv)
 	json_decref(req);
 	if (err)
 		return report_connect_error(err, socket_path, errbuf);
-	if (!json) /* what reaches a terminal: JSON's own encoding escapes controls */
-		bpftel_cli_escape_strings(resp);
+	/* JSON's own encoding escapes C0 controls but not C1 ones nor bidi overrides: what
+	 * answered may not be our agent, whose strings this leaves as they are. */
+	bpftel_cli_escape_strings(resp);
 	if (!json_is_true(json_object_get(resp, "ok"))) {
 		bpftel_cli_escape_strings(json_object_get(resp, "error"));
 		fprintf(stderr, "bpftel: agent: %s\n", jstr(resp, "error"));

@@ -64,7 +64,7 @@ void bpftel_cli_connect_reason(int err, const char *path, const char *msg, char 
 			 "permission denied on %s: the control socket is root-only, run as root",
 			 path);
 		break;
-	default:
-		snprintf(buf, size, "%s", msg);
+	default: /* it may quote what answered at path: escaped, as the answers are */
+		bpftel_escape(buf, size, msg, strlen(msg), 0);
 	}
 }

@@ -17,7 +17,7 @@ json_t *bpftel_top_rates(json_t *stats_a, json_t *errors_a, double ta, json_t *s
 int bpftel_cli_flushed(int dumped);
 /* Escape (user/common/escape.h) every string of an agent's answer, for a terminal. */
 void bpftel_cli_escape_strings(json_t *v);
-/* Why bpftel_ctl_call(path) failed (its err, its message msg), for stderr. */
+/* Why bpftel_ctl_call(path) failed (its err, its message msg), for stderr: escaped. */
 void bpftel_cli_connect_reason(int err, const char *path, const char *msg, char *buf,
 			       size_t size);
 
