@@ -279,13 +279,16 @@ struct gpu_kernel {
 	__u32 block[3];
 };
 
-#define GPU_KNAME_LEN 128
+/* A kernel label's size (BPFTEL_GPU_KERNEL_NAME): a mangled name longer than this would
+ * be cut once demangled too, and the C++ names of templated kernels are often longer
+ * than 127 bytes, which no longer demangle once cut. */
+#define GPU_KNAME_LEN 256
 
 struct gpu_kname {
-	char name[GPU_KNAME_LEN]; /* as the process passed it, NUL-terminated (truncated) */
+	char name[GPU_KNAME_LEN]; /* as the process passed it, NUL-terminated */
 	/* Whose it is, as first named: (process, handle the name was given). */
 	__u32 tgid;
-	__u32 __pad;
+	__u32 cut; /* the name was longer than name holds: its first bytes only */
 	__u64 named;
 };
 

@@ -135,18 +135,41 @@ static __always_inline void gpu_kernel_function(TLM_PARAM, __u64 pid_tgid,
 		tlm_map_delete(gpu_knames, &key);
 }
 
+/* Where a name is made before it goes into gpu_knames: too big for the return probe's
+ * stack, with what the rest of it holds. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gpu_kname);
+} gpu_kname_scratch SEC(".maps");
+
 /* It succeeded: the kernel behind the handle (a CUfunction, or a CUkernel, which
  * cuLaunchKernel also takes) has that name. */
 static __always_inline void gpu_kernel_named(TLM_PARAM, __u64 pid_tgid, const struct gpu_call *call)
 {
 	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = GPU_KERNEL_DRIVER};
-	struct gpu_kname kn = {.tgid = pid_tgid >> 32};
+	__u32 zero = 0;
+	struct gpu_kname *kn = bpf_map_lookup_elem(&gpu_kname_scratch, &zero);
+	char next = 0;
+	long n;
 
-	if (tlm_probe_read_user(&key.func, sizeof(key.func), (void *)call->arg0) ||
-	    tlm_probe_read_user_str(kn.name, sizeof(kn.name), (void *)call->arg1) < 0)
+	if (!kn || tlm_probe_read_user(&key.func, sizeof(key.func), (void *)call->arg0))
 		return;
-	kn.named = key.func;
-	tlm_map_update(gpu_knames, &key, &kn, BPF_ANY);
+	n = tlm_probe_read_user_str(kn->name, sizeof(kn->name), (void *)call->arg1);
+	if (n < 0)
+		return;
+	kn->tgid = key.tgid;
+	kn->cut = 0;
+	/* Full: its last byte is the name's own NUL, or one put where the name was cut;
+	 * the process's byte there says which (unreadable: taken as cut). */
+	if (n == sizeof(kn->name))
+		kn->cut = tlm_probe_read_user(&next, 1, (void *)(call->arg1 + sizeof(kn->name) - 1)) ||
+			  next;
+	kn->named = key.func;
+	/* The bytes past the name's NUL are an earlier name's: gpu_kernel_function()
+	 * copies the entry whole, and userspace reads up to the NUL. */
+	tlm_map_update(gpu_knames, &key, kn, BPF_ANY);
 }
 
 #endif /* BPFTEL_LIB_GPU_DRIVER_H */

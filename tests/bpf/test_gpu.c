@@ -1888,6 +1888,35 @@ static void test_kernels_counted_and_named(void **state)
 	assert_int_equal(stats_of(TGID).calls[GPU_FN_CU_MODULE_GET_FUNCTION], 1);
 }
 
+/* A name as long as gpu_knames holds (GPU_KNAME_LEN - 1 bytes) is whole; one byte more
+ * and the entry holds its first bytes, marked cut. */
+static void test_kernel_name_cut_marked(void **state)
+{
+	struct test_regs getfn = {.si = 0x1234};
+	struct gpu_kernel_key key = {.tgid = TGID, .api = GPU_KERNEL_DRIVER};
+	int fd = bpf_map__fd(skel->maps.gpu_knames);
+	char name[GPU_KNAME_LEN + 1];
+	struct gpu_kname kn;
+	__u64 hfunc;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		memset(name, 'a' + i, sizeof(name));
+		name[GPU_KNAME_LEN - 1 + i] = '\0';
+		hfunc = 0xa000 + i;
+		getfn.di = (uintptr_t)&hfunc;
+		getfn.dx = (uintptr_t)name;
+		enter(GPU_FN_CU_MODULE_GET_FUNCTION, &getfn, 1 + 2 * i);
+		ret(GPU_FN_CU_MODULE_GET_FUNCTION, 0, 2 + 2 * i);
+		key.func = hfunc;
+		assert_int_equal(bpf_map_lookup_elem(fd, &key, &kn), 0);
+		assert_int_equal(strlen(kn.name), GPU_KNAME_LEN - 1);
+		assert_int_equal(kn.name[0], 'a' + i);
+		assert_int_equal(kn.cut, i);
+	}
+}
+
 /* cuLaunchKernelEx(&config, f, ...): the sizes from the config, counted as a driver
  * launch of f; a config that cannot be read: the launch counts, its threads do not. */
 static void test_driver_launch_ex(void **state)
@@ -2514,6 +2543,7 @@ int main(void)
 		T(test_thread_slot_shared_by_index),
 		T(test_thread_states_not_evicted),
 		T(test_kernels_counted_and_named),
+		T(test_kernel_name_cut_marked),
 		T(test_inflight_full_counted),
 		T(test_share_processes_per_user),
 		T(test_share_allocations_per_user),

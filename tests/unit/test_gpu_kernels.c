@@ -185,6 +185,47 @@ static void test_demangle_crafted(void **state)
 	assert_true(max_rss_kib() - before < 64 * 1024);
 }
 
+/* A driver kernel's name that gpu_knames holds the first GPU_KNAME_LEN - 1 bytes of is
+ * shown as those bytes and "...", not demangled: the prefix of a mangled name may
+ * demangle to another signature (here "saxpy(float)" for a kernel of three more
+ * arguments). A whole name of the same bytes is demangled. */
+static void test_cut_driver_name_marked(void **state)
+{
+	struct bpftel_gpu_kernel_seen ks[2] = {};
+	static struct bpftel_gpu_proc row = {.pid = 4243};
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(NULL);
+	char want[BPFTEL_GPU_KERNEL_NAME];
+	size_t i;
+
+	(void)state;
+	assert_non_null(kt);
+	ks[0].key = (struct gpu_kernel_key){.tgid = 4243, .api = GPU_KERNEL_DRIVER, .func = 1};
+	ks[0].k.launches = 2;
+	snprintf(ks[0].driver_name, sizeof(ks[0].driver_name), "_Z5saxpyf");
+	ks[0].driver_cut = true;
+	ks[1].key = (struct gpu_kernel_key){.tgid = 4243, .api = GPU_KERNEL_DRIVER, .func = 2};
+	ks[1].k.launches = 1;
+	snprintf(ks[1].driver_name, sizeof(ks[1].driver_name), "_Z5saxpyf");
+	bpftel_gpu_kernels__fill(kt, &row, 1, ks, 2, true);
+	assert_int_equal(row.nkernels, 2);
+	assert_string_equal(row.kernels[0].name, "_Z5saxpyf...");
+	assert_int_equal(row.kernels[0].launches, 2);
+	assert_string_equal(row.kernels[1].name, "saxpy(float)");
+
+	/* A cut name as long as gpu_knames holds: its label keeps the "...". */
+	memset(ks[0].driver_name, 'k', sizeof(ks[0].driver_name) - 1);
+	ks[0].driver_name[sizeof(ks[0].driver_name) - 1] = '\0';
+	ks[0].key.func = 3;
+	bpftel_gpu_kernels__fill(kt, &row, 1, ks, 1, true);
+	memset(want, 'k', sizeof(want) - 4);
+	strcpy(want + sizeof(want) - 4, "...");
+	for (i = 0; i < row.nkernels && row.kernels[i].name[0] != 'k'; i++)
+		;
+	assert_true(i < row.nkernels);
+	assert_string_equal(row.kernels[i].name, want);
+	bpftel_gpu_kernels__free(kt);
+}
+
 /* Driver kernels are named by what cuModuleGetFunction got; two handles of one name are
  * one kernel; beyond BPFTEL_GPU_TOP_KERNELS, the least launched are counted as others. */
 static void test_top_kernels_merged(void **state)
@@ -1712,6 +1753,7 @@ int main(void)
 		cmocka_unit_test(test_demangle),
 		cmocka_unit_test(test_demangle_crafted),
 		cmocka_unit_test(test_top_kernels_merged),
+		cmocka_unit_test(test_cut_driver_name_marked),
 		cmocka_unit_test(test_runtime_names_cached),
 		cmocka_unit_test(test_handle_named_by_host),
 		cmocka_unit_test(test_names_through_another_process),

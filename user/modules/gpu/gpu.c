@@ -1059,6 +1059,7 @@ static ssize_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size
 		    !bpf_map_lookup_elem(names_fd, &ks[i].key, &kn)) {
 			kn.name[sizeof(kn.name) - 1] = '\0';
 			memcpy(ks[i].driver_name, kn.name, sizeof(kn.name));
+			ks[i].driver_cut = kn.cut;
 		}
 		if (ks[i].key.api == GPU_KERNEL_RUNTIME &&
 		    bpf_map_lookup_elem(hosts_fd, &ks[i].key, &ks[i].host))

@@ -706,6 +706,21 @@ static void rename_handle(struct bpftel_gpu_kernels *kt, struct handle *h, const
 	h->name = dup;
 }
 
+/* A driver kernel's label: its name demangled, or, cut where gpu_knames' entry ended,
+ * the bytes it holds and "...": the first bytes of a mangled name may demangle, to
+ * another signature than the kernel's. */
+static void driver_label(const struct bpftel_gpu_kernel_seen *ks, char *out, size_t size)
+{
+	static const char more[] = "...";
+
+	if (!ks->driver_cut) {
+		bpftel_gpu_demangle(ks->driver_name, out, size);
+		return;
+	}
+	snprintf(out, size, "%.*s%s", (int)(size > sizeof(more) ? size - sizeof(more) : 0),
+		 ks->driver_name, more);
+}
+
 /* Name every kernel of ks: from its handle, a driver kernel from its name in the map
  * (again at each report: its handle may be another kernel's since), a runtime one from
  * named (its host function's symbol, parsed without the report's lock:
@@ -723,7 +738,7 @@ static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_see
 		h = hi[i] == NO_HANDLE ? NULL : &kt->h[hi[i]];
 		ks[i].name[0] = '\0';
 		if (h && h->name && ks[i].key.api == GPU_KERNEL_DRIVER && ks[i].driver_name[0]) {
-			bpftel_gpu_demangle(ks[i].driver_name, ks[i].name, sizeof(ks[i].name));
+			driver_label(&ks[i], ks[i].name, sizeof(ks[i].name));
 			if (strcmp(ks[i].name, h->name))
 				rename_handle(kt, h, ks[i].name, prev[i]);
 			continue;
@@ -733,8 +748,7 @@ static void name_all(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_kernel_see
 		if (ks[i].key.api == GPU_KERNEL_DRIVER) {
 			/* No name read: the map may have it at a later report. */
 			if (ks[i].driver_name[0]) {
-				bpftel_gpu_demangle(ks[i].driver_name, ks[i].name,
-						    sizeof(ks[i].name));
+				driver_label(&ks[i], ks[i].name, sizeof(ks[i].name));
 				if (h)
 					h->name = strdup(ks[i].name);
 			}

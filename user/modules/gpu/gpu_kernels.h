@@ -18,6 +18,7 @@ struct bpftel_gpu_kernel_seen {
 	struct gpu_kernel_key key;
 	struct gpu_kernel k;
 	char driver_name[GPU_KNAME_LEN]; /* from gpu_knames, "" none */
+	bool driver_cut; /* driver_name is the first bytes of a longer name */
 	__u64 host; /* a runtime handle's host function, from gpu_khosts; 0: key.func is it */
 	char name[BPFTEL_GPU_KERNEL_NAME];
 };
