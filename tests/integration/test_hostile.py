@@ -411,6 +411,37 @@ def newline_in_name(agent, python, tmp):
         h.stop()
 
 
+def control_byte_path(agent, python, tmp):
+    """A library ~4000 bytes down directories named with control bytes: `bpftel stats`
+    shows its path escaped, its start and end around "..." in at most 1024 columns.
+    Whole, each such path was ~20 KB of the answer: 1024 detections of them made it
+    over the CLI's 16 MiB, and `bpftel stats` failed until the agent restarted."""
+    comp = "\x01" * 250
+    path = os.path.join(tmp, "ctl")
+    while len(path) + 1 + len(comp) + len("/libssl.so.3") < 4000:
+        path = os.path.join(path, comp)
+    os.makedirs(path)
+    lib = os.path.join(path, "libssl.so.3")
+    shutil.copy(LIBSSL, lib)
+    h = Holder(python, NAMED_LOAD, (lib, "ctlpath"))
+    try:
+        h.step("loaded")
+        row = wait_for(lambda: [d for d in (agent.json("stats") or {}).get("libraries", [])
+                                if d["pid"] == h.proc.pid], 60,
+                       "the watcher's detection of a library under control-byte names")[0]
+        shown = row["path"]
+        check(len(shown) <= 1024 and shown.startswith(tmp + "/ctl/\\x01\\x01") and
+              "..." in shown and shown.endswith("\\x01/libssl.so.3"),
+              f"a {len(lib)}-byte path of control bytes shown escaped in {len(shown)} "
+              f"characters, its start and end: {shown[:40]}...{shown[-30:]}")
+        res = agent.cli("stats")
+        check(res.returncode == 0 and
+              max(len(ln) for ln in res.stdout.splitlines()) < 1024,
+              "bpftel stats prints it in a table cell of its own width, not the path's")
+    finally:
+        h.stop()
+
+
 def stalled_fuse(agent, python, tmp, hwm):
     """FUSE beneath an overlay that never answers the agent: refused at the deadline,
     and the watcher goes on meanwhile."""
@@ -619,6 +650,8 @@ def main():
 
         # 5. A process whose name holds a newline.
         newline_in_name(agent, args.python, tmp)
+        # 5b. A path of control bytes, as long as the kernel takes.
+        control_byte_path(agent, args.python, tmp)
 
         # 6. FUSE hidden beneath an overlay mount.
         if os.path.exists("/dev/fuse"):

@@ -210,6 +210,10 @@ static void test_table_cell_elided(void **state)
 	e = bpftel_elide_dup("abcdefghi", 8);
 	assert_string_equal(e, "ab...ghi");
 	free(e);
+	/* BPFTEL_ESC_BACKSLASH's escaped backslash is not split either. */
+	e = bpftel_elide_dup("a\\\\bbbbbbbbbb", 8);
+	assert_string_equal(e, "a...bbb");
+	free(e);
 }
 
 /* A result cut short ends on a whole character or escape, never inside one. */

@@ -159,7 +159,8 @@ static int columns_of(unsigned int cp)
 }
 
 /* The bytes of the character or escape at p (left > 0 bytes on), and its columns in
- * *cols: an escape \xNN is one piece of four, as a cut must not split it. */
+ * *cols: an escape \xNN is one piece of four, and BPFTEL_ESC_BACKSLASH's \\ one of
+ * two, as a cut must not split one. */
 static size_t piece_at(const unsigned char *p, size_t left, size_t *cols)
 {
 	size_t n, i;
@@ -168,6 +169,10 @@ static size_t piece_at(const unsigned char *p, size_t left, size_t *cols)
 	if (left >= 4 && p[0] == '\\' && p[1] == 'x' && isxdigit(p[2]) && isxdigit(p[3])) {
 		*cols = 4;
 		return 4;
+	}
+	if (left >= 2 && p[0] == '\\' && p[1] == '\\') {
+		*cols = 2;
+		return 2;
 	}
 	n = utf8_ok(p, left);
 	if (!n) { /* not escaped text: a byte a column, as its escape would be */

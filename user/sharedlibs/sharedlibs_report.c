@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
 
@@ -15,6 +16,7 @@
 #include "uprobes.h"
 #include "user/common/ctl.h"
 #include "user/common/deadline_call.h"
+#include "user/common/escape.h"
 #include "user/common/prom.h"
 #include "user/manager/manager.h"
 
@@ -46,6 +48,29 @@ static json_t *events_json(struct bpftel_sharedlibs *sl)
 	return obj;
 }
 
+/*
+ * A detection's path, escaped, in at most this many columns: its start and end
+ * around "..." past it. A path is up to 4095 bytes of the process's choosing, ~20 KB
+ * once escaped and in JSON (a control byte is \\xNN there), so 1024 detections of
+ * such paths made `bpftel stats` an answer over the CLI's 16 MiB, refused, for good.
+ * Now at most ~2.6 MB, host paths included; a path a person gave a library fits.
+ */
+#define PATH_SHOWN_MAX 1024
+
+static json_t *path_json(const char *path)
+{
+	char *esc = bpftel_escape_dup(path, BPFTEL_ESC_BACKSLASH), *cut;
+	json_t *s;
+
+	if (!esc)
+		return NULL;
+	cut = bpftel_elide_dup(esc, PATH_SHOWN_MAX);
+	s = cut ? json_string(cut) : NULL;
+	free(cut);
+	free(esc);
+	return s;
+}
+
 static json_t *libraries_json(struct bpftel_sharedlibs *sl)
 {
 	struct bpftel_shlib_detection *det;
@@ -58,11 +83,11 @@ static json_t *libraries_json(struct bpftel_sharedlibs *sl)
 			      (json_int_t)det[i].pid, "comm", bpftel_json_str(det[i].comm), "lib",
 			      bpftel_shlib_lib_name(det[i].lib), "libset",
 			      bpftel_shlib_libset_name(det[i].libset), "path",
-			      bpftel_json_str(det[i].path), "opens", (json_int_t)det[i].opens,
+			      path_json(det[i].path), "opens", (json_int_t)det[i].opens,
 			      "alive", pid_alive(det[i].pid), "first_seen",
 			      (json_int_t)det[i].first_seen, "last_seen",
 			      (json_int_t)det[i].last_seen, "host_path",
-			      det[i].host_path ? bpftel_json_str(det[i].host_path) : json_null());
+			      det[i].host_path ? path_json(det[i].host_path) : json_null());
 		if (o)
 			json_array_append_new(arr, o);
 	}
