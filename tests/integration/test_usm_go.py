@@ -223,6 +223,19 @@ def main():
             return r and r[0]["comm"] != "?" and r[0]["comm"]
         comm = wait_for(named, 60, "the gone Go client's row to be named")
         check(comm == "tlsapp", f"the gone Go client's row is named as it was run: {comm!r}")
+        # Started while USM is stopped: the watcher reported no exec then (USM alone
+        # asks for them); USM's start makes it read /proc for what it missed.
+        agent.cli("module", "stop", "usm")
+        while_off = os.path.join(tmp, "tlsapp-while-off")
+        shutil.copy(args.go_app, while_off)
+        off, _ = start_server(while_off, cert, key)
+        procs.append(off)
+        agent.cli("module", "start", "usm")
+        wait_for(lambda: attached(agent, off.pid) >= 3, 60,
+                 "the Go server started while USM was stopped, found once it started")
+        check(go_rows(agent, off.pid)[0]["path"].endswith("tlsapp-while-off"),
+              f"a Go server run while USM was stopped is probed once it starts again "
+              f"({attached(agent, off.pid)} probes)")
         c = agent.json("http")["counters"]
         print(f"counters: tls_calls {c['tls_calls']}, h2_calls {c['h2_calls']}, "
               f"go_read_unpaired {c['go_read_unpaired']}, "

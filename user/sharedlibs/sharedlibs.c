@@ -357,6 +357,7 @@ static void shlib_close(struct bpftel_module *m)
 	}
 	sl->loaded = false;
 	sl->sockets_on = false; /* the next load's maps start empty, recording off */
+	sl->reported = 0;
 	skel = sl->skel;
 	sl->skel = NULL;
 	pthread_mutex_unlock(&sl->lock);
@@ -369,15 +370,20 @@ static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)
 {
 	struct bpftel_sharedlibs *sl = bpftel_module__priv(m);
 	struct shlib_config cfg;
-	__u32 zero = 0;
+	__u32 zero = 0, reported;
 
 	bpftel_shlib_config(&cfg, (__u32)mask);
+	reported = cfg.libsets | (cfg.flags & SHLIB_CFG_EXECS ? SHLIB_SUB_EXECS : 0);
 	/* Stamped before the programs record again: an entry made after is of a
 	 * connection they saw made. */
 	pthread_mutex_lock(&sl->lock);
 	if ((cfg.flags & SHLIB_CFG_SOCKETS) && !sl->sockets_on)
 		sl->sockets_since_ns = bpftel_mono_ns();
 	sl->sockets_on = cfg.flags & SHLIB_CFG_SOCKETS;
+	/* What was off is read from /proc by a scan begun after this (housekeeping). */
+	if (reported & ~sl->reported)
+		sl->gained_ms = bpftel_mono_ms();
+	sl->reported = reported;
 	pthread_mutex_unlock(&sl->lock);
 	if (bpf_map_update_elem(bpf_map__fd(sl->skel->maps.shlib_config), &zero, &cfg, BPF_ANY)) {
 		int err = -errno;

@@ -57,8 +57,14 @@ struct bpftel_sharedlibs {
 	 * and its number reused unseen (bpftel_sharedlibs__fd_sock). */
 	bool sockets_on;
 	__u64 sockets_since_ns;
-	/* The rescans: how often they may run (the housekeeping thread's), after losses
-	 * and for files refused over budget. */
+	/* What the programs report (libsets, and SHLIB_CFG_EXECS), as last set; and when
+	 * that last gained something (CLOCK_MONOTONIC ms; 0: no gain a scan has not
+	 * answered). Nothing was reported of it while off: the Go programs run since USM
+	 * stopped, a libset's libraries opened before its module started. With lock. */
+	__u32 reported;
+	long long gained_ms;
+	/* The rescans: how often they may run (the housekeeping thread's), after losses,
+	 * after what is reported gained, and for files refused over budget. */
 	struct bpftel_scan_pace scans;
 	struct bpftel_budget_pace budget_scans;
 };

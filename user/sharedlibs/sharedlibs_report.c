@@ -351,8 +351,9 @@ void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 /*
  * Every second, on the agent's housekeeping thread: forget exited processes and detach
  * long-idle files; and after any loss of a library event (in the kernel, at a full
- * queue, or a path that no longer led to the file opened), or files refused over their
- * user's budget, read /proc instead, paced (scan_pace.h).
+ * queue, or a path that no longer led to the file opened), after the programs began to
+ * report what they did not (a module started: executables, a libset), or files refused
+ * over their user's budget, read /proc instead, paced (scan_pace.h).
  */
 void sharedlibs_housekeeping(struct bpftel_module *m)
 {
@@ -361,6 +362,7 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	struct bpftel_sharedlibs_counters cnt;
 	long long now = bpftel_mono_ms();
 	struct bpftel_budget_pace budget;
+	long long gained;
 	__u64 lost, over;
 	bool scan;
 
@@ -377,15 +379,30 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	       es.lost_too_big + bpftel_uprobes__stale(sl->registry);
 	over = bpftel_uprobes__over_budget(sl->registry);
 	budget = sl->budget_scans;
-	scan = lost != sl->lost_seen && bpftel_scan_pace_take(&sl->scans, now);
+	pthread_mutex_lock(&sl->lock);
+	gained = sl->gained_ms;
+	pthread_mutex_unlock(&sl->lock);
+	/* A scan begun since (the agent's start-up scan) answered it already. */
+	if (gained && gained < bpftel_uprobes__scanned_from_ms(sl->registry)) {
+		pthread_mutex_lock(&sl->lock);
+		if (sl->gained_ms == gained)
+			sl->gained_ms = 0;
+		pthread_mutex_unlock(&sl->lock);
+		gained = 0;
+	}
+	scan = (lost != sl->lost_seen || gained) && bpftel_scan_pace_take(&sl->scans, now);
 	/* Taken even when a loss's scan runs now: the one scan answers both. */
 	scan = bpftel_budget_pace_take(&sl->budget_scans, over, now) || scan;
 	if (!scan)
 		return;
 	/* Only this thread touches it. A scan that could not read /proc (no fd left) is
 	 * asked for again at the next pace. */
-	if (bpftel_uprobes__scan(sl->registry) >= 0)
+	if (bpftel_uprobes__scan(sl->registry) >= 0) {
 		sl->lost_seen = lost;
-	else
+		pthread_mutex_lock(&sl->lock);
+		if (sl->gained_ms == gained) /* none since: it is answered */
+			sl->gained_ms = 0;
+		pthread_mutex_unlock(&sl->lock);
+	} else
 		sl->budget_scans = budget; /* its refusals still unanswered */
 }

@@ -1376,6 +1376,16 @@ int bpftel_uprobes__scan(struct bpftel_uprobes *u)
 	return found;
 }
 
+long long bpftel_uprobes__scanned_from_ms(struct bpftel_uprobes *u)
+{
+	long long ms;
+
+	pthread_mutex_lock(&u->lock);
+	ms = u->scan_from_ms;
+	pthread_mutex_unlock(&u->lock);
+	return ms;
+}
+
 /* Before load: the uprobe programs attach later, per file; load them, for multi-uprobe
  * links where the kernel has them. */
 static int up_before_init(const struct bpftel_hook_before_init *h, void *ctx)

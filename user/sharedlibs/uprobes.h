@@ -178,6 +178,8 @@ __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u);
 int bpftel_uprobes__sweep(struct bpftel_uprobes *u);
 /* Read /proc/<pid>/maps of every process for libraries; returns processes found. */
 int bpftel_uprobes__scan(struct bpftel_uprobes *u);
+/* When the last scan done began (CLOCK_MONOTONIC ms), 0 before any. */
+long long bpftel_uprobes__scanned_from_ms(struct bpftel_uprobes *u);
 
 #define BPFTEL_UPROBE_MAX_FAIL 4
 #define BPFTEL_UPROBE_MAX_FOLDED 4
