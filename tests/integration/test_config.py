@@ -161,6 +161,29 @@ def main():
         finally:
             agent.cleanup()
 
+        # A restart whose stop reports an error (a stop hook's: injected) still starts
+        # the module: the stop completed; `bpftel modules` keeps what it reported.
+        write(conf, "modules = usm\nlibsets = crypto\nmetrics_addr = off\n")
+        agent = Agent(args.agent, args.cli, ["-c", conf], env={"BPFTEL_FAULTS": "usm.stop=EIO*1"})
+        try:
+            res = agent.cli("module", "restart", "usm", check=False)
+            mods = {m["name"]: m for m in agent.json("modules")["modules"]}
+            check(res.returncode == 0 and "usm: running" in res.stdout and
+                  "its stop reported an error: Input/output error" in res.stdout and
+                  mods["usm"]["state"] == "running" and
+                  mods["usm"]["stop_errors"] == ["Input/output error"],
+                  f"a restart whose stop failed runs the module again: {res.stdout.strip()!r}, "
+                  f"stop_errors {mods['usm']['stop_errors']}")
+            check("usm: its last stop reported: Input/output error" in agent.cli("modules").stdout,
+                  "bpftel modules says what the last stop reported")
+            agent.cli("module", "restart", "usm")
+            mods = {m["name"]: m for m in agent.json("modules")["modules"]}
+            check(mods["usm"]["state"] == "running" and mods["usm"]["stop_errors"] == [],
+                  "the next stop, clean, clears it")
+            check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+        finally:
+            agent.cleanup()
+
         # A budget measured over windows of 60 s: what `bpftel modules` says of it is
         # the configuration's, not the last window's (the first is a minute away).
         write(conf, "modules = gpu\nrun_stats = off\nlibsets = crypto\n"

@@ -294,6 +294,13 @@ static void print_modules(json_t *resp)
 	}
 	table_print(t, stdout);
 	table_free(t);
+	json_array_foreach (json_object_get(resp, "modules"), i, m) {
+		size_t k;
+
+		json_array_foreach (json_object_get(m, "stop_errors"), k, e)
+			printf("%s: its last stop reported: %s\n", jstr(m, "name"),
+			       json_string_value(e) ? json_string_value(e) : "?");
+	}
 	print_budgets(json_object_get(resp, "modules"));
 }
 
@@ -382,6 +389,9 @@ static void print_module(json_t *resp)
 {
 	printf("module %s: %s (restarts %lld)\n", jstr(resp, "module"), jstr(resp, "state"),
 	       jint(resp, "restarts"));
+	if (json_is_string(json_object_get(resp, "stop_error")))
+		printf("  its stop reported an error: %s (bpftel modules)\n",
+		       jstr(resp, "stop_error"));
 }
 
 static const struct command commands[] = {

@@ -420,24 +420,32 @@ static json_t *cmd_modules(struct bpftel_agent *agent)
 	json_t *arr = json_array(), *o;
 	size_t i, n;
 
+	int err, errs[BPFTEL_MAX_HOOKS + 1];
+	size_t nerrs, k;
 	const char *step;
-	json_t *last;
+	json_t *last, *se;
 	__u64 failures;
-	int err;
 
 	n = bpftel_manager__modules(agent->mgr, mods, MAX_MODULES);
 	for (i = 0; i < n; i++) {
+		/* The last stop's hook errors: it completed, but something of the module's
+		 * may be left (a map's entries, a subscription). */
+		nerrs = bpftel_module__stop_errors(mods[i], errs, sizeof(errs) / sizeof(errs[0]));
+		se = json_array();
+		for (k = 0; k < nerrs; k++)
+			json_array_append_new(se, json_string(strerror(-errs[k])));
 		err = bpftel_module__last_failure(mods[i], &step, &failures);
 		last = err ? json_pack("{s:s, s:i, s:s}", "step", step, "errno", -err, "message",
 				       strerror(-err))
 			   : json_null();
-		o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:o}", "name",
+		o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:o, s:o}", "name",
 			      bpftel_module__name(mods[i]), "state",
 			      bpftel_module_state_name(bpftel_module__state(mods[i])), "restarts",
 			      (json_int_t)bpftel_module__restarts(mods[i]), "subscribers",
 			      (json_int_t)bpftel_manager__subscribers(agent->mgr,
 								       bpftel_module__name(mods[i])),
-			      "start_failures", (json_int_t)failures, "last_error", last);
+			      "start_failures", (json_int_t)failures, "last_error", last,
+			      "stop_errors", se);
 		/* Running, and shedding load: "throttled". */
 		add_budget(agent, bpftel_module__name(mods[i]),
 			   bpftel_module__state(mods[i]) == BPFTEL_MOD_RUNNING, o);
@@ -473,27 +481,32 @@ json_t *bpftel_agent_module_action(struct bpftel_agent *agent, json_t *req)
 	const char *action = json_string_value(json_object_get(req, "action"));
 	const char *name = json_string_value(json_object_get(req, "name"));
 	struct bpftel_module *m = bpftel_manager__find(agent->mgr, name);
-	int err = 0;
+	int err = 0, stop_err = 0;
 
 	if (!m)
 		return bpftel_ctl_error("module: no module '%.64s'", name);
 	if (!strcmp(action, "stop") || !strcmp(action, "restart"))
-		err = bpftel_module__stop(m);
+		stop_err = bpftel_module__stop(m);
 	/* A stop answers once its uprobes are gone from the kernel; a restart does not
 	 * wait for the old instance's (its programs are inert: bpf/lib/stop_gate.h). */
-	if (!strcmp(action, "stop"))
+	if (!strcmp(action, "stop")) {
 		bpftel_links_settle();
-	if (!err && strcmp(action, "stop")) {
+		err = stop_err;
+	} else {
+		/* A stop hook's error does not keep a restart from starting: the stop
+		 * completed (bpftel_module__stop), the error is in `bpftel modules`. */
 		err = bpftel_module__run(m);
 		if (err == -EALREADY && !strcmp(action, "start"))
 			err = 0; /* already running: nothing to do */
 	}
 	if (err)
-		return bpftel_ctl_error("module '%.64s': %s failed: %s", name, action,
-					strerror(-err));
-	return json_pack("{s:s, s:s, s:s, s:I}", "module", name, "action", action, "state",
+		return bpftel_ctl_error("module '%.64s': %s failed: %s%s%s", name, action,
+					strerror(-err), stop_err && err != stop_err ? "; its stop: " : "",
+					stop_err && err != stop_err ? strerror(-stop_err) : "");
+	return json_pack("{s:s, s:s, s:s, s:I, s:o}", "module", name, "action", action, "state",
 			 bpftel_module_state_name(bpftel_module__state(m)), "restarts",
-			 (json_int_t)bpftel_module__restarts(m));
+			 (json_int_t)bpftel_module__restarts(m), "stop_error",
+			 stop_err ? json_string(strerror(-stop_err)) : json_null());
 }
 
 /* The module whose own command (its ops' `command`) cmd is, or NULL. */

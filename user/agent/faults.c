@@ -79,8 +79,9 @@ static int parse_item(struct bpftel_manager *mgr, char *item, struct fault *f, c
 		snprintf(err, errlen, "no module '%.64s'", item);
 		return -EINVAL;
 	}
-	if (strcmp(dot + 1, "open") && strcmp(dot + 1, "load") && strcmp(dot + 1, "start")) {
-		snprintf(err, errlen, "step '%.32s' is not open, load or start", dot + 1);
+	if (strcmp(dot + 1, "open") && strcmp(dot + 1, "load") && strcmp(dot + 1, "start") &&
+	    strcmp(dot + 1, "stop")) {
+		snprintf(err, errlen, "step '%.32s' is not open, load, start or stop", dot + 1);
 		return -EINVAL;
 	}
 	snprintf(f->step, sizeof(f->step), "%s", dot + 1);

@@ -7,7 +7,9 @@
  *   BPFTEL_FAULTS=usm.load=ENOMEM*2,gpu.start=EIO
  *
  * STEP is open, load or start; ERRNO a name (ENOMEM) or a number; COUNT (default 1)
- * how many starts of the module fail at that step before it works again.
+ * how many starts of the module fail at that step before it works again. STEP stop
+ * makes the module's stops report that error, as a failing stop hook does (the stop
+ * still completes).
  *
  * One more item, uprobe_multi=ERRNO, makes the agent behave as on a kernel without
  * multi-uprobe links (before 6.6): every module loads for one perf-event link per probe

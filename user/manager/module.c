@@ -165,7 +165,7 @@ int bpftel_module__last_failure(struct bpftel_module *m, const char **step, __u6
 	return err;
 }
 
-static const char *const step_names[] = {"open", "load", "start"};
+static const char *const step_names[] = {"open", "load", "start", "stop"};
 
 int bpftel_module__inject_fault(struct bpftel_module *m, const char *step, int err,
 				unsigned int count)
@@ -390,6 +390,9 @@ static int do_stop(struct bpftel_module *m)
 		if (err)
 			stop_error(m, "before_stop", i, err);
 	}
+	err = injected(m, "stop"); /* as a hook's error: the stop goes on */
+	if (err)
+		stop_error(m, "injected fault", 0, err);
 	/* Detaching waits for the kernel (a tracepoint ~45 ms, a uprobe ~80 ms, on 6.18):
 	 * an object with a stop gate (bpf/lib/stop_gate.h) has its programs made inert
 	 * instead and its links destroyed by the reaper. Either way the programs stop
