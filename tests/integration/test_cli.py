@@ -158,6 +158,30 @@ def check_hostile_answers(agent):
           f"bpftel stats into a closed pipe: exit {res.returncode}, {res.stderr.strip()}")
 
 
+def check_busy(agent):
+    """With every client slot taken (64, each freed 5 s after its accept if silent),
+    another client is told why it is refused, not cut off: `bpftel stats` says so and
+    exits 1. Tried until one call lands while the slots are held (a slow machine may
+    reach its call only after they timed out)."""
+    for _ in range(10):
+        held = []
+        try:
+            for _ in range(64):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(agent.socket)
+                held.append(s)
+            res = agent.cli("stats", check=False)
+        finally:
+            for s in held:
+                s.close()
+        if res.returncode != 0:
+            break
+    check(res.returncode == 1 and "the agent serves 64 clients at once: try again" in res.stderr,
+          f"a client past the 64th is told why: {res.stderr.strip()}")
+    wait_for(lambda: agent.cli("stats", check=False).returncode == 0, 60,
+             "the agent to take clients again")
+
+
 def check_top(agent):
     session = f"bpftel-top-{os.getpid()}"
     cmd = f"{agent.cli_bin} --socket {agent.socket} top"
@@ -280,6 +304,7 @@ def main():
     try:
         check_json(agent)
         check_hostile_answers(agent)
+        check_busy(agent)
         check_top(agent)
         check(agent.stop() == 0, "agent exited 0 after SIGTERM")
     finally:

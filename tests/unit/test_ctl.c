@@ -646,7 +646,8 @@ static void test_deferred_client_hangs_up(void **state)
 {
 	struct server_ctx *sc = *state;
 	int fds[BPFTEL_CTL_MAX_CLIENTS + 1];
-	char c;
+	char why[128];
+	ssize_t n;
 	int i;
 
 	fds[0] = raw_connect(sc->path);
@@ -665,8 +666,13 @@ static void test_deferred_client_hangs_up(void **state)
 	}
 	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++)
 		assert_false(readable(fds[i]));
+	/* Refused, and told why before the close: an answer as any other. */
 	assert_true(readable(fds[BPFTEL_CTL_MAX_CLIENTS]));
-	assert_int_equal(recv(fds[BPFTEL_CTL_MAX_CLIENTS], &c, 1, 0), 0);
+	n = recv(fds[BPFTEL_CTL_MAX_CLIENTS], why, sizeof(why) - 1, MSG_WAITALL);
+	assert_true(n > 0);
+	why[n] = '\0';
+	assert_string_equal(why, "{\"ok\": false, \"error\": \"the agent serves 64 clients at "
+				 "once: try again\"}\n");
 	for (i = 0; i <= BPFTEL_CTL_MAX_CLIENTS; i++)
 		close(fds[i]);
 	pump(sc);
@@ -938,6 +944,53 @@ static void test_client_connect_times_out(void **state)
 	json_decref(req);
 }
 
+/* A server that refuses its one client as the agent does when full: says why, closes,
+ * never reading the request. */
+static void *refuse_one(void *arg)
+{
+	static const char why[] = "{\"ok\": false, \"error\": \"too many\"}\n";
+	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
+
+	assert_true(fd >= 0);
+	assert_int_equal(send(fd, why, sizeof(why) - 1, MSG_NOSIGNAL), sizeof(why) - 1);
+	close(fd);
+	return NULL;
+}
+
+/* Refused before its request went: a request bigger than the socket's buffer cannot
+ * go whole once the server closed (EPIPE), and the answer the server left is read all
+ * the same: the user is told why, not "Broken pipe". */
+static void test_client_reads_a_refusal(void **state)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	static char big[1 << 20];
+	json_t *req, *resp = NULL;
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char err[256] = "";
+	pthread_t th;
+
+	(void)state;
+	memset(big, 'x', sizeof(big) - 1);
+	req = json_pack("{s:s, s:s}", "cmd", "stats", "pad", big);
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "/tmp/bpftel-test-refuse-%d.sock",
+		 getpid());
+	unlink(addr.sun_path);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	assert_int_equal(listen(lfd, 1), 0);
+	assert_int_equal(pthread_create(&th, NULL, refuse_one, &lfd), 0);
+	alarm(20);
+	assert_int_equal(bpftel_ctl_call(addr.sun_path, req, 10000, &resp, err, sizeof(err)), 0);
+	alarm(0);
+	pthread_join(th, NULL);
+	assert_non_null(resp);
+	assert_false(json_is_true(json_object_get(resp, "ok")));
+	assert_string_equal(json_string_value(json_object_get(resp, "error")), "too many");
+	json_decref(resp);
+	json_decref(req);
+	close(lfd);
+	unlink(addr.sun_path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -971,6 +1024,7 @@ int main(void)
 		cmocka_unit_test(test_wedged_server_not_replaced),
 		cmocka_unit_test(test_client_errors),
 		cmocka_unit_test(test_client_connect_times_out),
+		cmocka_unit_test(test_client_reads_a_refusal),
 	};
 
 	return cmocka_run_group_tests_name("ctl", tests, NULL, NULL);

@@ -220,7 +220,7 @@ int bpftel_ctl_call(const char *path, json_t *req, int timeout_ms, json_t **resp
 	long long deadline = bpftel_mono_ms() + timeout_ms;
 	char *line = NULL, *reply = NULL;
 	json_error_t jerr;
-	int fd, ret;
+	int fd, ret, sent;
 	ssize_t n;
 
 	*resp = NULL;
@@ -257,12 +257,19 @@ int bpftel_ctl_call(const char *path, json_t *req, int timeout_ms, json_t **resp
 	ret = send_all(fd, line, strlen(line), deadline);
 	if (!ret)
 		ret = send_all(fd, "\n", 1, deadline);
-	if (ret) {
+	/* Closed before our request went: an agent refusing a client says why first
+	 * (too many), and that answer is read as any other. */
+	if (ret && ret != -EPIPE && ret != -ECONNRESET) {
 		snprintf(err, errlen, "sending to %s: %s", path, strerror(-ret));
 		goto out;
 	}
-
+	sent = ret;
 	n = recv_line(fd, &reply, deadline);
+	if (sent && n <= 0) {
+		ret = sent;
+		snprintf(err, errlen, "sending to %s: %s", path, strerror(-ret));
+		goto out;
+	}
 	if (n < 0) {
 		ret = n;
 		snprintf(err, errlen, "reading answer from %s: %s", path, strerror(-ret));
