@@ -158,6 +158,25 @@ def check_hostile_answers(agent):
           f"bpftel stats into a closed pipe: exit {res.returncode}, {res.stderr.strip()}")
 
 
+def check_arguments(agent):
+    """Options after the command work as before it; a wrong one says what is wrong and
+    exits 2 (a usage error), not 1 (the agent's)."""
+    def cli(*a):
+        return subprocess.run([agent.cli_bin, *a], capture_output=True, text=True, timeout=60)
+    res = cli("stats", "--socket", agent.socket, "--json")
+    check(res.returncode == 0 and "programs" in json.loads(res.stdout),
+          "bpftel stats --socket S --json: the options after the command")
+    res = cli("--socket", agent.socket, "modules", f"--socket={agent.socket}")
+    check(res.returncode == 0 and "usm" in res.stdout, "--socket=S after the command")
+    for args, want in ((("stats", "--frob"), "unknown option '--frob'"),
+                       (("stats", "-s"), "-s needs a path"),
+                       (("module", "restart"), "needs an action and a module"),
+                       (("stats", "extra"), "unexpected argument 'extra'")):
+        res = cli("--socket", agent.socket, *args)
+        check(res.returncode == 2 and want in res.stderr and res.stdout == "",
+              f"bpftel {' '.join(args)}: exit {res.returncode}, {res.stderr.strip()!r}")
+
+
 def check_busy(agent):
     """With every client slot taken (64, each freed 5 s after its accept if silent),
     another client is told why it is refused, not cut off: `bpftel stats` says so and
@@ -305,6 +324,7 @@ def main():
         check_json(agent)
         check_hostile_answers(agent)
         check_busy(agent)
+        check_arguments(agent)
         check_top(agent)
         check(agent.stop() == 0, "agent exited 0 after SIGTERM")
     finally:

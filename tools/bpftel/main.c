@@ -51,7 +51,7 @@ static const char usage_text[] =
 
 static const char usage_tail[] =
 	"\n"
-	"Options:\n"
+	"Options (before or after the command):\n"
 	"  -s, --socket PATH   agent control socket (default " BPFTEL_CTL_SOCKET_DEFAULT ")\n"
 	"  -j, --json          print the agent's answer as one JSON document\n"
 	"  -h, --help          this text\n"
@@ -478,22 +478,43 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bpftel: unknown command '%s' (see bpftel --help)\n", argv[optind]);
 		return 2;
 	}
+	/* The options may follow the command too (`bpftel stats --socket S`). */
 	for (optind++; optind < argc; optind++) {
-		if (!strcmp(argv[optind], "--json") || !strcmp(argv[optind], "-j")) {
+		const char *a = argv[optind];
+
+		if (!strcmp(a, "--json") || !strcmp(a, "-j")) {
 			json = 1;
-		} else if (!strcmp(argv[optind], "--help") || !strcmp(argv[optind], "-h")) {
+		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
 			return 0;
+		} else if (!strcmp(a, "--socket") || !strcmp(a, "-s")) {
+			if (++optind == argc) {
+				fprintf(stderr, "bpftel %s: %s needs a path\n", cmd->name, a);
+				return 2;
+			}
+			socket_path = argv[optind];
+		} else if (!strncmp(a, "--socket=", 9)) {
+			socket_path = a + 9;
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr,
+				"bpftel %s: unknown option '%s' (options: --socket PATH, --json, "
+				"--help)\n",
+				cmd->name, a);
+			return 2;
 		} else if (nargs < cmd->nargs) {
-			args[nargs++] = argv[optind];
+			args[nargs++] = a;
 		} else {
-			fprintf(stderr, "bpftel %s: unexpected argument '%s'\n", cmd->name,
-				argv[optind]);
+			fprintf(stderr, "bpftel %s: unexpected argument '%s'\n", cmd->name, a);
 			return 2;
 		}
 	}
 	if (nargs < cmd->nargs) {
-		fprintf(stderr, "bpftel %s: missing arguments (see bpftel --help)\n", cmd->name);
+		if (!strcmp(cmd->name, "module"))
+			fprintf(stderr, "bpftel module: needs an action and a module: bpftel module "
+					"start|stop|restart NAME (NAME as bpftel modules lists them)\n");
+		else
+			fprintf(stderr, "bpftel %s: missing arguments (see bpftel --help)\n",
+				cmd->name);
 		return 2;
 	}
 
