@@ -236,6 +236,29 @@ static void test_stop_hook_errors_collected(void **state)
 	assert_int_equal(bpftel_module__stop_errors(f->tm->module, errs, 8), 0);
 }
 
+static int h_shutdown_at_start(const struct bpftel_hook_before_start *h, void *ctx)
+{
+	(void)h;
+	bpftel_manager__shutdown(ctx);
+	return 0;
+}
+
+/* A start the program's exit cancels once it is done (the exit came during its last
+ * hook) is undone, and not counted as a restart. */
+static void test_cancelled_start_not_counted(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_module *m = f->tm->module;
+
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__restarts(m), 0);
+	assert_int_equal(bpftel_module__add_before_start(m, h_shutdown_at_start, f->mgr), 0);
+	assert_int_equal(bpftel_module__run(m), -ECANCELED);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
+	assert_int_equal(bpftel_module__restarts(m), 0);
+}
+
 static void test_failing_init_hook_unwinds(void **state)
 {
 	struct fixture *f = *state;
@@ -731,6 +754,7 @@ int main(void)
 		T(test_illegal_transitions),
 		T(test_hook_order),
 		T(test_stop_hook_errors_collected),
+		T(test_cancelled_start_not_counted),
 		T(test_failing_init_hook_unwinds),
 		T(test_failed_start_reported),
 		T(test_before_init_rodata_and_resize),

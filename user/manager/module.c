@@ -358,9 +358,14 @@ static int do_start(struct bpftel_module *m)
 		consumer_stop(m);
 		return err;
 	}
-	__atomic_add_fetch(&m->starts, 1, __ATOMIC_RELAXED);
 	set_state(m, BPFTEL_MOD_RUNNING);
 	return 0;
+}
+
+/* Counted where a start is kept: one cancelled after it (bpftel_module__run) is none. */
+static void started(struct bpftel_module *m)
+{
+	__atomic_add_fetch(&m->starts, 1, __ATOMIC_RELAXED);
 }
 
 static void stop_error(struct bpftel_module *m, const char *hook, size_t i, int err)
@@ -452,6 +457,8 @@ int bpftel_module__start(struct bpftel_module *m)
 	pthread_mutex_lock(&m->lock);
 	if (!illegal(m, BPFTEL_MOD_LOADED, "start"))
 		err = do_start(m);
+	if (!err)
+		started(m);
 	pthread_mutex_unlock(&m->lock);
 	return err;
 }
@@ -497,6 +504,8 @@ int bpftel_module__run(struct bpftel_module *m)
 		err = -ECANCELED;
 	if (err)
 		do_stop(m);
+	else
+		started(m);
 	pthread_mutex_lock(&m->report_lock);
 	if (!err) {
 		m->fail_step = NULL;
