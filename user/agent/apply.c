@@ -47,7 +47,8 @@ static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *nex
 	if (!starting && (cur->workers != next->workers || cur->queue_len != next->queue_len ||
 			  cur->ringbuf_kib != next->ringbuf_kib))
 		pr_info("config: pipeline and ring buffer sizes apply as each module restarts "
-			"(bpftel module restart NAME)");
+			"(bpftel module restart NAME); the shared-libraries watcher's, which "
+			"runs while anything needs it, as the agent restarts");
 	/* Allowed (the GPU module's records need no order), but a trap for the usm module:
 	 * more workers looks like more throughput, and quietly costs correctness. */
 	if (next->workers > 1 && (starting || cur->workers != next->workers))
