@@ -135,41 +135,40 @@ static __always_inline void gpu_kernel_function(TLM_PARAM, __u64 pid_tgid,
 		tlm_map_delete(gpu_knames, &key);
 }
 
-/* Where a name is made before it goes into gpu_knames: too big for the return probe's
+/* An empty entry of gpu_knames, to make one with: too big for the return probe's
  * stack, with what the rest of it holds. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct gpu_kname);
-} gpu_kname_scratch SEC(".maps");
+static const struct gpu_kname gpu_kname_empty = {};
 
 /* It succeeded: the kernel behind the handle (a CUfunction, or a CUkernel, which
- * cuLaunchKernel also takes) has that name. */
+ * cuLaunchKernel also takes) has that name. The entry is made empty, then the name
+ * read into it in place: no buffer another program's run could take meanwhile (a
+ * per-CPU one is shared with a run that preempts this one). A report that reads the
+ * entry half written names the kernel again at the next (rename_handle). */
 static __always_inline void gpu_kernel_named(TLM_PARAM, __u64 pid_tgid, const struct gpu_call *call)
 {
 	struct gpu_kernel_key key = {.tgid = pid_tgid >> 32, .api = GPU_KERNEL_DRIVER};
-	__u32 zero = 0;
-	struct gpu_kname *kn = bpf_map_lookup_elem(&gpu_kname_scratch, &zero);
+	struct gpu_kname *kn;
 	char next = 0;
 	long n;
 
-	if (!kn || tlm_probe_read_user(&key.func, sizeof(key.func), (void *)call->arg0))
+	if (tlm_probe_read_user(&key.func, sizeof(key.func), (void *)call->arg0) ||
+	    tlm_map_update(gpu_knames, &key, &gpu_kname_empty, BPF_ANY))
 		return;
+	kn = bpf_map_lookup_elem(&gpu_knames, &key);
+	if (!kn)
+		return; /* taken back at once by another process's names (LRU) */
 	n = tlm_probe_read_user_str(kn->name, sizeof(kn->name), (void *)call->arg1);
-	if (n < 0)
+	if (n < 0) {
+		tlm_map_delete(gpu_knames, &key);
 		return;
-	kn->tgid = key.tgid;
-	kn->cut = 0;
+	}
 	/* Full: its last byte is the name's own NUL, or one put where the name was cut;
 	 * the process's byte there says which (unreadable: taken as cut). */
 	if (n == sizeof(kn->name))
 		kn->cut = tlm_probe_read_user(&next, 1, (void *)(call->arg1 + sizeof(kn->name) - 1)) ||
 			  next;
+	kn->tgid = key.tgid;
 	kn->named = key.func;
-	/* The bytes past the name's NUL are an earlier name's: gpu_kernel_function()
-	 * copies the entry whole, and userspace reads up to the NUL. */
-	tlm_map_update(gpu_knames, &key, kn, BPF_ANY);
 }
 
 #endif /* BPFTEL_LIB_GPU_DRIVER_H */
