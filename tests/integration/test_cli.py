@@ -112,13 +112,14 @@ def check_hostile_answers(agent):
         mods = (b'{"ok": true, "modules": [{"name": "usm\\u001b[2J", "state": "running", '
                 b'"budget": {"max_cpu_percent": 1.0, "cpu_percent": 2.0}, '
                 b'"throttled": {"since": 0, "reason": "over \\u001b[2J budget", '
-                b'"files": ["/x/\\u202elibssl"]}}]}')
+                b'"files": ["/x/\\u202elibssl", 7]}}]}')
         srv = fake_agent(path, [mods])
         res = subprocess.run([agent.cli_bin, "--socket", path, "modules"], capture_output=True,
                              timeout=60)
         srv.close()
         check(b"\x1b" not in res.stdout and b"over \\x1B[2J budget" in res.stdout and
-              b"shed: /x/\\xE2\\x80\\xAElibssl" in res.stdout,
+              b"shed: /x/\\xE2\\x80\\xAElibssl" in res.stdout and b"shed: ?\n" in res.stdout and
+              b"(null)" not in res.stdout,
               f"bpftel modules: a throttle's reason and shed files escaped: {res.stdout!r}")
         os.unlink(path)
         # Not JSON: the parser's error quotes what it read, a raw right-to-left override.
@@ -168,8 +169,11 @@ def check_arguments(agent):
           "bpftel stats --socket S --json: the options after the command")
     res = cli("--socket", agent.socket, "modules", f"--socket={agent.socket}")
     check(res.returncode == 0 and "usm" in res.stdout, "--socket=S after the command")
-    for args, want in ((("stats", "--frob"), "unknown option '--frob'"),
-                       (("stats", "-s"), "-s needs a path"),
+    res = cli("module", "-s", agent.socket, "restart", "gpu", "--json")
+    check(res.returncode == 0 and json.loads(res.stdout)["state"] == "running",
+          "bpftel module -s S restart gpu --json: options between the arguments")
+    for args, want in ((("stats", "--frob"), "unrecognized option '--frob'"),
+                       (("stats", "-s"), "option requires an argument"),
                        (("module", "restart"), "needs an action and a module"),
                        (("stats", "extra"), "unexpected argument 'extra'")):
         res = cli("--socket", agent.socket, *args)

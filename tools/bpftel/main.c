@@ -267,7 +267,7 @@ static void print_budgets(json_t *mods)
 		strftime(since, sizeof(since), "%H:%M:%S", localtime_r(&when, &tm));
 		printf("\n  throttled since %s: %s\n", since, jstr(th, "reason"));
 		json_array_foreach (json_object_get(th, "files"), k, f)
-			printf("  shed: %s\n", json_string_value(f));
+			printf("  shed: %s\n", json_string_value(f) ? json_string_value(f) : "?");
 	}
 }
 
@@ -445,7 +445,9 @@ int main(int argc, char **argv)
 	/* A reader that went away (`bpftel http | head -1`): the write fails with EPIPE
 	 * and the exit status says so (bpftel_cli_flushed), not a signal's death. */
 	signal(SIGPIPE, SIG_IGN);
-	while ((c = getopt_long(argc, argv, "+s:jhV", opts, NULL)) != -1) {
+	/* Options anywhere, before the command or after it (`bpftel stats --socket S`):
+	 * getopt puts the others, the command and its arguments, last, in order. */
+	while ((c = getopt_long(argc, argv, "s:jhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			socket_path = optarg;
@@ -459,8 +461,8 @@ int main(int argc, char **argv)
 		case 'V':
 			printf("bpftel %s\n", BPFTEL_VERSION);
 			return 0;
-		default:
-			usage(stderr);
+		default: /* getopt said which: one line, not the whole usage over it */
+			fprintf(stderr, "bpftel: see bpftel --help for the options\n");
 			return 2;
 		}
 	}
@@ -478,35 +480,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bpftel: unknown command '%s' (see bpftel --help)\n", argv[optind]);
 		return 2;
 	}
-	/* The options may follow the command too (`bpftel stats --socket S`). */
 	for (optind++; optind < argc; optind++) {
-		const char *a = argv[optind];
-
-		if (!strcmp(a, "--json") || !strcmp(a, "-j")) {
-			json = 1;
-		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			return 0;
-		} else if (!strcmp(a, "--socket") || !strcmp(a, "-s")) {
-			if (++optind == argc) {
-				fprintf(stderr, "bpftel %s: %s needs a path\n", cmd->name, a);
-				return 2;
-			}
-			socket_path = argv[optind];
-		} else if (!strncmp(a, "--socket=", 9)) {
-			socket_path = a + 9;
-		} else if (a[0] == '-' && a[1]) {
-			fprintf(stderr,
-				"bpftel %s: unknown option '%s' (options: --socket PATH, --json, "
-				"--help)\n",
-				cmd->name, a);
-			return 2;
-		} else if (nargs < cmd->nargs) {
-			args[nargs++] = a;
-		} else {
-			fprintf(stderr, "bpftel %s: unexpected argument '%s'\n", cmd->name, a);
+		if (nargs == cmd->nargs) {
+			fprintf(stderr, "bpftel %s: unexpected argument '%s'\n", cmd->name,
+				argv[optind]);
 			return 2;
 		}
+		args[nargs++] = argv[optind];
 	}
 	if (nargs < cmd->nargs) {
 		if (!strcmp(cmd->name, "module"))
@@ -544,7 +524,6 @@ int main(int argc, char **argv)
 	 * answered may not be our agent, whose strings this leaves as they are. */
 	bpftel_cli_escape_strings(resp);
 	if (!json_is_true(json_object_get(resp, "ok"))) {
-		bpftel_cli_escape_strings(json_object_get(resp, "error"));
 		fprintf(stderr, "bpftel: agent: %s\n", jstr(resp, "error"));
 		json_decref(resp);
 		return 1;
