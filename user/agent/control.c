@@ -427,16 +427,21 @@ static void accept_clients(struct bpftel_ctl_server *srv)
 			/* Said, not only closed: the client reads it (bpftel_ctl_call),
 			 * whether or not its request went. One non-blocking send, which
 			 * an empty socket's buffer takes whole. */
+			bool full = slot == BPFTEL_CTL_MAX_CLIENTS;
 			char busy[96];
-			int len = snprintf(busy, sizeof(busy),
-					   "{\"ok\": false, \"error\": \"the agent serves %d "
-					   "clients at once: try again\"}\n",
-					   BPFTEL_CTL_MAX_CLIENTS);
+			int len = full ? snprintf(busy, sizeof(busy),
+						  "{\"ok\": false, \"error\": \"the agent serves "
+						  "%d clients at once: try again\"}\n",
+						  BPFTEL_CTL_MAX_CLIENTS)
+				       : snprintf(busy, sizeof(busy),
+						  "{\"ok\": false, \"error\": \"the agent is out "
+						  "of memory: try again\"}\n");
 
 			if (send(fd, busy, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 				pr_debug("control: cannot tell a refused client why: %s",
 					 strerror(errno));
-			pr_warn("control: too many clients, connection refused");
+			pr_warn("control: %s, connection refused",
+				full ? "too many clients" : "out of memory");
 			close(fd);
 			continue;
 		}
