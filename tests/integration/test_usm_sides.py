@@ -260,6 +260,69 @@ def fd_reused(agent, python, tmp):
         server.wait()
 
 
+KEEP_ALIVE = """
+import socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+print("ready", flush=True)
+c, peer = s.accept()
+t = ctx.wrap_socket(c, server_side=True)
+while True:
+    req = b""
+    while b"\\r\\n\\r\\n" not in req:
+        got = t.recv(4096)
+        if not got:
+            sys.exit(0)
+        req += got
+    t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
+"""
+
+
+def kept_across_restart(agent, python, tmp):
+    """A keep-alive HTTPS connection made before `bpftel module restart usm` is still
+    known after it where USM learns a session's socket anew at its reads (curl's own
+    BIO, tls_recv_fd on): the restart keeps the watcher recording sockets for USM, so
+    the fd's entry of the connect before is taken, not refused as from a stretch it was
+    off. (A session set up by SSL_set_fd before the restart has no connection after it:
+    the new instance's tables never saw that call.) curl --rate spaces its two requests
+    on one connection by 30 s: the restart and re-attach happen in between."""
+    cert, key = make_cert(tmp)
+    port = free_port()
+    server = subprocess.Popen([python, "-c", KEEP_ALIVE, str(port), cert, key],
+                              stdout=subprocess.PIPE, text=True)
+    client = None
+    try:
+        check(server.stdout.readline().split() == ["ready"], "the keep-alive server started")
+        server_attached(agent, server)
+        client = subprocess.Popen(["curl", "-sk", "--rate", "2/m",
+                                   f"https://127.0.0.1:{port}/kept/before",
+                                   f"https://127.0.0.1:{port}/kept/after"],
+                                  stdout=subprocess.PIPE)
+        settled_count(agent, 1, "curl's /kept/before", pid=client.pid, side="client",
+                      path="/kept/before")
+        agent.cli("module", "restart", "usm")
+        wait_for(lambda: [r for r in agent.json("libs")["libs"]
+                          if r.get("module") == "usm" and r["lib"] == "libssl" and
+                          client.pid in r["pids"] and r["attached"] >= LIBSSL_PROBES], 30,
+                 "usm attached to curl's libssl again")
+        out = client.communicate(timeout=120)[0]
+        check(client.returncode == 0 and out == b"okok", f"curl's two requests: {out!r}")
+        settled_count(agent, 1, "curl's /kept/after", pid=client.pid, side="client",
+                      path="/kept/after")
+        conn = rows(agent, pid=client.pid, side="client", path="/kept/after")[0]["connection"]
+        check(conn["server"] == f"127.0.0.1:{port}" and conn["client"],
+              f"the keep-alive connection made before the restart is known after it: {conn}")
+    finally:
+        for p in (client, server):
+            if p:
+                p.kill()
+                p.wait()
+
+
 def gone_client(agent, python, tmp):
     """Case 7: nothing of a client's /proc is left to read when its messages are: curl
     over TLS (named after its open of libssl), and a python client over plaintext that
@@ -691,6 +754,7 @@ def main():
         tls_sides(agent, args.python, tmp)
         lookalike_bodies(agent, args.python, tmp)
         fd_reused(agent, args.python, tmp)
+        kept_across_restart(agent, args.python, tmp)
         gone_client(agent, args.python, tmp)
         plaintext_sides(agent, args.python)
         reversed_ends(agent)

@@ -485,18 +485,19 @@ json_t *bpftel_agent_module_action(struct bpftel_agent *agent, json_t *req)
 
 	if (!m)
 		return bpftel_ctl_error("module: no module '%.64s'", name);
-	if (!strcmp(action, "stop") || !strcmp(action, "restart"))
-		stop_err = bpftel_module__stop(m);
 	/* A stop answers once its uprobes are gone from the kernel; a restart does not
 	 * wait for the old instance's (its programs are inert: bpf/lib/stop_gate.h). */
 	if (!strcmp(action, "stop")) {
+		stop_err = bpftel_module__stop(m);
 		bpftel_links_settle();
 		err = stop_err;
+	} else if (!strcmp(action, "restart")) {
+		/* A stop hook's error does not keep it from starting: the stop completed,
+		 * the error is in `bpftel modules`. */
+		err = bpftel_module__restart(m, &stop_err);
 	} else {
-		/* A stop hook's error does not keep a restart from starting: the stop
-		 * completed (bpftel_module__stop), the error is in `bpftel modules`. */
 		err = bpftel_module__run(m);
-		if (err == -EALREADY && !strcmp(action, "start"))
+		if (err == -EALREADY)
 			err = 0; /* already running: nothing to do */
 	}
 	if (err)

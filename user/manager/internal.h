@@ -105,6 +105,10 @@ struct bpftel_module {
 	struct ringbuf_sub ringbufs[BPFTEL_MAX_RINGBUFS];
 	struct consumer consumer;
 
+	/* Set by bpftel_module__restart across its stop: the bindings keep their
+	 * subscriptions (binding_unsubscribe). */
+	bool keep_shared;
+
 	/* Allocations made for this module by others (bindings), freed with it. */
 	size_t nowned;
 	void *owned[BPFTEL_MAX_HOOKS];

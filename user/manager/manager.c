@@ -257,8 +257,33 @@ static int binding_unsubscribe(const struct bpftel_hook_before_stop *h, void *ct
 {
 	struct binding *b = ctx;
 
-	(void)h;
+	if (__atomic_load_n(&h->module->keep_shared, __ATOMIC_ACQUIRE))
+		return 0; /* a restart's stop: kept for the start that follows */
 	return bpftel_manager__unsubscribe(b->mgr, b->shared, b->subscriber);
+}
+
+int bpftel_module__restart(struct bpftel_module *m, int *stop_err)
+{
+	size_t i;
+	int err;
+
+	__atomic_store_n(&m->keep_shared, true, __ATOMIC_RELEASE);
+	*stop_err = bpftel_module__stop(m);
+	__atomic_store_n(&m->keep_shared, false, __ATOMIC_RELEASE);
+	err = bpftel_module__run(m);
+	if (!err || bpftel_module__state(m) != BPFTEL_MOD_CLOSED)
+		return err;
+	/* Not started: its subscriptions go, as its stop would have let them (a start
+	 * that failed before its before_start hooks never unsubscribes). The hooks are
+	 * fixed once the module runs. */
+	for (i = 0; i < m->before_stop.n; i++) {
+		if (m->before_stop.h[i].before_stop == binding_unsubscribe) {
+			struct binding *b = m->before_stop.h[i].ctx;
+
+			bpftel_manager__unsubscribe(b->mgr, b->shared, b->subscriber);
+		}
+	}
+	return err;
 }
 
 int bpftel_manager__bind_shared(struct bpftel_manager *mgr, struct bpftel_module *module,

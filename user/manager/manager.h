@@ -242,6 +242,14 @@ int bpftel_module__start(struct bpftel_module *m);
 int bpftel_module__stop(struct bpftel_module *m);
 /* open + load + start; on failure or cancellation everything is undone. */
 int bpftel_module__run(struct bpftel_module *m);
+/*
+ * Stop, then run, keeping the module's subscriptions to shared components
+ * (bpftel_manager__bind_shared) across: what a shared component records for it goes
+ * on recording (the watcher's sockets: a connection made before the restart is still
+ * known after). The stop's error, which does not keep the run from happening, in
+ * *stop_err; returns the run's. A run that fails drops the subscriptions.
+ */
+int bpftel_module__restart(struct bpftel_module *m, int *stop_err);
 
 /* Records from the module's ring buffers: processed, and dropped by stage (userspace
  * queue full, larger than the pipeline's slots, rejected by the callback as
