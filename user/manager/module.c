@@ -395,7 +395,9 @@ static int do_stop(struct bpftel_module *m)
 		if (err)
 			stop_error(m, "before_stop", i, err);
 	}
-	err = injected(m, "stop"); /* as a hook's error: the stop goes on */
+	/* As a hook's error: the stop goes on. A stop of a running module: not the undoing
+	 * of a start that failed. */
+	err = bs.from == BPFTEL_MOD_RUNNING ? injected(m, "stop") : 0;
 	if (err)
 		stop_error(m, "injected fault", 0, err);
 	/* Detaching waits for the kernel (a tracepoint ~45 ms, a uprobe ~80 ms, on 6.18):
