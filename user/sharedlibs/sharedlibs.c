@@ -380,10 +380,6 @@ static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)
 	if ((cfg.flags & SHLIB_CFG_SOCKETS) && !sl->sockets_on)
 		sl->sockets_since_ns = bpftel_mono_ns();
 	sl->sockets_on = cfg.flags & SHLIB_CFG_SOCKETS;
-	/* What was off is read from /proc by a scan begun after this (housekeeping). */
-	if (reported & ~sl->reported)
-		sl->gained_ms = bpftel_mono_ms();
-	sl->reported = reported;
 	pthread_mutex_unlock(&sl->lock);
 	if (bpf_map_update_elem(bpf_map__fd(sl->skel->maps.shlib_config), &zero, &cfg, BPF_ANY)) {
 		int err = -errno;
@@ -391,6 +387,12 @@ static int shlib_set_subscriptions(struct bpftel_module *m, __u64 mask)
 		pr_err("sharedlibs: cannot write config map: %s", strerror(-err));
 		return err;
 	}
+	/* What was off is read from /proc by a scan begun after this (housekeeping). */
+	pthread_mutex_lock(&sl->lock);
+	if (reported & ~sl->reported)
+		sl->gained_ms = bpftel_mono_ms();
+	sl->reported = reported;
+	pthread_mutex_unlock(&sl->lock);
 	return 0;
 }
 
