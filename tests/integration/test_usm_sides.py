@@ -165,6 +165,8 @@ def tls_sides(agent, python, tmp):
 
 
 # One connection at a time: accept, say the fd it got, answer one HTTPS request, close.
+# A TLS server, one connection at a time: "once" answers one request per connection
+# and closes it; "keep" keeps its first connection and answers each request on it.
 ONE_AT_A_TIME = """
 import socket, ssl, sys
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -174,11 +176,20 @@ s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1])))
 s.listen(8)
 print("ready", flush=True)
+keep = sys.argv[4] == "keep"
 while True:
     c, peer = s.accept()
     print("accepted", c.fileno(), peer[1], flush=True)
     try:
         t = ctx.wrap_socket(c, server_side=True)
+        while keep:
+            req = b""
+            while b"\\r\\n\\r\\n" not in req:
+                got = t.recv(4096)
+                if not got:
+                    sys.exit(0)
+                req += got
+            t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
         t.recv(4096)
         t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
         t.close()
@@ -194,7 +205,7 @@ def fd_reused(agent, python, tmp):
     before), not the next one's. Twice: no connection, counted."""
     cert, key = make_cert(tmp)
     port = free_port()
-    server = subprocess.Popen([python, "-c", ONE_AT_A_TIME, str(port), cert, key],
+    server = subprocess.Popen([python, "-c", ONE_AT_A_TIME, str(port), cert, key, "once"],
                               stdout=subprocess.PIPE, text=True)
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
@@ -260,28 +271,6 @@ def fd_reused(agent, python, tmp):
         server.wait()
 
 
-KEEP_ALIVE = """
-import socket, ssl, sys
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[2], sys.argv[3])
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(8)
-print("ready", flush=True)
-c, peer = s.accept()
-t = ctx.wrap_socket(c, server_side=True)
-while True:
-    req = b""
-    while b"\\r\\n\\r\\n" not in req:
-        got = t.recv(4096)
-        if not got:
-            sys.exit(0)
-        req += got
-    t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
-"""
-
-
 def kept_across_restart(agent, python, tmp):
     """A keep-alive HTTPS connection made before `bpftel module restart usm` is still
     known after it where USM learns a session's socket anew at its reads (curl's own
@@ -292,7 +281,7 @@ def kept_across_restart(agent, python, tmp):
     on one connection by 30 s: the restart and re-attach happen in between."""
     cert, key = make_cert(tmp)
     port = free_port()
-    server = subprocess.Popen([python, "-c", KEEP_ALIVE, str(port), cert, key],
+    server = subprocess.Popen([python, "-c", ONE_AT_A_TIME, str(port), cert, key, "keep"],
                               stdout=subprocess.PIPE, text=True)
     client = None
     try:
