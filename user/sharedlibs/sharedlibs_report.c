@@ -348,6 +348,16 @@ void sharedlibs_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	deadline_metrics(w);
 }
 
+/* The gain of what the programs report, read as gained, is answered by a scan: clear
+ * it, unless another came since. */
+static void gain_answered(struct bpftel_sharedlibs *sl, long long gained)
+{
+	pthread_mutex_lock(&sl->lock);
+	if (sl->gained_ms == gained)
+		sl->gained_ms = 0;
+	pthread_mutex_unlock(&sl->lock);
+}
+
 /*
  * Every second, on the agent's housekeeping thread: forget exited processes and detach
  * long-idle files; and after any loss of a library event (in the kernel, at a full
@@ -384,10 +394,7 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	pthread_mutex_unlock(&sl->lock);
 	/* A scan begun since (the agent's start-up scan) answered it already. */
 	if (gained && gained < bpftel_uprobes__scanned_from_ms(sl->registry)) {
-		pthread_mutex_lock(&sl->lock);
-		if (sl->gained_ms == gained)
-			sl->gained_ms = 0;
-		pthread_mutex_unlock(&sl->lock);
+		gain_answered(sl, gained);
 		gained = 0;
 	}
 	scan = (lost != sl->lost_seen || gained) && bpftel_scan_pace_take(&sl->scans, now);
@@ -399,10 +406,9 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	 * asked for again at the next pace. */
 	if (bpftel_uprobes__scan(sl->registry) >= 0) {
 		sl->lost_seen = lost;
-		pthread_mutex_lock(&sl->lock);
-		if (sl->gained_ms == gained) /* none since: it is answered */
-			sl->gained_ms = 0;
-		pthread_mutex_unlock(&sl->lock);
-	} else
+		if (gained)
+			gain_answered(sl, gained);
+	} else {
 		sl->budget_scans = budget; /* its refusals still unanswered */
+	}
 }
