@@ -38,6 +38,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -164,9 +165,8 @@ def tls_sides(agent, python, tmp):
         server.wait()
 
 
-# One connection at a time: accept, say the fd it got, answer one HTTPS request, close.
 # A TLS server, one connection at a time: "once" answers one request per connection
-# and closes it; "keep" keeps its first connection and answers each request on it.
+# and closes it; "keep" answers each request on a connection until its client closes.
 ONE_AT_A_TIME = """
 import socket, ssl, sys
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -182,16 +182,19 @@ while True:
     print("accepted", c.fileno(), peer[1], flush=True)
     try:
         t = ctx.wrap_socket(c, server_side=True)
-        while keep:
-            req = b""
-            while b"\\r\\n\\r\\n" not in req:
-                got = t.recv(4096)
-                if not got:
-                    sys.exit(0)
-                req += got
-            t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
-        t.recv(4096)
-        t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
+        req = b""
+        while keep:  # each request on the connection, until its client closes it
+            got = t.recv(4096)
+            if not got:
+                break
+            req += got
+            while b"\\r\\n\\r\\n" in req:
+                req = req.split(b"\\r\\n\\r\\n", 1)[1]
+                t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
+        if not keep:
+            t.recv(4096)
+            t.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n"
+                      b"Connection: close\\r\\n\\r\\nok")
         t.close()
     except (OSError, ssl.SSLError):
         c.close()
@@ -277,8 +280,10 @@ def kept_across_restart(agent, python, tmp):
     BIO, tls_recv_fd on): the restart keeps the watcher recording sockets for USM, so
     the fd's entry of the connect before is taken, not refused as from a stretch it was
     off. (A session set up by SSL_set_fd before the restart has no connection after it:
-    the new instance's tables never saw that call.) curl --rate spaces its two requests
-    on one connection by 30 s: the restart and re-attach happen in between."""
+    the new instance's tables never saw that call.) curl --rate starts its second
+    request on the connection a gap after its first: the restart and re-attach must be
+    seen done before that gap can have ended, or the round is run again, the gap
+    longer."""
     cert, key = make_cert(tmp)
     port = free_port()
     server = subprocess.Popen([python, "-c", ONE_AT_A_TIME, str(port), cert, key, "keep"],
@@ -287,22 +292,30 @@ def kept_across_restart(agent, python, tmp):
     try:
         check(server.stdout.readline().split() == ["ready"], "the keep-alive server started")
         server_attached(agent, server)
-        client = subprocess.Popen(["curl", "-sk", "--rate", "2/m",
-                                   f"https://127.0.0.1:{port}/kept/before",
-                                   f"https://127.0.0.1:{port}/kept/after"],
-                                  stdout=subprocess.PIPE)
-        settled_count(agent, 1, "curl's /kept/before", pid=client.pid, side="client",
-                      path="/kept/before")
-        agent.cli("module", "restart", "usm")
-        wait_for(lambda: [r for r in agent.json("libs")["libs"]
-                          if r.get("module") == "usm" and r["lib"] == "libssl" and
-                          client.pid in r["pids"] and r["attached"] >= LIBSSL_PROBES], 30,
-                 "usm attached to curl's libssl again")
-        out = client.communicate(timeout=120)[0]
-        check(client.returncode == 0 and out == b"okok", f"curl's two requests: {out!r}")
-        settled_count(agent, 1, "curl's /kept/after", pid=client.pid, side="client",
-                      path="/kept/after")
-        conn = rows(agent, pid=client.pid, side="client", path="/kept/after")[0]["connection"]
+        for rnd, (rate, gap) in enumerate((("2/m", 30), ("1/m", 60), ("20/h", 180))):
+            before, after = f"/kept/before{rnd}", f"/kept/after{rnd}"
+            started = time.monotonic()
+            client = subprocess.Popen(["curl", "-sk", "--rate", rate,
+                                       f"https://127.0.0.1:{port}{before}",
+                                       f"https://127.0.0.1:{port}{after}"],
+                                      stdout=subprocess.PIPE)
+            settled_count(agent, 1, f"curl's {before}", pid=client.pid, side="client",
+                          path=before)
+            agent.cli("module", "restart", "usm")
+            wait_for(lambda: [r for r in agent.json("libs")["libs"]
+                              if r.get("module") == "usm" and r["lib"] == "libssl" and
+                              client.pid in r["pids"] and r["attached"] >= LIBSSL_PROBES],
+                     60, "usm attached to curl's libssl again")
+            in_time = time.monotonic() - started < gap
+            out = client.communicate(timeout=gap + 120)[0]
+            check(client.returncode == 0 and out == b"okok", f"curl's two requests: {out!r}")
+            if in_time:
+                break
+            print(f"note: the restart was not seen done within {gap} s of curl's start: "
+                  "again, the gap longer")
+        check(in_time, "the restart done before curl's second request, in one round")
+        settled_count(agent, 1, f"curl's {after}", pid=client.pid, side="client", path=after)
+        conn = rows(agent, pid=client.pid, side="client", path=after)[0]["connection"]
         check(conn["server"] == f"127.0.0.1:{port}" and conn["client"],
               f"the keep-alive connection made before the restart is known after it: {conn}")
     finally:
