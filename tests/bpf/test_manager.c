@@ -85,6 +85,38 @@ static void test_legal_transitions(void **state)
 	assert_int_equal(bpftel_module__stop(m), 0);
 }
 
+/* A restart's stop tells its close so (what a module keeps for the run that follows),
+ * a plain stop does not; the module hears the restart's end, also of a run that failed,
+ * to let go of what it kept. */
+static void test_restart_tells_close(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_module *m = f->tm->module;
+	int stop_err = -1;
+
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(f->tm->closes, 1);
+	assert_int_equal(f->tm->closes_restarting, 0);
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(bpftel_module__restart(m, &stop_err), 0);
+	assert_int_equal(stop_err, 0);
+	assert_int_equal(f->tm->closes, 2);
+	assert_int_equal(f->tm->closes_restarting, 1);
+	assert_int_equal(f->tm->restarted, 1);
+	assert_false(bpftel_module__restarting(m));
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_RUNNING);
+	/* The run fails at its load: the open's object is closed, not as a restart's. */
+	assert_int_equal(bpftel_module__inject_fault(m, "load", -EIO, 1), 0);
+	assert_int_equal(bpftel_module__restart(m, &stop_err), -EIO);
+	assert_int_equal(f->tm->closes, 4);
+	assert_int_equal(f->tm->closes_restarting, 2);
+	assert_int_equal(f->tm->restarted, 2);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(f->tm->closes, 4);
+}
+
 static void test_illegal_transitions(void **state)
 {
 	struct fixture *f = *state;
@@ -752,6 +784,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 		T(test_legal_transitions),
 		T(test_illegal_transitions),
+		T(test_restart_tells_close),
 		T(test_hook_order),
 		T(test_stop_hook_errors_collected),
 		T(test_cancelled_start_not_counted),

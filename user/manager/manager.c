@@ -257,9 +257,14 @@ static int binding_unsubscribe(const struct bpftel_hook_before_stop *h, void *ct
 {
 	struct binding *b = ctx;
 
-	if (__atomic_load_n(&h->module->keep_shared, __ATOMIC_ACQUIRE))
+	if (bpftel_module__restarting(h->module))
 		return 0; /* a restart's stop: kept for the start that follows */
 	return bpftel_manager__unsubscribe(b->mgr, b->shared, b->subscriber);
+}
+
+bool bpftel_module__restarting(const struct bpftel_module *m)
+{
+	return __atomic_load_n(&m->keep_shared, __ATOMIC_ACQUIRE);
 }
 
 int bpftel_module__restart(struct bpftel_module *m, int *stop_err)
@@ -271,6 +276,8 @@ int bpftel_module__restart(struct bpftel_module *m, int *stop_err)
 	*stop_err = bpftel_module__stop(m);
 	__atomic_store_n(&m->keep_shared, false, __ATOMIC_RELEASE);
 	err = bpftel_module__run(m);
+	if (m->ops->restarted)
+		m->ops->restarted(m);
 	if (!err || bpftel_module__state(m) != BPFTEL_MOD_CLOSED)
 		return err;
 	/* Not started: its subscriptions go, as its stop would have let them (a start

@@ -193,8 +193,12 @@ struct bpftel_module_ops {
 	/* Load the object. Optional: bpf_object__load() by default; a skeleton-based module
 	 * passes its X__load() so that the skeleton's global data gets mmaped. */
 	int (*load)(struct bpftel_module *m);
-	/* Destroy what open created (links are gone by then). Optional. */
+	/* Destroy what open created (links are gone by then). Optional. A restart's close
+	 * (bpftel_module__restarting) may keep state for the open that follows. */
 	void (*close)(struct bpftel_module *m);
+	/* A restart's run has returned, whatever it returned: let go of what its close
+	 * kept and its open did not take (a run cancelled, or failed before). Optional. */
+	void (*restarted)(struct bpftel_module *m);
 	/* Shared components only: apply the union of subscribers' masks (a config-map
 	 * write, no reload). Called with the module LOADED or RUNNING. */
 	int (*set_subscriptions)(struct bpftel_module *m, __u64 mask);
@@ -250,6 +254,8 @@ int bpftel_module__run(struct bpftel_module *m);
  * *stop_err; returns the run's. A run that fails drops the subscriptions.
  */
 int bpftel_module__restart(struct bpftel_module *m, int *stop_err);
+/* True while a restart stops the module: for its close (ops->close). */
+bool bpftel_module__restarting(const struct bpftel_module *m);
 
 /* Records from the module's ring buffers: processed, and dropped by stage (userspace
  * queue full, larger than the pipeline's slots, rejected by the callback as
