@@ -168,7 +168,7 @@ def tls_sides(agent, python, tmp):
 # A TLS server, one connection at a time: "once" answers one request per connection
 # and closes it; "keep" answers each request on a connection until its client closes.
 ONE_AT_A_TIME = """
-import socket, ssl, sys
+import select, socket, ssl, sys
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(sys.argv[2], sys.argv[3])
 s = socket.socket()
@@ -184,6 +184,8 @@ while True:
         t = ctx.wrap_socket(c, server_side=True)
         req = b""
         while keep:  # each request on the connection, until its client closes it
+            if not t.pending():  # not in SSL_read meanwhile: a restart cannot split one
+                select.select([t], [], [])
             got = t.recv(4096)
             if not got:
                 break
@@ -279,11 +281,12 @@ def kept_across_restart(agent, python, tmp):
     known after it where USM learns a session's socket anew at its reads (curl's own
     BIO, tls_recv_fd on): the restart keeps the watcher recording sockets for USM, so
     the fd's entry of the connect before is taken, not refused as from a stretch it was
-    off. (A session set up by SSL_set_fd before the restart has no connection after it:
-    the new instance's tables never saw that call.) curl --rate starts its second
-    request on the connection a gap after its first: the restart and re-attach must be
-    seen done before that gap can have ended, or the round is run again, the gap
-    longer."""
+    off. The server's session, set up by SSL_set_fd before the restart, keeps its
+    socket after it: the new instance reuses the TLS sessions' table (the server waits
+    in select, not in SSL_read: a read whose entry the old instance saw is lost, its
+    return unseen). curl --rate starts its second request on the connection a gap
+    after its first: the restart and re-attach must be seen done before that gap can
+    have ended, or the round is run again, the gap longer."""
     cert, key = make_cert(tmp)
     port = free_port()
     server = subprocess.Popen([python, "-c", ONE_AT_A_TIME, str(port), cert, key, "keep"],
@@ -304,8 +307,9 @@ def kept_across_restart(agent, python, tmp):
             agent.cli("module", "restart", "usm")
             wait_for(lambda: [r for r in agent.json("libs")["libs"]
                               if r.get("module") == "usm" and r["lib"] == "libssl" and
-                              client.pid in r["pids"] and r["attached"] >= LIBSSL_PROBES],
-                     60, "usm attached to curl's libssl again")
+                              client.pid in r["pids"] and server.pid in r["pids"] and
+                              r["attached"] >= LIBSSL_PROBES],
+                     60, "usm attached to curl's and the server's libssl again")
             in_time = time.monotonic() - started < gap
             out = client.communicate(timeout=gap + 120)[0]
             check(client.returncode == 0 and out == b"okok", f"curl's two requests: {out!r}")
@@ -318,6 +322,11 @@ def kept_across_restart(agent, python, tmp):
         conn = rows(agent, pid=client.pid, side="client", path=after)[0]["connection"]
         check(conn["server"] == f"127.0.0.1:{port}" and conn["client"],
               f"the keep-alive connection made before the restart is known after it: {conn}")
+        settled_count(agent, 1, f"the server's {after}", pid=server.pid, side="server",
+                      path=after)
+        sconn = rows(agent, pid=server.pid, side="server", path=after)[0]["connection"]
+        check(sconn == conn, f"the server's session, set up before the restart, keeps its "
+              f"socket after it: {sconn}, curl's {conn}")
     finally:
         for p in (client, server):
             if p:
