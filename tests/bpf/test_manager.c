@@ -85,38 +85,6 @@ static void test_legal_transitions(void **state)
 	assert_int_equal(bpftel_module__stop(m), 0);
 }
 
-/* A restart's stop tells its close so (what a module keeps for the run that follows),
- * a plain stop does not; the module hears the restart's end, also of a run that failed,
- * to let go of what it kept. */
-static void test_restart_tells_close(void **state)
-{
-	struct fixture *f = *state;
-	struct bpftel_module *m = f->tm->module;
-	int stop_err = -1;
-
-	assert_int_equal(bpftel_module__run(m), 0);
-	assert_int_equal(bpftel_module__stop(m), 0);
-	assert_int_equal(f->tm->closes, 1);
-	assert_int_equal(f->tm->closes_restarting, 0);
-	assert_int_equal(bpftel_module__run(m), 0);
-	assert_int_equal(bpftel_module__restart(m, &stop_err), 0);
-	assert_int_equal(stop_err, 0);
-	assert_int_equal(f->tm->closes, 2);
-	assert_int_equal(f->tm->closes_restarting, 1);
-	assert_int_equal(f->tm->restarted, 1);
-	assert_false(bpftel_module__restarting(m));
-	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_RUNNING);
-	/* The run fails at its load: the open's object is closed, not as a restart's. */
-	assert_int_equal(bpftel_module__inject_fault(m, "load", -EIO, 1), 0);
-	assert_int_equal(bpftel_module__restart(m, &stop_err), -EIO);
-	assert_int_equal(f->tm->closes, 4);
-	assert_int_equal(f->tm->closes_restarting, 2);
-	assert_int_equal(f->tm->restarted, 2);
-	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
-	assert_int_equal(bpftel_module__stop(m), 0);
-	assert_int_equal(f->tm->closes, 4);
-}
-
 static void test_illegal_transitions(void **state)
 {
 	struct fixture *f = *state;
@@ -417,6 +385,70 @@ static __u32 map_id(struct bpf_object *obj, const char *name)
 				 bpf_map__fd(bpf_object__find_map_by_name(obj, name)), &info, &len),
 			 0);
 	return info.id;
+}
+
+static __u64 shared_value(struct bpftel_module *m)
+{
+	__u64 v = 0;
+	__u32 zero = 0;
+
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(bpf_object__find_map_by_name(
+						     bpftel_module__object(m), "mt_shared")),
+					     &zero, &v),
+			 0);
+	return v;
+}
+
+static void set_shared_value(struct bpftel_module *m, __u64 v)
+{
+	__u32 zero = 0;
+
+	assert_int_equal(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(
+						     bpftel_module__object(m), "mt_shared")),
+					     &zero, &v, BPF_ANY),
+			 0);
+}
+
+/* A restart hands the maps a module names to its next instance, what the old programs
+ * left in them included; one a hook sized anew since is made anew. A stop then a run
+ * begins afresh, and a restart whose run fails keeps nothing (teardown counts). */
+static void test_restart_keeps_maps(void **state)
+{
+	static const char *const keeps[] = {"mt_shared", "mt_resizable", "mt_none", NULL};
+	struct fixture *f = *state;
+	struct bpftel_module *m = f->tm->module;
+	__u32 shared, resizable;
+	int stop_err = -1;
+
+	f->tm->ops.restart_keeps = keeps;
+	assert_int_equal(bpftel_module__run(m), 0);
+	set_shared_value(m, 42);
+	shared = map_id(bpftel_module__object(m), "mt_shared");
+	resizable = map_id(bpftel_module__object(m), "mt_resizable");
+	assert_int_equal(bpftel_module__restart(m, &stop_err), 0);
+	assert_int_equal(stop_err, 0);
+	assert_int_equal(shared_value(m), 42);
+	assert_int_equal(map_id(bpftel_module__object(m), "mt_shared"), shared);
+	assert_int_equal(map_id(bpftel_module__object(m), "mt_resizable"), resizable);
+
+	assert_int_equal(bpftel_module__add_before_init(m, h_resize, NULL), 0);
+	assert_int_equal(bpftel_module__restart(m, &stop_err), 0);
+	assert_int_equal(map_id(bpftel_module__object(m), "mt_shared"), shared);
+	assert_int_not_equal(map_id(bpftel_module__object(m), "mt_resizable"), resizable);
+	assert_int_equal(shared_value(m), 42);
+
+	assert_int_equal(bpftel_module__stop(m), 0);
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_not_equal(map_id(bpftel_module__object(m), "mt_shared"), shared);
+	assert_int_equal(shared_value(m), 0);
+
+	set_shared_value(m, 7); /* its run fails before its open could take it */
+	assert_int_equal(bpftel_module__inject_fault(m, "open", -EIO, 1), 0);
+	assert_int_equal(bpftel_module__restart(m, &stop_err), -EIO);
+	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(shared_value(m), 0);
+	assert_int_equal(bpftel_module__stop(m), 0);
 }
 
 static void test_map_shared_between_objects(void **state)
@@ -784,13 +816,13 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 		T(test_legal_transitions),
 		T(test_illegal_transitions),
-		T(test_restart_tells_close),
 		T(test_hook_order),
 		T(test_stop_hook_errors_collected),
 		T(test_cancelled_start_not_counted),
 		T(test_failing_init_hook_unwinds),
 		T(test_failed_start_reported),
 		T(test_before_init_rodata_and_resize),
+		T(test_restart_keeps_maps),
 		T(test_map_shared_between_objects),
 		T(test_fallback_fentry_kprobe_tracepoint),
 		T(test_candidate_fault_spent_and_checked),

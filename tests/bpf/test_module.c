@@ -57,17 +57,8 @@ static void tm_close(struct bpftel_module *m)
 {
 	struct test_module *tm = bpftel_module__priv(m);
 
-	tm->closes++;
-	tm->closes_restarting += bpftel_module__restarting(m);
 	manager_test__destroy(tm->skel);
 	tm->skel = NULL;
-}
-
-static void tm_restarted(struct bpftel_module *m)
-{
-	struct test_module *tm = bpftel_module__priv(m);
-
-	tm->restarted++;
 }
 
 static int tm_set_subs(struct bpftel_module *m, __u64 mask)
@@ -99,7 +90,6 @@ struct test_module *test_module_new(struct bpftel_manager *mgr, const char *name
 	tm->ops.open = tm_open;
 	tm->ops.load = tm_load;
 	tm->ops.close = tm_close;
-	tm->ops.restarted = tm_restarted;
 	if (shared) {
 		tm->ops.shared = true;
 		tm->ops.set_subscriptions = tm_set_subs;

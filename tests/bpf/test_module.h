@@ -26,8 +26,6 @@ struct test_module {
 	unsigned long late;   /* atomic: callbacks after `stopped` was set */
 	int stopped;	      /* atomic: set by the test after stop returned */
 	__u64 last_mask;      /* shared: last set_subscriptions mask */
-	int closes, closes_restarting; /* closes, and those a restart's stop made */
-	int restarted;		       /* ops.restarted calls */
 };
 
 /* A module named name with the default probe and ring buffer; shared adds

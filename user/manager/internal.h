@@ -106,8 +106,11 @@ struct bpftel_module {
 	struct consumer consumer;
 
 	/* Set by bpftel_module__restart across its stop: the bindings keep their
-	 * subscriptions (binding_unsubscribe). */
+	 * subscriptions (binding_unsubscribe), the maps of ops.restart_keeps are kept. */
 	bool keep_shared;
+	/* Descriptors of ops.restart_keeps' maps, by index, from a restart's stop to its
+	 * run's open (-1: none; kept_maps.c). */
+	int kept[BPFTEL_MAX_KEPT_MAPS];
 
 	/* Allocations made for this module by others (bindings), freed with it. */
 	size_t nowned;
@@ -168,5 +171,11 @@ void probe_publish(struct bpftel_module *m, struct probe *p, const struct bpftel
 /* consumer.c */
 int consumer_start(struct bpftel_module *m);
 void consumer_stop(struct bpftel_module *m);
+
+/* kept_maps.c: the maps a restart hands on (ops.restart_keeps). */
+int kept_maps_init(struct bpftel_module *m);
+void keep_maps(struct bpftel_module *m);
+void reuse_kept(struct bpftel_module *m);
+void drop_kept(struct bpftel_module *m);
 
 #endif /* BPFTEL_MANAGER_INTERNAL_H */

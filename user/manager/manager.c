@@ -33,6 +33,7 @@ static void module_free(struct bpftel_module *m)
 
 	for (i = 0; i < m->nowned; i++)
 		free(m->owned[i]);
+	drop_kept(m);
 	pthread_mutex_destroy(&m->sub_lock);
 	pthread_mutex_destroy(&m->report_lock);
 	pthread_mutex_destroy(&m->lock);
@@ -88,9 +89,10 @@ int bpftel_manager__register(struct bpftel_manager *mgr, const struct bpftel_mod
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->report_lock, NULL);
 	pthread_mutex_init(&m->sub_lock, NULL);
+	err = kept_maps_init(m);
 
 	pthread_mutex_lock(&mgr->lock);
-	if (mgr->nmodules == BPFTEL_MAX_MODULES)
+	if (!err && mgr->nmodules == BPFTEL_MAX_MODULES)
 		err = -ENOSPC;
 	for (size_t i = 0; !err && i < mgr->nmodules; i++) {
 		if (!strcmp(mgr->modules[i]->ops->name, ops->name))
@@ -257,14 +259,9 @@ static int binding_unsubscribe(const struct bpftel_hook_before_stop *h, void *ct
 {
 	struct binding *b = ctx;
 
-	if (bpftel_module__restarting(h->module))
+	if (__atomic_load_n(&h->module->keep_shared, __ATOMIC_ACQUIRE))
 		return 0; /* a restart's stop: kept for the start that follows */
 	return bpftel_manager__unsubscribe(b->mgr, b->shared, b->subscriber);
-}
-
-bool bpftel_module__restarting(const struct bpftel_module *m)
-{
-	return __atomic_load_n(&m->keep_shared, __ATOMIC_ACQUIRE);
 }
 
 int bpftel_module__restart(struct bpftel_module *m, int *stop_err)
@@ -276,8 +273,7 @@ int bpftel_module__restart(struct bpftel_module *m, int *stop_err)
 	*stop_err = bpftel_module__stop(m);
 	__atomic_store_n(&m->keep_shared, false, __ATOMIC_RELEASE);
 	err = bpftel_module__run(m);
-	if (m->ops->restarted)
-		m->ops->restarted(m);
+	drop_kept(m); /* what its open did not take: cancelled, or failed before it */
 	if (!err || bpftel_module__state(m) != BPFTEL_MOD_CLOSED)
 		return err;
 	/* Not started: its subscriptions go, as its stop would have let them (a start

@@ -82,6 +82,7 @@ typedef int (*bpftel_before_stop_fn)(const struct bpftel_hook_before_stop *h, vo
 typedef int (*bpftel_after_stop_fn)(const struct bpftel_hook_after_stop *h, void *ctx);
 
 #define BPFTEL_MAX_HOOKS 16
+#define BPFTEL_MAX_KEPT_MAPS 16
 
 int bpftel_module__add_before_init(struct bpftel_module *m, bpftel_before_init_fn fn, void *ctx);
 int bpftel_module__add_after_init(struct bpftel_module *m, bpftel_after_init_fn fn, void *ctx);
@@ -193,12 +194,13 @@ struct bpftel_module_ops {
 	/* Load the object. Optional: bpf_object__load() by default; a skeleton-based module
 	 * passes its X__load() so that the skeleton's global data gets mmaped. */
 	int (*load)(struct bpftel_module *m);
-	/* Destroy what open created (links are gone by then). Optional. A restart's close
-	 * (bpftel_module__restarting) may keep state for the open that follows. */
+	/* Destroy what open created (links are gone by then). Optional. */
 	void (*close)(struct bpftel_module *m);
-	/* A restart's run has returned, whatever it returned: let go of what its close
-	 * kept and its open did not take (a run cancelled, or failed before). Optional. */
-	void (*restarted)(struct bpftel_module *m);
+	/* Maps a restart hands on, by name, NULL-ended (up to BPFTEL_MAX_KEPT_MAPS;
+	 * optional): the instance it runs reuses the one it stopped had, as long as its
+	 * definition is the same, and finds what the old programs left there (state that
+	 * outlives a call: sessions, allocations). A stop then a start begins afresh. */
+	const char *const *restart_keeps;
 	/* Shared components only: apply the union of subscribers' masks (a config-map
 	 * write, no reload). Called with the module LOADED or RUNNING. */
 	int (*set_subscriptions)(struct bpftel_module *m, __u64 mask);
@@ -250,12 +252,10 @@ int bpftel_module__run(struct bpftel_module *m);
  * Stop, then run, keeping the module's subscriptions to shared components
  * (bpftel_manager__bind_shared) across: what a shared component records for it goes
  * on recording (the watcher's sockets: a connection made before the restart is still
- * known after). The stop's error, which does not keep the run from happening, in
+ * known after); and the maps of ops.restart_keeps. The stop's error, which does not keep the run from happening, in
  * *stop_err; returns the run's. A run that fails drops the subscriptions.
  */
 int bpftel_module__restart(struct bpftel_module *m, int *stop_err);
-/* True while a restart stops the module: for its close (ops->close). */
-bool bpftel_module__restarting(const struct bpftel_module *m);
 
 /* Records from the module's ring buffers: processed, and dropped by stage (userspace
  * queue full, larger than the pipeline's slots, rejected by the callback as

@@ -294,6 +294,7 @@ static int do_open(struct bpftel_module *m)
 			return err;
 		}
 	}
+	reuse_kept(m); /* after the hooks: they may size its maps */
 	return 0;
 }
 
@@ -416,6 +417,7 @@ static int do_stop(struct bpftel_module *m)
 	consumer_stop(m);
 	if (gated)
 		probes_detach(m, true);
+	keep_maps(m);
 	if (m->ops->close)
 		m->ops->close(m);
 	else

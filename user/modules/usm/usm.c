@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
-#include <fcntl.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <signal.h>
@@ -62,9 +61,6 @@ struct bpftel_usm {
 	 * (libbpf, without our lock), while housekeeping and reports run. */
 	bool loaded;
 	__u64 retired[USM_CNT__COUNT];
-	/* usm_tls_fds of the instance a restart stopped, for the next to reuse (-1: none):
-	 * usm_close keeps it, usm_open or else usm_restarted takes it (under lock). */
-	int kept_tls_fds;
 	/* The workers' counts, atomic (count()). */
 	__u64 unparsed, malformed, unattributed, nat_copies, tls_no_conn, tls_conn_reused, own;
 	__u64 ends_reversed;
@@ -94,6 +90,16 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 };
 
 static void usm_housekeeping(struct bpftel_module *m);
+
+/*
+ * The TLS sessions' table outlives a restart (bpftel_module__restart): a session set
+ * up (SSL_set_fd) before it keeps its socket, and its HTTP/1 mark, after it, as the
+ * watcher keeps the sockets' owners. Its users' shares of it are corrected at the new
+ * instance's first sweep, as for entries made while a sweep walks. The rest starts
+ * afresh: an HTTP/2 session's kernel state is of no use without the HPACK tables the
+ * stream cannot give back mid-way, and the restart's gap loses calls anyway.
+ */
+static const char *const usm_restart_keeps[] = {"usm_tls_fds", NULL};
 
 const char *bpftel_usm_counter_name(enum usm_counter c)
 {
@@ -632,46 +638,6 @@ static void usm_ranges_refresh(struct bpftel_usm *u, __u64 now)
 	free(rd);
 }
 
-/*
- * The TLS sessions' table is kept across a restart: a session set up (SSL_set_fd)
- * before it keeps its socket, and its HTTP/1 mark, after it, as the watcher keeps the
- * sockets' owners. Its programs' shares of it are corrected at the new instance's
- * first sweep, as for entries made while the sweep walks. The rest starts afresh: an
- * HTTP/2 session's kernel state would need its HPACK tables, which the stream cannot
- * give back mid-way, and the gap of a restart loses calls anyway.
- */
-static int usm_take_kept(struct bpftel_usm *u)
-{
-	int fd;
-
-	pthread_mutex_lock(&u->lock);
-	fd = u->kept_tls_fds;
-	u->kept_tls_fds = -1;
-	pthread_mutex_unlock(&u->lock);
-	return fd;
-}
-
-static void usm_reuse_tls_fds(struct bpftel_usm *u, struct usm *skel)
-{
-	int fd = usm_take_kept(u), err;
-
-	if (fd < 0)
-		return;
-	err = bpf_map__reuse_fd(skel->maps.usm_tls_fds, fd);
-	if (err)
-		pr_warn("usm: the TLS sessions before the restart are not kept: %s",
-			strerror(-err));
-	close(fd); /* reuse_fd took its own */
-}
-
-static void usm_restarted(struct bpftel_module *m)
-{
-	int fd = usm_take_kept(bpftel_module__priv(m));
-
-	if (fd >= 0)
-		close(fd);
-}
-
 static int usm_open(struct bpftel_module *m)
 {
 	struct bpftel_usm *u = bpftel_module__priv(m);
@@ -690,7 +656,6 @@ static int usm_open(struct bpftel_module *m)
 	bpf_program__set_autoload(skel->progs.usm_http_socket, true);
 	lo = if_nametoindex("lo");
 	skel->rodata->usm_lo_ifindex = lo ? lo : 1;
-	usm_reuse_tls_fds(u, skel);
 	rd = fair_share_prepare("usm", &skel->rodata->fair_share_pidns_dev,
 				&skel->rodata->fair_share_pidns_ino);
 	if (!rd) {
@@ -742,8 +707,6 @@ static void usm_close(struct bpftel_module *m)
 		for (i = 0; i < USM_CNT__COUNT; i++)
 			u->retired[i] += last[i];
 	}
-	if (u->loaded && bpftel_module__restarting(m) && u->kept_tls_fds < 0)
-		u->kept_tls_fds = fcntl(bpf_map__fd(u->skel->maps.usm_tls_fds), F_DUPFD_CLOEXEC, 0);
 	u->loaded = false;
 	memset(u->share_holders, 0, sizeof(u->share_holders)); /* the tables go */
 	memset(u->share_refusers, 0, sizeof(u->share_refusers));
@@ -771,7 +734,6 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 	if (!u)
 		return -ENOMEM;
 	pthread_mutex_init(&u->lock, NULL);
-	u->kept_tls_fds = -1;
 	u->sl = sl;
 	u->self = (__u32)getpid();
 	u->netns = stat("/proc/self/ns/net", &ns) ? 0 : (__u32)ns.st_ino;
@@ -792,7 +754,7 @@ int bpftel_usm__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up,
 	u->ops.open = usm_open;
 	u->ops.load = usm_load;
 	u->ops.close = usm_close;
-	u->ops.restarted = usm_restarted;
+	u->ops.restart_keeps = usm_restart_keeps;
 	u->ops.command = "http";
 	u->ops.report = usm_report;
 	u->ops.metrics = usm_metrics;
@@ -821,8 +783,6 @@ void bpftel_usm__free(struct bpftel_usm *u)
 	usm_nat_copies_free(u->nat);
 	usm_procs_free(u->procs);
 	usm_series_set_free(u->series);
-	if (u->kept_tls_fds >= 0)
-		close(u->kept_tls_fds);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
 }
