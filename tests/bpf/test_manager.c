@@ -410,8 +410,9 @@ static void set_shared_value(struct bpftel_module *m, __u64 v)
 }
 
 /* A restart hands the maps a module names to its next instance, what the old programs
- * left in them included; one a hook sized anew since is made anew. A stop then a run
- * begins afresh, and a restart whose run fails keeps nothing (teardown counts). */
+ * left in them included; all of them made anew when a hook sized one anew since. A
+ * stop then a run begins afresh, and a restart whose run fails keeps nothing
+ * (teardown counts). */
 static void test_restart_keeps_maps(void **state)
 {
 	static const char *const keeps[] = {"mt_shared", "mt_resizable", "mt_none", NULL};
@@ -431,11 +432,18 @@ static void test_restart_keeps_maps(void **state)
 	assert_int_equal(map_id(bpftel_module__object(m), "mt_shared"), shared);
 	assert_int_equal(map_id(bpftel_module__object(m), "mt_resizable"), resizable);
 
+	/* A hook sizes one anew: none is kept, the maps hold one state. Sized so again
+	 * at the next restart, they are. */
 	assert_int_equal(bpftel_module__add_before_init(m, h_resize, NULL), 0);
 	assert_int_equal(bpftel_module__restart(m, &stop_err), 0);
-	assert_int_equal(map_id(bpftel_module__object(m), "mt_shared"), shared);
+	assert_int_not_equal(map_id(bpftel_module__object(m), "mt_shared"), shared);
 	assert_int_not_equal(map_id(bpftel_module__object(m), "mt_resizable"), resizable);
-	assert_int_equal(shared_value(m), 42);
+	assert_int_equal(shared_value(m), 0);
+	set_shared_value(m, 43);
+	shared = map_id(bpftel_module__object(m), "mt_shared");
+	assert_int_equal(bpftel_module__restart(m, &stop_err), 0);
+	assert_int_equal(map_id(bpftel_module__object(m), "mt_shared"), shared);
+	assert_int_equal(shared_value(m), 43);
 
 	assert_int_equal(bpftel_module__stop(m), 0);
 	assert_int_equal(bpftel_module__run(m), 0);

@@ -57,25 +57,44 @@ static bool same_definition(const struct bpf_map *map, int fd)
 	       info.map_flags == bpf_map__map_flags(map);
 }
 
-void reuse_kept(struct bpftel_module *m)
+/* Which kept map cannot be reused, or -1: each named is in the new object (a name
+ * listed but kept from none is not), defined as the kept one. */
+static int unfit_kept(struct bpftel_module *m, int *err)
 {
 	const char *const *names = m->ops->restart_keeps;
 	struct bpf_map *map;
-	int err;
 
 	for (size_t i = 0; names && i < BPFTEL_MAX_KEPT_MAPS && names[i]; i++) {
 		if (m->kept[i] < 0)
 			continue;
 		map = bpf_object__find_map_by_name(m->obj, names[i]);
-		if (!map)
-			err = -ENOENT;
-		else if (!same_definition(map, m->kept[i]))
-			err = -EINVAL;
-		else
-			err = bpf_map__reuse_fd(map, m->kept[i]); /* takes a descriptor of its own */
+		*err = !map ? -ENOENT : !same_definition(map, m->kept[i]) ? -EINVAL : 0;
+		if (*err)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* All or none: the maps a module keeps hold one state (a process's row counts the
+ * rows it holds in the others), which half of it kept would contradict. */
+void reuse_kept(struct bpftel_module *m)
+{
+	const char *const *names = m->ops->restart_keeps;
+	int err = 0, bad = unfit_kept(m, &err);
+
+	if (bad >= 0)
+		pr_warn("module '%s': its maps are not kept across the restart: %s: %s",
+			m->ops->name, names[bad], strerror(-err));
+	for (size_t i = 0; names && i < BPFTEL_MAX_KEPT_MAPS && names[i]; i++) {
+		if (m->kept[i] < 0)
+			continue;
+		/* reuse_fd takes a descriptor of its own. It fails only out of memory
+		 * (that map is new then, the others kept: said). */
+		err = bad >= 0 ? 0 : bpf_map__reuse_fd(bpf_object__find_map_by_name(m->obj, names[i]),
+							m->kept[i]);
 		if (err)
-			pr_warn("module '%s': %s is not kept across the restart: %s", m->ops->name,
-				names[i], strerror(-err));
+			pr_warn("module '%s': %s is not kept across the restart: %s",
+				m->ops->name, names[i], strerror(-err));
 		close(m->kept[i]);
 		m->kept[i] = -1;
 	}
