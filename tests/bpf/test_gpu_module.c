@@ -436,6 +436,29 @@ static void test_sweep_restart_forgets_starts(void **state)
 	kept_by_sweeps(f, fd, pid, dir);
 }
 
+/* A process seen by a sweep exits during the module's restart, and another takes its
+ * pid: the restart kept the old process's row (gpu_restart_keeps) and the start the
+ * sweep knew it by, so the next sweep drops that row rather than take it for the new
+ * process's. */
+static void test_sweep_restart_keeps_starts(void **state)
+{
+	struct fixture *f = *state;
+	char dir[] = "/tmp/bpftel-proc-XXXXXX";
+	__u32 pid = 5000004; /* above any pid_max (2^22): only the fake /proc has it */
+	struct gpu_proc_stats st;
+	int fd, stop_err = -1;
+
+	swept_once(f, dir, pid);
+	fake_proc(dir, pid, 2000); /* exited meanwhile; the pid is another's */
+	assert_int_equal(bpftel_module__restart(bpftel_gpu__module(f->gpu), &stop_err), 0);
+	assert_int_equal(stop_err, 0);
+	fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
+	assert_true(fd >= 0);
+	assert_int_equal(bpf_map_lookup_elem(fd, &pid, &st), 0); /* kept */
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
+	kept_by_sweeps(f, fd, pid, dir);
+}
+
 struct exec_seam {
 	int procs_fd, kernels_fd;
 	__u32 pid;
@@ -666,6 +689,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_sweep_pid_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_pid_reused_row_reborn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_restart_forgets_starts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_restart_keeps_starts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_report_exec_between_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_fair_share, setup, teardown),

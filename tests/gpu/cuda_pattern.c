@@ -37,6 +37,9 @@
  *           on a line the process execs itself as "reexeced": a new program, the
  *           same pid (reexec_pattern).
  * reexeced: after "go", cudaMalloc 2 MiB (kept) and blas::scale launched twice, "new".
+ * restart:  cudaMalloc 1 MiB and 4 MiB, vecAdd launched 3 times, "first", "done"; then
+ *           on a line (the test restarts the module meanwhile) cudaFree of the 1 MiB and
+ *           vecAdd twice more, "second" (restart_pattern).
  * mixed LIBCUDA: load the driver LIBCUDA first, then cudaMalloc x2, cudaLaunchKernel x3
  *           and cudaFree x1, which the stub runtime implements by calling the driver on
  *           the same thread (as the real one does): counted once, as runtime calls.
@@ -754,6 +757,27 @@ static void reexeced_pattern(void)
 	printf("new\n");
 }
 
+/* Halves on either side of the GPU module's restart (test_gpu.py's check_restart). */
+static void restart_pattern(void)
+{
+	dim3 grid = {4, 1, 1}, block = {64, 1, 1};
+	void *a, *b;
+	int i;
+
+	if (cmalloc(&a, MiB) || cmalloc(&b, 4 * MiB))
+		exit(1);
+	for (i = 0; i < 3; i++)
+		launch((const void *)vec_add_stub, grid, block, NULL, 0, NULL);
+	printf("first\ndone\n");
+	fflush(stdout);
+	wait_line();
+	if (cfree(a))
+		exit(1);
+	for (i = 0; i < 2; i++)
+		launch((const void *)vec_add_stub, grid, block, NULL, 0, NULL);
+	printf("second\n");
+}
+
 static void launch_spin(void)
 {
 	struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
@@ -871,6 +895,8 @@ int main(int argc, char **argv)
 		reexec_pattern(argv[0], argv[1]);
 	else if (!strcmp(mode, "reexeced"))
 		reexeced_pattern();
+	else if (!strcmp(mode, "restart"))
+		restart_pattern();
 	else
 		stub_pattern();
 	printf("done\n");

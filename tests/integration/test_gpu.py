@@ -401,6 +401,40 @@ def check_reexec(agent, pattern_bin, stub):
         pat.finish()
 
 
+def check_restart(agent, pattern_bin, stub):
+    """`bpftel module restart gpu` keeps what the module knew of a process: a free after
+    the restart finds the allocation made before it (not a free of unknown memory), and
+    its memory and launches go on from where they were, in JSON and on /metrics (no
+    counter reset)."""
+    pat = Pattern(pattern_bin, stub, "restart")
+    try:
+        wait_attached(agent, pat.pid)
+        check(pat.play() == ["first"], "the first half played")
+        wait_for(lambda: (r := gpu_row(agent, pat.pid)) and
+                 r["calls"].get("cudaLaunchKernel") == 3, 60,
+                 f"pid {pat.pid}'s launches before the restart")
+        agent.cli("module", "restart", "gpu")
+        wait_attached(agent, pat.pid)
+        check(pat.play() == ["second"], "the second half played")
+        p = wait_for(lambda: (r := gpu_row(agent, pat.pid)) and
+                     r["calls"].get("cudaFree") == 1 and r, 60,
+                     f"pid {pat.pid}'s free after the restart")
+        m = p["memory"]
+        kernels = [(k["name"], k["launches"]) for k in p["kernels"]]
+        check(nonzero(p["calls"]) == {"cudaMalloc": 2, "cudaLaunchKernel": 5, "cudaFree": 1}
+              and m["allocs"] == 2 and m["frees"] == 1 and m["frees_unknown"] == 0 and
+              m["outstanding_bytes"] == 4 * MiB and m["peak_bytes"] == 5 * MiB and
+              kernels == [("vecAdd(float const*, float const*, float*, int)", 5)],
+              f"across the restart: calls {nonzero(p['calls'])}, allocs {m['allocs']}, "
+              f"frees {m['frees']} ({m['frees_unknown']} unknown), outstanding "
+              f"{m['outstanding_bytes']} B, peak {m['peak_bytes']} B, kernels {kernels}")
+        launched = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pat.pid)
+        check(launched == {("vecAdd(float const*, float const*, float*, int)",): 5},
+              f"/metrics launches per kernel go on across the restart: {launched}")
+    finally:
+        pat.finish()
+
+
 CRAFTED_LEVELS = 31  # cuda_pattern's crafted_stub
 
 
@@ -1025,6 +1059,7 @@ def main():
         check_crafted_name(agent, args.pattern, args.stub, args.hwm_growth_mib)
         check_exec_in_call(agent, args.pattern, args.stub)
         check_reexec(agent, args.pattern, args.stub)
+        check_restart(agent, args.pattern, args.stub)
         check_handles(agent, args.pattern, args.stub)
         check_ptsz(agent, args.pattern, args.stub)
         check_driver(agent, args.pattern, args.stub_driver)

@@ -42,13 +42,17 @@ struct proc_start {
 struct bpftel_gpu {
 	struct bpftel_module_ops ops;
 	struct bpftel_module *module;
-	pthread_mutex_t lock;	/* guards skel, loaded, launch_shared_mem and opens */
+	pthread_mutex_t lock;	/* guards skel, loaded, launch_shared_mem, opens, maps_gen */
 	struct gpu *skel;	/* while the module is open */
 	/* Its maps are read only once loaded: the load writes their fds (libbpf, without
 	 * our lock), while housekeeping and reports run. */
 	bool loaded;
 	bool launch_shared_mem; /* config: taken at the module's next open */
-	__u64 opens;		/* of the BPF object: its maps are new each time */
+	__u64 opens;		/* of the BPF object: its fds are new each time */
+	/* What its maps hold: changed by a load whose gpu_procs (procs_map_id) is not the
+	 * one before, as a restart keeps them (gpu_restart_keeps). */
+	__u64 maps_gen;
+	__u32 procs_map_id;
 	/* Users' shares (gpu_shares.h), under lock: the configuration's percent, applied at
 	 * once; the uid ranges the programs have; who held the most at the last recount;
 	 * the refusals of objects closed; when the next recount and look at the ranges are
@@ -73,7 +77,7 @@ struct bpftel_gpu {
 	struct bpftel_gpu_kernels *kernels;
 	struct bpftel_gpu_errors *errors;
 	struct bpftel_gpu_series *series; /* its own lock: /metrics' processes */
-	__u64 state_opens; /* the open the state is of */
+	__u64 state_gen_maps; /* the maps the state is of (maps_gen) */
 	__u64 state_gen;   /* changed by each update of the state (a report, a sweep) */
 	bool naming;	   /* a report is parsing files for kernel names */
 	struct pid_born *borns; /* each process's row as last reported: when it was made */
@@ -84,12 +88,25 @@ struct bpftel_gpu {
 	int procfd;
 	struct proc_start *starts;
 	size_t nstarts;
-	__u64 starts_opens; /* the object starts was recorded against */
+	__u64 starts_maps; /* the maps starts was recorded against (maps_gen) */
 	void (*seam)(void *); /* tests: bpftel_gpu__set_report_seam */
 	void *seam_arg;
 };
 
 static void gpu_housekeeping(struct bpftel_module *m);
+
+/*
+ * What a restart keeps (bpftel_module__restart), all of it or none: the processes'
+ * rows, their allocations (outstanding memory and its age go on; a free after the
+ * restart finds its allocation), kernel rows and error kinds, the contexts' devices,
+ * and the kernels' names, which a program gives once, at its start. Not the threads'
+ * state and calls in flight: an entry the old programs saw has its return unseen by
+ * the new ones (a free in flight across the restart loses its allocation's record:
+ * its bytes stay outstanding). Users' shares are recounted (gpu_shares.c).
+ */
+static const char *const gpu_restart_keeps[] = {"gpu_procs",   "gpu_allocs", "gpu_errors",
+						"gpu_kernels", "gpu_ctxs",   "gpu_knames",
+						"gpu_khosts",  NULL};
 
 const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS] = {"lt_10s", "lt_1m", "lt_10m",
 								  "lt_1h", "ge_1h"};
@@ -318,9 +335,16 @@ static int gpu_load(struct bpftel_module *m)
 	struct bpftel_gpu *g = bpftel_module__priv(m);
 
 	int err = gpu__load(g->skel);
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
 
+	if (!err && bpf_obj_get_info_by_fd(bpf_map__fd(g->skel->maps.gpu_procs), &info, &len))
+		info.id = 0; /* taken for new */
 	if (!err) {
 		pthread_mutex_lock(&g->lock);
+		if (!info.id || info.id != g->procs_map_id)
+			g->maps_gen++;
+		g->procs_map_id = info.id;
 		g->loaded = true;
 		/* Again: a configuration applied while it loaded was not written. */
 		gpu_set_share_caps(g);
@@ -552,6 +576,7 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	g->ops.open = gpu_open;
 	g->ops.load = gpu_load;
 	g->ops.close = gpu_close;
+	g->ops.restart_keeps = gpu_restart_keeps;
 	g->ops.command = "gpu";
 	g->ops.report = gpu_report;
 	g->ops.metrics = gpu_metrics;
@@ -1207,14 +1232,14 @@ static int read_report(struct bpftel_gpu *g, struct report_read *r)
 		pthread_mutex_unlock(&g->lock);
 		return 1;
 	}
-	if (g->state_opens != g->opens) { /* the module restarted: counts begin again */
+	if (g->state_gen_maps != g->maps_gen) { /* new maps: counts begin again */
 		bpftel_gpu_kernels__reset(g->kernels);
 		bpftel_gpu_errors__reset(g->errors);
 		bpftel_gpu_series__reset(g->series);
 		free(g->borns);
 		g->borns = NULL;
 		g->nborns = 0;
-		g->state_opens = g->opens;
+		g->state_gen_maps = g->maps_gen;
 		g->state_gen++;
 	}
 	/* The processes first, their kernels after: a process's launches are in its
@@ -1613,13 +1638,13 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		return 0;
 	}
 	opens = g->opens;
-	if (g->starts_opens != opens) {
-		/* Recorded against a stopped object: a pid's process may have exited and
-		 * another taken its pid while the module was stopped. */
+	if (g->starts_maps != g->maps_gen) {
+		/* Recorded against maps gone: a pid's process may have exited and another
+		 * taken its pid while the module was stopped. */
 		free(g->starts);
 		g->starts = NULL;
 		g->nstarts = 0;
-		g->starts_opens = opens;
+		g->starts_maps = g->maps_gen;
 	}
 	fd = bpf_map__fd(g->skel->maps.gpu_procs);
 	/* A sweep deletes from gpu_procs under the lock, and an exec from BPF
