@@ -52,33 +52,45 @@ def forked(parent):
 def quiet_child(agent, python, env, copy, port):
     """The parent forks and exits; its child makes no call: the file's grace ends with
     no process known and no call seen, a /proc scan finds the child before the file
-    is released, and its request is counted. Returns the child's pid."""
-    parent = subprocess.Popen([python, os.path.join(HERE, "forked_tls_client.py")],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              env=env)
-    try:
-        row = parent_attached(agent, parent, copy)
-        before = agent.json("libs")
-        child = forked(parent)
-        wait_for(lambda: row() is not None and row()["pids"] == [child], 60,
-                 "the quiet child found by a /proc scan at the grace's end")
-        r, now = row(), agent.json("libs")
-        check(r["state"] == "in_use" and r["attached"] > 0,
-              f"the copy kept attached: {r['state']}, {r['attached']} points")
-        check(now["idle_scans"] > before["idle_scans"],
-              f"a scan asked for at the grace's end (idle_scans {before['idle_scans']} -> "
-              f"{now['idle_scans']})")
-        parent.stdin.write(f"get https://127.0.0.1:{port}/index\n")
-        parent.stdin.flush()
-        check(parent.stdout.readline().split() == ["status", "200"], "the child's GET answered")
-        wait_for(lambda: http_count(agent, pid=child, side="client", method="GET",
-                                    status=200) == 1, 30,
-                 "the quiet child's request counted under its pid")
-        return child
-    finally:
-        parent.stdin.close()
-        parent.kill()
-        parent.wait()
+    is released, and its request is counted. Returns the child's pid. Another scan (a
+    library event lost anywhere on the host asks for one) may find the child before
+    the grace ends, as it should: the round is then run again, a new parent and child,
+    up to 3 times."""
+    for rnd in range(3):
+        parent = subprocess.Popen([python, os.path.join(HERE, "forked_tls_client.py")],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=env)
+        try:
+            row = parent_attached(agent, parent, copy)
+            before = agent.json("libs")
+            child = forked(parent)
+            wait_for(lambda: row() is not None and row()["pids"] == [child], 60,
+                     "the quiet child found by a /proc scan at the grace's end")
+            r, now = row(), agent.json("libs")
+            check(r["state"] == "in_use" and r["attached"] > 0,
+                  f"the copy kept attached: {r['state']}, {r['attached']} points")
+            if (now["idle_scans"] == before["idle_scans"] and
+                    now["proc_scans"] > before["proc_scans"] and rnd < 2):
+                print("note: another /proc scan found the child before the grace ended "
+                      f"(proc_scans {before['proc_scans']} -> {now['proc_scans']}): again")
+                os.kill(child, 9)
+                continue
+            check(now["idle_scans"] > before["idle_scans"],
+                  f"a scan asked for at the grace's end (idle_scans {before['idle_scans']} "
+                  f"-> {now['idle_scans']})")
+            parent.stdin.write(f"get https://127.0.0.1:{port}/index\n")
+            parent.stdin.flush()
+            check(parent.stdout.readline().split() == ["status", "200"],
+                  "the child's GET answered")
+            wait_for(lambda: http_count(agent, pid=child, side="client", method="GET",
+                                        status=200) == 1, 30,
+                     "the quiet child's request counted under its pid")
+            return child
+        finally:
+            parent.stdin.close()
+            parent.kill()
+            parent.wait()
+    raise AssertionError("unreachable: the last round checks")
 
 
 def main():
