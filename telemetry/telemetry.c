@@ -40,6 +40,7 @@ struct instrumented {
 struct bpftel_telemetry {
 	pthread_mutex_t lock;
 	int map_errors_fd, helper_errors_fd, lost_fd;
+	__u64 lost_last[TLM_LOST__COUNT]; /* under lock: as bpftel_telemetry__lost last gave */
 	struct bpftel_sampler *rs; /* run stats: holds BPF_ENABLE_STATS */
 	struct key_entry *keys;
 	size_t nkeys, cap;
@@ -311,7 +312,7 @@ static int tlm_after_init(const struct bpftel_hook_after_init *h, void *ctx)
 	return 0;
 }
 
-static __u64 percpu_sum(int fd, const void *key);
+static __u64 percpu_sum(int fd, const void *key, bool *ok);
 static int percpu_take(int fd, const void *key, __u64 *sum);
 
 /* Delete every counter whose program or map key belongs to in's module, its ring-buffer
@@ -470,19 +471,21 @@ static int percpu_take(int fd, const void *key, __u64 *sum)
 	return err;
 }
 
-static __u64 percpu_sum(int fd, const void *key)
+/* The sum over CPUs of key's counter; *ok (may be NULL) false when it could not be
+ * read (out of memory): 0 then. */
+static __u64 percpu_sum(int fd, const void *key, bool *ok)
 {
 	int ncpu = libbpf_num_possible_cpus(), i;
 	__u64 sum = 0, *vals;
+	bool read;
 
-	if (ncpu <= 0)
-		return 0;
-	vals = calloc(ncpu, sizeof(*vals));
-	if (vals && !bpf_map_lookup_elem(fd, key, vals)) {
-		for (i = 0; i < ncpu; i++)
-			sum += vals[i];
-	}
+	vals = ncpu > 0 ? calloc(ncpu, sizeof(*vals)) : NULL;
+	read = vals && !bpf_map_lookup_elem(fd, key, vals);
+	for (i = 0; read && i < ncpu; i++)
+		sum += vals[i];
 	free(vals);
+	if (ok)
+		*ok = read;
 	return sum;
 }
 
@@ -531,7 +534,7 @@ int bpftel_telemetry__errors(struct bpftel_telemetry *t, struct bpftel_tlm_error
 		memset(&e, 0, sizeof(e));
 		if (!label_prog(t, mk.prog, &e))
 			continue;
-		e.count = percpu_sum(t->map_errors_fd, &mk);
+		e.count = percpu_sum(t->map_errors_fd, &mk, NULL);
 		if (!e.count || push((void **)&arr, &n, &cap, sizeof(e)))
 			continue;
 		res = key_find(t, mk.map);
@@ -546,7 +549,7 @@ int bpftel_telemetry__errors(struct bpftel_telemetry *t, struct bpftel_tlm_error
 		memset(&e, 0, sizeof(e));
 		if (!label_prog(t, hk.prog, &e))
 			continue;
-		e.count = percpu_sum(t->helper_errors_fd, &hk);
+		e.count = percpu_sum(t->helper_errors_fd, &hk, NULL);
 		if (!e.count || push((void **)&arr, &n, &cap, sizeof(e)))
 			continue;
 		snprintf(e.resource, sizeof(e.resource), "%s", bpftel_tlm_helper_name(hk.helper));
@@ -928,17 +931,29 @@ __u64 bpftel_telemetry__ringbuf_failures(struct bpftel_telemetry *t, const char 
 		prev = &k;
 		if ((k.op == TLM_OP_RB_RESERVE || k.op == TLM_OP_RB_OUTPUT) &&
 		    (key_of_module(t, k.prog, module) || key_of_module(t, k.map, module)))
-			n += percpu_sum(t->map_errors_fd, &k);
+			n += percpu_sum(t->map_errors_fd, &k, NULL);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
 
+/* A slot that cannot be read gives what it gave last: a counter that went down would
+ * be taken for a reset by a scraper (a rate's spike). */
 __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot)
 {
 	__u32 key = slot;
+	__u64 n;
+	bool ok;
 
-	return percpu_sum(t->lost_fd, &key);
+	if ((unsigned int)slot >= TLM_LOST__COUNT)
+		return 0;
+	n = percpu_sum(t->lost_fd, &key, &ok);
+	pthread_mutex_lock(&t->lock);
+	if (ok)
+		t->lost_last[slot] = n;
+	n = t->lost_last[slot];
+	pthread_mutex_unlock(&t->lock);
+	return n;
 }
 
 int bpftel_telemetry__module_entries(struct bpftel_telemetry *t, const char *module)

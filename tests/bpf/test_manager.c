@@ -459,6 +459,39 @@ static void test_restart_keeps_maps(void **state)
 	assert_int_equal(bpftel_module__stop(m), 0);
 }
 
+/* A per-CPU counter that cannot be read gives the sum it gave last, never 0: a
+ * scraper takes a counter that went down for a reset, a rate's spike. */
+static void test_percpu_counters_held(void **state)
+{
+	int ncpu = libbpf_num_possible_cpus(), fd, i;
+	__u64 out[3], last[3] = {0, 0, 5}, *vals;
+	__u32 one = 1;
+
+	(void)state;
+	assert_true(ncpu > 0);
+	fd = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "t_counters", sizeof(__u32), sizeof(__u64),
+			    2, NULL);
+	assert_true(fd >= 0);
+	vals = calloc(ncpu, sizeof(*vals));
+	assert_non_null(vals);
+	for (i = 0; i < ncpu; i++)
+		vals[i] = 3;
+	assert_int_equal(bpf_map_update_elem(fd, &one, vals, BPF_ANY), 0);
+	/* Slot 2 is past the map's end: it cannot be read. */
+	assert_int_equal(bpftel_percpu_counters_read(fd, 3, out, last), -ENOENT);
+	assert_int_equal(out[0], 0);
+	assert_int_equal(out[1], 3 * (__u64)ncpu);
+	assert_int_equal(out[2], 5);
+	assert_int_equal(last[1], 3 * (__u64)ncpu);
+	/* None can be read: the sums read last. */
+	assert_int_equal(bpftel_percpu_counters_read(-1, 3, out, last), -EBADF);
+	assert_int_equal(out[0], 0);
+	assert_int_equal(out[1], 3 * (__u64)ncpu);
+	assert_int_equal(out[2], 5);
+	free(vals);
+	close(fd);
+}
+
 static void test_map_shared_between_objects(void **state)
 {
 	struct fixture *f = *state;
@@ -831,6 +864,7 @@ int main(void)
 		T(test_failed_start_reported),
 		T(test_before_init_rodata_and_resize),
 		T(test_restart_keeps_maps),
+		T(test_percpu_counters_held),
 		T(test_map_shared_between_objects),
 		T(test_fallback_fentry_kprobe_tracepoint),
 		T(test_candidate_fault_spent_and_checked),

@@ -327,23 +327,23 @@ void bpftel_manager__set_pipeline(struct bpftel_manager *mgr,
 	__atomic_store_n(&mgr->pipeline.ringbuf_bytes, s->ringbuf_bytes, __ATOMIC_RELAXED);
 }
 
-int bpftel_percpu_counters_sum(int map_fd, __u32 nkeys, __u64 *out)
+int bpftel_percpu_counters_read(int map_fd, __u32 nkeys, __u64 *out, __u64 *last)
 {
-	int ncpu = libbpf_num_possible_cpus(), cpu;
-	__u64 *vals;
+	int ncpu = libbpf_num_possible_cpus(), cpu, err = 0;
+	__u64 *vals = ncpu > 0 ? calloc(ncpu, sizeof(*vals)) : NULL;
 	__u32 key;
 
-	if (ncpu <= 0)
-		return ncpu ? ncpu : -EINVAL;
-	vals = calloc(ncpu, sizeof(*vals));
-	if (!vals)
-		return -ENOMEM;
 	for (key = 0; key < nkeys; key++) {
-		if (bpf_map_lookup_elem(map_fd, &key, vals))
+		if (!vals || bpf_map_lookup_elem(map_fd, &key, vals)) {
+			err = !vals ? (ncpu > 0 ? -ENOMEM : ncpu ? ncpu : -EINVAL) : -errno;
+			out[key] = last[key];
 			continue;
+		}
+		out[key] = 0;
 		for (cpu = 0; cpu < ncpu; cpu++)
 			out[key] += vals[cpu];
+		last[key] = out[key];
 	}
 	free(vals);
-	return 0;
+	return err;
 }

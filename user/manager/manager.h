@@ -395,9 +395,12 @@ void bpftel_links_settle(void);
 /* ---- helpers ---- */
 
 /*
- * Add to out[k] the sum over CPUs of slot k of a per-CPU array of __u64 counters, for
- * k < nkeys (a slot that cannot be read adds nothing). 0 or a negative errno.
+ * out[k] = the sum over CPUs of slot k of a per-CPU array of __u64 counters, for
+ * k < nkeys; last[k] (the caller's, zeroed with a new map) the sum last read: a slot
+ * that cannot be read (out of memory) gives it again, so that a counter made of it
+ * never goes down, which a scraper would take for a reset (a rate's spike). 0, or the
+ * last negative errno of a slot not read.
  */
-int bpftel_percpu_counters_sum(int map_fd, __u32 nkeys, __u64 *out);
+int bpftel_percpu_counters_read(int map_fd, __u32 nkeys, __u64 *out, __u64 *last);
 
 #endif /* BPFTEL_MANAGER_H */

@@ -336,10 +336,11 @@ static int shlib_load(struct bpftel_module *m)
 	return err;
 }
 
-static int read_kernel_counters(struct bpftel_sharedlibs *sl, __u64 *out)
+/* Under sl->lock, loaded. */
+static void read_kernel_counters(struct bpftel_sharedlibs *sl, __u64 *out)
 {
-	return bpftel_percpu_counters_sum(bpf_map__fd(sl->skel->maps.shlib_counters),
-					  SHLIB_CNT__COUNT, out);
+	bpftel_percpu_counters_read(bpf_map__fd(sl->skel->maps.shlib_counters), SHLIB_CNT__COUNT,
+				    out, sl->live_last);
 }
 
 static void shlib_close(struct bpftel_module *m)
@@ -351,10 +352,12 @@ static void shlib_close(struct bpftel_module *m)
 
 	/* Under sl->lock: a concurrent bpftel_sharedlibs__counters reads these maps. */
 	pthread_mutex_lock(&sl->lock);
-	if (sl->loaded && !read_kernel_counters(sl, last)) {
+	if (sl->loaded) {
+		read_kernel_counters(sl, last);
 		for (i = 0; i < SHLIB_CNT__COUNT; i++)
 			sl->retired[i] += last[i];
 	}
+	memset(sl->live_last, 0, sizeof(sl->live_last)); /* the next object's start at 0 */
 	sl->loaded = false;
 	sl->sockets_on = false; /* the next load's maps start empty, recording off */
 	sl->reported = 0;

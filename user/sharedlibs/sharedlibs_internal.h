@@ -44,6 +44,7 @@ struct bpftel_sharedlibs {
 	__u64 detected[SHLIB_LIBSET__COUNT];
 	/* Kernel counters of earlier runs: the maps die with each stop. */
 	__u64 retired[SHLIB_CNT__COUNT];
+	__u64 live_last[SHLIB_CNT__COUNT]; /* the loaded object's, as last read */
 
 	bpftel_shlib_listener_fn listener;
 	void *listener_ctx;

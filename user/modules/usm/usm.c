@@ -61,6 +61,7 @@ struct bpftel_usm {
 	 * (libbpf, without our lock), while housekeeping and reports run. */
 	bool loaded;
 	__u64 retired[USM_CNT__COUNT];
+	__u64 live_last[USM_CNT__COUNT]; /* the loaded object's, as last read */
 	/* The workers' counts, atomic (count()). */
 	__u64 unparsed, malformed, unattributed, nat_copies, tls_no_conn, tls_conn_reused, own;
 	__u64 ends_reversed;
@@ -582,10 +583,11 @@ static int handle_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-static int read_kernel_counters(struct bpftel_usm *u, __u64 *out)
+/* Under u->lock, loaded. */
+static void read_kernel_counters(struct bpftel_usm *u, __u64 *out)
 {
-	return bpftel_percpu_counters_sum(bpf_map__fd(u->skel->maps.usm_counters), USM_CNT__COUNT,
-					  out);
+	bpftel_percpu_counters_read(bpf_map__fd(u->skel->maps.usm_counters), USM_CNT__COUNT, out,
+				    u->live_last);
 }
 
 /*
@@ -703,10 +705,12 @@ static void usm_close(struct bpftel_module *m)
 	int i;
 
 	pthread_mutex_lock(&u->lock);
-	if (u->loaded && !read_kernel_counters(u, last)) {
+	if (u->loaded) {
+		read_kernel_counters(u, last);
 		for (i = 0; i < USM_CNT__COUNT; i++)
 			u->retired[i] += last[i];
 	}
+	memset(u->live_last, 0, sizeof(u->live_last)); /* the next object's start at 0 */
 	u->loaded = false;
 	memset(u->share_holders, 0, sizeof(u->share_holders)); /* the tables go */
 	memset(u->share_refusers, 0, sizeof(u->share_refusers));
