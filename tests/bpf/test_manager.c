@@ -456,6 +456,12 @@ static void test_restart_keeps_maps(void **state)
 	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
 	assert_int_equal(bpftel_module__run(m), 0);
 	assert_int_equal(shared_value(m), 0);
+	/* Its run fails after its open took them: they go with its object. */
+	set_shared_value(m, 8);
+	assert_int_equal(bpftel_module__inject_fault(m, "load", -EIO, 1), 0);
+	assert_int_equal(bpftel_module__restart(m, &stop_err), -EIO);
+	assert_int_equal(bpftel_module__run(m), 0);
+	assert_int_equal(shared_value(m), 0);
 	assert_int_equal(bpftel_module__stop(m), 0);
 }
 

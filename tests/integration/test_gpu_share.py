@@ -15,8 +15,10 @@ nobody's, its one share. Root in a pid namespace of its own (a container's root,
 `unshare --pid --fork`) is bounded like a user, its 41st process refused too. The
 shares name nobody as the holder (JSON,
 bpftel gpu, /metrics) once recounted. 10 of nobody's processes end: their rows go with
-them, the recount gives their places back, and nobody's next process gets a row. With
-user_share_percent = 100 on SIGHUP, there is no bound. Nothing is left in the kernel
+them, the recount gives their places back, and nobody's next process gets a row. After
+`bpftel module restart gpu` the rows and nobody's count are kept: 9 more processes fill
+its share, the next is refused. With user_share_percent = 100 on SIGHUP, there is no
+bound. Nothing is left in the kernel
 after the agent stops."""
 import os
 import re
@@ -236,6 +238,17 @@ def main():
         again = start(PER_PROC)
         check(again.pid in rows(agent), "nobody's next process has a row again")
 
+        # A restart keeps the rows and nobody's count of them: 9 more processes fill
+        # its share again, a 10th is refused (not a second share).
+        agent.cli("module", "restart", "gpu")
+        fill = [start(1) for _ in range(9)]
+        over_again = start(PER_PROC)
+        now = rows(agent)
+        check(all(p.pid in now for p in nobodys[10:] + [again] + fill) and
+              over_again.pid not in now,
+              f"after `bpftel module restart gpu` nobody's {PROCS_SHARE - 9} rows are kept, "
+              f"9 more fill its share, the next is refused")
+
         # No bound from SIGHUP on: nobody's next processes have rows.
         write_config(conf, 100)
         agent.proc.send_signal(signal.SIGHUP)
@@ -245,7 +258,7 @@ def main():
         more = [start(1) for _ in range(11)]
         now = rows(agent)
         check(all(p.pid in now for p in more), "nobody's 11 next processes have rows")
-        check(shares(agent)["processes"]["refused"] == PER_PROC + 1, "and none was refused")
+        check(shares(agent)["processes"]["refused"] == 2 * PER_PROC + 1, "and none was refused")
     finally:
         for p in procs:
             if p.proc.stdin and not p.proc.stdin.closed:

@@ -17,7 +17,9 @@ than its own cap, not with root's older ones. So the live connection's sessions,
 than the flood, stay in both, and its next 3 calls are counted on both sides. Without
 either share the flood evicts them (LRU) and those calls are lost. Last, with
 user_share_percent = 100 on SIGHUP, nobody's next starts are all admitted, though it
-holds its share. Nothing is left in the kernel after the agent stops."""
+holds its share. Back at a quarter, `bpftel module restart usm`: the HTTP/2 sessions'
+table starts afresh, nobody's count of it too, and nobody's next starts are admitted.
+Nothing is left in the kernel after the agent stops."""
 import os
 import shutil
 import signal
@@ -208,6 +210,23 @@ def main():
         wait_for(lambda: usm_settled(agent), 60, "USM's userspace to take every record")
         more = agent.json("http")["counters"]["http2"]["sessions"] - 2 - admitted
         check(more == USER_SESSIONS, f"nobody's {USER_SESSIONS} next starts admitted: {more}")
+
+        # Back to a quarter, nobody over it; then a restart, which keeps the TLS
+        # sessions' table and its users' counts, not the HTTP/2 sessions' (their kernel
+        # state cannot be resumed mid-stream): nobody's count of those goes with them,
+        # and its next starts are admitted, not refused as if it still held them.
+        with open(conf, "w") as f:
+            f.write("metrics_addr = 127.0.0.1:0\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: agent.json("http")["user_share_percent"] == 25, 30,
+                 "user_share_percent = 25 applied again")
+        agent.cli("module", "restart", "usm")
+        wait_for(lambda: [r for r in agent.json("libs")["libs"]
+                          if r["module"] == "usm" and r["lib"] == "libssl" and
+                          r["attached"] >= LIBSSL_PROBES], 60, "the usm uprobes on libssl again")
+        check(flood(agent, floods, USER_SESSIONS, as_user(NOBODY)) == 0,
+              f"after `bpftel module restart usm` nobody's {USER_SESSIONS} next starts are "
+              "admitted, none refused")
         end_floods(floods)
     finally:
         kill_all(procs + floods)

@@ -355,3 +355,35 @@ json_t *fair_share_subuid_json(unsigned int ranges, unsigned int skipped, int er
 			 (json_int_t)ranges, "left_out", (json_int_t)skipped, "error",
 			 err ? json_string(strerror(-err)) : json_null());
 }
+
+/* Every key of fd whose table is not in keep (a bit per table), collected first: a
+ * walk that deletes the key it stands on starts over. */
+static int drop_tables(int fd, __u64 keep)
+{
+	struct fair_share_key *keys, key, *prev = NULL;
+	size_t n = 0, i;
+	int err = 0;
+
+	keys = calloc(FAIR_SHARE_KEYS, sizeof(*keys));
+	if (!keys)
+		return -ENOMEM;
+	while (n < FAIR_SHARE_KEYS && !bpf_map_get_next_key(fd, prev, &key)) {
+		keys[n++] = key;
+		prev = &keys[n - 1];
+	}
+	for (i = 0; i < n; i++) {
+		if (keys[i].table < 64 && (keep & (1ull << keys[i].table)))
+			continue;
+		if (bpf_map_delete_elem(fd, &keys[i]) && errno != ENOENT)
+			err = -errno;
+	}
+	free(keys);
+	return err;
+}
+
+int fair_share_keep_tables(int counts_fd, int adj_fd, __u64 keep)
+{
+	int err = drop_tables(counts_fd, keep), err2 = drop_tables(adj_fd, keep);
+
+	return err ?: err2;
+}

@@ -148,4 +148,11 @@ struct json_t *fair_share_table_json(__u32 max_entries, __s64 cap,
 				     const struct fair_share_refusers *r);
 struct json_t *fair_share_subuid_json(unsigned int ranges, unsigned int skipped, int err);
 
+/*
+ * Counts and corrections (the fair_share and fair_share_adj maps' fds) kept across a
+ * restart with only some of the tables they count (the bits of keep, by table): the
+ * others' keys go, as their tables did. Before the programs run. 0, or -errno.
+ */
+int fair_share_keep_tables(int counts_fd, int adj_fd, __u64 keep);
+
 #endif /* BPFTEL_MANAGER_FAIR_SHARE_H */

@@ -175,7 +175,7 @@ void consumer_stop(struct bpftel_module *m);
 /* kept_maps.c: the maps a restart hands on (ops.restart_keeps). */
 int kept_maps_init(struct bpftel_module *m);
 void keep_maps(struct bpftel_module *m);
-void reuse_kept(struct bpftel_module *m);
+int reuse_kept(struct bpftel_module *m);
 void drop_kept(struct bpftel_module *m);
 
 #endif /* BPFTEL_MANAGER_INTERNAL_H */

@@ -28,6 +28,26 @@ int kept_maps_init(struct bpftel_module *m)
 	return n > BPFTEL_MAX_KEPT_MAPS ? -E2BIG : 0;
 }
 
+/* Maps a restart can hand on as they are: not the object's own data (.bss, .data,
+ * .rodata: set from the new object's image), nor a ring buffer (sized at each load),
+ * nor a map of maps (its slots are the object's). */
+static bool keepable(const struct bpf_map *map)
+{
+	enum bpf_map_type t = bpf_map__type(map);
+
+	return !bpf_map__is_internal(map) && t != BPF_MAP_TYPE_RINGBUF &&
+	       t != BPF_MAP_TYPE_ARRAY_OF_MAPS && t != BPF_MAP_TYPE_HASH_OF_MAPS;
+}
+
+static void close_kept(struct bpftel_module *m)
+{
+	for (size_t i = 0; i < BPFTEL_MAX_KEPT_MAPS; i++) {
+		if (m->kept[i] >= 0)
+			close(m->kept[i]);
+		m->kept[i] = -1;
+	}
+}
+
 void keep_maps(struct bpftel_module *m)
 {
 	const char *const *names = m->ops->restart_keeps;
@@ -38,8 +58,20 @@ void keep_maps(struct bpftel_module *m)
 		return;
 	for (size_t i = 0; i < BPFTEL_MAX_KEPT_MAPS && names[i]; i++) {
 		map = bpf_object__find_map_by_name(m->obj, names[i]);
-		if (m->kept[i] < 0 && map && bpf_map__fd(map) >= 0)
-			m->kept[i] = fcntl(bpf_map__fd(map), F_DUPFD_CLOEXEC, 0);
+		if (!map || m->kept[i] >= 0)
+			continue;
+		if (!keepable(map)) {
+			pr_warn("module '%s': %s cannot be kept across a restart", m->ops->name,
+				names[i]);
+			continue;
+		}
+		m->kept[i] = fcntl(bpf_map__fd(map), F_DUPFD_CLOEXEC, 0);
+		if (m->kept[i] < 0) { /* all or none */
+			pr_warn("module '%s': its maps are not kept across the restart: %s",
+				m->ops->name, strerror(errno));
+			close_kept(m);
+			return;
+		}
 	}
 }
 
@@ -57,18 +89,20 @@ static bool same_definition(const struct bpf_map *map, int fd)
 	       info.map_flags == bpf_map__map_flags(map);
 }
 
-/* Which kept map cannot be reused, or -1: each named is in the new object (a name
- * listed but kept from none is not), defined as the kept one. */
+/* Which listed map cannot be reused, or -1: each kept is in the new object, defined as
+ * the kept one; each in the new object was kept (a name listed but in neither object
+ * is not). *err says why. */
 static int unfit_kept(struct bpftel_module *m, int *err)
 {
 	const char *const *names = m->ops->restart_keeps;
 	struct bpf_map *map;
 
 	for (size_t i = 0; names && i < BPFTEL_MAX_KEPT_MAPS && names[i]; i++) {
-		if (m->kept[i] < 0)
-			continue;
 		map = bpf_object__find_map_by_name(m->obj, names[i]);
-		*err = !map ? -ENOENT : !same_definition(map, m->kept[i]) ? -EINVAL : 0;
+		if (m->kept[i] < 0)
+			*err = map && keepable(map) ? -ENOENT : 0;
+		else
+			*err = !map ? -ENOENT : !same_definition(map, m->kept[i]) ? -EINVAL : 0;
 		if (*err)
 			return (int)i;
 	}
@@ -76,37 +110,41 @@ static int unfit_kept(struct bpftel_module *m, int *err)
 }
 
 /* All or none: the maps a module keeps hold one state (a process's row counts the
- * rows it holds in the others), which half of it kept would contradict. */
-void reuse_kept(struct bpftel_module *m)
+ * rows it holds in the others), which half of it kept would contradict. A reuse that
+ * fails (out of memory) after another was made fails the open: libbpf cannot undo it. */
+int reuse_kept(struct bpftel_module *m)
 {
 	const char *const *names = m->ops->restart_keeps;
-	int err = 0, bad = unfit_kept(m, &err);
+	int err = 0, bad, reused = 0;
+	bool any = false;
 
+	for (size_t i = 0; i < BPFTEL_MAX_KEPT_MAPS; i++)
+		any |= m->kept[i] >= 0;
+	if (!any)
+		return 0;
+	bad = unfit_kept(m, &err);
 	if (bad >= 0)
 		pr_warn("module '%s': its maps are not kept across the restart: %s: %s",
 			m->ops->name, names[bad], strerror(-err));
-	for (size_t i = 0; names && i < BPFTEL_MAX_KEPT_MAPS && names[i]; i++) {
+	for (size_t i = 0; bad < 0 && !err && i < BPFTEL_MAX_KEPT_MAPS && names[i]; i++) {
 		if (m->kept[i] < 0)
 			continue;
-		/* reuse_fd takes a descriptor of its own. It fails only out of memory
-		 * (that map is new then, the others kept: said). */
-		err = bad >= 0 ? 0 : bpf_map__reuse_fd(bpf_object__find_map_by_name(m->obj, names[i]),
-							m->kept[i]);
+		/* It takes a descriptor of its own. */
+		err = bpf_map__reuse_fd(bpf_object__find_map_by_name(m->obj, names[i]),
+					m->kept[i]);
 		if (err)
-			pr_warn("module '%s': %s is not kept across the restart: %s",
-				m->ops->name, names[i], strerror(-err));
-		close(m->kept[i]);
-		m->kept[i] = -1;
+			pr_err("module '%s': %s cannot be kept across the restart: %s",
+			       m->ops->name, names[i], strerror(-err));
+		else
+			reused++;
 	}
+	close_kept(m);
+	return reused ? err : 0;
 }
 
 void drop_kept(struct bpftel_module *m)
 {
 	pthread_mutex_lock(&m->lock);
-	for (size_t i = 0; i < BPFTEL_MAX_KEPT_MAPS; i++) {
-		if (m->kept[i] >= 0)
-			close(m->kept[i]);
-		m->kept[i] = -1;
-	}
+	close_kept(m);
 	pthread_mutex_unlock(&m->lock);
 }

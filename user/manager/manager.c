@@ -347,3 +347,11 @@ int bpftel_percpu_counters_read(int map_fd, __u32 nkeys, __u64 *out, __u64 *last
 	free(vals);
 	return err;
 }
+
+__u32 bpftel_map_id(int map_fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(map_fd, &info, &len) ? 0 : info.id;
+}

@@ -403,4 +403,8 @@ void bpftel_links_settle(void);
  */
 int bpftel_percpu_counters_read(int map_fd, __u32 nkeys, __u64 *out, __u64 *last);
 
+/* The kernel's id of the map behind fd (the same map has the same id across fds, a
+ * restart's kept map too: ops.restart_keeps); 0 when it cannot be read. */
+__u32 bpftel_map_id(int map_fd);
+
 #endif /* BPFTEL_MANAGER_H */

@@ -294,8 +294,11 @@ static int do_open(struct bpftel_module *m)
 			return err;
 		}
 	}
-	reuse_kept(m); /* after the hooks: they may size its maps */
-	return 0;
+	/* After the hooks: they may size its maps. */
+	err = reuse_kept(m);
+	if (err)
+		pr_err("module '%s': open failed: %s", m->ops->name, strerror(-err));
+	return err;
 }
 
 static int do_load(struct bpftel_module *m)

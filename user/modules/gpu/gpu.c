@@ -96,17 +96,21 @@ struct bpftel_gpu {
 static void gpu_housekeeping(struct bpftel_module *m);
 
 /*
- * What a restart keeps (bpftel_module__restart), all of it or none: the processes'
- * rows, their allocations (outstanding memory and its age go on; a free after the
- * restart finds its allocation), kernel rows and error kinds, the contexts' devices,
- * and the kernels' names, which a program gives once, at its start. Not the threads'
- * state and calls in flight: an entry the old programs saw has its return unseen by
- * the new ones (a free in flight across the restart loses its allocation's record:
- * its bytes stay outstanding). Users' shares are recounted (gpu_shares.c).
+ * What a restart keeps (bpftel_module__restart), all of it or none: every table of
+ * state and the users' counts of them, which agree. The processes' rows, their
+ * allocations (outstanding memory and its age go on; a free after the restart finds
+ * its allocation), kernel rows and error kinds, the contexts' devices, the kernels'
+ * names (which a program gives once, at its start), the threads' state (their device)
+ * and calls in flight: a call whose entry the old programs saw has its return unseen,
+ * as for a probe detached mid-call (a free's record goes back to its allocation at the
+ * thread's next free). Not the refusals (since the module started) nor the uprobe
+ * hits (since attached). An exec in the restart's gap goes unseen: the process's row
+ * goes on under its new program.
  */
-static const char *const gpu_restart_keeps[] = {"gpu_procs",   "gpu_allocs", "gpu_errors",
-						"gpu_kernels", "gpu_ctxs",   "gpu_knames",
-						"gpu_khosts",  NULL};
+static const char *const gpu_restart_keeps[] = {
+	"gpu_procs",   "gpu_allocs", "gpu_errors", "gpu_inflight", "gpu_threads",
+	"gpu_thread_slots", "gpu_ctxs", "gpu_kernels", "gpu_knames", "gpu_khosts",
+	"fair_share",  "fair_share_adj", NULL};
 
 const char *const bpftel_gpu_age_names[BPFTEL_GPU_AGE_BUCKETS] = {"lt_10s", "lt_1m", "lt_10m",
 								  "lt_1h", "ge_1h"};
@@ -335,16 +339,13 @@ static int gpu_load(struct bpftel_module *m)
 	struct bpftel_gpu *g = bpftel_module__priv(m);
 
 	int err = gpu__load(g->skel);
-	struct bpf_map_info info = {};
-	__u32 len = sizeof(info);
+	__u32 id = err ? 0 : bpftel_map_id(bpf_map__fd(g->skel->maps.gpu_procs));
 
-	if (!err && bpf_obj_get_info_by_fd(bpf_map__fd(g->skel->maps.gpu_procs), &info, &len))
-		info.id = 0; /* taken for new */
 	if (!err) {
 		pthread_mutex_lock(&g->lock);
-		if (!info.id || info.id != g->procs_map_id)
+		if (!id || id != g->procs_map_id) /* not kept (0: taken for new) */
 			g->maps_gen++;
-		g->procs_map_id = info.id;
+		g->procs_map_id = id;
 		g->loaded = true;
 		/* Again: a configuration applied while it loaded was not written. */
 		gpu_set_share_caps(g);

@@ -62,6 +62,7 @@ struct bpftel_usm {
 	bool loaded;
 	__u64 retired[USM_CNT__COUNT];
 	__u64 live_last[USM_CNT__COUNT]; /* the loaded object's, as last read */
+	__u32 tls_fds_id; /* usm_tls_fds' map id, as last loaded: kept by a restart if equal */
 	/* The workers' counts, atomic (count()). */
 	__u64 unparsed, malformed, unattributed, nat_copies, tls_no_conn, tls_conn_reused, own;
 	__u64 ends_reversed;
@@ -95,12 +96,15 @@ static void usm_housekeeping(struct bpftel_module *m);
 /*
  * The TLS sessions' table outlives a restart (bpftel_module__restart): a session set
  * up (SSL_set_fd) before it keeps its socket, and its HTTP/1 mark, after it, as the
- * watcher keeps the sockets' owners. Its users' shares of it are corrected at the new
- * instance's first sweep, as for entries made while a sweep walks. The rest starts
- * afresh: an HTTP/2 session's kernel state is of no use without the HPACK tables the
- * stream cannot give back mid-way, and the restart's gap loses calls anyway.
+ * watcher keeps the sockets' owners; and with it its users' counts (usm_load drops
+ * those of the other tables). The rest starts afresh: an HTTP/2 session's kernel state
+ * is of no use without the HPACK tables the stream cannot give back mid-way, and the
+ * restart's gap loses calls anyway. An SSL_free in that gap goes unseen: its entry
+ * stays until its process ends or the LRU evicts it, for a session made at the same
+ * address without SSL_set_fd to find.
  */
-static const char *const usm_restart_keeps[] = {"usm_tls_fds", NULL};
+static const char *const usm_restart_keeps[] = {"usm_tls_fds", "fair_share", "fair_share_adj",
+						NULL};
 
 const char *bpftel_usm_counter_name(enum usm_counter c)
 {
@@ -685,8 +689,19 @@ static int usm_load(struct bpftel_module *m)
 	struct bpftel_usm *u = bpftel_module__priv(m);
 
 	int err = usm__load(u->skel);
+	__u32 id = 0;
 
 	if (!err) {
+		id = bpftel_map_id(bpf_map__fd(u->skel->maps.usm_tls_fds));
+		/* Kept by a restart (usm_restart_keeps): its counts with it, not the
+		 * others', whose tables are new. Before the programs run. */
+		if (id && id == u->tls_fds_id &&
+		    fair_share_keep_tables(bpf_map__fd(u->skel->maps.fair_share),
+					   bpf_map__fd(u->skel->maps.fair_share_adj),
+					   1ull << USM_SHARE_TLS_FDS))
+			pr_warn("usm: the users' counts of the tables not kept stay until the "
+				"next correction");
+		u->tls_fds_id = id;
 		pthread_mutex_lock(&u->lock);
 		u->loaded = true;
 		/* Again: a configuration applied while it loaded was not written
