@@ -366,6 +366,12 @@ def check_exec_in_call(agent, pattern_bin, stub):
         pat.proc.wait(timeout=60)
 
 
+def check_kernel_launches(agent, pid, name, launches, what):
+    """/metrics has pid's launches of one kernel, name, and of no other."""
+    got = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pid)
+    check(got == {(name,): launches}, f"/metrics launches per kernel {what}: {got}")
+
+
 def check_reexec(agent, pattern_bin, stub):
     """A process that execs runs a new program under the same pid: its row, kernels and
     outstanding memory are the new program's alone, in JSON and on /metrics, though a
@@ -394,9 +400,8 @@ def check_reexec(agent, pattern_bin, stub):
               kernels == [("blas::scale(float*, int, float)", 2)],
               f"after the exec, the new program's alone: calls {nonzero(p['calls'])}, "
               f"outstanding {p['memory']['outstanding_bytes']} B, kernels {kernels}")
-        new = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pat.pid)
-        check(new == {("blas::scale(float*, int, float)",): 2},
-              f"/metrics launches per kernel after the exec: {new}")
+        check_kernel_launches(agent, pat.pid, "blas::scale(float*, int, float)", 2,
+                              "after the exec")
     finally:
         pat.finish()
 
@@ -428,9 +433,8 @@ def check_restart(agent, pattern_bin, stub):
               f"across the restart: calls {nonzero(p['calls'])}, allocs {m['allocs']}, "
               f"frees {m['frees']} ({m['frees_unknown']} unknown), outstanding "
               f"{m['outstanding_bytes']} B, peak {m['peak_bytes']} B, kernels {kernels}")
-        launched = samples(scrape(agent), "bpftel_gpu_kernel_name_launches_total", pat.pid)
-        check(launched == {("vecAdd(float const*, float const*, float*, int)",): 5},
-              f"/metrics launches per kernel go on across the restart: {launched}")
+        check_kernel_launches(agent, pat.pid, "vecAdd(float const*, float const*, float*, int)",
+                              5, "go on across the restart")
     finally:
         pat.finish()
 
