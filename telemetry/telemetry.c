@@ -35,6 +35,9 @@ struct instrumented {
 	 * kernel stage of its event loss, which must not go back to 0 at a restart while
 	 * its other stages go on (bpftel_telemetry__retired_ringbuf). */
 	__u64 retired_rb;
+	/* What bpftel_telemetry__ringbuf_failures last gave for its module, all read: given
+	 * again where a read fails, not a total that went down. */
+	__u64 rb_last;
 };
 
 struct bpftel_telemetry {
@@ -921,6 +924,9 @@ __u64 bpftel_telemetry__retired_ringbuf(struct bpftel_telemetry *t, const char *
 __u64 bpftel_telemetry__ringbuf_failures(struct bpftel_telemetry *t, const char *module)
 {
 	struct tlm_map_key k, *prev = NULL;
+	struct instrumented *held = NULL;
+	bool ok, all = true;
+	size_t i;
 	__u64 n;
 
 	/* One lock for both: a stop's sweep between them would move a count from the
@@ -930,15 +936,25 @@ __u64 bpftel_telemetry__ringbuf_failures(struct bpftel_telemetry *t, const char 
 	while (!bpf_map_get_next_key(t->map_errors_fd, prev, &k)) {
 		prev = &k;
 		if ((k.op == TLM_OP_RB_RESERVE || k.op == TLM_OP_RB_OUTPUT) &&
-		    (key_of_module(t, k.prog, module) || key_of_module(t, k.map, module)))
-			n += percpu_sum(t->map_errors_fd, &k, NULL);
+		    (key_of_module(t, k.prog, module) || key_of_module(t, k.map, module))) {
+			n += percpu_sum(t->map_errors_fd, &k, &ok);
+			all &= ok;
+		}
 	}
+	for (i = 0; !held && i < t->ninst; i++)
+		if (!strcmp(t->inst[i]->module, module))
+			held = t->inst[i];
+	if (held && all)
+		held->rb_last = n;
+	else if (held)
+		n = held->rb_last; /* the kernel stage of its loss: never down */
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
 
 /* A slot that cannot be read gives what it gave last: a counter that went down would
- * be taken for a reset by a scraper (a rate's spike). */
+ * be taken for a reset by a scraper (a rate's spike). The slots only grow: two
+ * readers storing out of order keep the greater. */
 __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot)
 {
 	__u32 key = slot;
@@ -949,7 +965,7 @@ __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot
 		return 0;
 	n = percpu_sum(t->lost_fd, &key, &ok);
 	pthread_mutex_lock(&t->lock);
-	if (ok)
+	if (ok && n > t->lost_last[slot])
 		t->lost_last[slot] = n;
 	n = t->lost_last[slot];
 	pthread_mutex_unlock(&t->lock);

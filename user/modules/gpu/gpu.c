@@ -103,9 +103,10 @@ static void gpu_housekeeping(struct bpftel_module *m);
  * names (which a program gives once, at its start), the threads' state (their device)
  * and calls in flight: a call whose entry the old programs saw has its return unseen,
  * as for a probe detached mid-call (a free's record goes back to its allocation at the
- * thread's next free). Not the refusals (since the module started) nor the uprobe
- * hits (since attached). An exec in the restart's gap goes unseen: the process's row
- * goes on under its new program.
+ * thread's next free, outstanding again though the free may have worked). Not the
+ * refusals (since the module started) nor the uprobe hits (since attached). An exec in
+ * the restart's gap goes unseen: the process's row, its allocations, kernels, errors
+ * and contexts go on as its new program's.
  */
 static const char *const gpu_restart_keeps[] = {
 	"gpu_procs",   "gpu_allocs", "gpu_errors", "gpu_inflight", "gpu_threads",
@@ -345,6 +346,8 @@ static int gpu_load(struct bpftel_module *m)
 		pthread_mutex_lock(&g->lock);
 		if (!id || id != g->procs_map_id) /* not kept (0: taken for new) */
 			g->maps_gen++;
+		else
+			g->shares_due_ns = 0; /* the holders, blanked at close: at once */
 		g->procs_map_id = id;
 		g->loaded = true;
 		/* Again: a configuration applied while it loaded was not written. */
@@ -366,7 +369,8 @@ static void gpu_close(struct bpftel_module *m)
 		g->share_refused_retired[t] +=
 			__atomic_load_n(&g->skel->bss->gpu_share_refused[t], __ATOMIC_RELAXED);
 	g->loaded = false;
-	memset(g->share_holders, 0, sizeof(g->share_holders)); /* the tables go */
+	/* The tables go (a restart's kept ones are recounted at once: gpu_load). */
+	memset(g->share_holders, 0, sizeof(g->share_holders));
 	memset(g->share_refusers, 0, sizeof(g->share_refusers));
 	g->subuid.ranges = 0; /* the next open reads the files again */
 	memset(&g->subuid.seen, 0, sizeof(g->subuid.seen));

@@ -100,8 +100,9 @@ static void usm_housekeeping(struct bpftel_module *m);
  * those of the other tables). The rest starts afresh: an HTTP/2 session's kernel state
  * is of no use without the HPACK tables the stream cannot give back mid-way, and the
  * restart's gap loses calls anyway. An SSL_free in that gap goes unseen: its entry
- * stays until its process ends or the LRU evicts it, for a session made at the same
- * address without SSL_set_fd to find.
+ * stays until the LRU evicts it, or a correction finds its process gone (while a user
+ * but root holds TLS sessions), for a session made at the same address without
+ * SSL_set_fd to find.
  */
 static const char *const usm_restart_keeps[] = {"usm_tls_fds", "fair_share", "fair_share_adj",
 						NULL};
@@ -701,8 +702,10 @@ static int usm_load(struct bpftel_module *m)
 					   1ull << USM_SHARE_TLS_FDS))
 			pr_warn("usm: the users' counts of the tables not kept stay until the "
 				"next correction");
-		u->tls_fds_id = id;
 		pthread_mutex_lock(&u->lock);
+		if (id && id == u->tls_fds_id)
+			u->shares_due_ns = 0; /* the holders, blanked at close: at once */
+		u->tls_fds_id = id;
 		u->loaded = true;
 		/* Again: a configuration applied while it loaded was not written
 		 * (bpftel_usm__configure waits for loaded). */
@@ -727,7 +730,8 @@ static void usm_close(struct bpftel_module *m)
 	}
 	memset(u->live_last, 0, sizeof(u->live_last)); /* the next object's start at 0 */
 	u->loaded = false;
-	memset(u->share_holders, 0, sizeof(u->share_holders)); /* the tables go */
+	/* The tables go (a restart's kept ones are recounted at once: usm_load). */
+	memset(u->share_holders, 0, sizeof(u->share_holders));
 	memset(u->share_refusers, 0, sizeof(u->share_refusers));
 	u->subuid.ranges = 0; /* the next open reads the files again */
 	memset(&u->subuid.seen, 0, sizeof(u->subuid.seen));
