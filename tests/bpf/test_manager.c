@@ -431,6 +431,7 @@ static void test_restart_keeps_maps(void **state)
 	assert_int_equal(shared_value(m), 42);
 	assert_int_equal(map_id(bpftel_module__object(m), "mt_shared"), shared);
 	assert_int_equal(map_id(bpftel_module__object(m), "mt_resizable"), resizable);
+	assert_true(bpftel_module__reused_maps(m));
 
 	/* A hook sizes one anew: none is kept, the maps hold one state. Sized so again
 	 * at the next restart, they are. */
@@ -439,6 +440,7 @@ static void test_restart_keeps_maps(void **state)
 	assert_int_not_equal(map_id(bpftel_module__object(m), "mt_shared"), shared);
 	assert_int_not_equal(map_id(bpftel_module__object(m), "mt_resizable"), resizable);
 	assert_int_equal(shared_value(m), 0);
+	assert_false(bpftel_module__reused_maps(m));
 	set_shared_value(m, 43);
 	shared = map_id(bpftel_module__object(m), "mt_shared");
 	assert_int_equal(bpftel_module__restart(m, &stop_err), 0);
@@ -449,6 +451,7 @@ static void test_restart_keeps_maps(void **state)
 	assert_int_equal(bpftel_module__run(m), 0);
 	assert_int_not_equal(map_id(bpftel_module__object(m), "mt_shared"), shared);
 	assert_int_equal(shared_value(m), 0);
+	assert_false(bpftel_module__reused_maps(m));
 
 	set_shared_value(m, 7); /* its run fails before its open could take it */
 	assert_int_equal(bpftel_module__inject_fault(m, "open", -EIO, 1), 0);

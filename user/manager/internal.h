@@ -111,6 +111,8 @@ struct bpftel_module {
 	/* Descriptors of ops.restart_keeps' maps, by index, from a restart's stop to its
 	 * run's open (-1: none; kept_maps.c). */
 	int kept[BPFTEL_MAX_KEPT_MAPS];
+	/* The last open's object reuses them (bpftel_module__reused_maps). */
+	bool reused_maps;
 
 	/* Allocations made for this module by others (bindings), freed with it. */
 	size_t nowned;

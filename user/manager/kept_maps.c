@@ -118,6 +118,7 @@ int reuse_kept(struct bpftel_module *m)
 	int err = 0, bad, reused = 0;
 	bool any = false;
 
+	m->reused_maps = false;
 	for (size_t i = 0; i < BPFTEL_MAX_KEPT_MAPS; i++)
 		any |= m->kept[i] >= 0;
 	if (!any)
@@ -139,7 +140,13 @@ int reuse_kept(struct bpftel_module *m)
 			reused++;
 	}
 	close_kept(m);
+	m->reused_maps = reused && !err;
 	return reused ? err : 0;
+}
+
+bool bpftel_module__reused_maps(const struct bpftel_module *m)
+{
+	return m->reused_maps;
 }
 
 void drop_kept(struct bpftel_module *m)

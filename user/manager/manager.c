@@ -329,13 +329,14 @@ void bpftel_manager__set_pipeline(struct bpftel_manager *mgr,
 
 int bpftel_percpu_counters_read(int map_fd, __u32 nkeys, __u64 *out, __u64 *last)
 {
-	int ncpu = libbpf_num_possible_cpus(), cpu, err = 0;
+	int ncpu = libbpf_num_possible_cpus(), cpu;
 	__u64 *vals = ncpu > 0 ? calloc(ncpu, sizeof(*vals)) : NULL;
+	int err = vals ? 0 : ncpu > 0 ? -ENOMEM : ncpu ? ncpu : -EINVAL;
 	__u32 key;
 
 	for (key = 0; key < nkeys; key++) {
 		if (!vals || bpf_map_lookup_elem(map_fd, &key, vals)) {
-			err = !vals ? (ncpu > 0 ? -ENOMEM : ncpu ? ncpu : -EINVAL) : -errno;
+			err = vals ? -errno : err;
 			out[key] = last[key];
 			continue;
 		}
@@ -346,12 +347,4 @@ int bpftel_percpu_counters_read(int map_fd, __u32 nkeys, __u64 *out, __u64 *last
 	}
 	free(vals);
 	return err;
-}
-
-__u32 bpftel_map_id(int map_fd)
-{
-	struct bpf_map_info info = {};
-	__u32 len = sizeof(info);
-
-	return bpf_obj_get_info_by_fd(map_fd, &info, &len) ? 0 : info.id;
 }

@@ -201,6 +201,7 @@ struct bpftel_module_ops {
 	 * definition is the same, and finds what the old programs left there (state that
 	 * outlives a call: sessions, allocations). A stop then a start begins afresh. */
 	const char *const *restart_keeps;
+	/* (Its load can tell: bpftel_module__reused_maps.) */
 	/* Shared components only: apply the union of subscribers' masks (a config-map
 	 * write, no reload). Called with the module LOADED or RUNNING. */
 	int (*set_subscriptions)(struct bpftel_module *m, __u64 mask);
@@ -256,6 +257,10 @@ int bpftel_module__run(struct bpftel_module *m);
  * *stop_err; returns the run's. A run that fails drops the subscriptions.
  */
 int bpftel_module__restart(struct bpftel_module *m, int *stop_err);
+/* Whether the object of the module's last open reuses the maps a restart kept
+ * (ops.restart_keeps): for its load, on the lifecycle step's thread, to know that its
+ * tables hold the old instance's state. */
+bool bpftel_module__reused_maps(const struct bpftel_module *m);
 
 /* Records from the module's ring buffers: processed, and dropped by stage (userspace
  * queue full, larger than the pipeline's slots, rejected by the callback as
@@ -402,9 +407,5 @@ void bpftel_links_settle(void);
  * last negative errno of a slot not read.
  */
 int bpftel_percpu_counters_read(int map_fd, __u32 nkeys, __u64 *out, __u64 *last);
-
-/* The kernel's id of the map behind fd (the same map has the same id across fds, a
- * restart's kept map too: ops.restart_keeps); 0 when it cannot be read. */
-__u32 bpftel_map_id(int map_fd);
 
 #endif /* BPFTEL_MANAGER_H */

@@ -49,10 +49,9 @@ struct bpftel_gpu {
 	bool loaded;
 	bool launch_shared_mem; /* config: taken at the module's next open */
 	__u64 opens;		/* of the BPF object: its fds are new each time */
-	/* What its maps hold: changed by a load whose gpu_procs (procs_map_id) is not the
-	 * one before, as a restart keeps them (gpu_restart_keeps). */
+	/* What its maps hold: changed by a load of new ones, not of those a restart kept
+	 * (gpu_restart_keeps). */
 	__u64 maps_gen;
-	__u32 procs_map_id;
 	/* Users' shares (gpu_shares.h), under lock: the configuration's percent, applied at
 	 * once; the uid ranges the programs have; who held the most at the last recount;
 	 * the refusals of objects closed; when the next recount and look at the ranges are
@@ -340,15 +339,13 @@ static int gpu_load(struct bpftel_module *m)
 	struct bpftel_gpu *g = bpftel_module__priv(m);
 
 	int err = gpu__load(g->skel);
-	__u32 id = err ? 0 : bpftel_map_id(bpf_map__fd(g->skel->maps.gpu_procs));
 
 	if (!err) {
 		pthread_mutex_lock(&g->lock);
-		if (!id || id != g->procs_map_id) /* not kept (0: taken for new) */
+		if (!bpftel_module__reused_maps(m))
 			g->maps_gen++;
 		else
 			g->shares_due_ns = 0; /* the holders, blanked at close: at once */
-		g->procs_map_id = id;
 		g->loaded = true;
 		/* Again: a configuration applied while it loaded was not written. */
 		gpu_set_share_caps(g);

@@ -62,7 +62,6 @@ struct bpftel_usm {
 	bool loaded;
 	__u64 retired[USM_CNT__COUNT];
 	__u64 live_last[USM_CNT__COUNT]; /* the loaded object's, as last read */
-	__u32 tls_fds_id; /* usm_tls_fds' map id, as last loaded: kept by a restart if equal */
 	/* The workers' counts, atomic (count()). */
 	__u64 unparsed, malformed, unattributed, nat_copies, tls_no_conn, tls_conn_reused, own;
 	__u64 ends_reversed;
@@ -690,22 +689,19 @@ static int usm_load(struct bpftel_module *m)
 	struct bpftel_usm *u = bpftel_module__priv(m);
 
 	int err = usm__load(u->skel);
-	__u32 id = 0;
+	bool kept = !err && bpftel_module__reused_maps(m);
 
 	if (!err) {
-		id = bpftel_map_id(bpf_map__fd(u->skel->maps.usm_tls_fds));
 		/* Kept by a restart (usm_restart_keeps): its counts with it, not the
 		 * others', whose tables are new. Before the programs run. */
-		if (id && id == u->tls_fds_id &&
-		    fair_share_keep_tables(bpf_map__fd(u->skel->maps.fair_share),
-					   bpf_map__fd(u->skel->maps.fair_share_adj),
-					   1ull << USM_SHARE_TLS_FDS))
+		if (kept && fair_share_keep_tables(bpf_map__fd(u->skel->maps.fair_share),
+						   bpf_map__fd(u->skel->maps.fair_share_adj),
+						   1ull << USM_SHARE_TLS_FDS))
 			pr_warn("usm: the users' counts of the tables not kept stay until the "
 				"next correction");
 		pthread_mutex_lock(&u->lock);
-		if (id && id == u->tls_fds_id)
+		if (kept)
 			u->shares_due_ns = 0; /* the holders, blanked at close: at once */
-		u->tls_fds_id = id;
 		u->loaded = true;
 		/* Again: a configuration applied while it loaded was not written
 		 * (bpftel_usm__configure waits for loaded). */
