@@ -144,8 +144,12 @@ static __always_inline __u32 fair_share_range_owner(__u32 uid)
 }
 
 /* Whose share an entry made by the current thread is in (above): 0 for the host's
- * root. A helper call more for root's threads only, and only where an entry is made. */
-static __always_inline __u32 fair_share_owner(void)
+ * root. A helper call more for root's threads only, and only where an entry is made.
+ * A global function, verified once per program for any caller: inlined, its search's
+ * branches were verified again at each of a program's call sites, half of what the
+ * verifier walked in the GPU and USM programs (~50 % of each load's time: a module
+ * restart is mostly their verification). Callers pay a BPF-to-BPF call. */
+__noinline __u32 fair_share_owner(void)
 {
 	__u32 uid = (__u32)bpf_get_current_uid_gid();
 	struct bpf_pidns_info ns;
@@ -169,9 +173,10 @@ static __always_inline __u32 fair_share_owner(void)
  * counts' map full), false when it holds its share already. Unbounded, the entry is
  * counted all the same: a bound set later (SIGHUP) starts from what each owner holds.
  * A refusal is counted by owner and table too (fair_share_refused: a lookup, an insert
- * the first time, an atomic add).
+ * the first time, an atomic add). A global function, as fair_share_owner, for the same
+ * reason.
  */
-static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
+__noinline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
 {
 	struct fair_share_key key = {.uid = uid, .table = table};
 	__s64 one = 1, zero = 0, *n, *adj;
