@@ -367,31 +367,39 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
  * as for a failed free (whether the library freed it is not known: outstanding rather
  * than lost, and freed by a later free of the pointer). Only threads of processes that
  * used CUDA get past gpu_procs' lookup. */
-static __always_inline int gpu_task_exit_body(TLM_PARAM, __u64 pid_tgid)
+/* The thread's call of f in flight, if any, dropped. A global function, verified once
+ * per program: inlined, the loop below had the verifier walk its body 56 times. */
+__noinline int gpu_exit_call(__u32 __tlm_prog, __u64 pid_tgid, __u32 f)
 {
-	struct gpu_call_key key = {.pid_tgid = pid_tgid};
-	__u32 tgid = pid_tgid >> 32, f;
+	struct gpu_call_key key = {.pid_tgid = pid_tgid, .func = f};
+	__u32 tgid = pid_tgid >> 32;
 	struct gpu_proc_stats *st;
 	struct gpu_call *c, call;
+
+	c = bpf_map_lookup_elem(&gpu_inflight, &key);
+	if (!c)
+		return 0;
+	call = *c;
+	if (tlm_map_delete(gpu_inflight, &key))
+		return 0;
+	fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, call.owner);
+	st = gpu_is_free(f) ? bpf_map_lookup_elem(&gpu_procs, &tgid) : NULL;
+	if (st)
+		gpu_free_failed(TLM_ARG, st, tgid, (enum gpu_func)f, &call, 0);
+	return 0;
+}
+
+static __always_inline int gpu_task_exit_body(TLM_PARAM, __u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32, f;
 
 	/* Its slot first, whatever gpu_procs holds (a process it had no room for still has
 	 * threads' state): an array lookup, on every thread's exit on the host. */
 	gpu_thread_drop(TLM_ARG, pid_tgid);
-	st = bpf_map_lookup_elem(&gpu_procs, &tgid);
-	if (!st)
+	if (!bpf_map_lookup_elem(&gpu_procs, &tgid))
 		return 0;
-	for (f = 0; f < GPU_FN__USED; f++) {
-		key.func = f;
-		c = bpf_map_lookup_elem(&gpu_inflight, &key);
-		if (!c)
-			continue;
-		call = *c;
-		if (tlm_map_delete(gpu_inflight, &key))
-			continue;
-		fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, call.owner);
-		if (gpu_is_free(f))
-			gpu_free_failed(TLM_ARG, st, tgid, (enum gpu_func)f, &call, 0);
-	}
+	for (f = 0; f < GPU_FN__USED; f++)
+		gpu_exit_call(TLM_ARG, pid_tgid, f);
 	return 0;
 }
 

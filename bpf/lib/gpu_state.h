@@ -658,16 +658,25 @@ static __always_inline __u64 gpu_mul_sat(__u64 a, __u64 b)
  * an atomic add when no other CPU adds at the same time: an add with a check after it
  * would leave the wrapped value there for a moment, for a reader to see, and a plain add
  * racing a saturating one wraps it for good.
+ *
+ * A global function, verified once per program: inlined at its dozen call sites, its
+ * loop's branches were a fifth of what the verifier walked in the GPU programs (a
+ * module restart is mostly their verification). A BPF-to-BPF call at each add; p is
+ * never NULL (a map value's field), but the verifier checks a global function for any
+ * caller.
  */
-static __always_inline void gpu_add_sat(__u64 *p, __u64 v)
+__noinline int gpu_add_sat(__u64 *p, __u64 v)
 {
-	__u64 old = *(volatile __u64 *)p, cur;
+	__u64 old, cur;
 	int i;
 
+	if (!p)
+		return 0;
+	old = *(volatile __u64 *)p;
 	for (i = 0; i < 4; i++) {
 		cur = __sync_val_compare_and_swap(p, old, old + v < old ? ~0ULL : old + v);
 		if (cur == old)
-			return;
+			return 0;
 		old = cur;
 	}
 	/* Lost the race four times (other CPUs adding to this very counter): added all
@@ -675,6 +684,7 @@ static __always_inline void gpu_add_sat(__u64 *p, __u64 v)
 	old = __sync_fetch_and_add(p, v);
 	if (old + v < old)
 		__sync_lock_test_and_set(p, ~0ULL);
+	return 0;
 }
 
 static __always_inline __u64 gpu_threads_of(const __u32 grid[3], const __u32 block[3])
@@ -693,34 +703,21 @@ static __always_inline __u64 gpu_threads_of(const __u32 grid[3], const __u32 blo
 	return gpu_mul_sat(gpu_mul_sat(g, grid[2]), gpu_mul_sat(b, block[2]));
 }
 
-/* floor(log2(v)) for v > 0, in a bounded number of steps. */
+/* floor(log2(v)) for v > 0: the top bit smeared down, then its ones counted (SWAR).
+ * No branch: the verifier walked the 64 paths of a branch per bit at each launch's
+ * entry, the largest part of the GPU entry program's verification left. */
 static __always_inline __u32 gpu_log2(__u64 v)
 {
-	__u32 r = 0;
-
-	if (v >> 32) {
-		v >>= 32;
-		r += 32;
-	}
-	if (v >> 16) {
-		v >>= 16;
-		r += 16;
-	}
-	if (v >> 8) {
-		v >>= 8;
-		r += 8;
-	}
-	if (v >> 4) {
-		v >>= 4;
-		r += 4;
-	}
-	if (v >> 2) {
-		v >>= 2;
-		r += 2;
-	}
-	if (v >> 1)
-		r += 1;
-	return r;
+	v |= v >> 1;
+	v |= v >> 2;
+	v |= v >> 4;
+	v |= v >> 8;
+	v |= v >> 16;
+	v |= v >> 32;
+	v -= (v >> 1) & 0x5555555555555555ULL;
+	v = (v & 0x3333333333333333ULL) + ((v >> 2) & 0x3333333333333333ULL);
+	v = (v + (v >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (__u32)((v * 0x0101010101010101ULL) >> 56) - 1;
 }
 
 /* The size bucket of a launch of threads threads (struct gpu_launch_key). */
