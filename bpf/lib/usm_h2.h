@@ -290,19 +290,23 @@ static __always_inline int usm_h2_copy(TLM_PARAM, struct usm_h2_scratch *s, __u6
 	return usm_h2_copy_from(TLM_ARG, s, src, NULL, n);
 }
 
-/* One piece of the walk: a DATA payload skipped, another frame's payload copied, or
- * (part of) a frame header read and copied. 1 ends the walk. */
-static long usm_h2_step(__u32 i, void *ctx)
+/*
+ * One piece of the walk: a DATA payload skipped, another frame's payload copied, or
+ * (part of) a frame header read and copied. 1 ends the walk. A global function,
+ * verified once per program for any walk: as bpf_loop's callback itself, it was
+ * verified again at each loop, until the states converged, with each caller's; that
+ * was half of what the verifier walked in the TLS and Go programs.
+ */
+__noinline int usm_h2_walk_step(struct usm_h2_walk *w)
 {
-	struct usm_h2_walk *w = ctx;
-	__u32 __tlm_prog = w->tlm_prog, left, n, have, room;
 	struct usm_h2_scratch *s = usm_h2_scratch_get();
+	__u32 __tlm_prog, left, n, have, room;
 	struct usm_h2_dir_state *st;
 	__u64 src;
 
-	(void)i;
-	if (!s || w->pos >= w->len)
+	if (!w || !s || w->pos >= w->len)
 		return 1;
+	__tlm_prog = w->tlm_prog;
 	st = &s->st;
 	left = w->len - w->pos;
 	src = w->buf + w->pos;
@@ -355,6 +359,12 @@ unframed:
 	st->unframed = 1;
 	s->rec.flags |= USM_H2_F_UNFRAMED;
 	return 1;
+}
+
+static long usm_h2_step(__u32 i, void *ctx)
+{
+	(void)i;
+	return usm_h2_walk_step(ctx) ? 1 : 0; /* bpf_loop's callback returns 0 or 1 */
 }
 
 /*
