@@ -303,66 +303,46 @@ static __always_inline int usm_ip6_transport(TLM_PARAM, struct __sk_buff *skb, _
 	return next;
 }
 
-static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u64 now)
+/* An IP packet's TCP segment as the socket filter found it: addresses, where the TCP
+ * header begins (from the network header) and how many bytes follow it. */
+struct usm_seg {
+	__u8 client[16]; /* the source's address (the client's for a request) */
+	__u8 server[16]; /* the destination's */
+	__u64 now;
+	__u32 l4;
+	__u32 plen;
+	__u32 tlm_prog;
+	__u8 family;
+	__u8 __pad[3];
+};
+
+/*
+ * The segment of an IPv4 or IPv6 packet whose header the socket filter read (sg): its
+ * TCP header, payload, classification and record. A global function, verified once:
+ * inlined, it was verified again along each of the paths that parsed an IP header,
+ * most of what the verifier walked in the socket filter.
+ */
+__noinline int usm_segment(struct __sk_buff *skb, struct usm_seg *sg)
 {
-	__u8 client[16] = {}, server[16] = {}, family, ver;
-	__u32 l4, payload, plen, n, net[5];
-	int net_off;
+	__u32 __tlm_prog, l4, payload, plen, n, net[5];
+	__u8 *client, *server, family;
 	struct usm_tcp_hdr tcp;
 	char peek[USM_PEEK];
 	struct usm_event *ev;
-	int kind;
+	int net_off, kind;
+	__u64 now;
 
-	/* Each packet once: ours (PACKET_HOST) or sent by this host (PACKET_OUTGOING), not
-	 * other hosts' in promiscuous mode, broadcasts or multicast loopback; and on
-	 * loopback, where a packet is both sent and received, only its receipt. */
-	if (skb->pkt_type != USM_PACKET_HOST && skb->pkt_type != USM_PACKET_OUTGOING)
+	if (!sg)
 		return 0;
-	if (skb->pkt_type == USM_PACKET_OUTGOING && skb->ifindex == usm_lo_ifindex)
-		return 0;
-	if (tlm_skb_load_bytes_relative(skb, 0, &ver, 1, BPF_HDR_START_NET))
-		return 0;
-	if ((ver >> 4) == 4) {
-		struct iphdr ip;
-
-		if (tlm_skb_load_bytes_relative(skb, 0, &ip, sizeof(ip), BPF_HDR_START_NET))
-			return 0;
-		if (ip.protocol != USM_IPPROTO_TCP || ip.ihl < 5 ||
-		    (bpf_ntohs(ip.frag_off) & USM_IP_OFFSET))
-			return 0;
-		family = 4;
-		l4 = ip.ihl * 4;
-		plen = bpf_ntohs(ip.tot_len);
-		if (!plen) { /* over 64 KiB: BIG TCP (segmented later, or a GRO one) */
-			usm_count(USM_CNT_PACKETS_UNREAD);
-			return 0;
-		}
-		if (plen < l4)
-			return 0;
-		plen -= l4;
-		__builtin_memcpy(client, &ip.saddr, 4);
-		__builtin_memcpy(server, &ip.daddr, 4);
-	} else if ((ver >> 4) == 6) {
-		struct ipv6hdr ip6;
-
-		if (tlm_skb_load_bytes_relative(skb, 0, &ip6, sizeof(ip6), BPF_HDR_START_NET))
-			return 0;
-		if (usm_ip6_transport(TLM_ARG, skb, ip6.nexthdr, &l4) != USM_IPPROTO_TCP)
-			return 0;
-		family = 6;
-		plen = bpf_ntohs(ip6.payload_len); /* the extension headers, then TCP's */
-		if (!plen) { /* a jumbogram's: over 64 KiB (BIG TCP) */
-			usm_count(USM_CNT_PACKETS_UNREAD);
-			return 0;
-		}
-		if (plen < l4 - sizeof(ip6))
-			return 0;
-		plen -= l4 - sizeof(ip6);
-		__builtin_memcpy(client, &ip6.saddr, 16);
-		__builtin_memcpy(server, &ip6.daddr, 16);
-	} else {
-		return 0;
-	}
+	__tlm_prog = sg->tlm_prog;
+	client = sg->client;
+	server = sg->server;
+	family = sg->family;
+	/* Both from 16-bit header fields: the masks change nothing but give the verifier
+	 * the bounds it knew when this was inlined. */
+	l4 = sg->l4 & 0xffff;
+	plen = sg->plen & 0xffff;
+	now = sg->now;
 	if (tlm_skb_load_bytes_relative(skb, 0, net, sizeof(net), BPF_HDR_START_NET))
 		return 0;
 	if (tlm_skb_load_bytes_relative(skb, l4, &tcp, sizeof(tcp), BPF_HDR_START_NET))
@@ -435,6 +415,67 @@ static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u
 	usm_event_submit(ev, now, kind, plen, n,
 			 kind >= USM_KIND_H2C_CLIENT ? USM_CNT_H2C_PACKETS : USM_CNT_PACKETS_HTTP);
 	return 0;
+}
+
+static __always_inline int usm_socket_body(TLM_PARAM, struct __sk_buff *skb, __u64 now)
+{
+	struct usm_seg sg = {.now = now, .tlm_prog = TLM_ARG};
+	__u8 *client = sg.client, *server = sg.server, ver;
+	__u32 l4, plen;
+
+	/* Each packet once: ours (PACKET_HOST) or sent by this host (PACKET_OUTGOING), not
+	 * other hosts' in promiscuous mode, broadcasts or multicast loopback; and on
+	 * loopback, where a packet is both sent and received, only its receipt. */
+	if (skb->pkt_type != USM_PACKET_HOST && skb->pkt_type != USM_PACKET_OUTGOING)
+		return 0;
+	if (skb->pkt_type == USM_PACKET_OUTGOING && skb->ifindex == usm_lo_ifindex)
+		return 0;
+	if (tlm_skb_load_bytes_relative(skb, 0, &ver, 1, BPF_HDR_START_NET))
+		return 0;
+	if ((ver >> 4) == 4) {
+		struct iphdr ip;
+
+		if (tlm_skb_load_bytes_relative(skb, 0, &ip, sizeof(ip), BPF_HDR_START_NET))
+			return 0;
+		if (ip.protocol != USM_IPPROTO_TCP || ip.ihl < 5 ||
+		    (bpf_ntohs(ip.frag_off) & USM_IP_OFFSET))
+			return 0;
+		sg.family = 4;
+		l4 = ip.ihl * 4;
+		plen = bpf_ntohs(ip.tot_len);
+		if (!plen) { /* over 64 KiB: BIG TCP (segmented later, or a GRO one) */
+			usm_count(USM_CNT_PACKETS_UNREAD);
+			return 0;
+		}
+		if (plen < l4)
+			return 0;
+		plen -= l4;
+		__builtin_memcpy(client, &ip.saddr, 4);
+		__builtin_memcpy(server, &ip.daddr, 4);
+	} else if ((ver >> 4) == 6) {
+		struct ipv6hdr ip6;
+
+		if (tlm_skb_load_bytes_relative(skb, 0, &ip6, sizeof(ip6), BPF_HDR_START_NET))
+			return 0;
+		if (usm_ip6_transport(TLM_ARG, skb, ip6.nexthdr, &l4) != USM_IPPROTO_TCP)
+			return 0;
+		sg.family = 6;
+		plen = bpf_ntohs(ip6.payload_len); /* the extension headers, then TCP's */
+		if (!plen) { /* a jumbogram's: over 64 KiB (BIG TCP) */
+			usm_count(USM_CNT_PACKETS_UNREAD);
+			return 0;
+		}
+		if (plen < l4 - sizeof(ip6))
+			return 0;
+		plen -= l4 - sizeof(ip6);
+		__builtin_memcpy(client, &ip6.saddr, 16);
+		__builtin_memcpy(server, &ip6.daddr, 16);
+	} else {
+		return 0;
+	}
+	sg.l4 = l4;
+	sg.plen = plen;
+	return usm_segment(skb, &sg);
 }
 
 #endif /* BPFTEL_LIB_USM_SOCKET_H */
