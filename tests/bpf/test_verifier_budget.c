@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * What the kernel's verifier walks to load each GPU and USM program: a module's start
+ * and restart are mostly that walk (~75 % of a restart at stop 55, ~650 ms). The
+ * count of instructions it processed is the kernel's own figure (log level 4:
+ * "processed N insns"), the same on every run of one kernel and object: no clock is
+ * read here. Each program must stay within BUDGET. At stop 55 the GPU entry program
+ * took 62,611 (its uid-range search and saturating add inlined at each call site,
+ * the HTTP/2 walk's step re-verified at each loop); after they became global
+ * functions (verified once), 12-15 thousand at most. A change that makes a program
+ * walk past the budget is one that makes every restart slower: look at where the
+ * verifier spends (log level 2, by source line) before raising it.
+ *
+ * Usage: test_bpf_verifier_budget GPU_OBJ USM_OBJ
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <bpf/libbpf.h>
+
+#include "harness.h"
+
+#define BUDGET	   20000 /* instructions processed, per program */
+#define MAX_PROGS  16
+#define LOG_BYTES  4096 /* level 4 writes a few lines of statistics */
+
+static char **objs;
+
+/* "processed N insns" in a level-4 log; -1 if absent. */
+static long processed(const char *log)
+{
+	const char *p = strstr(log, "processed ");
+	long n;
+
+	return p && sscanf(p, "processed %ld insns", &n) == 1 ? n : -1;
+}
+
+static void check_object(const char *path, const char *const *want, size_t nwant)
+{
+	static char logs[MAX_PROGS][LOG_BYTES];
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	size_t i, n = 0, seen = 0;
+	long insns;
+
+	obj = bpf_object__open_file(path, NULL);
+	assert_non_null(obj);
+	bpf_object__for_each_program(prog, obj) {
+		assert_true(n < MAX_PROGS);
+		logs[n][0] = '\0';
+		assert_int_equal(bpf_program__set_log_level(prog, 4), 0);
+		assert_int_equal(bpf_program__set_log_buf(prog, logs[n], LOG_BYTES), 0);
+		n++;
+	}
+	assert_int_equal(bpf_object__load(obj), 0);
+	n = 0;
+	bpf_object__for_each_program(prog, obj) {
+		insns = processed(logs[n++]);
+		printf("# %s: %s processed %ld instructions (%zu in the program; budget %d)\n",
+		       path, bpf_program__name(prog), insns, bpf_program__insn_cnt(prog),
+		       BUDGET);
+		assert_true(insns > 0); /* the figure is there: the test reads what it checks */
+		assert_true(insns <= BUDGET);
+		for (i = 0; i < nwant; i++)
+			seen += !strcmp(bpf_program__name(prog), want[i]);
+	}
+	/* The programs that cost the most are among those checked. */
+	assert_int_equal(seen, nwant);
+	bpf_object__close(obj);
+}
+
+static void test_gpu_programs(void **state)
+{
+	static const char *const want[] = {"gpu_uprobe", "gpu_uretprobe", "gpu_task_exit"};
+
+	(void)state;
+	check_object(objs[0], want, sizeof(want) / sizeof(want[0]));
+}
+
+static void test_usm_programs(void **state)
+{
+	static const char *const want[] = {"usm_tls_uprobe", "usm_tls_uretprobe",
+					   "usm_go_uprobe", "usm_http_socket"};
+
+	(void)state;
+	check_object(objs[1], want, sizeof(want) / sizeof(want[0]));
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gpu_programs),
+		cmocka_unit_test(test_usm_programs),
+	};
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s GPU_OBJ USM_OBJ\n", argv[0]);
+		return 2;
+	}
+	objs = argv + 1;
+	bpftel_test_require_bpf();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
