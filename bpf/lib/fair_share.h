@@ -50,7 +50,9 @@
  *
  * Cost: two hash lookups and an atomic add where an entry is made, a lookup where one
  * is deleted; for the host's root, a helper call where an entry is made, nothing more;
- * for another user, a binary search of the uid ranges (up to 9 steps) where one is made.
+ * for another user, a binary search of the uid ranges (up to 9 steps) where one is made,
+ * and two BPF-to-BPF calls (fair_share_range_owner, fair_share_take_counted: global
+ * functions, each verified once per program, not at each call site).
  * Callers call these only where an entry is new (a session's start, a process's row,
  * a thread's state), never per call; but a process refused a row tries again at each
  * of its calls, and pays that at each (the GPU module: gpu_proc). The one exception is
@@ -117,8 +119,11 @@ __u32 fair_share_ranges_live;
 _Static_assert(FAIR_SHARE_RANGES <= 256, "fair_share_range_owner searches in 9 steps");
 
 /* The user granted uid, if uid is of a range (/etc/subuid); else uid. A binary search,
- * 9 steps at most for FAIR_SHARE_RANGES. */
-static __always_inline __u32 fair_share_range_owner(__u32 uid)
+ * 9 steps at most for FAIR_SHARE_RANGES. A global function, verified once per program
+ * for any uid: inlined, its branches were verified again at each of a program's call
+ * sites, half of what the verifier walked in the GPU and USM programs (a module's
+ * restart is mostly their verification). A BPF-to-BPF call, for users but root. */
+__noinline __u32 fair_share_range_owner(__u32 uid)
 {
 	struct fair_share_ranges *t = &fair_share_ranges[fair_share_ranges_live & 1];
 	__u32 lo = 0, hi = t->n, mid, off, i;
@@ -145,10 +150,8 @@ static __always_inline __u32 fair_share_range_owner(__u32 uid)
 
 /* Whose share an entry made by the current thread is in (above): 0 for the host's
  * root. A helper call more for root's threads only, and only where an entry is made.
- * A global function, verified once per program for any caller: inlined, its search's
- * branches were verified again at each of a program's call sites, half of what the
- * verifier walked in the GPU and USM programs (~50 % of each load's time: a module
- * restart is mostly their verification). Callers pay a BPF-to-BPF call. */
+ * A global function too: inlined, the owner known to be 0 on one path and not on the
+ * other split what the verifier walks after it at each call site. */
 __noinline __u32 fair_share_owner(void)
 {
 	__u32 uid = (__u32)bpf_get_current_uid_gid();
@@ -173,17 +176,15 @@ __noinline __u32 fair_share_owner(void)
  * counts' map full), false when it holds its share already. Unbounded, the entry is
  * counted all the same: a bound set later (SIGHUP) starts from what each owner holds.
  * A refusal is counted by owner and table too (fair_share_refused: a lookup, an insert
- * the first time, an atomic add). A global function, as fair_share_owner, for the same
- * reason.
+ * the first time, an atomic add). A global function, as fair_share_range_owner, for
+ * the same reason; root's entries do not get this far (fair_share_take).
  */
-__noinline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
+__noinline bool fair_share_take_counted(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
 {
 	struct fair_share_key key = {.uid = uid, .table = table};
 	__s64 one = 1, zero = 0, *n, *adj;
 	long r;
 
-	if (!uid)
-		return true;
 	n = bpf_map_lookup_elem(&fair_share, &key);
 	adj = bpf_map_lookup_elem(&fair_share_adj, &key);
 	/* Two CPUs may both pass at cap - 1: a share is exceeded by at most the CPUs. */
@@ -208,6 +209,12 @@ __noinline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
 		return true;
 	__sync_fetch_and_add(n, 1);
 	return true;
+}
+
+/* Root's entries are not counted: one compare, no call. */
+static __always_inline bool fair_share_take(TLM_PARAM, __u32 table, __u32 uid, __s64 cap)
+{
+	return !uid || fair_share_take_counted(TLM_ARG, table, uid, cap);
 }
 
 /* n entries of table that owner uid made are deleted (or were not made after all). */

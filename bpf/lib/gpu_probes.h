@@ -9,7 +9,9 @@
  * error codes (cudaError_t for the runtime, CUresult for the driver), and account
  * allocations, copies, waits and devices. Everything is aggregated in maps here: a
  * kernel launch costs a few map lookups and atomic adds, never a ring-buffer record.
- * Every body is an inline function of (regs, pid_tgid, now, function). The maps and
+ * Every body is an inline function of (regs, pid_tgid, now, function); what the verifier
+ * would walk again at each call site is a global function (gpu_exit_call, and in
+ * gpu_state.h and gpu_memory.h the retries of gpu_add_sat and gpu_peak_raise). The maps and
  * shared steps are in gpu_state.h, memory in gpu_memory.h, the driver's own bodies in
  * gpu_driver.h.
  *
@@ -362,13 +364,9 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 	return 0;
 }
 
-/* A thread that dies inside a call leaves its entries behind: drop them, and the
- * thread's state. A free it died in took its allocation's record: the record goes back,
- * as for a failed free (whether the library freed it is not known: outstanding rather
- * than lost, and freed by a later free of the pointer). Only threads of processes that
- * used CUDA get past gpu_procs' lookup. */
-/* The thread's call of f in flight, if any, dropped. A global function, verified once
- * per program: inlined, the loop below had the verifier walk its body 56 times. */
+/* The thread's call of f in flight, if any, dropped (gpu_task_exit_body). A global
+ * function, verified once per program: inlined, the loop below had the verifier walk
+ * its body 56 times. */
 __noinline int gpu_exit_call(__u32 __tlm_prog, __u64 pid_tgid, __u32 f)
 {
 	struct gpu_call_key key = {.pid_tgid = pid_tgid, .func = f};
@@ -389,6 +387,11 @@ __noinline int gpu_exit_call(__u32 __tlm_prog, __u64 pid_tgid, __u32 f)
 	return 0;
 }
 
+/* A thread that dies inside a call leaves its entries behind: drop them, and the
+ * thread's state. A free it died in took its allocation's record: the record goes back,
+ * as for a failed free (whether the library freed it is not known: outstanding rather
+ * than lost, and freed by a later free of the pointer). Only threads of processes that
+ * used CUDA get past gpu_procs' lookup. */
 static __always_inline int gpu_task_exit_body(TLM_PARAM, __u64 pid_tgid)
 {
 	__u32 tgid = pid_tgid >> 32, f;

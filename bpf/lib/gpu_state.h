@@ -659,13 +659,14 @@ static __always_inline __u64 gpu_mul_sat(__u64 a, __u64 b)
  * would leave the wrapped value there for a moment, for a reader to see, and a plain add
  * racing a saturating one wraps it for good.
  *
- * A global function, verified once per program: inlined at its dozen call sites, its
- * loop's branches were a fifth of what the verifier walked in the GPU programs (a
- * module restart is mostly their verification). A BPF-to-BPF call at each add; p is
- * never NULL (a map value's field), but the verifier checks a global function for any
- * caller.
+ * The retries are a global function, verified once per program: inlined at a dozen
+ * call sites, their loop's branches were a fifth of what the verifier walked in the
+ * GPU programs (a module restart is mostly their verification). The first try stays
+ * inline (gpu_add_sat): no call on the hot path. p is never NULL, an aligned field of a
+ * map value (atomics need 8-byte alignment, which a global function's argument is not
+ * checked for), but the verifier checks a global function for any caller.
  */
-__noinline int gpu_add_sat(__u64 *p, __u64 v)
+__noinline int gpu_add_sat_retry(__u64 *p, __u64 v)
 {
 	__u64 old, cur;
 	int i;
@@ -685,6 +686,15 @@ __noinline int gpu_add_sat(__u64 *p, __u64 v)
 	if (old + v < old)
 		__sync_lock_test_and_set(p, ~0ULL);
 	return 0;
+}
+
+static __always_inline void gpu_add_sat(__u64 *p, __u64 v)
+{
+	__u64 old = *(volatile __u64 *)p;
+
+	if (old + v >= old && __sync_val_compare_and_swap(p, old, old + v) == old)
+		return; /* no other CPU added meanwhile, and no wrap */
+	gpu_add_sat_retry(p, v);
 }
 
 static __always_inline __u64 gpu_threads_of(const __u32 grid[3], const __u32 block[3])

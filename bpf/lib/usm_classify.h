@@ -64,7 +64,7 @@ static __always_inline int usm_classify_bytes(const char *b)
 	return usm_other_method(b) ? USM_KIND_REQUEST : -1;
 }
 
-/* The same of the USM_PEEK bytes of word (little-endian: b[0] its low byte). A global
+/* The same of the USM_PEEK bytes of word, as they lie in memory. A global
  * function, verified once per program for any bytes: inlined, its chain of compares
  * was verified again along every path that reached it, a tenth of the socket
  * filter's verification. Its bytes go by value: a global function's pointer argument
