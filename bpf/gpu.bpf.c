@@ -31,6 +31,7 @@ TLM_PROG_KEY(gpu_uretprobe);
 TLM_PROG_KEY(gpu_task_exit);
 TLM_PROG_KEY(gpu_exec);
 TLM_PROG_KEY(gpu_slot_free); /* it makes no fallible call: a key as every program has */
+TLM_PROG_KEY(gpu_exec_drop);
 
 /* The clock for every call but the launches (kernel and graph), which need no time: on
  * this VM reading it was ~5 % of a cudaLaunchKernel under both probes (perf,
@@ -96,4 +97,17 @@ int gpu_slot_free(struct gpu_slot_free_args *a)
 	struct gpu_thread_slot *s = bpf_map_lookup_elem(&gpu_thread_slots, &idx);
 
 	return s && gpu_thread_slot_release(s, owner);
+}
+
+/*
+ * Run by userspace (user/modules/gpu/gpu.c, gap_check) for a process that exec'd in a
+ * restart's gap, when no program of the module was on the exec tracepoint: what
+ * gpu_exec would have done then, before the new instance's probes attach.
+ */
+SEC("syscall")
+int gpu_exec_drop(struct gpu_exec_drop_args *a)
+{
+	TLM_PROG(gpu_exec_drop);
+
+	return gpu_exec_body(TLM_ARG, (__u64)a->tgid << 32);
 }

@@ -320,6 +320,12 @@ struct gpu_slot_free_args {
 	__u64 owner;
 };
 
+/* gpu_exec_drop's: the process that exec'd unseen (a restart's gap). */
+struct gpu_exec_drop_args {
+	__u32 tgid;
+	__u32 __pad;
+};
+
 struct gpu_err_key {
 	__u32 tgid;
 	__u16 func; /* enum gpu_func: a runtime one gives a cudaError_t, a driver one a CUresult */

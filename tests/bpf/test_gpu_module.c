@@ -459,6 +459,100 @@ static void test_sweep_restart_keeps_starts(void **state)
 	kept_by_sweeps(f, fd, pid, dir);
 }
 
+/* pid's stat in dir with its whole line (52 fields): start time start (field 22), and
+ * the addresses of its program's layout (fields 26-28, 45-51) from layout on. */
+static void fake_proc_laid(const char *dir, __u32 pid, unsigned long long start,
+			   unsigned long long layout)
+{
+	char path[128];
+	FILE *f;
+	int i;
+
+	fake_proc(dir, pid, start);
+	snprintf(path, sizeof(path), "%s/%u/stat", dir, pid);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "%u (fake) R", pid);
+	for (i = 4; i <= 52; i++)
+		fprintf(f, " %llu", i == 22 ? start
+				    : (i >= 26 && i <= 28) || (i >= 45 && i <= 51) ? layout + i
+										       : 0);
+	fprintf(f, "\n");
+	fclose(f);
+}
+
+struct gap_exec {
+	const char *dir;
+	__u32 pid;
+	unsigned long long layout;
+	bool armed; /* for the next stop only */
+};
+
+/* After the old instance stopped, before the new one starts: pid execs (the same
+ * process, laid out anew). */
+static int exec_in_gap(const struct bpftel_hook_after_stop *h, void *ctx)
+{
+	struct gap_exec *x = ctx;
+
+	(void)h;
+	if (x->armed)
+		fake_proc_laid(x->dir, x->pid, 1000, x->layout);
+	x->armed = false;
+	return 0;
+}
+
+/*
+ * Processes exec in a restart's gap, when no program is on the exec tracepoint: the one
+ * whose row was made before the stop noted it loses its row and allocation, as the
+ * exec tracepoint would have dropped them (gpu_exec_drop), before the new instance
+ * attaches. A process that did not exec keeps its own; so does one whose row was made
+ * after its layout was read (the new program's, an exec the old instance saw).
+ */
+static void test_restart_gap_exec(void **state)
+{
+	struct fixture *f = *state;
+	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
+	__u32 pid = 5000005, still = 5000006, late = 5000007;
+	static struct gap_exec x, y; /* the hooks outlive the test: the module's teardown */
+	struct gpu_proc_stats st = {};
+	struct gpu_alloc a = {.size = 4096, .kind = GPU_MEM_DEVICE};
+	struct gpu_alloc_key ka = {.tgid = pid, .ptr = 0x7000}, ks = {.tgid = still, .ptr = 0x7000};
+	struct bpftel_module *m = bpftel_gpu__module(f->gpu);
+	int fd, allocs, stop_err = -1;
+
+	x = (struct gap_exec){.dir = dir, .pid = pid, .layout = 0x9000, .armed = true};
+	y = (struct gap_exec){.dir = dir, .pid = late, .layout = 0xa000, .armed = true};
+	assert_int_equal(bpftel_module__add_after_stop(m, exec_in_gap, &x), 0);
+	assert_int_equal(bpftel_module__add_after_stop(m, exec_in_gap, &y), 0);
+	fd = swept_once(f, dir, pid);
+	fake_proc_laid(dir, pid, 1000, 0x1000);
+	fake_proc_laid(dir, still, 1000, 0x2000);
+	fake_proc_laid(dir, late, 1000, 0x3000);
+	assert_int_equal(bpf_map_update_elem(fd, &still, &st, BPF_NOEXIST), 0);
+	st.born_ns = ~0ull >> 1; /* made after anything the stop reads */
+	assert_int_equal(bpf_map_update_elem(fd, &late, &st, BPF_NOEXIST), 0);
+	allocs = bpftel_gpu__map_fd(f->gpu, "gpu_allocs");
+	assert_true(allocs >= 0);
+	assert_int_equal(bpf_map_update_elem(allocs, &ka, &a, BPF_NOEXIST), 0);
+	assert_int_equal(bpf_map_update_elem(allocs, &ks, &a, BPF_NOEXIST), 0);
+
+	assert_int_equal(bpftel_module__restart(m, &stop_err), 0);
+	assert_int_equal(stop_err, 0);
+	fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
+	allocs = bpftel_gpu__map_fd(f->gpu, "gpu_allocs");
+	assert_true(fd >= 0 && allocs >= 0);
+	assert_false(x.armed || y.armed); /* both exec'd in the gap */
+	assert_int_equal(bpf_map_lookup_elem(fd, &pid, &st), -ENOENT);
+	assert_int_equal(bpf_map_lookup_elem(allocs, &ka, &a), -ENOENT);
+	assert_int_equal(bpf_map_lookup_elem(fd, &still, &st), 0);
+	assert_int_equal(bpf_map_lookup_elem(allocs, &ks, &a), 0);
+	assert_int_equal(bpf_map_lookup_elem(fd, &late, &st), 0);
+	assert_int_equal(st.born_ns, ~0ull >> 1);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 struct exec_seam {
 	int procs_fd, kernels_fd;
 	__u32 pid;
@@ -690,6 +784,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_sweep_pid_reused_row_reborn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_restart_forgets_starts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_restart_keeps_starts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_gap_exec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_report_exec_between_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_fair_share, setup, teardown),

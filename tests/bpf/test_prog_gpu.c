@@ -45,6 +45,8 @@ static struct prog_case cases[] = {
 	 NULL, "its fallible calls delete what its walks and lookup just found"},
 	{"gpu_slot_free", "BPF_PROG_TEST_RUN by the module's sweep (a thread gone unseen)", NULL,
 	 "no fallible call: an array lookup and a compare-and-swap"},
+	{"gpu_exec_drop", "BPF_PROG_TEST_RUN as the module's restart runs it (an exec in its gap)",
+	 NULL, "its fallible calls delete what its walks and lookup just found"},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -325,6 +327,44 @@ static void test_gpu_slot_free_by_the_sweep(void **state)
 	prog_ran(cases, NCASES, "gpu_slot_free");
 }
 
+/*
+ * A process that exec'd in a restart's gap: the module's start runs gpu_exec_drop for
+ * it (user/modules/gpu/gpu_gap.c), the exec tracepoint's body, which drops its row and
+ * allocations; another process's stay.
+ */
+static void test_gpu_exec_drop(void **state)
+{
+	struct fixture *f = *state;
+	struct bpf_object *obj = gpu_obj(f);
+	int procs = bpf_map__fd(bpf_object__find_map_by_name(obj, "gpu_procs"));
+	int allocs = bpf_map__fd(bpf_object__find_map_by_name(obj, "gpu_allocs"));
+	int prog = bpf_program__fd(bpf_object__find_program_by_name(obj, "gpu_exec_drop"));
+	__u32 tgid = 5000008, other = 5000009; /* above any pid_max: no process's */
+	struct gpu_alloc_key k = {.tgid = tgid, .ptr = 0x1000}, ko = {.tgid = other, .ptr = 0x1000};
+	struct gpu_alloc a = {.size = 4096, .kind = GPU_MEM_DEVICE};
+	struct gpu_exec_drop_args args = {.tgid = tgid};
+	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof(args));
+	struct gpu_proc_stats st = {};
+	__u64 runs;
+
+	assert_true(procs >= 0 && allocs >= 0 && prog >= 0);
+	assert_int_equal(bpf_map_update_elem(procs, &tgid, &st, BPF_NOEXIST), 0);
+	assert_int_equal(bpf_map_update_elem(procs, &other, &st, BPF_NOEXIST), 0);
+	assert_int_equal(bpf_map_update_elem(allocs, &k, &a, BPF_NOEXIST), 0);
+	assert_int_equal(bpf_map_update_elem(allocs, &ko, &a, BPF_NOEXIST), 0);
+	runs = prog_run_cnt(obj, "gpu_exec_drop");
+	assert_int_equal(bpf_prog_test_run_opts(prog, &run), 0);
+	assert_int_equal(bpf_map_lookup_elem(procs, &tgid, &st), -ENOENT);
+	assert_int_equal(bpf_map_lookup_elem(allocs, &k, &a), -ENOENT);
+	assert_int_equal(bpf_map_lookup_elem(procs, &other, &st), 0);
+	assert_int_equal(bpf_map_lookup_elem(allocs, &ko, &a), 0);
+	assert_int_equal(bpf_map_delete_elem(allocs, &ko), 0);
+	assert_int_equal(bpf_map_delete_elem(procs, &other), 0);
+	if (bpftel_telemetry__stats_enabled(f->env->tlm))
+		assert_true(prog_run_cnt(obj, "gpu_exec_drop") > runs);
+	prog_ran(cases, NCASES, "gpu_exec_drop");
+}
+
 /* With every module loaded under one telemetry owner, as in the agent: each program's
  * key is assigned and no two programs share one. */
 static void test_keys_assigned_and_distinct(void **state)
@@ -332,7 +372,8 @@ static void test_keys_assigned_and_distinct(void **state)
 	struct fixture *f = *state;
 
 	assert_int_equal(bpftel_module__run(f->env->usm_mod), 0);
-	assert_int_equal(prog_assert_keys_distinct(f->env), 8 + 4 + 6);
+	assert_int_equal(prog_assert_keys_distinct(f->env),
+			 8 + 6 + 5); /* the watcher's programs, the GPU's, the USM's */
 }
 
 static void test_every_program_run(void **state)
@@ -356,6 +397,7 @@ int main(int argc, char **argv)
 		T(test_gpu_task_exit_drops_a_dead_call),
 		T(test_gpu_exec_drops_the_old_program),
 		T(test_gpu_slot_free_by_the_sweep),
+		T(test_gpu_exec_drop),
 		T(test_keys_assigned_and_distinct),
 #undef T
 		cmocka_unit_test(test_every_program_run),

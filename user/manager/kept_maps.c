@@ -149,6 +149,11 @@ bool bpftel_module__reused_maps(const struct bpftel_module *m)
 	return m->reused_maps;
 }
 
+bool bpftel_module__restarting(const struct bpftel_module *m)
+{
+	return __atomic_load_n(&m->keep_shared, __ATOMIC_ACQUIRE);
+}
+
 void drop_kept(struct bpftel_module *m)
 {
 	pthread_mutex_lock(&m->lock);

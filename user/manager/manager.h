@@ -261,6 +261,10 @@ int bpftel_module__restart(struct bpftel_module *m, int *stop_err);
  * (ops.restart_keeps): for its load, on the lifecycle step's thread, to know that its
  * tables hold the old instance's state. */
 bool bpftel_module__reused_maps(const struct bpftel_module *m);
+/* Whether the module's stop in progress is a restart's (its maps are then kept): for
+ * its before_stop hooks, to note what the new instance will need to know of the gap in
+ * which no program of the module runs. */
+bool bpftel_module__restarting(const struct bpftel_module *m);
 
 /* Records from the module's ring buffers: processed, and dropped by stage (userspace
  * queue full, larger than the pipeline's slots, rejected by the callback as

@@ -16,6 +16,7 @@
 #include "gpu.h"
 #include "bpf/fair_share_defs.h"
 #include "gpu.skel.h"
+#include "gpu_gap.h"
 #include "gpu_kernels.h"
 #include "gpu_series.h"
 #include "gpu_shares.h"
@@ -90,6 +91,9 @@ struct bpftel_gpu {
 	__u64 starts_maps; /* the maps starts was recorded against (maps_gen) */
 	void (*seam)(void *); /* tests: bpftel_gpu__set_report_seam */
 	void *seam_arg;
+	/* A restart's gap (gpu_gap.h): noted by its stop, checked by its start, both on
+	 * the lifecycle thread (the module's lock held), which alone touches it. */
+	struct gpu_gap gap;
 };
 
 static void gpu_housekeeping(struct bpftel_module *m);
@@ -103,9 +107,9 @@ static void gpu_housekeeping(struct bpftel_module *m);
  * and calls in flight: a call whose entry the old programs saw has its return unseen,
  * as for a probe detached mid-call (a free's record goes back to its allocation at the
  * thread's next free, outstanding again though the free may have worked). Not the
- * refusals (since the module started) nor the uprobe hits (since attached). An exec in
- * the restart's gap goes unseen: the process's row, its allocations, kernels, errors
- * and contexts go on as its new program's.
+ * refusals (since the module started) nor the uprobe hits (since attached). A process
+ * that execs in the restart's gap is found by its print (gpu_gap.h) and its state
+ * dropped before the new instance attaches, as the exec tracepoint would have.
  */
 static const char *const gpu_restart_keeps[] = {
 	"gpu_procs",   "gpu_allocs", "gpu_errors", "gpu_inflight", "gpu_threads",
@@ -314,6 +318,7 @@ static int gpu_open(struct bpftel_module *m)
 	 * sweep's own program is loaded with the object. */
 	bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
 	bpf_program__set_autoload(skel->progs.gpu_slot_free, true);
+	bpf_program__set_autoload(skel->progs.gpu_exec_drop, true);
 	/* File I/O: before the lock. */
 	rd = fair_share_prepare("gpu", &skel->rodata->fair_share_pidns_dev,
 				&skel->rodata->fair_share_pidns_ino);
@@ -538,6 +543,74 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 	pthread_mutex_unlock(&g->lock);
 }
 
+/* /proc as the sweep reads it (tests give another), duplicated: -1 if it cannot be. */
+static int gap_procfd(struct bpftel_gpu *g)
+{
+	int fd;
+
+	pthread_mutex_lock(&g->sweep_lock);
+	fd = bpftel_fd_dup(g->procfd);
+	pthread_mutex_unlock(&g->sweep_lock);
+	return fd;
+}
+
+/* A restart's stop, its programs still running: note each process and its print. */
+static int gap_note(const struct bpftel_hook_before_stop *h, void *ctx)
+{
+	struct bpftel_gpu *g = ctx;
+	int procs_fd = -1, procfd;
+	__u64 maps_gen = 0;
+	__u32 max = 0;
+
+	gpu_gap_forget(&g->gap);
+	if (!bpftel_module__restarting(h->module))
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	if (g->loaded) {
+		procs_fd = bpftel_fd_dup(bpf_map__fd(g->skel->maps.gpu_procs));
+		max = bpf_map__max_entries(g->skel->maps.gpu_procs);
+		maps_gen = g->maps_gen;
+	}
+	pthread_mutex_unlock(&g->lock);
+	procfd = procs_fd >= 0 ? gap_procfd(g) : -1;
+	if (procfd >= 0) /* /proc read without a lock */
+		gpu_gap_note(&g->gap, procs_fd, max, procfd, maps_gen);
+	bpftel_fd_close(&procfd);
+	bpftel_fd_close(&procs_fd);
+	return 0;
+}
+
+/* The new instance, loaded with the kept maps, before its probes attach: nothing of the
+ * module writes its tables now. Those that exec'd in between lose what they had. */
+static int gap_check(const struct bpftel_hook_before_start *h, void *ctx)
+{
+	struct bpftel_gpu *g = ctx;
+	int procs_fd = -1, prog_fd = -1, procfd, dropped;
+
+	if (!g->gap.n)
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	if (g->loaded && g->maps_gen == g->gap.maps_gen && bpftel_module__reused_maps(h->module)) {
+		procs_fd = bpftel_fd_dup(bpf_map__fd(g->skel->maps.gpu_procs));
+		prog_fd = bpftel_fd_dup(bpf_program__fd(g->skel->progs.gpu_exec_drop));
+	}
+	pthread_mutex_unlock(&g->lock);
+	procfd = procs_fd >= 0 && prog_fd >= 0 ? gap_procfd(g) : -1;
+	if (procfd < 0) {
+		gpu_gap_forget(&g->gap); /* new maps, or not to be read: nothing to drop */
+	} else {
+		dropped = gpu_gap_check(&g->gap, procs_fd, prog_fd, procfd);
+		if (dropped)
+			pr_info("gpu: %d process%s exec'd during the restart: %s old program's "
+				"state dropped", dropped, dropped == 1 ? "" : "es",
+				dropped == 1 ? "its" : "their");
+	}
+	bpftel_fd_close(&procfd);
+	bpftel_fd_close(&prog_fd);
+	bpftel_fd_close(&procs_fd);
+	return 0;
+}
+
 int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struct bpftel_gpu **out)
 {
 	struct bpftel_gpu *g = calloc(1, sizeof(*g));
@@ -584,6 +657,9 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	g->ops.metrics = gpu_metrics;
 	g->ops.housekeeping = gpu_housekeeping;
 	err = bpftel_manager__register(mgr, &g->ops, g, &g->module);
+	if (!err)
+		err = bpftel_module__add_before_stop(g->module, gap_note, g) ?:
+		      bpftel_module__add_before_start(g->module, gap_check, g);
 	if (!err)
 		err = bpftel_uprobes__add_module(up, g->module, uprobe_specs,
 						 sizeof(uprobe_specs) / sizeof(uprobe_specs[0]));
@@ -641,6 +717,7 @@ void bpftel_gpu__free(struct bpftel_gpu *g)
 	close(g->procfd);
 	free(g->starts);
 	free(g->borns);
+	gpu_gap_forget(&g->gap);
 	pthread_mutex_destroy(&g->sweep_lock);
 	pthread_mutex_destroy(&g->report_lock);
 	pthread_mutex_destroy(&g->lock);

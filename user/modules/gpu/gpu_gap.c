@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* A restart's gap: processes that exec'd while no program watched (gpu_gap.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+
+#include "gpu_gap.h"
+#include "bpf/gpu.h"
+#include "user/common/proc.h"
+
+/* The whole stat line: 52 fields of up to 20 digits, and a 16-byte name. */
+#define STAT_BYTES 2048
+
+__u64 gpu_exec_print(int procfd, __u32 pid)
+{
+	unsigned long long v[10];
+	char path[32], buf[STAT_BYTES];
+	ssize_t len;
+	__u64 print;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "%u/stat", pid);
+	fd = openat(procfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return 0;
+	buf[len] = '\0';
+	/* startcode, endcode, startstack; start_data, end_data, start_brk, arg_start,
+	 * arg_end, env_start, env_end (proc(5)): 0 where the kernel hides them. */
+	if (!bpftel_proc_stat_parse(buf, 26, 3, v) || !bpftel_proc_stat_parse(buf, 45, 7, v + 3))
+		return 0;
+	print = 0xcbf29ce484222325ull; /* FNV-1a, a word at a time */
+	for (i = 0; i < 10; i++)
+		print = (print ^ v[i]) * 0x100000001b3ull;
+	for (i = 0; i < 10 && !v[i]; i++)
+		;
+	return i == 10 ? 0 : print | 1; /* all hidden: unknown; else never 0 */
+}
+
+static __u64 boot_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
+
+void gpu_gap_forget(struct gpu_gap *gap)
+{
+	free(gap->procs);
+	gap->procs = NULL;
+	gap->n = 0;
+}
+
+void gpu_gap_note(struct gpu_gap *gap, int procs_fd, __u32 max, int procfd, __u64 maps_gen)
+{
+	size_t steps = 2 * (size_t)max + 1;
+	__u32 key, next, *prev = NULL;
+
+	gpu_gap_forget(gap);
+	gap->maps_gen = maps_gen;
+	gap->procs = calloc(max ? max : 1, sizeof(*gap->procs));
+	if (!gap->procs)
+		return; /* nothing noted: an exec in the gap goes unseen, as before */
+	/* Bounded: a walk restarts when the key it stands on goes (an exec, a sweep); a
+	 * process listed twice is looked at twice. */
+	while (gap->n < max && steps-- && !bpf_map_get_next_key(procs_fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		gap->procs[gap->n].pid = key;
+		gap->procs[gap->n].at_ns = boot_ns();
+		gap->procs[gap->n].print = gpu_exec_print(procfd, key);
+		gap->n++;
+	}
+}
+
+int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procfd)
+{
+	struct gpu_exec_drop_args args = {};
+	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof(args));
+	struct gpu_proc_stats st;
+	int dropped = 0;
+	__u64 now;
+	size_t i;
+
+	for (i = 0; i < gap->n; i++) {
+		const struct gpu_gap_proc *p = &gap->procs[i];
+
+		if (!p->print)
+			continue;
+		now = gpu_exec_print(procfd, p->pid);
+		if (!now || now == p->print)
+			continue; /* gone (the sweep's), unknown, or the same program */
+		/* A row made after the print was read is the new program's: an exec the old
+		 * instance saw dropped the old one before. */
+		if (bpf_map_lookup_elem(procs_fd, &p->pid, &st) || st.born_ns > p->at_ns)
+			continue;
+		args.tgid = p->pid;
+		if (!bpf_prog_test_run_opts(exec_drop_fd, &run))
+			dropped++;
+	}
+	gpu_gap_forget(gap);
+	return dropped;
+}
