@@ -124,7 +124,7 @@ static void test_illegal_transitions(void **state)
 struct hook_rec {
 	char log[32][24];
 	int n;
-	int fail_before_stop, fail_after_stop, fail_before_init;
+	int fail_before_stop, fail_after_stop, fail_before_init, fail_after_start;
 };
 
 struct comp {
@@ -164,6 +164,18 @@ static int h_before_start(const struct bpftel_hook_before_start *h, void *ctx)
 	return 0;
 }
 
+/* After the probes attached and the consumers started: the module is not yet running
+ * (a failure here unwinds the start). */
+static int h_after_start(const struct bpftel_hook_after_start *h, void *ctx)
+{
+	struct comp *c = ctx;
+
+	assert_int_equal(bpftel_module__state(h->module), BPFTEL_MOD_LOADED);
+	assert_true(bpf_program__fd(bpf_object__find_program_by_name(h->obj, "mt_getppid")) >= 0);
+	rec_add(c, "after_start");
+	return c->rec->fail_after_start;
+}
+
 static int h_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 {
 	struct comp *c = ctx;
@@ -187,6 +199,7 @@ static void register_hooks(struct bpftel_module *m, struct comp *c)
 	assert_int_equal(bpftel_module__add_before_init(m, h_before_init, c), 0);
 	assert_int_equal(bpftel_module__add_after_init(m, h_after_init, c), 0);
 	assert_int_equal(bpftel_module__add_before_start(m, h_before_start, c), 0);
+	assert_int_equal(bpftel_module__add_after_start(m, h_after_start, c), 0);
 	assert_int_equal(bpftel_module__add_before_stop(m, h_before_stop, c), 0);
 	assert_int_equal(bpftel_module__add_after_stop(m, h_after_stop, c), 0);
 }
@@ -195,8 +208,8 @@ static void test_hook_order(void **state)
 {
 	static const char *const want[] = {
 		"A.before_init",  "B.before_init",  "A.after_init",  "B.after_init",
-		"A.before_start", "B.before_start", "B.before_stop", "A.before_stop",
-		"B.after_stop",	  "A.after_stop",
+		"A.before_start", "B.before_start", "A.after_start", "B.after_start",
+		"B.before_stop",  "A.before_stop",  "B.after_stop",  "A.after_stop",
 	};
 	struct fixture *f = *state;
 	struct hook_rec rec = {};
@@ -207,8 +220,8 @@ static void test_hook_order(void **state)
 	register_hooks(f->tm->module, &b);
 	assert_int_equal(bpftel_module__run(f->tm->module), 0);
 	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
-	assert_int_equal(rec.n, 10);
-	for (i = 0; i < 10; i++)
+	assert_int_equal(rec.n, 12);
+	for (i = 0; i < 12; i++)
 		assert_string_equal(rec.log[i], want[i]);
 }
 
@@ -224,7 +237,7 @@ static void test_stop_hook_errors_collected(void **state)
 	assert_int_equal(bpftel_module__run(f->tm->module), 0);
 	assert_int_equal(bpftel_module__stop(f->tm->module), -EIO);
 	/* Stop completed anyway: every hook ran, module closed. */
-	assert_int_equal(rec.n, 10);
+	assert_int_equal(rec.n, 12);
 	assert_int_equal(bpftel_module__state(f->tm->module), BPFTEL_MOD_CLOSED);
 	assert_int_equal(bpftel_module__stop_errors(f->tm->module, errs, 8), 2);
 	assert_int_equal(errs[0], -EIO);
@@ -257,6 +270,28 @@ static void test_cancelled_start_not_counted(void **state)
 	assert_int_equal(bpftel_module__run(m), -ECANCELED);
 	assert_int_equal(bpftel_module__state(m), BPFTEL_MOD_CLOSED);
 	assert_int_equal(bpftel_module__restarts(m), 0);
+}
+
+/* A failing after_start hook fails the start: its probes detached, the stop hooks run,
+ * the module closed, the failure reported at the start step. */
+static void test_failing_after_start_hook_unwinds(void **state)
+{
+	struct fixture *f = *state;
+	struct hook_rec rec = {.fail_after_start = -EPIPE};
+	struct comp a = {&rec, "A"};
+	const char *step = NULL;
+	__u64 failures = 0;
+
+	register_hooks(f->tm->module, &a);
+	assert_int_equal(bpftel_module__run(f->tm->module), -EPIPE);
+	assert_int_equal(bpftel_module__state(f->tm->module), BPFTEL_MOD_CLOSED);
+	assert_int_equal(bpftel_module__last_failure(f->tm->module, &step, &failures), -EPIPE);
+	assert_string_equal(step, "start");
+	assert_int_equal(failures, 1);
+	assert_int_equal(rec.n, 6);
+	assert_string_equal(rec.log[3], "A.after_start");
+	assert_string_equal(rec.log[4], "A.before_stop");
+	assert_string_equal(rec.log[5], "A.after_stop");
 }
 
 static void test_failing_init_hook_unwinds(void **state)
@@ -869,6 +904,7 @@ int main(void)
 		T(test_hook_order),
 		T(test_stop_hook_errors_collected),
 		T(test_cancelled_start_not_counted),
+		T(test_failing_after_start_hook_unwinds),
 		T(test_failing_init_hook_unwinds),
 		T(test_failed_start_reported),
 		T(test_before_init_rodata_and_resize),

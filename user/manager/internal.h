@@ -42,6 +42,7 @@ struct hook {
 		bpftel_before_init_fn before_init;
 		bpftel_after_init_fn after_init;
 		bpftel_before_start_fn before_start;
+		bpftel_after_start_fn after_start;
 		bpftel_before_stop_fn before_stop;
 		bpftel_after_stop_fn after_stop;
 	};
@@ -97,7 +98,7 @@ struct bpftel_module {
 	struct bpf_object *obj;
 	__u64 starts;
 
-	struct hook_list before_init, after_init, before_start, before_stop, after_stop;
+	struct hook_list before_init, after_init, before_start, after_start, before_stop, after_stop;
 
 	size_t nprobes;
 	struct probe probes[BPFTEL_MAX_PROBES];

@@ -16,14 +16,15 @@
  *          the object, then after_init hooks
  *   start: before_start hooks, attach each probe (first viable candidate wins, falling
  *          back on attach failure), start the consumers (an event pipeline: consumer
- *          and worker threads, user/events); returns once they run
+ *          and worker threads, user/events), then after_start hooks; returns once
+ *          they ran
  *   stop:  before_stop hooks, stop consumers (no callback runs after), detach,
  *          ops->close, after_stop hooks; back to CLOSED. Idempotent.
  *
  * Hooks: a component registers them on a module for itself, with its own context. Each
  * kind has its own function type, so a hook of the wrong kind does not compile.
  * init/start hooks run in registration order, stop hooks in reverse. A failing
- * before_init/after_init/before_start hook fails that step (and the caller stops the
+ * before_init/after_init/before_start/after_start hook fails that step (and the caller stops the
  * module); stop-hook errors are collected (bpftel_module__stop_errors) and stop still
  * completes.
  *
@@ -66,6 +67,10 @@ struct bpftel_hook_before_start {
 	struct bpftel_module *module;
 	struct bpf_object *obj;
 };
+struct bpftel_hook_after_start {
+	struct bpftel_module *module;
+	struct bpf_object *obj; /* its probes attached, its consumers running */
+};
 struct bpftel_hook_before_stop {
 	struct bpftel_module *module;
 	struct bpf_object *obj; /* NULL if the module never opened */
@@ -78,6 +83,7 @@ struct bpftel_hook_after_stop {
 typedef int (*bpftel_before_init_fn)(const struct bpftel_hook_before_init *h, void *ctx);
 typedef int (*bpftel_after_init_fn)(const struct bpftel_hook_after_init *h, void *ctx);
 typedef int (*bpftel_before_start_fn)(const struct bpftel_hook_before_start *h, void *ctx);
+typedef int (*bpftel_after_start_fn)(const struct bpftel_hook_after_start *h, void *ctx);
 typedef int (*bpftel_before_stop_fn)(const struct bpftel_hook_before_stop *h, void *ctx);
 typedef int (*bpftel_after_stop_fn)(const struct bpftel_hook_after_stop *h, void *ctx);
 
@@ -87,6 +93,7 @@ typedef int (*bpftel_after_stop_fn)(const struct bpftel_hook_after_stop *h, void
 int bpftel_module__add_before_init(struct bpftel_module *m, bpftel_before_init_fn fn, void *ctx);
 int bpftel_module__add_after_init(struct bpftel_module *m, bpftel_after_init_fn fn, void *ctx);
 int bpftel_module__add_before_start(struct bpftel_module *m, bpftel_before_start_fn fn, void *ctx);
+int bpftel_module__add_after_start(struct bpftel_module *m, bpftel_after_start_fn fn, void *ctx);
 int bpftel_module__add_before_stop(struct bpftel_module *m, bpftel_before_stop_fn fn, void *ctx);
 int bpftel_module__add_after_stop(struct bpftel_module *m, bpftel_after_stop_fn fn, void *ctx);
 

@@ -47,6 +47,11 @@ int bpftel_module__add_before_start(struct bpftel_module *m, bpftel_before_start
 	return hook_add(m, &m->before_start, (struct hook){.before_start = fn, .ctx = ctx});
 }
 
+int bpftel_module__add_after_start(struct bpftel_module *m, bpftel_after_start_fn fn, void *ctx)
+{
+	return hook_add(m, &m->after_start, (struct hook){.after_start = fn, .ctx = ctx});
+}
+
 int bpftel_module__add_before_stop(struct bpftel_module *m, bpftel_before_stop_fn fn, void *ctx)
 {
 	return hook_add(m, &m->before_stop, (struct hook){.before_stop = fn, .ctx = ctx});
@@ -340,6 +345,7 @@ static int do_load(struct bpftel_module *m)
 static int do_start(struct bpftel_module *m)
 {
 	struct bpftel_hook_before_start h = {.module = m, .obj = m->obj};
+	struct bpftel_hook_after_start ah = {.module = m, .obj = m->obj};
 	size_t i;
 	int err;
 
@@ -357,6 +363,12 @@ static int do_start(struct bpftel_module *m)
 	err = probes_attach(m);
 	if (!err)
 		err = consumer_start(m);
+	for (i = 0; !err && i < m->after_start.n; i++) {
+		err = m->after_start.h[i].after_start(&ah, m->after_start.h[i].ctx);
+		if (err)
+			pr_err("module '%s': after_start hook %zu failed: %s", m->ops->name, i,
+			       strerror(-err));
+	}
 	if (err) {
 		probes_detach(m, false); /* as do_stop: the programs stop writing first */
 		consumer_stop(m);
