@@ -100,14 +100,17 @@ int gpu_slot_free(struct gpu_slot_free_args *a)
 }
 
 /*
- * Run by userspace (user/modules/gpu/gpu.c, gap_check) for a process that exec'd in a
+ * Run by userspace (user/modules/gpu/gpu_gap.c) for a process that exec'd in a
  * restart's gap, when no program of the module was on the exec tracepoint: what
- * gpu_exec would have done then, before the new instance's probes attach.
+ * gpu_exec would have done then. Returns 1 when the process had a row.
  */
 SEC("syscall")
 int gpu_exec_drop(struct gpu_exec_drop_args *a)
 {
 	TLM_PROG(gpu_exec_drop);
+	__u32 tgid = a->tgid;
+	bool had = bpf_map_lookup_elem(&gpu_procs, &tgid);
 
-	return gpu_exec_body(TLM_ARG, (__u64)a->tgid << 32);
+	gpu_exec_body(TLM_ARG, (__u64)tgid << 32);
+	return had;
 }

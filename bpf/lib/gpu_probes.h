@@ -430,7 +430,7 @@ struct gpu_exec_ctx {
 		if (tgid != c->tgid)                                                      \
 			return 0;                                                         \
 		owner = owner_of(value);                                                  \
-		if (!tlm_map_delete(map, key))                                            \
+		if (!tlm_map_take(map, key)) /* -ENOENT: a free or sweep took it first */ \
 			fair_share_give(table, owner);                                    \
 		return 0;                                                                 \
 	}

@@ -85,7 +85,8 @@ struct bpftel_gpu {
 	/* The sweep's: /proc, and what it knows of the processes of gpu_procs (by pid),
 	 * under sweep_lock, taken before the others. */
 	pthread_mutex_t sweep_lock;
-	int procfd;
+	int procfd;			 /* swapped under both sweep_lock and procfd_lock */
+	pthread_mutex_t procfd_lock; /* enough to read procfd (the restart's gap) */
 	struct proc_start *starts;
 	size_t nstarts;
 	__u64 starts_maps; /* the maps starts was recorded against (maps_gen) */
@@ -543,18 +544,21 @@ static void gpu_shares_housekeeping(struct bpftel_gpu *g, bool dropped)
 	pthread_mutex_unlock(&g->lock);
 }
 
-/* /proc as the sweep reads it (tests give another), duplicated: -1 if it cannot be. */
+/* /proc as the sweep reads it (tests give another), duplicated: -1 if it cannot be.
+ * Not under sweep_lock, which a sweep holds through its reads of /proc. */
 static int gap_procfd(struct bpftel_gpu *g)
 {
 	int fd;
 
-	pthread_mutex_lock(&g->sweep_lock);
+	pthread_mutex_lock(&g->procfd_lock);
 	fd = bpftel_fd_dup(g->procfd);
-	pthread_mutex_unlock(&g->sweep_lock);
+	pthread_mutex_unlock(&g->procfd_lock);
 	return fd;
 }
 
-/* A restart's stop, its programs still running: note each process and its print. */
+/* A restart's stop, its programs still running (the first of its before_stop hooks,
+ * registered last: before the uprobe registry's closes the object's stop gate, which
+ * the exec tracepoint's program reads too): note each process and its print. */
 static int gap_note(const struct bpftel_hook_before_stop *h, void *ctx)
 {
 	struct bpftel_gpu *g = ctx;
@@ -580,12 +584,14 @@ static int gap_note(const struct bpftel_hook_before_stop *h, void *ctx)
 	return 0;
 }
 
-/* The new instance, loaded with the kept maps, before its probes attach: nothing of the
- * module writes its tables now. Those that exec'd in between lose what they had. */
-static int gap_check(const struct bpftel_hook_before_start *h, void *ctx)
+/* The new instance, loaded with the kept maps, once its probes are attached (the exec
+ * tracepoint's included: an exec from now on is its): those that exec'd in between
+ * lose what they had. A row the new instance made since is newer than the print
+ * noted, and stays. */
+static int gap_check(const struct bpftel_hook_after_start *h, void *ctx)
 {
 	struct bpftel_gpu *g = ctx;
-	int procs_fd = -1, prog_fd = -1, procfd, dropped;
+	int procs_fd = -1, prog_fd = -1, procfd, dropped, left = 0;
 
 	if (!g->gap.n)
 		return 0;
@@ -599,11 +605,15 @@ static int gap_check(const struct bpftel_hook_before_start *h, void *ctx)
 	if (procfd < 0) {
 		gpu_gap_forget(&g->gap); /* new maps, or not to be read: nothing to drop */
 	} else {
-		dropped = gpu_gap_check(&g->gap, procs_fd, prog_fd, procfd);
+		dropped = gpu_gap_check(&g->gap, procs_fd, prog_fd, procfd, &left);
 		if (dropped)
 			pr_info("gpu: %d process%s exec'd during the restart: %s old program's "
 				"state dropped", dropped, dropped == 1 ? "" : "es",
 				dropped == 1 ? "its" : "their");
+		if (left)
+			pr_warn("gpu: %d more exec'd during the restart and keep their old "
+				"program's state (at most %d are dropped a restart)", left,
+				GPU_GAP_DROPS_MAX);
 	}
 	bpftel_fd_close(&procfd);
 	bpftel_fd_close(&prog_fd);
@@ -621,6 +631,7 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_mutex_init(&g->report_lock, NULL);
 	pthread_mutex_init(&g->sweep_lock, NULL);
+	pthread_mutex_init(&g->procfd_lock, NULL);
 	g->kernels = bpftel_gpu_kernels__new(NULL);
 	g->errors = bpftel_gpu_errors__new();
 	g->series = bpftel_gpu_series__new(BPFTEL_GPU_SERIES_PROCS);
@@ -633,6 +644,7 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 		bpftel_gpu_kernels__free(g->kernels);
 		bpftel_gpu_errors__free(g->errors);
 		bpftel_gpu_series__free(g->series);
+		pthread_mutex_destroy(&g->procfd_lock);
 		pthread_mutex_destroy(&g->sweep_lock);
 		pthread_mutex_destroy(&g->report_lock);
 		pthread_mutex_destroy(&g->lock);
@@ -658,14 +670,16 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	g->ops.housekeeping = gpu_housekeeping;
 	err = bpftel_manager__register(mgr, &g->ops, g, &g->module);
 	if (!err)
-		err = bpftel_module__add_before_stop(g->module, gap_note, g) ?:
-		      bpftel_module__add_before_start(g->module, gap_check, g);
-	if (!err)
 		err = bpftel_uprobes__add_module(up, g->module, uprobe_specs,
 						 sizeof(uprobe_specs) / sizeof(uprobe_specs[0]));
 	if (!err)
 		err = bpftel_manager__bind_shared(mgr, g->module, BPFTEL_SHAREDLIBS_MODULE,
 						  SHLIB_LIBSET_BIT(SHLIB_LIBSET_GPU));
+	/* Last: stop hooks run in reverse, and the note must come before the others'
+	 * (above). */
+	if (!err)
+		err = bpftel_module__add_after_start(g->module, gap_check, g) ?:
+		      bpftel_module__add_before_stop(g->module, gap_note, g);
 	if (err) {
 		/* Registered modules are freed with the manager; g must outlive it. */
 		pr_err("gpu: cannot register: %s", strerror(-err));
@@ -684,8 +698,10 @@ struct bpftel_gpu_series *bpftel_gpu__series(struct bpftel_gpu *g)
 void bpftel_gpu__set_procfd(struct bpftel_gpu *g, int procfd)
 {
 	pthread_mutex_lock(&g->sweep_lock);
+	pthread_mutex_lock(&g->procfd_lock);
 	close(g->procfd);
 	g->procfd = procfd;
+	pthread_mutex_unlock(&g->procfd_lock);
 	pthread_mutex_unlock(&g->sweep_lock);
 }
 
@@ -718,6 +734,7 @@ void bpftel_gpu__free(struct bpftel_gpu *g)
 	free(g->starts);
 	free(g->borns);
 	gpu_gap_forget(&g->gap);
+	pthread_mutex_destroy(&g->procfd_lock);
 	pthread_mutex_destroy(&g->sweep_lock);
 	pthread_mutex_destroy(&g->report_lock);
 	pthread_mutex_destroy(&g->lock);

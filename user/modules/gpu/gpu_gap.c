@@ -34,15 +34,19 @@ __u64 gpu_exec_print(int procfd, __u32 pid)
 		return 0;
 	buf[len] = '\0';
 	/* startcode, endcode, startstack; start_data, end_data, start_brk, arg_start,
-	 * arg_end, env_start, env_end (proc(5)): 0 where the kernel hides them. */
+	 * arg_end, env_start, env_end (proc(5)). Where the kernel hides them (a process
+	 * the reader may not ptrace) it shows 1, 1 and zeros; a process without memory (a
+	 * zombie leader's, a kernel thread's) zeros: unknown, either way. */
 	if (!bpftel_proc_stat_parse(buf, 26, 3, v) || !bpftel_proc_stat_parse(buf, 45, 7, v + 3))
+		return 0;
+	for (i = 3; i < 10 && !v[i]; i++)
+		;
+	if (i == 10 || v[0] <= 1)
 		return 0;
 	print = 0xcbf29ce484222325ull; /* FNV-1a, a word at a time */
 	for (i = 0; i < 10; i++)
 		print = (print ^ v[i]) * 0x100000001b3ull;
-	for (i = 0; i < 10 && !v[i]; i++)
-		;
-	return i == 10 ? 0 : print | 1; /* all hidden: unknown; else never 0 */
+	return print | 1; /* never 0, which says unknown */
 }
 
 static __u64 boot_ns(void)
@@ -76,13 +80,14 @@ void gpu_gap_note(struct gpu_gap *gap, int procs_fd, __u32 max, int procfd, __u6
 		key = next;
 		prev = &key;
 		gap->procs[gap->n].pid = key;
-		gap->procs[gap->n].at_ns = boot_ns();
 		gap->procs[gap->n].print = gpu_exec_print(procfd, key);
+		/* After the read: a row made before this was made by the program read. */
+		gap->procs[gap->n].at_ns = boot_ns();
 		gap->n++;
 	}
 }
 
-int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procfd)
+int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procfd, int *left)
 {
 	struct gpu_exec_drop_args args = {};
 	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof(args));
@@ -91,6 +96,7 @@ int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procf
 	__u64 now;
 	size_t i;
 
+	*left = 0;
 	for (i = 0; i < gap->n; i++) {
 		const struct gpu_gap_proc *p = &gap->procs[i];
 
@@ -103,9 +109,15 @@ int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procf
 		 * instance saw dropped the old one before. */
 		if (bpf_map_lookup_elem(procs_fd, &p->pid, &st) || st.born_ns > p->at_ns)
 			continue;
+		/* Each a walk of the module's tables: bounded, so that processes exec'ing
+		 * through restarts cannot make a restart's gap last. */
+		if (dropped == GPU_GAP_DROPS_MAX) {
+			(*left)++;
+			continue;
+		}
 		args.tgid = p->pid;
-		if (!bpf_prog_test_run_opts(exec_drop_fd, &run))
-			dropped++;
+		if (!bpf_prog_test_run_opts(exec_drop_fd, &run) && run.retval)
+			dropped++; /* its row was there still (a sweep may have taken it) */
 	}
 	gpu_gap_forget(gap);
 	return dropped;

@@ -14,13 +14,19 @@
  * With address-space randomization on (the kernel's default), a new program gets new
  * ones, even the same executable again; with it off (randomize_va_space=0, or the
  * process's personality), an exec of the same executable lays them out the same, and
- * is not told apart: its row goes on.
+ * is not told apart: its row goes on. A process may also move them itself without an
+ * exec (prctl PR_SET_MM, with CAP_SYS_RESOURCE; checkpoint/restore): one that does so
+ * in the gap loses its own state, no other process's. A process whose layout the agent
+ * cannot read (hidden, or no memory: a zombie leader) is not checked. Each drop walks
+ * the tables: at most GPU_GAP_DROPS_MAX a restart, the rest logged.
  */
 #ifndef BPFTEL_GPU_GAP_H
 #define BPFTEL_GPU_GAP_H
 
 #include <stddef.h>
 #include <linux/types.h>
+
+#define GPU_GAP_DROPS_MAX 64
 
 struct gpu_gap_proc {
 	__u32 pid;
@@ -41,9 +47,10 @@ __u64 gpu_exec_print(int procfd, __u32 pid);
 void gpu_gap_note(struct gpu_gap *gap, int procs_fd, __u32 max, int procfd, __u64 maps_gen);
 
 /* The processes noted whose print changed, their row made before it was read: each is
- * dropped by running exec_drop_fd (gpu_exec_drop) for it. Returns how many. The gap is
+ * dropped by running exec_drop_fd (gpu_exec_drop) for it, up to GPU_GAP_DROPS_MAX.
+ * Returns how many were dropped, those past the bound in *left. The gap is
  * forgotten. */
-int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procfd);
+int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procfd, int *left);
 
 void gpu_gap_forget(struct gpu_gap *gap);
 
