@@ -7,11 +7,19 @@
  * read here. Each program must stay within BUDGET. At stop 55 the GPU entry program
  * took 62,611 (its uid-range search and saturating add inlined at each call site,
  * the HTTP/2 walk's step re-verified at each loop); after they became global
- * functions (verified once), 12-15 thousand at most. A change that makes a program
- * walk past the budget is one that makes every restart slower: look at where the
- * verifier spends (log level 2, by source line) before raising it.
+ * functions (verified once), 16-17 thousand at most (the GPU return program: the
+ * first try of each saturating add stays inline, off the launch's call path). A change
+ * that makes a program walk past the budget is one that makes every restart slower:
+ * look at where the verifier spends (log level 2, by source line) before raising it.
  *
- * Usage: test_bpf_verifier_budget GPU_OBJ USM_OBJ
+ * The objects are the modules' own (their skeletons), with the settings the modules
+ * give them before load that change what the verifier walks: a pid namespace known
+ * (fair_share_owner's container branch), the loopback's index, and the GPU's
+ * gpu_launch_shared_mem both off (the default) and on. The budget was set on Linux
+ * 6.18, the kernel of these machines (../shared/DESIGN.md): another kernel's verifier
+ * may count otherwise, and the test prints the kernel it ran on.
+ *
+ * Usage: test_bpf_verifier_budget (as root)
  */
 #include <errno.h>
 #include <setjmp.h>
