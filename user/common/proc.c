@@ -52,24 +52,33 @@ int bpftel_proc_stat_parse(const char *text, int field, int n, unsigned long lon
 	return got == n ? n : 0;
 }
 
+ssize_t bpftel_proc_stat_text(int procfd, __u32 pid, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t len;
+	int fd, err;
+
+	snprintf(path, sizeof(path), procfd == AT_FDCWD ? "/proc/%u/stat" : "%u/stat", pid);
+	fd = openat(procfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	/* Read whole, not by line: the name is the process's own, and may hold a newline
+	 * (prctl(PR_SET_NAME), an executable's name) or ')'. */
+	len = read(fd, buf, size - 1);
+	err = errno;
+	close(fd);
+	if (len < 0)
+		return -err;
+	buf[len] = '\0';
+	return len;
+}
+
 int bpftel_proc_stat(__u32 pid, int field, int n, unsigned long long *out)
 {
-	char path[64], buf[1024];
-	ssize_t len;
-	int fd;
+	char buf[1024]; /* the fields asked for are within it: a 16-byte name and numbers */
 
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (bpftel_proc_stat_text(AT_FDCWD, pid, buf, sizeof(buf)) <= 0)
 		return 0;
-	/* Read whole, not by line: the name is the process's own, and may hold a newline
-	 * (prctl(PR_SET_NAME), an executable's name) or ')'. The fields asked for are within
-	 * the first 1 KiB: a 16-byte name and numbers. */
-	len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (len <= 0)
-		return 0;
-	buf[len] = '\0';
 	return bpftel_proc_stat_parse(buf, field, n, out);
 }
 

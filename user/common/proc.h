@@ -4,6 +4,7 @@
 #define BPFTEL_PROC_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <linux/types.h>
 
 /* pid's name from /proc/<pid>/comm, without the newline the kernel ends it with; "?"
@@ -17,6 +18,9 @@ void bpftel_proc_comm(__u32 pid, char *comm, size_t size);
 int bpftel_proc_stat(__u32 pid, int field, int n, unsigned long long *out);
 /* The same from a stat line's text (NUL-terminated). */
 int bpftel_proc_stat_parse(const char *text, int field, int n, unsigned long long *out);
+/* pid's whole stat line into buf (NUL-terminated), from procfd's <pid>/stat (a /proc
+ * directory's descriptor; AT_FDCWD: /proc's): its length, or -errno. */
+ssize_t bpftel_proc_stat_text(int procfd, __u32 pid, char *buf, size_t size);
 
 /* pid's start time, in clock ticks after boot (field 22 of /proc/<pid>/stat): with the
  * pid, it names one process, whatever process has the pid later. 0 when it is gone or

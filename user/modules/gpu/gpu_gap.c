@@ -1,12 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* A restart's gap: processes that exec'd while no program watched (gpu_gap.h). */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
-#include <unistd.h>
 #include <bpf/bpf.h>
 
 #include "gpu_gap.h"
@@ -19,20 +14,12 @@
 __u64 gpu_exec_print(int procfd, __u32 pid)
 {
 	unsigned long long v[10];
-	char path[32], buf[STAT_BYTES];
-	ssize_t len;
+	char buf[STAT_BYTES];
 	__u64 print;
-	int fd, i;
+	int i;
 
-	snprintf(path, sizeof(path), "%u/stat", pid);
-	fd = openat(procfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
-	if (fd < 0)
+	if (bpftel_proc_stat_text(procfd, pid, buf, sizeof(buf)) <= 0)
 		return 0;
-	len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (len <= 0)
-		return 0;
-	buf[len] = '\0';
 	/* startcode, endcode, startstack; start_data, end_data, start_brk, arg_start,
 	 * arg_end, env_start, env_end (proc(5)). Where the kernel hides them (a process
 	 * the reader may not ptrace) it shows 1, 1 and zeros; a process without memory (a
