@@ -49,17 +49,18 @@
  * through a walk can pass its share by as many, once.
  *
  * Cost: two hash lookups and an atomic add where an entry is made, a lookup where one
- * is deleted; for the host's root, a helper call where an entry is made, nothing more;
- * for another user, a binary search of the uid ranges (up to 9 steps) where one is made,
- * and two BPF-to-BPF calls (fair_share_range_owner, fair_share_take_counted: global
- * functions, each verified once per program, not at each call site).
+ * is deleted; for the host's root, a BPF-to-BPF call and a helper call where an entry is
+ * made (fair_share_owner), nothing more; for another user, a binary search of the uid
+ * ranges (up to 9 steps) where one is made, and two calls more (fair_share_range_owner,
+ * fair_share_take_counted). These are global functions, each verified once per program,
+ * not at each call site: a module's restart is mostly the verifier's walk.
  * Callers call these only where an entry is new (a session's start, a process's row,
  * a thread's state), never per call; but a process refused a row tries again at each
  * of its calls, and pays that at each (the GPU module: gpu_proc). The one exception is
  * the GPU module's calls in flight, whose entry is made at each call that keeps
  * arguments for its return (allocations, frees, copies, syncs; not launches): an
- * owner but root pays the above at each such call's entry and return, root one
- * compare.
+ * owner but root pays the above at each such call's entry and return, root a call to
+ * fair_share_owner at its entry and one compare at each.
  *
  * Include after telemetry/telemetry.bpf.h.
  */

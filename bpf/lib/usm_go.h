@@ -63,7 +63,7 @@ static __always_inline __u32 usm_go_depth(TLM_PARAM, struct pt_regs *regs)
  * holding thousands of idle connections, or a program made to) cannot push the
  * others' out: past it, a Read is not kept (go_reads_over_share). The count is taken
  * at each Read, not once per session: an owner but root pays two hash lookups at a
- * Read's entry and one at its return, root one compare. */
+ * Read's entry and one at its return, root a call (fair_share_owner) and a compare. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, USM_GO_READS_MAX);
