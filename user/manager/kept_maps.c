@@ -53,8 +53,7 @@ void keep_maps(struct bpftel_module *m)
 	const char *const *names = m->ops->restart_keeps;
 	struct bpf_map *map;
 
-	if (!names || !__atomic_load_n(&m->keep_shared, __ATOMIC_ACQUIRE) ||
-	    m->state < BPFTEL_MOD_LOADED)
+	if (!names || !bpftel_module__restarting(m) || m->state < BPFTEL_MOD_LOADED)
 		return;
 	for (size_t i = 0; i < BPFTEL_MAX_KEPT_MAPS && names[i]; i++) {
 		map = bpf_object__find_map_by_name(m->obj, names[i]);

@@ -259,7 +259,7 @@ static int binding_unsubscribe(const struct bpftel_hook_before_stop *h, void *ct
 {
 	struct binding *b = ctx;
 
-	if (__atomic_load_n(&h->module->keep_shared, __ATOMIC_ACQUIRE))
+	if (bpftel_module__restarting(h->module))
 		return 0; /* a restart's stop: kept for the start that follows */
 	return bpftel_manager__unsubscribe(b->mgr, b->shared, b->subscriber);
 }

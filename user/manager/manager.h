@@ -24,9 +24,9 @@
  * Hooks: a component registers them on a module for itself, with its own context. Each
  * kind has its own function type, so a hook of the wrong kind does not compile.
  * init/start hooks run in registration order, stop hooks in reverse. A failing
- * before_init/after_init/before_start/after_start hook fails that step (and the caller stops the
- * module); stop-hook errors are collected (bpftel_module__stop_errors) and stop still
- * completes.
+ * before_init/after_init/before_start/after_start hook fails that step (and the caller
+ * stops the module); stop-hook errors are collected (bpftel_module__stop_errors) and
+ * stop still completes.
  *
  * Ints returned are 0 or a negative errno; illegal transitions return -EINVAL and
  * change nothing. Errors are reported through bpftel_log().
@@ -268,9 +268,9 @@ int bpftel_module__restart(struct bpftel_module *m, int *stop_err);
  * (ops.restart_keeps): for its load, on the lifecycle step's thread, to know that its
  * tables hold the old instance's state. */
 bool bpftel_module__reused_maps(const struct bpftel_module *m);
-/* Whether the module's stop in progress is a restart's (its maps are then kept): for
- * its before_stop hooks, to note what the new instance will need to know of the gap in
- * which no program of the module runs. */
+/* Whether the module's stop in progress is a restart's (its maps and subscriptions are
+ * then kept): for its before_stop hooks, e.g. to note what the new instance will need
+ * to know of the gap in which no program of the module runs. */
 bool bpftel_module__restarting(const struct bpftel_module *m);
 
 /* Records from the module's ring buffers: processed, and dropped by stage (userspace
