@@ -245,6 +245,44 @@ static void log_capture(enum bpftel_log_level level, const char *msg)
 /* The log reads as every other surface: a backslash doubled, so that a path holding
  * the text "\x1B" does not log as one holding an ESC; a message too long for a line
  * is cut on a whole character and says so. */
+/* "label: msg" as the ELF readers' refusals write it: the reason whole past a label
+ * too long for the buffer (its end kept, after "..."), one line, no UTF-8 split. */
+static void test_labeled_keeps_reason(void **state)
+{
+	static const char msg[] = "Go before 1.17 (go1.16): not supported";
+	char label[300], out[128];
+	size_t i;
+
+	(void)state;
+	bpftel_labeled(out, sizeof(out), "/usr/bin/x", msg);
+	assert_string_equal(out, "/usr/bin/x: Go before 1.17 (go1.16): not supported");
+	bpftel_labeled(out, sizeof(out), "", msg);
+	assert_string_equal(out, msg);
+	bpftel_labeled(out, sizeof(out), "a\nb\x1b[31m", "why");
+	assert_string_equal(out, "a?b?[31m: why");
+
+	memset(label, 'd', sizeof(label));
+	memcpy(label + sizeof(label) - 12, "/go-server", 11); /* ends the string */
+	bpftel_labeled(out, sizeof(out), label, msg);
+	assert_int_equal(strlen(out), sizeof(out) - 1);
+	assert_memory_equal(out, "...ddd", 6);
+	assert_non_null(strstr(out, "/go-server: Go before 1.17 (go1.16): not supported"));
+
+	/* A two-byte character where the cut falls: skipped whole, not split. */
+	for (i = 0; i + 1 < sizeof(label) - 12; i += 2)
+		memcpy(label + i, "\xc3\xa9", 2);
+	for (i = 0; i < 2; i++) {
+		bpftel_labeled(out, sizeof(out) - i, label, msg);
+		assert_memory_equal(out, "...", 3);
+		assert_int_equal((unsigned char)out[3] & 0xc0, 0xc0); /* a sequence's start */
+		assert_true(strlen(out) < sizeof(out) - i);
+	}
+
+	/* A message longer than the buffer: cut, with no label at all. */
+	bpftel_labeled(out, 8, label, msg);
+	assert_string_equal(out, "Go befo");
+}
+
 static void test_log_escapes(void **state)
 {
 	char ascii_then_e[1100];
@@ -1001,6 +1039,7 @@ int main(void)
 		cmocka_unit_test(test_escape_cut_whole),
 		cmocka_unit_test(test_table_columns),
 		cmocka_unit_test(test_table_cell_elided),
+		cmocka_unit_test(test_labeled_keeps_reason),
 		cmocka_unit_test(test_log_escapes),
 		cmocka_unit_test_setup_teardown(test_server_answers, server_setup, server_teardown),
 		cmocka_unit_test_setup_teardown(test_server_survives_bad_clients, server_setup,

@@ -345,6 +345,29 @@ static void test_old_version(void **state)
 	unlink(path);
 }
 
+/* The agent's refusal buffer is 128 bytes: a binary at a path longer than that keeps
+ * its reason (the path's start gives way), where "path: reason" kept only the path. */
+static void test_long_path_keeps_reason(void **state)
+{
+	struct bpftel_go_func f[] = {{.name = WRITE}};
+	char err[128] = "", label[200];
+	struct bpftel_go_exe exe;
+	char *path;
+	int fd;
+
+	(void)state;
+	path = patched(bi_magic, 14, 33, "go1.16", 6);
+	memset(label, 'x', sizeof(label));
+	strcpy(label + sizeof(label) - 8, "/server");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(bpftel_go_inspect_fd(fd, label, &exe, f, 1, err, sizeof(err)), -ENOTSUP);
+	close(fd);
+	assert_non_null(strstr(err, "/server: "));
+	assert_non_null(strstr(err, "before 1.17"));
+	unlink(path);
+}
+
 static void test_bad_buildinfo(void **state)
 {
 	struct bpftel_go_func f[] = {{.name = WRITE}};
@@ -654,6 +677,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_plain),	      cmocka_unit_test(test_stripped),
 		cmocka_unit_test(test_pie),
 		cmocka_unit_test(test_not_go),	      cmocka_unit_test(test_old_version),
+		cmocka_unit_test(test_long_path_keeps_reason),
 		cmocka_unit_test(test_bad_buildinfo), cmocka_unit_test(test_bad_pclntab),
 		cmocka_unit_test(test_craft_layouts), cmocka_unit_test(test_craft_hostile),
 		cmocka_unit_test(test_rets),	      cmocka_unit_test(test_rets_cap),

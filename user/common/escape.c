@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <ctype.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "escape.h"
@@ -230,4 +231,32 @@ char *bpftel_elide_dup(const char *s, size_t max)
 	memcpy(out + head_end, more, sizeof(more) - 1);
 	memcpy(out + head_end + sizeof(more) - 1, s + tail_start, len - tail_start + 1);
 	return out;
+}
+
+void bpftel_labeled(char *out, size_t size, const char *label, const char *msg)
+{
+	static const char more[] = "...";
+	size_t llen = strlen(label), mlen = strlen(msg), room = 0, skip = 0;
+	char *p;
+
+	if (!size)
+		return;
+	if (llen + 2 + mlen >= size) {
+		/* What of the label's end fits before ": msg", after "...". */
+		room = size > mlen + 2 + sizeof(more) ? size - mlen - 2 - sizeof(more) : 0;
+		skip = llen - (room < llen ? room : llen);
+		while (skip < llen && ((unsigned char)label[skip] & 0xc0) == 0x80)
+			skip++; /* not inside a UTF-8 sequence */
+	}
+	if (!*label)
+		snprintf(out, size, "%s", msg);
+	else if (!skip)
+		snprintf(out, size, "%s: %s", label, msg);
+	else if (skip < llen)
+		snprintf(out, size, "%s%s: %s", more, label + skip, msg);
+	else
+		snprintf(out, size, "%s", msg);
+	for (p = out; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 }

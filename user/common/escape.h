@@ -41,5 +41,10 @@ size_t bpftel_columns(const char *s);
  * its first and last characters with "..." between them (the start of an HTTP path,
  * the file name of a library's), no escape split; NULL when out of memory. */
 char *bpftel_elide_dup(const char *s, size_t max);
+/* "label: msg" into out (size bytes), one line (control characters become '?'). Where
+ * it does not fit, the label's start gives way ("...tail: msg"), never the message: a
+ * refusal's reason outlives a long path (the file name, at its end, stays too). An
+ * empty label: msg alone. */
+void bpftel_labeled(char *out, size_t size, const char *label, const char *msg);
 
 #endif /* BPFTEL_ESCAPE_H */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <gelf.h>
 
+#include "user/common/escape.h"
 #include "user/manager/elfcheck.h"
 #include "user/manager/elfsym.h"
 
@@ -83,21 +84,14 @@ __attribute__((format(printf, 4, 5))) static int set_err(struct ctx *c, int ret,
 {
 	char msg[256];
 	va_list ap;
-	char *p;
 
 	if (!c->err || !c->errlen)
 		return ret;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (with_label && c->label)
-		snprintf(c->err, c->errlen, "%s: %s", c->label, msg);
-	else
-		snprintf(c->err, c->errlen, "%s", msg);
-	/* One line, whatever the label holds. */
-	for (p = c->err; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
+	/* One line, whatever the label holds, and the reason whole past a long label. */
+	bpftel_labeled(c->err, c->errlen, with_label && c->label ? c->label : "", msg);
 	return ret;
 }
 

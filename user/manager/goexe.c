@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <gelf.h>
 
+#include "user/common/escape.h"
 #include "user/manager/elfcheck.h"
 #include "user/manager/goexe.h"
 
@@ -43,7 +44,7 @@ __attribute__((format(printf, 3, 4))) static int fail(struct go_ctx *c, int ret,
 		va_start(ap, fmt);
 		vsnprintf(msg, sizeof(msg), fmt, ap);
 		va_end(ap);
-		snprintf(c->err, c->errlen, "%s: %s", c->label, msg);
+		bpftel_labeled(c->err, c->errlen, c->label, msg);
 	}
 	return ret;
 }
