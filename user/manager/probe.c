@@ -55,7 +55,9 @@ const char *bpftel_probe_policy_name(enum bpftel_probe_policy policy)
 }
 
 /* Can this kernel load fentry/fexit programs at all? Load a two-instruction one. */
-static int detect_tracing(const char *func, char *reason, size_t len)
+/* *kernels: whether a failure is the kernel's verdict on fentry programs, to be cached
+ * (its refusal of the load), not a failure of the moment (BTF or memory). */
+static int detect_tracing(const char *func, char *reason, size_t len, bool *kernels)
 {
 	const struct bpf_insn insns[] = {
 		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
@@ -82,6 +84,8 @@ static int detect_tracing(const char *func, char *reason, size_t len)
 		err = -errno;
 		snprintf(reason, len, "kernel refuses fentry/fexit programs (load: %s)",
 			 strerror(-err));
+		*kernels = err == -EINVAL || err == -EPERM || err == -EOPNOTSUPP ||
+			   err == -524 /* ENOTSUPP */;
 		return err;
 	}
 	close(fd);
@@ -140,6 +144,7 @@ static void cache_verdict(struct bpftel_manager *mgr, int *slot, int err)
 static int detect(struct bpftel_module *m, struct probe *p, size_t i, char *reason, size_t len)
 {
 	const struct bpftel_attach_candidate *c = &p->spec.cand[i];
+	bool kernels = false;
 	long off;
 	int err;
 
@@ -152,8 +157,8 @@ static int detect(struct bpftel_module *m, struct probe *p, size_t i, char *reas
 				 strerror(-err));
 			return err;
 		}
-		err = detect_tracing(c->target, reason, len);
-		if (err && err != -ENOENT)
+		err = detect_tracing(c->target, reason, len, &kernels);
+		if (err && kernels)
 			cache_verdict(m->mgr, &m->mgr->fentry_ok, err);
 		return err;
 	case BPFTEL_ATTACH_KPROBE:
@@ -250,6 +255,10 @@ void probes_detect(struct bpftel_module *m)
 				     p->spec.cand[j].type == BPFTEL_ATTACH_FEXIT))
 				err = bpf_program__set_attach_target(prog, 0,
 								     p->spec.cand[j].target);
+			if (err && !st.cand[j].reason[0])
+				snprintf(st.cand[j].reason, sizeof(st.cand[j].reason),
+					 "attach target %s: %s", p->spec.cand[j].target,
+					 strerror(-err));
 			bpf_program__set_autoload(prog, !err);
 			st.cand[j].result = err ? BPFTEL_CAND_REJECTED : BPFTEL_CAND_VIABLE;
 			st.cand[j].err = err;
@@ -275,8 +284,13 @@ static int socket_filter_open(int prog_fd, const char *target, char *what, size_
 	ssize_t n;
 	int fd, err;
 
-	if (strcmp(target, "any"))
+	if (strcmp(target, "any")) {
+		/* Gone since detect() saw it: index 0 would bind every interface, their
+		 * packets counted as this one's. */
 		sll.sll_ifindex = (int)if_nametoindex(target);
+		if (!sll.sll_ifindex)
+			return -ENODEV;
+	}
 	fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_ALL));
 	if (fd < 0)
 		return -errno;
