@@ -890,6 +890,103 @@ static void test_too_many_streams(void **state)
 	assert_string_equal(h2t_find(t, USM_H2_EV_RESPONSE, 5)->stream.path, "/wait");
 }
 
+/* A client's trailers carry a grpc-status (a crafted or confused client): the stream's
+ * status is the server's alone, and a server that gave none (a proxy's 503) leaves it
+ * unset. */
+static void test_grpc_status_client_trailers(void **state)
+{
+	struct h2t *t = *state;
+	const struct usm_h2_event *ev;
+
+	h2t_handshake(t);
+	h2b_headers(&t->out[C2S], t->def[C2S], 1, 0,
+		    H2B_NV(":method", "POST", ":scheme", "https", ":path", "/pkg.Svc/Put",
+			   "content-type", "application/grpc"));
+	h2b_data(&t->out[C2S], 1, 0, 5);
+	h2b_headers(&t->out[C2S], t->def[C2S], 1, NGHTTP2_FLAG_END_STREAM,
+		    H2B_NV("grpc-status", "0"));
+	h2t_response(t, 1, "503", NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	assert_int_equal(h2t_send(t, S2C), 0);
+	ev = h2t_find_nth(t, USM_H2_EV_END_STREAM, 1, 1);
+	assert_non_null(ev);
+	assert_int_equal(ev->dir, S2C);
+	assert_int_equal(ev->stream.status, 503);
+	assert_int_equal(ev->stream.grpc_status, -1);
+}
+
+/* A second final response (a stream error) that ends the stream still ends it: the
+ * exchange the first answered completes, timed, and the stream is not kept. */
+static void test_second_final_response_ends(void **state)
+{
+	struct h2t *t = *state;
+	const struct usm_h2_event *ev;
+
+	h2t_handshake(t);
+	t->now = 100;
+	h2t_request(t, 1, "GET", "/twice", NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	t->now = 300;
+	h2t_response(t, 1, "200", 0);
+	h2t_response(t, 1, "500", NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, S2C), 0);
+	assert_int_equal(h2t_stats(t).count[USM_H2_STREAM_ERROR], 1);
+	ev = h2t_find_nth(t, USM_H2_EV_END_STREAM, 1, 1);
+	assert_non_null(ev);
+	assert_int_equal(ev->dir, S2C);
+	assert_int_equal(ev->stream.status, 200);
+	assert_int_equal(ev->latency_ns, 200);
+	assert_int_equal(h2t_stats(t).streams, 0);
+}
+
+/* Streams the server answered whole, their clients still sending (gRPC client streams),
+ * fill the table: a new stream pushes the oldest of them out unsaid, not a request
+ * still waiting, and nothing is counted as dropped. */
+static void test_too_many_streams_answered_first(void **state)
+{
+	struct h2t *t = *state;
+	struct usm_h2_stats st;
+	uint32_t i;
+
+	h2t_handshake(t);
+	h2t_request(t, 1, "GET", "/wait", NGHTTP2_FLAG_END_STREAM); /* the oldest, waiting */
+	for (i = 1; i < USM_H2_STREAMS_MAX; i++)
+		h2t_request(t, 2 * i + 1, "POST", "/up", 0);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	for (i = 1; i < USM_H2_STREAMS_MAX; i++)
+		h2t_response(t, 2 * i + 1, "200", NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, S2C), 0);
+	assert_int_equal(h2t_stats(t).streams, USM_H2_STREAMS_MAX);
+	h2t_request(t, 2 * USM_H2_STREAMS_MAX + 1, "GET", "/new", NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	st = h2t_stats(t);
+	assert_int_equal(st.streams, USM_H2_STREAMS_MAX);
+	assert_int_equal(st.count[USM_H2_TOO_MANY_STREAMS], 0);
+	assert_null(h2t_find(t, USM_H2_EV_DROPPED, ~0u));
+	/* The waiting request is still paired with its answer. */
+	h2t_response(t, 1, "200", NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, S2C), 0);
+	assert_true(h2t_find(t, USM_H2_EV_RESPONSE, 1)->stream.request_seen);
+	assert_string_equal(h2t_find(t, USM_H2_EV_RESPONSE, 1)->stream.path, "/wait");
+}
+
+/* A server's GOAWAY below streams it has already answered: those were not refused. */
+static void test_goaway_after_answers(void **state)
+{
+	struct h2t *t = *state;
+
+	h2t_handshake(t);
+	h2t_request(t, 1, "POST", "/a", 0);
+	h2t_request(t, 3, "POST", "/b", 0);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	h2t_response(t, 3, "200", 0); /* answered, its body still coming */
+	h2b_goaway(&t->out[S2C], 0, NGHTTP2_NO_ERROR, "");
+	assert_int_equal(h2t_send(t, S2C), 0);
+	assert_non_null(h2t_find(t, USM_H2_EV_REFUSED, 1));
+	assert_null(h2t_find(t, USM_H2_EV_REFUSED, 3));
+	assert_int_equal(h2t_stats(t).streams, 1);
+}
+
 /* A peer whose table needs more than USM_H2_MEM_MAX: undecodable, memory given back. */
 static void test_memory_bound(void **state)
 {
@@ -1108,6 +1205,11 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_hpack_error),
 		cmocka_unit_test_setup_teardown(test_headers_too_large, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_too_many_streams, h2t_setup, h2t_teardown),
+		cmocka_unit_test_setup_teardown(test_grpc_status_client_trailers, h2t_setup, h2t_teardown),
+		cmocka_unit_test_setup_teardown(test_second_final_response_ends, h2t_setup, h2t_teardown),
+		cmocka_unit_test_setup_teardown(test_too_many_streams_answered_first, h2t_setup,
+						h2t_teardown),
+		cmocka_unit_test_setup_teardown(test_goaway_after_answers, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_grpc_claimed, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_connect_route, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_long_path_cut, h2t_setup, h2t_teardown),

@@ -61,15 +61,28 @@ static struct h2_stream *add(struct usm_h2_conn *c, uint32_t id)
 	size_t cap;
 
 	if (c->nstreams == USM_H2_STREAMS_MAX) {
-		oldest = &c->streams[0];
+		/* The oldest the server has answered whole goes first, unsaid: its exchange
+		 * is over, whatever its client still sends (a gRPC client stream). Only
+		 * when none is does a request still waiting give way. */
+		oldest = NULL;
 		for (st = c->streams; st < c->streams + c->nstreams; st++) {
-			if (st->seq < oldest->seq)
+			if (st->info.server_ended && (!oldest || st->seq < oldest->seq))
 				oldest = st;
 		}
-		/* Said, so that whoever holds its request knows no answer will name it. */
-		emit(c, USM_H2_EV_DROPPED, USM_H2_CLIENT_TO_SERVER, &oldest->info, 0);
-		drop(c, oldest);
-		c->st.count[USM_H2_TOO_MANY_STREAMS]++;
+		if (oldest) {
+			drop(c, oldest);
+		} else {
+			oldest = &c->streams[0];
+			for (st = c->streams; st < c->streams + c->nstreams; st++) {
+				if (st->seq < oldest->seq)
+					oldest = st;
+			}
+			/* Said, so that whoever holds its request knows no answer will
+			 * name it. */
+			emit(c, USM_H2_EV_DROPPED, USM_H2_CLIENT_TO_SERVER, &oldest->info, 0);
+			drop(c, oldest);
+			c->st.count[USM_H2_TOO_MANY_STREAMS]++;
+		}
 	}
 	if (c->nstreams == c->cap) {
 		cap = c->cap ? 2 * c->cap : STREAMS_INITIAL;
@@ -167,14 +180,19 @@ int h2_stream_headers(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id,
 			/* A second final response, also after one whose :status was
 			 * invalid (0: rejected, its request withdrawn): one exchange is
 			 * one request and one response. */
-			if (st && st->final_seen)
+			if (st && st->final_seen) {
+				/* Its END_STREAM still ends the exchange the first answered. */
+				if (end_stream)
+					ended(c, dir, st, &st->info);
 				return stream_error(c);
+			}
 			if (st)
 				st->final_seen = true;
 			info->status = f->status;
 			info->grpc = info->grpc || f->grpc;
 		}
-		if (f->grpc_status >= 0)
+		/* The server's: a client's trailers may carry one too, not its status. */
+		if (dir == USM_H2_SERVER_TO_CLIENT && f->grpc_status >= 0)
 			info->grpc_status = f->grpc_status;
 		info->server_ending = dir == USM_H2_SERVER_TO_CLIENT && end_stream;
 		emit(c, f->has_status ? USM_H2_EV_RESPONSE : USM_H2_EV_TRAILERS, dir, info, 0);
@@ -231,7 +249,9 @@ void h2_goaway(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t last_id, uin
 	if (dir != USM_H2_SERVER_TO_CLIENT)
 		return;
 	for (i = 0; i < c->nstreams;) {
-		if (c->streams[i].info.id <= last_id) {
+		/* One the server has answered was not refused, whatever it says now. */
+		if (c->streams[i].info.id <= last_id || c->streams[i].final_seen ||
+		    c->streams[i].info.server_ended) {
 			i++;
 			continue;
 		}
