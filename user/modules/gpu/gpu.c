@@ -25,6 +25,7 @@
 #include "user/common/log.h"
 #include "user/common/proc.h"
 #include "user/manager/manager.h"
+#include "user/manager/map_batch.h"
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
 
@@ -868,7 +869,8 @@ struct alloc_walk {
 	__u64 now;
 };
 
-static void count_alloc(void *arg, const void *key)
+/* One outstanding allocation (ak, a), added to its process's row. */
+static int count_alloc_entry(void *arg, const void *key, const void *value)
 {
 	const struct gpu_alloc_key *ak = key;
 	struct alloc_walk *aw = arg;
@@ -878,9 +880,9 @@ static void count_alloc(void *arg, const void *key)
 	__u64 age;
 	size_t b;
 
-	if (bpf_map_lookup_elem(aw->fd, key, &a) || !(p = find_proc(aw->rows, aw->n, ak->tgid)) ||
-	    a.kind >= GPU_MEM__COUNT)
-		return;
+	memcpy(&a, value, sizeof(a));
+	if (!(p = find_proc(aw->rows, aw->n, ak->tgid)) || a.kind >= GPU_MEM__COUNT)
+		return 0;
 	age = aw->now > a.ktime_ns ? aw->now - a.ktime_ns : 0;
 	for (b = 0; b < BPFTEL_GPU_AGE_BUCKETS - 1; b++) {
 		if (age < age_limits_s[b] * 1000000000ull)
@@ -892,15 +894,34 @@ static void count_alloc(void *arg, const void *key)
 	k->age_bytes[b] += a.size;
 	if (age > k->oldest_ns)
 		k->oldest_ns = age;
+	return 0;
 }
 
-/* The BPF side deletes allocations as they are freed, while this walks them. */
+static void count_alloc(void *arg, const void *key)
+{
+	struct alloc_walk *aw = arg;
+	struct gpu_alloc a;
+
+	if (!bpf_map_lookup_elem(aw->fd, key, &a))
+		count_alloc_entry(aw, key, &a);
+}
+
+/* The BPF side deletes allocations as they are freed, while this reads them: in
+ * batches, which those deletes cannot start over (a walk of the keys could be kept
+ * from its end by another process's frees, the allocations past its bound then
+ * missing from their processes' rows); by keys where the kernel has no batches. */
 static void add_allocs(const struct bpf_map *map, struct bpftel_gpu_proc *rows, size_t n)
 {
 	struct alloc_walk aw = {bpf_map__fd(map), rows, n, bpftel_mono_ns()};
 	struct bpftel_gpu_map_walk w = {map_next_key, &aw.fd, sizeof(struct gpu_alloc_key),
 					bpf_map__max_entries(map)};
 
+	if (bpf_map__key_size(map) == sizeof(struct gpu_alloc_key) &&
+	    bpf_map__value_size(map) == sizeof(struct gpu_alloc) &&
+	    !bpftel_map_batch_unsupported(bpftel_map_batch_walk(
+		    aw.fd, sizeof(struct gpu_alloc_key), sizeof(struct gpu_alloc), count_alloc_entry,
+		    &aw)))
+		return;
 	bpftel_gpu_map_walk(&w, count_alloc, &aw);
 }
 
@@ -1511,32 +1532,73 @@ bool bpftel_gpu_proc_alive(int procfd, __u32 pid, __u64 *start)
 	return true;
 }
 
-/*
- * Delete every key of map whose first 4 bytes (the tgid) is one of the ndead pids of
- * dead (sorted): one walk of the map for all of them, not one per process (64 dead
- * processes walked the allocations' 16384 keys 64 times, seconds under the lock).
- */
-static bool drop_keys(const struct bpf_map *map, const __u32 *dead, int ndead, size_t key_size)
+/* The maps whose keys begin with a process's tgid: what a sweep deletes of the dead. */
+#define DEAD_MAPS 6
+
+/* The keys of the dead processes in one of the module's maps, all found before any is
+ * deleted: a sweep deletes all of a process's keys or none (sweep). */
+struct dead_keys {
+	const __u32 *dead; /* sorted */
+	int ndead;
+	size_t key_size;
+	unsigned char *keys;
+	size_t n, cap;
+	bool nomem;
+};
+
+static int collect_dead(void *ctx, const void *key, const void *value)
 {
-	size_t steps = 0, max = 4 * (size_t)bpf_map__max_entries(map) + 1;
-	char key[16], next[16], *prev = NULL;
-	int fd = bpf_map__fd(map);
+	struct dead_keys *dk = ctx;
+	unsigned char *grown;
+	size_t cap;
 	__u32 tgid;
 
-	/* A key of another process deleted meanwhile (a free, an LRU eviction) starts the
-	 * walk over: bounded, so that churn cannot hold the lock. False when the bound
-	 * stopped it: the processes are swept again. */
+	(void)value;
+	memcpy(&tgid, key, sizeof(tgid));
+	if (!bsearch(&tgid, dk->dead, dk->ndead, sizeof(*dk->dead), cmp_pid))
+		return 0;
+	if (dk->n == dk->cap) {
+		cap = dk->cap ? 2 * dk->cap : 64;
+		grown = realloc(dk->keys, cap * dk->key_size);
+		if (!grown) {
+			dk->nomem = true;
+			return 1;
+		}
+		dk->keys = grown;
+		dk->cap = cap;
+	}
+	memcpy(dk->keys + dk->n++ * dk->key_size, key, dk->key_size);
+	return 0;
+}
+
+/*
+ * The keys of map whose first 4 bytes (the tgid) is one of the dead pids: one read of
+ * the map for all of them (64 dead processes walked the allocations' 16384 keys 64
+ * times, seconds under the lock). In batches (map_batch.h): another process's frees
+ * cannot start it over, as they could a walk of its keys, bounded and then failed at
+ * every sweep while that process kept freeing. The keys' walk is what a kernel without
+ * batch operations gets. False when the map was not read to its end: the processes are
+ * swept again.
+ */
+static bool dead_keys_of(const struct bpf_map *map, struct dead_keys *dk)
+{
+	size_t steps = 0, max = 4 * (size_t)bpf_map__max_entries(map) + 1;
+	unsigned char key[16], next[16], *prev = NULL;
+	int fd = bpf_map__fd(map), err;
+
+	dk->key_size = bpf_map__key_size(map);
+	if (dk->key_size < sizeof(__u32) || dk->key_size > sizeof(key))
+		return false;
+	err = bpftel_map_batch_walk(fd, dk->key_size, bpf_map__value_size(map), collect_dead, dk);
+	if (!bpftel_map_batch_unsupported(err))
+		return !err && !dk->nomem;
 	while (!bpf_map_get_next_key(fd, prev, next)) {
-		if (steps++ == max)
+		if (steps++ == max || collect_dead(dk, next, NULL))
 			return false;
-		memcpy(&tgid, next, sizeof(tgid));
-		if (bsearch(&tgid, dead, ndead, sizeof(*dead), cmp_pid) &&
-		    !bpf_map_delete_elem(fd, next))
-			continue; /* deleted: the walk goes on from where it was */
-		memcpy(key, next, key_size);
+		memcpy(key, next, dk->key_size);
 		prev = key;
 	}
-	return true;
+	return !dk->nomem;
 }
 
 /* Is the thread of pid_tgid gone? A signal-less tgkill answers ESRCH when no thread of
@@ -1555,25 +1617,43 @@ static bool thread_gone(__u64 pid_tgid)
  * stayed for good: a user exec'ing from calls on threads could fill gpu_inflight for
  * every process. Bounded like drop_keys().
  */
-static int drop_gone_threads(int fd, size_t key_size, __u32 max_entries)
+struct gone_walk {
+	int fd;
+	int dropped;
+};
+
+static int drop_if_gone(void *ctx, const void *key, const void *value)
+{
+	struct gone_walk *gw = ctx;
+	__u64 pid_tgid;
+
+	(void)value;
+	memcpy(&pid_tgid, key, sizeof(pid_tgid));
+	if (thread_gone(pid_tgid) && !bpf_map_delete_elem(gw->fd, key))
+		gw->dropped++;
+	return 0;
+}
+
+static int drop_gone_threads(int fd, size_t key_size, size_t value_size, __u32 max_entries)
 {
 	size_t steps = 0, max = 4 * (size_t)max_entries + 1;
 	char key[16], next[16], *prev = NULL;
-	__u64 pid_tgid;
-	int dropped = 0;
+	struct gone_walk gw = {.fd = fd};
+	int err;
 
-	if (key_size < sizeof(pid_tgid) || key_size > sizeof(key))
+	if (key_size < sizeof(__u64) || key_size > sizeof(key))
 		return 0;
+	/* In batches: a delete (here, or a program's) does not start it over. */
+	err = bpftel_map_batch_walk(fd, key_size, value_size, drop_if_gone, &gw);
+	if (!bpftel_map_batch_unsupported(err))
+		return gw.dropped;
 	while (!bpf_map_get_next_key(fd, prev, next) && steps++ < max) {
-		memcpy(&pid_tgid, next, sizeof(pid_tgid));
-		if (thread_gone(pid_tgid) && !bpf_map_delete_elem(fd, next)) {
-			dropped++;
-			continue;
-		}
+		if (drop_if_gone(&gw, next, NULL))
+			break;
 		memcpy(key, next, key_size);
 		prev = key;
 	}
-	return dropped;
+	return gw.dropped;
 }
 
 /*
@@ -1618,7 +1698,7 @@ static void drop_gone_thread_slots(int fd, int prog_fd)
  * lock: reports and /metrics wait on it. */
 struct gpu_thread_fds {
 	int inflight, threads, slots, slot_free;
-	__u32 inflight_max, threads_max;
+	__u32 inflight_max, threads_max, inflight_value, threads_value;
 };
 
 static void thread_fds_dup(const struct gpu *skel, struct gpu_thread_fds *f)
@@ -1629,6 +1709,8 @@ static void thread_fds_dup(const struct gpu *skel, struct gpu_thread_fds *f)
 	f->slot_free = bpftel_fd_dup(bpf_program__fd(skel->progs.gpu_slot_free));
 	f->inflight_max = bpf_map__max_entries(skel->maps.gpu_inflight);
 	f->threads_max = bpf_map__max_entries(skel->maps.gpu_threads);
+	f->inflight_value = bpf_map__value_size(skel->maps.gpu_inflight);
+	f->threads_value = bpf_map__value_size(skel->maps.gpu_threads);
 }
 
 /* Walk what was duplicated (a table whose fd could not be is the next sweep's), and
@@ -1641,9 +1723,10 @@ static int drop_gone_all(struct gpu_thread_fds *f)
 
 	if (f->inflight >= 0)
 		dropped += drop_gone_threads(f->inflight, sizeof(struct gpu_call_key),
-					     f->inflight_max);
+					     f->inflight_value, f->inflight_max);
 	if (f->threads >= 0)
-		dropped += drop_gone_threads(f->threads, sizeof(__u64), f->threads_max);
+		dropped += drop_gone_threads(f->threads, sizeof(__u64), f->threads_value,
+					     f->threads_max);
 	if (f->slots >= 0 && f->slot_free >= 0)
 		drop_gone_thread_slots(f->slots, f->slot_free);
 	bpftel_fd_close(&f->inflight);
@@ -1720,8 +1803,10 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 {
 	struct proc_start *now = NULL, *was;
 	__u32 key, next, *prev = NULL, dead[SWEEP_MAX_DEAD];
-	struct gpu_thread_fds threads = {-1, -1, -1, -1, 0, 0};
-	size_t n = 0, cap = 0, i, j, steps;
+	struct gpu_thread_fds threads = {-1, -1, -1, -1, 0, 0, 0, 0};
+	struct dead_keys dk[DEAD_MAPS] = {};
+	struct bpf_map *maps[DEAD_MAPS];
+	size_t n = 0, cap = 0, i, j, k, steps;
 	int fd, procs_fd, ndead = 0, dropped = 0;
 	bool partial = false, all, same;
 	__u64 opens;
@@ -1809,13 +1894,25 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	 * is left, so that none outlives its process to be counted as a new process's of
 	 * the same pid. */
 	qsort(dead, ndead, sizeof(*dead), cmp_pid);
-	all = !ndead ||
-	      (drop_keys(g->skel->maps.gpu_allocs, dead, ndead, sizeof(struct gpu_alloc_key)) &
-	       drop_keys(g->skel->maps.gpu_errors, dead, ndead, sizeof(struct gpu_err_key)) &
-	       drop_keys(g->skel->maps.gpu_ctxs, dead, ndead, 16) &
-	       drop_keys(g->skel->maps.gpu_kernels, dead, ndead, 16) &
-	       drop_keys(g->skel->maps.gpu_knames, dead, ndead, 16) &
-	       drop_keys(g->skel->maps.gpu_khosts, dead, ndead, 16));
+	/* All of them found, then deleted: a process whose kernels' rows went while its
+	 * row stayed (a map not read whole) would be reported with its launches, summed
+	 * from those rows, gone down. */
+	maps[0] = g->skel->maps.gpu_allocs;
+	maps[1] = g->skel->maps.gpu_errors;
+	maps[2] = g->skel->maps.gpu_ctxs;
+	maps[3] = g->skel->maps.gpu_kernels;
+	maps[4] = g->skel->maps.gpu_knames;
+	maps[5] = g->skel->maps.gpu_khosts;
+	all = true;
+	for (i = 0; ndead && all && i < DEAD_MAPS; i++) {
+		dk[i] = (struct dead_keys){.dead = dead, .ndead = ndead};
+		all = dead_keys_of(maps[i], &dk[i]);
+	}
+	for (i = 0; ndead && i < DEAD_MAPS; i++) {
+		for (k = 0; all && k < dk[i].n; k++)
+			bpf_map_delete_elem(bpf_map__fd(maps[i]), dk[i].keys + k * dk[i].key_size);
+		free(dk[i].keys);
+	}
 	if (same) /* not an object being loaded, nor one that failed to */
 		thread_fds_dup(g->skel, &threads);
 	for (i = 0; all && i < (size_t)ndead; i++) {
