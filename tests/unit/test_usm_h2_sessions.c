@@ -34,6 +34,7 @@ struct t {
 	uint64_t off[2]; /* per enum usm_dir: what the fake kernel sent so far */
 	size_t skip[2];	 /* and what is left of the DATA payload it is in */
 	uint64_t conn;	 /* the session the fake kernel sends on; 0: CONN */
+	uint32_t uid;	 /* its owner's */
 };
 
 static void sink(const struct usm_h2_message *m, void *ctx)
@@ -71,6 +72,7 @@ static int send_bytes(struct t *t, int dir, uint8_t flags, const uint8_t *p, siz
 	r.offset = t->off[dir];
 	r.pid = PID;
 	r.tid = PID;
+	r.uid = t->uid;
 	r.len = (uint32_t)len;
 	r.fd = -1;
 	r.dir = (uint8_t)dir;
@@ -1166,6 +1168,48 @@ static void test_memory_reclaims_idle(void **state)
 	assert_int_equal(stats(t).live, 2);	/* B's and C's */
 }
 
+/* One user's sessions hold more than a quarter of the decoders' budget, none idle:
+ * another user's session that takes the decoders over the budget frees that user's
+ * least recently used, and decodes on; it was the one dropped. */
+static void test_memory_user_share(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	size_t mem;
+	uint64_t i;
+
+	t->uid = 1000;
+	for (i = 0; i < 4; i++) {
+		new_conn(t);
+		t->conn = CONN + 64 * (i + 1);
+		client_start(&b, t, 1, "/hog");
+		send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 1000 + i);
+		h2b_free(&b);
+	}
+	mem = stats(t).mem;
+	usm_h2_sessions_set_mem_budget(t->s, mem + mem / 8); /* four and a half sessions' */
+	t->uid = 2000;
+	new_conn(t);
+	t->conn = CONN + 64 * 10;
+	client_start(&b, t, 1, "/other");
+	send_rec(t, USM_DIR_WRITE, USM_H2_F_NEW | USM_H2_F_PREFACE, &b, 2000);
+	h2b_free(&b);
+	assert_int_equal(stats(t).dropped[USM_H2_DROP_MEMORY], 1);
+	assert_int_equal(stats(t).live, 4);
+	/* Four /hog, /other, then the first /hog withdrawn: its session went. */
+	assert_int_equal(t->n, 6);
+	assert_string_equal(t->msg[4].msg.path, "/other");
+	assert_int_equal(t->msg[4].msg.kind, USM_HTTP_REQUEST);
+	assert_string_equal(t->msg[5].msg.path, "/hog");
+	assert_int_equal(t->msg[5].msg.kind, USM_HTTP_NONE);
+	/* The other user's session still decodes. */
+	h2b_headers(&b, t->def[0], 3, 0x1, H2B_NV(":method", "GET", ":path", "/next"));
+	send_rec(t, USM_DIR_WRITE, 0, &b, 3000);
+	h2b_free(&b);
+	assert_string_equal(t->msg[t->n - 1].msg.path, "/next");
+	assert_int_equal(t->msg[t->n - 1].msg.kind, USM_HTTP_REQUEST);
+}
+
 /* The module's threads at once: a pipeline worker feeding records, housekeeping
  * sweeping, the control socket reading stats (TSan runs this). */
 struct racer {
@@ -1245,6 +1289,7 @@ int main(void)
 		T(test_user_at_share),
 		T(test_reclaimed_when_full),
 		T(test_memory_reclaims_idle),
+		T(test_memory_user_share),
 		T(test_threads),
 	};
 

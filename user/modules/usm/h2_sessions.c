@@ -13,9 +13,11 @@
 #define NBUCKETS 2048 /* a power of two, twice USM_H2_SESSIONS_MAX */
 #define OWNER_SLOTS (2 * USM_H2_SESSIONS_MAX) /* a power of two */
 
-/* Sessions per owner (not root: 0 marks a free slot), counted by hog_lru(). */
+/* Sessions and their decoders' bytes per owner (not root: 0 marks a free slot),
+ * counted by count_owners(). */
 struct owner_count {
 	uint32_t uid, n;
+	size_t mem;
 };
 
 struct h2s {
@@ -24,7 +26,7 @@ struct h2s {
 	uint8_t c2s; /* enum usm_dir of the client's bytes, as the process sees them */
 	uint32_t pid;
 	uint32_t uid; /* the session's owner, from its start (struct usm_h2_record) */
-	uint32_t owner_slot; /* hog_lru()'s scratch */
+	uint32_t owner_slot; /* count_owners()'s scratch */
 	uint64_t conn;
 	int next;		 /* in its bucket, -1 ends */
 	struct usm_h2_conn *dec; /* NULL once undecodable or dropped */
@@ -43,7 +45,7 @@ struct usm_h2_sessions {
 	int bucket[NBUCKETS];
 	int free_head; /* unused entries, chained through next */
 	struct h2s e[USM_H2_SESSIONS_MAX];
-	struct owner_count owners[OWNER_SLOTS]; /* hog_lru()'s scratch */
+	struct owner_count owners[OWNER_SLOTS]; /* count_owners()'s scratch */
 	struct usm_h2_sessions_stats st;
 	size_t mem_budget; /* USM_H2_SESSIONS_MEM; tests lower it */
 };
@@ -230,14 +232,13 @@ static int lru(struct usm_h2_sessions *s, const struct h2s *keep, uint64_t now_n
 	return oldest;
 }
 
-/* The least recently used session of an owner (not root) holding more than
- * USM_H2_SESSIONS_PER_USER: an index, or -1 when none does. Owners are counted in an
- * open-addressing table twice the sessions' size: one pass to count, one to pick. */
-static int hog_lru(struct usm_h2_sessions *s)
+/* Each owner's (not root's) sessions and decoders' bytes, in an open-addressing table
+ * twice the sessions' size; each session's slot in owner_slot. */
+static void count_owners(struct usm_h2_sessions *s)
 {
 	struct owner_count *slot = s->owners;
 	unsigned int h;
-	int i, oldest = -1;
+	int i;
 
 	memset(s->owners, 0, sizeof(s->owners));
 	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
@@ -249,11 +250,26 @@ static int hog_lru(struct usm_h2_sessions *s)
 		slot[h].uid = s->e[i].uid;
 		s->e[i].owner_slot = h;
 		slot[h].n++;
+		slot[h].mem += s->e[i].mem;
 	}
+}
+
+/* The least recently used session other than keep of an owner (not root) holding more
+ * than USM_H2_SESSIONS_PER_USER sessions (by_mem: more than a quarter of the decoders'
+ * budget, in decoders still decoding): an index, or -1 when none does. */
+static int hog_lru(struct usm_h2_sessions *s, const struct h2s *keep, bool by_mem)
+{
+	const struct owner_count *slot = s->owners;
+	int i, oldest = -1;
+
+	count_owners(s);
 	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
 		const struct h2s *e = &s->e[i];
 
-		if (!e->used || !e->uid || slot[e->owner_slot].n <= USM_H2_SESSIONS_PER_USER)
+		if (!e->used || !e->uid || e == keep)
+			continue;
+		if (by_mem ? !e->dec || slot[e->owner_slot].mem <= s->mem_budget / 4
+			   : slot[e->owner_slot].n <= USM_H2_SESSIONS_PER_USER)
 			continue;
 		if (evict_before(e, oldest < 0 ? NULL : &s->e[oldest]))
 			oldest = i;
@@ -278,7 +294,7 @@ static struct h2s *create(struct usm_h2_sessions *s, const struct usm_h2_record 
 		;
 	else if (r->uid && of_owner(s, r->uid, true, &i) >= USM_H2_SESSIONS_PER_USER)
 		make_room(s, &s->e[i], now_ns, USM_H2_DROP_USER_CAP, f);
-	else if ((i = hog_lru(s)) >= 0)
+	else if ((i = hog_lru(s, NULL, false)) >= 0)
 		make_room(s, &s->e[i], now_ns, USM_H2_DROP_USER_CAP, f);
 	else
 		make_room(s, &s->e[lru(s, NULL, now_ns, false)], now_ns, USM_H2_DROP_EVICTED, f);
@@ -531,6 +547,11 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 		s->st.mem += ds.mem - e->mem;
 		e->mem = ds.mem;
 		while (s->st.mem > s->mem_budget && (i = lru(s, e, r->ktime_ns, true)) >= 0)
+			make_room(s, &s->e[i], r->ktime_ns, USM_H2_DROP_MEMORY, &f);
+		/* Then a user's holding more than its quarter: one user's sessions, each
+		 * near USM_H2_MEM_MAX, would otherwise have every other's dropped as it
+		 * grows, however small. */
+		while (s->st.mem > s->mem_budget && (i = hog_lru(s, e, true)) >= 0)
 			make_room(s, &s->e[i], r->ktime_ns, USM_H2_DROP_MEMORY, &f);
 		if (s->st.mem > s->mem_budget)
 			kill(s, e, USM_H2_DROP_MEMORY, &f);

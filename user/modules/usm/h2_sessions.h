@@ -19,7 +19,8 @@
  * used when it holds USM_H2_SESSIONS_PER_PROC; of an owner, not root, holding more
  * than USM_H2_SESSIONS_PER_USER before anyone's), and a session that takes the
  * decoders over USM_H2_SESSIONS_MEM first frees the least recently used of those idle
- * for USM_H2_SESSION_IDLE_NS, or is dropped itself if that is not enough. A session
+ * for USM_H2_SESSION_IDLE_NS, then of an owner (not root) whose decoders hold more
+ * than a quarter of it, or is dropped itself if that is not enough. A session
  * idle that long when it goes is counted as reclaimed (most are connections closed
  * without a probe to say so); one less idle, as dropped (evicted, memory). Its later
  * records, if any, count as unknown_session. Thread-safe; the sink is called without the table's lock
@@ -57,7 +58,8 @@ enum usm_h2_drop {
 	USM_H2_DROP_UNKNOWN = 0, /* records of a session whose start was not seen here */
 	USM_H2_DROP_UNFRAMED,	 /* the kernel lost a direction's framing */
 	USM_H2_DROP_EVICTED,	 /* the least recently used, for a new session: table full */
-	USM_H2_DROP_MEMORY,	 /* all sessions' decoders over USM_H2_SESSIONS_MEM */
+	USM_H2_DROP_MEMORY,	 /* all sessions' decoders over USM_H2_SESSIONS_MEM: an idle
+				  * one, one of an owner over a quarter, or the one grown */
 	USM_H2_DROP_DIRECTION,	 /* both directions claim the client's preface */
 	USM_H2_DROP_REORDERED,	 /* a record older than one already fed: only with more
 				  * than one pipeline worker (`workers`), which can run a
