@@ -345,6 +345,25 @@ static void test_old_version(void **state)
 	unlink(path);
 }
 
+/* Its buildinfo claims a Go whose pclntab layout is not the one it holds (a 1.19
+ * build claiming 1.22, or 1.16): refused for that, not probed by the wrong version's
+ * ABI. */
+static void test_version_layout_mismatch(void **state)
+{
+	struct bpftel_go_func f[] = {{.name = WRITE}, {.name = READ}};
+	struct bpftel_go_exe exe;
+	char err[256] = "";
+	char *path;
+
+	(void)state;
+	assert_int_equal(inspect(plain, &exe, f, 2, err, sizeof(err)), 0);
+	assert_int_equal(exe.pclntab_magic, exe.minor >= 20 ? 0xfffffff1u : 0xfffffff0u);
+	path = patched(bi_magic, 14, 33, exe.minor >= 20 ? "go1.18" : "go1.22", 6);
+	assert_int_equal(inspect(path, &exe, f, 2, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "pclntab layout"));
+	unlink(path);
+}
+
 /* The agent's refusal buffer is 128 bytes: a binary at a path longer than that keeps
  * its reason (the path's start gives way), where "path: reason" kept only the path. */
 static void test_long_path_keeps_reason(void **state)
@@ -678,6 +697,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_pie),
 		cmocka_unit_test(test_not_go),	      cmocka_unit_test(test_old_version),
 		cmocka_unit_test(test_long_path_keeps_reason),
+		cmocka_unit_test(test_version_layout_mismatch),
 		cmocka_unit_test(test_bad_buildinfo), cmocka_unit_test(test_bad_pclntab),
 		cmocka_unit_test(test_craft_layouts), cmocka_unit_test(test_craft_hostile),
 		cmocka_unit_test(test_rets),	      cmocka_unit_test(test_rets_cap),

@@ -198,6 +198,17 @@ bool bpftel_go_version_parse(const char *v, unsigned int *major, unsigned int *m
 	return ma > 1 || (ma == 1 && mi >= 17);
 }
 
+/* The pclntab magic Go major.minor writes (runtime/symtab.go): 1.16's layout until
+ * 1.18, 1.18's until 1.20, 1.20's since. */
+static uint32_t pclntab_magic_of(unsigned int major, unsigned int minor)
+{
+	if (major == 1 && minor < 18)
+		return 0xfffffffaU;
+	if (major == 1 && minor < 20)
+		return 0xfffffff0U;
+	return 0xfffffff1U;
+}
+
 static int find_funcs(struct go_ctx *c, struct bpftel_go_exe *exe, struct bpftel_go_func *funcs,
 		      size_t n)
 {
@@ -226,6 +237,17 @@ static int find_funcs(struct go_ctx *c, struct bpftel_go_exe *exe, struct bpftel
 	if (!ret)
 		ret = bpftel_go_pclntab_find(tab, sh.sh_size, &exe->pclntab_magic, funcs, n, msg,
 					     sizeof(msg));
+	/* The table must be the one the claimed version writes, for 64-bit pointers: the
+	 * probes read registers by that version's ABI, and a crafted binary claiming a
+	 * newer Go over an older layout would have them read what is not there. */
+	if (!ret && tab[7] != 8) {
+		snprintf(msg, sizeof(msg), "pclntab: %u-byte pointers", tab[7]);
+		ret = -EINVAL;
+	} else if (!ret && exe->pclntab_magic != pclntab_magic_of(exe->major, exe->minor)) {
+		snprintf(msg, sizeof(msg), "pclntab layout %#x is not %s's (%#x)",
+			 exe->pclntab_magic, exe->version, pclntab_magic_of(exe->major, exe->minor));
+		ret = -EINVAL;
+	}
 	free(tab);
 	if (ret)
 		return msg[0] ? fail(c, ret, "%s", msg) : fail(c, ret, ".gopclntab: read failed");
