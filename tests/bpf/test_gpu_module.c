@@ -789,6 +789,7 @@ static void test_kernels_listed_fair_share(void **state)
 			memset(&kn, 0, sizeof(kn));
 			snprintf(kn.name, sizeof(kn.name), "victim%d", i);
 			kn.tgid = pid;
+			kn.named = lk.func;
 			assert_int_equal(bpf_map_update_elem(nfd, &nk, &kn, BPF_NOEXIST), 0);
 		}
 	}
@@ -812,6 +813,59 @@ static void test_kernels_listed_fair_share(void **state)
 	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
 }
 
+/* The kernel of one process's only row, as a report names it. */
+static void report_kernel_name(struct fixture *f, __u32 pid, char *name, size_t len)
+{
+	struct bpftel_gpu_proc *rows;
+	int n, i, found = 0;
+
+	n = bpftel_gpu__processes(f->gpu, &rows);
+	for (i = 0; i < n; i++) {
+		if (rows[i].pid != pid)
+			continue;
+		assert_int_equal(rows[i].nkernels, 1);
+		assert_true(strlen(rows[i].kernels[0].name) < len);
+		strcpy(name, rows[i].kernels[0].name);
+		found++;
+	}
+	free(rows);
+	assert_int_equal(found, 1);
+}
+
+/* A driver kernel's name entry half written (made empty, its name being read; the
+ * program writes its owner last: gpu_kernel_named): not taken, the kernel unnamed in
+ * that report, and named by the next once whole. */
+static void test_driver_name_half_written(void **state)
+{
+	struct fixture *f = *state;
+	struct gpu_kernel k = {.launches = 3};
+	__u32 pid = FAIR_PID0 + 20;
+	struct gpu_launch_key lk = {.tgid = pid, .api = GPU_KERNEL_DRIVER, .fn = GPU_FN_CU_LAUNCH,
+				    .bucket = GPU_LAUNCH_NO_BUCKET, .func = 0x7000};
+	struct gpu_kernel_key nk = {.tgid = pid, .api = GPU_KERNEL_DRIVER, .func = lk.func};
+	struct gpu_kname kn = {};
+	char name[BPFTEL_GPU_KERNEL_NAME];
+	int nfd;
+
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	nfd = bpftel_gpu__map_fd(f->gpu, "gpu_knames");
+	put(f->gpu, "gpu_procs", &pid);
+	assert_int_equal(bpf_map_update_elem(bpftel_gpu__map_fd(f->gpu, "gpu_kernels"), &lk, &k,
+					     BPF_NOEXIST),
+			 0);
+	snprintf(kn.name, sizeof(kn.name), "half_wri");
+	assert_int_equal(bpf_map_update_elem(nfd, &nk, &kn, BPF_NOEXIST), 0);
+	report_kernel_name(f, pid, name, sizeof(name));
+	assert_null(strstr(name, "half_wri"));
+	snprintf(kn.name, sizeof(kn.name), "whole_name");
+	kn.tgid = pid;
+	kn.named = lk.func;
+	assert_int_equal(bpf_map_update_elem(nfd, &nk, &kn, BPF_EXIST), 0);
+	report_kernel_name(f, pid, name, sizeof(name));
+	assert_string_equal(name, "whole_name");
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -826,6 +880,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_report_exec_between_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_fair_share, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_driver_name_half_written, setup, teardown),
 	};
 
 	if (argc != 3) {

@@ -1197,8 +1197,12 @@ static ssize_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size
 	for (i = 0; i < nkr; i++) {
 		ks[i].key = kr[i].key;
 		ks[i].k = kr[i].k;
+		/* Whole only once its owner is written, last (gpu_kernel_named; named is
+		 * the handle the name was given, another for a copy: gpu_kernel_function):
+		 * a name read while the program fills it in is not this report's. */
 		if (ks[i].key.api == GPU_KERNEL_DRIVER &&
-		    !bpf_map_lookup_elem(names_fd, &ks[i].key, &kn)) {
+		    !bpf_map_lookup_elem(names_fd, &ks[i].key, &kn) &&
+		    kn.tgid == ks[i].key.tgid && kn.named) {
 			kn.name[sizeof(kn.name) - 1] = '\0';
 			memcpy(ks[i].driver_name, kn.name, sizeof(kn.name));
 			ks[i].driver_cut = kn.cut;
