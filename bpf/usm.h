@@ -118,7 +118,7 @@ struct usm_go_read {
 	__u64 conn;
 	__u64 buf;
 	__u32 uid; /* whose share of USM_SHARE_GO_READS it is in (lib/fair_share.h) */
-	__u32 __pad;
+	__u32 stack_off; /* buf on the goroutine's stack: g.stack.hi - buf; else 0 */
 };
 
 #define USM_H2_CONNS_MAX 8192

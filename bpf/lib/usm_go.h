@@ -46,14 +46,31 @@
  * address on top); and when Go moves the stack to grow or shrink it (the GC shrinks
  * the stacks of parked goroutines: a blocked Read's), hi and RSP move together.
  */
-static __always_inline __u32 usm_go_depth(TLM_PARAM, struct pt_regs *regs)
-{
-	__u64 hi = 0;
+struct usm_go_stack {
+	__u64 lo, hi; /* g.stack, the first field of a g */
+};
 
-	if (tlm_probe_read_user(&hi, sizeof(hi), (void *)(regs->r14 + 8)) || hi < regs->sp ||
-	    hi - regs->sp > 0xffffffffull)
+static __always_inline __u32 usm_go_depth(TLM_PARAM, struct pt_regs *regs, struct usm_go_stack *st)
+{
+	if (tlm_probe_read_user(st, sizeof(*st), (void *)regs->r14) || st->hi < regs->sp ||
+	    st->hi - regs->sp > 0xffffffffull) {
+		st->lo = st->hi = 0; /* not known: no buffer is taken as on the stack */
 		return 0;
-	return (__u32)(hi - regs->sp);
+	}
+	return (__u32)(st->hi - regs->sp);
+}
+
+/*
+ * A Read's buffer on its goroutine's stack ([]byte of a local array that does not
+ * escape) moves with the stack: the GC shrinks a parked goroutine's, as it shrinks a
+ * blocked Read's. Kept as its distance from the top, which moves with it (as RSP does:
+ * usm_go_depth), and found again at the return from the top then. 0: not on the stack
+ * (or its bounds not known), the address kept as is. Go stacks are at most 1 GiB.
+ */
+static __always_inline __u32 usm_go_stack_off(const struct usm_go_stack *st, __u64 buf)
+{
+	return buf >= st->lo && buf < st->hi && st->hi - buf <= 0xffffffffull ? (__u32)(st->hi - buf)
+									     : 0;
 }
 
 /* Reads in flight, by goroutine. LRU: a goroutine parked in Read when its process is
@@ -138,11 +155,13 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 {
 	struct usm_go_read_key key = {.g = regs->r14, .tgid = pid_tgid >> 32};
 	struct usm_go_read r = {.conn = regs->ax, .buf = regs->bx};
+	struct usm_go_stack st;
 	long err;
 
 	if (!key.g)
 		return 0; /* no goroutine (not Go code) */
-	key.depth = usm_go_depth(TLM_ARG, regs);
+	key.depth = usm_go_depth(TLM_ARG, regs, &st);
+	r.stack_off = usm_go_stack_off(&st, r.buf);
 	if ((__s64)regs->cx <= 0) {
 		/* Nothing to read into: Read(nil), for the handshake's sake. A stale entry at
 		 * its key (a Read whose return went unseen) goes, or this call's return
@@ -186,9 +205,10 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 	struct usm_fd_key sess = {.tgid = pid_tgid >> 32};
 	struct usm_go_read *r, call;
 	__s64 n = (__s64)regs->ax;
+	struct usm_go_stack st;
 	__u8 first, *kept;
 
-	key.depth = usm_go_depth(TLM_ARG, regs);
+	key.depth = usm_go_depth(TLM_ARG, regs, &st);
 	r = bpf_map_lookup_elem(&usm_go_reads, &key);
 	if (!r) {
 		/* Entered before the probes were attached (its bytes unseen), or a Read of
@@ -200,6 +220,8 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 	call = *r;
 	if (!tlm_map_delete(usm_go_reads, &key))
 		fair_share_give(USM_SHARE_GO_READS, call.uid);
+	if (call.stack_off && st.hi > call.stack_off)
+		call.buf = st.hi - call.stack_off; /* where the stack is now */
 	sess.conn = call.conn;
 	if (n <= 0) {
 		/* The connection ended (EOF, an error): a byte kept for its next message

@@ -3067,6 +3067,40 @@ static void test_go_read_nested(void **state)
 	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 0);
 }
 
+/* A Read into a buffer on its goroutine's own stack, parked while the GC moves the
+ * stack: the return reads the buffer where the stack is now, not where it was (the
+ * old stack's memory holds something else by then). */
+static void test_go_read_stack_moved(void **state)
+{
+	static char old_stack[4096], new_stack[4096];
+	static struct {
+		__u64 lo, hi;
+	} g;
+	const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+	struct go_conn c;
+	struct test_regs r;
+
+	(void)state;
+	go_conn_init(&c, 7);
+	g.lo = (uintptr_t)old_stack;
+	g.hi = (uintptr_t)old_stack + sizeof(old_stack);
+	r = (struct test_regs){.ax = (uintptr_t)&c, .bx = g.hi - 512, .cx = 256,
+			       .r14 = (uintptr_t)&g, .sp = g.hi - 0x800};
+	go_run(USM_GO_READ, &r, 1, (4242ull << 32) | 4243);
+	/* The stack moved, the bytes read into its copy; the old one reused. */
+	memset(old_stack, 0x17, sizeof(old_stack));
+	memcpy(new_stack + sizeof(new_stack) - 512, resp, strlen(resp));
+	g.lo = (uintptr_t)new_stack;
+	g.hi = (uintptr_t)new_stack + sizeof(new_stack);
+	r = (struct test_regs){.ax = strlen(resp), .r14 = (uintptr_t)&g, .sp = g.hi - 0x800};
+	go_run(USM_GO_READ_RET, &r, 2, (4242ull << 32) | 4250);
+	assert_int_equal(bpftel_rb_capture__drain(&cap), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_RESPONSE);
+	assert_int_equal(event(0)->fd, 7);
+	assert_memory_equal(event(0)->prefix, resp, strlen(resp));
+	assert_int_equal(counter(USM_CNT_GO_UNPAIRED), 0);
+}
+
 static void go_close(struct go_conn *c, __u64 t)
 {
 	struct test_regs r = {.ax = (uintptr_t)c, .r14 = G1};
@@ -3386,6 +3420,7 @@ int main(void)
 		T(test_go_close),
 		T(test_go_http1_mark),
 		T(test_go_read_nested),
+		T(test_go_read_stack_moved),
 		T(test_go_stack_check),
 	};
 
