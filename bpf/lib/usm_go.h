@@ -154,8 +154,9 @@ static __always_inline int usm_go_write_body(TLM_PARAM, struct pt_regs *regs, __
 static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
 {
 	struct usm_go_read_key key = {.g = regs->r14, .tgid = pid_tgid >> 32};
-	struct usm_go_read r = {.conn = regs->ax, .buf = regs->bx};
+	struct usm_go_read r = {.conn = regs->ax, .buf = regs->bx}, *stale;
 	struct usm_go_stack st;
+	__u32 uid;
 	long err;
 
 	if (!key.g)
@@ -166,9 +167,7 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 		/* Nothing to read into: Read(nil), for the handshake's sake. A stale entry at
 		 * its key (a Read whose return went unseen) goes, or this call's return
 		 * would take its buffer for the bytes of another. */
-		struct usm_go_read *stale = bpf_map_lookup_elem(&usm_go_reads, &key);
-		__u32 uid;
-
+		stale = bpf_map_lookup_elem(&usm_go_reads, &key);
 		if (stale) {
 			uid = stale->uid; /* the owner whose count it holds */
 			if (!tlm_map_delete(usm_go_reads, &key))
@@ -181,20 +180,27 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 			     usm_share_cap[USM_SHARE_GO_READS])) {
 		/* At its share, an entry of the same Read whose return went unseen is
 		 * replaced all the same (the table does not grow): left, this Read's return
-		 * would read the old one's buffer. */
-		if (bpf_map_lookup_elem(&usm_go_reads, &key) &&
-		    !tlm_map_update(usm_go_reads, &key, &r, BPF_EXIST))
-			return 0;
+		 * would read the old one's buffer. It keeps the count its owner took. */
+		stale = bpf_map_lookup_elem(&usm_go_reads, &key);
+		if (stale) {
+			r.uid = stale->uid;
+			if (!tlm_map_update(usm_go_reads, &key, &r, BPF_EXIST))
+				return 0;
+		}
 		usm_count(USM_CNT_GO_READS_OVER_SHARE);
 		return 0;
 	}
 	err = tlm_map_insert(usm_go_reads, &key, &r);
 	if (!err)
 		return 0;
-	/* Such an entry, replaced, holds the count this Read took; no room: none made. */
-	if (err == -EEXIST)
+	/* Such an entry, replaced, holds the count this Read took, and the count it held
+	 * goes back to its owner (another, if the process changed its uid since); no
+	 * room: none made, this Read's count back. */
+	stale = err == -EEXIST ? bpf_map_lookup_elem(&usm_go_reads, &key) : NULL;
+	uid = stale ? stale->uid : r.uid;
+	if (stale)
 		tlm_map_update(usm_go_reads, &key, &r, BPF_EXIST);
-	fair_share_give(USM_SHARE_GO_READS, r.uid);
+	fair_share_give(USM_SHARE_GO_READS, uid);
 	return 0;
 }
 
