@@ -1353,6 +1353,38 @@ static size_t series_scrape(struct bpftel_gpu_series *gs, struct bpftel_gpu_proc
 	return own + other;
 }
 
+/* An owner but root has series for its share of the budget at most: one user's
+ * processes seen first take 2 of 8, the rest folded; another user's and root's still
+ * get theirs. A process admitted keeps its series. */
+static void test_series_share_per_owner(void **state)
+{
+	static const __u32 pids[] = {1, 2, 3, 4, 5, 11, 12, 21, 22, 23};
+	static const __u32 owners[] = {1000, 1000, 1000, 1000, 1000, 2000, 2000, 0, 0, 0};
+	static const bool folded[] = {false, false, true, true, true, false, false,
+				      false, false, false};
+	struct bpftel_gpu_series *gs = bpftel_gpu_series__new(8);
+	static struct bpftel_gpu_proc rows[11];
+	size_t i, n = sizeof(pids) / sizeof(pids[0]);
+
+	(void)state;
+	assert_non_null(gs);
+	bpftel_gpu_series__set_per_owner(gs, 2);
+	memset(rows, 0, sizeof(rows));
+	for (i = 0; i < n; i++) {
+		rows[i].pid = pids[i];
+		rows[i].st.born_ns = 1;
+		rows[i].st.owner = owners[i];
+	}
+	bpftel_gpu_series__update(gs, rows, n);
+	for (i = 0; i < n; i++)
+		assert_int_equal(rows[i].folded, folded[i]);
+	/* The next report: the same, though room is left (7 of 8). */
+	bpftel_gpu_series__update(gs, rows, n);
+	for (i = 0; i < n; i++)
+		assert_int_equal(rows[i].folded, folded[i]);
+	bpftel_gpu_series__free(gs);
+}
+
 /*
  * /metrics with more processes than the series budget (2 here): the first two seen have
  * series of their own while they live, the others are pid="other", whose counters
@@ -1775,6 +1807,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_series_when_the_list_is_short),
 		cmocka_unit_test(test_kernel_handles_per_process),
 		cmocka_unit_test(test_series_budget_folds_processes),
+		cmocka_unit_test(test_series_share_per_owner),
 		cmocka_unit_test(test_calls_untracked_family),
 		cmocka_unit_test(test_proc_alive_by_identity),
 		cmocka_unit_test(test_alloc_walk_restarts),

@@ -391,6 +391,8 @@ void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem,
 	g->launch_shared_mem = launch_shared_mem;
 	g->user_share_percent = user_share_percent ? user_share_percent
 						   : FAIR_SHARE_PERCENT_DEFAULT;
+	bpftel_gpu_series__set_per_owner(
+		g->series, (size_t)fair_share_cap(BPFTEL_GPU_SERIES_PROCS, g->user_share_percent));
 	if (g->loaded)
 		gpu_set_share_caps(g);
 	pthread_mutex_unlock(&g->lock);
@@ -653,6 +655,8 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 		return err;
 	}
 	g->user_share_percent = FAIR_SHARE_PERCENT_DEFAULT;
+	bpftel_gpu_series__set_per_owner(
+		g->series, (size_t)fair_share_cap(BPFTEL_GPU_SERIES_PROCS, g->user_share_percent));
 	g->share_entries[GPU_SHARE_PROCS] = GPU_MAX_PROCS;
 	g->share_entries[GPU_SHARE_ALLOCS] = GPU_MAX_ALLOCS;
 	g->share_entries[GPU_SHARE_KERNEL_ROWS] = GPU_MAX_LAUNCH_ROWS;

@@ -21,9 +21,11 @@ enum {
 	V__COUNT = V_DEV_ALLOCS + GPU_DEV_SLOTS,
 };
 
-/* A process: its pid, when its row was made, and (folded) its counters last seen. */
+/* A process: its pid, when its row was made, its owner (gpu_proc_stats.owner), and
+ * (folded) its counters last seen. */
 struct sproc {
 	__u32 pid;
+	__u32 owner;
 	__u64 born;
 	__u64 v[V__COUNT];
 };
@@ -31,6 +33,7 @@ struct sproc {
 struct bpftel_gpu_series {
 	pthread_mutex_t lock;
 	size_t budget;
+	size_t per_owner; /* of the budget, an owner but root's at most; 0: no cap */
 	struct sproc *own; /* with series of their own (v unused) */
 	size_t nown;
 	struct sproc *folded;
@@ -132,6 +135,29 @@ struct bpftel_gpu_series *bpftel_gpu_series__new(size_t budget)
 	return s;
 }
 
+void bpftel_gpu_series__set_per_owner(struct bpftel_gpu_series *s, size_t per_owner)
+{
+	pthread_mutex_lock(&s->lock);
+	s->per_owner = per_owner;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* May a new process of owner have series of its own, nown of own[] given? Root's
+ * (owner 0), as in the tables' shares (lib/fair_share.h), while the budget lasts. */
+static bool admit(const struct bpftel_gpu_series *s, const struct sproc *own, size_t nown,
+		  __u32 owner)
+{
+	size_t i, held = 0;
+
+	if (nown >= s->budget)
+		return false;
+	if (!owner || !s->per_owner)
+		return true;
+	for (i = 0; i < nown; i++)
+		held += own[i].owner == owner;
+	return held < s->per_owner;
+}
+
 static void reset_locked(struct bpftel_gpu_series *s)
 {
 	free(s->own);
@@ -203,7 +229,8 @@ void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 			own[nown++] = *p;
 		} else if ((p = find(s->folded, s->nfolded, rows[i].pid, rows[i].st.born_ns))) {
 			kept[p - s->folded] = true;
-			folded[nfolded] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
+			folded[nfolded] = (struct sproc){rows[i].pid, rows[i].st.owner,
+							 rows[i].st.born_ns};
 			vals_of(&rows[i], folded[nfolded++].v);
 			rows[i].folded = true;
 		}
@@ -220,12 +247,13 @@ void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 	for (i = 0; i < n; i++) {
 		if (rows[i].folded || find(own, nown, rows[i].pid, rows[i].st.born_ns))
 			continue;
-		if (nown < s->budget) {
-			own[nown++] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
+		if (admit(s, own, nown, rows[i].st.owner)) {
+			own[nown++] = (struct sproc){rows[i].pid, rows[i].st.owner,
+						     rows[i].st.born_ns};
 			qsort(own, nown, sizeof(*own), cmp_sproc);
 			continue;
 		}
-		folded[nfolded] = (struct sproc){rows[i].pid, rows[i].st.born_ns};
+		folded[nfolded] = (struct sproc){rows[i].pid, rows[i].st.owner, rows[i].st.born_ns};
 		vals_of(&rows[i], folded[nfolded++].v);
 		rows[i].folded = true;
 	}

@@ -11,7 +11,10 @@
  * gone had counted (so that they never go down), and whose gauges are the live ones'.
  * A process folded stays folded while it lives (moving it out would take its counts
  * out of "other"). A process is known by its pid and the time its row was made: one
- * that execs is another process.
+ * that execs is another process. An owner but root (gpu_proc_stats.owner) has series
+ * for at most its share of the budget (user_share_percent, as of the module's tables):
+ * one user's idle processes, each made to call cudaSetDevice once, cannot fold every
+ * other user's into "other".
  */
 #ifndef BPFTEL_GPU_SERIES_H
 #define BPFTEL_GPU_SERIES_H
@@ -28,6 +31,8 @@ struct bpftel_gpu_series;
 /* budget: processes with series of their own. NULL when out of memory. */
 struct bpftel_gpu_series *bpftel_gpu_series__new(size_t budget);
 void bpftel_gpu_series__free(struct bpftel_gpu_series *s);
+/* Processes with series of their own an owner but root may have (0: the budget). */
+void bpftel_gpu_series__set_per_owner(struct bpftel_gpu_series *s, size_t per_owner);
 /* Forget everything (the module restarted: its counts begin again). */
 void bpftel_gpu_series__reset(struct bpftel_gpu_series *s);
 
