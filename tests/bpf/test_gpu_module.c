@@ -813,6 +813,63 @@ static void test_kernels_listed_fair_share(void **state)
 	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
 }
 
+/*
+ * Over 1024 processes with kernels, each kept to its top 8, and more kernels than the
+ * list holds (8192): 1100 processes with 8 busy kernels each, and one whose two kernels
+ * were launched once. The list keeps each process's most launched in rounds: the quiet
+ * one's two are listed, named (a sort of all by launches cut them).
+ */
+static void test_kernels_listed_in_rounds(void **state)
+{
+	struct fixture *f = *state;
+	struct gpu_kernel k = {.launches = 100};
+	struct bpftel_gpu_proc *rows;
+	struct gpu_launch_key lk;
+	struct gpu_kernel_key nk;
+	struct gpu_kname kn;
+	int fd, nfd, n, i, p, found = 0;
+	const int procs = 1101;
+	__u32 pid;
+
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	fd = bpftel_gpu__map_fd(f->gpu, "gpu_kernels");
+	nfd = bpftel_gpu__map_fd(f->gpu, "gpu_knames");
+	for (p = 0; p < procs; p++) {
+		pid = FAIR_PID0 + 100 + (__u32)p;
+		put(f->gpu, "gpu_procs", &pid);
+		k.launches = p < procs - 1 ? 100 : 1;
+		for (i = 0; i < (p < procs - 1 ? 8 : 2); i++) {
+			lk = (struct gpu_launch_key){.tgid = pid, .api = GPU_KERNEL_DRIVER,
+						     .fn = GPU_FN_CU_LAUNCH,
+						     .bucket = GPU_LAUNCH_NO_BUCKET,
+						     .func = 0x9000 + (__u64)i};
+			assert_int_equal(bpf_map_update_elem(fd, &lk, &k, BPF_NOEXIST), 0);
+			if (p < procs - 1)
+				continue;
+			nk = (struct gpu_kernel_key){.tgid = pid, .api = GPU_KERNEL_DRIVER,
+						     .func = lk.func};
+			memset(&kn, 0, sizeof(kn));
+			snprintf(kn.name, sizeof(kn.name), "quiet%d", i);
+			kn.tgid = pid;
+			kn.named = lk.func;
+			assert_int_equal(bpf_map_update_elem(nfd, &nk, &kn, BPF_NOEXIST), 0);
+		}
+	}
+	n = bpftel_gpu__processes(f->gpu, &rows);
+	for (i = 0; i < n; i++) {
+		if (rows[i].pid != FAIR_PID0 + 100 + (__u32)procs - 1)
+			continue;
+		found++;
+		assert_int_equal(bpftel_gpu_launches(&rows[i].st), 2);
+		assert_int_equal(rows[i].nkernels, 2);
+		assert_string_equal(rows[i].kernels[0].name, "quiet0");
+		assert_string_equal(rows[i].kernels[1].name, "quiet1");
+	}
+	assert_int_equal(found, 1);
+	free(rows);
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+}
+
 /* The kernel of one process's only row, as a report names it. */
 static void report_kernel_name(struct fixture *f, __u32 pid, char *name, size_t len)
 {
@@ -881,6 +938,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_fair_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_name_half_written, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kernels_listed_in_rounds, setup, teardown),
 	};
 
 	if (argc != 3) {

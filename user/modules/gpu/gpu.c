@@ -978,6 +978,7 @@ struct kernel_rows {
 	/* The row whose last sizes k holds: its launches and key. */
 	__u64 best;
 	struct gpu_launch_key best_key;
+	__u32 rank; /* among its process's kernels, by launches (trim_in_rounds) */
 };
 
 /* Whose sizes a kernel shows: its most launched row's; between rows launched as often,
@@ -1041,6 +1042,38 @@ static size_t cap_per_process(struct kernel_rows *kr, size_t n, bool *all)
 		out += keep;
 	}
 	return out;
+}
+
+static int cmp_rank_launches(const void *a, const void *b)
+{
+	const struct kernel_rows *x = a, *y = b;
+
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return cmp_kernel_launches(a, b);
+}
+
+/*
+ * kr[0..n) sorted by kernel (so by process), more than KERNELS_LISTED though each
+ * process is at its cap (over 1024 processes): the list keeps each process's most
+ * launched in rounds, every process's r-th before any process's (r+1)-th, to
+ * KERNELS_LISTED. A sort of all by launches let the processes with busy kernels, as
+ * many as a user can start, push out every kernel of a quieter process. Returns the
+ * count kept.
+ */
+static size_t trim_in_rounds(struct kernel_rows *kr, size_t n)
+{
+	size_t i, j, r;
+
+	for (i = 0; i < n; i = j) {
+		for (j = i; j < n && kr[j].key.tgid == kr[i].key.tgid; j++)
+			;
+		qsort(kr + i, j - i, sizeof(*kr), cmp_kernel_launches);
+		for (r = 0; r < j - i; r++)
+			kr[i + r].rank = (__u32)r;
+	}
+	qsort(kr, n, sizeof(*kr), cmp_rank_launches);
+	return n < KERNELS_LISTED ? n : KERNELS_LISTED;
 }
 
 /* kr[0..n) sorted by kernel: one entry per kernel. Returns the count. */
@@ -1187,8 +1220,7 @@ static ssize_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size
 		nkr = cap_per_process(kr, nkr, all);
 	}
 	if (nkr > KERNELS_LISTED) {
-		qsort(kr, nkr, sizeof(*kr), cmp_kernel_launches);
-		nkr = KERNELS_LISTED;
+		nkr = trim_in_rounds(kr, nkr);
 		*all = false;
 	}
 	if (nkr)
