@@ -758,39 +758,44 @@ static void test_sweep_many_dead(void **state)
 /* Above any pid_max (2^22): no process of the host's. */
 #define FAIR_PID0 5100001u
 
+/* Process pid's driver kernel func, launched launches times, its row in gpu_kernels;
+ * and, with a name, that name as cuModuleGetFunction gave it (gpu_knames). */
+static void put_driver_kernel(struct fixture *f, __u32 pid, __u64 func, __u64 launches,
+			      const char *name)
+{
+	struct gpu_launch_key lk = {.tgid = pid, .api = GPU_KERNEL_DRIVER, .fn = GPU_FN_CU_LAUNCH,
+				    .bucket = GPU_LAUNCH_NO_BUCKET, .func = func};
+	struct gpu_kernel_key nk = {.tgid = pid, .api = GPU_KERNEL_DRIVER, .func = func};
+	struct gpu_kernel k = {.launches = launches};
+	struct gpu_kname kn = {.tgid = pid, .named = func};
+
+	assert_int_equal(bpf_map_update_elem(bpftel_gpu__map_fd(f->gpu, "gpu_kernels"), &lk, &k,
+					     BPF_NOEXIST),
+			 0);
+	if (!name)
+		return;
+	snprintf(kn.name, sizeof(kn.name), "%s", name);
+	assert_int_equal(bpf_map_update_elem(bpftel_gpu__map_fd(f->gpu, "gpu_knames"), &nk, &kn,
+					     BPF_NOEXIST),
+			 0);
+}
+
 static void test_kernels_listed_fair_share(void **state)
 {
 	struct fixture *f = *state;
-	struct gpu_kernel k = {.launches = 100};
 	struct bpftel_gpu_proc *rows;
-	struct gpu_launch_key lk;
-	struct gpu_kernel_key nk;
-	struct gpu_kname kn;
-	int fd, nfd, n, i, p;
+	char name[16];
+	int n, i, p;
 	__u32 pid;
 
 	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
-	fd = bpftel_gpu__map_fd(f->gpu, "gpu_kernels");
-	nfd = bpftel_gpu__map_fd(f->gpu, "gpu_knames");
 	for (p = 0; p < 10; p++) {
 		pid = FAIR_PID0 + (__u32)p;
 		put(f->gpu, "gpu_procs", &pid);
-		k.launches = p < 9 ? 100 : 1;
 		for (i = 0; i < (p < 9 ? 1000 : 2); i++) {
-			lk = (struct gpu_launch_key){.tgid = pid, .api = GPU_KERNEL_DRIVER,
-						     .fn = GPU_FN_CU_LAUNCH,
-						     .bucket = GPU_LAUNCH_NO_BUCKET,
-						     .func = 0x5000 + (__u64)i};
-			assert_int_equal(bpf_map_update_elem(fd, &lk, &k, BPF_NOEXIST), 0);
-			if (p < 9)
-				continue;
-			nk = (struct gpu_kernel_key){.tgid = pid, .api = GPU_KERNEL_DRIVER,
-						     .func = lk.func};
-			memset(&kn, 0, sizeof(kn));
-			snprintf(kn.name, sizeof(kn.name), "victim%d", i);
-			kn.tgid = pid;
-			kn.named = lk.func;
-			assert_int_equal(bpf_map_update_elem(nfd, &nk, &kn, BPF_NOEXIST), 0);
+			snprintf(name, sizeof(name), "victim%d", i);
+			put_driver_kernel(f, pid, 0x5000 + (__u64)i, p < 9 ? 100 : 1,
+					  p < 9 ? NULL : name);
 		}
 	}
 	n = bpftel_gpu__processes(f->gpu, &rows);
@@ -822,37 +827,20 @@ static void test_kernels_listed_fair_share(void **state)
 static void test_kernels_listed_in_rounds(void **state)
 {
 	struct fixture *f = *state;
-	struct gpu_kernel k = {.launches = 100};
 	struct bpftel_gpu_proc *rows;
-	struct gpu_launch_key lk;
-	struct gpu_kernel_key nk;
-	struct gpu_kname kn;
-	int fd, nfd, n, i, p, found = 0;
+	int n, i, p, found = 0;
 	const int procs = 1101;
+	char name[16];
 	__u32 pid;
 
 	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
-	fd = bpftel_gpu__map_fd(f->gpu, "gpu_kernels");
-	nfd = bpftel_gpu__map_fd(f->gpu, "gpu_knames");
 	for (p = 0; p < procs; p++) {
 		pid = FAIR_PID0 + 100 + (__u32)p;
 		put(f->gpu, "gpu_procs", &pid);
-		k.launches = p < procs - 1 ? 100 : 1;
 		for (i = 0; i < (p < procs - 1 ? 8 : 2); i++) {
-			lk = (struct gpu_launch_key){.tgid = pid, .api = GPU_KERNEL_DRIVER,
-						     .fn = GPU_FN_CU_LAUNCH,
-						     .bucket = GPU_LAUNCH_NO_BUCKET,
-						     .func = 0x9000 + (__u64)i};
-			assert_int_equal(bpf_map_update_elem(fd, &lk, &k, BPF_NOEXIST), 0);
-			if (p < procs - 1)
-				continue;
-			nk = (struct gpu_kernel_key){.tgid = pid, .api = GPU_KERNEL_DRIVER,
-						     .func = lk.func};
-			memset(&kn, 0, sizeof(kn));
-			snprintf(kn.name, sizeof(kn.name), "quiet%d", i);
-			kn.tgid = pid;
-			kn.named = lk.func;
-			assert_int_equal(bpf_map_update_elem(nfd, &nk, &kn, BPF_NOEXIST), 0);
+			snprintf(name, sizeof(name), "quiet%d", i);
+			put_driver_kernel(f, pid, 0x9000 + (__u64)i, p < procs - 1 ? 100 : 1,
+					  p < procs - 1 ? NULL : name);
 		}
 	}
 	n = bpftel_gpu__processes(f->gpu, &rows);
