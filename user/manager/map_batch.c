@@ -47,6 +47,7 @@ int bpftel_map_batch_walk(int fd, size_t key_size, size_t value_size,
 				goto out;
 			}
 			cap *= 2;
+			err = 0; /* the loop's test: the same batch again */
 			continue;
 		}
 		if (err && errno != ENOENT) {
