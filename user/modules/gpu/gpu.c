@@ -1205,7 +1205,7 @@ static ssize_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size
 	int names_fd = bpf_map__fd(skel->maps.gpu_knames), hosts_fd = bpf_map__fd(skel->maps.gpu_khosts);
 	struct bpftel_gpu_kernel_seen *ks = NULL;
 	struct kernel_rows *kr;
-	struct gpu_kname kn;
+	struct gpu_kname kn, again;
 	ssize_t read;
 	size_t nkr, i;
 
@@ -1234,11 +1234,14 @@ static ssize_t read_kernels(struct gpu *skel, struct bpftel_gpu_proc *rows, size
 		ks[i].key = kr[i].key;
 		ks[i].k = kr[i].k;
 		/* Whole only once its owner is written, last (gpu_kernel_named; named is
-		 * the handle the name was given, another for a copy: gpu_kernel_function):
-		 * a name read while the program fills it in is not this report's. */
+		 * the handle the name was given, another for a copy: gpu_kernel_function),
+		 * and read the same twice: a name read while the program fills it in (the
+		 * copy may take the name before the owner) is not this report's. */
 		if (ks[i].key.api == GPU_KERNEL_DRIVER &&
 		    !bpf_map_lookup_elem(names_fd, &ks[i].key, &kn) &&
-		    kn.tgid == ks[i].key.tgid && kn.named) {
+		    kn.tgid == ks[i].key.tgid && kn.named &&
+		    !bpf_map_lookup_elem(names_fd, &ks[i].key, &again) &&
+		    !memcmp(&kn, &again, sizeof(kn))) {
 			kn.name[sizeof(kn.name) - 1] = '\0';
 			memcpy(ks[i].driver_name, kn.name, sizeof(kn.name));
 			ks[i].driver_cut = kn.cut;
@@ -1662,15 +1665,22 @@ struct gone_walk {
 	int dropped;
 };
 
-static int drop_if_gone(void *ctx, const void *key, const void *value)
+/* Delete key if its thread is gone: true when deleted. */
+static bool drop_one_gone(struct gone_walk *gw, const void *key)
 {
-	struct gone_walk *gw = ctx;
 	__u64 pid_tgid;
 
-	(void)value;
 	memcpy(&pid_tgid, key, sizeof(pid_tgid));
-	if (thread_gone(pid_tgid) && !bpf_map_delete_elem(gw->fd, key))
-		gw->dropped++;
+	if (!thread_gone(pid_tgid) || bpf_map_delete_elem(gw->fd, key))
+		return false;
+	gw->dropped++;
+	return true;
+}
+
+static int drop_if_gone(void *ctx, const void *key, const void *value)
+{
+	(void)value;
+	drop_one_gone(ctx, key);
 	return 0;
 }
 
@@ -1688,8 +1698,8 @@ static int drop_gone_threads(int fd, size_t key_size, size_t value_size, __u32 m
 	if (!bpftel_map_batch_unsupported(err))
 		return gw.dropped;
 	while (!bpf_map_get_next_key(fd, prev, next) && steps++ < max) {
-		if (drop_if_gone(&gw, next, NULL))
-			break;
+		if (drop_one_gone(&gw, next))
+			continue; /* deleted: the walk goes on from where it was */
 		memcpy(key, next, key_size);
 		prev = key;
 	}
@@ -1936,22 +1946,26 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	qsort(dead, ndead, sizeof(*dead), cmp_pid);
 	/* All of them found, then deleted: a process whose kernels' rows went while its
 	 * row stayed (a map not read whole) would be reported with its launches, summed
-	 * from those rows, gone down. */
-	maps[0] = g->skel->maps.gpu_allocs;
-	maps[1] = g->skel->maps.gpu_errors;
-	maps[2] = g->skel->maps.gpu_ctxs;
-	maps[3] = g->skel->maps.gpu_kernels;
-	maps[4] = g->skel->maps.gpu_knames;
-	maps[5] = g->skel->maps.gpu_khosts;
+	 * from those rows, gone down. None when the module stopped meanwhile (no object:
+	 * ndead is 0 then). */
 	all = true;
-	for (i = 0; ndead && all && i < DEAD_MAPS; i++) {
-		dk[i] = (struct dead_keys){.dead = dead, .ndead = ndead};
-		all = dead_keys_of(maps[i], &dk[i]);
-	}
-	for (i = 0; ndead && i < DEAD_MAPS; i++) {
-		for (k = 0; all && k < dk[i].n; k++)
-			bpf_map_delete_elem(bpf_map__fd(maps[i]), dk[i].keys + k * dk[i].key_size);
-		free(dk[i].keys);
+	if (ndead) {
+		maps[0] = g->skel->maps.gpu_allocs;
+		maps[1] = g->skel->maps.gpu_errors;
+		maps[2] = g->skel->maps.gpu_ctxs;
+		maps[3] = g->skel->maps.gpu_kernels;
+		maps[4] = g->skel->maps.gpu_knames;
+		maps[5] = g->skel->maps.gpu_khosts;
+		for (i = 0; all && i < DEAD_MAPS; i++) {
+			dk[i] = (struct dead_keys){.dead = dead, .ndead = ndead};
+			all = dead_keys_of(maps[i], &dk[i]);
+		}
+		for (i = 0; i < DEAD_MAPS; i++) {
+			for (k = 0; all && k < dk[i].n; k++)
+				bpf_map_delete_elem(bpf_map__fd(maps[i]),
+						    dk[i].keys + k * dk[i].key_size);
+			free(dk[i].keys);
+		}
 	}
 	if (same) /* not an object being loaded, nor one that failed to */
 		thread_fds_dup(g->skel, &threads);
