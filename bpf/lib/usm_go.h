@@ -198,8 +198,8 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 	 * room: none made, this Read's count back. */
 	stale = err == -EEXIST ? bpf_map_lookup_elem(&usm_go_reads, &key) : NULL;
 	uid = stale ? stale->uid : r.uid;
-	if (stale)
-		tlm_map_update(usm_go_reads, &key, &r, BPF_EXIST);
+	if (stale && tlm_map_update(usm_go_reads, &key, &r, BPF_EXIST))
+		uid = r.uid; /* gone meanwhile (the LRU): none holds this Read's count */
 	fair_share_give(USM_SHARE_GO_READS, uid);
 	return 0;
 }
