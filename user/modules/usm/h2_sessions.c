@@ -256,13 +256,13 @@ static void count_owners(struct usm_h2_sessions *s)
 
 /* The least recently used session other than keep of an owner (not root) holding more
  * than USM_H2_SESSIONS_PER_USER sessions (by_mem: more than a quarter of the decoders'
- * budget, in decoders still decoding): an index, or -1 when none does. */
+ * budget, in decoders still decoding), as count_owners() last counted them: an index,
+ * or -1 when none does. */
 static int hog_lru(struct usm_h2_sessions *s, const struct h2s *keep, bool by_mem)
 {
 	const struct owner_count *slot = s->owners;
 	int i, oldest = -1;
 
-	count_owners(s);
 	for (i = 0; i < USM_H2_SESSIONS_MAX; i++) {
 		const struct h2s *e = &s->e[i];
 
@@ -275,6 +275,13 @@ static int hog_lru(struct usm_h2_sessions *s, const struct h2s *keep, bool by_me
 			oldest = i;
 	}
 	return oldest;
+}
+
+/* hog_lru() by sessions, counted now. */
+static int hog_by_count(struct usm_h2_sessions *s)
+{
+	count_owners(s);
+	return hog_lru(s, NULL, false);
 }
 
 /* A new entry of r's at now_ns. A process at its cap makes room with its own. When the
@@ -294,7 +301,7 @@ static struct h2s *create(struct usm_h2_sessions *s, const struct usm_h2_record 
 		;
 	else if (r->uid && of_owner(s, r->uid, true, &i) >= USM_H2_SESSIONS_PER_USER)
 		make_room(s, &s->e[i], now_ns, USM_H2_DROP_USER_CAP, f);
-	else if ((i = hog_lru(s, NULL, false)) >= 0)
+	else if ((i = hog_by_count(s)) >= 0)
 		make_room(s, &s->e[i], now_ns, USM_H2_DROP_USER_CAP, f);
 	else
 		make_room(s, &s->e[lru(s, NULL, now_ns, false)], now_ns, USM_H2_DROP_EVICTED, f);
@@ -551,8 +558,12 @@ int usm_h2_sessions_record(struct usm_h2_sessions *s, const void *data, size_t s
 		/* Then a user's holding more than its quarter: one user's sessions, each
 		 * near USM_H2_MEM_MAX, would otherwise have every other's dropped as it
 		 * grows, however small. */
-		while (s->st.mem > s->mem_budget && (i = hog_lru(s, e, true)) >= 0)
+		if (s->st.mem > s->mem_budget)
+			count_owners(s); /* once: each session freed is taken off its owner */
+		while (s->st.mem > s->mem_budget && (i = hog_lru(s, e, true)) >= 0) {
+			s->owners[s->e[i].owner_slot].mem -= s->e[i].mem;
 			make_room(s, &s->e[i], r->ktime_ns, USM_H2_DROP_MEMORY, &f);
+		}
 		if (s->st.mem > s->mem_budget)
 			kill(s, e, USM_H2_DROP_MEMORY, &f);
 	}
