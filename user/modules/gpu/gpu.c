@@ -1653,13 +1653,6 @@ static bool thread_gone(__u64 pid_tgid)
 	       errno == ESRCH;
 }
 
-/*
- * Delete every key of map (each beginning with a pid_tgid) whose thread is gone. The
- * task-exit program drops a thread's calls in flight and state when it exits; a
- * thread that execs inside a probed call never exits under its id, and its entries
- * stayed for good: a user exec'ing from calls on threads could fill gpu_inflight for
- * every process. Bounded like drop_keys().
- */
 struct gone_walk {
 	int fd;
 	int dropped;
@@ -1684,6 +1677,13 @@ static int drop_if_gone(void *ctx, const void *key, const void *value)
 	return 0;
 }
 
+/*
+ * Delete every key of map (each beginning with a pid_tgid) whose thread is gone. The
+ * task-exit program drops a thread's calls in flight and state when it exits; a
+ * thread that execs inside a probed call never exits under its id, and its entries
+ * stayed for good: a user exec'ing from calls on threads could fill gpu_inflight for
+ * every process. In batches, or by a bounded walk of its keys (dead_keys_of()).
+ */
 static int drop_gone_threads(int fd, size_t key_size, size_t value_size, __u32 max_entries)
 {
 	size_t steps = 0, max = 4 * (size_t)max_entries + 1;
