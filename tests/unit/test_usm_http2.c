@@ -970,6 +970,32 @@ static void test_too_many_streams_answered_first(void **state)
 	assert_string_equal(h2t_find(t, USM_H2_EV_RESPONSE, 1)->stream.path, "/wait");
 }
 
+/* A request on a stream id used before (its exchange over and forgotten), on an even
+ * id, or below the last a client opened: stream errors, no request; the next odd id
+ * above is one. */
+static void test_client_stream_ids(void **state)
+{
+	struct h2t *t = *state;
+
+	h2t_handshake(t);
+	h2t_request(t, 5, "GET", "/a", NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	h2t_response(t, 5, "200", NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, S2C), 0);
+	assert_int_equal(h2t_stats(t).streams, 0);
+	h2t_request(t, 5, "GET", "/again", NGHTTP2_FLAG_END_STREAM);
+	h2t_request(t, 6, "GET", "/even", NGHTTP2_FLAG_END_STREAM);
+	h2t_request(t, 3, "GET", "/below", NGHTTP2_FLAG_END_STREAM);
+	h2t_request(t, 7, "GET", "/next", NGHTTP2_FLAG_END_STREAM);
+	assert_int_equal(h2t_send(t, C2S), 0);
+	assert_null(h2t_find_nth(t, USM_H2_EV_REQUEST, 5, 1));
+	assert_null(h2t_find(t, USM_H2_EV_REQUEST, 6));
+	assert_null(h2t_find(t, USM_H2_EV_REQUEST, 3));
+	assert_string_equal(h2t_find(t, USM_H2_EV_REQUEST, 7)->stream.path, "/next");
+	assert_int_equal(h2t_stats(t).count[USM_H2_STREAM_ERROR], 3);
+	assert_int_equal(h2t_stats(t).streams, 1);
+}
+
 /* A server's GOAWAY below streams it has already answered: those were not refused. */
 static void test_goaway_after_answers(void **state)
 {
@@ -1210,6 +1236,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_too_many_streams_answered_first, h2t_setup,
 						h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_goaway_after_answers, h2t_setup, h2t_teardown),
+		cmocka_unit_test_setup_teardown(test_client_stream_ids, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_grpc_claimed, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_connect_route, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_long_path_cut, h2t_setup, h2t_teardown),

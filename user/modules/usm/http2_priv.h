@@ -110,6 +110,7 @@ struct usm_h2_conn {
 	struct h2_stream *streams;
 	size_t nstreams, cap;
 	uint64_t seq;
+	uint32_t client_id_max; /* the highest stream id a client's request opened */
 
 	/* The feed in progress. */
 	const struct usm_h2_callbacks *cb;

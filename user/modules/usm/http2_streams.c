@@ -160,7 +160,13 @@ int h2_stream_headers(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id,
 	if (dir == USM_H2_CLIENT_TO_SERVER && f->method[0]) {
 		if (st && st->info.request_seen)
 			return stream_error(c); /* a second request on the stream */
+		/* A client opens odd ids, each above the last (RFC 9113 5.1.1): a request
+		 * on an id used before (its stream over and forgotten) or an even one is a
+		 * connection error the server refuses, not a request it will answer. */
+		if (!st && (!(id & 1) || id <= c->client_id_max))
+			return stream_error(c);
 		if (!st) {
+			c->client_id_max = id;
 			st = add(c, id);
 			if (!st)
 				return h2_fail(c, USM_H2_NO_MEMORY);
