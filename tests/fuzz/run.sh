@@ -36,7 +36,7 @@ build fuzz_goexe "$root/tests/fuzz/fuzz_goexe.c" "$root/user/manager/gopclntab.c
 	"$root/user/manager/goret.c" "$root/user/manager/tailread.c" -lcapstone
 m="$root/user/manager"
 build fuzz_elf "$root/tests/fuzz/fuzz_elf.c" "$m/elfsym.c" "$m/elfaddr.c" "$m/elfcheck.c" \
-	"$m/prologue.c" -lelf -lz -lcapstone
+	"$m/prologue.c" "$root/user/common/escape.c" -lelf -lz -lcapstone
 
 build fuzz_proctext "$root/tests/fuzz/fuzz_proctext.c" "$root/user/sharedlibs/mountinfo.c" \
 	"$root/user/common/cgroup.c" "$root/user/common/proc.c"
