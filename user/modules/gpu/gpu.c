@@ -1714,32 +1714,25 @@ static int drop_gone_threads(int fd, size_t key_size, size_t value_size, __u32 m
  * gpu_slot_free program, a compare-and-swap against the owner read here: a slot freed
  * and taken by another thread since is not touched.
  */
-#define SLOT_BATCH 256
+static int free_slot_if_gone(void *ctx, const void *key, const void *value)
+{
+	struct gpu_slot_free_args args = {};
+	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof(args));
+	struct gpu_thread_slot s;
+
+	memcpy(&s, value, sizeof(s));
+	if (!s.owner || !thread_gone(s.owner))
+		return 0;
+	memcpy(&args.idx, key, sizeof(args.idx));
+	args.owner = s.owner;
+	bpf_prog_test_run_opts(*(const int *)ctx, &run);
+	return 0;
+}
 
 static void drop_gone_thread_slots(int fd, int prog_fd)
 {
-	struct gpu_thread_slot vals[SLOT_BATCH];
-	__u32 keys[SLOT_BATCH], at = 0, next, count, i;
-	struct gpu_slot_free_args args;
-	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof(args));
-	bool first = true;
-	int err;
-
-	do {
-		count = SLOT_BATCH;
-		err = bpf_map_lookup_batch(fd, first ? NULL : &at, &next, keys, vals, &count,
-					   NULL);
-		if (err && errno != ENOENT)
-			return;
-		for (i = 0; i < count; i++) {
-			if (!vals[i].owner || !thread_gone(vals[i].owner))
-				continue;
-			args = (struct gpu_slot_free_args){.idx = keys[i], .owner = vals[i].owner};
-			bpf_prog_test_run_opts(prog_fd, &run);
-		}
-		at = next;
-		first = false;
-	} while (!err);
+	bpftel_map_batch_walk(fd, sizeof(__u32), sizeof(struct gpu_thread_slot), free_slot_if_gone,
+			      &prog_fd);
 }
 
 /* The threads' tables a sweep walks for threads gone (drop_gone_threads,

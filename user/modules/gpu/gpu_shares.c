@@ -4,9 +4,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <bpf/bpf.h>
 
 #include "gpu_shares.h"
+#include "user/manager/map_batch.h"
 
 const char *const bpftel_gpu_share_names[GPU_SHARE__COUNT] = {
 	[GPU_SHARE_PROCS] = "processes",
@@ -16,10 +16,6 @@ const char *const bpftel_gpu_share_names[GPU_SHARE__COUNT] = {
 	[GPU_SHARE_THREADS] = "threads",
 	[GPU_SHARE_CALLS_IN_FLIGHT] = "calls_in_flight",
 };
-
-/* Entries read per batch: a bucket of a hash map holding more makes the batch fail
- * (ENOSPC), and this recount with it. */
-#define RECOUNT_BATCH 64
 
 /* What one entry of a table holds of each owner's shares, into the tallies. */
 typedef void (*tally_fn)(const void *value, struct fair_share_tally **t);
@@ -57,33 +53,29 @@ static void tally_call(const void *value, struct fair_share_tally **t)
 			     ((const struct gpu_call *)value)->owner, 1);
 }
 
-/* Each entry of map fd into the tallies. A walk of a map the programs and the sweep
- * change may see an entry twice or miss one: the next recount sets it right. */
+struct tally_walk {
+	tally_fn each;
+	struct fair_share_tally **t;
+};
+
+static int tally_entry(void *ctx, const void *key, const void *value)
+{
+	struct tally_walk *tw = ctx;
+
+	(void)key;
+	tw->each(value, tw->t);
+	return 0;
+}
+
+/* Each entry of map fd into the tallies, in batches (map_batch.h). A walk of a map the
+ * programs and the sweep change may see an entry twice or miss one: the next recount
+ * sets it right. */
 static int tally_map(int fd, size_t key_size, size_t value_size, tally_fn each,
 		     struct fair_share_tally **t)
 {
-	__u64 at = 0, next = 0; /* a hash map's token (a bucket), or an array's key */
-	char *keys, *vals;
-	bool first = true;
-	__u32 count, i;
-	int err = 0;
+	struct tally_walk tw = {each, t};
 
-	keys = calloc(RECOUNT_BATCH, key_size);
-	vals = calloc(RECOUNT_BATCH, value_size);
-	if (!keys || !vals)
-		err = -ENOMEM;
-	while (!err) {
-		count = RECOUNT_BATCH;
-		if (bpf_map_lookup_batch(fd, first ? NULL : &at, &next, keys, vals, &count, NULL))
-			err = errno == ENOENT ? 1 : -errno; /* 1: the walk's end */
-		for (i = 0; err >= 0 && i < count; i++)
-			each(vals + (size_t)i * value_size, t);
-		at = next;
-		first = false;
-	}
-	free(keys);
-	free(vals);
-	return err < 0 ? err : 0;
+	return bpftel_map_batch_walk(fd, key_size, value_size, tally_entry, &tw);
 }
 
 /* Walk the tables whose owners have counts (a tally each). */
