@@ -31,6 +31,7 @@
 #include "user/manager/manager.h"
 #include "gpu.h"
 #include "user/modules/gpu/gpu.h"
+#include "user/modules/gpu/gpu_series.h"
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
 #include "tests/gpu/probe_points.h"
@@ -911,6 +912,85 @@ static void test_driver_name_half_written(void **state)
 	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
 }
 
+/* Above any pid_max: no process of the host's. */
+#define LAST_PID0 5200001u
+
+/* Process pid's row in gpu_procs, of owner, with its cudaMalloc calls (made or set). */
+static void put_mallocs(struct fixture *f, __u32 pid, __u32 owner, __u64 calls)
+{
+	struct gpu_proc_stats st = {.owner = owner};
+
+	st.calls[GPU_FN_MALLOC] = calls;
+	assert_int_equal(bpf_map_update_elem(bpftel_gpu__map_fd(f->gpu, "gpu_procs"), &pid, &st,
+					     BPF_ANY),
+			 0);
+}
+
+/* A report as /metrics folds it: the "other" row's cudaMalloc calls (0: no such row),
+ * and whether pid has series of its own. */
+static __u64 other_mallocs(struct fixture *f, __u32 pid, bool *own)
+{
+	struct bpftel_gpu_proc *rows, *grown;
+	size_t m, i;
+	__u64 calls;
+	bool other;
+	int n;
+
+	n = bpftel_gpu__processes(f->gpu, &rows);
+	assert_true(n >= 0);
+	grown = realloc(rows, ((size_t)n + 1) * sizeof(*rows));
+	assert_non_null(grown);
+	rows = grown;
+	m = bpftel_gpu_series__fold(bpftel_gpu__series(f->gpu), rows, (size_t)n, &other);
+	for (i = 0, *own = false; i < m; i++)
+		*own |= rows[i].pid == pid;
+	calls = other ? rows[m].st.calls[GPU_FN_MALLOC] : 0;
+	free(rows);
+	return calls;
+}
+
+/*
+ * A process's counts after the last scrape are not lost when it exits: the sweep reads
+ * the processes once more before it forgets the dead. Two of one user's processes have
+ * series (its share of the budget at 1 %: 2), the third is folded, counts 5 by a scrape
+ * and 9 by its exit: "other" says 9, not 5. A root process that lived between two
+ * scrapes (its 7 calls never scraped) gets no series no one would see: in "other" too.
+ */
+static void test_sweep_reads_the_dead_last(void **state)
+{
+	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[160];
+	struct fixture *f = *state;
+	__u32 i, pid;
+	bool own;
+
+	assert_non_null(mkdtemp(dir));
+	for (i = 0; i < 3; i++)
+		fake_proc(dir, LAST_PID0 + i, 1000);
+	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+	bpftel_gpu__configure(f->gpu, false, 1);
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	for (i = 0; i < 3; i++)
+		put_mallocs(f, LAST_PID0 + i, 1000, 1 + 2 * i);
+	assert_int_equal(other_mallocs(f, LAST_PID0 + 2, &own), 5);
+	assert_false(own);
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 0);
+
+	put_mallocs(f, LAST_PID0 + 2, 1000, 9);
+	put_mallocs(f, LAST_PID0 + 3, 0, 7); /* no /proc entry: gone at the next sweep */
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/%u", dir, LAST_PID0 + 2);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 2);
+	assert_int_equal(other_mallocs(f, LAST_PID0 + 3, &own), 9 + 7);
+	assert_false(own);
+	for (pid = LAST_PID0; pid < LAST_PID0 + 2; pid++) { /* the live keep theirs */
+		assert_int_equal(other_mallocs(f, pid, &own), 9 + 7);
+		assert_true(own);
+	}
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -924,6 +1004,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_restart_gap_exec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_report_exec_between_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_reads_the_dead_last, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_fair_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_name_half_written, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_in_rounds, setup, teardown),

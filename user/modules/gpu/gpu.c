@@ -1455,6 +1455,41 @@ static int read_report(struct bpftel_gpu *g, struct report_read *r)
 	return 0;
 }
 
+/* What a report read becomes the state the next one is told against: the processes'
+ * series, their error kinds and kernels. With g->report_lock. */
+static void apply_report(struct bpftel_gpu *g, struct report_read *r,
+			 const struct bpftel_gpu_sym *syms, size_t nsyms)
+{
+	forget_reborn(g, r->rows, r->n);
+	bpftel_gpu_series__update(g->series, r->rows, r->n);
+	bpftel_gpu_errors__fill(g->errors, r->rows, r->n, r->es, r->nes);
+	bpftel_gpu_kernels__fill_named(g->kernels, r->rows, r->n, r->ks, (size_t)r->nks,
+				       r->all_kernels, syms, nsyms);
+	g->state_gen++;
+}
+
+/*
+ * The dead processes dead[0..ndead) (sorted) read one last time before the sweep
+ * forgets them, with every other process, as a report reads them: what they counted
+ * since the last scrape is then in the state (a folded process's in "other", a kernel
+ * series' in its retired launches) instead of lost with their rows, and one that no
+ * scrape saw is folded (gpu_series.h). With g->report_lock. False when the maps could
+ * not be read whole: the dead are kept for the next sweep.
+ */
+static bool report_last(struct bpftel_gpu *g, const __u32 *dead, size_t ndead)
+{
+	struct report_read r;
+	size_t i;
+
+	if (read_report(g, &r))
+		return false;
+	for (i = 0; i < r.n; i++)
+		r.rows[i].gone = bsearch(&r.rows[i].pid, dead, ndead, sizeof(*dead), cmp_pid) != NULL;
+	apply_report(g, &r, NULL, 0);
+	report_read_free(&r);
+	return true;
+}
+
 int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 {
 	struct bpftel_gpu_sym syms[BPFTEL_GPU_NAME_BUDGET];
@@ -1499,15 +1534,10 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 			break;
 		report_read_free(&r);
 	}
+	apply_report(g, &r, syms, nsyms);
+	pthread_mutex_unlock(&g->report_lock);
 	rows = r.rows;
 	n = r.n;
-	forget_reborn(g, rows, n);
-	bpftel_gpu_series__update(g->series, rows, n);
-	bpftel_gpu_errors__fill(g->errors, rows, n, r.es, r.nes);
-	bpftel_gpu_kernels__fill_named(g->kernels, rows, n, r.ks, (size_t)r.nks, r.all_kernels,
-				       syms, nsyms);
-	g->state_gen++;
-	pthread_mutex_unlock(&g->report_lock);
 	free(r.ks);
 	free(r.es);
 	if (n) {
@@ -1929,6 +1959,9 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		pthread_mutex_unlock(&g->sweep_lock);
 		return 0;
 	}
+	qsort(dead, ndead, sizeof(*dead), cmp_pid);
+	if (ndead && !report_last(g, dead, (size_t)ndead))
+		ndead = 0; /* their last counts unread: the next sweep looks again */
 	pthread_mutex_lock(&g->lock);
 	same = g->loaded && g->opens == opens;
 	if (!same)
@@ -1936,7 +1969,6 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	/* Their keys first: the processes stay listed (and are swept again) until none
 	 * is left, so that none outlives its process to be counted as a new process's of
 	 * the same pid. */
-	qsort(dead, ndead, sizeof(*dead), cmp_pid);
 	/* All of them found, then deleted: a process whose kernels' rows went while its
 	 * row stayed (a map not read whole) would be reported with its launches, summed
 	 * from those rows, gone down. None when the module stopped meanwhile (no object:

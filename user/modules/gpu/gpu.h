@@ -219,6 +219,9 @@ struct bpftel_gpu_proc {
 	__u64 errors_other[GPU_FN__COUNT];
 	/* Without /metrics series of its own: summed under pid="other" (gpu_series.h). */
 	bool folded;
+	/* Read one last time by the sweep that forgets it (its process exited): no
+	 * scrape will see it again, so it is given no series of its own (gpu_series.h). */
+	bool gone;
 };
 
 /* A (function, error) kind of failed call as read from the module's maps. */

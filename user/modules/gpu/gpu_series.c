@@ -247,7 +247,7 @@ void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 	for (i = 0; i < n; i++) {
 		if (rows[i].folded || find(own, nown, rows[i].pid, rows[i].st.born_ns))
 			continue;
-		if (admit(s, own, nown, rows[i].st.owner)) {
+		if (!rows[i].gone && admit(s, own, nown, rows[i].st.owner)) {
 			own[nown++] = (struct sproc){rows[i].pid, rows[i].st.owner,
 						     rows[i].st.born_ns};
 			qsort(own, nown, sizeof(*own), cmp_sproc);

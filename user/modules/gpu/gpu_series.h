@@ -39,7 +39,8 @@ void bpftel_gpu_series__reset(struct bpftel_gpu_series *s);
 /*
  * One report's rows[0..n) (every live process, once each, read whole): processes seen
  * for the first time are given series of their own while the budget lasts, else
- * folded; the folded ones' counters are noted, and those of folded processes no longer
+ * folded (and so is one first seen gone: a process that lived between two scrapes
+ * counts in "other", not in series no scrape saw); the folded ones' counters are noted, and those of folded processes no longer
  * among rows kept. Sets each row's `folded`. Under the module's report lock: reports in
  * the order their maps were read. Thread-safe.
  */
