@@ -1328,15 +1328,12 @@ static void test_errors_not_listed_with_a_missed_kind(void **state)
 	bpftel_gpu_errors__free(et);
 }
 
-/* rows[0..n) of pids with their launches (born: when the row was made), then folded
- * (budget: gpu_series.h), scraped and checked against the scrape before. Returns the
- * rows with series, the "other" row included. */
-static size_t series_scrape(struct bpftel_gpu_series *gs, struct bpftel_gpu_proc *rows,
-			    const __u32 *pids, const __u64 *born, const __u64 *launches, size_t n,
-			    struct scrape *before, struct scrape *now)
+/* rows[0..n) of pids with their launches (born: when the row was made), as a report
+ * reads them; rows has room for n + 1. */
+static void series_rows(struct bpftel_gpu_proc *rows, const __u32 *pids, const __u64 *born,
+			const __u64 *launches, size_t n)
 {
-	bool other;
-	size_t i, own;
+	size_t i;
 
 	memset(rows, 0, (n + 1) * sizeof(*rows));
 	for (i = 0; i < n; i++) {
@@ -1346,6 +1343,18 @@ static size_t series_scrape(struct bpftel_gpu_series *gs, struct bpftel_gpu_proc
 		rows[i].kseries_other = launches[i];
 		rows[i].st.mem[GPU_MEM_DEVICE].outstanding_bytes = (__s64)(100 * pids[i]);
 	}
+}
+
+/* series_rows(), then folded (budget: gpu_series.h), scraped and checked against the
+ * scrape before. Returns the rows with series, the "other" row included. */
+static size_t series_scrape(struct bpftel_gpu_series *gs, struct bpftel_gpu_proc *rows,
+			    const __u32 *pids, const __u64 *born, const __u64 *launches, size_t n,
+			    struct scrape *before, struct scrape *now)
+{
+	bool other;
+	size_t own;
+
+	series_rows(rows, pids, born, launches, n);
 	bpftel_gpu_series__update(gs, rows, n);
 	own = bpftel_gpu_series__fold(gs, rows, n, &other);
 	scrape_rows(rows, own + other, "bpftel_gpu_kernel_launches_total", NULL, 0, now);
@@ -1509,6 +1518,51 @@ static void test_series_budget_folds_processes(void **state)
 		assert_true(rows[1].st.mem[GPU_MEM_MANAGED].outstanding_bytes == INT64_MAX);
 		assert_true(rows[1].st.dev[1].outstanding_bytes == INT64_MAX);
 	}
+	bpftel_gpu_series__free(gs);
+}
+
+/*
+ * A process with series of its own counts after the last scrape, then exits: what no
+ * scrape showed (3 of its 8 launches: 5 were shown) is "other"'s, so that launches
+ * summed over every pid's last samples are all of them (5 + 3 + 7), none twice. A
+ * scrape that read rows before a later report retired the process leaves it out: it
+ * would show the 3 again under its pid.
+ */
+static void test_series_own_gone_remainder(void **state)
+{
+	static const __u32 both[] = {10, 20}, one[] = {20};
+	static const __u64 born[] = {1, 1}, l0[] = {5, 6}, l1[] = {8, 6}, l2[] = {7};
+	static struct bpftel_gpu_proc rows[4], late[4];
+	struct bpftel_gpu_series *gs;
+	bool other;
+	size_t m;
+
+	(void)state;
+	gs = bpftel_gpu_series__new(2);
+	assert_non_null(gs);
+	assert_int_equal(series_scrape(gs, rows, both, born, l0, 2, NULL, &sc[0]), 2);
+	assert_null(find_sample(&sc[0], 0, ""));
+	series_rows(rows, both, born, l1, 2); /* `bpftel gpu`: a report, no scrape */
+	bpftel_gpu_series__update(gs, rows, 2);
+	assert_int_equal(series_scrape(gs, rows, one, born, l2, 1, &sc[0], &sc[1]), 2);
+	assert_null(find_sample(&sc[1], 10, ""));
+	assert_int_equal(find_sample(&sc[1], 20, "")->v, 7);
+	assert_int_equal(find_sample(&sc[1], 0, "")->v, 3);
+	bpftel_gpu_series__free(gs);
+
+	gs = bpftel_gpu_series__new(2);
+	assert_non_null(gs);
+	series_scrape(gs, rows, both, born, l0, 2, NULL, &sc[0]);
+	series_rows(late, both, born, l1, 2); /* a scrape's report, its fold to come */
+	bpftel_gpu_series__update(gs, late, 2);
+	series_rows(rows, one, born, l2, 1); /* the next report: 10 is gone */
+	bpftel_gpu_series__update(gs, rows, 1);
+	m = bpftel_gpu_series__fold(gs, late, 2, &other);
+	assert_int_equal(m, 1);
+	assert_int_equal(late[0].pid, 20);
+	assert_true(other);
+	assert_int_equal(late[1].pid, 0);
+	assert_int_equal(late[1].st.calls[GPU_FN_LAUNCH], 3);
 	bpftel_gpu_series__free(gs);
 }
 
@@ -1808,6 +1862,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_handles_per_process),
 		cmocka_unit_test(test_series_budget_folds_processes),
 		cmocka_unit_test(test_series_share_per_owner),
+		cmocka_unit_test(test_series_own_gone_remainder),
 		cmocka_unit_test(test_calls_untracked_family),
 		cmocka_unit_test(test_proc_alive_by_identity),
 		cmocka_unit_test(test_alloc_walk_restarts),

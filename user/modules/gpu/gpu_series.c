@@ -22,7 +22,7 @@ enum {
 };
 
 /* A process: its pid, when its row was made, its owner (gpu_proc_stats.owner), and
- * (folded) its counters last seen. */
+ * its counters last seen (by a report). */
 struct sproc {
 	__u32 pid;
 	__u32 owner;
@@ -30,15 +30,23 @@ struct sproc {
 	__u64 v[V__COUNT];
 };
 
+/* A process with series of its own, and its counters as a scrape last showed them:
+ * when it is gone, what it counted after (sproc.v less shown) is "other"'s, which sums
+ * what no series shows. */
+struct sown {
+	struct sproc p; /* first: found and sorted as a sproc */
+	__u64 shown[V__COUNT];
+};
+
 struct bpftel_gpu_series {
 	pthread_mutex_t lock;
 	size_t budget;
 	size_t per_owner; /* of the budget, an owner but root's at most; 0: no cap */
-	struct sproc *own; /* with series of their own (v unused) */
+	struct sown *own; /* with series of their own (at most budget) */
 	size_t nown;
 	struct sproc *folded;
 	size_t nfolded;
-	__u64 retired[V__COUNT]; /* folded processes gone: their last counts */
+	__u64 retired[V__COUNT]; /* processes gone: their counts no series showed */
 	bool ever_folded;
 };
 
@@ -112,16 +120,26 @@ static int cmp_sproc(const void *a, const void *b)
  * of 0 is one not read yet (the row made, its stamp to come): an entry of 0 is the
  * process whatever stamp its row has since; a row of 0 is a new one, made again since
  * an entry's row was stamped (an exec), so no stamped entry's. */
-static struct sproc *find(struct sproc *arr, size_t n, __u32 pid, __u64 born)
+static struct sproc *find_in(void *arr, size_t n, size_t size, __u32 pid, __u64 born)
 {
 	struct sproc key = {.pid = pid}, *p;
 
-	p = n ? bsearch(&key, arr, n, sizeof(*arr), cmp_sproc) : NULL;
+	p = n ? bsearch(&key, arr, n, size, cmp_sproc) : NULL;
 	if (!p || (p->born && p->born != born))
 		return NULL;
 	if (!p->born)
 		p->born = born;
 	return p;
+}
+
+static struct sproc *find(struct sproc *arr, size_t n, __u32 pid, __u64 born)
+{
+	return find_in(arr, n, sizeof(*arr), pid, born);
+}
+
+static struct sown *find_own(struct sown *arr, size_t n, __u32 pid, __u64 born)
+{
+	return (struct sown *)find_in(arr, n, sizeof(*arr), pid, born);
 }
 
 struct bpftel_gpu_series *bpftel_gpu_series__new(size_t budget)
@@ -144,7 +162,7 @@ void bpftel_gpu_series__set_per_owner(struct bpftel_gpu_series *s, size_t per_ow
 
 /* May a new process of owner have series of its own, nown of own[] given? Root's
  * (owner 0), as in the tables' shares (lib/fair_share.h), while the budget lasts. */
-static bool admit(const struct bpftel_gpu_series *s, const struct sproc *own, size_t nown,
+static bool admit(const struct bpftel_gpu_series *s, const struct sown *own, size_t nown,
 		  __u32 owner)
 {
 	size_t i, held = 0;
@@ -154,7 +172,7 @@ static bool admit(const struct bpftel_gpu_series *s, const struct sproc *own, si
 	if (!owner || !s->per_owner)
 		return true;
 	for (i = 0; i < nown; i++)
-		held += own[i].owner == owner;
+		held += own[i].p.owner == owner;
 	return held < s->per_owner;
 }
 
@@ -162,7 +180,8 @@ static void reset_locked(struct bpftel_gpu_series *s)
 {
 	free(s->own);
 	free(s->folded);
-	s->own = s->folded = NULL;
+	s->own = NULL;
+	s->folded = NULL;
 	s->nown = s->nfolded = 0;
 	memset(s->retired, 0, sizeof(s->retired));
 	s->ever_folded = false;
@@ -208,25 +227,45 @@ static size_t own_first(struct bpftel_gpu_proc *rows, size_t n, bool *own)
 	return i;
 }
 
+/* What a process gone counted that no scrape showed (v less shown): "other"'s. True
+ * when that is anything. */
+static bool retire(__u64 *retired, const __u64 *v, const __u64 *shown)
+{
+	bool any = false;
+	int k;
+
+	for (k = 0; k < V__COUNT; k++) {
+		if (v[k] <= shown[k])
+			continue;
+		retired[k] = bpftel_add_sat(retired[k], v[k] - shown[k]);
+		any = true;
+	}
+	return any;
+}
+
 void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n)
 {
-	struct sproc *own = calloc(n + 1, sizeof(*own)), *folded = calloc(n + 1, sizeof(*folded));
-	size_t i, k, nown = 0, nfolded = 0;
-	bool *kept = NULL;
-	struct sproc *p;
+	size_t i, nown = 0, nfolded = 0, room = (n < s->budget ? n : s->budget) + 1;
+	struct sown *own = calloc(room, sizeof(*own)), *o;
+	struct sproc *folded = calloc(n + 1, sizeof(*folded)), *p;
+	static const __u64 none[V__COUNT];
+	bool *kept = NULL, *kept_own = NULL;
 
 	pthread_mutex_lock(&s->lock);
-	if (!own || !folded || !(kept = calloc(s->nfolded + 1, sizeof(*kept)))) {
+	if (!own || !folded || !(kept = calloc(s->nfolded + 1, sizeof(*kept))) ||
+	    !(kept_own = calloc(s->nown + 1, sizeof(*kept_own)))) {
 		/* Out of memory: nothing changes; what is known keeps its place. */
 		for (i = 0; i < n; i++)
-			rows[i].folded = !find(s->own, s->nown, rows[i].pid, rows[i].st.born_ns);
+			rows[i].folded = !find_own(s->own, s->nown, rows[i].pid, rows[i].st.born_ns);
 		goto out;
 	}
 	/* Known processes keep what they had. */
 	for (i = 0; i < n; i++) {
 		rows[i].folded = false;
-		if ((p = find(s->own, s->nown, rows[i].pid, rows[i].st.born_ns))) {
-			own[nown++] = *p;
+		if ((o = find_own(s->own, s->nown, rows[i].pid, rows[i].st.born_ns))) {
+			kept_own[o - s->own] = true;
+			own[nown] = *o;
+			vals_of(&rows[i], own[nown++].p.v);
 		} else if ((p = find(s->folded, s->nfolded, rows[i].pid, rows[i].st.born_ns))) {
 			kept[p - s->folded] = true;
 			folded[nfolded] = (struct sproc){rows[i].pid, rows[i].st.owner,
@@ -236,20 +275,22 @@ void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 		}
 	}
 	qsort(own, nown, sizeof(*own), cmp_sproc);
-	/* Folded processes gone (or another program now): their counts stay in "other". */
-	for (i = 0; i < s->nfolded; i++) {
-		if (kept[i])
-			continue;
-		for (k = 0; k < V__COUNT; k++)
-			s->retired[k] = bpftel_add_sat(s->retired[k], s->folded[i].v[k]);
-	}
+	/* Processes gone (or another program now): what no series of theirs showed is
+	 * "other"'s, all of a folded one's. */
+	for (i = 0; i < s->nfolded; i++)
+		if (!kept[i])
+			retire(s->retired, s->folded[i].v, none);
+	for (i = 0; i < s->nown; i++)
+		if (!kept_own[i] && retire(s->retired, s->own[i].p.v, s->own[i].shown))
+			s->ever_folded = true; /* "other" has counts to show */
 	/* New processes: series of their own while the budget lasts. */
 	for (i = 0; i < n; i++) {
-		if (rows[i].folded || find(own, nown, rows[i].pid, rows[i].st.born_ns))
+		if (rows[i].folded || find_own(own, nown, rows[i].pid, rows[i].st.born_ns))
 			continue;
-		if (!rows[i].gone && admit(s, own, nown, rows[i].st.owner)) {
-			own[nown++] = (struct sproc){rows[i].pid, rows[i].st.owner,
+		if (!rows[i].gone && nown + 1 < room && admit(s, own, nown, rows[i].st.owner)) {
+			own[nown].p = (struct sproc){rows[i].pid, rows[i].st.owner,
 						     rows[i].st.born_ns};
+			vals_of(&rows[i], own[nown++].p.v);
 			qsort(own, nown, sizeof(*own), cmp_sproc);
 			continue;
 		}
@@ -257,7 +298,6 @@ void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 		vals_of(&rows[i], folded[nfolded++].v);
 		rows[i].folded = true;
 	}
-	qsort(own, nown, sizeof(*own), cmp_sproc);
 	qsort(folded, nfolded, sizeof(*folded), cmp_sproc);
 	free(s->own);
 	free(s->folded);
@@ -265,42 +305,72 @@ void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 	s->nown = nown;
 	s->folded = folded;
 	s->nfolded = nfolded;
-	own = folded = NULL;
+	own = NULL;
+	folded = NULL;
 	s->ever_folded |= nfolded > 0;
 out:
 	pthread_mutex_unlock(&s->lock);
 	free(own);
 	free(folded);
 	free(kept);
+	free(kept_own);
+}
+
+/* A scrape shows row's counters (a process with series of its own, o): its shown. */
+static void note_shown(struct sown *o, const struct bpftel_gpu_proc *row)
+{
+	__u64 v[V__COUNT];
+	int k;
+
+	vals_of(row, v);
+	for (k = 0; k < V__COUNT; k++)
+		if (v[k] > o->shown[k])
+			o->shown[k] = v[k];
 }
 
 size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n,
 			       bool *other)
 {
-	bool *mine = calloc(n + 1, sizeof(*mine));
+	bool *mine = calloc(n + 1, sizeof(*mine)), *fold = calloc(n + 1, sizeof(*fold));
 	__u64 sum[V__COUNT];
-	size_t i, k, m;
+	size_t i, k, m, nf;
+	struct sown *o;
 
 	*other = false;
-	if (!mine)
+	if (!mine || !fold) {
+		free(mine);
+		free(fold);
 		return 0; /* no series this scrape: none goes down */
-	for (i = 0; i < n; i++)
-		mine[i] = !rows[i].folded;
-	m = own_first(rows, n, mine);
-	free(mine);
+	}
 	pthread_mutex_lock(&s->lock);
+	/* A process whose series a later report retired (it exited, and what it counted
+	 * past its shown is "other"'s now) is left out: shown here, it would be counted
+	 * twice. */
+	for (i = 0; i < n; i++) {
+		o = rows[i].folded ? NULL
+				   : find_own(s->own, s->nown, rows[i].pid, rows[i].st.born_ns);
+		if (o)
+			note_shown(o, &rows[i]);
+		mine[i] = o;
+	}
+	m = own_first(rows, n, mine);
+	for (i = m; i < n; i++)
+		fold[i - m] = rows[i].folded;
+	nf = own_first(rows + m, n - m, fold);
 	if (s->ever_folded) {
-		struct bpftel_gpu_proc o;
+		struct bpftel_gpu_proc other_proc;
 
 		memcpy(sum, s->retired, sizeof(sum));
 		for (i = 0; i < s->nfolded; i++)
 			for (k = 0; k < V__COUNT; k++)
 				sum[k] = bpftel_add_sat(sum[k], s->folded[i].v[k]);
-		/* The folded rows are rows[m..n): read before rows[m] is overwritten. */
-		other_row(&o, sum, rows + m, n - m);
-		rows[m] = o;
+		/* The folded rows are rows[m..m + nf): read before rows[m] is overwritten. */
+		other_row(&other_proc, sum, rows + m, nf);
+		rows[m] = other_proc;
 		*other = true;
 	}
 	pthread_mutex_unlock(&s->lock);
+	free(mine);
+	free(fold);
 	return m;
 }

@@ -9,6 +9,9 @@
  * is room and kept while it lives; the others are folded into one row, pid="other",
  * comm="other", whose counters are theirs summed, plus what folded processes that are
  * gone had counted (so that they never go down), and whose gauges are the live ones'.
+ * "other"'s counters also hold what a process with series of its own counted after the
+ * last scrape that showed them, once it is gone: summed over every pid, the counters
+ * lose nothing a process counted before it exited, and count nothing twice.
  * A process folded stays folded while it lives (moving it out would take its counts
  * out of "other"). A process is known by its pid and the time its row was made: one
  * that execs is another process. An owner but root (gpu_proc_stats.owner) has series
