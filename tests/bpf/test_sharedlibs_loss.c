@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 #include "prog_common.h"
@@ -249,12 +250,67 @@ static void test_exec_flood_spares_library_events(void **state)
 			 after.kernel[SHLIB_CNT_LOST] + after.kernel[SHLIB_CNT_EXEC_LOST]);
 }
 
+/* A copy of the file at src at dst: the longest path open(2) takes. */
+static void copy_file(const char *src, const char *dst)
+{
+	char buf[65536];
+	FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+	size_t n;
+
+	assert_non_null(in);
+	assert_non_null(out);
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		assert_int_equal(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	assert_int_equal(fclose(out), 0);
+}
+
+/* The stub dlopened at a path of SHLIB_PATH_MAX - 1 bytes, the longest the kernel
+ * takes: its event, the largest record the watcher sends, gets through the consumer
+ * (not dropped as too big), and the GPU module attaches to the stub with no rescan. */
+static void test_longest_path_event_delivered(void **state)
+{
+	static const char lib[] = "/libcudart.so.13";
+	struct fixture *f = *state;
+	char path[SHLIB_PATH_MAX], cmd[96], *argv[] = {pattern_bin, path, "stub", NULL};
+	size_t len, part, left;
+
+	len = (size_t)snprintf(path, sizeof(path), "%s/d", f->dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	/* Directories of up to 200 bytes, "/" each, filling what the name leaves; never
+	 * leaving 1 byte (a directory's "/" and no name). */
+	while ((left = SHLIB_PATH_MAX - 1 - (len + sizeof(lib) - 1)) > 0) {
+		part = left - 1 <= 200 ? left - 1 : left - 1 - 200 >= 2 ? 200 : 198;
+		path[len++] = '/';
+		memset(path + len, 'd', part);
+		len += part;
+		path[len] = '\0';
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	memcpy(path + len, lib, sizeof(lib));
+	assert_int_equal(strlen(path), SHLIB_PATH_MAX - 1);
+	copy_file(stub_lib, path);
+	assert_int_equal(bpftel_module__run(f->env->gpu_mod), 0);
+	prog_child_start(&f->child, argv);
+	if (!WAIT_FOR(prog_attached(f->env, BPFTEL_GPU_MODULE, f->child.pid) == NPROBES))
+		fail_msg("the stub at a path of %zu bytes was not attached from its event: %zu "
+			 "probe points, %llu records too big",
+			 strlen(path), prog_attached(f->env, BPFTEL_GPU_MODULE, f->child.pid),
+			 (unsigned long long)event_stats(f).lost_too_big);
+	assert_int_equal(event_stats(f).lost_too_big, 0);
+	prog_child_stop(&f->child);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/d", f->dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_kernel_loss_found_by_rescan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_queue_loss_found_by_rescan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_flood_spares_library_events, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_longest_path_event_delivered, setup,
 						teardown),
 	};
 

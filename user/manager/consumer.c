@@ -15,7 +15,6 @@
 
 #define BPFTEL_CONSUMER_WORKERS	  1
 #define BPFTEL_CONSUMER_QUEUE_LEN 1024
-#define BPFTEL_CONSUMER_MAX_REC	  4160 /* the largest record of our programs, with room */
 
 /* Pipeline callbacks add the worker index; ring_buffer_sample_fn does not take it. */
 static int deliver(void *ctx, const void *data, size_t size, unsigned int worker)
@@ -34,7 +33,7 @@ int consumer_start(struct bpftel_module *m)
 		.sz = sizeof(opts),
 		.workers = workers ? workers : BPFTEL_CONSUMER_WORKERS,
 		.queue_len = queue_len ? queue_len : BPFTEL_CONSUMER_QUEUE_LEN,
-		.max_record = BPFTEL_CONSUMER_MAX_REC,
+		.max_record = BPFTEL_RINGBUF_MAX_RECORD,
 	};
 	struct consumer *c = &m->consumer;
 	struct bpftel_events *ev;

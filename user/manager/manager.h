@@ -184,6 +184,10 @@ size_t bpftel_module__probes(struct bpftel_module *m, struct bpftel_probe_status
 
 /* ---- ring buffers ---- */
 
+/* The largest record a module's ring buffer may send (bytes, header excluded): a
+ * larger one is dropped as too_big. Modules assert their records fit. */
+#define BPFTEL_RINGBUF_MAX_RECORD 4352
+
 /* Consume ring buffer map `map` with cb on the module's consumer thread. From ops->open. */
 int bpftel_module__add_ringbuf(struct bpftel_module *m, const char *map, ring_buffer_sample_fn cb,
 			       void *ctx);

@@ -19,6 +19,10 @@
 #include "user/common/log.h"
 #include "user/manager/manager.h"
 
+/* An open of a path of SHLIB_PATH_MAX - 1 bytes is a record the consumer must take. */
+_Static_assert(sizeof(struct shlib_event) <= BPFTEL_RINGBUF_MAX_RECORD,
+	       "shlib_event larger than the consumer's largest record");
+
 #define DEFAULT_MAX_DETECTIONS 1024
 
 /* Libsets and their stems: what the watcher matches, by subscribers' masks. */

@@ -30,6 +30,10 @@
 #include "user/sharedlibs/sharedlibs.h"
 #include "user/sharedlibs/uprobes.h"
 
+_Static_assert(sizeof(struct usm_event) <= BPFTEL_RINGBUF_MAX_RECORD &&
+		       USM_H2_RECORD_HDR + USM_H2_CAP <= BPFTEL_RINGBUF_MAX_RECORD,
+	       "a USM record larger than the consumer's largest record");
+
 /* Bounds of the endpoint table (see endpoints.h). */
 #define USM_MAX_PENDING	 4096
 #define USM_MAX_ROWS	 4096
