@@ -52,6 +52,7 @@ struct bpftel_ctl_server {
 	 * of epoll_fd's events until the next tick, since it stays readable with the
 	 * connection still queued and would wake the loop at once, for ever. */
 	bool accept_paused;
+	long long resume_at_ms; /* paused: the tick from which accepting is tried again */
 	bool accept_failing; /* said in the log: not again until an accept succeeds */
 };
 
@@ -381,8 +382,10 @@ static void client_write(struct bpftel_ctl_server *srv, struct ctl_client *c)
 	client_close(srv, c);
 }
 
-/* The clients wait in the listen queue (their own timeouts run) until the next tick
- * tries again. */
+/* The clients wait in the listen queue (their own timeouts run) until a tick a second
+ * later tries again: the loop ticks after every wake-up, and a tick that resumed at
+ * once would have the queued client wake it again at once, a loop spinning for as
+ * long as the agent is out of fds. */
 static void pause_accepting(struct bpftel_ctl_server *srv, int err)
 {
 	struct epoll_event ev = {.events = 0};
@@ -390,17 +393,19 @@ static void pause_accepting(struct bpftel_ctl_server *srv, int err)
 	if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
 		return;
 	srv->accept_paused = true;
+	srv->resume_at_ms = bpftel_mono_ms() + 1000;
 	if (!srv->accept_failing) /* once until a client is taken again */
 		pr_warn("control: cannot accept a client (%s): trying again every second",
 			strerror(err));
 	srv->accept_failing = true;
 }
 
-static void resume_accepting(struct bpftel_ctl_server *srv)
+static void resume_accepting(struct bpftel_ctl_server *srv, long long now)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 
-	if (srv->accept_paused && !epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
+	if (srv->accept_paused && now >= srv->resume_at_ms &&
+	    !epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
 		srv->accept_paused = false;
 }
 
@@ -558,7 +563,7 @@ void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv)
 	long long now = bpftel_mono_ms();
 	int i;
 
-	resume_accepting(srv);
+	resume_accepting(srv, now);
 	for (i = 0; i < BPFTEL_CTL_MAX_CLIENTS; i++) {
 		if (srv->clients[i] && now > srv->clients[i]->deadline_ms) {
 			pr_debug("control: client timed out%s",
