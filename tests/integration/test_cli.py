@@ -122,6 +122,18 @@ def check_hostile_answers(agent):
               b"(null)" not in res.stdout,
               f"bpftel modules: a throttle's reason and shed files escaped: {res.stdout!r}")
         os.unlink(path)
+        # A throttle's start no calendar holds (year ~2.9e11): "?", not a crash.
+        mods = (b'{"ok": true, "modules": [{"name": "usm", "state": "running", '
+                b'"budget": {"max_cpu_percent": 1.0}, '
+                b'"throttled": {"since": 9000000000000000000, "reason": "over budget"}}]}')
+        srv = fake_agent(path, [mods])
+        res = subprocess.run([agent.cli_bin, "--socket", path, "modules"], capture_output=True,
+                             timeout=60)
+        srv.close()
+        check(res.returncode == 0 and b"throttled since ?: over budget" in res.stdout,
+              f"bpftel modules: a throttle's start out of range shown as ?: "
+              f"rc {res.returncode}, {res.stdout!r}")
+        os.unlink(path)
         # Not JSON: the parser's error quotes what it read, a raw right-to-left override.
         srv = fake_agent(path, [b'"\xe2\x80\xaegnp.exe'])
         res = subprocess.run([agent.cli_bin, "--socket", path, "stats"], capture_output=True,

@@ -264,7 +264,9 @@ static void print_budgets(json_t *mods)
 			continue;
 		}
 		when = (time_t)jint(th, "since");
-		strftime(since, sizeof(since), "%H:%M:%S", localtime_r(&when, &tm));
+		/* A time no calendar holds (whatever answered on --socket sent it): "?". */
+		if (!localtime_r(&when, &tm) || !strftime(since, sizeof(since), "%H:%M:%S", &tm))
+			snprintf(since, sizeof(since), "?");
 		printf("\n  throttled since %s: %s\n", since, jstr(th, "reason"));
 		json_array_foreach (json_object_get(th, "files"), k, f)
 			printf("  shed: %s\n", json_string_value(f) ? json_string_value(f) : "?");
