@@ -170,7 +170,7 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 		stale = bpf_map_lookup_elem(&usm_go_reads, &key);
 		if (stale) {
 			uid = stale->uid; /* the owner whose count it holds */
-			if (!tlm_map_delete(usm_go_reads, &key))
+			if (!tlm_map_take(usm_go_reads, &key))
 				fair_share_give(USM_SHARE_GO_READS, uid);
 		}
 		return 0;
@@ -224,7 +224,7 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 		return 0;
 	}
 	call = *r;
-	if (!tlm_map_delete(usm_go_reads, &key))
+	if (!tlm_map_take(usm_go_reads, &key))
 		fair_share_give(USM_SHARE_GO_READS, call.uid);
 	if (call.stack_off && st.hi > call.stack_off)
 		call.buf = st.hi - call.stack_off; /* where the stack is now */
@@ -235,7 +235,7 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 		 * given this Conn's address; and its HTTP/1 mark (lib/usm_h2.h), which a
 		 * program whose Close is not probed would leave on that connection. */
 		if (bpf_map_lookup_elem(&usm_go_byte, &sess))
-			tlm_map_delete(usm_go_byte, &sess);
+			tlm_map_take(usm_go_byte, &sess);
 		usm_tls_sess_delete(TLM_ARG, &sess);
 		return 0;
 	}
@@ -248,7 +248,7 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 	kept = bpf_map_lookup_elem(&usm_go_byte, &sess);
 	if (kept) {
 		first = *kept;
-		tlm_map_delete(usm_go_byte, &sess);
+		tlm_map_take(usm_go_byte, &sess);
 		if (usm_go_emit_joined(TLM_ARG, call.conn, call.buf, (__u64)n, first, now,
 				       pid_tgid))
 			return 0;
@@ -269,7 +269,7 @@ static __always_inline int usm_go_close_body(TLM_PARAM, struct pt_regs *regs, __
 	if (!key.conn)
 		return 0;
 	if (bpf_map_lookup_elem(&usm_go_byte, &key))
-		tlm_map_delete(usm_go_byte, &key);
+		tlm_map_take(usm_go_byte, &key);
 	usm_h2_session_end(TLM_ARG, &key, pid_tgid, USM_SRC_GO);
 	return 0;
 }

@@ -614,7 +614,7 @@ static __always_inline void usm_h2_forget(TLM_PARAM, __u64 conn, __u64 pid_tgid,
 	if (!state)
 		return;
 	uid = state->uid;
-	if (!tlm_map_delete(usm_h2_conns, &key))
+	if (!tlm_map_take(usm_h2_conns, &key))
 		fair_share_give(USM_SHARE_H2_CONNS, uid);
 	usm_h2_send_empty(TLM_ARG, conn, pid_tgid, source, USM_DIR_WRITE, USM_H2_F_CLOSED, 0, 0,
 			  uid);
@@ -628,7 +628,7 @@ static __always_inline void usm_h2_session_end(TLM_PARAM, const struct usm_fd_ke
 {
 	usm_tls_sess_delete(TLM_ARG, key);
 	if (bpf_map_lookup_elem(&usm_h2_midstream, key))
-		tlm_map_delete(usm_h2_midstream, key);
+		tlm_map_take(usm_h2_midstream, key);
 	usm_h2_forget(TLM_ARG, key->conn, pid_tgid, source);
 }
 

@@ -193,7 +193,7 @@ static __always_inline bool usm_h2c_take(TLM_PARAM, struct usm_h2c_key *key,
 	/* Not atomic: two CPUs racing here send a segment more or less, no harm. */
 	*n -= 1;
 	if (!l->client && !l->server)
-		tlm_map_delete(usm_h2c_conns, key);
+		tlm_map_take(usm_h2c_conns, key);
 	return true;
 }
 

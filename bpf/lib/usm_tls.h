@@ -138,7 +138,7 @@ static __always_inline void usm_tls_sess_delete(TLM_PARAM, const struct usm_fd_k
 	if (!s)
 		return;
 	uid = s->uid;
-	if (!tlm_map_delete(usm_tls_fds, key))
+	if (!tlm_map_take(usm_tls_fds, key))
 		fair_share_give(USM_SHARE_TLS_FDS, uid);
 }
 
