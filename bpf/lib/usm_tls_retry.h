@@ -97,7 +97,7 @@ static __always_inline void usm_tls_retry_delete(TLM_PARAM, const struct usm_fd_
 {
 	__u32 uid = m->uid;
 
-	if (tlm_map_delete(usm_tls_retry, key))
+	if (tlm_map_take(usm_tls_retry, key))
 		return; /* taken meanwhile, and counted by whoever took it */
 	__sync_fetch_and_sub(&usm_tls_retry_marks, 1);
 	fair_share_give(USM_SHARE_TLS_RETRY, uid);
@@ -154,8 +154,8 @@ static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 b
 static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
 {
 	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
+	struct usm_tls_retry_mark m, *old;
 	struct usm_tls_write *lw;
-	struct usm_tls_retry_mark m;
 	long r;
 
 	if ((int)PT_REGS_PARM2(regs) > 0 || !key.conn)
@@ -169,6 +169,17 @@ static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __
 	m.uid = fair_share_owner();
 	m.__pad = 0;
 	lw->pid_tgid = 0; /* asked twice: one mark */
+	/* A mark there already (the session's write failed, and another before its
+	 * retry): this write takes its place, and the mark keeps the owner whose count it
+	 * holds (another uid, if the process changed its uid since). The table does not
+	 * grow: no share is asked, and a user at its share is marked all the same. */
+	old = bpf_map_lookup_elem(&usm_tls_retry, &key);
+	if (old) {
+		m.uid = old->uid;
+		if (!tlm_map_replace(usm_tls_retry, &key, &m))
+			return 0;
+		m.uid = fair_share_owner(); /* taken meanwhile: a new mark */
+	}
 	/* Each owner but root holds a quarter of the marks at most by default
 	 * (lib/fair_share.h): a user's sessions over memory fail every write, and would
 	 * fill the map, so that another process's retry, not marked, would be a second
@@ -183,11 +194,14 @@ static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __
 		__sync_fetch_and_add(&usm_tls_retry_marks, 1);
 		return 0;
 	}
-	/* Not a new mark: the share taken goes back; a mark there already is the same
-	 * owner's (the session's process), and takes the new write's place. */
+	/* Not a new mark: the share taken goes back; one another CPU made meanwhile (of
+	 * the same session) takes the new write's place, as above. */
 	fair_share_give(USM_SHARE_TLS_RETRY, m.uid);
-	if (r == -EEXIST)
-		tlm_map_update(usm_tls_retry, &key, &m, BPF_EXIST);
+	old = r == -EEXIST ? bpf_map_lookup_elem(&usm_tls_retry, &key) : NULL;
+	if (old) {
+		m.uid = old->uid;
+		tlm_map_replace(usm_tls_retry, &key, &m);
+	}
 	return 0;
 }
 

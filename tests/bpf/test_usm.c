@@ -2449,6 +2449,24 @@ static __s64 retry_share_count(__u32 uid)
 	return n;
 }
 
+/* A mark of session conn of process tgid, for another write, made as by another
+ * thread of it under uid: its count taken. */
+static void retry_mark_put(__u64 conn, __u32 tgid, __u32 uid)
+{
+	struct usm_fd_key key = {.conn = conn, .tgid = tgid};
+	struct usm_tls_retry_mark m = {.buf = 1, .len = 1, .at_ns = 1, .uid = uid};
+	struct fair_share_key k = {.uid = uid, .table = USM_SHARE_TLS_RETRY};
+	__s64 n = retry_share_count(uid);
+
+	assert_int_equal(bpf_map_update_elem(bpf_map__fd(skel->maps.usm_tls_retry), &key, &m,
+					     BPF_NOEXIST),
+			 0);
+	n = n < 0 ? 1 : n + 1;
+	assert_int_equal(bpf_map_update_elem(bpf_map__fd(skel->maps.fair_share), &k, &n, BPF_ANY),
+			 0);
+	__atomic_fetch_add(&skel->bss->usm_tls_retry_marks, 1, __ATOMIC_SEQ_CST);
+}
+
 /*
  * The marks of writes to be retried are shared out too: a user past a quarter of them
  * is not marked (counted), and its retry is then a new message; root and other users
@@ -2457,8 +2475,9 @@ static __s64 retry_share_count(__u32 uid)
 static void test_tls_retry_share_per_user(void **state)
 {
 	const int share = USM_TLS_RETRY_MAX / FAIR_SHARE_DIV;
-	const char *req = "GET /r HTTP/1.1\r\n\r\n";
-	size_t n = strlen(req);
+	const char *req = "GET /r HTTP/1.1\r\n\r\n", *req2 = "GET /2 HTTP/1.1\r\n\r\n",
+		   *req3 = "GET /3 HTTP/1.1\r\n\r\n";
+	size_t n = strlen(req), n2 = strlen(req2), n3 = strlen(req3);
 	__u64 user = (4242ull << 32) | 4242;
 	int i;
 
@@ -2492,6 +2511,31 @@ static void test_tls_retry_share_per_user(void **state)
 	ssl_free_as(SHARE_SSL(1), 4242);
 	assert_int_equal(retry_share_count(SHARE_USER), share - 1);
 	assert_int_equal(counter(USM_CNT_TLS_RETRY_OVER_SHARE), 1);
+	/* Another thread of the process marked the session's failed write meanwhile (its
+	 * SSL_get_error first), under the user's uid; this thread's write failed too,
+	 * under another uid (the process changed it): the mark takes this write, and
+	 * stays the user's, whose count it holds, which its retry gives back. */
+	as_real_uid(SHARE_USER + 1);
+	write_as(SHARE_SSL(share + 4), req2, n2, user);
+	retry_mark_put(SHARE_SSL(share + 4), 4242, SHARE_USER);
+	assert_int_equal(retry_share_count(SHARE_USER), share);
+	get_error(SHARE_SSL(share + 4), 0, user);
+	assert_int_equal(retry_share_count(SHARE_USER), share);
+	assert_int_equal(retry_share_count(SHARE_USER + 1), 1);
+	assert_int_equal(write_as(SHARE_SSL(share + 4), req2, n2, user), 0); /* its retry */
+	assert_int_equal(retry_share_count(SHARE_USER), share - 1);
+	assert_int_equal(retry_share_count(SHARE_USER + 1), 1);
+	/* Likewise at the user's share: the mark takes the write, not refused. */
+	as_real_uid(SHARE_USER);
+	write_as(SHARE_SSL(share + 5), req3, n3, user);
+	get_error(SHARE_SSL(share + 5), 0, user);
+	assert_int_equal(retry_share_count(SHARE_USER), share);
+	write_as(SHARE_SSL(share + 5), req2, n2, user); /* unmarks, then fails too */
+	retry_mark_put(SHARE_SSL(share + 5), 4242, SHARE_USER);
+	get_error(SHARE_SSL(share + 5), 0, user);
+	assert_int_equal(counter(USM_CNT_TLS_RETRY_OVER_SHARE), 1);
+	assert_int_equal(write_as(SHARE_SSL(share + 5), req2, n2, user), 0); /* its retry */
+	assert_int_equal(retry_share_count(SHARE_USER), share - 1);
 	as_real_uid(0);
 }
 
