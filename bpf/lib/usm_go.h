@@ -230,13 +230,15 @@ static __always_inline int usm_go_read_ret_body(TLM_PARAM, struct pt_regs *regs,
 		call.buf = st.hi - call.stack_off; /* where the stack is now */
 	sess.conn = call.conn;
 	if (n <= 0) {
-		/* The connection ended (EOF, an error): a byte kept for its next message
-		 * goes with it, or it would begin the first message of the next connection
-		 * given this Conn's address; and its HTTP/1 mark (lib/usm_h2.h), which a
-		 * program whose Close is not probed would leave on that connection. */
+		/* Nothing read: EOF, an error, or a deadline passed, which the connection
+		 * outlives (net/http's background read ends so at every request). A byte
+		 * kept goes, or it could begin the first message of the next connection
+		 * given this Conn's address. The session's HTTP/1 mark (lib/usm_h2.h) stays
+		 * for Close to take: a mark taken and made again at every request would cost
+		 * its map and its owner's share each time, and leave the live session
+		 * unmarked in between. */
 		if (bpf_map_lookup_elem(&usm_go_byte, &sess))
 			tlm_map_take(usm_go_byte, &sess);
-		usm_tls_sess_delete(TLM_ARG, &sess);
 		return 0;
 	}
 	if (n == 1 && !bpf_map_lookup_elem(&usm_h2_conns, &sess)) {

@@ -3205,8 +3205,9 @@ static void test_go_close(void **state)
 }
 
 /* A Go connection that carried HTTP/1 stays HTTP/1 (test_h2_http1_session_stays): a
- * SETTINGS-like body is refused. A read that ends the connection (EOF) clears the mark,
- * as Close does: a Conn at that address may then start HTTP/2. */
+ * SETTINGS-like body is refused. A read of nothing (a deadline passed, as net/http's
+ * background read at every request, or EOF) leaves the mark; Close clears it: a Conn
+ * at that address may then start HTTP/2. */
 static void test_go_http1_mark(void **state)
 {
 	struct fd_key {
@@ -3232,21 +3233,24 @@ static void test_go_http1_mark(void **state)
 	assert_int_equal(counter(USM_CNT_H2_START_REFUSED), 1);
 
 	go_read_enter(&c, b, sizeof(b), G1, 4243, 3);
-	assert_int_equal(go_read_ret(0, G1, 4243, 4), 0); /* EOF */
-	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess),
-			     0);
-	assert_int_equal(go_write(&c, (const char *)b, (long)n, G1, 5), 0);
-	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
-	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW | USM_H2_F_SETTINGS);
-	go_close(&c, 6);
-	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1); /* its end */
+	assert_int_equal(go_read_ret(0, G1, 4243, 4), 0); /* (0, timeout) */
+	go_read_enter(&c, b, sizeof(b), G1, 4243, 5);
+	assert_int_equal(go_read_ret(-1, G1, 4243, 6), 0);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess), 0);
+	assert_int_equal(sess.http1, 1);
+	assert_int_equal(go_write(&c, (const char *)b, (long)n, G1, 7), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 0);
+	assert_int_equal(counter(USM_CNT_H2_START_REFUSED), 2);
 
-	/* Close clears it too. */
-	assert_int_equal(go_write(&c, req, (long)strlen(req), G1, 7), 1);
 	go_close(&c, 8);
 	assert_int_not_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.usm_tls_fds), &k, &sess),
 			     0);
-	assert_int_equal(counter(USM_CNT_H2_START_REFUSED), 1);
+	assert_int_equal(go_write(&c, (const char *)b, (long)n, G1, 9), 0);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1);
+	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW | USM_H2_F_SETTINGS);
+	go_close(&c, 10);
+	assert_int_equal(bpftel_rb_capture__drain(&h2cap), 1); /* its end */
+	assert_int_equal(counter(USM_CNT_H2_START_REFUSED), 2);
 }
 
 /* Go's HTTP/2 client: preface, SETTINGS and WINDOW_UPDATE in one Write; the server's
