@@ -12,7 +12,9 @@ environment, "stalled OPCODE" for each request it leaves waiting), and runs unti
 death fails the waiting requests (the kernel aborts the connection). INO (default 2)
 is the file's inode number (the next names' INO + 1, ...): two instances mounted one after
 the other may get the same anonymous device, and should not serve the same (device,
-inode).
+inode). With STALL_FUSE_LINK=TARGET in its environment, NAME is a symbolic link to
+TARGET instead (SOURCE unread): what an unprivileged user's mount can point at the
+system's own libraries.
 
     stall_fuse.py MOUNTPOINT NAME SOURCE STALL_PID [INO]
 """
@@ -21,7 +23,7 @@ import os
 import struct
 import sys
 
-FUSE_LOOKUP, FUSE_FORGET, FUSE_GETATTR = 1, 2, 3
+FUSE_LOOKUP, FUSE_FORGET, FUSE_GETATTR, FUSE_READLINK = 1, 2, 3, 5
 FUSE_OPEN, FUSE_READ, FUSE_STATFS, FUSE_RELEASE = 14, 15, 17, 18
 FUSE_FLUSH, FUSE_INIT, FUSE_OPENDIR, FUSE_RELEASEDIR = 25, 26, 27, 29
 FUSE_INTERRUPT, FUSE_BATCH_FORGET = 36, 42
@@ -54,8 +56,13 @@ def main():
         sys.argv[3], int(sys.argv[4])
     ino = int(sys.argv[5]) if len(sys.argv) > 5 else FILE
     say = os.environ.get("STALL_FUSE_SAY") == "1"
-    with open(source, "rb") as f:
-        data = f.read()
+    link = os.environ.get("STALL_FUSE_LINK", "").encode()
+    if link:
+        data, mode = link, 0o120777
+    else:
+        with open(source, "rb") as f:
+            data = f.read()
+        mode = 0o100444
     fd = os.open("/dev/fuse", os.O_RDWR)
     libc = ctypes.CDLL(None, use_errno=True)
     opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0,allow_other".encode()
@@ -90,13 +97,15 @@ def main():
                 # nodeid generation entry_valid attr_valid (ns x2), attr: no caching
                 i = names.index(arg.rstrip(b"\0"))
                 reply(unique, body=struct.pack("<QQQQII", FILE + i, 1, 0, 0, 0, 0) +
-                      attr(ino + i, len(data), 0o100444))
+                      attr(ino + i, len(data), mode))
             else:
                 reply(unique, ENOENT)
         elif op == FUSE_GETATTR:
             a = attr(ROOT, 0, 0o40555) if node == ROOT else \
-                attr(ino + node - FILE, len(data), 0o100444)
+                attr(ino + node - FILE, len(data), mode)
             reply(unique, body=struct.pack("<QII", 0, 0, 0) + a)
+        elif op == FUSE_READLINK and link:
+            reply(unique, body=link)
         elif op in (FUSE_OPEN, FUSE_OPENDIR):
             reply(unique, body=struct.pack("<QIi", 0, 0, 0))
         elif op == FUSE_READ:

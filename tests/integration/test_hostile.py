@@ -17,7 +17,9 @@ process's root, nor parse without bounds.
      did not wait);
   7. the same FUSE, answering: refused as slow_fs, never probed;
   8. 16 such stalled files opened by one user's process: 4 threads wait on them, the
-     other 12 are refused untried, and another user's library is still probed;
+     other 12 are refused untried, and another user's library is still probed; and a
+     user's FUSE symlink to a copy of libssl, whose walk stalls: the user's open is
+     refused, root's load of the copy is probed;
   9. (an agent of its own, new_files_per_user = 2) one user's process opens 5 copies
      of libssl: 2 are probed, the others refused as over_budget without being parsed;
      another user's copy is still probed.
@@ -582,6 +584,71 @@ def over_budget(args, tmp):
         agent.cleanup()
 
 
+OPEN_AT = r"""
+import os, sys
+d = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)
+print("ready", flush=True)
+sys.stdin.readline()
+fd = os.open(sys.argv[2], os.O_RDONLY, dir_fd=d)
+print("opened", flush=True)
+sys.stdin.readline()
+"""
+
+
+def stalled_link(agent, python, tmp):
+    """One user's FUSE mount (detached) serves libssl.so.3, a symbolic link to a copy of
+    libssl: the user's process (uid 4244, which no other case stalls: its opens are not
+    refused untried for earlier stalls) opens the copy through it, the agent's walk of
+    that path stalls, and the open is refused (slow_fs). Root's process then loads the
+    copy itself: probed. The stall was the path's, not the file's; remembered for every
+    user, it refused the copy to all of them."""
+    fuse, lib = (os.path.join(tmp, "linked", n) for n in ("fuse", "lib"))
+    victim = os.path.join(lib, "libssl.so.3")
+    os.makedirs(fuse)
+    os.makedirs(lib)
+    # On a tmpfs of its own: an identity (device, inode) no file of the earlier cases
+    # had, which the registry may still hold a row of.
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "none", lib], check=True,
+                   timeout=60)
+    shutil.copy(LIBSSL, victim)
+    server = subprocess.Popen([python, os.path.join(os.path.dirname(__file__),
+                                                    "stall_fuse.py"),
+                               fuse, "libssl.so.3", LIBSSL, str(agent.proc.pid), "300"],
+                              env={**os.environ, "STALL_FUSE_LINK": victim},
+                              stdout=subprocess.PIPE, text=True)
+    h = None
+    try:
+        if server.stdout.readline().strip() != "ready":
+            raise AssertionError("the FUSE server did not mount")
+        h = Holder(python, OPEN_AT, (fuse, "libssl.so.3"),
+                   ["setpriv", "--reuid=4244", "--regid=4244", "--clear-groups"])
+        subprocess.run(["umount", "-l", fuse], check=True, timeout=60)
+        h.step("opened")
+        wait_for(lambda: [x for x in agent.json("libs")["recent_refusals"]
+                          if x["reason"] == "slow_fs" and x["path"] == "libssl.so.3"], 120,
+                 "the open through the stalled link to be refused (slow_fs)")
+        check(True, "4244's open of a copy of libssl through its stalled FUSE link: "
+                    "refused as slow_fs")
+        root = Holder(python, LOAD, (victim,))
+        try:
+            root.step("loaded")
+            row = wait_for(lambda: [r for r in usm_rows(agent, victim)
+                                    if r["attached"] >= LIBSSL_PROBES], 60,
+                           f"usm attached to {victim}, loaded by root")[0]
+        finally:
+            root.stop()
+        # Not refused first (from the cache), then found by a later /proc scan.
+        check(not [x for x in agent.json("libs")["recent_refusals"] if x["path"] == victim],
+              f"root's load of the same copy is probed ({row['attached']} probe points), "
+              f"never refused: the stall is remembered for 4244 only")
+    finally:
+        if h:
+            h.stop()
+        server.kill()
+        server.wait()
+        subprocess.run(["umount", "-l", lib], check=False, timeout=60)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
@@ -664,6 +731,8 @@ def main():
                 stalled_by_one_user(agent, args.python, tmp)
             else:
                 print("note: no unprivileged user namespaces: case 8 is not run")
+            # 8b. One user's stalled link to a library: the others' opens of it.
+            stalled_link(agent, args.python, tmp)
         else:
             print("note: no /dev/fuse: the FUSE cases are not run")
 

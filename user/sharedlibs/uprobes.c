@@ -483,8 +483,8 @@ static bool refused_by_owner_locked(struct bpftel_uprobes *u, dev_t dev, __u64 i
 	return false;
 }
 
-/* owner: NULL for a refusal of the file's own (REFUSED_TTL_S), else owner's over its
- * budget, until ttl_ns. */
+/* owner: NULL for a refusal of the file's own (REFUSED_TTL_S), else owner's (over its
+ * budget, or its walk to the file stalled), until ttl_ns. */
 static void refused_add_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino,
 			       enum bpftel_refusal why, int err, const char *detail, __u64 now,
 			       const __u64 *owner, __u64 ttl_ns)
@@ -606,7 +606,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	char detail[128];
 	struct stat st = {};
 	__u64 stime = 0, had = 0, had_k = 0, ino, owner;
-	bool known = false, checked, exact;
+	bool known = false, checked, exact, slow;
 	ssize_t idx = -1;
 	size_t njobs;
 	dev_t dev;
@@ -689,6 +689,14 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		if (why == BPFTEL_REFUSED__COUNT)
 			return fd; /* gone: not a refusal */
 		bpftel_procfile_explain(why, &st, fd, detail, sizeof(detail));
+		/* A stall may be the path's, not the file's (open_waits.h): a user's walk
+		 * through a FUSE symlink of its own to the system's libgnutls stalls where
+		 * the file would not. Remembered for that user only (read before the lock:
+		 * procfs), or every user's opens of libgnutls would be refused from the
+		 * cache for as long as that user kept its stall. */
+		slow = why == BPFTEL_REFUSED_SLOW_FS;
+		if (slow && bpftel_proc_owner(t->pid, &owner))
+			owner = BPFTEL_DEADLINE_NO_OWNER;
 		pthread_mutex_lock(&u->lock);
 		refusal_locked(u, t->pid, lib, named, why, detail);
 		/* By the identity the kernel opened: what the path led to may differ. Not
@@ -697,7 +705,8 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		 * process that opens it would be refused from the cache. */
 		if (t->ino && refusal_of_file(why) && fd != -EBUSY && fd != -EDQUOT &&
 		    st.st_ino == t->ino && st.st_dev == t->dev)
-			refused_add_locked(u, t->dev, t->ino, why, fd, detail, bpftel_mono_ns(), NULL, 0);
+			refused_add_locked(u, t->dev, t->ino, why, fd, detail, bpftel_mono_ns(),
+					   slow ? &owner : NULL, REFUSED_TTL_S * 1000000000ull);
 		pthread_mutex_unlock(&u->lock);
 		return fd;
 	}
