@@ -113,7 +113,7 @@ struct usm_h2_scratch {
 	__u32 start;   /* pos where the record being built begins */
 	__u32 records; /* records of this call sent so far */
 	__u32 cut;     /* a record of this call was cut */
-	/* A walk is using this CPU's scratch. A uprobe program runs with migration, not
+	/* A walk is using this slot. A uprobe program runs with migration, not
 	 * preemption, disabled: on a preemptible kernel (preempt=full, lazy, RT) another
 	 * task's walk can run on this CPU before a preempted one ends, also between a
 	 * walk's test of busy and its set: taken with a compare-and-swap (64 bits: the one
@@ -123,27 +123,49 @@ struct usm_h2_scratch {
 	__u8 slack[2 * USM_H2_CAP];
 };
 
+/* Slots per CPU: a walk preempted by another task's walk on its CPU leaves it the
+ * next slot. With one, the walk that preempted lost its direction's framing for good
+ * (one user's busy in-memory HTTP/2 loop could so cost another user's server, which
+ * preempts it on waking, its session); all held, that is still what happens. */
+#define USM_H2_SCRATCH_SLOTS 4
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, USM_H2_SCRATCH_SLOTS);
 	__type(key, __u32);
 	__type(value, struct usm_h2_scratch);
 } usm_h2_scratch SEC(".maps");
 
-static __always_inline struct usm_h2_scratch *usm_h2_scratch_get(void)
+static __always_inline struct usm_h2_scratch *usm_h2_scratch_get(__u32 slot)
 {
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&usm_h2_scratch, &zero);
+	return bpf_map_lookup_elem(&usm_h2_scratch, &slot);
 }
 
-/* What bpf_loop's callback needs: scalars only (the scratch is looked up again). */
+/* A free slot of this CPU's, taken (busy: clear it when done), its index in *slot; NULL
+ * when every slot is held by a walk this one preempted. */
+static __always_inline struct usm_h2_scratch *usm_h2_scratch_take(__u32 *slot)
+{
+	struct usm_h2_scratch *s;
+	__u32 k;
+
+	for (k = 0; k < USM_H2_SCRATCH_SLOTS; k++) {
+		s = usm_h2_scratch_get(k);
+		if (s && !__sync_val_compare_and_swap(&s->busy, 0, 1)) {
+			*slot = k;
+			return s;
+		}
+	}
+	return NULL;
+}
+
+/* What bpf_loop's callback needs: scalars only (the scratch is looked up again, in
+ * the walk's slot). */
 struct usm_h2_walk {
 	__u64 buf;
 	__u32 len;
 	__u32 pos;
 	__u32 tlm_prog;
-	__u32 __pad;
+	__u32 slot;
 };
 
 /* Send the record in the scratch (data_len <= USM_H2_CAP), counted if lost. */
@@ -170,9 +192,9 @@ static __always_inline void usm_h2_output(TLM_PARAM, struct usm_h2_scratch *s)
 /* The sending, a global function: the verifier checks it once, by itself, not again
  * in every caller's walk (inlined in the bpf_loop callback it made the programs'
  * verification 4 times longer: a module's restart ~0.4 s slower). */
-__noinline int usm_h2_flush(__u32 __tlm_prog, __u32 pos)
+__noinline int usm_h2_flush(__u32 __tlm_prog, __u32 slot, __u32 pos)
 {
-	struct usm_h2_scratch *s = usm_h2_scratch_get();
+	struct usm_h2_scratch *s = usm_h2_scratch_get(slot);
 	__u32 n;
 
 	if (!s)
@@ -198,7 +220,7 @@ static __always_inline bool usm_h2_next_record(TLM_PARAM, struct usm_h2_scratch 
 		return true; /* room left */
 	if (w->pos == s->start || s->records + 1 >= USM_H2_RECORDS)
 		return false;
-	return usm_h2_flush(TLM_ARG, w->pos);
+	return usm_h2_flush(TLM_ARG, w->slot, w->pos);
 }
 
 /* The current run, or a new one when want_copy follows skipped bytes; NULL when the
@@ -299,12 +321,15 @@ static __always_inline int usm_h2_copy(TLM_PARAM, struct usm_h2_scratch *s, __u6
  */
 __noinline int usm_h2_walk_step(struct usm_h2_walk *w)
 {
-	struct usm_h2_scratch *s = usm_h2_scratch_get();
+	struct usm_h2_scratch *s;
 	__u32 __tlm_prog, left, n, have, room;
 	struct usm_h2_dir_state *st;
 	__u64 src;
 
-	if (!w || !s || w->pos >= w->len)
+	if (!w)
+		return 1;
+	s = usm_h2_scratch_get(w->slot);
+	if (!s || w->pos >= w->len)
 		return 1;
 	__tlm_prog = w->tlm_prog;
 	st = &s->st;
@@ -456,10 +481,10 @@ static __always_inline void usm_h2_send_empty(TLM_PARAM, __u64 conn, __u64 pid_t
 }
 
 /*
- * This CPU's scratch is held by a walk the program preempted: this call's bytes are not
- * walked, so the direction's framing is lost. Said once, in a record of no bytes (the
- * scratch is not its to use), so that userspace stops decoding the session; the
- * direction sends nothing more.
+ * Every slot of this CPU's scratch is held by a walk the program preempted: this call's
+ * bytes are not walked, so the direction's framing is lost. Said once, in a record of
+ * no bytes (the scratch is not its to use), so that userspace stops decoding the
+ * session; the direction sends nothing more.
  */
 static __always_inline void usm_h2_nested(TLM_PARAM, struct usm_h2_state *state, enum usm_dir dir,
 					  __u64 conn, __u64 len, __u32 source, __u8 flags,
@@ -553,12 +578,10 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	if (d->unframed)
 		return true; /* counted when it was lost */
 	usm_count(USM_CNT_H2_CALLS);
-	s = usm_h2_scratch_get();
-	if (!s)
-		return true;
-	if (__sync_val_compare_and_swap(&s->busy, 0, 1)) {
+	s = usm_h2_scratch_take(&w.slot);
+	if (!s) {
 		usm_h2_nested(TLM_ARG, state, dir, conn, len, source, flags, pid_tgid);
-		return true; /* busy is the preempted walk's to clear */
+		return true; /* busy is each preempted walk's to clear */
 	}
 	/* No return until busy is cleared. */
 	s->st = *d;

@@ -1512,9 +1512,15 @@ static size_t btf_offset(const char *sname, const char *member)
 	return 0;
 }
 
-/* Every CPU's walk scratch: busy set (and a mark in its record's conn) or all clear;
- * returns how many CPUs' scratch still held the mark and busy. */
-static int h2_scratch_hold(bool hold)
+/* The walk scratch's slots per CPU. */
+static __u32 h2_slots(void)
+{
+	return bpf_map__max_entries(skel->maps.usm_h2_scratch);
+}
+
+/* The first `held` walk slots of every CPU: busy set (and a mark in its record's conn),
+ * the others all clear; returns how many (CPU, slot) still held the mark and busy. */
+static int h2_scratch_hold(__u32 held)
 {
 	int fd = bpf_map__fd(skel->maps.usm_h2_scratch), ncpu = libbpf_num_possible_cpus(), i,
 	    marked = 0;
@@ -1522,31 +1528,34 @@ static int h2_scratch_hold(bool hold)
 	size_t busy = btf_offset("usm_h2_scratch", "busy"),
 	       conn = btf_offset("usm_h2_scratch", "rec") + offsetof(struct usm_h2_record, conn);
 	unsigned char *v = calloc((size_t)ncpu, vsz);
-	__u32 zero = 0;
 	__u64 mark = 0xfeedull, one = 1;
+	__u32 k;
 
 	assert_non_null(v);
-	assert_int_equal(bpf_map_lookup_elem(fd, &zero, v), 0);
-	for (i = 0; i < ncpu; i++) {
-		unsigned char *s = v + (size_t)i * vsz;
+	for (k = 0; k < h2_slots(); k++) {
+		assert_int_equal(bpf_map_lookup_elem(fd, &k, v), 0);
+		for (i = 0; i < ncpu; i++) {
+			unsigned char *s = v + (size_t)i * vsz;
 
-		marked += !memcmp(s + busy, &one, 8) && !memcmp(s + conn, &mark, 8);
-		if (hold) {
-			memcpy(s + busy, &one, 8);
-			memcpy(s + conn, &mark, 8);
-		} else {
-			memset(s, 0, vsz);
+			marked += !memcmp(s + busy, &one, 8) && !memcmp(s + conn, &mark, 8);
+			if (k < held) {
+				memcpy(s + busy, &one, 8);
+				memcpy(s + conn, &mark, 8);
+			} else {
+				memset(s, 0, vsz);
+			}
 		}
+		assert_int_equal(bpf_map_update_elem(fd, &k, v, BPF_ANY), 0);
 	}
-	assert_int_equal(bpf_map_update_elem(fd, &zero, v, BPF_ANY), 0);
 	free(v);
 	return marked;
 }
 
-/* A walk that finds its CPU's scratch held (by a walk it preempted, on a preemptible
- * kernel: simulated here by holding every CPU's) leaves it alone: one record of no bytes
- * says the direction's framing is lost, and nothing more of it is sent; the other
- * direction goes on. A walk leaves the scratch free. */
+/* A walk that finds every slot of its CPU's scratch held (by walks it preempted, each
+ * the one before, on a preemptible kernel: simulated here by holding every CPU's)
+ * leaves them alone: one record of no bytes says the direction's framing is lost, and
+ * nothing more of it is sent; the other direction goes on. A walk leaves its slot
+ * free. */
 static void test_h2_preempted_walk(void **state)
 {
 	const struct usm_h2_record *r;
@@ -1556,7 +1565,7 @@ static void test_h2_preempted_walk(void **state)
 	(void)state;
 	memcpy(b, PREFACE, 24);
 	assert_int_equal(h2_call(SSL_WRITE, b, 24, 1), 1);
-	assert_int_equal(h2_scratch_hold(true), 0); /* the walk cleared busy */
+	assert_int_equal(h2_scratch_hold(h2_slots()), 0); /* the walk cleared busy */
 	n = frame(b, 1, 4, 1, 10, NULL, 0x82);
 	assert_int_equal(h2_call(SSL_WRITE, b, n, 2), 1);
 	r = h2rec(0);
@@ -1570,8 +1579,8 @@ static void test_h2_preempted_walk(void **state)
 	assert_int_equal(counter(USM_CNT_H2_NESTED), 1);
 	assert_int_equal(counter(USM_CNT_H2_UNFRAMED), 0);
 	assert_int_equal(counter(USM_CNT_H2_RECORDS), 2);
-	/* The preempted walk's scratch is as it left it. */
-	assert_int_equal(h2_scratch_hold(false), libbpf_num_possible_cpus());
+	/* The preempted walks' slots are as they left them. */
+	assert_int_equal(h2_scratch_hold(0), libbpf_num_possible_cpus() * (int)h2_slots());
 	/* Released: that direction stays lost, the other is walked. */
 	assert_int_equal(h2_call(SSL_WRITE, b, n, 3), 0);
 	n = frame(b, 4, 0, 0, 0, NULL, 0);
@@ -1579,6 +1588,31 @@ static void test_h2_preempted_walk(void **state)
 	assert_int_equal(h2rec(0)->flags, USM_H2_F_NEW);
 	assert_int_equal(h2rec(0)->data_len, n);
 	assert_int_equal(counter(USM_CNT_H2_NESTED), 1);
+}
+
+/* A walk that preempted another one (its CPU's first slot held) takes the next slot:
+ * its bytes are walked and sent, nothing is lost, and the preempted walk's slot is as
+ * it left it. One user's busy HTTP/2 loop, preempted by another user's server on
+ * waking, cost that server its session when a CPU had one slot. */
+static void test_h2_preempting_walk_next_slot(void **state)
+{
+	unsigned char b[64];
+	size_t n;
+
+	(void)state;
+	assert_true(h2_slots() >= 2);
+	memcpy(b, PREFACE, 24);
+	assert_int_equal(h2_call(SSL_WRITE, b, 24, 1), 1);
+	assert_int_equal(h2_scratch_hold(1), 0);
+	n = frame(b, 1, 4, 1, 10, NULL, 0x82);
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 2), 1);
+	assert_int_equal(h2rec(0)->flags, 0);
+	assert_int_equal(h2rec(0)->walked, n);
+	assert_int_equal(h2rec(0)->data_len, n);
+	assert_int_equal(counter(USM_CNT_H2_NESTED), 0);
+	assert_int_equal(h2_scratch_hold(0), libbpf_num_possible_cpus());
+	assert_int_equal(h2_call(SSL_WRITE, b, n, 3), 1); /* still framed */
+	assert_int_equal(h2rec(0)->walked, n);
 }
 
 /* A session that carried an HTTP/1 message stays HTTP/1: a body that begins like a
@@ -3313,7 +3347,7 @@ static int case_setup(void **state)
 	bpftel_rb_capture__drain(&h2cap);
 	/* Each case starts with every CPU's walk scratch free (a failed
 	 * test_h2_preempted_walk leaves it held) and no HTTP/2 session known. */
-	h2_scratch_hold(false);
+	h2_scratch_hold(0);
 	{
 		struct { __u64 conn; __u32 tgid, pad; } k = {SSL_PTR, 4242, 0};
 
@@ -3438,6 +3472,7 @@ int main(void)
 		T(test_h2_cap),
 		T(test_h2_unframed),
 		T(test_h2_preempted_walk),
+		T(test_h2_preempting_walk_next_slot),
 		T(test_h2_detection),
 		T(test_tls_free),
 		T(test_tls_write_retry),

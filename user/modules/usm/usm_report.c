@@ -318,8 +318,9 @@ static const struct {
 	 "VLAN tag in band): their messages are not seen.",
 	 USM_CNT_PACKETS_UNREAD},
 	{"bpftel_http2_calls_preempted_total",
-	 "TLS calls on HTTP/2 sessions whose frame walk found its CPU's scratch held by a "
-	 "walk it had preempted (preemptible kernels only): not walked; that direction's "
+	 "TLS calls on HTTP/2 sessions whose frame walk found every slot of its CPU's "
+	 "scratch (4) held by walks it had preempted (preemptible kernels only): not "
+	 "walked; that direction's "
 	 "framing is lost and its session no longer decoded (dropped as unframed).",
 	 USM_CNT_H2_NESTED},
 	{"bpftel_http2_starts_refused_total",
