@@ -97,6 +97,9 @@ int bpftel_agent_apply(struct bpftel_agent *agent, const struct bpftel_config *n
 
 /* A read-only command's answer (commands.c), or NULL if cmd is not one: any thread. */
 json_t *bpftel_agent_query(struct bpftel_agent *agent, const char *cmd, json_t *req);
+/* The stats command's answer; without the modules' parts (the watcher's libraries,
+ * a JSON string per path: megabytes on a busy host) unless modules. */
+json_t *bpftel_agent_stats(struct bpftel_agent *agent, bool modules);
 /* A module start/stop/restart, run by the lifecycle thread (commands.c). */
 json_t *bpftel_agent_module_action(struct bpftel_agent *agent, json_t *req);
 

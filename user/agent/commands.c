@@ -312,7 +312,7 @@ static void add_module_stats(struct bpftel_agent *agent, json_t *resp)
 	}
 }
 
-static json_t *cmd_stats(struct bpftel_agent *agent)
+json_t *bpftel_agent_stats(struct bpftel_agent *agent, bool modules)
 {
 	json_t *progs = json_array(), *resp;
 	char metrics_addr[sizeof(agent->metrics_addr)];
@@ -345,7 +345,8 @@ static json_t *cmd_stats(struct bpftel_agent *agent)
 		json_object_set_new(json_object_get(resp, "agent"), "rss_bytes",
 				    json_integer((json_int_t)rss));
 	}
-	add_module_stats(agent, resp);
+	if (modules)
+		add_module_stats(agent, resp);
 	return resp;
 }
 
@@ -537,7 +538,7 @@ static json_t *module_command(struct bpftel_agent *agent, const char *cmd, json_
 json_t *bpftel_agent_query(struct bpftel_agent *agent, const char *cmd, json_t *req)
 {
 	if (!strcmp(cmd, "stats"))
-		return cmd_stats(agent);
+		return bpftel_agent_stats(agent, true);
 	if (!strcmp(cmd, "probes"))
 		return cmd_probes(agent);
 	if (!strcmp(cmd, "modules"))

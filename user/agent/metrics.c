@@ -296,8 +296,9 @@ char *bpftel_metrics_render(struct bpftel_agent *agent, size_t *len)
 	char *buf = NULL;
 	FILE *f;
 
-	/* The agent's own families come from the same answers as the control socket's. */
-	stats = bpftel_agent_query(agent, "stats", NULL);
+	/* The agent's own families come from the same answers as the control socket's;
+	 * the modules' stats are theirs to write (module_families), not read here. */
+	stats = bpftel_agent_stats(agent, false);
 	errs = bpftel_agent_query(agent, "errors", NULL);
 	mods = bpftel_agent_query(agent, "modules", NULL);
 	f = open_memstream(&buf, len);
