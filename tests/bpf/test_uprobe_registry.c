@@ -1315,11 +1315,12 @@ static void test_new_files_over_budget(void **state)
 static void test_owner_share_of_registry(void **state)
 {
 	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals before, ref;
 	struct bpftel_uprobe_refusal last;
 	struct bpftel_uprobe_file_info row;
-	char dir[64], path[96], script[256];
+	char dir[64], path[96], script[320];
 	int rows = 0, full = 0, i;
-	pid_t a, root;
+	pid_t a, b, root;
 
 	if (access(PYTHON, X_OK) || access("/usr/bin/setpriv", X_OK) || access(LIBSSL, R_OK))
 		skip();
@@ -1339,6 +1340,29 @@ static void test_owner_share_of_registry(void **state)
 	assert_int_equal(full, 1);
 	assert_int_equal(last.pid, a);
 	assert_non_null(strstr(last.detail, "its user holds 2 probed files"));
+	/* Another process of that user opens the refused copy 20 times: each refused, and
+	 * from the cache once one was (a lookup, not an open and a walk of the agent's
+	 * mappings each time), for that user only. */
+	bpftel_uprobes__refusals(f->up, &before);
+	snprintf(script, sizeof(script),
+		 "exec /usr/bin/setpriv --reuid=4243 --regid=4243 --clear-groups --pdeathsig KILL "
+		 PYTHON " -c 'import time\n"
+		 "for i in range(20): open(\"%s/libssl.so.2\").close()\n"
+		 "time.sleep(3600)'",
+		 dir);
+	b = start_child(script);
+	for (i = 0; i < 6000; i++) {
+		bpftel_uprobes__refusals(f->up, &ref);
+		if (ref.count[BPFTEL_REFUSED_REGISTRY_FULL] >=
+		    before.count[BPFTEL_REFUSED_REGISTRY_FULL] + 20)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(ref.count[BPFTEL_REFUSED_REGISTRY_FULL],
+			 before.count[BPFTEL_REFUSED_REGISTRY_FULL] + 20);
+	assert_true(ref.cached > before.cached);
+	assert_true(ref.over_share >= 1);
+	stop_child(b);
 	snprintf(script, sizeof(script),
 		 "exec " PYTHON " -c 'import time; open(\"%s/libssl.so.3\").close(); "
 		 "time.sleep(3600)'", dir);

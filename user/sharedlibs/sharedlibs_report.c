@@ -387,7 +387,7 @@ void sharedlibs_housekeeping(struct bpftel_module *m)
 	       cnt.kernel[SHLIB_CNT_NO_PATH] +
 	       cnt.kernel[SHLIB_CNT_TOO_LONG] + cnt.malformed + es.lost_queue_full +
 	       es.lost_too_big + bpftel_uprobes__stale(sl->registry);
-	over = bpftel_uprobes__over_budget(sl->registry);
+	over = bpftel_uprobes__refused_for_user(sl->registry);
 	budget = sl->budget_scans;
 	pthread_mutex_lock(&sl->lock);
 	gained = sl->gained_ms;

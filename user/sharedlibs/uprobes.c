@@ -106,12 +106,12 @@ void bpftel_uprobes__set_file_budget(struct bpftel_uprobes *u, unsigned int per_
 	pthread_mutex_unlock(&u->lock);
 }
 
-__u64 bpftel_uprobes__over_budget(struct bpftel_uprobes *u)
+__u64 bpftel_uprobes__refused_for_user(struct bpftel_uprobes *u)
 {
 	__u64 n;
 
 	pthread_mutex_lock(&u->lock);
-	n = u->ref.count[BPFTEL_REFUSED_OVER_BUDGET];
+	n = u->ref.count[BPFTEL_REFUSED_OVER_BUDGET] + u->ref.over_share;
 	pthread_mutex_unlock(&u->lock);
 	return n;
 }
@@ -510,6 +510,18 @@ static void refused_add_locked(struct bpftel_uprobes *u, dev_t dev, __u64 ino,
 	snprintf(r->detail, sizeof(r->detail), "%s", detail);
 }
 
+/* With u->lock: owner's process t refused for its user's sake (why, err), the refusal
+ * just listed: remembered for that user for ttl_ns, by the identity the kernel opened
+ * (st: the file opened; what the path led to may differ). */
+static void refused_for_owner_locked(struct bpftel_uprobes *u,
+				     const struct bpftel_procfile_target *t, const struct stat *st,
+				     enum bpftel_refusal why, int err, __u64 owner, __u64 ttl_ns)
+{
+	if (t->ino && st->st_ino == t->ino && st->st_dev == t->dev)
+		refused_add_locked(u, t->dev, t->ino, why, err, u->ref.recent[0].detail,
+				   bpftel_mono_ns(), &owner, ttl_ns);
+}
+
 /* A file refused a moment ago for what it is, or over this process's user's budget:
  * refused again, counted, without opening it. Returns the first refusal's errno, or 0
  * when it is not in the cache. */
@@ -593,6 +605,7 @@ static bool share_room_locked(struct bpftel_uprobes *u, const struct bpftel_proc
 		 "its user holds %u probed files of the registry's %d, its share", held,
 		 MAX_FILES);
 	refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_REGISTRY_FULL, detail);
+	u->ref.over_share++;
 	return false;
 }
 
@@ -718,20 +731,23 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	/* By what it maps: the same overlay inode can be over another file since. */
 	f = find_real_file(u, dev, ino);
 	if (!f && !share_room_locked(u, t, lib, named, owner)) {
+		/* Remembered for that user, as over its budget below: a process at its
+		 * user's share opening the file in a loop costs a lookup, not an open. A
+		 * share freed since: the rescan a minute later that the refusal asks for, as
+		 * one over budget does, finds the file if it is mapped. */
+		refused_for_owner_locked(u, t, &st, BPFTEL_REFUSED_REGISTRY_FULL, -ENOSPC, owner,
+					 REFUSED_TTL_S * 1000000000ull);
 		pthread_mutex_unlock(&u->lock);
 		close(fd);
 		return -ENOSPC;
 	}
 	if (!f && !budget_take_locked(u, t, lib, named, owner)) {
-		/* Until the budget has room: by the identity the kernel opened, as above,
-		 * with the reason just listed first. */
-		if (t->ino && st.st_ino == t->ino && st.st_dev == t->dev)
-			refused_add_locked(u, t->dev, t->ino, BPFTEL_REFUSED_OVER_BUDGET, -EDQUOT,
-					   u->ref.recent[0].detail, bpftel_mono_ns(), &owner,
-					   (__u64)bpftel_file_budget_wait_ms(&u->budget, owner,
-									     bpftel_mono_ms()) *
-						   1000000ull +
-						   1);
+		/* Until the budget has room. */
+		refused_for_owner_locked(u, t, &st, BPFTEL_REFUSED_OVER_BUDGET, -EDQUOT, owner,
+					 (__u64)bpftel_file_budget_wait_ms(&u->budget, owner,
+									   bpftel_mono_ms()) *
+							 1000000ull +
+						 1);
 		pthread_mutex_unlock(&u->lock);
 		close(fd);
 		return -EDQUOT;
