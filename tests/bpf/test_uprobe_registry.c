@@ -1677,6 +1677,36 @@ static pid_t start_child_as(pid_t pid, const char *script)
  * second open is the old process's repeat event, in the same sweep's period as the
  * new one's: answered from the row, it must not make the new one's look like it.)
  */
+/* An open whose path leads nowhere by the time the agent walks it, by a process that
+ * still runs (renamed or removed since; here one that never was): not a refusal, and
+ * not dropped as a process gone: counted, and a /proc scan asked for, which would
+ * reach the file through the process's mapping. One by a process gone asks nothing. */
+static void test_unreached_path_asks_a_scan(void **state)
+{
+	struct fixture *f = *state;
+	struct bpftel_uprobes_refusals before, after;
+	__u64 stale = bpftel_uprobes__stale(f->up);
+	pid_t gone = fork();
+
+	assert_true(gone >= 0);
+	if (!gone)
+		_exit(0);
+	assert_int_equal(waitpid(gone, NULL, 0), gone);
+	bpftel_uprobes__refusals(f->up, &before);
+	assert_int_equal(bpftel_uprobes__process_seen(f->up, (__u32)getpid(), SHLIB_LIB_SSL,
+						      "/nonexistent-bpftel/libssl.so.3"),
+			 -ENOENT);
+	bpftel_uprobes__refusals(f->up, &after);
+	assert_int_equal(after.unreached_scans, before.unreached_scans + 1);
+	assert_int_equal(bpftel_uprobes__stale(f->up), stale + 1);
+	assert_int_equal(after.count[BPFTEL_REFUSED_OUTSIDE_ROOT] + after.count[BPFTEL_REFUSED_NOT_REGULAR],
+			 before.count[BPFTEL_REFUSED_OUTSIDE_ROOT] + before.count[BPFTEL_REFUSED_NOT_REGULAR]);
+	assert_true(bpftel_uprobes__process_seen(f->up, (__u32)gone, SHLIB_LIB_SSL,
+						 "/nonexistent-bpftel/libssl.so.3") < 0);
+	bpftel_uprobes__refusals(f->up, &after);
+	assert_int_equal(after.unreached_scans, before.unreached_scans + 1);
+}
+
 static void test_reused_pid_is_a_new_user(void **state)
 {
 	struct fixture *f = *state;
@@ -1795,6 +1825,7 @@ int main(void)
 		T(test_written_in_place_released),
 		T(test_unreachable_file_backs_off),
 		T(test_reused_pid_is_a_new_user),
+		T(test_unreached_path_asks_a_scan),
 #undef T
 		cmocka_unit_test_setup_teardown(test_more_points_than_one_link_takes, setup_wide,
 						teardown),

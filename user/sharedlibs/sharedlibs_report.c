@@ -249,6 +249,8 @@ static json_t *refusals_json(struct bpftel_uprobes *u, json_t *resp)
 	json_object_set_new(resp, "idle_scans", json_integer((json_int_t)ref->idle_scans));
 	json_object_set_new(resp, "climbing_scans",
 			    json_integer((json_int_t)ref->climbing_scans));
+	json_object_set_new(resp, "unreached_scans",
+			    json_integer((json_int_t)ref->unreached_scans));
 	json_object_set_new(resp, "scan_maps_cut", json_integer((json_int_t)ref->scan_maps_cut));
 	json_object_set_new(resp, "unwatched", json_integer((json_int_t)ref->unwatched));
 	free(ref);

@@ -699,8 +699,18 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		return fd;
 	}
 	if (fd < 0) {
-		if (why == BPFTEL_REFUSED__COUNT)
-			return fd; /* gone: not a refusal */
+		if (why == BPFTEL_REFUSED__COUNT) {
+			/* Not a refusal. Gone, or the path led nowhere for a process that
+			 * still runs: the file renamed or removed since its open, or every
+			 * walk raced by renames on the host (EAGAIN): the process may map it
+			 * all the same, which a /proc scan reaches (paced). */
+			if (fd != -ESRCH && bpftel_proc_start(t->pid)) {
+				pthread_mutex_lock(&u->lock);
+				u->ref.unreached_scans++;
+				pthread_mutex_unlock(&u->lock);
+			}
+			return fd;
+		}
 		bpftel_procfile_explain(why, &st, fd, detail, sizeof(detail));
 		/* A stall may be the path's, not the file's (open_waits.h): a user's walk
 		 * through a FUSE symlink of its own to the system's libgnutls stalls where
@@ -809,7 +819,8 @@ __u64 bpftel_uprobes__stale(struct bpftel_uprobes *u)
 	__u64 n;
 
 	pthread_mutex_lock(&u->lock);
-	n = u->stale + u->ref.idle_used + u->ref.idle_scans + u->ref.climbing_scans;
+	n = u->stale + u->ref.idle_used + u->ref.idle_scans + u->ref.climbing_scans +
+	    u->ref.unreached_scans;
 	pthread_mutex_unlock(&u->lock);
 	return n;
 }

@@ -305,6 +305,10 @@ struct bpftel_uprobes_refusals {
 	 * walked (beneath that directory only), the file reached by a /proc scan instead,
 	 * through the process's mapping. Each asks for one. */
 	__u64 climbing_scans;
+	/* Opens whose path led nowhere when the agent walked it, by a process still
+	 * running (the file renamed or removed since, a walk raced by renames): not
+	 * refusals. Each asks for one, which reaches the file through the mapping. */
+	__u64 unreached_scans;
 	/* Processes whose maps a /proc scan read only the first BPFTEL_MAPS_MAX_LINES
 	 * lines or BPFTEL_MAPS_MAX_BYTES of (procmap.h): what they map beyond is unseen. */
 	__u64 scan_maps_cut;
