@@ -603,7 +603,7 @@ struct exec_seam {
 /* What gpu_exec_body does (the process row goes, then its kernel rows), and, if
  * reborn, the new program's first call: a new row, born later. Under the module's
  * locks: failures are counted, asserted after. */
-static void exec_between_reads(void *arg)
+static int exec_between_reads(void *arg)
 {
 	struct exec_seam *x = arg;
 	struct gpu_proc_stats st = {.born_ns = 200};
@@ -613,6 +613,7 @@ static void exec_between_reads(void *arg)
 	x->failed += !!bpf_map_delete_elem(x->kernels_fd, &x->key);
 	if (x->reborn)
 		x->failed += !!bpf_map_update_elem(x->procs_fd, &x->pid, &st, BPF_NOEXIST);
+	return 0;
 }
 
 static __u64 launches_of(const struct bpftel_gpu_proc *rows, int n, __u32 pid, __u64 *born)
@@ -991,6 +992,44 @@ static void test_sweep_reads_the_dead_last(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+static int fail_read(void *arg)
+{
+	(void)arg;
+	return -EAGAIN;
+}
+
+/*
+ * The sweep's last read of the dead fails (the maps changed under it, as execs in a
+ * loop can keep doing): the dead are kept for the next sweeps, a few, then forgotten
+ * all the same, counted (exits_unread), so that failing reads cannot keep every dead
+ * process's rows in the tables.
+ */
+static void test_sweep_last_read_fails(void **state)
+{
+	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
+	struct fixture *f = *state;
+	__u32 pid = LAST_PID0 + 10;
+	int i;
+
+	assert_non_null(mkdtemp(dir)); /* pid has no entry: gone */
+	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	put_mallocs(f, pid, 1000, 3);
+	bpftel_gpu__set_report_seam(f->gpu, fail_read, NULL);
+	for (i = 1; i < 3; i++) {
+		assert_int_equal(bpftel_gpu__sweep(f->gpu), 0);
+		assert_int_equal(keys_of(f->gpu, "gpu_procs", pid), 1);
+	}
+	assert_int_equal(bpftel_gpu__exits_unread(f->gpu), 0);
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
+	assert_int_equal(keys_of(f->gpu, "gpu_procs", pid), 0);
+	assert_int_equal(bpftel_gpu__exits_unread(f->gpu), 1);
+	bpftel_gpu__set_report_seam(f->gpu, NULL, NULL);
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1005,6 +1044,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_report_exec_between_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_reads_the_dead_last, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_last_read_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_fair_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_name_half_written, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_in_rounds, setup, teardown),

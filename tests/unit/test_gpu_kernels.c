@@ -1531,7 +1531,8 @@ static void test_series_budget_folds_processes(void **state)
 static void test_series_own_gone_remainder(void **state)
 {
 	static const __u32 both[] = {10, 20}, one[] = {20};
-	static const __u64 born[] = {1, 1}, l0[] = {5, 6}, l1[] = {8, 6}, l2[] = {7};
+	static const __u64 born[] = {1, 1}, l0[] = {5, 6}, l1[] = {8, 6}, l2[] = {7},
+			   unstamped[] = {0, 1}, stamped[] = {9, 1}, l2b[] = {2, 6}, l3b[] = {4, 6};
 	static struct bpftel_gpu_proc rows[4], late[4];
 	struct bpftel_gpu_series *gs;
 	bool other;
@@ -1563,6 +1564,27 @@ static void test_series_own_gone_remainder(void **state)
 	assert_true(other);
 	assert_int_equal(late[1].pid, 0);
 	assert_int_equal(late[1].st.calls[GPU_FN_LAUNCH], 3);
+	bpftel_gpu_series__free(gs);
+
+	/* Likewise when 10 exec'd: the next report read the new program's row before its
+	 * birth stamp (born 0). The older scrape's row of the old program is left out,
+	 * and does not stamp the new program's entry with the old program's birth (its
+	 * counts taken for shown, the new program's lost at the next report). */
+	gs = bpftel_gpu_series__new(2);
+	assert_non_null(gs);
+	series_scrape(gs, rows, both, born, l0, 2, NULL, &sc[0]);
+	series_rows(late, both, born, l1, 2);
+	bpftel_gpu_series__update(gs, late, 2);
+	series_rows(rows, both, unstamped, l2b, 2);
+	bpftel_gpu_series__update(gs, rows, 2);
+	m = bpftel_gpu_series__fold(gs, late, 2, &other);
+	assert_int_equal(m, 1);
+	assert_int_equal(late[0].pid, 20);
+	assert_int_equal(late[1].st.calls[GPU_FN_LAUNCH], 3); /* 8 - 5, the old program's */
+	series_rows(rows, both, stamped, l3b, 2); /* the new program's stamp read */
+	assert_int_equal(series_scrape(gs, rows, both, stamped, l3b, 2, NULL, &sc[1]), 3);
+	assert_int_equal(find_sample(&sc[1], 10, "")->v, 4);
+	assert_int_equal(find_sample(&sc[1], 0, "")->v, 3);
 	bpftel_gpu_series__free(gs);
 }
 

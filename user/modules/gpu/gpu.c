@@ -67,6 +67,10 @@ struct bpftel_gpu {
 	__u64 shares_due_ns;
 	bool shares_warned; /* a recount failed, and the log said so */
 	bool threads_dropped; /* the sweep deleted threads' entries: recount (atomic) */
+	/* Sweeps in a row whose last read of the dead failed (report_last), and processes
+	 * forgotten without it: their counts since the last report lost (atomic). */
+	unsigned int last_reads_failed;
+	__u64 exits_unread;
 	unsigned int shares_full_said; /* by table: an owner held its whole share, said */
 	/*
 	 * What reports remember from one to the next (counters must not go down: a
@@ -91,7 +95,7 @@ struct bpftel_gpu {
 	struct proc_start *starts;
 	size_t nstarts;
 	__u64 starts_maps; /* the maps starts was recorded against (maps_gen) */
-	void (*seam)(void *); /* tests: bpftel_gpu__set_report_seam */
+	int (*seam)(void *); /* tests: bpftel_gpu__set_report_seam */
 	void *seam_arg;
 	/* A restart's gap (gpu_gap.h): noted by its stop, checked by its start, both on
 	 * the lifecycle thread (the module's lock held), which alone touches it. */
@@ -695,6 +699,11 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	return 0;
 }
 
+__u64 bpftel_gpu__exits_unread(struct bpftel_gpu *g)
+{
+	return __atomic_load_n(&g->exits_unread, __ATOMIC_RELAXED);
+}
+
 struct bpftel_gpu_series *bpftel_gpu__series(struct bpftel_gpu *g)
 {
 	return g->series;
@@ -710,7 +719,7 @@ void bpftel_gpu__set_procfd(struct bpftel_gpu *g, int procfd)
 	pthread_mutex_unlock(&g->sweep_lock);
 }
 
-void bpftel_gpu__set_report_seam(struct bpftel_gpu *g, void (*fn)(void *), void *arg)
+void bpftel_gpu__set_report_seam(struct bpftel_gpu *g, int (*fn)(void *), void *arg)
 {
 	pthread_mutex_lock(&g->lock);
 	g->seam = fn;
@@ -1384,7 +1393,7 @@ static int read_report(struct bpftel_gpu *g, struct report_read *r)
 	__u32 key, next, *prev = NULL;
 	size_t steps, cap = 0;
 	ssize_t nes;
-	int fd;
+	int fd, err;
 
 	*r = (struct report_read){.all_kernels = true};
 	pthread_mutex_lock(&g->lock);
@@ -1437,8 +1446,11 @@ static int read_report(struct bpftel_gpu *g, struct report_read *r)
 		r->n++;
 	}
 	r->n = unique_rows(r->rows, r->n);
-	if (g->seam)
-		g->seam(g->seam_arg);
+	if (g->seam && (err = g->seam(g->seam_arg))) {
+		pthread_mutex_unlock(&g->lock);
+		report_read_free(r);
+		return err;
+	}
 	add_allocs(g->skel->maps.gpu_allocs, r->rows, r->n);
 	nes = read_errors(g->skel->maps.gpu_errors, r->rows, r->n, &r->es);
 	r->nes = nes < 0 ? 0 : (size_t)nes;
@@ -1827,6 +1839,7 @@ static int cmp_start(const void *a, const void *b)
 }
 
 #define SWEEP_MAX_DEAD 64 /* processes dropped per sweep at most: the rest at the next */
+#define SWEEP_LAST_READ_TRIES 3 /* sweeps that try to read the dead's last counts */
 
 /* A process dropped for good: its pid's start time is forgotten, so that a new process
  * given the pid is recorded as itself at the next sweep, not taken for the dead one
@@ -1960,8 +1973,17 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 		return 0;
 	}
 	qsort(dead, ndead, sizeof(*dead), cmp_pid);
-	if (ndead && !report_last(g, dead, (size_t)ndead))
-		ndead = 0; /* their last counts unread: the next sweep looks again */
+	/* Their last counts unread (the maps changed under the read: execs in a loop can
+	 * keep that up): the next sweeps look again, a few; then they go all the same,
+	 * counted, or a user could keep every process's dead rows in the tables. */
+	if (ndead && !report_last(g, dead, (size_t)ndead)) {
+		if (++g->last_reads_failed < SWEEP_LAST_READ_TRIES)
+			ndead = 0;
+		else
+			__atomic_add_fetch(&g->exits_unread, (__u64)ndead, __ATOMIC_RELAXED);
+	} else if (ndead) {
+		g->last_reads_failed = 0;
+	}
 	pthread_mutex_lock(&g->lock);
 	same = g->loaded && g->opens == opens;
 	if (!same)

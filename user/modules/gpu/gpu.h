@@ -278,8 +278,12 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g);
 void bpftel_gpu__set_procfd(struct bpftel_gpu *g, int procfd);
 /* Tests: fn(arg) runs in each report between its read of the processes' rows and that
  * of their kernels (where a process's exec can fall), with the module's lock held (use
- * map fds taken before). NULL: none. */
-void bpftel_gpu__set_report_seam(struct bpftel_gpu *g, void (*fn)(void *), void *arg);
+ * map fds taken before); a negative errno from it fails the read, as maps changed
+ * under it would. NULL: none. */
+void bpftel_gpu__set_report_seam(struct bpftel_gpu *g, int (*fn)(void *), void *arg);
+/* Processes forgotten by a sweep without their last read (their counts since the last
+ * report lost), since the module was made. */
+__u64 bpftel_gpu__exits_unread(struct bpftel_gpu *g);
 int bpftel_gpu__map_fd(struct bpftel_gpu *g, const char *name);
 /*
  * Whether pid is still the process the sweep first saw: /proc/<pid> (under procfd, a

@@ -402,9 +402,10 @@ json_t *gpu_report(struct bpftel_module *m, json_t *req)
 		json_array_append_new(procs, proc_json(&rows[i]));
 	free(rows);
 	bpftel_gpu__shares(g, &sh);
-	return json_pack("{s:s, s:o, s:I, s:o}", "state",
+	return json_pack("{s:s, s:o, s:I, s:o, s:I}", "state",
 			 bpftel_module_state_name(bpftel_module__state(m)), "processes", procs,
-			 "user_share_percent", (json_int_t)sh.percent, "shares", shares_json(&sh));
+			 "user_share_percent", (json_int_t)sh.percent, "shares", shares_json(&sh),
+			 "exits_unread", (json_int_t)bpftel_gpu__exits_unread(g));
 }
 
 /* Per live process: pid and comm label its series (bounded by live processes). */

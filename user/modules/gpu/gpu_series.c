@@ -142,6 +142,17 @@ static struct sown *find_own(struct sown *arr, size_t n, __u32 pid, __u64 born)
 	return (struct sown *)find_in(arr, n, sizeof(*arr), pid, born);
 }
 
+/* pid's entry in own, if of the process born then exactly; stamps nothing: a scrape's
+ * rows may be older than the state (another report updated it since), and a row of a
+ * program exec'd away must not stamp the new program's entry with its birth. */
+static struct sown *find_own_exact(struct sown *arr, size_t n, __u32 pid, __u64 born)
+{
+	struct sproc key = {.pid = pid};
+	struct sown *p = n ? bsearch(&key, arr, n, sizeof(*arr), cmp_sproc) : NULL;
+
+	return p && p->p.born == born ? p : NULL;
+}
+
 struct bpftel_gpu_series *bpftel_gpu_series__new(size_t budget)
 {
 	struct bpftel_gpu_series *s = calloc(1, sizeof(*s));
@@ -347,8 +358,9 @@ size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 	 * past its shown is "other"'s now) is left out: shown here, it would be counted
 	 * twice. */
 	for (i = 0; i < n; i++) {
-		o = rows[i].folded ? NULL
-				   : find_own(s->own, s->nown, rows[i].pid, rows[i].st.born_ns);
+		o = rows[i].folded
+			    ? NULL
+			    : find_own_exact(s->own, s->nown, rows[i].pid, rows[i].st.born_ns);
 		if (o)
 			note_shown(o, &rows[i]);
 		mine[i] = o;

@@ -10,8 +10,10 @@
  * comm="other", whose counters are theirs summed, plus what folded processes that are
  * gone had counted (so that they never go down), and whose gauges are the live ones'.
  * "other"'s counters also hold what a process with series of its own counted after the
- * last scrape that showed them, once it is gone: summed over every pid, the counters
- * lose nothing a process counted before it exited, and count nothing twice.
+ * last scrape that showed them (the highest any scraper saw), once it is gone: summed
+ * over every pid, a scraper's counters lose nothing a process counted before it exited
+ * (but what another scraper saw last, and what a process counted since the last report
+ * before it exec'd: the kernel drops its row then), and count nothing twice.
  * A process folded stays folded while it lives (moving it out would take its counts
  * out of "other"). A process is known by its pid and the time its row was made: one
  * that execs is another process. An owner but root (gpu_proc_stats.owner) has series
@@ -52,8 +54,11 @@ void bpftel_gpu_series__update(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 /*
  * For /metrics, rows[0..n) as bpftel_gpu_series__update() marked them: reorder them so
  * that the processes with series of their own come first and return their count m;
- * when any process was ever folded, rows[m] is the "other" row (pid 0; rows must have
- * room for n + 1) and *other is set. Out of memory: 0 rows, *other false.
+ * when any process was ever folded, or one with series exited having counted past
+ * them, rows[m] is the "other" row (pid 0; rows must have room for n + 1), its gauges
+ * the folded rows', and *other is set. A row whose process a later report found gone
+ * (its counts since moved to "other") is left out, neither its own nor "other"'s. Out
+ * of memory: 0 rows, *other false.
  */
 size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n,
 			       bool *other);
