@@ -605,7 +605,11 @@ static bool share_room_locked(struct bpftel_uprobes *u, const struct bpftel_proc
 		 "its user holds %u probed files of the registry's %d, its share", held,
 		 MAX_FILES);
 	refusal_locked(u, t->pid, lib, named, BPFTEL_REFUSED_REGISTRY_FULL, detail);
-	u->ref.over_share++;
+	/* At an open, not in a /proc scan: the rescan it asks for (a minute later) tries
+	 * once more; one refused again asks for no other, as a share, unlike a budget,
+	 * need not ever have room. */
+	if (t->dirfd != BPFTEL_PROCFILE_MAPPED)
+		u->ref.over_share++;
 	return false;
 }
 

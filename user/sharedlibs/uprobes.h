@@ -139,8 +139,9 @@ unsigned int bpftel_uprobes__file_budget(struct bpftel_uprobes *u);
 /* Files one owner but root may hold probed at once (default a quarter of the
  * registry's 1024); 0: no bound. Past it, its next new file is refused (registry_full). */
 void bpftel_uprobes__set_owner_share(struct bpftel_uprobes *u, unsigned int files);
-/* Files refused for their user's sake so far, over its budget or at its share (a
- * mapped one is looked for again by a later /proc scan: scan_pace.h's budget pace). */
+/* Files refused for their user's sake so far, over its budget or, at an open, at its
+ * share (a mapped one is looked for again by a later /proc scan: scan_pace.h's budget
+ * pace). */
 __u64 bpftel_uprobes__refused_for_user(struct bpftel_uprobes *u);
 
 /* specs must outlive the registry; at most 16. */
@@ -312,8 +313,8 @@ struct bpftel_uprobes_refusals {
 	/* Processes whose maps a /proc scan read only the first BPFTEL_MAPS_MAX_LINES
 	 * lines or BPFTEL_MAPS_MAX_BYTES of (procmap.h): what they map beyond is unseen. */
 	__u64 scan_maps_cut;
-	/* Of registry_full, files refused because their owner held its share already
-	 * (bpftel_uprobes__set_owner_share). */
+	/* Of registry_full, opens refused because their owner held its share already
+	 * (bpftel_uprobes__set_owner_share); not those of /proc scans. */
 	__u64 over_share;
 	size_t nrecent;			    /* the last ones, newest first */
 	struct bpftel_uprobe_refusal recent[BPFTEL_UPROBES_RECENT];
