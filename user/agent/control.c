@@ -53,6 +53,7 @@ struct bpftel_ctl_server {
 	 * connection still queued and would wake the loop at once, for ever. */
 	bool accept_paused;
 	long long resume_at_ms; /* paused: the tick from which accepting is tried again */
+	long long accept_retry_ms;
 	bool accept_failing; /* said in the log: not again until an accept succeeds */
 };
 
@@ -130,6 +131,7 @@ int bpftel_ctl_server__new(const char *path, bpftel_ctl_handler_fn fn, void *ctx
 		return err;
 	}
 	srv->listen_fd = srv->epoll_fd = srv->wake_fd = -1;
+	srv->accept_retry_ms = 1000;
 	srv->fn = fn;
 	srv->ctx = ctx;
 
@@ -393,7 +395,7 @@ static void pause_accepting(struct bpftel_ctl_server *srv, int err)
 	if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
 		return;
 	srv->accept_paused = true;
-	srv->resume_at_ms = bpftel_mono_ms() + 1000;
+	srv->resume_at_ms = bpftel_mono_ms() + srv->accept_retry_ms;
 	if (!srv->accept_failing) /* once until a client is taken again */
 		pr_warn("control: cannot accept a client (%s): trying again every second",
 			strerror(err));
@@ -556,6 +558,13 @@ bool bpftel_ctl_server__waiting(struct bpftel_ctl_server *srv, __u64 ticket)
 		waiting |= srv->pending[i].ticket == ticket && !srv->pending[i].done;
 	pthread_mutex_unlock(&srv->lock);
 	return waiting;
+}
+
+void bpftel_ctl_server__set_accept_retry_ms(struct bpftel_ctl_server *srv, long long ms)
+{
+	srv->accept_retry_ms = ms;
+	if (srv->accept_paused)
+		srv->resume_at_ms = bpftel_mono_ms() + ms;
 }
 
 void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv)

@@ -63,6 +63,9 @@ void bpftel_ctl_server__free(struct bpftel_ctl_server *srv);
 int bpftel_ctl_server__fd(const struct bpftel_ctl_server *srv);
 void bpftel_ctl_server__process(struct bpftel_ctl_server *srv);
 void bpftel_ctl_server__tick(struct bpftel_ctl_server *srv);
+/* Tests: how long an accept that failed for want of fds waits before a tick tries again
+ * (1000 ms by default). */
+void bpftel_ctl_server__set_accept_retry_ms(struct bpftel_ctl_server *srv, long long ms);
 
 /*
  * Answer a deferred request; any thread, never waits for the server's loop. Takes the
