@@ -94,6 +94,17 @@ def fake_agent(path, answers):
     return srv
 
 
+def cli_answered(agent, path, answers, *args, text=False):
+    """The CLI's run against fake_agent(path, answers), with args; the socket gone after."""
+    srv = fake_agent(path, answers)
+    try:
+        return subprocess.run([agent.cli_bin, "--socket", path, *args], capture_output=True,
+                              text=text, timeout=60)
+    finally:
+        srv.close()
+        os.unlink(path)
+
+
 def check_hostile_answers(agent):
     """What an answer holds reaches the terminal escaped, whoever answered; a closed
     pipe is exit 1 and said, not death by SIGPIPE."""
@@ -101,63 +112,43 @@ def check_hostile_answers(agent):
     try:
         path = os.path.join(d, "fake.sock")
         osc = b'{"ok": false, "error": "\\u001b]52;c;cHduZWQ=\\u0007 \\u001b[2J"}'
-        srv = fake_agent(path, [osc])
-        res = subprocess.run([agent.cli_bin, "--socket", path, "stats"], capture_output=True,
-                             timeout=60)
-        srv.close()
+        res = cli_answered(agent, path, [osc], "stats")
         check(res.returncode == 1 and b"\x1b" not in res.stderr and b"\x07" not in res.stderr
               and b"\\x1B]52;c;cHduZWQ=\\x07" in res.stderr,
               f"an answer's error, a clipboard-writing OSC 52, shown escaped: {res.stderr!r}")
-        os.unlink(path)
         mods = (b'{"ok": true, "modules": [{"name": "usm\\u001b[2J", "state": "running", '
                 b'"budget": {"max_cpu_percent": 1.0, "cpu_percent": 2.0}, '
                 b'"throttled": {"since": 0, "reason": "over \\u001b[2J budget", '
                 b'"files": ["/x/\\u202elibssl", 7]}}]}')
-        srv = fake_agent(path, [mods])
-        res = subprocess.run([agent.cli_bin, "--socket", path, "modules"], capture_output=True,
-                             timeout=60)
-        srv.close()
+        res = cli_answered(agent, path, [mods], "modules")
         check(b"\x1b" not in res.stdout and b"over \\x1B[2J budget" in res.stdout and
               b"shed: /x/\\xE2\\x80\\xAElibssl" in res.stdout and b"shed: ?\n" in res.stdout and
               b"(null)" not in res.stdout,
               f"bpftel modules: a throttle's reason and shed files escaped: {res.stdout!r}")
-        os.unlink(path)
         # A throttle's start no calendar holds (year ~2.9e11): "?", not a crash.
         mods = (b'{"ok": true, "modules": [{"name": "usm", "state": "running", '
                 b'"budget": {"max_cpu_percent": 1.0}, '
                 b'"throttled": {"since": 9000000000000000000, "reason": "over budget"}}]}')
-        srv = fake_agent(path, [mods])
-        res = subprocess.run([agent.cli_bin, "--socket", path, "modules"], capture_output=True,
-                             timeout=60)
-        srv.close()
+        res = cli_answered(agent, path, [mods], "modules")
         check(res.returncode == 0 and b"throttled since ?: over budget" in res.stdout,
               f"bpftel modules: a throttle's start out of range shown as ?: "
               f"rc {res.returncode}, {res.stdout!r}")
-        os.unlink(path)
         # Not JSON: the parser's error quotes what it read, a raw right-to-left override.
-        srv = fake_agent(path, [b'"\xe2\x80\xaegnp.exe'])
-        res = subprocess.run([agent.cli_bin, "--socket", path, "stats"], capture_output=True,
-                             timeout=60)
-        srv.close()
+        res = cli_answered(agent, path, [b'"\xe2\x80\xaegnp.exe'], "stats")
         check(res.returncode == 1 and b"\xe2\x80\xae" not in res.stderr and
               b"malformed answer" in res.stderr,
               f"a malformed answer's quote shown escaped: {res.stderr!r}")
-        os.unlink(path)
         # --json: JSON's encoding leaves C1 controls (U+009B, a CSI to xterm) and bidi
         # overrides raw; the CLI escapes them as for a table.
-        srv = fake_agent(path, [b'{"ok": true, "modules": [{"name": "u\\u009b2J\\u202egpu"}]}'])
-        res = subprocess.run([agent.cli_bin, "--socket", path, "modules", "--json"],
-                             capture_output=True, timeout=60)
-        srv.close()
+        res = cli_answered(agent, path,
+                           [b'{"ok": true, "modules": [{"name": "u\\u009b2J\\u202egpu"}]}'],
+                           "modules", "--json")
         check(res.returncode == 0 and b"\xc2\x9b" not in res.stdout and
               b"\xe2\x80\xae" not in res.stdout and b"\\\\xC2\\\\x9B2J" in res.stdout,
               f"bpftel modules --json escapes a C1 control and a bidi override: {res.stdout!r}")
-        os.unlink(path)
-        srv = fake_agent(path, [b'{"ok": true, "agent": {}, "programs": []}',
-                                b'{"ok": true, "errors": []}'])
-        res = subprocess.run([agent.cli_bin, "--socket", path, "top", "--json"],
-                             capture_output=True, text=True, timeout=60)
-        srv.close()
+        res = cli_answered(agent, path, [b'{"ok": true, "agent": {}, "programs": []}',
+                                         b'{"ok": true, "errors": []}'],
+                           "top", "--json", text=True)
         check(res.returncode == 1 and "the second sample" in res.stderr,
               f"bpftel top --json says why it stopped: {res.stderr.strip()}")
     finally:
