@@ -1496,7 +1496,8 @@ static bool report_last(struct bpftel_gpu *g, const __u32 *dead, size_t ndead)
 	if (read_report(g, &r))
 		return false;
 	for (i = 0; i < r.n; i++)
-		r.rows[i].gone = bsearch(&r.rows[i].pid, dead, ndead, sizeof(*dead), cmp_pid) != NULL;
+		r.rows[i].gone =
+			bsearch(&r.rows[i].pid, dead, ndead, sizeof(*dead), cmp_pid) != NULL;
 	apply_report(g, &r, NULL, 0);
 	report_read_free(&r);
 	return true;
@@ -1894,7 +1895,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	struct bpf_map *maps[DEAD_MAPS];
 	size_t n = 0, cap = 0, i, j, k, steps;
 	int fd, procs_fd, ndead = 0, dropped = 0;
-	bool partial = false, all, same;
+	bool partial = false, all, same, unread;
 	__u64 opens;
 
 	pthread_mutex_lock(&g->sweep_lock); /* one at a time: starts is the sweep's */
@@ -1976,14 +1977,11 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	/* Their last counts unread (the maps changed under the read: execs in a loop can
 	 * keep that up): the next sweeps look again, a few; then they go all the same,
 	 * counted, or a user could keep every process's dead rows in the tables. */
-	if (ndead && !report_last(g, dead, (size_t)ndead)) {
-		if (++g->last_reads_failed < SWEEP_LAST_READ_TRIES)
-			ndead = 0;
-		else
-			__atomic_add_fetch(&g->exits_unread, (__u64)ndead, __ATOMIC_RELAXED);
-	} else if (ndead) {
+	unread = ndead && !report_last(g, dead, (size_t)ndead);
+	if (unread && ++g->last_reads_failed < SWEEP_LAST_READ_TRIES)
+		ndead = 0;
+	else if (ndead && !unread)
 		g->last_reads_failed = 0;
-	}
 	pthread_mutex_lock(&g->lock);
 	same = g->loaded && g->opens == opens;
 	if (!same)
@@ -2025,6 +2023,8 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	}
 	if (dropped) /* a report that read them before must read again */
 		g->state_gen++;
+	if (unread) /* forgotten without their last counts */
+		__atomic_add_fetch(&g->exits_unread, (__u64)dropped, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&g->lock);
 	pthread_mutex_unlock(&g->report_lock);
 	/* Threads gone unseen, whatever process they were of: no row is touched. Their
