@@ -704,11 +704,13 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	}
 	if (fd < 0) {
 		if (why == BPFTEL_REFUSED__COUNT) {
-			/* Not a refusal. Gone, or the path led nowhere for a process that
-			 * still runs: the file renamed or removed since its open, or every
-			 * walk raced by renames on the host (EAGAIN): the process may map it
-			 * all the same, which a /proc scan reaches (paced). */
-			if (fd != -ESRCH && bpftel_proc_start(t->pid)) {
+			/* Not a refusal. Gone, or the path an open named led nowhere for a
+			 * process that still runs: the file renamed or removed since, or
+			 * every walk raced by renames on the host (EAGAIN): the process may
+			 * map it all the same, which a /proc scan reaches (paced; a scan's
+			 * own misses ask for no other). */
+			if (fd != -ESRCH && t->dirfd != BPFTEL_PROCFILE_MAPPED &&
+			    t->dirfd != BPFTEL_PROCFILE_EXE && bpftel_proc_start(t->pid)) {
 				pthread_mutex_lock(&u->lock);
 				u->ref.unreached_scans++;
 				pthread_mutex_unlock(&u->lock);
