@@ -342,17 +342,14 @@ static void note_shown(struct sown *o, const struct bpftel_gpu_proc *row)
 size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_proc *rows, size_t n,
 			       bool *other)
 {
-	bool *mine = calloc(n + 1, sizeof(*mine)), *fold = calloc(n + 1, sizeof(*fold));
+	bool *mine = calloc(n + 1, sizeof(*mine));
 	__u64 sum[V__COUNT];
 	size_t i, k, m, nf;
 	struct sown *o;
 
 	*other = false;
-	if (!mine || !fold) {
-		free(mine);
-		free(fold);
+	if (!mine)
 		return 0; /* no series this scrape: none goes down */
-	}
 	pthread_mutex_lock(&s->lock);
 	/* A process whose series a later report retired (it exited, and what it counted
 	 * past its shown is "other"'s now) is left out: shown here, it would be counted
@@ -366,9 +363,10 @@ size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 		mine[i] = o;
 	}
 	m = own_first(rows, n, mine);
+	/* Then the folded ones, the rows left out last. */
 	for (i = m; i < n; i++)
-		fold[i - m] = rows[i].folded;
-	nf = own_first(rows + m, n - m, fold);
+		mine[i] = rows[i].folded;
+	nf = own_first(rows + m, n - m, mine + m);
 	if (s->ever_folded) {
 		struct bpftel_gpu_proc other_proc;
 
@@ -383,6 +381,5 @@ size_t bpftel_gpu_series__fold(struct bpftel_gpu_series *s, struct bpftel_gpu_pr
 	}
 	pthread_mutex_unlock(&s->lock);
 	free(mine);
-	free(fold);
 	return m;
 }
