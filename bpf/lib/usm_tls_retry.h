@@ -146,6 +146,23 @@ static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 b
 	return retry;
 }
 
+/* The mark at key, if there is one, takes the failed write m and keeps its owner, whose
+ * count it holds: true when it did (false: none, or taken meanwhile; m unchanged). */
+static __always_inline bool usm_tls_retry_replace(TLM_PARAM, const struct usm_fd_key *key,
+						  struct usm_tls_retry_mark *m)
+{
+	struct usm_tls_retry_mark *old = bpf_map_lookup_elem(&usm_tls_retry, key);
+	__u32 uid = m->uid;
+
+	if (!old)
+		return false;
+	m->uid = old->uid;
+	if (!tlm_map_replace(usm_tls_retry, key, m))
+		return true;
+	m->uid = uid;
+	return false;
+}
+
 /*
  * SSL_get_error(ssl, ret): with ret <= 0 (a failure) just after a write on ssl, the
  * thread's last TLS call, that write failed; if it is retried, its retry is the
@@ -154,7 +171,7 @@ static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 b
 static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
 {
 	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
-	struct usm_tls_retry_mark m, *old;
+	struct usm_tls_retry_mark m;
 	struct usm_tls_write *lw;
 	long r;
 
@@ -173,13 +190,8 @@ static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __
 	 * retry): this write takes its place, and the mark keeps the owner whose count it
 	 * holds (another uid, if the process changed its uid since). The table does not
 	 * grow: no share is asked, and a user at its share is marked all the same. */
-	old = bpf_map_lookup_elem(&usm_tls_retry, &key);
-	if (old) {
-		m.uid = old->uid;
-		if (!tlm_map_replace(usm_tls_retry, &key, &m))
-			return 0;
-		m.uid = fair_share_owner(); /* taken meanwhile: a new mark */
-	}
+	if (usm_tls_retry_replace(TLM_ARG, &key, &m))
+		return 0;
 	/* Each owner but root holds a quarter of the marks at most by default
 	 * (lib/fair_share.h): a user's sessions over memory fail every write, and would
 	 * fill the map, so that another process's retry, not marked, would be a second
@@ -197,11 +209,8 @@ static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __
 	/* Not a new mark: the share taken goes back; one another CPU made meanwhile (of
 	 * the same session) takes the new write's place, as above. */
 	fair_share_give(USM_SHARE_TLS_RETRY, m.uid);
-	old = r == -EEXIST ? bpf_map_lookup_elem(&usm_tls_retry, &key) : NULL;
-	if (old) {
-		m.uid = old->uid;
-		tlm_map_replace(usm_tls_retry, &key, &m);
-	}
+	if (r == -EEXIST)
+		usm_tls_retry_replace(TLM_ARG, &key, &m);
 	return 0;
 }
 
