@@ -114,6 +114,24 @@ static void test_refused(void **state)
 						     0x01, 0x00, 0x00, 0x48, 0x89, 0xda, 0xbe,
 						     0x17, 0x00, 0x00, 0x00, 0xe9, 0x00, 0x02,
 						     0x00, 0x00};
+	/* push %rbx; mov %rsi,%rdx; mov $0x17,%esi; jmp y: a typed read jumped to with the
+	 * caller's rbx on top of the stack, where its uretprobe would write */
+	static const unsigned char unbalanced[] = {0x53, 0x48, 0x89, 0xf2, 0xbe, 0x17, 0x00,
+						   0x00, 0x00, 0xe9, 0x00, 0x02, 0x00, 0x00};
+	/* sub $8,%rsp; mov %rsi,%rdx; mov $0x17,%esi; jne y (a conditional way out);
+	 * add $8,%rsp; ret */
+	static const unsigned char framed[] = {0x48, 0x83, 0xec, 0x08, 0x48, 0x89, 0xf2, 0xbe,
+					       0x17, 0x00, 0x00, 0x00, 0x0f, 0x85, 0x00, 0x02,
+					       0x00, 0x00, 0x48, 0x83, 0xc4, 0x08, 0xc3};
+	/* test %edx,%edx; je +1; push %rbx; mov %rsi,%rdx; mov $0x17,%esi; jmp y: the
+	 * paths reach the jump at two depths */
+	static const unsigned char two_depths[] = {0x85, 0xd2, 0x74, 0x01, 0x53, 0x48, 0x89,
+						   0xf2, 0xbe, 0x17, 0x00, 0x00, 0x00, 0xe9,
+						   0x00, 0x02, 0x00, 0x00};
+	/* mov %rbp,%rsp; mov %rsi,%rdx; mov $0x17,%esi; jmp y: rsp not followed */
+	static const unsigned char sp_moved[] = {0x48, 0x89, 0xec, 0x48, 0x89, 0xf2, 0xbe,
+						 0x17, 0x00, 0x00, 0x00, 0xe9, 0x00, 0x02,
+						 0x00, 0x00};
 	/* syscall with the buffer in rsi: read(2) straight into it */
 	static const unsigned char sys[] = {0x0f, 0x05, 0xc3};
 	long t[BPFTEL_TAIL_READS_MAX];
@@ -129,6 +147,10 @@ static void test_refused(void **state)
 	assert_int_equal(reads(lost_session, sizeof(lost_session), t), -1);
 	assert_int_equal(reads(sys, sizeof(sys), t), -1);
 	assert_int_equal(reads(sys, 0, t), -1);
+	assert_int_equal(reads(unbalanced, sizeof(unbalanced), t), -1);
+	assert_int_equal(reads(framed, sizeof(framed), t), -1);
+	assert_int_equal(reads(two_depths, sizeof(two_depths), t), -1);
+	assert_int_equal(reads(sp_moved, sizeof(sp_moved), t), -1);
 }
 
 /* What is accepted: reads of the buffer pointer that cannot fill it, and code with no
@@ -154,6 +176,14 @@ static void test_accepted(void **state)
 	/* endbr64 (a build with CET); mov %rsi,%rdx; mov $0x17,%esi; jmp y */
 	static const unsigned char cet[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x89, 0xf2, 0xbe, 0x17,
 					    0x00, 0x00, 0x00, 0xe9, 0x00, 0x02, 0x00, 0x00};
+	/* push %rbx; mov %rsi,%rdx; mov $0x17,%esi; pop %rbx; jmp y: the frame undone
+	 * before the jump, as a tail call does */
+	static const unsigned char popped[] = {0x53, 0x48, 0x89, 0xf2, 0xbe, 0x17, 0x00, 0x00,
+					       0x00, 0x5b, 0xe9, 0x00, 0x02, 0x00, 0x00};
+	/* push %rbx; mov %rsi,%rdx; mov $0x17,%esi; call y; pop %rbx; ret: a call pushes
+	 * its own return address, whatever the depth */
+	static const unsigned char called[] = {0x53, 0x48, 0x89, 0xf2, 0xbe, 0x17, 0x00, 0x00,
+					       0x00, 0xe8, 0x00, 0x02, 0x00, 0x00, 0x5b, 0xc3};
 	/* mov $-1,%rax; ret: no read */
 	static const unsigned char none[] = {0x48, 0xc7, 0xc0, 0xff, 0xff, 0xff, 0xff, 0xc3};
 	long t[BPFTEL_TAIL_READS_MAX];
@@ -167,6 +197,10 @@ static void test_accepted(void **state)
 	assert_int_equal(reads(cet, sizeof(cet), t), 1);
 	assert_int_equal(t[0], 17 + 0x200);
 	assert_int_equal(reads(none, sizeof(none), t), 0);
+	assert_int_equal(reads(popped, sizeof(popped), t), 1);
+	assert_int_equal(t[0], 15 + 0x200);
+	assert_int_equal(reads(called, sizeof(called), t), 1);
+	assert_int_equal(t[0], 14 + 0x200);
 }
 
 int main(void)

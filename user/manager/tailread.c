@@ -27,6 +27,13 @@ enum {
 
 struct regs {
 	uint32_t v[NGPR];
+	/* The stack pointer against the entry's (bytes, <= 0 once anything is pushed), known
+	 * while every path agrees and every write of rsp is a push, a pop or an add or sub
+	 * of a constant. A jump out is an entry of its target only at depth 0: there the
+	 * return address is on top, as a uretprobe needs it; elsewhere a uretprobe would
+	 * overwrite the caller's saved registers. */
+	int32_t sp;
+	bool sp_lost;
 	bool seen;
 };
 
@@ -95,6 +102,10 @@ static bool merge(struct regs *at, const struct regs *st)
 		changed |= v != at->v[i];
 		at->v[i] = v;
 	}
+	if (!at->sp_lost && (st->sp_lost || st->sp != at->sp)) {
+		at->sp_lost = true;
+		changed = true;
+	}
 	return changed;
 }
 
@@ -129,6 +140,31 @@ static int regs_read(csh cs, const cs_insn *insn, int *out)
 	return n;
 }
 
+/* rsp after insn, which writes it: a push or pop of op[0]'s size, an add or sub of a
+ * constant; anything else loses it. */
+static void step_sp(const cs_insn *insn, struct regs *st)
+{
+	const cs_x86 *x = &insn->detail->x86;
+	const cs_x86_op *op = x->operands;
+	int64_t d;
+
+	if ((insn->id == X86_INS_PUSH || insn->id == X86_INS_POP) && x->op_count == 1 &&
+	    (op[0].size == 8 || op[0].size == 2)) {
+		d = insn->id == X86_INS_PUSH ? -(int64_t)op[0].size : op[0].size;
+	} else if ((insn->id == X86_INS_SUB || insn->id == X86_INS_ADD) && x->op_count == 2 &&
+		   op[0].type == X86_OP_REG && op[0].reg == X86_REG_RSP &&
+		   op[1].type == X86_OP_IMM && op[1].imm > -0x100000 && op[1].imm < 0x100000) {
+		d = insn->id == X86_INS_ADD ? op[1].imm : -op[1].imm;
+	} else {
+		st->sp_lost = true;
+		return;
+	}
+	if (st->sp + d < -0x1000000 || st->sp + d > 0x1000000)
+		st->sp_lost = true;
+	else
+		st->sp += (int32_t)d;
+}
+
 /* The registers insn writes get their new values in st. Returns false to refuse: the
  * instruction reads the data pointer other than to copy it, derive from it or test it. */
 static bool step(csh cs, const cs_insn *insn, struct regs *st)
@@ -144,6 +180,12 @@ static bool step(csh cs, const cs_insn *insn, struct regs *st)
 	if (nreads < 0 || cs_regs_access(cs, insn, rd, &nrd, wr, &nwr) != CS_ERR_OK)
 		return false;
 	reads_data = data_in(st, reads, nreads);
+	for (i = 0; i < nwr; i++) {
+		if (gpr_of(wr[i], &w) == GPR_RSP) {
+			step_sp(insn, st);
+			break;
+		}
+	}
 
 	/* mov %r64,%r64: a copy */
 	if (insn->id == X86_INS_MOV && x->op_count == 2 && op[0].type == X86_OP_REG &&
@@ -219,12 +261,13 @@ static int add_target(long t, long *targets, size_t max, size_t *nt)
 }
 
 /* Leaving the function at t (a jump out, taken or not): a typed read, or nothing that
- * holds the data pointer. */
+ * holds the data pointer. A typed read jumped to with anything still on the stack is
+ * not an entry of its target (struct regs): refused. */
 static int leave(const struct regs *st, unsigned int type, long t, long *targets, size_t max,
 		 size_t *nt)
 {
 	if (typed(st, type))
-		return add_target(t, targets, max, nt);
+		return st->sp_lost || st->sp ? -1 : add_target(t, targets, max, nt);
 	return data_in(st, NULL, 0) ? -1 : 0;
 }
 
