@@ -213,6 +213,64 @@ static void test_libssl_batch(void **state)
 	assert_int_equal(reqs[2].offset, off_of(LIBSSL, "SSL_read_ex"));
 	assert_true(reqs[0].offset >= 0 && reqs[2].offset >= 0);
 	assert_int_not_equal(reqs[0].offset, reqs[2].offset);
+	/* Both in the one executable segment, and no segment for what was not found. */
+	assert_true(reqs[0].code_lo <= reqs[0].offset && reqs[0].offset < reqs[0].code_hi);
+	assert_int_equal(reqs[2].code_lo, reqs[0].code_lo);
+	assert_int_equal(reqs[2].code_hi, reqs[0].code_hi);
+	assert_int_equal(reqs[1].code_lo, 0);
+	assert_int_equal(reqs[1].code_hi, 0);
+}
+
+/* The fixture's program header of the executable PT_LOAD holding file offset off. */
+static Elf64_Phdr *code_phdr(char *buf, long off)
+{
+	Elf64_Phdr *ph = (Elf64_Phdr *)(buf + ((Elf64_Ehdr *)buf)->e_phoff);
+	size_t i;
+
+	for (i = 0; i < ((Elf64_Ehdr *)buf)->e_phnum; i++, ph++) {
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && (long)ph->p_offset <= off &&
+		    off < (long)(ph->p_offset + ph->p_filesz))
+			return ph;
+	}
+	fail_msg("no executable PT_LOAD holds %#lx", off);
+	return NULL;
+}
+
+/*
+ * A symbol's executable segment (code_lo, code_hi: where a probe may move by a call's
+ * displacement, codemove.h): the fixture's PF_X PT_LOAD as its program headers say;
+ * none once that segment is not executable, or claims bytes past the file's end. The
+ * offset is found the same in each.
+ */
+static void test_code_segment(void **state)
+{
+	struct bpftel_elf_sym_req req = {.name = "fixture_plain"};
+	size_t len;
+	char *buf = read_all(fixture, &len);
+	long want = off_of(fixture, "fixture_plain");
+	Elf64_Phdr *ph;
+
+	(void)state;
+	assert_true(want > 0);
+	ph = code_phdr(buf, want);
+	assert_int_equal(bpftel_elf_resolve(fixture, &req, 1, NULL, 0), 0);
+	assert_int_equal(req.offset, want);
+	assert_int_equal(req.code_lo, ph->p_offset);
+	assert_int_equal(req.code_hi, ph->p_offset + ph->p_filesz);
+
+	ph->p_flags &= ~PF_X;
+	assert_int_equal(bpftel_elf_resolve(write_tmp("patched.so", buf, len), &req, 1, NULL, 0), 0);
+	assert_int_equal(req.offset, want);
+	assert_int_equal(req.code_lo, 0);
+	assert_int_equal(req.code_hi, 0);
+
+	ph->p_flags |= PF_X;
+	ph->p_filesz = len - ph->p_offset + 1;
+	assert_int_equal(bpftel_elf_resolve(write_tmp("patched.so", buf, len), &req, 1, NULL, 0), 0);
+	assert_int_equal(req.offset, want);
+	assert_int_equal(req.code_lo, 0);
+	assert_int_equal(req.code_hi, 0);
+	free(buf);
 }
 
 static void test_not_elf(void **state)
@@ -905,6 +963,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_no_fd_leak),
 		cmocka_unit_test(test_caps_no_allocation),
 		cmocka_unit_test(test_crafted_tables_bounded),
+		cmocka_unit_test(test_code_segment),
 		cmocka_unit_test(test_symbolize_large_string_table),
 		cmocka_unit_test(test_bad_sections),
 		cmocka_unit_test(test_fd_api),

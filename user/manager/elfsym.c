@@ -50,6 +50,7 @@ struct req_state {
 	unsigned int verndx;
 	bool local;
 	long offset;
+	long code_lo, code_hi; /* the file bytes of the executable PT_LOAD holding it */
 };
 
 struct strtab {
@@ -157,8 +158,10 @@ static bool symtab_can_help(const struct ctx *c)
 	return false;
 }
 
-/* Virtual address to file offset: through the PT_LOAD holding it, else its section. */
-static int sym_file_offset(struct ctx *c, const GElf_Sym *sym, long *off)
+/* Virtual address to file offset: through the PT_LOAD holding it, else its section.
+ * [*lo, *hi): that segment's bytes in the file when it is executable and lies inside
+ * the file, else empty. */
+static int sym_file_offset(struct ctx *c, const GElf_Sym *sym, long *off, long *lo, long *hi)
 {
 	GElf_Addr v = sym->st_value;
 	GElf_Shdr sh;
@@ -173,6 +176,12 @@ static int sym_file_offset(struct ctx *c, const GElf_Sym *sym, long *off)
 		if (ph->p_offset > LONG_MAX || v - ph->p_vaddr > LONG_MAX - ph->p_offset)
 			continue;
 		*off = (long)(v - ph->p_vaddr + ph->p_offset);
+		*lo = *hi = 0;
+		if ((ph->p_flags & PF_X) && ph->p_offset <= c->ck.fsize &&
+		    ph->p_filesz <= c->ck.fsize - ph->p_offset) {
+			*lo = (long)ph->p_offset;
+			*hi = (long)(ph->p_offset + ph->p_filesz);
+		}
 		return 0;
 	}
 	if (sym->st_shndx >= SHN_LORESERVE)
@@ -185,6 +194,7 @@ static int sym_file_offset(struct ctx *c, const GElf_Sym *sym, long *off)
 	if (sh.sh_offset > LONG_MAX || v - sh.sh_addr > LONG_MAX - sh.sh_offset)
 		return -ENOENT;
 	*off = (long)(v - sh.sh_addr + sh.sh_offset);
+	*lo = *hi = 0;
 	return 0;
 }
 
@@ -255,8 +265,8 @@ static void consider(struct ctx *c, struct req_state *r, const GElf_Sym *sym, co
 {
 	enum rank rank = match_rank(r, ver, hidden);
 	bool local = GELF_ST_BIND(sym->st_info) == STB_LOCAL;
+	long off, lo, hi;
 	bool better;
-	long off;
 
 	if (rank == RANK_NONE || rank < r->rank)
 		return;
@@ -268,12 +278,14 @@ static void consider(struct ctx *c, struct req_state *r, const GElf_Sym *sym, co
 		better = true;
 	else
 		better = false;
-	if (!better || sym_file_offset(c, sym, &off))
+	if (!better || sym_file_offset(c, sym, &off, &lo, &hi))
 		return;
 	r->rank = rank;
 	r->verndx = verndx;
 	r->local = local;
 	r->offset = off;
+	r->code_lo = lo;
+	r->code_hi = hi;
 }
 
 /* The version of symbol i: from a literal "name@VER" / "name@@VER", else from versym. */
@@ -466,8 +478,11 @@ static int finish(struct ctx *c, struct bpftel_elf_sym_req *reqs, int ret)
 	size_t i;
 
 	if (reqs)
-		for (i = 0; i < c->n; i++)
+		for (i = 0; i < c->n; i++) {
 			reqs[i].offset = ret ? ret : c->st[i].offset;
+			reqs[i].code_lo = ret ? 0 : c->st[i].code_lo;
+			reqs[i].code_hi = ret ? 0 : c->st[i].code_hi;
+		}
 	free(c->st);
 	return ret;
 }

@@ -102,6 +102,11 @@ struct bpftel_elf_sym_req {
 	const char *name; /* "SSL_write", or with a version: "SSL_write@@OPENSSL_3.0.0" /
 			     "foo@VERS_1" */
 	long offset;	  /* out: file offset for a uprobe, or negative errno */
+	/* out: [code_lo, code_hi), the file bytes of the executable PT_LOAD that holds it
+	 * (empty when none does, or it reaches past the file's end). Inside one segment a
+	 * file offset moves as the address does: a call's displacement from code there
+	 * lands where the call goes only while it stays inside it. */
+	long code_lo, code_hi;
 };
 
 int bpftel_elf_resolve_fd(int fd, const char *label, struct bpftel_elf_sym_req *reqs, size_t n,

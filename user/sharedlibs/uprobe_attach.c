@@ -21,6 +21,7 @@
 #include "user/manager/goexe.h"
 #include "user/manager/prologue.h"
 #include "user/manager/tailread.h"
+#include "user/manager/codemove.h"
 #include "user/manager/manager.h"
 #include "user/manager/uprobe_multi.h"
 
@@ -181,6 +182,9 @@ struct points {
 	size_t folded_into; /* 1 + the spec whose probe on a shared callee covers this one */
 	size_t n;
 	long at[BPFTEL_GO_MAX_RETS];
+	/* The file bytes of the executable segment holding the symbol (elfsym.h): a move
+	 * by a call's or jump's displacement must land inside them. Empty: no move. */
+	long code_lo, code_hi;
 };
 
 struct group {
@@ -353,33 +357,6 @@ static long past_prologue(int fd, const struct bpftel_uprobe_spec *s, long off)
 	return n > 0 ? off + (long)bpftel_prologue_skip(code, (size_t)n, s->past_prologue) : off;
 }
 
-/*
- * A spec with shares_callee (uprobes.h): the file offset of the callee its function
- * (at off) and the other one (at other) both call, when the move pays and is safe;
- * else -1 and the probe stays. Reads the file someone else may have crafted: a callee
- * outside it fails the reads; one that is not an instruction fails the checks.
- */
-static long shared_callee(int fd, long off, long other)
-{
-	unsigned char code[BPFTEL_CALL_SCAN_MAX];
-	long callee;
-	ssize_t n;
-
-	if (off < 0 || other < 0)
-		return -1;
-	n = pread(fd, code, BPFTEL_PROLOGUE_MAX, off);
-	if (n <= 0 || !bpftel_prologue_callee(code, (size_t)n, 4, &callee) || off + callee <= 0)
-		return -1;
-	callee += off;
-	n = pread(fd, code, 16, callee);
-	if (n <= 0 || !bpftel_insn_emulated(code, (size_t)n))
-		return -1;
-	n = pread(fd, code, sizeof(code), other);
-	if (n <= 0 || !bpftel_code_calls(code, (size_t)n, callee - other))
-		return -1;
-	return callee;
-}
-
 /* Note what the instructions under spec i's entry points in this file are: emulated
  * by the kernel (one trap) or single-stepped (two exceptions), per point in p->stepped
  * (their calls are counted apart) and for the spec. Unreadable: stepped, the costlier
@@ -408,6 +385,7 @@ static unsigned char note_entry_kind(struct mod_entry *me, size_t i, int fd, str
 
 static void point_set(struct points *p, long off)
 {
+	p->code_lo = p->code_hi = 0;
 	p->flags = 0;
 	p->stepped = 0;
 	p->folded_into = 0;
@@ -485,10 +463,12 @@ static void share_callee(const struct mod_entry *me, enum shlib_lib lib, int fd,
 	if (s->lib != lib || !s->shares_callee || pts[i].err || pts[i].n != 1)
 		return;
 	for (k = 0; k < n; k++) {
-		if (!strcmp(reqs[k].name, s->shares_callee))
+		/* In the same segment as this one, by its symbol: see shared_callee(). */
+		if (!strcmp(reqs[k].name, s->shares_callee) && reqs[k].code_lo == pts[i].code_lo &&
+		    reqs[k].code_hi == pts[i].code_hi)
 			other = reqs[k].offset;
 	}
-	callee = shared_callee(fd, pts[i].at[0], other);
+	callee = bpftel_shared_callee_fd(fd, pts[i].at[0], other, pts[i].code_lo, pts[i].code_hi);
 	if (callee < 0)
 		return;
 	pts[i].at[0] = callee;
@@ -538,35 +518,22 @@ _Static_assert(BPFTEL_TAIL_READS_MAX <= BPFTEL_GO_MAX_RETS, "points hold the int
  * function hands every read to (tailread.h), where that is proved and pays (one of
  * them starts with an instruction the kernel emulates; the others cost only when
  * they run: GnuTLS's kTLS read, with kTLS on). Reads the file someone else may have
- * crafted: a target outside it fails the read, and the code is checked, not trusted.
+ * crafted: a target outside the function's segment fails (codemove.h), and the code is
+ * checked, not trusted.
  */
 static void typed_reads(const struct mod_entry *me, enum shlib_lib lib, int fd,
 			struct points *p, size_t i)
 {
 	const struct bpftel_uprobe_spec *s = &me->specs[i];
-	unsigned char code[BPFTEL_TAIL_SCAN_MAX];
 	long t[BPFTEL_TAIL_READS_MAX];
-	bool pays = false;
-	ssize_t n;
-	int k, nt;
+	bool pays;
+	int nt;
 
 	if (s->lib != lib || !s->typed_read || p->err || p->n != 1)
 		return;
-	n = pread(fd, code, sizeof(code), p->at[0]);
-	nt = n > 0 ? bpftel_tail_reads(code, (size_t)n, s->typed_read, t, BPFTEL_TAIL_READS_MAX)
-		   : -1;
-	if (nt <= 0)
-		return;
-	for (k = 0; k < nt; k++) {
-		t[k] += p->at[0];
-		if (t[k] <= 0)
-			return;
-		n = pread(fd, code, 16, t[k]);
-		if (n <= 0)
-			return;
-		pays |= bpftel_insn_emulated(code, (size_t)n);
-	}
-	if (!pays)
+	nt = bpftel_tail_reads_fd(fd, p->at[0], p->code_lo, p->code_hi, s->typed_read, t,
+				  BPFTEL_TAIL_READS_MAX, &pays);
+	if (nt <= 0 || !pays)
 		return;
 	p->n = (size_t)nt;
 	memcpy(p->at, t, (size_t)nt * sizeof(t[0]));
@@ -646,9 +613,12 @@ static int resolve(struct bpftel_uprobes *u, const struct lib_file *f, const str
 		for (i = 0; i < me->nspecs; i++) {
 			point_set(&pts[j][i], -ENOENT);
 			for (k = 0; k < n; k++) {
-				if (!strcmp(reqs[k].name, me->specs[i].symbol))
-					point_set(&pts[j][i], past_prologue(fd, &me->specs[i],
-									    reqs[k].offset));
+				if (strcmp(reqs[k].name, me->specs[i].symbol))
+					continue;
+				point_set(&pts[j][i],
+					  past_prologue(fd, &me->specs[i], reqs[k].offset));
+				pts[j][i].code_lo = reqs[k].code_lo;
+				pts[j][i].code_hi = reqs[k].code_hi;
 			}
 		}
 		for (i = 0; i < me->nspecs; i++) {
