@@ -311,6 +311,36 @@ static void test_request_cut(void **state)
 	assert_int_equal(stats(t).responses, 0);
 }
 
+/* The first request in, then its response's HEADERS cut by the prefix (a long header
+ * of the answer): the connection is undecodable, and its request, never to be answered,
+ * is counted unanswered, once: not later as expired, which counts those still decoding.
+ * So requests = responses + unanswered + expired + evicted + rejected. */
+static void test_answer_cut(void **state)
+{
+	struct t *t = *state;
+	struct h2b_buf b = {0};
+	char path[301];
+
+	long_path(path, sizeof(path));
+	client_first(t, &b, "/a");
+	segment(t, 40007, USM_KIND_H2C_CLIENT, &b, 1);
+	h2b_free(&b);
+	assert_int_equal(stats(t).requests, 1);
+	h2b_settings(&b, NULL, 0);
+	h2b_headers(&b, t->def[1], 1, 0x5, H2B_NV(":status", "200", "x-long", path));
+	assert_true(b.len > USM_PREFIX);
+	segment(t, 40007, USM_KIND_H2C_SERVER, &b, 2);
+	h2b_free(&b);
+	assert_int_equal(t->n, 0);
+	assert_int_equal(stats(t).responses, 0);
+	assert_int_equal(stats(t).undecodable[USM_H2_LOST_BYTES], 1);
+	assert_int_equal(stats(t).unanswered, 1);
+	usm_h2c_sweep(t->h, 2 + USM_H2C_IDLE_NS + 1);
+	assert_int_equal(stats(t).expired, 0);
+	assert_int_equal(stats(t).evicted, 0);
+	assert_int_equal(stats(t).unanswered, 1);
+}
+
 /* Two requests in the client's first segment: only the first is counted, and only its
  * own response pairs with it, whichever the server answers first. */
 static void test_first_stream_only(void **state)
@@ -429,7 +459,7 @@ int main(void)
 		T(test_first_exchange), T(test_preface_first),	 T(test_request_cut),
 		T(test_unmatched),	T(test_bound_and_sweep), T(test_first_stream_only),
 		T(test_status_rejected), T(test_port_reused), T(test_grpc_as_http),
-		T(test_cut_after_first), T(test_upgraded),
+		T(test_cut_after_first), T(test_upgraded),	 T(test_answer_cut),
 	};
 
 	return cmocka_run_group_tests_name("usm_h2c", tests, NULL, NULL);

@@ -267,6 +267,11 @@ void usm_h2c_segment(struct usm_h2c *h, const struct usm_event *ev)
 		req = c->req;
 		req_ev = c->req_ev;
 		deliver = true;
+	} else if (!c->dec && c->requested && !s.rejected) {
+		/* Its decoding ended here (this segment's error), the first request in and
+		 * never to be answered: no sweep or eviction counts it, as they count only
+		 * connections still decoding. */
+		h->st.unanswered++;
 	}
 out:
 	pthread_mutex_unlock(&h->lock);

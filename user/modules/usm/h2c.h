@@ -43,6 +43,8 @@ struct usm_h2c_stats {
 	uint64_t evicted; /* given up undone for a new one: the oldest (table full), or its
 			   * 4-tuple's (a second preface: the port used again) */
 	uint64_t expired;			 /* idle before their first response */
+	uint64_t unanswered; /* first requests whose connection's decoding ended before
+			      * their response (counted in undecodable): not handed on */
 	uint64_t unmatched; /* server segments of no connection being decoded */
 	uint64_t upgraded;  /* connections upgraded from HTTP/1.1 (Upgrade: h2c): their
 			     * first request is HTTP/1's row (status 101), not decoded

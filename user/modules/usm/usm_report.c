@@ -177,11 +177,12 @@ static json_t *h2c_json(const struct usm_h2c_stats *h)
 {
 	json_t *und = reasons_json(h->undecodable);
 
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "segments",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "segments",
 			 (json_int_t)h->segments, "connections", (json_int_t)h->connections,
 			 "requests", (json_int_t)h->requests, "responses",
 			 (json_int_t)h->responses, "evicted", (json_int_t)h->evicted, "expired",
-			 (json_int_t)h->expired, "unmatched", (json_int_t)h->unmatched,
+			 (json_int_t)h->expired, "unanswered", (json_int_t)h->unanswered,
+			 "unmatched", (json_int_t)h->unmatched,
 			 "upgraded", (json_int_t)h->upgraded, "undecodable", und);
 }
 
