@@ -119,9 +119,15 @@ static struct fake_proc fake;	       /* the one pid of these tests */
 static struct fake_proc fake_next;     /* given the pid by describe, when set */
 static unsigned int starts, describes; /* hook calls: /proc reads */
 
+static unsigned int start_fails; /* reads of the start time to fail, the process running */
+
 static uint64_t fake_start(uint32_t pid)
 {
 	starts++;
+	if (start_fails) {
+		start_fails--;
+		return 0;
+	}
 	return pid == fake.pid ? fake.start : 0;
 }
 
@@ -160,7 +166,7 @@ static int fake_setup(void **state)
 {
 	fake = proc_a;
 	fake_next = (struct fake_proc){0};
-	starts = describes = 0;
+	starts = describes = start_fails = 0;
 	*state = usm_procs_new_hooks(&fake_hooks);
 	return *state ? 0 : -1;
 }
@@ -238,6 +244,27 @@ static void test_reuse_after_exit_seen(void **state)
 	assert_true(usm_procs_shown(p, PID, 1600, GRACE));
 	usm_procs_sweep(p, 1600, GRACE);
 	assert_proc(p, &proc_b);
+}
+
+/* A sweep that cannot read a running process's start time marks it gone; its next
+ * message reads it again, the same: running again, not folded at the grace's end, and
+ * its later messages read nothing. */
+static void test_failed_read_not_gone(void **state)
+{
+	struct usm_procs *p = *state;
+
+	usm_procs_note(p, PID);
+	start_fails = 1;
+	usm_procs_sweep(p, 1000, GRACE);
+	assert_proc(p, &proc_a);
+	assert_false(usm_procs_note(p, PID)); /* the same process: not a new one */
+	assert_proc(p, &proc_a);
+	usm_procs_sweep(p, 1000 + GRACE, GRACE);
+	assert_proc(p, &proc_a);
+	assert_true(usm_procs_shown(p, PID, 1000 + GRACE, GRACE));
+	starts = describes = 0;
+	assert_false(usm_procs_note(p, PID));
+	assert_int_equal(starts + describes, 0);
 }
 
 /* The pid reused while its name is read: the start times before and after differ, so
@@ -390,6 +417,7 @@ int main(void)
 		F(test_note_known_reads_nothing),  F(test_reuse_found_by_sweep),
 		F(test_reuse_after_exit_seen),	   F(test_reuse_while_learning),
 		F(test_gone_before_noted),	   F(test_gone_named_by_watcher),
+		F(test_failed_read_not_gone),
 	};
 #undef F
 

@@ -194,6 +194,11 @@ bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone)
 	} else if ((was->gone_ns || !was->start) && e.start && e.start != was->start) {
 		*was = e;
 		reused = true;
+	} else if (was->gone_ns && e.start && e.start == was->start) {
+		/* The same process, running: the look that found it gone could not read it
+		 * (the agent out of fds, say). Kept as running, its messages read nothing
+		 * again, and its rows do not fold while it lives. */
+		was->gone_ns = 0;
 	}
 	pthread_mutex_unlock(&p->lock);
 	return reused;
