@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -41,6 +43,47 @@ static void calibrate_and_settle(const char *want_link)
 	bpftel_links_settle();
 	bpftel_test_settle_objects(&base, &now);
 	assert_objects_back(&base, &now);
+}
+
+/*
+ * A detection that fails for a moment (the process out of fds) is not kept: the next
+ * one, with fds again, finds the kernel's multi-uprobe links. In a child, first of
+ * this process's tests: nothing detected yet.
+ */
+static void test_detect_failure_not_kept(void **state)
+{
+	int status, fds[256], n = 0, fd;
+	struct rlimit lim;
+	char why[160];
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		if (getrlimit(RLIMIT_NOFILE, &lim))
+			_exit(10);
+		lim.rlim_cur = 200;
+		if (setrlimit(RLIMIT_NOFILE, &lim))
+			_exit(11);
+		while (n < 256 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+			fds[n++] = fd;
+		if (errno != EMFILE)
+			_exit(12);
+		if (bpftel_uprobe_multi_detect(why, sizeof(why)) != -EMFILE)
+			_exit(13);
+		while (n)
+			close(fds[--n]);
+		/* 0 on a kernel with them; else its own verdict (exit 3: skipped), never
+		 * the failure of the moment kept */
+		n = bpftel_uprobe_multi_detect(why, sizeof(why));
+		_exit(!n ? 0 : n == -EMFILE ? 14 : 3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 3)
+		skip();
+	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 static void test_multi_links(void **state)
@@ -92,6 +135,7 @@ static void test_unprivileged_is_unknown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_detect_failure_not_kept),
 		cmocka_unit_test(test_multi_links),
 		cmocka_unit_test(test_perf_event_uprobes),
 		cmocka_unit_test(test_unprivileged_is_unknown),

@@ -142,9 +142,14 @@ int bpftel_uprobe_multi_detect(char *reason, size_t len)
 			 strerror(-fault));
 		ret = fault;
 	} else {
-		if (!detected)
-			detected = try_link(detected_reason, sizeof(detected_reason)) ?: 1;
-		ret = detected < 0 ? detected : 0;
+		ret = detected ? detected : try_link(detected_reason, sizeof(detected_reason));
+		/* Kept only when it is the kernel's verdict: a failure of the moment (out of
+		 * fds or memory, /proc/self/maps unreadable) is asked again next time, not
+		 * turned into per-probe links, ~80 ms a detach each, for the process's life. */
+		if (!detected && (ret >= 0 || ret == -EINVAL || ret == -EOPNOTSUPP ||
+				  ret == -EPERM || ret == -ENOENT || ret == -524 /* ENOTSUPP */))
+			detected = ret ?: 1;
+		ret = ret < 0 ? ret : 0;
 	}
 	if (reason && len)
 		snprintf(reason, len, "%s", ret ? detected_reason : "");
