@@ -375,20 +375,26 @@ static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 	return err;
 }
 
+/*
+ * The module's counters leave the report now; they are deleted only after the stop
+ * (tlm_after_stop), once its programs are inert or detached. Deleted while they run, an
+ * entry a program had just looked up could go back to the preallocated map's free list
+ * and be reused for another key before the program's add: the add would land in that
+ * key's count (counted twice) or be wiped by its initialisation (lost). Its ring-buffer
+ * failures are read live until then (bpftel_telemetry__ringbuf_failures), then retired.
+ */
 static int tlm_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 {
 	struct instrumented *in = ctx;
-	int err;
 
 	(void)h;
 	pthread_mutex_lock(&in->t->lock);
 	in->obj = NULL;
-	err = sweep(in->t, in);
 	pthread_mutex_unlock(&in->t->lock);
-	return err;
+	return 0;
 }
 
-/* The programs ran until detach, after before_stop: sweep what they counted since. */
+/* The programs ran until detach, after before_stop: sweep what they counted. */
 static int tlm_after_stop(const struct bpftel_hook_after_stop *h, void *ctx)
 {
 	struct instrumented *in = ctx;

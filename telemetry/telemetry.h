@@ -7,8 +7,9 @@
  * own hooks on module m; no other code assigns keys or cleans counters:
  *   before_init  assign keys to m's programs and maps (.rodata tlm_key_*), share maps
  *   after_init   start reporting m (programs, maps, counters)
- *   before_stop  stop reporting m; delete every counter of m's keys
- *   after_stop   delete again what m's programs counted between before_stop and detach
+ *   before_stop  stop reporting m
+ *   after_stop   delete every counter of m's keys, once its programs are inert or
+ *                detached (never while they may hold an entry they looked up)
  * so that a module starts again with no leftover entry, in any order with the others.
  *
  * Also: per-program run count and run time (BPF_ENABLE_STATS, held always, on a duty
