@@ -263,8 +263,10 @@ static int find_funcs(struct go_ctx *c, struct bpftel_go_exe *exe, struct bpftel
 		f->check = -1;
 		if (!f->addr)
 			continue;
+		/* Code that cannot be analysed is unsupported (-ENOTSUP), as README says:
+		 * not a file too large, nor tables over their caps. */
 		if (size > BPFTEL_GO_MAX_FUNC_BYTES) {
-			ret = fail(c, -EFBIG, "%s: %llu bytes (cap %u)", f->name,
+			ret = fail(c, -ENOTSUP, "%s: %llu bytes (cap %u)", f->name,
 				   (unsigned long long)size, BPFTEL_GO_MAX_FUNC_BYTES);
 			break;
 		}
@@ -281,7 +283,7 @@ static int find_funcs(struct go_ctx *c, struct bpftel_go_exe *exe, struct bpftel
 		ret = bpftel_go_find_rets(code, size, f->offset, f->rets, BPFTEL_GO_MAX_RETS,
 					  &f->check);
 		if (ret == -EILSEQ || ret == -E2BIG) {
-			ret = fail(c, ret, "%s: %s", f->name,
+			ret = fail(c, -ENOTSUP, "%s: %s", f->name,
 				   ret == -E2BIG ? "more RET instructions than probed"
 						 : "an instruction the disassembler cannot decode");
 			break;

@@ -66,7 +66,9 @@ struct bpftel_go_exe {
  *   -ENOEXEC   not a Go executable (no .go.buildinfo), or not ELF; the ELF checks
  *              other codes (elfsym.h: -EISDIR, -E2BIG, -EFBIG) pass through
  *   -ENOTSUP   a Go executable this agent cannot probe: its version (< 1.17, no
- *              register ABI), its architecture (not x86-64) or its pclntab's layout
+ *              register ABI), its architecture (not x86-64) or its pclntab's layout;
+ *              or a probed function's code: over BPFTEL_GO_MAX_FUNC_BYTES, an
+ *              instruction the disassembler cannot decode, more RETs than probed
  *   -EFBIG     a table over its cap
  *   -EINVAL    a malformed table or header
  *   -EIO etc.  reading the file failed
