@@ -408,6 +408,38 @@ static void test_many_processes(void **state)
 	usm_procs_free(p);
 }
 
+/* A table full of processes, half of them gone but in their grace: a new process takes
+ * the place of one gone the longest (all gone at one sweep here: the first in pid
+ * order), not refused; the running ones and the other gone ones keep theirs. Full of
+ * running processes, a new one is refused: test_many_processes. */
+static void test_full_gone_gives_way(void **state)
+{
+	static const struct usm_procs_hooks hooks = {
+		.start = many_start, .describe = many_describe, .runs = many_runs};
+	struct usm_procs *p = usm_procs_new_hooks(&hooks);
+	struct usm_proc out;
+	uint32_t pid;
+
+	(void)state;
+	assert_non_null(p);
+	many_odd_gone = false;
+	for (pid = 1; pid <= USM_PROCS_MAX; pid++)
+		usm_procs_note(p, pid);
+	many_odd_gone = true;
+	usm_procs_sweep(p, 1000, GRACE); /* the odd ones gone at 1000, kept for the grace */
+	assert_true(usm_procs_get(p, 1, &out));
+	usm_procs_note(p, 100000);
+	assert_true(usm_procs_get(p, 100000, &out));
+	assert_string_equal(out.comm, "p100000");
+	assert_int_equal(usm_procs_dropped(p), 0);
+	assert_false(usm_procs_get(p, 1, &out)); /* its grace cut short */
+	assert_true(usm_procs_get(p, 3, &out));
+	assert_string_equal(out.comm, "p3");
+	assert_true(usm_procs_get(p, 2, &out));
+	assert_true(usm_procs_get(p, USM_PROCS_MAX, &out));
+	usm_procs_free(p);
+}
+
 int main(void)
 {
 #define F(fn) cmocka_unit_test_setup_teardown(fn, fake_setup, fake_teardown)
@@ -417,7 +449,7 @@ int main(void)
 		F(test_note_known_reads_nothing),  F(test_reuse_found_by_sweep),
 		F(test_reuse_after_exit_seen),	   F(test_reuse_while_learning),
 		F(test_gone_before_noted),	   F(test_gone_named_by_watcher),
-		F(test_failed_read_not_gone),
+		F(test_failed_read_not_gone),	   cmocka_unit_test(test_full_gone_gives_way),
 	};
 #undef F
 

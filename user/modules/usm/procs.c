@@ -100,13 +100,37 @@ static struct usm_proc *find(struct usm_procs *p, uint32_t pid)
 	return i < p->n && p->procs[i].pid == pid ? &p->procs[i] : NULL;
 }
 
-/* Insert e (its pid not in the table); false when the table is full. */
+/* The entry of the process found gone the longest ago, to make room; p->n if none is
+ * gone. */
+static size_t oldest_gone(const struct usm_procs *p)
+{
+	size_t i, old = p->n;
+
+	for (i = 0; i < p->n; i++) {
+		if (p->procs[i].gone_ns &&
+		    (old == p->n || p->procs[i].gone_ns < p->procs[old].gone_ns))
+			old = i;
+	}
+	return old;
+}
+
+/* Insert e (its pid not in the table); false when the table is full of running
+ * processes. Full, a process gone gives way, the one gone the longest: its grace (its
+ * rows under its own name) ends early, folded into "(exited)", rather than a running
+ * process go undescribed (one user's stream of short-lived processes would otherwise
+ * keep every other new process out for their grace). */
 static bool insert(struct usm_procs *p, const struct usm_proc *e)
 {
-	size_t i = slot(p, e->pid);
+	size_t i;
 
-	if (p->n == USM_PROCS_MAX)
-		return false;
+	if (p->n == USM_PROCS_MAX) {
+		i = oldest_gone(p);
+		if (i == p->n)
+			return false;
+		memmove(&p->procs[i], &p->procs[i + 1], (p->n - i - 1) * sizeof(*p->procs));
+		p->n--;
+	}
+	i = slot(p, e->pid);
 	memmove(&p->procs[i + 1], &p->procs[i], (p->n - i) * sizeof(*p->procs));
 	p->procs[i] = *e;
 	p->n++;
