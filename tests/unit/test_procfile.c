@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #include "user/sharedlibs/procfile.h"
 
@@ -343,6 +345,39 @@ static void test_identity_checked(void **state)
 	free(host);
 }
 
+/* As on a kernel before 5.6, whose openat2(2) is ENOSYS (a seccomp filter, in a
+ * child): an absolute path is still walked from the process's root, not the agent's.
+ * Exit 0: the root's file; 2: not opened; 3: another file. */
+static void test_absolute_path_without_openat2(void **state)
+{
+	struct fixture *f = *state;
+	struct sock_filter code[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 437 /* __NR_openat2, x86-64 */, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+	enum bpftel_refusal why;
+	struct stat st, inside;
+	int fd, status;
+	pid_t pid;
+
+	stat_in_root(f, "etc/inside", &inside);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+			_exit(4);
+		fd = open_as(f, AT_FDCWD, "/etc/inside", inside.st_dev, inside.st_ino, &st, &why);
+		_exit(fd < 0 ? 2 : st.st_ino != inside.st_ino ? 3 : 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* A mapping reaches its file whatever its path became; the real identity is the one
  * the mapping shows. */
 static void test_mapped_file(void **state)
@@ -417,6 +452,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_regular_refused, setup_chroot, teardown),
 		cmocka_unit_test_setup_teardown(test_identity_checked, setup_cwd, teardown),
 		cmocka_unit_test_setup_teardown(test_mapped_file, setup_chroot, teardown),
+		cmocka_unit_test_setup_teardown(test_absolute_path_without_openat2, setup_chroot,
+						teardown),
 		cmocka_unit_test(test_fuse_mount_lines),
 	};
 

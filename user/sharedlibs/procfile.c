@@ -213,6 +213,7 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_fuse_vi
 	char base[64];
 	__u64 resolve = RESOLVE_NO_MAGICLINKS;
 	int dfd, fd, err, tries;
+	const char *rel;
 
 	if (t->dirfd == BPFTEL_PROCFILE_MAPPED || t->dirfd == BPFTEL_PROCFILE_EXE) {
 		/* The kernel's own reference to the mapped file, or to the executable: no
@@ -258,8 +259,12 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_fuse_vi
 		return -EAGAIN;
 	}
 	if (err == -ENOSYS) {
-		/* Before 5.6: may escape the root, but only to the identity checked next. */
-		fd = openat(dfd, t->path, O_PATH | O_CLOEXEC);
+		/* Before 5.6: may escape the root, but only to the identity checked next. An
+		 * absolute path is made relative to dfd (the process's root): openat(2)
+		 * would walk it from the agent's own root, ignoring dfd. */
+		for (rel = t->path; *rel == '/'; rel++)
+			;
+		fd = openat(dfd, *rel ? rel : ".", O_PATH | O_CLOEXEC);
 		err = fd < 0 ? -errno : 0;
 	}
 	close(dfd);
