@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -213,26 +214,39 @@ static void test_relative_paths_stay_beneath(void **state)
 	assert_int_equal(why, BPFTEL_REFUSED__COUNT);
 }
 
-static volatile int renaming;
+static int renaming;
+static unsigned int rename_go, rename_done; /* opens to race, opens raced */
+static int rename_opened; /* the open being raced returned: no more pairs for it */
 
 /* Renames on the host, each moving the rename seqlock that a walk's ".." under
- * RESOLVE_IN_ROOT checks. Paced, a pair every 20 us: back to back on a core of its own
- * they could race most walks on a fast machine, and then a few retries in a row too;
- * paced, a walk of a few us is raced now and then on any machine (~2 % of opens here
- * without the retry), and never several times in a row. */
+ * RESOLVE_IN_ROOT checks: up to RENAME_PAIRS pairs per open, made while that open
+ * walks, in lockstep with it. So a walk is raced now and then on any machine (the
+ * renames start as the open does), at most 2 x RENAME_PAIRS times in a row (the
+ * open's 8 tries outlast them), however slow the machine or its scheduling. */
+#define RENAME_PAIRS 3
 static void *rename_loop(void *arg)
 {
 	const char *dir = arg;
 	char a[300], b[300];
+	unsigned int done = 0;
+	int k;
 
 	snprintf(a, sizeof(a), "%s/ren-a", dir);
 	snprintf(b, sizeof(b), "%s/ren-b", dir);
 	close(open(a, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
-	while (__atomic_load_n(&renaming, __ATOMIC_RELAXED)) {
-		if (rename(a, b) || rename(b, a))
-			break;
-		usleep(20);
+	while (__atomic_load_n(&renaming, __ATOMIC_ACQUIRE)) {
+		if (__atomic_load_n(&rename_go, __ATOMIC_ACQUIRE) == done) {
+			sched_yield();
+			continue;
+		}
+		for (k = 0; k < RENAME_PAIRS && !__atomic_load_n(&rename_opened, __ATOMIC_ACQUIRE);
+		     k++) {
+			if (rename(a, b) || rename(b, a))
+				goto out;
+		}
+		__atomic_store_n(&rename_done, ++done, __ATOMIC_RELEASE);
 	}
+out:
 	unlink(a);
 	unlink(b);
 	return NULL;
@@ -249,16 +263,26 @@ static void test_dotdot_while_renaming(void **state)
 	struct stat st;
 	int fd, i, failed = 0;
 
-	__atomic_store_n(&renaming, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&renaming, 1, __ATOMIC_RELEASE);
 	assert_int_equal(pthread_create(&th, NULL, rename_loop, f->dir), 0);
-	for (i = 0; i < 3000; i++) {
+	for (i = 1; i <= 3000; i++) {
+		__atomic_store_n(&rename_opened, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&rename_go, (unsigned int)i, __ATOMIC_RELEASE);
 		fd = open_as(f, AT_FDCWD, "/etc/../etc/../etc/inside", 0, 0, &st, &why);
+		__atomic_store_n(&rename_opened, 1, __ATOMIC_RELEASE);
 		if (fd < 0)
 			failed++;
 		else
 			close(fd);
+		/* Its renames done before the next open (a deadline: the thread may have
+		 * stopped on a failed rename). */
+		for (int w = 0; w < 3000000 && __atomic_load_n(&rename_done, __ATOMIC_ACQUIRE) !=
+							(unsigned int)i;
+		     w++)
+			sched_yield();
+		assert_int_equal(__atomic_load_n(&rename_done, __ATOMIC_ACQUIRE), i);
 	}
-	__atomic_store_n(&renaming, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&renaming, 0, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
 	assert_int_equal(failed, 0);
 }
