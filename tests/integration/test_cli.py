@@ -175,8 +175,14 @@ def check_arguments(agent):
     res = cli("module", "-s", agent.socket, "restart", "gpu", "--json")
     check(res.returncode == 0 and json.loads(res.stdout)["state"] == "running",
           "bpftel module -s S restart gpu --json: options between the arguments")
+    res = cli("stats", "--socket", agent.socket, "--timeout", "30", "--json")
+    check(res.returncode == 0 and "programs" in json.loads(res.stdout),
+          "bpftel stats --timeout 30: the answer waited for up to 30 s")
     for args, want in ((("stats", "--frob"), "unrecognized option '--frob'"),
                        (("stats", "-s"), "option requires an argument"),
+                       (("stats", "--timeout", "0"), "'0' is not a number of seconds"),
+                       (("stats", "-t", "5s"), "'5s' is not a number of seconds"),
+                       (("stats", "--timeout", "3601"), "from 1 to 3600"),
                        (("module", "restart"), "needs an action and a module"),
                        (("stats", "extra"), "unexpected argument 'extra'")):
         res = cli("--socket", agent.socket, *args)

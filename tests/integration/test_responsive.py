@@ -43,7 +43,7 @@ class Poller(threading.Thread):
             else:
                 self.lat["stats"].append(t1 - t0)
             try:
-                with urllib.request.urlopen(self.url, timeout=10) as r:
+                with urllib.request.urlopen(self.url, timeout=60) as r:
                     r.read()
                 self.lat["metrics"].append(time.monotonic() - t1)
             except OSError as e:

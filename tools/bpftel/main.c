@@ -54,6 +54,8 @@ static const char usage_tail[] =
 	"Options (before or after the command):\n"
 	"  -s, --socket PATH   agent control socket (default " BPFTEL_CTL_SOCKET_DEFAULT ")\n"
 	"  -j, --json          print the agent's answer as one JSON document\n"
+	"  -t, --timeout SECS  how long to wait for the agent's answer (default 5;\n"
+	"                      module actions 120): more on a host that is very busy\n"
 	"  -h, --help          this text\n"
 	"  -V, --version       print the version and exit\n"
 	"\n"
@@ -433,6 +435,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"socket", required_argument, NULL, 's'},
 		{"json", no_argument, NULL, 'j'},
+		{"timeout", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{},
@@ -441,18 +444,29 @@ int main(int argc, char **argv)
 	const struct command *cmd;
 	const char *args[2] = {};
 	json_t *req, *resp;
-	int c, json = 0, err, nargs = 0;
-	char errbuf[512];
+	int c, json = 0, err, nargs = 0, timeout_ms = 0;
+	char errbuf[512], *end;
+	long secs;
 
 	/* A reader that went away (`bpftel http | head -1`): the write fails with EPIPE
 	 * and the exit status says so (bpftel_cli_flushed), not a signal's death. */
 	signal(SIGPIPE, SIG_IGN);
 	/* Options anywhere, before the command or after it (`bpftel stats --socket S`):
 	 * getopt puts the others, the command and its arguments, last, in order. */
-	while ((c = getopt_long(argc, argv, "s:jhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:jt:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			socket_path = optarg;
+			break;
+		case 't':
+			errno = 0;
+			secs = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || secs < 1 || secs > 3600) {
+				fprintf(stderr, "bpftel: --timeout: '%s' is not a number of "
+						"seconds from 1 to 3600\n", optarg);
+				return 2;
+			}
+			timeout_ms = (int)secs * 1000;
 			break;
 		case 'j':
 			json = 1;
@@ -500,8 +514,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (!timeout_ms)
+		timeout_ms = strcmp(cmd->name, "module") ? BPFTEL_CTL_TIMEOUT_MS
+							 : BPFTEL_CTL_SLOW_TIMEOUT_MS;
 	if (!strcmp(cmd->name, "top"))
-		return bpftel_top(socket_path, json);
+		return bpftel_top(socket_path, json, timeout_ms);
 	req = json_pack("{s:s}", "cmd", cmd->name);
 	if (!strcmp(cmd->name, "module")) {
 		if (strcmp(args[0], "start") && strcmp(args[0], "stop") &&
@@ -515,10 +532,7 @@ int main(int argc, char **argv)
 		json_object_set_new(req, "action", json_string(args[0]));
 		json_object_set_new(req, "name", json_string(args[1]));
 	}
-	err = bpftel_ctl_call(socket_path, req,
-			      strcmp(cmd->name, "module") ? BPFTEL_CTL_TIMEOUT_MS
-							  : BPFTEL_CTL_SLOW_TIMEOUT_MS,
-			      &resp, errbuf, sizeof(errbuf));
+	err = bpftel_ctl_call(socket_path, req, timeout_ms, &resp, errbuf, sizeof(errbuf));
 	json_decref(req);
 	if (err)
 		return report_connect_error(err, socket_path, errbuf);

@@ -8,7 +8,7 @@
 #include <jansson.h>
 
 /* `bpftel top`: its own loop (top.c). Returns the exit status. */
-int bpftel_top(const char *sock, bool json);
+int bpftel_top(const char *sock, bool json, int timeout_ms);
 /* top's rates between two samples (stats and errors answers, taken at ta and tb s). */
 json_t *bpftel_top_rates(json_t *stats_a, json_t *errors_a, double ta, json_t *stats_b,
 			 json_t *errors_b, double tb);

@@ -115,6 +115,9 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* How long a call waits for the answer: --timeout, set once by bpftel_top(). */
+static int call_timeout_ms = BPFTEL_CTL_TIMEOUT_MS;
+
 /* The agent's answer to cmd, or NULL with why in err (escaped: it may quote the
  * answer of whatever listens at sock). */
 static json_t *call(const char *sock, const char *cmd, char *err, size_t size)
@@ -122,7 +125,7 @@ static json_t *call(const char *sock, const char *cmd, char *err, size_t size)
 	json_t *req = json_pack("{s:s}", "cmd", cmd), *resp = NULL;
 	int e;
 
-	e = bpftel_ctl_call(sock, req, BPFTEL_CTL_TIMEOUT_MS, &resp, err, size);
+	e = bpftel_ctl_call(sock, req, call_timeout_ms, &resp, err, size);
 	json_decref(req);
 	if (e) {
 		char msg[256];
@@ -414,7 +417,7 @@ static void term_size(int *rows, int *cols)
 	}
 }
 
-int bpftel_top(const char *sock, bool json)
+int bpftel_top(const char *sock, bool json, int timeout_ms)
 {
 	struct sample prev = {0}, cur = {0};
 	bool live = !json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
@@ -423,6 +426,8 @@ int bpftel_top(const char *sock, bool json)
 	char ch, err[512];
 	double due;
 	json_t *r;
+
+	call_timeout_ms = timeout_ms;
 
 	if (take(sock, &prev, err, sizeof(err))) {
 		fprintf(stderr, "bpftel top: %s\n", err);
