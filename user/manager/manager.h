@@ -409,8 +409,12 @@ size_t bpftel_links_pending(void);
 /* Links released since the process started: a count that only grows, for tests that
  * check a stop handed its links over (bpftel_links_pending() may be 0 again by then). */
 uint64_t bpftel_links_released(void);
-/* Wait until every released link is destroyed. bpftel_manager__free does. */
+/* Wait until every released link is destroyed. bpftel_manager__free does. The
+ * reaper's threads may still be exiting when it returns. */
 void bpftel_links_settle(void);
+/* The reaper threads' name (comm): short-lived threads, left out by whoever counts a
+ * component's own threads. */
+#define BPFTEL_REAPER_THREAD_NAME "bpftel-reaper"
 
 /* ---- helpers ---- */
 

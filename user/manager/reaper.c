@@ -77,6 +77,9 @@ static void *reaper_main(void *arg)
 	struct queue *q = arg;
 	struct node *n;
 
+	/* Named: short-lived, they come and go with releases (`top -H`, and the tests
+	 * that count a component's own threads leave them out). */
+	pthread_setname_np(pthread_self(), BPFTEL_REAPER_THREAD_NAME);
 	pthread_mutex_lock(&reaper.lock);
 	while ((n = q->head)) {
 		q->head = n->next;
