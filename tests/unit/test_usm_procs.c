@@ -305,12 +305,13 @@ static void test_gone_named_by_watcher(void **state)
 	struct usm_procs *p = *state;
 	struct usm_proc out;
 	bool gone = false;
+	uint32_t evicted;
 
 	assert_false(usm_procs_name(p, PID, "curl")); /* not in the table */
 	fake.start = 0;
-	assert_false(usm_procs_note_gone(p, PID, &gone));
+	assert_false(usm_procs_note_gone(p, PID, &gone, &evicted));
 	assert_true(gone);
-	assert_false(usm_procs_note_gone(p, PID, &gone)); /* known now: nothing to say */
+	assert_false(usm_procs_note_gone(p, PID, &gone, &evicted)); /* known now: nothing to say */
 	assert_false(gone);
 	assert_false(usm_procs_name(p, PID, ""));
 	assert_true(usm_procs_name(p, PID, "curl-with-a-long-name"));
@@ -324,7 +325,7 @@ static void test_gone_named_by_watcher(void **state)
 	/* The pid given to B before any sweep found the first one gone: B's first message
 	 * finds B, not a process named after the first. */
 	fake = proc_b;
-	assert_true(usm_procs_note_gone(p, PID, &gone));
+	assert_true(usm_procs_note_gone(p, PID, &gone, &evicted));
 	assert_false(gone);
 	assert_false(usm_procs_name(p, PID, "curl"));
 	assert_proc(p, &proc_b);
@@ -418,7 +419,7 @@ static void test_full_gone_gives_way(void **state)
 		.start = many_start, .describe = many_describe, .runs = many_runs};
 	struct usm_procs *p = usm_procs_new_hooks(&hooks);
 	struct usm_proc out;
-	uint32_t pid;
+	uint32_t pid, evicted;
 
 	(void)state;
 	assert_non_null(p);
@@ -437,6 +438,41 @@ static void test_full_gone_gives_way(void **state)
 	assert_string_equal(out.comm, "p3");
 	assert_true(usm_procs_get(p, 2, &out));
 	assert_true(usm_procs_get(p, USM_PROCS_MAX, &out));
+	/* The caller is told whose place it took: to fold its rows at once. */
+	assert_false(usm_procs_note_gone(p, 100002, NULL, &evicted));
+	assert_int_equal(evicted, 3);
+	assert_false(usm_procs_note_gone(p, 100002, NULL, &evicted)); /* known now */
+	assert_int_equal(evicted, 0);
+	usm_procs_free(p);
+}
+
+/* A process refused while the table was full of running ones is learned at its next
+ * message once some are gone (their places given), without waiting for them to be
+ * forgotten. */
+static void test_refused_retried_when_gone(void **state)
+{
+	static const struct usm_procs_hooks hooks = {
+		.start = many_start, .describe = many_describe, .runs = many_runs};
+	struct usm_procs *p = usm_procs_new_hooks(&hooks);
+	struct usm_proc out;
+	uint32_t pid;
+
+	(void)state;
+	assert_non_null(p);
+	many_odd_gone = false;
+	for (pid = 1; pid <= USM_PROCS_MAX; pid++)
+		usm_procs_note(p, pid);
+	usm_procs_note(p, 100000);
+	assert_false(usm_procs_get(p, 100000, &out));
+	assert_int_equal(usm_procs_dropped(p), 1);
+	usm_procs_note(p, 100000); /* refused: not read again */
+	assert_false(usm_procs_get(p, 100000, &out));
+	many_odd_gone = true;
+	usm_procs_sweep(p, 1000, GRACE); /* gone, in their grace: still in the table */
+	usm_procs_note(p, 100000);
+	assert_true(usm_procs_get(p, 100000, &out));
+	assert_string_equal(out.comm, "p100000");
+	assert_int_equal(usm_procs_dropped(p), 1);
 	usm_procs_free(p);
 }
 
@@ -450,6 +486,7 @@ int main(void)
 		F(test_reuse_after_exit_seen),	   F(test_reuse_while_learning),
 		F(test_gone_before_noted),	   F(test_gone_named_by_watcher),
 		F(test_failed_read_not_gone),	   cmocka_unit_test(test_full_gone_gives_way),
+		cmocka_unit_test(test_refused_retried_when_gone),
 	};
 #undef F
 

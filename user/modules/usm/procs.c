@@ -119,7 +119,7 @@ static size_t oldest_gone(const struct usm_procs *p)
  * rows under its own name) ends early, folded into "(exited)", rather than a running
  * process go undescribed (one user's stream of short-lived processes would otherwise
  * keep every other new process out for their grace). */
-static bool insert(struct usm_procs *p, const struct usm_proc *e)
+static bool insert(struct usm_procs *p, const struct usm_proc *e, uint32_t *evicted)
 {
 	size_t i;
 
@@ -127,6 +127,7 @@ static bool insert(struct usm_procs *p, const struct usm_proc *e)
 		i = oldest_gone(p);
 		if (i == p->n)
 			return false;
+		*evicted = p->procs[i].pid;
 		memmove(&p->procs[i], &p->procs[i + 1], (p->n - i - 1) * sizeof(*p->procs));
 		p->n--;
 	}
@@ -185,14 +186,17 @@ static void refuse_locked(struct usm_procs *p, uint32_t pid)
 
 bool usm_procs_note(struct usm_procs *p, uint32_t pid)
 {
-	return usm_procs_note_gone(p, pid, NULL);
+	uint32_t evicted;
+
+	return usm_procs_note_gone(p, pid, NULL, &evicted);
 }
 
-bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone)
+bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone, uint32_t *evicted)
 {
 	struct usm_proc e, *was;
 	bool known, reused = false;
 
+	*evicted = 0;
 	if (gone)
 		*gone = false;
 	if (!pid)
@@ -211,7 +215,7 @@ bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone)
 	pthread_mutex_lock(&p->lock);
 	was = find(p, pid);
 	if (!was) {
-		if (!insert(p, &e))
+		if (!insert(p, &e, evicted))
 			refuse_locked(p, pid);
 		else if (gone)
 			*gone = !e.start;
@@ -274,8 +278,9 @@ bool usm_procs_shown(struct usm_procs *p, uint32_t pid, uint64_t now_ns, uint64_
 
 	pthread_mutex_lock(&p->lock);
 	e = find(p, pid);
-	/* Found gone once, gone for good: a process with the pid now is another one,
-	 * which its first message will note. */
+	/* Found gone once, gone here: a process with the pid now is another one, which
+	 * its first message will note (or the same one, its start time read again: a
+	 * failed read had found it gone; usm_procs_note_gone() makes it running). */
 	if (e && (!running || e->gone_ns)) {
 		if (!e->gone_ns)
 			e->gone_ns = now_ns;
@@ -315,6 +320,7 @@ void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns)
 	size_t n, i, kept;
 	struct proc_look *look;
 	struct usm_proc *e;
+	bool room = false;
 
 	/* Start times read without the lock: /proc of other processes. */
 	n = running_entries(p, &look);
@@ -333,10 +339,11 @@ void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns)
 		e = &p->procs[i];
 		if (!e->gone_ns || now_ns - e->gone_ns < grace_ns)
 			p->procs[kept++] = *e;
+		room |= e->gone_ns != 0; /* a gone one gives way (insert()) */
 	}
 	p->n = kept;
-	if (p->n < USM_PROCS_MAX)
-		p->nrefused = p->next_refused = 0; /* room: learned at their next message */
+	if (room || p->n < USM_PROCS_MAX)
+		p->nrefused = p->next_refused = 0; /* learned at their next message */
 	pthread_mutex_unlock(&p->lock);
 	free(look);
 }

@@ -3,8 +3,9 @@
  * What USM shows of a process beside its endpoint rows: its name, cgroup and
  * container (user/common/cgroup.h), read from /proc once, when the process first sends
  * or receives an HTTP message, outside every lock; forgotten a grace period after it
- * exits (its rows fold into "(exited)" then, not before). Bounded:
- * beyond USM_PROCS_MAX processes, new ones are shown without (counted).
+ * exits (its rows fold into "(exited)" then). Bounded: with USM_PROCS_MAX processes
+ * known, the one gone the longest gives a new one its place (its grace ends then);
+ * with none gone, new ones are shown without (counted).
  *
  * A pid names a process only with its start time: once the process of an entry is
  * gone (its pid not running, or running with another start time, as the sweep reads
@@ -52,8 +53,11 @@ void usm_procs_free(struct usm_procs *p);
  * and is now the new one's: what was recorded under the pid before is the old one's.
  */
 bool usm_procs_note(struct usm_procs *p, uint32_t pid);
-/* The same; *gone set when pid was new and already gone, nothing read of it ("?"). */
-bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone);
+/* The same; *gone set when pid was new and already gone, nothing read of it ("?");
+ * *evicted the pid of a gone process whose entry gave pid's its place (the table
+ * full), else 0: its grace ends now, its rows are to fold into "(exited)" at once
+ * (else a process given its pid later would be taken for it). */
+bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone, uint32_t *evicted);
 /*
  * Name a process that was gone before anything was read of it (a curl that exited
  * before the agent read its first message) after what the watcher saw of it (its
@@ -71,7 +75,9 @@ uint64_t usm_procs_start(struct usm_procs *p, uint32_t pid);
  * grace_ns after the first call that found it gone, so that a short-lived client (a
  * curl) can still be read under its pid and name a moment after it exited. A pid the
  * table does not know is shown as itself only while it runs. A process found gone
- * stays gone when its pid runs again: that is another process, shown once noted.
+ * stays gone when its pid runs again with another start time: that is another
+ * process, shown once noted (with the same start time, a failed read had found it
+ * gone: a message of it makes it running again).
  */
 bool usm_procs_shown(struct usm_procs *p, uint32_t pid, uint64_t now_ns, uint64_t grace_ns);
 /* Find the processes that exited since the last sweep, by their start times (read

@@ -231,10 +231,13 @@ static bool other_pid(uint32_t pid, void *ctx)
  */
 static bool note_proc(struct bpftel_usm *u, uint32_t pid)
 {
+	uint32_t evicted;
 	bool gone;
 
-	if (usm_procs_note_gone(u->procs, pid, &gone))
+	if (usm_procs_note_gone(u->procs, pid, &gone, &evicted))
 		usm_endpoints_sweep(u->endpoints, other_pid, &pid);
+	if (evicted) /* its grace cut short: folded now, before its pid is another's */
+		usm_endpoints_sweep(u->endpoints, other_pid, &evicted);
 	return gone;
 }
 
