@@ -350,12 +350,11 @@ static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 		int e;
 
 		if (mk[i].op == TLM_OP_RB_RESERVE || mk[i].op == TLM_OP_RB_OUTPUT) {
-			/* Read and deleted in one step: a failure the module's programs count
-			 * meanwhile (they run until detached) is in the sum or in a new entry,
-			 * not lost between a read and a delete (a program that looked the
-			 * entry up just before may still add to it after: those few are);
-			 * and an entry that could not be deleted is not retired, to be read
-			 * again live, not counted twice. */
+			/* Read and deleted in one step, after the stop (tlm_after_stop): a
+			 * program that read the stop gate open just before it closed may still
+			 * count, for microseconds (module.c), in the sum or a new entry, not
+			 * lost between a read and a delete; and an entry that could not be
+			 * deleted is not retired, to be read again live, not counted twice. */
 			e = percpu_take(t->map_errors_fd, &mk[i], &v);
 			if (!e)
 				in->retired_rb += v;

@@ -9,7 +9,8 @@
  *   after_init   start reporting m (programs, maps, counters)
  *   before_stop  stop reporting m
  *   after_stop   delete every counter of m's keys, once its programs are inert or
- *                detached (never while they may hold an entry they looked up)
+ *                detached (not while they run: a program that read the stop gate
+ *                open just before it closed may still, for microseconds, module.c)
  * so that a module starts again with no leftover entry, in any order with the others.
  *
  * Also: per-program run count and run time (BPF_ENABLE_STATS, held always, on a duty

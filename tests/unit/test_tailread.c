@@ -132,6 +132,23 @@ static void test_refused(void **state)
 	static const unsigned char sp_moved[] = {0x48, 0x89, 0xec, 0x48, 0x89, 0xf2, 0xbe,
 						 0x17, 0x00, 0x00, 0x00, 0xe9, 0x00, 0x02,
 						 0x00, 0x00};
+	/* Pushes capstone does not list as writes of rsp, or of another size than their
+	 * operand says, and a pop into rsp; each then mov %rsi,%rdx; mov $0x17,%esi;
+	 * jmp y. push %fs: */
+	static const unsigned char seg_pushed[] = {0x0f, 0xa0, 0x48, 0x89, 0xf2, 0xbe, 0x17,
+						   0x00, 0x00, 0x00, 0xe9, 0x00, 0x02, 0x00,
+						   0x00};
+	/* enter $0,$0 */
+	static const unsigned char entered[] = {0xc8, 0x00, 0x00, 0x00, 0x48, 0x89, 0xf2, 0xbe,
+						0x17, 0x00, 0x00, 0x00, 0xe9, 0x00, 0x02, 0x00,
+						0x00};
+	/* pushw $1; add $8,%rsp: 2 bytes pushed, 8 taken off */
+	static const unsigned char pushw[] = {0x66, 0x6a, 0x01, 0x48, 0x83, 0xc4, 0x08, 0x48,
+					      0x89, 0xf2, 0xbe, 0x17, 0x00, 0x00, 0x00, 0xe9,
+					      0x00, 0x02, 0x00, 0x00};
+	/* push %rbx; pop %rsp: rsp is what was pushed, not 8 higher */
+	static const unsigned char pop_rsp[] = {0x53, 0x5c, 0x48, 0x89, 0xf2, 0xbe, 0x17, 0x00,
+						0x00, 0x00, 0xe9, 0x00, 0x02, 0x00, 0x00};
 	/* syscall with the buffer in rsi: read(2) straight into it */
 	static const unsigned char sys[] = {0x0f, 0x05, 0xc3};
 	long t[BPFTEL_TAIL_READS_MAX];
@@ -151,6 +168,10 @@ static void test_refused(void **state)
 	assert_int_equal(reads(framed, sizeof(framed), t), -1);
 	assert_int_equal(reads(two_depths, sizeof(two_depths), t), -1);
 	assert_int_equal(reads(sp_moved, sizeof(sp_moved), t), -1);
+	assert_int_equal(reads(seg_pushed, sizeof(seg_pushed), t), -1);
+	assert_int_equal(reads(entered, sizeof(entered), t), -1);
+	assert_int_equal(reads(pushw, sizeof(pushw), t), -1);
+	assert_int_equal(reads(pop_rsp, sizeof(pop_rsp), t), -1);
 }
 
 /* What is accepted: reads of the buffer pointer that cannot fill it, and code with no

@@ -140,26 +140,69 @@ static int regs_read(csh cs, const cs_insn *insn, int *out)
 	return n;
 }
 
-/* rsp after insn, which writes it: a push or pop of op[0]'s size, an add or sub of a
- * constant; anything else loses it. */
-static void step_sp(const cs_insn *insn, struct regs *st)
+/*
+ * How insn moves rsp, decided by what the instruction is (capstone does not list rsp
+ * among what some of them write: a push of a segment register, enter): *d, and true;
+ * false when it moves rsp in a way not followed (enter, leave, a pop into rsp, a push
+ * or pop of a segment register, any other write of rsp than an add or sub of a
+ * constant). writes_rsp: capstone lists rsp among the registers insn writes.
+ */
+static bool sp_delta(const cs_insn *insn, bool writes_rsp, int64_t *d)
 {
 	const cs_x86 *x = &insn->detail->x86;
 	const cs_x86_op *op = x->operands;
+	int g, w = 0;
+
+	*d = 0;
+	switch (insn->id) {
+	case X86_INS_PUSH:
+	case X86_INS_POP:
+		if (x->op_count != 1)
+			return false;
+		if (op[0].type == X86_OP_REG) {
+			g = gpr_of(op[0].reg, &w);
+			if (g < 0 || (insn->id == X86_INS_POP && g == GPR_RSP))
+				return false;
+		} else if (op[0].type == X86_OP_IMM) {
+			w = x->prefix[2] == 0x66 ? 2 : 8; /* pushw: the operand-size override */
+		} else {
+			w = op[0].size;
+		}
+		if (w != 8 && w != 2)
+			return false;
+		*d = insn->id == X86_INS_PUSH ? -w : w;
+		return true;
+	case X86_INS_PUSHFQ:
+		*d = -8;
+		return true;
+	case X86_INS_POPFQ:
+		*d = 8;
+		return true;
+	case X86_INS_SUB:
+	case X86_INS_ADD:
+		if (!writes_rsp)
+			return true;
+		if (x->op_count != 2 || op[0].type != X86_OP_REG || op[0].reg != X86_REG_RSP ||
+		    op[1].type != X86_OP_IMM || op[1].imm <= -0x100000 || op[1].imm >= 0x100000)
+			return false;
+		*d = insn->id == X86_INS_ADD ? op[1].imm : -op[1].imm;
+		return true;
+	case X86_INS_ENTER:
+	case X86_INS_LEAVE:
+	case X86_INS_PUSHF:
+	case X86_INS_POPF:
+		return false;
+	default:
+		return !writes_rsp;
+	}
+}
+
+/* rsp after insn (sp_delta()), or lost. */
+static void step_sp(const cs_insn *insn, bool writes_rsp, struct regs *st)
+{
 	int64_t d;
 
-	if ((insn->id == X86_INS_PUSH || insn->id == X86_INS_POP) && x->op_count == 1 &&
-	    (op[0].size == 8 || op[0].size == 2)) {
-		d = insn->id == X86_INS_PUSH ? -(int64_t)op[0].size : op[0].size;
-	} else if ((insn->id == X86_INS_SUB || insn->id == X86_INS_ADD) && x->op_count == 2 &&
-		   op[0].type == X86_OP_REG && op[0].reg == X86_REG_RSP &&
-		   op[1].type == X86_OP_IMM && op[1].imm > -0x100000 && op[1].imm < 0x100000) {
-		d = insn->id == X86_INS_ADD ? op[1].imm : -op[1].imm;
-	} else {
-		st->sp_lost = true;
-		return;
-	}
-	if (st->sp + d < -0x1000000 || st->sp + d > 0x1000000)
+	if (!sp_delta(insn, writes_rsp, &d) || st->sp + d < -0x1000000 || st->sp + d > 0x1000000)
 		st->sp_lost = true;
 	else
 		st->sp += (int32_t)d;
@@ -180,12 +223,9 @@ static bool step(csh cs, const cs_insn *insn, struct regs *st)
 	if (nreads < 0 || cs_regs_access(cs, insn, rd, &nrd, wr, &nwr) != CS_ERR_OK)
 		return false;
 	reads_data = data_in(st, reads, nreads);
-	for (i = 0; i < nwr; i++) {
-		if (gpr_of(wr[i], &w) == GPR_RSP) {
-			step_sp(insn, st);
-			break;
-		}
-	}
+	for (i = 0; i < nwr && gpr_of(wr[i], &w) != GPR_RSP; i++)
+		;
+	step_sp(insn, i < nwr, st);
 
 	/* mov %r64,%r64: a copy */
 	if (insn->id == X86_INS_MOV && x->op_count == 2 && op[0].type == X86_OP_REG &&

@@ -18,8 +18,11 @@
  * bpftel_tail_reads() proves that from the function's code, decoded with capstone
  * along every path from its entry: each register is followed as the function's first
  * argument (the session), its second (the data pointer), a small constant, or
- * unknown. A call or a jump out of the function with the session in rdi, the type in
- * esi and the data pointer in rdx is a typed read, and its target is returned. It
+ * unknown; and the stack pointer's depth from the entry's, through pushes, pops and
+ * constant adds and subs. A call or a jump out of the function with the session in
+ * rdi, the type in esi and the data pointer in rdx is a typed read, and its target is
+ * returned: a jump only at the entry's depth, where the return address is on top as
+ * its uretprobe needs (refused elsewhere, or where the depth is not followed). It
  * refuses (-1) when the data pointer could reach the caller's data any other way:
  * stored to memory, written through, or in a register at any other call or jump out;
  * and when the code has an indirect branch, an instruction capstone cannot decode,

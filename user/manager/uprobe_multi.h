@@ -28,9 +28,11 @@ struct bpf_program;
 
 /*
  * Does this kernel create multi-uprobe links? 0, or a negative errno with a one-line
- * reason in reason. Tried once, for real: a two-instruction program on a function of
- * this process's own binary, filtered to this process. The answer is cached; a fault
- * set with bpftel_uprobe_multi_set_fault() replaces it (tests).
+ * reason in reason. Tried for real: a two-instruction program on a function of this
+ * process's own binary, filtered to this process. The kernel's answer is cached (it
+ * worked, or EINVAL, EOPNOTSUPP, ENOTSUPP, EPERM, ENOENT); another failure, of the
+ * moment (out of fds or memory), is tried again at the next call. A fault set with
+ * bpftel_uprobe_multi_set_fault() replaces it (tests).
  */
 int bpftel_uprobe_multi_detect(char *reason, size_t len);
 /* Make detection answer err (a negative errno), as a kernel without them would; 0

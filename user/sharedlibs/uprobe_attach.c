@@ -463,7 +463,7 @@ static void share_callee(const struct mod_entry *me, enum shlib_lib lib, int fd,
 	if (s->lib != lib || !s->shares_callee || pts[i].err || pts[i].n != 1)
 		return;
 	for (k = 0; k < n; k++) {
-		/* In the same segment as this one, by its symbol: see shared_callee(). */
+		/* In the same segment as this one, by its symbol (codemove.h). */
 		if (!strcmp(reqs[k].name, s->shares_callee) && reqs[k].code_lo == pts[i].code_lo &&
 		    reqs[k].code_hi == pts[i].code_hi)
 			other = reqs[k].offset;
