@@ -232,6 +232,10 @@ def main():
         finally:
             app.kill()
             app.wait()
+        # Deleted by the module's sweep (without it the mark would stay for good): as the
+        # process's, or as older than 10 s where this machine took that long. Which rule
+        # deleted it is not told here; test_bpf_usm test_tls_write_retry_sweep checks
+        # each rule apart.
         wait_for(lambda: retry_marks_of(agent, app.pid) == 0, 60,
                  "the sweep to delete the mark of a process gone")
 
