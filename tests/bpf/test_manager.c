@@ -834,7 +834,7 @@ static void test_consumer_no_callback_after_stop(void **state)
 	assert_int_equal(bpftel_module__run(f->tm->module), 0);
 	test_trigger_events(1);
 	assert_int_equal(test_wait_events(f->tm, 1, 30000), 1);
-	f->tm->callback_us = 1000;
+	__atomic_store_n(&f->tm->callback_us, 1000, __ATOMIC_RELAXED);
 	test_trigger_events(200);
 	assert_int_equal(bpftel_module__stop(f->tm->module), 0);
 	__atomic_store_n(&f->tm->stopped, 1, __ATOMIC_RELEASE);
@@ -844,7 +844,7 @@ static void test_consumer_no_callback_after_stop(void **state)
 	usleep(300000);
 	assert_int_equal(__atomic_load_n(&f->tm->events, __ATOMIC_RELAXED), seen);
 	assert_int_equal(__atomic_load_n(&f->tm->late, __ATOMIC_RELAXED), 0);
-	f->tm->callback_us = 0;
+	__atomic_store_n(&f->tm->callback_us, 0, __ATOMIC_RELAXED);
 }
 
 /* ---- shared components ---- */

@@ -16,8 +16,10 @@ static int on_event(void *ctx, void *data, size_t size)
 
 	(void)data;
 	(void)size;
-	if (tm->callback_us)
-		usleep((useconds_t)tm->callback_us);
+	int us = __atomic_load_n(&tm->callback_us, __ATOMIC_RELAXED);
+
+	if (us)
+		usleep((useconds_t)us);
 	__atomic_add_fetch(&tm->events, 1, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&tm->stopped, __ATOMIC_ACQUIRE))
 		__atomic_add_fetch(&tm->late, 1, __ATOMIC_RELAXED);

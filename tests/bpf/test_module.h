@@ -25,7 +25,7 @@ struct test_module {
 	unsigned long events; /* atomic */
 	unsigned long late;   /* atomic: callbacks after `stopped` was set */
 	int stopped;	      /* atomic: set by the test after stop returned */
-	int callback_us;      /* each callback takes this long: a consumer that lags */
+	int callback_us;      /* atomic: each callback takes this long, a consumer that lags */
 	__u64 last_mask;      /* shared: last set_subscriptions mask */
 };
 
