@@ -146,6 +146,11 @@ static void test_refused(void **state)
 	static const unsigned char pushw[] = {0x66, 0x6a, 0x01, 0x48, 0x83, 0xc4, 0x08, 0x48,
 					      0x89, 0xf2, 0xbe, 0x17, 0x00, 0x00, 0x00, 0xe9,
 					      0x00, 0x02, 0x00, 0x00};
+	/* 66 48 6a 01 (REX.W wins over 0x66: 8 bytes pushed, capstone says a word);
+	 * add $2,%rsp: 6 bytes still on the stack */
+	static const unsigned char rexw_pushw[] = {0x66, 0x48, 0x6a, 0x01, 0x48, 0x83, 0xc4,
+						   0x02, 0x48, 0x89, 0xf2, 0xbe, 0x17, 0x00,
+						   0x00, 0x00, 0xe9, 0x00, 0x02, 0x00, 0x00};
 	/* push %rbx; pop %rsp: rsp is what was pushed, not 8 higher */
 	static const unsigned char pop_rsp[] = {0x53, 0x5c, 0x48, 0x89, 0xf2, 0xbe, 0x17, 0x00,
 						0x00, 0x00, 0xe9, 0x00, 0x02, 0x00, 0x00};
@@ -172,6 +177,7 @@ static void test_refused(void **state)
 	assert_int_equal(reads(entered, sizeof(entered), t), -1);
 	assert_int_equal(reads(pushw, sizeof(pushw), t), -1);
 	assert_int_equal(reads(pop_rsp, sizeof(pop_rsp), t), -1);
+	assert_int_equal(reads(rexw_pushw, sizeof(rexw_pushw), t), -1);
 }
 
 /* What is accepted: reads of the buffer pointer that cannot fill it, and code with no

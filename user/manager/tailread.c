@@ -157,7 +157,8 @@ static bool sp_delta(const cs_insn *insn, bool writes_rsp, int64_t *d)
 	switch (insn->id) {
 	case X86_INS_PUSH:
 	case X86_INS_POP:
-		if (x->op_count != 1)
+		/* 0x66 with REX.W: 8 bytes move, whatever capstone says the operand is */
+		if (x->op_count != 1 || (x->prefix[2] == 0x66 && (x->rex & 8)))
 			return false;
 		if (op[0].type == X86_OP_REG) {
 			g = gpr_of(op[0].reg, &w);
