@@ -20,9 +20,12 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
@@ -214,6 +217,14 @@ static void test_relative_paths_stay_beneath(void **state)
 	assert_int_equal(why, BPFTEL_REFUSED__COUNT);
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static int renaming;
 static unsigned int rename_go, rename_done; /* opens to race, opens raced */
 static int rename_opened; /* the open being raced returned: no more pairs for it */
@@ -221,8 +232,9 @@ static int rename_opened; /* the open being raced returned: no more pairs for it
 /* Renames on the host, each moving the rename seqlock that a walk's ".." under
  * RESOLVE_IN_ROOT checks: up to RENAME_PAIRS pairs per open, made while that open
  * walks, in lockstep with it. So a walk is raced now and then on any machine (the
- * renames start as the open does), at most 2 x RENAME_PAIRS times in a row (the
- * open's 8 tries outlast them), however slow the machine or its scheduling. */
+ * renames start as the open does), at most 2 x RENAME_PAIRS times in a row by these
+ * (the open's 8 tries outlast them), however slow the machine or its scheduling;
+ * renames elsewhere on the host (the seqlock is global) come on top. */
 #define RENAME_PAIRS 3
 static void *rename_loop(void *arg)
 {
@@ -262,6 +274,7 @@ static void test_dotdot_while_renaming(void **state)
 	pthread_t th;
 	struct stat st;
 	int fd, i, failed = 0;
+	double deadline;
 
 	__atomic_store_n(&renaming, 1, __ATOMIC_RELEASE);
 	assert_int_equal(pthread_create(&th, NULL, rename_loop, f->dir), 0);
@@ -274,16 +287,18 @@ static void test_dotdot_while_renaming(void **state)
 			failed++;
 		else
 			close(fd);
-		/* Its renames done before the next open (a deadline: the thread may have
-		 * stopped on a failed rename). */
-		for (int w = 0; w < 3000000 && __atomic_load_n(&rename_done, __ATOMIC_ACQUIRE) !=
-							(unsigned int)i;
-		     w++)
+		/* Its renames done before the next open (60 s at most: the thread may have
+		 * stopped on a failed rename, or a file system stall hold it). */
+		deadline = mono_s() + 60;
+		while (__atomic_load_n(&rename_done, __ATOMIC_ACQUIRE) != (unsigned int)i &&
+		       mono_s() < deadline)
 			sched_yield();
-		assert_int_equal(__atomic_load_n(&rename_done, __ATOMIC_ACQUIRE), i);
+		if (__atomic_load_n(&rename_done, __ATOMIC_ACQUIRE) != (unsigned int)i)
+			break;
 	}
 	__atomic_store_n(&renaming, 0, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
+	assert_int_equal(__atomic_load_n(&rename_done, __ATOMIC_ACQUIRE), 3000);
 	assert_int_equal(failed, 0);
 }
 
@@ -376,8 +391,11 @@ static void test_absolute_path_without_openat2(void **state)
 {
 	struct fixture *f = *state;
 	struct sock_filter code[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 437 /* __NR_openat2, x86-64 */, 0, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
@@ -399,6 +417,8 @@ static void test_absolute_path_without_openat2(void **state)
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 4)
+		skip(); /* no seccomp filters here: the case cannot be staged */
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
