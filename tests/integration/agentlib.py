@@ -124,11 +124,11 @@ class Agent:
         return self.cli("stats", check=False).returncode == 0
 
     def cli(self, *args, check=True):
-        # The agent's answer waited for 60 s, not the CLI's 5: a loaded machine (a
-        # sanitizer's build, the tests' own load) may answer late, and these tests
-        # check that it answers, not how soon (tools/bench times it).
-        res = subprocess.run([self.cli_bin, "--socket", self.socket, "--timeout", "60", *args],
-                             capture_output=True, text=True, timeout=90)
+        # The agent's answer waited for 150 s, not the CLI's 5 (120 for `module`): a
+        # loaded machine (a sanitizer's build, the tests' own load) may answer late,
+        # and these tests check that it answers, not how soon (tools/bench times it).
+        res = subprocess.run([self.cli_bin, "--socket", self.socket, "--timeout", "150",
+                              *args], capture_output=True, text=True, timeout=180)
         if check and res.returncode != 0:
             dead = self.proc.poll()
             if dead is None and "Connection refused" in res.stderr:

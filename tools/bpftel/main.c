@@ -27,7 +27,7 @@ static const struct bpftel_cli_section *const sections[] = {
 #define NSECTIONS (sizeof(sections) / sizeof(sections[0]))
 
 static const char usage_text[] =
-	"Usage: bpftel [--socket PATH] <command> [--json]\n"
+	"Usage: bpftel [--socket PATH] [--timeout SECS] <command> [--json]\n"
 	"\n"
 	"Query a running bpftel-agent.\n"
 	"\n"
@@ -54,8 +54,8 @@ static const char usage_tail[] =
 	"Options (before or after the command):\n"
 	"  -s, --socket PATH   agent control socket (default " BPFTEL_CTL_SOCKET_DEFAULT ")\n"
 	"  -j, --json          print the agent's answer as one JSON document\n"
-	"  -t, --timeout SECS  how long to wait for the agent's answer (default 5;\n"
-	"                      module actions 120): more on a host that is very busy\n"
+	"  -t, --timeout SECS  how long to wait for the agent's answer, 1 to 3600\n"
+	"                      (default 5; bpftel module 120): more on a busy host\n"
 	"  -h, --help          this text\n"
 	"  -V, --version       print the version and exit\n"
 	"\n"
