@@ -409,23 +409,32 @@ static void test_many_processes(void **state)
 	usm_procs_free(p);
 }
 
+/* A table of USM_PROCS_MAX running processes, pids 1 to USM_PROCS_MAX (many_start's). */
+static struct usm_procs *full_of_running(void)
+{
+	static const struct usm_procs_hooks hooks = {
+		.start = many_start, .describe = many_describe, .runs = many_runs};
+	struct usm_procs *p = usm_procs_new_hooks(&hooks);
+	uint32_t pid;
+
+	assert_non_null(p);
+	many_odd_gone = false;
+	for (pid = 1; pid <= USM_PROCS_MAX; pid++)
+		usm_procs_note(p, pid);
+	return p;
+}
+
 /* A table full of processes, half of them gone but in their grace: a new process takes
  * the place of one gone the longest (all gone at one sweep here: the first in pid
  * order), not refused; the running ones and the other gone ones keep theirs. Full of
  * running processes, a new one is refused: test_many_processes. */
 static void test_full_gone_gives_way(void **state)
 {
-	static const struct usm_procs_hooks hooks = {
-		.start = many_start, .describe = many_describe, .runs = many_runs};
-	struct usm_procs *p = usm_procs_new_hooks(&hooks);
+	struct usm_procs *p = full_of_running();
 	struct usm_proc out;
-	uint32_t pid, evicted;
+	uint32_t evicted;
 
 	(void)state;
-	assert_non_null(p);
-	many_odd_gone = false;
-	for (pid = 1; pid <= USM_PROCS_MAX; pid++)
-		usm_procs_note(p, pid);
 	many_odd_gone = true;
 	usm_procs_sweep(p, 1000, GRACE); /* the odd ones gone at 1000, kept for the grace */
 	assert_true(usm_procs_get(p, 1, &out));
@@ -451,17 +460,10 @@ static void test_full_gone_gives_way(void **state)
  * forgotten. */
 static void test_refused_retried_when_gone(void **state)
 {
-	static const struct usm_procs_hooks hooks = {
-		.start = many_start, .describe = many_describe, .runs = many_runs};
-	struct usm_procs *p = usm_procs_new_hooks(&hooks);
+	struct usm_procs *p = full_of_running();
 	struct usm_proc out;
-	uint32_t pid;
 
 	(void)state;
-	assert_non_null(p);
-	many_odd_gone = false;
-	for (pid = 1; pid <= USM_PROCS_MAX; pid++)
-		usm_procs_note(p, pid);
 	usm_procs_note(p, 100000);
 	assert_false(usm_procs_get(p, 100000, &out));
 	assert_int_equal(usm_procs_dropped(p), 1);
