@@ -22,13 +22,13 @@
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
+#include "user/common/ctl.h"
 #include "user/sharedlibs/procfile.h"
 
 struct fixture {
@@ -217,14 +217,6 @@ static void test_relative_paths_stay_beneath(void **state)
 	assert_int_equal(why, BPFTEL_REFUSED__COUNT);
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int renaming;
 static unsigned int rename_go, rename_done; /* opens to race, opens raced */
 static int rename_opened; /* the open being raced returned: no more pairs for it */
@@ -274,7 +266,7 @@ static void test_dotdot_while_renaming(void **state)
 	pthread_t th;
 	struct stat st;
 	int fd, i, failed = 0;
-	double deadline;
+	long long deadline;
 
 	__atomic_store_n(&renaming, 1, __ATOMIC_RELEASE);
 	assert_int_equal(pthread_create(&th, NULL, rename_loop, f->dir), 0);
@@ -289,9 +281,9 @@ static void test_dotdot_while_renaming(void **state)
 			close(fd);
 		/* Its renames done before the next open (60 s at most: the thread may have
 		 * stopped on a failed rename, or a file system stall hold it). */
-		deadline = mono_s() + 60;
+		deadline = bpftel_mono_ms() + 60000;
 		while (__atomic_load_n(&rename_done, __ATOMIC_ACQUIRE) != (unsigned int)i &&
-		       mono_s() < deadline)
+		       bpftel_mono_ms() < deadline)
 			sched_yield();
 		if (__atomic_load_n(&rename_done, __ATOMIC_ACQUIRE) != (unsigned int)i)
 			break;
