@@ -439,6 +439,25 @@ static void test_mapped_file(void **state)
 	close(fd);
 }
 
+/* A process that exited and is not reaped yet (a zombie: its stat still reads) has no
+ * root or directory left: gone (-ESRCH), not a path that led nowhere, which would ask
+ * the registry for a /proc scan. */
+static void test_exited_process_is_gone(void **state)
+{
+	struct fixture *f = *state;
+	enum bpftel_refusal why;
+	siginfo_t info;
+	struct stat st;
+
+	assert_int_equal(kill(f->child, SIGKILL), 0);
+	/* Wait for the exit, leaving the child a zombie (teardown reaps it). */
+	assert_int_equal(waitid(P_PID, (id_t)f->child, &info, WEXITED | WNOWAIT), 0);
+	assert_int_equal(open_as(f, AT_FDCWD, "/etc/inside", 0, 0, &st, &why), -ESRCH);
+	assert_int_equal(why, BPFTEL_REFUSED__COUNT);
+	assert_int_equal(open_as(f, AT_FDCWD, "libreal.so", 0, 0, &st, &why), -ESRCH);
+	assert_int_equal(why, BPFTEL_REFUSED__COUNT);
+}
+
 /* Mount lines: FUSE on the file's device, elsewhere, or none; a line too long to read
  * whole is taken as FUSE (on the device if its device is the file's). */
 static enum bpftel_fuse_view scan(const char *text, unsigned int major, unsigned int minor)
@@ -490,6 +509,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mapped_file, setup_chroot, teardown),
 		cmocka_unit_test_setup_teardown(test_absolute_path_without_openat2, setup_chroot,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_exited_process_is_gone, setup_cwd, teardown),
 		cmocka_unit_test(test_fuse_mount_lines),
 	};
 

@@ -238,6 +238,10 @@ static int open_path(const struct bpftel_procfile_target *t, enum bpftel_fuse_vi
 		return -EBADF;
 	}
 	dfd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	/* A process has a root and a directory until it exits; one that has let go of
+	 * them (exiting, or a zombie not yet reaped, whose stat still reads) is gone. */
+	if (dfd < 0 && errno == ENOENT && (t->path[0] == '/' || t->dirfd == AT_FDCWD))
+		return -ESRCH;
 	if (dfd < 0)
 		return -errno;
 	if (view != BPFTEL_FUSE_NONE)
