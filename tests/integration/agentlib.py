@@ -116,7 +116,9 @@ class Agent:
         self.proc = subprocess.Popen([agent_bin, "--socket", self.socket, *extra_args],
                                      stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})})
-        wait_for(self._answers, 30, "the agent to answer on its socket")
+        # Calibration, every BPF load and the start-up /proc scan come first (each of
+        # that scan's opens may take up to BPFTEL_PROCFILE_TIMEOUT_MS): generous.
+        wait_for(self._answers, 150, "the agent to answer on its socket")
 
     def _answers(self):
         if self.proc.poll() is not None:
@@ -158,7 +160,7 @@ class Agent:
             # What it holds in the kernel as it is told to stop, for released().
             self.bpf_held = held_bpf_ids(self.proc.pid)
             self.proc.send_signal(sig)
-            self.proc.wait(timeout=30)
+            self.proc.wait(timeout=150)
         self.log.close()
         return self.proc.returncode
 
@@ -195,17 +197,28 @@ def http_count(agent, **match):
     return sum(r["count"] for r in http_rows(agent, **match))
 
 
-def usm_settled(agent):
-    """Has USM's userspace taken every record its kernel side emitted so far? Once a
-    workload is done, its counts are then final: nothing of it is still in flight."""
-    counters = agent.json("http")["counters"]
-    # HTTP/2: the records made (one per call on a session, more for a call that fills
-    # one), but for those the ring buffer refused; h2c: the segments the socket filter
-    # sent.
-    emitted = (counters["tls_http"] + counters["packets_http"] + counters["h2_records"]
-               - counters["h2_lost"] + counters["h2c_packets"])
+def usm_emitted(agent):
+    """The records USM's kernel side has emitted so far: HTTP/2's (one per call on a
+    session, more for a call that fills one) but for those the ring buffer refused;
+    h2c's: the segments the socket filter sent."""
+    c = agent.json("http")["counters"]
+    return (c["tls_http"] + c["packets_http"] + c["h2_records"] - c["h2_lost"]
+            + c["h2c_packets"])
+
+
+def usm_taken(agent):
+    """The records USM's userspace has taken: processed, or dropped and counted."""
     loss = [x for x in agent.json("stats")["losses"] if x["module"] == "usm"][0]
-    return loss["processed"] + loss["queue_full"] + loss["too_big"] + loss["parse"] >= emitted
+    return loss["processed"] + loss["queue_full"] + loss["too_big"] + loss["parse"]
+
+
+def usm_settle(agent, timeout=60, what="USM's userspace to take every record"):
+    """Wait until USM's userspace has taken every record its kernel side had emitted
+    when this was called: once a workload is done, its counts are then final. The
+    target is read once: records emitted meanwhile (anyone's on the host) only move
+    the taken count past it, never the target out of reach."""
+    emitted = usm_emitted(agent)
+    wait_for(lambda: usm_taken(agent) >= emitted, timeout, what)
 
 
 def check(cond, msg):

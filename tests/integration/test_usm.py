@@ -21,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, held_bpf_ids,  # noqa: E402
-                      make_cert, run, start_http_server, usm_settled, wait_for)
+                      make_cert, run, start_http_server, usm_settle, wait_for)
 from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
 
@@ -29,7 +29,7 @@ from agentlib import http_count as count, http_rows as rows  # noqa: E402
 def wait_count(agent, want, what, **match):
     wait_for(lambda: count(agent, **match) >= want, 60, what)
     # Anything beyond want is in by the time every record emitted has been taken.
-    wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+    usm_settle(agent)
     got = count(agent, **match)
     check(got == want, f"{what}: {got}")
 

@@ -26,13 +26,13 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import (Agent, check, make_cert, require_root, skip,  # noqa: E402
-                      usm_settled, wait_for)
+                      usm_settle, wait_for)
 from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
 
 def settled_count(agent, want, what, **match):
     wait_for(lambda: count(agent, **match) >= want, 30, what)
-    wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+    usm_settle(agent)
     got = count(agent, **match)
     check(got == want, f"{what}: {got}")
 

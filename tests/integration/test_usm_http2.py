@@ -27,7 +27,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import (LIBSSL_PROBES, Agent, check, free_port,  # noqa: E402
                       make_cert, require_root, run,
-                      skip, usm_settled, wait_for)
+                      skip, usm_settle, wait_for)
 from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
 SECRET = "payload-secret-7f3a9c"  # the served files' content: never in any output
@@ -84,7 +84,7 @@ def settled_count(agent, want, what, **match):
         print(f"h2c: {c['h2c']}, h2c_packets {c['h2c_packets']}, packets {c['packets']}, "
               f"unattributed {c['unattributed']}, pairing {c['pairing']}")
         raise
-    wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+    usm_settle(agent)
     got = count(agent, **match)
     check(got == want, f"{what}: {got}")
 
@@ -113,7 +113,7 @@ def upgrade_h2c(agent):
                       status=101, side="server", pid=server.pid)
         wait_for(lambda: agent.json("http")["counters"]["h2c"]["upgraded"] ==
                  before["upgraded"] + 1, 30, "the upgraded connection, counted as such")
-        wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+        usm_settle(agent)
         after = agent.json("http")["counters"]["h2c"]
         check(after["undecodable"]["lost_bytes"] == before["undecodable"]["lost_bytes"],
               f"h2c: the upgrade no lost bytes: {after}")
@@ -152,7 +152,9 @@ def main():
     # tls_recv_fd = on: curl's sessions (its own BIO) get their socket.
     conf = os.path.join(tmp, "bpftel.conf")
     with open(conf, "w") as f:
-        f.write("metrics_addr = 127.0.0.1:0\ntls_recv_fd = on\n")
+        # h2load's requests are counted exactly: a queue deep enough that a starved
+        # worker drops none of them (queue_full) on a slow machine.
+        f.write("metrics_addr = 127.0.0.1:0\ntls_recv_fd = on\nqueue_len = 16384\n")
     agent = Agent(args.agent, args.cli, ["-c", conf])
     server = None
     try:
@@ -212,7 +214,7 @@ def main():
             return [r for r in rows(agent, side="client", version="2", path="/items/*")
                     if r["pid"] not in (None,) and r["count"] >= 1000]
         wait_for(lambda: len(h2load_rows()) >= 1, 30, "h2load's 1000 requests, client side")
-        wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+        usm_settle(agent)
         check(len(h2load_rows()) == 1 and h2load_rows()[0]["count"] == 1000,
               f"h2load, client side: {[r['count'] for r in h2load_rows()]}")
         # 100 streams at once on each of 2 connections: nghttpd answers many in one
@@ -225,7 +227,7 @@ def main():
         settled_count(agent, 2003, "nghttpd after h2load -m 100: GET /items/* 200",
                       path="/items/*", status=200, **srv)
         wait_for(lambda: len(h2load_rows()) >= 2, 30, "h2load -m 100's requests, client side")
-        wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+        usm_settle(agent)
         check(sorted(r["count"] for r in h2load_rows()) == [1000, 1000],
               f"h2load -m 100, client side: {[r['count'] for r in h2load_rows()]}")
         print(f"HTTP/2 records: {agent.json('http')['counters']['http2']['records']}")
@@ -252,7 +254,7 @@ def main():
         # The server's side settled says nothing of the last curl's: its records go
         # through the pipeline on their own.
         wait_for(lambda: sum(client_calls().values()) >= 5, 30, "curl's 5 gRPC calls")
-        wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+        usm_settle(agent)
         calls = client_calls()
         check(calls == {("Missing", 5): 2, ("Ok", 0): 3},
               f"curl, client side: the same calls {calls}")
@@ -264,7 +266,7 @@ def main():
         check(early.stdout.readline().strip() == "done", "3 calls on the early connection")
         wait_for(lambda: agent.json("http")["counters"]["h2_midstream"] >= 2, 30,
                  "the early connection's two sessions counted as joined mid-way")
-        wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+        usm_settle(agent)
         und = agent.json("http")["counters"]["http2"]["undecodable"]
         check(und["midstream"] >= 2, f"undecodable midstream: {und['midstream']}")
         check(not rows(agent, path="/bpftel.test.Echo/Late") and
@@ -302,7 +304,7 @@ def main():
             wait_for(lambda: agent.json("http")["counters"]["h2c"]["connections"] >= 5 and
                      agent.json("http")["counters"]["h2c"]["undecodable"]["lost_bytes"] >= 1,
                      30, "the h2c connection with the large request, counted")
-            wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+            usm_settle(agent)
             h2c = agent.json("http")["counters"]["h2c"]
             print(f"h2c counters: {h2c}")
             # 5 connections: the 4 curls', and the listen probe's (port_open), to which

@@ -38,7 +38,7 @@ import threading
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentlib import (agent_args, Agent, check, skip, usm_settled, wait_for)  # noqa: E402
+from agentlib import (agent_args, Agent, check, skip, usm_settle, wait_for)  # noqa: E402
 from agentlib import http_count as count  # noqa: E402
 
 NS_C, NS_S = "bpftel-nat-c", "bpftel-nat-s"
@@ -328,7 +328,7 @@ def pairing_grew(agent, before, keys):
 
 def settled(agent, pred, what):
     wait_for(pred, 30, what)
-    wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+    usm_settle(agent)
 
 
 def main():

@@ -20,7 +20,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, make_cert,  # noqa: E402
-                      run, skip, start_http_server, usm_settled, wait_for)
+                      run, skip, start_http_server, usm_settle, wait_for)
 from agentlib import http_count as count  # noqa: E402
 
 LIBSSL = "/lib/x86_64-linux-gnu/libssl.so.3"
@@ -100,7 +100,7 @@ def main():
               "curl in the first overlay made 10 HTTPS requests")
         wait_for(lambda: count(agent, side="server", pid=server.pid) >= 10, 30,
                  "the server's side to count 10")
-        wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+        usm_settle(agent)
         srv = count(agent, side="server", pid=server.pid, path="/items/*", status=200)
         cli = count(agent, side="client", path="/items/*", status=200)
         check(srv == 10, f"the server's side counted {srv} requests (10 made)")

@@ -30,7 +30,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import (LIBSSL_PROBES, Agent, agent_args, check, make_cert,  # noqa: E402
-                      run, skip, usm_settled, wait_for)
+                      run, skip, usm_settle, wait_for)
 from agentlib import http_count as count  # noqa: E402
 
 SYS_PYTHON = "/usr/bin/python3"
@@ -141,7 +141,7 @@ def main():
             c = agent.json("http")["counters"]
             print(f"h2_midstream {c['h2_midstream']}, http2 {c['http2']}")
             raise
-        wait_for(lambda: usm_settled(agent), 60, "USM's userspace to take every record")
+        usm_settle(agent)
         check(count(agent, pid=live.pid, side="client", path=ok) == 3 and
               count(agent, pid=grpc.pid, side="server", path=ok) == 3,
               "the live connection's calls counted once each, on both sides")
@@ -207,7 +207,7 @@ def main():
                  "user_share_percent = 100 applied")
         check(flood(agent, floods, USER_SESSIONS, as_user(NOBODY)) == 0,
               f"{USER_SESSIONS} more starts, none refused")
-        wait_for(lambda: usm_settled(agent), 60, "USM's userspace to take every record")
+        usm_settle(agent)
         more = agent.json("http")["counters"]["http2"]["sessions"] - 2 - admitted
         check(more == USER_SESSIONS, f"nobody's {USER_SESSIONS} next starts admitted: {more}")
 

@@ -43,7 +43,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, free_port, make_cert,  # noqa: E402
-                      run, usm_settled, wait_for)
+                      run, usm_settle, wait_for)
 from agentlib import http_count as count, http_rows as rows  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,7 +72,7 @@ def port_open(port):
 
 def settled_count(agent, want, what, **match):
     wait_for(lambda: count(agent, **match) >= want, 30, what)
-    wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take every record")
+    usm_settle(agent)
     return count(agent, **match)
 
 
@@ -535,6 +535,7 @@ def reversed_ends(agent):
         read_exact(srv, 19)
         wait_for(lambda: agent.json("http")["counters"]["ends_reversed"] > before, 60,
                  "the reversed exchange to be counted")
+        usm_settle(agent)  # the body's record, had one been made, taken too
         me = os.getpid()
         real = count(agent, pid=me, side="server", path="/real/*")
         evil = [r for r in rows(agent, pid=me) if r["path"].startswith("/evil")]
@@ -620,6 +621,8 @@ def user_owned_container(agent, python, root_label):
         os.chown(d, 1000, 1000)
         with open(os.path.join(d, "cgroup.procs"), "w") as f:
             f.write(str(server.pid))
+        # The last of labelled()'s requests may still be in flight: counted first.
+        usm_settle(agent)
         before = labelled_count(metrics(agent), root_label)
         subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/ct/3"],
                        check=True, timeout=30)
@@ -713,7 +716,7 @@ def flood(agent, python):
         check(fl.returncode == 0 and fl.stdout.strip() == "2700",
               f"one client sent 9 methods (PURGE among them) x 300 statuses: "
               f"{fl.stdout.strip()} {fl.stderr[-200:]}")
-        wait_for(lambda: usm_settled(agent), 60, "USM's userspace to take the flood")
+        usm_settle(agent, what="USM's userspace to take the flood")
         total = count(agent, pid=server.pid, side="server") - 7
         check(total == 2700, f"every request of the flood counted on the server's side, in its "
                              f"rows or its overflow row: {total}")
@@ -736,7 +739,7 @@ def flood(agent, python):
         # A module restart keeps the endpoint table (it belongs to the module, not to its
         # BPF object): Prometheus sees no counter reset. The scrapes above are HTTP the
         # socket filter sees too (the test's client, the agent's server): taken first.
-        wait_for(lambda: usm_settled(agent), 30, "USM's userspace to take the scrapes")
+        usm_settle(agent, what="USM's userspace to take the scrapes")
         before = count(agent)
         agent.cli("module", "restart", "usm")
         after = count(agent)
@@ -759,7 +762,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="bpftel-sides-")
     conf = os.path.join(tmp, "bpftel.conf")
     with open(conf, "w") as f:
-        f.write("http_series_max = 50\nmetrics_addr = 127.0.0.1:0\ntls_recv_fd = on\n")
+        # The flood's 2700 requests are counted exactly: a queue deep enough that a
+        # starved worker drops none of them (queue_full) on a slow machine.
+        f.write("http_series_max = 50\nmetrics_addr = 127.0.0.1:0\ntls_recv_fd = on\n"
+                "queue_len = 16384\n")
     agent = Agent(args.agent, args.cli, ["-c", conf])
     try:
         tls_sides(agent, args.python, tmp)
