@@ -212,7 +212,8 @@ static void test_queue_loss_found_by_rescan(void **state)
 	assert_int_equal(es.processed, 0);
 	assert_int_equal(counters(f).kernel[SHLIB_CNT_LOST], 0);
 	gate_open(f);
-	if (!WAIT_FOR(event_stats(f).processed == 16))
+	/* At least: the host's opens meanwhile may be processed after them. */
+	if (!WAIT_FOR(event_stats(f).processed >= 16))
 		fail_msg("the 16 queued records were not processed");
 	check_found_by_rescan(f);
 	assert_true(event_stats(f).lost_queue_full >= emitted - 16);
