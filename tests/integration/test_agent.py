@@ -266,7 +266,7 @@ def main():
               not stats["agent"]["run_stats_detail"]["stats_on"],
               "--no-run-stats: stats reports run_stats off, detections still arrive")
         url = f"http://{stats['agent']['metrics_addr']}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with urllib.request.urlopen(url, timeout=120) as r:
             text = r.read().decode()
         check('bpftel_run_stats_mode{mode="off",error=""} 1' in text and
               "\nbpftel_run_stats_on 0\n" in text and "none with run_stats = off" in text,

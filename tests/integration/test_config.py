@@ -231,7 +231,7 @@ def main():
                   "run stats on again after SIGHUP (on: always)")
             new_addr = stats["agent"]["metrics_addr"]
             check(new_addr == f"127.0.0.1:{port}", f"metrics moved to {new_addr}")
-            with urllib.request.urlopen(f"http://{new_addr}/metrics", timeout=10) as r:
+            with urllib.request.urlopen(f"http://{new_addr}/metrics", timeout=120) as r:
                 check(r.status == 200, f"metrics moved {old_addr} -> {new_addr} and answer")
             # Another host on the same port: the old endpoint makes way for the new one.
             write(conf, f"modules = gpu, usm\nrun_stats = on\nmetrics_addr = 0.0.0.0:{port}\n"
@@ -239,7 +239,7 @@ def main():
             agent.proc.send_signal(signal.SIGHUP)
             wait_for(lambda: agent.json("stats")["agent"]["metrics_addr"] == f"0.0.0.0:{port}",
                      60, f"metrics on 0.0.0.0:{port} after SIGHUP")
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=120) as r:
                 check(r.status == 200, f"metrics moved to 0.0.0.0:{port} and answer")
             check_mode_switch(agent, conf, port)
             check(agent.stop() == 0, "agent exited 0 after SIGTERM")

@@ -146,7 +146,7 @@ def induce_sharedlibs(agent, a, want, full, fifo):
 def metrics(agent):
     """The errors families of /metrics, as the same keys."""
     url = f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with urllib.request.urlopen(url, timeout=120) as r:
         text = r.read().decode()
     out = {}
     for m in re.finditer(r'^bpftel_ebpf_(map|helper)_errors_total\{(.*)\} (\d+)$', text, re.M):

@@ -164,7 +164,7 @@ def nonzero(d):
 
 def scrape(agent):
     addr = agent.json("stats")["agent"]["metrics_addr"]
-    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as r:
+    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=120) as r:
         return r.read().decode()
 
 

@@ -111,7 +111,7 @@ def holders_are(agent, table, entries):
 
 def scrape(agent):
     addr = agent.json("stats")["agent"]["metrics_addr"]
-    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as r:
+    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=120) as r:
         return r.read().decode()
 
 

@@ -571,7 +571,7 @@ def over_budget(args, tmp):
             finally:
                 h2.stop()
             addr = agent.json("stats")["agent"]["metrics_addr"]
-            with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as r:
+            with urllib.request.urlopen(f"http://{addr}/metrics", timeout=120) as r:
                 metrics = r.read().decode()
             line = [ln for ln in metrics.splitlines() if ln.startswith(
                 'bpftel_uprobe_files_refused_total{reason="over_budget"}')]

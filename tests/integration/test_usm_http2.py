@@ -349,7 +349,7 @@ def main():
         text = agent.cli("http").stdout
         check("https/2" in text and "HTTP/2: sessions" in text, "bpftel http shows HTTP/2")
         metrics_url = f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics"
-        with urllib.request.urlopen(metrics_url, timeout=10) as r:
+        with urllib.request.urlopen(metrics_url, timeout=120) as r:
             metrics = r.read().decode()
         res = subprocess.run(["promtool", "check", "metrics"], input=metrics,
                              capture_output=True, text=True)

@@ -312,7 +312,7 @@ def counters(agent):
 
 def metric(agent, family):
     url = f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with urllib.request.urlopen(url, timeout=120) as r:
         for line in r.read().decode().splitlines():
             if line.startswith(family + " "):
                 return float(line.split()[1])

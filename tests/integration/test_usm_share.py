@@ -166,7 +166,7 @@ def main():
         check(f"starts over a user's share {over} (user_share_percent = 25)" in text,
               "bpftel http shows the starts refused, and the share")
         url = f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with urllib.request.urlopen(url, timeout=120) as r:
             metrics = r.read().decode()
         check(f"bpftel_http2_starts_over_share_total {over}" in metrics,
               "/metrics: bpftel_http2_starts_over_share_total")
@@ -193,7 +193,7 @@ def main():
               len(said) == 1 and f"uid {NOBODY} " in said[0] and
               "raise user_share_percent" in said[0],
               f"the log says once who holds its whole share, and names the setting: {said}")
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with urllib.request.urlopen(url, timeout=120) as r:
             metrics = r.read().decode()
         check(f'bpftel_http_user_share_entries{{table="http2_sessions"}} {SHARE}' in metrics and
               f'bpftel_http_user_share_top_holder_entries{{table="http2_sessions"}} {admitted}'

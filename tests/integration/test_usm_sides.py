@@ -78,7 +78,7 @@ def settled_count(agent, want, what, **match):
 
 def metrics(agent):
     url = f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with urllib.request.urlopen(url, timeout=120) as r:
         return r.read().decode()
 
 
