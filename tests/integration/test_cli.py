@@ -287,7 +287,9 @@ def check_top_quit_and_stopped(agent):
     terminal back, and after fg top has its own again: a bare q quits it."""
     session = f"bpftel-top-stop-{os.getpid()}"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24",
-                    "bash --norc --noprofile -i"], check=True)
+                    # bash's "Stopped" is waited for: in English, whatever the locale
+                    # the tests (or a tmux server already running) were given.
+                    "env LC_ALL=C bash --norc --noprofile -i"], check=True)
     pane, screen = pane_readers(session)
 
     def keys(*k):
