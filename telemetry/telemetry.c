@@ -13,6 +13,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "retired.h"
 #include "sampler.h"
 #include "telemetry.h"
 #include "user/common/log.h"
@@ -47,6 +48,10 @@ struct bpftel_telemetry {
 	struct bpftel_sampler *rs; /* run stats: holds BPF_ENABLE_STATS */
 	struct key_entry *keys;
 	size_t nkeys, cap;
+	/* Under lock: what modules' stops swept out of tlm_map_errors and
+	 * tlm_helper_errs, by key (retired.h); and what found no room there, by table. */
+	struct bpftel_retired retired[TLM_LOST__COUNT];
+	__u64 retired_lost[TLM_LOST__COUNT];
 	size_t ninst;
 	struct instrumented *inst[MAX_INSTRUMENTED];
 };
@@ -146,6 +151,8 @@ void bpftel_telemetry__free(struct bpftel_telemetry *t)
 		close(t->lost_fd);
 	for (i = 0; i < t->ninst; i++)
 		free(t->inst[i]);
+	for (i = 0; i < TLM_LOST__COUNT; i++)
+		bpftel_retired_free(&t->retired[i]);
 	free(t->keys);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -318,8 +325,18 @@ static int tlm_after_init(const struct bpftel_hook_after_init *h, void *ctx)
 static __u64 percpu_sum(int fd, const void *key, bool *ok);
 static int percpu_take(int fd, const void *key, __u64 *sum);
 
-/* Delete every counter whose program or map key belongs to in's module, its ring-buffer
- * failures kept in in->retired_rb. With t->lock. */
+/* count more of key in table's retired totals; where they have no room, in its lost
+ * count (bpftel_telemetry__lost). With t->lock. */
+static void retire(struct bpftel_telemetry *t, enum tlm_lost_slot table, const void *key,
+		   __u64 count)
+{
+	if (count && bpftel_retired_add(&t->retired[table], key, count))
+		t->retired_lost[table] += count;
+}
+
+/* Take every counter whose program or map key belongs to in's module out of the maps,
+ * into the retired totals (its ring-buffer failures into in->retired_rb too). With
+ * t->lock. */
 static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 {
 	const char *module = in->module;
@@ -345,29 +362,34 @@ static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 			hk[nh++] = hcur;
 		hprev = &hcur;
 	}
+	/* Each read and deleted in one step, after the stop (tlm_after_stop): a program
+	 * that read the stop gate open just before it closed may still count, for
+	 * microseconds (module.c), in the sum or a new entry, not lost between a read and
+	 * a delete; and an entry that could not be deleted is not retired, to be read
+	 * again live (hidden while the module is stopped), not counted twice. */
 	for (i = 0; i < nm; i++) {
 		__u64 v = 0;
-		int e;
+		int e = percpu_take(t->map_errors_fd, &mk[i], &v);
 
-		if (mk[i].op == TLM_OP_RB_RESERVE || mk[i].op == TLM_OP_RB_OUTPUT) {
-			/* Read and deleted in one step, after the stop (tlm_after_stop): a
-			 * program that read the stop gate open just before it closed may still
-			 * count, for microseconds (module.c), in the sum or a new entry, not
-			 * lost between a read and a delete; and an entry that could not be
-			 * deleted is not retired, to be read again live, not counted twice. */
-			e = percpu_take(t->map_errors_fd, &mk[i], &v);
-			if (!e)
-				in->retired_rb += v;
-			else if (e != -ENOENT)
+		if (e) {
+			if (e != -ENOENT)
 				err = e;
 			continue;
 		}
-		if (bpf_map_delete_elem(t->map_errors_fd, &mk[i]) && errno != ENOENT)
-			err = -errno;
+		if (mk[i].op == TLM_OP_RB_RESERVE || mk[i].op == TLM_OP_RB_OUTPUT)
+			in->retired_rb += v;
+		retire(t, TLM_LOST_MAP_ERRORS, &mk[i], v);
 	}
 	for (i = 0; i < nh; i++) {
-		if (bpf_map_delete_elem(t->helper_errors_fd, &hk[i]) && errno != ENOENT)
-			err = -errno;
+		__u64 v = 0;
+		int e = percpu_take(t->helper_errors_fd, &hk[i], &v);
+
+		if (e) {
+			if (e != -ENOENT)
+				err = e;
+			continue;
+		}
+		retire(t, TLM_LOST_HELPER_ERRORS, &hk[i], v);
 	}
 	free(mk);
 	free(hk);
@@ -528,44 +550,112 @@ static int push(void **arr, size_t *n, size_t *cap, size_t elem)
 	return 0;
 }
 
+/* e for map-error key k counted count times; false if its module is not reported. */
+static bool map_error(const struct bpftel_telemetry *t, const struct tlm_map_key *k,
+		      __u64 count, struct bpftel_tlm_error *e)
+{
+	const struct key_entry *res;
+
+	memset(e, 0, sizeof(*e));
+	if (!label_prog(t, k->prog, e))
+		return false;
+	res = key_find(t, k->map);
+	snprintf(e->resource, sizeof(e->resource), "%s", res ? res->name : "unassigned");
+	e->is_map = true;
+	e->op = bpftel_tlm_op_name(k->op);
+	e->err = k->err;
+	e->count = count;
+	return true;
+}
+
+/* The same for helper-error key k. */
+static bool helper_error(const struct bpftel_telemetry *t, const struct tlm_helper_key *k,
+			 __u64 count, struct bpftel_tlm_error *e)
+{
+	memset(e, 0, sizeof(*e));
+	if (!label_prog(t, k->prog, e))
+		return false;
+	snprintf(e->resource, sizeof(e->resource), "%s", bpftel_tlm_helper_name(k->helper));
+	e->op = "call";
+	e->err = k->err;
+	e->count = count;
+	return true;
+}
+
+/* What table's retired totals hold of key, marked in used[] as counted. */
+static __u64 retired_of(const struct bpftel_telemetry *t, enum tlm_lost_slot table,
+			const void *key, bool *used)
+{
+	long i = bpftel_retired_find(&t->retired[table], key);
+
+	if (i < 0)
+		return 0;
+	used[i] = true;
+	return t->retired[table].e[i].count;
+}
+
+/*
+ * A live counter and its key's retired total make one row: the errors since the agent
+ * started, across the module's restarts. A key only retired (its module running, its
+ * error not seen since) is a row of its own. Rows of modules not running are left out.
+ */
 int bpftel_telemetry__errors(struct bpftel_telemetry *t, struct bpftel_tlm_error **out)
 {
 	struct bpftel_tlm_error *arr = NULL, e;
 	struct tlm_map_key mk, *mprev = NULL;
 	struct tlm_helper_key hk, *hprev = NULL;
-	const struct key_entry *res;
-	size_t n = 0, cap = 0;
+	bool *used[TLM_LOST__COUNT] = {};
+	size_t n = 0, cap = 0, i;
+	int err = 0;
 
 	pthread_mutex_lock(&t->lock);
-	while (!bpf_map_get_next_key(t->map_errors_fd, mprev, &mk)) {
-		mprev = &mk;
-		memset(&e, 0, sizeof(e));
-		if (!label_prog(t, mk.prog, &e))
-			continue;
-		e.count = percpu_sum(t->map_errors_fd, &mk, NULL);
-		if (!e.count || push((void **)&arr, &n, &cap, sizeof(e)))
-			continue;
-		res = key_find(t, mk.map);
-		snprintf(e.resource, sizeof(e.resource), "%s", res ? res->name : "unassigned");
-		e.is_map = true;
-		e.op = bpftel_tlm_op_name(mk.op);
-		e.err = mk.err;
-		arr[n++] = e;
+	for (i = 0; i < TLM_LOST__COUNT; i++) {
+		used[i] = calloc(t->retired[i].n + 1, sizeof(bool));
+		if (!used[i])
+			err = -ENOMEM;
 	}
-	while (!bpf_map_get_next_key(t->helper_errors_fd, hprev, &hk)) {
+	while (!err && !bpf_map_get_next_key(t->map_errors_fd, mprev, &mk)) {
+		mprev = &mk;
+		if (!map_error(t, &mk, 0, &e))
+			continue;
+		e.count = percpu_sum(t->map_errors_fd, &mk, NULL) +
+			  retired_of(t, TLM_LOST_MAP_ERRORS, &mk, used[TLM_LOST_MAP_ERRORS]);
+		if (e.count && !push((void **)&arr, &n, &cap, sizeof(e)))
+			arr[n++] = e;
+	}
+	while (!err && !bpf_map_get_next_key(t->helper_errors_fd, hprev, &hk)) {
 		hprev = &hk;
-		memset(&e, 0, sizeof(e));
-		if (!label_prog(t, hk.prog, &e))
+		if (!helper_error(t, &hk, 0, &e))
 			continue;
-		e.count = percpu_sum(t->helper_errors_fd, &hk, NULL);
-		if (!e.count || push((void **)&arr, &n, &cap, sizeof(e)))
+		e.count = percpu_sum(t->helper_errors_fd, &hk, NULL) +
+			  retired_of(t, TLM_LOST_HELPER_ERRORS, &hk, used[TLM_LOST_HELPER_ERRORS]);
+		if (e.count && !push((void **)&arr, &n, &cap, sizeof(e)))
+			arr[n++] = e;
+	}
+	for (i = 0; !err && i < t->retired[TLM_LOST_MAP_ERRORS].n; i++) {
+		if (used[TLM_LOST_MAP_ERRORS][i])
 			continue;
-		snprintf(e.resource, sizeof(e.resource), "%s", bpftel_tlm_helper_name(hk.helper));
-		e.op = "call";
-		e.err = hk.err;
-		arr[n++] = e;
+		memcpy(&mk, t->retired[TLM_LOST_MAP_ERRORS].e[i].key, sizeof(mk));
+		if (map_error(t, &mk, t->retired[TLM_LOST_MAP_ERRORS].e[i].count, &e) &&
+		    !push((void **)&arr, &n, &cap, sizeof(e)))
+			arr[n++] = e;
+	}
+	for (i = 0; !err && i < t->retired[TLM_LOST_HELPER_ERRORS].n; i++) {
+		if (used[TLM_LOST_HELPER_ERRORS][i])
+			continue;
+		memcpy(&hk, t->retired[TLM_LOST_HELPER_ERRORS].e[i].key, sizeof(hk));
+		if (helper_error(t, &hk, t->retired[TLM_LOST_HELPER_ERRORS].e[i].count, &e) &&
+		    !push((void **)&arr, &n, &cap, sizeof(e)))
+			arr[n++] = e;
 	}
 	pthread_mutex_unlock(&t->lock);
+	for (i = 0; i < TLM_LOST__COUNT; i++)
+		free(used[i]);
+	if (err) {
+		free(arr);
+		*out = NULL;
+		return err;
+	}
 	*out = arr;
 	return (int)n;
 }
@@ -972,7 +1062,7 @@ __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot
 	pthread_mutex_lock(&t->lock);
 	if (ok && n > t->lost_last[slot])
 		t->lost_last[slot] = n;
-	n = t->lost_last[slot];
+	n = t->lost_last[slot] + t->retired_lost[slot];
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }

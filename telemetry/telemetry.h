@@ -92,8 +92,10 @@ struct bpftel_tlm_error {
 	__u64 count;
 };
 
-/* Non-zero counters of reported (running, instrumented) modules. Returns the count and a
- * malloc'd array in *out, or a negative errno. */
+/* Non-zero counters of reported (running, instrumented) modules, each since the agent
+ * started: what the maps count now and what the module's stops took out of them (its
+ * restarts do not set it back). Returns the count and a malloc'd array in *out, or a
+ * negative errno (*out NULL). */
 int bpftel_telemetry__errors(struct bpftel_telemetry *t, struct bpftel_tlm_error **out);
 
 struct bpftel_tlm_prog {
@@ -124,12 +126,13 @@ struct bpftel_tlm_map {
 };
 int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **out);
 
-/* Counts telemetry itself could not record (its hash maps were full). */
+/* Counts telemetry itself could not record: its hash maps were full, or, at a module's
+ * stop, its retired totals (4096 keys a table, retired.h). */
 __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot);
 
 /* Ring-buffer failures (reserve, output) of module's programs that its stops swept from
- * the errors maps: with what bpftel_telemetry__errors() shows now, all it ever counted
- * (the event pipeline's kernel stage; its other stages outlive restarts likewise). */
+ * the errors maps: with what the maps count now, all it ever counted (the event
+ * pipeline's kernel stage; its other stages outlive restarts likewise). */
 __u64 bpftel_telemetry__retired_ringbuf(struct bpftel_telemetry *t, const char *module);
 /* All the ring-buffer failures of module's programs: live and retired, read at once. */
 __u64 bpftel_telemetry__ringbuf_failures(struct bpftel_telemetry *t, const char *module);

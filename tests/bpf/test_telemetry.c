@@ -250,13 +250,21 @@ static void test_stop_removes_only_own_counters(void **state)
 		find(e, n, "mod_b", "tt_bad_read", "probe_read_user", "call", EFAULT)->count, 2);
 	free(e);
 
-	/* mod_a starts again from zero, with the same keys, and counts afresh. */
+	/* mod_a runs again with the same keys, its maps' entries gone: its counts go on
+	 * from where its stop left them, and grow. */
 	load(f->a);
 	assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_a"), 0);
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_int_equal(n, 4);
+	assert_int_equal(find(e, n, "mod_a", "tt_fill_hash", "tiny", "update", E2BIG)->count, 1);
+	assert_int_equal(
+		find(e, n, "mod_a", "tt_bad_read", "probe_read_user", "call", EFAULT)->count, 1);
+	free(e);
 	assert_int_equal(tt_module_run(f->a, "tt_fill_hash"), 1);
 	n = bpftel_telemetry__errors(f->tlm, &e);
-	assert_int_equal(n, 3);
-	assert_int_equal(find(e, n, "mod_a", "tt_fill_hash", "tiny", "update", E2BIG)->count, 1);
+	assert_int_equal(n, 4);
+	assert_int_equal(find(e, n, "mod_a", "tt_fill_hash", "tiny", "update", E2BIG)->count, 2);
+	assert_int_equal(find(e, n, "mod_b", "tt_fill_hash", "tiny", "update", E2BIG)->count, 1);
 	free(e);
 }
 
@@ -399,6 +407,22 @@ static void test_sampled_run_stats(void **state)
 
 /* A module's programs can count errors between before_stop and detach: after_stop
  * sweeps those too, so a restart never finds a leftover entry. */
+/* mod_c's tt_getppid EFAULTs as reported now; 0 when no row. */
+static __u64 getppid_errors(struct fixture *f)
+{
+	const struct bpftel_tlm_error *row;
+	struct bpftel_tlm_error *e;
+	__u64 count;
+	int n;
+
+	n = bpftel_telemetry__errors(f->tlm, &e);
+	assert_true(n >= 0);
+	row = find(e, n, "mod_c", "tt_getppid", "probe_read_user", "call", EFAULT);
+	count = row ? row->count : 0;
+	free(e);
+	return count;
+}
+
 static void test_errors_while_stopping_are_swept(void **state)
 {
 	struct fixture *f = *state;
@@ -409,11 +433,15 @@ static void test_errors_while_stopping_are_swept(void **state)
 	assert_int_equal(bpftel_telemetry__instrument(f->tlm, c->module), 0);
 	for (round = 0; round < 5; round++) {
 		assert_int_equal(bpftel_module__run(c->module), 0);
+		/* What every earlier round counted, never read before its stop: kept. */
+		assert_int_equal(getppid_errors(f), 2 * round);
 		getppid();
 		getppid();
 		assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_c"), 1);
+		assert_int_equal(getppid_errors(f), 2 * round + 2);
 		assert_int_equal(bpftel_module__stop(c->module), 0);
 		assert_int_equal(bpftel_telemetry__module_entries(f->tlm, "mod_c"), 0);
+		assert_int_equal(getppid_errors(f), 0); /* a stopped module's: not shown */
 	}
 	bpftel_manager__free(f->mgr);
 	f->mgr = NULL;
