@@ -35,28 +35,40 @@ long bpftel_retired_find(const struct bpftel_retired *r, const void *key)
 	return found ? (long)i : -1;
 }
 
-int bpftel_retired_add(struct bpftel_retired *r, const void *key, __u64 count)
+int bpftel_retired_room(struct bpftel_retired *r, const void *key)
 {
 	struct bpftel_retired_entry *grown;
 	size_t cap;
 	bool found;
-	size_t i = lower_bound(r, key, &found);
 
+	lower_bound(r, key, &found);
+	if (found || r->n < r->cap)
+		return 0;
+	if (r->n == BPFTEL_RETIRED_MAX)
+		return -ENOSPC;
+	cap = r->cap ? r->cap * 2 : 64;
+	if (cap > BPFTEL_RETIRED_MAX)
+		cap = BPFTEL_RETIRED_MAX;
+	grown = realloc(r->e, cap * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	r->e = grown;
+	r->cap = cap;
+	return 0;
+}
+
+int bpftel_retired_add(struct bpftel_retired *r, const void *key, __u64 count)
+{
+	int err = bpftel_retired_room(r, key);
+	bool found;
+	size_t i;
+
+	if (err)
+		return err;
+	i = lower_bound(r, key, &found);
 	if (found) {
 		r->e[i].count += count;
 		return 0;
-	}
-	if (r->n == BPFTEL_RETIRED_MAX)
-		return -ENOSPC;
-	if (r->n == r->cap) {
-		cap = r->cap ? r->cap * 2 : 64;
-		if (cap > BPFTEL_RETIRED_MAX)
-			cap = BPFTEL_RETIRED_MAX;
-		grown = realloc(r->e, cap * sizeof(*grown));
-		if (!grown)
-			return -ENOMEM;
-		r->e = grown;
-		r->cap = cap;
 	}
 	memmove(&r->e[i + 1], &r->e[i], (r->n - i) * sizeof(*r->e));
 	memcpy(r->e[i].key, key, BPFTEL_RETIRED_KEY);

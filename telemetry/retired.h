@@ -31,8 +31,14 @@ struct bpftel_retired {
 	size_t n, cap;
 };
 
-/* Add count to key's total (a new key the first time). 0, or -ENOSPC (the set holds
- * BPFTEL_RETIRED_MAX keys) or -ENOMEM: nothing added then. */
+/* Make sure key can be added: 0 when it is there or there is room for it now, else
+ * -ENOSPC (the set holds BPFTEL_RETIRED_MAX keys) or -ENOMEM. After 0, the next
+ * bpftel_retired_add() of key cannot fail: a count taken out of a map for it (which
+ * cannot be put back) is not lost. */
+int bpftel_retired_room(struct bpftel_retired *r, const void *key);
+
+/* Add count to key's total (a new key the first time). 0, or bpftel_retired_room()'s
+ * error: nothing added then. */
 int bpftel_retired_add(struct bpftel_retired *r, const void *key, __u64 count);
 
 /* key's index in r->e, or -1. */

@@ -48,10 +48,9 @@ struct bpftel_telemetry {
 	struct bpftel_sampler *rs; /* run stats: holds BPF_ENABLE_STATS */
 	struct key_entry *keys;
 	size_t nkeys, cap;
-	/* Under lock: what modules' stops swept out of tlm_map_errors and
-	 * tlm_helper_errs, by key (retired.h); and what found no room there, by table. */
+	/* Under lock: what modules' stops took out of tlm_map_errors and tlm_helper_errs,
+	 * by key (retired.h), indexed by their slots in tlm_lost. */
 	struct bpftel_retired retired[TLM_LOST__COUNT];
-	__u64 retired_lost[TLM_LOST__COUNT];
 	size_t ninst;
 	struct instrumented *inst[MAX_INSTRUMENTED];
 };
@@ -325,18 +324,26 @@ static int tlm_after_init(const struct bpftel_hook_after_init *h, void *ctx)
 static __u64 percpu_sum(int fd, const void *key, bool *ok);
 static int percpu_take(int fd, const void *key, __u64 *sum);
 
-/* count more of key in table's retired totals; where they have no room, in its lost
- * count (bpftel_telemetry__lost). With t->lock. */
-static void retire(struct bpftel_telemetry *t, enum tlm_lost_slot table, const void *key,
-		   __u64 count)
+/*
+ * Take key's counter out of map fd into table's retired totals. Not taken where the
+ * totals have no room for it (-ENOSPC: 4096 keys; -ENOMEM): it stays in the map, read
+ * live, and the module's next programs count on in it. -errno when not taken.
+ */
+static int retire(struct bpftel_telemetry *t, enum tlm_lost_slot table, int fd,
+		  const void *key, __u64 *count)
 {
-	if (count && bpftel_retired_add(&t->retired[table], key, count))
-		t->retired_lost[table] += count;
+	int err = bpftel_retired_room(&t->retired[table], key);
+
+	if (!err)
+		err = percpu_take(fd, key, count);
+	if (!err)
+		err = bpftel_retired_add(&t->retired[table], key, *count);
+	return err;
 }
 
 /* Take every counter whose program or map key belongs to in's module out of the maps,
  * into the retired totals (its ring-buffer failures into in->retired_rb too). With
- * t->lock. */
+ * t->lock. -errno of the last failure (an entry left in the maps). */
 static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 {
 	const char *module = in->module;
@@ -365,31 +372,23 @@ static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 	/* Each read and deleted in one step, after the stop (tlm_after_stop): a program
 	 * that read the stop gate open just before it closed may still count, for
 	 * microseconds (module.c), in the sum or a new entry, not lost between a read and
-	 * a delete; and an entry that could not be deleted is not retired, to be read
-	 * again live (hidden while the module is stopped), not counted twice. */
+	 * a delete; and an entry that could not be taken is not retired, to be read again
+	 * live, not counted twice. */
 	for (i = 0; i < nm; i++) {
 		__u64 v = 0;
-		int e = percpu_take(t->map_errors_fd, &mk[i], &v);
+		int e = retire(t, TLM_LOST_MAP_ERRORS, t->map_errors_fd, &mk[i], &v);
 
-		if (e) {
-			if (e != -ENOENT)
-				err = e;
-			continue;
-		}
-		if (mk[i].op == TLM_OP_RB_RESERVE || mk[i].op == TLM_OP_RB_OUTPUT)
+		if (!e && (mk[i].op == TLM_OP_RB_RESERVE || mk[i].op == TLM_OP_RB_OUTPUT))
 			in->retired_rb += v;
-		retire(t, TLM_LOST_MAP_ERRORS, &mk[i], v);
+		else if (e && e != -ENOENT)
+			err = e;
 	}
 	for (i = 0; i < nh; i++) {
 		__u64 v = 0;
-		int e = percpu_take(t->helper_errors_fd, &hk[i], &v);
+		int e = retire(t, TLM_LOST_HELPER_ERRORS, t->helper_errors_fd, &hk[i], &v);
 
-		if (e) {
-			if (e != -ENOENT)
-				err = e;
-			continue;
-		}
-		retire(t, TLM_LOST_HELPER_ERRORS, &hk[i], v);
+		if (e && e != -ENOENT)
+			err = e;
 	}
 	free(mk);
 	free(hk);
@@ -397,12 +396,12 @@ static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 }
 
 /*
- * The module's counters leave the report now; they are deleted only after the stop
- * (tlm_after_stop), once its programs are inert or detached. Deleted while they run, an
+ * The module's programs leave the report now (bpftel_telemetry__programs). Its error
+ * counters are taken out of the maps only after the stop (tlm_after_stop), once its
+ * programs are inert or detached, and read live until then. Deleted while they run, an
  * entry a program had just looked up could go back to the preallocated map's free list
  * and be reused for another key before the program's add: the add would land in that
- * key's count (counted twice) or be wiped by its initialisation (lost). Its ring-buffer
- * failures are read live until then (bpftel_telemetry__ringbuf_failures), then retired.
+ * key's count (counted twice) or be wiped by its initialisation (lost).
  */
 static int tlm_before_stop(const struct bpftel_hook_before_stop *h, void *ctx)
 {
@@ -459,17 +458,6 @@ int bpftel_telemetry__instrument(struct bpftel_telemetry *t, struct bpftel_modul
 
 /* ---- collection ---- */
 
-static bool module_reporting(const struct bpftel_telemetry *t, const char *module)
-{
-	size_t i;
-
-	for (i = 0; i < t->ninst; i++) {
-		if (t->inst[i]->obj && !strcmp(t->inst[i]->module, module))
-			return true;
-	}
-	return false;
-}
-
 #ifndef ENOTSUPP
 #define ENOTSUPP 524 /* the kernel's, as a BPF syscall can return it */
 #endif
@@ -519,21 +507,13 @@ static __u64 percpu_sum(int fd, const void *key, bool *ok)
 	return sum;
 }
 
-/* Label a program key; false if its module is not reported. Key 0: "unassigned". */
-static bool label_prog(const struct bpftel_telemetry *t, __u32 key, struct bpftel_tlm_error *e)
+/* Label a program key. Key 0: "unassigned". */
+static void label_prog(const struct bpftel_telemetry *t, __u32 key, struct bpftel_tlm_error *e)
 {
 	const struct key_entry *k = key_find(t, key);
 
-	if (!k) {
-		snprintf(e->module, sizeof(e->module), "-");
-		snprintf(e->program, sizeof(e->program), "unassigned");
-		return true;
-	}
-	if (!module_reporting(t, k->module))
-		return false;
-	snprintf(e->module, sizeof(e->module), "%s", k->module);
-	snprintf(e->program, sizeof(e->program), "%s", k->name);
-	return true;
+	snprintf(e->module, sizeof(e->module), "%s", k ? k->module : "-");
+	snprintf(e->program, sizeof(e->program), "%s", k ? k->name : "unassigned");
 }
 
 static int push(void **arr, size_t *n, size_t *cap, size_t elem)
@@ -550,36 +530,32 @@ static int push(void **arr, size_t *n, size_t *cap, size_t elem)
 	return 0;
 }
 
-/* e for map-error key k counted count times; false if its module is not reported. */
-static bool map_error(const struct bpftel_telemetry *t, const struct tlm_map_key *k,
+/* e for map-error key k counted count times. */
+static void map_error(const struct bpftel_telemetry *t, const struct tlm_map_key *k,
 		      __u64 count, struct bpftel_tlm_error *e)
 {
 	const struct key_entry *res;
 
 	memset(e, 0, sizeof(*e));
-	if (!label_prog(t, k->prog, e))
-		return false;
+	label_prog(t, k->prog, e);
 	res = key_find(t, k->map);
 	snprintf(e->resource, sizeof(e->resource), "%s", res ? res->name : "unassigned");
 	e->is_map = true;
 	e->op = bpftel_tlm_op_name(k->op);
 	e->err = k->err;
 	e->count = count;
-	return true;
 }
 
 /* The same for helper-error key k. */
-static bool helper_error(const struct bpftel_telemetry *t, const struct tlm_helper_key *k,
+static void helper_error(const struct bpftel_telemetry *t, const struct tlm_helper_key *k,
 			 __u64 count, struct bpftel_tlm_error *e)
 {
 	memset(e, 0, sizeof(*e));
-	if (!label_prog(t, k->prog, e))
-		return false;
+	label_prog(t, k->prog, e);
 	snprintf(e->resource, sizeof(e->resource), "%s", bpftel_tlm_helper_name(k->helper));
 	e->op = "call";
 	e->err = k->err;
 	e->count = count;
-	return true;
 }
 
 /* What table's retired totals hold of key, marked in used[] as counted. */
@@ -594,17 +570,28 @@ static __u64 retired_of(const struct bpftel_telemetry *t, enum tlm_lost_slot tab
 	return t->retired[table].e[i].count;
 }
 
+/* Add e to *arr unless it counts nothing. */
+static void add_row(struct bpftel_tlm_error **arr, size_t *n, size_t *cap,
+		    const struct bpftel_tlm_error *e)
+{
+	if (e->count && !push((void **)arr, n, cap, sizeof(*e)))
+		(*arr)[(*n)++] = *e;
+}
+
 /*
  * A live counter and its key's retired total make one row: the errors since the agent
- * started, across the module's restarts. A key only retired (its module running, its
- * error not seen since) is a row of its own. Rows of modules not running are left out.
+ * started, across the module's restarts, and kept while it is stopped. A key only
+ * retired is a row of its own. A live counter that cannot be read is left out this
+ * time (its key's retired total with it): a row shown lower than before would read as
+ * a counter reset.
  */
 int bpftel_telemetry__errors(struct bpftel_telemetry *t, struct bpftel_tlm_error **out)
 {
 	struct bpftel_tlm_error *arr = NULL, e;
 	struct tlm_map_key mk, *mprev = NULL;
 	struct tlm_helper_key hk, *hprev = NULL;
-	bool *used[TLM_LOST__COUNT] = {};
+	bool *used[TLM_LOST__COUNT] = {}, ok;
+	struct bpftel_retired *r;
 	size_t n = 0, cap = 0, i;
 	int err = 0;
 
@@ -616,37 +603,33 @@ int bpftel_telemetry__errors(struct bpftel_telemetry *t, struct bpftel_tlm_error
 	}
 	while (!err && !bpf_map_get_next_key(t->map_errors_fd, mprev, &mk)) {
 		mprev = &mk;
-		if (!map_error(t, &mk, 0, &e))
-			continue;
-		e.count = percpu_sum(t->map_errors_fd, &mk, NULL) +
-			  retired_of(t, TLM_LOST_MAP_ERRORS, &mk, used[TLM_LOST_MAP_ERRORS]);
-		if (e.count && !push((void **)&arr, &n, &cap, sizeof(e)))
-			arr[n++] = e;
+		map_error(t, &mk, percpu_sum(t->map_errors_fd, &mk, &ok), &e);
+		e.count += retired_of(t, TLM_LOST_MAP_ERRORS, &mk, used[TLM_LOST_MAP_ERRORS]);
+		if (ok)
+			add_row(&arr, &n, &cap, &e);
 	}
 	while (!err && !bpf_map_get_next_key(t->helper_errors_fd, hprev, &hk)) {
 		hprev = &hk;
-		if (!helper_error(t, &hk, 0, &e))
-			continue;
-		e.count = percpu_sum(t->helper_errors_fd, &hk, NULL) +
-			  retired_of(t, TLM_LOST_HELPER_ERRORS, &hk, used[TLM_LOST_HELPER_ERRORS]);
-		if (e.count && !push((void **)&arr, &n, &cap, sizeof(e)))
-			arr[n++] = e;
+		helper_error(t, &hk, percpu_sum(t->helper_errors_fd, &hk, &ok), &e);
+		e.count += retired_of(t, TLM_LOST_HELPER_ERRORS, &hk, used[TLM_LOST_HELPER_ERRORS]);
+		if (ok)
+			add_row(&arr, &n, &cap, &e);
 	}
-	for (i = 0; !err && i < t->retired[TLM_LOST_MAP_ERRORS].n; i++) {
+	r = &t->retired[TLM_LOST_MAP_ERRORS];
+	for (i = 0; !err && i < r->n; i++) {
 		if (used[TLM_LOST_MAP_ERRORS][i])
 			continue;
-		memcpy(&mk, t->retired[TLM_LOST_MAP_ERRORS].e[i].key, sizeof(mk));
-		if (map_error(t, &mk, t->retired[TLM_LOST_MAP_ERRORS].e[i].count, &e) &&
-		    !push((void **)&arr, &n, &cap, sizeof(e)))
-			arr[n++] = e;
+		memcpy(&mk, r->e[i].key, sizeof(mk));
+		map_error(t, &mk, r->e[i].count, &e);
+		add_row(&arr, &n, &cap, &e);
 	}
-	for (i = 0; !err && i < t->retired[TLM_LOST_HELPER_ERRORS].n; i++) {
+	r = &t->retired[TLM_LOST_HELPER_ERRORS];
+	for (i = 0; !err && i < r->n; i++) {
 		if (used[TLM_LOST_HELPER_ERRORS][i])
 			continue;
-		memcpy(&hk, t->retired[TLM_LOST_HELPER_ERRORS].e[i].key, sizeof(hk));
-		if (helper_error(t, &hk, t->retired[TLM_LOST_HELPER_ERRORS].e[i].count, &e) &&
-		    !push((void **)&arr, &n, &cap, sizeof(e)))
-			arr[n++] = e;
+		memcpy(&hk, r->e[i].key, sizeof(hk));
+		helper_error(t, &hk, r->e[i].count, &e);
+		add_row(&arr, &n, &cap, &e);
 	}
 	pthread_mutex_unlock(&t->lock);
 	for (i = 0; i < TLM_LOST__COUNT; i++)
@@ -1062,7 +1045,7 @@ __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot
 	pthread_mutex_lock(&t->lock);
 	if (ok && n > t->lost_last[slot])
 		t->lost_last[slot] = n;
-	n = t->lost_last[slot] + t->retired_lost[slot];
+	n = t->lost_last[slot];
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }

@@ -92,7 +92,7 @@ struct bpftel_tlm_error {
 	__u64 count;
 };
 
-/* Non-zero counters of reported (running, instrumented) modules, each since the agent
+/* Non-zero counters of instrumented modules, running or stopped, each since the agent
  * started: what the maps count now and what the module's stops took out of them (its
  * restarts do not set it back). Returns the count and a malloc'd array in *out, or a
  * negative errno (*out NULL). */
@@ -126,8 +126,7 @@ struct bpftel_tlm_map {
 };
 int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **out);
 
-/* Counts telemetry itself could not record: its hash maps were full, or, at a module's
- * stop, its retired totals (4096 keys a table, retired.h). */
+/* Counts telemetry itself could not record (its hash maps were full). */
 __u64 bpftel_telemetry__lost(struct bpftel_telemetry *t, enum tlm_lost_slot slot);
 
 /* Ring-buffer failures (reserve, output) of module's programs that its stops swept from

@@ -17,9 +17,9 @@ the agent started, across restarts).
   sharedlibs: opens of a FIFO named libssl.so.3 whose path is unmapped while the open
               waits: (the openat program, probe_read_user_str, EFAULT) each. The watcher
               is shared: `module restart` refuses it, and it keeps its counts through the
-              others' restarts; a SIGHUP that stops every module stops it (no module's
-              counts are shown while it is stopped), and the next one starts it again,
-              counting on from them.
+              others' restarts; a SIGHUP that stops every module stops it (every
+              module's counts are shown as they were while it is stopped), and the next
+              one starts it again, counting on from them.
 """
 import argparse
 import os
@@ -204,7 +204,7 @@ def restart(agent, a, module, want, conf, fifo, addr):
     agent.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: modules(agent)["sharedlibs"] == "closed", 30,
              "the watcher to stop with its last subscriber")
-    check_shown(agent, {}, ["sharedlibs", "gpu", "usm"])
+    check_shown(agent, want, ["sharedlibs", "gpu", "usm"])
     write(conf, FULL + addr)
     agent.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: all(s == "running" for s in modules(agent).values()), 30,

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * The retired error totals (telemetry/retired.h): a key's counts add up across adds,
- * keys are found whatever order they came in, and the set stops at its bound, adding
- * nothing, for the caller to count as lost.
+ * keys are found whatever order they came in, and the set stops at its bound: no room
+ * is made for a new key past it (the caller then leaves the count where it is).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -81,17 +81,21 @@ static void test_bounded(void **state)
 	__u32 i;
 
 	(void)state;
-	/* Backwards: each add an insertion at the front. */
+	/* Backwards: each add an insertion at the front. Room made first, as the
+	 * telemetry's sweep does, then the add: never refused after. */
 	for (i = BPFTEL_RETIRED_MAX; i > 0; i--) {
 		key_of(i, k);
+		assert_int_equal(bpftel_retired_room(&r, k), 0);
 		assert_int_equal(bpftel_retired_add(&r, k, 1), 0);
 	}
 	assert_int_equal(r.n, BPFTEL_RETIRED_MAX);
 	key_of(0, k);
+	assert_int_equal(bpftel_retired_room(&r, k), -ENOSPC);
 	assert_int_equal(bpftel_retired_add(&r, k, 1), -ENOSPC);
 	assert_int_equal(bpftel_retired_find(&r, k), -1);
 	assert_int_equal(r.n, BPFTEL_RETIRED_MAX);
 	key_of(1, k); /* a key it holds still adds up */
+	assert_int_equal(bpftel_retired_room(&r, k), 0);
 	assert_int_equal(bpftel_retired_add(&r, k, 1), 0);
 	assert_int_equal(r.e[bpftel_retired_find(&r, k)].count, 2);
 	bpftel_retired_free(&r);

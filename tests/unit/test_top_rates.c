@@ -49,7 +49,7 @@ static void test_rates(void **state)
 	assert_true(ev == 25.0 && lost == 2.0 && err == 2.0);
 }
 
-/* The module restarted between the samples: its counters began again from 0, and what
+/* The agent restarted between the samples: its counters began again from 0, and what
  * they hold now is what it counted since; never a negative rate. */
 static void test_rates_after_reset(void **state)
 {

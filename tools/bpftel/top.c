@@ -243,9 +243,9 @@ static json_t *program_rate(const struct sample *a, json_t *p, double dt, bool s
 					     100));
 }
 
-/* What a counter grew by between two samples: after a module's restart its counters
- * start again from 0 (telemetry's stop hook resets its errors), and the new value is
- * what it counted since, as Prometheus' rate() takes a reset. */
+/* What a counter grew by between two samples. One that went down began again from 0
+ * (the agent restarted between them; a module's restart keeps its counts): the new
+ * value is what it counted since, as Prometheus' rate() takes a reset. */
 static double grown(double before, double after)
 {
 	return after >= before ? after - before : after;

@@ -358,6 +358,11 @@ static json_t *cmd_errors(struct bpftel_agent *agent)
 	int n, i;
 
 	n = bpftel_telemetry__errors(agent->tlm, &e);
+	if (n < 0) {
+		json_decref(arr);
+		return bpftel_ctl_error("errors: cannot read the telemetry's counters: %s",
+					strerror(-n));
+	}
 	for (i = 0; i < n; i++) {
 		ename = e[i].err == TLM_ERRNO_OTHER ? "other" : strerrorname_np(e[i].err);
 		o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:I}", "module", e[i].module,

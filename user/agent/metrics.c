@@ -225,8 +225,7 @@ static void errors(struct bpftel_prom *w, json_t *errs, json_t *lost)
 	 * that an alert on those does not stay quiet while errors are dropped. */
 	bpftel_prom_family(w, "bpftel_ebpf_errors_lost_total", "counter",
 			   "Failed map operations (table=\"map_errors\") and helper calls "
-			   "(\"helper_errors\") not counted by kind: the telemetry maps, or the "
-			   "totals kept of stopped modules' errors, were full.");
+			   "(\"helper_errors\") not counted by kind: the telemetry maps were full.");
 	for (i = 0; i < 2; i++)
 		bpftel_prom_sample_u64(w, "", &(struct bpftel_prom_label){"table", tables[i]}, 1,
 				       ju(lost, tables[i]));
