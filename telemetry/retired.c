@@ -35,14 +35,13 @@ long bpftel_retired_find(const struct bpftel_retired *r, const void *key)
 	return found ? (long)i : -1;
 }
 
-int bpftel_retired_room(struct bpftel_retired *r, const void *key)
+/* Room for one more entry: 0, -ENOSPC or -ENOMEM. */
+static int grow(struct bpftel_retired *r)
 {
 	struct bpftel_retired_entry *grown;
 	size_t cap;
-	bool found;
 
-	lower_bound(r, key, &found);
-	if (found || r->n < r->cap)
+	if (r->n < r->cap)
 		return 0;
 	if (r->n == BPFTEL_RETIRED_MAX)
 		return -ENOSPC;
@@ -57,19 +56,24 @@ int bpftel_retired_room(struct bpftel_retired *r, const void *key)
 	return 0;
 }
 
+int bpftel_retired_room(struct bpftel_retired *r, const void *key)
+{
+	return bpftel_retired_find(r, key) >= 0 ? 0 : grow(r);
+}
+
 int bpftel_retired_add(struct bpftel_retired *r, const void *key, __u64 count)
 {
-	int err = bpftel_retired_room(r, key);
 	bool found;
-	size_t i;
+	size_t i = lower_bound(r, key, &found);
+	int err;
 
-	if (err)
-		return err;
-	i = lower_bound(r, key, &found);
 	if (found) {
 		r->e[i].count += count;
 		return 0;
 	}
+	err = grow(r);
+	if (err)
+		return err;
 	memmove(&r->e[i + 1], &r->e[i], (r->n - i) * sizeof(*r->e));
 	memcpy(r->e[i].key, key, BPFTEL_RETIRED_KEY);
 	r->e[i].count = count;

@@ -32,10 +32,6 @@ struct instrumented {
 	struct bpftel_telemetry *t;
 	char module[BPFTEL_TLM_NAME];
 	struct bpf_object *obj; /* while reporting: between after_init and before_stop */
-	/* Ring-buffer failures (reserve, output) of its programs, swept at its stops: the
-	 * kernel stage of its event loss, which must not go back to 0 at a restart while
-	 * its other stages go on (bpftel_telemetry__retired_ringbuf). */
-	__u64 retired_rb;
 	/* What bpftel_telemetry__ringbuf_failures last gave for its module, all read: given
 	 * again where a read fails, not a total that went down. */
 	__u64 rb_last;
@@ -342,8 +338,7 @@ static int retire(struct bpftel_telemetry *t, enum tlm_lost_slot table, int fd,
 }
 
 /* Take every counter whose program or map key belongs to in's module out of the maps,
- * into the retired totals (its ring-buffer failures into in->retired_rb too). With
- * t->lock. -errno of the last failure (an entry left in the maps). */
+ * into the retired totals. With t->lock. -errno of the last failure (an entry left in the maps). */
 static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 {
 	const char *module = in->module;
@@ -378,9 +373,7 @@ static int sweep(struct bpftel_telemetry *t, struct instrumented *in)
 		__u64 v = 0;
 		int e = retire(t, TLM_LOST_MAP_ERRORS, t->map_errors_fd, &mk[i], &v);
 
-		if (!e && (mk[i].op == TLM_OP_RB_RESERVE || mk[i].op == TLM_OP_RB_OUTPUT))
-			in->retired_rb += v;
-		else if (e && e != -ENOENT)
+		if (e && e != -ENOENT)
 			err = e;
 	}
 	for (i = 0; i < nh; i++) {
@@ -977,14 +970,25 @@ int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **o
 }
 
 /* With t->lock: module's ring-buffer failures its stops swept. */
+/* Is k a ring-buffer failure (reserve, output) of module's programs or maps? */
+static bool ringbuf_key_of(const struct bpftel_telemetry *t, const struct tlm_map_key *k,
+			   const char *module)
+{
+	return (k->op == TLM_OP_RB_RESERVE || k->op == TLM_OP_RB_OUTPUT) &&
+	       (key_of_module(t, k->prog, module) || key_of_module(t, k->map, module));
+}
+
 static __u64 retired_ringbuf_locked(struct bpftel_telemetry *t, const char *module)
 {
+	const struct bpftel_retired *r = &t->retired[TLM_LOST_MAP_ERRORS];
+	struct tlm_map_key k;
 	__u64 n = 0;
 	size_t i;
 
-	for (i = 0; i < t->ninst; i++) {
-		if (!strcmp(t->inst[i]->module, module))
-			n += t->inst[i]->retired_rb;
+	for (i = 0; i < r->n; i++) {
+		memcpy(&k, r->e[i].key, sizeof(k));
+		if (ringbuf_key_of(t, &k, module))
+			n += r->e[i].count;
 	}
 	return n;
 }
@@ -1008,13 +1012,12 @@ __u64 bpftel_telemetry__ringbuf_failures(struct bpftel_telemetry *t, const char 
 	__u64 n;
 
 	/* One lock for both: a stop's sweep between them would move a count from the
-	 * live keys to retired_rb and have it read twice (or not at all). */
+	 * live keys to the retired totals and have it read twice (or not at all). */
 	pthread_mutex_lock(&t->lock);
 	n = retired_ringbuf_locked(t, module);
 	while (!bpf_map_get_next_key(t->map_errors_fd, prev, &k)) {
 		prev = &k;
-		if ((k.op == TLM_OP_RB_RESERVE || k.op == TLM_OP_RB_OUTPUT) &&
-		    (key_of_module(t, k.prog, module) || key_of_module(t, k.map, module))) {
+		if (ringbuf_key_of(t, &k, module)) {
 			n += percpu_sum(t->map_errors_fd, &k, &ok);
 			all &= ok;
 		}
