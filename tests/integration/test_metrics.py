@@ -25,7 +25,7 @@ from agentlib import (agent_args, LIBSSL_PROBES, Agent, check, free_port, held_b
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def get(url, timeout=10):
+def get(url, timeout=120):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.status, r.headers.get("Content-Type", ""), r.read().decode()
 
@@ -162,8 +162,9 @@ def run_prometheus(tmp, target):
     port = free_port()
     cfg = os.path.join(tmp, "prometheus.yml")
     with open(cfg, "w") as f:
-        # A scrape may take seconds of a sanitizer-built agent on a busy VM.
-        f.write("global:\n  scrape_interval: 5s\n  scrape_timeout: 5s\n"
+        # A scrape may take seconds of a sanitizer-built agent on a busy VM: 15 s each,
+        # so that the 120 s waits below still see several.
+        f.write("global:\n  scrape_interval: 15s\n  scrape_timeout: 15s\n"
                 "scrape_configs:\n  - job_name: bpftel\n    static_configs:\n"
                 f"      - targets: ['{target}']\n")
     proc = subprocess.Popen(["prometheus", f"--config.file={cfg}",

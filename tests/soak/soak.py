@@ -302,7 +302,7 @@ def faulty_run(agent, work):
     check(m["usm"]["start_failures"] == 2 and m["gpu"]["state"] == "running",
           "it is counted (2) and gpu still runs")
     metrics = urllib.request.urlopen(
-        f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics", timeout=10
+        f"http://{agent.json('stats')['agent']['metrics_addr']}/metrics", timeout=120
     ).read().decode()
     check('bpftel_module_start_failures_total{module="usm"} 2' in metrics,
           "/metrics: bpftel_module_start_failures_total{module=\"usm\"} 2")
