@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 #include "tests/copy_over.h"
+#include "user/sharedlibs/procfile.h"
 
 #include "prog_common.h"
 #include <bpf/bpf.h>
@@ -590,6 +591,36 @@ static void test_shlib_exec(void **state)
 	prog_ran(cases, NCASES, "shlib_exec");
 }
 
+/* The dirfd a process passes with an absolute path is its own to choose, and the kernel
+ * ignores it: one that is the registry's own mark for a mapped file (-1000) is not
+ * taken for it (the registry would walk /proc/<pid>/map_files/ with the path, outside
+ * the process's root): the path is walked in the process's root, as any absolute one. */
+static void test_shlib_dirfd_of_absolute_path(void **state)
+{
+	struct fixture *f = *state;
+	char marker[32];
+	char *argv[] = {lib_open_bin, marker, f->lib, "1", NULL};
+	struct bpftel_shlib_detection *d;
+	bool found = false;
+	size_t n, i;
+	pid_t pid;
+
+	snprintf(marker, sizeof(marker), "openat@%d", BPFTEL_PROCFILE_MAPPED);
+	start_watcher(f);
+	pid = prog_run(argv);
+	if (!WAIT_FOR(detection(f, pid, f->lib, 1, &(enum shlib_syscall){0})))
+		fail_msg("no detection of pid %d opening %s", (int)pid, f->lib);
+	n = bpftel_sharedlibs__detections(f->env->sl, &d);
+	for (i = 0; i < n; i++) {
+		if (d[i].pid != (__u32)pid)
+			continue;
+		found = true;
+		assert_int_equal(d[i].dirfd, AT_FDCWD);
+	}
+	bpftel_shlib_detections_free(d, n);
+	assert_true(found);
+}
+
 static void test_keys_assigned_and_distinct(void **state)
 {
 	struct fixture *f = *state;
@@ -621,6 +652,7 @@ int main(int argc, char **argv)
 		T(test_shlib_fexit_open),
 		T(test_shlib_sockets),
 		T(test_shlib_exec),
+		T(test_shlib_dirfd_of_absolute_path),
 		T(test_keys_assigned_and_distinct),
 #undef T
 		cmocka_unit_test(test_every_program_run),

@@ -2,7 +2,8 @@
 /*
  * lib_open SYSCALL PATH N [unmapped]: open PATH read-only N times through SYSCALL (open,
  * openat or openat2, as raw system calls, so that the watcher's program for that very
- * call sees them), closing each; print "opened N" and exit.
+ * call sees them), closing each; print "opened N" and exit. openat@DIRFD: openat with
+ * that directory fd, any int (the kernel ignores it for an absolute PATH).
  *
  * unmapped: PATH is a FIFO named like a library (the caller makes it). Each open waits
  * in the kernel for a writer while this process unmaps the page holding the path it
@@ -30,12 +31,14 @@ struct opener {
 	int err;
 };
 
+static int dirfd_arg = AT_FDCWD;
+
 static long sys_open(long nr, const char *path)
 {
 	struct open_how how = {.flags = O_RDONLY};
 
 	if (nr == SYS_openat)
-		return syscall(SYS_openat, AT_FDCWD, path, O_RDONLY);
+		return syscall(SYS_openat, dirfd_arg, path, O_RDONLY);
 	if (nr == SYS_openat2)
 		return syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
 	return syscall(SYS_open, path, O_RDONLY);
@@ -115,8 +118,12 @@ int main(int argc, char **argv)
 	long nr, n, i, fd;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: lib_open open|openat|openat2 PATH N [unmapped]\n");
+		fprintf(stderr, "usage: lib_open open|openat|openat@DIRFD|openat2 PATH N [unmapped]\n");
 		return 2;
+	}
+	if (!strncmp(argv[1], "openat@", 7)) {
+		dirfd_arg = atoi(argv[1] + 7);
+		argv[1] = "openat";
 	}
 	nr = !strcmp(argv[1], "open")	   ? SYS_open
 	     : !strcmp(argv[1], "openat")  ? SYS_openat

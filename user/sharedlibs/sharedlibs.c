@@ -108,6 +108,23 @@ static struct bpftel_shlib_detection *detection_add(struct bpftel_sharedlibs *sl
 
 
 /*
+ * The directory a reported path starts from, as the kernel took it: the process chose
+ * ev->dirfd, any int, and the kernel looks at it only for a relative path. An absolute
+ * path starts at the process's root whatever it says; a negative one other than
+ * AT_FDCWD is no directory (its open failed with EBADF), and never one of procfile.h's
+ * own values (BPFTEL_PROCFILE_MAPPED, _EXE), which would walk /proc/<pid>/map_files/
+ * without the process's root around the walk.
+ */
+static int event_dirfd(const struct shlib_event *ev)
+{
+	if (ev->path[0] == '/')
+		return AT_FDCWD;
+	if (ev->dirfd < 0 && ev->dirfd != AT_FDCWD)
+		return -EBADF;
+	return ev->dirfd;
+}
+
+/*
  * An exec the kernel side reported (bpf/lib/shlib_exec.h): the registry looks into the
  * executable, and attaches to it if it is a Go program; one that is not is not
  * reported again while its ctime is the one of the file the registry read
@@ -122,7 +139,7 @@ static int handle_exec(struct bpftel_sharedlibs *sl, const struct shlib_event *e
 		.lib = SHLIB_LIB_GO,
 		.libset = ev->libset,
 		.syscall = SHLIB_SYS_EXEC,
-		.dirfd = ev->dirfd,
+		.dirfd = event_dirfd(ev),
 		.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff),
 		.ino = ev->ino,
 		.start_ns = ev->start_ns,
@@ -199,7 +216,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 		copy = *d;
 		copy.path = (char *)ev->path;
 		copy.host_path = NULL;
-		copy.dirfd = ev->dirfd; /* this open's, not the first one's */
+		copy.dirfd = event_dirfd(ev); /* this open's, not the first one's */
 		copy.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff);
 		copy.ino = ev->ino;
 		pthread_mutex_unlock(&sl->lock);
@@ -214,7 +231,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 	 * /proc. A repeat (a process opening the same file in a loop) never gets here. */
 	host_path = bpftel_procfile_host_path(&(struct bpftel_procfile_target){
 		.pid = ev->pid,
-		.dirfd = ev->dirfd,
+		.dirfd = event_dirfd(ev),
 		.path = ev->path,
 		.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff),
 		.ino = ev->ino,
@@ -237,7 +254,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 	d->lib = ev->lib;
 	d->libset = ev->libset;
 	d->syscall = ev->syscall;
-	d->dirfd = ev->dirfd;
+	d->dirfd = event_dirfd(ev);
 	d->dev = makedev(ev->dev >> 20, ev->dev & 0xfffff); /* kernel dev_t -> st_dev */
 	d->ino = ev->ino;
 	memcpy(d->comm, ev->comm, sizeof(d->comm));
