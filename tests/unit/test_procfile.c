@@ -484,6 +484,16 @@ static void test_fuse_mount_lines(void **state)
 	assert_int_equal(scan(ext4, 8, 1), BPFTEL_FUSE_NONE);
 	assert_int_equal(scan(both, 8, 1), BPFTEL_FUSE_ELSEWHERE);
 	assert_int_equal(scan(both, 0, 50), BPFTEL_FUSE_DEV);
+	/* FUSE's control file system (systemd mounts it) is no FUSE mount; fuseblk is. */
+	assert_int_equal(scan("40 24 0:39 / /sys/fs/fuse/connections rw - fusectl fusectl rw\n",
+			      0, 39),
+			 BPFTEL_FUSE_NONE);
+	assert_int_equal(scan("41 24 8:17 / /mnt/ntfs rw - fuseblk /dev/sdb1 rw\n", 8, 17),
+			 BPFTEL_FUSE_DEV);
+	assert_int_equal(scan("42 24 0:51 / /mnt/x rw - fuseblk.ntfs /dev/sdc1 rw\n", 8, 1),
+			 BPFTEL_FUSE_ELSEWHERE);
+	assert_int_equal(scan("43 24 0:52 / /mnt/y rw - fuse /dev/fuse rw\n", 0, 52),
+			 BPFTEL_FUSE_DEV);
 	/* A mount point of 20000 bytes on the file's own ext4: not read whole. */
 	longline = malloc(big + 200);
 	assert_non_null(longline);

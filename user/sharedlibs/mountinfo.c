@@ -27,6 +27,16 @@ static bool mountinfo_next(FILE *f, char *line, bool *whole)
 	return true;
 }
 
+/* A FUSE file system's type: fuse, fuseblk, or either with a subtype (fuse.sshfs); not
+ * fusectl, the FUSE connections' control file system systemd mounts on most hosts. */
+static bool fuse_type(const char *type)
+{
+	size_t len = strcspn(type, " ");
+
+	return (len == 4 && !strncmp(type, "fuse", 4)) || !strncmp(type, "fuse.", 5) ||
+	       (len == 7 && !strncmp(type, "fuseblk", 7)) || !strncmp(type, "fuseblk.", 8);
+}
+
 /*
  * "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the file system
  * type follows " - ". A line too long to read whole is taken as FUSE, on dev if its
@@ -46,7 +56,7 @@ enum bpftel_fuse_view bpftel_mountinfo_fuse(FILE *f, dev_t dev)
 		mine = sscanf(line, "%*u %*u %u:%u", &major, &minor) == 2 &&
 		       makedev(major, minor) == dev;
 		sep = strstr(line, " - ");
-		fuse = !whole || (sep && !strncmp(sep + 3, "fuse", 4));
+		fuse = !whole || (sep && fuse_type(sep + 3));
 		if (fuse)
 			view = mine ? BPFTEL_FUSE_DEV : BPFTEL_FUSE_ELSEWHERE;
 	}
