@@ -364,6 +364,51 @@ static void test_older_processes_reopen_by_mapping(void **state)
 /* A process with 30000 mappings of a file whose path is 250 bytes long (~12 MB of
  * maps text, which the kernel writes out for every read): a /proc scan reads 8 MiB of
  * it at most, says so (scan_maps_cut), and goes on. */
+/* The agent maps libraries of the watched sets itself (libmicrohttpd's libgnutls, a file
+ * the registry reads): the scan does not list it as their user, which would keep the
+ * file's row, and its links, while the agent runs. A process it forked with the same
+ * mapping is listed, alone. */
+static void test_scan_skips_the_agent(void **state)
+{
+	struct fixture *f = *state;
+	char dir[] = "/tmp/bpftel-self-XXXXXX", path[64];
+	struct bpftel_uprobe_file_info row;
+	struct stat st;
+	void *map;
+	pid_t child;
+	int fd;
+
+	if (access(LIBSSL, R_OK))
+		skip();
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/libssl.so.3", dir);
+	copy_over(LIBSSL, path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	assert_true(map != MAP_FAILED);
+	close(fd);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	assert_true(bpftel_uprobes__scan(f->up) >= 0);
+	assert_false(row_now(f, SHLIB_LIB_SSL, path, &row, 0));
+	child = fork();
+	if (child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		pause();
+		_exit(0);
+	}
+	assert_true(child > 0);
+	assert_true(bpftel_uprobes__scan(f->up) >= 1);
+	assert_true(find_row(f, SHLIB_LIB_SSL, path, &row, 2));
+	assert_int_equal(row.nprocs, 1);
+	assert_int_equal(row.pids[0], (__u32)child);
+	stop_child(child);
+	munmap(map, (size_t)st.st_size);
+	unlink(path);
+	rmdir(dir);
+}
+
 static void test_scan_reads_maps_bounded(void **state)
 {
 	struct fixture *f = *state;
@@ -1817,6 +1862,7 @@ int main(void)
 		T(test_python_ssl_after_start_then_exit),
 		T(test_loaded_before_start_found_by_scan),
 		T(test_scan_reads_maps_bounded),
+		T(test_scan_skips_the_agent),
 		T(test_dlopen_cudart_detected),
 		T(test_private_mount_namespace),
 		T(test_overlayfs_library),

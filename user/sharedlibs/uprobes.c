@@ -1397,6 +1397,7 @@ static int scan_pid(struct bpftel_uprobes *u, __u32 pid)
 int bpftel_uprobes__scan(struct bpftel_uprobes *u)
 {
 	long long from = bpftel_mono_ms();
+	__u32 self = (__u32)getpid(), pid;
 	struct dirent *de;
 	int found = 0;
 	DIR *proc;
@@ -1405,8 +1406,14 @@ int bpftel_uprobes__scan(struct bpftel_uprobes *u)
 	if (!proc)
 		return -errno;
 	while ((de = readdir(proc))) {
-		if (isdigit((unsigned char)de->d_name[0]))
-			found += scan_pid(u, (__u32)strtoul(de->d_name, NULL, 10));
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		pid = (__u32)strtoul(de->d_name, NULL, 10);
+		/* Not the agent: it maps libraries of the sets itself (libmicrohttpd's
+		 * libgnutls; a file the registry reads, briefly), and as their user would keep
+		 * their rows for good. The kernel side skips it alike (shlib_self_tgid). */
+		if (pid != self)
+			found += scan_pid(u, pid);
 	}
 	closedir(proc);
 	/* Every process that mapped a file when the scan began is listed now: files
