@@ -148,6 +148,27 @@ static void test_start_mono(void **state)
 	assert_int_equal(bpftel_proc_start_mono_ns(0), 0);
 }
 
+/* The clock of start times, now: a child forked after a reading starts no earlier (the
+ * two floored to the same tick at most), one forked before no later than the next; so
+ * that a start earlier than a reading is a process that ran at it (usm/procs.c). */
+static void test_ticks_now(void **state)
+{
+	__u64 before, after, born;
+	int hold;
+	pid_t pid;
+
+	(void)state;
+	before = bpftel_proc_ticks_now();
+	pid = child_as(getuid(), "born", &hold);
+	after = bpftel_proc_ticks_now();
+	born = bpftel_proc_start(pid);
+	child_end(pid, hold);
+	assert_true(before > 0);
+	assert_true(born >= before);
+	assert_true(born <= after);
+	assert_true(bpftel_proc_start(getpid()) <= before);
+}
+
 /*
  * A child that takes uid creator, makes a user namespace of its own (owned by creator),
  * and, once the test mapped ns uids 0..65535 to host 100000.. (as newuidmap does for a
@@ -267,6 +288,7 @@ int main(void)
 		cmocka_unit_test(test_owner),
 		cmocka_unit_test(test_comm_and_start),
 		cmocka_unit_test(test_start_mono),
+		cmocka_unit_test(test_ticks_now),
 	};
 
 	return cmocka_run_group_tests_name("proc", tests, NULL, NULL);

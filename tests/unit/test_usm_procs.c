@@ -120,6 +120,7 @@ static struct fake_proc fake_next;     /* given the pid by describe, when set */
 static unsigned int starts, describes; /* hook calls: /proc reads */
 
 static unsigned int start_fails; /* reads of the start time to fail, the process running */
+static uint64_t fake_now;	 /* the clock of start times: between proc_a's and proc_b's */
 
 static uint64_t fake_start(uint32_t pid)
 {
@@ -149,10 +150,16 @@ static bool fake_runs(uint32_t pid)
 	return pid == fake.pid && fake.start;
 }
 
+static uint64_t fake_clock(void)
+{
+	return fake_now;
+}
+
 static const struct usm_procs_hooks fake_hooks = {
 	.start = fake_start,
 	.describe = fake_describe,
 	.runs = fake_runs,
+	.now = fake_clock,
 };
 
 #define PID  4321
@@ -167,6 +174,7 @@ static int fake_setup(void **state)
 	fake = proc_a;
 	fake_next = (struct fake_proc){0};
 	starts = describes = start_fails = 0;
+	fake_now = 1500;
 	*state = usm_procs_new_hooks(&fake_hooks);
 	return *state ? 0 : -1;
 }
@@ -265,6 +273,47 @@ static void test_failed_read_not_gone(void **state)
 	starts = describes = 0;
 	assert_false(usm_procs_note(p, PID));
 	assert_int_equal(starts + describes, 0);
+}
+
+/* The start time unreadable at a running process's first message (noted "?"), read at
+ * its next: it started before the first read, so it is the same process, learned now,
+ * not a new one given the pid (whose rows would fold the first message's into
+ * "(exited)"). A sweep meanwhile does not find it gone either. B, started after that
+ * first read, is a new process. */
+static void test_failed_first_read_same_process(void **state)
+{
+	struct usm_procs *p = *state;
+	struct usm_proc out;
+
+	start_fails = 1;
+	assert_false(usm_procs_note(p, PID));
+	assert_true(usm_procs_get(p, PID, &out));
+	assert_int_equal(out.start, 0);
+	assert_false(usm_procs_note(p, PID));
+	assert_proc(p, &proc_a);
+	starts = describes = 0;
+	assert_false(usm_procs_note(p, PID)); /* known now: nothing read */
+	assert_int_equal(starts + describes, 0);
+
+	/* A sweep between the two: its rows are not folded at the grace's end. */
+	usm_procs_free(p);
+	*state = p = usm_procs_new_hooks(&fake_hooks);
+	start_fails = 1;
+	assert_false(usm_procs_note(p, PID));
+	usm_procs_sweep(p, 1000, GRACE);
+	assert_true(usm_procs_shown(p, PID, 1000 + GRACE, GRACE));
+	assert_false(usm_procs_note(p, PID));
+	assert_proc(p, &proc_a);
+
+	/* Unread again at a first message, and the pid is B's by the next: B started after
+	 * the read, so it is another process. */
+	usm_procs_free(p);
+	*state = p = usm_procs_new_hooks(&fake_hooks);
+	start_fails = 1;
+	assert_false(usm_procs_note(p, PID));
+	fake = proc_b;
+	assert_true(usm_procs_note(p, PID));
+	assert_proc(p, &proc_b);
 }
 
 /* The pid reused while its name is read: the start times before and after differ, so
@@ -487,7 +536,8 @@ int main(void)
 		F(test_note_known_reads_nothing),  F(test_reuse_found_by_sweep),
 		F(test_reuse_after_exit_seen),	   F(test_reuse_while_learning),
 		F(test_gone_before_noted),	   F(test_gone_named_by_watcher),
-		F(test_failed_read_not_gone),	   cmocka_unit_test(test_full_gone_gives_way),
+		F(test_failed_read_not_gone),	   F(test_failed_first_read_same_process),
+		cmocka_unit_test(test_full_gone_gives_way),
 		cmocka_unit_test(test_refused_retried_when_gone),
 	};
 #undef F

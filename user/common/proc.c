@@ -89,6 +89,17 @@ __u64 bpftel_proc_start(__u32 pid)
 	return bpftel_proc_stat(pid, 22, 1, &st) ? st : 0;
 }
 
+__u64 bpftel_proc_ticks_now(void)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	struct timespec boot;
+
+	if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot))
+		return 0;
+	return ((__u64)boot.tv_sec * 1000000000ull + (__u64)boot.tv_nsec) /
+	       (1000000000ull / (__u64)hz);
+}
+
 __u64 bpftel_proc_start_mono_ns(__u64 start)
 {
 	long hz = sysconf(_SC_CLK_TCK);

@@ -26,6 +26,9 @@ ssize_t bpftel_proc_stat_text(int procfd, __u32 pid, char *buf, size_t size);
  * pid, it names one process, whatever process has the pid later. 0 when it is gone or
  * cannot be read. */
 __u64 bpftel_proc_start(__u32 pid);
+/* The time now on bpftel_proc_start()'s clock (ticks after boot, floored): a process
+ * whose start is earlier ran at this call. 0 if the clock cannot be read. */
+__u64 bpftel_proc_ticks_now(void);
 
 /* A start time of bpftel_proc_start()'s on the clock of BPF's stamps (bpf_ktime_get_ns:
  * CLOCK_MONOTONIC, which stops while the host is suspended; the ticks count from boot

@@ -40,6 +40,11 @@ static bool proc_runs(uint32_t pid)
 	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
+static uint64_t proc_ticks_now(void)
+{
+	return bpftel_proc_ticks_now();
+}
+
 struct usm_procs *usm_procs_new_hooks(const struct usm_procs_hooks *hooks)
 {
 	struct usm_procs *p = calloc(1, sizeof(*p));
@@ -62,6 +67,7 @@ struct usm_procs *usm_procs_new(void)
 		.start = proc_start,
 		.describe = proc_describe,
 		.runs = proc_runs,
+		.now = proc_ticks_now,
 	};
 
 	return usm_procs_new_hooks(&proc);
@@ -153,6 +159,7 @@ static void learn(struct usm_procs *p, uint32_t pid, struct usm_proc *e)
 		memset(e, 0, sizeof(*e));
 		e->pid = pid;
 		snprintf(e->comm, sizeof(e->comm), "?");
+		e->noted = p->hooks.now ? p->hooks.now() : 0;
 		e->start = p->hooks.start(pid);
 		if (!e->start)
 			return;
@@ -161,6 +168,17 @@ static void learn(struct usm_procs *p, uint32_t pid, struct usm_proc *e)
 	} while (again != e->start && ++tries < 3);
 	if (again != e->start)
 		e->start = 0; /* cannot tell whose: learned again at its next message */
+}
+
+/*
+ * Is the process whose start time is start (0: none) the one of entry e? The same start,
+ * or e's unread (the read failed: gone, or the agent out of fds, say) and start earlier
+ * than that read: the process ran then, and the message that made e was taken as its,
+ * as a read that worked would have.
+ */
+static bool same_process(const struct usm_proc *e, uint64_t start)
+{
+	return start && (start == e->start || (!e->start && start < e->noted));
 }
 
 static bool refused_locked(const struct usm_procs *p, uint32_t pid)
@@ -219,10 +237,14 @@ bool usm_procs_note_gone(struct usm_procs *p, uint32_t pid, bool *gone, uint32_t
 			refuse_locked(p, pid);
 		else if (gone)
 			*gone = !e.start;
-	} else if ((was->gone_ns || !was->start) && e.start && e.start != was->start) {
+	} else if ((was->gone_ns || !was->start) && e.start && !same_process(was, e.start)) {
 		*was = e;
 		reused = true;
-	} else if (was->gone_ns && e.start && e.start == was->start) {
+	} else if (!was->start && e.start) {
+		/* Unread at its first message, started before it: the same process, read now,
+		 * its rows kept (not folded as a gone one's). */
+		*was = e;
+	} else if (was->gone_ns && e.start) { /* e.start == was->start */
 		/* The same process, running: the look that found it gone could not read it
 		 * (the agent out of fds, say). Kept as running, its messages read nothing
 		 * again, and its rows do not fold while it lives. */
@@ -329,10 +351,11 @@ void usm_procs_sweep(struct usm_procs *p, uint64_t now_ns, uint64_t grace_ns)
 	pthread_mutex_lock(&p->lock);
 	for (i = 0; i < n; i++) {
 		e = find(p, look[i].pid);
-		/* Gone, or its pid another process's (an entry of unknown start was
-		 * learned gone); unless noted anew meanwhile. */
+		/* Gone, or its pid another process's (an entry of unknown start: unless the
+		 * process with the pid ran when it was read, same_process()); unless noted
+		 * anew meanwhile. */
 		if (e && !e->gone_ns && e->start == look[i].start &&
-		    (!look[i].now || look[i].now != e->start))
+		    !same_process(e, look[i].now))
 			e->gone_ns = now_ns;
 	}
 	for (i = 0, kept = 0; i < p->n; i++) { /* in order: the table stays sorted */

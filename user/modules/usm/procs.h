@@ -28,6 +28,7 @@ struct usm_proc {
 	char comm[16];
 	struct bpftel_cgroup_info cgroup;
 	uint64_t start;	  /* its start time (bpftel_proc_start()), 0: unknown (gone first) */
+	uint64_t noted;	  /* when start was read, on its clock (hooks.now; 0 without) */
 	uint64_t gone_ns; /* when it was first seen gone (the caller's clock), or 0 */
 };
 
@@ -39,6 +40,9 @@ struct usm_procs_hooks {
 	void (*describe)(uint32_t pid, struct usm_proc *out);
 	/* Does pid run? No /proc read: called under the endpoint table's lock. */
 	bool (*runs)(uint32_t pid);
+	/* The time now on start's clock, or NULL: a start time unread at a process's
+	 * first message and read later is then the same process's if it is earlier. */
+	uint64_t (*now)(void);
 };
 
 struct usm_procs;
