@@ -163,7 +163,8 @@ def main():
         r = row()
         check(r["state"] == "in_use" and r["attached"] > 0,
               f"the copy is in use, {r['attached']} points attached")
-        check(agent.json("libs")["idle_used"] == used_before + 1,
+        # At least: a file of another process of the host may be used so meanwhile.
+        check(agent.json("libs")["idle_used"] >= used_before + 1,
               "idle_used counted the file used while no process was known")
         wait_for(lambda: http_count(agent, pid=child, side="client", method="GET",
                                     status=200) == 1, 30,

@@ -136,7 +136,9 @@ def tls_sides(agent, python, tmp):
         # inside its response's read names the socket (tls_recv_fd = on, this test's
         # configuration). Its request, written before any
         # read, is the one message of its session without a connection (it was two, the
-        # response's too, before: each row then had none).
+        # response's too, before: each row then had none). tls_connection_unknown counts
+        # the host's TLS messages alike (any curl meanwhile): shown, not asserted; the
+        # rows' connections are this exchange's own.
         unknown = agent.json("http")["counters"]["tls_connection_unknown"]
         curl = subprocess.run(["curl", "-sk", "-o", "/dev/null", "-w", "%{local_port}",
                                f"https://127.0.0.1:{port}/bio/1"], capture_output=True,
@@ -149,7 +151,7 @@ def tls_sides(agent, python, tmp):
         want = {"client": f"127.0.0.1:{curl.stdout}", "server": f"127.0.0.1:{port}"}
         srow = rows(agent, pid=server.pid, side="server", path="/bio/*")[0]["connection"]
         unknown = agent.json("http")["counters"]["tls_connection_unknown"] - unknown
-        check(got == 1 and ccon == want and srow == want and unknown <= 1 and
+        check(got == 1 and ccon == want and srow == want and
               agent.json("http")["tls_recv_fd"] is True,
               f"curl's row (its own BIO) carries its connection, the server's alike: {ccon}, "
               f"server {srow}, want {want}; tls_connection_unknown +{unknown}")
