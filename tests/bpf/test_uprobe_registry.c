@@ -808,7 +808,7 @@ static void test_overlayfs_copy_up_keeps_layer(void **state)
 	pid_t child, pid[4] = {0};
 	unsigned char code[4];
 	char script[1024], upper[128], flag[64];
-	int tries, i;
+	int tries, i, fd;
 	FILE *up;
 	long off;
 
@@ -881,6 +881,18 @@ static void test_overlayfs_copy_up_keeps_layer(void **state)
 	assert_true(row_of_pid(f, pid[0], &row, 2));
 	assert_int_equal(row.nprocs, 3);
 	assert_int_equal(rows_under(f, SHLIB_LIB_SSL, "/tmp/bpftel-ovl4/", &row), 2);
+
+	/* The copy written in place through overlay 1 (its own bytes again): its probes go,
+	 * also where the layer's row watches the same overlay inode, opened through it. */
+	snprintf(upper, sizeof(upper), "/proc/%d/root/tmp/bpftel-ovl4/m1/libssl.so.3",
+		 (int)pid[3]);
+	fd = open(upper, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, code, 1, off), 1);
+	close(fd);
+	for (tries = 0; tries < 3000 && code_byte_in(pid[3], off) == 0xcc; tries++)
+		usleep(10000);
+	assert_int_not_equal(code_byte_in(pid[3], off), 0xcc);
 
 	/* Restarted: each file reopened through its newest process that reaches it. */
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);

@@ -31,24 +31,28 @@
 #include "uprobes_internal.h"
 #include "user/common/log.h"
 
-/* With u->lock: the file watched as wd, or NULL. */
-static struct lib_file *watched_locked(struct bpftel_uprobes *u, int wd)
+/* With u->lock: a file watched as wd other than but, or NULL. One inode is one watch:
+ * rows of two files opened through one overlay inode (a layer's, and its copy-up's)
+ * hold the same wd. */
+static struct lib_file *watched_locked(struct bpftel_uprobes *u, int wd,
+				       const struct lib_file *but)
 {
 	size_t i;
 
 	for (i = 0; i < u->nfiles; i++) {
-		if (u->files[i]->wd == wd)
+		if (u->files[i]->wd == wd && u->files[i] != but)
 			return u->files[i];
 	}
 	return NULL;
 }
 
-/* With u->lock: forget f's watch. inotify_rm_watch touches no file: quick. */
+/* With u->lock: forget f's watch, and remove it where no other row holds it.
+ * inotify_rm_watch touches no file: quick. */
 static void unwatch_locked(struct bpftel_uprobes *u, struct lib_file *f)
 {
 	if (f->wd < 0)
 		return;
-	if (u->watch_fd >= 0)
+	if (u->watch_fd >= 0 && !watched_locked(u, f->wd, f))
 		inotify_rm_watch(u->watch_fd, f->wd);
 	f->wd = -1;
 }
@@ -75,6 +79,8 @@ __u64 watch_file(struct bpftel_uprobes *u, struct lib_file *f, int fd)
 	}
 	pthread_mutex_lock(&u->lock);
 	if (wd >= 0) {
+		if (f->wd != wd) /* reached through another inode now: the old watch goes */
+			unwatch_locked(u, f);
 		f->wd = wd;
 		f->unwatched = false;
 	} else if (!f->unwatched) {
@@ -88,9 +94,22 @@ __u64 watch_file(struct bpftel_uprobes *u, struct lib_file *f, int fd)
 	return writes;
 }
 
-/* The inode watched as wd was written: release its file's links, ahead of the reaper's
- * queue, and make an attach in flight give its own back (attach_run). */
-static void file_written(struct bpftel_uprobes *u, int wd)
+/* With u->lock: a file watched as wd that write event mark has not released yet. */
+static struct lib_file *unreleased_locked(struct bpftel_uprobes *u, int wd, __u64 mark)
+{
+	size_t i;
+
+	for (i = 0; i < u->nfiles; i++) {
+		if (u->files[i]->wd == wd && u->files[i]->written_mark != mark)
+			return u->files[i];
+	}
+	return NULL;
+}
+
+/* The inode watched as wd was written (write event mark): release the links of one
+ * file watched so, ahead of the reaper's queue, and make an attach in flight give its
+ * own back (attach_run). False when none is left. */
+static bool file_written_once(struct bpftel_uprobes *u, int wd, __u64 mark)
 {
 	struct ulink rel[MAX_MODS * MAX_SPECS];
 	struct lib_file *f;
@@ -99,11 +118,12 @@ static void file_written(struct bpftel_uprobes *u, int wd)
 	size_t n;
 
 	pthread_mutex_lock(&u->lock);
-	f = watched_locked(u, wd);
+	f = unreleased_locked(u, wd, mark);
 	if (!f) { /* released already: the same write's later events */
 		pthread_mutex_unlock(&u->lock);
-		return;
+		return false;
 	}
+	f->written_mark = mark;
 	f->writes++;
 	n = take_links_locked(f, rel);
 	/* Counted per release: an attach in flight counts its own (attach_run). */
@@ -124,6 +144,18 @@ static void file_written(struct bpftel_uprobes *u, int wd)
 	else if (counted)
 		pr_debug("uprobes: %s written in place: %zu links released", path, n);
 	hand_links(u, f, rel, n, true);
+	return true;
+}
+
+/* Every file watched as wd is released: which of those sharing an inode's watch was
+ * written cannot be told, and a row left attached would run instructions its file no
+ * longer holds. Only the watch thread calls it: its marks need no lock. */
+static void file_written(struct bpftel_uprobes *u, int wd)
+{
+	__u64 mark = ++u->write_events;
+
+	while (file_written_once(u, wd, mark))
+		;
 }
 
 /* Events were lost: any watched file may have been written. All are released. */
@@ -153,8 +185,7 @@ static void watch_gone(struct bpftel_uprobes *u, int wd)
 	struct lib_file *f;
 
 	pthread_mutex_lock(&u->lock);
-	f = watched_locked(u, wd);
-	if (f) {
+	while ((f = watched_locked(u, wd, NULL))) {
 		f->wd = -1;
 		f->unwatched = true;
 		u->ref.unwatched++;

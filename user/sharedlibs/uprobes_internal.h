@@ -111,8 +111,11 @@ struct lib_file {
 	unsigned int slot; /* its calls' counters in uprobe_hits (bpf/uprobe_hits.h) */
 	unsigned int shed; /* bit per module: detached by bpftel_uprobes__shed */
 	/* The inotify watch on the inode the registry opened (uprobe_watch.c), from before
-	 * its first attach until it holds no link and no attach is in flight; -1: none. */
+	 * its first attach until it holds no link and no attach is in flight; -1: none.
+	 * Another row may hold the same (an overlay's inode, the layer's row opened
+	 * through it and its copy-up's). */
 	int wd;
+	__u64 written_mark; /* the last write event that released it (uprobe_watch.c) */
 	bool unwatched;	   /* the watch could not be added: a short grace instead */
 	__u64 writes;	   /* writes seen in place: an attach that began before one is stale */
 	/* Sweeps' reopens that reached the file through none of its live processes, in a
@@ -210,6 +213,7 @@ struct bpftel_uprobes {
 	 * the thread that reads it, stopped through an eventfd. -1: none. */
 	int watch_fd, watch_stop;
 	pthread_t watch_thread;
+	__u64 write_events; /* the watch thread's own: each write event's mark */
 	bool watch_running;
 	bool warned_written; /* the first release of a written file is logged as a warning */
 };
