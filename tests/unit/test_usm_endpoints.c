@@ -870,6 +870,59 @@ static void test_sweep_folds_exited(void **state)
 	usm_endpoints_free(e);
 }
 
+/* The table full of exited processes' rows: a live process's new endpoint gets a row
+ * of its own, theirs folded into the exited overflow row of their side, counts kept;
+ * once no exited row is left, a new endpoint over the table's cap is the overflow
+ * row's as before. */
+static void test_exited_rows_give_way(void **state)
+{
+	struct usm_endpoints *e = usm_endpoints_new(&(struct usm_endpoints_limits){.max_rows = 4});
+	struct usm_endpoint_row *rows, *r;
+	struct usm_endpoints_stats st;
+	size_t n;
+
+	(void)state;
+	exchange(e, tls(11, 1), "GET /a HTTP/1.1\r\n", 200, 10, 1);
+	exchange(e, tls(11, 1), "GET /b HTTP/1.1\r\n", 200, 20, 2);
+	exchange(e, tls(12, 1), "GET /c HTTP/1.1\r\n", 200, 30, 3);
+	exchange(e, sided(12, USM_SIDE_SERVER, 2), "GET /d HTTP/1.1\r\n", 404, 40, 4);
+	assert_int_equal(usm_endpoints_sweep(e, only_10_alive, NULL), 2);
+	exchange(e, tls(10, 1), "GET /e HTTP/1.1\r\n", 200, 50, 5);
+	n = usm_endpoints_rows(e, &rows);
+	assert_int_equal(n, 3);
+	assert_int_equal(find(rows, n, 10, USM_SIDE_CLIENT, "/e", 200)->latency.count, 1);
+	r = find(rows, n, USM_PID_EXITED, USM_SIDE_CLIENT, USM_ROUTE_OVERFLOW, 0);
+	assert_non_null(r);
+	assert_int_equal(r->latency.count, 3);
+	assert_int_equal(r->latency.sum_ns, 1 + 2 + 3);
+	assert_string_equal(r->method, USM_METHOD_OTHER);
+	r = find(rows, n, USM_PID_EXITED, USM_SIDE_SERVER, USM_ROUTE_OVERFLOW, 0);
+	assert_non_null(r);
+	assert_int_equal(r->latency.count, 1);
+	assert_null(find(rows, n, USM_PID_OVERFLOW, USM_SIDE_CLIENT, USM_ROUTE_OVERFLOW, 0));
+	assert_int_equal(counted(rows, n), 5);
+	free(rows);
+	usm_endpoints_stats(e, &st);
+	assert_int_equal(st.exited_folded, 1);
+	assert_int_equal(st.table_overflow, 0);
+
+	/* The live process's own rows fill the table: the next is the overflow row's. */
+	exchange(e, tls(10, 1), "GET /f HTTP/1.1\r\n", 200, 60, 6);
+	exchange(e, tls(10, 1), "GET /g HTTP/1.1\r\n", 200, 70, 7);
+	exchange(e, tls(10, 1), "GET /h HTTP/1.1\r\n", 200, 80, 8);
+	exchange(e, tls(10, 1), "GET /i HTTP/1.1\r\n", 200, 90, 9);
+	n = usm_endpoints_rows(e, &rows);
+	assert_int_equal(find(rows, n, USM_PID_OVERFLOW, USM_SIDE_CLIENT, USM_ROUTE_OVERFLOW,
+			      0)->latency.count,
+			 1);
+	assert_int_equal(counted(rows, n), 9);
+	free(rows);
+	usm_endpoints_stats(e, &st);
+	assert_int_equal(st.exited_folded, 1);
+	assert_int_equal(st.table_overflow, 1);
+	usm_endpoints_free(e);
+}
+
 /* Every request is accounted for once: paired, unanswered, evicted or still pending,
  * also when the sweep drops the pending requests of processes that exited (a live
  * one's stay). */
@@ -1090,6 +1143,7 @@ int main(void)
 		cmocka_unit_test(test_pending_expiry),
 		cmocka_unit_test(test_copy_hook),
 		cmocka_unit_test(test_sweep_folds_exited),
+		cmocka_unit_test(test_exited_rows_give_way),
 		cmocka_unit_test(test_sweep_accounts_pending),
 		cmocka_unit_test(test_seq_order_stable),
 		cmocka_unit_test(test_conn_remembered),

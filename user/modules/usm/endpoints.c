@@ -16,6 +16,9 @@
  *    process's new endpoint goes to the USM_PID_OVERFLOW row instead;
  *  - reserved rows: USM_PID_OVERFLOW's, and the overflow rows of exited processes
  *    folded into USM_PID_EXITED: one per (side, proto, version) each, at most 48.
+ * Endpoint rows of exited processes (USM_PID_EXITED) hold their room only while there
+ * is room: a live process's new endpoint with max_rows taken folds them all into the
+ * exited overflow rows (their counts kept) before it is sent to an overflow row.
  * Sides, protos and versions are clamped to the known ones (an unknown version is
  * kept as 0) so that the reserved rows are bounded.
  */
@@ -101,6 +104,7 @@ struct usm_endpoints {
 	struct row *rows; /* creation order */
 	size_t nrows, cap, proc_reserve;
 	size_t kinds[ROW__KINDS]; /* rows of each kind */
+	size_t exited;		  /* endpoint rows of USM_PID_EXITED */
 	uint32_t *index;	  /* row index + 1, 0 when empty; 2 x cap rounded up */
 	size_t index_mask;
 	uint32_t *pids; /* sweep's scratch: one per row and pending slot */
@@ -349,6 +353,9 @@ static struct row *table_overflow_row(struct usm_endpoints *e, const struct row_
 	return r ? r : row_add(e, &o, ROW_RESERVED);
 }
 
+static size_t rows_compact(struct usm_endpoints *e, uint64_t cutoff, size_t ndead,
+			   bool fold_exited);
+
 /* The row a paired response is counted in: its endpoint's, or an overflow row. */
 static struct row *row_for(struct usm_endpoints *e, const struct row_key *k)
 {
@@ -358,6 +365,13 @@ static struct row *row_for(struct usm_endpoints *e, const struct row_key *k)
 	if (r)
 		return r;
 	if (rows_of(e, k->pid, k->side) < e->lim.max_rows_per_proc) {
+		/* Exited processes' rows give way to a live one's: however many processes
+		 * came and went (any user can run them), the table is not theirs. */
+		if (e->kinds[ROW_ENDPOINT] >= e->lim.max_rows && e->exited &&
+		    k->pid != USM_PID_EXITED) {
+			rows_compact(e, 0, 0, true);
+			e->st.exited_folded++;
+		}
 		if (e->kinds[ROW_ENDPOINT] < e->lim.max_rows)
 			return row_add(e, k, ROW_ENDPOINT);
 		return table_overflow_row(e, k);
@@ -672,18 +686,35 @@ static void merge(struct row *into, const struct row *from)
 	}
 }
 
+/* Endpoint row r of an exited process, as its side's exited overflow row: reserved. */
+static void fold_exited_row(struct usm_endpoints *e, struct row *r)
+{
+	snprintf(r->r.method, sizeof(r->r.method), "%s", USM_METHOD_OTHER);
+	snprintf(r->r.path, sizeof(r->r.path), "%s", USM_ROUTE_OVERFLOW);
+	r->r.status = 0;
+	r->r.grpc = false;
+	r->r.grpc_status = 0;
+	e->kinds[ROW_ENDPOINT]--;
+	e->kinds[ROW_RESERVED]++;
+	r->kind = ROW_RESERVED;
+}
+
 /*
  * Drop the rows whose last message is before cutoff; relabel those of the ndead pids
  * in e->pids to USM_PID_EXITED, merging each into the USM_PID_EXITED row of the same
- * key when there is one (the earlier row, whose seq stays). Returns the rows dropped.
+ * key when there is one (the earlier row, whose seq stays); with fold_exited, the
+ * endpoint rows of USM_PID_EXITED into their exited overflow rows. Returns the rows
+ * dropped.
  */
-static size_t rows_compact(struct usm_endpoints *e, uint64_t cutoff, size_t ndead)
+static size_t rows_compact(struct usm_endpoints *e, uint64_t cutoff, size_t ndead,
+			   bool fold_exited)
 {
 	size_t i, w = 0, gone = 0;
 	struct row_key k;
 	struct row *r, *into;
 
 	memset(e->index, 0, (e->index_mask + 1) * sizeof(*e->index));
+	e->exited = 0;
 	for (i = 0; i < e->nrows; i++) {
 		r = &e->rows[i];
 		if (r->r.last_ns < cutoff) {
@@ -699,6 +730,8 @@ static size_t rows_compact(struct usm_endpoints *e, uint64_t cutoff, size_t ndea
 				r->kind = ROW_RESERVED;
 			}
 		}
+		if (fold_exited && r->r.pid == USM_PID_EXITED && r->kind == ROW_ENDPOINT)
+			fold_exited_row(e, r);
 		k = key_of(r);
 		into = row_find(e, &k); /* only among the rows already kept */
 		if (into) {
@@ -706,6 +739,7 @@ static size_t rows_compact(struct usm_endpoints *e, uint64_t cutoff, size_t ndea
 			e->kinds[r->kind]--;
 			continue;
 		}
+		e->exited += r->r.pid == USM_PID_EXITED && r->kind == ROW_ENDPOINT;
 		if (w != i)
 			e->rows[w] = *r;
 		index_add(e, w++);
@@ -753,7 +787,7 @@ size_t usm_endpoints_expire(struct usm_endpoints *e, uint64_t now_ns)
 
 	pthread_mutex_lock(&e->lock);
 	if (e->lim.expiry_ns && now_ns > e->lim.expiry_ns) {
-		gone = rows_compact(e, now_ns - e->lim.expiry_ns, 0);
+		gone = rows_compact(e, now_ns - e->lim.expiry_ns, 0, false);
 		e->st.expired += gone;
 		pending_expire(e, now_ns - e->lim.expiry_ns);
 	}
@@ -796,7 +830,7 @@ int usm_endpoints_sweep(struct usm_endpoints *e, bool (*alive)(uint32_t pid, voi
 	pthread_mutex_lock(&e->lock);
 	ndead = dead_pids(e, alive, ctx);
 	if (ndead) {
-		rows_compact(e, 0, ndead);
+		rows_compact(e, 0, ndead, false);
 		/* A gone process's requests will not be answered: counted as such, like those
 		 * that expire. Removal re-seats later entries into slot i: look at it again. */
 		for (i = 0; i < e->nslots;) {

@@ -103,6 +103,9 @@ struct usm_endpoints_stats {
 	uint64_t evicted;	   /* pending requests pushed out by newer connections */
 	uint64_t proc_overflow;	   /* paired into a process's overflow row: its cap */
 	uint64_t table_overflow;   /* paired into a USM_PID_OVERFLOW row: the table was full */
+	uint64_t exited_folded;	   /* the table full of endpoint rows, those of exited
+				    * processes folded into their overflow rows for a live
+				    * process's new one */
 	uint64_t expired;	   /* rows removed after expiry_ns without a message */
 	size_t pending, rows;
 };

@@ -133,7 +133,8 @@ static void print_http(json_t *resp)
 	printf("\nTLS calls %lld (HTTP %lld, retried writes %lld), packets %lld (HTTP %lld), lost "
 	       "%lld, truncated %lld; "
 	       "requests %lld, responses %lld, paired %lld, unanswered %lld, orphan responses "
-	       "%lld, interim %lld, evicted %lld; overflow: per process %lld, table %lld; expired "
+	       "%lld, interim %lld, evicted %lld; overflow: per process %lld, table %lld (exited "
+	       "processes' rows folded %lld times); expired "
 	       "rows %lld; unattributed %lld; NAT copies %lld; the agent's own %lld; rejected: "
 	       "syntax %lld, status %lld\n",
 	       jint(c, "tls_calls"), jint(c, "tls_http"), jint(c, "tls_write_retries"),
@@ -143,6 +144,7 @@ static void print_http(json_t *resp)
 	       jint(pairing, "unanswered"), jint(pairing, "orphan_responses"),
 	       jint(pairing, "interim"), jint(pairing, "evicted"),
 	       jint(pairing, "process_overflow"), jint(pairing, "table_overflow"),
+	       jint(pairing, "exited_folded"),
 	       jint(pairing, "expired"), jint(c, "unattributed"), jint(c, "nat_copies"),
 	       jint(c, "own_exchanges"),
 	       jint(json_object_get(c, "rejected"), "syntax"),

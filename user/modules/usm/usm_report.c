@@ -208,7 +208,7 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 	json_object_set_new(cnt, "rejected", rej);
 	json_object_set_new(
 		cnt, "pairing",
-		json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+		json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			  "requests", (json_int_t)c->endpoints.requests, "responses",
 			  (json_int_t)c->endpoints.responses, "paired",
 			  (json_int_t)c->endpoints.paired, "unanswered",
@@ -217,7 +217,8 @@ static json_t *counters_json(const struct bpftel_usm_counters *c)
 			  (json_int_t)c->endpoints.interim, "evicted",
 			  (json_int_t)c->endpoints.evicted, "process_overflow",
 			  (json_int_t)c->endpoints.proc_overflow, "table_overflow",
-			  (json_int_t)c->endpoints.table_overflow, "expired",
+			  (json_int_t)c->endpoints.table_overflow, "exited_folded",
+			  (json_int_t)c->endpoints.exited_folded, "expired",
 			  (json_int_t)c->endpoints.expired, "pending",
 			  (json_int_t)c->endpoints.pending, "rows", (json_int_t)c->endpoints.rows));
 	json_object_set_new(cnt, "http2", http2_json(&c->h2));
