@@ -425,6 +425,25 @@ static void test_grpc_error(void **state)
 	assert_int_equal(h2t_find_nth(t, USM_H2_EV_END_STREAM, 3, 1)->stream.grpc_status, 14);
 }
 
+/* A response that says it is gRPC to a request that did not: an HTTP exchange, as its
+ * row is (the request's claim decides), not a gRPC response. */
+static void test_grpc_response_only(void **state)
+{
+	struct h2t *t = *state;
+
+	h2t_handshake(t);
+	h2b_headers(&t->out[C2S], t->def[C2S], 1, NGHTTP2_FLAG_END_STREAM,
+		    H2B_NV(":method", "POST", ":scheme", "https", ":path", "/pkg.Svc/Get"));
+	h2b_headers(&t->out[S2C], t->def[S2C], 1, NGHTTP2_FLAG_END_STREAM,
+		    H2B_NV(":status", "200", "content-type", "application/grpc", "grpc-status",
+			   "0"));
+	assert_int_equal(h2t_send(t, C2S), 0);
+	assert_int_equal(h2t_send(t, S2C), 0);
+	assert_false(h2t_find(t, USM_H2_EV_REQUEST, 1)->stream.grpc);
+	assert_false(h2t_find(t, USM_H2_EV_RESPONSE, 1)->stream.grpc);
+	assert_false(h2t_find_nth(t, USM_H2_EV_END_STREAM, 1, 1)->stream.grpc);
+}
+
 static void test_grpc_trailers_only(void **state)
 {
 	struct h2t *t = *state;
@@ -662,13 +681,13 @@ static void test_push_promise(void **state)
 	memcpy(p, "\x00\x00\x00\x02", 4); /* promised stream 2 */
 	n = h2b_block(
 		t->def[S2C],
-		H2B_NV(":method", "GET", ":path", "/style.css", "content-type", "application/grpc"),
-		p + 4, sizeof(p) - 4);
+		H2B_NV(":method", "GET", ":path", "/style.css", "grpc-status", "7"), p + 4,
+		sizeof(p) - 4);
 	h2b_frame(&t->out[S2C], NGHTTP2_PUSH_PROMISE, NGHTTP2_FLAG_END_HEADERS, 1, p, n + 4);
 	h2b_headers(&t->out[S2C], t->def[S2C], 1, NGHTTP2_FLAG_END_STREAM,
-		    H2B_NV(":status", "200", "content-type", "application/grpc"));
+		    H2B_NV(":status", "200", "grpc-status", "7"));
 	assert_int_equal(h2t_send(t, S2C), 0);
-	assert_true(h2t_find(t, USM_H2_EV_RESPONSE, 1)->stream.grpc);
+	assert_int_equal(h2t_find(t, USM_H2_EV_RESPONSE, 1)->stream.grpc_status, 7);
 	assert_int_equal(h2t_stats(t).header_blocks[S2C], 2);
 }
 
@@ -1214,6 +1233,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_grpc_ok, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_grpc_error, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_grpc_trailers_only, h2t_setup, h2t_teardown),
+		cmocka_unit_test_setup_teardown(test_grpc_response_only, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_chunking, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_many_frames_one_feed, h2t_setup, h2t_teardown),
 		cmocka_unit_test_setup_teardown(test_data_not_buffered, h2t_setup, h2t_teardown),

@@ -195,7 +195,9 @@ int h2_stream_headers(struct usm_h2_conn *c, enum usm_h2_dir dir, uint32_t id,
 			if (st)
 				st->final_seen = true;
 			info->status = f->status;
-			info->grpc = info->grpc || f->grpc;
+			/* gRPC or not is the request's claim, which its row and series take
+			 * (endpoints.c): a response's content-type does not make an HTTP
+			 * exchange a gRPC one in counters.http2.grpc_responses either. */
 		}
 		/* The server's: a client's trailers may carry one too, not its status. */
 		if (dir == USM_H2_SERVER_TO_CLIENT && f->grpc_status >= 0)
