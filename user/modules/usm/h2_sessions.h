@@ -81,7 +81,9 @@ struct usm_h2_sessions_stats {
 	uint64_t undecodable[USM_H2_REASON_MAX];    /* sessions, by the decoder's reason;
 						     * USM_H2_TOO_MANY_STREAMS: streams */
 	uint64_t dropped[USM_H2_DROP__COUNT];	    /* records or sessions, by reason */
-	uint64_t requests, responses, resets, grpc; /* events turned into messages */
+	uint64_t requests, responses, grpc; /* events turned into messages (grpc: responses
+					     * to requests that claimed gRPC) */
+	uint64_t resets; /* RST_STREAM frames, any stream's: a withdrawal where unanswered */
 	uint64_t refused;	  /* streams above the server's GOAWAY last_stream_id, tracked */
 	uint64_t rejected_status; /* responses whose :status is outside 100-599 (the
 				   * module counts them with HTTP/1's, rejected.status) */
