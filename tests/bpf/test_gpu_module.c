@@ -1002,7 +1002,7 @@ static int fail_read(void *arg)
  * The sweep's last read of the dead fails (the maps changed under it, as execs in a
  * loop can keep doing): the dead are kept for the next sweeps, a few, then forgotten
  * all the same, counted (exits_unread), so that failing reads cannot keep every dead
- * process's rows in the tables.
+ * process's rows in the tables. The next to die get their tries too.
  */
 static void test_sweep_last_read_fails(void **state)
 {
@@ -1024,6 +1024,13 @@ static void test_sweep_last_read_fails(void **state)
 	assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
 	assert_int_equal(keys_of(f->gpu, "gpu_procs", pid), 0);
 	assert_int_equal(bpftel_gpu__exits_unread(f->gpu), 1);
+	put_mallocs(f, pid + 1, 1000, 3);
+	for (i = 1; i < 3; i++) {
+		assert_int_equal(bpftel_gpu__sweep(f->gpu), 0);
+		assert_int_equal(keys_of(f->gpu, "gpu_procs", pid + 1), 1);
+	}
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
+	assert_int_equal(bpftel_gpu__exits_unread(f->gpu), 2);
 	bpftel_gpu__set_report_seam(f->gpu, NULL, NULL);
 	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -1980,7 +1980,7 @@ int bpftel_gpu__sweep(struct bpftel_gpu *g)
 	unread = ndead && !report_last(g, dead, (size_t)ndead);
 	if (unread && ++g->last_reads_failed < SWEEP_LAST_READ_TRIES)
 		ndead = 0;
-	else if (ndead && !unread)
+	else if (ndead) /* read, or let go unread: the next dead get their tries */
 		g->last_reads_failed = 0;
 	pthread_mutex_lock(&g->lock);
 	same = g->loaded && g->opens == opens;
