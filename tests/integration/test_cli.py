@@ -187,10 +187,11 @@ def check_arguments(agent):
                        (("stats", "-t", "5s"), "'5s' is not a number of seconds"),
                        (("stats", "--timeout", "3601"), "from 1 to 3600"),
                        (("module", "restart"), "needs an action and a module"),
-                       (("stats", "extra"), "unexpected argument 'extra'")):
+                       (("stats", "extra"), "unexpected argument 'extra'"),
+                       (("module", "stop", b"\xff"), "the module name is not valid UTF-8")):
         res = cli("--socket", agent.socket, *args)
         check(res.returncode == 2 and want in res.stderr and res.stdout == "",
-              f"bpftel {' '.join(args)}: exit {res.returncode}, {res.stderr.strip()!r}")
+              f"bpftel {args}: exit {res.returncode}, {res.stderr.strip()!r}")
 
 
 def check_busy(agent):

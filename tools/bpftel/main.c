@@ -530,7 +530,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		json_object_set_new(req, "action", json_string(args[0]));
-		json_object_set_new(req, "name", json_string(args[1]));
+		/* A name that is not UTF-8 has no JSON string: said so, not sent without. */
+		if (json_object_set_new(req, "name", json_string(args[1]))) {
+			fprintf(stderr, "bpftel module: the module name is not valid UTF-8 "
+					"(bpftel modules lists them)\n");
+			json_decref(req);
+			return 2;
+		}
 	}
 	err = bpftel_ctl_call(socket_path, req, timeout_ms, &resp, errbuf, sizeof(errbuf));
 	json_decref(req);
