@@ -161,6 +161,29 @@ def main():
         finally:
             agent.cleanup()
 
+        # ...unless the operator took it in hand since: started, then stopped with the
+        # CLI, it stays stopped through the next SIGHUP, as any module stopped so does.
+        write(conf, "modules = gpu\nlibsets = crypto\nmetrics_addr = off\n")
+        agent = Agent(args.agent, args.cli, ["-c", conf], env={"BPFTEL_FAULTS": "usm.load=ENOMEM*1"})
+        try:
+            write(conf, "modules = gpu, usm\nlibsets = crypto\nmetrics_addr = off\n")
+            agent.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: "module 'usm' not running" in agent.logs(), 60,
+                     "usm's start to fail at the reload")
+            agent.cli("module", "start", "usm")
+            agent.cli("module", "stop", "usm")
+            applied = agent.logs().count("SIGHUP: applying configuration")
+            agent.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: agent.logs().count("SIGHUP: applying configuration") > applied, 60,
+                     "the agent to take the SIGHUP")
+            # Queued behind the reload on the same thread: answered once it is applied.
+            agent.cli("module", "restart", "gpu")
+            check(modules(agent)["usm"] == "closed",
+                  f"usm, stopped by the operator, after a SIGHUP: {modules(agent)['usm']}")
+            check(agent.stop() == 0, "agent exited 0 after SIGTERM")
+        finally:
+            agent.cleanup()
+
         # A restart whose stop reports an error (a stop hook's: injected) still starts
         # the module: the stop completed; `bpftel modules` keeps what it reported.
         write(conf, "modules = usm\nlibsets = crypto\nmetrics_addr = off\n")
