@@ -1224,6 +1224,46 @@ static void test_kernel_series_budget_over_processes(void **state)
 	bpftel_gpu_kernels__free(kt);
 }
 
+/* A user's processes, their kernels the most launched, hold at most the user's share
+ * of the kernel series (16 of 64 at 25 %); root's process, launching less, gets all 8
+ * of its own. */
+static void test_kernel_series_share_per_owner(void **state)
+{
+	struct bpftel_gpu_kernels *kt = bpftel_gpu_kernels__new(fake_symbolize);
+	static char knames[8][8];
+	unsigned int users = 0, roots = 0;
+	size_t j;
+	int i, p, k;
+
+	(void)state;
+	assert_non_null(kt);
+	bpftel_gpu_kernels__set_per_owner(kt, 16);
+	memset(fake_names, 0, sizeof(fake_names));
+	for (i = 0; i < 8; i++) {
+		snprintf(knames[i], sizeof(knames[i]), "k%d", i);
+		fake_names[i] = knames[i];
+	}
+	for (k = 0; k < 4; k++) { /* 48 kernels, named 32 a report */
+		memset(&rep, 0, sizeof(rep));
+		for (p = 0; p < 6; p++)
+			for (i = 0; i < 8; i++)
+				report_kernel(&rep, p < 5 ? 2000 + p : 3000, false, i,
+					      p < 5 ? 1000 + k : 10 + k, NULL);
+		for (j = 0; j < rep.n; j++)
+			rep.rows[j].st.owner = rep.rows[j].pid == 3000 ? 0 : 1000;
+		report_scrape(kt, &rep, k ? &sc[k - 1] : NULL, &sc[k]);
+	}
+	for (j = 0; j < rep.n; j++) {
+		if (rep.rows[j].pid == 3000)
+			roots += rep.rows[j].nkseries;
+		else
+			users += rep.rows[j].nkseries;
+	}
+	assert_int_equal(users, 16);
+	assert_int_equal(roots, 8);
+	bpftel_gpu_kernels__free(kt);
+}
+
 static __u64 failed_of(const struct bpftel_gpu_proc *p)
 {
 	__u64 sum = 0;
@@ -1877,6 +1917,7 @@ int main(void)
 		cmocka_unit_test(test_names_shared_between_processes),
 		cmocka_unit_test(test_failed_names_retried),
 		cmocka_unit_test(test_kernel_series_budget_over_processes),
+		cmocka_unit_test(test_kernel_series_share_per_owner),
 		cmocka_unit_test(test_error_series_are_counters),
 		cmocka_unit_test(test_errors_not_listed_with_a_missed_kind),
 		cmocka_unit_test(test_merged_kernel_sizes_of_the_most_launched),

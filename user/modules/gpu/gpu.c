@@ -388,6 +388,16 @@ static void gpu_close(struct bpftel_module *m)
 	gpu__destroy(skel); /* its fds closed, its memory unmapped: not under the lock */
 }
 
+/* What an owner but root may hold of the /metrics budgets, processes' series and
+ * kernels' (g->user_share_percent of each, as of the kernel's tables). */
+static void gpu_series_shares(struct bpftel_gpu *g)
+{
+	bpftel_gpu_series__set_per_owner(
+		g->series, (size_t)fair_share_cap(BPFTEL_GPU_SERIES_PROCS, g->user_share_percent));
+	bpftel_gpu_kernels__set_per_owner(
+		g->kernels, (size_t)fair_share_cap(BPFTEL_GPU_KERNEL_SERIES, g->user_share_percent));
+}
+
 void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem,
 			   unsigned int user_share_percent)
 {
@@ -395,8 +405,7 @@ void bpftel_gpu__configure(struct bpftel_gpu *g, bool launch_shared_mem,
 	g->launch_shared_mem = launch_shared_mem;
 	g->user_share_percent = user_share_percent ? user_share_percent
 						   : FAIR_SHARE_PERCENT_DEFAULT;
-	bpftel_gpu_series__set_per_owner(
-		g->series, (size_t)fair_share_cap(BPFTEL_GPU_SERIES_PROCS, g->user_share_percent));
+	gpu_series_shares(g);
 	if (g->loaded)
 		gpu_set_share_caps(g);
 	pthread_mutex_unlock(&g->lock);
@@ -659,8 +668,7 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 		return err;
 	}
 	g->user_share_percent = FAIR_SHARE_PERCENT_DEFAULT;
-	bpftel_gpu_series__set_per_owner(
-		g->series, (size_t)fair_share_cap(BPFTEL_GPU_SERIES_PROCS, g->user_share_percent));
+	gpu_series_shares(g);
 	g->share_entries[GPU_SHARE_PROCS] = GPU_MAX_PROCS;
 	g->share_entries[GPU_SHARE_ALLOCS] = GPU_MAX_ALLOCS;
 	g->share_entries[GPU_SHARE_KERNEL_ROWS] = GPU_MAX_LAUNCH_ROWS;

@@ -76,6 +76,7 @@ struct handle {
  * as Ray's workers do at each task) would otherwise turn into new series each time. */
 struct kproc {
 	__u32 pid;
+	__u32 owner; /* gpu_proc_stats.owner: whose share its series are in */
 	char comm[16];
 	unsigned int nseries;
 	char *series[BPFTEL_GPU_TOP_KERNELS];
@@ -94,6 +95,7 @@ struct bpftel_gpu_kernels {
 	struct kproc *p; /* by pid */
 	size_t np, capp;
 	size_t nseries; /* over every process */
+	size_t per_owner; /* of them, an owner but root's at most (atomic); 0: no cap */
 	unsigned long report; /* reports filled, this one included */
 	bool complete; /* the last report read every kernel of its processes, each tracked */
 };
@@ -109,6 +111,11 @@ struct bpftel_gpu_kernels *bpftel_gpu_kernels__new(bpftel_gpu_symbolize_fn *fn)
 		kt->complete = true;
 	}
 	return kt;
+}
+
+void bpftel_gpu_kernels__set_per_owner(struct bpftel_gpu_kernels *kt, size_t per_owner)
+{
+	__atomic_store_n(&kt->per_owner, per_owner, __ATOMIC_RELAXED);
 }
 
 static void free_proc(struct bpftel_gpu_kernels *kt, struct kproc *kp)
@@ -479,8 +486,10 @@ static void sync_procs(struct bpftel_gpu_kernels *kt, const struct bpftel_gpu_pr
 	for (i = 0; i < n; i++) {
 		struct kproc *kp = find_proc(kt, rows[i].pid);
 
-		if (kp)
+		if (kp) {
 			kp->folded = rows[i].folded;
+			kp->owner = rows[i].st.owner;
+		}
 	}
 }
 
@@ -810,11 +819,28 @@ static int cmp_group(const void *a, const void *b, void *arg)
 	return cmp_cand(&c[x->first], &c[y->first]);
 }
 
+/* May kp be given one more series: an owner but root holds at most per_owner of them
+ * (as its processes' series: gpu_series.c), or a user's idle processes could keep
+ * every series from everyone else's kernels for as long as they live. */
+static bool owner_has_room(const struct bpftel_gpu_kernels *kt, const struct kproc *kp,
+			   size_t per_owner)
+{
+	size_t i, held = 0;
+
+	if (!kp->owner || !per_owner)
+		return true;
+	for (i = 0; i < kt->np; i++)
+		held += kt->p[i].owner == kp->owner ? kt->p[i].nseries : 0;
+	return held < per_owner;
+}
+
 /* Named handles join their process's series of that name, from their launches of the
  * report before (counted as "other" until now); names without one are given one, most
- * launched first, while the budgets last. A series once given is kept. */
+ * launched first, while the budgets last: the whole's, each process's and each
+ * owner's. A series once given is kept. */
 static void admit(struct bpftel_gpu_kernels *kt, size_t nks, const size_t *hi, const __u64 *prev)
 {
+	size_t per_owner = __atomic_load_n(&kt->per_owner, __ATOMIC_RELAXED);
 	struct cand *c = malloc((nks ? nks : 1) * sizeof(*c));
 	struct group *g = malloc((nks ? nks : 1) * sizeof(*g));
 	size_t i, j, nc = 0, ng = 0;
@@ -849,7 +875,8 @@ static void admit(struct bpftel_gpu_kernels *kt, size_t nks, const size_t *hi, c
 	qsort_r(g, ng, sizeof(*g), cmp_group, c);
 	for (i = 0; i < ng && kt->nseries < BPFTEL_GPU_KERNEL_SERIES; i++) {
 		kp = find_proc(kt, c[g[i].first].pid);
-		if (kp->nseries >= BPFTEL_GPU_TOP_KERNELS || !(name = strdup(c[g[i].first].name)))
+		if (kp->nseries >= BPFTEL_GPU_TOP_KERNELS || !owner_has_room(kt, kp, per_owner) ||
+		    !(name = strdup(c[g[i].first].name)))
 			continue;
 		s = (int)kp->nseries++;
 		kp->series[s] = name;

@@ -100,6 +100,9 @@ void bpftel_gpu_kernels__fill_named(struct bpftel_gpu_kernels *kt, struct bpftel
  */
 void bpftel_gpu_kernels__fill(struct bpftel_gpu_kernels *kt, struct bpftel_gpu_proc *rows, size_t n,
 			      struct bpftel_gpu_kernel_seen *ks, size_t nks, bool all_kernels);
+/* The kernel series an owner but root (gpu_proc_stats.owner) may hold at once, of the
+ * BPFTEL_GPU_KERNEL_SERIES; 0: no cap. Any thread. */
+void bpftel_gpu_kernels__set_per_owner(struct bpftel_gpu_kernels *kt, size_t per_owner);
 /* Forget what was learnt of pid (it exited). */
 void bpftel_gpu_kernels__forget(struct bpftel_gpu_kernels *kt, __u32 pid);
 /* Forget everything (the module restarted: its maps are new). */
