@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "user/agent/budget.h"
+#include "user/agent/overhead.h"
 
 static const struct bpftel_budget_cfg cfg = {
 	.limit = 0.05, .hold_min = 4, .hold_max = 32, .calm = 20};
@@ -287,6 +288,21 @@ static void test_bursts_back_off(void **state)
 	assert_in_range(b.episodes, 2, 900 / 32 + 4);
 }
 
+/* What a program's last window of run stats says of its load now: its rate while the
+ * window is recent; none once it is older than the budget's bound (run stats turned
+ * off: the last burst's rate would otherwise count for ever). */
+static void test_stale_window_is_no_load(void **state)
+{
+	struct bpftel_prog_overhead o = {0};
+
+	(void)state;
+	o.p.window_ns_per_s = 7e6;
+	o.p.window_age_ns = 3000000000ull;
+	assert_true(bpftel_overhead_recent_run_ns_per_s(&o, 20000000000ull) == 7e6);
+	o.p.window_age_ns = 3604000000000ull;
+	assert_true(bpftel_overhead_recent_run_ns_per_s(&o, 20000000000ull) == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -302,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_no_flapping_on_noise),
 		cmocka_unit_test(test_shedding_cannot_help),
 		cmocka_unit_test(test_bursts_back_off),
+		cmocka_unit_test(test_stale_window_is_no_load),
 	};
 
 	return cmocka_run_group_tests_name("budget", tests, NULL, NULL);

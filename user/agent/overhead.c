@@ -125,6 +125,12 @@ double bpftel_overhead_seconds(const struct bpftel_prog_overhead *o)
 	return (o->p.run_time_ns + o->trap_total_ns) / 1e9;
 }
 
+double bpftel_overhead_recent_run_ns_per_s(const struct bpftel_prog_overhead *o,
+					   __u64 max_age_ns)
+{
+	return o->p.window_age_ns <= max_age_ns ? o->p.window_ns_per_s : 0;
+}
+
 double bpftel_overhead_window_ns_per_s(const struct bpftel_prog_overhead *o)
 {
 	if (o->trap_ns < 0)

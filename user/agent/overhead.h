@@ -37,5 +37,11 @@ int bpftel_agent_overheads(struct bpftel_agent *a, struct bpftel_prog_overhead *
  * of the last window; < 0: unknown. */
 double bpftel_overhead_seconds(const struct bpftel_prog_overhead *o);
 double bpftel_overhead_window_ns_per_s(const struct bpftel_prog_overhead *o);
+/* A program's run time per second now, for the budget: its last window's, or 0 when
+ * that window ended more than max_age_ns ago (run stats turned off since, or refused:
+ * its load is not known, counted as none, as with run stats off from the start; not
+ * the frozen rate of a burst long gone). */
+double bpftel_overhead_recent_run_ns_per_s(const struct bpftel_prog_overhead *o,
+					   __u64 max_age_ns);
 
 #endif /* BPFTEL_AGENT_OVERHEAD_H */

@@ -152,8 +152,9 @@ struct costs {
 	double other_ns_per_s;
 };
 
+/* Windows of run stats older than max_age_ns say nothing of now (overhead.h). */
 static void module_costs(const struct bpftel_prog_overhead *o, int n, const char *module,
-			 const struct bpftel_trap_cost *tc, struct costs *c)
+			 const struct bpftel_trap_cost *tc, __u64 max_age_ns, struct costs *c)
 {
 	__u64 runs[2] = {0, 0}, ns[2] = {0, 0};
 	double trap[2] = {0, 0};
@@ -164,7 +165,7 @@ static void module_costs(const struct bpftel_prog_overhead *o, int n, const char
 		if (strcmp(o[i].p.module, module))
 			continue;
 		if (!o[i].trap) {
-			c->other_ns_per_s += o[i].p.window_ns_per_s;
+			c->other_ns_per_s += bpftel_overhead_recent_run_ns_per_s(&o[i], max_age_ns);
 			continue;
 		}
 		k = !strcmp(o[i].trap, "uretprobe"); /* its trap_ns: what it adds to an entry */
@@ -364,7 +365,7 @@ void bpftel_throttle__tick(void *arg)
 	struct bpftel_prog_overhead *o = NULL;
 	struct bpftel_module *m;
 	struct mod_throttle *mt;
-	unsigned int window_s;
+	unsigned int window_s, period_s;
 	struct costs c;
 	bool any = false, running;
 	size_t i;
@@ -373,6 +374,7 @@ void bpftel_throttle__tick(void *arg)
 	pthread_mutex_lock(&a->cfg_lock);
 	memcpy(pct, a->cfg.max_cpu_percent, sizeof(pct));
 	window_s = a->cfg.max_cpu_window_s ?: 2;
+	period_s = a->cfg.run_stats_period_s;
 	pthread_mutex_unlock(&a->cfg_lock);
 	if (now < t->next_ms && window_s == t->last_window_s &&
 	    !memcmp(pct, t->last_pct, sizeof(pct)))
@@ -426,7 +428,10 @@ void bpftel_throttle__tick(void *arg)
 				step_module(t, mt, name, pct[i] / 100, window_s, NULL);
 			continue;
 		}
-		module_costs(o, n > 0 ? n : 0, name, &a->trap, &c);
+		/* Two run-stats cycles or budget windows: a sampled window is that recent. */
+		module_costs(o, n > 0 ? n : 0, name, &a->trap,
+			     2ull * (period_s > window_s ? period_s : window_s) * 1000000000ull,
+			     &c);
 		step_module(t, mt, name, pct[i] / 100, dt_s, &c);
 	}
 	free(o);
