@@ -68,7 +68,7 @@ def check_json(agent):
     for args in (["stats"], ["stats", "--json"], ["top", "--json"]):
         with open("/dev/full", "w") as full:
             res = subprocess.run([agent.cli_bin, "--socket", agent.socket, *ANSWER, *args],
-                                 stdout=full, stderr=subprocess.PIPE, text=True)
+                                 stdout=full, stderr=subprocess.PIPE, text=True, timeout=180)
         check(res.returncode == 1 and "cannot write the output" in res.stderr,
               f"bpftel {' '.join(args)} > /dev/full: exit {res.returncode}, "
               f"{res.stderr.strip()}")
@@ -159,7 +159,7 @@ def check_hostile_answers(agent):
     r, w = os.pipe()
     os.close(r)
     res = subprocess.run([agent.cli_bin, "--socket", agent.socket, *ANSWER, "stats"], stdout=w,
-                         stderr=subprocess.PIPE, text=True, timeout=60)
+                         stderr=subprocess.PIPE, text=True, timeout=180)
     os.close(w)
     check(res.returncode == 1 and "cannot write the output" in res.stderr,
           f"bpftel stats into a closed pipe: exit {res.returncode}, {res.stderr.strip()}")
@@ -169,7 +169,7 @@ def check_arguments(agent):
     """Options after the command work as before it; a wrong one says what is wrong and
     exits 2 (a usage error), not 1 (the agent's)."""
     def cli(*a):
-        return subprocess.run([agent.cli_bin, *a], capture_output=True, text=True, timeout=60)
+        return subprocess.run([agent.cli_bin, *a], capture_output=True, text=True, timeout=180)
     res = cli("stats", "--socket", agent.socket, *ANSWER, "--json")
     check(res.returncode == 0 and "programs" in json.loads(res.stdout),
           "bpftel stats --socket S --json: the options after the command")

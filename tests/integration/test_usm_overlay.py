@@ -108,12 +108,12 @@ def main():
         check(srv == 10, f"the server's side counted {srv} requests (10 made)")
         check(cli == 10, f"curl's side counted {cli} requests (10 made)")
         # A request written twice (two entry probes) pairs once: the other waits for a
-        # response that never comes. Every message is parsed once per side: as many
-        # requests as responses since before curl ran (the host's exchanges meanwhile,
-        # if any, count alike on both).
+        # response that never comes. Every message is parsed once per side: 20 requests
+        # and 20 responses since before curl ran, not 40 (a few more where the host's
+        # own exchanges fell in the same seconds: the counters are the host's).
         after = agent.json("http")["counters"]["pairing"]
         req, resp = (after[k] - before[k] for k in ("requests", "responses"))
-        check(req >= 20 and req == resp,
+        check(20 <= req < 30 and 20 <= resp < 30,
               f"requests parsed: {req}, responses: {resp} (10 of each per side, each once)")
         check(agent.stop() == 0, "the agent stops cleanly")
     finally:
