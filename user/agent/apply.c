@@ -22,8 +22,8 @@
 /* Everything but the metrics endpoint. A libset mask the watcher refused is left out
  * of *applied (the configuration recorded as running: the manager kept the old), and a
  * module that did not start is marked (a->start_failed), so that the next reload
- * asking for either tries again; unless the operator started, stopped or restarted the
- * module since (bpftel_agent_module_action clears the mark). */
+ * asking for either tries again; the operator's start, stop or restart of the module
+ * since says instead (bpftel_agent_module_action: marked if its start failed). */
 static int apply_modules(struct bpftel_agent *a, const struct bpftel_config *next, bool starting,
 			 struct bpftel_config *applied)
 {

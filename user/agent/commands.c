@@ -487,17 +487,10 @@ json_t *bpftel_agent_module_action(struct bpftel_agent *agent, json_t *req)
 	const char *action = json_string_value(json_object_get(req, "action"));
 	const char *name = json_string_value(json_object_get(req, "name"));
 	struct bpftel_module *m = bpftel_manager__find(agent->mgr, name);
-	int err = 0, stop_err = 0;
-	size_t i;
+	int idx = bpftel_agent_module_index(name), err = 0, stop_err = 0;
 
 	if (!m)
 		return bpftel_ctl_error("module: no module '%.64s'", name);
-	/* The operator has it in hand now: a reload starts it again only if the module
-	 * list changes (apply.c), not because a reload's start of it once failed. */
-	for (i = 0; i < bpftel_agent_nmodules; i++) {
-		if (!strcmp(bpftel_agent_modules[i].name, name))
-			agent->start_failed[i] = false;
-	}
 	/* A stop answers once its uprobes are gone from the kernel; a restart does not
 	 * wait for the old instance's (its programs are inert: bpf/lib/stop_gate.h). */
 	if (!strcmp(action, "stop")) {
@@ -513,6 +506,10 @@ json_t *bpftel_agent_module_action(struct bpftel_agent *agent, json_t *req)
 		if (err == -EALREADY)
 			err = 0; /* already running: nothing to do */
 	}
+	/* The operator has it in hand now: a reload starts it again if the module list
+	 * changes (apply.c), or if this start failed, not because an earlier one did. */
+	if (idx >= 0)
+		agent->start_failed[idx] = err && strcmp(action, "stop");
 	if (err)
 		return bpftel_ctl_error("module '%.64s': %s failed: %s%s%s", name, action,
 					strerror(-err), stop_err && err != stop_err ? "; its stop: " : "",
