@@ -819,19 +819,53 @@ static int cmp_group(const void *a, const void *b, void *arg)
 	return cmp_cand(&c[x->first], &c[y->first]);
 }
 
-/* May kp be given one more series: an owner but root holds at most per_owner of them
- * (as its processes' series: gpu_series.c), or a user's idle processes could keep
- * every series from everyone else's kernels for as long as they live. */
-static bool owner_has_room(const struct bpftel_gpu_kernels *kt, const struct kproc *kp,
-			   size_t per_owner)
-{
-	size_t i, held = 0;
+/* The series each owner but root holds: an owner holds at most per_owner of them (as
+ * its processes' series: gpu_series.c), or a user's idle processes could keep every
+ * series from everyone else's kernels for as long as they live. */
+struct owner_held {
+	__u32 owner;
+	size_t held;
+};
 
-	if (!kp->owner || !per_owner)
-		return true;
+static int cmp_owner(const void *a, const void *b)
+{
+	__u32 x = ((const struct owner_held *)a)->owner, y = ((const struct owner_held *)b)->owner;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Each owner's series, sorted by owner, into *out (NULL: no memory, or no cap); their
+ * count. */
+static size_t owners_held(const struct bpftel_gpu_kernels *kt, struct owner_held **out)
+{
+	struct owner_held *oh = malloc((kt->np ? kt->np : 1) * sizeof(*oh));
+	size_t i, n = 0, w = 0;
+
+	*out = oh;
+	if (!oh)
+		return 0;
 	for (i = 0; i < kt->np; i++)
-		held += kt->p[i].owner == kp->owner ? kt->p[i].nseries : 0;
-	return held < per_owner;
+		if (kt->p[i].owner)
+			oh[n++] = (struct owner_held){kt->p[i].owner, kt->p[i].nseries};
+	qsort(oh, n, sizeof(*oh), cmp_owner);
+	for (i = 0; i < n; i++) { /* one entry per owner, its processes' added up */
+		if (w && oh[w - 1].owner == oh[i].owner)
+			oh[w - 1].held += oh[i].held;
+		else
+			oh[w++] = oh[i];
+	}
+	return w;
+}
+
+/* The entry of kp's owner, if one but root's with per_owner a cap (else NULL). */
+static struct owner_held *owner_of(struct owner_held *oh, size_t n, const struct kproc *kp,
+				   size_t per_owner)
+{
+	struct owner_held key = {kp->owner, 0};
+
+	if (!kp->owner || !per_owner || !oh)
+		return NULL;
+	return bsearch(&key, oh, n, sizeof(*oh), cmp_owner);
 }
 
 /* Named handles join their process's series of that name, from their launches of the
@@ -843,7 +877,8 @@ static void admit(struct bpftel_gpu_kernels *kt, size_t nks, const size_t *hi, c
 	size_t per_owner = __atomic_load_n(&kt->per_owner, __ATOMIC_RELAXED);
 	struct cand *c = malloc((nks ? nks : 1) * sizeof(*c));
 	struct group *g = malloc((nks ? nks : 1) * sizeof(*g));
-	size_t i, j, nc = 0, ng = 0;
+	size_t i, j, nc = 0, ng = 0, nowners = 0;
+	struct owner_held *oh = NULL, *mine;
 	struct kproc *kp;
 	struct handle *h;
 	char *name;
@@ -873,11 +908,16 @@ static void admit(struct bpftel_gpu_kernels *kt, size_t nks, const size_t *hi, c
 		g[ng++].end = j;
 	}
 	qsort_r(g, ng, sizeof(*g), cmp_group, c);
+	if (per_owner && !(nowners = owners_held(kt, &oh)) && !oh)
+		goto out; /* no memory: no owner's share can be told, none given */
 	for (i = 0; i < ng && kt->nseries < BPFTEL_GPU_KERNEL_SERIES; i++) {
 		kp = find_proc(kt, c[g[i].first].pid);
-		if (kp->nseries >= BPFTEL_GPU_TOP_KERNELS || !owner_has_room(kt, kp, per_owner) ||
+		mine = owner_of(oh, nowners, kp, per_owner);
+		if (kp->nseries >= BPFTEL_GPU_TOP_KERNELS || (mine && mine->held >= per_owner) ||
 		    !(name = strdup(c[g[i].first].name)))
 			continue;
+		if (mine)
+			mine->held++;
 		s = (int)kp->nseries++;
 		kp->series[s] = name;
 		kt->nseries++;
@@ -888,6 +928,7 @@ static void admit(struct bpftel_gpu_kernels *kt, size_t nks, const size_t *hi, c
 		}
 	}
 out:
+	free(oh);
 	free(c);
 	free(g);
 }
