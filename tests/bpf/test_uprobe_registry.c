@@ -361,9 +361,6 @@ static void test_older_processes_reopen_by_mapping(void **state)
 	assert_int_equal(system(script), 0);
 }
 
-/* A process with 30000 mappings of a file whose path is 250 bytes long (~12 MB of
- * maps text, which the kernel writes out for every read): a /proc scan reads 8 MiB of
- * it at most, says so (scan_maps_cut), and goes on. */
 /* The agent maps libraries of the watched sets itself (libmicrohttpd's libgnutls, a file
  * the registry reads): the scan does not list it as their user, which would keep the
  * file's row, and its links, while the agent runs. A process it forked with the same
@@ -409,6 +406,9 @@ static void test_scan_skips_the_agent(void **state)
 	rmdir(dir);
 }
 
+/* A process with 30000 mappings of a file whose path is 250 bytes long (~12 MB of
+ * maps text, which the kernel writes out for every read): a /proc scan reads 8 MiB of
+ * it at most, says so (scan_maps_cut), and goes on. */
 static void test_scan_reads_maps_bounded(void **state)
 {
 	struct fixture *f = *state;

@@ -128,6 +128,7 @@ static void assert_stats(struct usm_endpoints *e, const struct usm_endpoints_sta
 	assert_int_equal(st.evicted, want->evicted);
 	assert_int_equal(st.proc_overflow, want->proc_overflow);
 	assert_int_equal(st.table_overflow, want->table_overflow);
+	assert_int_equal(st.exited_folded, want->exited_folded);
 	assert_int_equal(st.expired, want->expired);
 	assert_int_equal(st.pending, want->pending);
 	assert_int_equal(st.rows, want->rows);
