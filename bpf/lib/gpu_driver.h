@@ -132,7 +132,7 @@ static __always_inline void gpu_kernel_function(TLM_PARAM, __u64 pid_tgid,
 	tlm_map_update(gpu_knames, &key, kn, BPF_ANY);
 	kn = bpf_map_lookup_elem(&gpu_knames, &key);
 	if (kn && (kn->tgid != key.tgid || kn->named != call->arg1))
-		tlm_map_delete(gpu_knames, &key);
+		tlm_map_take(gpu_knames, &key); /* the LRU may have taken it first */
 }
 
 /* An empty entry of gpu_knames, to make one with: too big for the return probe's
@@ -159,7 +159,7 @@ static __always_inline void gpu_kernel_named(TLM_PARAM, __u64 pid_tgid, const st
 		return; /* taken back at once by another process's names (LRU) */
 	n = tlm_probe_read_user_str(kn->name, sizeof(kn->name), (void *)call->arg1);
 	if (n < 0) {
-		tlm_map_delete(gpu_knames, &key);
+		tlm_map_take(gpu_knames, &key); /* the LRU may have taken it first */
 		return;
 	}
 	/* Full: its last byte is the name's own NUL, or one put where the name was cut;

@@ -150,7 +150,7 @@ static __always_inline int shlib_on_sock(TLM_PARAM, long fd, bool accepted)
 	fk.fd = (__s32)fd;
 	if (!shlib_fd_conn(bpf_get_current_task_btf(), fd, &k, &by_root) || !k.rport) {
 		if (bpf_map_lookup_elem(&shlib_fd_socks, &fk))
-			tlm_map_delete(shlib_fd_socks, &fk);
+			tlm_map_take(shlib_fd_socks, &fk); /* the LRU may have taken it first */
 		return 0;
 	}
 	owner.pid = pid_tgid >> 32;

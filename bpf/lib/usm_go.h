@@ -184,7 +184,7 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 		stale = bpf_map_lookup_elem(&usm_go_reads, &key);
 		if (stale) {
 			r.uid = stale->uid;
-			if (!tlm_map_update(usm_go_reads, &key, &r, BPF_EXIST))
+			if (!tlm_map_replace(usm_go_reads, &key, &r))
 				return 0;
 		}
 		usm_count(USM_CNT_GO_READS_OVER_SHARE);
@@ -198,7 +198,7 @@ static __always_inline int usm_go_read_enter_body(TLM_PARAM, struct pt_regs *reg
 	 * room: none made, this Read's count back. */
 	stale = err == -EEXIST ? bpf_map_lookup_elem(&usm_go_reads, &key) : NULL;
 	uid = stale ? stale->uid : r.uid;
-	if (stale && tlm_map_update(usm_go_reads, &key, &r, BPF_EXIST))
+	if (stale && tlm_map_replace(usm_go_reads, &key, &r))
 		uid = r.uid; /* gone meanwhile (the LRU): none holds this Read's count */
 	fair_share_give(USM_SHARE_GO_READS, uid);
 	return 0;
