@@ -25,6 +25,22 @@ def write(path, text):
         f.write(text)
 
 
+def usm_failed_at_reload(args, conf):
+    """An agent started with gpu, whose reload asking for usm too failed to start it
+    (its load fails once: injected)."""
+    write(conf, "modules = gpu\nlibsets = crypto\nmetrics_addr = off\n")
+    agent = Agent(args.agent, args.cli, ["-c", conf], env={"BPFTEL_FAULTS": "usm.load=ENOMEM*1"})
+    try:
+        write(conf, "modules = gpu, usm\nlibsets = crypto\nmetrics_addr = off\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "module 'usm' not running" in agent.logs(), 60,
+                 "usm's start to fail at the reload")
+    except BaseException:
+        agent.cleanup()
+        raise
+    return agent
+
+
 def modules(agent):
     return {m["name"]: m["state"] for m in agent.json("modules")["modules"]}
 
@@ -144,13 +160,8 @@ def main():
 
         # A module a reload could not start (its load failed once) is started by the
         # next SIGHUP with the same file: what failed is not recorded as applied.
-        write(conf, "modules = gpu\nlibsets = crypto\nmetrics_addr = off\n")
-        agent = Agent(args.agent, args.cli, ["-c", conf], env={"BPFTEL_FAULTS": "usm.load=ENOMEM*1"})
+        agent = usm_failed_at_reload(args, conf)
         try:
-            write(conf, "modules = gpu, usm\nlibsets = crypto\nmetrics_addr = off\n")
-            agent.proc.send_signal(signal.SIGHUP)
-            wait_for(lambda: "module 'usm' not running" in agent.logs(), 60,
-                     "usm's start to fail at the reload")
             check(modules(agent)["usm"] != "running", f"usm after the failed start: "
                                                       f"{modules(agent)['usm']}")
             agent.proc.send_signal(signal.SIGHUP)
@@ -163,13 +174,8 @@ def main():
 
         # ...unless the operator took it in hand since: started, then stopped with the
         # CLI, it stays stopped through the next SIGHUP, as any module stopped so does.
-        write(conf, "modules = gpu\nlibsets = crypto\nmetrics_addr = off\n")
-        agent = Agent(args.agent, args.cli, ["-c", conf], env={"BPFTEL_FAULTS": "usm.load=ENOMEM*1"})
+        agent = usm_failed_at_reload(args, conf)
         try:
-            write(conf, "modules = gpu, usm\nlibsets = crypto\nmetrics_addr = off\n")
-            agent.proc.send_signal(signal.SIGHUP)
-            wait_for(lambda: "module 'usm' not running" in agent.logs(), 60,
-                     "usm's start to fail at the reload")
             agent.cli("module", "start", "usm")
             agent.cli("module", "stop", "usm")
             applied = agent.logs().count("SIGHUP: applying configuration")
