@@ -969,7 +969,6 @@ int bpftel_telemetry__maps(struct bpftel_telemetry *t, struct bpftel_tlm_map **o
 	return (int)n;
 }
 
-/* With t->lock: module's ring-buffer failures its stops swept. */
 /* Is k a ring-buffer failure (reserve, output) of module's programs or maps? */
 static bool ringbuf_key_of(const struct bpftel_telemetry *t, const struct tlm_map_key *k,
 			   const char *module)
@@ -978,6 +977,7 @@ static bool ringbuf_key_of(const struct bpftel_telemetry *t, const struct tlm_ma
 	       (key_of_module(t, k->prog, module) || key_of_module(t, k->map, module));
 }
 
+/* With t->lock: module's ring-buffer failures its stops swept. */
 static __u64 retired_ringbuf_locked(struct bpftel_telemetry *t, const char *module)
 {
 	const struct bpftel_retired *r = &t->retired[TLM_LOST_MAP_ERRORS];
