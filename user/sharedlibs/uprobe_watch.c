@@ -31,16 +31,17 @@
 #include "uprobes_internal.h"
 #include "user/common/log.h"
 
-/* With u->lock: a file watched as wd other than but, or NULL. One inode is one watch:
- * rows of two files opened through one overlay inode (a layer's, and its copy-up's)
- * hold the same wd. */
+/* With u->lock: a file watched as wd other than but, and not released yet by write
+ * event mark (0: any), or NULL. One inode is one watch: rows of two files opened
+ * through one overlay inode (a layer's, and its copy-up's) hold the same wd. */
 static struct lib_file *watched_locked(struct bpftel_uprobes *u, int wd,
-				       const struct lib_file *but)
+				       const struct lib_file *but, __u64 mark)
 {
 	size_t i;
 
 	for (i = 0; i < u->nfiles; i++) {
-		if (u->files[i]->wd == wd && u->files[i] != but)
+		if (u->files[i]->wd == wd && u->files[i] != but &&
+		    (!mark || u->files[i]->written_mark != mark))
 			return u->files[i];
 	}
 	return NULL;
@@ -52,7 +53,7 @@ static void unwatch_locked(struct bpftel_uprobes *u, struct lib_file *f)
 {
 	if (f->wd < 0)
 		return;
-	if (u->watch_fd >= 0 && !watched_locked(u, f->wd, f))
+	if (u->watch_fd >= 0 && !watched_locked(u, f->wd, f, 0))
 		inotify_rm_watch(u->watch_fd, f->wd);
 	f->wd = -1;
 }
@@ -94,18 +95,6 @@ __u64 watch_file(struct bpftel_uprobes *u, struct lib_file *f, int fd)
 	return writes;
 }
 
-/* With u->lock: a file watched as wd that write event mark has not released yet. */
-static struct lib_file *unreleased_locked(struct bpftel_uprobes *u, int wd, __u64 mark)
-{
-	size_t i;
-
-	for (i = 0; i < u->nfiles; i++) {
-		if (u->files[i]->wd == wd && u->files[i]->written_mark != mark)
-			return u->files[i];
-	}
-	return NULL;
-}
-
 /* The inode watched as wd was written (write event mark): release the links of one
  * file watched so, ahead of the reaper's queue, and make an attach in flight give its
  * own back (attach_run). False when none is left. */
@@ -118,7 +107,7 @@ static bool file_written_once(struct bpftel_uprobes *u, int wd, __u64 mark)
 	size_t n;
 
 	pthread_mutex_lock(&u->lock);
-	f = unreleased_locked(u, wd, mark);
+	f = watched_locked(u, wd, NULL, mark);
 	if (!f) { /* released already: the same write's later events */
 		pthread_mutex_unlock(&u->lock);
 		return false;
@@ -185,7 +174,7 @@ static void watch_gone(struct bpftel_uprobes *u, int wd)
 	struct lib_file *f;
 
 	pthread_mutex_lock(&u->lock);
-	while ((f = watched_locked(u, wd, NULL))) {
+	while ((f = watched_locked(u, wd, NULL, 0))) {
 		f->wd = -1;
 		f->unwatched = true;
 		u->ref.unwatched++;
