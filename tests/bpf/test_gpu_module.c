@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1037,6 +1038,67 @@ static void test_sweep_last_read_fails(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* A kernel's host function: this binary's own, which a report names by its symbol. */
+static __attribute__((noinline, used)) void bpftel_test_sweep_kernel(void)
+{
+	__asm__ volatile("");
+}
+
+/*
+ * A kernel first read by the sweep's last read of the dead, which names nothing (it
+ * parses no file under the report lock), is named by the next report with all its
+ * launches in its series: none kept in kernel="other" for good, as they were when that
+ * read made its handle and its launches then the series' base (seen in CI: a process's
+ * first launches under kernel="other" when a sweep ran before the first scrape).
+ */
+static void test_sweep_read_names_no_kernel(void **state)
+{
+	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
+	struct fixture *f = *state;
+	__u32 self = (__u32)getpid();
+	struct gpu_launch_key lk = {.tgid = self,
+				    .api = GPU_KERNEL_RUNTIME,
+				    .fn = GPU_FN_LAUNCH,
+				    .bucket = GPU_LAUNCH_NO_BUCKET,
+				    .func = (__u64)(uintptr_t)bpftel_test_sweep_kernel};
+	struct gpu_proc_stats st = {};
+	struct gpu_kernel k = {};
+	struct bpftel_gpu_proc *rows;
+	int n, i, round, found;
+
+	assert_non_null(mkdtemp(dir));
+	fake_proc(dir, self, 1000); /* LAST_PID0 + 20 has no entry: gone */
+	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	put_mallocs(f, LAST_PID0 + 20, 0, 1);
+	for (round = 1; round <= 2; round++) {
+		k.launches = 3 * (__u64)round; /* the process's row has those with no room */
+		assert_int_equal(bpf_map_update_elem(bpftel_gpu__map_fd(f->gpu, "gpu_procs"),
+						     &self, &st, BPF_ANY),
+				 0);
+		assert_int_equal(bpf_map_update_elem(bpftel_gpu__map_fd(f->gpu, "gpu_kernels"),
+						     &lk, &k, BPF_ANY),
+				 0);
+		if (round == 1) /* its first read: the sweep's, of the dead */
+			assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
+		n = bpftel_gpu__processes(f->gpu, &rows);
+		for (i = 0, found = 0; i < n; i++) {
+			if (rows[i].pid != self)
+				continue;
+			found++;
+			assert_int_equal(rows[i].nkseries, 1);
+			assert_string_equal(rows[i].kseries[0].name, "bpftel_test_sweep_kernel");
+			assert_int_equal(rows[i].kseries[0].launches, 3 * round);
+			assert_int_equal(rows[i].kseries_other, 0);
+		}
+		free(rows);
+		assert_int_equal(found, 1);
+	}
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1052,6 +1114,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_reads_the_dead_last, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_last_read_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_read_names_no_kernel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_fair_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_name_half_written, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_in_rounds, setup, teardown),

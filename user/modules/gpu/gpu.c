@@ -1476,15 +1476,17 @@ static int read_report(struct bpftel_gpu *g, struct report_read *r)
 }
 
 /* What a report read becomes the state the next one is told against: the processes'
- * series, their error kinds and kernels. With g->report_lock. */
+ * series, their error kinds and, unless kernels is false, their kernels. With
+ * g->report_lock. */
 static void apply_report(struct bpftel_gpu *g, struct report_read *r,
-			 const struct bpftel_gpu_sym *syms, size_t nsyms)
+			 const struct bpftel_gpu_sym *syms, size_t nsyms, bool kernels)
 {
 	forget_reborn(g, r->rows, r->n);
 	bpftel_gpu_series__update(g->series, r->rows, r->n);
 	bpftel_gpu_errors__fill(g->errors, r->rows, r->n, r->es, r->nes);
-	bpftel_gpu_kernels__fill_named(g->kernels, r->rows, r->n, r->ks, (size_t)r->nks,
-				       r->all_kernels, syms, nsyms);
+	if (kernels)
+		bpftel_gpu_kernels__fill_named(g->kernels, r->rows, r->n, r->ks,
+					       (size_t)r->nks, r->all_kernels, syms, nsyms);
 	g->state_gen++;
 }
 
@@ -1495,6 +1497,12 @@ static void apply_report(struct bpftel_gpu *g, struct report_read *r,
  * series' in its retired launches) instead of lost with their rows, and one that no
  * scrape saw is folded (gpu_series.h). With g->report_lock. False when the maps could
  * not be read whole: the dead are kept for the next sweep.
+ * The kernels' state is left as the last report left it: this read names nothing (no
+ * file is parsed under the report lock), and a kernel first seen by it would have its
+ * launches so far counted as kernel="other" by a read no one was shown, then kept there
+ * for good as its series' base when a report named it. The dead's kernels are forgotten
+ * with them; what they launched after the last scrape is "other"'s by the processes'
+ * series (gpu_series.h).
  */
 static bool report_last(struct bpftel_gpu *g, const __u32 *dead, size_t ndead)
 {
@@ -1506,7 +1514,7 @@ static bool report_last(struct bpftel_gpu *g, const __u32 *dead, size_t ndead)
 	for (i = 0; i < r.n; i++)
 		r.rows[i].gone =
 			bsearch(&r.rows[i].pid, dead, ndead, sizeof(*dead), cmp_pid) != NULL;
-	apply_report(g, &r, NULL, 0);
+	apply_report(g, &r, NULL, 0, false);
 	report_read_free(&r);
 	return true;
 }
@@ -1555,7 +1563,7 @@ int bpftel_gpu__processes(struct bpftel_gpu *g, struct bpftel_gpu_proc **out)
 			break;
 		report_read_free(&r);
 	}
-	apply_report(g, &r, syms, nsyms);
+	apply_report(g, &r, syms, nsyms, true);
 	pthread_mutex_unlock(&g->report_lock);
 	rows = r.rows;
 	n = r.n;
