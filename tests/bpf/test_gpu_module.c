@@ -273,7 +273,7 @@ static void test_shed_and_unshed_one_file(void **state)
 	assert_true(r.counted && r.attached && !r.shed);
 	assert_true(r.calls[0] == 0 && r.calls[1] == 0);
 
-	assert_int_equal(bpftel_uprobes__shed(f->up, BPFTEL_GPU_MODULE, r.dev, r.ino), 0);
+	assert_int_equal(bpftel_uprobes__shed(f->up, BPFTEL_GPU_MODULE, &r), 0);
 	assert_int_equal(gpu_links(f, 0), 0);
 	assert_int_equal(bpftel_uprobes__sweep(f->up), 0);
 	r = stub_load(f);
@@ -282,7 +282,7 @@ static void test_shed_and_unshed_one_file(void **state)
 	bpftel_test_count_objects(&now);
 	assert_true(now.links < attached.links);
 
-	assert_int_equal(bpftel_uprobes__unshed(f->up, BPFTEL_GPU_MODULE, r.dev, r.ino), 0);
+	assert_int_equal(bpftel_uprobes__unshed(f->up, BPFTEL_GPU_MODULE, &r), 0);
 	assert_int_equal(gpu_links(f, NPROBES), NPROBES);
 	assert_int_equal(write(f->child_in, "go\n", 3), 3);
 	for (tries = 0; tries < 3000 && (r = stub_load(f)).calls[1] < 19; tries++)
@@ -291,11 +291,11 @@ static void test_shed_and_unshed_one_file(void **state)
 	assert_int_equal(r.calls[1], 19);
 	assert_false(r.shed);
 	assert_int_equal(launches(f), 5);
-	assert_int_equal(bpftel_uprobes__shed(f->up, "nosuch", r.dev, r.ino), -ENOENT);
+	assert_int_equal(bpftel_uprobes__shed(f->up, "nosuch", &r), -ENOENT);
 	assert_int_equal(bpftel_module__stop(m), 0);
 	/* A shed decided on loads read before the stop, landing after it: refused, so
 	 * that the next instance attaches the file (it stayed shed for good). */
-	assert_int_equal(bpftel_uprobes__shed(f->up, BPFTEL_GPU_MODULE, r.dev, r.ino), -ENOENT);
+	assert_int_equal(bpftel_uprobes__shed(f->up, BPFTEL_GPU_MODULE, &r), -ENOENT);
 	assert_int_equal(bpftel_module__run(m), 0);
 	assert_int_equal(gpu_links(f, NPROBES), NPROBES);
 	r = stub_load(f);

@@ -624,6 +624,59 @@ static void test_btrfs_subvolume_library(void **state)
 	unlink("/tmp/bpftel-btrfs.img");
 }
 
+/*
+ * Two btrfs subvolumes' copies of one library, as two containers of one image have on a
+ * host whose storage is btrfs (each container's root a snapshot of the image's): the
+ * kernel gives both the file system's device and the same inode number, yet they are
+ * two inodes, each probed on its own. A process maps each; both are attached, each in
+ * a row of its own, or the second container's TLS would go unseen, and any user who can
+ * make a subvolume could keep a library of another's from being probed.
+ */
+static void test_btrfs_snapshot_library(void **state)
+{
+	struct bpftel_uprobe_file_info sub, snap;
+	struct bpftel_uprobes_refusals ref;
+	struct fixture *f = *state;
+	char script[1600];
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK) ||
+	    access("/usr/sbin/mkfs.btrfs", X_OK) || access("/dev/loop-control", F_OK))
+		skip();
+	unlink("/tmp/bpftel-btrfs2.img");
+	if (system("truncate -s 300M /tmp/bpftel-btrfs2.img && "
+		   "mkfs.btrfs -q /tmp/bpftel-btrfs2.img > /dev/null 2>&1"))
+		skip(); /* no btrfs here */
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	/* The process maps sub's copy, its child (killed with it) the snapshot's. */
+	snprintf(script, sizeof(script),
+		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-btrfs2; "
+		 "mkdir -p $d && mount -o loop $d.img $d && "
+		 "btrfs subvolume create $d/sub > /dev/null && cp %s $d/sub/libssl.so.3 && "
+		 "btrfs subvolume snapshot $d/sub $d/snap > /dev/null && "
+		 "exec %s -c \"import ctypes, os, time\n"
+		 "if os.fork() == 0:\n"
+		 "    ctypes.CDLL(None).prctl(1, 9)\n"
+		 "    ctypes.CDLL(\\\"$d/snap/libssl.so.3\\\")\n"
+		 "else:\n"
+		 "    ctypes.CDLL(\\\"$d/sub/libssl.so.3\\\")\n"
+		 "time.sleep(3600)\"'",
+		 LIBSSL, PYTHON);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-btrfs2/sub/libssl.so.3", &sub, 2));
+	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-btrfs2/snap/libssl.so.3", &snap, 2));
+	assert_int_equal(sub.attached, 2);
+	assert_int_equal(snap.attached, 2);
+	assert_int_equal(sub.nprocs, 1);
+	assert_int_equal(snap.nprocs, 1);
+	bpftel_uprobes__refusals(f->up, &ref); /* neither taken for the other */
+	assert_int_equal(ref.count[BPFTEL_REFUSED_IDENTITY_CHANGED], 0);
+	stop_child(child);
+	rmdir("/tmp/bpftel-btrfs2");
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	unlink("/tmp/bpftel-btrfs2.img");
+}
+
 /* How many rows of the registry are of a library of lib under dir, and the one. */
 static int rows_under(struct fixture *f, enum shlib_lib lib, const char *dir,
 		      struct bpftel_uprobe_file_info *row)
@@ -1894,6 +1947,7 @@ int main(void)
 		T(test_overlayfs_two_mounts_one_file),
 		T(test_overlayfs_copy_up_keeps_layer),
 		T(test_btrfs_subvolume_library),
+		T(test_btrfs_snapshot_library),
 		T(test_relative_to_dirfd),
 		T(test_relative_path_above_cwd_found_by_scan),
 		T(test_identity_mismatch_refused),

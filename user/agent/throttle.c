@@ -23,7 +23,7 @@
 #define MAX_TRACKED 1024
 
 struct tracked {
-	__u64 dev, ino;
+	__u64 dev, ino, sdev;
 	char path[256];
 	bool seen;	/* in this window's list */
 	__u64 calls[2]; /* entries, returns at the last window */
@@ -120,7 +120,8 @@ static long track(struct mod_throttle *mt, const struct bpftel_uprobe_file_load 
 	size_t i, cap;
 
 	for (i = 0; i < mt->n; i++) {
-		if (mt->files[i].dev == r->dev && mt->files[i].ino == r->ino)
+		if (mt->files[i].dev == r->dev && mt->files[i].ino == r->ino &&
+		    mt->files[i].sdev == r->sdev)
 			return (long)i;
 	}
 	if (mt->n == mt->cap) {
@@ -135,6 +136,7 @@ static long track(struct mod_throttle *mt, const struct bpftel_uprobe_file_load 
 	memset(f, 0, sizeof(*f));
 	f->dev = r->dev;
 	f->ino = r->ino;
+	f->sdev = r->sdev;
 	memcpy(f->calls, r->calls, sizeof(f->calls)); /* counted from here */
 	f->stepped = r->calls_stepped;
 	return (long)(mt->n - 1);
@@ -242,7 +244,7 @@ static void unshed_all(struct bpftel_agent *a, const char *module,
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		if (r[i].shed && bpftel_uprobes__unshed(a->uprobes, module, r[i].dev, r[i].ino))
+		if (r[i].shed && bpftel_uprobes__unshed(a->uprobes, module, &r[i]))
 			pr_warn("budget: %s: cannot take %s back", module, r[i].path);
 	}
 }
@@ -336,7 +338,7 @@ static void step_module(struct bpftel_throttle *t, struct mod_throttle *mt, cons
 			 "(%.2f %%)",
 			 bpftel_budget_why_text(d.why), 100 * load, dt_s, 100 * limit,
 			 mt->files[tf[d.file]].path, 100 * bf[d.file].load);
-		if (bpftel_uprobes__shed(t->a->uprobes, module, r[d.file].dev, r[d.file].ino))
+		if (bpftel_uprobes__shed(t->a->uprobes, module, &r[d.file]))
 			pr_warn("budget: %s: cannot shed %s now", module, r[d.file].path);
 		else
 			r[d.file].shed = true;

@@ -86,7 +86,8 @@ static bool find_mapping(__u32 pid, const struct lib_file *f, char *range, size_
  * lead to the same overlay inode, and the same stat, over another file: an overlayfs
  * copy-up (a chmod, a write, in one container) gives that container's overlay a private
  * copy while the other containers' processes, and this one's older mappings, still map
- * the shared layer's. Probes put on the copy would miss them all.
+ * the shared layer's. Probes put on the copy would miss them all. On btrfs, a path can
+ * lead to another subvolume's file of the same numbers (lib_file.sdev).
  */
 static int open_as_file(const struct lib_file *f, const struct bpftel_procfile_target *t,
 			struct stat *st, enum bpftel_refusal *why)
@@ -96,7 +97,7 @@ static int open_as_file(const struct lib_file *f, const struct bpftel_procfile_t
 	int fd;
 
 	fd = bpftel_procfile_open_mapped(t, st, why, &dev, &ino);
-	if (fd >= 0 && (dev != f->dev || ino != f->ino)) {
+	if (fd >= 0 && (dev != f->dev || ino != f->ino || file_sdev(fd, dev) != f->sdev)) {
 		close(fd);
 		*why = BPFTEL_REFUSED_IDENTITY_CHANGED;
 		fd = -ESTALE;

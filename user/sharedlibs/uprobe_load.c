@@ -80,7 +80,8 @@ static int mod_index_locked(struct bpftel_uprobes *u, const char *module)
 	return -1;
 }
 
-int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module, __u64 dev, __u64 ino)
+int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module,
+			  const struct bpftel_uprobe_file_load *file)
 {
 	struct ulink links[MAX_SPECS];
 	char path[PATH_MAX];
@@ -94,7 +95,7 @@ int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module, __u64 dev
 	mi = mod_index_locked(u, module);
 	/* A module stopped since its loads were read: its stop cleared the shed marks,
 	 * and one set now would outlive it (its next instance never attaching the file). */
-	f = mi < 0 || !u->mods[mi].obj ? NULL : find_file(u, (dev_t)dev, ino);
+	f = mi < 0 || !u->mods[mi].obj ? NULL : find_file(u, (dev_t)file->dev, file->ino, (dev_t)file->sdev);
 	if (!f || f->mods[mi].st == FM_BUSY) {
 		pthread_mutex_unlock(&u->lock);
 		return !f ? -ENOENT : -EBUSY;
@@ -128,7 +129,8 @@ int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module, __u64 dev
 	return 0;
 }
 
-int bpftel_uprobes__unshed(struct bpftel_uprobes *u, const char *module, __u64 dev, __u64 ino)
+int bpftel_uprobes__unshed(struct bpftel_uprobes *u, const char *module,
+			    const struct bpftel_uprobe_file_load *file)
 {
 	struct attach_job jobs[MAX_MODS];
 	struct lib_file *f;
@@ -137,7 +139,7 @@ int bpftel_uprobes__unshed(struct bpftel_uprobes *u, const char *module, __u64 d
 
 	pthread_mutex_lock(&u->lock);
 	mi = mod_index_locked(u, module);
-	f = mi < 0 ? NULL : find_file(u, (dev_t)dev, ino);
+	f = mi < 0 ? NULL : find_file(u, (dev_t)file->dev, file->ino, (dev_t)file->sdev);
 	if (f) {
 		f->shed &= ~(1u << mi);
 		/* Now if it is in use and its old links are gone; else the next sweep. */
@@ -189,6 +191,7 @@ int bpftel_uprobes__file_loads(struct bpftel_uprobes *u, const char *module,
 		r = &arr[n++];
 		r->dev = f->dev;
 		r->ino = f->ino;
+		r->sdev = f->sdev;
 		snprintf(r->path, sizeof(r->path), "%s", f->path);
 		r->lib = f->lib;
 		r->shed = f->shed & (1u << mi);

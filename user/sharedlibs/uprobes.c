@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,17 +193,48 @@ void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, con
 		 detail ? detail : "");
 }
 
-struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
+/* btrfs' statfs magic (linux/magic.h's BTRFS_SUPER_MAGIC). */
+#define MAGIC_BTRFS 0x9123683e
+
+/*
+ * On btrfs the subvolume's device, which stat gives (the kernel's inode has the file
+ * system's, for every subvolume); elsewhere dev. Not stat's device everywhere: through
+ * an overlay it is one the overlay mount made for its layer, another for each mount
+ * of the same file, which would make one file two. (The stat an open fills in has the
+ * kernel's device: bpftel_procfile_open.)
+ */
+dev_t file_sdev(int fd, dev_t dev)
+{
+	struct statfs sfs;
+	struct stat st;
+
+	if (!fstat(fd, &st) && st.st_dev != dev && !fstatfs(fd, &sfs) &&
+	    sfs.f_type == MAGIC_BTRFS)
+		return st.st_dev;
+	return dev;
+}
+
+/* The file that is (dev, ino, sdev) itself: what the kernel maps and probes. */
+static struct lib_file *find_real_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino, dev_t sdev)
 {
 	size_t i;
 
 	for (i = 0; i < u->nfiles; i++) {
-		struct lib_file *f = u->files[i];
-
-		if ((f->dev == dev && f->ino == ino) || (f->alias_dev == dev && f->alias_ino == ino))
-			return f;
+		if (u->files[i]->dev == dev && u->files[i]->ino == ino && u->files[i]->sdev == sdev)
+			return u->files[i];
 	}
 	return NULL;
+}
+
+struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino, dev_t sdev)
+{
+	struct lib_file *f = find_real_file(u, dev, ino, sdev);
+	size_t i;
+
+	for (i = 0; !f && i < u->nfiles; i++)
+		if (u->files[i]->alias_dev == dev && u->files[i]->alias_ino == ino)
+			f = u->files[i];
+	return f;
 }
 
 static ssize_t proc_index(const struct lib_file *f, __u32 pid);
@@ -210,39 +242,41 @@ static ssize_t proc_index(const struct lib_file *f, __u32 pid);
 /*
  * The file an event of pid names by (dev, ino): the file itself, else one it is the
  * alias (overlay inode) of, that pid's row first. After a copy-up, a copy's row and the
- * layer's both have the overlay inode for alias, in no set order: a process's events
- * are answered from the row it is in.
+ * layer's both have the overlay inode for alias, in no set order; btrfs subvolumes'
+ * files can share (dev, ino) (lib_file.sdev): a process's events are answered from the
+ * row it is in.
  */
 static struct lib_file *find_file_of(struct bpftel_uprobes *u, dev_t dev, __u64 ino, __u32 pid)
 {
-	struct lib_file *alias = NULL;
+	struct lib_file *real = NULL, *alias = NULL;
 	size_t i;
 
 	for (i = 0; i < u->nfiles; i++) {
 		struct lib_file *f = u->files[i];
 
-		if (f->dev == dev && f->ino == ino)
-			return f;
-		if (f->alias_dev == dev && f->alias_ino == ino) {
+		if (f->dev == dev && f->ino == ino) {
+			if (f->sdev == dev || proc_index(f, pid) >= 0)
+				return f;
+			if (!real)
+				real = f;
+		} else if (f->alias_dev == dev && f->alias_ino == ino) {
 			if (proc_index(f, pid) >= 0)
 				return f;
 			if (!alias)
 				alias = f;
 		}
 	}
-	return alias;
+	return real ? real : alias;
 }
 
-/* The file that is (dev, ino) itself: what the kernel maps and probes. */
-static struct lib_file *find_real_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino)
+/*
+ * Does the kernel's (dev, ino) name f alone, whichever process it is of? Not through
+ * f's overlay inode, which may be over another file since (a copy-up gave a container
+ * a private copy), nor on btrfs, where another subvolume's file can have the same.
+ */
+static bool names_alone(const struct lib_file *f, dev_t dev, __u64 ino)
 {
-	size_t i;
-
-	for (i = 0; i < u->nfiles; i++) {
-		if (u->files[i]->dev == dev && u->files[i]->ino == ino)
-			return u->files[i];
-	}
-	return NULL;
+	return f->dev == dev && f->ino == ino && f->sdev == f->dev;
 }
 
 static ssize_t proc_index(const struct lib_file *f, __u32 pid)
@@ -328,7 +362,7 @@ static int add_proc(struct lib_file *f, const struct bpftel_procfile_target *t, 
 /* A new file: keyed by what the kernel maps (dev, ino: on overlayfs the file underneath),
  * found too by what a path reached (st). With u->lock, and room for one more. */
 static struct lib_file *file_new(struct bpftel_uprobes *u, const struct stat *st, dev_t dev,
-				 __u64 ino, enum shlib_lib lib, const char *named)
+				 __u64 ino, dev_t sdev, enum shlib_lib lib, const char *named)
 {
 	struct lib_file *f = calloc(1, sizeof(*f));
 
@@ -340,6 +374,7 @@ static struct lib_file *file_new(struct bpftel_uprobes *u, const struct stat *st
 	u->slot_used[f->slot] = true;
 	f->dev = dev;
 	f->ino = ino;
+	f->sdev = sdev;
 	f->alias_dev = st->st_dev;
 	f->alias_ino = st->st_ino;
 	f->lib = lib;
@@ -626,7 +661,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	bool known = false, checked, exact, slow;
 	ssize_t idx = -1;
 	size_t njobs;
-	dev_t dev;
+	dev_t dev, sdev;
 	int fd, err;
 
 	if (t->ino) {
@@ -637,8 +672,9 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		/* Through the file's overlay inode (its alias), only a process the row has:
 		 * the overlay may be over another file since (a copy-up gave it a private
 		 * copy), which a new process maps. That one is opened, and found by what
-		 * it maps. */
-		if (f && idx < 0 && (f->dev != t->dev || f->ino != t->ino))
+		 * it maps. So is a new process's file on btrfs: another subvolume's may
+		 * have the same numbers. */
+		if (f && idx < 0 && !names_alone(f, t->dev, t->ino))
 			known = false;
 		had = idx >= 0 ? f->procs[idx].start_time : 0;
 		had_k = idx >= 0 ? f->procs[idx].kstart : 0;
@@ -682,7 +718,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		pthread_mutex_lock(&u->lock);
 		f = find_file_of(u, t->dev, t->ino, t->pid);
 		/* As above; and a pid reused since is a new process. */
-		if (f && (f->dev != t->dev || f->ino != t->ino) &&
+		if (f && !names_alone(f, t->dev, t->ino) &&
 		    (proc_index(f, t->pid) < 0 || stime != had))
 			f = NULL;
 		njobs = f ? proc_uses_locked(u, f, t, stime, kstart, &st, jobs, &err) : 0;
@@ -745,7 +781,8 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		owner = BPFTEL_DEADLINE_NO_OWNER;
 	pthread_mutex_lock(&u->lock);
 	/* By what it maps: the same overlay inode can be over another file since. */
-	f = find_real_file(u, dev, ino);
+	sdev = file_sdev(fd, dev);
+	f = find_real_file(u, dev, ino, sdev);
 	if (!f && !share_room_locked(u, t, lib, named, owner)) {
 		/* Remembered for that user, as over its budget below: a process at its
 		 * user's share opening the file in a loop costs a lookup, not an open. A
@@ -771,7 +808,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	if (!f) {
 		if (u->nfiles == MAX_FILES)
 			evict_locked(u);
-		f = u->nfiles < MAX_FILES ? file_new(u, &st, dev, ino, lib, named) : NULL;
+		f = u->nfiles < MAX_FILES ? file_new(u, &st, dev, ino, sdev, lib, named) : NULL;
 		if (f)
 			f->owner = owner;
 		if (!f) {

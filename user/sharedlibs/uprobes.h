@@ -237,20 +237,25 @@ int bpftel_uprobes__files(struct bpftel_uprobes *u, struct bpftel_uprobe_file_in
 
 /*
  * Shedding load (the agent's self-overhead budget): detach one module's links on one
- * file (dev, ino, as bpftel_uprobes__file_loads gives them) and keep that file off for
+ * file (as bpftel_uprobes__file_loads gives it) and keep that file off for
  * the module, also for processes that map it later, until bpftel_uprobes__unshed. The
  * links go to the reaper, the file's guard (as for an idle file) makes a re-attach
  * wait for them, then one new set is attached. A module's stop forgets what it shed.
  * -ENOENT: no such file or module; -EBUSY: an attach is in flight, try later.
  */
-int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module, __u64 dev, __u64 ino);
-int bpftel_uprobes__unshed(struct bpftel_uprobes *u, const char *module, __u64 dev, __u64 ino);
+struct bpftel_uprobe_file_load;
+int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module,
+			 const struct bpftel_uprobe_file_load *file);
+int bpftel_uprobes__unshed(struct bpftel_uprobes *u, const char *module,
+			   const struct bpftel_uprobe_file_load *file);
 
 #define BPFTEL_UPROBE_LOAD_PIDS 16
 
 /* A module's file, with the calls counted on it (bpf/uprobe_hits.h). */
 struct bpftel_uprobe_file_load {
-	__u64 dev, ino;
+	/* The file: what the kernel maps, and on btrfs its subvolume's device (sdev: two
+	 * subvolumes' files can have the same dev and ino); elsewhere sdev is dev. */
+	__u64 dev, ino, sdev;
 	char path[256];
 	enum shlib_lib lib;
 	bool counted;	/* the module's object counts calls per file */

@@ -89,6 +89,11 @@ struct proc_ref {
 struct lib_file {
 	dev_t dev; /* what the kernel maps and probes: the key */
 	__u64 ino;
+	/* With it, on btrfs, the subvolume's device (file_sdev()): inode numbers repeat
+	 * across subvolumes under the one device the kernel gives (a snapshot's files have
+	 * its source's), so (dev, ino) alone can be two files, each probed on its own.
+	 * Elsewhere dev. */
+	dev_t sdev;
 	dev_t alias_dev; /* what a path reached (overlayfs: the overlay's inode) */
 	__u64 alias_ino;
 	enum shlib_lib lib;
@@ -236,11 +241,13 @@ void attach_run(struct bpftel_uprobes *u, struct lib_file *f, const struct attac
 /* Destroy links: through the reaper when their programs are inert (gated), else here. */
 void links_drop(struct ulink *links, size_t n, bool gated);
 
-/* uprobes.c, with u->lock: the file of (dev, ino), or NULL; does module me attach to
- * files of lib; mark the attaches f lacks busy (module `only`, or all with MAX_MODS)
+/* uprobes.c, with u->lock: the file of (dev, ino, sdev), or NULL; does module me attach
+ * to files of lib; mark the attaches f lacks busy (module `only`, or all with MAX_MODS)
  * and describe them in jobs. */
-struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino);
+struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino, dev_t sdev);
 bool wants(const struct mod_entry *me, enum shlib_lib lib);
+/* uprobes.c: lib_file.sdev of the file open as fd, which the kernel maps as dev. */
+dev_t file_sdev(int fd, dev_t dev);
 size_t collect_jobs(struct bpftel_uprobes *u, struct lib_file *f, size_t only,
 		    struct attach_job *jobs);
 
