@@ -98,6 +98,25 @@ def stopped_while_starting(args):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def second_agent(args, agent):
+    """A second agent on the same socket is refused before it loads anything (its lock,
+    beside the socket, is the running one's): exit 1, told why, no trap cost calibrated
+    nor any module started; the running agent goes on answering."""
+    log_path = os.path.join(agent.dir, "second.log")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([args.agent, "--socket", agent.socket, "--no-metrics"],
+                                stdout=log, stderr=subprocess.STDOUT)
+    rc = proc.wait(timeout=120)
+    with open(log_path) as f:
+        text = f.read()
+    check(rc == 1 and "another bpftel-agent is running" in text and
+          "uprobe trap cost" not in text and "running (version" not in text,
+          f"a second agent on the socket: exit {rc}, refused before loading anything: "
+          f"{text.strip()!r}")
+    check(agent.cli("stats", check=False).returncode == 0,
+          "the running agent still answers on its socket")
+
+
 def main():
     args = agent_args()
 
@@ -155,6 +174,8 @@ def main():
               [("sharedlibs", "running", 3), ("gpu", "running", 0), ("usm", "running", 0)],
               f"modules: the watcher (subscribed by the agent's inventory, gpu and usm), "
               f"gpu, usm: {[(m['name'], m['state'], m['subscribers']) for m in mods]}")
+
+        second_agent(args, agent)
 
         py = subprocess.run([args.python, "-c", "import ssl, os; print(os.getpid())"],
                             check=True, capture_output=True, text=True)

@@ -889,6 +889,59 @@ static void test_stale_socket_replaced(void **state)
 	assert_int_equal(access(path, F_OK), -1);
 }
 
+/*
+ * Another agent starting: its lock held, its socket bound, not yet listening (a
+ * connect() is refused as by a stale socket). A second agent is refused its lock, and
+ * the socket stays; once the first has let go, the lock is the next one's and the
+ * socket a stale one, replaced.
+ */
+static void test_starting_agent_not_replaced(void **state)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	struct bpftel_ctl_server *srv;
+	char lockfile[sizeof(addr.sun_path) + 8];
+	int fd, lock, again;
+
+	(void)state;
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "/tmp/bpftel-starting-%d/s.sock",
+		 getpid());
+	lock = bpftel_ctl_lock(addr.sun_path); /* its directory made */
+	assert_true(lock >= 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	assert_int_equal(bpftel_ctl_lock(addr.sun_path), -EADDRINUSE);
+	assert_int_equal(access(addr.sun_path, F_OK), 0);
+	close(lock); /* that agent gone, its socket left behind */
+	close(fd);
+	again = bpftel_ctl_lock(addr.sun_path);
+	assert_true(again >= 0);
+	assert_int_equal(bpftel_ctl_server__new(addr.sun_path, echo_handler, NULL, &srv), 0);
+	bpftel_ctl_server__free(srv);
+	assert_int_equal(access(addr.sun_path, F_OK), -1);
+	close(again);
+	snprintf(lockfile, sizeof(lockfile), "%s.lock", addr.sun_path);
+	assert_int_equal(unlink(lockfile), 0); /* left by the agents, as documented */
+	*strrchr(addr.sun_path, '/') = '\0';
+	assert_int_equal(rmdir(addr.sun_path), 0);
+}
+
+/* The lock is never taken through a symlink: a file the link names is not touched. */
+static void test_lock_not_through_symlink(void **state)
+{
+	char sock[64], lock[80], target[64];
+	struct stat st;
+
+	(void)state;
+	snprintf(sock, sizeof(sock), "/tmp/bpftel-lnk-%d.sock", getpid());
+	snprintf(lock, sizeof(lock), "%s.lock", sock);
+	snprintf(target, sizeof(target), "/tmp/bpftel-lnk-%d.target", getpid());
+	unlink(target);
+	assert_int_equal(symlink(target, lock), 0);
+	assert_int_equal(bpftel_ctl_lock(sock), -ELOOP);
+	assert_int_equal(lstat(target, &st), -1); /* not made through the link */
+	unlink(lock);
+}
+
 static void test_non_socket_not_removed(void **state)
 {
 	struct bpftel_ctl_server *srv;
@@ -1073,6 +1126,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_many_deferred_reverse_order, server_setup,
 						server_teardown),
 		cmocka_unit_test(test_stale_socket_replaced),
+		cmocka_unit_test(test_starting_agent_not_replaced),
+		cmocka_unit_test(test_lock_not_through_symlink),
 		cmocka_unit_test(test_non_socket_not_removed),
 		cmocka_unit_test(test_wedged_server_not_replaced),
 		cmocka_unit_test(test_client_errors),

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -81,6 +83,28 @@ static int mkdir_parents(const char *path)
 	}
 	free(dir);
 	return err;
+}
+
+int bpftel_ctl_lock(const char *path)
+{
+	char lock[PATH_MAX];
+	int fd, err;
+
+	if (snprintf(lock, sizeof(lock), "%s.lock", path) >= (int)sizeof(lock))
+		return -ENAMETOOLONG;
+	err = mkdir_parents(path);
+	if (err)
+		return err;
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		int err = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
 }
 
 /* A socket file at path: live agent -> -EADDRINUSE; stale -> removed; other file -> -EEXIST. */

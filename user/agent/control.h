@@ -52,8 +52,20 @@ json_t *bpftel_ctl_request__json(const struct bpftel_ctl_request *r);
 __u64 bpftel_ctl_request__defer(struct bpftel_ctl_request *r);
 
 /*
- * Listen on path (parents created, mode 0600). A stale socket left by a dead agent is
- * replaced; a live one is -EADDRINUSE; a non-socket file there is -EEXIST.
+ * One agent per socket: lock path + ".lock" (parents created; flock, never through a
+ * symlink) for as long as the fd returned is open, or -EADDRINUSE when another process
+ * holds it, or another -errno. Taken before anything is loaded, and held until all is
+ * unloaded: a socket is refused to a connect() as a stale one is while its agent has
+ * bound it and not yet listens, and a second agent starting then would remove it and
+ * run too, every probe attached twice (every count doubled). The file stays: one
+ * removed could be another agent's, locked since its open.
+ */
+int bpftel_ctl_lock(const char *path);
+
+/*
+ * Listen on path (parents created, mode 0600), the caller holding bpftel_ctl_lock(path).
+ * A stale socket left by a dead agent is replaced; a live one is -EADDRINUSE; a
+ * non-socket file there is -EEXIST.
  */
 int bpftel_ctl_server__new(const char *path, bpftel_ctl_handler_fn fn, void *ctx,
 			   struct bpftel_ctl_server **out);

@@ -439,7 +439,7 @@ int main(int argc, char **argv)
 	struct startup_signals starting = {.pipe = {-1, -1}};
 	struct bpftel_config cfg;
 	char errbuf[512];
-	int sigfd = -1, err, ret = 1, stop_sig;
+	int sigfd = -1, lock_fd = -1, err, ret = 1, stop_sig;
 	bool defaults;
 
 	err = parse_args(argc, argv);
@@ -451,12 +451,20 @@ int main(int argc, char **argv)
 	}
 	bpftel_log_set_callback(log_stderr);
 	libbpf_set_print(libbpf_print);
+	/* One agent per socket, decided before anything is loaded (control.h). */
+	lock_fd = bpftel_ctl_lock(cfg.socket);
+	if (lock_fd < 0) {
+		pr_err("cannot lock %s.lock: %s%s", cfg.socket, strerror(-lock_fd),
+		       lock_fd == -EADDRINUSE ? " (another bpftel-agent is running)" : "");
+		return 1;
+	}
 	agent.started = time(NULL);
 	clock_gettime(CLOCK_MONOTONIC, &agent.mono_start);
 
 	sigfd = setup_signals();
 	if (sigfd < 0) {
 		pr_err("cannot set up signals: %s", strerror(-sigfd));
+		close(lock_fd);
 		return 1;
 	}
 	if (geteuid() != 0)
@@ -581,6 +589,8 @@ cleanup:
 	bpftel_telemetry__free(agent.tlm);
 	if (sigfd >= 0)
 		close(sigfd);
+	/* Last: a new agent may start once nothing of this one's is loaded. */
+	close(lock_fd);
 	if (!ret)
 		pr_info("stopped: programs detached, BPF objects closed");
 	return ret;
