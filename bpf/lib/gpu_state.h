@@ -587,7 +587,10 @@ static __always_inline void gpu_call_begin(TLM_PARAM, __u64 pid_tgid, enum gpu_f
 }
 
 /* Take the call's arguments back at its return. False if its entry was not seen
- * (attached mid-call), or had no room to keep them (counted there). */
+ * (attached mid-call), or had no room to keep them (counted there), or if the record
+ * was deleted under this copy: whoever deleted it owns it (a restart's gap drop,
+ * gpu_exec_body, walking a process whose threads run; a freed allocation parked in it
+ * would else be given back twice, its process's tracked count taken below zero). */
 static __always_inline bool gpu_call_end(TLM_PARAM, __u64 pid_tgid, enum gpu_func func,
 					 struct gpu_call *out)
 {
@@ -598,8 +601,9 @@ static __always_inline bool gpu_call_end(TLM_PARAM, __u64 pid_tgid, enum gpu_fun
 	if (!call)
 		return false;
 	*out = *call;
-	if (!tlm_map_delete(gpu_inflight, &key))
-		fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, out->owner);
+	if (tlm_map_take(gpu_inflight, &key))
+		return false;
+	fair_share_give(GPU_SHARE_CALLS_IN_FLIGHT, out->owner);
 	return true;
 }
 
