@@ -125,11 +125,15 @@ static void programs(struct bpftel_prom *w, json_t *progs, json_t *agent)
 			   "1 for the run-stats mode in force (run_stats: always, sampled, off; "
 			   "always refused falls back to off, sampled keeps trying each cycle; "
 			   "error: the errno's name of the last refusal, \"\" once stats went on).");
-	bpftel_prom_sample_u64(w, "", l, 2, 1);
+	/* Neither when the stats could not be read (out of memory): no mode made up. */
+	if (rs)
+		bpftel_prom_sample_u64(w, "", l, 2, 1);
 	bpftel_prom_family(w, "bpftel_run_stats_on", "gauge",
 			   "1 while the agent holds BPF_ENABLE_STATS (always; sampled: inside a "
 			   "window), else 0: run counts move only then.");
-	bpftel_prom_sample_u64(w, "", NULL, 0, json_is_true(json_object_get(rs, "stats_on")));
+	if (rs)
+		bpftel_prom_sample_u64(w, "", NULL, 0,
+				       json_is_true(json_object_get(rs, "stats_on")));
 	program_family(w, progs, "bpftel_ebpf_program_runs_total", "counter",
 		       sampled ? "Runs of the eBPF program since it was loaded, estimated from "
 				 "sampled BPF_ENABLE_STATS windows (run_stats = sampled)."
@@ -226,9 +230,13 @@ static void errors(struct bpftel_prom *w, json_t *errs, json_t *lost)
 	bpftel_prom_family(w, "bpftel_ebpf_errors_lost_total", "counter",
 			   "Failed map operations (table=\"map_errors\") and helper calls "
 			   "(\"helper_errors\") not counted by kind: the telemetry maps were full.");
+	/* None when the query failed (out of memory): a 0 would read as a reset, and the
+	 * next scrape's count as that many new errors. */
 	for (i = 0; i < 2; i++)
-		bpftel_prom_sample_u64(w, "", &(struct bpftel_prom_label){"table", tables[i]}, 1,
-				       ju(lost, tables[i]));
+		if (json_is_integer(json_object_get(lost, tables[i])))
+			bpftel_prom_sample_u64(w, "",
+					       &(struct bpftel_prom_label){"table", tables[i]}, 1,
+					       ju(lost, tables[i]));
 
 	bpftel_prom_family(w, "bpftel_ebpf_map_errors_total", "counter",
 			   "Failed map operations in the agent's eBPF code, by errno.");
