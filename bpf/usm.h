@@ -195,6 +195,9 @@ enum usm_counter {
 	USM_CNT_PACKETS_UNREAD = 23, /* TCP packets not looked into: an IP length of 0 (a
 				      * packet over 64 KiB, BIG TCP) or a link header the
 				      * network header was not found past (VLAN in band) */
+	USM_CNT_TLS_WRITE_RESTS = 24, /* TLS writes of the rest of the thread's last one on
+				       * the session (GnuTLS sends a record a call): counted
+				       * in USM_CNT_TLS_CALLS, not looked at again */
 	USM_CNT__COUNT,
 };
 

@@ -303,6 +303,7 @@ static __always_inline int usm_tls_write_body(TLM_PARAM, struct pt_regs *regs, _
 					      __u64 now, enum usm_source src, bool int_size)
 {
 	__u64 conn = PT_REGS_PARM1(regs), buf = PT_REGS_PARM2(regs), len = PT_REGS_PARM3(regs);
+	bool rest;
 
 	if (int_size)
 		len = (int)len > 0 ? (__u64)(int)len : 0;
@@ -313,10 +314,16 @@ static __always_inline int usm_tls_write_body(TLM_PARAM, struct pt_regs *regs, _
 			usm_tls_last_write_clear(pid_tgid);
 		return 0;
 	}
+	rest = usm_tls_write_rest(conn, buf, len, pid_tgid);
 	if (src == USM_SRC_OPENSSL &&
 	    usm_tls_write_retried(TLM_ARG, conn, buf, len, pid_tgid)) {
 		usm_count(USM_CNT_TLS_CALLS);
 		return 0; /* its bytes were looked at when it first failed */
+	}
+	if (rest) {
+		usm_count(USM_CNT_TLS_CALLS);
+		usm_count(USM_CNT_TLS_WRITE_RESTS);
+		return 0;
 	}
 	usm_tls_emit(TLM_ARG, conn, buf, len, src, USM_DIR_WRITE, now, pid_tgid);
 	return 0;

@@ -116,24 +116,45 @@ static __always_inline void usm_tls_retry_unmark(TLM_PARAM, const struct usm_fd_
 }
 
 /*
- * The entry of a write of len bytes from buf on conn: true when it retries the write
- * that failed on conn (it is not to be looked at again). Either way it becomes the
- * CPU's last write.
+ * The entry of a write of len bytes from buf on conn, which becomes the CPU's last
+ * write: true when it writes the rest of the thread's last write on conn, its bytes
+ * from within that one's to where that one's ended (not to be looked at again: they
+ * were, at that write's entry). GnuTLS sends one record a call, 16 KiB at most (less
+ * when the peer limits the record size), and returns what it sent: the application
+ * writes the rest so, and OpenSSL's partial-write mode has it do the same. Without
+ * this, an HTTP/2 session's frames would be walked from the middle of one (its framing
+ * lost), and a body's bytes that begin like a request would be taken for one. Known by
+ * the CPU's slot, as a failed write is: a thread moved to another CPU between its two
+ * calls (or preempted by another thread's write) has the rest looked at, as before.
+ */
+static __always_inline bool usm_tls_write_rest(__u64 conn, __u64 buf, __u64 len, __u64 pid_tgid)
+{
+	struct usm_tls_write *lw = usm_tls_last_write_slot();
+	bool rest;
+
+	if (!lw)
+		return false;
+	rest = lw->pid_tgid == pid_tgid && lw->conn == conn && buf > lw->buf &&
+	       buf - lw->buf < lw->len && buf + len == lw->buf + lw->len;
+	lw->pid_tgid = pid_tgid;
+	lw->conn = conn;
+	lw->buf = buf;
+	lw->len = len;
+	return rest;
+}
+
+/*
+ * The entry of a write of len bytes from buf on conn, the CPU's last write now
+ * (usm_tls_write_rest): true when it retries the write that failed on conn (it is not
+ * to be looked at again).
  */
 static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 buf, __u64 len,
 						  __u64 pid_tgid)
 {
 	struct usm_fd_key key = {.conn = conn, .tgid = pid_tgid >> 32};
-	struct usm_tls_write *lw = usm_tls_last_write_slot();
 	struct usm_tls_retry_mark *m;
 	bool retry;
 
-	if (lw) {
-		lw->pid_tgid = pid_tgid;
-		lw->conn = conn;
-		lw->buf = buf;
-		lw->len = len;
-	}
 	if (!usm_tls_retry_marks)
 		return false;
 	m = bpf_map_lookup_elem(&usm_tls_retry, &key);

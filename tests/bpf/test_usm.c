@@ -836,6 +836,70 @@ static void test_gnutls(void **state)
 	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
 }
 
+/* A write's entry, as the module probes it (no return probe), by thread pid_tgid. */
+static int write_call(int probe, __u64 ssl, const char *buf, size_t len, __u64 pid_tgid)
+{
+	tls_run_as(probe, false,
+		   &(struct test_regs){.di = ssl, .si = (uintptr_t)buf, .dx = len}, 1, pid_tgid);
+	return bpftel_rb_capture__drain(&cap);
+}
+
+/*
+ * GnuTLS sends one record a call (16 KiB at most) and returns what it sent; the
+ * application writes the rest from there. The rest was looked at with the first call:
+ * counted, not looked at again, though a body's bytes there begin like a request. A
+ * write that is no such rest (another session, thread, or end; the same buffer again)
+ * is looked at. OpenSSL's partial-write mode does the same.
+ */
+static void test_tls_write_rest(void **state)
+{
+	static const char body_req[] = "GET /inside-a-body HTTP/1.1\r\n\r\n";
+	static char buf[20000];
+	const __u64 other_thread = PID_TGID + 1;
+	int probe;
+
+	(void)state;
+	memset(buf, 'x', sizeof(buf));
+	memcpy(buf, "POST /upload HTTP/1.1\r\nContent-Length: 19969\r\n\r\n", 48);
+	memcpy(buf + 16384, body_req, strlen(body_req));
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf, sizeof(buf), PID_TGID), 1);
+	assert_int_equal(event(0)->kind, USM_KIND_REQUEST);
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf + 16384, sizeof(buf) - 16384,
+				    PID_TGID),
+			 0);
+	assert_int_equal(counter(USM_CNT_TLS_WRITE_RESTS), 1);
+	assert_int_equal(counter(USM_CNT_TLS_CALLS), 2);
+	/* Not a rest: another session, another thread, another end. */
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf, sizeof(buf), PID_TGID), 1);
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR + 8, buf + 16384, strlen(body_req),
+				    PID_TGID),
+			 1);
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR + 8, buf, sizeof(buf), PID_TGID), 1);
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR + 8, buf + 16384, strlen(body_req),
+				    other_thread),
+			 1);
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf, sizeof(buf), PID_TGID), 1);
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf + 16384, strlen(body_req),
+				    PID_TGID),
+			 1);
+	/* The same buffer again is a new message (a static response). */
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf + 16384, strlen(body_req),
+				    PID_TGID),
+			 1);
+	assert_int_equal(counter(USM_CNT_TLS_WRITE_RESTS), 1);
+	/* OpenSSL's partial writes: the rest in two calls. */
+	for (probe = SSL_WRITE; probe <= SSL_WRITE_EX; probe += 2) {
+		assert_int_equal(write_call(probe, SSL_PTR, buf, sizeof(buf), PID_TGID), 1);
+		assert_int_equal(write_call(probe, SSL_PTR, buf + 16384, sizeof(buf) - 16384,
+					    PID_TGID),
+				 0);
+		assert_int_equal(write_call(probe, SSL_PTR, buf + 19000, sizeof(buf) - 19000,
+					    PID_TGID),
+				 0);
+	}
+	assert_int_equal(counter(USM_CNT_TLS_WRITE_RESTS), 5);
+}
+
 /* A read's entry on session ssl, at stack pointer sp, and its return (sp + 8). */
 static void read_enter(const char *buf, __u64 ssl, __u64 sp, __u64 t)
 {
@@ -3463,6 +3527,7 @@ int main(void)
 		T(test_tls_nested_reads),
 		T(test_tls_recv_fd),
 		T(test_gnutls),
+		T(test_tls_write_rest),
 		T(test_gnutls_typed_read),
 		T(test_tls_fd),
 		T(test_h2_client_start_copied),

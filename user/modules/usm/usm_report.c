@@ -310,6 +310,11 @@ static const struct {
 	 "OpenSSL writes that retried one SSL_get_error reported failed (a non-blocking "
 	 "socket): their bytes were looked at on the first try, not again.",
 	 USM_CNT_TLS_RETRIES},
+	{"bpftel_http_tls_write_rests_total",
+	 "TLS writes of the rest of the thread's last write on the session (GnuTLS sends one "
+	 "record a call and the application writes the rest): their bytes were looked at "
+	 "with the first, not again.",
+	 USM_CNT_TLS_WRITE_RESTS},
 	{"bpftel_http_packets_ipv6_deep_total",
 	 "IPv6 packets with more extension headers before their transport header than the "
 	 "socket filter walks (4): not looked at.",
