@@ -611,7 +611,12 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	s->rec.len = w.len - s->start;
 	s->rec.walked = w.pos - s->start;
 	s->st.offset += w.len;
-	*d = s->st;
+	/* Back into the session's entry only if it is still the one walked from. Deleted
+	 * meanwhile (SSL_free, Go's Close on another thread; the LRU making room), an LRU
+	 * entry goes to the next insert at once, and this state would be written into
+	 * another session's direction, maybe another user's. */
+	if (bpf_map_lookup_elem(&usm_h2_conns, &key) == state)
+		*d = s->st;
 	if ((s->rec.flags & USM_H2_F_CUT) || s->cut)
 		usm_count(USM_CNT_H2_TRUNCATED);
 	if (s->rec.flags & USM_H2_F_UNFRAMED)
