@@ -669,6 +669,8 @@ static void test_btrfs_snapshot_library(void **state)
 	assert_int_equal(snap.attached, 2);
 	assert_int_equal(sub.nprocs, 1);
 	assert_int_equal(snap.nprocs, 1);
+	/* One identity as the kernel has it, two subvolumes. */
+	assert_true(sub.dev == snap.dev && sub.ino == snap.ino && sub.sdev != snap.sdev);
 	bpftel_uprobes__refusals(f->up, &ref); /* neither taken for the other */
 	assert_int_equal(ref.count[BPFTEL_REFUSED_IDENTITY_CHANGED], 0);
 	stop_child(child);

@@ -158,8 +158,14 @@ static json_t *file_json(const struct bpftel_uprobe_file_info *r)
 
 	for (k = 0; k < r->nprocs && k < 8; k++)
 		json_array_append_new(pids, json_integer(r->pids[k]));
-	snprintf(id, sizeof(id), "%llx:%llu", (unsigned long long)r->dev,
-		 (unsigned long long)r->ino);
+	/* A btrfs subvolume's file has its subvolume's device after: a snapshot's copy
+	 * shares the others'. */
+	if (r->sdev != r->dev)
+		snprintf(id, sizeof(id), "%llx:%llu:%llx", (unsigned long long)r->dev,
+			 (unsigned long long)r->ino, (unsigned long long)r->sdev);
+	else
+		snprintf(id, sizeof(id), "%llx:%llu", (unsigned long long)r->dev,
+			 (unsigned long long)r->ino);
 	o = json_pack("{s:o, s:s, s:s, s:I, s:o, s:s, s:I, s:s?, s:I, s:I, s:s?, s:I, s:o}", "path",
 		      bpftel_json_str(r->path), "lib", bpftel_shlib_lib_name(r->lib), "file", id,
 		      "processes", (json_int_t)r->nprocs, "pids", pids, "state", r->state,

@@ -231,8 +231,11 @@ struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino, dev_t
 	struct lib_file *f = find_real_file(u, dev, ino, sdev);
 	size_t i;
 
+	/* By an alias, an overlay inode, only: a btrfs row's alias is its own (dev, ino),
+	 * which another subvolume's file shares. */
 	for (i = 0; !f && i < u->nfiles; i++)
-		if (u->files[i]->alias_dev == dev && u->files[i]->alias_ino == ino)
+		if (u->files[i]->alias_dev == dev && u->files[i]->alias_ino == ino &&
+		    (u->files[i]->dev != dev || u->files[i]->ino != ino))
 			f = u->files[i];
 	return f;
 }
@@ -779,9 +782,9 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	 * process whose user cannot be told shares one budget with all such. */
 	if (bpftel_proc_owner(t->pid, &owner))
 		owner = BPFTEL_DEADLINE_NO_OWNER;
+	sdev = file_sdev(fd, dev); /* a stat: never under the lock (NFS may not answer) */
 	pthread_mutex_lock(&u->lock);
 	/* By what it maps: the same overlay inode can be over another file since. */
-	sdev = file_sdev(fd, dev);
 	f = find_real_file(u, dev, ino, sdev);
 	if (!f && !share_room_locked(u, t, lib, named, owner)) {
 		/* Remembered for that user, as over its budget below: a process at its
@@ -1626,6 +1629,7 @@ static void fill_row(struct bpftel_uprobe_file_info *r, const struct lib_file *f
 	snprintf(r->path, sizeof(r->path), "%s", f->path);
 	r->lib = f->lib;
 	r->dev = f->dev;
+	r->sdev = f->sdev;
 	r->ino = f->ino;
 	r->nprocs = f->nprocs;
 	for (k = 0; k < f->nprocs && k < 8; k++)

@@ -190,7 +190,7 @@ long long bpftel_uprobes__scanned_from_ms(struct bpftel_uprobes *u);
 struct bpftel_uprobe_file_info {
 	char path[256]; /* first path it was seen under, as that process named it */
 	enum shlib_lib lib;
-	__u64 dev, ino;
+	__u64 dev, ino, sdev; /* sdev: as bpftel_uprobe_file_load's */
 	size_t nprocs;
 	__u32 pids[8];	  /* the first min(nprocs, 8) processes */
 	const char *state; /* "in_use", "idle" (within its grace), "releasing", "refused" */
