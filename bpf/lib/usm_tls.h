@@ -208,6 +208,7 @@ static __always_inline int usm_tls_set_fd(TLM_PARAM, struct pt_regs *regs, __u64
 	}
 	usm_h2_forget(TLM_ARG, key.conn, pid_tgid, source);
 	usm_tls_retry_unmark(TLM_ARG, &key);
+	usm_tls_last_write_clear(pid_tgid); /* a write on the new connection is no rest */
 	return 0;
 }
 
@@ -227,6 +228,7 @@ static __always_inline int usm_tls_free(TLM_PARAM, struct pt_regs *regs, __u64 p
 		return 0;
 	usm_h2_session_end(TLM_ARG, &key, pid_tgid, source);
 	usm_tls_retry_unmark(TLM_ARG, &key);
+	usm_tls_last_write_clear(pid_tgid); /* nor one on a session given its address */
 	return 0;
 }
 

@@ -35,8 +35,8 @@
  *
  * Not covered: GnuTLS, whose failures are only in the return value (GNUTLS_E_AGAIN:
  * that costs a return probe per write); applications that retry without asking
- * SSL_get_error; partial writes (SSL_MODE_ENABLE_PARTIAL_WRITE: the rest is a write of
- * other bytes, seen as such). A failure of a call not probed (SSL_peek, SSL_shutdown)
+ * SSL_get_error. Partial writes (GnuTLS's, SSL_MODE_ENABLE_PARTIAL_WRITE) are
+ * usm_tls_write_rest's. A failure of a call not probed (SSL_peek, SSL_shutdown)
  * right after a write on the session, or one asked after a read on another CPU and a
  * move back, marks that write, and a later write of the same buffer and size is then
  * taken for its retry.
@@ -134,7 +134,9 @@ static __always_inline bool usm_tls_write_rest(__u64 conn, __u64 buf, __u64 len,
 
 	if (!lw)
 		return false;
-	rest = lw->pid_tgid == pid_tgid && lw->conn == conn && buf > lw->buf &&
+	/* At least one record in (RFC 8449's smallest, 64 bytes): a new write from inside an
+	 * end-aligned scratch buffer is not taken for a rest so easily. */
+	rest = lw->pid_tgid == pid_tgid && lw->conn == conn && buf >= lw->buf + 64 &&
 	       buf - lw->buf < lw->len && buf + len == lw->buf + lw->len;
 	lw->pid_tgid = pid_tgid;
 	lw->conn = conn;

@@ -869,17 +869,29 @@ static void test_tls_write_rest(void **state)
 			 0);
 	assert_int_equal(counter(USM_CNT_TLS_WRITE_RESTS), 1);
 	assert_int_equal(counter(USM_CNT_TLS_CALLS), 2);
-	/* Not a rest: another session, another thread, another end. */
+	/* Not a rest: another session, another thread, another end, less than a record
+	 * in, or after the session was given a new connection. */
 	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf, sizeof(buf), PID_TGID), 1);
-	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR + 8, buf + 16384, strlen(body_req),
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR + 8, buf + 16384, sizeof(buf) - 16384,
 				    PID_TGID),
 			 1);
 	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR + 8, buf, sizeof(buf), PID_TGID), 1);
-	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR + 8, buf + 16384, strlen(body_req),
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR + 8, buf + 16384, sizeof(buf) - 16384,
 				    other_thread),
 			 1);
 	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf, sizeof(buf), PID_TGID), 1);
 	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf + 16384, strlen(body_req),
+				    PID_TGID),
+			 1);
+	memcpy(buf + 32, body_req, strlen(body_req)); /* end-aligned: 32 bytes in */
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf, sizeof(buf), PID_TGID), 1);
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf + 32, sizeof(buf) - 32, PID_TGID),
+			 1);
+	memcpy(buf + 32, "xxxxxxxx", 8);
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf, sizeof(buf), PID_TGID), 1);
+	tls_run_as(USM_TLS_SSL_SET_FD, false, &(struct test_regs){.di = SSL_PTR, .si = 7}, 1,
+		   PID_TGID);
+	assert_int_equal(write_call(GNUTLS_SEND, SSL_PTR, buf + 16384, sizeof(buf) - 16384,
 				    PID_TGID),
 			 1);
 	/* The same buffer again is a new message (a static response). */
