@@ -614,7 +614,9 @@ static __always_inline bool usm_h2_tls(TLM_PARAM, __u64 conn, __u64 buf, __u64 l
 	/* Back into the session's entry only if it is still the one walked from. Deleted
 	 * meanwhile (SSL_free, Go's Close on another thread; the LRU making room), an LRU
 	 * entry goes to the next insert at once, and this state would be written into
-	 * another session's direction, maybe another user's. */
+	 * another session's direction, maybe another user's. This narrows the window to
+	 * the instructions between the lookup and the copy, over the walk's whole run; an
+	 * entry made again for the same key meanwhile compares equal. */
 	if (bpf_map_lookup_elem(&usm_h2_conns, &key) == state)
 		*d = s->st;
 	if ((s->rec.flags & USM_H2_F_CUT) || s->cut)
