@@ -679,6 +679,78 @@ static void test_btrfs_snapshot_library(void **state)
 	unlink("/tmp/bpftel-btrfs2.img");
 }
 
+/*
+ * One btrfs file reached two ways: by its path in its subvolume, and through an overlay
+ * whose lower layer is that subvolume (a container's view of a host directory). The fd
+ * opened through the overlay cannot tell the subvolume; it is still the one inode, one
+ * row with both processes, probed once: not two rows, every call seen twice.
+ */
+static void test_btrfs_file_through_overlay(void **state)
+{
+	struct bpftel_uprobe_file_info *rows, row;
+	struct fixture *f = *state;
+	char script[1600];
+	int n, i, found = 0;
+	size_t procs = 0;
+	pid_t child;
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK) ||
+	    access("/usr/sbin/mkfs.btrfs", X_OK) || access("/dev/loop-control", F_OK))
+		skip();
+	unlink("/tmp/bpftel-btrfs3.img");
+	if (system("truncate -s 300M /tmp/bpftel-btrfs3.img && "
+		   "mkfs.btrfs -q /tmp/bpftel-btrfs3.img > /dev/null 2>&1"))
+		skip(); /* no btrfs here */
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	/* The process maps sub's copy; once the registry has it, its child (killed with
+	 * it) maps the overlay's view. */
+	unlink("/tmp/bpftel-btrfs3.go");
+	snprintf(script, sizeof(script),
+		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-btrfs3; "
+		 "mkdir -p $d && mount -o loop $d.img $d && "
+		 "btrfs subvolume create $d/sub > /dev/null && cp %s $d/sub/libssl.so.3 && "
+		 "mkdir $d/up $d/work $d/merged && mount -t overlay overlay "
+		 "-o lowerdir=$d/sub,upperdir=$d/up,workdir=$d/work $d/merged && "
+		 "exec %s -c \"import ctypes, os, time\n"
+		 "ctypes.CDLL(\\\"$d/sub/libssl.so.3\\\")\n"
+		 "while not os.path.exists(\\\"$d.go\\\"):\n"
+		 "    time.sleep(0.05)\n"
+		 "if os.fork() == 0:\n"
+		 "    ctypes.CDLL(None).prctl(1, 9)\n"
+		 "    ctypes.CDLL(\\\"$d/merged/libssl.so.3\\\")\n"
+		 "time.sleep(3600)\"'",
+		 LIBSSL, PYTHON);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-btrfs3/sub/libssl.so.3", &row, 2));
+	fclose(fopen("/tmp/bpftel-btrfs3.go", "w"));
+	for (i = 0; i < 3000 && procs < 2; i++) { /* both processes known (30 s at most) */
+		n = bpftel_uprobes__files(f->up, &rows);
+		for (procs = 0, found = 0; n > 0 && found < n; found++)
+			if (rows[found].lib == SHLIB_LIB_SSL &&
+			    !strncmp(rows[found].path, "/tmp/bpftel-btrfs3/", 19))
+				procs += rows[found].nprocs;
+		free(rows);
+		if (procs < 2)
+			usleep(10000);
+	}
+	assert_int_equal(procs, 2);
+	n = bpftel_uprobes__files(f->up, &rows);
+	for (i = 0, found = 0; i < n; i++) {
+		if (rows[i].lib != SHLIB_LIB_SSL || strncmp(rows[i].path, "/tmp/bpftel-btrfs3/", 19))
+			continue;
+		found++;
+		assert_int_equal(rows[i].nprocs, 2);
+		assert_int_equal(rows[i].attached, 2);
+	}
+	free(rows);
+	assert_int_equal(found, 1);
+	stop_child(child);
+	rmdir("/tmp/bpftel-btrfs3");
+	unlink("/tmp/bpftel-btrfs3.go");
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	unlink("/tmp/bpftel-btrfs3.img");
+}
+
 /* How many rows of the registry are of a library of lib under dir, and the one. */
 static int rows_under(struct fixture *f, enum shlib_lib lib, const char *dir,
 		      struct bpftel_uprobe_file_info *row)
@@ -1950,6 +2022,7 @@ int main(void)
 		T(test_overlayfs_copy_up_keeps_layer),
 		T(test_btrfs_subvolume_library),
 		T(test_btrfs_snapshot_library),
+		T(test_btrfs_file_through_overlay),
 		T(test_relative_to_dirfd),
 		T(test_relative_path_above_cwd_found_by_scan),
 		T(test_identity_mismatch_refused),

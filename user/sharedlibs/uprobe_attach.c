@@ -97,7 +97,7 @@ static int open_as_file(const struct lib_file *f, const struct bpftel_procfile_t
 	int fd;
 
 	fd = bpftel_procfile_open_mapped(t, st, why, &dev, &ino);
-	if (fd >= 0 && (dev != f->dev || ino != f->ino || file_sdev(fd, dev) != f->sdev)) {
+	if (fd >= 0 && (dev != f->dev || ino != f->ino || !same_sdev(f, file_sdev(fd, dev)))) {
 		close(fd);
 		*why = BPFTEL_REFUSED_IDENTITY_CHANGED;
 		fd = -ESTALE;

@@ -214,16 +214,28 @@ dev_t file_sdev(int fd, dev_t dev)
 	return dev;
 }
 
-/* The file that is (dev, ino, sdev) itself: what the kernel maps and probes. */
+bool same_sdev(const struct lib_file *f, dev_t sdev)
+{
+	return f->sdev == sdev || f->sdev == f->dev || sdev == f->dev;
+}
+
+/* The file that is (dev, ino, sdev) itself: what the kernel maps and probes; that very
+ * subvolume's first, else one whose subvolume is not known (same_sdev()). */
 static struct lib_file *find_real_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino, dev_t sdev)
 {
+	struct lib_file *f, *unknown = NULL;
 	size_t i;
 
 	for (i = 0; i < u->nfiles; i++) {
-		if (u->files[i]->dev == dev && u->files[i]->ino == ino && u->files[i]->sdev == sdev)
-			return u->files[i];
+		f = u->files[i];
+		if (f->dev != dev || f->ino != ino)
+			continue;
+		if (f->sdev == sdev)
+			return f;
+		if (!unknown && same_sdev(f, sdev))
+			unknown = f;
 	}
-	return NULL;
+	return unknown;
 }
 
 struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino, dev_t sdev)

@@ -92,7 +92,7 @@ struct lib_file {
 	/* With it, on btrfs, the subvolume's device (file_sdev()): inode numbers repeat
 	 * across subvolumes under the one device the kernel gives (a snapshot's files have
 	 * its source's), so (dev, ino) alone can be two files, each probed on its own.
-	 * Elsewhere dev. */
+	 * Elsewhere, and where it is not known, dev (same_sdev()). */
 	dev_t sdev;
 	dev_t alias_dev; /* what a path reached (overlayfs: the overlay's inode) */
 	__u64 alias_ino;
@@ -248,6 +248,11 @@ struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino, dev_t
 bool wants(const struct mod_entry *me, enum shlib_lib lib);
 /* uprobes.c: lib_file.sdev of the file open as fd, which the kernel maps as dev. */
 dev_t file_sdev(int fd, dev_t dev);
+/* uprobes.c: can f be the file of subvolume device sdev? Yes when it is f's, or either
+ * is not known (dev itself: a btrfs file reached through an overlay, whose fd says
+ * overlayfs, not which subvolume), so that one inode reached both ways is one file,
+ * probed once. */
+bool same_sdev(const struct lib_file *f, dev_t sdev);
 size_t collect_jobs(struct bpftel_uprobes *u, struct lib_file *f, size_t only,
 		    struct attach_job *jobs);
 
