@@ -598,6 +598,23 @@ static void test_overlayfs_layers_on_two_fs(void **state)
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 }
 
+/* A btrfs file system made in img (a file of 300 MB), for a loop mount; the test is
+ * skipped where that cannot be: mkfs.btrfs (btrfs-progs, a test package), a loop
+ * device, python3, libssl and unshare are needed. */
+static void btrfs_image_or_skip(const char *img)
+{
+	char cmd[256];
+
+	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK) ||
+	    access("/usr/sbin/mkfs.btrfs", X_OK) || access("/dev/loop-control", F_OK))
+		skip();
+	unlink(img);
+	snprintf(cmd, sizeof(cmd), "truncate -s 300M %s && mkfs.btrfs -q %s > /dev/null 2>&1",
+		 img, img);
+	if (system(cmd))
+		skip(); /* no btrfs here */
+}
+
 /*
  * A library on a btrfs subvolume (Fedora's and openSUSE's root is one): stat gives the
  * subvolume's device, the kernel's inode its file system's. The
@@ -608,13 +625,7 @@ static void test_btrfs_subvolume_library(void **state)
 {
 	struct fixture *f = *state;
 
-	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK) ||
-	    access("/usr/sbin/mkfs.btrfs", X_OK) || access("/dev/loop-control", F_OK))
-		skip();
-	unlink("/tmp/bpftel-btrfs.img");
-	if (system("truncate -s 300M /tmp/bpftel-btrfs.img && "
-		   "mkfs.btrfs -q /tmp/bpftel-btrfs.img > /dev/null 2>&1"))
-		skip(); /* no btrfs here */
+	btrfs_image_or_skip("/tmp/bpftel-btrfs.img");
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	probed_in_namespace(f, "/tmp/bpftel-btrfs",
 			    "mount -o loop $d.img $d && btrfs subvolume create $d/sub > /dev/null && "
@@ -640,13 +651,7 @@ static void test_btrfs_snapshot_library(void **state)
 	char script[1600];
 	pid_t child;
 
-	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK) ||
-	    access("/usr/sbin/mkfs.btrfs", X_OK) || access("/dev/loop-control", F_OK))
-		skip();
-	unlink("/tmp/bpftel-btrfs2.img");
-	if (system("truncate -s 300M /tmp/bpftel-btrfs2.img && "
-		   "mkfs.btrfs -q /tmp/bpftel-btrfs2.img > /dev/null 2>&1"))
-		skip(); /* no btrfs here */
+	btrfs_image_or_skip("/tmp/bpftel-btrfs2.img");
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	/* The process maps sub's copy, its child (killed with it) the snapshot's. */
 	snprintf(script, sizeof(script),
@@ -694,13 +699,7 @@ static void test_btrfs_file_through_overlay(void **state)
 	size_t procs = 0;
 	pid_t child;
 
-	if (access(PYTHON, X_OK) || access(LIBSSL, R_OK) || access("/usr/bin/unshare", X_OK) ||
-	    access("/usr/sbin/mkfs.btrfs", X_OK) || access("/dev/loop-control", F_OK))
-		skip();
-	unlink("/tmp/bpftel-btrfs3.img");
-	if (system("truncate -s 300M /tmp/bpftel-btrfs3.img && "
-		   "mkfs.btrfs -q /tmp/bpftel-btrfs3.img > /dev/null 2>&1"))
-		skip(); /* no btrfs here */
+	btrfs_image_or_skip("/tmp/bpftel-btrfs3.img");
 	assert_int_equal(bpftel_module__run(f->usm->module), 0);
 	/* The process maps sub's copy; once the registry has it, its child (killed with
 	 * it) maps the overlay's view. */
