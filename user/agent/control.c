@@ -99,8 +99,7 @@ int bpftel_ctl_lock(const char *path)
 	if (fd < 0)
 		return -errno;
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
-		int err = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
-
+		err = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
 		close(fd);
 		return err;
 	}

@@ -95,7 +95,9 @@ int bpftel_uprobes__shed(struct bpftel_uprobes *u, const char *module,
 	mi = mod_index_locked(u, module);
 	/* A module stopped since its loads were read: its stop cleared the shed marks,
 	 * and one set now would outlive it (its next instance never attaching the file). */
-	f = mi < 0 || !u->mods[mi].obj ? NULL : find_file(u, (dev_t)file->dev, file->ino, (dev_t)file->sdev);
+	f = mi < 0 || !u->mods[mi].obj
+		    ? NULL
+		    : find_file(u, (dev_t)file->dev, file->ino, (dev_t)file->sdev);
 	if (!f || f->mods[mi].st == FM_BUSY) {
 		pthread_mutex_unlock(&u->lock);
 		return !f ? -ENOENT : -EBUSY;
