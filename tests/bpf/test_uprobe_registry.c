@@ -684,6 +684,24 @@ static void test_btrfs_snapshot_library(void **state)
 	unlink("/tmp/bpftel-btrfs2.img");
 }
 
+/* How many rows of the registry are of a library of lib under dir, and the one. */
+static int rows_under(struct fixture *f, enum shlib_lib lib, const char *dir,
+		      struct bpftel_uprobe_file_info *row)
+{
+	struct bpftel_uprobe_file_info *rows;
+	int n, i, found = 0;
+
+	n = bpftel_uprobes__files(f->up, &rows);
+	for (i = 0; i < n; i++) {
+		if (rows[i].lib == lib && !strncmp(rows[i].path, dir, strlen(dir))) {
+			*row = rows[i];
+			found++;
+		}
+	}
+	free(rows);
+	return found;
+}
+
 /*
  * One btrfs file reached two ways: by its path in its subvolume, and through an overlay
  * whose lower layer is that subvolume (a container's view of a host directory). The fd
@@ -692,11 +710,10 @@ static void test_btrfs_snapshot_library(void **state)
  */
 static void test_btrfs_file_through_overlay(void **state)
 {
-	struct bpftel_uprobe_file_info *rows, row;
+	struct bpftel_uprobe_file_info row;
 	struct fixture *f = *state;
 	char script[1600];
-	int n, i, found = 0;
-	size_t procs = 0;
+	int n = 0, i;
 	pid_t child;
 
 	btrfs_image_or_skip("/tmp/bpftel-btrfs3.img");
@@ -722,50 +739,21 @@ static void test_btrfs_file_through_overlay(void **state)
 	child = start_child(script);
 	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-btrfs3/sub/libssl.so.3", &row, 2));
 	fclose(fopen("/tmp/bpftel-btrfs3.go", "w"));
-	for (i = 0; i < 3000 && procs < 2; i++) { /* both processes known (30 s at most) */
-		n = bpftel_uprobes__files(f->up, &rows);
-		for (procs = 0, found = 0; n > 0 && found < n; found++)
-			if (rows[found].lib == SHLIB_LIB_SSL &&
-			    !strncmp(rows[found].path, "/tmp/bpftel-btrfs3/", 19))
-				procs += rows[found].nprocs;
-		free(rows);
-		if (procs < 2)
-			usleep(10000);
+	/* Both processes known, in one row or two (30 s at most). */
+	for (i = 0; i < 3000; i++) {
+		n = rows_under(f, SHLIB_LIB_SSL, "/tmp/bpftel-btrfs3/", &row);
+		if (n > 1 || row.nprocs >= 2)
+			break;
+		usleep(10000);
 	}
-	assert_int_equal(procs, 2);
-	n = bpftel_uprobes__files(f->up, &rows);
-	for (i = 0, found = 0; i < n; i++) {
-		if (rows[i].lib != SHLIB_LIB_SSL || strncmp(rows[i].path, "/tmp/bpftel-btrfs3/", 19))
-			continue;
-		found++;
-		assert_int_equal(rows[i].nprocs, 2);
-		assert_int_equal(rows[i].attached, 2);
-	}
-	free(rows);
-	assert_int_equal(found, 1);
+	assert_int_equal(n, 1);
+	assert_int_equal(row.nprocs, 2);
+	assert_int_equal(row.attached, 2);
 	stop_child(child);
 	rmdir("/tmp/bpftel-btrfs3");
 	unlink("/tmp/bpftel-btrfs3.go");
 	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
 	unlink("/tmp/bpftel-btrfs3.img");
-}
-
-/* How many rows of the registry are of a library of lib under dir, and the one. */
-static int rows_under(struct fixture *f, enum shlib_lib lib, const char *dir,
-		      struct bpftel_uprobe_file_info *row)
-{
-	struct bpftel_uprobe_file_info *rows;
-	int n, i, found = 0;
-
-	n = bpftel_uprobes__files(f->up, &rows);
-	for (i = 0; i < n; i++) {
-		if (rows[i].lib == lib && !strncmp(rows[i].path, dir, strlen(dir))) {
-			*row = rows[i];
-			found++;
-		}
-	}
-	free(rows);
-	return found;
 }
 
 /*
