@@ -199,11 +199,15 @@ struct shlib_event {
 	/* The process's start (its leader's start_boottime, ns): with pid, which process
 	 * this is, so that a pid reused since an earlier event is known as another one. */
 	__u64 start_ns;
+	/* On btrfs, the file's subvolume device (kernel encoding: what stat() gives as
+	 * st_dev, where dev is the file system's); 0 elsewhere (lib/btrfs_subvol.h). */
+	__u32 sdev;
+	__u32 __pad2;
 	char comm[SHLIB_COMM_LEN];
 	char path[SHLIB_PATH_MAX]; /* as the process passed it to open */
 };
 
-#define SHLIB_EVENT_HDR_SIZE 80 /* offsetof(struct shlib_event, path) */
+#define SHLIB_EVENT_HDR_SIZE 88 /* offsetof(struct shlib_event, path) */
 
 _Static_assert(sizeof(struct shlib_stem) == 24, "shlib_stem layout");
 _Static_assert(sizeof(struct shlib_config) == 16 + 24 * SHLIB_MAX_STEMS, "shlib_config layout");
@@ -213,7 +217,8 @@ _Static_assert(__builtin_offsetof(struct shlib_event, path_len) == 24, "shlib_ev
 _Static_assert(__builtin_offsetof(struct shlib_event, ino) == 32, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, ctime_sec) == 48, "shlib_event layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, start_ns) == 56, "shlib_event layout");
-_Static_assert(__builtin_offsetof(struct shlib_event, comm) == 64, "shlib_event layout");
+_Static_assert(__builtin_offsetof(struct shlib_event, sdev) == 64, "shlib_event layout");
+_Static_assert(__builtin_offsetof(struct shlib_event, comm) == 72, "shlib_event layout");
 _Static_assert(sizeof(struct shlib_exe_skip_val) == 16, "shlib_exe_skip_val layout");
 _Static_assert(__builtin_offsetof(struct shlib_event, path) == SHLIB_EVENT_HDR_SIZE,
 	       "shlib_event layout");

@@ -91,7 +91,8 @@ static __always_inline int shlib_on_exec(TLM_PARAM, struct task_struct *task, co
 		shlib_count(SHLIB_CNT_NO_PATH);
 	else
 		shlib_emit(TLM_ARG, ev, n - 1, pid_tgid, SHLIB_LIB_GO, SHLIB_LIBSET_CRYPTO,
-			   SHLIB_SYS_EXEC, AT_FDCWD, key.ino, key.dev, sec, nsec);
+			   SHLIB_SYS_EXEC, AT_FDCWD, key.ino, key.dev, btrfs_subvol_dev(inode),
+			   sec, nsec);
 	shlib_scratch_put(ev);
 	return 0;
 }

@@ -14,8 +14,11 @@
  * and for the BPF_PROG_TEST_RUN harness (tests/bpf/progs/shared_libraries_harness.bpf.c).
  * Include after vmlinux.h, the libbpf headers (bpf_core_read.h too), shared_libraries.h,
  * lib/shlib_match.h and telemetry/telemetry.bpf.h.
- */#ifndef BPFTEL_LIB_SHLIB_PROBE_H
+ */
+#ifndef BPFTEL_LIB_SHLIB_PROBE_H
 #define BPFTEL_LIB_SHLIB_PROBE_H
+
+#include "btrfs_subvol.h"
 
 #define O_ACCMODE 00000003
 #define O_RDONLY  00000000
@@ -240,7 +243,8 @@ static __always_inline bool shlib_match_enabled(struct shlib_config *cfg, struct
  * buffer. */
 static __always_inline void shlib_emit(TLM_PARAM, struct shlib_event *ev, long n, __u64 pid_tgid,
 				       __u32 lib, __u32 libset, enum shlib_syscall sys, int dirfd,
-				       __u64 ino, __u32 dev, __s64 ctime_sec, __u32 ctime_nsec)
+				       __u64 ino, __u32 dev, __u32 sdev, __s64 ctime_sec,
+				       __u32 ctime_nsec)
 {
 	__u32 size = SHLIB_EVENT_HDR_SIZE + SHLIB_IDX(n) + 1;
 	long err;
@@ -255,6 +259,8 @@ static __always_inline void shlib_emit(TLM_PARAM, struct shlib_event *ev, long n
 	ev->dirfd = dirfd;
 	ev->ino = ino;
 	ev->dev = dev;
+	ev->sdev = sdev;
+	ev->__pad2 = 0;
 	ev->ctime_sec = ctime_sec;
 	ev->ctime_nsec = ctime_nsec;
 	ev->start_ns = BPF_CORE_READ(bpf_get_current_task_btf(), group_leader, start_boottime);
@@ -347,7 +353,7 @@ static __always_inline int shlib_open_emit(TLM_PARAM, struct shlib_event *ev, co
 	if (n < 0)
 		return 0;
 	shlib_emit(TLM_ARG, ev, n, pid_tgid, lib, libset, sys, dirfd, d->d_inode->i_ino,
-		   d->d_sb->s_dev, 0, 0);
+		   d->d_sb->s_dev, btrfs_subvol_dev(d->d_inode), 0, 0);
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <limits.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -159,6 +160,9 @@ static int group_teardown(void **state)
 	bpftel_rb_capture__close(&cap);
 	bpftel_rb_capture__close(&exec_cap);
 	shared_libraries_harness__destroy(skel);
+	/* test_btrfs_subvolume_dev's mount, left where it failed */
+	snprintf(cmd, sizeof(cmd), "%s/btrfs", tmpdir);
+	umount2(cmd, MNT_DETACH);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	return system(cmd) ? -1 : 0;
 }
@@ -276,15 +280,21 @@ static unsigned long long self_start_ticks(void)
 	return ticks;
 }
 
+/* stat's device as the kernel encodes it (major << 20 | minor), as events carry it. */
+static __u32 kernel_dev_of(dev_t dev)
+{
+	return major(dev) << 20 | minor(dev);
+}
+
 static void assert_event(const char *path, int lib, __u32 sys, const struct stat *st)
 {
 	const struct shlib_event *ev = cap.rec[0].data;
 	size_t len = strlen(path);
 
-	/* The identity of the file the open returned, kernel dev_t as stat's. */
+	/* The identity of the file the open returned, kernel dev_t as stat's: the super
+	 * block's device, or on btrfs the subvolume's (sdev; test_btrfs_subvolume_dev). */
 	assert_int_equal(ev->ino, st->st_ino);
-	assert_int_equal(ev->dev >> 20, major(st->st_dev));
-	assert_int_equal(ev->dev & 0xfffff, minor(st->st_dev));
+	assert_int_equal(ev->sdev ? ev->sdev : ev->dev, kernel_dev_of(st->st_dev));
 	assert_int_equal(ev->dirfd, AT_FDCWD);
 
 	assert_int_equal(cap.rec[0].size, SHLIB_EVENT_HDR_SIZE + len + 1);
@@ -436,6 +446,57 @@ static void test_symlinks(void **state)
 	assert_int_equal(play_exit(link, fd, SHLIB_SYS_OPENAT), 0);
 	close(fd);
 	assert_int_equal(counter(SHLIB_CNT_MATCHED), 1);
+}
+
+/*
+ * A library on a btrfs subvolume, and its copy in a snapshot of it (two containers of one
+ * image on a host whose storage is btrfs): the same super block's device and inode
+ * number, two files. Each event carries its subvolume's device, the one stat gives, so
+ * that userspace tells them apart without opening them. Skipped without mkfs.btrfs
+ * (btrfs-progs, a test package), a loop device or btrfs in the kernel.
+ */
+static void test_btrfs_subvolume_dev(void **state)
+{
+	char dir[128], cmd[1024], path[256];
+	__u32 dev[2], sdev[2];
+	struct stat st;
+	int i, fd;
+
+	(void)state;
+	if (access("/usr/sbin/mkfs.btrfs", X_OK) || access("/dev/loop-control", F_OK))
+		skip();
+	snprintf(dir, sizeof(dir), "%s/btrfs", tmpdir);
+	snprintf(cmd, sizeof(cmd), "truncate -s 300M %s.img && mkfs.btrfs -q %s.img > /dev/null 2>&1",
+		 dir, dir);
+	if (system(cmd))
+		skip(); /* no btrfs here */
+	/* Mounted in a mount namespace of this test's own: gone with it, whatever fails. */
+	assert_int_equal(unshare(CLONE_NEWNS), 0);
+	assert_int_equal(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; d=%s; mkdir $d; mount -o loop $d.img $d; rm $d.img; "
+		 "btrfs subvolume create $d/sub > /dev/null; echo x > $d/sub/libssl.so.3; "
+		 "btrfs subvolume snapshot $d/sub $d/snap > /dev/null",
+		 dir);
+	assert_int_equal(system(cmd), 0);
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s/libssl.so.3", dir, i ? "snap" : "sub");
+		fd = open(path, O_RDONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(fstat(fd, &st), 0);
+		assert_int_equal(play_exit(path, fd, SHLIB_SYS_OPENAT), 1);
+		close(fd);
+		assert_event(path, SHLIB_LIB_SSL, SHLIB_SYS_OPENAT, &st);
+		dev[i] = ((const struct shlib_event *)cap.rec[0].data)->dev;
+		sdev[i] = ((const struct shlib_event *)cap.rec[0].data)->sdev;
+		assert_int_equal(sdev[i], kernel_dev_of(st.st_dev));
+	}
+	/* One file system, two subvolumes, neither the file system's own device. */
+	assert_int_equal(dev[0], dev[1]);
+	assert_int_not_equal(sdev[0], sdev[1]);
+	assert_int_not_equal(sdev[0], dev[0]);
+	assert_int_not_equal(sdev[1], dev[1]);
+	assert_int_equal(umount2(dir, MNT_DETACH), 0);
 }
 
 /* openat(dirfd, "libssl.so.3"): the event carries dirfd for userspace to resolve. */
@@ -1042,6 +1103,7 @@ int main(void)
 		cmocka_unit_test_setup(test_syscall_recorded, case_setup),
 		cmocka_unit_test_setup(test_symlinks, case_setup),
 		cmocka_unit_test_setup(test_dirfd_recorded, case_setup),
+		cmocka_unit_test_setup(test_btrfs_subvolume_dev, case_setup),
 		cmocka_unit_test_setup(test_self_ignored, case_setup),
 		cmocka_unit_test_setup(test_unreadable_pointer, case_setup),
 		cmocka_unit_test_setup(test_scratch_held, case_setup),

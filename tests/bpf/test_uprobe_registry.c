@@ -703,6 +703,78 @@ static int rows_under(struct fixture *f, enum shlib_lib lib, const char *dir,
 }
 
 /*
+ * Two processes of one btrfs subvolume's library, on a file system made in d.img: the
+ * first maps d/sub/libssl.so.3; the second (its child, killed with it) maps d/second
+ * once the registry has the first, setup having made what leads there. Returns how many
+ * rows of libraries under d there are once both processes are known, in one row or two
+ * (30 s at most), and the one in *row.
+ */
+static int btrfs_second_process(struct fixture *f, const char *d, const char *setup,
+				const char *second, struct bpftel_uprobe_file_info *row)
+{
+	char script[1600], img[64], dir[64], go[64], first[80];
+	int n = 0, i;
+	pid_t child;
+
+	snprintf(img, sizeof(img), "%s.img", d);
+	snprintf(dir, sizeof(dir), "%s/", d);
+	snprintf(go, sizeof(go), "%s.go", d);
+	snprintf(first, sizeof(first), "%s/sub/libssl.so.3", d);
+	btrfs_image_or_skip(img);
+	assert_int_equal(bpftel_module__run(f->usm->module), 0);
+	unlink(go);
+	/* Forked before the first maps the library: the second's own map, not inherited. */
+	snprintf(script, sizeof(script),
+		 "exec unshare -m --propagation private sh -c 'set -e; d=%s; "
+		 "mkdir -p $d && mount -o loop $d.img $d && "
+		 "btrfs subvolume create $d/sub > /dev/null && cp %s $d/sub/libssl.so.3 && "
+		 "%s "
+		 "exec %s -c \"import ctypes, os, time\n"
+		 "if os.fork() == 0:\n"
+		 "    ctypes.CDLL(None).prctl(1, 9)\n"
+		 "    while not os.path.exists(\\\"$d.go\\\"):\n"
+		 "        time.sleep(0.05)\n"
+		 "    ctypes.CDLL(\\\"$d/%s\\\")\n"
+		 "else:\n"
+		 "    ctypes.CDLL(\\\"$d/sub/libssl.so.3\\\")\n"
+		 "time.sleep(3600)\"'",
+		 d, LIBSSL, setup, PYTHON, second);
+	child = start_child(script);
+	assert_true(find_row(f, SHLIB_LIB_SSL, first, row, 2));
+	fclose(fopen(go, "w"));
+	for (i = 0; i < 3000; i++) {
+		n = rows_under(f, SHLIB_LIB_SSL, dir, row);
+		if (n > 1 || row->nprocs >= 2)
+			break;
+		usleep(10000);
+	}
+	stop_child(child);
+	rmdir(d);
+	unlink(go);
+	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
+	unlink(img);
+	return n;
+}
+
+/*
+ * A new process mapping a btrfs subvolume's library the registry holds: the kernel
+ * names the file's subvolume (bpf/lib/btrfs_subvol.h), so the process is answered from
+ * the row, not by opening the file again (as on every other file system): Fedora's and
+ * openSUSE's root is a subvolume, and there every process start would cost an open.
+ */
+static void test_btrfs_new_process_from_row(void **state)
+{
+	struct bpftel_uprobe_file_info row;
+
+	assert_int_equal(btrfs_second_process(*state, "/tmp/bpftel-btrfs4", "", "sub/libssl.so.3",
+					      &row),
+			 1);
+	assert_int_equal(row.nprocs, 2);
+	assert_int_equal(row.attached, 2);
+	assert_int_equal(row.opens, 1); /* the first process's only */
+}
+
+/*
  * One btrfs file reached two ways: by its path in its subvolume, and through an overlay
  * whose lower layer is that subvolume (a container's view of a host directory). The fd
  * opened through the overlay cannot tell the subvolume; it is still the one inode, one
@@ -711,49 +783,15 @@ static int rows_under(struct fixture *f, enum shlib_lib lib, const char *dir,
 static void test_btrfs_file_through_overlay(void **state)
 {
 	struct bpftel_uprobe_file_info row;
-	struct fixture *f = *state;
-	char script[1600];
-	int n = 0, i;
-	pid_t child;
 
-	btrfs_image_or_skip("/tmp/bpftel-btrfs3.img");
-	assert_int_equal(bpftel_module__run(f->usm->module), 0);
-	/* The process maps sub's copy; once the registry has it, its child (killed with
-	 * it) maps the overlay's view. */
-	unlink("/tmp/bpftel-btrfs3.go");
-	snprintf(script, sizeof(script),
-		 "exec unshare -m --propagation private sh -c 'set -e; d=/tmp/bpftel-btrfs3; "
-		 "mkdir -p $d && mount -o loop $d.img $d && "
-		 "btrfs subvolume create $d/sub > /dev/null && cp %s $d/sub/libssl.so.3 && "
-		 "mkdir $d/up $d/work $d/merged && mount -t overlay overlay "
-		 "-o lowerdir=$d/sub,upperdir=$d/up,workdir=$d/work $d/merged && "
-		 "exec %s -c \"import ctypes, os, time\n"
-		 "ctypes.CDLL(\\\"$d/sub/libssl.so.3\\\")\n"
-		 "while not os.path.exists(\\\"$d.go\\\"):\n"
-		 "    time.sleep(0.05)\n"
-		 "if os.fork() == 0:\n"
-		 "    ctypes.CDLL(None).prctl(1, 9)\n"
-		 "    ctypes.CDLL(\\\"$d/merged/libssl.so.3\\\")\n"
-		 "time.sleep(3600)\"'",
-		 LIBSSL, PYTHON);
-	child = start_child(script);
-	assert_true(find_row(f, SHLIB_LIB_SSL, "/tmp/bpftel-btrfs3/sub/libssl.so.3", &row, 2));
-	fclose(fopen("/tmp/bpftel-btrfs3.go", "w"));
-	/* Both processes known, in one row or two (30 s at most). */
-	for (i = 0; i < 3000; i++) {
-		n = rows_under(f, SHLIB_LIB_SSL, "/tmp/bpftel-btrfs3/", &row);
-		if (n > 1 || row.nprocs >= 2)
-			break;
-		usleep(10000);
-	}
-	assert_int_equal(n, 1);
+	assert_int_equal(btrfs_second_process(*state, "/tmp/bpftel-btrfs3",
+					      "mkdir $d/up $d/work $d/merged && mount -t overlay "
+					      "overlay -o lowerdir=$d/sub,upperdir=$d/up,"
+					      "workdir=$d/work $d/merged && ",
+					      "merged/libssl.so.3", &row),
+			 1);
 	assert_int_equal(row.nprocs, 2);
 	assert_int_equal(row.attached, 2);
-	stop_child(child);
-	rmdir("/tmp/bpftel-btrfs3");
-	unlink("/tmp/bpftel-btrfs3.go");
-	assert_int_equal(bpftel_module__stop(f->usm->module), 0);
-	unlink("/tmp/bpftel-btrfs3.img");
 }
 
 /*
@@ -2010,6 +2048,7 @@ int main(void)
 		T(test_btrfs_subvolume_library),
 		T(test_btrfs_snapshot_library),
 		T(test_btrfs_file_through_overlay),
+		T(test_btrfs_new_process_from_row),
 		T(test_relative_to_dirfd),
 		T(test_relative_path_above_cwd_found_by_scan),
 		T(test_identity_mismatch_refused),

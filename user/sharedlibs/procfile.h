@@ -77,6 +77,7 @@ struct bpftel_procfile_target {
 	const char *path; /* as pid named it; "start-end" for BPFTEL_PROCFILE_MAPPED */
 	dev_t dev;	  /* the file expected (st_dev, st_ino), or ino 0: any regular file */
 	__u64 ino;
+	dev_t sdev;	  /* with it, on btrfs, its subvolume's device (0: not known) */
 	/* pid is the agent's own, walking a path for a process gone since: whose it was is
 	 * not known, and the walk is charged to no owner (deadline_call.h), never to
 	 * root's share, which a user's stalled paths would otherwise use up. */

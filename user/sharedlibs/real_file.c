@@ -13,6 +13,7 @@
 #include "bpf/real_file.h"
 #include "real_file.skel.h"
 #include "user/common/ctl.h"
+#include "user/common/kdev.h"
 #include "user/common/log.h"
 
 /* The iterator, and who uses it: one reference for all holders, one per lookup. */
@@ -142,12 +143,6 @@ void bpftel_real_files_put(void)
 	real_files_destroy(gone);
 }
 
-/* The kernel's dev_t (major << 20 | minor) as userspace's. */
-static dev_t kdev(__u32 dev)
-{
-	return makedev(dev >> 20, dev & ((1u << 20) - 1));
-}
-
 /*
  * One walk of our mappings, in address order, until addr's. A walk's end is where the
  * addresses stop rising: the kernel (6.18 here) may hand a read after the end the last
@@ -173,7 +168,7 @@ static int lookup(struct real_files *r, unsigned long addr, struct bpftel_real_f
 			last = recs[i].start;
 			if (recs[i].start != addr)
 				continue;
-			out->dev = kdev(recs[i].dev);
+			out->dev = bpftel_kdev(recs[i].dev);
 			out->ino = recs[i].ino;
 			out->magic = recs[i].magic;
 			close(fd);

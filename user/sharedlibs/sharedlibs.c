@@ -16,6 +16,7 @@
 #include "procfile.h"
 #include "uprobes.h"
 #include "user/common/ctl.h"
+#include "user/common/kdev.h"
 #include "user/common/log.h"
 #include "user/manager/manager.h"
 
@@ -140,8 +141,9 @@ static int handle_exec(struct bpftel_sharedlibs *sl, const struct shlib_event *e
 		.libset = ev->libset,
 		.syscall = SHLIB_SYS_EXEC,
 		.dirfd = event_dirfd(ev),
-		.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff),
+		.dev = bpftel_kdev(ev->dev),
 		.ino = ev->ino,
+		.sdev = bpftel_kdev(ev->sdev),
 		.start_ns = ev->start_ns,
 		.ctime = {.tv_sec = ev->ctime_sec, .tv_nsec = ev->ctime_nsec},
 		.path = (char *)ev->path,
@@ -217,8 +219,9 @@ static int handle_event(void *ctx, void *data, size_t size)
 		copy.path = (char *)ev->path;
 		copy.host_path = NULL;
 		copy.dirfd = event_dirfd(ev); /* this open's, not the first one's */
-		copy.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff);
+		copy.dev = bpftel_kdev(ev->dev);
 		copy.ino = ev->ino;
+		copy.sdev = bpftel_kdev(ev->sdev);
 		pthread_mutex_unlock(&sl->lock);
 		/* Still tell the listener: the registry may have let the file go since (an
 		 * eviction, a module's restart), and answers a process it holds from its row. */
@@ -233,7 +236,7 @@ static int handle_event(void *ctx, void *data, size_t size)
 		.pid = ev->pid,
 		.dirfd = event_dirfd(ev),
 		.path = ev->path,
-		.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff),
+		.dev = bpftel_kdev(ev->dev),
 		.ino = ev->ino,
 	});
 	path = strdup(ev->path);
@@ -255,8 +258,9 @@ static int handle_event(void *ctx, void *data, size_t size)
 	d->libset = ev->libset;
 	d->syscall = ev->syscall;
 	d->dirfd = event_dirfd(ev);
-	d->dev = makedev(ev->dev >> 20, ev->dev & 0xfffff); /* kernel dev_t -> st_dev */
+	d->dev = bpftel_kdev(ev->dev); /* kernel dev_t -> st_dev */
 	d->ino = ev->ino;
+	d->sdev = bpftel_kdev(ev->sdev);
 	memcpy(d->comm, ev->comm, sizeof(d->comm));
 	d->comm[sizeof(d->comm) - 1] = '\0';
 	d->opens = 1;

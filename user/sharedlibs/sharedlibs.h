@@ -39,8 +39,9 @@ struct bpftel_shlib_detection {
 	enum shlib_libset libset;
 	enum shlib_syscall syscall;
 	int dirfd; /* a relative path starts there (AT_FDCWD: the cwd) */
-	dev_t dev; /* the file the open returned, as stat() reports it */
+	dev_t dev; /* the file the open returned: its super block's device ... */
 	__u64 ino;
+	dev_t sdev; /* ... and on btrfs its subvolume's, as stat() reports it (0: not btrfs) */
 	struct timespec ctime; /* execs: the file's change time at the exec; opens: 0 */
 	char comm[SHLIB_COMM_LEN];
 	char *path;	 /* as the process named it */

@@ -258,40 +258,44 @@ static ssize_t proc_index(const struct lib_file *f, __u32 pid);
  * The file an event of pid names by (dev, ino): the file itself, else one it is the
  * alias (overlay inode) of, that pid's row first. After a copy-up, a copy's row and the
  * layer's both have the overlay inode for alias, in no set order; btrfs subvolumes'
- * files can share (dev, ino) (lib_file.sdev): a process's events are answered from the
- * row it is in.
+ * files can share (dev, ino) (lib_file.sdev): the subvolume the kernel named (sdev, 0
+ * where it did not), else a process's events are answered from the row it is in.
  */
-static struct lib_file *find_file_of(struct bpftel_uprobes *u, dev_t dev, __u64 ino, __u32 pid)
+static struct lib_file *find_file_of(struct bpftel_uprobes *u, dev_t dev, __u64 ino, dev_t sdev,
+				     __u32 pid)
 {
-	struct lib_file *real = NULL, *alias = NULL;
+	struct lib_file *real = NULL, *mine = NULL, *alias = NULL;
 	size_t i;
 
 	for (i = 0; i < u->nfiles; i++) {
 		struct lib_file *f = u->files[i];
 
 		if (f->dev == dev && f->ino == ino) {
-			if (f->sdev == dev || proc_index(f, pid) >= 0)
+			if (f->sdev == dev || (sdev && f->sdev == sdev))
 				return f;
+			if (!mine && proc_index(f, pid) >= 0)
+				mine = f;
 			if (!real)
 				real = f;
 		} else if (f->alias_dev == dev && f->alias_ino == ino) {
-			if (proc_index(f, pid) >= 0)
-				return f;
+			if (!mine && proc_index(f, pid) >= 0)
+				mine = f;
 			if (!alias)
 				alias = f;
 		}
 	}
-	return real ? real : alias;
+	return mine ? mine : real ? real : alias;
 }
 
 /*
- * Does the kernel's (dev, ino) name f alone, whichever process it is of? Not through
- * f's overlay inode, which may be over another file since (a copy-up gave a container
- * a private copy), nor on btrfs, where another subvolume's file can have the same.
+ * Does the kernel's (dev, ino, sdev) name f alone, whichever process it is of? Not
+ * through f's overlay inode, which may be over another file since (a copy-up gave a
+ * container a private copy), nor on btrfs, where another subvolume's file can have the
+ * same (dev, ino), unless the kernel named f's subvolume (bpf/lib/btrfs_subvol.h).
  */
-static bool names_alone(const struct lib_file *f, dev_t dev, __u64 ino)
+static bool names_alone(const struct lib_file *f, dev_t dev, __u64 ino, dev_t sdev)
 {
-	return f->dev == dev && f->ino == ino && f->sdev == f->dev;
+	return f->dev == dev && f->ino == ino && (f->sdev == f->dev || (sdev && f->sdev == sdev));
 }
 
 static ssize_t proc_index(const struct lib_file *f, __u32 pid)
@@ -681,7 +685,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 
 	if (t->ino) {
 		pthread_mutex_lock(&u->lock);
-		f = find_file_of(u, t->dev, t->ino, t->pid);
+		f = find_file_of(u, t->dev, t->ino, t->sdev, t->pid);
 		known = f != NULL;
 		idx = f ? proc_index(f, t->pid) : -1;
 		/* Through the file's overlay inode (its alias), only a process the row has:
@@ -689,7 +693,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		 * copy), which a new process maps. That one is opened, and found by what
 		 * it maps. So is a new process's file on btrfs: another subvolume's may
 		 * have the same numbers. */
-		if (f && idx < 0 && !names_alone(f, t->dev, t->ino))
+		if (f && idx < 0 && !names_alone(f, t->dev, t->ino, t->sdev))
 			known = false;
 		had = idx >= 0 ? f->procs[idx].start_time : 0;
 		had_k = idx >= 0 ? f->procs[idx].kstart : 0;
@@ -731,9 +735,9 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		st.st_dev = t->dev;
 		st.st_ino = t->ino;
 		pthread_mutex_lock(&u->lock);
-		f = find_file_of(u, t->dev, t->ino, t->pid);
+		f = find_file_of(u, t->dev, t->ino, t->sdev, t->pid);
 		/* As above; and a pid reused since is a new process. */
-		if (f && !names_alone(f, t->dev, t->ino) &&
+		if (f && !names_alone(f, t->dev, t->ino, t->sdev) &&
 		    (proc_index(f, t->pid) < 0 || stime != had))
 			f = NULL;
 		njobs = f ? proc_uses_locked(u, f, t, stime, kstart, &st, jobs, &err) : 0;
@@ -835,6 +839,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 		}
 		u->files[u->nfiles++] = f;
 	}
+	f->opens++;
 	njobs = proc_uses_locked(u, f, t, stime, kstart, &st, jobs, &err);
 	pthread_mutex_unlock(&u->lock);
 	if (njobs)
@@ -856,7 +861,12 @@ int bpftel_uprobes__process_seen(struct bpftel_uprobes *u, __u32 pid, enum shlib
 int bpftel_uprobes__detected(struct bpftel_uprobes *u, const struct bpftel_shlib_detection *d)
 {
 	struct bpftel_procfile_target t = {
-		.pid = d->pid, .dirfd = d->dirfd, .path = d->path, .dev = d->dev, .ino = d->ino};
+		.pid = d->pid,
+		.dirfd = d->dirfd,
+		.path = d->path,
+		.dev = d->dev,
+		.ino = d->ino,
+		.sdev = d->sdev};
 
 	if ((unsigned)d->lib >= SHLIB_LIB__COUNT)
 		return -EINVAL;
@@ -1331,7 +1341,8 @@ int bpftel_uprobes__exec(struct bpftel_uprobes *u, const struct bpftel_shlib_det
 					   .dirfd = BPFTEL_PROCFILE_EXE,
 					   .path = d->path,
 					   .dev = d->dev,
-					   .ino = d->ino};
+					   .ino = d->ino,
+					   .sdev = d->sdev};
 	int go;
 
 	/* Through /proc/<pid>/exe: the file the kernel runs, whatever the path the
@@ -1643,6 +1654,7 @@ static void fill_row(struct bpftel_uprobe_file_info *r, const struct lib_file *f
 	r->dev = f->dev;
 	r->sdev = f->sdev;
 	r->ino = f->ino;
+	r->opens = f->opens;
 	r->nprocs = f->nprocs;
 	for (k = 0; k < f->nprocs && k < 8; k++)
 		r->pids[k] = f->procs[k].pid;

@@ -191,6 +191,7 @@ struct bpftel_uprobe_file_info {
 	char path[256]; /* first path it was seen under, as that process named it */
 	enum shlib_lib lib;
 	__u64 dev, ino, sdev; /* sdev: as bpftel_uprobe_file_load's */
+	__u64 opens; /* uses answered by opening the file, not from the row (lib_file) */
 	size_t nprocs;
 	__u32 pids[8];	  /* the first min(nprocs, 8) processes */
 	const char *state; /* "in_use", "idle" (within its grace), "releasing", "refused" */

@@ -94,6 +94,9 @@ struct lib_file {
 	 * its source's), so (dev, ino) alone can be two files, each probed on its own.
 	 * Elsewhere, and where it is not known, dev (same_sdev()). */
 	dev_t sdev;
+	/* Times a process's use of it was answered by opening the file (its first, a
+	 * scan's, one the kernel's identity could not name alone), not from the row. */
+	__u64 opens;
 	dev_t alias_dev; /* what a path reached (overlayfs: the overlay's inode) */
 	__u64 alias_ino;
 	enum shlib_lib lib;
