@@ -141,11 +141,16 @@ struct usm_h2_state {
 };
 
 /* usm_tls_retry's value (lib/usm_tls_retry.h), by struct usm_fd_key. */
+#define USM_TLS_RETRY_HEAD 16
+
 struct usm_tls_retry_mark {
 	__u64 buf, len; /* the write that failed */
 	__u64 at_ns;	/* when SSL_get_error said so (userspace ages marks out) */
 	__u32 uid;	/* whose share it is in (lib/fair_share.h) */
-	__u32 __pad;
+	/* The write's first head_len bytes (min(len, USM_TLS_RETRY_HEAD); 0: unreadable):
+	 * a retry from another buffer (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER) has them. */
+	__u32 head_len;
+	__u8 head[USM_TLS_RETRY_HEAD];
 };
 
 #define USM_TLS_RETRY_MAX 4096

@@ -15,9 +15,11 @@
  * So each write leaves (thread, session, buffer, size) in its CPU's slot, and a read's
  * entry clears the slot of its thread. The entry of SSL_get_error(ssl, ret <= 0), when
  * its CPU's slot holds a write of the same thread on ssl (its last TLS call), marks the
- * session with that write's buffer and size. The session's next write takes the mark
- * away, and when it has the same buffer and size it is the retry: counted
- * (tls_write_retries), not looked at again. The mark is by session, not thread: an
+ * session with that write's buffer, size and first 16 bytes. The session's next write
+ * takes the mark away, and when it has the same size, and the same buffer or (from
+ * another buffer: CPython, Ruby and others set SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, and
+ * may hand the same bytes from a new object) the same first bytes, it is the retry:
+ * counted (tls_write_retries), not looked at again. The mark is by session, not thread: an
  * event loop interleaves its sessions, and a scheduler of tasks (tokio) may retry on
  * another thread. A session freed (SSL_free) or given another socket (SSL_set_fd)
  * loses its mark; userspace deletes those of processes gone, and those older than
@@ -31,7 +33,8 @@
  * between its write and SSL_get_error (then the retry is seen twice, as before).
  *
  * Cost when nothing failed: the CPU's slot written, and one load of
- * usm_tls_retry_marks per write; the session's lookup only while marks exist.
+ * usm_tls_retry_marks per write; the session's lookup only while marks exist, and a
+ * read of 16 bytes of the write only when its session is marked and it moved.
  *
  * Not covered: GnuTLS, whose failures are only in the return value (GNUTLS_E_AGAIN:
  * that costs a return probe per write); applications that retry without asking
@@ -145,6 +148,34 @@ static __always_inline bool usm_tls_write_rest(__u64 conn, __u64 buf, __u64 len,
 	return rest;
 }
 
+/* The first bytes of the write that failed, in m->head: how many (0: unreadable). */
+static __always_inline __u32 usm_tls_retry_head_read(struct usm_tls_retry_mark *m)
+{
+	__u32 n = m->len < USM_TLS_RETRY_HEAD ? (__u32)m->len : USM_TLS_RETRY_HEAD;
+
+	if (!n || n > USM_TLS_RETRY_HEAD ||
+	    bpf_probe_read_user(m->head, n, (const void *)(unsigned long)m->buf))
+		return 0;
+	return n;
+}
+
+/* Does the write at buf, as long as the one m holds, begin with m's first bytes? Read
+ * from the process only then: its session is marked, and the buffer moved. */
+static __always_inline bool usm_tls_retry_same_head(const struct usm_tls_retry_mark *m, __u64 buf)
+{
+	__u8 cur[USM_TLS_RETRY_HEAD];
+	__u32 n = m->head_len, i;
+
+	if (!n || n > USM_TLS_RETRY_HEAD ||
+	    bpf_probe_read_user(cur, n, (const void *)(unsigned long)buf))
+		return false;
+	for (i = 0; i < USM_TLS_RETRY_HEAD; i++) {
+		if (i < n && cur[i] != m->head[i])
+			return false;
+	}
+	return true;
+}
+
 /*
  * The entry of a write of len bytes from buf on conn, the CPU's last write now
  * (usm_tls_write_rest): true when it retries the write that failed on conn (it is not
@@ -162,7 +193,7 @@ static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 b
 	m = bpf_map_lookup_elem(&usm_tls_retry, &key);
 	if (!m)
 		return false;
-	retry = m->buf == buf && m->len == len;
+	retry = m->len == len && (m->buf == buf || usm_tls_retry_same_head(m, buf));
 	usm_tls_retry_delete(TLM_ARG, &key, m);
 	if (retry)
 		usm_count(USM_CNT_TLS_RETRIES);
@@ -194,7 +225,7 @@ static __always_inline bool usm_tls_retry_replace(TLM_PARAM, const struct usm_fd
 static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __u64 pid_tgid)
 {
 	struct usm_fd_key key = {.conn = PT_REGS_PARM1(regs), .tgid = pid_tgid >> 32};
-	struct usm_tls_retry_mark m;
+	struct usm_tls_retry_mark m = {};
 	struct usm_tls_write *lw;
 	long r;
 
@@ -207,7 +238,7 @@ static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __
 	m.len = lw->len;
 	m.at_ns = bpf_ktime_get_ns(); /* a failure's path: the clock's cost is no matter */
 	m.uid = fair_share_owner();
-	m.__pad = 0;
+	m.head_len = usm_tls_retry_head_read(&m);
 	lw->pid_tgid = 0; /* asked twice: one mark */
 	/* A mark there already (the session's write failed, and another before its
 	 * retry): this write takes its place, and the mark keeps the owner whose count it

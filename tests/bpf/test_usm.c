@@ -2679,6 +2679,47 @@ static void test_tls_write_retry(void **state)
 	assert_int_equal(counter(USM_CNT_TLS_RETRIES), 2);
 }
 
+/*
+ * A retry from another buffer of the same bytes is the retry: OpenSSL takes one where
+ * the application set SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER (CPython does), and a
+ * program handing the same bytes from a new object retries so. The same size from
+ * another buffer with other bytes is the next message; a write shorter than the 16
+ * bytes compared is compared whole.
+ */
+static void test_tls_write_retry_moved_buffer(void **state)
+{
+	const char *req = "POST /upload HTTP/1.1\r\nContent-Length: 9\r\n\r\n123456789";
+	char moved[128], other[128], tiny[2][8] = {"\x17\x03\x03x"};
+	size_t n = strlen(req);
+
+	(void)state;
+	memcpy(moved, req, n + 1);
+	memcpy(other, req, n + 1);
+	other[11] = 'D'; /* POST /uploaD: within the first 16 bytes */
+	assert_int_equal(write_as(SSL_PTR, req, n, PID_TGID), 1);
+	get_error(SSL_PTR, -1, PID_TGID);
+	assert_int_equal(write_as(SSL_PTR, moved, n, PID_TGID), 0);
+	assert_int_equal(counter(USM_CNT_TLS_RETRIES), 1);
+	assert_int_equal(retry_marks(), 0);
+	/* Failed again; the next write is other bytes from elsewhere: a message. */
+	assert_int_equal(write_as(SSL_PTR, req, n, PID_TGID), 1);
+	get_error(SSL_PTR, -1, PID_TGID);
+	assert_int_equal(write_as(SSL_PTR, other, n, PID_TGID), 1);
+	assert_int_equal(counter(USM_CNT_TLS_RETRIES), 1);
+	assert_int_equal(retry_marks(), 0);
+	/* Four bytes, moved: four others are not the retry, the same four are. */
+	write_as(SSL_PTR, tiny[0], 4, PID_TGID);
+	get_error(SSL_PTR, -1, PID_TGID);
+	write_as(SSL_PTR, moved, 4, PID_TGID); /* "POST" */
+	assert_int_equal(counter(USM_CNT_TLS_RETRIES), 1);
+	write_as(SSL_PTR, tiny[0], 4, PID_TGID);
+	get_error(SSL_PTR, -1, PID_TGID);
+	memcpy(tiny[1], tiny[0], sizeof(tiny[0]));
+	write_as(SSL_PTR, tiny[1], 4, PID_TGID);
+	assert_int_equal(counter(USM_CNT_TLS_RETRIES), 2);
+	assert_int_equal(retry_marks(), 0);
+}
+
 /* Only a failure of the thread's last TLS call, a write on that very session, marks;
  * a mark is of one session of one process, and only a write of the same buffer and
  * size is its retry. */
@@ -3554,6 +3595,7 @@ int main(void)
 		T(test_tls_free),
 		T(test_tls_write_retry),
 		T(test_tls_write_retry_which),
+		T(test_tls_write_retry_moved_buffer),
 		T(test_tls_write_retry_sweep),
 		T(test_h2_http1_session_stays),
 		T(test_h2_midstream_counted_once),
