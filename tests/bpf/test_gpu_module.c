@@ -593,6 +593,77 @@ static void test_restart_gap_exec(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* A new program's first call once the restart's uprobes are attached (a before_start
+ * hook registered after the module's: the uprobe registry's attaches first), once: on
+ * in pid's row if there still is one (the old program's), else in a new row. */
+struct first_call {
+	int procs_fd; /* its own: the old object's fds close with it */
+	__u32 pid;
+	bool armed;
+	int failed;
+};
+
+static int first_call_after_attach(const struct bpftel_hook_before_start *h, void *ctx)
+{
+	struct first_call *x = ctx;
+	struct gpu_proc_stats st = {};
+
+	(void)h;
+	if (!x->armed)
+		return 0;
+	x->armed = false;
+	if (!bpf_map_lookup_elem(x->procs_fd, &x->pid, &st)) {
+		st.dev[0].launches += 7;
+		x->failed += !!bpf_map_update_elem(x->procs_fd, &x->pid, &st, BPF_EXIST);
+		return 0;
+	}
+	st.born_ns = boot_now_ns();
+	st.dev[0].launches = 7;
+	x->failed += !!bpf_map_update_elem(x->procs_fd, &x->pid, &st, BPF_NOEXIST);
+	return 0;
+}
+
+/*
+ * A process exec'd in the restart's gap, and its new program calls as soon as the new
+ * instance's uprobes are attached: its old row went before they were, so its first
+ * calls are in a row of its own and stay, not dropped with the old one.
+ */
+static void test_restart_gap_exec_first_call(void **state)
+{
+	struct fixture *f = *state;
+	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
+	__u32 pid = 5000012;
+	static struct gap_execs x; /* the hooks outlive the test: the module's teardown */
+	static struct first_call c;
+	struct gpu_proc_stats st = {};
+	struct bpftel_module *m = bpftel_gpu__module(f->gpu);
+	int fd, stop_err = -1;
+
+	assert_int_equal(bpftel_module__add_after_stop(m, exec_in_gap, &x), 0);
+	assert_int_equal(bpftel_module__add_before_start(m, first_call_after_attach, &c), 0);
+	fd = swept_once(f, dir, pid);
+	fake_proc_laid(dir, pid, 1000, 0x1000);
+	x = (struct gap_execs){.dir = dir, .pid = {pid}, .layout = {0x9000}, .n = 1,
+			       .procs_fd = -1, .armed = true};
+	c = (struct first_call){.procs_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0), .pid = pid,
+				.armed = true};
+	assert_true(c.procs_fd >= 0);
+
+	assert_int_equal(bpftel_module__restart(m, &stop_err), 0);
+	assert_int_equal(stop_err, 0);
+	assert_false(x.armed);
+	assert_false(c.armed);
+	assert_int_equal(c.failed, 0);
+	close(c.procs_fd);
+	fd = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
+	assert_true(fd >= 0);
+	assert_int_equal(bpf_map_lookup_elem(fd, &pid, &st), 0);
+	assert_int_equal(st.dev[0].launches, 7);
+	assert_int_equal(bpftel_module__stop(m), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 struct exec_seam {
 	int procs_fd, kernels_fd;
 	__u32 pid;
@@ -1110,6 +1181,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_sweep_restart_forgets_starts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_restart_keeps_starts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_gap_exec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_gap_exec_first_call, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_report_exec_between_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_many_dead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_reads_the_dead_last, setup, teardown),

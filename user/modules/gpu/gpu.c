@@ -600,21 +600,29 @@ static int gap_note(const struct bpftel_hook_before_stop *h, void *ctx)
 	return 0;
 }
 
-/* The new instance, loaded with the kept maps, once its probes are attached (the exec
- * tracepoint's included: an exec from now on is its): those that exec'd in between
- * lose what they had. A row the new instance made since is newer than the print
- * noted, and stays. */
-static int gap_check(const struct bpftel_hook_after_start *h, void *ctx)
+/*
+ * The new instance, loaded with the kept maps: those that exec'd in between lose what
+ * they had. A row the new instance made since is newer than the print noted, and
+ * stays. Twice: before its uprobes attach (again: before the first call of a new
+ * program, which would count on in the old row, and be dropped with it, its threads'
+ * slots freed under them), with what is left noted again; and once its probes are
+ * attached, the exec tracepoint's included (an exec from now on is its), for those
+ * that exec'd while the uprobes attached.
+ */
+static void gap_check(struct bpftel_gpu *g, struct bpftel_module *m, bool again)
 {
-	struct bpftel_gpu *g = ctx;
 	int procs_fd = -1, prog_fd = -1, procfd, dropped, left = 0;
+	__u64 maps_gen = 0;
+	__u32 max = 0;
 
 	if (!g->gap.n)
-		return 0;
+		return;
 	pthread_mutex_lock(&g->lock);
-	if (g->loaded && g->maps_gen == g->gap.maps_gen && bpftel_module__reused_maps(h->module)) {
+	if (g->loaded && g->maps_gen == g->gap.maps_gen && bpftel_module__reused_maps(m)) {
 		procs_fd = bpftel_fd_dup(bpf_map__fd(g->skel->maps.gpu_procs));
 		prog_fd = bpftel_fd_dup(bpf_program__fd(g->skel->progs.gpu_exec_drop));
+		max = bpf_map__max_entries(g->skel->maps.gpu_procs);
+		maps_gen = g->maps_gen;
 	}
 	pthread_mutex_unlock(&g->lock);
 	procfd = procs_fd >= 0 && prog_fd >= 0 ? gap_procfd(g) : -1;
@@ -622,6 +630,8 @@ static int gap_check(const struct bpftel_hook_after_start *h, void *ctx)
 		gpu_gap_forget(&g->gap); /* new maps, or not to be read: nothing to drop */
 	} else {
 		dropped = gpu_gap_check(&g->gap, procs_fd, prog_fd, procfd, &left);
+		if (again)
+			gpu_gap_note(&g->gap, procs_fd, max, procfd, maps_gen);
 		if (dropped)
 			pr_info("gpu: %d process%s exec'd during the restart: %s old program's "
 				"state dropped", dropped, dropped == 1 ? "" : "es",
@@ -634,6 +644,17 @@ static int gap_check(const struct bpftel_hook_after_start *h, void *ctx)
 	bpftel_fd_close(&procfd);
 	bpftel_fd_close(&prog_fd);
 	bpftel_fd_close(&procs_fd);
+}
+
+static int gap_check_before(const struct bpftel_hook_before_start *h, void *ctx)
+{
+	gap_check(ctx, h->module, true);
+	return 0;
+}
+
+static int gap_check_after(const struct bpftel_hook_after_start *h, void *ctx)
+{
+	gap_check(ctx, h->module, false);
 	return 0;
 }
 
@@ -686,6 +707,9 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	g->ops.metrics = gpu_metrics;
 	g->ops.housekeeping = gpu_housekeeping;
 	err = bpftel_manager__register(mgr, &g->ops, g, &g->module);
+	/* Before the uprobe registry's start hook, which attaches the uprobes. */
+	if (!err)
+		err = bpftel_module__add_before_start(g->module, gap_check_before, g);
 	if (!err)
 		err = bpftel_uprobes__add_module(up, g->module, uprobe_specs,
 						 sizeof(uprobe_specs) / sizeof(uprobe_specs[0]));
@@ -695,7 +719,7 @@ int bpftel_gpu__new(struct bpftel_manager *mgr, struct bpftel_uprobes *up, struc
 	/* Last: stop hooks run in reverse, and the note must come before the others'
 	 * (above). */
 	if (!err)
-		err = bpftel_module__add_after_start(g->module, gap_check, g) ?:
+		err = bpftel_module__add_after_start(g->module, gap_check_after, g) ?:
 		      bpftel_module__add_before_stop(g->module, gap_note, g);
 	if (err) {
 		/* Registered modules are freed with the manager; g must outlive it. */
