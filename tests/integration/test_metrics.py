@@ -143,6 +143,87 @@ def abuse_metrics_port(host, port):
     return half
 
 
+# One user's connections to /metrics, told by the parent over stdin: "hold" opens 8 and
+# keeps them; "ninth" opens one more and says whether the server ended it ("eof") or
+# not within 60 s; "give" closes one held; "scrape" scrapes on a new one (its status
+# line).
+HOLDER = r"""
+import socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+held = []
+for line in sys.stdin:
+    cmd = line.strip()
+    if cmd == "hold":
+        held = [socket.create_connection((host, port)) for _ in range(8)]
+        print("held", flush=True)
+    elif cmd == "ninth":
+        s = socket.create_connection((host, port))
+        s.settimeout(60)
+        try:
+            print("eof" if s.recv(1) == b"" else "data", flush=True)
+        except (socket.timeout, ConnectionResetError) as e:
+            print(type(e).__name__, flush=True)
+        s.close()
+    elif cmd == "give":
+        held.pop().close()
+        print("given", flush=True)
+    elif cmd == "scrape":
+        s = socket.create_connection((host, port))
+        s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        s.settimeout(60)
+        print(s.makefile("rb").readline().decode().strip(), flush=True)
+        s.close()
+    else:
+        break
+"""
+
+
+def held_by_one_user(args, host, port, url):
+    """A user holding connections to /metrics open holds 8 of the 32 at most: its next is
+    ended at once, and counted; root scrapes meanwhile; one given back makes room."""
+    def refused():
+        return samples(get(url)[2], "bpftel_metrics_connections_refused_total")[""]
+
+    def others_open():
+        """Connections open but the scrape's own."""
+        return samples(get(url)[2], "bpftel_metrics_connections")[""] - 1
+
+    def ask(cmd):
+        holder.stdin.write(cmd + "\n")
+        holder.stdin.flush()
+        return holder.stdout.readline().strip()
+
+    before = refused()
+    # Debian's python (a test package): one under /root is not nobody's to run.
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else args.python
+    holder = subprocess.Popen([python, "-c", HOLDER, host, str(port)], text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              preexec_fn=lambda: (os.setgroups([]), os.setgid(65534),
+                                                  os.setuid(65534)))
+    try:
+        check(ask("hold") == "held", "user 65534 holds 8 connections to /metrics")
+        wait_for(lambda: others_open() == 8, 60, "the endpoint to count them open")
+        got = ask("ninth")
+        check(got == "eof" and refused() == before + 1,
+              f"its ninth is ended at once ({got}), counted: "
+              f"bpftel_metrics_connections_refused_total {before} -> {refused()}")
+        status, _, _ = get(url)
+        check(status == 200 and others_open() == 8,
+              "root scrapes while user 65534 holds its share: 8 others open")
+        check(ask("give") == "given", "user 65534 closes one")
+        wait_for(lambda: others_open() == 7, 60, "the endpoint to see it closed")
+        got = ask("scrape")
+        check(got.startswith("HTTP/1.") and " 200 " in got + " " and refused() == before + 1,
+              f"one given back, its new connection is served: {got!r}, none refused more")
+    finally:
+        try:
+            ask("quit")
+        except (BrokenPipeError, OSError):
+            pass
+        holder.kill()
+        holder.wait()
+
+
 def abuse_control_socket(path):
     half = socket.socket(socket.AF_UNIX)
     half.connect(path)  # sends nothing
@@ -300,6 +381,7 @@ def main():
                if ln.startswith("bpftel_http_own_exchanges_total ")]
         check(own and int(own[0].split()[1]) >= 1, f"/metrics: {own}")
 
+        held_by_one_user(args, host, int(port), url)
         half_m = abuse_metrics_port(host, int(port))
         half_c = abuse_control_socket(agent.socket)
         status, _, _ = get(url)

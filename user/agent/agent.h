@@ -77,6 +77,10 @@ struct bpftel_agent {
 	pthread_mutex_t cfg_lock;
 	struct bpftel_metrics *metrics; /* NULL: no metrics endpoint */
 	char metrics_addr[80];		/* where it listens ("" when off), for stats */
+	/* Connections to /metrics closed at once, their owner holding its share
+	 * (metrics_peers.h); atomic, across the endpoint's restarts by a reload. */
+	__u64 metrics_refused;
+	__u64 metrics_open; /* connections to /metrics open now, the refused not counted */
 	struct bpftel_config cfg;	/* in force */
 	/* Modules the configuration wants whose last start by it failed: the next reload
 	 * that wants them tries again, changed or not (apply.c; the lifecycle thread). */

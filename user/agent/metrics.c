@@ -13,11 +13,14 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <microhttpd.h>
 
 #include "agent.h"
 #include "metrics.h"
+#include "metrics_peers.h"
 #include "process_metrics.h"
 #include "user/common/log.h"
 #include "user/common/prom.h"
@@ -27,6 +30,7 @@ struct bpftel_metrics {
 	struct MHD_Daemon *daemon;
 	struct bpftel_agent *agent;
 	char addr[INET6_ADDRSTRLEN + 16];
+	struct metrics_shares shares; /* libmicrohttpd's thread's */
 };
 
 static const char *js(json_t *o, const char *key)
@@ -324,6 +328,14 @@ char *bpftel_metrics_render(struct bpftel_agent *agent, size_t *len)
 		errors(w, json_object_get(errs, "errors"), json_object_get(errs, "telemetry_lost"));
 		losses(w, json_object_get(stats, "losses"));
 		bpftel_process_metrics(w);
+		bpftel_prom_scalar(w, "bpftel_metrics_connections_refused_total", "counter",
+				   "Connections to this endpoint closed at once: their owner (a "
+				   "local client's uid, else its address) held 8 of the 32 already.",
+				   __atomic_load_n(&agent->metrics_refused, __ATOMIC_RELAXED));
+		bpftel_prom_scalar(w, "bpftel_metrics_connections", "gauge",
+				   "Connections to this endpoint open now (of 32), this one's "
+				   "included; the refused not counted.",
+				   __atomic_load_n(&agent->metrics_open, __ATOMIC_RELAXED));
 		module_families(agent, w);
 		bpftel_prom_free(w);
 	}
@@ -388,6 +400,41 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		     MHD_RESPMEM_MUST_FREE);
 }
 
+/*
+ * A connection begins or ends: each owner holds a share of the connections
+ * (metrics_peers.h). One past it is shut down at once, before anything is read from
+ * it: libmicrohttpd sees it end, and closes it. The slot taken, index + 1, is the
+ * connection's context (METRICS_CONNECTIONS + 1: one whose owner could not be told).
+ */
+static void notify(void *cls, struct MHD_Connection *conn, void **ctx,
+		   enum MHD_ConnectionNotificationCode what)
+{
+	struct bpftel_metrics *m = cls;
+	const union MHD_ConnectionInfo *info;
+	struct metrics_peer who;
+	int idx;
+
+	if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (*ctx)
+			__atomic_sub_fetch(&m->agent->metrics_open, 1, __ATOMIC_RELAXED);
+		metrics_shares_give(&m->shares, (int)(intptr_t)*ctx - 1);
+		*ctx = NULL;
+		return;
+	}
+	info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!info || metrics_peer_of(info->connect_fd, &who))
+		idx = METRICS_CONNECTIONS; /* not told: not shared out */
+	else
+		idx = metrics_shares_take(&m->shares, &who);
+	if (idx >= 0) {
+		*ctx = (void *)(intptr_t)(idx + 1);
+		__atomic_add_fetch(&m->agent->metrics_open, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_add_fetch(&m->agent->metrics_refused, 1, __ATOMIC_RELAXED);
+	shutdown(info->connect_fd, SHUT_RDWR);
+}
+
 /* The address as bound: with the port the kernel chose when asked for 0. */
 static void set_addr(struct bpftel_metrics *m, const struct sockaddr_storage *ss)
 {
@@ -422,12 +469,15 @@ int bpftel_metrics__start(struct bpftel_agent *agent, const char *addr, struct b
 	m->agent = agent;
 	errno = 0;
 	/* Its own thread; bounded connections and a timeout: a client that opens a
-	 * connection and sends nothing costs one slot for 10 s, not the service. */
+	 * connection and sends nothing costs one slot for 10 s, not the service; and a
+	 * share of them per owner (notify): one that keeps its connections alive holds a
+	 * quarter at most. */
 	m->daemon = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
 			(ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 		0, NULL, NULL, handle, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-		MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_LIMIT, 32u,
+		MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_LIMIT, METRICS_CONNECTIONS,
+		MHD_OPTION_NOTIFY_CONNECTION, notify, m,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_END);
 	if (!m->daemon) {
 		/* What bind() or listen() said (libmicrohttpd keeps it), or a failure of its

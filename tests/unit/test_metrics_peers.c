@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Whose a /metrics connection is, and each owner's share of them
+ * (user/agent/metrics_peers.h): real loopback connections, and the shares' arithmetic. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+
+#include "user/agent/metrics_peers.h"
+
+/* A TCP connection over loopback of family (AF_INET, AF_INET6): *srv is the accepted
+ * end, *cli the client's. */
+static void loopback_pair(int family, int *srv, int *cli)
+{
+	struct sockaddr_storage ss = {.ss_family = family};
+	socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	int l = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (family == AF_INET)
+		((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	else
+		((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
+	assert_true(l >= 0);
+	assert_int_equal(bind(l, (struct sockaddr *)&ss, len), 0);
+	assert_int_equal(listen(l, 1), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&ss, &len), 0);
+	*cli = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(*cli >= 0);
+	assert_int_equal(connect(*cli, (struct sockaddr *)&ss, len), 0);
+	*srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(*srv >= 0);
+	close(l);
+}
+
+/* The accepted end of a loopback connection is owned by the uid of the client's
+ * socket (this process's), over IPv4 and IPv6 alike; an AF_UNIX one is not told. */
+static void test_peer_is_the_clients_uid(void **state)
+{
+	static const int families[] = {AF_INET, AF_INET6};
+	struct metrics_peer p;
+	int srv, cli, sv[2];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		loopback_pair(families[i], &srv, &cli);
+		assert_int_equal(metrics_peer_of(srv, &p), 0);
+		assert_true(p.by_uid);
+		assert_int_equal(p.uid, getuid());
+		close(srv);
+		close(cli);
+	}
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(metrics_peer_of(sv[0], &p), -EAFNOSUPPORT);
+	close(sv[0]);
+	close(sv[1]);
+	assert_int_equal(metrics_peer_of(-1, &p), -EBADF);
+}
+
+/* Each owner holds METRICS_CONNECTIONS_SHARE at most; others are not affected; one
+ * given back is taken again. An owner by uid and one by address never mix. */
+static void test_shares_per_owner(void **state)
+{
+	struct metrics_peer a = {.by_uid = true, .uid = 1000}, b = {.by_uid = true, .uid = 1001},
+			    ip = {.by_uid = false};
+	struct metrics_shares s = {};
+	int idx[METRICS_CONNECTIONS_SHARE], i, j;
+
+	(void)state;
+	ip.addr.s6_addr[15] = 1; /* ::1 */
+	for (i = 0; i < (int)METRICS_CONNECTIONS_SHARE; i++) {
+		idx[i] = metrics_shares_take(&s, &a);
+		assert_true(idx[i] >= 0);
+	}
+	assert_int_equal(metrics_shares_take(&s, &a), -1);
+	for (i = 0; i < (int)METRICS_CONNECTIONS_SHARE; i++) {
+		assert_true(metrics_shares_take(&s, &b) >= 0);
+		assert_true(metrics_shares_take(&s, &ip) >= 0);
+	}
+	assert_int_equal(metrics_shares_take(&s, &b), -1);
+	assert_int_equal(metrics_shares_take(&s, &ip), -1);
+	metrics_shares_give(&s, idx[0]);
+	j = metrics_shares_take(&s, &a);
+	assert_int_equal(j, idx[0]);
+	assert_int_equal(metrics_shares_take(&s, &a), -1);
+	/* Given back whole, the slot is free for a new owner. */
+	for (i = 0; i < (int)METRICS_CONNECTIONS_SHARE; i++)
+		metrics_shares_give(&s, idx[i]);
+	metrics_shares_give(&s, idx[0]); /* more than taken: no wrap */
+	assert_int_equal(s.held[idx[0]].n, 0);
+	metrics_shares_give(&s, -1); /* not shared out: nothing */
+	metrics_shares_give(&s, METRICS_CONNECTIONS);
+	assert_true(metrics_shares_take(&s, &(struct metrics_peer){.by_uid = true, .uid = 7}) >= 0);
+}
+
+/* As many owners as connections: each holds one, and one more owner has no slot. */
+static void test_shares_owners_bounded(void **state)
+{
+	struct metrics_shares s = {};
+	struct metrics_peer p = {.by_uid = true};
+	unsigned int i;
+
+	(void)state;
+	for (i = 0; i < METRICS_CONNECTIONS; i++) {
+		p.uid = 2000 + i;
+		assert_int_equal(metrics_shares_take(&s, &p), (int)i);
+	}
+	p.uid = 9999;
+	assert_int_equal(metrics_shares_take(&s, &p), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_peer_is_the_clients_uid),
+		cmocka_unit_test(test_shares_per_owner),
+		cmocka_unit_test(test_shares_owners_bounded),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
