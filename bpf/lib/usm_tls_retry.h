@@ -149,25 +149,26 @@ static __always_inline bool usm_tls_write_rest(__u64 conn, __u64 buf, __u64 len,
 }
 
 /* The first bytes of the write that failed, in m->head: how many (0: unreadable). */
-static __always_inline __u32 usm_tls_retry_head_read(struct usm_tls_retry_mark *m)
+static __always_inline __u32 usm_tls_retry_head_read(TLM_PARAM, struct usm_tls_retry_mark *m)
 {
 	__u32 n = m->len < USM_TLS_RETRY_HEAD ? (__u32)m->len : USM_TLS_RETRY_HEAD;
 
 	if (!n || n > USM_TLS_RETRY_HEAD ||
-	    bpf_probe_read_user(m->head, n, (const void *)(unsigned long)m->buf))
+	    tlm_probe_read_user(m->head, n, (const void *)(unsigned long)m->buf))
 		return 0;
 	return n;
 }
 
 /* Does the write at buf, as long as the one m holds, begin with m's first bytes? Read
  * from the process only then: its session is marked, and the buffer moved. */
-static __always_inline bool usm_tls_retry_same_head(const struct usm_tls_retry_mark *m, __u64 buf)
+static __always_inline bool usm_tls_retry_same_head(TLM_PARAM, const struct usm_tls_retry_mark *m,
+						    __u64 buf)
 {
 	__u8 cur[USM_TLS_RETRY_HEAD];
 	__u32 n = m->head_len, i;
 
 	if (!n || n > USM_TLS_RETRY_HEAD ||
-	    bpf_probe_read_user(cur, n, (const void *)(unsigned long)buf))
+	    tlm_probe_read_user(cur, n, (const void *)(unsigned long)buf))
 		return false;
 	for (i = 0; i < USM_TLS_RETRY_HEAD; i++) {
 		if (i < n && cur[i] != m->head[i])
@@ -193,7 +194,7 @@ static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 b
 	m = bpf_map_lookup_elem(&usm_tls_retry, &key);
 	if (!m)
 		return false;
-	retry = m->len == len && (m->buf == buf || usm_tls_retry_same_head(m, buf));
+	retry = m->len == len && (m->buf == buf || usm_tls_retry_same_head(TLM_ARG, m, buf));
 	usm_tls_retry_delete(TLM_ARG, &key, m);
 	if (retry)
 		usm_count(USM_CNT_TLS_RETRIES);
@@ -238,7 +239,7 @@ static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __
 	m.len = lw->len;
 	m.at_ns = bpf_ktime_get_ns(); /* a failure's path: the clock's cost is no matter */
 	m.uid = fair_share_owner();
-	m.head_len = usm_tls_retry_head_read(&m);
+	m.head_len = usm_tls_retry_head_read(TLM_ARG, &m);
 	lw->pid_tgid = 0; /* asked twice: one mark */
 	/* A mark there already (the session's write failed, and another before its
 	 * retry): this write takes its place, and the mark keeps the owner whose count it
