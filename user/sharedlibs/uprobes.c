@@ -259,7 +259,8 @@ static ssize_t proc_index(const struct lib_file *f, __u32 pid);
  * alias (overlay inode) of, that pid's row first. After a copy-up, a copy's row and the
  * layer's both have the overlay inode for alias, in no set order; btrfs subvolumes'
  * files can share (dev, ino) (lib_file.sdev): the subvolume the kernel named (sdev, 0
- * where it did not), else a process's events are answered from the row it is in.
+ * where it did not), never another one known, else a process's events are answered
+ * from the row it is in (one process can map both a subvolume's copy and a snapshot's).
  */
 static struct lib_file *find_file_of(struct bpftel_uprobes *u, dev_t dev, __u64 ino, dev_t sdev,
 				     __u32 pid)
@@ -273,6 +274,8 @@ static struct lib_file *find_file_of(struct bpftel_uprobes *u, dev_t dev, __u64 
 		if (f->dev == dev && f->ino == ino) {
 			if (f->sdev == dev || (sdev && f->sdev == sdev))
 				return f;
+			if (sdev && f->sdev != f->dev)
+				continue; /* another subvolume's */
 			if (!mine && proc_index(f, pid) >= 0)
 				mine = f;
 			if (!real)
