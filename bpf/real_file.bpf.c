@@ -10,11 +10,13 @@
  * (two containers) show two files that are one for uprobes, and a layer on FUSE shows
  * as overlayfs. vma->vm_file is the file mapped (on newer kernels a backing file whose
  * inode is the layer's; on older ones the layer's file itself, which stat showed too).
+ * On btrfs also its subvolume's device, which no stat through an overlay shows.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "real_file.h"
+#include "lib/btrfs_subvol.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -41,6 +43,7 @@ int real_file_vmas(struct bpf_iter__task_vma *ctx)
 	r.ino = BPF_CORE_READ(inode, i_ino);
 	r.dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	r.magic = BPF_CORE_READ(inode, i_sb, s_magic);
+	r.sdev = btrfs_subvol_dev(inode);
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }

@@ -12,8 +12,10 @@ struct real_file_rec {
 	__u64 ino;   /* the mapped inode's number */
 	__u32 dev;   /* its super block's device, as the kernel encodes it (major << 20) */
 	__u32 magic; /* its file system's magic (FUSE: 0x65735546) */
+	__u32 sdev;  /* on btrfs its subvolume's device, as dev (lib/btrfs_subvol.h); else 0 */
+	__u32 __pad;
 };
 
-_Static_assert(sizeof(struct real_file_rec) == 24, "real_file_rec layout");
+_Static_assert(sizeof(struct real_file_rec) == 32, "real_file_rec layout");
 
 #endif /* BPFTEL_REAL_FILE_H */

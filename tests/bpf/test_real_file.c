@@ -89,6 +89,7 @@ static void test_tmpfs_file_as_stat(void **state)
 	assert_int_equal(r.dev, st.st_dev);
 	assert_int_equal(r.ino, st.st_ino);
 	assert_int_equal(r.magic, TMPFS_MAGIC);
+	assert_int_equal(r.sdev, 0); /* not btrfs */
 	/* Not the start of a mapping of a file. */
 	assert_int_equal(bpftel_real_file_at((unsigned long)p + 4096 * 1024, &r), -ENOENT);
 	bpftel_real_files_put();
@@ -158,6 +159,7 @@ static void test_overlay_file_is_the_layers(void **state)
 	assert_int_equal(r.dev, lower.st_dev);
 	assert_int_equal(r.ino, lower.st_ino);
 	assert_int_equal(r.magic, TMPFS_MAGIC);
+	assert_int_equal(r.sdev, 0); /* not btrfs */
 	bpftel_real_files_put();
 	munmap(p, 4096);
 	close(fd);

@@ -171,6 +171,7 @@ static int lookup(struct real_files *r, unsigned long addr, struct bpftel_real_f
 			out->dev = bpftel_kdev(recs[i].dev);
 			out->ino = recs[i].ino;
 			out->magic = recs[i].magic;
+			out->sdev = bpftel_kdev(recs[i].sdev);
 			close(fd);
 			return 0;
 		}

@@ -18,6 +18,7 @@ struct bpftel_real_file {
 	dev_t dev;
 	__u64 ino;
 	__u32 magic; /* its file system's (statfs f_type) */
+	dev_t sdev;  /* on btrfs, its subvolume's device (what stat gives there); else 0 */
 };
 
 /* Hold the iterator, loading it if no one holds it yet. 0, or -errno when it could not

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -198,16 +199,30 @@ void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, con
 
 /*
  * On btrfs the subvolume's device, which stat gives (the kernel's inode has the file
- * system's, for every subvolume); elsewhere dev. Not stat's device everywhere: through
- * an overlay it is one the overlay mount made for its layer, another for each mount
- * of the same file, which would make one file two. (The stat an open fills in has the
- * kernel's device: bpftel_procfile_open.)
+ * system's, for every subvolume); elsewhere dev. Asked of the kernel where it can say
+ * (real_file.h): through an overlay stat shows a device the overlay mount made for its
+ * layer, another for each mount of the same file, which would make one file two, and
+ * the subvolume unknown (dev), which any subvolume's file of the same numbers would
+ * then be taken for. Else stat's device where statfs says btrfs. (The stat an open
+ * fills in has the kernel's device: bpftel_procfile_open.)
  */
 dev_t file_sdev(int fd, dev_t dev)
 {
+	struct bpftel_real_file real;
 	struct statfs sfs;
 	struct stat st;
+	void *p;
+	int err;
 
+	/* The kernel's answer, through a mapping (real_file.h): through an overlay too,
+	 * where stat shows the overlay's device, and statfs the overlay. */
+	p = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (p != MAP_FAILED) {
+		err = bpftel_real_file_at((unsigned long)p, &real);
+		munmap(p, 1);
+		if (!err && real.dev == dev)
+			return real.sdev ? real.sdev : dev;
+	}
 	if (!fstat(fd, &st) && st.st_dev != dev && !fstatfs(fd, &sfs) &&
 	    sfs.f_type == MAGIC_BTRFS)
 		return st.st_dev;
