@@ -79,6 +79,8 @@ def main():
         # ssl with SSL_read_ex, and both are counted below.
         check(row["failed"] == 0 and row["attached"] == LIBSSL_PROBES,
               f"usm: {row['attached']} uprobes on {row['path']}, the reads' shared")
+        check(row["opens"] >= 1, f"bpftel libs --json: the file opened {row['opens']} times "
+                                 "to tell what processes map")
         folded = sorted((f["symbol"], f["with"], f["return"]) for f in row["folded"])
         callees = {f["callee_offset"] for f in row["folded"]}
         check(folded == [("SSL_read", "SSL_read_ex", False), ("SSL_read", "SSL_read_ex", True)]

@@ -178,6 +178,7 @@ static json_t *file_json(const struct bpftel_uprobe_file_info *r)
 	if (r->mode_reason[0])
 		json_object_set_new(o, "link_mode_reason", bpftel_json_str(r->mode_reason));
 	json_object_set_new(o, "throttled", json_boolean(r->throttled));
+	json_object_set_new(o, "opens", json_integer((json_int_t)r->opens));
 	json_object_set_new(o, "folded", folded_json(r));
 	/* Every probe point of the module is attached, failed, folded or skipped. */
 	json_object_set_new(o, "folded_points", json_integer((json_int_t)r->nfolded));
