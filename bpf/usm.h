@@ -203,6 +203,10 @@ enum usm_counter {
 	USM_CNT_TLS_WRITE_RESTS = 24, /* TLS writes of the rest of the thread's last one on
 				       * the session (GnuTLS sends a record a call): counted
 				       * in USM_CNT_TLS_CALLS, not looked at again */
+	USM_CNT_TLS_READS_UNSEEN = 25, /* TLS reads whose return went unseen: a later read
+					* of the thread at or above their frame took their
+					* slot (the module stopped in between, a longjmp, a
+					* stackful coroutine's switch): not looked at */
 	USM_CNT__COUNT,
 };
 

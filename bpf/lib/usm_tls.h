@@ -353,9 +353,13 @@ static __always_inline int usm_tls_read_enter_body(TLM_PARAM, struct pt_regs *re
 	for (i = 0; i < USM_TLS_NEST; i++) {
 		r = &c->r[i];
 		/* A read whose frame was at or below this one's has returned unseen (the
-		 * module stopped in between, a longjmp): its slot is free. */
-		if (r->pending && (r->sp <= sp || r->pid_tgid != pid_tgid))
+		 * module stopped in between, a longjmp; or it is another stack's, a
+		 * stackful coroutine's, whose return would have come): its slot is free,
+		 * and what it read is not seen (counted). */
+		if (r->pending && (r->sp <= sp || r->pid_tgid != pid_tgid)) {
 			r->pending = 0;
+			usm_count(USM_CNT_TLS_READS_UNSEEN);
+		}
 		if (!r->pending && !slot)
 			slot = r;
 	}

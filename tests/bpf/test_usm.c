@@ -962,11 +962,22 @@ static void test_tls_nested_reads(void **state)
 
 	/* An entry whose return was never seen (the module stopped in between), then a
 	 * read at the same depth: the new one is paired, the old slot reused. */
+	assert_int_equal(counter(USM_CNT_TLS_READS_UNSEEN), 0);
 	read_enter(resp, SSL_PTR + 5, TLS_SP, 300);
 	read_enter(resp, SSL_PTR + 6, TLS_SP, 310);
+	assert_int_equal(counter(USM_CNT_TLS_READS_UNSEEN), 1); /* the old one's bytes */
 	assert_int_equal(read_return(14, TLS_SP, 320), 1);
 	assert_int_equal(event(0)->conn, SSL_PTR + 6);
 	assert_int_equal(read_return(14, TLS_SP, 330), 0); /* nothing else pending there */
+	/* One pending below a read at a higher frame (a coroutine on another stack, or a
+	 * longjmp out of it): counted too; nested ones, lower, are not. */
+	read_enter(resp, SSL_PTR + 7, TLS_SP - 0x100, 400);
+	read_enter(resp, SSL_PTR + 8, TLS_SP - 0x200, 410);
+	assert_int_equal(counter(USM_CNT_TLS_READS_UNSEEN), 1);
+	read_enter(resp, SSL_PTR + 9, TLS_SP, 420);
+	assert_int_equal(counter(USM_CNT_TLS_READS_UNSEEN), 3);
+	assert_int_equal(read_return(15, TLS_SP, 430), 1);
+	assert_int_equal(event(0)->conn, SSL_PTR + 9);
 }
 
 /* recvfrom(2) on fd by thread pid_tgid with its stack pointer at sp. */

@@ -93,6 +93,7 @@ static const char *const counter_names[USM_CNT__COUNT] = {
 	[USM_CNT_GO_READS_OVER_SHARE] = "go_reads_over_share",
 	[USM_CNT_PACKETS_UNREAD] = "packets_unread",
 	[USM_CNT_TLS_WRITE_RESTS] = "tls_write_rests",
+	[USM_CNT_TLS_READS_UNSEEN] = "tls_reads_unseen",
 };
 
 static void usm_housekeeping(struct bpftel_module *m);

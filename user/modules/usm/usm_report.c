@@ -315,6 +315,11 @@ static const struct {
 	 "record a call and the application writes the rest): their bytes were looked at "
 	 "with the first, not again.",
 	 USM_CNT_TLS_WRITE_RESTS},
+	{"bpftel_http_tls_reads_unseen_total",
+	 "TLS reads whose return the probes never saw: a later read of the thread, at or "
+	 "above their stack frame, took their slot (the module stopped in between, a "
+	 "longjmp, a stackful coroutine's switch): what they read is not seen.",
+	 USM_CNT_TLS_READS_UNSEEN},
 	{"bpftel_http_packets_ipv6_deep_total",
 	 "IPv6 packets with more extension headers before their transport header than the "
 	 "socket filter walks (4): not looked at.",
