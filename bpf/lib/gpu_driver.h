@@ -60,6 +60,40 @@ static __always_inline int gpu_ctx_make_enter_body(TLM_PARAM, struct pt_regs *re
 	return 0;
 }
 
+/*
+ * The runtime retains its device's primary context (cuDevicePrimaryCtxRetain) inside
+ * one of its calls: the call is the runtime's, not counted again (driver_nested), but
+ * the context's device is learnt at its return (gpu_ctx_nested_end), or a program that
+ * makes that context current itself (cuCtxSetCurrent, cuCtxPushCurrent_v2, as a
+ * library on top of the runtime does) would have its calls on a device not known.
+ * Kept as a call in flight, its count not raised.
+ */
+static __always_inline void gpu_ctx_nested_begin(TLM_PARAM, struct gpu_proc_stats *st,
+						 struct pt_regs *regs, __u64 pid_tgid, __u64 now)
+{
+	struct gpu_call call = {.ktime_ns = now, .arg0 = PT_REGS_PARM1(regs),
+				.arg1 = (__s32)PT_REGS_PARM2(regs), .freed.kind = GPU_MEM__COUNT};
+
+	gpu_call_store(TLM_ARG, st, pid_tgid, GPU_FN_CU_PRIMARY_CTX_RETAIN, &call);
+}
+
+static __always_inline void gpu_ctx_made(TLM_PARAM, struct gpu_proc_stats *st, __u64 pid_tgid,
+					 enum gpu_func func, const struct gpu_call *call);
+
+/* Its return: rc 0, the context's device learnt. */
+static __always_inline void gpu_ctx_nested_end(TLM_PARAM, __u64 pid_tgid, int rc)
+{
+	struct gpu_proc_stats *st;
+	struct gpu_call call;
+	__u32 tgid = pid_tgid >> 32;
+
+	if (!gpu_call_end(TLM_ARG, pid_tgid, GPU_FN_CU_PRIMARY_CTX_RETAIN, &call) || rc)
+		return;
+	st = bpf_map_lookup_elem(&gpu_procs, &tgid);
+	if (st)
+		gpu_ctx_made(TLM_ARG, st, pid_tgid, GPU_FN_CU_PRIMARY_CTX_RETAIN, &call);
+}
+
 /* The thread's current device is dev; the runtime's own too where runtime (cudaSetDevice),
  * which it binds again after a driver call unbinds its context. */
 static __always_inline void gpu_thread_set_device(TLM_PARAM, struct gpu_proc_stats *st,

@@ -206,8 +206,11 @@ static __always_inline int gpu_enter_body(TLM_PARAM, struct pt_regs *regs, __u64
 	if (gpu_fn_driver(fn)) {
 		if (gpu_thread_in_runtime(th, sp)) {
 			st = bpf_map_lookup_elem(&gpu_procs, &tgid);
-			if (st)
-				__sync_fetch_and_add(&st->driver_nested, 1);
+			if (!st)
+				return 0;
+			__sync_fetch_and_add(&st->driver_nested, 1);
+			if (func == GPU_FN_CU_PRIMARY_CTX_RETAIN)
+				gpu_ctx_nested_begin(TLM_ARG, st, regs, pid_tgid, now);
 			return 0;
 		}
 	} else {
@@ -338,9 +341,13 @@ static __always_inline int gpu_ret_body(TLM_PARAM, struct pt_regs *regs, __u64 p
 		return 0; /* a cookie we did not set */
 	if (!gpu_fn_driver(fn))
 		gpu_runtime_leave(pid_tgid);
-	else if (gpu_in_runtime(pid_tgid, PT_REGS_SP(regs) - 8))
-		return 0; /* the runtime's own call (its entry's sp: 8 below, the return
-			   * address popped): its entry was skipped too */
+	else if (gpu_in_runtime(pid_tgid, PT_REGS_SP(regs) - 8)) {
+		/* The runtime's own call (its entry's sp: 8 below, the return address
+		 * popped): its entry was skipped too, but for its context's device. */
+		if (func == GPU_FN_CU_PRIMARY_CTX_RETAIN)
+			gpu_ctx_nested_end(TLM_ARG, pid_tgid, rc);
+		return 0;
+	}
 	if (gpu_fn_entry_only(func) && !rc)
 		return 0; /* the hot path: a launch that succeeded was counted at its entry */
 	if (!gpu_fn_entry_only(func) && !gpu_call_end(TLM_ARG, pid_tgid, func, &call)) {

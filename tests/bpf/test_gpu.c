@@ -1704,6 +1704,36 @@ static void test_driver_inside_runtime_not_counted_twice(void **state)
 	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
 }
 
+/* The runtime retains its device's primary context inside one of its calls: the retain
+ * is not counted again, but the context's device is learnt, and a program that makes
+ * that context current itself has its driver calls there. */
+static void test_nested_primary_context_learnt(void **state)
+{
+	__u64 p = 0x7f8000000000, ctx_slot = 0, stack[3] = {0xdead, 1, 0};
+	struct test_regs m = {.di = (uintptr_t)&p, .si = 4096, .sp = 0x7000};
+	struct test_regs retain = {.di = (uintptr_t)&ctx_slot, .si = 2, .sp = 0x6f00};
+	struct test_regs set = {.di = 0xc7};
+	struct test_regs launch = {.si = 1, .dx = 1, .cx = 1, .r8 = 1, .r9 = 1,
+				   .sp = (uintptr_t)stack};
+	struct gpu_proc_stats st;
+
+	(void)state;
+	enter(GPU_FN_MALLOC, &m, 10);
+	enter(GPU_FN_CU_PRIMARY_CTX_RETAIN, &retain, 11); /* libcudart calling libcuda */
+	ctx_slot = 0xc7;
+	ret_at(GPU_FN_CU_PRIMARY_CTX_RETAIN, 0, 12, retain.sp);
+	ret_at(GPU_FN_MALLOC, 0, 13, m.sp);
+	enter(GPU_FN_CU_CTX_SET_CURRENT, &set, 20); /* the program's own */
+	ret(GPU_FN_CU_CTX_SET_CURRENT, 0, 21);
+	enter(GPU_FN_CU_LAUNCH, &launch, 22);
+	st = stats_of(TGID);
+	assert_int_equal(st.calls[GPU_FN_CU_PRIMARY_CTX_RETAIN], 0);
+	assert_int_equal(st.driver_nested, 1);
+	assert_int_equal(st.calls[GPU_FN_CU_CTX_SET_CURRENT], 1);
+	assert_int_equal(st.dev[2].launches, 1);
+	assert_int_equal(map_len(bpf_map__fd(skel->maps.gpu_inflight), 16), 0);
+}
+
 /* A runtime call whose return went unseen (begun before its return probe was attached,
  * or its return probe detached while it waited) leaves the depth raised. The thread's
  * own driver calls at or above that call's frame are still counted, and its next
@@ -2534,6 +2564,7 @@ int main(void)
 		T(test_ctx_create_v4_device),
 		T(test_driver_memory_copies_syncs),
 		T(test_driver_inside_runtime_not_counted_twice),
+		T(test_nested_primary_context_learnt),
 		T(test_lost_runtime_return_heals),
 		T(test_devices_per_thread),
 		T(test_driver_call_in_runtime_context),
