@@ -44,6 +44,33 @@ struct fair_share_ranges {
 	struct fair_share_range r[FAIR_SHARE_RANGES];
 };
 
+/* The user granted uid in t, if uid is of one of its ranges; else uid. A binary search,
+ * 9 steps at most for FAIR_SHARE_RANGES: the BPF programs' (lib/fair_share.h) and
+ * userspace's. */
+static inline __u32 fair_share_ranges_owner(const struct fair_share_ranges *t, __u32 uid)
+{
+	__u32 lo = 0, hi = t->n, mid, off, i;
+
+	for (i = 0; i < 9 && lo < hi; i++) {
+		mid = (lo + hi) / 2;
+		if (mid >= FAIR_SHARE_RANGES)
+			break;
+		if (uid < t->r[mid].first) {
+			hi = mid;
+			continue;
+		}
+		off = uid - t->r[mid].first;
+		if (off >= t->r[mid].count) {
+			lo = mid + 1;
+			continue;
+		}
+		if (t->r[mid].owner)
+			return t->r[mid].owner;
+		return t->r[mid].first + (off & ~(FAIR_SHARE_RANGE_BLOCK - 1));
+	}
+	return uid;
+}
+
 struct fair_share_key {
 	__u32 uid;   /* real uid, in the initial user namespace; a container's root: its
 		      * FAIR_SHARE_CONTAINER owner */

@@ -126,27 +126,7 @@ _Static_assert(FAIR_SHARE_RANGES <= 256, "fair_share_range_owner searches in 9 s
  * restart is mostly their verification). A BPF-to-BPF call, for users but root. */
 __noinline __u32 fair_share_range_owner(__u32 uid)
 {
-	struct fair_share_ranges *t = &fair_share_ranges[fair_share_ranges_live & 1];
-	__u32 lo = 0, hi = t->n, mid, off, i;
-
-	for (i = 0; i < 9 && lo < hi; i++) {
-		mid = (lo + hi) / 2;
-		if (mid >= FAIR_SHARE_RANGES)
-			break;
-		if (uid < t->r[mid].first) {
-			hi = mid;
-			continue;
-		}
-		off = uid - t->r[mid].first;
-		if (off >= t->r[mid].count) {
-			lo = mid + 1;
-			continue;
-		}
-		if (t->r[mid].owner)
-			return t->r[mid].owner;
-		return t->r[mid].first + (off & ~(FAIR_SHARE_RANGE_BLOCK - 1));
-	}
-	return uid;
+	return fair_share_ranges_owner(&fair_share_ranges[fair_share_ranges_live & 1], uid);
 }
 
 /* Whose share an entry made by the current thread is in (above): 0 for the host's

@@ -144,17 +144,36 @@ def abuse_metrics_port(host, port):
 
 
 # One user's connections to /metrics, told by the parent over stdin: "hold" opens 8 and
-# keeps them; "ninth" opens one more and says whether the server ended it ("eof") or
-# not within 60 s; "give" closes one held; "scrape" scrapes on a new one (its status
-# line).
+# keeps them alive as a slow client does, a request's header begun and a byte of it sent
+# on each every second (the server ends one idle for 10 s); "ninth" opens one more and
+# says whether the server ended it ("eof") or not within 60 s; "give" closes one held;
+# "scrape" scrapes on a new one (its status line).
 HOLDER = r"""
-import socket, sys
+import socket, sys, threading, time
 host, port = sys.argv[1], int(sys.argv[2])
 held = []
+lock = threading.Lock()
+
+
+def trickle():
+    while True:
+        time.sleep(1)
+        with lock:
+            for s in held:
+                try:
+                    s.sendall(b"a")
+                except OSError:
+                    pass
+
+
 for line in sys.stdin:
     cmd = line.strip()
     if cmd == "hold":
-        held = [socket.create_connection((host, port)) for _ in range(8)]
+        with lock:
+            held = [socket.create_connection((host, port)) for _ in range(8)]
+            for s in held:
+                s.sendall(b"GET / HTTP/1.1\r\nX-Slow: ")
+        threading.Thread(target=trickle, daemon=True).start()
         print("held", flush=True)
     elif cmd == "ninth":
         s = socket.create_connection((host, port))
@@ -165,7 +184,8 @@ for line in sys.stdin:
             print(type(e).__name__, flush=True)
         s.close()
     elif cmd == "give":
-        held.pop().close()
+        with lock:
+            held.pop().close()
         print("given", flush=True)
     elif cmd == "scrape":
         s = socket.create_connection((host, port))

@@ -5,17 +5,22 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "user/agent/metrics_peers.h"
 
 /* A TCP connection over loopback of family (AF_INET, AF_INET6): *srv is the accepted
- * end, *cli the client's. */
-static void loopback_pair(int family, int *srv, int *cli)
+ * end, *cli the client's, made by a child as uid when uid is not -1 (*cli is then -1,
+ * and *child the child, which holds it until killed). */
+static void loopback_pair_as(int family, int *srv, int *cli, int uid, pid_t *child)
 {
 	struct sockaddr_storage ss = {.ss_family = family};
 	socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
@@ -29,12 +34,34 @@ static void loopback_pair(int family, int *srv, int *cli)
 	assert_int_equal(bind(l, (struct sockaddr *)&ss, len), 0);
 	assert_int_equal(listen(l, 1), 0);
 	assert_int_equal(getsockname(l, (struct sockaddr *)&ss, &len), 0);
-	*cli = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(*cli >= 0);
-	assert_int_equal(connect(*cli, (struct sockaddr *)&ss, len), 0);
+	if (uid >= 0) {
+		*child = fork();
+		assert_true(*child >= 0);
+		if (!*child) {
+			int c;
+
+			if (setgid(uid) || setuid(uid))
+				_exit(1);
+			c = socket(family, SOCK_STREAM, 0);
+			if (c < 0 || connect(c, (struct sockaddr *)&ss, len))
+				_exit(1);
+			pause();
+			_exit(0);
+		}
+		*cli = -1;
+	} else {
+		*cli = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(*cli >= 0);
+		assert_int_equal(connect(*cli, (struct sockaddr *)&ss, len), 0);
+	}
 	*srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
 	assert_true(*srv >= 0);
 	close(l);
+}
+
+static void loopback_pair(int family, int *srv, int *cli)
+{
+	loopback_pair_as(family, srv, cli, -1, NULL);
 }
 
 /* The accepted end of a loopback connection is owned by the uid of the client's
@@ -42,24 +69,64 @@ static void loopback_pair(int family, int *srv, int *cli)
 static void test_peer_is_the_clients_uid(void **state)
 {
 	static const int families[] = {AF_INET, AF_INET6};
+	static struct metrics_peers peers;
 	struct metrics_peer p;
 	int srv, cli, sv[2];
 	size_t i;
 
 	(void)state;
+	metrics_peers_init(&peers);
 	for (i = 0; i < 2; i++) {
 		loopback_pair(families[i], &srv, &cli);
-		assert_int_equal(metrics_peer_of(srv, &p), 0);
+		assert_int_equal(metrics_peer_of(&peers, srv, &p), 0);
 		assert_true(p.by_uid);
 		assert_int_equal(p.uid, getuid());
 		close(srv);
 		close(cli);
 	}
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	assert_int_equal(metrics_peer_of(sv[0], &p), -EAFNOSUPPORT);
+	assert_int_equal(metrics_peer_of(&peers, sv[0], &p), -EAFNOSUPPORT);
 	close(sv[0]);
 	close(sv[1]);
-	assert_int_equal(metrics_peer_of(-1, &p), -EBADF);
+	assert_int_equal(metrics_peer_of(&peers, -1, &p), -EBADF);
+	/* Without sock_diag a local client is not told (not shared out), not taken for
+	 * its address, which every local user's connections have. */
+	metrics_peers_fini(&peers);
+	loopback_pair(AF_INET, &srv, &cli);
+	assert_int_equal(metrics_peer_of(&peers, srv, &p), -ENOENT);
+	close(srv);
+	close(cli);
+}
+
+/* A client running as a uid of a user's subordinate range (/etc/subuid: a rootless
+ * container's) is that user's: its subordinate uids are not more owners. */
+static void test_peer_of_a_subuid_is_its_user(void **state)
+{
+	char path[] = "/tmp/bpftel-subuid-XXXXXX";
+	static struct metrics_peers peers;
+	struct metrics_peer p;
+	int fd, srv, cli;
+	pid_t child;
+
+	(void)state;
+	if (getuid())
+		skip(); /* a child of another uid needs root */
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "65534:300000:65536\n", 19), 19);
+	close(fd);
+	setenv("BPFTEL_SUBUID", path, 1);
+	metrics_peers_init(&peers);
+	loopback_pair_as(AF_INET, &srv, &cli, 300123, &child);
+	assert_int_equal(metrics_peer_of(&peers, srv, &p), 0);
+	assert_true(p.by_uid);
+	assert_int_equal(p.uid, 65534);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	close(srv);
+	metrics_peers_fini(&peers);
+	unsetenv("BPFTEL_SUBUID");
+	unlink(path);
 }
 
 /* Each owner holds METRICS_CONNECTIONS_SHARE at most; others are not affected; one
@@ -68,7 +135,7 @@ static void test_shares_per_owner(void **state)
 {
 	struct metrics_peer a = {.by_uid = true, .uid = 1000}, b = {.by_uid = true, .uid = 1001},
 			    ip = {.by_uid = false};
-	struct metrics_shares s = {};
+	static struct metrics_peers s;
 	int idx[METRICS_CONNECTIONS_SHARE], i, j;
 
 	(void)state;
@@ -101,7 +168,7 @@ static void test_shares_per_owner(void **state)
 /* As many owners as connections: each holds one, and one more owner has no slot. */
 static void test_shares_owners_bounded(void **state)
 {
-	struct metrics_shares s = {};
+	static struct metrics_peers s;
 	struct metrics_peer p = {.by_uid = true};
 	unsigned int i;
 
@@ -118,6 +185,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_peer_is_the_clients_uid),
+		cmocka_unit_test(test_peer_of_a_subuid_is_its_user),
 		cmocka_unit_test(test_shares_per_owner),
 		cmocka_unit_test(test_shares_owners_bounded),
 	};

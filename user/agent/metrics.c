@@ -30,7 +30,7 @@ struct bpftel_metrics {
 	struct MHD_Daemon *daemon;
 	struct bpftel_agent *agent;
 	char addr[INET6_ADDRSTRLEN + 16];
-	struct metrics_shares shares; /* libmicrohttpd's thread's */
+	struct metrics_peers peers; /* libmicrohttpd's thread's */
 };
 
 static const char *js(json_t *o, const char *key)
@@ -417,15 +417,15 @@ static void notify(void *cls, struct MHD_Connection *conn, void **ctx,
 	if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
 		if (*ctx)
 			__atomic_sub_fetch(&m->agent->metrics_open, 1, __ATOMIC_RELAXED);
-		metrics_shares_give(&m->shares, (int)(intptr_t)*ctx - 1);
+		metrics_shares_give(&m->peers, (int)(intptr_t)*ctx - 1);
 		*ctx = NULL;
 		return;
 	}
 	info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (!info || metrics_peer_of(info->connect_fd, &who))
+	if (!info || metrics_peer_of(&m->peers, info->connect_fd, &who))
 		idx = METRICS_CONNECTIONS; /* not told: not shared out */
 	else
-		idx = metrics_shares_take(&m->shares, &who);
+		idx = metrics_shares_take(&m->peers, &who);
 	if (idx >= 0) {
 		*ctx = (void *)(intptr_t)(idx + 1);
 		__atomic_add_fetch(&m->agent->metrics_open, 1, __ATOMIC_RELAXED);
@@ -467,6 +467,7 @@ int bpftel_metrics__start(struct bpftel_agent *agent, const char *addr, struct b
 	if (!m)
 		return -ENOMEM;
 	m->agent = agent;
+	metrics_peers_init(&m->peers);
 	errno = 0;
 	/* Its own thread; bounded connections and a timeout: a client that opens a
 	 * connection and sends nothing costs one slot for 10 s, not the service; and a
@@ -483,6 +484,7 @@ int bpftel_metrics__start(struct bpftel_agent *agent, const char *addr, struct b
 		/* What bind() or listen() said (libmicrohttpd keeps it), or a failure of its
 		 * own: not always "in use". */
 		err = errno ? -errno : -EIO;
+		metrics_peers_fini(&m->peers);
 		free(m);
 		return err;
 	}
@@ -501,5 +503,6 @@ void bpftel_metrics__stop(struct bpftel_metrics *m)
 	if (!m)
 		return;
 	MHD_stop_daemon(m->daemon);
+	metrics_peers_fini(&m->peers);
 	free(m);
 }

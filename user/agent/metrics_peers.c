@@ -2,22 +2,73 @@
 /* Whose the connections to /metrics are, and their shares (metrics_peers.h). */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
+#include <netinet/tcp.h>
 
 #include "metrics_peers.h"
+#include "user/common/log.h"
 
-/* An address as IPv6 (IPv4 mapped), and its port; false for another family. */
-static bool as_v6(const struct sockaddr_storage *ss, struct in6_addr *a, __be16 *port)
+/* How often the subuid files are looked at for a change, at most. */
+#define SUBUID_LOOK_NS 1000000000ull
+
+void metrics_peers_init(struct metrics_peers *p)
 {
+	unsigned int skipped;
+
+	memset(p, 0, sizeof(*p));
+	p->nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (p->nl < 0)
+		pr_warn("metrics: no sock_diag (%s): local clients' connections are not shared "
+			"out by user", strerror(errno));
+	if (subuid_read(&p->ranges, &skipped, &p->seen))
+		p->ranges.n = 0;
+}
+
+void metrics_peers_fini(struct metrics_peers *p)
+{
+	if (p->nl >= 0)
+		close(p->nl);
+	p->nl = -1;
+}
+
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
+
+/* The subuid ranges, read again when the files changed (looked at once a second). */
+static const struct fair_share_ranges *ranges(struct metrics_peers *p)
+{
+	unsigned int skipped;
+	__u64 now = mono_ns();
+
+	if (now - p->looked_ns >= SUBUID_LOOK_NS) {
+		p->looked_ns = now;
+		if (subuid_changed(&p->seen) && subuid_read(&p->ranges, &skipped, &p->seen))
+			p->ranges.n = 0;
+	}
+	return &p->ranges;
+}
+
+/* An address as IPv6 (IPv4 mapped), its port and scope; false for another family. */
+static bool as_v6(const struct sockaddr_storage *ss, struct in6_addr *a, __be16 *port,
+		  __u32 *scope)
+{
+	*scope = 0;
 	if (ss->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
 
 		*a = s6->sin6_addr;
 		*port = s6->sin6_port;
+		*scope = s6->sin6_scope_id;
 		return true;
 	}
 	if (ss->ss_family == AF_INET) {
@@ -32,10 +83,18 @@ static bool as_v6(const struct sockaddr_storage *ss, struct in6_addr *a, __be16 
 	return false;
 }
 
+/* The states of a client's socket still connected to the agent (the kernel falls back
+ * to a listener of the port asked when no connection matches: not the client's). */
+static bool connected(__u8 state)
+{
+	return state == TCP_ESTABLISHED || state == TCP_FIN_WAIT1 || state == TCP_FIN_WAIT2 ||
+	       state == TCP_CLOSE_WAIT || state == TCP_LAST_ACK || state == TCP_CLOSING;
+}
+
 /* The uid of the TCP socket whose own end is (src, sport) and other end (dst, dport),
  * in the agent's network namespace: the client's, as the kernel answers sock_diag. */
-static int socket_uid(const struct in6_addr *src, __be16 sport, const struct in6_addr *dst,
-		      __be16 dport, __u32 *uid)
+static int socket_uid(int nl, const struct in6_addr *src, __be16 sport, const struct in6_addr *dst,
+		      __be16 dport, __u32 scope, __u32 *uid)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -44,7 +103,7 @@ static int socket_uid(const struct in6_addr *src, __be16 sport, const struct in6
 		.nlh = {.nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
 			.nlmsg_flags = NLM_F_REQUEST},
 		.r = {.sdiag_protocol = IPPROTO_TCP, .idiag_states = ~0u,
-		      .id = {.idiag_sport = sport, .idiag_dport = dport,
+		      .id = {.idiag_sport = sport, .idiag_dport = dport, .idiag_if = scope,
 			     .idiag_cookie = {INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE}}},
 	};
 	union {
@@ -53,49 +112,68 @@ static int socket_uid(const struct in6_addr *src, __be16 sport, const struct in6
 	} resp;
 	const struct inet_diag_msg *msg;
 	bool v4 = IN6_IS_ADDR_V4MAPPED(src) && IN6_IS_ADDR_V4MAPPED(dst);
+	size_t alen = v4 ? 4 : 16;
 	ssize_t n;
-	int fd, err = -ENOENT;
 
+	if (nl < 0)
+		return -ENOENT;
 	req.r.sdiag_family = v4 ? AF_INET : AF_INET6;
-	memcpy(req.r.id.idiag_src, v4 ? &src->s6_addr[12] : src->s6_addr, v4 ? 4 : 16);
-	memcpy(req.r.id.idiag_dst, v4 ? &dst->s6_addr[12] : dst->s6_addr, v4 ? 4 : 16);
-	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (fd < 0)
+	memcpy(req.r.id.idiag_src, v4 ? &src->s6_addr[12] : src->s6_addr, alen);
+	memcpy(req.r.id.idiag_dst, v4 ? &dst->s6_addr[12] : dst->s6_addr, alen);
+	/* Nothing left of an earlier answer (one cut short): each request stands alone. */
+	while (recv(nl, &resp, sizeof(resp), MSG_DONTWAIT) > 0)
+		;
+	if (send(nl, &req, sizeof(req), 0) != (ssize_t)sizeof(req))
 		return -errno;
 	/* The kernel answers within the send: the reply is queued when it returns. */
-	if (send(fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req)) {
-		err = -errno;
-		goto out;
-	}
-	n = recv(fd, &resp, sizeof(resp), MSG_DONTWAIT);
-	if (n >= (ssize_t)NLMSG_LENGTH(sizeof(*msg)) && NLMSG_OK(&resp.nlh, (__u32)n) &&
-	    resp.nlh.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
-		msg = NLMSG_DATA(&resp.nlh);
-		*uid = msg->idiag_uid;
-		err = 0;
-	}
-out:
-	close(fd);
-	return err;
+	n = recv(nl, &resp, sizeof(resp), MSG_DONTWAIT);
+	if (n < (ssize_t)NLMSG_LENGTH(sizeof(*msg)) || !NLMSG_OK(&resp.nlh, (__u32)n) ||
+	    resp.nlh.nlmsg_type != SOCK_DIAG_BY_FAMILY)
+		return -ENOENT;
+	msg = NLMSG_DATA(&resp.nlh);
+	/* The very connection asked for, still connected. */
+	if (!connected(msg->idiag_state) || msg->id.idiag_sport != sport ||
+	    msg->id.idiag_dport != dport || memcmp(msg->id.idiag_src, req.r.id.idiag_src, alen) ||
+	    memcmp(msg->id.idiag_dst, req.r.id.idiag_dst, alen))
+		return -ENOENT;
+	*uid = msg->idiag_uid;
+	return 0;
 }
 
-int metrics_peer_of(int fd, struct metrics_peer *p)
+/* A client on this host: loopback, link-local, or the agent's own address. */
+static bool local_peer(const struct in6_addr *peer, const struct in6_addr *self)
+{
+	return IN6_IS_ADDR_LOOPBACK(peer) || IN6_IS_ADDR_LINKLOCAL(peer) ||
+	       (IN6_IS_ADDR_V4MAPPED(peer) && peer->s6_addr[12] == 127) ||
+	       !memcmp(peer, self, sizeof(*peer));
+}
+
+int metrics_peer_of(struct metrics_peers *p, int fd, struct metrics_peer *who)
 {
 	struct sockaddr_storage peer, self;
 	socklen_t plen = sizeof(peer), slen = sizeof(self);
 	struct in6_addr self_addr;
 	__be16 pport, sport;
+	__u32 scope, sscope, uid = 0;
 
-	memset(p, 0, sizeof(*p));
+	memset(who, 0, sizeof(*who));
 	if (getpeername(fd, (struct sockaddr *)&peer, &plen) ||
 	    getsockname(fd, (struct sockaddr *)&self, &slen))
 		return -errno;
-	if (!as_v6(&peer, &p->addr, &pport) || !as_v6(&self, &self_addr, &sport))
+	if (!as_v6(&peer, &who->addr, &pport, &scope) ||
+	    !as_v6(&self, &self_addr, &sport, &sscope))
 		return -EAFNOSUPPORT;
 	/* The client's socket: its own end is the peer, its other end ours. */
-	p->by_uid = !socket_uid(&p->addr, pport, &self_addr, sport, &p->uid);
-	if (p->by_uid)
-		memset(&p->addr, 0, sizeof(p->addr));
+	if (!socket_uid(p->nl, &who->addr, pport, &self_addr, sport, scope, &uid)) {
+		who->by_uid = true;
+		who->uid = fair_share_ranges_owner(ranges(p), uid);
+		memset(&who->addr, 0, sizeof(who->addr));
+		return 0;
+	}
+	if (local_peer(&who->addr, &self_addr))
+		return -ENOENT;
+	if (!IN6_IS_ADDR_V4MAPPED(&who->addr))
+		memset(&who->addr.s6_addr[8], 0, 8); /* a host is given a /64 */
 	return 0;
 }
 
@@ -106,30 +184,30 @@ static bool same_owner(const struct metrics_peer *a, const struct metrics_peer *
 	return a->by_uid ? a->uid == b->uid : !memcmp(&a->addr, &b->addr, sizeof(a->addr));
 }
 
-int metrics_shares_take(struct metrics_shares *s, const struct metrics_peer *p)
+int metrics_shares_take(struct metrics_peers *p, const struct metrics_peer *who)
 {
 	int i, free_slot = -1;
 
 	for (i = 0; i < (int)METRICS_CONNECTIONS; i++) {
-		if (!s->held[i].n) {
+		if (!p->held[i].n) {
 			if (free_slot < 0)
 				free_slot = i;
-		} else if (same_owner(&s->held[i].who, p)) {
-			if (s->held[i].n >= METRICS_CONNECTIONS_SHARE)
+		} else if (same_owner(&p->held[i].who, who)) {
+			if (p->held[i].n >= METRICS_CONNECTIONS_SHARE)
 				return -1;
-			s->held[i].n++;
+			p->held[i].n++;
 			return i;
 		}
 	}
 	if (free_slot < 0)
 		return -1; /* as many owners as connections: libmicrohttpd's limit holds */
-	s->held[free_slot].who = *p;
-	s->held[free_slot].n = 1;
+	p->held[free_slot].who = *who;
+	p->held[free_slot].n = 1;
 	return free_slot;
 }
 
-void metrics_shares_give(struct metrics_shares *s, int idx)
+void metrics_shares_give(struct metrics_peers *p, int idx)
 {
-	if (idx >= 0 && idx < (int)METRICS_CONNECTIONS && s->held[idx].n)
-		s->held[idx].n--;
+	if (idx >= 0 && idx < (int)METRICS_CONNECTIONS && p->held[idx].n)
+		p->held[idx].n--;
 }
