@@ -605,15 +605,15 @@ static int gap_note(const struct bpftel_hook_before_stop *h, void *ctx)
  * they had. A row the new instance made since is newer than the print noted, and
  * stays. Twice: before its uprobes attach (again: before the first call of a new
  * program, which would count on in the old row, and be dropped with it, its threads'
- * slots freed under them), with what is left noted again; and once its probes are
- * attached, the exec tracepoint's included (an exec from now on is its), for those
- * that exec'd while the uprobes attached.
+ * slots freed under them), each process left noted again as that check read it; and
+ * once its probes are attached, the exec tracepoint's included (an exec from now on is
+ * its), for those that exec'd since that read. (The exec tracepoint attaches with the
+ * module's other probes, after the uprobes: a program that execs in between and calls
+ * at once has those first calls dropped with its old row.)
  */
 static void gap_check(struct bpftel_gpu *g, struct bpftel_module *m, bool again)
 {
 	int procs_fd = -1, prog_fd = -1, procfd, dropped, left = 0;
-	__u64 maps_gen = 0;
-	__u32 max = 0;
 
 	if (!g->gap.n)
 		return;
@@ -621,24 +621,20 @@ static void gap_check(struct bpftel_gpu *g, struct bpftel_module *m, bool again)
 	if (g->loaded && g->maps_gen == g->gap.maps_gen && bpftel_module__reused_maps(m)) {
 		procs_fd = bpftel_fd_dup(bpf_map__fd(g->skel->maps.gpu_procs));
 		prog_fd = bpftel_fd_dup(bpf_program__fd(g->skel->progs.gpu_exec_drop));
-		max = bpf_map__max_entries(g->skel->maps.gpu_procs);
-		maps_gen = g->maps_gen;
 	}
 	pthread_mutex_unlock(&g->lock);
 	procfd = procs_fd >= 0 && prog_fd >= 0 ? gap_procfd(g) : -1;
 	if (procfd < 0) {
 		gpu_gap_forget(&g->gap); /* new maps, or not to be read: nothing to drop */
 	} else {
-		dropped = gpu_gap_check(&g->gap, procs_fd, prog_fd, procfd, &left);
-		if (again)
-			gpu_gap_note(&g->gap, procs_fd, max, procfd, maps_gen);
+		dropped = gpu_gap_check(&g->gap, procs_fd, prog_fd, procfd, &left, again);
 		if (dropped)
 			pr_info("gpu: %d process%s exec'd during the restart: %s old program's "
 				"state dropped", dropped, dropped == 1 ? "" : "es",
 				dropped == 1 ? "its" : "their");
 		if (left)
 			pr_warn("gpu: %d more exec'd during the restart and keep their old "
-				"program's state (at most %d are dropped a restart)", left,
+				"program's state (at most %d are dropped a check)", left,
 				GPU_GAP_DROPS_MAX);
 	}
 	bpftel_fd_close(&procfd);

@@ -74,38 +74,53 @@ void gpu_gap_note(struct gpu_gap *gap, int procs_fd, __u32 max, int procfd, __u6
 	}
 }
 
-int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procfd, int *left)
+int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procfd, int *left,
+		  bool again)
 {
 	struct gpu_exec_drop_args args = {};
 	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof(args));
+	struct gpu_gap_proc p;
 	struct gpu_proc_stats st;
+	size_t i, kept = 0;
 	int dropped = 0;
 	__u64 now;
-	size_t i;
 
 	*left = 0;
 	for (i = 0; i < gap->n; i++) {
-		const struct gpu_gap_proc *p = &gap->procs[i];
-
-		if (!p->print)
+		p = gap->procs[i];
+		if (!p.print)
 			continue;
-		now = gpu_exec_print(procfd, p->pid);
-		if (!now || now == p->print)
-			continue; /* gone (the sweep's), unknown, or the same program */
-		/* A row made after the print was read is the new program's: an exec the old
-		 * instance saw dropped the old one before. */
-		if (bpf_map_lookup_elem(procs_fd, &p->pid, &st) || st.born_ns > p->at_ns)
-			continue;
-		/* Each a walk of the module's tables: bounded, so that processes exec'ing
-		 * through restarts cannot make a restart's gap last. */
-		if (dropped == GPU_GAP_DROPS_MAX) {
-			(*left)++;
-			continue;
+		now = gpu_exec_print(procfd, p.pid);
+		if (!now)
+			continue; /* gone (the sweep's), or unknown */
+		if (now != p.print) {
+			/* A row made after the print was read is the new program's: an exec
+			 * the old instance saw dropped the old one before. */
+			if (!bpf_map_lookup_elem(procs_fd, &p.pid, &st) && st.born_ns <= p.at_ns) {
+				/* Each a walk of the module's tables: bounded, so that processes
+				 * exec'ing through restarts cannot make a restart's gap last.
+				 * One past it is noted as it was: the next check may drop it. */
+				if (dropped == GPU_GAP_DROPS_MAX) {
+					(*left)++;
+					if (again)
+						gap->procs[kept++] = p;
+					continue;
+				}
+				args.tgid = p.pid;
+				if (!bpf_prog_test_run_opts(exec_drop_fd, &run) && run.retval)
+					dropped++; /* its row was there still (a sweep may have
+						    * taken it) */
+			}
 		}
-		args.tgid = p->pid;
-		if (!bpf_prog_test_run_opts(exec_drop_fd, &run) && run.retval)
-			dropped++; /* its row was there still (a sweep may have taken it) */
+		/* Noted again with the print read now, as of now: an exec after this read
+		 * shows at the next check. */
+		if (again)
+			gap->procs[kept++] = (struct gpu_gap_proc){
+				.pid = p.pid, .print = now, .at_ns = boot_ns()};
 	}
-	gpu_gap_forget(gap);
+	if (again)
+		gap->n = kept;
+	else
+		gpu_gap_forget(gap);
 	return dropped;
 }

@@ -23,6 +23,7 @@
 #ifndef BPFTEL_GPU_GAP_H
 #define BPFTEL_GPU_GAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <linux/types.h>
 
@@ -48,9 +49,11 @@ void gpu_gap_note(struct gpu_gap *gap, int procs_fd, __u32 max, int procfd, __u6
 
 /* The processes noted whose print changed, their row made before it was read: each is
  * dropped by running exec_drop_fd (gpu_exec_drop) for it, up to GPU_GAP_DROPS_MAX.
- * Returns how many were dropped, those past the bound in *left. The gap is
- * forgotten. */
-int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procfd, int *left);
+ * Returns how many were dropped, those past the bound in *left. The gap is forgotten,
+ * or with again, kept for a check to come: each process not dropped noted with the
+ * print this check read, as of that read (an exec after it shows then). */
+int gpu_gap_check(struct gpu_gap *gap, int procs_fd, int exec_drop_fd, int procfd, int *left,
+		  bool again);
 
 void gpu_gap_forget(struct gpu_gap *gap);
 
