@@ -141,16 +141,18 @@ struct usm_h2_state {
 };
 
 /* usm_tls_retry's value (lib/usm_tls_retry.h), by struct usm_fd_key. */
-#define USM_TLS_RETRY_HEAD 16
+#define USM_TLS_RETRY_END 32
 
 struct usm_tls_retry_mark {
 	__u64 buf, len; /* the write that failed */
 	__u64 at_ns;	/* when SSL_get_error said so (userspace ages marks out) */
 	__u32 uid;	/* whose share it is in (lib/fair_share.h) */
-	/* The write's first head_len bytes (min(len, USM_TLS_RETRY_HEAD); 0: unreadable):
-	 * a retry from another buffer (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER) has them. */
-	__u32 head_len;
-	__u8 head[USM_TLS_RETRY_HEAD];
+	/* The write's first and last ends_len bytes (min(len, USM_TLS_RETRY_END); 0:
+	 * unreadable): a retry from another buffer (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER)
+	 * has them, where two HTTP/1 messages of one size mostly differ (a request line
+	 * and its last header or body; a status line and its Date). */
+	__u32 ends_len;
+	__u8 ends[2][USM_TLS_RETRY_END];
 };
 
 #define USM_TLS_RETRY_MAX 4096

@@ -15,10 +15,11 @@
  * So each write leaves (thread, session, buffer, size) in its CPU's slot, and a read's
  * entry clears the slot of its thread. The entry of SSL_get_error(ssl, ret <= 0), when
  * its CPU's slot holds a write of the same thread on ssl (its last TLS call), marks the
- * session with that write's buffer, size and first 16 bytes. The session's next write
- * takes the mark away, and when it has the same size, and the same buffer or (from
- * another buffer: CPython, Ruby and others set SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, and
- * may hand the same bytes from a new object) the same first bytes, it is the retry:
+ * session with that write's buffer, size and first and last 32 bytes. The session's
+ * next write takes the mark away, and when it has the same size, and the same buffer or
+ * (from another buffer: CPython, Ruby and others set SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER,
+ * and may hand the same bytes from a new object) the same first and last bytes, it is
+ * the retry:
  * counted (tls_write_retries), not looked at again. The mark is by session, not thread: an
  * event loop interleaves its sessions, and a scheduler of tasks (tokio) may retry on
  * another thread. A session freed (SSL_free) or given another socket (SSL_set_fd)
@@ -33,8 +34,8 @@
  * between its write and SSL_get_error (then the retry is seen twice, as before).
  *
  * Cost when nothing failed: the CPU's slot written, and one load of
- * usm_tls_retry_marks per write; the session's lookup only while marks exist, and a
- * read of 16 bytes of the write only when its session is marked and it moved.
+ * usm_tls_retry_marks per write; the session's lookup only while marks exist, and reads
+ * of 64 bytes of the write only when its session is marked and it moved.
  *
  * Not covered: GnuTLS, whose failures are only in the return value (GNUTLS_E_AGAIN:
  * that costs a return probe per write); applications that retry without asking
@@ -148,30 +149,33 @@ static __always_inline bool usm_tls_write_rest(__u64 conn, __u64 buf, __u64 len,
 	return rest;
 }
 
-/* The first bytes of the write that failed, in m->head: how many (0: unreadable). */
-static __always_inline __u32 usm_tls_retry_head_read(TLM_PARAM, struct usm_tls_retry_mark *m)
+/* The first and the last min(len, USM_TLS_RETRY_END) bytes of the write of len bytes at
+ * buf, in ends: how many each (0: unreadable). */
+static __always_inline __u32 usm_tls_write_ends(TLM_PARAM, __u64 buf, __u64 len,
+						__u8 ends[2][USM_TLS_RETRY_END])
 {
-	__u32 n = m->len < USM_TLS_RETRY_HEAD ? (__u32)m->len : USM_TLS_RETRY_HEAD;
+	__u32 n = len < USM_TLS_RETRY_END ? (__u32)len : USM_TLS_RETRY_END;
 
-	if (!n || n > USM_TLS_RETRY_HEAD ||
-	    tlm_probe_read_user(m->head, n, (const void *)(unsigned long)m->buf))
+	if (!n || n > USM_TLS_RETRY_END ||
+	    tlm_probe_read_user(ends[0], n, (const void *)(unsigned long)buf) ||
+	    tlm_probe_read_user(ends[1], n, (const void *)(unsigned long)(buf + len - n)))
 		return 0;
 	return n;
 }
 
-/* Does the write at buf, as long as the one m holds, begin with m's first bytes? Read
+/* Does the write at buf, as long as the one m holds, begin and end with m's bytes? Read
  * from the process only then: its session is marked, and the buffer moved. */
-static __always_inline bool usm_tls_retry_same_head(TLM_PARAM, const struct usm_tls_retry_mark *m,
+static __always_inline bool usm_tls_retry_same_ends(TLM_PARAM, const struct usm_tls_retry_mark *m,
 						    __u64 buf)
 {
-	__u8 cur[USM_TLS_RETRY_HEAD];
-	__u32 n = m->head_len, i;
+	__u8 cur[2][USM_TLS_RETRY_END];
+	__u32 n, i;
 
-	if (!n || n > USM_TLS_RETRY_HEAD ||
-	    tlm_probe_read_user(cur, n, (const void *)(unsigned long)buf))
+	n = usm_tls_write_ends(TLM_ARG, buf, m->len, cur);
+	if (!n || n != m->ends_len)
 		return false;
-	for (i = 0; i < USM_TLS_RETRY_HEAD; i++) {
-		if (i < n && cur[i] != m->head[i])
+	for (i = 0; i < USM_TLS_RETRY_END; i++) {
+		if (i < n && (cur[0][i] != m->ends[0][i] || cur[1][i] != m->ends[1][i]))
 			return false;
 	}
 	return true;
@@ -194,7 +198,7 @@ static __always_inline bool usm_tls_write_retried(TLM_PARAM, __u64 conn, __u64 b
 	m = bpf_map_lookup_elem(&usm_tls_retry, &key);
 	if (!m)
 		return false;
-	retry = m->len == len && (m->buf == buf || usm_tls_retry_same_head(TLM_ARG, m, buf));
+	retry = m->len == len && (m->buf == buf || usm_tls_retry_same_ends(TLM_ARG, m, buf));
 	usm_tls_retry_delete(TLM_ARG, &key, m);
 	if (retry)
 		usm_count(USM_CNT_TLS_RETRIES);
@@ -239,7 +243,7 @@ static __always_inline int usm_tls_get_error(TLM_PARAM, struct pt_regs *regs, __
 	m.len = lw->len;
 	m.at_ns = bpf_ktime_get_ns(); /* a failure's path: the clock's cost is no matter */
 	m.uid = fair_share_owner();
-	m.head_len = usm_tls_retry_head_read(TLM_ARG, &m);
+	m.ends_len = usm_tls_write_ends(TLM_ARG, m.buf, m.len, m.ends);
 	lw->pid_tgid = 0; /* asked twice: one mark */
 	/* A mark there already (the session's write failed, and another before its
 	 * retry): this write takes its place, and the mark keeps the owner whose count it

@@ -2694,19 +2694,21 @@ static void test_tls_write_retry(void **state)
  * A retry from another buffer of the same bytes is the retry: OpenSSL takes one where
  * the application set SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER (CPython does), and a
  * program handing the same bytes from a new object retries so. The same size from
- * another buffer with other bytes is the next message; a write shorter than the 16
- * bytes compared is compared whole.
+ * another buffer with other first or last bytes (32 of each compared) is the next
+ * message; a write shorter than that is compared whole.
  */
 static void test_tls_write_retry_moved_buffer(void **state)
 {
 	const char *req = "POST /upload HTTP/1.1\r\nContent-Length: 9\r\n\r\n123456789";
-	char moved[128], other[128], tiny[2][8] = {"\x17\x03\x03x"};
+	char moved[128], other[128], tail[128], tiny[2][8] = {"\x17\x03\x03x"};
 	size_t n = strlen(req);
 
 	(void)state;
 	memcpy(moved, req, n + 1);
 	memcpy(other, req, n + 1);
-	other[11] = 'D'; /* POST /uploaD: within the first 16 bytes */
+	memcpy(tail, req, n + 1);
+	other[11] = 'D'; /* POST /uploaD: within the first bytes */
+	tail[n - 1] = '8'; /* its body's last byte */
 	assert_int_equal(write_as(SSL_PTR, req, n, PID_TGID), 1);
 	get_error(SSL_PTR, -1, PID_TGID);
 	assert_int_equal(write_as(SSL_PTR, moved, n, PID_TGID), 0);
@@ -2716,6 +2718,11 @@ static void test_tls_write_retry_moved_buffer(void **state)
 	assert_int_equal(write_as(SSL_PTR, req, n, PID_TGID), 1);
 	get_error(SSL_PTR, -1, PID_TGID);
 	assert_int_equal(write_as(SSL_PTR, other, n, PID_TGID), 1);
+	assert_int_equal(counter(USM_CNT_TLS_RETRIES), 1);
+	assert_int_equal(retry_marks(), 0);
+	assert_int_equal(write_as(SSL_PTR, req, n, PID_TGID), 1);
+	get_error(SSL_PTR, -1, PID_TGID);
+	assert_int_equal(write_as(SSL_PTR, tail, n, PID_TGID), 1); /* only its end differs */
 	assert_int_equal(counter(USM_CNT_TLS_RETRIES), 1);
 	assert_int_equal(retry_marks(), 0);
 	/* Four bytes, moved: four others are not the retry, the same four are. */
