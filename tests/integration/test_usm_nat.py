@@ -457,6 +457,7 @@ def main():
                   f"case 5, a request never answered: pairing {pairing} (requests 3: the "
                   f"answered one on each side and the lost one once; unanswered 1), NAT "
                   f"copies +{copies} (1), no row for it")
+            lost_before = before["pairing"]["unanswered"]
 
             # Case 6, on case 5's connection: the 100 Continue's two copies.
             before = counters(agent)
@@ -472,6 +473,15 @@ def main():
             m = metric(agent, "bpftel_http_nat_copies_total")
             check(m == base["nat_copies"] + 8,
                   f"/metrics: bpftel_http_nat_copies_total {m} (+8)")
+            # Case 5's lost request on /metrics too, read between two reads of the JSON
+            # (the host's counter: other traffic meanwhile may only add). Last: a scrape
+            # is plaintext HTTP the module pairs too.
+            lo = counters(agent)["pairing"]["unanswered"]
+            m = metric(agent, 'bpftel_http_requests_unpaired_total{reason="unanswered"}')
+            hi = counters(agent)["pairing"]["unanswered"]
+            check(m is not None and lo <= m <= hi and m >= lost_before + 1,
+                  f"/metrics: bpftel_http_requests_unpaired_total{{reason=\"unanswered\"}} "
+                  f"{m}, the JSON's {lo}..{hi}")
         finally:
             agent.stop()
             agent.cleanup()

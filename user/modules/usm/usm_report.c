@@ -501,6 +501,21 @@ void usm_metrics(struct bpftel_module *m, struct bpftel_prom *w)
 	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_SYNTAX]);
 	l[0] = (struct bpftel_prom_label){"reason", "status"};
 	bpftel_prom_sample_u64(w, "", l, 1, c.rejected[USM_HTTP_REJECT_STATUS]);
+	/* What pairing lost, as `counters.pairing` counts it: each request once. */
+	bpftel_prom_family(w, "bpftel_http_requests_unpaired_total", "counter",
+			   "HTTP requests no response was paired with, so in no histogram, by "
+			   "reason: unanswered (replaced by the next on their connection, "
+			   "pending past http_row_expiry, of a process that exited, or "
+			   "withdrawn), evicted (pushed out of the 4096 pending by newer ones). "
+			   "Each request once, whatever its NAT copies.");
+	l[0] = (struct bpftel_prom_label){"reason", "unanswered"};
+	bpftel_prom_sample_u64(w, "", l, 1, c.endpoints.unanswered);
+	l[0] = (struct bpftel_prom_label){"reason", "evicted"};
+	bpftel_prom_sample_u64(w, "", l, 1, c.endpoints.evicted);
+	bpftel_prom_scalar(w, "bpftel_http_orphan_responses_total", "counter",
+			   "HTTP responses with no request pending that they could answer (the "
+			   "request before the agent watched, or lost): in no histogram.",
+			   c.endpoints.orphan_responses);
 	http2_metrics(w, &c);
 	share_metrics(w, usm);
 	free(ser);
