@@ -1170,6 +1170,69 @@ static void test_sweep_read_names_no_kernel(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* The launches of self's kernel series named "bpftel_test_sweep_kernel" in a report
+ * (-1: no such series). */
+static long long sweep_kernel_launches(struct fixture *f, __u32 self)
+{
+	struct bpftel_gpu_proc *rows;
+	long long got = -1;
+	int n, i;
+	size_t k;
+
+	n = bpftel_gpu__processes(f->gpu, &rows);
+	for (i = 0; i < n; i++)
+		for (k = 0; rows[i].pid == self && k < rows[i].nkseries; k++)
+			if (!strcmp(rows[i].kseries[k].name, "bpftel_test_sweep_kernel"))
+				got = (long long)rows[i].kseries[k].launches;
+	free(rows);
+	return got;
+}
+
+/*
+ * A process execs, and the sweep's read of a dead process comes between the exec and
+ * its new program's first call: the process is in no row then. The new program's
+ * kernel series begin again at the next report, not held at the old program's counts
+ * (its launches would not show until they passed the old ones).
+ */
+static void test_sweep_read_between_exec_and_call(void **state)
+{
+	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
+	struct fixture *f = *state;
+	__u32 self = (__u32)getpid();
+	struct gpu_launch_key lk = {.tgid = self,
+				    .api = GPU_KERNEL_RUNTIME,
+				    .fn = GPU_FN_LAUNCH,
+				    .bucket = GPU_LAUNCH_NO_BUCKET,
+				    .func = (__u64)(uintptr_t)bpftel_test_sweep_kernel};
+	struct gpu_proc_stats st = {.born_ns = 100};
+	struct gpu_kernel k = {.launches = 5};
+	int procs, kernels;
+
+	assert_non_null(mkdtemp(dir));
+	fake_proc(dir, self, 1000); /* LAST_PID0 + 21 has no entry: gone */
+	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	procs = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
+	kernels = bpftel_gpu__map_fd(f->gpu, "gpu_kernels");
+	assert_int_equal(bpf_map_update_elem(procs, &self, &st, BPF_NOEXIST), 0);
+	assert_int_equal(bpf_map_update_elem(kernels, &lk, &k, BPF_NOEXIST), 0);
+	assert_int_equal(sweep_kernel_launches(f, self), 5);
+	/* The exec (gpu_exec_body), then the sweep's read of another process, dead. */
+	assert_int_equal(bpf_map_delete_elem(procs, &self), 0);
+	assert_int_equal(bpf_map_delete_elem(kernels, &lk), 0);
+	put_mallocs(f, LAST_PID0 + 21, 0, 1);
+	assert_int_equal(bpftel_gpu__sweep(f->gpu), 1);
+	/* The new program's first calls. */
+	st.born_ns = 200;
+	k.launches = 2;
+	assert_int_equal(bpf_map_update_elem(procs, &self, &st, BPF_NOEXIST), 0);
+	assert_int_equal(bpf_map_update_elem(kernels, &lk, &k, BPF_NOEXIST), 0);
+	assert_int_equal(sweep_kernel_launches(f, self), 2);
+	assert_int_equal(bpftel_module__stop(bpftel_gpu__module(f->gpu)), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1187,6 +1250,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_sweep_reads_the_dead_last, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_last_read_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_read_names_no_kernel, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_read_between_exec_and_call, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_fair_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_name_half_written, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernels_listed_in_rounds, setup, teardown),

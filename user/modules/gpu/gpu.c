@@ -1331,15 +1331,27 @@ static size_t unique_rows(struct bpftel_gpu_proc *rows, size_t n)
  * A process whose row was made again since the last report (it exec'd: the BPF side
  * dropped the old program's row and all it had) is a new program: what the reports
  * learnt of the old one (its kernels' names and series, its error series) goes, and
- * its counters begin again. rows sorted by pid. With the report lock.
+ * its counters begin again. So does what they learnt of one whose row is gone (it
+ * exec'd, and its new program has not called yet): read between its exec and its new
+ * program's first call, by the sweep's read, which leaves the kernels as they were (a
+ * full report's forgets the absent's), it would not be told apart from the new
+ * program at the next. rows sorted by pid. With the report lock.
  */
 static void forget_reborn(struct bpftel_gpu *g, const struct bpftel_gpu_proc *rows, size_t n)
 {
 	struct pid_born *now = malloc((n ? n : 1) * sizeof(*now)), *was;
-	size_t i;
+	size_t i, j = 0;
 
 	if (!now)
 		return; /* the next report compares with the last one's */
+	for (i = 0; i < g->nborns; i++) {
+		while (j < n && rows[j].pid < g->borns[i].pid)
+			j++;
+		if (j == n || rows[j].pid != g->borns[i].pid) {
+			bpftel_gpu_kernels__forget(g->kernels, g->borns[i].pid);
+			bpftel_gpu_errors__forget(g->errors, g->borns[i].pid);
+		}
+	}
 	for (i = 0; i < n; i++) {
 		now[i] = (struct pid_born){.pid = rows[i].pid, .born = rows[i].st.born_ns};
 		was = g->nborns ? bsearch(&now[i], g->borns, g->nborns, sizeof(*g->borns), cmp_pid)
