@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* Whose the connections to /metrics are, and their shares (metrics_peers.h). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <linux/inet_diag.h>
@@ -11,22 +11,48 @@
 #include <netinet/tcp.h>
 
 #include "metrics_peers.h"
+#include "user/common/ctl.h"
 #include "user/common/log.h"
 
 /* How often the subuid files are looked at for a change, at most. */
 #define SUBUID_LOOK_NS 1000000000ull
 
+static int socket_uid(int nl, const struct in6_addr *src, __be16 sport, const struct in6_addr *dst,
+		      __be16 dport, __u32 scope, __u32 *uid);
+
+/* The subuid ranges read again, kept as they were if the file cannot be read (logged):
+ * each subordinate uid would be an owner of its own. */
+static void ranges_read(struct metrics_peers *p)
+{
+	struct fair_share_ranges *now = malloc(sizeof(*now));
+	unsigned int skipped;
+	int err;
+
+	if (!now)
+		return;
+	err = subuid_read(now, &skipped, &p->seen);
+	if (err)
+		pr_warn("metrics: %s: %s: its ranges as they were", subuid_path(), strerror(-err));
+	else
+		p->ranges = *now;
+	free(now);
+}
+
 void metrics_peers_init(struct metrics_peers *p)
 {
-	unsigned int skipped;
+	struct in6_addr any = IN6ADDR_ANY_INIT;
+	__u32 uid;
 
 	memset(p, 0, sizeof(*p));
 	p->nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (p->nl < 0)
-		pr_warn("metrics: no sock_diag (%s): local clients' connections are not shared "
-			"out by user", strerror(errno));
-	if (subuid_read(&p->ranges, &skipped, &p->seen))
-		p->ranges.n = 0;
+		pr_warn("metrics: no sock_diag (%s): local clients' connections share one "
+			"owner's share", strerror(errno));
+	/* A first request: the kernel loads its TCP modules now, not on the server's
+	 * thread at a client's connection. */
+	socket_uid(p->nl, &any, 0, &any, 0, 0, &uid);
+	ranges_read(p);
+	p->looked_ns = bpftel_mono_ns();
 }
 
 void metrics_peers_fini(struct metrics_peers *p)
@@ -36,24 +62,15 @@ void metrics_peers_fini(struct metrics_peers *p)
 	p->nl = -1;
 }
 
-static __u64 mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
-
 /* The subuid ranges, read again when the files changed (looked at once a second). */
 static const struct fair_share_ranges *ranges(struct metrics_peers *p)
 {
-	unsigned int skipped;
-	__u64 now = mono_ns();
+	__u64 now = bpftel_mono_ns();
 
 	if (now - p->looked_ns >= SUBUID_LOOK_NS) {
 		p->looked_ns = now;
-		if (subuid_changed(&p->seen) && subuid_read(&p->ranges, &skipped, &p->seen))
-			p->ranges.n = 0;
+		if (subuid_changed(&p->seen))
+			ranges_read(p);
 	}
 	return &p->ranges;
 }
@@ -131,19 +148,21 @@ static int socket_uid(int nl, const struct in6_addr *src, __be16 sport, const st
 	    resp.nlh.nlmsg_type != SOCK_DIAG_BY_FAMILY)
 		return -ENOENT;
 	msg = NLMSG_DATA(&resp.nlh);
-	/* The very connection asked for, still connected. */
+	/* The connection asked for, still connected: the ports of its ends (a listener has
+	 * no other end). Not the addresses, which an AF_INET6 socket connected to an IPv4
+	 * address answers v4-mapped. */
 	if (!connected(msg->idiag_state) || msg->id.idiag_sport != sport ||
-	    msg->id.idiag_dport != dport || memcmp(msg->id.idiag_src, req.r.id.idiag_src, alen) ||
-	    memcmp(msg->id.idiag_dst, req.r.id.idiag_dst, alen))
+	    msg->id.idiag_dport != dport)
 		return -ENOENT;
 	*uid = msg->idiag_uid;
 	return 0;
 }
 
-/* A client on this host: loopback, link-local, or the agent's own address. */
+/* A client on this host: loopback, or the agent's own address (link-local is the LAN's
+ * too). */
 static bool local_peer(const struct in6_addr *peer, const struct in6_addr *self)
 {
-	return IN6_IS_ADDR_LOOPBACK(peer) || IN6_IS_ADDR_LINKLOCAL(peer) ||
+	return IN6_IS_ADDR_LOOPBACK(peer) ||
 	       (IN6_IS_ADDR_V4MAPPED(peer) && peer->s6_addr[12] == 127) ||
 	       !memcmp(peer, self, sizeof(*peer));
 }
@@ -170,8 +189,12 @@ int metrics_peer_of(struct metrics_peers *p, int fd, struct metrics_peer *who)
 		memset(&who->addr, 0, sizeof(who->addr));
 		return 0;
 	}
-	if (local_peer(&who->addr, &self_addr))
-		return -ENOENT;
+	if (local_peer(&who->addr, &self_addr)) {
+		/* Not named (no sock_diag, or gone meanwhile): one owner for all such, the
+		 * unspecified address, which no client has. */
+		memset(&who->addr, 0, sizeof(who->addr));
+		return 0;
+	}
 	if (!IN6_IS_ADDR_V4MAPPED(&who->addr))
 		memset(&who->addr.s6_addr[8], 0, 8); /* a host is given a /64 */
 	return 0;

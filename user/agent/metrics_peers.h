@@ -9,9 +9,9 @@
  * once, and counted. The owner of a client on this host, in the agent's network
  * namespace: the user of its socket's uid, as the kernel's sock_diag tells it, a range
  * of /etc/subuid counted as the user's it was granted to (user/manager/subuid.h: a
- * user's subordinate uids are not more users). Where the kernel cannot say (no
- * sock_diag), a local client is not shared out, as before; any other client's owner is
- * its address (a container, a remote scraper), an IPv6 one's /64.
+ * user's subordinate uids are not more users). Local clients the kernel does not name
+ * (no sock_diag) are one owner together; any other client's owner is its address (a
+ * container, a remote scraper), an IPv6 one's /64.
  */
 #ifndef BPFTEL_AGENT_METRICS_PEERS_H
 #define BPFTEL_AGENT_METRICS_PEERS_H
@@ -44,13 +44,12 @@ struct metrics_peers {
 	} held[METRICS_CONNECTIONS];
 };
 
-/* Open the sock_diag socket (the kernel loads its modules then, not on the server's
- * thread at a client's connection) and read /etc/subuid. */
+/* Open the sock_diag socket and ask it once (the kernel loads its modules then, not on
+ * the server's thread at a client's connection), and read /etc/subuid. */
 void metrics_peers_init(struct metrics_peers *p);
 void metrics_peers_fini(struct metrics_peers *p);
 
-/* The owner of the client end of connection fd, accepted by the agent. 0; -ENOENT: a
- * local client whose user the kernel did not tell (not shared out); or another -errno:
+/* The owner of the client end of connection fd, accepted by the agent. 0, or -errno:
  * not a TCP connection with addresses. */
 int metrics_peer_of(struct metrics_peers *p, int fd, struct metrics_peer *who);
 
