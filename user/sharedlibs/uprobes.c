@@ -220,7 +220,9 @@ dev_t file_sdev(int fd, dev_t dev)
 	if (p != MAP_FAILED) {
 		err = bpftel_real_file_at((unsigned long)p, &real);
 		munmap(p, 1);
-		if (!err && real.dev == dev)
+		/* A btrfs file it names no subvolume of: btrfs loaded after the iterator
+		 * was, its types unknown to it. Stat tells then. */
+		if (!err && real.dev == dev && (real.sdev || real.magic != MAGIC_BTRFS))
 			return real.sdev ? real.sdev : dev;
 	}
 	if (!fstat(fd, &st) && st.st_dev != dev && !fstatfs(fd, &sfs) &&
