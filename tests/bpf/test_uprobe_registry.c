@@ -610,7 +610,7 @@ static void btrfs_image_or_skip(const char *img)
 		skip();
 	/* Loaded before the watcher's object is, whose programs see btrfs only if its
 	 * types are there then (a module's BTF): the kernel side names no subvolume else. */
-	if (system("modprobe -q btrfs > /dev/null 2>&1") && access("/sys/fs/btrfs", F_OK))
+	if (access("/sys/fs/btrfs", F_OK) && system("modprobe -q btrfs > /dev/null 2>&1"))
 		skip(); /* no btrfs here */
 	unlink(img);
 	snprintf(cmd, sizeof(cmd), "truncate -s 300M %s && mkfs.btrfs -q %s > /dev/null 2>&1",
