@@ -633,8 +633,10 @@ static void gap_check(struct bpftel_gpu *g, struct bpftel_module *m, bool again)
 				"state dropped", dropped, dropped == 1 ? "" : "es",
 				dropped == 1 ? "its" : "their");
 		if (left)
-			pr_warn("gpu: %d more exec'd during the restart and keep their old "
-				"program's state (at most %d are dropped a check)", left,
+			pr_warn("gpu: %d more exec'd during the restart and %s (at most %d are "
+				"dropped a check)", left,
+				again ? "are left for the next check"
+				      : "keep their old program's state",
 				GPU_GAP_DROPS_MAX);
 	}
 	bpftel_fd_close(&procfd);
