@@ -152,7 +152,10 @@ struct usm_tls_retry_mark {
 	 * has them, where two HTTP/1 messages of one size mostly differ (a request line
 	 * and its last header or body; a status line and its Date). */
 	__u32 ends_len;
-	__u8 ends[2][USM_TLS_RETRY_END];
+	/* As words, the bytes past ends_len zero: compared a word at a time, which the
+	 * verifier walks in a few steps (a byte loop bounded by ends_len took it past 80k
+	 * instructions on usm_tls_uprobe). */
+	__u64 ends[2][USM_TLS_RETRY_END / 8];
 };
 
 #define USM_TLS_RETRY_MAX 4096

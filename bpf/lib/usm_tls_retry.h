@@ -150,9 +150,10 @@ static __always_inline bool usm_tls_write_rest(__u64 conn, __u64 buf, __u64 len,
 }
 
 /* The first and the last min(len, USM_TLS_RETRY_END) bytes of the write of len bytes at
- * buf, in ends: how many each (0: unreadable). */
+ * buf, in ends (zeroed by the caller: the bytes past them stay 0): how many each (0:
+ * unreadable). */
 static __always_inline __u32 usm_tls_write_ends(TLM_PARAM, __u64 buf, __u64 len,
-						__u8 ends[2][USM_TLS_RETRY_END])
+						__u64 ends[2][USM_TLS_RETRY_END / 8])
 {
 	__u32 n = len < USM_TLS_RETRY_END ? (__u32)len : USM_TLS_RETRY_END;
 
@@ -168,14 +169,14 @@ static __always_inline __u32 usm_tls_write_ends(TLM_PARAM, __u64 buf, __u64 len,
 static __always_inline bool usm_tls_retry_same_ends(TLM_PARAM, const struct usm_tls_retry_mark *m,
 						    __u64 buf)
 {
-	__u8 cur[2][USM_TLS_RETRY_END];
+	__u64 cur[2][USM_TLS_RETRY_END / 8] = {};
 	__u32 n, i;
 
 	n = usm_tls_write_ends(TLM_ARG, buf, m->len, cur);
 	if (!n || n != m->ends_len)
 		return false;
-	for (i = 0; i < USM_TLS_RETRY_END; i++) {
-		if (i < n && (cur[0][i] != m->ends[0][i] || cur[1][i] != m->ends[1][i]))
+	for (i = 0; i < USM_TLS_RETRY_END / 8; i++) {
+		if (cur[0][i] != m->ends[0][i] || cur[1][i] != m->ends[1][i])
 			return false;
 	}
 	return true;
