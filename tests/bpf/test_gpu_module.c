@@ -1115,6 +1115,26 @@ static __attribute__((noinline, used)) void bpftel_test_sweep_kernel(void)
 	__asm__ volatile("");
 }
 
+/* The key in gpu_kernels of self's launches of the kernel whose host function is
+ * bpftel_test_sweep_kernel, this binary's symbol. */
+static struct gpu_launch_key sweep_kernel_key(__u32 self)
+{
+	return (struct gpu_launch_key){.tgid = self,
+				       .api = GPU_KERNEL_RUNTIME,
+				       .fn = GPU_FN_LAUNCH,
+				       .bucket = GPU_LAUNCH_NO_BUCKET,
+				       .func = (__u64)(uintptr_t)bpftel_test_sweep_kernel};
+}
+
+/* The module run with dir (made) as its /proc, where self started at 1000. */
+static void run_with_self(struct fixture *f, char *dir, __u32 self)
+{
+	assert_non_null(mkdtemp(dir));
+	fake_proc(dir, self, 1000);
+	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+}
+
 /*
  * A kernel first read by the sweep's last read of the dead, which names nothing (it
  * parses no file under the report lock), is named by the next report with all its
@@ -1127,20 +1147,13 @@ static void test_sweep_read_names_no_kernel(void **state)
 	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
 	struct fixture *f = *state;
 	__u32 self = (__u32)getpid();
-	struct gpu_launch_key lk = {.tgid = self,
-				    .api = GPU_KERNEL_RUNTIME,
-				    .fn = GPU_FN_LAUNCH,
-				    .bucket = GPU_LAUNCH_NO_BUCKET,
-				    .func = (__u64)(uintptr_t)bpftel_test_sweep_kernel};
+	struct gpu_launch_key lk = sweep_kernel_key(self);
 	struct gpu_proc_stats st = {};
 	struct gpu_kernel k = {};
 	struct bpftel_gpu_proc *rows;
 	int n, i, round, found;
 
-	assert_non_null(mkdtemp(dir));
-	fake_proc(dir, self, 1000); /* LAST_PID0 + 20 has no entry: gone */
-	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
-	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	run_with_self(f, dir, self); /* LAST_PID0 + 20 has no entry: gone */
 	put_mallocs(f, LAST_PID0 + 20, 0, 1);
 	for (round = 1; round <= 2; round++) {
 		k.launches = 3 * (__u64)round; /* the process's row has those with no room */
@@ -1199,19 +1212,12 @@ static void test_sweep_read_between_exec_and_call(void **state)
 	char dir[] = "/tmp/bpftel-proc-XXXXXX", cmd[96];
 	struct fixture *f = *state;
 	__u32 self = (__u32)getpid();
-	struct gpu_launch_key lk = {.tgid = self,
-				    .api = GPU_KERNEL_RUNTIME,
-				    .fn = GPU_FN_LAUNCH,
-				    .bucket = GPU_LAUNCH_NO_BUCKET,
-				    .func = (__u64)(uintptr_t)bpftel_test_sweep_kernel};
+	struct gpu_launch_key lk = sweep_kernel_key(self);
 	struct gpu_proc_stats st = {.born_ns = 100};
 	struct gpu_kernel k = {.launches = 5};
 	int procs, kernels;
 
-	assert_non_null(mkdtemp(dir));
-	fake_proc(dir, self, 1000); /* LAST_PID0 + 21 has no entry: gone */
-	bpftel_gpu__set_procfd(f->gpu, open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
-	assert_int_equal(bpftel_module__run(bpftel_gpu__module(f->gpu)), 0);
+	run_with_self(f, dir, self); /* LAST_PID0 + 21 has no entry: gone */
 	procs = bpftel_gpu__map_fd(f->gpu, "gpu_procs");
 	kernels = bpftel_gpu__map_fd(f->gpu, "gpu_kernels");
 	assert_int_equal(bpf_map_update_elem(procs, &self, &st, BPF_NOEXIST), 0);
