@@ -343,15 +343,33 @@ out:
 	return fd;
 }
 
+/* btrfs' statfs magic (linux/magic.h's BTRFS_SUPER_MAGIC). */
+#define MAGIC_BTRFS 0x9123683e
+
+/* On btrfs the subvolume's device of fd, mapped as dev, as stat gives it; else dev. */
+static dev_t stat_sdev(int fd, dev_t dev)
+{
+	struct statfs sfs;
+	struct stat st;
+
+	if (!fstat(fd, &st) && st.st_dev != dev && !fstatfs(fd, &sfs) &&
+	    sfs.f_type == MAGIC_BTRFS)
+		return st.st_dev;
+	return dev;
+}
+
 /*
  * What fd's mapping is of: on overlayfs the file underneath, which is what the kernel
- * maps and attaches uprobes to. Its identity in *dev, *ino, and where fuse is given,
- * whether it lies on FUSE. Asked of the kernel where real_file.h's iterator is held;
+ * maps and attaches uprobes to. Its identity in *dev, *ino; where sdev is given, on
+ * btrfs its subvolume's device (stat's), else *dev; where fuse is given, whether it
+ * lies on FUSE. Asked of the kernel where real_file.h's iterator is held (the
+ * subvolume too: through an overlay, stat shows the overlay's device, and the subvolume
+ * would be unknown, which any subvolume's file of the same numbers would be taken for);
  * else stat and statfs of the mapping (/proc/self/map_files), which on newer kernels
  * show the overlay's file, not the layer's (and whose statfs may wait on FUSE: this
  * runs on a deadline call).
  */
-static int mapped_file(int fd, dev_t *dev, __u64 *ino, bool *fuse)
+static int mapped_file(int fd, dev_t *dev, __u64 *ino, dev_t *sdev, bool *fuse)
 {
 	struct bpftel_real_file real;
 	struct statfs sfs;
@@ -368,6 +386,12 @@ static int mapped_file(int fd, dev_t *dev, __u64 *ino, bool *fuse)
 	if (!err) {
 		*dev = real.dev;
 		*ino = real.ino;
+		/* A btrfs file it names no subvolume of: btrfs loaded after the iterator
+		 * was, its types unknown to it. Stat tells then. */
+		if (sdev)
+			*sdev = real.sdev			  ? real.sdev
+				: real.magic == MAGIC_BTRFS ? stat_sdev(fd, real.dev)
+							    : real.dev;
 		if (fuse)
 			*fuse = real.magic == FUSE_SUPER_MAGIC;
 	} else {
@@ -379,6 +403,8 @@ static int mapped_file(int fd, dev_t *dev, __u64 *ino, bool *fuse)
 		} else {
 			*dev = st.st_dev;
 			*ino = st.st_ino;
+			if (sdev)
+				*sdev = stat_sdev(fd, st.st_dev);
 			if (fuse)
 				*fuse = sfs.f_type == FUSE_SUPER_MAGIC;
 		}
@@ -389,7 +415,7 @@ static int mapped_file(int fd, dev_t *dev, __u64 *ino, bool *fuse)
 
 int bpftel_procfile_real_identity(int fd, dev_t *dev, __u64 *ino)
 {
-	return mapped_file(fd, dev, ino, NULL);
+	return mapped_file(fd, dev, ino, NULL, NULL);
 }
 
 /* Whose a call to pid's file is (deadline_call.h): who is accountable for pid (proc.h):
@@ -410,6 +436,7 @@ struct open_job {
 	struct stat st;
 	dev_t real_dev; /* what it maps (mapped_file()) */
 	__u64 real_ino;
+	dev_t real_sdev;
 	enum bpftel_refusal why;
 	int fd;
 	__u64 ticket; /* in open_waits.h's table */
@@ -431,7 +458,7 @@ static int open_job_run(struct bpftel_deadline_call *c)
 
 	j->fd = open_now(&j->t, &j->st, &j->why);
 	if (j->fd >= 0 &&
-	    (mapped_file(j->fd, &j->real_dev, &j->real_ino, &fuse) || fuse)) {
+	    (mapped_file(j->fd, &j->real_dev, &j->real_ino, &j->real_sdev, &fuse) || fuse)) {
 		close(j->fd);
 		j->why = BPFTEL_REFUSED_SLOW_FS;
 		j->fd = -EAGAIN;
@@ -452,14 +479,15 @@ static void open_job_release(struct bpftel_deadline_call *c)
 int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st,
 			 enum bpftel_refusal *why)
 {
-	dev_t dev;
+	dev_t dev, sdev;
 	__u64 ino;
 
-	return bpftel_procfile_open_mapped(t, st, why, &dev, &ino);
+	return bpftel_procfile_open_mapped(t, st, why, &dev, &ino, &sdev);
 }
 
 int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct stat *st,
-				enum bpftel_refusal *why, dev_t *real_dev, __u64 *real_ino)
+				enum bpftel_refusal *why, dev_t *real_dev, __u64 *real_ino,
+				dev_t *real_sdev)
 {
 	size_t n = t->path ? strlen(t->path) + 1 : 1;
 	__u64 ticket, owner = owner_of(t);
@@ -509,6 +537,7 @@ int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct s
 	*why = j->why;
 	*real_dev = j->real_dev;
 	*real_ino = j->real_ino;
+	*real_sdev = j->real_sdev;
 	fd = j->fd;
 	j->fd = -1;
 	open_job_release(&j->call);

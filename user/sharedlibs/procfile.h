@@ -98,9 +98,12 @@ int bpftel_procfile_open(const struct bpftel_procfile_target *t, struct stat *st
 			 enum bpftel_refusal *why);
 
 /* The same, and the identity of what the file maps (as bpftel_procfile_real_identity()
- * gives it, found on the way) in *real_dev, *real_ino when it returns an fd. */
+ * gives it, found on the way) in *real_dev, *real_ino when it returns an fd; on btrfs
+ * its subvolume's device in *real_sdev (the kernel's where it can say, else stat's),
+ * elsewhere *real_dev. */
 int bpftel_procfile_open_mapped(const struct bpftel_procfile_target *t, struct stat *st,
-				enum bpftel_refusal *why, dev_t *real_dev, __u64 *real_ino);
+				enum bpftel_refusal *why, dev_t *real_dev, __u64 *real_ino,
+				dev_t *real_sdev);
 
 /*
  * The identity of the file a mapping of fd is of: on overlayfs the file underneath, in

@@ -92,12 +92,12 @@ static bool find_mapping(__u32 pid, const struct lib_file *f, char *range, size_
 static int open_as_file(const struct lib_file *f, const struct bpftel_procfile_target *t,
 			struct stat *st, enum bpftel_refusal *why)
 {
+	dev_t dev = 0, sdev = 0;
 	__u64 ino = 0;
-	dev_t dev = 0;
 	int fd;
 
-	fd = bpftel_procfile_open_mapped(t, st, why, &dev, &ino);
-	if (fd >= 0 && (dev != f->dev || ino != f->ino || !same_sdev(f, file_sdev(fd, dev)))) {
+	fd = bpftel_procfile_open_mapped(t, st, why, &dev, &ino, &sdev);
+	if (fd >= 0 && (dev != f->dev || ino != f->ino || !same_sdev(f, sdev))) {
 		close(fd);
 		*why = BPFTEL_REFUSED_IDENTITY_CHANGED;
 		fd = -ESTALE;

@@ -8,9 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,43 +190,6 @@ void refusal_locked(struct bpftel_uprobes *u, __u32 pid, enum shlib_lib lib, con
 	snprintf(e->detail, sizeof(e->detail), "%s", detail ? detail : "");
 	pr_debug("uprobes: refused pid %u %s: %s %s", pid, path, bpftel_refusal_name(why),
 		 detail ? detail : "");
-}
-
-/* btrfs' statfs magic (linux/magic.h's BTRFS_SUPER_MAGIC). */
-#define MAGIC_BTRFS 0x9123683e
-
-/*
- * On btrfs the subvolume's device, which stat gives (the kernel's inode has the file
- * system's, for every subvolume); elsewhere dev. Asked of the kernel where it can say
- * (real_file.h): through an overlay stat shows a device the overlay mount made for its
- * layer, another for each mount of the same file, which would make one file two, and
- * the subvolume unknown (dev), which any subvolume's file of the same numbers would
- * then be taken for. Else stat's device where statfs says btrfs. (The stat an open
- * fills in has the kernel's device: bpftel_procfile_open.)
- */
-dev_t file_sdev(int fd, dev_t dev)
-{
-	struct bpftel_real_file real;
-	struct statfs sfs;
-	struct stat st;
-	void *p;
-	int err;
-
-	/* The kernel's answer, through a mapping (real_file.h): through an overlay too,
-	 * where stat shows the overlay's device, and statfs the overlay. */
-	p = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (p != MAP_FAILED) {
-		err = bpftel_real_file_at((unsigned long)p, &real);
-		munmap(p, 1);
-		/* A btrfs file it names no subvolume of: btrfs loaded after the iterator
-		 * was, its types unknown to it. Stat tells then. */
-		if (!err && real.dev == dev && (real.sdev || real.magic != MAGIC_BTRFS))
-			return real.sdev ? real.sdev : dev;
-	}
-	if (!fstat(fd, &st) && st.st_dev != dev && !fstatfs(fd, &sfs) &&
-	    sfs.f_type == MAGIC_BTRFS)
-		return st.st_dev;
-	return dev;
 }
 
 bool same_sdev(const struct lib_file *f, dev_t sdev)
@@ -768,7 +729,7 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 			return err;
 		/* Dropped meanwhile: as a new file. */
 	}
-	fd = bpftel_procfile_open_mapped(t, &st, &why, &dev, &ino);
+	fd = bpftel_procfile_open_mapped(t, &st, &why, &dev, &ino, &sdev);
 	if (fd == -EREMOTE) {
 		/* A relative path above its directory: a /proc scan reaches the file through
 		 * the process's mapping. */
@@ -818,7 +779,6 @@ static int uprobes_seen(struct bpftel_uprobes *u, const struct bpftel_procfile_t
 	 * process whose user cannot be told shares one budget with all such. */
 	if (bpftel_proc_owner(t->pid, &owner))
 		owner = BPFTEL_DEADLINE_NO_OWNER;
-	sdev = file_sdev(fd, dev); /* a stat: never under the lock (NFS may not answer) */
 	pthread_mutex_lock(&u->lock);
 	/* By what it maps: the same overlay inode can be over another file since. */
 	f = find_real_file(u, dev, ino, sdev);

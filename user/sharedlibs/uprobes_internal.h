@@ -89,10 +89,10 @@ struct proc_ref {
 struct lib_file {
 	dev_t dev; /* what the kernel maps and probes: the key */
 	__u64 ino;
-	/* With it, on btrfs, the subvolume's device (file_sdev()): inode numbers repeat
-	 * across subvolumes under the one device the kernel gives (a snapshot's files have
-	 * its source's), so (dev, ino) alone can be two files, each probed on its own.
-	 * Elsewhere, and where it is not known, dev (same_sdev()). */
+	/* With it, on btrfs, the subvolume's device (bpftel_procfile_open_mapped()): inode
+	 * numbers repeat across subvolumes under the one device the kernel gives (a
+	 * snapshot's files have its source's), so (dev, ino) alone can be two files, each
+	 * probed on its own. Elsewhere, and where it is not known, dev (same_sdev()). */
 	dev_t sdev;
 	/* Times a process's use of it was answered by opening the file (its first, a
 	 * scan's, one the kernel's identity could not name alone), not from the row. */
@@ -249,8 +249,6 @@ void links_drop(struct ulink *links, size_t n, bool gated);
  * and describe them in jobs. */
 struct lib_file *find_file(struct bpftel_uprobes *u, dev_t dev, __u64 ino, dev_t sdev);
 bool wants(const struct mod_entry *me, enum shlib_lib lib);
-/* uprobes.c: lib_file.sdev of the file open as fd, which the kernel maps as dev. */
-dev_t file_sdev(int fd, dev_t dev);
 /* uprobes.c: can f be the file of subvolume device sdev? Yes when it is f's, or either
  * is not known (dev itself: a btrfs file reached through an overlay, whose fd says
  * overlayfs, not which subvolume), so that one inode reached both ways is one file,
